@@ -1,0 +1,37 @@
+// core/log.h — logging and progress lines.
+//
+// log_info/log_warn/log_error write one line to stderr, prefixed with the MPI rank
+// when the job has more than one. A progress line (progress_*) redraws itself in place
+// on a terminal and prints at most every `interval` seconds otherwise, so long jobs
+// show what they do, how fast and how long is left without flooding CI logs.
+#ifndef TESSERA_CORE_LOG_H
+#define TESSERA_CORE_LOG_H
+
+#include <stdint.h>
+
+void log_set_rank(int rank, int world);
+void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// Monotonic wall-clock seconds.
+double time_now(void);
+
+typedef struct {
+  const char *what;   // e.g. "ingest"
+  double start;       // time_now() at progress_begin
+  double last_print;  // time_now() of the last printed line
+  double interval;    // seconds between lines when not on a terminal
+  int tty;            // stderr is a terminal: redraw with '\r'
+  int drawn;          // a line is on screen and needs a newline before other output
+} progress;
+
+void progress_begin(progress *p, const char *what);
+// Prints "what: <msg> | <rate> | ETA" where ETA comes from done/total (fractions of any
+// unit) and the elapsed time. Rate-limited; `force` prints regardless.
+void progress_update(progress *p, double done, double total, int force,
+                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+// Ends a redrawn line with a newline.
+void progress_end(progress *p);
+
+#endif

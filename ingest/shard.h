@@ -1,0 +1,61 @@
+// ingest/shard.h — shard files: append-only files of clip blocks.
+//
+// Layout (little-endian; docs/store-format.md):
+//   [0, 4096)      shard header: magic "TSRSHARD", version, header size, token geometry
+//                  (pt, ph, pw, channels, dtype), XXH3-64 of the header's bytes
+//   then blocks at 4096-aligned offsets, each:
+//     64-byte block header: magic "TSRCLIP1", T, H, W, payload bytes, payload XXH3-64,
+//                           header XXH3-64
+//     payload: T*H*W tokens, each pt*ph*pw*channels values in (t, y, x, c) order;
+//              tokens in (T, H, W) row-major order
+//     zero padding to the next multiple of 4096
+// A clip never spans two shards. Blocks are written by one writer only.
+#ifndef TESSERA_INGEST_SHARD_H
+#define TESSERA_INGEST_SHARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "core/err.h"
+#include "ingest/store.h"
+
+#define SHARD_HEADER_BYTES 4096
+#define SHARD_BLOCK_HEADER_BYTES 64
+#define SHARD_ALIGN 4096
+
+// ---- writer ----
+typedef struct shard_writer shard_writer;
+
+// Creates a new shard file at `path` (must not exist) with the header for `s`.
+tsr_status shard_writer_create(shard_writer **w, const char *path, const store_settings *s);
+// Starts a clip block of T*H*W tokens at the current end; *offset receives its offset.
+tsr_status shard_writer_begin_clip(shard_writer *w, int T, int H, int W, int64_t *offset);
+// Appends payload bytes of the open clip (any number of calls, in token order).
+tsr_status shard_writer_append(shard_writer *w, const void *data, size_t bytes);
+// Finishes the open clip: checks the byte count, writes its header and padding.
+// *checksum receives the payload's XXH3-64. Bytes are not yet durable (see sync).
+tsr_status shard_writer_end_clip(shard_writer *w, uint64_t *checksum);
+// Drops the open clip (e.g. the source failed mid-way): rewinds to its offset.
+tsr_status shard_writer_abort_clip(shard_writer *w);
+// Makes everything written so far durable (fdatasync).
+tsr_status shard_writer_sync(shard_writer *w);
+// Current end offset (bytes).
+int64_t shard_writer_size(const shard_writer *w);
+void shard_writer_close(shard_writer **w);
+
+// ---- reader ----
+typedef struct shard_reader shard_reader;
+
+// Maps a shard read-only and validates its header against `expect` (NULL: no check).
+tsr_status shard_reader_open(shard_reader **r, const char *path, const store_settings *expect);
+// Validates the block at `offset` (header checksum, geometry, bounds) and returns a
+// pointer to its payload inside the mapping. If `verify`, also checks the payload's
+// checksum against the block header and against `checksum` (when non-zero).
+tsr_status shard_reader_clip(shard_reader *r, int64_t offset, int64_t bytes, uint64_t checksum,
+                             int verify, const uint8_t **payload);
+int64_t shard_reader_size(const shard_reader *r);
+void shard_reader_close(shard_reader **r);
+
+// Truncates a shard file to `end` bytes (at least the header) and syncs it.
+tsr_status shard_truncate(const char *path, int64_t end);
+
+#endif

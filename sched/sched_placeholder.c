@@ -1,0 +1,2 @@
+// Removed when sched/ gets its sources.
+typedef int sched_placeholder_unused;

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# tools/setup.sh — install every system dependency from Debian's packages and build.
+# Safe to rerun: packages already present are not reinstalled; the build is incremental.
+#   tools/setup.sh            release build in build/
+#   BUILD_DIR=... CMAKE_ARGS=... tools/setup.sh   other build trees (tests use build-asan/)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential cmake pkg-config git
+  libavformat-dev libavcodec-dev libswscale-dev libavutil-dev  # FFmpeg: demux/decode/scale/encode
+  ffmpeg                                                       # CLI: test references, benchmark baseline
+  libopenmpi-dev openmpi-bin                                   # multi-rank ingest/training
+  libsqlite3-dev sqlite3                                       # store index (+ CLI for tests)
+  libopenblas-dev                                              # CPU GEMMs
+  libjansson-dev                                               # JSON (plans, metrics, benchmarks)
+  libinih-dev                                                  # INI configs (cost model, model presets)
+  libxxhash-dev                                                # shard checksums
+  time                                                         # /usr/bin/time: peak memory in benchmarks
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+BUILD_DIR=${BUILD_DIR:-build}
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo} ${CMAKE_ARGS:-} >/dev/null
+cmake --build "$BUILD_DIR" -j"$(nproc)"
+echo "setup: built $BUILD_DIR/tools/tessera"

@@ -1,0 +1,64 @@
+// tools/tessera.c — the `tessera` command line: dispatch to subcommands.
+#include <stdio.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "core/log.h"
+#include "tools/commands.h"
+
+typedef struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *summary;
+} command;
+
+static const command commands[] = {
+    {"ingest", cmd_ingest, "decode videos into tubelet tokens: shards + SQLite index"},
+    {"index", cmd_index, "inspect a store: stats, verify, export a clip to MP4, merge stores"},
+    {"plan", cmd_plan, "Dynamic-CP plans for a dataset on a cluster, against static CP"},
+};
+enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
+
+int wants_help(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
+  return 0;
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "tessera — train video diffusion transformers on clips of seconds to minutes\n\n"
+          "usage: tessera <command> [options]   (tessera <command> --help for details)\n\n"
+          "commands:\n");
+  for (int i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+  fprintf(f, "  %-8s %s\n", "help", "this message");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") ||
+      !strcmp(argv[1], "-h")) {
+    if (argc >= 3) {  // tessera help <cmd> == tessera <cmd> --help
+      for (int i = 0; i < NCOMMANDS; i++)
+        if (!strcmp(argv[2], commands[i].name)) {
+          char *hargv[] = {argv[2], "--help", NULL};
+          return commands[i].run(2, hargv);
+        }
+    }
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 1 : 0;
+  }
+  for (int i = 0; i < NCOMMANDS; i++) {
+    if (strcmp(argv[1], commands[i].name)) continue;
+    if (comm_init(&argc, &argv)) {
+      log_error("%s", err_msg());
+      return 1;
+    }
+    log_set_rank(comm_rank(), comm_size());
+    int rc = commands[i].run(argc - 1, argv + 1);
+    comm_finalize();
+    return rc;
+  }
+  fprintf(stderr, "tessera: unknown command '%s'\n\n", argv[1]);
+  usage(stderr);
+  return 1;
+}

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# tools/test.sh — the whole test suite (what CI runs): installs and builds, then runs
+# every test with ctest in the release build, and the ingest tests again under
+# AddressSanitizer + UndefinedBehaviorSanitizer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+J=$(nproc)
+
+tools/setup.sh
+BUILD_DIR=build-asan BUILD_TYPE=Debug CMAKE_ARGS="-DTESSERA_SANITIZE=ON" tools/setup.sh
+
+status=0
+echo "== tests (release build)"
+(cd build && ctest --output-on-failure -j"$J" --timeout 900) || status=1
+echo "== ingest tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
+(cd build-asan && ctest --output-on-failure -j"$J" -L sanitize --timeout 900) || status=1
+exit $status
