@@ -1,0 +1,37 @@
+// ingest/ingest.h — the ingest driver behind `tessera ingest`.
+//
+// Expands sources (files, directories recursively, @list files), skips sources already
+// done (same path, size, mtime), splits the rest across MPI ranks and across worker
+// threads, decodes each to tokens (decode.h, patchify.h), appends them to the worker's
+// shard and commits the source and its clips to the index once the bytes are durable
+// (store.h). Shows progress and returns per-source outcomes for the summary.
+#ifndef TESSERA_INGEST_INGEST_H
+#define TESSERA_INGEST_INGEST_H
+
+#include <stdint.h>
+#include "core/err.h"
+#include "ingest/store.h"
+
+typedef struct {
+  store_settings settings;
+  int workers;             // parallel sources per rank
+  int label_from_dir;      // label = name of the source's parent directory
+  int retry_failed;        // re-ingest sources recorded as failed
+  int64_t max_pixels;      // absurd-size guard for decode
+  int progress;            // show a progress line
+} ingest_opts;
+
+typedef struct {
+  int64_t sources_total, sources_skipped, sources_done, sources_failed, sources_partial;
+  int64_t clips, tokens, decoded_frames, output_frames;
+  double seconds;          // wall time
+} ingest_result;
+
+// Ingests `srcs` (n paths, as given on the command line) into the store `out`.
+// Collective over the MPI world: every rank calls it with the same arguments.
+// Returns TSR_OK when the run completed (some sources may have failed: see result);
+// an error for fatal problems (bad store, settings mismatch, unwritable output).
+tsr_status ingest_run(const char *out, char **srcs, int n, const ingest_opts *o,
+                      ingest_result *res);
+
+#endif

@@ -1,2 +1,0 @@
-// Removed when ingest/ gets its sources.
-typedef int ingest_placeholder_unused;
