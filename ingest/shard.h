@@ -27,13 +27,14 @@ typedef struct shard_writer shard_writer;
 
 // Creates a new shard file at `path` (must not exist) with the header for `s`.
 tsr_status shard_writer_create(shard_writer **w, const char *path, const store_settings *s);
-// Starts a clip block of T*H*W tokens at the current end; *offset receives its offset.
-tsr_status shard_writer_begin_clip(shard_writer *w, int T, int H, int W, int64_t *offset);
+// Starts a clip block of (T unknown yet) x H x W tokens at the current end; *offset
+// receives its offset. T is only known when a streamed clip ends (shard_writer_end_clip).
+tsr_status shard_writer_begin_clip(shard_writer *w, int H, int W, int64_t *offset);
 // Appends payload bytes of the open clip (any number of calls, in token order).
 tsr_status shard_writer_append(shard_writer *w, const void *data, size_t bytes);
-// Finishes the open clip: checks the byte count, writes its header and padding.
-// *checksum receives the payload's XXH3-64. Bytes are not yet durable (see sync).
-tsr_status shard_writer_end_clip(shard_writer *w, uint64_t *checksum);
+// Finishes the open clip of T*H*W tokens: checks the byte count, writes its header and
+// padding. *checksum receives the payload's XXH3-64. Bytes are not yet durable (see sync).
+tsr_status shard_writer_end_clip(shard_writer *w, int T, uint64_t *checksum);
 // Drops the open clip (e.g. the source failed mid-way): rewinds to its offset.
 tsr_status shard_writer_abort_clip(shard_writer *w);
 // Makes everything written so far durable (fdatasync).
