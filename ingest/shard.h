@@ -39,8 +39,9 @@ tsr_status shard_writer_end_clip(shard_writer *w, int T, uint64_t *checksum);
 tsr_status shard_writer_abort_clip(shard_writer *w);
 // Makes everything written so far durable (fdatasync).
 tsr_status shard_writer_sync(shard_writer *w);
-// Current end offset (bytes).
+// Current end offset (bytes): the end of the last finished block.
 int64_t shard_writer_size(const shard_writer *w);
+// Closes (an open clip is aborted first). Does not sync: call shard_writer_sync.
 void shard_writer_close(shard_writer **w);
 
 // ---- reader ----
@@ -49,14 +50,21 @@ typedef struct shard_reader shard_reader;
 // Maps a shard read-only and validates its header against `expect` (NULL: no check).
 tsr_status shard_reader_open(shard_reader **r, const char *path, const store_settings *expect);
 // Validates the block at `offset` (header checksum, geometry, bounds) and returns a
-// pointer to its payload inside the mapping. If `verify`, also checks the payload's
-// checksum against the block header and against `checksum` (when non-zero).
+// pointer to its payload inside the mapping (valid until shard_reader_close). `bytes` is
+// the payload size the index records (-1: not checked). A non-zero `checksum` (the
+// index's) must equal the block header's. If `verify`, the payload is also hashed and
+// compared with the block header's checksum. Failures are TSR_EFORMAT naming the shard
+// path and the offset.
 tsr_status shard_reader_clip(shard_reader *r, int64_t offset, int64_t bytes, uint64_t checksum,
                              int verify, const uint8_t **payload);
 int64_t shard_reader_size(const shard_reader *r);
+// The token geometry recorded in the shard's header (pt, ph, pw, channels, dtype; the
+// other fields are zero).
+void shard_reader_geometry(const shard_reader *r, store_settings *geom);
 void shard_reader_close(shard_reader **r);
 
-// Truncates a shard file to `end` bytes (at least the header) and syncs it.
+// Truncates a shard file to `end` bytes (at least the header) and syncs it. A file
+// already `end` bytes long is left alone; a shorter one is TSR_EFORMAT (clips lost).
 tsr_status shard_truncate(const char *path, int64_t end);
 
 #endif
