@@ -175,24 +175,20 @@ tsr_status shard_writer_create(shard_writer **out, const char *path, const store
   return TSR_OK;
 }
 
-tsr_status shard_writer_begin_clip(shard_writer *w, int T, int H, int W, int64_t *offset) {
+tsr_status shard_writer_begin_clip(shard_writer *w, int H, int W, int64_t *offset) {
   if (w->open)
     return err_set(TSR_EINVAL, "shard %s: a clip is already open at offset %lld (end or abort it)",
                    w->path, (long long)w->clip_off);
-  if (T <= 0 || H <= 0 || W <= 0)
-    return err_set(TSR_EINVAL, "shard %s: invalid token grid %dx%dx%d", w->path, T, H, W);
-  int64_t tokens, bytes;
-  if (__builtin_mul_overflow((int64_t)T * H, (int64_t)W, &tokens) ||
-      __builtin_mul_overflow(tokens, w->token_bytes, &bytes) || bytes > INT64_MAX / 2)
-    return err_set(TSR_EINVAL, "shard %s: token grid %dx%dx%d is too large", w->path, T, H, W);
+  if (H <= 0 || W <= 0)
+    return err_set(TSR_EINVAL, "shard %s: invalid token grid Tx%dx%d", w->path, H, W);
   if (XXH3_64bits_reset(w->xs) != XXH_OK)
     return err_set(TSR_EINVAL, "shard %s: checksum state reset failed", w->path);
   w->open = 1;
-  w->T = T;
+  w->T = 0;  // known at end_clip
   w->H = H;
   w->W = W;
   w->clip_off = w->end;
-  w->expect = bytes;
+  w->expect = INT64_MAX / 4;  // bound until T is known
   w->got = w->flushed = 0;
   w->nbuf = 0;
   if (offset) *offset = w->clip_off;
@@ -233,8 +229,13 @@ tsr_status shard_writer_append(shard_writer *w, const void *data, size_t bytes) 
   return TSR_OK;
 }
 
-tsr_status shard_writer_end_clip(shard_writer *w, uint64_t *checksum) {
+tsr_status shard_writer_end_clip(shard_writer *w, int T, uint64_t *checksum) {
   if (!w->open) return err_set(TSR_EINVAL, "shard %s: end_clip with no open clip", w->path);
+  int64_t tokens;
+  if (T <= 0 || __builtin_mul_overflow((int64_t)T * w->H, (int64_t)w->W, &tokens) ||
+      __builtin_mul_overflow(tokens, w->token_bytes, &w->expect) || w->expect > INT64_MAX / 4)
+    return err_set(TSR_EINVAL, "shard %s: invalid token grid %dx%dx%d", w->path, T, w->H, w->W);
+  w->T = T;
   if (w->got != w->expect)
     return err_set(TSR_EINVAL,
                    "shard %s: clip at offset %lld has %lld of its %lld payload bytes (%dx%dx%d "

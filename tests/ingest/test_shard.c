@@ -96,13 +96,13 @@ int main(void) {
     r->sum = XXH3_64bits(data, (size_t)r->bytes);
     if (c == 3) {  // a clip that is abandoned half-way leaves nothing behind
       int64_t off;
-      CHECK_OK(shard_writer_begin_clip(w, r->T, r->H, r->W, &off));
+      CHECK_OK(shard_writer_begin_clip(w, r->H, r->W, &off));
       CHECK_OK(shard_writer_append(w, data, (size_t)r->bytes / 2));
-      CHECK(shard_writer_end_clip(w, NULL) == TSR_EINVAL, "end of an incomplete clip refused");
+      CHECK(shard_writer_end_clip(w, r->T, NULL) == TSR_EINVAL, "end of an incomplete clip refused");
       CHECK_OK(shard_writer_abort_clip(w));
       CHECK(shard_writer_size(w) == off && file_size(path) == off, "abort rewinds to %lld", (long long)off);
     }
-    CHECK_OK(shard_writer_begin_clip(w, r->T, r->H, r->W, &r->off));
+    CHECK_OK(shard_writer_begin_clip(w, r->H, r->W, &r->off));
     CHECK(r->off == expect_off, "clip %d offset %lld, expected %lld", c, (long long)r->off, (long long)expect_off);
     // Append in irregular chunks: 1, 2, 3, ... bytes, then 100 KB pieces.
     int64_t i = 0;
@@ -114,15 +114,15 @@ int main(void) {
       i += (int64_t)n;
       k++;
     }
-    CHECK(shard_writer_append(w, data, 1) == TSR_EINVAL, "append past T*H*W tokens refused");
+    CHECK(shard_writer_end_clip(w, r->T + 1, NULL) == TSR_EINVAL, "end with a T that does not match the bytes refused");
     uint64_t sum = 0;
-    CHECK_OK(shard_writer_end_clip(w, &sum));
+    CHECK_OK(shard_writer_end_clip(w, r->T, &sum));
     CHECK(sum == r->sum, "clip %d checksum %016llx vs XXH3 %016llx", c, (unsigned long long)sum,
           (unsigned long long)r->sum);
     expect_off = align4k(r->off + 64 + r->bytes);
     CHECK(shard_writer_size(w) == expect_off, "size after clip %d", c);
   }
-  CHECK(shard_writer_begin_clip(w, 0, 1, 1, NULL) == TSR_EINVAL, "empty grid refused");
+  CHECK(shard_writer_begin_clip(w, 0, 1, NULL) == TSR_EINVAL, "empty grid refused");
   CHECK(shard_writer_append(w, data, 1) == TSR_EINVAL, "append without open clip refused");
   CHECK_OK(shard_writer_sync(w));
   shard_writer_close(&w);
