@@ -1,0 +1,166 @@
+// ingest/export.c — a stored clip back to frames: index row -> verified shard block ->
+// unpatchify each of the T tubelet rows into pt frames -> MP4 (encode.h) or raw rgb24.
+#include "ingest/export.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ingest/encode.h"
+#include "ingest/patchify.h"
+#include "ingest/shard.h"
+#include "ingest/store.h"
+
+// One clip opened for reading: its settings, row and verified payload.
+typedef struct {
+  store_settings s;
+  store_clip_row row;
+  shard_reader *reader;
+  const uint8_t *payload;  // (T, H, W, pt, ph, pw, C) inside the mapping
+  int h, w;                // frame size: H*ph, W*pw
+  size_t frame_bytes;      // h*w*C
+  size_t group_bytes;      // bytes of one tubelet row: H*W tokens
+  uint8_t *frames;         // pt frames, (pt, h, w, C)
+  uint8_t **fp;            // pt pointers into frames
+} export_clip;
+
+static void export_clip_close(export_clip *c) {
+  shard_reader_close(&c->reader);
+  free(c->frames);
+  free(c->fp);
+  memset(c, 0, sizeof *c);
+}
+
+static tsr_status export_clip_open(export_clip *c, const char *dir, int64_t id) {
+  memset(c, 0, sizeof *c);
+  store_index *ix = NULL;
+  tsr_status st = store_open(&ix, dir, 0, NULL);
+  if (st != TSR_OK) return err_wrap(st, "export clip %" PRId64 " of %s: ", id, dir);
+  st = index_settings(ix, &c->s);
+  if (st == TSR_OK) st = index_get_clip(ix, id, &c->row);
+  index_close(&ix);
+  if (st != TSR_OK) return err_wrap(st, "export clip %" PRId64 " of %s: ", id, dir);
+
+  const store_settings *s = &c->s;
+  const store_clip *k = &c->row.c;
+  if (s->dtype != STORE_DTYPE_U8 || s->channels != 3)
+    return err_set(TSR_EINVAL,
+                   "export clip %" PRId64 " of %s: the store holds %d-channel %s tokens; "
+                   "export needs uint8 RGB tokens (3 channels)",
+                   id, dir, s->channels, s->dtype == STORE_DTYPE_BF16 ? "bf16" : "uint8");
+  if (s->pt <= 0 || s->ph <= 0 || s->pw <= 0 || k->T <= 0 || k->H <= 0 || k->W <= 0 ||
+      k->H > 4096 || k->W > 4096 || s->ph > 1024 || s->pw > 1024 || s->pt > 1024)
+    return err_set(TSR_EFORMAT,
+                   "export clip %" PRId64 " of %s: bad geometry T=%d H=%d W=%d patch %dx%dx%d "
+                   "in the index; run `tessera index verify %s`",
+                   id, dir, k->T, k->H, k->W, s->pt, s->ph, s->pw, dir);
+  c->h = k->H * s->ph;
+  c->w = k->W * s->pw;
+  c->frame_bytes = (size_t)c->h * c->w * 3;
+  c->group_bytes = (size_t)k->H * k->W * (size_t)store_token_bytes(s);
+  if ((int64_t)(c->group_bytes * k->T) != k->bytes)
+    return err_set(TSR_EFORMAT,
+                   "export clip %" PRId64 " of %s: index says %" PRId64 " bytes but T*H*W "
+                   "tokens take %zu; run `tessera index verify %s`",
+                   id, dir, k->bytes, c->group_bytes * k->T, dir);
+
+  char path[4400];
+  int n = snprintf(path, sizeof path, "%s/%s", dir, k->shard);
+  if (n < 0 || (size_t)n >= sizeof path)
+    return err_set(TSR_EINVAL, "export clip %" PRId64 ": shard path too long", id);
+  st = shard_reader_open(&c->reader, path, s);
+  if (st == TSR_OK)
+    st = shard_reader_clip(c->reader, k->offset, k->bytes, k->checksum, 1, &c->payload);
+  if (st != TSR_OK) {
+    export_clip_close(c);
+    return err_wrap(st, "export clip %" PRId64 " of %s: ", id, dir);
+  }
+
+  c->frames = malloc(c->frame_bytes * s->pt);
+  c->fp = malloc(sizeof *c->fp * s->pt);
+  if (!c->frames || !c->fp) {
+    export_clip_close(c);
+    return err_set(TSR_ENOMEM, "export clip %" PRId64 ": out of memory for %d frames of %dx%d",
+                   id, s->pt, c->w, c->h);
+  }
+  for (int t = 0; t < s->pt; t++) c->fp[t] = c->frames + (size_t)t * c->frame_bytes;
+  return TSR_OK;
+}
+
+// Unpatchifies tubelet row g into c->frames.
+static void export_group(export_clip *c, int g) {
+  unpatchify_u8(c->payload + (size_t)g * c->group_bytes, c->s.pt, c->h, c->w, 3, c->s.ph,
+                c->s.pw, c->fp);
+}
+
+tsr_status export_clip_mp4(const char *dir, int64_t clip_id, const char *out_path, int crf) {
+  export_clip c;
+  tsr_status st = export_clip_open(&c, dir, clip_id);
+  if (st != TSR_OK) return st;
+  encode_opts o = {.width = c.w, .height = c.h, .fps_num = c.s.fps_num,
+                   .fps_den = c.s.fps_den, .crf = crf};
+  video_encoder *e = NULL;
+  st = video_encoder_open(&e, out_path, &o);
+  for (int g = 0; st == TSR_OK && g < c.row.c.T; g++) {
+    export_group(&c, g);
+    for (int t = 0; st == TSR_OK && t < c.s.pt; t++) st = video_encoder_write_rgb(e, c.fp[t]);
+  }
+  if (st == TSR_OK) st = video_encoder_finish(e);
+  video_encoder_free(&e);
+  export_clip_close(&c);
+  return st;
+}
+
+tsr_status export_clip_raw(const char *dir, int64_t clip_id, const char *out_path) {
+  export_clip c;
+  tsr_status st = export_clip_open(&c, dir, clip_id);
+  if (st != TSR_OK) return st;
+  size_t n = strlen(out_path);
+  char *tmp = malloc(n + 5);
+  int fd = -1;
+  if (!tmp) {
+    st = err_set(TSR_ENOMEM, "export %s: out of memory", out_path);
+    goto done;
+  }
+  memcpy(tmp, out_path, n);
+  memcpy(tmp + n, ".tmp", 5);
+  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    st = err_set(TSR_EIO, "export: cannot create %s: %s (check the directory exists and is "
+                 "writable)", tmp, strerror(errno));
+    goto done;
+  }
+  for (int g = 0; st == TSR_OK && g < c.row.c.T; g++) {
+    export_group(&c, g);
+    // The pt frames are contiguous in c.frames: write them in one go.
+    const uint8_t *p = c.frames;
+    size_t left = c.frame_bytes * c.s.pt;
+    while (left > 0) {
+      ssize_t w = write(fd, p, left);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        st = err_set(TSR_EIO, "export: write %s: %s (disk full?)", tmp,
+                     w < 0 ? strerror(errno) : "short write");
+        break;
+      }
+      p += w;
+      left -= (size_t)w;
+    }
+  }
+  if (st == TSR_OK && fsync(fd) != 0)
+    st = err_set(TSR_EIO, "export: fsync %s: %s", tmp, strerror(errno));
+  if (close(fd) != 0 && st == TSR_OK)
+    st = err_set(TSR_EIO, "export: close %s: %s", tmp, strerror(errno));
+  fd = -1;
+  if (st == TSR_OK && rename(tmp, out_path) != 0)
+    st = err_set(TSR_EIO, "export: cannot rename %s to %s: %s", tmp, out_path, strerror(errno));
+  if (st != TSR_OK) unlink(tmp);
+done:
+  free(tmp);
+  export_clip_close(&c);
+  return st;
+}
