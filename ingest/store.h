@@ -17,6 +17,7 @@
 #ifndef TESSERA_INGEST_STORE_H
 #define TESSERA_INGEST_STORE_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "core/err.h"
 
