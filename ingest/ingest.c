@@ -230,9 +230,9 @@ static tsr_status ingest_source(worker *wk, const source_file *sf, store_source 
     else
       snprintf(errbuf, errn,
                "%s: too short: %lld frames at %d/%d fps, a tubelet needs %d (%lld source frames "
-               "decoded)",
+               "decoded)%s%s",
                sf->path, (long long)out_idx, s->fps_num, s->fps_den, s->pt,
-               (long long)ds.decoded_frames);
+               (long long)ds.decoded_frames, ds.note[0] ? "; " : "", ds.note);
     goto done;
   }
   src->status = SOURCE_DONE;
