@@ -1,8 +1,363 @@
-// tools/cmd_index.c — `tessera index` (being built: issue 2).
+// tools/cmd_index.c — `tessera index stats|verify|merge|recover|export`: inspect and
+// maintain a token store (ingest/store.h, ingest/store_ops.h, ingest/export.h).
+#include <jansson.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "ingest/export.h"
+#include "ingest/store.h"
+#include "ingest/store_ops.h"
 #include "tools/commands.h"
+#include "tools/parse.h"
+
+#define EXIT_CORRUPT 3
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: tessera index <subcommand> [options]   (tessera index <subcommand> --help)\n\n"
+          "Inspects and maintains a token store made by `tessera ingest`.\n\n"
+          "subcommands:\n"
+          "  stats STORE [--json]     counts, tokens, hours, length histograms, failed sources\n"
+          "  verify STORE             check every shard header and clip checksum\n"
+          "  merge OUT IN...          combine stores with identical settings into OUT\n"
+          "  recover STORE            finish an interrupted ingest's bookkeeping (merge parts,\n"
+          "                           cut uncommitted shard tails, remove unreferenced shards)\n"
+          "  export STORE --clip ID --out FILE.mp4 [--crf N] [--raw]\n"
+          "                           rebuild a clip from its tokens as a video\n\n"
+          "exit status: 0 ok; 1 fatal (bad arguments, missing or invalid store); verify: 3 when\n"
+          "corruption is found.\n");
+}
+
+// ---- stats ----------------------------------------------------------------------------
+
+#define NBINS 64
+typedef struct {
+  int lo_exp;            // bin b covers [2^(lo_exp+b), 2^(lo_exp+b+1))
+  int64_t count[NBINS];
+  int used_lo, used_hi;  // first and last non-empty bin
+} histo;
+
+static void histo_init(histo *h, int lo_exp) {
+  memset(h, 0, sizeof *h);
+  h->lo_exp = lo_exp;
+  h->used_lo = NBINS;
+  h->used_hi = -1;
+}
+
+static void histo_add(histo *h, double v) {
+  int b = v > 0 ? (int)floor(log2(v)) - h->lo_exp : 0;
+  if (b < 0) b = 0;
+  if (b >= NBINS) b = NBINS - 1;
+  h->count[b]++;
+  if (b < h->used_lo) h->used_lo = b;
+  if (b > h->used_hi) h->used_hi = b;
+}
+
+static double bin_lo(const histo *h, int b) { return ldexp(1.0, h->lo_exp + b); }
+
+static void histo_print(const histo *h, const char *title, const char *unit) {
+  printf("%s:\n", title);
+  if (h->used_hi < 0) {
+    printf("  (no clips)\n");
+    return;
+  }
+  int64_t mx = 0;
+  for (int b = h->used_lo; b <= h->used_hi; b++)
+    if (h->count[b] > mx) mx = h->count[b];
+  for (int b = h->used_lo; b <= h->used_hi; b++) {
+    char bar[41];
+    int w = mx ? (int)((h->count[b] * 40 + mx - 1) / mx) : 0;
+    memset(bar, '#', (size_t)w);
+    bar[w] = 0;
+    printf("  [%10g, %10g) %-3s |%-40s| %lld\n", bin_lo(h, b), bin_lo(h, b + 1), unit, bar,
+           (long long)h->count[b]);
+  }
+}
+
+static json_t *histo_json(const histo *h) {
+  json_t *a = json_array();
+  for (int b = h->used_lo; b <= h->used_hi; b++)
+    json_array_append_new(a, json_pack("{s:f, s:f, s:I}", "lo", bin_lo(h, b), "hi",
+                                       bin_lo(h, b + 1), "count", (json_int_t)h->count[b]));
+  return a;
+}
+
+typedef struct {
+  histo sec, tok;
+  int64_t min_tok, max_tok;
+  double min_sec, max_sec;
+} stats_ctx;
+
+static int stats_clip(const store_clip_row *r, void *p) {
+  stats_ctx *s = p;
+  histo_add(&s->sec, r->c.duration_s);
+  histo_add(&s->tok, (double)r->c.tokens);
+  if (s->min_tok < 0 || r->c.tokens < s->min_tok) s->min_tok = r->c.tokens;
+  if (r->c.tokens > s->max_tok) s->max_tok = r->c.tokens;
+  if (s->min_sec < 0 || r->c.duration_s < s->min_sec) s->min_sec = r->c.duration_s;
+  if (r->c.duration_s > s->max_sec) s->max_sec = r->c.duration_s;
+  return 0;
+}
+
+static int print_failed(const char *path, const char *err, void *ctx) {
+  printf("  %s: %s\n", path, err);
+  return 0;
+}
+
+static int json_failed(const char *path, const char *err, void *ctx) {
+  json_array_append_new(ctx, json_pack("{s:s, s:s}", "path", path, "error", err));
+  return 0;
+}
+
+static int cmd_stats(int argc, char **argv) {
+  if (wants_help(argc, argv)) {
+    printf("usage: tessera index stats STORE [--json]\n\n"
+           "Prints the store's settings, counts of sources (done, partial, failed) and clips,\n"
+           "total tokens, frames and hours, histograms of clip length in seconds and in\n"
+           "tokens (power-of-two bins), and every failed source with its reason.\n"
+           "  --json   the same as one JSON object on stdout\n");
+    return 0;
+  }
+  const char *dir = NULL;
+  int json = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--json")) json = 1;
+    else if (argv[i][0] == '-' || dir) {
+      fprintf(stderr, "tessera index stats: unexpected argument '%s' (see --help)\n", argv[i]);
+      return 1;
+    } else dir = argv[i];
+  }
+  if (!dir) {
+    fprintf(stderr, "tessera index stats: missing STORE (see --help)\n");
+    return 1;
+  }
+  store_index *ix = NULL;
+  store_totals t;
+  store_settings s;
+  stats_ctx sc = {.min_tok = -1, .min_sec = -1};
+  histo_init(&sc.sec, -6);  // from 1/64 s
+  histo_init(&sc.tok, 0);
+  json_t *failed = json ? json_array() : NULL;
+  tsr_status st = store_open(&ix, dir, 0, NULL);
+  if (!st) st = index_settings(ix, &s);
+  if (!st) st = index_totals(ix, &t);
+  if (!st) st = index_foreach_clip(ix, stats_clip, &sc);
+  if (!st && json) st = index_foreach_failed(ix, json_failed, failed);
+  if (st) {
+    index_close(&ix);
+    json_decref(failed);
+    log_error("tessera index stats: %s", err_msg());
+    return 1;
+  }
+  const char *dt = s.dtype == STORE_DTYPE_BF16 ? "bf16" : "u8";
+  if (json) {
+    json_t *o = json_pack(
+        "{s:s, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:f, s:I}, s:{s:I, s:I, s:I},"
+        " s:I, s:I, s:I, s:I, s:f, s:f, s:o, s:o, s:o}",
+        "store", dir, "settings", "fps_num", s.fps_num, "fps_den", s.fps_den, "short_side",
+        s.short_side, "pt", s.pt, "ph", s.ph, "pw", s.pw, "channels", s.channels, "dtype", dt,
+        "max_seconds", s.max_seconds, "token_bytes", (json_int_t)store_token_bytes(&s),
+        "sources", "done", (json_int_t)t.sources_done, "partial", (json_int_t)t.sources_partial,
+        "failed", (json_int_t)t.sources_failed, "clips", (json_int_t)t.clips, "tokens",
+        (json_int_t)t.tokens, "frames", (json_int_t)t.frames, "dropped_frames",
+        (json_int_t)t.dropped_frames, "seconds", t.seconds, "hours", t.seconds / 3600.0,
+        "histogram_seconds", histo_json(&sc.sec), "histogram_tokens", histo_json(&sc.tok),
+        "failed_sources", failed);
+    failed = NULL;
+    if (!o || json_dumpf(o, stdout, JSON_INDENT(2)) != 0) {
+      json_decref(o);
+      index_close(&ix);
+      log_error("tessera index stats: cannot write JSON");
+      return 1;
+    }
+    putchar('\n');
+    json_decref(o);
+    index_close(&ix);
+    return 0;
+  }
+  printf("store %s\n", dir);
+  printf("settings: fps %d/%d, short side %d, patch %dx%dx%d, %d channels %s, max %g s per clip\n",
+         s.fps_num, s.fps_den, s.short_side, s.pt, s.ph, s.pw, s.channels, dt, s.max_seconds);
+  printf("sources: %lld done (%lld partial), %lld failed\n", (long long)t.sources_done,
+         (long long)t.sources_partial, (long long)t.sources_failed);
+  printf("clips: %lld, tokens: %lld (%.3g GB), frames: %lld (+%lld dropped), hours: %.3f\n",
+         (long long)t.clips, (long long)t.tokens,
+         (double)t.tokens * (double)store_token_bytes(&s) / 1e9, (long long)t.frames,
+         (long long)t.dropped_frames, t.seconds / 3600.0);
+  if (t.clips)
+    printf("clip length: %.3g to %.3g s, %lld to %lld tokens\n", sc.min_sec, sc.max_sec,
+           (long long)sc.min_tok, (long long)sc.max_tok);
+  histo_print(&sc.sec, "clip length in seconds", "s");
+  histo_print(&sc.tok, "clip length in tokens", "tok");
+  if (t.sources_failed) {
+    printf("failed sources:\n");
+    if (index_foreach_failed(ix, print_failed, NULL)) {
+      log_error("tessera index stats: %s", err_msg());
+      index_close(&ix);
+      return 1;
+    }
+  }
+  index_close(&ix);
+  return 0;
+}
+
+// ---- verify ---------------------------------------------------------------------------
+
+static void verify_line(const char *line, int problem, void *ctx) {
+  printf("%s%s\n", problem ? "CORRUPT: " : "", line);
+}
+
+static int cmd_verify(int argc, char **argv) {
+  if (wants_help(argc, argv) || argc != 2) {
+    printf("usage: tessera index verify STORE\n\n"
+           "Checks every shard's header and, for every clip of the index, its block header,\n"
+           "size and payload checksum (XXH3-64). Prints each problem (shard, offset, clip id,\n"
+           "source) and a summary. Notes (unreferenced shards, uncommitted tails, unmerged\n"
+           "parts) are tidied by `tessera index recover` and are not corruption.\n"
+           "exit status: 0 clean, 3 corruption found, 1 store unreadable or bad arguments.\n");
+    return argc == 2 ? 0 : 1;
+  }
+  store_verify_result res;
+  double t0 = time_now();
+  if (store_verify(argv[1], verify_line, NULL, &res)) {
+    log_error("tessera index verify: %s", err_msg());
+    return 1;
+  }
+  int64_t bad = res.shards_bad + res.clips_bad;
+  printf("verify %s: %lld shards (%lld bad), %lld clips (%lld bad), %.3f GB checked in %.1f s; "
+         "%lld unreferenced shards, %lld uncommitted bytes, %lld unmerged parts: %s\n",
+         argv[1], (long long)res.shards, (long long)res.shards_bad, (long long)res.clips,
+         (long long)res.clips_bad, (double)res.bytes / 1e9, time_now() - t0,
+         (long long)res.orphan_shards, (long long)res.tail_bytes, (long long)res.parts,
+         bad ? "CORRUPT" : "OK");
+  return bad ? EXIT_CORRUPT : 0;
+}
+
+// ---- merge / recover ------------------------------------------------------------------
+
+static int cmd_merge(int argc, char **argv) {
+  if (wants_help(argc, argv) || argc < 3) {
+    printf("usage: tessera index merge OUT IN...\n\n"
+           "Combines the stores IN... into OUT (created if missing; an existing OUT keeps its\n"
+           "clips). All stores must have identical settings; otherwise nothing is written.\n"
+           "Shard files are hard-linked into OUT/shards when on the same file system, else\n"
+           "copied; sources already done in OUT are skipped. The inputs are not modified.\n"
+           "exit status: 0 merged, 1 refused or failed.\n");
+    return argc < 3 && !wants_help(argc, argv) ? 1 : 0;
+  }
+  for (int i = 1; i < argc; i++)
+    if (argv[i][0] == '-') {
+      fprintf(stderr, "tessera index merge: unknown option '%s' (see --help)\n", argv[i]);
+      return 1;
+    }
+  store_merge_result res;
+  if (store_merge(argv[1], argv + 2, argc - 2, &res)) {
+    log_error("tessera index merge: %s", err_msg());
+    return 1;
+  }
+  printf("merge %s: %lld stores, %lld clips added, %lld sources already present, %lld shards "
+         "linked, %lld copied\n", argv[1], (long long)res.stores, (long long)res.clips,
+         (long long)res.skipped, (long long)res.shards_linked, (long long)res.shards_copied);
+  return 0;
+}
+
+static int cmd_recover(int argc, char **argv) {
+  if (wants_help(argc, argv) || argc != 2) {
+    printf("usage: tessera index recover STORE\n\n"
+           "Brings a store to a consistent state after a crash (what `tessera ingest` does on\n"
+           "start): merges leftover per-rank parts into the index, cuts shard bytes past the\n"
+           "last committed clip, removes shards no clip points at. Do not run it while an\n"
+           "ingest writes to the store.\n");
+    return argc == 2 ? 0 : 1;
+  }
+  store_index *ix = NULL;
+  store_recovery rep;
+  tsr_status st = store_open(&ix, argv[1], 0, NULL);
+  if (!st) st = store_recover_report(argv[1], ix, &rep);
+  index_close(&ix);
+  if (st) {
+    log_error("tessera index recover: %s", err_msg());
+    return 1;
+  }
+  printf("recover %s: %lld parts merged (%lld clips), %lld shard tails cut (%lld bytes), %lld "
+         "shards and %lld temporary files removed\n", argv[1], (long long)rep.parts_merged,
+         (long long)rep.clips_merged, (long long)rep.shards_truncated, (long long)rep.bytes_cut,
+         (long long)rep.shards_removed, (long long)rep.tmp_removed);
+  return 0;
+}
+
+// ---- export ---------------------------------------------------------------------------
+
+static int cmd_export(int argc, char **argv) {
+  if (wants_help(argc, argv)) {
+    printf("usage: tessera index export STORE --clip ID --out FILE.mp4 [--crf N] [--raw]\n\n"
+           "Rebuilds clip ID (see `tessera index stats`/the index's clips table) from its\n"
+           "tokens, after checking its checksum, and encodes it as H.264 at the store's frame\n"
+           "rate, so you see exactly what the model will see.\n"
+           "  --crf N   x264 constant rate factor, 0 = lossless         [18]\n"
+           "  --raw     write raw rgb24 frames (frames, h, w, 3) instead of MP4\n");
+    return 0;
+  }
+  const char *dir = NULL, *out = NULL;
+  int64_t clip = -1;
+  int crf = 18, raw = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    tsr_status st = TSR_OK;
+    if (!strcmp(a, "--raw")) {
+      raw = 1;
+    } else if (!strcmp(a, "--clip") || !strcmp(a, "--out") || !strcmp(a, "--crf")) {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "tessera index export: %s needs a value\n", a);
+        return 1;
+      }
+      const char *v = argv[++i];
+      if (!strcmp(a, "--clip")) st = parse_i64("--clip", v, 1, INT64_MAX, &clip);
+      else if (!strcmp(a, "--crf")) st = parse_int("--crf", v, 0, 51, &crf);
+      else out = v;
+    } else if (a[0] != '-' && !dir) {
+      dir = a;
+    } else {
+      fprintf(stderr, "tessera index export: unexpected argument '%s' (see --help)\n", a);
+      return 1;
+    }
+    if (st) {
+      fprintf(stderr, "tessera index export: %s\n", err_msg());
+      return 1;
+    }
+  }
+  if (!dir || !out || clip < 0) {
+    fprintf(stderr, "tessera index export: needs STORE, --clip ID and --out FILE (see --help)\n");
+    return 1;
+  }
+  tsr_status st = raw ? export_clip_raw(dir, clip, out) : export_clip_mp4(dir, clip, out, crf);
+  if (st) {
+    log_error("tessera index export: %s", err_msg());
+    return 1;
+  }
+  printf("exported clip %lld of %s to %s\n", (long long)clip, dir, out);
+  return 0;
+}
 
 int cmd_index(int argc, char **argv) {
-  fprintf(stderr, "tessera index: not available in this build yet\n");
+  if (argc < 2) {
+    usage(stderr);
+    return 1;
+  }
+  const char *sub = argv[1];
+  if (!strcmp(sub, "-h") || !strcmp(sub, "--help") || !strcmp(sub, "help")) {
+    usage(stdout);
+    return 0;
+  }
+  if (!strcmp(sub, "stats")) return cmd_stats(argc - 1, argv + 1);
+  if (!strcmp(sub, "verify")) return cmd_verify(argc - 1, argv + 1);
+  if (!strcmp(sub, "merge")) return cmd_merge(argc - 1, argv + 1);
+  if (!strcmp(sub, "recover")) return cmd_recover(argc - 1, argv + 1);
+  if (!strcmp(sub, "export")) return cmd_export(argc - 1, argv + 1);
+  fprintf(stderr, "tessera index: unknown subcommand '%s'\n\n", sub);
+  usage(stderr);
   return 1;
 }

@@ -1,0 +1,185 @@
+// ingest/store_verify.c — `tessera index verify`: every shard header, every clip block
+// and payload checksum, checked against the index (store_ops.h).
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ingest/shard.h"
+#include "ingest/store.h"
+#include "ingest/store_ops.h"
+
+typedef struct {
+  char *name;        // "shards/x.tshard"
+  shard_reader *r;   // NULL if the header is bad
+  char *error;       // why r is NULL
+} shard_ent;
+
+typedef struct {
+  const char *dir;
+  store_settings s;
+  shard_ent *v;
+  int n;
+  void (*report)(const char *, int, void *);
+  void *ctx;
+  store_verify_result *res;
+} vstate;
+
+static void say(vstate *st, int problem, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(vstate *st, int problem, const char *fmt, ...) {
+  if (!st->report) return;
+  char line[4096 + 1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  st->report(line, problem, st->ctx);
+}
+
+static int cmp_ent(const void *a, const void *b) {
+  return strcmp(((const shard_ent *)a)->name, ((const shard_ent *)b)->name);
+}
+
+static shard_ent *find(vstate *st, const char *name) {
+  shard_ent key = {.name = (char *)name};
+  return st->n ? bsearch(&key, st->v, (size_t)st->n, sizeof key, cmp_ent) : NULL;
+}
+
+static int check_clip(const store_clip_row *row, void *ctx) {
+  vstate *st = ctx;
+  const store_clip *c = &row->c;
+  st->res->clips++;
+  int64_t tb = store_token_bytes(&st->s);
+  if (c->tokens != (int64_t)c->T * c->H * c->W || c->bytes != c->tokens * tb ||
+      c->frames != (int64_t)c->T * st->s.pt) {
+    st->res->clips_bad++;
+    say(st, 1, "clip %lld (source %s): index row inconsistent: grid %dx%dx%d, %lld tokens, %lld "
+        "bytes, %lld frames (token %lld bytes, pt %d)", (long long)row->id, row->source, c->T,
+        c->H, c->W, (long long)c->tokens, (long long)c->bytes, (long long)c->frames,
+        (long long)tb, st->s.pt);
+    return 0;
+  }
+  shard_ent *e = find(st, c->shard);
+  if (!e) {
+    st->res->clips_bad++;
+    say(st, 1, "clip %lld (source %s): shard %s offset %lld: shard file missing",
+        (long long)row->id, row->source, c->shard, (long long)c->offset);
+    return 0;
+  }
+  if (!e->r) {
+    st->res->clips_bad++;
+    say(st, 1, "clip %lld (source %s): shard %s offset %lld: shard unreadable (%s)",
+        (long long)row->id, row->source, c->shard, (long long)c->offset, e->error);
+    return 0;
+  }
+  if (shard_reader_clip(e->r, c->offset, c->bytes, c->checksum, 1, NULL) != TSR_OK) {
+    st->res->clips_bad++;
+    say(st, 1, "clip %lld (source %s): %s", (long long)row->id, row->source, err_msg());
+    return 0;
+  }
+  st->res->bytes += c->bytes;
+  return 0;
+}
+
+static int has_suffix(const char *s, const char *suf) {
+  size_t a = strlen(s), b = strlen(suf);
+  return a >= b && !strcmp(s + a - b, suf);
+}
+
+tsr_status store_verify(const char *dir, void (*report)(const char *, int, void *), void *ctx,
+                        store_verify_result *res) {
+  memset(res, 0, sizeof *res);
+  store_index *ix = NULL;
+  tsr_status r = store_open(&ix, dir, 0, NULL);
+  if (r) return r;
+  vstate st = {.dir = dir, .report = report, .ctx = ctx, .res = res};
+  index_settings(ix, &st.s);
+  char path[PATH_MAX];
+
+  // Parts left by an interrupted multi-rank ingest.
+  snprintf(path, sizeof path, "%s/%s", dir, STORE_PARTS_DIR);
+  DIR *d = opendir(path);
+  struct dirent *de;
+  if (d) {
+    while ((de = readdir(d)))
+      if (has_suffix(de->d_name, ".sqlite")) {
+        res->parts++;
+        say(&st, 0, "note: %s/%s: unmerged part of an interrupted ingest (rerun the ingest or "
+            "`tessera index recover`)", STORE_PARTS_DIR, de->d_name);
+      }
+    closedir(d);
+  }
+
+  // Shard headers.
+  snprintf(path, sizeof path, "%s/%s", dir, STORE_SHARD_DIR);
+  d = opendir(path);
+  if (!d) {
+    r = err_set(TSR_EIO, "store %s: cannot list %s: %s", dir, path, strerror(errno));
+    goto out;
+  }
+  int cap = 0;
+  while ((de = readdir(d))) {
+    if (!has_suffix(de->d_name, ".tshard")) continue;
+    if (st.n == cap) {
+      cap = cap ? cap * 2 : 64;
+      shard_ent *v = realloc(st.v, sizeof *v * (size_t)cap);
+      if (!v) {
+        closedir(d);
+        r = err_set(TSR_ENOMEM, "out of memory listing shards of %s", dir);
+        goto out;
+      }
+      st.v = v;
+    }
+    shard_ent *e = &st.v[st.n];
+    memset(e, 0, sizeof *e);
+    size_t len = strlen(STORE_SHARD_DIR) + 1 + strlen(de->d_name) + 1;
+    if (!(e->name = malloc(len))) {
+      closedir(d);
+      r = err_set(TSR_ENOMEM, "out of memory listing shards of %s", dir);
+      goto out;
+    }
+    snprintf(e->name, len, "%s/%s", STORE_SHARD_DIR, de->d_name);
+    st.n++;
+  }
+  closedir(d);
+  if (st.n) qsort(st.v, (size_t)st.n, sizeof *st.v, cmp_ent);
+  for (int i = 0; i < st.n; i++) {
+    shard_ent *e = &st.v[i];
+    res->shards++;
+    snprintf(path, sizeof path, "%s/%s", dir, e->name);
+    int64_t end = 0;
+    if ((r = index_shard_end(ix, e->name, &end))) goto out;
+    if (shard_reader_open(&e->r, path, &st.s) != TSR_OK) {
+      res->shards_bad++;
+      e->error = strdup(err_msg());
+      say(&st, 1, "shard %s: %s", e->name, err_msg());
+      continue;
+    }
+    int64_t size = shard_reader_size(e->r);
+    if (end == 0) {
+      res->orphan_shards++;
+      say(&st, 0, "note: shard %s: no clip points at it (%lld bytes; recovery removes it)",
+          e->name, (long long)size);
+    } else if (size > end) {
+      res->tail_bytes += size - end;
+      say(&st, 0, "note: shard %s: %lld bytes past its committed end %lld (uncommitted; recovery "
+          "cuts them)", e->name, (long long)(size - end), (long long)end);
+    }
+  }
+
+  // Clips.
+  r = index_foreach_clip(ix, check_clip, &st);
+out:
+  for (int i = 0; i < st.n; i++) {
+    shard_reader_close(&st.v[i].r);
+    free(st.v[i].name);
+    free(st.v[i].error);
+  }
+  free(st.v);
+  index_close(&ix);
+  return r;
+}
