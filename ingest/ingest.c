@@ -10,8 +10,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <libavutil/log.h>
-
 #include "core/comm.h"
 #include "core/log.h"
 #include "ingest/decode.h"
@@ -359,9 +357,6 @@ tsr_status ingest_run(const char *out, char **srcs, int nsrcs, const ingest_opts
   double t0 = time_now();
   memset(res, 0, sizeof *res);
   pthread_mutex_init(&r.lock, NULL);
-  // Damage is reported per source (index, summary); libav's own chatter would bury the
-  // progress line. TESSERA_AV_LOG=1 shows it for debugging.
-  if (!getenv("TESSERA_AV_LOG")) av_log_set_level(AV_LOG_FATAL);
 
   if ((st = sources_expand(srcs, nsrcs, &list))) goto out;
   if ((st = open_store_all(&r))) goto out;

@@ -1,5 +1,7 @@
 // tools/tessera.c — the `tessera` command line: dispatch to subcommands.
+#include <libavutil/log.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/comm.h"
@@ -49,6 +51,9 @@ int main(int argc, char **argv) {
   }
   for (int i = 0; i < NCOMMANDS; i++) {
     if (strcmp(argv[1], commands[i].name)) continue;
+    // Media damage and encoder state are reported by tessera itself (index, summary);
+    // libav's own chatter would bury the progress line. TESSERA_AV_LOG=1 shows it.
+    if (!getenv("TESSERA_AV_LOG")) av_log_set_level(AV_LOG_FATAL);
     if (comm_init(&argc, &argv)) {
       log_error("%s", err_msg());
       return 1;
