@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <libavutil/log.h>
+
 #include "core/comm.h"
 #include "core/log.h"
 #include "ingest/decode.h"
@@ -228,9 +230,9 @@ static tsr_status ingest_source(worker *wk, const source_file *sf, store_source 
     else
       snprintf(errbuf, errn,
                "%s: too short: %lld frames at %d/%d fps, a tubelet needs %d (%lld source frames "
-               "decoded)",
+               "decoded)%s%s",
                sf->path, (long long)out_idx, s->fps_num, s->fps_den, s->pt,
-               (long long)ds.decoded_frames);
+               (long long)ds.decoded_frames, ds.note[0] ? "; " : "", ds.note);
     goto done;
   }
   src->status = SOURCE_DONE;
@@ -357,6 +359,9 @@ tsr_status ingest_run(const char *out, char **srcs, int nsrcs, const ingest_opts
   double t0 = time_now();
   memset(res, 0, sizeof *res);
   pthread_mutex_init(&r.lock, NULL);
+  // Damage is reported per source (index, summary); libav's own chatter would bury the
+  // progress line. TESSERA_AV_LOG=1 shows it for debugging.
+  if (!getenv("TESSERA_AV_LOG")) av_log_set_level(AV_LOG_FATAL);
 
   if ((st = sources_expand(srcs, nsrcs, &list))) goto out;
   if ((st = open_store_all(&r))) goto out;

@@ -49,8 +49,10 @@ static void absolute_path(const char *p, const char *base, char *out, size_t n) 
     snprintf(joined, sizeof joined, "%s/%s", cwd, p);
   }
   char real[PATH_MAX];
-  if (realpath(joined, real)) snprintf(out, n, "%s", real);
-  else snprintf(out, n, "%s", joined);
+  const char *src = realpath(joined, real) ? real : joined;
+  size_t len = strnlen(src, n - 1);  // over-long paths are cut; they then fail to open
+  memcpy(out, src, len);
+  out[len] = '\0';
 }
 
 static tsr_status add_path(source_list *l, const char *path, int from_dir);
