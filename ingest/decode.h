@@ -7,11 +7,13 @@
 // -> square pixels (SAR) -> display rotation (0/90/180/270) -> resize so the short side
 // is `short_side` -> centre crop to multiples of (mult_h, mult_w).
 //
-// Frame selection: output frame n has time t_n = t_0 + n * fps_den / fps_num, where t_0
-// is the first decoded frame's timestamp; it shows the last source frame whose
-// timestamp is <= t_n (the frame on screen at t_n). Output stops at the end of the last
-// source frame's display interval. Variable frame rates and non-zero start times are
-// therefore handled by timestamps, not frame counts.
+// Frame selection (the same rule as the ffmpeg CLI's fps filter, so tests can compare
+// pixels with it): every source frame i gets the output index
+// idx_i = round((pts_i - pts_0) * fps) (halves round up), where pts_0 is the first decoded
+// frame's timestamp. Frame i is shown at output indices [idx_i, idx_{i+1}); the last
+// frame up to round((pts_last + duration_last - pts_0) * fps). Variable frame rates and
+// non-zero start times are therefore handled by timestamps, not frame counts. Frames
+// that get no output index are skipped without conversion.
 #ifndef TESSERA_INGEST_DECODE_H
 #define TESSERA_INGEST_DECODE_H
 

@@ -23,6 +23,7 @@ typedef struct {
 
 typedef struct {
   int64_t sources_total, sources_skipped, sources_done, sources_failed, sources_partial;
+  int64_t sources_failed_kept;  // skipped because they failed before (no --retry-failed)
   int64_t clips, tokens, decoded_frames, output_frames;
   double seconds;          // wall time
 } ingest_result;

@@ -27,19 +27,21 @@ typedef struct shard_writer shard_writer;
 
 // Creates a new shard file at `path` (must not exist) with the header for `s`.
 tsr_status shard_writer_create(shard_writer **w, const char *path, const store_settings *s);
-// Starts a clip block of T*H*W tokens at the current end; *offset receives its offset.
-tsr_status shard_writer_begin_clip(shard_writer *w, int T, int H, int W, int64_t *offset);
+// Starts a clip block of (T unknown yet) x H x W tokens at the current end; *offset
+// receives its offset. T is only known when a streamed clip ends (shard_writer_end_clip).
+tsr_status shard_writer_begin_clip(shard_writer *w, int H, int W, int64_t *offset);
 // Appends payload bytes of the open clip (any number of calls, in token order).
 tsr_status shard_writer_append(shard_writer *w, const void *data, size_t bytes);
-// Finishes the open clip: checks the byte count, writes its header and padding.
-// *checksum receives the payload's XXH3-64. Bytes are not yet durable (see sync).
-tsr_status shard_writer_end_clip(shard_writer *w, uint64_t *checksum);
+// Finishes the open clip of T*H*W tokens: checks the byte count, writes its header and
+// padding. *checksum receives the payload's XXH3-64. Bytes are not yet durable (see sync).
+tsr_status shard_writer_end_clip(shard_writer *w, int T, uint64_t *checksum);
 // Drops the open clip (e.g. the source failed mid-way): rewinds to its offset.
 tsr_status shard_writer_abort_clip(shard_writer *w);
 // Makes everything written so far durable (fdatasync).
 tsr_status shard_writer_sync(shard_writer *w);
-// Current end offset (bytes).
+// Current end offset (bytes): the end of the last finished block.
 int64_t shard_writer_size(const shard_writer *w);
+// Closes (an open clip is aborted first). Does not sync: call shard_writer_sync.
 void shard_writer_close(shard_writer **w);
 
 // ---- reader ----
@@ -48,14 +50,21 @@ typedef struct shard_reader shard_reader;
 // Maps a shard read-only and validates its header against `expect` (NULL: no check).
 tsr_status shard_reader_open(shard_reader **r, const char *path, const store_settings *expect);
 // Validates the block at `offset` (header checksum, geometry, bounds) and returns a
-// pointer to its payload inside the mapping. If `verify`, also checks the payload's
-// checksum against the block header and against `checksum` (when non-zero).
+// pointer to its payload inside the mapping (valid until shard_reader_close). `bytes` is
+// the payload size the index records (-1: not checked). A non-zero `checksum` (the
+// index's) must equal the block header's. If `verify`, the payload is also hashed and
+// compared with the block header's checksum. Failures are TSR_EFORMAT naming the shard
+// path and the offset.
 tsr_status shard_reader_clip(shard_reader *r, int64_t offset, int64_t bytes, uint64_t checksum,
                              int verify, const uint8_t **payload);
 int64_t shard_reader_size(const shard_reader *r);
+// The token geometry recorded in the shard's header (pt, ph, pw, channels, dtype; the
+// other fields are zero).
+void shard_reader_geometry(const shard_reader *r, store_settings *geom);
 void shard_reader_close(shard_reader **r);
 
-// Truncates a shard file to `end` bytes (at least the header) and syncs it.
+// Truncates a shard file to `end` bytes (at least the header) and syncs it. A file
+// already `end` bytes long is left alone; a shorter one is TSR_EFORMAT (clips lost).
 tsr_status shard_truncate(const char *path, int64_t end);
 
 #endif

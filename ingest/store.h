@@ -17,6 +17,7 @@
 #ifndef TESSERA_INGEST_STORE_H
 #define TESSERA_INGEST_STORE_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "core/err.h"
 
@@ -54,6 +55,8 @@ tsr_status index_open(store_index **ix, const char *path, int create,
                       const store_settings *settings);
 void index_close(store_index **ix);
 tsr_status index_settings(store_index *ix, store_settings *out);
+// The database file's path as given to index_open.
+const char *index_path(const store_index *ix);
 
 typedef enum { SOURCE_NEW = 0, SOURCE_DONE, SOURCE_FAILED } source_status;
 
@@ -131,22 +134,42 @@ typedef struct {
 tsr_status index_totals(store_index *ix, store_totals *t);
 
 // Merges every source and clip of index `from` into `ix` in one transaction; shard
-// names are rewritten by `shard_prefix` ("" to keep them). Sources already done in `ix`
-// (same path) are skipped and counted in *skipped.
+// names are rewritten by `shard_prefix` ("" to keep them), which goes in front of the
+// file name: "shards/x.tshard" -> "shards/<prefix>x.tshard". Sources already done in
+// `ix` (same path) are skipped and counted in *skipped, except when `from` holds a newer
+// done record of a changed file (other size or mtime), which replaces it. Other records
+// of the same path in `ix` (failed) are replaced with `from`'s. Source ids are
+// renumbered in `ix`; clip ids are new. `from` must have the same settings
+// (TSR_EMISMATCH otherwise, nothing written). Merging twice is therefore harmless.
 tsr_status index_merge_from(store_index *ix, const char *from_path, const char *shard_prefix,
                             int64_t *merged_clips, int64_t *skipped);
+
+// Clip ids and token counts of every clip in id order (malloc'ed arrays, caller frees).
+tsr_status index_clip_lengths(store_index *ix, int64_t **ids, int64_t **tokens, int64_t *n);
 
 // ---- store (directory) ----------------------------------------------------------------
 
 // Creates STORE (and shards/, parts/) if needed and opens its index (see index_open for
-// settings checks). Does not recover; see store_recover.
+// settings checks). Does not recover; see store_recover. With `create`, an existing
+// directory that holds other files but no index is refused (not a store); an existing
+// index is checked before any directory is made, so a refused open writes nothing.
 tsr_status store_open(store_index **ix, const char *dir, int create,
                       const store_settings *settings);
 
 // Brings a store to a consistent state after a crash: merges leftover parts/*.sqlite
 // into the index, truncates every shard to its committed end and removes shards no
-// clip points at. Single process only (rank 0 before others write).
+// clip points at (and stray *.tmp files). Single process only (rank 0 before others
+// write). Idempotent and itself crash-safe: a part is deleted only after its merge
+// commits, and merging a part twice skips its sources (index_merge_from). Hard-linked
+// shards (st_nlink > 1, e.g. shared with another store by `tessera index merge`) are
+// never truncated, only unlinked when unreferenced. `report` (may be NULL) receives
+// what was done.
+typedef struct {
+  int64_t parts_merged, clips_merged, sources_skipped;
+  int64_t shards_truncated, bytes_cut, shards_removed, tmp_removed;
+} store_recovery;
 tsr_status store_recover(const char *dir, store_index *ix);
+tsr_status store_recover_report(const char *dir, store_index *ix, store_recovery *report);
 
 // Clip lengths for the scheduler: arrays of n clip ids and token counts (malloc'ed,
 // caller frees), in id order.

@@ -1,8 +1,126 @@
-// tools/cmd_ingest.c — `tessera ingest` (being built: issue 2).
+// tools/cmd_ingest.c — `tessera ingest SRC... --out STORE [options]`.
+#include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "core/log.h"
+#include "ingest/ingest.h"
 #include "tools/commands.h"
+#include "tools/parse.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: tessera ingest SRC... --out STORE [options]\n\n"
+          "Decodes every video, resamples it to --fps, resizes it (short side --short-side,\n"
+          "square pixels, display rotation applied), centre-crops to multiples of the patch,\n"
+          "cuts it into tubelet tokens and writes them to STORE (shards + SQLite index).\n"
+          "SRC is a file, a directory (searched recursively for video files) or @LIST (a\n"
+          "text file with one path per line). A rerun skips sources already done (same path,\n"
+          "size and mtime) and finishes an interrupted run. Run under `mpirun -np N` to\n"
+          "split the sources across ranks; the result is one store.\n\n"
+          "options:\n"
+          "  --out STORE          store directory (created if missing)           [required]\n"
+          "  --fps N[/D]          target frame rate                               [8]\n"
+          "  --short-side PX      short side after resize, before crop            [128]\n"
+          "  --patch PTxPHxPW     tubelet: frames x height x width                [2x16x16]\n"
+          "  --max-seconds S      cut longer videos into clips of at most S s    [0: no cut]\n"
+          "  --workers N          sources decoded in parallel per rank           [cores]\n"
+          "  --label-from-dir     record the parent folder's name as class label\n"
+          "  --retry-failed       retry sources recorded as failed\n"
+          "  --max-pixels N       refuse videos larger than N pixels per frame   [67108864]\n"
+          "  --quiet              no progress line\n\n"
+          "The settings (fps, short side, patch, max seconds) are fixed when the store is\n"
+          "created; ingesting into it with other settings is refused.\n"
+          "exit status: 0 all sources done, 2 some sources failed (listed), 1 fatal error\n");
+}
+
+typedef struct {
+  int nfailed;
+} failed_ctx;
+
+static int print_failed(const char *path, const char *error, void *arg) {
+  failed_ctx *c = arg;
+  if (c->nfailed++ < 50) fprintf(stderr, "  failed: %s\n", error && *error ? error : path);
+  return 0;
+}
 
 int cmd_ingest(int argc, char **argv) {
-  fprintf(stderr, "tessera ingest: not available in this build yet\n");
-  return 1;
+  if (wants_help(argc, argv)) {
+    usage(stdout);
+    return 0;
+  }
+  ingest_opts o = {
+      .settings = {.fps_num = 8, .fps_den = 1, .short_side = 128, .pt = 2, .ph = 16, .pw = 16,
+                   .channels = 3, .dtype = STORE_DTYPE_U8, .max_seconds = 0},
+      .workers = 0, .max_pixels = 8192LL * 8192, .progress = 1};
+  const char *out = NULL;
+  enum { O_OUT = 1, O_FPS, O_SHORT, O_PATCH, O_MAXS, O_WORKERS, O_LABEL, O_RETRY, O_MAXPIX, O_QUIET };
+  static const struct option opts[] = {
+      {"out", required_argument, 0, O_OUT},         {"fps", required_argument, 0, O_FPS},
+      {"short-side", required_argument, 0, O_SHORT}, {"patch", required_argument, 0, O_PATCH},
+      {"max-seconds", required_argument, 0, O_MAXS}, {"workers", required_argument, 0, O_WORKERS},
+      {"label-from-dir", no_argument, 0, O_LABEL},   {"retry-failed", no_argument, 0, O_RETRY},
+      {"max-pixels", required_argument, 0, O_MAXPIX}, {"quiet", no_argument, 0, O_QUIET},
+      {0, 0, 0, 0}};
+  int c;
+  tsr_status st = TSR_OK;
+  optind = 1;
+  while (!st && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (c) {
+    case O_OUT: out = optarg; break;
+    case O_FPS: st = parse_rational("--fps", optarg, &o.settings.fps_num, &o.settings.fps_den); break;
+    case O_SHORT: st = parse_int("--short-side", optarg, 1, 16384, &o.settings.short_side); break;
+    case O_PATCH: st = parse_patch("--patch", optarg, &o.settings.pt, &o.settings.ph, &o.settings.pw); break;
+    case O_MAXS: st = parse_double("--max-seconds", optarg, 0, 1e9, &o.settings.max_seconds); break;
+    case O_WORKERS: st = parse_int("--workers", optarg, 1, 4096, &o.workers); break;
+    case O_LABEL: o.label_from_dir = 1; break;
+    case O_RETRY: o.retry_failed = 1; break;
+    case O_MAXPIX: st = parse_i64("--max-pixels", optarg, 1, INT64_MAX, &o.max_pixels); break;
+    case O_QUIET: o.progress = 0; break;
+    default: usage(stderr); return 1;
+    }
+  }
+  if (st) {
+    log_error("%s", err_msg());
+    return 1;
+  }
+  if (!out || optind >= argc) {
+    log_error("ingest: %s; see `tessera ingest --help`",
+              !out ? "--out STORE is required" : "no source given (files, directories or @LIST)");
+    return 1;
+  }
+  if (o.settings.short_side < o.settings.ph || o.settings.short_side < o.settings.pw) {
+    log_error("ingest: --short-side %d is smaller than the patch %dx%d", o.settings.short_side,
+              o.settings.ph, o.settings.pw);
+    return 1;
+  }
+  ingest_result res;
+  st = ingest_run(out, argv + optind, argc - optind, &o, &res);
+  if (st) {
+    log_error("ingest into %s: %s", out, err_msg());
+    return 1;
+  }
+  if (comm_rank() != 0) return res.sources_failed + res.sources_failed_kept ? 2 : 0;
+  double fps = res.seconds > 0 ? res.decoded_frames / res.seconds : 0;
+  fprintf(stderr,
+          "ingest: %lld sources: %lld done (%lld partial), %lld failed, %lld skipped as already "
+          "in the store; %lld clips, %lld tokens, %lld frames stored; %.1f s, %.0f source "
+          "frames/s\n",
+          (long long)res.sources_total, (long long)res.sources_done, (long long)res.sources_partial,
+          (long long)res.sources_failed, (long long)res.sources_skipped, (long long)res.clips,
+          (long long)res.tokens, (long long)res.output_frames, res.seconds, fps);
+  if (res.sources_failed + res.sources_failed_kept) {
+    store_index *ix = NULL;
+    failed_ctx fc = {0};
+    if (!store_open(&ix, out, 0, NULL)) {
+      fprintf(stderr, "failed sources in %s (rerun with --retry-failed to try them again):\n", out);
+      index_foreach_failed(ix, print_failed, &fc);
+      if (fc.nfailed > 50) fprintf(stderr, "  ... and %d more\n", fc.nfailed - 50);
+      index_close(&ix);
+    }
+    return 2;
+  }
+  return 0;
 }

@@ -1,0 +1,503 @@
+#include "ingest/ingest.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libavutil/log.h>
+
+#include "core/comm.h"
+#include "core/log.h"
+#include "ingest/decode.h"
+#include "ingest/patchify.h"
+#include "ingest/shard.h"
+#include "ingest/sources.h"
+
+// A shard is closed and a new one started once it passes this size (a clip never spans
+// two shards, so shards can be somewhat larger).
+#define SHARD_ROLL_BYTES (1LL << 30)
+
+typedef struct run run;
+
+typedef struct {
+  run *r;
+  int id;
+  shard_writer *w;
+  char shard[256];  // relative path of the open shard
+  int seq;
+  double frac;      // progress through the current source, 0..1
+  int64_t cur_size; // bytes of the current source
+  tsr_status fatal; // an error that stops this worker (e.g. disk full)
+  char fatal_msg[1024];
+} worker;
+
+struct run {
+  const char *dir;
+  const ingest_opts *o;
+  char runid[64];
+  int rank;
+  store_index *ix;           // where this rank commits (main index or its part)
+  pthread_mutex_t lock;      // guards ix, next, counters
+  source_file **todo;        // this rank's sources, largest first
+  int64_t ntodo, next;
+  int64_t bytes_total, bytes_done;
+  ingest_result res;
+  int threads_per_decoder;
+};
+
+// ---- one source -----------------------------------------------------------------------
+
+typedef struct {
+  store_clip *v;
+  int n, cap;
+} clip_vec;
+
+// Text that the index rows of one source point at, alive until they are committed.
+typedef struct {
+  char error[2048];
+  char label[256];
+  char codec[32], pix_fmt[32];
+} source_text;
+
+static tsr_status clips_push(clip_vec *c, const store_clip *x) {
+  if (c->n == c->cap) {
+    int cap = c->cap ? 2 * c->cap : 8;
+    store_clip *v = realloc(c->v, (size_t)cap * sizeof *v);
+    if (!v) return err_set(TSR_ENOMEM, "out of memory");
+    c->v = v;
+    c->cap = cap;
+  }
+  c->v[c->n++] = *x;
+  return TSR_OK;
+}
+
+static tsr_status worker_open_shard(worker *wk) {
+  run *r = wk->r;
+  if (wk->w && shard_writer_size(wk->w) < SHARD_ROLL_BYTES) return TSR_OK;
+  shard_writer_close(&wk->w);
+  snprintf(wk->shard, sizeof wk->shard, "%s/%s-r%d-w%d-%04d.tshard", STORE_SHARD_DIR, r->runid,
+           r->rank, wk->id, wk->seq++);
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/%s", r->dir, wk->shard);
+  return shard_writer_create(&wk->w, path, &r->o->settings);
+}
+
+static void label_of(const char *path, int enabled, char *out, size_t n) {
+  out[0] = 0;
+  if (!enabled) return;
+  char tmp[PATH_MAX];
+  snprintf(tmp, sizeof tmp, "%s", path);
+  snprintf(out, n, "%s", basename(dirname(tmp)));
+}
+
+// Decodes one source into clips appended to the worker's shard. On return `src` and
+// `clips` describe the outcome; the return value is non-OK only for errors that must
+// stop the worker (shard I/O), not for bad media.
+static tsr_status ingest_source(worker *wk, const source_file *sf, store_source *src,
+                                clip_vec *clips, source_text *txt) {
+  run *r = wk->r;
+  const store_settings *s = &r->o->settings;
+  tsr_status io = TSR_OK;
+  decode_ctx *d = NULL;
+  uint8_t *frames = NULL, *tokens = NULL;
+  int open_clip = 0;
+
+  char *errbuf = txt->error;
+  const size_t errn = sizeof txt->error;
+  label_of(sf->path, r->o->label_from_dir, txt->label, sizeof txt->label);
+  memset(src, 0, sizeof *src);
+  src->path = sf->path;
+  src->size = sf->size;
+  src->mtime = sf->mtime;
+  src->status = SOURCE_FAILED;
+  src->error = errbuf;
+  src->label = txt->label[0] ? txt->label : NULL;
+  errbuf[0] = 0;
+  if (sf->error) {
+    snprintf(errbuf, errn, "%s: %s", sf->path, sf->error);
+    return TSR_OK;
+  }
+
+  decode_opts dopt = {.fps_num = s->fps_num, .fps_den = s->fps_den, .short_side = s->short_side,
+                      .mult_h = s->ph, .mult_w = s->pw, .threads = r->threads_per_decoder,
+                      .max_pixels = r->o->max_pixels};
+  decode_info info;
+  if (decode_open(&d, sf->path, &dopt, &info)) {
+    snprintf(errbuf, errn, "%s", err_msg());
+    return TSR_OK;
+  }
+  snprintf(txt->codec, sizeof txt->codec, "%s", info.codec);
+  snprintf(txt->pix_fmt, sizeof txt->pix_fmt, "%s", info.pix_fmt);
+  const int H = info.out_h / s->ph, W = info.out_w / s->pw;
+  const size_t frame_bytes = (size_t)info.out_w * info.out_h * 3;
+  const int64_t tok_bytes = store_token_bytes(s);
+  frames = malloc(frame_bytes * s->pt);
+  tokens = malloc((size_t)(H * W) * tok_bytes);
+  if (!frames || !tokens) {
+    snprintf(errbuf, errn, "%s: out of memory for %dx%d frames", sf->path, info.out_w, info.out_h);
+    goto done;
+  }
+  const uint8_t *fp[64];
+  for (int t = 0; t < s->pt && t < 64; t++) fp[t] = frames + frame_bytes * t;
+
+  // Clip cutting: at most this many output frames per clip, a whole number of tubelets.
+  int64_t per_clip = INT64_MAX;
+  if (s->max_seconds > 0) {
+    per_clip = (int64_t)(s->max_seconds * s->fps_num / s->fps_den) / s->pt * s->pt;
+    if (per_clip < s->pt) per_clip = s->pt;
+  }
+  const double frame_s = (double)s->fps_den / s->fps_num;
+  store_clip c = {0};
+  int k = 0;             // frames buffered for the next tubelet
+  int64_t out_idx = 0;   // output frames seen
+  int64_t clip_first = 0, clip_dec0 = 0;
+  tsr_status dst = TSR_OK;
+  for (;;) {
+    int got = 0;
+    if ((dst = decode_next(d, frames + frame_bytes * k, &got)) || !got) break;
+    out_idx++;
+    if (++k < s->pt) continue;
+    k = 0;
+    if (!open_clip) {
+      if ((io = worker_open_shard(wk))) goto done;
+      memset(&c, 0, sizeof c);
+      if ((io = shard_writer_begin_clip(wk->w, H, W, &c.offset))) goto done;
+      open_clip = 1;
+      clip_first = out_idx - s->pt;
+      decode_stats ds;
+      decode_get_stats(d, &ds);
+      clip_dec0 = ds.decoded_frames;
+    }
+    patchify_u8(fp, s->pt, info.out_h, info.out_w, 3, s->ph, s->pw, tokens);
+    if ((io = shard_writer_append(wk->w, tokens, (size_t)(H * W) * tok_bytes))) goto done;
+    c.T++;
+    if ((int64_t)c.T * s->pt >= per_clip) {  // cut here; the next tubelet starts a new clip
+      decode_stats ds;
+      decode_get_stats(d, &ds);
+      c.decoded_frames = ds.decoded_frames - clip_dec0;
+      c.start_s = ds.first_pts_s + clip_first * frame_s;
+      c.clip_index = clips->n;
+      if ((io = shard_writer_end_clip(wk->w, c.T, &c.checksum))) goto done;
+      open_clip = 0;
+      if ((io = clips_push(clips, &c))) goto done;
+    }
+    if (info.duration_s > 0) wk->frac = out_idx * frame_s / info.duration_s;
+  }
+  decode_stats ds;
+  decode_get_stats(d, &ds);
+  if (open_clip) {
+    c.decoded_frames = ds.decoded_frames - clip_dec0;
+    c.start_s = ds.first_pts_s + clip_first * frame_s;
+    c.clip_index = clips->n;
+    if ((io = shard_writer_end_clip(wk->w, c.T, &c.checksum))) goto done;
+    open_clip = 0;
+    if ((io = clips_push(clips, &c))) goto done;
+  }
+  // Fill in what every clip shares; the last clip records the frames dropped after the
+  // last full tubelet.
+  for (int i = 0; i < clips->n; i++) {
+    store_clip *x = &clips->v[i];
+    x->duration_s = (double)x->T * s->pt * frame_s;
+    x->src_fps = info.src_fps;
+    x->src_w = info.src_w;
+    x->src_h = info.src_h;
+    x->rotation = info.rotation;
+    x->sar_num = info.sar_num;
+    x->sar_den = info.sar_den;
+    x->codec = txt->codec;
+    x->pix_fmt = txt->pix_fmt;
+    x->frames = (int64_t)x->T * s->pt;
+    x->dropped_frames = i == clips->n - 1 ? k : 0;
+    x->H = H;
+    x->W = W;
+    x->tokens = (int64_t)x->T * H * W;
+    x->bytes = x->tokens * tok_bytes;
+    x->shard = wk->shard;
+    x->label = src->label;
+  }
+  src->decoded_frames = ds.decoded_frames;
+  if (clips->n == 0) {
+    if (dst) snprintf(errbuf, errn, "%s", err_msg());
+    else if (ds.decoded_frames == 0)
+      snprintf(errbuf, errn, "%s: no frame could be decoded%s%s", sf->path,
+               ds.note[0] ? ": " : "", ds.note);
+    else
+      snprintf(errbuf, errn,
+               "%s: too short: %lld frames at %d/%d fps, a tubelet needs %d (%lld source frames "
+               "decoded)",
+               sf->path, (long long)out_idx, s->fps_num, s->fps_den, s->pt,
+               (long long)ds.decoded_frames);
+    goto done;
+  }
+  src->status = SOURCE_DONE;
+  if (ds.truncated || ds.corrupt_packets > 0 || dst) {  // keep the prefix, say what is wrong
+    src->partial = 1;
+    snprintf(errbuf, errn, "%s%s", dst ? err_msg() : ds.note,
+             (dst || ds.note[0]) && ds.corrupt_packets ? "; " : "");
+    if (ds.corrupt_packets) {
+      size_t n = strlen(errbuf);
+      snprintf(errbuf + n, errn - n, "corrupt data skipped: %lld packets/pictures rejected by the decoder",
+               (long long)ds.corrupt_packets);
+    }
+  }
+done:
+  if (open_clip && wk->w) shard_writer_abort_clip(wk->w);
+  if (io) clips->n = 0;
+  decode_free(&d);
+  free(frames);
+  free(tokens);
+  return io;
+}
+
+// ---- workers --------------------------------------------------------------------------
+
+static void *worker_main(void *arg) {
+  worker *wk = arg;
+  run *r = wk->r;
+  clip_vec clips = {0};
+  source_text txt;
+  for (;;) {
+    pthread_mutex_lock(&r->lock);
+    int64_t i = r->next < r->ntodo ? r->next++ : -1;
+    pthread_mutex_unlock(&r->lock);
+    if (i < 0) break;
+    source_file *sf = r->todo[i];
+    store_source src;
+    clips.n = 0;
+    wk->frac = 0;
+    wk->cur_size = sf->size;
+    tsr_status st = ingest_source(wk, sf, &src, &clips, &txt);
+    if (!st && clips.n) st = shard_writer_sync(wk->w);  // durable before the index row
+    if (st) {
+      wk->fatal = st;
+      snprintf(wk->fatal_msg, sizeof wk->fatal_msg, "%s", err_msg());
+      break;
+    }
+    pthread_mutex_lock(&r->lock);
+    st = index_commit_source(r->ix, &src, clips.v, clips.n);
+    if (st) {
+      wk->fatal = st;
+      snprintf(wk->fatal_msg, sizeof wk->fatal_msg, "%s", err_msg());
+    } else if (src.status == SOURCE_DONE) {
+      r->res.sources_done++;
+      r->res.sources_partial += src.partial;
+      r->res.clips += clips.n;
+      r->res.decoded_frames += src.decoded_frames;
+      for (int c = 0; c < clips.n; c++) {
+        r->res.tokens += clips.v[c].tokens;
+        r->res.output_frames += clips.v[c].frames;
+      }
+    } else {
+      r->res.sources_failed++;
+    }
+    r->bytes_done += sf->size;
+    wk->frac = 0;
+    pthread_mutex_unlock(&r->lock);
+    if (st) break;
+    if (src.status == SOURCE_FAILED) log_warn("failed: %s", src.error);
+    else if (src.error && src.error[0]) log_warn("partial: %s: %s", src.path, src.error);
+  }
+  free(clips.v);
+  shard_writer_close(&wk->w);
+  return NULL;
+}
+
+// ---- the run --------------------------------------------------------------------------
+
+static int by_size_desc(const void *a, const void *b) {
+  const source_file *x = *(source_file *const *)a, *y = *(source_file *const *)b;
+  if (x->size != y->size) return x->size < y->size ? 1 : -1;
+  return strcmp(x->path, y->path);
+}
+
+// Rank 0 opens (creating) and recovers the store; the others learn the outcome, so every
+// rank fails together with rank 0's message.
+static tsr_status open_store_all(run *r) {
+  char msg[1024] = "";
+  int64_t code = 0;
+  if (r->rank == 0) {
+    store_index *ix = NULL;
+    tsr_status st = store_open(&ix, r->dir, 1, &r->o->settings);
+    if (!st) st = store_recover(r->dir, ix);
+    index_close(&ix);
+    code = st;
+    if (st) snprintf(msg, sizeof msg, "%s", err_msg());
+    snprintf(r->runid, sizeof r->runid, "%lx-%x", (unsigned long)time(NULL), (unsigned)getpid());
+  }
+  tsr_status cst = comm_bcast(&code, sizeof code, 0);
+  if (!cst) cst = comm_bcast(msg, sizeof msg, 0);
+  if (!cst) cst = comm_bcast(r->runid, sizeof r->runid, 0);
+  if (cst) return cst;
+  if (code) return err_set((tsr_status)code, "%s", msg);
+  return TSR_OK;
+}
+
+static int local_cores(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (!ls) ls = getenv("SLURM_NTASKS_PER_NODE");
+  int per = ls ? atoi(ls) : 1;
+  if (per < 1) per = 1;
+  n /= per;
+  return n < 1 ? 1 : (int)n;
+}
+
+tsr_status ingest_run(const char *out, char **srcs, int nsrcs, const ingest_opts *o,
+                      ingest_result *res) {
+  run r = {.dir = out, .o = o, .rank = comm_rank()};
+  const int world = comm_size();
+  source_list list = {0};
+  worker *wk = NULL;
+  pthread_t *th = NULL;
+  tsr_status st;
+  double t0 = time_now();
+  memset(res, 0, sizeof *res);
+  pthread_mutex_init(&r.lock, NULL);
+  // Damage is reported per source (index, summary); libav's own chatter would bury the
+  // progress line. TESSERA_AV_LOG=1 shows it for debugging.
+  if (!getenv("TESSERA_AV_LOG")) av_log_set_level(AV_LOG_FATAL);
+
+  if ((st = sources_expand(srcs, nsrcs, &list))) goto out;
+  if ((st = open_store_all(&r))) goto out;
+
+  // Every rank reads the same index to decide what is left, then takes its share.
+  store_index *main_ix = NULL;
+  char path[PATH_MAX];
+  if ((st = store_open(&main_ix, out, 0, &o->settings))) goto out;
+  r.todo = calloc((size_t)list.n + 1, sizeof *r.todo);
+  source_file **pending = calloc((size_t)list.n + 1, sizeof *pending);
+  int64_t npending = 0;
+  if (!r.todo || !pending) {
+    free(pending);
+    index_close(&main_ix);
+    st = err_set(TSR_ENOMEM, "out of memory");
+    goto out;
+  }
+  for (int64_t i = 0; i < list.n; i++) {
+    source_status ss;
+    int same = 0;
+    if ((st = index_source_lookup(main_ix, list.v[i].path, list.v[i].size, list.v[i].mtime, &ss,
+                                  &same))) {
+      free(pending);
+      index_close(&main_ix);
+      goto out;
+    }
+    if (same && (ss == SOURCE_DONE || (ss == SOURCE_FAILED && !o->retry_failed))) {
+      res->sources_skipped++;
+      res->sources_failed_kept += ss == SOURCE_FAILED;
+      continue;
+    }
+    pending[npending++] = &list.v[i];
+  }
+  res->sources_total = list.n;
+  // Balance bytes across ranks: largest first onto the least-loaded rank (deterministic).
+  qsort(pending, (size_t)npending, sizeof *pending, by_size_desc);
+  int64_t *load = calloc((size_t)world, sizeof *load);
+  for (int64_t i = 0; i < npending && load; i++) {
+    int best = 0;
+    for (int k = 1; k < world; k++)
+      if (load[k] < load[best]) best = k;
+    load[best] += pending[i]->size + 1;
+    if (best == r.rank) {
+      r.todo[r.ntodo++] = pending[i];
+      r.bytes_total += pending[i]->size;
+    }
+  }
+  free(load);
+  free(pending);
+  if (world > 1) {  // each rank commits to its own part; rank 0 merges them at the end
+    index_close(&main_ix);
+    snprintf(path, sizeof path, "%s/%s/rank-%d-%s.sqlite", out, STORE_PARTS_DIR, r.rank, r.runid);
+    if ((st = index_open(&r.ix, path, 1, &o->settings))) goto out;
+  } else {
+    r.ix = main_ix;
+  }
+
+  int cores = local_cores();
+  int nw = o->workers > 0 ? o->workers : cores;
+  if (nw > r.ntodo) nw = (int)(r.ntodo ? r.ntodo : 1);
+  r.threads_per_decoder = cores / nw > 1 ? cores / nw : 1;
+  wk = calloc((size_t)nw, sizeof *wk);
+  th = calloc((size_t)nw, sizeof *th);
+  if (!wk || !th) {
+    st = err_set(TSR_ENOMEM, "out of memory");
+    goto out;
+  }
+  if (r.ntodo)
+    log_info("ingest: %lld sources to do (%lld already in the store), %d workers", (long long)r.ntodo,
+             (long long)res->sources_skipped, nw);
+  int started = 0;
+  for (int i = 0; i < nw && r.ntodo; i++, started++) {
+    wk[i] = (worker){.r = &r, .id = i};
+    if (pthread_create(&th[i], NULL, worker_main, &wk[i])) {
+      st = err_set(TSR_EIO, "cannot start worker thread");
+      break;
+    }
+  }
+  progress pg;
+  progress_begin(&pg, "ingest");
+  for (int running = started; running;) {
+    pthread_mutex_lock(&r.lock);
+    double frac_bytes = (double)r.bytes_done;  // finished sources + share of those in flight
+    for (int i = 0; i < started; i++)
+      frac_bytes += (wk[i].frac > 1 ? 1 : wk[i].frac) * (double)wk[i].cur_size;
+    int64_t done = r.res.sources_done + r.res.sources_failed, frames = r.res.output_frames;
+    int64_t dec = r.res.decoded_frames;
+    pthread_mutex_unlock(&r.lock);
+    double el = time_now() - t0;
+    if (o->progress)
+      progress_update(&pg, frac_bytes, (double)(r.bytes_total ? r.bytes_total : 1), 0,
+                      "sources %lld/%lld | %.0f source frames/s | %.0f tokens-frames/s",
+                      (long long)done, (long long)r.ntodo, el > 0 ? dec / el : 0,
+                      el > 0 ? frames / el : 0);
+    if (done >= r.ntodo) break;
+    int fatal = 0;
+    for (int i = 0; i < started; i++) fatal |= wk[i].fatal != TSR_OK;
+    if (fatal) break;
+    usleep(100000);
+  }
+  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  if (o->progress && r.ntodo) progress_end(&pg);
+  for (int i = 0; i < started && !st; i++)
+    if (wk[i].fatal) st = err_set(wk[i].fatal, "%s", wk[i].fatal_msg);
+  index_close(&r.ix);
+
+  // Collect the parts into the main index (rank 0) and the counts (everyone).
+  {
+    int64_t failed = st ? 1 : 0;
+    tsr_status cst = comm_allreduce_max_i64(&failed, 1);
+    if (cst && !st) st = cst;
+    if (!st && failed) st = err_set(TSR_EIO, "another rank stopped with an error (see its log)");
+  }
+  if (!st && world > 1 && r.rank == 0) {
+    store_index *ix = NULL;
+    if (!(st = store_open(&ix, out, 0, &o->settings))) st = store_recover(out, ix);
+    index_close(&ix);
+  }
+  int64_t counts[8] = {r.res.sources_done, r.res.sources_failed, r.res.sources_partial,
+                       r.res.clips, r.res.tokens, r.res.decoded_frames, r.res.output_frames, 0};
+  tsr_status cst = comm_allreduce_sum_i64(counts, 8);
+  if (!st) st = cst;
+  res->sources_done = counts[0];
+  res->sources_failed = counts[1];
+  res->sources_partial = counts[2];
+  res->clips = counts[3];
+  res->tokens = counts[4];
+  res->decoded_frames = counts[5];
+  res->output_frames = counts[6];
+  if (!st) st = comm_barrier();
+out:
+  res->seconds = time_now() - t0;
+  free(wk);
+  free(th);
+  free(r.todo);
+  sources_free(&list);
+  pthread_mutex_destroy(&r.lock);
+  return st;
+}

@@ -1,0 +1,35 @@
+// ingest/sources.h — expand command-line sources into a sorted list of files.
+//
+// A source argument is a file (taken whatever its extension), a directory (walked
+// recursively; only files with a video extension, see sources_is_video_name, and no
+// hidden entries), or @LIST (a text file with one path per line; blank lines and lines
+// starting with '#' are skipped; relative paths are relative to the list's folder).
+// Paths become absolute and canonical (symlinks resolved) and duplicates are dropped;
+// the result is sorted by path so every rank of a job sees the same list.
+// A path that cannot be accessed is kept with `error` set, so it is recorded as a
+// failed source rather than silently ignored.
+#ifndef TESSERA_INGEST_SOURCES_H
+#define TESSERA_INGEST_SOURCES_H
+
+#include <stdint.h>
+#include "core/err.h"
+
+typedef struct {
+  char *path;       // absolute path (malloc'ed)
+  int64_t size;     // bytes
+  int64_t mtime;    // seconds since the epoch
+  char *error;      // NULL, or why the path cannot be read (malloc'ed)
+} source_file;
+
+typedef struct {
+  source_file *v;
+  int64_t n, cap;
+} source_list;
+
+// Expands args into *out (initialised by the call). Fails only for an unreadable @LIST
+// file or out of memory; unreadable sources are listed with their error.
+tsr_status sources_expand(char **args, int nargs, source_list *out);
+void sources_free(source_list *l);
+int sources_is_video_name(const char *name);
+
+#endif
