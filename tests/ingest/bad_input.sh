@@ -10,7 +10,7 @@
 #   dangling.mp4           directory entry that is a dangling symlink (tests run as root,
 #                          so chmod 000 would not make a file unreadable) -> failed
 #   missing.mp4            listed in @list but does not exist -> failed
-#   tiny.mp4               16x16 with --short-side 8: smaller than one patch -> failed
+#   huge.mp4               640x480 with --max-pixels 100000 (absurd size guard) -> failed
 # Then --retry-failed retries the failed ones (still failed, no duplicate rows).
 source "$(dirname "$0")/lib.sh"
 
@@ -61,10 +61,13 @@ expect_eq "$(sql "$STORE" "SELECT COUNT(*) FROM sources;")" "$nsrc" "--retry-fai
 check "no duplicate clips" no_duplicate_clips "$STORE"
 verify_ok "$STORE" "index verify after --retry-failed"
 
-# Smaller than one patch after the resize (16x16 -> 8x8 with patch 16).
-gen_src "$WORK/tiny/tiny.mp4" testsrc2 16x16 25 1
-tsr "$WORK/tiny.log" ingest "$WORK/tiny" --out "$WORK/tiny-store" --short-side 8
-expect_eq "$RC" 2 "tiny.mp4: run reports a failed source"
-expect_eq "$(source_col "$WORK/tiny-store" tiny.mp4 status)" failed "tiny.mp4: status"
-check "tiny.mp4: reason recorded" [ -n "$(source_col "$WORK/tiny-store" tiny.mp4 error)" ]
+# Absurd size: a frame larger than --max-pixels (640x480 > 100000 pixels) is refused
+# before decoding; a small clip beside it is ingested.
+gen_src "$WORK/big/huge.mp4" testsrc2 640x480 25 1
+gen_src "$WORK/big/small.mp4" testsrc2 160x120 25 1
+tsr "$WORK/big.log" ingest "$WORK/big" --out "$WORK/big-store" --max-pixels 100000
+expect_eq "$RC" 2 "huge.mp4: run reports a failed source"
+expect_eq "$(source_col "$WORK/big-store" huge.mp4 status)" failed "huge.mp4 (over --max-pixels): status"
+check "huge.mp4: reason recorded" [ -n "$(source_col "$WORK/big-store" huge.mp4 error)" ]
+expect_eq "$(source_col "$WORK/big-store" small.mp4 status)" done "small.mp4 beside it: done"
 finish

@@ -34,7 +34,7 @@ for f in cfr25.mp4 ntsc.mp4 mandel.mp4 vfr.mp4 jitter.mp4 offset.mp4; do
   [ -n "${CLOSED[$f]:-}" ] && expect_eq "$want" "${CLOSED[$f]}" "$f: ffprobe-derived count matches the closed form"
   expect_eq "$(source_col "$STORE" "$f" status)" done "$f: status"
   expect_near "$(out_frames "$STORE" "$f")" "$want" 1 "$f: frames + dropped at 8 fps vs ffprobe"
-  IFS='|' read -r T frames dropped dec <<<"$(clip_cols "$STORE" "$f" "T, frames, dropped_frames, decoded_frames")"
+  IFS='|' read -r T frames dropped dec <<<"$(clip_cols "$STORE" "$f" "c.T, c.frames, c.dropped_frames, c.decoded_frames")"
   expect_eq "$frames" $((T * 2)) "$f: frames = T*pt"
   check "$f: dropped ($dropped) < pt" [ "$dropped" -lt 2 ]
   ndec=$(ffprobe -v error -select_streams v:0 -count_frames -show_entries stream=nb_read_frames -of csv=p=0 "$SRC/$f")

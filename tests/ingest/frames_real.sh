@@ -20,7 +20,7 @@ for f in "${FILES[@]}"; do
   expect_eq "$(source_col "$STORE" "$f" status)" done "$f: status"
   expect_near "$(out_frames "$STORE" "$f")" "$want" 1 "$f: frames + dropped at 8 fps vs ffprobe"
   ndec=$(ffprobe -v error -select_streams v:0 -count_frames -show_entries stream=nb_read_frames -of csv=p=0 "$VIDEOS/$f")
-  expect_eq "$(clip_cols "$STORE" "$f" decoded_frames)" "$ndec" "$f: decoded_frames"
+  expect_eq "$(clip_cols "$STORE" "$f" c.decoded_frames)" "$ndec" "$f: decoded_frames"
   t0=$(ffprobe -v error -select_streams v:0 -show_entries frame=best_effort_timestamp_time \
          -read_intervals '%+#1' -of csv=p=0 "$VIDEOS/$f" | head -n 1)
   expect_near "$(clip_cols "$STORE" "$f" start_s)" "$t0" 0.05 "$f: start_s = first frame's timestamp"

@@ -91,6 +91,7 @@ src_is() { local n; n=$(sq "/$1"); echo "substr(s.path, -length($n)) = $n"; }
 # source_col STORE NAME COLUMN: a column of the sources row of file NAME.
 source_col() { sql "$1" "SELECT s.$3 FROM sources s WHERE $(src_is "$2");"; }
 # clip_cols STORE NAME COLS [CLIP_INDEX]: columns of one clip of file NAME ('|'-joined).
+# Qualify the columns that sources also has: c.decoded_frames, c.label.
 clip_cols() {
   sql "$1" "SELECT $3 FROM clips c JOIN sources s ON c.source_id = s.rowid
             WHERE $(src_is "$2") AND c.clip_index = ${4:-0};"
