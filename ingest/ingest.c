@@ -168,9 +168,6 @@ static tsr_status ingest_source(worker *wk, const source_file *sf, store_source 
       if ((io = shard_writer_begin_clip(wk->w, H, W, &c.offset))) goto done;
       open_clip = 1;
       clip_first = out_idx - s->pt;
-      decode_stats ds;
-      decode_get_stats(d, &ds);
-      clip_dec0 = ds.decoded_frames;
     }
     patchify_u8(fp, s->pt, info.out_h, info.out_w, 3, s->ph, s->pw, tokens);
     if ((io = shard_writer_append(wk->w, tokens, (size_t)(H * W) * tok_bytes))) goto done;
@@ -178,7 +175,8 @@ static tsr_status ingest_source(worker *wk, const source_file *sf, store_source 
     if ((int64_t)c.T * s->pt >= per_clip) {  // cut here; the next tubelet starts a new clip
       decode_stats ds;
       decode_get_stats(d, &ds);
-      c.decoded_frames = ds.decoded_frames - clip_dec0;
+      c.decoded_frames = ds.decoded_frames - clip_dec0;  // source frames since the last cut
+      clip_dec0 = ds.decoded_frames;
       c.start_s = ds.first_pts_s + clip_first * frame_s;
       c.clip_index = clips->n;
       if ((io = shard_writer_end_clip(wk->w, c.T, &c.checksum))) goto done;
