@@ -2,8 +2,10 @@
 # Bad input: every broken source gets its own row with a clear reason, the run goes on
 # (exit 2), the good sources are ingested, nothing crashes, the store verifies.
 #   decord__corrupted.mp4  corrupt NAL units: done with the damage noted, or failed
-#   jcodec__test.mkv       truncated (1 decodable frame): done, partial=1, prefix kept
-#                          (patch 1x16x16 here so one frame makes a tubelet)
+#   jcodec__test.mkv       truncated at 100 KiB: 1 decodable frame of 0.04 s, shorter than
+#                          half an output frame at 8 fps (the ffmpeg CLI's fps filter gives
+#                          0 frames too) -> failed, the reason says it is truncated
+#   half.mkv               a generated 6 s clip cut in half -> done, partial=1, prefix kept
 #   audio.mp4              audio only (lavfi sine) -> failed
 #   text.mp4               a text file -> failed
 #   empty.mp4              0 bytes -> failed
@@ -21,6 +23,8 @@ gen "$BAD/audio.mp4" -f lavfi -i sine=frequency=440:duration=1 -c:a aac
 echo "this is not a video" >"$BAD/text.mp4"
 : >"$BAD/empty.mp4"
 ln -s "$WORK/does-not-exist.mp4" "$BAD/dangling.mp4"
+gen "$WORK/full.mkv" -f lavfi -i testsrc2=s=160x120:r=24:d=6 -g 12
+head -c $(( $(stat -c %s "$WORK/full.mkv") / 2 )) "$WORK/full.mkv" >"$BAD/half.mkv"
 LIST=$WORK/list.txt
 printf '%s\n' "$VIDEOS/decord__corrupted.mp4" "$VIDEOS/jcodec__test.mkv" "$WORK/missing.mp4" >"$LIST"
 
@@ -43,10 +47,13 @@ done
 check "audio.mp4: reason says there is no video stream" \
   grep -qi 'video' <<<"$(source_col "$STORE" audio.mp4 error)"
 
-IFS='|' read -r status partial nclips <<<"$(sql "$STORE" "SELECT s.status, s.partial, (SELECT COUNT(*) FROM clips c WHERE c.source_id = s.rowid) FROM sources s WHERE $(src_is jcodec__test.mkv);")"
-expect_eq "$status" done "jcodec__test.mkv (truncated): status"
-expect_eq "$partial" 1 "jcodec__test.mkv: partial"
-check "jcodec__test.mkv: decodable prefix kept ($nclips clips)" [ "${nclips:-0}" -ge 1 ]
+IFS='|' read -r status err <<<"$(sql "$STORE" "SELECT s.status, REPLACE(COALESCE(s.error, ''), char(10), ' ') FROM sources s WHERE $(src_is jcodec__test.mkv);")"
+expect_eq "$status" failed "jcodec__test.mkv (truncated to one frame): status"
+check "jcodec__test.mkv: reason says truncated ('$err')" grep -q truncated <<<"$err"
+IFS='|' read -r status partial nclips frames <<<"$(sql "$STORE" "SELECT s.status, s.partial, (SELECT COUNT(*) FROM clips c WHERE c.source_id = s.rowid), (SELECT SUM(frames) FROM clips c WHERE c.source_id = s.rowid) FROM sources s WHERE $(src_is half.mkv);")"
+expect_eq "$status" done "half.mkv (truncated): status"
+expect_eq "$partial" 1 "half.mkv: partial"
+check "half.mkv: decodable prefix kept ($nclips clips, $frames of 48 frames)" [ "${frames:-0}" -ge 8 -a "${frames:-0}" -lt 48 ]
 
 IFS='|' read -r status partial err <<<"$(sql "$STORE" "SELECT s.status, s.partial, REPLACE(COALESCE(s.error, ''), char(10), ' ') FROM sources s WHERE $(src_is decord__corrupted.mp4);")"
 echo "decord__corrupted.mp4: status=$status partial=$partial note='$err'"

@@ -5,12 +5,14 @@
 #
 # Alignment choices of the reference (so both sides show the same source frame):
 # - time: `setpts=PTS-STARTPTS` puts the first frame at 0 (tessera's t_0), then
-#   `fps=8:round=up` makes output frame n show the last source frame with pts <= n/8 —
-#   exactly ingest/decode.h's rule (the default round=near would be half a frame early);
+#   `fps=8` (round=near) is exactly ingest/decode.h's rule (tessera selects frames like the
+#   fps filter);
 #   `trim=end_frame=FRAMES` keeps the stored frames only (tessera drops the rest);
 # - space: the CLI applies the display rotation itself (autorotate); the scale size is
-#   lib.sh's closed form (SAR applied, short side 128, nearest), then a centred crop to
-#   the stored H*16 x W*16;
+#   lib.sh's closed form (SAR applied, short side 128, nearest), then conversion to RGB
+#   (before the crop: cropping YUV 4:2:0 at an odd offset shifts chroma) and a centred
+#   crop to the stored H*16 x W*16 with tessera's offsets (floor((in-out)/2); ffmpeg's
+#   default rounds 5.5 to 6);
 # - colour: the CLI converts with the source's tagged matrix/range (BT.601 when untagged),
 #   and reads tessera's BT.709-tagged export back with its tags.
 # The tolerance covers the scaler's filter differences, the export's lossy H.264 encode
@@ -35,7 +37,8 @@ for f in "${FILES[@]}"; do
   expect_eq "$(probe "$out" width,height)" "$((W * 16))|$((H * 16))" "$f: exported frame size"
   nout=$(ffprobe -v error -select_streams v:0 -count_frames -show_entries stream=nb_read_frames -of csv=p=0 "$out")
   expect_eq "$nout" "$frames" "$f: exported frame count"
-  ref="setpts=PTS-STARTPTS,fps=8:round=up,scale=$sw:$sh:flags=bicubic,crop=$((W * 16)):$((H * 16))"
+  ref="setpts=PTS-STARTPTS,fps=8,scale=$sw:$sh:flags=bicubic,format=rgb24"
+  ref="$ref,crop=$((W * 16)):$((H * 16)):$(((sw - W * 16) / 2)):$(((sh - H * 16) / 2))"
   ref="$ref,setsar=1,trim=end_frame=$frames,format=gbrp"
   ffmpeg -nostdin -v info -i "$out" -i "$src" -filter_complex \
     "[1:v]$ref[ref];[0:v]setsar=1,format=gbrp[tsr];[tsr][ref]psnr=shortest=1" \
