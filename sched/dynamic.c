@@ -1,10 +1,11 @@
 // sched/dynamic.c — the Dynamic-CP planner (algorithm in docs/plan.md).
 //
-// List scheduling of clips, heaviest first, onto per-rank timelines: each clip goes to
-// the (CP size, aligned block) that finishes it earliest, either as a new group or
-// packed into the group that is last on exactly that block. A few variants (which CP
-// sizes a clip may use, how much idle time a placement may leave) are run and the one
-// with the shortest simulated step is kept. Everything is deterministic.
+// List scheduling of items (clips, or bundles of small clips packed first-fit), heaviest
+// first, onto per-rank timelines: each item goes to the (CP size, aligned block) with
+// the best score (earliest finish, optionally plus the rank-seconds it wastes), either
+// as a new group or packed into the group that is last on exactly that block. A fixed
+// list of variants (which CP sizes an item may use, the waste weight, bundling) is run
+// and the one with the shortest makespan is kept. Everything is deterministic.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,15 +20,25 @@ typedef struct {
   double start, end;       // on the list schedule's timeline
 } dyn_group;
 
+// The planner places items: single clips, or bundles of small clips packed together
+// beforehand (first-fit decreasing) so that they share one microbatch's overhead.
 typedef struct {
   const cost_model *cm;
   const sched_cluster *cl;
   const int64_t *L;        // (n)
   int n, N, nlev;          // clips, ranks, log2(N) + 1
-  double *t;               // (n * nlev) time of clip i alone at k = 2^l; INFINITY if it
+  int ni;                  // items of the current run
+  int32_t *item_of;        // (n) item of each clip
+  int32_t *im;             // (n) clips per item
+  double *is1, *is2;       // (n) sum L, sum L^2 per item
+  int64_t *imem;           // (n * nlev) tokens a rank holds of item i at k = 2^l
+  double *t;               // (n * nlev) time of item i alone at k = 2^l; INFINITY if it
                            // does not fit
-  double *rsmin;           // (n) least rank-seconds k*t of each clip
-  int32_t *order;          // (n) heaviest (rsmin) first
+  double *rsmin;           // (n) least rank-seconds k*t of each item
+  int32_t *order;          // (n) items, heaviest (rsmin) first
+  int32_t *corder;         // (n) clips, longest first (for bundling)
+  int64_t *bin_room;       // (n) bundling scratch: room left per bundle
+  int32_t *item_group;     // (n) group of each item in the current run
   // Timeline of the current run: level l has N >> l aligned blocks, stored from off[l].
   int32_t *off;            // (nlev)
   double *bmax;            // (2N - 1) latest finish of a rank of the block
@@ -40,17 +51,29 @@ typedef struct {
 
 // A variant of the list scheduler.
 typedef struct {
-  double eps;  // a clip may use CP sizes whose rank-seconds are <= (1 + eps) * least
-  double mu;   // weight of the rank-seconds a placement wastes (idle + extra), per rank
+  double eps;     // an item may use CP sizes whose rank-seconds are <= (1 + eps) * least
+  double mu;      // weight of the rank-seconds a placement wastes (idle + extra), per rank
+  double bundle;  // bundle clips into items of <= bundle*M tokens per rank (0: no bundles)
+  int up;         // a clip may join a bundle of a larger least CP size than its own
 } dyn_variant;
 
 static const dyn_variant dyn_variants[] = {
-    {0.0, 0.0},  {0.01, 0.0}, {0.03, 0.0}, {0.1, 0.0}, {0.3, 0.0},
-    {0.03, 1.0}, {0.1, 1.0},  {0.3, 1.0},  {1e9, 1.0}, {1e9, 0.3},
+    {0.0, 0.0, 0, 0},  {0.01, 0.0, 0, 0}, {0.03, 0.0, 0, 0}, {0.1, 0.0, 0, 0},
+    {0.3, 0.0, 0, 0},  {0.03, 1.0, 0, 0}, {0.1, 1.0, 0, 0},  {0.3, 1.0, 0, 0},
+    {1e9, 1.0, 0, 0},  {1e9, 0.3, 0, 0},  {0.0, 0.0, 1, 0},  {0.03, 0.0, 1, 0},
+    {0.1, 1.0, 1, 0},  {1e9, 1.0, 0.5, 0}, {0.0, 0.0, 1, 1},  {0.1, 1.0, 1, 1},
 };
 enum { DYN_NVARIANTS = sizeof dyn_variants / sizeof dyn_variants[0] };
 
 static void dyn_free(dyn *d) {
+  free(d->item_of);
+  free(d->im);
+  free(d->is1);
+  free(d->is2);
+  free(d->imem);
+  free(d->corder);
+  free(d->bin_room);
+  free(d->item_group);
   free(d->t);
   free(d->rsmin);
   free(d->order);
@@ -70,8 +93,16 @@ static tsr_status dyn_init(dyn *d, const sched_config *cfg, const int64_t *token
   d->n = n;
   d->N = cfg->cluster.ranks;
   while ((1 << d->nlev) <= d->N) d->nlev++;
-  size_t nb = 2 * (size_t)d->N;
-  d->t = malloc((size_t)n * d->nlev * sizeof *d->t);
+  size_t nb = 2 * (size_t)d->N, nl = (size_t)n * d->nlev;
+  d->item_of = malloc((size_t)n * sizeof *d->item_of);
+  d->im = malloc((size_t)n * sizeof *d->im);
+  d->is1 = malloc((size_t)n * sizeof *d->is1);
+  d->is2 = malloc((size_t)n * sizeof *d->is2);
+  d->imem = malloc(nl * sizeof *d->imem);
+  d->corder = malloc((size_t)n * sizeof *d->corder);
+  d->bin_room = malloc((size_t)n * sizeof *d->bin_room);
+  d->item_group = malloc((size_t)n * sizeof *d->item_group);
+  d->t = malloc(nl * sizeof *d->t);
   d->rsmin = malloc((size_t)n * sizeof *d->rsmin);
   d->order = malloc((size_t)n * sizeof *d->order);
   d->off = malloc((size_t)d->nlev * sizeof *d->off);
@@ -80,25 +111,80 @@ static tsr_status dyn_init(dyn *d, const sched_config *cfg, const int64_t *token
   d->buni = malloc(nb * sizeof *d->buni);
   d->g = malloc((size_t)n * sizeof *d->g);
   d->group_of = malloc((size_t)n * sizeof *d->group_of);
-  if (!d->t || !d->rsmin || !d->order || !d->off || !d->bmax || !d->bsum || !d->buni ||
-      !d->g || !d->group_of)
+  if (!d->item_of || !d->im || !d->is1 || !d->is2 || !d->imem || !d->corder || !d->bin_room ||
+      !d->item_group ||
+      !d->t || !d->rsmin || !d->order || !d->off || !d->bmax || !d->bsum || !d->buni || !d->g ||
+      !d->group_of)
     return err_set(TSR_ENOMEM, "dynamic planner: out of memory for %d clips", n);
   for (int l = 0, o = 0; l < d->nlev; l++) {
     d->off[l] = o;
     o += d->N >> l;
   }
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < n; i++) d->rsmin[i] = (double)tokens[i];
+  return sched_order_desc(d->rsmin, n, d->corder);
+}
+
+// Forms the items of a run: with bundle > 0, clips are packed first-fit, longest first,
+// into bundles of clips with the same least CP size k (or, with `up`, a least CP size of
+// at most k), such that a rank of a k group holds at most bundle*M tokens of a bundle;
+// a clip above that is an item of its own. Then prices every item at every CP size and
+// orders them.
+static tsr_status dyn_items(dyn *d, double bundle, int up) {
+  int64_t cap = (int64_t)(bundle * (double)d->cl->mem_tokens);
+  int nbins = 0;  // bundles are items 0..nbins-1; bin_room and imem[.. + 0] track them
+  for (int j = 0; j < d->n; j++) {
+    int c = d->corder[j];
+    int lev = 0;
+    while (cost_chunk_tokens(d->L[c], 1 << lev) > d->cl->mem_tokens) lev++;
+    int64_t need = cost_chunk_tokens(d->L[c], 1 << lev);
+    int it = -1;
+    if (cap > 0 && need <= cap) {
+      for (int b = 0; b < nbins && it < 0; b++) {  // im[b]: the bundle's level, for now
+        int64_t need_b = cost_chunk_tokens(d->L[c], 1 << d->im[b]);
+        if ((d->im[b] == lev || (up && d->im[b] > lev)) && d->bin_room[b] >= need_b) {
+          it = b;
+          need = need_b;
+        }
+      }
+      if (it < 0) {
+        it = nbins++;
+        d->bin_room[it] = cap;
+        d->im[it] = lev;
+      }
+      d->bin_room[it] -= need;
+    }
+    d->item_of[c] = it;  // -1: own item, numbered below
+  }
+  d->ni = nbins;
+  for (int c = 0; c < d->n; c++)
+    if (d->item_of[c] < 0) d->item_of[c] = d->ni++;
+  for (int i = 0; i < d->ni; i++) {
+    d->im[i] = 0;
+    d->is1[i] = d->is2[i] = 0;
+    for (int l = 0; l < d->nlev; l++) d->imem[(size_t)i * d->nlev + l] = 0;
+  }
+  for (int c = 0; c < d->n; c++) {
+    int i = d->item_of[c];
+    double L = (double)d->L[c];
+    d->im[i]++;
+    d->is1[i] += L;
+    d->is2[i] += L * L;
+    for (int l = 0; l < d->nlev; l++)
+      d->imem[(size_t)i * d->nlev + l] += cost_chunk_tokens(d->L[c], 1 << l);
+  }
+  for (int i = 0; i < d->ni; i++) {
     d->rsmin[i] = INFINITY;
     for (int l = 0; l < d->nlev; l++) {
       int k = 1 << l;
+      size_t x = (size_t)i * d->nlev + l;
       double t = INFINITY;
-      if (cost_chunk_tokens(tokens[i], k) <= d->cl->mem_tokens)
-        t = cost_clip_time(d->cm, d->cl->gpus_per_node, k, tokens[i]);
-      d->t[(size_t)i * d->nlev + l] = t;
+      if (d->imem[x] <= d->cl->mem_tokens)
+        t = cost_group_time(d->cm, d->cl->gpus_per_node, k, d->im[i], d->is1[i], d->is2[i]);
+      d->t[x] = t;
       if (k * t < d->rsmin[i]) d->rsmin[i] = k * t;
     }
   }
-  return sched_order_desc(d->rsmin, n, d->order);
+  return sched_order_desc(d->rsmin, d->ni, d->order);
 }
 
 // Sets every rank of block (lev, i) to finish at `end` with last group g, and updates
@@ -131,16 +217,17 @@ static double dyn_run(dyn *d, const dyn_variant *v) {
     d->buni[j] = -1;
   }
   d->ng = 0;
-  for (int oi = 0; oi < d->n; oi++) {
-    int c = d->order[oi];
+  for (int oi = 0; oi < d->ni; oi++) {
+    int c = d->order[oi];  // an item
     const double *tc = d->t + (size_t)c * d->nlev;
-    double L = (double)d->L[c], limit = (1 + v->eps) * d->rsmin[c];
+    const int64_t *mc = d->imem + (size_t)c * d->nlev;
+    double limit = (1 + v->eps) * d->rsmin[c];
     double best = INFINITY;
     int best_lev = -1, best_i = -1, best_merge = 0;
     for (int l = 0; l < d->nlev; l++) {
       int k = 1 << l;
       if (!(tc[l] < INFINITY) || k * tc[l] > limit) continue;
-      int64_t chunk = cost_chunk_tokens(d->L[c], k);
+      int64_t chunk = mc[l];
       double extra = k * tc[l] - d->rsmin[c];
       for (int i = 0, nb = d->N >> l; i < nb; i++) {
         int j = d->off[l] + i;
@@ -153,7 +240,8 @@ static double dyn_run(dyn *d, const dyn_variant *v) {
         int32_t g = d->buni[j];
         if (g >= 0 && d->g[g].lev == l && d->g[g].mem + chunk <= d->cl->mem_tokens) {
           const dyn_group *gg = &d->g[g];
-          double t = cost_group_time(d->cm, G, k, gg->m + 1, gg->s1 + L, gg->s2 + L * L);
+          double t = cost_group_time(d->cm, G, k, gg->m + d->im[c], gg->s1 + d->is1[c],
+                                     gg->s2 + d->is2[c]);
           double fin = gg->start + t;
           double mscore = fin + v->mu * (k * (fin - gg->end) - d->rsmin[c]) / N;
           if (mscore <= score && mscore < best) {
@@ -163,7 +251,8 @@ static double dyn_run(dyn *d, const dyn_variant *v) {
         }
       }
     }
-    // Every clip fits at k = N (checked by sched_batch_check), so best_lev >= 0.
+    // Every item fits at k = N (its clips each fit there, and bundles hold at most M
+    // tokens), so best_lev >= 0.
     int k = 1 << best_lev, j = d->off[best_lev] + best_i;
     int32_t g;
     if (best_merge) {
@@ -173,14 +262,15 @@ static double dyn_run(dyn *d, const dyn_variant *v) {
       d->g[g] = (dyn_group){best_i * k, best_lev, 0, 0, 0, 0, d->bmax[j], d->bmax[j]};
     }
     dyn_group *gg = &d->g[g];
-    gg->m++;
-    gg->s1 += L;
-    gg->s2 += L * L;
-    gg->mem += cost_chunk_tokens(d->L[c], k);
+    gg->m += d->im[c];
+    gg->s1 += d->is1[c];
+    gg->s2 += d->is2[c];
+    gg->mem += mc[best_lev];
     gg->end = gg->start + cost_group_time(d->cm, G, k, gg->m, gg->s1, gg->s2);
-    d->group_of[c] = g;
+    d->item_group[c] = g;
     dyn_set_block(d, best_lev, best_i, gg->end, g);
   }
+  for (int c = 0; c < d->n; c++) d->group_of[c] = d->item_group[d->item_of[c]];
   return d->bmax[d->off[d->nlev - 1]];
 }
 
@@ -228,6 +318,7 @@ tsr_status sched_dynamic(const sched_config *cfg, const int64_t *tokens, int n, 
   double best = INFINITY;
   int best_ng = 0;
   for (int v = 0; v < DYN_NVARIANTS && !st; v++) {
+    if ((st = dyn_items(&d, dyn_variants[v].bundle, dyn_variants[v].up))) break;
     double ms = dyn_run(&d, &dyn_variants[v]);
     if (ms < best) {
       best = ms;

@@ -74,6 +74,7 @@ static void check_batch(const char *what, const sched_config *cfg, const int64_t
         "%s: async equals sync", what);
   sched_result_free(&r2);
   nused[r.used]++;
+  // SCHED_DEBUG=1: list the batches where a baseline was used, and by how much.
   if (getenv("SCHED_DEBUG") && r.used) printf("%-60s dyn/base %.4f  base %.4g lb %.4g ks %d\n", what, r.dynamic_s / r.predicted_s, r.predicted_s, r.lower_bound_s, r.static_cp);
   sched_result_free(&r);
 }
