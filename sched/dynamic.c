@@ -39,6 +39,7 @@ typedef struct {
   int32_t *corder;         // (n) clips, longest first (for bundling)
   int64_t *bin_room;       // (n) bundling scratch: room left per bundle
   int32_t *item_group;     // (n) group of each item in the current run
+  int32_t *force;          // (n) CP level an item must use (-1: free), improvement phase
   // Timeline of the current run: level l has N >> l aligned blocks, stored from off[l].
   int32_t *off;            // (nlev)
   double *bmax;            // (2N - 1) latest finish of a rank of the block
@@ -57,12 +58,20 @@ typedef struct {
   int up;         // a clip may join a bundle of a larger least CP size than its own
 } dyn_variant;
 
+// Most useful first (on the mixes of bench/plan): large batches on many ranks run only
+// a prefix of the list, see DYN_BUDGET.
 static const dyn_variant dyn_variants[] = {
-    {0.0, 0.0, 0, 0},  {0.01, 0.0, 0, 0}, {0.03, 0.0, 0, 0}, {0.1, 0.0, 0, 0},
-    {0.3, 0.0, 0, 0},  {0.03, 1.0, 0, 0}, {0.1, 1.0, 0, 0},  {0.3, 1.0, 0, 0},
-    {1e9, 1.0, 0, 0},  {1e9, 0.3, 0, 0},  {0.0, 0.0, 1, 0},  {0.03, 0.0, 1, 0},
-    {0.1, 1.0, 1, 0},  {1e9, 1.0, 0.5, 0}, {0.0, 0.0, 1, 1},  {0.1, 1.0, 1, 1},
+    {0.01, 0.0, 0, 0}, {0.1, 0.0, 0, 0},  {0.03, 0.0, 0, 0}, {0.1, 1.0, 0, 0},
+    {0.3, 0.0, 0, 0},  {0.1, 1.0, 1, 0},  {0.1, 1.0, 1, 1},  {0.03, 0.0, 1, 0},
+    {0.0, 0.0, 0, 0},  {0.03, 1.0, 0, 0}, {0.3, 1.0, 0, 0},  {0.0, 0.0, 1, 0},
+    {1e9, 1.0, 0.5, 0}, {0.0, 0.0, 1, 1}, {1e9, 0.3, 0, 0},  {1e9, 1.0, 0, 0},
 };
+// Candidate placements evaluated over all variants, at most (about 0.2 s on one
+// core); a run evaluates about clips x 2N of them. At least DYN_MIN_VARIANTS run.
+#define DYN_BUDGET 1e8
+enum { DYN_MIN_VARIANTS = 4 };
+// Most runs of the improvement phase (after the variants, within DYN_BUDGET).
+enum { DYN_MAX_IMPROVE = 24 };
 enum { DYN_NVARIANTS = sizeof dyn_variants / sizeof dyn_variants[0] };
 
 static void dyn_free(dyn *d) {
@@ -74,6 +83,7 @@ static void dyn_free(dyn *d) {
   free(d->corder);
   free(d->bin_room);
   free(d->item_group);
+  free(d->force);
   free(d->t);
   free(d->rsmin);
   free(d->order);
@@ -102,6 +112,7 @@ static tsr_status dyn_init(dyn *d, const sched_config *cfg, const int64_t *token
   d->corder = malloc((size_t)n * sizeof *d->corder);
   d->bin_room = malloc((size_t)n * sizeof *d->bin_room);
   d->item_group = malloc((size_t)n * sizeof *d->item_group);
+  d->force = malloc((size_t)n * sizeof *d->force);
   d->t = malloc(nl * sizeof *d->t);
   d->rsmin = malloc((size_t)n * sizeof *d->rsmin);
   d->order = malloc((size_t)n * sizeof *d->order);
@@ -112,7 +123,7 @@ static tsr_status dyn_init(dyn *d, const sched_config *cfg, const int64_t *token
   d->g = malloc((size_t)n * sizeof *d->g);
   d->group_of = malloc((size_t)n * sizeof *d->group_of);
   if (!d->item_of || !d->im || !d->is1 || !d->is2 || !d->imem || !d->corder || !d->bin_room ||
-      !d->item_group ||
+      !d->item_group || !d->force ||
       !d->t || !d->rsmin || !d->order || !d->off || !d->bmax || !d->bsum || !d->buni || !d->g ||
       !d->group_of)
     return err_set(TSR_ENOMEM, "dynamic planner: out of memory for %d clips", n);
@@ -184,6 +195,7 @@ static tsr_status dyn_items(dyn *d, double bundle, int up) {
       if (k * t < d->rsmin[i]) d->rsmin[i] = k * t;
     }
   }
+  for (int i = 0; i < d->ni; i++) d->force[i] = -1;
   return sched_order_desc(d->rsmin, d->ni, d->order);
 }
 
@@ -226,7 +238,8 @@ static double dyn_run(dyn *d, const dyn_variant *v) {
     int best_lev = -1, best_i = -1, best_merge = 0;
     for (int l = 0; l < d->nlev; l++) {
       int k = 1 << l;
-      if (!(tc[l] < INFINITY) || k * tc[l] > limit) continue;
+      if (d->force[c] >= 0 ? l != d->force[c] : !(tc[l] < INFINITY) || k * tc[l] > limit)
+        continue;
       int64_t chunk = mc[l];
       double extra = k * tc[l] - d->rsmin[c];
       for (int i = 0, nb = d->N >> l; i < nb; i++) {
@@ -307,29 +320,75 @@ static tsr_status dyn_to_plan(const dyn *d, const dyn_group *groups, int ng,
   return st;
 }
 
+// The best run so far: its makespan, groups and clip -> group map.
+typedef struct {
+  double makespan;
+  int ng;
+  dyn_group *g;      // (n)
+  int32_t *group_of; // (n)
+} dyn_best;
+
+static int dyn_keep(const dyn *d, double ms, dyn_best *b) {
+  if (!(ms < b->makespan)) return 0;
+  b->makespan = ms;
+  b->ng = d->ng;
+  memcpy(b->g, d->g, (size_t)d->ng * sizeof *b->g);
+  memcpy(b->group_of, d->group_of, (size_t)d->n * sizeof *b->group_of);
+  return 1;
+}
+
+// Improvement: for the heaviest items of the best variant, one at a time, force the CP
+// size one level below or above the one it got, and keep the change when the makespan
+// shrinks (hill climbing on the critical clips' CP sizes). At most `runs` runs.
+static void dyn_improve(dyn *d, const dyn_variant *v, dyn_best *b, int runs) {
+  double cur = dyn_run(d, v);
+  dyn_keep(d, cur, b);
+  for (int j = 0; j < d->ni && runs > 0; j++) {
+    int c = d->order[j];
+    int lev = d->g[d->item_group[c]].lev;
+    for (int dir = -1; dir <= 1 && runs > 0; dir += 2) {
+      int alt = lev + dir;
+      if (alt < 0 || alt >= d->nlev || !(d->t[(size_t)c * d->nlev + alt] < INFINITY)) continue;
+      int saved = d->force[c];
+      d->force[c] = alt;
+      double ms = dyn_run(d, v);
+      runs--;
+      if (ms < cur) {
+        cur = ms;
+        dyn_keep(d, ms, b);
+        break;
+      }
+      d->force[c] = saved;
+    }
+  }
+}
+
 tsr_status sched_dynamic(const sched_config *cfg, const int64_t *tokens, int n, plan *out) {
   tsr_status st = sched_batch_check(cfg, tokens, n);
   if (st) return st;
   dyn d;
   st = dyn_init(&d, cfg, tokens, n);
-  dyn_group *best_g = malloc((size_t)n * sizeof *best_g);
-  int32_t *best_of = malloc((size_t)n * sizeof *best_of);
-  if (!st && (!best_g || !best_of)) st = err_set(TSR_ENOMEM, "dynamic planner: out of memory");
-  double best = INFINITY;
-  int best_ng = 0;
-  for (int v = 0; v < DYN_NVARIANTS && !st; v++) {
+  dyn_best b = {INFINITY, 0, malloc((size_t)n * sizeof *b.g),
+                malloc((size_t)n * sizeof *b.group_of)};
+  if (!st && (!b.g || !b.group_of)) st = err_set(TSR_ENOMEM, "dynamic planner: out of memory");
+  // Deterministic effort: runs are sized by clips x ranks, never by the clock.
+  double per_run = (double)n * 2.0 * d.N;
+  int runs = (int)(DYN_BUDGET / per_run);
+  if (runs < DYN_MIN_VARIANTS) runs = DYN_MIN_VARIANTS;
+  int nvar = runs < DYN_NVARIANTS ? runs : DYN_NVARIANTS;
+  int best_v = 0;
+  for (int v = 0; v < nvar && !st; v++) {
     if ((st = dyn_items(&d, dyn_variants[v].bundle, dyn_variants[v].up))) break;
-    double ms = dyn_run(&d, &dyn_variants[v]);
-    if (ms < best) {
-      best = ms;
-      best_ng = d.ng;
-      memcpy(best_g, d.g, (size_t)d.ng * sizeof *best_g);
-      memcpy(best_of, d.group_of, (size_t)n * sizeof *best_of);
-    }
+    if (dyn_keep(&d, dyn_run(&d, &dyn_variants[v]), &b)) best_v = v;
   }
-  if (!st) st = dyn_to_plan(&d, best_g, best_ng, best_of, out);
-  free(best_g);
-  free(best_of);
+  int left = runs - nvar < DYN_MAX_IMPROVE ? runs - nvar : DYN_MAX_IMPROVE;
+  if (!st && left > 0) {
+    st = dyn_items(&d, dyn_variants[best_v].bundle, dyn_variants[best_v].up);
+    if (!st) dyn_improve(&d, &dyn_variants[best_v], &b, left);
+  }
+  if (!st) st = dyn_to_plan(&d, b.g, b.ng, b.group_of, out);
+  free(b.g);
+  free(b.group_of);
   dyn_free(&d);
   return st;
 }
