@@ -73,8 +73,8 @@ tsr_status sched_baseline_balanced(const sched_config *cfg, const int64_t *token
   mb_state *mb = calloc((size_t)n, sizeof *mb);
   double *load = calloc((size_t)s.ngroups + 1, sizeof *load);
   int32_t *nmb_of = calloc((size_t)s.ngroups + 1, sizeof *nmb_of);   // microbatches per group
-  int32_t *first_mb = malloc((size_t)n * sizeof *first_mb);          // linked per group
-  int32_t *next_mb = malloc((size_t)n * sizeof *next_mb);
+  int32_t *first_mb = malloc(((size_t)s.ngroups + 1) * sizeof *first_mb);  // per group
+  int32_t *next_mb = malloc((size_t)n * sizeof *next_mb);  // per microbatch: next of group
   double *key = malloc((size_t)n * sizeof *key);
   if (!st && (!order || !mb || !load || !nmb_of || !first_mb || !next_mb || !key))
     st = err_set(TSR_ENOMEM, "baseline: out of memory");

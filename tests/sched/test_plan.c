@@ -138,7 +138,8 @@ int main(void) {
   small.mem_tokens = 499;  // A needs 500 per rank
   CHECK(plan_validate(&p, L, 5, &small) == TSR_EINVAL && strstr(err_msg(), "mem_tokens"), "%s",
         err_msg());
-  CHECK(plan_validate(&p, L, 6, &cl) == TSR_EINVAL && strstr(err_msg(), "clip 5"), "%s",
+  int64_t L6[6] = {1000, 100, 300, 100, 400, 7};  // a sixth clip no group holds
+  CHECK(plan_validate(&p, L6, 6, &cl) == TSR_EINVAL && strstr(err_msg(), "clip 5"), "%s",
         err_msg());
   plan_free(&q);
   plan_free(&p);
