@@ -1,0 +1,67 @@
+// sched/cost.h — the scheduler's cost and memory model of one microbatch group.
+//
+// A group of k ranks (k a power of two) runs clips of L_1..L_m tokens; every clip is
+// cut into k contiguous chunks and rank p of the group holds chunk p of every clip.
+// The reference time model (seconds), used for every reported plan time:
+//
+//   T = sum(a*L + b*L^2)/k
+//       + (k-1) * max(0, sum(kv*L/k)/bw(k) + lat - sum(b*L^2/k^2))
+//       + ovh
+//   bw(k) = bw_intra if k <= gpus_per_node else bw_inter
+//
+// i.e. token-linear work and quadratic attention work split over k ranks, k-1 ring
+// steps whose K/V exchange is hidden behind the attention of the chunk in hand as long
+// as it is shorter, and a fixed overhead per microbatch. An empty group (m = 0) takes
+// no time. Because T depends on the clips only through m, S1 = sum L and S2 = sum L^2,
+// groups are priced incrementally from those sums.
+//
+// Memory: a rank of the group holds sum(ceil(L/k)) tokens, which must be <= the
+// cluster's mem_tokens (M).
+//
+// Units: a s/token, b s/token^2, kv bytes per token per ring step (forward and backward
+// together), bw_* bytes/s, lat s per ring step, ovh s per microbatch, allreduce s per
+// step. The file format (key = value) is in docs/plan.md; presets in configs/cost/.
+#ifndef TESSERA_SCHED_COST_H
+#define TESSERA_SCHED_COST_H
+
+#include <stdint.h>
+#include "core/err.h"
+
+typedef struct {
+  double a, b, kv, bw_intra, bw_inter, lat, ovh, allreduce;
+} cost_model;
+
+// The cluster a plan is made for.
+typedef struct {
+  int ranks;          // N, a power of two >= 1
+  int gpus_per_node;  // G >= 1: groups of at most G ranks use bw_intra
+  int64_t mem_tokens; // M >= 1: most tokens one rank may hold in one microbatch
+} sched_cluster;
+
+// Number of keys of a cost file and their names, in file order (for writers).
+enum { COST_NKEYS = 8 };
+extern const char *const cost_key_names[COST_NKEYS];
+// Value of key i (0..COST_NKEYS-1) of `cm`.
+double cost_model_get(const cost_model *cm, int i);
+
+// Reads a cost file of `key = value` lines ('#' or ';' comments). Every key is
+// required; a missing, unknown, repeated or non-numeric key, or a negative value (or a
+// bandwidth <= 0) fails with TSR_EFORMAT naming the file and key.
+tsr_status cost_model_load(const char *path, cost_model *out);
+// Checks values of a model built in code (same rules as the loader).
+tsr_status cost_model_check(const cost_model *cm);
+// Checks a cluster: N a power of two, G >= 1, M >= 1.
+tsr_status sched_cluster_check(const sched_cluster *cl);
+
+// Time (s) of a group of k ranks holding m clips whose lengths sum to s1 and whose
+// squares sum to s2. 0 when m == 0.
+double cost_group_time(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
+                       double s2);
+// Time (s) of one clip of L tokens alone in a group of k ranks.
+double cost_clip_time(const cost_model *cm, int gpus_per_node, int k, int64_t L);
+// Tokens a rank holds of a clip of L tokens cut over k ranks: ceil(L/k).
+static inline int64_t cost_chunk_tokens(int64_t L, int k) { return (L + k - 1) / k; }
+// Smallest power-of-two k <= ranks with ceil(L/k) <= mem_tokens, or 0 if none.
+int cost_min_cp(const sched_cluster *cl, int64_t L);
+
+#endif

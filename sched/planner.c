@@ -1,0 +1,117 @@
+// sched/planner.c — one global batch: checks, bound, baselines, dynamic plan, fallback.
+#include <string.h>
+
+#include "core/log.h"
+#include "sched/sched.h"
+
+const char *sched_used_name(sched_used u) {
+  switch (u) {
+  case SCHED_USED_DYNAMIC: return "dynamic";
+  case SCHED_USED_PACKING_ONLY: return "packing-only";
+  case SCHED_USED_STATIC_BALANCED: return "static-balanced";
+  }
+  return "?";
+}
+
+// "N ranks x M tokens" capacity text for messages.
+static int64_t cluster_capacity(const sched_cluster *cl) {
+  return (int64_t)cl->ranks * cl->mem_tokens;
+}
+
+tsr_status sched_config_check(const sched_config *cfg) {
+  tsr_status st = sched_cluster_check(&cfg->cluster);
+  if (!st) st = cost_model_check(&cfg->cost);
+  if (st) return st;
+  if (cfg->max_clip_tokens < 0)
+    return err_set(TSR_EINVAL, "max clip tokens = %lld: must be >= 0 (0: longest of the batch)",
+                   (long long)cfg->max_clip_tokens);
+  if (cfg->max_clip_tokens > 0 && !cost_min_cp(&cfg->cluster, cfg->max_clip_tokens))
+    return err_set(TSR_EINVAL,
+                   "max clip tokens = %lld: no group can hold such a clip (%d ranks x %lld "
+                   "mem tokens = %lld); raise --mem-tokens or --ranks",
+                   (long long)cfg->max_clip_tokens, cfg->cluster.ranks,
+                   (long long)cfg->cluster.mem_tokens,
+                   (long long)cluster_capacity(&cfg->cluster));
+  return TSR_OK;
+}
+
+tsr_status sched_batch_check(const sched_config *cfg, const int64_t *tokens, int n) {
+  if (n < 1) return err_set(TSR_EINVAL, "empty batch: a global batch needs at least one clip");
+  const sched_cluster *cl = &cfg->cluster;
+  for (int i = 0; i < n; i++) {
+    if (tokens[i] <= 0)
+      return err_set(TSR_EINVAL, "clip %d has %lld tokens; lengths must be > 0", i,
+                     (long long)tokens[i]);
+    if (!cost_min_cp(cl, tokens[i]))
+      return err_set(TSR_EINVAL,
+                     "clip %d has %lld tokens, more than any group can hold (%d ranks x %lld "
+                     "mem tokens = %lld); raise --mem-tokens or --ranks, or cap clip length "
+                     "(--max-seconds, --cap-tokens)",
+                     i, (long long)tokens[i], cl->ranks, (long long)cl->mem_tokens,
+                     (long long)cluster_capacity(cl));
+    if (cfg->max_clip_tokens > 0 && tokens[i] > cfg->max_clip_tokens)
+      return err_set(TSR_EINVAL,
+                     "clip %d has %lld tokens, more than max clip tokens %lld; raise "
+                     "--max-clip-tokens or cap clip length",
+                     i, (long long)tokens[i], (long long)cfg->max_clip_tokens);
+  }
+  return TSR_OK;
+}
+
+void sched_result_free(sched_result *r) { plan_free(&r->plan); }
+
+tsr_status sched_plan_batch(const sched_config *cfg, const int64_t *tokens, int n,
+                            sched_result *out) {
+  double t0 = time_now();
+  memset(out, 0, sizeof *out);
+  plan_init(&out->plan, cfg->cluster.ranks);
+  tsr_status st = sched_config_check(cfg);
+  if (!st) st = sched_batch_check(cfg, tokens, n);
+  if (st) return st;
+  sched_lower_bound(cfg, tokens, n, &out->lower_bound_s, &out->lower_bound_ref_s);
+  out->static_cp = sched_static_cp(cfg, tokens, n);
+
+  // Candidates in order of preference on ties: balanced, packing only, dynamic.
+  plan cand[3];
+  plan_sim sim[3];
+  const sched_used kind[3] = {SCHED_USED_STATIC_BALANCED, SCHED_USED_PACKING_ONLY,
+                              SCHED_USED_DYNAMIC};
+  for (int i = 0; i < 3; i++) plan_init(&cand[i], cfg->cluster.ranks);
+  st = sched_baseline_balanced(cfg, tokens, n, &cand[0]);
+  if (!st) st = sched_baseline_packing(cfg, tokens, n, &cand[1]);
+  if (!st) st = sched_dynamic(cfg, tokens, n, &cand[2]);
+  for (int i = 0; i < 3 && !st; i++)
+    st = plan_simulate(&cand[i], tokens, &cfg->cost, &cfg->cluster, &sim[i], NULL, NULL);
+  if (!st) {
+    int best = 0;
+    for (int i = 1; i < 3; i++)
+      if (sim[i].step_s < sim[best].step_s) best = i;
+    out->static_balanced_s = sim[0].step_s;
+    out->packing_only_s = sim[1].step_s;
+    out->dynamic_s = sim[2].step_s;
+    out->predicted_s = sim[best].step_s;
+    out->idle_frac = sim[best].idle_frac;
+    out->used = kind[best];
+    plan tmp = out->plan;  // swap: the result owns the chosen plan
+    out->plan = cand[best];
+    cand[best] = tmp;
+  }
+  for (int i = 0; i < 3; i++) plan_free(&cand[i]);
+  out->plan_ms = 1e3 * (time_now() - t0);
+  return st;
+}
+
+void sched_totals_add(sched_totals *t, const sched_result *r) {
+  t->steps++;
+  t->predicted_s += r->predicted_s;
+  t->dynamic_s += r->dynamic_s;
+  t->packing_only_s += r->packing_only_s;
+  t->static_balanced_s += r->static_balanced_s;
+  t->lower_bound_s += r->lower_bound_s;
+  t->lower_bound_ref_s += r->lower_bound_ref_s;
+  t->idle_s += r->idle_frac * r->predicted_s;
+  t->plan_ms += r->plan_ms;
+  if (r->plan_ms > t->plan_ms_max) t->plan_ms_max = r->plan_ms;
+  plan_cp_histogram(&r->plan, t->cp_hist);
+  t->used[r->used]++;
+}

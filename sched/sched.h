@@ -1,0 +1,117 @@
+// sched/sched.h — the Dynamic-CP scheduler: plans one global batch of clips on a cluster,
+// beside the static-CP baselines and a lower bound, synchronously or on a background
+// thread. Pure: clip lengths and a cost model in, plans and predicted times out.
+//
+// Batch: n clips of tokens (n), named by their index 0..n-1 in every plan.
+// Times are seconds under the reference model of sched/cost.h, simulated by
+// plan_simulate (sched/plan.h). All functions are deterministic: the same config and
+// lengths give the same plan, on any thread.
+#ifndef TESSERA_SCHED_SCHED_H
+#define TESSERA_SCHED_SCHED_H
+
+#include <stdint.h>
+#include "core/err.h"
+#include "sched/cost.h"
+#include "sched/plan.h"
+
+typedef struct {
+  sched_cluster cluster;
+  cost_model cost;
+  int64_t max_clip_tokens;  // longest clip the job may see: fixes the static CP size
+                            // k_s of the baselines (0: the longest clip of each batch)
+} sched_config;
+
+// Checks cluster, cost model and max_clip_tokens (it must fit the cluster: N*M).
+tsr_status sched_config_check(const sched_config *cfg);
+// Checks a batch: n >= 1, every clip > 0 tokens and holdable by some group
+// (ceil(L/N) <= M), and <= max_clip_tokens when that is set. Errors name the clip.
+tsr_status sched_batch_check(const sched_config *cfg, const int64_t *tokens, int n);
+
+// ---- lower bound (sched/bound.c) ------------------------------------------------------
+// lb: a true lower bound on the step time of any plan:
+//   max( (sum(a*L + b*L^2) + ovh * ceil(sum L / M)) / N,  max over clips of the clip's
+//        best time alone over its feasible k )  + allreduce.
+// Every group of k ranks spends k*T >= its clips' a*L + b*L^2 plus k*ovh rank-seconds,
+// and holds at most k*M tokens; a group's time is never below that of its longest clip
+// alone (docs/plan.md). lb_ref: the per-clip form of the issue, where each clip is
+// charged its least k*T over feasible k, ovh and exposed ring steps included; packing
+// clips into one group shares those, so lb_ref can exceed a real plan's time for batches
+// of tiny clips. It is reported beside lb. Either pointer may be NULL.
+void sched_lower_bound(const sched_config *cfg, const int64_t *tokens, int n, double *lb,
+                       double *lb_ref);
+
+// ---- static baselines (sched/baseline.c) ----------------------------------------------
+// Static CP size: smallest power of two k_s with ceil(max_clip_tokens / k_s) <= M, where
+// max_clip_tokens is the config's or, if 0, the batch's longest clip.
+int sched_static_cp(const sched_config *cfg, const int64_t *tokens, int n);
+// (1) packing only: clips in batch (sampler) order packed greedily into microbatches that
+// fit a rank of a k_s group (sum ceil(L/k_s) <= M, i.e. about k_s*M tokens), dealt
+// round-robin to the N/k_s groups; wave w runs microbatch w of every group.
+// out: initialised by the caller (plan_init), overwritten.
+tsr_status sched_baseline_packing(const sched_config *cfg, const int64_t *tokens, int n,
+                                  plan *out);
+// (2) static balanced: the same groups; clips longest first, each onto the group whose
+// predicted time is least, first-fit into that group's microbatches by memory.
+tsr_status sched_baseline_balanced(const sched_config *cfg, const int64_t *tokens, int n,
+                                   plan *out);
+
+// ---- dynamic planner (sched/dynamic.c) ------------------------------------------------
+// Dynamic-CP: per clip a CP size and an aligned rank block, packing clips of a block
+// into one group where that is faster; the algorithm is in docs/plan.md. The plan is
+// valid (plan_validate) but may be slower than a baseline; sched_plan_batch falls back.
+tsr_status sched_dynamic(const sched_config *cfg, const int64_t *tokens, int n, plan *out);
+
+// ---- one batch, with fallback (sched/planner.c) ---------------------------------------
+typedef enum {
+  SCHED_USED_DYNAMIC = 0,
+  SCHED_USED_PACKING_ONLY,
+  SCHED_USED_STATIC_BALANCED
+} sched_used;
+const char *sched_used_name(sched_used u);  // "dynamic", "packing-only", "static-balanced"
+
+typedef struct {
+  plan plan;                // the plan to run: the dynamic one or the better baseline
+  sched_used used;
+  double predicted_s;       // step time of `plan` (<= both baselines)
+  double dynamic_s;         // step time of the dynamic planner's own plan
+  double packing_only_s;    // baseline (1)
+  double static_balanced_s; // baseline (2)
+  double lower_bound_s;     // lb of sched_lower_bound
+  double lower_bound_ref_s; // lb_ref of sched_lower_bound
+  double idle_frac;         // of `plan` (plan_sim.idle_frac)
+  int static_cp;            // k_s of the baselines
+  double plan_ms;           // wall time of sched_plan_batch (all of the above)
+} sched_result;
+
+// Plans one batch: checks it, runs bound, both baselines and the dynamic planner,
+// simulates all and keeps the fastest, preferring a baseline on ties. *out is
+// overwritten; free it with sched_result_free. On error *out holds an empty plan.
+tsr_status sched_plan_batch(const sched_config *cfg, const int64_t *tokens, int n,
+                            sched_result *out);
+void sched_result_free(sched_result *r);
+
+// Sums over the steps of a run, for reports (the CLI's total line and JSON).
+enum { SCHED_MAX_LEVELS = 32 };
+typedef struct {
+  int steps;
+  double predicted_s, dynamic_s, packing_only_s, static_balanced_s;
+  double lower_bound_s, lower_bound_ref_s;
+  double idle_s;                    // sum of idle_frac * predicted_s
+  double plan_ms, plan_ms_max;
+  int64_t cp_hist[SCHED_MAX_LEVELS];// clips run at CP size 2^l, over all steps
+  int used[3];                      // steps per sched_used
+} sched_totals;
+void sched_totals_add(sched_totals *t, const sched_result *r);
+
+// ---- background planning (sched/async.c) ----------------------------------------------
+// sched_async_start copies cfg and tokens (n) and runs sched_plan_batch on a new thread,
+// so batch n+1 is planned while batch n trains; sched_async_wait joins it, moves the
+// result into *out (free with sched_result_free) and returns its status. The result is
+// identical to sched_plan_batch on the calling thread (plan_ms aside). Each started
+// handle must be waited for exactly once.
+typedef struct sched_async sched_async;
+tsr_status sched_async_start(sched_async **h, const sched_config *cfg, const int64_t *tokens,
+                             int n);
+tsr_status sched_async_wait(sched_async **h, sched_result *out);
+
+#endif

@@ -1,0 +1,38 @@
+// sched/simulate.c — replays a plan on per-rank timelines (see sched/plan.h).
+#include <stdlib.h>
+
+#include "sched/plan.h"
+
+tsr_status plan_simulate(const plan *p, const int64_t *tokens, const cost_model *cm,
+                   const sched_cluster *cl, plan_sim *out, double *rank_end,
+                   double *group_start) {
+  double *end = rank_end ? rank_end : malloc((size_t)p->ranks * sizeof *end);
+  if (!end) return err_set(TSR_ENOMEM, "plan_simulate: out of memory");
+  for (int r = 0; r < p->ranks; r++) end[r] = 0;
+  plan_sim s = {0};
+  for (int gi = 0; gi < p->ngroups; gi++) {
+    const plan_group *g = &p->groups[gi];
+    double start = 0;
+    for (int r = g->first_rank; r < g->first_rank + g->size; r++)
+      if (end[r] > start) start = end[r];
+    if (group_start) group_start[gi] = start;
+    if (g->nclips == 0) continue;  // no time, no synchronisation
+    double s1 = 0, s2 = 0;
+    for (int j = 0; j < g->nclips; j++) {
+      double L = (double)tokens[p->clip_index[g->clip_off + j]];
+      s1 += L;
+      s2 += L * L;
+    }
+    double t = cost_group_time(cm, cl->gpus_per_node, g->size, g->nclips, s1, s2);
+    for (int r = g->first_rank; r < g->first_rank + g->size; r++) end[r] = start + t;
+    s.busy_rank_s += g->size * t;
+    s.groups_used++;
+  }
+  for (int r = 0; r < p->ranks; r++)
+    if (end[r] > s.makespan_s) s.makespan_s = end[r];
+  s.step_s = s.makespan_s + cm->allreduce;
+  s.idle_frac = s.makespan_s > 0 ? 1.0 - s.busy_rank_s / (p->ranks * s.makespan_s) : 0.0;
+  if (!rank_end) free(end);
+  *out = s;
+  return TSR_OK;
+}

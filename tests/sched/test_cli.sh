@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# `tessera plan` end to end: help, a real mix with --json (shape of the file), the
+# async pipeline over several steps, and clear errors (exit 1) on bad input.
+set -u
+BIN=${TESSERA_BIN:?set by ctest}
+SRC=${TESSERA_SRC:?set by ctest}
+LEN=${TESSERA_SHARED:?set by ctest}/lengths
+COST=$SRC/configs/cost/h100-dit1b.conf
+T=$(mktemp -d /tmp/tsr_plan_cli.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+
+# expect_fail NAME PATTERN ARGS...: exit status 1 and PATTERN in stderr
+expect_fail() {
+  local name=$1 pat=$2; shift 2
+  "$BIN" plan "$@" >"$T/out" 2>"$T/err"
+  local rc=$?
+  if [ $rc -ne 1 ]; then bad "$name: exit $rc, expected 1"; return; fi
+  if grep -q -- "$pat" "$T/err"; then ok; else bad "$name: stderr lacks '$pat': $(cat "$T/err")"; fi
+}
+
+"$BIN" plan --help >"$T/help" && grep -q -- "--lengths" "$T/help" && grep -q -- "--json" "$T/help" \
+  && ok || bad "help"
+
+MIX="$LEN/ucf101_clips.csv:0.97,$LEN/youcook2_videos.csv:0.03"
+BASE=(--tokens-per-second 1800 --max-seconds 300 --ranks 64 --gpus-per-node 8 --mem-tokens 65536 --cost "$COST")
+if "$BIN" plan --lengths "$MIX" "${BASE[@]}" --steps 3 --seed 5 --json "$T/p.json" >"$T/out" 2>"$T/err"; then
+  ok
+  grep -q '^summary: dynamic plan' "$T/out" && ok || bad "summary line: $(cat "$T/out")"
+  [ "$(grep -c '^[0-9]' "$T/out")" -eq 3 ] && ok || bad "3 step lines"
+  for key in '"ranks":64' '"gpus_per_node":8' '"mem_tokens":65536' '"cost":{' '"steps":\[' \
+             '"clips":\[{"id":' '"waves":\[{"groups":\[{"first_rank":' '"predicted_s":' \
+             '"packing_only_s":' '"static_balanced_s":' '"lower_bound_s":' '"plan_ms":' \
+             '"size":' '"total":'; do
+    grep -q "$key" "$T/p.json" && ok || bad "json lacks $key"
+  done
+  # same seed, same plans (the planner is deterministic, the sampler is seeded)
+  "$BIN" plan --lengths "$MIX" "${BASE[@]}" --steps 3 --seed 5 --json "$T/q.json" >/dev/null 2>&1
+  sed 's/"plan_ms[a-z_]*":[0-9.e+-]*//g' "$T/p.json" >"$T/p2"
+  sed 's/"plan_ms[a-z_]*":[0-9.e+-]*//g' "$T/q.json" >"$T/q2"
+  cmp -s "$T/p2" "$T/q2" && ok || bad "same seed gives same JSON"
+else
+  bad "plan on a real mix: $(cat "$T/err")"
+fi
+
+# token geometry and --waves
+if "$BIN" plan --lengths "$LEN/charades_videos.csv" --fps 8 --size 256x256 --patch 4x16x16 \
+     --ranks 8 --mem-tokens 16384 --global-batch 32 --cost "$COST" --waves >"$T/out" 2>"$T/err"; then
+  grep -q '^  wave 0:' "$T/out" && ok || bad "--waves prints waves"
+else
+  bad "geometry run: $(cat "$T/err")"
+fi
+
+printf 'id,tokens\n' >"$T/header.csv"
+: >"$T/empty.csv"
+printf 'id,tokens\na,12\nb,oops\n' >"$T/malformed.csv"
+printf 'id,tokens\na,12\nb,0\n' >"$T/zero.csv"
+printf 'id,tokens\na,12\nb,-4\n' >"$T/neg.csv"
+printf 'id,tokens\na,1000\nb,3000\n' >"$T/ok.csv"
+grep -v '^allreduce' "$COST" >"$T/noallreduce.conf"
+OK=(--ranks 4 --mem-tokens 1000 --cost "$COST")
+expect_fail "empty csv" "empty.csv: empty file" --lengths "$T/empty.csv" "${OK[@]}"
+expect_fail "header only" "header.csv: no clips" --lengths "$T/header.csv" "${OK[@]}"
+expect_fail "malformed csv" "malformed.csv:3: tokens 'oops' is not a number" --lengths "$T/malformed.csv" "${OK[@]}"
+expect_fail "zero length" "zero.csv:3: tokens = 0" --lengths "$T/zero.csv" "${OK[@]}"
+expect_fail "negative length" "neg.csv:3: tokens = -4" --lengths "$T/neg.csv" "${OK[@]}"
+expect_fail "N not power of two" "power of two" --lengths "$T/ok.csv" --ranks 6 --mem-tokens 1000 --cost "$COST"
+expect_fail "M too small" "no group can hold" --lengths "$T/ok.csv" --ranks 4 --mem-tokens 100 --cost "$COST"
+expect_fail "missing cost key" "noallreduce.conf: missing key 'allreduce'" --lengths "$T/ok.csv" --ranks 4 --mem-tokens 1000 --cost "$T/noallreduce.conf"
+expect_fail "no cost" "--cost is required" --lengths "$T/ok.csv" --ranks 4 --mem-tokens 1000
+expect_fail "no geometry" "--fps" --lengths "$LEN/ucf101_clips.csv" "${OK[@]}"
+expect_fail "missing file" "nope.csv: cannot open" --lengths "$T/nope.csv" "${OK[@]}"
+expect_fail "bad option" "unknown option" --lengths "$T/ok.csv" "${OK[@]}" --frobnicate
+expect_fail "bad number" "--ranks 'x'" --lengths "$T/ok.csv" --ranks x --mem-tokens 1000 --cost "$COST"
+expect_fail "unwritable json" "cannot write" --lengths "$T/ok.csv" "${OK[@]}" --json /nonexistent/dir/p.json
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,106 @@
+// Cost model: the reference formula against numbers worked out by hand, the cost file
+// loader (every key required, errors name file and key), CP size limits.
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "sched/cost.h"
+
+// Tolerance: values below are exact decimal arithmetic done by hand; 1e-12 covers the
+// binary rounding of a handful of double operations on numbers of order 1.
+#define TOL 1e-12
+
+static char tmpdir[] = "/tmp/tsr_cost_XXXXXX";
+
+static const char *write_file(const char *name, const char *text) {
+  static char path[512];
+  snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+  FILE *f = fopen(path, "w");
+  fputs(text, f);
+  fclose(f);
+  return path;
+}
+
+static const char *full =
+    "# test model\n"
+    "a = 0.001\nb = 1e-6\nkv = 100\nbw_intra = 1e6\nbw_inter = 1e5\n"
+    "lat = 0.01\n; semicolon comment\novh = 0.1\nallreduce = 0.5\n";
+
+int main(void) {
+  CHECK(mkdtemp(tmpdir) != NULL, "mkdtemp");
+  cost_model cm;
+  CHECK_OK(cost_model_load(write_file("ok.conf", full), &cm));
+  CHECK_NEAR(cm.a, 0.001, 0);
+  CHECK_NEAR(cm.bw_inter, 1e5, 0);
+  CHECK_NEAR(cm.allreduce, 0.5, 0);
+
+  // k = 1, L = 100: a*L = 0.1, b*L^2 = 0.01, no ring, ovh 0.1 -> 0.21
+  CHECK_NEAR(cost_clip_time(&cm, 2, 1, 100), 0.21, TOL);
+  // k = 2 (intra, G = 2), L = 1000: compute (1 + 1)/2 = 1; exposed 100*500/1e6 + 0.01 -
+  // 1e-6*1e6/4 = 0.06 - 0.25 < 0 -> hidden; + ovh -> 1.1
+  CHECK_NEAR(cost_clip_time(&cm, 2, 2, 1000), 1.1, TOL);
+  // k = 4 (inter, 4 > G), L = 400: compute (0.4 + 0.16)/4 = 0.14; exposed per step
+  // 100*100/1e5 + 0.01 - 1e-6*160000/16 = 0.1 + 0.01 - 0.01 = 0.1; 3 steps -> 0.3;
+  // + ovh -> 0.54
+  CHECK_NEAR(cost_clip_time(&cm, 2, 4, 400), 0.54, TOL);
+  // same clip with G = 4 is intra: exposed 100*100/1e6 + 0.01 - 0.01 = 0.01 -> 0.03
+  CHECK_NEAR(cost_clip_time(&cm, 4, 4, 400), 0.14 + 0.03 + 0.1, TOL);
+  // packed k = 2: clips 300 and 100: s1 = 400, s2 = 100000; compute (0.4 + 0.1)/2 = 0.25;
+  // exposed 100*400/2/1e6 + 0.01 - 1e-6*1e5/4 = 0.02 + 0.01 - 0.025 = 0.005 -> 0.355
+  CHECK_NEAR(cost_group_time(&cm, 2, 2, 2, 400, 100000), 0.355, TOL);
+  CHECK_NEAR(cost_group_time(&cm, 2, 2, 0, 0, 0), 0.0, 0);  // empty group: no time
+  // packing never costs more than separate groups (shares ovh and ring latency)
+  CHECK(cost_group_time(&cm, 2, 2, 2, 400, 100000) <
+            cost_clip_time(&cm, 2, 2, 300) + cost_clip_time(&cm, 2, 2, 100),
+        "packing is subadditive");
+
+  // CP sizes: chunk = ceil(L/k) must fit M
+  sched_cluster cl = {8, 2, 1000};
+  CHECK(cost_chunk_tokens(1001, 2) == 501, "ceil");
+  CHECK(cost_min_cp(&cl, 1000) == 1, "fits one rank");
+  CHECK(cost_min_cp(&cl, 1001) == 2, "needs two");
+  CHECK(cost_min_cp(&cl, 8000) == 8, "needs all");
+  CHECK(cost_min_cp(&cl, 8001) == 0, "fits nowhere");
+  CHECK_OK(sched_cluster_check(&cl));
+  cl.ranks = 12;
+  CHECK(sched_cluster_check(&cl) == TSR_EINVAL && strstr(err_msg(), "power of two"), "%s",
+        err_msg());
+
+  // The preset shipped in configs/cost loads.
+  char preset[1024];
+  snprintf(preset, sizeof preset, "%s/configs/cost/h100-dit1b.conf", TESSERA_SOURCE_DIR);
+  CHECK_OK(cost_model_load(preset, &cm));
+  CHECK_NEAR(cm.b, 1.8e-9, 0);
+  CHECK_NEAR(cm.bw_inter, 4.5e10, 0);
+
+  // Errors name the file and key.
+  const char *p = write_file("missing.conf", "a = 1\nb = 1\nkv = 1\nbw_intra = 1\n"
+                                             "bw_inter = 1\nlat = 0\novh = 0\n");
+  CHECK(cost_model_load(p, &cm) == TSR_EFORMAT, "missing key");
+  CHECK(strstr(err_msg(), "missing key 'allreduce'") && strstr(err_msg(), p), "%s", err_msg());
+  p = write_file("unknown.conf", "a = 1\nalpha = 2\n");
+  CHECK(cost_model_load(p, &cm) == TSR_EFORMAT && strstr(err_msg(), "unknown key 'alpha'"),
+        "%s", err_msg());
+  p = write_file("nan.conf", "a = fast\n");
+  CHECK(cost_model_load(p, &cm) == TSR_EFORMAT && strstr(err_msg(), "'a'") &&
+            strstr(err_msg(), "not a number"),
+        "%s", err_msg());
+  p = write_file("neg.conf", "b = -1\n");
+  CHECK(cost_model_load(p, &cm) == TSR_EFORMAT && strstr(err_msg(), "'b'"), "%s", err_msg());
+  p = write_file("bw0.conf", "bw_inter = 0\n");
+  CHECK(cost_model_load(p, &cm) == TSR_EFORMAT && strstr(err_msg(), "bw_inter"), "%s",
+        err_msg());
+  p = write_file("twice.conf", "a = 1\na = 2\n");
+  CHECK(cost_model_load(p, &cm) == TSR_EFORMAT && strstr(err_msg(), "twice"), "%s", err_msg());
+  p = write_file("garbage.conf", "a = 1\nthis line has no equals sign\n");
+  CHECK(cost_model_load(p, &cm) == TSR_EFORMAT && strstr(err_msg(), ":2:"), "%s", err_msg());
+  CHECK(cost_model_load("/nonexistent/x.conf", &cm) == TSR_EIO &&
+            strstr(err_msg(), "/nonexistent/x.conf"),
+        "%s", err_msg());
+
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+  CHECK(system(cmd) == 0, "cleanup");
+  return check_done();
+}
