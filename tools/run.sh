@@ -38,3 +38,9 @@ $T ingest "$@" --out "$OUT/store" --label-from-dir || rc=$?
 [ $rc -eq 1 ] && exit 1   # 2 = some sources failed: they are listed above, go on
 $T index stats "$OUT/store"
 $T index verify "$OUT/store"
+# What the Dynamic-CP scheduler would do with this store on 8 GPUs (h100-dit1b cost
+# model, 16k tokens per rank), against static CP: docs/plan.md.
+$T plan --data "$OUT/store" --ranks 8 --gpus-per-node 8 --mem-tokens 16384 \
+  --global-batch 5 --steps 1 --cost configs/cost/h100-dit1b.conf --json "$OUT/plan.json"
+echo "run: store in $OUT/store, plan in $OUT/plan.json; look at a clip with:"
+echo "  $T index export $OUT/store --clip 1 --out $OUT/clip1.mp4"

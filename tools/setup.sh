@@ -17,6 +17,7 @@ PACKAGES=(
   libinih-dev                                                  # INI configs (cost model, model presets)
   libxxhash-dev                                                # shard checksums
   time                                                         # /usr/bin/time: peak memory in benchmarks
+  jq                                                           # JSON in tests and benchmark scripts
 )
 
 missing=()

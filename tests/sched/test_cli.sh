@@ -76,5 +76,22 @@ expect_fail "bad option" "unknown option" --lengths "$T/ok.csv" "${OK[@]}" --fro
 expect_fail "bad number" "--ranks 'x'" --lengths "$T/ok.csv" --ranks x --mem-tokens 1000 --cost "$COST"
 expect_fail "unwritable json" "cannot write" --lengths "$T/ok.csv" "${OK[@]}" --json /nonexistent/dir/p.json
 
+# --data STORE: the clip lengths of an ingested store. Three generated clips of 2, 4 and
+# 6 s at 8 fps, patch 2x16x16 (160x120 -> 160x128, 8x10 tokens a tubelet): the plan must see
+# exactly the token counts the index holds.
+for d in 2 4 6; do
+  ffmpeg -nostdin -v error -y -f lavfi -i "testsrc2=s=160x120:r=24:d=$d" "$T/clip$d.mp4" || bad "make clip $d"
+done
+"$BIN" ingest "$T"/clip*.mp4 --out "$T/store" --quiet 2>"$T/ingest.err" || bad "ingest for --data: $(cat "$T/ingest.err")"
+want=$(sqlite3 "$T/store/index.sqlite" "SELECT group_concat(tokens, ',') FROM (SELECT tokens FROM clips ORDER BY tokens)")
+if "$BIN" plan --data "$T/store" --ranks 4 --mem-tokens 4096 --global-batch 3 --cost "$COST" \
+     --json "$T/d.json" >"$T/out" 2>"$T/err"; then
+  got=$(jq -r '[.steps[0].clips[].tokens] | sort | map(tostring) | join(",")' "$T/d.json")
+  [ "$got" = "$want" ] && ok || bad "--data: plan clip tokens '$got', index says '$want'"
+else
+  bad "--data plan failed: $(cat "$T/err")"
+fi
+expect_fail "--data of a missing store" "nostore" --data "$T/nostore" --ranks 4 --mem-tokens 4096 --cost "$COST"
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
