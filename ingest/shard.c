@@ -2,6 +2,8 @@
 // Byte layout: shard.h and docs/store-format.md.
 #include "ingest/shard.h"
 
+#include "core/fs.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -76,28 +78,6 @@ static tsr_status pwrite_all(int fd, const void *data, size_t n, int64_t off, co
     n -= (size_t)k;
     off += k;
   }
-  return TSR_OK;
-}
-
-static tsr_status fsync_parent_dir(const char *path) {
-  char dir[PATH_MAX];
-  const char *slash = strrchr(path, '/');
-  if (!slash) {
-    strcpy(dir, ".");
-  } else if (slash == path) {
-    strcpy(dir, "/");
-  } else {
-    size_t n = (size_t)(slash - path);
-    if (n >= sizeof dir) return err_set(TSR_EINVAL, "path too long: %s", path);
-    memcpy(dir, path, n);
-    dir[n] = 0;
-  }
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return err_set(TSR_EIO, "open directory %s to sync: %s", dir, strerror(errno));
-  int rc = fsync(fd);
-  int e = errno;
-  close(fd);
-  if (rc != 0) return err_set(TSR_EIO, "fsync directory %s: %s", dir, strerror(e));
   return TSR_OK;
 }
 
@@ -283,7 +263,7 @@ tsr_status shard_writer_sync(shard_writer *w) {
   if (fdatasync(w->fd) != 0)
     return err_set(TSR_EIO, "fdatasync shard %s: %s", w->path, strerror(errno));
   if (!w->dir_synced) {
-    tsr_status st = fsync_parent_dir(w->path);
+    tsr_status st = fs_fsync_parent(w->path);
     if (st) return err_wrap(st, "shard %s: ", w->path);
     w->dir_synced = 1;
   }

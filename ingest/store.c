@@ -12,6 +12,7 @@
 
 #include "core/log.h"
 #include "ingest/shard.h"
+#include "core/fs.h"
 #include "ingest/store.h"
 
 static tsr_status join(char *out, size_t n, const char *a, const char *b) {
@@ -45,15 +46,6 @@ static tsr_status mkdir_p(const char *dir) {
       if (c == 0) break;
     }
   }
-  return TSR_OK;
-}
-
-static tsr_status fsync_dir(const char *dir) {
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return err_set(TSR_EIO, "open directory %s to sync: %s", dir, strerror(errno));
-  int rc = fsync(fd), e = errno;
-  close(fd);
-  if (rc != 0) return err_set(TSR_EIO, "fsync directory %s: %s", dir, strerror(e));
   return TSR_OK;
 }
 
@@ -106,7 +98,7 @@ tsr_status store_open(store_index **ix, const char *dir, int create,
       !(r = mkdir_p(sub)) && !(r = join(sub, sizeof sub, dir, STORE_PARTS_DIR)))
     r = mkdir_p(sub);
   if (!r && !index_exists) {
-    if (!(r = index_open(ix, path, 1, settings))) r = fsync_dir(dir);
+    if (!(r = index_open(ix, path, 1, settings))) r = fs_fsync_dir(dir);
   }
   if (r) {
     index_close(ix);
@@ -204,7 +196,7 @@ tsr_status store_recover_report(const char *dir, store_index *ix, store_recovery
     if (!(r = unlink_if_exists(path))) r = unlink_if_exists(journal);
   }
   names_free(&l);
-  if (!r) r = fsync_dir(pdir);
+  if (!r) r = fs_fsync_dir(pdir);
   if (r) return r;
 
   // 2. Shards: cut uncommitted tails, remove shards no clip points at and temp files.
@@ -237,7 +229,7 @@ tsr_status store_recover_report(const char *dir, store_index *ix, store_recovery
     }
   }
   names_free(&l);
-  if (!r && (rep->shards_removed || rep->tmp_removed)) r = fsync_dir(sdir);
+  if (!r && (rep->shards_removed || rep->tmp_removed)) r = fs_fsync_dir(sdir);
   if (!r && (rep->shards_truncated || rep->shards_removed || rep->tmp_removed))
     log_info("store %s: recovered: %lld shard tails cut (%lld bytes), %lld unreferenced shards "
              "and %lld temporary files removed", dir, (long long)rep->shards_truncated,

@@ -14,17 +14,9 @@
 
 #include "core/log.h"
 #include "ingest/shard.h"
+#include "core/fs.h"
 #include "ingest/store.h"
 #include "ingest/store_ops.h"
-
-static tsr_status fsync_dir(const char *dir) {
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return err_set(TSR_EIO, "open directory %s to sync: %s", dir, strerror(errno));
-  int rc = fsync(fd), e = errno;
-  close(fd);
-  if (rc != 0) return err_set(TSR_EIO, "fsync directory %s: %s", dir, strerror(e));
-  return TSR_OK;
-}
 
 // Copies `from` to `to` (created, must not exist) and fsyncs it.
 static tsr_status copy_file(const char *from, const char *to) {
@@ -163,7 +155,7 @@ static tsr_status place_shards(const char *out, const char *in, const char *pref
   names_free(&names);
   if (!r) {
     snprintf(dst, sizeof dst, "%s/%s", out, STORE_SHARD_DIR);
-    r = fsync_dir(dst);
+    r = fs_fsync_dir(dst);
   }
   return r;
 }
