@@ -1,0 +1,58 @@
+// model/config.h — model and training configuration (INI files in configs/model/).
+//
+// A config file has sections [model] and [train]; `--set section.key=value` overrides a
+// key from the command line. Unknown keys, bad values and inconsistent settings (hidden
+// not divisible by heads, head_dim not even, ...) are errors that name the file and key.
+// Presets: configs/model/tiny.conf (CPU demo, tests), dit-s.conf, dit-b.conf, dit-1b.conf.
+#ifndef TESSERA_MODEL_CONFIG_H
+#define TESSERA_MODEL_CONFIG_H
+
+#include <stdint.h>
+#include "core/err.h"
+
+typedef struct {
+  int hidden;        // D
+  int depth;         // number of DiT blocks
+  int heads;         // H; head_dim = D / H, even
+  int mlp_ratio;     // MLP hidden = mlp_ratio * D
+  int pt, ph, pw;    // tubelet size; must equal the store's
+  int channels;      // values per pixel (3 = RGB); P = pt*ph*pw*channels values per token
+  int freq_dim;      // sinusoidal timestep embedding size (256)
+  int num_classes;   // 0: unconditional; else labels 0..num_classes-1, id num_classes = "no label"
+  float rope_theta;  // RoPE base (10000)
+  float ln_eps;      // LayerNorm epsilon (1e-6)
+  float rms_eps;     // QK RMSNorm epsilon (1e-6)
+  int recompute;     // 1: recompute each block's activations in backward (saves memory)
+} dit_config;
+
+typedef struct {
+  int64_t global_batch;   // clips per step (B)
+  int64_t steps;          // total steps of the schedule (cosine ends here)
+  int64_t warmup;         // linear warmup steps
+  float lr, min_lr;       // peak and final learning rate
+  float beta1, beta2, adam_eps, weight_decay;
+  float grad_clip;        // max global gradient norm (<= 0: off)
+  float ema_decay;        // EMA of weights
+  float class_dropout;    // probability a clip's label is replaced by "no label"
+  float t_logit_mean, t_logit_std;  // t = sigmoid(N(mean, std))
+  int64_t t_shift_tokens; // length shift: s = max(1, sqrt(tokens / t_shift_tokens)), 0: off
+  int64_t mem_tokens;     // most tokens one rank holds in a microbatch
+  int64_t seed;
+  int ckpt_every;         // steps between checkpoints
+  int ckpt_keep;          // checkpoints kept
+  int log_every;          // steps between metric lines
+} train_config;
+
+// Defaults (the tiny preset's values) for both structs.
+void config_defaults(dit_config *m, train_config *t);
+// Loads `path` over the defaults, then applies overrides ("model.hidden=64", ...).
+tsr_status config_load(const char *path, char *const *overrides, int n_overrides, dit_config *m,
+                       train_config *t);
+// Checks consistency (divisibility, ranges); message names the key.
+tsr_status config_validate(const dit_config *m, const train_config *t);
+// The config as INI text (stored in checkpoints' metadata). Caller frees.
+char *config_to_ini(const dit_config *m, const train_config *t);
+// Parses config_to_ini's text (checkpoint metadata).
+tsr_status config_from_ini(const char *text, dit_config *m, train_config *t);
+
+#endif

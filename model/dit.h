@@ -1,0 +1,100 @@
+// model/dit.h — the diffusion transformer: parameters, forward and backward over a
+// packed microbatch of clips (DESIGN.md "Model"; docs/model.md has every formula).
+//
+// Architecture (weights stored (in, out): y = x W + b, PyTorch's nn.Linear transposed):
+//   x_embed: tokens (L, P) -> h (L, D)                    P = pt*ph*pw*channels
+//   conditioning per clip: c = t_embed.fc2(SiLU(t_embed.fc1(sinusoid(1000 t, freq_dim))))
+//                              + y_embed[label] (if num_classes > 0);  cs = SiLU(c)
+//   block i (adaLN-Zero): (shift1, scale1, gate1, shift2, scale2, gate2) = cs adaln + b
+//     a = LN(h) (1 + scale1) + shift1;  q, k, v = split(a qkv + b) into (L, H, Dh)
+//     q = RoPE3D(RMSNorm(q) q_norm), k = RoPE3D(RMSNorm(k) k_norm)
+//     h = h + gate1 * proj(attention(q, k, v within each clip))
+//     m = LN(h) (1 + scale2) + shift2;  h = h + gate2 * fc2(GELU_tanh(fc1(m)))
+//   final: (shift, scale) = cs final.adaln + b;  out = (LN(h)(1 + scale) + shift) final.linear
+// adaLN weights and final.linear are zero at init (adaLN-Zero).
+//
+// Parameter tensors (names as in the safetensors checkpoints and the PyTorch reference,
+// tools/reference/): see dit_tensor_info. All parameters live in one flat fp32 buffer in
+// the backend's memory, gradients in a second buffer of the same layout, so optimizer,
+// all-reduce and checkpoints see one array.
+//
+// Packed microbatch: clips are contiguous token ranges (cu_seqlens); every clip has its
+// own t, label, RoPE positions and adaLN modulation, and attends only to itself. A clip
+// may be a CP chunk of a longer clip: positions are then the chunk's true positions in
+// the whole clip, and the attention hook (dit_set_attention) runs ring attention.
+#ifndef TESSERA_MODEL_DIT_H
+#define TESSERA_MODEL_DIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "core/err.h"
+#include "kernels/kernels.h"
+#include "model/config.h"
+
+// One microbatch. Every pointer is backend memory (kernels.h), shapes as noted.
+typedef struct {
+  int n_clips;                 // C
+  int L;                       // tokens
+  const int32_t *cu_seqlens;   // (C + 1) token offsets of the clips
+  const int32_t *pos;          // (L, 3) (t, y, x) position of each token in its clip's grid
+  const float *t;              // (C) diffusion time of each clip, in (0, 1)
+  const int32_t *labels;       // (C) class ids, num_classes = "no label"; NULL if unconditional
+  const float *x;              // (L, P) model input (noisy tokens x_t)
+  const float *target;         // (L, P) regression target v = e - x0; NULL for inference
+  const float *loss_weight;    // (C) per-clip loss weight (kernels_mse_weight); NULL for inference
+} dit_batch;
+
+typedef struct {
+  const char *name;            // e.g. "blocks.0.qkv.weight"
+  int ndim;
+  int64_t shape[2];
+  size_t offset, numel;        // in floats, into the flat parameter buffer
+} dit_tensor;
+
+typedef struct dit_model dit_model;
+
+// Attention hook (ring attention across a CP group in multi-rank training). The default
+// is the backend's attention_forward/backward over the batch's clips.
+// out, lse, q, k, v, dq, dk, dv, dout: as kernels.h attention_*; b: the microbatch.
+typedef struct {
+  tsr_status (*forward)(void *ctx, const kernels_backend *kb, const dit_batch *b, float *out,
+                        float *lse, const float *q, const float *k, const float *v, int H, int Dh,
+                        float scale);
+  tsr_status (*backward)(void *ctx, const kernels_backend *kb, const dit_batch *b, float *dq,
+                         float *dk, float *dv, const float *dout, const float *q, const float *k,
+                         const float *v, const float *out, const float *lse, int H, int Dh,
+                         float scale);
+  void *ctx;
+} dit_attention;
+
+// Creates a model for microbatches of at most max_tokens tokens and max_clips clips
+// (activation buffers are sized for them). Parameters are zero until dit_init or a load.
+tsr_status dit_create(dit_model **m, const dit_config *c, const kernels_backend *kb,
+                      int max_tokens, int max_clips);
+void dit_free(dit_model **m);
+
+const dit_config *dit_get_config(const dit_model *m);
+int dit_num_tensors(const dit_model *m);
+const dit_tensor *dit_tensor_info(const dit_model *m, int i);
+// Index of a tensor by name, or -1.
+int dit_find_tensor(const dit_model *m, const char *name);
+size_t dit_num_params(const dit_model *m);
+float *dit_params(dit_model *m);  // (n_params) backend memory
+float *dit_grads(dit_model *m);   // (n_params) backend memory
+
+// Initialises parameters from `seed` (counter-based, core/rng.h): linear weights Xavier
+// uniform, biases 0, embeddings N(0, 0.02), RMSNorm weights 1, adaLN and final.linear 0.
+tsr_status dit_init(dit_model *m, uint64_t seed);
+tsr_status dit_zero_grad(dit_model *m);
+void dit_set_attention(dit_model *m, const dit_attention *a);
+
+// Forward. pred: (L, P) backend memory or NULL (kept internally for backward). With a
+// target, *loss receives sum_c loss_weight[c] * squared error of clip c (host double).
+tsr_status dit_forward(dit_model *m, const dit_batch *b, float *pred, double *loss);
+// Backward of the last dit_forward (same batch, with target): ACCUMULATES into grads.
+tsr_status dit_backward(dit_model *m, const dit_batch *b);
+
+// Bytes of activation memory dit_create allocated (for memory reports and benchmarks).
+size_t dit_activation_bytes(const dit_model *m);
+
+#endif
