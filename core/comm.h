@@ -2,9 +2,13 @@
 //
 // A process started by OpenMPI's mpirun or by Slurm's srun joins the MPI world; a
 // process started on its own runs as a world of one without MPI (no launcher needed).
-// All collectives here are over the whole world and are no-ops for a world of one.
-// Per-group communicators and the NCCL backend come with the trainer (DESIGN.md,
-// "Backends"); callers use this interface only.
+// The comm_* collectives below are over the whole world (no-ops for a world of one).
+//
+// The group set (DESIGN.md "Dynamic-CP execution"): for every power of two k <= world,
+// the aligned blocks of ranks [i*k, (i+1)*k); every rank is in exactly one group of each
+// size. comm_groups_init creates their communicators once; comm_group_* operations run
+// inside one group. Buffers are host memory (MPI backend); the NCCL backend (device
+// memory) will implement the same calls.
 #ifndef TESSERA_CORE_COMM_H
 #define TESSERA_CORE_COMM_H
 
@@ -22,6 +26,36 @@ tsr_status comm_allreduce_sum_i64(int64_t *vals, int n);
 tsr_status comm_allreduce_max_i64(int64_t *vals, int n);
 // Broadcast of `bytes` bytes from `root`.
 tsr_status comm_bcast(void *buf, int64_t bytes, int root);
+// ---- groups ----------------------------------------------------------------------------
+
+typedef struct comm_group comm_group;
+
+// Collective over the world: creates the group set. The world size must be a power of
+// two (TSR_EINVAL saying so otherwise). Idempotent.
+tsr_status comm_groups_init(void);
+// This rank's group of size k (a power of two <= world), or NULL (not initialised, bad k).
+comm_group *comm_group_get(int k);
+int comm_group_size(const comm_group *g);
+int comm_group_rank(const comm_group *g);   // rank inside the group, 0..size-1
+int comm_group_first(const comm_group *g);  // world rank of the group's member 0
+
+// In-place sums over the group's ranks. x: (n)
+tsr_status comm_group_allreduce_sum_f32(comm_group *g, float *x, int64_t n);
+tsr_status comm_group_allreduce_sum_f64(comm_group *g, double *x, int64_t n);
+// recv = the `bytes` of every member's send, in group-rank order. recv: (size * bytes)
+tsr_status comm_group_allgather(comm_group *g, const void *send, void *recv, int64_t bytes);
+tsr_status comm_group_bcast(comm_group *g, void *buf, int64_t bytes, int root);
+tsr_status comm_group_barrier(comm_group *g);
+
+// Ring exchange, non-blocking: sends `bytes` of `send` to the next member of the group
+// ((rank + 1) % size) and receives as many into `recv` from the previous one. Both
+// buffers must stay untouched until comm_wait. With one member, recv = send.
+typedef struct comm_request comm_request;
+tsr_status comm_ring_start(comm_group *g, const void *send, void *recv, int64_t bytes,
+                           comm_request **req);
+// Completes a request and frees it (*req = NULL).
+tsr_status comm_wait(comm_request **req);
+
 // Ends the world (MPI_Finalize) if it was joined.
 void comm_finalize(void);
 // Stops every rank (MPI_Abort) or exits for a world of one.
