@@ -22,7 +22,12 @@ tsr_status err_wrap(tsr_status code, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(ctx, sizeof ctx, fmt, ap);
   va_end(ap);
-  snprintf(err_buf, sizeof err_buf, "%s%s", ctx, prev);
+  // context first, then as much of the previous message as fits
+  size_t n = strnlen(ctx, sizeof err_buf - 1);
+  memcpy(err_buf, ctx, n);
+  size_t m = strnlen(prev, sizeof err_buf - 1 - n);
+  memcpy(err_buf + n, prev, m);
+  err_buf[n + m] = '\0';
   return code;
 }
 
