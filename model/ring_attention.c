@@ -1,0 +1,212 @@
+#include "model/ring_attention.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct ring_attention {
+  const kernels_backend *kb;
+  comm_group *g;
+  int k, p;                 // group size, this rank's place in it
+  int n_clips;
+  int64_t *blk;             // (k) tokens of each owner's block
+  int64_t maxblk;           // largest block
+  int32_t **cu;             // (k) backend arrays of (n_clips + 1) chunk offsets per owner
+  int cu_cap;               // clips the cu arrays hold
+  size_t floats;            // capacity of each buffer below, in floats
+  float *kv[2];             // double buffer: K block then V block, (2, maxblk, H, Dh)
+  float *grad[2];           // double buffer: dK then dV of the travelling block
+  float *pout, *plse, *delta;
+};
+
+void ring_chunk(int64_t L, int k, int o, int64_t *first, int64_t *len) {
+  int64_t base = L / k, rem = L % k;
+  *len = base + (o < rem);
+  *first = o * base + (o < rem ? o : rem);
+}
+
+tsr_status ring_attention_create(ring_attention **out, const kernels_backend *kb, comm_group *g) {
+  *out = NULL;
+  ring_attention *ra = calloc(1, sizeof *ra);
+  if (!ra) return err_set(TSR_ENOMEM, "ring attention: out of memory");
+  ra->kb = kb;
+  ra->g = g;
+  ra->k = comm_group_size(g);
+  ra->p = comm_group_rank(g);
+  ra->blk = calloc((size_t)ra->k, sizeof *ra->blk);
+  ra->cu = calloc((size_t)ra->k, sizeof *ra->cu);
+  if (!ra->blk || !ra->cu) {
+    ring_attention_free(&ra);
+    return err_set(TSR_ENOMEM, "ring attention: out of memory");
+  }
+  *out = ra;
+  return TSR_OK;
+}
+
+static void free_buffers(ring_attention *ra) {
+  const kernels_backend *kb = ra->kb;
+  for (int i = 0; i < 2; i++) {
+    kb->free(kb, ra->kv[i]);
+    kb->free(kb, ra->grad[i]);
+    ra->kv[i] = ra->grad[i] = NULL;
+  }
+  kb->free(kb, ra->pout);
+  kb->free(kb, ra->plse);
+  kb->free(kb, ra->delta);
+  ra->pout = ra->plse = ra->delta = NULL;
+  ra->floats = 0;
+}
+
+void ring_attention_free(ring_attention **pra) {
+  ring_attention *ra = *pra;
+  if (!ra) return;
+  free_buffers(ra);
+  for (int o = 0; ra->cu && o < ra->k; o++) ra->kb->free(ra->kb, ra->cu[o]);
+  free(ra->cu);
+  free(ra->blk);
+  free(ra);
+  *pra = NULL;
+}
+
+tsr_status ring_attention_set_clips(ring_attention *ra, int n_clips, const int64_t *clip_tokens) {
+  const kernels_backend *kb = ra->kb;
+  tsr_status st = TSR_OK;
+  if (n_clips > ra->cu_cap) {
+    for (int o = 0; o < ra->k; o++) {
+      kb->free(kb, ra->cu[o]);
+      ra->cu[o] = NULL;
+      if ((st = kb->alloc(kb, (void **)&ra->cu[o], (size_t)(n_clips + 1) * sizeof(int32_t))))
+        return st;
+    }
+    ra->cu_cap = n_clips;
+  }
+  int32_t *host = malloc((size_t)(n_clips + 1) * sizeof *host);
+  if (!host) return err_set(TSR_ENOMEM, "ring attention: out of memory");
+  ra->n_clips = n_clips;
+  ra->maxblk = 0;
+  for (int o = 0; o < ra->k && !st; o++) {
+    int64_t total = 0;
+    host[0] = 0;
+    for (int c = 0; c < n_clips; c++) {
+      int64_t first, len;
+      if (clip_tokens[c] < 0) {
+        st = err_set(TSR_EINVAL, "ring attention: clip %d has %lld tokens", c,
+                     (long long)clip_tokens[c]);
+        break;
+      }
+      ring_chunk(clip_tokens[c], ra->k, o, &first, &len);
+      total += len;
+      if (total > INT32_MAX) {
+        st = err_set(TSR_EINVAL, "ring attention: a rank's block exceeds 2^31 tokens");
+        break;
+      }
+      host[c + 1] = (int32_t)total;
+    }
+    ra->blk[o] = total;
+    if (total > ra->maxblk) ra->maxblk = total;
+    if (!st) st = kb->to_device(kb, ra->cu[o], host, (size_t)(n_clips + 1) * sizeof *host);
+  }
+  free(host);
+  return st;
+}
+
+// Grows the work buffers for blocks of maxblk tokens of E = H * Dh values.
+static tsr_status ensure_buffers(ring_attention *ra, int H, int Dh) {
+  size_t E = (size_t)H * Dh, need = 2 * (size_t)ra->maxblk * E;
+  if (need <= ra->floats && ra->pout) return TSR_OK;
+  free_buffers(ra);
+  const kernels_backend *kb = ra->kb;
+  tsr_status st = TSR_OK;
+  for (int i = 0; i < 2 && !st; i++) {
+    st = kb->alloc(kb, (void **)&ra->kv[i], need * sizeof(float));
+    if (!st) st = kb->alloc(kb, (void **)&ra->grad[i], need * sizeof(float));
+  }
+  if (!st) st = kb->alloc(kb, (void **)&ra->pout, (size_t)ra->maxblk * E * sizeof(float));
+  if (!st) st = kb->alloc(kb, (void **)&ra->plse, (size_t)ra->maxblk * H * sizeof(float));
+  if (!st) st = kb->alloc(kb, (void **)&ra->delta, (size_t)ra->maxblk * H * sizeof(float));
+  if (st) {
+    free_buffers(ra);
+    return st;
+  }
+  ra->floats = need;
+  return TSR_OK;
+}
+
+// Owner of the block a rank holds at ring step s.
+static int owner_at(const ring_attention *ra, int s) { return (ra->p - s + ra->k) % ra->k; }
+
+tsr_status ring_attention_forward(ring_attention *ra, float *out, float *lse, const float *q,
+                                  const float *k, const float *v, int H, int Dh, float scale) {
+  const kernels_backend *kb = ra->kb;
+  const int Lq = (int)ra->blk[ra->p];
+  if (ra->k == 1)
+    return kb->attention_forward(kb, out, lse, q, k, v, ra->cu[0], ra->n_clips, Lq, H, Dh, scale);
+  tsr_status st = ensure_buffers(ra, H, Dh);
+  if (st) return st;
+  const size_t E = (size_t)H * Dh, half = (size_t)ra->maxblk * E;
+  const int64_t bytes = (int64_t)(2 * half * sizeof(float));
+  if ((st = kb->copy(kb, ra->kv[0], k, (size_t)Lq * E * sizeof(float))) ||
+      (st = kb->copy(kb, ra->kv[0] + half, v, (size_t)Lq * E * sizeof(float))))
+    return st;
+  int cur = 0;
+  for (int s = 0; s < ra->k && !st; s++) {
+    int o = owner_at(ra, s);
+    comm_request *req = NULL;
+    if (s < ra->k - 1 && (st = comm_ring_start(ra->g, ra->kv[cur], ra->kv[1 - cur], bytes, &req)))
+      break;
+    const float *kb_k = ra->kv[cur], *kb_v = ra->kv[cur] + half;
+    if (s == 0) {
+      st = kb->attention_partial_forward(kb, out, lse, q, kb_k, kb_v, ra->cu[ra->p], ra->cu[o],
+                                         ra->n_clips, Lq, (int)ra->blk[o], H, Dh, scale);
+    } else {
+      st = kb->attention_partial_forward(kb, ra->pout, ra->plse, q, kb_k, kb_v, ra->cu[ra->p],
+                                         ra->cu[o], ra->n_clips, Lq, (int)ra->blk[o], H, Dh, scale);
+      if (!st) st = kb->attention_merge(kb, out, lse, ra->pout, ra->plse, Lq, H, Dh);
+    }
+    tsr_status wst = comm_wait(&req);
+    if (!st) st = wst;
+    cur = 1 - cur;
+  }
+  return st;
+}
+
+tsr_status ring_attention_backward(ring_attention *ra, float *dq, float *dk, float *dv,
+                                   const float *dout, const float *q, const float *k,
+                                   const float *v, const float *out, const float *lse, int H,
+                                   int Dh, float scale) {
+  const kernels_backend *kb = ra->kb;
+  const int Lq = (int)ra->blk[ra->p];
+  if (ra->k == 1)
+    return kb->attention_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, ra->cu[0], ra->n_clips,
+                                  Lq, H, Dh, scale);
+  tsr_status st = ensure_buffers(ra, H, Dh);
+  if (st) return st;
+  const size_t E = (size_t)H * Dh, half = (size_t)ra->maxblk * E;
+  const int64_t bytes = (int64_t)(2 * half * sizeof(float));
+  if ((st = kb->attention_delta(kb, ra->delta, dout, out, Lq, H, Dh)) ||
+      (st = kb->memset_zero(kb, dq, (size_t)Lq * E * sizeof(float))) ||
+      (st = kb->copy(kb, ra->kv[0], k, (size_t)Lq * E * sizeof(float))) ||
+      (st = kb->copy(kb, ra->kv[0] + half, v, (size_t)Lq * E * sizeof(float))) ||
+      (st = kb->memset_zero(kb, ra->grad[0], 2 * half * sizeof(float))))
+    return st;
+  int cur = 0;
+  for (int s = 0; s < ra->k && !st; s++) {
+    int o = owner_at(ra, s);
+    comm_request *req_kv = NULL, *req_g = NULL;
+    // the next K/V block travels while this one is used
+    if (s < ra->k - 1 &&
+        (st = comm_ring_start(ra->g, ra->kv[cur], ra->kv[1 - cur], bytes, &req_kv)))
+      break;
+    st = kb->attention_partial_backward(kb, dq, ra->grad[cur], ra->grad[cur] + half, dout, q,
+                                        ra->kv[cur], ra->kv[cur] + half, lse, ra->delta,
+                                        ra->cu[ra->p], ra->cu[o], ra->n_clips, Lq,
+                                        (int)ra->blk[o], H, Dh, scale);
+    // then the block's gradient accumulators follow it (after k steps: back to the owner)
+    if (!st) st = comm_ring_start(ra->g, ra->grad[cur], ra->grad[1 - cur], bytes, &req_g);
+    tsr_status w1 = comm_wait(&req_g), w2 = comm_wait(&req_kv);
+    if (!st) st = w1 ? w1 : w2;
+    cur = 1 - cur;
+  }
+  if (st) return st;
+  if ((st = kb->copy(kb, dk, ra->grad[cur], (size_t)Lq * E * sizeof(float)))) return st;
+  return kb->copy(kb, dv, ra->grad[cur] + half, (size_t)Lq * E * sizeof(float));
+}

@@ -1,0 +1,52 @@
+// model/ring_attention.h — bidirectional attention of packed clips split across a CP group.
+//
+// A group of k ranks runs a microbatch of clips; clip c of L_c tokens is split into k
+// contiguous chunks (ring_chunk: the first L_c % k chunks get one token more) and rank p
+// of the group holds chunk p of every clip, packed in clip order. Each rank's queries
+// must attend to all keys of their clip, which are spread over the group:
+//
+// Forward: the K/V block of the local chunks travels around the ring (to rank p+1,
+// from rank p-1) k-1 times. At each step the local queries attend to the block in hand
+// (kernels attention_partial_forward) and the partial result is merged exactly by the
+// log-sum-exp of each query row (attention_merge); the exchange of the next block is
+// started before that computation, so communication overlaps it.
+// Backward: the K/V blocks travel again, now with their gradient accumulators: at each
+// step the local queries add their contribution to dq and to the block's dk/dv
+// (attention_partial_backward, with the final lse and delta = rowsum(dout * out)); after
+// k steps every block's dk/dv is back with its owner.
+//
+// Buffers are host memory for the MPI backend (kernels_cpu); the NCCL backend will run
+// the same schedule on device memory. With k = 1 both directions are the backend's own
+// full attention.
+#ifndef TESSERA_MODEL_RING_ATTENTION_H
+#define TESSERA_MODEL_RING_ATTENTION_H
+
+#include <stdint.h>
+#include "core/comm.h"
+#include "core/err.h"
+#include "kernels/kernels.h"
+
+// Chunk o of k of a clip of L tokens: first token index and length.
+void ring_chunk(int64_t L, int k, int o, int64_t *first, int64_t *len);
+
+typedef struct ring_attention ring_attention;
+
+// A ring over group g (comm_group_get(k)) on backend kb. Buffers grow on demand.
+tsr_status ring_attention_create(ring_attention **ra, const kernels_backend *kb, comm_group *g);
+void ring_attention_free(ring_attention **ra);
+
+// The clips of the next microbatch: n_clips total lengths (host), identical on every
+// rank of the group. The local chunk lengths follow from ring_chunk.
+tsr_status ring_attention_set_clips(ring_attention *ra, int n_clips, const int64_t *clip_tokens);
+
+// Forward over this rank's chunks: q, k, v, out: (Lq, H, Dh), lse: (Lq, H), with Lq the
+// sum of this rank's chunk lengths. out, lse overwritten. Collective over the group.
+tsr_status ring_attention_forward(ring_attention *ra, float *out, float *lse, const float *q,
+                                  const float *k, const float *v, int H, int Dh, float scale);
+// Backward: dq, dk, dv (Lq, H, Dh) overwritten, from dout and the forward's out and lse.
+tsr_status ring_attention_backward(ring_attention *ra, float *dq, float *dk, float *dv,
+                                   const float *dout, const float *q, const float *k,
+                                   const float *v, const float *out, const float *lse, int H,
+                                   int Dh, float scale);
+
+#endif

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Ring attention at CP sizes 1, 2 and 4 (test_ring_attention under mpirun).
+set -uo pipefail
+BIN=${TEST_RING:?set by ctest}
+fail=0
+for n in 2 4; do
+  echo "== mpirun -np $n"
+  mpirun --oversubscribe -np "$n" "$BIN" || { echo "FAIL: $n ranks"; fail=$((fail + 1)); }
+done
+echo "ring attention: $((2 - fail)) passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,125 @@
+// Ring attention across CP groups of 1, 2 and 4 ranks equals single-rank attention:
+// outputs, log-sum-exp and the gradients dq, dk, dv of every rank's chunks, for random
+// packed clips whose lengths include ones not divisible by the group size and clips
+// shorter than the group (some ranks then hold empty chunks).
+// Reference: the CPU backend's full attention_forward/backward over the whole
+// microbatch, computed on every rank. Tolerances (relative to the reference's largest
+// entry): 1e-5 for out and lse, 1e-4 for gradients — the ring merges partial softmaxes
+// and sums gradient contributions in another order (float reassociation).
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "core/comm.h"
+#include "kernels/kernels.h"
+#include "model/ring_attention.h"
+
+static uint64_t rng_state;
+static double urand(void) {  // same sequence on every rank
+  rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+  return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+static double max_abs(const float *x, size_t n) {
+  double m = 0;
+  for (size_t i = 0; i < n; i++) m = fmax(m, fabs(x[i]));
+  return m;
+}
+
+// Max |a - b| over the rows of this rank's chunks; a: local (Lq, E), b: full (L, E).
+static double chunk_err(const float *local, const float *full, const int64_t *lens, int n,
+                        const int32_t *cu_full, int k, int p, size_t E) {
+  double e = 0;
+  size_t row = 0;
+  for (int c = 0; c < n; c++) {
+    int64_t first, len;
+    ring_chunk(lens[c], k, p, &first, &len);
+    for (int64_t i = 0; i < len; i++, row++) {
+      const float *f = full + ((size_t)cu_full[c] + (size_t)(first + i)) * E;
+      for (size_t j = 0; j < E; j++) e = fmax(e, fabs((double)local[row * E + j] - f[j]));
+    }
+  }
+  return e;
+}
+
+static void one_case(const kernels_backend *kb, comm_group *g, int ncase) {
+  const int k = comm_group_size(g), p = comm_group_rank(g), H = 2, Dh = 8;
+  const size_t E = (size_t)H * Dh;
+  const int n = 1 + (int)(urand() * 5);
+  static const int64_t choices[] = {1, 2, 3, 5, 17, 64, 97, 130};
+  int64_t lens[8];
+  int32_t cu[9] = {0};
+  for (int c = 0; c < n; c++) {
+    lens[c] = choices[(int)(urand() * 8)];
+    cu[c + 1] = cu[c] + (int32_t)lens[c];
+  }
+  const int L = cu[n];
+  size_t nf = (size_t)L * E;
+  float *q = malloc(nf * 4), *kk = malloc(nf * 4), *v = malloc(nf * 4), *dout = malloc(nf * 4);
+  float *out = malloc(nf * 4), *lse = malloc((size_t)L * H * 4), *dq = malloc(nf * 4),
+        *dk = malloc(nf * 4), *dv = malloc(nf * 4);
+  for (size_t i = 0; i < nf; i++) {
+    q[i] = (float)(2 * urand() - 1);
+    kk[i] = (float)(2 * urand() - 1);
+    v[i] = (float)(2 * urand() - 1);
+    dout[i] = (float)(2 * urand() - 1);
+  }
+  const float scale = 1.0f / sqrtf((float)Dh);
+  CHECK_OK(kb->attention_forward(kb, out, lse, q, kk, v, cu, n, L, H, Dh, scale));
+  CHECK_OK(kb->attention_backward(kb, dq, dk, dv, dout, q, kk, v, out, lse, cu, n, L, H, Dh, scale));
+
+  // this rank's chunks, packed in clip order
+  int64_t Lq = 0;
+  for (int c = 0; c < n; c++) {
+    int64_t f, l;
+    ring_chunk(lens[c], k, p, &f, &l);
+    Lq += l;
+  }
+  size_t lf = (size_t)Lq * E + 1;
+  float *lq = malloc(lf * 4), *lk = malloc(lf * 4), *lv = malloc(lf * 4), *ldo = malloc(lf * 4);
+  float *lout = malloc(lf * 4), *llse = malloc(((size_t)Lq * H + 1) * 4), *ldq = malloc(lf * 4),
+        *ldk = malloc(lf * 4), *ldv = malloc(lf * 4);
+  size_t row = 0;
+  for (int c = 0; c < n; c++) {
+    int64_t f, l;
+    ring_chunk(lens[c], k, p, &f, &l);
+    size_t src = ((size_t)cu[c] + (size_t)f) * E, bytes = (size_t)l * E * 4;
+    memcpy(lq + row * E, q + src, bytes);
+    memcpy(lk + row * E, kk + src, bytes);
+    memcpy(lv + row * E, v + src, bytes);
+    memcpy(ldo + row * E, dout + src, bytes);
+    row += (size_t)l;
+  }
+  ring_attention *ra = NULL;
+  CHECK_OK(ring_attention_create(&ra, kb, g));
+  CHECK_OK(ring_attention_set_clips(ra, n, lens));
+  CHECK_OK(ring_attention_forward(ra, lout, llse, lq, lk, lv, H, Dh, scale));
+  CHECK_OK(ring_attention_backward(ra, ldq, ldk, ldv, ldo, lq, lk, lv, lout, llse, H, Dh, scale));
+  ring_attention_free(&ra);
+
+  double eo = chunk_err(lout, out, lens, n, cu, k, p, E) / fmax(max_abs(out, nf), 1e-30);
+  double el = chunk_err(llse, lse, lens, n, cu, k, p, H) / fmax(max_abs(lse, (size_t)L * H), 1e-30);
+  double eq = chunk_err(ldq, dq, lens, n, cu, k, p, E) / fmax(max_abs(dq, nf), 1e-30);
+  double ek = chunk_err(ldk, dk, lens, n, cu, k, p, E) / fmax(max_abs(dk, nf), 1e-30);
+  double ev = chunk_err(ldv, dv, lens, n, cu, k, p, E) / fmax(max_abs(dv, nf), 1e-30);
+  CHECK(eo <= 1e-5 && el <= 1e-5, "case %d k=%d rank %d (%d clips, L=%d): out err %.2e lse err %.2e",
+        ncase, k, p, n, L, eo, el);
+  CHECK(eq <= 1e-4 && ek <= 1e-4 && ev <= 1e-4,
+        "case %d k=%d rank %d (%d clips, L=%d): dq %.2e dk %.2e dv %.2e", ncase, k, p, n, L, eq, ek, ev);
+  free(q), free(kk), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv);
+  free(lq), free(lk), free(lv), free(ldo), free(lout), free(llse), free(ldq), free(ldk), free(ldv);
+}
+
+int main(int argc, char **argv) {
+  if (comm_init(&argc, &argv)) return 1;
+  CHECK_OK(comm_groups_init());
+  const kernels_backend *kb = kernels_cpu();
+  for (int k = 1; k <= comm_size() && k <= 4; k *= 2) {
+    rng_state = 12345 + (uint64_t)k;  // every rank draws the same cases
+    for (int c = 0; c < 12; c++) one_case(kb, comm_group_get(k), c);
+  }
+  int rc = check_done();
+  comm_finalize();
+  return rc;
+}
