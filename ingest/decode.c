@@ -23,6 +23,7 @@ struct decode_ctx {
   int cur_converted;   // `scaled` holds cur already (sources slower than the target)
   int64_t pts0;        // first frame's timestamp (stream time base)
   int64_t prev_pts, prev_dur;
+  int64_t ts_offset;   // added to timestamps after a backward jump (concatenated streams)
   int has_pts0;
   int64_t n;           // next output index
   int64_t end_idx;     // output index after the last frame (known at end of stream)
@@ -255,12 +256,23 @@ static int advance(decode_ctx *d) {
   if (d->frame->flags & AV_FRAME_FLAG_CORRUPT) d->stats.corrupt_packets++;
   int64_t pts, dur;
   frame_times(d, d->frame, &pts, &dur);
-  if (!d->has_pts0) {
+  const int first = !d->has_pts0;
+  if (first) {
     d->pts0 = pts;
     d->has_pts0 = 1;
     d->stats.first_pts_s = pts * av_q2d(d->st->time_base);
   }
-  if (pts < d->prev_pts) pts = d->prev_pts;  // non-monotonic timestamps: keep order
+  pts += d->ts_offset;
+  if (!first && pts < d->prev_pts) {
+    if (d->prev_pts - pts <= 2 * d->prev_dur) {
+      pts = d->prev_pts;  // jitter: keep presentation order
+    } else {
+      // A jump back: a concatenated or restarted stream. Continue the timeline right
+      // after the previous frame rather than collapsing onto it.
+      d->ts_offset += d->prev_pts + d->prev_dur - pts;
+      pts = d->prev_pts + d->prev_dur;
+    }
+  }
   d->prev_pts = pts;
   d->prev_dur = dur;
   d->stats.last_end_s = (pts + dur) * av_q2d(d->st->time_base);
