@@ -1,0 +1,136 @@
+// kernels/cpu/cpu.h — private to the CPU backend: the per-op functions that backend.c
+// puts into the kernels_backend struct, and the helpers they share (argument checks,
+// deterministic reductions). Semantics of each op: kernels/kernels.h.
+#ifndef TESSERA_KERNELS_CPU_CPU_H
+#define TESSERA_KERNELS_CPU_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "kernels/kernels.h"
+
+typedef const kernels_backend kb_t;
+
+// ---- argument checks: return TSR_EINVAL with "op: what" messages ------------------
+#define KCPU_NEED(op, p) \
+  do { if (!(p)) return err_set(TSR_EINVAL, "%s: %s is NULL", (op), #p); } while (0)
+#define KCPU_DIM(op, x) \
+  do { if ((x) < 0) return err_set(TSR_EINVAL, "%s: %s = %lld is negative", (op), #x, (long long)(x)); } while (0)
+
+// cu: (n_clips + 1) offsets: cu[0] == 0, non-decreasing, cu[n_clips] == L.
+tsr_status kcpu_check_cu(const char *op, const char *name, const int32_t *cu, int n_clips, int L);
+// Checks a per-clip vector layout: mstride >= D.
+tsr_status kcpu_check_mstride(const char *op, int mstride, int D);
+
+// The clip of token i (0 <= i < cu[n_clips]): the c with cu[c] <= i < cu[c+1].
+static inline int kcpu_clip_of(const int32_t *cu, int n_clips, int i) {
+  int lo = 0, hi = n_clips - 1;  // invariant: cu[lo] <= i < cu[hi + 1]
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (cu[mid] <= i) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+// Elementwise loops run in parallel above this many elements (OpenMP `if`).
+#define KCPU_PAR_MIN 32768
+
+// ---- deterministic reductions (results independent of the thread count) -----------
+// out[j] (+)= sum over r < rows of a[r*ld + j] * (b ? b[r*ld + j] : 1) * (rs ? rs[r] : 1),
+// j < cols. Rows are summed in fixed blocks (double), blocks in order. accumulate: add to
+// out instead of overwriting.
+tsr_status kcpu_colsum(float *out, int accumulate, const float *a, const float *b,
+                       const float *rs, size_t rows, int cols, size_t ld);
+// *result = sum of (a[i] - (b ? b[i] : 0))^2 in double over fixed blocks.
+tsr_status kcpu_sumsq_diff(double *result, const float *a, const float *b, size_t n);
+
+// ---- ops (one file each) -------------------------------------------------------------
+tsr_status kcpu_fill(kb_t *kb, float *x, float value, size_t n);
+tsr_status kcpu_scale(kb_t *kb, float *x, float alpha, size_t n);
+tsr_status kcpu_add(kb_t *kb, float *out, const float *a, const float *b, size_t n);
+tsr_status kcpu_axpy(kb_t *kb, float *y, float alpha, const float *x, size_t n);
+tsr_status kcpu_u8_affine(kb_t *kb, float *out, const uint8_t *in, float a, float b, size_t n);
+
+tsr_status kcpu_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                     const float *a, const float *b, float beta, float *c);
+tsr_status kcpu_linear_forward(kb_t *kb, float *out, const float *inp, const float *w,
+                               const float *bias, int M, int K, int N);
+tsr_status kcpu_linear_backward(kb_t *kb, float *dinp, float *dw, float *dbias, const float *dout,
+                                const float *inp, const float *w, int M, int K, int N);
+
+tsr_status kcpu_layernorm_forward(kb_t *kb, float *out, float *mean, float *rstd, const float *inp,
+                                  int L, int D, float eps);
+tsr_status kcpu_layernorm_backward(kb_t *kb, float *dinp, const float *dout, const float *inp,
+                                   const float *mean, const float *rstd, int L, int D);
+tsr_status kcpu_rmsnorm_forward(kb_t *kb, float *out, float *rstd, const float *inp,
+                                const float *weight, int R, int C, float eps);
+tsr_status kcpu_rmsnorm_backward(kb_t *kb, float *dinp, float *dweight, const float *dout,
+                                 const float *inp, const float *weight, const float *rstd, int R,
+                                 int C);
+
+tsr_status kcpu_modulate_forward(kb_t *kb, float *out, const float *inp, const float *shift,
+                                 const float *scale, int mstride, const int32_t *cu, int n_clips,
+                                 int L, int D);
+tsr_status kcpu_modulate_backward(kb_t *kb, float *dinp, float *dshift, float *dscale,
+                                  const float *dout, const float *inp, const float *scale,
+                                  int mstride, const int32_t *cu, int n_clips, int L, int D);
+tsr_status kcpu_gate_residual_forward(kb_t *kb, float *out, const float *res, const float *inp,
+                                      const float *gate, int mstride, const int32_t *cu,
+                                      int n_clips, int L, int D);
+tsr_status kcpu_gate_residual_backward(kb_t *kb, float *dinp, float *dgate, const float *dout,
+                                       const float *inp, const float *gate, int mstride,
+                                       const int32_t *cu, int n_clips, int L, int D);
+
+tsr_status kcpu_rope_forward(kb_t *kb, float *out, const float *inp, const int32_t *pos, int L,
+                             int H, int Dh, float theta);
+tsr_status kcpu_rope_backward(kb_t *kb, float *dinp, const float *dout, const int32_t *pos, int L,
+                              int H, int Dh, float theta);
+
+tsr_status kcpu_gelu_forward(kb_t *kb, float *out, const float *inp, size_t n);
+tsr_status kcpu_gelu_backward(kb_t *kb, float *dinp, const float *dout, const float *inp, size_t n);
+tsr_status kcpu_silu_forward(kb_t *kb, float *out, const float *inp, size_t n);
+tsr_status kcpu_silu_backward(kb_t *kb, float *dinp, const float *dout, const float *inp, size_t n);
+
+tsr_status kcpu_timestep_embedding(kb_t *kb, float *out, const float *t, int n, int dim,
+                                   float max_period);
+tsr_status kcpu_embedding_forward(kb_t *kb, float *out, const float *table, const int32_t *ids,
+                                  int n, int V, int D);
+tsr_status kcpu_embedding_backward(kb_t *kb, float *dtable, const float *dout, const int32_t *ids,
+                                   int n, int V, int D);
+
+tsr_status kcpu_attention_forward(kb_t *kb, float *out, float *lse, const float *q, const float *k,
+                                  const float *v, const int32_t *cu, int n_clips, int L, int H,
+                                  int Dh, float scale);
+tsr_status kcpu_attention_backward(kb_t *kb, float *dq, float *dk, float *dv, const float *dout,
+                                   const float *q, const float *k, const float *v,
+                                   const float *out, const float *lse, const int32_t *cu,
+                                   int n_clips, int L, int H, int Dh, float scale);
+tsr_status kcpu_attention_partial_forward(kb_t *kb, float *out, float *lse, const float *q,
+                                          const float *k, const float *v, const int32_t *cu_q,
+                                          const int32_t *cu_k, int n_clips, int Lq, int Lk, int H,
+                                          int Dh, float scale);
+tsr_status kcpu_attention_merge(kb_t *kb, float *out_a, float *lse_a, const float *out_b,
+                                const float *lse_b, int L, int H, int Dh);
+tsr_status kcpu_attention_delta(kb_t *kb, float *delta, const float *dout, const float *out, int L,
+                                int H, int Dh);
+tsr_status kcpu_attention_partial_backward(kb_t *kb, float *dq, float *dk, float *dv,
+                                           const float *dout, const float *q, const float *k,
+                                           const float *v, const float *lse, const float *delta,
+                                           const int32_t *cu_q, const int32_t *cu_k, int n_clips,
+                                           int Lq, int Lk, int H, int Dh, float scale);
+
+tsr_status kcpu_mse_forward(kb_t *kb, float *loss, float *sse, const float *pred,
+                            const float *target, const float *weight, const int32_t *cu,
+                            int n_clips, int L, int D);
+tsr_status kcpu_mse_backward(kb_t *kb, float *dpred, const float *pred, const float *target,
+                             const float *weight, const int32_t *cu, int n_clips, int L, int D);
+
+tsr_status kcpu_sumsq(kb_t *kb, double *result_host, const float *x, size_t n);
+tsr_status kcpu_adamw_update(kb_t *kb, float *param, const float *grad, float *m, float *v,
+                             size_t n, float lr, float beta1, float beta2, float eps,
+                             float weight_decay, int64_t step, float grad_scale);
+tsr_status kcpu_ema_update(kb_t *kb, float *ema, const float *param, size_t n, float decay);
+
+#endif

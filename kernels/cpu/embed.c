@@ -1,0 +1,71 @@
+// kernels/cpu/embed.c — sinusoidal timestep embedding and label embedding rows.
+#include <math.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu.h"
+
+// out: (n, dim), t: (n)
+tsr_status kcpu_timestep_embedding(kb_t *kb, float *out, const float *t, int n, int dim,
+                                   float max_period) {
+  KCPU_DIM("timestep_embedding", n);
+  KCPU_DIM("timestep_embedding", dim);
+  if (!(max_period > 0.0f))
+    return err_set(TSR_EINVAL, "timestep_embedding: max_period = %g must be > 0", (double)max_period);
+  if (n == 0 || dim == 0) return TSR_OK;
+  KCPU_NEED("timestep_embedding", out);
+  KCPU_NEED("timestep_embedding", t);
+  int half = dim / 2;
+  for (int i = 0; i < n; i++) {
+    float *o = out + (size_t)i * dim;
+    for (int j = 0; j < half; j++) {
+      double arg = (double)t[i] * exp(-log((double)max_period) * j / half);
+      o[j] = (float)cos(arg);
+      o[half + j] = (float)sin(arg);
+    }
+    if (dim % 2) o[dim - 1] = 0.0f;
+  }
+  return TSR_OK;
+}
+
+static tsr_status check_ids(const char *op, const int32_t *ids, int n, int V) {
+  for (int i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= V)
+      return err_set(TSR_EINVAL, "%s: ids[%d] = %d is outside the table of %d rows", op, i, ids[i], V);
+  return TSR_OK;
+}
+
+// out: (n, D), table: (V, D), ids: (n)
+tsr_status kcpu_embedding_forward(kb_t *kb, float *out, const float *table, const int32_t *ids,
+                                  int n, int V, int D) {
+  KCPU_DIM("embedding_forward", n);
+  KCPU_DIM("embedding_forward", V);
+  KCPU_DIM("embedding_forward", D);
+  if (n == 0) return TSR_OK;
+  KCPU_NEED("embedding_forward", out);
+  KCPU_NEED("embedding_forward", table);
+  KCPU_NEED("embedding_forward", ids);
+  tsr_status st = check_ids("embedding_forward", ids, n, V);
+  if (st) return st;
+  for (int i = 0; i < n; i++)
+    memcpy(out + (size_t)i * D, table + (size_t)ids[i] * D, (size_t)D * sizeof(float));
+  return TSR_OK;
+}
+
+// dtable: (V, D) accumulated, dout: (n, D), ids: (n)
+tsr_status kcpu_embedding_backward(kb_t *kb, float *dtable, const float *dout, const int32_t *ids,
+                                   int n, int V, int D) {
+  KCPU_DIM("embedding_backward", n);
+  KCPU_DIM("embedding_backward", V);
+  KCPU_DIM("embedding_backward", D);
+  if (n == 0 || !dtable) return TSR_OK;
+  KCPU_NEED("embedding_backward", dout);
+  KCPU_NEED("embedding_backward", ids);
+  tsr_status st = check_ids("embedding_backward", ids, n, V);
+  if (st) return st;
+  for (int i = 0; i < n; i++) {
+    float *d = dtable + (size_t)ids[i] * D;
+    const float *g = dout + (size_t)i * D;
+    for (int j = 0; j < D; j++) d[j] += g[j];
+  }
+  return TSR_OK;
+}

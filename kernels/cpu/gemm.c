@@ -1,0 +1,68 @@
+// kernels/cpu/gemm.c — GEMM and the linear layer through OpenBLAS sgemm (row-major).
+#include <cblas.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu.h"
+
+tsr_status kcpu_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                     const float *a, const float *b, float beta, float *c) {
+  KCPU_DIM("gemm", m);
+  KCPU_DIM("gemm", n);
+  KCPU_DIM("gemm", k);
+  if (m == 0 || n == 0) return TSR_OK;
+  KCPU_NEED("gemm", c);
+  if (k == 0) {  // c = beta * c; beta == 0 overwrites (NaN in c included)
+    size_t mn = (size_t)m * n;
+    if (beta == 0.0f) memset(c, 0, mn * sizeof(float));
+    else kcpu_scale(kb, c, beta, mn);
+    return TSR_OK;
+  }
+  KCPU_NEED("gemm", a);
+  KCPU_NEED("gemm", b);
+  int lda = trans_a ? m : k;  // a is (k, m) when transposed
+  int ldb = trans_b ? k : n;  // b is (n, k) when transposed
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, n);
+  return TSR_OK;
+}
+
+// out: (M, N) = inp (M, K) * w (K, N) + bias (N)
+tsr_status kcpu_linear_forward(kb_t *kb, float *out, const float *inp, const float *w,
+                               const float *bias, int M, int K, int N) {
+  KCPU_DIM("linear_forward", M);
+  KCPU_DIM("linear_forward", K);
+  KCPU_DIM("linear_forward", N);
+  if (M == 0 || N == 0) return TSR_OK;
+  KCPU_NEED("linear_forward", out);
+  if (K > 0) {
+    KCPU_NEED("linear_forward", inp);
+    KCPU_NEED("linear_forward", w);
+  }
+  float beta = 0.0f;
+  if (bias) {
+#pragma omp parallel for schedule(static) if ((size_t)M * N > KCPU_PAR_MIN)
+    for (int i = 0; i < M; i++) memcpy(out + (size_t)i * N, bias, (size_t)N * sizeof(float));
+    beta = 1.0f;
+  }
+  return kcpu_gemm(kb, 0, 0, M, N, K, 1.0f, inp, w, beta, out);
+}
+
+// dinp: (M, K) = dout (M, N) * w^T; dw: (K, N) += inp^T (K, M) * dout; dbias: (N) += colsum(dout)
+tsr_status kcpu_linear_backward(kb_t *kb, float *dinp, float *dw, float *dbias, const float *dout,
+                                const float *inp, const float *w, int M, int K, int N) {
+  KCPU_DIM("linear_backward", M);
+  KCPU_DIM("linear_backward", K);
+  KCPU_DIM("linear_backward", N);
+  if (M > 0 && N > 0) KCPU_NEED("linear_backward", dout);
+  tsr_status st;
+  if (dinp) {
+    if (N > 0 && K > 0) KCPU_NEED("linear_backward", w);
+    if ((st = kcpu_gemm(kb, 0, 1, M, K, N, 1.0f, dout, w, 0.0f, dinp))) return st;
+  }
+  if (dw) {
+    if (M > 0 && K > 0) KCPU_NEED("linear_backward", inp);
+    if ((st = kcpu_gemm(kb, 1, 0, K, N, M, 1.0f, inp, dout, 1.0f, dw))) return st;
+  }
+  if (dbias && (st = kcpu_colsum(dbias, 1, dout, NULL, NULL, (size_t)M, N, (size_t)N))) return st;
+  return TSR_OK;
+}

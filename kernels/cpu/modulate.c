@@ -1,0 +1,114 @@
+// kernels/cpu/modulate.c — adaLN modulation and gated residual with per-clip vectors.
+#include <string.h>
+
+#include "kernels/cpu/cpu.h"
+
+static tsr_status check_common(const char *op, const int32_t *cu, int n_clips, int L, int D,
+                               int mstride) {
+  if (L < 0 || D < 0) return err_set(TSR_EINVAL, "%s: L = %d, D = %d must be >= 0", op, L, D);
+  tsr_status st = kcpu_check_cu(op, "cu_seqlens", cu, n_clips, L);
+  return st ? st : kcpu_check_mstride(op, mstride, D);
+}
+
+// Per-clip column sums over clip c's rows, written to out + c*mstride (overwritten).
+// out: (C, mstride), a, b: (L, D)
+static tsr_status clip_colsum(float *out, const float *a, const float *b, int mstride,
+                              const int32_t *cu, int n_clips, int D) {
+  for (int c = 0; c < n_clips; c++) {
+    size_t r0 = (size_t)cu[c], rows = (size_t)(cu[c + 1] - cu[c]);
+    tsr_status st = kcpu_colsum(out + (size_t)c * mstride, 0, a + r0 * D, b ? b + r0 * D : NULL,
+                                NULL, rows, D, (size_t)D);
+    if (st) return st;
+  }
+  return TSR_OK;
+}
+
+// out: (L, D), inp: (L, D), shift/scale: (C, mstride), cu: (C + 1)
+tsr_status kcpu_modulate_forward(kb_t *kb, float *out, const float *inp, const float *shift,
+                                 const float *scale, int mstride, const int32_t *cu, int n_clips,
+                                 int L, int D) {
+  tsr_status st = check_common("modulate_forward", cu, n_clips, L, D, mstride);
+  if (st || L == 0 || D == 0) return st;
+  KCPU_NEED("modulate_forward", out);
+  KCPU_NEED("modulate_forward", inp);
+  KCPU_NEED("modulate_forward", shift);
+  KCPU_NEED("modulate_forward", scale);
+#pragma omp parallel for schedule(static) if ((size_t)L * D > KCPU_PAR_MIN)
+  for (int i = 0; i < L; i++) {
+    int c = kcpu_clip_of(cu, n_clips, i);
+    const float *sh = shift + (size_t)c * mstride, *sc = scale + (size_t)c * mstride;
+    const float *x = inp + (size_t)i * D;
+    float *y = out + (size_t)i * D;
+    for (int j = 0; j < D; j++) y[j] = x[j] * (1.0f + sc[j]) + sh[j];
+  }
+  return TSR_OK;
+}
+
+// dinp: (L, D), dshift/dscale: (C, mstride), dout: (L, D), inp: (L, D), scale: (C, mstride)
+tsr_status kcpu_modulate_backward(kb_t *kb, float *dinp, float *dshift, float *dscale,
+                                  const float *dout, const float *inp, const float *scale,
+                                  int mstride, const int32_t *cu, int n_clips, int L, int D) {
+  tsr_status st = check_common("modulate_backward", cu, n_clips, L, D, mstride);
+  if (st || D == 0) return st;
+  if (L > 0) KCPU_NEED("modulate_backward", dout);
+  if (dinp && L > 0) {
+    KCPU_NEED("modulate_backward", scale);
+#pragma omp parallel for schedule(static) if ((size_t)L * D > KCPU_PAR_MIN)
+    for (int i = 0; i < L; i++) {
+      const float *sc = scale + (size_t)kcpu_clip_of(cu, n_clips, i) * mstride;
+      const float *g = dout + (size_t)i * D;
+      float *dx = dinp + (size_t)i * D;
+      for (int j = 0; j < D; j++) dx[j] = g[j] * (1.0f + sc[j]);
+    }
+  }
+  if (dshift && (st = clip_colsum(dshift, dout, NULL, mstride, cu, n_clips, D))) return st;
+  if (dscale) {
+    if (L > 0) KCPU_NEED("modulate_backward", inp);
+    if ((st = clip_colsum(dscale, dout, inp, mstride, cu, n_clips, D))) return st;
+  }
+  return TSR_OK;
+}
+
+// out: (L, D), res: (L, D), inp: (L, D), gate: (C, mstride)
+tsr_status kcpu_gate_residual_forward(kb_t *kb, float *out, const float *res, const float *inp,
+                                      const float *gate, int mstride, const int32_t *cu,
+                                      int n_clips, int L, int D) {
+  tsr_status st = check_common("gate_residual_forward", cu, n_clips, L, D, mstride);
+  if (st || L == 0 || D == 0) return st;
+  KCPU_NEED("gate_residual_forward", out);
+  KCPU_NEED("gate_residual_forward", res);
+  KCPU_NEED("gate_residual_forward", inp);
+  KCPU_NEED("gate_residual_forward", gate);
+#pragma omp parallel for schedule(static) if ((size_t)L * D > KCPU_PAR_MIN)
+  for (int i = 0; i < L; i++) {
+    const float *gt = gate + (size_t)kcpu_clip_of(cu, n_clips, i) * mstride;
+    const float *r = res + (size_t)i * D, *x = inp + (size_t)i * D;
+    float *y = out + (size_t)i * D;
+    for (int j = 0; j < D; j++) y[j] = r[j] + gt[j] * x[j];
+  }
+  return TSR_OK;
+}
+
+// dinp: (L, D), dgate: (C, mstride), dout: (L, D), inp: (L, D), gate: (C, mstride)
+tsr_status kcpu_gate_residual_backward(kb_t *kb, float *dinp, float *dgate, const float *dout,
+                                       const float *inp, const float *gate, int mstride,
+                                       const int32_t *cu, int n_clips, int L, int D) {
+  tsr_status st = check_common("gate_residual_backward", cu, n_clips, L, D, mstride);
+  if (st || D == 0) return st;
+  if (L > 0) KCPU_NEED("gate_residual_backward", dout);
+  if (dinp && L > 0) {
+    KCPU_NEED("gate_residual_backward", gate);
+#pragma omp parallel for schedule(static) if ((size_t)L * D > KCPU_PAR_MIN)
+    for (int i = 0; i < L; i++) {
+      const float *gt = gate + (size_t)kcpu_clip_of(cu, n_clips, i) * mstride;
+      const float *g = dout + (size_t)i * D;
+      float *dx = dinp + (size_t)i * D;
+      for (int j = 0; j < D; j++) dx[j] = gt[j] * g[j];
+    }
+  }
+  if (dgate) {
+    if (L > 0) KCPU_NEED("gate_residual_backward", inp);
+    if ((st = clip_colsum(dgate, dout, inp, mstride, cu, n_clips, D))) return st;
+  }
+  return TSR_OK;
+}
