@@ -6,7 +6,9 @@
 //   conditioning per clip: c = t_embed.fc2(SiLU(t_embed.fc1(sinusoid(1000 t, freq_dim))))
 //                              + y_embed[label] (if num_classes > 0);  cs = SiLU(c)
 //   block i (adaLN-Zero): (shift1, scale1, gate1, shift2, scale2, gate2) = cs adaln + b
-//     a = LN(h) (1 + scale1) + shift1;  q, k, v = split(a qkv + b) into (L, H, Dh)
+//     a = LN(h) (1 + scale1) + shift1;  q = a Wq + bq, k = a Wk + bk, v = a Wv + bv, (L, H, Dh)
+//     (three (D, D) tensors q, k, v rather than one fused qkv: the kernels have no strided
+//     copy, and attention needs each of q, k, v contiguous)
 //     q = RoPE3D(RMSNorm(q) q_norm), k = RoPE3D(RMSNorm(k) k_norm)
 //     h = h + gate1 * proj(attention(q, k, v within each clip))
 //     m = LN(h) (1 + scale2) + shift2;  h = h + gate2 * fc2(GELU_tanh(fc1(m)))
@@ -14,7 +16,16 @@
 // adaLN weights and final.linear are zero at init (adaLN-Zero).
 //
 // Parameter tensors (names as in the safetensors checkpoints and the PyTorch reference,
-// tools/reference/): see dit_tensor_info. All parameters live in one flat fp32 buffer in
+// tools/reference/), in this order (dit_tensor_info); F = mlp_ratio * D, Dh = D / H:
+//   x_embed.weight (P, D), x_embed.bias (D)
+//   t_embed.fc1.weight (freq_dim, D), .bias (D); t_embed.fc2.weight (D, D), .bias (D)
+//   y_embed.weight (num_classes + 1, D)                       only if num_classes > 0
+//   blocks.{i}.adaln.weight (D, 6D), .bias (6D)
+//   blocks.{i}.{q,k,v}.weight (D, D), .bias (D)
+//   blocks.{i}.q_norm.weight (Dh), blocks.{i}.k_norm.weight (Dh)
+//   blocks.{i}.proj.weight (D, D), .bias (D)
+//   blocks.{i}.fc1.weight (D, F), .bias (F); blocks.{i}.fc2.weight (F, D), .bias (D)
+//   final.adaln.weight (D, 2D), .bias (2D); final.linear.weight (D, P), .bias (P) All parameters live in one flat fp32 buffer in
 // the backend's memory, gradients in a second buffer of the same layout, so optimizer,
 // all-reduce and checkpoints see one array.
 //
@@ -30,6 +41,7 @@
 #include "core/err.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
+#include "model/safetensors.h"
 
 // One microbatch. Every pointer is backend memory (kernels.h), shapes as noted.
 typedef struct {
@@ -38,7 +50,8 @@ typedef struct {
   const int32_t *cu_seqlens;   // (C + 1) token offsets of the clips
   const int32_t *pos;          // (L, 3) (t, y, x) position of each token in its clip's grid
   const float *t;              // (C) diffusion time of each clip, in (0, 1)
-  const int32_t *labels;       // (C) class ids, num_classes = "no label"; NULL if unconditional
+  const int32_t *labels;       // (C) class ids, num_classes = "no label"; NULL: all "no label"
+                               // (ignored when num_classes == 0)
   const float *x;              // (L, P) model input (noisy tokens x_t)
   const float *target;         // (L, P) regression target v = e - x0; NULL for inference
   const float *loss_weight;    // (C) per-clip loss weight (kernels_mse_weight); NULL for inference
@@ -92,9 +105,29 @@ void dit_set_attention(dit_model *m, const dit_attention *a);
 // target, *loss receives sum_c loss_weight[c] * squared error of clip c (host double).
 tsr_status dit_forward(dit_model *m, const dit_batch *b, float *pred, double *loss);
 // Backward of the last dit_forward (same batch, with target): ACCUMULATES into grads.
+// Each dit_forward allows one dit_backward. With recompute, each block is re-run from its
+// kept input before its backward (bitwise the same activations).
 tsr_status dit_backward(dit_model *m, const dit_batch *b);
+
+// Checkpoint helpers. flat_host: (dit_num_params) host floats in the parameter layout
+// (a host copy of params, grads, EMA or an optimizer moment). Every tensor is written as
+// F32 "<prefix><name>" with its shape (the data must live until st_writer_commit), or
+// read back with name, dtype and shape checked (padding floats are left untouched).
+tsr_status dit_write_tensors(const dit_model *m, st_writer *w, const char *prefix,
+                             const float *flat_host);
+tsr_status dit_read_tensors(const dit_model *m, const st_reader *r, const char *prefix,
+                            float *flat_host);
 
 // Bytes of activation memory dit_create allocated (for memory reports and benchmarks).
 size_t dit_activation_bytes(const dit_model *m);
+
+// Number of parameters (sum of the tensors' numel). dit_num_params is the flat buffer's
+// length, which is larger: every tensor starts on a 16-float (64-byte) boundary and the
+// padding floats between tensors stay 0 (their gradients are always 0).
+size_t dit_count_params(const dit_model *m);
+
+// dx: (max_tokens, P) backend memory or NULL (the default). When set, dit_backward also
+// writes dL/dx for the batch's L tokens into it (overwritten): gradient tests, guidance.
+void dit_set_input_grad(dit_model *m, float *dx);
 
 #endif
