@@ -1,0 +1,162 @@
+#include "model/dist_step.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "model/objective.h"
+#include "model/ring_attention.h"
+
+enum { DIST_MAX_LEVELS = 31 };
+
+struct dist_step {
+  dit_model *m;
+  const dit_config *mc;
+  const train_config *tc;
+  const kernels_backend *kb;
+  int max_tokens, max_clips, P;
+  objective_batch ob;
+  objective_device dev;
+  objective_clip *chunks;                  // (max_clips)
+  int64_t *totals;                         // (max_clips) whole-clip token counts
+  ring_attention *ring[DIST_MAX_LEVELS];   // one per group size 2^i, made on first use
+  ring_attention *active;                  // the ring of the wave being run
+};
+
+// dit_attention hook: the model's attention goes around the current group's ring.
+static tsr_status hook_forward(void *ctx, const kernels_backend *kb, const dit_batch *b,
+                               float *out, float *lse, const float *q, const float *k,
+                               const float *v, int H, int Dh, float scale) {
+  dist_step *ds = ctx;
+  return ring_attention_forward(ds->active, out, lse, q, k, v, H, Dh, scale);
+}
+
+static tsr_status hook_backward(void *ctx, const kernels_backend *kb, const dit_batch *b,
+                                float *dq, float *dk, float *dv, const float *dout,
+                                const float *q, const float *k, const float *v, const float *out,
+                                const float *lse, int H, int Dh, float scale) {
+  dist_step *ds = ctx;
+  return ring_attention_backward(ds->active, dq, dk, dv, dout, q, k, v, out, lse, H, Dh, scale);
+}
+
+tsr_status dist_step_create(dist_step **out, dit_model *m, const dit_config *mc,
+                            const train_config *tc, int max_tokens, int max_clips) {
+  *out = NULL;
+  dist_step *ds = calloc(1, sizeof *ds);
+  if (!ds) return err_set(TSR_ENOMEM, "out of memory for the distributed step");
+  ds->m = m;
+  ds->mc = mc;
+  ds->tc = tc;
+  ds->kb = kernels_cpu();
+  ds->max_tokens = max_tokens;
+  ds->max_clips = max_clips;
+  ds->P = mc->pt * mc->ph * mc->pw * mc->channels;
+  tsr_status st = objective_alloc(&ds->ob, max_tokens, max_clips, ds->P);
+  if (!st) st = objective_device_alloc(&ds->dev, ds->kb, max_tokens, max_clips, ds->P);
+  ds->chunks = calloc((size_t)max_clips, sizeof *ds->chunks);
+  ds->totals = calloc((size_t)max_clips, sizeof *ds->totals);
+  if (!st && (!ds->chunks || !ds->totals))
+    st = err_set(TSR_ENOMEM, "out of memory for the distributed step");
+  if (st) {
+    dist_step_free(&ds);
+    return st;
+  }
+  dit_attention hook = {.forward = hook_forward, .backward = hook_backward, .ctx = ds};
+  dit_set_attention(m, &hook);
+  *out = ds;
+  return TSR_OK;
+}
+
+void dist_step_free(dist_step **pds) {
+  dist_step *ds = *pds;
+  if (!ds) return;
+  for (int i = 0; i < DIST_MAX_LEVELS; i++) ring_attention_free(&ds->ring[i]);
+  objective_free(&ds->ob);
+  objective_device_free(&ds->dev);
+  free(ds->chunks);
+  free(ds->totals);
+  free(ds);
+  *pds = NULL;
+}
+
+static int log2i(int k) {
+  int l = 0;
+  while ((1 << l) < k) l++;
+  return l;
+}
+
+// This rank's group in wave w, or NULL if the wave gives it nothing to do.
+static const plan_group *my_group(const plan *p, int w, int rank) {
+  for (int g = p->wave_off[w]; g < p->wave_off[w + 1]; g++) {
+    const plan_group *pg = &p->groups[g];
+    if (rank >= pg->first_rank && rank < pg->first_rank + pg->size) return pg;
+  }
+  return NULL;
+}
+
+static tsr_status run_group(dist_step *ds, const plan *p, const plan_group *pg,
+                            const dist_clip *clips, int nclips, int64_t step, double *loss) {
+  const int k = pg->size, me = comm_rank() - pg->first_rank;
+  if (pg->nclips > ds->max_clips)
+    return err_set(TSR_EINVAL, "a group of the plan has %d clips; this rank was set up for %d",
+                   pg->nclips, ds->max_clips);
+  int64_t tokens = 0;
+  for (int i = 0; i < pg->nclips; i++) {
+    int ci = p->clip_index[pg->clip_off + i];
+    if (ci < 0 || ci >= nclips)
+      return err_set(TSR_EINVAL, "the plan names clip %d of a batch of %d", ci, nclips);
+    const dist_clip *c = &clips[ci];
+    int64_t total = (int64_t)c->T * c->H * c->W, first, len;
+    ring_chunk(total, k, me, &first, &len);
+    ds->totals[i] = total;
+    ds->chunks[i] = (objective_clip){.clip_id = c->id, .total_tokens = total,
+                                     .first_token = first, .len = (int)len, .T = c->T,
+                                     .H = c->H, .W = c->W, .label = c->label,
+                                     .tokens = c->tokens + (size_t)first * ds->P};
+    tokens += len;
+  }
+  if (tokens > ds->max_tokens)
+    return err_set(TSR_EINVAL,
+                   "this rank's chunks of a CP-%d group hold %lld tokens, more than the %d it "
+                   "was set up for (mem_tokens)", k, (long long)tokens, ds->max_tokens);
+  comm_group *g = comm_group_get(k);
+  if (!g || comm_group_first(g) != pg->first_rank)
+    return err_set(TSR_EINVAL, "the plan's group [%d, %d) is not a group of this world of %d ranks",
+                   pg->first_rank, pg->first_rank + k, comm_size());
+  int lv = log2i(k);
+  tsr_status st = TSR_OK;
+  if (!ds->ring[lv] && (st = ring_attention_create(&ds->ring[lv], ds->kb, g))) return st;
+  ds->active = ds->ring[lv];
+  if ((st = ring_attention_set_clips(ds->active, pg->nclips, ds->totals))) return st;
+  if ((st = objective_build(&ds->ob, ds->mc, ds->tc, step, nclips, ds->chunks, pg->nclips)))
+    return st;
+  if ((st = objective_upload(&ds->dev, &ds->ob, ds->mc->num_classes))) return st;
+  double l = 0;
+  if ((st = dit_forward(ds->m, &ds->dev.batch, NULL, &l))) return st;
+  if ((st = dit_backward(ds->m, &ds->dev.batch))) return st;
+  *loss += l;
+  return TSR_OK;
+}
+
+tsr_status dist_step_run(dist_step *ds, const plan *p, const dist_clip *clips, int nclips,
+                         int64_t step, double *loss) {
+  if (p->ranks != comm_size())
+    return err_set(TSR_EINVAL, "the plan is for %d ranks but the world has %d", p->ranks,
+                   comm_size());
+  for (int w = 0; w < p->nwaves; w++) {
+    const plan_group *pg = my_group(p, w, comm_rank());
+    if (!pg || pg->nclips == 0) continue;  // nothing to do in this wave
+    tsr_status st = run_group(ds, p, pg, clips, nclips, step, loss);
+    if (st) return err_wrap(st, "wave %d, group [%d, %d): ", w, pg->first_rank,
+                            pg->first_rank + pg->size);
+  }
+  return TSR_OK;
+}
+
+tsr_status dist_step_reduce(dist_step *ds, double *loss) {
+  comm_group *world = comm_group_get(comm_size());
+  if (!world) return err_set(TSR_EINVAL, "the group set is not initialised (comm_groups_init)");
+  tsr_status st = comm_group_allreduce_sum_f32(world, dit_grads(ds->m), (int64_t)dit_num_params(ds->m));
+  if (!st) st = comm_group_allreduce_sum_f64(world, loss, 1);
+  return st;
+}

@@ -1,0 +1,51 @@
+// model/dist_step.h — one global batch of a plan, executed on this rank (DESIGN.md
+// "Dynamic-CP execution").
+//
+// The plan (sched/plan.h) lists waves; in each wave this rank is in one aligned group of
+// k ranks at place p. For every clip of that group the rank builds chunk p of the clip
+// (model/ring_attention.h ring_chunk: contiguous, the first L % k chunks one token
+// longer), the rectified-flow inputs of exactly those tokens (model/objective.h: t,
+// noise, label dropout and positions depend only on (seed, step, clip id, token index)),
+// and runs forward and backward with ring attention across the group, accumulating the
+// parameter gradients. Because the loss is a sum over tokens with per-clip weights
+// (kernels_mse_weight with the batch's clip count), the sum over ranks of their local
+// losses and gradients is the batch's loss and gradient for ANY plan: the same, up to
+// floating-point reassociation, for static or dynamic plans and any world size.
+//
+// dist_step_reduce then sums gradients and loss over the world (all ranks).
+#ifndef TESSERA_MODEL_DIST_STEP_H
+#define TESSERA_MODEL_DIST_STEP_H
+
+#include <stdint.h>
+#include "core/err.h"
+#include "kernels/kernels.h"
+#include "model/config.h"
+#include "model/dit.h"
+#include "sched/plan.h"
+
+// A clip of the global batch, indexed by its batch index in the plan.
+typedef struct {
+  int64_t id;             // clip id: the RNG key of its noise and time
+  int T, H, W;            // token grid
+  int label;              // class id, or -1 for none
+  const uint8_t *tokens;  // (T*H*W, P) host memory: the whole clip (e.g. a mapped shard)
+} dist_clip;
+
+typedef struct dist_step dist_step;
+
+// Work buffers for waves of at most max_tokens tokens and max_clips clips on this rank.
+// The world's group set must exist (comm_groups_init).
+tsr_status dist_step_create(dist_step **ds, dit_model *m, const dit_config *mc,
+                            const train_config *tc, int max_tokens, int max_clips);
+void dist_step_free(dist_step **ds);
+
+// Runs this rank's part of plan p for the batch `clips` (nclips, the plan's indices) at
+// training step `step`: ACCUMULATES parameter gradients into the model and adds this
+// rank's share of the batch loss to *loss. Collective over each wave's group.
+tsr_status dist_step_run(dist_step *ds, const plan *p, const dist_clip *clips, int nclips,
+                         int64_t step, double *loss);
+
+// Sums the model's gradients and *loss over every rank of the world (in place).
+tsr_status dist_step_reduce(dist_step *ds, double *loss);
+
+#endif

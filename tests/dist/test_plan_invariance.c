@@ -1,0 +1,165 @@
+// Plan invariance, the central correctness property of the trainer (DESIGN.md): for one
+// global batch and the same weights, the loss and every gradient are the same, up to
+// floating-point reassociation, for any plan and world size.
+//
+//   test_plan_invariance run single OUT     1 rank, every clip in one CP-1 group
+//   mpirun -np 2 ... run static2 OUT        2 ranks, static CP 2 (two waves)
+//   mpirun -np 4 ... run mixed4 OUT         4 ranks, waves mixing CP sizes 1, 2 and 4
+//   test_plan_invariance compare A B        loss and each gradient tensor within 1e-5
+//
+// The batch: 8 clips of different grids (1 to 60 tokens: clips shorter than the group
+// and lengths not divisible by it), labels with dropout, a tiny model whose adaLN and
+// output weights are perturbed away from their zero init so every gradient is non-zero.
+// Tolerance 1e-5 relative (norm of the difference / norm of the reference, per tensor):
+// ring attention merges partial softmaxes and the all-reduce sums ranks in another order.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "core/comm.h"
+#include "model/dist_step.h"
+#include "model/mt.h"
+
+enum { NCLIPS = 8 };
+static const int grids[NCLIPS][3] = {{3, 2, 3}, {1, 1, 1}, {2, 2, 2}, {5, 3, 4},
+                                     {1, 1, 3}, {4, 2, 2}, {2, 3, 3}, {7, 1, 2}};
+
+static void setup_config(dit_config *mc, train_config *tc) {
+  config_defaults(mc, tc);
+  mc->hidden = 32;
+  mc->depth = 2;
+  mc->heads = 2;
+  mc->pt = 1;
+  mc->ph = 4;
+  mc->pw = 4;
+  mc->channels = 3;
+  mc->num_classes = 3;
+  tc->class_dropout = 0.3f;
+  tc->t_shift_tokens = 8;
+  tc->seed = 11;
+}
+
+static tsr_status build_plan(plan *p, const char *kind, int world) {
+  typedef struct { int wave, first, size, n, clips[4]; } grp;
+  static const grp single[] = {{0, 0, 1, 4, {0, 1, 2, 3}}, {1, 0, 1, 4, {4, 5, 6, 7}}};
+  static const grp static2[] = {{0, 0, 2, 4, {0, 1, 2, 3}}, {1, 0, 2, 4, {4, 5, 6, 7}}};
+  static const grp mixed4[] = {{0, 0, 1, 1, {0}}, {0, 1, 1, 1, {1}}, {0, 2, 2, 2, {2, 3}},
+                               {1, 0, 4, 2, {4, 5}}, {2, 0, 2, 1, {6}}, {2, 2, 2, 1, {7}}};
+  const grp *g;
+  int ng, need;
+  if (!strcmp(kind, "single")) g = single, ng = 2, need = 1;
+  else if (!strcmp(kind, "static2")) g = static2, ng = 2, need = 2;
+  else if (!strcmp(kind, "mixed4")) g = mixed4, ng = 6, need = 4;
+  else return err_set(TSR_EINVAL, "unknown plan kind %s", kind);
+  if (world != need) return err_set(TSR_EINVAL, "plan %s needs %d ranks, the world has %d", kind, need, world);
+  plan_init(p, world);
+  tsr_status st = TSR_OK;
+  for (int w = 0, i = 0; w < 3 && !st && i < ng; w++) {
+    if ((st = plan_wave_begin(p))) break;
+    for (; i < ng && g[i].wave == w && !st; i++)
+      st = plan_add_group(p, g[i].first, g[i].size, g[i].clips, g[i].n);
+    if (!st) st = plan_wave_end(p);
+  }
+  return st;
+}
+
+static int run(const char *kind, const char *outpath) {
+  dit_config mc;
+  train_config tc;
+  setup_config(&mc, &tc);
+  const int P = mc.pt * mc.ph * mc.pw * mc.channels;
+  dist_clip clips[NCLIPS];
+  uint8_t *tok[NCLIPS];
+  int total = 0;
+  for (int i = 0; i < NCLIPS; i++) {
+    int n = grids[i][0] * grids[i][1] * grids[i][2];
+    tok[i] = malloc((size_t)n * P);
+    for (int j = 0; j < n * P; j++) tok[i][j] = (uint8_t)((i * 31 + j * 7 + (j / P) * 13) % 256);
+    clips[i] = (dist_clip){.id = 100 + i, .T = grids[i][0], .H = grids[i][1], .W = grids[i][2],
+                           .label = i % 4 == 3 ? -1 : i % 3, .tokens = tok[i]};
+    total += n;
+  }
+  plan p;
+  CHECK_OK(comm_groups_init());
+  tsr_status st = build_plan(&p, kind, comm_size());
+  CHECK(st == TSR_OK, "plan: %s", err_msg());
+  if (st) return check_done();
+  const kernels_backend *kb = kernels_cpu();
+  dit_model *m = NULL;
+  dist_step *ds = NULL;
+  CHECK_OK(dit_create(&m, &mc, kb, total, NCLIPS));
+  CHECK_OK(dit_init(m, 7));
+  CHECK_OK(mt_perturb(m, 8, 0.1f));
+  CHECK_OK(dist_step_create(&ds, m, &mc, &tc, total, NCLIPS));
+  CHECK_OK(dit_zero_grad(m));
+  double loss = 0;
+  CHECK_OK(dist_step_run(ds, &p, clips, NCLIPS, 3, &loss));
+  CHECK_OK(dist_step_reduce(ds, &loss));
+  if (comm_rank() == 0 && check_failed == 0) {
+    size_t n = dit_num_params(m);
+    float *g = malloc(n * sizeof *g);
+    CHECK_OK(kb->to_host(kb, g, dit_grads(m), n * sizeof *g));
+    FILE *f = fopen(outpath, "wb");
+    CHECK(f && fwrite(&loss, sizeof loss, 1, f) == 1 && fwrite(g, sizeof *g, n, f) == n,
+          "write %s", outpath);
+    if (f) fclose(f);
+    printf("%s: %d ranks, loss %.9g\n", kind, comm_size(), loss);
+    free(g);
+  }
+  dist_step_free(&ds);
+  dit_free(&m);
+  plan_free(&p);
+  for (int i = 0; i < NCLIPS; i++) free(tok[i]);
+  return check_done();
+}
+
+static int compare(const char *a, const char *b) {
+  dit_config mc;
+  train_config tc;
+  setup_config(&mc, &tc);
+  dit_model *m = NULL;
+  CHECK_OK(dit_create(&m, &mc, kernels_cpu(), 64, NCLIPS));
+  if (!m) return check_done();
+  size_t n = dit_num_params(m);
+  float *ga = malloc(n * 4), *gb = malloc(n * 4);
+  double la = 0, lb = 0;
+  FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+  CHECK(fa && fb && fread(&la, 8, 1, fa) == 1 && fread(&lb, 8, 1, fb) == 1 &&
+            fread(ga, 4, n, fa) == n && fread(gb, 4, n, fb) == n,
+        "read %s and %s", a, b);
+  if (fa) fclose(fa);
+  if (fb) fclose(fb);
+  CHECK(fabs(la - lb) <= 1e-5 * fabs(la) && la > 0, "loss %.9g vs %.9g", la, lb);
+  double worst = 0;
+  for (int i = 0; i < dit_num_tensors(m); i++) {
+    const dit_tensor *t = dit_tensor_info(m, i);
+    double d = 0, r = 0;
+    for (size_t j = 0; j < t->numel; j++) {
+      double x = ga[t->offset + j], y = gb[t->offset + j];
+      d += (x - y) * (x - y);
+      r += x * x;
+    }
+    double rel = sqrt(d) / fmax(sqrt(r), 1e-30);
+    worst = fmax(worst, rel);
+    CHECK(r > 0, "%s: zero gradient (the test would not see a difference)", t->name);
+    CHECK(rel <= 1e-5, "%s: relative error %.3g", t->name, rel);
+  }
+  printf("compare %s %s: loss %.9g vs %.9g, worst tensor relative error %.3g over %d tensors\n", a,
+         b, la, lb, worst, dit_num_tensors(m));
+  free(ga);
+  free(gb);
+  dit_free(&m);
+  return check_done();
+}
+
+int main(int argc, char **argv) {
+  if (comm_init(&argc, &argv)) return 1;
+  int rc = 2;
+  if (argc == 4 && !strcmp(argv[1], "run")) rc = run(argv[2], argv[3]);
+  else if (argc == 4 && !strcmp(argv[1], "compare")) rc = compare(argv[2], argv[3]);
+  else fprintf(stderr, "usage: %s run single|static2|mixed4 OUT | compare A B\n", argv[0]);
+  comm_finalize();
+  return rc;
+}
