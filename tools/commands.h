@@ -9,6 +9,7 @@
 int cmd_ingest(int argc, char **argv);
 int cmd_index(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
 
 // Returns 1 if argv holds -h or --help (used by commands before other parsing).
 int wants_help(int argc, char **argv);

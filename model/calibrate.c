@@ -1,0 +1,213 @@
+#include "model/calibrate.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/comm.h"
+#include "core/fs.h"
+#include "core/log.h"
+#include "kernels/kernels.h"
+#include "model/dit.h"
+#include "model/objective.h"
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+// Median seconds of forward + backward of one clip of L tokens.
+static tsr_status time_clip(const dit_config *mc, const train_config *tc, int64_t L, int reps,
+                            double *seconds) {
+  const kernels_backend *kb = kernels_cpu();
+  const int P = mc->pt * mc->ph * mc->pw * mc->channels;
+  dit_model *m = NULL;
+  objective_batch ob = {0};
+  objective_device dev = {0};
+  uint8_t *tok = malloc((size_t)L * P);
+  double *t = calloc((size_t)reps, sizeof *t);
+  tsr_status st = tok && t ? TSR_OK : err_set(TSR_ENOMEM, "calibrate: out of memory for %lld tokens", (long long)L);
+  if (!st) st = dit_create(&m, mc, kb, (int)L, 1);
+  if (!st) st = dit_init(m, 1);
+  if (!st) st = objective_alloc(&ob, (int)L, 1, P);
+  if (!st) st = objective_device_alloc(&dev, kb, (int)L, 1, P);
+  if (!st) {
+    for (int64_t i = 0; i < L * P; i++) tok[i] = (uint8_t)(i * 2654435761u >> 24);
+    objective_clip c = {.clip_id = 1, .total_tokens = L, .first_token = 0, .len = (int)L,
+                        .T = (int)L, .H = 1, .W = 1, .label = -1, .tokens = tok};
+    st = objective_build(&ob, mc, tc, 0, 1, &c, 1);
+  }
+  if (!st) st = objective_upload(&dev, &ob, mc->num_classes);
+  for (int r = -1; r < reps && !st; r++) {  // r = -1: warm-up
+    double loss, t0 = time_now();
+    st = dit_zero_grad(m);
+    if (!st) st = dit_forward(m, &dev.batch, NULL, &loss);
+    if (!st) st = dit_backward(m, &dev.batch);
+    if (!st) st = kb->sync(kb);
+    if (r >= 0) t[r] = time_now() - t0;
+  }
+  if (!st) {
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    *seconds = t[reps / 2];
+  }
+  objective_device_free(&dev);
+  objective_free(&ob);
+  dit_free(&m);
+  free(tok);
+  free(t);
+  return st;
+}
+
+// Least squares of y ~ sum_j c_j f_j(x) over active terms, weights 1/y^2 (relative error).
+static int fit(const double *x, const double *y, int n, const int *active, double c[3]) {
+  double A[3][4] = {{0}};
+  int idx[3], m = 0;
+  for (int j = 0; j < 3; j++)
+    if (active[j]) idx[m++] = j;
+  for (int i = 0; i < n; i++) {
+    double f[3] = {1, x[i], x[i] * x[i]}, w = 1 / (y[i] * y[i]);
+    for (int r = 0; r < m; r++) {
+      for (int s = 0; s < m; s++) A[r][s] += w * f[idx[r]] * f[idx[s]];
+      A[r][m] += w * f[idx[r]] * y[i];
+    }
+  }
+  for (int col = 0; col < m; col++) {  // Gauss-Jordan with partial pivoting
+    int piv = col;
+    for (int r = col + 1; r < m; r++)
+      if (fabs(A[r][col]) > fabs(A[piv][col])) piv = r;
+    if (fabs(A[piv][col]) < 1e-300) return -1;
+    for (int s = 0; s <= m; s++) {
+      double tmp = A[col][s];
+      A[col][s] = A[piv][s];
+      A[piv][s] = tmp;
+    }
+    for (int r = 0; r < m; r++) {
+      if (r == col) continue;
+      double f = A[r][col] / A[col][col];
+      for (int s = 0; s <= m; s++) A[r][s] -= f * A[col][s];
+    }
+  }
+  c[0] = c[1] = c[2] = 0;
+  for (int r = 0; r < m; r++) c[idx[r]] = A[r][m] / A[r][r];
+  return 0;
+}
+
+// Seconds of a ring exchange of `bytes` in the world group (median of reps).
+static tsr_status time_ring(int64_t bytes, int reps, double *seconds) {
+  comm_group *g = comm_group_get(comm_size());
+  char *a = calloc(1, (size_t)bytes + 1), *b = calloc(1, (size_t)bytes + 1);
+  double *t = calloc((size_t)reps, sizeof *t);
+  tsr_status st = a && b && t ? TSR_OK : err_set(TSR_ENOMEM, "calibrate: out of memory");
+  for (int r = -1; r < reps && !st; r++) {
+    comm_request *req = NULL;
+    st = comm_group_barrier(g);
+    double t0 = time_now();
+    if (!st) st = comm_ring_start(g, a, b, bytes, &req);
+    if (!st) st = comm_wait(&req);
+    double dt = time_now() - t0;
+    if (!st) st = comm_allreduce_max_i64((int64_t[]){(int64_t)(dt * 1e9)}, 1);  // keep ranks in step
+    if (r >= 0) t[r] = dt;
+  }
+  if (!st) {
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    *seconds = t[reps / 2];
+  }
+  free(a);
+  free(b);
+  free(t);
+  return st;
+}
+
+tsr_status calibrate_run(const dit_config *mc, const train_config *tc, const calibrate_opts *o,
+                         const cost_model *base, calibrate_point *pts, calibrate_result *res) {
+  if (o->points < 3 || o->reps < 1 || o->min_tokens < 1 || o->max_tokens <= o->min_tokens)
+    return err_set(TSR_EINVAL, "calibrate: need >= 3 points, >= 1 rep and min < max tokens");
+  memset(res, 0, sizeof *res);
+  res->cost = *base;
+  double x[64], y[64];
+  int n = o->points > 64 ? 64 : o->points;
+  progress pg;
+  progress_begin(&pg, "calibrate");
+  for (int i = 0; i < n; i++) {
+    double f = (double)i / (n - 1);
+    int64_t L = (int64_t)llround(o->min_tokens * pow((double)o->max_tokens / o->min_tokens, f));
+    tsr_status st = time_clip(mc, tc, L, o->reps, &y[i]);
+    if (st) return err_wrap(st, "calibrate at %lld tokens: ", (long long)L);
+    x[i] = (double)L;
+    pts[i].tokens = L;
+    pts[i].measured_s = y[i];
+    progress_update(&pg, i + 1, n, 1, "%lld tokens: %.4f s forward+backward", (long long)L, y[i]);
+  }
+  progress_end(&pg);
+  int active[3] = {1, 1, 1};
+  double c[3];
+  for (int round = 0; round < 3; round++) {  // drop negative terms and refit
+    if (fit(x, y, n, active, c)) return err_set(TSR_EINVAL, "calibrate: the fit is singular");
+    int dropped = 0;
+    for (int j = 0; j < 3; j++)
+      if (active[j] && c[j] < 0) active[j] = 0, dropped = 1;
+    if (!dropped) break;
+  }
+  res->cost.ovh = fmax(c[0], 0);
+  res->cost.a = fmax(c[1], 0);
+  res->cost.b = fmax(c[2], 0);
+  for (int i = 0; i < n; i++) {
+    pts[i].fitted_s = res->cost.ovh + res->cost.a * x[i] + res->cost.b * x[i] * x[i];
+    res->max_rel_err = fmax(res->max_rel_err, fabs(pts[i].fitted_s - y[i]) / y[i]);
+  }
+  res->cost.kv = 24.0 * mc->hidden * mc->depth;  // fp32 K, V forward; K, V, dK, dV backward
+  res->cost.allreduce = 0;
+  if (comm_size() > 1) {
+    double small, large;
+    const int64_t big = 64 << 20;
+    tsr_status st = time_ring(8, 2 * o->reps + 1, &small);
+    if (!st) st = time_ring(big, o->reps, &large);
+    if (st) return err_wrap(st, "calibrate: timing ring exchanges: ");
+    res->cost.lat = small;
+    res->cost.bw_intra = big / fmax(large - small, 1e-9);
+    // the step's all-reduce of every gradient (float32)
+    dit_model *m = NULL;
+    if ((st = dit_create(&m, mc, kernels_cpu(), 16, 1))) return st;
+    size_t np = dit_num_params(m);
+    dit_free(&m);
+    float *g = calloc(np, sizeof *g);
+    if (!g) return err_set(TSR_ENOMEM, "calibrate: out of memory");
+    double t0 = 0, best = 1e30;
+    for (int r = 0; r < o->reps + 1 && !st; r++) {
+      st = comm_barrier();
+      t0 = time_now();
+      if (!st) st = comm_group_allreduce_sum_f32(comm_group_get(comm_size()), g, (int64_t)np);
+      best = fmin(best, time_now() - t0);
+    }
+    free(g);
+    if (st) return st;
+    res->cost.allreduce = best;
+    res->measured_comm = 1;
+  }
+  return cost_model_check(&res->cost);
+}
+
+tsr_status calibrate_write(const char *path, const calibrate_result *res, const char *comment) {
+  char tmp[4096];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+    return err_set(TSR_EINVAL, "path too long: %s", path);
+  FILE *f = fopen(tmp, "w");
+  if (!f) return err_set(TSR_EIO, "cannot write %s: %m (choose a writable --out)", tmp);
+  fprintf(f, "# tessera cost model (sched/cost.h, docs/plan.md), written by tessera calibrate\n");
+  fprintf(f, "# %s\n", comment);
+  fprintf(f, "# measured: a, b, ovh (fit of forward+backward times), kv (from the model)%s\n",
+          res->measured_comm ? ", lat, bw_intra, allreduce (ring and all-reduce timings)" : "");
+  fprintf(f, "# from the base file: bw_inter%s\n",
+          res->measured_comm ? "" : ", bw_intra, lat (one rank: nothing to measure); allreduce = 0");
+  for (int i = 0; i < COST_NKEYS; i++)
+    fprintf(f, "%s = %.6g\n", cost_key_names[i], cost_model_get(&res->cost, i));
+  int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
+  bad |= fclose(f) != 0;
+  if (bad || rename(tmp, path) != 0) {
+    unlink(tmp);
+    return err_set(TSR_EIO, "cannot write %s: %m", path);
+  }
+  return fs_fsync_parent(path);
+}

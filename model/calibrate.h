@@ -1,0 +1,47 @@
+// model/calibrate.h — fit the scheduler's cost model (sched/cost.h) to measured times of
+// the configured model on this machine's backend (`tessera calibrate`).
+//
+// Compute: one clip of L tokens for L on a geometric grid; forward + backward of the
+// model is timed (median of `reps` runs after a warm-up) and
+//   t(L) = ovh + a L + b L^2
+// is fitted by least squares on relative error (times span decades), with negative
+// coefficients dropped and the rest refitted.
+// Communication: kv = bytes per token per ring step, forward and backward together, from
+// the model (per block: K and V forward, K, V, dK, dV backward: 24 D bytes in fp32).
+// With more than one rank, lat and bw_intra are measured by ring exchanges in the world
+// group (small and large messages) and allreduce by an all-reduce of the gradient size;
+// with one rank these keys come from a base cost file, and allreduce is 0.
+// bw_inter is always taken from the base file (one node cannot measure it).
+#ifndef TESSERA_MODEL_CALIBRATE_H
+#define TESSERA_MODEL_CALIBRATE_H
+
+#include <stdint.h>
+#include "core/err.h"
+#include "model/config.h"
+#include "sched/cost.h"
+
+typedef struct {
+  int64_t min_tokens, max_tokens;  // range of clip lengths timed
+  int points;                      // lengths on the geometric grid (>= 3)
+  int reps;                        // timed runs per length (median)
+} calibrate_opts;
+
+typedef struct {
+  int64_t tokens;
+  double measured_s, fitted_s;
+} calibrate_point;
+
+typedef struct {
+  cost_model cost;                 // the fitted model
+  int measured_comm;               // lat, bw_intra, allreduce were measured (world > 1)
+  double max_rel_err;              // of the compute fit over the points
+} calibrate_result;
+
+// Collective over the world. pts: (opts->points) filled with the measurements.
+tsr_status calibrate_run(const dit_config *mc, const train_config *tc, const calibrate_opts *o,
+                         const cost_model *base, calibrate_point *pts, calibrate_result *res);
+
+// Writes a cost file (key = value, with a comment header) atomically.
+tsr_status calibrate_write(const char *path, const calibrate_result *res, const char *comment);
+
+#endif

@@ -1,0 +1,104 @@
+// tools/cmd_calibrate.c — `tessera calibrate`: fit the cost model to this machine.
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "core/log.h"
+#include "model/calibrate.h"
+#include "model/config.h"
+#include "tools/commands.h"
+#include "tools/parse.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: tessera calibrate --config FILE --out COST.conf [options]\n\n"
+          "Times forward + backward of the configured model on this machine's backend for\n"
+          "clips of --min-tokens to --max-tokens tokens, fits the cost model's a, b and ovh\n"
+          "(t = ovh + a L + b L^2), derives kv from the model, and under mpirun measures\n"
+          "the ring exchange (lat, bw_intra) and the gradient all-reduce. The rest comes\n"
+          "from --base. The result is a cost file for `tessera plan --cost` and the trainer.\n\n"
+          "options:\n"
+          "  --config FILE      model config (configs/model/*.conf)                [required]\n"
+          "  --set KEY=VALUE    override a config key (section.key=value), repeatable\n"
+          "  --out FILE         cost file to write                                 [required]\n"
+          "  --base FILE        cost file for what cannot be measured here\n"
+          "                     [configs/cost/h100-dit1b.conf]\n"
+          "  --min-tokens N     shortest clip timed                                [64]\n"
+          "  --max-tokens N     longest clip timed                                 [2048]\n"
+          "  --points N         clip lengths on a geometric grid                   [6]\n"
+          "  --reps N           timed runs per length (median)                     [3]\n");
+}
+
+int cmd_calibrate(int argc, char **argv) {
+  if (wants_help(argc, argv)) {
+    usage(stdout);
+    return 0;
+  }
+  const char *config = NULL, *out = NULL, *base = "configs/cost/h100-dit1b.conf";
+  char *sets[64];
+  int nsets = 0;
+  calibrate_opts o = {.min_tokens = 64, .max_tokens = 2048, .points = 6, .reps = 3};
+  enum { O_CONFIG = 1, O_SET, O_OUT, O_BASE, O_MIN, O_MAX, O_POINTS, O_REPS };
+  static const struct option opts[] = {
+      {"config", required_argument, 0, O_CONFIG}, {"set", required_argument, 0, O_SET},
+      {"out", required_argument, 0, O_OUT},       {"base", required_argument, 0, O_BASE},
+      {"min-tokens", required_argument, 0, O_MIN}, {"max-tokens", required_argument, 0, O_MAX},
+      {"points", required_argument, 0, O_POINTS}, {"reps", required_argument, 0, O_REPS},
+      {0, 0, 0, 0}};
+  tsr_status st = TSR_OK;
+  int c;
+  optind = 1;
+  while (!st && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (c) {
+    case O_CONFIG: config = optarg; break;
+    case O_SET:
+      if (nsets == 64) st = err_set(TSR_EINVAL, "--set: at most 64 overrides");
+      else sets[nsets++] = optarg;
+      break;
+    case O_OUT: out = optarg; break;
+    case O_BASE: base = optarg; break;
+    case O_MIN: st = parse_i64("--min-tokens", optarg, 1, 1 << 24, &o.min_tokens); break;
+    case O_MAX: st = parse_i64("--max-tokens", optarg, 2, 1 << 24, &o.max_tokens); break;
+    case O_POINTS: st = parse_int("--points", optarg, 3, 64, &o.points); break;
+    case O_REPS: st = parse_int("--reps", optarg, 1, 1000, &o.reps); break;
+    default: usage(stderr); return 1;
+    }
+  }
+  if (!st && (!config || !out))
+    st = err_set(TSR_EINVAL, "calibrate: --config and --out are required; see --help");
+  dit_config mc;
+  train_config tc;
+  cost_model bm;
+  if (!st) st = config_load(config, sets, nsets, &mc, &tc);
+  if (!st) st = config_validate(&mc, &tc);
+  if (!st) st = cost_model_load(base, &bm);
+  if (!st) st = comm_groups_init();
+  if (st) {
+    log_error("%s", err_msg());
+    return 1;
+  }
+  calibrate_point pts[64];
+  calibrate_result res;
+  if ((st = calibrate_run(&mc, &tc, &o, &bm, pts, &res))) {
+    log_error("%s", err_msg());
+    return 1;
+  }
+  if (comm_rank() != 0) return 0;
+  printf("%10s %12s %12s %8s\n", "tokens", "measured_s", "fitted_s", "err");
+  for (int i = 0; i < o.points; i++)
+    printf("%10lld %12.5f %12.5f %7.1f%%\n", (long long)pts[i].tokens, pts[i].measured_s,
+           pts[i].fitted_s, 100 * (pts[i].fitted_s - pts[i].measured_s) / pts[i].measured_s);
+  char comment[512];
+  snprintf(comment, sizeof comment, "config %s, %d rank(s), clips of %lld..%lld tokens; base %s",
+           config, comm_size(), (long long)o.min_tokens, (long long)o.max_tokens, base);
+  if ((st = calibrate_write(out, &res, comment))) {
+    log_error("%s", err_msg());
+    return 1;
+  }
+  printf("calibrate: a = %.4g s/token, b = %.4g s/token^2, ovh = %.4g s, kv = %.4g B/token, "
+         "fit within %.1f%%; wrote %s\n",
+         res.cost.a, res.cost.b, res.cost.ovh, res.cost.kv, 100 * res.max_rel_err, out);
+  return 0;
+}
