@@ -25,9 +25,17 @@ typedef struct {
   uint32_t stream;            // rng_stream
 } rng_key;
 
+// Packing (injective for seed, step, clip < 2^32 and stream < 256; larger seed/step/clip
+// values are folded in by a 24-bit hash): Philox counter = (ctr low 32, ctr high 32,
+// clip low 32, step low 32), key = (seed low 32, stream | hash24(high halves) << 8).
+// Counters of one key therefore never overlap another key's, whatever ctr is.
+
+// Philox-4x32-10 exactly as published (Random123 philox4x32 with R = 10) on an explicit
+// 128-bit counter and 64-bit key; for known-answer tests. ctr: (4), key: (2), out: (4)
+void rng_philox_raw(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 // Four independent uniform 32-bit words for counter `ctr` under `key`.
 void rng_philox(const rng_key *key, uint64_t ctr, uint32_t out[4]);
-// Uniform in (0, 1) (never 0 or 1) for counter `ctr`.
+// Uniform in (0, 1) (never 0 or 1; 52 bits: (n + 0.5) / 2^52) for counter `ctr`.
 double rng_uniform(const rng_key *key, uint64_t ctr);
 // Standard normal for counter `ctr` (Box-Muller on the words of rng_philox(ctr)).
 double rng_normal(const rng_key *key, uint64_t ctr);

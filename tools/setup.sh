@@ -16,6 +16,7 @@ PACKAGES=(
   libjansson-dev                                               # JSON (plans, metrics, benchmarks)
   libinih-dev                                                  # INI configs (cost model, model presets)
   libxxhash-dev                                                # shard checksums
+  python3-torch python3-numpy                                  # PyTorch reference model (tools/reference/)
   time                                                         # /usr/bin/time: peak memory in benchmarks
   jq                                                           # JSON in tests and benchmark scripts
 )

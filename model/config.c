@@ -1,0 +1,241 @@
+// model/config.c — [model] and [train] INI configs: one key table drives parsing,
+// overrides, range checks and config_to_ini, so a key is declared exactly once.
+#include "model/config.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef struct {
+  dit_config m;
+  train_config t;
+} both_config;
+
+typedef enum { KT_INT, KT_I64, KT_FLOAT } key_type;
+
+typedef struct {
+  const char *section, *name;
+  key_type type;
+  size_t offset;  // into both_config
+  double min, max;
+  const char *help;
+} config_key;
+
+#define MK(n, ty, lo, hi, h) {"model", #n, ty, offsetof(both_config, m.n), lo, hi, h}
+#define TK(n, ty, lo, hi, h) {"train", #n, ty, offsetof(both_config, t.n), lo, hi, h}
+static const config_key KEYS[] = {
+    MK(hidden, KT_INT, 2, 1 << 16, "hidden size D"),
+    MK(depth, KT_INT, 1, 1024, "number of DiT blocks"),
+    MK(heads, KT_INT, 1, 1024, "attention heads (hidden / heads even)"),
+    MK(mlp_ratio, KT_INT, 1, 64, "MLP hidden = mlp_ratio * hidden"),
+    MK(pt, KT_INT, 1, 64, "tubelet frames"),
+    MK(ph, KT_INT, 1, 1024, "tubelet height"),
+    MK(pw, KT_INT, 1, 1024, "tubelet width"),
+    MK(channels, KT_INT, 1, 1024, "values per pixel"),
+    MK(freq_dim, KT_INT, 2, 1 << 16, "sinusoidal timestep embedding size (even)"),
+    MK(num_classes, KT_INT, 0, 1 << 24, "class labels (0: unconditional)"),
+    MK(rope_theta, KT_FLOAT, 1.0, 1e9, "RoPE base"),
+    MK(ln_eps, KT_FLOAT, 1e-12, 1.0, "LayerNorm epsilon"),
+    MK(rms_eps, KT_FLOAT, 1e-12, 1.0, "QK RMSNorm epsilon"),
+    MK(recompute, KT_INT, 0, 1, "recompute block activations in backward"),
+    TK(global_batch, KT_I64, 1, 1e9, "clips per step"),
+    TK(steps, KT_I64, 1, 1e15, "total steps of the schedule"),
+    TK(warmup, KT_I64, 0, 1e15, "linear warmup steps"),
+    TK(lr, KT_FLOAT, 0.0, 10.0, "peak learning rate"),
+    TK(min_lr, KT_FLOAT, 0.0, 10.0, "final learning rate"),
+    TK(beta1, KT_FLOAT, 0.0, 0.999999, "Adam beta1"),
+    TK(beta2, KT_FLOAT, 0.0, 0.999999, "Adam beta2"),
+    TK(adam_eps, KT_FLOAT, 0.0, 1.0, "Adam epsilon"),
+    TK(weight_decay, KT_FLOAT, 0.0, 10.0, "AdamW weight decay"),
+    TK(grad_clip, KT_FLOAT, -1.0, 1e9, "max gradient norm (<= 0: off)"),
+    TK(ema_decay, KT_FLOAT, 0.0, 1.0, "EMA decay"),
+    TK(class_dropout, KT_FLOAT, 0.0, 1.0, "label dropout probability"),
+    TK(t_logit_mean, KT_FLOAT, -10.0, 10.0, "logit-normal mean of t"),
+    TK(t_logit_std, KT_FLOAT, 0.0, 10.0, "logit-normal std of t"),
+    TK(t_shift_tokens, KT_I64, 0, 1e15, "length shift reference tokens (0: off)"),
+    TK(mem_tokens, KT_I64, 1, 1e15, "most tokens per rank per microbatch"),
+    TK(seed, KT_I64, 0, 9.2e18, "random seed"),
+    TK(ckpt_every, KT_INT, 1, 1e9, "steps between checkpoints"),
+    TK(ckpt_keep, KT_INT, 1, 1e6, "checkpoints kept"),
+    TK(log_every, KT_INT, 1, 1e9, "steps between metric lines"),
+};
+#define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
+
+void config_defaults(dit_config *m, train_config *t) {
+  *m = (dit_config){.hidden = 64, .depth = 2, .heads = 4, .mlp_ratio = 4, .pt = 2, .ph = 16,
+                    .pw = 16, .channels = 3, .freq_dim = 256, .num_classes = 0,
+                    .rope_theta = 10000.0f, .ln_eps = 1e-6f, .rms_eps = 1e-6f, .recompute = 0};
+  *t = (train_config){.global_batch = 8, .steps = 2000, .warmup = 100, .lr = 1e-3f,
+                      .min_lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.99f, .adam_eps = 1e-8f,
+                      .weight_decay = 0.0f, .grad_clip = 1.0f, .ema_decay = 0.999f,
+                      .class_dropout = 0.1f, .t_logit_mean = 0.0f, .t_logit_std = 1.0f,
+                      .t_shift_tokens = 1024, .mem_tokens = 16384, .seed = 0,
+                      .ckpt_every = 200, .ckpt_keep = 3, .log_every = 10};
+}
+
+static const config_key *find_key(const char *section, const char *name) {
+  for (int i = 0; i < NKEYS; i++)
+    if (!strcmp(KEYS[i].section, section) && !strcmp(KEYS[i].name, name)) return &KEYS[i];
+  return NULL;
+}
+
+// Parses `value` into the key's field; `where` names the file (and line) for messages.
+static tsr_status set_key(both_config *c, const config_key *k, const char *value,
+                          const char *where) {
+  char *end;
+  errno = 0;
+  double d;
+  if (k->type == KT_FLOAT) {
+    d = strtod(value, &end);
+  } else {
+    long long v = strtoll(value, &end, 10);
+    d = (double)v;
+  }
+  while (*end == ' ' || *end == '\t') end++;
+  if (end == value || *end || errno || !isfinite(d))
+    return err_set(TSR_EINVAL, "%s: %s.%s = '%s' is not a %s", where, k->section, k->name, value,
+                   k->type == KT_FLOAT ? "number" : "whole number");
+  if (d < k->min || d > k->max)
+    return err_set(TSR_EINVAL, "%s: %s.%s = %s is out of range [%g, %g] (%s)", where, k->section,
+                   k->name, value, k->min, k->max, k->help);
+  char *f = (char *)c + k->offset;
+  if (k->type == KT_FLOAT) *(float *)f = (float)d;
+  else if (k->type == KT_INT) *(int *)f = (int)d;
+  else *(int64_t *)f = strtoll(value, NULL, 10);
+  return TSR_OK;
+}
+
+typedef struct {
+  both_config *c;
+  const char *path;
+  tsr_status st;
+} parse_ctx;
+
+static int ini_handler_fn(void *user, const char *section, const char *name, const char *value) {
+  parse_ctx *p = user;
+  if (p->st) return 0;
+  const config_key *k = find_key(section, name);
+  if (!k) {
+    p->st = err_set(TSR_EINVAL, "%s: unknown key [%s] %s (see configs/model/tiny.conf for the keys)",
+                    p->path, section, name);
+    return 0;
+  }
+  p->st = set_key(p->c, k, value, p->path);
+  return p->st == TSR_OK;
+}
+
+static tsr_status parse_ini(both_config *c, const char *path, const char *text) {
+  parse_ctx p = {c, path, TSR_OK};
+  int rc = text ? ini_parse_string(text, ini_handler_fn, &p) : ini_parse(path, ini_handler_fn, &p);
+  if (p.st) return p.st;
+  if (rc == -1) return err_set(TSR_EIO, "cannot open config %s", path);
+  if (rc != 0) return err_set(TSR_EINVAL, "%s: line %d does not parse (expected key = value in [model] or [train])", path, rc);
+  return TSR_OK;
+}
+
+static tsr_status apply_override(both_config *c, const char *ov) {
+  const char *dot = strchr(ov, '.'), *eq = strchr(ov, '=');
+  if (!dot || !eq || dot > eq)
+    return err_set(TSR_EINVAL, "override '%s': expected section.key=value (e.g. model.hidden=64)", ov);
+  char section[32], name[64];
+  size_t ls = (size_t)(dot - ov), ln = (size_t)(eq - dot - 1);
+  if (ls >= sizeof section || ln >= sizeof name)
+    return err_set(TSR_EINVAL, "override '%s': unknown key", ov);
+  memcpy(section, ov, ls), section[ls] = 0;
+  memcpy(name, dot + 1, ln), name[ln] = 0;
+  const config_key *k = find_key(section, name);
+  if (!k) return err_set(TSR_EINVAL, "override '%s': unknown key %s.%s", ov, section, name);
+  return set_key(c, k, eq + 1, "override");
+}
+
+tsr_status config_load(const char *path, char *const *overrides, int n_overrides, dit_config *m,
+                       train_config *t) {
+  both_config c;
+  config_defaults(&c.m, &c.t);
+  tsr_status st = TSR_OK;
+  if (path) st = parse_ini(&c, path, NULL);
+  for (int i = 0; !st && i < n_overrides; i++) st = apply_override(&c, overrides[i]);
+  if (!st) st = config_validate(&c.m, &c.t);
+  if (st) return path ? err_wrap(st, "config %s: ", path) : st;
+  *m = c.m, *t = c.t;
+  return TSR_OK;
+}
+
+tsr_status config_validate(const dit_config *m, const train_config *t) {
+  both_config c = {*m, *t};
+  char buf[64];
+  for (int i = 0; i < NKEYS; i++) {  // ranges (values may come from code, not a file)
+    const config_key *k = &KEYS[i];
+    const char *f = (const char *)&c + k->offset;
+    double d = k->type == KT_FLOAT ? *(const float *)f
+             : k->type == KT_INT   ? *(const int *)f
+                                   : (double)*(const int64_t *)f;
+    if (!(d >= k->min && d <= k->max)) {
+      snprintf(buf, sizeof buf, "%g", d);
+      return err_set(TSR_EINVAL, "%s.%s = %s is out of range [%g, %g] (%s)", k->section, k->name,
+                     buf, k->min, k->max, k->help);
+    }
+  }
+  if (m->hidden % m->heads)
+    return err_set(TSR_EINVAL, "model.hidden = %d is not divisible by model.heads = %d", m->hidden,
+                   m->heads);
+  int dh = m->hidden / m->heads;
+  if (dh % 2 || dh < 6)
+    return err_set(TSR_EINVAL,
+                   "model.hidden / model.heads = %d: the head dimension must be even and >= 6 "
+                   "(3D RoPE splits it between time, height and width)", dh);
+  if (m->freq_dim % 2)
+    return err_set(TSR_EINVAL, "model.freq_dim = %d must be even", m->freq_dim);
+  if (t->min_lr > t->lr)
+    return err_set(TSR_EINVAL, "train.min_lr = %g is above train.lr = %g", t->min_lr, t->lr);
+  if (t->warmup > t->steps)
+    return err_set(TSR_EINVAL, "train.warmup = %lld is above train.steps = %lld",
+                   (long long)t->warmup, (long long)t->steps);
+  return TSR_OK;
+}
+
+char *config_to_ini(const dit_config *m, const train_config *t) {
+  both_config c = {*m, *t};
+  size_t cap = 4096, len = 0;
+  char *s = malloc(cap);
+  if (!s) return NULL;
+  const char *section = "";
+  for (int i = 0; i < NKEYS; i++) {
+    const config_key *k = &KEYS[i];
+    const char *f = (const char *)&c + k->offset;
+    char line[160];
+    int n = 0;
+    if (strcmp(section, k->section))
+      n += snprintf(line, sizeof line, "%s[%s]\n", len ? "\n" : "", k->section);
+    section = k->section;
+    if (k->type == KT_FLOAT)  // %.9g: float round-trips exactly
+      n += snprintf(line + n, sizeof line - n, "%s = %.9g\n", k->name, *(const float *)f);
+    else if (k->type == KT_INT)
+      n += snprintf(line + n, sizeof line - n, "%s = %d\n", k->name, *(const int *)f);
+    else
+      n += snprintf(line + n, sizeof line - n, "%s = %lld\n", k->name, (long long)*(const int64_t *)f);
+    if (len + (size_t)n + 1 > cap) {
+      char *g = realloc(s, cap *= 2);
+      if (!g) return free(s), NULL;
+      s = g;
+    }
+    memcpy(s + len, line, (size_t)n + 1);
+    len += (size_t)n;
+  }
+  return s;
+}
+
+tsr_status config_from_ini(const char *text, dit_config *m, train_config *t) {
+  both_config c;
+  config_defaults(&c.m, &c.t);
+  tsr_status st = parse_ini(&c, "checkpoint config", text);
+  if (!st) st = config_validate(&c.m, &c.t);
+  if (st) return st;
+  *m = c.m, *t = c.t;
+  return TSR_OK;
+}
