@@ -14,7 +14,7 @@
 static tsr_status metrics_cut(const char *path, int64_t keep) {
   FILE *in = fopen(path, "r");
   if (!in) return errno == ENOENT ? TSR_OK : err_set(TSR_EIO, "open %s: %s", path, strerror(errno));
-  char tmp[PATH_MAX];
+  char tmp[PATH_MAX + 8];
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   FILE *out = fopen(tmp, "w");
   if (!out) {

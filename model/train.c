@@ -62,8 +62,7 @@ static tsr_status check_store(const trainer *tr, int ranks) {
   if (m->num_classes > 0 && data_num_labels(tr->data) > m->num_classes)
     return err_set(TSR_EMISMATCH, "store %s has %d labels but model.num_classes is %d: set "
                    "model.num_classes >= %d (or 0 for an unconditional model)", dir,
-                   data_num_labels(tr->data), m->num_classes, data_num_labels(tr->data),
-                   data_num_labels(tr->data));
+                   data_num_labels(tr->data), m->num_classes, data_num_labels(tr->data));
   int64_t mem = tr->tc.mem_tokens;
   for (int64_t i = 0; i < data_num_clips(tr->data); i++) {
     const data_clip *c = data_clip_at(tr->data, i);
