@@ -6,7 +6,9 @@
 //   conditioning per clip: c = t_embed.fc2(SiLU(t_embed.fc1(sinusoid(1000 t, freq_dim))))
 //                              + y_embed[label] (if num_classes > 0);  cs = SiLU(c)
 //   block i (adaLN-Zero): (shift1, scale1, gate1, shift2, scale2, gate2) = cs adaln + b
-//     a = LN(h) (1 + scale1) + shift1;  q, k, v = split(a qkv + b) into (L, H, Dh)
+//     a = LN(h) (1 + scale1) + shift1;  q = a Wq + bq, k = a Wk + bk, v = a Wv + bv, (L, H, Dh)
+//     (three (D, D) tensors q, k, v rather than one fused qkv: the kernels have no strided
+//     copy, and attention needs each of q, k, v contiguous)
 //     q = RoPE3D(RMSNorm(q) q_norm), k = RoPE3D(RMSNorm(k) k_norm)
 //     h = h + gate1 * proj(attention(q, k, v within each clip))
 //     m = LN(h) (1 + scale2) + shift2;  h = h + gate2 * fc2(GELU_tanh(fc1(m)))
@@ -14,7 +16,16 @@
 // adaLN weights and final.linear are zero at init (adaLN-Zero).
 //
 // Parameter tensors (names as in the safetensors checkpoints and the PyTorch reference,
-// tools/reference/): see dit_tensor_info. All parameters live in one flat fp32 buffer in
+// tools/reference/), in this order (dit_tensor_info); F = mlp_ratio * D, Dh = D / H:
+//   x_embed.weight (P, D), x_embed.bias (D)
+//   t_embed.fc1.weight (freq_dim, D), .bias (D); t_embed.fc2.weight (D, D), .bias (D)
+//   y_embed.weight (num_classes + 1, D)                       only if num_classes > 0
+//   blocks.{i}.adaln.weight (D, 6D), .bias (6D)
+//   blocks.{i}.{q,k,v}.weight (D, D), .bias (D)
+//   blocks.{i}.q_norm.weight (Dh), blocks.{i}.k_norm.weight (Dh)
+//   blocks.{i}.proj.weight (D, D), .bias (D)
+//   blocks.{i}.fc1.weight (D, F), .bias (F); blocks.{i}.fc2.weight (F, D), .bias (D)
+//   final.adaln.weight (D, 2D), .bias (2D); final.linear.weight (D, P), .bias (P) All parameters live in one flat fp32 buffer in
 // the backend's memory, gradients in a second buffer of the same layout, so optimizer,
 // all-reduce and checkpoints see one array.
 //
@@ -92,9 +103,20 @@ void dit_set_attention(dit_model *m, const dit_attention *a);
 // target, *loss receives sum_c loss_weight[c] * squared error of clip c (host double).
 tsr_status dit_forward(dit_model *m, const dit_batch *b, float *pred, double *loss);
 // Backward of the last dit_forward (same batch, with target): ACCUMULATES into grads.
+// Each dit_forward allows one dit_backward. With recompute, each block is re-run from its
+// kept input before its backward (bitwise the same activations).
 tsr_status dit_backward(dit_model *m, const dit_batch *b);
 
 // Bytes of activation memory dit_create allocated (for memory reports and benchmarks).
 size_t dit_activation_bytes(const dit_model *m);
+
+// Number of parameters (sum of the tensors' numel). dit_num_params is the flat buffer's
+// length, which is larger: every tensor starts on a 16-float (64-byte) boundary and the
+// padding floats between tensors stay 0 (their gradients are always 0).
+size_t dit_count_params(const dit_model *m);
+
+// dx: (max_tokens, P) backend memory or NULL (the default). When set, dit_backward also
+// writes dL/dx for the batch's L tokens into it (overwritten): gradient tests, guidance.
+void dit_set_input_grad(dit_model *m, float *dx);
 
 #endif

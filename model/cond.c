@@ -1,0 +1,46 @@
+// model/cond.c — per-clip conditioning: c = t_embed(t) + y_embed[label], cs = SiLU(c).
+//   temb = sinusoid(1000 t, freq_dim, max_period 10000)        (C, freq_dim)
+//   c1 = temb fc1 + b;  s1 = SiLU(c1);  c = s1 fc2 + b (+ y_embed[label])    (C, D)
+#include "model/dit_internal.h"
+
+#define T_SCALE 1000.0f
+#define MAX_PERIOD 10000.0f
+
+const int32_t *dit_labels(const dit_model *m, const dit_batch *b) {
+  if (m->y_embed < 0) return NULL;
+  return b->labels ? b->labels : m->null_labels;
+}
+
+tsr_status dit_cond_fwd(dit_model *m, const dit_batch *b) {
+  const kernels_backend *kb = m->kb;
+  int C = b->n_clips, D = m->D;
+  size_t CD = (size_t)C * D;
+  DIT_TRY(kb->copy(kb, m->tsc, b->t, sizeof(float) * (size_t)C));
+  DIT_TRY(kb->scale(kb, m->tsc, T_SCALE, (size_t)C));
+  DIT_TRY(kb->timestep_embedding(kb, m->temb, m->tsc, C, m->cfg.freq_dim, MAX_PERIOD));
+  DIT_TRY(dit_linear_fwd(m, m->t_fc1, m->c1, m->temb, C));
+  DIT_TRY(kb->silu_forward(kb, m->s1, m->c1, CD));
+  DIT_TRY(dit_linear_fwd(m, m->t_fc2, m->c, m->s1, C));
+  const int32_t *labels = dit_labels(m, b);
+  if (labels) {
+    // y_embed rows land in cs (free until the SiLU below), then c += them.
+    DIT_TRY(kb->embedding_forward(kb, m->cs, dit_p(m, m->y_embed), labels, C,
+                                  m->cfg.num_classes + 1, D));
+    DIT_TRY(kb->add(kb, m->c, m->c, m->cs, CD));
+  }
+  return kb->silu_forward(kb, m->cs, m->c, CD);
+}
+
+tsr_status dit_cond_bwd(dit_model *m, const dit_batch *b) {
+  const kernels_backend *kb = m->kb;
+  int C = b->n_clips, D = m->D;
+  size_t CD = (size_t)C * D;
+  DIT_TRY(kb->silu_backward(kb, m->dc, m->dcs, m->c, CD));
+  const int32_t *labels = dit_labels(m, b);
+  if (labels)
+    DIT_TRY(kb->embedding_backward(kb, dit_g(m, m->y_embed), m->dc, labels, C,
+                                   m->cfg.num_classes + 1, D));
+  DIT_TRY(dit_linear_bwd(m, m->t_fc2, m->dc1, 0, m->dc, m->s1, C));
+  DIT_TRY(kb->silu_backward(kb, m->dc, m->dc1, m->c1, CD));  // dc now holds dL/dc1
+  return dit_linear_bwd(m, m->t_fc1, NULL, 0, m->dc, m->temb, C);
+}

@@ -1,0 +1,259 @@
+// model/params.c — the parameter table (names, shapes, offsets into one flat buffer),
+// model creation with its activation buffers, initialisation and accessors.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "model/dit_internal.h"
+
+#define ALIGN_FLOATS 16  // every tensor starts on 64 bytes (padding floats stay 0)
+
+static int add_tensor(dit_model *m, const char *name, int64_t d0, int64_t d1, dit_init_kind init) {
+  int i = m->n_tensors++;
+  snprintf(m->names[i], DIT_NAME_MAX, "%s", name);
+  dit_tensor *t = &m->table[i];
+  t->name = m->names[i];
+  t->ndim = d1 ? 2 : 1;
+  t->shape[0] = d0, t->shape[1] = d1;
+  t->numel = (size_t)d0 * (size_t)(d1 ? d1 : 1);
+  t->offset = m->n_params;
+  m->n_params += (t->numel + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+  m->init[i] = init;
+  return i;
+}
+
+// A linear layer "prefix.weight" (in, out) and "prefix.bias" (out).
+static dit_linear add_linear(dit_model *m, const char *prefix, int in, int out, dit_init_kind wi) {
+  char name[DIT_NAME_MAX];
+  snprintf(name, sizeof name, "%s.weight", prefix);
+  dit_linear l = {add_tensor(m, name, in, out, wi)};
+  snprintf(name, sizeof name, "%s.bias", prefix);
+  add_tensor(m, name, out, 0, INIT_ZERO);
+  return l;
+}
+
+static void build_table(dit_model *m) {
+  const dit_config *c = &m->cfg;
+  int D = m->D;
+  m->x_embed = add_linear(m, "x_embed", m->P, D, INIT_XAVIER);
+  m->t_fc1 = add_linear(m, "t_embed.fc1", c->freq_dim, D, INIT_XAVIER);
+  m->t_fc2 = add_linear(m, "t_embed.fc2", D, D, INIT_XAVIER);
+  m->y_embed = c->num_classes > 0
+                   ? add_tensor(m, "y_embed.weight", c->num_classes + 1, D, INIT_NORMAL002)
+                   : -1;
+  for (int i = 0; i < c->depth; i++) {
+    dit_block_params *bp = &m->bp[i];
+    char n[DIT_NAME_MAX];
+#define BLK(s) (snprintf(n, sizeof n, "blocks.%d.%s", i, (s)), n)
+    bp->adaln = add_linear(m, BLK("adaln"), D, 6 * D, INIT_ZERO);
+    bp->q = add_linear(m, BLK("q"), D, D, INIT_XAVIER);
+    bp->k = add_linear(m, BLK("k"), D, D, INIT_XAVIER);
+    bp->v = add_linear(m, BLK("v"), D, D, INIT_XAVIER);
+    bp->q_norm = add_tensor(m, BLK("q_norm.weight"), m->Dh, 0, INIT_ONE);
+    bp->k_norm = add_tensor(m, BLK("k_norm.weight"), m->Dh, 0, INIT_ONE);
+    bp->proj = add_linear(m, BLK("proj"), D, D, INIT_XAVIER);
+    bp->fc1 = add_linear(m, BLK("fc1"), D, m->F, INIT_XAVIER);
+    bp->fc2 = add_linear(m, BLK("fc2"), m->F, D, INIT_XAVIER);
+#undef BLK
+  }
+  m->final_adaln = add_linear(m, "final.adaln", D, 2 * D, INIT_ZERO);
+  m->final_linear = add_linear(m, "final.linear", D, m->P, INIT_ZERO);
+}
+
+// Carves activation buffers out of one allocation: a first pass with base == NULL only
+// measures.
+typedef struct {
+  char *base;
+  size_t used;
+} arena;
+
+static void *take(arena *a, size_t bytes) {
+  void *p = a->base ? a->base + a->used : NULL;
+  a->used += (bytes + 63) / 64 * 64;
+  return p;
+}
+#define TAKE_F(a, n) ((float *)take((a), sizeof(float) * (size_t)(n)))
+
+static void layout_block(arena *a, dit_block_acts *k, size_t L, size_t C, size_t D, size_t F,
+                         size_t H) {
+  k->mod = TAKE_F(a, C * 6 * D);
+  k->ln1 = TAKE_F(a, L * D), k->a = TAKE_F(a, L * D);
+  k->mean1 = TAKE_F(a, L), k->rstd1 = TAKE_F(a, L);
+  k->qlin = TAKE_F(a, L * D), k->klin = TAKE_F(a, L * D), k->v = TAKE_F(a, L * D);
+  k->qrstd = TAKE_F(a, L * H), k->krstd = TAKE_F(a, L * H);
+  k->q = TAKE_F(a, L * D), k->k = TAKE_F(a, L * D);
+  k->att = TAKE_F(a, L * D), k->lse = TAKE_F(a, L * H);
+  k->proj = TAKE_F(a, L * D), k->hmid = TAKE_F(a, L * D);
+  k->ln2 = TAKE_F(a, L * D), k->m = TAKE_F(a, L * D);
+  k->mean2 = TAKE_F(a, L), k->rstd2 = TAKE_F(a, L);
+  k->f1 = TAKE_F(a, L * F), k->g = TAKE_F(a, L * F);
+  k->f2 = TAKE_F(a, L * D);
+}
+
+static void layout(dit_model *m, arena *a) {
+  size_t L = (size_t)m->max_tokens, C = (size_t)m->max_clips, D = (size_t)m->D,
+         F = (size_t)m->F, P = (size_t)m->P, H = (size_t)m->H;
+  int nblk = m->cfg.recompute ? 1 : m->cfg.depth;
+  m->h = TAKE_F(a, (size_t)(m->cfg.depth + 1) * L * D);
+  for (int i = 0; i < nblk; i++) layout_block(a, &m->blk[i], L, C, D, F, H);
+  m->tsc = TAKE_F(a, C), m->temb = TAKE_F(a, C * (size_t)m->cfg.freq_dim);
+  m->c1 = TAKE_F(a, C * D), m->s1 = TAKE_F(a, C * D), m->c = TAKE_F(a, C * D);
+  m->cs = TAKE_F(a, C * D), m->fmod = TAKE_F(a, C * 2 * D);
+  m->lnf = TAKE_F(a, L * D), m->meanf = TAKE_F(a, L), m->rstdf = TAKE_F(a, L);
+  m->of = TAKE_F(a, L * D), m->pred = TAKE_F(a, L * P);
+  m->loss = TAKE_F(a, 1), m->sse = TAKE_F(a, C);
+  m->dh = TAKE_F(a, L * D), m->dt1 = TAKE_F(a, L * D), m->dt2 = TAKE_F(a, L * D);
+  m->dt3 = TAKE_F(a, L * D), m->dq = TAKE_F(a, L * D), m->dk = TAKE_F(a, L * D);
+  m->dv = TAKE_F(a, L * D), m->dF1 = TAKE_F(a, L * F), m->dF2 = TAKE_F(a, L * F);
+  m->dpred = TAKE_F(a, L * P);
+  m->dmod = TAKE_F(a, C * 6 * D), m->dcs = TAKE_F(a, C * D), m->dc = TAKE_F(a, C * D);
+  m->dc1 = TAKE_F(a, C * D);
+  m->null_labels = take(a, sizeof(int32_t) * C);
+}
+
+static tsr_status default_attn_fwd(void *ctx, const kernels_backend *kb, const dit_batch *b,
+                                   float *out, float *lse, const float *q, const float *k,
+                                   const float *v, int H, int Dh, float scale) {
+  return kb->attention_forward(kb, out, lse, q, k, v, b->cu_seqlens, b->n_clips, b->L, H, Dh, scale);
+}
+
+static tsr_status default_attn_bwd(void *ctx, const kernels_backend *kb, const dit_batch *b,
+                                   float *dq, float *dk, float *dv, const float *dout,
+                                   const float *q, const float *k, const float *v,
+                                   const float *out, const float *lse, int H, int Dh, float scale) {
+  return kb->attention_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, b->cu_seqlens, b->n_clips,
+                                b->L, H, Dh, scale);
+}
+
+tsr_status dit_create(dit_model **out, const dit_config *c, const kernels_backend *kb,
+                      int max_tokens, int max_clips) {
+  *out = NULL;
+  if (!c || !kb) return err_set(TSR_EINVAL, "dit_create: config or backend is NULL");
+  if (max_tokens < 1 || max_clips < 1)
+    return err_set(TSR_EINVAL, "dit_create: max_tokens = %d and max_clips = %d must be >= 1",
+                   max_tokens, max_clips);
+  train_config tdef;
+  dit_config unused;
+  config_defaults(&unused, &tdef);
+  DIT_TRY(config_validate(c, &tdef));
+  dit_model *m = calloc(1, sizeof *m);
+  if (!m) return err_set(TSR_ENOMEM, "dit_create: no memory");
+  m->cfg = *c, m->kb = kb, m->max_tokens = max_tokens, m->max_clips = max_clips;
+  m->D = c->hidden, m->H = c->heads, m->Dh = c->hidden / c->heads, m->F = c->mlp_ratio * c->hidden;
+  m->P = c->pt * c->ph * c->pw * c->channels;
+  m->attn = (dit_attention){default_attn_fwd, default_attn_bwd, NULL};
+  int cap = DIT_TENSORS_FIXED + DIT_TENSORS_PER_BLOCK * c->depth;
+  m->table = calloc((size_t)cap, sizeof *m->table);
+  m->init = calloc((size_t)cap, sizeof *m->init);
+  m->names = calloc((size_t)cap, sizeof *m->names);
+  m->bp = calloc((size_t)c->depth, sizeof *m->bp);
+  m->blk = calloc((size_t)(c->recompute ? 1 : c->depth), sizeof *m->blk);
+  tsr_status st = TSR_OK;
+  if (!m->table || !m->init || !m->names || !m->bp || !m->blk) {
+    st = err_set(TSR_ENOMEM, "dit_create: no memory for the tensor table");
+    goto fail;
+  }
+  build_table(m);
+  if ((st = kb->alloc(kb, (void **)&m->params, m->n_params * sizeof(float))) ||
+      (st = kb->alloc(kb, (void **)&m->grads, m->n_params * sizeof(float))))
+    goto fail;
+  arena a = {0};
+  layout(m, &a);
+  m->act_bytes = a.used;
+  if ((st = kb->alloc(kb, &m->act_mem, a.used))) {
+    err_wrap(st, "dit_create: activations for %d tokens (%.1f MiB; lower mem_tokens or set "
+                 "model.recompute=1): ", max_tokens, (double)a.used / (1 << 20));
+    goto fail;
+  }
+  a = (arena){m->act_mem, 0};
+  layout(m, &a);
+  int32_t *nl = malloc(sizeof(int32_t) * (size_t)max_clips);
+  if (!nl) {
+    st = err_set(TSR_ENOMEM, "dit_create: no memory");
+    goto fail;
+  }
+  for (int i = 0; i < max_clips; i++) nl[i] = c->num_classes;
+  st = kb->to_device(kb, m->null_labels, nl, sizeof(int32_t) * (size_t)max_clips);
+  free(nl);
+  if (st) goto fail;
+  *out = m;
+  return TSR_OK;
+fail:
+  dit_free(&m);
+  return st;
+}
+
+void dit_free(dit_model **pm) {
+  dit_model *m = *pm;
+  if (!m) return;
+  if (m->kb) {
+    m->kb->free(m->kb, m->params);
+    m->kb->free(m->kb, m->grads);
+    m->kb->free(m->kb, m->act_mem);
+  }
+  free(m->table), free(m->init), free(m->names), free(m->bp), free(m->blk);
+  free(m);
+  *pm = NULL;
+}
+
+const dit_config *dit_get_config(const dit_model *m) { return &m->cfg; }
+int dit_num_tensors(const dit_model *m) { return m->n_tensors; }
+const dit_tensor *dit_tensor_info(const dit_model *m, int i) {
+  return i >= 0 && i < m->n_tensors ? &m->table[i] : NULL;
+}
+int dit_find_tensor(const dit_model *m, const char *name) {
+  for (int i = 0; i < m->n_tensors; i++)
+    if (!strcmp(m->table[i].name, name)) return i;
+  return -1;
+}
+size_t dit_num_params(const dit_model *m) { return m->n_params; }
+float *dit_params(dit_model *m) { return m->params; }
+float *dit_grads(dit_model *m) { return m->grads; }
+size_t dit_activation_bytes(const dit_model *m) { return m->act_bytes; }
+void dit_set_attention(dit_model *m, const dit_attention *a) {
+  if (a) m->attn = *a;
+  else m->attn = (dit_attention){default_attn_fwd, default_attn_bwd, NULL};
+}
+void dit_set_input_grad(dit_model *m, float *dx) { m->dx = dx; }
+
+size_t dit_count_params(const dit_model *m) {
+  size_t n = 0;
+  for (int i = 0; i < m->n_tensors; i++) n += m->table[i].numel;
+  return n;
+}
+
+// FNV-1a of a tensor name: its RNG clip field, so a tensor's init does not depend on
+// which other tensors exist.
+static uint64_t name_hash(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+  return h;
+}
+
+tsr_status dit_init(dit_model *m, uint64_t seed) {
+  float *host = calloc(m->n_params ? m->n_params : 1, sizeof(float));
+  if (!host) return err_set(TSR_ENOMEM, "dit_init: no memory for %zu parameters", m->n_params);
+  for (int i = 0; i < m->n_tensors; i++) {
+    const dit_tensor *t = &m->table[i];
+    float *p = host + t->offset;
+    rng_key key = {.seed = seed, .step = 0, .clip = name_hash(t->name), .stream = RNG_STREAM_INIT};
+    double bound = t->ndim == 2 ? sqrt(6.0 / (double)(t->shape[0] + t->shape[1])) : 0;
+    for (size_t j = 0; j < t->numel; j++) {
+      switch (m->init[i]) {
+        case INIT_ZERO: p[j] = 0; break;
+        case INIT_ONE: p[j] = 1; break;
+        case INIT_XAVIER: p[j] = (float)((2 * rng_uniform(&key, j) - 1) * bound); break;
+        case INIT_NORMAL002: p[j] = (float)(0.02 * rng_normal(&key, j)); break;
+      }
+    }
+  }
+  tsr_status st = m->kb->to_device(m->kb, m->params, host, m->n_params * sizeof(float));
+  free(host);
+  return st;
+}
+
+tsr_status dit_zero_grad(dit_model *m) {
+  return m->kb->memset_zero(m->kb, m->grads, m->n_params * sizeof(float));
+}

@@ -1,0 +1,237 @@
+// tests/model/test_dit.c — the whole DiT on the CPU backend:
+// - gradient of the loss w.r.t. sampled elements of EVERY parameter tensor and of the
+//   input x against central finite differences (fp32 forward);
+// - packing invariance: 3 clips packed give the same per-clip outputs and the same summed
+//   gradients as each clip alone;
+// - recompute = 1 gives bitwise the same loss and gradients as recompute = 0;
+// - init: tensor table, adaLN-Zero (zero output at init), errors on oversized batches.
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "mt.h"
+
+static const mt_clip CLIPS[3] = {{2, 2, 3, 1, 0.3f}, {1, 3, 2, 3, 0.7f}, {3, 1, 2, 0, 0.55f}};
+static const int IDS[3] = {10, 11, 12};
+
+static double loss_of(dit_model *m, const dit_batch *b) {
+  double l = 0;
+  tsr_status st = dit_forward(m, b, NULL, &l);
+  CHECK(st == TSR_OK, "forward: %s", err_msg());
+  return l;
+}
+
+// FD tolerance: the loss is a float (relative rounding ~6e-8 of a loss ~1), so with
+// eps = 1e-2 the central difference carries ~1e-5 of noise; truncation error O(eps^2)
+// is below 1e-3 relative for these smooth layers. Pass if |fd - g| <= 3e-2 max(|g|,|fd|)
+// + 5e-5.
+#define FD_EPS 1e-2f
+#define FD_REL 3e-2
+#define FD_ABS 5e-5
+
+static double worst_rel;  // largest |fd - g| / max(|g|, |fd|) over checked elements with |g| > 1e-3
+
+static void fd_check(dit_model *m, const dit_batch *b, float *val, double analytic,
+                     const char *what, size_t idx) {
+  float old = *val;
+  *val = old + FD_EPS;
+  double lp = loss_of(m, b);
+  *val = old - FD_EPS;
+  double lm = loss_of(m, b);
+  *val = old;
+  double fd = (lp - lm) / (2.0 * FD_EPS);
+  double diff = fabs(fd - analytic), mag = fmax(fabs(fd), fabs(analytic));
+  if (fabs(analytic) > 1e-3 && diff / mag > worst_rel) worst_rel = diff / mag;
+  CHECK(diff <= FD_REL * mag + FD_ABS, "%s[%zu]: analytic %.6g fd %.6g", what, idx, analytic, fd);
+}
+
+static void test_fd(void) {
+  const kernels_backend *kb = kernels_cpu();
+  dit_config c = mt_config();
+  dit_model *m;
+  CHECK_OK(dit_create(&m, &c, kb, 64, 4));
+  CHECK_OK(dit_init(m, 1));
+  CHECK_OK(mt_perturb(m, 2, 0.1f));
+  mt_batch mb;
+  CHECK_OK(mt_batch_make(&mb, CLIPS, 3, 12, 3, 5, IDS));
+  float *dx;
+  CHECK_OK(kb->alloc(kb, (void **)&dx, sizeof(float) * mb.L * 12));
+  dit_set_input_grad(m, dx);
+  CHECK_OK(dit_zero_grad(m));
+  double l0;
+  CHECK_OK(dit_forward(m, &mb.b, NULL, &l0));
+  CHECK_OK(dit_backward(m, &mb.b));
+  dit_set_input_grad(m, NULL);
+  size_t n = dit_num_params(m);
+  float *g = malloc(n * sizeof(float));
+  memcpy(g, dit_grads(m), n * sizeof(float));  // CPU backend: host memory
+  float *p = dit_params(m);
+  int checked = 0;
+  for (int i = 0; i < dit_num_tensors(m); i++) {
+    const dit_tensor *t = dit_tensor_info(m, i);
+    // the largest-gradient element and 3 counter-random ones
+    size_t arg = 0;
+    double gnorm = 0;
+    for (size_t j = 0; j < t->numel; j++) {
+      if (fabsf(g[t->offset + j]) > fabsf(g[t->offset + arg])) arg = j;
+      gnorm += (double)g[t->offset + j] * g[t->offset + j];
+    }
+    CHECK(gnorm > 0, "%s: gradient is all zero", t->name);
+    rng_key k = {3, 0, (uint64_t)i, RNG_STREAM_SAMPLER};
+    size_t pick[4] = {arg, 0, 0, 0};
+    for (int s = 1; s < 4; s++) pick[s] = (size_t)(rng_uniform(&k, s) * t->numel);
+    for (int s = 0; s < 4; s++) {
+      size_t j = pick[s] < t->numel ? pick[s] : t->numel - 1;
+      fd_check(m, &mb.b, &p[t->offset + j], g[t->offset + j], t->name, j);
+      checked++;
+    }
+  }
+  // inputs: 8 elements of x spread over the clips
+  float *x = (float *)mb.b.x;
+  for (int s = 0; s < 8; s++) {
+    size_t j = (size_t)s * (mb.L * 12 - 1) / 7;
+    fd_check(m, &mb.b, &x[j], dx[j], "x", j);
+    checked++;
+  }
+  printf("fd: %d elements of %d tensors + x, loss %.6f, worst relative error %.3g "
+         "(|g| > 1e-3), tolerance %.0e rel + %.0e abs\n",
+         checked, dit_num_tensors(m), l0, worst_rel, FD_REL, FD_ABS);
+  free(g);
+  kb->free(kb, dx);
+  mt_batch_free(&mb);
+  dit_free(&m);
+}
+
+static double rel_diff(const float *a, const float *b, size_t n) {
+  double d = 0, r = 0;
+  for (size_t i = 0; i < n; i++) d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), r += (double)b[i] * b[i];
+  return r > 0 ? sqrt(d / r) : sqrt(d);
+}
+
+// Packed vs alone: fp32 results differ only by reassociation (GEMM row blocking), so
+// outputs and summed gradients must agree to 1e-5 relative (norm of difference).
+static void test_packing(void) {
+  const kernels_backend *kb = kernels_cpu();
+  dit_config c = mt_config();
+  dit_model *m;
+  CHECK_OK(dit_create(&m, &c, kb, 64, 4));
+  CHECK_OK(dit_init(m, 7));
+  CHECK_OK(mt_perturb(m, 8, 0.1f));
+  size_t n = dit_num_params(m);
+  mt_batch packed;
+  CHECK_OK(mt_batch_make(&packed, CLIPS, 3, 12, 3, 9, IDS));
+  float *pred_packed = calloc((size_t)packed.L * 12, sizeof(float));
+  double lp;
+  CHECK_OK(dit_zero_grad(m));
+  CHECK_OK(dit_forward(m, &packed.b, pred_packed, &lp));
+  CHECK_OK(dit_backward(m, &packed.b));
+  float *g_packed = malloc(n * sizeof(float));
+  memcpy(g_packed, dit_grads(m), n * sizeof(float));
+  CHECK_OK(dit_zero_grad(m));  // alone: gradients accumulate over the three clips
+  double lsum = 0;
+  for (int ci = 0; ci < 3; ci++) {
+    mt_batch one;
+    CHECK_OK(mt_batch_make(&one, &CLIPS[ci], 1, 12, 3, 9, &IDS[ci]));
+    float *pred = calloc((size_t)one.L * 12, sizeof(float));
+    double l;
+    CHECK_OK(dit_forward(m, &one.b, pred, &l));
+    CHECK_OK(dit_backward(m, &one.b));
+    lsum += l;
+    double e = rel_diff(pred, pred_packed + (size_t)packed.cu[ci] * 12, (size_t)one.L * 12);
+    CHECK(e <= 1e-5, "clip %d: output differs packed vs alone by %.3g", ci, e);
+    free(pred);
+    mt_batch_free(&one);
+  }
+  CHECK(fabs(lsum - lp) <= 1e-5 * fabs(lp), "loss packed %.9g vs sum alone %.9g", lp, lsum);
+  for (int i = 0; i < dit_num_tensors(m); i++) {
+    const dit_tensor *t = dit_tensor_info(m, i);
+    double e = rel_diff(dit_grads(m) + t->offset, g_packed + t->offset, t->numel);
+    CHECK(e <= 1e-5, "%s: gradient packed vs summed alone differs by %.3g", t->name, e);
+  }
+  free(g_packed), free(pred_packed);
+  mt_batch_free(&packed);
+  dit_free(&m);
+}
+
+static void test_recompute(void) {
+  const kernels_backend *kb = kernels_cpu();
+  dit_config c = mt_config();
+  dit_model *m[2];
+  double loss[2];
+  mt_batch mb;
+  CHECK_OK(mt_batch_make(&mb, CLIPS, 3, 12, 3, 11, IDS));
+  for (int r = 0; r < 2; r++) {
+    c.recompute = r;
+    CHECK_OK(dit_create(&m[r], &c, kb, 64, 4));
+    CHECK_OK(dit_init(m[r], 3));
+    CHECK_OK(mt_perturb(m[r], 4, 0.1f));
+    CHECK_OK(dit_zero_grad(m[r]));
+    CHECK_OK(dit_forward(m[r], &mb.b, NULL, &loss[r]));
+    CHECK_OK(dit_backward(m[r], &mb.b));
+  }
+  CHECK(dit_activation_bytes(m[1]) < dit_activation_bytes(m[0]), "recompute saves no memory");
+  CHECK(loss[0] == loss[1], "loss %.9g vs %.9g", loss[0], loss[1]);
+  CHECK(!memcmp(dit_grads(m[0]), dit_grads(m[1]), dit_num_params(m[0]) * sizeof(float)),
+        "gradients differ with recompute");
+  // a second backward without forward is refused
+  CHECK(dit_backward(m[1], &mb.b) == TSR_EINVAL, "backward without forward");
+  dit_free(&m[0]), dit_free(&m[1]);
+  mt_batch_free(&mb);
+}
+
+static void test_init(void) {
+  const kernels_backend *kb = kernels_cpu();
+  dit_config c = mt_config();
+  dit_model *m;
+  CHECK_OK(dit_create(&m, &c, kb, 64, 4));
+  CHECK_OK(dit_init(m, 1));
+  int D = 16, F = 32, P = 12;
+  size_t expect = (size_t)P * D + D + 16 * D + D + D * D + D + 4 * D +
+                  2 * ((size_t)D * 6 * D + 6 * D + 3 * (D * D + D) + 2 * 8 + D * D + D +
+                       (size_t)D * F + F + (size_t)F * D + D) +
+                  (size_t)D * 2 * D + 2 * D + (size_t)D * P + P;
+  CHECK(dit_count_params(m) == expect, "count %zu want %zu", dit_count_params(m), expect);
+  int qi = dit_find_tensor(m, "blocks.1.q.weight");
+  CHECK(qi >= 0 && dit_tensor_info(m, qi)->shape[0] == D && dit_tensor_info(m, qi)->shape[1] == D,
+        "blocks.1.q.weight");
+  CHECK(dit_find_tensor(m, "blocks.2.q.weight") == -1, "no block 2");
+  int ai = dit_find_tensor(m, "blocks.0.adaln.weight"), ni = dit_find_tensor(m, "blocks.0.k_norm.weight");
+  const float *p = dit_params(m);
+  float amax = 0;
+  for (size_t j = 0; j < dit_tensor_info(m, ai)->numel; j++) amax = fmaxf(amax, fabsf(p[dit_tensor_info(m, ai)->offset + j]));
+  CHECK(amax == 0 && p[dit_tensor_info(m, ni)->offset] == 1, "adaLN zero, norm weight one");
+  for (int i = 0; i < dit_num_tensors(m); i++)
+    CHECK(dit_tensor_info(m, i)->offset % 16 == 0, "tensor %d not aligned", i);
+  // adaLN-Zero: the output is exactly zero at init
+  mt_batch mb;
+  CHECK_OK(mt_batch_make(&mb, CLIPS, 3, 12, 3, 5, IDS));
+  float *pred = calloc((size_t)mb.L * 12, sizeof(float));
+  pred[0] = 1;
+  CHECK_OK(dit_forward(m, &mb.b, pred, NULL));
+  float pmax = 0;
+  for (int j = 0; j < mb.L * 12; j++) pmax = fmaxf(pmax, fabsf(pred[j]));
+  CHECK(pmax == 0, "output at init %g", pmax);
+  // oversized batch
+  dit_model *small;
+  CHECK_OK(dit_create(&small, &c, kb, 8, 4));
+  CHECK(dit_forward(small, &mb.b, NULL, NULL) == TSR_EINVAL && strstr(err_msg(), "at most 8"),
+        "oversized batch: %s", err_msg());
+  // bad config
+  dit_model *bad;
+  c.heads = 3;
+  CHECK(dit_create(&bad, &c, kb, 8, 4) == TSR_EINVAL && strstr(err_msg(), "model.heads"),
+        "bad config: %s", err_msg());
+  free(pred);
+  mt_batch_free(&mb);
+  dit_free(&small);
+  dit_free(&m);
+}
+
+int main(void) {
+  test_init();
+  test_fd();
+  test_packing();
+  test_recompute();
+  return check_done();
+}
