@@ -119,6 +119,14 @@ static tsr_status build_labels(data_store *d) {
   return TSR_OK;
 }
 
+static tsr_status open_shard(data_store *d, int32_t i) {
+  char path[PATH_MAX];
+  if (snprintf(path, sizeof path, "%s/%s", d->dir, d->shards[i]) >= (int)sizeof path)
+    return err_set(TSR_EINVAL, "store %s: shard path too long", d->dir);
+  tsr_status r = shard_reader_open(&d->readers[i], path, &d->settings);
+  return r ? err_wrap(r, "store %s: ", d->dir) : TSR_OK;
+}
+
 tsr_status data_open(data_store **out, const char *dir) {
   *out = NULL;
   data_store *d = calloc(1, sizeof *d);
@@ -141,6 +149,7 @@ tsr_status data_open(data_store **out, const char *dir) {
     d->readers = calloc((size_t)(d->n_shards ? d->n_shards : 1), sizeof *d->readers);
     if (!d->readers) r = err_set(TSR_ENOMEM, "out of memory opening store %s", dir);
   }
+  for (int32_t i = 0; !r && i < d->n_shards; i++) r = open_shard(d, i);  // headers checked now
   if (r) {
     data_close(&d);
     return r;
@@ -193,15 +202,8 @@ tsr_status data_clip_tokens(data_store *d, int64_t i, int verify, const uint8_t 
     return err_set(TSR_EINVAL, "store %s: clip position %lld out of range (%lld clips)", d->dir,
                    (long long)i, (long long)d->n);
   const data_clip *c = &d->clips[i];
-  shard_reader **rd = &d->readers[c->shard];
-  if (!*rd) {
-    char path[PATH_MAX];
-    if (snprintf(path, sizeof path, "%s/%s", d->dir, d->shards[c->shard]) >= (int)sizeof path)
-      return err_set(TSR_EINVAL, "store %s: shard path too long", d->dir);
-    tsr_status r = shard_reader_open(rd, path, &d->settings);
-    if (r) return err_wrap(r, "clip %lld: ", (long long)c->id);
-  }
-  tsr_status r = shard_reader_clip(*rd, c->offset, c->bytes, c->checksum, verify, tokens);
+  tsr_status r = shard_reader_clip(d->readers[c->shard], c->offset, c->bytes, c->checksum,
+                                   verify, tokens);
   return r ? err_wrap(r, "clip %lld of store %s: ", (long long)c->id, d->dir) : TSR_OK;
 }
 

@@ -2,9 +2,9 @@
 // clip tokens read straight from the memory-mapped shards, and the epoch sampler.
 //
 // data_store: opened once per process. It reads the index (settings, every clip's grid,
-// shard, offset, bytes, checksum, label) into memory and closes it; shards are opened
-// lazily on first use and kept open (one shard_reader per shard file) until data_close,
-// so a clip's tokens are a pointer into a read-only mapping, valid until data_close.
+// shard, offset, bytes, checksum, label) into memory and closes it, then maps every shard
+// (one shard_reader per shard file, header validated against the store's settings) and
+// keeps it open until data_close, so a bad shard fails before training; a clip's tokens are a pointer into a read-only mapping, valid until data_close.
 // Every rank of a multi-rank job opens the store itself and reads only the clips (or
 // CP chunks) it was assigned.
 //
