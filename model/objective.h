@@ -1,0 +1,84 @@
+// model/objective.h — the rectified-flow training objective: builds a microbatch's inputs
+// (dit_batch) from uint8 tubelet tokens (DESIGN.md "Model", docs/model.md "Objective").
+//
+// For a clip with id `clip_id` of N = T*H*W tokens, P values per token, at training `step`
+// with seed = train.seed (keys: core/rng.h rng_key {seed, step, clip_id, stream}):
+//   x0 = u8 * (2/255) - 1                                   (float arithmetic)
+//   z  = rng_normal({seed, step, clip_id, TIMESTEP}, 0)
+//   t  = sigmoid(t_logit_mean + t_logit_std z)
+//   s  = max(1, sqrt(N / t_shift_tokens))  (s = 1 when t_shift_tokens == 0)
+//   t' = s t / (1 + (s - 1) t), clamped to [1e-5, 1 - 1e-5]  (longer clips: more noise)
+//   e[j, v] = rng_normal({seed, step, clip_id, NOISE}, j * P + v)  j = token index IN THE CLIP
+//   x_t = (1 - t') x0 + t' e;  target v = e - x0
+//   label = the clip's label (or num_classes = "no label" if it has none), replaced by
+//           num_classes when rng_uniform({seed, step, clip_id, LABEL_DROP}, 0) < class_dropout
+//   pos[j] = (j / (H W), (j / W) mod H, j mod W)
+//   loss_weight = kernels_mse_weight(n_batch_clips, N, P)
+// Everything is a function of (seed, step, clip id, token index) only: a CP chunk that
+// starts at token j0 of its clip gets exactly the rows j0.. of the whole clip's arrays,
+// whichever rank builds it and however the clips are packed.
+#ifndef TESSERA_MODEL_OBJECTIVE_H
+#define TESSERA_MODEL_OBJECTIVE_H
+
+#include <stdint.h>
+
+#include "core/err.h"
+#include "kernels/kernels.h"
+#include "model/config.h"
+#include "model/dit.h"
+
+// One clip (or CP chunk of a clip) of a microbatch.
+typedef struct {
+  int64_t clip_id;          // the store's clip id (RNG key)
+  int64_t total_tokens;     // N = T*H*W of the whole clip
+  int64_t first_token;      // index in the clip of this chunk's first token (0: whole clip)
+  int len;                  // tokens in this chunk
+  int T, H, W;              // the clip's token grid
+  int label;                // class id in [0, num_classes), or -1: no label
+  const uint8_t *tokens;    // (len, P) host memory, the chunk's tokens
+} objective_clip;
+
+// A microbatch's inputs in HOST memory (capacities fixed at objective_alloc).
+typedef struct {
+  int max_tokens, max_clips, P;
+  int n_clips, L;
+  int32_t *cu_seqlens;      // (max_clips + 1)
+  int32_t *pos;             // (max_tokens, 3)
+  float *t;                 // (max_clips) shifted t' per clip
+  int32_t *labels;          // (max_clips) after dropout; num_classes = no label
+  float *x;                 // (max_tokens, P) x_t
+  float *target;            // (max_tokens, P) v = e - x0
+  float *loss_weight;       // (max_clips)
+} objective_batch;
+
+tsr_status objective_alloc(objective_batch *ob, int max_tokens, int max_clips, int P);
+void objective_free(objective_batch *ob);
+
+// Fills ob for `clips` at training step `step`; n_batch_clips = clips in the GLOBAL batch
+// (B, for the loss weight). P = model's pt*ph*pw*channels. Errors name the clip id.
+tsr_status objective_build(objective_batch *ob, const dit_config *mc, const train_config *tc,
+                           int64_t step, int n_batch_clips, const objective_clip *clips,
+                           int n_clips);
+
+// The shifted t' of a clip (as objective_build draws it).
+double objective_timestep(const train_config *tc, int64_t step, int64_t clip_id,
+                          int64_t total_tokens);
+// The label after dropout (label < 0: none). num_classes == 0 gives 0.
+int objective_label(const dit_config *mc, const train_config *tc, int64_t step, int64_t clip_id,
+                    int label);
+
+// A backend copy of an objective_batch, and the dit_batch pointing at it.
+typedef struct {
+  const kernels_backend *kb;
+  void *mem;
+  int max_tokens, max_clips, P;
+  dit_batch batch;          // valid after objective_upload
+} objective_device;
+
+tsr_status objective_device_alloc(objective_device *d, const kernels_backend *kb, int max_tokens,
+                                  int max_clips, int P);
+// Copies ob to the backend; d->batch.labels is NULL when num_classes == 0.
+tsr_status objective_upload(objective_device *d, const objective_batch *ob, int num_classes);
+void objective_device_free(objective_device *d);
+
+#endif
