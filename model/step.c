@@ -9,20 +9,18 @@
 #include "model/objective.h"
 #include "model/train.h"
 
-// Microbatch buffers: host arrays filled by the objective, copied to backend memory.
+// Microbatch buffers: host inputs from the objective and their backend copy.
 struct train_scratch {
-  int max_tokens, max_clips, P;
-  objective_host host;              // (model/objective.h) host arrays for max sizes
-  float *x, *target, *t, *weight;   // backend: (L, P), (L, P), (C), (C)
-  int32_t *cu, *pos, *labels;       // backend: (C + 1), (L, 3), (C)
-  objective_clip *clips;            // (max_clips) the microbatch's clips
+  int max_tokens, max_clips;
+  objective_batch host;
+  objective_device dev;
+  objective_clip *clips;  // (max_clips) the microbatch's clips
 };
 
-static void scratch_free(const kernels_backend *kb, struct train_scratch *s) {
+static void scratch_free(struct train_scratch *s) {
   if (!s) return;
-  objective_host_free(&s->host);
-  void *dev[] = {s->x, s->target, s->t, s->weight, s->cu, s->pos, s->labels};
-  for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) kb->free(kb, dev[i]);
+  objective_free(&s->host);
+  objective_device_free(&s->dev);
   free(s->clips);
   free(s);
 }
@@ -31,20 +29,14 @@ static tsr_status scratch_new(const kernels_backend *kb, int L, int C, int P,
                               struct train_scratch **out) {
   struct train_scratch *s = calloc(1, sizeof *s);
   if (!s) return err_set(TSR_ENOMEM, "trainer: no memory for microbatch buffers");
-  *s = (struct train_scratch){.max_tokens = L, .max_clips = C, .P = P};
-  size_t LP = (size_t)L * P * sizeof(float);
-  tsr_status r = objective_host_alloc(&s->host, L, C, P);
-  if (!r) r = kb->alloc(kb, (void **)&s->x, LP);
-  if (!r) r = kb->alloc(kb, (void **)&s->target, LP);
-  if (!r) r = kb->alloc(kb, (void **)&s->t, (size_t)C * sizeof(float));
-  if (!r) r = kb->alloc(kb, (void **)&s->weight, (size_t)C * sizeof(float));
-  if (!r) r = kb->alloc(kb, (void **)&s->cu, (size_t)(C + 1) * sizeof(int32_t));
-  if (!r) r = kb->alloc(kb, (void **)&s->pos, (size_t)L * 3 * sizeof(int32_t));
-  if (!r) r = kb->alloc(kb, (void **)&s->labels, (size_t)C * sizeof(int32_t));
+  s->max_tokens = L;
+  s->max_clips = C;
+  tsr_status r = objective_alloc(&s->host, L, C, P);
+  if (!r) r = objective_device_alloc(&s->dev, kb, L, C, P);
   if (!r && !(s->clips = calloc((size_t)C, sizeof *s->clips)))
     r = err_set(TSR_ENOMEM, "trainer: no memory for microbatch buffers");
   if (r) {
-    scratch_free(kb, s);
+    scratch_free(s);
     return r;
   }
   *out = s;
@@ -74,14 +66,13 @@ tsr_status trainer_setup(trainer *tr) {
     const dit_tensor *t = dit_tensor_info(tr->model, i);
     tr->decay_mask[i] = t->ndim == 2 && strncmp(t->name, "y_embed", 7) != 0;
   }
-  const store_settings *ss = data_settings(tr->data);
-  int P = ss->pt * ss->ph * ss->pw * ss->channels;
+  int P = tr->mc.pt * tr->mc.ph * tr->mc.pw * tr->mc.channels;
   return scratch_new(kb, (int)L, (int)C, P, &tr->scratch);
 }
 
 void trainer_free(trainer *tr) {
   if (tr->kb) {
-    scratch_free(tr->kb, tr->scratch);
+    scratch_free(tr->scratch);
     tr->kb->free(tr->kb, tr->adam_m);
     tr->kb->free(tr->kb, tr->adam_v);
     tr->kb->free(tr->kb, tr->ema);
@@ -110,7 +101,6 @@ static const plan_group *my_group(const plan *p, int w, int rank) {
 static tsr_status run_group(trainer *tr, const plan *p, const plan_group *g,
                             const int64_t *batch, int n, double *loss, int64_t *tokens) {
   struct train_scratch *s = tr->scratch;
-  const kernels_backend *kb = tr->kb;
   if (g->size > 1)
     return err_set(TSR_EINVAL, "step %lld: the plan splits clips over %d ranks; context "
                    "parallelism across ranks is not implemented yet (issue 5)",
@@ -128,34 +118,21 @@ static tsr_status run_group(trainer *tr, const plan *p, const plan_group *g,
     const uint8_t *tok;
     tsr_status r = data_clip_tokens(tr->data, batch[bi], 0, &tok);
     if (r) return err_wrap(r, "step %lld: ", (long long)tr->step);
-    int label = tr->mc.num_classes > 0 && dc->label >= 0 ? dc->label : tr->mc.num_classes;
-    // Whole clip on this rank (CP size 1): chunk [0, tokens) of itself.
-    s->clips[j] = (objective_clip){.id = dc->id, .tokens = tok, .T = dc->T, .H = dc->H,
-                                   .W = dc->W, .first = 0, .count = dc->tokens,
-                                   .label = label};
+    // Whole clip on this rank (CP size 1): the chunk starting at token 0.
+    s->clips[j] = (objective_clip){.clip_id = dc->id, .total_tokens = dc->tokens,
+                                   .first_token = 0, .len = (int)dc->tokens, .T = dc->T,
+                                   .H = dc->H, .W = dc->W, .label = dc->label, .tokens = tok};
     L += dc->tokens;
   }
   if (L > s->max_tokens)
     return err_set(TSR_EINVAL, "step %lld: a microbatch of %lld tokens exceeds train.mem_tokens "
                    "= %d", (long long)tr->step, (long long)L, s->max_tokens);
-  objective_host *h = &s->host;
-  tsr_status r = objective_build(&tr->mc, &tr->tc, (uint64_t)tr->step, s->clips, g->nclips, n, h);
-  if (r) return err_wrap(r, "step %lld: ", (long long)tr->step);
-  int C = g->nclips;
-  size_t LP = (size_t)L * s->P * sizeof(float);
-  if ((r = kb->to_device(kb, s->x, h->x, LP)) || (r = kb->to_device(kb, s->target, h->target, LP)) ||
-      (r = kb->to_device(kb, s->t, h->t, C * sizeof(float))) ||
-      (r = kb->to_device(kb, s->weight, h->weight, C * sizeof(float))) ||
-      (r = kb->to_device(kb, s->cu, h->cu_seqlens, (C + 1) * sizeof(int32_t))) ||
-      (r = kb->to_device(kb, s->pos, h->pos, (size_t)L * 3 * sizeof(int32_t))) ||
-      (r = kb->to_device(kb, s->labels, h->labels, C * sizeof(int32_t))))
-    return r;
-  dit_batch b = {.n_clips = C, .L = (int)L, .cu_seqlens = s->cu, .pos = s->pos, .t = s->t,
-                 .labels = tr->mc.num_classes > 0 ? s->labels : NULL, .x = s->x,
-                 .target = s->target, .loss_weight = s->weight};
+  tsr_status r = objective_build(&s->host, &tr->mc, &tr->tc, tr->step, n, s->clips, g->nclips);
+  if (!r) r = objective_upload(&s->dev, &s->host, tr->mc.num_classes);
   double l = 0;
-  if ((r = dit_forward(tr->model, &b, NULL, &l)) || (r = dit_backward(tr->model, &b)))
-    return err_wrap(r, "step %lld: ", (long long)tr->step);
+  if (!r) r = dit_forward(tr->model, &s->dev.batch, NULL, &l);
+  if (!r) r = dit_backward(tr->model, &s->dev.batch);
+  if (r) return err_wrap(r, "step %lld: ", (long long)tr->step);
   *loss += l;
   *tokens += L;
   return TSR_OK;
