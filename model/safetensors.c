@@ -1,0 +1,361 @@
+// model/safetensors.c — safetensors writer (atomic commit) and validating mmap reader.
+#include "model/safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/fs.h"
+
+#define MAX_HEADER (100u << 20)  // the reference implementation's limit
+
+static const char *DTYPE_NAMES[] = {"F32", "I32", "U8"};
+static const size_t DTYPE_SIZES[] = {4, 4, 1};
+
+const char *st_dtype_name(st_dtype d) { return (unsigned)d < 3 ? DTYPE_NAMES[d] : "?"; }
+
+// numel * dtype size, or SIZE_MAX on overflow / negative dims.
+static size_t tensor_bytes(st_dtype dt, int ndim, const int64_t *shape) {
+  size_t n = DTYPE_SIZES[dt];
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0 || __builtin_mul_overflow(n, (size_t)shape[i], &n)) return SIZE_MAX;
+  }
+  return n;
+}
+
+static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape) {
+  size_t n = (size_t)snprintf(buf, cap, "(");
+  for (int i = 0; i < ndim && n < cap; i++)
+    n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? ", " : "", (long long)shape[i]);
+  if (n < cap) snprintf(buf + n, cap - n, ")");
+}
+
+// ---- writer ------------------------------------------------------------------------------
+struct st_writer {
+  st_tensor *t;
+  char **names;
+  int n, cap;
+  json_t *meta;
+};
+
+tsr_status st_writer_new(st_writer **w) {
+  *w = calloc(1, sizeof **w);
+  if (!*w || !((*w)->meta = json_object())) {
+    free(*w);
+    *w = NULL;
+    return err_set(TSR_ENOMEM, "safetensors writer: no memory");
+  }
+  return TSR_OK;
+}
+
+void st_writer_free(st_writer **pw) {
+  st_writer *w = *pw;
+  if (!w) return;
+  for (int i = 0; i < w->n; i++) free(w->names[i]);
+  free(w->names), free(w->t);
+  json_decref(w->meta);
+  free(w);
+  *pw = NULL;
+}
+
+tsr_status st_writer_add(st_writer *w, const char *name, st_dtype dtype, int ndim,
+                         const int64_t *shape, const void *data) {
+  if (!name || !*name || !strcmp(name, "__metadata__") || (unsigned)dtype > ST_U8 || ndim < 0 ||
+      ndim > ST_MAX_DIMS)
+    return err_set(TSR_EINVAL, "safetensors: bad tensor '%s' (name, dtype or %d dims)",
+                   name ? name : "(null)", ndim);
+  size_t nb = tensor_bytes(dtype, ndim, shape);
+  if (nb == SIZE_MAX) return err_set(TSR_EINVAL, "safetensors: tensor %s: bad shape", name);
+  if (nb && !data) return err_set(TSR_EINVAL, "safetensors: tensor %s: data is NULL", name);
+  for (int i = 0; i < w->n; i++)
+    if (!strcmp(w->names[i], name))
+      return err_set(TSR_EINVAL, "safetensors: tensor %s added twice", name);
+  if (w->n == w->cap) {
+    int cap = w->cap ? 2 * w->cap : 64;
+    st_tensor *t = realloc(w->t, sizeof *t * (size_t)cap);
+    if (t) w->t = t;
+    char **nm = realloc(w->names, sizeof *nm * (size_t)cap);
+    if (nm) w->names = nm;
+    if (!t || !nm) return err_set(TSR_ENOMEM, "safetensors: no memory");
+    w->cap = cap;
+  }
+  char *copy = strdup(name);
+  if (!copy) return err_set(TSR_ENOMEM, "safetensors: no memory");
+  st_tensor *t = &w->t[w->n];
+  memset(t, 0, sizeof *t);
+  w->names[w->n++] = copy;
+  t->name = copy, t->dtype = dtype, t->ndim = ndim, t->nbytes = nb, t->data = data;
+  for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+  return TSR_OK;
+}
+
+tsr_status st_writer_meta(st_writer *w, const char *key, const char *value) {
+  if (!key || !value) return err_set(TSR_EINVAL, "safetensors: metadata key or value is NULL");
+  if (json_object_get(w->meta, key))
+    return err_set(TSR_EINVAL, "safetensors: metadata key %s added twice", key);
+  json_t *v = json_string(value);
+  if (!v || json_object_set_new(w->meta, key, v))
+    return err_set(TSR_EINVAL, "safetensors: metadata %s: value is not valid UTF-8", key);
+  return TSR_OK;
+}
+
+static char *build_header(const st_writer *w, size_t *len) {
+  json_t *root = json_object();
+  size_t off = 0;
+  for (int i = 0; root && i < w->n; i++) {
+    const st_tensor *t = &w->t[i];
+    json_t *shape = json_array();
+    for (int d = 0; d < t->ndim; d++) json_array_append_new(shape, json_integer(t->shape[d]));
+    json_t *e = json_pack("{s:s, s:o, s:[I, I]}", "dtype", DTYPE_NAMES[t->dtype], "shape", shape,
+                          "data_offsets", (json_int_t)off, (json_int_t)(off + t->nbytes));
+    if (!e || json_object_set_new(root, t->name, e)) {
+      json_decref(root);
+      return NULL;
+    }
+    off += t->nbytes;
+  }
+  if (root && json_object_size(w->meta)) json_object_set(root, "__metadata__", w->meta);
+  char *s = root ? json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+  json_decref(root);
+  if (!s) return NULL;
+  size_t n = strlen(s), padded = (n + 7) / 8 * 8;
+  char *p = realloc(s, padded + 1);
+  if (!p) return free(s), NULL;
+  memset(p + n, ' ', padded - n);
+  p[padded] = 0;
+  *len = padded;
+  return p;
+}
+
+static tsr_status write_all(FILE *f, const void *p, size_t n, const char *path) {
+  if (n && fwrite(p, 1, n, f) != n)
+    return err_set(TSR_EIO, "write %s: %s (disk full?)", path, strerror(errno));
+  return TSR_OK;
+}
+
+tsr_status st_writer_commit(st_writer *w, const char *path) {
+  size_t hlen;
+  char *header = build_header(w, &hlen);
+  if (!header) return err_set(TSR_ENOMEM, "safetensors %s: cannot build the header", path);
+  char tmp[4096];
+  if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= sizeof tmp) {
+    free(header);
+    return err_set(TSR_EINVAL, "safetensors: path too long: %s", path);
+  }
+  tsr_status st = TSR_OK;
+  FILE *f = fopen(tmp, "wb");
+  if (!f) {
+    st = err_set(TSR_EIO, "create %s: %s", tmp, strerror(errno));
+    free(header);
+    return st;
+  }
+  uint8_t le[8];
+  for (int i = 0; i < 8; i++) le[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
+  st = write_all(f, le, 8, tmp);
+  if (!st) st = write_all(f, header, hlen, tmp);
+  for (int i = 0; !st && i < w->n; i++) st = write_all(f, w->t[i].data, w->t[i].nbytes, tmp);
+  if (!st && (fflush(f) || fsync(fileno(f))))
+    st = err_set(TSR_EIO, "fsync %s: %s", tmp, strerror(errno));
+  if (fclose(f) && !st) st = err_set(TSR_EIO, "close %s: %s", tmp, strerror(errno));
+  if (!st && rename(tmp, path))
+    st = err_set(TSR_EIO, "rename %s to %s: %s", tmp, path, strerror(errno));
+  if (st) remove(tmp);
+  if (!st) st = fs_fsync_parent(path);
+  free(header);
+  return st;
+}
+
+// ---- reader ------------------------------------------------------------------------------
+struct st_reader {
+  char *path;
+  void *map;
+  size_t size;
+  st_tensor *t;
+  int n;
+  json_t *root;  // owns the name strings
+  json_t *meta;  // borrowed from root, or NULL
+};
+
+const char *st_path(const st_reader *r) { return r->path; }
+int st_count(const st_reader *r) { return r->n; }
+const st_tensor *st_at(const st_reader *r, int i) { return i >= 0 && i < r->n ? &r->t[i] : NULL; }
+
+const st_tensor *st_find(const st_reader *r, const char *name) {
+  for (int i = 0; i < r->n; i++)
+    if (!strcmp(r->t[i].name, name)) return &r->t[i];
+  return NULL;
+}
+
+const char *st_meta(const st_reader *r, const char *key) {
+  json_t *v = r->meta ? json_object_get(r->meta, key) : NULL;
+  return v ? json_string_value(v) : NULL;
+}
+
+void st_close(st_reader **pr) {
+  st_reader *r = *pr;
+  if (!r) return;
+  if (r->map) munmap(r->map, r->size);
+  json_decref(r->root);
+  free(r->t), free(r->path);
+  free(r);
+  *pr = NULL;
+}
+
+static int by_begin(const void *a, const void *b) {
+  const st_tensor *x = a, *y = b;
+  const char *px = x->data, *py = y->data;
+  return px < py ? -1 : px > py ? 1 : 0;
+}
+
+// Parses one header entry into t; data_base: the data buffer of data_len bytes.
+static tsr_status parse_entry(st_reader *r, const char *name, json_t *e, st_tensor *t,
+                              const char *data_base, size_t data_len) {
+  const char *p = r->path;
+  json_t *dt = json_object_get(e, "dtype"), *sh = json_object_get(e, "shape"),
+         *of = json_object_get(e, "data_offsets");
+  if (!json_is_object(e) || !json_is_string(dt) || !json_is_array(sh) || !json_is_array(of) ||
+      json_array_size(of) != 2)
+    return err_set(TSR_EFORMAT, "%s: tensor %s: entry needs dtype, shape and data_offsets [begin, end]",
+                   p, name);
+  const char *ds = json_string_value(dt);
+  int d = -1;
+  for (int i = 0; i < 3; i++)
+    if (!strcmp(ds, DTYPE_NAMES[i])) d = i;
+  if (d < 0)
+    return err_set(TSR_EFORMAT, "%s: tensor %s: dtype %s is not supported (F32, I32, U8)", p, name, ds);
+  t->name = name, t->dtype = (st_dtype)d;
+  size_t nd = json_array_size(sh);
+  if (nd > ST_MAX_DIMS)
+    return err_set(TSR_EFORMAT, "%s: tensor %s: %zu dimensions (at most %d)", p, name, nd, ST_MAX_DIMS);
+  t->ndim = (int)nd;
+  for (size_t i = 0; i < nd; i++) {
+    json_t *v = json_array_get(sh, i);
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+      return err_set(TSR_EFORMAT, "%s: tensor %s: shape[%zu] is not a non-negative integer", p, name, i);
+    t->shape[i] = json_integer_value(v);
+  }
+  json_t *b = json_array_get(of, 0), *en = json_array_get(of, 1);
+  if (!json_is_integer(b) || !json_is_integer(en) || json_integer_value(b) < 0 ||
+      json_integer_value(en) < json_integer_value(b) || (uint64_t)json_integer_value(en) > data_len)
+    return err_set(TSR_EFORMAT,
+                   "%s: tensor %s: data_offsets outside the %zu-byte data buffer (truncated file?)",
+                   p, name, data_len);
+  size_t begin = (size_t)json_integer_value(b), end = (size_t)json_integer_value(en);
+  size_t nb = tensor_bytes(t->dtype, t->ndim, t->shape);
+  if (nb != end - begin)
+    return err_set(TSR_EFORMAT, "%s: tensor %s: %zu data bytes for a shape of %zu bytes", p, name,
+                   end - begin, nb);
+  t->nbytes = nb, t->data = data_base + begin;
+  return TSR_OK;
+}
+
+tsr_status st_open(st_reader **out, const char *path) {
+  *out = NULL;
+  st_reader *r = calloc(1, sizeof *r);
+  if (!r || !(r->path = strdup(path))) {
+    free(r);
+    return err_set(TSR_ENOMEM, "safetensors: no memory");
+  }
+  tsr_status st = TSR_OK;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat sb;
+  if (fd < 0 || fstat(fd, &sb)) {
+    st = err_set(TSR_EIO, "open %s: %s", path, strerror(errno));
+    if (fd >= 0) close(fd);
+    goto fail;
+  }
+  r->size = (size_t)sb.st_size;
+  if (r->size < 8) {
+    close(fd);
+    st = err_set(TSR_EFORMAT, "%s: %zu bytes is too short for a safetensors file", path, r->size);
+    goto fail;
+  }
+  r->map = mmap(NULL, r->size, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (r->map == MAP_FAILED) {
+    r->map = NULL;
+    st = err_set(TSR_EIO, "mmap %s: %s", path, strerror(errno));
+    goto fail;
+  }
+  const uint8_t *m = r->map;
+  uint64_t hlen = 0;
+  for (int i = 0; i < 8; i++) hlen |= (uint64_t)m[i] << (8 * i);
+  if (hlen > MAX_HEADER || hlen > r->size - 8) {
+    st = err_set(TSR_EFORMAT, "%s: header size %llu exceeds the file (%zu bytes) or 100 MiB: not a "
+                              "safetensors file or truncated",
+                 path, (unsigned long long)hlen, r->size);
+    goto fail;
+  }
+  json_error_t je;
+  r->root = json_loadb((const char *)m + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &je);
+  if (!r->root || !json_is_object(r->root)) {
+    st = err_set(TSR_EFORMAT, "%s: header is not a JSON object: %s", path,
+                 r->root ? "not an object" : je.text);
+    goto fail;
+  }
+  const char *data = (const char *)m + 8 + hlen;
+  size_t data_len = r->size - 8 - (size_t)hlen;
+  r->t = calloc(json_object_size(r->root) + 1, sizeof *r->t);
+  if (!r->t) {
+    st = err_set(TSR_ENOMEM, "safetensors %s: no memory", path);
+    goto fail;
+  }
+  const char *key;
+  json_t *val;
+  json_object_foreach(r->root, key, val) {
+    if (!strcmp(key, "__metadata__")) {
+      const char *k2;
+      json_t *v2;
+      if (!json_is_object(val)) {
+        st = err_set(TSR_EFORMAT, "%s: __metadata__ is not an object", path);
+        goto fail;
+      }
+      json_object_foreach(val, k2, v2) if (!json_is_string(v2)) {
+        st = err_set(TSR_EFORMAT, "%s: metadata %s is not a string", path, k2);
+        goto fail;
+      }
+      r->meta = val;
+      continue;
+    }
+    if ((st = parse_entry(r, key, val, &r->t[r->n], data, data_len))) goto fail;
+    r->n++;
+  }
+  qsort(r->t, (size_t)r->n, sizeof *r->t, by_begin);
+  for (int i = 1; i < r->n; i++) {
+    const char *prev_end = (const char *)r->t[i - 1].data + r->t[i - 1].nbytes;
+    if ((const char *)r->t[i].data < prev_end) {
+      st = err_set(TSR_EFORMAT, "%s: tensors %s and %s overlap in the data buffer", path,
+                   r->t[i - 1].name, r->t[i].name);
+      goto fail;
+    }
+  }
+  *out = r;
+  return TSR_OK;
+fail:
+  st_close(&r);
+  return st;
+}
+
+tsr_status st_read(const st_reader *r, const char *name, st_dtype dtype, int ndim,
+                   const int64_t *shape, void *dst) {
+  const st_tensor *t = st_find(r, name);
+  if (!t)
+    return err_set(TSR_EMISMATCH, "%s: no tensor %s (checkpoint of another model?)", r->path, name);
+  int same = t->dtype == dtype && t->ndim == ndim;
+  for (int i = 0; same && i < ndim; i++) same = t->shape[i] == shape[i];
+  if (!same) {
+    char want[128], got[128];
+    shape_str(want, sizeof want, ndim, shape);
+    shape_str(got, sizeof got, t->ndim, t->shape);
+    return err_set(TSR_EMISMATCH, "%s: tensor %s is %s %s, expected %s %s", r->path, name,
+                   DTYPE_NAMES[t->dtype], got, st_dtype_name(dtype), want);
+  }
+  if (t->nbytes) memcpy(dst, t->data, t->nbytes);
+  return TSR_OK;
+}

@@ -1,0 +1,65 @@
+// model/safetensors.h — the safetensors file format (https://github.com/huggingface/safetensors),
+// used for checkpoints (weights, EMA, optimizer moments, metadata) and the reference test.
+//
+// Layout: 8-byte little-endian u64 N, then N bytes of JSON header
+//   {"<name>": {"dtype": "F32"|"I32"|"U8", "shape": [d0, ...], "data_offsets": [begin, end]},
+//    ..., "__metadata__": {"<key>": "<string value>", ...}}
+// then the data buffer; offsets are relative to its start. tessera writes tensors
+// contiguously in the order they were added and pads the header with spaces to a multiple
+// of 8 bytes, so every tensor is 8-byte aligned in the file and in the mmap. The reader
+// accepts any valid file with these dtypes: header size within the file, JSON object,
+// known dtypes, shapes of non-negative integers, end - begin == numel * dtype size, ranges
+// inside the data buffer and not overlapping; anything else is TSR_EFORMAT naming the file
+// (and tensor). Data is little-endian (the only byte order tessera runs on).
+#ifndef TESSERA_MODEL_SAFETENSORS_H
+#define TESSERA_MODEL_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+
+typedef enum { ST_F32, ST_I32, ST_U8 } st_dtype;
+#define ST_MAX_DIMS 8
+
+typedef struct {
+  const char *name;
+  st_dtype dtype;
+  int ndim;                      // 0 .. ST_MAX_DIMS (0: a scalar of one element)
+  int64_t shape[ST_MAX_DIMS];
+  size_t nbytes;
+  const void *data;              // reader: inside the mmap (aligned only as the file is)
+} st_tensor;
+
+const char *st_dtype_name(st_dtype d);  // "F32", "I32", "U8"
+
+// ---- writer: add named host tensors and metadata, then commit atomically ---------------
+typedef struct st_writer st_writer;
+tsr_status st_writer_new(st_writer **w);
+// Adds a tensor. Names and shapes are copied; `data` (nbytes = numel * dtype size, host
+// memory) is NOT copied and must stay valid until st_writer_commit. Duplicate names fail.
+tsr_status st_writer_add(st_writer *w, const char *name, st_dtype dtype, int ndim,
+                         const int64_t *shape, const void *data);
+// Adds a metadata string (key and value copied). Duplicate keys fail.
+tsr_status st_writer_meta(st_writer *w, const char *key, const char *value);
+// Writes `path` atomically: PATH.tmp.PID, fsync, rename to path, fsync of the directory.
+// On error no file at `path` is changed and the temporary file is removed. The writer
+// stays valid (commit again, or free).
+tsr_status st_writer_commit(st_writer *w, const char *path);
+void st_writer_free(st_writer **w);
+
+// ---- reader: mmap, validate, look up tensors and metadata ----------------------------
+typedef struct st_reader st_reader;
+tsr_status st_open(st_reader **r, const char *path);
+void st_close(st_reader **r);
+const char *st_path(const st_reader *r);
+int st_count(const st_reader *r);
+const st_tensor *st_at(const st_reader *r, int i);          // in file order of data
+const st_tensor *st_find(const st_reader *r, const char *name);  // NULL if absent
+const char *st_meta(const st_reader *r, const char *key);   // NULL if absent
+// Copies tensor `name` to dst (host, nbytes) after checking it exists with this dtype and
+// shape; TSR_EMISMATCH / TSR_EFORMAT messages name the file, tensor, expected and found.
+tsr_status st_read(const st_reader *r, const char *name, st_dtype dtype, int ndim,
+                   const int64_t *shape, void *dst);
+
+#endif

@@ -1,0 +1,180 @@
+// tests/model/test_safetensors.c — round trip of tensors and metadata, model tensors by
+// name with shape checks, atomic commit, and corrupt files rejected with messages that
+// name the file and tensor.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "mt.h"
+#include "model/safetensors.h"
+
+static char dir[] = "/tmp/tsr_st_XXXXXX";
+static char path[256], bad[256];
+
+static void write_bytes(const char *p, const void *d, size_t n) {
+  FILE *f = fopen(p, "wb");
+  fwrite(d, 1, n, f);
+  fclose(f);
+}
+
+static char *read_file(const char *p, size_t *n) {
+  FILE *f = fopen(p, "rb");
+  fseek(f, 0, SEEK_END);
+  *n = (size_t)ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc(*n + 1);
+  *n = fread(b, 1, *n, f);
+  fclose(f);
+  return b;
+}
+
+// A file with this JSON header and `data_len` zero bytes of data.
+static void write_raw(const char *json, size_t data_len) {
+  size_t h = strlen(json);
+  char *b = calloc(8 + h + data_len + 1, 1);
+  for (int i = 0; i < 8; i++) b[i] = (char)((uint64_t)h >> (8 * i));
+  memcpy(b + 8, json, h);
+  write_bytes(bad, b, 8 + h + data_len);
+  free(b);
+}
+
+static void expect_bad(const char *needle) {
+  st_reader *r;
+  tsr_status st = st_open(&r, bad);
+  CHECK(st == TSR_EFORMAT && strstr(err_msg(), needle) && strstr(err_msg(), bad),
+        "want EFORMAT '%s', got %d '%s'", needle, st, err_msg());
+  st_close(&r);
+}
+
+int main(void) {
+  if (!mkdtemp(dir)) return 1;
+  snprintf(path, sizeof path, "%s/a.safetensors", dir);
+  snprintf(bad, sizeof bad, "%s/bad.safetensors", dir);
+
+  float f[6] = {1, -2, 3.5f, 4, 5, 6e-30f};
+  int32_t i32[3] = {-1, 7, 1 << 30};
+  uint8_t u8[5] = {0, 1, 2, 254, 255};
+  float scalar = 42;
+  st_writer *w;
+  CHECK_OK(st_writer_new(&w));
+  CHECK_OK(st_writer_add(w, "f", ST_F32, 2, (int64_t[]){2, 3}, f));
+  CHECK_OK(st_writer_add(w, "i", ST_I32, 1, (int64_t[]){3}, i32));
+  CHECK_OK(st_writer_add(w, "u", ST_U8, 1, (int64_t[]){5}, u8));
+  CHECK_OK(st_writer_add(w, "s", ST_F32, 0, NULL, &scalar));
+  CHECK_OK(st_writer_add(w, "empty", ST_F32, 2, (int64_t[]){0, 4}, NULL));
+  CHECK(st_writer_add(w, "f", ST_F32, 1, (int64_t[]){1}, f) == TSR_EINVAL, "duplicate tensor");
+  CHECK_OK(st_writer_meta(w, "step", "123"));
+  CHECK_OK(st_writer_meta(w, "config", "[model]\nhidden = 64\n\"quoted\" \\ ok"));
+  CHECK(st_writer_meta(w, "step", "1") == TSR_EINVAL, "duplicate meta");
+  CHECK_OK(st_writer_commit(w, path));
+  st_writer_free(&w);
+  char tmpname[300];
+  snprintf(tmpname, sizeof tmpname, "%s.tmp.%d", path, (int)getpid());
+  CHECK(access(tmpname, F_OK) != 0, "temporary file left");
+
+  st_reader *r;
+  CHECK_OK(st_open(&r, path));
+  CHECK(st_count(r) == 5, "count %d", st_count(r));
+  const st_tensor *t = st_find(r, "f");
+  CHECK(t && t->ndim == 2 && t->shape[1] == 3 && !memcmp(t->data, f, sizeof f), "f");
+  CHECK(((uintptr_t)t->data % 8) == 0, "data not 8-aligned");
+  int32_t i2[3];
+  uint8_t u2[5];
+  float s2;
+  CHECK_OK(st_read(r, "i", ST_I32, 1, (int64_t[]){3}, i2));
+  CHECK_OK(st_read(r, "u", ST_U8, 1, (int64_t[]){5}, u2));
+  CHECK_OK(st_read(r, "s", ST_F32, 0, NULL, &s2));
+  CHECK(!memcmp(i2, i32, sizeof i2) && !memcmp(u2, u8, sizeof u2) && s2 == 42, "values");
+  CHECK(st_find(r, "empty") && st_find(r, "empty")->nbytes == 0, "empty tensor");
+  CHECK(st_meta(r, "step") && !strcmp(st_meta(r, "step"), "123"), "meta step");
+  CHECK(st_meta(r, "config") && !strcmp(st_meta(r, "config"), "[model]\nhidden = 64\n\"quoted\" \\ ok"),
+        "meta config");
+  CHECK(st_meta(r, "nope") == NULL, "absent meta");
+  float wrong[6];
+  CHECK(st_read(r, "f", ST_F32, 2, (int64_t[]){3, 2}, wrong) == TSR_EMISMATCH &&
+            strstr(err_msg(), "tensor f is F32 (2, 3), expected F32 (3, 2)"),
+        "shape mismatch: %s", err_msg());
+  CHECK(st_read(r, "i", ST_F32, 1, (int64_t[]){3}, wrong) == TSR_EMISMATCH, "dtype mismatch");
+  CHECK(st_read(r, "zz", ST_F32, 1, (int64_t[]){3}, wrong) == TSR_EMISMATCH &&
+            strstr(err_msg(), "no tensor zz"),
+        "missing: %s", err_msg());
+  st_close(&r);
+
+  // model tensors by name, through the flat layout
+  const kernels_backend *kb = kernels_cpu();
+  dit_config c = mt_config();
+  dit_model *m;
+  CHECK_OK(dit_create(&m, &c, kb, 8, 2));
+  CHECK_OK(dit_init(m, 5));
+  CHECK_OK(mt_perturb(m, 6, 0.1f));
+  size_t n = dit_num_params(m);
+  float *back = calloc(n, sizeof(float));
+  CHECK_OK(st_writer_new(&w));
+  CHECK_OK(dit_write_tensors(m, w, "ema.", dit_params(m)));
+  CHECK_OK(st_writer_commit(w, path));  // replaces the first file atomically
+  st_writer_free(&w);
+  CHECK_OK(st_open(&r, path));
+  CHECK_OK(dit_read_tensors(m, r, "ema.", back));
+  CHECK(!memcmp(back, dit_params(m), n * sizeof(float)), "model tensors round trip");
+  CHECK(dit_read_tensors(m, r, "weights.", back) == TSR_EMISMATCH &&
+            strstr(err_msg(), "no tensor weights.x_embed.weight"),
+        "prefix: %s", err_msg());
+  st_close(&r);
+  dit_model *other;
+  c.hidden = 24, c.heads = 2;
+  CHECK_OK(dit_create(&other, &c, kb, 8, 2));
+  CHECK_OK(st_open(&r, path));
+  float *ob = calloc(dit_num_params(other), sizeof(float));
+  CHECK(dit_read_tensors(other, r, "ema.", ob) == TSR_EMISMATCH &&
+            strstr(err_msg(), "ema.x_embed.weight is F32 (12, 16), expected F32 (12, 24)"),
+        "other model: %s", err_msg());
+  st_close(&r);
+
+  // corruption
+  size_t len;
+  char *good = read_file(path, &len);
+  write_bytes(bad, good, 5);
+  expect_bad("too short");
+  write_bytes(bad, good, len - 4);  // truncated data
+  expect_bad("outside the");
+  char *hdr = malloc(len);
+  memcpy(hdr, good, len);
+  hdr[0] = (char)0xff, hdr[1] = (char)0xff, hdr[2] = (char)0xff;
+  write_bytes(bad, hdr, len);
+  expect_bad("header size");
+  memcpy(hdr, good, len);
+  hdr[8] = '[';
+  write_bytes(bad, hdr, len);
+  expect_bad("not a JSON object");
+  write_raw("{\"a\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4);
+  expect_bad("tensor a: dtype F16 is not supported");
+  write_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4);
+  expect_bad("tensor a: 4 data bytes for a shape of 8 bytes");
+  write_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8);
+  expect_bad("tensor a: shape[0]");
+  write_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+            "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12);
+  expect_bad("overlap");
+  write_raw("{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8);
+  expect_bad("tensor a: entry needs");
+  write_raw("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+            "\"__metadata__\":{\"k\":3}}", 1);
+  expect_bad("metadata k is not a string");
+  write_raw("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+            "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1);
+  expect_bad("not a JSON object");  // duplicate keys rejected by the JSON parser
+  CHECK(st_open(&r, "/nonexistent/x.safetensors") == TSR_EIO &&
+            strstr(err_msg(), "/nonexistent/x.safetensors"),
+        "missing file: %s", err_msg());
+  // commit into a missing directory fails and leaves nothing
+  CHECK_OK(st_writer_new(&w));
+  CHECK(st_writer_commit(w, "/nonexistent/dir/x.safetensors") == TSR_EIO, "commit to missing dir");
+  st_writer_free(&w);
+
+  free(good), free(hdr), free(back), free(ob);
+  dit_free(&m), dit_free(&other);
+  remove(path), remove(bad), rmdir(dir);
+  return check_done();
+}
