@@ -83,13 +83,7 @@ tsr_status ckpt_save(const char *path, const trainer *tr) {
   st_writer *w = NULL;
   tsr_status r = st_writer_new(&w);
   for (int s = 0; !r && s < NSETS; s++) r = kb->to_host(kb, host + s * n, set_buffer(tr, s), n * sizeof(float));
-  for (int s = 0; !r && s < NSETS; s++)
-    for (int i = 0; !r && i < dit_num_tensors(tr->model); i++) {
-      const dit_tensor *t = dit_tensor_info(tr->model, i);
-      char name[256];
-      snprintf(name, sizeof name, "%s%s", set_prefix[s], t->name);
-      r = st_writer_add(w, name, ST_F32, t->ndim, t->shape, host + s * n + t->offset);
-    }
+  for (int s = 0; !r && s < NSETS; s++) r = dit_write_tensors(tr->model, w, set_prefix[s], host + s * n);
   if (!r) r = add_meta(w, tr);
   if (!r) r = st_writer_commit(w, path);
   st_writer_free(&w);
@@ -316,16 +310,13 @@ static tsr_status check_names(const st_reader *st, const dit_model *m) {
 static tsr_status load_set(const st_reader *st, const dit_model *m, const kernels_backend *kb,
                            int s, float *dst, float *host, size_t n) {
   memset(host, 0, n * sizeof(float));
-  for (int i = 0; i < dit_num_tensors(m); i++) {
-    const dit_tensor *t = dit_tensor_info(m, i);
-    char name[256];
-    snprintf(name, sizeof name, "%s%s", set_prefix[s], t->name);
-    if (!st_find(st, name))
-      return err_set(TSR_EMISMATCH, "checkpoint %s has no tensor '%s'%s", st_path(st), name,
-                     s == SET_EMA ? " (use --raw for a checkpoint without EMA weights)" : "");
-    tsr_status r = st_read(st, name, ST_F32, t->ndim, t->shape, host + t->offset);
-    if (r) return r;
-  }
+  char first[256];
+  snprintf(first, sizeof first, "%s%s", set_prefix[s], dit_tensor_info(m, 0)->name);
+  if (s == SET_EMA && !st_find(st, first))
+    return err_set(TSR_EMISMATCH, "checkpoint %s has no EMA weights (%s): use --raw",
+                   st_path(st), first);
+  tsr_status r = dit_read_tensors(m, st, set_prefix[s], host);
+  if (r) return r;
   return kb->to_device(kb, dst, host, n * sizeof(float));
 }
 

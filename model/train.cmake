@@ -5,6 +5,8 @@ add_library(tsr_train STATIC
   ${CMAKE_CURRENT_LIST_DIR}/lr.c
   ${CMAKE_CURRENT_LIST_DIR}/metrics.c
   ${CMAKE_CURRENT_LIST_DIR}/step.c
+  ${CMAKE_CURRENT_LIST_DIR}/checkpoint.c
+  ${CMAKE_CURRENT_LIST_DIR}/sample.c
   ${CMAKE_CURRENT_LIST_DIR}/train.c
 )
 target_link_libraries(tsr_train PUBLIC tsr_model tsr_sched tsr_ingest tsr_kernels tsr_core
