@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "core/fs.h"
 #include "model/safetensors.h"
@@ -17,6 +18,10 @@
 // The four tensor sets of a checkpoint: prefix and where they live in the trainer.
 enum { SET_W, SET_EMA, SET_M, SET_V, NSETS };
 static const char *const set_prefix[NSETS] = {"", "ema.", "adam_m.", "adam_v."};
+// Metadata keys of each set's XXH3-64 over its flat host buffer (padding floats are 0),
+// so flipped bits inside tensor data are caught, not only a damaged header.
+static const char *const set_hash_key[NSETS] = {"xxh3_weights", "xxh3_ema", "xxh3_adam_m",
+                                                "xxh3_adam_v"};
 
 static float *set_buffer(const trainer *tr, int s) {
   switch (s) {
@@ -83,7 +88,13 @@ tsr_status ckpt_save(const char *path, const trainer *tr) {
   st_writer *w = NULL;
   tsr_status r = st_writer_new(&w);
   for (int s = 0; !r && s < NSETS; s++) r = kb->to_host(kb, host + s * n, set_buffer(tr, s), n * sizeof(float));
-  for (int s = 0; !r && s < NSETS; s++) r = dit_write_tensors(tr->model, w, set_prefix[s], host + s * n);
+  for (int s = 0; !r && s < NSETS; s++) {
+    char hash[24];
+    snprintf(hash, sizeof hash, "%016llx",
+             (unsigned long long)XXH3_64bits(host + s * n, n * sizeof(float)));
+    r = dit_write_tensors(tr->model, w, set_prefix[s], host + s * n);
+    if (!r) r = st_writer_meta(w, set_hash_key[s], hash);
+  }
   if (!r) r = add_meta(w, tr);
   if (!r) r = st_writer_commit(w, path);
   st_writer_free(&w);
@@ -317,6 +328,13 @@ static tsr_status load_set(const st_reader *st, const dit_model *m, const kernel
                    st_path(st), first);
   tsr_status r = dit_read_tensors(m, st, set_prefix[s], host);
   if (r) return r;
+  const char *want = st_meta(st, set_hash_key[s]);
+  char got[24];
+  snprintf(got, sizeof got, "%016llx", (unsigned long long)XXH3_64bits(host, n * sizeof(float)));
+  if (!want || strcmp(want, got))
+    return err_set(TSR_EFORMAT, "checkpoint %s is corrupt: the %stensors' checksum is %s, the "
+                   "metadata says %s; use an earlier checkpoint", st_path(st), set_prefix[s], got,
+                   want ? want : "nothing");
   return kb->to_device(kb, dst, host, n * sizeof(float));
 }
 

@@ -128,6 +128,7 @@ static tsr_status start_from(trainer *tr, const char *path, int resume) {
   }
   if (!r && !resume) r = train_ema_reset(tr);
   ckpt_meta_free(&cm);
+  if (r && !resume) return err_wrap(r, "--init (weights of the configured model, shapes checked): ");
   return r;
 }
 

@@ -38,13 +38,23 @@ $T train --config "$CONF" --data "$STORE" --out "$R" "${SMALL[@]}" --steps 1 2>/
 expect_fail "already holds checkpoints" $T train --config "$CONF" --data "$STORE" --out "$R" "${SMALL[@]}" --steps 2
 expect_fail "config differs.*hidden" $T train --config "$CONF" --data "$STORE" --out "$R" "${SMALL[@]}" --set model.hidden=32 --set model.heads=2 --steps 2 --resume
 expect_fail "config differs.*lr" $T train --config "$CONF" --data "$STORE" --out "$R" "${SMALL[@]}" --set train.lr=1 --steps 2 --resume
-expect_fail "shape|mismatch|differ" $T train --config "$CONF" --data "$STORE" --out "$W/r2" "${SMALL[@]}" --set model.hidden=32 --set model.heads=2 --init "$R/ckpt-1.safetensors"
+expect_fail "--init.*x_embed.weight is F32 \(1536, 64\), expected F32 \(1536, 32\)" $T train --config "$CONF" --data "$STORE" --out "$W/r2" "${SMALL[@]}" --set model.hidden=32 --set model.heads=2 --init "$R/ckpt-1.safetensors"
 expect_fail "No such file" $T train --config "$CONF" --data "$STORE" --out "$W/r3" --init "$W/none.safetensors"
 head -c 1000 "$R/ckpt-1.safetensors" > "$W/trunc.safetensors"
 expect_fail "trunc.safetensors" $T train --config "$CONF" --data "$STORE" --out "$W/r4" "${SMALL[@]}" --init "$W/trunc.safetensors"
 cp "$R/ckpt-1.safetensors" "$W/flip.safetensors"
 printf '\x7f\x7f\x7f\x7f' | dd of="$W/flip.safetensors" bs=1 seek=0 conv=notrunc status=none
 expect_fail "flip.safetensors" $T train --config "$CONF" --data "$STORE" --out "$W/r5" "${SMALL[@]}" --init "$W/flip.safetensors"
+# One flipped byte inside the tensor data: caught by the per-set checksum.
+cp "$R/ckpt-1.safetensors" "$W/bits.safetensors"
+hdr=$(od -An -t u8 -N8 "$W/bits.safetensors" | tr -d ' ')   # weights come first in the data
+printf '\x55' | dd of="$W/bits.safetensors" bs=1 seek=$((8 + hdr + 400)) conv=notrunc status=none
+expect_fail "bits.safetensors is corrupt" $T train --config "$CONF" --data "$STORE" --out "$W/r6" "${SMALL[@]}" --init "$W/bits.safetensors"
+# A corrupt newest checkpoint stops --resume with its name.
+mkdir -p "$W/r7"
+cp "$R/ckpt-1.safetensors" "$W/r7/ckpt-1.safetensors"
+head -c 5000 "$R/ckpt-1.safetensors" > "$W/r7/ckpt-2.safetensors"
+expect_fail "ckpt-2.safetensors" $T train --config "$CONF" --data "$STORE" --out "$W/r7" "${SMALL[@]}" --steps 3 --resume
 # A stale temporary checkpoint from a crash is removed on start, never loaded.
 echo partial > "$R/ckpt-5.safetensors.tmp"
 $T train --config "$CONF" --data "$STORE" --out "$R" "${SMALL[@]}" --steps 2 --resume 2>/dev/null
