@@ -40,7 +40,6 @@ typedef struct {
   uint64_t seed;
   int ema;                  // 1: EMA weights (default), 0: raw weights
   const char *out;          // .mp4 path (written atomically)
-  int progress;             // progress line on stderr
 } sample_options;
 
 // Loads the checkpoint, checks the options against it, samples and writes the MP4 at

@@ -152,7 +152,6 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
   if (!r) batch_tokens(tr, next, nnext, tok), r = sched_async_start(&pending, &tr->sched, tok, (int)nnext);
   progress pg;
   progress_begin(&pg, "train");
-  if (!o->progress) pg.interval = 1e30;
   double loss0 = -1, loss_last = -1;
   while (!r && tr->step < stop) {
     int64_t *t = cur; cur = next; next = t;

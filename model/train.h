@@ -95,7 +95,6 @@ typedef struct {
   int64_t stop_step;             // stop once this many steps are done (0: train.steps)
   int resume;                    // continue from RUN's latest checkpoint
   const char *init_ckpt;         // weights to start from (fine-tuning), or NULL
-  int progress;                  // progress line on stderr
 } train_options;
 
 // Checks every input (config, store vs config, checkpoint) before the first step, then

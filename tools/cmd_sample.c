@@ -2,7 +2,6 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/err.h"
 #include "core/log.h"
@@ -42,7 +41,7 @@ int cmd_sample(int argc, char **argv) {
       {"steps", required_argument, 0, O_STEPS}, {"seed", required_argument, 0, O_SEED},
       {"ema", no_argument, 0, O_EMA},           {"raw", no_argument, 0, O_RAW},
       {0, 0, 0, 0}};
-  sample_options o = {.cfg = 1, .steps = 32, .ema = 1, .progress = isatty(2)};
+  sample_options o = {.cfg = 1, .steps = 32, .ema = 1};
   int c, bad = 0;
   double cfg = 1;
   int64_t seed = 0;

@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/err.h"
 #include "core/log.h"
@@ -46,7 +45,7 @@ int cmd_train(int argc, char **argv) {
       {"out", required_argument, 0, O_OUT},       {"steps", required_argument, 0, O_STEPS},
       {"resume", no_argument, 0, O_RESUME},       {"init", required_argument, 0, O_INIT},
       {"set", required_argument, 0, O_SET},       {0, 0, 0, 0}};
-  train_options o = {.progress = isatty(2)};
+  train_options o = {0};
   char **sets = calloc((size_t)argc + 1, sizeof *sets);
   if (!sets) return 1;
   int bad = 0, c;
