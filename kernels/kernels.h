@@ -35,9 +35,11 @@
 // - Threading: an entry is not to be called concurrently on the same backend from two
 //   threads (the CUDA backend orders them on one stream); each entry may use many
 //   threads internally (OpenMP on the CPU: OMP_NUM_THREADS).
-// - Determinism: on the CPU every result is bitwise reproducible for the same inputs,
-//   independent of the number of threads (reductions run over fixed blocks in a fixed
-//   order; OpenBLAS GEMMs do not split the K dimension between threads).
+// - Determinism: on the CPU every result is bitwise reproducible for the same inputs and
+//   thread count. The backend's own reductions (bias/weight gradients, per-clip sums,
+//   loss, sumsq) and attention are moreover independent of the thread count: they sum
+//   fixed blocks in a fixed order, and every attention output row has one owner. GEMMs
+//   are OpenBLAS's (which partitions M and N, not K, between threads).
 //
 // Numerical definitions that a reference implementation must follow are stated per
 // entry (GELU: tanh approximation; RoPE: frequency split; AdamW: PyTorch's order).
@@ -237,6 +239,7 @@ struct kernels_backend {
   // with P = exp(scale q.k - lse), dS = P * (dout.v - delta):
   // dq += scale dS k, dk += scale dS^T q, dv += P^T dout — all three ACCUMULATED (dq over
   // the blocks of the ring, dk/dv are the block's gradients travelling with it).
+  // dq may be NULL; dk and dv are given together or both NULL (same for attention_backward).
   // dq: (Lq, H, Dh), dk, dv: (Lk, H, Dh), dout, q: (Lq, H, Dh), k, v: (Lk, H, Dh),
   // lse, delta: (Lq, H), cu_q, cu_k: (C + 1)
   tsr_status (*attention_partial_backward)(const kernels_backend *kb, float *dq, float *dk,

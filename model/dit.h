@@ -50,7 +50,8 @@ typedef struct {
   const int32_t *cu_seqlens;   // (C + 1) token offsets of the clips
   const int32_t *pos;          // (L, 3) (t, y, x) position of each token in its clip's grid
   const float *t;              // (C) diffusion time of each clip, in (0, 1)
-  const int32_t *labels;       // (C) class ids, num_classes = "no label"; NULL if unconditional
+  const int32_t *labels;       // (C) class ids, num_classes = "no label"; NULL: all "no label"
+                               // (ignored when num_classes == 0)
   const float *x;              // (L, P) model input (noisy tokens x_t)
   const float *target;         // (L, P) regression target v = e - x0; NULL for inference
   const float *loss_weight;    // (C) per-clip loss weight (kernels_mse_weight); NULL for inference

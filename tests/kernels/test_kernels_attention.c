@@ -5,6 +5,8 @@
 // Tolerances, relative to the reference's max-norm: forward 1e-5 (fp32 dot products of
 // Dh <= 32 terms and fp32 exp), lse 1e-5 absolute, backward 1e-4 (fp32 accumulation over
 // up to 130 keys), merge/partial vs full 1e-5 (different fp32 summation order only).
+#include <omp.h>
+
 #include "kt.h"
 
 static const kernels_backend *kb;
@@ -241,6 +243,30 @@ static void test_partial(void) {
   case_free(&a);
 }
 
+// Forward and backward bitwise equal with 1 thread and with several.
+static void test_threads(void) {
+  int lens[3] = {100, 1, 150};
+  att_case a;
+  case_init(&a, lens, 3, 3, 16);
+  float *r[2][5];
+  int nt = omp_get_max_threads();
+  for (int run = 0; run < 2; run++) {
+    omp_set_num_threads(run == 0 ? 1 : (nt > 1 ? nt : 3));
+    for (int i = 0; i < 3; i++) r[run][i] = kt_zeros(a.n);
+    r[run][3] = kt_zeros(a.n), r[run][4] = kt_zeros((size_t)a.L * 3);
+    CHECK_OK(kb->attention_forward(kb, r[run][3], r[run][4], a.q, a.k, a.v, a.cu, 3, a.L, 3, 16, 0.25f));
+    CHECK_OK(kb->attention_backward(kb, r[run][0], r[run][1], r[run][2], a.dout, a.q, a.k, a.v, r[run][3],
+                                    r[run][4], a.cu, 3, a.L, 3, 16, 0.25f));
+  }
+  omp_set_num_threads(nt);
+  int same = !memcmp(r[0][4], r[1][4], (size_t)a.L * 3 * sizeof(float));
+  for (int i = 0; i < 4; i++) same &= !memcmp(r[0][i], r[1][i], a.n * sizeof(float));
+  CHECK(same, "attention bitwise equal with 1 and %d threads", nt > 1 ? nt : 3);
+  for (int run = 0; run < 2; run++)
+    for (int i = 0; i < 5; i++) free(r[run][i]);
+  case_free(&a);
+}
+
 static void test_errors(void) {
   float x[16] = {0};
   int32_t cu[3] = {0, 2, 1};
@@ -259,6 +285,7 @@ int main(void) {
   check_case("tiles", tiles, 6, 3, 32, 0);
   test_packing();
   test_partial();
+  test_threads();
   test_errors();
   return check_done();
 }

@@ -17,7 +17,7 @@ static long peak_kib(void) {
 int main(void) {
   const kernels_backend *kb = kernels_cpu();
   kt_seed(16);
-  int L = 16384, H = 1, Dh = 16;
+  int L = 16384, H = 1, Dh = 8;
   size_t n = (size_t)L * H * Dh;
   int32_t cu[2] = {0, L};
   float scale = 1.0f / sqrtf((float)Dh);
