@@ -9,6 +9,8 @@
 int cmd_ingest(int argc, char **argv);
 int cmd_index(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 
 // Returns 1 if argv holds -h or --help (used by commands before other parsing).

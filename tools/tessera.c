@@ -18,6 +18,8 @@ static const command commands[] = {
     {"ingest", cmd_ingest, "decode videos into tubelet tokens: shards + SQLite index"},
     {"index", cmd_index, "inspect a store: stats, verify, export a clip to MP4, merge stores"},
     {"plan", cmd_plan, "Dynamic-CP plans for a dataset on a cluster, against static CP"},
+    {"train", cmd_train, "train the diffusion transformer on a store (checkpoints, metrics)"},
+    {"sample", cmd_sample, "generate a video from a checkpoint (Euler sampler, MP4)"},
     {"calibrate", cmd_calibrate, "fit the scheduler's cost model to this machine's kernel times"},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };

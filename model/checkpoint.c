@@ -1,0 +1,367 @@
+// model/checkpoint.c — training checkpoints in safetensors (model/checkpoint.h).
+#include "model/checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "core/fs.h"
+#include "model/safetensors.h"
+
+// The four tensor sets of a checkpoint: prefix and where they live in the trainer.
+enum { SET_W, SET_EMA, SET_M, SET_V, NSETS };
+static const char *const set_prefix[NSETS] = {"", "ema.", "adam_m.", "adam_v."};
+// Metadata keys of each set's XXH3-64 over its flat host buffer (padding floats are 0),
+// so flipped bits inside tensor data are caught, not only a damaged header.
+static const char *const set_hash_key[NSETS] = {"xxh3_weights", "xxh3_ema", "xxh3_adam_m",
+                                                "xxh3_adam_v"};
+
+static float *set_buffer(const trainer *tr, int s) {
+  switch (s) {
+  case SET_W: return dit_params(tr->model);
+  case SET_EMA: return tr->ema;
+  case SET_M: return tr->adam_m;
+  default: return tr->adam_v;
+  }
+}
+
+void ckpt_meta_free(ckpt_meta *m) {
+  for (int k = 0; k < m->n_labels; k++) free(m->labels[k]);
+  free(m->labels);
+  memset(m, 0, sizeof *m);
+}
+
+// ---- writing ------------------------------------------------------------------------------
+
+static tsr_status meta_i64(st_writer *w, const char *key, int64_t v) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%" PRId64, v);
+  return st_writer_meta(w, key, buf);
+}
+
+static tsr_status add_meta(st_writer *w, const trainer *tr) {
+  const store_settings *s = data_settings(tr->data);
+  char buf[128];
+  char *ini = config_to_ini(&tr->mc, &tr->tc);
+  json_t *labels = json_array();
+  for (int k = 0; labels && k < data_num_labels(tr->data); k++)
+    json_array_append_new(labels, json_string(data_label_name(tr->data, k)));
+  char *labels_s = labels ? json_dumps(labels, JSON_COMPACT) : NULL;
+  json_decref(labels);
+  tsr_status r = (!ini || !labels_s) ? err_set(TSR_ENOMEM, "checkpoint: no memory") : TSR_OK;
+  if (!r) r = st_writer_meta(w, "format", CKPT_FORMAT);
+  if (!r) r = meta_i64(w, "version", CKPT_VERSION);
+  if (!r) r = meta_i64(w, "step", tr->step);
+  if (!r) r = st_writer_meta(w, "config", ini);
+  if (!r) r = meta_i64(w, "sampler_epoch", tr->sampler.epoch);
+  if (!r) r = meta_i64(w, "sampler_pos", tr->sampler.pos);
+  snprintf(buf, sizeof buf, "philox4x32-10 seed=%" PRId64, tr->tc.seed);
+  if (!r) r = st_writer_meta(w, "rng", buf);
+  snprintf(buf, sizeof buf, "%d/%d", s->fps_num, s->fps_den);
+  if (!r) r = st_writer_meta(w, "store_fps", buf);
+  if (!r) r = meta_i64(w, "store_short_side", s->short_side);
+  snprintf(buf, sizeof buf, "%dx%dx%d", s->pt, s->ph, s->pw);
+  if (!r) r = st_writer_meta(w, "store_patch", buf);
+  if (!r) r = meta_i64(w, "store_channels", s->channels);
+  if (!r) r = meta_i64(w, "store_dtype", s->dtype);
+  snprintf(buf, sizeof buf, "%.17g", s->max_seconds);
+  if (!r) r = st_writer_meta(w, "store_max_seconds", buf);
+  if (!r) r = meta_i64(w, "clips", data_num_clips(tr->data));
+  if (!r) r = st_writer_meta(w, "labels", labels_s);
+  free(ini);
+  free(labels_s);
+  return r;
+}
+
+tsr_status ckpt_save(const char *path, const trainer *tr) {
+  const kernels_backend *kb = tr->kb;
+  size_t n = tr->n_params;
+  float *host = malloc(NSETS * n * sizeof(float));
+  if (!host) return err_set(TSR_ENOMEM, "checkpoint %s: no memory for %zu parameters", path, n);
+  st_writer *w = NULL;
+  tsr_status r = st_writer_new(&w);
+  for (int s = 0; !r && s < NSETS; s++) r = kb->to_host(kb, host + s * n, set_buffer(tr, s), n * sizeof(float));
+  for (int s = 0; !r && s < NSETS; s++) {
+    char hash[24];
+    snprintf(hash, sizeof hash, "%016llx",
+             (unsigned long long)XXH3_64bits(host + s * n, n * sizeof(float)));
+    r = dit_write_tensors(tr->model, w, set_prefix[s], host + s * n);
+    if (!r) r = st_writer_meta(w, set_hash_key[s], hash);
+  }
+  if (!r) r = add_meta(w, tr);
+  if (!r) r = st_writer_commit(w, path);
+  st_writer_free(&w);
+  free(host);
+  return r ? err_wrap(r, "saving checkpoint %s: ", path) : TSR_OK;
+}
+
+// Steps of RUN's checkpoints (ckpt-STEP.safetensors), ascending; *n of them.
+static tsr_status list_ckpts(const char *dir, int64_t **steps, int *n) {
+  *steps = NULL;
+  *n = 0;
+  DIR *d = opendir(dir);
+  if (!d) return err_set(TSR_EIO, "open run directory %s: %s", dir, strerror(errno));
+  int cap = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    long long st;
+    int used = 0;
+    if (sscanf(e->d_name, "ckpt-%lld.safetensors%n", &st, &used) != 1 || e->d_name[used] ||
+        st < 0)
+      continue;
+    if (*n == cap) {
+      cap = cap ? cap * 2 : 16;
+      int64_t *p = realloc(*steps, (size_t)cap * sizeof *p);
+      if (!p) {
+        closedir(d);
+        return err_set(TSR_ENOMEM, "no memory listing %s", dir);
+      }
+      *steps = p;
+    }
+    (*steps)[(*n)++] = st;
+  }
+  closedir(d);
+  for (int i = 1; i < *n; i++)  // insertion sort: a handful of files
+    for (int j = i; j > 0 && (*steps)[j - 1] > (*steps)[j]; j--) {
+      int64_t t = (*steps)[j];
+      (*steps)[j] = (*steps)[j - 1];
+      (*steps)[j - 1] = t;
+    }
+  return TSR_OK;
+}
+
+static void ckpt_path(char *buf, size_t n, const char *dir, int64_t step) {
+  snprintf(buf, n, "%s/ckpt-%" PRId64 ".safetensors", dir, step);
+}
+
+tsr_status ckpt_save_run(const char *run_dir, const trainer *tr, int keep) {
+  char path[PATH_MAX];
+  ckpt_path(path, sizeof path, run_dir, tr->step);
+  tsr_status r = ckpt_save(path, tr);
+  if (r) return r;
+  int64_t *steps;
+  int n;
+  if ((r = list_ckpts(run_dir, &steps, &n))) return r;
+  if (keep < 1) keep = 1;
+  int removed = 0;
+  for (int i = 0; i + keep < n; i++) {
+    if (steps[i] == tr->step) continue;
+    ckpt_path(path, sizeof path, run_dir, steps[i]);
+    if (unlink(path) && errno != ENOENT) {
+      r = err_set(TSR_EIO, "remove old checkpoint %s: %s", path, strerror(errno));
+      break;
+    }
+    removed++;
+  }
+  free(steps);
+  return !r && removed ? fs_fsync_dir(run_dir) : r;
+}
+
+tsr_status ckpt_latest(const char *run_dir, char *path, size_t n, int64_t *step) {
+  int64_t *steps;
+  int k;
+  tsr_status r = list_ckpts(run_dir, &steps, &k);
+  if (r) return r;
+  if (k == 0) {
+    free(steps);
+    return err_set(TSR_EINVAL, "no checkpoint in %s", run_dir);
+  }
+  *step = steps[k - 1];
+  ckpt_path(path, n, run_dir, *step);
+  free(steps);
+  return TSR_OK;
+}
+
+tsr_status ckpt_clean_tmp(const char *run_dir) {
+  DIR *d = opendir(run_dir);
+  if (!d) return err_set(TSR_EIO, "open run directory %s: %s", run_dir, strerror(errno));
+  struct dirent *e;
+  int removed = 0;
+  tsr_status r = TSR_OK;
+  while ((e = readdir(d))) {
+    if (strncmp(e->d_name, "ckpt-", 5) || !strstr(e->d_name, ".safetensors.tmp")) continue;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", run_dir, e->d_name);
+    if (unlink(path) && errno != ENOENT) {
+      r = err_set(TSR_EIO, "remove stale %s: %s", path, strerror(errno));
+      break;
+    }
+    removed++;
+  }
+  closedir(d);
+  return !r && removed ? fs_fsync_dir(run_dir) : r;
+}
+
+// ---- reading ------------------------------------------------------------------------------
+
+static tsr_status meta_get(const st_reader *st, const char *key, const char **v) {
+  *v = st_meta(st, key);
+  if (!*v)
+    return err_set(TSR_EFORMAT, "checkpoint %s: metadata key '%s' is missing (not a tessera "
+                   "training checkpoint?)", st_path(st), key);
+  return TSR_OK;
+}
+
+static tsr_status meta_int(const st_reader *st, const char *key, int64_t lo, int64_t *out) {
+  const char *v;
+  tsr_status r = meta_get(st, key, &v);
+  if (r) return r;
+  char *end;
+  errno = 0;
+  long long x = strtoll(v, &end, 10);
+  if (errno || end == v || *end || x < lo)
+    return err_set(TSR_EFORMAT, "checkpoint %s: metadata '%s' = '%s' is not an integer >= %lld",
+                   st_path(st), key, v, (long long)lo);
+  *out = x;
+  return TSR_OK;
+}
+
+static tsr_status read_labels(const st_reader *st, ckpt_meta *m) {
+  const char *v;
+  tsr_status r = meta_get(st, "labels", &v);
+  if (r) return r;
+  json_t *j = json_loads(v, 0, NULL);
+  size_t n = json_is_array(j) ? json_array_size(j) : 0;
+  if (!json_is_array(j) || n > CKPT_MAX_LABELS) {
+    json_decref(j);
+    return err_set(TSR_EFORMAT, "checkpoint %s: metadata 'labels' is not a JSON array of names",
+                   st_path(st));
+  }
+  m->labels = calloc(n ? n : 1, sizeof *m->labels);
+  for (size_t k = 0; m->labels && k < n; k++) {
+    const char *s = json_string_value(json_array_get(j, k));
+    if (!s || !(m->labels[k] = strdup(s))) {
+      r = err_set(TSR_EFORMAT, "checkpoint %s: label %zu is not a string", st_path(st), k);
+      break;
+    }
+    m->n_labels++;
+  }
+  if (!m->labels) r = err_set(TSR_ENOMEM, "no memory");
+  json_decref(j);
+  return r;
+}
+
+static tsr_status read_store(const st_reader *st, store_settings *s) {
+  const char *fps, *patch, *maxs;
+  int64_t v;
+  int used = 0;
+  tsr_status r = meta_get(st, "store_fps", &fps);
+  if (!r && (sscanf(fps, "%d/%d%n", &s->fps_num, &s->fps_den, &used) != 2 || fps[used]))
+    r = err_set(TSR_EFORMAT, "checkpoint %s: store_fps '%s' is not N/D", st_path(st), fps);
+  if (!r) r = meta_get(st, "store_patch", &patch);
+  if (!r && (sscanf(patch, "%dx%dx%d%n", &s->pt, &s->ph, &s->pw, &used) != 3 || patch[used]))
+    r = err_set(TSR_EFORMAT, "checkpoint %s: store_patch '%s' is not PTxPHxPW", st_path(st), patch);
+  if (!r && !(r = meta_int(st, "store_short_side", 0, &v))) s->short_side = (int)v;
+  if (!r && !(r = meta_int(st, "store_channels", 1, &v))) s->channels = (int)v;
+  if (!r && !(r = meta_int(st, "store_dtype", 0, &v))) s->dtype = (store_dtype)v;
+  if (!r) r = meta_get(st, "store_max_seconds", &maxs);
+  if (!r) s->max_seconds = strtod(maxs, NULL);
+  return r;
+}
+
+static tsr_status read_meta(const st_reader *st, ckpt_meta *m) {
+  memset(m, 0, sizeof *m);
+  const char *fmt, *ini;
+  int64_t v;
+  tsr_status r = meta_get(st, "format", &fmt);
+  if (!r && strcmp(fmt, CKPT_FORMAT))
+    r = err_set(TSR_EFORMAT, "checkpoint %s: format '%s', expected '%s'", st_path(st), fmt,
+                CKPT_FORMAT);
+  if (!r && !(r = meta_int(st, "version", 1, &v))) m->version = (int)v;
+  if (!r && m->version != CKPT_VERSION)
+    r = err_set(TSR_EFORMAT, "checkpoint %s: version %d, this tessera reads version %d",
+                st_path(st), m->version, CKPT_VERSION);
+  if (!r) r = meta_int(st, "step", 0, &m->step);
+  if (!r) r = meta_int(st, "sampler_epoch", 0, &m->sampler_epoch);
+  if (!r) r = meta_int(st, "sampler_pos", 0, &m->sampler_pos);
+  if (!r) r = meta_int(st, "clips", 1, &m->clips);
+  if (!r) r = meta_get(st, "config", &ini);
+  if (!r && (r = config_from_ini(ini, &m->mc, &m->tc)))
+    r = err_wrap(r, "checkpoint %s: metadata 'config': ", st_path(st));
+  if (!r && (r = config_validate(&m->mc, &m->tc)))
+    r = err_wrap(r, "checkpoint %s: metadata 'config': ", st_path(st));
+  if (!r) r = read_store(st, &m->store);
+  if (!r) r = read_labels(st, m);
+  if (r) ckpt_meta_free(m);
+  return r;
+}
+
+tsr_status ckpt_read_meta(const char *path, ckpt_meta *m) {
+  st_reader *st = NULL;
+  tsr_status r = st_open(&st, path);
+  if (!r) r = read_meta(st, m);
+  st_close(&st);
+  return r;
+}
+
+// Every tensor of the file must be one the loader knows (a set prefix + a model tensor).
+static tsr_status check_names(const st_reader *st, const dit_model *m) {
+  for (int i = 0; i < st_count(st); i++) {
+    const char *name = st_at(st, i)->name;
+    int known = 0;
+    for (int s = 0; s < NSETS && !known; s++) {
+      size_t pl = strlen(set_prefix[s]);
+      if (!strncmp(name, set_prefix[s], pl)) known = dit_find_tensor(m, name + pl) >= 0;
+    }
+    if (!known)
+      return err_set(TSR_EMISMATCH, "checkpoint %s: tensor '%s' is not a parameter of the "
+                     "configured model (another model config?)", st_path(st), name);
+  }
+  return TSR_OK;
+}
+
+// Loads tensor set s of the file into backend buffer dst through a host buffer.
+static tsr_status load_set(const st_reader *st, const dit_model *m, const kernels_backend *kb,
+                           int s, float *dst, float *host, size_t n) {
+  memset(host, 0, n * sizeof(float));
+  char first[256];
+  snprintf(first, sizeof first, "%s%s", set_prefix[s], dit_tensor_info(m, 0)->name);
+  if (s == SET_EMA && !st_find(st, first))
+    return err_set(TSR_EMISMATCH, "checkpoint %s has no EMA weights (%s): use --raw",
+                   st_path(st), first);
+  tsr_status r = dit_read_tensors(m, st, set_prefix[s], host);
+  if (r) return r;
+  const char *want = st_meta(st, set_hash_key[s]);
+  char got[24];
+  snprintf(got, sizeof got, "%016llx", (unsigned long long)XXH3_64bits(host, n * sizeof(float)));
+  if (!want || strcmp(want, got))
+    return err_set(TSR_EFORMAT, "checkpoint %s is corrupt: the %stensors' checksum is %s, the "
+                   "metadata says %s; use an earlier checkpoint", st_path(st), set_prefix[s], got,
+                   want ? want : "nothing");
+  return kb->to_device(kb, dst, host, n * sizeof(float));
+}
+
+tsr_status ckpt_load(const char *path, trainer *tr, int what) {
+  st_reader *st = NULL;
+  size_t n = tr->n_params;
+  float *host = malloc(n * sizeof(float));
+  tsr_status r = host ? st_open(&st, path) : err_set(TSR_ENOMEM, "no memory loading %s", path);
+  int sets = (what & CKPT_LOAD_WEIGHTS ? 1 << SET_W : 0) | (what & CKPT_LOAD_EMA ? 1 << SET_EMA : 0) |
+             (what & CKPT_LOAD_OPTIM ? 1 << SET_M | 1 << SET_V : 0);
+  if (!r) r = check_names(st, tr->model);
+  for (int s = 0; !r && s < NSETS; s++)
+    if (sets >> s & 1) r = load_set(st, tr->model, tr->kb, s, set_buffer(tr, s), host, n);
+  st_close(&st);
+  free(host);
+  return r;
+}
+
+tsr_status ckpt_load_model(const char *path, dit_model *m, int ema) {
+  st_reader *st = NULL;
+  size_t n = dit_num_params(m);
+  float *host = malloc(n * sizeof(float));
+  int s = ema ? SET_EMA : SET_W;
+  tsr_status r = host ? st_open(&st, path) : err_set(TSR_ENOMEM, "no memory loading %s", path);
+  if (!r) r = check_names(st, m);
+  if (!r) r = load_set(st, m, kernels_cpu(), s, dit_params(m), host, n);
+  st_close(&st);
+  free(host);
+  return r;
+}

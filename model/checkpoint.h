@@ -1,0 +1,78 @@
+// model/checkpoint.h — training checkpoints: RUN/ckpt-STEP.safetensors.
+//
+// One safetensors file (model/safetensors.h) per checkpoint, all tensors fp32:
+//   <name>           the weights, under the model's tensor names (dit_tensor_info), so
+//                    the PyTorch reference and `tessera sample` read them directly
+//   ema.<name>       EMA of the weights
+//   adam_m.<name>    AdamW first moment
+//   adam_v.<name>    AdamW second moment
+// and string metadata (safetensors "__metadata__"):
+//   format = "tessera-ckpt", version = "1", step (steps done), config (config_to_ini),
+//   sampler_epoch, sampler_pos (the next batch's position), rng ("philox4x32-10 seed=S":
+//   the objective's randomness is keyed by (seed, step, clip), so seed and step are the
+//   whole RNG state), store settings (fps, short_side, patch, channels, dtype), clips
+//   (store clip count, for the sampler), labels (JSON array of class names, id order).
+//
+// Durability: written to PATH.tmp, fsync'ed, renamed to PATH, directory fsync'ed
+// (model/safetensors.h), so a crash never leaves a half-written file under a
+// checkpoint's name; ckpt_clean_tmp removes the leftovers of such a crash.
+//
+// Validation on load: format and version, every tensor present with the shape the
+// config gives, no unknown tensor, metadata values parse; errors (TSR_EFORMAT or
+// TSR_EMISMATCH) name the file and the tensor or key.
+#ifndef TESSERA_MODEL_CHECKPOINT_H
+#define TESSERA_MODEL_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "core/err.h"
+#include "ingest/store.h"
+#include "model/config.h"
+#include "model/dit.h"
+#include "model/train.h"
+
+#define CKPT_FORMAT "tessera-ckpt"
+#define CKPT_VERSION 1
+enum { CKPT_MAX_LABELS = 4096 };
+
+typedef struct {
+  int version;
+  int64_t step;
+  int64_t sampler_epoch, sampler_pos;
+  dit_config mc;
+  train_config tc;
+  store_settings store;
+  int64_t clips;
+  int n_labels;
+  char **labels;  // (n_labels) class names
+} ckpt_meta;
+
+void ckpt_meta_free(ckpt_meta *m);
+
+// Writes the trainer's state (weights, EMA, moments, step, sampler, config, store
+// settings and labels of tr->data) to `path` atomically.
+tsr_status ckpt_save(const char *path, const trainer *tr);
+// Saves RUN/ckpt-<tr->step>.safetensors, then removes all but the newest `keep`.
+tsr_status ckpt_save_run(const char *run_dir, const trainer *tr, int keep);
+// Path and step of the newest RUN/ckpt-STEP.safetensors; TSR_EINVAL if there is none.
+tsr_status ckpt_latest(const char *run_dir, char *path, size_t n, int64_t *step);
+// Removes RUN/ckpt-*.tmp files left by a crash during a save.
+tsr_status ckpt_clean_tmp(const char *run_dir);
+
+// Reads and validates the metadata only.
+tsr_status ckpt_read_meta(const char *path, ckpt_meta *m);
+
+typedef enum {
+  CKPT_LOAD_WEIGHTS = 1,  // weights into dit_params
+  CKPT_LOAD_EMA = 2,      // ema.* into tr->ema
+  CKPT_LOAD_OPTIM = 4,    // adam_m.*, adam_v.* into tr->adam_m, tr->adam_v
+} ckpt_load_what;
+
+// Loads tensors of `path` into the trainer's buffers, checking every tensor's presence
+// and shape against the trainer's model (a checkpoint of another model config fails with
+// TSR_EMISMATCH naming the tensor and both shapes).
+tsr_status ckpt_load(const char *path, trainer *tr, int what);
+// Loads weights (ema != 0: the EMA weights) into a model (tessera sample).
+tsr_status ckpt_load_model(const char *path, dit_model *m, int ema);
+
+#endif

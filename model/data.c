@@ -1,0 +1,262 @@
+// model/data.c — clip table, labels and shard readers of a token store (model/data.h).
+#include "model/data.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "ingest/shard.h"
+
+struct data_store {
+  char dir[PATH_MAX];
+  store_settings settings;
+  data_clip *clips;
+  int64_t n, cap;
+  char **shards;             // (n_shards) paths relative to the store
+  shard_reader **readers;    // (n_shards) opened on first use
+  int32_t n_shards, cap_shards;
+  char **labels;             // (n_labels) sorted
+  int n_labels, cap_labels;
+  char **clip_label;         // (n) label string of each clip while loading, else NULL
+  int64_t max_tokens;
+};
+
+static int grow(void **p, int64_t *cap, int64_t need, size_t elem) {
+  if (need <= *cap) return 0;
+  int64_t c = *cap ? *cap * 2 : 64;
+  while (c < need) c *= 2;
+  void *q = realloc(*p, (size_t)c * elem);
+  if (!q) return 1;
+  *p = q;
+  *cap = c;
+  return 0;
+}
+
+static int32_t shard_slot(data_store *d, const char *rel) {
+  for (int32_t i = d->n_shards - 1; i >= 0; i--)  // clips of one shard are mostly adjacent
+    if (!strcmp(d->shards[i], rel)) return i;
+  int64_t cap = d->cap_shards;
+  if (grow((void **)&d->shards, &cap, d->n_shards + 1, sizeof *d->shards)) return -1;
+  d->cap_shards = (int32_t)cap;
+  if (!(d->shards[d->n_shards] = strdup(rel))) return -1;
+  return d->n_shards++;
+}
+
+typedef struct {
+  data_store *d;
+  tsr_status st;
+} load_ctx;
+
+static int load_clip(const store_clip_row *row, void *vctx) {
+  load_ctx *x = vctx;
+  data_store *d = x->d;
+  const store_clip *c = &row->c;
+  int64_t want_bytes = c->tokens * store_token_bytes(&d->settings);
+  if (c->T <= 0 || c->H <= 0 || c->W <= 0 || c->tokens != (int64_t)c->T * c->H * c->W ||
+      c->bytes != want_bytes || c->offset < SHARD_HEADER_BYTES) {
+    x->st = err_set(TSR_EFORMAT,
+                    "store %s: clip %lld has an inconsistent index row (grid %dx%dx%d, %lld "
+                    "tokens, %lld bytes, offset %lld); run `tessera index verify %s`",
+                    d->dir, (long long)row->id, c->T, c->H, c->W, (long long)c->tokens,
+                    (long long)c->bytes, (long long)c->offset, d->dir);
+    return 1;
+  }
+  if (grow((void **)&d->clips, &d->cap, d->n + 1, sizeof *d->clips)) {
+    x->st = err_set(TSR_ENOMEM, "store %s: out of memory reading the clip table", d->dir);
+    return 1;
+  }
+  char **cl = realloc(d->clip_label, (size_t)d->cap * sizeof *cl);
+  int32_t sh = shard_slot(d, c->shard ? c->shard : "");
+  if (!cl || sh < 0) {
+    if (cl) d->clip_label = cl;
+    x->st = err_set(TSR_ENOMEM, "store %s: out of memory reading the clip table", d->dir);
+    return 1;
+  }
+  d->clip_label = cl;
+  d->clip_label[d->n] = (c->label && c->label[0]) ? strdup(c->label) : NULL;
+  d->clips[d->n] = (data_clip){.id = row->id, .T = c->T, .H = c->H, .W = c->W,
+                               .tokens = c->tokens, .shard = sh, .offset = c->offset,
+                               .bytes = c->bytes, .checksum = c->checksum, .label = -1};
+  if (c->tokens > d->max_tokens) d->max_tokens = c->tokens;
+  d->n++;
+  return 0;
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+// Sorted distinct labels, then every clip's class id by binary search.
+static tsr_status build_labels(data_store *d) {
+  char **all = malloc((size_t)(d->n ? d->n : 1) * sizeof *all);
+  if (!all) return err_set(TSR_ENOMEM, "store %s: out of memory (labels)", d->dir);
+  int64_t m = 0;
+  for (int64_t i = 0; i < d->n; i++)
+    if (d->clip_label[i]) all[m++] = d->clip_label[i];
+  qsort(all, (size_t)m, sizeof *all, cmp_str);
+  d->labels = malloc((size_t)(m ? m : 1) * sizeof *d->labels);
+  if (!d->labels) {
+    free(all);
+    return err_set(TSR_ENOMEM, "store %s: out of memory (labels)", d->dir);
+  }
+  for (int64_t i = 0; i < m; i++)
+    if (i == 0 || strcmp(all[i], all[i - 1])) d->labels[d->n_labels++] = strdup(all[i]);
+  free(all);
+  for (int k = 0; k < d->n_labels; k++)
+    if (!d->labels[k]) return err_set(TSR_ENOMEM, "store %s: out of memory (labels)", d->dir);
+  for (int64_t i = 0; i < d->n; i++) {
+    if (!d->clip_label[i]) continue;
+    char **hit = bsearch(&d->clip_label[i], d->labels, (size_t)d->n_labels, sizeof *d->labels,
+                         cmp_str);
+    d->clips[i].label = (int32_t)(hit - d->labels);
+    free(d->clip_label[i]);
+    d->clip_label[i] = NULL;
+  }
+  free(d->clip_label);
+  d->clip_label = NULL;
+  return TSR_OK;
+}
+
+static tsr_status open_shard(data_store *d, int32_t i) {
+  char path[PATH_MAX];
+  if (snprintf(path, sizeof path, "%s/%s", d->dir, d->shards[i]) >= (int)sizeof path)
+    return err_set(TSR_EINVAL, "store %s: shard path too long", d->dir);
+  tsr_status r = shard_reader_open(&d->readers[i], path, &d->settings);
+  return r ? err_wrap(r, "store %s: ", d->dir) : TSR_OK;
+}
+
+tsr_status data_open(data_store **out, const char *dir) {
+  *out = NULL;
+  data_store *d = calloc(1, sizeof *d);
+  if (!d) return err_set(TSR_ENOMEM, "out of memory opening store %s", dir);
+  snprintf(d->dir, sizeof d->dir, "%s", dir);
+  store_index *ix = NULL;
+  tsr_status r = store_open(&ix, dir, 0, NULL);
+  if (!r) r = index_settings(ix, &d->settings);
+  if (!r) {
+    load_ctx x = {d, TSR_OK};
+    r = index_foreach_clip(ix, load_clip, &x);
+    if (!r) r = x.st;
+  }
+  index_close(&ix);
+  if (!r && d->n == 0)
+    r = err_set(TSR_EINVAL, "store %s has no clips: ingest videos into it first "
+                "(`tessera ingest SRC --out %s`)", dir, dir);
+  if (!r) r = build_labels(d);
+  if (!r) {
+    d->readers = calloc((size_t)(d->n_shards ? d->n_shards : 1), sizeof *d->readers);
+    if (!d->readers) r = err_set(TSR_ENOMEM, "out of memory opening store %s", dir);
+  }
+  for (int32_t i = 0; !r && i < d->n_shards; i++) r = open_shard(d, i);  // headers checked now
+  if (r) {
+    data_close(&d);
+    return r;
+  }
+  *out = d;
+  return TSR_OK;
+}
+
+void data_close(data_store **pd) {
+  data_store *d = *pd;
+  if (!d) return;
+  for (int32_t i = 0; i < d->n_shards; i++) {
+    if (d->readers) shard_reader_close(&d->readers[i]);
+    free(d->shards[i]);
+  }
+  if (d->clip_label)
+    for (int64_t i = 0; i < d->n; i++) free(d->clip_label[i]);
+  for (int k = 0; k < d->n_labels; k++) free(d->labels[k]);
+  free(d->clip_label);
+  free(d->labels);
+  free(d->readers);
+  free(d->shards);
+  free(d->clips);
+  free(d);
+  *pd = NULL;
+}
+
+const char *data_dir(const data_store *d) { return d->dir; }
+const store_settings *data_settings(const data_store *d) { return &d->settings; }
+int64_t data_num_clips(const data_store *d) { return d->n; }
+const data_clip *data_clip_at(const data_store *d, int64_t i) { return &d->clips[i]; }
+int data_num_labels(const data_store *d) { return d->n_labels; }
+const char *data_label_name(const data_store *d, int k) { return d->labels[k]; }
+int64_t data_max_tokens(const data_store *d) { return d->max_tokens; }
+
+int64_t data_find(const data_store *d, int64_t id) {
+  int64_t lo = 0, hi = d->n - 1;  // ids are in increasing order (index_foreach_clip)
+  while (lo <= hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (d->clips[mid].id == id) return mid;
+    if (d->clips[mid].id < id) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return -1;
+}
+
+tsr_status data_clip_tokens(data_store *d, int64_t i, int verify, const uint8_t **tokens) {
+  *tokens = NULL;
+  if (i < 0 || i >= d->n)
+    return err_set(TSR_EINVAL, "store %s: clip position %lld out of range (%lld clips)", d->dir,
+                   (long long)i, (long long)d->n);
+  const data_clip *c = &d->clips[i];
+  tsr_status r = shard_reader_clip(d->readers[c->shard], c->offset, c->bytes, c->checksum,
+                                   verify, tokens);
+  return r ? err_wrap(r, "clip %lld of store %s: ", (long long)c->id, d->dir) : TSR_OK;
+}
+
+// ---- sampler ---------------------------------------------------------------------------
+
+void data_epoch_permutation(uint64_t seed, int64_t epoch, int64_t n, int64_t *perm) {
+  rng_key key = {.seed = seed, .step = (uint64_t)epoch, .clip = 0, .stream = RNG_STREAM_SAMPLER};
+  for (int64_t i = 0; i < n; i++) perm[i] = i;
+  for (int64_t i = n - 1; i > 0; i--) {  // Fisher-Yates; draw i uses counter i
+    uint32_t w[4];
+    rng_philox(&key, (uint64_t)i, w);
+    uint64_t r = ((uint64_t)w[0] << 32 | w[1]) % (uint64_t)(i + 1);  // bias < 2^-30
+    int64_t t = perm[i];
+    perm[i] = perm[r];
+    perm[r] = t;
+  }
+}
+
+tsr_status data_sampler_init(data_sampler *s, int64_t n, uint64_t seed) {
+  *s = (data_sampler){.seed = seed, .n = n};
+  if (n < 1) return err_set(TSR_EINVAL, "sampler: no clips to sample");
+  if (!(s->perm = malloc((size_t)n * sizeof *s->perm)))
+    return err_set(TSR_ENOMEM, "sampler: out of memory for %lld clips", (long long)n);
+  data_epoch_permutation(seed, 0, n, s->perm);
+  return TSR_OK;
+}
+
+void data_sampler_free(data_sampler *s) {
+  free(s->perm);
+  s->perm = NULL;
+}
+
+tsr_status data_sampler_seek(data_sampler *s, int64_t epoch, int64_t pos) {
+  if (epoch < 0 || pos < 0 || pos > s->n)
+    return err_set(TSR_EINVAL, "sampler position (epoch %lld, clip %lld) out of range for %lld "
+                   "clips", (long long)epoch, (long long)pos, (long long)s->n);
+  if (epoch != s->epoch) data_epoch_permutation(s->seed, epoch, s->n, s->perm);
+  s->epoch = epoch;
+  s->pos = pos;
+  return TSR_OK;
+}
+
+tsr_status data_sampler_next(data_sampler *s, int64_t B, int64_t *out, int64_t *count) {
+  *count = 0;
+  if (B < 1) return err_set(TSR_EINVAL, "sampler: batch size %lld < 1", (long long)B);
+  if (s->pos >= s->n) {
+    s->epoch++;
+    s->pos = 0;
+    data_epoch_permutation(s->seed, s->epoch, s->n, s->perm);
+  }
+  int64_t k = s->n - s->pos < B ? s->n - s->pos : B;
+  memcpy(out, s->perm + s->pos, (size_t)k * sizeof *out);
+  s->pos += k;
+  *count = k;
+  return TSR_OK;
+}

@@ -1,0 +1,89 @@
+// model/data.h — the trainer's view of a token store: the clip table, class labels,
+// clip tokens read straight from the memory-mapped shards, and the epoch sampler.
+//
+// data_store: opened once per process. It reads the index (settings, every clip's grid,
+// shard, offset, bytes, checksum, label) into memory and closes it, then maps every shard
+// (one shard_reader per shard file, header validated against the store's settings) and
+// keeps it open until data_close, so a bad shard fails before training; a clip's tokens are a pointer into a read-only mapping, valid until data_close.
+// Every rank of a multi-rank job opens the store itself and reads only the clips (or
+// CP chunks) it was assigned.
+//
+// Clips are named two ways: their store id (index `clips.id`, stable, used as the RNG
+// key of the objective) and their position 0..n-1 in the table (id order), used by the
+// sampler.
+//
+// Labels: the distinct non-empty label strings of the store, sorted bytewise, are class
+// ids 0..n_labels-1; a clip without a label has class -1 (the trainer maps it to the
+// model's "no label" id).
+//
+// Sampler: epochs are permutations of 0..n-1 drawn by Fisher-Yates from the counter-based
+// generator keyed by (seed, epoch, stream RNG_STREAM_SAMPLER), so the order is a pure
+// function of (seed, epoch) and a run can resume from a saved position (epoch, pos)
+// without replaying earlier batches. A global batch is the next min(B, n - pos) clips of
+// the current epoch: batches never straddle an epoch, so every clip appears exactly once
+// per epoch and never twice in a batch (the last batch of an epoch may be shorter).
+#ifndef TESSERA_MODEL_DATA_H
+#define TESSERA_MODEL_DATA_H
+
+#include <stdint.h>
+#include "core/err.h"
+#include "ingest/store.h"
+
+typedef struct {
+  int64_t id;          // store clip id
+  int T, H, W;         // token grid
+  int64_t tokens;      // T*H*W
+  int32_t shard;       // index into the store's shard list
+  int64_t offset;      // block offset in the shard
+  int64_t bytes;       // payload bytes
+  uint64_t checksum;   // payload XXH3-64 recorded by the index
+  int32_t label;       // class id 0..n_labels-1, or -1 (no label)
+} data_clip;
+
+typedef struct data_store data_store;
+
+// Opens the store at `dir` (made by `tessera ingest`) read-only. Fails (TSR_EIO/EINVAL/
+// EFORMAT naming the store) if it is missing, not a store, has no clips, or a clip row is
+// inconsistent (tokens != T*H*W, bytes != tokens * token bytes).
+tsr_status data_open(data_store **d, const char *dir);
+void data_close(data_store **d);
+
+const char *data_dir(const data_store *d);
+const store_settings *data_settings(const data_store *d);
+int64_t data_num_clips(const data_store *d);
+// Clip at table position i (0 <= i < n).
+const data_clip *data_clip_at(const data_store *d, int64_t i);
+// Table position of store id `id`, or -1.
+int64_t data_find(const data_store *d, int64_t id);
+int data_num_labels(const data_store *d);
+const char *data_label_name(const data_store *d, int k);  // k in 0..n_labels-1
+int64_t data_max_tokens(const data_store *d);              // longest clip
+
+// Tokens of the clip at position i: (tokens, token bytes) values in the store's dtype,
+// a pointer into the shard mapping (valid until data_close). The shard header and the
+// clip's block header are validated against the index; with `verify` the payload is
+// hashed too. Errors (TSR_EFORMAT/EIO) name the shard, offset and clip id.
+tsr_status data_clip_tokens(data_store *d, int64_t i, int verify, const uint8_t **tokens);
+
+// ---- epoch sampler -------------------------------------------------------------------
+
+typedef struct {
+  uint64_t seed;
+  int64_t n;        // clips
+  int64_t epoch;    // current epoch (0-based)
+  int64_t pos;      // clips of the current epoch already handed out (0..n)
+  int64_t *perm;    // (n) permutation of the current epoch
+} data_sampler;
+
+// Starts at (epoch 0, pos 0). n >= 1.
+tsr_status data_sampler_init(data_sampler *s, int64_t n, uint64_t seed);
+void data_sampler_free(data_sampler *s);
+// Moves to a saved position (epoch >= 0, 0 <= pos <= n).
+tsr_status data_sampler_seek(data_sampler *s, int64_t epoch, int64_t pos);
+// The permutation of epoch `epoch` (n) for seed `seed`: a pure function.
+void data_epoch_permutation(uint64_t seed, int64_t epoch, int64_t n, int64_t *perm);
+// Next global batch of at most B clips: *count positions into out (B), advancing the
+// position (a finished epoch rolls over to the next first).
+tsr_status data_sampler_next(data_sampler *s, int64_t B, int64_t *out, int64_t *count);
+
+#endif

@@ -1,0 +1,13 @@
+// model/lr.c — learning-rate schedule: linear warmup, cosine decay (model/train.h).
+#include <math.h>
+
+#include "model/train.h"
+
+double lr_schedule(const train_config *t, int64_t s) {
+  if (s < 0) s = 0;
+  if (s < t->warmup) return (double)t->lr * (double)(s + 1) / (double)t->warmup;
+  int64_t span = t->steps - t->warmup;
+  double p = (double)(s - t->warmup) / (double)(span > 1 ? span : 1);
+  if (p > 1) p = 1;
+  return (double)t->min_lr + ((double)t->lr - (double)t->min_lr) * 0.5 * (1 + cos(M_PI * p));
+}

@@ -1,0 +1,73 @@
+// model/metrics.c — RUN/metrics.jsonl (model/train.h).
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/fs.h"
+#include "model/train.h"
+
+// Rewrites `path` keeping lines whose "step" is <= keep (tmp, fsync, rename).
+static tsr_status metrics_cut(const char *path, int64_t keep) {
+  FILE *in = fopen(path, "r");
+  if (!in) return errno == ENOENT ? TSR_OK : err_set(TSR_EIO, "open %s: %s", path, strerror(errno));
+  char tmp[PATH_MAX + 8];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *out = fopen(tmp, "w");
+  if (!out) {
+    fclose(in);
+    return err_set(TSR_EIO, "create %s: %s", tmp, strerror(errno));
+  }
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t len;
+  while ((len = getline(&line, &cap, in)) > 0) {
+    json_t *j = json_loads(line, 0, NULL);
+    json_t *s = j ? json_object_get(j, "step") : NULL;
+    int keep_line = s && json_is_integer(s) && json_integer_value(s) <= keep;
+    json_decref(j);
+    if (keep_line) fwrite(line, 1, (size_t)len, out);  // a torn last line is dropped
+  }
+  free(line);
+  fclose(in);
+  int bad = fflush(out) || fsync(fileno(out));
+  bad |= fclose(out);
+  if (bad || rename(tmp, path)) {
+    remove(tmp);
+    return err_set(TSR_EIO, "rewrite %s: %s", path, strerror(errno));
+  }
+  return fs_fsync_parent(path);
+}
+
+tsr_status metrics_open(FILE **f, const char *run_dir, int64_t resume_step) {
+  char path[PATH_MAX];
+  if (snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir) >= (int)sizeof path)
+    return err_set(TSR_EINVAL, "run directory path too long: %s", run_dir);
+  if (resume_step >= 0) {
+    tsr_status r = metrics_cut(path, resume_step);
+    if (r) return r;
+  }
+  *f = fopen(path, resume_step >= 0 ? "a" : "w");
+  if (!*f) return err_set(TSR_EIO, "open %s: %s", path, strerror(errno));
+  return TSR_OK;
+}
+
+tsr_status metrics_write(FILE *f, int64_t step, const train_step_stats *st) {
+  json_t *j = json_pack("{sI sf sf sf sI sI sf sf}", "step", (json_int_t)step, "loss", st->loss,
+                        "lr", st->lr, "grad_norm", st->grad_norm, "clips", (json_int_t)st->clips,
+                        "tokens", (json_int_t)st->tokens, "step_s", st->step_s, "tokens_per_s",
+                        st->tokens_per_s);
+  if (!j) return err_set(TSR_ENOMEM, "metrics: cannot build JSON for step %lld", (long long)step);
+  // Losses are printed with 17 significant digits so runs can be compared bitwise.
+  char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+  json_decref(j);
+  if (!s) return err_set(TSR_ENOMEM, "metrics: cannot format step %lld", (long long)step);
+  int bad = fprintf(f, "%s\n", s) < 0 || fflush(f);
+  free(s);
+  return bad ? err_set(TSR_EIO, "metrics.jsonl: write failed at step %lld: %s", (long long)step,
+                       strerror(errno))
+             : TSR_OK;
+}

@@ -1,0 +1,196 @@
+// model/sample.c — Euler sampler of the rectified flow and MP4 output (model/sample.h).
+#include "model/sample.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "core/rng.h"
+#include "ingest/encode.h"
+#include "ingest/patchify.h"
+#include "model/checkpoint.h"
+
+// Shifted noise level of grid point u for a clip of n tokens (as model/objective.h).
+static double shift_t(double u, int64_t n, int64_t shift_tokens) {
+  double s = shift_tokens > 0 ? sqrt((double)n / (double)shift_tokens) : 1;
+  if (s < 1) s = 1;
+  return s * u / (1 + (s - 1) * u);
+}
+
+typedef struct {
+  float *x, *pred, *t;            // backend: (2N, P) input, (2N, P) output, (2)
+  int32_t *cu, *pos, *labels;     // backend: (3), (2N, 3), (2)
+  float *xh, *vh;                 // host: (N, P) state, (2N, P) predictions
+  int32_t *posh;                  // host: (2N, 3)
+} sample_bufs;
+
+static void bufs_free(const kernels_backend *kb, sample_bufs *b) {
+  void *dev[] = {b->x, b->pred, b->t, b->cu, b->pos, b->labels};
+  for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) kb->free(kb, dev[i]);
+  free(b->xh);
+  free(b->vh);
+  free(b->posh);
+}
+
+static tsr_status bufs_alloc(const kernels_backend *kb, sample_bufs *b, size_t N, size_t P) {
+  memset(b, 0, sizeof *b);
+  size_t LP = 2 * N * P * sizeof(float);
+  tsr_status r = kb->alloc(kb, (void **)&b->x, LP);
+  if (!r) r = kb->alloc(kb, (void **)&b->pred, LP);
+  if (!r) r = kb->alloc(kb, (void **)&b->t, 2 * sizeof(float));
+  if (!r) r = kb->alloc(kb, (void **)&b->cu, 3 * sizeof(int32_t));
+  if (!r) r = kb->alloc(kb, (void **)&b->pos, 2 * N * 3 * sizeof(int32_t));
+  if (!r) r = kb->alloc(kb, (void **)&b->labels, 2 * sizeof(int32_t));
+  if (!r && (!(b->xh = malloc(N * P * sizeof(float))) || !(b->vh = malloc(LP)) ||
+             !(b->posh = malloc(2 * N * 3 * sizeof(int32_t)))))
+    r = err_set(TSR_ENOMEM, "sample: no memory for %zu tokens", N);
+  return r;
+}
+
+tsr_status sample_generate(dit_model *m, const sample_params *sp, uint8_t *out) {
+  const dit_config *mc = dit_get_config(m);
+  const kernels_backend *kb = kernels_cpu();
+  size_t N = (size_t)sp->T * sp->H * sp->W, P = (size_t)mc->pt * mc->ph * mc->pw * mc->channels;
+  int guided = sp->cfg != 1.0f && sp->label >= 0;
+  if (sp->steps < 1) return err_set(TSR_EINVAL, "sample: --steps must be >= 1");
+  if (sp->label >= mc->num_classes && sp->label >= 0)
+    return err_set(TSR_EINVAL, "sample: label %d out of range (model has %d classes)", sp->label,
+                   mc->num_classes);
+  int C = guided ? 2 : 1;
+  sample_bufs b;
+  tsr_status r = bufs_alloc(kb, &b, N, P);
+  rng_key key = {.seed = sp->seed, .step = 0, .clip = 0, .stream = RNG_STREAM_SAMPLE};
+  if (!r) {
+    rng_normal_fill(&key, 0, b.xh, (int64_t)(N * P));
+    for (int c = 0; c < C; c++)
+      for (size_t j = 0; j < N; j++) {
+        int32_t *p = b.posh + (c * N + j) * 3;
+        p[0] = (int32_t)(j / ((size_t)sp->H * sp->W));
+        p[1] = (int32_t)((j / sp->W) % sp->H);
+        p[2] = (int32_t)(j % sp->W);
+      }
+    int32_t cu[3] = {0, (int32_t)N, (int32_t)(2 * N)};
+    int32_t labels[2] = {sp->label >= 0 ? sp->label : mc->num_classes, mc->num_classes};
+    if (!(r = kb->to_device(kb, b.cu, cu, sizeof cu)) &&
+        !(r = kb->to_device(kb, b.labels, labels, sizeof labels)))
+      r = kb->to_device(kb, b.pos, b.posh, (size_t)C * N * 3 * sizeof(int32_t));
+  }
+  dit_batch batch = {.n_clips = C, .L = (int)(C * N), .cu_seqlens = b.cu, .pos = b.pos,
+                     .t = b.t, .labels = mc->num_classes > 0 ? b.labels : NULL, .x = b.x};
+  for (int i = 0; !r && i < sp->steps; i++) {
+    double t0 = shift_t(1.0 - (double)i / sp->steps, (int64_t)N, sp->t_shift_tokens);
+    double t1 = shift_t(1.0 - (double)(i + 1) / sp->steps, (int64_t)N, sp->t_shift_tokens);
+    float tt[2] = {(float)t0, (float)t0};
+    for (int c = 0; !r && c < C; c++)
+      r = kb->to_device(kb, b.x + c * N * P, b.xh, N * P * sizeof(float));
+    if (!r) r = kb->to_device(kb, b.t, tt, sizeof tt);
+    if (!r) r = dit_forward(m, &batch, b.pred, NULL);
+    if (!r) r = kb->to_host(kb, b.vh, b.pred, (size_t)C * N * P * sizeof(float));
+    float dt = (float)(t1 - t0), g = sp->cfg;
+    for (size_t k = 0; !r && k < N * P; k++) {
+      float v = guided ? b.vh[N * P + k] + g * (b.vh[k] - b.vh[N * P + k]) : b.vh[k];
+      b.xh[k] += dt * v;
+    }
+  }
+  for (size_t k = 0; !r && k < N * P; k++) {
+    float v = roundf((b.xh[k] + 1.0f) * 127.5f);
+    out[k] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+  }
+  bufs_free(kb, &b);
+  return r;
+}
+
+// Class id of --label: a number, or a name among the checkpoint's labels.
+static tsr_status parse_label(const ckpt_meta *cm, const char *s, int *label) {
+  *label = -1;
+  if (!s) return TSR_OK;
+  if (cm->mc.num_classes == 0)
+    return err_set(TSR_EINVAL, "--label %s: the checkpoint's model is unconditional "
+                   "(model.num_classes = 0)", s);
+  for (int k = 0; k < cm->n_labels; k++)
+    if (!strcmp(cm->labels[k], s)) return *label = k, TSR_OK;
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (*s && !*end && v >= 0 && v < cm->mc.num_classes) return *label = (int)v, TSR_OK;
+  char names[512] = "";
+  for (int k = 0; k < cm->n_labels && strlen(names) < 400; k++)
+    strcat(strcat(names, k ? ", " : ""), cm->labels[k]);
+  return err_set(TSR_EINVAL, "--label %s: not a class of the checkpoint (ids 0..%d; names: %s)", s,
+                 cm->mc.num_classes - 1, names[0] ? names : "none");
+}
+
+static tsr_status write_mp4(const sample_options *o, const ckpt_meta *cm, const uint8_t *tok,
+                            int T, int H, int W) {
+  const dit_config *mc = &cm->mc;
+  size_t P = (size_t)mc->pt * mc->ph * mc->pw * mc->channels;
+  size_t frame_bytes = (size_t)o->height * o->width * 3;
+  uint8_t *frames = malloc(frame_bytes * (size_t)mc->pt);
+  uint8_t **fp = malloc((size_t)mc->pt * sizeof *fp);
+  if (!frames || !fp) {
+    free(frames);
+    free(fp);
+    return err_set(TSR_ENOMEM, "sample: no memory for frames");
+  }
+  for (int f = 0; f < mc->pt; f++) fp[f] = frames + (size_t)f * frame_bytes;
+  encode_opts eo = {.width = o->width, .height = o->height, .fps_num = cm->store.fps_num,
+                    .fps_den = cm->store.fps_den, .crf = 18};
+  video_encoder *e = NULL;
+  tsr_status r = video_encoder_open(&e, o->out, &eo);
+  for (int t = 0; !r && t < T; t++) {
+    unpatchify_u8(tok + (size_t)t * H * W * P, mc->pt, o->height, o->width, mc->channels, mc->ph,
+                  mc->pw, fp);
+    for (int f = 0; !r && f < mc->pt; f++) r = video_encoder_write_rgb(e, fp[f]);
+  }
+  if (!r) r = video_encoder_finish(e);
+  video_encoder_free(&e);
+  free(frames);
+  free(fp);
+  return r ? err_wrap(r, "sample: writing %s: ", o->out) : TSR_OK;
+}
+
+tsr_status sample_run(const sample_options *o) {
+  ckpt_meta cm = {0};
+  tsr_status r = ckpt_read_meta(o->ckpt, &cm);
+  if (r) return r;
+  const dit_config *mc = &cm.mc;
+  int label = -1;
+  if (o->frames < 1 || o->frames % mc->pt || o->height < 1 || o->height % mc->ph ||
+      o->width < 1 || o->width % mc->pw)
+    r = err_set(TSR_EINVAL, "sample: --frames %d --size %dx%d must be positive multiples of the "
+                "model's tubelet %dx%dx%d (frames x height x width)", o->frames, o->height,
+                o->width, mc->pt, mc->ph, mc->pw);
+  if (!r && mc->channels != 3)
+    r = err_set(TSR_EINVAL, "sample: the model has %d channels; only RGB (3) can be written as "
+                "video", mc->channels);
+  if (!r) r = parse_label(&cm, o->label, &label);
+  if (!r && o->cfg != 1.0f && label < 0)
+    r = err_set(TSR_EINVAL, "sample: --cfg %g needs --label (classifier-free guidance compares "
+                "a class with \"no label\")", o->cfg);
+  int T = o->frames / mc->pt, H = o->height / mc->ph, W = o->width / mc->pw;
+  int64_t N = (int64_t)T * H * W;
+  if (!r && N > (1 << 24))
+    r = err_set(TSR_EINVAL, "sample: %lld tokens is too many for one clip", (long long)N);
+  dit_model *m = NULL;
+  uint8_t *tok = NULL;
+  if (!r) r = dit_create(&m, mc, kernels_cpu(), (int)(2 * N), 2);
+  if (!r) r = ckpt_load_model(o->ckpt, m, o->ema);
+  if (!r && !(tok = malloc((size_t)N * mc->pt * mc->ph * mc->pw * mc->channels)))
+    r = err_set(TSR_ENOMEM, "sample: no memory");
+  if (!r) {
+    sample_params sp = {.T = T, .H = H, .W = W, .label = label, .cfg = o->cfg,
+                        .steps = o->steps, .seed = o->seed,
+                        .t_shift_tokens = cm.tc.t_shift_tokens};
+    double t0 = time_now();
+    log_info("sample: %s (%s weights, step %lld), %d frames %dx%d = %lld tokens, %d steps%s",
+             o->ckpt, o->ema ? "EMA" : "raw", (long long)cm.step, o->frames, o->height, o->width,
+             (long long)N, o->steps, label >= 0 ? ", guided" : "");
+    r = sample_generate(m, &sp, tok);
+    if (!r) r = write_mp4(o, &cm, tok, T, H, W);
+    if (!r) log_info("sample: wrote %s in %.1f s", o->out, time_now() - t0);
+  }
+  free(tok);
+  dit_free(&m);
+  ckpt_meta_free(&cm);
+  return r;
+}

@@ -1,0 +1,49 @@
+// model/sample.h — `tessera sample`: generate a clip from a checkpoint by Euler
+// integration of the rectified flow (docs/train.md).
+//
+// The model predicts v = e - x0 for x_t = (1 - t) x0 + t e, so dx/dt = v and the clip is
+// x(0) from x(1) = e ~ N(0, I): for n steps on the grid u_i = 1 - i/n, shifted as in
+// training (t_i = s u_i / (1 + (s - 1) u_i), s = max(1, sqrt(N / t_shift_tokens)) for a
+// clip of N tokens, so a sample starts from the noise levels its length was trained at),
+//   x <- x + (t_{i+1} - t_i) v(x, t_i).
+// Classifier-free guidance with scale g: v = v_u + g (v_c - v_u), v_u with the "no label"
+// class; the conditional and unconditional copies run as two clips of one packed
+// microbatch. The noise is keyed by (seed, RNG_STREAM_SAMPLE), so a seed gives one clip.
+#ifndef TESSERA_MODEL_SAMPLE_H
+#define TESSERA_MODEL_SAMPLE_H
+
+#include <stdint.h>
+#include "core/err.h"
+#include "model/dit.h"
+
+typedef struct {
+  int T, H, W;      // token grid of the clip
+  int label;        // class id, or -1: unconditional ("no label")
+  float cfg;        // guidance scale (1: none; needs a label and num_classes > 0)
+  int steps;        // Euler steps >= 1
+  uint64_t seed;
+  int64_t t_shift_tokens;  // train.t_shift_tokens of the checkpoint (0: no shift)
+} sample_params;
+
+// Integrates the flow with model m (created for >= 2*T*H*W tokens and 2 clips when
+// guided) and writes the clip's tokens as uint8 pixels: out (T*H*W, P), values
+// round((x + 1) * 127.5) clamped to [0, 255].
+tsr_status sample_generate(dit_model *m, const sample_params *sp, uint8_t *out);
+
+typedef struct {
+  const char *ckpt;         // checkpoint file
+  int frames;               // frames (a multiple of the checkpoint's pt)
+  int height, width;        // pixels (multiples of ph, pw)
+  const char *label;        // class id or name (checkpoint's labels), NULL: none
+  float cfg;                // guidance scale
+  int steps;                // Euler steps
+  uint64_t seed;
+  int ema;                  // 1: EMA weights (default), 0: raw weights
+  const char *out;          // .mp4 path (written atomically)
+} sample_options;
+
+// Loads the checkpoint, checks the options against it, samples and writes the MP4 at
+// the checkpoint's store frame rate.
+tsr_status sample_run(const sample_options *o);
+
+#endif

@@ -1,0 +1,104 @@
+// model/train.h — the training loop of `tessera train` (docs/train.md).
+//
+// One process today (issue 4); built so the multi-rank trainer (issue 5) only adds
+// communication: every global batch is planned by the Dynamic-CP scheduler (sched/) for
+// comm_size() ranks and each rank runs the waves of its own groups (train_step).
+//
+// Step numbering: step s (0-based) trains global batch s of the sampler; its objective
+// randomness is keyed by (train.seed, s, clip id) (model/objective.h), its learning rate
+// is lr_schedule(s) and its AdamW step count is s + 1. After it, the run has done s + 1
+// steps: metrics lines and checkpoints are named by that count (ckpt-20 holds the state
+// after 20 steps). So the losses of a run depend only on the config, the store and the
+// step, never on where a run was stopped and resumed.
+//
+// Loss of a step: mean over the batch's clips of each clip's mean squared error over its
+// token values (DESIGN.md, "Model"); per-clip weights 1 / (n * tokens * P) make the sum
+// over microbatches (and ranks) equal that mean.
+#ifndef TESSERA_MODEL_TRAIN_H
+#define TESSERA_MODEL_TRAIN_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "core/err.h"
+#include "kernels/kernels.h"
+#include "model/config.h"
+#include "model/data.h"
+#include "model/dit.h"
+#include "sched/sched.h"
+
+// ---- learning-rate schedule (model/lr.c) -----------------------------------------------
+// Linear warmup then cosine decay to min_lr at train.steps, for 0-based step s:
+//   s < warmup:            lr * (s + 1) / warmup
+//   else, p = (s - warmup) / max(1, steps - warmup) clamped to [0, 1]:
+//                          min_lr + (lr - min_lr) * (1 + cos(pi p)) / 2
+// Steps past train.steps stay at min_lr. Computed in double.
+double lr_schedule(const train_config *t, int64_t s);
+
+// ---- the state of a run ------------------------------------------------------------------
+typedef struct {
+  dit_config mc;
+  train_config tc;
+  const kernels_backend *kb;
+  dit_model *model;
+  size_t n_params;
+  float *adam_m, *adam_v, *ema;  // (n_params) backend memory each
+  uint8_t *decay_mask;           // (n_tensors) 1: weight decay applies to the tensor
+  data_store *data;
+  data_sampler sampler;
+  int64_t step;                  // steps done
+  sched_config sched;            // cluster: comm_size() ranks, train.mem_tokens
+  int rank;                      // this process's rank in the plan
+  struct train_scratch *scratch; // microbatch buffers (model/step.c)
+} trainer;
+
+// Statistics of one step (every rank sees the global values).
+typedef struct {
+  double loss;        // mean over clips of each clip's MSE
+  double grad_norm;   // global L2 norm before clipping
+  double lr;
+  int64_t clips, tokens;
+  int microbatches;   // waves in which this rank ran clips
+  double step_s, tokens_per_s;
+} train_step_stats;
+
+// Creates the model, optimizer state and buffers for `tr->mc`, `tr->tc`, `tr->data`
+// (already set by the caller); parameters are left zero (dit_init or a checkpoint fills
+// them), Adam moments zero, ema zero (train_ema_reset copies the weights).
+tsr_status trainer_setup(trainer *tr);
+void trainer_free(trainer *tr);
+tsr_status train_ema_reset(trainer *tr);
+
+// Runs step tr->step on the batch of n clips (batch: store table positions, in sampler
+// order) under plan `p` (from sched_plan_batch on the batch's token counts): zero grads,
+// for each wave the microbatch of this rank's group (objective -> forward -> backward,
+// gradients accumulated), then clip by the global norm, AdamW (lr_schedule), EMA.
+// Increments tr->step. A group with CP size > 1 is refused until issue 5.
+tsr_status train_step(trainer *tr, const int64_t *batch, int n, const plan *p,
+                      train_step_stats *st);
+
+// ---- metrics (model/metrics.c) -------------------------------------------------------------
+// RUN/metrics.jsonl: one JSON object per line,
+//   {"step", "loss", "lr", "grad_norm", "clips", "tokens", "step_s", "tokens_per_s"}.
+// Opening for a resume at step S first drops lines with step > S (written after the last
+// checkpoint by a run that then died), so the file reads as one uninterrupted run.
+// A fresh run (resume_step < 0) starts a new file.
+tsr_status metrics_open(FILE **f, const char *run_dir, int64_t resume_step);
+tsr_status metrics_write(FILE *f, int64_t step, const train_step_stats *st);
+
+// ---- the whole run (model/train.c) ---------------------------------------------------------
+typedef struct {
+  const char *config_path;       // config file; may be NULL with resume (checkpoint's config)
+  char *const *overrides;        // "section.key=value" (n_overrides)
+  int n_overrides;
+  const char *data_dir;          // token store
+  const char *run_dir;           // RUN: checkpoints and metrics.jsonl
+  int64_t stop_step;             // stop once this many steps are done (0: train.steps)
+  int resume;                    // continue from RUN's latest checkpoint
+  const char *init_ckpt;         // weights to start from (fine-tuning), or NULL
+} train_options;
+
+// Checks every input (config, store vs config, checkpoint) before the first step, then
+// trains. Checkpoints every train.ckpt_every steps and at the end.
+tsr_status train_run(const train_options *o);
+
+#endif

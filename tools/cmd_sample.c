@@ -1,0 +1,84 @@
+// tools/cmd_sample.c — `tessera sample`: a video from a checkpoint (docs/train.md).
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "model/sample.h"
+#include "tools/commands.h"
+#include "tools/parse.h"
+
+static void sample_usage(FILE *f) {
+  fprintf(f,
+    "usage: tessera sample --ckpt FILE --frames F --size HxW --out FILE.mp4 [--label L]\n"
+    "                      [--cfg S] [--steps N] [--seed S] [--ema | --raw]\n\n"
+    "Generates a clip by Euler integration of the learned flow from noise and writes it as\n"
+    "H.264 at the frame rate of the store the checkpoint was trained on. Details:\n"
+    "docs/train.md.\n\n"
+    "  --ckpt FILE      checkpoint (RUN/ckpt-STEP.safetensors)\n"
+    "  --frames F       frames, a multiple of the model's tubelet frames (pt)\n"
+    "  --size HxW       height x width in pixels, multiples of the patch (ph, pw)\n"
+    "  --out FILE.mp4   output video (written to FILE.mp4.tmp, then renamed)\n"
+    "  --label L        class id or name (class-conditional models)\n"
+    "  --cfg S          classifier-free guidance scale (default 1: none; needs --label)\n"
+    "  --steps N        Euler steps (default 32)\n"
+    "  --seed S         noise seed (default 0)\n"
+    "  --ema, --raw     EMA weights (default) or the raw trained weights\n"
+    "  -h, --help       this help\n");
+}
+
+int cmd_sample(int argc, char **argv) {
+  if (wants_help(argc, argv)) {
+    sample_usage(stdout);
+    return 0;
+  }
+  enum { O_CKPT = 1, O_FRAMES, O_SIZE, O_OUT, O_LABEL, O_CFG, O_STEPS, O_SEED, O_EMA, O_RAW };
+  static const struct option opts[] = {
+      {"ckpt", required_argument, 0, O_CKPT},   {"frames", required_argument, 0, O_FRAMES},
+      {"size", required_argument, 0, O_SIZE},   {"out", required_argument, 0, O_OUT},
+      {"label", required_argument, 0, O_LABEL}, {"cfg", required_argument, 0, O_CFG},
+      {"steps", required_argument, 0, O_STEPS}, {"seed", required_argument, 0, O_SEED},
+      {"ema", no_argument, 0, O_EMA},           {"raw", no_argument, 0, O_RAW},
+      {0, 0, 0, 0}};
+  sample_options o = {.cfg = 1, .steps = 32, .ema = 1};
+  int c, bad = 0;
+  double cfg = 1;
+  int64_t seed = 0;
+  tsr_status r = TSR_OK;
+  optind = 1;
+  opterr = 0;
+  while (!bad && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (c) {
+    case O_CKPT: o.ckpt = optarg; break;
+    case O_FRAMES: r = parse_int("--frames", optarg, 1, 1 << 20, &o.frames); break;
+    case O_SIZE: {
+      int used = 0;
+      if (sscanf(optarg, "%dx%d%n", &o.height, &o.width, &used) != 2 || optarg[used] ||
+          o.height < 1 || o.width < 1 || o.height > 16384 || o.width > 16384)
+        r = err_set(TSR_EINVAL, "--size: '%s' is not HxW (pixels, e.g. 64x80)", optarg);
+      break;
+    }
+    case O_OUT: o.out = optarg; break;
+    case O_LABEL: o.label = optarg; break;
+    case O_CFG: r = parse_double("--cfg", optarg, 0, 100, &cfg); break;
+    case O_STEPS: r = parse_int("--steps", optarg, 1, 100000, &o.steps); break;
+    case O_SEED: r = parse_i64("--seed", optarg, 0, INT64_MAX, &seed); break;
+    case O_EMA: o.ema = 1; break;
+    case O_RAW: o.ema = 0; break;
+    default:
+      r = err_set(TSR_EINVAL, "unknown option or missing value: '%s' (see --help)",
+                  argv[optind - 1]);
+    }
+    bad = r != TSR_OK;
+  }
+  if (!r && optind < argc) r = err_set(TSR_EINVAL, "unexpected argument '%s'", argv[optind]);
+  const char *missing = !o.ckpt ? "--ckpt FILE" : !o.frames ? "--frames F"
+                        : !o.height ? "--size HxW" : !o.out ? "--out FILE.mp4" : NULL;
+  if (!r && missing) r = err_set(TSR_EINVAL, "missing %s (see --help)", missing);
+  o.cfg = (float)cfg;
+  o.seed = (uint64_t)seed;
+  if (!r) r = sample_run(&o);
+  if (r) log_error("tessera sample: %s", err_msg());
+  return r ? 1 : 0;
+}

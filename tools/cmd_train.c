@@ -1,0 +1,94 @@
+// tools/cmd_train.c — `tessera train`: train the DiT on a token store (docs/train.md).
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "model/train.h"
+#include "tools/commands.h"
+#include "tools/parse.h"
+
+static void train_usage(FILE *f) {
+  fprintf(f,
+    "usage: tessera train --config FILE --data STORE --out RUN [--steps N] [--resume]\n"
+    "                     [--init CKPT] [--set section.key=value ...]\n\n"
+    "Trains the diffusion transformer of FILE (configs/model/*.conf) on the clips of STORE\n"
+    "(made by `tessera ingest`): global batches of train.global_batch clips from a seeded\n"
+    "epoch sampler, each planned into microbatches of at most train.mem_tokens tokens by the\n"
+    "Dynamic-CP scheduler, AdamW with warmup and cosine decay, gradient clipping, EMA.\n"
+    "Writes RUN/metrics.jsonl and RUN/ckpt-STEP.safetensors. Details: docs/train.md.\n\n"
+    "  --config FILE        model and training config (INI: [model], [train])\n"
+    "  --data STORE         token store; its patch size and channels must match the config\n"
+    "  --out RUN            run directory (created); checkpoints and metrics go here\n"
+    "  --steps N            stop when N steps are done in total (default: train.steps);\n"
+    "                       the schedule always spans train.steps\n"
+    "  --resume             continue from RUN's newest checkpoint (same losses as a run\n"
+    "                       that never stopped)\n"
+    "  --init CKPT          start from CKPT's weights (fine-tuning: new optimizer, step 0)\n"
+    "  --set KEY=VALUE      override a config key, e.g. --set train.lr=3e-4 (repeatable)\n"
+    "  -h, --help           this help\n\n"
+    "example:\n"
+    "  tessera train --config configs/model/tiny.conf --data out/demo/store --out out/run \\\n"
+    "      --steps 200\n");
+}
+
+int cmd_train(int argc, char **argv) {
+  if (wants_help(argc, argv)) {
+    train_usage(stdout);
+    return 0;
+  }
+  enum { O_CONFIG = 1, O_DATA, O_OUT, O_STEPS, O_RESUME, O_INIT, O_SET };
+  static const struct option opts[] = {
+      {"config", required_argument, 0, O_CONFIG}, {"data", required_argument, 0, O_DATA},
+      {"out", required_argument, 0, O_OUT},       {"steps", required_argument, 0, O_STEPS},
+      {"resume", no_argument, 0, O_RESUME},       {"init", required_argument, 0, O_INIT},
+      {"set", required_argument, 0, O_SET},       {0, 0, 0, 0}};
+  train_options o = {0};
+  char **sets = calloc((size_t)argc + 1, sizeof *sets);
+  if (!sets) return 1;
+  int bad = 0, c;
+  optind = 1;
+  opterr = 0;
+  while (!bad && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (c) {
+    case O_CONFIG: o.config_path = optarg; break;
+    case O_DATA: o.data_dir = optarg; break;
+    case O_OUT: o.run_dir = optarg; break;
+    case O_STEPS:
+      if (parse_i64("--steps", optarg, 1, INT64_MAX / 2, &o.stop_step)) {
+        log_error("tessera train: %s", err_msg());
+        bad = 1;
+      }
+      break;
+    case O_RESUME: o.resume = 1; break;
+    case O_INIT: o.init_ckpt = optarg; break;
+    case O_SET: sets[o.n_overrides++] = optarg; break;
+    default:
+      log_error("tessera train: unknown option or missing value: '%s' (see --help)",
+                argv[optind - 1]);
+      bad = 1;
+    }
+  }
+  if (!bad && optind < argc) {
+    log_error("tessera train: unexpected argument '%s' (see --help)", argv[optind]);
+    bad = 1;
+  }
+  const char *missing = !o.config_path ? "--config FILE" : !o.data_dir ? "--data STORE"
+                        : !o.run_dir ? "--out RUN" : NULL;
+  if (!bad && missing) {
+    log_error("tessera train: missing %s (see --help)", missing);
+    bad = 1;
+  }
+  if (!bad && o.resume && o.init_ckpt) {
+    log_error("tessera train: --resume and --init exclude each other: --resume continues RUN, "
+              "--init starts a new run from a checkpoint's weights");
+    bad = 1;
+  }
+  o.overrides = sets;
+  tsr_status r = bad ? TSR_EINVAL : train_run(&o);
+  if (!bad && r) log_error("tessera train: %s", err_msg());
+  free(sets);
+  return r ? 1 : 0;
+}
