@@ -13,10 +13,10 @@
 #include "core/log.h"
 #include "model/checkpoint.h"
 
-// Cost model of the one-rank plan. With one rank the plan is a packing of the batch into
-// microbatches of at most mem_tokens tokens and only a, b and ovh steer it; these are the
-// tiny model's CPU costs measured on a 2-core machine (docs/train.md). Multi-rank runs
-// will load a calibrated file (issue 5).
+// Cost model of the plan when no --cost file is given: the tiny model's CPU costs
+// measured on a 2-core machine (docs/train.md). With one rank the plan is a packing of the
+// batch into microbatches of at most mem_tokens tokens and only a, b and ovh steer it;
+// multi-rank runs should use a file from `tessera calibrate`.
 static const cost_model cpu_cost = {.a = 2e-5, .b = 2e-9, .kv = 1024, .bw_intra = 1e10,
                                     .bw_inter = 1e9, .lat = 1e-5, .ovh = 2e-3,
                                     .allreduce = 0};
@@ -66,20 +66,44 @@ static tsr_status check_store(const trainer *tr, int ranks) {
   int64_t mem = tr->tc.mem_tokens;
   for (int64_t i = 0; i < data_num_clips(tr->data); i++) {
     const data_clip *c = data_clip_at(tr->data, i);
-    if (c->tokens > mem)  // ranks > 1 will split it across a CP group (issue 5)
+    if ((c->tokens + ranks - 1) / ranks > mem)  // even split over every rank does not fit
       return err_set(TSR_EINVAL,
-                     "clip %lld of store %s has %lld tokens, more than train.mem_tokens = %lld "
-                     "that one rank may hold (%d rank%s; splitting a clip across ranks comes "
-                     "with multi-rank training): raise train.mem_tokens, or re-ingest with "
-                     "--max-seconds to cut long videos", (long long)c->id, dir,
-                     (long long)c->tokens, (long long)mem, ranks, ranks == 1 ? "" : "s");
+                     "clip %lld of store %s has %lld tokens: split over all %d rank%s a chunk "
+                     "is %lld tokens, more than train.mem_tokens = %lld: raise "
+                     "train.mem_tokens, launch more ranks, or re-ingest with --max-seconds to "
+                     "cut long videos", (long long)c->id, dir, (long long)c->tokens, ranks,
+                     ranks == 1 ? "" : "s", (long long)((c->tokens + ranks - 1) / ranks),
+                     (long long)mem);
   }
   return TSR_OK;
 }
 
-// A resumed run must train the same model the same way; only ckpt/log cadence may change.
+// Every rank must train the same model on the same data: a launch whose ranks were given
+// different configs (or stores) stops here, before any collective of the step.
+static tsr_status check_ranks_agree(const trainer *tr) {
+  if (comm_size() == 1) return TSR_OK;
+  char *ini = config_to_ini(&tr->mc, &tr->tc);
+  if (!ini) return err_set(TSR_ENOMEM, "out of memory");
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a of the config text and the store's size
+  for (const char *c = ini; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ULL;
+  free(ini);
+  h = (h ^ (uint64_t)data_num_clips(tr->data)) * 1099511628211ULL;
+  int64_t v[2] = {(int64_t)(h >> 1), -(int64_t)(h >> 1)};  // max and -min in one reduction
+  tsr_status r = comm_allreduce_max_i64(v, 2);
+  if (r) return r;
+  if (v[0] != -v[1])
+    return err_set(TSR_EMISMATCH, "the ranks of this launch were given different configs or "
+                   "stores (rank %d's config hash differs from another rank's): launch every "
+                   "rank with the same --config, --set and --data", comm_rank());
+  return TSR_OK;
+}
+
+// A resumed run must train the same model the same way; only the ckpt/log cadence and
+// train.mem_tokens may change: memory per rank shapes the plans, and plans do not change
+// the losses (plan invariance), so a run may resume on another cluster.
 static tsr_status check_resume_config(const ckpt_meta *cm, const trainer *tr, const char *path) {
   train_config t = cm->tc;
+  t.mem_tokens = tr->tc.mem_tokens;
   t.ckpt_every = tr->tc.ckpt_every;
   t.ckpt_keep = tr->tc.ckpt_keep;
   t.log_every = tr->tc.log_every;
@@ -93,8 +117,8 @@ static tsr_status check_resume_config(const ckpt_meta *cm, const trainer *tr, co
     while (p > a && p[-1] != '\n') p--, q--;
     int lp = (int)strcspn(p, "\n"), lq = (int)strcspn(q, "\n");
     r = err_set(TSR_EMISMATCH, "--resume: the config differs from checkpoint %s's: '%.*s' there, "
-                "'%.*s' now; resume with the same config (only train.ckpt_every, ckpt_keep and "
-                "log_every may change) or start a new run", path, lp, p, lq, q);
+                "'%.*s' now; resume with the same config (only train.ckpt_every, ckpt_keep, "
+                "log_every and mem_tokens may change) or start a new run", path, lp, p, lq, q);
   }
   free(a);
   free(b);
@@ -146,7 +170,8 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
   sched_result res = {0};
   int64_t ncur = 0, nnext = 0, start = tr->step;
   tsr_status r = (!cur || !next || !tok) ? err_set(TSR_ENOMEM, "out of memory (batch)") : TSR_OK;
-  if (!r) r = metrics_open(&mf, o->run_dir, o->resume ? tr->step : -1);
+  const int lead = tr->rank == 0;  // rank 0 writes metrics and checkpoints
+  if (!r && lead) r = metrics_open(&mf, o->run_dir, o->resume ? tr->step : -1);
   // Batch s and its plan; batch s+1 is drawn and planned while s trains.
   if (!r) r = data_sampler_next(&tr->sampler, B, next, &nnext);
   if (!r) batch_tokens(tr, next, nnext, tok), r = sched_async_start(&pending, &tr->sched, tok, (int)nnext);
@@ -170,25 +195,26 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
     if (r) break;
     if (loss0 < 0) loss0 = st.loss;
     loss_last = st.loss;
-    if (tr->tc.log_every > 0 && (tr->step % tr->tc.log_every == 0 || tr->step == stop))
+    if (lead && tr->tc.log_every > 0 && (tr->step % tr->tc.log_every == 0 || tr->step == stop))
       r = metrics_write(mf, tr->step, &st);
-    progress_update(&pg, (double)(tr->step - start), (double)(stop - start), tr->step == stop,
+    if (lead) progress_update(&pg, (double)(tr->step - start), (double)(stop - start), tr->step == stop,
                     "step %lld/%lld loss %.4f lr %.2e |g| %.3f %.0f tok/s", (long long)tr->step,
                     (long long)stop, st.loss, st.lr, st.grad_norm, st.tokens_per_s);
-    if (!r && ((tr->tc.ckpt_every > 0 && tr->step % tr->tc.ckpt_every == 0) || tr->step == stop)) {
+    if (!r && lead &&
+        ((tr->tc.ckpt_every > 0 && tr->step % tr->tc.ckpt_every == 0) || tr->step == stop)) {
       data_sampler ahead = tr->sampler;
       tr->sampler = saved;
       r = ckpt_save_run(o->run_dir, tr, tr->tc.ckpt_keep);
       tr->sampler = ahead;
     }
   }
-  progress_end(&pg);
+  if (lead) progress_end(&pg);
   if (pending) {
     sched_result drop = {0};
     sched_async_wait(&pending, &drop);
     sched_result_free(&drop);
   }
-  if (!r && loss0 >= 0)
+  if (!r && lead && loss0 >= 0)
     log_info("train: %lld steps done, loss %.4f -> %.4f; checkpoint %s/ckpt-%lld.safetensors",
              (long long)tr->step, loss0, loss_last, o->run_dir, (long long)tr->step);
   if (mf) fclose(mf);
@@ -200,18 +226,20 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
 
 tsr_status train_run(const train_options *o) {
   trainer tr = {0};
-  tsr_status r = config_load(o->config_path, o->overrides, o->n_overrides, &tr.mc, &tr.tc);
+  tsr_status r = comm_groups_init();  // Dynamic-CP groups; refuses a non-power-of-two world
+  if (!r) r = config_load(o->config_path, o->overrides, o->n_overrides, &tr.mc, &tr.tc);
   if (!r) r = config_validate(&tr.mc, &tr.tc);
   if (!r) r = data_open(&tr.data, o->data_dir);
   int ranks = comm_size();
   if (!r) r = check_store(&tr, ranks);
+  if (!r) r = check_ranks_agree(&tr);
   if (!r && o->init_ckpt) {
     struct stat sb;
     if (stat(o->init_ckpt, &sb))
       r = err_set(TSR_EIO, "--init %s: %s", o->init_ckpt, strerror(errno));
   }
-  if (!r) r = mkdir_p(o->run_dir);
-  if (!r) r = ckpt_clean_tmp(o->run_dir);
+  if (!r && comm_rank() == 0) r = mkdir_p(o->run_dir);
+  if (!r && comm_rank() == 0) r = ckpt_clean_tmp(o->run_dir);
   char latest[PATH_MAX] = "";
   int64_t latest_step = -1;
   if (!r) {
@@ -224,11 +252,13 @@ tsr_status train_run(const train_options *o) {
                   "--resume, or give another --out", o->run_dir, latest);
   }
   if (!r) {
-    tr.sched.cluster = (sched_cluster){.ranks = ranks, .gpus_per_node = ranks,
-                                       .mem_tokens = tr.tc.mem_tokens};
+    tr.sched.cluster = (sched_cluster){
+        .ranks = ranks, .gpus_per_node = o->gpus_per_node > 0 ? o->gpus_per_node : ranks,
+        .mem_tokens = tr.tc.mem_tokens};
     tr.sched.cost = cpu_cost;
+    if (o->cost_path) r = cost_model_load(o->cost_path, &tr.sched.cost);
     tr.rank = comm_rank();
-    r = sched_config_check(&tr.sched);
+    if (!r) r = sched_config_check(&tr.sched);
   }
   if (!r) r = data_sampler_init(&tr.sampler, data_num_clips(tr.data), (uint64_t)tr.tc.seed);
   if (!r) r = trainer_setup(&tr);
@@ -238,7 +268,7 @@ tsr_status train_run(const train_options *o) {
     else if (!(r = dit_init(tr.model, (uint64_t)tr.tc.seed))) r = train_ema_reset(&tr);
   }
   int64_t stop = o->stop_step > 0 ? o->stop_step : tr.tc.steps;
-  if (!r) {
+  if (!r && comm_rank() == 0) {
     log_info("train: %zu parameters, %lld clips (%d labels), batch %lld, mem_tokens %lld, "
              "steps %lld -> %lld of %lld%s%s", tr.n_params, (long long)data_num_clips(tr.data),
              data_num_labels(tr.data), (long long)tr.tc.global_batch,
@@ -246,8 +276,8 @@ tsr_status train_run(const train_options *o) {
              (long long)tr.tc.steps, o->init_ckpt ? ", weights from " : "",
              o->init_ckpt ? o->init_ckpt : "");
     if (tr.step >= stop) log_info("train: %lld steps already done, nothing to do", (long long)tr.step);
-    else r = train_loop(&tr, o, stop);
   }
+  if (!r && tr.step < stop) r = train_loop(&tr, o, stop);
   trainer_free(&tr);
   return r;
 }

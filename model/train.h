@@ -1,8 +1,10 @@
 // model/train.h — the training loop of `tessera train` (docs/train.md).
 //
-// One process today (issue 4); built so the multi-rank trainer (issue 5) only adds
-// communication: every global batch is planned by the Dynamic-CP scheduler (sched/) for
-// comm_size() ranks and each rank runs the waves of its own groups (train_step).
+// One process, or N processes under mpirun/srun: every global batch is planned by the
+// Dynamic-CP scheduler (sched/) for comm_size() ranks, identically on every rank; each
+// rank runs its chunks of the clips of its groups, wave by wave, with ring attention
+// across each group (model/dist_step.h), and the gradients are summed over all ranks
+// before the (replicated) optimizer step. Rank 0 writes metrics and checkpoints.
 //
 // Step numbering: step s (0-based) trains global batch s of the sampler; its objective
 // randomness is keyed by (train.seed, s, clip id) (model/objective.h), its learning rate
@@ -23,6 +25,7 @@
 #include "kernels/kernels.h"
 #include "model/config.h"
 #include "model/data.h"
+#include "model/dist_step.h"
 #include "model/dit.h"
 #include "sched/sched.h"
 
@@ -48,7 +51,8 @@ typedef struct {
   int64_t step;                  // steps done
   sched_config sched;            // cluster: comm_size() ranks, train.mem_tokens
   int rank;                      // this process's rank in the plan
-  struct train_scratch *scratch; // microbatch buffers (model/step.c)
+  dist_step *dist;               // this rank's part of a plan (model/dist_step.h)
+  dist_clip *clips;              // (global_batch) the clips of the step being run
 } trainer;
 
 // Statistics of one step (every rank sees the global values).
@@ -70,9 +74,10 @@ tsr_status train_ema_reset(trainer *tr);
 
 // Runs step tr->step on the batch of n clips (batch: store table positions, in sampler
 // order) under plan `p` (from sched_plan_batch on the batch's token counts): zero grads,
-// for each wave the microbatch of this rank's group (objective -> forward -> backward,
-// gradients accumulated), then clip by the global norm, AdamW (lr_schedule), EMA.
-// Increments tr->step. A group with CP size > 1 is refused until issue 5.
+// for each wave this rank's chunks of its group's clips (objective -> forward -> backward
+// with ring attention, gradients accumulated), the sum of gradients and loss over all
+// ranks, then clip by the global norm, AdamW (lr_schedule), EMA. Collective; every rank
+// ends with the same weights. Increments tr->step.
 tsr_status train_step(trainer *tr, const int64_t *batch, int n, const plan *p,
                       train_step_stats *st);
 
@@ -95,6 +100,9 @@ typedef struct {
   int64_t stop_step;             // stop once this many steps are done (0: train.steps)
   int resume;                    // continue from RUN's latest checkpoint
   const char *init_ckpt;         // weights to start from (fine-tuning), or NULL
+  const char *cost_path;         // cost model for the planner (tessera calibrate), or NULL:
+                                 // the built-in CPU numbers
+  int gpus_per_node;             // ranks per node for the cost model (0: all ranks)
 } train_options;
 
 // Checks every input (config, store vs config, checkpoint) before the first step, then

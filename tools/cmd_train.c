@@ -13,12 +13,16 @@
 static void train_usage(FILE *f) {
   fprintf(f,
     "usage: tessera train --config FILE --data STORE --out RUN [--steps N] [--resume]\n"
-    "                     [--init CKPT] [--set section.key=value ...]\n\n"
+    "                     [--init CKPT] [--set section.key=value ...] [--cost FILE]\n"
+    "       mpirun -np N tessera train ...   (N a power of two: Dynamic-CP over N ranks)\n\n"
     "Trains the diffusion transformer of FILE (configs/model/*.conf) on the clips of STORE\n"
     "(made by `tessera ingest`): global batches of train.global_batch clips from a seeded\n"
     "epoch sampler, each planned into microbatches of at most train.mem_tokens tokens by the\n"
     "Dynamic-CP scheduler, AdamW with warmup and cosine decay, gradient clipping, EMA.\n"
-    "Writes RUN/metrics.jsonl and RUN/ckpt-STEP.safetensors. Details: docs/train.md.\n\n"
+    "Under mpirun (or srun) every batch is planned for all ranks: each wave gives every rank\n"
+    "a context-parallel group of its own size, clips are split across the group and attend\n"
+    "across it (ring attention), gradients are summed over all ranks. Rank 0 writes\n"
+    "RUN/metrics.jsonl and RUN/ckpt-STEP.safetensors. Details: docs/train.md, docs/dist.md.\n\n"
     "  --config FILE        model and training config (INI: [model], [train])\n"
     "  --data STORE         token store; its patch size and channels must match the config\n"
     "  --out RUN            run directory (created); checkpoints and metrics go here\n"
@@ -28,6 +32,9 @@ static void train_usage(FILE *f) {
     "                       that never stopped)\n"
     "  --init CKPT          start from CKPT's weights (fine-tuning: new optimizer, step 0)\n"
     "  --set KEY=VALUE      override a config key, e.g. --set train.lr=3e-4 (repeatable)\n"
+    "  --cost FILE          cost model for the planner (from `tessera calibrate`;\n"
+    "                       default: built-in CPU numbers of the tiny model)\n"
+    "  --gpus-per-node G    ranks per node, for the cost model (default: all ranks)\n"
     "  -h, --help           this help\n\n"
     "example:\n"
     "  tessera train --config configs/model/tiny.conf --data out/demo/store --out out/run \\\n"
@@ -39,12 +46,13 @@ int cmd_train(int argc, char **argv) {
     train_usage(stdout);
     return 0;
   }
-  enum { O_CONFIG = 1, O_DATA, O_OUT, O_STEPS, O_RESUME, O_INIT, O_SET };
+  enum { O_CONFIG = 1, O_DATA, O_OUT, O_STEPS, O_RESUME, O_INIT, O_SET, O_COST, O_GPN };
   static const struct option opts[] = {
       {"config", required_argument, 0, O_CONFIG}, {"data", required_argument, 0, O_DATA},
       {"out", required_argument, 0, O_OUT},       {"steps", required_argument, 0, O_STEPS},
       {"resume", no_argument, 0, O_RESUME},       {"init", required_argument, 0, O_INIT},
-      {"set", required_argument, 0, O_SET},       {0, 0, 0, 0}};
+      {"set", required_argument, 0, O_SET},       {"cost", required_argument, 0, O_COST},
+      {"gpus-per-node", required_argument, 0, O_GPN}, {0, 0, 0, 0}};
   train_options o = {0};
   char **sets = calloc((size_t)argc + 1, sizeof *sets);
   if (!sets) return 1;
@@ -64,6 +72,13 @@ int cmd_train(int argc, char **argv) {
       break;
     case O_RESUME: o.resume = 1; break;
     case O_INIT: o.init_ckpt = optarg; break;
+    case O_COST: o.cost_path = optarg; break;
+    case O_GPN:
+      if (parse_int("--gpus-per-node", optarg, 1, 1 << 20, &o.gpus_per_node)) {
+        log_error("tessera train: %s", err_msg());
+        return 1;
+      }
+      break;
     case O_SET: sets[o.n_overrides++] = optarg; break;
     default:
       log_error("tessera train: unknown option or missing value: '%s' (see --help)",

@@ -63,6 +63,12 @@ int main(int argc, char **argv) {
     }
     log_set_rank(comm_rank(), comm_size());
     int rc = commands[i].run(argc - 1, argv + 1);
+    // A fatal error on one rank of a multi-rank job: stop every rank now rather than
+    // leave the others waiting in a collective (mpirun then names this rank).
+    if (rc == 1 && comm_size() > 1) {
+      log_error("rank %d stopped with an error; aborting the job", comm_rank());
+      comm_abort(1);
+    }
     comm_finalize();
     return rc;
   }

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Multi-rank Dynamic-CP training end to end (`mpirun -np N tessera train`):
+#  1. twenty steps give the same losses (within 1e-5 relative) at world sizes 1, 2 and 4
+#     (at 2 and 4 ranks mem_tokens forces clips of 960 and 1280 tokens across CP groups);
+#  2. a checkpoint written by a 4-rank run resumes in a 2-rank run at the same step with
+#     the same next loss;
+#  3. a rank killed mid-run makes the job end within 60 s with a message naming the rank,
+#     and the checkpoints left are whole (a resume from the newest works);
+#  4. bad launches stop with a clear error: 3 ranks (not a power of two), ranks given
+#     different configs.
+set -euo pipefail
+T=${TESSERA_BIN:?set by ctest}
+SRC=${TESSERA_SRC:?set by ctest}
+W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-dist-train.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+pass=0 failn=0
+ok() { pass=$((pass + 1)); echo "ok: $*"; }
+bad() { failn=$((failn + 1)); echo "FAIL: $*" >&2; }
+MPI=(mpirun --oversubscribe)
+
+# A store of 4 clips of 1..4 s at 4 fps, 40x32 pixels, patch 1x4x4: 80 tokens a frame,
+# so 320, 640, 960 and 1280 tokens.
+for s in 1 2 3 4; do
+  ffmpeg -nostdin -v error -y -f lavfi -i "testsrc2=s=160x128:r=12:d=$s" "$W/c$s.mp4"
+done
+"$T" ingest "$W"/c*.mp4 --out "$W/store" --fps 4 --short-side 32 --patch 1x4x4 --quiet
+CONF=(--config "$SRC/configs/model/tiny.conf" --data "$W/store"
+      --set model.pt=1 --set model.ph=4 --set model.pw=4 --set model.hidden=32
+      --set model.heads=2 --set train.global_batch=4 --set train.steps=20 --set train.warmup=5
+      --set train.lr=2e-3 --set train.ckpt_every=10 --set train.ckpt_keep=5 --set train.log_every=1)
+losses() { jq -r '.loss' "$1/metrics.jsonl"; }
+# same_losses A B [FIRST]: every loss of A's metrics (from line FIRST) within 1e-5 relative of B's
+same_losses() {
+  paste <(losses "$1" | tail -n +"${3:-1}") <(losses "$2" | tail -n +"${3:-1}") |
+    awk '{ d = $1 - $2; if (d < 0) d = -d; r = d / ($2 < 0 ? -$2 : $2); if (r > m) m = r; n++ }
+         END { printf "%d steps, worst relative difference %.3g\n", n, m; exit !(n > 0 && m <= 1e-5) }'
+}
+
+# 1. world sizes 1, 2, 4 (one rank holds whole clips: mem 2048; 2 and 4 ranks: mem 700)
+"$T" train "${CONF[@]}" --set train.mem_tokens=2048 --out "$W/r1" 2>"$W/r1.log" \
+  && ok "1 rank trained" || bad "1 rank: $(tail -3 "$W/r1.log")"
+for n in 2 4; do
+  "${MPI[@]}" -np $n "$T" train "${CONF[@]}" --set train.mem_tokens=700 --out "$W/r$n" 2>"$W/r$n.log" \
+    && ok "$n ranks trained" || bad "$n ranks: $(tail -3 "$W/r$n.log")"
+done
+for n in 2 4; do
+  if d=$(same_losses "$W/r1" "$W/r$n"); then ok "losses 1 vs $n ranks: $d"; else bad "losses 1 vs $n ranks: $d"; fi
+done
+[ "$(losses "$W/r1" | wc -l)" -eq 20 ] && ok "20 steps logged" || bad "steps logged: $(losses "$W/r1" | wc -l)"
+
+# 2. the 4-rank checkpoint of step 10 resumes on 2 ranks
+mkdir -p "$W/r4to2"
+cp "$W/r4/ckpt-10.safetensors" "$W/r4to2/"
+head -n 10 "$W/r4/metrics.jsonl" >"$W/r4to2/metrics.jsonl"
+"${MPI[@]}" -np 2 "$T" train "${CONF[@]}" --set train.mem_tokens=700 --out "$W/r4to2" --resume \
+  --steps 11 2>"$W/r4to2.log" && ok "4-rank checkpoint resumed on 2 ranks" || bad "resume 4->2: $(tail -3 "$W/r4to2.log")"
+a=$(losses "$W/r4to2" | sed -n 11p); b=$(losses "$W/r4" | sed -n 11p)
+awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-5 * (b < 0 ? -b : b)) }' \
+  && ok "step 11 after the 4->2 resume: loss $a, uninterrupted 4-rank run $b" || bad "step 11 after 4->2 resume: '$a' vs '$b'"
+
+# 3. a rank dies: the job ends, naming it, within a bounded time
+"${MPI[@]}" -np 2 "$T" train "${CONF[@]}" --set train.mem_tokens=700 --set train.steps=100000 \
+  --set train.ckpt_every=2 --out "$W/dead" >"$W/dead.log" 2>&1 &
+job=$!
+for _ in $(seq 100); do [ -s "$W/dead/metrics.jsonl" ] && [ -f "$W/dead/ckpt-2.safetensors" ] && break; sleep 0.2; done
+victim=""
+for p in $(pgrep -f "tessera train.*$W/dead" || true); do
+  if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then victim=$p; fi
+done
+if [ -n "$victim" ]; then
+  start=$(date +%s)
+  kill -9 "$victim"
+  rc=0
+  timeout 90 tail --pid=$job -f /dev/null || true
+  wait $job || rc=$?
+  took=$(( $(date +%s) - start ))
+  [ $rc -ne 0 ] && [ $took -le 60 ] && ok "job ended (exit $rc) ${took}s after rank 1 was killed" \
+    || bad "job after kill: exit $rc after ${took}s"
+  grep -Eqi "rank 1|process rank 1" "$W/dead.log" && ok "the message names rank 1: $(grep -Ei 'rank 1' "$W/dead.log" | head -1)" \
+    || bad "no message naming rank 1: $(tail -5 "$W/dead.log")"
+  newest=$(ls "$W/dead"/ckpt-*.safetensors | sort -t- -k2 -n | tail -1)
+  n=$(basename "$newest" .safetensors); n=${n#ckpt-}
+  "$T" train "${CONF[@]}" --set train.mem_tokens=2048 --set train.steps=100000 --set train.ckpt_every=2 \
+    --out "$W/dead" --resume --steps $((n + 1)) 2>"$W/dead-resume.log" \
+    && ok "resumed from the newest checkpoint left (ckpt-$n)" || bad "resume after the kill: $(tail -3 "$W/dead-resume.log")"
+else
+  kill $job 2>/dev/null || true
+  bad "could not find rank 1's process"
+fi
+
+# 4. bad launches
+rc=0
+"${MPI[@]}" -np 3 "$T" train "${CONF[@]}" --set train.mem_tokens=700 --out "$W/three" >"$W/three.log" 2>&1 || rc=$?
+[ $rc -ne 0 ] && grep -q "power of two" "$W/three.log" && ok "3 ranks refused: $(grep -m1 'power of two' "$W/three.log")" \
+  || bad "3 ranks: exit $rc: $(tail -3 "$W/three.log")"
+rc=0
+"${MPI[@]}" -np 1 "$T" train "${CONF[@]}" --set train.mem_tokens=700 --out "$W/mixed" --set train.lr=1e-3 : \
+  -np 1 "$T" train "${CONF[@]}" --set train.mem_tokens=700 --out "$W/mixed" --set train.lr=2e-3 >"$W/mixed.log" 2>&1 || rc=$?
+[ $rc -ne 0 ] && grep -q "different configs" "$W/mixed.log" && ok "different configs refused" \
+  || bad "different configs: exit $rc: $(tail -3 "$W/mixed.log")"
+
+echo "dist train: $pass passed, $failn failed"
+[ $failn -eq 0 ]
