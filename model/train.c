@@ -161,15 +161,45 @@ static void batch_tokens(const trainer *tr, const int64_t *batch, int64_t n, int
   for (int64_t i = 0; i < n; i++) tokens[i] = data_clip_at(tr->data, batch[i])->tokens;
 }
 
+// The plan step `cur` runs: the scheduler's choice, or the one --plan asks for (simulated
+// under the same cost model for its predicted time). alt: scratch plan (plan_init'ed).
+static tsr_status choose_plan(const trainer *tr, int kind, const int64_t *cur, int64_t n,
+                              int64_t *tok, const sched_result *res, plan *alt,
+                              const plan **run, double *predicted, const char **name) {
+  *run = &res->plan;
+  *predicted = res->predicted_s;
+  *name = sched_used_name(res->used);
+  if (kind == TRAIN_PLAN_AUTO) return TSR_OK;
+  batch_tokens(tr, cur, n, tok);
+  tsr_status r;
+  if (kind == TRAIN_PLAN_DYNAMIC) {
+    r = sched_dynamic(&tr->sched, tok, (int)n, alt);
+    *predicted = res->dynamic_s;
+    *name = sched_used_name(SCHED_USED_DYNAMIC);
+  } else if (kind == TRAIN_PLAN_STATIC) {
+    r = sched_baseline_balanced(&tr->sched, tok, (int)n, alt);
+    *predicted = res->static_balanced_s;
+    *name = sched_used_name(SCHED_USED_STATIC_BALANCED);
+  } else {
+    r = sched_baseline_packing(&tr->sched, tok, (int)n, alt);
+    *predicted = res->packing_only_s;
+    *name = sched_used_name(SCHED_USED_PACKING_ONLY);
+  }
+  *run = alt;
+  return r;
+}
+
 static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) {
   int64_t B = tr->tc.global_batch;
   int64_t *cur = malloc((size_t)B * sizeof *cur), *next = malloc((size_t)B * sizeof *next);
-  int64_t *tok = malloc((size_t)B * sizeof *tok);
+  int64_t *tok = malloc((size_t)B * sizeof *tok), *tok_cur = malloc((size_t)B * sizeof *tok_cur);
+  plan alt;
+  plan_init(&alt, tr->sched.cluster.ranks);
   FILE *mf = NULL;
   sched_async *pending = NULL;
   sched_result res = {0};
   int64_t ncur = 0, nnext = 0, start = tr->step;
-  tsr_status r = (!cur || !next || !tok) ? err_set(TSR_ENOMEM, "out of memory (batch)") : TSR_OK;
+  tsr_status r = (!cur || !next || !tok || !tok_cur) ? err_set(TSR_ENOMEM, "out of memory (batch)") : TSR_OK;
   const int lead = tr->rank == 0;  // rank 0 writes metrics and checkpoints
   if (!r && lead) r = metrics_open(&mf, o->run_dir, o->resume ? tr->step : -1);
   // Batch s and its plan; batch s+1 is drawn and planned while s trains.
@@ -190,7 +220,13 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
       if (r) break;
     }
     train_step_stats st;
-    r = train_step(tr, cur, (int)ncur, &res.plan, &st);
+    const plan *run;
+    double predicted;
+    const char *name;
+    r = choose_plan(tr, o->plan_kind, cur, ncur, tok_cur, &res, &alt, &run, &predicted, &name);
+    if (!r) r = train_step(tr, cur, (int)ncur, run, &st);
+    st.predicted_s = predicted;
+    st.plan = name;
     sched_result_free(&res);
     if (r) break;
     if (loss0 < 0) loss0 = st.loss;
@@ -221,6 +257,8 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
   free(cur);
   free(next);
   free(tok);
+  free(tok_cur);
+  plan_free(&alt);
   return r;
 }
 

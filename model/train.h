@@ -63,6 +63,8 @@ typedef struct {
   int64_t clips, tokens;
   int microbatches;   // waves in which this rank ran clips
   double step_s, tokens_per_s;
+  double predicted_s; // the cost model's step time for the plan that ran (sched/)
+  const char *plan;   // which plan ran: "dynamic", "packing-only", "static-balanced"
 } train_step_stats;
 
 // Creates the model, optimizer state and buffers for `tr->mc`, `tr->tc`, `tr->data`
@@ -83,7 +85,8 @@ tsr_status train_step(trainer *tr, const int64_t *batch, int n, const plan *p,
 
 // ---- metrics (model/metrics.c) -------------------------------------------------------------
 // RUN/metrics.jsonl: one JSON object per line,
-//   {"step", "loss", "lr", "grad_norm", "clips", "tokens", "step_s", "tokens_per_s"}.
+//   {"step", "loss", "lr", "grad_norm", "clips", "tokens", "step_s", "tokens_per_s",
+//    "predicted_s", "plan"} (predicted_s: the cost model's time of the plan that ran).
 // Opening for a resume at step S first drops lines with step > S (written after the last
 // checkpoint by a run that then died), so the file reads as one uninterrupted run.
 // A fresh run (resume_step < 0) starts a new file.
@@ -103,7 +106,12 @@ typedef struct {
   const char *cost_path;         // cost model for the planner (tessera calibrate), or NULL:
                                  // the built-in CPU numbers
   int gpus_per_node;             // ranks per node for the cost model (0: all ranks)
+  int plan_kind;                 // TRAIN_PLAN_*: which plan each step runs
 } train_options;
+
+// Which plan a step runs: the scheduler's (Dynamic-CP, falling back to the better static
+// plan when it is not faster), or one of the static-CP baselines (for comparisons).
+enum { TRAIN_PLAN_AUTO = 0, TRAIN_PLAN_DYNAMIC, TRAIN_PLAN_STATIC, TRAIN_PLAN_PACKING };
 
 // Checks every input (config, store vs config, checkpoint) before the first step, then
 // trains. Checkpoints every train.ckpt_every steps and at the end.

@@ -35,6 +35,9 @@ static void train_usage(FILE *f) {
     "  --cost FILE          cost model for the planner (from `tessera calibrate`;\n"
     "                       default: built-in CPU numbers of the tiny model)\n"
     "  --gpus-per-node G    ranks per node, for the cost model (default: all ranks)\n"
+    "  --plan KIND          plan each step with: auto (Dynamic-CP, or the better static\n"
+    "                       plan when it is not faster; default), dynamic, static\n"
+    "                       (static CP, balanced) or packing (static CP, packing only)\n"
     "  -h, --help           this help\n\n"
     "example:\n"
     "  tessera train --config configs/model/tiny.conf --data out/demo/store --out out/run \\\n"
@@ -46,13 +49,14 @@ int cmd_train(int argc, char **argv) {
     train_usage(stdout);
     return 0;
   }
-  enum { O_CONFIG = 1, O_DATA, O_OUT, O_STEPS, O_RESUME, O_INIT, O_SET, O_COST, O_GPN };
+  enum { O_CONFIG = 1, O_DATA, O_OUT, O_STEPS, O_RESUME, O_INIT, O_SET, O_COST, O_GPN, O_PLAN };
   static const struct option opts[] = {
       {"config", required_argument, 0, O_CONFIG}, {"data", required_argument, 0, O_DATA},
       {"out", required_argument, 0, O_OUT},       {"steps", required_argument, 0, O_STEPS},
       {"resume", no_argument, 0, O_RESUME},       {"init", required_argument, 0, O_INIT},
       {"set", required_argument, 0, O_SET},       {"cost", required_argument, 0, O_COST},
-      {"gpus-per-node", required_argument, 0, O_GPN}, {0, 0, 0, 0}};
+      {"gpus-per-node", required_argument, 0, O_GPN}, {"plan", required_argument, 0, O_PLAN},
+      {0, 0, 0, 0}};
   train_options o = {0};
   char **sets = calloc((size_t)argc + 1, sizeof *sets);
   if (!sets) return 1;
@@ -73,6 +77,16 @@ int cmd_train(int argc, char **argv) {
     case O_RESUME: o.resume = 1; break;
     case O_INIT: o.init_ckpt = optarg; break;
     case O_COST: o.cost_path = optarg; break;
+    case O_PLAN:
+      if (!strcmp(optarg, "auto")) o.plan_kind = TRAIN_PLAN_AUTO;
+      else if (!strcmp(optarg, "dynamic")) o.plan_kind = TRAIN_PLAN_DYNAMIC;
+      else if (!strcmp(optarg, "static")) o.plan_kind = TRAIN_PLAN_STATIC;
+      else if (!strcmp(optarg, "packing")) o.plan_kind = TRAIN_PLAN_PACKING;
+      else {
+        log_error("tessera train: --plan '%s': use auto, dynamic, static or packing", optarg);
+        return 1;
+      }
+      break;
     case O_GPN:
       if (parse_int("--gpus-per-node", optarg, 1, 1 << 20, &o.gpus_per_node)) {
         log_error("tessera train: %s", err_msg());

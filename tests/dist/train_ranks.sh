@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Multi-rank Dynamic-CP training end to end (`mpirun -np N tessera train`):
 #  1. twenty steps give the same losses (within 1e-5 relative) at world sizes 1, 2 and 4
-#     (at 2 and 4 ranks mem_tokens forces clips of 960 and 1280 tokens across CP groups);
+#     (at 2 and 4 ranks mem_tokens forces clips of 960 and 1280 tokens across CP groups),
+#     and with static-CP plans (--plan static) at 2 ranks;
 #  2. a checkpoint written by a 4-rank run resumes in a 2-rank run at the same step with
 #     the same next loss;
 #  3. a rank killed mid-run makes the job end within 60 s with a message naming the rank,
@@ -43,9 +44,13 @@ for n in 2 4; do
   "${MPI[@]}" -np $n "$T" train "${CONF[@]}" --set train.mem_tokens=700 --out "$W/r$n" 2>"$W/r$n.log" \
     && ok "$n ranks trained" || bad "$n ranks: $(tail -3 "$W/r$n.log")"
 done
-for n in 2 4; do
+"${MPI[@]}" -np 2 "$T" train "${CONF[@]}" --set train.mem_tokens=700 --plan static --out "$W/r2s" 2>"$W/r2s.log" \
+  && ok "2 ranks, static CP plans, trained" || bad "2 ranks static: $(tail -3 "$W/r2s.log")"
+for n in 2 4 2s; do
   if d=$(same_losses "$W/r1" "$W/r$n"); then ok "losses 1 vs $n ranks: $d"; else bad "losses 1 vs $n ranks: $d"; fi
 done
+jq -e -s 'all(.plan == "static-balanced" and .predicted_s > 0)' "$W/r2s/metrics.jsonl" >/dev/null \
+  && ok "--plan static ran static plans (metrics: plan, predicted_s)" || bad "--plan static: $(head -2 "$W/r2s/metrics.jsonl")"
 [ "$(losses "$W/r1" | wc -l)" -eq 20 ] && ok "20 steps logged" || bad "steps logged: $(losses "$W/r1" | wc -l)"
 
 # 2. the 4-rank checkpoint of step 10 resumes on 2 ranks
