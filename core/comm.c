@@ -202,6 +202,37 @@ tsr_status comm_ring_start(comm_group *g, const void *send, void *recv, int64_t 
   return TSR_OK;
 }
 
+tsr_status comm_group_iallreduce_sum_f32(comm_group *g, float *x, int64_t n, comm_request **req) {
+  *req = NULL;
+  int64_t chunks = g->comm == MPI_COMM_NULL || g->size == 1 ? 0 : (n + COMM_CHUNK - 1) / COMM_CHUNK;
+  comm_request *q = calloc(1, sizeof *q + (size_t)(chunks + 1) * sizeof(MPI_Request));
+  if (!q) return err_set(TSR_ENOMEM, "out of memory for an all-reduce");
+  for (int64_t c = 0; c < chunks; c++) {
+    int64_t off = c * (int64_t)COMM_CHUNK;
+    int len = (int)(n - off > COMM_CHUNK ? COMM_CHUNK : n - off);
+    tsr_status st = mpi_check(MPI_Iallreduce(MPI_IN_PLACE, x + off, len, MPI_FLOAT, MPI_SUM,
+                                             g->comm, &q->r[q->n]),
+                              "group all-reduce (non-blocking)");
+    if (st) {
+      comm_wait(&q);
+      return st;
+    }
+    q->n++;
+  }
+  *req = q;
+  return TSR_OK;
+}
+
+tsr_status comm_test(comm_request *req, int *done) {
+  *done = 1;
+  if (!req || !req->n) return TSR_OK;
+  int flag = 0;
+  tsr_status st = mpi_check(MPI_Testall(req->n, req->r, &flag, MPI_STATUSES_IGNORE), "request test");
+  *done = flag;
+  if (flag) req->n = 0;  // completed requests are freed by MPI; comm_wait has nothing left
+  return st;
+}
+
 tsr_status comm_wait(comm_request **req) {
   comm_request *q = *req;
   if (!q) return TSR_OK;

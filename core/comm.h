@@ -53,6 +53,11 @@ tsr_status comm_group_barrier(comm_group *g);
 typedef struct comm_request comm_request;
 tsr_status comm_ring_start(comm_group *g, const void *send, void *recv, int64_t bytes,
                            comm_request **req);
+// Non-blocking in-place sum of x (n floats) over the group, e.g. a gradient bucket while
+// backward goes on. Every member must start the group's collectives in the same order.
+tsr_status comm_group_iallreduce_sum_f32(comm_group *g, float *x, int64_t n, comm_request **req);
+// Lets a request progress without blocking; *done = 1 once it is complete.
+tsr_status comm_test(comm_request *req, int *done);
 // Completes a request and frees it (*req = NULL).
 tsr_status comm_wait(comm_request **req);
 

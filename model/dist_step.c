@@ -21,7 +21,31 @@ struct dist_step {
   int64_t *totals;                         // (max_clips) whole-clip token counts
   ring_attention *ring[DIST_MAX_LEVELS];   // one per group size 2^i, made on first use
   ring_attention *active;                  // the ring of the wave being run
+  int n_buckets, issued;                   // gradient buckets; all-reduces started so far
+  comm_request **bucket_req;               // (n_buckets)
+  tsr_status bucket_err;                   // an error inside the bucket hook
 };
+
+// Starts the world all-reduce of the next gradient bucket (they go in bucket order on
+// every rank, as MPI requires of collectives), and lets earlier ones progress.
+static void issue_bucket(dist_step *ds) {
+  if (ds->bucket_err || ds->issued >= ds->n_buckets) return;
+  dit_bucket b = dit_get_bucket(ds->m, ds->issued);
+  comm_group *world = comm_group_get(comm_size());
+  ds->bucket_err = comm_group_iallreduce_sum_f32(world, dit_grads(ds->m) + b.offset,
+                                                 (int64_t)b.numel, &ds->bucket_req[ds->issued]);
+  ds->issued++;
+  for (int i = 0; i + 1 < ds->issued && !ds->bucket_err; i++) {
+    int done;
+    ds->bucket_err = comm_test(ds->bucket_req[i], &done);
+  }
+}
+
+// dit_backward's bucket hook during a rank's last wave: bucket i is final.
+static void on_bucket(void *ctx, int bucket) {
+  dist_step *ds = ctx;
+  while (ds->issued <= bucket && !ds->bucket_err) issue_bucket(ds);
+}
 
 // dit_attention hook: the model's attention goes around the current group's ring.
 static tsr_status hook_forward(void *ctx, const kernels_backend *kb, const dit_batch *b,
@@ -55,7 +79,9 @@ tsr_status dist_step_create(dist_step **out, dit_model *m, const dit_config *mc,
   if (!st) st = objective_device_alloc(&ds->dev, ds->kb, max_tokens, max_clips, ds->P);
   ds->chunks = calloc((size_t)max_clips, sizeof *ds->chunks);
   ds->totals = calloc((size_t)max_clips, sizeof *ds->totals);
-  if (!st && (!ds->chunks || !ds->totals))
+  ds->n_buckets = dit_num_buckets(m);
+  ds->bucket_req = calloc((size_t)ds->n_buckets, sizeof *ds->bucket_req);
+  if (!st && (!ds->chunks || !ds->totals || !ds->bucket_req))
     st = err_set(TSR_ENOMEM, "out of memory for the distributed step");
   if (st) {
     dist_step_free(&ds);
@@ -73,6 +99,8 @@ void dist_step_free(dist_step **pds) {
   for (int i = 0; i < DIST_MAX_LEVELS; i++) ring_attention_free(&ds->ring[i]);
   objective_free(&ds->ob);
   objective_device_free(&ds->dev);
+  for (int i = 0; ds->bucket_req && i < ds->n_buckets; i++) comm_wait(&ds->bucket_req[i]);
+  free(ds->bucket_req);
   free(ds->chunks);
   free(ds->totals);
   free(ds);
@@ -95,7 +123,8 @@ static const plan_group *my_group(const plan *p, int w, int rank) {
 }
 
 static tsr_status run_group(dist_step *ds, const plan *p, const plan_group *pg,
-                            const dist_clip *clips, int nclips, int64_t step, double *loss) {
+                            const dist_clip *clips, int nclips, int64_t step, int last,
+                            double *loss) {
   const int k = pg->size, me = comm_rank() - pg->first_rank;
   if (pg->nclips > ds->max_clips)
     return err_set(TSR_EINVAL, "a group of the plan has %d clips; this rank was set up for %d",
@@ -133,7 +162,13 @@ static tsr_status run_group(dist_step *ds, const plan *p, const plan_group *pg,
   if ((st = objective_upload(&ds->dev, &ds->ob, ds->mc->num_classes))) return st;
   double l = 0;
   if ((st = dit_forward(ds->m, &ds->dev.batch, NULL, &l))) return st;
-  if ((st = dit_backward(ds->m, &ds->dev.batch))) return st;
+  // In this rank's last wave each gradient bucket is final as soon as backward has passed
+  // it: its world all-reduce starts then, overlapping the rest of the backward.
+  if (last) dit_set_bucket_hook(ds->m, on_bucket, ds);
+  st = dit_backward(ds->m, &ds->dev.batch);
+  dit_set_bucket_hook(ds->m, NULL, NULL);
+  if (st) return st;
+  if (ds->bucket_err) return ds->bucket_err;
   *loss += l;
   return TSR_OK;
 }
@@ -143,10 +178,19 @@ tsr_status dist_step_run(dist_step *ds, const plan *p, const dist_clip *clips, i
   if (p->ranks != comm_size())
     return err_set(TSR_EINVAL, "the plan is for %d ranks but the world has %d", p->ranks,
                    comm_size());
+  for (int i = 0; i < ds->n_buckets; i++)
+    if (ds->bucket_req[i]) return err_set(TSR_EINVAL, "dist_step_run: the last step was not reduced");
+  ds->issued = 0;
+  ds->bucket_err = TSR_OK;
+  int last = -1;  // this rank's last wave with work
+  for (int w = 0; w < p->nwaves; w++) {
+    const plan_group *pg = my_group(p, w, comm_rank());
+    if (pg && pg->nclips) last = w;
+  }
   for (int w = 0; w < p->nwaves; w++) {
     const plan_group *pg = my_group(p, w, comm_rank());
     if (!pg || pg->nclips == 0) continue;  // nothing to do in this wave
-    tsr_status st = run_group(ds, p, pg, clips, nclips, step, loss);
+    tsr_status st = run_group(ds, p, pg, clips, nclips, step, w == last, loss);
     if (st) return err_wrap(st, "wave %d, group [%d, %d): ", w, pg->first_rank,
                             pg->first_rank + pg->size);
   }
@@ -156,7 +200,12 @@ tsr_status dist_step_run(dist_step *ds, const plan *p, const dist_clip *clips, i
 tsr_status dist_step_reduce(dist_step *ds, double *loss) {
   comm_group *world = comm_group_get(comm_size());
   if (!world) return err_set(TSR_EINVAL, "the group set is not initialised (comm_groups_init)");
-  tsr_status st = comm_group_allreduce_sum_f32(world, dit_grads(ds->m), (int64_t)dit_num_params(ds->m));
+  while (ds->issued < ds->n_buckets && !ds->bucket_err) issue_bucket(ds);  // ranks idle at the end
+  tsr_status st = ds->bucket_err;
+  for (int i = 0; i < ds->n_buckets; i++) {
+    tsr_status w = comm_wait(&ds->bucket_req[i]);
+    if (!st) st = w;
+  }
   if (!st) st = comm_group_allreduce_sum_f64(world, loss, 1);
   return st;
 }

@@ -12,7 +12,10 @@
 // losses and gradients is the batch's loss and gradient for ANY plan: the same, up to
 // floating-point reassociation, for static or dynamic plans and any world size.
 //
-// dist_step_reduce then sums gradients and loss over the world (all ranks).
+// Gradients are summed over the world (all ranks) in buckets (dit_get_bucket): in a rank's
+// last wave, each bucket's non-blocking all-reduce starts as soon as backward has passed
+// it; dist_step_reduce starts any left (ranks idle at the end), waits for all of them and
+// sums the loss.
 #ifndef TESSERA_MODEL_DIST_STEP_H
 #define TESSERA_MODEL_DIST_STEP_H
 
@@ -45,7 +48,8 @@ void dist_step_free(dist_step **ds);
 tsr_status dist_step_run(dist_step *ds, const plan *p, const dist_clip *clips, int nclips,
                          int64_t step, double *loss);
 
-// Sums the model's gradients and *loss over every rank of the world (in place).
+// Completes the sum of the model's gradients over every rank of the world (in place) and
+// sums *loss. Must follow every dist_step_run.
 tsr_status dist_step_reduce(dist_step *ds, double *loss);
 
 #endif

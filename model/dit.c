@@ -2,6 +2,8 @@
 // conditioning, patch embedding, the blocks (kept or recomputed), final layer, loss.
 #include "model/dit_internal.h"
 
+#include <stdlib.h>
+
 static tsr_status check_batch(const dit_model *m, const dit_batch *b, const char *op) {
   if (!b || !b->cu_seqlens || !b->pos || !b->t || !b->x)
     return err_set(TSR_EINVAL, "%s: batch lacks cu_seqlens, pos, t or x", op);
@@ -43,6 +45,10 @@ tsr_status dit_forward(dit_model *m, const dit_batch *b, float *pred, double *lo
   return TSR_OK;
 }
 
+static void bucket_ready(dit_model *m, int i) {
+  if (m->bucket_hook) m->bucket_hook(m->bucket_ctx, i);
+}
+
 tsr_status dit_backward(dit_model *m, const dit_batch *b) {
   const kernels_backend *kb = m->kb;
   DIT_TRY(check_batch(m, b, "dit_backward"));
@@ -52,13 +58,50 @@ tsr_status dit_backward(dit_model *m, const dit_batch *b) {
   DIT_TRY(kb->mse_backward(kb, m->dpred, m->pred, b->target, b->loss_weight, b->cu_seqlens,
                            b->n_clips, b->L, m->P));
   DIT_TRY(dit_final_bwd(m, h_at(m, m->cfg.depth), b));
+  bucket_ready(m, 0);
   for (int i = m->cfg.depth - 1; i >= 0; i--) {
     if (m->cfg.recompute)  // rewrites h[i + 1] with the same bits
       DIT_TRY(dit_block_fwd(m, i, acts_of(m, i), h_at(m, i), h_at(m, i + 1), b));
     DIT_TRY(dit_block_bwd(m, i, acts_of(m, i), h_at(m, i), b));
+    bucket_ready(m, m->cfg.depth - i);
   }
   DIT_TRY(dit_linear_bwd(m, m->x_embed, m->dx, 0, m->dh, b->x, b->L));
   DIT_TRY(dit_cond_bwd(m, b));
+  bucket_ready(m, m->cfg.depth + 1);
   m->have_fwd = 0;  // the scratch activations of the last block are now stale
   return TSR_OK;
+}
+
+// ---- gradient buckets ----------------------------------------------------------------
+
+tsr_status dit_buckets_init(dit_model *m) {
+  const int depth = m->cfg.depth;
+  m->n_buckets = depth + 2;
+  m->buckets = calloc((size_t)m->n_buckets, sizeof *m->buckets);
+  if (!m->buckets) return err_set(TSR_ENOMEM, "dit: out of memory for gradient buckets");
+  // Memory follows the table (params.c): embeddings and conditioning, blocks 0 .. depth-1,
+  // final layer. Each bucket runs from its first tensor to the next bucket's first one,
+  // padding included, so together they tile the buffer.
+  size_t starts[depth + 3];
+  starts[0] = 0;
+  for (int i = 0; i < depth; i++) starts[1 + i] = m->table[m->bp[i].adaln.w].offset;
+  starts[depth + 1] = m->table[m->final_adaln.w].offset;
+  starts[depth + 2] = m->n_params;
+  for (int k = 0; k <= depth + 1; k++)
+    if (starts[k + 1] <= starts[k])
+      return err_set(TSR_EINVAL, "dit: the tensor table is not in block order; gradient "
+                     "buckets need it");
+  m->buckets[depth + 1] = (dit_bucket){starts[0], starts[1] - starts[0]};  // embeddings
+  for (int i = 0; i < depth; i++)  // block i completes at backward position depth - i
+    m->buckets[depth - i] = (dit_bucket){starts[1 + i], starts[2 + i] - starts[1 + i]};
+  m->buckets[0] = (dit_bucket){starts[depth + 1], starts[depth + 2] - starts[depth + 1]};
+  return TSR_OK;
+}
+
+int dit_num_buckets(const dit_model *m) { return m->n_buckets; }
+dit_bucket dit_get_bucket(const dit_model *m, int i) { return m->buckets[i]; }
+
+void dit_set_bucket_hook(dit_model *m, void (*fn)(void *ctx, int bucket), void *ctx) {
+  m->bucket_hook = fn;
+  m->bucket_ctx = ctx;
 }

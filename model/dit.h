@@ -126,6 +126,20 @@ size_t dit_activation_bytes(const dit_model *m);
 // padding floats between tensors stay 0 (their gradients are always 0).
 size_t dit_count_params(const dit_model *m);
 
+// Gradient buckets, for an all-reduce that overlaps backward: contiguous ranges of the flat
+// parameter/gradient buffer, in the order dit_backward completes them — bucket 0 the
+// final layer, then blocks depth-1 .. 0, then the embeddings and conditioning (whose
+// gradients collect contributions from every block). They cover the buffer once.
+typedef struct {
+  size_t offset, numel;  // in floats
+} dit_bucket;
+int dit_num_buckets(const dit_model *m);
+dit_bucket dit_get_bucket(const dit_model *m, int i);
+// fn(ctx, i) is called inside dit_backward as soon as bucket i's gradients of this
+// backward are complete (NULL: no calls). The caller decides which backward is the last
+// of a step; buckets come in index order.
+void dit_set_bucket_hook(dit_model *m, void (*fn)(void *ctx, int bucket), void *ctx);
+
 // dx: (max_tokens, P) backend memory or NULL (the default). When set, dit_backward also
 // writes dL/dx for the batch's L tokens into it (overwritten): gradient tests, guidance.
 void dit_set_input_grad(dit_model *m, float *dx);

@@ -76,6 +76,11 @@ struct dit_model {
   float *dx;                   // (L, P) user buffer for dL/dx, or NULL
 
   int fwd_L, fwd_C, have_fwd;  // the last forward's batch sizes
+
+  int n_buckets;               // depth + 2 (dit_get_bucket)
+  dit_bucket *buckets;         // (n_buckets)
+  void (*bucket_hook)(void *ctx, int bucket);
+  void *bucket_ctx;
 };
 
 // Parameter and gradient of tensor i.
@@ -120,6 +125,9 @@ tsr_status dit_block_bwd(dit_model *m, int i, const dit_block_acts *a, const flo
 tsr_status dit_final_fwd(dit_model *m, const float *h, const dit_batch *b);
 // From m->dpred: m->dh = dL/dh (overwritten), m->dcs = final's conditioning grad (overwritten).
 tsr_status dit_final_bwd(dit_model *m, const float *h, const dit_batch *b);
+
+// Splits the flat buffer into the gradient buckets of dit_get_bucket (after build_table).
+tsr_status dit_buckets_init(dit_model *m);
 
 #define DIT_TRY(call)                   \
   do {                                  \

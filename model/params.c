@@ -156,6 +156,7 @@ tsr_status dit_create(dit_model **out, const dit_config *c, const kernels_backen
     goto fail;
   }
   build_table(m);
+  if ((st = dit_buckets_init(m))) goto fail;
   if ((st = kb->alloc(kb, (void **)&m->params, m->n_params * sizeof(float))) ||
       (st = kb->alloc(kb, (void **)&m->grads, m->n_params * sizeof(float))))
     goto fail;
@@ -193,7 +194,7 @@ void dit_free(dit_model **pm) {
     m->kb->free(m->kb, m->grads);
     m->kb->free(m->kb, m->act_mem);
   }
-  free(m->table), free(m->init), free(m->names), free(m->bp), free(m->blk);
+  free(m->table), free(m->init), free(m->names), free(m->bp), free(m->blk), free(m->buckets);
   free(m);
   *pm = NULL;
 }

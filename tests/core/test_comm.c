@@ -33,6 +33,19 @@ static void check_group(int k) {
   CHECK(bad == 0, "k=%d: %d all-reduce values differ from (i+1)*%lld", k, bad,
         (long long)members_sum);
 
+  // non-blocking all-reduce of two buckets started in order, tested, then waited
+  for (int i = 0; i < N; i++) xf[i] = (float)((me + 1) * (i + 1));
+  comm_request *r1 = NULL, *r2 = NULL;
+  CHECK_OK(comm_group_iallreduce_sum_f32(g, xf, N / 2, &r1));
+  CHECK_OK(comm_group_iallreduce_sum_f32(g, xf + N / 2, N - N / 2, &r2));
+  int done = 0;
+  CHECK_OK(comm_test(r2, &done));
+  CHECK_OK(comm_wait(&r1));
+  CHECK_OK(comm_wait(&r2));
+  bad = 0;
+  for (int i = 0; i < N; i++) bad += xf[i] != (float)(members_sum * (i + 1));
+  CHECK(bad == 0 && !r1 && !r2, "k=%d: %d non-blocking all-reduce values wrong", k, bad);
+
   // all-gather: member j contributes 7 * its world rank
   int64_t mine = 7LL * me, all[64];
   CHECK_OK(comm_group_allgather(g, &mine, all, sizeof mine));
