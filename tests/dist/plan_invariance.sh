@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Plan invariance: loss and gradients of one global batch at 1 rank, 2 ranks (static CP 2)
-# and 4 ranks (a plan mixing CP sizes 1, 2 and 4) agree within 1e-5 (test_plan_invariance).
+# and 4 ranks (a plan mixing CP sizes 1, 2 and 4; and one where two ranks get no clip)
+# agree within 1e-5 (test_plan_invariance).
 set -uo pipefail
 BIN=${TEST_PLAN_INV:?set by ctest}
 T=$(mktemp -d /tmp/tsr_planinv.XXXXXX)
@@ -10,7 +11,9 @@ step() { echo "== $*"; "$@" || { echo "FAIL: $*"; fail=$((fail + 1)); }; }
 step "$BIN" run single "$T/one"
 step mpirun --oversubscribe -np 2 "$BIN" run static2 "$T/two"
 step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/four"
+step mpirun --oversubscribe -np 4 "$BIN" run idle4 "$T/idle"
 step "$BIN" compare "$T/one" "$T/two"
 step "$BIN" compare "$T/one" "$T/four"
-echo "plan invariance: $((5 - fail)) passed, $fail failed"
+step "$BIN" compare "$T/one" "$T/idle"
+echo "plan invariance: $((7 - fail)) passed, $fail failed"
 [ $fail -eq 0 ]

@@ -4,7 +4,10 @@
 //
 //   test_plan_invariance run single OUT     1 rank, every clip in one CP-1 group
 //   mpirun -np 2 ... run static2 OUT        2 ranks, static CP 2 (two waves)
-//   mpirun -np 4 ... run mixed4 OUT         4 ranks, waves mixing CP sizes 1, 2 and 4
+//   mpirun -np 4 ... run mixed4 OUT         4 ranks, waves mixing CP sizes 1, 2 and 4; ranks
+//                                           2 and 3 idle in the last wave (their gradient
+//                                           buckets are reduced after it)
+//   mpirun -np 4 ... run idle4 OUT          4 ranks, ranks 2 and 3 without any clip
 //   test_plan_invariance compare A B        loss and each gradient tensor within 1e-5
 //
 // The batch: 8 clips of different grids (1 to 60 tokens: clips shorter than the group
@@ -45,13 +48,15 @@ static tsr_status build_plan(plan *p, const char *kind, int world) {
   typedef struct { int wave, first, size, n, clips[4]; } grp;
   static const grp single[] = {{0, 0, 1, 4, {0, 1, 2, 3}}, {1, 0, 1, 4, {4, 5, 6, 7}}};
   static const grp static2[] = {{0, 0, 2, 4, {0, 1, 2, 3}}, {1, 0, 2, 4, {4, 5, 6, 7}}};
+  static const grp idle4[] = {{0, 0, 2, 4, {0, 1, 2, 3}}, {1, 0, 2, 4, {4, 5, 6, 7}}};
   static const grp mixed4[] = {{0, 0, 1, 1, {0}}, {0, 1, 1, 1, {1}}, {0, 2, 2, 2, {2, 3}},
-                               {1, 0, 4, 2, {4, 5}}, {2, 0, 2, 1, {6}}, {2, 2, 2, 1, {7}}};
+                               {1, 0, 4, 2, {4, 5}}, {2, 0, 2, 2, {6, 7}}};
   const grp *g;
   int ng, need;
   if (!strcmp(kind, "single")) g = single, ng = 2, need = 1;
   else if (!strcmp(kind, "static2")) g = static2, ng = 2, need = 2;
-  else if (!strcmp(kind, "mixed4")) g = mixed4, ng = 6, need = 4;
+  else if (!strcmp(kind, "mixed4")) g = mixed4, ng = 5, need = 4;
+  else if (!strcmp(kind, "idle4")) g = idle4, ng = 2, need = 4;
   else return err_set(TSR_EINVAL, "unknown plan kind %s", kind);
   if (world != need) return err_set(TSR_EINVAL, "plan %s needs %d ranks, the world has %d", kind, need, world);
   plan_init(p, world);
@@ -159,7 +164,7 @@ int main(int argc, char **argv) {
   int rc = 2;
   if (argc == 4 && !strcmp(argv[1], "run")) rc = run(argv[2], argv[3]);
   else if (argc == 4 && !strcmp(argv[1], "compare")) rc = compare(argv[2], argv[3]);
-  else fprintf(stderr, "usage: %s run single|static2|mixed4 OUT | compare A B\n", argv[0]);
+  else fprintf(stderr, "usage: %s run single|static2|mixed4|idle4 OUT | compare A B\n", argv[0]);
   comm_finalize();
   return rc;
 }
