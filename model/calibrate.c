@@ -33,16 +33,14 @@ static tsr_status time_clip(const dit_config *mc, const train_config *tc, int64_
   if (!st) st = dit_init(m, 1);
   if (!st) st = objective_alloc(&ob, (int)L, 1, P);
   if (!st) st = objective_device_alloc(&dev, kb, (int)L, 1, P);
-  if (!st) {
-    for (int64_t i = 0; i < L * P; i++) tok[i] = (uint8_t)(i * 2654435761u >> 24);
-    objective_clip c = {.clip_id = 1, .total_tokens = L, .first_token = 0, .len = (int)L,
-                        .T = (int)L, .H = 1, .W = 1, .label = -1, .tokens = tok};
-    st = objective_build(&ob, mc, tc, 0, 1, &c, 1);
-  }
-  if (!st) st = objective_upload(&dev, &ob, mc->num_classes);
+  for (int64_t i = 0; !st && i < L * P; i++) tok[i] = (uint8_t)(i * 2654435761u >> 24);
+  objective_clip c = {.clip_id = 1, .total_tokens = L, .first_token = 0, .len = (int)L,
+                      .T = (int)L, .H = 1, .W = 1, .label = -1, .tokens = tok};
+  // One microbatch as the trainer runs it: objective, upload, forward, backward.
   for (int r = -1; r < reps && !st; r++) {  // r = -1: warm-up
     double loss, t0 = time_now();
-    st = dit_zero_grad(m);
+    st = objective_build(&ob, mc, tc, r + 1, 1, &c, 1);
+    if (!st) st = objective_upload(&dev, &ob, mc->num_classes);
     if (!st) st = dit_forward(m, &dev.batch, NULL, &loss);
     if (!st) st = dit_backward(m, &dev.batch);
     if (!st) st = kb->sync(kb);
@@ -56,6 +54,38 @@ static tsr_status time_clip(const dit_config *mc, const train_config *tc, int64_
   objective_free(&ob);
   dit_free(&m);
   free(tok);
+  free(t);
+  return st;
+}
+
+// Median seconds of the per-step work outside the microbatches: zero the gradients, the
+// global norm, AdamW and the EMA over every parameter.
+static tsr_status time_optimizer(const dit_config *mc, int reps, double *seconds) {
+  const kernels_backend *kb = kernels_cpu();
+  dit_model *m = NULL;
+  float *mom = NULL, *var = NULL, *ema = NULL;
+  double *t = calloc((size_t)reps, sizeof *t);
+  tsr_status st = t ? dit_create(&m, mc, kb, 16, 1) : err_set(TSR_ENOMEM, "out of memory");
+  size_t n = m ? dit_num_params(m) : 0;
+  if (!st) st = kb->alloc(kb, (void **)&mom, n * sizeof(float));
+  if (!st) st = kb->alloc(kb, (void **)&var, n * sizeof(float));
+  if (!st) st = kb->alloc(kb, (void **)&ema, n * sizeof(float));
+  for (int r = -1; r < reps && !st; r++) {
+    double ss, t0 = time_now();
+    st = dit_zero_grad(m);
+    if (!st) st = kb->sumsq(kb, &ss, dit_grads(m), n);
+    if (!st) st = kb->adamw_update(kb, dit_params(m), dit_grads(m), mom, var, n, 1e-4f, 0.9f,
+                                   0.99f, 1e-8f, 0.0f, r + 2, 1.0f);
+    if (!st) st = kb->ema_update(kb, ema, dit_params(m), n, 0.999f);
+    if (!st) st = kb->sync(kb);
+    if (r >= 0) t[r] = time_now() - t0;
+  }
+  if (!st) {
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    *seconds = t[reps / 2];
+  }
+  if (m) kb->free(kb, mom), kb->free(kb, var), kb->free(kb, ema);
+  dit_free(&m);
   free(t);
   return st;
 }
@@ -158,7 +188,11 @@ tsr_status calibrate_run(const dit_config *mc, const train_config *tc, const cal
     res->max_rel_err = fmax(res->max_rel_err, fabs(pts[i].fitted_s - y[i]) / y[i]);
   }
   res->cost.kv = 24.0 * mc->hidden * mc->depth;  // fp32 K, V forward; K, V, dK, dV backward
-  res->cost.allreduce = 0;
+  double opt_s = 0;
+  tsr_status ost = time_optimizer(mc, o->reps, &opt_s);
+  if (ost) return err_wrap(ost, "calibrate: timing the optimizer step: ");
+  res->optimizer_s = opt_s;
+  res->cost.allreduce = opt_s;  // per-step cost outside the microbatches
   if (comm_size() > 1) {
     double small, large;
     const int64_t big = 64 << 20;
@@ -183,7 +217,7 @@ tsr_status calibrate_run(const dit_config *mc, const train_config *tc, const cal
     }
     free(g);
     if (st) return st;
-    res->cost.allreduce = best;
+    res->cost.allreduce = opt_s + best;
     res->measured_comm = 1;
   }
   return cost_model_check(&res->cost);
@@ -197,10 +231,11 @@ tsr_status calibrate_write(const char *path, const calibrate_result *res, const 
   if (!f) return err_set(TSR_EIO, "cannot write %s: %m (choose a writable --out)", tmp);
   fprintf(f, "# tessera cost model (sched/cost.h, docs/plan.md), written by tessera calibrate\n");
   fprintf(f, "# %s\n", comment);
-  fprintf(f, "# measured: a, b, ovh (fit of forward+backward times), kv (from the model)%s\n",
-          res->measured_comm ? ", lat, bw_intra, allreduce (ring and all-reduce timings)" : "");
+  fprintf(f, "# measured: a, b, ovh (fit of objective+forward+backward times of one microbatch),\n"
+             "# kv (from the model), allreduce = optimizer step (%.4g s)%s\n",
+          res->optimizer_s, res->measured_comm ? " + gradient all-reduce; lat, bw_intra (ring)" : "");
   fprintf(f, "# from the base file: bw_inter%s\n",
-          res->measured_comm ? "" : ", bw_intra, lat (one rank: nothing to measure); allreduce = 0");
+          res->measured_comm ? "" : ", bw_intra, lat (one rank: nothing to measure)");
   for (int i = 0; i < COST_NKEYS; i++)
     fprintf(f, "%s = %.6g\n", cost_key_names[i], cost_model_get(&res->cost, i));
   int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;

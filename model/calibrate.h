@@ -1,16 +1,19 @@
 // model/calibrate.h — fit the scheduler's cost model (sched/cost.h) to measured times of
 // the configured model on this machine's backend (`tessera calibrate`).
 //
-// Compute: one clip of L tokens for L on a geometric grid; forward + backward of the
-// model is timed (median of `reps` runs after a warm-up) and
+// Compute: one clip of L tokens for L on a geometric grid; one microbatch as the trainer
+// runs it (objective, upload, forward, backward) is timed (median of `reps` runs after a
+// warm-up) and
 //   t(L) = ovh + a L + b L^2
 // is fitted by least squares on relative error (times span decades), with negative
 // coefficients dropped and the rest refitted.
 // Communication: kv = bytes per token per ring step, forward and backward together, from
 // the model (per block: K and V forward, K, V, dK, dV backward: 24 D bytes in fp32).
 // With more than one rank, lat and bw_intra are measured by ring exchanges in the world
-// group (small and large messages) and allreduce by an all-reduce of the gradient size;
-// with one rank these keys come from a base cost file, and allreduce is 0.
+// group (small and large messages) and the all-reduce of the gradient size joins
+// `allreduce`, the model's per-step cost outside the microbatches, which also holds the
+// optimizer step (zero grad, norm, AdamW, EMA: always measured). With one rank lat and
+// bw_intra come from a base cost file.
 // bw_inter is always taken from the base file (one node cannot measure it).
 #ifndef TESSERA_MODEL_CALIBRATE_H
 #define TESSERA_MODEL_CALIBRATE_H
@@ -35,6 +38,7 @@ typedef struct {
   cost_model cost;                 // the fitted model
   int measured_comm;               // lat, bw_intra, allreduce were measured (world > 1)
   double max_rel_err;              // of the compute fit over the points
+  double optimizer_s;              // measured optimizer step (part of cost.allreduce)
 } calibrate_result;
 
 // Collective over the world. pts: (opts->points) filled with the measurements.

@@ -16,7 +16,7 @@ ARGS=(--config "$SRC/configs/model/tiny.conf" --set model.hidden=32 --set model.
 
 if "$BIN" calibrate "${ARGS[@]}" --out "$T/one.conf" >"$T/one.log" 2>&1; then ok; else bad "calibrate 1 rank: $(cat "$T/one.log")"; fi
 [ "$(key kv "$T/one.conf")" = 1536 ] && ok || bad "kv $(key kv "$T/one.conf") != 24*32*2"
-[ "$(key allreduce "$T/one.conf")" = 0 ] && ok || bad "one rank: allreduce should be 0"
+awk -v a="$(key allreduce "$T/one.conf")" 'BEGIN { exit !(a > 0 && a < 1) }' && ok || bad "one rank: allreduce = the optimizer step, got $(key allreduce "$T/one.conf")"
 awk -v a="$(key lat "$T/one.conf")" -v b="$(key lat "$SRC/configs/cost/h100-dit1b.conf")" 'BEGIN { exit !(a == b) }' \
   && ok || bad "one rank: lat from base"
 awk -v a="$(key a "$T/one.conf")" -v b="$(key b "$T/one.conf")" 'BEGIN { exit !(a > 0 || b > 0) }' && ok || bad "no compute cost fitted"
