@@ -3,6 +3,7 @@
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int comm_joined = 0, comm_r = 0, comm_n = 1;
 
@@ -241,6 +242,16 @@ tsr_status comm_wait(comm_request **req) {
   free(q);
   *req = NULL;
   return st;
+}
+
+int comm_local_cores(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (!ls) ls = getenv("SLURM_NTASKS_PER_NODE");
+  int per = ls ? atoi(ls) : 1;
+  if (per < 1) per = 1;
+  n /= per;
+  return n < 1 ? 1 : (int)n;
 }
 
 void comm_finalize(void) {

@@ -61,6 +61,10 @@ tsr_status comm_test(comm_request *req, int *done);
 // Completes a request and frees it (*req = NULL).
 tsr_status comm_wait(comm_request **req);
 
+// CPU cores this rank may use: the node's online cores divided among the ranks the
+// launcher put on this node (OMPI_COMM_WORLD_LOCAL_SIZE, SLURM_NTASKS_PER_NODE), >= 1.
+int comm_local_cores(void);
+
 // Ends the world (MPI_Finalize) if it was joined.
 void comm_finalize(void);
 // Stops every rank (MPI_Abort) or exits for a world of one.

@@ -334,16 +334,6 @@ static tsr_status open_store_all(run *r) {
   return TSR_OK;
 }
 
-static int local_cores(void) {
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  if (!ls) ls = getenv("SLURM_NTASKS_PER_NODE");
-  int per = ls ? atoi(ls) : 1;
-  if (per < 1) per = 1;
-  n /= per;
-  return n < 1 ? 1 : (int)n;
-}
-
 tsr_status ingest_run(const char *out, char **srcs, int nsrcs, const ingest_opts *o,
                       ingest_result *res) {
   run r = {.dir = out, .o = o, .rank = comm_rank()};
@@ -412,7 +402,7 @@ tsr_status ingest_run(const char *out, char **srcs, int nsrcs, const ingest_opts
     r.ix = main_ix;
   }
 
-  int cores = local_cores();
+  int cores = comm_local_cores();
   int nw = o->workers > 0 ? o->workers : cores;
   if (nw > r.ntodo) nw = (int)(r.ntodo ? r.ntodo : 1);
   r.threads_per_decoder = cores / nw > 1 ? cores / nw : 1;

@@ -286,6 +286,9 @@ struct kernels_backend {
 
 // The CPU backend (fp32, OpenBLAS, OpenMP); a static object, never freed.
 const kernels_backend *kernels_cpu(void);
+// Threads of the CPU backend (OpenMP regions and OpenBLAS GEMMs); n <= 0 keeps the
+// defaults (OMP_NUM_THREADS / all cores). Results do not depend on it (see Determinism).
+void kernels_cpu_set_threads(int n);
 
 // Clipping factor as torch.nn.utils.clip_grad_norm_: norm = sqrt(total_sumsq);
 // returns min(1, max_norm / (norm + 1e-6)) in float; max_norm <= 0 means no clipping (1).

@@ -6,6 +6,7 @@
 
 #include "core/comm.h"
 #include "core/log.h"
+#include "kernels/kernels.h"
 #include "tools/commands.h"
 
 typedef struct {
@@ -62,6 +63,9 @@ int main(int argc, char **argv) {
       return 1;
     }
     log_set_rank(comm_rank(), comm_size());
+    // Several ranks on one node share its cores: give each its share of CPU-backend
+    // threads unless the user chose (OMP_NUM_THREADS), so ranks do not oversubscribe.
+    if (comm_size() > 1 && !getenv("OMP_NUM_THREADS")) kernels_cpu_set_threads(comm_local_cores());
     int rc = commands[i].run(argc - 1, argv + 1);
     // A fatal error on one rank of a multi-rank job: stop every rank now rather than
     // leave the others waiting in a collective (mpirun then names this rank).

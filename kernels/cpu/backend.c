@@ -4,6 +4,9 @@
 
 #include "kernels/cpu/cpu.h"
 
+#include <cblas.h>
+#include <omp.h>
+
 static tsr_status cpu_alloc(kb_t *kb, void **ptr, size_t bytes) {
   if (!ptr) return err_set(TSR_EINVAL, "alloc: ptr is NULL");
   size_t rounded = (bytes + 63) / 64 * 64;
@@ -95,3 +98,9 @@ static const kernels_backend cpu_backend = {
 };
 
 const kernels_backend *kernels_cpu(void) { return &cpu_backend; }
+
+void kernels_cpu_set_threads(int n) {
+  if (n <= 0) return;
+  omp_set_num_threads(n);
+  openblas_set_num_threads(n);
+}

@@ -3,6 +3,7 @@
 # and 4 ranks (a plan mixing CP sizes 1, 2 and 4; and one where two ranks get no clip)
 # agree within 1e-5 (test_plan_invariance).
 set -uo pipefail
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # one thread per rank: no oversubscription
 BIN=${TEST_PLAN_INV:?set by ctest}
 T=$(mktemp -d /tmp/tsr_planinv.XXXXXX)
 trap 'rm -rf "$T"' EXIT

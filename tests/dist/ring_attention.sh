@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Ring attention at CP sizes 1, 2 and 4 (test_ring_attention under mpirun).
 set -uo pipefail
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # one thread per rank: no oversubscription
 BIN=${TEST_RING:?set by ctest}
 fail=0
 for n in 2 4; do
