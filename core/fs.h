@@ -7,6 +7,9 @@
 
 #include "core/err.h"
 
+// mkdir -p: creates `dir` and its missing parents (0755). A path component that exists
+// and is not a directory, or any other failure, is TSR_EIO naming it.
+tsr_status fs_mkdir_p(const char *dir);
 // fsync of a directory (after creating, renaming or removing entries in it).
 tsr_status fs_fsync_dir(const char *dir);
 // fsync of the directory that holds `path`.

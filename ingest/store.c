@@ -26,29 +26,6 @@ static int has_suffix(const char *s, const char *suf) {
   return a >= b && !strcmp(s + a - b, suf);
 }
 
-// mkdir -p.
-static tsr_status mkdir_p(const char *dir) {
-  char buf[PATH_MAX];
-  if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
-    return err_set(TSR_EINVAL, "path too long: %s", dir);
-  for (char *p = buf + 1;; p++) {
-    if (*p == '/' || *p == 0) {
-      char c = *p;
-      *p = 0;
-      if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-        return err_set(TSR_EIO, "cannot create store directory %s: %s (choose a writable output "
-                       "location)", buf, strerror(errno));
-      struct stat sb;
-      if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return err_set(TSR_EIO, "cannot create store directory %s: a file of that name exists",
-                       buf);
-      *p = c;
-      if (c == 0) break;
-    }
-  }
-  return TSR_OK;
-}
-
 // 1 if `dir` holds anything other than the store's own entries.
 static int has_foreign_entries(const char *dir) {
   DIR *d = opendir(dir);
@@ -94,9 +71,9 @@ tsr_status store_open(store_index **ix, const char *dir, int create,
     return err_set(TSR_EINVAL, "directory %s exists and is not a tessera store (no %s, other "
                    "files present); give a new or empty directory", dir, STORE_INDEX_NAME);
   }
-  if (!(r = mkdir_p(dir)) && !(r = join(sub, sizeof sub, dir, STORE_SHARD_DIR)) &&
-      !(r = mkdir_p(sub)) && !(r = join(sub, sizeof sub, dir, STORE_PARTS_DIR)))
-    r = mkdir_p(sub);
+  if (!(r = fs_mkdir_p(dir)) && !(r = join(sub, sizeof sub, dir, STORE_SHARD_DIR)) &&
+      !(r = fs_mkdir_p(sub)) && !(r = join(sub, sizeof sub, dir, STORE_PARTS_DIR)))
+    r = fs_mkdir_p(sub);
   if (!r && !index_exists) {
     if (!(r = index_open(ix, path, 1, settings))) r = fs_fsync_dir(dir);
   }

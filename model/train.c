@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "core/comm.h"
+#include "core/fs.h"
 #include "core/log.h"
 #include "model/checkpoint.h"
 
@@ -20,26 +21,6 @@
 static const cost_model cpu_cost = {.a = 2e-5, .b = 2e-9, .kv = 1024, .bw_intra = 1e10,
                                     .bw_inter = 1e9, .lat = 1e-5, .ovh = 2e-3,
                                     .allreduce = 0};
-
-static tsr_status mkdir_p(const char *dir) {
-  char buf[PATH_MAX];
-  if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf)
-    return err_set(TSR_EINVAL, "path too long: %s", dir);
-  for (char *p = buf + 1;; p++) {
-    if (*p == '/' || !*p) {
-      char c = *p;
-      *p = 0;
-      if (mkdir(buf, 0777) && errno != EEXIST)
-        return err_set(TSR_EIO, "create directory %s: %s", buf, strerror(errno));
-      *p = c;
-      if (!c) break;
-    }
-  }
-  struct stat sb;
-  if (stat(dir, &sb) || !S_ISDIR(sb.st_mode))
-    return err_set(TSR_EIO, "run directory %s is not a directory", dir);
-  return TSR_OK;
-}
 
 // The store must hold what the config's model reads: same tubelet and channels, uint8
 // pixels, labels that fit num_classes, clips that fit one rank's memory.
@@ -276,7 +257,7 @@ tsr_status train_run(const train_options *o) {
     if (stat(o->init_ckpt, &sb))
       r = err_set(TSR_EIO, "--init %s: %s", o->init_ckpt, strerror(errno));
   }
-  if (!r && comm_rank() == 0) r = mkdir_p(o->run_dir);
+  if (!r && comm_rank() == 0) r = fs_mkdir_p(o->run_dir);
   if (!r && comm_rank() == 0) r = ckpt_clean_tmp(o->run_dir);
   char latest[PATH_MAX] = "";
   int64_t latest_step = -1;
