@@ -21,8 +21,9 @@
 #    THREADS (both sides' GEMMs are OpenBLAS, Debian's pthread build), and
 #    OMP_WAIT_POLICY=passive: OpenBLAS's pthreads and libgomp's workers are two pools on
 #    the same cores, and libgomp's default spin-wait after every parallel region steals
-#    the cores from the GEMM that follows (measured: both sides faster and far less noisy
-#    with passive; docs/train.md "Benchmark").
+#    the cores from the GEMM that follows (measured on 2 cores: PyTorch 0.6 s per step
+#    with the default policy, 0.28-0.48 s with passive; the C side within the noise;
+#    docs/train.md "Benchmark").
 # 4. Peak memory: one step of a single clip of ONE_CLIP_TOKENS tokens (16x64x64 for
 #    65536) under /usr/bin/time -v (maximum resident set size), and the model's
 #    activation bytes (dit_activation_bytes). Only the C side: the reference's per-clip
