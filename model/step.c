@@ -8,6 +8,10 @@
 #include "core/log.h"
 #include "model/train.h"
 
+int train_decays(const dit_tensor *t) {
+  return t->ndim == 2 && strncmp(t->name, "y_embed", 7) != 0;
+}
+
 tsr_status trainer_setup(trainer *tr) {
   tr->kb = kernels_cpu();
   const kernels_backend *kb = tr->kb;
@@ -26,11 +30,8 @@ tsr_status trainer_setup(trainer *tr) {
   int nt = dit_num_tensors(tr->model);
   if (!(tr->decay_mask = calloc((size_t)nt, 1)))
     return err_set(TSR_ENOMEM, "trainer: no memory");
-  // Weight decay on matrices only; not on biases, norm weights or the label table.
-  for (int i = 0; i < nt; i++) {
-    const dit_tensor *t = dit_tensor_info(tr->model, i);
-    tr->decay_mask[i] = t->ndim == 2 && strncmp(t->name, "y_embed", 7) != 0;
-  }
+  for (int i = 0; i < nt; i++)
+    tr->decay_mask[i] = (uint8_t)train_decays(dit_tensor_info(tr->model, i));
   if (!(tr->clips = calloc((size_t)tr->tc.global_batch, sizeof *tr->clips)))
     return err_set(TSR_ENOMEM, "trainer: no memory");
   return dist_step_create(&tr->dist, tr->model, &tr->mc, &tr->tc, (int)L, (int)C);

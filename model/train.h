@@ -67,6 +67,10 @@ typedef struct {
   const char *plan;   // which plan ran: "dynamic", "packing-only", "static-balanced"
 } train_step_stats;
 
+// 1 if AdamW's weight decay applies to tensor t: matrices only, not biases, norm weights
+// or the label table (y_embed).
+int train_decays(const dit_tensor *t);
+
 // Creates the model, optimizer state and buffers for `tr->mc`, `tr->tc`, `tr->data`
 // (already set by the caller); parameters are left zero (dit_init or a checkpoint fills
 // them), Adam moments zero, ema zero (train_ema_reset copies the weights).

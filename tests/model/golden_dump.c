@@ -76,14 +76,8 @@ int main(int argc, char **argv) {
   TRY(st_writer_meta(w, "loss", lossbuf));
   TRY(dit_write_tensors(m, w, "param.", dit_params(m)));  // CPU backend: host memory
   TRY(dit_write_tensors(m, w, "grad.", dit_grads(m)));
-  int64_t C = ob.n_clips, L = ob.L;
-  TRY(st_writer_add(w, "batch.x", ST_F32, 2, (int64_t[]){L, P}, ob.x));
-  TRY(st_writer_add(w, "batch.target", ST_F32, 2, (int64_t[]){L, P}, ob.target));
-  TRY(st_writer_add(w, "batch.t", ST_F32, 1, &C, ob.t));
-  TRY(st_writer_add(w, "batch.labels", ST_I32, 1, &C, ob.labels));
-  TRY(st_writer_add(w, "batch.loss_weight", ST_F32, 1, &C, ob.loss_weight));
-  TRY(st_writer_add(w, "batch.pos", ST_I32, 2, (int64_t[]){L, 3}, ob.pos));
-  TRY(st_writer_add(w, "batch.cu_seqlens", ST_I32, 1, (int64_t[]){C + 1}, ob.cu_seqlens));
+  TRY(objective_write_tensors(&ob, w, "batch."));
+  int64_t L = ob.L;
   TRY(st_writer_add(w, "pred", ST_F32, 2, (int64_t[]){L, P}, pred));
   TRY(st_writer_commit(w, argv[1]));
   printf("golden_dump: %d clips, %d tokens, %d tensors, loss %.9g -> %s\n", ob.n_clips, ob.L,

@@ -1,0 +1,367 @@
+// bench/train/bench_step.c — times full training steps of the DiT on the C CPU backend
+// (bench/train/run.sh compares them with the PyTorch reference, tools/reference/bench.py).
+//
+// usage: bench_train_step [--config FILE] [--set KEY=VALUE ...] [--warmup N] [--steps N]
+//                         [--dump FILE] [--json FILE] [--one-clip-tokens N]
+//
+// Model: the config (default configs/model/tiny.conf of the source tree), weights from
+// dit_init(train.seed). Batch: by default 8 clips of mixed grids (4092 tokens with the
+// tiny patch), or with --one-clip-tokens N a single clip of N tokens on a T x H x W grid
+// (T <= H ~ W, see one_clip_grid); tokens are counter-random uint8 (core/rng.h), turned
+// into x_t, target, t, positions and loss weights by model/objective.h at step 0 — the
+// batch is built once, outside the timed steps, and reused by every step.
+//
+// One training step (what is timed): dit_zero_grad, dit_forward (with the loss),
+// dit_backward, AdamW (kernels adamw_update) over every tensor with the config's lr,
+// betas, eps and weight decay (train_decays: matrices only), step count 1, 2, ...; no
+// gradient clipping, no EMA, no learning-rate schedule (lr = train.lr). The PyTorch side
+// (tools/reference/bench.py) runs the same step.
+//
+// Output: one line per timed step (seconds, loss), then "tokens/s" from the median step;
+// with --json FILE the same as a JSON object {config, tokens, clips, threads, warmup,
+// steps, step_s: [...], median_s, mean_s, min_s, tokens_per_s, losses: [...], params,
+// activation_bytes, max_rss_kb_before_step, max_rss_kb_after}. --dump FILE writes the
+// config (metadata "config"), the initial weights ("param.<name>") and the batch
+// ("batch.*", objective_write_tensors) as safetensors before the first step, so that the
+// PyTorch side runs the very same model and batch.
+//
+// The batch lives in host memory and is handed to the model as is: on the CPU backend
+// backend memory is host memory (kernels.h), so no second copy inflates the peak RSS of
+// the one-clip step (the peak-memory measurement of run.sh, under /usr/bin/time -v).
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "core/err.h"
+#include "core/rng.h"
+#include "model/config.h"
+#include "model/dit.h"
+#include "model/objective.h"
+#include "model/safetensors.h"
+#include "model/train.h"
+#include "tools/parse.h"
+
+#ifndef TESSERA_SOURCE_DIR
+#define TESSERA_SOURCE_DIR "."
+#endif
+
+typedef struct {
+  int T, H, W;
+} grid;
+
+// The default batch: 8 clips of different lengths and aspect ratios, 4092 tokens.
+static const grid MIXED[] = {{4, 16, 16}, {8, 8, 8},   {2, 16, 24}, {4, 12, 12},
+                             {1, 16, 16}, {6, 8, 10},  {3, 10, 10}, {2, 8, 11}};
+enum { N_MIXED = sizeof MIXED / sizeof MIXED[0] };
+
+typedef struct {
+  const char *config_path;
+  char **sets;
+  int n_sets;
+  int warmup, steps;
+  const char *dump_path, *json_path;
+  int one_clip_tokens;  // 0: the mixed batch
+} options;
+
+typedef struct {
+  dit_config mc;
+  train_config tc;
+  const kernels_backend *kb;
+  dit_model *model;
+  float *adam_m, *adam_v;  // (n_params) backend memory
+  objective_batch ob;      // host memory, used directly as the batch (see the top comment)
+  dit_batch batch;
+} bench;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static long max_rss_kb(void) {
+  struct rusage ru;
+  return getrusage(RUSAGE_SELF, &ru) ? -1 : ru.ru_maxrss;
+}
+
+// A T x H x W grid of exactly n tokens shaped like a video: among all factorisations,
+// the one closest to H == W == 4 T (log distance); 65536 gives 16 x 64 x 64.
+static grid one_clip_grid(int n) {
+  grid best = {1, 1, n};
+  double best_cost = INFINITY;
+  for (int T = 1; T <= n; T++) {
+    if (n % T) continue;
+    int hw = n / T;
+    for (int H = 1; (long)H * H <= hw; H++) {
+      if (hw % H) continue;
+      int W = hw / H;
+      double cost = fabs(log((double)W / H)) + fabs(log(4.0 * T / H));
+      if (cost < best_cost) best_cost = cost, best = (grid){T, H, W};
+    }
+  }
+  return best;
+}
+
+// Builds the batch of n clips of grids g (clip ids 0..n-1, counter-random tokens from
+// seed 7) at step 0 into b->ob and points b->batch at it.
+static tsr_status build_batch(bench *b, const grid *g, int n) {
+  int P = b->mc.pt * b->mc.ph * b->mc.pw * b->mc.channels;
+  long L = 0;
+  for (int c = 0; c < n; c++) L += (long)g[c].T * g[c].H * g[c].W;
+  if (L > INT32_MAX / 4) return err_set(TSR_EINVAL, "bench: %ld tokens is too many", L);
+  objective_clip *clips = calloc((size_t)n, sizeof *clips);
+  if (!clips) return err_set(TSR_ENOMEM, "bench: no memory");
+  tsr_status st = objective_alloc(&b->ob, (int)L, n, P);
+  for (int c = 0; !st && c < n; c++) {
+    int len = g[c].T * g[c].H * g[c].W;
+    uint8_t *tok = malloc((size_t)len * P);
+    if (!tok) {
+      st = err_set(TSR_ENOMEM, "bench: no memory for %d tokens", len);
+      break;
+    }
+    rng_key k = {7, 0, (uint64_t)c, RNG_STREAM_SAMPLER};
+    for (size_t i = 0; i < (size_t)len * P; i++) tok[i] = (uint8_t)(rng_uniform(&k, i) * 256);
+    int label = b->mc.num_classes > 0 && c % 4 != 3 ? c % b->mc.num_classes : -1;
+    clips[c] = (objective_clip){.clip_id = c, .total_tokens = len, .first_token = 0, .len = len,
+                                .T = g[c].T, .H = g[c].H, .W = g[c].W, .label = label,
+                                .tokens = tok};
+  }
+  if (!st) st = objective_build(&b->ob, &b->mc, &b->tc, 0, n, clips, n);
+  for (int c = 0; c < n; c++) free((void *)clips[c].tokens);
+  free(clips);
+  if (st) return err_wrap(st, "bench: batch: ");
+  const objective_batch *ob = &b->ob;
+  b->batch = (dit_batch){.n_clips = ob->n_clips, .L = ob->L, .cu_seqlens = ob->cu_seqlens,
+                         .pos = ob->pos, .t = ob->t,
+                         .labels = b->mc.num_classes > 0 ? ob->labels : NULL, .x = ob->x,
+                         .target = ob->target, .loss_weight = ob->loss_weight};
+  return TSR_OK;
+}
+
+// The model for b->ob's tokens and clips, weights from dit_init(train.seed), Adam moments 0.
+static tsr_status build_model(bench *b) {
+  const kernels_backend *kb = b->kb;
+  tsr_status st = dit_create(&b->model, &b->mc, kb, b->ob.L, b->ob.n_clips);
+  if (!st) st = dit_init(b->model, (uint64_t)b->tc.seed);
+  size_t bytes = dit_num_params(b->model) * sizeof(float);
+  if (!st) st = kb->alloc(kb, (void **)&b->adam_m, bytes);
+  if (!st) st = kb->alloc(kb, (void **)&b->adam_v, bytes);
+  return st ? err_wrap(st, "bench: model: ") : TSR_OK;
+}
+
+// One training step with AdamW step count `t` (>= 1); *loss = the step's loss.
+static tsr_status train_once(bench *b, int64_t t, double *loss) {
+  const kernels_backend *kb = b->kb;
+  const train_config *c = &b->tc;
+  float *w = dit_params(b->model), *g = dit_grads(b->model);
+  tsr_status st = dit_zero_grad(b->model);
+  if (!st) st = dit_forward(b->model, &b->batch, NULL, loss);
+  if (!st) st = dit_backward(b->model, &b->batch);
+  for (int i = 0; !st && i < dit_num_tensors(b->model); i++) {
+    const dit_tensor *ti = dit_tensor_info(b->model, i);
+    size_t o = ti->offset;
+    st = kb->adamw_update(kb, w + o, g + o, b->adam_m + o, b->adam_v + o, ti->numel, c->lr,
+                          c->beta1, c->beta2, c->adam_eps,
+                          train_decays(ti) ? c->weight_decay : 0.0f, t, 1.0f);
+  }
+  if (!st) st = kb->sync(kb);
+  return st ? err_wrap(st, "bench: step %lld: ", (long long)t) : TSR_OK;
+}
+
+// Config, initial weights and batch for the PyTorch side (tools/reference/bench.py).
+static tsr_status dump(bench *b, const char *path) {
+  st_writer *w = NULL;
+  char *ini = config_to_ini(&b->mc, &b->tc);
+  if (!ini) return err_set(TSR_ENOMEM, "bench: no memory");
+  tsr_status st = st_writer_new(&w);
+  if (!st) st = st_writer_meta(w, "config", ini);
+  if (!st) st = dit_write_tensors(b->model, w, "param.", dit_params(b->model));  // host on CPU
+  if (!st) st = objective_write_tensors(&b->ob, w, "batch.");
+  if (!st) st = st_writer_commit(w, path);
+  st_writer_free(&w);
+  free(ini);
+  return st ? err_wrap(st, "bench: --dump %s: ", path) : TSR_OK;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static tsr_status write_json(const char *path, json_t *j) {
+  if (json_dump_file(j, path, JSON_INDENT(2)))
+    return err_set(TSR_EIO, "bench: cannot write %s", path);
+  return TSR_OK;
+}
+
+// Runs the warm-up and timed steps, prints them and the summary, fills j.
+static tsr_status run_steps(bench *b, const options *o, json_t *j) {
+  int n = o->warmup + o->steps;
+  double *sec = calloc((size_t)n, sizeof *sec), *loss = calloc((size_t)n, sizeof *loss);
+  double *sorted = calloc((size_t)o->steps, sizeof *sorted);
+  if (!sec || !loss || !sorted) {
+    free(sec), free(loss), free(sorted);
+    return err_set(TSR_ENOMEM, "bench: no memory");
+  }
+  long rss_before = max_rss_kb();
+  tsr_status st = TSR_OK;
+  for (int s = 0; !st && s < n; s++) {
+    double t0 = now_s();
+    st = train_once(b, s + 1, &loss[s]);
+    sec[s] = now_s() - t0;
+    if (!st)
+      printf("bench_train_step: %s step %d: %.4f s, loss %.9g\n",
+             s < o->warmup ? "warm-up" : "timed", s + 1, sec[s], loss[s]);
+  }
+  if (!st) {
+    double sum = 0;
+    json_t *js = json_array(), *jl = json_array();
+    for (int s = 0; s < n; s++) json_array_append_new(jl, json_real(loss[s]));
+    for (int s = 0; s < o->steps; s++) {
+      sorted[s] = sec[o->warmup + s], sum += sorted[s];
+      json_array_append_new(js, json_real(sorted[s]));
+    }
+    qsort(sorted, (size_t)o->steps, sizeof *sorted, cmp_double);
+    double med = o->steps % 2 ? sorted[o->steps / 2]
+                              : 0.5 * (sorted[o->steps / 2 - 1] + sorted[o->steps / 2]);
+    double tps = b->ob.L / med;
+    printf("bench_train_step: %d tokens, %d clips, %d threads: median %.4f s, mean %.4f s, "
+           "min %.4f s per step over %d steps: %.0f tokens/s\n",
+           b->ob.L, b->ob.n_clips, omp_get_max_threads(), med, sum / o->steps, sorted[0],
+           o->steps, tps);
+    json_object_set_new(j, "step_s", js);
+    json_object_set_new(j, "losses", jl);
+    json_object_set_new(j, "median_s", json_real(med));
+    json_object_set_new(j, "mean_s", json_real(sum / o->steps));
+    json_object_set_new(j, "min_s", json_real(sorted[0]));
+    json_object_set_new(j, "tokens_per_s", json_real(tps));
+    json_object_set_new(j, "max_rss_kb_before_step", json_integer(rss_before));
+    json_object_set_new(j, "max_rss_kb_after", json_integer(max_rss_kb()));
+  }
+  free(sec), free(loss), free(sorted);
+  return st;
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+    "usage: bench_train_step [--config FILE] [--set KEY=VALUE ...] [--warmup N] [--steps N]\n"
+    "                        [--dump FILE] [--json FILE] [--one-clip-tokens N]\n\n"
+    "Times training steps (zero grad, forward, backward, AdamW) of the DiT on the CPU\n"
+    "backend on a fixed synthetic batch and prints tokens/s (bench/train/run.sh).\n\n"
+    "  --config FILE          model config (default %s/configs/model/tiny.conf)\n"
+    "  --set KEY=VALUE        override a config key, e.g. --set model.recompute=1\n"
+    "  --warmup N             untimed steps first (default 2)\n"
+    "  --steps N              timed steps (default 10)\n"
+    "  --dump FILE            write config, initial weights and batch (safetensors) for\n"
+    "                         tools/reference/bench.py\n"
+    "  --json FILE            write the results as JSON\n"
+    "  --one-clip-tokens N    the batch is one clip of N tokens (peak-memory run); the\n"
+    "                         default is 8 clips of mixed grids\n"
+    "Threads: OMP_NUM_THREADS (OpenMP kernels), OPENBLAS_NUM_THREADS (GEMMs).\n",
+    TESSERA_SOURCE_DIR);
+}
+
+static int parse_options(int argc, char **argv, options *o) {
+  enum { O_CONFIG = 1, O_SET, O_WARMUP, O_STEPS, O_DUMP, O_JSON, O_ONE, O_HELP };
+  static const struct option opts[] = {
+      {"config", required_argument, 0, O_CONFIG}, {"set", required_argument, 0, O_SET},
+      {"warmup", required_argument, 0, O_WARMUP}, {"steps", required_argument, 0, O_STEPS},
+      {"dump", required_argument, 0, O_DUMP},     {"json", required_argument, 0, O_JSON},
+      {"one-clip-tokens", required_argument, 0, O_ONE}, {"help", no_argument, 0, O_HELP},
+      {0, 0, 0, 0}};
+  int c;
+  tsr_status st = TSR_OK;
+  opterr = 0;
+  while (!st && (c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+    case O_CONFIG: o->config_path = optarg; break;
+    case O_SET: o->sets[o->n_sets++] = optarg; break;
+    case O_WARMUP: st = parse_int("--warmup", optarg, 0, 1000000, &o->warmup); break;
+    case O_STEPS: st = parse_int("--steps", optarg, 1, 1000000, &o->steps); break;
+    case O_DUMP: o->dump_path = optarg; break;
+    case O_JSON: o->json_path = optarg; break;
+    case O_ONE:
+      st = parse_int("--one-clip-tokens", optarg, 1, INT32_MAX / 4, &o->one_clip_tokens);
+      break;
+    case 'h':
+    case O_HELP: usage(stdout); return 0;
+    default:
+      fprintf(stderr, "bench_train_step: unknown option or missing value: %s\n", argv[optind - 1]);
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (st) {
+    fprintf(stderr, "bench_train_step: %s\n", err_msg());
+    return 2;
+  }
+  if (optind < argc) {
+    fprintf(stderr, "bench_train_step: unexpected argument %s\n", argv[optind]);
+    return 2;
+  }
+  return -1;  // go on
+}
+
+static tsr_status bench_run(const options *o, bench *b) {
+  tsr_status st = config_load(o->config_path, o->sets, o->n_sets, &b->mc, &b->tc);
+  if (!st) st = config_validate(&b->mc, &b->tc);
+  if (st) return st;
+  b->kb = kernels_cpu();
+  grid one = one_clip_grid(o->one_clip_tokens > 0 ? o->one_clip_tokens : 1);
+  const grid *g = o->one_clip_tokens > 0 ? &one : MIXED;
+  int n = o->one_clip_tokens > 0 ? 1 : N_MIXED;
+  if ((st = build_batch(b, g, n)) || (st = build_model(b))) return st;
+  if (o->dump_path && (st = dump(b, o->dump_path))) return st;
+
+  size_t act = dit_activation_bytes(b->model);
+  printf("bench_train_step: %s, %zu parameters, %d clips, %d tokens", o->config_path,
+         dit_count_params(b->model), b->ob.n_clips, b->ob.L);
+  if (n == 1) printf(" (grid %dx%dx%d)", g->T, g->H, g->W);
+  printf(", activation memory %.1f MiB, %d OpenMP threads\n", act / 1048576.0,
+         omp_get_max_threads());
+  json_t *j = json_object();
+  json_object_set_new(j, "config", json_string(o->config_path));
+  json_object_set_new(j, "recompute", json_integer(b->mc.recompute));
+  json_object_set_new(j, "params", json_integer((json_int_t)dit_count_params(b->model)));
+  json_object_set_new(j, "tokens", json_integer(b->ob.L));
+  json_object_set_new(j, "clips", json_integer(b->ob.n_clips));
+  if (n == 1)
+    json_object_set_new(j, "grid", json_pack("[i,i,i]", g->T, g->H, g->W));
+  json_object_set_new(j, "threads", json_integer(omp_get_max_threads()));
+  json_object_set_new(j, "warmup", json_integer(o->warmup));
+  json_object_set_new(j, "steps", json_integer(o->steps));
+  json_object_set_new(j, "activation_bytes", json_integer((json_int_t)act));
+  st = run_steps(b, o, j);
+  if (!st && o->json_path) st = write_json(o->json_path, j);
+  json_decref(j);
+  return st;
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);  // progress lines through a pipe (run.sh)
+  options o = {.config_path = TESSERA_SOURCE_DIR "/configs/model/tiny.conf", .warmup = 2,
+               .steps = 10};
+  if (!(o.sets = calloc((size_t)argc + 1, sizeof *o.sets))) return 1;
+  int rc = parse_options(argc, argv, &o);
+  if (rc >= 0) {
+    free(o.sets);
+    return rc;
+  }
+  bench b = {0};
+  tsr_status st = bench_run(&o, &b);
+  if (st) fprintf(stderr, "bench_train_step: %s\n", err_msg());
+  if (b.kb) {
+    b.kb->free(b.kb, b.adam_m);
+    b.kb->free(b.kb, b.adam_v);
+  }
+  dit_free(&b.model);
+  objective_free(&b.ob);
+  free(o.sets);
+  return st ? 1 : 0;
+}

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# bench/train/run.sh — training-step throughput of the C CPU backend against the PyTorch
+# reference, on the same model, batch and threads in the same run (not a test).
+#
+#   bench/train/run.sh                 (after tools/setup.sh; builds bench_train_step if needed)
+#   THREADS=2 WARMUP=2 STEPS=10 REPEAT=3 CONFIG=configs/model/tiny.conf \
+#   ONE_CLIP_TOKENS=65536 OUT=bench/train/results.json bench/train/run.sh
+#
+# 1. build/bench/bench_train_step builds the config's model (dit_init) and a packed batch of
+#    8 clips of mixed grids (4092 tokens with the tiny model's 2x16x16 patch) and dumps
+#    both (--dump); tools/reference/bench.py loads the dump, so PyTorch trains the very
+#    same weights on the very same batch (its losses, printed step by step, match the C
+#    ones to ~1e-7: the check that both run the same computation).
+# 2. A step = zero grad, forward with the loss, backward, AdamW (config lr, betas, eps,
+#    weight decay); C: kernels adamw_update, PyTorch: torch.optim.AdamW, float32. WARMUP
+#    untimed steps, then STEPS timed; the median step gives tokens/s. Both programs run
+#    REPEAT times, interleaved (C, PyTorch, C, ...), and each side's best median counts:
+#    on a shared machine the least disturbed run is the measurement.
+# 3. Threads, the same on both sides: OMP_NUM_THREADS=THREADS (the C kernels' OpenMP,
+#    torch's intra-op pool, torch.set_num_threads(THREADS) too), OPENBLAS_NUM_THREADS=
+#    THREADS (both sides' GEMMs are OpenBLAS, Debian's pthread build), and
+#    OMP_WAIT_POLICY=passive: OpenBLAS's pthreads and libgomp's workers are two pools on
+#    the same cores, and libgomp's default spin-wait after every parallel region steals
+#    the cores from the GEMM that follows (measured on 2 cores: PyTorch 0.6 s per step
+#    with the default policy, 0.28-0.48 s with passive; the C side within the noise;
+#    docs/train.md "Benchmark").
+# 4. Peak memory: one step of a single clip of ONE_CLIP_TOKENS tokens (16x64x64 for
+#    65536) under /usr/bin/time -v (maximum resident set size), and the model's
+#    activation bytes (dit_activation_bytes). Only the C side: the reference's per-clip
+#    attention would materialise a 64k x 64k score matrix per head (64 GiB).
+#    ONE_CLIP_TOKENS=0 skips it.
+# Output: one summary line; bench/train/results.json (machine, commit, config, both sides'
+# timings, ratio, peak memory). Target (issue 4): ratio C / PyTorch >= 1.0.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${BUILD:-$ROOT/build}
+BIN=$BUILD/bench/bench_train_step
+CONFIG=${CONFIG:-$ROOT/configs/model/tiny.conf}
+THREADS=${THREADS:-$(nproc)}
+WARMUP=${WARMUP:-2}
+STEPS=${STEPS:-10}
+REPEAT=${REPEAT:-3}
+ONE_CLIP_TOKENS=${ONE_CLIP_TOKENS:-65536}
+OUT=${OUT:-$ROOT/bench/train/results.json}
+for c in jq /usr/bin/time; do
+  command -v "$c" >/dev/null || { echo "run.sh: needs $c (tools/setup.sh)" >&2; exit 1; }
+done
+# Debian's python3-torch is /usr/bin/python3's; a python3 earlier on PATH may lack it.
+PY=
+for p in python3 /usr/bin/python3; do
+  if command -v "$p" >/dev/null && "$p" -c 'import torch' 2>/dev/null; then PY=$p; break; fi
+done
+[ -n "$PY" ] || { echo "run.sh: no python3 with torch (tools/setup.sh installs python3-torch)" >&2; exit 1; }
+if [ ! -d "$BUILD" ]; then "$ROOT/tools/setup.sh"; fi
+cmake --build "$BUILD" --target bench_train_step -j"$(nproc)" >/dev/null
+
+export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS OMP_WAIT_POLICY=passive
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/tessera-bench-train.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+COMMON=(--warmup "$WARMUP" --steps "$STEPS")
+
+"$BIN" --config "$CONFIG" --warmup 0 --steps 1 --dump "$TMP/batch.safetensors" >/dev/null
+for i in $(seq "$REPEAT"); do
+  "$BIN" --config "$CONFIG" "${COMMON[@]}" --json "$TMP/c$i.json" >"$TMP/c$i.log"
+  "$PY" "$ROOT/tools/reference/bench.py" "$TMP/batch.safetensors" --threads "$THREADS" \
+    "${COMMON[@]}" --json "$TMP/py$i.json" >"$TMP/py$i.log"
+  echo "run.sh: round $i/$REPEAT: C $(tail -n1 "$TMP/c$i.log" | sed 's/.*: //'), PyTorch $(tail -n1 "$TMP/py$i.log" | sed 's/.*: //')" >&2
+done
+best() { jq -s 'min_by(.median_s)' "$@"; }
+best "$TMP"/c[0-9]*.json >"$TMP/c.json"
+best "$TMP"/py[0-9]*.json >"$TMP/py.json"
+
+# Same computation on both sides: the largest relative difference of the step losses.
+LOSS_DIFF=$(jq -s '[.[0].losses, .[1].losses] | transpose
+  | map(((.[0] - .[1]) | fabs) / (.[1] | fabs)) | max' "$TMP/c.json" "$TMP/py.json")
+
+echo '{}' >"$TMP/one.json"
+RSS_KB=null
+if [ "$ONE_CLIP_TOKENS" -gt 0 ]; then
+  echo "run.sh: one step of one $ONE_CLIP_TOKENS-token clip (peak memory; minutes on 2 cores)" >&2
+  /usr/bin/time -v "$BIN" --config "$CONFIG" --one-clip-tokens "$ONE_CLIP_TOKENS" --warmup 0 \
+    --steps 1 --json "$TMP/one.json" >"$TMP/one.log" 2>&1 || { cat "$TMP/one.log" >&2; exit 1; }
+  RSS_KB=$(awk -F: '/Maximum resident set size/ { gsub(/ /, "", $2); print $2 }' "$TMP/one.log")
+fi
+
+commit=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
+dirty=$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo true || echo false)
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || echo unknown)
+jq -n --slurpfile c "$TMP/c.json" --slurpfile py "$TMP/py.json" --slurpfile one "$TMP/one.json" \
+  --arg commit "$commit" --argjson dirty "$dirty" --arg cpu "$cpu" --argjson cores "$(nproc)" \
+  --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg config "${CONFIG#"$ROOT"/}" \
+  --argjson threads "$THREADS" --argjson repeat "$REPEAT" --argjson rss "$RSS_KB" \
+  --argjson loss_diff "$LOSS_DIFF" --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" '{
+    benchmark: "training step: tessera C CPU backend vs PyTorch reference (float32)",
+    commit: $commit, dirty: $dirty, date: $date,
+    machine: {cpu: $cpu, nproc: $cores, loadavg_at_end: $load},
+    config: $config, threads: $threads,
+    env: {OMP_NUM_THREADS: $threads, OPENBLAS_NUM_THREADS: $threads, OMP_WAIT_POLICY: "passive"},
+    step: "zero grad + forward + loss + backward + AdamW; no clipping, EMA or schedule",
+    batch: {clips: $c[0].clips, tokens: $c[0].tokens},
+    repeat: $repeat, warmup: $c[0].warmup, steps: $c[0].steps,
+    c: ($c[0] | {tokens_per_s, median_s, mean_s, min_s, step_s}),
+    pytorch: ($py[0] | {torch, tokens_per_s, median_s, mean_s, min_s, step_s,
+                        attention: "per-clip matmul + softmax + matmul (torch 1.13 has no SDPA)"}),
+    ratio_c_over_pytorch: ($c[0].tokens_per_s / $py[0].tokens_per_s),
+    max_loss_rel_diff: $loss_diff,
+    one_clip: (if $rss == null then null else ($one[0] | {tokens, grid, recompute, step_s: .median_s,
+               activation_bytes, peak_rss_kb: $rss}) end),
+    target_ratio_min: 1.0}' >"$OUT"
+jq -r '"train step (\(.config), \(.batch.clips) clips, \(.batch.tokens) tokens, \(.threads) threads): C \(.c.tokens_per_s | round) tokens/s, PyTorch \(.pytorch.tokens_per_s | round) tokens/s, ratio C/PyTorch \(.ratio_c_over_pytorch * 100 | round / 100)" + (if .one_clip then "; \(.one_clip.tokens)-token clip step: peak RSS \(.one_clip.peak_rss_kb / 1024 | round) MiB (activations \(.one_clip.activation_bytes / 1048576 | round) MiB), \(.one_clip.step_s | round) s" else "" end)' "$OUT"
+echo "wrote $OUT (commit ${commit:0:12}$([ "$dirty" = true ] && echo ', uncommitted changes'))"
