@@ -11,3 +11,8 @@ double lr_schedule(const train_config *t, int64_t s) {
   if (p > 1) p = 1;
   return (double)t->min_lr + ((double)t->lr - (double)t->min_lr) * 0.5 * (1 + cos(M_PI * p));
 }
+
+double ema_decay_at(const train_config *t, int64_t s) {
+  double warm = (1.0 + (double)s) / (10.0 + (double)s);
+  return warm < t->ema_decay ? warm : t->ema_decay;
+}

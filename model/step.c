@@ -88,7 +88,7 @@ static tsr_status optimize(trainer *tr, double lr, float grad_scale) {
                                     grad_scale);
     if (r) return err_wrap(r, "step %lld: AdamW on %s: ", (long long)tr->step, t->name);
   }
-  return kb->ema_update(kb, tr->ema, w, tr->n_params, c->ema_decay);
+  return kb->ema_update(kb, tr->ema, w, tr->n_params, (float)ema_decay_at(c, tr->step));
 }
 
 tsr_status train_step(trainer *tr, const int64_t *batch, int n, const plan *p,

@@ -36,6 +36,10 @@
 //                          min_lr + (lr - min_lr) * (1 + cos(pi p)) / 2
 // Steps past train.steps stay at min_lr. Computed in double.
 double lr_schedule(const train_config *t, int64_t s);
+// EMA decay used at 0-based step s, with warm-up: min(ema_decay, (1 + s) / (10 + s)).
+// Without it the EMA of a short run is mostly the initial weights (0.999^200 = 0.82),
+// whose zero-initialised output layer predicts nothing: samples would stay noise.
+double ema_decay_at(const train_config *t, int64_t s);
 
 // ---- the state of a run ------------------------------------------------------------------
 typedef struct {

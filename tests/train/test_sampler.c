@@ -97,6 +97,11 @@ static void test_batches_and_resume(void) {
 static void test_lr(void) {
   train_config t = {.steps = 1000, .warmup = 100, .lr = 1e-3f, .min_lr = 1e-4f};
   double lr = t.lr, mn = t.min_lr;
+  // EMA warm-up: min(ema_decay, (1 + s) / (10 + s))
+  t.ema_decay = 0.999f;
+  CHECK_NEAR(ema_decay_at(&t, 0), 0.1, 1e-15);
+  CHECK_NEAR(ema_decay_at(&t, 90), 91.0 / 100.0, 1e-15);
+  CHECK_NEAR(ema_decay_at(&t, 100000), (double)0.999f, 1e-15);
   CHECK_NEAR(lr_schedule(&t, 0), lr / 100, 1e-15);
   CHECK_NEAR(lr_schedule(&t, 49), lr * 50 / 100, 1e-15);
   CHECK_NEAR(lr_schedule(&t, 99), lr, 1e-15);
