@@ -119,9 +119,9 @@ static void forward_item(float *ws, float *out, float *lse, const float *q, cons
         s[j] *= scale;
         mx = s[j] > mx ? s[j] : mx;
       }
-      float corr = expf(m[i] - mx), sum = 0.0f;
+      float corr = kcpu_expf(m[i] - mx), sum = 0.0f;
       for (int j = 0; j < bk; j++) {
-        s[j] = expf(s[j] - mx);
+        s[j] = kcpu_expf(s[j] - mx);
         sum += s[j];
       }
       l[i] = l[i] * corr + sum;
@@ -254,7 +254,7 @@ static void tile_grad(float *P, float *dS, const float *Q, const float *dO, cons
       continue;
     }
     for (int j = 0; j < bk; j++) {
-      p[j] = expf(p[j] * scale - li);
+      p[j] = kcpu_expf(p[j] * scale - li);
       ds[j] = p[j] * (ds[j] - di);
     }
   }

@@ -24,6 +24,26 @@ tsr_status kcpu_check_cu(const char *op, const char *name, const int32_t *cu, in
 tsr_status kcpu_check_mstride(const char *op, int mstride, int D);
 
 // The clip of token i (0 <= i < cu[n_clips]): the c with cu[c] <= i < cu[c+1].
+// exp(x) for the softmax loops, written so the compiler can vectorise it (libm's expf is a
+// scalar call): x = k ln2 + r with |r| <= ln2/2 (two-part ln2), exp(r) by its degree-6
+// Taylor polynomial (truncation < 1.3e-7 relative), times 2^k through the exponent bits.
+// x < -87 gives 0 (as expf underflows there, and exp(-inf) = 0); NaN stays NaN.
+// Relative error about 2e-7 against expf; deterministic.
+static inline float kcpu_expf(float x) {
+  float xc = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  float kf = __builtin_rintf(xc * 1.44269504088896341f);
+  float r = xc - kf * 0.693359375f;        // ln2, high part (exact in float)
+  r = r - kf * -2.12194440e-4f;            // ln2, low part
+  float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.66666672e-1f + r * (4.16666679e-2f +
+                   r * (8.33333377e-3f + r * 1.38888892e-3f)))));
+  int32_t bits;
+  __builtin_memcpy(&bits, &p, sizeof bits);
+  bits += (int32_t)kf * (1 << 23);
+  float y;
+  __builtin_memcpy(&y, &bits, sizeof y);
+  return x < -87.0f ? 0.0f : y;
+}
+
 static inline int kcpu_clip_of(const int32_t *cu, int n_clips, int i) {
   int lo = 0, hi = n_clips - 1;  // invariant: cu[lo] <= i < cu[hi + 1]
   while (lo < hi) {
