@@ -52,6 +52,50 @@ static tsr_status alloc_workspace(const char *op, float **ws, size_t per) {
   return TSR_OK;
 }
 
+// The tensors and sizes of one attention call, shared by all its work items.
+typedef struct {
+  float *out, *lse, *dq, *dk, *dv;                   // outputs (NULL where unused)
+  const float *q, *k, *v, *dout, *lse_in, *delta;    // inputs (NULL where unused)
+  int H, Dh;
+  float scale;
+} attn_args;
+
+// One work item: rows [r0, r0 + n) of head h (a tile of one clip) against the rows
+// [o_begin, o_end) of the same clip on the other side (keys for query tiles, queries for
+// key tiles). ws: the calling thread's workspace.
+typedef void (*attn_item_fn)(float *ws, const attn_args *a, size_t r0, int n, size_t o_begin,
+                             size_t o_end, int h);
+
+// Runs fn over every (tile of cu_rows in blocks of B rows, head) in parallel, each against
+// its clip's rows of cu_other. Items write disjoint rows, so the result does not depend on
+// the number of threads.
+static tsr_status attn_for_each_tile(const char *op, const attn_args *a, const int32_t *cu_rows,
+                                     const int32_t *cu_other, int n_clips, int B, size_t per,
+                                     attn_item_fn fn) {
+  tile *tiles = NULL;
+  size_t nt = 0;
+  float *ws = NULL;
+  tsr_status st = build_tiles(op, cu_rows, n_clips, B, &tiles, &nt);
+  if (!st) st = alloc_workspace(op, &ws, per);
+  if (!st) {
+    const int H = a->H;
+    ptrdiff_t items = (ptrdiff_t)(nt * (size_t)H);
+#pragma omp parallel
+    {
+      float *w = ws + (size_t)omp_get_thread_num() * per;
+#pragma omp for schedule(dynamic, 1)
+      for (ptrdiff_t it = 0; it < items; it++) {
+        const tile *t = &tiles[it / H];
+        fn(w, a, (size_t)cu_rows[t->clip] + t->start, t->rows, (size_t)cu_other[t->clip],
+           (size_t)cu_other[t->clip + 1], (int)(it % H));
+      }
+    }
+  }
+  free(ws);
+  free(tiles);
+  return st;
+}
+
 // dst: (n, Dh) contiguous = rows [r0, r0 + n) of head h of x (rows of H * Dh)
 static void load_rows(float *dst, const float *x, size_t r0, int n, int h, int H, int Dh) {
   for (int i = 0; i < n; i++)
@@ -98,9 +142,11 @@ static tsr_status check_attn(const char *op, const int32_t *cu_q, const int32_t 
 
 // One forward work item: queries [q0, q0 + bq) of head h against keys [k_begin, k_end).
 // ws: BQ*Dh (Q) + BQ*Dh (O) + Dh*BK (Kt) + BQ*BK (S) + 2*BQ (m, l) floats
-static void forward_item(float *ws, float *out, float *lse, const float *q, const float *k,
-                         const float *v, size_t q0, int bq, size_t k_begin, size_t k_end, int h,
-                         int H, int Dh, float scale) {
+static void forward_item(float *ws, const attn_args *a, size_t q0, int bq, size_t k_begin,
+                         size_t k_end, int h) {
+  float *out = a->out, *lse = a->lse;
+  const float *q = a->q, *k = a->k, *v = a->v, scale = a->scale;
+  const int H = a->H, Dh = a->Dh;
   float *Q = ws, *O = Q + (size_t)BQ * Dh, *Kt = O + (size_t)BQ * Dh, *S = Kt + (size_t)Dh * BK;
   float *m = S + (size_t)BQ * BK, *l = m + BQ;
   load_rows(Q, q, q0, bq, h, H, Dh);
@@ -154,30 +200,9 @@ tsr_status kcpu_attention_partial_forward(kb_t *kb, float *out, float *lse, cons
     KCPU_NEED(op, k);
     KCPU_NEED(op, v);
   }
-  tile *tiles = NULL;
-  size_t nt = 0;
-  float *ws;
-  if ((st = build_tiles(op, cu_q, n_clips, BQ, &tiles, &nt))) return st;
   size_t per = 2 * (size_t)BQ * Dh + (size_t)Dh * BK + (size_t)BQ * BK + 2 * BQ;
-  if ((st = alloc_workspace(op, &ws, per))) {
-    free(tiles);
-    return st;
-  }
-  ptrdiff_t items = (ptrdiff_t)(nt * (size_t)H);
-#pragma omp parallel
-  {
-    float *w = ws + (size_t)omp_get_thread_num() * per;
-#pragma omp for schedule(dynamic, 1)
-    for (ptrdiff_t it = 0; it < items; it++) {
-      const tile *t = &tiles[it / H];
-      int h = (int)(it % H);
-      forward_item(w, out, lse, q, k, v, (size_t)cu_q[t->clip] + t->start, t->rows,
-                   (size_t)cu_k[t->clip], (size_t)cu_k[t->clip + 1], h, H, Dh, scale);
-    }
-  }
-  free(ws);
-  free(tiles);
-  return TSR_OK;
+  attn_args a = {.out = out, .lse = lse, .q = q, .k = k, .v = v, .H = H, .Dh = Dh, .scale = scale};
+  return attn_for_each_tile(op, &a, cu_q, cu_k, n_clips, BQ, per, forward_item);
 }
 
 tsr_status kcpu_attention_forward(kb_t *kb, float *out, float *lse, const float *q, const float *k,
@@ -263,10 +288,12 @@ static void tile_grad(float *P, float *dS, const float *Q, const float *dO, cons
 // Pass 1 item: key tile [k0, k0 + bk) of head h against queries [q_begin, q_end):
 // dk, dv rows += their contributions. ws: Kt, Vt (Dh*BK each), dK, dV (BK*Dh each),
 // Q, dO (BQ*Dh each), P, dS (BQ*BK each).
-static void backward_kv_item(float *ws, float *dk, float *dv, const float *dout, const float *q,
-                             const float *k, const float *v, const float *lse,
-                             const float *delta, size_t k0, int bk, size_t q_begin, size_t q_end,
-                             int h, int H, int Dh, float scale) {
+static void backward_kv_item(float *ws, const attn_args *a, size_t k0, int bk, size_t q_begin,
+                             size_t q_end, int h) {
+  float *dk = a->dk, *dv = a->dv;
+  const float *dout = a->dout, *q = a->q, *k = a->k, *v = a->v, *lse = a->lse_in;
+  const float *delta = a->delta, scale = a->scale;
+  const int H = a->H, Dh = a->Dh;
   size_t tk = (size_t)Dh * BK, tq = (size_t)BQ * Dh;
   float *Kt = ws, *Vt = Kt + tk, *dK = Vt + tk, *dV = dK + tk, *Q = dV + tk, *dO = Q + tq;
   float *P = dO + tq, *dS = P + (size_t)BQ * BK;
@@ -294,10 +321,12 @@ static void backward_kv_item(float *ws, float *dk, float *dv, const float *dout,
 
 // Pass 2 item: query tile [q0, q0 + bq) of head h against keys [k_begin, k_end): dq rows +=.
 // ws: Kt, Vt (Dh*BK each), Q, dO, dQ (BQ*Dh each), P, dS (BQ*BK each).
-static void backward_q_item(float *ws, float *dq, const float *dout, const float *q,
-                            const float *k, const float *v, const float *lse, const float *delta,
-                            size_t q0, int bq, size_t k_begin, size_t k_end, int h, int H, int Dh,
-                            float scale) {
+static void backward_q_item(float *ws, const attn_args *a, size_t q0, int bq, size_t k_begin,
+                            size_t k_end, int h) {
+  float *dq = a->dq;
+  const float *dout = a->dout, *q = a->q, *k = a->k, *v = a->v, *lse = a->lse_in;
+  const float *delta = a->delta, scale = a->scale;
+  const int H = a->H, Dh = a->Dh;
   size_t tk = (size_t)Dh * BK, tq = (size_t)BQ * Dh;
   float *Kt = ws, *Vt = Kt + tk, *Q = Vt + tk, *dO = Q + tq, *dQ = dO + tq, *P = dQ + tq;
   float *dS = P + (size_t)BQ * BK;
@@ -338,45 +367,12 @@ tsr_status kcpu_attention_partial_backward(kb_t *kb, float *dq, float *dk, float
   KCPU_NEED(op, lse);
   KCPU_NEED(op, delta);
   size_t per = 4 * (size_t)Dh * BK + 3 * (size_t)BQ * Dh + 2 * (size_t)BQ * BK;
-  float *ws;
-  if ((st = alloc_workspace(op, &ws, per))) return st;
-  tile *tiles = NULL;
-  size_t nt = 0;
-  if (dk) {  // pass 1: per key tile
-    if ((st = build_tiles(op, cu_k, n_clips, BK, &tiles, &nt))) goto done;
-    ptrdiff_t items = (ptrdiff_t)(nt * (size_t)H);
-#pragma omp parallel
-    {
-      float *w = ws + (size_t)omp_get_thread_num() * per;
-#pragma omp for schedule(dynamic, 1)
-      for (ptrdiff_t it = 0; it < items; it++) {
-        const tile *t = &tiles[it / H];
-        backward_kv_item(w, dk, dv, dout, q, k, v, lse, delta, (size_t)cu_k[t->clip] + t->start,
-                         t->rows, (size_t)cu_q[t->clip], (size_t)cu_q[t->clip + 1],
-                         (int)(it % H), H, Dh, scale);
-      }
-    }
-    free(tiles);
-    tiles = NULL;
-  }
-  if (dq) {  // pass 2: per query tile
-    if ((st = build_tiles(op, cu_q, n_clips, BQ, &tiles, &nt))) goto done;
-    ptrdiff_t items = (ptrdiff_t)(nt * (size_t)H);
-#pragma omp parallel
-    {
-      float *w = ws + (size_t)omp_get_thread_num() * per;
-#pragma omp for schedule(dynamic, 1)
-      for (ptrdiff_t it = 0; it < items; it++) {
-        const tile *t = &tiles[it / H];
-        backward_q_item(w, dq, dout, q, k, v, lse, delta, (size_t)cu_q[t->clip] + t->start,
-                        t->rows, (size_t)cu_k[t->clip], (size_t)cu_k[t->clip + 1], (int)(it % H),
-                        H, Dh, scale);
-      }
-    }
-  }
-done:
-  free(tiles);
-  free(ws);
+  attn_args a = {.dq = dq, .dk = dk, .dv = dv, .q = q, .k = k, .v = v, .dout = dout,
+                 .lse_in = lse, .delta = delta, .H = H, .Dh = Dh, .scale = scale};
+  // Two passes, so that every output row is written by one work item (no atomics, the
+  // same bits for any number of threads): per key tile for dk, dv; per query tile for dq.
+  if (dk) st = attn_for_each_tile(op, &a, cu_k, cu_q, n_clips, BK, per, backward_kv_item);
+  if (!st && dq) st = attn_for_each_tile(op, &a, cu_q, cu_k, n_clips, BQ, per, backward_q_item);
   return st;
 }
 
