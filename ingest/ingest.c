@@ -17,8 +17,10 @@
 #include "ingest/shard.h"
 #include "ingest/sources.h"
 
-// A shard is closed and a new one started once it passes this size (a clip never spans
-// two shards, so shards can be somewhat larger).
+// A shard is closed and a new one started, between sources, once it passes this size. All
+// clips of a source go to one shard (the one open when its first clip starts), so a
+// source's clips are made durable by one sync and name one shard; shards can therefore
+// exceed this by a source's size.
 #define SHARD_ROLL_BYTES (1LL << 30)
 
 typedef struct run run;
@@ -75,9 +77,17 @@ static tsr_status clips_push(clip_vec *c, const store_clip *x) {
   return TSR_OK;
 }
 
+// Shard size at which a worker starts a new shard: SHARD_ROLL_BYTES, or
+// TESSERA_SHARD_ROLL_BYTES (tests use a tiny value to exercise rolling).
+static int64_t shard_roll_bytes(void) {
+  const char *e = getenv("TESSERA_SHARD_ROLL_BYTES");
+  long long v = e ? atoll(e) : 0;
+  return v > 0 ? (int64_t)v : SHARD_ROLL_BYTES;
+}
+
 static tsr_status worker_open_shard(worker *wk) {
   run *r = wk->r;
-  if (wk->w && shard_writer_size(wk->w) < SHARD_ROLL_BYTES) return TSR_OK;
+  if (wk->w && shard_writer_size(wk->w) < shard_roll_bytes()) return TSR_OK;
   shard_writer_close(&wk->w);
   snprintf(wk->shard, sizeof wk->shard, "%s/%s-r%d-w%d-%04d.tshard", STORE_SHARD_DIR, r->runid,
            r->rank, wk->id, wk->seq++);
@@ -163,7 +173,7 @@ static tsr_status ingest_source(worker *wk, const source_file *sf, store_source 
     if (++k < s->pt) continue;
     k = 0;
     if (!open_clip) {
-      if ((io = worker_open_shard(wk))) goto done;
+      if (clips->n == 0 && (io = worker_open_shard(wk))) goto done;  // first clip: maybe roll
       memset(&c, 0, sizeof c);
       if ((io = shard_writer_begin_clip(wk->w, H, W, &c.offset))) goto done;
       open_clip = 1;

@@ -22,6 +22,18 @@ done
 expect_near "$(out_frames "$CUT" long.mp4)" "$want" "$n" "cut clips' frames + dropped add up to the source's (one per clip)"
 verify_ok "$CUT" "index verify (cut store)"
 
+# Shard rolling (TESSERA_SHARD_ROLL_BYTES, tiny here): a worker starts a new shard only
+# between sources, so every source's clips (the long clip cut in 6 included) sit in one
+# shard, each source in a shard of its own, and the store verifies.
+ROLL=$WORK/roll
+gen_src "$WORK/roll-src/short.mp4" testsrc2 160x90 10 4
+TESSERA_SHARD_ROLL_BYTES=1 tsr_ok "$WORK/roll.log" "ingest with a tiny shard roll size" ingest \
+  "$WORK/long/long.mp4" "$WORK/roll-src/short.mp4" --out "$ROLL" --max-seconds 30 --workers 1
+expect_eq "$(sql "$ROLL" "SELECT COUNT(*) FROM (SELECT source_id FROM clips GROUP BY source_id HAVING COUNT(DISTINCT shard) > 1);")" 0 \
+  "every source's clips are in one shard"
+expect_eq "$(sql "$ROLL" "SELECT COUNT(DISTINCT shard) FROM clips;")" 2 "a shard per source after rolling"
+verify_ok "$ROLL" "index verify (rolled shards)"
+
 # Labels, recursion, @list.
 D=$WORK/data
 gen_src "$D/cats/cat-1.mp4" testsrc2 160x120 25 2
