@@ -174,7 +174,7 @@ static tsr_status run_group(dist_step *ds, const plan *p, const plan_group *pg,
 }
 
 tsr_status dist_step_run(dist_step *ds, const plan *p, const dist_clip *clips, int nclips,
-                         int64_t step, double *loss) {
+                         int64_t step, double *loss, int *waves) {
   if (p->ranks != comm_size())
     return err_set(TSR_EINVAL, "the plan is for %d ranks but the world has %d", p->ranks,
                    comm_size());
@@ -182,11 +182,12 @@ tsr_status dist_step_run(dist_step *ds, const plan *p, const dist_clip *clips, i
     if (ds->bucket_req[i]) return err_set(TSR_EINVAL, "dist_step_run: the last step was not reduced");
   ds->issued = 0;
   ds->bucket_err = TSR_OK;
-  int last = -1;  // this rank's last wave with work
+  int last = -1, busy = 0;  // this rank's last wave with work, waves with work
   for (int w = 0; w < p->nwaves; w++) {
     const plan_group *pg = my_group(p, w, comm_rank());
-    if (pg && pg->nclips) last = w;
+    if (pg && pg->nclips) last = w, busy++;
   }
+  if (waves) *waves = busy;
   for (int w = 0; w < p->nwaves; w++) {
     const plan_group *pg = my_group(p, w, comm_rank());
     if (!pg || pg->nclips == 0) continue;  // nothing to do in this wave

@@ -44,9 +44,10 @@ void dist_step_free(dist_step **ds);
 
 // Runs this rank's part of plan p for the batch `clips` (nclips, the plan's indices) at
 // training step `step`: ACCUMULATES parameter gradients into the model and adds this
-// rank's share of the batch loss to *loss. Collective over each wave's group.
+// rank's share of the batch loss to *loss. *waves (may be NULL) receives the number of
+// waves in which this rank ran clips. Collective over each wave's group.
 tsr_status dist_step_run(dist_step *ds, const plan *p, const dist_clip *clips, int nclips,
-                         int64_t step, double *loss);
+                         int64_t step, double *loss, int *waves);
 
 // Completes the sum of the model's gradients over every rank of the world (in place) and
 // sums *loss. Must follow every dist_step_run.

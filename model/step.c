@@ -99,12 +99,7 @@ tsr_status train_step(trainer *tr, const int64_t *batch, int n, const plan *p,
   double loss = 0;
   int64_t tokens = 0;
   if (!r) r = batch_clips(tr, batch, n, &tokens);
-  for (int w = 0; !r && w < p->nwaves; w++)  // waves with work for this rank, for the stats
-    for (int g = p->wave_off[w]; g < p->wave_off[w + 1]; g++)
-      if (tr->rank >= p->groups[g].first_rank &&
-          tr->rank < p->groups[g].first_rank + p->groups[g].size && p->groups[g].nclips)
-        st->microbatches++;
-  if (!r) r = dist_step_run(tr->dist, p, tr->clips, n, tr->step, &loss);
+  if (!r) r = dist_step_run(tr->dist, p, tr->clips, n, tr->step, &loss, &st->microbatches);
   if (!r) r = dist_step_reduce(tr->dist, &loss);  // every rank now holds the batch's gradient
   if (r) return err_wrap(r, "step %lld: ", (long long)tr->step);
   double sumsq = 0;

@@ -100,7 +100,7 @@ static int run(const char *kind, const char *outpath) {
   CHECK_OK(dist_step_create(&ds, m, &mc, &tc, total, NCLIPS));
   CHECK_OK(dit_zero_grad(m));
   double loss = 0;
-  CHECK_OK(dist_step_run(ds, &p, clips, NCLIPS, 3, &loss));
+  CHECK_OK(dist_step_run(ds, &p, clips, NCLIPS, 3, &loss, NULL));
   CHECK_OK(dist_step_reduce(ds, &loss));
   if (comm_rank() == 0 && check_failed == 0) {
     size_t n = dit_num_params(m);
