@@ -19,6 +19,7 @@ PACKAGES=(
   python3-torch python3-numpy                                  # PyTorch reference model (tools/reference/)
   time                                                         # /usr/bin/time: peak memory in benchmarks
   jq                                                           # JSON in tests and benchmark scripts
+  clang libclang-rt-14-dev libomp-dev                          # libFuzzer targets (tools/fuzz.sh)
 )
 
 missing=()
