@@ -42,7 +42,7 @@ tsr_status sched_batch_check(const sched_config *cfg, const int64_t *tokens, int
   const sched_cluster *cl = &cfg->cluster;
   for (int i = 0; i < n; i++) {
     if (tokens[i] <= 0 || tokens[i] > SCHED_MAX_TOKENS)
-      return err_set(TSR_EINVAL, "clip %d has %lld tokens; lengths must be in [1, %lld]", i,
+      return err_set(TSR_EINVAL, "clip %d has %lld tokens; lengths must be > 0 and at most %lld (2^38)", i,
                      (long long)tokens[i], (long long)SCHED_MAX_TOKENS);
     if (!cost_min_cp(cl, tokens[i]))
       return err_set(TSR_EINVAL,
