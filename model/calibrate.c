@@ -181,8 +181,10 @@ tsr_status calibrate_run(const dit_config *mc, const train_config *tc, const cal
     if (!dropped) break;
   }
   res->cost.ovh = fmax(c[0], 0);
-  res->cost.a = fmax(c[1], 0);
-  res->cost.b = fmax(c[2], 0);
+  // A term the fit dropped (noise made it negative) gets its least accepted value: a
+  // cost file needs a, b > 0 (sched/cost.h).
+  res->cost.a = fmax(c[1], cost_key_lo[0]);
+  res->cost.b = fmax(c[2], cost_key_lo[1]);
   for (int i = 0; i < n; i++) {
     pts[i].fitted_s = res->cost.ovh + res->cost.a * x[i] + res->cost.b * x[i] * x[i];
     res->max_rel_err = fmax(res->max_rel_err, fabs(pts[i].fitted_s - y[i]) / y[i]);

@@ -2,8 +2,11 @@
 // overrides, range checks and config_to_ini, so a key is declared exactly once.
 #include "model/config.h"
 
+#include "core/ini.h"
+#include "core/num.h"
+#include "sched/cost.h"
+
 #include <errno.h>
-#include <ini.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -43,7 +46,7 @@ static const config_key KEYS[] = {
     MK(ln_eps, KT_FLOAT, 1e-12, 1.0, "LayerNorm epsilon"),
     MK(rms_eps, KT_FLOAT, 1e-12, 1.0, "QK RMSNorm epsilon"),
     MK(recompute, KT_INT, 0, 1, "recompute block activations in backward"),
-    TK(global_batch, KT_I64, 1, 1e9, "clips per step"),
+    TK(global_batch, KT_I64, 1, SCHED_MAX_BATCH, "clips per step"),
     TK(steps, KT_I64, 1, 1e15, "total steps of the schedule"),
     TK(warmup, KT_I64, 0, 1e15, "linear warmup steps"),
     TK(lr, KT_FLOAT, 0.0, 10.0, "peak learning rate"),
@@ -58,7 +61,7 @@ static const config_key KEYS[] = {
     TK(t_logit_mean, KT_FLOAT, -10.0, 10.0, "logit-normal mean of t"),
     TK(t_logit_std, KT_FLOAT, 0.0, 10.0, "logit-normal std of t"),
     TK(t_shift_tokens, KT_I64, 0, 1e15, "length shift reference tokens (0: off)"),
-    TK(mem_tokens, KT_I64, 1, 1e15, "most tokens per rank per microbatch"),
+    TK(mem_tokens, KT_I64, 1, (double)SCHED_MAX_TOKENS, "most tokens per rank per microbatch"),
     TK(seed, KT_I64, 0, 9.2e18, "random seed"),
     TK(ckpt_every, KT_INT, 1, 1e9, "steps between checkpoints"),
     TK(ckpt_keep, KT_INT, 1, 1e6, "checkpoints kept"),
@@ -84,85 +87,145 @@ static const config_key *find_key(const char *section, const char *name) {
   return NULL;
 }
 
-// Parses `value` into the key's field; `where` names the file (and line) for messages.
+// Parses `value` into the key's field; `where` names the file and line (or the --set)
+// for messages.
 static tsr_status set_key(both_config *c, const config_key *k, const char *value,
                           const char *where) {
-  char *end;
-  errno = 0;
-  double d;
-  if (k->type == KT_FLOAT) {
-    d = strtod(value, &end);
-  } else {
-    long long v = strtoll(value, &end, 10);
-    d = (double)v;
-  }
-  while (*end == ' ' || *end == '\t') end++;
-  if (end == value || *end || errno || !isfinite(d))
+  char *f = (char *)c + k->offset;
+  double d = 0;
+  int64_t v = 0;
+  num_result r = k->type == KT_FLOAT ? num_parse_double(value, k->min, k->max, &d)
+                                     : num_parse_i64(value, (int64_t)k->min, (int64_t)k->max, &v);
+  if (r == NUM_SYNTAX)
     return err_set(TSR_EINVAL, "%s: %s.%s = '%s' is not a %s", where, k->section, k->name, value,
                    k->type == KT_FLOAT ? "number" : "whole number");
-  if (d < k->min || d > k->max)
+  if (r == NUM_RANGE)
     return err_set(TSR_EINVAL, "%s: %s.%s = %s is out of range [%g, %g] (%s)", where, k->section,
                    k->name, value, k->min, k->max, k->help);
-  char *f = (char *)c + k->offset;
   if (k->type == KT_FLOAT) *(float *)f = (float)d;
-  else if (k->type == KT_INT) *(int *)f = (int)d;
-  else *(int64_t *)f = strtoll(value, NULL, 10);
+  else if (k->type == KT_INT) *(int *)f = (int)v;
+  else *(int64_t *)f = v;
   return TSR_OK;
 }
+
+// Where each key's value came from: 0 the defaults, > 0 that line of the file, -1 - i
+// override i.
+typedef struct {
+  int from[NKEYS];
+} key_origin;
 
 typedef struct {
   both_config *c;
   const char *path;
-  tsr_status st;
+  key_origin *o;
 } parse_ctx;
 
-static int ini_handler_fn(void *user, const char *section, const char *name, const char *value) {
+static tsr_status config_key_fn(void *user, const char *section, const char *name,
+                                const char *value, int line) {
   parse_ctx *p = user;
-  if (p->st) return 0;
+  if (!*section)
+    return err_set(TSR_EINVAL, "%s:%d: key '%s' before any [model] or [train] section", p->path,
+                   line, name);
   const config_key *k = find_key(section, name);
-  if (!k) {
-    p->st = err_set(TSR_EINVAL, "%s: unknown key [%s] %s (see configs/model/tiny.conf for the keys)",
-                    p->path, section, name);
-    return 0;
-  }
-  p->st = set_key(p->c, k, value, p->path);
-  return p->st == TSR_OK;
+  if (!k)
+    return err_set(TSR_EINVAL, "%s:%d: unknown key [%s] %s (see configs/model/tiny.conf for the "
+                   "keys)", p->path, line, section, name);
+  int i = (int)(k - KEYS);
+  if (p->o->from[i])
+    return err_set(TSR_EINVAL, "%s:%d: %s.%s given twice (lines %d and %d); keep one", p->path,
+                   line, section, name, p->o->from[i], line);
+  char where[4200];
+  snprintf(where, sizeof where, "%s:%d", p->path, line);
+  tsr_status st = set_key(p->c, k, value, where);
+  if (!st) p->o->from[i] = line;
+  return st;
 }
 
-static tsr_status parse_ini(both_config *c, const char *path, const char *text) {
-  parse_ctx p = {c, path, TSR_OK};
-  int rc = text ? ini_parse_string(text, ini_handler_fn, &p) : ini_parse(path, ini_handler_fn, &p);
-  if (p.st) return p.st;
-  if (rc == -1) return err_set(TSR_EIO, "cannot open config %s", path);
-  if (rc != 0) return err_set(TSR_EINVAL, "%s: line %d does not parse (expected key = value in [model] or [train])", path, rc);
-  return TSR_OK;
+static tsr_status parse_ini(both_config *c, const char *path, const char *text, key_origin *o) {
+  parse_ctx p = {c, path, o};
+  return ini_read(path, text, config_key_fn, &p);
 }
 
-static tsr_status apply_override(both_config *c, const char *ov) {
+static tsr_status apply_override(both_config *c, const char *ov, int i, key_origin *o) {
   const char *dot = strchr(ov, '.'), *eq = strchr(ov, '=');
   if (!dot || !eq || dot > eq)
-    return err_set(TSR_EINVAL, "override '%s': expected section.key=value (e.g. model.hidden=64)", ov);
+    return err_set(TSR_EINVAL, "--set '%s': expected section.key=value (e.g. model.hidden=64)", ov);
   char section[32], name[64];
   size_t ls = (size_t)(dot - ov), ln = (size_t)(eq - dot - 1);
   if (ls >= sizeof section || ln >= sizeof name)
-    return err_set(TSR_EINVAL, "override '%s': unknown key", ov);
+    return err_set(TSR_EINVAL, "--set '%s': unknown key", ov);
   memcpy(section, ov, ls), section[ls] = 0;
   memcpy(name, dot + 1, ln), name[ln] = 0;
   const config_key *k = find_key(section, name);
-  if (!k) return err_set(TSR_EINVAL, "override '%s': unknown key %s.%s", ov, section, name);
-  return set_key(c, k, eq + 1, "override");
+  if (!k) return err_set(TSR_EINVAL, "--set '%s': unknown key %s.%s", ov, section, name);
+  // A key given by several --set takes the last, as later options override earlier ones:
+  // scripts keep a base list of --set and append the one a run changes
+  // (tests/dist/train_ranks.sh). Unlike a repeat inside one file, that is not a mistake.
+  tsr_status st = set_key(c, k, eq + 1, "--set");
+  if (!st) o->from[k - KEYS] = -1 - i;
+  return st;
+}
+
+// Keys a config file must give (or --set): the model's shape and tubelet decide what is
+// trained and which stores fit it, so a default there would silently train another
+// model than the one meant. The rest have the tiny preset's values as defaults.
+static const char *const REQUIRED[] = {"model.hidden", "model.depth", "model.heads", "model.pt",
+                                       "model.ph", "model.pw", "model.channels"};
+
+static int key_is(const config_key *k, const char *full) {
+  size_t n = strlen(k->section);
+  return !strncmp(full, k->section, n) && full[n] == '.' && !strcmp(full + n + 1, k->name);
+}
+
+// "model.x, train.y" of the keys with from == 0 (required ones only if `required`), or
+// NULL if none; *oom set when the string cannot be allocated.
+static char *key_list(const key_origin *o, int required, int *oom) {
+  size_t cap = 1, len = 0;
+  for (int i = 0; i < NKEYS; i++) cap += strlen(KEYS[i].section) + strlen(KEYS[i].name) + 3;
+  char *s = malloc(cap);
+  if (!s) return *oom = 1, NULL;
+  s[0] = '\0';
+  for (int i = 0; i < NKEYS; i++) {
+    if (o->from[i]) continue;
+    int req = 0;
+    for (size_t r = 0; r < sizeof REQUIRED / sizeof REQUIRED[0]; r++) req |= key_is(&KEYS[i], REQUIRED[r]);
+    if (required && !req) continue;
+    len += (size_t)snprintf(s + len, cap - len, "%s%s.%s", len ? ", " : "", KEYS[i].section,
+                            KEYS[i].name);
+  }
+  if (!len) free(s), s = NULL;
+  return s;
 }
 
 tsr_status config_load(const char *path, char *const *overrides, int n_overrides, dit_config *m,
-                       train_config *t) {
+                       train_config *t, char **defaults_used) {
+  if (defaults_used) *defaults_used = NULL;
   both_config c;
+  key_origin o = {{0}};
   config_defaults(&c.m, &c.t);
   tsr_status st = TSR_OK;
-  if (path) st = parse_ini(&c, path, NULL);
-  for (int i = 0; !st && i < n_overrides; i++) st = apply_override(&c, overrides[i]);
+  if (path && (st = parse_ini(&c, path, NULL, &o)))  // the message names file and line
+    return st == TSR_EIO ? err_wrap(st, "config file ") : st;
+  for (int i = 0; !st && i < n_overrides; i++) st = apply_override(&c, overrides[i], i, &o);
+  int oom = 0;
+  if (!st && path) {
+    char *missing = key_list(&o, 1, &oom);
+    if (missing)
+      st = err_set(TSR_EINVAL, "missing %s: the model's shape and tubelet must be given "
+                   "(configs/model/*.conf, or --set)", missing);
+    free(missing);
+  }
   if (!st) st = config_validate(&c.m, &c.t);
-  if (st) return path ? err_wrap(st, "config %s: ", path) : st;
+  char *defaults = NULL;
+  if (!st && defaults_used && !(defaults = key_list(&o, 0, &oom)) && oom)
+    st = err_set(TSR_ENOMEM, "config: out of memory");
+  if (!st && oom) st = err_set(TSR_ENOMEM, "config: out of memory");
+  if (st) {
+    free(defaults);
+    return path ? err_wrap(st, "config %s: ", path) : st;
+  }
   *m = c.m, *t = c.t;
+  if (defaults_used) *defaults_used = defaults;
   return TSR_OK;
 }
 
@@ -232,8 +295,14 @@ char *config_to_ini(const dit_config *m, const train_config *t) {
 
 tsr_status config_from_ini(const char *text, dit_config *m, train_config *t) {
   both_config c;
+  key_origin o = {{0}};
   config_defaults(&c.m, &c.t);
-  tsr_status st = parse_ini(&c, "checkpoint config", text);
+  tsr_status st = parse_ini(&c, "checkpoint config", text, &o);
+  for (int i = 0; !st && i < NKEYS; i++)  // config_to_ini wrote them all
+    if (!o.from[i])
+      st = err_set(TSR_EFORMAT, "checkpoint config: key %s.%s missing (config_to_ini writes "
+                   "every key: a damaged checkpoint, or one from another version)",
+                   KEYS[i].section, KEYS[i].name);
   if (!st) st = config_validate(&c.m, &c.t);
   if (st) return st;
   *m = c.m, *t = c.t;

@@ -1,8 +1,15 @@
 // model/config.h — model and training configuration (INI files in configs/model/).
 //
-// A config file has sections [model] and [train]; `--set section.key=value` overrides a
-// key from the command line. Unknown keys, bad values and inconsistent settings (hidden
-// not divisible by heads, head_dim not even, ...) are errors that name the file and key.
+// A config file has sections [model] and [train] of `key = value` lines (core/ini.h);
+// `--set section.key=value` overrides a key from the command line. Errors name the file,
+// line and key: a line that is not `key = value` (quoted), a key outside a section, an
+// unknown key, a key given twice in the file (both lines named; several --set of one key
+// are fine: the last wins, as later options override earlier ones), a
+// value that is not a number of the key's type (NaN, inf and overflow included) or out of
+// its range, inconsistent settings (hidden not divisible by heads, head_dim not even...).
+// Required in a file (or by --set): model.hidden, depth, heads, pt, ph, pw, channels (the
+// model's shape and tubelet: a default would silently train another model). Every other
+// key defaults to the tiny preset's value, and config_load says which ones did.
 // Presets: configs/model/tiny.conf (CPU demo, tests), dit-s.conf, dit-b.conf, dit-1b.conf.
 #ifndef TESSERA_MODEL_CONFIG_H
 #define TESSERA_MODEL_CONFIG_H
@@ -45,14 +52,19 @@ typedef struct {
 
 // Defaults (the tiny preset's values) for both structs.
 void config_defaults(dit_config *m, train_config *t);
-// Loads `path` over the defaults, then applies overrides ("model.hidden=64", ...).
+// Loads `path` over the defaults, then applies overrides ("model.hidden=64", ...), then
+// checks the required keys and config_validate. path may be NULL (config built in code:
+// defaults + overrides, nothing required). defaults_used (may be NULL): set to a malloc'd
+// list "model.freq_dim, train.warmup" of the keys that kept their default (neither file
+// nor override gave them), or NULL if there is none; the caller prints it and frees it.
 tsr_status config_load(const char *path, char *const *overrides, int n_overrides, dit_config *m,
-                       train_config *t);
+                       train_config *t, char **defaults_used);
 // Checks consistency (divisibility, ranges); message names the key.
 tsr_status config_validate(const dit_config *m, const train_config *t);
 // The config as INI text (stored in checkpoints' metadata). Caller frees.
 char *config_to_ini(const dit_config *m, const train_config *t);
-// Parses config_to_ini's text (checkpoint metadata).
+// Parses config_to_ini's text (checkpoint metadata): same rules as a file, and every key
+// is required (config_to_ini writes them all), so a checkpoint never uses defaults.
 tsr_status config_from_ini(const char *text, dit_config *m, train_config *t);
 
 #endif

@@ -246,7 +246,10 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
 tsr_status train_run(const train_options *o) {
   trainer tr = {0};
   tsr_status r = comm_groups_init();  // Dynamic-CP groups; refuses a non-power-of-two world
-  if (!r) r = config_load(o->config_path, o->overrides, o->n_overrides, &tr.mc, &tr.tc);
+  char *defaults = NULL;
+  if (!r) r = config_load(o->config_path, o->overrides, o->n_overrides, &tr.mc, &tr.tc, &defaults);
+  if (!r && defaults && comm_rank() == 0) log_info("config: defaults used for %s", defaults);
+  free(defaults);
   if (!r) r = config_validate(&tr.mc, &tr.tc);
   if (!r) r = data_open(&tr.data, o->data_dir);
   int ranks = comm_size();

@@ -1,14 +1,19 @@
-// sched/cost.c — the reference cost model and its key = value file loader (inih).
+// sched/cost.c — the reference cost model and its key = value file loader (core/ini.h).
 #include "sched/cost.h"
 
-#include <errno.h>
-#include <ini.h>
+#include "core/ini.h"
+#include "core/num.h"
+
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 const char *const cost_key_names[COST_NKEYS] = {"a",        "b",   "kv",  "bw_intra",
                                                 "bw_inter", "lat", "ovh", "allreduce"};
+static const char *const cost_key_help[COST_NKEYS] = {
+    "s per token", "s per token^2", "bytes per token per ring step", "bytes/s", "bytes/s",
+    "s per ring step", "s per microbatch", "s per step"};
 
 static double *cost_field(cost_model *cm, int i) {
   double *f[COST_NKEYS] = {&cm->a,        &cm->b,   &cm->kv,  &cm->bw_intra,
@@ -39,87 +44,97 @@ int cost_min_cp(const sched_cluster *cl, int64_t L) {
   return 0;
 }
 
-static tsr_status cost_value_check(const char *where, const char *key, double v) {
-  int is_bw = !strcmp(key, "bw_intra") || !strcmp(key, "bw_inter");
-  if (!isfinite(v) || v < 0 || (is_bw && v <= 0))
-    return err_set(TSR_EFORMAT, "%s: key '%s' = %g must be %s", where, key, v,
-                   is_bw ? "a bandwidth > 0 (bytes/s)" : "finite and >= 0");
+// Accepted range of each key, in the units of sched/cost.h. Physical sense, with room
+// for CPUs (slow) and future GPUs (fast), and arithmetic safety: with clips and memory of
+// at most SCHED_MAX_TOKENS (2^38) tokens, b*L^2 <= 1e-3 * 7.6e22 and every other term of
+// a group's time stay far below DBL_MAX, so no candidate time of the planner overflows.
+//   a: token-linear work costs at least ~6 flops per parameter per token; 1e-15 s/token
+//      would be 1e15 tokens/s; 1 s/token is a 10B model on one slow CPU core.
+//   b: attention costs ~12 flops per layer and channel per token pair; 1e-18 s/token^2
+//      is beyond any machine for a model of >= 64 channels, 1e-3 a large model on a CPU.
+//   kv: K/V bytes per token per ring step, >= 1 byte; 1e12 is a terabyte per token.
+//   bw_*: 1 kB/s (a broken link) to 1e16 bytes/s (10 PB/s).
+//   lat, ovh, allreduce: may be 0 (not modelled); at most 10 s per ring step, 1000 s per
+//      microbatch, 1e5 s per step (a day).
+const double cost_key_lo[COST_NKEYS] = {1e-15, 1e-18, 1, 1e3, 1e3, 0, 0, 0};
+const double cost_key_hi[COST_NKEYS] = {1, 1e-3, 1e12, 1e16, 1e16, 10, 1e3, 1e5};
+
+static tsr_status cost_value_check(const char *where, int i, double v) {
+  if (!(v >= cost_key_lo[i] && v <= cost_key_hi[i]))  // NaN fails too
+    return err_set(TSR_EFORMAT, "%s: key '%s' = %g is out of range [%g, %g] (%s; docs/plan.md)",
+                   where, cost_key_names[i], v, cost_key_lo[i], cost_key_hi[i],
+                   cost_key_help[i]);
   return TSR_OK;
 }
 
 tsr_status cost_model_check(const cost_model *cm) {
   for (int i = 0; i < COST_NKEYS; i++) {
-    tsr_status st = cost_value_check("cost model", cost_key_names[i], cost_model_get(cm, i));
+    tsr_status st = cost_value_check("cost model", i, cost_model_get(cm, i));
     if (st) return st;
   }
   return TSR_OK;
 }
 
 tsr_status sched_cluster_check(const sched_cluster *cl) {
-  if (cl->ranks < 1 || (cl->ranks & (cl->ranks - 1)))
-    return err_set(TSR_EINVAL, "ranks = %d: the number of ranks must be a power of two >= 1",
-                   cl->ranks);
-  if (cl->gpus_per_node < 1)
-    return err_set(TSR_EINVAL, "gpus per node = %d: must be >= 1", cl->gpus_per_node);
-  if (cl->mem_tokens < 1)
-    return err_set(TSR_EINVAL, "mem tokens = %lld: must be >= 1", (long long)cl->mem_tokens);
+  if (cl->ranks < 1 || cl->ranks > SCHED_MAX_RANKS || (cl->ranks & (cl->ranks - 1)))
+    return err_set(TSR_EINVAL, "ranks = %d: the number of ranks must be a power of two in [1, %d]",
+                   cl->ranks, SCHED_MAX_RANKS);
+  if (cl->gpus_per_node < 1 || cl->gpus_per_node > SCHED_MAX_RANKS)
+    return err_set(TSR_EINVAL, "gpus per node = %d: must be in [1, %d]", cl->gpus_per_node,
+                   SCHED_MAX_RANKS);
+  if (cl->mem_tokens < 1 || cl->mem_tokens > SCHED_MAX_TOKENS)
+    return err_set(TSR_EINVAL, "mem tokens = %lld: must be in [1, %lld]",
+                   (long long)cl->mem_tokens, (long long)SCHED_MAX_TOKENS);
   return TSR_OK;
 }
 
 typedef struct {
   const char *path;
   cost_model *cm;
-  int seen[COST_NKEYS];
-  tsr_status st;  // first error, with its message already set
+  int line[COST_NKEYS];  // line of each key in the file, 0: not seen yet
 } cost_parse;
 
-static int cost_handler(void *user, const char *section, const char *name, const char *value) {
+static tsr_status cost_key(void *user, const char *section, const char *name, const char *value,
+                           int line) {
   cost_parse *p = user;
-  if (p->st) return 0;
+  if (*section)
+    return err_set(TSR_EFORMAT, "%s:%d: key '%s' in section [%s]; a cost file has no sections",
+                   p->path, line, name, section);
   int i = 0;
   while (i < COST_NKEYS && strcmp(name, cost_key_names[i])) i++;
-  if (i == COST_NKEYS) {
-    p->st = err_set(TSR_EFORMAT,
-                    "%s: unknown key '%s' (keys: a, b, kv, bw_intra, bw_inter, lat, ovh, "
-                    "allreduce)",
-                    p->path, name);
-    return 0;
-  }
-  if (p->seen[i]) {
-    p->st = err_set(TSR_EFORMAT, "%s: key '%s' given twice", p->path, name);
-    return 0;
-  }
-  char *end;
-  errno = 0;
-  double v = strtod(value, &end);
-  while (*end == ' ' || *end == '\t') end++;
-  if (end == value || *end || errno) {
-    p->st = err_set(TSR_EFORMAT, "%s: key '%s': '%s' is not a number", p->path, name, value);
-    return 0;
-  }
-  tsr_status st = cost_value_check(p->path, name, v);
-  if (st) {
-    p->st = st;
-    return 0;
-  }
+  if (i == COST_NKEYS)
+    return err_set(TSR_EFORMAT,
+                   "%s:%d: unknown key '%s' (keys: a, b, kv, bw_intra, bw_inter, lat, ovh, "
+                   "allreduce)",
+                   p->path, line, name);
+  if (p->line[i])
+    return err_set(TSR_EFORMAT, "%s:%d: key '%s' given twice (lines %d and %d); keep one",
+                   p->path, line, name, p->line[i], line);
+  double v;
+  num_result r = num_parse_double(value, -HUGE_VAL, HUGE_VAL, &v);
+  if (r == NUM_SYNTAX)
+    return err_set(TSR_EFORMAT, "%s:%d: key '%s': '%s' is not a number", p->path, line, name,
+                   value);
+  if (r == NUM_RANGE)
+    return err_set(TSR_EFORMAT, "%s:%d: key '%s' = '%s' is out of range [%g, %g] (%s)", p->path,
+                   line, name, value, cost_key_lo[i], cost_key_hi[i], cost_key_help[i]);
+  char where[64 + 4096];
+  snprintf(where, sizeof where, "%s:%d", p->path, line);
+  tsr_status st = cost_value_check(where, i, v);
+  if (st) return st;
   *cost_field(p->cm, i) = v;
-  p->seen[i] = 1;
-  return 1;
+  p->line[i] = line;
+  return TSR_OK;
 }
 
 tsr_status cost_model_load(const char *path, cost_model *out) {
   cost_model cm = {0};
   cost_parse p = {.path = path, .cm = &cm};
-  int rc = ini_parse(path, cost_handler, &p);
-  if (p.st) return p.st;
-  if (rc == -1)
-    return err_set(TSR_EIO, "cost file %s: cannot open (%s); presets are in configs/cost/",
-                   path, strerror(errno));
-  if (rc == -2) return err_set(TSR_ENOMEM, "cost file %s: out of memory while parsing", path);
-  if (rc > 0)
-    return err_set(TSR_EFORMAT, "%s:%d: not a 'key = value' line", path, rc);
+  tsr_status st = ini_read(path, NULL, cost_key, &p);
+  if (st == TSR_EIO) return err_wrap(st, "cost file (presets: configs/cost/*.conf): ");
+  if (st) return st;
   for (int i = 0; i < COST_NKEYS; i++)
-    if (!p.seen[i])
+    if (!p.line[i])
       return err_set(TSR_EFORMAT, "%s: missing key '%s' (every key of docs/plan.md is required)",
                      path, cost_key_names[i]);
   *out = cm;

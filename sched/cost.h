@@ -31,11 +31,22 @@ typedef struct {
   double a, b, kv, bw_intra, bw_inter, lat, ovh, allreduce;
 } cost_model;
 
+// Limits of every size the scheduler takes, checked where values enter (files, CLI,
+// sched_cluster_check, sched_batch_check), so that no token count, sum or product of
+// the planner overflows int64 or double:
+//   SCHED_MAX_TOKENS = 2^38 (2.7e11) tokens, for one clip and for mem_tokens: a one-hour
+//     4K video at 30 fps in 2x16x16 tubelets is 1.75e9 tokens; 2^38 tokens of
+//     activations would be petabytes per rank. N * M <= 2^62, a batch's sum <= 2^62.
+//   SCHED_MAX_RANKS = 2^24 ranks (and gpus per node); SCHED_MAX_BATCH = 2^24 clips.
+#define SCHED_MAX_TOKENS (INT64_C(1) << 38)
+enum { SCHED_MAX_RANKS = 1 << 24, SCHED_MAX_BATCH = 1 << 24 };
+
 // The cluster a plan is made for.
 typedef struct {
-  int ranks;          // N, a power of two >= 1
-  int gpus_per_node;  // G >= 1: groups of at most G ranks use bw_intra
-  int64_t mem_tokens; // M >= 1: most tokens one rank may hold in one microbatch
+  int ranks;          // N, a power of two in [1, SCHED_MAX_RANKS]
+  int gpus_per_node;  // G in [1, SCHED_MAX_RANKS]: groups of at most G ranks use bw_intra
+  int64_t mem_tokens; // M in [1, SCHED_MAX_TOKENS]: most tokens one rank may hold in one
+                      // microbatch
 } sched_cluster;
 
 // Number of keys of a cost file and their names, in file order (for writers).
@@ -43,14 +54,22 @@ enum { COST_NKEYS = 8 };
 extern const char *const cost_key_names[COST_NKEYS];
 // Value of key i (0..COST_NKEYS-1) of `cm`.
 double cost_model_get(const cost_model *cm, int i);
+// Accepted range [lo, hi] of key i, in its unit (the reasons are in sched/cost.c):
+//   a [1e-15, 1]  b [1e-18, 1e-3]  kv [1, 1e12]  bw_intra, bw_inter [1e3, 1e16]
+//   lat [0, 10]  ovh [0, 1e3]  allreduce [0, 1e5]
+// So a and b are > 0, and every group time of clips within SCHED_MAX_TOKENS is finite.
+extern const double cost_key_lo[COST_NKEYS], cost_key_hi[COST_NKEYS];
 
-// Reads a cost file of `key = value` lines ('#' or ';' comments). Every key is
-// required; a missing, unknown, repeated or non-numeric key, or a negative value (or a
-// bandwidth <= 0) fails with TSR_EFORMAT naming the file and key.
+// Reads a cost file of `key = value` lines (core/ini.h: '#' or ';' comments, no
+// sections). Every key is required; a missing, unknown or repeated key (naming both
+// lines), a line that is not `key = value` (quoted), a non-number (NaN, inf) or a value
+// outside its range fails with TSR_EFORMAT naming the file, line and key; TSR_EIO if
+// the file cannot be read.
 tsr_status cost_model_load(const char *path, cost_model *out);
-// Checks values of a model built in code (same rules as the loader).
+// Checks values of a model built in code (same ranges as the loader).
 tsr_status cost_model_check(const cost_model *cm);
-// Checks a cluster: N a power of two, G >= 1, M >= 1.
+// Checks a cluster: N a power of two and G within SCHED_MAX_RANKS, 1 <= M <=
+// SCHED_MAX_TOKENS.
 tsr_status sched_cluster_check(const sched_cluster *cl);
 
 // Time (s) of a group of k ranks holding m clips whose lengths sum to s1 and whose

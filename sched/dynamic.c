@@ -220,7 +220,10 @@ static void dyn_set_block(dyn *d, int lev, int i, double end, int32_t g) {
   }
 }
 
-// One list-scheduling run with variant v; returns the makespan.
+// One list-scheduling run with variant v; returns the makespan, or NaN when an item has
+// no placement with a finite score (only a cost model whose times overflow double can do
+// that: the ranges of sched/cost.h rule it out, but a model built in code is not
+// required to be checked, and a wrong guess here would index level -1).
 static double dyn_run(dyn *d, const dyn_variant *v) {
   const int G = d->cl->gpus_per_node;
   const double N = (double)d->N;
@@ -265,7 +268,8 @@ static double dyn_run(dyn *d, const dyn_variant *v) {
       }
     }
     // Every item fits at k = N (its clips each fit there, and bundles hold at most M
-    // tokens), so best_lev >= 0.
+    // tokens), so best_lev < 0 means that every score was infinite or NaN.
+    if (best_lev < 0) return NAN;
     int k = 1 << best_lev, j = d->off[best_lev] + best_i;
     int32_t g;
     if (best_merge) {
@@ -342,6 +346,7 @@ static int dyn_keep(const dyn *d, double ms, dyn_best *b) {
 // shrinks (hill climbing on the critical clips' CP sizes). At most `runs` runs.
 static void dyn_improve(dyn *d, const dyn_variant *v, dyn_best *b, int runs) {
   double cur = dyn_run(d, v);
+  if (isnan(cur)) return;  // groups of a failed run are incomplete
   dyn_keep(d, cur, b);
   for (int j = 0; j < d->ni && runs > 0; j++) {
     int c = d->order[j];
@@ -386,6 +391,12 @@ tsr_status sched_dynamic(const sched_config *cfg, const int64_t *tokens, int n, 
     st = dyn_items(&d, dyn_variants[best_v].bundle, dyn_variants[best_v].up);
     if (!st) dyn_improve(&d, &dyn_variants[best_v], &b, left);
   }
+  if (!st && !(b.makespan < INFINITY))
+    st = err_set(TSR_EINVAL,
+                 "dynamic planner: no placement of the %d clips has a finite time under the cost "
+                 "model (a = %g, b = %g, kv = %g, ovh = %g): its numbers overflow; use "
+                 "coefficients within the ranges of docs/plan.md",
+                 n, cfg->cost.a, cfg->cost.b, cfg->cost.kv, cfg->cost.ovh);
   if (!st) st = dyn_to_plan(&d, b.g, b.ng, b.group_of, out);
   free(b.g);
   free(b.group_of);

@@ -1,6 +1,9 @@
 // sched/lengths.c — CSV length files, weighted mixes and batch sampling.
 #include "sched/lengths.h"
 
+#include "core/num.h"
+#include "sched/cost.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -60,8 +63,9 @@ static tsr_status lengths_reserve(lengths_set *ls, int64_t need, int64_t *cap) {
 
 // Opens a new source (name, weight); clips are appended after it by the caller.
 static tsr_status lengths_begin_source(lengths_set *ls, const char *name, double weight) {
-  if (!(weight > 0) || !isfinite(weight))
-    return err_set(TSR_EINVAL, "%s: weight %g must be a number > 0", name, weight);
+  if (!(weight >= LENGTHS_MIN_WEIGHT && weight <= LENGTHS_MAX_WEIGHT))
+    return err_set(TSR_EINVAL, "%s: weight %g must be a number in [%g, %g]", name, weight,
+                   LENGTHS_MIN_WEIGHT, LENGTHS_MAX_WEIGHT);
   int s = ls->nsources;
   char **names = realloc(ls->names, (size_t)(s + 1) * sizeof *names);
   if (names) ls->names = names;
@@ -113,9 +117,9 @@ tsr_status lengths_add(lengths_set *ls, const char *name, const int64_t *ids,
   if (st) return st;
   st = lengths_reserve(ls, ls->n + n, &cap);
   for (int64_t i = 0; !st && i < n; i++) {
-    if (tokens[i] <= 0) {
-      st = err_set(TSR_EINVAL, "%s: clip %lld has %lld tokens; lengths must be > 0", name,
-                   (long long)(ids ? ids[i] : i), (long long)tokens[i]);
+    if (tokens[i] <= 0 || tokens[i] > SCHED_MAX_TOKENS) {
+      st = err_set(TSR_EINVAL, "%s: clip %lld has %lld tokens; lengths must be in [1, 2^38]",
+                   name, (long long)(ids ? ids[i] : i), (long long)tokens[i]);
       break;
     }
     ls->ids[ls->n] = ids ? ids[i] : ls->n;
@@ -146,15 +150,9 @@ static int csv_split(char *line, char **fields, int max) {
 
 enum { CSV_MAX_FIELDS = 64 };
 
-// Parses a number field; returns 0 and sets *v, or -1 if it is not a number.
-static int csv_number(const char *s, double *v) {
-  while (*s == ' ') s++;
-  char *end;
-  errno = 0;
-  *v = strtod(s, &end);
-  while (*end == ' ') end++;
-  return (end == s || *end || errno || !isfinite(*v)) ? -1 : 0;
-}
+// Longest duration a row may give: 1e9 s (31 years) is no clip; the bound keeps
+// duration * fps far from overflow before the token range check.
+#define LENGTHS_MAX_SECONDS 1e9
 
 static int lengths_has_geometry(const lengths_opts *o) {
   return o && (o->tokens_per_second > 0 ||
@@ -162,13 +160,14 @@ static int lengths_has_geometry(const lengths_opts *o) {
                 o->width >= o->pw));
 }
 
-// Tokens of a clip of `d` seconds under the geometry of `o` (duration already capped).
-static int64_t lengths_duration_tokens(const lengths_opts *o, double d) {
+// Tokens of a clip of `d` seconds under the geometry of `o` (duration already capped),
+// in double: the caller range-checks it before converting (it may exceed int64).
+static double lengths_duration_tokens(const lengths_opts *o, double d) {
   // The small epsilon keeps exact products (9.04 s * 25 fps = 226 frames) from
   // flooring one below through binary rounding.
-  if (o->tokens_per_second > 0) return (int64_t)floor(d * o->tokens_per_second + 1e-9);
-  int64_t t = (int64_t)floor(d * o->fps / o->pt + 1e-9);
-  return t * (o->height / o->ph) * (o->width / o->pw);
+  if (o->tokens_per_second > 0) return floor(d * o->tokens_per_second + 1e-9);
+  double t = floor(d * o->fps / o->pt + 1e-9);
+  return t * (double)(o->height / o->ph) * (double)(o->width / o->pw);
 }
 
 tsr_status lengths_load_csv(lengths_set *ls, const char *path, double weight,
@@ -213,35 +212,48 @@ tsr_status lengths_load_csv(lengths_set *ls, const char *path, double weight,
                    (long long)lineno, nf, is_tokens ? "tokens" : "duration_s", col + 1);
       break;
     }
+    const char *what = is_tokens ? "tokens" : "duration_s";
     double v;
-    if (csv_number(fields[col], &v)) {
+    num_result r = num_parse_double(fields[col], 0, is_tokens ? (double)SCHED_MAX_TOKENS
+                                                              : LENGTHS_MAX_SECONDS, &v);
+    if (r == NUM_SYNTAX) {
       st = err_set(TSR_EFORMAT, "%s:%lld: %s '%s' is not a number", path, (long long)lineno,
-                   is_tokens ? "tokens" : "duration_s", fields[col]);
+                   what, fields[col]);
       break;
     }
-    if (v <= 0 || (is_tokens && v != floor(v))) {
+    if (r == NUM_RANGE || v <= 0 || (is_tokens && v != floor(v))) {
       st = err_set(TSR_EFORMAT, "%s:%lld: %s = %s; clip lengths must be %s", path,
-                   (long long)lineno, is_tokens ? "tokens" : "duration_s", fields[col],
-                   is_tokens ? "whole numbers > 0" : "> 0");
+                   (long long)lineno, what, fields[col],
+                   is_tokens ? "whole numbers > 0 and at most 2^38 = 274877906944"
+                             : "> 0 s and at most 1e9 s");
       break;
     }
-    int64_t tokens;
-    if (is_tokens) {
-      tokens = (int64_t)v;
-    } else {
+    double t = v;
+    if (!is_tokens) {
       if (o->max_seconds > 0 && v > o->max_seconds) {
         v = o->max_seconds;
         ls->capped++;
       }
-      tokens = lengths_duration_tokens(o, v);
-      if (tokens <= 0) {
+      t = lengths_duration_tokens(o, v);
+      if (t < 1) {
         ls->skipped++;
         continue;
       }
     }
+    if (o && o->cap_tokens > 0 && t > (double)o->cap_tokens) {
+      t = (double)o->cap_tokens;
+      ls->capped++;
+    }
+    if (!(t <= (double)SCHED_MAX_TOKENS)) {  // also NaN from a broken geometry
+      st = err_set(TSR_EFORMAT,
+                   "%s:%lld: duration_s = '%s' gives %g tokens, more than the limit 2^38; cap "
+                   "clips with --max-seconds or --cap-tokens",
+                   path, (long long)lineno, fields[col], t);
+      break;
+    }
     if ((st = lengths_reserve(ls, ls->n + 1, &cap))) break;
     ls->ids[ls->n] = ls->n;
-    ls->tokens[ls->n] = lengths_cap(o, tokens, ls);
+    ls->tokens[ls->n] = (int64_t)t;
     ls->n++;
   }
   if (!st && ferror(f)) st = err_set(TSR_EIO, "%s: read error", path);
@@ -265,15 +277,12 @@ tsr_status lengths_load_mix(lengths_set *ls, const char *spec, const lengths_opt
     nitems++;
     double w = 1.0;
     char *colon = strrchr(item, ':');
-    if (colon) {
-      double v;
-      if (!csv_number(colon + 1, &v)) {
-        *colon = '\0';
-        w = v;
-        if (!(w > 0))
-          st = err_set(TSR_EINVAL, "--lengths %s: weight %s of %s must be > 0", spec,
-                       colon + 1, item);
-      }
+    if (colon) {  // FILE:WEIGHT, unless what follows the ':' is no number at all
+      num_result r = num_parse_double(colon + 1, LENGTHS_MIN_WEIGHT, LENGTHS_MAX_WEIGHT, &w);
+      if (r != NUM_SYNTAX) *colon = '\0';
+      if (r == NUM_RANGE)
+        st = err_set(TSR_EINVAL, "--lengths %s: weight '%s' of %s must be a number in [%g, %g]",
+                     spec, colon + 1, item, LENGTHS_MIN_WEIGHT, LENGTHS_MAX_WEIGHT);
     }
     if (!st) st = lengths_load_csv(ls, item, w, o);
   }

@@ -8,7 +8,9 @@
 // or, with tokens_per_second set, tokens = floor(duration * tokens_per_second).
 // A `tokens` column wins when both are present. Durations are capped at max_seconds
 // and tokens at cap_tokens when those are > 0. Rows whose duration is shorter than one
-// tubelet (0 tokens) are skipped and counted.
+// tubelet (0 tokens) are skipped and counted. Limits (core/num.h parses every number):
+// tokens whole in [1, SCHED_MAX_TOKENS = 2^38], durations in (0, 1e9] s, a clip after
+// conversion and caps at most 2^38 tokens; sampling weights in [1e-9, 1e9].
 //
 // Clip ids: a CSV clip's id is its row number (0-based, header excluded) counted across
 // the sources in the order they were added; a store's clips keep the store's ids.
@@ -18,6 +20,9 @@
 
 #include <stdint.h>
 #include "core/err.h"
+
+#define LENGTHS_MIN_WEIGHT 1e-9
+#define LENGTHS_MAX_WEIGHT 1e9
 
 typedef struct {
   double fps;               // frames per second of the run (0: no geometry)
@@ -41,9 +46,10 @@ typedef struct {
 } lengths_set;
 
 // Appends the clips of CSV file `path` as one source with sampling weight `weight`.
-// Errors (TSR_EIO, TSR_EFORMAT, TSR_EINVAL) name the file and line: missing file, empty
-// file, no tokens/duration_s column, a short row, a non-number, a value <= 0, a
-// duration file without geometry, no clips at all.
+// Errors (TSR_EIO, TSR_EFORMAT, TSR_EINVAL) name the file and line (and quote the field):
+// missing file, empty file, no tokens/duration_s column, a short row, a non-number (NaN,
+// inf), a value <= 0 or above its limit, a fractional token count, a duration giving
+// more than 2^38 tokens, a duration file without geometry, no clips at all.
 tsr_status lengths_load_csv(lengths_set *ls, const char *path, double weight,
                             const lengths_opts *o);
 // Loads a mix "FILE[:WEIGHT],FILE[:WEIGHT]..." (weight defaults to 1; weights are
@@ -51,7 +57,7 @@ tsr_status lengths_load_csv(lengths_set *ls, const char *path, double weight,
 tsr_status lengths_load_mix(lengths_set *ls, const char *spec, const lengths_opts *o);
 // Appends n clips given in memory (e.g. from a token store) as one source named `name`;
 // ids may be NULL (then ids are row numbers). Applies cap_tokens of `o` (may be NULL);
-// tokens must be > 0.
+// tokens must be in [1, 2^38].
 tsr_status lengths_add(lengths_set *ls, const char *name, const int64_t *ids,
                        const int64_t *tokens, int64_t n, double weight, const lengths_opts *o);
 void lengths_free(lengths_set *ls);

@@ -37,11 +37,13 @@ tsr_status sched_config_check(const sched_config *cfg) {
 
 tsr_status sched_batch_check(const sched_config *cfg, const int64_t *tokens, int n) {
   if (n < 1) return err_set(TSR_EINVAL, "empty batch: a global batch needs at least one clip");
+  if (n > SCHED_MAX_BATCH)
+    return err_set(TSR_EINVAL, "batch of %d clips: at most %d", n, SCHED_MAX_BATCH);
   const sched_cluster *cl = &cfg->cluster;
   for (int i = 0; i < n; i++) {
-    if (tokens[i] <= 0)
-      return err_set(TSR_EINVAL, "clip %d has %lld tokens; lengths must be > 0", i,
-                     (long long)tokens[i]);
+    if (tokens[i] <= 0 || tokens[i] > SCHED_MAX_TOKENS)
+      return err_set(TSR_EINVAL, "clip %d has %lld tokens; lengths must be > 0 and at most %lld (2^38)", i,
+                     (long long)tokens[i], (long long)SCHED_MAX_TOKENS);
     if (!cost_min_cp(cl, tokens[i]))
       return err_set(TSR_EINVAL,
                      "clip %d has %lld tokens, more than any group can hold (%d ranks x %lld "

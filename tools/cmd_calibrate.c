@@ -71,10 +71,13 @@ int cmd_calibrate(int argc, char **argv) {
   dit_config mc;
   train_config tc;
   cost_model bm;
-  if (!st) st = config_load(config, sets, nsets, &mc, &tc);
+  char *defaults = NULL;
+  if (!st) st = config_load(config, sets, nsets, &mc, &tc, &defaults);
   if (!st) st = config_validate(&mc, &tc);
   if (!st) st = cost_model_load(base, &bm);
   if (!st) st = comm_groups_init();
+  if (!st && defaults && comm_rank() == 0) log_info("config: defaults used for %s", defaults);
+  free(defaults);
   if (st) {
     log_error("%s", err_msg());
     return 1;

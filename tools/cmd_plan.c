@@ -15,6 +15,7 @@
 #include "sched/plan_json.h"
 #include "sched/sched.h"
 #include "tools/commands.h"
+#include "tools/parse.h"
 
 static void plan_usage(FILE *f) {
   fprintf(f,
@@ -32,20 +33,24 @@ static void plan_usage(FILE *f) {
     "  --fps F --size HxW --patch PTxPHxPW\n"
     "                          token geometry for durations:\n"
     "                          tokens = floor(d*F/PT) * (H/PH) * (W/PW)\n"
-    "  --tokens-per-second R   or tokens = floor(d*R)\n"
+    "                          (F in [0.001, 1000], H, W <= 65536, PT <= 64, PH, PW <= 1024)\n"
+    "  --tokens-per-second R   or tokens = floor(d*R), R in [1e-6, 1e9]\n"
     "  --max-seconds S         cap clip durations at S seconds (longer videos are cut)\n"
     "  --cap-tokens T          cap clip lengths at T tokens\n"
+    "                          (a clip has at most 2^38 tokens, a duration at most 1e9 s)\n"
     "cluster and batch:\n"
-    "  --ranks N               ranks (GPUs), a power of two (required)\n"
-    "  --gpus-per-node G       ranks per node (default 8)\n"
-    "  --mem-tokens M          most tokens one rank may hold in a microbatch (required)\n"
-    "  --global-batch B        clips per step (default 256)\n"
+    "  --ranks N               ranks (GPUs), a power of two <= 2^24 (required)\n"
+    "  --gpus-per-node G       ranks per node, <= 2^24 (default 8)\n"
+    "  --mem-tokens M          most tokens one rank may hold in a microbatch, <= 2^38\n"
+    "                          (required)\n"
+    "  --global-batch B        clips per step, <= 2^24 (default 256)\n"
     "  --steps S               steps to plan (default 1)\n"
     "  --seed X                sampler seed (default 0)\n"
     "  --max-clip-tokens T     longest clip the job may see; fixes the static CP size\n"
     "                          (default: the longest clip of the lengths after caps)\n"
     "cost and output:\n"
-    "  --cost FILE             cost model, key = value (required; configs/cost/*.conf)\n"
+    "  --cost FILE             cost model, key = value (required; configs/cost/*.conf);\n"
+    "                          every key within its range (docs/plan.md), a and b > 0\n"
     "  --json FILE             write plans and numbers as JSON\n"
     "  --waves                 print the groups of every wave of the plans\n"
     "  -h, --help              this help\n\n"
@@ -53,50 +58,6 @@ static void plan_usage(FILE *f) {
     "  tessera plan --lengths ucf101_clips.csv:0.97,youcook2_videos.csv:0.03 \\\n"
     "      --tokens-per-second 1800 --max-seconds 300 --ranks 64 --mem-tokens 65536 \\\n"
     "      --cost configs/cost/h100-dit1b.conf --steps 4 --json plan.json\n");
-}
-
-// Parses "AxB" or "AxBxC" into n positive ints; returns 0 on success.
-static int parse_dims(const char *s, int *v, int n) {
-  const char *p = s;
-  for (int i = 0; i < n; i++) {
-    char *end;
-    errno = 0;
-    long x = strtol(p, &end, 10);
-    if (end == p || errno || x <= 0 || x > 1 << 24) return -1;
-    v[i] = (int)x;
-    if (i < n - 1) {
-      if (*end != 'x' && *end != 'X') return -1;
-      p = end + 1;
-    } else if (*end) {
-      return -1;
-    }
-  }
-  return 0;
-}
-
-static int parse_i64(const char *opt, const char *s, int64_t lo, int64_t *out) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (end == s || *end || errno || v < lo) {
-    fprintf(stderr, "tessera plan: %s '%s': expected a whole number >= %lld\n", opt, s,
-            (long long)lo);
-    return -1;
-  }
-  *out = v;
-  return 0;
-}
-
-static int parse_f64(const char *opt, const char *s, double *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (end == s || *end || errno || !(v > 0)) {
-    fprintf(stderr, "tessera plan: %s '%s': expected a number > 0\n", opt, s);
-    return -1;
-  }
-  *out = v;
-  return 0;
 }
 
 static void print_hist(FILE *f, const int64_t *hist, int nlev) {
@@ -157,35 +118,40 @@ int cmd_plan(int argc, char **argv) {
   optind = 1;
   opterr = 0;
   int o;
+  // Ranges: sched/cost.h (SCHED_MAX_*: 64-bit safe sizes) and sched/lengths.h.
+  static const int size_hi[2] = {1 << 16, 1 << 16}, patch_hi[3] = {64, 1024, 1024};
+  const int64_t maxtok = SCHED_MAX_TOKENS;
   while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-    int bad = 0;
+    tsr_status st = TSR_OK;
     int dims[3];
     switch (o) {
     case O_LENGTHS: lengths_spec = optarg; break;
     case O_DATA: store = optarg; break;
-    case O_FPS: bad = parse_f64("--fps", optarg, &lo.fps); geometry_parts++; break;
+    case O_FPS: st = parse_double("--fps", optarg, 1e-3, 1e3, &lo.fps); geometry_parts++; break;
     case O_SIZE:
-      if ((bad = parse_dims(optarg, dims, 2)))
-        fprintf(stderr, "tessera plan: --size '%s': expected HxW, e.g. 480x848\n", optarg);
+      if (parse_dims(optarg, "xX", 2, size_hi, dims))
+        st = err_set(TSR_EINVAL, "--size: '%s' is not HxW, e.g. 480x848 (each in [1, %d])",
+                     optarg, 1 << 16);
       lo.height = dims[0], lo.width = dims[1];
       geometry_parts++;
       break;
     case O_PATCH:
-      if ((bad = parse_dims(optarg, dims, 3)))
-        fprintf(stderr, "tessera plan: --patch '%s': expected PTxPHxPW, e.g. 4x16x16\n", optarg);
+      if (parse_dims(optarg, "xX", 3, patch_hi, dims))
+        st = err_set(TSR_EINVAL, "--patch: '%s' is not PTxPHxPW, e.g. 4x16x16 (PT <= 64, PH "
+                     "and PW <= 1024)", optarg);
       lo.pt = dims[0], lo.ph = dims[1], lo.pw = dims[2];
       geometry_parts++;
       break;
-    case O_TPS: bad = parse_f64("--tokens-per-second", optarg, &lo.tokens_per_second); break;
-    case O_MAXSEC: bad = parse_f64("--max-seconds", optarg, &lo.max_seconds); break;
-    case O_CAPTOK: bad = parse_i64("--cap-tokens", optarg, 1, &lo.cap_tokens); break;
-    case O_RANKS: bad = parse_i64("--ranks", optarg, 1, &ranks); break;
-    case O_GPN: bad = parse_i64("--gpus-per-node", optarg, 1, &gpn); break;
-    case O_MEM: bad = parse_i64("--mem-tokens", optarg, 1, &mem); break;
-    case O_BATCH: bad = parse_i64("--global-batch", optarg, 1, &batch); break;
-    case O_STEPS: bad = parse_i64("--steps", optarg, 1, &steps); break;
-    case O_SEED: bad = parse_i64("--seed", optarg, 0, &seed); break;
-    case O_MAXCLIP: bad = parse_i64("--max-clip-tokens", optarg, 1, &maxclip); break;
+    case O_TPS: st = parse_double("--tokens-per-second", optarg, 1e-6, 1e9, &lo.tokens_per_second); break;
+    case O_MAXSEC: st = parse_double("--max-seconds", optarg, 1e-3, 1e9, &lo.max_seconds); break;
+    case O_CAPTOK: st = parse_i64("--cap-tokens", optarg, 1, maxtok, &lo.cap_tokens); break;
+    case O_RANKS: st = parse_i64("--ranks", optarg, 1, SCHED_MAX_RANKS, &ranks); break;
+    case O_GPN: st = parse_i64("--gpus-per-node", optarg, 1, SCHED_MAX_RANKS, &gpn); break;
+    case O_MEM: st = parse_i64("--mem-tokens", optarg, 1, maxtok, &mem); break;
+    case O_BATCH: st = parse_i64("--global-batch", optarg, 1, SCHED_MAX_BATCH, &batch); break;
+    case O_STEPS: st = parse_i64("--steps", optarg, 1, 1000000000, &steps); break;
+    case O_SEED: st = parse_i64("--seed", optarg, 0, INT64_MAX, &seed); break;
+    case O_MAXCLIP: st = parse_i64("--max-clip-tokens", optarg, 1, maxtok, &maxclip); break;
     case O_COST: cost_path = optarg; break;
     case O_JSON: json_path = optarg; break;
     case O_WAVES: show_waves = 1; break;
@@ -194,7 +160,10 @@ int cmd_plan(int argc, char **argv) {
               argv[optind - 1]);
       return 1;
     }
-    if (bad) return 1;
+    if (st) {
+      fprintf(stderr, "tessera plan: %s\n", err_msg());
+      return 1;
+    }
   }
   if (optind < argc) {
     fprintf(stderr, "tessera plan: unexpected argument '%s' (see --help)\n", argv[optind]);
@@ -215,11 +184,6 @@ int cmd_plan(int argc, char **argv) {
   }
   if (geometry_parts && geometry_parts != 3) {
     fprintf(stderr, "tessera plan: the token geometry needs all of --fps, --size, --patch\n");
-    return 1;
-  }
-  if (ranks > 1 << 24 || batch > 1 << 24 || gpn > 1 << 24) {
-    fprintf(stderr, "tessera plan: --ranks, --gpus-per-node and --global-batch must be <= %d\n",
-            1 << 24);
     return 1;
   }
 

@@ -1,18 +1,16 @@
+// tools/parse.c — command-line values through core/num.h (one rule for NaN, infinities,
+// overflow and ranges), with messages that name the option.
 #include "tools/parse.h"
 
-#include <errno.h>
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "core/num.h"
 
 tsr_status parse_i64(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > hi)
+  if (num_parse_i64(s, lo, hi, out))
     return err_set(TSR_EINVAL, "%s: '%s' is not an integer in [%lld, %lld]", opt, s,
                    (long long)lo, (long long)hi);
-  *out = v;
   return TSR_OK;
 }
 
@@ -24,35 +22,46 @@ tsr_status parse_int(const char *opt, const char *s, int lo, int hi, int *out) {
 }
 
 tsr_status parse_double(const char *opt, const char *s, double lo, double hi, double *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi)
+  if (num_parse_double(s, lo, hi, out))
     return err_set(TSR_EINVAL, "%s: '%s' is not a number in [%g, %g]", opt, s, lo, hi);
-  *out = v;
   return TSR_OK;
 }
 
+int parse_dims(const char *s, const char *sep, int n, const int *hi, int *v) {
+  const char *p = s;
+  for (int i = 0; i < n; i++) {
+    size_t len = i < n - 1 ? strcspn(p, sep) : strlen(p);
+    if (i < n - 1 && !p[len]) return -1;
+    char part[32];
+    int64_t x;
+    if (len == 0 || len >= sizeof part) return -1;
+    memcpy(part, p, len);
+    part[len] = '\0';
+    if (num_parse_i64(part, 1, hi[i], &x)) return -1;
+    v[i] = (int)x;
+    p += len + (i < n - 1);
+  }
+  return 0;
+}
+
 tsr_status parse_rational(const char *opt, const char *s, int *num, int *den) {
-  int n = 0, d = 1, used = 0;
-  if ((sscanf(s, "%d/%d%n", &n, &d, &used) == 2 && !s[used]) ||
-      (sscanf(s, "%d%n", &n, &used) == 1 && !s[used] && (d = 1))) {
-    if (n > 0 && d > 0 && n <= 1000000 && d <= 1000000) {
-      *num = n;
-      *den = d;
-      return TSR_OK;
-    }
+  static const int hi[2] = {1000000, 1000000};
+  int v[2] = {0, 1};
+  if (!parse_dims(s, "/", strchr(s, '/') ? 2 : 1, hi, v)) {
+    *num = v[0];
+    *den = v[1];
+    return TSR_OK;
   }
   return err_set(TSR_EINVAL, "%s: '%s' is not a positive rate like 8 or 30000/1001", opt, s);
 }
 
 tsr_status parse_patch(const char *opt, const char *s, int *pt, int *ph, int *pw) {
-  int a, b, c, used = 0;
-  if (sscanf(s, "%dx%dx%d%n", &a, &b, &c, &used) == 3 && !s[used] && a > 0 && b > 0 && c > 0 &&
-      a <= 64 && b <= 512 && c <= 512) {
-    *pt = a;
-    *ph = b;
-    *pw = c;
+  static const int hi[3] = {64, 512, 512};
+  int v[3];
+  if (!parse_dims(s, "x", 3, hi, v)) {
+    *pt = v[0];
+    *ph = v[1];
+    *pw = v[2];
     return TSR_OK;
   }
   return err_set(TSR_EINVAL, "%s: '%s' is not a tubelet size like 2x16x16 (frames x height x width, pt <= 64)", opt, s);

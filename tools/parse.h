@@ -1,4 +1,6 @@
 // tools/parse.h — parsing of command-line values with errors that name the option.
+// Numbers go through core/num.h: the whole text, no NaN or infinity, no overflow, and
+// within [lo, hi].
 #ifndef TESSERA_TOOLS_PARSE_H
 #define TESSERA_TOOLS_PARSE_H
 
@@ -8,9 +10,12 @@
 tsr_status parse_int(const char *opt, const char *s, int lo, int hi, int *out);
 tsr_status parse_i64(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out);
 tsr_status parse_double(const char *opt, const char *s, double lo, double hi, double *out);
-// "N" or "N/D" (positive integers).
+// "AxBxC..." with n parts separated by any character of `sep`, each an integer in
+// [1, hi[i]]; returns 0 and fills v (n), or -1.
+int parse_dims(const char *s, const char *sep, int n, const int *hi, int *v);
+// "N" or "N/D" (positive integers, at most 1e6).
 tsr_status parse_rational(const char *opt, const char *s, int *num, int *den);
-// "PTxPHxPW" (positive integers).
+// "PTxPHxPW" (positive integers, PT <= 64, PH and PW <= 512).
 tsr_status parse_patch(const char *opt, const char *s, int *pt, int *ph, int *pw);
 
 #endif

@@ -14,7 +14,6 @@ PACKAGES=(
   libsqlite3-dev sqlite3                                       # store index (+ CLI for tests)
   libopenblas-dev                                              # CPU GEMMs
   libjansson-dev                                               # JSON (plans, metrics, benchmarks)
-  libinih-dev                                                  # INI configs (cost model, model presets)
   libxxhash-dev                                                # shard checksums
   python3-torch python3-numpy                                  # PyTorch reference model (tools/reference/)
   time                                                         # /usr/bin/time: peak memory in benchmarks

@@ -309,7 +309,7 @@ static int parse_options(int argc, char **argv, options *o) {
 }
 
 static tsr_status bench_run(const options *o, bench *b) {
-  tsr_status st = config_load(o->config_path, o->sets, o->n_sets, &b->mc, &b->tc);
+  tsr_status st = config_load(o->config_path, o->sets, o->n_sets, &b->mc, &b->tc, NULL);
   if (!st) st = config_validate(&b->mc, &b->tc);
   if (st) return st;
   b->kb = kernels_cpu();

@@ -33,7 +33,7 @@ static void expect_error(const char *text, char *const *ov, int nov, const char 
   dit_config m;
   train_config t;
   const char *p = text ? write_conf("bad.conf", text) : NULL;
-  tsr_status st = config_load(p, ov, nov, &m, &t);
+  tsr_status st = config_load(p, ov, nov, &m, &t, NULL);
   CHECK(st != TSR_OK && strstr(err_msg(), needle), "want error with '%s', got %d '%s'", needle, st,
         err_msg());
 }
@@ -47,7 +47,10 @@ int main(void) {
   for (int i = 0; i < 4; i++) {
     char path[512];
     snprintf(path, sizeof path, "%s/configs/model/%s.conf", TESSERA_SOURCE_DIR, presets[i]);
-    CHECK_OK(config_load(path, NULL, 0, &m, &t));
+    char *defaults = (char *)"unset";
+    CHECK_OK(config_load(path, NULL, 0, &m, &t, &defaults));
+    CHECK(defaults == NULL, "%s: every key is given, yet defaults used for %s", presets[i],
+          defaults);
     if (i == 0) {  // tiny.conf spells out the defaults
       CHECK(same_config(&m, &t, &d, &dt), "tiny.conf != config_defaults");
     }
@@ -55,7 +58,7 @@ int main(void) {
   }
 
   char *ov[] = {"model.hidden=96", "train.lr=2e-4", "model.heads=6", "train.seed=12345678901"};
-  CHECK_OK(config_load(NULL, ov, 4, &m, &t));
+  CHECK_OK(config_load(NULL, ov, 4, &m, &t, NULL));
   CHECK(m.hidden == 96 && m.heads == 6 && t.lr == 2e-4f && t.seed == 12345678901ll, "overrides");
 
   // Round trip through the checkpoint text.
@@ -69,31 +72,76 @@ int main(void) {
             t2.t_logit_std == 0.7f, "round trip differs:\n%s", ini);
   free(ini);
 
-  // Errors name the key.
-  expect_error("[model]\nhidden = 66\nheads = 4\n", NULL, 0, "model.hidden = 66 is not divisible by model.heads = 4");
-  expect_error("[model]\nhidden = 64\nheads = 16\n", NULL, 0, "head dimension");
+  dit_config mm;
+  train_config tt;
+  // Errors name the key. SHAPE: the required keys but hidden and heads.
+#define SHAPE "[model]\ndepth = 2\npt = 1\nph = 4\npw = 4\nchannels = 3\n"
+  expect_error(SHAPE "hidden = 66\nheads = 4\n", NULL, 0, "model.hidden = 66 is not divisible by model.heads = 4");
+  expect_error(SHAPE "hidden = 64\nheads = 16\n", NULL, 0, "head dimension");
   expect_error("[model]\nhiden = 64\n", NULL, 0, "unknown key [model] hiden");
   expect_error("[optim]\nlr = 1\n", NULL, 0, "unknown key [optim] lr");
   expect_error("[train]\nlr = fast\n", NULL, 0, "train.lr = 'fast' is not a number");
   expect_error("[model]\ndepth = 2.5\n", NULL, 0, "model.depth = '2.5' is not a whole number");
   expect_error("[model]\ndepth = 0\n", NULL, 0, "model.depth = 0 is out of range");
   expect_error("[train]\nclass_dropout = 1.5\n", NULL, 0, "train.class_dropout");
-  expect_error("[model]\nthis line has no equals\n", NULL, 0, "line 2");
-  expect_error("[train]\nwarmup = 5000\nsteps = 100\n", NULL, 0, "train.warmup");
+  expect_error("[model]\nthis line has no equals\n", NULL, 0,
+               "bad.conf:2: not a 'key = value' line: 'this line has no equals'");
+  expect_error(SHAPE "hidden = 64\nheads = 4\n[train]\nwarmup = 5000\nsteps = 100\n", NULL, 0,
+               "train.warmup");
+
+  // Issue 9, part 7: no silent defaults, no silent repeats, garbage quoted with file:line.
+  expect_error("", NULL, 0, "missing model.hidden, model.depth, model.heads, model.pt");
+  expect_error("# only a comment\n[train]\nlr = 1e-3\n", NULL, 0, "missing model.hidden");
+  expect_error(SHAPE "hidden = 64\nheads = 4\nhidden = 128\n", NULL, 0,
+               "bad.conf:9: model.hidden given twice (lines 7 and 9)");
+  expect_error("hidden = 64\n", NULL, 0, "bad.conf:1: key 'hidden' before any [model] or [train]");
+  expect_error("[model]\n[]\n", NULL, 0, "bad.conf:2: not a 'key = value' line: '[]'");
+  expect_error("[model]\n= 5\n", NULL, 0, "bad.conf:2: not a 'key = value' line: '= 5'");
+  expect_error("[model\n", NULL, 0, "bad.conf:1: not a 'key = value' line: '[model'");
+  char *twice[] = {"train.lr=1e-3", "train.lr=2e-3"};  // later options override earlier ones
+  CHECK_OK(config_load(NULL, twice, 2, &mm, &tt, NULL));
+  CHECK(tt.lr == 2e-3f, "the last --set wins");
+  // Numbers: NaN, infinities, overflow, hex and trailing text are refused.
+  expect_error("[train]\nlr = nan\n", NULL, 0, "train.lr = 'nan' is not a number");
+  expect_error("[train]\nlr = inf\n", NULL, 0, "train.lr = inf is out of range");
+  expect_error("[train]\nlr = 1e999\n", NULL, 0, "train.lr = 1e999 is out of range");
+  expect_error("[train]\nseed = 99999999999999999999\n", NULL, 0, "train.seed = 99999999999999999999 is out of range");
+  expect_error("[train]\nsteps = 0x10\n", NULL, 0, "train.steps = '0x10' is not a whole number");
+  expect_error("[train]\nmem_tokens = 1000000000000\n", NULL, 0, "train.mem_tokens");
+  char *nan_set[] = {"train.lr=NaN"};
+  expect_error(NULL, nan_set, 1, "train.lr = 'NaN' is not a number");
+  // A file with the required keys only: the rest comes from the defaults, and says so.
+  {
+    const char *q = write_conf("min.conf", SHAPE "hidden = 64\nheads = 4 ; inline\n"
+                                           "[train]\nlr = 2e-3  # inline too\n");
+    char *defaults = NULL;
+    char *ov1[] = {"train.warmup=5", "model.depth=3"};
+    CHECK_OK(config_load(q, ov1, 2, &mm, &tt, &defaults));
+    CHECK(tt.lr == 2e-3f && tt.warmup == 5 && mm.depth == 3 && mm.heads == 4, "min.conf values");
+    CHECK(defaults && !strncmp(defaults, "model.mlp_ratio, model.freq_dim, model.num_classes, ", 52) &&
+              !strstr(defaults, "train.lr") && !strstr(defaults, "train.warmup") &&
+              !strstr(defaults, "model.depth") && strstr(defaults, "train.steps") &&
+              strstr(defaults, "train.log_every"),
+          "defaults list: %s", defaults ? defaults : "(none)");
+    free(defaults);
+    remove(q);
+  }
+  // A checkpoint's config text must hold every key (config_to_ini writes them all).
+  CHECK(config_from_ini("[model]\nhidden = 64\n", &mm, &tt) == TSR_EFORMAT &&
+            strstr(err_msg(), "checkpoint config: key model.depth missing"),
+        "%s", err_msg());
   char *bad1[] = {"model.heads"};
   expect_error(NULL, bad1, 1, "expected section.key=value");
   char *bad2[] = {"model.hedas=4"};
   expect_error(NULL, bad2, 1, "unknown key model.hedas");
   char *bad3[] = {"model.heads=x"};
   expect_error(NULL, bad3, 1, "model.heads = 'x'");
-  dit_config mm;
-  train_config tt;
-  CHECK(config_load("/nonexistent/x.conf", NULL, 0, &mm, &tt) == TSR_EIO &&
+  CHECK(config_load("/nonexistent/x.conf", NULL, 0, &mm, &tt, NULL) == TSR_EIO &&
             strstr(err_msg(), "/nonexistent/x.conf"),
         "missing file: %s", err_msg());
   // The file path is in messages from a file.
   const char *p = write_conf("named.conf", "[model]\nheads = 0\n");
-  CHECK(config_load(p, NULL, 0, &mm, &tt) != TSR_OK && strstr(err_msg(), "named.conf") &&
+  CHECK(config_load(p, NULL, 0, &mm, &tt, NULL) != TSR_OK && strstr(err_msg(), "named.conf") &&
             strstr(err_msg(), "model.heads"),
         "path in message: %s", err_msg());
   remove(write_conf("bad.conf", ""));

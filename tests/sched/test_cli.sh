@@ -73,8 +73,27 @@ expect_fail "no cost" "--cost is required" --lengths "$T/ok.csv" --ranks 4 --mem
 expect_fail "no geometry" "--fps" --lengths "$LEN/ucf101_clips.csv" "${OK[@]}"
 expect_fail "missing file" "nope.csv: cannot open" --lengths "$T/nope.csv" "${OK[@]}"
 expect_fail "bad option" "unknown option" --lengths "$T/ok.csv" "${OK[@]}" --frobnicate
-expect_fail "bad number" "--ranks 'x'" --lengths "$T/ok.csv" --ranks x --mem-tokens 1000 --cost "$COST"
+expect_fail "bad number" "--ranks: 'x'" --lengths "$T/ok.csv" --ranks x --mem-tokens 1000 --cost "$COST"
 expect_fail "unwritable json" "cannot write" --lengths "$T/ok.csv" "${OK[@]}" --json /nonexistent/dir/p.json
+# Issue 9, part 6: absurd numbers end with a message naming them, never a crash (a = 1e308
+# segfaulted in sched/dynamic.c; 1e30 tokens became INT64_MIN without file or line).
+sed 's/^a = .*/a = 1e308/' "$COST" >"$T/a308.conf"
+sed 's/^b = .*/b = 1e300/' "$COST" >"$T/b300.conf"
+sed 's/^a = .*/a = 0/' "$COST" >"$T/a0.conf"
+{ cat "$COST"; echo "b = 2e-9"; } >"$T/btwice.conf"
+printf 'id,tokens\na,12\nb,1e30\n' >"$T/huge.csv"
+expect_fail "a = 1e308" "a308.conf:.*: key 'a' = 1e+308 is out of range" --lengths "$T/ok.csv" --ranks 4 --mem-tokens 1000 --cost "$T/a308.conf"
+expect_fail "b = 1e300" "b300.conf:.*: key 'b' = 1e+300 is out of range" --lengths "$T/ok.csv" --ranks 4 --mem-tokens 1000 --cost "$T/b300.conf"
+expect_fail "a = 0" "a0.conf:.*: key 'a' = 0 is out of range" --lengths "$T/ok.csv" --ranks 4 --mem-tokens 1000 --cost "$T/a0.conf"
+expect_fail "cost key twice" "btwice.conf:.*: key 'b' given twice (lines" --lengths "$T/ok.csv" --ranks 4 --mem-tokens 1000 --cost "$T/btwice.conf"
+expect_fail "1e30 tokens" "huge.csv:3: tokens = 1e30" --lengths "$T/huge.csv" "${OK[@]}"
+expect_fail "mem tokens overflow" "--mem-tokens: '9223372036854775807' is not an integer in \[1, 274877906944\]" --lengths "$T/ok.csv" --ranks 4 --mem-tokens 9223372036854775807 --cost "$COST"
+expect_fail "mem tokens past int64" "--mem-tokens: '99999999999999999999'" --lengths "$T/ok.csv" --ranks 4 --mem-tokens 99999999999999999999 --cost "$COST"
+expect_fail "ranks 2^30" "--ranks: '1073741824'" --lengths "$T/ok.csv" --ranks 1073741824 --mem-tokens 1000 --cost "$COST"
+expect_fail "negative ranks" "--ranks: '-4'" --lengths "$T/ok.csv" --ranks -4 --mem-tokens 1000 --cost "$COST"
+expect_fail "fps inf" "--fps: 'inf'" --lengths "$T/ok.csv" "${OK[@]}" --fps inf --size 64x64 --patch 1x16x16
+expect_fail "tps nan" "--tokens-per-second: 'nan'" --lengths "$T/ok.csv" "${OK[@]}" --tokens-per-second nan
+expect_fail "size overflow" "--size: '99999999999x64'" --lengths "$T/ok.csv" "${OK[@]}" --fps 8 --size 99999999999x64 --patch 1x16x16
 
 # --data STORE: the clip lengths of an ingested store. Three generated clips of 2, 4 and
 # 6 s at 8 fps, patch 2x16x16 (160x120 -> 160x128, 8x10 tokens a tubelet): the plan must see

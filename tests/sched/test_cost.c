@@ -75,8 +75,8 @@ int main(void) {
   CHECK_NEAR(cm.bw_inter, 4.5e10, 0);
 
   // Errors name the file and key.
-  const char *p = write_file("missing.conf", "a = 1\nb = 1\nkv = 1\nbw_intra = 1\n"
-                                             "bw_inter = 1\nlat = 0\novh = 0\n");
+  const char *p = write_file("missing.conf", "a = 1e-5\nb = 1e-9\nkv = 1\nbw_intra = 1e9\n"
+                                             "bw_inter = 1e9\nlat = 0\novh = 0\n");
   CHECK(cost_model_load(p, &cm) == TSR_EFORMAT, "missing key");
   CHECK(strstr(err_msg(), "missing key 'allreduce'") && strstr(err_msg(), p), "%s", err_msg());
   p = write_file("unknown.conf", "a = 1\nalpha = 2\n");
@@ -91,10 +91,47 @@ int main(void) {
   p = write_file("bw0.conf", "bw_inter = 0\n");
   CHECK(cost_model_load(p, &cm) == TSR_EFORMAT && strstr(err_msg(), "bw_inter"), "%s",
         err_msg());
-  p = write_file("twice.conf", "a = 1\na = 2\n");
-  CHECK(cost_model_load(p, &cm) == TSR_EFORMAT && strstr(err_msg(), "twice"), "%s", err_msg());
-  p = write_file("garbage.conf", "a = 1\nthis line has no equals sign\n");
-  CHECK(cost_model_load(p, &cm) == TSR_EFORMAT && strstr(err_msg(), ":2:"), "%s", err_msg());
+  p = write_file("twice.conf", "a = 1e-5\n\na = 2e-5\n");
+  CHECK(cost_model_load(p, &cm) == TSR_EFORMAT &&
+            strstr(err_msg(), "twice.conf:3: key 'a' given twice (lines 1 and 3)"),
+        "%s", err_msg());
+  p = write_file("garbage.conf", "a = 1e-5\nthis line has no equals sign\n");
+  CHECK(cost_model_load(p, &cm) == TSR_EFORMAT &&
+            strstr(err_msg(), "garbage.conf:2: not a 'key = value' line: 'this line has no "
+                              "equals sign'"),
+        "%s", err_msg());
+
+  // Issue 9, part 6: absurd coefficients (they crashed the planner: every candidate time
+  // overflowed) and zero work are refused where the file is read, naming line and range.
+  const char *absurd[][2] = {{"a = 1e308", "a.conf:1: key 'a' = 1e+308 is out of range [1e-15, 1]"},
+                             {"b = 1e300", "b.conf:1: key 'b' = 1e+300 is out of range"},
+                             {"a = 0", "a.conf:1: key 'a' = 0 is out of range [1e-15, 1]"},
+                             {"b = 0", "b.conf:1: key 'b' = 0 is out of range"},
+                             {"a = inf", "a.conf:1: key 'a' = 'inf' is out of range"},
+                             {"a = 1e999", "a.conf:1: key 'a' = '1e999' is out of range"},
+                             {"a = nan", "a.conf:1: key 'a': 'nan' is not a number"},
+                             {"bw_inter = 1e300", "bw_inter.conf:1: key 'bw_inter' = 1e+300"},
+                             {"kv = 0", "kv.conf:1: key 'kv' = 0 is out of range"},
+                             {"lat = 1e9", "lat.conf:1: key 'lat' = 1e+09 is out of range"}};
+  for (int i = 0; i < (int)(sizeof absurd / sizeof absurd[0]); i++) {
+    char name[32];
+    snprintf(name, sizeof name, "%.*s.conf", (int)strcspn(absurd[i][0], " "), absurd[i][0]);
+    p = write_file(name, absurd[i][0]);
+    CHECK(cost_model_load(p, &cm) == TSR_EFORMAT && strstr(err_msg(), absurd[i][1]),
+          "%s: %s", absurd[i][0], err_msg());
+  }
+  p = write_file("section.conf", "[cost]\na = 1e-5\n");
+  CHECK(cost_model_load(p, &cm) == TSR_EFORMAT && strstr(err_msg(), "section.conf:2:"), "%s",
+        err_msg());
+  cost_model big = cm;
+  big.a = 1e308;
+  CHECK(cost_model_check(&big) == TSR_EFORMAT && strstr(err_msg(), "'a'"), "%s", err_msg());
+  // Cluster sizes: 64-bit memory within 2^38 tokens, ranks and nodes within 2^24.
+  sched_cluster huge = {4, 8, INT64_MAX};
+  CHECK(sched_cluster_check(&huge) == TSR_EINVAL && strstr(err_msg(), "mem tokens"), "%s",
+        err_msg());
+  huge = (sched_cluster){1 << 25, 8, 1000};
+  CHECK(sched_cluster_check(&huge) == TSR_EINVAL && strstr(err_msg(), "ranks"), "%s", err_msg());
   CHECK(cost_model_load("/nonexistent/x.conf", &cm) == TSR_EIO &&
             strstr(err_msg(), "/nonexistent/x.conf"),
         "%s", err_msg());

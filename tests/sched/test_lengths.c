@@ -139,6 +139,22 @@ int main(void) {
   expect_bad("neg.csv", "id,duration_s\na,-3\n", &geo, "must be > 0");
   expect_bad("frac.csv", "tokens\n1.5\n", NULL, "whole numbers");
   expect_bad("nogeo.csv", "duration_s\n3\n", NULL, "--fps");
+  // Issue 9, part 6: absurd numbers are refused with file:line and the text (1e30 tokens
+  // was converted to INT64_MIN and reported as "clip 0 has -9223372036854775808 tokens").
+  expect_bad("huge.csv", "tokens\n100\n1e30\n", NULL, "huge.csv:3: tokens = 1e30; clip lengths");
+  expect_bad("over.csv", "tokens\n274877906945\n", NULL, ":2: tokens = 274877906945");
+  expect_bad("inf.csv", "tokens\ninf\n", NULL, ":2: tokens = inf");
+  expect_bad("tnan.csv", "tokens\nnan\n", NULL, ":2: tokens 'nan' is not a number");
+  expect_bad("dhuge.csv", "duration_s\n1e300\n", &geo, ":2: duration_s = 1e300");
+  lengths_opts fast = {.tokens_per_second = 1e9};
+  expect_bad("dtok.csv", "duration_s\n1\n1e8\n", &fast,
+             ":3: duration_s = '1e8' gives 1e+17 tokens, more than the limit");
+  fast.cap_tokens = 1000;  // capped clips are fine
+  CHECK_OK(lengths_load_csv(&ls, write_file("dcap.csv", "duration_s\n1e8\n"), 1, &fast));
+  CHECK(ls.n == 1 && ls.tokens[0] == 1000 && ls.capped == 1, "capped huge duration");
+  lengths_free(&ls);
+  CHECK(lengths_load_mix(&ls, "a.csv:1e300", NULL) == TSR_EINVAL && strstr(err_msg(), "weight"),
+        "%s", err_msg());
   CHECK(lengths_load_csv(&ls, "/nonexistent/l.csv", 1, NULL) == TSR_EIO &&
             strstr(err_msg(), "/nonexistent/l.csv"),
         "%s", err_msg());

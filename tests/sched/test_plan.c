@@ -1,5 +1,6 @@
 // Plans: builder and validation (each rule broken once), and the simulator against
 // timelines worked out by hand from the reference formula.
+#include <math.h>
 #include <string.h>
 
 #include "check.h"
@@ -169,5 +170,30 @@ int main(void) {
   CHECK(r.predicted_s >= lb - 1e-9 && r.predicted_s < lbr, "packed plan %.4f in [%.4f, %.4f)",
         r.predicted_s, lb, lbr);
   sched_result_free(&r);
+
+  // Issue 9, part 6: a cost model whose times overflow (a = 1e308: every finish time is
+  // infinite) crashed sched_dynamic (a shift by -1). A model built in code is not
+  // required to be checked, so the planner itself must refuse it; sched_plan_batch
+  // refuses it earlier, through cost_model_check.
+  sched_config inf_cfg = cfg;
+  inf_cfg.cost.a = 1e308;
+  plan ip;
+  plan_init(&ip, cl.ranks);
+  CHECK(sched_dynamic(&inf_cfg, many, 40, &ip) == TSR_EINVAL &&
+            strstr(err_msg(), "no placement of the 40 clips has a finite time"),
+        "%s", err_msg());
+  plan_free(&ip);
+  inf_cfg.cost.a = NAN;
+  plan_init(&ip, cl.ranks);
+  CHECK(sched_dynamic(&inf_cfg, many, 40, &ip) == TSR_EINVAL, "NaN cost: %s", err_msg());
+  plan_free(&ip);
+  inf_cfg.cost.a = 1e308;
+  CHECK(sched_plan_batch(&inf_cfg, many, 40, &r) == TSR_EFORMAT && strstr(err_msg(), "'a'"),
+        "%s", err_msg());
+  sched_result_free(&r);
+  // Clip and batch sizes beyond the planner's 64-bit limits are refused, not overflowed.
+  int64_t absurd = INT64_MAX;
+  CHECK(sched_batch_check(&cfg, &absurd, 1) == TSR_EINVAL && strstr(err_msg(), "clip 0"), "%s",
+        err_msg());
   return check_done();
 }
