@@ -1,121 +1,161 @@
-// core/ini.c — `key = value` files with [section] headers (core/ini.h). Written here
-// rather than through libinih because Debian's build of it gives handlers no line
-// numbers (so a repeated key could not name its lines), joins indented lines to the
-// previous value, and cuts lines at 200 bytes.
+// core/ini.c — `key = value` files with [section] headers (core/ini.h), parsed by libinih.
+//
+// libinih (Debian's build, r55) gives handlers no line number, takes an indented line as
+// the continuation of the previous value, and cuts lines at INI_MAX_LINE (200) bytes. So
+// the text is fed to ini_parse_stream line by line by a reader of ours that counts the
+// lines (the handler then knows the line of its key: inih handles each line right after
+// reading it), drops leading blanks (no continuation lines), and refuses NUL bytes and
+// lines too long for inih instead of letting them be cut. Errors of inih (a line that is
+// neither a comment, a section nor `key = value`) come back as a line number, which is
+// quoted from the text kept here.
 #include "core/ini.h"
 
 #include <errno.h>
+#include <ini.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 void ini_quote(const char *line, char *buf, int cap) {
   int max = cap - 4 < 80 ? cap - 4 : 80, n = 0;
-  for (; line[n] && n < max; n++)
+  for (; line[n] && line[n] != '\n' && n < max; n++)
     buf[n] = (unsigned char)line[n] < 0x20 || line[n] == 0x7f ? '?' : line[n];
-  if (line[n]) buf[n++] = '.', buf[n++] = '.', buf[n++] = '.';
+  if (line[n] && line[n] != '\n') buf[n++] = '.', buf[n++] = '.', buf[n++] = '.';
+  if (n && buf[n - 1] == '?' && line[n - 1] == '\r') n--;  // CRLF files
   buf[n] = '\0';
 }
 
-static char *trim(char *s) {
-  while (*s == ' ' || *s == '\t') s++;
-  size_t n = strlen(s);
-  while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
-    s[--n] = '\0';
-  return s;
-}
+typedef struct {
+  const char *name;         // for messages
+  const char *text, *end;   // the whole text
+  const char *p;            // next line to hand to inih
+  int line;                 // number of the line inih is working on (1-based)
+  ini_key_fn fn;
+  void *user;
+  tsr_status st;            // the first error (of ours or of fn), or TSR_OK
+  int st_line;              // its line
+} ini_feed;
 
-// Cuts an inline comment: '#' or ';' after a blank.
-static void cut_comment(char *s) {
-  for (char *p = s; *p; p++)
-    if ((*p == '#' || *p == ';') && p > s && (p[-1] == ' ' || p[-1] == '\t')) {
-      *p = '\0';
-      return;
-    }
-}
-
-static tsr_status bad_line(const char *name, int lineno, const char *raw) {
-  char q[96];
-  ini_quote(raw, q, sizeof q);
-  return err_set(TSR_EFORMAT, "%s:%d: not a 'key = value' line: '%s'", name, lineno, q);
-}
-
-// One line (modified in place); `raw` is an untouched copy for messages.
-static tsr_status ini_line(const char *name, int lineno, char *line, const char *raw,
-                           char **section, ini_key_fn fn, void *user) {
-  char *s = trim(line);
-  if (!*s || *s == '#' || *s == ';') return TSR_OK;
-  if (*s == '[') {
-    cut_comment(s);
-    s = trim(s);
-    size_t n = strlen(s);
-    if (n < 3 || s[n - 1] != ']') return bad_line(name, lineno, raw);
-    s[n - 1] = '\0';
-    char *sec = trim(s + 1);
-    if (!*sec || strpbrk(sec, "[]")) return bad_line(name, lineno, raw);
-    char *copy = strdup(sec);
-    if (!copy) return err_set(TSR_ENOMEM, "%s: out of memory", name);
-    free(*section);
-    *section = copy;
-    return TSR_OK;
+// Start of line `n` (1-based) of the text.
+static const char *line_at(const ini_feed *f, int n) {
+  const char *p = f->text;
+  for (int i = 1; i < n && p < f->end; i++) {
+    const char *nl = memchr(p, '\n', (size_t)(f->end - p));
+    p = nl ? nl + 1 : f->end;
   }
-  char *eq = strchr(s, '=');
-  if (!eq) return bad_line(name, lineno, raw);
-  *eq = '\0';
-  char *key = trim(s), *value = eq + 1;
-  cut_comment(value);
-  value = trim(value);
-  if (!*key || strpbrk(key, " \t[]")) return bad_line(name, lineno, raw);
-  return fn(user, *section ? *section : "", key, value, lineno);
+  return p;
+}
+
+static void fail_line(ini_feed *f, int line, const char *why) {
+  char q[96], raw[128];
+  const char *s = line_at(f, line);
+  size_t n = (size_t)(f->end - s) < sizeof raw - 1 ? (size_t)(f->end - s) : sizeof raw - 1;
+  memcpy(raw, s, n);
+  raw[n] = '\0';
+  ini_quote(raw, q, sizeof q);
+  f->st = err_set(TSR_EFORMAT, "%s:%d: %s: '%s'", f->name, line, why, q);
+  f->st_line = line;
+}
+
+// ini_reader: the next line, without its leading blanks, into str (num bytes).
+static char *feed_line(char *str, int num, void *stream) {
+  ini_feed *f = stream;
+  if (f->st || f->p >= f->end) return NULL;
+  const char *nl = memchr(f->p, '\n', (size_t)(f->end - f->p));
+  const char *s = f->p, *e = nl ? nl + 1 : f->end;
+  f->p = e;
+  f->line++;
+  if (memchr(s, '\0', (size_t)(e - s))) {
+    fail_line(f, f->line, "not a 'key = value' line (a NUL byte)");
+    return NULL;
+  }
+  while (s < e && (*s == ' ' || *s == '\t')) s++;
+  if (e - s > num - 1) {
+    char why[96];
+    snprintf(why, sizeof why, "line of %d characters, at most %d", (int)(e - s), num - 2);
+    fail_line(f, f->line, why);
+    return NULL;
+  }
+  memcpy(str, s, (size_t)(e - s));
+  str[e - s] = '\0';
+  // inih cuts inline comments at ';' only; cut at '#' after a blank too, as at ';'
+  for (char *c = str + 1; *c; c++)
+    if (*c == '#' && (c[-1] == ' ' || c[-1] == '\t')) {
+      c[0] = '\n', c[1] = '\0';
+      break;
+    }
+  // inih takes "[]" or "[a]b]" as sections: a section name must be non-empty, bracket-free
+  if (str[0] == '[') {
+    size_t k = strcspn(str + 1, "]");
+    const char *rest = str + 1 + k;  // the ']', or the end
+    int blank_name = strspn(str + 1, " \t") == k;
+    const char *after = *rest ? rest + 1 + strspn(rest + 1, " \t\r\n") : rest;
+    if (!*rest || blank_name || memchr(str + 1, '[', k) || (*after && *after != ';')) {
+      fail_line(f, f->line, "not a 'key = value' line");
+      return NULL;
+    }
+  }
+  return str;
+}
+
+// ini_handler: one key; returns 0 (inih: error) to stop taking keys after an error.
+static int on_key(void *user, const char *section, const char *key, const char *value) {
+  ini_feed *f = user;
+  if (f->st) return 0;
+  if (!*key || strpbrk(key, " \t[]")) {
+    fail_line(f, f->line, "not a 'key = value' line");
+    return 0;
+  }
+  f->st = f->fn(f->user, section, key, value, f->line);
+  f->st_line = f->line;
+  return f->st == TSR_OK;
+}
+
+static tsr_status read_file(const char *name, char **text, size_t *n) {
+  FILE *fp = fopen(name, "rb");
+  if (!fp) return err_set(TSR_EIO, "%s: cannot open (%s)", name, strerror(errno));
+  char *buf = NULL;
+  size_t len = 0, cap = 0;
+  tsr_status st = TSR_OK;
+  for (;;) {
+    if (len + 4096 + 1 > cap) {
+      char *g = realloc(buf, cap = (len + 4096 + 1) * 2);
+      if (!g) {
+        st = err_set(TSR_ENOMEM, "%s: out of memory", name);
+        break;
+      }
+      buf = g;
+    }
+    size_t k = fread(buf + len, 1, cap - len - 1, fp);
+    len += k;
+    if (k == 0) break;
+  }
+  if (!st && ferror(fp)) st = err_set(TSR_EIO, "%s: read error (%s)", name, strerror(errno));
+  fclose(fp);
+  if (st) {
+    free(buf);
+    return st;
+  }
+  buf[len] = '\0';
+  *text = buf;
+  *n = len;
+  return TSR_OK;
 }
 
 tsr_status ini_read(const char *name, const char *text, ini_key_fn fn, void *user) {
-  FILE *f = text ? NULL : fopen(name, "r");
-  if (!text && !f) return err_set(TSR_EIO, "%s: cannot open (%s)", name, strerror(errno));
-  char *line = NULL, *raw = NULL, *section = NULL;
-  size_t cap = 0;
-  tsr_status st = TSR_OK;
-  const char *p = text;
-  for (int lineno = 1; !st; lineno++) {
-    ssize_t n;
-    if (f) {
-      n = getline(&line, &cap, f);
-      if (n < 0) break;
-    } else {
-      if (!*p) break;
-      n = (ssize_t)strcspn(p, "\n");
-      if (p[n] == '\n') n++;
-      if ((size_t)n + 1 > cap) {
-        char *g = realloc(line, (size_t)n + 1);
-        if (!g) {
-          st = err_set(TSR_ENOMEM, "%s: out of memory", name);
-          break;
-        }
-        line = g, cap = (size_t)n + 1;
-      }
-      memcpy(line, p, (size_t)n);
-      line[n] = '\0';
-      p += n;
-    }
-    free(raw);
-    raw = strdup(line);
-    if (!raw) {
-      st = err_set(TSR_ENOMEM, "%s: out of memory", name);
-      break;
-    }
-    raw[strcspn(raw, "\r\n")] = '\0';
-    char *s = line;
-    if (lineno == 1 && !strncmp(s, "\xEF\xBB\xBF", 3)) s += 3;
-    if (strlen(line) != (size_t)n) {  // a NUL byte: not text
-      st = bad_line(name, lineno, raw);
-      break;
-    }
-    st = ini_line(name, lineno, s, raw, &section, fn, user);
+  char *owned = NULL;
+  size_t n = text ? strlen(text) : 0;
+  if (!text) {
+    tsr_status st = read_file(name, &owned, &n);
+    if (st) return st;
+    text = owned;
   }
-  if (!st && f && ferror(f)) st = err_set(TSR_EIO, "%s: read error", name);
-  if (f) fclose(f);
-  free(line);
-  free(raw);
-  free(section);
-  return st;
+  ini_feed f = {.name = name, .text = text, .end = text + n, .p = text, .fn = fn, .user = user};
+  int bad = ini_parse_stream(feed_line, &f, on_key, &f);
+  // inih's own error (a line it could not take) unless an error of ours came first
+  if (bad > 0 && (!f.st || bad < f.st_line)) fail_line(&f, bad, "not a 'key = value' line");
+  else if (bad < 0 && !f.st) f.st = err_set(TSR_ENOMEM, "%s: out of memory (ini parser)", name);
+  free(owned);
+  return f.st;
 }

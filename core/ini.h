@@ -1,13 +1,17 @@
 // core/ini.h — the reader of `key = value` files with [section] headers: model/train
 // configs (model/config.c), cost models (sched/cost.c), checkpoint config text.
 //
-// Every line is one of: blank; a comment ('#' or ';' as its first non-blank character);
-// `[section]`; `key = value`. An inline comment starts at a '#' or ';' preceded by a
-// space or tab. Keys and values are trimmed; a value may be empty. Lines may be of any
-// length; a UTF-8 byte order mark at the start is skipped. Anything else (a line
-// without '=', an empty key, an unclosed '[', a NUL byte) fails with TSR_EFORMAT and the
-// message "NAME:LINE: not a 'key = value' line: 'TEXT'" quoting the line (up to 80
-// characters, control characters shown as '?').
+// Parsed by libinih (Debian's libinih1), fed line by line so that keys get their line
+// numbers. Every line is one of: blank; a comment (';' or '#' as its first non-blank
+// character); `[section]` (a non-empty name without brackets); `key = value` (inih also
+// takes `key: value`). An inline comment starts at a ';' or '#' preceded by a blank. Leading
+// blanks are ignored (an indented line is a line of its own, never a continuation).
+// Keys and values are trimmed; a value may be empty; a UTF-8 byte order mark at the
+// start is skipped. A line may hold at most 198 characters after its leading blanks
+// (inih's line buffer): a longer one is refused rather than cut. Anything else (a line
+// without '=', an empty key or one with blanks or brackets, an unclosed '[', a NUL byte)
+// fails with TSR_EFORMAT and the message "NAME:LINE: not a 'key = value' line: 'TEXT'"
+// quoting the line (up to 80 characters, control characters shown as '?').
 //
 // The reader knows no keys: the callback judges each one (unknown, repeated, bad value)
 // and its first error stops reading and is returned unchanged.

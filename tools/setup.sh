@@ -14,6 +14,7 @@ PACKAGES=(
   libsqlite3-dev sqlite3                                       # store index (+ CLI for tests)
   libopenblas-dev                                              # CPU GEMMs
   libjansson-dev                                               # JSON (plans, metrics, benchmarks)
+  libinih-dev                                                  # INI configs (core/ini.c: model presets, cost model)
   libxxhash-dev                                                # shard checksums
   python3-torch python3-numpy                                  # PyTorch reference model (tools/reference/)
   time                                                         # /usr/bin/time: peak memory in benchmarks
