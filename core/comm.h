@@ -6,9 +6,8 @@
 //
 // The group set (DESIGN.md "Dynamic-CP execution"): for every power of two k <= world,
 // the aligned blocks of ranks [i*k, (i+1)*k); every rank is in exactly one group of each
-// size. comm_groups_init creates their communicators once; comm_group_* operations run
-// inside one group. Buffers are host memory (MPI backend); the NCCL backend (device
-// memory) will implement the same calls.
+// size. comm_groups_init creates their communicators once; the data-plane operations of a
+// communication backend (comm_backend below) run inside one group.
 #ifndef TESSERA_CORE_COMM_H
 #define TESSERA_CORE_COMM_H
 
@@ -39,27 +38,71 @@ int comm_group_size(const comm_group *g);
 int comm_group_rank(const comm_group *g);   // rank inside the group, 0..size-1
 int comm_group_first(const comm_group *g);  // world rank of the group's member 0
 
-// In-place sums over the group's ranks. x: (n)
-tsr_status comm_group_allreduce_sum_f32(comm_group *g, float *x, int64_t n);
-tsr_status comm_group_allreduce_sum_f64(comm_group *g, double *x, int64_t n);
-// recv = the `bytes` of every member's send, in group-rank order. recv: (size * bytes)
-tsr_status comm_group_allgather(comm_group *g, const void *send, void *recv, int64_t bytes);
-tsr_status comm_group_bcast(comm_group *g, void *buf, int64_t bytes, int root);
-tsr_status comm_group_barrier(comm_group *g);
+// ---- communication backends (the data plane) ------------------------------------------
+//
+// Collectives and the ring exchange over a group's ranks go through one table of function
+// pointers, like the compute backends of kernels/kernels.h: ring attention and the
+// gradient all-reduce call only these entries, so a device backend (NCCL on device
+// memory, or MPI with device buffers staged through pinned host memory) plugs in by
+// filling the table. The world-level calls above (rank, size, integer all-reduces,
+// broadcast) stay the control plane: host values, MPI, every backend.
+//
+// Contract for every entry
+// - Call as `cb->op(cb, g, ...)`, g from comm_group_get: the backend's state is cb->ctx.
+// - Memory space: every buffer lives in cb->mem (COMM_MEM_HOST for "mpi"; device memory
+//   for a device backend), the one the compute backend it works with allocates.
+// - Ordering: with cb->stream == NULL (host backends) an entry is host-synchronous: a
+//   blocking entry returns with the result in place, and `wait` returns once the request's
+//   buffers may be used and reused. A backend with a stream (a cudaStream_t of the compute
+//   backend, given when the backend is made) instead orders each entry after the work
+//   queued on that stream when it is called, and `wait` makes later work queued on that
+//   stream see the result without blocking the host; the compute backend's sync then
+//   makes it visible to the host. Code written against the contract (start, compute,
+//   wait, use) is correct on both, and the device backend overlaps the transfer with the
+//   compute queued between start and wait.
+// - Collective rules: every member of the group makes the same calls in the same order.
+// - With a group of one member every entry is a local no-op (ring: recv = send).
+// - Errors: TSR_ECOMM with the transport's message; TSR_ENOMEM; TSR_EINVAL for sizes.
+typedef enum { COMM_MEM_HOST = 0, COMM_MEM_DEVICE = 1 } comm_mem;
 
-// Ring exchange, non-blocking: sends `bytes` of `send` to the next member of the group
-// ((rank + 1) % size) and receives as many into `recv` from the previous one. Both
-// buffers must stay untouched until comm_wait. With one member, recv = send.
 typedef struct comm_request comm_request;
-tsr_status comm_ring_start(comm_group *g, const void *send, void *recv, int64_t bytes,
-                           comm_request **req);
-// Non-blocking in-place sum of x (n floats) over the group, e.g. a gradient bucket while
-// backward goes on. Every member must start the group's collectives in the same order.
-tsr_status comm_group_iallreduce_sum_f32(comm_group *g, float *x, int64_t n, comm_request **req);
-// Lets a request progress without blocking; *done = 1 once it is complete.
-tsr_status comm_test(comm_request *req, int *done);
-// Completes a request and frees it (*req = NULL).
-tsr_status comm_wait(comm_request **req);
+typedef struct comm_backend comm_backend;
+
+struct comm_backend {
+  const char *name;  // "mpi"; later "nccl", "mpi-staged"
+  comm_mem mem;      // where every buffer argument lives
+  void *stream;      // the compute stream entries are ordered on, or NULL (host-synchronous)
+  void *ctx;         // backend state, owned by the backend
+
+  // In-place sum over the group's ranks. x: (n) fp32
+  tsr_status (*allreduce_sum_f32)(const comm_backend *cb, comm_group *g, float *x, int64_t n);
+  // recv = the `bytes` of every member's send, in group-rank order. recv: (size * bytes)
+  tsr_status (*allgather)(const comm_backend *cb, comm_group *g, const void *send, void *recv,
+                          int64_t bytes);
+  // `bytes` of buf from group rank `root` to every member.
+  tsr_status (*bcast)(const comm_backend *cb, comm_group *g, void *buf, int64_t bytes, int root);
+  tsr_status (*barrier)(const comm_backend *cb, comm_group *g);
+  // Ring exchange, non-blocking: sends `bytes` of `send` to the next member
+  // ((rank + 1) % size) and receives as many into `recv` from the previous one. Neither
+  // buffer may be touched until `wait` (send and recv must not overlap). *req != NULL on
+  // success, also for a group of one.
+  tsr_status (*ring_start)(const comm_backend *cb, comm_group *g, const void *send, void *recv,
+                           int64_t bytes, comm_request **req);
+  // Non-blocking in-place sum of x (n fp32) over the group, e.g. a gradient bucket while
+  // backward goes on. x: (n)
+  tsr_status (*iallreduce_sum_f32)(const comm_backend *cb, comm_group *g, float *x, int64_t n,
+                                   comm_request **req);
+  // Lets a request progress without blocking; *done = 1 once complete (NULL req: done).
+  tsr_status (*test)(const comm_backend *cb, comm_request *req, int *done);
+  // Completes a request (see Ordering) and frees it: *req = NULL. NULL *req is a no-op.
+  tsr_status (*wait)(const comm_backend *cb, comm_request **req);
+};
+
+// MPI on host memory (OpenMPI; a world of one without a launcher): a static object.
+const comm_backend *comm_mpi(void);
+
+// World-level in-place sum of n doubles (host values, e.g. the step's loss).
+tsr_status comm_allreduce_sum_f64(double *vals, int n);
 
 // CPU cores this rank may use: the node's online cores divided among the ranks the
 // launcher put on this node (OMPI_COMM_WORLD_LOCAL_SIZE, SLURM_NTASKS_PER_NODE), >= 1.

@@ -56,6 +56,8 @@ typedef struct kernels_backend kernels_backend;
 struct kernels_backend {
   const char *name;  // "cpu", "cuda"
   void *ctx;         // backend state, owned by the backend
+  int device_memory; // 0: buffers are host memory (cpu); 1: device memory (cuda). A
+                     // communication backend working with it must use the same space.
 
   // ---- memory --------------------------------------------------------------------
   // *ptr = `bytes` of zero-filled backend memory, 64-byte aligned (bytes == 0 gives a

@@ -125,17 +125,17 @@ static int fit(const double *x, const double *y, int n, const int *active, doubl
 }
 
 // Seconds of a ring exchange of `bytes` in the world group (median of reps).
-static tsr_status time_ring(int64_t bytes, int reps, double *seconds) {
+static tsr_status time_ring(const comm_backend *cb, int64_t bytes, int reps, double *seconds) {
   comm_group *g = comm_group_get(comm_size());
   char *a = calloc(1, (size_t)bytes + 1), *b = calloc(1, (size_t)bytes + 1);
   double *t = calloc((size_t)reps, sizeof *t);
   tsr_status st = a && b && t ? TSR_OK : err_set(TSR_ENOMEM, "calibrate: out of memory");
   for (int r = -1; r < reps && !st; r++) {
     comm_request *req = NULL;
-    st = comm_group_barrier(g);
+    st = cb->barrier(cb, g);
     double t0 = time_now();
-    if (!st) st = comm_ring_start(g, a, b, bytes, &req);
-    if (!st) st = comm_wait(&req);
+    if (!st) st = cb->ring_start(cb, g, a, b, bytes, &req);
+    if (!st) st = cb->wait(cb, &req);
     double dt = time_now() - t0;
     if (!st) st = comm_allreduce_max_i64((int64_t[]){(int64_t)(dt * 1e9)}, 1);  // keep ranks in step
     if (r >= 0) t[r] = dt;
@@ -198,8 +198,10 @@ tsr_status calibrate_run(const dit_config *mc, const train_config *tc, const cal
   if (comm_size() > 1) {
     double small, large;
     const int64_t big = 64 << 20;
-    tsr_status st = time_ring(8, 2 * o->reps + 1, &small);
-    if (!st) st = time_ring(big, o->reps, &large);
+    if (!o->comm || o->comm->mem != COMM_MEM_HOST)
+      return err_set(TSR_EINVAL, "calibrate: needs a host-memory communication backend (mpi)");
+    tsr_status st = time_ring(o->comm, 8, 2 * o->reps + 1, &small);
+    if (!st) st = time_ring(o->comm, big, o->reps, &large);
     if (st) return err_wrap(st, "calibrate: timing ring exchanges: ");
     res->cost.lat = small;
     res->cost.bw_intra = big / fmax(large - small, 1e-9);
@@ -214,7 +216,7 @@ tsr_status calibrate_run(const dit_config *mc, const train_config *tc, const cal
     for (int r = 0; r < o->reps + 1 && !st; r++) {
       st = comm_barrier();
       t0 = time_now();
-      if (!st) st = comm_group_allreduce_sum_f32(comm_group_get(comm_size()), g, (int64_t)np);
+      if (!st) st = o->comm->allreduce_sum_f32(o->comm, comm_group_get(comm_size()), g, (int64_t)np);
       best = fmin(best, time_now() - t0);
     }
     free(g);

@@ -19,6 +19,7 @@
 #define TESSERA_MODEL_CALIBRATE_H
 
 #include <stdint.h>
+#include "core/comm.h"
 #include "core/err.h"
 #include "model/config.h"
 #include "sched/cost.h"
@@ -27,6 +28,7 @@ typedef struct {
   int64_t min_tokens, max_tokens;  // range of clip lengths timed
   int points;                      // lengths on the geometric grid (>= 3)
   int reps;                        // timed runs per length (median)
+  const comm_backend *comm;        // ring and all-reduce timings under mpirun (host memory)
 } calibrate_opts;
 
 typedef struct {

@@ -13,7 +13,8 @@ struct dist_step {
   dit_model *m;
   const dit_config *mc;
   const train_config *tc;
-  const kernels_backend *kb;
+  const kernels_backend *kb;               // the model's
+  const comm_backend *cb;                  // ring exchange and gradient all-reduce
   int max_tokens, max_clips, P;
   objective_batch ob;
   objective_device dev;
@@ -32,12 +33,12 @@ static void issue_bucket(dist_step *ds) {
   if (ds->bucket_err || ds->issued >= ds->n_buckets) return;
   dit_bucket b = dit_get_bucket(ds->m, ds->issued);
   comm_group *world = comm_group_get(comm_size());
-  ds->bucket_err = comm_group_iallreduce_sum_f32(world, dit_grads(ds->m) + b.offset,
-                                                 (int64_t)b.numel, &ds->bucket_req[ds->issued]);
+  ds->bucket_err = ds->cb->iallreduce_sum_f32(ds->cb, world, dit_grads(ds->m) + b.offset,
+                                              (int64_t)b.numel, &ds->bucket_req[ds->issued]);
   ds->issued++;
   for (int i = 0; i + 1 < ds->issued && !ds->bucket_err; i++) {
     int done;
-    ds->bucket_err = comm_test(ds->bucket_req[i], &done);
+    ds->bucket_err = ds->cb->test(ds->cb, ds->bucket_req[i], &done);
   }
 }
 
@@ -63,15 +64,24 @@ static tsr_status hook_backward(void *ctx, const kernels_backend *kb, const dit_
   return ring_attention_backward(ds->active, dq, dk, dv, dout, q, k, v, out, lse, H, Dh, scale);
 }
 
-tsr_status dist_step_create(dist_step **out, dit_model *m, const dit_config *mc,
-                            const train_config *tc, int max_tokens, int max_clips) {
+tsr_status dist_step_create(dist_step **out, dit_model *m, const comm_backend *cb,
+                            const dit_config *mc, const train_config *tc, int max_tokens,
+                            int max_clips) {
   *out = NULL;
+  if (!cb) return err_set(TSR_EINVAL, "dist_step_create: no communication backend");
+  if (cb->mem != (dit_backend(m)->device_memory ? COMM_MEM_DEVICE : COMM_MEM_HOST))
+    return err_set(TSR_EINVAL,
+                   "communication backend %s works on %s memory but compute backend %s on %s "
+                   "memory: choose a matching pair (e.g. cpu with mpi, cuda with nccl)",
+                   cb->name, cb->mem == COMM_MEM_DEVICE ? "device" : "host", dit_backend(m)->name,
+                   dit_backend(m)->device_memory ? "device" : "host");
   dist_step *ds = calloc(1, sizeof *ds);
   if (!ds) return err_set(TSR_ENOMEM, "out of memory for the distributed step");
   ds->m = m;
   ds->mc = mc;
   ds->tc = tc;
-  ds->kb = kernels_cpu();
+  ds->kb = dit_backend(m);
+  ds->cb = cb;
   ds->max_tokens = max_tokens;
   ds->max_clips = max_clips;
   ds->P = mc->pt * mc->ph * mc->pw * mc->channels;
@@ -99,7 +109,7 @@ void dist_step_free(dist_step **pds) {
   for (int i = 0; i < DIST_MAX_LEVELS; i++) ring_attention_free(&ds->ring[i]);
   objective_free(&ds->ob);
   objective_device_free(&ds->dev);
-  for (int i = 0; ds->bucket_req && i < ds->n_buckets; i++) comm_wait(&ds->bucket_req[i]);
+  for (int i = 0; ds->bucket_req && i < ds->n_buckets; i++) ds->cb->wait(ds->cb, &ds->bucket_req[i]);
   free(ds->bucket_req);
   free(ds->chunks);
   free(ds->totals);
@@ -154,7 +164,7 @@ static tsr_status run_group(dist_step *ds, const plan *p, const plan_group *pg,
                    pg->first_rank, pg->first_rank + k, comm_size());
   int lv = log2i(k);
   tsr_status st = TSR_OK;
-  if (!ds->ring[lv] && (st = ring_attention_create(&ds->ring[lv], ds->kb, g))) return st;
+  if (!ds->ring[lv] && (st = ring_attention_create(&ds->ring[lv], ds->kb, ds->cb, g))) return st;
   ds->active = ds->ring[lv];
   if ((st = ring_attention_set_clips(ds->active, pg->nclips, ds->totals))) return st;
   if ((st = objective_build(&ds->ob, ds->mc, ds->tc, step, nclips, ds->chunks, pg->nclips)))
@@ -204,9 +214,9 @@ tsr_status dist_step_reduce(dist_step *ds, double *loss) {
   while (ds->issued < ds->n_buckets && !ds->bucket_err) issue_bucket(ds);  // ranks idle at the end
   tsr_status st = ds->bucket_err;
   for (int i = 0; i < ds->n_buckets; i++) {
-    tsr_status w = comm_wait(&ds->bucket_req[i]);
+    tsr_status w = ds->cb->wait(ds->cb, &ds->bucket_req[i]);
     if (!st) st = w;
   }
-  if (!st) st = comm_group_allreduce_sum_f64(world, loss, 1);
+  if (!st) st = comm_allreduce_sum_f64(loss, 1);
   return st;
 }

@@ -92,6 +92,8 @@ const dit_tensor *dit_tensor_info(const dit_model *m, int i);
 // Index of a tensor by name, or -1.
 int dit_find_tensor(const dit_model *m, const char *name);
 size_t dit_num_params(const dit_model *m);
+// The compute backend the model was created on (its memory holds every buffer below).
+const kernels_backend *dit_backend(const dit_model *m);
 float *dit_params(dit_model *m);  // (n_params) backend memory
 float *dit_grads(dit_model *m);   // (n_params) backend memory
 

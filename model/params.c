@@ -210,6 +210,7 @@ int dit_find_tensor(const dit_model *m, const char *name) {
   return -1;
 }
 size_t dit_num_params(const dit_model *m) { return m->n_params; }
+const kernels_backend *dit_backend(const dit_model *m) { return m->kb; }
 float *dit_params(dit_model *m) { return m->params; }
 float *dit_grads(dit_model *m) { return m->grads; }
 size_t dit_activation_bytes(const dit_model *m) { return m->act_bytes; }

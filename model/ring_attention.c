@@ -5,6 +5,7 @@
 
 struct ring_attention {
   const kernels_backend *kb;
+  const comm_backend *cb;   // its buffers are in kb's memory space
   comm_group *g;
   int k, p;                 // group size, this rank's place in it
   int n_clips;
@@ -24,11 +25,14 @@ void ring_chunk(int64_t L, int k, int o, int64_t *first, int64_t *len) {
   *first = o * base + (o < rem ? o : rem);
 }
 
-tsr_status ring_attention_create(ring_attention **out, const kernels_backend *kb, comm_group *g) {
+tsr_status ring_attention_create(ring_attention **out, const kernels_backend *kb,
+                                 const comm_backend *cb, comm_group *g) {
   *out = NULL;
+  if (!kb || !cb || !g) return err_set(TSR_EINVAL, "ring attention: no backend or group");
   ring_attention *ra = calloc(1, sizeof *ra);
   if (!ra) return err_set(TSR_ENOMEM, "ring attention: out of memory");
   ra->kb = kb;
+  ra->cb = cb;
   ra->g = g;
   ra->k = comm_group_size(g);
   ra->p = comm_group_rank(g);
@@ -137,6 +141,7 @@ static int owner_at(const ring_attention *ra, int s) { return (ra->p - s + ra->k
 tsr_status ring_attention_forward(ring_attention *ra, float *out, float *lse, const float *q,
                                   const float *k, const float *v, int H, int Dh, float scale) {
   const kernels_backend *kb = ra->kb;
+  const comm_backend *cb = ra->cb;
   const int Lq = (int)ra->blk[ra->p];
   if (ra->k == 1)
     return kb->attention_forward(kb, out, lse, q, k, v, ra->cu[0], ra->n_clips, Lq, H, Dh, scale);
@@ -151,7 +156,7 @@ tsr_status ring_attention_forward(ring_attention *ra, float *out, float *lse, co
   for (int s = 0; s < ra->k && !st; s++) {
     int o = owner_at(ra, s);
     comm_request *req = NULL;
-    if (s < ra->k - 1 && (st = comm_ring_start(ra->g, ra->kv[cur], ra->kv[1 - cur], bytes, &req)))
+    if (s < ra->k - 1 && (st = cb->ring_start(cb, ra->g, ra->kv[cur], ra->kv[1 - cur], bytes, &req)))
       break;
     const float *kb_k = ra->kv[cur], *kb_v = ra->kv[cur] + half;
     if (s == 0) {
@@ -162,7 +167,7 @@ tsr_status ring_attention_forward(ring_attention *ra, float *out, float *lse, co
                                          ra->cu[o], ra->n_clips, Lq, (int)ra->blk[o], H, Dh, scale);
       if (!st) st = kb->attention_merge(kb, out, lse, ra->pout, ra->plse, Lq, H, Dh);
     }
-    tsr_status wst = comm_wait(&req);
+    tsr_status wst = cb->wait(cb, &req);
     if (!st) st = wst;
     cur = 1 - cur;
   }
@@ -174,6 +179,7 @@ tsr_status ring_attention_backward(ring_attention *ra, float *dq, float *dk, flo
                                    const float *v, const float *out, const float *lse, int H,
                                    int Dh, float scale) {
   const kernels_backend *kb = ra->kb;
+  const comm_backend *cb = ra->cb;
   const int Lq = (int)ra->blk[ra->p];
   if (ra->k == 1)
     return kb->attention_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, ra->cu[0], ra->n_clips,
@@ -194,15 +200,15 @@ tsr_status ring_attention_backward(ring_attention *ra, float *dq, float *dk, flo
     comm_request *req_kv = NULL, *req_g = NULL;
     // the next K/V block travels while this one is used
     if (s < ra->k - 1 &&
-        (st = comm_ring_start(ra->g, ra->kv[cur], ra->kv[1 - cur], bytes, &req_kv)))
+        (st = cb->ring_start(cb, ra->g, ra->kv[cur], ra->kv[1 - cur], bytes, &req_kv)))
       break;
     st = kb->attention_partial_backward(kb, dq, ra->grad[cur], ra->grad[cur] + half, dout, q,
                                         ra->kv[cur], ra->kv[cur] + half, lse, ra->delta,
                                         ra->cu[ra->p], ra->cu[o], ra->n_clips, Lq,
                                         (int)ra->blk[o], H, Dh, scale);
     // then the block's gradient accumulators follow it (after k steps: back to the owner)
-    if (!st) st = comm_ring_start(ra->g, ra->grad[cur], ra->grad[1 - cur], bytes, &req_g);
-    tsr_status w1 = comm_wait(&req_g), w2 = comm_wait(&req_kv);
+    if (!st) st = cb->ring_start(cb, ra->g, ra->grad[cur], ra->grad[1 - cur], bytes, &req_g);
+    tsr_status w1 = cb->wait(cb, &req_g), w2 = cb->wait(cb, &req_kv);
     if (!st) st = w1 ? w1 : w2;
     cur = 1 - cur;
   }

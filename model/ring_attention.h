@@ -15,9 +15,11 @@
 // (attention_partial_backward, with the final lse and delta = rowsum(dout * out)); after
 // k steps every block's dk/dv is back with its owner.
 //
-// Buffers are host memory for the MPI backend (kernels_cpu); the NCCL backend will run
-// the same schedule on device memory. With k = 1 both directions are the backend's own
-// full attention.
+// Compute goes through the kernels backend kb and every exchange through the
+// communication backend cb (core/comm.h), whose memory space must be kb's: host memory
+// for kernels_cpu with "mpi"; device memory for a GPU backend with NCCL, where the
+// exchange started before a block's attention overlaps it on the stream. With k = 1 both
+// directions are the backend's own full attention.
 #ifndef TESSERA_MODEL_RING_ATTENTION_H
 #define TESSERA_MODEL_RING_ATTENTION_H
 
@@ -31,8 +33,10 @@ void ring_chunk(int64_t L, int k, int o, int64_t *first, int64_t *len);
 
 typedef struct ring_attention ring_attention;
 
-// A ring over group g (comm_group_get(k)) on backend kb. Buffers grow on demand.
-tsr_status ring_attention_create(ring_attention **ra, const kernels_backend *kb, comm_group *g);
+// A ring over group g (comm_group_get(k)) computing on kb and exchanging with cb. Buffers
+// grow on demand.
+tsr_status ring_attention_create(ring_attention **ra, const kernels_backend *kb,
+                                 const comm_backend *cb, comm_group *g);
 void ring_attention_free(ring_attention **ra);
 
 // The clips of the next microbatch: n_clips total lengths (host), identical on every

@@ -34,7 +34,7 @@ tsr_status trainer_setup(trainer *tr) {
     tr->decay_mask[i] = (uint8_t)train_decays(dit_tensor_info(tr->model, i));
   if (!(tr->clips = calloc((size_t)tr->tc.global_batch, sizeof *tr->clips)))
     return err_set(TSR_ENOMEM, "trainer: no memory");
-  return dist_step_create(&tr->dist, tr->model, &tr->mc, &tr->tc, (int)L, (int)C);
+  return dist_step_create(&tr->dist, tr->model, tr->cb, &tr->mc, &tr->tc, (int)L, (int)C);
 }
 
 void trainer_free(trainer *tr) {

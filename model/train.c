@@ -283,6 +283,8 @@ tsr_status train_run(const train_options *o) {
     if (!r) r = sched_config_check(&tr.sched);
   }
   if (!r) r = data_sampler_init(&tr.sampler, data_num_clips(tr.data), (uint64_t)tr.tc.seed);
+  tr.cb = o->comm;
+  if (!r && !tr.cb) r = err_set(TSR_EINVAL, "train: no communication backend given");
   if (!r) r = trainer_setup(&tr);
   if (!r) {
     if (o->resume) r = start_from(&tr, latest, 1);

@@ -21,6 +21,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include "core/comm.h"
 #include "core/err.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
@@ -46,6 +47,7 @@ typedef struct {
   dit_config mc;
   train_config tc;
   const kernels_backend *kb;
+  const comm_backend *cb;        // set by the caller: ring exchange and gradient all-reduce
   dit_model *model;
   size_t n_params;
   float *adam_m, *adam_v, *ema;  // (n_params) backend memory each
@@ -115,6 +117,7 @@ typedef struct {
                                  // the built-in CPU numbers
   int gpus_per_node;             // ranks per node for the cost model (0: all ranks)
   int plan_kind;                 // TRAIN_PLAN_*: which plan each step runs
+  const comm_backend *comm;      // communication backend (core/comm.h), chosen by the caller
 } train_options;
 
 // Which plan a step runs: the scheduler's (Dynamic-CP, falling back to the better static

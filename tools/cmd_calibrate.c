@@ -39,7 +39,8 @@ int cmd_calibrate(int argc, char **argv) {
   const char *config = NULL, *out = NULL, *base = "configs/cost/h100-dit1b.conf";
   char *sets[64];
   int nsets = 0;
-  calibrate_opts o = {.min_tokens = 64, .max_tokens = 2048, .points = 6, .reps = 3};
+  calibrate_opts o = {.min_tokens = 64, .max_tokens = 2048, .points = 6, .reps = 3,
+                      .comm = comm_mpi()};
   enum { O_CONFIG = 1, O_SET, O_OUT, O_BASE, O_MIN, O_MAX, O_POINTS, O_REPS };
   static const struct option opts[] = {
       {"config", required_argument, 0, O_CONFIG}, {"set", required_argument, 0, O_SET},

@@ -57,7 +57,7 @@ int cmd_train(int argc, char **argv) {
       {"set", required_argument, 0, O_SET},       {"cost", required_argument, 0, O_COST},
       {"gpus-per-node", required_argument, 0, O_GPN}, {"plan", required_argument, 0, O_PLAN},
       {0, 0, 0, 0}};
-  train_options o = {0};
+  train_options o = {.comm = comm_mpi()};
   char **sets = calloc((size_t)argc + 1, sizeof *sets);
   if (!sets) return 1;
   int bad = 0, c;

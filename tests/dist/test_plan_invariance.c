@@ -97,7 +97,13 @@ static int run(const char *kind, const char *outpath) {
   CHECK_OK(dit_create(&m, &mc, kb, total, NCLIPS));
   CHECK_OK(dit_init(m, 7));
   CHECK_OK(mt_perturb(m, 8, 0.1f));
-  CHECK_OK(dist_step_create(&ds, m, &mc, &tc, total, NCLIPS));
+  // A communication backend on another memory space than the compute backend's is refused.
+  comm_backend device_comm = *comm_mpi();
+  device_comm.mem = COMM_MEM_DEVICE;
+  st = dist_step_create(&ds, m, &device_comm, &mc, &tc, total, NCLIPS);
+  CHECK(st == TSR_EINVAL && strstr(err_msg(), "device memory") && !ds,
+        "device-memory communication with the cpu backend refused: %s", err_msg());
+  CHECK_OK(dist_step_create(&ds, m, comm_mpi(), &mc, &tc, total, NCLIPS));
   CHECK_OK(dit_zero_grad(m));
   double loss = 0;
   CHECK_OK(dist_step_run(ds, &p, clips, NCLIPS, 3, &loss, NULL));

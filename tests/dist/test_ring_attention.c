@@ -92,7 +92,7 @@ static void one_case(const kernels_backend *kb, comm_group *g, int ncase) {
     row += (size_t)l;
   }
   ring_attention *ra = NULL;
-  CHECK_OK(ring_attention_create(&ra, kb, g));
+  CHECK_OK(ring_attention_create(&ra, kb, comm_mpi(), g));
   CHECK_OK(ring_attention_set_clips(ra, n, lens));
   CHECK_OK(ring_attention_forward(ra, lout, llse, lq, lk, lv, H, Dh, scale));
   CHECK_OK(ring_attention_backward(ra, ldq, ldk, ldv, ldo, lq, lk, lv, lout, llse, H, Dh, scale));
