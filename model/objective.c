@@ -45,11 +45,14 @@ double objective_timestep(const train_config *tc, int64_t step, int64_t clip_id,
   rng_key k = {(uint64_t)tc->seed, (uint64_t)step, (uint64_t)clip_id, RNG_STREAM_TIMESTEP};
   double z = rng_normal(&k, 0);
   double t = 1.0 / (1.0 + exp(-(tc->t_logit_mean + tc->t_logit_std * z)));
-  if (tc->t_shift_tokens > 0) {
-    double s = fmax(1.0, sqrt((double)total_tokens / (double)tc->t_shift_tokens));
-    t = s * t / (1.0 + (s - 1.0) * t);
-  }
+  t = objective_time_shift(t, total_tokens, tc->t_shift_tokens);
   return fmin(T_MAX, fmax(T_MIN, t));
+}
+
+double objective_time_shift(double t, int64_t total_tokens, int64_t shift_tokens) {
+  if (shift_tokens <= 0) return t;
+  double s = fmax(1.0, sqrt((double)total_tokens / (double)shift_tokens));
+  return s * t / (1.0 + (s - 1.0) * t);
 }
 
 int objective_label(const dit_config *mc, const train_config *tc, int64_t step, int64_t clip_id,

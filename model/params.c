@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "core/rng.h"
 #include "model/dit_internal.h"
 
@@ -228,11 +229,7 @@ size_t dit_count_params(const dit_model *m) {
 
 // FNV-1a of a tensor name: its RNG clip field, so a tensor's init does not depend on
 // which other tensors exist.
-static uint64_t name_hash(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-  return h;
-}
+static uint64_t name_hash(const char *s) { return hash_fnv1a(HASH_FNV1A_INIT, s, strlen(s)); }
 
 tsr_status dit_init(dit_model *m, uint64_t seed) {
   float *host = calloc(m->n_params ? m->n_params : 1, sizeof(float));

@@ -10,13 +10,8 @@
 #include "ingest/encode.h"
 #include "ingest/patchify.h"
 #include "model/checkpoint.h"
+#include "model/objective.h"
 
-// Shifted noise level of grid point u for a clip of n tokens (as model/objective.h).
-static double shift_t(double u, int64_t n, int64_t shift_tokens) {
-  double s = shift_tokens > 0 ? sqrt((double)n / (double)shift_tokens) : 1;
-  if (s < 1) s = 1;
-  return s * u / (1 + (s - 1) * u);
-}
 
 typedef struct {
   float *x, *pred, *t;            // backend: (2N, P) input, (2N, P) output, (2)
@@ -79,8 +74,10 @@ tsr_status sample_generate(dit_model *m, const sample_params *sp, uint8_t *out) 
   dit_batch batch = {.n_clips = C, .L = (int)(C * N), .cu_seqlens = b.cu, .pos = b.pos,
                      .t = b.t, .labels = mc->num_classes > 0 ? b.labels : NULL, .x = b.x};
   for (int i = 0; !r && i < sp->steps; i++) {
-    double t0 = shift_t(1.0 - (double)i / sp->steps, (int64_t)N, sp->t_shift_tokens);
-    double t1 = shift_t(1.0 - (double)(i + 1) / sp->steps, (int64_t)N, sp->t_shift_tokens);
+    // the noise levels of training (objective_time_shift) at the grid points
+    double t0 = objective_time_shift(1.0 - (double)i / sp->steps, (int64_t)N, sp->t_shift_tokens);
+    double t1 = objective_time_shift(1.0 - (double)(i + 1) / sp->steps, (int64_t)N,
+                                     sp->t_shift_tokens);
     float tt[2] = {(float)t0, (float)t0};
     for (int c = 0; !r && c < C; c++)
       r = kb->to_device(kb, b.x + c * N * P, b.xh, N * P * sizeof(float));

@@ -11,6 +11,7 @@
 
 #include "core/comm.h"
 #include "core/fs.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "model/checkpoint.h"
 
@@ -65,10 +66,11 @@ static tsr_status check_ranks_agree(const trainer *tr) {
   if (comm_size() == 1) return TSR_OK;
   char *ini = config_to_ini(&tr->mc, &tr->tc);
   if (!ini) return err_set(TSR_ENOMEM, "out of memory");
-  uint64_t h = 1469598103934665603ULL;  // FNV-1a of the config text and the store's size
-  for (const char *c = ini; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ULL;
+  // FNV-1a of the config text and the store's clip count
+  uint64_t h = hash_fnv1a(HASH_FNV1A_INIT, ini, strlen(ini));
   free(ini);
-  h = (h ^ (uint64_t)data_num_clips(tr->data)) * 1099511628211ULL;
+  int64_t nclips = data_num_clips(tr->data);
+  h = hash_fnv1a(h, &nclips, sizeof nclips);
   int64_t v[2] = {(int64_t)(h >> 1), -(int64_t)(h >> 1)};  // max and -min in one reduction
   tsr_status r = comm_allreduce_max_i64(v, 2);
   if (r) return r;
