@@ -35,7 +35,7 @@
 //   out: gemm (explicit beta), axpy, and attention_partial_backward (accumulates
 //   dq, dk, dv: it adds one K/V block's contribution). Any gradient output may be NULL
 //   to skip it unless said otherwise.
-// - In-place: out may equal inp in elementwise entries (gelu, silu, scale, add, rope,
+// - In-place: out may equal inp in elementwise entries (gelu, silu, scale, add, add_act, rope,
 //   modulate, gate_residual with out == res); nothing else may alias.
 // - Errors: every entry returns TSR_OK or an error with err_set() message (NULL
 //   required pointer, negative size, bad cu_seqlens, position/id out of range, no
