@@ -8,13 +8,22 @@
 // Contract for every entry
 // - Call as `kb->op(kb, ...)`: the first argument is the backend itself (its state is
 //   kb->ctx: NULL on the CPU; streams and handles on CUDA).
-// - Tensors are plain pointers plus dimensions: row-major, contiguous, fp32 unless the
-//   comment says int32/uint8. Every pointer lives in the backend's memory space (host
+// - Tensors are plain pointers plus dimensions: row-major, contiguous. Element types
+//   (docs/kernels.md, "Dtypes"): a pointer typed `void *` holds ACTIVATIONS in the
+//   backend's compute dtype kb->act_dtype (fp32 or bf16, kernels/dtype.h); a `float *` is
+//   always fp32 — parameters the entry reads as such (biases, norm weights, the embedding
+//   table), parameter gradients, optimizer state, EMA and statistics (LayerNorm mean/rstd,
+//   attention lse/delta, t, loss weights, losses). Comments mark them [act] and [f32];
+//   int32/uint8/int64 arrays say so. An [act] output is computed in fp32 and rounded to
+//   the act dtype once, when stored (an accumulated one: loaded, summed in fp32, rounded).
+//   The weights `w` of linear layers and GEMM operands are [act]: the model keeps fp32
+//   master weights and refreshes an act-dtype working copy with `cast`.
+//   Every pointer lives in the backend's memory space (host
 //   memory on the CPU, device memory on CUDA), index arrays (cu_seqlens, positions,
 //   ids) included. Get such memory from kb->alloc and move data with kb->to_device /
 //   kb->to_host; the model never mallocs activations itself. The one exception is a
 //   pointer named `*_host`, which is host memory on every backend.
-// - The shape of each pointer is written next to it: `(L, D)` means L rows of D floats.
+// - The shape of each pointer is written next to it: `(L, D)` means L rows of D elements.
 //   Names used throughout: L tokens of a packed microbatch, D hidden size, H heads,
 //   Dh head dimension (D = H * Dh), C clips (n_clips), M/K/N GEMM sizes.
 // - Packed clips: the tokens of clip c are the contiguous rows
@@ -26,7 +35,7 @@
 //   out: gemm (explicit beta), axpy, and attention_partial_backward (accumulates
 //   dq, dk, dv: it adds one K/V block's contribution). Any gradient output may be NULL
 //   to skip it unless said otherwise.
-// - In-place: out may equal inp in elementwise entries (gelu, silu, scale, add, rope,
+// - In-place: out may equal inp in elementwise entries (gelu, silu, scale, add, add_act, rope,
 //   modulate, gate_residual with out == res); nothing else may alias.
 // - Errors: every entry returns TSR_OK or an error with err_set() message (NULL
 //   required pointer, negative size, bad cu_seqlens, position/id out of range, no
@@ -50,14 +59,26 @@
 #include <stdint.h>
 
 #include "core/err.h"
+#include "kernels/dtype.h"
 
 typedef struct kernels_backend kernels_backend;
 
+// The random-number key of one clip (or CP chunk of a clip) for objective_inputs: the
+// store's clip id, the clip's total token count N (for the time shift) and the index in
+// the clip of the chunk's first token (0 for a whole clip). Backend memory, like every
+// array an entry reads.
+typedef struct {
+  int64_t clip_id;
+  int64_t total_tokens;
+  int64_t first_token;
+} kernels_clip_key;
+
 struct kernels_backend {
-  const char *name;  // "cpu", "cuda"
-  void *ctx;         // backend state, owned by the backend
-  int device_memory; // 0: buffers are host memory (cpu); 1: device memory (cuda). A
-                     // communication backend working with it must use the same space.
+  const char *name;         // "cpu", "cpu-bf16", "cuda"
+  void *ctx;                // backend state, owned by the backend
+  kernels_dtype act_dtype;  // the dtype of every [act] (void *) tensor; see the contract
+  int device_memory;        // 0: buffers are host memory (cpu); 1: device memory (cuda). A
+                            // communication backend working with it must use the same space.
 
   // ---- memory --------------------------------------------------------------------
   // *ptr = `bytes` of zero-filled backend memory, 64-byte aligned (bytes == 0 gives a
@@ -73,87 +94,114 @@ struct kernels_backend {
   // Waits for every queued entry to finish (no-op on the CPU).
   tsr_status (*sync)(const kernels_backend *kb);
 
-  // ---- small elementwise helpers (n floats) --------------------------------------
-  tsr_status (*fill)(const kernels_backend *kb, float *x, float value, size_t n);  // x: (n)
-  tsr_status (*scale)(const kernels_backend *kb, float *x, float alpha, size_t n); // x *= alpha
-  // out = a + b. out: (n), a: (n), b: (n)
+  // ---- dtype conversion ------------------------------------------------------------
+  // dst = src converted elementwise (fp32 -> bf16 rounds to nearest even; bf16 -> fp32 is
+  // exact; same dtype copies). For the working copy of the weights (master fp32 -> act
+  // after init, load and every optimizer step) and for reading activations back as fp32.
+  // Any pair of kernels_dtype works on every backend, whatever its act_dtype.
+  // dst: (n) [dst_dtype], src: (n) [src_dtype]; must not overlap.
+  tsr_status (*cast)(const kernels_backend *kb, void *dst, kernels_dtype dst_dtype,
+                     const void *src, kernels_dtype src_dtype, size_t n);
+
+  // ---- small elementwise helpers (n elements) ----------------------------------------
+  // fill, scale, add, axpy are [f32]: for parameters, their gradients, t and statistics
+  // (model/cond.c scales t). add_act and axpy_act are their [act] forms, for activations
+  // and activation gradients (model/cond.c adds the label embedding to c,
+  // model/layers.c adds the second path of the residual-stream gradient).
+  tsr_status (*fill)(const kernels_backend *kb, float *x, float value, size_t n);  // x: (n) [f32]
+  tsr_status (*scale)(const kernels_backend *kb, float *x, float alpha, size_t n); // x *= alpha [f32]
+  // out = a + b. out: (n), a: (n), b: (n) [f32]
   tsr_status (*add)(const kernels_backend *kb, float *out, const float *a, const float *b, size_t n);
-  // y += alpha * x. y: (n), x: (n)
+  // y += alpha * x. y: (n), x: (n) [f32]
   tsr_status (*axpy)(const kernels_backend *kb, float *y, float alpha, const float *x, size_t n);
+  // out = a + b. out, a, b: (n) [act] (out may equal a or b)
+  tsr_status (*add_act)(const kernels_backend *kb, void *out, const void *a, const void *b,
+                        size_t n);
+  // y += alpha * x. y, x: (n) [act]
+  tsr_status (*axpy_act)(const kernels_backend *kb, void *y, float alpha, const void *x, size_t n);
   // out = a * in + b, e.g. a = 2/255, b = -1 maps uint8 pixels to [-1, 1].
-  // out: (n) fp32, in: (n) uint8
-  tsr_status (*u8_affine)(const kernels_backend *kb, float *out, const uint8_t *in, float a, float b,
+  // out: (n) [act], in: (n) uint8
+  tsr_status (*u8_affine)(const kernels_backend *kb, void *out, const uint8_t *in, float a, float b,
                           size_t n);
 
   // ---- GEMM (OpenBLAS sgemm on the CPU) -----------------------------------------
   // General row-major GEMM: c = alpha * op(a) * op(b) + beta * c, op(x) = x or x^T.
-  // c: (m, n); a: (m, k), or (k, m) if trans_a; b: (k, n), or (n, k) if trans_b.
-  // beta == 0 overwrites c (its old contents are ignored, NaN included).
+  // c: (m, n) [act]; a: (m, k), or (k, m) if trans_a [act]; b: (k, n), or (n, k) if
+  // trans_b [act]. beta == 0 overwrites c (its old contents are ignored, NaN included);
+  // otherwise c is read, the sum formed in fp32 and rounded once.
   tsr_status (*gemm)(const kernels_backend *kb, int trans_a, int trans_b, int m, int n, int k,
-                     float alpha, const float *a, const float *b, float beta, float *c);
+                     float alpha, const void *a, const void *b, float beta, void *c);
   // Linear layer: out = inp * w + bias (weights stored (in, out), i.e. PyTorch's
   // nn.Linear weight transposed). bias may be NULL.
-  // out: (M, N), inp: (M, K), w: (K, N), bias: (N)
-  tsr_status (*linear_forward)(const kernels_backend *kb, float *out, const float *inp, const float *w,
-                               const float *bias, int M, int K, int N);
+  // out: (M, N) [act], inp: (M, K) [act], w: (K, N) [act] working copy, bias: (N) [f32]
+  tsr_status (*linear_forward)(const kernels_backend *kb, void *out, const void *inp,
+                               const void *w, const float *bias, int M, int K, int N);
   // dinp = dout * w^T (overwritten); dw += inp^T * dout; dbias += column sums of dout.
-  // dinp: (M, K), dw: (K, N), dbias: (N), dout: (M, N), inp: (M, K), w: (K, N)
-  // inp is needed only for dw, w only for dinp.
-  tsr_status (*linear_backward)(const kernels_backend *kb, float *dinp, float *dw, float *dbias,
-                                const float *dout, const float *inp, const float *w, int M, int K,
+  // dinp: (M, K) [act], dw: (K, N) [f32], dbias: (N) [f32], dout: (M, N) [act],
+  // inp: (M, K) [act], w: (K, N) [act]. inp is needed only for dw, w only for dinp.
+  tsr_status (*linear_backward)(const kernels_backend *kb, void *dinp, float *dw, float *dbias,
+                                const void *dout, const void *inp, const void *w, int M, int K,
                                 int N);
 
   // ---- normalisation -------------------------------------------------------------
   // LayerNorm without affine over the last dimension: out = (inp - mean) * rstd,
   // rstd = 1 / sqrt(var + eps), var biased (divide by D). Statistics in double.
-  // out: (L, D), mean: (L) or NULL, rstd: (L) or NULL (saved for backward), inp: (L, D)
-  tsr_status (*layernorm_forward)(const kernels_backend *kb, float *out, float *mean, float *rstd,
-                                  const float *inp, int L, int D, float eps);
+  // out: (L, D) [act], mean: (L) [f32] or NULL, rstd: (L) [f32] or NULL (saved for
+  // backward), inp: (L, D) [act]
+  tsr_status (*layernorm_forward)(const kernels_backend *kb, void *out, float *mean, float *rstd,
+                                  const void *inp, int L, int D, float eps);
   // dinp = rstd * (dout - mean(dout) - xhat * mean(dout * xhat)), xhat = (inp-mean)*rstd.
-  // dinp: (L, D) overwritten, dout: (L, D), inp: (L, D), mean: (L), rstd: (L)
-  tsr_status (*layernorm_backward)(const kernels_backend *kb, float *dinp, const float *dout,
-                                   const float *inp, const float *mean, const float *rstd, int L,
+  // dinp: (L, D) [act] overwritten, dout: (L, D) [act], inp: (L, D) [act], mean: (L) [f32],
+  // rstd: (L) [f32]
+  tsr_status (*layernorm_backward)(const kernels_backend *kb, void *dinp, const void *dout,
+                                   const void *inp, const float *mean, const float *rstd, int L,
                                    int D);
   // RMSNorm with a learned weight over rows of C values: out = inp * rstd * weight,
   // rstd = 1 / sqrt(mean(inp^2) + eps). For QK-norm per head pass q as R = L*H rows of
   // C = Dh (the weight (Dh) is shared by all heads).
-  // out: (R, C), rstd: (R) or NULL, inp: (R, C), weight: (C)
-  tsr_status (*rmsnorm_forward)(const kernels_backend *kb, float *out, float *rstd, const float *inp,
+  // out: (R, C) [act], rstd: (R) [f32] or NULL, inp: (R, C) [act], weight: (C) [f32]
+  tsr_status (*rmsnorm_forward)(const kernels_backend *kb, void *out, float *rstd, const void *inp,
                                 const float *weight, int R, int C, float eps);
   // dinp overwritten; dweight += sum over rows of dout * inp * rstd.
-  // dinp: (R, C), dweight: (C), dout: (R, C), inp: (R, C), weight: (C), rstd: (R)
-  tsr_status (*rmsnorm_backward)(const kernels_backend *kb, float *dinp, float *dweight,
-                                 const float *dout, const float *inp, const float *weight,
+  // dinp: (R, C) [act], dweight: (C) [f32], dout: (R, C) [act], inp: (R, C) [act],
+  // weight: (C) [f32], rstd: (R) [f32]
+  tsr_status (*rmsnorm_backward)(const kernels_backend *kb, void *dinp, float *dweight,
+                                 const void *dout, const void *inp, const float *weight,
                                  const float *rstd, int R, int C);
 
   // ---- adaLN modulation (per clip) -----------------------------------------------
   // The per-clip vectors (shift, scale, gate) are rows of a (C, mstride) array, so they can
   // point into the adaLN linear's output (C, 6*D) directly: clip c's vector is
-  // shift[c * mstride + 0 .. D). mstride >= D. Their gradients use the same layout.
+  // shift[c * mstride + 0 .. D). mstride >= D. Their gradients use the same layout. Being
+  // rows of a linear's output (and the dout of its backward), they are [act]; only the D
+  // values of each row are read or written (the rest of the stride is untouched).
   //
   // out = inp * (1 + scale[c]) + shift[c] for every token of clip c.
-  // out: (L, D), inp: (L, D), shift/scale: (C, mstride), cu_seqlens: (C + 1) int32
-  tsr_status (*modulate_forward)(const kernels_backend *kb, float *out, const float *inp,
-                                 const float *shift, const float *scale, int mstride,
+  // out: (L, D) [act], inp: (L, D) [act], shift/scale: (C, mstride) [act],
+  // cu_seqlens: (C + 1) int32
+  tsr_status (*modulate_forward)(const kernels_backend *kb, void *out, const void *inp,
+                                 const void *shift, const void *scale, int mstride,
                                  const int32_t *cu_seqlens, int n_clips, int L, int D);
   // dinp = dout * (1 + scale[c]); dshift[c] = sum over clip c's tokens of dout;
   // dscale[c] = sum of dout * inp. All overwritten (activation gradients); a clip with no
-  // tokens gets zeros.
-  // dinp: (L, D), dshift/dscale: (C, mstride), dout: (L, D), inp: (L, D), scale: (C, mstride)
-  tsr_status (*modulate_backward)(const kernels_backend *kb, float *dinp, float *dshift,
-                                  float *dscale, const float *dout, const float *inp,
-                                  const float *scale, int mstride, const int32_t *cu_seqlens,
+  // tokens gets zeros. The sums are formed in fp32/double and rounded once.
+  // dinp: (L, D) [act], dshift/dscale: (C, mstride) [act], dout: (L, D) [act],
+  // inp: (L, D) [act], scale: (C, mstride) [act]
+  tsr_status (*modulate_backward)(const kernels_backend *kb, void *dinp, void *dshift,
+                                  void *dscale, const void *dout, const void *inp,
+                                  const void *scale, int mstride, const int32_t *cu_seqlens,
                                   int n_clips, int L, int D);
   // Gated residual: out = res + gate[c] * inp (out may equal res).
-  // out: (L, D), res: (L, D), inp: (L, D), gate: (C, mstride)
-  tsr_status (*gate_residual_forward)(const kernels_backend *kb, float *out, const float *res,
-                                      const float *inp, const float *gate, int mstride,
+  // out: (L, D) [act], res: (L, D) [act], inp: (L, D) [act], gate: (C, mstride) [act]
+  tsr_status (*gate_residual_forward)(const kernels_backend *kb, void *out, const void *res,
+                                      const void *inp, const void *gate, int mstride,
                                       const int32_t *cu_seqlens, int n_clips, int L, int D);
   // dinp = gate[c] * dout; dgate[c] = sum over clip c's tokens of dout * inp (both
   // overwritten). The gradient to res is dout itself.
-  // dinp: (L, D), dgate: (C, mstride), dout: (L, D), inp: (L, D), gate: (C, mstride)
-  tsr_status (*gate_residual_backward)(const kernels_backend *kb, float *dinp, float *dgate,
-                                       const float *dout, const float *inp, const float *gate,
+  // dinp: (L, D) [act], dgate: (C, mstride) [act], dout: (L, D) [act], inp: (L, D) [act],
+  // gate: (C, mstride) [act]
+  tsr_status (*gate_residual_backward)(const kernels_backend *kb, void *dinp, void *dgate,
+                                       const void *dout, const void *inp, const void *gate,
                                        int mstride, const int32_t *cu_seqlens, int n_clips, int L,
                                        int D);
 
@@ -164,56 +212,61 @@ struct kernels_backend {
   // pairs by the row y, the last d_w/2 by the column x. Inside a group of width d_g the
   // j-th pair has frequency theta^(-2j / d_g) and angle = position * frequency (computed
   // in double). Rotation: (a, b) -> (a cos - b sin, a sin + b cos).
-  // out: (L, H, Dh), inp: (L, H, Dh) (out may equal inp), pos: (L, 3) int32 (t, y, x)
-  tsr_status (*rope_forward)(const kernels_backend *kb, float *out, const float *inp,
+  // out: (L, H, Dh) [act], inp: (L, H, Dh) [act] (out may equal inp), pos: (L, 3) int32
+  // (t, y, x)
+  tsr_status (*rope_forward)(const kernels_backend *kb, void *out, const void *inp,
                              const int32_t *pos, int L, int H, int Dh, float theta);
-  // The inverse rotation: dinp = R^T dout. dinp: (L, H, Dh), dout: (L, H, Dh), pos: (L, 3)
-  tsr_status (*rope_backward)(const kernels_backend *kb, float *dinp, const float *dout,
+  // The inverse rotation: dinp = R^T dout. dinp: (L, H, Dh) [act], dout: (L, H, Dh) [act],
+  // pos: (L, 3)
+  tsr_status (*rope_backward)(const kernels_backend *kb, void *dinp, const void *dout,
                               const int32_t *pos, int L, int H, int Dh, float theta);
 
   // ---- activations ---------------------------------------------------------------
   // GELU, tanh approximation (PyTorch approximate='tanh'):
-  // y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). out, inp: (n)
-  tsr_status (*gelu_forward)(const kernels_backend *kb, float *out, const float *inp, size_t n);
-  // dinp = gelu'(inp) * dout. dinp, dout, inp: (n)
-  tsr_status (*gelu_backward)(const kernels_backend *kb, float *dinp, const float *dout,
-                              const float *inp, size_t n);
-  // SiLU y = x / (1 + exp(-x)). out, inp: (n)
-  tsr_status (*silu_forward)(const kernels_backend *kb, float *out, const float *inp, size_t n);
-  tsr_status (*silu_backward)(const kernels_backend *kb, float *dinp, const float *dout,
-                              const float *inp, size_t n);
+  // y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). out, inp: (n) [act]
+  tsr_status (*gelu_forward)(const kernels_backend *kb, void *out, const void *inp, size_t n);
+  // dinp = gelu'(inp) * dout. dinp, dout, inp: (n) [act]
+  tsr_status (*gelu_backward)(const kernels_backend *kb, void *dinp, const void *dout,
+                              const void *inp, size_t n);
+  // SiLU y = x / (1 + exp(-x)). out, inp: (n) [act]
+  tsr_status (*silu_forward)(const kernels_backend *kb, void *out, const void *inp, size_t n);
+  // dinp, dout, inp: (n) [act]
+  tsr_status (*silu_backward)(const kernels_backend *kb, void *dinp, const void *dout,
+                              const void *inp, size_t n);
 
   // ---- conditioning --------------------------------------------------------------
   // Sinusoidal timestep embedding (DiT): half = dim/2, f_j = exp(-ln(max_period) j / half),
   // out[i] = [cos(t_i f_0..half-1), sin(t_i f_0..half-1)], a last zero column if dim is odd.
   // t is used as given (scale it, e.g. by 1000, before). Computed in double.
-  // out: (n, dim), t: (n)
-  tsr_status (*timestep_embedding)(const kernels_backend *kb, float *out, const float *t, int n,
+  // out: (n, dim) [act], t: (n) [f32] (a noise level: bf16 would keep 3 digits of it)
+  tsr_status (*timestep_embedding)(const kernels_backend *kb, void *out, const float *t, int n,
                                    int dim, float max_period);
-  // Row gather (class labels): out[i] = table[ids[i]]. out: (n, D), table: (V, D), ids: (n) int32
-  tsr_status (*embedding_forward)(const kernels_backend *kb, float *out, const float *table,
+  // Row gather (class labels): out[i] = table[ids[i]].
+  // out: (n, D) [act], table: (V, D) [f32] parameter, ids: (n) int32
+  tsr_status (*embedding_forward)(const kernels_backend *kb, void *out, const float *table,
                                   const int32_t *ids, int n, int V, int D);
-  // dtable[ids[i]] += dout[i], in order of i. dtable: (V, D), dout: (n, D), ids: (n)
-  tsr_status (*embedding_backward)(const kernels_backend *kb, float *dtable, const float *dout,
+  // dtable[ids[i]] += dout[i], in order of i. dtable: (V, D) [f32], dout: (n, D) [act], ids: (n)
+  tsr_status (*embedding_backward)(const kernels_backend *kb, float *dtable, const void *dout,
                                    const int32_t *ids, int n, int V, int D);
 
   // ---- attention over packed clips -----------------------------------------------
-  // q, k, v, out: (L, H, Dh) (= (L, D) activations); lse: (L, H), the natural log of the
-  // softmax denominator of each query row (in units of the scaled scores), token-major
-  // like every activation so a CP chunk of tokens is a contiguous slice. scale is the
-  // softmax scale (1/sqrt(Dh) for standard attention). Each query attends
+  // q, k, v, out: (L, H, Dh) [act] (= (L, D) activations); lse: (L, H) [f32], the natural
+  // log of the softmax denominator of each query row (in units of the scaled scores),
+  // token-major like every activation so a CP chunk of tokens is a contiguous slice. scale
+  // is the softmax scale (1/sqrt(Dh) for standard attention). Each query attends
   // bidirectionally to every key of its own clip only. Tiled online softmax: memory is
   // O(threads * tile * Dh), never (L x L).
   //
   // Full attention (one rank holds whole clips): out, lse overwritten.
-  tsr_status (*attention_forward)(const kernels_backend *kb, float *out, float *lse, const float *q,
-                                  const float *k, const float *v, const int32_t *cu_seqlens,
+  tsr_status (*attention_forward)(const kernels_backend *kb, void *out, float *lse, const void *q,
+                                  const void *k, const void *v, const int32_t *cu_seqlens,
                                   int n_clips, int L, int H, int Dh, float scale);
   // dq, dk, dv overwritten; recomputes the scores tile by tile from q, k, lse and
-  // delta = rowsum(dout * out). dq, dk, dv, dout, q, k, v, out: (L, H, Dh), lse: (L, H)
-  tsr_status (*attention_backward)(const kernels_backend *kb, float *dq, float *dk, float *dv,
-                                   const float *dout, const float *q, const float *k,
-                                   const float *v, const float *out, const float *lse,
+  // delta = rowsum(dout * out). dq, dk, dv, dout, q, k, v, out: (L, H, Dh) [act],
+  // lse: (L, H) [f32]
+  tsr_status (*attention_backward)(const kernels_backend *kb, void *dq, void *dk, void *dv,
+                                   const void *dout, const void *q, const void *k,
+                                   const void *v, const void *out, const float *lse,
                                    const int32_t *cu_seqlens, int n_clips, int L, int H, int Dh,
                                    float scale);
   // Partial attention for ring attention: Lq local queries against one block of Lk
@@ -221,35 +274,65 @@ struct kernels_backend {
   // [cu_k[c], cu_k[c+1]) only. out is normalised over this block's keys and lse is this
   // block's log-sum-exp; a query whose clip has no key in the block gets out = 0 and
   // lse = -INFINITY. Combine blocks with attention_merge.
-  // out: (Lq, H, Dh), lse: (Lq, H), q: (Lq, H, Dh), k, v: (Lk, H, Dh),
-  // cu_q, cu_k: (C + 1) int32 (cu_q[C] == Lq, cu_k[C] == Lk)
-  tsr_status (*attention_partial_forward)(const kernels_backend *kb, float *out, float *lse,
-                                          const float *q, const float *k, const float *v,
+  // out: (Lq, H, Dh) [act], lse: (Lq, H) [f32], q: (Lq, H, Dh) [act], k, v: (Lk, H, Dh)
+  // [act], cu_q, cu_k: (C + 1) int32 (cu_q[C] == Lq, cu_k[C] == Lk)
+  tsr_status (*attention_partial_forward)(const kernels_backend *kb, void *out, float *lse,
+                                          const void *q, const void *k, const void *v,
                                           const int32_t *cu_q, const int32_t *cu_k, int n_clips,
                                           int Lq, int Lk, int H, int Dh, float scale);
   // Merges partial b into the accumulator a, exactly (up to rounding):
   // lse = log(exp(lse_a) + exp(lse_b)), out_a = exp(lse_a - lse) out_a + exp(lse_b - lse) out_b.
   // -INFINITY lse (empty partial) is handled; merging in any order gives the full result.
-  // out_a: (L, H, Dh) updated, lse_a: (L, H) updated, out_b: (L, H, Dh), lse_b: (L, H)
-  tsr_status (*attention_merge)(const kernels_backend *kb, float *out_a, float *lse_a,
-                                const float *out_b, const float *lse_b, int L, int H, int Dh);
+  // out_a: (L, H, Dh) [act] updated (rounded once per merge), lse_a: (L, H) [f32] updated,
+  // out_b: (L, H, Dh) [act], lse_b: (L, H) [f32]
+  tsr_status (*attention_merge)(const kernels_backend *kb, void *out_a, float *lse_a,
+                                const void *out_b, const float *lse_b, int L, int H, int Dh);
   // delta = rowsum over Dh of dout * out (computed in double), the D_i of the backward.
-  // delta: (L, H), dout, out: (L, H, Dh)
-  tsr_status (*attention_delta)(const kernels_backend *kb, float *delta, const float *dout,
-                                const float *out, int L, int H, int Dh);
+  // delta: (L, H) [f32], dout, out: (L, H, Dh) [act]
+  tsr_status (*attention_delta)(const kernels_backend *kb, float *delta, const void *dout,
+                                const void *out, int L, int H, int Dh);
   // Backward of one K/V block given the FINAL lse and delta of the local queries:
   // with P = exp(scale q.k - lse), dS = P * (dout.v - delta):
   // dq += scale dS k, dk += scale dS^T q, dv += P^T dout — all three ACCUMULATED (dq over
-  // the blocks of the ring, dk/dv are the block's gradients travelling with it).
+  // the blocks of the ring, dk/dv are the block's gradients travelling with it; with bf16
+  // activations each call loads them, adds in fp32 and rounds once).
   // dq may be NULL; dk and dv are given together or both NULL (same for attention_backward).
-  // dq: (Lq, H, Dh), dk, dv: (Lk, H, Dh), dout, q: (Lq, H, Dh), k, v: (Lk, H, Dh),
-  // lse, delta: (Lq, H), cu_q, cu_k: (C + 1)
-  tsr_status (*attention_partial_backward)(const kernels_backend *kb, float *dq, float *dk,
-                                           float *dv, const float *dout, const float *q,
-                                           const float *k, const float *v, const float *lse,
+  // dq: (Lq, H, Dh) [act], dk, dv: (Lk, H, Dh) [act], dout, q: (Lq, H, Dh) [act],
+  // k, v: (Lk, H, Dh) [act], lse, delta: (Lq, H) [f32], cu_q, cu_k: (C + 1)
+  tsr_status (*attention_partial_backward)(const kernels_backend *kb, void *dq, void *dk,
+                                           void *dv, const void *dout, const void *q,
+                                           const void *k, const void *v, const float *lse,
                                            const float *delta, const int32_t *cu_q,
                                            const int32_t *cu_k, int n_clips, int Lq, int Lk, int H,
                                            int Dh, float scale);
+
+  // ---- objective and sampler (no host work per step) ---------------------------------
+  // The rectified-flow inputs of a packed microbatch, from the uint8 tokens and the keys
+  // of core/rng.h, exactly as model/objective.h defines them (the CPU fp32 entry is
+  // bitwise equal to objective_build): for clip c with key (seed, step, clip_id) and
+  // token j = first_token + i of its own token index (i-th row of the clip here),
+  //   z = rng_normal({seed, step, clip_id, TIMESTEP}, 0)
+  //   t = sigmoid(t_logit_mean + t_logit_std z), shifted by s = max(1, sqrt(N / t_shift_tokens))
+  //       (s = 1 when t_shift_tokens <= 0): t' = s t / (1 + (s - 1) t), clamped to
+  //       [1e-5, 1 - 1e-5] — all in double, then rounded to float
+  //   x0 = u8 * (2/255) - 1;  e = (float)rng_normal({seed, step, clip_id, NOISE}, j P + v)
+  //   x_t = (1 - t') x0 + t' e;  target = e - x0           (float arithmetic, no FMA)
+  // t: (C) [f32] out, x_t, target: (L, P) [act] out, tokens: (L, P) uint8,
+  // clips: (C) kernels_clip_key, cu_seqlens: (C + 1) int32
+  tsr_status (*objective_inputs)(const kernels_backend *kb, float *t, void *x_t, void *target,
+                                 const uint8_t *tokens, const kernels_clip_key *clips,
+                                 const int32_t *cu_seqlens, int n_clips, int L, int P,
+                                 uint64_t seed, uint64_t step, double t_logit_mean,
+                                 double t_logit_std, int64_t t_shift_tokens);
+  // One Euler step of the sampler with classifier-free guidance (model/sample.h):
+  //   v = v_uncond + cfg (v_cond - v_uncond)   (v = v_cond when v_uncond is NULL)
+  //   x += dt v                                (float arithmetic, no FMA)
+  // x is the sampler's state, kept in fp32 like master weights: with bf16 the increment
+  // dt v of a 50-step run is below half an ulp of x for |x| > ~1 and would be lost; cast
+  // it to the act dtype for the model's input.
+  // x: (n) [f32] updated, v_cond, v_uncond: (n) [act] (the model's two predictions)
+  tsr_status (*euler_update)(const kernels_backend *kb, float *x, const void *v_cond,
+                             const void *v_uncond, float cfg, float dt, size_t n);
 
   // ---- loss ------------------------------------------------------------------------
   // Weighted per-clip squared error: sse[c] = sum over clip c's local tokens and D values
@@ -257,16 +340,16 @@ struct kernels_backend {
   // For the objective of DESIGN.md (mean over B clips of each clip's mean) use
   // weight[c] = 1 / (B * T_c * D) with T_c the clip's total token count, so CP chunks
   // and microbatches of one global batch sum to the global loss (see kernels_mse_weight).
-  // loss: (1), sse: (C) or NULL, pred, target: (L, D), weight: (C)
-  tsr_status (*mse_forward)(const kernels_backend *kb, float *loss, float *sse, const float *pred,
-                            const float *target, const float *weight, const int32_t *cu_seqlens,
+  // loss: (1) [f32], sse: (C) [f32] or NULL, pred, target: (L, D) [act], weight: (C) [f32]
+  tsr_status (*mse_forward)(const kernels_backend *kb, float *loss, float *sse, const void *pred,
+                            const void *target, const float *weight, const int32_t *cu_seqlens,
                             int n_clips, int L, int D);
-  // dpred = 2 * weight[c] * (pred - target) (overwritten). dpred, pred, target: (L, D)
-  tsr_status (*mse_backward)(const kernels_backend *kb, float *dpred, const float *pred,
-                             const float *target, const float *weight, const int32_t *cu_seqlens,
+  // dpred = 2 * weight[c] * (pred - target) (overwritten). dpred, pred, target: (L, D) [act]
+  tsr_status (*mse_backward)(const kernels_backend *kb, void *dpred, const void *pred,
+                             const void *target, const float *weight, const int32_t *cu_seqlens,
                              int n_clips, int L, int D);
 
-  // ---- optimizer ---------------------------------------------------------------------
+  // ---- optimizer (all [f32]) -----------------------------------------------------------
   // *result_host = sum of x^2 in double (fixed blocks, fixed order). Sum it over tensors
   // (and ranks) for the global gradient norm; see kernels_clip_scale. x: (n)
   tsr_status (*sumsq)(const kernels_backend *kb, double *result_host, const float *x, size_t n);
@@ -288,6 +371,15 @@ struct kernels_backend {
 
 // The CPU backend (fp32, OpenBLAS, OpenMP); a static object, never freed.
 const kernels_backend *kernels_cpu(void);
+// The CPU backend with bf16 activations ("cpu-bf16"): every entry converts its [act]
+// inputs to fp32, computes exactly as kernels_cpu() does, and rounds each [act] output to
+// bf16 (nearest even) once when it is stored. The reference for GPU backends in bf16 and
+// mixed precision without a GPU. Static, never freed.
+const kernels_backend *kernels_cpu_bf16(void);
+// Every backend built into this binary, in a fixed order, the CPU fp32 one first (the
+// reference of tests/kernels/test_backend_ops.c): "cpu", "cpu-bf16", then "cuda" when
+// built. Returns how many there are; fills out[0 .. min(count, max)).
+int kernels_backends(const kernels_backend **out, int max);
 // Threads of the CPU backend (OpenMP regions and OpenBLAS GEMMs); n <= 0 keeps the
 // defaults (OMP_NUM_THREADS / all cores). Results do not depend on it (see Determinism).
 void kernels_cpu_set_threads(int n);
@@ -295,6 +387,13 @@ void kernels_cpu_set_threads(int n);
 // Clipping factor as torch.nn.utils.clip_grad_norm_: norm = sqrt(total_sumsq);
 // returns min(1, max_norm / (norm + 1e-6)) in float; max_norm <= 0 means no clipping (1).
 float kernels_clip_scale(double total_sumsq, float max_norm);
+
+// The shifted noise level t' of a clip (model/objective.h, objective_inputs above), in
+// double: z = rng_normal({seed, step, clip_id, RNG_STREAM_TIMESTEP}, 0),
+// t = sigmoid(t_logit_mean + t_logit_std z), shifted for total_tokens, clamped.
+double kernels_objective_timestep(uint64_t seed, uint64_t step, int64_t clip_id,
+                                  int64_t total_tokens, double t_logit_mean, double t_logit_std,
+                                  int64_t t_shift_tokens);
 
 // Loss weight of a clip for the objective "mean over n_batch_clips clips of each clip's
 // mean squared error": 1 / (n_batch_clips * clip_tokens * D), computed in double.

@@ -1,4 +1,5 @@
-// kernels/cpu/backend.c — the CPU backend: host memory entries and the function table.
+// kernels/cpu/backend.c — the CPU backends: host memory entries and the two function
+// tables, fp32 ("cpu") and bf16 activations ("cpu-bf16", entries in bf16.c).
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,55 +50,275 @@ static tsr_status cpu_memset_zero(kb_t *kb, void *ptr, size_t bytes) {
 
 static tsr_status cpu_sync(kb_t *kb) { return TSR_OK; }
 
+// ---- the fp32 table's [act] entries -------------------------------------------------
+// One-line adapters from the table's void * ([act]) to the float * definitions: with
+// act_dtype = F32 an [act] tensor is fp32, so the arithmetic is the kcpu_* one, unchanged.
+
+static tsr_status f32_add_act(kb_t *kb, void *out, const void *a, const void *b, size_t n) {
+  if (n) {
+    KCPU_NEED("add_act", out);
+    KCPU_NEED("add_act", a);
+    KCPU_NEED("add_act", b);
+  }
+  return kcpu_add(kb, out, a, b, n);
+}
+static tsr_status f32_axpy_act(kb_t *kb, void *y, float alpha, const void *x, size_t n) {
+  if (n) {
+    KCPU_NEED("axpy_act", y);
+    KCPU_NEED("axpy_act", x);
+  }
+  return kcpu_axpy(kb, y, alpha, x, n);
+}
+static tsr_status f32_u8_affine(kb_t *kb, void *out, const uint8_t *in, float a, float b,
+                                size_t n) {
+  return kcpu_u8_affine(kb, out, in, a, b, n);
+}
+static tsr_status f32_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                           const void *a, const void *b, float beta, void *c) {
+  return kcpu_gemm(kb, trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
+}
+static tsr_status f32_linear_forward(kb_t *kb, void *out, const void *inp, const void *w,
+                                     const float *bias, int M, int K, int N) {
+  return kcpu_linear_forward(kb, out, inp, w, bias, M, K, N);
+}
+static tsr_status f32_linear_backward(kb_t *kb, void *dinp, float *dw, float *dbias,
+                                      const void *dout, const void *inp, const void *w, int M,
+                                      int K, int N) {
+  return kcpu_linear_backward(kb, dinp, dw, dbias, dout, inp, w, M, K, N);
+}
+static tsr_status f32_layernorm_forward(kb_t *kb, void *out, float *mean, float *rstd,
+                                        const void *inp, int L, int D, float eps) {
+  return kcpu_layernorm_forward(kb, out, mean, rstd, inp, L, D, eps);
+}
+static tsr_status f32_layernorm_backward(kb_t *kb, void *dinp, const void *dout, const void *inp,
+                                         const float *mean, const float *rstd, int L, int D) {
+  return kcpu_layernorm_backward(kb, dinp, dout, inp, mean, rstd, L, D);
+}
+static tsr_status f32_rmsnorm_forward(kb_t *kb, void *out, float *rstd, const void *inp,
+                                      const float *weight, int R, int C, float eps) {
+  return kcpu_rmsnorm_forward(kb, out, rstd, inp, weight, R, C, eps);
+}
+static tsr_status f32_rmsnorm_backward(kb_t *kb, void *dinp, float *dweight, const void *dout,
+                                       const void *inp, const float *weight, const float *rstd,
+                                       int R, int C) {
+  return kcpu_rmsnorm_backward(kb, dinp, dweight, dout, inp, weight, rstd, R, C);
+}
+static tsr_status f32_modulate_forward(kb_t *kb, void *out, const void *inp, const void *shift,
+                                       const void *scale, int mstride, const int32_t *cu,
+                                       int n_clips, int L, int D) {
+  return kcpu_modulate_forward(kb, out, inp, shift, scale, mstride, cu, n_clips, L, D);
+}
+static tsr_status f32_modulate_backward(kb_t *kb, void *dinp, void *dshift, void *dscale,
+                                        const void *dout, const void *inp, const void *scale,
+                                        int mstride, const int32_t *cu, int n_clips, int L, int D) {
+  return kcpu_modulate_backward(kb, dinp, dshift, dscale, dout, inp, scale, mstride, cu, n_clips,
+                                L, D);
+}
+static tsr_status f32_gate_residual_forward(kb_t *kb, void *out, const void *res, const void *inp,
+                                            const void *gate, int mstride, const int32_t *cu,
+                                            int n_clips, int L, int D) {
+  return kcpu_gate_residual_forward(kb, out, res, inp, gate, mstride, cu, n_clips, L, D);
+}
+static tsr_status f32_gate_residual_backward(kb_t *kb, void *dinp, void *dgate, const void *dout,
+                                             const void *inp, const void *gate, int mstride,
+                                             const int32_t *cu, int n_clips, int L, int D) {
+  return kcpu_gate_residual_backward(kb, dinp, dgate, dout, inp, gate, mstride, cu, n_clips, L, D);
+}
+static tsr_status f32_rope_forward(kb_t *kb, void *out, const void *inp, const int32_t *pos,
+                                   int L, int H, int Dh, float theta) {
+  return kcpu_rope_forward(kb, out, inp, pos, L, H, Dh, theta);
+}
+static tsr_status f32_rope_backward(kb_t *kb, void *dinp, const void *dout, const int32_t *pos,
+                                    int L, int H, int Dh, float theta) {
+  return kcpu_rope_backward(kb, dinp, dout, pos, L, H, Dh, theta);
+}
+static tsr_status f32_gelu_forward(kb_t *kb, void *out, const void *inp, size_t n) {
+  return kcpu_gelu_forward(kb, out, inp, n);
+}
+static tsr_status f32_gelu_backward(kb_t *kb, void *dinp, const void *dout, const void *inp,
+                                    size_t n) {
+  return kcpu_gelu_backward(kb, dinp, dout, inp, n);
+}
+static tsr_status f32_silu_forward(kb_t *kb, void *out, const void *inp, size_t n) {
+  return kcpu_silu_forward(kb, out, inp, n);
+}
+static tsr_status f32_silu_backward(kb_t *kb, void *dinp, const void *dout, const void *inp,
+                                    size_t n) {
+  return kcpu_silu_backward(kb, dinp, dout, inp, n);
+}
+static tsr_status f32_timestep_embedding(kb_t *kb, void *out, const float *t, int n, int dim,
+                                         float max_period) {
+  return kcpu_timestep_embedding(kb, out, t, n, dim, max_period);
+}
+static tsr_status f32_embedding_forward(kb_t *kb, void *out, const float *table,
+                                        const int32_t *ids, int n, int V, int D) {
+  return kcpu_embedding_forward(kb, out, table, ids, n, V, D);
+}
+static tsr_status f32_embedding_backward(kb_t *kb, float *dtable, const void *dout,
+                                         const int32_t *ids, int n, int V, int D) {
+  return kcpu_embedding_backward(kb, dtable, dout, ids, n, V, D);
+}
+static tsr_status f32_attention_forward(kb_t *kb, void *out, float *lse, const void *q,
+                                        const void *k, const void *v, const int32_t *cu,
+                                        int n_clips, int L, int H, int Dh, float scale) {
+  return kcpu_attention_forward(kb, out, lse, q, k, v, cu, n_clips, L, H, Dh, scale);
+}
+static tsr_status f32_attention_backward(kb_t *kb, void *dq, void *dk, void *dv, const void *dout,
+                                         const void *q, const void *k, const void *v,
+                                         const void *out, const float *lse, const int32_t *cu,
+                                         int n_clips, int L, int H, int Dh, float scale) {
+  return kcpu_attention_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, cu, n_clips, L, H, Dh,
+                                 scale);
+}
+static tsr_status f32_attention_partial_forward(kb_t *kb, void *out, float *lse, const void *q,
+                                                const void *k, const void *v,
+                                                const int32_t *cu_q, const int32_t *cu_k,
+                                                int n_clips, int Lq, int Lk, int H, int Dh,
+                                                float scale) {
+  return kcpu_attention_partial_forward(kb, out, lse, q, k, v, cu_q, cu_k, n_clips, Lq, Lk, H, Dh,
+                                        scale);
+}
+static tsr_status f32_attention_merge(kb_t *kb, void *out_a, float *lse_a, const void *out_b,
+                                      const float *lse_b, int L, int H, int Dh) {
+  return kcpu_attention_merge(kb, out_a, lse_a, out_b, lse_b, L, H, Dh);
+}
+static tsr_status f32_attention_delta(kb_t *kb, float *delta, const void *dout, const void *out,
+                                      int L, int H, int Dh) {
+  return kcpu_attention_delta(kb, delta, dout, out, L, H, Dh);
+}
+static tsr_status f32_attention_partial_backward(kb_t *kb, void *dq, void *dk, void *dv,
+                                                 const void *dout, const void *q, const void *k,
+                                                 const void *v, const float *lse,
+                                                 const float *delta, const int32_t *cu_q,
+                                                 const int32_t *cu_k, int n_clips, int Lq, int Lk,
+                                                 int H, int Dh, float scale) {
+  return kcpu_attention_partial_backward(kb, dq, dk, dv, dout, q, k, v, lse, delta, cu_q, cu_k,
+                                         n_clips, Lq, Lk, H, Dh, scale);
+}
+static tsr_status f32_objective_inputs(kb_t *kb, float *t, void *x_t, void *target,
+                                       const uint8_t *tokens, const kernels_clip_key *clips,
+                                       const int32_t *cu, int n_clips, int L, int P,
+                                       uint64_t seed, uint64_t step, double t_logit_mean,
+                                       double t_logit_std, int64_t t_shift_tokens) {
+  return kcpu_objective_inputs(kb, t, x_t, target, tokens, clips, cu, n_clips, L, P, seed, step,
+                               t_logit_mean, t_logit_std, t_shift_tokens);
+}
+static tsr_status f32_euler_update(kb_t *kb, float *x, const void *v_cond, const void *v_uncond,
+                                   float cfg, float dt, size_t n) {
+  return kcpu_euler_update(kb, x, v_cond, v_uncond, cfg, dt, n);
+}
+static tsr_status f32_mse_forward(kb_t *kb, float *loss, float *sse, const void *pred,
+                                  const void *target, const float *weight, const int32_t *cu,
+                                  int n_clips, int L, int D) {
+  return kcpu_mse_forward(kb, loss, sse, pred, target, weight, cu, n_clips, L, D);
+}
+static tsr_status f32_mse_backward(kb_t *kb, void *dpred, const void *pred, const void *target,
+                                   const float *weight, const int32_t *cu, int n_clips, int L,
+                                   int D) {
+  return kcpu_mse_backward(kb, dpred, pred, target, weight, cu, n_clips, L, D);
+}
+
+// The entries that do not depend on the act dtype (memory, [f32] helpers, cast, optimizer)
+// are the same functions in both tables.
+#define KCPU_SHARED_ENTRIES            \
+  .ctx = NULL,                         \
+  .alloc = cpu_alloc,                  \
+  .free = cpu_free,                    \
+  .to_device = cpu_to_device,          \
+  .to_host = cpu_to_host,              \
+  .copy = cpu_copy,                    \
+  .memset_zero = cpu_memset_zero,      \
+  .sync = cpu_sync,                    \
+  .cast = kcpu_cast,                   \
+  .fill = kcpu_fill,                   \
+  .scale = kcpu_scale,                 \
+  .add = kcpu_add,                     \
+  .axpy = kcpu_axpy,                   \
+  .sumsq = kcpu_sumsq,                 \
+  .adamw_update = kcpu_adamw_update,   \
+  .ema_update = kcpu_ema_update
+
 static const kernels_backend cpu_backend = {
     .name = "cpu",
-    .ctx = NULL,
-    .alloc = cpu_alloc,
-    .free = cpu_free,
-    .to_device = cpu_to_device,
-    .to_host = cpu_to_host,
-    .copy = cpu_copy,
-    .memset_zero = cpu_memset_zero,
-    .sync = cpu_sync,
-    .fill = kcpu_fill,
-    .scale = kcpu_scale,
-    .add = kcpu_add,
-    .axpy = kcpu_axpy,
-    .u8_affine = kcpu_u8_affine,
-    .gemm = kcpu_gemm,
-    .linear_forward = kcpu_linear_forward,
-    .linear_backward = kcpu_linear_backward,
-    .layernorm_forward = kcpu_layernorm_forward,
-    .layernorm_backward = kcpu_layernorm_backward,
-    .rmsnorm_forward = kcpu_rmsnorm_forward,
-    .rmsnorm_backward = kcpu_rmsnorm_backward,
-    .modulate_forward = kcpu_modulate_forward,
-    .modulate_backward = kcpu_modulate_backward,
-    .gate_residual_forward = kcpu_gate_residual_forward,
-    .gate_residual_backward = kcpu_gate_residual_backward,
-    .rope_forward = kcpu_rope_forward,
-    .rope_backward = kcpu_rope_backward,
-    .gelu_forward = kcpu_gelu_forward,
-    .gelu_backward = kcpu_gelu_backward,
-    .silu_forward = kcpu_silu_forward,
-    .silu_backward = kcpu_silu_backward,
-    .timestep_embedding = kcpu_timestep_embedding,
-    .embedding_forward = kcpu_embedding_forward,
-    .embedding_backward = kcpu_embedding_backward,
-    .attention_forward = kcpu_attention_forward,
-    .attention_backward = kcpu_attention_backward,
-    .attention_partial_forward = kcpu_attention_partial_forward,
-    .attention_merge = kcpu_attention_merge,
-    .attention_delta = kcpu_attention_delta,
-    .attention_partial_backward = kcpu_attention_partial_backward,
-    .mse_forward = kcpu_mse_forward,
-    .mse_backward = kcpu_mse_backward,
-    .sumsq = kcpu_sumsq,
-    .adamw_update = kcpu_adamw_update,
-    .ema_update = kcpu_ema_update,
+    .act_dtype = KERNELS_F32,
+    KCPU_SHARED_ENTRIES,
+    .add_act = f32_add_act,
+    .axpy_act = f32_axpy_act,
+    .u8_affine = f32_u8_affine,
+    .gemm = f32_gemm,
+    .linear_forward = f32_linear_forward,
+    .linear_backward = f32_linear_backward,
+    .layernorm_forward = f32_layernorm_forward,
+    .layernorm_backward = f32_layernorm_backward,
+    .rmsnorm_forward = f32_rmsnorm_forward,
+    .rmsnorm_backward = f32_rmsnorm_backward,
+    .modulate_forward = f32_modulate_forward,
+    .modulate_backward = f32_modulate_backward,
+    .gate_residual_forward = f32_gate_residual_forward,
+    .gate_residual_backward = f32_gate_residual_backward,
+    .rope_forward = f32_rope_forward,
+    .rope_backward = f32_rope_backward,
+    .gelu_forward = f32_gelu_forward,
+    .gelu_backward = f32_gelu_backward,
+    .silu_forward = f32_silu_forward,
+    .silu_backward = f32_silu_backward,
+    .timestep_embedding = f32_timestep_embedding,
+    .embedding_forward = f32_embedding_forward,
+    .embedding_backward = f32_embedding_backward,
+    .attention_forward = f32_attention_forward,
+    .attention_backward = f32_attention_backward,
+    .attention_partial_forward = f32_attention_partial_forward,
+    .attention_merge = f32_attention_merge,
+    .attention_delta = f32_attention_delta,
+    .attention_partial_backward = f32_attention_partial_backward,
+    .objective_inputs = f32_objective_inputs,
+    .euler_update = f32_euler_update,
+    .mse_forward = f32_mse_forward,
+    .mse_backward = f32_mse_backward,
+};
+
+static const kernels_backend cpu_bf16_backend = {
+    .name = "cpu-bf16",
+    .act_dtype = KERNELS_BF16,
+    KCPU_SHARED_ENTRIES,
+    .add_act = kbf_add_act,
+    .axpy_act = kbf_axpy_act,
+    .u8_affine = kbf_u8_affine,
+    .gemm = kbf_gemm,
+    .linear_forward = kbf_linear_forward,
+    .linear_backward = kbf_linear_backward,
+    .layernorm_forward = kbf_layernorm_forward,
+    .layernorm_backward = kbf_layernorm_backward,
+    .rmsnorm_forward = kbf_rmsnorm_forward,
+    .rmsnorm_backward = kbf_rmsnorm_backward,
+    .modulate_forward = kbf_modulate_forward,
+    .modulate_backward = kbf_modulate_backward,
+    .gate_residual_forward = kbf_gate_residual_forward,
+    .gate_residual_backward = kbf_gate_residual_backward,
+    .rope_forward = kbf_rope_forward,
+    .rope_backward = kbf_rope_backward,
+    .gelu_forward = kbf_gelu_forward,
+    .gelu_backward = kbf_gelu_backward,
+    .silu_forward = kbf_silu_forward,
+    .silu_backward = kbf_silu_backward,
+    .timestep_embedding = kbf_timestep_embedding,
+    .embedding_forward = kbf_embedding_forward,
+    .embedding_backward = kbf_embedding_backward,
+    .attention_forward = kbf_attention_forward,
+    .attention_backward = kbf_attention_backward,
+    .attention_partial_forward = kbf_attention_partial_forward,
+    .attention_merge = kbf_attention_merge,
+    .attention_delta = kbf_attention_delta,
+    .attention_partial_backward = kbf_attention_partial_backward,
+    .objective_inputs = kbf_objective_inputs,
+    .euler_update = kbf_euler_update,
+    .mse_forward = kbf_mse_forward,
+    .mse_backward = kbf_mse_backward,
 };
 
 const kernels_backend *kernels_cpu(void) { return &cpu_backend; }
+
+const kernels_backend *kernels_cpu_bf16(void) { return &cpu_bf16_backend; }
 
 void kernels_cpu_set_threads(int n) {
   if (n <= 0) return;

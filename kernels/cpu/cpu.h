@@ -67,6 +67,9 @@ tsr_status kcpu_colsum(float *out, int accumulate, const float *a, const float *
 tsr_status kcpu_sumsq_diff(double *result, const float *a, const float *b, size_t n);
 
 // ---- ops (one file each) -------------------------------------------------------------
+// The fp32 definitions of the math, with float pointers. The tables take [act] tensors as
+// void *: backend.c puts these into the fp32 table through one-line adapters (the same
+// arithmetic, bitwise), bf16.c wraps them with conversion to fp32 scratch and back.
 tsr_status kcpu_fill(kb_t *kb, float *x, float value, size_t n);
 tsr_status kcpu_scale(kb_t *kb, float *x, float alpha, size_t n);
 tsr_status kcpu_add(kb_t *kb, float *out, const float *a, const float *b, size_t n);
@@ -147,10 +150,99 @@ tsr_status kcpu_mse_forward(kb_t *kb, float *loss, float *sse, const float *pred
 tsr_status kcpu_mse_backward(kb_t *kb, float *dpred, const float *pred, const float *target,
                              const float *weight, const int32_t *cu, int n_clips, int L, int D);
 
+// objective.c. t: (C), x_t, target: (L, P), tokens: (L, P) uint8, clips: (C), cu: (C + 1)
+tsr_status kcpu_objective_inputs(kb_t *kb, float *t, float *x_t, float *target,
+                                 const uint8_t *tokens, const kernels_clip_key *clips,
+                                 const int32_t *cu, int n_clips, int L, int P, uint64_t seed,
+                                 uint64_t step, double t_logit_mean, double t_logit_std,
+                                 int64_t t_shift_tokens);
+tsr_status kcpu_euler_update(kb_t *kb, float *x, const float *v_cond, const float *v_uncond,
+                             float cfg, float dt, size_t n);
+tsr_status kcpu_cast(kb_t *kb, void *dst, kernels_dtype dst_dtype, const void *src,
+                     kernels_dtype src_dtype, size_t n);
+
 tsr_status kcpu_sumsq(kb_t *kb, double *result_host, const float *x, size_t n);
 tsr_status kcpu_adamw_update(kb_t *kb, float *param, const float *grad, float *m, float *v,
                              size_t n, float lr, float beta1, float beta2, float eps,
                              float weight_decay, int64_t step, float grad_scale);
 tsr_status kcpu_ema_update(kb_t *kb, float *ema, const float *param, size_t n, float decay);
+
+// ---- the bf16 entries (bf16.c): same signatures as the table's [act] entries -----------
+tsr_status kbf_add_act(kb_t *kb, void *out, const void *a, const void *b, size_t n);
+tsr_status kbf_axpy_act(kb_t *kb, void *y, float alpha, const void *x, size_t n);
+tsr_status kbf_u8_affine(kb_t *kb, void *out, const uint8_t *in, float a, float b, size_t n);
+tsr_status kbf_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                    const void *a, const void *b, float beta, void *c);
+tsr_status kbf_linear_forward(kb_t *kb, void *out, const void *inp, const void *w,
+                              const float *bias, int M, int K, int N);
+tsr_status kbf_linear_backward(kb_t *kb, void *dinp, float *dw, float *dbias, const void *dout,
+                               const void *inp, const void *w, int M, int K, int N);
+tsr_status kbf_layernorm_forward(kb_t *kb, void *out, float *mean, float *rstd, const void *inp,
+                                 int L, int D, float eps);
+tsr_status kbf_layernorm_backward(kb_t *kb, void *dinp, const void *dout, const void *inp,
+                                  const float *mean, const float *rstd, int L, int D);
+tsr_status kbf_rmsnorm_forward(kb_t *kb, void *out, float *rstd, const void *inp,
+                               const float *weight, int R, int C, float eps);
+tsr_status kbf_rmsnorm_backward(kb_t *kb, void *dinp, float *dweight, const void *dout,
+                                const void *inp, const float *weight, const float *rstd, int R,
+                                int C);
+tsr_status kbf_modulate_forward(kb_t *kb, void *out, const void *inp, const void *shift,
+                                const void *scale, int mstride, const int32_t *cu, int n_clips,
+                                int L, int D);
+tsr_status kbf_modulate_backward(kb_t *kb, void *dinp, void *dshift, void *dscale,
+                                 const void *dout, const void *inp, const void *scale,
+                                 int mstride, const int32_t *cu, int n_clips, int L, int D);
+tsr_status kbf_gate_residual_forward(kb_t *kb, void *out, const void *res, const void *inp,
+                                     const void *gate, int mstride, const int32_t *cu,
+                                     int n_clips, int L, int D);
+tsr_status kbf_gate_residual_backward(kb_t *kb, void *dinp, void *dgate, const void *dout,
+                                      const void *inp, const void *gate, int mstride,
+                                      const int32_t *cu, int n_clips, int L, int D);
+tsr_status kbf_rope_forward(kb_t *kb, void *out, const void *inp, const int32_t *pos, int L,
+                            int H, int Dh, float theta);
+tsr_status kbf_rope_backward(kb_t *kb, void *dinp, const void *dout, const int32_t *pos, int L,
+                             int H, int Dh, float theta);
+tsr_status kbf_gelu_forward(kb_t *kb, void *out, const void *inp, size_t n);
+tsr_status kbf_gelu_backward(kb_t *kb, void *dinp, const void *dout, const void *inp, size_t n);
+tsr_status kbf_silu_forward(kb_t *kb, void *out, const void *inp, size_t n);
+tsr_status kbf_silu_backward(kb_t *kb, void *dinp, const void *dout, const void *inp, size_t n);
+tsr_status kbf_timestep_embedding(kb_t *kb, void *out, const float *t, int n, int dim,
+                                  float max_period);
+tsr_status kbf_embedding_forward(kb_t *kb, void *out, const float *table, const int32_t *ids,
+                                 int n, int V, int D);
+tsr_status kbf_embedding_backward(kb_t *kb, float *dtable, const void *dout, const int32_t *ids,
+                                  int n, int V, int D);
+tsr_status kbf_attention_forward(kb_t *kb, void *out, float *lse, const void *q, const void *k,
+                                 const void *v, const int32_t *cu, int n_clips, int L, int H,
+                                 int Dh, float scale);
+tsr_status kbf_attention_backward(kb_t *kb, void *dq, void *dk, void *dv, const void *dout,
+                                  const void *q, const void *k, const void *v, const void *out,
+                                  const float *lse, const int32_t *cu, int n_clips, int L, int H,
+                                  int Dh, float scale);
+tsr_status kbf_attention_partial_forward(kb_t *kb, void *out, float *lse, const void *q,
+                                         const void *k, const void *v, const int32_t *cu_q,
+                                         const int32_t *cu_k, int n_clips, int Lq, int Lk, int H,
+                                         int Dh, float scale);
+tsr_status kbf_attention_merge(kb_t *kb, void *out_a, float *lse_a, const void *out_b,
+                               const float *lse_b, int L, int H, int Dh);
+tsr_status kbf_attention_delta(kb_t *kb, float *delta, const void *dout, const void *out, int L,
+                               int H, int Dh);
+tsr_status kbf_attention_partial_backward(kb_t *kb, void *dq, void *dk, void *dv,
+                                          const void *dout, const void *q, const void *k,
+                                          const void *v, const float *lse, const float *delta,
+                                          const int32_t *cu_q, const int32_t *cu_k, int n_clips,
+                                          int Lq, int Lk, int H, int Dh, float scale);
+tsr_status kbf_objective_inputs(kb_t *kb, float *t, void *x_t, void *target,
+                                const uint8_t *tokens, const kernels_clip_key *clips,
+                                const int32_t *cu, int n_clips, int L, int P, uint64_t seed,
+                                uint64_t step, double t_logit_mean, double t_logit_std,
+                                int64_t t_shift_tokens);
+tsr_status kbf_euler_update(kb_t *kb, float *x, const void *v_cond, const void *v_uncond,
+                            float cfg, float dt, size_t n);
+tsr_status kbf_mse_forward(kb_t *kb, float *loss, float *sse, const void *pred,
+                           const void *target, const float *weight, const int32_t *cu,
+                           int n_clips, int L, int D);
+tsr_status kbf_mse_backward(kb_t *kb, void *dpred, const void *pred, const void *target,
+                            const float *weight, const int32_t *cu, int n_clips, int L, int D);
 
 #endif

@@ -1,0 +1,538 @@
+// tests/kernels/test_backend_ops.c — every entry of every built backend against the CPU
+// fp32 backend (in the spirit of ggml's test-backend-ops).
+//
+// For each backend of kernels_backends() other than the reference (the first, "cpu"):
+// random inputs, several shapes (ragged cu_seqlens with empty and 1-token clips, odd
+// sizes, L not a multiple of the 64-token attention tile, the head dims of the configs
+// 16, 64, 128), the same inputs to both backends — [act] inputs rounded to the tested
+// backend's act dtype first, so the comparison measures the entry's own error and not the
+// rounding of its inputs — and every output compared. Accumulated outputs start from the
+// same (rounded) values on both sides. The backend under test gets its tensors through
+// alloc/to_device/to_host, so a device backend runs here unchanged.
+//
+// Error of an output: max |out - ref| / max |ref| (relative to the reference's max-norm,
+// meaningful also for outputs with tiny elements). Tolerances (tol_of):
+//   fp32 output: 2^-14. The same math in fp32 in another order (another GEMM blocking,
+//     another reduction tree) differs by at most about K u Σ|terms| (u = 2^-24); for the
+//     K <= 512-term sums here, with inputs of magnitude <= 2 that is far below 2^-14 of the
+//     max-norm, which leaves room for cancellation in sums.
+//   bf16 output: 2^-8 + 2^-14. bf16 keeps 8 significant bits, so storing a value rounds it
+//     by at most u = 2^-8 of itself (nearest even), hence at most 2^-8 of the max-norm;
+//     plus the fp32 term above for the arithmetic before the one rounding. A backend that
+//     rounds inside an entry too (e.g. the probabilities P to bf16 in a flash-attention
+//     kernel) must add its own slack for that entry in tol_of, with the reason.
+// Also, cpu-bf16 is DEFINED as "the fp32 entry on the same inputs, rounded once", so for
+// it every [act] output must equal the reference rounded to bf16 bit for bit, and every
+// [f32] output must equal the reference bit for bit (exact mismatches are counted).
+#include <string.h>
+
+#include "kt.h"
+
+// ---- tolerances --------------------------------------------------------------------
+static double tol_of(const kernels_backend *kb, kernels_dtype out_dtype, const char *entry) {
+  (void)kb, (void)entry;  // per-backend, per-entry slack goes here
+  const double f32 = 0x1p-14;
+  return out_dtype == KERNELS_BF16 ? 0x1p-8 + f32 : f32;
+}
+
+// ---- statistics per entry and output ------------------------------------------------
+typedef struct {
+  char entry[64];  // "entry.output" 
+  double err, tol;
+  long mismatches;  // exact check (cpu-bf16 only)
+  int fails;
+} stat;
+static stat stats[160];
+static int n_stats;
+
+static stat *stat_of(const char *entry) {
+  for (int i = 0; i < n_stats; i++)
+    if (!strcmp(stats[i].entry, entry)) return &stats[i];
+  if (n_stats == (int)(sizeof stats / sizeof stats[0])) return &stats[n_stats - 1];
+  stat *s = &stats[n_stats++];
+  memset(s, 0, sizeof *s);
+  snprintf(s->entry, sizeof s->entry, "%s", entry);
+  return s;
+}
+
+// ---- the backend under test and its tensors -----------------------------------------
+static const kernels_backend *KB;   // under test
+static const kernels_backend *REF;  // CPU fp32 (host memory: its tensors are the .h arrays)
+static int EXACT;                   // KB is cpu-bf16: outputs must be the rounded reference
+
+// A tensor of one case: h = the host fp32 values (inputs as both backends see them, or the
+// reference's output), d = the tested backend's copy (act dtype if act).
+typedef struct {
+  float *h;
+  void *d;
+  size_t n;
+  int act;
+} tens;
+
+static size_t act_size(void) { return kernels_dtype_size(KB->act_dtype); }
+
+static float q_act(float x) { return KB->act_dtype == KERNELS_BF16 ? kernels_bf16_round(x) : x; }
+
+static void upload(tens *t) {
+  size_t bytes = t->n * (t->act ? act_size() : sizeof(float));
+  CHECK_OK(KB->alloc(KB, &t->d, bytes));
+  void *tmp = malloc(bytes ? bytes : 1);
+  REF->cast(REF, tmp, t->act ? KB->act_dtype : KERNELS_F32, t->h, KERNELS_F32, t->n);
+  CHECK_OK(KB->to_device(KB, t->d, tmp, bytes));
+  free(tmp);
+}
+
+// Random [act] tensor in [lo, hi), rounded to the act dtype; uploaded.
+static tens t_act(size_t n, double lo, double hi) {
+  tens t = {kt_rand(n, lo, hi), NULL, n, 1};
+  for (size_t i = 0; i < n; i++) t.h[i] = q_act(t.h[i]);
+  upload(&t);
+  return t;
+}
+
+// Random [f32] tensor; uploaded.
+static tens t_f32(size_t n, double lo, double hi) {
+  tens t = {kt_rand(n, lo, hi), NULL, n, 0};
+  upload(&t);
+  return t;
+}
+
+static void *t_raw(const void *h, size_t bytes) {
+  void *d;
+  CHECK_OK(KB->alloc(KB, &d, bytes));
+  CHECK_OK(KB->to_device(KB, d, h, bytes));
+  return d;
+}
+
+static void t_free(tens *t) {
+  free(t->h);
+  KB->free(KB, t->d);
+  t->h = NULL, t->d = NULL;
+}
+
+// Compares the tested backend's output t->d with the reference's t->h; then sets both to
+// the reference rounded to the act dtype, so that an output used as a later entry's input
+// (or accumulator) is again the same input on both sides: every entry is measured alone.
+static void check_out(const char *entry, const char *arg, tens *t) {
+  size_t n = t->n;
+  float *got = malloc((n ? n : 1) * sizeof(float));
+  size_t bytes = n * (t->act ? act_size() : sizeof(float));
+  void *tmp = malloc(bytes ? bytes : 1);
+  CHECK_OK(KB->to_host(KB, tmp, t->d, bytes));
+  REF->cast(REF, got, KERNELS_F32, tmp, t->act ? KB->act_dtype : KERNELS_F32, n);
+  free(tmp);
+  double e = 0, m = 1e-30;
+  long mism = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = got[i] == t->h[i] ? 0.0 : fabs((double)got[i] - t->h[i]);  // -inf lse: equal
+    if (isnan(d) && !isnan(t->h[i])) d = INFINITY;
+    if (d > e) e = d;
+    if (fabs(t->h[i]) > m) m = fabs(t->h[i]);
+    float want = t->act ? q_act(t->h[i]) : t->h[i];
+    if (EXACT && memcmp(&got[i], &want, sizeof want) != 0) mism++;
+  }
+  free(got);
+  e /= m;
+  double tol = tol_of(KB, t->act ? KB->act_dtype : KERNELS_F32, entry);
+  char key[64];
+  snprintf(key, sizeof key, "%s.%s", entry, arg);
+  stat *s = stat_of(key);
+  if (e > s->err) s->err = e;
+  if (tol > s->tol) s->tol = tol;
+  s->mismatches += mism;
+  int ok = e <= tol && mism == 0;
+  if (!ok) s->fails++;
+  CHECK(ok, "%s %s.%s: error %.3g (tol %.3g), %ld elements not the rounded reference", KB->name,
+        entry, arg, e, tol, mism);
+  if (t->act)
+    for (size_t i = 0; i < n; i++) t->h[i] = q_act(t->h[i]);
+  KB->free(KB, t->d);
+  upload(t);
+}
+
+// ---- shapes ---------------------------------------------------------------------------
+typedef struct {
+  int n_clips, L;
+  int32_t cu[8];
+} packing;
+// Ragged: empty clips at the start, middle and end, 1-token clips, clips crossing the
+// 64-token tile, L = 131 and 70 (multiples of no tile).
+static const packing packings[] = {
+    {6, 131, {0, 0, 1, 1, 66, 66, 131}},
+    {4, 70, {0, 17, 17, 69, 70}},
+};
+enum { N_PACK = sizeof packings / sizeof packings[0] };
+
+static int32_t *d_cu(const packing *p) { return t_raw(p->cu, sizeof(int32_t) * (p->n_clips + 1)); }
+
+// ---- the entries ------------------------------------------------------------------------
+static void test_helpers(void) {
+  size_t ns[] = {1, 1000, 40001};  // 40001: above the OpenMP threshold, odd
+  for (int c = 0; c < 3; c++) {
+    size_t n = ns[c];
+    tens x = t_f32(n, -2, 2), y = t_f32(n, -2, 2), o = t_f32(n, -1, 1);
+    REF->fill(REF, o.h, 0.75f, n);
+    CHECK_OK(KB->fill(KB, o.d, 0.75f, n));
+    check_out("fill", "x", &o);
+    REF->scale(REF, x.h, -1.5f, n);
+    CHECK_OK(KB->scale(KB, x.d, -1.5f, n));
+    check_out("scale", "x", &x);
+    REF->add(REF, o.h, x.h, y.h, n);
+    CHECK_OK(KB->add(KB, o.d, x.d, y.d, n));
+    check_out("add", "out", &o);
+    REF->axpy(REF, y.h, 0.3f, x.h, n);
+    CHECK_OK(KB->axpy(KB, y.d, 0.3f, x.d, n));
+    check_out("axpy", "y", &y);
+    t_free(&x), t_free(&y), t_free(&o);
+
+    tens a = t_act(n, -2, 2), b = t_act(n, -2, 2), out = t_act(n, -1, 1);
+    REF->add_act(REF, out.h, a.h, b.h, n);
+    CHECK_OK(KB->add_act(KB, out.d, a.d, b.d, n));
+    check_out("add_act", "out", &out);
+    REF->add_act(REF, a.h, a.h, b.h, n);
+    CHECK_OK(KB->add_act(KB, a.d, a.d, b.d, n));  // in place
+    check_out("add_act", "out==a", &a);
+    REF->axpy_act(REF, b.h, -0.7f, out.h, n);
+    CHECK_OK(KB->axpy_act(KB, b.d, -0.7f, out.d, n));
+    check_out("axpy_act", "y", &b);
+    uint8_t *u = malloc(n);
+    for (size_t i = 0; i < n; i++) u[i] = (uint8_t)(i * 7919 % 256);
+    void *du = t_raw(u, n);
+    REF->u8_affine(REF, out.h, u, 2.0f / 255, -1.0f, n);
+    CHECK_OK(KB->u8_affine(KB, out.d, du, 2.0f / 255, -1.0f, n));
+    check_out("u8_affine", "out", &out);
+    KB->free(KB, du), free(u);
+
+    // cast f32 -> act -> f32 on the backend: the act dtype's rounding of the input.
+    tens f = t_f32(n, -3, 3), back = t_f32(n, 0, 1);
+    void *mid;
+    CHECK_OK(KB->alloc(KB, &mid, n * act_size()));
+    CHECK_OK(KB->cast(KB, mid, KB->act_dtype, f.d, KERNELS_F32, n));
+    CHECK_OK(KB->cast(KB, back.d, KERNELS_F32, mid, KB->act_dtype, n));
+    for (size_t i = 0; i < n; i++) back.h[i] = q_act(f.h[i]);
+    check_out("cast", "f32->act->f32", &back);
+    KB->free(KB, mid);
+    t_free(&f), t_free(&back), t_free(&a), t_free(&b), t_free(&out);
+  }
+}
+
+static void test_gemm(void) {
+  int shapes[][3] = {{1, 1, 1}, {37, 19, 53}, {64, 96, 130}, {5, 0, 7}};
+  for (int s = 0; s < 4; s++)
+    for (int tr = 0; tr < 4; tr++)
+      for (int bi = 0; bi < 2; bi++) {
+        int m = shapes[s][0], k = shapes[s][1], n = shapes[s][2], ta = tr & 1, tb = tr >> 1;
+        float beta = bi ? 1.0f : 0.0f;
+        tens a = t_act((size_t)m * k, -1, 1), b = t_act((size_t)k * n, -1, 1);
+        tens c = t_act((size_t)m * n, -1, 1);
+        REF->gemm(REF, ta, tb, m, n, k, 0.5f, a.h, b.h, beta, c.h);
+        CHECK_OK(KB->gemm(KB, ta, tb, m, n, k, 0.5f, a.d, b.d, beta, c.d));
+        check_out("gemm", "c", &c);
+        t_free(&a), t_free(&b), t_free(&c);
+      }
+  int lin[][3] = {{1, 3, 5}, {131, 64, 192}, {70, 33, 17}};
+  for (int s = 0; s < 3; s++)
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+      int M = lin[s][0], K = lin[s][1], N = lin[s][2];
+      tens inp = t_act((size_t)M * K, -1, 1), w = t_act((size_t)K * N, -0.3, 0.3);
+      tens bias = t_f32((size_t)N, -1, 1), out = t_act((size_t)M * N, -1, 1);
+      REF->linear_forward(REF, out.h, inp.h, w.h, with_bias ? bias.h : NULL, M, K, N);
+      CHECK_OK(KB->linear_forward(KB, out.d, inp.d, w.d, with_bias ? bias.d : NULL, M, K, N));
+      check_out("linear_forward", "out", &out);
+      tens dout = t_act((size_t)M * N, -1, 1), dinp = t_act((size_t)M * K, -1, 1);
+      tens dw = t_f32((size_t)K * N, -1, 1), db = t_f32((size_t)N, -1, 1);  // accumulated
+      REF->linear_backward(REF, dinp.h, dw.h, db.h, dout.h, inp.h, w.h, M, K, N);
+      CHECK_OK(KB->linear_backward(KB, dinp.d, dw.d, db.d, dout.d, inp.d, w.d, M, K, N));
+      check_out("linear_backward", "dinp", &dinp);
+      check_out("linear_backward", "dw", &dw);
+      check_out("linear_backward", "dbias", &db);
+      tens all[] = {inp, w, bias, out, dout, dinp, dw, db};
+      for (int i = 0; i < 8; i++) t_free(&all[i]);
+    }
+}
+
+static void test_norms(void) {
+  int shapes[][2] = {{1, 1}, {131, 64}, {70, 67}, {262, 16}};
+  for (int s = 0; s < 4; s++) {
+    int L = shapes[s][0], D = shapes[s][1];
+    size_t n = (size_t)L * D;
+    tens inp = t_act(n, -2, 3), out = t_act(n, 0, 1), mean = t_f32(L, 0, 1), rstd = t_f32(L, 0, 1);
+    REF->layernorm_forward(REF, out.h, mean.h, rstd.h, inp.h, L, D, 1e-6f);
+    CHECK_OK(KB->layernorm_forward(KB, out.d, mean.d, rstd.d, inp.d, L, D, 1e-6f));
+    check_out("layernorm_forward", "out", &out);
+    check_out("layernorm_forward", "mean", &mean);
+    check_out("layernorm_forward", "rstd", &rstd);
+    tens dout = t_act(n, -1, 1), dinp = t_act(n, 0, 1);
+    REF->layernorm_backward(REF, dinp.h, dout.h, inp.h, mean.h, rstd.h, L, D);
+    CHECK_OK(KB->layernorm_backward(KB, dinp.d, dout.d, inp.d, mean.d, rstd.d, L, D));
+    check_out("layernorm_backward", "dinp", &dinp);
+
+    tens w = t_f32(D, 0.5, 1.5), dw = t_f32(D, -1, 1);
+    REF->rmsnorm_forward(REF, out.h, rstd.h, inp.h, w.h, L, D, 1e-6f);
+    CHECK_OK(KB->rmsnorm_forward(KB, out.d, rstd.d, inp.d, w.d, L, D, 1e-6f));
+    check_out("rmsnorm_forward", "out", &out);
+    check_out("rmsnorm_forward", "rstd", &rstd);
+    REF->rmsnorm_backward(REF, dinp.h, dw.h, dout.h, inp.h, w.h, rstd.h, L, D);
+    CHECK_OK(KB->rmsnorm_backward(KB, dinp.d, dw.d, dout.d, inp.d, w.d, rstd.d, L, D));
+    check_out("rmsnorm_backward", "dinp", &dinp);
+    check_out("rmsnorm_backward", "dweight", &dw);
+    tens all[] = {inp, out, mean, rstd, dout, dinp, w, dw};
+    for (int i = 0; i < 8; i++) t_free(&all[i]);
+  }
+}
+
+static void test_modulate(void) {
+  for (int p = 0; p < N_PACK; p++)
+    for (int Di = 0; Di < 2; Di++) {
+      const packing *pk = &packings[p];
+      int C = pk->n_clips, L = pk->L, D = Di ? 33 : 64, ms = 6 * D;
+      size_t n = (size_t)L * D, nv = (size_t)C * ms;
+      int32_t *cu = d_cu(pk);
+      // The adaLN output (C, 6D): shift, scale, gate are its 1st, 2nd, 3rd D-column blocks.
+      tens ada = t_act(nv, -1, 1), dada = t_act(nv, -1, 1);
+      tens inp = t_act(n, -2, 2), res = t_act(n, -2, 2), out = t_act(n, 0, 1);
+      size_t as = act_size();
+#define AH(t, k) ((t).h + (size_t)(k) * D)
+#define AD(t, k) ((void *)((char *)(t).d + (size_t)(k) * D * as))
+      REF->modulate_forward(REF, out.h, inp.h, AH(ada, 0), AH(ada, 1), ms, pk->cu, C, L, D);
+      CHECK_OK(KB->modulate_forward(KB, out.d, inp.d, AD(ada, 0), AD(ada, 1), ms, cu, C, L, D));
+      check_out("modulate_forward", "out", &out);
+      REF->modulate_forward(REF, inp.h, inp.h, AH(ada, 0), AH(ada, 1), ms, pk->cu, C, L, D);
+      CHECK_OK(KB->modulate_forward(KB, inp.d, inp.d, AD(ada, 0), AD(ada, 1), ms, cu, C, L, D));
+      check_out("modulate_forward", "out==inp", &inp);
+      tens dout = t_act(n, -1, 1), dinp = t_act(n, 0, 1);
+      REF->modulate_backward(REF, dinp.h, AH(dada, 0), AH(dada, 1), dout.h, inp.h, AH(ada, 1), ms,
+                             pk->cu, C, L, D);
+      CHECK_OK(KB->modulate_backward(KB, dinp.d, AD(dada, 0), AD(dada, 1), dout.d, inp.d,
+                                     AD(ada, 1), ms, cu, C, L, D));
+      check_out("modulate_backward", "dinp", &dinp);
+      check_out("modulate_backward", "dshift+dscale+stride", &dada);
+      REF->gate_residual_forward(REF, out.h, res.h, inp.h, AH(ada, 2), ms, pk->cu, C, L, D);
+      CHECK_OK(KB->gate_residual_forward(KB, out.d, res.d, inp.d, AD(ada, 2), ms, cu, C, L, D));
+      check_out("gate_residual_forward", "out", &out);
+      REF->gate_residual_forward(REF, res.h, res.h, inp.h, AH(ada, 2), ms, pk->cu, C, L, D);
+      CHECK_OK(KB->gate_residual_forward(KB, res.d, res.d, inp.d, AD(ada, 2), ms, cu, C, L, D));
+      check_out("gate_residual_forward", "out==res", &res);
+      REF->gate_residual_backward(REF, dinp.h, AH(dada, 2), dout.h, inp.h, AH(ada, 2), ms, pk->cu,
+                                  C, L, D);
+      CHECK_OK(KB->gate_residual_backward(KB, dinp.d, AD(dada, 2), dout.d, inp.d, AD(ada, 2), ms,
+                                          cu, C, L, D));
+      check_out("gate_residual_backward", "dinp", &dinp);
+      check_out("gate_residual_backward", "dgate", &dada);
+#undef AH
+#undef AD
+      tens all[] = {ada, dada, inp, res, out, dout, dinp};
+      for (int i = 0; i < 7; i++) t_free(&all[i]);
+      KB->free(KB, cu);
+    }
+}
+
+static void test_rope_act_cond(void) {
+  int Dhs[] = {16, 64, 128};
+  for (int s = 0; s < 3; s++) {
+    int L = 70, H = 2, Dh = Dhs[s];
+    size_t n = (size_t)L * H * Dh;
+    int32_t *pos = malloc(sizeof(int32_t) * 3 * L);
+    for (int i = 0; i < L; i++) pos[3 * i] = i / 12, pos[3 * i + 1] = (i / 4) % 3, pos[3 * i + 2] = i % 4;
+    void *dpos = t_raw(pos, sizeof(int32_t) * 3 * L);
+    tens inp = t_act(n, -2, 2), out = t_act(n, 0, 1);
+    REF->rope_forward(REF, out.h, inp.h, pos, L, H, Dh, 10000.0f);
+    CHECK_OK(KB->rope_forward(KB, out.d, inp.d, dpos, L, H, Dh, 10000.0f));
+    check_out("rope_forward", "out", &out);
+    REF->rope_backward(REF, out.h, inp.h, pos, L, H, Dh, 10000.0f);
+    CHECK_OK(KB->rope_backward(KB, out.d, inp.d, dpos, L, H, Dh, 10000.0f));
+    check_out("rope_backward", "dinp", &out);
+    t_free(&inp), t_free(&out), KB->free(KB, dpos), free(pos);
+  }
+  size_t ns[] = {1, 999, 40001};
+  for (int s = 0; s < 3; s++) {
+    size_t n = ns[s];
+    tens inp = t_act(n, -5, 5), dout = t_act(n, -1, 1), out = t_act(n, 0, 1);
+    REF->gelu_forward(REF, out.h, inp.h, n);
+    CHECK_OK(KB->gelu_forward(KB, out.d, inp.d, n));
+    check_out("gelu_forward", "out", &out);
+    REF->gelu_backward(REF, out.h, dout.h, inp.h, n);
+    CHECK_OK(KB->gelu_backward(KB, out.d, dout.d, inp.d, n));
+    check_out("gelu_backward", "dinp", &out);
+    REF->silu_forward(REF, out.h, inp.h, n);
+    CHECK_OK(KB->silu_forward(KB, out.d, inp.d, n));
+    check_out("silu_forward", "out", &out);
+    REF->silu_backward(REF, out.h, dout.h, inp.h, n);
+    CHECK_OK(KB->silu_backward(KB, out.d, dout.d, inp.d, n));
+    check_out("silu_backward", "dinp", &out);
+    t_free(&inp), t_free(&dout), t_free(&out);
+  }
+  int dims[] = {256, 33};
+  for (int s = 0; s < 2; s++) {
+    int n = 5, dim = dims[s], V = 11, D = 67;
+    tens t = t_f32(n, 0, 1000), out = t_act((size_t)n * dim, 0, 1);
+    REF->timestep_embedding(REF, out.h, t.h, n, dim, 10000.0f);
+    CHECK_OK(KB->timestep_embedding(KB, out.d, t.d, n, dim, 10000.0f));
+    check_out("timestep_embedding", "out", &out);
+    int32_t ids[5] = {3, 0, 10, 3, 7};
+    void *dids = t_raw(ids, sizeof ids);
+    tens table = t_f32((size_t)V * D, -1, 1), eo = t_act((size_t)n * D, 0, 1);
+    tens dout = t_act((size_t)n * D, -1, 1), dtable = t_f32((size_t)V * D, -1, 1);
+    REF->embedding_forward(REF, eo.h, table.h, ids, n, V, D);
+    CHECK_OK(KB->embedding_forward(KB, eo.d, table.d, dids, n, V, D));
+    check_out("embedding_forward", "out", &eo);
+    REF->embedding_backward(REF, dtable.h, dout.h, ids, n, V, D);
+    CHECK_OK(KB->embedding_backward(KB, dtable.d, dout.d, dids, n, V, D));
+    check_out("embedding_backward", "dtable", &dtable);
+    tens all[] = {t, out, table, eo, dout, dtable};
+    for (int i = 0; i < 6; i++) t_free(&all[i]);
+    KB->free(KB, dids);
+  }
+}
+
+static void test_attention(void) {
+  int Dhs[] = {16, 64, 128};
+  for (int p = 0; p < N_PACK; p++)
+    for (int s = 0; s < 3; s++) {
+      const packing *pk = &packings[p];
+      int C = pk->n_clips, L = pk->L, H = s == 2 ? 1 : 2, Dh = Dhs[s];
+      float sc = 1.0f / sqrtf((float)Dh);
+      size_t n = (size_t)L * H * Dh, nl = (size_t)L * H;
+      int32_t *cu = d_cu(pk);
+      tens q = t_act(n, -2, 2), k = t_act(n, -2, 2), v = t_act(n, -1, 1);
+      tens out = t_act(n, 0, 1), lse = t_f32(nl, 0, 1);
+      REF->attention_forward(REF, out.h, lse.h, q.h, k.h, v.h, pk->cu, C, L, H, Dh, sc);
+      CHECK_OK(KB->attention_forward(KB, out.d, lse.d, q.d, k.d, v.d, cu, C, L, H, Dh, sc));
+      check_out("attention_forward", "out", &out);
+      check_out("attention_forward", "lse", &lse);
+      tens dout = t_act(n, -1, 1), dq = t_act(n, 0, 1), dk = t_act(n, 0, 1), dv = t_act(n, 0, 1);
+      REF->attention_backward(REF, dq.h, dk.h, dv.h, dout.h, q.h, k.h, v.h, out.h, lse.h, pk->cu,
+                              C, L, H, Dh, sc);
+      CHECK_OK(KB->attention_backward(KB, dq.d, dk.d, dv.d, dout.d, q.d, k.d, v.d, out.d, lse.d,
+                                      cu, C, L, H, Dh, sc));
+      check_out("attention_backward", "dq", &dq);
+      check_out("attention_backward", "dk", &dk);
+      check_out("attention_backward", "dv", &dv);
+
+      // Ring pieces: local queries = this packing, one K/V block of other lengths per clip
+      // (some clips without keys in the block).
+      int32_t cuk[8];
+      cuk[0] = 0;
+      for (int c = 0; c < C; c++) cuk[c + 1] = cuk[c] + (c % 3 == 1 ? 0 : 5 + 23 * c % 41);
+      int Lk = cuk[C];
+      size_t nk = (size_t)Lk * H * Dh;
+      int32_t *dcuk = t_raw(cuk, sizeof(int32_t) * (C + 1));
+      tens kb2 = t_act(nk, -2, 2), vb2 = t_act(nk, -1, 1), ob = t_act(n, 0, 1), lb = t_f32(nl, 0, 1);
+      REF->attention_partial_forward(REF, ob.h, lb.h, q.h, kb2.h, vb2.h, pk->cu, cuk, C, L, Lk, H,
+                                     Dh, sc);
+      CHECK_OK(KB->attention_partial_forward(KB, ob.d, lb.d, q.d, kb2.d, vb2.d, cu, dcuk, C, L, Lk,
+                                             H, Dh, sc));
+      check_out("attention_partial_forward", "out", &ob);
+      check_out("attention_partial_forward", "lse", &lb);
+      REF->attention_merge(REF, out.h, lse.h, ob.h, lb.h, L, H, Dh);
+      CHECK_OK(KB->attention_merge(KB, out.d, lse.d, ob.d, lb.d, L, H, Dh));
+      check_out("attention_merge", "out_a", &out);
+      check_out("attention_merge", "lse_a", &lse);
+      tens delta = t_f32(nl, 0, 1);
+      REF->attention_delta(REF, delta.h, dout.h, out.h, L, H, Dh);
+      CHECK_OK(KB->attention_delta(KB, delta.d, dout.d, out.d, L, H, Dh));
+      check_out("attention_delta", "delta", &delta);
+      tens dkb = t_act(nk, -1, 1), dvb = t_act(nk, -1, 1);  // accumulated, as dq
+      REF->attention_partial_backward(REF, dq.h, dkb.h, dvb.h, dout.h, q.h, kb2.h, vb2.h, lse.h,
+                                      delta.h, pk->cu, cuk, C, L, Lk, H, Dh, sc);
+      CHECK_OK(KB->attention_partial_backward(KB, dq.d, dkb.d, dvb.d, dout.d, q.d, kb2.d, vb2.d,
+                                              lse.d, delta.d, cu, dcuk, C, L, Lk, H, Dh, sc));
+      check_out("attention_partial_backward", "dq", &dq);
+      check_out("attention_partial_backward", "dk", &dkb);
+      check_out("attention_partial_backward", "dv", &dvb);
+      tens all[] = {q, k, v, out, lse, dout, dq, dk, dv, kb2, vb2, ob, lb, delta, dkb, dvb};
+      for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) t_free(&all[i]);
+      KB->free(KB, cu), KB->free(KB, dcuk);
+    }
+}
+
+static void test_objective_loss_optim(void) {
+  for (int p = 0; p < N_PACK; p++) {
+    const packing *pk = &packings[p];
+    int C = pk->n_clips, L = pk->L, P = 9;
+    size_t n = (size_t)L * P;
+    int32_t *cu = d_cu(pk);
+    uint8_t *u = malloc(n);
+    for (size_t i = 0; i < n; i++) u[i] = (uint8_t)(i * 131 % 256);
+    kernels_clip_key keys[8];
+    for (int c = 0; c < C; c++)
+      keys[c] = (kernels_clip_key){100 + c, 3 * (pk->cu[c + 1] - pk->cu[c]) + 2, c % 2};
+    void *du = t_raw(u, n), *dkeys = t_raw(keys, sizeof(kernels_clip_key) * C);
+    tens t = t_f32(C, 0, 1), x = t_act(n, 0, 1), target = t_act(n, 0, 1);
+    REF->objective_inputs(REF, t.h, x.h, target.h, u, keys, pk->cu, C, L, P, 42, 7, 0.0, 1.0, 64);
+    CHECK_OK(KB->objective_inputs(KB, t.d, x.d, target.d, du, dkeys, cu, C, L, P, 42, 7, 0.0, 1.0,
+                                  64));
+    check_out("objective_inputs", "t", &t);
+    check_out("objective_inputs", "x_t", &x);
+    check_out("objective_inputs", "target", &target);
+
+    tens pred = t_act(n, -3, 3), w = t_f32(C, 0, 0.01), loss = t_f32(1, 0, 1), sse = t_f32(C, 0, 1);
+    REF->mse_forward(REF, loss.h, sse.h, pred.h, target.h, w.h, pk->cu, C, L, P);
+    CHECK_OK(KB->mse_forward(KB, loss.d, sse.d, pred.d, target.d, w.d, cu, C, L, P));
+    check_out("mse_forward", "loss", &loss);
+    check_out("mse_forward", "sse", &sse);
+    REF->mse_backward(REF, x.h, pred.h, target.h, w.h, pk->cu, C, L, P);
+    CHECK_OK(KB->mse_backward(KB, x.d, pred.d, target.d, w.d, cu, C, L, P));
+    check_out("mse_backward", "dpred", &x);
+
+    // Euler: state fp32, predictions [act]; guided and not.
+    tens xs = t_f32(n, -2, 2), vc = t_act(n, -2, 2), vu = t_act(n, -2, 2);
+    REF->euler_update(REF, xs.h, vc.h, vu.h, 3.5f, -0.05f, n);
+    CHECK_OK(KB->euler_update(KB, xs.d, vc.d, vu.d, 3.5f, -0.05f, n));
+    REF->euler_update(REF, xs.h, vc.h, NULL, 1.0f, -0.125f, n);
+    CHECK_OK(KB->euler_update(KB, xs.d, vc.d, NULL, 1.0f, -0.125f, n));
+    check_out("euler_update", "x", &xs);
+
+    tens all[] = {t, x, target, pred, w, loss, sse, xs, vc, vu};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) t_free(&all[i]);
+    KB->free(KB, cu), KB->free(KB, du), KB->free(KB, dkeys), free(u);
+  }
+  size_t n = 40001;
+  tens p = t_f32(n, -1, 1), g = t_f32(n, -1, 1), m = t_f32(n, -0.1, 0.1), v = t_f32(n, 0, 0.01);
+  tens ema = t_f32(n, -1, 1), ss = t_f32(2, 0, 1);  // sumsq's double, as two floats' bytes
+  double rs, ks;
+  REF->sumsq(REF, &rs, g.h, n);
+  CHECK_OK(KB->sumsq(KB, &ks, g.d, n));
+  ss.h[0] = (float)rs, ss.h[1] = (float)(rs - (float)rs);
+  float kk[2] = {(float)ks, (float)(ks - (float)ks)};
+  CHECK_OK(KB->to_device(KB, ss.d, kk, sizeof kk));
+  check_out("sumsq", "result", &ss);
+  REF->adamw_update(REF, p.h, g.h, m.h, v.h, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3, 0.7f);
+  CHECK_OK(KB->adamw_update(KB, p.d, g.d, m.d, v.d, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3, 0.7f));
+  check_out("adamw_update", "param", &p);
+  check_out("adamw_update", "m", &m);
+  check_out("adamw_update", "v", &v);
+  REF->ema_update(REF, ema.h, p.h, n, 0.999f);
+  CHECK_OK(KB->ema_update(KB, ema.d, p.d, n, 0.999f));
+  check_out("ema_update", "ema", &ema);
+  tens all[] = {p, g, m, v, ema, ss};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) t_free(&all[i]);
+}
+
+int main(void) {
+  const kernels_backend *all[8];
+  int nb = kernels_backends(all, 8);
+  REF = all[0];
+  CHECK(REF == kernels_cpu() && REF->act_dtype == KERNELS_F32,
+        "the first backend must be the CPU fp32 reference");
+  for (int b = 1; b < nb && b < 8; b++) {
+    KB = all[b];
+    EXACT = KB == kernels_cpu_bf16();
+    n_stats = 0;
+    kt_seed(1000 + (uint64_t)b);
+    test_helpers();
+    test_gemm();
+    test_norms();
+    test_modulate();
+    test_rope_act_cond();
+    test_attention();
+    test_objective_loss_optim();
+    printf("backend %s (act %s) vs %s:%s\n", KB->name, kernels_dtype_name(KB->act_dtype),
+           REF->name, EXACT ? " exact check: [act] outputs = the reference rounded once" : "");
+    printf("  %-44s %10s %10s %10s  %s\n", "entry.output", "max err", "tol", "inexact", "result");
+    for (int i = 0; i < n_stats; i++)
+      printf("  %-44s %10.3g %10.3g %10ld  %s\n", stats[i].entry, stats[i].err, stats[i].tol,
+             stats[i].mismatches, stats[i].fails ? "FAIL" : "ok");
+  }
+  return check_done();
+}

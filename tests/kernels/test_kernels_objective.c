@@ -1,0 +1,157 @@
+// tests/kernels/test_kernels_objective.c — the two entries that move host work of a step
+// onto the backend, against the host code they replace:
+// - objective_inputs vs model/objective.c's objective_build: t, x_t and target bitwise
+//   equal on the CPU fp32 backend (same keys, same formulas, no FMA), for whole clips,
+//   CP chunks starting inside a clip, an empty chunk, odd P; with and without the time
+//   shift. On CPU-bf16: t equal, x_t and target equal to the fp32 values rounded to bf16.
+// - euler_update vs the update loop of model/sample.c (written out below, as it is
+//   inline there): bitwise, guided and unguided.
+#include <string.h>
+
+#include "check.h"
+#include "core/rng.h"
+#include "kernels/kernels.h"
+#include "model/config.h"
+#include "model/objective.h"
+
+static int same_bits(const float *a, const float *b, size_t n) {
+  return memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+static void test_objective(const kernels_backend *kb, int64_t shift_tokens, int64_t step) {
+  dit_config mc;
+  train_config tc;
+  config_defaults(&mc, &tc);
+  mc.pt = 1, mc.ph = 3, mc.pw = 1, mc.channels = 3;  // P = 9: odd
+  mc.num_classes = 0;
+  tc.seed = 1234567, tc.t_logit_mean = 0.3f, tc.t_logit_std = 1.1f;
+  tc.t_shift_tokens = shift_tokens;
+  const int P = 9;
+  // Grids and chunks: a whole clip, a chunk from the middle, an empty chunk, a 1-token
+  // chunk at the end of a long clip, a clip id above 2^32 (hashed key part).
+  struct { int64_t id; int T, H, W; int64_t first; int len; } cs[] = {
+      {7, 2, 3, 5, 0, 30},   {8, 4, 4, 4, 17, 23}, {9, 1, 2, 2, 2, 0},
+      {10, 8, 8, 8, 511, 1}, {(1ll << 33) + 5, 3, 1, 7, 4, 9},
+  };
+  int C = (int)(sizeof cs / sizeof cs[0]), L = 0;
+  for (int c = 0; c < C; c++) L += cs[c].len;
+  objective_clip clips[8];
+  uint8_t *tok = malloc((size_t)L * P);
+  for (int i = 0; i < L * P; i++) tok[i] = (uint8_t)((i * 37 + 11) % 256);
+  kernels_clip_key keys[8];
+  for (int c = 0, r = 0; c < C; r += cs[c].len, c++) {
+    clips[c] = (objective_clip){.clip_id = cs[c].id, .total_tokens = (int64_t)cs[c].T * cs[c].H * cs[c].W,
+                                .first_token = cs[c].first, .len = cs[c].len, .T = cs[c].T,
+                                .H = cs[c].H, .W = cs[c].W, .label = -1,
+                                .tokens = tok + (size_t)r * P};
+    keys[c] = (kernels_clip_key){cs[c].id, clips[c].total_tokens, cs[c].first};
+  }
+  objective_batch ob;
+  CHECK_OK(objective_alloc(&ob, L, C, P));
+  CHECK_OK(objective_build(&ob, &mc, &tc, step, 16, clips, C));
+
+  // Backend buffers (host memory on the CPU, but moved as a device backend needs).
+  size_t as = kernels_dtype_size(kb->act_dtype), LP = (size_t)L * P;
+  void *d_tok, *d_keys, *d_cu, *d_t, *d_x, *d_v;
+  CHECK_OK(kb->alloc(kb, &d_tok, LP));
+  CHECK_OK(kb->alloc(kb, &d_keys, sizeof keys));
+  CHECK_OK(kb->alloc(kb, &d_cu, sizeof(int32_t) * (C + 1)));
+  CHECK_OK(kb->alloc(kb, &d_t, sizeof(float) * C));
+  CHECK_OK(kb->alloc(kb, &d_x, LP * as));
+  CHECK_OK(kb->alloc(kb, &d_v, LP * as));
+  CHECK_OK(kb->to_device(kb, d_tok, tok, LP));
+  CHECK_OK(kb->to_device(kb, d_keys, keys, sizeof keys));
+  CHECK_OK(kb->to_device(kb, d_cu, ob.cu_seqlens, sizeof(int32_t) * (C + 1)));
+  CHECK_OK(kb->objective_inputs(kb, d_t, d_x, d_v, d_tok, d_keys, d_cu, C, L, P,
+                                (uint64_t)tc.seed, (uint64_t)step, tc.t_logit_mean,
+                                tc.t_logit_std, tc.t_shift_tokens));
+  float *t = malloc(sizeof(float) * C), *x = malloc(LP * 4), *v = malloc(LP * 4);
+  CHECK_OK(kb->to_host(kb, t, d_t, sizeof(float) * C));
+  void *xa = malloc(LP * as), *va = malloc(LP * as);
+  CHECK_OK(kb->to_host(kb, xa, d_x, LP * as));
+  CHECK_OK(kb->to_host(kb, va, d_v, LP * as));
+  CHECK_OK(kernels_cpu()->cast(kernels_cpu(), x, KERNELS_F32, xa, kb->act_dtype, LP));
+  CHECK_OK(kernels_cpu()->cast(kernels_cpu(), v, KERNELS_F32, va, kb->act_dtype, LP));
+
+  // What the backend must give: objective_build's values, rounded once to the act dtype.
+  float *ex = malloc(LP * 4), *ev = malloc(LP * 4);
+  for (size_t i = 0; i < LP; i++) {
+    ex[i] = kb->act_dtype == KERNELS_BF16 ? kernels_bf16_round(ob.x[i]) : ob.x[i];
+    ev[i] = kb->act_dtype == KERNELS_BF16 ? kernels_bf16_round(ob.target[i]) : ob.target[i];
+  }
+  CHECK(same_bits(t, ob.t, (size_t)C), "%s shift %lld: t differs from objective_build", kb->name,
+        (long long)shift_tokens);
+  CHECK(same_bits(x, ex, LP), "%s shift %lld: x_t differs from objective_build", kb->name,
+        (long long)shift_tokens);
+  CHECK(same_bits(v, ev, LP), "%s shift %lld: target differs from objective_build", kb->name,
+        (long long)shift_tokens);
+  for (int c = 0; c < C; c++)
+    CHECK(kernels_objective_timestep((uint64_t)tc.seed, (uint64_t)step, cs[c].id,
+                                     clips[c].total_tokens, tc.t_logit_mean, tc.t_logit_std,
+                                     tc.t_shift_tokens) ==
+              objective_timestep(&tc, step, cs[c].id, clips[c].total_tokens),
+          "kernels_objective_timestep differs from objective_timestep for clip %d", c);
+
+  // A chunk past its clip's end is refused with a message naming the clip.
+  keys[1].first_token = clips[1].total_tokens - 1;
+  CHECK_OK(kb->to_device(kb, d_keys, keys, sizeof keys));
+  tsr_status st = kb->objective_inputs(kb, d_t, d_x, d_v, d_tok, d_keys, d_cu, C, L, P, 1, 2,
+                                       0.0, 1.0, 0);
+  CHECK(st == TSR_EINVAL && strstr(err_msg(), "objective_inputs"), "chunk past the end: %s",
+        err_msg());
+
+  void *bufs[] = {d_tok, d_keys, d_cu, d_t, d_x, d_v};
+  for (int i = 0; i < 6; i++) kb->free(kb, bufs[i]);
+  free(t), free(x), free(v), free(xa), free(va), free(ex), free(ev), free(tok);
+  objective_free(&ob);
+}
+
+// model/sample.c's update, as written there (guided: copy 0 conditional, copy 1 not).
+static void host_euler(float *xh, const float *vh, size_t NP, int guided, float g, float dt) {
+  for (size_t k = 0; k < NP; k++) {
+    float v = guided ? vh[NP + k] + g * (vh[k] - vh[NP + k]) : vh[k];
+    xh[k] += dt * v;
+  }
+}
+
+static void test_euler(const kernels_backend *kb) {
+  const size_t NP = 4099;
+  rng_key key = {.seed = 5, .stream = RNG_STREAM_SAMPLE};
+  float *x0 = malloc(NP * 4), *vh = malloc(2 * NP * 4), *xe = malloc(NP * 4), *xk = malloc(NP * 4);
+  rng_normal_fill(&key, 0, x0, (int64_t)NP);
+  rng_normal_fill(&key, NP, vh, (int64_t)(2 * NP));
+  size_t as = kernels_dtype_size(kb->act_dtype);
+  if (kb->act_dtype == KERNELS_BF16)  // the predictions arrive in the act dtype
+    for (size_t i = 0; i < 2 * NP; i++) vh[i] = kernels_bf16_round(vh[i]);
+  void *d_x, *d_v;
+  CHECK_OK(kb->alloc(kb, &d_x, NP * 4));
+  CHECK_OK(kb->alloc(kb, &d_v, 2 * NP * as));
+  void *va = malloc(2 * NP * as);
+  CHECK_OK(kernels_cpu()->cast(kernels_cpu(), va, kb->act_dtype, vh, KERNELS_F32, 2 * NP));
+  CHECK_OK(kb->to_device(kb, d_v, va, 2 * NP * as));
+  for (int guided = 0; guided < 2; guided++) {
+    float g = 4.5f, dt = -0.0371f;
+    memcpy(xe, x0, NP * 4);
+    host_euler(xe, vh, NP, guided, g, dt);
+    host_euler(xe, vh, NP, guided, g, dt * 0.5f);
+    CHECK_OK(kb->to_device(kb, d_x, x0, NP * 4));
+    const void *vu = guided ? (const char *)d_v + NP * as : NULL;
+    CHECK_OK(kb->euler_update(kb, d_x, d_v, vu, g, dt, NP));
+    CHECK_OK(kb->euler_update(kb, d_x, d_v, vu, g, dt * 0.5f, NP));
+    CHECK_OK(kb->to_host(kb, xk, d_x, NP * 4));
+    CHECK(same_bits(xk, xe, NP), "%s: euler_update (guided %d) differs from model/sample.c",
+          kb->name, guided);
+  }
+  kb->free(kb, d_x), kb->free(kb, d_v);
+  free(x0), free(vh), free(xe), free(xk), free(va);
+}
+
+int main(void) {
+  const kernels_backend *cpu[] = {kernels_cpu(), kernels_cpu_bf16()};
+  for (int b = 0; b < 2; b++) {
+    test_objective(cpu[b], 0, 3);
+    test_objective(cpu[b], 16, 1000001);
+    test_euler(cpu[b]);
+  }
+  return check_done();
+}
