@@ -388,6 +388,11 @@ void kernels_cpu_set_threads(int n);
 // returns min(1, max_norm / (norm + 1e-6)) in float; max_norm <= 0 means no clipping (1).
 float kernels_clip_scale(double total_sumsq, float max_norm);
 
+// The time shift of a clip of total_tokens tokens (DESIGN.md: longer clips get more
+// noise): s = max(1, sqrt(total_tokens / shift_tokens)), t' = s t / (1 + (s - 1) t);
+// t itself when shift_tokens <= 0. Training shifts the t it draws with it; the sampler
+// shifts its grid of noise levels with it. The one definition of the formula.
+double kernels_time_shift(double t, int64_t total_tokens, int64_t shift_tokens);
 // The shifted noise level t' of a clip (model/objective.h, objective_inputs above), in
 // double: z = rng_normal({seed, step, clip_id, RNG_STREAM_TIMESTEP}, 0),
 // t = sigmoid(t_logit_mean + t_logit_std z), shifted for total_tokens, clamped.

@@ -8,8 +8,6 @@
 
 #include "core/rng.h"
 
-#define T_MIN 1e-5
-#define T_MAX (1.0 - 1e-5)
 
 tsr_status objective_alloc(objective_batch *ob, int max_tokens, int max_clips, int P) {
   memset(ob, 0, sizeof *ob);
@@ -42,17 +40,9 @@ void objective_free(objective_batch *ob) {
 
 double objective_timestep(const train_config *tc, int64_t step, int64_t clip_id,
                           int64_t total_tokens) {
-  rng_key k = {(uint64_t)tc->seed, (uint64_t)step, (uint64_t)clip_id, RNG_STREAM_TIMESTEP};
-  double z = rng_normal(&k, 0);
-  double t = 1.0 / (1.0 + exp(-(tc->t_logit_mean + tc->t_logit_std * z)));
-  t = objective_time_shift(t, total_tokens, tc->t_shift_tokens);
-  return fmin(T_MAX, fmax(T_MIN, t));
-}
-
-double objective_time_shift(double t, int64_t total_tokens, int64_t shift_tokens) {
-  if (shift_tokens <= 0) return t;
-  double s = fmax(1.0, sqrt((double)total_tokens / (double)shift_tokens));
-  return s * t / (1.0 + (s - 1.0) * t);
+  // one definition, shared with the backends' objective_inputs entry
+  return kernels_objective_timestep((uint64_t)tc->seed, (uint64_t)step, clip_id, total_tokens,
+                                    tc->t_logit_mean, tc->t_logit_std, tc->t_shift_tokens);
 }
 
 int objective_label(const dit_config *mc, const train_config *tc, int64_t step, int64_t clip_id,

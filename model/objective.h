@@ -67,11 +67,6 @@ tsr_status objective_build(objective_batch *ob, const dit_config *mc, const trai
 // reference (tools/reference/). ob must stay valid until st_writer_commit.
 tsr_status objective_write_tensors(const objective_batch *ob, st_writer *w, const char *prefix);
 
-// The time shift of a clip of total_tokens tokens (DESIGN.md: longer clips get more
-// noise): s = max(1, sqrt(total_tokens / shift_tokens)), t' = s t / (1 + (s - 1) t);
-// t itself when shift_tokens <= 0. Training draws t and shifts it; the sampler shifts its
-// grid of noise levels with the same function.
-double objective_time_shift(double t, int64_t total_tokens, int64_t shift_tokens);
 // The shifted t' of a clip (as objective_build draws it).
 double objective_timestep(const train_config *tc, int64_t step, int64_t clip_id,
                           int64_t total_tokens);

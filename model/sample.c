@@ -10,7 +10,6 @@
 #include "ingest/encode.h"
 #include "ingest/patchify.h"
 #include "model/checkpoint.h"
-#include "model/objective.h"
 
 
 typedef struct {
@@ -74,10 +73,10 @@ tsr_status sample_generate(dit_model *m, const sample_params *sp, uint8_t *out) 
   dit_batch batch = {.n_clips = C, .L = (int)(C * N), .cu_seqlens = b.cu, .pos = b.pos,
                      .t = b.t, .labels = mc->num_classes > 0 ? b.labels : NULL, .x = b.x};
   for (int i = 0; !r && i < sp->steps; i++) {
-    // the noise levels of training (objective_time_shift) at the grid points
-    double t0 = objective_time_shift(1.0 - (double)i / sp->steps, (int64_t)N, sp->t_shift_tokens);
-    double t1 = objective_time_shift(1.0 - (double)(i + 1) / sp->steps, (int64_t)N,
-                                     sp->t_shift_tokens);
+    // the noise levels of training (kernels_time_shift) at the grid points
+    double t0 = kernels_time_shift(1.0 - (double)i / sp->steps, (int64_t)N, sp->t_shift_tokens);
+    double t1 = kernels_time_shift(1.0 - (double)(i + 1) / sp->steps, (int64_t)N,
+                                   sp->t_shift_tokens);
     float tt[2] = {(float)t0, (float)t0};
     for (int c = 0; !r && c < C; c++)
       r = kb->to_device(kb, b.x + c * N * P, b.xh, N * P * sizeof(float));

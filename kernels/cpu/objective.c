@@ -18,11 +18,14 @@ double kernels_objective_timestep(uint64_t seed, uint64_t step, int64_t clip_id,
   rng_key k = {seed, step, (uint64_t)clip_id, RNG_STREAM_TIMESTEP};
   double z = rng_normal(&k, 0);
   double t = 1.0 / (1.0 + exp(-(t_logit_mean + t_logit_std * z)));
-  if (t_shift_tokens > 0) {
-    double s = fmax(1.0, sqrt((double)total_tokens / (double)t_shift_tokens));
-    t = s * t / (1.0 + (s - 1.0) * t);
-  }
+  t = kernels_time_shift(t, total_tokens, t_shift_tokens);
   return fmin(1.0 - 1e-5, fmax(1e-5, t));
+}
+
+double kernels_time_shift(double t, int64_t total_tokens, int64_t shift_tokens) {
+  if (shift_tokens <= 0) return t;
+  double s = fmax(1.0, sqrt((double)total_tokens / (double)shift_tokens));
+  return s * t / (1.0 + (s - 1.0) * t);
 }
 
 // t: (C), x_t, target: (L, P), tokens: (L, P) uint8, clips: (C), cu: (C + 1)
