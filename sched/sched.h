@@ -114,4 +114,28 @@ tsr_status sched_async_start(sched_async **h, const sched_config *cfg, const int
                              int n);
 tsr_status sched_async_wait(sched_async **h, sched_result *out);
 
+// ---- draw-and-plan pipeline (sched/pipeline.c) ------------------------------------------
+// The loop of the trainer and of `tessera plan`: batch s+1 is drawn and planned in the
+// background while the caller runs batch s. draw(ctx, s, ids, tokens, &n) fills batch s
+// (at most max_batch clips; ids: (max_batch), tokens: (max_batch)); it is called on the
+// caller's thread, in step order, once per step, batch s+1 right after the plan of batch
+// s is handed out. Steps run from `first` to `end` - 1.
+typedef tsr_status (*sched_draw_fn)(void *ctx, int64_t s, int64_t *ids, int64_t *tokens,
+                                    int64_t *n);
+typedef struct {
+  int64_t step;                 // s
+  const int64_t *ids, *tokens;  // (n) batch s, valid until the next sched_pipeline_next
+  int64_t n;
+  sched_result res;             // its plan; owned by the pipeline (freed by the next call)
+} sched_batch;
+typedef struct sched_pipeline sched_pipeline;
+// Draws batch `first` and starts planning it (nothing when first >= end).
+tsr_status sched_pipeline_open(sched_pipeline **p, const sched_config *cfg, int64_t max_batch,
+                               int64_t first, int64_t end, sched_draw_fn draw, void *ctx);
+// Waits for the plan of the next batch into *b, then draws the batch after it and starts
+// its plan (if it is before `end`). TSR_EINVAL when every step was handed out.
+tsr_status sched_pipeline_next(sched_pipeline *p, sched_batch *b);
+// Waits for a plan still in flight and frees everything; *p = NULL.
+void sched_pipeline_close(sched_pipeline **p);
+
 #endif

@@ -89,11 +89,16 @@ static void print_waves(const sched_result *r, const int64_t *ids, const int64_t
   }
 }
 
-int cmd_plan(int argc, char **argv) {
-  if (wants_help(argc, argv)) {
-    plan_usage(stdout);
-    return 0;
-  }
+// Everything the command line says.
+typedef struct {
+  const char *lengths_spec, *store, *cost_path, *json_path;
+  lengths_opts lo;
+  int64_t ranks, gpn, mem, batch, steps, seed, maxclip;
+  int show_waves;
+} plan_args;
+
+// Parses argv into *a; TSR_EINVAL with a message naming the option otherwise.
+static tsr_status parse_args(int argc, char **argv, plan_args *a) {
   enum { O_LENGTHS = 256, O_DATA, O_FPS, O_SIZE, O_PATCH, O_TPS, O_MAXSEC, O_CAPTOK, O_RANKS,
          O_GPN, O_MEM, O_BATCH, O_STEPS, O_SEED, O_MAXCLIP, O_COST, O_JSON, O_WAVES };
   static const struct option opts[] = {
@@ -111,115 +116,166 @@ int cmd_plan(int argc, char **argv) {
       {"max-clip-tokens", required_argument, 0, O_MAXCLIP},
       {"cost", required_argument, 0, O_COST},       {"json", required_argument, 0, O_JSON},
       {"waves", no_argument, 0, O_WAVES},           {0, 0, 0, 0}};
-  const char *lengths_spec = NULL, *store = NULL, *cost_path = NULL, *json_path = NULL;
-  lengths_opts lo = {0};
-  int64_t ranks = 0, gpn = 8, mem = 0, batch = 256, steps = 1, seed = 0, maxclip = 0;
-  int show_waves = 0, geometry_parts = 0;
+  *a = (plan_args){.gpn = 8, .batch = 256, .steps = 1};
+  int geometry_parts = 0;
   optind = 1;
   opterr = 0;
   int o;
   // Ranges: sched/cost.h (SCHED_MAX_*: 64-bit safe sizes) and sched/lengths.h.
   static const int size_hi[2] = {1 << 16, 1 << 16}, patch_hi[3] = {64, 1024, 1024};
   const int64_t maxtok = SCHED_MAX_TOKENS;
+  lengths_opts *lo = &a->lo;
   while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     tsr_status st = TSR_OK;
     int dims[3];
     switch (o) {
-    case O_LENGTHS: lengths_spec = optarg; break;
-    case O_DATA: store = optarg; break;
-    case O_FPS: st = parse_double("--fps", optarg, 1e-3, 1e3, &lo.fps); geometry_parts++; break;
+    case O_LENGTHS: a->lengths_spec = optarg; break;
+    case O_DATA: a->store = optarg; break;
+    case O_FPS: st = parse_double("--fps", optarg, 1e-3, 1e3, &lo->fps); geometry_parts++; break;
     case O_SIZE:
       if (parse_dims(optarg, "xX", 2, size_hi, dims))
         st = err_set(TSR_EINVAL, "--size: '%s' is not HxW, e.g. 480x848 (each in [1, %d])",
                      optarg, 1 << 16);
-      lo.height = dims[0], lo.width = dims[1];
+      lo->height = dims[0], lo->width = dims[1];
       geometry_parts++;
       break;
     case O_PATCH:
       if (parse_dims(optarg, "xX", 3, patch_hi, dims))
         st = err_set(TSR_EINVAL, "--patch: '%s' is not PTxPHxPW, e.g. 4x16x16 (PT <= 64, PH "
                      "and PW <= 1024)", optarg);
-      lo.pt = dims[0], lo.ph = dims[1], lo.pw = dims[2];
+      lo->pt = dims[0], lo->ph = dims[1], lo->pw = dims[2];
       geometry_parts++;
       break;
-    case O_TPS: st = parse_double("--tokens-per-second", optarg, 1e-6, 1e9, &lo.tokens_per_second); break;
-    case O_MAXSEC: st = parse_double("--max-seconds", optarg, 1e-3, 1e9, &lo.max_seconds); break;
-    case O_CAPTOK: st = parse_i64("--cap-tokens", optarg, 1, maxtok, &lo.cap_tokens); break;
-    case O_RANKS: st = parse_i64("--ranks", optarg, 1, SCHED_MAX_RANKS, &ranks); break;
-    case O_GPN: st = parse_i64("--gpus-per-node", optarg, 1, SCHED_MAX_RANKS, &gpn); break;
-    case O_MEM: st = parse_i64("--mem-tokens", optarg, 1, maxtok, &mem); break;
-    case O_BATCH: st = parse_i64("--global-batch", optarg, 1, SCHED_MAX_BATCH, &batch); break;
-    case O_STEPS: st = parse_i64("--steps", optarg, 1, 1000000000, &steps); break;
-    case O_SEED: st = parse_i64("--seed", optarg, 0, INT64_MAX, &seed); break;
-    case O_MAXCLIP: st = parse_i64("--max-clip-tokens", optarg, 1, maxtok, &maxclip); break;
-    case O_COST: cost_path = optarg; break;
-    case O_JSON: json_path = optarg; break;
-    case O_WAVES: show_waves = 1; break;
+    case O_TPS: st = parse_double("--tokens-per-second", optarg, 1e-6, 1e9, &lo->tokens_per_second); break;
+    case O_MAXSEC: st = parse_double("--max-seconds", optarg, 1e-3, 1e9, &lo->max_seconds); break;
+    case O_CAPTOK: st = parse_i64("--cap-tokens", optarg, 1, maxtok, &lo->cap_tokens); break;
+    case O_RANKS: st = parse_i64("--ranks", optarg, 1, SCHED_MAX_RANKS, &a->ranks); break;
+    case O_GPN: st = parse_i64("--gpus-per-node", optarg, 1, SCHED_MAX_RANKS, &a->gpn); break;
+    case O_MEM: st = parse_i64("--mem-tokens", optarg, 1, maxtok, &a->mem); break;
+    case O_BATCH: st = parse_i64("--global-batch", optarg, 1, SCHED_MAX_BATCH, &a->batch); break;
+    case O_STEPS: st = parse_i64("--steps", optarg, 1, 1000000000, &a->steps); break;
+    case O_SEED: st = parse_i64("--seed", optarg, 0, INT64_MAX, &a->seed); break;
+    case O_MAXCLIP: st = parse_i64("--max-clip-tokens", optarg, 1, maxtok, &a->maxclip); break;
+    case O_COST: a->cost_path = optarg; break;
+    case O_JSON: a->json_path = optarg; break;
+    case O_WAVES: a->show_waves = 1; break;
     default:
-      fprintf(stderr, "tessera plan: unknown option or missing value: '%s' (see --help)\n",
-              argv[optind - 1]);
-      return 1;
+      return err_set(TSR_EINVAL, "unknown option or missing value: '%s' (see --help)",
+                     argv[optind - 1]);
     }
-    if (st) {
-      fprintf(stderr, "tessera plan: %s\n", err_msg());
-      return 1;
-    }
+    if (st) return st;
   }
-  if (optind < argc) {
-    fprintf(stderr, "tessera plan: unexpected argument '%s' (see --help)\n", argv[optind]);
-    return 1;
-  }
-  const char *missing = !lengths_spec && !store ? "--lengths or --data"
-                        : !ranks               ? "--ranks"
-                        : !mem                 ? "--mem-tokens"
-                        : !cost_path           ? "--cost"
-                                               : NULL;
-  if (missing) {
-    fprintf(stderr, "tessera plan: %s is required (see --help)\n", missing);
-    return 1;
-  }
-  if (lengths_spec && store) {
-    fprintf(stderr, "tessera plan: give --lengths or --data, not both\n");
-    return 1;
-  }
-  if (geometry_parts && geometry_parts != 3) {
-    fprintf(stderr, "tessera plan: the token geometry needs all of --fps, --size, --patch\n");
-    return 1;
-  }
+  if (optind < argc)
+    return err_set(TSR_EINVAL, "unexpected argument '%s' (see --help)", argv[optind]);
+  const char *missing = !a->lengths_spec && !a->store ? "--lengths or --data"
+                        : !a->ranks                   ? "--ranks"
+                        : !a->mem                     ? "--mem-tokens"
+                        : !a->cost_path               ? "--cost"
+                                                      : NULL;
+  if (missing) return err_set(TSR_EINVAL, "%s is required (see --help)", missing);
+  if (a->lengths_spec && a->store) return err_set(TSR_EINVAL, "give --lengths or --data, not both");
+  if (geometry_parts && geometry_parts != 3)
+    return err_set(TSR_EINVAL, "the token geometry needs all of --fps, --size, --patch");
+  return TSR_OK;
+}
 
-  sched_config cfg = {.cluster = {(int)ranks, (int)gpn, mem}, .max_clip_tokens = maxclip};
-  lengths_set ls = {0};
-  int64_t *ids = NULL, *tokens = NULL;
-  sched_json *js = NULL;
-  sched_result res = {0};
-  plan_init(&res.plan, (int)ranks);
-  int rc = 1;
-  tsr_status st = cost_model_load(cost_path, &cfg.cost);
-  if (!st && lengths_spec) st = lengths_load_mix(&ls, lengths_spec, &lo);
-  if (!st && store) {
+// The clip lengths (a mix of CSVs or a store's clips) and the scheduler's configuration.
+static tsr_status load_inputs(const plan_args *a, lengths_set *ls, sched_config *cfg) {
+  *cfg = (sched_config){.cluster = {(int)a->ranks, (int)a->gpn, a->mem},
+                        .max_clip_tokens = a->maxclip};
+  tsr_status st = cost_model_load(a->cost_path, &cfg->cost);
+  if (!st && a->lengths_spec) st = lengths_load_mix(ls, a->lengths_spec, &a->lo);
+  if (!st && a->store) {
     int64_t *sid = NULL, *stok = NULL, sn = 0;
-    st = store_clip_lengths(store, &sid, &stok, &sn);
-    if (!st && sn == 0) st = err_set(TSR_EINVAL, "store %s holds no clips", store);
-    if (!st) st = lengths_add(&ls, store, sid, stok, sn, 1.0, &lo);
+    st = store_clip_lengths(a->store, &sid, &stok, &sn);
+    if (!st && sn == 0) st = err_set(TSR_EINVAL, "store %s holds no clips", a->store);
+    if (!st) st = lengths_add(ls, a->store, sid, stok, sn, 1.0, &a->lo);
     free(sid);
     free(stok);
   }
-  if (!st && !cfg.max_clip_tokens) cfg.max_clip_tokens = lengths_max(&ls);
-  if (!st) st = sched_config_check(&cfg);
-  if (st) {
-    fprintf(stderr, "tessera plan: %s\n", err_msg());
-    goto done;
+  if (!st && !cfg->max_clip_tokens) cfg->max_clip_tokens = lengths_max(ls);
+  if (!st) st = sched_config_check(cfg);
+  return st;
+}
+
+// One line of the table: a step's numbers, or the totals.
+static void print_row(const char *label, double plan_s, double packing_s, double balanced_s,
+                      double bound_s, double idle_frac, const char *waves, const char *used,
+                      double plan_ms, const int64_t *hist, int nlev) {
+  printf("%-6s %10.3f %10.3f %10.3f %10.3f %6.3f %7.3fx %7.3fx %5.1f%% %6s %-15s %8.2f  ",
+         label, plan_s, packing_s, balanced_s, bound_s, ratio(bound_s, plan_s),
+         ratio(packing_s, plan_s), ratio(balanced_s, plan_s), 100 * idle_frac, waves, used,
+         plan_ms);
+  print_hist(stdout, hist, nlev);
+  printf("\n");
+}
+
+static void print_summary(const sched_totals *tot) {
+  printf("summary: dynamic plan %.3f s/step, %.3fx over packing only, %.3fx over static "
+         "balanced, efficiency %.3f (bound per issue formula: %.3f), planner %.2f ms/batch "
+         "(max %.2f), fallback in %d of %d steps\n",
+         tot->predicted_s / tot->steps, ratio(tot->packing_only_s, tot->predicted_s),
+         ratio(tot->static_balanced_s, tot->predicted_s),
+         ratio(tot->lower_bound_s, tot->predicted_s), ratio(tot->lower_bound_ref_s, tot->predicted_s),
+         tot->plan_ms / tot->steps, tot->plan_ms_max, tot->steps - tot->used[SCHED_USED_DYNAMIC],
+         tot->steps);
+}
+
+typedef struct {
+  const lengths_set *ls;
+  uint64_t seed;
+  int batch;
+} draw_ctx;
+
+// sched_draw_fn: batch s of the lengths sampler.
+static tsr_status draw_batch(void *vctx, int64_t s, int64_t *ids, int64_t *tokens, int64_t *n) {
+  draw_ctx *x = vctx;
+  *n = x->batch;
+  return lengths_sample(x->ls, x->seed, s, x->batch, ids, tokens);
+}
+
+// Plans a->steps batches (batch s+1 planned in the background while batch s is reported,
+// the way the trainer overlaps planning with training), printing a row per step, and sums
+// them into *tot (and the JSON, if js).
+static tsr_status plan_steps(const plan_args *a, const lengths_set *ls, const sched_config *cfg,
+                             sched_json *js, sched_totals *tot, int nlev) {
+  draw_ctx dc = {.ls = ls, .seed = (uint64_t)a->seed, .batch = (int)a->batch};
+  sched_pipeline *pipe = NULL;
+  tsr_status st = sched_pipeline_open(&pipe, cfg, a->batch, 0, a->steps, draw_batch, &dc);
+  for (int64_t s = 0; !st && s < a->steps; s++) {
+    sched_batch b;
+    if ((st = sched_pipeline_next(pipe, &b))) break;
+    const sched_result *res = &b.res;
+    int64_t hist[SCHED_MAX_LEVELS] = {0};
+    plan_cp_histogram(&res->plan, hist);
+    sched_totals_add(tot, res);
+    char label[24], waves[16];
+    snprintf(label, sizeof label, "%lld", (long long)s);
+    snprintf(waves, sizeof waves, "%d", res->plan.nwaves);
+    print_row(label, res->predicted_s, res->packing_only_s, res->static_balanced_s,
+              res->lower_bound_s, res->idle_frac, waves, sched_used_name(res->used), res->plan_ms,
+              hist, nlev);
+    if (a->show_waves) print_waves(res, b.ids, b.tokens);
+    if (js) st = sched_json_add_step(js, (int)s, b.ids, b.tokens, (int)b.n, res);
   }
-  ids = malloc((size_t)batch * sizeof *ids);
-  tokens = malloc((size_t)batch * sizeof *tokens);
-  if (!ids || !tokens) {
-    fprintf(stderr, "tessera plan: out of memory for a batch of %lld clips\n", (long long)batch);
-    goto done;
+  sched_pipeline_close(&pipe);
+  return st;
+}
+
+int cmd_plan(int argc, char **argv) {
+  if (wants_help(argc, argv)) {
+    plan_usage(stdout);
+    return 0;
   }
-  if (json_path && (st = sched_json_begin(&js, &cfg))) {
-    fprintf(stderr, "tessera plan: %s\n", err_msg());
-    goto done;
-  }
+  plan_args a;
+  sched_config cfg;
+  lengths_set ls = {0};
+  sched_json *js = NULL;
+  sched_totals tot = {0};
+  tsr_status st = parse_args(argc, argv, &a);
+  if (!st) st = load_inputs(&a, &ls, &cfg);
+  if (!st && a.json_path) st = sched_json_begin(&js, &cfg);
+  if (st) goto done;
   int nlev = 0;
   while ((1 << nlev) <= cfg.cluster.ranks) nlev++;
   if (ls.capped || ls.skipped)
@@ -228,85 +284,21 @@ int cmd_plan(int argc, char **argv) {
   printf("tessera plan: %lld clips from %d source(s); %d ranks (%d per node), %lld mem "
          "tokens, batch %lld, static CP %d (max clip %lld tokens), cost %s\n",
          (long long)ls.n, ls.nsources, cfg.cluster.ranks, cfg.cluster.gpus_per_node,
-         (long long)mem, (long long)batch, cost_min_cp(&cfg.cluster, cfg.max_clip_tokens),
-         (long long)cfg.max_clip_tokens, cost_path);
+         (long long)a.mem, (long long)a.batch, cost_min_cp(&cfg.cluster, cfg.max_clip_tokens),
+         (long long)cfg.max_clip_tokens, a.cost_path);
   printf("%-6s %10s %10s %10s %10s %6s %8s %8s %6s %6s %-15s %8s  %s\n", "step", "plan_s",
          "packing_s", "balanced_s", "bound_s", "eff", "x_pack", "x_bal", "idle", "waves",
          "used", "plan_ms", "CP size:clips");
-  sched_totals tot = {0};
-  // Batch s+1 is planned on a background thread while batch s is reported, the way the
-  // trainer overlaps planning with training.
-  sched_async *next = NULL;
-  int64_t *nids = malloc((size_t)batch * sizeof *nids);
-  int64_t *ntok = malloc((size_t)batch * sizeof *ntok);
-  if (!nids || !ntok) {
-    fprintf(stderr, "tessera plan: out of memory\n");
-    free(nids);
-    free(ntok);
-    goto done;
-  }
-  st = lengths_sample(&ls, (uint64_t)seed, 0, (int)batch, nids, ntok);
-  if (!st) st = sched_async_start(&next, &cfg, ntok, (int)batch);
-  for (int64_t s = 0; !st && s < steps; s++) {
-    int64_t *t = ids; ids = nids; nids = t;
-    t = tokens; tokens = ntok; ntok = t;
-    st = sched_async_wait(&next, &res);
-    if (!st && s + 1 < steps) {
-      st = lengths_sample(&ls, (uint64_t)seed, s + 1, (int)batch, nids, ntok);
-      if (!st) st = sched_async_start(&next, &cfg, ntok, (int)batch);
-    }
-    if (st) break;
-    int64_t hist[SCHED_MAX_LEVELS] = {0};
-    plan_cp_histogram(&res.plan, hist);
-    sched_totals_add(&tot, &res);
-    printf("%-6lld %10.3f %10.3f %10.3f %10.3f %6.3f %7.3fx %7.3fx %5.1f%% %6d %-15s %8.2f  ",
-           (long long)s, res.predicted_s, res.packing_only_s, res.static_balanced_s,
-           res.lower_bound_s, ratio(res.lower_bound_s, res.predicted_s),
-           ratio(res.packing_only_s, res.predicted_s),
-           ratio(res.static_balanced_s, res.predicted_s), 100 * res.idle_frac,
-           res.plan.nwaves, sched_used_name(res.used), res.plan_ms);
-    print_hist(stdout, hist, nlev);
-    printf("\n");
-    if (show_waves) print_waves(&res, ids, tokens);
-    if (js && (st = sched_json_add_step(js, (int)s, ids, tokens, (int)batch, &res))) break;
-    sched_result_free(&res);
-  }
-  if (next) {  // an error left a planning in flight
-    sched_result tmp;
-    sched_async_wait(&next, &tmp);
-    sched_result_free(&tmp);
-  }
-  free(nids);
-  free(ntok);
-  if (st) {
-    fprintf(stderr, "tessera plan: %s\n", err_msg());
-    goto done;
-  }
-  printf("%-6s %10.3f %10.3f %10.3f %10.3f %6.3f %7.3fx %7.3fx %5.1f%% %6s %-15s %8.2f  ",
-         "total", tot.predicted_s, tot.packing_only_s, tot.static_balanced_s, tot.lower_bound_s,
-         ratio(tot.lower_bound_s, tot.predicted_s), ratio(tot.packing_only_s, tot.predicted_s),
-         ratio(tot.static_balanced_s, tot.predicted_s), 100 * ratio(tot.idle_s, tot.predicted_s),
-         "", tot.used[SCHED_USED_DYNAMIC] == tot.steps ? "dynamic" : "mixed",
-         tot.plan_ms / tot.steps);
-  print_hist(stdout, tot.cp_hist, nlev);
-  printf("\n");
-  printf("summary: dynamic plan %.3f s/step, %.3fx over packing only, %.3fx over static "
-         "balanced, efficiency %.3f (bound per issue formula: %.3f), planner %.2f ms/batch "
-         "(max %.2f), fallback in %d of %d steps\n",
-         tot.predicted_s / tot.steps, ratio(tot.packing_only_s, tot.predicted_s),
-         ratio(tot.static_balanced_s, tot.predicted_s), ratio(tot.lower_bound_s, tot.predicted_s),
-         ratio(tot.lower_bound_ref_s, tot.predicted_s), tot.plan_ms / tot.steps, tot.plan_ms_max,
-         tot.steps - tot.used[SCHED_USED_DYNAMIC], tot.steps);
-  if (js && (st = sched_json_write(js, &tot, json_path))) {
-    fprintf(stderr, "tessera plan: %s\n", err_msg());
-    goto done;
-  }
-  rc = 0;
+  if ((st = plan_steps(&a, &ls, &cfg, js, &tot, nlev))) goto done;
+  print_row("total", tot.predicted_s, tot.packing_only_s, tot.static_balanced_s,
+            tot.lower_bound_s, ratio(tot.idle_s, tot.predicted_s), "",
+            tot.used[SCHED_USED_DYNAMIC] == tot.steps ? "dynamic" : "mixed",
+            tot.plan_ms / tot.steps, tot.cp_hist, nlev);
+  print_summary(&tot);
+  if (js) st = sched_json_write(js, &tot, a.json_path);
 done:
-  sched_result_free(&res);
+  if (st) fprintf(stderr, "tessera plan: %s\n", err_msg());
   sched_json_free(&js);
   lengths_free(&ls);
-  free(ids);
-  free(tokens);
-  return rc;
+  return st ? 1 : 0;
 }
