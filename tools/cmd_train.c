@@ -58,6 +58,8 @@ int cmd_train(int argc, char **argv) {
       {"gpus-per-node", required_argument, 0, O_GPN}, {"plan", required_argument, 0, O_PLAN},
       {0, 0, 0, 0}};
   train_options o = {0};
+  // One exit path below: every error after this allocation sets `bad` and falls through
+  // to the free (an early return leaked `sets`, e.g. on --plan bogus).
   char **sets = calloc((size_t)argc + 1, sizeof *sets);
   if (!sets) return 1;
   int bad = 0, c;
@@ -84,13 +86,13 @@ int cmd_train(int argc, char **argv) {
       else if (!strcmp(optarg, "packing")) o.plan_kind = TRAIN_PLAN_PACKING;
       else {
         log_error("tessera train: --plan '%s': use auto, dynamic, static or packing", optarg);
-        return 1;
+        bad = 1;
       }
       break;
     case O_GPN:
       if (parse_int("--gpus-per-node", optarg, 1, 1 << 20, &o.gpus_per_node)) {
         log_error("tessera train: %s", err_msg());
-        return 1;
+        bad = 1;
       }
       break;
     case O_SET: sets[o.n_overrides++] = optarg; break;

@@ -9,6 +9,9 @@ expect_fail "missing --data" $T train --config "$CONF" --out "$R"
 expect_fail "exclude each other" $T train --config "$CONF" --data "$STORE" --out "$R" --resume --init x
 expect_fail "unknown option" $T train --config "$CONF" --data "$STORE" --out "$R" --bogus
 expect_fail "--steps" $T train --config "$CONF" --data "$STORE" --out "$R" --steps 0
+# option values refused after the options' buffer is allocated: no leak (LeakSanitizer)
+expect_fail "--plan 'bogus'" $T train --config "$CONF" --data "$STORE" --out "$R" --plan bogus
+expect_fail "--gpus-per-node" $T train --config "$CONF" --data "$STORE" --out "$R" --gpus-per-node 0
 # store: missing, not a store, corrupt index, corrupt shard
 expect_fail "does not exist" $T train --config "$CONF" --data "$W/nostore" --out "$R"
 mkdir -p "$W/empty"
