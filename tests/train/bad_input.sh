@@ -48,11 +48,11 @@ expect_fail "trunc.safetensors" $T train --config "$CONF" --data "$STORE" --out 
 cp "$R/ckpt-1.safetensors" "$W/flip.safetensors"
 printf '\x7f\x7f\x7f\x7f' | dd of="$W/flip.safetensors" bs=1 seek=0 conv=notrunc status=none
 expect_fail "flip.safetensors" $T train --config "$CONF" --data "$STORE" --out "$W/r5" "${SMALL[@]}" --init "$W/flip.safetensors"
-# One flipped byte inside the tensor data: caught by the per-set checksum.
+# One flipped byte inside the tensor data: caught by the tensor's checksum, named.
 cp "$R/ckpt-1.safetensors" "$W/bits.safetensors"
 hdr=$(od -An -t u8 -N8 "$W/bits.safetensors" | tr -d ' ')   # weights come first in the data
 printf '\x55' | dd of="$W/bits.safetensors" bs=1 seek=$((8 + hdr + 400)) conv=notrunc status=none
-expect_fail "bits.safetensors is corrupt" $T train --config "$CONF" --data "$STORE" --out "$W/r6" "${SMALL[@]}" --init "$W/bits.safetensors"
+expect_fail "bits.safetensors is damaged: tensor x_embed.weight is damaged" $T train --config "$CONF" --data "$STORE" --out "$W/r6" "${SMALL[@]}" --init "$W/bits.safetensors"
 # A corrupt newest checkpoint stops --resume with its name.
 mkdir -p "$W/r7"
 cp "$R/ckpt-1.safetensors" "$W/r7/ckpt-1.safetensors"
