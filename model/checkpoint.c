@@ -275,8 +275,8 @@ static tsr_status read_meta(const st_reader *st, ckpt_meta *m) {
     r = err_set(TSR_EFORMAT, "checkpoint %s: format '%s', expected '%s'", st_path(st), fmt,
                 CKPT_FORMAT);
   if (!r && !(r = meta_int(st, "version", 1, &v))) m->version = (int)v;
-  if (!r && m->version != CKPT_VERSION)
-    r = err_set(TSR_EFORMAT, "checkpoint %s: version %d, this tessera reads version %d",
+  if (!r && m->version > CKPT_VERSION)
+    r = err_set(TSR_EFORMAT, "checkpoint %s: version %d, this tessera reads versions 1 to %d",
                 st_path(st), m->version, CKPT_VERSION);
   if (!r) r = meta_int(st, "step", 0, &m->step);
   if (!r) r = meta_int(st, "sampler_epoch", 0, &m->sampler_epoch);
@@ -293,10 +293,25 @@ static tsr_status read_meta(const st_reader *st, ckpt_meta *m) {
   return r;
 }
 
+// A damaged file's message with what to do about it (every load path: --resume, --init,
+// sample). A newest checkpoint is not skipped silently (see checkpoint.h).
+static tsr_status damaged(tsr_status r, const char *path) {
+  if (r != TSR_EFORMAT) return r;
+  char why[2048];
+  const char *msg = err_msg();
+  size_t pl = strlen(path);
+  if (!strncmp(msg, path, pl) && !strncmp(msg + pl, ": ", 2)) msg += pl + 2;  // named below
+  snprintf(why, sizeof why, "%s", msg);
+  return err_set(r, "checkpoint %s is damaged: %s. Use an older checkpoint: for --resume move "
+                 "this one aside (mv %s %s.damaged) and the newest remaining one is used; "
+                 "for --init or sample give another file", path, why, path, path);
+}
+
 tsr_status ckpt_read_meta(const char *path, ckpt_meta *m) {
   st_reader *st = NULL;
   tsr_status r = st_open(&st, path);
-  if (!r) r = read_meta(st, m);
+  if (r) return damaged(r, path);
+  r = read_meta(st, m);
   st_close(&st);
   return r;
 }
@@ -317,51 +332,70 @@ static tsr_status check_names(const st_reader *st, const dit_model *m) {
   return TSR_OK;
 }
 
-// Loads tensor set s of the file into backend buffer dst through a host buffer.
-static tsr_status load_set(const st_reader *st, const dit_model *m, const kernels_backend *kb,
-                           int s, float *dst, float *host, size_t n) {
-  memset(host, 0, n * sizeof(float));
-  char first[256];
-  snprintf(first, sizeof first, "%s%s", set_prefix[s], dit_tensor_info(m, 0)->name);
-  if (s == SET_EMA && !st_find(st, first))
-    return err_set(TSR_EMISMATCH, "checkpoint %s has no EMA weights (%s): use --raw",
-                   st_path(st), first);
-  tsr_status r = dit_read_tensors(m, st, set_prefix[s], host);
-  if (r) return r;
-  const char *want = st_meta(st, set_hash_key[s]);
-  char got[24];
-  snprintf(got, sizeof got, "%016llx", (unsigned long long)XXH3_64bits(host, n * sizeof(float)));
-  if (!want || strcmp(want, got))
-    return err_set(TSR_EFORMAT, "checkpoint %s is corrupt: the %stensors' checksum is %s, the "
-                   "metadata says %s; use an earlier checkpoint", st_path(st), set_prefix[s], got,
-                   want ? want : "nothing");
-  return kb->to_device(kb, dst, host, n * sizeof(float));
+// Opens `path` and checks every checksum it records before anything is used, whichever
+// sets the caller loads: the structure and exact size (st_open), every tensor's own XXH3
+// (required from version 2 on), the names against the model, and the XXH3 of each tensor
+// set present (its metadata key set_hash_key[s]). Each set present is read into `host`
+// (n floats); the sets in `load` (bit s) are then copied to dst[s] (backend memory of kb).
+static tsr_status load_checked(const char *path, const dit_model *m, const kernels_backend *kb,
+                               int load, float *const dst[NSETS], float *host, size_t n) {
+  st_reader *st = NULL;
+  int64_t version = 0;
+  tsr_status r = st_open(&st, path);
+  if (!r) r = meta_int(st, "version", 1, &version);
+  if (!r && version > CKPT_VERSION)
+    r = err_set(TSR_EFORMAT, "checkpoint %s: version %lld, this tessera reads versions 1 to %d",
+                path, (long long)version, CKPT_VERSION);
+  if (!r) r = check_names(st, m);
+  if (!r) r = st_verify(st, version >= 2);  // version 1 files have set checksums only
+  for (int s = 0; !r && s < NSETS; s++) {
+    const char *want = st_meta(st, set_hash_key[s]);
+    if (!want) {
+      if (load >> s & 1) {
+        char first[256];
+        snprintf(first, sizeof first, "%s%s", set_prefix[s], dit_tensor_info(m, 0)->name);
+        r = s == SET_EMA ? err_set(TSR_EMISMATCH, "checkpoint %s has no EMA weights (%s): use "
+                                   "--raw", path, first)
+                         : err_set(TSR_EFORMAT, "checkpoint %s: metadata '%s' is missing",
+                                   path, set_hash_key[s]);
+      }
+      continue;
+    }
+    memset(host, 0, n * sizeof(float));
+    if ((r = dit_read_tensors(m, st, set_prefix[s], host))) break;
+    char got[24];
+    snprintf(got, sizeof got, "%016llx", (unsigned long long)XXH3_64bits(host, n * sizeof(float)));
+    if (strcmp(want, got))
+      r = err_set(TSR_EFORMAT, "the %stensors' checksum is %s, the metadata says %s",
+                  s == SET_W ? "weight " : set_prefix[s], got, want);
+    else if (load >> s & 1)
+      r = kb->to_device(kb, dst[s], host, n * sizeof(float));
+  }
+  st_close(&st);
+  return damaged(r, path);
 }
 
 tsr_status ckpt_load(const char *path, trainer *tr, int what) {
-  st_reader *st = NULL;
   size_t n = tr->n_params;
   float *host = malloc(n * sizeof(float));
-  tsr_status r = host ? st_open(&st, path) : err_set(TSR_ENOMEM, "no memory loading %s", path);
   int sets = (what & CKPT_LOAD_WEIGHTS ? 1 << SET_W : 0) | (what & CKPT_LOAD_EMA ? 1 << SET_EMA : 0) |
              (what & CKPT_LOAD_OPTIM ? 1 << SET_M | 1 << SET_V : 0);
-  if (!r) r = check_names(st, tr->model);
-  for (int s = 0; !r && s < NSETS; s++)
-    if (sets >> s & 1) r = load_set(st, tr->model, tr->kb, s, set_buffer(tr, s), host, n);
-  st_close(&st);
+  float *dst[NSETS];
+  for (int s = 0; s < NSETS; s++) dst[s] = set_buffer(tr, s);
+  tsr_status r = host ? load_checked(path, tr->model, tr->kb, sets, dst, host, n)
+                      : err_set(TSR_ENOMEM, "no memory loading %s", path);
   free(host);
   return r;
 }
 
 tsr_status ckpt_load_model(const char *path, dit_model *m, int ema) {
-  st_reader *st = NULL;
   size_t n = dit_num_params(m);
   float *host = malloc(n * sizeof(float));
+  float *dst[NSETS] = {0};
   int s = ema ? SET_EMA : SET_W;
-  tsr_status r = host ? st_open(&st, path) : err_set(TSR_ENOMEM, "no memory loading %s", path);
-  if (!r) r = check_names(st, m);
-  if (!r) r = load_set(st, m, kernels_cpu(), s, dit_params(m), host, n);
-  st_close(&st);
+  dst[s] = dit_params(m);
+  tsr_status r = host ? load_checked(path, m, kernels_cpu(), 1 << s, dst, host, n)
+                      : err_set(TSR_ENOMEM, "no memory loading %s", path);
   free(host);
   return r;
 }

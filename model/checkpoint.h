@@ -7,7 +7,7 @@
 //   adam_m.<name>    AdamW first moment
 //   adam_v.<name>    AdamW second moment
 // and string metadata (safetensors "__metadata__"):
-//   format = "tessera-ckpt", version = "1", step (steps done), config (config_to_ini),
+//   format = "tessera-ckpt", version = "2", step (steps done), config (config_to_ini),
 //   sampler_epoch, sampler_pos (the next batch's position), rng ("philox4x32-10 seed=S":
 //   the objective's randomness is keyed by (seed, step, clip), so seed and step are the
 //   whole RNG state), store settings (fps, short_side, patch, channels, dtype), clips
@@ -17,9 +17,23 @@
 // (model/safetensors.h), so a crash never leaves a half-written file under a
 // checkpoint's name; ckpt_clean_tmp removes the leftovers of such a crash.
 //
+//   xxh3_weights, xxh3_ema, xxh3_adam_m, xxh3_adam_v: XXH3-64 of each set's flat buffer;
+//   xxh3:<tensor> (version 2): each tensor's XXH3-64, recorded by the safetensors writer.
+//
 // Validation on load: format and version, every tensor present with the shape the
 // config gives, no unknown tensor, metadata values parse; errors (TSR_EFORMAT or
-// TSR_EMISMATCH) name the file and the tensor or key.
+// TSR_EMISMATCH) name the file and the tensor or key. ckpt_load and ckpt_load_model check
+// EVERY checksum the file records, not only those of the sets they load (a damaged EMA or
+// Adam moment fails --init and sample too, damaged weights fail sample --ema): the file's
+// exact size and layout (safetensors.h), each tensor's checksum (a damaged one is named),
+// each set's checksum. A damaged file fails with TSR_EFORMAT naming the file and tensor
+// (or set) and saying to use an older checkpoint.
+//
+// A damaged newest checkpoint is NOT skipped by --resume (ckpt_latest returns it and the
+// load fails): falling back silently would hide a failing disk, ranks with different
+// copies of RUN could pick different checkpoints, and the damaged file would stay the
+// "newest" that ckpt_keep retention counts. The message says to move it aside; the next
+// --resume then uses the newest remaining checkpoint.
 #ifndef TESSERA_MODEL_CHECKPOINT_H
 #define TESSERA_MODEL_CHECKPOINT_H
 
@@ -32,7 +46,9 @@
 #include "model/train.h"
 
 #define CKPT_FORMAT "tessera-ckpt"
-#define CKPT_VERSION 1
+// 2: every tensor's own XXH3-64 in the metadata (safetensors.h ST_SUM_PREFIX), required;
+// 1: tensor-set checksums only (still read).
+#define CKPT_VERSION 2
 enum { CKPT_MAX_LABELS = 4096 };
 
 typedef struct {
@@ -59,7 +75,7 @@ tsr_status ckpt_latest(const char *run_dir, char *path, size_t n, int64_t *step)
 // Removes RUN/ckpt-*.tmp files left by a crash during a save.
 tsr_status ckpt_clean_tmp(const char *run_dir);
 
-// Reads and validates the metadata only.
+// Reads and validates the metadata only (and the file's structure: st_open).
 tsr_status ckpt_read_meta(const char *path, ckpt_meta *m);
 
 typedef enum {
@@ -70,7 +86,7 @@ typedef enum {
 
 // Loads tensors of `path` into the trainer's buffers, checking every tensor's presence
 // and shape against the trainer's model (a checkpoint of another model config fails with
-// TSR_EMISMATCH naming the tensor and both shapes).
+// TSR_EMISMATCH naming the tensor and both shapes) and every checksum of the file (above).
 tsr_status ckpt_load(const char *path, trainer *tr, int what);
 // Loads weights (ema != 0: the EMA weights) into a model (tessera sample).
 tsr_status ckpt_load_model(const char *path, dit_model *m, int ema);

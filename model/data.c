@@ -21,6 +21,7 @@ struct data_store {
   int n_labels, cap_labels;
   char **clip_label;         // (n) label string of each clip while loading, else NULL
   int64_t max_tokens;
+  uint8_t *verified;         // (n) 1: payload hashed and found good by this process
 };
 
 static int grow(void **p, int64_t *cap, int64_t need, size_t elem) {
@@ -53,9 +54,16 @@ static int load_clip(const store_clip_row *row, void *vctx) {
   load_ctx *x = vctx;
   data_store *d = x->d;
   const store_clip *c = &row->c;
-  int64_t want_bytes = c->tokens * store_token_bytes(&d->settings);
-  if (c->T <= 0 || c->H <= 0 || c->W <= 0 || c->tokens != (int64_t)c->T * c->H * c->W ||
-      c->bytes != want_bytes || c->offset < SHARD_HEADER_BYTES) {
+  // Checked int64: a crafted row (T*H*W or tokens * token bytes past 2^63) must be refused,
+  // not overflow into a plausible size. T*H fits (both < 2^31); only *W and *bytes can wrap.
+  int64_t tokens = 0, want_bytes = 0;
+  int ok = c->T > 0 && c->H > 0 && c->W > 0 &&
+           !__builtin_mul_overflow((int64_t)c->T * c->H, (int64_t)c->W, &tokens) &&
+           c->tokens == tokens &&
+           !__builtin_mul_overflow(tokens, store_token_bytes(&d->settings), &want_bytes) &&
+           c->bytes == want_bytes && c->offset >= SHARD_HEADER_BYTES &&
+           c->offset % SHARD_ALIGN == 0;
+  if (!ok) {
     x->st = err_set(TSR_EFORMAT,
                     "store %s: clip %lld has an inconsistent index row (grid %dx%dx%d, %lld "
                     "tokens, %lld bytes, offset %lld); run `tessera index verify %s`",
@@ -127,6 +135,27 @@ static tsr_status open_shard(data_store *d, int32_t i) {
   return r ? err_wrap(r, "store %s: ", d->dir) : TSR_OK;
 }
 
+// Every clip's block (header + payload) must lie inside its shard file: an index row that
+// points past the end (a truncated shard, a damaged row) fails here, at start, not at the
+// step that draws the clip. Index numbers and file sizes only: no block is read.
+static tsr_status check_bounds(const data_store *d) {
+  for (int64_t i = 0; i < d->n; i++) {
+    const data_clip *c = &d->clips[i];
+    int64_t size = shard_reader_size(d->readers[c->shard]);
+    // offset >= SHARD_HEADER_BYTES and bytes >= 0 (load_clip), so no term below wraps
+    if (c->offset > size - SHARD_BLOCK_HEADER_BYTES ||
+        c->bytes > size - c->offset - SHARD_BLOCK_HEADER_BYTES)
+      return err_set(TSR_EFORMAT,
+                     "store %s: clip %lld lies past the end of shard %s: its block at offset %lld "
+                     "(%d header + %lld payload bytes) ends past the shard's %lld bytes (shard "
+                     "truncated or index row damaged); run `tessera index verify %s` to list "
+                     "every bad clip", d->dir, (long long)c->id, d->shards[c->shard],
+                     (long long)c->offset, SHARD_BLOCK_HEADER_BYTES, (long long)c->bytes,
+                     (long long)size, d->dir);
+  }
+  return TSR_OK;
+}
+
 tsr_status data_open(data_store **out, const char *dir) {
   *out = NULL;
   data_store *d = calloc(1, sizeof *d);
@@ -150,6 +179,9 @@ tsr_status data_open(data_store **out, const char *dir) {
     if (!d->readers) r = err_set(TSR_ENOMEM, "out of memory opening store %s", dir);
   }
   for (int32_t i = 0; !r && i < d->n_shards; i++) r = open_shard(d, i);  // headers checked now
+  if (!r) r = check_bounds(d);
+  if (!r && !(d->verified = calloc((size_t)d->n, 1)))
+    r = err_set(TSR_ENOMEM, "out of memory opening store %s", dir);
   if (r) {
     data_close(&d);
     return r;
@@ -173,6 +205,7 @@ void data_close(data_store **pd) {
   free(d->readers);
   free(d->shards);
   free(d->clips);
+  free(d->verified);
   free(d);
   *pd = NULL;
 }
@@ -202,9 +235,13 @@ tsr_status data_clip_tokens(data_store *d, int64_t i, int verify, const uint8_t 
     return err_set(TSR_EINVAL, "store %s: clip position %lld out of range (%lld clips)", d->dir,
                    (long long)i, (long long)d->n);
   const data_clip *c = &d->clips[i];
-  tsr_status r = shard_reader_clip(d->readers[c->shard], c->offset, c->bytes, c->checksum,
-                                   verify, tokens);
-  return r ? err_wrap(r, "clip %lld of store %s: ", (long long)c->id, d->dir) : TSR_OK;
+  int hash = verify && !d->verified[i];
+  tsr_status r = shard_reader_clip(d->readers[c->shard], c->offset, c->bytes, c->checksum, hash,
+                                   tokens);
+  if (r)
+    return err_wrap(r, "clip %lld of store %s: ", (long long)c->id, d->dir);  // names shard, offset
+  if (hash) d->verified[i] = 1;
+  return TSR_OK;
 }
 
 // ---- sampler ---------------------------------------------------------------------------

@@ -4,7 +4,10 @@
 // data_store: opened once per process. It reads the index (settings, every clip's grid,
 // shard, offset, bytes, checksum, label) into memory and closes it, then maps every shard
 // (one shard_reader per shard file, header validated against the store's settings) and
-// keeps it open until data_close, so a bad shard fails before training; a clip's tokens are a pointer into a read-only mapping, valid until data_close.
+// keeps it open until data_close, so a bad shard fails before training; every clip's block
+// (header + payload) is checked to lie inside its shard (sizes only, no hashing), so a
+// truncated shard or a row pointing past its end fails at open, naming the clip. A clip's
+// tokens are a pointer into a read-only mapping, valid until data_close.
 // Every rank of a multi-rank job opens the store itself and reads only the clips (or
 // CP chunks) it was assigned.
 //
@@ -43,8 +46,10 @@ typedef struct {
 typedef struct data_store data_store;
 
 // Opens the store at `dir` (made by `tessera ingest`) read-only. Fails (TSR_EIO/EINVAL/
-// EFORMAT naming the store) if it is missing, not a store, has no clips, or a clip row is
-// inconsistent (tokens != T*H*W, bytes != tokens * token bytes).
+// EFORMAT naming the store) if it is missing, not a store, has no clips, a clip row is
+// inconsistent (T, H or W < 1, tokens != T*H*W or bytes != tokens * token bytes in checked
+// int64, offset not a block offset), or a clip's block runs past the end of its shard
+// (the message names the clip, shard, offset and the shard's size).
 tsr_status data_open(data_store **d, const char *dir);
 void data_close(data_store **d);
 
@@ -60,9 +65,13 @@ const char *data_label_name(const data_store *d, int k);  // k in 0..n_labels-1
 int64_t data_max_tokens(const data_store *d);              // longest clip
 
 // Tokens of the clip at position i: (tokens, token bytes) values in the store's dtype,
-// a pointer into the shard mapping (valid until data_close). The shard header and the
-// clip's block header are validated against the index; with `verify` the payload is
-// hashed too. Errors (TSR_EFORMAT/EIO) name the shard, offset and clip id.
+// a pointer into the shard mapping (valid until data_close). The clip's block header is
+// validated against the index (header checksum, grid, bytes, payload checksum recorded).
+// With `verify` the whole payload is hashed (XXH3-64) and compared with the block header's
+// checksum the first time; a good verdict is remembered, so each clip is hashed at most
+// once per data_open however often it is read (a bad clip is hashed again on every call,
+// so every error carries the full message). Errors (TSR_EFORMAT/EIO) name the clip id, the
+// shard and the offset. Not thread-safe (the verdict cache): call from one thread.
 tsr_status data_clip_tokens(data_store *d, int64_t i, int verify, const uint8_t **tokens);
 
 // ---- epoch sampler -------------------------------------------------------------------

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "core/fs.h"
 
@@ -97,6 +98,9 @@ tsr_status st_writer_add(st_writer *w, const char *name, st_dtype dtype, int ndi
 
 tsr_status st_writer_meta(st_writer *w, const char *key, const char *value) {
   if (!key || !value) return err_set(TSR_EINVAL, "safetensors: metadata key or value is NULL");
+  if (!strncmp(key, ST_SUM_PREFIX, strlen(ST_SUM_PREFIX)))
+    return err_set(TSR_EINVAL, "safetensors: metadata key %s: the prefix '%s' is reserved for "
+                   "tensor checksums", key, ST_SUM_PREFIX);
   if (json_object_get(w->meta, key))
     return err_set(TSR_EINVAL, "safetensors: metadata key %s added twice", key);
   json_t *v = json_string(value);
@@ -139,7 +143,24 @@ static tsr_status write_all(FILE *f, const void *p, size_t n, const char *path) 
   return TSR_OK;
 }
 
+// Records every tensor's XXH3-64 in the metadata (ST_SUM_PREFIX + name), replacing the
+// values of an earlier commit (the data may have changed in between).
+static tsr_status add_checksums(st_writer *w) {
+  for (int i = 0; i < w->n; i++) {
+    char key[1024], hex[24];
+    if ((size_t)snprintf(key, sizeof key, "%s%s", ST_SUM_PREFIX, w->t[i].name) >= sizeof key)
+      return err_set(TSR_EINVAL, "safetensors: tensor name %s is too long", w->t[i].name);
+    snprintf(hex, sizeof hex, "%016llx",
+             (unsigned long long)XXH3_64bits(w->t[i].data, w->t[i].nbytes));
+    if (json_object_set_new(w->meta, key, json_string(hex)))
+      return err_set(TSR_ENOMEM, "safetensors: no memory");
+  }
+  return TSR_OK;
+}
+
 tsr_status st_writer_commit(st_writer *w, const char *path) {
+  tsr_status cs = add_checksums(w);
+  if (cs) return cs;
   size_t hlen;
   char *header = build_header(w, &hlen);
   if (!header) return err_set(TSR_ENOMEM, "safetensors %s: cannot build the header", path);
@@ -210,7 +231,8 @@ void st_close(st_reader **pr) {
 static int by_begin(const void *a, const void *b) {
   const st_tensor *x = a, *y = b;
   const char *px = x->data, *py = y->data;
-  return px < py ? -1 : px > py ? 1 : 0;
+  if (px != py) return px < py ? -1 : 1;
+  return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;  // empty tensors first
 }
 
 // Parses one header entry into t; data_base: the data buffer of data_len bytes.
@@ -327,13 +349,31 @@ tsr_status st_open(st_reader **out, const char *path) {
     r->n++;
   }
   qsort(r->t, (size_t)r->n, sizeof *r->t, by_begin);
-  for (int i = 1; i < r->n; i++) {
-    const char *prev_end = (const char *)r->t[i - 1].data + r->t[i - 1].nbytes;
-    if ((const char *)r->t[i].data < prev_end) {
+  // The tensors must tile the data buffer exactly (as the reference implementation
+  // requires): no overlap, no gap, nothing after the last one. So every byte after the
+  // header belongs to one tensor and is covered by that tensor's checksum (st_verify), and
+  // a truncated file or appended garbage is refused, not ignored.
+  const char *prev_end = data;
+  for (int i = 0; i < r->n; i++) {
+    const char *begin = r->t[i].data;
+    if (begin < prev_end) {
       st = err_set(TSR_EFORMAT, "%s: tensors %s and %s overlap in the data buffer", path,
                    r->t[i - 1].name, r->t[i].name);
       goto fail;
     }
+    if (begin > prev_end) {
+      st = err_set(TSR_EFORMAT, "%s: %zu bytes of the data buffer before tensor %s belong to no "
+                   "tensor (damaged header)", path, (size_t)(begin - prev_end), r->t[i].name);
+      goto fail;
+    }
+    prev_end = begin + r->t[i].nbytes;
+  }
+  if (prev_end != data + data_len) {
+    st = err_set(TSR_EFORMAT, "%s: %zu bytes after the last tensor's data: the file is %zu bytes "
+                 "but its header and tensors end at byte %zu (garbage appended, or a damaged "
+                 "header)", path, (size_t)(data + data_len - prev_end), r->size,
+                 (size_t)(prev_end - (const char *)m));
+    goto fail;
   }
   *out = r;
   return TSR_OK;
@@ -357,5 +397,57 @@ tsr_status st_read(const st_reader *r, const char *name, st_dtype dtype, int ndi
                    DTYPE_NAMES[t->dtype], got, st_dtype_name(dtype), want);
   }
   if (t->nbytes) memcpy(dst, t->data, t->nbytes);
+  return TSR_OK;
+}
+
+// The recorded checksum of tensor `name`: 1 and *sum if present and well formed, 0 if
+// absent, -1 if malformed.
+static int recorded_sum(const st_reader *r, const char *name, uint64_t *sum) {
+  char key[1024];
+  if ((size_t)snprintf(key, sizeof key, "%s%s", ST_SUM_PREFIX, name) >= sizeof key) return -1;
+  const char *v = st_meta(r, key);
+  if (!v) return 0;
+  uint64_t x = 0;
+  int i = 0;
+  for (; v[i] && i < 16; i++) {
+    char c = v[i];
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return -1;
+    x = x << 4 | (uint64_t)d;
+  }
+  if (i != 16 || v[i]) return -1;
+  *sum = x;
+  return 1;
+}
+
+tsr_status st_verify(const st_reader *r, int require) {
+  for (int i = 0; i < r->n; i++) {
+    const st_tensor *t = &r->t[i];
+    uint64_t want;
+    int has = recorded_sum(r, t->name, &want);
+    if (has < 0)
+      return err_set(TSR_EFORMAT, "%s: tensor %s: its recorded checksum (metadata %s%s) is not "
+                     "16 hex digits: damaged header", r->path, t->name, ST_SUM_PREFIX, t->name);
+    if (!has) {
+      if (!require) continue;
+      return err_set(TSR_EFORMAT, "%s: tensor %s has no recorded checksum (metadata %s%s): "
+                     "damaged header", r->path, t->name, ST_SUM_PREFIX, t->name);
+    }
+    uint64_t got = XXH3_64bits(t->data, t->nbytes);
+    if (got != want)
+      return err_set(TSR_EFORMAT, "%s: tensor %s is damaged: its data hashes to %016llx, the "
+                     "header records %016llx", r->path, t->name, (unsigned long long)got,
+                     (unsigned long long)want);
+  }
+  if (r->meta) {  // a checksum of a tensor the header does not list: a damaged header
+    const char *key;
+    json_t *v;
+    size_t pl = strlen(ST_SUM_PREFIX);
+    json_object_foreach(r->meta, key, v) {
+      if (!strncmp(key, ST_SUM_PREFIX, pl) && !st_find(r, key + pl))
+        return err_set(TSR_EFORMAT, "%s: metadata %s is the checksum of tensor %s, which the "
+                       "header does not list: damaged header", r->path, key, key + pl);
+    }
+  }
   return TSR_OK;
 }

@@ -7,10 +7,19 @@
 // then the data buffer; offsets are relative to its start. tessera writes tensors
 // contiguously in the order they were added and pads the header with spaces to a multiple
 // of 8 bytes, so every tensor is 8-byte aligned in the file and in the mmap. The reader
-// accepts any valid file with these dtypes: header size within the file, JSON object,
-// known dtypes, shapes of non-negative integers, end - begin == numel * dtype size, ranges
-// inside the data buffer and not overlapping; anything else is TSR_EFORMAT naming the file
-// (and tensor). Data is little-endian (the only byte order tessera runs on).
+// accepts any valid file with these dtypes: header size within the file (and <= 100 MiB),
+// one JSON object without duplicate keys, string metadata values, known dtypes, at most
+// ST_MAX_DIMS non-negative dims, end - begin == numel * dtype size (no overflow), and
+// tensors that tile the data buffer exactly: sorted by offset, each begins where the
+// previous ends, the first at 0, the last ends at the end of the file (as the reference
+// implementation requires; so header + data == file size: a truncated file or appended
+// bytes are refused). Anything else is TSR_EFORMAT naming the file (and tensor). Data is
+// little-endian (the only byte order tessera runs on).
+//
+// Checksums: the writer records each tensor's XXH3-64 (16 lowercase hex digits) in the
+// metadata under ST_SUM_PREFIX + name ("xxh3:x_embed.weight"); st_verify checks them. As
+// the tensors tile the data, every data byte is covered. Files of other writers (PyTorch)
+// have none; callers that need them ask st_verify to require them.
 #ifndef TESSERA_MODEL_SAFETENSORS_H
 #define TESSERA_MODEL_SAFETENSORS_H
 
@@ -20,6 +29,7 @@
 #include "core/err.h"
 
 typedef enum { ST_F32, ST_I32, ST_U8 } st_dtype;
+#define ST_SUM_PREFIX "xxh3:"  // metadata key prefix of tensor checksums (reserved)
 #define ST_MAX_DIMS 8
 
 typedef struct {
@@ -40,9 +50,11 @@ tsr_status st_writer_new(st_writer **w);
 // memory) is NOT copied and must stay valid until st_writer_commit. Duplicate names fail.
 tsr_status st_writer_add(st_writer *w, const char *name, st_dtype dtype, int ndim,
                          const int64_t *shape, const void *data);
-// Adds a metadata string (key and value copied). Duplicate keys fail.
+// Adds a metadata string (key and value copied). Duplicate keys and keys starting with
+// ST_SUM_PREFIX (reserved for the checksums commit records) fail.
 tsr_status st_writer_meta(st_writer *w, const char *key, const char *value);
-// Writes `path` atomically: PATH.tmp.PID, fsync, rename to path, fsync of the directory.
+// Records every tensor's checksum (ST_SUM_PREFIX + name) in the metadata, then
+// writes `path` atomically: PATH.tmp.PID, fsync, rename to path, fsync of the directory.
 // On error no file at `path` is changed and the temporary file is removed. The writer
 // stays valid (commit again, or free).
 tsr_status st_writer_commit(st_writer *w, const char *path);
@@ -57,6 +69,11 @@ int st_count(const st_reader *r);
 const st_tensor *st_at(const st_reader *r, int i);          // in file order of data
 const st_tensor *st_find(const st_reader *r, const char *name);  // NULL if absent
 const char *st_meta(const st_reader *r, const char *key);   // NULL if absent
+// Hashes every tensor of the file and compares it with its recorded checksum; a
+// checksum of a tensor the header does not list, or a malformed one, fails too. require:
+// a tensor without a checksum fails (0: it is skipped). TSR_EFORMAT naming the file and
+// the tensor. Reads the whole data buffer.
+tsr_status st_verify(const st_reader *r, int require);
 // Copies tensor `name` to dst (host, nbytes) after checking it exists with this dtype and
 // shape; TSR_EMISMATCH / TSR_EFORMAT messages name the file, tensor, expected and found.
 tsr_status st_read(const st_reader *r, const char *name, st_dtype dtype, int ndim,

@@ -32,7 +32,8 @@ tsr_status trainer_setup(trainer *tr) {
     return err_set(TSR_ENOMEM, "trainer: no memory");
   for (int i = 0; i < nt; i++)
     tr->decay_mask[i] = (uint8_t)train_decays(dit_tensor_info(tr->model, i));
-  if (!(tr->clips = calloc((size_t)tr->tc.global_batch, sizeof *tr->clips)))
+  if (!(tr->clips = calloc((size_t)tr->tc.global_batch, sizeof *tr->clips)) ||
+      !(tr->clip_bad = calloc((size_t)data_num_clips(tr->data), 1)))
     return err_set(TSR_ENOMEM, "trainer: no memory");
   return dist_step_create(&tr->dist, tr->model, tr->cb, &tr->mc, &tr->tc, (int)L, (int)C);
 }
@@ -46,6 +47,7 @@ void trainer_free(trainer *tr) {
   }
   dit_free(&tr->model);
   free(tr->clips);
+  free(tr->clip_bad);
   free(tr->decay_mask);
   data_sampler_free(&tr->sampler);
   data_close(&tr->data);
@@ -65,7 +67,8 @@ static tsr_status batch_clips(trainer *tr, const int64_t *batch, int n, int64_t 
   for (int i = 0; i < n; i++) {
     const data_clip *dc = data_clip_at(tr->data, batch[i]);
     const uint8_t *tok;
-    tsr_status r = data_clip_tokens(tr->data, batch[i], 0, &tok);
+    // verify: the batch was hashed when it was drawn (train.c), so this is a cached verdict
+    tsr_status r = data_clip_tokens(tr->data, batch[i], 1, &tok);
     if (r) return err_wrap(r, "step %lld: ", (long long)tr->step);
     tr->clips[i] = (dist_clip){.id = dc->id, .T = dc->T, .H = dc->H, .W = dc->W,
                                .label = dc->label, .tokens = tok};

@@ -172,21 +172,77 @@ static tsr_status choose_plan(const trainer *tr, int kind, const int64_t *cur, i
   return r;
 }
 
+// The next global batch for step `step` (out: store positions, *count), with every clip's
+// payload checksum verified on every rank and the verdicts agreed (model/train.h, "Clip
+// checksums"). bad: (global_batch) scratch. A bad clip stops the run, or with `skip` is
+// left out; a batch left empty is replaced by the next one (2n draws cover a full epoch:
+// if none of them is good, no clip is).
+static tsr_status draw_batch(trainer *tr, int skip, int64_t step, int64_t *out, int64_t *count,
+                             int64_t *bad) {
+  double t0 = time_now();
+  const char *dir = data_dir(tr->data);
+  int64_t n = data_num_clips(tr->data), drawn = 0;
+  tsr_status r = TSR_OK;
+  while (!r) {
+    if ((r = data_sampler_next(&tr->sampler, tr->tc.global_batch, out, count))) break;
+    drawn += *count;
+    for (int64_t i = 0; i < *count; i++) {
+      const uint8_t *tok;
+      bad[i] = data_clip_tokens(tr->data, out[i], 1, &tok) != TSR_OK;
+    }
+    if (comm_size() > 1 && (r = comm_allreduce_max_i64(bad, (int)*count))) break;
+    int64_t kept = 0;
+    for (int64_t i = 0; !r && i < *count; i++) {
+      if (!bad[i]) {
+        out[kept++] = out[i];
+        continue;
+      }
+      const data_clip *c = data_clip_at(tr->data, out[i]);
+      const uint8_t *tok;
+      char why[1024];  // this rank's verdict again, for the message (bad clips are rare)
+      if (data_clip_tokens(tr->data, out[i], 1, &tok))
+        snprintf(why, sizeof why, "%s", err_msg());
+      else
+        snprintf(why, sizeof why, "clip %lld of store %s (offset %lld) is good here but failed "
+                 "its checksum on another rank: do the ranks read different copies of the "
+                 "store?", (long long)c->id, dir, (long long)c->offset);
+      if (!skip) {
+        r = err_set(TSR_EFORMAT, "step %lld: %s; run `tessera index verify %s` to list every "
+                    "bad clip, then re-ingest their sources (or train without them: "
+                    "--skip-bad-clips)", (long long)step, why, dir);
+      } else if (!tr->clip_bad[out[i]]) {  // reported once per clip
+        tr->clip_bad[out[i]] = 1;
+        tr->bad_clips++;
+        if (tr->rank == 0)
+          log_warn("train: skipping bad clip %lld (--skip-bad-clips): %s; `tessera index "
+                   "verify %s` lists every bad clip", (long long)c->id, why, dir);
+      }
+    }
+    if (r || (*count = kept) > 0) break;
+    if (drawn >= 2 * n)
+      r = err_set(TSR_EFORMAT, "step %lld: every clip of store %s failed its checksum: run "
+                  "`tessera index verify %s`", (long long)step, dir, dir);
+  }
+  tr->verify_s += time_now() - t0;
+  return r;
+}
+
 static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) {
   int64_t B = tr->tc.global_batch;
   int64_t *cur = malloc((size_t)B * sizeof *cur), *next = malloc((size_t)B * sizeof *next);
   int64_t *tok = malloc((size_t)B * sizeof *tok), *tok_cur = malloc((size_t)B * sizeof *tok_cur);
+  int64_t *bad = malloc((size_t)B * sizeof *bad);
   plan alt;
   plan_init(&alt, tr->sched.cluster.ranks);
   FILE *mf = NULL;
   sched_async *pending = NULL;
   sched_result res = {0};
   int64_t ncur = 0, nnext = 0, start = tr->step;
-  tsr_status r = (!cur || !next || !tok || !tok_cur) ? err_set(TSR_ENOMEM, "out of memory (batch)") : TSR_OK;
+  tsr_status r = (!cur || !next || !tok || !tok_cur || !bad) ? err_set(TSR_ENOMEM, "out of memory (batch)") : TSR_OK;
   const int lead = tr->rank == 0;  // rank 0 writes metrics and checkpoints
   if (!r && lead) r = metrics_open(&mf, o->run_dir, o->resume ? tr->step : -1);
   // Batch s and its plan; batch s+1 is drawn and planned while s trains.
-  if (!r) r = data_sampler_next(&tr->sampler, B, next, &nnext);
+  if (!r) r = draw_batch(tr, o->skip_bad_clips, tr->step, next, &nnext, bad);
   if (!r) batch_tokens(tr, next, nnext, tok), r = sched_async_start(&pending, &tr->sched, tok, (int)nnext);
   progress pg;
   progress_begin(&pg, "train");
@@ -198,7 +254,7 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
     r = sched_async_wait(&pending, &res);
     if (r) break;
     if (tr->step + 1 < stop) {
-      r = data_sampler_next(&tr->sampler, B, next, &nnext);
+      r = draw_batch(tr, o->skip_bad_clips, tr->step + 1, next, &nnext, bad);
       if (!r) batch_tokens(tr, next, nnext, tok), r = sched_async_start(&pending, &tr->sched, tok, (int)nnext);
       if (r) break;
     }
@@ -210,6 +266,7 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
     if (!r) r = train_step(tr, cur, (int)ncur, run, &st);
     st.predicted_s = predicted;
     st.plan = name;
+    st.bad_clips = tr->bad_clips;
     sched_result_free(&res);
     if (r) break;
     if (loss0 < 0) loss0 = st.loss;
@@ -234,13 +291,18 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
     sched_result_free(&drop);
   }
   if (!r && lead && loss0 >= 0)
-    log_info("train: %lld steps done, loss %.4f -> %.4f; checkpoint %s/ckpt-%lld.safetensors",
-             (long long)tr->step, loss0, loss_last, o->run_dir, (long long)tr->step);
+    log_info("train: %lld steps done, loss %.4f -> %.4f; checkpoint %s/ckpt-%lld.safetensors; "
+             "%.3f s drawing batches and verifying clip checksums", (long long)tr->step,
+             loss0, loss_last, o->run_dir, (long long)tr->step, tr->verify_s);
+  if (!r && lead && tr->bad_clips)
+    log_warn("train: %lld bad clips skipped (--skip-bad-clips); run `tessera index verify %s`",
+             (long long)tr->bad_clips, data_dir(tr->data));
   if (mf) fclose(mf);
   free(cur);
   free(next);
   free(tok);
   free(tok_cur);
+  free(bad);
   plan_free(&alt);
   return r;
 }

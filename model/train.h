@@ -59,6 +59,9 @@ typedef struct {
   int rank;                      // this process's rank in the plan
   dist_step *dist;               // this rank's part of a plan (model/dist_step.h)
   dist_clip *clips;              // (global_batch) the clips of the step being run
+  uint8_t *clip_bad;             // (store clips) 1: failed its checksum, skipped, reported
+  int64_t bad_clips;             // clips skipped so far by this process (--skip-bad-clips)
+  double verify_s;               // seconds spent drawing batches and hashing their clips
 } trainer;
 
 // Statistics of one step (every rank sees the global values).
@@ -71,6 +74,7 @@ typedef struct {
   double step_s, tokens_per_s;
   double predicted_s; // the cost model's step time for the plan that ran (sched/)
   const char *plan;   // which plan ran: "dynamic", "packing-only", "static-balanced"
+  int64_t bad_clips;  // distinct clips skipped so far by this process (--skip-bad-clips)
 } train_step_stats;
 
 // 1 if AdamW's weight decay applies to tensor t: matrices only, not biases, norm weights
@@ -96,7 +100,9 @@ tsr_status train_step(trainer *tr, const int64_t *batch, int n, const plan *p,
 // ---- metrics (model/metrics.c) -------------------------------------------------------------
 // RUN/metrics.jsonl: one JSON object per line,
 //   {"step", "loss", "lr", "grad_norm", "clips", "tokens", "step_s", "tokens_per_s",
-//    "predicted_s", "plan"} (predicted_s: the cost model's time of the plan that ran).
+//    "predicted_s", "plan", "bad_clips"} (predicted_s: the cost model's time of the plan
+//   that ran; bad_clips: distinct clips skipped for a failed checksum so far by this
+//   process, 0 unless --skip-bad-clips).
 // Opening for a resume at step S first drops lines with step > S (written after the last
 // checkpoint by a run that then died), so the file reads as one uninterrupted run.
 // A fresh run (resume_step < 0) starts a new file.
@@ -118,6 +124,7 @@ typedef struct {
   int gpus_per_node;             // ranks per node for the cost model (0: all ranks)
   int plan_kind;                 // TRAIN_PLAN_*: which plan each step runs
   const comm_backend *comm;      // communication backend (core/comm.h), chosen by the caller
+  int skip_bad_clips;            // 1: leave out clips whose checksum fails (else stop)
 } train_options;
 
 // Which plan a step runs: the scheduler's (Dynamic-CP, falling back to the better static
@@ -126,6 +133,18 @@ enum { TRAIN_PLAN_AUTO = 0, TRAIN_PLAN_DYNAMIC, TRAIN_PLAN_STATIC, TRAIN_PLAN_PA
 
 // Checks every input (config, store vs config, checkpoint) before the first step, then
 // trains. Checkpoints every train.ckpt_every steps and at the end.
+//
+// Clip checksums: when a batch is drawn (before it is planned), every rank hashes the
+// whole payload of every clip of the batch (XXH3-64 against its block header;
+// data_clip_tokens verify: each clip at most once per process, a good verdict is cached),
+// also the chunks other ranks will train, and the ranks max-reduce their verdicts, so all
+// agree on which clips are bad even if they read different copies of the store. A bad
+// clip stops the run (TSR_EFORMAT naming the clip id, shard and offset, and
+// `tessera index verify STORE`) before its step; with skip_bad_clips it is left out of
+// the batch before planning (every rank plans the same smaller batch, so plan invariance
+// holds), reported once on stderr and counted in metrics ("bad_clips"); a batch with no
+// good clip left is replaced by the next. Skipping keeps resume bitwise: the same clips
+// fail the same way on a resume.
 tsr_status train_run(const train_options *o);
 
 #endif

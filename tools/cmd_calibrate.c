@@ -64,7 +64,9 @@ int cmd_calibrate(int argc, char **argv) {
     case O_MAX: st = parse_i64("--max-tokens", optarg, 2, 1 << 24, &o.max_tokens); break;
     case O_POINTS: st = parse_int("--points", optarg, 3, 64, &o.points); break;
     case O_REPS: st = parse_int("--reps", optarg, 1, 1000, &o.reps); break;
-    default: usage(stderr); return 1;
+    default:
+      st = err_set(TSR_EINVAL, "calibrate: unknown option or missing value: '%s' (see --help)",
+                   argv[optind - 1]);
     }
   }
   if (!st && (!config || !out))
@@ -79,17 +81,11 @@ int cmd_calibrate(int argc, char **argv) {
   if (!st) st = comm_groups_init();
   if (!st && defaults && comm_rank() == 0) log_info("config: defaults used for %s", defaults);
   free(defaults);
-  if (st) {
-    log_error("%s", err_msg());
-    return 1;
-  }
+  // One exit path (end:), so an error added later cannot skip a cleanup.
   calibrate_point pts[64];
   calibrate_result res;
-  if ((st = calibrate_run(&mc, &tc, &o, &bm, pts, &res))) {
-    log_error("%s", err_msg());
-    return 1;
-  }
-  if (comm_rank() != 0) return 0;
+  if (!st) st = calibrate_run(&mc, &tc, &o, &bm, pts, &res);
+  if (st || comm_rank() != 0) goto end;
   printf("%10s %12s %12s %8s\n", "tokens", "measured_s", "fitted_s", "err");
   for (int i = 0; i < o.points; i++)
     printf("%10lld %12.5f %12.5f %7.1f%%\n", (long long)pts[i].tokens, pts[i].measured_s,
@@ -97,12 +93,11 @@ int cmd_calibrate(int argc, char **argv) {
   char comment[512];
   snprintf(comment, sizeof comment, "config %s, %d rank(s), clips of %lld..%lld tokens; base %s",
            config, comm_size(), (long long)o.min_tokens, (long long)o.max_tokens, base);
-  if ((st = calibrate_write(out, &res, comment))) {
-    log_error("%s", err_msg());
-    return 1;
-  }
+  if ((st = calibrate_write(out, &res, comment))) goto end;
   printf("calibrate: a = %.4g s/token, b = %.4g s/token^2, ovh = %.4g s, kv = %.4g B/token, "
          "fit within %.1f%%; wrote %s\n",
          res.cost.a, res.cost.b, res.cost.ovh, res.cost.kv, 100 * res.max_rel_err, out);
-  return 0;
+end:
+  if (st) log_error("%s", err_msg());
+  return st ? 1 : 0;
 }

@@ -14,6 +14,7 @@ static void train_usage(FILE *f) {
   fprintf(f,
     "usage: tessera train --config FILE --data STORE --out RUN [--steps N] [--resume]\n"
     "                     [--init CKPT] [--set section.key=value ...] [--cost FILE]\n"
+    "                     [--skip-bad-clips]\n"
     "       mpirun -np N tessera train ...   (N a power of two: Dynamic-CP over N ranks)\n\n"
     "Trains the diffusion transformer of FILE (configs/model/*.conf) on the clips of STORE\n"
     "(made by `tessera ingest`): global batches of train.global_batch clips from a seeded\n"
@@ -35,6 +36,9 @@ static void train_usage(FILE *f) {
     "  --cost FILE          cost model for the planner (from `tessera calibrate`;\n"
     "                       default: built-in CPU numbers of the tiny model)\n"
     "  --gpus-per-node G    ranks per node, for the cost model (default: all ranks)\n"
+    "  --skip-bad-clips     leave out clips whose checksum fails (reported once each on\n"
+    "                       stderr, counted as bad_clips in metrics.jsonl); default: stop\n"
+    "                       naming the clip (`tessera index verify STORE` lists them all)\n"
     "  --plan KIND          plan each step with: auto (Dynamic-CP, or the better static\n"
     "                       plan when it is not faster; default), dynamic, static\n"
     "                       (static CP, balanced) or packing (static CP, packing only)\n"
@@ -49,15 +53,18 @@ int cmd_train(int argc, char **argv) {
     train_usage(stdout);
     return 0;
   }
-  enum { O_CONFIG = 1, O_DATA, O_OUT, O_STEPS, O_RESUME, O_INIT, O_SET, O_COST, O_GPN, O_PLAN };
+  enum { O_CONFIG = 1, O_DATA, O_OUT, O_STEPS, O_RESUME, O_INIT, O_SET, O_COST, O_GPN, O_PLAN,
+         O_SKIP_BAD };
   static const struct option opts[] = {
       {"config", required_argument, 0, O_CONFIG}, {"data", required_argument, 0, O_DATA},
       {"out", required_argument, 0, O_OUT},       {"steps", required_argument, 0, O_STEPS},
       {"resume", no_argument, 0, O_RESUME},       {"init", required_argument, 0, O_INIT},
       {"set", required_argument, 0, O_SET},       {"cost", required_argument, 0, O_COST},
       {"gpus-per-node", required_argument, 0, O_GPN}, {"plan", required_argument, 0, O_PLAN},
-      {0, 0, 0, 0}};
+      {"skip-bad-clips", no_argument, 0, O_SKIP_BAD}, {0, 0, 0, 0}};
   train_options o = {.comm = comm_mpi()};
+  // One exit path below: every error after this allocation sets `bad` and falls through
+  // to the free (an early return leaked `sets`, e.g. on --plan bogus).
   char **sets = calloc((size_t)argc + 1, sizeof *sets);
   if (!sets) return 1;
   int bad = 0, c;
@@ -75,6 +82,7 @@ int cmd_train(int argc, char **argv) {
       }
       break;
     case O_RESUME: o.resume = 1; break;
+    case O_SKIP_BAD: o.skip_bad_clips = 1; break;
     case O_INIT: o.init_ckpt = optarg; break;
     case O_COST: o.cost_path = optarg; break;
     case O_PLAN:
@@ -84,13 +92,13 @@ int cmd_train(int argc, char **argv) {
       else if (!strcmp(optarg, "packing")) o.plan_kind = TRAIN_PLAN_PACKING;
       else {
         log_error("tessera train: --plan '%s': use auto, dynamic, static or packing", optarg);
-        return 1;
+        bad = 1;
       }
       break;
     case O_GPN:
       if (parse_int("--gpus-per-node", optarg, 1, 1 << 20, &o.gpus_per_node)) {
         log_error("tessera train: %s", err_msg());
-        return 1;
+        bad = 1;
       }
       break;
     case O_SET: sets[o.n_overrides++] = optarg; break;

@@ -1,6 +1,6 @@
 // tests/model/test_safetensors.c — round trip of tensors and metadata, model tensors by
-// name with shape checks, atomic commit, and corrupt files rejected with messages that
-// name the file and tensor.
+// name with shape checks, atomic commit, corrupt files rejected with messages that name
+// the file and tensor (layout, exact size), per-tensor checksums (st_verify).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,6 +165,60 @@ int main(void) {
   write_raw("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
             "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1);
   expect_bad("not a JSON object");  // duplicate keys rejected by the JSON parser
+  // the tensors must tile the data exactly: appended bytes, gaps, data without tensors
+  char *tail = malloc(len + 8);
+  memcpy(tail, good, len);
+  memcpy(tail + len, "GARBAGE!", 8);
+  write_bytes(bad, tail, len + 8);
+  expect_bad("8 bytes after the last tensor's data");
+  write_raw("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+            "\"b\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[2,3]}}", 3);
+  expect_bad("1 bytes of the data buffer before tensor b");
+  write_raw("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}", 2);
+  expect_bad("before tensor a");
+  write_raw("{}", 4);
+  expect_bad("4 bytes after the last tensor's data");
+  write_raw("{\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},"
+            "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1);
+  CHECK_OK(st_open(&r, bad));  // an empty tensor at the offset of another is no overlap
+  st_close(&r);
+
+  // per-tensor checksums (recorded by commit): verified, a flipped data byte names the
+  // tensor; required or not; malformed or orphaned checksum keys
+  CHECK_OK(st_open(&r, path));
+  CHECK_OK(st_verify(r, 1));
+  st_close(&r);
+  memcpy(tail, good, len);
+  tail[len - 1] ^= 0x10;  // last byte: the last tensor's data
+  write_bytes(bad, tail, len);
+  CHECK_OK(st_open(&r, bad));
+  CHECK(st_verify(r, 0) == TSR_EFORMAT && strstr(err_msg(), "is damaged: its data hashes to") &&
+            strstr(err_msg(), st_at(r, st_count(r) - 1)->name) && strstr(err_msg(), bad),
+        "flipped data: %s", err_msg());
+  st_close(&r);
+  write_raw("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1);
+  CHECK_OK(st_open(&r, bad));
+  CHECK_OK(st_verify(r, 0));
+  CHECK(st_verify(r, 1) == TSR_EFORMAT && strstr(err_msg(), "tensor a has no recorded checksum"),
+        "required: %s", err_msg());
+  st_close(&r);
+  write_raw("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+            "\"__metadata__\":{\"xxh3:a\":\"12345\"}}", 1);
+  CHECK_OK(st_open(&r, bad));
+  CHECK(st_verify(r, 0) == TSR_EFORMAT && strstr(err_msg(), "not 16 hex digits"),
+        "malformed: %s", err_msg());
+  st_close(&r);
+  write_raw("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+            "\"__metadata__\":{\"xxh3:zz\":\"0123456789abcdef\"}}", 1);
+  CHECK_OK(st_open(&r, bad));
+  CHECK(st_verify(r, 0) == TSR_EFORMAT && strstr(err_msg(), "tensor zz, which the header"),
+        "orphan: %s", err_msg());
+  st_close(&r);
+  CHECK_OK(st_writer_new(&w));
+  CHECK(st_writer_meta(w, "xxh3:a", "0123456789abcdef") == TSR_EINVAL, "reserved key accepted");
+  st_writer_free(&w);
+  free(tail);
+
   CHECK(st_open(&r, "/nonexistent/x.safetensors") == TSR_EIO &&
             strstr(err_msg(), "/nonexistent/x.safetensors"),
         "missing file: %s", err_msg());

@@ -9,6 +9,9 @@ expect_fail "missing --data" $T train --config "$CONF" --out "$R"
 expect_fail "exclude each other" $T train --config "$CONF" --data "$STORE" --out "$R" --resume --init x
 expect_fail "unknown option" $T train --config "$CONF" --data "$STORE" --out "$R" --bogus
 expect_fail "--steps" $T train --config "$CONF" --data "$STORE" --out "$R" --steps 0
+# option values refused after the options' buffer is allocated: no leak (LeakSanitizer)
+expect_fail "--plan 'bogus'" $T train --config "$CONF" --data "$STORE" --out "$R" --plan bogus
+expect_fail "--gpus-per-node" $T train --config "$CONF" --data "$STORE" --out "$R" --gpus-per-node 0
 # store: missing, not a store, corrupt index, corrupt shard
 expect_fail "does not exist" $T train --config "$CONF" --data "$W/nostore" --out "$R"
 mkdir -p "$W/empty"
@@ -45,11 +48,11 @@ expect_fail "trunc.safetensors" $T train --config "$CONF" --data "$STORE" --out 
 cp "$R/ckpt-1.safetensors" "$W/flip.safetensors"
 printf '\x7f\x7f\x7f\x7f' | dd of="$W/flip.safetensors" bs=1 seek=0 conv=notrunc status=none
 expect_fail "flip.safetensors" $T train --config "$CONF" --data "$STORE" --out "$W/r5" "${SMALL[@]}" --init "$W/flip.safetensors"
-# One flipped byte inside the tensor data: caught by the per-set checksum.
+# One flipped byte inside the tensor data: caught by the tensor's checksum, named.
 cp "$R/ckpt-1.safetensors" "$W/bits.safetensors"
 hdr=$(od -An -t u8 -N8 "$W/bits.safetensors" | tr -d ' ')   # weights come first in the data
 printf '\x55' | dd of="$W/bits.safetensors" bs=1 seek=$((8 + hdr + 400)) conv=notrunc status=none
-expect_fail "bits.safetensors is corrupt" $T train --config "$CONF" --data "$STORE" --out "$W/r6" "${SMALL[@]}" --init "$W/bits.safetensors"
+expect_fail "bits.safetensors is damaged: tensor x_embed.weight is damaged" $T train --config "$CONF" --data "$STORE" --out "$W/r6" "${SMALL[@]}" --init "$W/bits.safetensors"
 # A corrupt newest checkpoint stops --resume with its name.
 mkdir -p "$W/r7"
 cp "$R/ckpt-1.safetensors" "$W/r7/ckpt-1.safetensors"
