@@ -227,47 +227,58 @@ static tsr_status draw_batch(trainer *tr, int skip, int64_t step, int64_t *out, 
   return r;
 }
 
+// The draw side of the pipeline (sched_draw_fn): batch s of the sampler, checked, with its
+// token counts. It also keeps the sampler's position from before the draw of batch s,
+// which is the position after batch s - 1: what a checkpoint after step s - 1 records.
+typedef struct {
+  trainer *tr;
+  int skip;
+  int64_t *bad;                 // (global_batch) scratch of draw_batch
+  data_sampler before_draw;     // sampler position before the draw of batch `drawn_step`
+  int64_t drawn_step;
+} train_draw;
+
+static tsr_status train_draw_fn(void *ctx, int64_t s, int64_t *ids, int64_t *tokens, int64_t *n) {
+  train_draw *x = ctx;
+  x->before_draw = x->tr->sampler;
+  x->drawn_step = s;
+  tsr_status r = draw_batch(x->tr, x->skip, s, ids, n, x->bad);
+  if (!r) batch_tokens(x->tr, ids, *n, tokens);
+  return r;
+}
+
 static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) {
   int64_t B = tr->tc.global_batch;
-  int64_t *cur = malloc((size_t)B * sizeof *cur), *next = malloc((size_t)B * sizeof *next);
-  int64_t *tok = malloc((size_t)B * sizeof *tok), *tok_cur = malloc((size_t)B * sizeof *tok_cur);
-  int64_t *bad = malloc((size_t)B * sizeof *bad);
+  int64_t *tok_cur = malloc((size_t)B * sizeof *tok_cur);
+  train_draw dx = {.tr = tr, .skip = o->skip_bad_clips, .bad = malloc((size_t)B * sizeof(int64_t)),
+                   .drawn_step = -1};
   plan alt;
   plan_init(&alt, tr->sched.cluster.ranks);
   FILE *mf = NULL;
-  sched_async *pending = NULL;
-  sched_result res = {0};
-  int64_t ncur = 0, nnext = 0, start = tr->step;
-  tsr_status r = (!cur || !next || !tok || !tok_cur || !bad) ? err_set(TSR_ENOMEM, "out of memory (batch)") : TSR_OK;
+  sched_pipeline *pipe = NULL;
+  int64_t start = tr->step;
+  tsr_status r = (!tok_cur || !dx.bad) ? err_set(TSR_ENOMEM, "out of memory (batch)") : TSR_OK;
   const int lead = tr->rank == 0;  // rank 0 writes metrics and checkpoints
   if (!r && lead) r = metrics_open(&mf, o->run_dir, o->resume ? tr->step : -1);
   // Batch s and its plan; batch s+1 is drawn and planned while s trains.
-  if (!r) r = draw_batch(tr, o->skip_bad_clips, tr->step, next, &nnext, bad);
-  if (!r) batch_tokens(tr, next, nnext, tok), r = sched_async_start(&pending, &tr->sched, tok, (int)nnext);
+  if (!r) r = sched_pipeline_open(&pipe, &tr->sched, B, tr->step, stop, train_draw_fn, &dx);
   progress pg;
   progress_begin(&pg, "train");
   double loss0 = -1, loss_last = -1;
   while (!r && tr->step < stop) {
-    int64_t *t = cur; cur = next; next = t;
-    ncur = nnext;
-    data_sampler saved = tr->sampler;  // position after batch s: what a checkpoint records
-    r = sched_async_wait(&pending, &res);
-    if (r) break;
-    if (tr->step + 1 < stop) {
-      r = draw_batch(tr, o->skip_bad_clips, tr->step + 1, next, &nnext, bad);
-      if (!r) batch_tokens(tr, next, nnext, tok), r = sched_async_start(&pending, &tr->sched, tok, (int)nnext);
-      if (r) break;
-    }
+    sched_batch b;
+    if ((r = sched_pipeline_next(pipe, &b))) break;
+    // position after batch s: from before the draw of s + 1, or now if s is the last
+    data_sampler saved = dx.drawn_step == b.step + 1 ? dx.before_draw : tr->sampler;
     train_step_stats st;
     const plan *run;
     double predicted;
     const char *name;
-    r = choose_plan(tr, o->plan_kind, cur, ncur, tok_cur, &res, &alt, &run, &predicted, &name);
-    if (!r) r = train_step(tr, cur, (int)ncur, run, &st);
+    r = choose_plan(tr, o->plan_kind, b.ids, b.n, tok_cur, &b.res, &alt, &run, &predicted, &name);
+    if (!r) r = train_step(tr, b.ids, (int)b.n, run, &st);
     st.predicted_s = predicted;
     st.plan = name;
     st.bad_clips = tr->bad_clips;
-    sched_result_free(&res);
     if (r) break;
     if (loss0 < 0) loss0 = st.loss;
     loss_last = st.loss;
@@ -285,11 +296,7 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
     }
   }
   if (lead) progress_end(&pg);
-  if (pending) {
-    sched_result drop = {0};
-    sched_async_wait(&pending, &drop);
-    sched_result_free(&drop);
-  }
+  sched_pipeline_close(&pipe);
   if (!r && lead && loss0 >= 0)
     log_info("train: %lld steps done, loss %.4f -> %.4f; checkpoint %s/ckpt-%lld.safetensors; "
              "%.3f s drawing batches and verifying clip checksums", (long long)tr->step,
@@ -298,11 +305,8 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
     log_warn("train: %lld bad clips skipped (--skip-bad-clips); run `tessera index verify %s`",
              (long long)tr->bad_clips, data_dir(tr->data));
   if (mf) fclose(mf);
-  free(cur);
-  free(next);
-  free(tok);
   free(tok_cur);
-  free(bad);
+  free(dx.bad);
   plan_free(&alt);
   return r;
 }
