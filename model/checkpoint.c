@@ -59,6 +59,7 @@ static tsr_status add_meta(st_writer *w, const trainer *tr) {
   if (!r) r = st_writer_meta(w, "format", CKPT_FORMAT);
   if (!r) r = meta_i64(w, "version", CKPT_VERSION);
   if (!r) r = meta_i64(w, "step", tr->step);
+  if (!r) r = st_writer_meta(w, "backend", tr->kb->name);  // informative: what trained it
   if (!r) r = st_writer_meta(w, "config", ini);
   if (!r) r = meta_i64(w, "sampler_epoch", tr->sampler.epoch);
   if (!r) r = meta_i64(w, "sampler_pos", tr->sampler.pos);
@@ -348,6 +349,7 @@ tsr_status ckpt_load(const char *path, trainer *tr, int what) {
   if (!r) r = check_names(st, tr->model);
   for (int s = 0; !r && s < NSETS; s++)
     if (sets >> s & 1) r = load_set(st, tr->model, tr->kb, s, set_buffer(tr, s), host, n);
+  if (!r && (what & CKPT_LOAD_WEIGHTS)) r = dit_refresh_weights(tr->model);
   st_close(&st);
   free(host);
   return r;
@@ -360,7 +362,8 @@ tsr_status ckpt_load_model(const char *path, dit_model *m, int ema) {
   int s = ema ? SET_EMA : SET_W;
   tsr_status r = host ? st_open(&st, path) : err_set(TSR_ENOMEM, "no memory loading %s", path);
   if (!r) r = check_names(st, m);
-  if (!r) r = load_set(st, m, kernels_cpu(), s, dit_params(m), host, n);
+  if (!r) r = load_set(st, m, dit_backend(m), s, dit_params(m), host, n);
+  if (!r) r = dit_refresh_weights(m);
   st_close(&st);
   free(host);
   return r;
