@@ -20,6 +20,9 @@
 # (4) metrics.jsonl and the checkpoint's metadata record backend and precision.
 source "$(dirname "$0")/lib.sh"
 need_store
+# One thread: ~20 small runs back to back; under ctest -j2 beside other trainers, OpenMP's
+# spinning workers made this test 10x slower (results do not depend on the thread count).
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 $T ingest "$FIX/src" --out "$W/small" --fps 2 --short-side 16 --patch 1x4x4 --max-seconds 4 \
   --workers 1 >/dev/null 2>&1
 A=(--config "$CONF" --data "$W/small" --set model.pt=1 --set model.ph=4 --set model.pw=4
