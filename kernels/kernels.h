@@ -369,6 +369,16 @@ struct kernels_backend {
                            float decay);
 };
 
+// Element i of an [act] buffer of kb (void *: no pointer arithmetic in C): base + i
+// elements of kb->act_dtype, in bytes. The one way the model steps through activations.
+static inline void *kernels_act_at(const kernels_backend *kb, const void *base, size_t i) {
+  return (char *)base + i * kernels_dtype_size(kb->act_dtype);
+}
+// Bytes of n [act] elements of kb.
+static inline size_t kernels_act_bytes(const kernels_backend *kb, size_t n) {
+  return n * kernels_dtype_size(kb->act_dtype);
+}
+
 // The CPU backend (fp32, OpenBLAS, OpenMP); a static object, never freed.
 const kernels_backend *kernels_cpu(void);
 // The CPU backend with bf16 activations ("cpu-bf16"): every entry converts its [act]

@@ -11,13 +11,13 @@
 
 // Slices of a (C, 6D) modulation array.
 enum { MOD_SHIFT1, MOD_SCALE1, MOD_GATE1, MOD_SHIFT2, MOD_SCALE2, MOD_GATE2 };
-#define MOD(p, which) ((p) + (size_t)(which) * (size_t)m->D)
+#define MOD(p, which) dit_act(m, (p), (size_t)(which) * (size_t)m->D)
 
 static float attn_scale(const dit_model *m) { return (float)(1.0 / sqrt((double)m->Dh)); }
 
 // q or k: RMSNorm per head then 3D RoPE, into out (L, D).
-static tsr_status qk_norm_rope_fwd(dit_model *m, const dit_batch *b, float *out, float *rstd,
-                                   const float *lin, int norm) {
+static tsr_status qk_norm_rope_fwd(dit_model *m, const dit_batch *b, void *out, float *rstd,
+                                   const void *lin, int norm) {
   const kernels_backend *kb = m->kb;
   int R = b->L * m->H;
   DIT_TRY(kb->rmsnorm_forward(kb, out, rstd, lin, dit_p(m, norm), R, m->Dh, m->cfg.rms_eps));
@@ -25,15 +25,15 @@ static tsr_status qk_norm_rope_fwd(dit_model *m, const dit_batch *b, float *out,
 }
 
 // dlin (L, D) overwritten from dout (L, D) (which is used as scratch).
-static tsr_status qk_norm_rope_bwd(dit_model *m, const dit_batch *b, float *dlin, float *dout,
-                                   const float *lin, const float *rstd, int norm, float *tmp) {
+static tsr_status qk_norm_rope_bwd(dit_model *m, const dit_batch *b, void *dlin, void *dout,
+                                   const void *lin, const float *rstd, int norm, void *tmp) {
   const kernels_backend *kb = m->kb;
   DIT_TRY(kb->rope_backward(kb, tmp, dout, b->pos, b->L, m->H, m->Dh, m->cfg.rope_theta));
   return kb->rmsnorm_backward(kb, dlin, dit_g(m, norm), tmp, lin, dit_p(m, norm), rstd,
                               b->L * m->H, m->Dh);
 }
 
-tsr_status dit_block_fwd(dit_model *m, int i, dit_block_acts *a, const float *hin, float *hout,
+tsr_status dit_block_fwd(dit_model *m, int i, dit_block_acts *a, const void *hin, void *hout,
                          const dit_batch *b) {
   const kernels_backend *kb = m->kb;
   const dit_block_params *bp = &m->bp[i];
@@ -63,13 +63,13 @@ tsr_status dit_block_fwd(dit_model *m, int i, dit_block_acts *a, const float *hi
                                    D);
 }
 
-tsr_status dit_block_bwd(dit_model *m, int i, const dit_block_acts *a, const float *hin,
+tsr_status dit_block_bwd(dit_model *m, int i, const dit_block_acts *a, const void *hin,
                          const dit_batch *b) {
   const kernels_backend *kb = m->kb;
   const dit_block_params *bp = &m->bp[i];
   int L = b->L, C = b->n_clips, D = m->D, ms = 6 * D;
   const int32_t *cu = b->cu_seqlens;
-  float *dmod = m->dmod;
+  void *dmod = m->dmod;
   // MLP branch: hout = hmid + gate2 * f2; dh is dL/dhout and becomes dL/dhmid.
   DIT_TRY(kb->gate_residual_backward(kb, m->dt1, MOD(dmod, MOD_GATE2), m->dh, a->f2,
                                      MOD(a->mod, MOD_GATE2), ms, cu, C, L, D));

@@ -19,29 +19,25 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 // Median seconds of forward + backward of one clip of L tokens.
-static tsr_status time_clip(const dit_config *mc, const train_config *tc, int64_t L, int reps,
-                            double *seconds) {
-  const kernels_backend *kb = kernels_cpu();
+static tsr_status time_clip(const kernels_backend *kb, const dit_config *mc,
+                            const train_config *tc, int64_t L, int reps, double *seconds) {
   const int P = mc->pt * mc->ph * mc->pw * mc->channels;
   dit_model *m = NULL;
-  objective_batch ob = {0};
   objective_device dev = {0};
   uint8_t *tok = malloc((size_t)L * P);
   double *t = calloc((size_t)reps, sizeof *t);
   tsr_status st = tok && t ? TSR_OK : err_set(TSR_ENOMEM, "calibrate: out of memory for %lld tokens", (long long)L);
   if (!st) st = dit_create(&m, mc, kb, (int)L, 1);
   if (!st) st = dit_init(m, 1);
-  if (!st) st = objective_alloc(&ob, (int)L, 1, P);
   if (!st) st = objective_device_alloc(&dev, kb, (int)L, 1, P);
   for (int64_t i = 0; !st && i < L * P; i++) tok[i] = (uint8_t)(i * 2654435761u >> 24);
   objective_clip c = {.clip_id = 1, .total_tokens = L, .first_token = 0, .len = (int)L,
                       .T = (int)L, .H = 1, .W = 1, .label = -1, .tokens = tok};
-  // One microbatch as the trainer runs it: objective, upload, forward, backward.
+  // One microbatch as the trainer runs it: objective (on the backend), forward, backward.
   for (int r = -1; r < reps && !st; r++) {  // r = -1: warm-up
-    double loss, t0 = time_now();
-    st = objective_build(&ob, mc, tc, r + 1, 1, &c, 1);
-    if (!st) st = objective_upload(&dev, &ob, mc->num_classes);
-    if (!st) st = dit_forward(m, &dev.batch, NULL, &loss);
+    double t0 = time_now();
+    st = objective_device_build(&dev, mc, tc, r + 1, 1, &c, 1);
+    if (!st) st = dit_forward_dev(m, &dev.batch, NULL, NULL);
     if (!st) st = dit_backward(m, &dev.batch);
     if (!st) st = kb->sync(kb);
     if (r >= 0) t[r] = time_now() - t0;
@@ -51,7 +47,6 @@ static tsr_status time_clip(const dit_config *mc, const train_config *tc, int64_
     *seconds = t[reps / 2];
   }
   objective_device_free(&dev);
-  objective_free(&ob);
   dit_free(&m);
   free(tok);
   free(t);
@@ -60,8 +55,8 @@ static tsr_status time_clip(const dit_config *mc, const train_config *tc, int64_
 
 // Median seconds of the per-step work outside the microbatches: zero the gradients, the
 // global norm, AdamW and the EMA over every parameter.
-static tsr_status time_optimizer(const dit_config *mc, int reps, double *seconds) {
-  const kernels_backend *kb = kernels_cpu();
+static tsr_status time_optimizer(const kernels_backend *kb, const dit_config *mc, int reps,
+                                 double *seconds) {
   dit_model *m = NULL;
   float *mom = NULL, *var = NULL, *ema = NULL;
   double *t = calloc((size_t)reps, sizeof *t);
@@ -77,6 +72,7 @@ static tsr_status time_optimizer(const dit_config *mc, int reps, double *seconds
     if (!st) st = kb->adamw_update(kb, dit_params(m), dit_grads(m), mom, var, n, 1e-4f, 0.9f,
                                    0.99f, 1e-8f, 0.0f, r + 2, 1.0f);
     if (!st) st = kb->ema_update(kb, ema, dit_params(m), n, 0.999f);
+    if (!st) st = dit_refresh_weights(m);
     if (!st) st = kb->sync(kb);
     if (r >= 0) t[r] = time_now() - t0;
   }
@@ -156,6 +152,9 @@ tsr_status calibrate_run(const dit_config *mc, const train_config *tc, const cal
     return err_set(TSR_EINVAL, "calibrate: need >= 3 points, >= 1 rep and min < max tokens");
   memset(res, 0, sizeof *res);
   res->cost = *base;
+  const kernels_backend *kb;
+  tsr_status bst = backend_for_precision(o->backend, tc->precision, &kb);
+  if (bst) return err_wrap(bst, "calibrate: ");
   double x[64], y[64];
   int n = o->points > 64 ? 64 : o->points;
   progress pg;
@@ -163,7 +162,7 @@ tsr_status calibrate_run(const dit_config *mc, const train_config *tc, const cal
   for (int i = 0; i < n; i++) {
     double f = (double)i / (n - 1);
     int64_t L = (int64_t)llround(o->min_tokens * pow((double)o->max_tokens / o->min_tokens, f));
-    tsr_status st = time_clip(mc, tc, L, o->reps, &y[i]);
+    tsr_status st = time_clip(kb, mc, tc, L, o->reps, &y[i]);
     if (st) return err_wrap(st, "calibrate at %lld tokens: ", (long long)L);
     x[i] = (double)L;
     pts[i].tokens = L;
@@ -189,9 +188,10 @@ tsr_status calibrate_run(const dit_config *mc, const train_config *tc, const cal
     pts[i].fitted_s = res->cost.ovh + res->cost.a * x[i] + res->cost.b * x[i] * x[i];
     res->max_rel_err = fmax(res->max_rel_err, fabs(pts[i].fitted_s - y[i]) / y[i]);
   }
-  res->cost.kv = 24.0 * mc->hidden * mc->depth;  // fp32 K, V forward; K, V, dK, dV backward
+  // per block K, V forward and K, V, dK, dV backward: 6 D values in the act dtype
+  res->cost.kv = 6.0 * (double)kernels_dtype_size(kb->act_dtype) * mc->hidden * mc->depth;
   double opt_s = 0;
-  tsr_status ost = time_optimizer(mc, o->reps, &opt_s);
+  tsr_status ost = time_optimizer(kb, mc, o->reps, &opt_s);
   if (ost) return err_wrap(ost, "calibrate: timing the optimizer step: ");
   res->optimizer_s = opt_s;
   res->cost.allreduce = opt_s;  // per-step cost outside the microbatches
@@ -207,7 +207,7 @@ tsr_status calibrate_run(const dit_config *mc, const train_config *tc, const cal
     res->cost.bw_intra = big / fmax(large - small, 1e-9);
     // the step's all-reduce of every gradient (float32)
     dit_model *m = NULL;
-    if ((st = dit_create(&m, mc, kernels_cpu(), 16, 1))) return st;
+    if ((st = dit_create(&m, mc, kb, 16, 1))) return st;
     size_t np = dit_num_params(m);
     dit_free(&m);
     float *g = calloc(np, sizeof *g);

@@ -8,7 +8,8 @@
 // is fitted by least squares on relative error (times span decades), with negative
 // coefficients dropped and the rest refitted.
 // Communication: kv = bytes per token per ring step, forward and backward together, from
-// the model (per block: K and V forward, K, V, dK, dV backward: 24 D bytes in fp32).
+// the model (per block: K and V forward, K, V, dK, dV backward: 6 D values of the act
+// dtype, 24 D bytes in fp32, 12 D in bf16).
 // With more than one rank, lat and bw_intra are measured by ring exchanges in the world
 // group (small and large messages) and the all-reduce of the gradient size joins
 // `allreduce`, the model's per-step cost outside the microbatches, which also holds the
@@ -29,6 +30,8 @@ typedef struct {
   int points;                      // lengths on the geometric grid (>= 3)
   int reps;                        // timed runs per length (median)
   const comm_backend *comm;        // ring and all-reduce timings under mpirun (host memory)
+  const backend_choice *backend;   // compute device, chosen by the caller (tools/backend.h);
+                                   // train.precision picks its table
 } calibrate_opts;
 
 typedef struct {

@@ -59,6 +59,7 @@ static tsr_status add_meta(st_writer *w, const trainer *tr) {
   if (!r) r = st_writer_meta(w, "format", CKPT_FORMAT);
   if (!r) r = meta_i64(w, "version", CKPT_VERSION);
   if (!r) r = meta_i64(w, "step", tr->step);
+  if (!r) r = st_writer_meta(w, "backend", tr->kb->name);  // informative: what trained it
   if (!r) r = st_writer_meta(w, "config", ini);
   if (!r) r = meta_i64(w, "sampler_epoch", tr->sampler.epoch);
   if (!r) r = meta_i64(w, "sampler_pos", tr->sampler.pos);
@@ -384,6 +385,7 @@ tsr_status ckpt_load(const char *path, trainer *tr, int what) {
   for (int s = 0; s < NSETS; s++) dst[s] = set_buffer(tr, s);
   tsr_status r = host ? load_checked(path, tr->model, tr->kb, sets, dst, host, n)
                       : err_set(TSR_ENOMEM, "no memory loading %s", path);
+  if (!r && (what & CKPT_LOAD_WEIGHTS)) r = dit_refresh_weights(tr->model);
   free(host);
   return r;
 }
@@ -394,8 +396,9 @@ tsr_status ckpt_load_model(const char *path, dit_model *m, int ema) {
   float *dst[NSETS] = {0};
   int s = ema ? SET_EMA : SET_W;
   dst[s] = dit_params(m);
-  tsr_status r = host ? load_checked(path, m, kernels_cpu(), 1 << s, dst, host, n)
+  tsr_status r = host ? load_checked(path, m, dit_backend(m), 1 << s, dst, host, n)
                       : err_set(TSR_ENOMEM, "no memory loading %s", path);
+  if (!r) r = dit_refresh_weights(m);
   free(host);
   return r;
 }

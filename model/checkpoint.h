@@ -7,7 +7,9 @@
 //   adam_m.<name>    AdamW first moment
 //   adam_v.<name>    AdamW second moment
 // and string metadata (safetensors "__metadata__"):
-//   format = "tessera-ckpt", version = "2", step (steps done), config (config_to_ini),
+//   format = "tessera-ckpt", version = "2", step (steps done), backend (kb->name of the
+//   kernels that trained it, informative), config (config_to_ini, train.precision included;
+//   the tensors are fp32 masters whatever the precision, so checkpoints cross precisions),
 //   sampler_epoch, sampler_pos (the next batch's position), rng ("philox4x32-10 seed=S":
 //   the objective's randomness is keyed by (seed, step, clip), so seed and step are the
 //   whole RNG state), store settings (fps, short_side, patch, channels, dtype), clips

@@ -26,7 +26,7 @@ tsr_status dit_cond_fwd(dit_model *m, const dit_batch *b) {
     // y_embed rows land in cs (free until the SiLU below), then c += them.
     DIT_TRY(kb->embedding_forward(kb, m->cs, dit_p(m, m->y_embed), labels, C,
                                   m->cfg.num_classes + 1, D));
-    DIT_TRY(kb->add(kb, m->c, m->c, m->cs, CD));
+    DIT_TRY(kb->add_act(kb, m->c, m->c, m->cs, CD));
   }
   return kb->silu_forward(kb, m->cs, m->c, CD);
 }

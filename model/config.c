@@ -19,7 +19,27 @@ typedef struct {
   train_config t;
 } both_config;
 
-typedef enum { KT_INT, KT_I64, KT_FLOAT } key_type;
+typedef enum { KT_INT, KT_I64, KT_FLOAT, KT_PRECISION } key_type;
+
+// KT_PRECISION values: the name of each kernels_dtype, in enum order.
+static const char *const PRECISION_NAMES[] = {"fp32", "bf16"};
+#define NPRECISIONS ((int)(sizeof PRECISION_NAMES / sizeof PRECISION_NAMES[0]))
+
+const char *config_precision_name(kernels_dtype p) {
+  return (int)p >= 0 && (int)p < NPRECISIONS ? PRECISION_NAMES[p] : "?";
+}
+
+tsr_status backend_for_precision(const backend_choice *c, kernels_dtype precision,
+                                 const kernels_backend **kb) {
+  *kb = NULL;
+  if (!c) return err_set(TSR_EINVAL, "no compute backend was given (a tool chooses it: --backend)");
+  if ((int)precision < 0 || (int)precision >= NPRECISIONS || !c->table[precision])
+    return err_set(TSR_EINVAL, "backend %s has no %s kernels: set train.precision=%s, or choose "
+                   "another --backend", c->device, config_precision_name(precision),
+                   c->table[KERNELS_F32] ? "fp32" : "bf16");
+  *kb = c->table[precision];
+  return TSR_OK;
+}
 
 typedef struct {
   const char *section, *name;
@@ -66,6 +86,7 @@ static const config_key KEYS[] = {
     TK(ckpt_every, KT_INT, 1, 1e9, "steps between checkpoints"),
     TK(ckpt_keep, KT_INT, 1, 1e6, "checkpoints kept"),
     TK(log_every, KT_INT, 1, 1e9, "steps between metric lines"),
+    TK(precision, KT_PRECISION, 0, NPRECISIONS - 1, "activation dtype: fp32 or bf16"),
 };
 #define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
 
@@ -78,7 +99,8 @@ void config_defaults(dit_config *m, train_config *t) {
                       .weight_decay = 0.0f, .grad_clip = 1.0f, .ema_decay = 0.999f,
                       .class_dropout = 0.1f, .t_logit_mean = 0.0f, .t_logit_std = 1.0f,
                       .t_shift_tokens = 1024, .mem_tokens = 16384, .seed = 0,
-                      .ckpt_every = 200, .ckpt_keep = 3, .log_every = 10};
+                      .ckpt_every = 200, .ckpt_keep = 3, .log_every = 10,
+                      .precision = KERNELS_F32};
 }
 
 static const config_key *find_key(const char *section, const char *name) {
@@ -92,6 +114,12 @@ static const config_key *find_key(const char *section, const char *name) {
 static tsr_status set_key(both_config *c, const config_key *k, const char *value,
                           const char *where) {
   char *f = (char *)c + k->offset;
+  if (k->type == KT_PRECISION) {
+    for (int i = 0; i < NPRECISIONS; i++)
+      if (!strcasecmp(value, PRECISION_NAMES[i])) return *(kernels_dtype *)f = (kernels_dtype)i, TSR_OK;
+    return err_set(TSR_EINVAL, "%s: %s.%s = '%s': use fp32 or bf16 (%s)", where, k->section,
+                   k->name, value, k->help);
+  }
   double d = 0;
   int64_t v = 0;
   num_result r = k->type == KT_FLOAT ? num_parse_double(value, k->min, k->max, &d)
@@ -235,9 +263,10 @@ tsr_status config_validate(const dit_config *m, const train_config *t) {
   for (int i = 0; i < NKEYS; i++) {  // ranges (values may come from code, not a file)
     const config_key *k = &KEYS[i];
     const char *f = (const char *)&c + k->offset;
-    double d = k->type == KT_FLOAT ? *(const float *)f
-             : k->type == KT_INT   ? *(const int *)f
-                                   : (double)*(const int64_t *)f;
+    double d = k->type == KT_FLOAT       ? *(const float *)f
+             : k->type == KT_INT         ? *(const int *)f
+             : k->type == KT_PRECISION   ? (double)*(const kernels_dtype *)f
+                                         : (double)*(const int64_t *)f;
     if (!(d >= k->min && d <= k->max)) {
       snprintf(buf, sizeof buf, "%g", d);
       return err_set(TSR_EINVAL, "%s.%s = %s is out of range [%g, %g] (%s)", k->section, k->name,
@@ -280,6 +309,9 @@ char *config_to_ini(const dit_config *m, const train_config *t) {
       n += snprintf(line + n, sizeof line - n, "%s = %.9g\n", k->name, *(const float *)f);
     else if (k->type == KT_INT)
       n += snprintf(line + n, sizeof line - n, "%s = %d\n", k->name, *(const int *)f);
+    else if (k->type == KT_PRECISION)
+      n += snprintf(line + n, sizeof line - n, "%s = %s\n", k->name,
+                    config_precision_name(*(const kernels_dtype *)f));
     else
       n += snprintf(line + n, sizeof line - n, "%s = %lld\n", k->name, (long long)*(const int64_t *)f);
     if (len + (size_t)n + 1 > cap) {
@@ -299,7 +331,8 @@ tsr_status config_from_ini(const char *text, dit_config *m, train_config *t) {
   config_defaults(&c.m, &c.t);
   tsr_status st = parse_ini(&c, "checkpoint config", text, &o);
   for (int i = 0; !st && i < NKEYS; i++)  // config_to_ini wrote them all
-    if (!o.from[i])
+    // ... but train.precision only since it exists: an older checkpoint trained in fp32
+    if (!o.from[i] && KEYS[i].type != KT_PRECISION)
       st = err_set(TSR_EFORMAT, "checkpoint config: key %s.%s missing (config_to_ini writes "
                    "every key: a damaged checkpoint, or one from another version)",
                    KEYS[i].section, KEYS[i].name);

@@ -16,6 +16,7 @@
 
 #include <stdint.h>
 #include "core/err.h"
+#include "kernels/kernels.h"
 
 typedef struct {
   int hidden;        // D
@@ -48,7 +49,24 @@ typedef struct {
   int ckpt_every;         // steps between checkpoints
   int ckpt_keep;          // checkpoints kept
   int log_every;          // steps between metric lines
+  kernels_dtype precision;  // activations: KERNELS_F32 ("fp32") or KERNELS_BF16 ("bf16");
+                          // weights, gradients, optimizer and EMA are fp32 either way
 } train_config;
+
+// The compute device a tool chose (`--backend`, tools/backend.h) as its kernel tables by
+// activation dtype: train.precision (or a checkpoint's) then picks one, so below tools/
+// nothing chooses a backend. NULL where the device has no table of that dtype.
+typedef struct {
+  char device[16];                    // "cpu", "cuda"
+  const kernels_backend *table[2];    // [KERNELS_F32], [KERNELS_BF16]
+} backend_choice;
+
+// *kb = c's table for `precision`; TSR_EINVAL naming the device and the precision when it
+// has none (or when c is NULL: the caller gave no backend).
+tsr_status backend_for_precision(const backend_choice *c, kernels_dtype precision,
+                                 const kernels_backend **kb);
+// "fp32" or "bf16": the config's spelling of a precision.
+const char *config_precision_name(kernels_dtype precision);
 
 // Defaults (the tiny preset's values) for both structs.
 void config_defaults(dit_config *m, train_config *t);

@@ -16,8 +16,9 @@ struct dist_step {
   const kernels_backend *kb;               // the model's
   const comm_backend *cb;                  // ring exchange and gradient all-reduce
   int max_tokens, max_clips, P;
-  objective_batch ob;
-  objective_device dev;
+  objective_device dev;                    // the wave's inputs, made on the backend
+  float *wave_loss;                        // (loss_cap) [f32] backend: loss of each wave run
+  int loss_cap, n_loss;                    // its capacity; waves run in this step
   objective_clip *chunks;                  // (max_clips)
   int64_t *totals;                         // (max_clips) whole-clip token counts
   ring_attention *ring[DIST_MAX_LEVELS];   // one per group size 2^i, made on first use
@@ -50,15 +51,15 @@ static void on_bucket(void *ctx, int bucket) {
 
 // dit_attention hook: the model's attention goes around the current group's ring.
 static tsr_status hook_forward(void *ctx, const kernels_backend *kb, const dit_batch *b,
-                               float *out, float *lse, const float *q, const float *k,
-                               const float *v, int H, int Dh, float scale) {
+                               void *out, float *lse, const void *q, const void *k,
+                               const void *v, int H, int Dh, float scale) {
   dist_step *ds = ctx;
   return ring_attention_forward(ds->active, out, lse, q, k, v, H, Dh, scale);
 }
 
 static tsr_status hook_backward(void *ctx, const kernels_backend *kb, const dit_batch *b,
-                                float *dq, float *dk, float *dv, const float *dout,
-                                const float *q, const float *k, const float *v, const float *out,
+                                void *dq, void *dk, void *dv, const void *dout,
+                                const void *q, const void *k, const void *v, const void *out,
                                 const float *lse, int H, int Dh, float scale) {
   dist_step *ds = ctx;
   return ring_attention_backward(ds->active, dq, dk, dv, dout, q, k, v, out, lse, H, Dh, scale);
@@ -85,8 +86,7 @@ tsr_status dist_step_create(dist_step **out, dit_model *m, const comm_backend *c
   ds->max_tokens = max_tokens;
   ds->max_clips = max_clips;
   ds->P = mc->pt * mc->ph * mc->pw * mc->channels;
-  tsr_status st = objective_alloc(&ds->ob, max_tokens, max_clips, ds->P);
-  if (!st) st = objective_device_alloc(&ds->dev, ds->kb, max_tokens, max_clips, ds->P);
+  tsr_status st = objective_device_alloc(&ds->dev, ds->kb, max_tokens, max_clips, ds->P);
   ds->chunks = calloc((size_t)max_clips, sizeof *ds->chunks);
   ds->totals = calloc((size_t)max_clips, sizeof *ds->totals);
   ds->n_buckets = dit_num_buckets(m);
@@ -107,8 +107,8 @@ void dist_step_free(dist_step **pds) {
   dist_step *ds = *pds;
   if (!ds) return;
   for (int i = 0; i < DIST_MAX_LEVELS; i++) ring_attention_free(&ds->ring[i]);
-  objective_free(&ds->ob);
   objective_device_free(&ds->dev);
+  if (ds->wave_loss) ds->kb->free(ds->kb, ds->wave_loss);
   for (int i = 0; ds->bucket_req && i < ds->n_buckets; i++) ds->cb->wait(ds->cb, &ds->bucket_req[i]);
   free(ds->bucket_req);
   free(ds->chunks);
@@ -133,8 +133,7 @@ static const plan_group *my_group(const plan *p, int w, int rank) {
 }
 
 static tsr_status run_group(dist_step *ds, const plan *p, const plan_group *pg,
-                            const dist_clip *clips, int nclips, int64_t step, int last,
-                            double *loss) {
+                            const dist_clip *clips, int nclips, int64_t step, int last) {
   const int k = pg->size, me = comm_rank() - pg->first_rank;
   if (pg->nclips > ds->max_clips)
     return err_set(TSR_EINVAL, "a group of the plan has %d clips; this rank was set up for %d",
@@ -167,20 +166,18 @@ static tsr_status run_group(dist_step *ds, const plan *p, const plan_group *pg,
   if (!ds->ring[lv] && (st = ring_attention_create(&ds->ring[lv], ds->kb, ds->cb, g))) return st;
   ds->active = ds->ring[lv];
   if ((st = ring_attention_set_clips(ds->active, pg->nclips, ds->totals))) return st;
-  if ((st = objective_build(&ds->ob, ds->mc, ds->tc, step, nclips, ds->chunks, pg->nclips)))
+  if ((st = objective_device_build(&ds->dev, ds->mc, ds->tc, step, nclips, ds->chunks,
+                                   pg->nclips)))
     return st;
-  if ((st = objective_upload(&ds->dev, &ds->ob, ds->mc->num_classes))) return st;
-  double l = 0;
-  if ((st = dit_forward(ds->m, &ds->dev.batch, NULL, &l))) return st;
+  // the wave's loss stays on the backend until the step's last wave (dist_step_run)
+  if ((st = dit_forward_dev(ds->m, &ds->dev.batch, NULL, ds->wave_loss + ds->n_loss++))) return st;
   // In this rank's last wave each gradient bucket is final as soon as backward has passed
   // it: its world all-reduce starts then, overlapping the rest of the backward.
   if (last) dit_set_bucket_hook(ds->m, on_bucket, ds);
   st = dit_backward(ds->m, &ds->dev.batch);
   dit_set_bucket_hook(ds->m, NULL, NULL);
   if (st) return st;
-  if (ds->bucket_err) return ds->bucket_err;
-  *loss += l;
-  return TSR_OK;
+  return ds->bucket_err;
 }
 
 tsr_status dist_step_run(dist_step *ds, const plan *p, const dist_clip *clips, int nclips,
@@ -198,14 +195,27 @@ tsr_status dist_step_run(dist_step *ds, const plan *p, const dist_clip *clips, i
     if (pg && pg->nclips) last = w, busy++;
   }
   if (waves) *waves = busy;
+  if (busy > ds->loss_cap) {  // one loss slot per wave this rank runs
+    if (ds->wave_loss) ds->kb->free(ds->kb, ds->wave_loss);
+    ds->wave_loss = NULL, ds->loss_cap = 0;
+    tsr_status st = ds->kb->alloc(ds->kb, (void **)&ds->wave_loss, sizeof(float) * (size_t)busy);
+    if (st) return st;
+    ds->loss_cap = busy;
+  }
+  ds->n_loss = 0;
   for (int w = 0; w < p->nwaves; w++) {
     const plan_group *pg = my_group(p, w, comm_rank());
     if (!pg || pg->nclips == 0) continue;  // nothing to do in this wave
-    tsr_status st = run_group(ds, p, pg, clips, nclips, step, w == last, loss);
+    tsr_status st = run_group(ds, p, pg, clips, nclips, step, w == last);
     if (st) return err_wrap(st, "wave %d, group [%d, %d): ", w, pg->first_rank,
                             pg->first_rank + pg->size);
   }
-  return TSR_OK;
+  if (!busy) return TSR_OK;
+  // The step's losses reach the host once, summed in wave order in double.
+  float lh[busy];
+  tsr_status st = ds->kb->to_host(ds->kb, lh, ds->wave_loss, sizeof(float) * (size_t)busy);
+  for (int i = 0; !st && i < busy; i++) *loss += lh[i];
+  return st;
 }
 
 tsr_status dist_step_reduce(dist_step *ds, double *loss) {

@@ -48,7 +48,8 @@ void dist_step_free(dist_step **ds);
 
 // Runs this rank's part of plan p for the batch `clips` (nclips, the plan's indices) at
 // training step `step`: ACCUMULATES parameter gradients into the model and adds this
-// rank's share of the batch loss to *loss. *waves (may be NULL) receives the number of
+// rank's share of the batch loss to *loss (each wave's loss stays on the backend; they
+// reach the host together after the last wave, summed in wave order). *waves (may be NULL) receives the number of
 // waves in which this rank ran clips. Collective over each wave's group.
 tsr_status dist_step_run(dist_step *ds, const plan *p, const dist_clip *clips, int nclips,
                          int64_t step, double *loss, int *waves);

@@ -20,9 +20,20 @@ static tsr_status check_batch(const dit_model *m, const dit_batch *b, const char
 
 // Activations of block i (the one scratch set when recomputing).
 static dit_block_acts *acts_of(dit_model *m, int i) { return &m->blk[m->cfg.recompute ? 0 : i]; }
-static float *h_at(dit_model *m, int i) { return m->h + (size_t)i * m->max_tokens * m->D; }
+static void *h_at(dit_model *m, int i) { return dit_act(m, m->h, (size_t)i * m->max_tokens * m->D); }
 
-tsr_status dit_forward(dit_model *m, const dit_batch *b, float *pred, double *loss) {
+tsr_status dit_forward(dit_model *m, const dit_batch *b, void *pred, double *loss) {
+  if (loss) *loss = 0;
+  DIT_TRY(dit_forward_dev(m, b, pred, NULL));
+  if (b->target && loss) {
+    float l;
+    DIT_TRY(m->kb->to_host(m->kb, &l, m->loss, sizeof l));
+    *loss = l;
+  }
+  return TSR_OK;
+}
+
+tsr_status dit_forward_dev(dit_model *m, const dit_batch *b, void *pred, float *loss_dev) {
   const kernels_backend *kb = m->kb;
   DIT_TRY(check_batch(m, b, "dit_forward"));
   m->have_fwd = 0;
@@ -31,15 +42,11 @@ tsr_status dit_forward(dit_model *m, const dit_batch *b, float *pred, double *lo
   for (int i = 0; i < m->cfg.depth; i++)
     DIT_TRY(dit_block_fwd(m, i, acts_of(m, i), h_at(m, i), h_at(m, i + 1), b));
   DIT_TRY(dit_final_fwd(m, h_at(m, m->cfg.depth), b));
-  if (pred) DIT_TRY(kb->copy(kb, pred, m->pred, sizeof(float) * (size_t)b->L * m->P));
+  if (pred) DIT_TRY(kb->copy(kb, pred, m->pred, kernels_act_bytes(kb, (size_t)b->L * m->P)));
   if (b->target) {
     DIT_TRY(kb->mse_forward(kb, m->loss, m->sse, m->pred, b->target, b->loss_weight,
                             b->cu_seqlens, b->n_clips, b->L, m->P));
-    float l;
-    DIT_TRY(kb->to_host(kb, &l, m->loss, sizeof l));
-    if (loss) *loss = l;
-  } else if (loss) {
-    *loss = 0;
+    if (loss_dev) DIT_TRY(kb->copy(kb, loss_dev, m->loss, sizeof(float)));
   }
   m->fwd_L = b->L, m->fwd_C = b->n_clips, m->have_fwd = 1;
   return TSR_OK;

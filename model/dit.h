@@ -29,6 +29,14 @@
 // the backend's memory, gradients in a second buffer of the same layout, so optimizer,
 // all-reduce and checkpoints see one array.
 //
+// Precision (docs/kernels.md "Dtypes"): activations are in the backend's act dtype
+// (kb->act_dtype, fp32 or bf16) — every activation buffer, the batch's x and target, the
+// prediction. Parameters (the fp32 MASTER weights), gradients and statistics are fp32.
+// With bf16 activations the model also keeps a bf16 WORKING COPY of the weights, the one
+// the linear layers read; dit_refresh_weights rounds the masters into it and must follow
+// every write of dit_params (dit_init and the checkpoint loads call it). With fp32 the
+// working copy is the masters themselves (no copy, nothing to refresh).
+//
 // Packed microbatch: clips are contiguous token ranges (cu_seqlens); every clip has its
 // own t, label, RoPE positions and adaLN modulation, and attends only to itself. A clip
 // may be a CP chunk of a longer clip: positions are then the chunk's true positions in
@@ -49,12 +57,13 @@ typedef struct {
   int L;                       // tokens
   const int32_t *cu_seqlens;   // (C + 1) token offsets of the clips
   const int32_t *pos;          // (L, 3) (t, y, x) position of each token in its clip's grid
-  const float *t;              // (C) diffusion time of each clip, in (0, 1)
+  const float *t;              // (C) [f32] diffusion time of each clip, in (0, 1)
   const int32_t *labels;       // (C) class ids, num_classes = "no label"; NULL: all "no label"
                                // (ignored when num_classes == 0)
-  const float *x;              // (L, P) model input (noisy tokens x_t)
-  const float *target;         // (L, P) regression target v = e - x0; NULL for inference
-  const float *loss_weight;    // (C) per-clip loss weight (kernels_mse_weight); NULL for inference
+  const void *x;               // (L, P) [act] model input (noisy tokens x_t)
+  const void *target;          // (L, P) [act] regression target v = e - x0; NULL for inference
+  const float *loss_weight;    // (C) [f32] per-clip loss weight (kernels_mse_weight); NULL
+                               // for inference
 } dit_batch;
 
 typedef struct {
@@ -68,14 +77,15 @@ typedef struct dit_model dit_model;
 
 // Attention hook (ring attention across a CP group in multi-rank training). The default
 // is the backend's attention_forward/backward over the batch's clips.
-// out, lse, q, k, v, dq, dk, dv, dout: as kernels.h attention_*; b: the microbatch.
+// out, lse, q, k, v, dq, dk, dv, dout: as kernels.h attention_* (lse [f32], the rest
+// (L, H, Dh) [act]); b: the microbatch.
 typedef struct {
-  tsr_status (*forward)(void *ctx, const kernels_backend *kb, const dit_batch *b, float *out,
-                        float *lse, const float *q, const float *k, const float *v, int H, int Dh,
+  tsr_status (*forward)(void *ctx, const kernels_backend *kb, const dit_batch *b, void *out,
+                        float *lse, const void *q, const void *k, const void *v, int H, int Dh,
                         float scale);
-  tsr_status (*backward)(void *ctx, const kernels_backend *kb, const dit_batch *b, float *dq,
-                         float *dk, float *dv, const float *dout, const float *q, const float *k,
-                         const float *v, const float *out, const float *lse, int H, int Dh,
+  tsr_status (*backward)(void *ctx, const kernels_backend *kb, const dit_batch *b, void *dq,
+                         void *dk, void *dv, const void *dout, const void *q, const void *k,
+                         const void *v, const void *out, const float *lse, int H, int Dh,
                          float scale);
   void *ctx;
 } dit_attention;
@@ -94,18 +104,26 @@ int dit_find_tensor(const dit_model *m, const char *name);
 size_t dit_num_params(const dit_model *m);
 // The compute backend the model was created on (its memory holds every buffer below).
 const kernels_backend *dit_backend(const dit_model *m);
-float *dit_params(dit_model *m);  // (n_params) backend memory
-float *dit_grads(dit_model *m);   // (n_params) backend memory
+float *dit_params(dit_model *m);  // (n_params) [f32] backend memory: the master weights
+float *dit_grads(dit_model *m);   // (n_params) [f32] backend memory
+// Rounds the master weights into the act-dtype working copy the kernels read (kb->cast).
+// Call after writing dit_params (an optimizer step, a load); a no-op with fp32 activations.
+tsr_status dit_refresh_weights(dit_model *m);
 
 // Initialises parameters from `seed` (counter-based, core/rng.h): linear weights Xavier
-// uniform, biases 0, embeddings N(0, 0.02), RMSNorm weights 1, adaLN and final.linear 0.
+// uniform, biases 0, embeddings N(0, 0.02), RMSNorm weights 1, adaLN and final.linear 0;
+// then refreshes the working copy.
 tsr_status dit_init(dit_model *m, uint64_t seed);
 tsr_status dit_zero_grad(dit_model *m);
 void dit_set_attention(dit_model *m, const dit_attention *a);
 
-// Forward. pred: (L, P) backend memory or NULL (kept internally for backward). With a
-// target, *loss receives sum_c loss_weight[c] * squared error of clip c (host double).
-tsr_status dit_forward(dit_model *m, const dit_batch *b, float *pred, double *loss);
+// Forward. pred: (L, P) [act] backend memory or NULL (kept internally for backward). With
+// a target, the loss sum_c loss_weight[c] * squared error of clip c goes to *loss (host
+// double: a copy to the host, which waits for the backend) or, when loss is NULL, stays
+// on the backend in *loss_dev ([f32] backend memory, may be NULL) so that a caller
+// running several microbatches copies all their losses to the host at once.
+tsr_status dit_forward(dit_model *m, const dit_batch *b, void *pred, double *loss);
+tsr_status dit_forward_dev(dit_model *m, const dit_batch *b, void *pred, float *loss_dev);
 // Backward of the last dit_forward (same batch, with target): ACCUMULATES into grads.
 // Each dit_forward allows one dit_backward. With recompute, each block is re-run from its
 // kept input before its backward (bitwise the same activations).
@@ -120,7 +138,8 @@ tsr_status dit_write_tensors(const dit_model *m, st_writer *w, const char *prefi
 tsr_status dit_read_tensors(const dit_model *m, const st_reader *r, const char *prefix,
                             float *flat_host);
 
-// Bytes of activation memory dit_create allocated (for memory reports and benchmarks).
+// Bytes of activation memory dit_create allocated (for memory reports and benchmarks),
+// the act-dtype working copy of the weights included.
 size_t dit_activation_bytes(const dit_model *m);
 
 // Number of parameters (sum of the tensors' numel). dit_num_params is the flat buffer's
@@ -142,8 +161,8 @@ dit_bucket dit_get_bucket(const dit_model *m, int i);
 // of a step; buckets come in index order.
 void dit_set_bucket_hook(dit_model *m, void (*fn)(void *ctx, int bucket), void *ctx);
 
-// dx: (max_tokens, P) backend memory or NULL (the default). When set, dit_backward also
-// writes dL/dx for the batch's L tokens into it (overwritten): gradient tests, guidance.
-void dit_set_input_grad(dit_model *m, float *dx);
+// dx: (max_tokens, P) [act] backend memory or NULL (the default). When set, dit_backward
+// also writes dL/dx for the batch's L tokens into it (overwritten): gradient tests, guidance.
+void dit_set_input_grad(dit_model *m, void *dx);
 
 #endif

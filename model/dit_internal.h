@@ -23,20 +23,22 @@ typedef struct {
 } dit_block_params;
 
 // Activations of one block kept for backward. L tokens, C clips, F = mlp_ratio * D.
+// [act]: void *, in kb->act_dtype; [f32]: statistics.
 typedef struct {
-  float *mod;                  // (C, 6D) shift1, scale1, gate1, shift2, scale2, gate2
-  float *ln1, *a;              // (L, D) LN(h), modulated
-  float *mean1, *rstd1;        // (L)
-  float *qlin, *klin, *v;      // (L, D) projections (q, k before RMSNorm)
-  float *qrstd, *krstd;        // (L * H) RMSNorm statistics
-  float *q, *k;                // (L, D) after RMSNorm and RoPE: attention inputs
-  float *att, *lse;            // (L, D) attention output, (L, H) its log-sum-exp
-  float *proj;                 // (L, D) output projection
-  float *hmid;                 // (L, D) residual after attention
-  float *ln2, *m;              // (L, D)
-  float *mean2, *rstd2;        // (L)
-  float *f1, *g;               // (L, F) fc1 output, GELU output
-  float *f2;                   // (L, D) fc2 output
+  void *mod;                   // (C, 6D) [act] shift1, scale1, gate1, shift2, scale2, gate2
+  void *ln1, *a;               // (L, D) [act] LN(h), modulated
+  float *mean1, *rstd1;        // (L) [f32]
+  void *qlin, *klin, *v;       // (L, D) [act] projections (q, k before RMSNorm)
+  float *qrstd, *krstd;        // (L * H) [f32] RMSNorm statistics
+  void *q, *k;                 // (L, D) [act] after RMSNorm and RoPE: attention inputs
+  void *att;                   // (L, D) [act] attention output
+  float *lse;                  // (L, H) [f32] its log-sum-exp
+  void *proj;                  // (L, D) [act] output projection
+  void *hmid;                  // (L, D) [act] residual after attention
+  void *ln2, *m;               // (L, D) [act]
+  float *mean2, *rstd2;        // (L) [f32]
+  void *f1, *g;                // (L, F) [act] fc1 output, GELU output
+  void *f2;                    // (L, D) [act] fc2 output
 } dit_block_acts;
 
 struct dit_model {
@@ -54,26 +56,29 @@ struct dit_model {
   dit_block_params *bp;        // (depth)
 
   size_t n_params;
-  float *params, *grads;       // (n_params)
+  float *params, *grads;       // (n_params) [f32] master weights, gradients
+  void *wact;                  // (n_params) [act] working copy of params; == params with fp32
   dit_attention attn;
 
-  // activations (one allocation)
+  // activations (one allocation); [act] unless marked [f32]
   void *act_mem;
   size_t act_bytes;
-  float *h;                    // (depth + 1, max_tokens, D) residual stream at block boundaries
+  void *h;                     // (depth + 1, max_tokens, D) residual stream at block boundaries
   dit_block_acts *blk;         // (depth), or (1) scratch when cfg.recompute
-  float *tsc, *temb, *c1, *s1, *c, *cs;  // (C), (C, freq), (C, D) x4: conditioning
-  float *fmod;                 // (C, 2D) final shift, scale
-  float *lnf, *meanf, *rstdf, *of;       // final LN (L, D), (L), (L), modulated (L, D)
-  float *pred;                 // (L, P)
-  float *loss, *sse;           // (1), (C)
+  float *tsc;                  // (C) [f32] 1000 t
+  void *temb, *c1, *s1, *c, *cs;  // (C, freq), (C, D) x4: conditioning
+  void *fmod;                  // (C, 2D) final shift, scale
+  void *lnf, *of;              // final LN (L, D), modulated (L, D)
+  float *meanf, *rstdf;        // (L), (L) [f32]
+  void *pred;                  // (L, P)
+  float *loss, *sse;           // (1), (C) [f32]
   // backward scratch
-  float *dh, *dt1, *dt2, *dt3, *dq, *dk, *dv;  // (L, D)
-  float *dF1, *dF2;            // (L, F)
-  float *dpred;                // (L, P)
-  float *dmod, *dcs, *dc, *dc1;// (C, 6D), (C, D) x3
+  void *dh, *dt1, *dt2, *dt3, *dq, *dk, *dv;  // (L, D)
+  void *dF1, *dF2;             // (L, F)
+  void *dpred;                 // (L, P)
+  void *dmod, *dcs, *dc, *dc1; // (C, 6D), (C, D) x3
   int32_t *null_labels;        // (max_clips) all = num_classes
-  float *dx;                   // (L, P) user buffer for dL/dx, or NULL
+  void *dx;                    // (L, P) user buffer for dL/dx, or NULL
 
   int fwd_L, fwd_C, have_fwd;  // the last forward's batch sizes
 
@@ -83,28 +88,37 @@ struct dit_model {
   void *bucket_ctx;
 };
 
-// Parameter and gradient of tensor i.
+// Master parameter, gradient ([f32]) and working-copy weight ([act]) of tensor i.
 static inline float *dit_p(const dit_model *m, int i) { return m->params + m->table[i].offset; }
 static inline float *dit_g(const dit_model *m, int i) { return m->grads + m->table[i].offset; }
+static inline void *dit_w(const dit_model *m, int i) {
+  return kernels_act_at(m->kb, m->wact, m->table[i].offset);
+}
+// Element i of the [act] buffer p (kernels_act_at with the model's backend).
+static inline void *dit_act(const dit_model *m, const void *p, size_t i) {
+  return kernels_act_at(m->kb, p, i);
+}
 
 // ---- layer helpers (layers.c) ----------------------------------------------------------
-// out = inp W + b for M rows. out: (M, N), inp: (M, K) (K, N from the weight's shape)
-tsr_status dit_linear_fwd(dit_model *m, dit_linear l, float *out, const float *inp, int M);
+// out = inp W + b for M rows. out: (M, N) [act], inp: (M, K) [act] (K, N from the weight's
+// shape; W the working copy, b the fp32 bias)
+tsr_status dit_linear_fwd(dit_model *m, dit_linear l, void *out, const void *inp, int M);
 // Parameter grads accumulate; dinp (M, K) is overwritten, or ADDED TO when accumulate,
-// or skipped when NULL. dout: (M, N), inp: (M, K)
-tsr_status dit_linear_bwd(dit_model *m, dit_linear l, float *dinp, int accumulate,
-                          const float *dout, const float *inp, int M);
+// or skipped when NULL. dinp, dout: (M, N), inp: (M, K), all [act]
+tsr_status dit_linear_bwd(dit_model *m, dit_linear l, void *dinp, int accumulate,
+                          const void *dout, const void *inp, int M);
 // out = LN(inp) (1 + scale[c]) + shift[c]; keeps ln, mean, rstd for backward.
-// out, ln, inp: (L, D), mean, rstd: (L), shift/scale: (C, mstride)
-tsr_status dit_ln_mod_fwd(dit_model *m, const dit_batch *b, float *out, float *ln, float *mean,
-                          float *rstd, const float *inp, const float *shift, const float *scale,
+// out, ln, inp: (L, D) [act], mean, rstd: (L) [f32], shift/scale: (C, mstride) [act]
+tsr_status dit_ln_mod_fwd(dit_model *m, const dit_batch *b, void *out, void *ln, float *mean,
+                          float *rstd, const void *inp, const void *shift, const void *scale,
                           int mstride);
 // Backward of dit_ln_mod_fwd: dinp ADDED TO (the residual stream's gradient);
-// dshift/dscale (C, mstride) overwritten; tmp1, tmp2: (L, D) scratch.
-tsr_status dit_ln_mod_bwd(dit_model *m, const dit_batch *b, float *dinp, float *dshift,
-                          float *dscale, const float *dout, const float *inp, const float *ln,
-                          const float *mean, const float *rstd, const float *scale, int mstride,
-                          float *tmp1, float *tmp2);
+// dshift/dscale (C, mstride) overwritten; tmp1, tmp2: (L, D) scratch. All [act] but
+// mean, rstd.
+tsr_status dit_ln_mod_bwd(dit_model *m, const dit_batch *b, void *dinp, void *dshift,
+                          void *dscale, const void *dout, const void *inp, const void *ln,
+                          const float *mean, const float *rstd, const void *scale, int mstride,
+                          void *tmp1, void *tmp2);
 
 // ---- conditioning (cond.c): cs = SiLU(t_embed(t) + y_embed(label)) ---------------------
 tsr_status dit_cond_fwd(dit_model *m, const dit_batch *b);
@@ -113,18 +127,18 @@ tsr_status dit_cond_bwd(dit_model *m, const dit_batch *b);
 const int32_t *dit_labels(const dit_model *m, const dit_batch *b);  // (C) or NULL
 
 // ---- one block (block.c) ---------------------------------------------------------------
-// hout = block i (hin); activations in a. hin, hout: (L, D)
-tsr_status dit_block_fwd(dit_model *m, int i, dit_block_acts *a, const float *hin, float *hout,
+// hout = block i (hin); activations in a. hin, hout: (L, D) [act]
+tsr_status dit_block_fwd(dit_model *m, int i, dit_block_acts *a, const void *hin, void *hout,
                          const dit_batch *b);
 // m->dh (L, D): in dL/dhout, out dL/dhin; m->dcs += the block's conditioning gradient.
-tsr_status dit_block_bwd(dit_model *m, int i, const dit_block_acts *a, const float *hin,
+tsr_status dit_block_bwd(dit_model *m, int i, const dit_block_acts *a, const void *hin,
                          const dit_batch *b);
 
 // ---- final layer (final.c) -------------------------------------------------------------
-// m->pred = (LN(h) (1 + scale) + shift) final.linear
-tsr_status dit_final_fwd(dit_model *m, const float *h, const dit_batch *b);
+// m->pred = (LN(h) (1 + scale) + shift) final.linear. h: (L, D) [act]
+tsr_status dit_final_fwd(dit_model *m, const void *h, const dit_batch *b);
 // From m->dpred: m->dh = dL/dh (overwritten), m->dcs = final's conditioning grad (overwritten).
-tsr_status dit_final_bwd(dit_model *m, const float *h, const dit_batch *b);
+tsr_status dit_final_bwd(dit_model *m, const void *h, const dit_batch *b);
 
 // Splits the flat buffer into the gradient buckets of dit_get_bucket (after build_table).
 tsr_status dit_buckets_init(dit_model *m);

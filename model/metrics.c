@@ -56,12 +56,13 @@ tsr_status metrics_open(FILE **f, const char *run_dir, int64_t resume_step) {
 }
 
 tsr_status metrics_write(FILE *f, int64_t step, const train_step_stats *st) {
-  json_t *j = json_pack("{sI sf sf sf sI sI sf sf sf ss sI}", "step", (json_int_t)step, "loss",
-                        st->loss, "lr", st->lr, "grad_norm", st->grad_norm, "clips",
+  json_t *j = json_pack("{sI sf sf sf sI sI sf sf sf ss sI ss ss}", "step", (json_int_t)step,
+                        "loss", st->loss, "lr", st->lr, "grad_norm", st->grad_norm, "clips",
                         (json_int_t)st->clips, "tokens", (json_int_t)st->tokens, "step_s",
                         st->step_s, "tokens_per_s", st->tokens_per_s, "predicted_s",
                         st->predicted_s, "plan", st->plan ? st->plan : "", "bad_clips",
-                        (json_int_t)st->bad_clips);
+                        (json_int_t)st->bad_clips, "backend", st->backend ? st->backend : "",
+                        "precision", st->precision ? st->precision : "");
   if (!j) return err_set(TSR_ENOMEM, "metrics: cannot build JSON for step %lld", (long long)step);
   // Losses are printed with 17 significant digits so runs can be compared bitwise.
   char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));

@@ -74,17 +74,35 @@ double objective_timestep(const train_config *tc, int64_t step, int64_t clip_id,
 int objective_label(const dit_config *mc, const train_config *tc, int64_t step, int64_t clip_id,
                     int label);
 
-// A backend copy of an objective_batch, and the dit_batch pointing at it.
+// A microbatch's inputs in BACKEND memory, and the dit_batch pointing at them: x and
+// target in the backend's act dtype, t and loss weights fp32, the integer arrays int32.
 typedef struct {
   const kernels_backend *kb;
   void *mem;
   int max_tokens, max_clips, P;
-  dit_batch batch;          // valid after objective_upload
+  // host staging of what objective_device_build makes on the host (capacities as above)
+  int32_t *cu_h, *pos_h, *labels_h;  // (C + 1), (L, 3), (C)
+  float *lw_h;                       // (C) loss weights
+  kernels_clip_key *keys_h;          // (C) the clips' random-number keys
+  dit_batch batch;          // valid after objective_device_build or objective_upload
 } objective_device;
 
 tsr_status objective_device_alloc(objective_device *d, const kernels_backend *kb, int max_tokens,
                                   int max_clips, int P);
-// Copies ob to the backend; d->batch.labels is NULL when num_classes == 0.
+// The trainer's path: the inputs of `clips` (as objective_build defines them) made ON THE
+// BACKEND. The chunks' uint8 tokens are uploaded as stored and kb->objective_inputs draws
+// t, the noise, x_t and target there from the clips' keys: no (L, P) float array is made
+// on the host or crosses to the device. Only small per-clip and per-token integers are
+// built on the host and uploaded: cu_seqlens, positions (L, 3), labels after dropout,
+// loss weights and the keys (C). On the CPU fp32 backend the batch is bitwise the one of
+// objective_build + objective_upload (kernels.h, objective_inputs).
+tsr_status objective_device_build(objective_device *d, const dit_config *mc,
+                                  const train_config *tc, int64_t step, int n_batch_clips,
+                                  const objective_clip *clips, int n_clips);
+// Copies a host batch (objective_build) to the backend, for tests and the PyTorch
+// comparisons that need the batch on the host too. Backends with fp32 activations only
+// (TSR_EINVAL otherwise: use objective_device_build). d->batch.labels is NULL when
+// num_classes == 0.
 tsr_status objective_upload(objective_device *d, const objective_batch *ob, int num_classes);
 void objective_device_free(objective_device *d);
 

@@ -64,10 +64,10 @@ static void build_table(dit_model *m) {
 }
 
 // Carves activation buffers out of one allocation: a first pass with base == NULL only
-// measures.
+// measures. [act] buffers take asz bytes an element (the backend's act dtype), [f32] 4.
 typedef struct {
   char *base;
-  size_t used;
+  size_t used, asz;
 } arena;
 
 static void *take(arena *a, size_t bytes) {
@@ -76,54 +76,57 @@ static void *take(arena *a, size_t bytes) {
   return p;
 }
 #define TAKE_F(a, n) ((float *)take((a), sizeof(float) * (size_t)(n)))
+#define TAKE_A(a, n) take((a), (a)->asz * (size_t)(n))
 
 static void layout_block(arena *a, dit_block_acts *k, size_t L, size_t C, size_t D, size_t F,
                          size_t H) {
-  k->mod = TAKE_F(a, C * 6 * D);
-  k->ln1 = TAKE_F(a, L * D), k->a = TAKE_F(a, L * D);
+  k->mod = TAKE_A(a, C * 6 * D);
+  k->ln1 = TAKE_A(a, L * D), k->a = TAKE_A(a, L * D);
   k->mean1 = TAKE_F(a, L), k->rstd1 = TAKE_F(a, L);
-  k->qlin = TAKE_F(a, L * D), k->klin = TAKE_F(a, L * D), k->v = TAKE_F(a, L * D);
+  k->qlin = TAKE_A(a, L * D), k->klin = TAKE_A(a, L * D), k->v = TAKE_A(a, L * D);
   k->qrstd = TAKE_F(a, L * H), k->krstd = TAKE_F(a, L * H);
-  k->q = TAKE_F(a, L * D), k->k = TAKE_F(a, L * D);
-  k->att = TAKE_F(a, L * D), k->lse = TAKE_F(a, L * H);
-  k->proj = TAKE_F(a, L * D), k->hmid = TAKE_F(a, L * D);
-  k->ln2 = TAKE_F(a, L * D), k->m = TAKE_F(a, L * D);
+  k->q = TAKE_A(a, L * D), k->k = TAKE_A(a, L * D);
+  k->att = TAKE_A(a, L * D), k->lse = TAKE_F(a, L * H);
+  k->proj = TAKE_A(a, L * D), k->hmid = TAKE_A(a, L * D);
+  k->ln2 = TAKE_A(a, L * D), k->m = TAKE_A(a, L * D);
   k->mean2 = TAKE_F(a, L), k->rstd2 = TAKE_F(a, L);
-  k->f1 = TAKE_F(a, L * F), k->g = TAKE_F(a, L * F);
-  k->f2 = TAKE_F(a, L * D);
+  k->f1 = TAKE_A(a, L * F), k->g = TAKE_A(a, L * F);
+  k->f2 = TAKE_A(a, L * D);
 }
 
 static void layout(dit_model *m, arena *a) {
   size_t L = (size_t)m->max_tokens, C = (size_t)m->max_clips, D = (size_t)m->D,
          F = (size_t)m->F, P = (size_t)m->P, H = (size_t)m->H;
   int nblk = m->cfg.recompute ? 1 : m->cfg.depth;
-  m->h = TAKE_F(a, (size_t)(m->cfg.depth + 1) * L * D);
+  m->h = TAKE_A(a, (size_t)(m->cfg.depth + 1) * L * D);
   for (int i = 0; i < nblk; i++) layout_block(a, &m->blk[i], L, C, D, F, H);
-  m->tsc = TAKE_F(a, C), m->temb = TAKE_F(a, C * (size_t)m->cfg.freq_dim);
-  m->c1 = TAKE_F(a, C * D), m->s1 = TAKE_F(a, C * D), m->c = TAKE_F(a, C * D);
-  m->cs = TAKE_F(a, C * D), m->fmod = TAKE_F(a, C * 2 * D);
-  m->lnf = TAKE_F(a, L * D), m->meanf = TAKE_F(a, L), m->rstdf = TAKE_F(a, L);
-  m->of = TAKE_F(a, L * D), m->pred = TAKE_F(a, L * P);
+  m->tsc = TAKE_F(a, C), m->temb = TAKE_A(a, C * (size_t)m->cfg.freq_dim);
+  m->c1 = TAKE_A(a, C * D), m->s1 = TAKE_A(a, C * D), m->c = TAKE_A(a, C * D);
+  m->cs = TAKE_A(a, C * D), m->fmod = TAKE_A(a, C * 2 * D);
+  m->lnf = TAKE_A(a, L * D), m->meanf = TAKE_F(a, L), m->rstdf = TAKE_F(a, L);
+  m->of = TAKE_A(a, L * D), m->pred = TAKE_A(a, L * P);
   m->loss = TAKE_F(a, 1), m->sse = TAKE_F(a, C);
-  m->dh = TAKE_F(a, L * D), m->dt1 = TAKE_F(a, L * D), m->dt2 = TAKE_F(a, L * D);
-  m->dt3 = TAKE_F(a, L * D), m->dq = TAKE_F(a, L * D), m->dk = TAKE_F(a, L * D);
-  m->dv = TAKE_F(a, L * D), m->dF1 = TAKE_F(a, L * F), m->dF2 = TAKE_F(a, L * F);
-  m->dpred = TAKE_F(a, L * P);
-  m->dmod = TAKE_F(a, C * 6 * D), m->dcs = TAKE_F(a, C * D), m->dc = TAKE_F(a, C * D);
-  m->dc1 = TAKE_F(a, C * D);
+  m->dh = TAKE_A(a, L * D), m->dt1 = TAKE_A(a, L * D), m->dt2 = TAKE_A(a, L * D);
+  m->dt3 = TAKE_A(a, L * D), m->dq = TAKE_A(a, L * D), m->dk = TAKE_A(a, L * D);
+  m->dv = TAKE_A(a, L * D), m->dF1 = TAKE_A(a, L * F), m->dF2 = TAKE_A(a, L * F);
+  m->dpred = TAKE_A(a, L * P);
+  m->dmod = TAKE_A(a, C * 6 * D), m->dcs = TAKE_A(a, C * D), m->dc = TAKE_A(a, C * D);
+  m->dc1 = TAKE_A(a, C * D);
   m->null_labels = take(a, sizeof(int32_t) * C);
+  // the working copy of the weights: with fp32 activations the masters themselves
+  if (m->kb->act_dtype != KERNELS_F32) m->wact = TAKE_A(a, m->n_params);
 }
 
 static tsr_status default_attn_fwd(void *ctx, const kernels_backend *kb, const dit_batch *b,
-                                   float *out, float *lse, const float *q, const float *k,
-                                   const float *v, int H, int Dh, float scale) {
+                                   void *out, float *lse, const void *q, const void *k,
+                                   const void *v, int H, int Dh, float scale) {
   return kb->attention_forward(kb, out, lse, q, k, v, b->cu_seqlens, b->n_clips, b->L, H, Dh, scale);
 }
 
 static tsr_status default_attn_bwd(void *ctx, const kernels_backend *kb, const dit_batch *b,
-                                   float *dq, float *dk, float *dv, const float *dout,
-                                   const float *q, const float *k, const float *v,
-                                   const float *out, const float *lse, int H, int Dh, float scale) {
+                                   void *dq, void *dk, void *dv, const void *dout,
+                                   const void *q, const void *k, const void *v,
+                                   const void *out, const float *lse, int H, int Dh, float scale) {
   return kb->attention_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, b->cu_seqlens, b->n_clips,
                                 b->L, H, Dh, scale);
 }
@@ -161,7 +164,13 @@ tsr_status dit_create(dit_model **out, const dit_config *c, const kernels_backen
   if ((st = kb->alloc(kb, (void **)&m->params, m->n_params * sizeof(float))) ||
       (st = kb->alloc(kb, (void **)&m->grads, m->n_params * sizeof(float))))
     goto fail;
-  arena a = {0};
+  if (!kernels_dtype_size(kb->act_dtype)) {
+    st = err_set(TSR_EINVAL, "dit_create: backend %s has an unknown activation dtype %d",
+                 kb->name, (int)kb->act_dtype);
+    goto fail;
+  }
+  m->wact = m->params;
+  arena a = {.asz = kernels_dtype_size(kb->act_dtype)};
   layout(m, &a);
   m->act_bytes = a.used;
   if ((st = kb->alloc(kb, &m->act_mem, a.used))) {
@@ -169,7 +178,7 @@ tsr_status dit_create(dit_model **out, const dit_config *c, const kernels_backen
                  "model.recompute=1): ", max_tokens, (double)a.used / (1 << 20));
     goto fail;
   }
-  a = (arena){m->act_mem, 0};
+  a = (arena){m->act_mem, 0, a.asz};
   layout(m, &a);
   int32_t *nl = malloc(sizeof(int32_t) * (size_t)max_clips);
   if (!nl) {
@@ -219,7 +228,7 @@ void dit_set_attention(dit_model *m, const dit_attention *a) {
   if (a) m->attn = *a;
   else m->attn = (dit_attention){default_attn_fwd, default_attn_bwd, NULL};
 }
-void dit_set_input_grad(dit_model *m, float *dx) { m->dx = dx; }
+void dit_set_input_grad(dit_model *m, void *dx) { m->dx = dx; }
 
 size_t dit_count_params(const dit_model *m) {
   size_t n = 0;
@@ -250,7 +259,12 @@ tsr_status dit_init(dit_model *m, uint64_t seed) {
   }
   tsr_status st = m->kb->to_device(m->kb, m->params, host, m->n_params * sizeof(float));
   free(host);
-  return st;
+  return st ? st : dit_refresh_weights(m);
+}
+
+tsr_status dit_refresh_weights(dit_model *m) {
+  if (m->wact == m->params) return TSR_OK;
+  return m->kb->cast(m->kb, m->wact, m->kb->act_dtype, m->params, KERNELS_F32, m->n_params);
 }
 
 tsr_status dit_zero_grad(dit_model *m) {

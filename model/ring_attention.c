@@ -13,10 +13,11 @@ struct ring_attention {
   int64_t maxblk;           // largest block
   int32_t **cu;             // (k) backend arrays of (n_clips + 1) chunk offsets per owner
   int cu_cap;               // clips the cu arrays hold
-  size_t floats;            // capacity of each buffer below, in floats
-  float *kv[2];             // double buffer: K block then V block, (2, maxblk, H, Dh)
-  float *grad[2];           // double buffer: dK then dV of the travelling block
-  float *pout, *plse, *delta;
+  size_t elems;             // capacity of each kv/grad buffer, in elements
+  void *kv[2];              // double buffer: K block then V block, (2, maxblk, H, Dh) [act]
+  void *grad[2];            // double buffer: dK then dV of the travelling block [act]
+  void *pout;               // (maxblk, H, Dh) [act] partial output of one block
+  float *plse, *delta;      // (maxblk, H) [f32]
 };
 
 void ring_chunk(int64_t L, int k, int o, int64_t *first, int64_t *len) {
@@ -57,7 +58,7 @@ static void free_buffers(ring_attention *ra) {
   kb->free(kb, ra->plse);
   kb->free(kb, ra->delta);
   ra->pout = ra->plse = ra->delta = NULL;
-  ra->floats = 0;
+  ra->elems = 0;
 }
 
 void ring_attention_free(ring_attention **pra) {
@@ -116,30 +117,30 @@ tsr_status ring_attention_set_clips(ring_attention *ra, int n_clips, const int64
 // Grows the work buffers for blocks of maxblk tokens of E = H * Dh values.
 static tsr_status ensure_buffers(ring_attention *ra, int H, int Dh) {
   size_t E = (size_t)H * Dh, need = 2 * (size_t)ra->maxblk * E;
-  if (need <= ra->floats && ra->pout) return TSR_OK;
+  if (need <= ra->elems && ra->pout) return TSR_OK;
   free_buffers(ra);
   const kernels_backend *kb = ra->kb;
   tsr_status st = TSR_OK;
   for (int i = 0; i < 2 && !st; i++) {
-    st = kb->alloc(kb, (void **)&ra->kv[i], need * sizeof(float));
-    if (!st) st = kb->alloc(kb, (void **)&ra->grad[i], need * sizeof(float));
+    st = kb->alloc(kb, &ra->kv[i], kernels_act_bytes(kb, need));
+    if (!st) st = kb->alloc(kb, &ra->grad[i], kernels_act_bytes(kb, need));
   }
-  if (!st) st = kb->alloc(kb, (void **)&ra->pout, (size_t)ra->maxblk * E * sizeof(float));
+  if (!st) st = kb->alloc(kb, &ra->pout, kernels_act_bytes(kb, (size_t)ra->maxblk * E));
   if (!st) st = kb->alloc(kb, (void **)&ra->plse, (size_t)ra->maxblk * H * sizeof(float));
   if (!st) st = kb->alloc(kb, (void **)&ra->delta, (size_t)ra->maxblk * H * sizeof(float));
   if (st) {
     free_buffers(ra);
     return st;
   }
-  ra->floats = need;
+  ra->elems = need;
   return TSR_OK;
 }
 
 // Owner of the block a rank holds at ring step s.
 static int owner_at(const ring_attention *ra, int s) { return (ra->p - s + ra->k) % ra->k; }
 
-tsr_status ring_attention_forward(ring_attention *ra, float *out, float *lse, const float *q,
-                                  const float *k, const float *v, int H, int Dh, float scale) {
+tsr_status ring_attention_forward(ring_attention *ra, void *out, float *lse, const void *q,
+                                  const void *k, const void *v, int H, int Dh, float scale) {
   const kernels_backend *kb = ra->kb;
   const comm_backend *cb = ra->cb;
   const int Lq = (int)ra->blk[ra->p];
@@ -148,9 +149,10 @@ tsr_status ring_attention_forward(ring_attention *ra, float *out, float *lse, co
   tsr_status st = ensure_buffers(ra, H, Dh);
   if (st) return st;
   const size_t E = (size_t)H * Dh, half = (size_t)ra->maxblk * E;
-  const int64_t bytes = (int64_t)(2 * half * sizeof(float));
-  if ((st = kb->copy(kb, ra->kv[0], k, (size_t)Lq * E * sizeof(float))) ||
-      (st = kb->copy(kb, ra->kv[0] + half, v, (size_t)Lq * E * sizeof(float))))
+  const int64_t bytes = (int64_t)kernels_act_bytes(kb, 2 * half);
+  const size_t qbytes = kernels_act_bytes(kb, (size_t)Lq * E);
+  if ((st = kb->copy(kb, ra->kv[0], k, qbytes)) ||
+      (st = kb->copy(kb, kernels_act_at(kb, ra->kv[0], half), v, qbytes)))
     return st;
   int cur = 0;
   for (int s = 0; s < ra->k && !st; s++) {
@@ -158,7 +160,7 @@ tsr_status ring_attention_forward(ring_attention *ra, float *out, float *lse, co
     comm_request *req = NULL;
     if (s < ra->k - 1 && (st = cb->ring_start(cb, ra->g, ra->kv[cur], ra->kv[1 - cur], bytes, &req)))
       break;
-    const float *kb_k = ra->kv[cur], *kb_v = ra->kv[cur] + half;
+    const void *kb_k = ra->kv[cur], *kb_v = kernels_act_at(kb, ra->kv[cur], half);
     if (s == 0) {
       st = kb->attention_partial_forward(kb, out, lse, q, kb_k, kb_v, ra->cu[ra->p], ra->cu[o],
                                          ra->n_clips, Lq, (int)ra->blk[o], H, Dh, scale);
@@ -174,9 +176,9 @@ tsr_status ring_attention_forward(ring_attention *ra, float *out, float *lse, co
   return st;
 }
 
-tsr_status ring_attention_backward(ring_attention *ra, float *dq, float *dk, float *dv,
-                                   const float *dout, const float *q, const float *k,
-                                   const float *v, const float *out, const float *lse, int H,
+tsr_status ring_attention_backward(ring_attention *ra, void *dq, void *dk, void *dv,
+                                   const void *dout, const void *q, const void *k,
+                                   const void *v, const void *out, const float *lse, int H,
                                    int Dh, float scale) {
   const kernels_backend *kb = ra->kb;
   const comm_backend *cb = ra->cb;
@@ -187,12 +189,13 @@ tsr_status ring_attention_backward(ring_attention *ra, float *dq, float *dk, flo
   tsr_status st = ensure_buffers(ra, H, Dh);
   if (st) return st;
   const size_t E = (size_t)H * Dh, half = (size_t)ra->maxblk * E;
-  const int64_t bytes = (int64_t)(2 * half * sizeof(float));
+  const int64_t bytes = (int64_t)kernels_act_bytes(kb, 2 * half);
+  const size_t qbytes = kernels_act_bytes(kb, (size_t)Lq * E);
   if ((st = kb->attention_delta(kb, ra->delta, dout, out, Lq, H, Dh)) ||
-      (st = kb->memset_zero(kb, dq, (size_t)Lq * E * sizeof(float))) ||
-      (st = kb->copy(kb, ra->kv[0], k, (size_t)Lq * E * sizeof(float))) ||
-      (st = kb->copy(kb, ra->kv[0] + half, v, (size_t)Lq * E * sizeof(float))) ||
-      (st = kb->memset_zero(kb, ra->grad[0], 2 * half * sizeof(float))))
+      (st = kb->memset_zero(kb, dq, qbytes)) ||
+      (st = kb->copy(kb, ra->kv[0], k, qbytes)) ||
+      (st = kb->copy(kb, kernels_act_at(kb, ra->kv[0], half), v, qbytes)) ||
+      (st = kb->memset_zero(kb, ra->grad[0], (size_t)bytes)))
     return st;
   int cur = 0;
   for (int s = 0; s < ra->k && !st; s++) {
@@ -202,8 +205,9 @@ tsr_status ring_attention_backward(ring_attention *ra, float *dq, float *dk, flo
     if (s < ra->k - 1 &&
         (st = cb->ring_start(cb, ra->g, ra->kv[cur], ra->kv[1 - cur], bytes, &req_kv)))
       break;
-    st = kb->attention_partial_backward(kb, dq, ra->grad[cur], ra->grad[cur] + half, dout, q,
-                                        ra->kv[cur], ra->kv[cur] + half, lse, ra->delta,
+    st = kb->attention_partial_backward(kb, dq, ra->grad[cur], kernels_act_at(kb, ra->grad[cur], half),
+                                        dout, q, ra->kv[cur], kernels_act_at(kb, ra->kv[cur], half),
+                                        lse, ra->delta,
                                         ra->cu[ra->p], ra->cu[o], ra->n_clips, Lq,
                                         (int)ra->blk[o], H, Dh, scale);
     // then the block's gradient accumulators follow it (after k steps: back to the owner)
@@ -213,6 +217,6 @@ tsr_status ring_attention_backward(ring_attention *ra, float *dq, float *dk, flo
     cur = 1 - cur;
   }
   if (st) return st;
-  if ((st = kb->copy(kb, dk, ra->grad[cur], (size_t)Lq * E * sizeof(float)))) return st;
-  return kb->copy(kb, dv, ra->grad[cur] + half, (size_t)Lq * E * sizeof(float));
+  if ((st = kb->copy(kb, dk, ra->grad[cur], qbytes))) return st;
+  return kb->copy(kb, dv, kernels_act_at(kb, ra->grad[cur], half), qbytes);
 }

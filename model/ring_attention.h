@@ -43,14 +43,16 @@ void ring_attention_free(ring_attention **ra);
 // rank of the group. The local chunk lengths follow from ring_chunk.
 tsr_status ring_attention_set_clips(ring_attention *ra, int n_clips, const int64_t *clip_tokens);
 
-// Forward over this rank's chunks: q, k, v, out: (Lq, H, Dh), lse: (Lq, H), with Lq the
-// sum of this rank's chunk lengths. out, lse overwritten. Collective over the group.
-tsr_status ring_attention_forward(ring_attention *ra, float *out, float *lse, const float *q,
-                                  const float *k, const float *v, int H, int Dh, float scale);
-// Backward: dq, dk, dv (Lq, H, Dh) overwritten, from dout and the forward's out and lse.
-tsr_status ring_attention_backward(ring_attention *ra, float *dq, float *dk, float *dv,
-                                   const float *dout, const float *q, const float *k,
-                                   const float *v, const float *out, const float *lse, int H,
+// Forward over this rank's chunks: q, k, v, out: (Lq, H, Dh) [act], lse: (Lq, H) [f32],
+// with Lq the sum of this rank's chunk lengths. out, lse overwritten. Collective over the
+// group; the K/V blocks travel in the act dtype (half the bytes with bf16).
+tsr_status ring_attention_forward(ring_attention *ra, void *out, float *lse, const void *q,
+                                  const void *k, const void *v, int H, int Dh, float scale);
+// Backward: dq, dk, dv (Lq, H, Dh) [act] overwritten, from dout and the forward's out and
+// lse.
+tsr_status ring_attention_backward(ring_attention *ra, void *dq, void *dk, void *dv,
+                                   const void *dout, const void *q, const void *k,
+                                   const void *v, const void *out, const float *lse, int H,
                                    int Dh, float scale);
 
 #endif

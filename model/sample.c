@@ -13,38 +13,43 @@
 
 
 typedef struct {
-  float *x, *pred, *t;            // backend: (2N, P) input, (2N, P) output, (2)
+  void *x, *pred;                 // backend: (2N, P) [act] model input, its prediction
+  float *state, *t;               // backend: (N, P) [f32] the sampler's x, (2) noise levels
   int32_t *cu, *pos, *labels;     // backend: (3), (2N, 3), (2)
-  float *xh, *vh;                 // host: (N, P) state, (2N, P) predictions
+  float *xh;                      // host: (N, P) the initial noise, then the final x
   int32_t *posh;                  // host: (2N, 3)
 } sample_bufs;
 
 static void bufs_free(const kernels_backend *kb, sample_bufs *b) {
-  void *dev[] = {b->x, b->pred, b->t, b->cu, b->pos, b->labels};
+  void *dev[] = {b->x, b->pred, b->state, b->t, b->cu, b->pos, b->labels};
   for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) kb->free(kb, dev[i]);
   free(b->xh);
-  free(b->vh);
   free(b->posh);
 }
 
 static tsr_status bufs_alloc(const kernels_backend *kb, sample_bufs *b, size_t N, size_t P) {
   memset(b, 0, sizeof *b);
-  size_t LP = 2 * N * P * sizeof(float);
-  tsr_status r = kb->alloc(kb, (void **)&b->x, LP);
-  if (!r) r = kb->alloc(kb, (void **)&b->pred, LP);
+  tsr_status r = kb->alloc(kb, &b->x, kernels_act_bytes(kb, 2 * N * P));
+  if (!r) r = kb->alloc(kb, &b->pred, kernels_act_bytes(kb, 2 * N * P));
+  if (!r) r = kb->alloc(kb, (void **)&b->state, N * P * sizeof(float));
   if (!r) r = kb->alloc(kb, (void **)&b->t, 2 * sizeof(float));
   if (!r) r = kb->alloc(kb, (void **)&b->cu, 3 * sizeof(int32_t));
   if (!r) r = kb->alloc(kb, (void **)&b->pos, 2 * N * 3 * sizeof(int32_t));
   if (!r) r = kb->alloc(kb, (void **)&b->labels, 2 * sizeof(int32_t));
-  if (!r && (!(b->xh = malloc(N * P * sizeof(float))) || !(b->vh = malloc(LP)) ||
+  if (!r && (!(b->xh = malloc(N * P * sizeof(float))) ||
              !(b->posh = malloc(2 * N * 3 * sizeof(int32_t)))))
     r = err_set(TSR_ENOMEM, "sample: no memory for %zu tokens", N);
   return r;
 }
 
+// The state x stays on the backend in fp32 for the whole integration (kernels.h
+// euler_update: in bf16 a step's increment would be lost below half an ulp); each step
+// casts it to the act dtype as the model's input, the model runs, and euler_update applies
+// guidance and the step there. The host only draws the initial noise, sends the two
+// noise levels of each step and reads the final clip.
 tsr_status sample_generate(dit_model *m, const sample_params *sp, uint8_t *out) {
   const dit_config *mc = dit_get_config(m);
-  const kernels_backend *kb = kernels_cpu();
+  const kernels_backend *kb = dit_backend(m);
   size_t N = (size_t)sp->T * sp->H * sp->W, P = (size_t)mc->pt * mc->ph * mc->pw * mc->channels;
   int guided = sp->cfg != 1.0f && sp->label >= 0;
   if (sp->steps < 1) return err_set(TSR_EINVAL, "sample: --steps must be >= 1");
@@ -67,7 +72,8 @@ tsr_status sample_generate(dit_model *m, const sample_params *sp, uint8_t *out) 
     int32_t cu[3] = {0, (int32_t)N, (int32_t)(2 * N)};
     int32_t labels[2] = {sp->label >= 0 ? sp->label : mc->num_classes, mc->num_classes};
     if (!(r = kb->to_device(kb, b.cu, cu, sizeof cu)) &&
-        !(r = kb->to_device(kb, b.labels, labels, sizeof labels)))
+        !(r = kb->to_device(kb, b.labels, labels, sizeof labels)) &&
+        !(r = kb->to_device(kb, b.state, b.xh, N * P * sizeof(float))))
       r = kb->to_device(kb, b.pos, b.posh, (size_t)C * N * 3 * sizeof(int32_t));
   }
   dit_batch batch = {.n_clips = C, .L = (int)(C * N), .cu_seqlens = b.cu, .pos = b.pos,
@@ -78,17 +84,16 @@ tsr_status sample_generate(dit_model *m, const sample_params *sp, uint8_t *out) 
     double t1 = kernels_time_shift(1.0 - (double)(i + 1) / sp->steps, (int64_t)N,
                                    sp->t_shift_tokens);
     float tt[2] = {(float)t0, (float)t0};
-    for (int c = 0; !r && c < C; c++)
-      r = kb->to_device(kb, b.x + c * N * P, b.xh, N * P * sizeof(float));
+    for (int c = 0; !r && c < C; c++)  // clip 0 with the label, clip 1 without
+      r = kb->cast(kb, kernels_act_at(kb, b.x, c * N * P), kb->act_dtype, b.state, KERNELS_F32,
+                   N * P);
     if (!r) r = kb->to_device(kb, b.t, tt, sizeof tt);
     if (!r) r = dit_forward(m, &batch, b.pred, NULL);
-    if (!r) r = kb->to_host(kb, b.vh, b.pred, (size_t)C * N * P * sizeof(float));
-    float dt = (float)(t1 - t0), g = sp->cfg;
-    for (size_t k = 0; !r && k < N * P; k++) {
-      float v = guided ? b.vh[N * P + k] + g * (b.vh[k] - b.vh[N * P + k]) : b.vh[k];
-      b.xh[k] += dt * v;
-    }
+    if (!r)
+      r = kb->euler_update(kb, b.state, b.pred, guided ? kernels_act_at(kb, b.pred, N * P) : NULL,
+                           sp->cfg, (float)(t1 - t0), N * P);
   }
+  if (!r) r = kb->to_host(kb, b.xh, b.state, N * P * sizeof(float));
   for (size_t k = 0; !r && k < N * P; k++) {
     float v = roundf((b.xh[k] + 1.0f) * 127.5f);
     out[k] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
@@ -169,7 +174,10 @@ tsr_status sample_run(const sample_options *o) {
     r = err_set(TSR_EINVAL, "sample: %lld tokens is too many for one clip", (long long)N);
   dit_model *m = NULL;
   uint8_t *tok = NULL;
-  if (!r) r = dit_create(&m, mc, kernels_cpu(), (int)(2 * N), 2);
+  const kernels_backend *kb = NULL;
+  kernels_dtype precision = o->precision >= 0 ? (kernels_dtype)o->precision : cm.tc.precision;
+  if (!r) r = backend_for_precision(o->backend, precision, &kb);
+  if (!r) r = dit_create(&m, mc, kb, (int)(2 * N), 2);
   if (!r) r = ckpt_load_model(o->ckpt, m, o->ema);
   if (!r && !(tok = malloc((size_t)N * mc->pt * mc->ph * mc->pw * mc->channels)))
     r = err_set(TSR_ENOMEM, "sample: no memory");
@@ -178,9 +186,10 @@ tsr_status sample_run(const sample_options *o) {
                         .steps = o->steps, .seed = o->seed,
                         .t_shift_tokens = cm.tc.t_shift_tokens};
     double t0 = time_now();
-    log_info("sample: %s (%s weights, step %lld), %d frames %dx%d = %lld tokens, %d steps%s",
-             o->ckpt, o->ema ? "EMA" : "raw", (long long)cm.step, o->frames, o->height, o->width,
-             (long long)N, o->steps, label >= 0 ? ", guided" : "");
+    log_info("sample: %s (%s weights, step %lld), %d frames %dx%d = %lld tokens, %d steps%s; "
+             "backend %s, precision %s", o->ckpt, o->ema ? "EMA" : "raw", (long long)cm.step,
+             o->frames, o->height, o->width, (long long)N, o->steps, label >= 0 ? ", guided" : "",
+             kb->name, config_precision_name(precision));
     r = sample_generate(m, &sp, tok);
     if (!r) r = write_mp4(o, &cm, tok, T, H, W);
     if (!r) log_info("sample: wrote %s in %.1f s", o->out, time_now() - t0);

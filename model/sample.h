@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 #include "core/err.h"
+#include "model/config.h"
 #include "model/dit.h"
 
 typedef struct {
@@ -26,8 +27,8 @@ typedef struct {
 } sample_params;
 
 // Integrates the flow with model m (created for >= 2*T*H*W tokens and 2 clips when
-// guided) and writes the clip's tokens as uint8 pixels: out (T*H*W, P), values
-// round((x + 1) * 127.5) clamped to [0, 255].
+// guided) on the model's backend and writes the clip's tokens as uint8 pixels:
+// out (T*H*W, P) host memory, values round((x + 1) * 127.5) clamped to [0, 255].
 tsr_status sample_generate(dit_model *m, const sample_params *sp, uint8_t *out);
 
 typedef struct {
@@ -40,6 +41,9 @@ typedef struct {
   uint64_t seed;
   int ema;                  // 1: EMA weights (default), 0: raw weights
   const char *out;          // .mp4 path (written atomically)
+  const backend_choice *backend;  // compute device, chosen by the caller (tools/backend.h)
+  int precision;            // kernels_dtype of the activations, or -1: the checkpoint's
+                            // train.precision (weights load as fp32 masters either way)
 } sample_options;
 
 // Loads the checkpoint, checks the options against it, samples and writes the MP4 at

@@ -13,8 +13,8 @@ int train_decays(const dit_tensor *t) {
 }
 
 tsr_status trainer_setup(trainer *tr) {
-  tr->kb = kernels_cpu();
   const kernels_backend *kb = tr->kb;
+  if (!kb) return err_set(TSR_EINVAL, "trainer: no compute backend (train_run picks it)");
   int64_t L = tr->tc.mem_tokens;
   int64_t C = tr->tc.global_batch < L ? tr->tc.global_batch : L;
   if (L > INT32_MAX / 4)
@@ -91,7 +91,8 @@ static tsr_status optimize(trainer *tr, double lr, float grad_scale) {
                                     grad_scale);
     if (r) return err_wrap(r, "step %lld: AdamW on %s: ", (long long)tr->step, t->name);
   }
-  return kb->ema_update(kb, tr->ema, w, tr->n_params, (float)ema_decay_at(c, tr->step));
+  tsr_status r = kb->ema_update(kb, tr->ema, w, tr->n_params, (float)ema_decay_at(c, tr->step));
+  return r ? r : dit_refresh_weights(tr->model);  // the act-dtype working copy follows
 }
 
 tsr_status train_step(trainer *tr, const int64_t *batch, int n, const plan *p,

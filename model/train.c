@@ -90,6 +90,7 @@ static tsr_status check_resume_config(const ckpt_meta *cm, const trainer *tr, co
   t.ckpt_every = tr->tc.ckpt_every;
   t.ckpt_keep = tr->tc.ckpt_keep;
   t.log_every = tr->tc.log_every;
+  t.precision = tr->tc.precision;  // the state is fp32 either way (docs/train.md)
   char *a = config_to_ini(&cm->mc, &t), *b = config_to_ini(&tr->mc, &tr->tc);
   tsr_status r = TSR_OK;
   if (!a || !b) {
@@ -101,7 +102,8 @@ static tsr_status check_resume_config(const ckpt_meta *cm, const trainer *tr, co
     int lp = (int)strcspn(p, "\n"), lq = (int)strcspn(q, "\n");
     r = err_set(TSR_EMISMATCH, "--resume: the config differs from checkpoint %s's: '%.*s' there, "
                 "'%.*s' now; resume with the same config (only train.ckpt_every, ckpt_keep, "
-                "log_every and mem_tokens may change) or start a new run", path, lp, p, lq, q);
+                "log_every, mem_tokens and precision may change) or start a new run", path, lp,
+                p, lq, q);
   }
   free(a);
   free(b);
@@ -129,6 +131,10 @@ static tsr_status start_from(trainer *tr, const char *path, int resume) {
   if (!r && resume) r = check_resume_store(&cm, tr, path);
   if (!r) r = ckpt_load(path, tr, resume ? CKPT_LOAD_WEIGHTS | CKPT_LOAD_EMA | CKPT_LOAD_OPTIM
                                          : CKPT_LOAD_WEIGHTS);
+  if (!r && resume && cm.tc.precision != tr->tc.precision && tr->rank == 0)
+    log_info("train: checkpoint %s was trained with train.precision=%s, continuing in %s (the "
+             "fp32 weights and optimizer state carry over)", path,
+             config_precision_name(cm.tc.precision), config_precision_name(tr->tc.precision));
   if (!r && resume) {
     tr->step = cm.step;
     r = data_sampler_seek(&tr->sampler, cm.sampler_epoch, cm.sampler_pos);
@@ -279,6 +285,8 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
     st.predicted_s = predicted;
     st.plan = name;
     st.bad_clips = tr->bad_clips;
+    st.backend = tr->kb->name;
+    st.precision = config_precision_name(tr->tc.precision);
     if (r) break;
     if (loss0 < 0) loss0 = st.loss;
     loss_last = st.loss;
@@ -353,6 +361,7 @@ tsr_status train_run(const train_options *o) {
   if (!r) r = data_sampler_init(&tr.sampler, data_num_clips(tr.data), (uint64_t)tr.tc.seed);
   tr.cb = o->comm;
   if (!r && !tr.cb) r = err_set(TSR_EINVAL, "train: no communication backend given");
+  if (!r) r = backend_for_precision(o->backend, tr.tc.precision, &tr.kb);
   if (!r) r = trainer_setup(&tr);
   if (!r) {
     if (o->resume) r = start_from(&tr, latest, 1);
@@ -361,6 +370,9 @@ tsr_status train_run(const train_options *o) {
   }
   int64_t stop = o->stop_step > 0 ? o->stop_step : tr.tc.steps;
   if (!r && comm_rank() == 0) {
+    log_info("train: backend %s, precision %s (%s activations, fp32 weights and optimizer)",
+             tr.kb->name, config_precision_name(tr.tc.precision),
+             kernels_dtype_name(tr.kb->act_dtype));
     log_info("train: %zu parameters, %lld clips (%d labels), batch %lld, mem_tokens %lld, "
              "steps %lld -> %lld of %lld%s%s", tr.n_params, (long long)data_num_clips(tr.data),
              data_num_labels(tr.data), (long long)tr.tc.global_batch,

@@ -46,7 +46,8 @@ double ema_decay_at(const train_config *t, int64_t s);
 typedef struct {
   dit_config mc;
   train_config tc;
-  const kernels_backend *kb;
+  const kernels_backend *kb;     // set by the caller: the compute backend (its act dtype is
+                                 // train.precision)
   const comm_backend *cb;        // set by the caller: ring exchange and gradient all-reduce
   dit_model *model;
   size_t n_params;
@@ -75,14 +76,16 @@ typedef struct {
   double predicted_s; // the cost model's step time for the plan that ran (sched/)
   const char *plan;   // which plan ran: "dynamic", "packing-only", "static-balanced"
   int64_t bad_clips;  // distinct clips skipped so far by this process (--skip-bad-clips)
+  const char *backend;    // the compute backend's name (kb->name: "cpu", "cpu-bf16", "cuda")
+  const char *precision;  // train.precision: "fp32" or "bf16"
 } train_step_stats;
 
 // 1 if AdamW's weight decay applies to tensor t: matrices only, not biases, norm weights
 // or the label table (y_embed).
 int train_decays(const dit_tensor *t);
 
-// Creates the model, optimizer state and buffers for `tr->mc`, `tr->tc`, `tr->data`
-// (already set by the caller); parameters are left zero (dit_init or a checkpoint fills
+// Creates the model, optimizer state and buffers for `tr->mc`, `tr->tc`, `tr->data` on
+// backend `tr->kb` (already set by the caller); parameters are left zero (dit_init or a checkpoint fills
 // them), Adam moments zero, ema zero (train_ema_reset copies the weights).
 tsr_status trainer_setup(trainer *tr);
 void trainer_free(trainer *tr);
@@ -92,17 +95,20 @@ tsr_status train_ema_reset(trainer *tr);
 // order) under plan `p` (from sched_plan_batch on the batch's token counts): zero grads,
 // for each wave this rank's chunks of its group's clips (objective -> forward -> backward
 // with ring attention, gradients accumulated), the sum of gradients and loss over all
-// ranks, then clip by the global norm, AdamW (lr_schedule), EMA. Collective; every rank
-// ends with the same weights. Increments tr->step.
+// ranks, then clip by the global norm, AdamW (lr_schedule), EMA and the refresh of the
+// weights' working copy. Collective; every rank ends with the same weights. Increments
+// tr->step. The host waits for the backend twice: for the step's losses (once, after the
+// last wave) and for the gradient's sum of squares (one double over the flat buffer).
 tsr_status train_step(trainer *tr, const int64_t *batch, int n, const plan *p,
                       train_step_stats *st);
 
 // ---- metrics (model/metrics.c) -------------------------------------------------------------
 // RUN/metrics.jsonl: one JSON object per line,
 //   {"step", "loss", "lr", "grad_norm", "clips", "tokens", "step_s", "tokens_per_s",
-//    "predicted_s", "plan", "bad_clips"} (predicted_s: the cost model's time of the plan
-//   that ran; bad_clips: distinct clips skipped for a failed checksum so far by this
-//   process, 0 unless --skip-bad-clips).
+//    "predicted_s", "plan", "bad_clips", "backend", "precision"} (predicted_s: the cost
+//   model's time of the plan that ran; bad_clips: distinct clips skipped for a failed
+//   checksum so far by this process, 0 unless --skip-bad-clips; backend: kb->name,
+//   precision: train.precision).
 // Opening for a resume at step S first drops lines with step > S (written after the last
 // checkpoint by a run that then died), so the file reads as one uninterrupted run.
 // A fresh run (resume_step < 0) starts a new file.
@@ -125,6 +131,8 @@ typedef struct {
   int plan_kind;                 // TRAIN_PLAN_*: which plan each step runs
   const comm_backend *comm;      // communication backend (core/comm.h), chosen by the caller
   int skip_bad_clips;            // 1: leave out clips whose checksum fails (else stop)
+  const backend_choice *backend; // compute device, chosen by the caller (tools/backend.h);
+                                 // train.precision picks its table
 } train_options;
 
 // Which plan a step runs: the scheduler's (Dynamic-CP, falling back to the better static

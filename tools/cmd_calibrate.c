@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "model/calibrate.h"
 #include "model/config.h"
+#include "tools/backend.h"
 #include "tools/commands.h"
 #include "tools/parse.h"
 
@@ -28,7 +29,9 @@ static void usage(FILE *f) {
           "  --min-tokens N     shortest clip timed                                [64]\n"
           "  --max-tokens N     longest clip timed                                 [2048]\n"
           "  --points N         clip lengths on a geometric grid                   [6]\n"
-          "  --reps N           timed runs per length (median)                     [3]\n");
+          "  --reps N           timed runs per length (median)                     [3]\n"
+          "  --backend B        compute device: cpu, cuda or auto                  [auto]\n"
+          "                     (--set train.precision=bf16 times bf16 activations)\n");
 }
 
 int cmd_calibrate(int argc, char **argv) {
@@ -41,13 +44,15 @@ int cmd_calibrate(int argc, char **argv) {
   int nsets = 0;
   calibrate_opts o = {.min_tokens = 64, .max_tokens = 2048, .points = 6, .reps = 3,
                       .comm = comm_mpi()};
-  enum { O_CONFIG = 1, O_SET, O_OUT, O_BASE, O_MIN, O_MAX, O_POINTS, O_REPS };
+  enum { O_CONFIG = 1, O_SET, O_OUT, O_BASE, O_MIN, O_MAX, O_POINTS, O_REPS, O_BACKEND };
   static const struct option opts[] = {
       {"config", required_argument, 0, O_CONFIG}, {"set", required_argument, 0, O_SET},
       {"out", required_argument, 0, O_OUT},       {"base", required_argument, 0, O_BASE},
       {"min-tokens", required_argument, 0, O_MIN}, {"max-tokens", required_argument, 0, O_MAX},
       {"points", required_argument, 0, O_POINTS}, {"reps", required_argument, 0, O_REPS},
-      {0, 0, 0, 0}};
+      {"backend", required_argument, 0, O_BACKEND}, {0, 0, 0, 0}};
+  const char *backend = "auto";
+  backend_choice bc;
   tsr_status st = TSR_OK;
   int c;
   optind = 1;
@@ -64,6 +69,7 @@ int cmd_calibrate(int argc, char **argv) {
     case O_MAX: st = parse_i64("--max-tokens", optarg, 2, 1 << 24, &o.max_tokens); break;
     case O_POINTS: st = parse_int("--points", optarg, 3, 64, &o.points); break;
     case O_REPS: st = parse_int("--reps", optarg, 1, 1000, &o.reps); break;
+    case O_BACKEND: backend = optarg; break;
     default:
       st = err_set(TSR_EINVAL, "calibrate: unknown option or missing value: '%s' (see --help)",
                    argv[optind - 1]);
@@ -78,8 +84,14 @@ int cmd_calibrate(int argc, char **argv) {
   if (!st) st = config_load(config, sets, nsets, &mc, &tc, &defaults);
   if (!st) st = config_validate(&mc, &tc);
   if (!st) st = cost_model_load(base, &bm);
+  if (!st) st = backend_choose(backend, &bc);
+  o.backend = &bc;
   if (!st) st = comm_groups_init();
   if (!st && defaults && comm_rank() == 0) log_info("config: defaults used for %s", defaults);
+  if (!st && comm_rank() == 0)
+    log_info("calibrate: backend %s, precision %s",
+             bc.table[tc.precision] ? bc.table[tc.precision]->name : bc.device,
+             config_precision_name(tc.precision));
   free(defaults);
   // One exit path (end:), so an error added later cannot skip a cleanup.
   calibrate_point pts[64];

@@ -6,13 +6,15 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "model/sample.h"
+#include "tools/backend.h"
 #include "tools/commands.h"
 #include "tools/parse.h"
 
 static void sample_usage(FILE *f) {
   fprintf(f,
     "usage: tessera sample --ckpt FILE --frames F --size HxW --out FILE.mp4 [--label L]\n"
-    "                      [--cfg S] [--steps N] [--seed S] [--ema | --raw]\n\n"
+    "                      [--cfg S] [--steps N] [--seed S] [--ema | --raw]\n"
+    "                      [--backend B] [--precision fp32|bf16]\n\n"
     "Generates a clip by Euler integration of the learned flow from noise and writes it as\n"
     "H.264 at the frame rate of the store the checkpoint was trained on. Details:\n"
     "docs/train.md.\n\n"
@@ -25,6 +27,10 @@ static void sample_usage(FILE *f) {
     "  --steps N        Euler steps (default 32)\n"
     "  --seed S         noise seed (default 0)\n"
     "  --ema, --raw     EMA weights (default) or the raw trained weights\n"
+    "  --backend B      compute device: cpu, cuda or auto (default: cuda when built and a\n"
+    "                   GPU is visible, else cpu)\n"
+    "  --precision P    activations in fp32 or bf16 (default: the checkpoint's\n"
+    "                   train.precision; the weights are fp32 either way)\n"
     "  -h, --help       this help\n");
 }
 
@@ -33,15 +39,19 @@ int cmd_sample(int argc, char **argv) {
     sample_usage(stdout);
     return 0;
   }
-  enum { O_CKPT = 1, O_FRAMES, O_SIZE, O_OUT, O_LABEL, O_CFG, O_STEPS, O_SEED, O_EMA, O_RAW };
+  enum { O_CKPT = 1, O_FRAMES, O_SIZE, O_OUT, O_LABEL, O_CFG, O_STEPS, O_SEED, O_EMA, O_RAW,
+         O_BACKEND, O_PRECISION };
   static const struct option opts[] = {
       {"ckpt", required_argument, 0, O_CKPT},   {"frames", required_argument, 0, O_FRAMES},
       {"size", required_argument, 0, O_SIZE},   {"out", required_argument, 0, O_OUT},
       {"label", required_argument, 0, O_LABEL}, {"cfg", required_argument, 0, O_CFG},
       {"steps", required_argument, 0, O_STEPS}, {"seed", required_argument, 0, O_SEED},
       {"ema", no_argument, 0, O_EMA},           {"raw", no_argument, 0, O_RAW},
-      {0, 0, 0, 0}};
-  sample_options o = {.cfg = 1, .steps = 32, .ema = 1};
+      {"backend", required_argument, 0, O_BACKEND},
+      {"precision", required_argument, 0, O_PRECISION}, {0, 0, 0, 0}};
+  sample_options o = {.cfg = 1, .steps = 32, .ema = 1, .precision = -1};
+  const char *backend = "auto";
+  backend_choice bc;
   int c, bad = 0;
   double cfg = 1;
   int64_t seed = 0;
@@ -66,6 +76,12 @@ int cmd_sample(int argc, char **argv) {
     case O_SEED: r = parse_i64("--seed", optarg, 0, INT64_MAX, &seed); break;
     case O_EMA: o.ema = 1; break;
     case O_RAW: o.ema = 0; break;
+    case O_BACKEND: backend = optarg; break;
+    case O_PRECISION:
+      if (!strcmp(optarg, "fp32")) o.precision = KERNELS_F32;
+      else if (!strcmp(optarg, "bf16")) o.precision = KERNELS_BF16;
+      else r = err_set(TSR_EINVAL, "--precision '%s': use fp32 or bf16", optarg);
+      break;
     default:
       r = err_set(TSR_EINVAL, "unknown option or missing value: '%s' (see --help)",
                   argv[optind - 1]);
@@ -78,6 +94,8 @@ int cmd_sample(int argc, char **argv) {
   if (!r && missing) r = err_set(TSR_EINVAL, "missing %s (see --help)", missing);
   o.cfg = (float)cfg;
   o.seed = (uint64_t)seed;
+  if (!r) r = backend_choose(backend, &bc);
+  o.backend = &bc;
   if (!r) r = sample_run(&o);
   if (r) log_error("tessera sample: %s", err_msg());
   return r ? 1 : 0;

@@ -7,6 +7,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "model/train.h"
+#include "tools/backend.h"
 #include "tools/commands.h"
 #include "tools/parse.h"
 
@@ -42,6 +43,9 @@ static void train_usage(FILE *f) {
     "  --plan KIND          plan each step with: auto (Dynamic-CP, or the better static\n"
     "                       plan when it is not faster; default), dynamic, static\n"
     "                       (static CP, balanced) or packing (static CP, packing only)\n"
+    BACKEND_OPTION_HELP
+    "                       (--set train.precision=bf16: bf16 activations, fp32\n"
+    "                       weights and optimizer)\n"
     "  -h, --help           this help\n\n"
     "example:\n"
     "  tessera train --config configs/model/tiny.conf --data out/demo/store --out out/run \\\n"
@@ -54,15 +58,18 @@ int cmd_train(int argc, char **argv) {
     return 0;
   }
   enum { O_CONFIG = 1, O_DATA, O_OUT, O_STEPS, O_RESUME, O_INIT, O_SET, O_COST, O_GPN, O_PLAN,
-         O_SKIP_BAD };
+         O_SKIP_BAD, O_BACKEND };
   static const struct option opts[] = {
       {"config", required_argument, 0, O_CONFIG}, {"data", required_argument, 0, O_DATA},
       {"out", required_argument, 0, O_OUT},       {"steps", required_argument, 0, O_STEPS},
       {"resume", no_argument, 0, O_RESUME},       {"init", required_argument, 0, O_INIT},
       {"set", required_argument, 0, O_SET},       {"cost", required_argument, 0, O_COST},
       {"gpus-per-node", required_argument, 0, O_GPN}, {"plan", required_argument, 0, O_PLAN},
-      {"skip-bad-clips", no_argument, 0, O_SKIP_BAD}, {0, 0, 0, 0}};
+      {"skip-bad-clips", no_argument, 0, O_SKIP_BAD}, {"backend", required_argument, 0, O_BACKEND},
+      {0, 0, 0, 0}};
   train_options o = {.comm = comm_mpi()};
+  const char *backend = "auto";
+  backend_choice bc;
   // One exit path below: every error after this allocation sets `bad` and falls through
   // to the free (an early return leaked `sets`, e.g. on --plan bogus).
   char **sets = calloc((size_t)argc + 1, sizeof *sets);
@@ -102,6 +109,7 @@ int cmd_train(int argc, char **argv) {
       }
       break;
     case O_SET: sets[o.n_overrides++] = optarg; break;
+    case O_BACKEND: backend = optarg; break;
     default:
       log_error("tessera train: unknown option or missing value: '%s' (see --help)",
                 argv[optind - 1]);
@@ -124,7 +132,9 @@ int cmd_train(int argc, char **argv) {
     bad = 1;
   }
   o.overrides = sets;
-  tsr_status r = bad ? TSR_EINVAL : train_run(&o);
+  tsr_status r = bad ? TSR_EINVAL : backend_choose(backend, &bc);
+  o.backend = &bc;
+  if (!bad && !r) r = train_run(&o);
   if (!bad && r) log_error("tessera train: %s", err_msg());
   free(sets);
   return r ? 1 : 0;

@@ -2,7 +2,11 @@
 // (bench/train/run.sh compares them with the PyTorch reference, tools/reference/bench.py).
 //
 // usage: bench_train_step [--config FILE] [--set KEY=VALUE ...] [--warmup N] [--steps N]
-//                         [--dump FILE] [--json FILE] [--one-clip-tokens N]
+//                         [--dump FILE] [--json FILE] [--one-clip-tokens N] [--backend B]
+//
+// Backend: chosen as `tessera train` does (tools/backend.h: --backend cpu|cuda|auto, the
+// config's train.precision picks the fp32 or bf16 table; --set train.precision=bf16 times
+// the cpu-bf16 kernels).
 //
 // Model: the config (default configs/model/tiny.conf of the source tree), weights from
 // dit_init(train.seed). Batch: by default 8 clips of mixed grids (4092 tokens with the
@@ -13,6 +17,7 @@
 //
 // One training step (what is timed): dit_zero_grad, dit_forward (with the loss),
 // dit_backward, AdamW (kernels adamw_update) over every tensor with the config's lr,
+// the refresh of the weights' working copy (bf16 only; a no-op in fp32),
 // betas, eps and weight decay (train_decays: matrices only), step count 1, 2, ...; no
 // gradient clipping, no EMA, no learning-rate schedule (lr = train.lr). The PyTorch side
 // (tools/reference/bench.py) runs the same step.
@@ -25,9 +30,10 @@
 // ("batch.*", objective_write_tensors) as safetensors before the first step, so that the
 // PyTorch side runs the very same model and batch.
 //
-// The batch lives in host memory and is handed to the model as is: on the CPU backend
-// backend memory is host memory (kernels.h), so no second copy inflates the peak RSS of
-// the one-clip step (the peak-memory measurement of run.sh, under /usr/bin/time -v).
+// The batch lives in host memory and is handed to the model as is when the backend
+// computes in fp32 in host memory (kernels.h): no second copy inflates the peak RSS of the
+// one-clip step (the peak-memory measurement of run.sh, under /usr/bin/time -v). Other
+// backends get it made on the backend (objective_device_build, as the trainer does).
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
@@ -45,6 +51,7 @@
 #include "model/objective.h"
 #include "model/safetensors.h"
 #include "model/train.h"
+#include "tools/backend.h"
 #include "tools/parse.h"
 
 #ifndef TESSERA_SOURCE_DIR
@@ -67,6 +74,7 @@ typedef struct {
   int warmup, steps;
   const char *dump_path, *json_path;
   int one_clip_tokens;  // 0: the mixed batch
+  const char *backend;  // --backend: cpu, cuda, auto
 } options;
 
 typedef struct {
@@ -76,6 +84,7 @@ typedef struct {
   dit_model *model;
   float *adam_m, *adam_v;  // (n_params) backend memory
   objective_batch ob;      // host memory, used directly as the batch (see the top comment)
+  objective_device dev;    // the batch on the backend, unless it computes fp32 in host memory
   dit_batch batch;
 } bench;
 
@@ -133,14 +142,19 @@ static tsr_status build_batch(bench *b, const grid *g, int n) {
                                 .tokens = tok};
   }
   if (!st) st = objective_build(&b->ob, &b->mc, &b->tc, 0, n, clips, n);
+  int direct = b->kb->act_dtype == KERNELS_F32 && !b->kb->device_memory;
+  if (!st && !direct) st = objective_device_alloc(&b->dev, b->kb, (int)L, n, P);
+  if (!st && !direct) st = objective_device_build(&b->dev, &b->mc, &b->tc, 0, n, clips, n);
   for (int c = 0; c < n; c++) free((void *)clips[c].tokens);
   free(clips);
   if (st) return err_wrap(st, "bench: batch: ");
   const objective_batch *ob = &b->ob;
-  b->batch = (dit_batch){.n_clips = ob->n_clips, .L = ob->L, .cu_seqlens = ob->cu_seqlens,
-                         .pos = ob->pos, .t = ob->t,
-                         .labels = b->mc.num_classes > 0 ? ob->labels : NULL, .x = ob->x,
-                         .target = ob->target, .loss_weight = ob->loss_weight};
+  if (!direct) b->batch = b->dev.batch;
+  else
+    b->batch = (dit_batch){.n_clips = ob->n_clips, .L = ob->L, .cu_seqlens = ob->cu_seqlens,
+                           .pos = ob->pos, .t = ob->t,
+                           .labels = b->mc.num_classes > 0 ? ob->labels : NULL, .x = ob->x,
+                           .target = ob->target, .loss_weight = ob->loss_weight};
   return TSR_OK;
 }
 
@@ -170,6 +184,7 @@ static tsr_status train_once(bench *b, int64_t t, double *loss) {
                           c->beta1, c->beta2, c->adam_eps,
                           train_decays(ti) ? c->weight_decay : 0.0f, t, 1.0f);
   }
+  if (!st) st = dit_refresh_weights(b->model);
   if (!st) st = kb->sync(kb);
   return st ? err_wrap(st, "bench: step %lld: ", (long long)t) : TSR_OK;
 }
@@ -263,18 +278,20 @@ static void usage(FILE *f) {
     "  --json FILE            write the results as JSON\n"
     "  --one-clip-tokens N    the batch is one clip of N tokens (peak-memory run); the\n"
     "                         default is 8 clips of mixed grids\n"
+    "  --backend B            cpu, cuda or auto (default), as `tessera train`; the config's\n"
+    "                         train.precision (fp32 or bf16) picks the kernels\n"
     "Threads: OMP_NUM_THREADS (OpenMP kernels), OPENBLAS_NUM_THREADS (GEMMs).\n",
     TESSERA_SOURCE_DIR);
 }
 
 static int parse_options(int argc, char **argv, options *o) {
-  enum { O_CONFIG = 1, O_SET, O_WARMUP, O_STEPS, O_DUMP, O_JSON, O_ONE, O_HELP };
+  enum { O_CONFIG = 1, O_SET, O_WARMUP, O_STEPS, O_DUMP, O_JSON, O_ONE, O_HELP, O_BACKEND };
   static const struct option opts[] = {
       {"config", required_argument, 0, O_CONFIG}, {"set", required_argument, 0, O_SET},
       {"warmup", required_argument, 0, O_WARMUP}, {"steps", required_argument, 0, O_STEPS},
       {"dump", required_argument, 0, O_DUMP},     {"json", required_argument, 0, O_JSON},
       {"one-clip-tokens", required_argument, 0, O_ONE}, {"help", no_argument, 0, O_HELP},
-      {0, 0, 0, 0}};
+      {"backend", required_argument, 0, O_BACKEND}, {0, 0, 0, 0}};
   int c;
   tsr_status st = TSR_OK;
   opterr = 0;
@@ -285,6 +302,7 @@ static int parse_options(int argc, char **argv, options *o) {
     case O_WARMUP: st = parse_int("--warmup", optarg, 0, 1000000, &o->warmup); break;
     case O_STEPS: st = parse_int("--steps", optarg, 1, 1000000, &o->steps); break;
     case O_DUMP: o->dump_path = optarg; break;
+    case O_BACKEND: o->backend = optarg; break;
     case O_JSON: o->json_path = optarg; break;
     case O_ONE:
       st = parse_int("--one-clip-tokens", optarg, 1, INT32_MAX / 4, &o->one_clip_tokens);
@@ -311,8 +329,10 @@ static int parse_options(int argc, char **argv, options *o) {
 static tsr_status bench_run(const options *o, bench *b) {
   tsr_status st = config_load(o->config_path, o->sets, o->n_sets, &b->mc, &b->tc, NULL);
   if (!st) st = config_validate(&b->mc, &b->tc);
+  backend_choice bc;
+  if (!st) st = backend_choose(o->backend, &bc);
+  if (!st) st = backend_for_precision(&bc, b->tc.precision, &b->kb);
   if (st) return st;
-  b->kb = kernels_cpu();
   grid one = one_clip_grid(o->one_clip_tokens > 0 ? o->one_clip_tokens : 1);
   const grid *g = o->one_clip_tokens > 0 ? &one : MIXED;
   int n = o->one_clip_tokens > 0 ? 1 : N_MIXED;
@@ -323,11 +343,14 @@ static tsr_status bench_run(const options *o, bench *b) {
   printf("bench_train_step: %s, %zu parameters, %d clips, %d tokens", o->config_path,
          dit_count_params(b->model), b->ob.n_clips, b->ob.L);
   if (n == 1) printf(" (grid %dx%dx%d)", g->T, g->H, g->W);
-  printf(", activation memory %.1f MiB, %d OpenMP threads\n", act / 1048576.0,
-         omp_get_max_threads());
+  printf(", activation memory %.1f MiB, %d OpenMP threads, backend %s (%s)\n",
+         act / 1048576.0, omp_get_max_threads(), b->kb->name,
+         config_precision_name(b->tc.precision));
   json_t *j = json_object();
   json_object_set_new(j, "config", json_string(o->config_path));
   json_object_set_new(j, "recompute", json_integer(b->mc.recompute));
+  json_object_set_new(j, "backend", json_string(b->kb->name));
+  json_object_set_new(j, "precision", json_string(config_precision_name(b->tc.precision)));
   json_object_set_new(j, "params", json_integer((json_int_t)dit_count_params(b->model)));
   json_object_set_new(j, "tokens", json_integer(b->ob.L));
   json_object_set_new(j, "clips", json_integer(b->ob.n_clips));
@@ -346,7 +369,7 @@ static tsr_status bench_run(const options *o, bench *b) {
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);  // progress lines through a pipe (run.sh)
   options o = {.config_path = TESSERA_SOURCE_DIR "/configs/model/tiny.conf", .warmup = 2,
-               .steps = 10};
+               .steps = 10, .backend = "auto"};
   if (!(o.sets = calloc((size_t)argc + 1, sizeof *o.sets))) return 1;
   int rc = parse_options(argc, argv, &o);
   if (rc >= 0) {
@@ -361,6 +384,7 @@ int main(int argc, char **argv) {
     b.kb->free(b.kb, b.adam_v);
   }
   dit_free(&b.model);
+  objective_device_free(&b.dev);
   objective_free(&b.ob);
   free(o.sets);
   return st ? 1 : 0;

@@ -29,8 +29,12 @@
 #    activation bytes (dit_activation_bytes). Only the C side: the reference's per-clip
 #    attention would materialise a 64k x 64k score matrix per head (64 GiB).
 #    ONE_CLIP_TOKENS=0 skips it.
+# 5. The C step again with bf16 activations (--set train.precision=bf16: the cpu-bf16
+#    kernels, fp32 weights and AdamW), REPEAT times beside the fp32 runs, reported as its
+#    tokens/s and its ratio to C fp32 (issue 10: the reference a GPU bf16 backend is held
+#    against; on the CPU it converts every [act] tensor, so it is not expected to be faster).
 # Output: one summary line; bench/train/results.json (machine, commit, config, both sides'
-# timings, ratio, peak memory). Target (issue 4): ratio C / PyTorch >= 1.0.
+# timings, ratio, peak memory, C bf16). Target (issue 4): ratio C / PyTorch >= 1.0.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
@@ -62,13 +66,15 @@ COMMON=(--warmup "$WARMUP" --steps "$STEPS")
 "$BIN" --config "$CONFIG" --warmup 0 --steps 1 --dump "$TMP/batch.safetensors" >/dev/null
 for i in $(seq "$REPEAT"); do
   "$BIN" --config "$CONFIG" "${COMMON[@]}" --json "$TMP/c$i.json" >"$TMP/c$i.log"
+  "$BIN" --config "$CONFIG" "${COMMON[@]}" --set train.precision=bf16 --json "$TMP/b$i.json" >"$TMP/b$i.log"
   "$PY" "$ROOT/tools/reference/bench.py" "$TMP/batch.safetensors" --threads "$THREADS" \
     "${COMMON[@]}" --json "$TMP/py$i.json" >"$TMP/py$i.log"
-  echo "run.sh: round $i/$REPEAT: C $(tail -n1 "$TMP/c$i.log" | sed 's/.*: //'), PyTorch $(tail -n1 "$TMP/py$i.log" | sed 's/.*: //')" >&2
+  echo "run.sh: round $i/$REPEAT: C $(tail -n1 "$TMP/c$i.log" | sed 's/.*: //'), C bf16 $(tail -n1 "$TMP/b$i.log" | sed 's/.*: //'), PyTorch $(tail -n1 "$TMP/py$i.log" | sed 's/.*: //')" >&2
 done
 best() { jq -s 'min_by(.median_s)' "$@"; }
 best "$TMP"/c[0-9]*.json >"$TMP/c.json"
 best "$TMP"/py[0-9]*.json >"$TMP/py.json"
+best "$TMP"/b[0-9]*.json >"$TMP/b.json"
 
 # Same computation on both sides: the largest relative difference of the step losses.
 LOSS_DIFF=$(jq -s '[.[0].losses, .[1].losses] | transpose
@@ -87,6 +93,7 @@ commit=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
 dirty=$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo true || echo false)
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || echo unknown)
 jq -n --slurpfile c "$TMP/c.json" --slurpfile py "$TMP/py.json" --slurpfile one "$TMP/one.json" \
+  --slurpfile b "$TMP/b.json" \
   --arg commit "$commit" --argjson dirty "$dirty" --arg cpu "$cpu" --argjson cores "$(nproc)" \
   --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg config "${CONFIG#"$ROOT"/}" \
   --argjson threads "$THREADS" --argjson repeat "$REPEAT" --argjson rss "$RSS_KB" \
@@ -103,9 +110,11 @@ jq -n --slurpfile c "$TMP/c.json" --slurpfile py "$TMP/py.json" --slurpfile one 
     pytorch: ($py[0] | {torch, tokens_per_s, median_s, mean_s, min_s, step_s,
                         attention: "per-clip matmul + softmax + matmul (torch 1.13 has no SDPA)"}),
     ratio_c_over_pytorch: ($c[0].tokens_per_s / $py[0].tokens_per_s),
+    c_bf16: ($b[0] | {backend, tokens_per_s, median_s, mean_s, min_s, step_s}),
+    ratio_c_bf16_over_c_fp32: ($b[0].tokens_per_s / $c[0].tokens_per_s),
     max_loss_rel_diff: $loss_diff,
     one_clip: (if $rss == null then null else ($one[0] | {tokens, grid, recompute, step_s: .median_s,
                activation_bytes, peak_rss_kb: $rss}) end),
     target_ratio_min: 1.0}' >"$OUT"
-jq -r '"train step (\(.config), \(.batch.clips) clips, \(.batch.tokens) tokens, \(.threads) threads): C \(.c.tokens_per_s | round) tokens/s, PyTorch \(.pytorch.tokens_per_s | round) tokens/s, ratio C/PyTorch \(.ratio_c_over_pytorch * 100 | round / 100)" + (if .one_clip then "; \(.one_clip.tokens)-token clip step: peak RSS \(.one_clip.peak_rss_kb / 1024 | round) MiB (activations \(.one_clip.activation_bytes / 1048576 | round) MiB), \(.one_clip.step_s | round) s" else "" end)' "$OUT"
+jq -r '"train step (\(.config), \(.batch.clips) clips, \(.batch.tokens) tokens, \(.threads) threads): C \(.c.tokens_per_s | round) tokens/s, PyTorch \(.pytorch.tokens_per_s | round) tokens/s, ratio C/PyTorch \(.ratio_c_over_pytorch * 100 | round / 100); C bf16 \(.c_bf16.tokens_per_s | round) tokens/s (\(.ratio_c_bf16_over_c_fp32 * 100 | round / 100) x C fp32)" + (if .one_clip then "; \(.one_clip.tokens)-token clip step: peak RSS \(.one_clip.peak_rss_kb / 1024 | round) MiB (activations \(.one_clip.activation_bytes / 1048576 | round) MiB), \(.one_clip.step_s | round) s" else "" end)' "$OUT"
 echo "wrote $OUT (commit ${commit:0:12}$([ "$dirty" = true ] && echo ', uncommitted changes'))"

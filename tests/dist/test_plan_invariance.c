@@ -9,12 +9,22 @@
 //                                           buckets are reduced after it)
 //   mpirun -np 4 ... run idle4 OUT          4 ranks, ranks 2 and 3 without any clip
 //   test_plan_invariance compare A B        loss and each gradient tensor within 1e-5
+//   ... run KIND OUT bf16, compare A B TOL  the same with bf16 activations (cpu-bf16)
 //
 // The batch: 8 clips of different grids (1 to 60 tokens: clips shorter than the group
 // and lengths not divisible by it), labels with dropout, a tiny model whose adaLN and
 // output weights are perturbed away from their zero init so every gradient is non-zero.
 // Tolerance 1e-5 relative (norm of the difference / norm of the reference, per tensor):
 // ring attention merges partial softmaxes and the all-reduce sums ranks in another order.
+// With bf16 activations each plan rounds different intermediate values to bf16 (a CP chunk
+// holds other rows of a microbatch, ring attention rounds each merge and each accumulated
+// dq/dk/dv block, kernels.h), so the plans agree only to bf16's own accuracy. What must
+// hold is that no plan is worse than bf16 allows: plan_invariance.sh compares every bf16
+// run (1, 2, 4 ranks) with the fp32 one-rank result, 5e-2 per gradient tensor and 5e-3 on
+// the loss (tol / 10: a sum over every token, where the roundings average out). Measured:
+// worst tensors 2.6% (1 rank), 2.9% (2), 2.4% (4), all RMSNorm weights, whose gradient is
+// a sum of many terms that cancel; losses within 5e-4. (bf16 keeps 8 significant bits:
+// u = 2^-8 = 0.4% per rounding, and a gradient passes through some 20 of them.)
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,7 +80,7 @@ static tsr_status build_plan(plan *p, const char *kind, int world) {
   return st;
 }
 
-static int run(const char *kind, const char *outpath) {
+static int run(const char *kind, const char *outpath, const kernels_backend *kb) {
   dit_config mc;
   train_config tc;
   setup_config(&mc, &tc);
@@ -91,7 +101,6 @@ static int run(const char *kind, const char *outpath) {
   tsr_status st = build_plan(&p, kind, comm_size());
   CHECK(st == TSR_OK, "plan: %s", err_msg());
   if (st) return check_done();
-  const kernels_backend *kb = kernels_cpu();
   dit_model *m = NULL;
   dist_step *ds = NULL;
   CHECK_OK(dit_create(&m, &mc, kb, total, NCLIPS));
@@ -116,7 +125,7 @@ static int run(const char *kind, const char *outpath) {
     CHECK(f && fwrite(&loss, sizeof loss, 1, f) == 1 && fwrite(g, sizeof *g, n, f) == n,
           "write %s", outpath);
     if (f) fclose(f);
-    printf("%s: %d ranks, loss %.9g\n", kind, comm_size(), loss);
+    printf("%s (%s): %d ranks, loss %.9g\n", kind, kb->name, comm_size(), loss);
     free(g);
   }
   dist_step_free(&ds);
@@ -126,7 +135,7 @@ static int run(const char *kind, const char *outpath) {
   return check_done();
 }
 
-static int compare(const char *a, const char *b) {
+static int compare(const char *a, const char *b, double tol) {
   dit_config mc;
   train_config tc;
   setup_config(&mc, &tc);
@@ -142,7 +151,8 @@ static int compare(const char *a, const char *b) {
         "read %s and %s", a, b);
   if (fa) fclose(fa);
   if (fb) fclose(fb);
-  CHECK(fabs(la - lb) <= 1e-5 * fabs(la) && la > 0, "loss %.9g vs %.9g", la, lb);
+  // the loss is a sum over every token: its roundings average out (tol / 10, at least 1e-5)
+  CHECK(fabs(la - lb) <= fmax(tol / 10, 1e-5) * fabs(la) && la > 0, "loss %.9g vs %.9g", la, lb);
   double worst = 0;
   for (int i = 0; i < dit_num_tensors(m); i++) {
     const dit_tensor *t = dit_tensor_info(m, i);
@@ -155,7 +165,7 @@ static int compare(const char *a, const char *b) {
     double rel = sqrt(d) / fmax(sqrt(r), 1e-30);
     worst = fmax(worst, rel);
     CHECK(r > 0, "%s: zero gradient (the test would not see a difference)", t->name);
-    CHECK(rel <= 1e-5, "%s: relative error %.3g", t->name, rel);
+    CHECK(rel <= tol, "%s: relative error %.3g > %.3g", t->name, rel, tol);
   }
   printf("compare %s %s: loss %.9g vs %.9g, worst tensor relative error %.3g over %d tensors\n", a,
          b, la, lb, worst, dit_num_tensors(m));
@@ -168,9 +178,13 @@ static int compare(const char *a, const char *b) {
 int main(int argc, char **argv) {
   if (comm_init(&argc, &argv)) return 1;
   int rc = 2;
-  if (argc == 4 && !strcmp(argv[1], "run")) rc = run(argv[2], argv[3]);
-  else if (argc == 4 && !strcmp(argv[1], "compare")) rc = compare(argv[2], argv[3]);
-  else fprintf(stderr, "usage: %s run single|static2|mixed4|idle4 OUT | compare A B\n", argv[0]);
+  if ((argc == 4 || argc == 5) && !strcmp(argv[1], "run"))
+    rc = run(argv[2], argv[3], argc == 5 && !strcmp(argv[4], "bf16") ? kernels_cpu_bf16() : kernels_cpu());
+  else if ((argc == 4 || argc == 5) && !strcmp(argv[1], "compare"))
+    rc = compare(argv[2], argv[3], argc == 5 ? atof(argv[4]) : 1e-5);
+  else
+    fprintf(stderr, "usage: %s run single|static2|mixed4|idle4 OUT [fp32|bf16] | compare A B "
+            "[TOL]\n", argv[0]);
   comm_finalize();
   return rc;
 }

@@ -25,7 +25,7 @@ static inline dit_config mt_config(void) {
 
 // params += scale * N(0, 1) for every tensor (counter-based from seed).
 static inline tsr_status mt_perturb(dit_model *m, uint64_t seed, float scale) {
-  const kernels_backend *kb = kernels_cpu();
+  const kernels_backend *kb = dit_backend(m);
   size_t n = dit_num_params(m);
   float *h = malloc(n * sizeof(float));
   if (!h) return TSR_ENOMEM;
@@ -36,6 +36,7 @@ static inline tsr_status mt_perturb(dit_model *m, uint64_t seed, float scale) {
     for (size_t j = 0; j < t->numel; j++) h[t->offset + j] += scale * (float)rng_normal(&key, j);
   }
   if (!st) st = kb->to_device(kb, dit_params(m), h, n * sizeof(float));
+  if (!st) st = dit_refresh_weights(m);  // the act-dtype working copy follows the masters
   free(h);
   return st;
 }

@@ -1,0 +1,72 @@
+// tools/backend.c — the compute device behind `--backend` (tools/backend.h).
+#include "tools/backend.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+enum { MAX_BACKENDS = 16 };
+
+// The device of a table: its name up to the first '-'.
+static void device_of(const kernels_backend *kb, char *dev, size_t n) {
+  size_t len = strcspn(kb->name, "-");
+  snprintf(dev, n, "%.*s", (int)(len < n ? len : n - 1), kb->name);
+}
+
+// Every table of device `dev`, by act dtype; 0 if the binary has none.
+static int collect(const char *dev, const kernels_backend *const *all, int n, backend_choice *out) {
+  memset(out, 0, sizeof *out);
+  snprintf(out->device, sizeof out->device, "%s", dev);
+  int found = 0;
+  for (int i = 0; i < n; i++) {
+    char d[sizeof out->device];
+    device_of(all[i], d, sizeof d);
+    kernels_dtype t = all[i]->act_dtype;
+    if (strcmp(d, dev) || (t != KERNELS_F32 && t != KERNELS_BF16) || out->table[t]) continue;
+    out->table[t] = all[i];
+    found = 1;
+  }
+  return found;
+}
+
+// A device is usable when one of its tables can allocate backend memory: a GPU backend
+// that is built but sees no GPU fails here.
+static tsr_status probe(const backend_choice *c) {
+  const kernels_backend *kb = c->table[KERNELS_F32] ? c->table[KERNELS_F32] : c->table[KERNELS_BF16];
+  void *p = NULL;
+  tsr_status st = kb->alloc(kb, &p, 64);
+  if (st) return err_wrap(st, "--backend %s: the device cannot be used: ", c->device);
+  kb->free(kb, p);
+  return TSR_OK;
+}
+
+tsr_status backend_choose(const char *name, backend_choice *out) {
+  const kernels_backend *all[MAX_BACKENDS];
+  int n = kernels_backends(all, MAX_BACKENDS);
+  if (n > MAX_BACKENDS) n = MAX_BACKENDS;
+  if (!strcmp(name, "auto")) {
+    for (int i = 0; i < n; i++) {
+      char d[sizeof out->device];
+      device_of(all[i], d, sizeof d);
+      if (!strcmp(d, "cpu") || !collect(d, all, n, out)) continue;
+      if (!probe(out)) return TSR_OK;
+    }
+    collect("cpu", all, n, out);
+    return TSR_OK;
+  }
+  if (collect(name, all, n, out)) return probe(out);
+  char built[128] = "";
+  for (int i = 0; i < n; i++) {
+    char d[32];
+    device_of(all[i], d, sizeof d);
+    if (!strstr(built, d)) snprintf(built + strlen(built), sizeof built - strlen(built), "%s%s",
+                                    built[0] ? ", " : "", d);
+  }
+  if (!strcmp(name, "cuda"))
+    return err_set(TSR_EINVAL, "--backend cuda: this tessera was built without the CUDA backend "
+                   "(built: %s); rebuild with the CUDA toolkit installed (cmake -DTESSERA_CUDA=ON), "
+                   "or use --backend cpu", built);
+  return err_set(TSR_EINVAL, "--backend %s: not a backend of this tessera (built: %s; or auto)",
+                 name, built);
+}

@@ -1,0 +1,29 @@
+// tools/backend.h — `--backend cpu|cuda|auto`: the compute device of `tessera train`,
+// `sample` and `calibrate` (and of bench_train_step), chosen here, at the top, and handed
+// down (DESIGN.md "Layout": nothing below tools/ picks a backend).
+//
+// A device is a family of the backends built into the binary (kernels_backends()): the
+// tables whose kb->name is the device's name or starts with it and a '-' ("cpu" and
+// "cpu-bf16" are the CPU's fp32 and bf16 tables; a CUDA backend adds "cuda" and the like),
+// at most one per activation dtype. The choice keeps every table of the device; the
+// run's precision (train.precision, or a checkpoint's) then picks one of them
+// (backend_for_precision, model/config.h).
+//   cpu, cuda   that device; an error naming the devices that are built if it is not one
+//               of them, or if it cannot allocate memory (no GPU visible)
+//   auto        the first device other than the CPU, in kernels_backends() order, that can
+//               allocate memory (a GPU backend built in with a GPU visible); else cpu
+#ifndef TESSERA_TOOLS_BACKEND_H
+#define TESSERA_TOOLS_BACKEND_H
+
+#include "core/err.h"
+#include "model/config.h"
+
+tsr_status backend_choose(const char *name, backend_choice *out);
+
+// The option's help text, shared by the commands that take it.
+#define BACKEND_OPTION_HELP                                                              \
+  "  --backend B          compute device: cpu, cuda or auto (default: auto = cuda when\n" \
+  "                       built and a GPU is visible, else cpu); train.precision picks\n"  \
+  "                       its fp32 or bf16 kernels\n"
+
+#endif
