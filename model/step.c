@@ -27,11 +27,6 @@ tsr_status trainer_setup(trainer *tr) {
       (r = kb->alloc(kb, (void **)&tr->adam_v, bytes)) ||
       (r = kb->alloc(kb, (void **)&tr->ema, bytes)))
     return err_wrap(r, "trainer: optimizer state of %zu parameters: ", tr->n_params);
-  int nt = dit_num_tensors(tr->model);
-  if (!(tr->decay_mask = calloc((size_t)nt, 1)))
-    return err_set(TSR_ENOMEM, "trainer: no memory");
-  for (int i = 0; i < nt; i++)
-    tr->decay_mask[i] = (uint8_t)train_decays(dit_tensor_info(tr->model, i));
   if (!(tr->clips = calloc((size_t)tr->tc.global_batch, sizeof *tr->clips)) ||
       !(tr->clip_bad = calloc((size_t)data_num_clips(tr->data), 1)))
     return err_set(TSR_ENOMEM, "trainer: no memory");
@@ -48,7 +43,6 @@ void trainer_free(trainer *tr) {
   dit_free(&tr->model);
   free(tr->clips);
   free(tr->clip_bad);
-  free(tr->decay_mask);
   data_sampler_free(&tr->sampler);
   data_close(&tr->data);
   memset(tr, 0, sizeof *tr);
@@ -77,22 +71,29 @@ static tsr_status batch_clips(trainer *tr, const int64_t *batch, int n, int64_t 
   return TSR_OK;
 }
 
-// AdamW over each tensor (weight decay per the mask), then the EMA of all weights.
+tsr_status train_adamw(dit_model *m, const train_config *c, float *adam_m, float *adam_v,
+                       double lr, int64_t t, float grad_scale) {
+  const kernels_backend *kb = dit_backend(m);
+  float *w = dit_params(m), *g = dit_grads(m);
+  for (int i = 0; i < dit_num_tensors(m); i++) {
+    const dit_tensor *ti = dit_tensor_info(m, i);
+    size_t o = ti->offset;
+    tsr_status r = kb->adamw_update(kb, w + o, g + o, adam_m + o, adam_v + o, ti->numel,
+                                    (float)lr, c->beta1, c->beta2, c->adam_eps,
+                                    train_decays(ti) ? c->weight_decay : 0.0f, t, grad_scale);
+    if (r) return err_wrap(r, "AdamW step %lld on %s: ", (long long)t, ti->name);
+  }
+  return dit_refresh_weights(m);  // the act-dtype working copy follows the masters
+}
+
+// AdamW (step count step + 1), then the EMA of all weights.
 static tsr_status optimize(trainer *tr, double lr, float grad_scale) {
   const kernels_backend *kb = tr->kb;
-  float *w = dit_params(tr->model), *g = dit_grads(tr->model);
-  const train_config *c = &tr->tc;
-  for (int i = 0; i < dit_num_tensors(tr->model); i++) {
-    const dit_tensor *t = dit_tensor_info(tr->model, i);
-    size_t o = t->offset;
-    tsr_status r = kb->adamw_update(kb, w + o, g + o, tr->adam_m + o, tr->adam_v + o, t->numel,
-                                    (float)lr, c->beta1, c->beta2, c->adam_eps,
-                                    tr->decay_mask[i] ? c->weight_decay : 0.0f, tr->step + 1,
-                                    grad_scale);
-    if (r) return err_wrap(r, "step %lld: AdamW on %s: ", (long long)tr->step, t->name);
-  }
-  tsr_status r = kb->ema_update(kb, tr->ema, w, tr->n_params, (float)ema_decay_at(c, tr->step));
-  return r ? r : dit_refresh_weights(tr->model);  // the act-dtype working copy follows
+  tsr_status r = train_adamw(tr->model, &tr->tc, tr->adam_m, tr->adam_v, lr, tr->step + 1,
+                             grad_scale);
+  if (r) return r;
+  return kb->ema_update(kb, tr->ema, dit_params(tr->model), tr->n_params,
+                        (float)ema_decay_at(&tr->tc, tr->step));
 }
 
 tsr_status train_step(trainer *tr, const int64_t *batch, int n, const plan *p,

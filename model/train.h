@@ -52,7 +52,6 @@ typedef struct {
   dit_model *model;
   size_t n_params;
   float *adam_m, *adam_v, *ema;  // (n_params) backend memory each
-  uint8_t *decay_mask;           // (n_tensors) 1: weight decay applies to the tensor
   data_store *data;
   data_sampler sampler;
   int64_t step;                  // steps done
@@ -83,6 +82,13 @@ typedef struct {
 // 1 if AdamW's weight decay applies to tensor t: matrices only, not biases, norm weights
 // or the label table (y_embed).
 int train_decays(const dit_tensor *t);
+// AdamW (kernels adamw_update) over every tensor of m with the config's betas, eps and
+// weight decay (train_decays), learning rate lr, step count t >= 1 and gradient scale
+// (clipping factor, 1 for none), then the refresh of the act-dtype working copy of the
+// weights. adam_m, adam_v: (n_params) backend memory. The trainer's step and the training
+// benchmark both run this.
+tsr_status train_adamw(dit_model *m, const train_config *c, float *adam_m, float *adam_v,
+                       double lr, int64_t t, float grad_scale);
 
 // Creates the model, optimizer state and buffers for `tr->mc`, `tr->tc`, `tr->data` on
 // backend `tr->kb` (already set by the caller); parameters are left zero (dit_init or a checkpoint fills

@@ -172,19 +172,10 @@ static tsr_status build_model(bench *b) {
 // One training step with AdamW step count `t` (>= 1); *loss = the step's loss.
 static tsr_status train_once(bench *b, int64_t t, double *loss) {
   const kernels_backend *kb = b->kb;
-  const train_config *c = &b->tc;
-  float *w = dit_params(b->model), *g = dit_grads(b->model);
   tsr_status st = dit_zero_grad(b->model);
   if (!st) st = dit_forward(b->model, &b->batch, NULL, loss);
   if (!st) st = dit_backward(b->model, &b->batch);
-  for (int i = 0; !st && i < dit_num_tensors(b->model); i++) {
-    const dit_tensor *ti = dit_tensor_info(b->model, i);
-    size_t o = ti->offset;
-    st = kb->adamw_update(kb, w + o, g + o, b->adam_m + o, b->adam_v + o, ti->numel, c->lr,
-                          c->beta1, c->beta2, c->adam_eps,
-                          train_decays(ti) ? c->weight_decay : 0.0f, t, 1.0f);
-  }
-  if (!st) st = dit_refresh_weights(b->model);
+  if (!st) st = train_adamw(b->model, &b->tc, b->adam_m, b->adam_v, b->tc.lr, t, 1.0f);
   if (!st) st = kb->sync(kb);
   return st ? err_wrap(st, "bench: step %lld: ", (long long)t) : TSR_OK;
 }
