@@ -49,7 +49,6 @@
 #include "core/err.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
-#include "model/safetensors.h"
 
 // One microbatch. Every pointer is backend memory (kernels.h), shapes as noted.
 typedef struct {
@@ -128,15 +127,6 @@ tsr_status dit_forward_dev(dit_model *m, const dit_batch *b, void *pred, float *
 // Each dit_forward allows one dit_backward. With recompute, each block is re-run from its
 // kept input before its backward (bitwise the same activations).
 tsr_status dit_backward(dit_model *m, const dit_batch *b);
-
-// Checkpoint helpers. flat_host: (dit_num_params) host floats in the parameter layout
-// (a host copy of params, grads, EMA or an optimizer moment). Every tensor is written as
-// F32 "<prefix><name>" with its shape (the data must live until st_writer_commit), or
-// read back with name, dtype and shape checked (padding floats are left untouched).
-tsr_status dit_write_tensors(const dit_model *m, st_writer *w, const char *prefix,
-                             const float *flat_host);
-tsr_status dit_read_tensors(const dit_model *m, const st_reader *r, const char *prefix,
-                            float *flat_host);
 
 // Bytes of activation memory dit_create allocated (for memory reports and benchmarks),
 // the act-dtype working copy of the weights included.

@@ -277,31 +277,3 @@ void objective_device_free(objective_device *d) {
   free(d->cu_h), free(d->pos_h), free(d->labels_h), free(d->lw_h), free(d->keys_h);
   memset(d, 0, sizeof *d);
 }
-
-tsr_status objective_write_tensors(const objective_batch *ob, st_writer *w, const char *prefix) {
-  int64_t C = ob->n_clips, L = ob->L, P = ob->P;
-  struct {
-    const char *name;
-    st_dtype dtype;
-    int ndim;
-    int64_t shape[2];
-    const void *data;
-  } parts[] = {
-      {"x", ST_F32, 2, {L, P}, ob->x},
-      {"target", ST_F32, 2, {L, P}, ob->target},
-      {"t", ST_F32, 1, {C}, ob->t},
-      {"labels", ST_I32, 1, {C}, ob->labels},
-      {"loss_weight", ST_F32, 1, {C}, ob->loss_weight},
-      {"pos", ST_I32, 2, {L, 3}, ob->pos},
-      {"cu_seqlens", ST_I32, 1, {C + 1}, ob->cu_seqlens},
-  };
-  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-    char name[256];
-    if (snprintf(name, sizeof name, "%s%s", prefix, parts[i].name) >= (int)sizeof name)
-      return err_set(TSR_EINVAL, "objective_write_tensors: prefix '%s' is too long", prefix);
-    tsr_status st = st_writer_add(w, name, parts[i].dtype, parts[i].ndim, parts[i].shape,
-                                  parts[i].data);
-    if (st) return st;
-  }
-  return TSR_OK;
-}

@@ -26,7 +26,6 @@
 #include "kernels/kernels.h"
 #include "model/config.h"
 #include "model/dit.h"
-#include "model/safetensors.h"
 
 // One clip (or CP chunk of a clip) of a microbatch.
 typedef struct {
@@ -60,12 +59,6 @@ void objective_free(objective_batch *ob);
 tsr_status objective_build(objective_batch *ob, const dit_config *mc, const train_config *tc,
                            int64_t step, int n_batch_clips, const objective_clip *clips,
                            int n_clips);
-
-// Adds the batch's L tokens and C clips to w as "<prefix>x" (L, P) F32, "<prefix>target"
-// (L, P) F32, "<prefix>t" (C) F32, "<prefix>labels" (C) I32, "<prefix>loss_weight" (C) F32,
-// "<prefix>pos" (L, 3) I32 and "<prefix>cu_seqlens" (C + 1) I32: the batch of the PyTorch
-// reference (tools/reference/). ob must stay valid until st_writer_commit.
-tsr_status objective_write_tensors(const objective_batch *ob, st_writer *w, const char *prefix);
 
 // The shifted t' of a clip (as objective_build draws it).
 double objective_timestep(const train_config *tc, int64_t step, int64_t clip_id,

@@ -6,7 +6,7 @@
 
 #include "core/comm.h"
 #include "core/log.h"
-#include "model/calibrate.h"
+#include "model/train/calibrate.h"
 #include "model/config.h"
 #include "tools/backend.h"
 #include "tools/commands.h"

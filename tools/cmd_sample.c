@@ -3,9 +3,14 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <stdlib.h>
+
 #include "core/err.h"
 #include "core/log.h"
-#include "model/sample.h"
+#include "ingest/encode.h"
+#include "ingest/patchify.h"
+#include "model/io/checkpoint.h"
+#include "model/sample/sample.h"
 #include "tools/backend.h"
 #include "tools/commands.h"
 #include "tools/parse.h"
@@ -34,6 +39,48 @@ static void sample_usage(FILE *f) {
     "  -h, --help       this help\n");
 }
 
+// Writes the clip's tokens as an H.264 MP4 at the frame rate of its store (atomically:
+// video_encoder writes PATH.tmp and renames it).
+static tsr_status write_mp4(const char *path, const sample_result *s) {
+  const dit_config *mc = &s->mc;
+  const int height = s->H * mc->ph, width = s->W * mc->pw;
+  size_t P = (size_t)mc->pt * mc->ph * mc->pw * mc->channels;
+  size_t frame_bytes = (size_t)height * width * 3;
+  uint8_t *frames = malloc(frame_bytes * (size_t)mc->pt);
+  uint8_t **fp = malloc((size_t)mc->pt * sizeof *fp);
+  if (!frames || !fp) {
+    free(frames);
+    free(fp);
+    return err_set(TSR_ENOMEM, "sample: no memory for frames");
+  }
+  for (int f = 0; f < mc->pt; f++) fp[f] = frames + (size_t)f * frame_bytes;
+  encode_opts eo = {.width = width, .height = height, .fps_num = s->store.fps_num,
+                    .fps_den = s->store.fps_den, .crf = 18};
+  video_encoder *e = NULL;
+  tsr_status r = video_encoder_open(&e, path, &eo);
+  for (int t = 0; !r && t < s->T; t++) {
+    unpatchify_u8(s->tokens + (size_t)t * s->H * s->W * P, mc->pt, height, width, mc->channels,
+                  mc->ph, mc->pw, fp);
+    for (int f = 0; !r && f < mc->pt; f++) r = video_encoder_write_rgb(e, fp[f]);
+  }
+  if (!r) r = video_encoder_finish(e);
+  video_encoder_free(&e);
+  free(frames);
+  free(fp);
+  return r ? err_wrap(r, "sample: writing %s: ", path) : TSR_OK;
+}
+
+// Only RGB models can be written as video: checked before any sampling.
+static tsr_status check_rgb(const char *ckpt) {
+  ckpt_meta cm = {0};
+  tsr_status r = ckpt_read_meta(ckpt, &cm);
+  if (!r && cm.mc.channels != 3)
+    r = err_set(TSR_EINVAL, "sample: the model of %s has %d channels; only RGB (3) can be "
+                "written as video", ckpt, cm.mc.channels);
+  ckpt_meta_free(&cm);
+  return r;
+}
+
 int cmd_sample(int argc, char **argv) {
   if (wants_help(argc, argv)) {
     sample_usage(stdout);
@@ -50,6 +97,7 @@ int cmd_sample(int argc, char **argv) {
       {"backend", required_argument, 0, O_BACKEND},
       {"precision", required_argument, 0, O_PRECISION}, {0, 0, 0, 0}};
   sample_options o = {.cfg = 1, .steps = 32, .ema = 1, .precision = -1};
+  const char *out = NULL;  // the .mp4 path
   const char *backend = "auto";
   backend_choice bc;
   int c, bad = 0;
@@ -69,7 +117,7 @@ int cmd_sample(int argc, char **argv) {
         r = err_set(TSR_EINVAL, "--size: '%s' is not HxW (pixels, e.g. 64x80)", optarg);
       break;
     }
-    case O_OUT: o.out = optarg; break;
+    case O_OUT: out = optarg; break;
     case O_LABEL: o.label = optarg; break;
     case O_CFG: r = parse_double("--cfg", optarg, 0, 100, &cfg); break;
     case O_STEPS: r = parse_int("--steps", optarg, 1, 100000, &o.steps); break;
@@ -90,13 +138,18 @@ int cmd_sample(int argc, char **argv) {
   }
   if (!r && optind < argc) r = err_set(TSR_EINVAL, "unexpected argument '%s'", argv[optind]);
   const char *missing = !o.ckpt ? "--ckpt FILE" : !o.frames ? "--frames F"
-                        : !o.height ? "--size HxW" : !o.out ? "--out FILE.mp4" : NULL;
+                        : !o.height ? "--size HxW" : !out ? "--out FILE.mp4" : NULL;
   if (!r && missing) r = err_set(TSR_EINVAL, "missing %s (see --help)", missing);
   o.cfg = (float)cfg;
   o.seed = (uint64_t)seed;
   if (!r) r = backend_choose(backend, &bc);
   o.backend = &bc;
-  if (!r) r = sample_run(&o);
+  sample_result res = {0};
+  if (!r) r = check_rgb(o.ckpt);
+  if (!r) r = sample_run(&o, &res);
+  if (!r) r = write_mp4(out, &res);
+  if (!r) log_info("sample: wrote %s", out);
+  sample_result_free(&res);
   if (r) log_error("tessera sample: %s", err_msg());
   return r ? 1 : 0;
 }

@@ -6,7 +6,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
-#include "model/train.h"
+#include "model/train/train.h"
 #include "tools/backend.h"
 #include "tools/commands.h"
 #include "tools/parse.h"

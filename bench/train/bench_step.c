@@ -49,8 +49,8 @@
 #include "model/config.h"
 #include "model/dit.h"
 #include "model/objective.h"
-#include "model/safetensors.h"
-#include "model/train.h"
+#include "model/io/dit_io.h"
+#include "model/train/train.h"
 #include "tools/backend.h"
 #include "tools/parse.h"
 

@@ -32,7 +32,7 @@
 
 #include "check.h"
 #include "core/comm.h"
-#include "model/dist_step.h"
+#include "model/dist/dist_step.h"
 #include "model/mt.h"
 
 enum { NCLIPS = 8 };

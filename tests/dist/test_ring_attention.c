@@ -13,7 +13,7 @@
 #include "check.h"
 #include "core/comm.h"
 #include "kernels/kernels.h"
-#include "model/ring_attention.h"
+#include "model/dist/ring_attention.h"
 
 static uint64_t rng_state;
 static double urand(void) {  // same sequence on every rank

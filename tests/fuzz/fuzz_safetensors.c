@@ -10,8 +10,8 @@
 
 #include "fuzz_util.h"
 #include "kernels/kernels.h"
-#include "model/checkpoint.h"
-#include "model/safetensors.h"
+#include "model/io/checkpoint.h"
+#include "model/io/safetensors.h"
 
 // Models this small are built and loaded; larger configs (a fuzzed hidden = 10^6) would
 // only measure the allocator.

@@ -13,7 +13,7 @@
 
 #include "mt.h"
 #include "model/objective.h"
-#include "model/safetensors.h"
+#include "model/io/dit_io.h"
 
 #define TRY(call)                                                            \
   do {                                                                       \

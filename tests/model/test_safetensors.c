@@ -8,7 +8,7 @@
 
 #include "check.h"
 #include "mt.h"
-#include "model/safetensors.h"
+#include "model/io/dit_io.h"
 
 static char dir[] = "/tmp/tsr_st_XXXXXX";
 static char path[256], bad[256];

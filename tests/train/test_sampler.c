@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "model/data.h"
-#include "model/train.h"
+#include "model/train/data.h"
+#include "model/train/train.h"
 
 static void test_permutation(void) {
   enum { N = 97 };

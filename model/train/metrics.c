@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "core/fs.h"
-#include "model/train.h"
+#include "model/train/train.h"
 
 // Rewrites `path` keeping lines whose "step" is <= keep (tmp, fsync, rename).
 static tsr_status metrics_cut(const char *path, int64_t keep) {

@@ -1,5 +1,5 @@
-// model/sample.c — Euler sampler of the rectified flow and MP4 output (model/sample.h).
-#include "model/sample.h"
+// model/sample/sample.c — Euler sampler of the rectified flow (model/sample/sample.h).
+#include "model/sample/sample.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -7,9 +7,7 @@
 
 #include "core/log.h"
 #include "core/rng.h"
-#include "ingest/encode.h"
-#include "ingest/patchify.h"
-#include "model/checkpoint.h"
+#include "model/io/checkpoint.h"
 
 
 typedef struct {
@@ -121,36 +119,8 @@ static tsr_status parse_label(const ckpt_meta *cm, const char *s, int *label) {
                  cm->mc.num_classes - 1, names[0] ? names : "none");
 }
 
-static tsr_status write_mp4(const sample_options *o, const ckpt_meta *cm, const uint8_t *tok,
-                            int T, int H, int W) {
-  const dit_config *mc = &cm->mc;
-  size_t P = (size_t)mc->pt * mc->ph * mc->pw * mc->channels;
-  size_t frame_bytes = (size_t)o->height * o->width * 3;
-  uint8_t *frames = malloc(frame_bytes * (size_t)mc->pt);
-  uint8_t **fp = malloc((size_t)mc->pt * sizeof *fp);
-  if (!frames || !fp) {
-    free(frames);
-    free(fp);
-    return err_set(TSR_ENOMEM, "sample: no memory for frames");
-  }
-  for (int f = 0; f < mc->pt; f++) fp[f] = frames + (size_t)f * frame_bytes;
-  encode_opts eo = {.width = o->width, .height = o->height, .fps_num = cm->store.fps_num,
-                    .fps_den = cm->store.fps_den, .crf = 18};
-  video_encoder *e = NULL;
-  tsr_status r = video_encoder_open(&e, o->out, &eo);
-  for (int t = 0; !r && t < T; t++) {
-    unpatchify_u8(tok + (size_t)t * H * W * P, mc->pt, o->height, o->width, mc->channels, mc->ph,
-                  mc->pw, fp);
-    for (int f = 0; !r && f < mc->pt; f++) r = video_encoder_write_rgb(e, fp[f]);
-  }
-  if (!r) r = video_encoder_finish(e);
-  video_encoder_free(&e);
-  free(frames);
-  free(fp);
-  return r ? err_wrap(r, "sample: writing %s: ", o->out) : TSR_OK;
-}
-
-tsr_status sample_run(const sample_options *o) {
+tsr_status sample_run(const sample_options *o, sample_result *out) {
+  memset(out, 0, sizeof *out);
   ckpt_meta cm = {0};
   tsr_status r = ckpt_read_meta(o->ckpt, &cm);
   if (r) return r;
@@ -161,9 +131,6 @@ tsr_status sample_run(const sample_options *o) {
     r = err_set(TSR_EINVAL, "sample: --frames %d --size %dx%d must be positive multiples of the "
                 "model's tubelet %dx%dx%d (frames x height x width)", o->frames, o->height,
                 o->width, mc->pt, mc->ph, mc->pw);
-  if (!r && mc->channels != 3)
-    r = err_set(TSR_EINVAL, "sample: the model has %d channels; only RGB (3) can be written as "
-                "video", mc->channels);
   if (!r) r = parse_label(&cm, o->label, &label);
   if (!r && o->cfg != 1.0f && label < 0)
     r = err_set(TSR_EINVAL, "sample: --cfg %g needs --label (classifier-free guidance compares "
@@ -191,11 +158,19 @@ tsr_status sample_run(const sample_options *o) {
              o->frames, o->height, o->width, (long long)N, o->steps, label >= 0 ? ", guided" : "",
              kb->name, config_precision_name(precision));
     r = sample_generate(m, &sp, tok);
-    if (!r) r = write_mp4(o, &cm, tok, T, H, W);
-    if (!r) log_info("sample: wrote %s in %.1f s", o->out, time_now() - t0);
+    if (!r) log_info("sample: %lld tokens in %.1f s", (long long)N, time_now() - t0);
+  }
+  if (!r) {
+    *out = (sample_result){.tokens = tok, .T = T, .H = H, .W = W, .mc = *mc, .store = cm.store};
+    tok = NULL;
   }
   free(tok);
   dit_free(&m);
   ckpt_meta_free(&cm);
   return r;
+}
+
+void sample_result_free(sample_result *r) {
+  free(r->tokens);
+  memset(r, 0, sizeof *r);
 }

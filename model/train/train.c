@@ -1,6 +1,6 @@
 // model/train.c — `tessera train`'s run: inputs checked up front, then the step loop
 // with background planning, metrics, progress and checkpoints (model/train.h).
-#include "model/train.h"
+#include "model/train/train.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -13,7 +13,7 @@
 #include "core/fs.h"
 #include "core/hash.h"
 #include "core/log.h"
-#include "model/checkpoint.h"
+#include "model/io/checkpoint.h"
 
 // Cost model of the plan when no --cost file is given: the tiny model's CPU costs
 // measured on a 2-core machine (docs/train.md). With one rank the plan is a packing of the
@@ -123,14 +123,34 @@ static tsr_status check_resume_store(const ckpt_meta *cm, const trainer *tr, con
   return TSR_OK;
 }
 
+// The checkpoint's view of the trainer, with the sampler at `pos`. names: (n_labels)
+// scratch for the label pointers, freed by the caller.
+static tsr_status trainer_state(const trainer *tr, const data_sampler *pos, ckpt_state *cs,
+                                const char ***names) {
+  int n = data_num_labels(tr->data);
+  if (!(*names = malloc((size_t)(n ? n : 1) * sizeof **names)))
+    return err_set(TSR_ENOMEM, "checkpoint: no memory");
+  for (int k = 0; k < n; k++) (*names)[k] = data_label_name(tr->data, k);
+  *cs = (ckpt_state){.model = tr->model, .ema = tr->ema, .adam_m = tr->adam_m,
+                     .adam_v = tr->adam_v, .mc = &tr->mc, .tc = &tr->tc, .step = tr->step,
+                     .sampler_epoch = pos->epoch, .sampler_pos = pos->pos,
+                     .store = data_settings(tr->data), .store_clips = data_num_clips(tr->data),
+                     .labels = *names, .n_labels = n};
+  return TSR_OK;
+}
+
 // Restores the state of `path` (resume) or its weights only (init).
 static tsr_status start_from(trainer *tr, const char *path, int resume) {
   ckpt_meta cm = {0};
   tsr_status r = ckpt_read_meta(path, &cm);
   if (!r && resume) r = check_resume_config(&cm, tr, path);
   if (!r && resume) r = check_resume_store(&cm, tr, path);
-  if (!r) r = ckpt_load(path, tr, resume ? CKPT_LOAD_WEIGHTS | CKPT_LOAD_EMA | CKPT_LOAD_OPTIM
-                                         : CKPT_LOAD_WEIGHTS);
+  ckpt_state cs;
+  const char **names = NULL;
+  if (!r) r = trainer_state(tr, &tr->sampler, &cs, &names);
+  if (!r) r = ckpt_load(path, &cs, resume ? CKPT_LOAD_WEIGHTS | CKPT_LOAD_EMA | CKPT_LOAD_OPTIM
+                                          : CKPT_LOAD_WEIGHTS);
+  free(names);
   if (!r && resume && cm.tc.precision != tr->tc.precision && tr->rank == 0)
     log_info("train: checkpoint %s was trained with train.precision=%s, continuing in %s (the "
              "fp32 weights and optimizer state carry over)", path,
@@ -297,10 +317,11 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
                     (long long)stop, st.loss, st.lr, st.grad_norm, st.tokens_per_s);
     if (!r && lead &&
         ((tr->tc.ckpt_every > 0 && tr->step % tr->tc.ckpt_every == 0) || tr->step == stop)) {
-      data_sampler ahead = tr->sampler;
-      tr->sampler = saved;
-      r = ckpt_save_run(o->run_dir, tr, tr->tc.ckpt_keep);
-      tr->sampler = ahead;
+      ckpt_state cs;
+      const char **names = NULL;
+      r = trainer_state(tr, &saved, &cs, &names);
+      if (!r) r = ckpt_save_run(o->run_dir, &cs, tr->tc.ckpt_keep);
+      free(names);
     }
   }
   if (lead) progress_end(&pg);

@@ -1,4 +1,4 @@
-#include "model/ring_attention.h"
+#include "model/dist/ring_attention.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "model/train.h"
+#include "model/train/train.h"
 
 int train_decays(const dit_tensor *t) {
   return t->ndim == 2 && strncmp(t->name, "y_embed", 7) != 0;

@@ -1,4 +1,4 @@
-// model/sample.h — `tessera sample`: generate a clip from a checkpoint by Euler
+// model/sample/sample.h — `tessera sample`: generate a clip from a checkpoint by Euler
 // integration of the rectified flow (docs/train.md).
 //
 // The model predicts v = e - x0 for x_t = (1 - t) x0 + t e, so dx/dt = v and the clip is
@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 #include "core/err.h"
+#include "ingest/store.h"
 #include "model/config.h"
 #include "model/dit.h"
 
@@ -40,14 +41,22 @@ typedef struct {
   int steps;                // Euler steps
   uint64_t seed;
   int ema;                  // 1: EMA weights (default), 0: raw weights
-  const char *out;          // .mp4 path (written atomically)
   const backend_choice *backend;  // compute device, chosen by the caller (tools/backend.h)
   int precision;            // kernels_dtype of the activations, or -1: the checkpoint's
                             // train.precision (weights load as fp32 masters either way)
 } sample_options;
 
-// Loads the checkpoint, checks the options against it, samples and writes the MP4 at
-// the checkpoint's store frame rate.
-tsr_status sample_run(const sample_options *o);
+// The sampled clip: its tokens, and what turning them into a video needs.
+typedef struct {
+  uint8_t *tokens;        // (T*H*W, P) uint8 pixels (P = pt*ph*pw*channels), malloc'ed
+  int T, H, W;            // token grid
+  dit_config mc;          // the checkpoint's model (tubelet pt, ph, pw and channels)
+  store_settings store;   // the store it was trained on (frame rate of the video)
+} sample_result;
+
+// Loads the checkpoint, checks the options against it and samples the clip's tokens
+// (writing them as a video is the caller's: tessera sample encodes an MP4).
+tsr_status sample_run(const sample_options *o, sample_result *out);
+void sample_result_free(sample_result *r);
 
 #endif

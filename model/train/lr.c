@@ -1,7 +1,7 @@
 // model/lr.c — learning-rate schedule: linear warmup, cosine decay (model/train.h).
 #include <math.h>
 
-#include "model/train.h"
+#include "model/train/train.h"
 
 double lr_schedule(const train_config *t, int64_t s) {
   if (s < 0) s = 0;

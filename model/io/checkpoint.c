@@ -1,5 +1,5 @@
 // model/checkpoint.c — training checkpoints in safetensors (model/checkpoint.h).
-#include "model/checkpoint.h"
+#include "model/io/checkpoint.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -13,9 +13,10 @@
 #include <xxhash.h>
 
 #include "core/fs.h"
-#include "model/safetensors.h"
+#include "model/io/dit_io.h"
+#include "model/io/safetensors.h"
 
-// The four tensor sets of a checkpoint: prefix and where they live in the trainer.
+// The four tensor sets of a checkpoint: prefix and where they live in the state.
 enum { SET_W, SET_EMA, SET_M, SET_V, NSETS };
 static const char *const set_prefix[NSETS] = {"", "ema.", "adam_m.", "adam_v."};
 // Metadata keys of each set's XXH3-64 over its flat host buffer (padding floats are 0),
@@ -23,12 +24,12 @@ static const char *const set_prefix[NSETS] = {"", "ema.", "adam_m.", "adam_v."};
 static const char *const set_hash_key[NSETS] = {"xxh3_weights", "xxh3_ema", "xxh3_adam_m",
                                                 "xxh3_adam_v"};
 
-static float *set_buffer(const trainer *tr, int s) {
+static float *set_buffer(const ckpt_state *cs, int s) {
   switch (s) {
-  case SET_W: return dit_params(tr->model);
-  case SET_EMA: return tr->ema;
-  case SET_M: return tr->adam_m;
-  default: return tr->adam_v;
+  case SET_W: return dit_params(cs->model);
+  case SET_EMA: return cs->ema;
+  case SET_M: return cs->adam_m;
+  default: return cs->adam_v;
   }
 }
 
@@ -46,24 +47,24 @@ static tsr_status meta_i64(st_writer *w, const char *key, int64_t v) {
   return st_writer_meta(w, key, buf);
 }
 
-static tsr_status add_meta(st_writer *w, const trainer *tr) {
-  const store_settings *s = data_settings(tr->data);
+static tsr_status add_meta(st_writer *w, const ckpt_state *cs) {
+  const store_settings *s = cs->store;
   char buf[128];
-  char *ini = config_to_ini(&tr->mc, &tr->tc);
+  char *ini = config_to_ini(cs->mc, cs->tc);
   json_t *labels = json_array();
-  for (int k = 0; labels && k < data_num_labels(tr->data); k++)
-    json_array_append_new(labels, json_string(data_label_name(tr->data, k)));
+  for (int k = 0; labels && k < cs->n_labels; k++)
+    json_array_append_new(labels, json_string(cs->labels[k]));
   char *labels_s = labels ? json_dumps(labels, JSON_COMPACT) : NULL;
   json_decref(labels);
   tsr_status r = (!ini || !labels_s) ? err_set(TSR_ENOMEM, "checkpoint: no memory") : TSR_OK;
   if (!r) r = st_writer_meta(w, "format", CKPT_FORMAT);
   if (!r) r = meta_i64(w, "version", CKPT_VERSION);
-  if (!r) r = meta_i64(w, "step", tr->step);
-  if (!r) r = st_writer_meta(w, "backend", tr->kb->name);  // informative: what trained it
+  if (!r) r = meta_i64(w, "step", cs->step);
+  if (!r) r = st_writer_meta(w, "backend", dit_backend(cs->model)->name);  // informative
   if (!r) r = st_writer_meta(w, "config", ini);
-  if (!r) r = meta_i64(w, "sampler_epoch", tr->sampler.epoch);
-  if (!r) r = meta_i64(w, "sampler_pos", tr->sampler.pos);
-  snprintf(buf, sizeof buf, "philox4x32-10 seed=%" PRId64, tr->tc.seed);
+  if (!r) r = meta_i64(w, "sampler_epoch", cs->sampler_epoch);
+  if (!r) r = meta_i64(w, "sampler_pos", cs->sampler_pos);
+  snprintf(buf, sizeof buf, "philox4x32-10 seed=%" PRId64, cs->tc->seed);
   if (!r) r = st_writer_meta(w, "rng", buf);
   snprintf(buf, sizeof buf, "%d/%d", s->fps_num, s->fps_den);
   if (!r) r = st_writer_meta(w, "store_fps", buf);
@@ -74,29 +75,29 @@ static tsr_status add_meta(st_writer *w, const trainer *tr) {
   if (!r) r = meta_i64(w, "store_dtype", s->dtype);
   snprintf(buf, sizeof buf, "%.17g", s->max_seconds);
   if (!r) r = st_writer_meta(w, "store_max_seconds", buf);
-  if (!r) r = meta_i64(w, "clips", data_num_clips(tr->data));
+  if (!r) r = meta_i64(w, "clips", cs->store_clips);
   if (!r) r = st_writer_meta(w, "labels", labels_s);
   free(ini);
   free(labels_s);
   return r;
 }
 
-tsr_status ckpt_save(const char *path, const trainer *tr) {
-  const kernels_backend *kb = tr->kb;
-  size_t n = tr->n_params;
+tsr_status ckpt_save(const char *path, const ckpt_state *cs) {
+  const kernels_backend *kb = dit_backend(cs->model);
+  size_t n = dit_num_params(cs->model);
   float *host = malloc(NSETS * n * sizeof(float));
   if (!host) return err_set(TSR_ENOMEM, "checkpoint %s: no memory for %zu parameters", path, n);
   st_writer *w = NULL;
   tsr_status r = st_writer_new(&w);
-  for (int s = 0; !r && s < NSETS; s++) r = kb->to_host(kb, host + s * n, set_buffer(tr, s), n * sizeof(float));
+  for (int s = 0; !r && s < NSETS; s++) r = kb->to_host(kb, host + s * n, set_buffer(cs, s), n * sizeof(float));
   for (int s = 0; !r && s < NSETS; s++) {
     char hash[24];
     snprintf(hash, sizeof hash, "%016llx",
              (unsigned long long)XXH3_64bits(host + s * n, n * sizeof(float)));
-    r = dit_write_tensors(tr->model, w, set_prefix[s], host + s * n);
+    r = dit_write_tensors(cs->model, w, set_prefix[s], host + s * n);
     if (!r) r = st_writer_meta(w, set_hash_key[s], hash);
   }
-  if (!r) r = add_meta(w, tr);
+  if (!r) r = add_meta(w, cs);
   if (!r) r = st_writer_commit(w, path);
   st_writer_free(&w);
   free(host);
@@ -142,10 +143,10 @@ static void ckpt_path(char *buf, size_t n, const char *dir, int64_t step) {
   snprintf(buf, n, "%s/ckpt-%" PRId64 ".safetensors", dir, step);
 }
 
-tsr_status ckpt_save_run(const char *run_dir, const trainer *tr, int keep) {
+tsr_status ckpt_save_run(const char *run_dir, const ckpt_state *cs, int keep) {
   char path[PATH_MAX];
-  ckpt_path(path, sizeof path, run_dir, tr->step);
-  tsr_status r = ckpt_save(path, tr);
+  ckpt_path(path, sizeof path, run_dir, cs->step);
+  tsr_status r = ckpt_save(path, cs);
   if (r) return r;
   int64_t *steps;
   int n;
@@ -153,7 +154,7 @@ tsr_status ckpt_save_run(const char *run_dir, const trainer *tr, int keep) {
   if (keep < 1) keep = 1;
   int removed = 0;
   for (int i = 0; i + keep < n; i++) {
-    if (steps[i] == tr->step) continue;
+    if (steps[i] == cs->step) continue;
     ckpt_path(path, sizeof path, run_dir, steps[i]);
     if (unlink(path) && errno != ENOENT) {
       r = err_set(TSR_EIO, "remove old checkpoint %s: %s", path, strerror(errno));
@@ -376,16 +377,16 @@ static tsr_status load_checked(const char *path, const dit_model *m, const kerne
   return damaged(r, path);
 }
 
-tsr_status ckpt_load(const char *path, trainer *tr, int what) {
-  size_t n = tr->n_params;
+tsr_status ckpt_load(const char *path, const ckpt_state *cs, int what) {
+  size_t n = dit_num_params(cs->model);
   float *host = malloc(n * sizeof(float));
   int sets = (what & CKPT_LOAD_WEIGHTS ? 1 << SET_W : 0) | (what & CKPT_LOAD_EMA ? 1 << SET_EMA : 0) |
              (what & CKPT_LOAD_OPTIM ? 1 << SET_M | 1 << SET_V : 0);
   float *dst[NSETS];
-  for (int s = 0; s < NSETS; s++) dst[s] = set_buffer(tr, s);
-  tsr_status r = host ? load_checked(path, tr->model, tr->kb, sets, dst, host, n)
+  for (int s = 0; s < NSETS; s++) dst[s] = set_buffer(cs, s);
+  tsr_status r = host ? load_checked(path, cs->model, dit_backend(cs->model), sets, dst, host, n)
                       : err_set(TSR_ENOMEM, "no memory loading %s", path);
-  if (!r && (what & CKPT_LOAD_WEIGHTS)) r = dit_refresh_weights(tr->model);
+  if (!r && (what & CKPT_LOAD_WEIGHTS)) r = dit_refresh_weights(cs->model);
   free(host);
   return r;
 }

@@ -1,4 +1,4 @@
-#include "model/calibrate.h"
+#include "model/train/calibrate.h"
 
 #include <math.h>
 #include <stdio.h>

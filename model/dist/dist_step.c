@@ -1,11 +1,11 @@
-#include "model/dist_step.h"
+#include "model/dist/dist_step.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/comm.h"
 #include "model/objective.h"
-#include "model/ring_attention.h"
+#include "model/dist/ring_attention.h"
 
 enum { DIST_MAX_LEVELS = 31 };
 

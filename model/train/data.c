@@ -1,5 +1,5 @@
 // model/data.c — clip table, labels and shard readers of a token store (model/data.h).
-#include "model/data.h"
+#include "model/train/data.h"
 
 #include <limits.h>
 #include <stdio.h>

@@ -25,8 +25,8 @@
 #include "core/err.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
-#include "model/data.h"
-#include "model/dist_step.h"
+#include "model/train/data.h"
+#include "model/dist/dist_step.h"
 #include "model/dit.h"
 #include "sched/sched.h"
 

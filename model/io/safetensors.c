@@ -1,5 +1,5 @@
 // model/safetensors.c — safetensors writer (atomic commit) and validating mmap reader.
-#include "model/safetensors.h"
+#include "model/io/safetensors.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -45,7 +45,6 @@
 #include "ingest/store.h"
 #include "model/config.h"
 #include "model/dit.h"
-#include "model/train.h"
 
 #define CKPT_FORMAT "tessera-ckpt"
 // 2: every tensor's own XXH3-64 in the metadata (safetensors.h ST_SUM_PREFIX), required;
@@ -67,11 +66,26 @@ typedef struct {
 
 void ckpt_meta_free(ckpt_meta *m);
 
-// Writes the trainer's state (weights, EMA, moments, step, sampler, config, store
-// settings and labels of tr->data) to `path` atomically.
-tsr_status ckpt_save(const char *path, const trainer *tr);
-// Saves RUN/ckpt-<tr->step>.safetensors, then removes all but the newest `keep`.
-tsr_status ckpt_save_run(const char *run_dir, const trainer *tr, int keep);
+// What a checkpoint holds, as the training loop has it: the checkpoint takes this state,
+// not the trainer, so file formats stay below training (model/train/ builds it).
+typedef struct {
+  dit_model *model;                // weights: dit_params (the fp32 masters), on its backend
+  float *ema, *adam_m, *adam_v;    // (n_params) backend memory each (NULL: not loaded)
+  const dit_config *mc;
+  const train_config *tc;
+  int64_t step;                    // steps done
+  int64_t sampler_epoch, sampler_pos;  // the sampler's position after the last step
+  const store_settings *store;     // the store trained on
+  int64_t store_clips;             // its clips
+  const char *const *labels;       // (n_labels) class names in class-id order
+  int n_labels;
+} ckpt_state;
+
+// Writes the state (weights, EMA, moments, step, sampler, config, store settings and
+// labels) to `path` atomically.
+tsr_status ckpt_save(const char *path, const ckpt_state *cs);
+// Saves RUN/ckpt-<cs->step>.safetensors, then removes all but the newest `keep`.
+tsr_status ckpt_save_run(const char *run_dir, const ckpt_state *cs, int keep);
 // Path and step of the newest RUN/ckpt-STEP.safetensors; TSR_EINVAL if there is none.
 tsr_status ckpt_latest(const char *run_dir, char *path, size_t n, int64_t *step);
 // Removes RUN/ckpt-*.tmp files left by a crash during a save.
@@ -82,14 +96,15 @@ tsr_status ckpt_read_meta(const char *path, ckpt_meta *m);
 
 typedef enum {
   CKPT_LOAD_WEIGHTS = 1,  // weights into dit_params
-  CKPT_LOAD_EMA = 2,      // ema.* into tr->ema
-  CKPT_LOAD_OPTIM = 4,    // adam_m.*, adam_v.* into tr->adam_m, tr->adam_v
+  CKPT_LOAD_EMA = 2,      // ema.* into cs->ema
+  CKPT_LOAD_OPTIM = 4,    // adam_m.*, adam_v.* into cs->adam_m, cs->adam_v
 } ckpt_load_what;
 
-// Loads tensors of `path` into the trainer's buffers, checking every tensor's presence
-// and shape against the trainer's model (a checkpoint of another model config fails with
+// Loads tensors of `path` into the state's buffers, checking every tensor's presence and
+// shape against the state's model (a checkpoint of another model config fails with
 // TSR_EMISMATCH naming the tensor and both shapes) and every checksum of the file (above).
-tsr_status ckpt_load(const char *path, trainer *tr, int what);
+// Loading weights refreshes the model's act-dtype working copy.
+tsr_status ckpt_load(const char *path, const ckpt_state *cs, int what);
 // Loads weights (ema != 0: the EMA weights) into a model (tessera sample).
 tsr_status ckpt_load_model(const char *path, dit_model *m, int ema);
 

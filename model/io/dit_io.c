@@ -1,0 +1,63 @@
+// model/io/dit_io.c — the model's tensors and a training batch to and from safetensors
+// files, by name (model/io/dit_io.h).
+#include "model/io/dit_io.h"
+
+#include <stdio.h>
+
+static tsr_status full_name(char *buf, size_t cap, const char *prefix, const char *name) {
+  if ((size_t)snprintf(buf, cap, "%s%s", prefix ? prefix : "", name) >= cap)
+    return err_set(TSR_EINVAL, "tensor name prefix '%s' is too long", prefix);
+  return TSR_OK;
+}
+
+tsr_status dit_write_tensors(const dit_model *m, st_writer *w, const char *prefix,
+                             const float *flat_host) {
+  char name[256];
+  for (int i = 0; i < dit_num_tensors(m); i++) {
+    const dit_tensor *t = dit_tensor_info(m, i);
+    tsr_status st = full_name(name, sizeof name, prefix, t->name);
+    if (!st) st = st_writer_add(w, name, ST_F32, t->ndim, t->shape, flat_host + t->offset);
+    if (st) return st;
+  }
+  return TSR_OK;
+}
+
+tsr_status dit_read_tensors(const dit_model *m, const st_reader *r, const char *prefix,
+                            float *flat_host) {
+  char name[256];
+  for (int i = 0; i < dit_num_tensors(m); i++) {
+    const dit_tensor *t = dit_tensor_info(m, i);
+    tsr_status st = full_name(name, sizeof name, prefix, t->name);
+    if (!st) st = st_read(r, name, ST_F32, t->ndim, t->shape, flat_host + t->offset);
+    if (st) return st;
+  }
+  return TSR_OK;
+}
+
+tsr_status objective_write_tensors(const objective_batch *ob, st_writer *w, const char *prefix) {
+  int64_t C = ob->n_clips, L = ob->L, P = ob->P;
+  struct {
+    const char *name;
+    st_dtype dtype;
+    int ndim;
+    int64_t shape[2];
+    const void *data;
+  } parts[] = {
+      {"x", ST_F32, 2, {L, P}, ob->x},
+      {"target", ST_F32, 2, {L, P}, ob->target},
+      {"t", ST_F32, 1, {C}, ob->t},
+      {"labels", ST_I32, 1, {C}, ob->labels},
+      {"loss_weight", ST_F32, 1, {C}, ob->loss_weight},
+      {"pos", ST_I32, 2, {L, 3}, ob->pos},
+      {"cu_seqlens", ST_I32, 1, {C + 1}, ob->cu_seqlens},
+  };
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+    char name[256];
+    if (snprintf(name, sizeof name, "%s%s", prefix, parts[i].name) >= (int)sizeof name)
+      return err_set(TSR_EINVAL, "objective_write_tensors: prefix '%s' is too long", prefix);
+    tsr_status st = st_writer_add(w, name, parts[i].dtype, parts[i].ndim, parts[i].shape,
+                                  parts[i].data);
+    if (st) return st;
+  }
+  return TSR_OK;
+}
