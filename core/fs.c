@@ -48,3 +48,59 @@ tsr_status fs_mkdir_p(const char *dir) {
   }
   return TSR_OK;
 }
+
+// ---- atomic file writes ------------------------------------------------------------------
+
+static const char *disk_full_hint(int e) {
+  return e == ENOSPC || e == EDQUOT ? " (disk full: free space or write elsewhere)" : "";
+}
+
+tsr_status fs_atomic_name(fs_atomic *a, const char *path) {
+  memset(a, 0, sizeof *a);
+  if (!path || !*path) return err_set(TSR_EINVAL, "no file name to write");
+  if ((size_t)snprintf(a->path, sizeof a->path, "%s", path) >= sizeof a->path ||
+      (size_t)snprintf(a->tmp, sizeof a->tmp, "%s.tmp", path) >= sizeof a->tmp)
+    return err_set(TSR_EINVAL, "path too long: %s", path);
+  a->live = 1;
+  return TSR_OK;
+}
+
+tsr_status fs_atomic_open(fs_atomic *a, const char *path) {
+  tsr_status st = fs_atomic_name(a, path);
+  if (st) return st;
+  FILE *f = fopen(a->tmp, "wb");
+  if (!f) {
+    int e = errno;
+    a->live = 0;
+    return err_set(TSR_EIO, "create %s: %s%s", a->tmp, strerror(e), disk_full_hint(e));
+  }
+  a->f = f;
+  return TSR_OK;
+}
+
+tsr_status fs_atomic_commit(fs_atomic *a) {
+  if (!a->live) return err_set(TSR_EINVAL, "fs_atomic_commit: nothing open for %s", a->path);
+  if (a->f) {
+    FILE *f = a->f;
+    a->f = NULL;
+    int bad = fflush(f) != 0, e = errno;
+    if (fclose(f) != 0 && !bad) bad = 1, e = errno;
+    if (bad) return err_set(TSR_EIO, "write %s: %s%s", a->tmp, strerror(e), disk_full_hint(e));
+  }
+  int fd = open(a->tmp, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return err_set(TSR_EIO, "open %s to sync: %s", a->tmp, strerror(errno));
+  int rc = fsync(fd), e = errno;
+  close(fd);
+  if (rc != 0) return err_set(TSR_EIO, "fsync %s: %s%s", a->tmp, strerror(e), disk_full_hint(e));
+  if (rename(a->tmp, a->path) != 0)
+    return err_set(TSR_EIO, "rename %s to %s: %s", a->tmp, a->path, strerror(errno));
+  a->live = 0;
+  return fs_fsync_parent(a->path);
+}
+
+void fs_atomic_abort(fs_atomic *a) {
+  if (a->f) fclose(a->f);
+  a->f = NULL;
+  if (a->live) unlink(a->tmp);
+  a->live = 0;
+}

@@ -15,4 +15,33 @@ tsr_status fs_fsync_dir(const char *dir);
 // fsync of the directory that holds `path`.
 tsr_status fs_fsync_parent(const char *path);
 
+// ---- atomic file writes -----------------------------------------------------------------
+// The one way tessera replaces a file (checkpoints, metrics, cost files, videos, index
+// copies): write it under PATH.tmp beside it, make its bytes durable, rename it over PATH,
+// make the rename durable. Readers, and a crash at any moment, see the old file or the
+// whole new one, never a part (a crash may leave PATH.tmp, which the next writer
+// overwrites and the owners' recovery removes). One writer per PATH at a time.
+//
+//   fs_atomic a;
+//   tsr_status st = fs_atomic_open(&a, path);      // a.f: the temporary file ("wb")
+//   ... write to a.f ...                            // (or fs_atomic_name, then a library
+//   if (!st) st = fs_atomic_commit(&a);             //  writes a.tmp itself)
+//   fs_atomic_abort(&a);                            // always: removes a.tmp unless committed
+typedef struct {
+  char path[4096];
+  char tmp[4096 + 8];
+  void *f;            // FILE * open on tmp (fs_atomic_open), or NULL
+  int live;           // tmp may exist and was not committed
+} fs_atomic;
+
+// Names PATH.tmp and opens it for writing in a->f. TSR_EIO naming it if it cannot be made.
+tsr_status fs_atomic_open(fs_atomic *a, const char *path);
+// Names PATH.tmp only, for a library that creates and writes the file itself (libav).
+tsr_status fs_atomic_name(fs_atomic *a, const char *path);
+// Flushes and closes a->f (if open), fsyncs the temporary file, renames it to PATH and
+// fsyncs the directory. Errors name the file and the step (disk full included).
+tsr_status fs_atomic_commit(fs_atomic *a);
+// Closes a->f and removes the temporary file unless the write was committed. Idempotent.
+void fs_atomic_abort(fs_atomic *a);
+
 #endif

@@ -21,11 +21,11 @@
 #include <libavutil/opt.h>
 #include <libswscale/swscale.h>
 
+#include "core/fs.h"
 #include "core/log.h"
 
 struct video_encoder {
-  char *path;            // final name
-  char *tmp;             // PATH.tmp while writing
+  fs_atomic out;         // the final name and PATH.tmp, written by libav (core/fs.h)
   AVFormatContext *fmt;
   AVCodecContext *cc;
   AVStream *st;
@@ -36,7 +36,6 @@ struct video_encoder {
   int w, h;              // encoded size (even)
   uint8_t *pad;          // (h, w, 3) padded RGB when the input size is odd, else NULL
   int64_t next_pts;      // in encoder time base (1 / fps)
-  int file_open;         // tmp file exists (remove it if we do not finish)
   int header_written;
   int finished;
 };
@@ -47,13 +46,6 @@ static const char *av_errstr(int e, char *buf, size_t n) {
 }
 
 #define AVERR(e) av_errstr((e), (char[AV_ERROR_MAX_STRING_SIZE]){0}, AV_ERROR_MAX_STRING_SIZE)
-
-static char *dupstr(const char *s) {
-  size_t n = strlen(s) + 1;
-  char *d = malloc(n);
-  if (d) memcpy(d, s, n);
-  return d;
-}
 
 // Sets the codec context for `codec` and tries to open it. Returns the libav status.
 static int try_open_codec(video_encoder *e, const AVCodec *codec, const encode_opts *o) {
@@ -124,7 +116,7 @@ static tsr_status open_encoder(video_encoder *e, const encode_opts *o) {
     if (strcmp(c->name, "libx264rgb") == 0) continue;  // RGB input, not what we write
     int r = try_open_codec(e, c, o);
     if (r == 0) {
-      log_warn("encode %s: libx264 is not available; using H.264 encoder %s", e->path,
+      log_warn("encode %s: libx264 is not available; using H.264 encoder %s", e->out.path,
                c->name);
       return TSR_OK;
     }
@@ -137,7 +129,7 @@ static tsr_status open_encoder(video_encoder *e, const encode_opts *o) {
     if (r == 0) {
       log_warn("encode %s: no H.264 encoder could be opened (tried:%s); writing MPEG-4 "
                "part 2 instead. Install an FFmpeg built with libx264 for H.264.",
-               e->path, used ? tried : " none found");
+               e->out.path, used ? tried : " none found");
       return TSR_OK;
     }
     if (used < sizeof tried)
@@ -146,7 +138,7 @@ static tsr_status open_encoder(video_encoder *e, const encode_opts *o) {
   return err_set(TSR_EINVAL,
                  "encode %s: no usable video encoder (tried:%s); install an FFmpeg with "
                  "libx264 (Debian: libavcodec-extra or libavcodec59 with x264)",
-                 e->path, used ? tried : " none found");
+                 e->out.path, used ? tried : " none found");
 }
 
 tsr_status video_encoder_open(video_encoder **out, const char *path, const encode_opts *o) {
@@ -169,17 +161,9 @@ tsr_status video_encoder_open(video_encoder **out, const char *path, const encod
   e->in_h = o->height;
   e->w = (o->width + 1) & ~1;
   e->h = (o->height + 1) & ~1;
-  size_t n = strlen(path);
-  e->path = dupstr(path);
-  e->tmp = malloc(n + 5);
-  if (!e->path || !e->tmp) {
-    st = err_set(TSR_ENOMEM, "encode %s: out of memory", path);
-    goto fail;
-  }
-  memcpy(e->tmp, path, n);
-  memcpy(e->tmp + n, ".tmp", 5);
+  if ((st = fs_atomic_name(&e->out, path))) goto fail;
 
-  r = avformat_alloc_output_context2(&e->fmt, NULL, "mp4", e->tmp);
+  r = avformat_alloc_output_context2(&e->fmt, NULL, "mp4", e->out.tmp);
   if (r < 0 || !e->fmt) {
     st = err_set(TSR_EINVAL, "encode %s: cannot create the MP4 muxer: %s (is libavformat "
                  "built with the mp4 muxer?)", path, AVERR(r));
@@ -201,19 +185,18 @@ tsr_status video_encoder_open(video_encoder **out, const char *path, const encod
     goto fail;
   }
 
-  r = avio_open(&e->fmt->pb, e->tmp, AVIO_FLAG_WRITE);
+  r = avio_open(&e->fmt->pb, e->out.tmp, AVIO_FLAG_WRITE);
   if (r < 0) {
     st = err_set(TSR_EIO, "encode %s: cannot create %s: %s (check the directory exists and "
-                 "is writable)", path, e->tmp, AVERR(r));
+                 "is writable)", path, e->out.tmp, AVERR(r));
     goto fail;
   }
-  e->file_open = 1;
   AVDictionary *mux = NULL;
   av_dict_set(&mux, "movflags", "+write_colr+faststart", 0);
   r = avformat_write_header(e->fmt, &mux);
   av_dict_free(&mux);
   if (r < 0) {
-    st = err_set(TSR_EIO, "encode %s: cannot write the MP4 header to %s: %s", path, e->tmp,
+    st = err_set(TSR_EIO, "encode %s: cannot write the MP4 header to %s: %s", path, e->out.tmp,
                  AVERR(r));
     goto fail;
   }
@@ -274,26 +257,26 @@ fail:
 static tsr_status encode_send(video_encoder *e, AVFrame *f) {
   int r = avcodec_send_frame(e->cc, f);
   if (r < 0)
-    return err_set(TSR_EINVAL, "encode %s: encoder (%s) rejected a frame: %s", e->path,
+    return err_set(TSR_EINVAL, "encode %s: encoder (%s) rejected a frame: %s", e->out.path,
                    e->cc->codec->name, AVERR(r));
   for (;;) {
     r = avcodec_receive_packet(e->cc, e->pkt);
     if (r == AVERROR(EAGAIN) || r == AVERROR_EOF) return TSR_OK;
     if (r < 0)
-      return err_set(TSR_EINVAL, "encode %s: encoder (%s) failed: %s", e->path,
+      return err_set(TSR_EINVAL, "encode %s: encoder (%s) failed: %s", e->out.path,
                      e->cc->codec->name, AVERR(r));
     av_packet_rescale_ts(e->pkt, e->cc->time_base, e->st->time_base);
     e->pkt->stream_index = e->st->index;
     r = av_interleaved_write_frame(e->fmt, e->pkt);  // takes the packet's reference
     if (r < 0)
       return err_set(TSR_EIO, "encode %s: cannot write a packet to %s: %s (disk full?)",
-                     e->path, e->tmp, AVERR(r));
+                     e->out.path, e->out.tmp, AVERR(r));
   }
 }
 
 tsr_status video_encoder_write_rgb(video_encoder *e, const uint8_t *rgb) {
   if (!e || e->finished) return err_set(TSR_EINVAL, "encode: write after finish");
-  if (!rgb) return err_set(TSR_EINVAL, "encode %s: NULL frame", e->path);
+  if (!rgb) return err_set(TSR_EINVAL, "encode %s: NULL frame", e->out.path);
   const uint8_t *src = rgb;
   int src_stride = e->in_w * 3;
   if (e->pad) {
@@ -310,7 +293,7 @@ tsr_status video_encoder_write_rgb(video_encoder *e, const uint8_t *rgb) {
   }
   int r = av_frame_make_writable(e->frame);
   if (r < 0)
-    return err_set(TSR_ENOMEM, "encode %s: cannot make the frame writable: %s", e->path,
+    return err_set(TSR_ENOMEM, "encode %s: cannot make the frame writable: %s", e->out.path,
                    AVERR(r));
   const uint8_t *planes[1] = {src};
   int strides[1] = {src_stride};
@@ -325,16 +308,14 @@ tsr_status video_encoder_finish(video_encoder *e) {
   if (st != TSR_OK) return st;
   int r = av_write_trailer(e->fmt);
   if (r < 0)
-    return err_set(TSR_EIO, "encode %s: cannot finish %s: %s (disk full?)", e->path, e->tmp,
+    return err_set(TSR_EIO, "encode %s: cannot finish %s: %s (disk full?)", e->out.path, e->out.tmp,
                    AVERR(r));
   r = avio_closep(&e->fmt->pb);
   if (r < 0)
-    return err_set(TSR_EIO, "encode %s: cannot close %s: %s (disk full?)", e->path, e->tmp,
+    return err_set(TSR_EIO, "encode %s: cannot close %s: %s (disk full?)", e->out.path, e->out.tmp,
                    AVERR(r));
-  if (rename(e->tmp, e->path) != 0)
-    return err_set(TSR_EIO, "encode %s: cannot rename %s to it: %s", e->path, e->tmp,
-                   strerror(errno));
-  e->file_open = 0;
+  tsr_status cs = fs_atomic_commit(&e->out);  // fsync, rename, fsync of the directory
+  if (cs) return err_wrap(cs, "encode %s: ", e->out.path);
   e->finished = 1;
   return TSR_OK;
 }
@@ -346,14 +327,12 @@ void video_encoder_free(video_encoder **pe) {
     if (e->fmt->pb) avio_closep(&e->fmt->pb);
     avformat_free_context(e->fmt);
   }
-  if (e->file_open && e->tmp) unlink(e->tmp);
+  fs_atomic_abort(&e->out);  // removes PATH.tmp unless finished
   avcodec_free_context(&e->cc);
   sws_freeContext(e->sws);
   av_frame_free(&e->frame);
   av_packet_free(&e->pkt);
   free(e->pad);
-  free(e->path);
-  free(e->tmp);
   free(e);
   *pe = NULL;
 }

@@ -164,30 +164,15 @@ tsr_status st_writer_commit(st_writer *w, const char *path) {
   size_t hlen;
   char *header = build_header(w, &hlen);
   if (!header) return err_set(TSR_ENOMEM, "safetensors %s: cannot build the header", path);
-  char tmp[4096];
-  if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= sizeof tmp) {
-    free(header);
-    return err_set(TSR_EINVAL, "safetensors: path too long: %s", path);
-  }
-  tsr_status st = TSR_OK;
-  FILE *f = fopen(tmp, "wb");
-  if (!f) {
-    st = err_set(TSR_EIO, "create %s: %s", tmp, strerror(errno));
-    free(header);
-    return st;
-  }
+  fs_atomic a;
+  tsr_status st = fs_atomic_open(&a, path);
   uint8_t le[8];
   for (int i = 0; i < 8; i++) le[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
-  st = write_all(f, le, 8, tmp);
-  if (!st) st = write_all(f, header, hlen, tmp);
-  for (int i = 0; !st && i < w->n; i++) st = write_all(f, w->t[i].data, w->t[i].nbytes, tmp);
-  if (!st && (fflush(f) || fsync(fileno(f))))
-    st = err_set(TSR_EIO, "fsync %s: %s", tmp, strerror(errno));
-  if (fclose(f) && !st) st = err_set(TSR_EIO, "close %s: %s", tmp, strerror(errno));
-  if (!st && rename(tmp, path))
-    st = err_set(TSR_EIO, "rename %s to %s: %s", tmp, path, strerror(errno));
-  if (st) remove(tmp);
-  if (!st) st = fs_fsync_parent(path);
+  if (!st) st = write_all(a.f, le, 8, a.tmp);
+  if (!st) st = write_all(a.f, header, hlen, a.tmp);
+  for (int i = 0; !st && i < w->n; i++) st = write_all(a.f, w->t[i].data, w->t[i].nbytes, a.tmp);
+  if (!st) st = fs_atomic_commit(&a);
+  fs_atomic_abort(&a);
   free(header);
   return st;
 }

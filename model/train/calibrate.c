@@ -228,11 +228,10 @@ tsr_status calibrate_run(const dit_config *mc, const train_config *tc, const cal
 }
 
 tsr_status calibrate_write(const char *path, const calibrate_result *res, const char *comment) {
-  char tmp[4096];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-    return err_set(TSR_EINVAL, "path too long: %s", path);
-  FILE *f = fopen(tmp, "w");
-  if (!f) return err_set(TSR_EIO, "cannot write %s: %m (choose a writable --out)", tmp);
+  fs_atomic a;
+  tsr_status st = fs_atomic_open(&a, path);
+  if (st) return err_wrap(st, "choose a writable --out: ");
+  FILE *f = a.f;
   fprintf(f, "# tessera cost model (sched/cost.h, docs/plan.md), written by tessera calibrate\n");
   fprintf(f, "# %s\n", comment);
   fprintf(f, "# measured: a, b, ovh (fit of objective+forward+backward times of one microbatch),\n"
@@ -242,11 +241,7 @@ tsr_status calibrate_write(const char *path, const calibrate_result *res, const 
           res->measured_comm ? "" : ", bw_intra, lat (one rank: nothing to measure)");
   for (int i = 0; i < COST_NKEYS; i++)
     fprintf(f, "%s = %.6g\n", cost_key_names[i], cost_model_get(&res->cost, i));
-  int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
-  bad |= fclose(f) != 0;
-  if (bad || rename(tmp, path) != 0) {
-    unlink(tmp);
-    return err_set(TSR_EIO, "cannot write %s: %m", path);
-  }
-  return fs_fsync_parent(path);
+  st = fs_atomic_commit(&a);
+  fs_atomic_abort(&a);
+  return st;
 }

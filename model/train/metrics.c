@@ -10,17 +10,17 @@
 #include "core/fs.h"
 #include "model/train/train.h"
 
-// Rewrites `path` keeping lines whose "step" is <= keep (tmp, fsync, rename).
+// Rewrites `path` keeping lines whose "step" is <= keep (atomically: core/fs.h).
 static tsr_status metrics_cut(const char *path, int64_t keep) {
   FILE *in = fopen(path, "r");
   if (!in) return errno == ENOENT ? TSR_OK : err_set(TSR_EIO, "open %s: %s", path, strerror(errno));
-  char tmp[PATH_MAX + 8];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *out = fopen(tmp, "w");
-  if (!out) {
+  fs_atomic a;
+  tsr_status st = fs_atomic_open(&a, path);
+  if (st) {
     fclose(in);
-    return err_set(TSR_EIO, "create %s: %s", tmp, strerror(errno));
+    return st;
   }
+  FILE *out = a.f;
   char *line = NULL;
   size_t cap = 0;
   ssize_t len;
@@ -33,13 +33,9 @@ static tsr_status metrics_cut(const char *path, int64_t keep) {
   }
   free(line);
   fclose(in);
-  int bad = fflush(out) || fsync(fileno(out));
-  bad |= fclose(out);
-  if (bad || rename(tmp, path)) {
-    remove(tmp);
-    return err_set(TSR_EIO, "rewrite %s: %s", path, strerror(errno));
-  }
-  return fs_fsync_parent(path);
+  st = fs_atomic_commit(&a);
+  fs_atomic_abort(&a);
+  return st ? err_wrap(st, "rewriting %s: ", path) : TSR_OK;
 }
 
 tsr_status metrics_open(FILE **f, const char *run_dir, int64_t resume_step) {

@@ -71,7 +71,7 @@ int main(void) {
   CHECK_OK(st_writer_commit(w, path));
   st_writer_free(&w);
   char tmpname[300];
-  snprintf(tmpname, sizeof tmpname, "%s.tmp.%d", path, (int)getpid());
+  snprintf(tmpname, sizeof tmpname, "%s.tmp", path);
   CHECK(access(tmpname, F_OK) != 0, "temporary file left");
 
   st_reader *r;
