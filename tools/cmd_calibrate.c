@@ -71,12 +71,12 @@ int cmd_calibrate(int argc, char **argv) {
     case O_REPS: st = parse_int("--reps", optarg, 1, 1000, &o.reps); break;
     case O_BACKEND: backend = optarg; break;
     default:
-      st = err_set(TSR_EINVAL, "calibrate: unknown option or missing value: '%s' (see --help)",
+      st = err_set(TSR_EINVAL, "unknown option or missing value: '%s' (see --help)",
                    argv[optind - 1]);
     }
   }
   if (!st && (!config || !out))
-    st = err_set(TSR_EINVAL, "calibrate: --config and --out are required; see --help");
+    st = err_set(TSR_EINVAL, "--config and --out are required (see --help)");
   dit_config mc;
   train_config tc;
   cost_model bm;
@@ -110,6 +110,6 @@ int cmd_calibrate(int argc, char **argv) {
          "fit within %.1f%%; wrote %s\n",
          res.cost.a, res.cost.b, res.cost.ovh, res.cost.kv, 100 * res.max_rel_err, out);
 end:
-  if (st) log_error("%s", err_msg());
+  if (st) log_error("tessera calibrate: %s", err_msg());
   return st ? 1 : 0;
 }

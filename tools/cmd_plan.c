@@ -297,7 +297,7 @@ int cmd_plan(int argc, char **argv) {
   print_summary(&tot);
   if (js) st = sched_json_write(js, &tot, a.json_path);
 done:
-  if (st) fprintf(stderr, "tessera plan: %s\n", err_msg());
+  if (st) log_error("tessera plan: %s", err_msg());
   sched_json_free(&js);
   lengths_free(&ls);
   return st ? 1 : 0;
