@@ -125,11 +125,10 @@ static tsr_status place_shards(const char *out, const char *in, const char *pref
   const size_t plen = strlen(STORE_SHARD_DIR);
   for (int i = 0; i < names.n && !r; i++) {
     const char *name = names.v[i];
-    if (strncmp(name, STORE_SHARD_DIR "/", plen + 1) != 0 || strchr(name + plen + 1, '/')) {
-      r = err_set(TSR_EFORMAT, "store %s: clip shard '%s' is not in %s/", in, name, STORE_SHARD_DIR);
+    if ((r = store_shard_path(in, name, src, sizeof src))) {
+      err_wrap(r, "store %s: ", in);
       break;
     }
-    snprintf(src, sizeof src, "%s/%s", in, name);
     if (snprintf(dst, sizeof dst, "%s/%s/%s%s", out, STORE_SHARD_DIR, prefix, name + plen + 1) >=
         (int)sizeof dst) {
       r = err_set(TSR_EINVAL, "path too long: %s", dst);
@@ -196,8 +195,19 @@ tsr_status store_merge(const char *out, char *const *ins, int n, store_merge_res
     return err_set(mismatch ? TSR_EMISMATCH : TSR_EINVAL, "merge into %s refused, nothing "
                    "written:%s", out, problems);
   }
+  // The output is written: one writer at a time, and never "recovered" (shards deleted)
+  // when its index is lost.
+  store_lock *lock = NULL;
   store_index *ox = NULL;
-  if ((r = store_open(&ox, out, 1, &s0))) return err_wrap(r, "merge: output: ");
+  char why[1024];
+  if ((r = store_lock_acquire(&lock, out, 1))) return err_wrap(r, "merge: output: ");
+  if (!(r = store_index_state(out, why, sizeof why)) && why[0])
+    r = err_set(TSR_EFORMAT, "merge: output store %s has clips in its shards but %s; nothing "
+                "was written. Run `tessera index recover %s` first", out, why, out);
+  if (r || (r = store_open(&ox, out, 1, &s0))) {
+    store_lock_release(&lock);
+    return err_wrap(r, "merge: output: ");
+  }
   if ((r = store_recover(out, ox))) goto done;
 
   // 2. Per input: shards, then the index rows (one transaction).
@@ -222,5 +232,6 @@ tsr_status store_merge(const char *out, char *const *ins, int n, store_merge_res
   if (!r) r = store_recover(out, ox);
 done:
   index_close(&ox);
+  store_lock_release(&lock);
   return r;
 }
