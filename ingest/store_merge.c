@@ -59,10 +59,17 @@ typedef struct {
   char **v;
   int n, cap;
   tsr_status err;
+  const store_settings *settings;  // the input's, to check its rows against
+  const char *store;               // the input store, for messages
 } shard_names;
 
 static int collect_shard(const store_clip_row *row, void *ctx) {
   shard_names *s = ctx;
+  // The rows are copied into OUT as they are: an inconsistent one stops the merge here.
+  if (store_clip_check(s->settings, &row->c) != TSR_OK) {
+    s->err = err_wrap(TSR_EFORMAT, "store %s: clip %lld: ", s->store, (long long)row->id);
+    return 1;
+  }
   for (int i = s->n - 1; i >= 0 && i >= s->n - 8; i--)  // rows of a shard come together
     if (!strcmp(s->v[i], row->c.shard)) return 0;
   for (int i = 0; i < s->n; i++)
@@ -117,7 +124,9 @@ static tsr_status place_shards(const char *out, const char *in, const char *pref
   store_index *ix = NULL;
   tsr_status r = store_open(&ix, in, 0, NULL);
   if (r) return r;
-  shard_names names = {0};
+  store_settings settings;
+  index_settings(ix, &settings);
+  shard_names names = {.settings = &settings, .store = in};
   r = index_foreach_clip(ix, collect_shard, &names);
   index_close(&ix);
   if (!r) r = names.err;
