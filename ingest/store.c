@@ -149,7 +149,16 @@ tsr_status store_shard_committed_end(store_index *ix, const char *path, const ch
     return TSR_OK;
   }
   shard_reader_close(&sr);
-  return index_shard_end(ix, rel, end);  // damaged block: what the rows say
+  r = index_shard_end(ix, rel, end);  // damaged block: what the rows say
+  // Rows are untrusted: sizes near 2^63 wrap in SQL (the fuzzer found an end of -2^63).
+  if (!r && (*end < SHARD_HEADER_BYTES + SHARD_ALIGN || *end > (1LL << 62) ||
+             *end % SHARD_ALIGN != 0)) {
+    r = err_set(TSR_EFORMAT, "shard %s: its rows give an invalid committed end %lld (last block "
+                "offset %lld); the index is damaged: run `tessera index verify`", rel,
+                (long long)*end, (long long)last);
+    *end = 0;
+  }
+  return r;
 }
 
 tsr_status store_recover_report(const char *dir, store_index *ix, store_recovery *rep) {

@@ -210,7 +210,8 @@ int store_dir_has_foreign_entries(const char *dir);
 // Committed end of shard `rel` (file `path`) of the store: the end of the last block a
 // row points at, as that block's header gives it (payload + metadata trailer + padding);
 // 0 if no row points at the shard. A last block whose header is unreadable falls back to
-// the rows' sizes (index_shard_end).
+// the rows' sizes (index_shard_end); rows giving an impossible end (negative, unaligned,
+// past 2^62) are TSR_EFORMAT naming the shard, so recovery cuts nothing on their word.
 tsr_status store_shard_committed_end(store_index *ix, const char *path, const char *rel,
                                      int64_t *end);
 

@@ -151,7 +151,14 @@ tsr_status store_verify(const char *dir, void (*report)(const char *, int, void 
     res->shards++;
     snprintf(path, sizeof path, "%s/%s", dir, e->name);
     int64_t end = 0;
-    if ((r = store_shard_committed_end(ix, path, e->name, &end))) goto out;
+    int bad_end = 0;
+    if ((r = store_shard_committed_end(ix, path, e->name, &end))) {
+      if (r != TSR_EFORMAT) goto out;
+      r = TSR_OK;  // damaged rows: a problem to report, not a reason to stop
+      bad_end = 1;
+      res->shards_bad++;
+      say(&st, 1, "shard %s of store %s: %s", e->name, dir, err_msg());
+    }
     if (shard_reader_open(&e->r, path, &st.s) != TSR_OK) {
       res->shards_bad++;
       e->error = strdup(err_msg());
@@ -159,7 +166,9 @@ tsr_status store_verify(const char *dir, void (*report)(const char *, int, void 
       continue;
     }
     int64_t size = shard_reader_size(e->r);
-    if (end == 0) {
+    if (bad_end) {
+      // reported above; its clips are still checked one by one
+    } else if (end == 0) {
       res->orphan_shards++;
       say(&st, 0, "note: shard %s: no clip points at it (%lld bytes; recovery removes it)",
           e->name, (long long)size);
