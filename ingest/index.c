@@ -642,9 +642,19 @@ tsr_status index_totals(store_index *ix, store_totals *t) {
     t->sources_failed = sqlite3_column_int64(st, 1);
     t->sources_partial = sqlite3_column_int64(st, 2);
     t->clips = sqlite3_column_int64(st, 3);
-    t->tokens = (int64_t)sqlite3_column_double(st, 4);
-    t->frames = (int64_t)sqlite3_column_double(st, 5);
-    t->dropped_frames = (int64_t)sqlite3_column_double(st, 6);
+    // total() is a double; a damaged row can make it exceed int64 (converting such a
+    // value is undefined: found by fuzz_index), so it is range-checked first.
+    double tot[3] = {sqlite3_column_double(st, 4), sqlite3_column_double(st, 5),
+                     sqlite3_column_double(st, 6)};
+    int64_t *dst[3] = {&t->tokens, &t->frames, &t->dropped_frames};
+    for (int i = 0; i < 3; i++) {
+      if (!(tot[i] > -9.2e18 && tot[i] < 9.2e18)) {
+        r = err_set(TSR_EFORMAT, "index %s: totals of tokens/frames out of range (%g): a clip "
+                    "row is damaged; run `tessera index verify`", ix->path, tot[i]);
+        break;
+      }
+      *dst[i] = (int64_t)tot[i];
+    }
     t->seconds = sqlite3_column_double(st, 7);
   } else {
     r = ix_err(ix, rc, "totals");

@@ -49,7 +49,8 @@ static void histo_init(histo *h, int lo_exp) {
 }
 
 static void histo_add(histo *h, double v) {
-  int b = v > 0 ? (int)floor(log2(v)) - h->lo_exp : 0;
+  // Row values are untrusted: an infinite or NaN duration must not reach the int cast.
+  int b = v > 0 && isfinite(v) ? (int)floor(log2(v)) - h->lo_exp : (v > 0 ? NBINS - 1 : 0);
   if (b < 0) b = 0;
   if (b >= NBINS) b = NBINS - 1;
   h->count[b]++;
