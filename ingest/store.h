@@ -254,7 +254,9 @@ tsr_status store_recover_report(const char *dir, store_index *ix, store_recovery
 // ---- rebuild (index lost or damaged) ----------------------------------------------------
 // Recovery trusts the index to say which shard bytes are garbage; a store whose index is
 // missing, empty, not a tessera index, or records no clip while its shards hold clip
-// blocks must not be "recovered" (that would delete every shard). Ingest and merge refuse
+// blocks (and it has committed something since its creation: an index that never did
+// belongs to a first ingest interrupted before its first commit, whose blocks are
+// garbage) must not be "recovered" (that would delete every shard). Ingest and merge refuse
 // such a store; `tessera index recover` rebuilds its index with store_rebuild.
 
 // Sets why (n bytes) to a reason when the store has shard data but no usable index; ""

@@ -88,6 +88,19 @@ static tsr_status first_shard_with_data(const char *dir, char *name, size_t n) {
   return TSR_OK;
 }
 
+// SQLite's file change counter (header bytes 24..28, big-endian; bumped by every commit in
+// rollback-journal mode): 1 for an index that has committed nothing since its creation. An
+// index with no clip and a counter of 1 is a store whose first ingest was interrupted (its
+// blocks are garbage to cut); with more, rows were recorded and then lost.
+static uint32_t change_counter(const char *path) {
+  uint8_t b[4] = {0};
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t k = pread(fd, b, 4, 24);
+  close(fd);
+  return k == 4 ? (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3] : 0;
+}
+
 tsr_status store_index_state(const char *dir, char *why, size_t n) {
   why[0] = 0;
   char shard[PATH_MAX], path[PATH_MAX];
@@ -108,8 +121,9 @@ tsr_status store_index_state(const char *dir, char *why, size_t n) {
   if ((r = index_open(&ix, path, 0, NULL)) == TSR_OK) r = index_totals(ix, &t);
   index_close(&ix);
   if (r) snprintf(why, n, "its index is unusable (%s)", err_msg());
-  else if (t.clips == 0)
-    snprintf(why, n, "its index records no clip while shard %s holds clip blocks", shard);
+  else if (t.clips == 0 && change_counter(path) > 1)
+    snprintf(why, n, "its index records no clip, though it has committed changes since it was "
+             "made, while shard %s holds clip blocks", shard);
   err_clear();
   return TSR_OK;
 }

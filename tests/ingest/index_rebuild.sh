@@ -55,4 +55,20 @@ sql "$S" "DELETE FROM clips; DELETE FROM sources;"
 tsr "$WORK/refused-noclips.log" ingest "$WORK/v" --out "$S" "${A[@]}" --label-from-dir
 expect_eq "$RC" 1 "index without clips over full shards: ingest refuses"
 expect_eq "$(shards)" "$ref_shards" "no-clip index: no shard deleted"
+# A first ingest killed before its first commit leaves complete clip blocks and an index
+# that never committed anything: those blocks are garbage, and a rerun resumes (the
+# no-clip rule above must not refuse it; it did in ingest_resume).
+gen_src "$WORK/long/long.mp4" testsrc2 320x240 30 40
+K=$WORK/killed
+"$TESSERA_BIN" ingest "$WORK/long/long.mp4" --out "$K" "${A[@]}" --fps 30 --max-seconds 1 --workers 1 >/dev/null 2>&1 </dev/null &
+k=$!; bg_register "$k"
+for _ in $(seq 200); do
+  sz=$(stat -c %s "$K"/shards/*.tshard 2>/dev/null | head -n 1 || true)
+  [ "${sz:-0}" -gt 20000 ] && break
+  sleep_ms 20
+done
+kill -9 "$k" 2>/dev/null || true; wait "$k" 2>/dev/null || true
+expect_eq "$(sql "$K" "SELECT COUNT(*) FROM clips;")" 0 "killed before its first commit"
+tsr_ok "$WORK/killed-rerun.log" "rerun after a kill before the first commit resumes" ingest "$WORK/long/long.mp4" --out "$K" "${A[@]}" --fps 30 --max-seconds 1 --workers 1
+verify_ok "$K" "verify after that rerun"
 finish
