@@ -52,26 +52,21 @@ static tsr_status export_clip_open(export_clip *c, const char *dir, int64_t id) 
                    "export clip %" PRId64 " of %s: the store holds %d-channel %s tokens; "
                    "export needs uint8 RGB tokens (3 channels)",
                    id, dir, s->channels, s->dtype == STORE_DTYPE_BF16 ? "bf16" : "uint8");
-  if (s->pt <= 0 || s->ph <= 0 || s->pw <= 0 || k->T <= 0 || k->H <= 0 || k->W <= 0 ||
-      k->H > 4096 || k->W > 4096 || s->ph > 1024 || s->pw > 1024 || s->pt > 1024)
-    return err_set(TSR_EFORMAT,
-                   "export clip %" PRId64 " of %s: bad geometry T=%d H=%d W=%d patch %dx%dx%d "
-                   "in the index; run `tessera index verify %s`",
-                   id, dir, k->T, k->H, k->W, s->pt, s->ph, s->pw, dir);
+  char path[4400];
+  // The row is untrusted (store.h): sizes in checked 64-bit, the shard inside the store,
+  // and a frame size this process can hold.
+  st = store_clip_check(s, k);
+  if (st == TSR_OK) st = store_shard_path(dir, k->shard, path, sizeof path);
+  if (st == TSR_OK && ((int64_t)k->H * s->ph > 16384 || (int64_t)k->W * s->pw > 16384))
+    st = err_set(TSR_EFORMAT, "frames of %lldx%lld pixels are larger than 16384x16384",
+                 (long long)k->W * s->pw, (long long)k->H * s->ph);
+  if (st != TSR_OK)
+    return err_wrap(st, "export clip %" PRId64 " of %s: index row invalid (run `tessera index "
+                    "verify %s`): ", id, dir, dir);
   c->h = k->H * s->ph;
   c->w = k->W * s->pw;
   c->frame_bytes = (size_t)c->h * c->w * 3;
   c->group_bytes = (size_t)k->H * k->W * (size_t)store_token_bytes(s);
-  if ((int64_t)(c->group_bytes * k->T) != k->bytes)
-    return err_set(TSR_EFORMAT,
-                   "export clip %" PRId64 " of %s: index says %" PRId64 " bytes but T*H*W "
-                   "tokens take %zu; run `tessera index verify %s`",
-                   id, dir, k->bytes, c->group_bytes * k->T, dir);
-
-  char path[4400];
-  int n = snprintf(path, sizeof path, "%s/%s", dir, k->shard);
-  if (n < 0 || (size_t)n >= sizeof path)
-    return err_set(TSR_EINVAL, "export clip %" PRId64 ": shard path too long", id);
   st = shard_reader_open(&c->reader, path, s);
   if (st == TSR_OK)
     st = shard_reader_clip(c->reader, k->offset, k->bytes, k->checksum, 1, &c->payload);

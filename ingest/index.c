@@ -195,16 +195,6 @@ static tsr_status read_settings(store_index *ix, store_settings *s) {
   return TSR_OK;
 }
 
-static tsr_status validate_settings(const store_settings *s) {
-  if (s->fps_num <= 0 || s->fps_den <= 0 || s->short_side <= 0 || s->pt <= 0 || s->ph <= 0 ||
-      s->pw <= 0 || s->channels <= 0 || (s->dtype != STORE_DTYPE_U8 && s->dtype != STORE_DTYPE_BF16) ||
-      !(s->max_seconds >= 0))
-    return err_set(TSR_EINVAL, "invalid store settings: fps %d/%d, short side %d, patch %dx%dx%d, "
-                   "%d channels, max seconds %g", s->fps_num, s->fps_den, s->short_side, s->pt,
-                   s->ph, s->pw, s->channels, s->max_seconds);
-  return TSR_OK;
-}
-
 // Checks that the open database is a tessera index, creating the schema if it is empty and
 // `create`. *created is set when the schema was made here.
 static tsr_status check_or_create(store_index *ix, int create, const store_settings *settings,
@@ -267,7 +257,7 @@ tsr_status index_open(store_index **out, const char *path, int create,
     return err_set(TSR_EFORMAT, "index %s is not a regular file", path);
   if (create) {
     if (!settings) return err_set(TSR_EINVAL, "index %s: creating an index needs settings", path);
-    tsr_status r = validate_settings(settings);
+    tsr_status r = store_settings_check(settings);
     if (r) return err_wrap(r, "index %s: ", path);
   }
   store_index *ix = calloc(1, sizeof *ix);
@@ -353,16 +343,12 @@ tsr_status index_source_lookup(store_index *ix, const char *path, int64_t size, 
 }
 
 static tsr_status check_clip(store_index *ix, const store_source *src, const store_clip *c, int i) {
-  int64_t tb = store_token_bytes(&ix->settings);
-  if (!c->shard || !c->shard[0] || c->T <= 0 || c->H <= 0 || c->W <= 0 ||
-      c->tokens != (int64_t)c->T * c->H * c->W || c->bytes != c->tokens * tb ||
-      c->offset < SHARD_HEADER_BYTES || c->offset % SHARD_ALIGN != 0 ||
-      strlen(c->shard) >= sizeof(((store_clip_row *)0)->shard_buf))
-    return err_set(TSR_EINVAL, "index %s: source %s clip %d (index %d) is inconsistent: grid "
-                   "%dx%dx%d, %lld tokens, %lld bytes (token %lld bytes), shard '%s' offset %lld",
-                   ix->path, src->path, i, c->clip_index, c->T, c->H, c->W, (long long)c->tokens,
-                   (long long)c->bytes, (long long)tb, c->shard ? c->shard : "(null)",
-                   (long long)c->offset);
+  char path[512];
+  tsr_status r = store_clip_check(&ix->settings, c);
+  if (!r) r = store_shard_path(".", c->shard, path, sizeof path);
+  if (r)
+    return err_wrap(TSR_EINVAL, "index %s: source %s clip %d (index %d) is inconsistent: ",
+                    ix->path, src->path, i, c->clip_index);
   return TSR_OK;
 }
 
@@ -494,12 +480,38 @@ tsr_status index_shard_end(store_index *ix, const char *shard, int64_t *end) {
   return r;
 }
 
+tsr_status index_shard_last_block(store_index *ix, const char *shard, int64_t *offset) {
+  *offset = 0;
+  sqlite3_stmt *st = NULL;
+  tsr_status r = prepare(ix, "SELECT max(offset) FROM clips WHERE shard = ?", &st);
+  if (r) return r;
+  bind_text(st, 1, shard);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    if (sqlite3_column_type(st, 0) != SQLITE_NULL) *offset = sqlite3_column_int64(st, 0);
+  } else {
+    r = ix_err(ix, rc, "last block of shard");
+    err_wrap(r, "shard %s: ", shard);
+  }
+  sqlite3_finalize(st);
+  return r;
+}
+
 static void copy_str(char *dst, size_t n, const unsigned char *s) {
   snprintf(dst, n, "%s", s ? (const char *)s : "");
 }
 
+// Column i as an int; *bad is set when the stored value does not fit (SQLite would
+// otherwise truncate it silently: a T of 2^32 + 1 would read as 1).
+static int col_int(sqlite3_stmt *st, int i, int *bad) {
+  int64_t v = sqlite3_column_int64(st, i);
+  if (v < INT32_MIN || v > INT32_MAX) *bad = 1;
+  return (int)v;
+}
+
 static tsr_status read_row(store_index *ix, sqlite3_stmt *st, store_clip_row *o) {
   memset(o, 0, sizeof *o);
+  int bad = 0;
   store_clip *c = &o->c;
   o->id = sqlite3_column_int64(st, 0);
   const unsigned char *src = sqlite3_column_text(st, 1);
@@ -510,23 +522,23 @@ static tsr_status read_row(store_index *ix, sqlite3_stmt *st, store_clip_row *o)
     return err_set(TSR_EFORMAT, "index %s: clip %" PRId64 " has a missing or too long source path "
                    "or shard name", ix->path, o->id);
   copy_str(o->source, sizeof o->source, src);
-  c->clip_index = sqlite3_column_int(st, 2);
+  c->clip_index = col_int(st, 2, &bad);
   c->start_s = sqlite3_column_double(st, 3);
   c->duration_s = sqlite3_column_double(st, 4);
   c->src_fps = sqlite3_column_double(st, 5);
-  c->src_w = sqlite3_column_int(st, 6);
-  c->src_h = sqlite3_column_int(st, 7);
-  c->rotation = sqlite3_column_int(st, 8);
-  c->sar_num = sqlite3_column_int(st, 9);
-  c->sar_den = sqlite3_column_int(st, 10);
+  c->src_w = col_int(st, 6, &bad);
+  c->src_h = col_int(st, 7, &bad);
+  c->rotation = col_int(st, 8, &bad);
+  c->sar_num = col_int(st, 9, &bad);
+  c->sar_den = col_int(st, 10, &bad);
   copy_str(o->codec_buf, sizeof o->codec_buf, sqlite3_column_text(st, 11));
   copy_str(o->pix_fmt_buf, sizeof o->pix_fmt_buf, sqlite3_column_text(st, 12));
   c->decoded_frames = sqlite3_column_int64(st, 13);
   c->frames = sqlite3_column_int64(st, 14);
   c->dropped_frames = sqlite3_column_int64(st, 15);
-  c->T = sqlite3_column_int(st, 16);
-  c->H = sqlite3_column_int(st, 17);
-  c->W = sqlite3_column_int(st, 18);
+  c->T = col_int(st, 16, &bad);
+  c->H = col_int(st, 17, &bad);
+  c->W = col_int(st, 18, &bad);
   c->tokens = sqlite3_column_int64(st, 19);
   copy_str(o->shard_buf, sizeof o->shard_buf, shard);
   c->offset = sqlite3_column_int64(st, 21);
@@ -537,6 +549,13 @@ static tsr_status read_row(store_index *ix, sqlite3_stmt *st, store_clip_row *o)
   if (errno || strlen((const char *)sum) != 16 || *end)
     return err_set(TSR_EFORMAT, "index %s: clip %" PRId64 " has an invalid checksum '%s'",
                    ix->path, o->id, (const char *)sum);
+  if (bad)
+    return err_set(TSR_EFORMAT, "index %s: clip %" PRId64 " has a value out of range (grid "
+                   "%lldx%lldx%lld, clip index %lld, source size %lldx%lld): index damaged or "
+                   "edited; run `tessera index verify`", ix->path, o->id,
+                   (long long)sqlite3_column_int64(st, 16), (long long)sqlite3_column_int64(st, 17),
+                   (long long)sqlite3_column_int64(st, 18), (long long)sqlite3_column_int64(st, 2),
+                   (long long)sqlite3_column_int64(st, 6), (long long)sqlite3_column_int64(st, 7));
   int has_label = sqlite3_column_type(st, 24) != SQLITE_NULL;
   copy_str(o->label_buf, sizeof o->label_buf, sqlite3_column_text(st, 24));
   c->codec = o->codec_buf;
@@ -623,9 +642,19 @@ tsr_status index_totals(store_index *ix, store_totals *t) {
     t->sources_failed = sqlite3_column_int64(st, 1);
     t->sources_partial = sqlite3_column_int64(st, 2);
     t->clips = sqlite3_column_int64(st, 3);
-    t->tokens = (int64_t)sqlite3_column_double(st, 4);
-    t->frames = (int64_t)sqlite3_column_double(st, 5);
-    t->dropped_frames = (int64_t)sqlite3_column_double(st, 6);
+    // total() is a double; a damaged row can make it exceed int64 (converting such a
+    // value is undefined: found by fuzz_index), so it is range-checked first.
+    double tot[3] = {sqlite3_column_double(st, 4), sqlite3_column_double(st, 5),
+                     sqlite3_column_double(st, 6)};
+    int64_t *dst[3] = {&t->tokens, &t->frames, &t->dropped_frames};
+    for (int i = 0; i < 3; i++) {
+      if (!(tot[i] > -9.2e18 && tot[i] < 9.2e18)) {
+        r = err_set(TSR_EFORMAT, "index %s: totals of tokens/frames out of range (%g): a clip "
+                    "row is damaged; run `tessera index verify`", ix->path, tot[i]);
+        break;
+      }
+      *dst[i] = (int64_t)tot[i];
+    }
     t->seconds = sqlite3_column_double(st, 7);
   } else {
     r = ix_err(ix, rc, "totals");

@@ -12,6 +12,7 @@
 
 #include "core/comm.h"
 #include "core/log.h"
+#include "ingest/clip_meta.h"
 #include "ingest/decode.h"
 #include "ingest/patchify.h"
 #include "ingest/shard.h"
@@ -43,6 +44,7 @@ struct run {
   char runid[64];
   int rank;
   store_index *ix;           // where this rank commits (main index or its part)
+  store_lock *writer;        // rank 0: the store's writer lock, held for the whole job
   pthread_mutex_t lock;      // guards ix, next, counters
   source_file **todo;        // this rank's sources, largest first
   int64_t ntodo, next;
@@ -104,6 +106,50 @@ static void label_of(const char *path, int enabled, char *out, size_t n) {
   snprintf(out, n, "%s", basename(dirname(tmp)));
 }
 
+static double wall_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// Finishes the open clip `c` (grid, offset, decoded frames and start already set): fills in
+// what the source's clips share, ends its block with the metadata trailer (`last`: the
+// source has ended; `dropped`: its frames after the last full tubelet) and records it.
+static tsr_status end_clip(worker *wk, store_clip *c, const decode_info *info, clip_meta *meta,
+                           const source_text *txt, clip_vec *clips, int last, int dropped) {
+  const store_settings *s = &wk->r->o->settings;
+  c->clip_index = clips->n;
+  c->duration_s = (double)c->T * s->pt * s->fps_den / s->fps_num;
+  c->src_fps = info->src_fps;
+  c->src_w = info->src_w;
+  c->src_h = info->src_h;
+  c->rotation = info->rotation;
+  c->sar_num = info->sar_num;
+  c->sar_den = info->sar_den;
+  c->codec = txt->codec;  // txt outlives the commit of the source's rows; meta does not
+  c->pix_fmt = txt->pix_fmt;
+  c->frames = (int64_t)c->T * s->pt;
+  c->dropped_frames = dropped;
+  c->tokens = (int64_t)c->T * c->H * c->W;
+  c->bytes = c->tokens * store_token_bytes(s);
+  c->shard = wk->shard;
+  c->label = txt->label[0] ? txt->label : NULL;
+  meta->c = *c;
+  meta->last = last;
+  char *json = NULL;
+  size_t n = 0;
+  tsr_status st = clip_meta_encode(meta, &json, &n);
+  if (st && meta->note[0]) {  // too long: keep the clip, drop the note
+    meta->note[0] = 0;
+    st = clip_meta_encode(meta, &json, &n);
+  }
+  if (st) return st;
+  st = shard_writer_end_clip_meta(wk->w, c->T, json, n, &c->checksum);
+  free(json);
+  if (!st) st = clips_push(clips, c);
+  return st;
+}
+
 // Decodes one source into clips appended to the worker's shard. On return `src` and
 // `clips` describe the outcome; the return value is non-OK only for errors that must
 // stop the worker (shard I/O), not for bad media.
@@ -114,6 +160,7 @@ static tsr_status ingest_source(worker *wk, const source_file *sf, store_source 
   tsr_status io = TSR_OK;
   decode_ctx *d = NULL;
   uint8_t *frames = NULL, *tokens = NULL;
+  clip_meta *meta = NULL;
   int open_clip = 0;
 
   char *errbuf = txt->error;
@@ -143,16 +190,28 @@ static tsr_status ingest_source(worker *wk, const source_file *sf, store_source 
   snprintf(txt->codec, sizeof txt->codec, "%s", info.codec);
   snprintf(txt->pix_fmt, sizeof txt->pix_fmt, "%s", info.pix_fmt);
   const int H = info.out_h / s->ph, W = info.out_w / s->pw;
-  const size_t frame_bytes = (size_t)info.out_w * info.out_h * 3;
   const int64_t tok_bytes = store_token_bytes(s);
-  frames = malloc(frame_bytes * s->pt);
-  tokens = malloc((size_t)(H * W) * tok_bytes);
+  // Buffer sizes in checked 64-bit: the settings' limits (store.h) and decode's pixel guard
+  // keep them small, but a size that does not fit is refused, not wrapped.
+  int64_t frame_bytes64, frames_bytes, group_bytes;
+  if (H <= 0 || W <= 0 ||
+      __builtin_mul_overflow((int64_t)info.out_w * info.out_h, (int64_t)3, &frame_bytes64) ||
+      __builtin_mul_overflow(frame_bytes64, (int64_t)s->pt, &frames_bytes) ||
+      __builtin_mul_overflow((int64_t)H * W, tok_bytes, &group_bytes) ||
+      frames_bytes > ((int64_t)1 << 40) || group_bytes > ((int64_t)1 << 40)) {
+    snprintf(errbuf, errn, "%s: frame size %dx%d gives an invalid token grid %dx%d", sf->path,
+             info.out_w, info.out_h, H, W);
+    goto done;
+  }
+  const size_t frame_bytes = (size_t)frame_bytes64;
+  frames = malloc((size_t)frames_bytes);
+  tokens = malloc((size_t)group_bytes);
   if (!frames || !tokens) {
     snprintf(errbuf, errn, "%s: out of memory for %dx%d frames", sf->path, info.out_w, info.out_h);
     goto done;
   }
-  const uint8_t *fp[64];
-  for (int t = 0; t < s->pt && t < 64; t++) fp[t] = frames + frame_bytes * t;
+  const uint8_t *fp[STORE_MAX_PATCH];
+  for (int t = 0; t < s->pt && t < STORE_MAX_PATCH; t++) fp[t] = frames + frame_bytes * t;
 
   // Clip cutting: at most this many output frames per clip, a whole number of tubelets.
   int64_t per_clip = INT64_MAX;
@@ -161,74 +220,61 @@ static tsr_status ingest_source(worker *wk, const source_file *sf, store_source 
     if (per_clip < s->pt) per_clip = s->pt;
   }
   const double frame_s = (double)s->fps_den / s->fps_num;
+  // What every clip of the source shares, and its block's metadata trailer (clip_meta.h).
+  meta = calloc(1, sizeof *meta);
+  if (!meta) {
+    snprintf(errbuf, errn, "%s: out of memory", sf->path);
+    goto done;
+  }
+  snprintf(meta->path, sizeof meta->path, "%s", sf->path);
+  meta->size = sf->size;
+  meta->mtime = sf->mtime;
+  meta->has_label = src->label != NULL;
+  snprintf(meta->label, sizeof meta->label, "%s", txt->label);
+  meta->ingested_at = wall_now();
+  snprintf(meta->codec, sizeof meta->codec, "%s", txt->codec);
+  snprintf(meta->pix_fmt, sizeof meta->pix_fmt, "%s", txt->pix_fmt);
   store_clip c = {0};
   int k = 0;             // frames buffered for the next tubelet
+  int cut = 0;           // the open clip is full; it ends when the next tubelet comes
   int64_t out_idx = 0;   // output frames seen
   int64_t clip_first = 0, clip_dec0 = 0;
   tsr_status dst = TSR_OK;
+  decode_stats ds;
   for (;;) {
     int got = 0;
     if ((dst = decode_next(d, frames + frame_bytes * k, &got)) || !got) break;
     out_idx++;
     if (++k < s->pt) continue;
     k = 0;
+    if (open_clip && cut) {  // a tubelet follows a full clip: that clip was not the last
+      if ((io = end_clip(wk, &c, &info, meta, txt, clips, 0, 0))) goto done;
+      open_clip = cut = 0;
+    }
     if (!open_clip) {
       if (clips->n == 0 && (io = worker_open_shard(wk))) goto done;  // first clip: maybe roll
       memset(&c, 0, sizeof c);
       if ((io = shard_writer_begin_clip(wk->w, H, W, &c.offset))) goto done;
+      c.H = H;
+      c.W = W;
       open_clip = 1;
       clip_first = out_idx - s->pt;
     }
     patchify_u8(fp, s->pt, info.out_h, info.out_w, 3, s->ph, s->pw, tokens);
-    if ((io = shard_writer_append(wk->w, tokens, (size_t)(H * W) * tok_bytes))) goto done;
+    if ((io = shard_writer_append(wk->w, tokens, (size_t)group_bytes))) goto done;
     c.T++;
     if ((int64_t)c.T * s->pt >= per_clip) {  // cut here; the next tubelet starts a new clip
-      decode_stats ds;
       decode_get_stats(d, &ds);
       c.decoded_frames = ds.decoded_frames - clip_dec0;  // source frames since the last cut
       clip_dec0 = ds.decoded_frames;
       c.start_s = ds.first_pts_s + clip_first * frame_s;
-      c.clip_index = clips->n;
-      if ((io = shard_writer_end_clip(wk->w, c.T, &c.checksum))) goto done;
-      open_clip = 0;
-      if ((io = clips_push(clips, &c))) goto done;
+      cut = 1;
     }
     if (info.duration_s > 0) wk->frac = out_idx * frame_s / info.duration_s;
   }
-  decode_stats ds;
   decode_get_stats(d, &ds);
-  if (open_clip) {
-    c.decoded_frames = ds.decoded_frames - clip_dec0;
-    c.start_s = ds.first_pts_s + clip_first * frame_s;
-    c.clip_index = clips->n;
-    if ((io = shard_writer_end_clip(wk->w, c.T, &c.checksum))) goto done;
-    open_clip = 0;
-    if ((io = clips_push(clips, &c))) goto done;
-  }
-  // Fill in what every clip shares; the last clip records the frames dropped after the
-  // last full tubelet.
-  for (int i = 0; i < clips->n; i++) {
-    store_clip *x = &clips->v[i];
-    x->duration_s = (double)x->T * s->pt * frame_s;
-    x->src_fps = info.src_fps;
-    x->src_w = info.src_w;
-    x->src_h = info.src_h;
-    x->rotation = info.rotation;
-    x->sar_num = info.sar_num;
-    x->sar_den = info.sar_den;
-    x->codec = txt->codec;
-    x->pix_fmt = txt->pix_fmt;
-    x->frames = (int64_t)x->T * s->pt;
-    x->dropped_frames = i == clips->n - 1 ? k : 0;
-    x->H = H;
-    x->W = W;
-    x->tokens = (int64_t)x->T * H * W;
-    x->bytes = x->tokens * tok_bytes;
-    x->shard = wk->shard;
-    x->label = src->label;
-  }
   src->decoded_frames = ds.decoded_frames;
-  if (clips->n == 0) {
+  if (clips->n == 0 && !open_clip) {
     if (dst) snprintf(errbuf, errn, "%s", err_msg());
     else if (ds.decoded_frames == 0)
       snprintf(errbuf, errn, "%s: no frame could be decoded%s%s", sf->path,
@@ -241,7 +287,6 @@ static tsr_status ingest_source(worker *wk, const source_file *sf, store_source 
                (long long)ds.decoded_frames, ds.note[0] ? "; " : "", ds.note);
     goto done;
   }
-  src->status = SOURCE_DONE;
   if (ds.truncated || ds.corrupt_packets > 0 || dst) {  // keep the prefix, say what is wrong
     src->partial = 1;
     snprintf(errbuf, errn, "%s%s", dst ? err_msg() : ds.note,
@@ -252,9 +297,22 @@ static tsr_status ingest_source(worker *wk, const source_file *sf, store_source 
                (long long)ds.corrupt_packets);
     }
   }
+  // The last clip ends now that the source has ended: it records the frames dropped after
+  // the last full tubelet and the source's totals.
+  if (!cut) {
+    c.decoded_frames = ds.decoded_frames - clip_dec0;
+    c.start_s = ds.first_pts_s + clip_first * frame_s;
+  }
+  meta->source_decoded_frames = ds.decoded_frames;
+  meta->partial = src->partial;
+  snprintf(meta->note, sizeof meta->note, "%s", errbuf);
+  if ((io = end_clip(wk, &c, &info, meta, txt, clips, 1, k))) goto done;
+  open_clip = 0;
+  src->status = SOURCE_DONE;
 done:
   if (open_clip && wk->w) shard_writer_abort_clip(wk->w);
   if (io) clips->n = 0;
+  free(meta);
   decode_free(&d);
   free(frames);
   free(tokens);
@@ -329,7 +387,16 @@ static tsr_status open_store_all(run *r) {
   int64_t code = 0;
   if (r->rank == 0) {
     store_index *ix = NULL;
-    tsr_status st = store_open(&ix, r->dir, 1, &r->o->settings);
+    char why[1024];
+    // One writer per store (store.h); the other ranks write only what rank 0 arranges.
+    tsr_status st = store_lock_acquire(&r->writer, r->dir, 1);
+    if (!st) st = store_index_state(r->dir, why, sizeof why);
+    if (!st && why[0])
+      st = err_set(TSR_EFORMAT, "store %s has clips in its shards but %s. Ingest would treat "
+                   "them as garbage and delete them, so it stops here; nothing was changed. "
+                   "Run `tessera index recover %s` to rebuild the index from the shards",
+                   r->dir, why, r->dir);
+    if (!st) st = store_open(&ix, r->dir, 1, &r->o->settings);
     if (!st) st = store_recover(r->dir, ix);
     index_close(&ix);
     code = st;
@@ -491,6 +558,7 @@ out:
   free(th);
   free(r.todo);
   sources_free(&list);
+  store_lock_release(&r.writer);
   pthread_mutex_destroy(&r.lock);
   return st;
 }

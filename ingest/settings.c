@@ -73,3 +73,30 @@ int store_settings_diff(const store_settings *a, const store_settings *b, char *
   }
   return diff;
 }
+
+tsr_status store_settings_check(const store_settings *s) {
+  char buf[512];
+  size_t used = 0;
+  if (s->fps_num <= 0 || s->fps_den <= 0 ||
+      (int64_t)s->fps_num > (int64_t)STORE_MAX_FPS * s->fps_den ||
+      (int64_t)s->fps_num * 3600 < s->fps_den)
+    add(buf, sizeof buf, &used, "fps %d/%d outside 1/3600..%d", s->fps_num, s->fps_den,
+        STORE_MAX_FPS);
+  if (s->short_side < STORE_MIN_SHORT_SIDE || s->short_side > STORE_MAX_SHORT_SIDE)
+    add(buf, sizeof buf, &used, "short side %d outside %d..%d", s->short_side,
+        STORE_MIN_SHORT_SIDE, STORE_MAX_SHORT_SIDE);
+  if (s->pt < 1 || s->ph < 1 || s->pw < 1 || s->pt > STORE_MAX_PATCH || s->ph > STORE_MAX_PATCH ||
+      s->pw > STORE_MAX_PATCH)
+    add(buf, sizeof buf, &used, "patch %dx%dx%d outside 1..%d", s->pt, s->ph, s->pw,
+        STORE_MAX_PATCH);
+  else if (s->short_side < s->ph || s->short_side < s->pw)
+    add(buf, sizeof buf, &used, "short side %d smaller than the patch %dx%d", s->short_side,
+        s->ph, s->pw);
+  if (s->channels < 1 || s->channels > STORE_MAX_CHANNELS)
+    add(buf, sizeof buf, &used, "channels %d outside 1..%d", s->channels, STORE_MAX_CHANNELS);
+  if (dtype_bytes(s->dtype) == 0) add(buf, sizeof buf, &used, "unknown dtype %d", (int)s->dtype);
+  if (!(s->max_seconds >= 0 && s->max_seconds <= STORE_MAX_SECONDS))
+    add(buf, sizeof buf, &used, "max seconds %g outside 0..%g", s->max_seconds,
+        STORE_MAX_SECONDS);
+  return used ? err_set(TSR_EINVAL, "invalid store settings: %s", buf) : TSR_OK;
+}

@@ -14,7 +14,11 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#define SHARD_VERSION 1u
+// Version 2 (this build writes it; it reads 1 and 2): the header also records the store's
+// fps, short side and max seconds, and a block may carry a metadata trailer after its
+// payload (B_META_BYTES, B_META_SUM), so a store's index can be rebuilt from its shards.
+#define SHARD_VERSION 2u
+#define SHARD_VERSION_MIN 1u
 #define SHARD_MAGIC "TSRSHARD"
 #define BLOCK_MAGIC "TSRCLIP1"
 // Header field offsets (little-endian).
@@ -28,16 +32,21 @@
 #define H_DTYPE 32       // u32 (store_dtype)
 #define H_ALIGN 36       // u32, SHARD_ALIGN
 #define H_TOKEN_BYTES 40 // u64
+#define H_FPS_NUM 48     // u32, version 2 (0 in version 1)
+#define H_FPS_DEN 52     // u32, version 2
+#define H_SHORT_SIDE 56  // u32, version 2
+#define H_MAX_SECONDS 64 // f64 bits as u64, version 2
 #define H_CHECKSUM (SHARD_HEADER_BYTES - 8)  // u64 XXH3-64 of bytes [0, H_CHECKSUM)
 // Block header field offsets.
 #define B_MAGIC 0        // 8 bytes
 #define B_T 8            // u32
 #define B_H 12           // u32
 #define B_W 16           // u32
-#define B_RESERVED 20    // u32, 0
+#define B_META_BYTES 20  // u32 metadata trailer bytes (0 in version 1)
 #define B_BYTES 24       // u64 payload bytes
 #define B_PAYLOAD_SUM 32 // u64 XXH3-64 of the payload
-// 40..56 reserved, 0
+#define B_META_SUM 40    // u64 XXH3-64 of the metadata trailer (0 if none)
+// 48..56 reserved, 0
 #define B_CHECKSUM 56    // u64 XXH3-64 of bytes [0, 56)
 
 #define WRITE_BUFFER (1 << 20)
@@ -142,6 +151,12 @@ tsr_status shard_writer_create(shard_writer **out, const char *path, const store
   put_u32(h + H_DTYPE, (uint32_t)s->dtype);
   put_u32(h + H_ALIGN, SHARD_ALIGN);
   put_u64(h + H_TOKEN_BYTES, (uint64_t)tb);
+  put_u32(h + H_FPS_NUM, (uint32_t)s->fps_num);
+  put_u32(h + H_FPS_DEN, (uint32_t)s->fps_den);
+  put_u32(h + H_SHORT_SIDE, (uint32_t)s->short_side);
+  uint64_t ms;
+  memcpy(&ms, &s->max_seconds, sizeof ms);
+  put_u64(h + H_MAX_SECONDS, ms);
   put_u64(h + H_CHECKSUM, XXH3_64bits(h, H_CHECKSUM));
   tsr_status st = pwrite_all(w->fd, h, SHARD_HEADER_BYTES, 0, path);
   free(h);
@@ -210,7 +225,15 @@ tsr_status shard_writer_append(shard_writer *w, const void *data, size_t bytes) 
 }
 
 tsr_status shard_writer_end_clip(shard_writer *w, int T, uint64_t *checksum) {
+  return shard_writer_end_clip_meta(w, T, NULL, 0, checksum);
+}
+
+tsr_status shard_writer_end_clip_meta(shard_writer *w, int T, const void *meta, size_t meta_bytes,
+                                      uint64_t *checksum) {
   if (!w->open) return err_set(TSR_EINVAL, "shard %s: end_clip with no open clip", w->path);
+  if (meta_bytes > SHARD_META_MAX)
+    return err_set(TSR_EINVAL, "shard %s: clip metadata of %zu bytes, more than %d", w->path,
+                   meta_bytes, SHARD_META_MAX);
   int64_t tokens;
   if (T <= 0 || __builtin_mul_overflow((int64_t)T * w->H, (int64_t)w->W, &tokens) ||
       __builtin_mul_overflow(tokens, w->token_bytes, &w->expect) || w->expect > INT64_MAX / 4)
@@ -226,6 +249,11 @@ tsr_status shard_writer_end_clip(shard_writer *w, int T, uint64_t *checksum) {
   if (st) return st;
   uint64_t sum = XXH3_64bits_digest(w->xs);
   int64_t payload_end = w->clip_off + SHARD_BLOCK_HEADER_BYTES + w->expect;
+  if (meta_bytes) {
+    st = pwrite_all(w->fd, meta, meta_bytes, payload_end, w->path);
+    if (st) return st;
+    payload_end += (int64_t)meta_bytes;
+  }
   int64_t block_end = align_up(payload_end);
   static const uint8_t zeros[SHARD_ALIGN];
   if (block_end > payload_end) {
@@ -239,6 +267,8 @@ tsr_status shard_writer_end_clip(shard_writer *w, int T, uint64_t *checksum) {
   put_u32(h + B_W, (uint32_t)w->W);
   put_u64(h + B_BYTES, (uint64_t)w->expect);
   put_u64(h + B_PAYLOAD_SUM, sum);
+  put_u32(h + B_META_BYTES, (uint32_t)meta_bytes);
+  put_u64(h + B_META_SUM, meta_bytes ? XXH3_64bits(meta, meta_bytes) : 0);
   put_u64(h + B_CHECKSUM, XXH3_64bits(h, B_CHECKSUM));
   st = pwrite_all(w->fd, h, sizeof h, w->clip_off, w->path);
   if (st) return st;
@@ -292,21 +322,24 @@ struct shard_reader {
   char *path;
   const uint8_t *map;
   int64_t size;
-  store_settings geom;  // pt, ph, pw, channels, dtype from the header
+  store_settings geom;  // pt, ph, pw, channels, dtype (version 2: fps, short side, max s too)
   int64_t token_bytes;
+  int version;          // format version of the file (1 or 2)
 };
 
 static tsr_status parse_header(const uint8_t *h, int64_t size, const char *path,
-                               store_settings *g, int64_t *token_bytes) {
+                               store_settings *g, int64_t *token_bytes, int *version) {
   if (size < SHARD_HEADER_BYTES)
     return err_set(TSR_EFORMAT, "shard %s: %lld bytes, shorter than its %d-byte header (truncated "
                    "or not a shard)", path, (long long)size, SHARD_HEADER_BYTES);
   if (memcmp(h + H_MAGIC, SHARD_MAGIC, 8) != 0)
     return err_set(TSR_EFORMAT, "shard %s: bad magic at offset 0 (not a tessera shard)", path);
   uint32_t v = get_u32(h + H_VERSION);
-  if (v != SHARD_VERSION)
-    return err_set(TSR_EFORMAT, "shard %s: format version %u, this build reads version %u", path,
-                   v, SHARD_VERSION);
+  if (v < SHARD_VERSION_MIN || v > SHARD_VERSION)
+    return err_set(TSR_EFORMAT, "shard %s: format version %u, this build reads versions %u to %u%s",
+                   path, v, SHARD_VERSION_MIN, SHARD_VERSION,
+                   v > SHARD_VERSION ? " (update tessera)" : "");
+  *version = (int)v;
   uint64_t want = get_u64(h + H_CHECKSUM), got = XXH3_64bits(h, H_CHECKSUM);
   if (want != got)
     return err_set(TSR_EFORMAT, "shard %s: header checksum mismatch at offset 0 (stored %016llx, "
@@ -332,6 +365,15 @@ static tsr_status parse_header(const uint8_t *h, int64_t size, const char *path,
     return err_set(TSR_EFORMAT, "shard %s: token bytes %llu in header, geometry gives %lld", path,
                    (unsigned long long)get_u64(h + H_TOKEN_BYTES), (long long)tb);
   *token_bytes = tb;
+  if (v >= 2) {  // the store settings a shard of version 2 records (checked by the index)
+    g->fps_num = (int)get_u32(h + H_FPS_NUM);
+    g->fps_den = (int)get_u32(h + H_FPS_DEN);
+    g->short_side = (int)get_u32(h + H_SHORT_SIDE);
+    uint64_t ms = get_u64(h + H_MAX_SECONDS);
+    memcpy(&g->max_seconds, &ms, sizeof ms);
+    if (store_settings_check(g) != TSR_OK)
+      return err_wrap(TSR_EFORMAT, "shard %s: header: ", path);
+  }
   return TSR_OK;
 }
 
@@ -366,16 +408,18 @@ tsr_status shard_reader_open(shard_reader **out, const char *path, const store_s
   }
   r->map = m;
   r->size = sb.st_size;
-  tsr_status st = parse_header(r->map, r->size, path, &r->geom, &r->token_bytes);
+  tsr_status st = parse_header(r->map, r->size, path, &r->geom, &r->token_bytes, &r->version);
   if (st == TSR_OK && expect) {
     store_settings e2 = r->geom;  // compare only what a shard records
-    e2.fps_num = expect->fps_num;
-    e2.fps_den = expect->fps_den;
-    e2.short_side = expect->short_side;
-    e2.max_seconds = expect->max_seconds;
+    if (r->version < 2) {
+      e2.fps_num = expect->fps_num;
+      e2.fps_den = expect->fps_den;
+      e2.short_side = expect->short_side;
+      e2.max_seconds = expect->max_seconds;
+    }
     char diff[512];
     if (store_settings_diff(&e2, expect, diff, sizeof diff))
-      st = err_set(TSR_EMISMATCH, "shard %s: token geometry differs from the store (shard vs "
+      st = err_set(TSR_EMISMATCH, "shard %s: settings differ from the store's (shard vs "
                    "store): %s", path, diff);
   }
   if (st) {
@@ -388,9 +432,10 @@ tsr_status shard_reader_open(shard_reader **out, const char *path, const store_s
 
 void shard_reader_geometry(const shard_reader *r, store_settings *g) { *g = r->geom; }
 
-tsr_status shard_reader_clip(shard_reader *r, int64_t offset, int64_t bytes, uint64_t checksum,
-                             int verify, const uint8_t **payload) {
-  if (payload) *payload = NULL;
+int shard_reader_version(const shard_reader *r) { return r->version; }
+
+tsr_status shard_reader_block(shard_reader *r, int64_t offset, int verify, shard_block *b) {
+  memset(b, 0, sizeof *b);
   const char *p = r->path;
   long long off = (long long)offset;
   if (offset < SHARD_HEADER_BYTES || offset % SHARD_ALIGN != 0)
@@ -409,26 +454,34 @@ tsr_status shard_reader_clip(shard_reader *r, int64_t offset, int64_t bytes, uin
                    (unsigned long long)want, (unsigned long long)got);
   uint32_t T = get_u32(h + B_T), H = get_u32(h + B_H), W = get_u32(h + B_W);
   uint64_t hb = get_u64(h + B_BYTES);
+  uint32_t mb = get_u32(h + B_META_BYTES);
   int64_t tokens, tb;
-  if (T == 0 || H == 0 || W == 0 || T > INT32_MAX || H > INT32_MAX || W > INT32_MAX ||
-      __builtin_mul_overflow((int64_t)T * H, (int64_t)W, &tokens) ||
-      __builtin_mul_overflow(tokens, r->token_bytes, &tb) || (uint64_t)tb != hb)
+  if (T == 0 || H == 0 || W == 0 || T > STORE_MAX_GRID || H > STORE_MAX_GRID ||
+      W > STORE_MAX_GRID || __builtin_mul_overflow((int64_t)T * H, (int64_t)W, &tokens) ||
+      __builtin_mul_overflow(tokens, r->token_bytes, &tb) || (uint64_t)tb != hb ||
+      tb > STORE_MAX_CLIP_BYTES)
     return err_set(TSR_EFORMAT, "shard %s: block at offset %lld: grid %ux%ux%u of %lld-byte tokens "
                    "does not give its %llu payload bytes", p, off, T, H, W,
                    (long long)r->token_bytes, (unsigned long long)hb);
-  if (bytes >= 0 && (uint64_t)bytes != hb)
-    return err_set(TSR_EFORMAT, "shard %s: block at offset %lld has %llu payload bytes, the index "
-                   "says %lld", p, off, (unsigned long long)hb, (long long)bytes);
-  if (tb > r->size - offset - SHARD_BLOCK_HEADER_BYTES)
-    return err_set(TSR_EFORMAT, "shard %s: payload of block at offset %lld (%lld bytes) runs past "
-                   "the end of the file (%lld bytes): shard truncated", p, off, (long long)tb,
-                   (long long)r->size);
+  if ((r->version < 2 && (mb != 0 || get_u64(h + B_META_SUM) != 0)) || mb > SHARD_META_MAX)
+    return err_set(TSR_EFORMAT, "shard %s: block at offset %lld: metadata of %u bytes (version %d "
+                   "shards allow %d)", p, off, mb, r->version, r->version < 2 ? 0 : SHARD_META_MAX);
+  // tb <= 2^40 and offset <= size, so these sums cannot overflow.
+  if (tb + (int64_t)mb > r->size - offset - SHARD_BLOCK_HEADER_BYTES)
+    return err_set(TSR_EFORMAT, "shard %s: payload of block at offset %lld (%lld bytes + %u "
+                   "metadata) runs past the end of the file (%lld bytes): shard truncated", p, off,
+                   (long long)tb, mb, (long long)r->size);
   const uint8_t *data = h + SHARD_BLOCK_HEADER_BYTES;
   uint64_t hsum = get_u64(h + B_PAYLOAD_SUM);
-  if (checksum && checksum != hsum)
-    return err_set(TSR_EFORMAT, "shard %s: block at offset %lld has payload checksum %016llx, the "
-                   "index says %016llx", p, off, (unsigned long long)hsum,
-                   (unsigned long long)checksum);
+  if (mb) {
+    uint64_t ms = XXH3_64bits(data + tb, mb);
+    if (ms != get_u64(h + B_META_SUM))
+      return err_set(TSR_EFORMAT, "shard %s: metadata checksum mismatch in block at offset %lld "
+                     "(stored %016llx, computed %016llx): clip metadata corrupt", p, off,
+                     (unsigned long long)get_u64(h + B_META_SUM), (unsigned long long)ms);
+    b->meta = (const char *)(data + tb);
+    b->meta_bytes = mb;
+  }
   if (verify) {
     uint64_t s = XXH3_64bits(data, (size_t)tb);
     if (s != hsum)
@@ -436,7 +489,40 @@ tsr_status shard_reader_clip(shard_reader *r, int64_t offset, int64_t bytes, uin
                      "(stored %016llx, computed %016llx): clip data corrupt", p, off,
                      (unsigned long long)hsum, (unsigned long long)s);
   }
-  if (payload) *payload = data;
+  b->T = (int)T;
+  b->H = (int)H;
+  b->W = (int)W;
+  b->bytes = tb;
+  b->checksum = hsum;
+  b->payload = data;
+  b->end = align_up(offset + SHARD_BLOCK_HEADER_BYTES + tb + mb);
+  return TSR_OK;
+}
+
+tsr_status shard_reader_clip(shard_reader *r, int64_t offset, int64_t bytes, uint64_t checksum,
+                             int verify, const uint8_t **payload) {
+  if (payload) *payload = NULL;
+  shard_block b;
+  // The index's size and checksum are compared before the payload is hashed.
+  tsr_status st = shard_reader_block(r, offset, 0, &b);
+  if (st) return st;
+  const char *p = r->path;
+  long long off = (long long)offset;
+  if (bytes >= 0 && bytes != b.bytes)
+    return err_set(TSR_EFORMAT, "shard %s: block at offset %lld has %lld payload bytes, the index "
+                   "says %lld", p, off, (long long)b.bytes, (long long)bytes);
+  if (checksum && checksum != b.checksum)
+    return err_set(TSR_EFORMAT, "shard %s: block at offset %lld has payload checksum %016llx, the "
+                   "index says %016llx", p, off, (unsigned long long)b.checksum,
+                   (unsigned long long)checksum);
+  if (verify) {
+    uint64_t s = XXH3_64bits(b.payload, (size_t)b.bytes);
+    if (s != b.checksum)
+      return err_set(TSR_EFORMAT, "shard %s: payload checksum mismatch in block at offset %lld "
+                     "(stored %016llx, computed %016llx): clip data corrupt", p, off,
+                     (unsigned long long)b.checksum, (unsigned long long)s);
+  }
+  if (payload) *payload = b.payload;
   return TSR_OK;
 }
 

@@ -1,13 +1,16 @@
 // ingest/shard.h — shard files: append-only files of clip blocks.
 //
 // Layout (little-endian; docs/store-format.md):
-//   [0, 4096)      shard header: magic "TSRSHARD", version, header size, token geometry
-//                  (pt, ph, pw, channels, dtype), XXH3-64 of the header's bytes
+//   [0, 4096)      shard header: magic "TSRSHARD", version (2; 1 is read too), header size,
+//                  token geometry (pt, ph, pw, channels, dtype), version 2: the store's fps,
+//                  short side and max seconds; XXH3-64 of the header's bytes
 //   then blocks at 4096-aligned offsets, each:
-//     64-byte block header: magic "TSRCLIP1", T, H, W, payload bytes, payload XXH3-64,
-//                           header XXH3-64
+//     64-byte block header: magic "TSRCLIP1", T, H, W, metadata bytes, payload bytes,
+//                           payload XXH3-64, metadata XXH3-64, header XXH3-64
 //     payload: T*H*W tokens, each pt*ph*pw*channels values in (t, y, x, c) order;
 //              tokens in (T, H, W) row-major order
+//     version 2: metadata trailer (JSON, ingest/clip_meta.h) describing the clip and its
+//              source, so the index can be rebuilt from the shards (0 bytes in version 1)
 //     zero padding to the next multiple of 4096
 // A clip never spans two shards. Blocks are written by one writer only.
 #ifndef TESSERA_INGEST_SHARD_H
@@ -21,6 +24,7 @@
 #define SHARD_HEADER_BYTES 4096
 #define SHARD_BLOCK_HEADER_BYTES 64
 #define SHARD_ALIGN 4096
+#define SHARD_META_MAX 65536  // largest metadata trailer of a block (bytes)
 
 // ---- writer ----
 typedef struct shard_writer shard_writer;
@@ -35,6 +39,10 @@ tsr_status shard_writer_append(shard_writer *w, const void *data, size_t bytes);
 // Finishes the open clip of T*H*W tokens: checks the byte count, writes its header and
 // padding. *checksum receives the payload's XXH3-64. Bytes are not yet durable (see sync).
 tsr_status shard_writer_end_clip(shard_writer *w, int T, uint64_t *checksum);
+// The same, with a metadata trailer (`meta`, meta_bytes <= SHARD_META_MAX; NULL/0 for
+// none) written after the payload and covered by its own checksum in the block header.
+tsr_status shard_writer_end_clip_meta(shard_writer *w, int T, const void *meta, size_t meta_bytes,
+                                      uint64_t *checksum);
 // Drops the open clip (e.g. the source failed mid-way): rewinds to its offset.
 tsr_status shard_writer_abort_clip(shard_writer *w);
 // Makes everything written so far durable (fdatasync).
@@ -57,10 +65,25 @@ tsr_status shard_reader_open(shard_reader **r, const char *path, const store_set
 // path and the offset.
 tsr_status shard_reader_clip(shard_reader *r, int64_t offset, int64_t bytes, uint64_t checksum,
                              int verify, const uint8_t **payload);
+// One block as its header describes it (validated: header checksum, geometry, bounds,
+// metadata checksum; with `verify`, the payload's checksum too).
+typedef struct {
+  int T, H, W;            // token grid
+  int64_t bytes;          // payload bytes
+  uint64_t checksum;      // payload XXH3-64 as the block header records it
+  const uint8_t *payload; // (bytes) inside the mapping
+  const char *meta;       // (meta_bytes) metadata trailer inside the mapping, not
+                          // NUL-terminated; NULL if the block has none
+  size_t meta_bytes;
+  int64_t end;            // offset of the byte after the block: where the next block starts
+} shard_block;
+tsr_status shard_reader_block(shard_reader *r, int64_t offset, int verify, shard_block *b);
 int64_t shard_reader_size(const shard_reader *r);
-// The token geometry recorded in the shard's header (pt, ph, pw, channels, dtype; the
-// other fields are zero).
+// The settings recorded in the shard's header: pt, ph, pw, channels, dtype; for version 2
+// also fps, short side and max seconds (zero in version 1).
 void shard_reader_geometry(const shard_reader *r, store_settings *geom);
+// Format version of the shard file (1 or 2).
+int shard_reader_version(const shard_reader *r);
 void shard_reader_close(shard_reader **r);
 
 // Truncates a shard file to `end` bytes (at least the header) and syncs it. A file

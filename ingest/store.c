@@ -26,8 +26,7 @@ static int has_suffix(const char *s, const char *suf) {
   return a >= b && !strcmp(s + a - b, suf);
 }
 
-// 1 if `dir` holds anything other than the store's own entries.
-static int has_foreign_entries(const char *dir) {
+int store_dir_has_foreign_entries(const char *dir) {
   DIR *d = opendir(dir);
   if (!d) return 0;
   struct dirent *e;
@@ -35,7 +34,7 @@ static int has_foreign_entries(const char *dir) {
   while ((e = readdir(d))) {
     const char *n = e->d_name;
     if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, STORE_SHARD_DIR) ||
-        !strcmp(n, STORE_PARTS_DIR) || !strncmp(n, STORE_INDEX_NAME, strlen(STORE_INDEX_NAME)))
+        !strcmp(n, STORE_PARTS_DIR) || !strcmp(n, STORE_LOCK_NAME) || !strncmp(n, STORE_INDEX_NAME, strlen(STORE_INDEX_NAME)))
       continue;
     foreign = 1;
     break;
@@ -67,7 +66,7 @@ tsr_status store_open(store_index **ix, const char *dir, int create,
   if (index_exists) {
     // Check the existing index (settings) before making anything.
     if ((r = index_open(ix, path, 1, settings))) return err_wrap(r, "store %s: ", dir);
-  } else if (dir_exists && has_foreign_entries(dir)) {
+  } else if (dir_exists && store_dir_has_foreign_entries(dir)) {
     return err_set(TSR_EINVAL, "directory %s exists and is not a tessera store (no %s, other "
                    "files present); give a new or empty directory", dir, STORE_INDEX_NAME);
   }
@@ -136,6 +135,32 @@ static tsr_status unlink_if_exists(const char *path) {
   return TSR_OK;
 }
 
+tsr_status store_shard_committed_end(store_index *ix, const char *path, const char *rel,
+                                     int64_t *end) {
+  *end = 0;
+  int64_t last = 0;
+  tsr_status r = index_shard_last_block(ix, rel, &last);
+  if (r || last == 0) return r;
+  shard_reader *sr = NULL;
+  shard_block b;
+  if (shard_reader_open(&sr, path, NULL) == TSR_OK && shard_reader_block(sr, last, 0, &b) == TSR_OK) {
+    *end = b.end;
+    shard_reader_close(&sr);
+    return TSR_OK;
+  }
+  shard_reader_close(&sr);
+  r = index_shard_end(ix, rel, end);  // damaged block: what the rows say
+  // Rows are untrusted: sizes near 2^63 wrap in SQL (the fuzzer found an end of -2^63).
+  if (!r && (*end < SHARD_HEADER_BYTES + SHARD_ALIGN || *end > (1LL << 62) ||
+             *end % SHARD_ALIGN != 0)) {
+    r = err_set(TSR_EFORMAT, "shard %s: its rows give an invalid committed end %lld (last block "
+                "offset %lld); the index is damaged: run `tessera index verify`", rel,
+                (long long)*end, (long long)last);
+    *end = 0;
+  }
+  return r;
+}
+
 tsr_status store_recover_report(const char *dir, store_index *ix, store_recovery *rep) {
   store_recovery tmp;
   if (!rep) rep = &tmp;
@@ -190,7 +215,7 @@ tsr_status store_recover_report(const char *dir, store_index *ix, store_recovery
     char rel[PATH_MAX];
     if ((r = join(rel, sizeof rel, STORE_SHARD_DIR, l.v[i]))) break;
     int64_t end = 0;
-    if ((r = index_shard_end(ix, rel, &end))) break;
+    if ((r = store_shard_committed_end(ix, path, rel, &end))) break;
     if (end == 0) {
       if (!(r = unlink_if_exists(path))) rep->shards_removed++;
     } else if (sb.st_size > end && sb.st_nlink > 1) {

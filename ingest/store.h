@@ -3,6 +3,7 @@
 // A store is a directory:
 //   STORE/index.sqlite        the index (settings, sources, clips); docs/store-format.md
 //   STORE/shards/*.tshard     append-only shard files of clip blocks (ingest/shard.h)
+//   STORE/lock                the writer lock (store_lock_acquire) and who holds it
 //   STORE/parts/rank-R.sqlite per-rank indexes of a running multi-rank ingest; merged
 //                             into index.sqlite by rank 0 at the end (or by the next run)
 //
@@ -24,6 +25,7 @@
 #define STORE_INDEX_NAME "index.sqlite"
 #define STORE_SHARD_DIR "shards"
 #define STORE_PARTS_DIR "parts"
+#define STORE_LOCK_NAME "lock"
 
 typedef enum { STORE_DTYPE_U8 = 0, STORE_DTYPE_BF16 = 1 } store_dtype;
 
@@ -36,6 +38,32 @@ typedef struct {
   store_dtype dtype;     // element type of token values
   double max_seconds;    // longer videos are cut into clips of at most this (0: no cut)
 } store_settings;
+
+// Limits of the settings, checked where options enter (`tessera ingest`, tools/cmd_ingest.c
+// prints them in --help) and again when an index is created (store_settings_check), so no
+// caller can start runaway work: the output size of a clip grows with fps x short side^2,
+// and `--fps 1000000` on a 3 s clip once wrote 16 GB.
+//   fps <= 240: above every camera rate a video model trains on (high-speed footage is
+//     resampled down anyway); fps >= 1/3600 (one frame an hour).
+//   short side 8..4096: 8 is the smallest side with a useful patch; 4096 is 4K, the
+//     largest frames decode.c accepts by default (8192^2 pixels) scaled to a short side.
+//   patch dims 1..64: a tubelet of 64 frames or 64x64 pixels is already larger than any
+//     published video DiT's (2x16x16 at most in practice); larger ones only multiply memory.
+//   max seconds 0..86400: one day; longer cuts are no cut at all.
+#define STORE_MAX_FPS 240
+#define STORE_MIN_SHORT_SIDE 8
+#define STORE_MAX_SHORT_SIDE 4096
+#define STORE_MAX_PATCH 64
+#define STORE_MAX_CHANNELS 1024
+#define STORE_MAX_SECONDS 86400.0
+// Largest payload of one clip block (bytes): 1 TiB. A row or block claiming more is corrupt.
+#define STORE_MAX_CLIP_BYTES (1LL << 40)
+// Largest token grid dimension of a clip (T, H or W): 2^24.
+#define STORE_MAX_GRID (1 << 24)
+
+// TSR_EINVAL naming every value outside the limits above (fps a positive fraction, dtype
+// known); TSR_OK if all are inside.
+tsr_status store_settings_check(const store_settings *s);
 
 // Bytes of one token: pt*ph*pw*channels*element size.
 int64_t store_token_bytes(const store_settings *s);
@@ -105,8 +133,11 @@ tsr_status index_commit_source(store_index *ix, const store_source *src,
                                const store_clip *clips, int nclips);
 
 // Committed end (offset of the byte after the last clip block) of a shard, from the rows
-// that point at it; 0 if none.
+// that point at it, for blocks without a metadata trailer (version 1); 0 if none. The end
+// of a version-2 shard needs its last block's header: store_shard_committed_end.
 tsr_status index_shard_end(store_index *ix, const char *shard, int64_t *end);
+// Offset of the last block of `shard` that a row points at; 0 if none.
+tsr_status index_shard_last_block(store_index *ix, const char *shard, int64_t *offset);
 
 // A clip as read back from the index (strings owned by the iterator / result).
 typedef struct {
@@ -144,6 +175,22 @@ tsr_status index_totals(store_index *ix, store_totals *t);
 tsr_status index_merge_from(store_index *ix, const char *from_path, const char *shard_prefix,
                             int64_t *merged_clips, int64_t *skipped);
 
+// Checks a clip row as read back from an index against the store's settings, in
+// overflow-checked 64-bit arithmetic: T, H, W in 1..STORE_MAX_GRID, tokens = T*H*W,
+// bytes = tokens * token bytes <= STORE_MAX_CLIP_BYTES, frames = T*pt, dropped frames
+// and decoded frames not negative, offset a block offset (a multiple of 4096 past the
+// shard header, below 2^62). TSR_EFORMAT saying which value is wrong; callers add the
+// clip id and the store.
+tsr_status store_clip_check(const store_settings *s, const store_clip *c);
+
+// Joins STORE and a clip's shard path `rel` (as an index row records it) into `out` (n
+// bytes), after checking that `rel` names a shard inside the store: "shards/NAME" with
+// NAME of at most 200 bytes of [A-Za-z0-9._-], not starting with '.', ending ".tshard"
+// (so no '/' root, no ".." and no other directory). Every reader of index rows opens
+// shards through it (train's data loader, verify, export, merge, recovery), so a crafted
+// row cannot make tessera open a file outside the store. TSR_EFORMAT naming `rel`.
+tsr_status store_shard_path(const char *dir, const char *rel, char *out, size_t n);
+
 // Clip ids and token counts of every clip in id order (malloc'ed arrays, caller frees).
 tsr_status index_clip_lengths(store_index *ix, int64_t **ids, int64_t **tokens, int64_t *n);
 
@@ -156,10 +203,43 @@ tsr_status index_clip_lengths(store_index *ix, int64_t **ids, int64_t **tokens, 
 tsr_status store_open(store_index **ix, const char *dir, int create,
                       const store_settings *settings);
 
+// 1 if `dir` exists and holds entries other than a store's own (index, shards/, parts/,
+// lock): such a directory is not a store and nothing is written into it.
+int store_dir_has_foreign_entries(const char *dir);
+
+// Committed end of shard `rel` (file `path`) of the store: the end of the last block a
+// row points at, as that block's header gives it (payload + metadata trailer + padding);
+// 0 if no row points at the shard. A last block whose header is unreadable falls back to
+// the rows' sizes (index_shard_end); rows giving an impossible end (negative, unaligned,
+// past 2^62) are TSR_EFORMAT naming the shard, so recovery cuts nothing on their word.
+tsr_status store_shard_committed_end(store_index *ix, const char *path, const char *rel,
+                                     int64_t *end);
+
+// ---- writer lock ----------------------------------------------------------------------
+// A store has one writer at a time. Every command that modifies a store (ingest, `index
+// recover`, `index merge` for its output) takes the lock before it reads or changes
+// anything, and holds it to the end; a multi-rank ingest holds it on rank 0 for the whole
+// job (the other ranks write their own parts and shards, as rank 0 arranged). The lock
+// dies with its process (kill -9 included), so a crashed writer never blocks the next.
+// Readers (stats, verify, export, train) take no lock.
+typedef struct store_lock store_lock;
+
+// Takes the writer lock of store `dir` (STORE/lock, created if missing; with `create`,
+// `dir` is created too if missing). A directory that is not a store (other files, no
+// index) is refused without writing into it. Then writes this process's description into
+// the lock file (pid, host, command line, since when). A store locked by another process:
+// TSR_EINVAL whose message names that holder; nothing is changed.
+tsr_status store_lock_acquire(store_lock **lock, const char *dir, int create);
+// Releases the lock (NULL-safe; sets *lock to NULL).
+void store_lock_release(store_lock **lock);
+// 1 if another process holds the writer lock of `dir` (its description in who, n bytes);
+// 0 if none (or no lock file). Takes no lock, so it never gets in a writer's way.
+int store_lock_holder(const char *dir, char *who, size_t n);
+
 // Brings a store to a consistent state after a crash: merges leftover parts/*.sqlite
 // into the index, truncates every shard to its committed end and removes shards no
-// clip points at (and stray *.tmp files). Single process only (rank 0 before others
-// write). Idempotent and itself crash-safe: a part is deleted only after its merge
+// clip points at (and stray *.tmp files). The caller holds the writer lock (rank 0 before
+// others write). Idempotent and itself crash-safe: a part is deleted only after its merge
 // commits, and merging a part twice skips its sources (index_merge_from). Hard-linked
 // shards (st_nlink > 1, e.g. shared with another store by `tessera index merge`) are
 // never truncated, only unlinked when unreferenced. `report` (may be NULL) receives
@@ -170,6 +250,42 @@ typedef struct {
 } store_recovery;
 tsr_status store_recover(const char *dir, store_index *ix);
 tsr_status store_recover_report(const char *dir, store_index *ix, store_recovery *report);
+
+// ---- rebuild (index lost or damaged) ----------------------------------------------------
+// Recovery trusts the index to say which shard bytes are garbage; a store whose index is
+// missing, empty, not a tessera index, or records no clip while its shards hold clip
+// blocks (and it has committed something since its creation: an index that never did
+// belongs to a first ingest interrupted before its first commit, whose blocks are
+// garbage) must not be "recovered" (that would delete every shard). Ingest and merge refuse
+// such a store; `tessera index recover` rebuilds its index with store_rebuild.
+
+// Sets why (n bytes) to a reason when the store has shard data but no usable index; ""
+// when the index is usable or there is nothing to lose. Errors only for unreadable
+// directories.
+tsr_status store_index_state(const char *dir, char *why, size_t n);
+
+typedef struct {
+  int64_t shards, shards_v1, shards_unreadable;  // shards scanned / of format 1 / skipped
+  int64_t sources, clips;          // done sources and clips recorded
+  int64_t clips_unknown_source;    // of those, clips of format-1 blocks (stand-in sources)
+  int64_t blocks_left;             // blocks of interrupted or superseded ingests, left out
+  int64_t tail_bytes;              // shard bytes past the last complete block
+  int old_index_kept;              // the unusable index was moved to old_index
+  char old_index[4200];
+} store_rebuild_report;
+
+// Rebuilds STORE/index.sqlite from the blocks of STORE/shards/*.tshard: settings from the
+// version-2 shard headers (which must agree), then per source path the newest complete
+// ingest (clips 0..n-1 of one shard, the last marked last) as a done source with its
+// clips, exactly as ingest recorded them. Blocks of format-1 shards, which carry no
+// metadata, are recorded under a stand-in source "unknown-source:SHARD" per shard.
+// Not recoverable, and said through `say` (NULL: the log): failed sources (no block),
+// interrupted sources. Every payload checksum is verified. The new index is built in
+// index.sqlite.rebuild, fsync'ed, and renamed over the old one, which is kept as
+// index.sqlite.unusable-TIME; a crash at any point leaves the old state or the new.
+// The caller holds the writer lock; run store_recover afterwards to tidy the shards.
+tsr_status store_rebuild(const char *dir, void (*say)(const char *line, void *ctx), void *ctx,
+                         store_rebuild_report *rep);
 
 // Clip lengths for the scheduler: arrays of n clip ids and token counts (malloc'ed,
 // caller frees), in id order.

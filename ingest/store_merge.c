@@ -59,10 +59,17 @@ typedef struct {
   char **v;
   int n, cap;
   tsr_status err;
+  const store_settings *settings;  // the input's, to check its rows against
+  const char *store;               // the input store, for messages
 } shard_names;
 
 static int collect_shard(const store_clip_row *row, void *ctx) {
   shard_names *s = ctx;
+  // The rows are copied into OUT as they are: an inconsistent one stops the merge here.
+  if (store_clip_check(s->settings, &row->c) != TSR_OK) {
+    s->err = err_wrap(TSR_EFORMAT, "store %s: clip %lld: ", s->store, (long long)row->id);
+    return 1;
+  }
   for (int i = s->n - 1; i >= 0 && i >= s->n - 8; i--)  // rows of a shard come together
     if (!strcmp(s->v[i], row->c.shard)) return 0;
   for (int i = 0; i < s->n; i++)
@@ -117,7 +124,9 @@ static tsr_status place_shards(const char *out, const char *in, const char *pref
   store_index *ix = NULL;
   tsr_status r = store_open(&ix, in, 0, NULL);
   if (r) return r;
-  shard_names names = {0};
+  store_settings settings;
+  index_settings(ix, &settings);
+  shard_names names = {.settings = &settings, .store = in};
   r = index_foreach_clip(ix, collect_shard, &names);
   index_close(&ix);
   if (!r) r = names.err;
@@ -125,11 +134,10 @@ static tsr_status place_shards(const char *out, const char *in, const char *pref
   const size_t plen = strlen(STORE_SHARD_DIR);
   for (int i = 0; i < names.n && !r; i++) {
     const char *name = names.v[i];
-    if (strncmp(name, STORE_SHARD_DIR "/", plen + 1) != 0 || strchr(name + plen + 1, '/')) {
-      r = err_set(TSR_EFORMAT, "store %s: clip shard '%s' is not in %s/", in, name, STORE_SHARD_DIR);
+    if ((r = store_shard_path(in, name, src, sizeof src))) {
+      err_wrap(r, "store %s: ", in);
       break;
     }
-    snprintf(src, sizeof src, "%s/%s", in, name);
     if (snprintf(dst, sizeof dst, "%s/%s/%s%s", out, STORE_SHARD_DIR, prefix, name + plen + 1) >=
         (int)sizeof dst) {
       r = err_set(TSR_EINVAL, "path too long: %s", dst);
@@ -196,8 +204,19 @@ tsr_status store_merge(const char *out, char *const *ins, int n, store_merge_res
     return err_set(mismatch ? TSR_EMISMATCH : TSR_EINVAL, "merge into %s refused, nothing "
                    "written:%s", out, problems);
   }
+  // The output is written: one writer at a time, and never "recovered" (shards deleted)
+  // when its index is lost.
+  store_lock *lock = NULL;
   store_index *ox = NULL;
-  if ((r = store_open(&ox, out, 1, &s0))) return err_wrap(r, "merge: output: ");
+  char why[1024];
+  if ((r = store_lock_acquire(&lock, out, 1))) return err_wrap(r, "merge: output: ");
+  if (!(r = store_index_state(out, why, sizeof why)) && why[0])
+    r = err_set(TSR_EFORMAT, "merge: output store %s has clips in its shards but %s; nothing "
+                "was written. Run `tessera index recover %s` first", out, why, out);
+  if (r || (r = store_open(&ox, out, 1, &s0))) {
+    store_lock_release(&lock);
+    return err_wrap(r, "merge: output: ");
+  }
   if ((r = store_recover(out, ox))) goto done;
 
   // 2. Per input: shards, then the index rows (one transaction).
@@ -222,5 +241,6 @@ tsr_status store_merge(const char *out, char *const *ins, int n, store_merge_res
   if (!r) r = store_recover(out, ox);
 done:
   index_close(&ox);
+  store_lock_release(&lock);
   return r;
 }

@@ -24,7 +24,8 @@ static void usage(FILE *f) {
           "  verify STORE             check every shard header and clip checksum\n"
           "  merge OUT IN...          combine stores with identical settings into OUT\n"
           "  recover STORE            finish an interrupted ingest's bookkeeping (merge parts,\n"
-          "                           cut uncommitted shard tails, remove unreferenced shards)\n"
+          "                           cut uncommitted shard tails, remove unreferenced shards);\n"
+          "                           rebuilds a lost or damaged index from the shards\n"
           "  export STORE --clip ID --out FILE.mp4 [--crf N] [--raw]\n"
           "                           rebuild a clip from its tokens as a video\n\n"
           "exit status: 0 ok; 1 fatal (bad arguments, missing or invalid store); verify: 3 when\n"
@@ -48,7 +49,8 @@ static void histo_init(histo *h, int lo_exp) {
 }
 
 static void histo_add(histo *h, double v) {
-  int b = v > 0 ? (int)floor(log2(v)) - h->lo_exp : 0;
+  // Row values are untrusted: an infinite or NaN duration must not reach the int cast.
+  int b = v > 0 && isfinite(v) ? (int)floor(log2(v)) - h->lo_exp : (v > 0 ? NBINS - 1 : 0);
   if (b < 0) b = 0;
   if (b >= NBINS) b = NBINS - 1;
   h->count[b]++;
@@ -222,6 +224,12 @@ static int cmd_verify(int argc, char **argv) {
   }
   store_verify_result res;
   double t0 = time_now();
+  char who[1024];
+  // Verify takes no lock (it must not stop a writer); it says when one is active, since a
+  // writer's unfinished shard tails and parts then show as notes.
+  if (store_lock_holder(argv[1], who, sizeof who))
+    printf("note: a writer is active on %s (%s): shard tails and parts it has not committed "
+           "yet show as notes\n", argv[1], who);
   if (store_verify(argv[1], verify_line, NULL, &res)) {
     log_error("tessera index verify: %s", err_msg());
     return 1;
@@ -264,26 +272,55 @@ static int cmd_merge(int argc, char **argv) {
   return 0;
 }
 
+static void rebuild_line(const char *line, void *ctx) { fprintf(stderr, "recover: %s\n", line); }
+
 static int cmd_recover(int argc, char **argv) {
   if (wants_help(argc, argv) || argc != 2) {
     printf("usage: tessera index recover STORE\n\n"
            "Brings a store to a consistent state after a crash (what `tessera ingest` does on\n"
            "start): merges leftover per-rank parts into the index, cuts shard bytes past the\n"
-           "last committed clip, removes shards no clip points at. Do not run it while an\n"
-           "ingest writes to the store.\n");
+           "last committed clip, removes shards no clip points at. When the index is missing,\n"
+           "empty, damaged or records no clip while the shards hold clips, it first rebuilds\n"
+           "the index from the shards (every clip block carries its metadata; the old index\n"
+           "is kept as index.sqlite.unusable-TIME). Failed sources cannot be recovered from\n"
+           "shards (they have no block): a rerun of ingest tries them again. Takes the store's\n"
+           "writer lock: refused while an ingest or merge writes to the store.\n");
     return argc == 2 ? 0 : 1;
   }
+  const char *dir = argv[1];
+  store_lock *lock = NULL;
   store_index *ix = NULL;
-  store_recovery rep;
-  tsr_status st = store_open(&ix, argv[1], 0, NULL);
-  if (!st) st = store_recover_report(argv[1], ix, &rep);
+  store_recovery rep = {0};
+  store_rebuild_report rb = {0};
+  char why[1024] = "";
+  int rebuilt = 0;
+  tsr_status st = store_lock_acquire(&lock, dir, 0);
+  if (!st) st = store_index_state(dir, why, sizeof why);
+  if (!st && why[0]) {
+    fprintf(stderr, "recover: store %s has clips in its shards but %s: rebuilding the index "
+            "from the shards\n", dir, why);
+    st = store_rebuild(dir, rebuild_line, NULL, &rb);
+    rebuilt = !st;
+  }
+  if (!st) st = store_open(&ix, dir, 0, NULL);
+  if (!st) st = store_recover_report(dir, ix, &rep);
   index_close(&ix);
+  store_lock_release(&lock);
   if (st) {
     log_error("tessera index recover: %s", err_msg());
     return 1;
   }
+  if (rebuilt)
+    printf("recover %s: index rebuilt from %lld shards (%lld of format 1, %lld unreadable and "
+           "kept): %lld sources, %lld clips (%lld without their source); %lld blocks of "
+           "interrupted or superseded ingests left out; failed sources are not recorded in "
+           "shards and are not recovered (a rerun of ingest retries them)%s%s\n",
+           dir, (long long)rb.shards, (long long)rb.shards_v1, (long long)rb.shards_unreadable,
+           (long long)rb.sources, (long long)rb.clips, (long long)rb.clips_unknown_source,
+           (long long)rb.blocks_left, rb.old_index_kept ? "; the old index is kept as " : "",
+           rb.old_index_kept ? rb.old_index : "");
   printf("recover %s: %lld parts merged (%lld clips), %lld shard tails cut (%lld bytes), %lld "
-         "shards and %lld temporary files removed\n", argv[1], (long long)rep.parts_merged,
+         "shards and %lld temporary files removed\n", dir, (long long)rep.parts_merged,
          (long long)rep.clips_merged, (long long)rep.shards_truncated, (long long)rep.bytes_cut,
          (long long)rep.shards_removed, (long long)rep.tmp_removed);
   return 0;

@@ -22,11 +22,12 @@ static void usage(FILE *f) {
           "split the sources across ranks; the result is one store.\n\n"
           "options:\n"
           "  --out STORE          store directory (created if missing)           [required]\n"
-          "  --fps N[/D]          target frame rate                               [8]\n"
-          "  --short-side PX      short side after resize, before crop            [128]\n"
-          "  --patch PTxPHxPW     tubelet: frames x height x width                [2x16x16]\n"
-          "  --max-seconds S      cut longer videos into clips of at most S s    [0: no cut]\n"
-          "  --workers N          sources decoded in parallel per rank           [cores]\n"
+          "  --fps N[/D]          target frame rate, 1/3600..240                  [8]\n"
+          "  --short-side PX      short side after resize, before crop, 8..4096   [128]\n"
+          "  --patch PTxPHxPW     tubelet: frames x height x width, each 1..64    [2x16x16]\n"
+          "  --max-seconds S      cut longer videos into clips of at most S s,\n"
+          "                       0..86400                                       [0: no cut]\n"
+          "  --workers N          sources decoded in parallel per rank, 1..1024  [cores]\n"
           "  --label-from-dir     record the parent folder's name as class label\n"
           "  --retry-failed       retry sources recorded as failed\n"
           "  --max-pixels N       refuse videos larger than N pixels per frame   [67108864]\n"
@@ -71,10 +72,15 @@ int cmd_ingest(int argc, char **argv) {
     switch (c) {
     case O_OUT: out = optarg; break;
     case O_FPS: st = parse_rational("--fps", optarg, &o.settings.fps_num, &o.settings.fps_den); break;
-    case O_SHORT: st = parse_int("--short-side", optarg, 1, 16384, &o.settings.short_side); break;
+    case O_SHORT:
+      st = parse_int("--short-side", optarg, STORE_MIN_SHORT_SIDE, STORE_MAX_SHORT_SIDE,
+                     &o.settings.short_side);
+      break;
     case O_PATCH: st = parse_patch("--patch", optarg, &o.settings.pt, &o.settings.ph, &o.settings.pw); break;
-    case O_MAXS: st = parse_double("--max-seconds", optarg, 0, 1e9, &o.settings.max_seconds); break;
-    case O_WORKERS: st = parse_int("--workers", optarg, 1, 4096, &o.workers); break;
+    case O_MAXS:
+      st = parse_double("--max-seconds", optarg, 0, STORE_MAX_SECONDS, &o.settings.max_seconds);
+      break;
+    case O_WORKERS: st = parse_int("--workers", optarg, 1, 1024, &o.workers); break;
     case O_LABEL: o.label_from_dir = 1; break;
     case O_RETRY: o.retry_failed = 1; break;
     case O_MAXPIX: st = parse_i64("--max-pixels", optarg, 1, INT64_MAX, &o.max_pixels); break;
@@ -91,9 +97,10 @@ int cmd_ingest(int argc, char **argv) {
               !out ? "--out STORE is required" : "no source given (files, directories or @LIST)");
     return 1;
   }
-  if (o.settings.short_side < o.settings.ph || o.settings.short_side < o.settings.pw) {
-    log_error("ingest: --short-side %d is smaller than the patch %dx%d", o.settings.short_side,
-              o.settings.ph, o.settings.pw);
+  // Ranges of fps (a fraction) and the patch, and the patch against the short side: the
+  // limits of store.h, the same check the index applies when a store is created.
+  if (store_settings_check(&o.settings)) {
+    log_error("ingest: %s (see `tessera ingest --help` for the ranges)", err_msg());
     return 1;
   }
   ingest_result res;

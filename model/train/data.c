@@ -54,21 +54,14 @@ static int load_clip(const store_clip_row *row, void *vctx) {
   load_ctx *x = vctx;
   data_store *d = x->d;
   const store_clip *c = &row->c;
-  // Checked int64: a crafted row (T*H*W or tokens * token bytes past 2^63) must be refused,
-  // not overflow into a plausible size. T*H fits (both < 2^31); only *W and *bytes can wrap.
-  int64_t tokens = 0, want_bytes = 0;
-  int ok = c->T > 0 && c->H > 0 && c->W > 0 &&
-           !__builtin_mul_overflow((int64_t)c->T * c->H, (int64_t)c->W, &tokens) &&
-           c->tokens == tokens &&
-           !__builtin_mul_overflow(tokens, store_token_bytes(&d->settings), &want_bytes) &&
-           c->bytes == want_bytes && c->offset >= SHARD_HEADER_BYTES &&
-           c->offset % SHARD_ALIGN == 0;
-  if (!ok) {
-    x->st = err_set(TSR_EFORMAT,
-                    "store %s: clip %lld has an inconsistent index row (grid %dx%dx%d, %lld "
-                    "tokens, %lld bytes, offset %lld); run `tessera index verify %s`",
-                    d->dir, (long long)row->id, c->T, c->H, c->W, (long long)c->tokens,
-                    (long long)c->bytes, (long long)c->offset, d->dir);
+  // Rows are untrusted (store.h): sizes checked in 64-bit, the shard path kept inside the
+  // store; open_shard joins the checked path.
+  char shard_path[PATH_MAX];
+  tsr_status bad = store_clip_check(&d->settings, c);
+  if (!bad) bad = store_shard_path(d->dir, c->shard, shard_path, sizeof shard_path);
+  if (bad) {
+    x->st = err_wrap(TSR_EFORMAT, "store %s: clip %lld (shard '%.64s', offset %lld): ", d->dir,
+                     (long long)row->id, c->shard ? c->shard : "", (long long)c->offset);
     return 1;
   }
   if (grow((void **)&d->clips, &d->cap, d->n + 1, sizeof *d->clips)) {

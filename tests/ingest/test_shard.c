@@ -134,7 +134,7 @@ int main(void) {
   uint8_t h[4096];
   read_file(path, h, 0, sizeof h);
   CHECK(!memcmp(h, "TSRSHARD", 8), "shard magic");
-  CHECK(le32(h + 8) == 1 && le32(h + 12) == 4096, "version 1, header 4096");
+  CHECK(le32(h + 8) == 2 && le32(h + 12) == 4096, "version 2, header 4096");
   CHECK(le32(h + 16) == 2 && le32(h + 20) == 4 && le32(h + 24) == 4 && le32(h + 28) == 3 &&
             le32(h + 32) == 0, "geometry in header");
   CHECK(le64(h + 40) == 96, "token bytes in header");
@@ -178,9 +178,9 @@ int main(void) {
   CHECK(shard_reader_open(&r, path, &other) == TSR_EMISMATCH && r == NULL, "geometry mismatch refused");
   CHECK(strstr(err_msg(), "patch 2x4x4 vs 2x8x8") != NULL, "mismatch message: %s", err_msg());
   other = S;
-  other.fps_num = 30;  // shards do not record fps/short side: not compared
-  CHECK_OK(shard_reader_open(&r, path, &other));
-  shard_reader_close(&r);
+  other.fps_num = 30;  // version-2 shards record fps, short side and max seconds too
+  CHECK(shard_reader_open(&r, path, &other) == TSR_EMISMATCH && r == NULL, "fps mismatch refused");
+  CHECK(strstr(err_msg(), "fps 8/1 vs 30/1") != NULL, "fps mismatch message: %s", err_msg());
 
   // ---- corruption ----
   char bad[600];
@@ -238,6 +238,60 @@ int main(void) {
   CHECK_OK(shard_reader_clip(r, ref[3].off, ref[3].bytes, ref[3].sum, 1, NULL));
   CHECK(shard_reader_clip(r, ref[4].off, ref[4].bytes, 0, 0, NULL) == TSR_EFORMAT, "cut clip gone");
   shard_reader_close(&r);
+
+  // Format 1 (before clip metadata): a version-1 header (no settings) over the same
+  // blocks still reads; its blocks have no metadata trailer.
+  copy_file(path, bad);
+  {
+    uint8_t h[4096];
+    read_file(bad, h, 0, sizeof h);
+    h[8] = 1, h[9] = h[10] = h[11] = 0;
+    memset(h + 48, 0, 24);  // fps, short side, max seconds: absent in version 1
+    uint64_t sum = XXH3_64bits(h, 4088);
+    for (int i = 0; i < 8; i++) h[4088 + i] = (uint8_t)(sum >> (8 * i));
+    FILE *f = fopen(bad, "r+b");
+    CHECK(f && fwrite(h, 1, sizeof h, f) == sizeof h && fclose(f) == 0, "write v1 header");
+  }
+  other = S;
+  other.fps_num = 30;  // not recorded in version 1: not compared
+  CHECK_OK(shard_reader_open(&r, bad, &other));
+  CHECK(shard_reader_version(r) == 1, "version 1 read");
+  shard_block blk;
+  CHECK_OK(shard_reader_block(r, ref[3].off, 1, &blk));
+  CHECK(blk.meta == NULL && blk.bytes == ref[3].bytes && blk.end == align4k(ref[3].off + 64 + ref[3].bytes),
+        "v1 block: no metadata, end after payload and padding");
+  shard_reader_close(&r);
+
+  // Metadata trailer: written after the payload, checksummed, bounds the block's end.
+  {
+    char mp[600];
+    snprintf(mp, sizeof mp, "%s/meta.tshard", dir);
+    unlink(mp);
+    shard_writer *w = NULL;
+    int64_t off = 0;
+    uint64_t sum = 0;
+    const char meta[] = "{\"v\":1}";
+    CHECK_OK(shard_writer_create(&w, mp, &S));
+    CHECK_OK(shard_writer_begin_clip(w, 2, 2, &off));
+    uint8_t pay[4 * 96 * 2];
+    memset(pay, 7, sizeof pay);
+    CHECK_OK(shard_writer_append(w, pay, sizeof pay));
+    CHECK_OK(shard_writer_end_clip_meta(w, 2, meta, sizeof meta - 1, &sum));
+    CHECK(shard_writer_size(w) == align4k(off + 64 + (int64_t)sizeof pay + (int64_t)sizeof meta - 1),
+          "block end covers the trailer");
+    shard_writer_close(&w);
+    CHECK_OK(shard_reader_open(&r, mp, &S));
+    CHECK_OK(shard_reader_block(r, off, 1, &blk));
+    CHECK(blk.meta && blk.meta_bytes == sizeof meta - 1 && !memcmp(blk.meta, meta, blk.meta_bytes),
+          "trailer read back");
+    shard_reader_close(&r);
+    flip_byte(mp, off + 64 + (int64_t)sizeof pay + 2);  // a metadata byte
+    CHECK_OK(shard_reader_open(&r, mp, &S));
+    CHECK(shard_reader_block(r, off, 0, &blk) == TSR_EFORMAT && strstr(err_msg(), "metadata"),
+          "corrupt trailer refused: %s", err_msg());
+    shard_reader_close(&r);
+    unlink(mp);
+  }
 
   // Settings helpers.
   store_settings a = S, b = S;

@@ -1,0 +1,435 @@
+// ingest/store_rebuild.c — a store's index rebuilt from its shards (store.h): every clip
+// block of a version-2 shard carries its metadata trailer (clip_meta.h), so the clips and
+// done sources of a store whose index is lost, emptied or damaged can be recorded again.
+// Also the check that keeps ingest from "recovering" such a store by deleting its shards.
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/fs.h"
+#include "core/log.h"
+#include "ingest/clip_meta.h"
+#include "ingest/shard.h"
+#include "ingest/store.h"
+
+static int has_suffix(const char *s, const char *suf) {
+  size_t a = strlen(s), b = strlen(suf);
+  return a >= b && !strcmp(s + a - b, suf);
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+// Sorted names of STORE/shards/*.tshard (malloc'ed; *n of them).
+static tsr_status list_shards(const char *dir, char ***out, int *n) {
+  *out = NULL;
+  *n = 0;
+  char sdir[PATH_MAX];
+  snprintf(sdir, sizeof sdir, "%s/%s", dir, STORE_SHARD_DIR);
+  DIR *d = opendir(sdir);
+  if (!d) return errno == ENOENT ? TSR_OK : err_set(TSR_EIO, "list %s: %s", sdir, strerror(errno));
+  char **v = NULL;
+  int cnt = 0, cap = 0;
+  struct dirent *e;
+  tsr_status r = TSR_OK;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.' || !has_suffix(e->d_name, ".tshard")) continue;
+    if (cnt == cap) {
+      cap = cap ? 2 * cap : 16;
+      char **w = realloc(v, sizeof *w * (size_t)cap);
+      if (!w) { r = err_set(TSR_ENOMEM, "out of memory listing %s", sdir); break; }
+      v = w;
+    }
+    if (!(v[cnt] = strdup(e->d_name))) { r = err_set(TSR_ENOMEM, "out of memory listing %s", sdir); break; }
+    cnt++;
+  }
+  closedir(d);
+  if (cnt) qsort(v, (size_t)cnt, sizeof *v, cmp_str);
+  *out = v;
+  *n = cnt;
+  return r;
+}
+
+static void free_names(char **v, int n) {
+  for (int i = 0; i < n; i++) free(v[i]);
+  free(v);
+}
+
+// Name of the first shard whose first block is a valid clip block ("" if none): the
+// store holds data that only its index can tell from garbage.
+static tsr_status first_shard_with_data(const char *dir, char *name, size_t n) {
+  name[0] = 0;
+  char **v;
+  int cnt;
+  tsr_status r = list_shards(dir, &v, &cnt);
+  if (r) return r;
+  for (int i = 0; i < cnt && !name[0]; i++) {
+    char path[PATH_MAX];
+    shard_reader *sr = NULL;
+    shard_block b;
+    snprintf(path, sizeof path, "%s/%s/%s", dir, STORE_SHARD_DIR, v[i]);
+    if (shard_reader_open(&sr, path, NULL) == TSR_OK &&
+        shard_reader_block(sr, SHARD_HEADER_BYTES, 0, &b) == TSR_OK)
+      snprintf(name, n, "%s/%s", STORE_SHARD_DIR, v[i]);
+    shard_reader_close(&sr);
+  }
+  free_names(v, cnt);
+  err_clear();
+  return TSR_OK;
+}
+
+// SQLite's file change counter (header bytes 24..28, big-endian; bumped by every commit in
+// rollback-journal mode): 1 for an index that has committed nothing since its creation. An
+// index with no clip and a counter of 1 is a store whose first ingest was interrupted (its
+// blocks are garbage to cut); with more, rows were recorded and then lost.
+static uint32_t change_counter(const char *path) {
+  uint8_t b[4] = {0};
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t k = pread(fd, b, 4, 24);
+  close(fd);
+  return k == 4 ? (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3] : 0;
+}
+
+tsr_status store_index_state(const char *dir, char *why, size_t n) {
+  why[0] = 0;
+  char shard[PATH_MAX], path[PATH_MAX];
+  tsr_status r = first_shard_with_data(dir, shard, sizeof shard);
+  if (r || !shard[0]) return r;
+  snprintf(path, sizeof path, "%s/%s", dir, STORE_INDEX_NAME);
+  struct stat sb;
+  if (stat(path, &sb) != 0) {
+    snprintf(why, n, "it has no %s", STORE_INDEX_NAME);
+    return TSR_OK;
+  }
+  if (sb.st_size == 0) {
+    snprintf(why, n, "its %s is empty (0 bytes)", STORE_INDEX_NAME);
+    return TSR_OK;
+  }
+  store_index *ix = NULL;
+  store_totals t;
+  if ((r = index_open(&ix, path, 0, NULL)) == TSR_OK) r = index_totals(ix, &t);
+  index_close(&ix);
+  if (r) snprintf(why, n, "its index is unusable (%s)", err_msg());
+  else if (t.clips == 0 && change_counter(path) > 1)
+    snprintf(why, n, "its index records no clip, though it has committed changes since it was "
+             "made, while shard %s holds clip blocks", shard);
+  err_clear();
+  return TSR_OK;
+}
+
+// ---- rebuild --------------------------------------------------------------------------
+
+typedef struct {
+  int shard;          // index into the shard names
+  int64_t offset;
+  store_clip c;       // grid, bytes, checksum from the block; the rest from meta
+  clip_meta *meta;    // NULL: no (usable) metadata trailer
+} entry;
+
+typedef struct {
+  const char *dir;
+  char **names;
+  int nnames;
+  entry *v;
+  int64_t n, cap;
+  void (*say)(const char *, void *);
+  void *ctx;
+  store_rebuild_report *rep;
+} rstate;
+
+static void say(rstate *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(rstate *st, const char *fmt, ...) {
+  char line[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (st->say) st->say(line, st->ctx);
+  else log_info("%s", line);
+}
+
+static tsr_status push(rstate *st, const entry *e) {
+  if (st->n == st->cap) {
+    int64_t cap = st->cap ? 2 * st->cap : 256;
+    entry *v = realloc(st->v, sizeof *v * (size_t)cap);
+    if (!v) return err_set(TSR_ENOMEM, "out of memory rebuilding the index of %s", st->dir);
+    st->v = v;
+    st->cap = cap;
+  }
+  st->v[st->n++] = *e;
+  return TSR_OK;
+}
+
+// Walks the blocks of shard i; settings of version-2 headers must agree (*have, *s).
+static tsr_status scan_shard(rstate *st, int i, store_settings *s, int *have) {
+  char path[PATH_MAX], rel[PATH_MAX];
+  snprintf(rel, sizeof rel, "%s/%s", STORE_SHARD_DIR, st->names[i]);
+  tsr_status r = store_shard_path(st->dir, rel, path, sizeof path);
+  if (r) {
+    st->rep->shards_unreadable++;
+    say(st, "shard %s: skipped: %s", rel, err_msg());
+    return TSR_OK;
+  }
+  shard_reader *sr = NULL;
+  if (shard_reader_open(&sr, path, NULL) != TSR_OK) {
+    st->rep->shards_unreadable++;
+    say(st, "shard %s: unreadable, kept as it is, no clip recovered from it: %s", rel, err_msg());
+    return TSR_OK;
+  }
+  store_settings g;
+  shard_reader_geometry(sr, &g);
+  int v2 = shard_reader_version(sr) >= 2;
+  char diff[512];
+  if (v2 && *have && store_settings_diff(s, &g, diff, sizeof diff)) {
+    shard_reader_close(&sr);
+    return err_set(TSR_EMISMATCH, "store %s: shard %s was written with other settings than the "
+                   "shards before it (%s): not one store; nothing changed", st->dir, rel, diff);
+  }
+  if (v2 && !*have) *s = g, *have = 1;
+  if (!v2) st->rep->shards_v1++;
+  st->rep->shards++;
+  int64_t size = shard_reader_size(sr), off = SHARD_HEADER_BYTES;
+  while (off < size) {
+    shard_block b;
+    if (shard_reader_block(sr, off, 1, &b) != TSR_OK) {
+      st->rep->tail_bytes += size - off;
+      say(st, "shard %s: %lld bytes from offset %lld are no complete clip block (an "
+          "interrupted write; recovery cuts them): %s", rel, (long long)(size - off),
+          (long long)off, err_msg());
+      break;
+    }
+    entry e = {.shard = i, .offset = off};
+    e.c.T = b.T;
+    e.c.H = b.H;
+    e.c.W = b.W;
+    e.c.tokens = (int64_t)b.T * b.H * b.W;
+    e.c.bytes = b.bytes;
+    e.c.checksum = b.checksum;
+    if (b.meta) {
+      if (!(e.meta = malloc(sizeof *e.meta)))
+        r = err_set(TSR_ENOMEM, "out of memory rebuilding the index of %s", st->dir);
+      else if (clip_meta_decode(b.meta, b.meta_bytes, e.meta) != TSR_OK) {
+        say(st, "shard %s: block at offset %lld: metadata unreadable (%s); recovered without "
+            "its source", rel, (long long)off, err_msg());
+        free(e.meta);
+        e.meta = NULL;
+      }
+    }
+    if (!r) r = push(st, &e);
+    if (r) {
+      free(e.meta);
+      break;
+    }
+    off = b.end;
+  }
+  shard_reader_close(&sr);
+  return r;
+}
+
+// Order: source path, newest ingest first, shard, clip index.
+static int cmp_entry(const void *pa, const void *pb) {
+  const entry *a = pa, *b = pb;
+  if (!a->meta || !b->meta) {  // blocks without metadata first, by shard and offset
+    if (a->meta || b->meta) return (a->meta != NULL) - (b->meta != NULL);
+    if (a->shard != b->shard) return a->shard < b->shard ? -1 : 1;
+    return a->offset < b->offset ? -1 : a->offset > b->offset;
+  }
+  int c = strcmp(a->meta->path, b->meta->path);
+  if (c) return c;
+  if (a->meta->ingested_at != b->meta->ingested_at)
+    return a->meta->ingested_at < b->meta->ingested_at ? 1 : -1;
+  if (a->shard != b->shard) return a->shard < b->shard ? -1 : 1;
+  if (a->meta->c.clip_index != b->meta->c.clip_index)
+    return a->meta->c.clip_index < b->meta->c.clip_index ? -1 : 1;
+  return a->offset < b->offset ? -1 : a->offset > b->offset;
+}
+
+static int same_group(const entry *a, const entry *b) {
+  return a->meta && b->meta && !strcmp(a->meta->path, b->meta->path) &&
+         a->meta->ingested_at == b->meta->ingested_at && a->shard == b->shard;
+}
+
+// Commits one source from entries [lo, hi) of one group (clips 0..n-1 of one ingest).
+static tsr_status commit_group(rstate *st, store_index *ix, const store_settings *s,
+                               entry *g, int64_t n, store_clip *buf) {
+  const clip_meta *last = g[n - 1].meta;
+  char rel[PATH_MAX];
+  snprintf(rel, sizeof rel, "%s/%s", STORE_SHARD_DIR, st->names[g[0].shard]);
+  for (int64_t k = 0; k < n; k++) {
+    store_clip c = g[k].meta->c;
+    c.T = g[k].c.T;
+    c.H = g[k].c.H;
+    c.W = g[k].c.W;
+    c.tokens = g[k].c.tokens;
+    c.bytes = g[k].c.bytes;
+    c.checksum = g[k].c.checksum;
+    c.offset = g[k].offset;
+    c.shard = rel;
+    c.codec = g[k].meta->codec;
+    c.pix_fmt = g[k].meta->pix_fmt;
+    c.label = g[k].meta->has_label ? g[k].meta->label : NULL;
+    if (store_clip_check(s, &c) != TSR_OK) {
+      say(st, "source %s: clip %d in shard %s at offset %lld disagrees with its metadata (%s); "
+          "source not recovered", last->path, c.clip_index, rel, (long long)c.offset, err_msg());
+      st->rep->blocks_left += n;
+      return TSR_OK;
+    }
+    buf[k] = c;
+  }
+  store_source src = {.path = last->path, .size = last->size, .mtime = last->mtime,
+                      .status = SOURCE_DONE, .error = last->note, .partial = last->partial,
+                      .decoded_frames = last->source_decoded_frames,
+                      .label = last->has_label ? last->label : NULL};
+  tsr_status r = index_commit_source(ix, &src, buf, (int)n);
+  if (!r) {
+    st->rep->sources++;
+    st->rep->clips += n;
+  }
+  return r;
+}
+
+// Blocks without metadata (version-1 shards): one stand-in source per shard, so their
+// clips stay in the store (and are not deleted as unreferenced) while saying what is lost.
+static tsr_status commit_unknown(rstate *st, store_index *ix, const store_settings *s,
+                                 entry *g, int64_t n, store_clip *buf) {
+  char rel[PATH_MAX], path[PATH_MAX + 64], note[PATH_MAX + 256];
+  snprintf(rel, sizeof rel, "%s/%s", STORE_SHARD_DIR, st->names[g[0].shard]);
+  snprintf(path, sizeof path, "unknown-source:%s", rel);
+  snprintf(note, sizeof note, "rebuilt by `tessera index recover` from %s, whose blocks carry no "
+           "metadata (shard format 1): source path, size, mtime, start, source fps and size, "
+           "rotation, aspect ratio, codec, frame counts and label are unknown", rel);
+  for (int64_t k = 0; k < n; k++) {
+    store_clip c = g[k].c;
+    c.clip_index = (int)k;
+    c.frames = (int64_t)c.T * s->pt;
+    c.duration_s = (double)c.frames * s->fps_den / s->fps_num;
+    c.sar_num = c.sar_den = 1;
+    c.offset = g[k].offset;
+    c.shard = rel;
+    buf[k] = c;
+  }
+  store_source src = {.path = path, .status = SOURCE_DONE, .error = note};
+  tsr_status r = index_commit_source(ix, &src, buf, (int)n);
+  if (!r) {
+    st->rep->clips_unknown_source += n;
+    st->rep->clips += n;
+    say(st, "shard %s: %lld clips recovered without their source (%s)", rel, (long long)n,
+        "format-1 blocks: path, times, codec, frame counts and label unknown; a rerun of "
+        "ingest will ingest their sources again");
+  }
+  return r;
+}
+
+static tsr_status fsync_file(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return err_set(TSR_EIO, "open %s to sync: %s", path, strerror(errno));
+  int rc = fsync(fd), e = errno;
+  close(fd);
+  return rc ? err_set(TSR_EIO, "fsync %s: %s", path, strerror(e)) : TSR_OK;
+}
+
+tsr_status store_rebuild(const char *dir, void (*sayfn)(const char *, void *), void *ctx,
+                         store_rebuild_report *rep) {
+  store_rebuild_report tmp;
+  if (!rep) rep = &tmp;
+  memset(rep, 0, sizeof *rep);
+  rstate st = {.dir = dir, .say = sayfn, .ctx = ctx, .rep = rep};
+  store_settings s;
+  int have = 0;
+  store_index *ix = NULL;
+  store_clip *buf = NULL;
+  char path[PATH_MAX], tmpi[PATH_MAX + 32], aside[PATH_MAX + 64], j1[PATH_MAX + 64],
+      j2[PATH_MAX + 96];
+  tsr_status r = list_shards(dir, &st.names, &st.nnames);
+  for (int i = 0; !r && i < st.nnames; i++) r = scan_shard(&st, i, &s, &have);
+  if (r) goto out;
+  if (!have) {
+    r = err_set(TSR_EFORMAT, "store %s: no shard records the store's settings (fps, short side, "
+                "max seconds): %s; the index cannot be rebuilt. Nothing was changed",
+                dir, st.nnames ? "all are format-1 shards or unreadable" : "it has no shards");
+    goto out;
+  }
+  if (st.n) qsort(st.v, (size_t)st.n, sizeof *st.v, cmp_entry);
+  if (!(buf = malloc(sizeof *buf * (size_t)(st.n ? st.n : 1)))) {
+    r = err_set(TSR_ENOMEM, "out of memory rebuilding the index of %s", dir);
+    goto out;
+  }
+  // The new index is built beside the old one and renamed over it once complete and synced.
+  snprintf(path, sizeof path, "%s/%s", dir, STORE_INDEX_NAME);
+  snprintf(tmpi, sizeof tmpi, "%s.rebuild", path);
+  snprintf(j1, sizeof j1, "%s-journal", tmpi);
+  unlink(tmpi);
+  unlink(j1);
+  if ((r = index_open(&ix, tmpi, 1, &s))) goto out;
+  const char *done_path = NULL;  // path of the last source committed (newest ingest wins)
+  for (int64_t i = 0; !r && i < st.n;) {
+    int64_t j = i + 1;
+    if (!st.v[i].meta) {  // unknown sources: grouped per shard (entries sort first)
+      while (j < st.n && !st.v[j].meta && st.v[j].shard == st.v[i].shard) j++;
+      r = commit_unknown(&st, ix, &s, &st.v[i], j - i, buf);
+      i = j;
+      continue;
+    }
+    while (j < st.n && same_group(&st.v[i], &st.v[j])) j++;
+    const clip_meta *m = st.v[i].meta;
+    int complete = st.v[j - 1].meta->last;
+    for (int64_t k = i; k < j && complete; k++)
+      complete = st.v[k].meta->c.clip_index == k - i && (st.v[k].meta->last == (k == j - 1));
+    if (done_path && !strcmp(done_path, m->path)) {
+      rep->blocks_left += j - i;  // an older ingest of a source already recovered
+    } else if (!complete) {
+      rep->blocks_left += j - i;
+      say(&st, "source %s: %lld clips in shard %s without its last clip (an interrupted ingest; "
+          "not recovered, a rerun of ingest does it again)", m->path, (long long)(j - i),
+          st.names[st.v[i].shard]);
+    } else {
+      r = commit_group(&st, ix, &s, &st.v[i], j - i, buf);
+      done_path = m->path;
+    }
+    i = j;
+  }
+  index_close(&ix);
+  if (r || (r = fsync_file(tmpi))) goto out;
+  // Keep the old index (whatever it is) beside the store rather than delete it.
+  struct stat sb;
+  if (stat(path, &sb) == 0) {
+    snprintf(aside, sizeof aside, "%s.unusable-%lld", path, (long long)time(NULL));
+    if (rename(path, aside) != 0) {
+      r = err_set(TSR_EIO, "store %s: move the unusable index aside to %s: %s", dir, aside,
+                  strerror(errno));
+      goto out;
+    }
+    rep->old_index_kept = 1;
+    snprintf(rep->old_index, sizeof rep->old_index, "%s", aside);
+  }
+  // A journal of the old index must not be applied to the new one.
+  snprintf(j1, sizeof j1, "%s-journal", path);
+  snprintf(j2, sizeof j2, "%s-journal", aside);
+  if (stat(j1, &sb) == 0 && rename(j1, j2) != 0) {
+    r = err_set(TSR_EIO, "store %s: move %s aside: %s", dir, j1, strerror(errno));
+    goto out;
+  }
+  if (rename(tmpi, path) != 0) {
+    r = err_set(TSR_EIO, "store %s: rename %s to %s: %s", dir, tmpi, path, strerror(errno));
+    goto out;
+  }
+  r = fs_fsync_dir(dir);
+out:
+  index_close(&ix);
+  for (int64_t i = 0; i < st.n; i++) free(st.v[i].meta);
+  free(st.v);
+  free(buf);
+  free_names(st.names, st.nnames);
+  return r;
+}
