@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fs.h"
 #include "ingest/encode.h"
 #include "ingest/patchify.h"
 #include "ingest/shard.h"
@@ -114,48 +115,18 @@ tsr_status export_clip_raw(const char *dir, int64_t clip_id, const char *out_pat
   export_clip c;
   tsr_status st = export_clip_open(&c, dir, clip_id);
   if (st != TSR_OK) return st;
-  size_t n = strlen(out_path);
-  char *tmp = malloc(n + 5);
-  int fd = -1;
-  if (!tmp) {
-    st = err_set(TSR_ENOMEM, "export %s: out of memory", out_path);
-    goto done;
-  }
-  memcpy(tmp, out_path, n);
-  memcpy(tmp + n, ".tmp", 5);
-  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    st = err_set(TSR_EIO, "export: cannot create %s: %s (check the directory exists and is "
-                 "writable)", tmp, strerror(errno));
-    goto done;
-  }
+  fs_atomic a;
+  st = fs_atomic_open(&a, out_path);
+  if (st) err_wrap(st, "export (check the directory exists and is writable): ");
   for (int g = 0; st == TSR_OK && g < c.row.c.T; g++) {
     export_group(&c, g);
     // The pt frames are contiguous in c.frames: write them in one go.
-    const uint8_t *p = c.frames;
-    size_t left = c.frame_bytes * c.s.pt;
-    while (left > 0) {
-      ssize_t w = write(fd, p, left);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        st = err_set(TSR_EIO, "export: write %s: %s (disk full?)", tmp,
-                     w < 0 ? strerror(errno) : "short write");
-        break;
-      }
-      p += w;
-      left -= (size_t)w;
-    }
+    size_t bytes = c.frame_bytes * c.s.pt;
+    if (fwrite(c.frames, 1, bytes, a.f) != bytes)
+      st = err_set(TSR_EIO, "export: write %s: %s (disk full?)", a.tmp, strerror(errno));
   }
-  if (st == TSR_OK && fsync(fd) != 0)
-    st = err_set(TSR_EIO, "export: fsync %s: %s", tmp, strerror(errno));
-  if (close(fd) != 0 && st == TSR_OK)
-    st = err_set(TSR_EIO, "export: close %s: %s", tmp, strerror(errno));
-  fd = -1;
-  if (st == TSR_OK && rename(tmp, out_path) != 0)
-    st = err_set(TSR_EIO, "export: cannot rename %s to %s: %s", tmp, out_path, strerror(errno));
-  if (st != TSR_OK) unlink(tmp);
-done:
-  free(tmp);
+  if (st == TSR_OK) st = fs_atomic_commit(&a);
+  fs_atomic_abort(&a);
   export_clip_close(&c);
   return st;
 }

@@ -18,17 +18,16 @@
 #include "ingest/store.h"
 #include "ingest/store_ops.h"
 
-// Copies `from` to `to` (created, must not exist) and fsyncs it.
+// Copies `from` to `to` atomically (core/fs.h fs_atomic: to.tmp, fsync, rename).
 static tsr_status copy_file(const char *from, const char *to) {
   int in = open(from, O_RDONLY | O_CLOEXEC);
   if (in < 0) return err_set(TSR_EIO, "open %s: %s", from, strerror(errno));
-  int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (out < 0) {
-    int e = errno;
+  fs_atomic a;
+  tsr_status r = fs_atomic_open(&a, to);
+  if (r) {
     close(in);
-    return err_set(TSR_EIO, "create %s: %s", to, strerror(e));
+    return r;
   }
-  tsr_status r = TSR_OK;
   size_t cap = 1 << 20;
   char *buf = malloc(cap);
   if (!buf) r = err_set(TSR_ENOMEM, "out of memory copying %s", from);
@@ -40,18 +39,13 @@ static tsr_status copy_file(const char *from, const char *to) {
       break;
     }
     if (k == 0) break;
-    for (ssize_t done = 0; done < k && !r;) {
-      ssize_t w = write(out, buf + done, (size_t)(k - done));
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) r = err_set(TSR_EIO, "write %s: %s", to, w < 0 ? strerror(errno) : "no progress");
-      else done += w;
-    }
+    if (fwrite(buf, 1, (size_t)k, a.f) != (size_t)k)
+      r = err_set(TSR_EIO, "write %s: %s", a.tmp, strerror(errno));
   }
-  if (!r && fsync(out) != 0) r = err_set(TSR_EIO, "fsync %s: %s", to, strerror(errno));
   free(buf);
   close(in);
-  if (close(out) != 0 && !r) r = err_set(TSR_EIO, "close %s: %s", to, strerror(errno));
-  if (r) unlink(to);
+  if (!r) r = fs_atomic_commit(&a);
+  fs_atomic_abort(&a);
   return r;
 }
 
@@ -130,7 +124,7 @@ static tsr_status place_shards(const char *out, const char *in, const char *pref
   r = index_foreach_clip(ix, collect_shard, &names);
   index_close(&ix);
   if (!r) r = names.err;
-  char src[PATH_MAX], dst[PATH_MAX], tmp[PATH_MAX + 8];
+  char src[PATH_MAX], dst[PATH_MAX];
   const size_t plen = strlen(STORE_SHARD_DIR);
   for (int i = 0; i < names.n && !r; i++) {
     const char *name = names.v[i];
@@ -151,13 +145,7 @@ static tsr_status place_shards(const char *out, const char *in, const char *pref
       r = err_set(TSR_EIO, "link shard %s to %s: %s", src, dst, strerror(errno));
       break;
     }
-    snprintf(tmp, sizeof tmp, "%s.tmp", dst);
-    if ((r = copy_file(src, tmp))) break;
-    if (rename(tmp, dst) != 0) {
-      r = err_set(TSR_EIO, "rename %s to %s: %s", tmp, dst, strerror(errno));
-      unlink(tmp);
-      break;
-    }
+    if ((r = copy_file(src, dst))) break;
     res->shards_copied++;
   }
   names_free(&names);

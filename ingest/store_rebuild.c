@@ -331,14 +331,6 @@ static tsr_status commit_unknown(rstate *st, store_index *ix, const store_settin
   return r;
 }
 
-static tsr_status fsync_file(const char *path) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return err_set(TSR_EIO, "open %s to sync: %s", path, strerror(errno));
-  int rc = fsync(fd), e = errno;
-  close(fd);
-  return rc ? err_set(TSR_EIO, "fsync %s: %s", path, strerror(e)) : TSR_OK;
-}
-
 tsr_status store_rebuild(const char *dir, void (*sayfn)(const char *, void *), void *ctx,
                          store_rebuild_report *rep) {
   store_rebuild_report tmp;
@@ -349,8 +341,8 @@ tsr_status store_rebuild(const char *dir, void (*sayfn)(const char *, void *), v
   int have = 0;
   store_index *ix = NULL;
   store_clip *buf = NULL;
-  char path[PATH_MAX], tmpi[PATH_MAX + 32], aside[PATH_MAX + 64], j1[PATH_MAX + 64],
-      j2[PATH_MAX + 96];
+  char path[PATH_MAX], aside[PATH_MAX + 64], j1[PATH_MAX + 64], j2[PATH_MAX + 96];
+  fs_atomic a = {0};
   tsr_status r = list_shards(dir, &st.names, &st.nnames);
   for (int i = 0; !r && i < st.nnames; i++) r = scan_shard(&st, i, &s, &have);
   if (r) goto out;
@@ -365,13 +357,14 @@ tsr_status store_rebuild(const char *dir, void (*sayfn)(const char *, void *), v
     r = err_set(TSR_ENOMEM, "out of memory rebuilding the index of %s", dir);
     goto out;
   }
-  // The new index is built beside the old one and renamed over it once complete and synced.
+  // The new index is built beside the old one (core/fs.h fs_atomic: SQLite writes
+  // index.sqlite.tmp) and renamed over it once complete and synced.
   snprintf(path, sizeof path, "%s/%s", dir, STORE_INDEX_NAME);
-  snprintf(tmpi, sizeof tmpi, "%s.rebuild", path);
-  snprintf(j1, sizeof j1, "%s-journal", tmpi);
-  unlink(tmpi);
+  if ((r = fs_atomic_name(&a, path))) goto out;
+  snprintf(j1, sizeof j1, "%s-journal", a.tmp);
+  unlink(a.tmp);
   unlink(j1);
-  if ((r = index_open(&ix, tmpi, 1, &s))) goto out;
+  if ((r = index_open(&ix, a.tmp, 1, &s))) goto out;
   const char *done_path = NULL;  // path of the last source committed (newest ingest wins)
   for (int64_t i = 0; !r && i < st.n;) {
     int64_t j = i + 1;
@@ -400,7 +393,7 @@ tsr_status store_rebuild(const char *dir, void (*sayfn)(const char *, void *), v
     i = j;
   }
   index_close(&ix);
-  if (r || (r = fsync_file(tmpi))) goto out;
+  if (r) goto out;
   // Keep the old index (whatever it is) beside the store rather than delete it.
   struct stat sb;
   if (stat(path, &sb) == 0) {
@@ -420,13 +413,11 @@ tsr_status store_rebuild(const char *dir, void (*sayfn)(const char *, void *), v
     r = err_set(TSR_EIO, "store %s: move %s aside: %s", dir, j1, strerror(errno));
     goto out;
   }
-  if (rename(tmpi, path) != 0) {
-    r = err_set(TSR_EIO, "store %s: rename %s to %s: %s", dir, tmpi, path, strerror(errno));
-    goto out;
-  }
-  r = fs_fsync_dir(dir);
+  r = fs_atomic_commit(&a);  // fsync, rename over index.sqlite, fsync of the store
+  if (r) err_wrap(r, "store %s: ", dir);
 out:
   index_close(&ix);
+  fs_atomic_abort(&a);
   for (int64_t i = 0; i < st.n; i++) free(st.v[i].meta);
   free(st.v);
   free(buf);

@@ -48,7 +48,7 @@ expect_fail "clip ${last% *} lies past the end of shard $shard: its block at off
 #    tokens = bytes = 0 to match the wrapped product: refused, naming the clip
 cp -r "$STORE" "$W/grid"
 sqlite3 "$W/grid/index.sqlite" "update clips set T = 4194304, H = 2097152, W = 2097152, tokens = 0, bytes = 0 where id = $id"
-expect_fail "clip $id has an inconsistent index row" \
+expect_fail "clip $id .*token grid 4194304x2097152x2097152" \
   $T train --config "$CONF" --data "$W/grid" --out "$W/r5" "${SMALL[@]}" --steps 1
 [ ! -e "$W/r3/metrics.jsonl" ] && [ ! -e "$W/r5/metrics.jsonl" ] || fail "a refused store started training"
 echo "bad_clips: all caught"
