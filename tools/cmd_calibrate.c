@@ -56,6 +56,7 @@ int cmd_calibrate(int argc, char **argv) {
   tsr_status st = TSR_OK;
   int c;
   optind = 1;
+  opterr = 0;  // our message below names the option
   while (!st && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (c) {
     case O_CONFIG: config = optarg; break;

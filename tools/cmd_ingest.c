@@ -68,6 +68,7 @@ int cmd_ingest(int argc, char **argv) {
   int c;
   tsr_status st = TSR_OK;
   optind = 1;
+  opterr = 0;  // our message below names the option
   while (!st && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (c) {
     case O_OUT: out = optarg; break;
@@ -85,28 +86,31 @@ int cmd_ingest(int argc, char **argv) {
     case O_RETRY: o.retry_failed = 1; break;
     case O_MAXPIX: st = parse_i64("--max-pixels", optarg, 1, INT64_MAX, &o.max_pixels); break;
     case O_QUIET: o.progress = 0; break;
-    default: usage(stderr); return 1;
+    default:
+      log_error("tessera ingest: unknown option or missing value: '%s' (see --help)",
+                argv[optind - 1]);
+      return 1;
     }
   }
   if (st) {
-    log_error("%s", err_msg());
+    log_error("tessera ingest: %s", err_msg());
     return 1;
   }
   if (!out || optind >= argc) {
-    log_error("ingest: %s; see `tessera ingest --help`",
+    log_error("tessera ingest: %s (see --help)",
               !out ? "--out STORE is required" : "no source given (files, directories or @LIST)");
     return 1;
   }
   // Ranges of fps (a fraction) and the patch, and the patch against the short side: the
   // limits of store.h, the same check the index applies when a store is created.
   if (store_settings_check(&o.settings)) {
-    log_error("ingest: %s (see `tessera ingest --help` for the ranges)", err_msg());
+    log_error("tessera ingest: %s (see --help for the ranges)", err_msg());
     return 1;
   }
   ingest_result res;
   st = ingest_run(out, argv + optind, argc - optind, &o, &res);
   if (st) {
-    log_error("ingest into %s: %s", out, err_msg());
+    log_error("tessera ingest: into %s: %s", out, err_msg());
     return 1;
   }
   if (comm_rank() != 0) return res.sources_failed + res.sources_failed_kept ? 2 : 0;
