@@ -44,7 +44,8 @@ cmake --build "$B" -j"$(nproc)" --target fuzz_all >"$B/build.log" 2>&1 \
 
 # Real files, made once: a store of three short real clips and a 2-step training run.
 ART=$B/art
-if [ ! -f "$ART/done" ]; then
+# (made again whenever the release binary is newer than them: formats change)
+if [ ! -f "$ART/done" ] || [ "$TESSERA" -nt "$ART/done" ]; then
   rm -rf "$ART"; mkdir -p "$ART"
   mapfile -t vids < <(find "$SHARED/videos" -maxdepth 1 -type f \( -name '*.mp4' -o -name '*.webm' -o -name '*.mkv' \) | sort | head -3)
   "$TESSERA" ingest "${vids[@]}" --out "$ART/store" --fps 4 --short-side 32 --patch 1x4x4 \

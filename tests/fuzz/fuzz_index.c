@@ -16,7 +16,7 @@
 #include "ingest/shard.h"
 #include "ingest/store.h"
 #include "ingest/store_ops.h"
-#include "model/data.h"
+#include "model/train/data.h"
 
 static const store_settings S = {4, 1, 32, 1, 4, 4, 3, STORE_DTYPE_U8, 2};  // 48-byte tokens
 
