@@ -421,7 +421,7 @@ extern "C" tsr_status kcu_attention_merge(kb_t *kb, void *out_a, float *lse_a, c
   KCU_DIM(op, H);
   KCU_DIM(op, Dh);
   size_t rows = (size_t)L * H;
-  if (rows == 0 || Dh == 0) return TSR_OK;
+  if (rows == 0) return TSR_OK;
   KCU_NEED(op, out_a);
   KCU_NEED(op, lse_a);
   KCU_NEED(op, out_b);
