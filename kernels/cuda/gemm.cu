@@ -75,6 +75,14 @@ struct lt_plan {
   }
 };
 
+// The largest power of two (<= 256) that divides the address.
+static uint32_t ptr_align(const void *p) {
+  uintptr_t u = (uintptr_t)p;
+  uint32_t a = 256;
+  while (a > 1 && (u % a)) a /= 2;
+  return a;
+}
+
 // Row-major c (m, n) = alpha op(a) op(b) + beta c (+ bias per column), c bf16 or fp32
 // (c_f32). Falls back to k_gemm_fallback when cuBLASLt offers no algorithm.
 static tsr_status gemm_rm(kb_t *kb, const char *op, int ta, int tb, int m, int n, int k, float alpha,
@@ -92,6 +100,10 @@ static tsr_status gemm_rm(kb_t *kb, const char *op, int ta, int tb, int m, int n
     }
     return kcu_scale_act(kb, c, beta, (size_t)m * n);
   }
+  // The BIAS epilogue reads the bias with vector loads: an fp32 bias that is not 16-byte
+  // aligned (a pointer into a flat parameter buffer) takes the plain kernel, which adds it
+  // before the one rounding. TODO(speed): a per-run aligned copy of such biases.
+  int force_fallback = bias && ptr_align(bias) < 16;
   lt_plan p;
   cudaDataType_t ct = c_f32 ? CUDA_R_32F : CUDA_R_16BF;
   KCU_LT(op, cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -113,10 +125,21 @@ static tsr_status gemm_rm(kb_t *kb, const char *op, int ta, int tb, int m, int n
   KCU_LT(op, cublasLtMatmulPreferenceCreate(&p.pref));
   KCU_LT(op, cublasLtMatmulPreferenceSetAttribute(p.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                   &x->lt_ws_bytes, sizeof x->lt_ws_bytes));
+  // cuBLASLt assumes 256-byte aligned buffers unless told: the model passes pointers into
+  // larger buffers (kernels_act_at), so state each buffer's real alignment.
+  uint32_t al_a = ptr_align(b), al_b = ptr_align(a), al_c = ptr_align(c);
+  KCU_LT(op, cublasLtMatmulPreferenceSetAttribute(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                  &al_a, sizeof al_a));
+  KCU_LT(op, cublasLtMatmulPreferenceSetAttribute(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                  &al_b, sizeof al_b));
+  KCU_LT(op, cublasLtMatmulPreferenceSetAttribute(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                  &al_c, sizeof al_c));
+  KCU_LT(op, cublasLtMatmulPreferenceSetAttribute(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                  &al_c, sizeof al_c));
   cublasLtMatmulHeuristicResult_t h;
   int found = 0;
   cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(x->lt, p.op, p.la, p.lb, p.lc, p.lc, p.pref, 1, &h, &found);
-  if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
+  if (force_fallback || s != CUBLAS_STATUS_SUCCESS || found == 0) {
     // No cuBLASLt algorithm for this shape/alignment: the plain kernel (slow, correct).
     k_gemm_fallback<<<dim3((n + FB_T - 1) / FB_T, (m + FB_T - 1) / FB_T), dim3(FB_T, FB_T), 0,
                       x->stream>>>(ta, tb, m, n, k, alpha, a, b, beta, c_f32 ? NULL : (act_t *)c,
