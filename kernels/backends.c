@@ -3,9 +3,17 @@
 // under its build flag (the CUDA backend: #ifdef TESSERA_HAVE_CUDA).
 #include "kernels/kernels.h"
 
+#ifdef TESSERA_HAVE_CUDA
+#include "kernels/cuda/cuda.h"
+#endif
+
 int kernels_backends(const kernels_backend **out, int max) {
-  const kernels_backend *all[] = {kernels_cpu(), kernels_cpu_bf16()};
-  int n = (int)(sizeof all / sizeof all[0]);
+  const kernels_backend *all[3] = {kernels_cpu(), kernels_cpu_bf16(), NULL};
+  int n = 2;
+#ifdef TESSERA_HAVE_CUDA
+  // Listed only when a device is visible: CPU-only machines (and builds) are unaffected.
+  if (kernels_cuda_available(NULL, 0)) all[n++] = kernels_cuda();
+#endif
   for (int i = 0; i < n && i < max; i++) out[i] = all[i];
   return n;
 }

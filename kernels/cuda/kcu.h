@@ -1,0 +1,187 @@
+// kernels/cuda/kcu.h — private to the CUDA backend: the context, error helpers, device
+// helpers shared by the .cu files and the entries that live outside backend.cu.
+//
+// Conventions of every entry (kernels.h): arguments are checked on the host (NULL pointers,
+// negative sizes) and return TSR_EINVAL with "entry: what"; CUDA/cuBLASLt failures return
+// TSR_EIO (TSR_ENOMEM for out-of-memory) with "entry: call: CUDA error string". Index
+// arrays live on the device and are not read by the host; the kernels clamp every index
+// they read so a bad array cannot make them access memory out of bounds, and they record
+// the first bad value in a device error word that `sync` (and `sumsq`, which syncs)
+// reports (see kcu_check_error): errors from index arrays therefore surface at the next
+// sync, not at the entry's return.
+#ifndef TESSERA_KERNELS_CUDA_KCU_H
+#define TESSERA_KERNELS_CUDA_KCU_H
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+#include "core/err.h"
+#include "kernels/kernels.h"
+}
+
+typedef const kernels_backend kb_t;
+typedef __nv_bfloat16 act_t;  // the act dtype of this backend
+
+// Device error word: the first kernel that finds a bad index writes its code here
+// (atomicCAS from 0, so the first one wins), with the offending value.
+enum {
+  KCU_BAD_NONE = 0,
+  KCU_BAD_CU = 1,       // cu_seqlens (or cu_q/cu_k) not 0-based, decreasing or not ending at L
+  KCU_BAD_IDS = 2,      // embedding id outside [0, V)
+};
+struct kcu_dev_error {
+  int code;   // KCU_BAD_*
+  int entry;  // index into kcu_entry_names
+  long long value, where;
+};
+
+// The backend state (kb->ctx). Memory: alloc/free call cudaMalloc/cudaFree for now; every
+// other allocation of the backend goes through kcu_scratch (one growing buffer), so an
+// arena (one allocation per run, suballocated by alloc) can replace both without touching
+// the entries.
+struct kcu_ctx {
+  int device;
+  cudaStream_t stream;
+  cublasLtHandle_t lt;
+  void *lt_ws;         // cuBLASLt workspace
+  size_t lt_ws_bytes;
+  void *scratch;       // reduction partials etc. (kcu_scratch)
+  size_t scratch_bytes;
+  kcu_dev_error *err;  // device error word (device memory)
+  int sms;             // multiprocessors
+  size_t smem_optin;   // largest dynamic shared memory per block
+};
+
+static inline kcu_ctx *kcu(kb_t *kb) { return (kcu_ctx *)kb->ctx; }
+
+// ---- host-side checks and error returns ------------------------------------------------
+#define KCU_NEED(op, p) \
+  do { if (!(p)) return err_set(TSR_EINVAL, "%s: %s is NULL", (op), #p); } while (0)
+#define KCU_DIM(op, x) \
+  do { if ((x) < 0) return err_set(TSR_EINVAL, "%s: %s = %lld is negative", (op), #x, (long long)(x)); } while (0)
+
+tsr_status kcu_cuda_fail(const char *op, const char *call, cudaError_t e);
+tsr_status kcu_lt_fail(const char *op, const char *call, cublasStatus_t s);
+// Returns from the enclosing function on a CUDA error.
+#define KCU_CUDA(op, call)                                               \
+  do {                                                                   \
+    cudaError_t kcu_e_ = (call);                                         \
+    if (kcu_e_ != cudaSuccess) return kcu_cuda_fail((op), #call, kcu_e_); \
+  } while (0)
+// After a kernel launch: launch-configuration errors (and earlier asynchronous ones).
+#define KCU_LAUNCHED(op) KCU_CUDA(op, cudaGetLastError())
+#define KCU_LT(op, call)                                                   \
+  do {                                                                     \
+    cublasStatus_t kcu_s_ = (call);                                        \
+    if (kcu_s_ != CUBLAS_STATUS_SUCCESS) return kcu_lt_fail((op), #call, kcu_s_); \
+  } while (0)
+
+// A device buffer of at least `bytes` owned by the context, valid until the next call of
+// kcu_scratch (entries use it within one call; the stream orders reuse). Grows with
+// cudaFree + cudaMalloc (which synchronise: only while sizes still grow, i.e. in the first
+// step).
+tsr_status kcu_scratch(kb_t *kb, const char *op, size_t bytes, void **out);
+// Entry ids for the device error word (kcu_entry_names in backend.cu).
+enum {
+  KCU_E_UNKNOWN = 0, KCU_E_MODULATE_F, KCU_E_MODULATE_B, KCU_E_GATE_F, KCU_E_GATE_B,
+  KCU_E_EMBED_F, KCU_E_EMBED_B, KCU_E_ATTN_F, KCU_E_ATTN_B, KCU_E_OBJECTIVE, KCU_E_MSE_F,
+  KCU_E_MSE_B, KCU_E_COUNT
+};
+// Queues a check of cu (n_clips + 1 offsets, device memory): 0-based, non-decreasing,
+// cu[n_clips] == L. A failure is recorded in the device error word.
+tsr_status kcu_check_cu(kb_t *kb, const char *op, int entry, const int32_t *cu, int n_clips, int L);
+
+// Grid size for n work items of `per_block` each, capped (grid-stride loops do the rest).
+static inline unsigned kcu_blocks(size_t n, unsigned per_block) {
+  size_t b = (n + per_block - 1) / per_block;
+  if (b == 0) b = 1;
+  return (unsigned)(b > 1048576 ? 1048576 : b);
+}
+
+// ---- device helpers ------------------------------------------------------------------
+__device__ __forceinline__ float kcu_ld(const act_t *p, size_t i) { return __bfloat162float(p[i]); }
+__device__ __forceinline__ void kcu_st(act_t *p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+
+// Records a bad index (first one wins).
+__device__ __forceinline__ void kcu_report(kcu_dev_error *e, int code, int entry, long long value,
+                                           long long where) {
+  if (atomicCAS(&e->code, 0, code) == 0) {
+    e->entry = entry;
+    e->value = value;
+    e->where = where;
+  }
+}
+
+// The clip c of row i: cu[c] <= i < cu[c+1] (cu of n_clips + 1 entries; clamped to
+// [0, n_clips - 1] whatever cu holds).
+__device__ __forceinline__ int kcu_clip_of(const int32_t *cu, int n_clips, int i) {
+  int lo = 0, hi = n_clips - 1;
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (cu[mid] <= i) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+// Warp sums in a fixed butterfly order (deterministic).
+__device__ __forceinline__ double kcu_warp_sum(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float kcu_warp_sumf(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float kcu_warp_maxf(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// ---- column sums (reduce.cu side of backend.cu) ---------------------------------------
+// Deterministic column sums over row segments: for segment s (rows [seg[s], seg[s+1]) when
+// seg is given — device memory, n_seg + 1 offsets — or rows [0, rows) when seg is NULL and
+// n_seg == 1) and column j < cols:
+//   sum_r a[r*ld + j] * (b ? b[r*ld + j] : 1) * (rs ? rs[r] : 1)   in double,
+// stored to out_f32[s*ostride + j] (accumulate: += in double then rounded; else =) or, when
+// out_act is given, rounded to bf16 into out_act[s*ostride + j] (overwritten).
+// Fixed slices of each segment, summed in slice order: bitwise reproducible.
+tsr_status kcu_colsum(kb_t *kb, const char *op, float *out_f32, act_t *out_act, int accumulate,
+                      int ostride, const act_t *a, const act_t *b, const float *rs,
+                      const int32_t *seg, int n_seg, int rows, int cols, int ld);
+
+// ---- entries defined in gemm.cu and attention.cu -------------------------------------
+extern "C" {
+tsr_status kcu_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                    const void *a, const void *b, float beta, void *c);
+tsr_status kcu_linear_forward(kb_t *kb, void *out, const void *inp, const void *w,
+                              const float *bias, int M, int K, int N);
+tsr_status kcu_linear_backward(kb_t *kb, void *dinp, float *dw, float *dbias, const void *dout,
+                               const void *inp, const void *w, int M, int K, int N);
+
+tsr_status kcu_attention_forward(kb_t *kb, void *out, float *lse, const void *q, const void *k,
+                                 const void *v, const int32_t *cu, int n_clips, int L, int H,
+                                 int Dh, float scale);
+tsr_status kcu_attention_backward(kb_t *kb, void *dq, void *dk, void *dv, const void *dout,
+                                  const void *q, const void *k, const void *v, const void *out,
+                                  const float *lse, const int32_t *cu, int n_clips, int L, int H,
+                                  int Dh, float scale);
+tsr_status kcu_attention_partial_forward(kb_t *kb, void *out, float *lse, const void *q,
+                                         const void *k, const void *v, const int32_t *cu_q,
+                                         const int32_t *cu_k, int n_clips, int Lq, int Lk, int H,
+                                         int Dh, float scale);
+tsr_status kcu_attention_merge(kb_t *kb, void *out_a, float *lse_a, const void *out_b,
+                               const float *lse_b, int L, int H, int Dh);
+tsr_status kcu_attention_delta(kb_t *kb, float *delta, const void *dout, const void *out, int L,
+                               int H, int Dh);
+tsr_status kcu_attention_partial_backward(kb_t *kb, void *dq, void *dk, void *dv,
+                                          const void *dout, const void *q, const void *k,
+                                          const void *v, const float *lse, const float *delta,
+                                          const int32_t *cu_q, const int32_t *cu_k, int n_clips,
+                                          int Lq, int Lk, int H, int Dh, float scale);
+}
+
+#endif
