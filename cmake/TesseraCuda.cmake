@@ -67,7 +67,7 @@ function(_tsr_find_nvlib prefix header lib soversion pipdir)
   find_path(${prefix}_INCLUDE_DIR ${header}
             HINTS ${_tsr_pip}/${pipdir}/include ${CUDAToolkit_INCLUDE_DIRS}
             PATH_SUFFIXES include)
-  find_library(${prefix}_LIBRARY NAMES ${lib} lib${lib}.so.${soversion}
+  find_library(${prefix}_LIBRARY NAMES ${lib} lib${lib}.so.${soversion} NAMES_PER_DIR
                HINTS ${_tsr_pip}/${pipdir}/lib ${CUDAToolkit_LIBRARY_DIR}
                      ${CUDAToolkit_LIBRARY_ROOT}/lib ${CUDAToolkit_LIBRARY_ROOT}/lib64)
 endfunction()
@@ -110,8 +110,9 @@ elseif(_tsr_cuda_mode STREQUAL "ON")
 endif()
 
 # Hopper machine code (sm_90a: wgmma, setmaxnreg) plus compute_90 PTX that the driver
-# compiles for any later GPU. Accepted by CMake 3.25 and 4.x ("90a" since 3.24... see
-# docs/gpu.md); -DCMAKE_CUDA_ARCHITECTURES=... overrides.
+# compiles for any later GPU. CMake turns it into -gencode=arch=compute_90a,code=[sm_90a]
+# and -gencode=arch=compute_90,code=[compute_90] (the form HOPPER.md advises for nvcc
+# 13.0; configured with CMake 3.25). -DCMAKE_CUDA_ARCHITECTURES=... overrides.
 if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
   set(CMAKE_CUDA_ARCHITECTURES "90a-real;90-virtual" CACHE STRING "CUDA architectures")
 endif()
