@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "core/log.h"
+#ifdef TESSERA_HAVE_MEDIA
 #include "ingest/export.h"
+#endif
 #include "ingest/store.h"
 #include "ingest/store_ops.h"
 #include "tools/commands.h"
@@ -370,7 +372,15 @@ static int cmd_export(int argc, char **argv) {
     fprintf(stderr, "tessera index export: needs STORE, --clip ID and --out FILE (see --help)\n");
     return 1;
   }
+#ifdef TESSERA_HAVE_MEDIA
   tsr_status st = raw ? export_clip_raw(dir, clip, out) : export_clip_mp4(dir, clip, out, crf);
+#else
+  (void)crf;
+  (void)raw;
+  tsr_status st = err_set(TSR_EINVAL, "this tessera was built without media (FFmpeg; cmake "
+                          "-DTESSERA_MEDIA=OFF or no libav* dev files): run export on a build with "
+                          "media");
+#endif
   if (st) {
     log_error("tessera index export: %s", err_msg());
     return 1;

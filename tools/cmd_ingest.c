@@ -6,7 +6,9 @@
 
 #include "core/comm.h"
 #include "core/log.h"
+#ifdef TESSERA_HAVE_MEDIA
 #include "ingest/ingest.h"
+#endif
 #include "tools/commands.h"
 #include "tools/parse.h"
 
@@ -37,6 +39,19 @@ static void usage(FILE *f) {
           "exit status: 0 all sources done, 2 some sources failed (listed), 1 fatal error\n");
 }
 
+#ifndef TESSERA_HAVE_MEDIA
+// Built without media (TESSERA_MEDIA=OFF): no decoder, so no ingest.
+int cmd_ingest(int argc, char **argv) {
+  if (wants_help(argc, argv)) {
+    usage(stdout);
+    printf("\nThis tessera was built without media (FFmpeg): ingest is not available.\n");
+    return 0;
+  }
+  log_error("tessera ingest: this tessera was built without media (FFmpeg; "
+            "cmake -DTESSERA_MEDIA=OFF or no libav* dev files): run ingest on a build with media");
+  return 1;
+}
+#else
 typedef struct {
   int nfailed;
 } failed_ctx;
@@ -135,3 +150,4 @@ int cmd_ingest(int argc, char **argv) {
   }
   return 0;
 }
+#endif  // TESSERA_HAVE_MEDIA

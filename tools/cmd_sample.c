@@ -2,18 +2,23 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include <stdlib.h>
 
 #include "core/err.h"
+#include "core/fs.h"
 #include "core/log.h"
+#ifdef TESSERA_HAVE_MEDIA
 #include "ingest/encode.h"
+#endif
 #include "ingest/patchify.h"
 #include "model/io/checkpoint.h"
 #include "model/sample/sample.h"
 #include "tools/backend.h"
 #include "tools/commands.h"
 #include "tools/parse.h"
+#include "tools/y4m.h"
 
 static void sample_usage(FILE *f) {
   fprintf(f,
@@ -22,7 +27,8 @@ static void sample_usage(FILE *f) {
     "                      [--backend B] [--precision fp32|bf16]\n\n"
     "Generates a clip by Euler integration of the learned flow from noise and writes it as\n"
     "H.264 at the frame rate of the store the checkpoint was trained on. Details:\n"
-    "docs/train.md.\n\n"
+    "docs/train.md. An --out ending in .y4m is written as YUV4MPEG2 (4:4:4, BT.601)\n"
+    "instead; a tessera built without media (FFmpeg) always writes Y4M, to FILE.y4m.\n\n"
     "  --ckpt FILE      checkpoint (RUN/ckpt-STEP.safetensors)\n"
     "  --frames F       frames, a multiple of the model's tubelet frames (pt)\n"
     "  --size HxW       height x width in pixels, multiples of the patch (ph, pw)\n"
@@ -39,6 +45,7 @@ static void sample_usage(FILE *f) {
     "  -h, --help       this help\n");
 }
 
+#ifdef TESSERA_HAVE_MEDIA
 // Writes the clip's tokens as an H.264 MP4 at the frame rate of its store (atomically:
 // video_encoder writes PATH.tmp and renames it).
 static tsr_status write_mp4(const char *path, const sample_result *s) {
@@ -68,6 +75,46 @@ static tsr_status write_mp4(const char *path, const sample_result *s) {
   free(frames);
   free(fp);
   return r ? err_wrap(r, "sample: writing %s: ", path) : TSR_OK;
+}
+#else
+static tsr_status write_mp4(const char *path, const sample_result *s) {
+  (void)s;
+  return err_set(TSR_EINVAL, "sample: %s: built without media, MP4 cannot be written", path);
+}
+#endif
+
+// Writes the clip's tokens as YUV4MPEG2 (tools/y4m.h), atomically (PATH.tmp, renamed).
+static tsr_status write_y4m(const char *path, const sample_result *s) {
+  const dit_config *mc = &s->mc;
+  const int height = s->H * mc->ph, width = s->W * mc->pw;
+  size_t P = (size_t)mc->pt * mc->ph * mc->pw * mc->channels;
+  size_t frame_bytes = (size_t)height * width * 3;
+  uint8_t *frames = malloc(frame_bytes * (size_t)mc->pt);
+  uint8_t **fp = malloc((size_t)mc->pt * sizeof *fp);
+  if (!frames || !fp) {
+    free(frames);
+    free(fp);
+    return err_set(TSR_ENOMEM, "sample: no memory for frames");
+  }
+  fs_atomic a = {0};
+  tsr_status r = fs_atomic_open(&a, path);
+  if (!r) r = y4m_write_header(a.f, width, height, s->store.fps_num, s->store.fps_den);
+  for (int f = 0; !r && f < mc->pt; f++) fp[f] = frames + (size_t)f * frame_bytes;
+  for (int t = 0; !r && t < s->T; t++) {
+    unpatchify_u8(s->tokens + (size_t)t * s->H * s->W * P, mc->pt, height, width, mc->channels,
+                  mc->ph, mc->pw, fp);
+    for (int f = 0; !r && f < mc->pt; f++) r = y4m_write_frame_rgb(a.f, fp[f], width, height);
+  }
+  if (!r) r = fs_atomic_commit(&a);
+  fs_atomic_abort(&a);
+  free(frames);
+  free(fp);
+  return r ? err_wrap(r, "sample: writing %s: ", path) : TSR_OK;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && !strcasecmp(s + n - m, suffix);
 }
 
 // Only RGB models can be written as video: checked before any sampling.
@@ -142,12 +189,23 @@ int cmd_sample(int argc, char **argv) {
   if (!r && missing) r = err_set(TSR_EINVAL, "missing %s (see --help)", missing);
   o.cfg = (float)cfg;
   o.seed = (uint64_t)seed;
+#ifndef TESSERA_HAVE_MEDIA
+  char y4m_path[4096];
+  if (!r && !ends_with(out, ".y4m")) {
+    size_t n = strlen(out) - (ends_with(out, ".mp4") ? 4 : 0);
+    if (snprintf(y4m_path, sizeof y4m_path, "%.*s.y4m", (int)n, out) >= (int)sizeof y4m_path)
+      r = err_set(TSR_EINVAL, "--out: path too long");
+    log_warn("sample: this tessera was built without media (FFmpeg): writing YUV4MPEG2 "
+             "(4:4:4) to %s instead of MP4", y4m_path);
+    out = y4m_path;
+  }
+#endif
   if (!r) r = backend_choose(backend, &bc);
   o.backend = &bc;
   sample_result res = {0};
   if (!r) r = check_rgb(o.ckpt);
   if (!r) r = sample_run(&o, &res);
-  if (!r) r = write_mp4(out, &res);
+  if (!r) r = ends_with(out, ".y4m") ? write_y4m(out, &res) : write_mp4(out, &res);
   if (!r) log_info("sample: wrote %s", out);
   sample_result_free(&res);
   if (r) log_error("tessera sample: %s", err_msg());

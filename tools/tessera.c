@@ -1,5 +1,7 @@
 // tools/tessera.c — the `tessera` command line: dispatch to subcommands.
+#ifdef TESSERA_HAVE_MEDIA
 #include <libavutil/log.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +59,9 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], commands[i].name)) continue;
     // Media damage and encoder state are reported by tessera itself (index, summary);
     // libav's own chatter would bury the progress line. TESSERA_AV_LOG=1 shows it.
+#ifdef TESSERA_HAVE_MEDIA
     if (!getenv("TESSERA_AV_LOG")) av_log_set_level(AV_LOG_FATAL);
+#endif
     if (comm_init(&argc, &argv)) {
       log_error("%s", err_msg());
       return 1;

@@ -16,6 +16,11 @@ $T sample --ckpt "$CK" --frames 6 --size 64x80 --steps 3 --label 1 --cfg 3 --raw
 cmp "$W/b.mp4" "$W/c.mp4" || fail "label by name and by id differ"
 fr=$(ffprobe -v error -select_streams v:0 -show_entries stream=r_frame_rate -of csv=p=0 "$W/a.mp4")
 [ "$fr" = "4/1" ] || fail "frame rate $fr, want the store's 4/1"
+# .y4m (what a build without media writes): YUV4MPEG2 4:4:4 that ffprobe reads as 8 frames.
+$T sample --ckpt "$CK" --frames 8 --size 32x48 --steps 4 --out "$W/a.y4m"
+head -c 40 "$W/a.y4m" | head -1 | grep -q "^YUV4MPEG2 W48 H32 F4:1 Ip A1:1 C444$" || fail "a.y4m header: $(head -1 "$W/a.y4m")"
+[ "$(stat -c %s "$W/a.y4m")" -eq $(( $(head -1 "$W/a.y4m" | wc -c) + 8 * (6 + 3 * 48 * 32) )) ] || fail "a.y4m size"
+[ "$(probe "$W/a.y4m")" = "rawvideo,48,32,8" ] || fail "a.y4m: $(probe "$W/a.y4m")"
 expect_fail "multiples" $T sample --ckpt "$CK" --frames 5 --size 32x48 --out "$W/x.mp4"
 expect_fail "multiples" $T sample --ckpt "$CK" --frames 4 --size 30x48 --out "$W/x.mp4"
 expect_fail "not a class" $T sample --ckpt "$CK" --frames 4 --size 32x48 --label dogs --out "$W/x.mp4"

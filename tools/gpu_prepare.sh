@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# tools/gpu_prepare.sh — run HERE (no GPU needed) before a GPU lease: downloads the Debian
+# packages whose headers the GPU machine lacks (SQLite, jansson, xxhash, inih) into the
+# git-ignored .carry/debs, records the commit, and prints the device tool's `run` call that
+# builds and tests there (tools/gpu.sh; docs/gpu.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PKGS=(libsqlite3-dev libjansson-dev libxxhash-dev libinih-dev libinih1)
+mkdir -p .carry/debs
+(cd .carry/debs && apt-get download "${PKGS[@]}" >/dev/null) || {
+  echo "gpu_prepare: apt-get download failed (try: apt-get update)" >&2; exit 1; }
+dirty=$(git status --porcelain --untracked-files=no | wc -l)
+echo "$(git rev-parse HEAD)$([ "$dirty" -gt 0 ] && echo "+dirty")" > .carry/commit
+ls .carry/debs
+echo "size of .carry: $(du -sh .carry | cut -f1) (the working tree and carry travel together, 64 MiB at most)"
+cat <<'RUN'
+
+Call the device tool (from the checkout the session was started in) with:
+  run(command="bash tools/gpu.sh", carry=[".carry"], timeout_s=600)
+tools/gpu.sh writes build.log, ctest.log, ctest.xml, bench.log and summary.json under $OUT.
+RUN
