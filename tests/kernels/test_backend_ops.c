@@ -509,9 +509,16 @@ static void test_objective_loss_optim(void) {
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) t_free(&all[i]);
 }
 
-int main(void) {
+// test_backend_ops [--require NAME]: with --require (the gpu-labelled run), a backend named
+// NAME must be among the built and usable ones, so a GPU machine cannot pass by skipping it.
+int main(int argc, char **argv) {
   const kernels_backend *all[8];
   int nb = kernels_backends(all, 8);
+  if (argc == 3 && !strcmp(argv[1], "--require")) {
+    int found = 0;
+    for (int b = 0; b < nb && b < 8; b++) found |= !strcmp(all[b]->name, argv[2]);
+    CHECK(found, "backend %s is not among the usable backends of this build", argv[2]);
+  }
   REF = all[0];
   CHECK(REF == kernels_cpu() && REF->act_dtype == KERNELS_F32,
         "the first backend must be the CPU fp32 reference");
