@@ -2,7 +2,8 @@
 // (bench/train/run.sh compares them with the PyTorch reference, tools/reference/bench.py).
 //
 // usage: bench_train_step [--config FILE] [--set KEY=VALUE ...] [--warmup N] [--steps N]
-//                         [--dump FILE] [--json FILE] [--one-clip-tokens N] [--backend B]
+//                         [--dump FILE] [--json FILE] [--one-clip-tokens N] [--clips SPEC]
+//                         [--backend B]
 //
 // Backend: chosen as `tessera train` does (tools/backend.h: --backend cpu|cuda|auto, the
 // config's train.precision picks the fp32 or bf16 table; --set train.precision=bf16 times
@@ -11,7 +12,8 @@
 // Model: the config (default configs/model/tiny.conf of the source tree), weights from
 // dit_init(train.seed). Batch: by default 8 clips of mixed grids (4092 tokens with the
 // tiny patch), or with --one-clip-tokens N a single clip of N tokens on a T x H x W grid
-// (T <= H ~ W, see one_clip_grid); tokens are counter-random uint8 (core/rng.h), turned
+// (T <= H ~ W, see one_clip_grid), or with --clips SPEC the clips it lists (bench/gpu/run.sh:
+// "16x4096", "32768,16384,...,2x512", each clip on one_clip_grid of its length); tokens are counter-random uint8 (core/rng.h), turned
 // into x_t, target, t, positions and loss weights by model/objective.h at step 0 — the
 // batch is built once, outside the timed steps, and reused by every step.
 //
@@ -74,6 +76,7 @@ typedef struct {
   int warmup, steps;
   const char *dump_path, *json_path;
   int one_clip_tokens;  // 0: the mixed batch
+  const char *clips;    // --clips SPEC, NULL: the mixed batch (or --one-clip-tokens)
   const char *backend;  // --backend: cpu, cuda, auto
 } options;
 
@@ -115,6 +118,42 @@ static grid one_clip_grid(int n) {
     }
   }
   return best;
+}
+
+// --clips SPEC: comma-separated items, each "N" (one clip of N tokens) or "KxN" (K clips
+// of N tokens); every clip gets one_clip_grid(N). "16x4096", "65536",
+// "32768,16384,8192,4096,2048,1024,2x512". *out (malloc'd) and *n_out on success.
+static tsr_status parse_clips(const char *spec, grid **out, int *n_out) {
+  grid *g = NULL;
+  int n = 0;
+  long total = 0;
+  const char *p = spec;
+  while (*p) {
+    char *end;
+    long k = 1, len = strtol(p, &end, 10);
+    if (end != p && *end == 'x') {
+      k = len, p = end + 1;
+      len = strtol(p, &end, 10);
+    }
+    if (end == p || (*end && *end != ',') || k < 1 || k > 65536 || len < 1 ||
+        len > INT32_MAX / 4 || (total += k * len) > INT32_MAX / 4) {
+      free(g);
+      return err_set(TSR_EINVAL, "bench: --clips %s: expected N or KxN items separated by "
+                                 "commas, at most %d tokens in all", spec, INT32_MAX / 4);
+    }
+    grid *ng = realloc(g, (size_t)(n + k) * sizeof *g);
+    if (!ng) {
+      free(g);
+      return err_set(TSR_ENOMEM, "bench: no memory");
+    }
+    g = ng;
+    grid one = one_clip_grid((int)len);
+    for (long i = 0; i < k; i++) g[n++] = one;
+    p = *end ? end + 1 : end;
+  }
+  if (!n) return err_set(TSR_EINVAL, "bench: --clips: empty");
+  *out = g, *n_out = n;
+  return TSR_OK;
 }
 
 // Builds the batch of n clips of grids g (clip ids 0..n-1, counter-random tokens from
@@ -185,12 +224,24 @@ static tsr_status dump(bench *b, const char *path) {
   st_writer *w = NULL;
   char *ini = config_to_ini(&b->mc, &b->tc);
   if (!ini) return err_set(TSR_ENOMEM, "bench: no memory");
-  tsr_status st = st_writer_new(&w);
+  // The weights live in backend memory on a device backend (cuda): copied to the host.
+  const float *params = dit_params(b->model);
+  float *host = NULL;
+  tsr_status st = TSR_OK;
+  if (b->kb->device_memory) {
+    size_t bytes = dit_num_params(b->model) * sizeof(float);
+    if (!(host = malloc(bytes))) st = err_set(TSR_ENOMEM, "bench: no memory for the weights");
+    if (!st) st = b->kb->to_host(b->kb, host, params, bytes);
+    if (!st) st = b->kb->sync(b->kb);
+    params = host;
+  }
+  if (!st) st = st_writer_new(&w);
   if (!st) st = st_writer_meta(w, "config", ini);
-  if (!st) st = dit_write_tensors(b->model, w, "param.", dit_params(b->model));  // host on CPU
+  if (!st) st = dit_write_tensors(b->model, w, "param.", params);
   if (!st) st = objective_write_tensors(&b->ob, w, "batch.");
   if (!st) st = st_writer_commit(w, path);
   st_writer_free(&w);
+  free(host);
   free(ini);
   return st ? err_wrap(st, "bench: --dump %s: ", path) : TSR_OK;
 }
@@ -269,6 +320,8 @@ static void usage(FILE *f) {
     "  --json FILE            write the results as JSON\n"
     "  --one-clip-tokens N    the batch is one clip of N tokens (peak-memory run); the\n"
     "                         default is 8 clips of mixed grids\n"
+    "  --clips SPEC           the batch: comma-separated N (one clip of N tokens) or KxN\n"
+    "                         (K clips of N tokens), e.g. 16x4096 or 32768,16384,2x512\n"
     "  --backend B            cpu, cuda or auto (default), as `tessera train`; the config's\n"
     "                         train.precision (fp32 or bf16) picks the kernels\n"
     "Threads: OMP_NUM_THREADS (OpenMP kernels), OPENBLAS_NUM_THREADS (GEMMs).\n",
@@ -276,13 +329,14 @@ static void usage(FILE *f) {
 }
 
 static int parse_options(int argc, char **argv, options *o) {
-  enum { O_CONFIG = 1, O_SET, O_WARMUP, O_STEPS, O_DUMP, O_JSON, O_ONE, O_HELP, O_BACKEND };
+  enum { O_CONFIG = 1, O_SET, O_WARMUP, O_STEPS, O_DUMP, O_JSON, O_ONE, O_HELP, O_BACKEND, O_CLIPS };
   static const struct option opts[] = {
       {"config", required_argument, 0, O_CONFIG}, {"set", required_argument, 0, O_SET},
       {"warmup", required_argument, 0, O_WARMUP}, {"steps", required_argument, 0, O_STEPS},
       {"dump", required_argument, 0, O_DUMP},     {"json", required_argument, 0, O_JSON},
       {"one-clip-tokens", required_argument, 0, O_ONE}, {"help", no_argument, 0, O_HELP},
-      {"backend", required_argument, 0, O_BACKEND}, {0, 0, 0, 0}};
+      {"backend", required_argument, 0, O_BACKEND}, {"clips", required_argument, 0, O_CLIPS},
+      {0, 0, 0, 0}};
   int c;
   tsr_status st = TSR_OK;
   opterr = 0;
@@ -295,6 +349,7 @@ static int parse_options(int argc, char **argv, options *o) {
     case O_DUMP: o->dump_path = optarg; break;
     case O_BACKEND: o->backend = optarg; break;
     case O_JSON: o->json_path = optarg; break;
+    case O_CLIPS: o->clips = optarg; break;
     case O_ONE:
       st = parse_int("--one-clip-tokens", optarg, 1, INT32_MAX / 4, &o->one_clip_tokens);
       break;
@@ -327,7 +382,18 @@ static tsr_status bench_run(const options *o, bench *b) {
   grid one = one_clip_grid(o->one_clip_tokens > 0 ? o->one_clip_tokens : 1);
   const grid *g = o->one_clip_tokens > 0 ? &one : MIXED;
   int n = o->one_clip_tokens > 0 ? 1 : N_MIXED;
-  if ((st = build_batch(b, g, n)) || (st = build_model(b))) return st;
+  grid *spec = NULL;
+  if (o->clips) {
+    if (o->one_clip_tokens > 0)
+      return err_set(TSR_EINVAL, "bench: --clips and --one-clip-tokens exclude each other");
+    if ((st = parse_clips(o->clips, &spec, &n))) return st;
+    g = spec;
+  }
+  st = build_batch(b, g, n);
+  grid first = g[0];
+  free(spec);
+  g = &first;
+  if (st || (st = build_model(b))) return st;
   if (o->dump_path && (st = dump(b, o->dump_path))) return st;
 
   size_t act = dit_activation_bytes(b->model);
@@ -339,6 +405,7 @@ static tsr_status bench_run(const options *o, bench *b) {
          config_precision_name(b->tc.precision));
   json_t *j = json_object();
   json_object_set_new(j, "config", json_string(o->config_path));
+  if (o->clips) json_object_set_new(j, "clips_spec", json_string(o->clips));
   json_object_set_new(j, "recompute", json_integer(b->mc.recompute));
   json_object_set_new(j, "backend", json_string(b->kb->name));
   json_object_set_new(j, "precision", json_string(config_precision_name(b->tc.precision)));
