@@ -45,35 +45,43 @@ static void sample_usage(FILE *f) {
     "  -h, --help       this help\n");
 }
 
-#ifdef TESSERA_HAVE_MEDIA
-// Writes the clip's tokens as an H.264 MP4 at the frame rate of its store (atomically:
-// video_encoder writes PATH.tmp and renames it).
-static tsr_status write_mp4(const char *path, const sample_result *s) {
+// Every frame of the clip as rgb24 (height x width x 3), in order, to put(ctx, frame).
+// The tokens are unpatchified one tubelet (pt frames) at a time.
+static tsr_status for_each_frame(const sample_result *s,
+                                 tsr_status (*put)(void *ctx, const uint8_t *rgb), void *ctx) {
   const dit_config *mc = &s->mc;
   const int height = s->H * mc->ph, width = s->W * mc->pw;
   size_t P = (size_t)mc->pt * mc->ph * mc->pw * mc->channels;
   size_t frame_bytes = (size_t)height * width * 3;
   uint8_t *frames = malloc(frame_bytes * (size_t)mc->pt);
   uint8_t **fp = malloc((size_t)mc->pt * sizeof *fp);
-  if (!frames || !fp) {
-    free(frames);
-    free(fp);
-    return err_set(TSR_ENOMEM, "sample: no memory for frames");
-  }
-  for (int f = 0; f < mc->pt; f++) fp[f] = frames + (size_t)f * frame_bytes;
-  encode_opts eo = {.width = width, .height = height, .fps_num = s->store.fps_num,
-                    .fps_den = s->store.fps_den, .crf = 18};
-  video_encoder *e = NULL;
-  tsr_status r = video_encoder_open(&e, path, &eo);
+  tsr_status r = frames && fp ? TSR_OK : err_set(TSR_ENOMEM, "sample: no memory for frames");
+  for (int f = 0; !r && f < mc->pt; f++) fp[f] = frames + (size_t)f * frame_bytes;
   for (int t = 0; !r && t < s->T; t++) {
     unpatchify_u8(s->tokens + (size_t)t * s->H * s->W * P, mc->pt, height, width, mc->channels,
                   mc->ph, mc->pw, fp);
-    for (int f = 0; !r && f < mc->pt; f++) r = video_encoder_write_rgb(e, fp[f]);
+    for (int f = 0; !r && f < mc->pt; f++) r = put(ctx, fp[f]);
   }
-  if (!r) r = video_encoder_finish(e);
-  video_encoder_free(&e);
   free(frames);
   free(fp);
+  return r;
+}
+
+#ifdef TESSERA_HAVE_MEDIA
+static tsr_status put_mp4(void *ctx, const uint8_t *rgb) {
+  return video_encoder_write_rgb(ctx, rgb);
+}
+
+// Writes the clip's tokens as an H.264 MP4 at the frame rate of its store (atomically:
+// video_encoder writes PATH.tmp and renames it).
+static tsr_status write_mp4(const char *path, const sample_result *s) {
+  encode_opts eo = {.width = s->W * s->mc.pw, .height = s->H * s->mc.ph,
+                    .fps_num = s->store.fps_num, .fps_den = s->store.fps_den, .crf = 18};
+  video_encoder *e = NULL;
+  tsr_status r = video_encoder_open(&e, path, &eo);
+  if (!r) r = for_each_frame(s, put_mp4, e);
+  if (!r) r = video_encoder_finish(e);
+  video_encoder_free(&e);
   return r ? err_wrap(r, "sample: writing %s: ", path) : TSR_OK;
 }
 #else
@@ -83,32 +91,25 @@ static tsr_status write_mp4(const char *path, const sample_result *s) {
 }
 #endif
 
+typedef struct {
+  FILE *f;
+  int width, height;
+} y4m_sink;
+
+static tsr_status put_y4m(void *ctx, const uint8_t *rgb) {
+  y4m_sink *y = ctx;
+  return y4m_write_frame_rgb(y->f, rgb, y->width, y->height);
+}
+
 // Writes the clip's tokens as YUV4MPEG2 (tools/y4m.h), atomically (PATH.tmp, renamed).
 static tsr_status write_y4m(const char *path, const sample_result *s) {
-  const dit_config *mc = &s->mc;
-  const int height = s->H * mc->ph, width = s->W * mc->pw;
-  size_t P = (size_t)mc->pt * mc->ph * mc->pw * mc->channels;
-  size_t frame_bytes = (size_t)height * width * 3;
-  uint8_t *frames = malloc(frame_bytes * (size_t)mc->pt);
-  uint8_t **fp = malloc((size_t)mc->pt * sizeof *fp);
-  if (!frames || !fp) {
-    free(frames);
-    free(fp);
-    return err_set(TSR_ENOMEM, "sample: no memory for frames");
-  }
   fs_atomic a = {0};
+  y4m_sink y = {.width = s->W * s->mc.pw, .height = s->H * s->mc.ph};
   tsr_status r = fs_atomic_open(&a, path);
-  if (!r) r = y4m_write_header(a.f, width, height, s->store.fps_num, s->store.fps_den);
-  for (int f = 0; !r && f < mc->pt; f++) fp[f] = frames + (size_t)f * frame_bytes;
-  for (int t = 0; !r && t < s->T; t++) {
-    unpatchify_u8(s->tokens + (size_t)t * s->H * s->W * P, mc->pt, height, width, mc->channels,
-                  mc->ph, mc->pw, fp);
-    for (int f = 0; !r && f < mc->pt; f++) r = y4m_write_frame_rgb(a.f, fp[f], width, height);
-  }
+  if (!r) r = y4m_write_header(y.f = a.f, y.width, y.height, s->store.fps_num, s->store.fps_den);
+  if (!r) r = for_each_frame(s, put_y4m, &y);
   if (!r) r = fs_atomic_commit(&a);
   fs_atomic_abort(&a);
-  free(frames);
-  free(fp);
   return r ? err_wrap(r, "sample: writing %s: ", path) : TSR_OK;
 }
 
