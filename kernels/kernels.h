@@ -398,6 +398,17 @@ void kernels_cpu_set_threads(int n);
 // returns min(1, max_norm / (norm + 1e-6)) in float; max_norm <= 0 means no clipping (1).
 float kernels_clip_scale(double total_sumsq, float max_norm);
 
+// The per-step scalars of adamw_update, formed in double and rounded to float once, as
+// PyTorch does with Python-float hyperparameters: decay = 1 - lr wd, w1 = 1 - beta1,
+// w2 = 1 - beta2, step_size = lr / (1 - beta1^t), bc2_sqrt = sqrt(1 - beta2^t). Every
+// backend's adamw_update takes them from here (TSR_EINVAL naming the entry when
+// step < 1 or a beta is outside [0, 1)).
+typedef struct {
+  float decay, w1, w2, step_size, bc2_sqrt;
+} kernels_adamw_scalars;
+tsr_status kernels_adamw_prepare(float lr, float beta1, float beta2, float weight_decay,
+                                 int64_t step, kernels_adamw_scalars *out);
+
 // The time shift of a clip of total_tokens tokens (DESIGN.md: longer clips get more
 // noise): s = max(1, sqrt(total_tokens / shift_tokens)), t' = s t / (1 + (s - 1) t);
 // t itself when shift_tokens <= 0. Training shifts the t it draws with it; the sampler

@@ -1104,19 +1104,15 @@ static tsr_status cu_adamw_update(kb_t *kb, float *param, const float *grad, flo
                                   size_t n, float lr, float beta1, float beta2, float eps,
                                   float weight_decay, int64_t step, float grad_scale) {
   const char *op = "adamw_update";
-  if (step < 1) return err_set(TSR_EINVAL, "%s: step = %lld, must be >= 1", op, (long long)step);
-  if (!(beta1 >= 0.0f && beta1 < 1.0f) || !(beta2 >= 0.0f && beta2 < 1.0f))
-    return err_set(TSR_EINVAL, "%s: betas (%g, %g) must be in [0, 1)", op, (double)beta1, (double)beta2);
-  if (n == 0) return TSR_OK;
+  kernels_adamw_scalars c = {};
+  tsr_status st = kernels_adamw_prepare(lr, beta1, beta2, weight_decay, step, &c);
+  if (st || n == 0) return st;
   KCU_NEED(op, param);
   KCU_NEED(op, grad);
   KCU_NEED(op, m);
   KCU_NEED(op, v);
-  float decay = (float)(1.0 - (double)lr * (double)weight_decay);
-  float w1 = (float)(1.0 - (double)beta1), w2 = (float)(1.0 - (double)beta2);
-  double bc1 = 1.0 - pow((double)beta1, (double)step), bc2 = 1.0 - pow((double)beta2, (double)step);
-  float step_size = (float)((double)lr / bc1), bc2_sqrt = (float)sqrt(bc2);
-  LAUNCH(op, k_adamw, n, param, grad, m, v, n, decay, w1, beta2, w2, eps, step_size, bc2_sqrt, grad_scale);
+  LAUNCH(op, k_adamw, n, param, grad, m, v, n, c.decay, c.w1, beta2, c.w2, eps, c.step_size,
+         c.bc2_sqrt, grad_scale);
   return TSR_OK;
 }
 
