@@ -33,7 +33,6 @@ Prints one line per step and a summary; --json writes {torch, device, tokens, cl
 warmup, steps, step_s, median_s, mean_s, min_s, tokens_per_s, losses, model_flops_per_step,
 model_tflops, max_memory_allocated, max_memory_reserved, attention_backends, compile}."""
 import argparse
-import configparser
 import contextlib
 import inspect
 import json
@@ -49,15 +48,9 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dit  # noqa: E402
 import safetensors_io  # noqa: E402
+from bench import train_config  # noqa: E402  (the CPU benchmark's: one reader of [train])
 
 HAVE_SDPA = hasattr(F, "scaled_dot_product_attention")
-
-
-def train_config(ini_text):
-    cp = configparser.ConfigParser(inline_comment_prefixes=(";", "#"))
-    cp.read_string(ini_text)
-    t = cp["train"]
-    return {k: float(t[k]) for k in ["lr", "beta1", "beta2", "adam_eps", "weight_decay"]}
 
 
 def model_flops(cfg, lengths):
