@@ -47,10 +47,13 @@ typedef struct {
   size_t offset;  // into both_config
   double min, max;
   const char *help;
+  int late;       // added after checkpoints existed: a checkpoint's config may lack it (the
+                  // default is what those runs did)
 } config_key;
 
-#define MK(n, ty, lo, hi, h) {"model", #n, ty, offsetof(both_config, m.n), lo, hi, h}
-#define TK(n, ty, lo, hi, h) {"train", #n, ty, offsetof(both_config, t.n), lo, hi, h}
+#define MK(n, ty, lo, hi, h) {"model", #n, ty, offsetof(both_config, m.n), lo, hi, h, 0}
+#define TK(n, ty, lo, hi, h) {"train", #n, ty, offsetof(both_config, t.n), lo, hi, h, 0}
+#define TK_LATE(n, ty, lo, hi, h) {"train", #n, ty, offsetof(both_config, t.n), lo, hi, h, 1}
 static const config_key KEYS[] = {
     MK(hidden, KT_INT, 2, 1 << 16, "hidden size D"),
     MK(depth, KT_INT, 1, 1024, "number of DiT blocks"),
@@ -86,7 +89,12 @@ static const config_key KEYS[] = {
     TK(ckpt_every, KT_INT, 1, 1e9, "steps between checkpoints"),
     TK(ckpt_keep, KT_INT, 1, 1e6, "checkpoints kept"),
     TK(log_every, KT_INT, 1, 1e9, "steps between metric lines"),
-    TK(precision, KT_PRECISION, 0, NPRECISIONS - 1, "activation dtype: fp32 or bf16"),
+    TK_LATE(precision, KT_PRECISION, 0, NPRECISIONS - 1, "activation dtype: fp32 or bf16"),
+    TK_LATE(val_clips, KT_I64, 0, SCHED_MAX_BATCH, "clips held out for validation (0: none)"),
+    TK_LATE(val_every, KT_INT, 1, 1e9, "steps between validations"),
+    TK_LATE(sample_every, KT_INT, 0, 1e9, "steps between sample videos (0: none)"),
+    TK_LATE(sample_steps, KT_INT, 1, 100000, "Euler steps of the samples"),
+    TK_LATE(sample_cfg, KT_FLOAT, 0.0, 100.0, "guidance scale of the samples (1: none)"),
 };
 #define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
 
@@ -98,9 +106,10 @@ void config_defaults(dit_config *m, train_config *t) {
                       .min_lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.99f, .adam_eps = 1e-8f,
                       .weight_decay = 0.0f, .grad_clip = 1.0f, .ema_decay = 0.999f,
                       .class_dropout = 0.1f, .t_logit_mean = 0.0f, .t_logit_std = 1.0f,
-                      .t_shift_tokens = 1024, .mem_tokens = 16384, .seed = 0,
+                      .t_shift_tokens = 1024, .mem_tokens = 32768, .seed = 0,
                       .ckpt_every = 200, .ckpt_keep = 3, .log_every = 10,
-                      .precision = KERNELS_F32};
+                      .precision = KERNELS_F32, .val_clips = 0, .val_every = 100,
+                      .sample_every = 0, .sample_steps = 32, .sample_cfg = 1.0f};
 }
 
 static const config_key *find_key(const char *section, const char *name) {
@@ -331,8 +340,9 @@ tsr_status config_from_ini(const char *text, dit_config *m, train_config *t) {
   config_defaults(&c.m, &c.t);
   tsr_status st = parse_ini(&c, "checkpoint config", text, &o);
   for (int i = 0; !st && i < NKEYS; i++)  // config_to_ini wrote them all
-    // ... but train.precision only since it exists: an older checkpoint trained in fp32
-    if (!o.from[i] && KEYS[i].type != KT_PRECISION)
+    // ... but the late keys only since they exist: an older checkpoint trained in fp32,
+    // without validation or samples (their defaults)
+    if (!o.from[i] && !KEYS[i].late)
       st = err_set(TSR_EFORMAT, "checkpoint config: key %s.%s missing (config_to_ini writes "
                    "every key: a damaged checkpoint, or one from another version)",
                    KEYS[i].section, KEYS[i].name);

@@ -51,6 +51,11 @@ typedef struct {
   int log_every;          // steps between metric lines
   kernels_dtype precision;  // activations: KERNELS_F32 ("fp32") or KERNELS_BF16 ("bf16");
                           // weights, gradients, optimizer and EMA are fp32 either way
+  int64_t val_clips;      // clips held out of training for validation (0: none)
+  int val_every;          // steps between validations
+  int sample_every;       // steps between sample videos written during training (0: none)
+  int sample_steps;       // Euler steps of those samples
+  float sample_cfg;       // their classifier-free guidance scale (1: none)
 } train_config;
 
 // The compute device a tool chose (`--backend`, tools/backend.h) as its kernel tables by

@@ -12,7 +12,8 @@
 #      model (the DiT)           core, kernels, sched (limits of the train config)
 #      model/io (file formats)   core, kernels, ingest, model
 #      model/dist                core, kernels, sched, model
-#      model/train               core, kernels, sched, ingest, model, model/io, model/dist
+#      model/train               core, kernels, sched, ingest, model, model/io, model/dist,
+#                                model/sample (samples during training)
 #      model/sample              core, kernels, ingest, model, model/io
 #    ("model" alone means the headers directly in model/, not its subfolders.)
 set -euo pipefail
@@ -47,7 +48,7 @@ allowed() {  # allowed FOLDER: the folders it may include
     model) echo "core kernels sched model" ;;
     model/io) echo "core kernels ingest model model/io" ;;
     model/dist) echo "core kernels sched model model/dist" ;;
-    model/train) echo "core kernels sched ingest model model/io model/dist model/train" ;;
+    model/train) echo "core kernels sched ingest model model/io model/dist model/sample model/train" ;;
     model/sample) echo "core kernels ingest model model/io model/sample" ;;
     *) echo "" ;;
   esac

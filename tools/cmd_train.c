@@ -8,8 +8,10 @@
 #include "core/log.h"
 #include "model/train/train.h"
 #include "tools/backend.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/parse.h"
+#include "tools/video.h"
 
 static void train_usage(FILE *f) {
   fprintf(f,
@@ -52,11 +54,10 @@ static void train_usage(FILE *f) {
     "      --steps 200\n");
 }
 
-int cmd_train(int argc, char **argv) {
-  if (wants_help(argc, argv)) {
-    train_usage(stdout);
-    return 0;
-  }
+// Parses argv into *o (sets: the --set values, argc entries); TSR_EINVAL naming the
+// problem otherwise.
+static tsr_status parse_args(int argc, char **argv, train_options *o, char **sets,
+                             const char **backend) {
   enum { O_CONFIG = 1, O_DATA, O_OUT, O_STEPS, O_RESUME, O_INIT, O_SET, O_COST, O_GPN, O_PLAN,
          O_SKIP_BAD, O_BACKEND };
   static const struct option opts[] = {
@@ -67,75 +68,58 @@ int cmd_train(int argc, char **argv) {
       {"gpus-per-node", required_argument, 0, O_GPN}, {"plan", required_argument, 0, O_PLAN},
       {"skip-bad-clips", no_argument, 0, O_SKIP_BAD}, {"backend", required_argument, 0, O_BACKEND},
       {0, 0, 0, 0}};
-  train_options o = {.comm = comm_mpi()};
-  const char *backend = "auto";
-  backend_choice bc;
-  // One exit path below: every error after this allocation sets `bad` and falls through
-  // to the free (an early return leaked `sets`, e.g. on --plan bogus).
-  char **sets = calloc((size_t)argc + 1, sizeof *sets);
-  if (!sets) return 1;
-  int bad = 0, c;
-  optind = 1;
-  opterr = 0;
-  while (!bad && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+  tsr_status r = TSR_OK;
+  int c;
+  cli_reset();
+  while (!r && (c = cli_getopt(argc, argv, opts)) != -1) {
     switch (c) {
-    case O_CONFIG: o.config_path = optarg; break;
-    case O_DATA: o.data_dir = optarg; break;
-    case O_OUT: o.run_dir = optarg; break;
-    case O_STEPS:
-      if (parse_i64("--steps", optarg, 1, INT64_MAX / 2, &o.stop_step)) {
-        log_error("tessera train: %s", err_msg());
-        bad = 1;
-      }
-      break;
-    case O_RESUME: o.resume = 1; break;
-    case O_SKIP_BAD: o.skip_bad_clips = 1; break;
-    case O_INIT: o.init_ckpt = optarg; break;
-    case O_COST: o.cost_path = optarg; break;
+    case O_CONFIG: o->config_path = optarg; break;
+    case O_DATA: o->data_dir = optarg; break;
+    case O_OUT: o->run_dir = optarg; break;
+    case O_STEPS: r = parse_i64("--steps", optarg, 1, INT64_MAX / 2, &o->stop_step); break;
+    case O_RESUME: o->resume = 1; break;
+    case O_SKIP_BAD: o->skip_bad_clips = 1; break;
+    case O_INIT: o->init_ckpt = optarg; break;
+    case O_COST: o->cost_path = optarg; break;
     case O_PLAN:
-      if (!strcmp(optarg, "auto")) o.plan_kind = TRAIN_PLAN_AUTO;
-      else if (!strcmp(optarg, "dynamic")) o.plan_kind = TRAIN_PLAN_DYNAMIC;
-      else if (!strcmp(optarg, "static")) o.plan_kind = TRAIN_PLAN_STATIC;
-      else if (!strcmp(optarg, "packing")) o.plan_kind = TRAIN_PLAN_PACKING;
-      else {
-        log_error("tessera train: --plan '%s': use auto, dynamic, static or packing", optarg);
-        bad = 1;
-      }
+      if (!strcmp(optarg, "auto")) o->plan_kind = TRAIN_PLAN_AUTO;
+      else if (!strcmp(optarg, "dynamic")) o->plan_kind = TRAIN_PLAN_DYNAMIC;
+      else if (!strcmp(optarg, "static")) o->plan_kind = TRAIN_PLAN_STATIC;
+      else if (!strcmp(optarg, "packing")) o->plan_kind = TRAIN_PLAN_PACKING;
+      else r = err_set(TSR_EINVAL, "--plan '%s': use auto, dynamic, static or packing", optarg);
       break;
-    case O_GPN:
-      if (parse_int("--gpus-per-node", optarg, 1, 1 << 20, &o.gpus_per_node)) {
-        log_error("tessera train: %s", err_msg());
-        bad = 1;
-      }
-      break;
-    case O_SET: sets[o.n_overrides++] = optarg; break;
-    case O_BACKEND: backend = optarg; break;
-    default:
-      log_error("tessera train: unknown option or missing value: '%s' (see --help)",
-                argv[optind - 1]);
-      bad = 1;
+    case O_GPN: r = parse_int("--gpus-per-node", optarg, 1, 1 << 20, &o->gpus_per_node); break;
+    case O_SET: sets[o->n_overrides++] = optarg; break;
+    case O_BACKEND: *backend = optarg; break;
+    default: r = TSR_EINVAL;  // cli_getopt said why
     }
   }
-  if (!bad && optind < argc) {
-    log_error("tessera train: unexpected argument '%s' (see --help)", argv[optind]);
-    bad = 1;
+  if (!r) r = cli_positionals(argc, argv, 0, 0, "");
+  const char *missing = !o->config_path ? "--config FILE" : !o->data_dir ? "--data STORE"
+                        : !o->run_dir ? "--out RUN" : NULL;
+  if (!r && missing) r = err_set(TSR_EINVAL, "missing %s", missing);
+  if (!r && o->resume && o->init_ckpt)
+    r = err_set(TSR_EINVAL, "--resume and --init exclude each other: --resume continues RUN, "
+                "--init starts a new run from a checkpoint's weights");
+  return r;
+}
+
+int cmd_train(int argc, char **argv) {
+  if (wants_help(argc, argv)) {
+    train_usage(stdout);
+    return 0;
   }
-  const char *missing = !o.config_path ? "--config FILE" : !o.data_dir ? "--data STORE"
-                        : !o.run_dir ? "--out RUN" : NULL;
-  if (!bad && missing) {
-    log_error("tessera train: missing %s (see --help)", missing);
-    bad = 1;
-  }
-  if (!bad && o.resume && o.init_ckpt) {
-    log_error("tessera train: --resume and --init exclude each other: --resume continues RUN, "
-              "--init starts a new run from a checkpoint's weights");
-    bad = 1;
-  }
+  train_options o = {.comm = comm_mpi(), .write_video = video_write_default};
+  const char *backend = "auto";
+  backend_choice bc;
+  char **sets = calloc((size_t)argc + 1, sizeof *sets);
+  if (!sets) return 1;
+  tsr_status r = parse_args(argc, argv, &o, sets, &backend);
+  int rc = r ? cli_usage_error("train") : 0;
   o.overrides = sets;
-  tsr_status r = bad ? TSR_EINVAL : backend_choose(backend, &bc);
+  if (!rc && (r = backend_choose(backend, &bc))) rc = cli_usage_error("train");
   o.backend = &bc;
-  if (!bad && !r) r = train_run(&o);
-  if (!bad && r) log_error("tessera train: %s", err_msg());
+  if (!rc && train_run(&o)) rc = cli_error("train");
   free(sets);
-  return r ? 1 : 0;
+  return rc;
 }

@@ -26,6 +26,8 @@ struct dist_step {
   int n_buckets, issued;                   // gradient buckets; all-reduces started so far
   comm_request **bucket_req;               // (n_buckets)
   tsr_status bucket_err;                   // an error inside the bucket hook
+  void *eval_pred;                         // (max_tokens, P) [act] dist_step_eval's prediction
+  float *eval_out;                         // (1 + max_clips) [f32] its loss and per-clip sse
 };
 
 // Starts the world all-reduce of the next gradient bucket (they go in bucket order on
@@ -109,6 +111,8 @@ void dist_step_free(dist_step **pds) {
   for (int i = 0; i < DIST_MAX_LEVELS; i++) ring_attention_free(&ds->ring[i]);
   objective_device_free(&ds->dev);
   if (ds->wave_loss) ds->kb->free(ds->kb, ds->wave_loss);
+  if (ds->eval_pred) ds->kb->free(ds->kb, ds->eval_pred);
+  if (ds->eval_out) ds->kb->free(ds->kb, ds->eval_out);
   for (int i = 0; ds->bucket_req && i < ds->n_buckets; i++) ds->cb->wait(ds->cb, &ds->bucket_req[i]);
   free(ds->bucket_req);
   free(ds->chunks);
@@ -132,8 +136,11 @@ static const plan_group *my_group(const plan *p, int w, int rank) {
   return NULL;
 }
 
-static tsr_status run_group(dist_step *ds, const plan *p, const plan_group *pg,
-                            const dist_clip *clips, int nclips, int64_t step, int last) {
+// This rank's chunks of group pg's clips and their objective inputs (config tc, key step)
+// in ds->dev, with the group's ring attention active.
+static tsr_status prepare_group(dist_step *ds, const plan *p, const plan_group *pg,
+                                const dist_clip *clips, int nclips, const train_config *tc,
+                                int64_t step) {
   const int k = pg->size, me = comm_rank() - pg->first_rank;
   if (pg->nclips > ds->max_clips)
     return err_set(TSR_EINVAL, "a group of the plan has %d clips; this rank was set up for %d",
@@ -166,9 +173,13 @@ static tsr_status run_group(dist_step *ds, const plan *p, const plan_group *pg,
   if (!ds->ring[lv] && (st = ring_attention_create(&ds->ring[lv], ds->kb, ds->cb, g))) return st;
   ds->active = ds->ring[lv];
   if ((st = ring_attention_set_clips(ds->active, pg->nclips, ds->totals))) return st;
-  if ((st = objective_device_build(&ds->dev, ds->mc, ds->tc, step, nclips, ds->chunks,
-                                   pg->nclips)))
-    return st;
+  return objective_device_build(&ds->dev, ds->mc, tc, step, nclips, ds->chunks, pg->nclips);
+}
+
+static tsr_status run_group(dist_step *ds, const plan *p, const plan_group *pg,
+                            const dist_clip *clips, int nclips, int64_t step, int last) {
+  tsr_status st = prepare_group(ds, p, pg, clips, nclips, ds->tc, step);
+  if (st) return st;
   // the wave's loss stays on the backend until the step's last wave (dist_step_run)
   if ((st = dit_forward_dev(ds->m, &ds->dev.batch, NULL, ds->wave_loss + ds->n_loss++))) return st;
   // In this rank's last wave each gradient bucket is final as soon as backward has passed
@@ -216,6 +227,39 @@ tsr_status dist_step_run(dist_step *ds, const plan *p, const dist_clip *clips, i
   tsr_status st = ds->kb->to_host(ds->kb, lh, ds->wave_loss, sizeof(float) * (size_t)busy);
   for (int i = 0; !st && i < busy; i++) *loss += lh[i];
   return st;
+}
+
+tsr_status dist_step_eval(dist_step *ds, const plan *p, const dist_clip *clips, int nclips,
+                          const train_config *tc, int64_t step, double *sse) {
+  if (p->ranks != comm_size())
+    return err_set(TSR_EINVAL, "the plan is for %d ranks but the world has %d", p->ranks,
+                   comm_size());
+  const kernels_backend *kb = ds->kb;
+  tsr_status st = TSR_OK;
+  if (!ds->eval_pred &&
+      (st = kb->alloc(kb, &ds->eval_pred, kernels_act_bytes(kb, (size_t)ds->max_tokens * ds->P))))
+    return st;
+  if (!ds->eval_out &&
+      (st = kb->alloc(kb, (void **)&ds->eval_out, sizeof(float) * (1 + (size_t)ds->max_clips))))
+    return st;
+  float *part = malloc(sizeof(float) * (size_t)ds->max_clips);
+  if (!part) return err_set(TSR_ENOMEM, "validation: out of memory");
+  for (int w = 0; w < p->nwaves && !st; w++) {
+    const plan_group *pg = my_group(p, w, comm_rank());
+    if (!pg || pg->nclips == 0) continue;
+    if ((st = prepare_group(ds, p, pg, clips, nclips, tc, step))) break;
+    const dit_batch *b = &ds->dev.batch;
+    dit_batch fwd = *b;  // prediction only: the squared errors come per clip below
+    fwd.target = NULL, fwd.loss_weight = NULL;
+    if ((st = dit_forward_dev(ds->m, &fwd, ds->eval_pred, NULL))) break;
+    if ((st = kb->mse_forward(kb, ds->eval_out, ds->eval_out + 1, ds->eval_pred, b->target,
+                              b->loss_weight, b->cu_seqlens, b->n_clips, b->L, ds->P)))
+      break;
+    if ((st = kb->to_host(kb, part, ds->eval_out + 1, sizeof(float) * (size_t)pg->nclips))) break;
+    for (int i = 0; i < pg->nclips; i++) sse[p->clip_index[pg->clip_off + i]] += part[i];
+  }
+  free(part);
+  return st ? err_wrap(st, "validation: ") : TSR_OK;
 }
 
 tsr_status dist_step_reduce(dist_step *ds, double *loss) {

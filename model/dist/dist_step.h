@@ -54,6 +54,16 @@ void dist_step_free(dist_step **ds);
 tsr_status dist_step_run(dist_step *ds, const plan *p, const dist_clip *clips, int nclips,
                          int64_t step, double *loss, int *waves);
 
+// Forward only, for validation: this rank's part of plan p for `clips` (nclips), with the
+// objective's inputs made from config `tc` at key step `step` (the caller's choice of t
+// distribution and noise keys: model/train/val.c), and no gradient. sse[i] (nclips, host)
+// += this rank's sum over its chunk of batch clip i of the squared error of the
+// prediction against the target v (the kernels' mse_forward, per clip). Summed over the
+// ranks (by the caller), it is clip i's whole squared error for any plan. Collective over
+// each wave's group (ring attention), nothing over the world.
+tsr_status dist_step_eval(dist_step *ds, const plan *p, const dist_clip *clips, int nclips,
+                          const train_config *tc, int64_t step, double *sse);
+
 // Completes the sum of the model's gradients over every rank of the world (in place) and
 // sums *loss. Must follow every dist_step_run.
 tsr_status dist_step_reduce(dist_step *ds, double *loss);

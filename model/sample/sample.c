@@ -36,7 +36,7 @@ static tsr_status bufs_alloc(const kernels_backend *kb, sample_bufs *b, size_t N
   if (!r) r = kb->alloc(kb, (void **)&b->labels, 2 * sizeof(int32_t));
   if (!r && (!(b->xh = malloc(N * P * sizeof(float))) ||
              !(b->posh = malloc(2 * N * 3 * sizeof(int32_t)))))
-    r = err_set(TSR_ENOMEM, "sample: no memory for %zu tokens", N);
+    r = err_set(TSR_ENOMEM, "out of memory for a sample of %zu tokens", N);
   return r;
 }
 
@@ -50,9 +50,9 @@ tsr_status sample_generate(dit_model *m, const sample_params *sp, uint8_t *out) 
   const kernels_backend *kb = dit_backend(m);
   size_t N = (size_t)sp->T * sp->H * sp->W, P = (size_t)mc->pt * mc->ph * mc->pw * mc->channels;
   int guided = sp->cfg != 1.0f && sp->label >= 0;
-  if (sp->steps < 1) return err_set(TSR_EINVAL, "sample: --steps must be >= 1");
+  if (sp->steps < 1) return err_set(TSR_EINVAL, "--steps %d: must be >= 1", sp->steps);
   if (sp->label >= mc->num_classes && sp->label >= 0)
-    return err_set(TSR_EINVAL, "sample: label %d out of range (model has %d classes)", sp->label,
+    return err_set(TSR_EINVAL, "label %d out of range (the model has %d classes)", sp->label,
                    mc->num_classes);
   int C = guided ? 2 : 1;
   sample_bufs b;
@@ -100,6 +100,38 @@ tsr_status sample_generate(dit_model *m, const sample_params *sp, uint8_t *out) 
   return r;
 }
 
+tsr_status sample_row(dit_model *m, const sample_params *sp, int n, int gap,
+                      sample_result *out) {
+  memset(out, 0, sizeof *out);
+  const dit_config *mc = dit_get_config(m);
+  size_t P = (size_t)mc->pt * mc->ph * mc->pw * mc->channels;
+  size_t N = (size_t)sp->T * sp->H * sp->W;
+  if (n < 1 || gap < 0 || sp->T < 1 || sp->H < 1 || sp->W < 1)
+    return err_set(TSR_EINVAL, "sample_row: %d clips of %dx%dx%d tokens, gap %d", n, sp->T,
+                   sp->H, sp->W, gap);
+  for (int i = 1; i < n; i++)
+    if (sp[i].T != sp->T || sp[i].H != sp->H || sp[i].W != sp->W)
+      return err_set(TSR_EINVAL, "sample_row: clip %d's grid differs from clip 0's", i);
+  int Wr = n * sp->W + (n - 1) * gap;
+  uint8_t *row = malloc((size_t)sp->T * sp->H * Wr * P), *one = malloc(N * P);
+  tsr_status r = row && one ? TSR_OK : err_set(TSR_ENOMEM, "out of memory for %d samples", n);
+  if (!r) memset(row, 255, (size_t)sp->T * sp->H * Wr * P);  // the gaps
+  for (int i = 0; !r && i < n; i++) {
+    if ((r = sample_generate(m, &sp[i], one))) break;
+    // token (t, y, x) of clip i goes to (t, y, i (W + gap) + x) of the row
+    for (size_t ty = 0; ty < (size_t)sp->T * sp->H; ty++)
+      memcpy(row + (ty * Wr + (size_t)i * (sp->W + gap)) * P, one + ty * sp->W * P,
+             (size_t)sp->W * P);
+  }
+  free(one);
+  if (r) {
+    free(row);
+    return r;
+  }
+  *out = (sample_result){.tokens = row, .T = sp->T, .H = sp->H, .W = Wr, .mc = *mc};
+  return TSR_OK;
+}
+
 // Class id of --label: a number, or a name among the checkpoint's labels.
 static tsr_status parse_label(const ckpt_meta *cm, const char *s, int *label) {
   *label = -1;
@@ -128,26 +160,24 @@ tsr_status sample_run(const sample_options *o, sample_result *out) {
   int label = -1;
   if (o->frames < 1 || o->frames % mc->pt || o->height < 1 || o->height % mc->ph ||
       o->width < 1 || o->width % mc->pw)
-    r = err_set(TSR_EINVAL, "sample: --frames %d --size %dx%d must be positive multiples of the "
+    r = err_set(TSR_EINVAL, "--frames %d --size %dx%d: must be positive multiples of the "
                 "model's tubelet %dx%dx%d (frames x height x width)", o->frames, o->height,
                 o->width, mc->pt, mc->ph, mc->pw);
   if (!r) r = parse_label(&cm, o->label, &label);
   if (!r && o->cfg != 1.0f && label < 0)
-    r = err_set(TSR_EINVAL, "sample: --cfg %g needs --label (classifier-free guidance compares "
+    r = err_set(TSR_EINVAL, "--cfg %g needs --label (classifier-free guidance compares "
                 "a class with \"no label\")", o->cfg);
   int T = o->frames / mc->pt, H = o->height / mc->ph, W = o->width / mc->pw;
   int64_t N = (int64_t)T * H * W;
   if (!r && N > (1 << 24))
-    r = err_set(TSR_EINVAL, "sample: %lld tokens is too many for one clip", (long long)N);
+    r = err_set(TSR_EINVAL, "--frames %d --size %dx%d: %lld tokens is too many for one clip",
+                o->frames, o->height, o->width, (long long)N);
   dit_model *m = NULL;
-  uint8_t *tok = NULL;
   const kernels_backend *kb = NULL;
   kernels_dtype precision = o->precision >= 0 ? (kernels_dtype)o->precision : cm.tc.precision;
   if (!r) r = backend_for_precision(o->backend, precision, &kb);
   if (!r) r = dit_create(&m, mc, kb, (int)(2 * N), 2);
   if (!r) r = ckpt_load_model(o->ckpt, m, o->ema);
-  if (!r && !(tok = malloc((size_t)N * mc->pt * mc->ph * mc->pw * mc->channels)))
-    r = err_set(TSR_ENOMEM, "sample: no memory");
   if (!r) {
     sample_params sp = {.T = T, .H = H, .W = W, .label = label, .cfg = o->cfg,
                         .steps = o->steps, .seed = o->seed,
@@ -157,14 +187,10 @@ tsr_status sample_run(const sample_options *o, sample_result *out) {
              "backend %s, precision %s", o->ckpt, o->ema ? "EMA" : "raw", (long long)cm.step,
              o->frames, o->height, o->width, (long long)N, o->steps, label >= 0 ? ", guided" : "",
              kb->name, config_precision_name(precision));
-    r = sample_generate(m, &sp, tok);
+    r = sample_row(m, &sp, 1, 0, out);
     if (!r) log_info("sample: %lld tokens in %.1f s", (long long)N, time_now() - t0);
   }
-  if (!r) {
-    *out = (sample_result){.tokens = tok, .T = T, .H = H, .W = W, .mc = *mc, .store = cm.store};
-    tok = NULL;
-  }
-  free(tok);
+  if (!r) out->store = cm.store;
   dit_free(&m);
   ckpt_meta_free(&cm);
   return r;

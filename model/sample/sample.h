@@ -32,6 +32,24 @@ typedef struct {
 // out (T*H*W, P) host memory, values round((x + 1) * 127.5) clamped to [0, 255].
 tsr_status sample_generate(dit_model *m, const sample_params *sp, uint8_t *out);
 
+// The sampled clip: its tokens, and what turning them into a video needs.
+typedef struct {
+  uint8_t *tokens;        // (T*H*W, P) uint8 pixels (P = pt*ph*pw*channels), malloc'ed
+  int T, H, W;            // token grid
+  dit_config mc;          // the model (tubelet pt, ph, pw and channels)
+  store_settings store;   // the store it was trained on (frame rate of the video)
+} sample_result;
+
+// Samples one clip per entry of sp (n >= 1 entries of one grid T x H x W) with model m
+// (created for >= 2*T*H*W tokens and 2 clips when an entry is guided, else >= T*H*W and 1)
+// and lays them side by side, left to right, with a column of `gap` tokens of white
+// (255) between neighbours: out->tokens is the (T, H, n W + (n - 1) gap) grid, out->mc
+// m's config; out->store is left zero for the caller. `tessera sample` is n = 1; the
+// trainer's samples during training are a row of seeds or labels.
+tsr_status sample_row(dit_model *m, const sample_params *sp, int n, int gap,
+                      sample_result *out);
+void sample_result_free(sample_result *r);
+
 typedef struct {
   const char *ckpt;         // checkpoint file
   int frames;               // frames (a multiple of the checkpoint's pt)
@@ -46,17 +64,8 @@ typedef struct {
                             // train.precision (weights load as fp32 masters either way)
 } sample_options;
 
-// The sampled clip: its tokens, and what turning them into a video needs.
-typedef struct {
-  uint8_t *tokens;        // (T*H*W, P) uint8 pixels (P = pt*ph*pw*channels), malloc'ed
-  int T, H, W;            // token grid
-  dit_config mc;          // the checkpoint's model (tubelet pt, ph, pw and channels)
-  store_settings store;   // the store it was trained on (frame rate of the video)
-} sample_result;
-
 // Loads the checkpoint, checks the options against it and samples the clip's tokens
 // (writing them as a video is the caller's: tessera sample encodes an MP4).
 tsr_status sample_run(const sample_options *o, sample_result *out);
-void sample_result_free(sample_result *r);
 
 #endif

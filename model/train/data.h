@@ -74,6 +74,32 @@ int64_t data_max_tokens(const data_store *d);              // longest clip
 // shard and the offset. Not thread-safe (the verdict cache): call from one thread.
 tsr_status data_clip_tokens(data_store *d, int64_t i, int verify, const uint8_t **tokens);
 
+// ---- validation split (model/train/data_split.c) ----------------------------------------
+// Length buckets: the store's clips ordered by (tokens, id); the first third (rounded
+// down) are "short", the next third "medium", the rest "long". Ranks, not fixed token
+// thresholds, so every bucket of a store of >= 3 clips has clips, whatever its lengths.
+// Held-out clips: n_val of them, taken in turn from the short, medium and long buckets
+// (a bucket that runs out is passed over), within a bucket in the order of an FNV-1a
+// hash of the clip id (core/hash.h). So the split is a pure function of the store's
+// (id, tokens) table and n_val: the same clips on every rank, for every seed, run and
+// precision, and validation numbers are comparable between runs on one store.
+enum { DATA_BUCKETS = 3 };
+extern const char *const data_bucket_names[DATA_BUCKETS];  // "short", "medium", "long"
+
+typedef struct {
+  int64_t n_train, n_val;
+  int64_t *train;           // (n_train) table positions of the training clips, ascending
+  int64_t *val;             // (n_val) table positions of the held-out clips, by bucket
+  int8_t *bucket;           // (store clips) length bucket of every clip
+  int64_t bucket_val[DATA_BUCKETS];         // held-out clips per bucket
+  int64_t bucket_tokens[DATA_BUCKETS][2];   // fewest and most tokens of a clip of each bucket
+} data_split;
+
+// Splits d's clips. TSR_EINVAL naming the store when n_val leaves no clip to train on.
+// n_val == 0: every clip trains (train = 0..n-1), nothing is held out.
+tsr_status data_split_make(const data_store *d, int64_t n_val, data_split *out);
+void data_split_free(data_split *s);
+
 // ---- epoch sampler -------------------------------------------------------------------
 
 typedef struct {

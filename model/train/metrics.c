@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,14 +52,37 @@ tsr_status metrics_open(FILE **f, const char *run_dir, int64_t resume_step) {
   return TSR_OK;
 }
 
-tsr_status metrics_write(FILE *f, int64_t step, const train_step_stats *st) {
-  json_t *j = json_pack("{sI sf sf sf sI sI sf sf sf ss sI ss ss}", "step", (json_int_t)step,
-                        "loss", st->loss, "lr", st->lr, "grad_norm", st->grad_norm, "clips",
-                        (json_int_t)st->clips, "tokens", (json_int_t)st->tokens, "step_s",
-                        st->step_s, "tokens_per_s", st->tokens_per_s, "predicted_s",
-                        st->predicted_s, "plan", st->plan ? st->plan : "", "bad_clips",
-                        (json_int_t)st->bad_clips, "backend", st->backend ? st->backend : "",
-                        "precision", st->precision ? st->precision : "");
+// Adds the validation fields to j.
+static int put_val(json_t *j, const train_val_stats *v) {
+  json_t *lv = json_object(), *bk = json_object();
+  int bad = !lv || !bk;
+  for (int k = 0; !bad && k < TRAIN_VAL_LEVELS; k++) {
+    char key[16];
+    snprintf(key, sizeof key, "%g", train_val_levels[k]);
+    bad |= json_object_set_new(lv, key, json_real(v->level[k]));
+  }
+  for (int b = 0; !bad && b < DATA_BUCKETS; b++)  // a bucket without held-out clips: null
+    bad |= json_object_set_new(bk, data_bucket_names[b],
+                               isnan(v->bucket[b]) ? json_null() : json_real(v->bucket[b]));
+  bad |= json_object_set_new(j, "val_loss", json_real(v->loss));
+  bad |= json_object_set_new(j, "val_t", lv);
+  bad |= json_object_set_new(j, "val_bucket", bk);
+  bad |= json_object_set_new(j, "val_clips", json_integer((json_int_t)v->clips));
+  bad |= json_object_set_new(j, "val_s", json_real(v->seconds));
+  return bad;
+}
+
+tsr_status metrics_write(FILE *f, int64_t step, const train_step_stats *st,
+                         const train_val_stats *val) {
+  json_t *j = st ? json_pack("{sI sf sf sf sI sI sf sf sf ss sI ss ss}", "step", (json_int_t)step,
+                             "loss", st->loss, "lr", st->lr, "grad_norm", st->grad_norm, "clips",
+                             (json_int_t)st->clips, "tokens", (json_int_t)st->tokens, "step_s",
+                             st->step_s, "tokens_per_s", st->tokens_per_s, "predicted_s",
+                             st->predicted_s, "plan", st->plan ? st->plan : "", "bad_clips",
+                             (json_int_t)st->bad_clips, "backend", st->backend ? st->backend : "",
+                             "precision", st->precision ? st->precision : "")
+                 : json_pack("{sI}", "step", (json_int_t)step);
+  if (j && val && put_val(j, val)) json_decref(j), j = NULL;
   if (!j) return err_set(TSR_ENOMEM, "metrics: cannot build JSON for step %lld", (long long)step);
   // Losses are printed with 17 significant digits so runs can be compared bitwise.
   char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));

@@ -81,9 +81,10 @@ static tsr_status check_ranks_agree(const trainer *tr) {
   return TSR_OK;
 }
 
-// A resumed run must train the same model the same way; only the ckpt/log cadence and
-// train.mem_tokens may change: memory per rank shapes the plans, and plans do not change
-// the losses (plan invariance), so a run may resume on another cluster.
+// A resumed run must train the same model the same way; only the ckpt/log/validation/
+// sample cadence and train.mem_tokens may change: memory per rank shapes the plans, and
+// plans do not change the losses (plan invariance), so a run may resume on another
+// cluster. train.val_clips may not: it decides which clips train.
 static tsr_status check_resume_config(const ckpt_meta *cm, const trainer *tr, const char *path) {
   train_config t = cm->tc;
   t.mem_tokens = tr->tc.mem_tokens;
@@ -91,6 +92,10 @@ static tsr_status check_resume_config(const ckpt_meta *cm, const trainer *tr, co
   t.ckpt_keep = tr->tc.ckpt_keep;
   t.log_every = tr->tc.log_every;
   t.precision = tr->tc.precision;  // the state is fp32 either way (docs/train.md)
+  t.val_every = tr->tc.val_every;
+  t.sample_every = tr->tc.sample_every;
+  t.sample_steps = tr->tc.sample_steps;
+  t.sample_cfg = tr->tc.sample_cfg;
   char *a = config_to_ini(&cm->mc, &t), *b = config_to_ini(&tr->mc, &tr->tc);
   tsr_status r = TSR_OK;
   if (!a || !b) {
@@ -102,7 +107,8 @@ static tsr_status check_resume_config(const ckpt_meta *cm, const trainer *tr, co
     int lp = (int)strcspn(p, "\n"), lq = (int)strcspn(q, "\n");
     r = err_set(TSR_EMISMATCH, "--resume: the config differs from checkpoint %s's: '%.*s' there, "
                 "'%.*s' now; resume with the same config (only train.ckpt_every, ckpt_keep, "
-                "log_every, mem_tokens and precision may change) or start a new run", path, lp,
+                "log_every, mem_tokens, precision, val_every and sample_* may change) or start "
+                "a new run", path, lp,
                 p, lq, q);
   }
   free(a);
@@ -170,16 +176,13 @@ static void batch_tokens(const trainer *tr, const int64_t *batch, int64_t n, int
   for (int64_t i = 0; i < n; i++) tokens[i] = data_clip_at(tr->data, batch[i])->tokens;
 }
 
-// The plan step `cur` runs: the scheduler's choice, or the one --plan asks for (simulated
-// under the same cost model for its predicted time). alt: scratch plan (plan_init'ed).
-static tsr_status choose_plan(const trainer *tr, int kind, const int64_t *cur, int64_t n,
-                              int64_t *tok, const sched_result *res, plan *alt,
-                              const plan **run, double *predicted, const char **name) {
+tsr_status train_choose_plan(const trainer *tr, int kind, const int64_t *tok, int64_t n,
+                             const sched_result *res, plan *alt, const plan **run,
+                             double *predicted, const char **name) {
   *run = &res->plan;
   *predicted = res->predicted_s;
   *name = sched_used_name(res->used);
   if (kind == TRAIN_PLAN_AUTO) return TSR_OK;
-  batch_tokens(tr, cur, n, tok);
   tsr_status r;
   if (kind == TRAIN_PLAN_DYNAMIC) {
     r = sched_dynamic(&tr->sched, tok, (int)n, alt);
@@ -207,12 +210,13 @@ static tsr_status draw_batch(trainer *tr, int skip, int64_t step, int64_t *out, 
                              int64_t *bad) {
   double t0 = time_now();
   const char *dir = data_dir(tr->data);
-  int64_t n = data_num_clips(tr->data), drawn = 0;
+  int64_t n = tr->split.n_train, drawn = 0;
   tsr_status r = TSR_OK;
   while (!r) {
     if ((r = data_sampler_next(&tr->sampler, tr->tc.global_batch, out, count))) break;
     drawn += *count;
     for (int64_t i = 0; i < *count; i++) {
+      out[i] = tr->split.train[out[i]];  // the sampler draws over the training clips only
       const uint8_t *tok;
       bad[i] = data_clip_tokens(tr->data, out[i], 1, &tok) != TSR_OK;
     }
@@ -273,9 +277,26 @@ static tsr_status train_draw_fn(void *ctx, int64_t s, int64_t *ids, int64_t *tok
   return r;
 }
 
+// "0.1 0.52, 0.3 0.41, ..." of a validation, for the log.
+static void val_levels_text(const train_val_stats *v, char *buf, size_t n) {
+  size_t len = 0;
+  buf[0] = '\0';
+  for (int k = 0; k < TRAIN_VAL_LEVELS && len < n; k++)
+    len += (size_t)snprintf(buf + len, n - len, "%st=%g %.4f", k ? ", " : "", train_val_levels[k],
+                            v->level[k]);
+}
+
+static void val_buckets_text(const trainer *tr, const train_val_stats *v, char *buf, size_t n) {
+  size_t len = 0;
+  buf[0] = '\0';
+  for (int b = 0; b < DATA_BUCKETS && len < n; b++)
+    if (tr->split.bucket_val[b])
+      len += (size_t)snprintf(buf + len, n - len, "%s%s %.4f", len ? ", " : "",
+                              data_bucket_names[b], v->bucket[b]);
+}
+
 static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) {
   int64_t B = tr->tc.global_batch;
-  int64_t *tok_cur = malloc((size_t)B * sizeof *tok_cur);
   train_draw dx = {.tr = tr, .skip = o->skip_bad_clips, .bad = malloc((size_t)B * sizeof(int64_t)),
                    .drawn_step = -1};
   plan alt;
@@ -283,9 +304,19 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
   FILE *mf = NULL;
   sched_pipeline *pipe = NULL;
   int64_t start = tr->step;
-  tsr_status r = (!tok_cur || !dx.bad) ? err_set(TSR_ENOMEM, "out of memory (batch)") : TSR_OK;
-  const int lead = tr->rank == 0;  // rank 0 writes metrics and checkpoints
+  tsr_status r = !dx.bad ? err_set(TSR_ENOMEM, "out of memory (batch)") : TSR_OK;
+  const int lead = tr->rank == 0;  // rank 0 writes metrics, checkpoints and samples
+  const int validate = tr->split.n_val > 0;
+  train_val_stats val_first = {.step = -1}, val_last = {.step = -1};
   if (!r && lead) r = metrics_open(&mf, o->run_dir, o->resume ? tr->step : -1);
+  // A fresh run is validated once before its first step: where the curve starts.
+  if (!r && validate && tr->step == 0 && !o->resume) {
+    r = train_validate(tr, o->plan_kind, &val_last);
+    if (!r) val_first = val_last;
+    if (!r && lead) r = metrics_write(mf, 0, NULL, &val_last);
+    if (!r && lead) log_info("train: validation before training: loss %.4f (%.1f s)", val_last.loss,
+                             val_last.seconds);
+  }
   // Batch s and its plan; batch s+1 is drawn and planned while s trains.
   if (!r) r = sched_pipeline_open(&pipe, &tr->sched, B, tr->step, stop, train_draw_fn, &dx);
   progress pg;
@@ -300,7 +331,7 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
     const plan *run;
     double predicted;
     const char *name;
-    r = choose_plan(tr, o->plan_kind, b.ids, b.n, tok_cur, &b.res, &alt, &run, &predicted, &name);
+    r = train_choose_plan(tr, o->plan_kind, b.tokens, b.n, &b.res, &alt, &run, &predicted, &name);
     if (!r) r = train_step(tr, b.ids, (int)b.n, run, &st);
     st.predicted_s = predicted;
     st.plan = name;
@@ -310,19 +341,32 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
     if (r) break;
     if (loss0 < 0) loss0 = st.loss;
     loss_last = st.loss;
-    if (lead && tr->tc.log_every > 0 && (tr->step % tr->tc.log_every == 0 || tr->step == stop))
-      r = metrics_write(mf, tr->step, &st);
-    if (lead) progress_update(&pg, (double)(tr->step - start), (double)(stop - start), tr->step == stop,
-                    "step %lld/%lld loss %.4f lr %.2e |g| %.3f %.0f tok/s", (long long)tr->step,
-                    (long long)stop, st.loss, st.lr, st.grad_norm, st.tokens_per_s);
-    if (!r && lead &&
-        ((tr->tc.ckpt_every > 0 && tr->step % tr->tc.ckpt_every == 0) || tr->step == stop)) {
+    const int last = tr->step == stop;
+    const train_val_stats *val = NULL;
+    if (validate && (tr->step % tr->tc.val_every == 0 || last)) {  // every rank: collective
+      if ((r = train_validate(tr, o->plan_kind, &val_last))) break;
+      if (val_first.step < 0) val_first = val_last;
+      val = &val_last;
+    }
+    if (lead && (val || (tr->tc.log_every > 0 && (tr->step % tr->tc.log_every == 0 || last))))
+      r = metrics_write(mf, tr->step, &st, val);
+    char vtext[48] = "";
+    if (val_last.step >= 0)
+      snprintf(vtext, sizeof vtext, " val %.4f@%lld", val_last.loss, (long long)val_last.step);
+    if (lead) progress_update(&pg, (double)(tr->step - start), (double)(stop - start), last || val,
+                    "step %lld/%lld loss %.4f%s lr %.2e |g| %.3f %.0f tok/s", (long long)tr->step,
+                    (long long)stop, st.loss, vtext, st.lr, st.grad_norm, st.tokens_per_s);
+    if (!r && lead && ((tr->tc.ckpt_every > 0 && tr->step % tr->tc.ckpt_every == 0) || last)) {
       ckpt_state cs;
       const char **names = NULL;
       r = trainer_state(tr, &saved, &cs, &names);
       if (!r) r = ckpt_save_run(o->run_dir, &cs, tr->tc.ckpt_keep);
       free(names);
     }
+    // Samples read the EMA weights only, on a model of their own: the training state and
+    // its randomness (keyed by seed, step and clip) are untouched, so resume stays bitwise.
+    if (!r && lead && tr->tc.sample_every > 0 && (tr->step % tr->tc.sample_every == 0 || last))
+      r = train_write_samples(tr, o);
   }
   if (lead) progress_end(&pg);
   sched_pipeline_close(&pipe);
@@ -330,11 +374,18 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
     log_info("train: %lld steps done, loss %.4f -> %.4f; checkpoint %s/ckpt-%lld.safetensors; "
              "%.3f s drawing batches and verifying clip checksums", (long long)tr->step,
              loss0, loss_last, o->run_dir, (long long)tr->step, tr->verify_s);
+  if (!r && lead && val_last.step >= 0) {
+    char lv[256], bk[256];
+    val_levels_text(&val_last, lv, sizeof lv);
+    val_buckets_text(tr, &val_last, bk, sizeof bk);
+    log_info("train: validation loss %.4f at step %lld -> %.4f at step %lld (%lld held-out clips; "
+             "by noise level: %s; by length: %s)", val_first.loss, (long long)val_first.step,
+             val_last.loss, (long long)val_last.step, (long long)val_last.clips, lv, bk);
+  }
   if (!r && lead && tr->bad_clips)
     log_warn("train: %lld bad clips skipped (--skip-bad-clips); run `tessera index verify %s`",
              (long long)tr->bad_clips, data_dir(tr->data));
   if (mf) fclose(mf);
-  free(tok_cur);
   free(dx.bad);
   plan_free(&alt);
   return r;
@@ -379,7 +430,9 @@ tsr_status train_run(const train_options *o) {
     tr.rank = comm_rank();
     if (!r) r = sched_config_check(&tr.sched);
   }
-  if (!r) r = data_sampler_init(&tr.sampler, data_num_clips(tr.data), (uint64_t)tr.tc.seed);
+  if (!r) r = data_split_make(tr.data, tr.tc.val_clips, &tr.split);
+  if (!r) r = train_val_check(&tr, o->skip_bad_clips);
+  if (!r) r = data_sampler_init(&tr.sampler, tr.split.n_train, (uint64_t)tr.tc.seed);
   tr.cb = o->comm;
   if (!r && !tr.cb) r = err_set(TSR_EINVAL, "train: no communication backend given");
   if (!r) r = backend_for_precision(o->backend, tr.tc.precision, &tr.kb);
@@ -400,9 +453,26 @@ tsr_status train_run(const train_options *o) {
              (long long)tr.tc.mem_tokens, (long long)tr.step, (long long)stop,
              (long long)tr.tc.steps, o->init_ckpt ? ", weights from " : "",
              o->init_ckpt ? o->init_ckpt : "");
+    if (tr.split.n_val) {
+      char b[256] = "";
+      size_t len = 0;
+      for (int k = 0; k < DATA_BUCKETS; k++)
+        len += (size_t)snprintf(b + len, sizeof b - len, "%s%lld %s (%lld-%lld tokens)",
+                                k ? ", " : "", (long long)tr.split.bucket_val[k],
+                                data_bucket_names[k], (long long)tr.split.bucket_tokens[k][0],
+                                (long long)tr.split.bucket_tokens[k][1]);
+      log_info("train: validation on %lld held-out clips (%s) every %d steps, at t = 0.1, 0.3, "
+               "0.5, 0.7, 0.9 with fixed noise; %lld clips train", (long long)tr.split.n_val, b,
+               tr.tc.val_every, (long long)tr.split.n_train);
+    }
+    if (tr.tc.sample_every > 0)
+      log_info("train: samples of the EMA weights every %d steps in %s/samples/",
+               tr.tc.sample_every, o->run_dir);
     if (tr.step >= stop) log_info("train: %lld steps already done, nothing to do", (long long)tr.step);
   }
   if (!r && tr.step < stop) r = train_loop(&tr, o, stop);
+  data_split_free(&tr.split);
+  dit_free(&tr.sample_model);
   trainer_free(&tr);
   return r;
 }

@@ -28,6 +28,7 @@
 #include "model/train/data.h"
 #include "model/dist/dist_step.h"
 #include "model/dit.h"
+#include "model/sample/sample.h"
 #include "sched/sched.h"
 
 // ---- learning-rate schedule (model/lr.c) -----------------------------------------------
@@ -51,6 +52,7 @@ typedef struct {
   const comm_backend *cb;        // set by the caller: ring exchange and gradient all-reduce
   dit_model *model;
   size_t n_params;
+  data_split split;              // training and held-out clips (train.val_clips)
   float *adam_m, *adam_v, *ema;  // (n_params) backend memory each
   data_store *data;
   data_sampler sampler;
@@ -62,7 +64,54 @@ typedef struct {
   uint8_t *clip_bad;             // (store clips) 1: failed its checksum, skipped, reported
   int64_t bad_clips;             // clips skipped so far by this process (--skip-bad-clips)
   double verify_s;               // seconds spent drawing batches and hashing their clips
+  dit_model *sample_model;       // rank 0, train.sample_every: the EMA weights' sampling model
 } trainer;
+
+// Which plan a step runs: the scheduler's (Dynamic-CP, falling back to the better static
+// plan when it is not faster), or one of the static-CP baselines (for comparisons).
+enum { TRAIN_PLAN_AUTO = 0, TRAIN_PLAN_DYNAMIC, TRAIN_PLAN_STATIC, TRAIN_PLAN_PACKING };
+
+// The plan of kind `kind` for a batch of n clips of `tokens` tokens whose scheduler result
+// is `res` (sched_plan_batch): res's own plan for AUTO, else the one asked for, made in
+// `alt` (plan_init'ed scratch). *predicted: its step time under the cost model; *name:
+// which plan ran ("dynamic", "packing-only", "static-balanced").
+tsr_status train_choose_plan(const trainer *tr, int kind, const int64_t *tokens, int64_t n,
+                             const sched_result *res, plan *alt, const plan **run,
+                             double *predicted, const char **name);
+
+// ---- validation (model/train/val.c) ---------------------------------------------------
+// The held-out clips (data_split) are scored at fixed noise levels with fixed noise: the
+// objective of model/objective.h with a point mass for t instead of its logit-normal draw
+// (t_logit_std = 0, t_logit_mean = logit(level), no length shift), no label dropout, and
+// the noise keyed by (train.seed, TRAIN_VAL_KEY_STEP, clip id), a step no training step
+// reaches, so every validation of a run, and every run with the same seed, sees the same
+// x_t. The same objective_inputs kernel builds it, so nothing of the objective is written
+// twice. Each clip's MSE is its squared error / (tokens * P); the numbers are means over
+// clips. The clips are planned for all ranks like a batch (batches of at most
+// train.global_batch clips, --plan respected) and run forward only (dist_step_eval); the
+// per-clip squared errors are summed over the ranks, so 1, 2 or 4 ranks and any plan give
+// the same numbers up to floating-point reassociation (the ring attention's order).
+// Weights: the trained ones (the curve of the optimisation, beside the training loss).
+enum { TRAIN_VAL_LEVELS = 5 };
+extern const double train_val_levels[TRAIN_VAL_LEVELS];  // 0.1, 0.3, 0.5, 0.7, 0.9
+#define TRAIN_VAL_KEY_STEP INT64_MAX
+
+typedef struct {
+  int64_t step;                        // steps done when measured
+  double loss;                         // mean over levels and clips
+  double level[TRAIN_VAL_LEVELS];      // mean over clips, per noise level
+  double bucket[DATA_BUCKETS];         // mean over levels and the bucket's clips; NaN: none
+  int64_t clips;
+  double seconds;                      // wall time of the validation
+} train_val_stats;
+
+// Hashes every held-out clip's payload on every rank and agrees on the verdicts (as a
+// training batch's clips, train_run "Clip checksums"): a bad clip stops the run
+// (TSR_EFORMAT naming it), or with `skip` is left out of validation with a warning.
+tsr_status train_val_check(trainer *tr, int skip);
+// Scores the held-out clips with the current weights (collective: every rank calls it).
+// plan_kind: TRAIN_PLAN_*, as the steps run.
+tsr_status train_validate(trainer *tr, int plan_kind, train_val_stats *out);
 
 // Statistics of one step (every rank sees the global values).
 typedef struct {
@@ -114,12 +163,17 @@ tsr_status train_step(trainer *tr, const int64_t *batch, int n, const plan *p,
 //    "predicted_s", "plan", "bad_clips", "backend", "precision"} (predicted_s: the cost
 //   model's time of the plan that ran; bad_clips: distinct clips skipped for a failed
 //   checksum so far by this process, 0 unless --skip-bad-clips; backend: kb->name,
-//   precision: train.precision).
+//   precision: train.precision), and after a validation "val_loss", "val_t" ({"0.1": mean
+//   MSE at t = 0.1, ...}), "val_bucket" ({"short", "medium", "long"}), "val_clips", "val_s".
+//   A validation before the first step of a fresh run is a line of its own,
+//   {"step": 0, "val_loss", ...}, without the step fields.
 // Opening for a resume at step S first drops lines with step > S (written after the last
 // checkpoint by a run that then died), so the file reads as one uninterrupted run.
 // A fresh run (resume_step < 0) starts a new file.
 tsr_status metrics_open(FILE **f, const char *run_dir, int64_t resume_step);
-tsr_status metrics_write(FILE *f, int64_t step, const train_step_stats *st);
+// st == NULL: a validation line of its own (val != NULL).
+tsr_status metrics_write(FILE *f, int64_t step, const train_step_stats *st,
+                         const train_val_stats *val);
 
 // ---- the whole run (model/train.c) ---------------------------------------------------------
 typedef struct {
@@ -139,11 +193,13 @@ typedef struct {
   int skip_bad_clips;            // 1: leave out clips whose checksum fails (else stop)
   const backend_choice *backend; // compute device, chosen by the caller (tools/backend.h);
                                  // train.precision picks its table
+  // Writes a sample (train.sample_every) as a video at path_noext plus the extension it
+  // picks, the full path into written (cap bytes): MP4, or Y4M in a build without media.
+  // The caller's (tools/video.h: model/ encodes no video); NULL: samples are refused.
+  tsr_status (*write_video)(const char *path_noext, const sample_result *s, char *written,
+                            size_t cap);
 } train_options;
 
-// Which plan a step runs: the scheduler's (Dynamic-CP, falling back to the better static
-// plan when it is not faster), or one of the static-CP baselines (for comparisons).
-enum { TRAIN_PLAN_AUTO = 0, TRAIN_PLAN_DYNAMIC, TRAIN_PLAN_STATIC, TRAIN_PLAN_PACKING };
 
 // Checks every input (config, store vs config, checkpoint) before the first step, then
 // trains. Checkpoints every train.ckpt_every steps and at the end.
@@ -160,5 +216,16 @@ enum { TRAIN_PLAN_AUTO = 0, TRAIN_PLAN_DYNAMIC, TRAIN_PLAN_STATIC, TRAIN_PLAN_PA
 // good clip left is replaced by the next. Skipping keeps resume bitwise: the same clips
 // fail the same way on a resume.
 tsr_status train_run(const train_options *o);
+
+// ---- samples during training (model/train/samples.c) ---------------------------------------
+// RUN/samples/sample-STEP.mp4 (Y4M without media): the EMA weights, copied into a sampling
+// model of their own (made on first use, tr->sampler), integrate the flow
+// (model/sample.h, sample_row) for train.sample_steps Euler steps from fixed seeds: one
+// clip per label of the store, side by side (the first 8 labels; seed 0 each, guidance
+// train.sample_cfg), or without labels 4 clips of seeds 0..3. The clip's grid is the
+// store's most common one, cut to at most mem_tokens / 2 tokens (fewer frames). Rank 0.
+// Nothing of the training state is written, so the losses and resume are bitwise those
+// of a run without samples (tests/train/samples.sh).
+tsr_status train_write_samples(trainer *tr, const train_options *o);
 
 #endif

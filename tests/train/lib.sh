@@ -32,3 +32,12 @@ expect_fail() {
 
 # losses RUN: the loss column of metrics.jsonl, one per line, as written (17 digits).
 losses() { jq -r '.loss' "$1/metrics.jsonl"; }
+# losses_only RUN: the training losses (lines of validation only have none)
+losses_only() { jq -r 'select(.loss) | .loss' "$1/metrics.jsonl"; }
+# ckpt_tensors FILE: the tensor bytes of a safetensors file, without its header (whose
+# metadata holds the config text, which differs between runs of other cadences)
+ckpt_tensors() {
+  local n
+  n=$(od -An -t u8 -N 8 "$1" | tr -d ' ')
+  tail -c +$((9 + n)) "$1"
+}

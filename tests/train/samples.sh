@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# tests/train/samples.sh — sample videos during training (train.sample_every):
+#  1. RUN/samples/sample-STEP.mp4 at every sample_every steps and at the last step: H.264
+#     of the store's frame rate, one clip per label side by side (2 labels here: the width
+#     is 2 clips of the store's most common grid plus a one-token gap), as many frames as
+#     that grid; the same file from a rerun (fixed seeds);
+#  2. sampling leaves training alone: the losses and the final weights are bitwise those
+#     of a run without samples, also when the sampled run stopped and resumed in between;
+#  3. without labels: 4 clips of seeds 0-3; a .y4m when asked for by a build without media
+#     is covered by tests/train/sample.sh (the same writer, tools/video.c).
+source "$(dirname "$0")/lib.sh"
+need_store
+RUN=(--config "$CONF" --data "$STORE" "${SMALL[@]}" --set model.num_classes=2
+     --set train.ckpt_keep=5 --set train.sample_steps=2)
+$T train "${RUN[@]}" --out "$W/plain" --steps 7 2>/dev/null
+$T train "${RUN[@]}" --set train.sample_every=3 --out "$W/s" --steps 7 2>"$W/s.log" ||
+  { cat "$W/s.log"; fail "training with samples"; }
+$T train "${RUN[@]}" --set train.sample_every=3 --out "$W/r" --steps 4 2>/dev/null
+$T train "${RUN[@]}" --set train.sample_every=3 --out "$W/r" --steps 7 --resume 2>/dev/null
+[ "$(ls "$W/s/samples" | tr '\n' ' ')" = "sample-3.mp4 sample-6.mp4 sample-7.mp4 " ] ||
+  fail "samples written: $(ls "$W/s/samples")"
+grep -q "samples of the EMA weights (2 labels, 2 Euler steps, 8x4x6 tokens each)" "$W/s.log" ||
+  fail "log: $(grep samples "$W/s.log")"
+# the store's most common grid is 8x4x6 (pt 2, 16x16 patches): 16 frames of 64x96 each,
+# side by side with a 16-pixel gap: 208 wide
+probe() { ffprobe -v error -select_streams v:0 -count_frames \
+  -show_entries stream=codec_name,width,height,nb_read_frames,r_frame_rate -of csv=p=0 "$1"; }
+[ "$(probe "$W/s/samples/sample-6.mp4")" = "h264,208,64,4/1,16" ] ||
+  fail "sample-6.mp4: $(probe "$W/s/samples/sample-6.mp4")"
+for f in sample-3.mp4 sample-6.mp4 sample-7.mp4; do
+  cmp "$W/s/samples/$f" "$W/r/samples/$f" || fail "$f differs between the run and the resumed run"
+done
+for r in s r; do
+  diff <(losses "$W/plain") <(losses "$W/$r") || fail "$r: losses differ from the run without samples"
+  diff <(jq -r .grad_norm "$W/plain/metrics.jsonl") <(jq -r .grad_norm "$W/$r/metrics.jsonl") ||
+    fail "$r: gradient norms differ"
+  cmp <(ckpt_tensors "$W/plain/ckpt-7.safetensors") <(ckpt_tensors "$W/$r/ckpt-7.safetensors") ||
+    fail "$r: the weights, EMA or moments after 7 steps differ from the run without samples"
+done
+# no labels: seeds 0-3 side by side
+$T train --config "$CONF" --data "$STORE" "${SMALL[@]}" --set train.sample_every=2 \
+  --set train.sample_steps=1 --out "$W/u" --steps 2 2>"$W/u.log"
+grep -q "samples of the EMA weights (seeds 0-3," "$W/u.log" || fail "unlabelled: $(grep samples "$W/u.log")"
+[ "$(probe "$W/u/samples/sample-2.mp4")" = "h264,432,64,4/1,16" ] ||
+  fail "unlabelled sample-2.mp4: $(probe "$W/u/samples/sample-2.mp4")"
+echo "samples: $(ls "$W/s/samples" | tr '\n' ' ')decode; losses and weights bitwise those without samples"

@@ -1,0 +1,108 @@
+// tools/video.c — sampled clips as MP4 or Y4M (tools/video.h).
+#include "tools/video.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/fs.h"
+#ifdef TESSERA_HAVE_MEDIA
+#include "ingest/encode.h"
+#endif
+#include "ingest/patchify.h"
+#include "tools/y4m.h"
+
+// Every frame of the clip as rgb24 (height x width x 3), in order, to put(ctx, frame).
+// The tokens are unpatchified one tubelet (pt frames) at a time.
+static tsr_status for_each_frame(const sample_result *s,
+                                 tsr_status (*put)(void *ctx, const uint8_t *rgb), void *ctx) {
+  const dit_config *mc = &s->mc;
+  const int height = s->H * mc->ph, width = s->W * mc->pw;
+  size_t P = (size_t)mc->pt * mc->ph * mc->pw * mc->channels;
+  size_t frame_bytes = (size_t)height * width * 3;
+  uint8_t *frames = malloc(frame_bytes * (size_t)mc->pt);
+  uint8_t **fp = malloc((size_t)mc->pt * sizeof *fp);
+  tsr_status r = frames && fp ? TSR_OK : err_set(TSR_ENOMEM, "out of memory for frames");
+  for (int f = 0; !r && f < mc->pt; f++) fp[f] = frames + (size_t)f * frame_bytes;
+  for (int t = 0; !r && t < s->T; t++) {
+    unpatchify_u8(s->tokens + (size_t)t * s->H * s->W * P, mc->pt, height, width, mc->channels,
+                  mc->ph, mc->pw, fp);
+    for (int f = 0; !r && f < mc->pt; f++) r = put(ctx, fp[f]);
+  }
+  free(frames);
+  free(fp);
+  return r;
+}
+
+#ifdef TESSERA_HAVE_MEDIA
+static tsr_status put_mp4(void *ctx, const uint8_t *rgb) {
+  return video_encoder_write_rgb(ctx, rgb);
+}
+
+static tsr_status write_mp4(const char *path, const sample_result *s) {
+  encode_opts eo = {.width = s->W * s->mc.pw, .height = s->H * s->mc.ph,
+                    .fps_num = s->store.fps_num, .fps_den = s->store.fps_den, .crf = 18};
+  video_encoder *e = NULL;
+  tsr_status r = video_encoder_open(&e, path, &eo);
+  if (!r) r = for_each_frame(s, put_mp4, e);
+  if (!r) r = video_encoder_finish(e);
+  video_encoder_free(&e);
+  return r;
+}
+#else
+static tsr_status write_mp4(const char *path, const sample_result *s) {
+  (void)s;
+  return err_set(TSR_EINVAL, "%s: this tessera was built without media (FFmpeg): it writes "
+                 "Y4M only (a path ending in .y4m)", path);
+}
+#endif
+
+typedef struct {
+  FILE *f;
+  int width, height;
+} y4m_sink;
+
+static tsr_status put_y4m(void *ctx, const uint8_t *rgb) {
+  y4m_sink *y = ctx;
+  return y4m_write_frame_rgb(y->f, rgb, y->width, y->height);
+}
+
+static tsr_status write_y4m(const char *path, const sample_result *s) {
+  fs_atomic a = {0};
+  y4m_sink y = {.width = s->W * s->mc.pw, .height = s->H * s->mc.ph};
+  tsr_status r = fs_atomic_open(&a, path);
+  if (!r) r = y4m_write_header(y.f = a.f, y.width, y.height, s->store.fps_num, s->store.fps_den);
+  if (!r) r = for_each_frame(s, put_y4m, &y);
+  if (!r) r = fs_atomic_commit(&a);
+  fs_atomic_abort(&a);
+  return r;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && !strcasecmp(s + n - m, suffix);
+}
+
+tsr_status video_write(const char *path, const sample_result *s) {
+  if (s->mc.channels != 3)
+    return err_set(TSR_EINVAL, "%s: the model has %d channels; only RGB (3) can be written as "
+                   "video", path, s->mc.channels);
+  tsr_status r = ends_with(path, ".y4m") ? write_y4m(path, s) : write_mp4(path, s);
+  return r ? err_wrap(r, "writing %s: ", path) : TSR_OK;
+}
+
+const char *video_default_ext(void) {
+#ifdef TESSERA_HAVE_MEDIA
+  return "mp4";
+#else
+  return "y4m";
+#endif
+}
+
+tsr_status video_write_default(const char *path_noext, const sample_result *s, char *written,
+                               size_t cap) {
+  if (snprintf(written, cap, "%s.%s", path_noext, video_default_ext()) >= (int)cap)
+    return err_set(TSR_EINVAL, "path too long: %s", path_noext);
+  return video_write(written, s);
+}
