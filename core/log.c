@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 static int log_rank = 0, log_world = 1;
+// 1 while a progress line is on the terminal without its newline: a log line clears it
+// first, so a message never lands after the half-line (the next update redraws it).
+static int line_open;
 
 void log_set_rank(int rank, int world) {
   log_rank = rank;
@@ -18,6 +21,8 @@ static void log_v(const char *level, const char *fmt, va_list ap) {
   if (log_world > 1) n = snprintf(line, sizeof line, "[rank %d] ", log_rank);
   if (level) n += snprintf(line + n, sizeof line - n, "%s: ", level);
   vsnprintf(line + n, sizeof line - n, fmt, ap);
+  if (line_open) fputs("\r\033[K", stderr);
+  line_open = 0;
   fprintf(stderr, "%s\n", line);  // one write per line keeps ranks' lines whole
 }
 
@@ -87,10 +92,12 @@ void progress_update(progress *p, double done, double total, int force,
     fprintf(stderr, "%s%s: %s | %3.0f%% | elapsed %s | ETA %s\n", rp, p->what, msg,
             100 * frac, el, eta);
   p->drawn = p->tty;
+  line_open = p->tty;
   fflush(stderr);
 }
 
 void progress_end(progress *p) {
-  if (p->drawn) fputc('\n', stderr);
+  if (p->drawn && line_open) fputc('\n', stderr);  // not if a message cleared it since
   p->drawn = 0;
+  line_open = 0;
 }

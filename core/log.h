@@ -1,7 +1,8 @@
 // core/log.h — logging and progress lines.
 //
 // log_info/log_warn/log_error write one line to stderr, prefixed with the MPI rank
-// when the job has more than one. A progress line (progress_*) redraws itself in place
+// when the job has more than one; a progress line drawn on the terminal is cleared first
+// (the next progress_update draws it again below the message). A progress line (progress_*) redraws itself in place
 // on a terminal and prints at most every `interval` seconds otherwise, so long jobs
 // show what they do, how fast and how long is left without flooding CI logs.
 #ifndef TESSERA_CORE_LOG_H

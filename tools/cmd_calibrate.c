@@ -9,6 +9,7 @@
 #include "model/train/calibrate.h"
 #include "model/config.h"
 #include "tools/backend.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/parse.h"
 
@@ -55,9 +56,8 @@ int cmd_calibrate(int argc, char **argv) {
   backend_choice bc;
   tsr_status st = TSR_OK;
   int c;
-  optind = 1;
-  opterr = 0;  // our message below names the option
-  while (!st && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+  cli_reset();
+  while (!st && (c = cli_getopt(argc, argv, opts)) != -1) {
     switch (c) {
     case O_CONFIG: config = optarg; break;
     case O_SET:
@@ -71,13 +71,12 @@ int cmd_calibrate(int argc, char **argv) {
     case O_POINTS: st = parse_int("--points", optarg, 3, 64, &o.points); break;
     case O_REPS: st = parse_int("--reps", optarg, 1, 1000, &o.reps); break;
     case O_BACKEND: backend = optarg; break;
-    default:
-      st = err_set(TSR_EINVAL, "unknown option or missing value: '%s' (see --help)",
-                   argv[optind - 1]);
+    default: st = TSR_EINVAL;  // cli_getopt said why
     }
   }
-  if (!st && (!config || !out))
-    st = err_set(TSR_EINVAL, "--config and --out are required (see --help)");
+  if (!st) st = cli_positionals(argc, argv, 0, 0, "");
+  if (!st && (!config || !out)) st = err_set(TSR_EINVAL, "missing %s", !config ? "--config FILE" : "--out FILE");
+  if (st) return cli_usage_error("calibrate");
   dit_config mc;
   train_config tc;
   cost_model bm;
@@ -111,6 +110,5 @@ int cmd_calibrate(int argc, char **argv) {
          "fit within %.1f%%; wrote %s\n",
          res.cost.a, res.cost.b, res.cost.ovh, res.cost.kv, 100 * res.max_rel_err, out);
 end:
-  if (st) log_error("tessera calibrate: %s", err_msg());
-  return st ? 1 : 0;
+  return st ? cli_error("calibrate") : 0;
 }

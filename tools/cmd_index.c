@@ -1,5 +1,6 @@
 // tools/cmd_index.c — `tessera index stats|verify|merge|recover|export`: inspect and
 // maintain a token store (ingest/store.h, ingest/store_ops.h, ingest/export.h).
+#include <getopt.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #endif
 #include "ingest/store.h"
 #include "ingest/store_ops.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/parse.h"
 
@@ -23,6 +25,8 @@ static void usage(FILE *f) {
           "Inspects and maintains a token store made by `tessera ingest`.\n\n"
           "subcommands:\n"
           "  stats STORE [--json]     counts, tokens, hours, length histograms, failed sources\n"
+          "  list STORE [filters]     one line per clip: id, source, start, length, tokens,\n"
+          "                           label (the ids `export --clip` takes)\n"
           "  verify STORE             check every shard header and clip checksum\n"
           "  merge OUT IN...          combine stores with identical settings into OUT\n"
           "  recover STORE            finish an interrupted ingest's bookkeeping (merge parts,\n"
@@ -125,19 +129,14 @@ static int cmd_stats(int argc, char **argv) {
            "  --json   the same as one JSON object on stdout\n");
     return 0;
   }
-  const char *dir = NULL;
-  int json = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--json")) json = 1;
-    else if (argv[i][0] == '-' || dir) {
-      fprintf(stderr, "tessera index stats: unexpected argument '%s' (see --help)\n", argv[i]);
-      return 1;
-    } else dir = argv[i];
-  }
-  if (!dir) {
-    fprintf(stderr, "tessera index stats: missing STORE (see --help)\n");
-    return 1;
-  }
+  static const struct option opts[] = {{"json", no_argument, 0, 'j'}, {0, 0, 0, 0}};
+  int json = 0, c;
+  tsr_status st = TSR_OK;
+  cli_reset();
+  while (!st && (c = cli_getopt(argc, argv, opts)) != -1) st = c == 'j' ? (json = 1, TSR_OK) : TSR_EINVAL;
+  if (!st) st = cli_positionals(argc, argv, 1, 1, "STORE");
+  if (st) return cli_usage_error("index stats");
+  const char *dir = argv[optind];
   store_index *ix = NULL;
   store_totals t;
   store_settings s;
@@ -145,7 +144,7 @@ static int cmd_stats(int argc, char **argv) {
   histo_init(&sc.sec, -6);  // from 1/64 s
   histo_init(&sc.tok, 0);
   json_t *failed = json ? json_array() : NULL;
-  tsr_status st = store_open(&ix, dir, 0, NULL);
+  st = store_open(&ix, dir, 0, NULL);
   if (!st) st = index_settings(ix, &s);
   if (!st) st = index_totals(ix, &t);
   if (!st) st = index_foreach_clip(ix, stats_clip, &sc);
@@ -153,8 +152,7 @@ static int cmd_stats(int argc, char **argv) {
   if (st) {
     index_close(&ix);
     json_decref(failed);
-    log_error("tessera index stats: %s", err_msg());
-    return 1;
+    return cli_error("index stats");
   }
   const char *dt = s.dtype == STORE_DTYPE_BF16 ? "bf16" : "u8";
   if (json) {
@@ -174,8 +172,8 @@ static int cmd_stats(int argc, char **argv) {
     if (!o || json_dumpf(o, stdout, JSON_INDENT(2)) != 0) {
       json_decref(o);
       index_close(&ix);
-      log_error("tessera index stats: cannot write JSON");
-      return 1;
+      err_set(TSR_EIO, "cannot write JSON to stdout");
+      return cli_error("index stats");
     }
     putchar('\n');
     json_decref(o);
@@ -199,12 +197,103 @@ static int cmd_stats(int argc, char **argv) {
   if (t.sources_failed) {
     printf("failed sources:\n");
     if (index_foreach_failed(ix, print_failed, NULL)) {
-      log_error("tessera index stats: %s", err_msg());
       index_close(&ix);
-      return 1;
+      return cli_error("index stats");
     }
   }
   index_close(&ix);
+  return 0;
+}
+
+// ---- list -----------------------------------------------------------------------------
+
+typedef struct {
+  const char *label, *source;  // filters: exact label ("" = none), substring of the path
+  int64_t min_tokens, max_tokens, limit, shown, matched;
+  json_t *json;                // --json: the array, else NULL (text)
+} list_ctx;
+
+static int list_clip(const store_clip_row *r, void *p) {
+  list_ctx *x = p;
+  const char *label = r->c.label ? r->c.label : "";
+  if (x->label && strcmp(label, x->label)) return 0;
+  if (x->source && !strstr(r->source, x->source)) return 0;
+  if (r->c.tokens < x->min_tokens || (x->max_tokens && r->c.tokens > x->max_tokens)) return 0;
+  x->matched++;
+  if (x->limit && x->shown >= x->limit) return 0;
+  x->shown++;
+  if (x->json)
+    return json_array_append_new(x->json, json_pack(
+        "{s:I, s:s, s:i, s:f, s:f, s:i, s:i, s:i, s:I, s:s}", "id", (json_int_t)r->id, "source",
+        r->source, "clip_index", r->c.clip_index, "start_s", r->c.start_s, "duration_s",
+        r->c.duration_s, "T", r->c.T, "H", r->c.H, "W", r->c.W, "tokens",
+        (json_int_t)r->c.tokens, "label", label)) != 0;
+  printf("%8lld  %9.2f  %8.2f  %5dx%dx%-4d %9lld  %-12s  %s\n", (long long)r->id, r->c.start_s,
+         r->c.duration_s, r->c.T, r->c.H, r->c.W, (long long)r->c.tokens, label[0] ? label : "-",
+         r->source);
+  return 0;
+}
+
+static int cmd_list(int argc, char **argv) {
+  if (wants_help(argc, argv)) {
+    printf("usage: tessera index list STORE [--label L] [--source TEXT] [--min-tokens N]\n"
+           "                          [--max-tokens N] [--limit N] [--json]\n\n"
+           "One line per clip, in id order: id, start and length in the source (seconds),\n"
+           "token grid TxHxW, tokens, label and source path. The id is what\n"
+           "`tessera index export STORE --clip ID` takes.\n"
+           "  --label L        clips labelled L only (--label '' : clips without a label)\n"
+           "  --source TEXT    clips whose source path contains TEXT\n"
+           "  --min-tokens N   clips of at least N tokens\n"
+           "  --max-tokens N   clips of at most N tokens\n"
+           "  --limit N        the first N matching clips (the count of all is printed)\n"
+           "  --json           a JSON array of {id, source, clip_index, start_s, duration_s,\n"
+           "                   T, H, W, tokens, label} on stdout instead\n");
+    return 0;
+  }
+  static const struct option opts[] = {
+      {"label", required_argument, 0, 'l'}, {"source", required_argument, 0, 's'},
+      {"min-tokens", required_argument, 0, 'n'}, {"max-tokens", required_argument, 0, 'x'},
+      {"limit", required_argument, 0, 'k'}, {"json", no_argument, 0, 'j'}, {0, 0, 0, 0}};
+  list_ctx x = {0};
+  int json = 0, c;
+  tsr_status st = TSR_OK;
+  cli_reset();
+  while (!st && (c = cli_getopt(argc, argv, opts)) != -1) {
+    switch (c) {
+    case 'l': x.label = optarg; break;
+    case 's': x.source = optarg; break;
+    case 'n': st = parse_i64("--min-tokens", optarg, 0, INT64_MAX, &x.min_tokens); break;
+    case 'x': st = parse_i64("--max-tokens", optarg, 1, INT64_MAX, &x.max_tokens); break;
+    case 'k': st = parse_i64("--limit", optarg, 1, INT64_MAX, &x.limit); break;
+    case 'j': json = 1; break;
+    default: st = TSR_EINVAL;  // cli_getopt said why
+    }
+  }
+  if (!st) st = cli_positionals(argc, argv, 1, 1, "STORE");
+  if (!st && x.max_tokens && x.max_tokens < x.min_tokens)
+    st = err_set(TSR_EINVAL, "--max-tokens %lld is below --min-tokens %lld",
+                 (long long)x.max_tokens, (long long)x.min_tokens);
+  if (st) return cli_usage_error("index list");
+  const char *dir = argv[optind];
+  store_index *ix = NULL;
+  if (json && !(x.json = json_array())) {
+    err_set(TSR_ENOMEM, "out of memory");
+    return cli_error("index list");
+  }
+  if (!json)
+    printf("%8s  %9s  %8s  %-12s %9s  %-12s  %s\n", "id", "start_s", "length_s", "grid TxHxW",
+           "tokens", "label", "source");
+  st = store_open(&ix, dir, 0, NULL);
+  if (!st) st = index_foreach_clip(ix, list_clip, &x);
+  index_close(&ix);
+  if (!st && json && (json_dumpf(x.json, stdout, JSON_INDENT(2)) || putchar('\n') == EOF))
+    st = err_set(TSR_EIO, "cannot write JSON to stdout");
+  json_decref(x.json);
+  if (st) return cli_error("index list");
+  fflush(stdout);  // the table before the count, on a terminal
+  if (!json)
+    fprintf(stderr, "index list: %lld clips match, %lld shown\n", (long long)x.matched,
+            (long long)x.shown);
   return 0;
 }
 
@@ -214,16 +303,26 @@ static void verify_line(const char *line, int problem, void *ctx) {
   printf("%s%s\n", problem ? "CORRUPT: " : "", line);
 }
 
+// Commands whose only argument is STORE (verify, recover): no options.
+static tsr_status store_only(int argc, char **argv, const char *what) {
+  static const struct option none[] = {{0, 0, 0, 0}};
+  cli_reset();
+  if (cli_getopt(argc, argv, none) != -1) return TSR_EINVAL;
+  return cli_positionals(argc, argv, 1, 1, what);
+}
+
 static int cmd_verify(int argc, char **argv) {
-  if (wants_help(argc, argv) || argc != 2) {
+  if (wants_help(argc, argv)) {
     printf("usage: tessera index verify STORE\n\n"
            "Checks every shard's header and, for every clip of the index, its block header,\n"
            "size and payload checksum (XXH3-64). Prints each problem (shard, offset, clip id,\n"
            "source) and a summary. Notes (unreferenced shards, uncommitted tails, unmerged\n"
            "parts) are tidied by `tessera index recover` and are not corruption.\n"
            "exit status: 0 clean, 3 corruption found, 1 store unreadable or bad arguments.\n");
-    return argc == 2 ? 0 : 1;
+    return 0;
   }
+  if (store_only(argc, argv, "STORE")) return cli_usage_error("index verify");
+  argv += optind - 1;  // argv[1] is STORE
   store_verify_result res;
   double t0 = time_now();
   char who[1024];
@@ -232,10 +331,7 @@ static int cmd_verify(int argc, char **argv) {
   if (store_lock_holder(argv[1], who, sizeof who))
     printf("note: a writer is active on %s (%s): shard tails and parts it has not committed "
            "yet show as notes\n", argv[1], who);
-  if (store_verify(argv[1], verify_line, NULL, &res)) {
-    log_error("tessera index verify: %s", err_msg());
-    return 1;
-  }
+  if (store_verify(argv[1], verify_line, NULL, &res)) return cli_error("index verify");
   int64_t bad = res.shards_bad + res.clips_bad;
   printf("verify %s: %lld shards (%lld bad), %lld clips (%lld bad), %.3f GB checked in %.1f s; "
          "%lld unreferenced shards, %lld uncommitted bytes, %lld unmerged parts: %s\n",
@@ -249,25 +345,24 @@ static int cmd_verify(int argc, char **argv) {
 // ---- merge / recover ------------------------------------------------------------------
 
 static int cmd_merge(int argc, char **argv) {
-  if (wants_help(argc, argv) || argc < 3) {
+  if (wants_help(argc, argv)) {
     printf("usage: tessera index merge OUT IN...\n\n"
            "Combines the stores IN... into OUT (created if missing; an existing OUT keeps its\n"
            "clips). All stores must have identical settings; otherwise nothing is written.\n"
            "Shard files are hard-linked into OUT/shards when on the same file system, else\n"
            "copied; sources already done in OUT are skipped. The inputs are not modified.\n"
            "exit status: 0 merged, 1 refused or failed.\n");
-    return argc < 3 && !wants_help(argc, argv) ? 1 : 0;
+    return 0;
   }
-  for (int i = 1; i < argc; i++)
-    if (argv[i][0] == '-') {
-      fprintf(stderr, "tessera index merge: unknown option '%s' (see --help)\n", argv[i]);
-      return 1;
-    }
+  static const struct option none[] = {{0, 0, 0, 0}};
+  cli_reset();
+  tsr_status st = cli_getopt(argc, argv, none) != -1 ? TSR_EINVAL : TSR_OK;
+  if (!st) st = cli_positionals(argc, argv, 2, argc, argc - optind == 0 ? "OUT and IN..." : "IN...");
+  if (st) return cli_usage_error("index merge");
+  argv += optind - 1;  // argv[1] is OUT, then the inputs
+  argc -= optind - 1;
   store_merge_result res;
-  if (store_merge(argv[1], argv + 2, argc - 2, &res)) {
-    log_error("tessera index merge: %s", err_msg());
-    return 1;
-  }
+  if (store_merge(argv[1], argv + 2, argc - 2, &res)) return cli_error("index merge");
   printf("merge %s: %lld stores, %lld clips added, %lld sources already present, %lld shards "
          "linked, %lld copied\n", argv[1], (long long)res.stores, (long long)res.clips,
          (long long)res.skipped, (long long)res.shards_linked, (long long)res.shards_copied);
@@ -277,7 +372,7 @@ static int cmd_merge(int argc, char **argv) {
 static void rebuild_line(const char *line, void *ctx) { fprintf(stderr, "recover: %s\n", line); }
 
 static int cmd_recover(int argc, char **argv) {
-  if (wants_help(argc, argv) || argc != 2) {
+  if (wants_help(argc, argv)) {
     printf("usage: tessera index recover STORE\n\n"
            "Brings a store to a consistent state after a crash (what `tessera ingest` does on\n"
            "start): merges leftover per-rank parts into the index, cuts shard bytes past the\n"
@@ -287,9 +382,10 @@ static int cmd_recover(int argc, char **argv) {
            "is kept as index.sqlite.unusable-TIME). Failed sources cannot be recovered from\n"
            "shards (they have no block): a rerun of ingest tries them again. Takes the store's\n"
            "writer lock: refused while an ingest or merge writes to the store.\n");
-    return argc == 2 ? 0 : 1;
+    return 0;
   }
-  const char *dir = argv[1];
+  if (store_only(argc, argv, "STORE")) return cli_usage_error("index recover");
+  const char *dir = argv[optind];
   store_lock *lock = NULL;
   store_index *ix = NULL;
   store_recovery rep = {0};
@@ -308,10 +404,7 @@ static int cmd_recover(int argc, char **argv) {
   if (!st) st = store_recover_report(dir, ix, &rep);
   index_close(&ix);
   store_lock_release(&lock);
-  if (st) {
-    log_error("tessera index recover: %s", err_msg());
-    return 1;
-  }
+  if (st) return cli_error("index recover");
   if (rebuilt)
     printf("recover %s: index rebuilt from %lld shards (%lld of format 1, %lld unreadable and "
            "kept): %lld sources, %lld clips (%lld without their source); %lld blocks of "
@@ -333,45 +426,36 @@ static int cmd_recover(int argc, char **argv) {
 static int cmd_export(int argc, char **argv) {
   if (wants_help(argc, argv)) {
     printf("usage: tessera index export STORE --clip ID --out FILE.mp4 [--crf N] [--raw]\n\n"
-           "Rebuilds clip ID (see `tessera index stats`/the index's clips table) from its\n"
+           "Rebuilds clip ID (`tessera index list STORE` lists the ids) from its\n"
            "tokens, after checking its checksum, and encodes it as H.264 at the store's frame\n"
            "rate, so you see exactly what the model will see.\n"
            "  --crf N   x264 constant rate factor, 0 = lossless         [18]\n"
            "  --raw     write raw rgb24 frames (frames, h, w, 3) instead of MP4\n");
     return 0;
   }
-  const char *dir = NULL, *out = NULL;
+  static const struct option opts[] = {{"clip", required_argument, 0, 'c'},
+                                       {"out", required_argument, 0, 'o'},
+                                       {"crf", required_argument, 0, 'q'},
+                                       {"raw", no_argument, 0, 'r'}, {0, 0, 0, 0}};
+  const char *out = NULL;
   int64_t clip = -1;
-  int crf = 18, raw = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    tsr_status st = TSR_OK;
-    if (!strcmp(a, "--raw")) {
-      raw = 1;
-    } else if (!strcmp(a, "--clip") || !strcmp(a, "--out") || !strcmp(a, "--crf")) {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "tessera index export: %s needs a value\n", a);
-        return 1;
-      }
-      const char *v = argv[++i];
-      if (!strcmp(a, "--clip")) st = parse_i64("--clip", v, 1, INT64_MAX, &clip);
-      else if (!strcmp(a, "--crf")) st = parse_int("--crf", v, 0, 51, &crf);
-      else out = v;
-    } else if (a[0] != '-' && !dir) {
-      dir = a;
-    } else {
-      fprintf(stderr, "tessera index export: unexpected argument '%s' (see --help)\n", a);
-      return 1;
-    }
-    if (st) {
-      fprintf(stderr, "tessera index export: %s\n", err_msg());
-      return 1;
+  int crf = 18, raw = 0, c;
+  tsr_status pst = TSR_OK;
+  cli_reset();
+  while (!pst && (c = cli_getopt(argc, argv, opts)) != -1) {
+    switch (c) {
+    case 'c': pst = parse_i64("--clip", optarg, 1, INT64_MAX, &clip); break;
+    case 'o': out = optarg; break;
+    case 'q': pst = parse_int("--crf", optarg, 0, 51, &crf); break;
+    case 'r': raw = 1; break;
+    default: pst = TSR_EINVAL;  // cli_getopt said why
     }
   }
-  if (!dir || !out || clip < 0) {
-    fprintf(stderr, "tessera index export: needs STORE, --clip ID and --out FILE (see --help)\n");
-    return 1;
-  }
+  if (!pst) pst = cli_positionals(argc, argv, 1, 1, "STORE");
+  if (!pst && clip < 0) pst = err_set(TSR_EINVAL, "missing --clip ID (`tessera index list STORE` lists them)");
+  if (!pst && !out) pst = err_set(TSR_EINVAL, "missing --out FILE");
+  if (pst) return cli_usage_error("index export");
+  const char *dir = argv[optind];
 #ifdef TESSERA_HAVE_MEDIA
   tsr_status st = raw ? export_clip_raw(dir, clip, out) : export_clip_mp4(dir, clip, out, crf);
 #else
@@ -381,18 +465,15 @@ static int cmd_export(int argc, char **argv) {
                           "-DTESSERA_MEDIA=OFF or no libav* dev files): run export on a build with "
                           "media");
 #endif
-  if (st) {
-    log_error("tessera index export: %s", err_msg());
-    return 1;
-  }
+  if (st) return cli_error("index export");
   printf("exported clip %lld of %s to %s\n", (long long)clip, dir, out);
   return 0;
 }
 
 int cmd_index(int argc, char **argv) {
   if (argc < 2) {
-    usage(stderr);
-    return 1;
+    err_set(TSR_EINVAL, "missing the subcommand (stats, list, verify, merge, recover, export)");
+    return cli_usage_error("index");
   }
   const char *sub = argv[1];
   if (!strcmp(sub, "-h") || !strcmp(sub, "--help") || !strcmp(sub, "help")) {
@@ -400,11 +481,12 @@ int cmd_index(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(sub, "stats")) return cmd_stats(argc - 1, argv + 1);
+  if (!strcmp(sub, "list")) return cmd_list(argc - 1, argv + 1);
   if (!strcmp(sub, "verify")) return cmd_verify(argc - 1, argv + 1);
   if (!strcmp(sub, "merge")) return cmd_merge(argc - 1, argv + 1);
   if (!strcmp(sub, "recover")) return cmd_recover(argc - 1, argv + 1);
   if (!strcmp(sub, "export")) return cmd_export(argc - 1, argv + 1);
-  fprintf(stderr, "tessera index: unknown subcommand '%s'\n\n", sub);
-  usage(stderr);
-  return 1;
+  err_set(TSR_EINVAL, "unknown subcommand '%s' (stats, list, verify, merge, recover, export)",
+          sub);
+  return cli_usage_error("index");
 }

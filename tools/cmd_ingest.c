@@ -3,12 +3,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <errno.h>
 
 #include "core/comm.h"
 #include "core/log.h"
 #ifdef TESSERA_HAVE_MEDIA
 #include "ingest/ingest.h"
 #endif
+#include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/parse.h"
 
@@ -47,9 +50,9 @@ int cmd_ingest(int argc, char **argv) {
     printf("\nThis tessera was built without media (FFmpeg): ingest is not available.\n");
     return 0;
   }
-  log_error("tessera ingest: this tessera was built without media (FFmpeg; "
-            "cmake -DTESSERA_MEDIA=OFF or no libav* dev files): run ingest on a build with media");
-  return 1;
+  err_set(TSR_EINVAL, "this tessera was built without media (FFmpeg; cmake "
+          "-DTESSERA_MEDIA=OFF or no libav* dev files): run ingest on a build with media");
+  return cli_error("ingest");
 }
 #else
 typedef struct {
@@ -60,6 +63,20 @@ static int print_failed(const char *path, const char *error, void *arg) {
   failed_ctx *c = arg;
   if (c->nfailed++ < 50) fprintf(stderr, "  failed: %s\n", error && *error ? error : path);
   return 0;
+}
+
+// Every SRC named on the command line (a file, a directory, or @LIST's list file) must
+// exist before anything is created: a typo must not leave an empty store behind.
+static tsr_status check_sources(char **srcs, int n) {
+  for (int i = 0; i < n; i++) {
+    const char *p = srcs[i][0] == '@' ? srcs[i] + 1 : srcs[i];
+    struct stat sb;
+    if (stat(p, &sb))
+      return err_set(TSR_EIO, "%s%s: %s; nothing was ingested and no store was created or "
+                     "changed", srcs[i][0] == '@' ? "source list " : "source ", p,
+                     strerror(errno));
+  }
+  return TSR_OK;
 }
 
 int cmd_ingest(int argc, char **argv) {
@@ -82,9 +99,8 @@ int cmd_ingest(int argc, char **argv) {
       {0, 0, 0, 0}};
   int c;
   tsr_status st = TSR_OK;
-  optind = 1;
-  opterr = 0;  // our message below names the option
-  while (!st && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+  cli_reset();
+  while (!st && (c = cli_getopt(argc, argv, opts)) != -1) {
     switch (c) {
     case O_OUT: out = optarg; break;
     case O_FPS: st = parse_rational("--fps", optarg, &o.settings.fps_num, &o.settings.fps_den); break;
@@ -101,32 +117,24 @@ int cmd_ingest(int argc, char **argv) {
     case O_RETRY: o.retry_failed = 1; break;
     case O_MAXPIX: st = parse_i64("--max-pixels", optarg, 1, INT64_MAX, &o.max_pixels); break;
     case O_QUIET: o.progress = 0; break;
-    default:
-      log_error("tessera ingest: unknown option or missing value: '%s' (see --help)",
-                argv[optind - 1]);
-      return 1;
+    default: st = TSR_EINVAL;  // cli_getopt said why
     }
   }
-  if (st) {
-    log_error("tessera ingest: %s", err_msg());
-    return 1;
-  }
-  if (!out || optind >= argc) {
-    log_error("tessera ingest: %s (see --help)",
-              !out ? "--out STORE is required" : "no source given (files, directories or @LIST)");
-    return 1;
-  }
+  if (!st && !out) st = err_set(TSR_EINVAL, "missing --out STORE");
+  if (!st) st = cli_positionals(argc, argv, 1, argc, "SRC (files, directories or @LIST)");
   // Ranges of fps (a fraction) and the patch, and the patch against the short side: the
   // limits of store.h, the same check the index applies when a store is created.
-  if (store_settings_check(&o.settings)) {
-    log_error("tessera ingest: %s (see --help for the ranges)", err_msg());
-    return 1;
-  }
+  if (!st && store_settings_check(&o.settings))
+    st = err_wrap(TSR_EINVAL, "bad settings: ");
+  if (st) return cli_usage_error("ingest");
+  if (check_sources(argv + optind, argc - optind)) return cli_error("ingest");
+  struct stat sb;
+  int existed = stat(out, &sb) == 0;
   ingest_result res;
   st = ingest_run(out, argv + optind, argc - optind, &o, &res);
   if (st) {
-    log_error("tessera ingest: into %s: %s", out, err_msg());
-    return 1;
+    err_wrap(st, "into %s: ", out);
+    return cli_error("ingest");
   }
   if (comm_rank() != 0) return res.sources_failed + res.sources_failed_kept ? 2 : 0;
   double fps = res.seconds > 0 ? res.decoded_frames / res.seconds : 0;
@@ -146,6 +154,10 @@ int cmd_ingest(int argc, char **argv) {
       if (fc.nfailed > 50) fprintf(stderr, "  ... and %d more\n", fc.nfailed - 50);
       index_close(&ix);
     }
+    if (!existed && res.clips == 0)
+      log_warn("ingest: store %s was created by this run and holds no clip, only the record "
+               "of the failed sources above: fix them and rerun with --retry-failed, or "
+               "remove %s", out, out);
     return 2;
   }
   return 0;

@@ -14,6 +14,7 @@
 #include "sched/lengths.h"
 #include "sched/plan_json.h"
 #include "sched/sched.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/parse.h"
 
@@ -118,14 +119,13 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
       {"waves", no_argument, 0, O_WAVES},           {0, 0, 0, 0}};
   *a = (plan_args){.gpn = 8, .batch = 256, .steps = 1};
   int geometry_parts = 0;
-  optind = 1;
-  opterr = 0;
+  cli_reset();
   int o;
   // Ranges: sched/cost.h (SCHED_MAX_*: 64-bit safe sizes) and sched/lengths.h.
   static const int size_hi[2] = {1 << 16, 1 << 16}, patch_hi[3] = {64, 1024, 1024};
   const int64_t maxtok = SCHED_MAX_TOKENS;
   lengths_opts *lo = &a->lo;
-  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+  while ((o = cli_getopt(argc, argv, opts)) != -1) {
     tsr_status st = TSR_OK;
     int dims[3];
     switch (o) {
@@ -159,20 +159,18 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
     case O_COST: a->cost_path = optarg; break;
     case O_JSON: a->json_path = optarg; break;
     case O_WAVES: a->show_waves = 1; break;
-    default:
-      return err_set(TSR_EINVAL, "unknown option or missing value: '%s' (see --help)",
-                     argv[optind - 1]);
+    default: return TSR_EINVAL;  // cli_getopt said why
     }
     if (st) return st;
   }
-  if (optind < argc)
-    return err_set(TSR_EINVAL, "unexpected argument '%s' (see --help)", argv[optind]);
+  tsr_status st = cli_positionals(argc, argv, 0, 0, "");
+  if (st) return st;
   const char *missing = !a->lengths_spec && !a->store ? "--lengths or --data"
                         : !a->ranks                   ? "--ranks"
                         : !a->mem                     ? "--mem-tokens"
                         : !a->cost_path               ? "--cost"
                                                       : NULL;
-  if (missing) return err_set(TSR_EINVAL, "%s is required (see --help)", missing);
+  if (missing) return err_set(TSR_EINVAL, "missing %s", missing);
   if (a->lengths_spec && a->store) return err_set(TSR_EINVAL, "give --lengths or --data, not both");
   if (geometry_parts && geometry_parts != 3)
     return err_set(TSR_EINVAL, "the token geometry needs all of --fps, --size, --patch");
@@ -210,15 +208,27 @@ static void print_row(const char *label, double plan_s, double packing_s, double
   printf("\n");
 }
 
+// The totals in words: how much faster the plans are, how close to the bound, and whether
+// Dynamic-CP ran or fell back to a static plan, and why.
 static void print_summary(const sched_totals *tot) {
   printf("summary: dynamic plan %.3f s/step, %.3fx over packing only, %.3fx over static "
-         "balanced, efficiency %.3f (bound per issue formula: %.3f), planner %.2f ms/batch "
-         "(max %.2f), fallback in %d of %d steps\n",
+         "balanced; efficiency %.3f against the lower bound (%.3f against the per-clip "
+         "bound); planner %.2f ms/batch (max %.2f)\n",
          tot->predicted_s / tot->steps, ratio(tot->packing_only_s, tot->predicted_s),
          ratio(tot->static_balanced_s, tot->predicted_s),
          ratio(tot->lower_bound_s, tot->predicted_s), ratio(tot->lower_bound_ref_s, tot->predicted_s),
-         tot->plan_ms / tot->steps, tot->plan_ms_max, tot->steps - tot->used[SCHED_USED_DYNAMIC],
-         tot->steps);
+         tot->plan_ms / tot->steps, tot->plan_ms_max);
+  int fell = tot->steps - tot->used[SCHED_USED_DYNAMIC];
+  if (!fell) {
+    printf("plans: Dynamic-CP's own plan ran in all %d steps (it was faster than both static "
+           "plans)\n", tot->steps);
+    return;
+  }
+  printf("plans: Dynamic-CP fell back to a static plan in %d of %d steps (static balanced %d, "
+         "packing only %d) because its own plan was not faster there: its plans would take "
+         "%.3f s in all, the plans run %.3f s\n", fell, tot->steps,
+         tot->used[SCHED_USED_STATIC_BALANCED], tot->used[SCHED_USED_PACKING_ONLY],
+         tot->dynamic_s, tot->predicted_s);
 }
 
 typedef struct {
@@ -272,8 +282,8 @@ int cmd_plan(int argc, char **argv) {
   lengths_set ls = {0};
   sched_json *js = NULL;
   sched_totals tot = {0};
-  tsr_status st = parse_args(argc, argv, &a);
-  if (!st) st = load_inputs(&a, &ls, &cfg);
+  if (parse_args(argc, argv, &a)) return cli_usage_error("plan");
+  tsr_status st = load_inputs(&a, &ls, &cfg);
   if (!st && a.json_path) st = sched_json_begin(&js, &cfg);
   if (st) goto done;
   int nlev = 0;
@@ -297,7 +307,7 @@ int cmd_plan(int argc, char **argv) {
   print_summary(&tot);
   if (js) st = sched_json_write(js, &tot, a.json_path);
 done:
-  if (st) log_error("tessera plan: %s", err_msg());
+  if (st) cli_error("plan");
   sched_json_free(&js);
   lengths_free(&ls);
   return st ? 1 : 0;

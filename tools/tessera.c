@@ -9,6 +9,7 @@
 #include "core/comm.h"
 #include "core/log.h"
 #include "kernels/kernels.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 
 typedef struct {
@@ -19,7 +20,7 @@ typedef struct {
 
 static const command commands[] = {
     {"ingest", cmd_ingest, "decode videos into tubelet tokens: shards + SQLite index"},
-    {"index", cmd_index, "inspect a store: stats, verify, export a clip to MP4, merge stores"},
+    {"index", cmd_index, "inspect a store: stats, list clips, verify, export a clip to MP4, merge, recover"},
     {"plan", cmd_plan, "Dynamic-CP plans for a dataset on a cluster, against static CP"},
     {"train", cmd_train, "train the diffusion transformer on a store (checkpoints, metrics)"},
     {"sample", cmd_sample, "generate a video from a checkpoint (Euler sampler, MP4)"},
@@ -39,10 +40,29 @@ static void usage(FILE *f) {
           "usage: tessera <command> [options]   (tessera <command> --help for details)\n\n"
           "commands:\n");
   for (int i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
-  fprintf(f, "  %-8s %s\n", "help", "this message");
+  fprintf(f, "  %-8s %s\n", "help", "this message (tessera help CMD: CMD's options)");
+  fprintf(f, "\noptions:\n  --version  the version and what this build holds (backends, media)\n"
+             "  -h, --help this message\n");
+}
+
+// `tessera --version`: the version and the parts this binary was built with.
+static void version(void) {
+  const kernels_backend *all[16];
+  int n = kernels_backends(all, 16);
+  printf("tessera %s\nbackends:", TESSERA_VERSION);
+  for (int i = 0; i < n && i < 16; i++) printf("%s %s", i ? "," : "", all[i]->name);
+#ifdef TESSERA_HAVE_MEDIA
+  printf("\nmedia: FFmpeg (ingest, index export, MP4 samples)\n");
+#else
+  printf("\nmedia: none (built without FFmpeg: no ingest or export; samples as Y4M)\n");
+#endif
 }
 
 int main(int argc, char **argv) {
+  if (argc >= 2 && !strcmp(argv[1], "--version")) {
+    version();
+    return 0;
+  }
   if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") ||
       !strcmp(argv[1], "-h")) {
     if (argc >= 3) {  // tessera help <cmd> == tessera <cmd> --help
@@ -80,7 +100,7 @@ int main(int argc, char **argv) {
     comm_finalize();
     return rc;
   }
-  fprintf(stderr, "tessera: unknown command '%s'\n\n", argv[1]);
-  usage(stderr);
+  log_error("tessera: unknown command '%s'", argv[1]);
+  fprintf(stderr, "hint: `tessera --help` lists the commands\n");
   return 1;
 }

@@ -69,7 +69,7 @@ expect_fail "negative length" "neg.csv:3: tokens = -4" --lengths "$T/neg.csv" "$
 expect_fail "N not power of two" "power of two" --lengths "$T/ok.csv" --ranks 6 --mem-tokens 1000 --cost "$COST"
 expect_fail "M too small" "no group can hold" --lengths "$T/ok.csv" --ranks 4 --mem-tokens 100 --cost "$COST"
 expect_fail "missing cost key" "noallreduce.conf: missing key 'allreduce'" --lengths "$T/ok.csv" --ranks 4 --mem-tokens 1000 --cost "$T/noallreduce.conf"
-expect_fail "no cost" "--cost is required" --lengths "$T/ok.csv" --ranks 4 --mem-tokens 1000
+expect_fail "no cost" "missing --cost" --lengths "$T/ok.csv" --ranks 4 --mem-tokens 1000
 expect_fail "no geometry" "--fps" --lengths "$LEN/ucf101_clips.csv" "${OK[@]}"
 expect_fail "missing file" "nope.csv: cannot open" --lengths "$T/nope.csv" "${OK[@]}"
 expect_fail "bad option" "unknown option" --lengths "$T/ok.csv" "${OK[@]}" --frobnicate
