@@ -2,6 +2,7 @@
 #include "tools/cli.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "core/log.h"
 
@@ -27,13 +28,23 @@ tsr_status cli_positionals(int argc, char **argv, int lo, int hi, const char *wh
   return TSR_OK;
 }
 
+// err_msg() without a leading "WORD: " where WORD is the command's last word: some
+// libraries name themselves ("merge: input 1: ..."), which after "tessera index merge: "
+// would say it twice.
+static const char *message(const char *cmd) {
+  const char *m = err_msg(), *w = strrchr(cmd, ' ');
+  w = w ? w + 1 : cmd;
+  size_t n = strlen(w);
+  return !strncmp(m, w, n) && m[n] == ':' && m[n + 1] == ' ' ? m + n + 2 : m;
+}
+
 int cli_usage_error(const char *cmd) {
-  log_error("tessera %s: %s", cmd, err_msg());
+  log_error("tessera %s: %s", cmd, message(cmd));
   fprintf(stderr, "hint: `tessera %s --help` lists the options and arguments\n", cmd);
   return 1;
 }
 
 int cli_error(const char *cmd) {
-  log_error("tessera %s: %s", cmd, err_msg());
+  log_error("tessera %s: %s", cmd, message(cmd));
   return 1;
 }

@@ -7,7 +7,8 @@
 // line: an unknown option, an option without its value, a bad value, a missing required
 // option or argument, an unexpected argument; any other failure (a missing store, a
 // damaged checkpoint) is reported without the hint. MESSAGE is err_msg() (set by the
-// parsers of tools/parse.h or the libraries), which never repeats the prefix.
+// parsers of tools/parse.h or the libraries), never with the prefix twice: a message
+// that begins with the command's own name ("merge: input 1: ...") loses it.
 // tests/cli/cli.sh drives every command through each kind of usage error.
 #ifndef TESSERA_TOOLS_CLI_H
 #define TESSERA_TOOLS_CLI_H

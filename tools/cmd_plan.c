@@ -224,11 +224,13 @@ static void print_summary(const sched_totals *tot) {
            "plans)\n", tot->steps);
     return;
   }
+  int ties = tot->dynamic_s <= tot->predicted_s * (1 + 1e-12);
   printf("plans: Dynamic-CP fell back to a static plan in %d of %d steps (static balanced %d, "
-         "packing only %d) because its own plan was not faster there: its plans would take "
+         "packing only %d) because its own plan was not faster there%s: its plans would take "
          "%.3f s in all, the plans run %.3f s\n", fell, tot->steps,
          tot->used[SCHED_USED_STATIC_BALANCED], tot->used[SCHED_USED_PACKING_ONLY],
-         tot->dynamic_s, tot->predicted_s);
+         ties ? " (as fast: a tie goes to the static plan)" : "", tot->dynamic_s,
+         tot->predicted_s);
 }
 
 typedef struct {

@@ -49,9 +49,15 @@ static void train_usage(FILE *f) {
     "                       (--set train.precision=bf16: bf16 activations, fp32\n"
     "                       weights and optimizer)\n"
     "  -h, --help           this help\n\n"
-    "example:\n"
-    "  tessera train --config configs/model/tiny.conf --data out/demo/store --out out/run \\\n"
-    "      --steps 200\n");
+    "Validation and samples (config keys, docs/train.md): train.val_clips holds clips out\n"
+    "of training and scores them every train.val_every steps at fixed noise levels\n"
+    "(metrics.jsonl: val_loss, val_t, val_bucket); train.sample_every writes\n"
+    "RUN/samples/sample-STEP.mp4 from the EMA weights (one clip per label, side by side).\n\n"
+    "example (a store made with ingest's defaults; its clips must fit train.mem_tokens,\n"
+    "32,768 tokens in tiny.conf = a 70 s clip at 128x224: longer videos need --max-seconds):\n"
+    "  tessera ingest videos/ --out store\n"
+    "  tessera train --config configs/model/tiny.conf --data store --out run --steps 200 \\\n"
+    "      --set train.val_clips=2 --set train.sample_every=100\n");
 }
 
 // Parses argv into *o (sets: the --set values, argc entries); TSR_EINVAL naming the

@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # tools/run.sh — the main job on an embedded default, from a fresh machine:
-# installs and builds (tools/setup.sh), makes a handful of clips of different lengths
-# (seconds to a few minutes) with the ffmpeg CLI's test sources when no input is given,
-# ingests them into a token store, prints the store's statistics and a Dynamic-CP plan,
-# then trains the `tiny` DiT for about 3 minutes on the CPU and samples a video from it.
-#   tools/run.sh                 embedded default clips -> out/demo/store
-#   tools/run.sh SRC...          your own videos (files, folders, @list.txt)
+#  1. installs and builds (tools/setup.sh), makes a handful of clips of 6 s to 3 min with
+#     the ffmpeg CLI's test sources, ingests them into a token store, prints its
+#     statistics, lists its clips and prints a Dynamic-CP plan;
+#  2. the learning demo: makes 192 short videos of three kinds (tools/demo_clips.sh:
+#     sunsets, seas, moons), ingests them small (32x32, 4 fps, patch 1x4x4: 128 to 384
+#     tokens a clip),
+#     trains a small DiT on the CPU for about 5 minutes of 2 cores with 12 clips held out
+#     for validation and samples every 150 steps, then samples one clip per kind and
+#     measures how much they look like the training data (tools/sample_stats.py):
+#     neighbouring-token colour correlation and distance to the nearest training clip,
+#     against noise and against the held-out clips.
+#   tools/run.sh                 embedded default clips -> out/demo/
+#   tools/run.sh SRC...          your own videos (files, folders, @list.txt) for both parts
+#   STEPS=N tools/run.sh         train N steps (default 900)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
@@ -46,28 +54,67 @@ $T plan --data "$OUT/store" --ranks 8 --gpus-per-node 8 --mem-tokens 16384 \
 echo "run: store in $OUT/store, plan in $OUT/plan.json; look at a clip with:"
 echo "  $T index export $OUT/store --clip 1 --out $OUT/clip1.mp4"
 
-# Train the tiny DiT on the CPU (docs/train.md). Its own store of the same videos: 2 s
-# clips at 4 fps, short side 32, patch 1x4x4 (48 values per token, so the 64-wide model
-# can carry them; 896 tokens a clip), labelled by folder. 200 steps of 4 clips take 2-4
-# minutes on 2 cores (STEPS=N to change); a rerun resumes (or finds the run done).
-STEPS=${STEPS:-200}
-echo "run: ingesting a training store $OUT/train-store (4 fps, short side 32, patch 1x4x4, 2 s clips)"
+$T index list "$OUT/store" --limit 5
+
+# ---- 2. the learning demo (README "Demo": what it shows and the measured figures) ----------
+# The model: tiny.conf at patch 1x4x4 (48 values a token, which the 64-wide model can
+# carry), 2 heads of 32 (3D RoPE gets 8 dimensions per spatial axis; rope_theta 100 spreads
+# its frequencies over an 8-token grid), the length shift at 64 tokens (more noise in
+# training and sampling: the clips' large structure forms first). Batches of 16 clips
+# (~4,000 tokens), 900 steps.
+STEPS=${STEPS:-900}
+if [ $# -eq 0 ]; then
+  echo "run: making the demo's training videos in $OUT/demo-clips (tools/demo_clips.sh)"
+  tools/demo_clips.sh "$OUT/demo-clips"
+  set -- "$OUT/demo-clips"
+fi
+echo "run: ingesting a training store $OUT/train-store (4 fps, short side 32, patch 1x4x4, clips of <= 2 s)"
 rc=0
 $T ingest "$@" --out "$OUT/train-store" --fps 4 --short-side 32 --patch 1x4x4 --max-seconds 2 \
-  --label-from-dir || rc=$?
+  --label-from-dir --quiet || rc=$?
 [ $rc -eq 1 ] && exit 1
-nlabels=$(sqlite3 "$OUT/train-store/index.sqlite" "select count(distinct label) from clips where label is not null and label != ''")
+DB="$OUT/train-store/index.sqlite"
+nlabels=$(sqlite3 "$DB" "select count(distinct label) from clips where label is not null and label != ''")
+nclips=$(sqlite3 "$DB" "select count(*) from clips")
+nval=$((nclips >= 40 ? 12 : nclips / 4))
 TRAIN=(--config configs/model/tiny.conf --data "$OUT/train-store" --out "$OUT/run" --steps "$STEPS"
-       --set model.pt=1 --set model.ph=4 --set model.pw=4 --set model.num_classes="$nlabels"
-       --set train.global_batch=4 --set train.mem_tokens=4096 --set train.steps="$STEPS"
-       --set train.warmup=20 --set train.lr=2e-3 --set train.min_lr=2e-4
-       --set train.ckpt_every=100 --set train.log_every=10)
+       --set model.pt=1 --set model.ph=4 --set model.pw=4 --set model.heads=2
+       --set model.rope_theta=100 --set model.num_classes="$nlabels"
+       --set train.global_batch=16 --set train.mem_tokens=4096 --set train.steps="$STEPS"
+       --set train.warmup=50 --set train.lr=3e-3 --set train.min_lr=3e-4
+       --set train.t_shift_tokens=64 --set train.ckpt_every=300 --set train.log_every=10
+       --set train.val_clips="$nval" --set train.val_every=150
+       --set train.sample_every=150 --set train.sample_cfg=3)
 resume=(); ls "$OUT/run"/ckpt-*.safetensors >/dev/null 2>&1 && resume=(--resume)
-echo "run: training the tiny DiT for $STEPS steps on the CPU -> $OUT/run (metrics.jsonl, checkpoints)"
+echo "run: training for $STEPS steps on the CPU -> $OUT/run (metrics.jsonl, samples/, checkpoints)"
+t0=$(date +%s)
 $T train "${TRAIN[@]}" "${resume[@]}"
+echo "run: trained in $(($(date +%s) - t0)) s"
 CKPT="$OUT/run/ckpt-$STEPS.safetensors"
-label=(); [ "$nlabels" -gt 0 ] && label=(--label "$(sqlite3 "$OUT/train-store/index.sqlite" "select min(label) from clips where label != ''")" --cfg 2)
-echo "run: sampling 16 frames of 32x56 from $CKPT (EMA weights${label:+, label ${label[1]}, guidance 2})"
-$T sample --ckpt "$CKPT" --frames 16 --size 32x56 --steps 32 "${label[@]}" --out "$OUT/sample.mp4"
-echo "run: loss $(jq -r '"\(.loss) at step \(.step)"' "$OUT/run/metrics.jsonl" | head -1) -> $(jq -r '"\(.loss) at step \(.step)"' "$OUT/run/metrics.jsonl" | tail -1)"
-echo "run: sample video $OUT/sample.mp4; checkpoints and metrics in $OUT/run"
+cp "$OUT/run/samples/sample-$STEPS.mp4" "$OUT/sample.mp4"
+
+# One sample per label (or two seeds without labels) at the store's most common grid, as
+# Y4M (exact pixels), measured against the training clips.
+IFS='|' read -r gt gh gw < <(sqlite3 "$DB" "select T, H, W from clips group by T, H, W order by count(*) desc, T*H*W limit 1")
+SAMPLES=()
+if [ "$nlabels" -gt 0 ]; then
+  while IFS= read -r label; do
+    $T sample --ckpt "$CKPT" --frames "$gt" --size "$((gh * 4))x$((gw * 4))" --label "$label" --cfg 3 \
+      --out "$OUT/sample-$label.y4m" 2>/dev/null
+    SAMPLES+=("$OUT/sample-$label.y4m:$label")
+  done < <(sqlite3 "$DB" "select distinct label from clips where label != '' order by label")
+else
+  for seed in 0 1; do
+    $T sample --ckpt "$CKPT" --frames "$gt" --size "$((gh * 4))x$((gw * 4))" --seed $seed \
+      --out "$OUT/sample-seed$seed.y4m" 2>/dev/null
+    SAMPLES+=("$OUT/sample-seed$seed.y4m")
+  done
+fi
+echo "run: how much the samples look like the training data (tools/sample_stats.py):"
+PY=python3  # Debian's numpy (tools/setup.sh) is /usr/bin/python3's; a python3 first on PATH may lack it
+python3 -c 'import numpy' 2>/dev/null || PY=/usr/bin/python3
+$PY tools/sample_stats.py --tessera "$T" --store "$OUT/train-store" --run "$OUT/run" \
+  --json "$OUT/sample_stats.json" "${SAMPLES[@]}"
+echo "run: loss $(jq -r 'select(.loss) | "\(.loss) at step \(.step)"' "$OUT/run/metrics.jsonl" | head -1) -> $(jq -r 'select(.loss) | "\(.loss) at step \(.step)"' "$OUT/run/metrics.jsonl" | tail -1)"
+echo "run: validation loss (held-out clips, fixed noise) $(jq -r 'select(.val_loss) | "\(.val_loss * 1000 | round / 1000) at step \(.step)"' "$OUT/run/metrics.jsonl" | paste -sd' ' | sed 's/ at step \([0-9]*\) / at step \1 -> /g')"
+echo "run: samples during training in $OUT/run/samples/ (one clip per kind, side by side), the last as $OUT/sample.mp4"

@@ -432,6 +432,7 @@ tsr_status train_run(const train_options *o) {
   }
   if (!r) r = data_split_make(tr.data, tr.tc.val_clips, &tr.split);
   if (!r) r = train_val_check(&tr, o->skip_bad_clips);
+  if (!r && tr.split.n_val && comm_rank() == 0) r = train_val_write_list(&tr, o->run_dir);
   if (!r) r = data_sampler_init(&tr.sampler, tr.split.n_train, (uint64_t)tr.tc.seed);
   tr.cb = o->comm;
   if (!r && !tr.cb) r = err_set(TSR_EINVAL, "train: no communication backend given");

@@ -109,6 +109,10 @@ typedef struct {
 // training batch's clips, train_run "Clip checksums"): a bad clip stops the run
 // (TSR_EFORMAT naming it), or with `skip` is left out of validation with a warning.
 tsr_status train_val_check(trainer *tr, int skip);
+// RUN/val_clips.txt: "id bucket tokens" of every held-out clip, one a line (written
+// atomically by rank 0 at start), for tools that must tell them from training clips
+// (tools/sample_stats.py).
+tsr_status train_val_write_list(const trainer *tr, const char *run_dir);
 // Scores the held-out clips with the current weights (collective: every rank calls it).
 // plan_kind: TRAIN_PLAN_*, as the steps run.
 tsr_status train_validate(trainer *tr, int plan_kind, train_val_stats *out);

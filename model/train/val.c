@@ -1,10 +1,12 @@
 // model/train/val.c — validation on the held-out clips at fixed noise levels with fixed
 // noise (model/train.h, "validation").
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/comm.h"
+#include "core/fs.h"
 #include "core/log.h"
 #include "model/train/train.h"
 
@@ -20,6 +22,27 @@ static train_config level_config(const train_config *tc, double t) {
   v.t_shift_tokens = 0;
   v.class_dropout = 0.0f;
   return v;
+}
+
+tsr_status train_val_write_list(const trainer *tr, const char *run_dir) {
+  char path[4096];
+  if (snprintf(path, sizeof path, "%s/val_clips.txt", run_dir) >= (int)sizeof path)
+    return err_set(TSR_EINVAL, "run directory path too long: %s", run_dir);
+  fs_atomic a;
+  tsr_status r = fs_atomic_open(&a, path);
+  if (!r) {
+    FILE *f = a.f;
+    fprintf(f, "# clips held out of training for validation (train.val_clips = %lld): id, "
+            "length bucket, tokens\n", (long long)tr->tc.val_clips);
+    for (int64_t i = 0; i < tr->split.n_val; i++) {
+      const data_clip *c = data_clip_at(tr->data, tr->split.val[i]);
+      fprintf(f, "%lld %s %lld\n", (long long)c->id,
+              data_bucket_names[tr->split.bucket[tr->split.val[i]]], (long long)c->tokens);
+    }
+    r = ferror(f) ? err_set(TSR_EIO, "writing %s failed", path) : fs_atomic_commit(&a);
+  }
+  fs_atomic_abort(&a);
+  return r;
 }
 
 tsr_status train_val_check(trainer *tr, int skip) {
