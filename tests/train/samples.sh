@@ -7,7 +7,8 @@
 #  2. sampling leaves training alone: the losses and the final weights are bitwise those
 #     of a run without samples, also when the sampled run stopped and resumed in between;
 #  3. without labels: 4 clips of seeds 0-3; a .y4m when asked for by a build without media
-#     is covered by tests/train/sample.sh (the same writer, tools/video.c).
+#     is covered by tests/train/sample.sh (the same writer, tools/video.c);
+#  4. on a terminal, the log line of a sample clears the progress line first.
 source "$(dirname "$0")/lib.sh"
 need_store
 RUN=(--config "$CONF" --data "$STORE" "${SMALL[@]}" --set model.num_classes=2
@@ -43,4 +44,11 @@ $T train --config "$CONF" --data "$STORE" "${SMALL[@]}" --set train.sample_every
 grep -q "samples of the EMA weights (seeds 0-3," "$W/u.log" || fail "unlabelled: $(grep samples "$W/u.log")"
 [ "$(probe "$W/u/samples/sample-2.mp4")" = "h264,432,64,4/1,16" ] ||
   fail "unlabelled sample-2.mp4: $(probe "$W/u/samples/sample-2.mp4")"
+# On a terminal the progress line is redrawn in place: the log line of a sample must first
+# clear it (carriage return, erase line), not land after it (`script` gives a terminal).
+script -qec "$T train --config $CONF --data $STORE ${SMALL[*]} --set train.sample_every=1 \
+  --set train.sample_steps=1 --out $W/tty --steps 2" "$W/tty.txt" >/dev/null ||
+  fail "training on a terminal"
+grep -q $'\r\033\[Ktrain: step 1/2 loss.*\r\033\[Ktrain: step 1: samples' "$W/tty.txt" ||
+  fail "a log line did not clear the progress line: $(grep -a samples "$W/tty.txt" | cat -v)"
 echo "samples: $(ls "$W/s/samples" | tr '\n' ' ')decode; losses and weights bitwise those without samples"
