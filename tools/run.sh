@@ -97,22 +97,25 @@ echo "run: trained in $(($(date +%s) - t0)) s"
 CKPT="$OUT/run/ckpt-$STEPS.safetensors"
 cp "$OUT/run/samples/sample-$STEPS.mp4" "$OUT/sample.mp4"
 
-# One sample per label (or two seeds without labels) at the store's most common grid, as
-# Y4M (exact pixels), measured against the training clips.
+# Four samples per label (seeds 0-3; without labels, seeds 0-3 unconditional) at the most common
+# grid, as Y4M (exact pixels), measured against the training clips: one seed alone can be
+# lucky or not.
 IFS='|' read -r gt gh gw < <(sqlite3 "$DB" "select T, H, W from clips group by T, H, W order by count(*) desc, T*H*W limit 1")
 SAMPLES=()
-if [ "$nlabels" -gt 0 ]; then
-  while IFS= read -r label; do
-    $T sample --ckpt "$CKPT" --frames "$gt" --size "$((gh * 4))x$((gw * 4))" --label "$label" --cfg 3 \
-      --out "$OUT/sample-$label.y4m" 2>/dev/null
-    SAMPLES+=("$OUT/sample-$label.y4m:$label")
-  done < <(sqlite3 "$DB" "select distinct label from clips where label != '' order by label")
-else
-  for seed in 0 1; do
-    $T sample --ckpt "$CKPT" --frames "$gt" --size "$((gh * 4))x$((gw * 4))" --seed $seed \
-      --out "$OUT/sample-seed$seed.y4m" 2>/dev/null
-    SAMPLES+=("$OUT/sample-seed$seed.y4m")
+sample() {  # sample NAME LABEL-ARGS...: seeds 0-3 of one label
+  local name=$1 seed; shift
+  for seed in 0 1 2 3; do
+    $T sample --ckpt "$CKPT" --frames "$gt" --size "$((gh * 4))x$((gw * 4))" --seed $seed "$@" \
+      --out "$OUT/samples/$name-seed$seed.y4m" 2>/dev/null
+    SAMPLES+=("$OUT/samples/$name-seed$seed.y4m${2:+:$2}")
   done
+}
+mkdir -p "$OUT/samples"
+if [ "$nlabels" -gt 0 ]; then
+  while IFS= read -r label; do sample "$label" --label "$label" --cfg 3; done \
+    < <(sqlite3 "$DB" "select distinct label from clips where label != '' order by label")
+else
+  sample unlabelled
 fi
 echo "run: how much the samples look like the training data (tools/sample_stats.py):"
 PY=python3  # Debian's numpy (tools/setup.sh) is /usr/bin/python3's; a python3 first on PATH may lack it

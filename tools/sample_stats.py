@@ -3,10 +3,11 @@
 
     tools/sample_stats.py --store STORE --run RUN SAMPLE[:LABEL] ... [--json OUT]
 
-For each sample video (MP4 or Y4M, decoded by the ffmpeg CLI to rgb24) and, as the
-baselines, for noise (the sampler's starting point, N(0, 1) mapped to pixels as the
-sampler maps its output: (x + 1) * 127.5, rounded and clamped, seed 0) and for every
-held-out clip of the same label (RUN/val_clips.txt; they were never trained on):
+For the sample videos of each label (MP4 or Y4M, decoded by the ffmpeg CLI to rgb24) and,
+as the baselines, for as many clips of noise (the sampler's starting point, N(0, 1)
+mapped to pixels as the sampler maps its output: (x + 1) * 127.5, rounded and clamped)
+and for the held-out clips of the label (RUN/val_clips.txt: clips of the training data
+that were never trained on, cut to the samples' frame count), the means of:
 
   corr_space  Pearson correlation of the mean colours (per channel, 0..255) of
               horizontally and vertically neighbouring tokens (patches of the store's
@@ -98,6 +99,7 @@ def nearest(v, train):
 
 
 def measure(name, v, train, labels, patch):
+    """The three numbers of clip v (frames, h, w, 3) against the training clips."""
     space, time = correlations(v, patch[1], patch[2])
     d, cid = nearest(v, train)
     return {"what": name, "frames": len(v), "corr_space": space, "corr_time": time,
@@ -106,7 +108,8 @@ def measure(name, v, train, labels, patch):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("samples", nargs="+", help="SAMPLE[:LABEL] video files")
+    ap.add_argument("samples", nargs="+", help="SAMPLE[:LABEL] video files (several per label: "
+                    "their means are shown)")
     ap.add_argument("--store", required=True)
     ap.add_argument("--run", required=True, help="the run directory (its val_clips.txt)")
     ap.add_argument("--tessera", default=os.path.join(os.path.dirname(__file__), "..", "build",
@@ -119,35 +122,38 @@ def main():
     if os.path.exists(vpath):
         held = {int(l.split()[0]) for l in open(vpath) if l.strip() and not l.startswith("#")}
     train = {k: v for k, v in clips.items() if k not in held}
-    rows = []
+    groups = {}  # label -> sample paths, in the order given
     for spec in a.samples:
         path, _, label = spec.partition(":")
-        v = decode(path)
-        rows.append(measure(f"sample {os.path.basename(path)}" + (f" ({label})" if label else ""),
-                            v, train, labels, patch))
+        groups.setdefault(label, []).append(path)
+    out = []
+    print(f"{'':34s} {'corr_space':>10s} {'corr_time':>10s} {'nearest':>8s}")
+    for label, paths in groups.items():
+        samples = [measure(os.path.basename(p), decode(p), train, labels, patch) for p in paths]
         rng = np.random.default_rng(0)
-        noise = np.clip(np.rint((rng.standard_normal(v.shape) + 1) * 127.5), 0, 255).astype(np.uint8)
-        rows.append(measure("  noise, same size", noise, train, labels, patch))
+        noise = []
+        for p in paths:
+            shape = (samples[0]["frames"],) + decode(p).shape[1:]
+            n = np.clip(np.rint((rng.standard_normal(shape) + 1) * 127.5), 0, 255).astype(np.uint8)
+            noise.append(measure("noise", n, train, labels, patch))
         held_rows = []
         for cid in sorted(held):
-            c = clips[cid]
-            if (not label or labels[cid] == label) and c.shape[1:] == v.shape[1:] and len(c) >= len(v):
+            c, f = clips[cid], samples[0]["frames"]
+            if (not label or labels[cid] == label) and len(c) >= f and \
+                    c.shape[1:] == decode(paths[0]).shape[1:]:
+                # compared as a new video: not with the clips cut from its own source
                 others = {k: t for k, t in train.items() if sources[k] != sources[cid]}
-                held_rows.append(measure(f"held-out clip {cid}", c[:len(v)], others, labels, patch))
-        if held_rows:
-            mean = {k: float(np.mean([r[k] for r in held_rows])) for k in
-                    ("corr_space", "corr_time", "nearest")}
-            rows.append(dict(mean, what=f"  held-out clips ({len(held_rows)}, mean)",
-                             frames=len(v), nearest_clip=None, nearest_label=label or None,
-                             clips=held_rows))
-    print(f"{'':40s} {'corr_space':>10s} {'corr_time':>10s} {'nearest':>8s}  nearest clip")
-    for r in rows:
-        near = f"{r['nearest_clip']} ({r['nearest_label']})" if r["nearest_clip"] is not None else ""
-        print(f"{r['what']:40s} {r['corr_space']:10.3f} {r['corr_time']:10.3f} {r['nearest']:8.1f}"
-              f"  {near}")
+                held_rows.append(measure(f"held-out clip {cid}", c[:f], others, labels, patch))
+        print(f"{label or 'unlabelled'}:")
+        for name, rows in ((f"samples ({len(samples)})", samples), (f"noise ({len(noise)})", noise),
+                           (f"held-out clips ({len(held_rows)})", held_rows)):
+            if rows:
+                m = {k: float(np.mean([r[k] for r in rows])) for k in ("corr_space", "corr_time", "nearest")}
+                print(f"  {name + ', mean':32s} {m['corr_space']:10.3f} {m['corr_time']:10.3f} {m['nearest']:8.1f}")
+        out.append({"label": label, "samples": samples, "noise": noise, "held_out": held_rows})
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(rows, f, indent=1)
+            json.dump(out, f, indent=1)
     return 0
 
 
