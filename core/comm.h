@@ -8,6 +8,13 @@
 // the aligned blocks of ranks [i*k, (i+1)*k); every rank is in exactly one group of each
 // size. comm_groups_init creates their communicators once; the data-plane operations of a
 // communication backend (comm_backend below) run inside one group.
+//
+// Failure (docs/dist.md "Failure"): every blocking communication of a multi-rank world
+// runs under a watchdog. A wait that has not completed after comm_timeout() seconds
+// (TESSERA_COMM_TIMEOUT, default 600) makes the rank print what it waited for and on
+// which ranks, abort the backends that can hang (NCCL: ncclCommAbort) and end the whole
+// job (MPI_Abort). A rank that dies is reported by the launcher (mpirun names it), one
+// that fails by comm_abort.
 #ifndef TESSERA_CORE_COMM_H
 #define TESSERA_CORE_COMM_H
 
@@ -69,7 +76,7 @@ typedef struct comm_request comm_request;
 typedef struct comm_backend comm_backend;
 
 struct comm_backend {
-  const char *name;  // "mpi"; later "nccl", "mpi-staged"
+  const char *name;  // "mpi", "mpi-staged", "nccl"
   comm_mem mem;      // where every buffer argument lives
   void *stream;      // the compute stream entries are ordered on, or NULL (host-synchronous)
   void *ctx;         // backend state, owned by the backend
@@ -101,11 +108,65 @@ struct comm_backend {
 // MPI on host memory (OpenMPI; a world of one without a launcher): a static object.
 const comm_backend *comm_mpi(void);
 
+// The communication backends of this binary, by the name `--comm` takes, for a compute
+// backend whose buffers live in `mem` and whose entries are queued on `stream` (a
+// cudaStream_t, or NULL for a host backend):
+//   "mpi"   host memory: comm_mpi(). Device memory: MPI with every buffer staged through
+//           pinned host memory ("mpi-staged", built with CUDA): works with several ranks
+//           on one GPU and on clusters without NCCL.
+//   "nccl"  device memory only (built with NCCL): a NCCL communicator per aligned group,
+//           made here from the world's (ncclCommInitRank with an id broadcast over MPI,
+//           then ncclCommSplit); operations on one communication stream ordered against
+//           `stream` with events. One rank per GPU: refused, naming the two ranks that
+//           share a GPU, when ranks share one (NCCL cannot).
+//   "auto"  host memory: "mpi"; device memory: "nccl" when built and no two ranks share a
+//           GPU, else "mpi" (staged).
+// Collective over the world; comm_groups_init first. *out stays valid until comm_close.
+// Errors: TSR_EINVAL naming the backend and what this binary has (unknown name, NCCL not
+// built, host/device mismatch, shared GPU), TSR_ECOMM from the transport.
+tsr_status comm_open(const char *name, comm_mem mem, void *stream, const comm_backend **out);
+// Releases what comm_open made (NCCL communicators, streams, pinned buffers); collective
+// for NCCL. *cb = NULL. comm_mpi() and NULL are no-ops.
+void comm_close(const comm_backend **cb);
+// The names comm_open accepts in this binary, e.g. "mpi, nccl, auto".
+const char *comm_backends_built(void);
+
+// ---- ranks on a node and their GPUs ---------------------------------------------------
+
+// Local rank and node size from a launcher's environment, read through get(name, ctx)
+// (getenv, or a test's table): OpenMPI (OMPI_COMM_WORLD_LOCAL_RANK, _LOCAL_SIZE), MPICH
+// (MPI_LOCALRANKID, MPI_LOCALNRANKS), Slurm (SLURM_LOCALID; the size is this node's entry,
+// SLURM_NODEID, of SLURM_STEP_TASKS_PER_NODE or SLURM_TASKS_PER_NODE, a list like
+// "4(x2),3"). Returns 1 with both set, 0 when the environment does not give both.
+int comm_local_from_env(const char *(*get)(const char *name, void *ctx), void *ctx, int *rank,
+                        int *size);
+// This rank's local rank and the ranks of the job on its node: from the launcher's
+// environment, else from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) done in comm_init;
+// 0 and 1 for a world of one.
+int comm_local_rank(void);
+int comm_local_size(void);
+// The GPU of local rank `local_rank` among `devices` visible ones: local_rank % devices.
+// A node with more ranks than GPUs shares them round-robin (fine for "mpi", refused by
+// "nccl"); a launcher that gives each rank its own GPU (CUDA_VISIBLE_DEVICES per task)
+// shows it one device: 0. -1 when devices < 1.
+int comm_device_of(int local_rank, int devices);
+// The first two ranks (a < b) whose keys are equal (key: the node and the GPU's PCI bus
+// id of each rank, n of them): 1 if there are such ranks, else 0.
+int comm_find_shared(const uint64_t *keys, int n, int *a, int *b);
+// Selects this rank's GPU (comm_device_of of the local rank) as the CUDA device of the
+// process, before the CUDA compute backend is created; *device = the index, or -1 when
+// the binary has no CUDA or no GPU is visible (then nothing is done and TSR_OK).
+tsr_status comm_bind_device(int *device);
+
+// Seconds a blocking communication may take before the watchdog ends the job:
+// TESSERA_COMM_TIMEOUT (> 0, default 600), read at comm_init.
+double comm_timeout(void);
+
 // World-level in-place sum of n doubles (host values, e.g. the step's loss).
 tsr_status comm_allreduce_sum_f64(double *vals, int n);
 
 // CPU cores this rank may use: the node's online cores divided among the ranks the
-// launcher put on this node (OMPI_COMM_WORLD_LOCAL_SIZE, SLURM_NTASKS_PER_NODE), >= 1.
+// launcher put on this node (comm_local_size), >= 1.
 int comm_local_cores(void);
 
 // Ends the world (MPI_Finalize) if it was joined.

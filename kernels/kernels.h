@@ -79,6 +79,9 @@ struct kernels_backend {
   kernels_dtype act_dtype;  // the dtype of every [act] (void *) tensor; see the contract
   int device_memory;        // 0: buffers are host memory (cpu); 1: device memory (cuda). A
                             // communication backend working with it must use the same space.
+  void *stream;             // the stream every entry is queued on (a cudaStream_t), or NULL
+                            // (host-synchronous): a device communication backend orders
+                            // its transfers against it (core/comm.h comm_open).
 
   // ---- memory --------------------------------------------------------------------
   // *ptr = `bytes` of zero-filled backend memory, 64-byte aligned (bytes == 0 gives a

@@ -36,7 +36,8 @@ static void train_usage(FILE *f) {
     "  --set KEY=VALUE      override a config key, e.g. --set train.lr=3e-4 (repeatable)\n"
     "  --cost FILE          cost model for the planner (from `tessera calibrate`;\n"
     "                       default: built-in CPU numbers of the tiny model)\n"
-    "  --gpus-per-node G    ranks per node, for the cost model (default: all ranks)\n"
+    "  --gpus-per-node G    ranks per node, for the cost model (default: the ranks the\n"
+    "                       launcher put on this node)\n"
     "  --skip-bad-clips     leave out clips whose checksum fails (reported once each on\n"
     "                       stderr, counted as bad_clips in metrics.jsonl); default: stop\n"
     "                       naming the clip (`tessera index verify STORE` lists them all)\n"
@@ -46,6 +47,7 @@ static void train_usage(FILE *f) {
     BACKEND_OPTION_HELP
     "                       (--set train.precision=bf16: bf16 activations, fp32\n"
     "                       weights and optimizer)\n"
+    COMM_OPTION_HELP
     "  -h, --help           this help\n\n"
     "example:\n"
     "  tessera train --config configs/model/tiny.conf --data out/demo/store --out out/run \\\n"
@@ -58,7 +60,7 @@ int cmd_train(int argc, char **argv) {
     return 0;
   }
   enum { O_CONFIG = 1, O_DATA, O_OUT, O_STEPS, O_RESUME, O_INIT, O_SET, O_COST, O_GPN, O_PLAN,
-         O_SKIP_BAD, O_BACKEND };
+         O_SKIP_BAD, O_BACKEND, O_COMM };
   static const struct option opts[] = {
       {"config", required_argument, 0, O_CONFIG}, {"data", required_argument, 0, O_DATA},
       {"out", required_argument, 0, O_OUT},       {"steps", required_argument, 0, O_STEPS},
@@ -66,9 +68,9 @@ int cmd_train(int argc, char **argv) {
       {"set", required_argument, 0, O_SET},       {"cost", required_argument, 0, O_COST},
       {"gpus-per-node", required_argument, 0, O_GPN}, {"plan", required_argument, 0, O_PLAN},
       {"skip-bad-clips", no_argument, 0, O_SKIP_BAD}, {"backend", required_argument, 0, O_BACKEND},
-      {0, 0, 0, 0}};
-  train_options o = {.comm = comm_mpi()};
-  const char *backend = "auto";
+      {"comm", required_argument, 0, O_COMM}, {0, 0, 0, 0}};
+  train_options o = {0};
+  const char *backend = "auto", *comm = "auto";
   backend_choice bc;
   // One exit path below: every error after this allocation sets `bad` and falls through
   // to the free (an early return leaked `sets`, e.g. on --plan bogus).
@@ -110,6 +112,7 @@ int cmd_train(int argc, char **argv) {
       break;
     case O_SET: sets[o.n_overrides++] = optarg; break;
     case O_BACKEND: backend = optarg; break;
+    case O_COMM: comm = optarg; break;
     default:
       log_error("tessera train: unknown option or missing value: '%s' (see --help)",
                 argv[optind - 1]);
@@ -132,10 +135,13 @@ int cmd_train(int argc, char **argv) {
     bad = 1;
   }
   o.overrides = sets;
+  if (!o.gpus_per_node) o.gpus_per_node = comm_local_size();
   tsr_status r = bad ? TSR_EINVAL : backend_choose(backend, &bc);
   o.backend = &bc;
+  if (!bad && !r) r = backend_comm_open(comm, &bc, &o.comm);
   if (!bad && !r) r = train_run(&o);
   if (!bad && r) log_error("tessera train: %s", err_msg());
+  comm_close(&o.comm);
   free(sets);
   return r ? 1 : 0;
 }

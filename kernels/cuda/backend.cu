@@ -1185,6 +1185,7 @@ static int init_once(void) {
     b->ctx = &g_ctx;
     b->act_dtype = KERNELS_BF16;
     b->device_memory = 1;
+    b->stream = g_ctx.stream;
     b->alloc = cu_alloc;
     b->free = cu_free;
     b->to_device = cu_to_device;

@@ -120,29 +120,59 @@ static int fit(const double *x, const double *y, int n, const int *active, doubl
   return 0;
 }
 
-// Seconds of a ring exchange of `bytes` in the world group (median of reps).
-static tsr_status time_ring(const comm_backend *cb, int64_t bytes, int reps, double *seconds) {
+// Seconds of a ring exchange of `bytes` in the world group (median of reps): between a
+// barrier of the ranks and the moment the received bytes are usable on the backend (kb's
+// sync: a device backend's exchange runs on a stream). Buffers in kb's memory, as the
+// trainer's. The slowest rank's time of each rep counts (a ring waits for all).
+static tsr_status time_ring(const kernels_backend *kb, const comm_backend *cb, int64_t bytes,
+                            int reps, double *seconds) {
   comm_group *g = comm_group_get(comm_size());
-  char *a = calloc(1, (size_t)bytes + 1), *b = calloc(1, (size_t)bytes + 1);
+  void *a = NULL, *b = NULL;
   double *t = calloc((size_t)reps, sizeof *t);
-  tsr_status st = a && b && t ? TSR_OK : err_set(TSR_ENOMEM, "calibrate: out of memory");
+  tsr_status st = t ? TSR_OK : err_set(TSR_ENOMEM, "calibrate: out of memory");
+  if (!st) st = kb->alloc(kb, &a, (size_t)bytes);
+  if (!st) st = kb->alloc(kb, &b, (size_t)bytes);
   for (int r = -1; r < reps && !st; r++) {
     comm_request *req = NULL;
     st = cb->barrier(cb, g);
     double t0 = time_now();
     if (!st) st = cb->ring_start(cb, g, a, b, bytes, &req);
-    if (!st) st = cb->wait(cb, &req);
-    double dt = time_now() - t0;
-    if (!st) st = comm_allreduce_max_i64((int64_t[]){(int64_t)(dt * 1e9)}, 1);  // keep ranks in step
-    if (r >= 0) t[r] = dt;
+    tsr_status w = cb->wait(cb, &req);
+    if (!st) st = w;
+    if (!st) st = kb->sync(kb);
+    int64_t ns = (int64_t)((time_now() - t0) * 1e9);
+    if (!st) st = comm_allreduce_max_i64(&ns, 1);
+    if (r >= 0) t[r] = (double)ns * 1e-9;
   }
   if (!st) {
     qsort(t, (size_t)reps, sizeof *t, cmp_double);
     *seconds = t[reps / 2];
   }
-  free(a);
-  free(b);
+  kb->free(kb, a);
+  kb->free(kb, b);
   free(t);
+  return st;
+}
+
+// Fastest of reps + 1 world all-reduces of n fp32 values (the step's gradient), in kb's
+// memory, until the sum is usable on the backend; the slowest rank's time of each rep.
+static tsr_status time_allreduce(const kernels_backend *kb, const comm_backend *cb, size_t n,
+                                 int reps, double *seconds) {
+  comm_group *g = comm_group_get(comm_size());
+  float *x = NULL;
+  tsr_status st = kb->alloc(kb, (void **)&x, n * sizeof *x);
+  double best = 1e30;
+  for (int r = 0; r < reps + 1 && !st; r++) {
+    st = cb->barrier(cb, g);
+    double t0 = time_now();
+    if (!st) st = cb->allreduce_sum_f32(cb, g, x, (int64_t)n);
+    if (!st) st = kb->sync(kb);
+    int64_t ns = (int64_t)((time_now() - t0) * 1e9);
+    if (!st) st = comm_allreduce_max_i64(&ns, 1);
+    best = fmin(best, (double)ns * 1e-9);
+  }
+  kb->free(kb, x);
+  if (!st) *seconds = best;
   return st;
 }
 
@@ -196,13 +226,15 @@ tsr_status calibrate_run(const dit_config *mc, const train_config *tc, const cal
   res->optimizer_s = opt_s;
   res->cost.allreduce = opt_s;  // per-step cost outside the microbatches
   if (comm_size() > 1) {
-    double small, large;
+    double small, large, ar;
     const int64_t big = 64 << 20;
-    if (!o->comm || o->comm->mem != COMM_MEM_HOST)
-      return err_set(TSR_EINVAL, "calibrate: needs a host-memory communication backend (mpi)");
-    tsr_status st = time_ring(o->comm, 8, 2 * o->reps + 1, &small);
-    if (!st) st = time_ring(o->comm, big, o->reps, &large);
-    if (st) return err_wrap(st, "calibrate: timing ring exchanges: ");
+    const comm_backend *cb = o->comm;
+    if (!cb || cb->mem != (kb->device_memory ? COMM_MEM_DEVICE : COMM_MEM_HOST))
+      return err_set(TSR_EINVAL, "calibrate: the communication backend %s does not work on the "
+                     "memory of compute backend %s (--comm)", cb ? cb->name : "(none)", kb->name);
+    tsr_status st = time_ring(kb, cb, 8, 2 * o->reps + 1, &small);
+    if (!st) st = time_ring(kb, cb, big, o->reps, &large);
+    if (st) return err_wrap(st, "calibrate: timing ring exchanges (%s): ", cb->name);
     res->cost.lat = small;
     res->cost.bw_intra = big / fmax(large - small, 1e-9);
     // the step's all-reduce of every gradient (float32)
@@ -210,18 +242,9 @@ tsr_status calibrate_run(const dit_config *mc, const train_config *tc, const cal
     if ((st = dit_create(&m, mc, kb, 16, 1))) return st;
     size_t np = dit_num_params(m);
     dit_free(&m);
-    float *g = calloc(np, sizeof *g);
-    if (!g) return err_set(TSR_ENOMEM, "calibrate: out of memory");
-    double t0 = 0, best = 1e30;
-    for (int r = 0; r < o->reps + 1 && !st; r++) {
-      st = comm_barrier();
-      t0 = time_now();
-      if (!st) st = o->comm->allreduce_sum_f32(o->comm, comm_group_get(comm_size()), g, (int64_t)np);
-      best = fmin(best, time_now() - t0);
-    }
-    free(g);
-    if (st) return st;
-    res->cost.allreduce = opt_s + best;
+    if ((st = time_allreduce(kb, cb, np, o->reps, &ar)))
+      return err_wrap(st, "calibrate: timing the gradient all-reduce (%s): ", cb->name);
+    res->cost.allreduce = opt_s + ar;
     res->measured_comm = 1;
   }
   return cost_model_check(&res->cost);

@@ -391,9 +391,9 @@ tsr_status train_run(const train_options *o) {
   }
   int64_t stop = o->stop_step > 0 ? o->stop_step : tr.tc.steps;
   if (!r && comm_rank() == 0) {
-    log_info("train: backend %s, precision %s (%s activations, fp32 weights and optimizer)",
-             tr.kb->name, config_precision_name(tr.tc.precision),
-             kernels_dtype_name(tr.kb->act_dtype));
+    log_info("train: backend %s, precision %s (%s activations, fp32 weights and optimizer), "
+             "comm %s", tr.kb->name, config_precision_name(tr.tc.precision),
+             kernels_dtype_name(tr.kb->act_dtype), tr.cb->name);
     log_info("train: %zu parameters, %lld clips (%d labels), batch %lld, mem_tokens %lld, "
              "steps %lld -> %lld of %lld%s%s", tr.n_params, (long long)data_num_clips(tr.data),
              data_num_labels(tr.data), (long long)tr.tc.global_batch,
