@@ -9,13 +9,12 @@
 #   3. a rank that fails (`tessera calibrate` with a missing config on rank 1 only, while
 #      rank 0 goes on into the collectives): it names itself and aborts the job;
 #   4. TESSERA_COMM_TIMEOUT that is not a positive number is refused, naming it.
-# GPU variant: tests/gpu/dist.sh (kill a rank of `tessera train --backend cuda`) and, with
-# TEST_COMM_FAIL_DEVICE=mpi|nccl and test_comm_fail_gpu, this script.
+# GPU variant: tests/dist/gpu_dist.sh (a rank of `tessera train --backend cuda` killed or
+# stopped, with --comm mpi and nccl).
 set -uo pipefail
 BIN=${TEST_COMM_FAIL:?set by ctest}
 T=${TESSERA_BIN:?set by ctest}
 SRC=${TESSERA_SRC:?set by ctest}
-DEVARG=${TEST_COMM_FAIL_DEVICE:-}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-comm-fail.XXXXXX")
 pass=0 fail=0
@@ -36,7 +35,7 @@ rank_pid() {
 # expect the job to end within 60 s (exit != 0) with "rank 1" in its output.
 fault() {
   local name=$1 np=$2 sig=$3 log="$W/$1.log"
-  mpirun --oversubscribe --bind-to none -np "$np" "$BIN" 300 $DEVARG >"$log" 2>&1 &
+  mpirun --oversubscribe --bind-to none -np "$np" "$BIN" 300 >"$log" 2>&1 &
   local job=$!
   jobs_left+=("$job")
   for _ in $(seq 300); do grep -q '^ready' "$log" && break; sleep 0.1; done
