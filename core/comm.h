@@ -49,15 +49,15 @@ int comm_group_first(const comm_group *g);  // world rank of the group's member 
 //
 // Collectives and the ring exchange over a group's ranks go through one table of function
 // pointers, like the compute backends of kernels/kernels.h: ring attention and the
-// gradient all-reduce call only these entries, so a device backend (NCCL on device
-// memory, or MPI with device buffers staged through pinned host memory) plugs in by
-// filling the table. The world-level calls above (rank, size, integer all-reduces,
+// gradient all-reduce call only these entries, whichever backend fills the table: MPI on
+// host memory, MPI with device buffers staged through pinned host memory, NCCL on device
+// memory (comm_open below). The world-level calls above (rank, size, integer all-reduces,
 // broadcast) stay the control plane: host values, MPI, every backend.
 //
 // Contract for every entry
 // - Call as `cb->op(cb, g, ...)`, g from comm_group_get: the backend's state is cb->ctx.
 // - Memory space: every buffer lives in cb->mem (COMM_MEM_HOST for "mpi"; device memory
-//   for a device backend), the one the compute backend it works with allocates.
+//   for "mpi-staged" and "nccl"), the one the compute backend it works with allocates.
 // - Ordering: with cb->stream == NULL (host backends) an entry is host-synchronous: a
 //   blocking entry returns with the result in place, and `wait` returns once the request's
 //   buffers may be used and reused. A backend with a stream (a cudaStream_t of the compute
@@ -68,7 +68,12 @@ int comm_group_first(const comm_group *g);  // world rank of the group's member 
 //   wait, use) is correct on both, and the device backend overlaps the transfer with the
 //   compute queued between start and wait.
 // - Collective rules: every member of the group makes the same calls in the same order.
-// - With a group of one member every entry is a local no-op (ring: recv = send).
+// - With a group of one member every entry is a local no-op (ring: recv = send; "nccl"
+//   sends to itself through NCCL).
+// - barrier is a host barrier: it returns once every member has finished the work queued
+//   on its stream (calibration times transfers between two barriers).
+// - Bounded: a wait that a dead or hung member would never complete ends the job after
+//   comm_timeout() seconds, naming the member (top of this file).
 // - Errors: TSR_ECOMM with the transport's message; TSR_ENOMEM; TSR_EINVAL for sizes.
 typedef enum { COMM_MEM_HOST = 0, COMM_MEM_DEVICE = 1 } comm_mem;
 
