@@ -17,7 +17,8 @@
 
 static int comm_joined = 0, comm_r = 0, comm_n = 1;
 static int local_r = 0, local_n = 1;
-static double timeout_s = 600;
+static double timeout_s = 0;      // 0: waits are not bounded
+static int timeout_from_env = 0;  // TESSERA_COMM_TIMEOUT was given: it wins
 static MPI_Comm diag = MPI_COMM_NULL;  // private duplicate of the world: liveness pings
 
 static void watchdog_start(void);
@@ -115,11 +116,16 @@ int comm_find_shared(const uint64_t *keys, int n, int *a, int *b) {
 
 double comm_timeout(void) { return timeout_s; }
 
+void comm_bound_waits(double seconds) {
+  if (!timeout_from_env && seconds >= 0) timeout_s = seconds;
+}
+
 tsr_status comm_init(int *argc, char ***argv) {
   const char *t = getenv("TESSERA_COMM_TIMEOUT");
-  if (t && num_parse_double(t, 1e-3, 1e9, &timeout_s) != NUM_OK)
+  if (t && num_parse_double(t, 0, 1e9, &timeout_s) != NUM_OK)
     return err_set(TSR_EINVAL, "TESSERA_COMM_TIMEOUT='%s': give the seconds a rank may wait in "
-                   "one communication (> 0; default 600)", t);
+                   "one communication (0: no bound; default 600 for train and calibrate)", t);
+  timeout_from_env = t != NULL;
   if (!launched_by_mpi()) return TSR_OK;
   int provided = 0;
   tsr_status st = comm_mpi_check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided),
@@ -274,7 +280,7 @@ tsr_status comm_mpi_wait(int n, MPI_Request *r, const char *what, const comm_gro
     if (i % 256 || diag == MPI_COMM_NULL) continue;
     diag_answer();
     double waited = time_now() - start;
-    if (waited > timeout_s)
+    if (timeout_s > 0 && waited > timeout_s)
       diag_fail(what, g ? g->first : 0, g ? g->size : comm_n, peer, waited);
   }
 }
@@ -395,11 +401,26 @@ void comm_watch_remove(void *ctx) {
   pthread_mutex_unlock(&wd.mu);
 }
 
-void comm_fail(const char *msg) {
-  log_error("rank %d: %s; ending the job (TESSERA_COMM_TIMEOUT = %g s)", comm_r, msg, timeout_s);
-  // no lock: the main thread may hold none, and the job ends here anyway
+static atomic_int aborts_done;
+
+static void *run_aborts(void *arg) {
+  // no lock: the job ends here anyway, and the main thread may be stuck holding anything
   for (int i = 0; i < wd.nsrc; i++)
     if (wd.src[i].abort) wd.src[i].abort(wd.src[i].ctx);
+  atomic_store(&aborts_done, 1);
+  return arg;
+}
+
+void comm_fail(const char *msg) {
+  log_error("rank %d: %s; ending the job (communication timeout %g s: TESSERA_COMM_TIMEOUT)",
+            comm_r, msg, timeout_s);
+  // The sources' aborts (ncclCommAbort) free what waits on the GPU; they get 10 s, so that
+  // one that hangs itself cannot keep the job from ending.
+  pthread_t t;
+  if (wd.nsrc > 0 && pthread_create(&t, NULL, run_aborts, NULL) == 0) {
+    pthread_detach(t);
+    for (int i = 0; i < 100 && !atomic_load(&aborts_done); i++) usleep(100000);
+  }
   if (comm_joined) MPI_Abort(MPI_COMM_WORLD, 1);
   _exit(1);
 }
@@ -423,7 +444,7 @@ static void *watchdog_main(void *arg) {
     if (wd.stop) break;
     char msg[512];
     int64_t since = atomic_load(&wd.since_ns), now = now_ns();
-    if (since && (double)(now - since) * 1e-9 > timeout_s) {
+    if (since && timeout_s > 0 && (double)(now - since) * 1e-9 > timeout_s) {
       int first = atomic_load(&wd.first), size = atomic_load(&wd.size), peer = atomic_load(&wd.peer);
       char peers[96];
       describe_peers(peers, sizeof peers, first, size, peer);

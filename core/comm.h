@@ -9,12 +9,12 @@
 // size. comm_groups_init creates their communicators once; the data-plane operations of a
 // communication backend (comm_backend below) run inside one group.
 //
-// Failure (docs/dist.md "Failure"): every blocking communication of a multi-rank world
-// runs under a watchdog. A wait that has not completed after comm_timeout() seconds
-// (TESSERA_COMM_TIMEOUT, default 600) makes the rank print what it waited for and on
-// which ranks, abort the backends that can hang (NCCL: ncclCommAbort) and end the whole
-// job (MPI_Abort). A rank that dies is reported by the launcher (mpirun names it), one
-// that fails by comm_abort.
+// Failure (docs/dist.md "Failure"): in a run that bounds its waits (comm_bound_waits:
+// training and calibration, through tools/), a blocking communication of a multi-rank world
+// that has not completed after comm_timeout() seconds makes the rank find out which
+// members do not answer, print what it waited for and on which ranks, abort the backends
+// that can hang (NCCL: ncclCommAbort) and end the whole job (MPI_Abort). A rank that dies
+// is reported by the launcher (mpirun names it), one that fails by comm_abort.
 #ifndef TESSERA_CORE_COMM_H
 #define TESSERA_CORE_COMM_H
 
@@ -163,9 +163,13 @@ int comm_find_shared(const uint64_t *keys, int n, int *a, int *b);
 // the binary has no CUDA or no GPU is visible (then nothing is done and TSR_OK).
 tsr_status comm_bind_device(int *device);
 
-// Seconds a blocking communication may take before the watchdog ends the job:
-// TESSERA_COMM_TIMEOUT (> 0, default 600), read at comm_init.
+// Seconds a blocking communication may take before the job is ended; 0: no bound.
 double comm_timeout(void);
+// Bounds every later wait to `seconds` (0: none), unless TESSERA_COMM_TIMEOUT (read at
+// comm_init, seconds >= 0) gave the bound: it wins. Without either, waits are unbounded: a
+// multi-rank ingest waits as long as its slowest rank works. tools/ bounds the runs that
+// open a communication backend (train, calibrate: 600 s), whose waits last at most a wave.
+void comm_bound_waits(double seconds);
 
 // World-level in-place sum of n doubles (host values, e.g. the step's loss).
 tsr_status comm_allreduce_sum_f64(double *vals, int n);

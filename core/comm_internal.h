@@ -32,7 +32,7 @@ static inline int comm_ring_tag(unsigned seq, int64_t c) {
 // ---- bounded waits (comm.c) ---------------------------------------------------------------
 // Every MPI wait of the backends and the control plane goes through comm_mpi_wait: it
 // polls the requests (MPI_Testall, as MPI_Waitall would), answers other ranks' pings,
-// and after comm_timeout() seconds asks every other member of the group whether it is
+// and after comm_timeout() seconds (when bounded) asks every other member of the group whether it is
 // alive (a ping on a private duplicate of the world communicator; a member in a
 // communication, even one waiting itself, answers within its poll loop). Then it ends the
 // job (comm_fail) naming the members that did not answer: dead, stopped, or busy for
@@ -55,8 +55,9 @@ void comm_watch_begin(const char *what, const comm_group *g, int peer);
 void comm_watch_end(void);
 
 typedef struct {
-  // Called from the watchdog thread about twice a second: 1 when some of the source's
-  // work has waited longer than `timeout` seconds (or failed), with a description in msg.
+  // Called from the watchdog thread about four times a second: 1 when some of the
+  // source's work has waited longer than `timeout` seconds (0: no bound) or failed, with a
+  // description in msg.
   int (*overdue)(void *ctx, double now, double timeout, char *msg, size_t n);
   // Called from the watchdog thread before it ends the job: unblock what can hang.
   void (*abort)(void *ctx);

@@ -262,7 +262,7 @@ static int nc_overdue(void *ctx, double now, double timeout, char *msg, size_t n
       continue;
     }
     if (o->seen_ready == 0) o->seen_ready = now;
-    if (now - o->seen_ready > timeout) {
+    if (timeout > 0 && now - o->seen_ready > timeout) {
       char peers[96];
       if (o->peer >= 0) snprintf(peers, sizeof peers, "rank %d", o->peer);
       else snprintf(peers, sizeof peers, "the ranks of [%d, %d)", o->first, o->first + o->size);

@@ -78,6 +78,9 @@ tsr_status backend_choose(const char *name, backend_choice *out) {
 tsr_status backend_comm_open(const char *name, const backend_choice *c, const comm_backend **out) {
   *out = NULL;
   const kernels_backend *kb = c->table[KERNELS_F32] ? c->table[KERNELS_F32] : c->table[KERNELS_BF16];
+  // A rank of a training job waits at most a wave for another: a wait ten minutes long
+  // means a dead or hung rank (TESSERA_COMM_TIMEOUT overrides).
+  comm_bound_waits(600);
   tsr_status st = comm_groups_init();
   if (!st) st = comm_open(name, kb->device_memory ? COMM_MEM_DEVICE : COMM_MEM_HOST, kb->stream, out);
   return st;

@@ -8,7 +8,7 @@
 #      naming rank 1, and MPI_Abort ends every rank, the stopped one included;
 #   3. a rank that fails (`tessera calibrate` with a missing config on rank 1 only, while
 #      rank 0 goes on into the collectives): it names itself and aborts the job;
-#   4. TESSERA_COMM_TIMEOUT that is not a positive number is refused, naming it.
+#   4. TESSERA_COMM_TIMEOUT that is not a number of seconds >= 0 is refused, naming it.
 # GPU variant: tests/dist/gpu_dist.sh (a rank of `tessera train --backend cuda` killed or
 # stopped, with --comm mpi and nccl).
 set -uo pipefail

@@ -209,6 +209,19 @@ static void check_local_place(void) {
   CHECK(comm_local_cores() >= 1, "cores per rank");
 }
 
+// Waits are unbounded unless a run bounds them; TESSERA_COMM_TIMEOUT, when given, wins.
+static void check_timeout_policy(void) {
+  const char *env = getenv("TESSERA_COMM_TIMEOUT");
+  double t0 = comm_timeout();
+  comm_bound_waits(5);
+  double t1 = comm_timeout();
+  comm_bound_waits(0);
+  if (!env)
+    CHECK(t0 == 0 && t1 == 5 && comm_timeout() == 0, "timeouts %g %g %g", t0, t1, comm_timeout());
+  else
+    CHECK(t0 == atof(env) && t1 == t0 && comm_timeout() == t0, "env timeout %s: %g %g", env, t0, t1);
+}
+
 static void check_open_errors(void) {
   const comm_backend *cb = NULL;
   tsr_status st = comm_open("bogus", COMM_MEM_HOST, NULL, &cb);
@@ -242,6 +255,7 @@ int main(int argc, char **argv) {
   check_local_place();
   check_local_logic();
   check_open_errors();
+  check_timeout_policy();
   const comm_backend *cb = NULL;
 #ifdef TEST_COMM_DEVICE
   const char *name = argc > 1 ? argv[1] : "mpi";
