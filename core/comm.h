@@ -73,7 +73,7 @@ int comm_group_first(const comm_group *g);  // world rank of the group's member 
 // - barrier is a host barrier: it returns once every member has finished the work queued
 //   on its stream (calibration times transfers between two barriers).
 // - Bounded: a wait that a dead or hung member would never complete ends the job after
-//   comm_timeout() seconds, naming the member (top of this file).
+//   comm_timeout() seconds when the run bounds its waits, naming the member (top of file).
 // - Errors: TSR_ECOMM with the transport's message; TSR_ENOMEM; TSR_EINVAL for sizes.
 typedef enum { COMM_MEM_HOST = 0, COMM_MEM_DEVICE = 1 } comm_mem;
 
@@ -97,7 +97,9 @@ struct comm_backend {
   // Ring exchange, non-blocking: sends `bytes` of `send` to the next member
   // ((rank + 1) % size) and receives as many into `recv` from the previous one. Neither
   // buffer may be touched until `wait` (send and recv must not overlap). *req != NULL on
-  // success, also for a group of one.
+  // success, also for a group of one. Several exchanges may be in flight in one group
+  // (K/V and dK/dV in ring attention's backward) and be waited for in any order: each
+  // receive gets the send of the same exchange, the n-th started by every member.
   tsr_status (*ring_start)(const comm_backend *cb, comm_group *g, const void *send, void *recv,
                            int64_t bytes, comm_request **req);
   // Non-blocking in-place sum of x (n fp32) over the group, e.g. a gradient bucket while

@@ -9,7 +9,7 @@
 #                                            are visible
 # Env: BACKEND (cpu), COMMS (cpu: mpi; cuda: mpi nccl), CONFIG, SETS (extra --set
 # arguments), TOKENS, CLIPS (1), REPS (5), RANKS ("2 4"), BUILD_DIR (build), OUT_JSON
-# (bench/dist/ring.json). Baseline: the same run with a communication table that moves
+# (bench/dist/ring.json), NOTE (a remark stored in the JSON). Baseline: the same run with a communication table that moves
 # nothing (bench/dist/bench_ring.c). Output: one line per run, and OUT_JSON with the device,
 # the commit and every run.
 set -euo pipefail
@@ -45,10 +45,12 @@ for k in ${RANKS:-2 4}; do
   done
 done
 DEVICE=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
-[ -n "$DEVICE" ] && [ "$BACKEND" != cpu ] || DEVICE="$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) cores"
+[ -n "$DEVICE" ] && [ "$BACKEND" != cpu ] || DEVICE="$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $(getconf _NPROCESSORS_ONLN) cores"
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || cat "$ROOT/.carry/commit" 2>/dev/null || echo unknown)
 jq -s --arg device "$DEVICE" --arg commit "$COMMIT" --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" \
+  --arg note "${NOTE:-}" \
   '{benchmark: "ring exposure", device: $device, commit: $commit, load_average: $load,
-    baseline: "the same microbatch with a communication table that moves nothing", runs: .}' \
+    baseline: "the same microbatch with a communication table that moves nothing",
+    note: $note, runs: (map(.config |= sub(".*/"; "")))}' \
   "${runs[@]}" >"$OUT_JSON"
 echo "ring bench -> $OUT_JSON"
