@@ -126,8 +126,9 @@ const comm_backend *comm_mpi(void);
 //           then ncclCommSplit); operations on one communication stream ordered against
 //           `stream` with events. One rank per GPU: refused, naming the two ranks that
 //           share a GPU, when ranks share one (NCCL cannot).
-//   "auto"  host memory: "mpi"; device memory: "nccl" when built and no two ranks share a
-//           GPU, else "mpi" (staged).
+//   "auto"  host memory: "mpi"; device memory: "nccl" when built, the world has more than
+//           one rank and no two ranks share a GPU, else "mpi" (staged; in a world of one
+//           every entry is local).
 // Collective over the world; comm_groups_init first. *out stays valid until comm_close.
 // Errors: TSR_EINVAL naming the backend and what this binary has (unknown name, NCCL not
 // built, host/device mismatch, shared GPU), TSR_ECOMM from the transport.

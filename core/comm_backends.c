@@ -81,7 +81,9 @@ tsr_status comm_open(const char *name, comm_mem mem, void *stream, const comm_ba
                  "tessera has no device communication (built without CUDA)", name);
 #else
 #ifdef TESSERA_HAVE_NCCL
-  if (want_nccl || is_auto) {
+  // a world of one has nothing to send: auto skips NCCL's set-up (every entry of the
+  // staged backend is then a local copy or nothing)
+  if (want_nccl || (is_auto && comm_size() > 1)) {
     int excl = 1, a = -1, b = -1;
     tsr_status st = gpus_exclusive(&excl, &a, &b);
     if (st) return err_wrap(st, "--comm %s: ", name);
