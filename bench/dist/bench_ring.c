@@ -254,8 +254,9 @@ int main(int argc, char **argv) {
   if (!st) st = side_make(&without, &none, kb, &mc, &tc, max_tokens, nclips, reps);
   for (int r = -1; r < reps && !st; r++) {  // r = -1: warm-up of both
     int rr = r < 0 ? 0 : r;
-    st = side_run(&with, kb, &p, clips, nclips, rr);
-    if (!st) st = side_run(&without, kb, &p, clips, nclips, rr);
+    side *first = rr % 2 ? &without : &with, *second = rr % 2 ? &with : &without;  // ABBA
+    st = side_run(first, kb, &p, clips, nclips, rr);
+    if (!st) st = side_run(second, kb, &p, clips, nclips, rr);
   }
   if (st) {
     log_error("bench_ring: %s", err_msg());
