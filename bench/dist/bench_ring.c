@@ -9,8 +9,9 @@
 // timed with the real communication backend (--comm, as `tessera train --comm`) and with
 // the baseline: the very same compute with a backend that moves nothing ("none": every
 // ring exchange and all-reduce returns at once and leaves the buffers as they are; the
-// kernels run on the same sizes). Reps alternate between the two; each rep's time is the
-// slowest rank's, the median over reps is reported:
+// kernels run on the same sizes). Reps alternate between the two (each going first in
+// turn); each rep's time is the slowest rank's (a step waits for it), the median over reps
+// is reported:
 //   microbatch_s  dist_step_run (the ring's exchanges, forward and backward)
 //   step_s        microbatch + dist_step_reduce (the gradient all-reduce left after backward)
 // and the exposed communication = with - without (ratio with / without), and the seconds
