@@ -56,7 +56,11 @@ fault() {
   else bad "$name: exit $rc after ${took} s"; fi
   if grep -Eq "rank 1([^0-9]|$)" "$log"; then ok "$name: named: $(grep -Em1 "rank 1([^0-9]|$)" "$log")"
   else bad "$name: no message naming rank 1: $(tail -5 "$log")"; fi
-  if pgrep -f "$BIN 300" >/dev/null; then bad "$name: ranks left running"; pkill -9 -f "$BIN 300"; fi
+  for _ in $(seq 50); do pgrep -f "$BIN 300" >/dev/null || break; sleep 0.1; done  # reaped
+  if pgrep -f "$BIN 300" >/dev/null; then
+    bad "$name: ranks left running 5 s after the job ended: $(pgrep -af "$BIN 300")"
+    for p in $(pgrep -f "$BIN 300"); do kill -9 "$p"; done
+  fi
 }
 
 fault killed 2 KILL
