@@ -40,6 +40,7 @@
 #include "kernels/cuda/kcu.h"
 
 extern "C" {
+#include "kernels/cuda/cuda.h"
 #include "kernels/cuda/sdpa.h"
 }
 
@@ -374,6 +375,7 @@ struct sdpa_plan {
   int64_t engine;
   char notes[96];  // the engine's numerical notes
   unsigned long long used;  // LRU clock
+  unsigned long calls;      // calls served (or, failed: sent to the own kernels)
   char err[768];
 };
 
@@ -470,6 +472,13 @@ static int sdpa_build(sdpa_plan *p, const kcu_sdpa_key *key, cudnnHandle_t handl
         skipped_nondet++;
         continue;
       }
+      // The configuration's workspace, when cuDNN knows it before compiling: skip early.
+      int64_t cfg_ws = 0;
+      if (cudnnBackendGetAttribute(cfg[i], CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
+                                   &cfg_ws) == CUDNN_STATUS_SUCCESS && cfg_ws > max_ws) {
+        skipped_ws++;
+        continue;
+      }
       cudnnBackendDescriptor_t plan = NULL;
       cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan);
       if (s == CUDNN_STATUS_SUCCESS)
@@ -524,9 +533,12 @@ static int sdpa_build(sdpa_plan *p, const kcu_sdpa_key *key, cudnnHandle_t handl
   }
   if (p->state < 0) {
     snprintf(p->err, sizeof p->err, "cuDNN %s: no engine of %d candidates builds a plan "
-             "(%d nondeterministic skipped, %d over the %lld-byte workspace limit)%s%s", kind,
+             "(%d nondeterministic skipped, %d over the %lld-byte workspace limit)%s%s%s", kind,
              tried, skipped_nondet, skipped_ws, (long long)max_ws, reasons[0] ? "; first failure: " : "",
-             reasons);
+             reasons, skipped_ws && key->deterministic
+                          ? "; the deterministic backward's workspace is a dense b x H x sq x skv dP: "
+                            "TESSERA_CUDA_ATTENTION_DETERMINISTIC=0 selects the atomic one"
+                          : "");
     return 0;
   }
   return 1;
@@ -550,6 +562,7 @@ struct sdpa_state {
   int64_t max_workspace;
   sdpa_plan cache[SDPA_CACHE];
   unsigned long long clock;
+  unsigned long own_calls[KCU_SDPA_KINDS];  // sent to the own kernels without a plan lookup
 };
 
 // The state of kb (created on first use: environment switches, cuDNN handle on the
@@ -610,6 +623,7 @@ static tsr_status sdpa_plan_of(sdpa_state *S, const char *op, const kcu_sdpa_key
     hit = victim;
   }
   hit->used = ++S->clock;
+  hit->calls++;
   if (hit->state == 1) {
     *plan = hit;
     return TSR_OK;
@@ -729,19 +743,40 @@ static tsr_status sdpa_prepare(kb_t *kb, const char *op, const kcu_sdpa_key *key
   return TSR_OK;
 }
 
+// 1 when every given pointer (NULL passes) has the 16-byte alignment the graphs declare
+// (slices of a larger tensor at an odd token may not).
+static int sdpa_aligned(const void *const *ptrs, int n) {
+  for (int i = 0; i < n; i++)
+    if ((uintptr_t)ptrs[i] % 16 != 0) return 0;
+  return 1;
+}
+
 // The shared start of every entry: state, choice, plan. *plan = NULL: own kernels.
-static tsr_status sdpa_begin(kb_t *kb, const char *op, const kcu_sdpa_shape *sh, int need_plan,
-                             sdpa_state **S_out, kcu_sdpa_key *key, sdpa_plan **plan, int *use) {
+static tsr_status sdpa_begin(kb_t *kb, const char *op, const kcu_sdpa_shape *sh, int aligned,
+                             int need_plan, sdpa_state **S_out, kcu_sdpa_key *key, sdpa_plan **plan,
+                             int *use) {
   *plan = NULL;
   *use = 0;
   sdpa_state *S;
   tsr_status st = sdpa_state_of(kb, &S);
-  if (st || S->mode == KCU_ATTN_OWN) return st;
-  if (S->setup) {
-    if (S->mode == KCU_ATTN_AUTO) return TSR_OK;
-    return err_set(S->setup, "%s: TESSERA_CUDA_ATTENTION=cudnn but cuDNN is not usable: %s", op, S->err);
+  if (st) return st;
+  if (S->mode == KCU_ATTN_OWN || (S->setup && S->mode == KCU_ATTN_AUTO)) {
+    S->own_calls[sh->kind]++;
+    return TSR_OK;
   }
-  if ((st = kcu_sdpa_choose(S->mode, op, sh, &S->dev, use)) || !*use) return st;
+  if (S->setup)
+    return err_set(S->setup, "%s: TESSERA_CUDA_ATTENTION=cudnn but cuDNN is not usable: %s", op, S->err);
+  if ((st = kcu_sdpa_choose(S->mode, op, sh, &S->dev, use))) return st;
+  if (*use && !aligned) {
+    *use = 0;
+    if (S->mode == KCU_ATTN_CUDNN)
+      return err_set(TSR_EINVAL, "%s: TESSERA_CUDA_ATTENTION=cudnn but a tensor is not 16-byte aligned "
+                     "(cuDNN's requirement; a slice at an odd token?)", op);
+  }
+  if (!*use) {
+    S->own_calls[sh->kind]++;
+    return TSR_OK;
+  }
   *key = kcu_sdpa_key_of(sh, S->deterministic);
   *S_out = S;
   if (!need_plan) return TSR_OK;
@@ -760,8 +795,9 @@ tsr_status kcu_sdpa_forward(kb_t *kb, const char *op, int partial, int *done, vo
   kcu_sdpa_key key;
   sdpa_plan *p;
   int use;
+  const void *args[] = {out, lse, q, Lk > 0 ? k : NULL, Lk > 0 ? v : NULL};
   // An empty block needs no plan: every row is "no key" below.
-  tsr_status st = sdpa_begin(kb, op, &sh, Lk > 0, &S, &key, &p, &use);
+  tsr_status st = sdpa_begin(kb, op, &sh, sdpa_aligned(args, 5), Lk > 0, &S, &key, &p, &use);
   if (st || !use) return st;
   sdpa_mem m;
   if ((st = sdpa_prepare(kb, op, &key, 0, p ? p->workspace : 0, cu_q, cu_k, n_clips, Lq, Lk, H, Dh, &m)))
@@ -794,7 +830,8 @@ tsr_status kcu_sdpa_backward(kb_t *kb, const char *op, int *done, void *dq, void
   kcu_sdpa_key key;
   sdpa_plan *p;
   int use;
-  tsr_status st = sdpa_begin(kb, op, &sh, 1, &S, &key, &p, &use);
+  const void *args[] = {dq, dk, dv, dout, q, k, v, out, lse};
+  tsr_status st = sdpa_begin(kb, op, &sh, sdpa_aligned(args, 9), 1, &S, &key, &p, &use);
   if (st || !use) return st;
   const size_t n = (size_t)L * H * Dh, rows = (size_t)L * H;
   // delta (fp32, like the lse), the fp32 dQ accumulator without determinism, and a bf16
@@ -825,7 +862,8 @@ tsr_status kcu_sdpa_backward(kb_t *kb, const char *op, int *done, void *dq, void
 
 // ---- planning without a GPU (tests) ----------------------------------------------------------
 extern "C" tsr_status kcu_sdpa_plan_offline(const kcu_sdpa_key *key, const char *device_json,
-                                            int64_t *workspace, char *info, size_t n) {
+                                            int64_t max_workspace, int64_t *workspace, char *info,
+                                            size_t n) {
   cudnnBackendDescriptor_t dp = NULL;
   cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR, &dp);
   if (s == CUDNN_STATUS_SUCCESS)
@@ -839,7 +877,7 @@ extern "C" tsr_status kcu_sdpa_plan_offline(const kcu_sdpa_key *key, const char 
   }
   sdpa_plan p;
   memset(&p, 0, sizeof p);
-  int ok = sdpa_build(&p, key, NULL, dp, (int64_t)1 << 62, 1);
+  int ok = sdpa_build(&p, key, NULL, dp, max_workspace, 1);
   tsr_status st = TSR_OK;
   if (ok) {
     *workspace = p.workspace;
@@ -852,4 +890,37 @@ extern "C" tsr_status kcu_sdpa_plan_offline(const kcu_sdpa_key *key, const char 
   sdpa_plan_clear(&p);
   cudnnBackendDestroyDescriptor(dp);
   return st;
+}
+
+// ---- report (cuda.h) ---------------------------------------------------------------------
+extern "C" void kernels_cuda_attention_report(char *buf, size_t n) {
+  if (!buf || !n) return;
+  buf[0] = 0;
+  const kernels_backend *kb = kernels_cuda();
+  sdpa_state *S = kb ? (sdpa_state *)kcu(kb)->sdpa : NULL;
+  if (!S) return;
+  static const char *const modes[] = {"auto", "cudnn", "own"};
+  size_t u = 0;
+#define REPORT(...)                                                       \
+  do {                                                                    \
+    if (u < n) u += (size_t)snprintf(buf + u, n - u, __VA_ARGS__);       \
+  } while (0)
+  REPORT("attention: TESSERA_CUDA_ATTENTION=%s, deterministic backward %d, cuDNN %ld, sm_%d, "
+         "workspace limit %lld bytes%s%s\n", modes[S->mode], S->deterministic, S->dev.cudnn, S->dev.sm,
+         (long long)S->max_workspace, S->setup ? "; cuDNN not usable: " : "", S->setup ? S->err : "");
+  REPORT("  own kernels without a plan lookup: forward %lu, backward %lu, partial forward %lu calls\n",
+         S->own_calls[KCU_SDPA_FWD], S->own_calls[KCU_SDPA_BWD], S->own_calls[KCU_SDPA_PARTIAL_FWD]);
+  for (int i = 0; i < SDPA_CACHE; i++) {
+    const sdpa_plan *p = &S->cache[i];
+    if (p->state == 0) continue;
+    REPORT("  %s b %d sq %d skv %d H %d Dh %d%s: ", kcu_sdpa_kind_name((kcu_sdpa_kind)p->key.kind),
+           p->key.b, p->key.sq, p->key.skv, p->key.h, p->key.d,
+           p->key.kind == KCU_SDPA_BWD ? (p->key.deterministic ? " deterministic" : " atomic dQ") : "");
+    if (p->state == 1)
+      REPORT("cuDNN engine %lld [%s], workspace %lld bytes, %lu calls\n", (long long)p->engine, p->notes,
+             (long long)p->workspace, p->calls);
+    else
+      REPORT("no plan (%s), %lu calls on the own kernels\n", p->err, p->calls);
+  }
+#undef REPORT
 }

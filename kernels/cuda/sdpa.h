@@ -114,12 +114,13 @@ static inline KCU_HD void kcu_sdpa_ragged(const int32_t *cu, int n_clips, int L,
 
 // ---- implemented in attention_cudnn.cu (built with the CUDA backend only) ---------------
 // Builds the cuDNN graph and execution plan of `key` as the GPU path does (heuristics, the
-// engines' support checks, the determinism filter, the workspace limit) but without a GPU,
-// for the device that device_json describes (cuDNN's device-property JSON, as
-// tests/kernels/sdpa_h100.json; cuDNN >= 9.8 plans "devicelessly"). TSR_OK with the plan's
-// workspace in bytes and "engine N" in info[0, n); an error with cuDNN's reason otherwise.
+// engines' support checks, the determinism filter, the workspace limit max_workspace: the
+// GPU path uses an eighth of the device memory) but without a GPU, for the device that
+// device_json describes (cuDNN's device-property JSON, as tests/kernels/sdpa_h100.json;
+// cuDNN >= 9.8 plans "devicelessly"). TSR_OK with the plan's workspace in bytes and
+// "engine N [notes]" in info[0, n); an error with cuDNN's reason otherwise.
 tsr_status kcu_sdpa_plan_offline(const kcu_sdpa_key *key, const char *device_json,
-                                 int64_t *workspace, char *info, size_t n);
+                                 int64_t max_workspace, int64_t *workspace, char *info, size_t n);
 
 #ifdef __cplusplus
 }

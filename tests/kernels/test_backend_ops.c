@@ -34,6 +34,9 @@
 #include <string.h>
 
 #include "kt.h"
+#ifdef TESSERA_TEST_CUDA
+#include "kernels/cuda/cuda.h"  // kernels_cuda_attention_report (gpu_backend_ops)
+#endif
 
 // ---- tolerances --------------------------------------------------------------------
 // 1 when entry runs on cuDNN's fused attention (the CUDA backend's auto or cudnn mode).
@@ -580,6 +583,13 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n_stats; i++)
       printf("  %-44s %10.3g %10.3g %10ld  %s\n", stats[i].entry, stats[i].err, stats[i].tol,
              stats[i].mismatches, stats[i].fails ? "FAIL" : "ok");
+#ifdef TESSERA_TEST_CUDA
+    if (!strcmp(KB->name, "cuda")) {  // which attention path ran (cuDNN plans, own kernels)
+      static char report[16384];
+      kernels_cuda_attention_report(report, sizeof report);
+      printf("%s", report);
+    }
+#endif
   }
   return check_done();
 }

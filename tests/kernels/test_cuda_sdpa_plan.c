@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "core/err.h"
 #include "kernels/cuda/sdpa.h"
 
 static char json[8192];
@@ -28,6 +29,9 @@ static double now(void) {
   return t.tv_sec + 1e-9 * t.tv_nsec;
 }
 
+// The GPU path's workspace limit on an H100: an eighth of its memory (totalGlobalMem).
+static const int64_t max_workspace = 85029158912 / 8;
+
 // Plans the call; returns its workspace (-1 on failure, the error printed when expected_ok).
 static int64_t plan(kcu_sdpa_kind kind, int C, int Lq, int Lk, int H, int Dh, int det, int expected_ok) {
   kcu_sdpa_shape s = {kind, C, Lq, Lk, H, Dh};
@@ -35,7 +39,7 @@ static int64_t plan(kcu_sdpa_kind kind, int C, int Lq, int Lk, int H, int Dh, in
   int64_t ws = -1;
   char info[160] = "";
   double t0 = now();
-  tsr_status st = kcu_sdpa_plan_offline(&k, json, &ws, info, sizeof info);
+  tsr_status st = kcu_sdpa_plan_offline(&k, json, max_workspace, &ws, info, sizeof info);
   printf("  %-15s C %2d Lq %5d Lk %5d H %2d Dh %3d det %d -> b %2d sq %5d skv %5d: %s, workspace %lld, %s "
          "(%.1f s)\n", kcu_sdpa_kind_name(kind), C, Lq, Lk, H, Dh, det, k.b, k.sq, k.skv,
          st ? "rejected" : "planned", (long long)ws, st ? err_msg() : info, now() - t0);
@@ -65,6 +69,10 @@ int main(void) {
   // Deterministic backward: at least the plan's dense bf16 dP (b 8, H 2, 256 x 256).
   w = plan(KCU_SDPA_BWD, 6, 131, 131, 2, 64, 1, 1);
   CHECK(w >= (int64_t)8 * 2 * 256 * 256 * 2, "deterministic backward workspace %lld", (long long)w);
+  // ... which for the models' microbatches exceeds the limit (dit-b 16 x 4,096: b 16, H 12,
+  // 65,536^2 tokens: 1.6 TB): no plan, so the GPU path sends it to the own kernels.
+  plan(KCU_SDPA_BWD, 16, 65536, 65536, 12, 64, 1, 0);
+  CHECK(strstr(err_msg(), "workspace limit") != NULL, "rejected for its workspace: %s", err_msg());
   // The models' microbatches.
   w = plan(KCU_SDPA_FWD, 16, 65536, 65536, 12, 64, 1, 1);
   CHECK(w >= 0 && w <= small, "dit-b forward workspace %lld", (long long)w);
