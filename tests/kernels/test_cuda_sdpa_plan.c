@@ -61,6 +61,7 @@ int main(void) {
   for (int i = 0; i < 3; i++) {
     int64_t w = plan(KCU_SDPA_FWD, 6, 131, 131, hs[i], dhs[i], 1, 1);
     CHECK(w >= 0 && w <= small, "forward workspace %lld", (long long)w);
+    if (dhs[i] == 128) continue;  // the dit-1b backward below has Dh 128
     w = plan(KCU_SDPA_BWD, 6, 131, 131, hs[i], dhs[i], 0, 1);
     CHECK(w >= 0 && w <= small, "atomic backward workspace %lld", (long long)w);
   }
