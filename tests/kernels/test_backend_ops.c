@@ -24,7 +24,8 @@
 //   cuDNN's fused attention (the CUDA backend unless TESSERA_CUDA_ATTENTION=own) rounds P
 //     (forward) and P, dS (backward) to bf16 before its tensor-core products, which adds up
 //     to about 2^-8 of the max-norm again: its bf16 outputs get 3 * 2^-8 (emulated in double
-//     on these inputs, 100 draws: at most 2^-7.45 including the store, so a 2x margin).
+//     on these inputs by attention_bf16_error.py, 100 draws: at most 2^-7.45 including the
+//     store, so a 2x margin).
 //   Run to run: attention_backward is repeated on the same inputs and must give bitwise the
 //     same gradients (the backends' determinism), unless TESSERA_CUDA_ATTENTION_DETERMINISTIC
 //     is 0 (cuDNN's atomic dQ).
