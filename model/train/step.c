@@ -65,7 +65,8 @@ static tsr_status batch_clips(trainer *tr, const int64_t *batch, int n, int64_t 
     tsr_status r = data_clip_tokens(tr->data, batch[i], 1, &tok);
     if (r) return err_wrap(r, "step %lld: ", (long long)tr->step);
     tr->clips[i] = (dist_clip){.id = dc->id, .T = dc->T, .H = dc->H, .W = dc->W,
-                               .label = dc->label, .tokens = tok};
+                               .label = dc->label, .tokens = tok,
+                               .tokens_dtype = (kernels_tokens)data_settings(tr->data)->dtype};
     *tokens += dc->tokens;
   }
   return TSR_OK;

@@ -23,8 +23,9 @@ static const cost_model cpu_cost = {.a = 2e-5, .b = 2e-9, .kv = 1024, .bw_intra 
                                     .bw_inter = 1e9, .lat = 1e-5, .ovh = 2e-3,
                                     .allreduce = 0};
 
-// The store must hold what the config's model reads: same tubelet and channels, uint8
-// pixels, labels that fit num_classes, clips that fit one rank's memory.
+// The store must hold what the config's model reads: same tubelet and channels (uint8
+// pixels or bf16/f32 latents alike), labels that fit num_classes, clips that fit one
+// rank's memory.
 static tsr_status check_store(const trainer *tr, int ranks) {
   const store_settings *s = data_settings(tr->data);
   const dit_config *m = &tr->mc;
@@ -38,9 +39,6 @@ static tsr_status check_store(const trainer *tr, int ranks) {
   if (s->channels != m->channels)
     return err_set(TSR_EMISMATCH, "store %s has %d channels but model.channels is %d", dir,
                    s->channels, m->channels);
-  if (s->dtype != STORE_DTYPE_U8)
-    return err_set(TSR_EMISMATCH, "store %s holds non-uint8 tokens (latents); the trainer reads "
-                   "uint8 pixel tubelets only for now", dir);
   if (m->num_classes > 0 && data_num_labels(tr->data) > m->num_classes)
     return err_set(TSR_EMISMATCH, "store %s has %d labels but model.num_classes is %d: set "
                    "model.num_classes >= %d (or 0 for an unconditional model)", dir,

@@ -11,7 +11,7 @@
 #include "check.h"
 #include "ingest/shard.h"
 
-static store_settings S = {8, 1, 64, 2, 4, 4, 3, STORE_DTYPE_U8, 0};  // token: 96 bytes
+static store_settings S = {8, 1, 64, 2, 4, 4, 3, STORE_DTYPE_U8, 0, 0, 0};  // token: 96 bytes
 
 static char dir[256];
 
