@@ -57,6 +57,14 @@ typedef struct {
 tsr_status latent_file_open(latent_file **lf, const char *path);
 void latent_file_close(latent_file **lf);
 
+// The caption of a caption file for `tessera sample --caption`: any safetensors file with a
+// tensor text_emb (N, D), bf16 or f32, all finite, N in 1..STORE_MAX_CAPTION_TOKENS, D =
+// text_dim (a latent file with a caption is one); metadata 'caption' is its text. *emb:
+// (N, D) fp32, malloc'ed; caption (n bytes) gets the text ("" if none). TSR_EFORMAT /
+// TSR_EMISMATCH naming the file and what is wrong.
+tsr_status caption_file_read(const char *path, int text_dim, float **emb, int *tokens,
+                             char *caption, size_t n);
+
 // Value i of n values of dtype (bf16 or f32) at p, as float (p may be unaligned).
 float latent_value(const void *p, store_dtype dtype, size_t i);
 

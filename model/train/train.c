@@ -39,6 +39,24 @@ static tsr_status check_store(const trainer *tr, int ranks) {
   if (s->channels != m->channels)
     return err_set(TSR_EMISMATCH, "store %s has %d channels but model.channels is %d", dir,
                    s->channels, m->channels);
+  // captions: the model's width, at most text_len tokens (a longer one is refused naming it)
+  if (m->text_dim > 0 && data_num_captions(tr->data) > 0) {
+    for (int64_t i = 0; i < data_num_clips(tr->data); i++) {
+      const data_clip *c = data_clip_at(tr->data, i);
+      if (c->caption_offset && (c->caption_dim != m->text_dim || c->caption_tokens > m->text_len))
+        return err_set(TSR_EMISMATCH, "clip %lld of store %s has a caption of %d tokens of width "
+                       "%d; the model takes model.text_dim = %d and at most model.text_len = %d "
+                       "tokens", (long long)c->id, dir, c->caption_tokens, c->caption_dim,
+                       m->text_dim, m->text_len);
+    }
+  }
+  if (m->text_dim > 0 && data_num_captions(tr->data) == 0 && comm_rank() == 0)
+    log_warn("train: store %s has no captions: the text model sees only its null token", dir);
+  if (m->text_dim == 0 && data_num_captions(tr->data) > 0 && comm_rank() == 0)
+    log_warn("train: store %s has %lld captioned clips but model.text_dim = 0: captions are not "
+             "used (set model.text_dim = %d and model.text_len >= %d to train on them)", dir,
+             (long long)data_num_captions(tr->data), data_caption_dim(tr->data),
+             data_caption_max_tokens(tr->data));
   if (m->num_classes > 0 && data_num_labels(tr->data) > m->num_classes)
     return err_set(TSR_EMISMATCH, "store %s has %d labels but model.num_classes is %d: set "
                    "model.num_classes >= %d (or 0 for an unconditional model)", dir,
@@ -210,10 +228,7 @@ static tsr_status draw_batch(trainer *tr, int skip, int64_t step, int64_t *out, 
   while (!r) {
     if ((r = data_sampler_next(&tr->sampler, tr->tc.global_batch, out, count))) break;
     drawn += *count;
-    for (int64_t i = 0; i < *count; i++) {
-      const uint8_t *tok;
-      bad[i] = data_clip_tokens(tr->data, out[i], 1, &tok) != TSR_OK;
-    }
+    for (int64_t i = 0; i < *count; i++) bad[i] = data_clip_verify(tr->data, out[i]) != TSR_OK;
     if (comm_size() > 1 && (r = comm_allreduce_max_i64(bad, (int)*count))) break;
     int64_t kept = 0;
     for (int64_t i = 0; !r && i < *count; i++) {
@@ -222,9 +237,8 @@ static tsr_status draw_batch(trainer *tr, int skip, int64_t step, int64_t *out, 
         continue;
       }
       const data_clip *c = data_clip_at(tr->data, out[i]);
-      const uint8_t *tok;
       char why[1024];  // this rank's verdict again, for the message (bad clips are rare)
-      if (data_clip_tokens(tr->data, out[i], 1, &tok))
+      if (data_clip_verify(tr->data, out[i]))
         snprintf(why, sizeof why, "%s", err_msg());
       else
         snprintf(why, sizeof why, "clip %lld of store %s (offset %lld) is good here but failed "
