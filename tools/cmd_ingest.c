@@ -74,7 +74,7 @@ int cmd_ingest(int argc, char **argv) {
   enum { O_OUT = 1, O_FPS, O_SHORT, O_PATCH, O_MAXS, O_WORKERS, O_LABEL, O_RETRY, O_MAXPIX, O_QUIET,
          O_LATENTS, O_DTYPE };
   int latents = 0, pixel_opt = 0;  // --latents; an option that only pixels take was given
-  int patch_given = 0, dtype_given = 0;
+  int patch_given = 0, dtype_given = 0, maxs_given = 0;
   store_dtype latent_dtype = STORE_DTYPE_BF16;
   static const struct option opts[] = {
       {"out", required_argument, 0, O_OUT},         {"fps", required_argument, 0, O_FPS},
@@ -109,6 +109,7 @@ int cmd_ingest(int argc, char **argv) {
       break;
     case O_PATCH: patch_given = 1; st = parse_patch("--patch", optarg, &o.settings.pt, &o.settings.ph, &o.settings.pw); break;
     case O_MAXS:
+      maxs_given = 1;
       st = parse_double("--max-seconds", optarg, 0, STORE_MAX_SECONDS, &o.settings.max_seconds);
       break;
     case O_WORKERS: st = parse_int("--workers", optarg, 1, 1024, &o.workers); break;
@@ -140,10 +141,24 @@ int cmd_ingest(int argc, char **argv) {
     o.reader = &ingest_reader_latents;
     o.settings.dtype = latent_dtype;
     if (!patch_given) o.settings.pt = 1, o.settings.ph = o.settings.pw = 2;  // as Wan, HunyuanVideo
-    if ((st = ingest_latent_settings(argv + optind, argc - optind, &o.settings))) {
+    store_index *ix = NULL;
+    store_settings have;
+    if (store_open(&ix, out, 0, NULL) == TSR_OK && index_settings(ix, &have) == TSR_OK &&
+        store_is_latent(&have)) {
+      // an existing latent store: its settings, but for what the command line gives (which
+      // the store then refuses if it differs)
+      store_settings want = have;
+      if (patch_given) want.pt = o.settings.pt, want.ph = o.settings.ph, want.pw = o.settings.pw;
+      if (dtype_given) want.dtype = latent_dtype;
+      if (maxs_given) want.max_seconds = o.settings.max_seconds;
+      o.settings = want;
+    } else if ((st = ingest_latent_settings(argv + optind, argc - optind, &o.settings))) {
+      index_close(&ix);
       log_error("tessera ingest: %s", err_msg());
       return 1;
     }
+    index_close(&ix);
+    err_clear();
   } else if (dtype_given) {
     log_error("tessera ingest: --dtype is for latent stores (--latents); pixels are uint8");
     return 1;
