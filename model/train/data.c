@@ -284,6 +284,12 @@ int64_t data_num_captions(const data_store *d) { return d->n_captions; }
 int data_caption_dim(const data_store *d) { return d->caption_dim; }
 int data_caption_max_tokens(const data_store *d) { return d->caption_max_tokens; }
 
+double data_caption_mean_tokens(const data_store *d) {
+  double sum = 0;
+  for (int64_t i = 0; i < d->n; i++) sum += d->clips[i].caption_offset ? d->clips[i].caption_tokens : 0;
+  return d->n ? sum / (double)d->n : 0;
+}
+
 // ---- sampler ---------------------------------------------------------------------------
 
 void data_epoch_permutation(uint64_t seed, int64_t epoch, int64_t n, int64_t *perm) {

@@ -91,6 +91,8 @@ tsr_status data_clip_verify(data_store *d, int64_t i);
 int64_t data_num_captions(const data_store *d);
 int data_caption_dim(const data_store *d);
 int data_caption_max_tokens(const data_store *d);
+// Mean caption tokens a clip (clips without a caption count 0): the cost model's Lt.
+double data_caption_mean_tokens(const data_store *d);
 
 // ---- epoch sampler -------------------------------------------------------------------
 

@@ -388,6 +388,8 @@ tsr_status train_run(const train_options *o) {
         .mem_tokens = tr.tc.mem_tokens};
     tr.sched.cost = cpu_cost;
     if (o->cost_path) r = cost_model_load(o->cost_path, &tr.sched.cost);
+    // captions: the cross-attention the planner prices (sched/cost.h text_a, text_c)
+    if (tr.mc.text_dim > 0) tr.sched.cost.text_tokens = data_caption_mean_tokens(tr.data);
     tr.rank = comm_rank();
     if (!r) r = sched_config_check(&tr.sched);
   }
