@@ -96,6 +96,11 @@ echo "no caption: channel means $m -> nearest $(nearest red "$m" | cut -d' ' -f1
 [ $right -eq 4 ] || fail "the samples follow $right of 4 captions"
 grep -q "PREVIEW of latent channels 0, 1, 2" "$W/sample.log" || fail "sample does not say the video is a preview"
 echo "ok: the samples follow all 4 captions"
+# the sampled latents are a latent file: they ingest again (same fps, VAE stride, channels)
+"$T" ingest --latents "$W/red.safetensors" --out "$W/back" --quiet 2>"$W/back.log" ||
+  { cat "$W/back.log" >&2; fail "the sampled latents do not ingest"; }
+[ "$(sqlite3 "$W/back/index.sqlite" "SELECT T || 'x' || H || 'x' || W FROM clips")" = 2x2x2 ] ||
+  fail "the sampled latents ingest to another grid"
 
 # errors
 "$T" train --config "$SRC/configs/model/tiny.conf" --data "$W/store" --out "$W/plain" --steps 1 \
