@@ -53,6 +53,7 @@ struct kcu_ctx {
   kcu_dev_error *err;  // device error word (device memory)
   int sms;             // multiprocessors
   size_t smem_optin;   // largest dynamic shared memory per block
+  void *sdpa;          // cuDNN attention state (attention_cudnn.cu), created on first use
 };
 
 static inline kcu_ctx *kcu(kb_t *kb) { return (kcu_ctx *)kb->ctx; }
