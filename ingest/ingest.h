@@ -28,6 +28,8 @@ typedef struct {
   store_settings settings;
   int workers;             // parallel sources per rank
   int label_from_dir;      // label = name of the source's parent directory
+  int captions;            // videos: take VIDEO.caption.safetensors as the caption
+                           // (latent files carry theirs)
   int retry_failed;        // re-ingest sources recorded as failed
   int64_t max_pixels;      // absurd-size guard for decode
   int progress;            // show a progress line

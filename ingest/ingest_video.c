@@ -1,14 +1,18 @@
 // ingest/ingest_video.c — the video source reader of `tessera ingest` (ingest_internal.h):
 // decodes a video with FFmpeg (decode.h), resamples it to the store's fps and size, cuts it
 // into tubelet tokens (patchify.h) and appends them to the worker's shard, cutting clips
-// at max_seconds.
+// at max_seconds. With --captions (ingest_opts.captions) a caption file beside the video,
+// VIDEO.caption.safetensors (latent_file.h caption_file_open), becomes a caption block
+// before its clips; a malformed one fails the source, naming the caption file.
 #include <limits.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ingest/decode.h"
 #include "ingest/ingest_internal.h"
+#include "ingest/latent_file.h"
 #include "ingest/patchify.h"
 
 // Decodes one source into clips appended to the worker's shard. On return `src` and
@@ -21,7 +25,9 @@ static tsr_status video_source(ingest_worker *wk, const source_file *sf, store_s
   decode_ctx *d = NULL;
   uint8_t *frames = NULL, *tokens = NULL;
   clip_meta *meta = NULL;
+  latent_file *cap = NULL;   // the video's caption file (--captions), if it has one
   int open_clip = 0;
+  int64_t first_block = -1;  // where this source's blocks begin (a failure cuts them off)
 
   char *errbuf = txt->error;
   const size_t errn = sizeof txt->error;
@@ -43,8 +49,22 @@ static tsr_status video_source(ingest_worker *wk, const source_file *sf, store_s
                       .mult_h = s->ph, .mult_w = s->pw, .threads = wk->threads,
                       .max_pixels = wk->o->max_pixels};
   decode_info info;
+  if (wk->o->captions) {  // VIDEO.caption.safetensors, when there is one
+    char cpath[PATH_MAX + 32];
+    snprintf(cpath, sizeof cpath, "%s.caption.safetensors", sf->path);
+    if (access(cpath, F_OK) == 0 && caption_file_open(&cap, cpath)) {
+      snprintf(errbuf, errn, "%s: %s", sf->path, err_msg());
+      return TSR_OK;
+    }
+    if (cap && !(txt->caption = strdup(cap->caption))) {
+      latent_file_close(&cap);
+      snprintf(errbuf, errn, "%s: out of memory", sf->path);
+      return TSR_OK;
+    }
+  }
   if (decode_open(&d, sf->path, &dopt, &info)) {
     snprintf(errbuf, errn, "%s", err_msg());
+    latent_file_close(&cap);
     return TSR_OK;
   }
   snprintf(txt->codec, sizeof txt->codec, "%s", info.codec);
@@ -116,7 +136,19 @@ static tsr_status video_source(ingest_worker *wk, const source_file *sf, store_s
       open_clip = cut = 0;
     }
     if (!open_clip) {
-      if (clips->n == 0 && (io = ingest_open_shard(wk))) goto done;  // first clip: maybe roll
+      if (clips->n == 0) {  // the first clip: maybe a new shard, and the caption before it
+        if ((io = ingest_open_shard(wk))) goto done;
+        first_block = shard_writer_size(wk->w);
+        if (cap) {
+          if ((io = shard_writer_caption(wk->w, cap->text, cap->text_tokens, cap->text_dim,
+                                         cap->text_dtype, cap->caption, strlen(cap->caption),
+                                         &src_fields.caption_offset,
+                                         &src_fields.caption_checksum)))
+            goto done;
+          src_fields.caption_tokens = cap->text_tokens;
+          src_fields.caption_dim = cap->text_dim;
+        }
+      }
       c = src_fields;
       if ((io = shard_writer_begin_clip(wk->w, H, W, &c.offset))) goto done;
       c.H = H;
@@ -175,8 +207,14 @@ static tsr_status video_source(ingest_worker *wk, const source_file *sf, store_s
   src->status = SOURCE_DONE;
 done:
   if (open_clip && wk->w) shard_writer_abort_clip(wk->w);
+  // a failed source leaves nothing behind (its caption block included)
+  if (src->status != SOURCE_DONE && first_block >= 0 && wk->w && !io) {
+    io = shard_writer_rewind(wk->w, first_block);
+    clips->n = 0;
+  }
   if (io) clips->n = 0;
   free(meta);
+  latent_file_close(&cap);
   decode_free(&d);
   free(frames);
   free(tokens);

@@ -175,32 +175,45 @@ void latent_file_close(latent_file **plf) {
   *plf = NULL;
 }
 
+tsr_status caption_file_open(latent_file **out, const char *path) {
+  *out = NULL;
+  latent_file *lf = calloc(1, sizeof *lf);
+  if (!lf) return err_set(TSR_ENOMEM, "out of memory opening %s", path);
+  tsr_status st = st_open(&lf->st, path);
+  if (st) err_wrap(st, "caption file: ");
+  if (!st && !st_find(lf->st, "text_emb"))
+    st = err_set(TSR_EFORMAT, "caption file %s: no tensor 'text_emb' (the caption's (N, D) "
+                 "embedding by a text encoder)", path);
+  if (!st) st = check_text(lf, path);
+  if (st) {
+    latent_file_close(&lf);
+    return st;
+  }
+  *out = lf;
+  return TSR_OK;
+}
+
 tsr_status caption_file_read(const char *path, int text_dim, float **emb, int *tokens,
                              char *caption, size_t n) {
   *emb = NULL, *tokens = 0;
   if (n) caption[0] = 0;
-  latent_file lf = {0};
-  tsr_status st = st_open(&lf.st, path);
-  if (st) return err_wrap(st, "caption file: ");
-  if (!st_find(lf.st, "text_emb"))
-    st = err_set(TSR_EFORMAT, "caption file %s: no tensor 'text_emb' (the caption's (N, D) "
-                 "embedding by the text encoder the model was trained with)", path);
-  if (!st) st = check_text(&lf, path);
-  if (!st && lf.text_dim != text_dim)
+  latent_file *lf = NULL;
+  tsr_status st = caption_file_open(&lf, path);
+  if (!st && lf->text_dim != text_dim)
     st = err_set(TSR_EMISMATCH, "caption file %s: text_emb is %d wide; the model takes "
-                 "model.text_dim = %d (another text encoder?)", path, lf.text_dim, text_dim);
+                 "model.text_dim = %d (another text encoder?)", path, lf->text_dim, text_dim);
   float *e = NULL;
-  size_t cnt = (size_t)lf.text_tokens * (size_t)lf.text_dim;
+  size_t cnt = st ? 0 : (size_t)lf->text_tokens * (size_t)lf->text_dim;
   if (!st && !(e = malloc(cnt * sizeof(float))))
     st = err_set(TSR_ENOMEM, "caption file %s: no memory", path);
-  for (size_t i = 0; !st && i < cnt; i++) e[i] = latent_value(lf.text, lf.text_dtype, i);
+  for (size_t i = 0; !st && i < cnt; i++) e[i] = latent_value(lf->text, lf->text_dtype, i);
   if (!st) {
-    *emb = e, *tokens = lf.text_tokens;
-    if (n) snprintf(caption, n, "%s", lf.caption);
+    *emb = e, *tokens = lf->text_tokens;
+    if (n) snprintf(caption, n, "%s", lf->caption);
     e = NULL;
   }
   free(e);
-  st_close(&lf.st);
+  latent_file_close(&lf);
   return st;
 }
 

@@ -57,6 +57,12 @@ typedef struct {
 tsr_status latent_file_open(latent_file **lf, const char *path);
 void latent_file_close(latent_file **lf);
 
+// A caption file: any safetensors file with a tensor text_emb (N, D), bf16 or f32, all
+// finite, N in 1..STORE_MAX_CAPTION_TOKENS, D in 1..STORE_MAX_CAPTION_DIM, and optional
+// metadata 'caption' (its text, <= 8 KiB). The video reader of `tessera ingest --captions`
+// takes VIDEO.caption.safetensors beside each video. Only the text fields of *lf are set.
+tsr_status caption_file_open(latent_file **lf, const char *path);
+
 // The caption of a caption file for `tessera sample --caption`: any safetensors file with a
 // tensor text_emb (N, D), bf16 or f32, all finite, N in 1..STORE_MAX_CAPTION_TOKENS, D =
 // text_dim (a latent file with a caption is one); metadata 'caption' is its text. *emb:

@@ -31,6 +31,9 @@ static void usage(FILE *f) {
           "                       0..86400                                       [0: no cut]\n"
           "  --workers N          sources decoded in parallel per rank, 1..1024  [cores]\n"
           "  --label-from-dir     record the parent folder's name as class label\n"
+          "  --captions           a caption file VIDEO.caption.safetensors beside a video\n"
+          "                       (text_emb (N, D) bf16/f32, metadata 'caption') is stored\n"
+          "                       as its clips' caption\n"
           "  --retry-failed       retry sources recorded as failed\n"
           "  --max-pixels N       refuse videos larger than N pixels per frame   [67108864]\n"
           "  --quiet              no progress line\n\n"
@@ -72,7 +75,7 @@ int cmd_ingest(int argc, char **argv) {
       .workers = 0, .max_pixels = 8192LL * 8192, .progress = 1};
   const char *out = NULL;
   enum { O_OUT = 1, O_FPS, O_SHORT, O_PATCH, O_MAXS, O_WORKERS, O_LABEL, O_RETRY, O_MAXPIX, O_QUIET,
-         O_LATENTS, O_DTYPE };
+         O_LATENTS, O_DTYPE, O_CAPTIONS };
   int latents = 0, pixel_opt = 0;  // --latents; an option that only pixels take was given
   int patch_given = 0, dtype_given = 0, maxs_given = 0;
   store_dtype latent_dtype = STORE_DTYPE_BF16;
@@ -83,6 +86,7 @@ int cmd_ingest(int argc, char **argv) {
       {"label-from-dir", no_argument, 0, O_LABEL},   {"retry-failed", no_argument, 0, O_RETRY},
       {"max-pixels", required_argument, 0, O_MAXPIX}, {"quiet", no_argument, 0, O_QUIET},
       {"latents", no_argument, 0, O_LATENTS},        {"dtype", required_argument, 0, O_DTYPE},
+      {"captions", no_argument, 0, O_CAPTIONS},
       {0, 0, 0, 0}};
   int c;
   tsr_status st = TSR_OK;
@@ -101,6 +105,7 @@ int cmd_ingest(int argc, char **argv) {
                      &o.settings.short_side);
       break;
     case O_LATENTS: latents = 1; break;
+    case O_CAPTIONS: o.captions = 1; break;
     case O_DTYPE:
       dtype_given = 1;
       if (!strcmp(optarg, "bf16")) latent_dtype = STORE_DTYPE_BF16;
@@ -133,9 +138,10 @@ int cmd_ingest(int argc, char **argv) {
     return 1;
   }
   if (latents) {  // the store's frame rate, VAE stride and channels are the files'
-    if (pixel_opt) {
-      log_error("tessera ingest: --fps and --short-side are for videos; latent files carry their "
-                "frame rate (metadata fps) and are not resized");
+    if (pixel_opt || o.captions) {
+      log_error("tessera ingest: %s", o.captions ? "--captions is for videos; latent files carry "
+                "their caption (text_emb)" : "--fps and --short-side are for videos; latent "
+                "files carry their frame rate (metadata fps) and are not resized");
       return 1;
     }
     o.reader = &ingest_reader_latents;
