@@ -310,7 +310,7 @@ struct kernels_backend {
                                            int Dh, float scale);
 
   // ---- objective and sampler (no host work per step) ---------------------------------
-  // The rectified-flow inputs of a packed microbatch, from the uint8 tokens and the keys
+  // The rectified-flow inputs of a packed microbatch, from the stored tokens and the keys
   // of core/rng.h, exactly as model/objective.h defines them (the CPU fp32 entry is
   // bitwise equal to objective_build): for clip c with key (seed, step, clip_id) and
   // token j = first_token + i of its own token index (i-th row of the clip here),
@@ -318,12 +318,15 @@ struct kernels_backend {
   //   t = sigmoid(t_logit_mean + t_logit_std z), shifted by s = max(1, sqrt(N / t_shift_tokens))
   //       (s = 1 when t_shift_tokens <= 0): t' = s t / (1 + (s - 1) t), clamped to
   //       [1e-5, 1 - 1e-5] — all in double, then rounded to float
-  //   x0 = u8 * (2/255) - 1;  e = (float)rng_normal({seed, step, clip_id, NOISE}, j P + v)
+  //   x0 = u8 * (2/255) - 1 for uint8 pixels; x0 = the value itself (exact in fp32) for bf16
+  //        or f32 latents
+  //   e = (float)rng_normal({seed, step, clip_id, NOISE}, j P + v)
   //   x_t = (1 - t') x0 + t' e;  target = e - x0           (float arithmetic, no FMA)
-  // t: (C) [f32] out, x_t, target: (L, P) [act] out, tokens: (L, P) uint8,
+  // t: (C) [f32] out, x_t, target: (L, P) [act] out, tokens: (L, P) of tokens_dtype,
   // clips: (C) kernels_clip_key, cu_seqlens: (C + 1) int32
   tsr_status (*objective_inputs)(const kernels_backend *kb, float *t, void *x_t, void *target,
-                                 const uint8_t *tokens, const kernels_clip_key *clips,
+                                 const void *tokens, kernels_tokens tokens_dtype,
+                                 const kernels_clip_key *clips,
                                  const int32_t *cu_seqlens, int n_clips, int L, int P,
                                  uint64_t seed, uint64_t step, double t_logit_mean,
                                  double t_logit_std, int64_t t_shift_tokens);

@@ -3,8 +3,9 @@
 //   a = LN(h)(1 + scale1) + shift1
 //   q = RoPE(RMSNorm(a Wq + bq) q_norm), k = RoPE(RMSNorm(a Wk + bk) k_norm), v = a Wv + bv
 //   hmid = h + gate1 * (attention(q, k, v) Wproj + bproj)
-//   m = LN(hmid)(1 + scale2) + shift2
-//   hout = hmid + gate2 * (GELU_tanh(m Wfc1 + b) Wfc2 + b)
+//   hx = hmid + cross-attention to the captions (model/cross.c; hx = hmid without text)
+//   m = LN(hx)(1 + scale2) + shift2
+//   hout = hx + gate2 * (GELU_tanh(m Wfc1 + b) Wfc2 + b)
 #include <math.h>
 
 #include "model/dit_internal.h"
@@ -53,14 +54,19 @@ tsr_status dit_block_fwd(dit_model *m, int i, dit_block_acts *a, const void *hin
   DIT_TRY(dit_linear_fwd(m, bp->proj, a->proj, a->att, L));
   DIT_TRY(kb->gate_residual_forward(kb, a->hmid, hin, a->proj, MOD(a->mod, MOD_GATE1), ms, cu, C,
                                     L, D));
+  // cross-attention to the captions (model/cross.c), when the model has text
+  const void *hx = a->hmid;
+  if (m->cfg.text_dim > 0) {
+    DIT_TRY(dit_cross_fwd(m, i, &a->x, a->hmid, b));
+    hx = a->x.h;
+  }
   // MLP branch
-  DIT_TRY(dit_ln_mod_fwd(m, b, a->m, a->ln2, a->mean2, a->rstd2, a->hmid,
+  DIT_TRY(dit_ln_mod_fwd(m, b, a->m, a->ln2, a->mean2, a->rstd2, hx,
                          MOD(a->mod, MOD_SHIFT2), MOD(a->mod, MOD_SCALE2), ms));
   DIT_TRY(dit_linear_fwd(m, bp->fc1, a->f1, a->m, L));
   DIT_TRY(kb->gelu_forward(kb, a->g, a->f1, (size_t)L * m->F));
   DIT_TRY(dit_linear_fwd(m, bp->fc2, a->f2, a->g, L));
-  return kb->gate_residual_forward(kb, hout, a->hmid, a->f2, MOD(a->mod, MOD_GATE2), ms, cu, C, L,
-                                   D);
+  return kb->gate_residual_forward(kb, hout, hx, a->f2, MOD(a->mod, MOD_GATE2), ms, cu, C, L, D);
 }
 
 tsr_status dit_block_bwd(dit_model *m, int i, const dit_block_acts *a, const void *hin,
@@ -70,15 +76,18 @@ tsr_status dit_block_bwd(dit_model *m, int i, const dit_block_acts *a, const voi
   int L = b->L, C = b->n_clips, D = m->D, ms = 6 * D;
   const int32_t *cu = b->cu_seqlens;
   void *dmod = m->dmod;
-  // MLP branch: hout = hmid + gate2 * f2; dh is dL/dhout and becomes dL/dhmid.
+  const void *hx = m->cfg.text_dim > 0 ? a->x.h : a->hmid;  // the MLP's input
+  // MLP branch: hout = hx + gate2 * f2; dh is dL/dhout and becomes dL/dhx.
   DIT_TRY(kb->gate_residual_backward(kb, m->dt1, MOD(dmod, MOD_GATE2), m->dh, a->f2,
                                      MOD(a->mod, MOD_GATE2), ms, cu, C, L, D));
   DIT_TRY(dit_linear_bwd(m, bp->fc2, m->dF1, 0, m->dt1, a->g, L));
   DIT_TRY(kb->gelu_backward(kb, m->dF2, m->dF1, a->f1, (size_t)L * m->F));
   DIT_TRY(dit_linear_bwd(m, bp->fc1, m->dt1, 0, m->dF2, a->m, L));
   DIT_TRY(dit_ln_mod_bwd(m, b, m->dh, MOD(dmod, MOD_SHIFT2), MOD(dmod, MOD_SCALE2), m->dt1,
-                         a->hmid, a->ln2, a->mean2, a->rstd2, MOD(a->mod, MOD_SCALE2), ms, m->dt2,
+                         hx, a->ln2, a->mean2, a->rstd2, MOD(a->mod, MOD_SCALE2), ms, m->dt2,
                          m->dt3));
+  // cross-attention: hx = hmid + cross(hmid); dh becomes dL/dhmid
+  if (m->cfg.text_dim > 0) DIT_TRY(dit_cross_bwd(m, i, &a->x, a->hmid, b));
   // attention branch: hmid = hin + gate1 * proj; dh becomes dL/dhin.
   DIT_TRY(kb->gate_residual_backward(kb, m->dt1, MOD(dmod, MOD_GATE1), m->dh, a->proj,
                                      MOD(a->mod, MOD_GATE1), ms, cu, C, L, D));

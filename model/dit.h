@@ -63,6 +63,12 @@ typedef struct {
   const void *target;          // (L, P) [act] regression target v = e - x0; NULL for inference
   const float *loss_weight;    // (C) [f32] per-clip loss weight (kernels_mse_weight); NULL
                                // for inference
+  // captions (model.text_dim > 0; ignored otherwise): clip c's caption embedding is rows
+  // [cu_text[c], cu_text[c+1]) of text; a clip with no rows (no caption, or dropped)
+  // attends to the learned null token only
+  int Lt;                      // caption tokens of all clips
+  const int32_t *cu_text;      // (C + 1)
+  const void *text;            // (Lt, text_dim) [act]
 } dit_batch;
 
 typedef struct {

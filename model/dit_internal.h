@@ -6,8 +6,9 @@
 
 #include "model/dit.h"
 
-#define DIT_TENSORS_FIXED 11      // x_embed, t_embed (4), y_embed, final (4): at most
-#define DIT_TENSORS_PER_BLOCK 16
+#define DIT_TENSORS_FIXED 16      // x_embed, t_embed (4), y_embed, text_embed (4), text_null,
+                                  // final (4): at most
+#define DIT_TENSORS_PER_BLOCK 26  // 16, and 10 of cross-attention with text
 #define DIT_NAME_MAX 64
 
 typedef enum { INIT_ZERO, INIT_ONE, INIT_XAVIER, INIT_NORMAL002 } dit_init_kind;
@@ -17,10 +18,33 @@ typedef struct {
   int w;
 } dit_linear;
 
+// Cross-attention to the caption (cross.c; only when model.text_dim > 0).
+typedef struct {
+  dit_linear q, k, v, proj;
+  int q_norm, k_norm;
+} dit_cross_params;
+
 typedef struct {
   dit_linear adaln, q, k, v, proj, fc1, fc2;
   int q_norm, k_norm;
+  dit_cross_params x;
 } dit_block_params;
+
+// Activations of one block's cross-attention kept for backward (cross.c). Lt caption
+// tokens of the batch, C clips (each also attends to one row of the learned null token).
+typedef struct {
+  void *ln;                    // (L, D) [act] LN(hmid)
+  float *mean, *rstd;          // (L) [f32]
+  void *qlin, *q;              // (L, D) [act] query projection, after RMSNorm
+  float *qrstd;                // (L * H) [f32]
+  void *klin, *k, *v;          // (Lt, D) [act] caption keys (before/after RMSNorm), values
+  float *krstd;                // (Lt * H) [f32]
+  void *nklin, *nk, *nv;       // (C, D) [act] the null token's key and value, one row a clip
+  float *nkrstd;               // (C * H) [f32]
+  void *att;                   // (L, D) [act] attention output (caption and null merged)
+  float *lse;                  // (L, H) [f32] its log-sum-exp
+  void *h;                     // (L, D) [act] hmid + proj(att): the MLP's input
+} dit_cross_acts;
 
 // Activations of one block kept for backward. L tokens, C clips, F = mlp_ratio * D.
 // [act]: void *, in kb->act_dtype; [f32]: statistics.
@@ -39,6 +63,7 @@ typedef struct {
   float *mean2, *rstd2;        // (L) [f32]
   void *f1, *g;                // (L, F) [act] fc1 output, GELU output
   void *f2;                    // (L, D) [act] fc2 output
+  dit_cross_acts x;            // cross-attention (buffers NULL without text)
 } dit_block_acts;
 
 struct dit_model {
@@ -53,6 +78,9 @@ struct dit_model {
   char (*names)[DIT_NAME_MAX]; // (n_tensors)
   dit_linear x_embed, t_fc1, t_fc2, final_adaln, final_linear;
   int y_embed;                 // -1 if num_classes == 0
+  dit_linear t_text1, t_text2; // text_embed.fc1, fc2 (when text_dim > 0)
+  int text_null;               // text_null.weight (D), or -1 without text
+  int max_text;                // caption tokens a batch may have: max_clips * text_len
   dit_block_params *bp;        // (depth)
 
   size_t n_params;
@@ -79,6 +107,19 @@ struct dit_model {
   void *dmod, *dcs, *dc, *dc1; // (C, 6D), (C, D) x3
   int32_t *null_labels;        // (max_clips) all = num_classes
   void *dx;                    // (L, P) user buffer for dL/dx, or NULL
+  // captions (text_dim > 0; NULL otherwise): the caption context shared by every block
+  void *tx1, *txg, *ctx;       // (max_text, D) [act] text_embed.fc1 out, GELU, fc2 out
+  void *nullctx;               // (C, D) [act] the null token, one row a clip
+  void *dctx, *dnull;          // (max_text, D), (C, D) [act] their gradients (all blocks)
+  void *dtx;                   // (max_text, D) [act] backward scratch
+  void *xatt_n;                // (L, D) [act] cross-attention output over the null token
+  float *xlse_n, *xdelta;      // (L, H) [f32] its lse; the backward's delta
+  void *dxk, *dxv;             // (max_text, D) [act] caption key/value gradients
+  void *dnk, *dnv;             // (C, D) [act] null key/value gradients
+  int32_t *zero_ids;           // (max_clips) all 0: the null token's row of text_null
+  int32_t *cu_null;            // (max_clips + 1) 0, 1, .., C: one null key per clip
+  int32_t *cu_text0;           // (max_clips + 1) all 0: "no caption" for a batch without
+  int text_Lt;                 // caption tokens of the last forward
 
   int fwd_L, fwd_C, have_fwd;  // the last forward's batch sizes
 
@@ -125,6 +166,23 @@ tsr_status dit_cond_fwd(dit_model *m, const dit_batch *b);
 // From m->dcs (C, D): accumulates t_embed / y_embed grads.
 tsr_status dit_cond_bwd(dit_model *m, const dit_batch *b);
 const int32_t *dit_labels(const dit_model *m, const dit_batch *b);  // (C) or NULL
+
+// ---- captions (cond.c, cross.c) ------------------------------------------------------------
+// The caption context: m->ctx (Lt, D) = text_embed.fc2(GELU(text_embed.fc1(b->text))) and
+// m->nullctx (C, D) = text_null in every row. No-op without text.
+tsr_status dit_text_fwd(dit_model *m, const dit_batch *b);
+// From m->dctx, m->dnull (accumulated by every block's cross-attention): text_embed and
+// text_null gradients.
+tsr_status dit_text_bwd(dit_model *m, const dit_batch *b);
+// The batch's caption offsets (C + 1): b->cu_text, or all zero (no captions) when NULL.
+const int32_t *dit_cu_text(const dit_model *m, const dit_batch *b);
+// Cross-attention of block i: a->h = hin + proj(attention(q(LN(hin)), caption and null
+// keys/values)). hin: (L, D) [act]
+tsr_status dit_cross_fwd(dit_model *m, int i, dit_cross_acts *a, const void *hin,
+                         const dit_batch *b);
+// m->dh (L, D): in dL/da->h, out dL/dhin; m->dctx, m->dnull += the block's contributions.
+tsr_status dit_cross_bwd(dit_model *m, int i, const dit_cross_acts *a, const void *hin,
+                         const dit_batch *b);
 
 // ---- one block (block.c) ---------------------------------------------------------------
 // hout = block i (hin); activations in a. hin, hout: (L, D) [act]

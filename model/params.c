@@ -44,6 +44,12 @@ static void build_table(dit_model *m) {
   m->y_embed = c->num_classes > 0
                    ? add_tensor(m, "y_embed.weight", c->num_classes + 1, D, INIT_NORMAL002)
                    : -1;
+  m->text_null = -1;
+  if (c->text_dim > 0) {  // caption embedding -> context, and the learned null token
+    m->t_text1 = add_linear(m, "text_embed.fc1", c->text_dim, D, INIT_XAVIER);
+    m->t_text2 = add_linear(m, "text_embed.fc2", D, D, INIT_XAVIER);
+    m->text_null = add_tensor(m, "text_null.weight", D, 0, INIT_NORMAL002);
+  }
   for (int i = 0; i < c->depth; i++) {
     dit_block_params *bp = &m->bp[i];
     char n[DIT_NAME_MAX];
@@ -57,6 +63,15 @@ static void build_table(dit_model *m) {
     bp->proj = add_linear(m, BLK("proj"), D, D, INIT_XAVIER);
     bp->fc1 = add_linear(m, BLK("fc1"), D, m->F, INIT_XAVIER);
     bp->fc2 = add_linear(m, BLK("fc2"), m->F, D, INIT_XAVIER);
+    if (c->text_dim > 0) {  // cross-attention; proj zero (PixArt): at init it adds nothing
+      dit_cross_params *x = &bp->x;
+      x->q = add_linear(m, BLK("cross.q"), D, D, INIT_XAVIER);
+      x->k = add_linear(m, BLK("cross.k"), D, D, INIT_XAVIER);
+      x->v = add_linear(m, BLK("cross.v"), D, D, INIT_XAVIER);
+      x->q_norm = add_tensor(m, BLK("cross.q_norm.weight"), m->Dh, 0, INIT_ONE);
+      x->k_norm = add_tensor(m, BLK("cross.k_norm.weight"), m->Dh, 0, INIT_ONE);
+      x->proj = add_linear(m, BLK("cross.proj"), D, D, INIT_ZERO);
+    }
 #undef BLK
   }
   m->final_adaln = add_linear(m, "final.adaln", D, 2 * D, INIT_ZERO);
@@ -77,6 +92,17 @@ static void *take(arena *a, size_t bytes) {
 }
 #define TAKE_F(a, n) ((float *)take((a), sizeof(float) * (size_t)(n)))
 #define TAKE_A(a, n) take((a), (a)->asz * (size_t)(n))
+
+static void layout_cross(arena *a, dit_cross_acts *x, size_t L, size_t C, size_t D, size_t H,
+                         size_t Lt) {
+  x->ln = TAKE_A(a, L * D), x->mean = TAKE_F(a, L), x->rstd = TAKE_F(a, L);
+  x->qlin = TAKE_A(a, L * D), x->q = TAKE_A(a, L * D), x->qrstd = TAKE_F(a, L * H);
+  x->klin = TAKE_A(a, Lt * D), x->k = TAKE_A(a, Lt * D), x->v = TAKE_A(a, Lt * D);
+  x->krstd = TAKE_F(a, Lt * H);
+  x->nklin = TAKE_A(a, C * D), x->nk = TAKE_A(a, C * D), x->nv = TAKE_A(a, C * D);
+  x->nkrstd = TAKE_F(a, C * H);
+  x->att = TAKE_A(a, L * D), x->lse = TAKE_F(a, L * H), x->h = TAKE_A(a, L * D);
+}
 
 static void layout_block(arena *a, dit_block_acts *k, size_t L, size_t C, size_t D, size_t F,
                          size_t H) {
@@ -100,6 +126,19 @@ static void layout(dit_model *m, arena *a) {
   int nblk = m->cfg.recompute ? 1 : m->cfg.depth;
   m->h = TAKE_A(a, (size_t)(m->cfg.depth + 1) * L * D);
   for (int i = 0; i < nblk; i++) layout_block(a, &m->blk[i], L, C, D, F, H);
+  if (m->cfg.text_dim > 0) {  // captions: per block, and the context every block shares
+    size_t Lt = (size_t)m->max_text;
+    for (int i = 0; i < nblk; i++) layout_cross(a, &m->blk[i].x, L, C, D, H, Lt);
+    m->tx1 = TAKE_A(a, Lt * D), m->txg = TAKE_A(a, Lt * D), m->ctx = TAKE_A(a, Lt * D);
+    m->nullctx = TAKE_A(a, C * D), m->dctx = TAKE_A(a, Lt * D), m->dnull = TAKE_A(a, C * D);
+    m->dtx = TAKE_A(a, Lt * D), m->xatt_n = TAKE_A(a, L * D);
+    m->xlse_n = TAKE_F(a, L * H), m->xdelta = TAKE_F(a, L * H);
+    m->dxk = TAKE_A(a, Lt * D), m->dxv = TAKE_A(a, Lt * D);
+    m->dnk = TAKE_A(a, C * D), m->dnv = TAKE_A(a, C * D);
+    m->zero_ids = take(a, sizeof(int32_t) * C);
+    m->cu_null = take(a, sizeof(int32_t) * (C + 1));
+    m->cu_text0 = take(a, sizeof(int32_t) * (C + 1));
+  }
   m->tsc = TAKE_F(a, C), m->temb = TAKE_A(a, C * (size_t)m->cfg.freq_dim);
   m->c1 = TAKE_A(a, C * D), m->s1 = TAKE_A(a, C * D), m->c = TAKE_A(a, C * D);
   m->cs = TAKE_A(a, C * D), m->fmod = TAKE_A(a, C * 2 * D);
@@ -148,6 +187,12 @@ tsr_status dit_create(dit_model **out, const dit_config *c, const kernels_backen
   m->D = c->hidden, m->H = c->heads, m->Dh = c->hidden / c->heads, m->F = c->mlp_ratio * c->hidden;
   m->P = c->pt * c->ph * c->pw * c->channels;
   m->attn = (dit_attention){default_attn_fwd, default_attn_bwd, NULL};
+  if (c->text_dim > 0 && (int64_t)max_clips * c->text_len > INT32_MAX / 4) {
+    free(m);
+    return err_set(TSR_EINVAL, "dit_create: %d clips of up to %d caption tokens is too many",
+                   max_clips, c->text_len);
+  }
+  m->max_text = c->text_dim > 0 ? max_clips * c->text_len : 0;
   int cap = DIT_TENSORS_FIXED + DIT_TENSORS_PER_BLOCK * c->depth;
   m->table = calloc((size_t)cap, sizeof *m->table);
   m->init = calloc((size_t)cap, sizeof *m->init);
@@ -189,6 +234,17 @@ tsr_status dit_create(dit_model **out, const dit_config *c, const kernels_backen
   st = kb->to_device(kb, m->null_labels, nl, sizeof(int32_t) * (size_t)max_clips);
   free(nl);
   if (st) goto fail;
+  if (c->text_dim > 0) {  // the index arrays of the null token (memory is zero-filled)
+    int32_t *cn = malloc(sizeof(int32_t) * ((size_t)max_clips + 1));
+    if (!cn) {
+      st = err_set(TSR_ENOMEM, "dit_create: no memory");
+      goto fail;
+    }
+    for (int i = 0; i <= max_clips; i++) cn[i] = i;
+    st = kb->to_device(kb, m->cu_null, cn, sizeof(int32_t) * ((size_t)max_clips + 1));
+    free(cn);
+    if (st) goto fail;
+  }
   *out = m;
   return TSR_OK;
 fail:

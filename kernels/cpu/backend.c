@@ -196,12 +196,13 @@ static tsr_status f32_attention_partial_backward(kb_t *kb, void *dq, void *dk, v
                                          n_clips, Lq, Lk, H, Dh, scale);
 }
 static tsr_status f32_objective_inputs(kb_t *kb, float *t, void *x_t, void *target,
-                                       const uint8_t *tokens, const kernels_clip_key *clips,
+                                       const void *tokens, kernels_tokens tokens_dtype,
+                                       const kernels_clip_key *clips,
                                        const int32_t *cu, int n_clips, int L, int P,
                                        uint64_t seed, uint64_t step, double t_logit_mean,
                                        double t_logit_std, int64_t t_shift_tokens) {
-  return kcpu_objective_inputs(kb, t, x_t, target, tokens, clips, cu, n_clips, L, P, seed, step,
-                               t_logit_mean, t_logit_std, t_shift_tokens);
+  return kcpu_objective_inputs(kb, t, x_t, target, tokens, tokens_dtype, clips, cu, n_clips, L, P,
+                               seed, step, t_logit_mean, t_logit_std, t_shift_tokens);
 }
 static tsr_status f32_euler_update(kb_t *kb, float *x, const void *v_cond, const void *v_uncond,
                                    float cfg, float dt, size_t n) {

@@ -150,9 +150,11 @@ tsr_status kcpu_mse_forward(kb_t *kb, float *loss, float *sse, const float *pred
 tsr_status kcpu_mse_backward(kb_t *kb, float *dpred, const float *pred, const float *target,
                              const float *weight, const int32_t *cu, int n_clips, int L, int D);
 
-// objective.c. t: (C), x_t, target: (L, P), tokens: (L, P) uint8, clips: (C), cu: (C + 1)
+// objective.c. t: (C), x_t, target: (L, P), tokens: (L, P) of tokens_dtype, clips: (C),
+// cu: (C + 1)
 tsr_status kcpu_objective_inputs(kb_t *kb, float *t, float *x_t, float *target,
-                                 const uint8_t *tokens, const kernels_clip_key *clips,
+                                 const void *tokens, kernels_tokens tokens_dtype,
+                                 const kernels_clip_key *clips,
                                  const int32_t *cu, int n_clips, int L, int P, uint64_t seed,
                                  uint64_t step, double t_logit_mean, double t_logit_std,
                                  int64_t t_shift_tokens);
@@ -233,7 +235,8 @@ tsr_status kbf_attention_partial_backward(kb_t *kb, void *dq, void *dk, void *dv
                                           const int32_t *cu_q, const int32_t *cu_k, int n_clips,
                                           int Lq, int Lk, int H, int Dh, float scale);
 tsr_status kbf_objective_inputs(kb_t *kb, float *t, void *x_t, void *target,
-                                const uint8_t *tokens, const kernels_clip_key *clips,
+                                const void *tokens, kernels_tokens tokens_dtype,
+                                const kernels_clip_key *clips,
                                 const int32_t *cu, int n_clips, int L, int P, uint64_t seed,
                                 uint64_t step, double t_logit_mean, double t_logit_std,
                                 int64_t t_shift_tokens);

@@ -872,17 +872,27 @@ __global__ void k_objective_t(float *t, const kernels_clip_key *clips, const int
   }
 }
 
-__global__ void k_objective_x(act_t *x_t, act_t *target, const float *t, const uint8_t *tokens,
-                              const kernels_clip_key *clips, const int32_t *cu, int n_clips, int L,
-                              int P, unsigned long long seed, unsigned long long step) {
-  const float a = 2.0f / 255.0f;
+// The clean value x0 of stored token value e (kernels.h objective_inputs): uint8 pixels
+// mapped to [-1, 1], bf16 or f32 latents as they are.
+__device__ __forceinline__ float kcu_token_x0(const void *tokens, int dtype, size_t e) {
+  if (dtype == KERNELS_TOKENS_U8)
+    return __fsub_rn(__fmul_rn((float)((const uint8_t *)tokens)[e], 2.0f / 255.0f), 1.0f);
+  if (dtype == KERNELS_TOKENS_BF16)
+    return __uint_as_float((unsigned)((const unsigned short *)tokens)[e] << 16);
+  return ((const float *)tokens)[e];
+}
+
+__global__ void k_objective_x(act_t *x_t, act_t *target, const float *t, const void *tokens,
+                              int tokens_dtype, const kernels_clip_key *clips, const int32_t *cu,
+                              int n_clips, int L, int P, unsigned long long seed,
+                              unsigned long long step) {
   GRID_STRIDE(e, (size_t)L * P) {
     int i = (int)(e / P), q = (int)(e % P);
     int c = kcu_clip_of(cu, n_clips, i);
     kcu_rng_key key = {seed, step, (unsigned long long)clips[c].clip_id, RNG_NOISE};
     unsigned long long j = (unsigned long long)(clips[c].first_token + (i - cu[c]));
     float tc = t[c];
-    float x0 = __fsub_rn(__fmul_rn((float)tokens[e], a), 1.0f);
+    float x0 = kcu_token_x0(tokens, tokens_dtype, e);
     float ev = (float)kcu_rng_normal(key, j * (unsigned long long)P + (unsigned long long)q);
     kcu_st(x_t, e, __fadd_rn(__fmul_rn(__fsub_rn(1.0f, tc), x0), __fmul_rn(tc, ev)));
     kcu_st(target, e, __fsub_rn(ev, x0));
@@ -890,13 +900,16 @@ __global__ void k_objective_x(act_t *x_t, act_t *target, const float *t, const u
 }
 
 static tsr_status cu_objective_inputs(kb_t *kb, float *t, void *x_t, void *target,
-                                      const uint8_t *tokens, const kernels_clip_key *clips,
+                                      const void *tokens, kernels_tokens tokens_dtype,
+                                      const kernels_clip_key *clips,
                                       const int32_t *cu, int n_clips, int L, int P, uint64_t seed,
                                       uint64_t step, double t_logit_mean, double t_logit_std,
                                       int64_t t_shift_tokens) {
   const char *op = "objective_inputs";
   KCU_DIM(op, L);
   KCU_DIM(op, P);
+  if (!kernels_tokens_size(tokens_dtype))
+    return err_set(TSR_EINVAL, "%s: unknown token dtype %d", op, (int)tokens_dtype);
   tsr_status st = kcu_check_cu(kb, op, KCU_E_OBJECTIVE, cu, n_clips, L);
   if (st) return st;
   if (n_clips == 0) return TSR_OK;
@@ -911,8 +924,8 @@ static tsr_status cu_objective_inputs(kb_t *kb, float *t, void *x_t, void *targe
   KCU_NEED(op, target);
   KCU_NEED(op, tokens);
   size_t n = (size_t)L * P;
-  LAUNCH(op, k_objective_x, n, (act_t *)x_t, (act_t *)target, t, tokens, clips, cu, n_clips, L, P,
-         (unsigned long long)seed, (unsigned long long)step);
+  LAUNCH(op, k_objective_x, n, (act_t *)x_t, (act_t *)target, t, tokens, (int)tokens_dtype, clips,
+         cu, n_clips, L, P, (unsigned long long)seed, (unsigned long long)step);
   return TSR_OK;
 }
 

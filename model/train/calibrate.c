@@ -33,6 +33,14 @@ static tsr_status time_clip(const kernels_backend *kb, const dit_config *mc,
   for (int64_t i = 0; !st && i < L * P; i++) tok[i] = (uint8_t)(i * 2654435761u >> 24);
   objective_clip c = {.clip_id = 1, .total_tokens = L, .first_token = 0, .len = (int)L,
                       .T = (int)L, .H = 1, .W = 1, .label = -1, .tokens = tok};
+  // a text model: a caption of the longest length, never dropped, so the fitted a and ovh
+  // price the cross-attention at model.text_len caption tokens
+  train_config tcc = *tc;
+  tcc.caption_dropout = 0;
+  float *text = mc->text_dim > 0 ? calloc((size_t)mc->text_len * mc->text_dim, sizeof(float)) : NULL;
+  if (text) c.text = text, c.text_tokens = mc->text_len, c.text_dtype = KERNELS_TOKENS_F32;
+  if (mc->text_dim > 0 && !text && !st) st = err_set(TSR_ENOMEM, "calibrate: out of memory");
+  tc = &tcc;
   // One microbatch as the trainer runs it: objective (on the backend), forward, backward.
   for (int r = -1; r < reps && !st; r++) {  // r = -1: warm-up
     double t0 = time_now();
@@ -49,6 +57,7 @@ static tsr_status time_clip(const kernels_backend *kb, const dit_config *mc,
   objective_device_free(&dev);
   dit_free(&m);
   free(tok);
+  free(text);
   free(t);
   return st;
 }

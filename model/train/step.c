@@ -62,10 +62,18 @@ static tsr_status batch_clips(trainer *tr, const int64_t *batch, int n, int64_t 
     const data_clip *dc = data_clip_at(tr->data, batch[i]);
     const uint8_t *tok;
     // verify: the batch was hashed when it was drawn (train.c), so this is a cached verdict
+    const void *text = NULL;
+    int text_tokens = 0;
+    store_dtype text_dtype = STORE_DTYPE_F32;
     tsr_status r = data_clip_tokens(tr->data, batch[i], 1, &tok);
+    if (!r && tr->mc.text_dim > 0)
+      r = data_clip_caption(tr->data, batch[i], 1, &text, &text_tokens, &text_dtype);
     if (r) return err_wrap(r, "step %lld: ", (long long)tr->step);
     tr->clips[i] = (dist_clip){.id = dc->id, .T = dc->T, .H = dc->H, .W = dc->W,
-                               .label = dc->label, .tokens = tok};
+                               .label = dc->label, .tokens = tok,
+                               .tokens_dtype = (kernels_tokens)data_settings(tr->data)->dtype,
+                               .text = text, .text_tokens = text_tokens,
+                               .text_dtype = (kernels_tokens)text_dtype};
     *tokens += dc->tokens;
   }
   return TSR_OK;

@@ -23,8 +23,9 @@ static const cost_model cpu_cost = {.a = 2e-5, .b = 2e-9, .kv = 1024, .bw_intra 
                                     .bw_inter = 1e9, .lat = 1e-5, .ovh = 2e-3,
                                     .allreduce = 0};
 
-// The store must hold what the config's model reads: same tubelet and channels, uint8
-// pixels, labels that fit num_classes, clips that fit one rank's memory.
+// The store must hold what the config's model reads: same tubelet and channels (uint8
+// pixels or bf16/f32 latents alike), labels that fit num_classes, clips that fit one
+// rank's memory.
 static tsr_status check_store(const trainer *tr, int ranks) {
   const store_settings *s = data_settings(tr->data);
   const dit_config *m = &tr->mc;
@@ -38,9 +39,24 @@ static tsr_status check_store(const trainer *tr, int ranks) {
   if (s->channels != m->channels)
     return err_set(TSR_EMISMATCH, "store %s has %d channels but model.channels is %d", dir,
                    s->channels, m->channels);
-  if (s->dtype != STORE_DTYPE_U8)
-    return err_set(TSR_EMISMATCH, "store %s holds non-uint8 tokens (latents); the trainer reads "
-                   "uint8 pixel tubelets only for now", dir);
+  // captions: the model's width, at most text_len tokens (a longer one is refused naming it)
+  if (m->text_dim > 0 && data_num_captions(tr->data) > 0) {
+    for (int64_t i = 0; i < data_num_clips(tr->data); i++) {
+      const data_clip *c = data_clip_at(tr->data, i);
+      if (c->caption_offset && (c->caption_dim != m->text_dim || c->caption_tokens > m->text_len))
+        return err_set(TSR_EMISMATCH, "clip %lld of store %s has a caption of %d tokens of width "
+                       "%d; the model takes model.text_dim = %d and at most model.text_len = %d "
+                       "tokens", (long long)c->id, dir, c->caption_tokens, c->caption_dim,
+                       m->text_dim, m->text_len);
+    }
+  }
+  if (m->text_dim > 0 && data_num_captions(tr->data) == 0 && comm_rank() == 0)
+    log_warn("train: store %s has no captions: the text model sees only its null token", dir);
+  if (m->text_dim == 0 && data_num_captions(tr->data) > 0 && comm_rank() == 0)
+    log_warn("train: store %s has %lld captioned clips but model.text_dim = 0: captions are not "
+             "used (set model.text_dim = %d and model.text_len >= %d to train on them)", dir,
+             (long long)data_num_captions(tr->data), data_caption_dim(tr->data),
+             data_caption_max_tokens(tr->data));
   if (m->num_classes > 0 && data_num_labels(tr->data) > m->num_classes)
     return err_set(TSR_EMISMATCH, "store %s has %d labels but model.num_classes is %d: set "
                    "model.num_classes >= %d (or 0 for an unconditional model)", dir,
@@ -212,10 +228,7 @@ static tsr_status draw_batch(trainer *tr, int skip, int64_t step, int64_t *out, 
   while (!r) {
     if ((r = data_sampler_next(&tr->sampler, tr->tc.global_batch, out, count))) break;
     drawn += *count;
-    for (int64_t i = 0; i < *count; i++) {
-      const uint8_t *tok;
-      bad[i] = data_clip_tokens(tr->data, out[i], 1, &tok) != TSR_OK;
-    }
+    for (int64_t i = 0; i < *count; i++) bad[i] = data_clip_verify(tr->data, out[i]) != TSR_OK;
     if (comm_size() > 1 && (r = comm_allreduce_max_i64(bad, (int)*count))) break;
     int64_t kept = 0;
     for (int64_t i = 0; !r && i < *count; i++) {
@@ -224,9 +237,8 @@ static tsr_status draw_batch(trainer *tr, int skip, int64_t step, int64_t *out, 
         continue;
       }
       const data_clip *c = data_clip_at(tr->data, out[i]);
-      const uint8_t *tok;
       char why[1024];  // this rank's verdict again, for the message (bad clips are rare)
-      if (data_clip_tokens(tr->data, out[i], 1, &tok))
+      if (data_clip_verify(tr->data, out[i]))
         snprintf(why, sizeof why, "%s", err_msg());
       else
         snprintf(why, sizeof why, "clip %lld of store %s (offset %lld) is good here but failed "
@@ -376,6 +388,8 @@ tsr_status train_run(const train_options *o) {
         .mem_tokens = tr.tc.mem_tokens};
     tr.sched.cost = cpu_cost;
     if (o->cost_path) r = cost_model_load(o->cost_path, &tr.sched.cost);
+    // captions: the cross-attention the planner prices (sched/cost.h text_a, text_c)
+    if (tr.mc.text_dim > 0) tr.sched.cost.text_tokens = data_caption_mean_tokens(tr.data);
     tr.rank = comm_rank();
     if (!r) r = sched_config_check(&tr.sched);
   }

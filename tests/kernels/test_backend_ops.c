@@ -496,19 +496,32 @@ static void test_objective_loss_optim(void) {
     int C = pk->n_clips, L = pk->L, P = 9;
     size_t n = (size_t)L * P;
     int32_t *cu = d_cu(pk);
-    uint8_t *u = malloc(n);
-    for (size_t i = 0; i < n; i++) u[i] = (uint8_t)(i * 131 % 256);
     kernels_clip_key keys[8];
     for (int c = 0; c < C; c++)
       keys[c] = (kernels_clip_key){100 + c, 3 * (pk->cu[c + 1] - pk->cu[c]) + 2, c % 2};
-    void *du = t_raw(u, n), *dkeys = t_raw(keys, sizeof(kernels_clip_key) * C);
+    void *dkeys = t_raw(keys, sizeof(kernels_clip_key) * C);
     tens t = t_f32(C, 0, 1), x = t_act(n, 0, 1), target = t_act(n, 0, 1);
-    REF->objective_inputs(REF, t.h, x.h, target.h, u, keys, pk->cu, C, L, P, 42, 7, 0.0, 1.0, 64);
-    CHECK_OK(KB->objective_inputs(KB, t.d, x.d, target.d, du, dkeys, cu, C, L, P, 42, 7, 0.0, 1.0,
-                                  64));
-    check_out("objective_inputs", "t", &t);
-    check_out("objective_inputs", "x_t", &x);
-    check_out("objective_inputs", "target", &target);
+    // tokens of each store dtype: uint8 pixels, bf16 and f32 latents
+    for (int tdt = KERNELS_TOKENS_U8; tdt <= KERNELS_TOKENS_F32; tdt++) {
+      size_t tsz = kernels_tokens_size((kernels_tokens)tdt);
+      char *u = malloc(n * tsz);
+      for (size_t i = 0; i < n; i++) {
+        float f = (float)((int)(i * 131 % 256) - 128) / 37.0f;
+        if (tdt == KERNELS_TOKENS_U8) ((uint8_t *)u)[i] = (uint8_t)(i * 131 % 256);
+        else if (tdt == KERNELS_TOKENS_BF16) ((kernels_bf16 *)u)[i] = kernels_f32_to_bf16(f);
+        else ((float *)u)[i] = f;
+      }
+      void *du = t_raw(u, n * tsz);
+      REF->objective_inputs(REF, t.h, x.h, target.h, u, (kernels_tokens)tdt, keys, pk->cu, C, L,
+                            P, 42, 7, 0.0, 1.0, 64);
+      CHECK_OK(KB->objective_inputs(KB, t.d, x.d, target.d, du, (kernels_tokens)tdt, dkeys, cu, C,
+                                    L, P, 42, 7, 0.0, 1.0, 64));
+      check_out("objective_inputs", "t", &t);
+      check_out("objective_inputs", "x_t", &x);
+      check_out("objective_inputs", "target", &target);
+      KB->free(KB, du);
+      free(u);
+    }
 
     tens pred = t_act(n, -3, 3), w = t_f32(C, 0, 0.01), loss = t_f32(1, 0, 1), sse = t_f32(C, 0, 1);
     REF->mse_forward(REF, loss.h, sse.h, pred.h, target.h, w.h, pk->cu, C, L, P);
@@ -529,7 +542,7 @@ static void test_objective_loss_optim(void) {
 
     tens all[] = {t, x, target, pred, w, loss, sse, xs, vc, vu};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) t_free(&all[i]);
-    KB->free(KB, cu), KB->free(KB, du), KB->free(KB, dkeys), free(u);
+    KB->free(KB, cu), KB->free(KB, dkeys);
   }
   size_t n = 40001;
   tens p = t_f32(n, -1, 1), g = t_f32(n, -1, 1), m = t_f32(n, -0.1, 0.1), v = t_f32(n, 0, 0.01);
