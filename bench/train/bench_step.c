@@ -27,7 +27,8 @@
 // Output: one line per timed step (seconds, loss), then "tokens/s" from the median step;
 // with --json FILE the same as a JSON object {config, tokens, clips, threads, warmup,
 // steps, step_s: [...], median_s, mean_s, min_s, tokens_per_s, losses: [...], params,
-// activation_bytes, max_rss_kb_before_step, max_rss_kb_after}. --dump FILE writes the
+// activation_bytes, max_rss_kb_before_step, max_rss_kb_after, backend_peak_bytes,
+// backend_capacity_bytes (kernels.h memory_stats)}. --dump FILE writes the
 // config (metadata "config"), the initial weights ("param.<name>") and the batch
 // ("batch.*", objective_write_tensors) as safetensors before the first step, so that the
 // PyTorch side runs the very same model and batch.
@@ -304,6 +305,15 @@ static tsr_status run_steps(bench *b, const options *o, json_t *j) {
     json_object_set_new(j, "tokens_per_s", json_real(tps));
     json_object_set_new(j, "max_rss_kb_before_step", json_integer(rss_before));
     json_object_set_new(j, "max_rss_kb_after", json_integer(max_rss_kb()));
+    // The backend's own count (kernels.h memory_stats): on CUDA the peak of the arena's
+    // use, which nvidia-smi cannot see (it shows the whole arena, made once per run).
+    size_t peak = 0, cap = 0;
+    if (b->kb->memory_stats(b->kb, NULL, &peak, &cap) == TSR_OK) {
+      json_object_set_new(j, "backend_peak_bytes", json_integer((json_int_t)peak));
+      json_object_set_new(j, "backend_capacity_bytes", json_integer((json_int_t)cap));
+      printf("bench_train_step: backend memory peak %.1f MiB%s\n", peak / 1048576.0,
+             cap ? "" : " (allocations through kb->alloc)");
+    }
   }
   free(sec), free(loss), free(sorted);
   return st;
