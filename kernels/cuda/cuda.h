@@ -38,7 +38,12 @@
 // grids of reductions depend on the shapes only) and every attention output row has one
 // owning warp: bitwise reproducible run to run.
 //
-// Environment: TESSERA_CUDA_ARENA (above); TESSERA_CUDA_LT_GELU=0 runs linear_gelu_forward
+// Environment: TESSERA_CUDA_ARENA (above; "none": a cudaMalloc per allocation instead, for
+// compute-sanitizer, which sees overruns only at allocation edges — tests/kernels/
+// memcheck.sh sets it; an explicit reserve still makes an arena). With launchers that give
+// each local rank its own GPU through CUDA_VISIBLE_DEVICES, the default's division among
+// local ranks is too cautious: set TESSERA_CUDA_ARENA=90% there.
+// TESSERA_CUDA_LT_GELU=0 runs linear_gelu_forward
 // and linear_backward_dgelu as GEMM + GELU kernel instead of cuBLASLt's epilogues (to
 // compare the two on a GPU).
 //

@@ -62,6 +62,10 @@ struct kcu_ctx {
   size_t smem_optin;   // largest dynamic shared memory per block
   char *arena_base;    // the run's one device allocation (NULL until kcu_arena_ready)
   kernels_arena *arena;
+  int per_alloc;       // TESSERA_CUDA_ARENA=none: cudaMalloc per allocation, for
+                       // compute-sanitizer (it sees overruns only at allocation edges)
+  size_t pa_in_use, pa_peak;  // per_alloc: bytes held (sizes in pa_sizes), peak
+  struct kcu_sizes *pa_sizes;
   kcu_plan_cache *plans;  // cuBLASLt plans (gemm.cu), made on first use
   int lt_gelu;         // 1: GELU/DGELU as cuBLASLt epilogues (TESSERA_CUDA_LT_GELU=0: kernels)
 };
