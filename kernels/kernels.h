@@ -108,7 +108,8 @@ struct kernels_backend {
   // TESSERA_CUDA_ARENA when set (bytes with an optional K/M/G/T suffix, e.g. "60G", or
   // a percentage of the device's free memory, e.g. "80%") and otherwise the device's free
   // memory less a headroom for the CUDA libraries (max(1 GiB, 4% of the device)), divided
-  // by the processes that share the device (MPI local ranks beyond one per device).
+  // by the processes that share the device (MPI local ranks beyond one per device);
+  // TESSERA_CUDA_ARENA=none: a cudaMalloc per allocation (for compute-sanitizer).
   tsr_status (*alloc)(const kernels_backend *kb, void **ptr, size_t bytes);
   // Frees memory from alloc; NULL is ignored.
   void (*free)(const kernels_backend *kb, void *ptr);
