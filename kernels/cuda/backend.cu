@@ -1765,6 +1765,8 @@ static int init_backend(void) {
   {
     const char *g = getenv("TESSERA_CUDA_LT_GELU");
     x->lt_gelu = !(g && !strcmp(g, "0"));
+    const char *lg = getenv("TESSERA_CUDA_LT_LOG");
+    x->lt_log = lg && !strcmp(lg, "1");
     cublasStatus_t s = cublasLtCreate(&x->lt);
     if (s != CUBLAS_STATUS_SUCCESS) {
       snprintf(g_why, sizeof g_why, "cublasLtCreate: %s", cublasLtGetStatusString(s));

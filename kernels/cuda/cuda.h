@@ -43,6 +43,8 @@
 // memcheck.sh sets it; an explicit reserve still makes an arena). With launchers that give
 // each local rank its own GPU through CUDA_VISIBLE_DEVICES, the default's division among
 // local ranks is too cautious: set TESSERA_CUDA_ARENA=90% there.
+// TESSERA_CUDA_LT_LOG=1 logs every cuBLASLt plan as it is built (shape, epilogue,
+// alignments, and whether cuBLASLt had an algorithm or the plain path runs).
 // TESSERA_CUDA_LT_GELU=0 runs linear_gelu_forward
 // and linear_backward_dgelu as GEMM + GELU kernel instead of cuBLASLt's epilogues (to
 // compare the two on a GPU).

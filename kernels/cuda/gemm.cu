@@ -38,6 +38,10 @@
 
 #include "kernels/cuda/kcu.h"
 
+extern "C" {
+#include "core/log.h"
+}
+
 extern "C" tsr_status kcu_scale_act(kb_t *kb, void *y, float alpha, size_t n);
 
 // ---- fallback kernel: 32x32 tiles, fp32 accumulation -----------------------------------
@@ -206,6 +210,14 @@ static tsr_status plan_get(kb_t *kb, const char *op, const lt_key &key, const vo
     std::unique_ptr<lt_plan> p(new lt_plan());
     tsr_status st = plan_build(kb, op, key, bias, aux, p.get());
     if (st) return st;
+    if (x->lt_log) {
+      static const char *const epi[] = {"none", "bias", "gelu_aux", "gelu_aux_bias", "dgelu"};
+      log_info("cuda: cuBLASLt plan %zu for %s: m %d n %d k %d ta %d tb %d out %s epilogue %s "
+               "alignments a %u b %u c %u bias %u aux %u: %s", c->map.size() + 1, op, key.m,
+               key.n, key.k, key.ta, key.tb, key.c_f32 ? "fp32" : "bf16", epi[key.epi],
+               key.al_b, key.al_a, key.al_c, key.al_bias, key.al_aux,
+               p->found ? "cuBLASLt algorithm" : "no algorithm: the plain kernel path");
+    }
     it = c->map.emplace(key, std::move(p)).first;
   }
   it->second->last_use = ++c->clock;

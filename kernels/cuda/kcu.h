@@ -68,6 +68,8 @@ struct kcu_ctx {
   struct kcu_sizes *pa_sizes;
   kcu_plan_cache *plans;  // cuBLASLt plans (gemm.cu), made on first use
   int lt_gelu;         // 1: GELU/DGELU as cuBLASLt epilogues (TESSERA_CUDA_LT_GELU=0: kernels)
+  int lt_log;          // TESSERA_CUDA_LT_LOG=1: log every cuBLASLt plan built (and whether
+                       // cuBLASLt had an algorithm for it)
 };
 
 static inline kcu_ctx *kcu(kb_t *kb) { return (kcu_ctx *)kb->ctx; }
