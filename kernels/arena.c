@@ -6,6 +6,7 @@
 // allocations, so a flat array is enough.
 #include "kernels/arena.h"
 
+#include <ctype.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,4 +116,20 @@ kernels_arena_stats kernels_arena_get_stats(const kernels_arena *a) {
   kernels_arena_stats s = {a->capacity, a->in_use, a->peak, largest_free(a), 0};
   for (size_t i = 0; i < a->n; i++) s.allocations += a->r[i].used != 0;
   return s;
+}
+
+size_t kernels_arena_parse_size(const char *text, size_t free_bytes) {
+  if (!text) return 0;
+  char *end = NULL;
+  double v = strtod(text, &end);
+  if (end == text || !(v > 0)) return 0;
+  if (*end == '%' && end[1] == '\0') return v <= 100 ? (size_t)((double)free_bytes * v / 100.0) : 0;
+  const char *units = "KMGT", *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+  double mul = 1;
+  if (u) {
+    for (const char *q = units; q <= u; q++) mul *= 1024;
+    end++;
+  }
+  if (*end == 'B' || *end == 'b') end++;
+  return *end == '\0' && v * mul < 0x1p62 ? (size_t)(v * mul) : 0;
 }

@@ -43,6 +43,11 @@ typedef struct {
 } kernels_arena_stats;
 kernels_arena_stats kernels_arena_get_stats(const kernels_arena *a);
 
+// A size as TESSERA_CUDA_ARENA gives it: bytes with an optional K/M/G/T suffix (powers of
+// 1024) and an optional B ("60G", "512MB", "1073741824", "1.5g"), or a percentage of
+// free_bytes ("80%", at most 100). 0 when the text is none of these (or absurdly large).
+size_t kernels_arena_parse_size(const char *text, size_t free_bytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -69,9 +69,12 @@ tsr_status kcpu_colsum(float *out, int accumulate, const float *a, const float *
 // (L)), written to out + c*mstride (overwritten): the adaLN vector gradients. out: (C, mstride)
 tsr_status kcpu_clip_colsum(float *out, const float *a, const float *b, const float *rs,
                             const float *bmean, int mstride, const int32_t *cu, int n_clips, int D);
-// Scratch of per_thread floats for each OpenMP thread (omp_get_max_threads() of them;
-// thread t uses p + t * per_thread), malloc'd; NULL with the error set (naming op).
-float *kcpu_thread_scratch(const char *op, size_t per_thread);
+// Scratch of *per_thread floats for each OpenMP thread (omp_get_max_threads() of them),
+// 64-byte aligned: *per_thread is rounded up to whole 64-byte lines and thread t uses
+// p + t * *per_thread. Free with free(); NULL with the error set (naming op). Aligned
+// because vector loads that straddle cache lines would make the speed of a kernel depend
+// on where the heap happened to put its scratch.
+float *kcpu_thread_scratch(const char *op, size_t *per_thread);
 // *result = sum of (a[i] - (b ? b[i] : 0))^2 in double over fixed blocks.
 tsr_status kcpu_sumsq_diff(double *result, const float *a, const float *b, size_t n);
 

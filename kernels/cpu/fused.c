@@ -33,11 +33,12 @@ tsr_status kcpu_layernorm_modulate_forward(kb_t *kb, float *out, float *mean, fl
   KCPU_NEED(op, inp);
   KCPU_NEED(op, shift);
   KCPU_NEED(op, scale);
-  float *ln = kcpu_thread_scratch(op, (size_t)D);
+  size_t per = (size_t)D;
+  float *ln = kcpu_thread_scratch(op, &per);
   if (!ln) return TSR_ENOMEM;
 #pragma omp parallel for schedule(static) if ((size_t)L * D > KCPU_PAR_MIN)
   for (int i = 0; i < L; i++) {
-    float *x = ln + (size_t)omp_get_thread_num() * D;
+    float *x = ln + (size_t)omp_get_thread_num() * per;
     size_t c = (size_t)kcpu_clip_of(cu, n_clips, i) * mstride;
     kcpu_ln_row(x, &mean[i], &rstd[i], inp + (size_t)i * D, D, eps);
     kcpu_mod_row(out + (size_t)i * D, x, shift + c, scale + c, D);
@@ -66,11 +67,12 @@ tsr_status kcpu_layernorm_modulate_backward(kb_t *kb, float *dinp, float *dshift
   }
   if (dinp && L > 0) {
     KCPU_NEED(op, scale);
-    float *tmp = kcpu_thread_scratch(op, 2 * (size_t)D);
+    size_t per = 2 * (size_t)D;
+    float *tmp = kcpu_thread_scratch(op, &per);
     if (!tmp) return TSR_ENOMEM;
 #pragma omp parallel for schedule(static) if ((size_t)L * D > KCPU_PAR_MIN)
     for (int i = 0; i < L; i++) {
-      float *gm = tmp + (size_t)omp_get_thread_num() * 2 * D, *dx = gm + D;
+      float *gm = tmp + (size_t)omp_get_thread_num() * per, *dx = gm + D;
       const float *sc = scale + (size_t)kcpu_clip_of(cu, n_clips, i) * mstride;
       size_t o = (size_t)i * D;
       kcpu_mod_bwd_row(gm, dout + o, sc, D);                // modulate_backward's dinp
@@ -111,7 +113,7 @@ tsr_status kcpu_qk_norm_rope_forward(kb_t *kb, float *q_out, float *k_out, float
   }
   int P = Dh / 2;
   size_t row = (size_t)H * Dh, per = 2 * (size_t)P + row;
-  float *scr = kcpu_thread_scratch(op, per);
+  float *scr = kcpu_thread_scratch(op, &per);
   if (!scr) {
     st = TSR_ENOMEM;
     goto done;
@@ -161,7 +163,8 @@ tsr_status kcpu_qk_norm_rope_backward(kb_t *kb, float *dq_in, float *dk_in, floa
   }
   int P = Dh / 2, R = L * H;
   size_t row = (size_t)H * Dh;
-  float *trig = kcpu_thread_scratch(op, 2 * (size_t)P);
+  size_t per = 2 * (size_t)P;
+  float *trig = kcpu_thread_scratch(op, &per);
   if (!trig) {
     st = TSR_ENOMEM;
     goto done;
@@ -169,7 +172,7 @@ tsr_status kcpu_qk_norm_rope_backward(kb_t *kb, float *dq_in, float *dk_in, floa
   // 1. dx_in = R^T dx (rope_backward), kept there as the RMSNorm backward's input
 #pragma omp parallel for schedule(static) if ((size_t)L * row > KCPU_PAR_MIN / 2)
   for (int i = 0; i < L; i++) {
-    float *c = trig + (size_t)omp_get_thread_num() * 2 * P, *s = c + P;
+    float *c = trig + (size_t)omp_get_thread_num() * per, *s = c + P;
     kcpu_rope_trig(c, s, pos + (size_t)i * 3, freq, axis, P, -1.0);
     kcpu_rope_row(dq_in + (size_t)i * row, dq + (size_t)i * row, c, s, H, Dh);
     kcpu_rope_row(dk_in + (size_t)i * row, dk + (size_t)i * row, c, s, H, Dh);

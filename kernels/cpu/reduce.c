@@ -89,9 +89,10 @@ tsr_status kcpu_clip_colsum(float *out, const float *a, const float *b, const fl
   return TSR_OK;
 }
 
-float *kcpu_thread_scratch(const char *op, size_t per_thread) {
-  size_t n = (size_t)omp_get_max_threads() * (per_thread ? per_thread : 1);
-  float *p = malloc(n * sizeof(float));
+float *kcpu_thread_scratch(const char *op, size_t *per_thread) {
+  *per_thread = (*per_thread + 15) / 16 * 16;  // whole 64-byte lines
+  size_t n = (size_t)omp_get_max_threads() * (*per_thread ? *per_thread : 16);
+  float *p = aligned_alloc(64, n * sizeof(float));
   if (!p) err_set(TSR_ENOMEM, "%s: no memory for %zu floats of per-thread scratch", op, n);
   return p;
 }

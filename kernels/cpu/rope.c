@@ -47,7 +47,8 @@ static tsr_status rope_apply(const char *op, float *out, const float *inp, const
     goto done;
   }
   int P = Dh / 2;
-  float *trig = kcpu_thread_scratch(op, 2 * (size_t)P);
+  size_t per = 2 * (size_t)P;
+  float *trig = kcpu_thread_scratch(op, &per);
   if (!trig) {
     st = TSR_ENOMEM;
     goto done;
@@ -55,7 +56,7 @@ static tsr_status rope_apply(const char *op, float *out, const float *inp, const
   size_t row = (size_t)H * Dh;
 #pragma omp parallel for schedule(static) if ((size_t)L * row > KCPU_PAR_MIN)
   for (int i = 0; i < L; i++) {
-    float *c = trig + (size_t)omp_get_thread_num() * 2 * P, *s = c + P;
+    float *c = trig + (size_t)omp_get_thread_num() * per, *s = c + P;
     kcpu_rope_trig(c, s, pos + (size_t)i * 3, freq, axis, P, sign);
     kcpu_rope_row(out + (size_t)i * row, inp + (size_t)i * row, c, s, H, Dh);
   }

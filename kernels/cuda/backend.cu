@@ -8,7 +8,6 @@
 // order (kcu_colsum, sumsq, mse) or belongs to one warp with a fixed shuffle tree (norm
 // rows, attention_delta), so results are bitwise reproducible on the same GPU model for
 // the same inputs (and launch configuration, which depends only on the shapes).
-#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,24 +86,6 @@ enum : size_t {
   ARENA_MIN = (size_t)64 << 20,      // below this the default sizing gives up
 };
 
-// "60G", "512M", "1073741824" (bytes, suffix K/M/G/T of 1024) or "80%" (of free_bytes).
-// 0 when the text is none of these.
-static size_t parse_arena_size(const char *t, size_t free_bytes) {
-  char *end = NULL;
-  double v = strtod(t, &end);
-  if (end == t || !(v > 0)) return 0;
-  if (*end == '%' && end[1] == '\0') return v <= 100 ? (size_t)((double)free_bytes * v / 100.0) : 0;
-  const char *units = "KMGT", *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
-  double mul = 1;
-  if (*end && !u) return 0;
-  if (u) {
-    for (const char *q = units; q <= u; q++) mul *= 1024;
-    end++;
-  }
-  if (*end == 'B' || *end == 'b') end++;
-  return *end == '\0' ? (size_t)(v * mul) : 0;
-}
-
 // Processes that share this device: MPI's local rank count beyond one per visible device
 // (OpenMPI's OMPI_COMM_WORLD_LOCAL_SIZE, MPICH's MPI_LOCALNRANKS, Slurm's
 // SLURM_NTASKS_PER_NODE), so that ranks sharing a GPU do not each take all of it.
@@ -150,7 +131,7 @@ static tsr_status arena_create(kb_t *kb, const char *op, size_t bytes) {
   const char *how = "asked for";
   if (bytes == 0 && env && !strcmp(env, "none")) return per_alloc_mode(kb, op);
   if (bytes == 0 && env && *env) {
-    if (!(bytes = parse_arena_size(env, free_b)))
+    if (!(bytes = kernels_arena_parse_size(env, free_b)))
       return err_set(TSR_EINVAL, "%s: TESSERA_CUDA_ARENA=%s is not a size (bytes with an "
                      "optional K/M/G/T suffix, e.g. 60G, or a percentage of free memory, e.g. "
                      "80%%)", op, env);

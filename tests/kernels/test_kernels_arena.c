@@ -4,7 +4,8 @@
 // it — random allocations and frees checked for alignment, no overlap, the in-use/peak
 // counts and the largest free range computed from a byte map, best fit, merging back to
 // one free range, the ENOMEM message (bytes asked, size, in use, largest free range), a bad
-// free; and the CPU backend's memory_stats (in use follows alloc/free) and reserve (no-op).
+// free; the sizes TESSERA_CUDA_ARENA takes (kernels_arena_parse_size); and the CPU
+// backend's memory_stats (in use follows alloc/free) and reserve (no-op).
 //
 // With --cuda (gpu_arena, label gpu: needs a device): the CUDA backend's arena from a fresh
 // process: reserve(96 MiB) makes it, memory_stats reports its size and the cuBLASLt
@@ -94,6 +95,21 @@ static void test_bookkeeping(void) {
   kernels_arena_destroy(a);
 }
 
+static void test_parse(void) {
+  const size_t G = (size_t)1 << 30;
+  struct {
+    const char *text;
+    size_t want;
+  } cases[] = {{"60G", 60 * G}, {"512M", (size_t)512 << 20}, {"512MB", (size_t)512 << 20},
+               {"1.5g", 3 * G / 2}, {"1073741824", G}, {"2T", 2048 * G}, {"64k", 65536},
+               {"80%", 8 * G}, {"100%", 10 * G}, {"101%", 0}, {"0", 0}, {"-5G", 0},
+               {"60X", 0}, {"G", 0}, {"", 0}, {"60G ", 0}, {"1e30", 0}, {"none", 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    size_t got = kernels_arena_parse_size(cases[i].text, 10 * G);
+    CHECK(got == cases[i].want, "\"%s\" -> %zu, want %zu", cases[i].text, got, cases[i].want);
+  }
+}
+
 static void test_cpu_stats(void) {
   const kernels_backend *kb = kernels_cpu();
   size_t u0, p0, cap;
@@ -154,6 +170,7 @@ int main(int argc, char **argv) {
     test_cuda();
   } else {
     test_bookkeeping();
+    test_parse();
     test_cpu_stats();
   }
   return check_done();
