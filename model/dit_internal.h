@@ -50,7 +50,7 @@ typedef struct {
 // [act]: void *, in kb->act_dtype; [f32]: statistics.
 typedef struct {
   void *mod;                   // (C, 6D) [act] shift1, scale1, gate1, shift2, scale2, gate2
-  void *ln1, *a;               // (L, D) [act] LN(h), modulated
+  void *a;                     // (L, D) [act] LN(h) modulated (LN(h) itself is recomputed)
   float *mean1, *rstd1;        // (L) [f32]
   void *qlin, *klin, *v;       // (L, D) [act] projections (q, k before RMSNorm)
   float *qrstd, *krstd;        // (L * H) [f32] RMSNorm statistics
@@ -59,7 +59,7 @@ typedef struct {
   float *lse;                  // (L, H) [f32] its log-sum-exp
   void *proj;                  // (L, D) [act] output projection
   void *hmid;                  // (L, D) [act] residual after attention
-  void *ln2, *m;               // (L, D) [act]
+  void *m;                     // (L, D) [act] LN(hmid) modulated
   float *mean2, *rstd2;        // (L) [f32]
   void *f1, *g;                // (L, F) [act] fc1 output, GELU output
   void *f2;                    // (L, D) [act] fc2 output
@@ -96,13 +96,13 @@ struct dit_model {
   float *tsc;                  // (C) [f32] 1000 t
   void *temb, *c1, *s1, *c, *cs;  // (C, freq), (C, D) x4: conditioning
   void *fmod;                  // (C, 2D) final shift, scale
-  void *lnf, *of;              // final LN (L, D), modulated (L, D)
+  void *of;                    // (L, D) final LN, modulated
   float *meanf, *rstdf;        // (L), (L) [f32]
   void *pred;                  // (L, P)
   float *loss, *sse;           // (1), (C) [f32]
   // backward scratch
   void *dh, *dt1, *dt2, *dt3, *dq, *dk, *dv;  // (L, D)
-  void *dF1, *dF2;             // (L, F)
+  void *dF;                    // (L, F) dL/d(fc1 output)
   void *dpred;                 // (L, P)
   void *dmod, *dcs, *dc, *dc1; // (C, 6D), (C, D) x3
   int32_t *null_labels;        // (max_clips) all = num_classes
@@ -148,18 +148,24 @@ tsr_status dit_linear_fwd(dit_model *m, dit_linear l, void *out, const void *inp
 // or skipped when NULL. dinp, dout: (M, N), inp: (M, K), all [act]
 tsr_status dit_linear_bwd(dit_model *m, dit_linear l, void *dinp, int accumulate,
                           const void *dout, const void *inp, int M);
-// out = LN(inp) (1 + scale[c]) + shift[c]; keeps ln, mean, rstd for backward.
-// out, ln, inp: (L, D) [act], mean, rstd: (L) [f32], shift/scale: (C, mstride) [act]
-tsr_status dit_ln_mod_fwd(dit_model *m, const dit_batch *b, void *out, void *ln, float *mean,
-                          float *rstd, const void *inp, const void *shift, const void *scale,
-                          int mstride);
+// out = GELU(pre), pre = inp W + b (kept for the backward). out, pre: (M, N) [act],
+// inp: (M, K) [act]
+tsr_status dit_linear_gelu_fwd(dit_model *m, dit_linear l, void *out, void *pre, const void *inp,
+                               int M);
+// Backward of a linear layer whose input was GELU(pre): dpre = GELU'(pre) (dout W^T)
+// (overwritten), parameter grads accumulate. dpre, pre, inp = GELU(pre): (M, K) [act],
+// dout: (M, N) [act]
+tsr_status dit_linear_dgelu_bwd(dit_model *m, dit_linear l, void *dpre, const void *dout,
+                                const void *inp, const void *pre, int M);
+// out = LN(inp) (1 + scale[c]) + shift[c]; keeps mean, rstd for backward.
+// out, inp: (L, D) [act], mean, rstd: (L) [f32], shift/scale: (C, mstride) [act]
+tsr_status dit_ln_mod_fwd(dit_model *m, const dit_batch *b, void *out, float *mean, float *rstd,
+                          const void *inp, const void *shift, const void *scale, int mstride);
 // Backward of dit_ln_mod_fwd: dinp ADDED TO (the residual stream's gradient);
-// dshift/dscale (C, mstride) overwritten; tmp1, tmp2: (L, D) scratch. All [act] but
-// mean, rstd.
+// dshift/dscale (C, mstride) overwritten. All [act] but mean, rstd.
 tsr_status dit_ln_mod_bwd(dit_model *m, const dit_batch *b, void *dinp, void *dshift,
-                          void *dscale, const void *dout, const void *inp, const void *ln,
-                          const float *mean, const float *rstd, const void *scale, int mstride,
-                          void *tmp1, void *tmp2);
+                          void *dscale, const void *dout, const void *inp, const float *mean,
+                          const float *rstd, const void *scale, int mstride);
 
 // ---- conditioning (cond.c): cs = SiLU(t_embed(t) + y_embed(label)) ---------------------
 tsr_status dit_cond_fwd(dit_model *m, const dit_batch *b);

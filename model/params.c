@@ -107,14 +107,14 @@ static void layout_cross(arena *a, dit_cross_acts *x, size_t L, size_t C, size_t
 static void layout_block(arena *a, dit_block_acts *k, size_t L, size_t C, size_t D, size_t F,
                          size_t H) {
   k->mod = TAKE_A(a, C * 6 * D);
-  k->ln1 = TAKE_A(a, L * D), k->a = TAKE_A(a, L * D);
+  k->a = TAKE_A(a, L * D);
   k->mean1 = TAKE_F(a, L), k->rstd1 = TAKE_F(a, L);
   k->qlin = TAKE_A(a, L * D), k->klin = TAKE_A(a, L * D), k->v = TAKE_A(a, L * D);
   k->qrstd = TAKE_F(a, L * H), k->krstd = TAKE_F(a, L * H);
   k->q = TAKE_A(a, L * D), k->k = TAKE_A(a, L * D);
   k->att = TAKE_A(a, L * D), k->lse = TAKE_F(a, L * H);
   k->proj = TAKE_A(a, L * D), k->hmid = TAKE_A(a, L * D);
-  k->ln2 = TAKE_A(a, L * D), k->m = TAKE_A(a, L * D);
+  k->m = TAKE_A(a, L * D);
   k->mean2 = TAKE_F(a, L), k->rstd2 = TAKE_F(a, L);
   k->f1 = TAKE_A(a, L * F), k->g = TAKE_A(a, L * F);
   k->f2 = TAKE_A(a, L * D);
@@ -142,12 +142,12 @@ static void layout(dit_model *m, arena *a) {
   m->tsc = TAKE_F(a, C), m->temb = TAKE_A(a, C * (size_t)m->cfg.freq_dim);
   m->c1 = TAKE_A(a, C * D), m->s1 = TAKE_A(a, C * D), m->c = TAKE_A(a, C * D);
   m->cs = TAKE_A(a, C * D), m->fmod = TAKE_A(a, C * 2 * D);
-  m->lnf = TAKE_A(a, L * D), m->meanf = TAKE_F(a, L), m->rstdf = TAKE_F(a, L);
+  m->meanf = TAKE_F(a, L), m->rstdf = TAKE_F(a, L);
   m->of = TAKE_A(a, L * D), m->pred = TAKE_A(a, L * P);
   m->loss = TAKE_F(a, 1), m->sse = TAKE_F(a, C);
   m->dh = TAKE_A(a, L * D), m->dt1 = TAKE_A(a, L * D), m->dt2 = TAKE_A(a, L * D);
   m->dt3 = TAKE_A(a, L * D), m->dq = TAKE_A(a, L * D), m->dk = TAKE_A(a, L * D);
-  m->dv = TAKE_A(a, L * D), m->dF1 = TAKE_A(a, L * F), m->dF2 = TAKE_A(a, L * F);
+  m->dv = TAKE_A(a, L * D), m->dF = TAKE_A(a, L * F);
   m->dpred = TAKE_A(a, L * P);
   m->dmod = TAKE_A(a, C * 6 * D), m->dcs = TAKE_A(a, C * D), m->dc = TAKE_A(a, C * D);
   m->dc1 = TAKE_A(a, C * D);

@@ -12,6 +12,7 @@
 #include "kernels/kernels.h"
 #include "model/dit.h"
 #include "model/objective.h"
+#include "model/train/train.h"
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -62,26 +63,28 @@ static tsr_status time_clip(const kernels_backend *kb, const dit_config *mc,
   return st;
 }
 
-// Median seconds of the per-step work outside the microbatches: zero the gradients, the
-// global norm, AdamW and the EMA over every parameter.
-static tsr_status time_optimizer(const kernels_backend *kb, const dit_config *mc, int reps,
-                                 double *seconds) {
+// Median seconds of the per-step work outside the microbatches, as train_step does it:
+// zero the gradients, the global norm (one sumsq, one host sync), AdamW over every tensor
+// (train_adamw: one adamw_update_multi, the working copy's refresh) and the EMA.
+static tsr_status time_optimizer(const kernels_backend *kb, const dit_config *mc,
+                                 const train_config *tc, int reps, double *seconds) {
   dit_model *m = NULL;
   float *mom = NULL, *var = NULL, *ema = NULL;
+  kernels_param_segment *segs = NULL;
+  int n_segs = 0;
   double *t = calloc((size_t)reps, sizeof *t);
   tsr_status st = t ? dit_create(&m, mc, kb, 16, 1) : err_set(TSR_ENOMEM, "out of memory");
   size_t n = m ? dit_num_params(m) : 0;
   if (!st) st = kb->alloc(kb, (void **)&mom, n * sizeof(float));
   if (!st) st = kb->alloc(kb, (void **)&var, n * sizeof(float));
   if (!st) st = kb->alloc(kb, (void **)&ema, n * sizeof(float));
+  if (!st) st = train_adamw_segments(m, &segs, &n_segs);
   for (int r = -1; r < reps && !st; r++) {
     double ss, t0 = time_now();
     st = dit_zero_grad(m);
     if (!st) st = kb->sumsq(kb, &ss, dit_grads(m), n);
-    if (!st) st = kb->adamw_update(kb, dit_params(m), dit_grads(m), mom, var, n, 1e-4f, 0.9f,
-                                   0.99f, 1e-8f, 0.0f, r + 2, 1.0f);
+    if (!st) st = train_adamw(m, tc, mom, var, segs, n_segs, tc->lr, r + 2, 1.0f);
     if (!st) st = kb->ema_update(kb, ema, dit_params(m), n, 0.999f);
-    if (!st) st = dit_refresh_weights(m);
     if (!st) st = kb->sync(kb);
     if (r >= 0) t[r] = time_now() - t0;
   }
@@ -89,7 +92,7 @@ static tsr_status time_optimizer(const kernels_backend *kb, const dit_config *mc
     qsort(t, (size_t)reps, sizeof *t, cmp_double);
     *seconds = t[reps / 2];
   }
-  if (m) kb->free(kb, mom), kb->free(kb, var), kb->free(kb, ema);
+  if (m) kb->free(kb, mom), kb->free(kb, var), kb->free(kb, ema), kb->free(kb, segs);
   dit_free(&m);
   free(t);
   return st;
@@ -230,7 +233,7 @@ tsr_status calibrate_run(const dit_config *mc, const train_config *tc, const cal
   // per block K, V forward and K, V, dK, dV backward: 6 D values in the act dtype
   res->cost.kv = 6.0 * (double)kernels_dtype_size(kb->act_dtype) * mc->hidden * mc->depth;
   double opt_s = 0;
-  tsr_status ost = time_optimizer(kb, mc, o->reps, &opt_s);
+  tsr_status ost = time_optimizer(kb, mc, tc, o->reps, &opt_s);
   if (ost) return err_wrap(ost, "calibrate: timing the optimizer step: ");
   res->optimizer_s = opt_s;
   res->cost.allreduce = opt_s;  // per-step cost outside the microbatches

@@ -52,6 +52,8 @@ typedef struct {
   dit_model *model;
   size_t n_params;
   float *adam_m, *adam_v, *ema;  // (n_params) backend memory each
+  kernels_param_segment *adam_segs;  // (n_adam_segs) backend memory: train_adamw_segments
+  int n_adam_segs;
   data_store *data;
   data_sampler sampler;
   int64_t step;                  // steps done
@@ -82,13 +84,19 @@ typedef struct {
 // 1 if AdamW's weight decay applies to tensor t: matrices only, not biases, norm weights
 // or the label table (y_embed).
 int train_decays(const dit_tensor *t);
-// AdamW (kernels adamw_update) over every tensor of m with the config's betas, eps and
-// weight decay (train_decays), learning rate lr, step count t >= 1 and gradient scale
-// (clipping factor, 1 for none), then the refresh of the act-dtype working copy of the
-// weights. adam_m, adam_v: (n_params) backend memory. The trainer's step and the training
-// benchmark both run this.
+// The segment table of kernels adamw_update_multi for m: one segment per tensor, in table
+// order, decaying as train_decays says; made in backend memory (*segs, free it with
+// kb->free) once per run, since the tensor table does not change.
+tsr_status train_adamw_segments(dit_model *m, kernels_param_segment **segs, int *n_segs);
+// AdamW over every tensor of m in one backend call (adamw_update_multi with the segments
+// of train_adamw_segments) with the config's betas, eps and weight decay, learning rate lr,
+// step count t >= 1 and gradient scale (clipping factor, 1 for none), then the refresh of
+// the act-dtype working copy of the weights. adam_m, adam_v: (n_params) backend memory.
+// Bitwise the same as one adamw_update per tensor. The trainer's step, the calibration
+// and the training benchmark all run this.
 tsr_status train_adamw(dit_model *m, const train_config *c, float *adam_m, float *adam_v,
-                       double lr, int64_t t, float grad_scale);
+                       const kernels_param_segment *segs, int n_segs, double lr, int64_t t,
+                       float grad_scale);
 
 // Creates the model, optimizer state and buffers for `tr->mc`, `tr->tc`, `tr->data` on
 // backend `tr->kb` (already set by the caller); parameters are left zero (dit_init or a checkpoint fills
