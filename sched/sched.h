@@ -60,6 +60,11 @@ tsr_status sched_baseline_balanced(const sched_config *cfg, const int64_t *token
 // into one group where that is faster; the algorithm is in docs/plan.md. The plan is
 // valid (plan_validate) but may be slower than a baseline; sched_plan_batch falls back.
 tsr_status sched_dynamic(const sched_config *cfg, const int64_t *tokens, int n, plan *out);
+// The same planner finding every placement by scanning all blocks and open groups of every
+// CP size (O(clips x ranks) per run) instead of through its trees: the reference that the
+// tests hold sched_dynamic to (the same plan, bitwise).
+tsr_status sched_dynamic_reference(const sched_config *cfg, const int64_t *tokens, int n,
+                                   plan *out);
 
 // ---- one batch, with fallback (sched/planner.c) ---------------------------------------
 typedef enum {
