@@ -86,6 +86,8 @@ typedef struct {
   double idle_frac;         // of `plan` (plan_sim.idle_frac)
   int static_cp;            // k_s of the baselines
   double plan_ms;           // wall time of sched_plan_batch (all of the above)
+  double plan_cpu_ms;       // CPU time of the thread that ran it (the same work; unlike the
+                            // wall time, not stretched by other processes on a shared core)
 } sched_result;
 
 // Plans one batch: checks it, runs bound, both baselines and the dynamic planner,
@@ -103,6 +105,7 @@ typedef struct {
   double lower_bound_s, lower_bound_ref_s;
   double idle_s;                    // sum of idle_frac * predicted_s
   double plan_ms, plan_ms_max;
+  double plan_cpu_ms, plan_cpu_ms_max;
   int64_t cp_hist[SCHED_MAX_LEVELS];// clips run at CP size 2^l, over all steps
   int used[3];                      // steps per sched_used
 } sched_totals;

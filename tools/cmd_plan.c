@@ -213,11 +213,12 @@ static void print_row(const char *label, double plan_s, double packing_s, double
 static void print_summary(const sched_totals *tot) {
   printf("summary: dynamic plan %.3f s/step, %.3fx over packing only, %.3fx over static "
          "balanced, efficiency %.3f (bound per issue formula: %.3f), planner %.2f ms/batch "
-         "(max %.2f), fallback in %d of %d steps\n",
+         "(max %.2f; CPU %.2f ms/batch), fallback in %d of %d steps\n",
          tot->predicted_s / tot->steps, ratio(tot->packing_only_s, tot->predicted_s),
          ratio(tot->static_balanced_s, tot->predicted_s),
          ratio(tot->lower_bound_s, tot->predicted_s), ratio(tot->lower_bound_ref_s, tot->predicted_s),
-         tot->plan_ms / tot->steps, tot->plan_ms_max, tot->steps - tot->used[SCHED_USED_DYNAMIC],
+         tot->plan_ms / tot->steps, tot->plan_ms_max, tot->plan_cpu_ms / tot->steps,
+         tot->steps - tot->used[SCHED_USED_DYNAMIC],
          tot->steps);
 }
 
