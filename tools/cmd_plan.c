@@ -242,7 +242,7 @@ static tsr_status plan_steps(const plan_args *a, const lengths_set *ls, const sc
                              sched_json *js, sched_totals *tot, int nlev) {
   draw_ctx dc = {.ls = ls, .seed = (uint64_t)a->seed, .batch = (int)a->batch};
   sched_pipeline *pipe = NULL;
-  tsr_status st = sched_pipeline_open(&pipe, cfg, a->batch, 0, a->steps, draw_batch, &dc);
+  tsr_status st = sched_pipeline_open(&pipe, cfg, a->batch, 0, a->steps, draw_batch, &dc, NULL);
   for (int64_t s = 0; !st && s < a->steps; s++) {
     sched_batch b;
     if ((st = sched_pipeline_next(pipe, &b))) break;

@@ -37,6 +37,9 @@ static void train_usage(FILE *f) {
     "  --cost FILE          cost model for the planner (from `tessera calibrate`;\n"
     "                       default: built-in CPU numbers of the tiny model)\n"
     "  --gpus-per-node G    ranks per node, for the cost model (default: all ranks)\n"
+    "  --planners P         under mpirun, P ranks plan the batches in turn and broadcast\n"
+    "                       each plan (the same plan, bitwise); 0: every rank plans every\n"
+    "                       batch itself (default 1)\n"
     "  --skip-bad-clips     leave out clips whose checksum fails (reported once each on\n"
     "                       stderr, counted as bad_clips in metrics.jsonl); default: stop\n"
     "                       naming the clip (`tessera index verify STORE` lists them all)\n"
@@ -58,7 +61,7 @@ int cmd_train(int argc, char **argv) {
     return 0;
   }
   enum { O_CONFIG = 1, O_DATA, O_OUT, O_STEPS, O_RESUME, O_INIT, O_SET, O_COST, O_GPN, O_PLAN,
-         O_SKIP_BAD, O_BACKEND };
+         O_SKIP_BAD, O_BACKEND, O_PLANNERS };
   static const struct option opts[] = {
       {"config", required_argument, 0, O_CONFIG}, {"data", required_argument, 0, O_DATA},
       {"out", required_argument, 0, O_OUT},       {"steps", required_argument, 0, O_STEPS},
@@ -66,8 +69,9 @@ int cmd_train(int argc, char **argv) {
       {"set", required_argument, 0, O_SET},       {"cost", required_argument, 0, O_COST},
       {"gpus-per-node", required_argument, 0, O_GPN}, {"plan", required_argument, 0, O_PLAN},
       {"skip-bad-clips", no_argument, 0, O_SKIP_BAD}, {"backend", required_argument, 0, O_BACKEND},
+      {"planners", required_argument, 0, O_PLANNERS},
       {0, 0, 0, 0}};
-  train_options o = {.comm = comm_mpi()};
+  train_options o = {.comm = comm_mpi(), .planners = 1};
   const char *backend = "auto";
   backend_choice bc;
   // One exit path below: every error after this allocation sets `bad` and falls through
@@ -104,6 +108,12 @@ int cmd_train(int argc, char **argv) {
       break;
     case O_GPN:
       if (parse_int("--gpus-per-node", optarg, 1, 1 << 20, &o.gpus_per_node)) {
+        log_error("tessera train: %s", err_msg());
+        bad = 1;
+      }
+      break;
+    case O_PLANNERS:
+      if (parse_int("--planners", optarg, 0, 1 << 24, &o.planners)) {
         log_error("tessera train: %s", err_msg());
         bad = 1;
       }

@@ -273,6 +273,12 @@ static tsr_status train_draw_fn(void *ctx, int64_t s, int64_t *ids, int64_t *tok
   return r;
 }
 
+// sched_share's broadcast: the world control plane (MPI) of core/comm.h.
+static tsr_status plan_bcast(void *ctx, void *buf, int64_t bytes, int root) {
+  (void)ctx;
+  return comm_bcast(buf, bytes, root);
+}
+
 static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) {
   int64_t B = tr->tc.global_batch;
   int64_t *tok_cur = malloc((size_t)B * sizeof *tok_cur);
@@ -286,8 +292,14 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
   tsr_status r = (!tok_cur || !dx.bad) ? err_set(TSR_ENOMEM, "out of memory (batch)") : TSR_OK;
   const int lead = tr->rank == 0;  // rank 0 writes metrics and checkpoints
   if (!r && lead) r = metrics_open(&mf, o->run_dir, o->resume ? tr->step : -1);
-  // Batch s and its plan; batch s+1 is drawn and planned while s trains.
-  if (!r) r = sched_pipeline_open(&pipe, &tr->sched, B, tr->step, stop, train_draw_fn, &dx);
+  // Batch s and its plan; batch s+1 is drawn and planned while s trains, by one of
+  // o->planners ranks in turn, which broadcasts it (0: by every rank for itself).
+  int world = comm_size();
+  sched_share share = {.rank = tr->rank, .size = world,
+                       .planners = o->planners < world ? o->planners : world,
+                       .bcast = plan_bcast};
+  if (!r) r = sched_pipeline_open(&pipe, &tr->sched, B, tr->step, stop, train_draw_fn, &dx,
+                                  world > 1 && o->planners > 0 ? &share : NULL);
   progress pg;
   progress_begin(&pg, "train");
   double loss0 = -1, loss_last = -1;
@@ -325,7 +337,14 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
     }
   }
   if (lead) progress_end(&pg);
+  sched_pipeline_stats ps = {0};
+  if (pipe) sched_pipeline_get_stats(pipe, &ps);
   sched_pipeline_close(&pipe);
+  if (!r && lead && ps.batches)
+    log_info("train: planning: rank 0 planned %lld of %lld batches (%.3f s CPU) and waited "
+             "%.3f s for plans%s", (long long)ps.planned_here, (long long)ps.batches,
+             ps.plan_cpu_s, ps.wait_s,
+             world > 1 && o->planners > 0 ? " (plans shared: --planners)" : "");
   if (!r && lead && loss0 >= 0)
     log_info("train: %lld steps done, loss %.4f -> %.4f; checkpoint %s/ckpt-%lld.safetensors; "
              "%.3f s drawing batches and verifying clip checksums", (long long)tr->step,
