@@ -93,6 +93,10 @@ struct kernels_backend {
   tsr_status (*memset_zero)(const kernels_backend *kb, void *ptr, size_t bytes);
   // Waits for every queued entry to finish (no-op on the CPU).
   tsr_status (*sync)(const kernels_backend *kb);
+  // Memory of the backend's space that can still be had and its total, in bytes: host
+  // MemAvailable and MemTotal (/proc/meminfo; shared by every process of the node) on the
+  // CPU, cudaMemGetInfo of the device on CUDA. For the trainer's memory model.
+  tsr_status (*mem_info)(const kernels_backend *kb, size_t *free_bytes, size_t *total_bytes);
 
   // ---- dtype conversion ------------------------------------------------------------
   // dst = src converted elementwise (fp32 -> bf16 rounds to nearest even; bf16 -> fp32 is

@@ -37,6 +37,9 @@ static void train_usage(FILE *f) {
     "  --cost FILE          cost model for the planner (from `tessera calibrate`;\n"
     "                       default: built-in CPU numbers of the tiny model)\n"
     "  --gpus-per-node G    ranks per node, for the cost model (default: all ranks)\n"
+    "  --mem-bytes B        memory per rank for the memory model (default: the GPU's free\n"
+    "                       memory; on the CPU half the available host memory, shared by\n"
+    "                       the ranks); train.mem_tokens = 0 takes the most tokens that fit\n"
     "  --planners P         under mpirun, P ranks plan the batches in turn and broadcast\n"
     "                       each plan (the same plan, bitwise); 0: every rank plans every\n"
     "                       batch itself (default 1)\n"
@@ -61,7 +64,7 @@ int cmd_train(int argc, char **argv) {
     return 0;
   }
   enum { O_CONFIG = 1, O_DATA, O_OUT, O_STEPS, O_RESUME, O_INIT, O_SET, O_COST, O_GPN, O_PLAN,
-         O_SKIP_BAD, O_BACKEND, O_PLANNERS };
+         O_SKIP_BAD, O_BACKEND, O_PLANNERS, O_MEM_BYTES };
   static const struct option opts[] = {
       {"config", required_argument, 0, O_CONFIG}, {"data", required_argument, 0, O_DATA},
       {"out", required_argument, 0, O_OUT},       {"steps", required_argument, 0, O_STEPS},
@@ -70,6 +73,7 @@ int cmd_train(int argc, char **argv) {
       {"gpus-per-node", required_argument, 0, O_GPN}, {"plan", required_argument, 0, O_PLAN},
       {"skip-bad-clips", no_argument, 0, O_SKIP_BAD}, {"backend", required_argument, 0, O_BACKEND},
       {"planners", required_argument, 0, O_PLANNERS},
+      {"mem-bytes", required_argument, 0, O_MEM_BYTES},
       {0, 0, 0, 0}};
   train_options o = {.comm = comm_mpi(), .planners = 1};
   const char *backend = "auto";
@@ -114,6 +118,12 @@ int cmd_train(int argc, char **argv) {
       break;
     case O_PLANNERS:
       if (parse_int("--planners", optarg, 0, 1 << 24, &o.planners)) {
+        log_error("tessera train: %s", err_msg());
+        bad = 1;
+      }
+      break;
+    case O_MEM_BYTES:
+      if (parse_i64("--mem-bytes", optarg, 1 << 20, INT64_MAX / 2, &o.mem_bytes)) {
         log_error("tessera train: %s", err_msg());
         bad = 1;
       }

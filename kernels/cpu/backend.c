@@ -1,5 +1,6 @@
 // kernels/cpu/backend.c — the CPU backends: host memory entries and the two function
 // tables, fp32 ("cpu") and bf16 activations ("cpu-bf16", entries in bf16.c).
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +21,23 @@ static tsr_status cpu_alloc(kb_t *kb, void **ptr, size_t bytes) {
 }
 
 static void cpu_free(kb_t *kb, void *ptr) { free(ptr); }
+
+// MemAvailable and MemTotal of /proc/meminfo (kB lines).
+static tsr_status cpu_mem_info(kb_t *kb, size_t *free_bytes, size_t *total_bytes) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (!f) return err_set(TSR_EIO, "mem_info: cannot read /proc/meminfo");
+  char line[256];
+  unsigned long long avail = 0, total = 0, v;
+  while (fgets(line, sizeof line, f)) {
+    if (sscanf(line, "MemAvailable: %llu kB", &v) == 1) avail = v;
+    else if (sscanf(line, "MemTotal: %llu kB", &v) == 1) total = v;
+  }
+  fclose(f);
+  if (!total) return err_set(TSR_EIO, "mem_info: no MemTotal in /proc/meminfo");
+  *free_bytes = (size_t)avail * 1024;
+  *total_bytes = (size_t)total * 1024;
+  return TSR_OK;
+}
 
 static tsr_status cpu_memcpy(const char *op, void *dst, const void *src, size_t bytes) {
   if (bytes == 0) return TSR_OK;
@@ -229,6 +247,7 @@ static tsr_status f32_mse_backward(kb_t *kb, void *dpred, const void *pred, cons
   .copy = cpu_copy,                    \
   .memset_zero = cpu_memset_zero,      \
   .sync = cpu_sync,                    \
+  .mem_info = cpu_mem_info,            \
   .cast = kcpu_cast,                   \
   .fill = kcpu_fill,                   \
   .scale = kcpu_scale,                 \

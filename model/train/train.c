@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "core/comm.h"
@@ -14,6 +15,7 @@
 #include "core/hash.h"
 #include "core/log.h"
 #include "model/io/checkpoint.h"
+#include "model/train/memory.h"
 
 // Cost model of the plan when no --cost file is given: the tiny model's CPU costs
 // measured on a 2-core machine (docs/train.md). With one rank the plan is a packing of the
@@ -22,6 +24,12 @@
 static const cost_model cpu_cost = {.a = 2e-5, .b = 2e-9, .kv = 1024, .bw_intra = 1e10,
                                     .bw_inter = 1e9, .lat = 1e-5, .ovh = 2e-3,
                                     .allreduce = 0};
+
+// Peak resident memory of this process (getrusage), GiB.
+static double train_peak_rss_gib(void) {
+  struct rusage ru;
+  return getrusage(RUSAGE_SELF, &ru) ? 0 : (double)ru.ru_maxrss / (1 << 20);  // kB on Linux
+}
 
 // The store must hold what the config's model reads: same tubelet and channels, uint8
 // pixels, labels that fit num_classes, clips that fit one rank's memory.
@@ -361,12 +369,31 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
 
 tsr_status train_run(const train_options *o) {
   trainer tr = {0};
+  train_memory_counter counter = {0};  // the backend, counting its allocations
+  train_memory mem = {0};
+  size_t capacity = 0;
+  const char *cap_source = "";
   tsr_status r = comm_groups_init();  // Dynamic-CP groups; refuses a non-power-of-two world
   char *defaults = NULL;
   if (!r) r = config_load(o->config_path, o->overrides, o->n_overrides, &tr.mc, &tr.tc, &defaults);
   if (!r && defaults && comm_rank() == 0) log_info("config: defaults used for %s", defaults);
   free(defaults);
   if (!r) r = config_validate(&tr.mc, &tr.tc);
+  if (!r) r = backend_for_precision(o->backend, tr.tc.precision, &tr.kb);
+  // train.mem_tokens from the memory model (0: derived), the same on every rank
+  if (!r) r = train_memory_limit(&tr.tc, &tr.mc, tr.kb, o->mem_bytes, &mem, &capacity, &cap_source);
+  if (!r && comm_rank() == 0) {
+    char what[512];
+    train_memory_format(&mem, what, sizeof what);
+    log_info("train: memory per rank (model): %s; of %.3f GiB (%s)", what,
+             (double)capacity / (1 << 30), cap_source);
+  }
+  size_t dev_free0 = 0, dev_free1 = 0, dev_total = 0;  // device memory before setup, at end
+  if (!r) {
+    if (tr.kb->device_memory && tr.kb->mem_info) tr.kb->mem_info(tr.kb, &dev_free0, &dev_total);
+    train_memory_counter_init(&counter, tr.kb);
+    tr.kb = &counter.kb;
+  }
   if (!r) r = data_open(&tr.data, o->data_dir);
   int ranks = comm_size();
   if (!r) r = check_store(&tr, ranks);
@@ -401,7 +428,6 @@ tsr_status train_run(const train_options *o) {
   if (!r) r = data_sampler_init(&tr.sampler, data_num_clips(tr.data), (uint64_t)tr.tc.seed);
   tr.cb = o->comm;
   if (!r && !tr.cb) r = err_set(TSR_EINVAL, "train: no communication backend given");
-  if (!r) r = backend_for_precision(o->backend, tr.tc.precision, &tr.kb);
   if (!r) r = trainer_setup(&tr);
   if (!r) {
     if (o->resume) r = start_from(&tr, latest, 1);
@@ -422,6 +448,20 @@ tsr_status train_run(const train_options *o) {
     if (tr.step >= stop) log_info("train: %lld steps already done, nothing to do", (long long)tr.step);
   }
   if (!r && tr.step < stop) r = train_loop(&tr, o, stop);
+  if (!r && dev_free0 && tr.kb->mem_info(tr.kb, &dev_free1, &dev_total)) dev_free1 = 0;
+  if (!r && comm_rank() == 0 && counter.peak) {
+    char dev[160] = "";
+    size_t fell = dev_free0 > dev_free1 ? dev_free0 - dev_free1 : 0;
+    if (dev_free0 && dev_free1)
+      snprintf(dev, sizeof dev, "; device free memory fell by %.4f GiB (%zu bytes; the model's "
+               "total %.4f GiB)", (double)fell / (1 << 30), fell, (double)mem.total / (1 << 30));
+    log_info("train: memory per rank: backend allocations peaked at %.4f GiB (%zu bytes), the "
+             "model counts %.4f GiB (%zu bytes, ring buffers %zu) of them: measured / model = "
+             "%.4f; process peak RSS %.3f GiB%s", (double)counter.peak / (1 << 30), counter.peak,
+             (double)mem.allocated / (1 << 30), mem.allocated, mem.ring,
+             (double)counter.peak / (double)mem.allocated, train_peak_rss_gib(), dev);
+  }
   trainer_free(&tr);
+  train_memory_counter_free(&counter);
   return r;
 }
