@@ -112,8 +112,8 @@ static const dyn_variant dyn_variants[] = {
 // costs about that many units (a placement reads a few nodes per allowed level and updates
 // O(levels) nodes), about 0.1 us each on one core of the benchmark machine, so the budget
 // is about 0.2 s of runs. 256 clips on 64 ranks get every variant and the full improvement
-// phase (40 runs); from about 4096 clips on 4096 ranks on, DYN_MIN_VARIANTS runs, which on
-// the benchmark mixes reach the same plans as more runs there (docs/plan.md).
+// phase (40 runs); 32,768 clips on 8,192 ranks and more DYN_MIN_VARIANTS runs, which on the
+// benchmark mixes reach the same plans as more runs there (docs/plan.md).
 #define DYN_BUDGET 2e6
 enum { DYN_MIN_VARIANTS = 4 };
 // Most runs of the improvement phase (after the variants, within DYN_BUDGET).
@@ -697,11 +697,17 @@ static void dyn_improve(dyn *d, const dyn_variant *v, dyn_best *b, int runs) {
   }
 }
 
-// Runs a batch allows: DYN_BUDGET over the units of one run, at least DYN_MIN_VARIANTS. Sized by the batch and the cluster, never by the clock, so
-// plans are deterministic.
-static int dyn_runs(int n, int nlev) {
-  double per_run = (double)n * (nlev + 8);
-  double runs = DYN_BUDGET / per_run;
+// Runs a batch allows: DYN_BUDGET over the units of one run, and never fewer than the
+// planner made before the trees (DYN_SCAN_BUDGET candidate placements of clips x 2N each),
+// so that on any batch the runs are a superset of its runs (the same variants, the same
+// improvement steps, then more) and the plan is never slower than its plan was; at least
+// DYN_MIN_VARIANTS. Sized by the batch and the cluster, never by the clock, so plans are
+// deterministic.
+#define DYN_SCAN_BUDGET 1e8
+static int dyn_runs(int n, int nlev, int N) {
+  double runs = DYN_BUDGET / ((double)n * (nlev + 8));
+  double scan_runs = DYN_SCAN_BUDGET / ((double)n * 2.0 * N);
+  if (scan_runs > runs) runs = scan_runs;
   return runs < DYN_MIN_VARIANTS ? DYN_MIN_VARIANTS : runs > 1e6 ? 1000000 : (int)runs;
 }
 
@@ -714,7 +720,7 @@ static tsr_status dyn_plan(const sched_config *cfg, const int64_t *tokens, int n
   dyn_best b = {INFINITY, 0, malloc((size_t)n * sizeof *b.g),
                 malloc((size_t)n * sizeof *b.group_of)};
   if (!st && (!b.g || !b.group_of)) st = err_set(TSR_ENOMEM, "dynamic planner: out of memory");
-  int runs = dyn_runs(n, d.nlev);
+  int runs = dyn_runs(n, d.nlev, d.N);
   int nvar = runs < DYN_NVARIANTS ? runs : DYN_NVARIANTS;
   int best_v = 0;
   for (int v = 0; v < nvar && !st; v++) {

@@ -72,15 +72,28 @@ full_spec() {  # mix spec with the lengths directory in front of every file
   echo "$full"
 }
 
+# cpu_s BIN SPEC RANKS BATCH STEPS TAG [JSON]: runs `tessera plan` under /usr/bin/time and
+# prints the process's CPU seconds (user + system, every thread).
+cpu_s() {
+  local bin=$1 spec=$2 ranks=$3 batch=$4 steps=$5 tag=$6 json=${7:-/dev/null}
+  "${PIN[@]}" /usr/bin/time -f "%U %S" -o "$TMP/$tag.time" "$bin" plan --lengths "$(full_spec "$spec")" \
+    "${COMMON[@]}" --ranks "$ranks" --global-batch "$batch" --steps "$steps" --json "$json" \
+    >"$TMP/$tag.out" 2>"$TMP/$tag.err" || { cat "$TMP/$tag.err" >&2; exit 1; }
+  awk '{ print $1 + $2 }' "$TMP/$tag.time"
+}
+
 # plan_totals BIN SPEC RANKS BATCH STEPS TAG: one `tessera plan` run; prints its totals
-# (plus the least per-step efficiency) as one JSON object.
+# (plus the least per-step efficiency, and the planner's CPU ms per batch measured from
+# outside: the process's CPU time less that of a 1-clip, 1-rank run of the same binary
+# and mix, i.e. loading the lengths) as one JSON object.
 plan_totals() {
-  local bin=$1 spec=$2 ranks=$3 batch=$4 steps=$5 tag=$6
-  "${PIN[@]}" "$bin" plan --lengths "$(full_spec "$spec")" "${COMMON[@]}" --ranks "$ranks" \
-    --global-batch "$batch" --steps "$steps" --json "$TMP/$tag.json" >"$TMP/$tag.out" \
-    2>"$TMP/$tag.err" || { cat "$TMP/$tag.err" >&2; exit 1; }
-  jq -c '.total + {min_step_efficiency: ([.steps[].efficiency] | min),
-                   per_step_s: [.steps[].predicted_s]}' "$TMP/$tag.json"
+  local bin=$1 spec=$2 ranks=$3 batch=$4 steps=$5 tag=$6 cpu startup
+  cpu=$(cpu_s "$bin" "$spec" "$ranks" "$batch" "$steps" "$tag" "$TMP/$tag.json")
+  startup=$(cpu_s "$bin" "$spec" 1 1 1 "$tag-startup")
+  jq -c --argjson cpu "$cpu" --argjson startup "$startup" '.total + {
+      min_step_efficiency: ([.steps[].efficiency] | min), per_step_s: [.steps[].predicted_s],
+      process_cpu_ms_per_batch: ((($cpu - $startup) * 1000 / .steps) | if . < 0 then 0 else . end)}' \
+    "$TMP/$tag.json"
   rm -f "$TMP/$tag.json"
 }
 
@@ -98,12 +111,13 @@ compare() {
        new_predicted_s: $n.predicted_s, base_predicted_s: $b.predicted_s,
        new_over_base_step_time: ($n.predicted_s / $b.predicted_s),
        batches_new_slower: ([range($n.steps) | select($n.per_step_s[.] > $b.per_step_s[.])] | length)},
-     planner_speedup: ($b.plan_ms_mean / $n.plan_ms_mean)}' >"$TMP/$tag.entry"
+     planner_speedup_wall: ($b.plan_ms_mean / $n.plan_ms_mean),
+     planner_speedup_cpu: ($b.process_cpu_ms_per_batch / ([$n.process_cpu_ms_per_batch, 0.1] | max))}' >"$TMP/$tag.entry"
   echo "$TMP/$tag.entry"
 }
 
 line() {  # one printed line of an entry
-  jq -r '"\(.name | .[0:24] | . + " " * (24 - length)) N=\(.ranks) B=\(.clips_per_batch) eff \(.new.efficiency*1000|round/1000) (base \(.base.efficiency*1000|round/1000))  x\(.new.speedup_packing_only*1000|round/1000) vs packing-only (base x\(.base.speedup_packing_only*1000|round/1000))  step time new/base on the same \(.same_batches.steps) batches \(.same_batches.new_over_base_step_time*10000|round/10000) (new slower on \(.same_batches.batches_new_slower))  planner \(.new.plan_ms_mean*10|round/10) ms, CPU \(.new.plan_cpu_ms_mean*10|round/10) (base \(.base.plan_ms_mean*10|round/10) ms)"' "$1"
+  jq -r '"\(.name | .[0:24] | . + " " * (24 - length)) N=\(.ranks) B=\(.clips_per_batch) eff \(.new.efficiency*1000|round/1000) (base \(.base.efficiency*1000|round/1000))  x\(.new.speedup_packing_only*1000|round/1000) vs packing-only (base x\(.base.speedup_packing_only*1000|round/1000))  step time new/base on the same \(.same_batches.steps) batches \(.same_batches.new_over_base_step_time*10000|round/10000) (new slower on \(.same_batches.batches_new_slower))  planner \(.new.plan_ms_mean*10|round/10) ms, CPU \(.new.process_cpu_ms_per_batch|round) (base \(.base.plan_ms_mean*10|round/10) ms, CPU \(.base.process_cpu_ms_per_batch|round))"' "$1"
 }
 
 echo "== mixes: $STEPS batches of 256 clips on 64 ranks; new vs base ($base_rev)"
@@ -152,11 +166,11 @@ jq -n --arg commit "$commit" --argjson dirty "$dirty" --arg cpu "$cpu" --arg cor
 
 if [ "$SCALING" = 1 ]; then
   {
-    echo "Planner time per batch (ms, wall on one pinned core; CPU time in brackets) and plan quality, this build vs baseline $base_rev, ${MIXES[0]%%|*}, M = 65536, h100-dit1b:"
+    echo "Planner CPU time per batch in ms (the process's CPU time less its start-up, one pinned core; wall time in brackets, stretched by the machine's load $(cut -d' ' -f1-3 /proc/loadavg)) and plan quality (efficiency, speedup over packing only; the new step time over the base step time on the same batches, and the batches where the new plan is slower), this build vs baseline $base_rev, ${MIXES[0]%%|*}, M = 65536, h100-dit1b:"
     echo
-    echo "| ranks | clips | new ms (CPU) | base ms | planner speedup | new eff | base eff | new x_pack | base x_pack | step time new/base |"
-    echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-    jq -r '.scaling[] | "| \(.ranks) | \(.clips_per_batch) | \(.new.plan_ms_mean*10|round/10) (\(.new.plan_cpu_ms_mean*10|round/10)) | \(.base.plan_ms_mean*10|round/10) | \(.planner_speedup*10|round/10)x | \(.new.efficiency*1000|round/1000) | \(.base.efficiency*1000|round/1000) | \(.new.speedup_packing_only*1000|round/1000) | \(.base.speedup_packing_only*1000|round/1000) | \(.same_batches.new_over_base_step_time*10000|round/10000) |"' "$OUT"
+    echo "| ranks | clips | new ms (wall) | base ms (wall) | speedup | new eff | base eff | new x_pack | base x_pack | new/base step time | slower |"
+    echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    jq -r '.scaling[] | "| \(.ranks) | \(.clips_per_batch) | \(.new.process_cpu_ms_per_batch|round) (\(.new.plan_ms_mean|round)) | \(.base.process_cpu_ms_per_batch|round) (\(.base.plan_ms_mean|round)) | \(.planner_speedup_cpu*10|round/10)x | \(.new.efficiency*1000|round/1000) | \(.base.efficiency*1000|round/1000) | \(.new.speedup_packing_only*1000|round/1000) | \(.base.speedup_packing_only*1000|round/1000) | \(.same_batches.new_over_base_step_time*100000|round/100000) | \(.same_batches.batches_new_slower)/\(.same_batches.steps) |"' "$OUT"
   } >"$TABLE"
   echo "wrote $TABLE"
 fi
