@@ -9,14 +9,15 @@
 //
 // Cost of a placement. Scanning every aligned block of every CP size costs O(N) per item
 // (2N - 1 blocks), so a run was O(items x N): 6.5 s for 32,768 clips on 8,192 ranks.
-// Instead each level keeps two tournament trees over its blocks: the least placement key
-// (the block a new group would use) and, over the groups still open for packing, the
-// earliest end and the most memory room (to find the groups an item could join). A new
-// group's block is the root of the first tree, O(1); the open groups are searched
-// branch-and-bound, skipping subtrees whose earliest end plus a lower bound on the time the
-// item adds cannot beat the best placement so far, or that lack memory room; a placement
-// updates the trees of the blocks it touches, O(k + log^2 N). The exhaustive scan is kept
-// as a reference (sched_dynamic_reference) and gives the same plans.
+// Instead each level keeps a tournament tree over its blocks (dyn_node): the least
+// placement key (the block a new group would use) and, over the groups still open for
+// packing, the earliest end, the least end minus exposed ring time and the most memory
+// room (to find the groups an item could join). A new group's block is the root's, O(1);
+// the open groups are searched best-first by a lower bound on the score of joining them,
+// stopping when it cannot beat the best placement so far and skipping subtrees without
+// room; a placement updates the nodes of the blocks it touches, O(k + log^2 N), stopping
+// early where a node does not change. The exhaustive scan is kept as a reference
+// (sched_dynamic_reference) and gives the same plans (tests/sched/test_index.c).
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -20,6 +20,7 @@
 #
 #   bench/plan/run.sh                  (after tools/setup.sh; builds the baseline, ~2 min)
 #   BASE_BIN=... STEPS=50 SCALING=0 TESSERA_BIN=... TESSERA_SHARED=... OUT=... bench/plan/run.sh
+#   TABLE_ONLY=1 bench/plan/run.sh     (rewrite scaling.md from results.json)
 # Needs jq.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -43,7 +44,7 @@ trap 'rm -rf "$TMP"' EXIT
 # The baseline binary: the planner of BASE_REV, built without media and CUDA (plan needs
 # neither).
 BASE=${BASE_BIN:-}
-if [ -z "$BASE" ]; then
+if [ -z "$BASE" ] && [ "${TABLE_ONLY:-0}" != 1 ]; then
   echo "building the baseline planner from $BASE_REV ..."
   mkdir -p "$TMP/base-src"
   git -C "$ROOT" archive "$BASE_REV" | tar -x -C "$TMP/base-src"
@@ -84,15 +85,15 @@ cpu_s() {
 
 # plan_totals BIN SPEC RANKS BATCH STEPS TAG: one `tessera plan` run; prints its totals
 # (plus the least per-step efficiency, and the planner's CPU ms per batch measured from
-# outside: the process's CPU time less that of a 1-clip, 1-rank run of the same binary
+# outside: the process's CPU time less that of a 1-clip, 16-rank run of the same binary
 # and mix, i.e. loading the lengths) as one JSON object.
 plan_totals() {
   local bin=$1 spec=$2 ranks=$3 batch=$4 steps=$5 tag=$6 cpu startup
   cpu=$(cpu_s "$bin" "$spec" "$ranks" "$batch" "$steps" "$tag" "$TMP/$tag.json")
-  startup=$(cpu_s "$bin" "$spec" 1 1 1 "$tag-startup")
+  startup=$(cpu_s "$bin" "$spec" 16 1 1 "$tag-startup")
   jq -c --argjson cpu "$cpu" --argjson startup "$startup" '.total + {
       min_step_efficiency: ([.steps[].efficiency] | min), per_step_s: [.steps[].predicted_s],
-      process_cpu_ms_per_batch: ((($cpu - $startup) * 1000 / .steps) | if . < 0 then 0 else . end)}' \
+      process_cpu_ms_per_batch: ((($cpu - $startup) * 1000 / .total.steps) | if . < 0 then 0 else . end)}' \
     "$TMP/$tag.json"
   rm -f "$TMP/$tag.json"
 }
@@ -100,7 +101,7 @@ plan_totals() {
 # compare NAME SPEC RANKS BATCH STEPS: both builds on the same batches; one JSON entry.
 compare() {
   local name=$1 spec=$2 ranks=$3 batch=$4 steps=$5 tag
-  tag=$(echo "$name-$ranks-$batch" | tr -c 'a-zA-Z0-9-' _)
+  tag=$(echo "$name-$ranks-$batch-$steps" | tr -c 'a-zA-Z0-9-' _)
   plan_totals "$BIN" "$spec" "$ranks" "$batch" "$steps" "$tag-new" >"$TMP/$tag.new"
   plan_totals "$BASE" "$spec" "$ranks" "$batch" "$steps" "$tag-base" >"$TMP/$tag.base"
   jq -n -c --arg name "$name" --arg spec "$spec" --argjson ranks "$ranks" --argjson batch "$batch" \
@@ -119,6 +120,22 @@ compare() {
 line() {  # one printed line of an entry
   jq -r '"\(.name | .[0:24] | . + " " * (24 - length)) N=\(.ranks) B=\(.clips_per_batch) eff \(.new.efficiency*1000|round/1000) (base \(.base.efficiency*1000|round/1000))  x\(.new.speedup_packing_only*1000|round/1000) vs packing-only (base x\(.base.speedup_packing_only*1000|round/1000))  step time new/base on the same \(.same_batches.steps) batches \(.same_batches.new_over_base_step_time*10000|round/10000) (new slower on \(.same_batches.batches_new_slower))  planner \(.new.plan_ms_mean*10|round/10) ms, CPU \(.new.process_cpu_ms_per_batch|round) (base \(.base.plan_ms_mean*10|round/10) ms, CPU \(.base.process_cpu_ms_per_batch|round))"' "$1"
 }
+
+# write_table: bench/plan/scaling.md from $OUT's scaling entries.
+write_table() {
+  {
+    echo "Planner time per batch on one pinned core, ms: the new planner's own CPU time (its thread, \`plan_cpu_ms\`), and for both builds the process's CPU time less its start-up (drawing the batches and writing the JSON included) and, in brackets, the wall time, stretched by the machine's load ($(jq -r .machine.load_average_at_end "$OUT") at the end); the speedup is process CPU over process CPU. Plan quality: efficiency against the lower bound and speedup over packing only, new / base, and the new step time over the base step time on the same batches (and on how many of them the new plan is slower). Baseline $(jq -r .baseline_rev "$OUT"), mix ucf101+3%youcook2, M = 65536, G = 8, h100-dit1b."
+    echo
+    echo "| ranks | clips | new planner CPU | new process CPU (wall) | base process CPU (wall) | speedup | efficiency new / base | x_pack new / base | step time new / base | slower |"
+    echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    jq -r '.scaling[] | "| \(.ranks) | \(.clips_per_batch) | \(.new.plan_cpu_ms_mean|round) | \(.new.process_cpu_ms_per_batch|round) (\(.new.plan_ms_mean|round)) | \(.base.process_cpu_ms_per_batch|round) (\(.base.plan_ms_mean|round)) | \(.planner_speedup_cpu*10|round/10)x | \(.new.efficiency*1000|round/1000) / \(.base.efficiency*1000|round/1000) | \(.new.speedup_packing_only*1000|round/1000) / \(.base.speedup_packing_only*1000|round/1000) | \(.same_batches.new_over_base_step_time*100000|round/100000) | \(.same_batches.batches_new_slower)/\(.same_batches.steps) |"' "$OUT"
+  } >"$TABLE"
+}
+if [ "${TABLE_ONLY:-0}" = 1 ]; then  # rewrite scaling.md from an existing results.json
+  write_table
+  echo "wrote $TABLE"
+  exit 0
+fi
 
 echo "== mixes: $STEPS batches of 256 clips on 64 ranks; new vs base ($base_rev)"
 : >"$TMP/mixes.list"
@@ -165,13 +182,7 @@ jq -n --arg commit "$commit" --argjson dirty "$dirty" --arg cpu "$cpu" --arg cor
     mixes: $mixes[0], scaling: $scaling[0]}' >"$OUT"
 
 if [ "$SCALING" = 1 ]; then
-  {
-    echo "Planner CPU time per batch in ms (the process's CPU time less its start-up, one pinned core; wall time in brackets, stretched by the machine's load $(cut -d' ' -f1-3 /proc/loadavg)) and plan quality (efficiency, speedup over packing only; the new step time over the base step time on the same batches, and the batches where the new plan is slower), this build vs baseline $base_rev, ${MIXES[0]%%|*}, M = 65536, h100-dit1b:"
-    echo
-    echo "| ranks | clips | new ms (wall) | base ms (wall) | speedup | new eff | base eff | new x_pack | base x_pack | new/base step time | slower |"
-    echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-    jq -r '.scaling[] | "| \(.ranks) | \(.clips_per_batch) | \(.new.process_cpu_ms_per_batch|round) (\(.new.plan_ms_mean|round)) | \(.base.process_cpu_ms_per_batch|round) (\(.base.plan_ms_mean|round)) | \(.planner_speedup_cpu*10|round/10)x | \(.new.efficiency*1000|round/1000) | \(.base.efficiency*1000|round/1000) | \(.new.speedup_packing_only*1000|round/1000) | \(.base.speedup_packing_only*1000|round/1000) | \(.same_batches.new_over_base_step_time*100000|round/100000) | \(.same_batches.batches_new_slower)/\(.same_batches.steps) |"' "$OUT"
-  } >"$TABLE"
+  write_table
   echo "wrote $TABLE"
 fi
 echo "wrote $OUT (commit ${commit:0:12}$([ "$dirty" = true ] && echo ', uncommitted changes'))"
