@@ -133,6 +133,10 @@ struct kernels_backend {
   // size; 0 where the backend allocates per call, the CPU). Any pointer may be NULL.
   tsr_status (*memory_stats)(const kernels_backend *kb, size_t *in_use_host, size_t *peak_host,
                              size_t *capacity_host);
+  // Memory of the backend's space that can still be had and its total, in bytes: host
+  // MemAvailable and MemTotal (/proc/meminfo; shared by every process of the node) on the
+  // CPU, cudaMemGetInfo of the device on CUDA. For the trainer's memory model.
+  tsr_status (*mem_info)(const kernels_backend *kb, size_t *free_bytes, size_t *total_bytes);
 
   // ---- dtype conversion ------------------------------------------------------------
   // dst = src converted elementwise (fp32 -> bf16 rounds to nearest even; bf16 -> fp32 is

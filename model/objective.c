@@ -221,17 +221,29 @@ tsr_status objective_build(objective_batch *ob, const dit_config *mc, const trai
 enum { DEV_CU, DEV_POS, DEV_LABELS, DEV_T, DEV_LW, DEV_X, DEV_TARGET, DEV_KEYS, DEV_CU_TEXT,
        DEV_N };
 
-static size_t dev_bytes(const objective_device *d, int part) {
-  size_t L = (size_t)d->max_tokens, C = (size_t)d->max_clips, LP = L * (size_t)d->P;
+static size_t dev_bytes_of(kernels_dtype act, size_t L, size_t C, size_t P, int part) {
+  size_t LP = L * P;
   switch (part) {
   case DEV_CU: return sizeof(int32_t) * (C + 1);
   case DEV_POS: return sizeof(int32_t) * 3 * L;
   case DEV_LABELS: return sizeof(int32_t) * C;
   case DEV_T: case DEV_LW: return sizeof(float) * C;
-  case DEV_X: case DEV_TARGET: return kernels_act_bytes(d->kb, LP);
+  case DEV_X: case DEV_TARGET: return LP * kernels_dtype_size(act);
   case DEV_CU_TEXT: return sizeof(int32_t) * (C + 1);
   default: return sizeof(kernels_clip_key) * C;
   }
+}
+
+static size_t dev_bytes(const objective_device *d, int part) {
+  return dev_bytes_of(d->kb->act_dtype, (size_t)d->max_tokens, (size_t)d->max_clips,
+                      (size_t)d->P, part);
+}
+
+size_t objective_device_bytes(kernels_dtype act, int max_tokens, int max_clips, int P) {
+  size_t bytes = 0;
+  for (int i = 0; i < DEV_N; i++)
+    bytes += (dev_bytes_of(act, (size_t)max_tokens, (size_t)max_clips, (size_t)P, i) + 63) / 64 * 64;
+  return bytes;
 }
 
 static void *dev_part(const objective_device *d, int part) {
@@ -244,8 +256,7 @@ tsr_status objective_device_alloc(objective_device *d, const kernels_backend *kb
                                   int max_clips, int P) {
   memset(d, 0, sizeof *d);
   d->kb = kb, d->max_tokens = max_tokens, d->max_clips = max_clips, d->P = P;
-  size_t bytes = 0;
-  for (int i = 0; i < DEV_N; i++) bytes += (dev_bytes(d, i) + 63) / 64 * 64;
+  size_t bytes = objective_device_bytes(kb->act_dtype, max_tokens, max_clips, P);
   size_t C = (size_t)max_clips;
   d->cu_h = calloc(C + 1, sizeof(int32_t));
   d->pos_h = calloc((size_t)max_tokens * 3, sizeof(int32_t));

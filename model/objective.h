@@ -109,6 +109,9 @@ typedef struct {
 
 tsr_status objective_device_alloc(objective_device *d, const kernels_backend *kb, int max_tokens,
                                   int max_clips, int P);
+// Backend bytes objective_device_alloc takes for activations of dtype act (the memory
+// model, model/train/memory.h).
+size_t objective_device_bytes(kernels_dtype act, int max_tokens, int max_clips, int P);
 // The trainer's path: the inputs of `clips` (as objective_build defines them) made ON THE
 // BACKEND. The chunks' uint8 tokens are uploaded as stored and kb->objective_inputs draws
 // t, the noise, x_t and target there from the clips' keys: no (L, P) float array is made

@@ -170,6 +170,57 @@ static tsr_status default_attn_bwd(void *ctx, const kernels_backend *kb, const d
                                 b->L, H, Dh, scale);
 }
 
+// The shape fields and tensor table of a model of config c (no buffers): what dit_create
+// and dit_memory_bytes both start from. Frees nothing on failure (the caller does).
+static tsr_status model_tables(dit_model *m, const dit_config *c, int max_tokens, int max_clips) {
+  m->cfg = *c, m->max_tokens = max_tokens, m->max_clips = max_clips;
+  m->D = c->hidden, m->H = c->heads, m->Dh = c->hidden / c->heads, m->F = c->mlp_ratio * c->hidden;
+  m->P = c->pt * c->ph * c->pw * c->channels;
+  if (c->text_dim > 0 && (int64_t)max_clips * c->text_len > INT32_MAX / 4)
+    return err_set(TSR_EINVAL, "dit_create: %d clips of up to %d caption tokens is too many",
+                   max_clips, c->text_len);
+  m->max_text = c->text_dim > 0 ? max_clips * c->text_len : 0;
+  int cap = DIT_TENSORS_FIXED + DIT_TENSORS_PER_BLOCK * c->depth;
+  m->table = calloc((size_t)cap, sizeof *m->table);
+  m->init = calloc((size_t)cap, sizeof *m->init);
+  m->names = calloc((size_t)cap, sizeof *m->names);
+  m->bp = calloc((size_t)c->depth, sizeof *m->bp);
+  m->blk = calloc((size_t)(c->recompute ? 1 : c->depth), sizeof *m->blk);
+  if (!m->table || !m->init || !m->names || !m->bp || !m->blk)
+    return err_set(TSR_ENOMEM, "dit_create: no memory for the tensor table");
+  build_table(m);
+  return TSR_OK;
+}
+
+tsr_status dit_memory_bytes(const dit_config *c, kernels_dtype act, int64_t max_tokens,
+                            int64_t max_clips, dit_memory *out) {
+  memset(out, 0, sizeof *out);
+  if (!c || max_tokens < 1 || max_clips < 1 || max_tokens > INT32_MAX || max_clips > INT32_MAX)
+    return err_set(TSR_EINVAL, "dit_memory_bytes: max_tokens = %lld and max_clips = %lld must be "
+                   "in [1, 2^31)", (long long)max_tokens, (long long)max_clips);
+  size_t asz = kernels_dtype_size(act);
+  if (!asz) return err_set(TSR_EINVAL, "dit_memory_bytes: unknown activation dtype %d", (int)act);
+  train_config tdef;
+  dit_config unused;
+  config_defaults(&unused, &tdef);
+  tsr_status vst = config_validate(c, &tdef);
+  if (vst) return vst;
+  dit_model m = {0};
+  kernels_backend dtype_only = {.act_dtype = act};  // layout reads the act dtype only
+  m.kb = &dtype_only;
+  tsr_status st = model_tables(&m, c, (int)max_tokens, (int)max_clips);
+  if (!st) {
+    arena a = {.asz = asz};  // measuring pass: base NULL
+    layout(&m, &a);
+    out->n_params = m.n_params;
+    out->params = out->grads = m.n_params * sizeof(float);
+    out->act_weights = act != KERNELS_F32 ? (m.n_params * asz + 63) / 64 * 64 : 0;
+    out->activations = a.used - out->act_weights;
+  }
+  free(m.table), free(m.init), free(m.names), free(m.bp), free(m.blk);
+  return st;
+}
+
 tsr_status dit_create(dit_model **out, const dit_config *c, const kernels_backend *kb,
                       int max_tokens, int max_clips) {
   *out = NULL;
@@ -183,28 +234,10 @@ tsr_status dit_create(dit_model **out, const dit_config *c, const kernels_backen
   DIT_TRY(config_validate(c, &tdef));
   dit_model *m = calloc(1, sizeof *m);
   if (!m) return err_set(TSR_ENOMEM, "dit_create: no memory");
-  m->cfg = *c, m->kb = kb, m->max_tokens = max_tokens, m->max_clips = max_clips;
-  m->D = c->hidden, m->H = c->heads, m->Dh = c->hidden / c->heads, m->F = c->mlp_ratio * c->hidden;
-  m->P = c->pt * c->ph * c->pw * c->channels;
+  m->kb = kb;
   m->attn = (dit_attention){default_attn_fwd, default_attn_bwd, NULL};
-  if (c->text_dim > 0 && (int64_t)max_clips * c->text_len > INT32_MAX / 4) {
-    free(m);
-    return err_set(TSR_EINVAL, "dit_create: %d clips of up to %d caption tokens is too many",
-                   max_clips, c->text_len);
-  }
-  m->max_text = c->text_dim > 0 ? max_clips * c->text_len : 0;
-  int cap = DIT_TENSORS_FIXED + DIT_TENSORS_PER_BLOCK * c->depth;
-  m->table = calloc((size_t)cap, sizeof *m->table);
-  m->init = calloc((size_t)cap, sizeof *m->init);
-  m->names = calloc((size_t)cap, sizeof *m->names);
-  m->bp = calloc((size_t)c->depth, sizeof *m->bp);
-  m->blk = calloc((size_t)(c->recompute ? 1 : c->depth), sizeof *m->blk);
-  tsr_status st = TSR_OK;
-  if (!m->table || !m->init || !m->names || !m->bp || !m->blk) {
-    st = err_set(TSR_ENOMEM, "dit_create: no memory for the tensor table");
-    goto fail;
-  }
-  build_table(m);
+  tsr_status st = model_tables(m, c, max_tokens, max_clips);
+  if (st) goto fail;
   if ((st = dit_buckets_init(m))) goto fail;
   if ((st = kb->alloc(kb, (void **)&m->params, m->n_params * sizeof(float))) ||
       (st = kb->alloc(kb, (void **)&m->grads, m->n_params * sizeof(float))))

@@ -38,6 +38,12 @@ static void train_usage(FILE *f) {
     "                       default: built-in CPU numbers of the tiny model)\n"
     "  --gpus-per-node G    ranks per node, for the cost model (default: the ranks the\n"
     "                       launcher put on this node)\n"
+    "  --mem-bytes B        memory per rank for the memory model (default: the GPU's free\n"
+    "                       memory; on the CPU half the available host memory, shared by\n"
+    "                       the ranks); train.mem_tokens = 0 takes the most tokens that fit\n"
+    "  --planners P         under mpirun, P ranks plan the batches in turn and broadcast\n"
+    "                       each plan (the same plan, bitwise); 0: every rank plans every\n"
+    "                       batch itself (default 1)\n"
     "  --skip-bad-clips     leave out clips whose checksum fails (reported once each on\n"
     "                       stderr, counted as bad_clips in metrics.jsonl); default: stop\n"
     "                       naming the clip (`tessera index verify STORE` lists them all)\n"
@@ -60,7 +66,7 @@ int cmd_train(int argc, char **argv) {
     return 0;
   }
   enum { O_CONFIG = 1, O_DATA, O_OUT, O_STEPS, O_RESUME, O_INIT, O_SET, O_COST, O_GPN, O_PLAN,
-         O_SKIP_BAD, O_BACKEND, O_COMM };
+         O_SKIP_BAD, O_BACKEND, O_COMM, O_PLANNERS, O_MEM_BYTES };
   static const struct option opts[] = {
       {"config", required_argument, 0, O_CONFIG}, {"data", required_argument, 0, O_DATA},
       {"out", required_argument, 0, O_OUT},       {"steps", required_argument, 0, O_STEPS},
@@ -68,8 +74,11 @@ int cmd_train(int argc, char **argv) {
       {"set", required_argument, 0, O_SET},       {"cost", required_argument, 0, O_COST},
       {"gpus-per-node", required_argument, 0, O_GPN}, {"plan", required_argument, 0, O_PLAN},
       {"skip-bad-clips", no_argument, 0, O_SKIP_BAD}, {"backend", required_argument, 0, O_BACKEND},
-      {"comm", required_argument, 0, O_COMM}, {0, 0, 0, 0}};
-  train_options o = {0};
+      {"comm", required_argument, 0, O_COMM},
+      {"planners", required_argument, 0, O_PLANNERS},
+      {"mem-bytes", required_argument, 0, O_MEM_BYTES},
+      {0, 0, 0, 0}};
+  train_options o = {.planners = 1};
   const char *backend = "auto", *comm = "auto";
   backend_choice bc;
   // One exit path below: every error after this allocation sets `bad` and falls through
@@ -106,6 +115,18 @@ int cmd_train(int argc, char **argv) {
       break;
     case O_GPN:
       if (parse_int("--gpus-per-node", optarg, 1, 1 << 20, &o.gpus_per_node)) {
+        log_error("tessera train: %s", err_msg());
+        bad = 1;
+      }
+      break;
+    case O_PLANNERS:
+      if (parse_int("--planners", optarg, 0, 1 << 24, &o.planners)) {
+        log_error("tessera train: %s", err_msg());
+        bad = 1;
+      }
+      break;
+    case O_MEM_BYTES:
+      if (parse_i64("--mem-bytes", optarg, 1 << 20, INT64_MAX / 2, &o.mem_bytes)) {
         log_error("tessera train: %s", err_msg());
         bad = 1;
       }

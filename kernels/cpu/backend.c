@@ -1,6 +1,7 @@
 // kernels/cpu/backend.c — the CPU backends: host memory entries and the two function
 // tables, fp32 ("cpu") and bf16 activations ("cpu-bf16", entries in bf16.c).
 #include <malloc.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,23 @@ static tsr_status cpu_memory_stats(kb_t *kb, size_t *in_use, size_t *peak, size_
   if (in_use) *in_use = __atomic_load_n(&g_in_use, __ATOMIC_RELAXED);
   if (peak) *peak = __atomic_load_n(&g_peak, __ATOMIC_RELAXED);
   if (capacity) *capacity = 0;  // host memory, allocated per call
+  return TSR_OK;
+}
+
+// MemAvailable and MemTotal of /proc/meminfo (kB lines).
+static tsr_status cpu_mem_info(kb_t *kb, size_t *free_bytes, size_t *total_bytes) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (!f) return err_set(TSR_EIO, "mem_info: cannot read /proc/meminfo");
+  char line[256];
+  unsigned long long avail = 0, total = 0, v;
+  while (fgets(line, sizeof line, f)) {
+    if (sscanf(line, "MemAvailable: %llu kB", &v) == 1) avail = v;
+    else if (sscanf(line, "MemTotal: %llu kB", &v) == 1) total = v;
+  }
+  fclose(f);
+  if (!total) return err_set(TSR_EIO, "mem_info: no MemTotal in /proc/meminfo");
+  *free_bytes = (size_t)avail * 1024;
+  *total_bytes = (size_t)total * 1024;
   return TSR_OK;
 }
 
@@ -300,6 +318,7 @@ static tsr_status f32_linear_backward_dgelu(kb_t *kb, void *dpre, float *dw, flo
   .sync = cpu_sync,                    \
   .reserve = cpu_reserve,              \
   .memory_stats = cpu_memory_stats,    \
+  .mem_info = cpu_mem_info,            \
   .cast = kcpu_cast,                   \
   .fill = kcpu_fill,                   \
   .scale = kcpu_scale,                 \

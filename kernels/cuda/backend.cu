@@ -332,6 +332,13 @@ static tsr_status cu_memset_zero(kb_t *kb, void *ptr, size_t bytes) {
 
 static tsr_status cu_sync(kb_t *kb) { return kcu_check_error(kb, "sync"); }
 
+static tsr_status cu_mem_info(kb_t *kb, size_t *free_bytes, size_t *total_bytes) {
+  cudaError_t e = cudaMemGetInfo(free_bytes, total_bytes);
+  if (e != cudaSuccess)
+    return err_set(TSR_EIO, "mem_info: cudaMemGetInfo: %s", cudaGetErrorString(e));
+  return TSR_OK;
+}
+
 // ---- elementwise ---------------------------------------------------------------------------
 #define GRID_STRIDE(i, n) \
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
@@ -1792,6 +1799,7 @@ static int init_once(void) {
     b->sync = cu_sync;
     b->reserve = cu_reserve;
     b->memory_stats = cu_memory_stats;
+    b->mem_info = cu_mem_info;
     b->cast = cu_cast;
     b->fill = cu_fill;
     b->scale = cu_scale;

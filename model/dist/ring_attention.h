@@ -57,4 +57,12 @@ tsr_status ring_attention_backward(ring_attention *ra, void *dq, void *dk, void 
                                    const void *v, const void *out, const float *lse, int H,
                                    int Dh, float scale);
 
+// Backend bytes a ring of a group of k ranks holds once it has run blocks of up to maxblk
+// tokens with up to max_clips clips (its index arrays and ensure_buffers's work buffers),
+// for activations of dtype act: the memory model's communication workspace
+// (model/train/memory.h). Kept beside the allocations it counts; the trainer's memory
+// check (tests/train/memory.sh) compares the model with the backend's measured peak.
+size_t ring_attention_buffer_bytes(kernels_dtype act, int k, int64_t maxblk, int max_clips,
+                                   int H, int Dh);
+
 #endif

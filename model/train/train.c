@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "core/comm.h"
@@ -14,6 +15,7 @@
 #include "core/hash.h"
 #include "core/log.h"
 #include "model/io/checkpoint.h"
+#include "model/train/memory.h"
 
 // Cost model of the plan when no --cost file is given: the tiny model's CPU costs
 // measured on a 2-core machine (docs/train.md). With one rank the plan is a packing of the
@@ -22,6 +24,12 @@
 static const cost_model cpu_cost = {.a = 2e-5, .b = 2e-9, .kv = 1024, .bw_intra = 1e10,
                                     .bw_inter = 1e9, .lat = 1e-5, .ovh = 2e-3,
                                     .allreduce = 0};
+
+// Peak resident memory of this process (getrusage), GiB.
+static double train_peak_rss_gib(void) {
+  struct rusage ru;
+  return getrusage(RUSAGE_SELF, &ru) ? 0 : (double)ru.ru_maxrss / (1 << 20);  // kB on Linux
+}
 
 // The store must hold what the config's model reads: same tubelet and channels (uint8
 // pixels or bf16/f32 latents alike), labels that fit num_classes, clips that fit one
@@ -285,6 +293,12 @@ static tsr_status train_draw_fn(void *ctx, int64_t s, int64_t *ids, int64_t *tok
   return r;
 }
 
+// sched_share's broadcast: the world control plane (MPI) of core/comm.h.
+static tsr_status plan_bcast(void *ctx, void *buf, int64_t bytes, int root) {
+  (void)ctx;
+  return comm_bcast(buf, bytes, root);
+}
+
 static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) {
   int64_t B = tr->tc.global_batch;
   int64_t *tok_cur = malloc((size_t)B * sizeof *tok_cur);
@@ -298,8 +312,14 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
   tsr_status r = (!tok_cur || !dx.bad) ? err_set(TSR_ENOMEM, "out of memory (batch)") : TSR_OK;
   const int lead = tr->rank == 0;  // rank 0 writes metrics and checkpoints
   if (!r && lead) r = metrics_open(&mf, o->run_dir, o->resume ? tr->step : -1);
-  // Batch s and its plan; batch s+1 is drawn and planned while s trains.
-  if (!r) r = sched_pipeline_open(&pipe, &tr->sched, B, tr->step, stop, train_draw_fn, &dx);
+  // Batch s and its plan; batch s+1 is drawn and planned while s trains, by one of
+  // o->planners ranks in turn, which broadcasts it (0: by every rank for itself).
+  int world = comm_size();
+  sched_share share = {.rank = tr->rank, .size = world,
+                       .planners = o->planners < world ? o->planners : world,
+                       .bcast = plan_bcast};
+  if (!r) r = sched_pipeline_open(&pipe, &tr->sched, B, tr->step, stop, train_draw_fn, &dx,
+                                  world > 1 && o->planners > 0 ? &share : NULL);
   progress pg;
   progress_begin(&pg, "train");
   double loss0 = -1, loss_last = -1;
@@ -337,7 +357,14 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
     }
   }
   if (lead) progress_end(&pg);
+  sched_pipeline_stats ps = {0};
+  if (pipe) sched_pipeline_get_stats(pipe, &ps);
   sched_pipeline_close(&pipe);
+  if (!r && lead && ps.batches)
+    log_info("train: planning: rank 0 planned %lld of %lld batches (%.3f s CPU) and waited "
+             "%.3f s for plans%s", (long long)ps.planned_here, (long long)ps.batches,
+             ps.plan_cpu_s, ps.wait_s,
+             world > 1 && o->planners > 0 ? " (plans shared: --planners)" : "");
   if (!r && lead && loss0 >= 0)
     log_info("train: %lld steps done, loss %.4f -> %.4f; checkpoint %s/ckpt-%lld.safetensors; "
              "%.3f s drawing batches and verifying clip checksums", (long long)tr->step,
@@ -354,12 +381,31 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
 
 tsr_status train_run(const train_options *o) {
   trainer tr = {0};
+  train_memory_counter counter = {0};  // the backend, counting its allocations
+  train_memory mem = {0};
+  size_t capacity = 0;
+  const char *cap_source = "";
   tsr_status r = comm_groups_init();  // Dynamic-CP groups; refuses a non-power-of-two world
   char *defaults = NULL;
   if (!r) r = config_load(o->config_path, o->overrides, o->n_overrides, &tr.mc, &tr.tc, &defaults);
   if (!r && defaults && comm_rank() == 0) log_info("config: defaults used for %s", defaults);
   free(defaults);
   if (!r) r = config_validate(&tr.mc, &tr.tc);
+  if (!r) r = backend_for_precision(o->backend, tr.tc.precision, &tr.kb);
+  // train.mem_tokens from the memory model (0: derived), the same on every rank
+  if (!r) r = train_memory_limit(&tr.tc, &tr.mc, tr.kb, o->mem_bytes, &mem, &capacity, &cap_source);
+  if (!r && comm_rank() == 0) {
+    char what[512];
+    train_memory_format(&mem, what, sizeof what);
+    log_info("train: memory per rank (model): %s; of %.3f GiB (%s)", what,
+             (double)capacity / (1 << 30), cap_source);
+  }
+  size_t dev_free0 = 0, dev_free1 = 0, dev_total = 0;  // device memory before setup, at end
+  if (!r) {
+    if (tr.kb->device_memory && tr.kb->mem_info) tr.kb->mem_info(tr.kb, &dev_free0, &dev_total);
+    train_memory_counter_init(&counter, tr.kb);
+    tr.kb = &counter.kb;
+  }
   if (!r) r = data_open(&tr.data, o->data_dir);
   int ranks = comm_size();
   if (!r) r = check_store(&tr, ranks);
@@ -396,7 +442,6 @@ tsr_status train_run(const train_options *o) {
   if (!r) r = data_sampler_init(&tr.sampler, data_num_clips(tr.data), (uint64_t)tr.tc.seed);
   tr.cb = o->comm;
   if (!r && !tr.cb) r = err_set(TSR_EINVAL, "train: no communication backend given");
-  if (!r) r = backend_for_precision(o->backend, tr.tc.precision, &tr.kb);
   if (!r) r = trainer_setup(&tr);
   if (!r) {
     if (o->resume) r = start_from(&tr, latest, 1);
@@ -417,6 +462,20 @@ tsr_status train_run(const train_options *o) {
     if (tr.step >= stop) log_info("train: %lld steps already done, nothing to do", (long long)tr.step);
   }
   if (!r && tr.step < stop) r = train_loop(&tr, o, stop);
+  if (!r && dev_free0 && tr.kb->mem_info(tr.kb, &dev_free1, &dev_total)) dev_free1 = 0;
+  if (!r && comm_rank() == 0 && counter.peak) {
+    char dev[160] = "";
+    size_t fell = dev_free0 > dev_free1 ? dev_free0 - dev_free1 : 0;
+    if (dev_free0 && dev_free1)
+      snprintf(dev, sizeof dev, "; device free memory fell by %.4f GiB (%zu bytes; the model's "
+               "total %.4f GiB)", (double)fell / (1 << 30), fell, (double)mem.total / (1 << 30));
+    log_info("train: memory per rank: backend allocations peaked at %.4f GiB (%zu bytes), the "
+             "model counts %.4f GiB (%zu bytes, ring buffers %zu) of them: measured / model = "
+             "%.4f; process peak RSS %.3f GiB%s", (double)counter.peak / (1 << 30), counter.peak,
+             (double)mem.allocated / (1 << 30), mem.allocated, mem.ring,
+             (double)counter.peak / (double)mem.allocated, train_peak_rss_gib(), dev);
+  }
   trainer_free(&tr);
+  train_memory_counter_free(&counter);
   return r;
 }

@@ -143,6 +143,10 @@ typedef struct {
                                  // the built-in CPU numbers
   int gpus_per_node;             // ranks per node for the cost model (0: all ranks)
   int plan_kind;                 // TRAIN_PLAN_*: which plan each step runs
+  int planners;                  // ranks that plan, in turn, and broadcast each plan (capped
+                                 // at the world size); 0: every rank plans every batch
+  int64_t mem_bytes;             // memory per rank for the memory model (0: the backend's
+                                 // free memory; model/train/memory.h)
   const comm_backend *comm;      // communication backend (core/comm.h), chosen by the caller
   int skip_bad_clips;            // 1: leave out clips whose checksum fails (else stop)
   const backend_choice *backend; // compute device, chosen by the caller (tools/backend.h);
