@@ -250,6 +250,6 @@ size_t ring_attention_buffer_bytes(kernels_dtype act, int k, int64_t maxblk, int
   size_t cu = (size_t)k * ((size_t)max_clips + 1) * sizeof(int32_t);  // set_clips
   if (k < 2) return cu;  // a group of one attends locally: no work buffers
   size_t a = kernels_dtype_size(act), E = (size_t)H * Dh, B = (size_t)maxblk;
-  // ensure_buffers: kv[2] and grad[2] of 2 * maxblk * E, pout, plse and delta
-  return cu + 4 * (2 * B * E * a) + B * E * a + 2 * B * (size_t)H * sizeof(float);
+  // ensure_buffers: kv[2], grad[2] and gpart of 2 * maxblk * E, pout, plse and delta
+  return cu + 5 * (2 * B * E * a) + B * E * a + 2 * B * (size_t)H * sizeof(float);
 }

@@ -133,7 +133,8 @@ tsr_status train_memory_limit(train_config *tc, const dit_config *mc, const kern
                               int64_t mem_bytes, train_memory *m, size_t *capacity,
                               const char **source) {
   int ranks = comm_size();
-  tsr_status st = train_memory_capacity(kb, mem_bytes, ranks, capacity, source);
+  // host memory is shared by the ranks of this node, not of the job
+  tsr_status st = train_memory_capacity(kb, mem_bytes, comm_local_size(), capacity, source);
   if (st) return st;
   if (tc->mem_tokens == 0) {
     int64_t L = 0;
