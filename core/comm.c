@@ -1,12 +1,28 @@
+// core/comm.c — the world (control plane), the group set, where ranks sit on their nodes,
+// and the watchdog that bounds every blocking communication (core/comm.h).
 #include "core/comm.h"
 #include "core/comm_internal.h"
 
 #include <mpi.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "core/log.h"
+#include "core/num.h"
+
 static int comm_joined = 0, comm_r = 0, comm_n = 1;
+static int local_r = 0, local_n = 1;
+static double timeout_s = 0;      // 0: waits are not bounded
+static int timeout_from_env = 0;  // TESSERA_COMM_TIMEOUT was given: it wins
+static MPI_Comm diag = MPI_COMM_NULL;  // private duplicate of the world: liveness pings
+
+static void watchdog_start(void);
+static void watchdog_stop(void);
 
 static int launched_by_mpi(void) {
   // OpenMPI's mpirun, PMIx-based launchers and Slurm's srun set these.
@@ -24,7 +40,92 @@ tsr_status comm_mpi_check(int rc, const char *what) {
   return err_set(TSR_ECOMM, "MPI %s failed: %s", what, s);
 }
 
+int comm_joined_mpi(void) { return comm_joined; }
+
+// ---- ranks on a node -------------------------------------------------------------------
+
+static int parse_count(const char *s, int *out) {
+  int64_t v;
+  if (!s || num_parse_i64(s, 0, 1 << 24, &v) != NUM_OK) return 0;
+  *out = (int)v;
+  return 1;
+}
+
+// Entry `node` of Slurm's tasks-per-node list ("4(x2),3,2(x1)": 4, 4, 3, 2), or 0.
+static int slurm_tasks_on(const char *list, int node) {
+  for (const char *p = list; p && *p;) {
+    char *end;
+    long n = strtol(p, &end, 10), rep = 1;
+    if (end == p || n < 0) return 0;
+    if (end[0] == '(' && end[1] == 'x') {
+      rep = strtol(end + 2, &end, 10);
+      if (*end != ')' || rep < 1) return 0;
+      end++;
+    }
+    if (node < rep) return (int)n;
+    node -= (int)rep;
+    if (*end != ',') return 0;
+    p = end + 1;
+  }
+  return 0;
+}
+
+int comm_local_from_env(const char *(*get)(const char *name, void *ctx), void *ctx, int *rank,
+                        int *size) {
+  static const char *pairs[][2] = {{"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+                                   {"MPI_LOCALRANKID", "MPI_LOCALNRANKS"}};
+  int r, n;
+  for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
+    if (parse_count(get(pairs[i][0], ctx), &r) && parse_count(get(pairs[i][1], ctx), &n) &&
+        n >= 1 && r < n) {
+      *rank = r, *size = n;
+      return 1;
+    }
+  int node;
+  if (parse_count(get("SLURM_LOCALID", ctx), &r) && parse_count(get("SLURM_NODEID", ctx), &node)) {
+    const char *list = get("SLURM_STEP_TASKS_PER_NODE", ctx);
+    if (!list) list = get("SLURM_TASKS_PER_NODE", ctx);
+    n = slurm_tasks_on(list, node);
+    if (n >= 1 && r < n) {
+      *rank = r, *size = n;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static const char *get_env(const char *name, void *ctx) { return getenv(name); }
+
+int comm_local_rank(void) { return local_r; }
+int comm_local_size(void) { return local_n; }
+
+int comm_device_of(int local_rank, int devices) {
+  if (devices < 1 || local_rank < 0) return -1;
+  return local_rank % devices;
+}
+
+int comm_find_shared(const uint64_t *keys, int n, int *a, int *b) {
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++)
+      if (keys[i] == keys[j]) {
+        *a = i, *b = j;
+        return 1;
+      }
+  return 0;
+}
+
+double comm_timeout(void) { return timeout_s; }
+
+void comm_bound_waits(double seconds) {
+  if (!timeout_from_env && seconds >= 0) timeout_s = seconds;
+}
+
 tsr_status comm_init(int *argc, char ***argv) {
+  const char *t = getenv("TESSERA_COMM_TIMEOUT");
+  if (t && num_parse_double(t, 0, 1e9, &timeout_s) != NUM_OK)
+    return err_set(TSR_EINVAL, "TESSERA_COMM_TIMEOUT='%s': give the seconds a rank may wait in "
+                   "one communication (0: no bound; default 600 for train and calibrate)", t);
+  timeout_from_env = t != NULL;
   if (!launched_by_mpi()) return TSR_OK;
   int provided = 0;
   tsr_status st = comm_mpi_check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided),
@@ -34,6 +135,23 @@ tsr_status comm_init(int *argc, char ***argv) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &comm_r);
   MPI_Comm_size(MPI_COMM_WORLD, &comm_n);
+  // Where this rank sits on its node: the launcher's word, else the ranks sharing memory.
+  // Every rank of one launch sees the same kind of environment, so all or none split.
+  if (!comm_local_from_env(get_env, NULL, &local_r, &local_n)) {
+    MPI_Comm node;
+    st = comm_mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm_r,
+                                            MPI_INFO_NULL, &node),
+                        "finding the ranks of this node (MPI_Comm_split_type)");
+    if (st) return st;
+    MPI_Comm_rank(node, &local_r);
+    MPI_Comm_size(node, &local_n);
+    MPI_Comm_free(&node);
+  }
+  if (comm_n > 1) {
+    st = comm_mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &diag), "MPI_Comm_dup");
+    if (st) return st;
+    watchdog_start();
+  }
   return TSR_OK;
 }
 
@@ -42,35 +160,129 @@ int comm_size(void) { return comm_n; }
 
 tsr_status comm_barrier(void) {
   if (!comm_joined) return TSR_OK;
-  return comm_mpi_check(MPI_Barrier(MPI_COMM_WORLD), "barrier");
+  MPI_Request r;
+  tsr_status st = comm_mpi_check(MPI_Ibarrier(MPI_COMM_WORLD, &r), "barrier");
+  return st ? st : comm_mpi_wait(1, &r, "barrier", NULL, -1);
 }
 
-static tsr_status allreduce_i64(int64_t *vals, int n, MPI_Op op) {
+static tsr_status allreduce_world(void *vals, int n, MPI_Datatype type, MPI_Op op) {
   if (!comm_joined) return TSR_OK;
-  return comm_mpi_check(MPI_Allreduce(MPI_IN_PLACE, vals, n, MPI_INT64_T, op, MPI_COMM_WORLD),
-                   "all-reduce");
+  MPI_Request r;
+  tsr_status st = comm_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, vals, n, type, op, MPI_COMM_WORLD, &r),
+                                 "all-reduce");
+  return st ? st : comm_mpi_wait(1, &r, "all-reduce", NULL, -1);
 }
 
 tsr_status comm_allreduce_sum_f64(double *vals, int n) {
-  if (!comm_joined) return TSR_OK;
-  return comm_mpi_check(MPI_Allreduce(MPI_IN_PLACE, vals, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
-                        "all-reduce");
+  return allreduce_world(vals, n, MPI_DOUBLE, MPI_SUM);
 }
-
-tsr_status comm_allreduce_sum_i64(int64_t *vals, int n) { return allreduce_i64(vals, n, MPI_SUM); }
-tsr_status comm_allreduce_max_i64(int64_t *vals, int n) { return allreduce_i64(vals, n, MPI_MAX); }
+tsr_status comm_allreduce_sum_i64(int64_t *vals, int n) {
+  return allreduce_world(vals, n, MPI_INT64_T, MPI_SUM);
+}
+tsr_status comm_allreduce_max_i64(int64_t *vals, int n) {
+  return allreduce_world(vals, n, MPI_INT64_T, MPI_MAX);
+}
 
 tsr_status comm_bcast(void *buf, int64_t bytes, int root) {
   if (!comm_joined) return TSR_OK;
   char *p = buf;
-  while (bytes > 0) {  // MPI counts are int: send in chunks below 2 GiB
-    int chunk = bytes > (1 << 30) ? (1 << 30) : (int)bytes;
-    tsr_status st = comm_mpi_check(MPI_Bcast(p, chunk, MPI_BYTE, root, MPI_COMM_WORLD), "broadcast");
-    if (st) return st;
+  tsr_status st = TSR_OK;
+  while (bytes > 0 && !st) {  // MPI counts are int: send in chunks below 2 GiB
+    int chunk = bytes > COMM_CHUNK ? COMM_CHUNK : (int)bytes;
+    MPI_Request r;
+    st = comm_mpi_check(MPI_Ibcast(p, chunk, MPI_BYTE, root, MPI_COMM_WORLD, &r), "broadcast");
+    if (!st) st = comm_mpi_wait(1, &r, "broadcast", NULL, root);
     p += chunk;
     bytes -= chunk;
   }
-  return TSR_OK;
+  return st;
+}
+
+// ---- bounded waits -----------------------------------------------------------------------
+
+enum { DIAG_PING = 1, DIAG_PONG = 2 };
+static int diag_token;  // the payload of pings and pongs (MPI needs a buffer)
+
+// Answers every ping that has arrived.
+static void diag_answer(void) {
+  for (;;) {
+    int flag = 0;
+    MPI_Status s;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, DIAG_PING, diag, &flag, &s) != MPI_SUCCESS || !flag) return;
+    int in;
+    MPI_Request r;
+    MPI_Recv(&in, 1, MPI_INT, s.MPI_SOURCE, DIAG_PING, diag, MPI_STATUS_IGNORE);
+    if (MPI_Isend(&diag_token, 1, MPI_INT, s.MPI_SOURCE, DIAG_PONG, diag, &r) == MPI_SUCCESS)
+      MPI_Request_free(&r);
+  }
+}
+
+// Pings the other members of [first, first + size), collects answers for a few seconds
+// (answering pings meanwhile) and ends the job naming those that stayed silent.
+static void diag_fail(const char *what, int first, int size, int peer, double waited) {
+  enum { MAX_NAMED = 8 };
+  char *alive = calloc((size_t)size, 1);
+  int silent = 0;
+  if (alive) {
+    for (int i = 0; i < size; i++) {
+      MPI_Request r;
+      if (first + i != comm_r && MPI_Isend(&diag_token, 1, MPI_INT, first + i, DIAG_PING, diag,
+                                           &r) == MPI_SUCCESS)
+        MPI_Request_free(&r);
+    }
+    alive[comm_r - first] = 1;
+    int answered = 1;
+    double until = time_now() + (timeout_s < 5 ? timeout_s : 5);
+    while (answered < size && time_now() < until) {
+      diag_answer();
+      int flag = 0;
+      MPI_Status s;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, DIAG_PONG, diag, &flag, &s) != MPI_SUCCESS) break;
+      if (!flag) continue;
+      int in;
+      MPI_Recv(&in, 1, MPI_INT, s.MPI_SOURCE, DIAG_PONG, diag, MPI_STATUS_IGNORE);
+      int i = s.MPI_SOURCE - first;
+      if (i >= 0 && i < size && !alive[i]) alive[i] = 1, answered++;
+    }
+    silent = size - answered;
+  }
+  char names[160] = "", msg[512];
+  int named = 0;
+  for (int i = 0; alive && i < size && named < MAX_NAMED; i++)
+    if (!alive[i]) {
+      size_t len = strlen(names);
+      snprintf(names + len, sizeof names - len, "%s%d", named ? ", " : "", first + i);
+      named++;
+    }
+  if (!alive)
+    snprintf(msg, sizeof msg, "%s in group [%d, %d) has waited %.0f s (for rank %d)", what, first,
+             first + size, waited, peer);
+  else if (silent)
+    snprintf(msg, sizeof msg, "%s in group [%d, %d) has waited %.0f s: rank%s %s%s do%s not "
+             "answer (died, hang%s, or busy for longer than the timeout)", what, first,
+             first + size, waited, silent > 1 ? "s" : "", names, silent > named ? ", ..." : "",
+             silent > 1 ? "" : "es", silent > 1 ? "" : "s");
+  else
+    snprintf(msg, sizeof msg, "%s in group [%d, %d) has waited %.0f s although every member "
+             "answers: the ranks are in different communications (a bug in tessera: please "
+             "report it with this log)", what, first, first + size, waited);
+  free(alive);
+  comm_fail(msg);
+}
+
+tsr_status comm_mpi_wait(int n, MPI_Request *r, const char *what, const comm_group *g, int peer) {
+  if (n <= 0) return TSR_OK;
+  const double start = time_now();
+  for (unsigned i = 1;; i++) {
+    int done = 0, rc = MPI_Testall(n, r, &done, MPI_STATUSES_IGNORE);
+    if (rc != MPI_SUCCESS) return comm_mpi_check(rc, what);
+    if (done) return TSR_OK;
+    if (i % 256 || diag == MPI_COMM_NULL) continue;
+    diag_answer();
+    double waited = time_now() - start;
+    if (timeout_s > 0 && waited > timeout_s)
+      diag_fail(what, g ? g->first : 0, g ? g->size : comm_n, peer, waited);
+  }
 }
 
 // ---- groups ----------------------------------------------------------------------------
@@ -93,6 +305,8 @@ tsr_status comm_groups_init(void) {
     g->size = k;
     g->rank = comm_r % k;
     g->first = comm_r - g->rank;
+    g->level = levels;
+    g->seq = 0;
     g->comm = MPI_COMM_NULL;
     if (!comm_joined) continue;
     tsr_status st = comm_mpi_check(MPI_Comm_split(MPI_COMM_WORLD, comm_r / k, comm_r, &g->comm),
@@ -115,16 +329,13 @@ int comm_group_rank(const comm_group *g) { return g->rank; }
 int comm_group_first(const comm_group *g) { return g->first; }
 
 int comm_local_cores(void) {
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  if (!ls) ls = getenv("SLURM_NTASKS_PER_NODE");
-  int per = ls ? atoi(ls) : 1;
-  if (per < 1) per = 1;
-  n /= per;
+  long n = sysconf(_SC_NPROCESSORS_ONLN) / (local_n > 0 ? local_n : 1);
   return n < 1 ? 1 : (int)n;
 }
 
 void comm_finalize(void) {
+  watchdog_stop();
+  if (diag != MPI_COMM_NULL) MPI_Comm_free(&diag);
   for (int i = 0; i < comm_levels; i++)
     if (comm_groups[i].comm != MPI_COMM_NULL) MPI_Comm_free(&comm_groups[i].comm);
   comm_levels = 0;
@@ -135,4 +346,137 @@ void comm_finalize(void) {
 void comm_abort(int code) {
   if (comm_joined) MPI_Abort(MPI_COMM_WORLD, code);
   exit(code);
+}
+
+// ---- the watchdog ------------------------------------------------------------------------
+
+enum { WATCH_MAX_SOURCES = 4 };
+
+static struct {
+  pthread_t thread;
+  int running;
+  pthread_mutex_t mu;          // guards the sources and `stop`
+  pthread_cond_t wake;
+  int stop;
+  comm_watch_source src[WATCH_MAX_SOURCES];
+  int nsrc;
+  // the main thread's wait: since (ns of CLOCK_MONOTONIC, 0 = none) is written last
+  _Atomic int64_t since_ns;
+  _Atomic(const char *) what;
+  _Atomic int first, size, peer;
+  int depth;                   // main thread only
+} wd = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void comm_watch_begin(const char *what, const comm_group *g, int peer) {
+  if (wd.depth++) return;
+  atomic_store(&wd.what, what);
+  atomic_store(&wd.first, g ? g->first : 0);
+  atomic_store(&wd.size, g ? g->size : comm_n);
+  atomic_store(&wd.peer, peer);
+  atomic_store(&wd.since_ns, now_ns());
+}
+
+void comm_watch_end(void) {
+  if (wd.depth > 0 && --wd.depth == 0) atomic_store(&wd.since_ns, 0);
+}
+
+tsr_status comm_watch_add(const comm_watch_source *s) {
+  pthread_mutex_lock(&wd.mu);
+  int ok = wd.nsrc < WATCH_MAX_SOURCES;
+  if (ok) wd.src[wd.nsrc++] = *s;
+  pthread_mutex_unlock(&wd.mu);
+  return ok ? TSR_OK : err_set(TSR_EINVAL, "comm: more than %d watchdog sources", WATCH_MAX_SOURCES);
+}
+
+void comm_watch_remove(void *ctx) {
+  pthread_mutex_lock(&wd.mu);
+  for (int i = 0; i < wd.nsrc; i++)
+    if (wd.src[i].ctx == ctx) wd.src[i--] = wd.src[--wd.nsrc];
+  pthread_mutex_unlock(&wd.mu);
+}
+
+static atomic_int aborts_done;
+
+static void *run_aborts(void *arg) {
+  // no lock: the job ends here anyway, and the main thread may be stuck holding anything
+  for (int i = 0; i < wd.nsrc; i++)
+    if (wd.src[i].abort) wd.src[i].abort(wd.src[i].ctx);
+  atomic_store(&aborts_done, 1);
+  return arg;
+}
+
+void comm_fail(const char *msg) {
+  log_error("rank %d: %s; ending the job (communication timeout %g s: TESSERA_COMM_TIMEOUT)",
+            comm_r, msg, timeout_s);
+  // The sources' aborts (ncclCommAbort) free what waits on the GPU; they get 10 s, so that
+  // one that hangs itself cannot keep the job from ending.
+  pthread_t t;
+  if (wd.nsrc > 0 && pthread_create(&t, NULL, run_aborts, NULL) == 0) {
+    pthread_detach(t);
+    for (int i = 0; i < 100 && !atomic_load(&aborts_done); i++) usleep(100000);
+  }
+  if (comm_joined) MPI_Abort(MPI_COMM_WORLD, 1);
+  _exit(1);
+}
+
+// "rank 1", or "ranks [0, 4) other than 2" when every member is waited on.
+static void describe_peers(char *s, size_t n, int first, int size, int peer) {
+  if (peer >= 0) snprintf(s, n, "rank %d", peer);
+  else if (size == 2) snprintf(s, n, "rank %d", first + (comm_r - first == 0 ? 1 : 0));
+  else snprintf(s, n, "ranks [%d, %d) other than %d", first, first + size, comm_r);
+}
+
+// The thread's own message, for a blocking call the main thread marked.
+static void *watchdog_main(void *arg) {
+  pthread_mutex_lock(&wd.mu);
+  while (!wd.stop) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 250 * 1000000;
+    if (until.tv_nsec >= 1000000000) until.tv_sec++, until.tv_nsec -= 1000000000;
+    pthread_cond_timedwait(&wd.wake, &wd.mu, &until);
+    if (wd.stop) break;
+    char msg[512];
+    int64_t since = atomic_load(&wd.since_ns), now = now_ns();
+    if (since && timeout_s > 0 && (double)(now - since) * 1e-9 > timeout_s) {
+      int first = atomic_load(&wd.first), size = atomic_load(&wd.size), peer = atomic_load(&wd.peer);
+      char peers[96];
+      describe_peers(peers, sizeof peers, first, size, peer);
+      snprintf(msg, sizeof msg,
+               "%s in group [%d, %d) has waited %.0f s for %s: that rank died, hangs or is "
+               "stuck far behind", atomic_load(&wd.what), first, first + size,
+               (double)(now - since) * 1e-9, peers);
+      pthread_mutex_unlock(&wd.mu);
+      comm_fail(msg);
+    }
+    for (int i = 0; i < wd.nsrc; i++)
+      if (wd.src[i].overdue(wd.src[i].ctx, (double)now * 1e-9, timeout_s, msg, sizeof msg)) {
+        pthread_mutex_unlock(&wd.mu);
+        comm_fail(msg);
+      }
+  }
+  pthread_mutex_unlock(&wd.mu);
+  return arg;
+}
+
+static void watchdog_start(void) {
+  wd.stop = 0;
+  if (pthread_create(&wd.thread, NULL, watchdog_main, NULL) == 0) wd.running = 1;
+  else log_warn("comm: no watchdog thread: a hung rank will not end the job by itself");
+}
+
+static void watchdog_stop(void) {
+  if (!wd.running) return;
+  pthread_mutex_lock(&wd.mu);
+  wd.stop = 1;
+  pthread_cond_signal(&wd.wake);
+  pthread_mutex_unlock(&wd.mu);
+  pthread_join(wd.thread, NULL);
+  wd.running = 0;
 }

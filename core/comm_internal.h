@@ -4,17 +4,77 @@
 #define TESSERA_CORE_COMM_INTERNAL_H
 
 #include <mpi.h>
+#include <stddef.h>
 #include "core/comm.h"
 
 // MPI counts are int: transfers are cut into pieces of at most this many elements.
 enum { COMM_CHUNK = 1 << 30 };
 
 struct comm_group {
-  MPI_Comm comm;  // MPI_COMM_NULL for a world of one (no MPI)
+  MPI_Comm comm;   // MPI_COMM_NULL for a world of one (no MPI)
   int size, rank, first;
+  int level;       // log2(size): index of the group in the set
+  unsigned seq;    // ring exchanges started in this group (every member counts alike)
 };
 
 // TSR_OK, or TSR_ECOMM with MPI's message for `what`.
 tsr_status comm_mpi_check(int rc, const char *what);
+// 1 once MPI was joined (a launcher started us).
+int comm_joined_mpi(void);
+
+// The MPI tag of chunk c of a ring exchange that is the group's seq-th: distinct for the
+// exchanges in flight together (K/V and dK/dV in the backward), so a receive matches its
+// send whatever order the two sides post them in (the staged backend posts sends late).
+static inline int comm_ring_tag(unsigned seq, int64_t c) {
+  return (int)(((seq & 0x3ffu) << 5) | (unsigned)(c & 0x1f));
+}
+
+// ---- bounded waits (comm.c) ---------------------------------------------------------------
+// Every MPI wait of the backends and the control plane goes through comm_mpi_wait: it
+// polls the requests (MPI_Testall, as MPI_Waitall would), answers other ranks' pings,
+// and after comm_timeout() seconds (when bounded) asks every other member of the group whether it is
+// alive (a ping on a private duplicate of the world communicator; a member in a
+// communication, even one waiting itself, answers within its poll loop). Then it ends the
+// job (comm_fail) naming the members that did not answer: dead, stopped, or busy for
+// longer than the timeout. `what` is a string literal ("ring exchange"), g the group (NULL:
+// the world), peer the world rank mostly waited on (-1: every member), for the message.
+tsr_status comm_mpi_wait(int n, MPI_Request *r, const char *what, const comm_group *g, int peer);
+
+// ---- the watchdog (comm.c) --------------------------------------------------------------
+// The thread runs in a world of more than one rank, for what comm_mpi_wait cannot bound:
+// blocking calls marked by the main thread (communicator creation) and the backends' own
+// pending work (sources: NCCL operations on a stream, which block no host thread). When a
+// wait or a source is overdue, the watchdog prints one line naming this rank, the
+// operation, the group and the peers, calls every source's abort (e.g. ncclCommAbort) and
+// ends the job with MPI_Abort.
+
+// The main thread enters a blocking wait: `what` (a string literal), in group g (NULL:
+// the world), waiting on world rank `peer` (-1: every other member). Not nested: an inner
+// begin/end pair is ignored while an outer one is open.
+void comm_watch_begin(const char *what, const comm_group *g, int peer);
+void comm_watch_end(void);
+
+typedef struct {
+  // Called from the watchdog thread about four times a second: 1 when some of the
+  // source's work has waited longer than `timeout` seconds (0: no bound) or failed, with a
+  // description in msg.
+  int (*overdue)(void *ctx, double now, double timeout, char *msg, size_t n);
+  // Called from the watchdog thread before it ends the job: unblock what can hang.
+  void (*abort)(void *ctx);
+  void *ctx;
+} comm_watch_source;
+// Adds or removes (by ctx) a source; at most 4.
+tsr_status comm_watch_add(const comm_watch_source *s);
+void comm_watch_remove(void *ctx);
+// Ends the job from the watchdog or a backend: prints "rank R: msg", aborts the sources.
+void comm_fail(const char *msg) __attribute__((noreturn));
+
+// ---- device backends (built with CUDA; comm_backends.c) -------------------------------
+tsr_status comm_staged_open(void *stream, const comm_backend **out);
+void comm_staged_close(const comm_backend *cb);
+tsr_status comm_nccl_open(void *stream, const comm_backend **out);
+void comm_nccl_close(const comm_backend *cb);
+// Node and PCI bus id of this rank's current CUDA device, hashed (comm_find_shared).
+tsr_status comm_device_key(uint64_t *key);
 
 #endif

@@ -25,6 +25,12 @@ tsr_status clip_meta_encode(const clip_meta *m, char **json, size_t *n) {
       c->codec ? c->codec : "", "pix_fmt", c->pix_fmt ? c->pix_fmt : "", "decoded_frames",
       (json_int_t)c->decoded_frames, "frames", (json_int_t)c->frames, "dropped_frames",
       (json_int_t)c->dropped_frames, "last", m->last ? 1 : 0);
+  // the caption block of the clip (version 3 shards), so a rebuild links it again
+  if (o && c->caption_offset &&
+      json_object_set_new(o, "caption_offset", json_integer((json_int_t)c->caption_offset))) {
+    json_decref(o);
+    o = NULL;
+  }
   if (o && m->last &&
       (json_object_set_new(o, "source_decoded_frames", json_integer(m->source_decoded_frames)) ||
        json_object_set_new(o, "partial", json_integer(m->partial ? 1 : 0)) ||
@@ -113,6 +119,9 @@ tsr_status clip_meta_decode(const char *json, size_t n, clip_meta *m) {
     bad = "source_decoded_frames";
   else if (last && get_int(o, "partial", 0, 1, &partial)) bad = "partial";
   else if (last && get_str(o, "note", m->note, sizeof m->note, &note_null)) bad = "note";
+  else if (json_object_get(o, "caption_offset") &&
+           get_int(o, "caption_offset", 1, INT64_MAX, &c->caption_offset))
+    bad = "caption_offset";
   json_decref(o);
   if (bad) return err_set(TSR_EFORMAT, "clip metadata: field '%s' missing or invalid", bad);
   m->has_label = !label_null;

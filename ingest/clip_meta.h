@@ -8,7 +8,8 @@
 //   clip_index, start_s, duration_s, src_fps, src_w, src_h, rotation, sar_num, sar_den,
 //   codec, pix_fmt, decoded_frames, frames, dropped_frames, last (1: the source's last
 //   clip, written once the source ended), and on the last clip the source's totals:
-//   source_decoded_frames, partial, note (string or null).
+//   source_decoded_frames, partial, note (string or null); and when the clip has a caption
+//   (shard version 3), caption_offset (the caption block's offset in the same shard).
 // Reals are written with 17 significant digits, so they read back bit for bit.
 #ifndef TESSERA_INGEST_CLIP_META_H
 #define TESSERA_INGEST_CLIP_META_H
@@ -24,8 +25,9 @@ typedef struct {
   char label[256];         // class label; has_label 0: none
   int has_label;
   double ingested_at;      // Unix seconds the source's ingest began
-  store_clip c;            // the clip's own fields (clip_index .. dropped_frames); its grid,
-                           // shard, offset, bytes and checksum come from the block, not here
+  store_clip c;            // the clip's own fields (clip_index .. dropped_frames, and
+                           // caption_offset); its grid, shard, offset, bytes, checksum and
+                           // caption's size come from the blocks, not here
   char codec[32], pix_fmt[32];  // c.codec / c.pix_fmt point here after clip_meta_decode
   int last;                // 1: the source's last clip
   int64_t source_decoded_frames;  // last clip only: source frames decoded in all

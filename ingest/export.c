@@ -51,8 +51,10 @@ static tsr_status export_clip_open(export_clip *c, const char *dir, int64_t id) 
   if (s->dtype != STORE_DTYPE_U8 || s->channels != 3)
     return err_set(TSR_EINVAL,
                    "export clip %" PRId64 " of %s: the store holds %d-channel %s tokens; "
-                   "export needs uint8 RGB tokens (3 channels)",
-                   id, dir, s->channels, s->dtype == STORE_DTYPE_BF16 ? "bf16" : "uint8");
+                   "export needs uint8 RGB tokens (3 channels)%s",
+                   id, dir, s->channels, store_dtype_name(s->dtype),
+                   store_is_latent(s) ? " (a latent store: decode its latents with the VAE that "
+                                        "encoded them)" : "");
   char path[4400];
   // The row is untrusted (store.h): sizes in checked 64-bit, the shard inside the store,
   // and a frame size this process can hold.

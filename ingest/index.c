@@ -14,7 +14,10 @@
 #include "ingest/store.h"
 
 #define INDEX_APP_ID 0x54535258  // "TSRX" in the SQLite header's application_id
-#define INDEX_SCHEMA_VERSION 1   // PRAGMA user_version and settings.schema_version
+// PRAGMA user_version and settings.schema_version. 2: clips have caption columns; an
+// index of version 1 is upgraded when opened for writing (the columns added, NULL: no
+// caption) and read as it is otherwise.
+#define INDEX_SCHEMA_VERSION 2
 #define INDEX_FORMAT "tessera-store-index"
 #define BUSY_TIMEOUT_MS 60000
 
@@ -23,7 +26,13 @@ struct store_index {
   char *path;
   store_settings settings;
   int readonly;
+  int version;  // schema version of the file (1: no caption columns, read-only opens only)
 };
+
+// The caption columns of clips (schema version 2; NULL: no caption).
+#define CAPTION_COLUMNS                                                                   \
+  " caption TEXT, caption_offset INTEGER, caption_tokens INTEGER, caption_dim INTEGER,"  \
+  " caption_checksum TEXT"
 
 static const char *SCHEMA =
     "CREATE TABLE settings(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
@@ -52,14 +61,21 @@ static const char *SCHEMA =
     " shard TEXT NOT NULL, offset INTEGER NOT NULL, bytes INTEGER NOT NULL,"
     " checksum TEXT NOT NULL,"
     " label TEXT,"
+    CAPTION_COLUMNS ","
     " UNIQUE(source_id, clip_index),"
     " UNIQUE(shard, offset));"
     "CREATE INDEX clips_source ON clips(source_id);";
 
-static const char *CLIP_COLS =
-    "c.id, s.path, c.clip_index, c.start_s, c.duration_s, c.src_fps, c.src_w, c.src_h, "
-    "c.rotation, c.sar_num, c.sar_den, c.codec, c.pix_fmt, c.decoded_frames, c.frames, "
-    "c.dropped_frames, c.T, c.H, c.W, c.tokens, c.shard, c.offset, c.bytes, c.checksum, c.label";
+#define CLIP_COLS_V1                                                                     \
+  "c.id, s.path, c.clip_index, c.start_s, c.duration_s, c.src_fps, c.src_w, c.src_h, "   \
+  "c.rotation, c.sar_num, c.sar_den, c.codec, c.pix_fmt, c.decoded_frames, c.frames, "    \
+  "c.dropped_frames, c.T, c.H, c.W, c.tokens, c.shard, c.offset, c.bytes, c.checksum, c.label"
+// The columns read_row reads; a version-1 index has no caption columns: NULL for them.
+static const char *clip_cols(const store_index *ix) {
+  return ix->version >= 2 ? CLIP_COLS_V1 ", c.caption, c.caption_offset, c.caption_tokens, "
+                                         "c.caption_dim, c.caption_checksum"
+                          : CLIP_COLS_V1 ", NULL, NULL, NULL, NULL, NULL";
+}
 
 static double now_unix(void) {
   struct timespec ts;
@@ -123,13 +139,12 @@ static tsr_status query_int(store_index *ix, const char *sql, int64_t def, int64
   return s;
 }
 
-static const char *dtype_str(store_dtype d) { return d == STORE_DTYPE_BF16 ? "bf16" : "u8"; }
-
 static tsr_status write_settings(store_index *ix, const store_settings *s) {
-  char v[11][64];
-  const char *k[11] = {"format",   "schema_version", "fps_num", "fps_den",
-                       "short_side", "pt",           "ph",      "pw",
-                       "channels", "dtype",          "max_seconds"};
+  enum { NSET = 13 };
+  char v[NSET][64];
+  const char *k[NSET] = {"format",   "schema_version", "fps_num", "fps_den",
+                         "short_side", "pt",           "ph",      "pw",
+                         "channels", "dtype",          "max_seconds", "vae_t", "vae_s"};
   snprintf(v[0], 64, "%s", INDEX_FORMAT);
   snprintf(v[1], 64, "%d", INDEX_SCHEMA_VERSION);
   snprintf(v[2], 64, "%d", s->fps_num);
@@ -139,12 +154,14 @@ static tsr_status write_settings(store_index *ix, const store_settings *s) {
   snprintf(v[6], 64, "%d", s->ph);
   snprintf(v[7], 64, "%d", s->pw);
   snprintf(v[8], 64, "%d", s->channels);
-  snprintf(v[9], 64, "%s", dtype_str(s->dtype));
+  snprintf(v[9], 64, "%s", store_dtype_name(s->dtype));
   snprintf(v[10], 64, "%.17g", s->max_seconds);
+  snprintf(v[11], 64, "%d", s->vae_t);
+  snprintf(v[12], 64, "%d", s->vae_s);
   sqlite3_stmt *st = NULL;
   tsr_status r = prepare(ix, "INSERT INTO settings(key, value) VALUES(?, ?)", &st);
   if (r) return r;
-  for (int i = 0; i < 11 && !r; i++) {
+  for (int i = 0; i < NSET && !r; i++) {
     sqlite3_reset(st);
     bind_text(st, 1, k[i]);
     bind_text(st, 2, v[i]);
@@ -180,8 +197,12 @@ static tsr_status read_settings(store_index *ix, store_settings *s) {
       seen |= 256;
       if (!strcmp(v, "u8")) s->dtype = STORE_DTYPE_U8;
       else if (!strcmp(v, "bf16")) s->dtype = STORE_DTYPE_BF16;
+      else if (!strcmp(v, "f32")) s->dtype = STORE_DTYPE_F32;
       else seen |= 1u << 30;
     } else if (!strcmp(k, "max_seconds")) s->max_seconds = strtod(v, NULL), seen |= 512;
+    // vae_t, vae_s: since latent stores; an index made before has none (a pixel store)
+    else if (!strcmp(k, "vae_t")) s->vae_t = iv;
+    else if (!strcmp(k, "vae_s")) s->vae_s = iv;
   }
   if (rc != SQLITE_DONE) r = ix_err(ix, rc, "read settings");
   sqlite3_finalize(st);
@@ -233,10 +254,30 @@ static tsr_status check_or_create(store_index *ix, int create, const store_setti
     return err_set(TSR_EFORMAT, "%s is an SQLite database but not a tessera index "
                    "(application_id %#" PRIx64 ")", ix->path, (uint64_t)app);
   if ((r = query_int(ix, "PRAGMA user_version", 0, &ver))) return r;
-  if (ver != INDEX_SCHEMA_VERSION)
-    return err_set(TSR_EFORMAT, "index %s has schema version %" PRId64 ", this build reads version "
-                   "%d%s", ix->path, ver, INDEX_SCHEMA_VERSION,
+  if (ver < 1 || ver > INDEX_SCHEMA_VERSION)
+    return err_set(TSR_EFORMAT, "index %s has schema version %" PRId64 ", this build reads versions "
+                   "1 to %d%s", ix->path, ver, INDEX_SCHEMA_VERSION,
                    ver > INDEX_SCHEMA_VERSION ? ": update tessera" : "");
+  ix->version = (int)ver;
+  if (ver == 1 && !ix->readonly) {  // add the caption columns, in one transaction
+    if ((r = exec(ix, "BEGIN IMMEDIATE", "begin schema upgrade"))) return r;
+    if ((r = query_int(ix, "PRAGMA user_version", 0, &ver))) goto fail;
+    if (ver == 1) {  // another process may have upgraded it in between
+      char sql[512];
+      static const char *const cols[] = {"caption TEXT", "caption_offset INTEGER",
+                                         "caption_tokens INTEGER", "caption_dim INTEGER",
+                                         "caption_checksum TEXT"};
+      for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
+        snprintf(sql, sizeof sql, "ALTER TABLE clips ADD COLUMN %s", cols[i]);
+        if ((r = exec(ix, sql, "upgrade schema to version 2"))) goto fail;
+      }
+      snprintf(sql, sizeof sql, "PRAGMA user_version=%d; UPDATE settings SET value = '%d' WHERE "
+               "key = 'schema_version'", INDEX_SCHEMA_VERSION, INDEX_SCHEMA_VERSION);
+      if ((r = exec(ix, sql, "upgrade schema to version 2"))) goto fail;
+    }
+    if ((r = exec(ix, "COMMIT", "commit schema upgrade"))) goto fail;
+    ix->version = INDEX_SCHEMA_VERSION;
+  }
   return TSR_OK;
 fail:
   rollback(ix);
@@ -409,7 +450,9 @@ tsr_status index_commit_source(store_index *ix, const store_source *src,
   if ((r = prepare(ix, "INSERT INTO clips(source_id, clip_index, start_s, duration_s, src_fps, "
                    "src_w, src_h, rotation, sar_num, sar_den, codec, pix_fmt, decoded_frames, "
                    "frames, dropped_frames, T, H, W, tokens, shard, offset, bytes, checksum, "
-                   "label) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", &cs)))
+                   "label, caption, caption_offset, caption_tokens, caption_dim, "
+                   "caption_checksum) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
+                   "?,?)", &cs)))
     goto fail;
   for (int i = 0; i < nclips; i++) {
     const store_clip *c = &clips[i];
@@ -440,6 +483,17 @@ tsr_status index_commit_source(store_index *ix, const store_source *src,
     sqlite3_bind_int64(cs, 22, c->bytes);
     bind_text(cs, 23, sum);
     bind_text(cs, 24, c->label);
+    if (c->caption_offset) {
+      char csum[17];
+      snprintf(csum, sizeof csum, "%016" PRIx64, c->caption_checksum);
+      bind_text(cs, 25, c->caption ? c->caption : "");
+      sqlite3_bind_int64(cs, 26, c->caption_offset);
+      sqlite3_bind_int(cs, 27, c->caption_tokens);
+      sqlite3_bind_int(cs, 28, c->caption_dim);
+      bind_text(cs, 29, csum);
+    } else {
+      for (int k = 25; k <= 29; k++) sqlite3_bind_null(cs, k);
+    }
     rc = sqlite3_step(cs);
     if (rc != SQLITE_DONE) {
       r = ix_err(ix, rc, "insert clip");
@@ -562,6 +616,24 @@ static tsr_status read_row(store_index *ix, sqlite3_stmt *st, store_clip_row *o)
   c->pix_fmt = o->pix_fmt_buf;
   c->shard = o->shard_buf;
   c->label = has_label ? o->label_buf : NULL;
+  if (sqlite3_column_type(st, 26) != SQLITE_NULL) {  // a caption
+    const unsigned char *text = sqlite3_column_text(st, 25);
+    const unsigned char *csum = sqlite3_column_text(st, 29);
+    c->caption_offset = sqlite3_column_int64(st, 26);
+    c->caption_tokens = col_int(st, 27, &bad);
+    c->caption_dim = col_int(st, 28, &bad);
+    errno = 0;
+    end = NULL;
+    c->caption_checksum = csum ? strtoull((const char *)csum, &end, 16) : 0;
+    if (!text || strlen((const char *)text) > STORE_MAX_CAPTION_BYTES || !csum || errno ||
+        strlen((const char *)csum) != 16 || *end || bad || c->caption_offset == 0)
+      return err_set(TSR_EFORMAT, "index %s: clip %" PRId64 " has a damaged caption record "
+                     "(text, offset %lld, %d x %d, checksum): index damaged or edited; run "
+                     "`tessera index verify`", ix->path, o->id, (long long)c->caption_offset,
+                     c->caption_tokens, c->caption_dim);
+    copy_str(o->caption_buf, sizeof o->caption_buf, text);
+    c->caption = o->caption_buf;
+  }
   return TSR_OK;
 }
 
@@ -569,7 +641,7 @@ tsr_status index_foreach_clip(store_index *ix, int (*fn)(const store_clip_row *,
                               void *ctx) {
   char sql[1024];
   snprintf(sql, sizeof sql, "SELECT %s FROM clips c JOIN sources s ON s.id = c.source_id "
-           "ORDER BY c.id", CLIP_COLS);
+           "ORDER BY c.id", clip_cols(ix));
   sqlite3_stmt *st = NULL;
   tsr_status r = prepare(ix, sql, &st);
   if (r) return r;
@@ -592,7 +664,7 @@ tsr_status index_foreach_clip(store_index *ix, int (*fn)(const store_clip_row *,
 tsr_status index_get_clip(store_index *ix, int64_t id, store_clip_row *out) {
   char sql[1024];
   snprintf(sql, sizeof sql, "SELECT %s FROM clips c JOIN sources s ON s.id = c.source_id "
-           "WHERE c.id = ?", CLIP_COLS);
+           "WHERE c.id = ?", clip_cols(ix));
   sqlite3_stmt *st = NULL;
   tsr_status r = prepare(ix, sql, &st);
   if (r) return r;
@@ -697,16 +769,23 @@ tsr_status index_merge_from(store_index *ix, const char *from_path, const char *
     goto fail;
   // Shard names get the prefix in front of their file name: "shards/x" -> "shards/<p>x".
   // rtrim(shard, <shard without '/'>) is the directory part including its last '/'.
-  if ((r = prepare(ix,
+  // A version-1 index has no caption columns (index_open upgrades only what it writes).
+  int64_t from_ver = 1;
+  if ((r = query_int(ix, "PRAGMA src.user_version", 1, &from_ver))) goto fail;
+  char cp_sql[2048];
+  snprintf(cp_sql, sizeof cp_sql,
           "INSERT INTO main.clips(source_id, clip_index, start_s, duration_s, src_fps, src_w, "
           "src_h, rotation, sar_num, sar_den, codec, pix_fmt, decoded_frames, frames, "
-          "dropped_frames, T, H, W, tokens, shard, offset, bytes, checksum, label) "
+          "dropped_frames, T, H, W, tokens, shard, offset, bytes, checksum, label, caption, "
+          "caption_offset, caption_tokens, caption_dim, caption_checksum) "
           "SELECT ?1, clip_index, start_s, duration_s, src_fps, src_w, src_h, rotation, sar_num, "
           "sar_den, codec, pix_fmt, decoded_frames, frames, dropped_frames, T, H, W, tokens, "
           "rtrim(shard, replace(shard, '/', '')) || ?2 || "
           "substr(shard, length(rtrim(shard, replace(shard, '/', ''))) + 1), "
-          "offset, bytes, checksum, label FROM src.clips WHERE source_id = ?3 ORDER BY id", &cp)))
-    goto fail;
+          "offset, bytes, checksum, label, %s FROM src.clips WHERE source_id = ?3 ORDER BY id",
+          from_ver >= 2 ? "caption, caption_offset, caption_tokens, caption_dim, caption_checksum"
+                        : "NULL, NULL, NULL, NULL, NULL");
+  if ((r = prepare(ix, cp_sql, &cp))) goto fail;
   while ((rc = sqlite3_step(ls)) == SQLITE_ROW) {
     int64_t oid = sqlite3_column_int64(ls, 0);
     const char *path = (const char *)sqlite3_column_text(ls, 1);

@@ -1,3 +1,6 @@
+// ingest/ingest.c — the ingest driver (ingest.h): sources, skip of done ones, ranks,
+// workers, shards and index commits; the source readers (ingest_internal.h) turn each
+// source into clip blocks.
 #include "ingest/ingest.h"
 
 #include <errno.h>
@@ -12,11 +15,7 @@
 
 #include "core/comm.h"
 #include "core/log.h"
-#include "ingest/clip_meta.h"
-#include "ingest/decode.h"
-#include "ingest/patchify.h"
-#include "ingest/shard.h"
-#include "ingest/sources.h"
+#include "ingest/ingest_internal.h"
 
 // A shard is closed and a new one started, between sources, once it passes this size. All
 // clips of a source go to one shard (the one open when its first clip starts), so a
@@ -24,21 +23,10 @@
 // exceed this by a source's size.
 #define SHARD_ROLL_BYTES (1LL << 30)
 
-typedef struct run run;
+typedef ingest_run_state run;
+typedef ingest_worker worker;
 
-typedef struct {
-  run *r;
-  int id;
-  shard_writer *w;
-  char shard[256];  // relative path of the open shard
-  int seq;
-  double frac;      // progress through the current source, 0..1
-  int64_t cur_size; // bytes of the current source
-  tsr_status fatal; // an error that stops this worker (e.g. disk full)
-  char fatal_msg[1024];
-} worker;
-
-struct run {
+struct ingest_run_state {
   const char *dir;
   const ingest_opts *o;
   char runid[64];
@@ -53,21 +41,7 @@ struct run {
   int threads_per_decoder;
 };
 
-// ---- one source -----------------------------------------------------------------------
-
-typedef struct {
-  store_clip *v;
-  int n, cap;
-} clip_vec;
-
-// Text that the index rows of one source point at, alive until they are committed.
-typedef struct {
-  char error[2048];
-  char label[256];
-  char codec[32], pix_fmt[32];
-} source_text;
-
-static tsr_status clips_push(clip_vec *c, const store_clip *x) {
+static tsr_status clips_push(ingest_clips *c, const store_clip *x) {
   if (c->n == c->cap) {
     int cap = c->cap ? 2 * c->cap : 8;
     store_clip *v = realloc(c->v, (size_t)cap * sizeof *v);
@@ -87,7 +61,7 @@ static int64_t shard_roll_bytes(void) {
   return v > 0 ? (int64_t)v : SHARD_ROLL_BYTES;
 }
 
-static tsr_status worker_open_shard(worker *wk) {
+tsr_status ingest_open_shard(worker *wk) {
   run *r = wk->r;
   if (wk->w && shard_writer_size(wk->w) < shard_roll_bytes()) return TSR_OK;
   shard_writer_close(&wk->w);
@@ -98,7 +72,7 @@ static tsr_status worker_open_shard(worker *wk) {
   return shard_writer_create(&wk->w, path, &r->o->settings);
 }
 
-static void label_of(const char *path, int enabled, char *out, size_t n) {
+void ingest_label_of(const char *path, int enabled, char *out, size_t n) {
   out[0] = 0;
   if (!enabled) return;
   char tmp[PATH_MAX];
@@ -106,26 +80,17 @@ static void label_of(const char *path, int enabled, char *out, size_t n) {
   snprintf(out, n, "%s", basename(dirname(tmp)));
 }
 
-static double wall_now(void) {
+double ingest_wall_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-// Finishes the open clip `c` (grid, offset, decoded frames and start already set): fills in
-// what the source's clips share, ends its block with the metadata trailer (`last`: the
-// source has ended; `dropped`: its frames after the last full tubelet) and records it.
-static tsr_status end_clip(worker *wk, store_clip *c, const decode_info *info, clip_meta *meta,
-                           const source_text *txt, clip_vec *clips, int last, int dropped) {
+tsr_status ingest_end_clip(worker *wk, store_clip *c, double frame_s, clip_meta *meta,
+                           const ingest_text *txt, ingest_clips *clips, int last, int dropped) {
   const store_settings *s = &wk->r->o->settings;
   c->clip_index = clips->n;
-  c->duration_s = (double)c->T * s->pt * s->fps_den / s->fps_num;
-  c->src_fps = info->src_fps;
-  c->src_w = info->src_w;
-  c->src_h = info->src_h;
-  c->rotation = info->rotation;
-  c->sar_num = info->sar_num;
-  c->sar_den = info->sar_den;
+  c->duration_s = (double)c->T * s->pt * frame_s;
   c->codec = txt->codec;  // txt outlives the commit of the source's rows; meta does not
   c->pix_fmt = txt->pix_fmt;
   c->frames = (int64_t)c->T * s->pt;
@@ -134,6 +99,7 @@ static tsr_status end_clip(worker *wk, store_clip *c, const decode_info *info, c
   c->bytes = c->tokens * store_token_bytes(s);
   c->shard = wk->shard;
   c->label = txt->label[0] ? txt->label : NULL;
+  c->caption = c->caption_offset ? txt->caption : NULL;
   meta->c = *c;
   meta->last = last;
   char *json = NULL;
@@ -150,182 +116,14 @@ static tsr_status end_clip(worker *wk, store_clip *c, const decode_info *info, c
   return st;
 }
 
-// Decodes one source into clips appended to the worker's shard. On return `src` and
-// `clips` describe the outcome; the return value is non-OK only for errors that must
-// stop the worker (shard I/O), not for bad media.
-static tsr_status ingest_source(worker *wk, const source_file *sf, store_source *src,
-                                clip_vec *clips, source_text *txt) {
-  run *r = wk->r;
-  const store_settings *s = &r->o->settings;
-  tsr_status io = TSR_OK;
-  decode_ctx *d = NULL;
-  uint8_t *frames = NULL, *tokens = NULL;
-  clip_meta *meta = NULL;
-  int open_clip = 0;
-
-  char *errbuf = txt->error;
-  const size_t errn = sizeof txt->error;
-  label_of(sf->path, r->o->label_from_dir, txt->label, sizeof txt->label);
-  memset(src, 0, sizeof *src);
-  src->path = sf->path;
-  src->size = sf->size;
-  src->mtime = sf->mtime;
-  src->status = SOURCE_FAILED;
-  src->error = errbuf;
-  src->label = txt->label[0] ? txt->label : NULL;
-  errbuf[0] = 0;
-  if (sf->error) {
-    snprintf(errbuf, errn, "%s: %s", sf->path, sf->error);
-    return TSR_OK;
-  }
-
-  decode_opts dopt = {.fps_num = s->fps_num, .fps_den = s->fps_den, .short_side = s->short_side,
-                      .mult_h = s->ph, .mult_w = s->pw, .threads = r->threads_per_decoder,
-                      .max_pixels = r->o->max_pixels};
-  decode_info info;
-  if (decode_open(&d, sf->path, &dopt, &info)) {
-    snprintf(errbuf, errn, "%s", err_msg());
-    return TSR_OK;
-  }
-  snprintf(txt->codec, sizeof txt->codec, "%s", info.codec);
-  snprintf(txt->pix_fmt, sizeof txt->pix_fmt, "%s", info.pix_fmt);
-  const int H = info.out_h / s->ph, W = info.out_w / s->pw;
-  const int64_t tok_bytes = store_token_bytes(s);
-  // Buffer sizes in checked 64-bit: the settings' limits (store.h) and decode's pixel guard
-  // keep them small, but a size that does not fit is refused, not wrapped.
-  int64_t frame_bytes64, frames_bytes, group_bytes;
-  if (H <= 0 || W <= 0 ||
-      __builtin_mul_overflow((int64_t)info.out_w * info.out_h, (int64_t)3, &frame_bytes64) ||
-      __builtin_mul_overflow(frame_bytes64, (int64_t)s->pt, &frames_bytes) ||
-      __builtin_mul_overflow((int64_t)H * W, tok_bytes, &group_bytes) ||
-      frames_bytes > ((int64_t)1 << 40) || group_bytes > ((int64_t)1 << 40)) {
-    snprintf(errbuf, errn, "%s: frame size %dx%d gives an invalid token grid %dx%d", sf->path,
-             info.out_w, info.out_h, H, W);
-    goto done;
-  }
-  const size_t frame_bytes = (size_t)frame_bytes64;
-  frames = malloc((size_t)frames_bytes);
-  tokens = malloc((size_t)group_bytes);
-  if (!frames || !tokens) {
-    snprintf(errbuf, errn, "%s: out of memory for %dx%d frames", sf->path, info.out_w, info.out_h);
-    goto done;
-  }
-  const uint8_t *fp[STORE_MAX_PATCH];
-  for (int t = 0; t < s->pt && t < STORE_MAX_PATCH; t++) fp[t] = frames + frame_bytes * t;
-
-  // Clip cutting: at most this many output frames per clip, a whole number of tubelets.
-  int64_t per_clip = INT64_MAX;
-  if (s->max_seconds > 0) {
-    per_clip = (int64_t)(s->max_seconds * s->fps_num / s->fps_den) / s->pt * s->pt;
-    if (per_clip < s->pt) per_clip = s->pt;
-  }
-  const double frame_s = (double)s->fps_den / s->fps_num;
-  // What every clip of the source shares, and its block's metadata trailer (clip_meta.h).
-  meta = calloc(1, sizeof *meta);
-  if (!meta) {
-    snprintf(errbuf, errn, "%s: out of memory", sf->path);
-    goto done;
-  }
-  snprintf(meta->path, sizeof meta->path, "%s", sf->path);
-  meta->size = sf->size;
-  meta->mtime = sf->mtime;
-  meta->has_label = src->label != NULL;
-  snprintf(meta->label, sizeof meta->label, "%s", txt->label);
-  meta->ingested_at = wall_now();
-  snprintf(meta->codec, sizeof meta->codec, "%s", txt->codec);
-  snprintf(meta->pix_fmt, sizeof meta->pix_fmt, "%s", txt->pix_fmt);
-  store_clip c = {0};
-  int k = 0;             // frames buffered for the next tubelet
-  int cut = 0;           // the open clip is full; it ends when the next tubelet comes
-  int64_t out_idx = 0;   // output frames seen
-  int64_t clip_first = 0, clip_dec0 = 0;
-  tsr_status dst = TSR_OK;
-  decode_stats ds;
-  for (;;) {
-    int got = 0;
-    if ((dst = decode_next(d, frames + frame_bytes * k, &got)) || !got) break;
-    out_idx++;
-    if (++k < s->pt) continue;
-    k = 0;
-    if (open_clip && cut) {  // a tubelet follows a full clip: that clip was not the last
-      if ((io = end_clip(wk, &c, &info, meta, txt, clips, 0, 0))) goto done;
-      open_clip = cut = 0;
-    }
-    if (!open_clip) {
-      if (clips->n == 0 && (io = worker_open_shard(wk))) goto done;  // first clip: maybe roll
-      memset(&c, 0, sizeof c);
-      if ((io = shard_writer_begin_clip(wk->w, H, W, &c.offset))) goto done;
-      c.H = H;
-      c.W = W;
-      open_clip = 1;
-      clip_first = out_idx - s->pt;
-    }
-    patchify_u8(fp, s->pt, info.out_h, info.out_w, 3, s->ph, s->pw, tokens);
-    if ((io = shard_writer_append(wk->w, tokens, (size_t)group_bytes))) goto done;
-    c.T++;
-    if ((int64_t)c.T * s->pt >= per_clip) {  // cut here; the next tubelet starts a new clip
-      decode_get_stats(d, &ds);
-      c.decoded_frames = ds.decoded_frames - clip_dec0;  // source frames since the last cut
-      clip_dec0 = ds.decoded_frames;
-      c.start_s = ds.first_pts_s + clip_first * frame_s;
-      cut = 1;
-    }
-    if (info.duration_s > 0) wk->frac = out_idx * frame_s / info.duration_s;
-  }
-  decode_get_stats(d, &ds);
-  src->decoded_frames = ds.decoded_frames;
-  if (clips->n == 0 && !open_clip) {
-    if (dst) snprintf(errbuf, errn, "%s", err_msg());
-    else if (ds.decoded_frames == 0)
-      snprintf(errbuf, errn, "%s: no frame could be decoded%s%s", sf->path,
-               ds.note[0] ? ": " : "", ds.note);
-    else
-      snprintf(errbuf, errn,
-               "%s: too short: %lld frames at %d/%d fps, a tubelet needs %d (%lld source frames "
-               "decoded)%s%s",
-               sf->path, (long long)out_idx, s->fps_num, s->fps_den, s->pt,
-               (long long)ds.decoded_frames, ds.note[0] ? "; " : "", ds.note);
-    goto done;
-  }
-  if (ds.truncated || ds.corrupt_packets > 0 || dst) {  // keep the prefix, say what is wrong
-    src->partial = 1;
-    snprintf(errbuf, errn, "%s%s", dst ? err_msg() : ds.note,
-             (dst || ds.note[0]) && ds.corrupt_packets ? "; " : "");
-    if (ds.corrupt_packets) {
-      size_t n = strlen(errbuf);
-      snprintf(errbuf + n, errn - n, "corrupt data skipped: %lld packets/pictures rejected by the decoder",
-               (long long)ds.corrupt_packets);
-    }
-  }
-  // The last clip ends now that the source has ended: it records the frames dropped after
-  // the last full tubelet and the source's totals.
-  if (!cut) {
-    c.decoded_frames = ds.decoded_frames - clip_dec0;
-    c.start_s = ds.first_pts_s + clip_first * frame_s;
-  }
-  meta->source_decoded_frames = ds.decoded_frames;
-  meta->partial = src->partial;
-  snprintf(meta->note, sizeof meta->note, "%s", errbuf);
-  if ((io = end_clip(wk, &c, &info, meta, txt, clips, 1, k))) goto done;
-  open_clip = 0;
-  src->status = SOURCE_DONE;
-done:
-  if (open_clip && wk->w) shard_writer_abort_clip(wk->w);
-  if (io) clips->n = 0;
-  free(meta);
-  decode_free(&d);
-  free(frames);
-  free(tokens);
-  return io;
-}
 
 // ---- workers --------------------------------------------------------------------------
 
 static void *worker_main(void *arg) {
   worker *wk = arg;
   run *r = wk->r;
-  clip_vec clips = {0};
-  source_text txt;
+  ingest_clips clips = {0};
+  ingest_text txt = {0};
   for (;;) {
     pthread_mutex_lock(&r->lock);
     int64_t i = r->next < r->ntodo ? r->next++ : -1;
@@ -336,7 +134,9 @@ static void *worker_main(void *arg) {
     clips.n = 0;
     wk->frac = 0;
     wk->cur_size = sf->size;
-    tsr_status st = ingest_source(wk, sf, &src, &clips, &txt);
+    free(txt.caption);
+    txt.caption = NULL;
+    tsr_status st = r->o->reader->source(wk, sf, &src, &clips, &txt);
     if (!st && clips.n) st = shard_writer_sync(wk->w);  // durable before the index row
     if (st) {
       wk->fatal = st;
@@ -365,9 +165,10 @@ static void *worker_main(void *arg) {
     pthread_mutex_unlock(&r->lock);
     if (st) break;
     if (src.status == SOURCE_FAILED) log_warn("failed: %s", src.error);
-    else if (src.error && src.error[0]) log_warn("partial: %s: %s", src.path, src.error);
+    else if (src.partial) log_warn("partial: %s: %s", src.path, src.error);
   }
   free(clips.v);
+  free(txt.caption);
   shard_writer_close(&wk->w);
   return NULL;
 }
@@ -423,7 +224,11 @@ tsr_status ingest_run(const char *out, char **srcs, int nsrcs, const ingest_opts
   memset(res, 0, sizeof *res);
   pthread_mutex_init(&r.lock, NULL);
 
-  if ((st = sources_expand(srcs, nsrcs, &list))) goto out;
+  if (!o->reader) {
+    st = err_set(TSR_EINVAL, "ingest: no source reader given (videos or latent files)");
+    goto out;
+  }
+  if ((st = sources_expand(srcs, nsrcs, o->reader->accept_name, &list))) goto out;
   if ((st = open_store_all(&r))) goto out;
 
   // Every rank reads the same index to decide what is left, then takes its share.
@@ -494,7 +299,7 @@ tsr_status ingest_run(const char *out, char **srcs, int nsrcs, const ingest_opts
              (long long)res->sources_skipped, nw);
   int started = 0;
   for (int i = 0; i < nw && r.ntodo; i++, started++) {
-    wk[i] = (worker){.r = &r, .id = i};
+    wk[i] = (worker){.r = &r, .o = o, .id = i, .threads = r.threads_per_decoder};
     if (pthread_create(&th[i], NULL, worker_main, &wk[i])) {
       st = err_set(TSR_EIO, "cannot start worker thread");
       break;

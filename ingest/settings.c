@@ -5,23 +5,25 @@
 
 #include "ingest/store.h"
 
-static int64_t dtype_bytes(store_dtype d) {
+int store_dtype_size(store_dtype d) {
   switch (d) {
     case STORE_DTYPE_U8: return 1;
     case STORE_DTYPE_BF16: return 2;
+    case STORE_DTYPE_F32: return 4;
   }
   return 0;
 }
 
 int64_t store_token_bytes(const store_settings *s) {
   if (s->pt <= 0 || s->ph <= 0 || s->pw <= 0 || s->channels <= 0) return 0;
-  return (int64_t)s->pt * s->ph * s->pw * s->channels * dtype_bytes(s->dtype);
+  return (int64_t)s->pt * s->ph * s->pw * s->channels * store_dtype_size(s->dtype);
 }
 
-static const char *dtype_name(store_dtype d) {
+const char *store_dtype_name(store_dtype d) {
   switch (d) {
     case STORE_DTYPE_U8: return "u8";
     case STORE_DTYPE_BF16: return "bf16";
+    case STORE_DTYPE_F32: return "f32";
   }
   return "?";
 }
@@ -64,11 +66,16 @@ int store_settings_diff(const store_settings *a, const store_settings *b, char *
     diff = 1;
   }
   if (a->dtype != b->dtype) {
-    add(buf, n, &used, "dtype %s vs %s", dtype_name(a->dtype), dtype_name(b->dtype));
+    add(buf, n, &used, "dtype %s vs %s", store_dtype_name(a->dtype), store_dtype_name(b->dtype));
     diff = 1;
   }
   if (a->max_seconds != b->max_seconds) {
     add(buf, n, &used, "max_seconds %g vs %g", a->max_seconds, b->max_seconds);
+    diff = 1;
+  }
+  if (a->vae_t != b->vae_t || a->vae_s != b->vae_s) {
+    add(buf, n, &used, "vae stride %dx%dx%d vs %dx%dx%d", a->vae_t, a->vae_s, a->vae_s, b->vae_t,
+        b->vae_s, b->vae_s);
     diff = 1;
   }
   return diff;
@@ -82,19 +89,32 @@ tsr_status store_settings_check(const store_settings *s) {
       (int64_t)s->fps_num * 3600 < s->fps_den)
     add(buf, sizeof buf, &used, "fps %d/%d outside 1/3600..%d", s->fps_num, s->fps_den,
         STORE_MAX_FPS);
-  if (s->short_side < STORE_MIN_SHORT_SIDE || s->short_side > STORE_MAX_SHORT_SIDE)
-    add(buf, sizeof buf, &used, "short side %d outside %d..%d", s->short_side,
-        STORE_MIN_SHORT_SIDE, STORE_MAX_SHORT_SIDE);
+  int latent = store_is_latent(s);
+  if (latent) {  // latents keep the encoder's size: no resize, so no short side
+    if (s->short_side != 0)
+      add(buf, sizeof buf, &used, "short side %d in a latent store (must be 0)", s->short_side);
+    if (s->vae_t < 1 || s->vae_s < 1 || s->vae_t > STORE_MAX_VAE_STRIDE ||
+        s->vae_s > STORE_MAX_VAE_STRIDE)
+      add(buf, sizeof buf, &used, "vae stride %dx%dx%d outside 1..%d", s->vae_t, s->vae_s,
+          s->vae_s, STORE_MAX_VAE_STRIDE);
+  } else {
+    if (s->short_side < STORE_MIN_SHORT_SIDE || s->short_side > STORE_MAX_SHORT_SIDE)
+      add(buf, sizeof buf, &used, "short side %d outside %d..%d", s->short_side,
+          STORE_MIN_SHORT_SIDE, STORE_MAX_SHORT_SIDE);
+    if (s->vae_t != 0 || s->vae_s != 0)
+      add(buf, sizeof buf, &used, "vae stride %dx%d in a pixel (u8) store (must be 0)", s->vae_t,
+          s->vae_s);
+  }
   if (s->pt < 1 || s->ph < 1 || s->pw < 1 || s->pt > STORE_MAX_PATCH || s->ph > STORE_MAX_PATCH ||
       s->pw > STORE_MAX_PATCH)
     add(buf, sizeof buf, &used, "patch %dx%dx%d outside 1..%d", s->pt, s->ph, s->pw,
         STORE_MAX_PATCH);
-  else if (s->short_side < s->ph || s->short_side < s->pw)
+  else if (!latent && (s->short_side < s->ph || s->short_side < s->pw))
     add(buf, sizeof buf, &used, "short side %d smaller than the patch %dx%d", s->short_side,
         s->ph, s->pw);
   if (s->channels < 1 || s->channels > STORE_MAX_CHANNELS)
     add(buf, sizeof buf, &used, "channels %d outside 1..%d", s->channels, STORE_MAX_CHANNELS);
-  if (dtype_bytes(s->dtype) == 0) add(buf, sizeof buf, &used, "unknown dtype %d", (int)s->dtype);
+  if (store_dtype_size(s->dtype) == 0) add(buf, sizeof buf, &used, "unknown dtype %d", (int)s->dtype);
   if (!(s->max_seconds >= 0 && s->max_seconds <= STORE_MAX_SECONDS))
     add(buf, sizeof buf, &used, "max seconds %g outside 0..%g", s->max_seconds,
         STORE_MAX_SECONDS);

@@ -14,13 +14,16 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-// Version 2 (this build writes it; it reads 1 and 2): the header also records the store's
-// fps, short side and max seconds, and a block may carry a metadata trailer after its
-// payload (B_META_BYTES, B_META_SUM), so a store's index can be rebuilt from its shards.
-#define SHARD_VERSION 2u
+// Version 2: the header also records the store's fps, short side and max seconds, and a
+// block may carry a metadata trailer after its payload (B_META_BYTES, B_META_SUM), so a
+// store's index can be rebuilt from its shards. Version 3 (this build writes it; it reads
+// 1 to 3): a block may also be a caption block (CAPTION_MAGIC), and the header records a
+// latent store's VAE strides; an older build refuses the file rather than misread it.
+#define SHARD_VERSION 3u
 #define SHARD_VERSION_MIN 1u
 #define SHARD_MAGIC "TSRSHARD"
 #define BLOCK_MAGIC "TSRCLIP1"
+#define CAPTION_MAGIC "TSRTEXT1"
 // Header field offsets (little-endian).
 #define H_MAGIC 0        // 8 bytes
 #define H_VERSION 8      // u32
@@ -36,6 +39,8 @@
 #define H_FPS_DEN 52     // u32, version 2
 #define H_SHORT_SIDE 56  // u32, version 2
 #define H_MAX_SECONDS 64 // f64 bits as u64, version 2
+#define H_VAE_T 72       // u32, latent stores (0: pixels, and in shards written before)
+#define H_VAE_S 76       // u32
 #define H_CHECKSUM (SHARD_HEADER_BYTES - 8)  // u64 XXH3-64 of bytes [0, H_CHECKSUM)
 // Block header field offsets.
 #define B_MAGIC 0        // 8 bytes
@@ -48,6 +53,14 @@
 #define B_META_SUM 40    // u64 XXH3-64 of the metadata trailer (0 if none)
 // 48..56 reserved, 0
 #define B_CHECKSUM 56    // u64 XXH3-64 of bytes [0, 56)
+// Caption block header field offsets (same size, magic and checksum places).
+#define C_TOKENS 8       // u32 embedding rows
+#define C_DIM 12         // u32 embedding width
+#define C_DTYPE 16       // u32 store_dtype of the values: bf16 or f32
+#define C_TEXT_BYTES 20  // u32 caption text bytes (<= STORE_MAX_CAPTION_BYTES)
+#define C_EMB_BYTES 24   // u64 embedding bytes = tokens * dim * value size
+#define C_EMB_SUM 32     // u64 XXH3-64 of the embedding
+#define C_TEXT_SUM 40    // u64 XXH3-64 of the text (0 if none)
 
 #define WRITE_BUFFER (1 << 20)
 
@@ -157,6 +170,8 @@ tsr_status shard_writer_create(shard_writer **out, const char *path, const store
   uint64_t ms;
   memcpy(&ms, &s->max_seconds, sizeof ms);
   put_u64(h + H_MAX_SECONDS, ms);
+  put_u32(h + H_VAE_T, (uint32_t)s->vae_t);
+  put_u32(h + H_VAE_S, (uint32_t)s->vae_s);
   put_u64(h + H_CHECKSUM, XXH3_64bits(h, H_CHECKSUM));
   tsr_status st = pwrite_all(w->fd, h, SHARD_HEADER_BYTES, 0, path);
   free(h);
@@ -289,6 +304,69 @@ tsr_status shard_writer_abort_clip(shard_writer *w) {
   return TSR_OK;
 }
 
+tsr_status shard_writer_rewind(shard_writer *w, int64_t offset) {
+  if (w->open)
+    return err_set(TSR_EINVAL, "shard %s: rewind with a clip open at offset %lld", w->path,
+                   (long long)w->clip_off);
+  if (offset < SHARD_HEADER_BYTES || offset % SHARD_ALIGN || offset > w->end)
+    return err_set(TSR_EINVAL, "shard %s: rewind to %lld: not a block offset up to the end %lld",
+                   w->path, (long long)offset, (long long)w->end);
+  if (ftruncate(w->fd, (off_t)offset) != 0)
+    return err_set(TSR_EIO, "shard %s: rewind to offset %lld: %s", w->path, (long long)offset,
+                   strerror(errno));
+  w->end = offset;
+  return TSR_OK;
+}
+
+// Bytes of one caption value of dtype d (bf16 or f32 only), else 0.
+static int64_t caption_value_bytes(uint32_t d) {
+  return d == STORE_DTYPE_BF16 ? 2 : d == STORE_DTYPE_F32 ? 4 : 0;
+}
+
+tsr_status shard_writer_caption(shard_writer *w, const void *emb, int tokens, int dim,
+                                store_dtype dtype, const char *text, size_t text_bytes,
+                                int64_t *offset, uint64_t *checksum) {
+  if (w->open)
+    return err_set(TSR_EINVAL, "shard %s: a caption block while a clip is open at offset %lld",
+                   w->path, (long long)w->clip_off);
+  int64_t vb = caption_value_bytes((uint32_t)dtype);
+  if (tokens < 1 || tokens > STORE_MAX_CAPTION_TOKENS || dim < 1 || dim > STORE_MAX_CAPTION_DIM ||
+      !vb || !emb || text_bytes > STORE_MAX_CAPTION_BYTES || (text_bytes && !text))
+    return err_set(TSR_EINVAL, "shard %s: invalid caption: %d x %d values of dtype %d, %zu bytes "
+                   "of text (limits %d x %d, bf16 or f32, %d bytes)", w->path, tokens, dim,
+                   (int)dtype, text_bytes, STORE_MAX_CAPTION_TOKENS, STORE_MAX_CAPTION_DIM,
+                   STORE_MAX_CAPTION_BYTES);
+  int64_t off = w->end, eb = (int64_t)tokens * dim * vb;
+  uint64_t sum = XXH3_64bits(emb, (size_t)eb);
+  tsr_status st = pwrite_all(w->fd, emb, (size_t)eb, off + SHARD_BLOCK_HEADER_BYTES, w->path);
+  int64_t data_end = off + SHARD_BLOCK_HEADER_BYTES + eb;
+  if (!st && text_bytes) st = pwrite_all(w->fd, text, text_bytes, data_end, w->path);
+  data_end += (int64_t)text_bytes;
+  int64_t block_end = align_up(data_end);
+  static const uint8_t zeros[SHARD_ALIGN];
+  if (!st && block_end > data_end)
+    st = pwrite_all(w->fd, zeros, (size_t)(block_end - data_end), data_end, w->path);
+  uint8_t h[SHARD_BLOCK_HEADER_BYTES] = {0};
+  memcpy(h + B_MAGIC, CAPTION_MAGIC, 8);
+  put_u32(h + C_TOKENS, (uint32_t)tokens);
+  put_u32(h + C_DIM, (uint32_t)dim);
+  put_u32(h + C_DTYPE, (uint32_t)dtype);
+  put_u32(h + C_TEXT_BYTES, (uint32_t)text_bytes);
+  put_u64(h + C_EMB_BYTES, (uint64_t)eb);
+  put_u64(h + C_EMB_SUM, sum);
+  put_u64(h + C_TEXT_SUM, text_bytes ? XXH3_64bits(text, text_bytes) : 0);
+  put_u64(h + B_CHECKSUM, XXH3_64bits(h, B_CHECKSUM));
+  if (!st) st = pwrite_all(w->fd, h, sizeof h, off, w->path);
+  if (st) {
+    (void)ftruncate(w->fd, (off_t)off);  // nothing of it stays
+    return st;
+  }
+  w->end = block_end;
+  if (offset) *offset = off;
+  if (checksum) *checksum = sum;
+  return TSR_OK;
+}
+
 tsr_status shard_writer_sync(shard_writer *w) {
   if (fdatasync(w->fd) != 0)
     return err_set(TSR_EIO, "fdatasync shard %s: %s", w->path, strerror(errno));
@@ -352,7 +430,7 @@ static tsr_status parse_header(const uint8_t *h, int64_t size, const char *path,
   uint32_t pt = get_u32(h + H_PT), ph = get_u32(h + H_PH), pw = get_u32(h + H_PW),
            c = get_u32(h + H_CHANNELS), d = get_u32(h + H_DTYPE);
   if (pt == 0 || ph == 0 || pw == 0 || c == 0 || pt > 4096 || ph > 4096 || pw > 4096 ||
-      c > 65536 || d > STORE_DTYPE_BF16)
+      c > 65536 || d > STORE_DTYPE_F32)
     return err_set(TSR_EFORMAT, "shard %s: invalid geometry in header (patch %ux%ux%u, %u "
                    "channels, dtype %u)", path, pt, ph, pw, c, d);
   g->pt = (int)pt;
@@ -371,6 +449,8 @@ static tsr_status parse_header(const uint8_t *h, int64_t size, const char *path,
     g->short_side = (int)get_u32(h + H_SHORT_SIDE);
     uint64_t ms = get_u64(h + H_MAX_SECONDS);
     memcpy(&g->max_seconds, &ms, sizeof ms);
+    g->vae_t = (int)get_u32(h + H_VAE_T);
+    g->vae_s = (int)get_u32(h + H_VAE_S);
     if (store_settings_check(g) != TSR_OK)
       return err_wrap(TSR_EFORMAT, "shard %s: header: ", path);
   }
@@ -496,6 +576,80 @@ tsr_status shard_reader_block(shard_reader *r, int64_t offset, int verify, shard
   b->checksum = hsum;
   b->payload = data;
   b->end = align_up(offset + SHARD_BLOCK_HEADER_BYTES + tb + mb);
+  return TSR_OK;
+}
+
+int shard_reader_is_caption(const shard_reader *r, int64_t offset) {
+  return offset >= SHARD_HEADER_BYTES && offset <= r->size - SHARD_BLOCK_HEADER_BYTES &&
+         memcmp(r->map + offset + B_MAGIC, CAPTION_MAGIC, 8) == 0;
+}
+
+tsr_status shard_reader_caption(shard_reader *r, int64_t offset, int verify, shard_caption *c) {
+  memset(c, 0, sizeof *c);
+  const char *p = r->path;
+  long long off = (long long)offset;
+  if (offset < SHARD_HEADER_BYTES || offset % SHARD_ALIGN != 0)
+    return err_set(TSR_EFORMAT, "shard %s: offset %lld is not a block offset (must be a multiple "
+                   "of %d past the header)", p, off, SHARD_ALIGN);
+  if (offset > r->size - SHARD_BLOCK_HEADER_BYTES)
+    return err_set(TSR_EFORMAT, "shard %s: caption block at offset %lld lies past the end of the "
+                   "file (%lld bytes): shard truncated", p, off, (long long)r->size);
+  const uint8_t *h = r->map + offset;
+  if (r->version < 3 || memcmp(h + B_MAGIC, CAPTION_MAGIC, 8) != 0)
+    return err_set(TSR_EFORMAT, "shard %s: no caption block at offset %lld (bad block magic)", p,
+                   off);
+  uint64_t want = get_u64(h + B_CHECKSUM), got = XXH3_64bits(h, B_CHECKSUM);
+  if (want != got)
+    return err_set(TSR_EFORMAT, "shard %s: caption block header checksum mismatch at offset %lld "
+                   "(stored %016llx, computed %016llx): block header corrupt", p, off,
+                   (unsigned long long)want, (unsigned long long)got);
+  uint32_t n = get_u32(h + C_TOKENS), d = get_u32(h + C_DIM), dt = get_u32(h + C_DTYPE);
+  uint32_t tb = get_u32(h + C_TEXT_BYTES);
+  uint64_t eb = get_u64(h + C_EMB_BYTES);
+  int64_t vb = caption_value_bytes(dt);
+  if (n < 1 || n > STORE_MAX_CAPTION_TOKENS || d < 1 || d > STORE_MAX_CAPTION_DIM || !vb ||
+      eb != (uint64_t)n * d * (uint64_t)vb || tb > STORE_MAX_CAPTION_BYTES)
+    return err_set(TSR_EFORMAT, "shard %s: caption block at offset %lld: %u x %u values of dtype "
+                   "%u in %llu bytes, %u text bytes: not a valid caption", p, off, n, d, dt,
+                   (unsigned long long)eb, tb);
+  // eb < 2^35 and offset <= size: no overflow
+  if ((int64_t)eb + tb > r->size - offset - SHARD_BLOCK_HEADER_BYTES)
+    return err_set(TSR_EFORMAT, "shard %s: caption block at offset %lld (%llu + %u bytes) runs "
+                   "past the end of the file (%lld bytes): shard truncated", p, off,
+                   (unsigned long long)eb, tb, (long long)r->size);
+  const uint8_t *data = h + SHARD_BLOCK_HEADER_BYTES;
+  if (tb && XXH3_64bits(data + eb, tb) != get_u64(h + C_TEXT_SUM))
+    return err_set(TSR_EFORMAT, "shard %s: caption text checksum mismatch in the caption block at "
+                   "offset %lld: caption corrupt", p, off);
+  c->checksum = get_u64(h + C_EMB_SUM);
+  if (verify && XXH3_64bits(data, (size_t)eb) != c->checksum)
+    return err_set(TSR_EFORMAT, "shard %s: caption embedding checksum mismatch in the caption "
+                   "block at offset %lld (stored %016llx, computed %016llx): caption corrupt", p,
+                   off, (unsigned long long)c->checksum,
+                   (unsigned long long)XXH3_64bits(data, (size_t)eb));
+  c->tokens = (int)n;
+  c->dim = (int)d;
+  c->dtype = (store_dtype)dt;
+  c->emb = data;
+  c->emb_bytes = (int64_t)eb;
+  c->text = (const char *)data + eb;
+  c->text_bytes = tb;
+  c->end = align_up(offset + SHARD_BLOCK_HEADER_BYTES + (int64_t)eb + tb);
+  return TSR_OK;
+}
+
+tsr_status shard_reader_caption_of(shard_reader *r, const store_clip *c, int verify,
+                                   shard_caption *out) {
+  tsr_status st = shard_reader_caption(r, c->caption_offset, 0, out);
+  if (st) return st;
+  if (out->tokens != c->caption_tokens || out->dim != c->caption_dim ||
+      out->checksum != c->caption_checksum)
+    return err_set(TSR_EFORMAT, "shard %s: caption block at offset %lld holds %d x %d values "
+                   "(checksum %016llx), the index says %d x %d (%016llx)", r->path,
+                   (long long)c->caption_offset, out->tokens, out->dim,
+                   (unsigned long long)out->checksum, c->caption_tokens, c->caption_dim,
+                   (unsigned long long)c->caption_checksum);
+  if (verify) return shard_reader_caption(r, c->caption_offset, 1, out);
   return TSR_OK;
 }
 

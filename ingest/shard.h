@@ -1,9 +1,10 @@
-// ingest/shard.h — shard files: append-only files of clip blocks.
+// ingest/shard.h — shard files: append-only files of clip blocks (and caption blocks).
 //
 // Layout (little-endian; docs/store-format.md):
-//   [0, 4096)      shard header: magic "TSRSHARD", version (2; 1 is read too), header size,
-//                  token geometry (pt, ph, pw, channels, dtype), version 2: the store's fps,
-//                  short side and max seconds; XXH3-64 of the header's bytes
+//   [0, 4096)      shard header: magic "TSRSHARD", version (3; 1 and 2 are read too), header
+//                  size, token geometry (pt, ph, pw, channels, dtype), version 2: the store's
+//                  fps, short side and max seconds, version 3: a latent store's VAE strides;
+//                  XXH3-64 of the header's bytes
 //   then blocks at 4096-aligned offsets, each:
 //     64-byte block header: magic "TSRCLIP1", T, H, W, metadata bytes, payload bytes,
 //                           payload XXH3-64, metadata XXH3-64, header XXH3-64
@@ -12,6 +13,12 @@
 //     version 2: metadata trailer (JSON, ingest/clip_meta.h) describing the clip and its
 //              source, so the index can be rebuilt from the shards (0 bytes in version 1)
 //     zero padding to the next multiple of 4096
+//   version 3: a caption block (magic "TSRTEXT1") may come before the clip blocks of a
+//     source: 64-byte header (tokens, width, dtype, text bytes, embedding bytes, embedding
+//     XXH3-64, text XXH3-64, header XXH3-64), the caption embedding (tokens x width values,
+//     row-major, bf16 or f32), the caption text (UTF-8), zero padding to 4096. Clip rows
+//     point at it (store_clip.caption_offset); as it precedes them, a shard's committed end
+//     (the end of its last clip block) covers it.
 // A clip never spans two shards. Blocks are written by one writer only.
 #ifndef TESSERA_INGEST_SHARD_H
 #define TESSERA_INGEST_SHARD_H
@@ -45,6 +52,16 @@ tsr_status shard_writer_end_clip_meta(shard_writer *w, int T, const void *meta, 
                                       uint64_t *checksum);
 // Drops the open clip (e.g. the source failed mid-way): rewinds to its offset.
 tsr_status shard_writer_abort_clip(shard_writer *w);
+// Appends a complete caption block at the current end (no clip open): embedding (tokens,
+// dim) of dtype (STORE_DTYPE_BF16 or STORE_DTYPE_F32) host memory, text of text_bytes
+// (not NUL-terminated, may be 0). *offset receives the block's offset, *checksum the
+// embedding's XXH3-64. Not yet durable (shard_writer_sync).
+tsr_status shard_writer_caption(shard_writer *w, const void *emb, int tokens, int dim,
+                                store_dtype dtype, const char *text, size_t text_bytes,
+                                int64_t *offset, uint64_t *checksum);
+// Cuts the shard back to `offset` (a block offset <= the end, no clip open): drops the
+// blocks written since (a caption block of a source that then failed).
+tsr_status shard_writer_rewind(shard_writer *w, int64_t offset);
 // Makes everything written so far durable (fdatasync).
 tsr_status shard_writer_sync(shard_writer *w);
 // Current end offset (bytes): the end of the last finished block.
@@ -78,6 +95,26 @@ typedef struct {
   int64_t end;            // offset of the byte after the block: where the next block starts
 } shard_block;
 tsr_status shard_reader_block(shard_reader *r, int64_t offset, int verify, shard_block *b);
+// A caption block (validated: header checksum, sizes within the limits and the file, text
+// checksum; with `verify`, the embedding's checksum too).
+typedef struct {
+  int tokens, dim;        // embedding rows and width
+  store_dtype dtype;      // bf16 or f32
+  const void *emb;        // (tokens, dim) inside the mapping
+  int64_t emb_bytes;
+  uint64_t checksum;      // XXH3-64 of the embedding as the header records it
+  const char *text;       // (text_bytes) UTF-8 inside the mapping, not NUL-terminated
+  size_t text_bytes;
+  int64_t end;            // offset of the byte after the block
+} shard_caption;
+tsr_status shard_reader_caption(shard_reader *r, int64_t offset, int verify, shard_caption *c);
+// The caption of an index row `c` (c->caption_offset != 0): its block, checked against the
+// row's tokens, width and checksum; with `verify` the embedding is hashed too.
+tsr_status shard_reader_caption_of(shard_reader *r, const store_clip *c, int verify,
+                                   shard_caption *out);
+// 1 if a block at `offset` (inside the file) has the caption magic: block walkers use it
+// to tell caption blocks from clip blocks.
+int shard_reader_is_caption(const shard_reader *r, int64_t offset);
 int64_t shard_reader_size(const shard_reader *r);
 // The settings recorded in the shard's header: pt, ph, pw, channels, dtype; for version 2
 // also fps, short side and max seconds (zero in version 1).

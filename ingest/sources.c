@@ -55,9 +55,11 @@ static void absolute_path(const char *p, const char *base, char *out, size_t n) 
   out[len] = '\0';
 }
 
-static tsr_status add_path(source_list *l, const char *path, int from_dir);
+typedef int (*name_filter)(const char *name);
 
-static tsr_status walk_dir(source_list *l, const char *dir) {
+static tsr_status add_path(source_list *l, const char *path, int from_dir, name_filter ok);
+
+static tsr_status walk_dir(source_list *l, const char *dir, name_filter ok) {
   DIR *d = opendir(dir);
   if (!d) {
     char msg[512];
@@ -70,22 +72,22 @@ static tsr_status walk_dir(source_list *l, const char *dir) {
     if (e->d_name[0] == '.') continue;  // ., .., hidden files
     char child[PATH_MAX];
     if (snprintf(child, sizeof child, "%s/%s", dir, e->d_name) >= (int)sizeof child) continue;
-    st = add_path(l, child, 1);
+    st = add_path(l, child, 1, ok);
   }
   closedir(d);
   return st;
 }
 
-static tsr_status add_path(source_list *l, const char *path, int from_dir) {
+static tsr_status add_path(source_list *l, const char *path, int from_dir, name_filter ok) {
   struct stat sb;
   if (stat(path, &sb) != 0) {
-    if (from_dir && !sources_is_video_name(path)) return TSR_OK;
+    if (from_dir && !ok(path)) return TSR_OK;
     char msg[512];
     snprintf(msg, sizeof msg, "cannot access: %s", strerror(errno));
     return list_add(l, path, msg);
   }
-  if (S_ISDIR(sb.st_mode)) return walk_dir(l, path);
-  if (from_dir && !sources_is_video_name(path)) return TSR_OK;
+  if (S_ISDIR(sb.st_mode)) return walk_dir(l, path, ok);
+  if (from_dir && !ok(path)) return TSR_OK;
   if (!S_ISREG(sb.st_mode)) return list_add(l, path, "not a regular file");
   if (access(path, R_OK) != 0) {
     char msg[512];
@@ -100,7 +102,7 @@ static tsr_status add_path(source_list *l, const char *path, int from_dir) {
   return st;
 }
 
-static tsr_status add_list_file(source_list *l, const char *listpath) {
+static tsr_status add_list_file(source_list *l, const char *listpath, name_filter ok) {
   FILE *f = fopen(listpath, "r");
   if (!f)
     return err_set(TSR_EIO, "cannot read source list %s: %s", listpath, strerror(errno));
@@ -118,7 +120,7 @@ static tsr_status add_list_file(source_list *l, const char *listpath) {
     if (!*p || *p == '#') continue;
     char abs[PATH_MAX];
     absolute_path(p, base, abs, sizeof abs);
-    st = add_path(l, abs, 0);
+    st = add_path(l, abs, 0, ok);
   }
   fclose(f);
   return st;
@@ -128,16 +130,18 @@ static int by_path(const void *a, const void *b) {
   return strcmp(((const source_file *)a)->path, ((const source_file *)b)->path);
 }
 
-tsr_status sources_expand(char **args, int nargs, source_list *out) {
+tsr_status sources_expand(char **args, int nargs, int (*accept)(const char *name),
+                          source_list *out) {
   memset(out, 0, sizeof *out);
+  name_filter ok = accept ? accept : sources_is_video_name;
   tsr_status st = TSR_OK;
   for (int i = 0; i < nargs && !st; i++) {
     if (args[i][0] == '@') {
-      st = add_list_file(out, args[i] + 1);
+      st = add_list_file(out, args[i] + 1, ok);
     } else {
       char abs[PATH_MAX];
       absolute_path(args[i], NULL, abs, sizeof abs);
-      st = add_path(out, abs, 0);
+      st = add_path(out, abs, 0, ok);
     }
   }
   if (st) {

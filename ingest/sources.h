@@ -1,8 +1,8 @@
 // ingest/sources.h — expand command-line sources into a sorted list of files.
 //
 // A source argument is a file (taken whatever its extension), a directory (walked
-// recursively; only files with a video extension, see sources_is_video_name, and no
-// hidden entries), or @LIST (a text file with one path per line; blank lines and lines
+// recursively; only files the caller's filter takes, by default those with a video
+// extension, see sources_is_video_name, and no hidden entries), or @LIST (a text file with one path per line; blank lines and lines
 // starting with '#' are skipped; relative paths are relative to the list's folder).
 // Paths become absolute and canonical (symlinks resolved) and duplicates are dropped;
 // the result is sorted by path so every rank of a job sees the same list.
@@ -26,9 +26,12 @@ typedef struct {
   int64_t n, cap;
 } source_list;
 
-// Expands args into *out (initialised by the call). Fails only for an unreadable @LIST
-// file or out of memory; unreadable sources are listed with their error.
-tsr_status sources_expand(char **args, int nargs, source_list *out);
+// Expands args into *out (initialised by the call). A directory walk takes the files whose
+// name `accept` takes (NULL: sources_is_video_name); files named directly or in a list are
+// taken whatever their name. Fails only for an unreadable @LIST file or out of memory;
+// unreadable sources are listed with their error.
+tsr_status sources_expand(char **args, int nargs, int (*accept)(const char *name),
+                          source_list *out);
 void sources_free(source_list *l);
 int sources_is_video_name(const char *name);
 

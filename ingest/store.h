@@ -27,17 +27,33 @@
 #define STORE_PARTS_DIR "parts"
 #define STORE_LOCK_NAME "lock"
 
-typedef enum { STORE_DTYPE_U8 = 0, STORE_DTYPE_BF16 = 1 } store_dtype;
+// Element type of token values. u8: RGB pixels (`tessera ingest`); bf16 and f32: latents
+// of an external video VAE (`tessera ingest --latents`, ingest/latents.h), real values the
+// model learns as they are. The numbers are those of the shard header and of
+// kernels_tokens (kernels/kernels.h), which the trainer maps them to.
+typedef enum { STORE_DTYPE_U8 = 0, STORE_DTYPE_BF16 = 1, STORE_DTYPE_F32 = 2 } store_dtype;
 
 // Settings fixed for the life of a store. Ingesting with other settings is refused.
 typedef struct {
-  int fps_num, fps_den;  // target frame rate, e.g. 8/1 or 30000/1001
-  int short_side;        // pixels of the short side after resize (before crop)
-  int pt, ph, pw;        // tubelet size: frames x pixels x pixels
-  int channels;          // values per pixel (3 = RGB)
-  store_dtype dtype;     // element type of token values
+  int fps_num, fps_den;  // target frame rate, e.g. 8/1 or 30000/1001; of a latent store the
+                         // frame rate of the video frames the VAE encoded
+  int short_side;        // pixels of the short side after resize (before crop); 0 in a
+                         // latent store (latents keep the encoder's size)
+  int pt, ph, pw;        // tubelet size: frames x pixels x pixels (latent store: latent
+                         // frames x latent rows x latent columns)
+  int channels;          // values per pixel (3 = RGB; latents: the VAE's channels)
+  store_dtype dtype;     // element type of token values (u8: pixels; bf16, f32: latents)
   double max_seconds;    // longer videos are cut into clips of at most this (0: no cut)
+  int vae_t, vae_s;      // latent store: the VAE's compression, video frames per latent frame
+                         // and pixels per latent row/column (e.g. 4 and 8); 0 for pixels
 } store_settings;
+
+// 1 for a store of VAE latents (dtype bf16 or f32), 0 for pixels (u8).
+static inline int store_is_latent(const store_settings *s) { return s->dtype != STORE_DTYPE_U8; }
+// "u8", "bf16", "f32" ("?" for an unknown value).
+const char *store_dtype_name(store_dtype d);
+// Bytes of one value of dtype d (0 for an unknown value).
+int store_dtype_size(store_dtype d);
 
 // Limits of the settings, checked where options enter (`tessera ingest`, tools/cmd_ingest.c
 // prints them in --help) and again when an index is created (store_settings_check), so no
@@ -56,13 +72,22 @@ typedef struct {
 #define STORE_MAX_PATCH 64
 #define STORE_MAX_CHANNELS 1024
 #define STORE_MAX_SECONDS 86400.0
+// Largest VAE compression factor (temporal or spatial) of a latent store: 64 is far above
+// every published video VAE (4x8x8 for Wan, HunyuanVideo, Cosmos; 8x32x32 for LTX-Video).
+#define STORE_MAX_VAE_STRIDE 64
 // Largest payload of one clip block (bytes): 1 TiB. A row or block claiming more is corrupt.
 #define STORE_MAX_CLIP_BYTES (1LL << 40)
 // Largest token grid dimension of a clip (T, H or W): 2^24.
 #define STORE_MAX_GRID (1 << 24)
+// Captions: text of at most 8 KiB (a long prompt is ~3 KB), an embedding of at most 2^16
+// tokens (text encoders take 77 to 512) of at most 2^16 values (umT5-XXL: 4096).
+#define STORE_MAX_CAPTION_BYTES 8192
+#define STORE_MAX_CAPTION_TOKENS 65536
+#define STORE_MAX_CAPTION_DIM 65536
 
 // TSR_EINVAL naming every value outside the limits above (fps a positive fraction, dtype
-// known); TSR_OK if all are inside.
+// known; pixels: short side in range and vae strides 0; latents: short side 0 and vae
+// strides in 1..STORE_MAX_VAE_STRIDE); TSR_OK if all are inside.
 tsr_status store_settings_check(const store_settings *s);
 
 // Bytes of one token: pt*ph*pw*channels*element size.
@@ -114,6 +139,13 @@ typedef struct {
   int64_t bytes;         // payload bytes (tokens * token bytes)
   uint64_t checksum;     // XXH3-64 of the payload
   const char *label;     // class label or NULL
+  // caption (optional): a caption block (shard.h) in the same shard before the clip's block,
+  // shared by the clips of its source
+  int64_t caption_offset;   // block offset of the caption block; 0: the clip has no caption
+  int caption_tokens;       // its embedding's tokens (rows), 1..STORE_MAX_CAPTION_TOKENS
+  int caption_dim;          // and width, 1..STORE_MAX_CAPTION_DIM
+  uint64_t caption_checksum;  // XXH3-64 of the embedding bytes
+  const char *caption;      // caption text (UTF-8, may be empty) or NULL
 } store_clip;
 
 // A source's outcome, committed in one transaction together with its clips.
@@ -145,6 +177,7 @@ typedef struct {
   char source[4096];
   store_clip c;
   char codec_buf[32], pix_fmt_buf[32], shard_buf[256], label_buf[256];
+  char caption_buf[STORE_MAX_CAPTION_BYTES + 1];
 } store_clip_row;
 
 // Calls fn for every clip in id order; fn returns non-zero to stop.
@@ -179,8 +212,9 @@ tsr_status index_merge_from(store_index *ix, const char *from_path, const char *
 // overflow-checked 64-bit arithmetic: T, H, W in 1..STORE_MAX_GRID, tokens = T*H*W,
 // bytes = tokens * token bytes <= STORE_MAX_CLIP_BYTES, frames = T*pt, dropped frames
 // and decoded frames not negative, offset a block offset (a multiple of 4096 past the
-// shard header, below 2^62). TSR_EFORMAT saying which value is wrong; callers add the
-// clip id and the store.
+// shard header, below 2^62); a caption: its block offset a block offset before the clip's,
+// tokens and width within the limits above. TSR_EFORMAT saying which value is wrong;
+// callers add the clip id and the store.
 tsr_status store_clip_check(const store_settings *s, const store_clip *c);
 
 // Joins STORE and a clip's shard path `rel` (as an index row records it) into `out` (n

@@ -35,6 +35,14 @@ tsr_status store_clip_check(const store_settings *s, const store_clip *c) {
   if (c->offset < SHARD_HEADER_BYTES || c->offset % SHARD_ALIGN != 0 || c->offset > (1LL << 62))
     return err_set(TSR_EFORMAT, "offset %lld is not a block offset (a multiple of %d past the "
                    "shard header)", (long long)c->offset, SHARD_ALIGN);
+  if (c->caption_offset &&
+      (c->caption_offset < SHARD_HEADER_BYTES || c->caption_offset % SHARD_ALIGN != 0 ||
+       c->caption_offset >= c->offset || c->caption_tokens < 1 ||
+       c->caption_tokens > STORE_MAX_CAPTION_TOKENS || c->caption_dim < 1 ||
+       c->caption_dim > STORE_MAX_CAPTION_DIM))
+    return err_set(TSR_EFORMAT, "caption at offset %lld (%d tokens of %d values) is not a caption "
+                   "block before the clip's block at %lld", (long long)c->caption_offset,
+                   c->caption_tokens, c->caption_dim, (long long)c->offset);
   return TSR_OK;
 }
 

@@ -78,8 +78,10 @@ static tsr_status first_shard_with_data(const char *dir, char *name, size_t n) {
     shard_reader *sr = NULL;
     shard_block b;
     snprintf(path, sizeof path, "%s/%s/%s", dir, STORE_SHARD_DIR, v[i]);
+    shard_caption cap;  // a source's blocks may start with its caption block
     if (shard_reader_open(&sr, path, NULL) == TSR_OK &&
-        shard_reader_block(sr, SHARD_HEADER_BYTES, 0, &b) == TSR_OK)
+        (shard_reader_block(sr, SHARD_HEADER_BYTES, 0, &b) == TSR_OK ||
+         shard_reader_caption(sr, SHARD_HEADER_BYTES, 0, &cap) == TSR_OK))
       snprintf(name, n, "%s/%s", STORE_SHARD_DIR, v[i]);
     shard_reader_close(&sr);
   }
@@ -137,12 +139,23 @@ typedef struct {
   clip_meta *meta;    // NULL: no (usable) metadata trailer
 } entry;
 
+// A caption block found by the walk (its clips name it in their metadata).
+typedef struct {
+  int shard;
+  int64_t offset;
+  int tokens, dim;
+  uint64_t checksum;
+  char *text;         // malloc'ed, NUL-terminated
+} caption_entry;
+
 typedef struct {
   const char *dir;
   char **names;
   int nnames;
   entry *v;
   int64_t n, cap;
+  caption_entry *caps;
+  int64_t ncaps, capcaps;
   void (*say)(const char *, void *);
   void *ctx;
   store_rebuild_report *rep;
@@ -169,6 +182,28 @@ static tsr_status push(rstate *st, const entry *e) {
   }
   st->v[st->n++] = *e;
   return TSR_OK;
+}
+
+static tsr_status push_caption(rstate *st, int shard, int64_t offset, const shard_caption *c) {
+  if (st->ncaps == st->capcaps) {
+    int64_t cap = st->capcaps ? 2 * st->capcaps : 64;
+    caption_entry *v = realloc(st->caps, sizeof *v * (size_t)cap);
+    if (!v) return err_set(TSR_ENOMEM, "out of memory rebuilding the index of %s", st->dir);
+    st->caps = v;
+    st->capcaps = cap;
+  }
+  char *text = malloc(c->text_bytes + 1);
+  if (!text) return err_set(TSR_ENOMEM, "out of memory rebuilding the index of %s", st->dir);
+  memcpy(text, c->text, c->text_bytes);
+  text[c->text_bytes] = 0;
+  st->caps[st->ncaps++] = (caption_entry){shard, offset, c->tokens, c->dim, c->checksum, text};
+  return TSR_OK;
+}
+
+static const caption_entry *find_caption(const rstate *st, int shard, int64_t offset) {
+  for (int64_t i = 0; i < st->ncaps; i++)
+    if (st->caps[i].shard == shard && st->caps[i].offset == offset) return &st->caps[i];
+  return NULL;
 }
 
 // Walks the blocks of shard i; settings of version-2 headers must agree (*have, *s).
@@ -201,6 +236,19 @@ static tsr_status scan_shard(rstate *st, int i, store_settings *s, int *have) {
   st->rep->shards++;
   int64_t size = shard_reader_size(sr), off = SHARD_HEADER_BYTES;
   while (off < size) {
+    if (shard_reader_is_caption(sr, off)) {  // a source's caption, before its clips
+      shard_caption cap;
+      if (shard_reader_caption(sr, off, 1, &cap) != TSR_OK) {
+        st->rep->tail_bytes += size - off;
+        say(st, "shard %s: %lld bytes from offset %lld are no complete caption block (an "
+            "interrupted write; recovery cuts them): %s", rel, (long long)(size - off),
+            (long long)off, err_msg());
+        break;
+      }
+      if ((r = push_caption(st, i, off, &cap))) break;
+      off = cap.end;
+      continue;
+    }
     shard_block b;
     if (shard_reader_block(sr, off, 1, &b) != TSR_OK) {
       st->rep->tail_bytes += size - off;
@@ -279,6 +327,18 @@ static tsr_status commit_group(rstate *st, store_index *ix, const store_settings
     c.codec = g[k].meta->codec;
     c.pix_fmt = g[k].meta->pix_fmt;
     c.label = g[k].meta->has_label ? g[k].meta->label : NULL;
+    if (c.caption_offset) {  // the caption block its metadata names, found by the walk
+      const caption_entry *ce = find_caption(st, g[k].shard, c.caption_offset);
+      if (ce) {
+        c.caption_tokens = ce->tokens, c.caption_dim = ce->dim;
+        c.caption_checksum = ce->checksum, c.caption = ce->text;
+      } else {
+        say(st, "source %s: clip %d in shard %s: its caption block at offset %lld is missing or "
+            "damaged; recovered without its caption", last->path, c.clip_index, rel,
+            (long long)c.caption_offset);
+        c.caption_offset = 0;
+      }
+    }
     if (store_clip_check(s, &c) != TSR_OK) {
       say(st, "source %s: clip %d in shard %s at offset %lld disagrees with its metadata (%s); "
           "source not recovered", last->path, c.clip_index, rel, (long long)c.offset, err_msg());
@@ -420,6 +480,8 @@ out:
   fs_atomic_abort(&a);
   for (int64_t i = 0; i < st.n; i++) free(st.v[i].meta);
   free(st.v);
+  for (int64_t i = 0; i < st.ncaps; i++) free(st.caps[i].text);
+  free(st.caps);
   free(buf);
   free_names(st.names, st.nnames);
   return r;

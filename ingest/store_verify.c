@@ -75,7 +75,9 @@ static int check_clip(const store_clip_row *row, void *ctx) {
         (long long)row->id, row->source, c->shard, (long long)c->offset, e->error);
     return 0;
   }
-  if (shard_reader_clip(e->r, c->offset, c->bytes, c->checksum, 1, NULL) != TSR_OK) {
+  shard_caption cap;
+  if (shard_reader_clip(e->r, c->offset, c->bytes, c->checksum, 1, NULL) != TSR_OK ||
+      (c->caption_offset && shard_reader_caption_of(e->r, c, 1, &cap) != TSR_OK)) {
     st->res->clips_bad++;
     say(st, 1, "clip %lld (source %s): %s", (long long)row->id, row->source, err_msg());
     return 0;

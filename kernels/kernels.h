@@ -32,11 +32,18 @@
 // - Gradients: an activation gradient (dinp, dq, dshift, ...) is OVERWRITTEN; a
 //   parameter gradient (dw, dbias, dweight, dtable) is ACCUMULATED (+=) so that gradient
 //   accumulation over microbatches needs no extra buffer. The exceptions are spelled
-//   out: gemm (explicit beta), axpy, and attention_partial_backward (accumulates
-//   dq, dk, dv: it adds one K/V block's contribution). Any gradient output may be NULL
+//   out: gemm (explicit beta), axpy, attention_partial_backward (accumulates
+//   dq, dk, dv: it adds one K/V block's contribution) and layernorm_modulate_backward
+//   (accumulates dinp: the residual stream's gradient). Any gradient output may be NULL
 //   to skip it unless said otherwise.
 // - In-place: out may equal inp in elementwise entries (gelu, silu, scale, add, add_act, rope,
 //   modulate, gate_residual with out == res); nothing else may alias.
+// - Fused entries (layernorm_modulate_*, qk_norm_rope_*, linear_gelu_forward,
+//   linear_backward_dgelu, adamw_update_multi) compute what a named composition of the
+//   other entries computes, in one pass: their definition is that composition. In fp32 on
+//   the CPU they are BITWISE equal to it (tests/kernels/test_backend_ops.c checks); with
+//   bf16 activations they may be more exact than it, because an intermediate that the
+//   composition stores (and rounds) stays in fp32 inside the fused entry.
 // - Errors: every entry returns TSR_OK or an error with err_set() message (NULL
 //   required pointer, negative size, bad cu_seqlens, position/id out of range, no
 //   memory). Backends may check device-resident index arrays only where cheap (the CPU
@@ -73,16 +80,39 @@ typedef struct {
   int64_t first_token;
 } kernels_clip_key;
 
+// One parameter tensor of a flat parameter buffer, for adamw_update_multi: its elements
+// [offset, offset + numel) and whether weight decay applies to it. A table of these lives
+// in backend memory, made once per run (the model's tensor table does not change).
+typedef struct {
+  int64_t offset;
+  int64_t numel;
+  int32_t decay;     // 1: weight decay applies (matrices), 0: it does not (biases, norms)
+  int32_t reserved;  // 0
+} kernels_param_segment;
+
 struct kernels_backend {
   const char *name;         // "cpu", "cpu-bf16", "cuda"
   void *ctx;                // backend state, owned by the backend
   kernels_dtype act_dtype;  // the dtype of every [act] (void *) tensor; see the contract
   int device_memory;        // 0: buffers are host memory (cpu); 1: device memory (cuda). A
                             // communication backend working with it must use the same space.
+  void *stream;             // the stream every entry is queued on (a cudaStream_t), or NULL
+                            // (host-synchronous): a device communication backend orders
+                            // its transfers against it (core/comm.h comm_open).
 
   // ---- memory --------------------------------------------------------------------
   // *ptr = `bytes` of zero-filled backend memory, 64-byte aligned (bytes == 0 gives a
-  // valid pointer to free). TSR_ENOMEM when it cannot be had.
+  // valid pointer to free). TSR_ENOMEM when it cannot be had, with a message naming the
+  // bytes asked, what the backend holds and how to get more.
+  // CPU: one host allocation per call. CUDA: a suballocation (256-byte aligned) of ONE
+  // device allocation per run, the arena, which also holds the backend's own workspaces
+  // (cuBLASLt's, reduction scratch): no cudaMalloc after it exists, none in a training
+  // step. The arena is made by `reserve`, or else by the first alloc, with the size of
+  // TESSERA_CUDA_ARENA when set (bytes with an optional K/M/G/T suffix, e.g. "60G", or
+  // a percentage of the device's free memory, e.g. "80%") and otherwise the device's free
+  // memory less a headroom for the CUDA libraries (max(1 GiB, 4% of the device)), divided
+  // by the processes that share the device (MPI local ranks beyond one per device);
+  // TESSERA_CUDA_ARENA=none: a cudaMalloc per allocation (for compute-sanitizer).
   tsr_status (*alloc)(const kernels_backend *kb, void **ptr, size_t bytes);
   // Frees memory from alloc; NULL is ignored.
   void (*free)(const kernels_backend *kb, void *ptr);
@@ -93,6 +123,20 @@ struct kernels_backend {
   tsr_status (*memset_zero)(const kernels_backend *kb, void *ptr, size_t bytes);
   // Waits for every queued entry to finish (no-op on the CPU).
   tsr_status (*sync)(const kernels_backend *kb);
+  // Sizes the backend's memory for this run: on CUDA, makes the arena of exactly `bytes`
+  // (0: the default sizing of alloc). Call it before the first alloc; once the arena
+  // exists, TSR_EINVAL unless bytes is 0 or its size. A no-op on the CPU (host memory is
+  // allocated per call).
+  tsr_status (*reserve)(const kernels_backend *kb, size_t bytes);
+  // Memory of the backend, in bytes, host values: in_use (allocated now, by alloc and the
+  // backend's own workspaces), peak (the largest in_use so far) and capacity (the arena's
+  // size; 0 where the backend allocates per call, the CPU). Any pointer may be NULL.
+  tsr_status (*memory_stats)(const kernels_backend *kb, size_t *in_use_host, size_t *peak_host,
+                             size_t *capacity_host);
+  // Memory of the backend's space that can still be had and its total, in bytes: host
+  // MemAvailable and MemTotal (/proc/meminfo; shared by every process of the node) on the
+  // CPU, cudaMemGetInfo of the device on CUDA. For the trainer's memory model.
+  tsr_status (*mem_info)(const kernels_backend *kb, size_t *free_bytes, size_t *total_bytes);
 
   // ---- dtype conversion ------------------------------------------------------------
   // dst = src converted elementwise (fp32 -> bf16 rounds to nearest even; bf16 -> fp32 is
@@ -307,7 +351,7 @@ struct kernels_backend {
                                            int Dh, float scale);
 
   // ---- objective and sampler (no host work per step) ---------------------------------
-  // The rectified-flow inputs of a packed microbatch, from the uint8 tokens and the keys
+  // The rectified-flow inputs of a packed microbatch, from the stored tokens and the keys
   // of core/rng.h, exactly as model/objective.h defines them (the CPU fp32 entry is
   // bitwise equal to objective_build): for clip c with key (seed, step, clip_id) and
   // token j = first_token + i of its own token index (i-th row of the clip here),
@@ -315,12 +359,15 @@ struct kernels_backend {
   //   t = sigmoid(t_logit_mean + t_logit_std z), shifted by s = max(1, sqrt(N / t_shift_tokens))
   //       (s = 1 when t_shift_tokens <= 0): t' = s t / (1 + (s - 1) t), clamped to
   //       [1e-5, 1 - 1e-5] — all in double, then rounded to float
-  //   x0 = u8 * (2/255) - 1;  e = (float)rng_normal({seed, step, clip_id, NOISE}, j P + v)
+  //   x0 = u8 * (2/255) - 1 for uint8 pixels; x0 = the value itself (exact in fp32) for bf16
+  //        or f32 latents
+  //   e = (float)rng_normal({seed, step, clip_id, NOISE}, j P + v)
   //   x_t = (1 - t') x0 + t' e;  target = e - x0           (float arithmetic, no FMA)
-  // t: (C) [f32] out, x_t, target: (L, P) [act] out, tokens: (L, P) uint8,
+  // t: (C) [f32] out, x_t, target: (L, P) [act] out, tokens: (L, P) of tokens_dtype,
   // clips: (C) kernels_clip_key, cu_seqlens: (C + 1) int32
   tsr_status (*objective_inputs)(const kernels_backend *kb, float *t, void *x_t, void *target,
-                                 const uint8_t *tokens, const kernels_clip_key *clips,
+                                 const void *tokens, kernels_tokens tokens_dtype,
+                                 const kernels_clip_key *clips,
                                  const int32_t *cu_seqlens, int n_clips, int L, int P,
                                  uint64_t seed, uint64_t step, double t_logit_mean,
                                  double t_logit_std, int64_t t_shift_tokens);
@@ -367,6 +414,80 @@ struct kernels_backend {
   // EMA of weights: ema = ema * decay + param * (1 - decay). ema, param: (n)
   tsr_status (*ema_update)(const kernels_backend *kb, float *ema, const float *param, size_t n,
                            float decay);
+  // AdamW over every tensor of flat buffers in one call (one launch on CUDA): for each
+  // segment s, adamw_update on the elements [segs[s].offset, + segs[s].numel) with
+  // weight_decay if segs[s].decay else 0 — bitwise equal to those n_segs calls. Segments
+  // in increasing offset order, not overlapping, inside [0, n); elements in no segment
+  // are untouched. EMA and the gradient's sum of squares need no such table: ema_update
+  // and sumsq over the whole flat buffer are already one call each.
+  // param, m, v: (n) updated; grad: (n); segs: (n_segs) kernels_param_segment (backend
+  // memory; checked on the CPU, on CUDA a bad table is reported by the next sync)
+  tsr_status (*adamw_update_multi)(const kernels_backend *kb, float *param, const float *grad,
+                                   float *m, float *v, size_t n,
+                                   const kernels_param_segment *segs, int n_segs, float lr,
+                                   float beta1, float beta2, float eps, float weight_decay,
+                                   int64_t step, float grad_scale);
+
+  // ---- fused entries (see "Fused entries" in the contract above) ----------------------
+  // LayerNorm + adaLN modulation, = layernorm_forward then modulate_forward:
+  //   out = LN(inp) (1 + scale[c]) + shift[c]; mean, rstd saved (LN(inp) itself is not:
+  //   the backward recomputes it from inp, mean and rstd, bitwise as the forward made it).
+  // out: (L, D) [act], mean, rstd: (L) [f32] (required), inp: (L, D) [act],
+  // shift/scale: (C, mstride) [act], cu_seqlens: (C + 1)
+  tsr_status (*layernorm_modulate_forward)(const kernels_backend *kb, void *out, float *mean,
+                                           float *rstd, const void *inp, const void *shift,
+                                           const void *scale, int mstride,
+                                           const int32_t *cu_seqlens, int n_clips, int L, int D,
+                                           float eps);
+  // Its backward, = modulate_backward (with ln = (inp - mean) rstd) then
+  // layernorm_backward then dinp += that gradient (axpy_act with alpha 1): dinp is
+  // ACCUMULATED (the residual stream's gradient), dshift/dscale overwritten as in
+  // modulate_backward. dinp: (L, D) [act], dshift/dscale: (C, mstride) [act],
+  // dout, inp: (L, D) [act], mean, rstd: (L) [f32], scale: (C, mstride) [act]
+  tsr_status (*layernorm_modulate_backward)(const kernels_backend *kb, void *dinp, void *dshift,
+                                            void *dscale, const void *dout, const void *inp,
+                                            const float *mean, const float *rstd,
+                                            const void *scale, int mstride,
+                                            const int32_t *cu_seqlens, int n_clips, int L, int D);
+  // QK-norm and 3D RoPE of q and k together, = for x in (q, k):
+  //   rmsnorm_forward(x_out, x_rstd, x_in, x_weight, L*H rows, Dh, eps) then
+  //   rope_forward(x_out, x_out, pos, L, H, Dh, theta)   (the angles computed once for both)
+  // q_out, k_out: (L, H, Dh) [act], q_rstd, k_rstd: (L*H) [f32] (required),
+  // q_in, k_in: (L, H, Dh) [act], q_weight, k_weight: (Dh) [f32], pos: (L, 3) int32
+  tsr_status (*qk_norm_rope_forward)(const kernels_backend *kb, void *q_out, void *k_out,
+                                     float *q_rstd, float *k_rstd, const void *q_in,
+                                     const void *k_in, const float *q_weight,
+                                     const float *k_weight, const int32_t *pos, int L, int H,
+                                     int Dh, float eps, float theta);
+  // Its backward, = for x in (q, k): rope_backward(tmp, dx, pos) then
+  //   rmsnorm_backward(dx_in, dx_weight, tmp, x_in, x_weight, x_rstd, L*H rows, Dh)
+  // (tmp kept in fp32). dq_in, dk_in overwritten; dq_weight, dk_weight accumulated (either
+  // may be NULL). dq_in, dk_in: (L, H, Dh) [act], dq_weight, dk_weight: (Dh) [f32],
+  // dq, dk: (L, H, Dh) [act] gradients of q_out, k_out, q_in, k_in: (L, H, Dh) [act],
+  // q_weight, k_weight: (Dh) [f32], q_rstd, k_rstd: (L*H) [f32], pos: (L, 3) int32
+  tsr_status (*qk_norm_rope_backward)(const kernels_backend *kb, void *dq_in, void *dk_in,
+                                      float *dq_weight, float *dk_weight, const void *dq,
+                                      const void *dk, const void *q_in, const void *k_in,
+                                      const float *q_weight, const float *k_weight,
+                                      const float *q_rstd, const float *k_rstd,
+                                      const int32_t *pos, int L, int H, int Dh, float theta);
+  // Linear layer with a GELU (tanh) epilogue, = linear_forward(pre, inp, w, bias) then
+  // gelu_forward(out, pre), GELU applied to the fp32 sum (pre is rounded only for
+  // storing). pre is kept for the backward (linear_backward_dgelu). On CUDA: cuBLASLt's
+  // GELU_AUX(_BIAS) epilogue where it takes the shape, else the GEMM and a GELU kernel.
+  // out, pre: (M, N) [act], inp: (M, K) [act], w: (K, N) [act], bias: (N) [f32] or NULL
+  tsr_status (*linear_gelu_forward)(const kernels_backend *kb, void *out, void *pre,
+                                    const void *inp, const void *w, const float *bias, int M,
+                                    int K, int N);
+  // Backward of a linear layer whose input is GELU(pre) (the MLP's second linear), with
+  // GELU's backward fused into its dinp: = linear_backward(tmp, dw, dbias, dout, inp, w)
+  // then gelu_backward(dpre, tmp, pre), tmp kept in fp32. dpre overwritten, dw and dbias
+  // accumulated. On CUDA: cuBLASLt's DGELU epilogue where it takes the shape.
+  // dpre: (M, K) [act], dw: (K, N) [f32], dbias: (N) [f32], dout: (M, N) [act],
+  // inp = GELU(pre): (M, K) [act] (for dw), w: (K, N) [act], pre: (M, K) [act]
+  tsr_status (*linear_backward_dgelu)(const kernels_backend *kb, void *dpre, float *dw,
+                                      float *dbias, const void *dout, const void *inp,
+                                      const void *w, const void *pre, int M, int K, int N);
 };
 
 // Element i of an [act] buffer of kb (void *: no pointer arithmetic in C): base + i

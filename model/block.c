@@ -3,8 +3,12 @@
 //   a = LN(h)(1 + scale1) + shift1
 //   q = RoPE(RMSNorm(a Wq + bq) q_norm), k = RoPE(RMSNorm(a Wk + bk) k_norm), v = a Wv + bv
 //   hmid = h + gate1 * (attention(q, k, v) Wproj + bproj)
-//   m = LN(hmid)(1 + scale2) + shift2
-//   hout = hmid + gate2 * (GELU_tanh(m Wfc1 + b) Wfc2 + b)
+//   hx = hmid + cross-attention to the captions (model/cross.c; hx = hmid without text)
+//   m = LN(hx)(1 + scale2) + shift2
+//   hout = hx + gate2 * (GELU_tanh(m Wfc1 + b) Wfc2 + b)
+// Token-local steps that follow each other are one fused backend entry each (kernels.h):
+// LN + modulation (dit_ln_mod_*), QK-norm + RoPE of q and k, fc1 + GELU (and fc2's
+// backward through GELU), gate + residual.
 #include <math.h>
 
 #include "model/dit_internal.h"
@@ -15,24 +19,6 @@ enum { MOD_SHIFT1, MOD_SCALE1, MOD_GATE1, MOD_SHIFT2, MOD_SCALE2, MOD_GATE2 };
 
 static float attn_scale(const dit_model *m) { return (float)(1.0 / sqrt((double)m->Dh)); }
 
-// q or k: RMSNorm per head then 3D RoPE, into out (L, D).
-static tsr_status qk_norm_rope_fwd(dit_model *m, const dit_batch *b, void *out, float *rstd,
-                                   const void *lin, int norm) {
-  const kernels_backend *kb = m->kb;
-  int R = b->L * m->H;
-  DIT_TRY(kb->rmsnorm_forward(kb, out, rstd, lin, dit_p(m, norm), R, m->Dh, m->cfg.rms_eps));
-  return kb->rope_forward(kb, out, out, b->pos, b->L, m->H, m->Dh, m->cfg.rope_theta);
-}
-
-// dlin (L, D) overwritten from dout (L, D) (which is used as scratch).
-static tsr_status qk_norm_rope_bwd(dit_model *m, const dit_batch *b, void *dlin, void *dout,
-                                   const void *lin, const float *rstd, int norm, void *tmp) {
-  const kernels_backend *kb = m->kb;
-  DIT_TRY(kb->rope_backward(kb, tmp, dout, b->pos, b->L, m->H, m->Dh, m->cfg.rope_theta));
-  return kb->rmsnorm_backward(kb, dlin, dit_g(m, norm), tmp, lin, dit_p(m, norm), rstd,
-                              b->L * m->H, m->Dh);
-}
-
 tsr_status dit_block_fwd(dit_model *m, int i, dit_block_acts *a, const void *hin, void *hout,
                          const dit_batch *b) {
   const kernels_backend *kb = m->kb;
@@ -41,26 +27,31 @@ tsr_status dit_block_fwd(dit_model *m, int i, dit_block_acts *a, const void *hin
   const int32_t *cu = b->cu_seqlens;
   DIT_TRY(dit_linear_fwd(m, bp->adaln, a->mod, m->cs, C));
   // attention branch
-  DIT_TRY(dit_ln_mod_fwd(m, b, a->a, a->ln1, a->mean1, a->rstd1, hin, MOD(a->mod, MOD_SHIFT1),
+  DIT_TRY(dit_ln_mod_fwd(m, b, a->a, a->mean1, a->rstd1, hin, MOD(a->mod, MOD_SHIFT1),
                          MOD(a->mod, MOD_SCALE1), ms));
   DIT_TRY(dit_linear_fwd(m, bp->q, a->qlin, a->a, L));
   DIT_TRY(dit_linear_fwd(m, bp->k, a->klin, a->a, L));
   DIT_TRY(dit_linear_fwd(m, bp->v, a->v, a->a, L));
-  DIT_TRY(qk_norm_rope_fwd(m, b, a->q, a->qrstd, a->qlin, bp->q_norm));
-  DIT_TRY(qk_norm_rope_fwd(m, b, a->k, a->krstd, a->klin, bp->k_norm));
+  DIT_TRY(kb->qk_norm_rope_forward(kb, a->q, a->k, a->qrstd, a->krstd, a->qlin, a->klin,
+                                   dit_p(m, bp->q_norm), dit_p(m, bp->k_norm), b->pos, L, m->H,
+                                   m->Dh, m->cfg.rms_eps, m->cfg.rope_theta));
   DIT_TRY(m->attn.forward(m->attn.ctx, kb, b, a->att, a->lse, a->q, a->k, a->v, m->H, m->Dh,
                           attn_scale(m)));
   DIT_TRY(dit_linear_fwd(m, bp->proj, a->proj, a->att, L));
   DIT_TRY(kb->gate_residual_forward(kb, a->hmid, hin, a->proj, MOD(a->mod, MOD_GATE1), ms, cu, C,
                                     L, D));
+  // cross-attention to the captions (model/cross.c), when the model has text
+  const void *hx = a->hmid;
+  if (m->cfg.text_dim > 0) {
+    DIT_TRY(dit_cross_fwd(m, i, &a->x, a->hmid, b));
+    hx = a->x.h;
+  }
   // MLP branch
-  DIT_TRY(dit_ln_mod_fwd(m, b, a->m, a->ln2, a->mean2, a->rstd2, a->hmid,
-                         MOD(a->mod, MOD_SHIFT2), MOD(a->mod, MOD_SCALE2), ms));
-  DIT_TRY(dit_linear_fwd(m, bp->fc1, a->f1, a->m, L));
-  DIT_TRY(kb->gelu_forward(kb, a->g, a->f1, (size_t)L * m->F));
+  DIT_TRY(dit_ln_mod_fwd(m, b, a->m, a->mean2, a->rstd2, hx, MOD(a->mod, MOD_SHIFT2),
+                         MOD(a->mod, MOD_SCALE2), ms));
+  DIT_TRY(dit_linear_gelu_fwd(m, bp->fc1, a->g, a->f1, a->m, L));  // g = GELU(f1 = m Wfc1 + b)
   DIT_TRY(dit_linear_fwd(m, bp->fc2, a->f2, a->g, L));
-  return kb->gate_residual_forward(kb, hout, a->hmid, a->f2, MOD(a->mod, MOD_GATE2), ms, cu, C, L,
-                                   D);
+  return kb->gate_residual_forward(kb, hout, hx, a->f2, MOD(a->mod, MOD_GATE2), ms, cu, C, L, D);
 }
 
 tsr_status dit_block_bwd(dit_model *m, int i, const dit_block_acts *a, const void *hin,
@@ -70,29 +61,33 @@ tsr_status dit_block_bwd(dit_model *m, int i, const dit_block_acts *a, const voi
   int L = b->L, C = b->n_clips, D = m->D, ms = 6 * D;
   const int32_t *cu = b->cu_seqlens;
   void *dmod = m->dmod;
-  // MLP branch: hout = hmid + gate2 * f2; dh is dL/dhout and becomes dL/dhmid.
+  const void *hx = m->cfg.text_dim > 0 ? a->x.h : a->hmid;  // the MLP's input
+  // MLP branch: hout = hx + gate2 * f2; dh is dL/dhout and becomes dL/dhx.
   DIT_TRY(kb->gate_residual_backward(kb, m->dt1, MOD(dmod, MOD_GATE2), m->dh, a->f2,
                                      MOD(a->mod, MOD_GATE2), ms, cu, C, L, D));
-  DIT_TRY(dit_linear_bwd(m, bp->fc2, m->dF1, 0, m->dt1, a->g, L));
-  DIT_TRY(kb->gelu_backward(kb, m->dF2, m->dF1, a->f1, (size_t)L * m->F));
-  DIT_TRY(dit_linear_bwd(m, bp->fc1, m->dt1, 0, m->dF2, a->m, L));
+  DIT_TRY(dit_linear_dgelu_bwd(m, bp->fc2, m->dF, m->dt1, a->g, a->f1, L));  // dF = dL/df1
+  DIT_TRY(dit_linear_bwd(m, bp->fc1, m->dt1, 0, m->dF, a->m, L));
   DIT_TRY(dit_ln_mod_bwd(m, b, m->dh, MOD(dmod, MOD_SHIFT2), MOD(dmod, MOD_SCALE2), m->dt1,
-                         a->hmid, a->ln2, a->mean2, a->rstd2, MOD(a->mod, MOD_SCALE2), ms, m->dt2,
-                         m->dt3));
+                         hx, a->mean2, a->rstd2, MOD(a->mod, MOD_SCALE2), ms));
+  // cross-attention: hx = hmid + cross(hmid); dh becomes dL/dhmid
+  if (m->cfg.text_dim > 0) DIT_TRY(dit_cross_bwd(m, i, &a->x, a->hmid, b));
   // attention branch: hmid = hin + gate1 * proj; dh becomes dL/dhin.
   DIT_TRY(kb->gate_residual_backward(kb, m->dt1, MOD(dmod, MOD_GATE1), m->dh, a->proj,
                                      MOD(a->mod, MOD_GATE1), ms, cu, C, L, D));
   DIT_TRY(dit_linear_bwd(m, bp->proj, m->dt2, 0, m->dt1, a->att, L));  // dt2 = dL/datt
   DIT_TRY(m->attn.backward(m->attn.ctx, kb, b, m->dq, m->dk, m->dv, m->dt2, a->q, a->k, a->v,
                            a->att, a->lse, m->H, m->Dh, attn_scale(m)));
-  DIT_TRY(qk_norm_rope_bwd(m, b, m->dt1, m->dq, a->qlin, a->qrstd, bp->q_norm, m->dt3));
-  DIT_TRY(qk_norm_rope_bwd(m, b, m->dq, m->dk, a->klin, a->krstd, bp->k_norm, m->dt3));
+  // dt1 = dL/dqlin, dt2 = dL/dklin (dt2, dL/datt, is dead after the attention backward)
+  DIT_TRY(kb->qk_norm_rope_backward(kb, m->dt1, m->dt2, dit_g(m, bp->q_norm), dit_g(m, bp->k_norm),
+                                    m->dq, m->dk, a->qlin, a->klin, dit_p(m, bp->q_norm),
+                                    dit_p(m, bp->k_norm), a->qrstd, a->krstd, b->pos, L, m->H,
+                                    m->Dh, m->cfg.rope_theta));
   // dt3 = dL/da = dqlin Wq^T + dklin Wk^T + dv Wv^T
   DIT_TRY(dit_linear_bwd(m, bp->q, m->dt3, 0, m->dt1, a->a, L));
-  DIT_TRY(dit_linear_bwd(m, bp->k, m->dt3, 1, m->dq, a->a, L));
+  DIT_TRY(dit_linear_bwd(m, bp->k, m->dt3, 1, m->dt2, a->a, L));
   DIT_TRY(dit_linear_bwd(m, bp->v, m->dt3, 1, m->dv, a->a, L));
   DIT_TRY(dit_ln_mod_bwd(m, b, m->dh, MOD(dmod, MOD_SHIFT1), MOD(dmod, MOD_SCALE1), m->dt3, hin,
-                         a->ln1, a->mean1, a->rstd1, MOD(a->mod, MOD_SCALE1), ms, m->dt1, m->dt2));
+                         a->mean1, a->rstd1, MOD(a->mod, MOD_SCALE1), ms));
   // conditioning: dcs += dmod adaln^T
   return dit_linear_bwd(m, bp->adaln, m->dcs, 1, dmod, m->cs, C);
 }

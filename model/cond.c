@@ -1,6 +1,9 @@
-// model/cond.c — per-clip conditioning: c = t_embed(t) + y_embed[label], cs = SiLU(c).
+// model/cond.c — per-clip conditioning: c = t_embed(t) + y_embed[label], cs = SiLU(c);
+// and the caption context that every block's cross-attention reads (text_dim > 0).
 //   temb = sinusoid(1000 t, freq_dim, max_period 10000)        (C, freq_dim)
 //   c1 = temb fc1 + b;  s1 = SiLU(c1);  c = s1 fc2 + b (+ y_embed[label])    (C, D)
+//   ctx = GELU_tanh(text text_embed.fc1 + b) text_embed.fc2 + b           (Lt, D)
+//   nullctx[c] = text_null                                               (C, D)
 #include "model/dit_internal.h"
 
 #define T_SCALE 1000.0f
@@ -43,4 +46,36 @@ tsr_status dit_cond_bwd(dit_model *m, const dit_batch *b) {
   DIT_TRY(dit_linear_bwd(m, m->t_fc2, m->dc1, 0, m->dc, m->s1, C));
   DIT_TRY(kb->silu_backward(kb, m->dc, m->dc1, m->c1, CD));  // dc now holds dL/dc1
   return dit_linear_bwd(m, m->t_fc1, NULL, 0, m->dc, m->temb, C);
+}
+
+const int32_t *dit_cu_text(const dit_model *m, const dit_batch *b) {
+  return b->cu_text ? b->cu_text : m->cu_text0;
+}
+
+tsr_status dit_text_fwd(dit_model *m, const dit_batch *b) {
+  if (m->cfg.text_dim <= 0) return TSR_OK;
+  const kernels_backend *kb = m->kb;
+  int Lt = b->cu_text ? b->Lt : 0, D = m->D;
+  if (Lt > 0) {
+    DIT_TRY(dit_linear_fwd(m, m->t_text1, m->tx1, b->text, Lt));
+    DIT_TRY(kb->gelu_forward(kb, m->txg, m->tx1, (size_t)Lt * D));
+    DIT_TRY(dit_linear_fwd(m, m->t_text2, m->ctx, m->txg, Lt));
+  }
+  m->text_Lt = Lt;
+  // one row of the null token a clip: every clip attends to it besides its caption
+  return kb->embedding_forward(kb, m->nullctx, dit_p(m, m->text_null), m->zero_ids, b->n_clips,
+                               1, D);
+}
+
+tsr_status dit_text_bwd(dit_model *m, const dit_batch *b) {
+  if (m->cfg.text_dim <= 0) return TSR_OK;
+  const kernels_backend *kb = m->kb;
+  int Lt = m->text_Lt, D = m->D;
+  if (Lt > 0) {
+    DIT_TRY(dit_linear_bwd(m, m->t_text2, m->dtx, 0, m->dctx, m->txg, Lt));  // dtx = dL/dtxg
+    DIT_TRY(kb->gelu_backward(kb, m->dctx, m->dtx, m->tx1, (size_t)Lt * D));  // dL/dtx1
+    DIT_TRY(dit_linear_bwd(m, m->t_text1, NULL, 0, m->dctx, b->text, Lt));
+  }
+  return kb->embedding_backward(kb, dit_g(m, m->text_null), m->dnull, m->zero_ids, b->n_clips, 1,
+                                D);
 }

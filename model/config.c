@@ -47,12 +47,13 @@ typedef struct {
   size_t offset;  // into both_config
   double min, max;
   const char *help;
-  int late;       // added after checkpoints existed: a checkpoint's config may lack it (the
-                  // default is what those runs did)
+  int late;       // 1: added after checkpoints existed; a checkpoint config without it has
+                  // its default (config_from_ini), which is what those checkpoints ran with
 } config_key;
 
 #define MK(n, ty, lo, hi, h) {"model", #n, ty, offsetof(both_config, m.n), lo, hi, h, 0}
 #define TK(n, ty, lo, hi, h) {"train", #n, ty, offsetof(both_config, t.n), lo, hi, h, 0}
+#define MK_LATE(n, ty, lo, hi, h) {"model", #n, ty, offsetof(both_config, m.n), lo, hi, h, 1}
 #define TK_LATE(n, ty, lo, hi, h) {"train", #n, ty, offsetof(both_config, t.n), lo, hi, h, 1}
 static const config_key KEYS[] = {
     MK(hidden, KT_INT, 2, 1 << 16, "hidden size D"),
@@ -69,6 +70,8 @@ static const config_key KEYS[] = {
     MK(ln_eps, KT_FLOAT, 1e-12, 1.0, "LayerNorm epsilon"),
     MK(rms_eps, KT_FLOAT, 1e-12, 1.0, "QK RMSNorm epsilon"),
     MK(recompute, KT_INT, 0, 1, "recompute block activations in backward"),
+    MK_LATE(text_dim, KT_INT, 0, 1 << 16, "caption embedding width (0: no captions)"),
+    MK_LATE(text_len, KT_INT, 0, 1 << 16, "most caption tokens of a clip"),
     TK(global_batch, KT_I64, 1, SCHED_MAX_BATCH, "clips per step"),
     TK(steps, KT_I64, 1, 1e15, "total steps of the schedule"),
     TK(warmup, KT_I64, 0, 1e15, "linear warmup steps"),
@@ -81,10 +84,12 @@ static const config_key KEYS[] = {
     TK(grad_clip, KT_FLOAT, -1.0, 1e9, "max gradient norm (<= 0: off)"),
     TK(ema_decay, KT_FLOAT, 0.0, 1.0, "EMA decay"),
     TK(class_dropout, KT_FLOAT, 0.0, 1.0, "label dropout probability"),
+    TK_LATE(caption_dropout, KT_FLOAT, 0.0, 1.0, "caption dropout probability"),
     TK(t_logit_mean, KT_FLOAT, -10.0, 10.0, "logit-normal mean of t"),
     TK(t_logit_std, KT_FLOAT, 0.0, 10.0, "logit-normal std of t"),
     TK(t_shift_tokens, KT_I64, 0, 1e15, "length shift reference tokens (0: off)"),
-    TK(mem_tokens, KT_I64, 1, (double)SCHED_MAX_TOKENS, "most tokens per rank per microbatch"),
+    TK(mem_tokens, KT_I64, 0, (double)SCHED_MAX_TOKENS,
+       "most tokens per rank per microbatch (0: the most that fit the memory)"),
     TK(seed, KT_I64, 0, 9.2e18, "random seed"),
     TK(ckpt_every, KT_INT, 1, 1e9, "steps between checkpoints"),
     TK(ckpt_keep, KT_INT, 1, 1e6, "checkpoints kept"),
@@ -101,11 +106,13 @@ static const config_key KEYS[] = {
 void config_defaults(dit_config *m, train_config *t) {
   *m = (dit_config){.hidden = 64, .depth = 2, .heads = 4, .mlp_ratio = 4, .pt = 2, .ph = 16,
                     .pw = 16, .channels = 3, .freq_dim = 256, .num_classes = 0,
-                    .rope_theta = 10000.0f, .ln_eps = 1e-6f, .rms_eps = 1e-6f, .recompute = 0};
+                    .rope_theta = 10000.0f, .ln_eps = 1e-6f, .rms_eps = 1e-6f, .recompute = 0,
+                    .text_dim = 0, .text_len = 0};
   *t = (train_config){.global_batch = 8, .steps = 2000, .warmup = 100, .lr = 1e-3f,
                       .min_lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.99f, .adam_eps = 1e-8f,
                       .weight_decay = 0.0f, .grad_clip = 1.0f, .ema_decay = 0.999f,
-                      .class_dropout = 0.1f, .t_logit_mean = 0.0f, .t_logit_std = 1.0f,
+                      .class_dropout = 0.1f, .caption_dropout = 0.1f, .t_logit_mean = 0.0f,
+                      .t_logit_std = 1.0f,
                       .t_shift_tokens = 1024, .mem_tokens = 32768, .seed = 0,
                       .ckpt_every = 200, .ckpt_keep = 3, .log_every = 10,
                       .precision = KERNELS_F32, .val_clips = 0, .val_every = 100,
@@ -292,6 +299,9 @@ tsr_status config_validate(const dit_config *m, const train_config *t) {
                    "(3D RoPE splits it between time, height and width)", dh);
   if (m->freq_dim % 2)
     return err_set(TSR_EINVAL, "model.freq_dim = %d must be even", m->freq_dim);
+  if (m->text_dim > 0 && m->text_len < 1)
+    return err_set(TSR_EINVAL, "model.text_dim = %d needs model.text_len >= 1 (the most caption "
+                   "tokens of a clip)", m->text_dim);
   if (t->min_lr > t->lr)
     return err_set(TSR_EINVAL, "train.min_lr = %g is above train.lr = %g", t->min_lr, t->lr);
   if (t->warmup > t->steps)
@@ -340,8 +350,8 @@ tsr_status config_from_ini(const char *text, dit_config *m, train_config *t) {
   config_defaults(&c.m, &c.t);
   tsr_status st = parse_ini(&c, "checkpoint config", text, &o);
   for (int i = 0; !st && i < NKEYS; i++)  // config_to_ini wrote them all
-    // ... but the late keys only since they exist: an older checkpoint trained in fp32,
-    // without validation or samples (their defaults)
+    // ... but the late keys only since they exist: an older checkpoint ran with their
+    // defaults (fp32, no captions, no validation or samples)
     if (!o.from[i] && !KEYS[i].late)
       st = err_set(TSR_EFORMAT, "checkpoint config: key %s.%s missing (config_to_ini writes "
                    "every key: a damaged checkpoint, or one from another version)",

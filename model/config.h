@@ -31,6 +31,11 @@ typedef struct {
   float ln_eps;      // LayerNorm epsilon (1e-6)
   float rms_eps;     // QK RMSNorm epsilon (1e-6)
   int recompute;     // 1: recompute each block's activations in backward (saves memory)
+  int text_dim;      // caption embedding width (the text encoder's, e.g. 4096 for umT5-XXL);
+                     // 0: no captions, no cross-attention (the model is exactly the one
+                     // before captions existed)
+  int text_len;      // most caption tokens of one clip (buffer sizes; longer captions are
+                     // refused with the clip named); >= 1 when text_dim > 0
 } dit_config;
 
 typedef struct {
@@ -42,6 +47,8 @@ typedef struct {
   float grad_clip;        // max global gradient norm (<= 0: off)
   float ema_decay;        // EMA of weights
   float class_dropout;    // probability a clip's label is replaced by "no label"
+  float caption_dropout;  // probability a clip's caption is dropped (the learned null token
+                          // only); the same draw as the label's (model/objective.h)
   float t_logit_mean, t_logit_std;  // t = sigmoid(N(mean, std))
   int64_t t_shift_tokens; // length shift: s = max(1, sqrt(tokens / t_shift_tokens)), 0: off
   int64_t mem_tokens;     // most tokens one rank holds in a microbatch

@@ -15,6 +15,10 @@ static tsr_status check_batch(const dit_model *m, const dit_batch *b, const char
                    m->max_clips);
   if (b->target && !b->loss_weight)
     return err_set(TSR_EINVAL, "%s: batch has a target but no loss_weight", op);
+  if (m->cfg.text_dim > 0 && b->cu_text &&
+      (b->Lt < 0 || b->Lt > m->max_text || (b->Lt > 0 && !b->text)))
+    return err_set(TSR_EINVAL, "%s: %d caption tokens (the model was created for at most %d)%s",
+                   op, b->Lt, m->max_text, b->Lt > 0 && !b->text ? " but no text" : "");
   return TSR_OK;
 }
 
@@ -38,6 +42,7 @@ tsr_status dit_forward_dev(dit_model *m, const dit_batch *b, void *pred, float *
   DIT_TRY(check_batch(m, b, "dit_forward"));
   m->have_fwd = 0;
   DIT_TRY(dit_cond_fwd(m, b));
+  DIT_TRY(dit_text_fwd(m, b));
   DIT_TRY(dit_linear_fwd(m, m->x_embed, h_at(m, 0), b->x, b->L));
   for (int i = 0; i < m->cfg.depth; i++)
     DIT_TRY(dit_block_fwd(m, i, acts_of(m, i), h_at(m, i), h_at(m, i + 1), b));
@@ -66,6 +71,10 @@ tsr_status dit_backward(dit_model *m, const dit_batch *b) {
                            b->n_clips, b->L, m->P));
   DIT_TRY(dit_final_bwd(m, h_at(m, m->cfg.depth), b));
   bucket_ready(m, 0);
+  if (m->cfg.text_dim > 0) {  // the caption context's gradients, summed over the blocks
+    DIT_TRY(kb->memset_zero(kb, m->dctx, kernels_act_bytes(kb, (size_t)m->text_Lt * m->D)));
+    DIT_TRY(kb->memset_zero(kb, m->dnull, kernels_act_bytes(kb, (size_t)b->n_clips * m->D)));
+  }
   for (int i = m->cfg.depth - 1; i >= 0; i--) {
     if (m->cfg.recompute)  // rewrites h[i + 1] with the same bits
       DIT_TRY(dit_block_fwd(m, i, acts_of(m, i), h_at(m, i), h_at(m, i + 1), b));
@@ -74,6 +83,7 @@ tsr_status dit_backward(dit_model *m, const dit_batch *b) {
   }
   DIT_TRY(dit_linear_bwd(m, m->x_embed, m->dx, 0, m->dh, b->x, b->L));
   DIT_TRY(dit_cond_bwd(m, b));
+  DIT_TRY(dit_text_bwd(m, b));
   bucket_ready(m, m->cfg.depth + 1);
   m->have_fwd = 0;  // the scratch activations of the last block are now stale
   return TSR_OK;

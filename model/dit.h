@@ -63,6 +63,12 @@ typedef struct {
   const void *target;          // (L, P) [act] regression target v = e - x0; NULL for inference
   const float *loss_weight;    // (C) [f32] per-clip loss weight (kernels_mse_weight); NULL
                                // for inference
+  // captions (model.text_dim > 0; ignored otherwise): clip c's caption embedding is rows
+  // [cu_text[c], cu_text[c+1]) of text; a clip with no rows (no caption, or dropped)
+  // attends to the learned null token only
+  int Lt;                      // caption tokens of all clips
+  const int32_t *cu_text;      // (C + 1)
+  const void *text;            // (Lt, text_dim) [act]
 } dit_batch;
 
 typedef struct {
@@ -131,6 +137,19 @@ tsr_status dit_backward(dit_model *m, const dit_batch *b);
 // Bytes of activation memory dit_create allocated (for memory reports and benchmarks),
 // the act-dtype working copy of the weights included.
 size_t dit_activation_bytes(const dit_model *m);
+
+// What dit_create allocates for config c, activations of dtype act, microbatches of
+// max_tokens tokens and max_clips clips, without allocating: the same tensor table and
+// activation layout (one formula; the trainer's memory model, model/train/memory.h).
+typedef struct {
+  size_t n_params;       // floats of the flat parameter buffer (tensors padded to 64 bytes)
+  size_t params, grads;  // bytes: fp32 master weights, fp32 gradients
+  size_t activations;    // bytes of the activation arena (recompute: block inputs + one
+                         // block's buffers), the working copy of the weights excluded
+  size_t act_weights;    // bytes of the act-dtype working copy of the weights (0 for fp32)
+} dit_memory;
+tsr_status dit_memory_bytes(const dit_config *c, kernels_dtype act, int64_t max_tokens,
+                            int64_t max_clips, dit_memory *out);
 
 // Number of parameters (sum of the tensors' numel). dit_num_params is the flat buffer's
 // length, which is larger: every tensor starts on a 16-float (64-byte) boundary and the

@@ -6,8 +6,9 @@
 
 #include "model/dit.h"
 
-#define DIT_TENSORS_FIXED 11      // x_embed, t_embed (4), y_embed, final (4): at most
-#define DIT_TENSORS_PER_BLOCK 16
+#define DIT_TENSORS_FIXED 16      // x_embed, t_embed (4), y_embed, text_embed (4), text_null,
+                                  // final (4): at most
+#define DIT_TENSORS_PER_BLOCK 26  // 16, and 10 of cross-attention with text
 #define DIT_NAME_MAX 64
 
 typedef enum { INIT_ZERO, INIT_ONE, INIT_XAVIER, INIT_NORMAL002 } dit_init_kind;
@@ -17,16 +18,39 @@ typedef struct {
   int w;
 } dit_linear;
 
+// Cross-attention to the caption (cross.c; only when model.text_dim > 0).
+typedef struct {
+  dit_linear q, k, v, proj;
+  int q_norm, k_norm;
+} dit_cross_params;
+
 typedef struct {
   dit_linear adaln, q, k, v, proj, fc1, fc2;
   int q_norm, k_norm;
+  dit_cross_params x;
 } dit_block_params;
+
+// Activations of one block's cross-attention kept for backward (cross.c). Lt caption
+// tokens of the batch, C clips (each also attends to one row of the learned null token).
+typedef struct {
+  void *ln;                    // (L, D) [act] LN(hmid)
+  float *mean, *rstd;          // (L) [f32]
+  void *qlin, *q;              // (L, D) [act] query projection, after RMSNorm
+  float *qrstd;                // (L * H) [f32]
+  void *klin, *k, *v;          // (Lt, D) [act] caption keys (before/after RMSNorm), values
+  float *krstd;                // (Lt * H) [f32]
+  void *nklin, *nk, *nv;       // (C, D) [act] the null token's key and value, one row a clip
+  float *nkrstd;               // (C * H) [f32]
+  void *att;                   // (L, D) [act] attention output (caption and null merged)
+  float *lse;                  // (L, H) [f32] its log-sum-exp
+  void *h;                     // (L, D) [act] hmid + proj(att): the MLP's input
+} dit_cross_acts;
 
 // Activations of one block kept for backward. L tokens, C clips, F = mlp_ratio * D.
 // [act]: void *, in kb->act_dtype; [f32]: statistics.
 typedef struct {
   void *mod;                   // (C, 6D) [act] shift1, scale1, gate1, shift2, scale2, gate2
-  void *ln1, *a;               // (L, D) [act] LN(h), modulated
+  void *a;                     // (L, D) [act] LN(h) modulated (LN(h) itself is recomputed)
   float *mean1, *rstd1;        // (L) [f32]
   void *qlin, *klin, *v;       // (L, D) [act] projections (q, k before RMSNorm)
   float *qrstd, *krstd;        // (L * H) [f32] RMSNorm statistics
@@ -35,10 +59,11 @@ typedef struct {
   float *lse;                  // (L, H) [f32] its log-sum-exp
   void *proj;                  // (L, D) [act] output projection
   void *hmid;                  // (L, D) [act] residual after attention
-  void *ln2, *m;               // (L, D) [act]
+  void *m;                     // (L, D) [act] LN(hmid) modulated
   float *mean2, *rstd2;        // (L) [f32]
   void *f1, *g;                // (L, F) [act] fc1 output, GELU output
   void *f2;                    // (L, D) [act] fc2 output
+  dit_cross_acts x;            // cross-attention (buffers NULL without text)
 } dit_block_acts;
 
 struct dit_model {
@@ -53,6 +78,9 @@ struct dit_model {
   char (*names)[DIT_NAME_MAX]; // (n_tensors)
   dit_linear x_embed, t_fc1, t_fc2, final_adaln, final_linear;
   int y_embed;                 // -1 if num_classes == 0
+  dit_linear t_text1, t_text2; // text_embed.fc1, fc2 (when text_dim > 0)
+  int text_null;               // text_null.weight (D), or -1 without text
+  int max_text;                // caption tokens a batch may have: max_clips * text_len
   dit_block_params *bp;        // (depth)
 
   size_t n_params;
@@ -68,17 +96,30 @@ struct dit_model {
   float *tsc;                  // (C) [f32] 1000 t
   void *temb, *c1, *s1, *c, *cs;  // (C, freq), (C, D) x4: conditioning
   void *fmod;                  // (C, 2D) final shift, scale
-  void *lnf, *of;              // final LN (L, D), modulated (L, D)
+  void *of;                    // (L, D) final LN, modulated
   float *meanf, *rstdf;        // (L), (L) [f32]
   void *pred;                  // (L, P)
   float *loss, *sse;           // (1), (C) [f32]
   // backward scratch
   void *dh, *dt1, *dt2, *dt3, *dq, *dk, *dv;  // (L, D)
-  void *dF1, *dF2;             // (L, F)
+  void *dF;                    // (L, F) dL/d(fc1 output)
   void *dpred;                 // (L, P)
   void *dmod, *dcs, *dc, *dc1; // (C, 6D), (C, D) x3
   int32_t *null_labels;        // (max_clips) all = num_classes
   void *dx;                    // (L, P) user buffer for dL/dx, or NULL
+  // captions (text_dim > 0; NULL otherwise): the caption context shared by every block
+  void *tx1, *txg, *ctx;       // (max_text, D) [act] text_embed.fc1 out, GELU, fc2 out
+  void *nullctx;               // (C, D) [act] the null token, one row a clip
+  void *dctx, *dnull;          // (max_text, D), (C, D) [act] their gradients (all blocks)
+  void *dtx;                   // (max_text, D) [act] backward scratch
+  void *xatt_n;                // (L, D) [act] cross-attention output over the null token
+  float *xlse_n, *xdelta;      // (L, H) [f32] its lse; the backward's delta
+  void *dxk, *dxv;             // (max_text, D) [act] caption key/value gradients
+  void *dnk, *dnv;             // (C, D) [act] null key/value gradients
+  int32_t *zero_ids;           // (max_clips) all 0: the null token's row of text_null
+  int32_t *cu_null;            // (max_clips + 1) 0, 1, .., C: one null key per clip
+  int32_t *cu_text0;           // (max_clips + 1) all 0: "no caption" for a batch without
+  int text_Lt;                 // caption tokens of the last forward
 
   int fwd_L, fwd_C, have_fwd;  // the last forward's batch sizes
 
@@ -107,24 +148,47 @@ tsr_status dit_linear_fwd(dit_model *m, dit_linear l, void *out, const void *inp
 // or skipped when NULL. dinp, dout: (M, N), inp: (M, K), all [act]
 tsr_status dit_linear_bwd(dit_model *m, dit_linear l, void *dinp, int accumulate,
                           const void *dout, const void *inp, int M);
-// out = LN(inp) (1 + scale[c]) + shift[c]; keeps ln, mean, rstd for backward.
-// out, ln, inp: (L, D) [act], mean, rstd: (L) [f32], shift/scale: (C, mstride) [act]
-tsr_status dit_ln_mod_fwd(dit_model *m, const dit_batch *b, void *out, void *ln, float *mean,
-                          float *rstd, const void *inp, const void *shift, const void *scale,
-                          int mstride);
+// out = GELU(pre), pre = inp W + b (kept for the backward). out, pre: (M, N) [act],
+// inp: (M, K) [act]
+tsr_status dit_linear_gelu_fwd(dit_model *m, dit_linear l, void *out, void *pre, const void *inp,
+                               int M);
+// Backward of a linear layer whose input was GELU(pre): dpre = GELU'(pre) (dout W^T)
+// (overwritten), parameter grads accumulate. dpre, pre, inp = GELU(pre): (M, K) [act],
+// dout: (M, N) [act]
+tsr_status dit_linear_dgelu_bwd(dit_model *m, dit_linear l, void *dpre, const void *dout,
+                                const void *inp, const void *pre, int M);
+// out = LN(inp) (1 + scale[c]) + shift[c]; keeps mean, rstd for backward.
+// out, inp: (L, D) [act], mean, rstd: (L) [f32], shift/scale: (C, mstride) [act]
+tsr_status dit_ln_mod_fwd(dit_model *m, const dit_batch *b, void *out, float *mean, float *rstd,
+                          const void *inp, const void *shift, const void *scale, int mstride);
 // Backward of dit_ln_mod_fwd: dinp ADDED TO (the residual stream's gradient);
-// dshift/dscale (C, mstride) overwritten; tmp1, tmp2: (L, D) scratch. All [act] but
-// mean, rstd.
+// dshift/dscale (C, mstride) overwritten. All [act] but mean, rstd.
 tsr_status dit_ln_mod_bwd(dit_model *m, const dit_batch *b, void *dinp, void *dshift,
-                          void *dscale, const void *dout, const void *inp, const void *ln,
-                          const float *mean, const float *rstd, const void *scale, int mstride,
-                          void *tmp1, void *tmp2);
+                          void *dscale, const void *dout, const void *inp, const float *mean,
+                          const float *rstd, const void *scale, int mstride);
 
 // ---- conditioning (cond.c): cs = SiLU(t_embed(t) + y_embed(label)) ---------------------
 tsr_status dit_cond_fwd(dit_model *m, const dit_batch *b);
 // From m->dcs (C, D): accumulates t_embed / y_embed grads.
 tsr_status dit_cond_bwd(dit_model *m, const dit_batch *b);
 const int32_t *dit_labels(const dit_model *m, const dit_batch *b);  // (C) or NULL
+
+// ---- captions (cond.c, cross.c) ------------------------------------------------------------
+// The caption context: m->ctx (Lt, D) = text_embed.fc2(GELU(text_embed.fc1(b->text))) and
+// m->nullctx (C, D) = text_null in every row. No-op without text.
+tsr_status dit_text_fwd(dit_model *m, const dit_batch *b);
+// From m->dctx, m->dnull (accumulated by every block's cross-attention): text_embed and
+// text_null gradients.
+tsr_status dit_text_bwd(dit_model *m, const dit_batch *b);
+// The batch's caption offsets (C + 1): b->cu_text, or all zero (no captions) when NULL.
+const int32_t *dit_cu_text(const dit_model *m, const dit_batch *b);
+// Cross-attention of block i: a->h = hin + proj(attention(q(LN(hin)), caption and null
+// keys/values)). hin: (L, D) [act]
+tsr_status dit_cross_fwd(dit_model *m, int i, dit_cross_acts *a, const void *hin,
+                         const dit_batch *b);
+// m->dh (L, D): in dL/da->h, out dL/dhin; m->dctx, m->dnull += the block's contributions.
+tsr_status dit_cross_bwd(dit_model *m, int i, const dit_cross_acts *a, const void *hin,
+                         const dit_batch *b);
 
 // ---- one block (block.c) ---------------------------------------------------------------
 // hout = block i (hin); activations in a. hin, hout: (L, D) [act]

@@ -1,4 +1,5 @@
-// model/objective.c — rectified-flow inputs from uint8 tokens (formulas: objective.h).
+// model/objective.c — rectified-flow inputs from stored tokens and the clips' captions
+// (formulas: objective.h).
 #include "model/objective.h"
 
 #include <math.h>
@@ -32,10 +33,29 @@ tsr_status objective_alloc(objective_batch *ob, int max_tokens, int max_clips, i
   return TSR_OK;
 }
 
+tsr_status objective_alloc_text(objective_batch *ob, int text_dim, int max_text) {
+  if (text_dim < 1 || max_text < 1)
+    return err_set(TSR_EINVAL, "objective_alloc_text: text_dim %d and max_text %d must be >= 1",
+                   text_dim, max_text);
+  free(ob->text), free(ob->cu_text);
+  ob->text_dim = text_dim, ob->max_text = max_text;
+  ob->text = calloc((size_t)max_text * text_dim, sizeof(float));
+  ob->cu_text = calloc((size_t)ob->max_clips + 1, sizeof(int32_t));
+  if (!ob->text || !ob->cu_text)
+    return err_set(TSR_ENOMEM, "objective_alloc_text: no memory for %d caption tokens", max_text);
+  return TSR_OK;
+}
+
 void objective_free(objective_batch *ob) {
   free(ob->cu_seqlens), free(ob->pos), free(ob->t), free(ob->labels), free(ob->x);
-  free(ob->target), free(ob->loss_weight);
+  free(ob->target), free(ob->loss_weight), free(ob->text), free(ob->cu_text);
   memset(ob, 0, sizeof *ob);
+}
+
+int objective_caption_kept(const train_config *tc, int64_t step, int64_t clip_id) {
+  // the label's draw (objective_label): label and caption drop together at equal rates
+  rng_key k = {(uint64_t)tc->seed, (uint64_t)step, (uint64_t)clip_id, RNG_STREAM_LABEL_DROP};
+  return !(rng_uniform(&k, 0) < tc->caption_dropout);
 }
 
 double objective_timestep(const train_config *tc, int64_t step, int64_t clip_id,
@@ -54,7 +74,8 @@ int objective_label(const dit_config *mc, const train_config *tc, int64_t step, 
   return rng_uniform(&k, 0) < tc->class_dropout ? nc : label;
 }
 
-static tsr_status check_clip(const objective_clip *c, int nc) {
+static tsr_status check_clip(const objective_clip *c, const dit_config *mc) {
+  int nc = mc->num_classes;
   if (c->len < 0 || c->first_token < 0 || c->first_token + c->len > c->total_tokens)
     return err_set(TSR_EINVAL,
                    "objective: clip %lld: chunk [%lld, %lld) is outside its %lld tokens",
@@ -68,7 +89,33 @@ static tsr_status check_clip(const objective_clip *c, int nc) {
   if (nc > 0 && c->label >= nc)
     return err_set(TSR_EINVAL, "objective: clip %lld: label %d >= model.num_classes = %d",
                    (long long)c->clip_id, c->label, nc);
+  if (!kernels_tokens_size(c->tokens_dtype))
+    return err_set(TSR_EINVAL, "objective: clip %lld: unknown token dtype %d",
+                   (long long)c->clip_id, (int)c->tokens_dtype);
+  if (c->text && mc->text_dim > 0 &&
+      (c->text_tokens < 0 || c->text_tokens > mc->text_len ||
+       (c->text_dtype != KERNELS_TOKENS_BF16 && c->text_dtype != KERNELS_TOKENS_F32)))
+    return err_set(TSR_EINVAL, "objective: clip %lld: caption of %d tokens (dtype %d); the model "
+                   "takes 0 to model.text_len = %d tokens of bf16 or f32", (long long)c->clip_id,
+                   c->text_tokens, (int)c->text_dtype, mc->text_len);
   return TSR_OK;
+}
+
+// Caption rows of a clip at this step: its caption's tokens, or 0 (none, or dropped).
+static int caption_rows(const dit_config *mc, const train_config *tc, int64_t step,
+                        const objective_clip *c) {
+  if (mc->text_dim <= 0 || !c->text || c->text_tokens <= 0) return 0;
+  return objective_caption_kept(tc, step, c->clip_id) ? c->text_tokens : 0;
+}
+
+// The clean value x0 of token value q of a clip (kernels.h objective_inputs, same formula
+// and float arithmetic as the backends').
+static float token_x0(const objective_clip *c, size_t q) {
+  switch (c->tokens_dtype) {
+  case KERNELS_TOKENS_U8: return (float)((const uint8_t *)c->tokens)[q] * (2.0f / 255.0f) - 1.0f;
+  case KERNELS_TOKENS_BF16: return kernels_bf16_to_f32(((const kernels_bf16 *)c->tokens)[q]);
+  default: return ((const float *)c->tokens)[q];
+  }
 }
 
 // The host part of a microbatch, shared by objective_build and objective_device_build:
@@ -78,7 +125,7 @@ static tsr_status build_meta(const dit_config *mc, const train_config *tc, int64
                              int n_batch_clips, const objective_clip *clips, int n_clips,
                              int max_tokens, int max_clips, int P_buf, int32_t *cu, int32_t *pos,
                              int32_t *labels, float *loss_weight, kernels_clip_key *keys,
-                             int *L_out) {
+                             int32_t *cu_text, int max_text, int *L_out, int *Lt_out) {
   int P = mc->pt * mc->ph * mc->pw * mc->channels;
   if (P != P_buf)
     return err_set(TSR_EINVAL, "objective: the model has %d values per token, the buffers %d", P,
@@ -86,20 +133,26 @@ static tsr_status build_meta(const dit_config *mc, const train_config *tc, int64
   if (n_clips < 1 || n_clips > max_clips || n_batch_clips < 1)
     return err_set(TSR_EINVAL, "objective: %d clips (buffers hold 1 to %d), global batch %d",
                    n_clips, max_clips, n_batch_clips);
-  int64_t L = 0;
+  int64_t L = 0, Lt = 0;
   for (int c = 0; c < n_clips; c++) {
-    tsr_status st = check_clip(&clips[c], mc->num_classes);
+    tsr_status st = check_clip(&clips[c], mc);
     if (st) return st;
     L += clips[c].len;
+    Lt += caption_rows(mc, tc, step, &clips[c]);
   }
   if (L > max_tokens)
     return err_set(TSR_EINVAL, "objective: %lld tokens, the buffers hold %d", (long long)L,
                    max_tokens);
+  if (Lt > 0 && (!cu_text || Lt > max_text))
+    return err_set(TSR_EINVAL, "objective: %lld caption tokens, the buffers hold %d",
+                   (long long)Lt, cu_text ? max_text : 0);
   cu[0] = 0;
+  if (cu_text) cu_text[0] = 0;
   for (int c = 0; c < n_clips; c++) {
     const objective_clip *k = &clips[c];
     int32_t r0 = cu[c];
     cu[c + 1] = r0 + k->len;
+    if (cu_text) cu_text[c + 1] = cu_text[c] + caption_rows(mc, tc, step, k);
     labels[c] = objective_label(mc, tc, step, k->clip_id, k->label);
     loss_weight[c] = kernels_mse_weight(n_batch_clips, k->total_tokens, P);
     if (keys) keys[c] = (kernels_clip_key){k->clip_id, k->total_tokens, k->first_token};
@@ -113,19 +166,36 @@ static tsr_status build_meta(const dit_config *mc, const train_config *tc, int64
     }
   }
   *L_out = (int)L;
+  *Lt_out = (int)Lt;
   return TSR_OK;
+}
+
+// Copies n caption values of dtype dt to fp32.
+static void text_to_f32(float *dst, const void *src, kernels_tokens dt, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    dst[i] = dt == KERNELS_TOKENS_BF16 ? kernels_bf16_to_f32(((const kernels_bf16 *)src)[i])
+                                       : ((const float *)src)[i];
 }
 
 tsr_status objective_build(objective_batch *ob, const dit_config *mc, const train_config *tc,
                            int64_t step, int n_batch_clips, const objective_clip *clips,
                            int n_clips) {
-  int L, P = ob->P;
+  int L, Lt, P = ob->P;
+  if (mc->text_dim > 0 && ob->text_dim != mc->text_dim)
+    return err_set(TSR_EINVAL, "objective_build: the model takes captions of width %d, the "
+                   "buffers %d (objective_alloc_text)", mc->text_dim, ob->text_dim);
   tsr_status st = build_meta(mc, tc, step, n_batch_clips, clips, n_clips, ob->max_tokens,
                              ob->max_clips, ob->P, ob->cu_seqlens, ob->pos, ob->labels,
-                             ob->loss_weight, NULL, &L);
+                             ob->loss_weight, NULL, mc->text_dim > 0 ? ob->cu_text : NULL,
+                             ob->max_text, &L, &Lt);
   if (st) return st;
-  ob->n_clips = n_clips, ob->L = L;
-  const float a = 2.0f / 255.0f;
+  ob->n_clips = n_clips, ob->L = L, ob->Lt = Lt;
+  for (int c = 0; c < n_clips && Lt > 0; c++) {
+    int n = ob->cu_text[c + 1] - ob->cu_text[c];
+    if (n)
+      text_to_f32(ob->text + (size_t)ob->cu_text[c] * ob->text_dim, clips[c].text,
+                  clips[c].text_dtype, (size_t)n * ob->text_dim);
+  }
   for (int c = 0; c < n_clips; c++) {
     const objective_clip *k = &clips[c];
     int32_t r0 = ob->cu_seqlens[c];
@@ -135,10 +205,9 @@ tsr_status objective_build(objective_batch *ob, const dit_config *mc, const trai
     for (int i = 0; i < k->len; i++) {
       int64_t j = k->first_token + i;
       size_t r = (size_t)(r0 + i);
-      const uint8_t *u = k->tokens + (size_t)i * P;
       float *x = ob->x + r * P, *v = ob->target + r * P;
       for (int q = 0; q < P; q++) {
-        float x0 = (float)u[q] * a - 1.0f;
+        float x0 = token_x0(k, (size_t)i * P + (size_t)q);
         float e = (float)rng_normal(&nk, (uint64_t)j * (uint64_t)P + (uint64_t)q);
         x[q] = (1.0f - t) * x0 + t * e;
         v[q] = e - x0;
@@ -149,19 +218,32 @@ tsr_status objective_build(objective_batch *ob, const dit_config *mc, const trai
 }
 
 // The backend buffers of an objective_device, in this order, each 64-byte aligned.
-enum { DEV_CU, DEV_POS, DEV_LABELS, DEV_T, DEV_LW, DEV_X, DEV_TARGET, DEV_TOKENS, DEV_KEYS, DEV_N };
+enum { DEV_CU, DEV_POS, DEV_LABELS, DEV_T, DEV_LW, DEV_X, DEV_TARGET, DEV_KEYS, DEV_CU_TEXT,
+       DEV_N };
 
-static size_t dev_bytes(const objective_device *d, int part) {
-  size_t L = (size_t)d->max_tokens, C = (size_t)d->max_clips, LP = L * (size_t)d->P;
+static size_t dev_bytes_of(kernels_dtype act, size_t L, size_t C, size_t P, int part) {
+  size_t LP = L * P;
   switch (part) {
   case DEV_CU: return sizeof(int32_t) * (C + 1);
   case DEV_POS: return sizeof(int32_t) * 3 * L;
   case DEV_LABELS: return sizeof(int32_t) * C;
   case DEV_T: case DEV_LW: return sizeof(float) * C;
-  case DEV_X: case DEV_TARGET: return kernels_act_bytes(d->kb, LP);
-  case DEV_TOKENS: return LP;
+  case DEV_X: case DEV_TARGET: return LP * kernels_dtype_size(act);
+  case DEV_CU_TEXT: return sizeof(int32_t) * (C + 1);
   default: return sizeof(kernels_clip_key) * C;
   }
+}
+
+static size_t dev_bytes(const objective_device *d, int part) {
+  return dev_bytes_of(d->kb->act_dtype, (size_t)d->max_tokens, (size_t)d->max_clips,
+                      (size_t)d->P, part);
+}
+
+size_t objective_device_bytes(kernels_dtype act, int max_tokens, int max_clips, int P) {
+  size_t bytes = 0;
+  for (int i = 0; i < DEV_N; i++)
+    bytes += (dev_bytes_of(act, (size_t)max_tokens, (size_t)max_clips, (size_t)P, i) + 63) / 64 * 64;
+  return bytes;
 }
 
 static void *dev_part(const objective_device *d, int part) {
@@ -174,15 +256,15 @@ tsr_status objective_device_alloc(objective_device *d, const kernels_backend *kb
                                   int max_clips, int P) {
   memset(d, 0, sizeof *d);
   d->kb = kb, d->max_tokens = max_tokens, d->max_clips = max_clips, d->P = P;
-  size_t bytes = 0;
-  for (int i = 0; i < DEV_N; i++) bytes += (dev_bytes(d, i) + 63) / 64 * 64;
+  size_t bytes = objective_device_bytes(kb->act_dtype, max_tokens, max_clips, P);
   size_t C = (size_t)max_clips;
   d->cu_h = calloc(C + 1, sizeof(int32_t));
   d->pos_h = calloc((size_t)max_tokens * 3, sizeof(int32_t));
   d->labels_h = calloc(C, sizeof(int32_t));
   d->lw_h = calloc(C, sizeof(float));
   d->keys_h = calloc(C, sizeof(kernels_clip_key));
-  if (!d->cu_h || !d->pos_h || !d->labels_h || !d->lw_h || !d->keys_h) {
+  d->cu_text_h = calloc(C + 1, sizeof(int32_t));
+  if (!d->cu_h || !d->pos_h || !d->labels_h || !d->lw_h || !d->keys_h || !d->cu_text_h) {
     objective_device_free(d);
     return err_set(TSR_ENOMEM, "objective_device_alloc: no memory for %d tokens", max_tokens);
   }
@@ -191,13 +273,39 @@ tsr_status objective_device_alloc(objective_device *d, const kernels_backend *kb
   return st;
 }
 
-// d->batch pointing at the backend buffers for C clips and L tokens.
-static void set_batch(objective_device *d, int C, int L, int num_classes) {
+// d->batch pointing at the backend buffers for C clips, L tokens and Lt caption tokens
+// (text: with_text = the model's text_dim > 0).
+static void set_batch(objective_device *d, int C, int L, int num_classes, int with_text, int Lt) {
   d->batch = (dit_batch){.n_clips = C, .L = L, .cu_seqlens = dev_part(d, DEV_CU),
                          .pos = dev_part(d, DEV_POS),
                          .labels = num_classes > 0 ? dev_part(d, DEV_LABELS) : NULL,
                          .t = dev_part(d, DEV_T), .loss_weight = dev_part(d, DEV_LW),
-                         .x = dev_part(d, DEV_X), .target = dev_part(d, DEV_TARGET)};
+                         .x = dev_part(d, DEV_X), .target = dev_part(d, DEV_TARGET),
+                         .Lt = with_text ? Lt : 0,
+                         .cu_text = with_text ? dev_part(d, DEV_CU_TEXT) : NULL,
+                         .text = with_text ? d->text : NULL};
+}
+
+// Grows a backend buffer to at least `bytes` (contents not kept).
+static tsr_status grow(const kernels_backend *kb, void **p, size_t *cap, size_t bytes) {
+  if (bytes <= *cap && *p) return TSR_OK;
+  kb->free(kb, *p);
+  *p = NULL, *cap = 0;
+  tsr_status st = kb->alloc(kb, p, bytes ? bytes : 1);
+  if (!st) *cap = bytes;
+  return st;
+}
+
+// Caption buffers (raw and act dtype) for Lt tokens of width text_dim.
+static tsr_status grow_text(objective_device *d, int Lt, int text_dim) {
+  const kernels_backend *kb = d->kb;
+  if ((size_t)Lt <= d->text_cap && d->text) return TSR_OK;
+  size_t cap = (size_t)Lt + (size_t)Lt / 2 + 16, raw = 0, act = 0;
+  d->text_cap = 0;
+  tsr_status st = grow(kb, &d->text_raw, &raw, cap * (size_t)text_dim * sizeof(float));
+  if (!st) st = grow(kb, &d->text, &act, kernels_act_bytes(kb, cap * (size_t)text_dim));
+  if (!st) d->text_cap = cap;
+  return st;
 }
 
 tsr_status objective_upload(objective_device *d, const objective_batch *ob, int num_classes) {
@@ -229,7 +337,16 @@ tsr_status objective_upload(objective_device *d, const objective_batch *ob, int 
     tsr_status st = kb->to_device(kb, dev_part(d, parts[i].part), parts[i].src, parts[i].bytes);
     if (st) return st;
   }
-  set_batch(d, C, L, num_classes);
+  int with_text = ob->text_dim > 0;
+  if (with_text) {
+    tsr_status st = kb->to_device(kb, dev_part(d, DEV_CU_TEXT), ob->cu_text,
+                                  sizeof(int32_t) * ((size_t)C + 1));
+    if (!st) st = grow_text(d, ob->Lt, ob->text_dim);
+    if (!st && ob->Lt)
+      st = kb->to_device(kb, d->text, ob->text, sizeof(float) * (size_t)ob->Lt * ob->text_dim);
+    if (st) return st;
+  }
+  set_batch(d, C, L, num_classes, with_text, ob->Lt);
   return TSR_OK;
 }
 
@@ -237,12 +354,18 @@ tsr_status objective_device_build(objective_device *d, const dit_config *mc,
                                   const train_config *tc, int64_t step, int n_batch_clips,
                                   const objective_clip *clips, int n_clips) {
   const kernels_backend *kb = d->kb;
-  int L;
+  int L, Lt, with_text = mc->text_dim > 0;
+  int max_text = with_text ? n_clips * mc->text_len : 0;
   tsr_status st = build_meta(mc, tc, step, n_batch_clips, clips, n_clips, d->max_tokens,
                              d->max_clips, d->P, d->cu_h, d->pos_h, d->labels_h, d->lw_h,
-                             d->keys_h, &L);
+                             d->keys_h, with_text ? d->cu_text_h : NULL, max_text, &L, &Lt);
   if (st) return st;
-  size_t C = (size_t)n_clips, P = (size_t)d->P;
+  for (int c = 1; c < n_clips; c++)
+    if (clips[c].tokens_dtype != clips[0].tokens_dtype)
+      return err_set(TSR_EINVAL, "objective: clips %lld and %lld of one microbatch have tokens of "
+                     "different dtypes", (long long)clips[0].clip_id, (long long)clips[c].clip_id);
+  kernels_tokens tdt = clips[0].tokens_dtype;
+  size_t C = (size_t)n_clips, P = (size_t)d->P, tsz = kernels_tokens_size(tdt);
   struct {
     int part;
     const void *src;
@@ -256,24 +379,49 @@ tsr_status objective_device_build(objective_device *d, const dit_config *mc,
   };
   for (size_t i = 0; !st && i < sizeof parts / sizeof parts[0]; i++)
     st = kb->to_device(kb, dev_part(d, parts[i].part), parts[i].src, parts[i].bytes);
-  // the tokens as stored (uint8): a chunk's tokens are contiguous in its clip
-  uint8_t *tok = dev_part(d, DEV_TOKENS);
+  // the tokens as stored: a chunk's tokens are contiguous in its clip
+  if (!st) st = grow(kb, &d->tok, &d->tok_cap, (size_t)d->max_tokens * P * tsz);
+  char *tok = d->tok;
   for (int c = 0; !st && c < n_clips; c++)
     if (clips[c].len)
-      st = kb->to_device(kb, tok + (size_t)d->cu_h[c] * P, clips[c].tokens, (size_t)clips[c].len * P);
+      st = kb->to_device(kb, tok + (size_t)d->cu_h[c] * P * tsz, clips[c].tokens,
+                         (size_t)clips[c].len * P * tsz);
   if (!st)
     st = kb->objective_inputs(kb, dev_part(d, DEV_T), dev_part(d, DEV_X),
-                              dev_part(d, DEV_TARGET), tok, dev_part(d, DEV_KEYS),
+                              dev_part(d, DEV_TARGET), tok, tdt, dev_part(d, DEV_KEYS),
                               dev_part(d, DEV_CU), n_clips, L, d->P, (uint64_t)tc->seed,
                               (uint64_t)step, tc->t_logit_mean, tc->t_logit_std,
                               tc->t_shift_tokens);
+  // kept captions: uploaded as stored, then cast to the act dtype clip by clip
+  if (!st && with_text) {
+    st = kb->to_device(kb, dev_part(d, DEV_CU_TEXT), d->cu_text_h, sizeof(int32_t) * (C + 1));
+    if (!st) st = grow_text(d, Lt, mc->text_dim);
+    size_t TD = (size_t)mc->text_dim;
+    for (int c = 0; !st && c < n_clips; c++) {
+      size_t r0 = (size_t)d->cu_text_h[c], n = (size_t)(d->cu_text_h[c + 1] - d->cu_text_h[c]);
+      if (!n) continue;
+      kernels_tokens dt = clips[c].text_dtype;
+      size_t es = kernels_tokens_size(dt);
+      char *raw = (char *)d->text_raw + r0 * TD * sizeof(float);
+      st = kb->to_device(kb, raw, clips[c].text, n * TD * es);
+      if (!st)
+        st = kb->cast(kb, kernels_act_at(kb, d->text, r0 * TD), kb->act_dtype, raw,
+                      dt == KERNELS_TOKENS_BF16 ? KERNELS_BF16 : KERNELS_F32, n * TD);
+    }
+  }
   if (st) return st;
-  set_batch(d, n_clips, L, mc->num_classes);
+  set_batch(d, n_clips, L, mc->num_classes, with_text, Lt);
   return TSR_OK;
 }
 
 void objective_device_free(objective_device *d) {
-  if (d->kb) d->kb->free(d->kb, d->mem);
+  if (d->kb) {
+    d->kb->free(d->kb, d->mem);
+    d->kb->free(d->kb, d->tok);
+    d->kb->free(d->kb, d->text_raw);
+    d->kb->free(d->kb, d->text);
+  }
   free(d->cu_h), free(d->pos_h), free(d->labels_h), free(d->lw_h), free(d->keys_h);
+  free(d->cu_text_h);
   memset(d, 0, sizeof *d);
 }

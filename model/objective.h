@@ -1,9 +1,10 @@
 // model/objective.h — the rectified-flow training objective: builds a microbatch's inputs
-// (dit_batch) from uint8 tubelet tokens (DESIGN.md "Model", docs/model.md "Objective").
+// (dit_batch) from stored tubelet tokens, uint8 pixels or bf16/f32 VAE latents, and the
+// clips' caption embeddings (DESIGN.md "Model", docs/model.md "Objective").
 //
 // For a clip with id `clip_id` of N = T*H*W tokens, P values per token, at training `step`
 // with seed = train.seed (keys: core/rng.h rng_key {seed, step, clip_id, stream}):
-//   x0 = u8 * (2/255) - 1                                   (float arithmetic)
+//   x0 = u8 * (2/255) - 1 (pixels), or the latent value itself (bf16/f32) (float arithmetic)
 //   z  = rng_normal({seed, step, clip_id, TIMESTEP}, 0)
 //   t  = sigmoid(t_logit_mean + t_logit_std z)
 //   s  = max(1, sqrt(N / t_shift_tokens))  (s = 1 when t_shift_tokens == 0)
@@ -12,6 +13,12 @@
 //   x_t = (1 - t') x0 + t' e;  target v = e - x0
 //   label = the clip's label (or num_classes = "no label" if it has none), replaced by
 //           num_classes when rng_uniform({seed, step, clip_id, LABEL_DROP}, 0) < class_dropout
+//   caption (model.text_dim > 0): the clip's caption embedding (n, text_dim), kept unless
+//           the clip has none or u = rng_uniform({seed, step, clip_id, LABEL_DROP}, 0) <
+//           train.caption_dropout (the SAME draw as the label's: with equal rates, label
+//           and caption are dropped together, the unconditional input of guidance); a
+//           dropped caption has no tokens, so the clip attends only to the model's learned
+//           null token (docs/model.md)
 //   pos[j] = (j / (H W), (j / W) mod H, j mod W)
 //   loss_weight = kernels_mse_weight(n_batch_clips, N, P)
 // Everything is a function of (seed, step, clip id, token index) only: a CP chunk that
@@ -35,13 +42,22 @@ typedef struct {
   int len;                  // tokens in this chunk
   int T, H, W;              // the clip's token grid
   int label;                // class id in [0, num_classes), or -1: no label
-  const uint8_t *tokens;    // (len, P) host memory, the chunk's tokens
+  const void *tokens;       // (len, P) host memory, the chunk's tokens in tokens_dtype
+  kernels_tokens tokens_dtype;  // the store's dtype (0: uint8 pixels)
+  const void *text;         // (text_tokens, model.text_dim) host memory in text_dtype: the
+                            // WHOLE clip's caption embedding (every CP chunk gets all of it);
+                            // NULL: no caption
+  int text_tokens;          // 0 .. model.text_len
+  kernels_tokens text_dtype;    // bf16 or f32
 } objective_clip;
 
 // A microbatch's inputs in HOST memory (capacities fixed at objective_alloc).
 typedef struct {
   int max_tokens, max_clips, P;
-  int n_clips, L;
+  int text_dim, max_text;   // caption width and capacity (tokens); 0 without text
+  int n_clips, L, Lt;       // clips, tokens, caption tokens
+  int32_t *cu_text;         // (max_clips + 1) caption rows of each clip in text
+  float *text;              // (max_text, text_dim) the kept captions' embeddings
   int32_t *cu_seqlens;      // (max_clips + 1)
   int32_t *pos;             // (max_tokens, 3)
   float *t;                 // (max_clips) shifted t' per clip
@@ -51,7 +67,9 @@ typedef struct {
   float *loss_weight;       // (max_clips)
 } objective_batch;
 
+// Captions need text_dim > 0 and max_text >= 1 (both 0: a model without text).
 tsr_status objective_alloc(objective_batch *ob, int max_tokens, int max_clips, int P);
+tsr_status objective_alloc_text(objective_batch *ob, int text_dim, int max_text);
 void objective_free(objective_batch *ob);
 
 // Fills ob for `clips` at training step `step`; n_batch_clips = clips in the GLOBAL batch
@@ -66,6 +84,8 @@ double objective_timestep(const train_config *tc, int64_t step, int64_t clip_id,
 // The label after dropout (label < 0: none). num_classes == 0 gives 0.
 int objective_label(const dit_config *mc, const train_config *tc, int64_t step, int64_t clip_id,
                     int label);
+// 1 if a clip with a caption keeps it at this step (caption dropout above), else 0.
+int objective_caption_kept(const train_config *tc, int64_t step, int64_t clip_id);
 
 // A microbatch's inputs in BACKEND memory, and the dit_batch pointing at them: x and
 // target in the backend's act dtype, t and loss weights fp32, the integer arrays int32.
@@ -77,25 +97,37 @@ typedef struct {
   int32_t *cu_h, *pos_h, *labels_h;  // (C + 1), (L, 3), (C)
   float *lw_h;                       // (C) loss weights
   kernels_clip_key *keys_h;          // (C) the clips' random-number keys
+  int32_t *cu_text_h;                // (C + 1) caption rows of each clip
+  // grown on first use, so a store's dtype and the captions cost memory only when used
+  void *tok;                // (max_tokens, P) tokens as stored (uint8, bf16 or f32)
+  size_t tok_cap;           // its bytes
+  void *text_raw, *text;    // (Lt, text_dim) captions as stored; the same in the act dtype
+  int32_t *cu_text;         // (max_clips + 1)
+  size_t text_cap;          // caption tokens text_raw and text hold
   dit_batch batch;          // valid after objective_device_build or objective_upload
 } objective_device;
 
 tsr_status objective_device_alloc(objective_device *d, const kernels_backend *kb, int max_tokens,
                                   int max_clips, int P);
+// Backend bytes objective_device_alloc takes for activations of dtype act (the memory
+// model, model/train/memory.h).
+size_t objective_device_bytes(kernels_dtype act, int max_tokens, int max_clips, int P);
 // The trainer's path: the inputs of `clips` (as objective_build defines them) made ON THE
 // BACKEND. The chunks' uint8 tokens are uploaded as stored and kb->objective_inputs draws
 // t, the noise, x_t and target there from the clips' keys: no (L, P) float array is made
 // on the host or crosses to the device. Only small per-clip and per-token integers are
 // built on the host and uploaded: cu_seqlens, positions (L, 3), labels after dropout,
 // loss weights and the keys (C). On the CPU fp32 backend the batch is bitwise the one of
-// objective_build + objective_upload (kernels.h, objective_inputs).
+// objective_build + objective_upload (kernels.h, objective_inputs). Every clip of a
+// microbatch must have the same tokens_dtype. Kept captions are uploaded as stored and
+// cast to the act dtype (cu_text built on the host).
 tsr_status objective_device_build(objective_device *d, const dit_config *mc,
                                   const train_config *tc, int64_t step, int n_batch_clips,
                                   const objective_clip *clips, int n_clips);
 // Copies a host batch (objective_build) to the backend, for tests and the PyTorch
 // comparisons that need the batch on the host too. Backends with fp32 activations only
 // (TSR_EINVAL otherwise: use objective_device_build). d->batch.labels is NULL when
-// num_classes == 0.
+// num_classes == 0; the captions (ob->text) go along when ob has text.
 tsr_status objective_upload(objective_device *d, const objective_batch *ob, int num_classes);
 void objective_device_free(objective_device *d);
 

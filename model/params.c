@@ -44,6 +44,12 @@ static void build_table(dit_model *m) {
   m->y_embed = c->num_classes > 0
                    ? add_tensor(m, "y_embed.weight", c->num_classes + 1, D, INIT_NORMAL002)
                    : -1;
+  m->text_null = -1;
+  if (c->text_dim > 0) {  // caption embedding -> context, and the learned null token
+    m->t_text1 = add_linear(m, "text_embed.fc1", c->text_dim, D, INIT_XAVIER);
+    m->t_text2 = add_linear(m, "text_embed.fc2", D, D, INIT_XAVIER);
+    m->text_null = add_tensor(m, "text_null.weight", D, 0, INIT_NORMAL002);
+  }
   for (int i = 0; i < c->depth; i++) {
     dit_block_params *bp = &m->bp[i];
     char n[DIT_NAME_MAX];
@@ -57,6 +63,15 @@ static void build_table(dit_model *m) {
     bp->proj = add_linear(m, BLK("proj"), D, D, INIT_XAVIER);
     bp->fc1 = add_linear(m, BLK("fc1"), D, m->F, INIT_XAVIER);
     bp->fc2 = add_linear(m, BLK("fc2"), m->F, D, INIT_XAVIER);
+    if (c->text_dim > 0) {  // cross-attention; proj zero (PixArt): at init it adds nothing
+      dit_cross_params *x = &bp->x;
+      x->q = add_linear(m, BLK("cross.q"), D, D, INIT_XAVIER);
+      x->k = add_linear(m, BLK("cross.k"), D, D, INIT_XAVIER);
+      x->v = add_linear(m, BLK("cross.v"), D, D, INIT_XAVIER);
+      x->q_norm = add_tensor(m, BLK("cross.q_norm.weight"), m->Dh, 0, INIT_ONE);
+      x->k_norm = add_tensor(m, BLK("cross.k_norm.weight"), m->Dh, 0, INIT_ONE);
+      x->proj = add_linear(m, BLK("cross.proj"), D, D, INIT_ZERO);
+    }
 #undef BLK
   }
   m->final_adaln = add_linear(m, "final.adaln", D, 2 * D, INIT_ZERO);
@@ -78,17 +93,28 @@ static void *take(arena *a, size_t bytes) {
 #define TAKE_F(a, n) ((float *)take((a), sizeof(float) * (size_t)(n)))
 #define TAKE_A(a, n) take((a), (a)->asz * (size_t)(n))
 
+static void layout_cross(arena *a, dit_cross_acts *x, size_t L, size_t C, size_t D, size_t H,
+                         size_t Lt) {
+  x->ln = TAKE_A(a, L * D), x->mean = TAKE_F(a, L), x->rstd = TAKE_F(a, L);
+  x->qlin = TAKE_A(a, L * D), x->q = TAKE_A(a, L * D), x->qrstd = TAKE_F(a, L * H);
+  x->klin = TAKE_A(a, Lt * D), x->k = TAKE_A(a, Lt * D), x->v = TAKE_A(a, Lt * D);
+  x->krstd = TAKE_F(a, Lt * H);
+  x->nklin = TAKE_A(a, C * D), x->nk = TAKE_A(a, C * D), x->nv = TAKE_A(a, C * D);
+  x->nkrstd = TAKE_F(a, C * H);
+  x->att = TAKE_A(a, L * D), x->lse = TAKE_F(a, L * H), x->h = TAKE_A(a, L * D);
+}
+
 static void layout_block(arena *a, dit_block_acts *k, size_t L, size_t C, size_t D, size_t F,
                          size_t H) {
   k->mod = TAKE_A(a, C * 6 * D);
-  k->ln1 = TAKE_A(a, L * D), k->a = TAKE_A(a, L * D);
+  k->a = TAKE_A(a, L * D);
   k->mean1 = TAKE_F(a, L), k->rstd1 = TAKE_F(a, L);
   k->qlin = TAKE_A(a, L * D), k->klin = TAKE_A(a, L * D), k->v = TAKE_A(a, L * D);
   k->qrstd = TAKE_F(a, L * H), k->krstd = TAKE_F(a, L * H);
   k->q = TAKE_A(a, L * D), k->k = TAKE_A(a, L * D);
   k->att = TAKE_A(a, L * D), k->lse = TAKE_F(a, L * H);
   k->proj = TAKE_A(a, L * D), k->hmid = TAKE_A(a, L * D);
-  k->ln2 = TAKE_A(a, L * D), k->m = TAKE_A(a, L * D);
+  k->m = TAKE_A(a, L * D);
   k->mean2 = TAKE_F(a, L), k->rstd2 = TAKE_F(a, L);
   k->f1 = TAKE_A(a, L * F), k->g = TAKE_A(a, L * F);
   k->f2 = TAKE_A(a, L * D);
@@ -100,15 +126,28 @@ static void layout(dit_model *m, arena *a) {
   int nblk = m->cfg.recompute ? 1 : m->cfg.depth;
   m->h = TAKE_A(a, (size_t)(m->cfg.depth + 1) * L * D);
   for (int i = 0; i < nblk; i++) layout_block(a, &m->blk[i], L, C, D, F, H);
+  if (m->cfg.text_dim > 0) {  // captions: per block, and the context every block shares
+    size_t Lt = (size_t)m->max_text;
+    for (int i = 0; i < nblk; i++) layout_cross(a, &m->blk[i].x, L, C, D, H, Lt);
+    m->tx1 = TAKE_A(a, Lt * D), m->txg = TAKE_A(a, Lt * D), m->ctx = TAKE_A(a, Lt * D);
+    m->nullctx = TAKE_A(a, C * D), m->dctx = TAKE_A(a, Lt * D), m->dnull = TAKE_A(a, C * D);
+    m->dtx = TAKE_A(a, Lt * D), m->xatt_n = TAKE_A(a, L * D);
+    m->xlse_n = TAKE_F(a, L * H), m->xdelta = TAKE_F(a, L * H);
+    m->dxk = TAKE_A(a, Lt * D), m->dxv = TAKE_A(a, Lt * D);
+    m->dnk = TAKE_A(a, C * D), m->dnv = TAKE_A(a, C * D);
+    m->zero_ids = take(a, sizeof(int32_t) * C);
+    m->cu_null = take(a, sizeof(int32_t) * (C + 1));
+    m->cu_text0 = take(a, sizeof(int32_t) * (C + 1));
+  }
   m->tsc = TAKE_F(a, C), m->temb = TAKE_A(a, C * (size_t)m->cfg.freq_dim);
   m->c1 = TAKE_A(a, C * D), m->s1 = TAKE_A(a, C * D), m->c = TAKE_A(a, C * D);
   m->cs = TAKE_A(a, C * D), m->fmod = TAKE_A(a, C * 2 * D);
-  m->lnf = TAKE_A(a, L * D), m->meanf = TAKE_F(a, L), m->rstdf = TAKE_F(a, L);
+  m->meanf = TAKE_F(a, L), m->rstdf = TAKE_F(a, L);
   m->of = TAKE_A(a, L * D), m->pred = TAKE_A(a, L * P);
   m->loss = TAKE_F(a, 1), m->sse = TAKE_F(a, C);
   m->dh = TAKE_A(a, L * D), m->dt1 = TAKE_A(a, L * D), m->dt2 = TAKE_A(a, L * D);
   m->dt3 = TAKE_A(a, L * D), m->dq = TAKE_A(a, L * D), m->dk = TAKE_A(a, L * D);
-  m->dv = TAKE_A(a, L * D), m->dF1 = TAKE_A(a, L * F), m->dF2 = TAKE_A(a, L * F);
+  m->dv = TAKE_A(a, L * D), m->dF = TAKE_A(a, L * F);
   m->dpred = TAKE_A(a, L * P);
   m->dmod = TAKE_A(a, C * 6 * D), m->dcs = TAKE_A(a, C * D), m->dc = TAKE_A(a, C * D);
   m->dc1 = TAKE_A(a, C * D);
@@ -131,6 +170,57 @@ static tsr_status default_attn_bwd(void *ctx, const kernels_backend *kb, const d
                                 b->L, H, Dh, scale);
 }
 
+// The shape fields and tensor table of a model of config c (no buffers): what dit_create
+// and dit_memory_bytes both start from. Frees nothing on failure (the caller does).
+static tsr_status model_tables(dit_model *m, const dit_config *c, int max_tokens, int max_clips) {
+  m->cfg = *c, m->max_tokens = max_tokens, m->max_clips = max_clips;
+  m->D = c->hidden, m->H = c->heads, m->Dh = c->hidden / c->heads, m->F = c->mlp_ratio * c->hidden;
+  m->P = c->pt * c->ph * c->pw * c->channels;
+  if (c->text_dim > 0 && (int64_t)max_clips * c->text_len > INT32_MAX / 4)
+    return err_set(TSR_EINVAL, "dit_create: %d clips of up to %d caption tokens is too many",
+                   max_clips, c->text_len);
+  m->max_text = c->text_dim > 0 ? max_clips * c->text_len : 0;
+  int cap = DIT_TENSORS_FIXED + DIT_TENSORS_PER_BLOCK * c->depth;
+  m->table = calloc((size_t)cap, sizeof *m->table);
+  m->init = calloc((size_t)cap, sizeof *m->init);
+  m->names = calloc((size_t)cap, sizeof *m->names);
+  m->bp = calloc((size_t)c->depth, sizeof *m->bp);
+  m->blk = calloc((size_t)(c->recompute ? 1 : c->depth), sizeof *m->blk);
+  if (!m->table || !m->init || !m->names || !m->bp || !m->blk)
+    return err_set(TSR_ENOMEM, "dit_create: no memory for the tensor table");
+  build_table(m);
+  return TSR_OK;
+}
+
+tsr_status dit_memory_bytes(const dit_config *c, kernels_dtype act, int64_t max_tokens,
+                            int64_t max_clips, dit_memory *out) {
+  memset(out, 0, sizeof *out);
+  if (!c || max_tokens < 1 || max_clips < 1 || max_tokens > INT32_MAX || max_clips > INT32_MAX)
+    return err_set(TSR_EINVAL, "dit_memory_bytes: max_tokens = %lld and max_clips = %lld must be "
+                   "in [1, 2^31)", (long long)max_tokens, (long long)max_clips);
+  size_t asz = kernels_dtype_size(act);
+  if (!asz) return err_set(TSR_EINVAL, "dit_memory_bytes: unknown activation dtype %d", (int)act);
+  train_config tdef;
+  dit_config unused;
+  config_defaults(&unused, &tdef);
+  tsr_status vst = config_validate(c, &tdef);
+  if (vst) return vst;
+  dit_model m = {0};
+  kernels_backend dtype_only = {.act_dtype = act};  // layout reads the act dtype only
+  m.kb = &dtype_only;
+  tsr_status st = model_tables(&m, c, (int)max_tokens, (int)max_clips);
+  if (!st) {
+    arena a = {.asz = asz};  // measuring pass: base NULL
+    layout(&m, &a);
+    out->n_params = m.n_params;
+    out->params = out->grads = m.n_params * sizeof(float);
+    out->act_weights = act != KERNELS_F32 ? (m.n_params * asz + 63) / 64 * 64 : 0;
+    out->activations = a.used - out->act_weights;
+  }
+  free(m.table), free(m.init), free(m.names), free(m.bp), free(m.blk);
+  return st;
+}
+
 tsr_status dit_create(dit_model **out, const dit_config *c, const kernels_backend *kb,
                       int max_tokens, int max_clips) {
   *out = NULL;
@@ -144,22 +234,10 @@ tsr_status dit_create(dit_model **out, const dit_config *c, const kernels_backen
   DIT_TRY(config_validate(c, &tdef));
   dit_model *m = calloc(1, sizeof *m);
   if (!m) return err_set(TSR_ENOMEM, "dit_create: no memory");
-  m->cfg = *c, m->kb = kb, m->max_tokens = max_tokens, m->max_clips = max_clips;
-  m->D = c->hidden, m->H = c->heads, m->Dh = c->hidden / c->heads, m->F = c->mlp_ratio * c->hidden;
-  m->P = c->pt * c->ph * c->pw * c->channels;
+  m->kb = kb;
   m->attn = (dit_attention){default_attn_fwd, default_attn_bwd, NULL};
-  int cap = DIT_TENSORS_FIXED + DIT_TENSORS_PER_BLOCK * c->depth;
-  m->table = calloc((size_t)cap, sizeof *m->table);
-  m->init = calloc((size_t)cap, sizeof *m->init);
-  m->names = calloc((size_t)cap, sizeof *m->names);
-  m->bp = calloc((size_t)c->depth, sizeof *m->bp);
-  m->blk = calloc((size_t)(c->recompute ? 1 : c->depth), sizeof *m->blk);
-  tsr_status st = TSR_OK;
-  if (!m->table || !m->init || !m->names || !m->bp || !m->blk) {
-    st = err_set(TSR_ENOMEM, "dit_create: no memory for the tensor table");
-    goto fail;
-  }
-  build_table(m);
+  tsr_status st = model_tables(m, c, max_tokens, max_clips);
+  if (st) goto fail;
   if ((st = dit_buckets_init(m))) goto fail;
   if ((st = kb->alloc(kb, (void **)&m->params, m->n_params * sizeof(float))) ||
       (st = kb->alloc(kb, (void **)&m->grads, m->n_params * sizeof(float))))
@@ -189,6 +267,17 @@ tsr_status dit_create(dit_model **out, const dit_config *c, const kernels_backen
   st = kb->to_device(kb, m->null_labels, nl, sizeof(int32_t) * (size_t)max_clips);
   free(nl);
   if (st) goto fail;
+  if (c->text_dim > 0) {  // the index arrays of the null token (memory is zero-filled)
+    int32_t *cn = malloc(sizeof(int32_t) * ((size_t)max_clips + 1));
+    if (!cn) {
+      st = err_set(TSR_ENOMEM, "dit_create: no memory");
+      goto fail;
+    }
+    for (int i = 0; i <= max_clips; i++) cn[i] = i;
+    st = kb->to_device(kb, m->cu_null, cn, sizeof(int32_t) * ((size_t)max_clips + 1));
+    free(cn);
+    if (st) goto fail;
+  }
   *out = m;
   return TSR_OK;
 fail:

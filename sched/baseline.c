@@ -65,6 +65,18 @@ typedef struct {
   int m;
 } mb_state;
 
+// The least-loaded of n groups (n a power of two: N / k_s) in O(log n): tree[1] is the
+// group with the least load, the lowest index on ties (the scan it replaces took O(n) per
+// clip). tree: (2n) node -> group; leaf of group q at n + q. Refreshes q's leaf and path.
+static void load_tree_update(int32_t *tree, const double *load, int n, int q) {
+  int x = n + q;
+  tree[x] = q;
+  for (x >>= 1; x >= 1; x >>= 1) {
+    int32_t a = tree[2 * x], b = tree[2 * x + 1];
+    tree[x] = load[b] < load[a] ? b : a;
+  }
+}
+
 tsr_status sched_baseline_balanced(const sched_config *cfg, const int64_t *tokens, int n,
                                    plan *out) {
   static_scratch s = {0};
@@ -86,12 +98,13 @@ tsr_status sched_baseline_balanced(const sched_config *cfg, const int64_t *token
     const cost_model *cm = &cfg->cost;
     int G = cfg->cluster.gpus_per_node;
     int32_t *last_mb = calloc((size_t)s.ngroups, sizeof *last_mb);
-    if (!st && !last_mb) st = err_set(TSR_ENOMEM, "baseline: out of memory");
+    int32_t *tree = malloc(2 * (size_t)s.ngroups * sizeof *tree);
+    if (!st && (!last_mb || !tree)) st = err_set(TSR_ENOMEM, "baseline: out of memory");
+    for (int q = 0; !st && q < s.ngroups; q++) tree[s.ngroups + q] = q;  // all loads 0:
+    for (int x = s.ngroups - 1; !st && x >= 1; x--) tree[x] = tree[2 * x];  // leftmost wins
     for (int j = 0; !st && j < n; j++) {
       int c = order[j];
-      int q = 0;  // least-loaded group (first on ties)
-      for (int r = 1; r < s.ngroups; r++)
-        if (load[r] < load[q]) q = r;
+      int q = tree[1];  // least-loaded group (first on ties)
       int64_t chunk = cost_chunk_tokens(tokens[c], s.ks);
       int b = first_mb[q];
       while (b >= 0 && mb[b].mem + chunk > cfg->cluster.mem_tokens) b = next_mb[b];
@@ -110,9 +123,11 @@ tsr_status sched_baseline_balanced(const sched_config *cfg, const int64_t *token
       mb[b].s2 += L * L;
       mb[b].m++;
       load[q] += cost_group_time(cm, G, s.ks, mb[b].m, mb[b].s1, mb[b].s2);
+      load_tree_update(tree, load, s.ngroups, q);
       s.slot_of[c] = b;
     }
     free(last_mb);
+    free(tree);
   }
   if (!st) st = plan_build(out, s.slots, nmb, s.slot_of, n);
   free(order);

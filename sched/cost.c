@@ -10,14 +10,18 @@
 #include <string.h>
 
 const char *const cost_key_names[COST_NKEYS] = {"a",        "b",   "kv",  "bw_intra",
-                                                "bw_inter", "lat", "ovh", "allreduce"};
+                                                "bw_inter", "lat", "ovh", "allreduce",
+                                                "text_a",   "text_c"};
 static const char *const cost_key_help[COST_NKEYS] = {
     "s per token", "s per token^2", "bytes per token per ring step", "bytes/s", "bytes/s",
-    "s per ring step", "s per microbatch", "s per step"};
+    "s per ring step", "s per microbatch", "s per step",
+    "s per token per caption token (cross-attention)",
+    "s per caption token per clip on each rank of its group"};
 
 static double *cost_field(cost_model *cm, int i) {
   double *f[COST_NKEYS] = {&cm->a,        &cm->b,   &cm->kv,  &cm->bw_intra,
-                           &cm->bw_inter, &cm->lat, &cm->ovh, &cm->allreduce};
+                           &cm->bw_inter, &cm->lat, &cm->ovh, &cm->allreduce,
+                           &cm->text_a,   &cm->text_c};
   return f[i];
 }
 
@@ -30,7 +34,9 @@ double cost_group_time(const cost_model *cm, int gpus_per_node, int k, int m, do
   double bw = k <= gpus_per_node ? cm->bw_intra : cm->bw_inter;
   double exposed = cm->kv * s1 / kk / bw + cm->lat - cm->b * s2 / (kk * kk);
   if (exposed < 0) exposed = 0;
-  return (cm->a * s1 + cm->b * s2) / kk + (kk - 1) * exposed + cm->ovh;
+  double lt = cm->text_tokens;  // captions: queries split over the group, caption replicated
+  return ((cm->a + cm->text_a * lt) * s1 + cm->b * s2) / kk + (kk - 1) * exposed + cm->ovh +
+         (double)m * cm->text_c * lt;
 }
 
 double cost_clip_time(const cost_model *cm, int gpus_per_node, int k, int64_t L) {
@@ -56,8 +62,11 @@ int cost_min_cp(const sched_cluster *cl, int64_t L) {
 //   bw_*: 1 kB/s (a broken link) to 1e16 bytes/s (10 PB/s).
 //   lat, ovh, allreduce: may be 0 (not modelled); at most 10 s per ring step, 1000 s per
 //      microbatch, 1e5 s per step (a day).
-const double cost_key_lo[COST_NKEYS] = {1e-15, 1e-18, 1, 1e3, 1e3, 0, 0, 0};
-const double cost_key_hi[COST_NKEYS] = {1, 1e-3, 1e12, 1e16, 1e16, 10, 1e3, 1e5};
+//   text_a, text_c: may be 0 (no captions); at most a 1e-3 s per token and caption token
+//      (b's bound: a query against a key costs as much as against a video key) and 1 s per
+//      caption token (a's bound).
+const double cost_key_lo[COST_NKEYS] = {1e-15, 1e-18, 1, 1e3, 1e3, 0, 0, 0, 0, 0};
+const double cost_key_hi[COST_NKEYS] = {1, 1e-3, 1e12, 1e16, 1e16, 10, 1e3, 1e5, 1e-3, 1};
 
 static tsr_status cost_value_check(const char *where, int i, double v) {
   if (!(v >= cost_key_lo[i] && v <= cost_key_hi[i]))  // NaN fails too
@@ -72,6 +81,10 @@ tsr_status cost_model_check(const cost_model *cm) {
     tsr_status st = cost_value_check("cost model", i, cost_model_get(cm, i));
     if (st) return st;
   }
+  // at most STORE_MAX_CAPTION_TOKENS (2^16) caption tokens a clip: every term stays finite
+  if (!(cm->text_tokens >= 0 && cm->text_tokens <= 65536))
+    return err_set(TSR_EINVAL, "cost model: %g caption tokens per clip is outside [0, 65536]",
+                   cm->text_tokens);
   return TSR_OK;
 }
 
@@ -105,7 +118,7 @@ static tsr_status cost_key(void *user, const char *section, const char *name, co
   if (i == COST_NKEYS)
     return err_set(TSR_EFORMAT,
                    "%s:%d: unknown key '%s' (keys: a, b, kv, bw_intra, bw_inter, lat, ovh, "
-                   "allreduce)",
+                   "allreduce; optional: text_a, text_c)",
                    p->path, line, name);
   if (p->line[i])
     return err_set(TSR_EFORMAT, "%s:%d: key '%s' given twice (lines %d and %d); keep one",
@@ -133,10 +146,10 @@ tsr_status cost_model_load(const char *path, cost_model *out) {
   tsr_status st = ini_read(path, NULL, cost_key, &p);
   if (st == TSR_EIO) return err_wrap(st, "cost file (presets: configs/cost/*.conf): ");
   if (st) return st;
-  for (int i = 0; i < COST_NKEYS; i++)
+  for (int i = 0; i < COST_NKEYS - COST_NOPTIONAL; i++)
     if (!p.line[i])
-      return err_set(TSR_EFORMAT, "%s: missing key '%s' (every key of docs/plan.md is required)",
-                     path, cost_key_names[i]);
+      return err_set(TSR_EFORMAT, "%s: missing key '%s' (every key of docs/plan.md but text_a "
+                     "and text_c is required)", path, cost_key_names[i]);
   *out = cm;
   return TSR_OK;
 }

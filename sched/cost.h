@@ -4,16 +4,21 @@
 // cut into k contiguous chunks and rank p of the group holds chunk p of every clip.
 // The reference time model (seconds), used for every reported plan time:
 //
-//   T = sum(a*L + b*L^2)/k
+//   T = sum((a + text_a*Lt)*L + b*L^2)/k
 //       + (k-1) * max(0, sum(kv*L/k)/bw(k) + lat - sum(b*L^2/k^2))
-//       + ovh
+//       + ovh + m * text_c * Lt
 //   bw(k) = bw_intra if k <= gpus_per_node else bw_inter
 //
 // i.e. token-linear work and quadratic attention work split over k ranks, k-1 ring
 // steps whose K/V exchange is hidden behind the attention of the chunk in hand as long
-// as it is shorter, and a fixed overhead per microbatch. An empty group (m = 0) takes
-// no time. Because T depends on the clips only through m, S1 = sum L and S2 = sum L^2,
-// groups are priced incrementally from those sums.
+// as it is shorter, and a fixed overhead per microbatch. With captions (a text model,
+// model/cross.c) each clip's queries also attend to its Lt caption tokens: work
+// text_a*Lt per video token, split over the group like the rest (CP splits the queries),
+// and text_c*Lt per clip on EVERY rank of the group (the caption is replicated: each rank
+// embeds it and projects its keys and values). Lt is the data's mean caption length
+// (cost_model.text_tokens, set by the caller; 0 without captions). An empty group (m = 0)
+// takes no time. Because T depends on the clips only through m, S1 = sum L and
+// S2 = sum L^2, groups are priced incrementally from those sums.
 //
 // Memory: a rank of the group holds sum(ceil(L/k)) tokens, which must be <= the
 // cluster's mem_tokens (M).
@@ -29,6 +34,9 @@
 
 typedef struct {
   double a, b, kv, bw_intra, bw_inter, lat, ovh, allreduce;
+  double text_a, text_c;  // cross-attention to captions (optional keys, 0 when absent)
+  double text_tokens;     // Lt: mean caption tokens of a clip of the data; NOT a file key:
+                          // the caller sets it from the store (0: no captions)
 } cost_model;
 
 // Limits of every size the scheduler takes, checked where values enter (files, CLI,
@@ -49,19 +57,21 @@ typedef struct {
                       // microbatch
 } sched_cluster;
 
-// Number of keys of a cost file and their names, in file order (for writers).
-enum { COST_NKEYS = 8 };
+// Number of keys of a cost file and their names, in file order (for writers). The last
+// COST_NOPTIONAL keys (text_a, text_c) may be absent from a file (0: no captions priced).
+enum { COST_NKEYS = 10, COST_NOPTIONAL = 2 };
 extern const char *const cost_key_names[COST_NKEYS];
 // Value of key i (0..COST_NKEYS-1) of `cm`.
 double cost_model_get(const cost_model *cm, int i);
 // Accepted range [lo, hi] of key i, in its unit (the reasons are in sched/cost.c):
 //   a [1e-15, 1]  b [1e-18, 1e-3]  kv [1, 1e12]  bw_intra, bw_inter [1e3, 1e16]
-//   lat [0, 10]  ovh [0, 1e3]  allreduce [0, 1e5]
+//   lat [0, 10]  ovh [0, 1e3]  allreduce [0, 1e5]  text_a [0, 1e-3]  text_c [0, 1]
 // So a and b are > 0, and every group time of clips within SCHED_MAX_TOKENS is finite.
 extern const double cost_key_lo[COST_NKEYS], cost_key_hi[COST_NKEYS];
 
 // Reads a cost file of `key = value` lines (core/ini.h: '#' or ';' comments, no
-// sections). Every key is required; a missing, unknown or repeated key (naming both
+// sections). Every key but the optional ones is required; a missing, unknown or repeated
+// key (naming both
 // lines), a line that is not `key = value` (quoted), a non-number (NaN, inf) or a value
 // outside its range fails with TSR_EFORMAT naming the file, line and key; TSR_EIO if
 // the file cannot be read.

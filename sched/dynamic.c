@@ -6,6 +6,18 @@
 // as a new group or packed into the group that is last on exactly that block. A fixed
 // list of variants (which CP sizes an item may use, the waste weight, bundling) is run
 // and the one with the shortest makespan is kept. Everything is deterministic.
+//
+// Cost of a placement. Scanning every aligned block of every CP size costs O(N) per item
+// (2N - 1 blocks), so a run was O(items x N): 6.5 s for 32,768 clips on 8,192 ranks.
+// Instead each level keeps a tournament tree over its blocks (dyn_node): the least
+// placement key (the block a new group would use) and, over the groups still open for
+// packing, the earliest end, the least end minus exposed ring time and the most memory
+// room (to find the groups an item could join). A new group's block is the root's, O(1);
+// the open groups are searched best-first by a lower bound on the score of joining them,
+// stopping when it cannot beat the best placement so far and skipping subtrees without
+// room; a placement updates the nodes of the blocks it touches, O(k + log^2 N), stopping
+// early where a node does not change. The exhaustive scan is kept as a reference
+// (sched_dynamic_reference) and gives the same plans (tests/sched/test_index.c).
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +32,21 @@ typedef struct {
   double start, end;       // on the list schedule's timeline
 } dyn_group;
 
+// A node of a level's tree: over the blocks of its subtree, the least key and its block,
+// and over the open groups there (last on every rank of exactly their block, so an item
+// may join them) the earliest end, the least end minus exposed ring time and the most
+// memory room (tokens per rank; -1 and INFINITY where there is none).
+typedef struct {
+  double key, end, adj;
+  int64_t room;
+  int32_t idx;
+} dyn_node;
+
+typedef struct {
+  double bound;  // lower bound on the score of the node's groups
+  int64_t node;
+} dyn_heap_item;
+
 // The planner places items: single clips, or bundles of small clips packed together
 // beforehand (first-fit decreasing) so that they share one microbatch's overhead.
 typedef struct {
@@ -27,6 +54,7 @@ typedef struct {
   const sched_cluster *cl;
   const int64_t *L;        // (n)
   int n, N, nlev;          // clips, ranks, log2(N) + 1
+  int exhaustive;          // 1: scan every block (the reference); 0: the trees
   int ni;                  // items of the current run
   int32_t *item_of;        // (n) item of each clip
   int32_t *im;             // (n) clips per item
@@ -35,9 +63,18 @@ typedef struct {
   double *t;               // (n * nlev) time of item i alone at k = 2^l; INFINITY if it
                            // does not fit
   double *rsmin;           // (n) least rank-seconds k*t of each item
-  int32_t *order;          // (n) items, heaviest (rsmin) first
+  int32_t *order;          // (n) items, heaviest (rsmin) first: after dyn_items, 0..ni-1
+  void *perm;              // (n * nlev * 8 bytes) scratch of dyn_items
   int32_t *corder;         // (n) clips, longest first (for bundling)
-  int64_t *bin_room;       // (n) bundling scratch: room left per bundle
+  int32_t *clev;           // (n) least CP level of each clip
+  int64_t *bin_room;       // (n) bundling: room left per bundle
+  int32_t *bin_lev;        // (n) bundling: CP level of each bundle
+  int32_t *lev_bins;       // (n) bundling: bundles of each level in creation order, level
+                           // v's from lev_off[v]
+  int32_t *lev_off, *lev_cnt;  // (nlev + 1), (nlev)
+  int64_t *bin_tree;       // (4n) bundling: per level, max room over its bundles (a tree
+                           // of lev_cap[v] leaves from 2 * lev_off[v])
+  int32_t *lev_cap;        // (nlev) leaves of level v's bundle tree (a power of two)
   int32_t *item_group;     // (n) group of each item in the current run
   int32_t *force;          // (n) CP level an item must use (-1: free), improvement phase
   // Timeline of the current run: level l has N >> l aligned blocks, stored from off[l].
@@ -45,6 +82,12 @@ typedef struct {
   double *bmax;            // (2N - 1) latest finish of a rank of the block
   double *bsum;            // (2N - 1) sum of the ranks' finish times
   int32_t *buni;           // (2N - 1) group last on every rank of the block; -1 none, -2 mixed
+  // Per level l a tree of nb = N >> l leaves: node 1 the root, leaf i at node nb + i,
+  // node x's children 2x and 2x + 1, stored from toff[l] (2 nb entries, entry 0 unused).
+  int64_t *toff;           // (nlev)
+  dyn_node *tree;          // (4N)
+  double mu;               // the current run's waste weight (the keys depend on it)
+  dyn_heap_item *heap;     // (2N) the merge search's frontier
   dyn_group *g;            // (n) groups of the current run
   int ng;
   int32_t *group_of;       // (n) group of each clip in the current run
@@ -66,9 +109,13 @@ static const dyn_variant dyn_variants[] = {
     {0.0, 0.0, 0, 0},  {0.03, 1.0, 0, 0}, {0.3, 1.0, 0, 0},  {0.0, 0.0, 1, 0},
     {1e9, 1.0, 0.5, 0}, {0.0, 0.0, 1, 1}, {1e9, 0.3, 0, 0},  {1e9, 1.0, 0, 0},
 };
-// Candidate placements evaluated over all variants, at most (about 0.2 s on one
-// core); a run evaluates about clips x 2N of them. At least DYN_MIN_VARIANTS run.
-#define DYN_BUDGET 1e8
+// Work over all runs, at most, in units of clips x (levels + 8): a run with the trees
+// costs about that many units (a placement reads a few nodes per allowed level and updates
+// O(levels) nodes), about 0.1 us each on one core of the benchmark machine, so the budget
+// is about 0.2 s of runs. 256 clips on 64 ranks get every variant and the full improvement
+// phase (40 runs); 32,768 clips on 8,192 ranks and more DYN_MIN_VARIANTS runs, which on the
+// benchmark mixes reach the same plans as more runs there (docs/plan.md).
+#define DYN_BUDGET 2e6
 enum { DYN_MIN_VARIANTS = 4 };
 // Most runs of the improvement phase (after the variants, within DYN_BUDGET).
 enum { DYN_MAX_IMPROVE = 24 };
@@ -81,88 +128,182 @@ static void dyn_free(dyn *d) {
   free(d->is2);
   free(d->imem);
   free(d->corder);
+  free(d->clev);
   free(d->bin_room);
+  free(d->bin_lev);
+  free(d->lev_bins);
+  free(d->lev_off);
+  free(d->lev_cnt);
+  free(d->bin_tree);
+  free(d->lev_cap);
   free(d->item_group);
   free(d->force);
   free(d->t);
   free(d->rsmin);
   free(d->order);
+  free(d->perm);
   free(d->off);
   free(d->bmax);
   free(d->bsum);
   free(d->buni);
+  free(d->toff);
+  free(d->tree);
+  free(d->heap);
   free(d->g);
   free(d->group_of);
 }
 
-static tsr_status dyn_init(dyn *d, const sched_config *cfg, const int64_t *tokens, int n) {
+// Least CP level of a clip of L tokens (it fits at k = N: sched_batch_check).
+static int dyn_min_level(const dyn *d, int64_t L) {
+  int lev = 0;
+  while (cost_chunk_tokens(L, 1 << lev) > d->cl->mem_tokens) lev++;
+  return lev;
+}
+
+static tsr_status dyn_init(dyn *d, const sched_config *cfg, const int64_t *tokens, int n,
+                           int exhaustive) {
   memset(d, 0, sizeof *d);
   d->cm = &cfg->cost;
   d->cl = &cfg->cluster;
   d->L = tokens;
   d->n = n;
   d->N = cfg->cluster.ranks;
+  d->exhaustive = exhaustive;
   while ((1 << d->nlev) <= d->N) d->nlev++;
-  size_t nb = 2 * (size_t)d->N, nl = (size_t)n * d->nlev;
-  d->item_of = malloc((size_t)n * sizeof *d->item_of);
-  d->im = malloc((size_t)n * sizeof *d->im);
-  d->is1 = malloc((size_t)n * sizeof *d->is1);
-  d->is2 = malloc((size_t)n * sizeof *d->is2);
+  size_t nb = 2 * (size_t)d->N, nl = (size_t)n * d->nlev, nn = (size_t)n, lv = (size_t)d->nlev;
+  d->item_of = malloc(nn * sizeof *d->item_of);
+  d->im = malloc(nn * sizeof *d->im);
+  d->is1 = malloc(nn * sizeof *d->is1);
+  d->is2 = malloc(nn * sizeof *d->is2);
   d->imem = malloc(nl * sizeof *d->imem);
-  d->corder = malloc((size_t)n * sizeof *d->corder);
-  d->bin_room = malloc((size_t)n * sizeof *d->bin_room);
-  d->item_group = malloc((size_t)n * sizeof *d->item_group);
-  d->force = malloc((size_t)n * sizeof *d->force);
+  d->corder = malloc(nn * sizeof *d->corder);
+  d->clev = malloc(nn * sizeof *d->clev);
+  d->bin_room = malloc(nn * sizeof *d->bin_room);
+  d->bin_lev = malloc(nn * sizeof *d->bin_lev);
+  d->lev_bins = malloc(nn * sizeof *d->lev_bins);
+  d->lev_off = calloc(lv + 1, sizeof *d->lev_off);
+  d->lev_cnt = calloc(lv, sizeof *d->lev_cnt);
+  d->lev_cap = calloc(lv, sizeof *d->lev_cap);
+  d->item_group = malloc(nn * sizeof *d->item_group);
+  d->force = malloc(nn * sizeof *d->force);
   d->t = malloc(nl * sizeof *d->t);
-  d->rsmin = malloc((size_t)n * sizeof *d->rsmin);
-  d->order = malloc((size_t)n * sizeof *d->order);
-  d->off = malloc((size_t)d->nlev * sizeof *d->off);
+  d->rsmin = malloc(nn * sizeof *d->rsmin);
+  d->order = malloc(nn * sizeof *d->order);
+  d->perm = malloc(nl * sizeof(double));
+  d->off = malloc(lv * sizeof *d->off);
   d->bmax = malloc(nb * sizeof *d->bmax);
   d->bsum = malloc(nb * sizeof *d->bsum);
   d->buni = malloc(nb * sizeof *d->buni);
-  d->g = malloc((size_t)n * sizeof *d->g);
-  d->group_of = malloc((size_t)n * sizeof *d->group_of);
-  if (!d->item_of || !d->im || !d->is1 || !d->is2 || !d->imem || !d->corder || !d->bin_room ||
-      !d->item_group || !d->force ||
-      !d->t || !d->rsmin || !d->order || !d->off || !d->bmax || !d->bsum || !d->buni || !d->g ||
-      !d->group_of)
+  d->toff = malloc(lv * sizeof *d->toff);
+  d->tree = malloc(2 * nb * sizeof *d->tree);
+  d->heap = malloc(nb * sizeof *d->heap);
+  d->g = malloc(nn * sizeof *d->g);
+  d->group_of = malloc(nn * sizeof *d->group_of);
+  if (!d->item_of || !d->im || !d->is1 || !d->is2 || !d->imem || !d->corder || !d->clev ||
+      !d->bin_room || !d->bin_lev || !d->lev_bins || !d->lev_off || !d->lev_cnt || !d->lev_cap ||
+      !d->item_group || !d->force || !d->t || !d->rsmin || !d->order || !d->perm || !d->off || !d->bmax ||
+      !d->bsum || !d->buni || !d->toff || !d->tree || !d->heap ||
+      !d->g || !d->group_of)
     return err_set(TSR_ENOMEM, "dynamic planner: out of memory for %d clips", n);
   for (int l = 0, o = 0; l < d->nlev; l++) {
     d->off[l] = o;
     o += d->N >> l;
   }
+  for (int l = 0; l < d->nlev; l++) d->toff[l] = l ? d->toff[l - 1] + 2 * (d->N >> (l - 1)) : 0;
+  // Bundling's per-level trees: a bundle of level v is opened by a clip of least level v.
+  for (int c = 0; c < n; c++) d->lev_cnt[d->clev[c] = dyn_min_level(d, tokens[c])]++;
+  size_t tree = 0;
+  for (int v = 0; v < d->nlev; v++) {
+    d->lev_off[v + 1] = d->lev_off[v] + d->lev_cnt[v];
+    int cap = 1;
+    while (cap < d->lev_cnt[v]) cap *= 2;
+    d->lev_cap[v] = cap;
+    tree += 2 * (size_t)cap;
+  }
+  d->bin_tree = malloc(tree * sizeof *d->bin_tree);
+  if (!d->bin_tree) return err_set(TSR_ENOMEM, "dynamic planner: out of memory for %d clips", n);
   for (int i = 0; i < n; i++) d->rsmin[i] = (double)tokens[i];
   return sched_order_desc(d->rsmin, n, d->corder);
+}
+
+// ---- bundling ---------------------------------------------------------------------------
+// Level v's bundle tree: leaves are its bundles in creation order (room left, -1 where no
+// bundle yet), inner nodes the max of their children. Stored from tree_base(v).
+static int64_t *bin_tree_of(dyn *d, int v) {
+  size_t o = 0;
+  for (int u = 0; u < v; u++) o += 2 * (size_t)d->lev_cap[u];
+  return d->bin_tree + o;
+}
+
+static void bin_tree_set(int64_t *t, int cap, int pos, int64_t room) {
+  int x = cap + pos;
+  t[x] = room;
+  for (x >>= 1; x >= 1; x >>= 1) t[x] = t[2 * x] > t[2 * x + 1] ? t[2 * x] : t[2 * x + 1];
+}
+
+// First leaf (lowest position) with room >= need, or -1.
+static int bin_tree_first(const int64_t *t, int cap, int64_t need) {
+  if (t[1] < need) return -1;
+  int x = 1;
+  while (x < cap) x = t[2 * x] >= need ? 2 * x : 2 * x + 1;
+  return x - cap;
+}
+
+// a[j] = a[order[j]] for rows of `width` elements of `size` bytes; scratch: n * width * size
+// bytes.
+static void dyn_permute(void *scratch, void *a, size_t size, int width, const int32_t *order,
+                        int n) {
+  size_t row = size * (size_t)width;
+  memcpy(scratch, a, row * (size_t)n);
+  for (int j = 0; j < n; j++)
+    memcpy((char *)a + row * (size_t)j, (const char *)scratch + row * (size_t)order[j], row);
 }
 
 // Forms the items of a run: with bundle > 0, clips are packed first-fit, longest first,
 // into bundles of clips with the same least CP size k (or, with `up`, a least CP size of
 // at most k), such that a rank of a k group holds at most bundle*M tokens of a bundle;
-// a clip above that is an item of its own. Then prices every item at every CP size and
-// orders them.
+// a clip above that is an item of its own. First fit: the bundle created first among
+// those that can take the clip (per level, a tree of the bundles' room finds it in
+// O(log n)). Then prices every item at every CP size and orders them.
 static tsr_status dyn_items(dyn *d, double bundle, int up) {
   int64_t cap = (int64_t)(bundle * (double)d->cl->mem_tokens);
-  int nbins = 0;  // bundles are items 0..nbins-1; bin_room and imem[.. + 0] track them
+  int nbins = 0;  // bundles are items 0..nbins-1
+  if (cap > 0)
+    for (int v = 0; v < d->nlev; v++) {
+      int64_t *t = bin_tree_of(d, v);
+      for (int x = 1; x < 2 * d->lev_cap[v]; x++) t[x] = -1;
+      d->lev_cnt[v] = 0;
+    }
   for (int j = 0; j < d->n; j++) {
     int c = d->corder[j];
-    int lev = 0;
-    while (cost_chunk_tokens(d->L[c], 1 << lev) > d->cl->mem_tokens) lev++;
+    int lev = d->clev[c];
     int64_t need = cost_chunk_tokens(d->L[c], 1 << lev);
     int it = -1;
     if (cap > 0 && need <= cap) {
-      for (int b = 0; b < nbins && it < 0; b++) {  // im[b]: the bundle's level, for now
-        int64_t need_b = cost_chunk_tokens(d->L[c], 1 << d->im[b]);
-        if ((d->im[b] == lev || (up && d->im[b] > lev)) && d->bin_room[b] >= need_b) {
-          it = b;
-          need = need_b;
-        }
+      for (int v = lev; v < (up ? d->nlev : lev + 1); v++) {
+        if (!d->lev_cnt[v]) continue;
+        int pos = bin_tree_first(bin_tree_of(d, v), d->lev_cap[v],
+                                 cost_chunk_tokens(d->L[c], 1 << v));
+        if (pos < 0) continue;
+        int b = d->lev_bins[d->lev_off[v] + pos];
+        if (it < 0 || b < it) it = b;
       }
       if (it < 0) {
         it = nbins++;
         d->bin_room[it] = cap;
-        d->im[it] = lev;
+        d->bin_lev[it] = lev;
+        d->lev_bins[d->lev_off[lev] + d->lev_cnt[lev]++] = it;
       }
-      d->bin_room[it] -= need;
+      int v = d->bin_lev[it];
+      d->bin_room[it] -= cost_chunk_tokens(d->L[c], 1 << v);
+      // its position in level v's list: bundles of a level are listed in creation order
+      int lo = d->lev_off[v], hi = lo + d->lev_cnt[v] - 1;
+      while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (d->lev_bins[mid] < it) lo = mid + 1;
+        else hi = mid;
+      }
+      bin_tree_set(bin_tree_of(d, v), d->lev_cap[v], lo - d->lev_off[v], d->bin_room[it]);
     }
     d->item_of[c] = it;  // -1: own item, numbered below
   }
@@ -196,11 +337,85 @@ static tsr_status dyn_items(dyn *d, double bundle, int up) {
     }
   }
   for (int i = 0; i < d->ni; i++) d->force[i] = -1;
-  return sched_order_desc(d->rsmin, d->ni, d->order);
+  tsr_status st = sched_order_desc(d->rsmin, d->ni, d->order);
+  if (st) return st;
+  // Items are renumbered in placement order (heaviest first), so that a run reads their
+  // arrays front to back instead of at random (cache misses dominated large batches).
+  int32_t *rank = d->item_group;  // scratch until a run fills it
+  for (int j = 0; j < d->ni; j++) rank[d->order[j]] = j;
+  for (int c = 0; c < d->n; c++) d->item_of[c] = rank[d->item_of[c]];
+  dyn_permute(d->perm, d->is1, sizeof *d->is1, 1, d->order, d->ni);
+  dyn_permute(d->perm, d->is2, sizeof *d->is2, 1, d->order, d->ni);
+  dyn_permute(d->perm, d->rsmin, sizeof *d->rsmin, 1, d->order, d->ni);
+  dyn_permute(d->perm, d->im, sizeof *d->im, 1, d->order, d->ni);
+  dyn_permute(d->perm, d->t, sizeof *d->t, d->nlev, d->order, d->ni);
+  dyn_permute(d->perm, d->imem, sizeof *d->imem, d->nlev, d->order, d->ni);
+  for (int j = 0; j < d->ni; j++) d->order[j] = j;
+  return TSR_OK;
+}
+
+// ---- the timeline's trees ---------------------------------------------------------------
+// Key of block j at level l (k = 2^l ranks): a new group there starts at bmax and its
+// score is bmax + t + mu * (k * bmax - bsum + extra) / N, so among the blocks of a level
+// the least key bmax + mu * (k * bmax - bsum) / N gives the least score.
+static double dyn_key(const dyn *d, int l, int j) {
+  return d->bmax[j] + d->mu * ((double)(1 << l) * d->bmax[j] - d->bsum[j]) / (double)d->N;
+}
+
+// Exposed ring time of a group: (k-1) * max(0, per-step exposure) of cost_group_time.
+static double dyn_exposed(const dyn *d, const dyn_group *g) {
+  double k = (double)(1 << g->lev);
+  double bw = (1 << g->lev) <= d->cl->gpus_per_node ? d->cm->bw_intra : d->cm->bw_inter;
+  double e = d->cm->kv * g->s1 / k / bw + d->cm->lat - d->cm->b * g->s2 / (k * k);
+  return (k - 1) * (e > 0 ? e : 0);
+}
+
+// Sets leaf i of level l from the block's state.
+static void dyn_leaf(dyn *d, int l, int i) {
+  int j = d->off[l] + i;
+  int64_t x = d->toff[l] + (d->N >> l) + i;
+  dyn_node *t = &d->tree[x];
+  t->key = dyn_key(d, l, j);
+  t->idx = i;
+  int32_t g = d->buni[j];
+  if (g >= 0 && d->g[g].lev == l) {  // open: last on every rank of exactly this block
+    t->end = d->g[g].end;
+    t->adj = d->g[g].end - dyn_exposed(d, &d->g[g]);
+    t->room = d->cl->mem_tokens - d->g[g].mem;
+  } else {
+    t->end = t->adj = INFINITY;
+    t->room = -1;
+  }
+}
+
+// Recomputes node x of the tree at `base` from its children; 0 if it did not change.
+static int dyn_pull(dyn *d, int64_t base, int64_t x) {
+  dyn_node *p = &d->tree[base + x];
+  const dyn_node *a = &d->tree[base + 2 * x], *b = a + 1;
+  const dyn_node *m = b->key < a->key ? b : a;  // left (lower blocks) wins ties
+  dyn_node n = {m->key, b->end < a->end ? b->end : a->end, b->adj < a->adj ? b->adj : a->adj,
+                b->room > a->room ? b->room : a->room, m->idx};
+  if (n.key == p->key && n.idx == p->idx && n.end == p->end && n.adj == p->adj &&
+      n.room == p->room)
+    return 0;
+  *p = n;
+  return 1;
+}
+
+// Leaves [lo, hi) of level l changed: refresh them and their ancestors (up to the first
+// ancestor left unchanged once the range is a single node).
+static void dyn_level_update(dyn *d, int l, int lo, int hi) {
+  int64_t nb = d->N >> l, base = d->toff[l];
+  for (int i = lo; i < hi; i++) dyn_leaf(d, l, i);
+  for (int64_t a = (nb + lo) >> 1, b = (nb + hi - 1) >> 1; a >= 1; a >>= 1, b >>= 1) {
+    int changed = 0;
+    for (int64_t x = a; x <= b; x++) changed |= dyn_pull(d, base, x);
+    if (!changed) break;
+  }
 }
 
 // Sets every rank of block (lev, i) to finish at `end` with last group g, and updates
-// the enclosing blocks.
+// the enclosing blocks and the trees of every block touched.
 static void dyn_set_block(dyn *d, int lev, int i, double end, int32_t g) {
   for (int l = 0; l <= lev; l++) {
     int lo = i << (lev - l), hi = (i + 1) << (lev - l);
@@ -211,12 +426,131 @@ static void dyn_set_block(dyn *d, int lev, int i, double end, int32_t g) {
       d->buni[j] = g;
     }
   }
-  for (int l = lev + 1; l < d->nlev; l++) {
-    i >>= 1;
-    int c = d->off[l - 1] + 2 * i, p = d->off[l] + i;
+  for (int l = lev + 1, a = i; l < d->nlev; l++) {
+    a >>= 1;
+    int c = d->off[l - 1] + 2 * a, p = d->off[l] + a;
     d->bmax[p] = fmax(d->bmax[c], d->bmax[c + 1]);
     d->bsum[p] = d->bsum[c] + d->bsum[c + 1];
     d->buni[p] = d->buni[c] == d->buni[c + 1] ? d->buni[c] : -2;
+  }
+  for (int l = 0; l <= lev; l++) dyn_level_update(d, l, i << (lev - l), (i + 1) << (lev - l));
+  for (int l = lev + 1, a = i; l < d->nlev; l++) {
+    a >>= 1;
+    dyn_level_update(d, l, a, a + 1);
+  }
+}
+
+// ---- one run ------------------------------------------------------------------------------
+// The best placement so far: least score, then lowest level, block, new before merge (the
+// order in which a scan of levels, blocks and, per block, new group then merge meets
+// them), so the trees and the exhaustive scan choose the same.
+typedef struct {
+  double score;
+  int lev, i, merge;
+} dyn_choice;
+
+static void dyn_consider(dyn_choice *b, double score, int lev, int i, int merge) {
+  if (score < b->score ||
+      (score == b->score && b->lev >= 0 &&
+       (lev < b->lev || (lev == b->lev && (i < b->i || (i == b->i && merge < b->merge))))))
+    *b = (dyn_choice){score, lev, i, merge};
+}
+
+// Per-item quantities of one level, shared by its candidates.
+typedef struct {
+  int l, k;
+  double tc, extra;  // time alone, rank-seconds above the least
+  int64_t chunk;     // tokens a rank holds of the item
+} dyn_cand;
+
+// The merge of item c into the open group of block i of level q.l, if memory allows and
+// it is no worse than a new group on that block.
+static void dyn_try_merge(const dyn *d, const dyn_variant *v, int c, const dyn_cand *q, int i,
+                          dyn_choice *best) {
+  int j = d->off[q->l] + i;
+  const dyn_group *gg = &d->g[d->buni[j]];
+  if (gg->mem + q->chunk > d->cl->mem_tokens) return;
+  const double N = (double)d->N;
+  double start = d->bmax[j];
+  double score = start + q->tc + v->mu * (q->k * start - d->bsum[j] + q->extra) / N;
+  double t = cost_group_time(d->cm, d->cl->gpus_per_node, q->k, gg->m + d->im[c],
+                             gg->s1 + d->is1[c], gg->s2 + d->is2[c]);
+  double fin = gg->start + t;
+  double mscore = fin + v->mu * (q->k * (fin - gg->end) - d->rsmin[c]) / N;
+  if (mscore <= score) dyn_consider(best, mscore, q->l, i, 1);
+}
+
+// Lower bound on the score of joining item c to any open group of tree node x of level
+// q.l. Joining a group of k ranks adds A = (a*S1 + b*S2)/k to its compute (S1, S2: the
+// item's sums) and delta = kv*S1/(k*bw) - b*S2/k^2 to its per-step ring exposure, so its
+// time grows by at least A - min(X, (k-1)*max(0, -delta)), X the group's exposed ring
+// time (which is all the ring time can shrink by). With oend the subtree's earliest end
+// and oadj its least end - X: score >= A + max(oadj, oend - D) + mu*(k*dT - rsmin)/N, where
+// dT >= A - D, D = (k-1)*max(0, -delta).
+typedef struct {
+  double A, D, mu_term;
+} dyn_bound;
+
+static double dyn_node_bound(const dyn *d, int64_t node, const dyn_bound *bd) {
+  const dyn_node *t = &d->tree[node];
+  double adj = t->end - bd->D;
+  if (t->adj > adj) adj = t->adj;
+  return adj + bd->A + bd->mu_term;
+}
+
+// Best-first branch and bound over level q.l's open groups, least bound first: it stops
+// when the least bound left cannot beat the best placement so far (with a margin far above
+// rounding) and skips subtrees whose largest room is too small. Where ring steps stay
+// hidden (X = 0) the bound is the exact score, and the search visits little more than the
+// path to the earliest group with room.
+static void dyn_search_merges(dyn *d, const dyn_variant *v, int c, const dyn_cand *q,
+                              dyn_choice *best) {
+  const double k = (double)q->k;
+  double bw = q->k <= d->cl->gpus_per_node ? d->cm->bw_intra : d->cm->bw_inter;
+  double delta = d->cm->kv * d->is1[c] / k / bw - d->cm->b * d->is2[c] / (k * k);
+  dyn_bound bd = {(d->cm->a * d->is1[c] + d->cm->b * d->is2[c]) / k,
+                  (k - 1) * (delta < 0 ? -delta : 0), 0};
+  bd.mu_term = v->mu * (k * (bd.A - bd.D) - d->rsmin[c]) / (double)d->N;
+  int64_t nb = d->N >> q->l, base = d->toff[q->l];
+  dyn_heap_item *h = d->heap;  // min-heap by bound
+  int hn = 0;
+  if (d->tree[base + 1].room >= q->chunk) h[hn++] = (dyn_heap_item){dyn_node_bound(d, base + 1, &bd), 1};
+  while (hn) {
+    dyn_heap_item top = h[0];
+    if (!(top.bound - 1e-9 * (fabs(top.bound) + bd.A + bd.D) <= best->score)) break;
+    h[0] = h[--hn];  // pop
+    for (int p = 0;;) {
+      int a = 2 * p + 1, m = p;
+      if (a < hn && h[a].bound < h[m].bound) m = a;
+      if (a + 1 < hn && h[a + 1].bound < h[m].bound) m = a + 1;
+      if (m == p) break;
+      dyn_heap_item t = h[p];
+      h[p] = h[m], h[m] = t, p = m;
+    }
+    if (top.node >= nb) {
+      dyn_try_merge(d, v, c, q, (int)(top.node - nb), best);
+      continue;
+    }
+    for (int64_t y = 2 * top.node; y <= 2 * top.node + 1; y++) {
+      if (d->tree[base + y].room < q->chunk) continue;  // also: no open group there
+      double bound = dyn_node_bound(d, base + y, &bd);
+      if (!(bound - 1e-9 * (fabs(bound) + bd.A + bd.D) <= best->score)) continue;
+      int p = hn++;  // push
+      h[p] = (dyn_heap_item){bound, y};
+      while (p > 0 && h[(p - 1) / 2].bound > h[p].bound) {
+        dyn_heap_item t = h[p];
+        h[p] = h[(p - 1) / 2], h[(p - 1) / 2] = t, p = (p - 1) / 2;
+      }
+    }
+  }
+}
+
+// Rebuilds the trees of an empty timeline.
+static void dyn_reset_trees(dyn *d) {
+  for (int l = 0; l < d->nlev; l++) {
+    int64_t nb = d->N >> l;
+    for (int i = 0; i < nb; i++) dyn_leaf(d, l, i);
+    for (int64_t x = nb - 1; x >= 1; x--) dyn_pull(d, d->toff[l], x);
   }
 }
 
@@ -231,61 +565,57 @@ static double dyn_run(dyn *d, const dyn_variant *v) {
     d->bmax[j] = d->bsum[j] = 0;
     d->buni[j] = -1;
   }
+  d->mu = v->mu;
   d->ng = 0;
+  dyn_reset_trees(d);
   for (int oi = 0; oi < d->ni; oi++) {
     int c = d->order[oi];  // an item
     const double *tc = d->t + (size_t)c * d->nlev;
     const int64_t *mc = d->imem + (size_t)c * d->nlev;
     double limit = (1 + v->eps) * d->rsmin[c];
-    double best = INFINITY;
-    int best_lev = -1, best_i = -1, best_merge = 0;
+    dyn_choice best = {INFINITY, -1, -1, 0};
     for (int l = 0; l < d->nlev; l++) {
       int k = 1 << l;
       if (d->force[c] >= 0 ? l != d->force[c] : !(tc[l] < INFINITY) || k * tc[l] > limit)
         continue;
-      int64_t chunk = mc[l];
-      double extra = k * tc[l] - d->rsmin[c];
-      for (int i = 0, nb = d->N >> l; i < nb; i++) {
-        int j = d->off[l] + i;
-        double start = d->bmax[j];
-        double score = start + tc[l] + v->mu * (k * start - d->bsum[j] + extra) / N;
-        if (score < best) {
-          best = score;
-          best_lev = l, best_i = i, best_merge = 0;
+      dyn_cand q = {l, k, tc[l], k * tc[l] - d->rsmin[c], mc[l]};
+      int nb = d->N >> l, ib = d->tree[d->toff[l] + 1].idx;
+      if (d->exhaustive) {  // the reference: every block's key, then every open group
+        ib = 0;
+        for (int i = 1; i < nb; i++)
+          if (dyn_key(d, l, d->off[l] + i) < dyn_key(d, l, d->off[l] + ib)) ib = i;
+      }
+      int j = d->off[l] + ib;
+      double start = d->bmax[j];
+      dyn_consider(&best, start + q.tc + v->mu * (k * start - d->bsum[j] + q.extra) / N, l, ib, 0);
+      if (d->exhaustive) {
+        for (int i = 0; i < nb; i++) {
+          int32_t g = d->buni[d->off[l] + i];
+          if (g >= 0 && d->g[g].lev == l) dyn_try_merge(d, v, c, &q, i, &best);
         }
-        int32_t g = d->buni[j];
-        if (g >= 0 && d->g[g].lev == l && d->g[g].mem + chunk <= d->cl->mem_tokens) {
-          const dyn_group *gg = &d->g[g];
-          double t = cost_group_time(d->cm, G, k, gg->m + d->im[c], gg->s1 + d->is1[c],
-                                     gg->s2 + d->is2[c]);
-          double fin = gg->start + t;
-          double mscore = fin + v->mu * (k * (fin - gg->end) - d->rsmin[c]) / N;
-          if (mscore <= score && mscore < best) {
-            best = mscore;
-            best_lev = l, best_i = i, best_merge = 1;
-          }
-        }
+      } else {
+        dyn_search_merges(d, v, c, &q, &best);
       }
     }
     // Every item fits at k = N (its clips each fit there, and bundles hold at most M
-    // tokens), so best_lev < 0 means that every score was infinite or NaN.
-    if (best_lev < 0) return NAN;
-    int k = 1 << best_lev, j = d->off[best_lev] + best_i;
+    // tokens), so best.lev < 0 means that every score was infinite or NaN.
+    if (best.lev < 0) return NAN;
+    int k = 1 << best.lev, j = d->off[best.lev] + best.i;
     int32_t g;
-    if (best_merge) {
+    if (best.merge) {
       g = d->buni[j];
     } else {
       g = d->ng++;
-      d->g[g] = (dyn_group){best_i * k, best_lev, 0, 0, 0, 0, d->bmax[j], d->bmax[j]};
+      d->g[g] = (dyn_group){best.i * k, best.lev, 0, 0, 0, 0, d->bmax[j], d->bmax[j]};
     }
     dyn_group *gg = &d->g[g];
     gg->m += d->im[c];
     gg->s1 += d->is1[c];
     gg->s2 += d->is2[c];
-    gg->mem += mc[best_lev];
+    gg->mem += mc[best.lev];
     gg->end = gg->start + cost_group_time(d->cm, G, k, gg->m, gg->s1, gg->s2);
     d->item_group[c] = g;
-    dyn_set_block(d, best_lev, best_i, gg->end, g);
+    dyn_set_block(d, best.lev, best.i, gg->end, g);
   }
   for (int c = 0; c < d->n; c++) d->group_of[c] = d->item_group[d->item_of[c]];
   return d->bmax[d->off[d->nlev - 1]];
@@ -368,18 +698,30 @@ static void dyn_improve(dyn *d, const dyn_variant *v, dyn_best *b, int runs) {
   }
 }
 
-tsr_status sched_dynamic(const sched_config *cfg, const int64_t *tokens, int n, plan *out) {
+// Runs a batch allows: DYN_BUDGET over the units of one run, and never fewer than the
+// planner made before the trees (DYN_SCAN_BUDGET candidate placements of clips x 2N each),
+// so that on any batch the runs are a superset of its runs (the same variants, the same
+// improvement steps, then more) and the plan is never slower than its plan was; at least
+// DYN_MIN_VARIANTS. Sized by the batch and the cluster, never by the clock, so plans are
+// deterministic.
+#define DYN_SCAN_BUDGET 1e8
+static int dyn_runs(int n, int nlev, int N) {
+  double runs = DYN_BUDGET / ((double)n * (nlev + 8));
+  double scan_runs = DYN_SCAN_BUDGET / ((double)n * 2.0 * N);
+  if (scan_runs > runs) runs = scan_runs;
+  return runs < DYN_MIN_VARIANTS ? DYN_MIN_VARIANTS : runs > 1e6 ? 1000000 : (int)runs;
+}
+
+static tsr_status dyn_plan(const sched_config *cfg, const int64_t *tokens, int n, plan *out,
+                           int exhaustive) {
   tsr_status st = sched_batch_check(cfg, tokens, n);
   if (st) return st;
   dyn d;
-  st = dyn_init(&d, cfg, tokens, n);
+  st = dyn_init(&d, cfg, tokens, n, exhaustive);
   dyn_best b = {INFINITY, 0, malloc((size_t)n * sizeof *b.g),
                 malloc((size_t)n * sizeof *b.group_of)};
   if (!st && (!b.g || !b.group_of)) st = err_set(TSR_ENOMEM, "dynamic planner: out of memory");
-  // Deterministic effort: runs are sized by clips x ranks, never by the clock.
-  double per_run = (double)n * 2.0 * d.N;
-  int runs = (int)(DYN_BUDGET / per_run);
-  if (runs < DYN_MIN_VARIANTS) runs = DYN_MIN_VARIANTS;
+  int runs = dyn_runs(n, d.nlev, d.N);
   int nvar = runs < DYN_NVARIANTS ? runs : DYN_NVARIANTS;
   int best_v = 0;
   for (int v = 0; v < nvar && !st; v++) {
@@ -402,4 +744,13 @@ tsr_status sched_dynamic(const sched_config *cfg, const int64_t *tokens, int n, 
   free(b.group_of);
   dyn_free(&d);
   return st;
+}
+
+tsr_status sched_dynamic(const sched_config *cfg, const int64_t *tokens, int n, plan *out) {
+  return dyn_plan(cfg, tokens, n, out, 0);
+}
+
+tsr_status sched_dynamic_reference(const sched_config *cfg, const int64_t *tokens, int n,
+                                   plan *out) {
+  return dyn_plan(cfg, tokens, n, out, 1);
 }

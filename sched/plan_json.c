@@ -117,6 +117,7 @@ tsr_status sched_json_add_step(sched_json *j, int step, const int64_t *ids,
   put(s, "static_cp", json_integer(r->static_cp), &bad);
   put(s, "cp_histogram", cp_histogram(hist, j->nlev, &bad), &bad);
   put(s, "plan_ms", json_real(r->plan_ms), &bad);
+  put(s, "plan_cpu_ms", json_real(r->plan_cpu_ms), &bad);
   append(j->steps, s, &bad);
   return bad ? err_set(TSR_ENOMEM, "json: out of memory") : TSR_OK;
 }
@@ -139,6 +140,8 @@ tsr_status sched_json_write(sched_json *j, const sched_totals *t, const char *pa
   put(o, "cp_histogram", cp_histogram(t->cp_hist, j->nlev, &bad), &bad);
   put(o, "plan_ms_mean", json_real(t->steps ? t->plan_ms / t->steps : 0), &bad);
   put(o, "plan_ms_max", json_real(t->plan_ms_max), &bad);
+  put(o, "plan_cpu_ms_mean", json_real(t->steps ? t->plan_cpu_ms / t->steps : 0), &bad);
+  put(o, "plan_cpu_ms_max", json_real(t->plan_cpu_ms_max), &bad);
   json_t *used = json_object();
   for (int u = 0; u < 3; u++) put(used, sched_used_name((sched_used)u), json_integer(t->used[u]), &bad);
   put(o, "used", used, &bad);

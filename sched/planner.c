@@ -1,5 +1,6 @@
 // sched/planner.c — one global batch: checks, bound, baselines, dynamic plan, fallback.
 #include <string.h>
+#include <time.h>
 
 #include "core/log.h"
 #include "sched/sched.h"
@@ -62,9 +63,16 @@ tsr_status sched_batch_check(const sched_config *cfg, const int64_t *tokens, int
 
 void sched_result_free(sched_result *r) { plan_free(&r->plan); }
 
+// CPU seconds of the calling thread.
+static double thread_cpu_s(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)) return 0;
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 tsr_status sched_plan_batch(const sched_config *cfg, const int64_t *tokens, int n,
                             sched_result *out) {
-  double t0 = time_now();
+  double t0 = time_now(), c0 = thread_cpu_s();
   memset(out, 0, sizeof *out);
   plan_init(&out->plan, cfg->cluster.ranks);
   tsr_status st = sched_config_check(cfg);
@@ -100,6 +108,7 @@ tsr_status sched_plan_batch(const sched_config *cfg, const int64_t *tokens, int 
   }
   for (int i = 0; i < 3; i++) plan_free(&cand[i]);
   out->plan_ms = 1e3 * (time_now() - t0);
+  out->plan_cpu_ms = 1e3 * (thread_cpu_s() - c0);
   return st;
 }
 
@@ -114,6 +123,8 @@ void sched_totals_add(sched_totals *t, const sched_result *r) {
   t->idle_s += r->idle_frac * r->predicted_s;
   t->plan_ms += r->plan_ms;
   if (r->plan_ms > t->plan_ms_max) t->plan_ms_max = r->plan_ms;
+  t->plan_cpu_ms += r->plan_cpu_ms;
+  if (r->plan_cpu_ms > t->plan_cpu_ms_max) t->plan_cpu_ms_max = r->plan_cpu_ms;
   plan_cp_histogram(&r->plan, t->cp_hist);
   t->used[r->used]++;
 }

@@ -60,6 +60,11 @@ tsr_status sched_baseline_balanced(const sched_config *cfg, const int64_t *token
 // into one group where that is faster; the algorithm is in docs/plan.md. The plan is
 // valid (plan_validate) but may be slower than a baseline; sched_plan_batch falls back.
 tsr_status sched_dynamic(const sched_config *cfg, const int64_t *tokens, int n, plan *out);
+// The same planner finding every placement by scanning all blocks and open groups of every
+// CP size (O(clips x ranks) per run) instead of through its trees: the reference that the
+// tests hold sched_dynamic to (the same plan, bitwise).
+tsr_status sched_dynamic_reference(const sched_config *cfg, const int64_t *tokens, int n,
+                                   plan *out);
 
 // ---- one batch, with fallback (sched/planner.c) ---------------------------------------
 typedef enum {
@@ -81,6 +86,8 @@ typedef struct {
   double idle_frac;         // of `plan` (plan_sim.idle_frac)
   int static_cp;            // k_s of the baselines
   double plan_ms;           // wall time of sched_plan_batch (all of the above)
+  double plan_cpu_ms;       // CPU time of the thread that ran it (the same work; unlike the
+                            // wall time, not stretched by other processes on a shared core)
 } sched_result;
 
 // Plans one batch: checks it, runs bound, both baselines and the dynamic planner,
@@ -98,6 +105,7 @@ typedef struct {
   double lower_bound_s, lower_bound_ref_s;
   double idle_s;                    // sum of idle_frac * predicted_s
   double plan_ms, plan_ms_max;
+  double plan_cpu_ms, plan_cpu_ms_max;
   int64_t cp_hist[SCHED_MAX_LEVELS];// clips run at CP size 2^l, over all steps
   int used[3];                      // steps per sched_used
 } sched_totals;
@@ -128,14 +136,49 @@ typedef struct {
   int64_t n;
   sched_result res;             // its plan; owned by the pipeline (freed by the next call)
 } sched_batch;
+
+// Planning once per job instead of once per process. The `size` processes of a job (each
+// running the same pipeline, drawing the same batches) share their plans: batch s is
+// planned, in the background as above, only by process sched_planner_of(share, s) — the
+// `planners` processes (size / planners) apart take the steps in turn — which broadcasts
+// the result when every process asks for batch s; the others plan nothing and wait in
+// that broadcast only if the plan is late. Every process gets the result bitwise as if it
+// had planned the batch itself (the planner is deterministic; the plan and every number
+// are copied, plan_ms and plan_cpu_ms are the planner's). An error of the planner (its
+// message included) reaches every process. bcast(ctx, buf, bytes, root) must broadcast
+// `bytes` of buf from process `root` to all (a collective: core/comm.h comm_bcast); it is
+// called on the caller's thread, from sched_pipeline_next, in step order.
+typedef struct {
+  int rank, size;   // this process, the job's processes
+  int planners;     // processes that plan, in [1, size]
+  tsr_status (*bcast)(void *ctx, void *buf, int64_t bytes, int root);
+  void *ctx;
+} sched_share;
+// The process that plans batch s: (s mod planners) * (size / planners).
+int sched_planner_of(const sched_share *share, int64_t s);
+
+// What a pipeline cost this process (for reports and benchmarks).
+typedef struct {
+  int64_t batches;        // handed out
+  int64_t planned_here;   // of those, planned by this process
+  double plan_cpu_s;      // CPU seconds this process spent planning them
+  double wait_s;          // wall seconds sched_pipeline_next waited for plans (thread join
+                          // and broadcast)
+  int64_t bcast_bytes;    // plan bytes broadcast (sent or received)
+} sched_pipeline_stats;
+
 typedef struct sched_pipeline sched_pipeline;
-// Draws batch `first` and starts planning it (nothing when first >= end).
+// Draws batch `first` and starts planning it (nothing when first >= end). share: NULL
+// (this process plans every batch itself) or the job's plan sharing, checked here.
 tsr_status sched_pipeline_open(sched_pipeline **p, const sched_config *cfg, int64_t max_batch,
-                               int64_t first, int64_t end, sched_draw_fn draw, void *ctx);
+                               int64_t first, int64_t end, sched_draw_fn draw, void *ctx,
+                               const sched_share *share);
 // Waits for the plan of the next batch into *b, then draws the batch after it and starts
 // its plan (if it is before `end`). TSR_EINVAL when every step was handed out.
 tsr_status sched_pipeline_next(sched_pipeline *p, sched_batch *b);
-// Waits for a plan still in flight and frees everything; *p = NULL.
+void sched_pipeline_get_stats(const sched_pipeline *p, sched_pipeline_stats *st);
+// Waits for a plan still in flight and frees everything; *p = NULL. With sharing, close
+// every process's pipeline at the same step (the broadcasts are collectives).
 void sched_pipeline_close(sched_pipeline **p);
 
 #endif

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/comm.h"
 #include "kernels/kernels.h"
 
 enum { MAX_BACKENDS = 16 };
@@ -42,6 +43,9 @@ static tsr_status probe(const backend_choice *c) {
 }
 
 tsr_status backend_choose(const char *name, backend_choice *out) {
+  int gpu;
+  tsr_status bst = comm_bind_device(&gpu);  // before any CUDA backend exists
+  if (bst) return bst;
   const kernels_backend *all[MAX_BACKENDS];
   int n = kernels_backends(all, MAX_BACKENDS);
   if (n > MAX_BACKENDS) n = MAX_BACKENDS;
@@ -69,4 +73,15 @@ tsr_status backend_choose(const char *name, backend_choice *out) {
                    "or use --backend cpu", built);
   return err_set(TSR_EINVAL, "--backend %s: not a backend of this tessera (built: %s; or auto)",
                  name, built);
+}
+
+tsr_status backend_comm_open(const char *name, const backend_choice *c, const comm_backend **out) {
+  *out = NULL;
+  const kernels_backend *kb = c->table[KERNELS_F32] ? c->table[KERNELS_F32] : c->table[KERNELS_BF16];
+  // A rank of a training job waits at most a wave for another: a wait ten minutes long
+  // means a dead or hung rank (TESSERA_COMM_TIMEOUT overrides).
+  comm_bound_waits(600);
+  tsr_status st = comm_groups_init();
+  if (!st) st = comm_open(name, kb->device_memory ? COMM_MEM_DEVICE : COMM_MEM_HOST, kb->stream, out);
+  return st;
 }

@@ -15,15 +15,29 @@
 #ifndef TESSERA_TOOLS_BACKEND_H
 #define TESSERA_TOOLS_BACKEND_H
 
+#include "core/comm.h"
 #include "core/err.h"
 #include "model/config.h"
 
+// Before it looks at the devices it binds this rank to its GPU (comm_bind_device: local
+// rank modulo the visible GPUs), so the CUDA backend is created on that GPU.
 tsr_status backend_choose(const char *name, backend_choice *out);
+
+// `--comm mpi|nccl|auto`: the communication backend for the device of c (core/comm.h
+// comm_open: its memory space and stream). Collective; makes the group set first and
+// bounds every later wait to 600 s (comm_bound_waits; TESSERA_COMM_TIMEOUT overrides).
+// Release it with comm_close.
+tsr_status backend_comm_open(const char *name, const backend_choice *c, const comm_backend **out);
 
 // The option's help text, shared by the commands that take it.
 #define BACKEND_OPTION_HELP                                                              \
   "  --backend B          compute device: cpu, cuda or auto (default: auto = cuda when\n" \
   "                       built and a GPU is visible, else cpu); train.precision picks\n"  \
   "                       its fp32 or bf16 kernels\n"
+#define COMM_OPTION_HELP                                                                  \
+  "  --comm C             communication between ranks: mpi, nccl or auto (default: auto =\n" \
+  "                       nccl on GPUs when built and every rank has a GPU of its own,\n"   \
+  "                       else mpi; mpi with --backend cuda stages device buffers through\n"\
+  "                       pinned host memory, and lets several ranks share a GPU)\n"
 
 #endif

@@ -32,7 +32,9 @@ static void usage(FILE *f) {
           "  --points N         clip lengths on a geometric grid                   [6]\n"
           "  --reps N           timed runs per length (median)                     [3]\n"
           "  --backend B        compute device: cpu, cuda or auto                  [auto]\n"
-          "                     (--set train.precision=bf16 times bf16 activations)\n");
+          "                     (--set train.precision=bf16 times bf16 activations)\n"
+          "  --comm C           ranks' communication: mpi, nccl or auto            [auto]\n"
+          "                     (as `tessera train --comm`: time what training will use)\n");
 }
 
 int cmd_calibrate(int argc, char **argv) {
@@ -43,16 +45,16 @@ int cmd_calibrate(int argc, char **argv) {
   const char *config = NULL, *out = NULL, *base = "configs/cost/h100-dit1b.conf";
   char *sets[64];
   int nsets = 0;
-  calibrate_opts o = {.min_tokens = 64, .max_tokens = 2048, .points = 6, .reps = 3,
-                      .comm = comm_mpi()};
-  enum { O_CONFIG = 1, O_SET, O_OUT, O_BASE, O_MIN, O_MAX, O_POINTS, O_REPS, O_BACKEND };
+  calibrate_opts o = {.min_tokens = 64, .max_tokens = 2048, .points = 6, .reps = 3};
+  enum { O_CONFIG = 1, O_SET, O_OUT, O_BASE, O_MIN, O_MAX, O_POINTS, O_REPS, O_BACKEND, O_COMM };
   static const struct option opts[] = {
       {"config", required_argument, 0, O_CONFIG}, {"set", required_argument, 0, O_SET},
       {"out", required_argument, 0, O_OUT},       {"base", required_argument, 0, O_BASE},
       {"min-tokens", required_argument, 0, O_MIN}, {"max-tokens", required_argument, 0, O_MAX},
       {"points", required_argument, 0, O_POINTS}, {"reps", required_argument, 0, O_REPS},
-      {"backend", required_argument, 0, O_BACKEND}, {0, 0, 0, 0}};
-  const char *backend = "auto";
+      {"backend", required_argument, 0, O_BACKEND}, {"comm", required_argument, 0, O_COMM},
+      {0, 0, 0, 0}};
+  const char *backend = "auto", *comm = "auto";
   backend_choice bc;
   tsr_status st = TSR_OK;
   int c;
@@ -71,6 +73,7 @@ int cmd_calibrate(int argc, char **argv) {
     case O_POINTS: st = parse_int("--points", optarg, 3, 64, &o.points); break;
     case O_REPS: st = parse_int("--reps", optarg, 1, 1000, &o.reps); break;
     case O_BACKEND: backend = optarg; break;
+    case O_COMM: comm = optarg; break;
     default: st = TSR_EINVAL;  // cli_getopt said why
     }
   }
@@ -86,12 +89,12 @@ int cmd_calibrate(int argc, char **argv) {
   if (!st) st = cost_model_load(base, &bm);
   if (!st) st = backend_choose(backend, &bc);
   o.backend = &bc;
-  if (!st) st = comm_groups_init();
+  if (!st) st = backend_comm_open(comm, &bc, &o.comm);  // makes the group set
   if (!st && defaults && comm_rank() == 0) log_info("config: defaults used for %s", defaults);
   if (!st && comm_rank() == 0)
-    log_info("calibrate: backend %s, precision %s",
+    log_info("calibrate: backend %s, precision %s, comm %s",
              bc.table[tc.precision] ? bc.table[tc.precision]->name : bc.device,
-             config_precision_name(tc.precision));
+             config_precision_name(tc.precision), o.comm->name);
   free(defaults);
   // One exit path (end:), so an error added later cannot skip a cleanup.
   calibrate_point pts[64];
@@ -110,5 +113,6 @@ int cmd_calibrate(int argc, char **argv) {
          "fit within %.1f%%; wrote %s\n",
          res.cost.a, res.cost.b, res.cost.ovh, res.cost.kv, 100 * res.max_rel_err, out);
 end:
+  comm_close(&o.comm);
   return st ? cli_error("calibrate") : 0;
 }

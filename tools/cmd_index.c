@@ -154,14 +154,15 @@ static int cmd_stats(int argc, char **argv) {
     json_decref(failed);
     return cli_error("index stats");
   }
-  const char *dt = s.dtype == STORE_DTYPE_BF16 ? "bf16" : "u8";
+  const char *dt = store_dtype_name(s.dtype);
   if (json) {
     json_t *o = json_pack(
-        "{s:s, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:f, s:I}, s:{s:I, s:I, s:I},"
+        "{s:s, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:f, s:I, s:i, s:i}, s:{s:I, s:I, s:I},"
         " s:I, s:I, s:I, s:I, s:f, s:f, s:o, s:o, s:o}",
         "store", dir, "settings", "fps_num", s.fps_num, "fps_den", s.fps_den, "short_side",
         s.short_side, "pt", s.pt, "ph", s.ph, "pw", s.pw, "channels", s.channels, "dtype", dt,
         "max_seconds", s.max_seconds, "token_bytes", (json_int_t)store_token_bytes(&s),
+        "vae_t", s.vae_t, "vae_s", s.vae_s,
         "sources", "done", (json_int_t)t.sources_done, "partial", (json_int_t)t.sources_partial,
         "failed", (json_int_t)t.sources_failed, "clips", (json_int_t)t.clips, "tokens",
         (json_int_t)t.tokens, "frames", (json_int_t)t.frames, "dropped_frames",
@@ -181,8 +182,14 @@ static int cmd_stats(int argc, char **argv) {
     return 0;
   }
   printf("store %s\n", dir);
-  printf("settings: fps %d/%d, short side %d, patch %dx%dx%d, %d channels %s, max %g s per clip\n",
-         s.fps_num, s.fps_den, s.short_side, s.pt, s.ph, s.pw, s.channels, dt, s.max_seconds);
+  if (store_is_latent(&s))
+    printf("settings: latents of a VAE of stride %dx%dx%d, video at %d/%d fps, patch %dx%dx%d, %d "
+           "channels %s, max %g s per clip\n", s.vae_t, s.vae_s, s.vae_s, s.fps_num, s.fps_den,
+           s.pt, s.ph, s.pw, s.channels, dt, s.max_seconds);
+  else
+    printf("settings: fps %d/%d, short side %d, patch %dx%dx%d, %d channels %s, max %g s per "
+           "clip\n", s.fps_num, s.fps_den, s.short_side, s.pt, s.ph, s.pw, s.channels, dt,
+           s.max_seconds);
   printf("sources: %lld done (%lld partial), %lld failed\n", (long long)t.sources_done,
          (long long)t.sources_partial, (long long)t.sources_failed);
   printf("clips: %lld, tokens: %lld (%.3g GB), frames: %lld (+%lld dropped), hours: %.3f\n",

@@ -8,16 +8,15 @@
 
 #include "core/comm.h"
 #include "core/log.h"
-#ifdef TESSERA_HAVE_MEDIA
 #include "ingest/ingest.h"
-#endif
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/parse.h"
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: tessera ingest SRC... --out STORE [options]\n\n"
+          "usage: tessera ingest SRC... --out STORE [options]\n"
+          "       tessera ingest --latents SRC... --out STORE [--patch P] [--dtype bf16|f32]\n\n"
           "Decodes every video, resamples it to --fps, resizes it (short side --short-side,\n"
           "square pixels, display rotation applied), centre-crops to multiples of the patch,\n"
           "cuts it into tubelet tokens and writes them to STORE (shards + SQLite index).\n"
@@ -29,32 +28,32 @@ static void usage(FILE *f) {
           "  --out STORE          store directory (created if missing)           [required]\n"
           "  --fps N[/D]          target frame rate, 1/3600..240                  [8]\n"
           "  --short-side PX      short side after resize, before crop, 8..4096   [128]\n"
-          "  --patch PTxPHxPW     tubelet: frames x height x width, each 1..64    [2x16x16]\n"
+          "  --patch PTxPHxPW     tubelet: frames x height x width, each 1..64    [2x16x16;\n"
+          "                                                           latents: 1x2x2]\n"
           "  --max-seconds S      cut longer videos into clips of at most S s,\n"
           "                       0..86400                                       [0: no cut]\n"
           "  --workers N          sources decoded in parallel per rank, 1..1024  [cores]\n"
           "  --label-from-dir     record the parent folder's name as class label\n"
+          "  --captions           a caption file VIDEO.caption.safetensors beside a video\n"
+          "                       (text_emb (N, D) bf16/f32, metadata 'caption') is stored\n"
+          "                       as its clips' caption\n"
           "  --retry-failed       retry sources recorded as failed\n"
           "  --max-pixels N       refuse videos larger than N pixels per frame   [67108864]\n"
           "  --quiet              no progress line\n\n"
-          "The settings (fps, short side, patch, max seconds) are fixed when the store is\n"
-          "created; ingesting into it with other settings is refused.\n"
+          "latents (--latents): SRC are latent files of a video VAE (safetensors with a\n"
+          "(T, H, W, C) tensor 'latents'; docs/store-format.md, tools/reference/\n"
+          "encode_latents.py), directories searched for *.safetensors; no media needed.\n"
+          "Their frame rate, VAE stride and channels come from the files (all must agree);\n"
+          "the patch tiles latent frames x rows x columns; a file's optional caption\n"
+          "embedding (text_emb) is stored with its clips.\n"
+          "  --latents            the sources are latent files\n"
+          "  --dtype T            latent store values: bf16 or f32                 [bf16]\n\n"
+          "The settings (fps, short side, patch, max seconds; for latents also dtype and the\n"
+          "VAE stride) are fixed when the store is created; ingesting into it with other\n"
+          "settings is refused.\n"
           "exit status: 0 all sources done, 2 some sources failed (listed), 1 fatal error\n");
 }
 
-#ifndef TESSERA_HAVE_MEDIA
-// Built without media (TESSERA_MEDIA=OFF): no decoder, so no ingest.
-int cmd_ingest(int argc, char **argv) {
-  if (wants_help(argc, argv)) {
-    usage(stdout);
-    printf("\nThis tessera was built without media (FFmpeg): ingest is not available.\n");
-    return 0;
-  }
-  err_set(TSR_EINVAL, "this tessera was built without media (FFmpeg; cmake "
-          "-DTESSERA_MEDIA=OFF or no libav* dev files): run ingest on a build with media");
-  return cli_error("ingest");
-}
-#else
 typedef struct {
   int nfailed;
 } failed_ctx;
@@ -82,6 +81,9 @@ static tsr_status check_sources(char **srcs, int n) {
 int cmd_ingest(int argc, char **argv) {
   if (wants_help(argc, argv)) {
     usage(stdout);
+#ifndef TESSERA_HAVE_MEDIA
+    printf("\nThis tessera was built without media (FFmpeg): only --latents is available.\n");
+#endif
     return 0;
   }
   ingest_opts o = {
@@ -89,13 +91,19 @@ int cmd_ingest(int argc, char **argv) {
                    .channels = 3, .dtype = STORE_DTYPE_U8, .max_seconds = 0},
       .workers = 0, .max_pixels = 8192LL * 8192, .progress = 1};
   const char *out = NULL;
-  enum { O_OUT = 1, O_FPS, O_SHORT, O_PATCH, O_MAXS, O_WORKERS, O_LABEL, O_RETRY, O_MAXPIX, O_QUIET };
+  enum { O_OUT = 1, O_FPS, O_SHORT, O_PATCH, O_MAXS, O_WORKERS, O_LABEL, O_RETRY, O_MAXPIX, O_QUIET,
+         O_LATENTS, O_DTYPE, O_CAPTIONS };
+  int latents = 0, pixel_opt = 0;  // --latents; an option that only pixels take was given
+  int patch_given = 0, dtype_given = 0, maxs_given = 0;
+  store_dtype latent_dtype = STORE_DTYPE_BF16;
   static const struct option opts[] = {
       {"out", required_argument, 0, O_OUT},         {"fps", required_argument, 0, O_FPS},
       {"short-side", required_argument, 0, O_SHORT}, {"patch", required_argument, 0, O_PATCH},
       {"max-seconds", required_argument, 0, O_MAXS}, {"workers", required_argument, 0, O_WORKERS},
       {"label-from-dir", no_argument, 0, O_LABEL},   {"retry-failed", no_argument, 0, O_RETRY},
       {"max-pixels", required_argument, 0, O_MAXPIX}, {"quiet", no_argument, 0, O_QUIET},
+      {"latents", no_argument, 0, O_LATENTS},        {"dtype", required_argument, 0, O_DTYPE},
+      {"captions", no_argument, 0, O_CAPTIONS},
       {0, 0, 0, 0}};
   int c;
   tsr_status st = TSR_OK;
@@ -103,13 +111,26 @@ int cmd_ingest(int argc, char **argv) {
   while (!st && (c = cli_getopt(argc, argv, opts)) != -1) {
     switch (c) {
     case O_OUT: out = optarg; break;
-    case O_FPS: st = parse_rational("--fps", optarg, &o.settings.fps_num, &o.settings.fps_den); break;
+    case O_FPS:
+      pixel_opt = 1;
+      st = parse_rational("--fps", optarg, &o.settings.fps_num, &o.settings.fps_den);
+      break;
     case O_SHORT:
+      pixel_opt = 1;
       st = parse_int("--short-side", optarg, STORE_MIN_SHORT_SIDE, STORE_MAX_SHORT_SIDE,
                      &o.settings.short_side);
       break;
-    case O_PATCH: st = parse_patch("--patch", optarg, &o.settings.pt, &o.settings.ph, &o.settings.pw); break;
+    case O_LATENTS: latents = 1; break;
+    case O_CAPTIONS: o.captions = 1; break;
+    case O_DTYPE:
+      dtype_given = 1;
+      if (!strcmp(optarg, "bf16")) latent_dtype = STORE_DTYPE_BF16;
+      else if (!strcmp(optarg, "f32")) latent_dtype = STORE_DTYPE_F32;
+      else st = err_set(TSR_EINVAL, "--dtype '%s': use bf16 or f32", optarg);
+      break;
+    case O_PATCH: patch_given = 1; st = parse_patch("--patch", optarg, &o.settings.pt, &o.settings.ph, &o.settings.pw); break;
     case O_MAXS:
+      maxs_given = 1;
       st = parse_double("--max-seconds", optarg, 0, STORE_MAX_SECONDS, &o.settings.max_seconds);
       break;
     case O_WORKERS: st = parse_int("--workers", optarg, 1, 1024, &o.workers); break;
@@ -122,14 +143,53 @@ int cmd_ingest(int argc, char **argv) {
   }
   if (!st && !out) st = err_set(TSR_EINVAL, "missing --out STORE");
   if (!st) st = cli_positionals(argc, argv, 1, argc, "SRC (files, directories or @LIST)");
-  // Ranges of fps (a fraction) and the patch, and the patch against the short side: the
-  // limits of store.h, the same check the index applies when a store is created.
-  if (!st && store_settings_check(&o.settings))
-    st = err_wrap(TSR_EINVAL, "bad settings: ");
+  if (!st && latents && (pixel_opt || o.captions))
+    st = err_set(TSR_EINVAL, "%s", o.captions ? "--captions is for videos; latent files carry "
+                 "their caption (text_emb)" : "--fps and --short-side are for videos; latent "
+                 "files carry their frame rate (metadata fps) and are not resized");
+  if (!st && !latents && dtype_given)
+    st = err_set(TSR_EINVAL, "--dtype is for latent stores (--latents); pixels are uint8");
   if (st) return cli_usage_error("ingest");
   if (check_sources(argv + optind, argc - optind)) return cli_error("ingest");
   struct stat sb;
   int existed = stat(out, &sb) == 0;
+  if (latents) {  // the store's frame rate, VAE stride and channels are the files'
+    o.reader = &ingest_reader_latents;
+    o.settings.dtype = latent_dtype;
+    if (!patch_given) o.settings.pt = 1, o.settings.ph = o.settings.pw = 2;  // as Wan, HunyuanVideo
+    store_index *ix = NULL;
+    store_settings have;
+    if (store_open(&ix, out, 0, NULL) == TSR_OK && index_settings(ix, &have) == TSR_OK &&
+        store_is_latent(&have)) {
+      // an existing latent store: its settings, but for what the command line gives (which
+      // the store then refuses if it differs)
+      store_settings want = have;
+      if (patch_given) want.pt = o.settings.pt, want.ph = o.settings.ph, want.pw = o.settings.pw;
+      if (dtype_given) want.dtype = latent_dtype;
+      if (maxs_given) want.max_seconds = o.settings.max_seconds;
+      o.settings = want;
+    } else if ((st = ingest_latent_settings(argv + optind, argc - optind, &o.settings))) {
+      index_close(&ix);
+      return cli_error("ingest");
+    }
+    index_close(&ix);
+    err_clear();
+  } else {
+#ifdef TESSERA_HAVE_MEDIA
+    o.reader = &ingest_reader_video;
+#else
+    err_set(TSR_EINVAL, "this tessera was built without media (FFmpeg; cmake -DTESSERA_MEDIA=OFF "
+            "or no libav* dev files): it ingests latent files only (--latents); run video "
+            "ingest on a build with media");
+    return cli_error("ingest");
+#endif
+  }
+  // Ranges of fps (a fraction) and the patch, and the patch against the short side: the
+  // limits of store.h, the same check the index applies when a store is created.
+  if (store_settings_check(&o.settings)) {
+    err_wrap(TSR_EINVAL, "bad settings: ");
+    return cli_usage_error("ingest");
+  }
   ingest_result res;
   st = ingest_run(out, argv + optind, argc - optind, &o, &res);
   if (st) {
@@ -162,4 +222,3 @@ int cmd_ingest(int argc, char **argv) {
   }
   return 0;
 }
-#endif  // TESSERA_HAVE_MEDIA

@@ -11,6 +11,8 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "ingest/store.h"
+#include "model/config.h"
+#include "model/train/memory.h"
 #include "sched/lengths.h"
 #include "sched/plan_json.h"
 #include "sched/sched.h"
@@ -20,8 +22,8 @@
 
 static void plan_usage(FILE *f) {
   fprintf(f,
-    "usage: tessera plan (--lengths FILE[:W],... | --data STORE) --ranks N --mem-tokens M\n"
-    "                    --cost FILE [options]\n\n"
+    "usage: tessera plan (--lengths FILE[:W],... | --data STORE) --ranks N\n"
+    "                    (--mem-tokens M | --config FILE --mem-bytes B) --cost FILE [options]\n\n"
     "Plans global batches with the Dynamic-CP scheduler and prints, per step and in total,\n"
     "the predicted step time of the dynamic plan, of static CP with packing only and with\n"
     "balanced packing, a lower bound, speedups, efficiency (bound / plan), CP sizes used,\n"
@@ -43,7 +45,12 @@ static void plan_usage(FILE *f) {
     "  --ranks N               ranks (GPUs), a power of two <= 2^24 (required)\n"
     "  --gpus-per-node G       ranks per node, <= 2^24 (default 8)\n"
     "  --mem-tokens M          most tokens one rank may hold in a microbatch, <= 2^38\n"
-    "                          (required)\n"
+    "  --config FILE --mem-bytes B [--set KEY=VALUE ...]\n"
+    "                          or M from the trainer's memory model: the most tokens per\n"
+    "                          rank for which the model of FILE (configs/model/*.conf,\n"
+    "                          train.precision, model.recompute, train.global_batch), its\n"
+    "                          optimizer, inputs, ring buffers of every CP size <= N and a\n"
+    "                          GPU's 1 GiB reserve fit B bytes per GPU\n"
     "  --global-batch B        clips per step, <= 2^24 (default 256)\n"
     "  --steps S               steps to plan (default 1)\n"
     "  --seed X                sampler seed (default 0)\n"
@@ -92,16 +99,19 @@ static void print_waves(const sched_result *r, const int64_t *ids, const int64_t
 
 // Everything the command line says.
 typedef struct {
-  const char *lengths_spec, *store, *cost_path, *json_path;
+  const char *lengths_spec, *store, *cost_path, *json_path, *config_path;
   lengths_opts lo;
-  int64_t ranks, gpn, mem, batch, steps, seed, maxclip;
+  int64_t ranks, gpn, mem, batch, steps, seed, maxclip, mem_bytes;
   int show_waves;
+  char **sets;  // (argc) --set values
+  int nsets;
 } plan_args;
 
 // Parses argv into *a; TSR_EINVAL with a message naming the option otherwise.
 static tsr_status parse_args(int argc, char **argv, plan_args *a) {
   enum { O_LENGTHS = 256, O_DATA, O_FPS, O_SIZE, O_PATCH, O_TPS, O_MAXSEC, O_CAPTOK, O_RANKS,
-         O_GPN, O_MEM, O_BATCH, O_STEPS, O_SEED, O_MAXCLIP, O_COST, O_JSON, O_WAVES };
+         O_GPN, O_MEM, O_BATCH, O_STEPS, O_SEED, O_MAXCLIP, O_COST, O_JSON, O_WAVES, O_CONFIG,
+         O_SET, O_MEMBYTES };
   static const struct option opts[] = {
       {"lengths", required_argument, 0, O_LENGTHS}, {"data", required_argument, 0, O_DATA},
       {"fps", required_argument, 0, O_FPS},         {"size", required_argument, 0, O_SIZE},
@@ -116,8 +126,11 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
       {"steps", required_argument, 0, O_STEPS},     {"seed", required_argument, 0, O_SEED},
       {"max-clip-tokens", required_argument, 0, O_MAXCLIP},
       {"cost", required_argument, 0, O_COST},       {"json", required_argument, 0, O_JSON},
-      {"waves", no_argument, 0, O_WAVES},           {0, 0, 0, 0}};
-  *a = (plan_args){.gpn = 8, .batch = 256, .steps = 1};
+      {"waves", no_argument, 0, O_WAVES},           {"config", required_argument, 0, O_CONFIG},
+      {"set", required_argument, 0, O_SET},         {"mem-bytes", required_argument, 0, O_MEMBYTES},
+      {0, 0, 0, 0}};
+  char **sets = a->sets;  // the caller's (argc) array
+  *a = (plan_args){.gpn = 8, .batch = 256, .steps = 1, .sets = sets};
   int geometry_parts = 0;
   cli_reset();
   int o;
@@ -159,6 +172,9 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
     case O_COST: a->cost_path = optarg; break;
     case O_JSON: a->json_path = optarg; break;
     case O_WAVES: a->show_waves = 1; break;
+    case O_CONFIG: a->config_path = optarg; break;
+    case O_SET: a->sets[a->nsets++] = optarg; break;
+    case O_MEMBYTES: st = parse_i64("--mem-bytes", optarg, 1 << 20, INT64_MAX / 2, &a->mem_bytes); break;
     default: return TSR_EINVAL;  // cli_getopt said why
     }
     if (st) return st;
@@ -167,21 +183,46 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
   if (st) return st;
   const char *missing = !a->lengths_spec && !a->store ? "--lengths or --data"
                         : !a->ranks                   ? "--ranks"
-                        : !a->mem                     ? "--mem-tokens"
+                        : !a->mem && !a->mem_bytes    ? "--mem-tokens (or --config and --mem-bytes)"
                         : !a->cost_path               ? "--cost"
                                                       : NULL;
   if (missing) return err_set(TSR_EINVAL, "missing %s", missing);
+  if (a->mem && a->mem_bytes)
+    return err_set(TSR_EINVAL, "give --mem-tokens or --mem-bytes, not both");
+  if (a->mem_bytes && !a->config_path)
+    return err_set(TSR_EINVAL, "--mem-bytes needs --config FILE: the memory model counts that "
+                   "model's bytes per token");
+  if ((a->config_path || a->nsets) && !a->mem_bytes)
+    return err_set(TSR_EINVAL, "--config and --set are for --mem-bytes (M from the memory model)");
   if (a->lengths_spec && a->store) return err_set(TSR_EINVAL, "give --lengths or --data, not both");
   if (geometry_parts && geometry_parts != 3)
     return err_set(TSR_EINVAL, "the token geometry needs all of --fps, --size, --patch");
   return TSR_OK;
 }
 
+// M from the memory model of --config for --mem-bytes per GPU, and that model (*mm).
+static tsr_status memory_tokens(const plan_args *a, int64_t *mem, train_memory *mm) {
+  dit_config mc;
+  train_config tc;
+  tsr_status st = config_load(a->config_path, a->sets, a->nsets, &mc, &tc, NULL);
+  if (!st && (a->ranks & (a->ranks - 1)))
+    st = err_set(TSR_EINVAL, "--ranks %lld: a power of two", (long long)a->ranks);
+  if (!st)
+    st = train_memory_tokens(&mc, &tc, 1, (int)a->ranks, (size_t)a->mem_bytes, TRAIN_MEMORY_MAX_TOKENS,
+                             mem, mm);
+  return st ? err_wrap(st, "--mem-bytes %lld with --config %s: ", (long long)a->mem_bytes,
+                       a->config_path) : TSR_OK;
+}
+
 // The clip lengths (a mix of CSVs or a store's clips) and the scheduler's configuration.
-static tsr_status load_inputs(const plan_args *a, lengths_set *ls, sched_config *cfg) {
-  *cfg = (sched_config){.cluster = {(int)a->ranks, (int)a->gpn, a->mem},
+static tsr_status load_inputs(const plan_args *a, lengths_set *ls, sched_config *cfg,
+                              train_memory *mm) {
+  int64_t mem = a->mem;
+  tsr_status st = a->mem_bytes ? memory_tokens(a, &mem, mm) : TSR_OK;
+  if (st) return st;
+  *cfg = (sched_config){.cluster = {(int)a->ranks, (int)a->gpn, mem},
                         .max_clip_tokens = a->maxclip};
-  tsr_status st = cost_model_load(a->cost_path, &cfg->cost);
+  st = cost_model_load(a->cost_path, &cfg->cost);
   if (!st && a->lengths_spec) st = lengths_load_mix(ls, a->lengths_spec, &a->lo);
   if (!st && a->store) {
     int64_t *sid = NULL, *stok = NULL, sn = 0;
@@ -213,11 +254,11 @@ static void print_row(const char *label, double plan_s, double packing_s, double
 static void print_summary(const sched_totals *tot) {
   printf("summary: dynamic plan %.3f s/step, %.3fx over packing only, %.3fx over static "
          "balanced; efficiency %.3f against the lower bound (%.3f against the per-clip "
-         "bound); planner %.2f ms/batch (max %.2f)\n",
+         "bound); planner %.2f ms/batch (max %.2f; CPU %.2f ms/batch)\n",
          tot->predicted_s / tot->steps, ratio(tot->packing_only_s, tot->predicted_s),
          ratio(tot->static_balanced_s, tot->predicted_s),
          ratio(tot->lower_bound_s, tot->predicted_s), ratio(tot->lower_bound_ref_s, tot->predicted_s),
-         tot->plan_ms / tot->steps, tot->plan_ms_max);
+         tot->plan_ms / tot->steps, tot->plan_ms_max, tot->plan_cpu_ms / tot->steps);
   int fell = tot->steps - tot->used[SCHED_USED_DYNAMIC];
   if (!fell) {
     printf("plans: Dynamic-CP's own plan ran in all %d steps (it was faster than both static "
@@ -253,7 +294,7 @@ static tsr_status plan_steps(const plan_args *a, const lengths_set *ls, const sc
                              sched_json *js, sched_totals *tot, int nlev) {
   draw_ctx dc = {.ls = ls, .seed = (uint64_t)a->seed, .batch = (int)a->batch};
   sched_pipeline *pipe = NULL;
-  tsr_status st = sched_pipeline_open(&pipe, cfg, a->batch, 0, a->steps, draw_batch, &dc);
+  tsr_status st = sched_pipeline_open(&pipe, cfg, a->batch, 0, a->steps, draw_batch, &dc, NULL);
   for (int64_t s = 0; !st && s < a->steps; s++) {
     sched_batch b;
     if ((st = sched_pipeline_next(pipe, &b))) break;
@@ -279,13 +320,18 @@ int cmd_plan(int argc, char **argv) {
     plan_usage(stdout);
     return 0;
   }
-  plan_args a;
+  plan_args a = {.sets = calloc((size_t)argc + 1, sizeof(char *))};
   sched_config cfg;
   lengths_set ls = {0};
   sched_json *js = NULL;
   sched_totals tot = {0};
-  if (parse_args(argc, argv, &a)) return cli_usage_error("plan");
-  tsr_status st = load_inputs(&a, &ls, &cfg);
+  train_memory mm = {0};
+  tsr_status st = a.sets ? TSR_OK : err_set(TSR_ENOMEM, "out of memory");
+  if (!st && parse_args(argc, argv, &a)) {
+    free(a.sets);
+    return cli_usage_error("plan");
+  }
+  if (!st) st = load_inputs(&a, &ls, &cfg, &mm);
   if (!st && a.json_path) st = sched_json_begin(&js, &cfg);
   if (st) goto done;
   int nlev = 0;
@@ -296,8 +342,14 @@ int cmd_plan(int argc, char **argv) {
   printf("tessera plan: %lld clips from %d source(s); %d ranks (%d per node), %lld mem "
          "tokens, batch %lld, static CP %d (max clip %lld tokens), cost %s\n",
          (long long)ls.n, ls.nsources, cfg.cluster.ranks, cfg.cluster.gpus_per_node,
-         (long long)a.mem, (long long)a.batch, cost_min_cp(&cfg.cluster, cfg.max_clip_tokens),
-         (long long)cfg.max_clip_tokens, a.cost_path);
+         (long long)cfg.cluster.mem_tokens, (long long)a.batch,
+         cost_min_cp(&cfg.cluster, cfg.max_clip_tokens), (long long)cfg.max_clip_tokens,
+         a.cost_path);
+  if (a.mem_bytes) {
+    char what[512];
+    train_memory_format(&mm, what, sizeof what);
+    printf("memory per GPU (%s, %lld bytes): %s\n", a.config_path, (long long)a.mem_bytes, what);
+  }
   printf("%-6s %10s %10s %10s %10s %6s %8s %8s %6s %6s %-15s %8s  %s\n", "step", "plan_s",
          "packing_s", "balanced_s", "bound_s", "eff", "x_pack", "x_bal", "idle", "waves",
          "used", "plan_ms", "CP size:clips");
@@ -312,5 +364,6 @@ done:
   if (st) cli_error("plan");
   sched_json_free(&js);
   lengths_free(&ls);
+  free(a.sets);
   return st ? 1 : 0;
 }

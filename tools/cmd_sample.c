@@ -9,6 +9,7 @@
 #include "core/err.h"
 #include "core/fs.h"
 #include "core/log.h"
+#include "ingest/latent_file.h"
 #include "model/io/checkpoint.h"
 #include "model/sample/sample.h"
 #include "tools/backend.h"
@@ -20,18 +21,27 @@
 static void sample_usage(FILE *f) {
   fprintf(f,
     "usage: tessera sample --ckpt FILE --frames F --size HxW --out FILE.mp4 [--label L]\n"
-    "                      [--cfg S] [--steps N] [--seed S] [--ema | --raw]\n"
+    "                      [--caption FILE] [--cfg S] [--steps N] [--seed S] [--ema | --raw]\n"
     "                      [--backend B] [--precision fp32|bf16]\n\n"
     "Generates a clip by Euler integration of the learned flow from noise and writes it as\n"
     "H.264 at the frame rate of the store the checkpoint was trained on. Details:\n"
     "docs/train.md. An --out ending in .y4m is written as YUV4MPEG2 (4:4:4, BT.601)\n"
     "instead; a tessera built without media (FFmpeg) always writes Y4M, to FILE.y4m.\n\n"
+    "A model trained on VAE latents (tessera ingest --latents) samples latents: --frames\n"
+    "and --size count latent frames and latent rows x columns; the latents go to FILE's\n"
+    "name with .safetensors (a latent file for your VAE's decoder:\n"
+    "tools/reference/encode_latents.py decode) and FILE.mp4 gets a PREVIEW: latent\n"
+    "channels 0, 1, 2 as red, green, blue, each stretched over its range in the clip, each\n"
+    "latent pixel a VAE-stride square, one frame a latent frame (not the decoded video).\n\n"
     "  --ckpt FILE      checkpoint (RUN/ckpt-STEP.safetensors)\n"
     "  --frames F       frames, a multiple of the model's tubelet frames (pt)\n"
     "  --size HxW       height x width in pixels, multiples of the patch (ph, pw)\n"
     "  --out FILE.mp4   output video (written to FILE.mp4.tmp, then renamed)\n"
     "  --label L        class id or name (class-conditional models)\n"
-    "  --cfg S          classifier-free guidance scale (default 1: none; needs --label)\n"
+    "  --caption FILE   caption embedding (safetensors with text_emb (N, text_dim), from\n"
+    "                   the text encoder the model was trained with; models with captions)\n"
+    "  --cfg S          classifier-free guidance scale (default 1: none; needs --label or\n"
+    "                   --caption: compared with no label and no caption)\n"
     "  --steps N        Euler steps (default 32)\n"
     "  --seed S         noise seed (default 0)\n"
     "  --ema, --raw     EMA weights (default) or the raw trained weights\n"
@@ -42,16 +52,28 @@ static void sample_usage(FILE *f) {
     "  -h, --help       this help\n");
 }
 
-// Only RGB models can be written as video: checked before any sampling.
+// Only RGB models can be written as video, and latent models as latents and a preview:
+// checked before any sampling.
 static tsr_status check_rgb(const char *ckpt) {
   ckpt_meta cm = {0};
   tsr_status r = ckpt_read_meta(ckpt, &cm);
-  if (!r && cm.mc.channels != 3)
-    r = err_set(TSR_EINVAL, "the model of %s has %d channels; only RGB (3) can be written as "
-                "video", ckpt, cm.mc.channels);
+  if (!r && !store_is_latent(&cm.store) && cm.mc.channels != 3)
+    r = err_set(TSR_EINVAL, "the model of %s has %d channels; only RGB (3) can be "
+                "written as video", ckpt, cm.mc.channels);
   ckpt_meta_free(&cm);
   return r;
 }
+
+// path with its .mp4 / .y4m extension replaced by .safetensors, into out (n bytes).
+static tsr_status latents_path(const char *path, char *out, size_t n) {
+  size_t len = strlen(path), cut = len;
+  const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
+  if (dot && (!slash || dot > slash)) cut = (size_t)(dot - path);
+  if ((size_t)snprintf(out, n, "%.*s.safetensors", (int)cut, path) >= n)
+    return err_set(TSR_EINVAL, "--out: path too long");
+  return TSR_OK;
+}
+
 
 static int ends_with(const char *s, const char *suffix) {
   size_t n = strlen(s), m = strlen(suffix);
@@ -62,7 +84,7 @@ static int ends_with(const char *s, const char *suffix) {
 static tsr_status parse_args(int argc, char **argv, sample_options *o, const char **out,
                              const char **backend) {
   enum { O_CKPT = 1, O_FRAMES, O_SIZE, O_OUT, O_LABEL, O_CFG, O_STEPS, O_SEED, O_EMA, O_RAW,
-         O_BACKEND, O_PRECISION };
+         O_BACKEND, O_PRECISION, O_CAPTION };
   static const struct option opts[] = {
       {"ckpt", required_argument, 0, O_CKPT},   {"frames", required_argument, 0, O_FRAMES},
       {"size", required_argument, 0, O_SIZE},   {"out", required_argument, 0, O_OUT},
@@ -70,7 +92,8 @@ static tsr_status parse_args(int argc, char **argv, sample_options *o, const cha
       {"steps", required_argument, 0, O_STEPS}, {"seed", required_argument, 0, O_SEED},
       {"ema", no_argument, 0, O_EMA},           {"raw", no_argument, 0, O_RAW},
       {"backend", required_argument, 0, O_BACKEND},
-      {"precision", required_argument, 0, O_PRECISION}, {0, 0, 0, 0}};
+      {"precision", required_argument, 0, O_PRECISION},
+      {"caption", required_argument, 0, O_CAPTION}, {0, 0, 0, 0}};
   static const int size_hi[2] = {16384, 16384};
   int c, hw[2];
   double cfg = 1;
@@ -89,6 +112,7 @@ static tsr_status parse_args(int argc, char **argv, sample_options *o, const cha
       break;
     case O_OUT: *out = optarg; break;
     case O_LABEL: o->label = optarg; break;
+    case O_CAPTION: o->caption = optarg; break;
     case O_CFG: r = parse_double("--cfg", optarg, 0, 100, &cfg); break;
     case O_STEPS: r = parse_int("--steps", optarg, 1, 100000, &o->steps); break;
     case O_SEED: r = parse_i64("--seed", optarg, 0, INT64_MAX, &seed); break;
@@ -138,8 +162,26 @@ int cmd_sample(int argc, char **argv) {
   sample_result res = {0};
   tsr_status r = check_rgb(o.ckpt);
   if (!r) r = sample_run(&o, &res);
+  float *lat = NULL;
+  if (!r && store_is_latent(&res.store)) {  // the latents; video_write makes their preview
+    const store_settings *st = &res.store;
+    char lpath[4200];
+    const char *extra[] = {"sampled_from", o.ckpt, "caption_text", res.caption};
+    int frames = res.T * res.mc.pt, h = res.H * res.mc.ph, w = res.W * res.mc.pw;
+    r = latents_path(out, lpath, sizeof lpath);
+    if (!r) r = sample_latents(&res, &lat);
+    if (!r)
+      r = latent_file_write(lpath, lat, frames, h, w, res.mc.channels, st->fps_num, st->fps_den,
+                            st->vae_t, st->vae_s, NULL, extra, res.caption[0] ? 2 : 1);
+    if (!r)
+      log_info("sample: wrote the latents to %s (%d x %d x %d x %d: decode them with the VAE "
+               "that encoded the store); %s is a PREVIEW of latent channels %s as red, green, "
+               "blue, each stretched over its 0.5..99.5%% range, not the decoded video", lpath,
+               frames, h, w, res.mc.channels, out, res.mc.channels >= 3 ? "0, 1, 2" : "0 (grey)");
+  }
   if (!r) r = video_write(out, &res);
   if (!r) log_info("sample: wrote %s", out);
+  free(lat);
   sample_result_free(&res);
   return r ? cli_error("sample") : 0;
 }

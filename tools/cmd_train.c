@@ -38,7 +38,14 @@ static void train_usage(FILE *f) {
     "  --set KEY=VALUE      override a config key, e.g. --set train.lr=3e-4 (repeatable)\n"
     "  --cost FILE          cost model for the planner (from `tessera calibrate`;\n"
     "                       default: built-in CPU numbers of the tiny model)\n"
-    "  --gpus-per-node G    ranks per node, for the cost model (default: all ranks)\n"
+    "  --gpus-per-node G    ranks per node, for the cost model (default: the ranks the\n"
+    "                       launcher put on this node)\n"
+    "  --mem-bytes B        memory per rank for the memory model (default: the GPU's free\n"
+    "                       memory; on the CPU half the available host memory, shared by\n"
+    "                       the ranks); train.mem_tokens = 0 takes the most tokens that fit\n"
+    "  --planners P         under mpirun, P ranks plan the batches in turn and broadcast\n"
+    "                       each plan (the same plan, bitwise); 0: every rank plans every\n"
+    "                       batch itself (default 1)\n"
     "  --skip-bad-clips     leave out clips whose checksum fails (reported once each on\n"
     "                       stderr, counted as bad_clips in metrics.jsonl); default: stop\n"
     "                       naming the clip (`tessera index verify STORE` lists them all)\n"
@@ -48,6 +55,7 @@ static void train_usage(FILE *f) {
     BACKEND_OPTION_HELP
     "                       (--set train.precision=bf16: bf16 activations, fp32\n"
     "                       weights and optimizer)\n"
+    COMM_OPTION_HELP
     "  -h, --help           this help\n\n"
     "Validation and samples (config keys, docs/train.md): train.val_clips holds clips out\n"
     "of training and scores them every train.val_every steps at fixed noise levels\n"
@@ -63,9 +71,9 @@ static void train_usage(FILE *f) {
 // Parses argv into *o (sets: the --set values, argc entries); TSR_EINVAL naming the
 // problem otherwise.
 static tsr_status parse_args(int argc, char **argv, train_options *o, char **sets,
-                             const char **backend) {
+                             const char **backend, const char **comm) {
   enum { O_CONFIG = 1, O_DATA, O_OUT, O_STEPS, O_RESUME, O_INIT, O_SET, O_COST, O_GPN, O_PLAN,
-         O_SKIP_BAD, O_BACKEND };
+         O_SKIP_BAD, O_BACKEND, O_COMM, O_PLANNERS, O_MEM_BYTES };
   static const struct option opts[] = {
       {"config", required_argument, 0, O_CONFIG}, {"data", required_argument, 0, O_DATA},
       {"out", required_argument, 0, O_OUT},       {"steps", required_argument, 0, O_STEPS},
@@ -73,6 +81,9 @@ static tsr_status parse_args(int argc, char **argv, train_options *o, char **set
       {"set", required_argument, 0, O_SET},       {"cost", required_argument, 0, O_COST},
       {"gpus-per-node", required_argument, 0, O_GPN}, {"plan", required_argument, 0, O_PLAN},
       {"skip-bad-clips", no_argument, 0, O_SKIP_BAD}, {"backend", required_argument, 0, O_BACKEND},
+      {"comm", required_argument, 0, O_COMM},
+      {"planners", required_argument, 0, O_PLANNERS},
+      {"mem-bytes", required_argument, 0, O_MEM_BYTES},
       {0, 0, 0, 0}};
   tsr_status r = TSR_OK;
   int c;
@@ -95,8 +106,11 @@ static tsr_status parse_args(int argc, char **argv, train_options *o, char **set
       else r = err_set(TSR_EINVAL, "--plan '%s': use auto, dynamic, static or packing", optarg);
       break;
     case O_GPN: r = parse_int("--gpus-per-node", optarg, 1, 1 << 20, &o->gpus_per_node); break;
+    case O_PLANNERS: r = parse_int("--planners", optarg, 0, 1 << 24, &o->planners); break;
+    case O_MEM_BYTES: r = parse_i64("--mem-bytes", optarg, 1 << 20, INT64_MAX / 2, &o->mem_bytes); break;
     case O_SET: sets[o->n_overrides++] = optarg; break;
     case O_BACKEND: *backend = optarg; break;
+    case O_COMM: *comm = optarg; break;
     default: r = TSR_EINVAL;  // cli_getopt said why
     }
   }
@@ -115,17 +129,20 @@ int cmd_train(int argc, char **argv) {
     train_usage(stdout);
     return 0;
   }
-  train_options o = {.comm = comm_mpi(), .write_video = video_write_default};
-  const char *backend = "auto";
+  train_options o = {.planners = 1, .write_video = video_write_default};
+  const char *backend = "auto", *comm = "auto";
   backend_choice bc;
   char **sets = calloc((size_t)argc + 1, sizeof *sets);
   if (!sets) return 1;
-  tsr_status r = parse_args(argc, argv, &o, sets, &backend);
+  tsr_status r = parse_args(argc, argv, &o, sets, &backend, &comm);
   int rc = r ? cli_usage_error("train") : 0;
   o.overrides = sets;
-  if (!rc && (r = backend_choose(backend, &bc))) rc = cli_usage_error("train");
+  if (!o.gpus_per_node) o.gpus_per_node = comm_local_size();
+  if (!rc && backend_choose(backend, &bc)) rc = cli_usage_error("train");
   o.backend = &bc;
+  if (!rc && backend_comm_open(comm, &bc, &o.comm)) rc = cli_usage_error("train");
   if (!rc && train_run(&o)) rc = cli_error("train");
+  comm_close(&o.comm);
   free(sets);
   return rc;
 }

@@ -9,7 +9,8 @@
 # Writes under $OUT (default bench/gpu/out): build.log ctest.log ctest.xml bench.log
 # summary.json (5 files; the device tool returns 8 at most: bench/gpu/run.sh gets 3).
 # Exit: 0 all ran and passed; 1 build or a test failed; 3 built, but no GPU visible.
-# Env: BUILD_DIR (build-gpu), TESSERA_NVIDIA_PIP, TESSERA_DEBS (.carry/debs), CMAKE_ARGS.
+# Env: BUILD_DIR (build-gpu), TESSERA_NVIDIA_PIP, TESSERA_DEBS (.carry/debs), CMAKE_ARGS,
+# CTEST_ARGS (added to `ctest -L gpu`, e.g. "-R gpu_dist").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SRC=$PWD
@@ -115,7 +116,8 @@ stage=test
 probe=$("$B/tests/gpu_probe" 2>&1); prc=$?
 echo "$probe"
 if [ $prc -eq 0 ]; then gpu=true; else gpu=false; fi
-(cd "$B" && ctest -L gpu --output-on-failure --output-junit "$OUT/ctest.xml" --timeout 600) \
+# CTEST_ARGS narrows the run (e.g. "-R gpu_dist" when a lease is short).
+(cd "$B" && ctest -L gpu ${CTEST_ARGS:-} --output-on-failure --output-junit "$OUT/ctest.xml" --timeout 600) \
   >"$OUT/ctest.log" 2>&1
 trc=$?
 tail -15 "$OUT/ctest.log"

@@ -15,6 +15,9 @@ mkdir -p .carry/debs
 TB=${TESSERA_BIN:-build/tools/tessera}
 if [ -x "$TB" ] && TESSERA_BIN=$TB TESSERA_SRC=$PWD bash tests/gpu/train.sh --make-store .carry/gpu-store; then :
 else echo "gpu_prepare: no .carry/gpu-store ($TB with media needed): tests/gpu/train.sh will skip (a)-(c)" >&2; fi
+# The store of bench/dist/run.sh (8 clips of 320..2560 tokens), for STORE=.carry/dist-store there.
+TESSERA_BIN=$TB bench/dist/run.sh --make-store .carry/dist-store >/dev/null 2>&1 \
+  || echo "gpu_prepare: no .carry/dist-store (needs ffmpeg and a media build): bench/dist on the GPU needs it" >&2
 dirty=$(git status --porcelain --untracked-files=no | wc -l)
 echo "$(git rev-parse HEAD)$([ "$dirty" -gt 0 ] && echo "+dirty")" > .carry/commit
 ls .carry/debs

@@ -35,24 +35,65 @@ static tsr_status for_each_frame(const sample_result *s,
   return r;
 }
 
+// A latent clip's preview (model/sample/sample.h sample_preview_*): latent channels 0, 1, 2
+// as red, green, blue over their range in the clip, one frame a latent frame, each latent
+// pixel an up x up square.
+typedef struct {
+  float *lat;                 // (frames, h, w, C) sample_latents
+  int frames, h, w, C, up;
+  float lo[3], hi[3];
+} preview;
+
+static tsr_status preview_make(const sample_result *s, preview *pv) {
+  const store_settings *st = &s->store;
+  *pv = (preview){.frames = s->T * s->mc.pt, .h = s->H * s->mc.ph, .w = s->W * s->mc.pw,
+                  .C = s->mc.channels, .up = st->vae_s < 2 ? 2 : (st->vae_s + 1) / 2 * 2};
+  tsr_status r = sample_latents(s, &pv->lat);
+  if (!r) sample_preview_range(pv->lat, (size_t)pv->frames * pv->h * pv->w, pv->C, pv->lo, pv->hi);
+  return r;
+}
+
+// Every frame of the clip (or of its preview) as rgb24, in order, to put(ctx, frame).
+static tsr_status for_each_out_frame(const sample_result *s, const preview *pv,
+                                     tsr_status (*put)(void *ctx, const uint8_t *rgb), void *ctx) {
+  if (!pv) return for_each_frame(s, put, ctx);
+  uint8_t *rgb = malloc((size_t)pv->h * pv->up * pv->w * pv->up * 3);
+  tsr_status r = rgb ? TSR_OK : err_set(TSR_ENOMEM, "out of memory for the preview");
+  for (int f = 0; !r && f < pv->frames; f++) {
+    sample_preview_frame(pv->lat + (size_t)f * pv->h * pv->w * pv->C, pv->h, pv->w, pv->C, pv->up,
+                         pv->lo, pv->hi, rgb);
+    r = put(ctx, rgb);
+  }
+  free(rgb);
+  return r;
+}
+
+// The size and frame rate of the video: the clip's, or the preview's (a latent frame per
+// frame, at the latent frame rate).
+static void out_geometry(const sample_result *s, const preview *pv, int *w, int *h, int *fps_den) {
+  *w = pv ? pv->w * pv->up : s->W * s->mc.pw;
+  *h = pv ? pv->h * pv->up : s->H * s->mc.ph;
+  *fps_den = s->store.fps_den * (pv ? s->store.vae_t : 1);
+}
+
 #ifdef TESSERA_HAVE_MEDIA
 static tsr_status put_mp4(void *ctx, const uint8_t *rgb) {
   return video_encoder_write_rgb(ctx, rgb);
 }
 
-static tsr_status write_mp4(const char *path, const sample_result *s) {
-  encode_opts eo = {.width = s->W * s->mc.pw, .height = s->H * s->mc.ph,
-                    .fps_num = s->store.fps_num, .fps_den = s->store.fps_den, .crf = 18};
+static tsr_status write_mp4(const char *path, const sample_result *s, const preview *pv) {
+  encode_opts eo = {.fps_num = s->store.fps_num, .crf = 18};
+  out_geometry(s, pv, &eo.width, &eo.height, &eo.fps_den);
   video_encoder *e = NULL;
   tsr_status r = video_encoder_open(&e, path, &eo);
-  if (!r) r = for_each_frame(s, put_mp4, e);
+  if (!r) r = for_each_out_frame(s, pv, put_mp4, e);
   if (!r) r = video_encoder_finish(e);
   video_encoder_free(&e);
   return r;
 }
 #else
-static tsr_status write_mp4(const char *path, const sample_result *s) {
-  (void)s;
+static tsr_status write_mp4(const char *path, const sample_result *s, const preview *pv) {
+  (void)s, (void)pv;
   return err_set(TSR_EINVAL, "%s: this tessera was built without media (FFmpeg): it writes "
                  "Y4M only (a path ending in .y4m)", path);
 }
@@ -68,12 +109,14 @@ static tsr_status put_y4m(void *ctx, const uint8_t *rgb) {
   return y4m_write_frame_rgb(y->f, rgb, y->width, y->height);
 }
 
-static tsr_status write_y4m(const char *path, const sample_result *s) {
+static tsr_status write_y4m(const char *path, const sample_result *s, const preview *pv) {
   fs_atomic a = {0};
-  y4m_sink y = {.width = s->W * s->mc.pw, .height = s->H * s->mc.ph};
+  y4m_sink y;
+  int fps_den;
+  out_geometry(s, pv, &y.width, &y.height, &fps_den);
   tsr_status r = fs_atomic_open(&a, path);
-  if (!r) r = y4m_write_header(y.f = a.f, y.width, y.height, s->store.fps_num, s->store.fps_den);
-  if (!r) r = for_each_frame(s, put_y4m, &y);
+  if (!r) r = y4m_write_header(y.f = a.f, y.width, y.height, s->store.fps_num, fps_den);
+  if (!r) r = for_each_out_frame(s, pv, put_y4m, &y);
   if (!r) r = fs_atomic_commit(&a);
   fs_atomic_abort(&a);
   return r;
@@ -85,10 +128,15 @@ static int ends_with(const char *s, const char *suffix) {
 }
 
 tsr_status video_write(const char *path, const sample_result *s) {
-  if (s->mc.channels != 3)
+  int latent = store_is_latent(&s->store);
+  if (!latent && s->mc.channels != 3)
     return err_set(TSR_EINVAL, "%s: the model has %d channels; only RGB (3) can be written as "
                    "video", path, s->mc.channels);
-  tsr_status r = ends_with(path, ".y4m") ? write_y4m(path, s) : write_mp4(path, s);
+  preview pv = {0};
+  tsr_status r = latent ? preview_make(s, &pv) : TSR_OK;
+  if (!r) r = ends_with(path, ".y4m") ? write_y4m(path, s, latent ? &pv : NULL)
+                                      : write_mp4(path, s, latent ? &pv : NULL);
+  free(pv.lat);
   return r ? err_wrap(r, "writing %s: ", path) : TSR_OK;
 }
 

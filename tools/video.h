@@ -12,7 +12,10 @@
 #include "model/sample/sample.h"
 
 // Writes s to path: Y4M if it ends in .y4m (any case), else MP4 (TSR_EINVAL in a build
-// without media). Only RGB clips (3 channels).
+// without media). Pixel clips must be RGB (3 channels); a latent clip (s->store latent)
+// is written as its PREVIEW: latent channels 0, 1, 2 as red, green, blue over their range
+// in the clip, a latent frame per frame at the latent frame rate (not the decoded video:
+// the VAE's decoder makes that from the latents, which `tessera sample` writes beside it).
 tsr_status video_write(const char *path, const sample_result *s);
 // "mp4", or "y4m" in a build without media.
 const char *video_default_ext(void);

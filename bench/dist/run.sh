@@ -13,32 +13,55 @@
 # (OMP_NUM_THREADS=1), so 2 ranks use the machine's 2 cores without oversubscription.
 # Output: one line per run and bench/dist/results.json.
 #   bench/dist/run.sh        (after tools/setup.sh)
+#   bench/dist/run.sh --make-store DIR    only make the store (for a machine without
+#                                         ffmpeg: tools/gpu_prepare.sh carries it)
+# On a GPU machine (one rank per GPU: with fewer GPUs than ranks the ranks would share one
+# and the planner's per-rank costs do not hold, so RANKS lists what fits):
+#   STORE=.carry/dist-store BACKEND=cuda RANKS="1 2" CONFIG=configs/model/dit-b.conf \
+#     SETS="--set train.precision=bf16" OUT_JSON=... bench/dist/run.sh
+# Env: STORE (skip making one), BACKEND (cpu), COMM (auto), CONFIG (tiny), SETS (extra
+# --set arguments for train and calibrate), RANKS ("1 2"), STEPS (7), OUT_JSON.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 T=${TESSERA_BIN:-$ROOT/build/tools/tessera}
 OUT_JSON=${OUT_JSON:-$ROOT/bench/dist/results.json}
 STEPS=${STEPS:-7}
+BACKEND=${BACKEND:-cpu}
+COMM=${COMM:-auto}
+CONFIG=${CONFIG:-$ROOT/configs/model/tiny.conf}
+RANKS=${RANKS:-1 2}
+read -r -a XSETS <<<"${SETS:-}"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1} OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
-for c in ffmpeg jq mpirun; do command -v $c >/dev/null || { echo "bench: needs $c (tools/setup.sh)" >&2; exit 1; }; done
+for c in jq mpirun; do command -v $c >/dev/null || { echo "bench: needs $c (tools/setup.sh)" >&2; exit 1; }; done
 [ -x "$T" ] || { echo "bench: no $T; run tools/setup.sh" >&2; exit 1; }
 W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-bench-dist.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 MPI=(mpirun --oversubscribe --bind-to none)
 
-echo "bench: making and ingesting 8 clips of 1..8 s" >&2
-for s in 1 2 3 4 5 6 7 8; do
-  ffmpeg -nostdin -v error -y -f lavfi -i "testsrc2=s=160x128:r=12:d=$s" "$W/c$s.mp4"
-done
-"$T" ingest "$W"/c*.mp4 --out "$W/store" --fps 4 --short-side 32 --patch 1x4x4 --quiet
-CONF=(--config "$ROOT/configs/model/tiny.conf" --set model.pt=1 --set model.ph=4 --set model.pw=4
-      --set train.global_batch=8 --set train.warmup=2 --set train.ckpt_every=1000 --set train.log_every=1)
+make_store() {  # the store: 8 clips of 1..8 s, 320..2560 tokens (patch 1x4x4)
+  command -v ffmpeg >/dev/null || { echo "bench: needs ffmpeg to make the store (or set STORE)" >&2; exit 1; }
+  echo "bench: making and ingesting 8 clips of 1..8 s" >&2
+  for s in 1 2 3 4 5 6 7 8; do
+    ffmpeg -nostdin -v error -y -f lavfi -i "testsrc2=s=160x128:r=12:d=$s" "$W/c$s.mp4"
+  done
+  rm -rf "$1"
+  "$T" ingest "$W"/c*.mp4 --out "$1" --fps 4 --short-side 32 --patch 1x4x4 --quiet
+}
+if [ "${1:-}" = --make-store ]; then make_store "${2:?--make-store DIR}"; echo "store: $2"; exit 0; fi
+if [ -n "${STORE:-}" ]; then cp -r "$STORE" "$W/store"; else make_store "$W/store"; fi
+CONF=(--config "$CONFIG" --set model.pt=1 --set model.ph=4 --set model.pw=4
+      --set train.global_batch=8 --set train.warmup=2 --set train.ckpt_every=1000 --set train.log_every=1
+      "${XSETS[@]}" --backend "$BACKEND" --comm "$COMM")
 CAL=(--min-tokens 64 --max-tokens 4096 --points 6 --reps 3 --base "$ROOT/configs/cost/h100-dit1b.conf")
 
-echo "bench: calibrating on 1 rank and on 2 ranks" >&2
-"$T" calibrate "${CONF[@]}" "${CAL[@]}" --out "$W/cost1.conf" >"$W/cal1.log" 2>&1
-"${MPI[@]}" -np 2 "$T" calibrate "${CONF[@]}" "${CAL[@]}" --out "$W/cost2.conf" >"$W/cal2.log" 2>&1
-grep -E "^calibrate:" "$W/cal1.log" "$W/cal2.log" >&2 || true
+for n in $RANKS; do
+  echo "bench: calibrating on $n rank(s)" >&2
+  launch=("$T"); [ "$n" -gt 1 ] && launch=("${MPI[@]}" -np "$n" "$T")
+  "${launch[@]}" calibrate "${CONF[@]}" "${CAL[@]}" --out "$W/cost$n.conf" >"$W/cal$n.log" 2>&1 \
+    || { echo "bench: calibrate on $n rank(s) failed:" >&2; tail -5 "$W/cal$n.log" >&2; exit 1; }
+  grep -E "^calibrate: a" "$W/cal$n.log" >&2 || true
+done
 
 runs=()
 train() {  # ranks plan mem
@@ -56,17 +79,20 @@ train() {  # ranks plan mem
   runs+=("$dir.json")
   jq -r '"\(.ranks) rank(s), \(.plan) plans (\(.plans_used | join(","))): measured \(.measured_s * 1000 | floor) ms/step, predicted \(.predicted_s * 1000 | floor) ms/step, error \(.error * 100 | . * 10 | round / 10)%"' "$dir.json"
 }
-train 1 dynamic 4096
-train 1 static 4096
-train 2 dynamic 2048
-train 2 static 2048
+for n in $RANKS; do  # one rank holds whole clips; more must split the longest (mem 2048)
+  mem=4096; [ "$n" -gt 1 ] && mem=2048
+  train "$n" dynamic $mem
+  train "$n" static $mem
+done
 
 CPU=$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)
-COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-jq -s --arg cpu "$CPU" --arg commit "$COMMIT" --argjson nproc "$(nproc)" \
-  --rawfile cost1 "$W/cost1.conf" --rawfile cost2 "$W/cost2.conf" '
-  {benchmark: "dist", machine: {nproc: $nproc, cpu: $cpu}, commit: $commit,
-   threads_per_rank: 1, store: "8 clips of 1..8 s, 320..2560 tokens (patch 1x4x4)",
-   model: "tiny (patch 1x4x4)", global_batch: 8, cost_files: {one_rank: $cost1, two_ranks: $cost2},
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
+COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || cat "$ROOT/.carry/commit" 2>/dev/null || echo unknown)
+costs=$(for n in $RANKS; do jq -Rs --arg n "$n" '{($n + "_ranks"): .}' "$W/cost$n.conf"; done | jq -s add)
+jq -s --arg cpu "$CPU" --arg gpu "$GPU" --arg backend "$BACKEND" --arg commit "$COMMIT" \
+  --argjson nproc "$(nproc)" --arg config "$(basename "$CONFIG") ${SETS:-}" --argjson costs "$costs" '
+  {benchmark: "dist", machine: {nproc: $nproc, cpu: $cpu, gpu: $gpu}, backend: $backend,
+   commit: $commit, threads_per_rank: 1, store: "8 clips of 1..8 s, 320..2560 tokens (patch 1x4x4)",
+   model: ($config + " (patch 1x4x4)"), global_batch: 8, cost_files: $costs,
    runs: ., worst_abs_error: (map(.error | fabs) | max), target_abs_error: 0.15}' "${runs[@]}" >"$OUT_JSON"
 jq -r '"dist bench: worst |prediction error| \(.worst_abs_error * 100 | . * 10 | round / 10)% (target 15%) -> '"$OUT_JSON"'"' "$OUT_JSON"

@@ -18,7 +18,7 @@
 // batch is built once, outside the timed steps, and reused by every step.
 //
 // One training step (what is timed): dit_zero_grad, dit_forward (with the loss),
-// dit_backward, AdamW (kernels adamw_update) over every tensor with the config's lr,
+// dit_backward, AdamW (train_adamw: kernels adamw_update_multi) over every tensor with the config's lr,
 // the refresh of the weights' working copy (bf16 only; a no-op in fp32),
 // betas, eps and weight decay (train_decays: matrices only), step count 1, 2, ...; no
 // gradient clipping, no EMA, no learning-rate schedule (lr = train.lr). The PyTorch side
@@ -27,7 +27,8 @@
 // Output: one line per timed step (seconds, loss), then "tokens/s" from the median step;
 // with --json FILE the same as a JSON object {config, tokens, clips, threads, warmup,
 // steps, step_s: [...], median_s, mean_s, min_s, tokens_per_s, losses: [...], params,
-// activation_bytes, max_rss_kb_before_step, max_rss_kb_after}. --dump FILE writes the
+// activation_bytes, max_rss_kb_before_step, max_rss_kb_after, backend_peak_bytes,
+// backend_capacity_bytes (kernels.h memory_stats)}. --dump FILE writes the
 // config (metadata "config"), the initial weights ("param.<name>") and the batch
 // ("batch.*", objective_write_tensors) as safetensors before the first step, so that the
 // PyTorch side runs the very same model and batch.
@@ -86,6 +87,8 @@ typedef struct {
   const kernels_backend *kb;
   dit_model *model;
   float *adam_m, *adam_v;  // (n_params) backend memory
+  kernels_param_segment *adam_segs;  // train_adamw_segments
+  int n_adam_segs;
   objective_batch ob;      // host memory, used directly as the batch (see the top comment)
   objective_device dev;    // the batch on the backend, unless it computes fp32 in host memory
   dit_batch batch;
@@ -205,6 +208,7 @@ static tsr_status build_model(bench *b) {
   size_t bytes = dit_num_params(b->model) * sizeof(float);
   if (!st) st = kb->alloc(kb, (void **)&b->adam_m, bytes);
   if (!st) st = kb->alloc(kb, (void **)&b->adam_v, bytes);
+  if (!st) st = train_adamw_segments(b->model, &b->adam_segs, &b->n_adam_segs);
   return st ? err_wrap(st, "bench: model: ") : TSR_OK;
 }
 
@@ -214,7 +218,8 @@ static tsr_status train_once(bench *b, int64_t t, double *loss) {
   tsr_status st = dit_zero_grad(b->model);
   if (!st) st = dit_forward(b->model, &b->batch, NULL, loss);
   if (!st) st = dit_backward(b->model, &b->batch);
-  if (!st) st = train_adamw(b->model, &b->tc, b->adam_m, b->adam_v, b->tc.lr, t, 1.0f);
+  if (!st) st = train_adamw(b->model, &b->tc, b->adam_m, b->adam_v, b->adam_segs, b->n_adam_segs,
+                            b->tc.lr, t, 1.0f);
   if (!st) st = kb->sync(kb);
   return st ? err_wrap(st, "bench: step %lld: ", (long long)t) : TSR_OK;
 }
@@ -300,6 +305,15 @@ static tsr_status run_steps(bench *b, const options *o, json_t *j) {
     json_object_set_new(j, "tokens_per_s", json_real(tps));
     json_object_set_new(j, "max_rss_kb_before_step", json_integer(rss_before));
     json_object_set_new(j, "max_rss_kb_after", json_integer(max_rss_kb()));
+    // The backend's own count (kernels.h memory_stats): on CUDA the peak of the arena's
+    // use, which nvidia-smi cannot see (it shows the whole arena, made once per run).
+    size_t peak = 0, cap = 0;
+    if (b->kb->memory_stats(b->kb, NULL, &peak, &cap) == TSR_OK) {
+      json_object_set_new(j, "backend_peak_bytes", json_integer((json_int_t)peak));
+      json_object_set_new(j, "backend_capacity_bytes", json_integer((json_int_t)cap));
+      printf("bench_train_step: backend memory peak %.1f MiB%s\n", peak / 1048576.0,
+             cap ? "" : " (allocations through kb->alloc)");
+    }
   }
   free(sec), free(loss), free(sorted);
   return st;
@@ -440,6 +454,7 @@ int main(int argc, char **argv) {
   if (b.kb) {
     b.kb->free(b.kb, b.adam_m);
     b.kb->free(b.kb, b.adam_v);
+    b.kb->free(b.kb, b.adam_segs);
   }
   dit_free(&b.model);
   objective_device_free(&b.dev);

@@ -33,6 +33,20 @@ tsr_status kernels_adamw_prepare(float lr, float beta1, float beta2, float weigh
   return TSR_OK;
 }
 
+// One element of AdamW (kernels.h), the scalars from kernels_adamw_prepare.
+static inline void adamw_elem(float *param, const float *grad, float *m, float *v, size_t i,
+                              float decay, float w1, float beta2, float w2, float eps,
+                              float step_size, float bc2_sqrt, float grad_scale) {
+  float g = grad[i] * grad_scale;
+  float p = param[i] * decay;
+  float mi = m[i] + w1 * (g - m[i]);
+  float vi = v[i] * beta2 + w2 * g * g;
+  float denom = sqrtf(vi) / bc2_sqrt + eps;
+  param[i] = p + (-step_size) * (mi / denom);
+  m[i] = mi;
+  v[i] = vi;
+}
+
 // param, grad, m, v: (n). Scalars: kernels_adamw_prepare.
 tsr_status kcpu_adamw_update(kb_t *kb, float *param, const float *grad, float *m, float *v,
                              size_t n, float lr, float beta1, float beta2, float eps,
@@ -44,18 +58,67 @@ tsr_status kcpu_adamw_update(kb_t *kb, float *param, const float *grad, float *m
   KCPU_NEED("adamw_update", grad);
   KCPU_NEED("adamw_update", m);
   KCPU_NEED("adamw_update", v);
-  const float decay = c.decay, w1 = c.w1, w2 = c.w2, step_size = c.step_size,
-              bc2_sqrt = c.bc2_sqrt;
 #pragma omp parallel for schedule(static) if (n > KCPU_PAR_MIN)
-  for (size_t i = 0; i < n; i++) {
-    float g = grad[i] * grad_scale;
-    float p = param[i] * decay;
-    float mi = m[i] + w1 * (g - m[i]);
-    float vi = v[i] * beta2 + w2 * g * g;
-    float denom = sqrtf(vi) / bc2_sqrt + eps;
-    param[i] = p + (-step_size) * (mi / denom);
-    m[i] = mi;
-    v[i] = vi;
+  for (size_t i = 0; i < n; i++)
+    adamw_elem(param, grad, m, v, i, c.decay, c.w1, beta2, c.w2, eps, c.step_size, c.bc2_sqrt,
+               grad_scale);
+  return TSR_OK;
+}
+
+tsr_status kcpu_check_segments(const char *op, const kernels_param_segment *segs, int n_segs,
+                               size_t n) {
+  if (n_segs < 0) return err_set(TSR_EINVAL, "%s: n_segs = %d is negative", op, n_segs);
+  if (n_segs > 0 && !segs) return err_set(TSR_EINVAL, "%s: segs is NULL", op);
+  int64_t end = 0;
+  for (int s = 0; s < n_segs; s++) {
+    const kernels_param_segment *g = &segs[s];
+    if (g->offset < end || g->numel < 0 || (uint64_t)g->offset + (uint64_t)g->numel > (uint64_t)n ||
+        (g->decay != 0 && g->decay != 1))
+      return err_set(TSR_EINVAL, "%s: segment %d (offset %lld, numel %lld, decay %d) is not in "
+                     "order, overlaps the one before, leaves [0, %zu) or has a decay flag "
+                     "other than 0/1", op, s, (long long)g->offset, (long long)g->numel,
+                     (int)g->decay, n);
+    end = g->offset + g->numel;
+  }
+  return TSR_OK;
+}
+
+enum { MULTI_BLOCK = 4096 };  // elements per work item of adamw_update_multi
+
+// The segments of flat buffers (kernels.h): fixed blocks of the flat range in one OpenMP
+// region, each element updated by adamw_elem with its segment's scalars.
+tsr_status kcpu_adamw_update_multi(kb_t *kb, float *param, const float *grad, float *m, float *v,
+                                   size_t n, const kernels_param_segment *segs, int n_segs,
+                                   float lr, float beta1, float beta2, float eps,
+                                   float weight_decay, int64_t step, float grad_scale) {
+  const char *op = "adamw_update_multi";
+  kernels_adamw_scalars cd = {0}, c0 = {0};
+  tsr_status st = kernels_adamw_prepare(lr, beta1, beta2, weight_decay, step, &cd);
+  if (!st) st = kernels_adamw_prepare(lr, beta1, beta2, 0.0f, step, &c0);
+  if (!st) st = kcpu_check_segments(op, segs, n_segs, n);
+  if (st || n_segs == 0) return st;
+  KCPU_NEED(op, param);
+  KCPU_NEED(op, grad);
+  KCPU_NEED(op, m);
+  KCPU_NEED(op, v);
+  size_t nb = (n + MULTI_BLOCK - 1) / MULTI_BLOCK;
+#pragma omp parallel for schedule(static) if (n > KCPU_PAR_MIN)
+  for (size_t b = 0; b < nb; b++) {
+    size_t i0 = b * MULTI_BLOCK, i1 = i0 + MULTI_BLOCK < n ? i0 + MULTI_BLOCK : n;
+    int lo = 0, hi = n_segs;  // the first segment that ends after i0
+    while (lo < hi) {
+      int mid = (lo + hi) / 2;
+      if ((size_t)(segs[mid].offset + segs[mid].numel) <= i0) lo = mid + 1;
+      else hi = mid;
+    }
+    for (int s = lo; s < n_segs && (size_t)segs[s].offset < i1; s++) {
+      const kernels_adamw_scalars *c = segs[s].decay ? &cd : &c0;
+      size_t a = (size_t)segs[s].offset > i0 ? (size_t)segs[s].offset : i0;
+      size_t e = (size_t)(segs[s].offset + segs[s].numel) < i1 ? (size_t)(segs[s].offset + segs[s].numel) : i1;
+      for (size_t i = a; i < e; i++)
+        adamw_elem(param, grad, m, v, i, c->decay, c->w1, beta2, c->w2, eps, c->step_size,
+                   c->bc2_sqrt, grad_scale);
+    }
   }
   return TSR_OK;
 }

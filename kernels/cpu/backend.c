@@ -1,5 +1,7 @@
 // kernels/cpu/backend.c — the CPU backends: host memory entries and the two function
 // tables, fp32 ("cpu") and bf16 activations ("cpu-bf16", entries in bf16.c).
+#include <malloc.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,18 +10,57 @@
 #include <cblas.h>
 #include <omp.h>
 
+// Bytes held by alloc (both tables share them) and their peak, for memory_stats: counted
+// with the allocator's own size of each block (malloc_usable_size), so free needs no
+// header. Atomic: the two tables may be used from two threads.
+static size_t g_in_use, g_peak;
+
 static tsr_status cpu_alloc(kb_t *kb, void **ptr, size_t bytes) {
   if (!ptr) return err_set(TSR_EINVAL, "alloc: ptr is NULL");
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded < bytes) return err_set(TSR_ENOMEM, "alloc: %zu bytes is too large", bytes);
   void *p = aligned_alloc(64, rounded ? rounded : 64);
-  if (!p) return err_set(TSR_ENOMEM, "alloc: no memory for %zu bytes", bytes);
+  if (!p) return err_set(TSR_ENOMEM, "alloc: no host memory for %zu bytes", bytes);
   memset(p, 0, rounded ? rounded : 64);
+  size_t now = __atomic_add_fetch(&g_in_use, malloc_usable_size(p), __ATOMIC_RELAXED);
+  size_t peak = __atomic_load_n(&g_peak, __ATOMIC_RELAXED);
+  while (now > peak &&
+         !__atomic_compare_exchange_n(&g_peak, &peak, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
   *ptr = p;
   return TSR_OK;
 }
 
-static void cpu_free(kb_t *kb, void *ptr) { free(ptr); }
+static void cpu_free(kb_t *kb, void *ptr) {
+  if (ptr) __atomic_sub_fetch(&g_in_use, malloc_usable_size(ptr), __ATOMIC_RELAXED);
+  free(ptr);
+}
+
+static tsr_status cpu_reserve(kb_t *kb, size_t bytes) { return TSR_OK; }
+
+static tsr_status cpu_memory_stats(kb_t *kb, size_t *in_use, size_t *peak, size_t *capacity) {
+  if (in_use) *in_use = __atomic_load_n(&g_in_use, __ATOMIC_RELAXED);
+  if (peak) *peak = __atomic_load_n(&g_peak, __ATOMIC_RELAXED);
+  if (capacity) *capacity = 0;  // host memory, allocated per call
+  return TSR_OK;
+}
+
+// MemAvailable and MemTotal of /proc/meminfo (kB lines).
+static tsr_status cpu_mem_info(kb_t *kb, size_t *free_bytes, size_t *total_bytes) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (!f) return err_set(TSR_EIO, "mem_info: cannot read /proc/meminfo");
+  char line[256];
+  unsigned long long avail = 0, total = 0, v;
+  while (fgets(line, sizeof line, f)) {
+    if (sscanf(line, "MemAvailable: %llu kB", &v) == 1) avail = v;
+    else if (sscanf(line, "MemTotal: %llu kB", &v) == 1) total = v;
+  }
+  fclose(f);
+  if (!total) return err_set(TSR_EIO, "mem_info: no MemTotal in /proc/meminfo");
+  *free_bytes = (size_t)avail * 1024;
+  *total_bytes = (size_t)total * 1024;
+  return TSR_OK;
+}
 
 static tsr_status cpu_memcpy(const char *op, void *dst, const void *src, size_t bytes) {
   if (bytes == 0) return TSR_OK;
@@ -196,12 +237,13 @@ static tsr_status f32_attention_partial_backward(kb_t *kb, void *dq, void *dk, v
                                          n_clips, Lq, Lk, H, Dh, scale);
 }
 static tsr_status f32_objective_inputs(kb_t *kb, float *t, void *x_t, void *target,
-                                       const uint8_t *tokens, const kernels_clip_key *clips,
+                                       const void *tokens, kernels_tokens tokens_dtype,
+                                       const kernels_clip_key *clips,
                                        const int32_t *cu, int n_clips, int L, int P,
                                        uint64_t seed, uint64_t step, double t_logit_mean,
                                        double t_logit_std, int64_t t_shift_tokens) {
-  return kcpu_objective_inputs(kb, t, x_t, target, tokens, clips, cu, n_clips, L, P, seed, step,
-                               t_logit_mean, t_logit_std, t_shift_tokens);
+  return kcpu_objective_inputs(kb, t, x_t, target, tokens, tokens_dtype, clips, cu, n_clips, L, P,
+                               seed, step, t_logit_mean, t_logit_std, t_shift_tokens);
 }
 static tsr_status f32_euler_update(kb_t *kb, float *x, const void *v_cond, const void *v_uncond,
                                    float cfg, float dt, size_t n) {
@@ -218,6 +260,51 @@ static tsr_status f32_mse_backward(kb_t *kb, void *dpred, const void *pred, cons
   return kcpu_mse_backward(kb, dpred, pred, target, weight, cu, n_clips, L, D);
 }
 
+static tsr_status f32_layernorm_modulate_forward(kb_t *kb, void *out, float *mean, float *rstd,
+                                                 const void *inp, const void *shift,
+                                                 const void *scale, int mstride,
+                                                 const int32_t *cu, int n_clips, int L, int D,
+                                                 float eps) {
+  return kcpu_layernorm_modulate_forward(kb, out, mean, rstd, inp, shift, scale, mstride, cu,
+                                         n_clips, L, D, eps);
+}
+static tsr_status f32_layernorm_modulate_backward(kb_t *kb, void *dinp, void *dshift,
+                                                  void *dscale, const void *dout,
+                                                  const void *inp, const float *mean,
+                                                  const float *rstd, const void *scale,
+                                                  int mstride, const int32_t *cu, int n_clips,
+                                                  int L, int D) {
+  return kcpu_layernorm_modulate_backward(kb, dinp, dshift, dscale, dout, inp, mean, rstd, scale,
+                                          mstride, cu, n_clips, L, D);
+}
+static tsr_status f32_qk_norm_rope_forward(kb_t *kb, void *q_out, void *k_out, float *q_rstd,
+                                           float *k_rstd, const void *q_in, const void *k_in,
+                                           const float *q_weight, const float *k_weight,
+                                           const int32_t *pos, int L, int H, int Dh, float eps,
+                                           float theta) {
+  return kcpu_qk_norm_rope_forward(kb, q_out, k_out, q_rstd, k_rstd, q_in, k_in, q_weight,
+                                   k_weight, pos, L, H, Dh, eps, theta);
+}
+static tsr_status f32_qk_norm_rope_backward(kb_t *kb, void *dq_in, void *dk_in, float *dq_weight,
+                                            float *dk_weight, const void *dq, const void *dk,
+                                            const void *q_in, const void *k_in,
+                                            const float *q_weight, const float *k_weight,
+                                            const float *q_rstd, const float *k_rstd,
+                                            const int32_t *pos, int L, int H, int Dh,
+                                            float theta) {
+  return kcpu_qk_norm_rope_backward(kb, dq_in, dk_in, dq_weight, dk_weight, dq, dk, q_in, k_in,
+                                    q_weight, k_weight, q_rstd, k_rstd, pos, L, H, Dh, theta);
+}
+static tsr_status f32_linear_gelu_forward(kb_t *kb, void *out, void *pre, const void *inp,
+                                          const void *w, const float *bias, int M, int K, int N) {
+  return kcpu_linear_gelu_forward(kb, out, pre, inp, w, bias, M, K, N);
+}
+static tsr_status f32_linear_backward_dgelu(kb_t *kb, void *dpre, float *dw, float *dbias,
+                                            const void *dout, const void *inp, const void *w,
+                                            const void *pre, int M, int K, int N) {
+  return kcpu_linear_backward_dgelu(kb, dpre, dw, dbias, dout, inp, w, pre, M, K, N);
+}
+
 // The entries that do not depend on the act dtype (memory, [f32] helpers, cast, optimizer)
 // are the same functions in both tables.
 #define KCPU_SHARED_ENTRIES            \
@@ -229,6 +316,9 @@ static tsr_status f32_mse_backward(kb_t *kb, void *dpred, const void *pred, cons
   .copy = cpu_copy,                    \
   .memset_zero = cpu_memset_zero,      \
   .sync = cpu_sync,                    \
+  .reserve = cpu_reserve,              \
+  .memory_stats = cpu_memory_stats,    \
+  .mem_info = cpu_mem_info,            \
   .cast = kcpu_cast,                   \
   .fill = kcpu_fill,                   \
   .scale = kcpu_scale,                 \
@@ -236,6 +326,7 @@ static tsr_status f32_mse_backward(kb_t *kb, void *dpred, const void *pred, cons
   .axpy = kcpu_axpy,                   \
   .sumsq = kcpu_sumsq,                 \
   .adamw_update = kcpu_adamw_update,   \
+  .adamw_update_multi = kcpu_adamw_update_multi, \
   .ema_update = kcpu_ema_update
 
 static const kernels_backend cpu_backend = {
@@ -275,6 +366,12 @@ static const kernels_backend cpu_backend = {
     .euler_update = f32_euler_update,
     .mse_forward = f32_mse_forward,
     .mse_backward = f32_mse_backward,
+    .layernorm_modulate_forward = f32_layernorm_modulate_forward,
+    .layernorm_modulate_backward = f32_layernorm_modulate_backward,
+    .qk_norm_rope_forward = f32_qk_norm_rope_forward,
+    .qk_norm_rope_backward = f32_qk_norm_rope_backward,
+    .linear_gelu_forward = f32_linear_gelu_forward,
+    .linear_backward_dgelu = f32_linear_backward_dgelu,
 };
 
 static const kernels_backend cpu_bf16_backend = {
@@ -314,6 +411,12 @@ static const kernels_backend cpu_bf16_backend = {
     .euler_update = kbf_euler_update,
     .mse_forward = kbf_mse_forward,
     .mse_backward = kbf_mse_backward,
+    .layernorm_modulate_forward = kbf_layernorm_modulate_forward,
+    .layernorm_modulate_backward = kbf_layernorm_modulate_backward,
+    .qk_norm_rope_forward = kbf_qk_norm_rope_forward,
+    .qk_norm_rope_backward = kbf_qk_norm_rope_backward,
+    .linear_gelu_forward = kbf_linear_gelu_forward,
+    .linear_backward_dgelu = kbf_linear_backward_dgelu,
 };
 
 const kernels_backend *kernels_cpu(void) { return &cpu_backend; }

@@ -4,7 +4,8 @@
 // (kcpu_*: one definition of the math, so the two tables cannot drift apart), and rounds
 // each [act] output to bf16 once when storing it (kernels/dtype.h: nearest even). An
 // accumulated [act] output (gemm with beta != 0, attention_merge's out_a,
-// attention_partial_backward's dq/dk/dv, axpy_act's y) is loaded into the scratch first,
+// attention_partial_backward's dq/dk/dv, axpy_act's y, layernorm_modulate_backward's dinp)
+// is loaded into the scratch first,
 // so the sum is formed in fp32 and rounded once. [f32] arguments pass straight through.
 // So for inputs that are bf16 values, an output here is bitwise the fp32 backend's output
 // rounded to bf16 — the property tests/kernels/test_backend_ops.c relies on.
@@ -448,7 +449,8 @@ tsr_status kbf_attention_partial_backward(kb_t *kb, void *dq, void *dk, void *dv
 }
 
 tsr_status kbf_objective_inputs(kb_t *kb, float *t, void *x_t, void *target,
-                                const uint8_t *tokens, const kernels_clip_key *clips,
+                                const void *tokens, kernels_tokens tokens_dtype,
+                                const kernels_clip_key *clips,
                                 const int32_t *cu, int n_clips, int L, int P, uint64_t seed,
                                 uint64_t step, double t_logit_mean, double t_logit_std,
                                 int64_t t_shift_tokens) {
@@ -456,8 +458,9 @@ tsr_status kbf_objective_inputs(kb_t *kb, float *t, void *x_t, void *target,
   size_t n = kbf_n(L, P);
   float *fx = kbf_alloc(&s, x_t, n), *fv = kbf_alloc(&s, target, n);
   KBF_OOM("objective_inputs", s);
-  tsr_status st = kcpu_objective_inputs(kb, t, fx, fv, tokens, clips, cu, n_clips, L, P, seed,
-                                        step, t_logit_mean, t_logit_std, t_shift_tokens);
+  tsr_status st = kcpu_objective_inputs(kb, t, fx, fv, tokens, tokens_dtype, clips, cu, n_clips,
+                                        L, P, seed, step, t_logit_mean, t_logit_std,
+                                        t_shift_tokens);
   if (!st) {
     kbf_store(x_t, fx, n);
     kbf_store(target, fv, n);
@@ -492,5 +495,115 @@ tsr_status kbf_mse_backward(kb_t *kb, void *dpred, const void *pred, const void 
   KBF_OOM("mse_backward", s);
   tsr_status st = kcpu_mse_backward(kb, fd, fp, ft, weight, cu, n_clips, L, D);
   if (!st) kbf_store(dpred, fd, n);
+  return kbf_done(&s, st);
+}
+
+// ---- fused entries ----------------------------------------------------------------------
+tsr_status kbf_layernorm_modulate_forward(kb_t *kb, void *out, float *mean, float *rstd,
+                                          const void *inp, const void *shift, const void *scale,
+                                          int mstride, const int32_t *cu, int n_clips, int L,
+                                          int D, float eps) {
+  kbf_scratch s = {0};
+  size_t n = kbf_n(L, D), span = kbf_span(n_clips, mstride, D);
+  float *fi = kbf_load(&s, inp, n), *fsh = kbf_load(&s, shift, span);
+  float *fsc = kbf_load(&s, scale, span), *fo = kbf_alloc(&s, out, n);
+  KBF_OOM("layernorm_modulate_forward", s);
+  tsr_status st = kcpu_layernorm_modulate_forward(kb, fo, mean, rstd, fi, fsh, fsc, mstride, cu,
+                                                  n_clips, L, D, eps);
+  if (!st) kbf_store(out, fo, n);
+  return kbf_done(&s, st);
+}
+
+tsr_status kbf_layernorm_modulate_backward(kb_t *kb, void *dinp, void *dshift, void *dscale,
+                                           const void *dout, const void *inp, const float *mean,
+                                           const float *rstd, const void *scale, int mstride,
+                                           const int32_t *cu, int n_clips, int L, int D) {
+  kbf_scratch s = {0};
+  size_t n = kbf_n(L, D), span = kbf_span(n_clips, mstride, D);
+  float *fd = kbf_load(&s, dout, n);
+  float *fi = dinp || dscale ? kbf_load(&s, inp, n) : NULL;
+  float *fsc = dinp ? kbf_load(&s, scale, span) : NULL;
+  float *fdi = kbf_load(&s, dinp, n);  // accumulated: loaded, summed in fp32, rounded once
+  float *fdsh = kbf_alloc(&s, dshift, span), *fdsc = kbf_alloc(&s, dscale, span);
+  KBF_OOM("layernorm_modulate_backward", s);
+  tsr_status st = kcpu_layernorm_modulate_backward(kb, fdi, fdsh, fdsc, fd, fi, mean, rstd, fsc,
+                                                   mstride, cu, n_clips, L, D);
+  if (!st) {
+    kbf_store(dinp, fdi, n);
+    kbf_store_rows(dshift, fdsh, n_clips, mstride, D);
+    kbf_store_rows(dscale, fdsc, n_clips, mstride, D);
+  }
+  return kbf_done(&s, st);
+}
+
+tsr_status kbf_qk_norm_rope_forward(kb_t *kb, void *q_out, void *k_out, float *q_rstd,
+                                    float *k_rstd, const void *q_in, const void *k_in,
+                                    const float *q_weight, const float *k_weight,
+                                    const int32_t *pos, int L, int H, int Dh, float eps,
+                                    float theta) {
+  kbf_scratch s = {0};
+  size_t n = kbf_n3(L, H, Dh);
+  float *fq = kbf_load(&s, q_in, n), *fk = kbf_load(&s, k_in, n);
+  float *fqo = kbf_alloc(&s, q_out, n), *fko = kbf_alloc(&s, k_out, n);
+  KBF_OOM("qk_norm_rope_forward", s);
+  tsr_status st = kcpu_qk_norm_rope_forward(kb, fqo, fko, q_rstd, k_rstd, fq, fk, q_weight,
+                                            k_weight, pos, L, H, Dh, eps, theta);
+  if (!st) {
+    kbf_store(q_out, fqo, n);
+    kbf_store(k_out, fko, n);
+  }
+  return kbf_done(&s, st);
+}
+
+tsr_status kbf_qk_norm_rope_backward(kb_t *kb, void *dq_in, void *dk_in, float *dq_weight,
+                                     float *dk_weight, const void *dq, const void *dk,
+                                     const void *q_in, const void *k_in, const float *q_weight,
+                                     const float *k_weight, const float *q_rstd,
+                                     const float *k_rstd, const int32_t *pos, int L, int H, int Dh,
+                                     float theta) {
+  kbf_scratch s = {0};
+  size_t n = kbf_n3(L, H, Dh);
+  float *fdq = kbf_load(&s, dq, n), *fdk = kbf_load(&s, dk, n);
+  float *fq = kbf_load(&s, q_in, n), *fk = kbf_load(&s, k_in, n);
+  float *fdqi = kbf_alloc(&s, dq_in, n), *fdki = kbf_alloc(&s, dk_in, n);
+  KBF_OOM("qk_norm_rope_backward", s);
+  tsr_status st = kcpu_qk_norm_rope_backward(kb, fdqi, fdki, dq_weight, dk_weight, fdq, fdk, fq,
+                                             fk, q_weight, k_weight, q_rstd, k_rstd, pos, L, H,
+                                             Dh, theta);
+  if (!st) {
+    kbf_store(dq_in, fdqi, n);
+    kbf_store(dk_in, fdki, n);
+  }
+  return kbf_done(&s, st);
+}
+
+tsr_status kbf_linear_gelu_forward(kb_t *kb, void *out, void *pre, const void *inp, const void *w,
+                                   const float *bias, int M, int K, int N) {
+  kbf_scratch s = {0};
+  size_t mn = kbf_n(M, N);
+  float *fi = kbf_load(&s, inp, kbf_n(M, K)), *fw = kbf_load(&s, w, kbf_n(K, N));
+  float *fo = kbf_alloc(&s, out, mn), *fp = kbf_alloc(&s, pre, mn);
+  KBF_OOM("linear_gelu_forward", s);
+  tsr_status st = kcpu_linear_gelu_forward(kb, fo, fp, fi, fw, bias, M, K, N);
+  if (!st) {
+    kbf_store(out, fo, mn);
+    kbf_store(pre, fp, mn);
+  }
+  return kbf_done(&s, st);
+}
+
+tsr_status kbf_linear_backward_dgelu(kb_t *kb, void *dpre, float *dw, float *dbias,
+                                     const void *dout, const void *inp, const void *w,
+                                     const void *pre, int M, int K, int N) {
+  kbf_scratch s = {0};
+  size_t mk = kbf_n(M, K);
+  float *fd = kbf_load(&s, dout, kbf_n(M, N));
+  float *fi = dw ? kbf_load(&s, inp, mk) : NULL;  // inp only for dw; w and pre only for dpre
+  float *fw = dpre ? kbf_load(&s, w, kbf_n(K, N)) : NULL;
+  float *fp = dpre ? kbf_load(&s, pre, mk) : NULL;
+  float *fdp = kbf_alloc(&s, dpre, mk);
+  KBF_OOM("linear_backward_dgelu", s);
+  tsr_status st = kcpu_linear_backward_dgelu(kb, fdp, dw, dbias, fd, fi, fw, fp, M, K, N);
+  if (!st) kbf_store(dpre, fdp, mk);
   return kbf_done(&s, st);
 }

@@ -59,10 +59,22 @@ static inline int kcpu_clip_of(const int32_t *cu, int n_clips, int i) {
 
 // ---- deterministic reductions (results independent of the thread count) -----------
 // out[j] (+)= sum over r < rows of a[r*ld + j] * (b ? b[r*ld + j] : 1) * (rs ? rs[r] : 1),
-// j < cols. Rows are summed in fixed blocks (double), blocks in order. accumulate: add to
-// out instead of overwriting.
+// j < cols. With bmean (b and rs then required) the b term is LayerNorm's output
+// (b[r*ld + j] - bmean[r]) * rs[r], formed in float, and the row factor is 1. Rows are
+// summed in fixed blocks (double), blocks in order. accumulate: add to out instead of
+// overwriting.
 tsr_status kcpu_colsum(float *out, int accumulate, const float *a, const float *b,
-                       const float *rs, size_t rows, int cols, size_t ld);
+                       const float *rs, const float *bmean, size_t rows, int cols, size_t ld);
+// Per-clip column sums (kcpu_colsum over clip c's rows of a, b, rs, bmean, all (L, D) or
+// (L)), written to out + c*mstride (overwritten): the adaLN vector gradients. out: (C, mstride)
+tsr_status kcpu_clip_colsum(float *out, const float *a, const float *b, const float *rs,
+                            const float *bmean, int mstride, const int32_t *cu, int n_clips, int D);
+// Scratch of *per_thread floats for each OpenMP thread (omp_get_max_threads() of them),
+// 64-byte aligned: *per_thread is rounded up to whole 64-byte lines and thread t uses
+// p + t * *per_thread. Free with free(); NULL with the error set (naming op). Aligned
+// because vector loads that straddle cache lines would make the speed of a kernel depend
+// on where the heap happened to put its scratch.
+float *kcpu_thread_scratch(const char *op, size_t *per_thread);
 // *result = sum of (a[i] - (b ? b[i] : 0))^2 in double over fixed blocks.
 tsr_status kcpu_sumsq_diff(double *result, const float *a, const float *b, size_t n);
 
@@ -150,9 +162,11 @@ tsr_status kcpu_mse_forward(kb_t *kb, float *loss, float *sse, const float *pred
 tsr_status kcpu_mse_backward(kb_t *kb, float *dpred, const float *pred, const float *target,
                              const float *weight, const int32_t *cu, int n_clips, int L, int D);
 
-// objective.c. t: (C), x_t, target: (L, P), tokens: (L, P) uint8, clips: (C), cu: (C + 1)
+// objective.c. t: (C), x_t, target: (L, P), tokens: (L, P) of tokens_dtype, clips: (C),
+// cu: (C + 1)
 tsr_status kcpu_objective_inputs(kb_t *kb, float *t, float *x_t, float *target,
-                                 const uint8_t *tokens, const kernels_clip_key *clips,
+                                 const void *tokens, kernels_tokens tokens_dtype,
+                                 const kernels_clip_key *clips,
                                  const int32_t *cu, int n_clips, int L, int P, uint64_t seed,
                                  uint64_t step, double t_logit_mean, double t_logit_std,
                                  int64_t t_shift_tokens);
@@ -166,6 +180,44 @@ tsr_status kcpu_adamw_update(kb_t *kb, float *param, const float *grad, float *m
                              size_t n, float lr, float beta1, float beta2, float eps,
                              float weight_decay, int64_t step, float grad_scale);
 tsr_status kcpu_ema_update(kb_t *kb, float *ema, const float *param, size_t n, float decay);
+tsr_status kcpu_adamw_update_multi(kb_t *kb, float *param, const float *grad, float *m, float *v,
+                                   size_t n, const kernels_param_segment *segs, int n_segs,
+                                   float lr, float beta1, float beta2, float eps,
+                                   float weight_decay, int64_t step, float grad_scale);
+// segs (n_segs) in order, not overlapping, inside [0, n), decay 0 or 1.
+tsr_status kcpu_check_segments(const char *op, const kernels_param_segment *segs, int n_segs,
+                               size_t n);
+
+// rope.c: the frequency and position axis (0 = t, 1 = y, 2 = x) of every rotation pair
+// (kernels.h's split), malloc'd; checks Dh and theta (errors name op). freq, axis: (Dh/2)
+tsr_status kcpu_rope_table(const char *op, int Dh, float theta, double **freq, int **axis);
+
+// ---- fused entries (fused.c): kernels.h's definitions as compositions -------------------
+tsr_status kcpu_layernorm_modulate_forward(kb_t *kb, float *out, float *mean, float *rstd,
+                                           const float *inp, const float *shift,
+                                           const float *scale, int mstride, const int32_t *cu,
+                                           int n_clips, int L, int D, float eps);
+tsr_status kcpu_layernorm_modulate_backward(kb_t *kb, float *dinp, float *dshift, float *dscale,
+                                            const float *dout, const float *inp,
+                                            const float *mean, const float *rstd,
+                                            const float *scale, int mstride, const int32_t *cu,
+                                            int n_clips, int L, int D);
+tsr_status kcpu_qk_norm_rope_forward(kb_t *kb, float *q_out, float *k_out, float *q_rstd,
+                                     float *k_rstd, const float *q_in, const float *k_in,
+                                     const float *q_weight, const float *k_weight,
+                                     const int32_t *pos, int L, int H, int Dh, float eps,
+                                     float theta);
+tsr_status kcpu_qk_norm_rope_backward(kb_t *kb, float *dq_in, float *dk_in, float *dq_weight,
+                                      float *dk_weight, const float *dq, const float *dk,
+                                      const float *q_in, const float *k_in, const float *q_weight,
+                                      const float *k_weight, const float *q_rstd,
+                                      const float *k_rstd, const int32_t *pos, int L, int H,
+                                      int Dh, float theta);
+tsr_status kcpu_linear_gelu_forward(kb_t *kb, float *out, float *pre, const float *inp,
+                                    const float *w, const float *bias, int M, int K, int N);
+tsr_status kcpu_linear_backward_dgelu(kb_t *kb, float *dpre, float *dw, float *dbias,
+                                      const float *dout, const float *inp, const float *w,
+                                      const float *pre, int M, int K, int N);
 
 // ---- the bf16 entries (bf16.c): same signatures as the table's [act] entries -----------
 tsr_status kbf_add_act(kb_t *kb, void *out, const void *a, const void *b, size_t n);
@@ -233,7 +285,8 @@ tsr_status kbf_attention_partial_backward(kb_t *kb, void *dq, void *dk, void *dv
                                           const int32_t *cu_q, const int32_t *cu_k, int n_clips,
                                           int Lq, int Lk, int H, int Dh, float scale);
 tsr_status kbf_objective_inputs(kb_t *kb, float *t, void *x_t, void *target,
-                                const uint8_t *tokens, const kernels_clip_key *clips,
+                                const void *tokens, kernels_tokens tokens_dtype,
+                                const kernels_clip_key *clips,
                                 const int32_t *cu, int n_clips, int L, int P, uint64_t seed,
                                 uint64_t step, double t_logit_mean, double t_logit_std,
                                 int64_t t_shift_tokens);
@@ -244,5 +297,29 @@ tsr_status kbf_mse_forward(kb_t *kb, float *loss, float *sse, const void *pred,
                            int n_clips, int L, int D);
 tsr_status kbf_mse_backward(kb_t *kb, void *dpred, const void *pred, const void *target,
                             const float *weight, const int32_t *cu, int n_clips, int L, int D);
+tsr_status kbf_layernorm_modulate_forward(kb_t *kb, void *out, float *mean, float *rstd,
+                                          const void *inp, const void *shift, const void *scale,
+                                          int mstride, const int32_t *cu, int n_clips, int L,
+                                          int D, float eps);
+tsr_status kbf_layernorm_modulate_backward(kb_t *kb, void *dinp, void *dshift, void *dscale,
+                                           const void *dout, const void *inp, const float *mean,
+                                           const float *rstd, const void *scale, int mstride,
+                                           const int32_t *cu, int n_clips, int L, int D);
+tsr_status kbf_qk_norm_rope_forward(kb_t *kb, void *q_out, void *k_out, float *q_rstd,
+                                    float *k_rstd, const void *q_in, const void *k_in,
+                                    const float *q_weight, const float *k_weight,
+                                    const int32_t *pos, int L, int H, int Dh, float eps,
+                                    float theta);
+tsr_status kbf_qk_norm_rope_backward(kb_t *kb, void *dq_in, void *dk_in, float *dq_weight,
+                                     float *dk_weight, const void *dq, const void *dk,
+                                     const void *q_in, const void *k_in, const float *q_weight,
+                                     const float *k_weight, const float *q_rstd,
+                                     const float *k_rstd, const int32_t *pos, int L, int H, int Dh,
+                                     float theta);
+tsr_status kbf_linear_gelu_forward(kb_t *kb, void *out, void *pre, const void *inp, const void *w,
+                                   const float *bias, int M, int K, int N);
+tsr_status kbf_linear_backward_dgelu(kb_t *kb, void *dpre, float *dw, float *dbias,
+                                     const void *dout, const void *inp, const void *w,
+                                     const void *pre, int M, int K, int N);
 
 #endif

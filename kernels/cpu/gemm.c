@@ -63,6 +63,6 @@ tsr_status kcpu_linear_backward(kb_t *kb, float *dinp, float *dw, float *dbias, 
     if (M > 0 && K > 0) KCPU_NEED("linear_backward", inp);
     if ((st = kcpu_gemm(kb, 1, 0, K, N, M, 1.0f, inp, dout, 1.0f, dw))) return st;
   }
-  if (dbias && (st = kcpu_colsum(dbias, 1, dout, NULL, NULL, (size_t)M, N, (size_t)N))) return st;
+  if (dbias && (st = kcpu_colsum(dbias, 1, dout, NULL, NULL, NULL, (size_t)M, N, (size_t)N))) return st;
   return TSR_OK;
 }

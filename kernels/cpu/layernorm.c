@@ -1,7 +1,7 @@
-// kernels/cpu/layernorm.c — LayerNorm without affine parameters, one token per row.
-#include <math.h>
-
+// kernels/cpu/layernorm.c — LayerNorm without affine parameters, one token per row
+// (row arithmetic: kernels/cpu/rows.h).
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/rows.h"
 
 // out: (L, D), mean: (L) or NULL, rstd: (L) or NULL, inp: (L, D)
 tsr_status kcpu_layernorm_forward(kb_t *kb, float *out, float *mean, float *rstd, const float *inp,
@@ -14,20 +14,10 @@ tsr_status kcpu_layernorm_forward(kb_t *kb, float *out, float *mean, float *rstd
   KCPU_NEED("layernorm_forward", inp);
 #pragma omp parallel for schedule(static) if ((size_t)L * D > KCPU_PAR_MIN)
   for (int i = 0; i < L; i++) {
-    const float *x = inp + (size_t)i * D;
-    float *y = out + (size_t)i * D;
-    double s = 0.0;
-    for (int j = 0; j < D; j++) s += x[j];
-    double mu = s / D, ss = 0.0;
-    for (int j = 0; j < D; j++) {
-      double d = x[j] - mu;
-      ss += d * d;
-    }
-    double r = 1.0 / sqrt(ss / D + (double)eps);
-    float muf = (float)mu, rf = (float)r;
-    for (int j = 0; j < D; j++) y[j] = (x[j] - muf) * rf;
-    if (mean) mean[i] = muf;
-    if (rstd) rstd[i] = rf;
+    float mu, r;
+    kcpu_ln_row(out + (size_t)i * D, &mu, &r, inp + (size_t)i * D, D, eps);
+    if (mean) mean[i] = mu;
+    if (rstd) rstd[i] = r;
   }
   return TSR_OK;
 }
@@ -44,16 +34,8 @@ tsr_status kcpu_layernorm_backward(kb_t *kb, float *dinp, const float *dout, con
   KCPU_NEED("layernorm_backward", rstd);
 #pragma omp parallel for schedule(static) if ((size_t)L * D > KCPU_PAR_MIN)
   for (int i = 0; i < L; i++) {
-    const float *x = inp + (size_t)i * D, *g = dout + (size_t)i * D;
-    float *dx = dinp + (size_t)i * D;
-    float mu = mean[i], r = rstd[i];
-    double sg = 0.0, sgx = 0.0;
-    for (int j = 0; j < D; j++) {
-      sg += g[j];
-      sgx += (double)g[j] * ((x[j] - mu) * r);
-    }
-    float mg = (float)(sg / D), mgx = (float)(sgx / D);
-    for (int j = 0; j < D; j++) dx[j] = r * (g[j] - mg - (x[j] - mu) * r * mgx);
+    size_t o = (size_t)i * D;
+    kcpu_ln_bwd_row(dinp + o, dout + o, inp + o, mean[i], rstd[i], D);
   }
   return TSR_OK;
 }

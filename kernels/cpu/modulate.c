@@ -1,26 +1,13 @@
-// kernels/cpu/modulate.c — adaLN modulation and gated residual with per-clip vectors.
-#include <string.h>
-
+// kernels/cpu/modulate.c — adaLN modulation and gated residual with per-clip vectors
+// (row arithmetic of the modulation: kernels/cpu/rows.h).
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/rows.h"
 
 static tsr_status check_common(const char *op, const int32_t *cu, int n_clips, int L, int D,
                                int mstride) {
   if (L < 0 || D < 0) return err_set(TSR_EINVAL, "%s: L = %d, D = %d must be >= 0", op, L, D);
   tsr_status st = kcpu_check_cu(op, "cu_seqlens", cu, n_clips, L);
   return st ? st : kcpu_check_mstride(op, mstride, D);
-}
-
-// Per-clip column sums over clip c's rows, written to out + c*mstride (overwritten).
-// out: (C, mstride), a, b: (L, D)
-static tsr_status clip_colsum(float *out, const float *a, const float *b, int mstride,
-                              const int32_t *cu, int n_clips, int D) {
-  for (int c = 0; c < n_clips; c++) {
-    size_t r0 = (size_t)cu[c], rows = (size_t)(cu[c + 1] - cu[c]);
-    tsr_status st = kcpu_colsum(out + (size_t)c * mstride, 0, a + r0 * D, b ? b + r0 * D : NULL,
-                                NULL, rows, D, (size_t)D);
-    if (st) return st;
-  }
-  return TSR_OK;
 }
 
 // out: (L, D), inp: (L, D), shift/scale: (C, mstride), cu: (C + 1)
@@ -36,10 +23,8 @@ tsr_status kcpu_modulate_forward(kb_t *kb, float *out, const float *inp, const f
 #pragma omp parallel for schedule(static) if ((size_t)L * D > KCPU_PAR_MIN)
   for (int i = 0; i < L; i++) {
     int c = kcpu_clip_of(cu, n_clips, i);
-    const float *sh = shift + (size_t)c * mstride, *sc = scale + (size_t)c * mstride;
-    const float *x = inp + (size_t)i * D;
-    float *y = out + (size_t)i * D;
-    for (int j = 0; j < D; j++) y[j] = x[j] * (1.0f + sc[j]) + sh[j];
+    kcpu_mod_row(out + (size_t)i * D, inp + (size_t)i * D, shift + (size_t)c * mstride,
+                 scale + (size_t)c * mstride, D);
   }
   return TSR_OK;
 }
@@ -56,15 +41,13 @@ tsr_status kcpu_modulate_backward(kb_t *kb, float *dinp, float *dshift, float *d
 #pragma omp parallel for schedule(static) if ((size_t)L * D > KCPU_PAR_MIN)
     for (int i = 0; i < L; i++) {
       const float *sc = scale + (size_t)kcpu_clip_of(cu, n_clips, i) * mstride;
-      const float *g = dout + (size_t)i * D;
-      float *dx = dinp + (size_t)i * D;
-      for (int j = 0; j < D; j++) dx[j] = g[j] * (1.0f + sc[j]);
+      kcpu_mod_bwd_row(dinp + (size_t)i * D, dout + (size_t)i * D, sc, D);
     }
   }
-  if (dshift && (st = clip_colsum(dshift, dout, NULL, mstride, cu, n_clips, D))) return st;
+  if (dshift && (st = kcpu_clip_colsum(dshift, dout, NULL, NULL, NULL, mstride, cu, n_clips, D))) return st;
   if (dscale) {
     if (L > 0) KCPU_NEED("modulate_backward", inp);
-    if ((st = clip_colsum(dscale, dout, inp, mstride, cu, n_clips, D))) return st;
+    if ((st = kcpu_clip_colsum(dscale, dout, inp, NULL, NULL, mstride, cu, n_clips, D))) return st;
   }
   return TSR_OK;
 }
@@ -108,7 +91,7 @@ tsr_status kcpu_gate_residual_backward(kb_t *kb, float *dinp, float *dgate, cons
   }
   if (dgate) {
     if (L > 0) KCPU_NEED("gate_residual_backward", inp);
-    if ((st = clip_colsum(dgate, dout, inp, mstride, cu, n_clips, D))) return st;
+    if ((st = kcpu_clip_colsum(dgate, dout, inp, NULL, NULL, mstride, cu, n_clips, D))) return st;
   }
   return TSR_OK;
 }

@@ -28,15 +28,27 @@ double kernels_time_shift(double t, int64_t total_tokens, int64_t shift_tokens) 
   return s * t / (1.0 + (s - 1.0) * t);
 }
 
-// t: (C), x_t, target: (L, P), tokens: (L, P) uint8, clips: (C), cu: (C + 1)
+// The clean value x0 of stored token value q of `tokens` (kernels.h objective_inputs).
+static inline float token_x0(const void *tokens, kernels_tokens dt, size_t q) {
+  switch (dt) {
+  case KERNELS_TOKENS_U8: return (float)((const uint8_t *)tokens)[q] * (2.0f / 255.0f) - 1.0f;
+  case KERNELS_TOKENS_BF16: return kernels_bf16_to_f32(((const kernels_bf16 *)tokens)[q]);
+  default: return ((const float *)tokens)[q];
+  }
+}
+
+// t: (C), x_t, target: (L, P), tokens: (L, P) of tokens_dtype, clips: (C), cu: (C + 1)
 tsr_status kcpu_objective_inputs(kb_t *kb, float *t, float *x_t, float *target,
-                                 const uint8_t *tokens, const kernels_clip_key *clips,
+                                 const void *tokens, kernels_tokens tokens_dtype,
+                                 const kernels_clip_key *clips,
                                  const int32_t *cu, int n_clips, int L, int P, uint64_t seed,
                                  uint64_t step, double t_logit_mean, double t_logit_std,
                                  int64_t t_shift_tokens) {
   const char *op = "objective_inputs";
   KCPU_DIM(op, L);
   KCPU_DIM(op, P);
+  if (!kernels_tokens_size(tokens_dtype))
+    return err_set(TSR_EINVAL, "%s: unknown token dtype %d", op, (int)tokens_dtype);
   tsr_status st = kcpu_check_cu(op, "cu_seqlens", cu, n_clips, L);
   if (st) return st;
   if (n_clips > 0) {
@@ -57,7 +69,6 @@ tsr_status kcpu_objective_inputs(kb_t *kb, float *t, float *x_t, float *target,
   KCPU_NEED(op, x_t);
   KCPU_NEED(op, target);
   KCPU_NEED(op, tokens);
-  const float a = 2.0f / 255.0f;
 #pragma omp parallel for schedule(static) if ((size_t)L * P > KCPU_PAR_MIN / 16)
   for (int i = 0; i < L; i++) {
     int c = kcpu_clip_of(cu, n_clips, i);
@@ -65,10 +76,9 @@ tsr_status kcpu_objective_inputs(kb_t *kb, float *t, float *x_t, float *target,
     rng_key nk = {seed, step, (uint64_t)k->clip_id, RNG_STREAM_NOISE};
     uint64_t j = (uint64_t)(k->first_token + (i - cu[c]));  // token index in the clip
     float tc = t[c];
-    const uint8_t *u = tokens + (size_t)i * P;
     float *x = x_t + (size_t)i * P, *v = target + (size_t)i * P;
     for (int q = 0; q < P; q++) {
-      float x0 = (float)u[q] * a - 1.0f;
+      float x0 = token_x0(tokens, tokens_dtype, (size_t)i * P + (size_t)q);
       float e = (float)rng_normal(&nk, j * (uint64_t)P + (uint64_t)q);
       x[q] = (1.0f - tc) * x0 + tc * e;
       v[q] = e - x0;

@@ -3,6 +3,7 @@
 // Reductions split the rows (or elements) into blocks of a FIXED size, sum each block
 // sequentially in double, then add the block sums in block order. The result depends
 // only on the inputs, never on the number of OpenMP threads or their scheduling.
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,7 +32,7 @@ tsr_status kcpu_check_mstride(const char *op, int mstride, int D) {
 }
 
 tsr_status kcpu_colsum(float *out, int accumulate, const float *a, const float *b,
-                       const float *rs, size_t rows, int cols, size_t ld) {
+                       const float *rs, const float *bmean, size_t rows, int cols, size_t ld) {
   if (cols <= 0) return TSR_OK;
   size_t nrb = (rows + ROW_BLOCK - 1) / ROW_BLOCK;
   if (nrb == 0) {
@@ -51,8 +52,15 @@ tsr_status kcpu_colsum(float *out, int accumulate, const float *a, const float *
     double acc[COL_CHUNK] = {0};
     for (size_t r = r0; r < r1; r++) {
       const float *ar = a + r * ld + c0;
-      double s = rs ? (double)rs[r] : 1.0;
-      if (b) {
+      double s = rs && !bmean ? (double)rs[r] : 1.0;
+      if (b && bmean) {  // b normalised first, in float: (b - bmean) rs, as LayerNorm stores it
+        const float *br = b + r * ld + c0;
+        float mu = bmean[r], rr = rs[r];
+        for (int j = 0; j < w; j++) {
+          float bh = (br[j] - mu) * rr;
+          acc[j] += (double)ar[j] * (double)bh * s;
+        }
+      } else if (b) {
         const float *br = b + r * ld + c0;
         for (int j = 0; j < w; j++) acc[j] += (double)ar[j] * (double)br[j] * s;
       } else {
@@ -68,6 +76,25 @@ tsr_status kcpu_colsum(float *out, int accumulate, const float *a, const float *
   }
   free(part);
   return TSR_OK;
+}
+
+tsr_status kcpu_clip_colsum(float *out, const float *a, const float *b, const float *rs,
+                            const float *bmean, int mstride, const int32_t *cu, int n_clips, int D) {
+  for (int c = 0; c < n_clips; c++) {
+    size_t r0 = (size_t)cu[c], rows = (size_t)(cu[c + 1] - cu[c]);
+    tsr_status st = kcpu_colsum(out + (size_t)c * mstride, 0, a + r0 * D, b ? b + r0 * D : NULL,
+                                rs ? rs + r0 : NULL, bmean ? bmean + r0 : NULL, rows, D, (size_t)D);
+    if (st) return st;
+  }
+  return TSR_OK;
+}
+
+float *kcpu_thread_scratch(const char *op, size_t *per_thread) {
+  *per_thread = (*per_thread + 15) / 16 * 16;  // whole 64-byte lines
+  size_t n = (size_t)omp_get_max_threads() * (*per_thread ? *per_thread : 16);
+  float *p = aligned_alloc(64, n * sizeof(float));
+  if (!p) err_set(TSR_ENOMEM, "%s: no memory for %zu floats of per-thread scratch", op, n);
+  return p;
 }
 
 tsr_status kcpu_sumsq_diff(double *result, const float *a, const float *b, size_t n) {

@@ -1,7 +1,7 @@
-// kernels/cpu/rmsnorm.c — RMSNorm with a learned weight (QK-norm: rows of one head).
-#include <math.h>
-
+// kernels/cpu/rmsnorm.c — RMSNorm with a learned weight (QK-norm: rows of one head; row
+// arithmetic: kernels/cpu/rows.h).
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/rows.h"
 
 // out: (R, C), rstd: (R) or NULL, inp: (R, C), weight: (C)
 tsr_status kcpu_rmsnorm_forward(kb_t *kb, float *out, float *rstd, const float *inp,
@@ -15,12 +15,7 @@ tsr_status kcpu_rmsnorm_forward(kb_t *kb, float *out, float *rstd, const float *
   KCPU_NEED("rmsnorm_forward", weight);
 #pragma omp parallel for schedule(static) if ((size_t)R * C > KCPU_PAR_MIN)
   for (int i = 0; i < R; i++) {
-    const float *x = inp + (size_t)i * C;
-    float *y = out + (size_t)i * C;
-    double ss = 0.0;
-    for (int j = 0; j < C; j++) ss += (double)x[j] * x[j];
-    float r = (float)(1.0 / sqrt(ss / C + (double)eps));
-    for (int j = 0; j < C; j++) y[j] = x[j] * r * weight[j];
+    float r = kcpu_rms_row(out + (size_t)i * C, inp + (size_t)i * C, weight, C, eps);
     if (rstd) rstd[i] = r;
   }
   return TSR_OK;
@@ -41,15 +36,10 @@ tsr_status kcpu_rmsnorm_backward(kb_t *kb, float *dinp, float *dweight, const fl
     KCPU_NEED("rmsnorm_backward", weight);
 #pragma omp parallel for schedule(static) if ((size_t)R * C > KCPU_PAR_MIN)
     for (int i = 0; i < R; i++) {
-      const float *x = inp + (size_t)i * C, *g = dout + (size_t)i * C;
-      float *dx = dinp + (size_t)i * C;
-      float r = rstd[i];
-      double s = 0.0;
-      for (int j = 0; j < C; j++) s += (double)(weight[j] * g[j]) * (x[j] * r);
-      float m = (float)(s / C);
-      for (int j = 0; j < C; j++) dx[j] = r * (weight[j] * g[j] - x[j] * r * m);
+      size_t o = (size_t)i * C;
+      kcpu_rms_bwd_row(dinp + o, dout + o, inp + o, weight, rstd[i], C);
     }
   }
-  if (dweight) return kcpu_colsum(dweight, 1, dout, inp, rstd, (size_t)R, C, (size_t)C);
+  if (dweight) return kcpu_colsum(dweight, 1, dout, inp, rstd, NULL, (size_t)R, C, (size_t)C);
   return TSR_OK;
 }

@@ -1,20 +1,35 @@
-// kernels/cpu/rope.c — 3D rotary position embedding (time, height, width), Wan 2.1 split.
+// kernels/cpu/rope.c — 3D rotary position embedding (time, height, width), Wan 2.1 split
+// (row arithmetic: kernels/cpu/rows.h).
 #include <math.h>
 #include <stdlib.h>
 
-#include "kernels/cpu/cpu.h"
+#include <omp.h>
 
-// Frequency and position axis (0 = t, 1 = y, 2 = x) of every rotation pair.
-// freq: (Dh/2), axis: (Dh/2)
-static void rope_table(double *freq, int *axis, int Dh, double theta) {
+#include "kernels/cpu/cpu.h"
+#include "kernels/cpu/rows.h"
+
+tsr_status kcpu_rope_table(const char *op, int Dh, float theta, double **freq, int **axis) {
+  *freq = NULL, *axis = NULL;
+  if (Dh <= 0 || Dh % 2) return err_set(TSR_EINVAL, "%s: head dimension %d must be even and > 0", op, Dh);
+  if (!(theta > 0.0f)) return err_set(TSR_EINVAL, "%s: theta = %g must be > 0", op, (double)theta);
+  int P = Dh / 2;
+  double *f = malloc((size_t)P * sizeof(double));
+  int *a = malloc((size_t)P * sizeof(int));
+  if (!f || !a) {
+    free(f);
+    free(a);
+    return err_set(TSR_ENOMEM, "%s: no memory for the frequency table", op);
+  }
   int dhw = 2 * (Dh / 6), dt = Dh - 2 * dhw;
   int width[3] = {dt, dhw, dhw};
   int p = 0;
-  for (int a = 0; a < 3; a++)
-    for (int j = 0; j < width[a] / 2; j++, p++) {
-      freq[p] = pow(theta, -2.0 * j / width[a]);
-      axis[p] = a;
+  for (int g = 0; g < 3; g++)
+    for (int j = 0; j < width[g] / 2; j++, p++) {
+      f[p] = pow((double)theta, -2.0 * j / width[g]);
+      a[p] = g;
     }
+  *freq = f, *axis = a;
+  return TSR_OK;
 }
 
 // Rotates every pair of every head by sign * angle(pos). out, inp: (L, H, Dh), pos: (L, 3)
@@ -22,39 +37,34 @@ static tsr_status rope_apply(const char *op, float *out, const float *inp, const
                              int L, int H, int Dh, float theta, double sign) {
   KCPU_DIM(op, L);
   KCPU_DIM(op, H);
-  if (Dh <= 0 || Dh % 2) return err_set(TSR_EINVAL, "%s: head dimension %d must be even and > 0", op, Dh);
-  if (!(theta > 0.0f)) return err_set(TSR_EINVAL, "%s: theta = %g must be > 0", op, (double)theta);
-  if (L == 0 || H == 0) return TSR_OK;
-  KCPU_NEED(op, out);
-  KCPU_NEED(op, inp);
-  KCPU_NEED(op, pos);
-  int P = Dh / 2;
-  double *freq = malloc((size_t)P * sizeof(double));
-  int *axis = malloc((size_t)P * sizeof(int));
-  if (!freq || !axis) {
-    free(freq);
-    free(axis);
-    return err_set(TSR_ENOMEM, "%s: no memory for the frequency table", op);
+  double *freq;
+  int *axis;
+  tsr_status st = kcpu_rope_table(op, Dh, theta, &freq, &axis);
+  if (st) return st;
+  if (L == 0 || H == 0) goto done;
+  if (!out || !inp || !pos) {
+    st = err_set(TSR_EINVAL, "%s: %s is NULL", op, !out ? "out" : !inp ? "inp" : "pos");
+    goto done;
   }
-  rope_table(freq, axis, Dh, theta);
+  int P = Dh / 2;
+  size_t per = 2 * (size_t)P;
+  float *trig = kcpu_thread_scratch(op, &per);
+  if (!trig) {
+    st = TSR_ENOMEM;
+    goto done;
+  }
   size_t row = (size_t)H * Dh;
 #pragma omp parallel for schedule(static) if ((size_t)L * row > KCPU_PAR_MIN)
   for (int i = 0; i < L; i++) {
-    const int32_t *pi = pos + (size_t)i * 3;
-    for (int p = 0; p < P; p++) {
-      double ang = (double)pi[axis[p]] * freq[p];
-      float c = (float)cos(ang), s = (float)(sign * sin(ang));
-      for (int h = 0; h < H; h++) {
-        size_t o = (size_t)i * row + (size_t)h * Dh + 2 * (size_t)p;
-        float a = inp[o], b = inp[o + 1];
-        out[o] = a * c - b * s;
-        out[o + 1] = a * s + b * c;
-      }
-    }
+    float *c = trig + (size_t)omp_get_thread_num() * per, *s = c + P;
+    kcpu_rope_trig(c, s, pos + (size_t)i * 3, freq, axis, P, sign);
+    kcpu_rope_row(out + (size_t)i * row, inp + (size_t)i * row, c, s, H, Dh);
   }
+  free(trig);
+done:
   free(freq);
   free(axis);
-  return TSR_OK;
+  return st;
 }
 
 // out: (L, H, Dh), inp: (L, H, Dh), pos: (L, 3) int32 (t, y, x)

@@ -3,9 +3,10 @@
 // one K/V block, exact LSE merge, delta, block backward from the final lse and delta).
 //
 // These are the backend's own straightforward kernels (fp32 CUDA cores, no tensor cores):
-// correct for every shape the contract allows with Dh <= 256, the reference for the fast
-// path that comes next (cuDNN fused SDPA with ragged offsets and the stats output, or an
-// own wgmma flash kernel; issue "GPU speed").
+// correct for every shape the contract allows with Dh <= 256. The entries first offer the
+// call to cuDNN's fused SDPA (attention_cudnn.cu: forward, backward and partial forward,
+// chosen per call by TESSERA_CUDA_ATTENTION and the shape, sdpa.h); what cuDNN does not take
+// runs here, and attention_merge, attention_delta and attention_partial_backward always do.
 //
 // Work items: a block takes 16 consecutive rows of the packed sequence (queries for the
 // forward and dq, keys for dk/dv) of one head; a warp owns 4 of those rows. Rows of one
@@ -22,6 +23,7 @@
 // row, each recomputing P from q, k and lse.
 #include <math.h>
 
+#include "kernels/cuda/attention_cudnn.h"
 #include "kernels/cuda/kcu.h"
 
 enum { AT_ROWS = 16, AT_WARPS = 4, AT_RPW = AT_ROWS / AT_WARPS, AT_TILE = 32, AT_NV = 8, AT_MAX_DH = 256 };
@@ -397,6 +399,9 @@ extern "C" tsr_status kcu_attention_partial_forward(kb_t *kb, void *out, float *
     KCU_NEED(op, k);
     KCU_NEED(op, v);
   }
+  int done;
+  st = kcu_sdpa_forward(kb, op, 1, &done, out, lse, q, k, v, cu_q, cu_k, n_clips, Lq, Lk, H, Dh, scale);
+  if (st || done) return st;
   return launch_fwd(kb, op, out, lse, q, k, v, cu_q, cu_k, n_clips, Lq, Lk, H, Dh, scale);
 }
 
@@ -411,6 +416,9 @@ extern "C" tsr_status kcu_attention_forward(kb_t *kb, void *out, float *lse, con
   KCU_NEED(op, q);
   KCU_NEED(op, k);
   KCU_NEED(op, v);
+  int done;
+  st = kcu_sdpa_forward(kb, op, 0, &done, out, lse, q, k, v, cu, cu, n_clips, L, L, H, Dh, scale);
+  if (st || done) return st;
   return launch_fwd(kb, op, out, lse, q, k, v, cu, cu, n_clips, L, L, H, Dh, scale);
 }
 
@@ -520,6 +528,9 @@ extern "C" tsr_status kcu_attention_backward(kb_t *kb, void *dq, void *dk, void 
   KCU_NEED(op, v);
   KCU_NEED(op, out);
   KCU_NEED(op, lse);
+  int done;
+  st = kcu_sdpa_backward(kb, op, &done, dq, dk, dv, dout, q, k, v, out, lse, cu, n_clips, L, H, Dh, scale);
+  if (st || done) return st;
   size_t rows = (size_t)L * H;
   void *ws;
   if ((st = kcu_scratch(kb, op, rows * sizeof(float), &ws))) return st;

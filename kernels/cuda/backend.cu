@@ -10,7 +10,10 @@
 // the same inputs (and launch configuration, which depends only on the shapes).
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <unordered_map>
 
 #include "kernels/cuda/kcu.h"
 
@@ -32,7 +35,8 @@ tsr_status kcu_lt_fail(const char *op, const char *call, cublasStatus_t s) {
 static const char *const kcu_entry_names[KCU_E_COUNT] = {
     "?", "modulate_forward", "modulate_backward", "gate_residual_forward",
     "gate_residual_backward", "embedding_forward", "embedding_backward", "attention_forward",
-    "attention_backward", "objective_inputs", "mse_forward", "mse_backward"};
+    "attention_backward", "objective_inputs", "mse_forward", "mse_backward",
+    "adamw_update_multi", "layernorm_modulate_forward", "layernorm_modulate_backward"};
 
 // Reads and clears the device error word (synchronises the stream first).
 static tsr_status kcu_check_error(kb_t *kb, const char *op) {
@@ -50,6 +54,10 @@ static tsr_status kcu_check_error(kb_t *kb, const char *op) {
   if (e.code == KCU_BAD_IDS)
     return err_set(TSR_EINVAL, "%s: an earlier %s got an index out of range (element %lld = %lld)",
                    op, entry, e.where, e.value);
+  if (e.code == KCU_BAD_SEGS)
+    return err_set(TSR_EINVAL, "%s: an earlier %s got a bad segment table (segment %lld, offset "
+                   "%lld: out of order, overlapping, outside the buffers or a decay flag other "
+                   "than 0/1)", op, entry, e.where, e.value);
   return err_set(TSR_EINVAL, "%s: an earlier %s reported error code %d", op, entry, e.code);
 }
 
@@ -71,43 +79,209 @@ tsr_status kcu_check_cu(kb_t *kb, const char *op, int entry, const int32_t *cu, 
   return TSR_OK;
 }
 
+// ---- memory: one arena per run ---------------------------------------------------------
+enum : size_t {
+  ARENA_ALIGN = 256,                 // cuBLASLt's preferred alignment; kernels.h promises 64
+  LT_WS_BYTES = (size_t)32 << 20,    // cuBLASLt's recommended workspace on Hopper
+  ARENA_MIN = (size_t)64 << 20,      // below this the default sizing gives up
+};
+
+// Processes that share this device: MPI's local rank count beyond one per visible device
+// (OpenMPI's OMPI_COMM_WORLD_LOCAL_SIZE, MPICH's MPI_LOCALNRANKS, Slurm's
+// SLURM_NTASKS_PER_NODE), so that ranks sharing a GPU do not each take all of it.
+static int device_sharers(void) {
+  const char *names[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"};
+  int local = 1, devices = 1;
+  for (int i = 0; i < 3; i++) {
+    const char *v = getenv(names[i]);
+    if (v && atoi(v) > 0) {
+      local = atoi(v);
+      break;
+    }
+  }
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 1) {
+    cudaGetLastError();
+    devices = 1;
+  }
+  return local > devices ? (local + devices - 1) / devices : 1;
+}
+
+struct kcu_sizes {
+  std::unordered_map<void *, size_t> of;
+};
+
+// TESSERA_CUDA_ARENA=none: no arena, one cudaMalloc per allocation (compute-sanitizer's
+// memcheck sees an overrun only at the edge of an allocation; never for a training run).
+static tsr_status per_alloc_mode(kb_t *kb, const char *op) {
+  kcu_ctx *x = kcu(kb);
+  x->per_alloc = 1;
+  x->pa_sizes = new kcu_sizes();
+  x->lt_ws_bytes = LT_WS_BYTES;
+  KCU_CUDA(op, cudaMalloc(&x->lt_ws, x->lt_ws_bytes));
+  return TSR_OK;
+}
+
+// Makes the arena of `bytes` (0: TESSERA_CUDA_ARENA, else free memory less the libraries'
+// headroom, shared) and carves the cuBLASLt workspace from it.
+static tsr_status arena_create(kb_t *kb, const char *op, size_t bytes) {
+  kcu_ctx *x = kcu(kb);
+  size_t free_b = 0, total_b = 0;
+  KCU_CUDA(op, cudaMemGetInfo(&free_b, &total_b));
+  const char *env = getenv("TESSERA_CUDA_ARENA");
+  const char *how = "asked for";
+  if (bytes == 0 && env && !strcmp(env, "none")) return per_alloc_mode(kb, op);
+  if (bytes == 0 && env && *env) {
+    if (!(bytes = kernels_arena_parse_size(env, free_b)))
+      return err_set(TSR_EINVAL, "%s: TESSERA_CUDA_ARENA=%s is not a size (bytes with an "
+                     "optional K/M/G/T suffix, e.g. 60G, or a percentage of free memory, e.g. "
+                     "80%%)", op, env);
+    how = "set by TESSERA_CUDA_ARENA";
+  } else if (bytes == 0) {
+    size_t headroom = total_b / 25 > ((size_t)1 << 30) ? total_b / 25 : ((size_t)1 << 30);
+    bytes = free_b > headroom ? (free_b - headroom) / (size_t)device_sharers() : 0;
+    bytes -= bytes % ((size_t)2 << 20);
+    how = "the default (free memory less the libraries' headroom)";
+    if (bytes < ARENA_MIN)
+      return err_set(TSR_ENOMEM, "%s: the device has %zu bytes free of %zu, too little for the "
+                     "CUDA memory arena; free the GPU or set TESSERA_CUDA_ARENA", op, free_b,
+                     total_b);
+  }
+  if (bytes < LT_WS_BYTES + ARENA_ALIGN)
+    return err_set(TSR_EINVAL, "%s: a CUDA memory arena of %zu bytes (%s) cannot hold the "
+                   "%zu-byte cuBLASLt workspace; give it more", op, bytes, how, (size_t)LT_WS_BYTES);
+  void *base = NULL;
+  cudaError_t e = cudaMalloc(&base, bytes);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return err_set(TSR_ENOMEM, "%s: cudaMalloc of the CUDA memory arena, %zu bytes (%s), failed: "
+                   "%s (%zu bytes free of %zu); set TESSERA_CUDA_ARENA lower", op, bytes, how,
+                   cudaGetErrorString(e), free_b, total_b);
+  }
+  kernels_arena *a = NULL;
+  size_t ws = 0;
+  tsr_status st = kernels_arena_create(&a, bytes, ARENA_ALIGN);
+  if (!st) st = kernels_arena_alloc(a, LT_WS_BYTES, &ws);
+  if (st) {
+    kernels_arena_destroy(a);
+    cudaFree(base);
+    return err_wrap(st, "%s: CUDA memory arena: ", op);
+  }
+  x->arena_base = (char *)base;
+  x->arena = a;
+  x->lt_ws = x->arena_base + ws;
+  x->lt_ws_bytes = LT_WS_BYTES;
+  return TSR_OK;
+}
+
+tsr_status kcu_arena_ready(kb_t *kb, const char *op) {
+  return kcu(kb)->arena || kcu(kb)->per_alloc ? TSR_OK : arena_create(kb, op, 0);
+}
+
+// A range of `bytes` of the arena, or TSR_ENOMEM saying how big the arena is and how to
+// raise it.
+static tsr_status arena_take(kb_t *kb, const char *op, size_t bytes, void **out) {
+  tsr_status st = kcu_arena_ready(kb, op);
+  if (st) return st;
+  kcu_ctx *x = kcu(kb);
+  if (x->per_alloc) {
+    size_t r = bytes ? (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN : ARENA_ALIGN;
+    cudaError_t e = cudaMalloc(out, r);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      return err_set(TSR_ENOMEM, "%s: cudaMalloc of %zu bytes (TESSERA_CUDA_ARENA=none): %s", op,
+                     bytes, cudaGetErrorString(e));
+    }
+    x->pa_sizes->of[*out] = r;
+    x->pa_in_use += r;
+    if (x->pa_in_use > x->pa_peak) x->pa_peak = x->pa_in_use;
+    return TSR_OK;
+  }
+  size_t off;
+  if ((st = kernels_arena_alloc(x->arena, bytes, &off))) {
+    char why[512];
+    snprintf(why, sizeof why, "%s", err_msg());
+    return err_set(TSR_ENOMEM, "%s: out of CUDA memory: %s; the arena is sized once per run: "
+                   "set TESSERA_CUDA_ARENA (e.g. TESSERA_CUDA_ARENA=90%%, or bytes such as 70G) "
+                   "or lower train.mem_tokens", op, why);
+  }
+  *out = x->arena_base + off;
+  return TSR_OK;
+}
+
+static void arena_give(kb_t *kb, void *p) {
+  kcu_ctx *x = kcu(kb);
+  if (p && x->per_alloc) {
+    auto it = x->pa_sizes->of.find(p);
+    if (it == x->pa_sizes->of.end()) return;  // not ours: ignored
+    x->pa_in_use -= it->second;
+    x->pa_sizes->of.erase(it);
+    cudaFree(p);  // synchronises the device: fine in this debugging mode
+    return;
+  }
+  if (!p || !x->arena) return;
+  char *c = (char *)p;
+  kernels_arena_stats s = kernels_arena_get_stats(x->arena);
+  if (c < x->arena_base || c >= x->arena_base + s.capacity) return;  // not ours: ignored
+  kernels_arena_free(x->arena, (size_t)(c - x->arena_base));
+}
+
 tsr_status kcu_scratch(kb_t *kb, const char *op, size_t bytes, void **out) {
   kcu_ctx *x = kcu(kb);
   if (bytes > x->scratch_bytes) {
     size_t nb = bytes + bytes / 2 + 4096;
-    if (x->scratch) KCU_CUDA(op, cudaFree(x->scratch));  // synchronises: no kernel uses it after
+    // The old range may still be read by queued kernels: whatever reuses it is queued after
+    // them on the same stream (alloc's zero fill too), so it is given back at once.
+    arena_give(kb, x->scratch);
     x->scratch = NULL;
     x->scratch_bytes = 0;
-    KCU_CUDA(op, cudaMalloc(&x->scratch, nb));
+    tsr_status st = arena_take(kb, op, nb, &x->scratch);
+    if (st) return st;
     x->scratch_bytes = nb;
   }
   *out = x->scratch;
   return TSR_OK;
 }
 
-// ---- memory ----------------------------------------------------------------------------
 static tsr_status cu_alloc(kb_t *kb, void **ptr, size_t bytes) {
   if (!ptr) return err_set(TSR_EINVAL, "alloc: ptr is NULL");
-  size_t rounded = (bytes + 255) / 256 * 256;
-  if (rounded < bytes) return err_set(TSR_ENOMEM, "alloc: %zu bytes is too large", bytes);
-  if (rounded == 0) rounded = 256;
   void *p = NULL;
-  cudaError_t e = cudaMalloc(&p, rounded);
-  if (e != cudaSuccess)
-    return err_set(TSR_ENOMEM, "alloc: cudaMalloc of %zu bytes: %s", rounded, cudaGetErrorString(e));
+  tsr_status st = arena_take(kb, "alloc", bytes, &p);
+  if (st) return st;
+  const size_t al = ARENA_ALIGN;
+  size_t rounded = bytes ? (bytes + al - 1) / al * al : al;
   // Zero-filled, visible to every stream (NCCL's too) when alloc returns: alloc is not
   // called inside a step.
+  cudaError_t e;
   if ((e = cudaMemsetAsync(p, 0, rounded, kcu(kb)->stream)) != cudaSuccess ||
       (e = cudaStreamSynchronize(kcu(kb)->stream)) != cudaSuccess) {
-    cudaFree(p);
+    arena_give(kb, p);
     return kcu_cuda_fail("alloc", "cudaMemsetAsync", e);
   }
   *ptr = p;
   return TSR_OK;
 }
 
-static void cu_free(kb_t *kb, void *ptr) {
-  if (ptr) cudaFree(ptr);
+static void cu_free(kb_t *kb, void *ptr) { arena_give(kb, ptr); }
+
+static tsr_status cu_reserve(kb_t *kb, size_t bytes) {
+  kcu_ctx *x = kcu(kb);
+  if (x->per_alloc) return TSR_OK;  // TESSERA_CUDA_ARENA=none: nothing to size
+  if (!x->arena) return arena_create(kb, "reserve", bytes);
+  size_t cap = kernels_arena_get_stats(x->arena).capacity;
+  if (bytes == 0 || bytes == cap) return TSR_OK;
+  return err_set(TSR_EINVAL, "reserve: the CUDA memory arena already exists with %zu bytes "
+                 "(made by an earlier alloc or reserve); reserve before allocating", cap);
+}
+
+static tsr_status cu_memory_stats(kb_t *kb, size_t *in_use, size_t *peak, size_t *capacity) {
+  kcu_ctx *x = kcu(kb);
+  kernels_arena_stats s = {};
+  if (x->arena) s = kernels_arena_get_stats(x->arena);
+  if (x->per_alloc) s.in_use = x->pa_in_use, s.peak = x->pa_peak;
+  if (in_use) *in_use = s.in_use;
+  if (peak) *peak = s.peak;
+  if (capacity) *capacity = s.capacity;
+  return TSR_OK;
 }
 
 // Pinned (page-locked or registered) host memory: an async copy returns before the copy
@@ -157,6 +331,13 @@ static tsr_status cu_memset_zero(kb_t *kb, void *ptr, size_t bytes) {
 }
 
 static tsr_status cu_sync(kb_t *kb) { return kcu_check_error(kb, "sync"); }
+
+static tsr_status cu_mem_info(kb_t *kb, size_t *free_bytes, size_t *total_bytes) {
+  cudaError_t e = cudaMemGetInfo(free_bytes, total_bytes);
+  if (e != cudaSuccess)
+    return err_set(TSR_EIO, "mem_info: cudaMemGetInfo: %s", cudaGetErrorString(e));
+  return TSR_OK;
+}
 
 // ---- elementwise ---------------------------------------------------------------------------
 #define GRID_STRIDE(i, n) \
@@ -264,7 +445,8 @@ enum { CS_COLS = 32, CS_LANES = 8 };
 
 // grid (col chunks, slices, segments), block (32, 8). part: (n_seg * S, cols) double.
 __global__ void k_colsum_part(double *part, const act_t *a, const act_t *b, const float *rs,
-                              const int32_t *seg, int rows, int cols, int ld, int S) {
+                              const float *mu, const int32_t *seg, int rows, int cols, int ld,
+                              int S) {
   int s = blockIdx.z, y = blockIdx.y, j = blockIdx.x * CS_COLS + threadIdx.x;
   long long r0 = seg ? seg[s] : 0, r1 = seg ? seg[s + 1] : rows;
   r0 = r0 < 0 ? 0 : (r0 > rows ? rows : r0);
@@ -275,8 +457,12 @@ __global__ void k_colsum_part(double *part, const act_t *a, const act_t *b, cons
     for (long long r = a0 + threadIdx.y; r < a1; r += CS_LANES) {
       size_t o = (size_t)r * ld + j;
       double t = (double)kcu_ld(a, o);
-      if (b) t *= (double)kcu_ld(b, o);
-      if (rs) t *= (double)rs[r];
+      if (mu) {
+        t *= (double)((kcu_ld(b, o) - mu[r]) * rs[r]);  // LayerNorm's output, as it stores it
+      } else {
+        if (b) t *= (double)kcu_ld(b, o);
+        if (rs) t *= (double)rs[r];
+      }
       acc += t;
     }
   __shared__ double sh[CS_LANES][CS_COLS];
@@ -303,7 +489,7 @@ __global__ void k_colsum_final(float *out_f32, act_t *out_act, int accumulate, i
 
 tsr_status kcu_colsum(kb_t *kb, const char *op, float *out_f32, act_t *out_act, int accumulate,
                       int ostride, const act_t *a, const act_t *b, const float *rs,
-                      const int32_t *seg, int n_seg, int rows, int cols, int ld) {
+                      const float *mu, const int32_t *seg, int n_seg, int rows, int cols, int ld) {
   if (cols <= 0 || n_seg <= 0) return TSR_OK;
   // Slices per segment: about 512 rows each on average, 1..256; a function of the shapes
   // only, so the summation order is fixed for given shapes.
@@ -315,8 +501,8 @@ tsr_status kcu_colsum(kb_t *kb, const char *op, float *out_f32, act_t *out_act, 
   if (st) return st;
   if (n_seg > 65535) return err_set(TSR_EINVAL, "%s: %d segments (clips) exceed 65535", op, n_seg);
   dim3 grid((unsigned)((cols + CS_COLS - 1) / CS_COLS), (unsigned)S, (unsigned)n_seg);
-  k_colsum_part<<<grid, dim3(CS_COLS, CS_LANES), 0, kcu(kb)->stream>>>((double *)ws, a, b, rs, seg,
-                                                                     rows, cols, ld, S);
+  k_colsum_part<<<grid, dim3(CS_COLS, CS_LANES), 0, kcu(kb)->stream>>>((double *)ws, a, b, rs, mu,
+                                                                     seg, rows, cols, ld, S);
   KCU_LAUNCHED(op);
   size_t n = (size_t)n_seg * cols;
   LAUNCH(op, k_colsum_final, n, out_f32, out_act, accumulate, ostride, (const double *)ws, n_seg,
@@ -465,7 +651,7 @@ static tsr_status cu_rmsnorm_backward(kb_t *kb, void *dinp, float *dweight, cons
     KCU_LAUNCHED(op);
   }
   if (dweight)
-    return kcu_colsum(kb, op, dweight, NULL, 1, 0, (const act_t *)dout, (const act_t *)inp, rstd,
+    return kcu_colsum(kb, op, dweight, NULL, 1, 0, (const act_t *)dout, (const act_t *)inp, rstd, NULL,
                       NULL, 1, R, C, C);
   return TSR_OK;
 }
@@ -535,12 +721,12 @@ static tsr_status cu_modulate_backward(kb_t *kb, void *dinp, void *dshift, void 
            mstride, cu, n_clips, L, D);
   }
   if (dshift && (st = kcu_colsum(kb, op, NULL, (act_t *)dshift, 0, mstride, (const act_t *)dout,
-                                 NULL, NULL, cu, n_clips, L, D, D)))
+                                 NULL, NULL, NULL, cu, n_clips, L, D, D)))
     return st;
   if (dscale) {
     if (L > 0) KCU_NEED(op, inp);
     if ((st = kcu_colsum(kb, op, NULL, (act_t *)dscale, 0, mstride, (const act_t *)dout,
-                         (const act_t *)inp, NULL, cu, n_clips, L, D, D)))
+                         (const act_t *)inp, NULL, NULL, cu, n_clips, L, D, D)))
       return st;
   }
   return TSR_OK;
@@ -578,7 +764,7 @@ static tsr_status cu_gate_residual_backward(kb_t *kb, void *dinp, void *dgate, c
   if (dgate) {
     if (L > 0) KCU_NEED(op, inp);
     if ((st = kcu_colsum(kb, op, NULL, (act_t *)dgate, 0, mstride, (const act_t *)dout,
-                         (const act_t *)inp, NULL, cu, n_clips, L, D, D)))
+                         (const act_t *)inp, NULL, NULL, cu, n_clips, L, D, D)))
       return st;
   }
   return TSR_OK;
@@ -609,26 +795,33 @@ __global__ void k_rope(act_t *out, const act_t *inp, const int32_t *pos, int L, 
   }
 }
 
-static tsr_status rope_apply(kb_t *kb, const char *op, void *out, const void *inp, const int32_t *pos,
-                             int L, int H, int Dh, float theta, double sign) {
-  KCU_DIM(op, L);
-  KCU_DIM(op, H);
+// The frequency and axis of every pair (kernels.h's split), checking Dh and theta.
+static tsr_status rope_make_table(const char *op, int Dh, float theta, rope_table *tab) {
   if (Dh <= 0 || Dh % 2) return err_set(TSR_EINVAL, "%s: head dimension %d must be even and > 0", op, Dh);
   if (Dh / 2 > ROPE_MAX_PAIRS)
     return err_set(TSR_EINVAL, "%s: head dimension %d is above the CUDA backend's %d", op, Dh,
                    2 * ROPE_MAX_PAIRS);
   if (!(theta > 0.0f)) return err_set(TSR_EINVAL, "%s: theta = %g must be > 0", op, (double)theta);
+  int dhw = 2 * (Dh / 6), dt = Dh - 2 * dhw, width[3] = {dt, dhw, dhw}, p = 0;
+  for (int a = 0; a < 3; a++)
+    for (int j = 0; j < width[a] / 2; j++, p++) {
+      tab->freq[p] = pow((double)theta, -2.0 * j / width[a]);
+      tab->axis[p] = (unsigned char)a;
+    }
+  return TSR_OK;
+}
+
+static tsr_status rope_apply(kb_t *kb, const char *op, void *out, const void *inp, const int32_t *pos,
+                             int L, int H, int Dh, float theta, double sign) {
+  KCU_DIM(op, L);
+  KCU_DIM(op, H);
+  rope_table tab;
+  tsr_status st = rope_make_table(op, Dh, theta, &tab);
+  if (st) return st;
   if (L == 0 || H == 0) return TSR_OK;
   KCU_NEED(op, out);
   KCU_NEED(op, inp);
   KCU_NEED(op, pos);
-  rope_table tab;
-  int dhw = 2 * (Dh / 6), dt = Dh - 2 * dhw, width[3] = {dt, dhw, dhw}, p = 0;
-  for (int a = 0; a < 3; a++)
-    for (int j = 0; j < width[a] / 2; j++, p++) {
-      tab.freq[p] = pow((double)theta, -2.0 * j / width[a]);
-      tab.axis[p] = (unsigned char)a;
-    }
   size_t n = (size_t)L * (Dh / 2);
   LAUNCH(op, k_rope, n, (act_t *)out, (const act_t *)inp, pos, L, H, Dh, sign, tab);
   return TSR_OK;
@@ -640,6 +833,328 @@ static tsr_status cu_rope_forward(kb_t *kb, void *out, const void *inp, const in
 static tsr_status cu_rope_backward(kb_t *kb, void *dinp, const void *dout, const int32_t *pos, int L,
                                    int H, int Dh, float theta) {
   return rope_apply(kb, "rope_backward", dinp, dout, pos, L, H, Dh, theta, -1.0);
+}
+
+// ---- fused: LayerNorm + modulate ---------------------------------------------------------
+// One warp per row: statistics as k_layernorm_fwd, then the modulation of the normalised
+// value in registers (LN's output is never stored).
+__global__ void k_ln_mod_fwd(act_t *out, float *mean, float *rstd, const act_t *inp,
+                             const act_t *shift, const act_t *scale, int mstride, const int32_t *cu,
+                             int n_clips, int L, int D, float eps) {
+  WARP_ROW(i, L);
+  const act_t *x = inp + (size_t)i * D;
+  double s = 0.0;
+  for (int j = lane; j < D; j += 32) s += (double)kcu_ld(x, j);
+  double mu = kcu_warp_sum(s) / D, ss = 0.0;
+  for (int j = lane; j < D; j += 32) {
+    double d = (double)kcu_ld(x, j) - mu;
+    ss += d * d;
+  }
+  double r = 1.0 / sqrt(kcu_warp_sum(ss) / D + (double)eps);
+  float muf = (float)mu, rf = (float)r;
+  size_t c = (size_t)kcu_clip_of(cu, n_clips, i) * mstride;
+  for (int j = lane; j < D; j += 32) {
+    float xh = (kcu_ld(x, j) - muf) * rf;
+    kcu_st(out, (size_t)i * D + j, xh * (1.0f + kcu_ld(scale, c + j)) + kcu_ld(shift, c + j));
+  }
+  if (lane == 0) {
+    mean[i] = muf;
+    rstd[i] = rf;
+  }
+  WARP_ROW_END
+}
+
+// One warp per row: g = dout (1 + scale[c]) (modulate's input gradient), then LayerNorm's
+// backward of it, ADDED to dinp; xhat recomputed from inp, mean, rstd.
+__global__ void k_ln_mod_bwd(act_t *dinp, const act_t *dout, const act_t *inp, const float *mean,
+                             const float *rstd, const act_t *scale, int mstride, const int32_t *cu,
+                             int n_clips, int L, int D) {
+  WARP_ROW(i, L);
+  const act_t *x = inp + (size_t)i * D, *g = dout + (size_t)i * D;
+  float mu = mean[i], r = rstd[i];
+  size_t c = (size_t)kcu_clip_of(cu, n_clips, i) * mstride;
+  double sg = 0.0, sgx = 0.0;
+  for (int j = lane; j < D; j += 32) {
+    float gj = kcu_ld(g, j) * (1.0f + kcu_ld(scale, c + j));
+    sg += gj;
+    sgx += (double)gj * ((kcu_ld(x, j) - mu) * r);
+  }
+  float mg = (float)(kcu_warp_sum(sg) / D), mgx = (float)(kcu_warp_sum(sgx) / D);
+  for (int j = lane; j < D; j += 32) {
+    float gj = kcu_ld(g, j) * (1.0f + kcu_ld(scale, c + j));
+    size_t o = (size_t)i * D + j;
+    kcu_st(dinp, o, kcu_ld(dinp, o) + r * (gj - mg - (kcu_ld(x, j) - mu) * r * mgx));
+  }
+  WARP_ROW_END
+}
+
+static tsr_status cu_layernorm_modulate_forward(kb_t *kb, void *out, float *mean, float *rstd,
+                                                const void *inp, const void *shift,
+                                                const void *scale, int mstride, const int32_t *cu,
+                                                int n_clips, int L, int D, float eps) {
+  const char *op = "layernorm_modulate_forward";
+  tsr_status st = check_adaln(kb, op, KCU_E_LN_MOD_F, cu, n_clips, L, D, mstride);
+  if (st || L == 0) return st;
+  if (D == 0) return err_set(TSR_EINVAL, "%s: D = 0", op);
+  KCU_NEED(op, out);
+  KCU_NEED(op, mean);
+  KCU_NEED(op, rstd);
+  KCU_NEED(op, inp);
+  KCU_NEED(op, shift);
+  KCU_NEED(op, scale);
+  k_ln_mod_fwd<<<warp_blocks(L), 256, 0, kcu(kb)->stream>>>(
+      (act_t *)out, mean, rstd, (const act_t *)inp, (const act_t *)shift, (const act_t *)scale,
+      mstride, cu, n_clips, L, D, eps);
+  KCU_LAUNCHED(op);
+  return TSR_OK;
+}
+
+static tsr_status cu_layernorm_modulate_backward(kb_t *kb, void *dinp, void *dshift, void *dscale,
+                                                 const void *dout, const void *inp,
+                                                 const float *mean, const float *rstd,
+                                                 const void *scale, int mstride, const int32_t *cu,
+                                                 int n_clips, int L, int D) {
+  const char *op = "layernorm_modulate_backward";
+  tsr_status st = check_adaln(kb, op, KCU_E_LN_MOD_B, cu, n_clips, L, D, mstride);
+  if (st || D == 0) return st;
+  if (L > 0) {
+    KCU_NEED(op, dout);
+    if (dinp || dscale) {
+      KCU_NEED(op, inp);
+      KCU_NEED(op, mean);
+      KCU_NEED(op, rstd);
+    }
+  }
+  if (dinp && L > 0) {
+    KCU_NEED(op, scale);
+    k_ln_mod_bwd<<<warp_blocks(L), 256, 0, kcu(kb)->stream>>>(
+        (act_t *)dinp, (const act_t *)dout, (const act_t *)inp, mean, rstd, (const act_t *)scale,
+        mstride, cu, n_clips, L, D);
+    KCU_LAUNCHED(op);
+  }
+  if (dshift && (st = kcu_colsum(kb, op, NULL, (act_t *)dshift, 0, mstride, (const act_t *)dout,
+                                 NULL, NULL, NULL, cu, n_clips, L, D, D)))
+    return st;
+  if (dscale && (st = kcu_colsum(kb, op, NULL, (act_t *)dscale, 0, mstride, (const act_t *)dout,
+                                 (const act_t *)inp, rstd, mean, cu, n_clips, L, D, D)))
+    return st;
+  return TSR_OK;
+}
+
+// ---- fused: QK-norm + RoPE of q and k ---------------------------------------------------
+// One warp per (token, head) row of q and of k: lane l owns the rotation pairs
+// p = l, l + 32, ... (Dh/2 <= ROPE_MAX_PAIRS, so at most QK_PAIRS each), whose angle it
+// computes once for both tensors.
+enum { QK_PAIRS = ROPE_MAX_PAIRS / 32, QK_WARPS = 8, QK_MAX_BLOCKS = 1024 };
+
+__device__ __forceinline__ void qk_angle(const int32_t *pos, int i, const rope_table &tab, int p,
+                                         double sign, float *c, float *s) {
+  double ang = (double)pos[(size_t)i * 3 + tab.axis[p]] * tab.freq[p];
+  *c = (float)cos(ang);
+  *s = (float)(sign * sin(ang));
+}
+
+__global__ void k_qk_norm_rope_fwd(act_t *q_out, act_t *k_out, float *q_rstd, float *k_rstd,
+                                   const act_t *q_in, const act_t *k_in, const float *q_w,
+                                   const float *k_w, const int32_t *pos, int L, int H, int Dh,
+                                   float eps, const rope_table tab) {
+  int P = Dh / 2;
+  WARP_ROW(row, L * H);
+  int i = row / H;
+  size_t base = (size_t)row * Dh;
+  float c[QK_PAIRS], s[QK_PAIRS];
+#pragma unroll
+  for (int t = 0; t < QK_PAIRS; t++)
+    if (lane + 32 * t < P) qk_angle(pos, i, tab, lane + 32 * t, 1.0, &c[t], &s[t]);
+  for (int which = 0; which < 2; which++) {
+    const act_t *x = (which ? k_in : q_in) + base;
+    const float *w = which ? k_w : q_w;
+    double ss = 0.0;
+#pragma unroll
+    for (int t = 0; t < QK_PAIRS; t++) {
+      int p = lane + 32 * t;
+      if (p < P) {
+        double a = kcu_ld(x, 2 * p), b = kcu_ld(x, 2 * p + 1);
+        ss += a * a + b * b;
+      }
+    }
+    float r = (float)(1.0 / sqrt(kcu_warp_sum(ss) / Dh + (double)eps));
+    act_t *o = (which ? k_out : q_out) + base;
+#pragma unroll
+    for (int t = 0; t < QK_PAIRS; t++) {
+      int p = lane + 32 * t;
+      if (p < P) {
+        float a = kcu_ld(x, 2 * p) * r * w[2 * p], b = kcu_ld(x, 2 * p + 1) * r * w[2 * p + 1];
+        kcu_st(o, 2 * p, a * c[t] - b * s[t]);
+        kcu_st(o, 2 * p + 1, a * s[t] + b * c[t]);
+      }
+    }
+    if (lane == 0) (which ? k_rstd : q_rstd)[row] = r;
+  }
+  WARP_ROW_END
+}
+
+// Backward: per row, tmp = R^T dout (in registers, fp32), dx_in = RMSNorm's backward of tmp;
+// each lane sums tmp x rstd for its columns over the rows of its warp, the warps of a block
+// add theirs in warp order into part[block] (2 Dh doubles: q's, then k's), and
+// k_qk_dweight adds the blocks in block order. The grid is a function of the shape only, so
+// the sums are bitwise reproducible.
+__global__ void k_qk_norm_rope_bwd(act_t *dq_in, act_t *dk_in, double *part, const act_t *dq,
+                                   const act_t *dk, const act_t *q_in, const act_t *k_in,
+                                   const float *q_w, const float *k_w, const float *q_rstd,
+                                   const float *k_rstd, const int32_t *pos, int L, int H, int Dh,
+                                   const rope_table tab) {
+  extern __shared__ double qk_sh[];  // (2 Dh): the block's column sums
+  int P = Dh / 2, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  double acc[2][QK_PAIRS][2];
+#pragma unroll
+  for (int a = 0; a < 2; a++)
+#pragma unroll
+    for (int t = 0; t < QK_PAIRS; t++) acc[a][t][0] = acc[a][t][1] = 0.0;
+  int R = L * H, nw = gridDim.x * QK_WARPS;
+  for (int row = blockIdx.x * QK_WARPS + warp; row < R; row += nw) {
+    int i = row / H;
+    size_t base = (size_t)row * Dh;
+    float c[QK_PAIRS], s[QK_PAIRS];
+#pragma unroll
+    for (int t = 0; t < QK_PAIRS; t++)
+      if (lane + 32 * t < P) qk_angle(pos, i, tab, lane + 32 * t, -1.0, &c[t], &s[t]);
+    for (int which = 0; which < 2; which++) {
+      const act_t *g = (which ? dk : dq) + base, *x = (which ? k_in : q_in) + base;
+      const float *w = which ? k_w : q_w;
+      float r = (which ? k_rstd : q_rstd)[row];
+      float ta[QK_PAIRS], tb[QK_PAIRS];
+      double sm = 0.0;
+#pragma unroll
+      for (int t = 0; t < QK_PAIRS; t++) {
+        int p = lane + 32 * t;
+        ta[t] = tb[t] = 0.0f;
+        if (p < P) {
+          float a = kcu_ld(g, 2 * p), b = kcu_ld(g, 2 * p + 1);
+          ta[t] = a * c[t] - b * s[t];
+          tb[t] = a * s[t] + b * c[t];
+          float xa = kcu_ld(x, 2 * p), xb = kcu_ld(x, 2 * p + 1);
+          sm += (double)(w[2 * p] * ta[t]) * (xa * r) + (double)(w[2 * p + 1] * tb[t]) * (xb * r);
+          acc[which][t][0] += (double)ta[t] * (double)xa * (double)r;
+          acc[which][t][1] += (double)tb[t] * (double)xb * (double)r;
+        }
+      }
+      float m = (float)(kcu_warp_sum(sm) / Dh);
+      act_t *dx = (which ? dk_in : dq_in) + base;
+#pragma unroll
+      for (int t = 0; t < QK_PAIRS; t++) {
+        int p = lane + 32 * t;
+        if (p < P) {
+          kcu_st(dx, 2 * p, r * (w[2 * p] * ta[t] - kcu_ld(x, 2 * p) * r * m));
+          kcu_st(dx, 2 * p + 1, r * (w[2 * p + 1] * tb[t] - kcu_ld(x, 2 * p + 1) * r * m));
+        }
+      }
+    }
+  }
+  if (!part) return;
+  for (int w = 0; w < QK_WARPS; w++) {  // the block's sum, warp by warp in order
+    if (warp == w)
+#pragma unroll
+      for (int a = 0; a < 2; a++)
+#pragma unroll
+        for (int t = 0; t < QK_PAIRS; t++) {
+          int p = lane + 32 * t;
+          if (p < P) {
+            double *o = qk_sh + (size_t)a * Dh + 2 * p;
+            o[0] = (w ? o[0] : 0.0) + acc[a][t][0];
+            o[1] = (w ? o[1] : 0.0) + acc[a][t][1];
+          }
+        }
+    __syncthreads();
+  }
+  for (int j = threadIdx.x; j < 2 * Dh; j += blockDim.x) part[(size_t)blockIdx.x * 2 * Dh + j] = qk_sh[j];
+}
+
+__global__ void k_qk_dweight(float *dq_w, float *dk_w, const double *part, int blocks, int Dh) {
+  for (int j = threadIdx.x; j < 2 * Dh; j += blockDim.x) {
+    float *o = j < Dh ? dq_w : dk_w;
+    if (!o) continue;
+    int col = j < Dh ? j : j - Dh;
+    double t = (double)o[col];
+    for (int b = 0; b < blocks; b++) t += part[(size_t)b * 2 * Dh + j];
+    o[col] = (float)t;
+  }
+}
+
+static unsigned qk_blocks(int rows) {
+  long long b = ((long long)rows + QK_WARPS - 1) / QK_WARPS;
+  const long long cap = QK_MAX_BLOCKS;
+  return (unsigned)(b < 1 ? 1 : (b > cap ? cap : b));
+}
+
+static tsr_status cu_qk_norm_rope_forward(kb_t *kb, void *q_out, void *k_out, float *q_rstd,
+                                          float *k_rstd, const void *q_in, const void *k_in,
+                                          const float *q_weight, const float *k_weight,
+                                          const int32_t *pos, int L, int H, int Dh, float eps,
+                                          float theta) {
+  const char *op = "qk_norm_rope_forward";
+  KCU_DIM(op, L);
+  KCU_DIM(op, H);
+  rope_table tab;
+  tsr_status st = rope_make_table(op, Dh, theta, &tab);
+  if (st || L == 0 || H == 0) return st;
+  KCU_NEED(op, q_out);
+  KCU_NEED(op, k_out);
+  KCU_NEED(op, q_rstd);
+  KCU_NEED(op, k_rstd);
+  KCU_NEED(op, q_in);
+  KCU_NEED(op, k_in);
+  KCU_NEED(op, q_weight);
+  KCU_NEED(op, k_weight);
+  KCU_NEED(op, pos);
+  k_qk_norm_rope_fwd<<<warp_blocks(L * H), 256, 0, kcu(kb)->stream>>>(
+      (act_t *)q_out, (act_t *)k_out, q_rstd, k_rstd, (const act_t *)q_in, (const act_t *)k_in,
+      q_weight, k_weight, pos, L, H, Dh, eps, tab);
+  KCU_LAUNCHED(op);
+  return TSR_OK;
+}
+
+static tsr_status cu_qk_norm_rope_backward(kb_t *kb, void *dq_in, void *dk_in, float *dq_weight,
+                                           float *dk_weight, const void *dq, const void *dk,
+                                           const void *q_in, const void *k_in,
+                                           const float *q_weight, const float *k_weight,
+                                           const float *q_rstd, const float *k_rstd,
+                                           const int32_t *pos, int L, int H, int Dh, float theta) {
+  const char *op = "qk_norm_rope_backward";
+  KCU_DIM(op, L);
+  KCU_DIM(op, H);
+  rope_table tab;
+  tsr_status st = rope_make_table(op, Dh, theta, &tab);
+  if (st || L == 0 || H == 0) return st;
+  KCU_NEED(op, dq_in);
+  KCU_NEED(op, dk_in);
+  KCU_NEED(op, dq);
+  KCU_NEED(op, dk);
+  KCU_NEED(op, q_in);
+  KCU_NEED(op, k_in);
+  KCU_NEED(op, q_weight);
+  KCU_NEED(op, k_weight);
+  KCU_NEED(op, q_rstd);
+  KCU_NEED(op, k_rstd);
+  KCU_NEED(op, pos);
+  unsigned blocks = qk_blocks(L * H);
+  double *part = NULL;
+  if (dq_weight || dk_weight) {
+    void *ws;
+    if ((st = kcu_scratch(kb, op, (size_t)blocks * 2 * Dh * sizeof(double), &ws))) return st;
+    part = (double *)ws;
+  }
+  cudaStream_t s = kcu(kb)->stream;
+  k_qk_norm_rope_bwd<<<blocks, 32 * QK_WARPS, 2 * (size_t)Dh * sizeof(double), s>>>(
+      (act_t *)dq_in, (act_t *)dk_in, part, (const act_t *)dq, (const act_t *)dk,
+      (const act_t *)q_in, (const act_t *)k_in, q_weight, k_weight, q_rstd, k_rstd, pos, L, H, Dh,
+      tab);
+  KCU_LAUNCHED(op);
+  if (part) {
+    k_qk_dweight<<<1, 256, 0, s>>>(dq_weight, dk_weight, part, (int)blocks, Dh);
+    KCU_LAUNCHED(op);
+  }
+  return TSR_OK;
 }
 
 // ---- GELU, SiLU (libm-accurate tanhf/expf, no fast math) ---------------------------------
@@ -685,6 +1200,17 @@ static tsr_status cu_gelu_backward(kb_t *kb, void *dinp, const void *dout, const
   KCU_NEED("gelu_backward", dout);
   KCU_NEED("gelu_backward", inp);
   LAUNCH("gelu_backward", k_gelu_bwd, n, (act_t *)dinp, (const act_t *)dout, (const act_t *)inp, n);
+  return TSR_OK;
+}
+extern "C" tsr_status kcu_gelu_act(kb_t *kb, const char *op, void *out, const void *pre, size_t n) {
+  if (!n) return TSR_OK;
+  LAUNCH(op, k_gelu_fwd, n, (act_t *)out, (const act_t *)pre, n);
+  return TSR_OK;
+}
+extern "C" tsr_status kcu_dgelu_act(kb_t *kb, const char *op, void *dinp, const void *dout,
+                                    const void *pre, size_t n) {
+  if (!n) return TSR_OK;
+  LAUNCH(op, k_gelu_bwd, n, (act_t *)dinp, (const act_t *)dout, (const act_t *)pre, n);
   return TSR_OK;
 }
 static tsr_status cu_silu_forward(kb_t *kb, void *out, const void *inp, size_t n) {
@@ -872,17 +1398,27 @@ __global__ void k_objective_t(float *t, const kernels_clip_key *clips, const int
   }
 }
 
-__global__ void k_objective_x(act_t *x_t, act_t *target, const float *t, const uint8_t *tokens,
-                              const kernels_clip_key *clips, const int32_t *cu, int n_clips, int L,
-                              int P, unsigned long long seed, unsigned long long step) {
-  const float a = 2.0f / 255.0f;
+// The clean value x0 of stored token value e (kernels.h objective_inputs): uint8 pixels
+// mapped to [-1, 1], bf16 or f32 latents as they are.
+__device__ __forceinline__ float kcu_token_x0(const void *tokens, int dtype, size_t e) {
+  if (dtype == KERNELS_TOKENS_U8)
+    return __fsub_rn(__fmul_rn((float)((const uint8_t *)tokens)[e], 2.0f / 255.0f), 1.0f);
+  if (dtype == KERNELS_TOKENS_BF16)
+    return __uint_as_float((unsigned)((const unsigned short *)tokens)[e] << 16);
+  return ((const float *)tokens)[e];
+}
+
+__global__ void k_objective_x(act_t *x_t, act_t *target, const float *t, const void *tokens,
+                              int tokens_dtype, const kernels_clip_key *clips, const int32_t *cu,
+                              int n_clips, int L, int P, unsigned long long seed,
+                              unsigned long long step) {
   GRID_STRIDE(e, (size_t)L * P) {
     int i = (int)(e / P), q = (int)(e % P);
     int c = kcu_clip_of(cu, n_clips, i);
     kcu_rng_key key = {seed, step, (unsigned long long)clips[c].clip_id, RNG_NOISE};
     unsigned long long j = (unsigned long long)(clips[c].first_token + (i - cu[c]));
     float tc = t[c];
-    float x0 = __fsub_rn(__fmul_rn((float)tokens[e], a), 1.0f);
+    float x0 = kcu_token_x0(tokens, tokens_dtype, e);
     float ev = (float)kcu_rng_normal(key, j * (unsigned long long)P + (unsigned long long)q);
     kcu_st(x_t, e, __fadd_rn(__fmul_rn(__fsub_rn(1.0f, tc), x0), __fmul_rn(tc, ev)));
     kcu_st(target, e, __fsub_rn(ev, x0));
@@ -890,13 +1426,16 @@ __global__ void k_objective_x(act_t *x_t, act_t *target, const float *t, const u
 }
 
 static tsr_status cu_objective_inputs(kb_t *kb, float *t, void *x_t, void *target,
-                                      const uint8_t *tokens, const kernels_clip_key *clips,
+                                      const void *tokens, kernels_tokens tokens_dtype,
+                                      const kernels_clip_key *clips,
                                       const int32_t *cu, int n_clips, int L, int P, uint64_t seed,
                                       uint64_t step, double t_logit_mean, double t_logit_std,
                                       int64_t t_shift_tokens) {
   const char *op = "objective_inputs";
   KCU_DIM(op, L);
   KCU_DIM(op, P);
+  if (!kernels_tokens_size(tokens_dtype))
+    return err_set(TSR_EINVAL, "%s: unknown token dtype %d", op, (int)tokens_dtype);
   tsr_status st = kcu_check_cu(kb, op, KCU_E_OBJECTIVE, cu, n_clips, L);
   if (st) return st;
   if (n_clips == 0) return TSR_OK;
@@ -911,8 +1450,8 @@ static tsr_status cu_objective_inputs(kb_t *kb, float *t, void *x_t, void *targe
   KCU_NEED(op, target);
   KCU_NEED(op, tokens);
   size_t n = (size_t)L * P;
-  LAUNCH(op, k_objective_x, n, (act_t *)x_t, (act_t *)target, t, tokens, clips, cu, n_clips, L, P,
-         (unsigned long long)seed, (unsigned long long)step);
+  LAUNCH(op, k_objective_x, n, (act_t *)x_t, (act_t *)target, t, tokens, (int)tokens_dtype, clips,
+         cu, n_clips, L, P, (unsigned long long)seed, (unsigned long long)step);
   return TSR_OK;
 }
 
@@ -1116,6 +1655,68 @@ static tsr_status cu_adamw_update(kb_t *kb, float *param, const float *grad, flo
   return TSR_OK;
 }
 
+// AdamW over the segments of flat buffers: element i finds its segment by binary search
+// (the table is small and cached), skips itself when in none, and updates with that
+// segment's decay factor — the arithmetic of k_adamw, so bitwise one launch per segment.
+__global__ void k_adamw_multi(float *param, const float *grad, float *m, float *v, size_t n,
+                              const kernels_param_segment *segs, int n_segs, float decay_wd,
+                              float decay_0, float w1, float beta2, float w2, float eps,
+                              float step_size, float bc2_sqrt, float grad_scale) {
+  GRID_STRIDE(i, n) {
+    int lo = 0, hi = n_segs;  // the first segment that ends after i
+    while (lo < hi) {
+      int mid = (lo + hi) / 2;
+      if (segs[mid].offset + segs[mid].numel <= (long long)i) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo == n_segs || (long long)i < segs[lo].offset) continue;
+    float g = grad[i] * grad_scale;
+    float p = param[i] * (segs[lo].decay ? decay_wd : decay_0);
+    float mi = m[i] + w1 * (g - m[i]);
+    float vi = v[i] * beta2 + w2 * g * g;
+    float denom = sqrtf(vi) / bc2_sqrt + eps;
+    param[i] = p + (-step_size) * (mi / denom);
+    m[i] = mi;
+    v[i] = vi;
+  }
+}
+
+// The table's checks (kernels.h): in order, not overlapping, inside [0, n), decay 0/1.
+__global__ void k_check_segs(kcu_dev_error *err, const kernels_param_segment *segs, int n_segs,
+                             long long n) {
+  for (int s = threadIdx.x; s < n_segs; s += blockDim.x) {
+    kernels_param_segment g = segs[s];
+    long long prev_end = s > 0 ? segs[s - 1].offset + segs[s - 1].numel : 0;
+    if (g.offset < prev_end || g.numel < 0 || g.offset > n || g.numel > n - g.offset ||
+        (g.decay != 0 && g.decay != 1))
+      kcu_report(err, KCU_BAD_SEGS, KCU_E_ADAMW_MULTI, g.offset, s);
+  }
+}
+
+static tsr_status cu_adamw_update_multi(kb_t *kb, float *param, const float *grad, float *m,
+                                        float *v, size_t n, const kernels_param_segment *segs,
+                                        int n_segs, float lr, float beta1, float beta2, float eps,
+                                        float weight_decay, int64_t step, float grad_scale) {
+  const char *op = "adamw_update_multi";
+  kernels_adamw_scalars cd = {}, c0 = {};
+  tsr_status st = kernels_adamw_prepare(lr, beta1, beta2, weight_decay, step, &cd);
+  if (!st) st = kernels_adamw_prepare(lr, beta1, beta2, 0.0f, step, &c0);
+  if (st) return st;
+  if (n_segs < 0) return err_set(TSR_EINVAL, "%s: n_segs = %d is negative", op, n_segs);
+  if (n_segs == 0 || n == 0) return TSR_OK;
+  KCU_NEED(op, segs);
+  KCU_NEED(op, param);
+  KCU_NEED(op, grad);
+  KCU_NEED(op, m);
+  KCU_NEED(op, v);
+  cudaStream_t s = kcu(kb)->stream;
+  k_check_segs<<<1, 256, 0, s>>>(kcu(kb)->err, segs, n_segs, (long long)n);
+  KCU_LAUNCHED(op);
+  LAUNCH(op, k_adamw_multi, n, param, grad, m, v, n, segs, n_segs, cd.decay, c0.decay, cd.w1,
+         beta2, cd.w2, eps, cd.step_size, cd.bc2_sqrt, grad_scale);
+  return TSR_OK;
+}
+
 __global__ void k_ema(float *ema, const float *p, size_t n, float decay, float w) {
   GRID_STRIDE(i, n) ema[i] = ema[i] * decay + p[i] * w;
 }
@@ -1158,12 +1759,15 @@ static int init_backend(void) {
   x->smem_optin = (size_t)smem;
   step = "cudaStreamCreateWithFlags";
   if ((e = cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking)) != cudaSuccess) goto fail;
-  step = "cudaMalloc (workspace)";
-  x->lt_ws_bytes = (size_t)32 << 20;  // cuBLASLt's recommendation for Hopper
-  if ((e = cudaMalloc(&x->lt_ws, x->lt_ws_bytes)) != cudaSuccess) goto fail;
+  // The cuBLASLt workspace is carved from the arena when it is made (kcu_arena_ready).
+  step = "cudaMalloc (error word)";
   if ((e = cudaMalloc((void **)&x->err, sizeof(kcu_dev_error))) != cudaSuccess) goto fail;
   if ((e = cudaMemset(x->err, 0, sizeof(kcu_dev_error))) != cudaSuccess) goto fail;
   {
+    const char *g = getenv("TESSERA_CUDA_LT_GELU");
+    x->lt_gelu = !(g && !strcmp(g, "0"));
+    const char *lg = getenv("TESSERA_CUDA_LT_LOG");
+    x->lt_log = lg && !strcmp(lg, "1");
     cublasStatus_t s = cublasLtCreate(&x->lt);
     if (s != CUBLAS_STATUS_SUCCESS) {
       snprintf(g_why, sizeof g_why, "cublasLtCreate: %s", cublasLtGetStatusString(s));
@@ -1185,6 +1789,7 @@ static int init_once(void) {
     b->ctx = &g_ctx;
     b->act_dtype = KERNELS_BF16;
     b->device_memory = 1;
+    b->stream = g_ctx.stream;
     b->alloc = cu_alloc;
     b->free = cu_free;
     b->to_device = cu_to_device;
@@ -1192,6 +1797,9 @@ static int init_once(void) {
     b->copy = cu_copy;
     b->memset_zero = cu_memset_zero;
     b->sync = cu_sync;
+    b->reserve = cu_reserve;
+    b->memory_stats = cu_memory_stats;
+    b->mem_info = cu_mem_info;
     b->cast = cu_cast;
     b->fill = cu_fill;
     b->scale = cu_scale;
@@ -1233,6 +1841,13 @@ static int init_once(void) {
     b->sumsq = cu_sumsq;
     b->adamw_update = cu_adamw_update;
     b->ema_update = cu_ema_update;
+    b->adamw_update_multi = cu_adamw_update_multi;
+    b->layernorm_modulate_forward = cu_layernorm_modulate_forward;
+    b->layernorm_modulate_backward = cu_layernorm_modulate_backward;
+    b->qk_norm_rope_forward = cu_qk_norm_rope_forward;
+    b->qk_norm_rope_backward = cu_qk_norm_rope_backward;
+    b->linear_gelu_forward = kcu_linear_gelu_forward;
+    b->linear_backward_dgelu = kcu_linear_backward_dgelu;
     return 1;
   }();
 

@@ -7,35 +7,78 @@
 // with no change (no extra tolerance is needed: P stays fp32 in attention, so every entry
 // rounds only on its [act] stores).
 //
-// Files: backend.cu (context, memory, table, every token-local entry, reductions, objective
-// with a device Philox-4x32-10 equal to core/rng.c), gemm.cu (cuBLASLt), attention.cu (own
-// kernels), kcu.h (private). Context (kb->ctx, struct kcu_ctx): the current device, one
-// non-blocking stream that orders every entry, the cuBLASLt handle and a 32 MiB workspace,
-// a scratch buffer for reduction partials, a device error word.
+// Files: backend.cu (context, memory arena, table, every token-local entry and the fused
+// ones, reductions, objective with a device Philox-4x32-10 equal to core/rng.c, optimizer),
+// gemm.cu (cuBLASLt: plans cached by shape, BIAS / GELU_AUX(_BIAS) / DGELU epilogues),
+// attention.cu (the attention entries and their own fp32 kernels), attention_cudnn.cu
+// (cuDNN's fused SDPA for attention_forward, attention_backward and
+// attention_partial_forward, chosen per call: TESSERA_CUDA_ATTENTION=auto|cudnn|own,
+// docs/gpu.md "Attention"), sdpa.h/sdpa.c (its host-side rules), kcu.h (private). Context
+// (kb->ctx, struct kcu_ctx): the current device, one non-blocking stream that orders every
+// entry, the cuBLASLt handle, the device error word, the cuDNN attention state (handle on
+// the same stream, plan cache; created on first use), and the run's one device allocation
+// (the arena, kernels.h `alloc`): every tensor from alloc, the 32 MiB cuBLASLt workspace,
+// the reduction scratch and cuDNN's workspace are ranges of it (kernels/arena.h keeps the
+// books on the host).
+//
+// Memory: the arena is made by kb->reserve(bytes) or at the first alloc, sized by
+// TESSERA_CUDA_ARENA ("70G", "90%" of free memory) or by default the free memory less
+// max(1 GiB, 4% of the device) for the CUDA libraries, divided among the MPI local ranks
+// beyond one per device. No cudaMalloc after that (none in a step); an allocation that does
+// not fit fails with TSR_ENOMEM naming the bytes asked, the arena's size, use and largest
+// free range, and TESSERA_CUDA_ARENA. kb->memory_stats gives its use and peak (nvidia-smi
+// shows the whole arena).
 //
 // Synchronisation: entries only queue work on the stream, except to_host (waits for its
-// copy), sumsq (its result goes to the host: the one sync of a step), sync, alloc/free,
-// and to_device from pinned host memory. Index arrays stay on the device: bad cu_seqlens
-// or ids are detected by the kernels, which clamp (never access out of bounds) and record
-// the first bad value in the error word; sync and sumsq report it (TSR_EINVAL naming the
-// entry). CUDA and cuBLASLt failures return TSR_EIO (TSR_ENOMEM for memory) naming the
-// entry, the call and the CUDA error string.
+// copy), sumsq (its result goes to the host: the one sync of a step), sync, alloc (zero
+// fill, so the memory is ready for every stream) and to_device from pinned host memory;
+// free returns the range to the arena at once (later users are ordered after earlier ones
+// on the one stream). Index arrays stay on the device: bad cu_seqlens, ids or AdamW
+// segment tables are detected by the kernels, which clamp (never access out of bounds)
+// and record the first bad value in the error word; sync and sumsq report it (TSR_EINVAL
+// naming the entry). CUDA and cuBLASLt failures return TSR_EIO (TSR_ENOMEM for memory)
+// naming the entry, the call and the CUDA error string.
 //
 // Determinism: no float atomics; every reduction sums fixed slices in a fixed order and
-// every attention output row has one owning warp: bitwise reproducible run to run.
+// every own attention output row has one owning warp: bitwise reproducible run to run.
+// cuDNN's forward has no atomics; its backward is built in cuDNN's deterministic form
+// (TESSERA_CUDA_ATTENTION_DETERMINISTIC=1, the default), whose dense dP workspace limits it
+// to small microbatches (larger ones take the own kernels); with =0 cuDNN's backward
+// accumulates dQ with fp32 atomics and is not bitwise reproducible (docs/gpu.md).
 //
-// Not done yet (next steps, issue 11 "GPU speed"):
-// - memory: alloc/free are cudaMalloc/cudaFree and the scratch buffer grows by
-//   cudaMalloc while shapes grow (first step only); an arena (one allocation per run,
-//   suballocated by alloc, scratch carved from it) replaces both without touching entries.
-// - attention: fp32 CUDA-core kernels (correct, slow). cuDNN fused SDPA (graph API with
-//   ragged offsets and the stats output) or an own wgmma flash kernel is the fast path.
-// - GEMM: plans (descriptors + heuristic) are built per call; cache them by shape. dbias
-//   is a separate column-sum kernel (BGRADB epilogue would overwrite, dbias accumulates).
-// - fusions beyond the table's entries (GELU epilogue in the MLP linear, LayerNorm +
-//   modulate, RMSNorm + RoPE, multi-tensor AdamW/EMA/sumsq in one launch) need new
-//   entries in kernels.h.
-// - sumsq per tensor costs one sync each; a multi-tensor sumsq entry would make it one.
+// Environment: TESSERA_CUDA_ARENA (above; "none": a cudaMalloc per allocation instead, for
+// compute-sanitizer, which sees overruns only at allocation edges — tests/kernels/
+// memcheck.sh sets it; an explicit reserve still makes an arena). With launchers that give
+// each local rank its own GPU through CUDA_VISIBLE_DEVICES, the default's division among
+// local ranks is too cautious: set TESSERA_CUDA_ARENA=90% there.
+// TESSERA_CUDA_LT_LOG=1 logs every cuBLASLt plan as it is built (shape, epilogue,
+// alignments, and whether cuBLASLt had an algorithm or the plain path runs).
+// TESSERA_CUDA_LT_GELU=0 runs linear_gelu_forward
+// and linear_backward_dgelu as GEMM + GELU kernel instead of cuBLASLt's epilogues (to
+// compare the two on a GPU).
+//
+// Not done yet (issue 11 and issue 13 "GPU speed"):
+// - none of this has run on a GPU: tools/gpu.sh (gpu_backend_ops, gpu_arena, gpu_train,
+//   memcheck, the cuDNN variants) is the first check of the arena, cuDNN attention, the fused kernels, the plan cache and the
+//   GELU epilogues.
+// - attention: cuDNN's fused SDPA (attention_cudnn.cu) has been planned for an H100 without
+//   a GPU (tests/kernels/test_cuda_sdpa_plan) but never run: gpu_backend_ops{,_cudnn,
+//   _cudnn_atomic,_own} must pass on a GPU first. Left on the own fp32 CUDA-core kernels
+//   (correct, slow): attention_partial_backward (cuDNN's backward derives delta from out,
+//   which that entry's contract does not pass), merge, delta, head dims cuDNN does not
+//   take, and with the default deterministic backward every microbatch whose dense dP
+//   workspace (b x H x sq x skv bf16 over the plan's rounded sizes) exceeds an eighth of
+//   the GPU memory — passing the longest clip to the entries (kernels.h) would make that
+//   workspace b x H x max_len^2 instead. An own wgmma flash kernel (deterministic, every
+//   head dim) would replace the remaining own ones.
+// - dbias is a separate column-sum kernel (BGRADB/DGELU_BGRAD epilogues overwrite, dbias
+//   accumulates: they would need a scratch vector and an add); a bias not 16-byte aligned
+//   (pointers into the flat parameter buffer) takes the plain GEMM kernel.
+// - the plan cache is keyed by the exact shape: a run with many distinct microbatch sizes
+//   builds a plan per size (one heuristic call each, then cached; LRU of 1024 plans).
+// - gate + residual is one kernel but not fused into the projection GEMM's epilogue (its
+//   gate is per clip, which cuBLASLt's epilogues cannot express).
+// - CUDA graphs / a host-free step: every entry is a few launches from the host.
 #ifndef TESSERA_KERNELS_CUDA_CUDA_H
 #define TESSERA_KERNELS_CUDA_CUDA_H
 
@@ -55,6 +98,13 @@ int kernels_cuda_available(char *why, size_t n);
 // The CUDA backend on the current device (created on the first call, never freed), or NULL
 // when kernels_cuda_available() is 0.
 const kernels_backend *kernels_cuda(void);
+
+// What the attention entries did so far (attention_cudnn.cu), one line per item into
+// buf[0, n): TESSERA_CUDA_ATTENTION and the determinism switch, cuDNN and GPU versions, the
+// calls sent to the own kernels, and each cuDNN plan (kind, rounded shape, engine,
+// workspace, calls) or why it could not be built. "" before the first attention call. For
+// tests and benchmarks to print (tests/kernels/test_backend_ops.c on a GPU).
+void kernels_cuda_attention_report(char *buf, size_t n);
 
 #ifdef __cplusplus
 }

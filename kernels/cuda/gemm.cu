@@ -1,25 +1,46 @@
-// kernels/cuda/gemm.cu — gemm, linear_forward and linear_backward through cuBLASLt:
-// bf16 A/B, fp32 compute and scaling (CUBLAS_COMPUTE_32F), C/D bf16 for [act] outputs and
-// fp32 for dw (which accumulates: beta = 1, so the sum is formed in fp32 and stored fp32).
+// kernels/cuda/gemm.cu — gemm, linear_forward/backward and the GELU-fused linear entries
+// through cuBLASLt: bf16 A/B, fp32 compute and scaling (CUBLAS_COMPUTE_32F), C/D bf16 for
+// [act] outputs and fp32 for dw (which accumulates: beta = 1, so the sum is formed in fp32
+// and stored fp32).
 //
 // Row-major to column-major: a row-major (m, n) matrix is the column-major (n, m) matrix
 // of its transpose, so c = op(a) op(b) (row-major) is computed as
 // c^T = op(b)^T op(a)^T (column-major): cuBLASLt's A is our b, its B is our a, and its D
 // has n rows, m columns, leading dimension n.
 //
-// linear_forward fuses the bias as cuBLASLt's BIAS epilogue (bias fp32, per row of the
-// column-major D = per column of our out). linear_backward: dinp = dout w^T (bf16 out,
-// overwritten), dw += inp^T dout (fp32, beta = 1), dbias by kcu_colsum (deterministic fixed
-// slices in double; cuBLASLt's BGRADB epilogue would overwrite, not accumulate, so it
-// would need a scratch vector and an add — a later fusion).
+// Epilogues: linear_forward's bias is cuBLASLt's BIAS epilogue (bias fp32, per row of the
+// column-major D = per column of our out). linear_gelu_forward uses GELU_AUX_BIAS (or
+// GELU_AUX): D = GELU(acc + bias) and the aux matrix = acc + bias (pre), both stored bf16;
+// linear_backward_dgelu's dinp uses DGELU: D = GELU'(aux) * acc with aux = pre. cuBLASLt's
+// GELU is the tanh approximation of kernels.h (its documented sample gives
+// GELU(-1) = -0.158806, tanh form -0.158808, erf form -0.158655), evaluated on the fp32
+// accumulator with its own tanh: it may differ from the CPU's tanhf by a few fp32 ulps,
+// far below the one bf16 rounding of the output (2^-9 relative), which is what the
+// tolerance of tests/kernels/test_backend_ops.c allows. Where cuBLASLt offers no algorithm
+// (aux leading dimension not a multiple of 8, misaligned bias) or TESSERA_CUDA_LT_GELU=0,
+// the same entries run the plain GEMM and the GELU kernels of backend.cu (pre rounded to
+// bf16 before GELU; the backward's product rounded before GELU' is applied: within the same
+// tolerance). linear_backward: dinp = dout w^T (bf16 out, overwritten), dw += inp^T dout
+// (fp32, beta = 1), dbias by kcu_colsum (deterministic fixed slices in double; cuBLASLt's
+// BGRADB epilogue would overwrite, not accumulate).
 //
-// Shapes cuBLASLt has no algorithm for (e.g. odd leading dimensions with bf16, which its
-// 16-byte alignment rules exclude) go to a plain tiled fp32-accumulating kernel here, so an
-// odd shape is slow, never wrong. Plans (descriptors + heuristic) are built per call for
-// now; caching them by shape is a later speed step.
+// Plans: the descriptors and the heuristic's algorithm of each shape (transposes, sizes,
+// output dtype, epilogue, operand alignments) are built once and cached (LRU, 1024 plans:
+// the shapes of a run are those of the model times the microbatch sizes the planner
+// makes); a call only sets the epilogue's pointers and launches. Shapes cuBLASLt has no
+// algorithm for (e.g. odd leading dimensions with bf16, which its 16-byte alignment rules
+// exclude) go to a plain tiled fp32-accumulating kernel here: slow, never wrong.
+#include <stdint.h>
 #include <string.h>
 
+#include <memory>
+#include <unordered_map>
+
 #include "kernels/cuda/kcu.h"
+
+extern "C" {
+#include "core/log.h"
+}
 
 extern "C" tsr_status kcu_scale_act(kb_t *kb, void *y, float alpha, size_t n);
 
@@ -60,20 +81,50 @@ __global__ void k_gemm_fallback(int ta, int tb, int m, int n, int k, float alpha
   }
 }
 
-// ---- cuBLASLt --------------------------------------------------------------------------
-// Descriptors freed on every path.
+// ---- cuBLASLt plans ----------------------------------------------------------------------
+enum lt_epi { EPI_NONE, EPI_BIAS, EPI_GELU_AUX, EPI_GELU_AUX_BIAS, EPI_DGELU };
+
+// Everything a plan depends on; all 32-bit fields, so the struct has no padding and hashes
+// by its bytes.
+struct lt_key {
+  int32_t ta, tb, m, n, k, c_f32, epi;
+  uint32_t al_a, al_b, al_c, al_bias, al_aux;
+  bool operator==(const lt_key &o) const { return memcmp(this, &o, sizeof o) == 0; }
+};
+struct lt_key_hash {
+  size_t operator()(const lt_key &k) const {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a
+    const unsigned char *p = (const unsigned char *)&k;
+    for (size_t i = 0; i < sizeof k; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return (size_t)h;
+  }
+};
+
+// Descriptors (freed with the plan), and the algorithm when cuBLASLt has one (found).
 struct lt_plan {
   cublasLtMatmulDesc_t op = NULL;
   cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
-  cublasLtMatmulPreference_t pref = NULL;
+  cublasLtMatmulAlgo_t algo;
+  int found = 0;
+  uint64_t last_use = 0;
   ~lt_plan() {
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (lc) cublasLtMatrixLayoutDestroy(lc);
     if (lb) cublasLtMatrixLayoutDestroy(lb);
     if (la) cublasLtMatrixLayoutDestroy(la);
     if (op) cublasLtMatmulDescDestroy(op);
   }
 };
+
+enum { LT_PLANS_MAX = 1024 };
+struct kcu_plan_cache {
+  std::unordered_map<lt_key, std::unique_ptr<lt_plan>, lt_key_hash> map;
+  uint64_t clock = 0;
+};
+
+void kcu_plans_free(kcu_ctx *x) {
+  delete x->plans;
+  x->plans = NULL;
+}
 
 // The largest power of two (<= 256) that divides the address.
 static uint32_t ptr_align(const void *p) {
@@ -83,18 +134,138 @@ static uint32_t ptr_align(const void *p) {
   return a;
 }
 
+// Builds the plan of key (descriptors, the heuristic's best algorithm) for these pointers.
+static tsr_status plan_build(kb_t *kb, const char *op, const lt_key &key, const void *bias,
+                             const void *aux, lt_plan *p) {
+  kcu_ctx *x = kcu(kb);
+  int ta = key.ta, tb = key.tb, m = key.m, n = key.n, k = key.k;
+  cudaDataType_t ct = key.c_f32 ? CUDA_R_32F : CUDA_R_16BF;
+  KCU_LT(op, cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t opA = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opB = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  KCU_LT(op, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA));
+  KCU_LT(op, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB));
+  cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+  switch (key.epi) {
+    case EPI_BIAS: epi = CUBLASLT_EPILOGUE_BIAS; break;
+    case EPI_GELU_AUX: epi = CUBLASLT_EPILOGUE_GELU_AUX; break;
+    case EPI_GELU_AUX_BIAS: epi = CUBLASLT_EPILOGUE_GELU_AUX_BIAS; break;
+    case EPI_DGELU: epi = CUBLASLT_EPILOGUE_DGELU; break;
+    default: break;
+  }
+  if (key.epi != EPI_NONE)
+    KCU_LT(op, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+  if (bias) {
+    cudaDataType_t bt = CUDA_R_32F;
+    KCU_LT(op, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    KCU_LT(op, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+  }
+  if (aux) {  // pre: the same shape as D (column-major n x m), bf16
+    int64_t ld = n;
+    KCU_LT(op, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
+    KCU_LT(op, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
+  }
+  // Lt A = our b: stored column-major as (tb ? k : n) rows x (tb ? n : k) columns.
+  KCU_LT(op, cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, tb ? k : n, tb ? n : k, tb ? k : n));
+  // Lt B = our a: (ta ? m : k) x (ta ? k : m).
+  KCU_LT(op, cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, ta ? m : k, ta ? k : m, ta ? m : k));
+  KCU_LT(op, cublasLtMatrixLayoutCreate(&p->lc, ct, n, m, n));
+  cublasLtMatmulPreference_t pref = NULL;
+  KCU_LT(op, cublasLtMatmulPreferenceCreate(&pref));
+  // cuBLASLt assumes 256-byte aligned buffers unless told: the model passes pointers into
+  // larger buffers (kernels_act_at), so state each buffer's real alignment.
+  cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &x->lt_ws_bytes, sizeof x->lt_ws_bytes);
+  const uint32_t al[4] = {key.al_a, key.al_b, key.al_c, key.al_c};
+  const cublasLtMatmulPreferenceAttributes_t which[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4 && s == CUBLAS_STATUS_SUCCESS; i++)
+    s = cublasLtMatmulPreferenceSetAttribute(pref, which[i], &al[i], sizeof al[i]);
+  cublasLtMatmulHeuristicResult_t h;
+  int found = 0;
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = cublasLtMatmulAlgoGetHeuristic(x->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &h, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  // No algorithm (a status other than success included: e.g. an epilogue this shape's
+  // alignment excludes) is an answer, not an error: the callers take their other path.
+  p->found = s == CUBLAS_STATUS_SUCCESS && found > 0;
+  if (p->found) p->algo = h.algo;
+  return TSR_OK;
+}
+
+// The cached plan of key, built on a miss (the least recently used one dropped when full).
+static tsr_status plan_get(kb_t *kb, const char *op, const lt_key &key, const void *bias,
+                           const void *aux, lt_plan **out) {
+  kcu_ctx *x = kcu(kb);
+  if (!x->plans) x->plans = new kcu_plan_cache();
+  kcu_plan_cache *c = x->plans;
+  auto it = c->map.find(key);
+  if (it == c->map.end()) {
+    if (c->map.size() >= LT_PLANS_MAX) {
+      auto oldest = c->map.begin();
+      for (auto j = c->map.begin(); j != c->map.end(); ++j)
+        if (j->second->last_use < oldest->second->last_use) oldest = j;
+      c->map.erase(oldest);
+    }
+    std::unique_ptr<lt_plan> p(new lt_plan());
+    tsr_status st = plan_build(kb, op, key, bias, aux, p.get());
+    if (st) return st;
+    if (x->lt_log) {
+      static const char *const epi[] = {"none", "bias", "gelu_aux", "gelu_aux_bias", "dgelu"};
+      log_info("cuda: cuBLASLt plan %zu for %s: m %d n %d k %d ta %d tb %d out %s epilogue %s "
+               "alignments a %u b %u c %u bias %u aux %u: %s", c->map.size() + 1, op, key.m,
+               key.n, key.k, key.ta, key.tb, key.c_f32 ? "fp32" : "bf16", epi[key.epi],
+               key.al_b, key.al_a, key.al_c, key.al_bias, key.al_aux,
+               p->found ? "cuBLASLt algorithm" : "no algorithm: the plain kernel path");
+    }
+    it = c->map.emplace(key, std::move(p)).first;
+  }
+  it->second->last_use = ++c->clock;
+  *out = it->second.get();
+  return TSR_OK;
+}
+
+// Row-major c (m, n) = epilogue(alpha op(a) op(b) + beta c) through cuBLASLt with the
+// cached plan. *ran = 0 (nothing queued) when cuBLASLt has no algorithm for it.
+static tsr_status lt_matmul(kb_t *kb, const char *op, int ta, int tb, int m, int n, int k,
+                            float alpha, const act_t *a, const act_t *b, float beta, void *c,
+                            int c_f32, int epi, const float *bias, const void *aux, int *ran) {
+  kcu_ctx *x = kcu(kb);
+  *ran = 0;
+  tsr_status st = kcu_arena_ready(kb, op);  // the workspace lives in the arena
+  if (st) return st;
+  lt_key key = {ta, tb, m, n, k, c_f32, epi, ptr_align(b), ptr_align(a), ptr_align(c),
+                bias ? ptr_align(bias) : 0, aux ? ptr_align(aux) : 0};
+  lt_plan *p;
+  if ((st = plan_get(kb, op, key, bias, aux, &p))) return st;
+  if (!p->found) return TSR_OK;
+  if (bias)
+    KCU_LT(op, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  if (aux)
+    KCU_LT(op, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
+  // beta == 0: cuBLASLt does not read C, so NaN in c is overwritten (kernels.h).
+  KCU_LT(op, cublasLtMatmul(x->lt, p->op, &alpha, b, p->la, a, p->lb, &beta, c, p->lc, c, p->lc,
+                            &p->algo, x->lt_ws, x->lt_ws_bytes, x->stream));
+  *ran = 1;
+  return TSR_OK;
+}
+
+static void fallback(kb_t *kb, int ta, int tb, int m, int n, int k, float alpha, const act_t *a,
+                     const act_t *b, float beta, void *c, int c_f32, const float *bias) {
+  k_gemm_fallback<<<dim3((n + FB_T - 1) / FB_T, (m + FB_T - 1) / FB_T), dim3(FB_T, FB_T), 0,
+                    kcu(kb)->stream>>>(ta, tb, m, n, k, alpha, a, b, beta,
+                                       c_f32 ? NULL : (act_t *)c, c_f32 ? (float *)c : NULL, bias);
+}
+
 // Row-major c (m, n) = alpha op(a) op(b) + beta c (+ bias per column), c bf16 or fp32
 // (c_f32). Falls back to k_gemm_fallback when cuBLASLt offers no algorithm.
 static tsr_status gemm_rm(kb_t *kb, const char *op, int ta, int tb, int m, int n, int k, float alpha,
                           const act_t *a, const act_t *b, float beta, void *c, int c_f32,
                           const float *bias) {
-  kcu_ctx *x = kcu(kb);
   if (m == 0 || n == 0) return TSR_OK;
   if (k == 0) {  // c = beta c (+ bias): no product
     if (bias || c_f32) {
-      k_gemm_fallback<<<dim3((n + FB_T - 1) / FB_T, (m + FB_T - 1) / FB_T), dim3(FB_T, FB_T), 0,
-                        x->stream>>>(ta, tb, m, n, 0, alpha, a, b, beta, c_f32 ? NULL : (act_t *)c,
-                                     c_f32 ? (float *)c : NULL, bias);
+      fallback(kb, ta, tb, m, n, 0, alpha, a, b, beta, c, c_f32, bias);
       KCU_LAUNCHED(op);
       return TSR_OK;
     }
@@ -103,53 +274,16 @@ static tsr_status gemm_rm(kb_t *kb, const char *op, int ta, int tb, int m, int n
   // The BIAS epilogue reads the bias with vector loads: an fp32 bias that is not 16-byte
   // aligned (a pointer into a flat parameter buffer) takes the plain kernel, which adds it
   // before the one rounding. TODO(speed): a per-run aligned copy of such biases.
-  int force_fallback = bias && ptr_align(bias) < 16;
-  lt_plan p;
-  cudaDataType_t ct = c_f32 ? CUDA_R_32F : CUDA_R_16BF;
-  KCU_LT(op, cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  cublasOperation_t opA = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opB = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-  KCU_LT(op, cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA));
-  KCU_LT(op, cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB));
-  if (bias) {
-    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    cudaDataType_t bt = CUDA_R_32F;
-    KCU_LT(op, cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-    KCU_LT(op, cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    KCU_LT(op, cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+  int ran = 0;
+  if (!(bias && ptr_align(bias) < 16)) {
+    tsr_status st = lt_matmul(kb, op, ta, tb, m, n, k, alpha, a, b, beta, c, c_f32,
+                              bias ? EPI_BIAS : EPI_NONE, bias, NULL, &ran);
+    if (st) return st;
   }
-  // Lt A = our b: stored column-major as (tb ? k : n) rows x (tb ? n : k) columns.
-  KCU_LT(op, cublasLtMatrixLayoutCreate(&p.la, CUDA_R_16BF, tb ? k : n, tb ? n : k, tb ? k : n));
-  // Lt B = our a: (ta ? m : k) x (ta ? k : m).
-  KCU_LT(op, cublasLtMatrixLayoutCreate(&p.lb, CUDA_R_16BF, ta ? m : k, ta ? k : m, ta ? m : k));
-  KCU_LT(op, cublasLtMatrixLayoutCreate(&p.lc, ct, n, m, n));
-  KCU_LT(op, cublasLtMatmulPreferenceCreate(&p.pref));
-  KCU_LT(op, cublasLtMatmulPreferenceSetAttribute(p.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                  &x->lt_ws_bytes, sizeof x->lt_ws_bytes));
-  // cuBLASLt assumes 256-byte aligned buffers unless told: the model passes pointers into
-  // larger buffers (kernels_act_at), so state each buffer's real alignment.
-  uint32_t al_a = ptr_align(b), al_b = ptr_align(a), al_c = ptr_align(c);
-  KCU_LT(op, cublasLtMatmulPreferenceSetAttribute(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                                  &al_a, sizeof al_a));
-  KCU_LT(op, cublasLtMatmulPreferenceSetAttribute(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                                  &al_b, sizeof al_b));
-  KCU_LT(op, cublasLtMatmulPreferenceSetAttribute(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                                  &al_c, sizeof al_c));
-  KCU_LT(op, cublasLtMatmulPreferenceSetAttribute(p.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                                  &al_c, sizeof al_c));
-  cublasLtMatmulHeuristicResult_t h;
-  int found = 0;
-  cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(x->lt, p.op, p.la, p.lb, p.lc, p.lc, p.pref, 1, &h, &found);
-  if (force_fallback || s != CUBLAS_STATUS_SUCCESS || found == 0) {
-    // No cuBLASLt algorithm for this shape/alignment: the plain kernel (slow, correct).
-    k_gemm_fallback<<<dim3((n + FB_T - 1) / FB_T, (m + FB_T - 1) / FB_T), dim3(FB_T, FB_T), 0,
-                      x->stream>>>(ta, tb, m, n, k, alpha, a, b, beta, c_f32 ? NULL : (act_t *)c,
-                                   c_f32 ? (float *)c : NULL, bias);
+  if (!ran) {  // no cuBLASLt algorithm for this shape/alignment: the plain kernel
+    fallback(kb, ta, tb, m, n, k, alpha, a, b, beta, c, c_f32, bias);
     KCU_LAUNCHED(op);
-    return TSR_OK;
   }
-  // beta == 0: cuBLASLt does not read C, so NaN in c is overwritten (kernels.h).
-  KCU_LT(op, cublasLtMatmul(x->lt, p.op, &alpha, b, p.la, a, p.lb, &beta, c, p.lc, c, p.lc, &h.algo,
-                            x->lt_ws, x->lt_ws_bytes, x->stream));
   return TSR_OK;
 }
 
@@ -206,6 +340,64 @@ extern "C" tsr_status kcu_linear_backward(kb_t *kb, void *dinp, float *dw, float
       return st;
   }
   if (dbias && N > 0)
-    return kcu_colsum(kb, op, dbias, NULL, 1, 0, (const act_t *)dout, NULL, NULL, NULL, 1, M, N, N);
+    return kcu_colsum(kb, op, dbias, NULL, 1, 0, (const act_t *)dout, NULL, NULL, NULL, NULL, 1, M,
+                      N, N);
   return TSR_OK;
+}
+
+extern "C" tsr_status kcu_linear_gelu_forward(kb_t *kb, void *out, void *pre, const void *inp,
+                                              const void *w, const float *bias, int M, int K,
+                                              int N) {
+  const char *op = "linear_gelu_forward";
+  KCU_DIM(op, M);
+  KCU_DIM(op, K);
+  KCU_DIM(op, N);
+  if (M == 0 || N == 0) return TSR_OK;
+  KCU_NEED(op, out);
+  KCU_NEED(op, pre);
+  if (K > 0) {
+    KCU_NEED(op, inp);
+    KCU_NEED(op, w);
+  }
+  int ran = 0;
+  if (K > 0 && kcu(kb)->lt_gelu && !(bias && ptr_align(bias) < 16)) {
+    tsr_status st = lt_matmul(kb, op, 0, 0, M, N, K, 1.0f, (const act_t *)inp, (const act_t *)w,
+                              0.0f, out, 0, bias ? EPI_GELU_AUX_BIAS : EPI_GELU_AUX, bias, pre,
+                              &ran);
+    if (st) return st;
+  }
+  if (ran) return TSR_OK;
+  tsr_status st = gemm_rm(kb, op, 0, 0, M, N, K, 1.0f, (const act_t *)inp, (const act_t *)w, 0.0f,
+                          pre, 0, bias);
+  return st ? st : kcu_gelu_act(kb, op, out, pre, (size_t)M * N);
+}
+
+extern "C" tsr_status kcu_linear_backward_dgelu(kb_t *kb, void *dpre, float *dw, float *dbias,
+                                                const void *dout, const void *inp, const void *w,
+                                                const void *pre, int M, int K, int N) {
+  const char *op = "linear_backward_dgelu";
+  KCU_DIM(op, M);
+  KCU_DIM(op, K);
+  KCU_DIM(op, N);
+  tsr_status st;
+  if (dpre && M > 0 && K > 0) {
+    KCU_NEED(op, pre);
+    if (N > 0) {
+      KCU_NEED(op, dout);
+      KCU_NEED(op, w);
+    }
+    int ran = 0;
+    if (N > 0 && kcu(kb)->lt_gelu &&
+        (st = lt_matmul(kb, op, 0, 1, M, K, N, 1.0f, (const act_t *)dout, (const act_t *)w, 0.0f,
+                        dpre, 0, EPI_DGELU, NULL, pre, &ran)))
+      return st;
+    if (!ran) {  // dpre = dout w^T, then GELU'(pre) dpre in place
+      if ((st = gemm_rm(kb, op, 0, 1, M, K, N, 1.0f, (const act_t *)dout, (const act_t *)w, 0.0f,
+                        dpre, 0, NULL)) ||
+          (st = kcu_dgelu_act(kb, op, dpre, dpre, pre, (size_t)M * K)))
+        return st;
+    }
+  }
+  // dw and dbias exactly as linear_backward
+  return kcu_linear_backward(kb, NULL, dw, dbias, dout, inp, w, M, K, N);
 }

@@ -19,6 +19,7 @@
 
 extern "C" {
 #include "core/err.h"
+#include "kernels/arena.h"
 #include "kernels/kernels.h"
 }
 
@@ -31,6 +32,8 @@ enum {
   KCU_BAD_NONE = 0,
   KCU_BAD_CU = 1,       // cu_seqlens (or cu_q/cu_k) not 0-based, decreasing or not ending at L
   KCU_BAD_IDS = 2,      // embedding id outside [0, V)
+  KCU_BAD_SEGS = 3,     // adamw_update_multi's segment table: out of order, overlapping,
+                        // outside [0, n) or a decay flag other than 0/1
 };
 struct kcu_dev_error {
   int code;   // KCU_BAD_*
@@ -38,21 +41,36 @@ struct kcu_dev_error {
   long long value, where;
 };
 
-// The backend state (kb->ctx). Memory: alloc/free call cudaMalloc/cudaFree for now; every
-// other allocation of the backend goes through kcu_scratch (one growing buffer), so an
-// arena (one allocation per run, suballocated by alloc) can replace both without touching
-// the entries.
+struct kcu_plan_cache;  // gemm.cu: cuBLASLt plans by shape
+
+// The backend state (kb->ctx). Memory: ONE device allocation per run, the arena (made by
+// kcu_arena_ready at the first alloc/reserve; kernels.h says how it is sized); alloc/free
+// suballocate from it (kernels/arena.h keeps the books), and so do the backend's own
+// buffers: the cuBLASLt workspace (carved when the arena is made) and the scratch of
+// kcu_scratch. After the arena exists nothing calls cudaMalloc. The device error word (a
+// few bytes) is allocated when the backend is created, before any arena.
 struct kcu_ctx {
   int device;
   cudaStream_t stream;
   cublasLtHandle_t lt;
-  void *lt_ws;         // cuBLASLt workspace
+  void *lt_ws;         // cuBLASLt workspace (in the arena)
   size_t lt_ws_bytes;
-  void *scratch;       // reduction partials etc. (kcu_scratch)
+  void *scratch;       // reduction partials etc. (kcu_scratch; in the arena)
   size_t scratch_bytes;
   kcu_dev_error *err;  // device error word (device memory)
   int sms;             // multiprocessors
   size_t smem_optin;   // largest dynamic shared memory per block
+  void *sdpa;          // cuDNN attention state (attention_cudnn.cu), created on first use
+  char *arena_base;    // the run's one device allocation (NULL until kcu_arena_ready)
+  kernels_arena *arena;
+  int per_alloc;       // TESSERA_CUDA_ARENA=none: cudaMalloc per allocation, for
+                       // compute-sanitizer (it sees overruns only at allocation edges)
+  size_t pa_in_use, pa_peak;  // per_alloc: bytes held (sizes in pa_sizes), peak
+  struct kcu_sizes *pa_sizes;
+  kcu_plan_cache *plans;  // cuBLASLt plans (gemm.cu), made on first use
+  int lt_gelu;         // 1: GELU/DGELU as cuBLASLt epilogues (TESSERA_CUDA_LT_GELU=0: kernels)
+  int lt_log;          // TESSERA_CUDA_LT_LOG=1: log every cuBLASLt plan built (and whether
+                       // cuBLASLt had an algorithm for it)
 };
 
 static inline kcu_ctx *kcu(kb_t *kb) { return (kcu_ctx *)kb->ctx; }
@@ -80,15 +98,20 @@ tsr_status kcu_lt_fail(const char *op, const char *call, cublasStatus_t s);
   } while (0)
 
 // A device buffer of at least `bytes` owned by the context, valid until the next call of
-// kcu_scratch (entries use it within one call; the stream orders reuse). Grows with
-// cudaFree + cudaMalloc (which synchronise: only while sizes still grow, i.e. in the first
-// step).
+// kcu_scratch (entries use it within one call; the stream orders reuse). Grows (while
+// shapes still grow, i.e. in the first step) by a new range of the arena, the old one
+// freed at once: the one stream orders every use of either. TSR_ENOMEM naming op when
+// the arena has no room.
 tsr_status kcu_scratch(kb_t *kb, const char *op, size_t bytes, void **out);
+// Makes the arena (and the cuBLASLt workspace in it) with the default size if it does not
+// exist yet; entries that need the workspace call it (their operands came from alloc, so
+// it exists, but a call with no allocation before must not crash).
+tsr_status kcu_arena_ready(kb_t *kb, const char *op);
 // Entry ids for the device error word (kcu_entry_names in backend.cu).
 enum {
   KCU_E_UNKNOWN = 0, KCU_E_MODULATE_F, KCU_E_MODULATE_B, KCU_E_GATE_F, KCU_E_GATE_B,
   KCU_E_EMBED_F, KCU_E_EMBED_B, KCU_E_ATTN_F, KCU_E_ATTN_B, KCU_E_OBJECTIVE, KCU_E_MSE_F,
-  KCU_E_MSE_B, KCU_E_COUNT
+  KCU_E_MSE_B, KCU_E_ADAMW_MULTI, KCU_E_LN_MOD_F, KCU_E_LN_MOD_B, KCU_E_COUNT
 };
 // Queues a check of cu (n_clips + 1 offsets, device memory): 0-based, non-decreasing,
 // cu[n_clips] == L. A failure is recorded in the device error word.
@@ -146,12 +169,14 @@ __device__ __forceinline__ float kcu_warp_maxf(float v) {
 // seg is given — device memory, n_seg + 1 offsets — or rows [0, rows) when seg is NULL and
 // n_seg == 1) and column j < cols:
 //   sum_r a[r*ld + j] * (b ? b[r*ld + j] : 1) * (rs ? rs[r] : 1)   in double,
+// or, with mu (b and rs then given), LayerNorm's output in place of b and rs:
+//   sum_r a[r*ld + j] * ((b[r*ld + j] - mu[r]) * rs[r], in float),
 // stored to out_f32[s*ostride + j] (accumulate: += in double then rounded; else =) or, when
 // out_act is given, rounded to bf16 into out_act[s*ostride + j] (overwritten).
 // Fixed slices of each segment, summed in slice order: bitwise reproducible.
 tsr_status kcu_colsum(kb_t *kb, const char *op, float *out_f32, act_t *out_act, int accumulate,
                       int ostride, const act_t *a, const act_t *b, const float *rs,
-                      const int32_t *seg, int n_seg, int rows, int cols, int ld);
+                      const float *mu, const int32_t *seg, int n_seg, int rows, int cols, int ld);
 
 // ---- entries defined in gemm.cu and attention.cu -------------------------------------
 extern "C" {
@@ -161,6 +186,18 @@ tsr_status kcu_linear_forward(kb_t *kb, void *out, const void *inp, const void *
                               const float *bias, int M, int K, int N);
 tsr_status kcu_linear_backward(kb_t *kb, void *dinp, float *dw, float *dbias, const void *dout,
                                const void *inp, const void *w, int M, int K, int N);
+tsr_status kcu_linear_gelu_forward(kb_t *kb, void *out, void *pre, const void *inp, const void *w,
+                                   const float *bias, int M, int K, int N);
+tsr_status kcu_linear_backward_dgelu(kb_t *kb, void *dpre, float *dw, float *dbias,
+                                     const void *dout, const void *inp, const void *w,
+                                     const void *pre, int M, int K, int N);
+// Drops every cached cuBLASLt plan (gemm.cu).
+void kcu_plans_free(kcu_ctx *x);
+// [act] GELU pieces (backend.cu) for gemm.cu's paths without an epilogue, n elements:
+// out = GELU(pre); dinp = GELU'(pre) dout (dinp may equal dout). Errors name op.
+tsr_status kcu_gelu_act(kb_t *kb, const char *op, void *out, const void *pre, size_t n);
+tsr_status kcu_dgelu_act(kb_t *kb, const char *op, void *dinp, const void *dout, const void *pre,
+                         size_t n);
 
 tsr_status kcu_attention_forward(kb_t *kb, void *out, float *lse, const void *q, const void *k,
                                  const void *v, const int32_t *cu, int n_clips, int L, int H,

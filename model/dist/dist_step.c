@@ -154,10 +154,14 @@ static tsr_status prepare_group(dist_step *ds, const plan *p, const plan_group *
     int64_t total = (int64_t)c->T * c->H * c->W, first, len;
     ring_chunk(total, k, me, &first, &len);
     ds->totals[i] = total;
+    // CP splits the queries; the caption is replicated: every chunk gets all of it
+    size_t token_bytes = (size_t)ds->P * kernels_tokens_size(c->tokens_dtype);
     ds->chunks[i] = (objective_clip){.clip_id = c->id, .total_tokens = total,
                                      .first_token = first, .len = (int)len, .T = c->T,
                                      .H = c->H, .W = c->W, .label = c->label,
-                                     .tokens = c->tokens + (size_t)first * ds->P};
+                                     .tokens = (const char *)c->tokens + (size_t)first * token_bytes,
+                                     .tokens_dtype = c->tokens_dtype, .text = c->text,
+                                     .text_tokens = c->text_tokens, .text_dtype = c->text_dtype};
     tokens += len;
   }
   if (tokens > ds->max_tokens)

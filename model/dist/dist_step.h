@@ -32,7 +32,12 @@ typedef struct {
   int64_t id;             // clip id: the RNG key of its noise and time
   int T, H, W;            // token grid
   int label;              // class id, or -1 for none
-  const uint8_t *tokens;  // (T*H*W, P) host memory: the whole clip (e.g. a mapped shard)
+  const void *tokens;     // (T*H*W, P) host memory: the whole clip (e.g. a mapped shard)
+  kernels_tokens tokens_dtype;  // the store's dtype (0: uint8 pixels)
+  const void *text;       // (text_tokens, text_dim) host memory: the clip's caption
+                          // embedding, given whole to every chunk (NULL: none)
+  int text_tokens;
+  kernels_tokens text_dtype;
 } dist_clip;
 
 typedef struct dist_step dist_step;

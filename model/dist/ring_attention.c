@@ -16,6 +16,7 @@ struct ring_attention {
   size_t elems;             // capacity of each kv/grad buffer, in elements
   void *kv[2];              // double buffer: K block then V block, (2, maxblk, H, Dh) [act]
   void *grad[2];            // double buffer: dK then dV of the travelling block [act]
+  void *gpart;              // (2, maxblk, H, Dh) [act]: this rank's share of a block's dK, dV
   void *pout;               // (maxblk, H, Dh) [act] partial output of one block
   float *plse, *delta;      // (maxblk, H) [f32]
 };
@@ -54,6 +55,8 @@ static void free_buffers(ring_attention *ra) {
     kb->free(kb, ra->grad[i]);
     ra->kv[i] = ra->grad[i] = NULL;
   }
+  kb->free(kb, ra->gpart);
+  ra->gpart = NULL;
   kb->free(kb, ra->pout);
   kb->free(kb, ra->plse);
   kb->free(kb, ra->delta);
@@ -125,6 +128,7 @@ static tsr_status ensure_buffers(ring_attention *ra, int H, int Dh) {
     st = kb->alloc(kb, &ra->kv[i], kernels_act_bytes(kb, need));
     if (!st) st = kb->alloc(kb, &ra->grad[i], kernels_act_bytes(kb, need));
   }
+  if (!st) st = kb->alloc(kb, &ra->gpart, kernels_act_bytes(kb, need));
   if (!st) st = kb->alloc(kb, &ra->pout, kernels_act_bytes(kb, (size_t)ra->maxblk * E));
   if (!st) st = kb->alloc(kb, (void **)&ra->plse, (size_t)ra->maxblk * H * sizeof(float));
   if (!st) st = kb->alloc(kb, (void **)&ra->delta, (size_t)ra->maxblk * H * sizeof(float));
@@ -176,6 +180,17 @@ tsr_status ring_attention_forward(ring_attention *ra, void *out, float *lse, con
   return st;
 }
 
+// Backward, pipelined so that both exchanges overlap compute. At step s a rank holds the
+// K/V block of owner o = p - s and:
+//   1. starts sending that block on (the next rank uses it at step s + 1);
+//   2. computes its queries' share of the block's dK/dV (and of dq) into gpart;
+//   3. waits for the block's gradient accumulator, which the previous rank sent at the end
+//      of its step s - 1 (it traveled during 2), and adds gpart to it (step 0: the
+//      accumulator is gpart itself);
+//   4. starts sending the accumulator on: it travels while the next rank computes its own
+//      share of the same block (its step s + 1), and after k sends reaches the owner.
+// The accumulator of block o sums the ranks' shares in ring order p = o, o + 1, ...,
+// o + k - 1, each share rounded once to the act dtype (kernels.h) before it is added.
 tsr_status ring_attention_backward(ring_attention *ra, void *dq, void *dk, void *dv,
                                    const void *dout, const void *q, const void *k,
                                    const void *v, const void *out, const float *lse, int H,
@@ -194,29 +209,47 @@ tsr_status ring_attention_backward(ring_attention *ra, void *dq, void *dk, void 
   if ((st = kb->attention_delta(kb, ra->delta, dout, out, Lq, H, Dh)) ||
       (st = kb->memset_zero(kb, dq, qbytes)) ||
       (st = kb->copy(kb, ra->kv[0], k, qbytes)) ||
-      (st = kb->copy(kb, kernels_act_at(kb, ra->kv[0], half), v, qbytes)) ||
-      (st = kb->memset_zero(kb, ra->grad[0], (size_t)bytes)))
+      (st = kb->copy(kb, kernels_act_at(kb, ra->kv[0], half), v, qbytes)))
     return st;
-  int cur = 0;
+  comm_request *req_g = NULL;  // the accumulator in flight: grad[1 - g] -> grad[g]
+  int cur = 0, g = 0;
   for (int s = 0; s < ra->k && !st; s++) {
     int o = owner_at(ra, s);
-    comm_request *req_kv = NULL, *req_g = NULL;
-    // the next K/V block travels while this one is used
+    comm_request *req_kv = NULL;
     if (s < ra->k - 1 &&
         (st = cb->ring_start(cb, ra->g, ra->kv[cur], ra->kv[1 - cur], bytes, &req_kv)))
       break;
-    st = kb->attention_partial_backward(kb, dq, ra->grad[cur], kernels_act_at(kb, ra->grad[cur], half),
-                                        dout, q, ra->kv[cur], kernels_act_at(kb, ra->kv[cur], half),
-                                        lse, ra->delta,
-                                        ra->cu[ra->p], ra->cu[o], ra->n_clips, Lq,
-                                        (int)ra->blk[o], H, Dh, scale);
-    // then the block's gradient accumulators follow it (after k steps: back to the owner)
-    if (!st) st = cb->ring_start(cb, ra->g, ra->grad[cur], ra->grad[1 - cur], bytes, &req_g);
-    tsr_status w1 = cb->wait(cb, &req_g), w2 = cb->wait(cb, &req_kv);
-    if (!st) st = w1 ? w1 : w2;
+    // step 0 computes straight into the accumulator it then sends
+    void *share = s == 0 ? ra->grad[g] : ra->gpart;
+    st = kb->memset_zero(kb, share, (size_t)bytes);
+    if (!st) st = kb->attention_partial_backward(kb, dq, share, kernels_act_at(kb, share, half),
+                                                 dout, q, ra->kv[cur],
+                                                 kernels_act_at(kb, ra->kv[cur], half), lse,
+                                                 ra->delta, ra->cu[ra->p], ra->cu[o], ra->n_clips,
+                                                 Lq, (int)ra->blk[o], H, Dh, scale);
+    if (s > 0) {  // the block's accumulator has arrived in grad[g]: add this rank's share
+      tsr_status w = cb->wait(cb, &req_g);
+      if (!st) st = w;
+      if (!st) st = kb->add_act(kb, ra->grad[g], ra->grad[g], ra->gpart, 2 * half);
+    }
+    if (!st) st = cb->ring_start(cb, ra->g, ra->grad[g], ra->grad[1 - g], bytes, &req_g);
+    g = 1 - g;
+    tsr_status w = cb->wait(cb, &req_kv);
+    if (!st) st = w;
     cur = 1 - cur;
   }
+  tsr_status w = cb->wait(cb, &req_g);  // this rank's own block, complete
+  if (!st) st = w;
   if (st) return st;
-  if ((st = kb->copy(kb, dk, ra->grad[cur], qbytes))) return st;
-  return kb->copy(kb, dv, kernels_act_at(kb, ra->grad[cur], half), qbytes);
+  if ((st = kb->copy(kb, dk, ra->grad[g], qbytes))) return st;
+  return kb->copy(kb, dv, kernels_act_at(kb, ra->grad[g], half), qbytes);
+}
+
+size_t ring_attention_buffer_bytes(kernels_dtype act, int k, int64_t maxblk, int max_clips,
+                                   int H, int Dh) {
+  size_t cu = (size_t)k * ((size_t)max_clips + 1) * sizeof(int32_t);  // set_clips
+  if (k < 2) return cu;  // a group of one attends locally: no work buffers
+  size_t a = kernels_dtype_size(act), E = (size_t)H * Dh, B = (size_t)maxblk;
+  // ensure_buffers: kv[2], grad[2] and gpart of 2 * maxblk * E, pout, plse and delta
+  return cu + 5 * (2 * B * E * a) + B * E * a + 2 * B * (size_t)H * sizeof(float);
 }

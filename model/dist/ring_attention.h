@@ -10,16 +10,18 @@
 // (kernels attention_partial_forward) and the partial result is merged exactly by the
 // log-sum-exp of each query row (attention_merge); the exchange of the next block is
 // started before that computation, so communication overlaps it.
-// Backward: the K/V blocks travel again, now with their gradient accumulators: at each
-// step the local queries add their contribution to dq and to the block's dk/dv
-// (attention_partial_backward, with the final lse and delta = rowsum(dout * out)); after
-// k steps every block's dk/dv is back with its owner.
+// Backward: the K/V blocks travel again, and behind each its gradient accumulator: at
+// each step the local queries add their contribution to dq and compute their share of the
+// block's dk/dv into a buffer of their own (attention_partial_backward, with the final lse
+// and delta = rowsum(dout * out)) while the accumulator is on its way from the previous
+// rank; the share is then added and the accumulator sent on, to travel while the next rank
+// computes. After k sends every block's dk/dv is back with its owner.
 //
 // Compute goes through the kernels backend kb and every exchange through the
 // communication backend cb (core/comm.h), whose memory space must be kb's: host memory
-// for kernels_cpu with "mpi"; device memory for a GPU backend with NCCL, where the
-// exchange started before a block's attention overlaps it on the stream. With k = 1 both
-// directions are the backend's own full attention.
+// for the CPU backend with "mpi"; device memory for a GPU backend with "nccl" or
+// "mpi-staged", where an exchange started before a block's attention overlaps it on the
+// stream. With k = 1 both directions are the backend's own full attention.
 #ifndef TESSERA_MODEL_RING_ATTENTION_H
 #define TESSERA_MODEL_RING_ATTENTION_H
 
@@ -54,5 +56,13 @@ tsr_status ring_attention_backward(ring_attention *ra, void *dq, void *dk, void 
                                    const void *dout, const void *q, const void *k,
                                    const void *v, const void *out, const float *lse, int H,
                                    int Dh, float scale);
+
+// Backend bytes a ring of a group of k ranks holds once it has run blocks of up to maxblk
+// tokens with up to max_clips clips (its index arrays and ensure_buffers's work buffers),
+// for activations of dtype act: the memory model's communication workspace
+// (model/train/memory.h). Kept beside the allocations it counts; the trainer's memory
+// check (tests/train/memory.sh) compares the model with the backend's measured peak.
+size_t ring_attention_buffer_bytes(kernels_dtype act, int k, int64_t maxblk, int max_clips,
+                                   int H, int Dh);
 
 #endif

@@ -14,7 +14,7 @@
 
 #include "core/fs.h"
 #include "model/io/dit_io.h"
-#include "model/io/safetensors.h"
+#include "core/safetensors.h"
 
 // The four tensor sets of a checkpoint: prefix and where they live in the state.
 enum { SET_W, SET_EMA, SET_M, SET_V, NSETS };
@@ -75,6 +75,8 @@ static tsr_status add_meta(st_writer *w, const ckpt_state *cs) {
   if (!r) r = meta_i64(w, "store_dtype", s->dtype);
   snprintf(buf, sizeof buf, "%.17g", s->max_seconds);
   if (!r) r = st_writer_meta(w, "store_max_seconds", buf);
+  if (!r) r = meta_i64(w, "store_vae_t", s->vae_t);
+  if (!r) r = meta_i64(w, "store_vae_s", s->vae_s);
   if (!r) r = meta_i64(w, "clips", cs->store_clips);
   if (!r) r = st_writer_meta(w, "labels", labels_s);
   free(ini);
@@ -265,6 +267,9 @@ static tsr_status read_store(const st_reader *st, store_settings *s) {
   if (!r && !(r = meta_int(st, "store_dtype", 0, &v))) s->dtype = (store_dtype)v;
   if (!r) r = meta_get(st, "store_max_seconds", &maxs);
   if (!r) s->max_seconds = strtod(maxs, NULL);
+  // the VAE strides of a latent store: absent in checkpoints of pixel stores made before
+  if (!r && st_meta(st, "store_vae_t") && !(r = meta_int(st, "store_vae_t", 0, &v))) s->vae_t = (int)v;
+  if (!r && st_meta(st, "store_vae_s") && !(r = meta_int(st, "store_vae_s", 0, &v))) s->vae_s = (int)v;
   return r;
 }
 

@@ -50,8 +50,12 @@ tsr_status objective_write_tensors(const objective_batch *ob, st_writer *w, cons
       {"loss_weight", ST_F32, 1, {C}, ob->loss_weight},
       {"pos", ST_I32, 2, {L, 3}, ob->pos},
       {"cu_seqlens", ST_I32, 1, {C + 1}, ob->cu_seqlens},
+      // captions (a batch of a model with text): kept caption rows and their offsets
+      {"text", ST_F32, 2, {ob->Lt, ob->text_dim}, ob->text},
+      {"cu_text", ST_I32, 1, {C + 1}, ob->cu_text},
   };
-  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+  size_t n = sizeof parts / sizeof parts[0] - (ob->text_dim > 0 ? 0 : 2);
+  for (size_t i = 0; i < n; i++) {
     char name[256];
     if (snprintf(name, sizeof name, "%s%s", prefix, parts[i].name) >= (int)sizeof name)
       return err_set(TSR_EINVAL, "objective_write_tensors: prefix '%s' is too long", prefix);

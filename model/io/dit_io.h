@@ -6,7 +6,7 @@
 
 #include "core/err.h"
 #include "model/dit.h"
-#include "model/io/safetensors.h"
+#include "core/safetensors.h"
 #include "model/objective.h"
 
 // flat_host: (dit_num_params) host floats in the parameter layout (a host copy of params,

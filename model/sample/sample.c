@@ -7,6 +7,8 @@
 
 #include "core/log.h"
 #include "core/rng.h"
+#include "ingest/latent_file.h"
+#include "ingest/patchify.h"
 #include "model/io/checkpoint.h"
 
 
@@ -16,10 +18,13 @@ typedef struct {
   int32_t *cu, *pos, *labels;     // backend: (3), (2N, 3), (2)
   float *xh;                      // host: (N, P) the initial noise, then the final x
   int32_t *posh;                  // host: (2N, 3)
+  void *text_f32, *text;          // backend: (n, text_dim) the caption, fp32 and [act]
+  int32_t *cu_text;               // backend: (3) the conditional clip's caption rows
 } sample_bufs;
 
 static void bufs_free(const kernels_backend *kb, sample_bufs *b) {
-  void *dev[] = {b->x, b->pred, b->state, b->t, b->cu, b->pos, b->labels};
+  void *dev[] = {b->x, b->pred, b->state, b->t, b->cu, b->pos, b->labels, b->text_f32,
+                 b->text, b->cu_text};
   for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) kb->free(kb, dev[i]);
   free(b->xh);
   free(b->posh);
@@ -36,7 +41,7 @@ static tsr_status bufs_alloc(const kernels_backend *kb, sample_bufs *b, size_t N
   if (!r) r = kb->alloc(kb, (void **)&b->labels, 2 * sizeof(int32_t));
   if (!r && (!(b->xh = malloc(N * P * sizeof(float))) ||
              !(b->posh = malloc(2 * N * 3 * sizeof(int32_t)))))
-    r = err_set(TSR_ENOMEM, "out of memory for a sample of %zu tokens", N);
+    r = err_set(TSR_ENOMEM, "sample: no memory for %zu tokens", N);
   return r;
 }
 
@@ -45,18 +50,47 @@ static tsr_status bufs_alloc(const kernels_backend *kb, sample_bufs *b, size_t N
 // casts it to the act dtype as the model's input, the model runs, and euler_update applies
 // guidance and the step there. The host only draws the initial noise, sends the two
 // noise levels of each step and reads the final clip.
-tsr_status sample_generate(dit_model *m, const sample_params *sp, uint8_t *out) {
+void sample_to_pixels(const float *x, size_t n, uint8_t *out) {
+  for (size_t k = 0; k < n; k++) {
+    float v = roundf((x[k] + 1.0f) * 127.5f);
+    out[k] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+  }
+}
+
+// The caption on the backend: text (n, text_dim) [act], and cu_text for C clips, the first
+// (the conditional one) with all n rows, the second (unconditional) with none.
+static tsr_status upload_text(const kernels_backend *kb, sample_bufs *b, const sample_params *sp,
+                              int text_dim, int C) {
+  size_t n = (size_t)sp->text_tokens * (size_t)text_dim;
+  int32_t cu[3] = {0, sp->text_tokens, sp->text_tokens};
+  tsr_status r = kb->alloc(kb, (void **)&b->cu_text, sizeof cu);
+  if (!r) r = kb->to_device(kb, b->cu_text, cu, sizeof(int32_t) * ((size_t)C + 1));
+  if (!r && n) {
+    r = kb->alloc(kb, &b->text_f32, n * sizeof(float));
+    if (!r) r = kb->alloc(kb, &b->text, kernels_act_bytes(kb, n));
+    if (!r) r = kb->to_device(kb, b->text_f32, sp->text, n * sizeof(float));
+    if (!r) r = kb->cast(kb, b->text, kb->act_dtype, b->text_f32, KERNELS_F32, n);
+  }
+  return r;
+}
+
+tsr_status sample_generate(dit_model *m, const sample_params *sp, float *out) {
   const dit_config *mc = dit_get_config(m);
   const kernels_backend *kb = dit_backend(m);
   size_t N = (size_t)sp->T * sp->H * sp->W, P = (size_t)mc->pt * mc->ph * mc->pw * mc->channels;
-  int guided = sp->cfg != 1.0f && sp->label >= 0;
-  if (sp->steps < 1) return err_set(TSR_EINVAL, "--steps %d: must be >= 1", sp->steps);
+  int has_text = mc->text_dim > 0 && sp->text_tokens > 0;
+  int guided = sp->cfg != 1.0f && (sp->label >= 0 || has_text);
+  if (sp->steps < 1) return err_set(TSR_EINVAL, "sample: --steps must be >= 1");
   if (sp->label >= mc->num_classes && sp->label >= 0)
-    return err_set(TSR_EINVAL, "label %d out of range (the model has %d classes)", sp->label,
+    return err_set(TSR_EINVAL, "sample: label %d out of range (model has %d classes)", sp->label,
                    mc->num_classes);
+  if (sp->text_tokens < 0 || sp->text_tokens > mc->text_len || (sp->text_tokens && !sp->text))
+    return err_set(TSR_EINVAL, "sample: a caption of %d tokens; the model takes 0 to "
+                   "model.text_len = %d", sp->text_tokens, mc->text_len);
   int C = guided ? 2 : 1;
   sample_bufs b;
   tsr_status r = bufs_alloc(kb, &b, N, P);
+  if (!r && mc->text_dim > 0) r = upload_text(kb, &b, sp, mc->text_dim, C);
   rng_key key = {.seed = sp->seed, .step = 0, .clip = 0, .stream = RNG_STREAM_SAMPLE};
   if (!r) {
     rng_normal_fill(&key, 0, b.xh, (int64_t)(N * P));
@@ -75,9 +109,12 @@ tsr_status sample_generate(dit_model *m, const sample_params *sp, uint8_t *out) 
       r = kb->to_device(kb, b.pos, b.posh, (size_t)C * N * 3 * sizeof(int32_t));
   }
   dit_batch batch = {.n_clips = C, .L = (int)(C * N), .cu_seqlens = b.cu, .pos = b.pos,
-                     .t = b.t, .labels = mc->num_classes > 0 ? b.labels : NULL, .x = b.x};
+                     .t = b.t, .labels = mc->num_classes > 0 ? b.labels : NULL, .x = b.x,
+                     .Lt = has_text ? sp->text_tokens : 0,
+                     .cu_text = mc->text_dim > 0 ? b.cu_text : NULL, .text = b.text};
   for (int i = 0; !r && i < sp->steps; i++) {
-    // the noise levels of training (kernels_time_shift) at the grid points
+    // the noise levels of training (kernels_time_shift) at the grid points (clip 0 with the
+    // label and the caption, clip 1 without either)
     double t0 = kernels_time_shift(1.0 - (double)i / sp->steps, (int64_t)N, sp->t_shift_tokens);
     double t1 = kernels_time_shift(1.0 - (double)(i + 1) / sp->steps, (int64_t)N,
                                    sp->t_shift_tokens);
@@ -91,45 +128,9 @@ tsr_status sample_generate(dit_model *m, const sample_params *sp, uint8_t *out) 
       r = kb->euler_update(kb, b.state, b.pred, guided ? kernels_act_at(kb, b.pred, N * P) : NULL,
                            sp->cfg, (float)(t1 - t0), N * P);
   }
-  if (!r) r = kb->to_host(kb, b.xh, b.state, N * P * sizeof(float));
-  for (size_t k = 0; !r && k < N * P; k++) {
-    float v = roundf((b.xh[k] + 1.0f) * 127.5f);
-    out[k] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
-  }
+  if (!r) r = kb->to_host(kb, out, b.state, N * P * sizeof(float));
   bufs_free(kb, &b);
   return r;
-}
-
-tsr_status sample_row(dit_model *m, const sample_params *sp, int n, int gap,
-                      sample_result *out) {
-  memset(out, 0, sizeof *out);
-  const dit_config *mc = dit_get_config(m);
-  size_t P = (size_t)mc->pt * mc->ph * mc->pw * mc->channels;
-  size_t N = (size_t)sp->T * sp->H * sp->W;
-  if (n < 1 || gap < 0 || sp->T < 1 || sp->H < 1 || sp->W < 1)
-    return err_set(TSR_EINVAL, "sample_row: %d clips of %dx%dx%d tokens, gap %d", n, sp->T,
-                   sp->H, sp->W, gap);
-  for (int i = 1; i < n; i++)
-    if (sp[i].T != sp->T || sp[i].H != sp->H || sp[i].W != sp->W)
-      return err_set(TSR_EINVAL, "sample_row: clip %d's grid differs from clip 0's", i);
-  int Wr = n * sp->W + (n - 1) * gap;
-  uint8_t *row = malloc((size_t)sp->T * sp->H * Wr * P), *one = malloc(N * P);
-  tsr_status r = row && one ? TSR_OK : err_set(TSR_ENOMEM, "out of memory for %d samples", n);
-  if (!r) memset(row, 255, (size_t)sp->T * sp->H * Wr * P);  // the gaps
-  for (int i = 0; !r && i < n; i++) {
-    if ((r = sample_generate(m, &sp[i], one))) break;
-    // token (t, y, x) of clip i goes to (t, y, i (W + gap) + x) of the row
-    for (size_t ty = 0; ty < (size_t)sp->T * sp->H; ty++)
-      memcpy(row + (ty * Wr + (size_t)i * (sp->W + gap)) * P, one + ty * sp->W * P,
-             (size_t)sp->W * P);
-  }
-  free(one);
-  if (r) {
-    free(row);
-    return r;
-  }
-  *out = (sample_result){.tokens = row, .T = sp->T, .H = sp->H, .W = Wr, .mc = *mc};
-  return TSR_OK;
 }
 
 // Class id of --label: a number, or a name among the checkpoint's labels.
@@ -160,43 +161,161 @@ tsr_status sample_run(const sample_options *o, sample_result *out) {
   int label = -1;
   if (o->frames < 1 || o->frames % mc->pt || o->height < 1 || o->height % mc->ph ||
       o->width < 1 || o->width % mc->pw)
-    r = err_set(TSR_EINVAL, "--frames %d --size %dx%d: must be positive multiples of the "
+    r = err_set(TSR_EINVAL, "sample: --frames %d --size %dx%d must be positive multiples of the "
                 "model's tubelet %dx%dx%d (frames x height x width)", o->frames, o->height,
                 o->width, mc->pt, mc->ph, mc->pw);
   if (!r) r = parse_label(&cm, o->label, &label);
-  if (!r && o->cfg != 1.0f && label < 0)
-    r = err_set(TSR_EINVAL, "--cfg %g needs --label (classifier-free guidance compares "
-                "a class with \"no label\")", o->cfg);
+  float *text = NULL;
+  int text_tokens = 0;
+  if (!r && o->caption && mc->text_dim == 0)
+    r = err_set(TSR_EINVAL, "--caption %s: the checkpoint's model has no captions "
+                "(model.text_dim = 0)", o->caption);
+  if (!r && o->caption) {
+    r = caption_file_read(o->caption, mc->text_dim, &text, &text_tokens, out->caption,
+                          sizeof out->caption);
+    if (!r && text_tokens > mc->text_len)
+      r = err_set(TSR_EINVAL, "--caption %s: %d tokens, the model takes at most model.text_len = "
+                  "%d", o->caption, text_tokens, mc->text_len);
+  }
+  if (!r && o->cfg != 1.0f && label < 0 && !text_tokens)
+    r = err_set(TSR_EINVAL, "sample: --cfg %g needs --label or --caption (classifier-free "
+                "guidance compares a class or a caption with none)", o->cfg);
   int T = o->frames / mc->pt, H = o->height / mc->ph, W = o->width / mc->pw;
   int64_t N = (int64_t)T * H * W;
   if (!r && N > (1 << 24))
-    r = err_set(TSR_EINVAL, "--frames %d --size %dx%d: %lld tokens is too many for one clip",
-                o->frames, o->height, o->width, (long long)N);
+    r = err_set(TSR_EINVAL, "sample: %lld tokens is too many for one clip", (long long)N);
   dit_model *m = NULL;
+  float *vals = NULL;
+  uint8_t *tok = NULL;
+  int latent = store_is_latent(&cm.store);
   const kernels_backend *kb = NULL;
   kernels_dtype precision = o->precision >= 0 ? (kernels_dtype)o->precision : cm.tc.precision;
   if (!r) r = backend_for_precision(o->backend, precision, &kb);
   if (!r) r = dit_create(&m, mc, kb, (int)(2 * N), 2);
   if (!r) r = ckpt_load_model(o->ckpt, m, o->ema);
+  size_t NP = (size_t)N * mc->pt * mc->ph * mc->pw * mc->channels;
+  if (!r && (!(vals = malloc(NP * sizeof(float))) || (!latent && !(tok = malloc(NP)))))
+    r = err_set(TSR_ENOMEM, "sample: no memory");
   if (!r) {
-    sample_params sp = {.T = T, .H = H, .W = W, .label = label, .cfg = o->cfg,
-                        .steps = o->steps, .seed = o->seed,
-                        .t_shift_tokens = cm.tc.t_shift_tokens};
+    sample_params sp = {.T = T, .H = H, .W = W, .label = label, .text = text,
+                        .text_tokens = text_tokens, .cfg = o->cfg, .steps = o->steps,
+                        .seed = o->seed, .t_shift_tokens = cm.tc.t_shift_tokens};
     double t0 = time_now();
-    log_info("sample: %s (%s weights, step %lld), %d frames %dx%d = %lld tokens, %d steps%s; "
+    log_info("sample: %s (%s weights, step %lld), %d %sframes %dx%d = %lld tokens, %d steps%s%s; "
              "backend %s, precision %s", o->ckpt, o->ema ? "EMA" : "raw", (long long)cm.step,
-             o->frames, o->height, o->width, (long long)N, o->steps, label >= 0 ? ", guided" : "",
-             kb->name, config_precision_name(precision));
-    r = sample_row(m, &sp, 1, 0, out);
+             o->frames, latent ? "latent " : "", o->height, o->width, (long long)N, o->steps,
+             text_tokens ? ", caption" : "", o->cfg != 1.0f ? ", guided" : "", kb->name,
+             config_precision_name(precision));
+    r = sample_generate(m, &sp, vals);
+    if (!r && tok) sample_to_pixels(vals, NP, tok);
     if (!r) log_info("sample: %lld tokens in %.1f s", (long long)N, time_now() - t0);
   }
-  if (!r) out->store = cm.store;
+  if (!r) {
+    out->tokens = tok, out->values = vals, out->T = T, out->H = H, out->W = W;
+    out->mc = *mc, out->store = cm.store;
+    tok = NULL, vals = NULL;
+  }
+  free(tok);
+  free(vals);
+  free(text);
   dit_free(&m);
   ckpt_meta_free(&cm);
   return r;
 }
 
+tsr_status sample_row(dit_model *m, const sample_params *sp, int n, int gap, int pixels,
+                      sample_result *out) {
+  memset(out, 0, sizeof *out);
+  const dit_config *mc = dit_get_config(m);
+  size_t P = (size_t)mc->pt * mc->ph * mc->pw * mc->channels;
+  size_t N = (size_t)sp->T * sp->H * sp->W;
+  if (n < 1 || gap < 0 || sp->T < 1 || sp->H < 1 || sp->W < 1)
+    return err_set(TSR_EINVAL, "sample_row: %d clips of %dx%dx%d tokens, gap %d", n, sp->T,
+                   sp->H, sp->W, gap);
+  for (int i = 1; i < n; i++)
+    if (sp[i].T != sp->T || sp[i].H != sp->H || sp[i].W != sp->W)
+      return err_set(TSR_EINVAL, "sample_row: clip %d's grid differs from clip 0's", i);
+  int Wr = n * sp->W + (n - 1) * gap;
+  size_t row_n = (size_t)sp->T * sp->H * Wr * P;
+  float *row = malloc(row_n * sizeof *row), *one = malloc(N * P * sizeof *one);
+  uint8_t *tok = pixels ? malloc(row_n) : NULL;
+  tsr_status r = row && one && (tok || !pixels) ? TSR_OK
+                                                : err_set(TSR_ENOMEM, "out of memory for %d samples", n);
+  for (size_t k = 0; !r && k < row_n; k++) row[k] = pixels ? 1.0f : 0.0f;  // the gaps
+  for (int i = 0; !r && i < n; i++) {
+    if ((r = sample_generate(m, &sp[i], one))) break;
+    // token (t, y, x) of clip i goes to (t, y, i (W + gap) + x) of the row
+    for (size_t ty = 0; ty < (size_t)sp->T * sp->H; ty++)
+      memcpy(row + (ty * Wr + (size_t)i * (sp->W + gap)) * P, one + ty * sp->W * P,
+             (size_t)sp->W * P * sizeof *row);
+  }
+  free(one);
+  if (!r && tok) sample_to_pixels(row, row_n, tok);
+  if (r) {
+    free(row);
+    free(tok);
+    return r;
+  }
+  out->tokens = tok, out->values = row, out->T = sp->T, out->H = sp->H, out->W = Wr;
+  out->mc = *mc;
+  return TSR_OK;
+}
+
 void sample_result_free(sample_result *r) {
   free(r->tokens);
+  free(r->values);
   memset(r, 0, sizeof *r);
+}
+
+tsr_status sample_latents(const sample_result *r, float **out) {
+  const dit_config *mc = &r->mc;
+  int h = r->H * mc->ph, w = r->W * mc->pw, C = mc->channels;
+  size_t frame = (size_t)h * w * C, P = (size_t)mc->pt * mc->ph * mc->pw * C;
+  float *lat = malloc(frame * (size_t)r->T * mc->pt * sizeof(float));
+  uint8_t **fp = malloc((size_t)mc->pt * sizeof *fp);
+  if (!lat || !fp) {
+    free(lat), free(fp);
+    return err_set(TSR_ENOMEM, "sample: no memory for the latents");
+  }
+  for (int t = 0; t < r->T; t++) {  // the tokens' values are C floats a latent pixel
+    for (int f = 0; f < mc->pt; f++) fp[f] = (uint8_t *)(lat + ((size_t)t * mc->pt + f) * frame);
+    unpatchify_u8((const uint8_t *)(r->values + (size_t)t * r->H * r->W * P), mc->pt, h, w,
+                  C * (int)sizeof(float), mc->ph, mc->pw, fp);
+  }
+  free(fp);
+  *out = lat;
+  return TSR_OK;
+}
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+void sample_preview_range(const float *lat, size_t pixels, int C, float lo[3], float hi[3]) {
+  float *v = malloc((pixels ? pixels : 1) * sizeof(float));
+  for (int k = 0; k < 3; k++) {
+    int ch = k < C ? k : 0;
+    lo[k] = -1, hi[k] = 1;
+    if (!v || !pixels) continue;
+    for (size_t i = 0; i < pixels; i++) v[i] = lat[i * (size_t)C + (size_t)ch];
+    qsort(v, pixels, sizeof *v, cmp_float);
+    lo[k] = v[(size_t)(0.005 * (double)(pixels - 1))];
+    hi[k] = v[(size_t)(0.995 * (double)(pixels - 1))];
+    if (!(hi[k] > lo[k])) hi[k] = lo[k] + 1;
+  }
+  free(v);
+}
+
+void sample_preview_frame(const float *frame, int h, int w, int C, int up, const float lo[3],
+                          const float hi[3], uint8_t *rgb) {
+  for (int y = 0; y < h * up; y++)
+    for (int x = 0; x < w * up; x++) {
+      const float *p = frame + ((size_t)(y / up) * w + (size_t)(x / up)) * C;
+      uint8_t *o = rgb + ((size_t)y * w * up + x) * 3;
+      for (int k = 0; k < 3; k++) {
+        float t = (p[k < C ? k : 0] - lo[k]) / (hi[k] - lo[k]) * 255.0f;
+        o[k] = (uint8_t)(t < 0 ? 0 : t > 255 ? 255 : lrintf(t));
+      }
+    }
 }

@@ -7,8 +7,13 @@
 // clip of N tokens, so a sample starts from the noise levels its length was trained at),
 //   x <- x + (t_{i+1} - t_i) v(x, t_i).
 // Classifier-free guidance with scale g: v = v_u + g (v_c - v_u), v_u with the "no label"
-// class; the conditional and unconditional copies run as two clips of one packed
-// microbatch. The noise is keyed by (seed, RNG_STREAM_SAMPLE), so a seed gives one clip.
+// class and no caption (the learned null token alone); the conditional and unconditional
+// copies run as two clips of one packed microbatch. The noise is keyed by
+// (seed, RNG_STREAM_SAMPLE), so a seed gives one clip.
+//
+// A model of a latent store (bf16/f32 tokens) samples latents: the clip's values as they
+// are, for the user's VAE decoder (tessera sample writes them as a latent file and a
+// preview video of three latent channels; sample_latents, sample_preview_frame).
 #ifndef TESSERA_MODEL_SAMPLE_H
 #define TESSERA_MODEL_SAMPLE_H
 
@@ -21,40 +26,28 @@
 typedef struct {
   int T, H, W;      // token grid of the clip
   int label;        // class id, or -1: unconditional ("no label")
-  float cfg;        // guidance scale (1: none; needs a label and num_classes > 0)
+  const float *text;  // (text_tokens, model.text_dim) host: the caption embedding, or NULL
+  int text_tokens;
+  float cfg;        // guidance scale (1: none; needs a label or a caption)
   int steps;        // Euler steps >= 1
   uint64_t seed;
   int64_t t_shift_tokens;  // train.t_shift_tokens of the checkpoint (0: no shift)
 } sample_params;
 
 // Integrates the flow with model m (created for >= 2*T*H*W tokens and 2 clips when
-// guided) on the model's backend and writes the clip's tokens as uint8 pixels:
-// out (T*H*W, P) host memory, values round((x + 1) * 127.5) clamped to [0, 255].
-tsr_status sample_generate(dit_model *m, const sample_params *sp, uint8_t *out);
-
-// The sampled clip: its tokens, and what turning them into a video needs.
-typedef struct {
-  uint8_t *tokens;        // (T*H*W, P) uint8 pixels (P = pt*ph*pw*channels), malloc'ed
-  int T, H, W;            // token grid
-  dit_config mc;          // the model (tubelet pt, ph, pw and channels)
-  store_settings store;   // the store it was trained on (frame rate of the video)
-} sample_result;
-
-// Samples one clip per entry of sp (n >= 1 entries of one grid T x H x W) with model m
-// (created for >= 2*T*H*W tokens and 2 clips when an entry is guided, else >= T*H*W and 1)
-// and lays them side by side, left to right, with a column of `gap` tokens of white
-// (255) between neighbours: out->tokens is the (T, H, n W + (n - 1) gap) grid, out->mc
-// m's config; out->store is left zero for the caller. `tessera sample` is n = 1; the
-// trainer's samples during training are a row of seeds or labels.
-tsr_status sample_row(dit_model *m, const sample_params *sp, int n, int gap,
-                      sample_result *out);
-void sample_result_free(sample_result *r);
+// guided) on the model's backend: out (T*H*W, P) host memory gets the clip's tokens, the
+// final x in fp32 (pixels: x0 in [-1, 1]; latents: the latent values).
+tsr_status sample_generate(dit_model *m, const sample_params *sp, float *out);
+// Sampled pixel values as uint8, as training maps them: round((x + 1) * 127.5) clamped to
+// [0, 255]. x, out: (n)
+void sample_to_pixels(const float *x, size_t n, uint8_t *out);
 
 typedef struct {
   const char *ckpt;         // checkpoint file
   int frames;               // frames (a multiple of the checkpoint's pt)
   int height, width;        // pixels (multiples of ph, pw)
   const char *label;        // class id or name (checkpoint's labels), NULL: none
+  const char *caption;      // caption file (caption_file_read), NULL: none
   float cfg;                // guidance scale
   int steps;                // Euler steps
   uint64_t seed;
@@ -64,8 +57,42 @@ typedef struct {
                             // train.precision (weights load as fp32 masters either way)
 } sample_options;
 
+// The sampled clip: its tokens, and what turning them into a video needs.
+typedef struct {
+  uint8_t *tokens;        // (T*H*W, P) uint8 pixels (P = pt*ph*pw*channels), malloc'ed; NULL
+                          // for a latent model
+  float *values;          // (T*H*W, P) the sampled values (latents, or pixels in [-1, 1])
+  int T, H, W;            // token grid
+  dit_config mc;          // the checkpoint's model (tubelet pt, ph, pw and channels)
+  store_settings store;   // the store it was trained on (frame rate, latent or pixels)
+  char caption[STORE_MAX_CAPTION_BYTES + 1];  // the caption file's text ("" if none)
+} sample_result;
+
+// Samples one clip per entry of sp (n >= 1 entries of one grid T x H x W) with model m
+// (created for >= 2*T*H*W tokens and 2 clips when an entry is guided, else >= T*H*W and 1)
+// and lays them side by side, left to right, with a column of `gap` tokens between
+// neighbours (value 1: white pixels; 0 for latents): out->values is the (T, H, n W + (n - 1)
+// gap) grid of the sampled values and, when `pixels`, out->tokens the same as uint8
+// (sample_to_pixels); out->mc is m's config; out->store is left zero for the caller.
+// The trainer's samples during training are a row of labels or seeds (model/train/samples.c).
+tsr_status sample_row(dit_model *m, const sample_params *sp, int n, int gap, int pixels,
+                      sample_result *out);
+
 // Loads the checkpoint, checks the options against it and samples the clip's tokens
 // (writing them as a video is the caller's: tessera sample encodes an MP4).
 tsr_status sample_run(const sample_options *o, sample_result *out);
+void sample_result_free(sample_result *r);
+
+// The sampled latents of a latent model as a (T*pt, H*ph, W*pw, C) fp32 array (the layout
+// of a latent file), malloc'ed into *out.
+tsr_status sample_latents(const sample_result *r, float **out);
+// A preview of latents (n frames of h x w x C, fp32): channels 0, 1, 2 as red, green,
+// blue (channel 0 alone as grey when C < 3), each mapped linearly from its [lo, hi] over
+// the whole clip (its 0.5th and 99.5th percentiles: sample_preview_range) to [0, 255].
+// Not the decoded video: the VAE's decoder makes that from the latents.
+void sample_preview_range(const float *lat, size_t pixels, int C, float lo[3], float hi[3]);
+// One frame (h, w, C) of it as rgb24 (h*up, w*up, 3), each latent pixel an up x up square.
+void sample_preview_frame(const float *frame, int h, int w, int C, int up, const float lo[3],
+                          const float hi[3], uint8_t *rgb);
 
 #endif

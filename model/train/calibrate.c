@@ -12,6 +12,7 @@
 #include "kernels/kernels.h"
 #include "model/dit.h"
 #include "model/objective.h"
+#include "model/train/train.h"
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -33,6 +34,14 @@ static tsr_status time_clip(const kernels_backend *kb, const dit_config *mc,
   for (int64_t i = 0; !st && i < L * P; i++) tok[i] = (uint8_t)(i * 2654435761u >> 24);
   objective_clip c = {.clip_id = 1, .total_tokens = L, .first_token = 0, .len = (int)L,
                       .T = (int)L, .H = 1, .W = 1, .label = -1, .tokens = tok};
+  // a text model: a caption of the longest length, never dropped, so the fitted a and ovh
+  // price the cross-attention at model.text_len caption tokens
+  train_config tcc = *tc;
+  tcc.caption_dropout = 0;
+  float *text = mc->text_dim > 0 ? calloc((size_t)mc->text_len * mc->text_dim, sizeof(float)) : NULL;
+  if (text) c.text = text, c.text_tokens = mc->text_len, c.text_dtype = KERNELS_TOKENS_F32;
+  if (mc->text_dim > 0 && !text && !st) st = err_set(TSR_ENOMEM, "calibrate: out of memory");
+  tc = &tcc;
   // One microbatch as the trainer runs it: objective (on the backend), forward, backward.
   for (int r = -1; r < reps && !st; r++) {  // r = -1: warm-up
     double t0 = time_now();
@@ -49,30 +58,33 @@ static tsr_status time_clip(const kernels_backend *kb, const dit_config *mc,
   objective_device_free(&dev);
   dit_free(&m);
   free(tok);
+  free(text);
   free(t);
   return st;
 }
 
-// Median seconds of the per-step work outside the microbatches: zero the gradients, the
-// global norm, AdamW and the EMA over every parameter.
-static tsr_status time_optimizer(const kernels_backend *kb, const dit_config *mc, int reps,
-                                 double *seconds) {
+// Median seconds of the per-step work outside the microbatches, as train_step does it:
+// zero the gradients, the global norm (one sumsq, one host sync), AdamW over every tensor
+// (train_adamw: one adamw_update_multi, the working copy's refresh) and the EMA.
+static tsr_status time_optimizer(const kernels_backend *kb, const dit_config *mc,
+                                 const train_config *tc, int reps, double *seconds) {
   dit_model *m = NULL;
   float *mom = NULL, *var = NULL, *ema = NULL;
+  kernels_param_segment *segs = NULL;
+  int n_segs = 0;
   double *t = calloc((size_t)reps, sizeof *t);
   tsr_status st = t ? dit_create(&m, mc, kb, 16, 1) : err_set(TSR_ENOMEM, "out of memory");
   size_t n = m ? dit_num_params(m) : 0;
   if (!st) st = kb->alloc(kb, (void **)&mom, n * sizeof(float));
   if (!st) st = kb->alloc(kb, (void **)&var, n * sizeof(float));
   if (!st) st = kb->alloc(kb, (void **)&ema, n * sizeof(float));
+  if (!st) st = train_adamw_segments(m, &segs, &n_segs);
   for (int r = -1; r < reps && !st; r++) {
     double ss, t0 = time_now();
     st = dit_zero_grad(m);
     if (!st) st = kb->sumsq(kb, &ss, dit_grads(m), n);
-    if (!st) st = kb->adamw_update(kb, dit_params(m), dit_grads(m), mom, var, n, 1e-4f, 0.9f,
-                                   0.99f, 1e-8f, 0.0f, r + 2, 1.0f);
+    if (!st) st = train_adamw(m, tc, mom, var, segs, n_segs, tc->lr, r + 2, 1.0f);
     if (!st) st = kb->ema_update(kb, ema, dit_params(m), n, 0.999f);
-    if (!st) st = dit_refresh_weights(m);
     if (!st) st = kb->sync(kb);
     if (r >= 0) t[r] = time_now() - t0;
   }
@@ -80,7 +92,7 @@ static tsr_status time_optimizer(const kernels_backend *kb, const dit_config *mc
     qsort(t, (size_t)reps, sizeof *t, cmp_double);
     *seconds = t[reps / 2];
   }
-  if (m) kb->free(kb, mom), kb->free(kb, var), kb->free(kb, ema);
+  if (m) kb->free(kb, mom), kb->free(kb, var), kb->free(kb, ema), kb->free(kb, segs);
   dit_free(&m);
   free(t);
   return st;
@@ -120,29 +132,59 @@ static int fit(const double *x, const double *y, int n, const int *active, doubl
   return 0;
 }
 
-// Seconds of a ring exchange of `bytes` in the world group (median of reps).
-static tsr_status time_ring(const comm_backend *cb, int64_t bytes, int reps, double *seconds) {
+// Seconds of a ring exchange of `bytes` in the world group (median of reps): between a
+// barrier of the ranks and the moment the received bytes are usable on the backend (kb's
+// sync: a device backend's exchange runs on a stream). Buffers in kb's memory, as the
+// trainer's. The slowest rank's time of each rep counts (a ring waits for all).
+static tsr_status time_ring(const kernels_backend *kb, const comm_backend *cb, int64_t bytes,
+                            int reps, double *seconds) {
   comm_group *g = comm_group_get(comm_size());
-  char *a = calloc(1, (size_t)bytes + 1), *b = calloc(1, (size_t)bytes + 1);
+  void *a = NULL, *b = NULL;
   double *t = calloc((size_t)reps, sizeof *t);
-  tsr_status st = a && b && t ? TSR_OK : err_set(TSR_ENOMEM, "calibrate: out of memory");
+  tsr_status st = t ? TSR_OK : err_set(TSR_ENOMEM, "calibrate: out of memory");
+  if (!st) st = kb->alloc(kb, &a, (size_t)bytes);
+  if (!st) st = kb->alloc(kb, &b, (size_t)bytes);
   for (int r = -1; r < reps && !st; r++) {
     comm_request *req = NULL;
     st = cb->barrier(cb, g);
     double t0 = time_now();
     if (!st) st = cb->ring_start(cb, g, a, b, bytes, &req);
-    if (!st) st = cb->wait(cb, &req);
-    double dt = time_now() - t0;
-    if (!st) st = comm_allreduce_max_i64((int64_t[]){(int64_t)(dt * 1e9)}, 1);  // keep ranks in step
-    if (r >= 0) t[r] = dt;
+    tsr_status w = cb->wait(cb, &req);
+    if (!st) st = w;
+    if (!st) st = kb->sync(kb);
+    int64_t ns = (int64_t)((time_now() - t0) * 1e9);
+    if (!st) st = comm_allreduce_max_i64(&ns, 1);
+    if (r >= 0) t[r] = (double)ns * 1e-9;
   }
   if (!st) {
     qsort(t, (size_t)reps, sizeof *t, cmp_double);
     *seconds = t[reps / 2];
   }
-  free(a);
-  free(b);
+  kb->free(kb, a);
+  kb->free(kb, b);
   free(t);
+  return st;
+}
+
+// Fastest of reps + 1 world all-reduces of n fp32 values (the step's gradient), in kb's
+// memory, until the sum is usable on the backend; the slowest rank's time of each rep.
+static tsr_status time_allreduce(const kernels_backend *kb, const comm_backend *cb, size_t n,
+                                 int reps, double *seconds) {
+  comm_group *g = comm_group_get(comm_size());
+  float *x = NULL;
+  tsr_status st = kb->alloc(kb, (void **)&x, n * sizeof *x);
+  double best = 1e30;
+  for (int r = 0; r < reps + 1 && !st; r++) {
+    st = cb->barrier(cb, g);
+    double t0 = time_now();
+    if (!st) st = cb->allreduce_sum_f32(cb, g, x, (int64_t)n);
+    if (!st) st = kb->sync(kb);
+    int64_t ns = (int64_t)((time_now() - t0) * 1e9);
+    if (!st) st = comm_allreduce_max_i64(&ns, 1);
+    best = fmin(best, (double)ns * 1e-9);
+  }
+  kb->free(kb, x);
+  if (!st) *seconds = best;
   return st;
 }
 
@@ -191,18 +233,20 @@ tsr_status calibrate_run(const dit_config *mc, const train_config *tc, const cal
   // per block K, V forward and K, V, dK, dV backward: 6 D values in the act dtype
   res->cost.kv = 6.0 * (double)kernels_dtype_size(kb->act_dtype) * mc->hidden * mc->depth;
   double opt_s = 0;
-  tsr_status ost = time_optimizer(kb, mc, o->reps, &opt_s);
+  tsr_status ost = time_optimizer(kb, mc, tc, o->reps, &opt_s);
   if (ost) return err_wrap(ost, "calibrate: timing the optimizer step: ");
   res->optimizer_s = opt_s;
   res->cost.allreduce = opt_s;  // per-step cost outside the microbatches
   if (comm_size() > 1) {
-    double small, large;
+    double small, large, ar;
     const int64_t big = 64 << 20;
-    if (!o->comm || o->comm->mem != COMM_MEM_HOST)
-      return err_set(TSR_EINVAL, "calibrate: needs a host-memory communication backend (mpi)");
-    tsr_status st = time_ring(o->comm, 8, 2 * o->reps + 1, &small);
-    if (!st) st = time_ring(o->comm, big, o->reps, &large);
-    if (st) return err_wrap(st, "calibrate: timing ring exchanges: ");
+    const comm_backend *cb = o->comm;
+    if (!cb || cb->mem != (kb->device_memory ? COMM_MEM_DEVICE : COMM_MEM_HOST))
+      return err_set(TSR_EINVAL, "calibrate: the communication backend %s does not work on the "
+                     "memory of compute backend %s (--comm)", cb ? cb->name : "(none)", kb->name);
+    tsr_status st = time_ring(kb, cb, 8, 2 * o->reps + 1, &small);
+    if (!st) st = time_ring(kb, cb, big, o->reps, &large);
+    if (st) return err_wrap(st, "calibrate: timing ring exchanges (%s): ", cb->name);
     res->cost.lat = small;
     res->cost.bw_intra = big / fmax(large - small, 1e-9);
     // the step's all-reduce of every gradient (float32)
@@ -210,18 +254,9 @@ tsr_status calibrate_run(const dit_config *mc, const train_config *tc, const cal
     if ((st = dit_create(&m, mc, kb, 16, 1))) return st;
     size_t np = dit_num_params(m);
     dit_free(&m);
-    float *g = calloc(np, sizeof *g);
-    if (!g) return err_set(TSR_ENOMEM, "calibrate: out of memory");
-    double t0 = 0, best = 1e30;
-    for (int r = 0; r < o->reps + 1 && !st; r++) {
-      st = comm_barrier();
-      t0 = time_now();
-      if (!st) st = o->comm->allreduce_sum_f32(o->comm, comm_group_get(comm_size()), g, (int64_t)np);
-      best = fmin(best, time_now() - t0);
-    }
-    free(g);
-    if (st) return st;
-    res->cost.allreduce = opt_s + best;
+    if ((st = time_allreduce(kb, cb, np, o->reps, &ar)))
+      return err_wrap(st, "calibrate: timing the gradient all-reduce (%s): ", cb->name);
+    res->cost.allreduce = opt_s + ar;
     res->measured_comm = 1;
   }
   return cost_model_check(&res->cost);

@@ -12,7 +12,8 @@
 // dtype, 24 D bytes in fp32, 12 D in bf16).
 // With more than one rank, lat and bw_intra are measured by ring exchanges in the world
 // group (small and large messages) and the all-reduce of the gradient size joins
-// `allreduce`, the model's per-step cost outside the microbatches, which also holds the
+// `allreduce`, all through the communication backend on buffers of the compute backend
+// (NCCL or staged MPI on device memory, MPI on host memory), the model's per-step cost outside the microbatches, which also holds the
 // optimizer step (zero grad, norm, AdamW, EMA: always measured). With one rank lat and
 // bw_intra come from a base cost file.
 // bw_inter is always taken from the base file (one node cannot measure it).
@@ -29,7 +30,8 @@ typedef struct {
   int64_t min_tokens, max_tokens;  // range of clip lengths timed
   int points;                      // lengths on the geometric grid (>= 3)
   int reps;                        // timed runs per length (median)
-  const comm_backend *comm;        // ring and all-reduce timings under mpirun (host memory)
+  const comm_backend *comm;        // ring and all-reduce timings under mpirun, in the
+                                   // compute backend's memory (as training runs them)
   const backend_choice *backend;   // compute device, chosen by the caller (tools/backend.h);
                                    // train.precision picks its table
 } calibrate_opts;

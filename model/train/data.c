@@ -22,6 +22,10 @@ struct data_store {
   char **clip_label;         // (n) label string of each clip while loading, else NULL
   int64_t max_tokens;
   uint8_t *verified;         // (n) 1: payload hashed and found good by this process
+  uint8_t *caption_verified; // (n) 1: caption embedding hashed and found good
+  int64_t n_captions;        // clips with a caption
+  int caption_dim;           // widest caption (all must be the model's text_dim)
+  int caption_max_tokens;    // longest caption
 };
 
 static int grow(void **p, int64_t *cap, int64_t need, size_t elem) {
@@ -79,8 +83,17 @@ static int load_clip(const store_clip_row *row, void *vctx) {
   d->clip_label[d->n] = (c->label && c->label[0]) ? strdup(c->label) : NULL;
   d->clips[d->n] = (data_clip){.id = row->id, .T = c->T, .H = c->H, .W = c->W,
                                .tokens = c->tokens, .shard = sh, .offset = c->offset,
-                               .bytes = c->bytes, .checksum = c->checksum, .label = -1};
+                               .bytes = c->bytes, .checksum = c->checksum, .label = -1,
+                               .caption_offset = c->caption_offset,
+                               .caption_tokens = c->caption_tokens,
+                               .caption_dim = c->caption_dim,
+                               .caption_checksum = c->caption_checksum};
   if (c->tokens > d->max_tokens) d->max_tokens = c->tokens;
+  if (c->caption_offset) {
+    d->n_captions++;
+    if (c->caption_dim > d->caption_dim) d->caption_dim = c->caption_dim;
+    if (c->caption_tokens > d->caption_max_tokens) d->caption_max_tokens = c->caption_tokens;
+  }
   d->n++;
   return 0;
 }
@@ -173,7 +186,8 @@ tsr_status data_open(data_store **out, const char *dir) {
   }
   for (int32_t i = 0; !r && i < d->n_shards; i++) r = open_shard(d, i);  // headers checked now
   if (!r) r = check_bounds(d);
-  if (!r && !(d->verified = calloc((size_t)d->n, 1)))
+  if (!r && (!(d->verified = calloc((size_t)d->n, 1)) ||
+             !(d->caption_verified = calloc((size_t)d->n, 1))))
     r = err_set(TSR_ENOMEM, "out of memory opening store %s", dir);
   if (r) {
     data_close(&d);
@@ -199,6 +213,7 @@ void data_close(data_store **pd) {
   free(d->shards);
   free(d->clips);
   free(d->verified);
+  free(d->caption_verified);
   free(d);
   *pd = NULL;
 }
@@ -235,6 +250,44 @@ tsr_status data_clip_tokens(data_store *d, int64_t i, int verify, const uint8_t 
     return err_wrap(r, "clip %lld of store %s: ", (long long)c->id, d->dir);  // names shard, offset
   if (hash) d->verified[i] = 1;
   return TSR_OK;
+}
+
+tsr_status data_clip_caption(data_store *d, int64_t i, int verify, const void **emb,
+                             int *tokens, store_dtype *dtype) {
+  *emb = NULL, *tokens = 0, *dtype = STORE_DTYPE_F32;
+  if (i < 0 || i >= d->n)
+    return err_set(TSR_EINVAL, "store %s: clip position %lld out of range (%lld clips)", d->dir,
+                   (long long)i, (long long)d->n);
+  const data_clip *c = &d->clips[i];
+  if (!c->caption_offset) return TSR_OK;
+  store_clip row = {.caption_offset = c->caption_offset, .caption_tokens = c->caption_tokens,
+                    .caption_dim = c->caption_dim, .caption_checksum = c->caption_checksum};
+  int hash = verify && !d->caption_verified[i];
+  shard_caption cap;
+  tsr_status r = shard_reader_caption_of(d->readers[c->shard], &row, hash, &cap);
+  if (r) return err_wrap(r, "caption of clip %lld of store %s: ", (long long)c->id, d->dir);
+  if (hash) d->caption_verified[i] = 1;
+  *emb = cap.emb, *tokens = cap.tokens, *dtype = cap.dtype;
+  return TSR_OK;
+}
+
+tsr_status data_clip_verify(data_store *d, int64_t i) {
+  const uint8_t *tok;
+  const void *emb;
+  int n;
+  store_dtype dt;
+  tsr_status r = data_clip_tokens(d, i, 1, &tok);
+  return r ? r : data_clip_caption(d, i, 1, &emb, &n, &dt);
+}
+
+int64_t data_num_captions(const data_store *d) { return d->n_captions; }
+int data_caption_dim(const data_store *d) { return d->caption_dim; }
+int data_caption_max_tokens(const data_store *d) { return d->caption_max_tokens; }
+
+double data_caption_mean_tokens(const data_store *d) {
+  double sum = 0;
+  for (int64_t i = 0; i < d->n; i++) sum += d->clips[i].caption_offset ? d->clips[i].caption_tokens : 0;
+  return d->n ? sum / (double)d->n : 0;
 }
 
 // ---- sampler ---------------------------------------------------------------------------

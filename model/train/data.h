@@ -41,6 +41,9 @@ typedef struct {
   int64_t bytes;       // payload bytes
   uint64_t checksum;   // payload XXH3-64 recorded by the index
   int32_t label;       // class id 0..n_labels-1, or -1 (no label)
+  int64_t caption_offset;   // its caption block in the same shard, 0: no caption
+  int caption_tokens, caption_dim;
+  uint64_t caption_checksum;
 } data_clip;
 
 typedef struct data_store data_store;
@@ -73,6 +76,23 @@ int64_t data_max_tokens(const data_store *d);              // longest clip
 // so every error carries the full message). Errors (TSR_EFORMAT/EIO) name the clip id, the
 // shard and the offset. Not thread-safe (the verdict cache): call from one thread.
 tsr_status data_clip_tokens(data_store *d, int64_t i, int verify, const uint8_t **tokens);
+
+// The caption embedding of the clip at position i, a pointer into the shard mapping (valid
+// until data_close): (caption_tokens, caption_dim) values of *dtype (bf16 or f32); NULL
+// and 0 tokens when the clip has none. The caption block is checked against the index
+// (tokens, width, checksum recorded); with `verify` its embedding is hashed once per
+// process, as the tokens are. Errors name the clip, shard and offset.
+tsr_status data_clip_caption(data_store *d, int64_t i, int verify, const void **emb,
+                             int *tokens, store_dtype *dtype);
+// Both checks of the clip at position i with `verify` (data_clip_tokens, and
+// data_clip_caption when it has a caption): what a batch's draw runs on every clip.
+tsr_status data_clip_verify(data_store *d, int64_t i);
+// Clips with a caption, and the widest and longest caption (0 when none has one).
+int64_t data_num_captions(const data_store *d);
+int data_caption_dim(const data_store *d);
+int data_caption_max_tokens(const data_store *d);
+// Mean caption tokens a clip (clips without a caption count 0): the cost model's Lt.
+double data_caption_mean_tokens(const data_store *d);
 
 // ---- validation split (model/train/data_split.c) ----------------------------------------
 // Length buckets: the store's clips ordered by (tokens, id); the first third (rounded

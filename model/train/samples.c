@@ -73,7 +73,7 @@ tsr_status train_write_samples(trainer *tr, const train_options *o) {
   if (!r) r = tr->kb->copy(tr->kb, dit_params(tr->sample_model), tr->ema, tr->n_params * sizeof(float));
   if (!r) r = dit_refresh_weights(tr->sample_model);
   sample_result res;
-  if (!r) r = sample_row(tr->sample_model, sp, n, 1, &res);
+  if (!r) r = sample_row(tr->sample_model, sp, n, 1, !store_is_latent(data_settings(tr->data)), &res);
   if (r) return err_wrap(r, "samples at step %lld: ", (long long)tr->step);
   res.store = *data_settings(tr->data);
   char dir[PATH_MAX], base[PATH_MAX], written[PATH_MAX];

@@ -25,7 +25,8 @@ tsr_status trainer_setup(trainer *tr) {
   size_t bytes = tr->n_params * sizeof(float);
   if ((r = kb->alloc(kb, (void **)&tr->adam_m, bytes)) ||
       (r = kb->alloc(kb, (void **)&tr->adam_v, bytes)) ||
-      (r = kb->alloc(kb, (void **)&tr->ema, bytes)))
+      (r = kb->alloc(kb, (void **)&tr->ema, bytes)) ||
+      (r = train_adamw_segments(tr->model, &tr->adam_segs, &tr->n_adam_segs)))
     return err_wrap(r, "trainer: optimizer state of %zu parameters: ", tr->n_params);
   if (!(tr->clips = calloc((size_t)tr->tc.global_batch, sizeof *tr->clips)) ||
       !(tr->clip_bad = calloc((size_t)data_num_clips(tr->data), 1)))
@@ -39,6 +40,7 @@ void trainer_free(trainer *tr) {
     tr->kb->free(tr->kb, tr->adam_m);
     tr->kb->free(tr->kb, tr->adam_v);
     tr->kb->free(tr->kb, tr->ema);
+    tr->kb->free(tr->kb, tr->adam_segs);
   }
   dit_free(&tr->model);
   free(tr->clips);
@@ -62,35 +64,59 @@ static tsr_status batch_clips(trainer *tr, const int64_t *batch, int n, int64_t 
     const data_clip *dc = data_clip_at(tr->data, batch[i]);
     const uint8_t *tok;
     // verify: the batch was hashed when it was drawn (train.c), so this is a cached verdict
+    const void *text = NULL;
+    int text_tokens = 0;
+    store_dtype text_dtype = STORE_DTYPE_F32;
     tsr_status r = data_clip_tokens(tr->data, batch[i], 1, &tok);
+    if (!r && tr->mc.text_dim > 0)
+      r = data_clip_caption(tr->data, batch[i], 1, &text, &text_tokens, &text_dtype);
     if (r) return err_wrap(r, "step %lld: ", (long long)tr->step);
     tr->clips[i] = (dist_clip){.id = dc->id, .T = dc->T, .H = dc->H, .W = dc->W,
-                               .label = dc->label, .tokens = tok};
+                               .label = dc->label, .tokens = tok,
+                               .tokens_dtype = (kernels_tokens)data_settings(tr->data)->dtype,
+                               .text = text, .text_tokens = text_tokens,
+                               .text_dtype = (kernels_tokens)text_dtype};
     *tokens += dc->tokens;
   }
   return TSR_OK;
 }
 
-tsr_status train_adamw(dit_model *m, const train_config *c, float *adam_m, float *adam_v,
-                       double lr, int64_t t, float grad_scale) {
+tsr_status train_adamw_segments(dit_model *m, kernels_param_segment **segs, int *n_segs) {
   const kernels_backend *kb = dit_backend(m);
-  float *w = dit_params(m), *g = dit_grads(m);
-  for (int i = 0; i < dit_num_tensors(m); i++) {
+  int n = dit_num_tensors(m);
+  kernels_param_segment *h = calloc((size_t)n, sizeof *h);
+  if (!h) return err_set(TSR_ENOMEM, "AdamW: no memory for the segments of %d tensors", n);
+  for (int i = 0; i < n; i++) {
     const dit_tensor *ti = dit_tensor_info(m, i);
-    size_t o = ti->offset;
-    tsr_status r = kb->adamw_update(kb, w + o, g + o, adam_m + o, adam_v + o, ti->numel,
-                                    (float)lr, c->beta1, c->beta2, c->adam_eps,
-                                    train_decays(ti) ? c->weight_decay : 0.0f, t, grad_scale);
-    if (r) return err_wrap(r, "AdamW step %lld on %s: ", (long long)t, ti->name);
+    h[i] = (kernels_param_segment){(int64_t)ti->offset, (int64_t)ti->numel, train_decays(ti), 0};
   }
+  size_t bytes = (size_t)n * sizeof *h;
+  tsr_status r = kb->alloc(kb, (void **)segs, bytes);
+  if (!r && (r = kb->to_device(kb, *segs, h, bytes))) {
+    kb->free(kb, *segs);
+    *segs = NULL;
+  }
+  free(h);
+  if (!r) *n_segs = n;
+  return r;
+}
+
+tsr_status train_adamw(dit_model *m, const train_config *c, float *adam_m, float *adam_v,
+                       const kernels_param_segment *segs, int n_segs, double lr, int64_t t,
+                       float grad_scale) {
+  const kernels_backend *kb = dit_backend(m);
+  tsr_status r = kb->adamw_update_multi(kb, dit_params(m), dit_grads(m), adam_m, adam_v,
+                                        dit_num_params(m), segs, n_segs, (float)lr, c->beta1,
+                                        c->beta2, c->adam_eps, c->weight_decay, t, grad_scale);
+  if (r) return err_wrap(r, "AdamW step %lld: ", (long long)t);
   return dit_refresh_weights(m);  // the act-dtype working copy follows the masters
 }
 
 // AdamW (step count step + 1), then the EMA of all weights.
 static tsr_status optimize(trainer *tr, double lr, float grad_scale) {
   const kernels_backend *kb = tr->kb;
-  tsr_status r = train_adamw(tr->model, &tr->tc, tr->adam_m, tr->adam_v, lr, tr->step + 1,
-                             grad_scale);
+  tsr_status r = train_adamw(tr->model, &tr->tc, tr->adam_m, tr->adam_v, tr->adam_segs,
+                             tr->n_adam_segs, lr, tr->step + 1, grad_scale);
   if (r) return r;
   return kb->ema_update(kb, tr->ema, dit_params(tr->model), tr->n_params,
                         (float)ema_decay_at(&tr->tc, tr->step));

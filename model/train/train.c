@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "core/comm.h"
@@ -14,6 +15,7 @@
 #include "core/hash.h"
 #include "core/log.h"
 #include "model/io/checkpoint.h"
+#include "model/train/memory.h"
 
 // Cost model of the plan when no --cost file is given: the tiny model's CPU costs
 // measured on a 2-core machine (docs/train.md). With one rank the plan is a packing of the
@@ -23,8 +25,15 @@ static const cost_model cpu_cost = {.a = 2e-5, .b = 2e-9, .kv = 1024, .bw_intra 
                                     .bw_inter = 1e9, .lat = 1e-5, .ovh = 2e-3,
                                     .allreduce = 0};
 
-// The store must hold what the config's model reads: same tubelet and channels, uint8
-// pixels, labels that fit num_classes, clips that fit one rank's memory.
+// Peak resident memory of this process (getrusage), GiB.
+static double train_peak_rss_gib(void) {
+  struct rusage ru;
+  return getrusage(RUSAGE_SELF, &ru) ? 0 : (double)ru.ru_maxrss / (1 << 20);  // kB on Linux
+}
+
+// The store must hold what the config's model reads: same tubelet and channels (uint8
+// pixels or bf16/f32 latents alike), labels that fit num_classes, clips that fit one
+// rank's memory.
 static tsr_status check_store(const trainer *tr, int ranks) {
   const store_settings *s = data_settings(tr->data);
   const dit_config *m = &tr->mc;
@@ -38,9 +47,24 @@ static tsr_status check_store(const trainer *tr, int ranks) {
   if (s->channels != m->channels)
     return err_set(TSR_EMISMATCH, "store %s has %d channels but model.channels is %d", dir,
                    s->channels, m->channels);
-  if (s->dtype != STORE_DTYPE_U8)
-    return err_set(TSR_EMISMATCH, "store %s holds non-uint8 tokens (latents); the trainer reads "
-                   "uint8 pixel tubelets only for now", dir);
+  // captions: the model's width, at most text_len tokens (a longer one is refused naming it)
+  if (m->text_dim > 0 && data_num_captions(tr->data) > 0) {
+    for (int64_t i = 0; i < data_num_clips(tr->data); i++) {
+      const data_clip *c = data_clip_at(tr->data, i);
+      if (c->caption_offset && (c->caption_dim != m->text_dim || c->caption_tokens > m->text_len))
+        return err_set(TSR_EMISMATCH, "clip %lld of store %s has a caption of %d tokens of width "
+                       "%d; the model takes model.text_dim = %d and at most model.text_len = %d "
+                       "tokens", (long long)c->id, dir, c->caption_tokens, c->caption_dim,
+                       m->text_dim, m->text_len);
+    }
+  }
+  if (m->text_dim > 0 && data_num_captions(tr->data) == 0 && comm_rank() == 0)
+    log_warn("train: store %s has no captions: the text model sees only its null token", dir);
+  if (m->text_dim == 0 && data_num_captions(tr->data) > 0 && comm_rank() == 0)
+    log_warn("train: store %s has %lld captioned clips but model.text_dim = 0: captions are not "
+             "used (set model.text_dim = %d and model.text_len >= %d to train on them)", dir,
+             (long long)data_num_captions(tr->data), data_caption_dim(tr->data),
+             data_caption_max_tokens(tr->data));
   if (m->num_classes > 0 && data_num_labels(tr->data) > m->num_classes)
     return err_set(TSR_EMISMATCH, "store %s has %d labels but model.num_classes is %d: set "
                    "model.num_classes >= %d (or 0 for an unconditional model)", dir,
@@ -217,8 +241,7 @@ static tsr_status draw_batch(trainer *tr, int skip, int64_t step, int64_t *out, 
     drawn += *count;
     for (int64_t i = 0; i < *count; i++) {
       out[i] = tr->split.train[out[i]];  // the sampler draws over the training clips only
-      const uint8_t *tok;
-      bad[i] = data_clip_tokens(tr->data, out[i], 1, &tok) != TSR_OK;
+      bad[i] = data_clip_verify(tr->data, out[i]) != TSR_OK;
     }
     if (comm_size() > 1 && (r = comm_allreduce_max_i64(bad, (int)*count))) break;
     int64_t kept = 0;
@@ -228,9 +251,8 @@ static tsr_status draw_batch(trainer *tr, int skip, int64_t step, int64_t *out, 
         continue;
       }
       const data_clip *c = data_clip_at(tr->data, out[i]);
-      const uint8_t *tok;
       char why[1024];  // this rank's verdict again, for the message (bad clips are rare)
-      if (data_clip_tokens(tr->data, out[i], 1, &tok))
+      if (data_clip_verify(tr->data, out[i]))
         snprintf(why, sizeof why, "%s", err_msg());
       else
         snprintf(why, sizeof why, "clip %lld of store %s (offset %lld) is good here but failed "
@@ -295,6 +317,12 @@ static void val_buckets_text(const trainer *tr, const train_val_stats *v, char *
                               data_bucket_names[b], v->bucket[b]);
 }
 
+// sched_share's broadcast: the world control plane (MPI) of core/comm.h.
+static tsr_status plan_bcast(void *ctx, void *buf, int64_t bytes, int root) {
+  (void)ctx;
+  return comm_bcast(buf, bytes, root);
+}
+
 static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) {
   int64_t B = tr->tc.global_batch;
   train_draw dx = {.tr = tr, .skip = o->skip_bad_clips, .bad = malloc((size_t)B * sizeof(int64_t)),
@@ -317,8 +345,14 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
     if (!r && lead) log_info("train: validation before training: loss %.4f (%.1f s)", val_last.loss,
                              val_last.seconds);
   }
-  // Batch s and its plan; batch s+1 is drawn and planned while s trains.
-  if (!r) r = sched_pipeline_open(&pipe, &tr->sched, B, tr->step, stop, train_draw_fn, &dx);
+  // Batch s and its plan; batch s+1 is drawn and planned while s trains, by one of
+  // o->planners ranks in turn, which broadcasts it (0: by every rank for itself).
+  int world = comm_size();
+  sched_share share = {.rank = tr->rank, .size = world,
+                       .planners = o->planners < world ? o->planners : world,
+                       .bcast = plan_bcast};
+  if (!r) r = sched_pipeline_open(&pipe, &tr->sched, B, tr->step, stop, train_draw_fn, &dx,
+                                  world > 1 && o->planners > 0 ? &share : NULL);
   progress pg;
   progress_begin(&pg, "train");
   double loss0 = -1, loss_last = -1;
@@ -369,7 +403,14 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
       r = train_write_samples(tr, o);
   }
   if (lead) progress_end(&pg);
+  sched_pipeline_stats ps = {0};
+  if (pipe) sched_pipeline_get_stats(pipe, &ps);
   sched_pipeline_close(&pipe);
+  if (!r && lead && ps.batches)
+    log_info("train: planning: rank 0 planned %lld of %lld batches (%.3f s CPU) and waited "
+             "%.3f s for plans%s", (long long)ps.planned_here, (long long)ps.batches,
+             ps.plan_cpu_s, ps.wait_s,
+             world > 1 && o->planners > 0 ? " (plans shared: --planners)" : "");
   if (!r && lead && loss0 >= 0)
     log_info("train: %lld steps done, loss %.4f -> %.4f; checkpoint %s/ckpt-%lld.safetensors; "
              "%.3f s drawing batches and verifying clip checksums", (long long)tr->step,
@@ -393,12 +434,31 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
 
 tsr_status train_run(const train_options *o) {
   trainer tr = {0};
+  train_memory_counter counter = {0};  // the backend, counting its allocations
+  train_memory mem = {0};
+  size_t capacity = 0;
+  const char *cap_source = "";
   tsr_status r = comm_groups_init();  // Dynamic-CP groups; refuses a non-power-of-two world
   char *defaults = NULL;
   if (!r) r = config_load(o->config_path, o->overrides, o->n_overrides, &tr.mc, &tr.tc, &defaults);
   if (!r && defaults && comm_rank() == 0) log_info("config: defaults used for %s", defaults);
   free(defaults);
   if (!r) r = config_validate(&tr.mc, &tr.tc);
+  if (!r) r = backend_for_precision(o->backend, tr.tc.precision, &tr.kb);
+  // train.mem_tokens from the memory model (0: derived), the same on every rank
+  if (!r) r = train_memory_limit(&tr.tc, &tr.mc, tr.kb, o->mem_bytes, &mem, &capacity, &cap_source);
+  if (!r && comm_rank() == 0) {
+    char what[512];
+    train_memory_format(&mem, what, sizeof what);
+    log_info("train: memory per rank (model): %s; of %.3f GiB (%s)", what,
+             (double)capacity / (1 << 30), cap_source);
+  }
+  size_t dev_free0 = 0, dev_free1 = 0, dev_total = 0;  // device memory before setup, at end
+  if (!r) {
+    if (tr.kb->device_memory && tr.kb->mem_info) tr.kb->mem_info(tr.kb, &dev_free0, &dev_total);
+    train_memory_counter_init(&counter, tr.kb);
+    tr.kb = &counter.kb;
+  }
   if (!r) r = data_open(&tr.data, o->data_dir);
   int ranks = comm_size();
   if (!r) r = check_store(&tr, ranks);
@@ -427,6 +487,8 @@ tsr_status train_run(const train_options *o) {
         .mem_tokens = tr.tc.mem_tokens};
     tr.sched.cost = cpu_cost;
     if (o->cost_path) r = cost_model_load(o->cost_path, &tr.sched.cost);
+    // captions: the cross-attention the planner prices (sched/cost.h text_a, text_c)
+    if (tr.mc.text_dim > 0) tr.sched.cost.text_tokens = data_caption_mean_tokens(tr.data);
     tr.rank = comm_rank();
     if (!r) r = sched_config_check(&tr.sched);
   }
@@ -436,7 +498,6 @@ tsr_status train_run(const train_options *o) {
   if (!r) r = data_sampler_init(&tr.sampler, tr.split.n_train, (uint64_t)tr.tc.seed);
   tr.cb = o->comm;
   if (!r && !tr.cb) r = err_set(TSR_EINVAL, "train: no communication backend given");
-  if (!r) r = backend_for_precision(o->backend, tr.tc.precision, &tr.kb);
   if (!r) r = trainer_setup(&tr);
   if (!r) {
     if (o->resume) r = start_from(&tr, latest, 1);
@@ -445,9 +506,9 @@ tsr_status train_run(const train_options *o) {
   }
   int64_t stop = o->stop_step > 0 ? o->stop_step : tr.tc.steps;
   if (!r && comm_rank() == 0) {
-    log_info("train: backend %s, precision %s (%s activations, fp32 weights and optimizer)",
-             tr.kb->name, config_precision_name(tr.tc.precision),
-             kernels_dtype_name(tr.kb->act_dtype));
+    log_info("train: backend %s, precision %s (%s activations, fp32 weights and optimizer), "
+             "comm %s", tr.kb->name, config_precision_name(tr.tc.precision),
+             kernels_dtype_name(tr.kb->act_dtype), tr.cb->name);
     log_info("train: %zu parameters, %lld clips (%d labels), batch %lld, mem_tokens %lld, "
              "steps %lld -> %lld of %lld%s%s", tr.n_params, (long long)data_num_clips(tr.data),
              data_num_labels(tr.data), (long long)tr.tc.global_batch,
@@ -472,8 +533,22 @@ tsr_status train_run(const train_options *o) {
     if (tr.step >= stop) log_info("train: %lld steps already done, nothing to do", (long long)tr.step);
   }
   if (!r && tr.step < stop) r = train_loop(&tr, o, stop);
+  if (!r && dev_free0 && tr.kb->mem_info(tr.kb, &dev_free1, &dev_total)) dev_free1 = 0;
+  if (!r && comm_rank() == 0 && counter.peak) {
+    char dev[160] = "";
+    size_t fell = dev_free0 > dev_free1 ? dev_free0 - dev_free1 : 0;
+    if (dev_free0 && dev_free1)
+      snprintf(dev, sizeof dev, "; device free memory fell by %.4f GiB (%zu bytes; the model's "
+               "total %.4f GiB)", (double)fell / (1 << 30), fell, (double)mem.total / (1 << 30));
+    log_info("train: memory per rank: backend allocations peaked at %.4f GiB (%zu bytes), the "
+             "model counts %.4f GiB (%zu bytes, ring buffers %zu) of them: measured / model = "
+             "%.4f; process peak RSS %.3f GiB%s", (double)counter.peak / (1 << 30), counter.peak,
+             (double)mem.allocated / (1 << 30), mem.allocated, mem.ring,
+             (double)counter.peak / (double)mem.allocated, train_peak_rss_gib(), dev);
+  }
   data_split_free(&tr.split);
   dit_free(&tr.sample_model);
   trainer_free(&tr);
+  train_memory_counter_free(&counter);
   return r;
 }

@@ -54,6 +54,8 @@ typedef struct {
   size_t n_params;
   data_split split;              // training and held-out clips (train.val_clips)
   float *adam_m, *adam_v, *ema;  // (n_params) backend memory each
+  kernels_param_segment *adam_segs;  // (n_adam_segs) backend memory: train_adamw_segments
+  int n_adam_segs;
   data_store *data;
   data_sampler sampler;
   int64_t step;                  // steps done
@@ -135,13 +137,19 @@ typedef struct {
 // 1 if AdamW's weight decay applies to tensor t: matrices only, not biases, norm weights
 // or the label table (y_embed).
 int train_decays(const dit_tensor *t);
-// AdamW (kernels adamw_update) over every tensor of m with the config's betas, eps and
-// weight decay (train_decays), learning rate lr, step count t >= 1 and gradient scale
-// (clipping factor, 1 for none), then the refresh of the act-dtype working copy of the
-// weights. adam_m, adam_v: (n_params) backend memory. The trainer's step and the training
-// benchmark both run this.
+// The segment table of kernels adamw_update_multi for m: one segment per tensor, in table
+// order, decaying as train_decays says; made in backend memory (*segs, free it with
+// kb->free) once per run, since the tensor table does not change.
+tsr_status train_adamw_segments(dit_model *m, kernels_param_segment **segs, int *n_segs);
+// AdamW over every tensor of m in one backend call (adamw_update_multi with the segments
+// of train_adamw_segments) with the config's betas, eps and weight decay, learning rate lr,
+// step count t >= 1 and gradient scale (clipping factor, 1 for none), then the refresh of
+// the act-dtype working copy of the weights. adam_m, adam_v: (n_params) backend memory.
+// Bitwise the same as one adamw_update per tensor. The trainer's step, the calibration
+// and the training benchmark all run this.
 tsr_status train_adamw(dit_model *m, const train_config *c, float *adam_m, float *adam_v,
-                       double lr, int64_t t, float grad_scale);
+                       const kernels_param_segment *segs, int n_segs, double lr, int64_t t,
+                       float grad_scale);
 
 // Creates the model, optimizer state and buffers for `tr->mc`, `tr->tc`, `tr->data` on
 // backend `tr->kb` (already set by the caller); parameters are left zero (dit_init or a checkpoint fills
@@ -193,6 +201,10 @@ typedef struct {
                                  // the built-in CPU numbers
   int gpus_per_node;             // ranks per node for the cost model (0: all ranks)
   int plan_kind;                 // TRAIN_PLAN_*: which plan each step runs
+  int planners;                  // ranks that plan, in turn, and broadcast each plan (capped
+                                 // at the world size); 0: every rank plans every batch
+  int64_t mem_bytes;             // memory per rank for the memory model (0: the backend's
+                                 // free memory; model/train/memory.h)
   const comm_backend *comm;      // communication backend (core/comm.h), chosen by the caller
   int skip_bad_clips;            // 1: leave out clips whose checksum fails (else stop)
   const backend_choice *backend; // compute device, chosen by the caller (tools/backend.h);

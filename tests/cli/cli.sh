@@ -48,8 +48,8 @@ check usage ingest "option '--fps' needs a value" ingest x --out "$W/s" --fps
 check usage ingest "--fps: 'abc'" ingest x --out "$W/s" --fps abc
 check usage ingest "missing --out STORE" ingest x
 check usage ingest "missing SRC" ingest --out "$W/s"
-else  # a build without media: ingest and export refuse, in the same format
-  check fail ingest "built without media" ingest x --out "$W/s"
+else  # a build without media: video ingest refuses, in the same format
+  check fail ingest "built without media" ingest "$T" --out "$W/s"
 fi
 check usage index "unknown subcommand 'bogus'" index bogus
 check usage index "missing the subcommand" index

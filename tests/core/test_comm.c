@@ -1,15 +1,48 @@
-// The group set and the collectives of every communication backend (today "mpi"),
-// checked exactly (nccl-tests style): every rank fills
-// buffers with values that are a known function of its world rank, so every result has
-// a closed form. Run with and without mpirun (tests/core/comm.sh: 1, 2 and 4 ranks; 3
-// ranks must be refused). Integer-valued floats below 2^24 make float sums exact.
+// The group set and the collectives of the communication backends, checked exactly
+// (nccl-tests style): every rank fills buffers with values that are a known function of its
+// world rank, so every result has a closed form. Integer-valued floats below 2^24 make
+// float sums exact. Also the host logic of where ranks sit on a node and which GPU they
+// take (comm_local_from_env, comm_device_of, comm_find_shared), and comm_open's errors.
+//
+//   test_comm            host memory, "mpi" (tests/core/comm.sh: 1, 2, 4 ranks; 3 refused)
+//   test_comm_gpu NAME   the same checks on device memory through comm_open(NAME): "mpi"
+//                        (staged through pinned host memory) or "nccl" (label gpu,
+//                        tests/core/comm_gpu.sh; compiled with TEST_COMM_DEVICE)
+// Every buffer a backend sees lives in its memory space; the checks read results back
+// after the stream the backend orders on has finished (mem_get).
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <mpi.h>
+
 #include "check.h"
 #include "core/comm.h"
+
+#ifdef TEST_COMM_DEVICE
+#include <cuda_runtime_api.h>
+static cudaStream_t stream;  // plays the compute backend's stream
+static void *mem_alloc(size_t n) {
+  void *p = NULL;
+  return cudaMalloc(&p, n ? n : 1) == cudaSuccess ? p : NULL;
+}
+static void mem_free(void *p) { cudaFree(p); }
+static void mem_put(void *dev, const void *host, size_t n) {
+  cudaMemcpyAsync(dev, host, n, cudaMemcpyHostToDevice, stream);
+  cudaStreamSynchronize(stream);
+}
+static void mem_get(void *host, const void *dev, size_t n) {
+  cudaMemcpyAsync(host, dev, n, cudaMemcpyDeviceToHost, stream);
+  CHECK(cudaStreamSynchronize(stream) == cudaSuccess, "stream: %s",
+        cudaGetErrorString(cudaGetLastError()));
+}
+#else
+static void *mem_alloc(size_t n) { return malloc(n ? n : 1); }
+static void mem_free(void *p) { free(p); }
+static void mem_put(void *dev, const void *host, size_t n) { memcpy(dev, host, n); }
+static void mem_get(void *host, const void *dev, size_t n) { memcpy(host, dev, n); }
+#endif
 
 static void check_group(const comm_backend *cb, int k) {
   comm_group *g = comm_group_get(k);
@@ -23,64 +56,184 @@ static void check_group(const comm_backend *cb, int k) {
 
   // all-reduce, float and double: x[i] = (rank + 1) * (i + 1)
   enum { N = 1003 };
-  float xf[N];
+  float xf[N], *dx = mem_alloc(sizeof xf);
   double xd[N];
   for (int i = 0; i < N; i++) xf[i] = (float)((me + 1) * (i + 1)), xd[i] = (me + 1) * (i + 1.0);
-  CHECK_OK(cb->allreduce_sum_f32(cb, g, xf, N));
+  mem_put(dx, xf, sizeof xf);
+  CHECK_OK(cb->allreduce_sum_f32(cb, g, dx, N));
+  mem_get(xf, dx, sizeof xf);
   if (k == comm_size()) CHECK_OK(comm_allreduce_sum_f64(xd, N));  // world level, host
   else for (int i = 0; i < N; i++) xd[i] = (double)xf[i];
   int bad = 0;
   for (int i = 0; i < N; i++)
     bad += xf[i] != (float)(members_sum * (i + 1)) || xd[i] != (double)(members_sum * (i + 1));
-  CHECK(bad == 0, "k=%d: %d all-reduce values differ from (i+1)*%lld", k, bad,
+  CHECK(bad == 0, "%s k=%d: %d all-reduce values differ from (i+1)*%lld", cb->name, k, bad,
         (long long)members_sum);
 
   // non-blocking all-reduce of two buckets started in order, tested, then waited
   for (int i = 0; i < N; i++) xf[i] = (float)((me + 1) * (i + 1));
+  mem_put(dx, xf, sizeof xf);
   comm_request *r1 = NULL, *r2 = NULL;
-  CHECK_OK(cb->iallreduce_sum_f32(cb, g, xf, N / 2, &r1));
-  CHECK_OK(cb->iallreduce_sum_f32(cb, g, xf + N / 2, N - N / 2, &r2));
+  CHECK_OK(cb->iallreduce_sum_f32(cb, g, dx, N / 2, &r1));
+  CHECK_OK(cb->iallreduce_sum_f32(cb, g, dx + N / 2, N - N / 2, &r2));
   int done = 0;
   CHECK_OK(cb->test(cb, r2, &done));
   CHECK_OK(cb->wait(cb, &r1));
   CHECK_OK(cb->wait(cb, &r2));
+  mem_get(xf, dx, sizeof xf);
   bad = 0;
   for (int i = 0; i < N; i++) bad += xf[i] != (float)(members_sum * (i + 1));
-  CHECK(bad == 0 && !r1 && !r2, "k=%d: %d non-blocking all-reduce values wrong", k, bad);
+  CHECK(bad == 0 && !r1 && !r2, "%s k=%d: %d non-blocking all-reduce values wrong", cb->name, k, bad);
+  mem_free(dx);
 
   // all-gather: member j contributes 7 * its world rank
   int64_t mine = 7LL * me, all[64];
-  CHECK_OK(cb->allgather(cb, g, &mine, all, sizeof mine));
+  void *dmine = mem_alloc(sizeof mine), *dall = mem_alloc(sizeof all);
+  mem_put(dmine, &mine, sizeof mine);
+  CHECK_OK(cb->allgather(cb, g, dmine, dall, sizeof mine));
+  mem_get(all, dall, (size_t)k * sizeof mine);
   bad = 0;
   for (int j = 0; j < k; j++) bad += all[j] != 7LL * (first + j);
-  CHECK(bad == 0, "k=%d: all-gather", k);
+  CHECK(bad == 0, "%s k=%d: all-gather", cb->name, k);
 
   // broadcast from the last member
   int64_t b = 1000 + me;
-  CHECK_OK(cb->bcast(cb, g, &b, sizeof b, k - 1));
-  CHECK(b == 1000 + first + k - 1, "k=%d: broadcast got %lld", k, (long long)b);
+  mem_put(dmine, &b, sizeof b);
+  CHECK_OK(cb->bcast(cb, g, dmine, sizeof b, k - 1));
+  mem_get(&b, dmine, sizeof b);
+  CHECK(b == 1000 + first + k - 1, "%s k=%d: broadcast got %lld", cb->name, k, (long long)b);
+  mem_free(dmine);
+  mem_free(dall);
 
   // ring: pass a block around k-1 times, as ring attention passes K/V; every member's
-  // block must visit every other member exactly once, in ring order.
+  // block must visit every other member exactly once, in ring order. A group of one
+  // exchanges once with itself (recv = send). Two exchanges are in flight together at
+  // each step, as K/V and dK/dV are in the backward: each must bring its own block.
   enum { R = 4099 };
-  int32_t *cur = malloc(R * sizeof *cur), *next = malloc(R * sizeof *next);
-  for (int i = 0; i < R; i++) cur[i] = me * 100000 + i;
-  for (int step = 1; step < k; step++) {
-    comm_request *req = NULL;
-    CHECK_OK(cb->ring_start(cb, g, cur, next, R * (int64_t)sizeof *cur, &req));
-    CHECK(req != NULL, "k=%d: ring_start gives a request", k);
+  int32_t *h = malloc(R * sizeof *h);
+  int32_t *cur = mem_alloc(R * sizeof *h), *next = mem_alloc(R * sizeof *h);
+  int32_t *cur2 = mem_alloc(R * sizeof *h), *next2 = mem_alloc(R * sizeof *h);
+  for (int i = 0; i < R; i++) h[i] = me * 100000 + i;
+  mem_put(cur, h, R * sizeof *h);
+  for (int i = 0; i < R; i++) h[i] = -(me * 100000 + i);
+  mem_put(cur2, h, R * sizeof *h);
+  for (int step = 1; step < (k > 1 ? k : 2); step++) {
+    comm_request *req = NULL, *req2 = NULL;
+    CHECK_OK(cb->ring_start(cb, g, cur, next, R * (int64_t)sizeof *h, &req));
+    CHECK_OK(cb->ring_start(cb, g, cur2, next2, R * (int64_t)sizeof *h, &req2));
+    CHECK(req != NULL && req2 != NULL, "%s k=%d: ring_start gives a request", cb->name, k);
+    CHECK_OK(cb->wait(cb, &req2));  // in the other order than started
     CHECK_OK(cb->wait(cb, &req));
-    int owner = first + (gr - step + k) % k;  // whose block arrives at this step
+    int owner = k > 1 ? first + (gr - step + k) % k : me;  // whose block arrives at this step
+    mem_get(h, next, R * sizeof *h);
     bad = 0;
-    for (int i = 0; i < R; i++) bad += next[i] != owner * 100000 + i;
-    CHECK(bad == 0, "k=%d: ring step %d should bring rank %d's block", k, step, owner);
+    for (int i = 0; i < R; i++) bad += h[i] != owner * 100000 + i;
+    mem_get(h, next2, R * sizeof *h);
+    for (int i = 0; i < R; i++) bad += h[i] != -(owner * 100000 + i);
+    CHECK(bad == 0, "%s k=%d: ring step %d should bring rank %d's blocks", cb->name, k, step, owner);
     int32_t *t = cur;
-    cur = next;
-    next = t;
+    cur = next, next = t;
+    t = cur2, cur2 = next2, next2 = t;
   }
-  free(cur);
-  free(next);
+  mem_free(cur), mem_free(next), mem_free(cur2), mem_free(next2);
+  free(h);
   CHECK_OK(cb->barrier(cb, g));
+}
+
+// ---- host logic of ranks on a node -------------------------------------------------------
+
+typedef struct { const char *kv[8][2]; } env_table;
+static const char *env_get(const char *name, void *ctx) {
+  env_table *t = ctx;
+  for (int i = 0; i < 8 && t->kv[i][0]; i++)
+    if (!strcmp(t->kv[i][0], name)) return t->kv[i][1];
+  return NULL;
+}
+
+static void check_local_logic(void) {
+  struct {
+    env_table env;
+    int ok, rank, size;
+  } cases[] = {
+      {{{{"OMPI_COMM_WORLD_LOCAL_RANK", "3"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "8"}}}, 1, 3, 8},
+      {{{{"MPI_LOCALRANKID", "1"}, {"MPI_LOCALNRANKS", "2"}}}, 1, 1, 2},
+      // Slurm: node 2 of "4(x2),3" has 3 tasks
+      {{{{"SLURM_LOCALID", "2"}, {"SLURM_NODEID", "2"}, {"SLURM_TASKS_PER_NODE", "4(x2),3"}}}, 1, 2, 3},
+      {{{{"SLURM_LOCALID", "0"}, {"SLURM_NODEID", "1"}, {"SLURM_TASKS_PER_NODE", "4(x2),3"}}}, 1, 0, 4},
+      // the step's list wins over the job's
+      {{{{"SLURM_LOCALID", "1"}, {"SLURM_NODEID", "0"}, {"SLURM_TASKS_PER_NODE", "8"},
+         {"SLURM_STEP_TASKS_PER_NODE", "2"}}}, 1, 1, 2},
+      // not enough, or nonsense: fall back (0)
+      {{{{"SLURM_LOCALID", "0"}, {"SLURM_NODEID", "3"}, {"SLURM_TASKS_PER_NODE", "4(x2),3"}}}, 0, 0, 0},
+      {{{{"SLURM_LOCALID", "1"}}}, 0, 0, 0},
+      {{{{"OMPI_COMM_WORLD_LOCAL_RANK", "4"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}}}, 0, 0, 0},
+      {{{{"OMPI_COMM_WORLD_LOCAL_RANK", "x"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}}}, 0, 0, 0},
+      {{{{"SLURM_LOCALID", "0"}, {"SLURM_NODEID", "0"}, {"SLURM_TASKS_PER_NODE", "2(x"}}}, 0, 0, 0},
+      {{{{NULL, NULL}}}, 0, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int r = -1, n = -1;
+    int ok = comm_local_from_env(env_get, &cases[i].env, &r, &n);
+    CHECK(ok == cases[i].ok && (!ok || (r == cases[i].rank && n == cases[i].size)),
+          "env case %zu: got %d (%d of %d), want %d (%d of %d)", i, ok, r, n, cases[i].ok,
+          cases[i].rank, cases[i].size);
+  }
+  // GPUs: round-robin over the visible ones; one visible (a GPU per task) is device 0
+  CHECK(comm_device_of(0, 8) == 0 && comm_device_of(7, 8) == 7 && comm_device_of(5, 4) == 1 &&
+            comm_device_of(3, 1) == 0 && comm_device_of(2, 0) == -1,
+        "comm_device_of");
+  uint64_t keys[] = {11, 12, 13, 12, 11};
+  int a = -1, b = -1;
+  CHECK(comm_find_shared(keys, 5, &a, &b) && a == 0 && b == 4, "shared: %d %d", a, b);
+  CHECK(!comm_find_shared(keys, 3, &a, &b), "no shared GPU among distinct keys");
+}
+
+// Where comm_init put this rank: the launcher's word, which must agree with the ranks that
+// share this node's memory.
+static void check_local_place(void) {
+  int r = comm_local_rank(), n = comm_local_size();
+  if (comm_size() == 1) {
+    CHECK(r == 0 && n == 1, "world of one: local %d of %d", r, n);
+    return;
+  }
+  MPI_Comm node;
+  int sr = -1, sn = -1;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, comm_rank(), MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &sr);
+  MPI_Comm_size(node, &sn);
+  MPI_Comm_free(&node);
+  const char *env = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  CHECK(r == sr && n == sn && (!env || atoi(env) == r),
+        "rank %d: local %d of %d, the node's shared-memory split says %d of %d, the launcher %s",
+        comm_rank(), r, n, sr, sn, env ? env : "-");
+  CHECK(comm_local_cores() >= 1, "cores per rank");
+}
+
+// Waits are unbounded unless a run bounds them; TESSERA_COMM_TIMEOUT, when given, wins.
+static void check_timeout_policy(void) {
+  const char *env = getenv("TESSERA_COMM_TIMEOUT");
+  double t0 = comm_timeout();
+  comm_bound_waits(5);
+  double t1 = comm_timeout();
+  comm_bound_waits(0);
+  if (!env)
+    CHECK(t0 == 0 && t1 == 5 && comm_timeout() == 0, "timeouts %g %g %g", t0, t1, comm_timeout());
+  else
+    CHECK(t0 == atof(env) && t1 == t0 && comm_timeout() == t0, "env timeout %s: %g %g", env, t0, t1);
+}
+
+static void check_open_errors(void) {
+  const comm_backend *cb = NULL;
+  tsr_status st = comm_open("bogus", COMM_MEM_HOST, NULL, &cb);
+  CHECK(st == TSR_EINVAL && strstr(err_msg(), "bogus") && strstr(err_msg(), "mpi") && !cb,
+        "unknown name refused, naming what is built: %s", err_msg());
+  st = comm_open("nccl", COMM_MEM_HOST, NULL, &cb);
+  CHECK(st == TSR_EINVAL && strstr(err_msg(), "device memory") && !cb,
+        "nccl on host memory refused: %s", err_msg());
+  CHECK_OK(comm_open("auto", COMM_MEM_HOST, NULL, &cb));
+  CHECK(cb == comm_mpi(), "auto on host memory is mpi");
+  comm_close(&cb);
+  CHECK(cb == NULL, "closed");
 }
 
 int main(int argc, char **argv) {
@@ -99,13 +252,35 @@ int main(int argc, char **argv) {
   }
   CHECK_OK(st);
   CHECK(comm_group_get(3) == NULL && comm_group_get(2 * world) == NULL, "no odd or oversized group");
-  const comm_backend *backends[] = {comm_mpi()};
-  for (size_t b = 0; b < sizeof backends / sizeof backends[0]; b++) {
-    for (int k = 1; k <= world; k *= 2) check_group(backends[b], k);
+  check_local_place();
+  check_local_logic();
+  check_open_errors();
+  check_timeout_policy();
+  const comm_backend *cb = NULL;
+#ifdef TEST_COMM_DEVICE
+  const char *name = argc > 1 ? argv[1] : "mpi";
+  int dev = -1;
+  CHECK_OK(comm_bind_device(&dev));
+  if (dev < 0) {
+    printf("SKIP: no GPU visible\n");
+    comm_finalize();
+    return 77;
   }
-  int64_t failed = check_failed;
+  CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess, "stream");
+  st = comm_open(name, COMM_MEM_DEVICE, stream, &cb);
+  CHECK(st == TSR_OK, "comm_open(%s) on device memory: %s", name, err_msg());
+  if (!st && comm_rank() == 0)
+    printf("%s on device memory, %d rank(s), GPU %d of local rank %d\n", cb->name, world, dev,
+           comm_local_rank());
+#else
+  CHECK_OK(comm_open("mpi", COMM_MEM_HOST, NULL, &cb));
+#endif
+  if (cb)
+    for (int k = 1; k <= world; k *= 2) check_group(cb, k);
+  comm_close(&cb);
+  int64_t failed = check_failed;  // any rank's failure fails every rank
   CHECK_OK(comm_allreduce_sum_i64(&failed, 1));
-  int rc = check_done();
+  int rc = check_done() || failed ? 1 : 0;
   comm_finalize();
   return rc;
 }

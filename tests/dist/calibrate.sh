@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tessera calibrate: one rank (compute fit; comm keys from the base file) and two ranks
 # under mpirun (ring latency/bandwidth and all-reduce measured); the cost files load in
-# `tessera plan`, and their kv equals the closed form 24 * hidden * depth.
+# `tessera plan`, and their kv equals the closed form 24 * hidden * depth; bad --comm values
+# are refused with what to use.
 set -uo pipefail
 BIN=${TESSERA_BIN:?set by ctest}
 SRC=${TESSERA_SRC:?set by ctest}
@@ -31,5 +32,10 @@ for f in one two; do
 done
 "$BIN" calibrate --config "$SRC/configs/model/tiny.conf" >"$T/err.log" 2>&1
 [ $? -eq 1 ] && grep -q -- "--out" "$T/err.log" && ok || bad "missing --out: $(cat "$T/err.log")"
+# --comm: the CPU computes in host memory, NCCL moves device memory: refused, saying what to use
+"$BIN" calibrate "${ARGS[@]}" --backend cpu --comm nccl --out "$T/x.conf" >"$T/err.log" 2>&1
+[ $? -eq 1 ] && grep -q "comm nccl.*host memory.*--comm mpi" "$T/err.log" && ok || bad "--comm nccl on the CPU: $(cat "$T/err.log")"
+"$BIN" calibrate "${ARGS[@]}" --comm carrier-pigeon --out "$T/x.conf" >"$T/err.log" 2>&1
+[ $? -eq 1 ] && grep -q "carrier-pigeon.*built: mpi" "$T/err.log" && ok || bad "--comm unknown: $(cat "$T/err.log")"
 echo "calibrate: $pass passed, $fail failed"
 [ $fail -eq 0 ]

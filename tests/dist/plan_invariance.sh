@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Plan invariance: loss and gradients of one global batch at 1 rank, 2 ranks (static CP 2)
 # and 4 ranks (a plan mixing CP sizes 1, 2 and 4; and one where two ranks get no clip)
-# agree within 1e-5 (test_plan_invariance); with bf16 activations (cpu-bf16) every plan
+# agree within 1e-5 (test_plan_invariance), also for a model with captions; with bf16
+# activations (cpu-bf16) every plan
 # agrees with the fp32 one-rank result within 5e-2 per gradient tensor and 5e-3 on the loss
 # (why: test_plan_invariance.c).
 set -uo pipefail
@@ -22,5 +23,10 @@ step "$BIN" run single "$T/one16" bf16
 step mpirun --oversubscribe -np 2 "$BIN" run static2 "$T/two16" bf16
 step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/four16" bf16
 for r in one16 two16 four16; do step "$BIN" compare "$T/one" "$T/$r" 5e-2; done
-echo "plan invariance: $((13 - fail)) passed, $fail failed"
+# with captions: each clip's caption replicated in its CP group, dropped alike on every rank
+step "$BIN" run single "$T/onet" fp32 text
+step mpirun --oversubscribe -np 2 "$BIN" run static2 "$T/twot" fp32 text
+step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/fourt" fp32 text
+for r in twot fourt; do step "$BIN" compare "$T/onet" "$T/$r" 1e-5 text; done
+echo "plan invariance: $((18 - fail)) passed, $fail failed"
 [ $fail -eq 0 ]

@@ -10,6 +10,10 @@
 //   mpirun -np 4 ... run idle4 OUT          4 ranks, ranks 2 and 3 without any clip
 //   test_plan_invariance compare A B        loss and each gradient tensor within 1e-5
 //   ... run KIND OUT bf16, compare A B TOL  the same with bf16 activations (cpu-bf16)
+//   ... run KIND OUT text, compare A B TOL text  a model with captions (cross-attention):
+//                                           clips with captions of 1 to 5 tokens or none,
+//                                           dropped at random; every rank of a CP group
+//                                           holds the whole caption of each of its clips
 //
 // The batch: 8 clips of different grids (1 to 60 tokens: clips shorter than the group
 // and lengths not divisible by it), labels with dropout, a tiny model whose adaLN and
@@ -32,6 +36,7 @@
 
 #include "check.h"
 #include "core/comm.h"
+#include "core/rng.h"
 #include "model/dist/dist_step.h"
 #include "model/mt.h"
 
@@ -39,8 +44,11 @@ enum { NCLIPS = 8 };
 static const int grids[NCLIPS][3] = {{3, 2, 3}, {1, 1, 1}, {2, 2, 2}, {5, 3, 4},
                                      {1, 1, 3}, {4, 2, 2}, {2, 3, 3}, {7, 1, 2}};
 
+static int with_text;  // the model has captions (argument "text")
+
 static void setup_config(dit_config *mc, train_config *tc) {
   config_defaults(mc, tc);
+  if (with_text) mc->text_dim = 6, mc->text_len = 5, tc->caption_dropout = 0.3f;
   mc->hidden = 32;
   mc->depth = 2;
   mc->heads = 2;
@@ -87,6 +95,7 @@ static int run(const char *kind, const char *outpath, const kernels_backend *kb)
   const int P = mc.pt * mc.ph * mc.pw * mc.channels;
   dist_clip clips[NCLIPS];
   uint8_t *tok[NCLIPS];
+  float *text[NCLIPS];
   int total = 0;
   for (int i = 0; i < NCLIPS; i++) {
     int n = grids[i][0] * grids[i][1] * grids[i][2];
@@ -94,6 +103,12 @@ static int run(const char *kind, const char *outpath, const kernels_backend *kb)
     for (int j = 0; j < n * P; j++) tok[i][j] = (uint8_t)((i * 31 + j * 7 + (j / P) * 13) % 256);
     clips[i] = (dist_clip){.id = 100 + i, .T = grids[i][0], .H = grids[i][1], .W = grids[i][2],
                            .label = i % 4 == 3 ? -1 : i % 3, .tokens = tok[i]};
+    int nt = i % 3 == 2 ? 0 : 1 + i % 5;  // captions of 1 to 5 tokens, or none
+    text[i] = malloc(sizeof(float) * (size_t)(nt ? nt : 1) * 6);
+    rng_key k = {5, 0, (uint64_t)i, RNG_STREAM_SAMPLE};
+    for (int j = 0; j < nt * 6; j++) text[i][j] = (float)rng_normal(&k, (uint64_t)j);
+    if (with_text && nt)
+      clips[i].text = text[i], clips[i].text_tokens = nt, clips[i].text_dtype = KERNELS_TOKENS_F32;
     total += n;
   }
   plan p;
@@ -125,13 +140,14 @@ static int run(const char *kind, const char *outpath, const kernels_backend *kb)
     CHECK(f && fwrite(&loss, sizeof loss, 1, f) == 1 && fwrite(g, sizeof *g, n, f) == n,
           "write %s", outpath);
     if (f) fclose(f);
-    printf("%s (%s): %d ranks, loss %.9g\n", kind, kb->name, comm_size(), loss);
+    printf("%s (%s%s): %d ranks, loss %.9g\n", kind, kb->name, with_text ? ", captions" : "",
+           comm_size(), loss);
     free(g);
   }
   dist_step_free(&ds);
   dit_free(&m);
   plan_free(&p);
-  for (int i = 0; i < NCLIPS; i++) free(tok[i]);
+  for (int i = 0; i < NCLIPS; i++) free(tok[i]), free(text[i]);
   return check_done();
 }
 
@@ -177,14 +193,20 @@ static int compare(const char *a, const char *b, double tol) {
 
 int main(int argc, char **argv) {
   if (comm_init(&argc, &argv)) return 1;
-  int rc = 2;
-  if ((argc == 4 || argc == 5) && !strcmp(argv[1], "run"))
-    rc = run(argv[2], argv[3], argc == 5 && !strcmp(argv[4], "bf16") ? kernels_cpu_bf16() : kernels_cpu());
-  else if ((argc == 4 || argc == 5) && !strcmp(argv[1], "compare"))
-    rc = compare(argv[2], argv[3], argc == 5 ? atof(argv[4]) : 1e-5);
+  int rc = 2, bf16 = 0;
+  double tol = 1e-5;
+  for (int i = 4; i < argc; i++) {  // options after the two operands
+    if (!strcmp(argv[i], "text")) with_text = 1;
+    else if (!strcmp(argv[i], "bf16")) bf16 = 1;
+    else if (strcmp(argv[i], "fp32")) tol = atof(argv[i]);
+  }
+  if (argc >= 4 && argc <= 6 && !strcmp(argv[1], "run"))
+    rc = run(argv[2], argv[3], bf16 ? kernels_cpu_bf16() : kernels_cpu());
+  else if (argc >= 4 && argc <= 6 && !strcmp(argv[1], "compare"))
+    rc = compare(argv[2], argv[3], tol);
   else
-    fprintf(stderr, "usage: %s run single|static2|mixed4|idle4 OUT [fp32|bf16] | compare A B "
-            "[TOL]\n", argv[0]);
+    fprintf(stderr, "usage: %s run single|static2|mixed4|idle4 OUT [fp32|bf16] [text] | compare "
+            "A B [TOL] [text]\n", argv[0]);
   comm_finalize();
   return rc;
 }

@@ -11,7 +11,7 @@
 #include "fuzz_util.h"
 #include "kernels/kernels.h"
 #include "model/io/checkpoint.h"
-#include "model/io/safetensors.h"
+#include "core/safetensors.h"
 
 // Models this small are built and loaded; larger configs (a fuzzed hidden = 10^6) would
 // only measure the allocator.

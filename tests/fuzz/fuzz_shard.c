@@ -1,7 +1,8 @@
-// fuzz_shard: a shard file's header, every clip block it holds and their metadata
-// trailers, through the validating reader (ingest/shard.h) as `tessera train` and `index
-// verify` use it, the trailer parser (ingest/clip_meta.h), and the index rebuild that
-// `tessera index recover` runs on a store of that one shard (store_rebuild, store.h).
+// fuzz_shard: a shard file's header, every clip block and caption block it holds and
+// their metadata trailers, through the validating reader (ingest/shard.h) as `tessera
+// train` and `index verify` use it, the trailer parser (ingest/clip_meta.h), and the index
+// rebuild that `tessera index recover` runs on a store of that one shard (store_rebuild,
+// store.h).
 // The first 8 input bytes choose a block offset and a payload size the "index" claims;
 // the rest is the shard file.
 #include <stdlib.h>
@@ -42,13 +43,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     shard_block b;
     clip_meta *m = malloc(sizeof *m);
     for (int64_t off = SHARD_HEADER_BYTES; m && off < n; off = b.end) {
+      shard_caption c;
+      if (shard_reader_is_caption(r, off)) {  // a source's caption before its clips
+        if (shard_reader_caption(r, off, 1, &c) != TSR_OK) break;
+        b.end = c.end;
+        continue;
+      }
       if (shard_reader_block(r, off, 1, &b) != TSR_OK) break;
       if (b.meta) (void)clip_meta_decode(b.meta, b.meta_bytes, m);
     }
     free(m);
     // Every other aligned offset (a row may claim any), and one chosen by the input.
-    for (int64_t off = SHARD_HEADER_BYTES; off < n; off += SHARD_ALIGN)
+    for (int64_t off = SHARD_HEADER_BYTES; off < n; off += SHARD_ALIGN) {
+      shard_caption c;
+      store_clip row = {.caption_offset = off, .caption_tokens = (int)(bytes_sel & 0xff) + 1,
+                        .caption_dim = (int)(bytes_sel >> 8 & 0xff) + 1};
       (void)shard_reader_clip(r, off, -1, 0, 1, NULL);
+      (void)shard_reader_caption_of(r, &row, 1, &c);
+    }
     (void)shard_reader_clip(r, (int64_t)off_sel, bytes_sel ? (int64_t)bytes_sel : -1, 0, 1, NULL);
     shard_reader_close(&r);
     // The rebuild of a store holding this shard (only worth it for a readable header).

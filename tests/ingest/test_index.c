@@ -12,7 +12,7 @@
 #include "check.h"
 #include "ingest/store.h"
 
-static const store_settings S = {8, 1, 64, 2, 4, 4, 3, STORE_DTYPE_U8, 30};
+static const store_settings S = {8, 1, 64, 2, 4, 4, 3, STORE_DTYPE_U8, 30, 0, 0};
 #define TB 96
 
 static char dir[256];

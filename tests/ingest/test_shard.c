@@ -1,6 +1,8 @@
 // Shard files: write/read round trip of many clips of various sizes (payloads and XXH3
 // checksums computed independently here), byte layout of headers, abort/rewind, misuse,
-// corruption and truncation detection with messages naming path and offset, truncate.
+// corruption and truncation detection with messages naming path and offset, truncate;
+// caption blocks (version 3): layout, round trip, checks against an index row, damage,
+// rewind; a latent store's settings in the header.
 #include <fcntl.h>
 #include <stdint.h>
 #include <string.h>
@@ -11,7 +13,7 @@
 #include "check.h"
 #include "ingest/shard.h"
 
-static store_settings S = {8, 1, 64, 2, 4, 4, 3, STORE_DTYPE_U8, 0};  // token: 96 bytes
+static store_settings S = {8, 1, 64, 2, 4, 4, 3, STORE_DTYPE_U8, 0, 0, 0};  // token: 96 bytes
 
 static char dir[256];
 
@@ -134,7 +136,7 @@ int main(void) {
   uint8_t h[4096];
   read_file(path, h, 0, sizeof h);
   CHECK(!memcmp(h, "TSRSHARD", 8), "shard magic");
-  CHECK(le32(h + 8) == 2 && le32(h + 12) == 4096, "version 2, header 4096");
+  CHECK(le32(h + 8) == 3 && le32(h + 12) == 4096, "version 3, header 4096");
   CHECK(le32(h + 16) == 2 && le32(h + 20) == 4 && le32(h + 24) == 4 && le32(h + 28) == 3 &&
             le32(h + 32) == 0, "geometry in header");
   CHECK(le64(h + 40) == 96, "token bytes in header");
@@ -304,6 +306,93 @@ int main(void) {
             !strcmp(diff, "fps 8/1 vs 12/1; short_side 64 vs 128; dtype u8 vs bf16"), "diff: %s", diff);
   b.dtype = STORE_DTYPE_BF16;
   CHECK(store_token_bytes(&b) == 192, "bf16 token bytes");
+  b.dtype = STORE_DTYPE_F32;
+  CHECK(store_token_bytes(&b) == 384, "f32 token bytes");
+  // a latent store: short side 0 and VAE strides required; pixels: strides 0
+  store_settings lat = {16, 1, 0, 1, 2, 2, 16, STORE_DTYPE_BF16, 0, 4, 8};
+  CHECK_OK(store_settings_check(&lat));
+  lat.vae_t = 0;
+  CHECK(store_settings_check(&lat) == TSR_EINVAL && strstr(err_msg(), "vae stride 0x8x8"),
+        "latent store without a VAE stride: %s", err_msg());
+  lat.vae_t = 4, lat.short_side = 64;
+  CHECK(store_settings_check(&lat) == TSR_EINVAL && strstr(err_msg(), "short side 64 in a latent"),
+        "latent store with a short side: %s", err_msg());
+  a.vae_t = 4, a.vae_s = 8;
+  CHECK(store_settings_check(&a) == TSR_EINVAL && strstr(err_msg(), "in a pixel (u8) store"),
+        "pixel store with a VAE stride: %s", err_msg());
+
+  // Caption blocks: before a clip block, round trip, layout, checks, damage, rewind.
+  {
+    char cp[512];
+    snprintf(cp, sizeof cp, "%s/cap.tshard", dir);
+    lat = (store_settings){16, 1, 0, 1, 2, 2, 4, STORE_DTYPE_BF16, 0, 4, 8};
+    shard_writer *cw;
+    CHECK_OK(shard_writer_create(&cw, cp, &lat));
+    float emb[3 * 5];
+    for (int i = 0; i < 15; i++) emb[i] = (float)i * 0.25f - 1;
+    const char *text = "a red ball";
+    int64_t coff = 0, off = 0, off2 = 0;
+    uint64_t csum = 0, psum = 0;
+    CHECK_OK(shard_writer_caption(cw, emb, 3, 5, STORE_DTYPE_F32, text, strlen(text), &coff, &csum));
+    CHECK(coff == 4096 && csum == XXH3_64bits(emb, sizeof emb), "caption block at %lld",
+          (long long)coff);
+    uint8_t tok[4 * 32] = {1, 2, 3};  // 2x2 tokens of 1x2x2x4 bf16 values
+    CHECK_OK(shard_writer_begin_clip(cw, 2, 2, &off));
+    CHECK_OK(shard_writer_append(cw, tok, sizeof tok));
+    CHECK_OK(shard_writer_end_clip(cw, 1, &psum));
+    CHECK(off == 8192, "the clip block follows the caption block (%lld)", (long long)off);
+    // a second caption whose source then fails: rewound away
+    int64_t end = shard_writer_size(cw);
+    CHECK_OK(shard_writer_caption(cw, emb, 1, 5, STORE_DTYPE_F32, NULL, 0, &off2, NULL));
+    CHECK_OK(shard_writer_rewind(cw, off2));
+    CHECK(shard_writer_size(cw) == end && file_size(cp) == end, "rewind cuts the caption off");
+    CHECK(shard_writer_caption(cw, emb, 0, 5, STORE_DTYPE_F32, NULL, 0, NULL, NULL) == TSR_EINVAL,
+          "an empty caption is refused");
+    CHECK(shard_writer_caption(cw, emb, 1, 5, STORE_DTYPE_U8, NULL, 0, NULL, NULL) == TSR_EINVAL,
+          "a u8 caption is refused");
+    shard_writer_close(&cw);
+    uint8_t ch[64];
+    read_file(cp, ch, coff, 64);
+    CHECK(!memcmp(ch, "TSRTEXT1", 8) && le32(ch + 8) == 3 && le32(ch + 12) == 5 &&
+              le32(ch + 16) == STORE_DTYPE_F32 && le32(ch + 20) == strlen(text) &&
+              le64(ch + 24) == sizeof emb && le64(ch + 32) == csum &&
+              le64(ch + 40) == XXH3_64bits(text, strlen(text)) && le64(ch + 56) == XXH3_64bits(ch, 56),
+          "caption block header layout");
+    uint8_t hh[4096];
+    read_file(cp, hh, 0, sizeof hh);
+    CHECK(le32(hh + 72) == 4 && le32(hh + 76) == 8 && le32(hh + 32) == STORE_DTYPE_BF16,
+          "VAE strides and dtype in the header");
+    shard_reader *cr;
+    CHECK_OK(shard_reader_open(&cr, cp, &lat));
+    shard_caption c;
+    CHECK(shard_reader_is_caption(cr, coff) && !shard_reader_is_caption(cr, off), "caption magic");
+    CHECK_OK(shard_reader_caption(cr, coff, 1, &c));
+    CHECK(c.tokens == 3 && c.dim == 5 && c.dtype == STORE_DTYPE_F32 && !memcmp(c.emb, emb, sizeof emb) &&
+              c.text_bytes == strlen(text) && !memcmp(c.text, text, c.text_bytes) && c.end == off,
+          "caption round trip");
+    store_clip row = {.caption_offset = coff, .caption_tokens = 3, .caption_dim = 5,
+                      .caption_checksum = csum};
+    CHECK_OK(shard_reader_caption_of(cr, &row, 1, &c));
+    row.caption_dim = 6;
+    CHECK(shard_reader_caption_of(cr, &row, 0, &c) == TSR_EFORMAT && strstr(err_msg(), "the index says 3 x 6"),
+          "a row of another width: %s", err_msg());
+    CHECK(shard_reader_caption(cr, off, 0, &c) == TSR_EFORMAT && strstr(err_msg(), "no caption block"),
+          "a clip block is no caption: %s", err_msg());
+    shard_reader_close(&cr);
+    flip_byte(cp, coff + 64 + 4);  // the embedding
+    CHECK_OK(shard_reader_open(&cr, cp, &lat));
+    CHECK_OK(shard_reader_caption(cr, coff, 0, &c));  // not hashed: not seen
+    CHECK(shard_reader_caption(cr, coff, 1, &c) == TSR_EFORMAT &&
+              strstr(err_msg(), "caption embedding checksum mismatch") && strstr(err_msg(), cp),
+          "a damaged embedding: %s", err_msg());
+    shard_reader_close(&cr);
+    flip_byte(cp, coff + 64 + (int64_t)sizeof emb + 2);  // the text
+    CHECK_OK(shard_reader_open(&cr, cp, &lat));
+    CHECK(shard_reader_caption(cr, coff, 0, &c) == TSR_EFORMAT && strstr(err_msg(), "caption text"),
+          "a damaged caption text: %s", err_msg());
+    shard_reader_close(&cr);
+    unlink(cp);
+  }
 
   free(data);
   unlink(path);

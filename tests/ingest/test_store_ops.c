@@ -17,7 +17,7 @@
 #include "ingest/store.h"
 #include "ingest/store_ops.h"
 
-static store_settings S = {8, 1, 64, 2, 4, 4, 3, STORE_DTYPE_U8, 0};
+static store_settings S = {8, 1, 64, 2, 4, 4, 3, STORE_DTYPE_U8, 0, 0, 0};
 #define TB 96
 
 static uint8_t val(int k, int src, int clip, int64_t i) { return (uint8_t)(k * 31 + src * 7 + clip * 3 + i); }

@@ -14,7 +14,7 @@
 #include "ingest/shard.h"
 #include "ingest/store.h"
 
-static const store_settings S = {8, 1, 64, 2, 4, 4, 3, STORE_DTYPE_U8, 0};
+static const store_settings S = {8, 1, 64, 2, 4, 4, 3, STORE_DTYPE_U8, 0, 0, 0};
 #define TB 96
 
 static char root[256], store[512];

@@ -3,9 +3,11 @@
 // - objective_inputs vs model/objective.c's objective_build: t, x_t and target bitwise
 //   equal on the CPU fp32 backend (same keys, same formulas, no FMA), for whole clips,
 //   CP chunks starting inside a clip, an empty chunk, odd P; with and without the time
-//   shift. On CPU-bf16: t equal, x_t and target equal to the fp32 values rounded to bf16.
+//   shift; for uint8 pixel tokens and bf16 and f32 latent tokens. On CPU-bf16: t equal,
+//   x_t and target equal to the fp32 values rounded to bf16.
 // - euler_update vs the update loop of model/sample.c (written out below, as it is
 //   inline there): bitwise, guided and unguided.
+#include <math.h>
 #include <string.h>
 
 #include "check.h"
@@ -18,7 +20,8 @@ static int same_bits(const float *a, const float *b, size_t n) {
   return memcmp(a, b, n * sizeof(float)) == 0;
 }
 
-static void test_objective(const kernels_backend *kb, int64_t shift_tokens, int64_t step) {
+static void test_objective(const kernels_backend *kb, int64_t shift_tokens, int64_t step,
+                           kernels_tokens tdt) {
   dit_config mc;
   train_config tc;
   config_defaults(&mc, &tc);
@@ -36,14 +39,21 @@ static void test_objective(const kernels_backend *kb, int64_t shift_tokens, int6
   int C = (int)(sizeof cs / sizeof cs[0]), L = 0;
   for (int c = 0; c < C; c++) L += cs[c].len;
   objective_clip clips[8];
-  uint8_t *tok = malloc((size_t)L * P);
-  for (int i = 0; i < L * P; i++) tok[i] = (uint8_t)((i * 37 + 11) % 256);
+  size_t tsz = kernels_tokens_size(tdt);
+  char *tok = malloc((size_t)L * P * tsz);
+  rng_key tk = {.seed = 77, .stream = RNG_STREAM_SAMPLE};
+  for (int i = 0; i < L * P; i++) {
+    float f = (float)(2.5 * rng_normal(&tk, (uint64_t)i));  // latents: any real value
+    if (tdt == KERNELS_TOKENS_U8) ((uint8_t *)tok)[i] = (uint8_t)((i * 37 + 11) % 256);
+    else if (tdt == KERNELS_TOKENS_BF16) ((kernels_bf16 *)tok)[i] = kernels_f32_to_bf16(f);
+    else ((float *)tok)[i] = f;
+  }
   kernels_clip_key keys[8];
   for (int c = 0, r = 0; c < C; r += cs[c].len, c++) {
     clips[c] = (objective_clip){.clip_id = cs[c].id, .total_tokens = (int64_t)cs[c].T * cs[c].H * cs[c].W,
                                 .first_token = cs[c].first, .len = cs[c].len, .T = cs[c].T,
                                 .H = cs[c].H, .W = cs[c].W, .label = -1,
-                                .tokens = tok + (size_t)r * P};
+                                .tokens = tok + (size_t)r * P * tsz, .tokens_dtype = tdt};
     keys[c] = (kernels_clip_key){cs[c].id, clips[c].total_tokens, cs[c].first};
   }
   objective_batch ob;
@@ -53,16 +63,16 @@ static void test_objective(const kernels_backend *kb, int64_t shift_tokens, int6
   // Backend buffers (host memory on the CPU, but moved as a device backend needs).
   size_t as = kernels_dtype_size(kb->act_dtype), LP = (size_t)L * P;
   void *d_tok, *d_keys, *d_cu, *d_t, *d_x, *d_v;
-  CHECK_OK(kb->alloc(kb, &d_tok, LP));
+  CHECK_OK(kb->alloc(kb, &d_tok, LP * tsz));
   CHECK_OK(kb->alloc(kb, &d_keys, sizeof keys));
   CHECK_OK(kb->alloc(kb, &d_cu, sizeof(int32_t) * (C + 1)));
   CHECK_OK(kb->alloc(kb, &d_t, sizeof(float) * C));
   CHECK_OK(kb->alloc(kb, &d_x, LP * as));
   CHECK_OK(kb->alloc(kb, &d_v, LP * as));
-  CHECK_OK(kb->to_device(kb, d_tok, tok, LP));
+  CHECK_OK(kb->to_device(kb, d_tok, tok, LP * tsz));
   CHECK_OK(kb->to_device(kb, d_keys, keys, sizeof keys));
   CHECK_OK(kb->to_device(kb, d_cu, ob.cu_seqlens, sizeof(int32_t) * (C + 1)));
-  CHECK_OK(kb->objective_inputs(kb, d_t, d_x, d_v, d_tok, d_keys, d_cu, C, L, P,
+  CHECK_OK(kb->objective_inputs(kb, d_t, d_x, d_v, d_tok, tdt, d_keys, d_cu, C, L, P,
                                 (uint64_t)tc.seed, (uint64_t)step, tc.t_logit_mean,
                                 tc.t_logit_std, tc.t_shift_tokens));
   float *t = malloc(sizeof(float) * C), *x = malloc(LP * 4), *v = malloc(LP * 4);
@@ -79,12 +89,26 @@ static void test_objective(const kernels_backend *kb, int64_t shift_tokens, int6
     ex[i] = kb->act_dtype == KERNELS_BF16 ? kernels_bf16_round(ob.x[i]) : ob.x[i];
     ev[i] = kb->act_dtype == KERNELS_BF16 ? kernels_bf16_round(ob.target[i]) : ob.target[i];
   }
-  CHECK(same_bits(t, ob.t, (size_t)C), "%s shift %lld: t differs from objective_build", kb->name,
-        (long long)shift_tokens);
-  CHECK(same_bits(x, ex, LP), "%s shift %lld: x_t differs from objective_build", kb->name,
-        (long long)shift_tokens);
-  CHECK(same_bits(v, ev, LP), "%s shift %lld: target differs from objective_build", kb->name,
-        (long long)shift_tokens);
+  CHECK(same_bits(t, ob.t, (size_t)C), "%s shift %lld tokens %d: t differs from objective_build",
+        kb->name, (long long)shift_tokens, (int)tdt);
+  CHECK(same_bits(x, ex, LP), "%s shift %lld tokens %d: x_t differs from objective_build",
+        kb->name, (long long)shift_tokens, (int)tdt);
+  CHECK(same_bits(v, ev, LP), "%s shift %lld tokens %d: target differs from objective_build",
+        kb->name, (long long)shift_tokens, (int)tdt);
+  // The latents are the clean values themselves: x_t - t' target = x0 up to rounding.
+  if (tdt != KERNELS_TOKENS_U8 && kb->act_dtype == KERNELS_F32) {
+    double worst = 0;
+    for (int c = 0; c < C; c++)
+      for (int i = 0; i < cs[c].len * P; i++) {
+        size_t e = (size_t)ob.cu_seqlens[c] * P + (size_t)i;
+        double x0 = tdt == KERNELS_TOKENS_BF16 ? kernels_bf16_to_f32(((kernels_bf16 *)tok)[e])
+                                               : ((float *)tok)[e];
+        double d = fabs(x[e] - (double)t[c] * v[e] - x0);
+        worst = d > worst ? d : worst;
+      }
+    CHECK(worst < 1e-5, "%s tokens %d: x_t - t target is not the latent (off by %g)", kb->name,
+          (int)tdt, worst);
+  }
   // The time shift against its closed form at points where it is exact in double:
   // 4x the shift tokens gives s = 2, t' = 2t / (1 + t).
   for (int i = 0; i <= 8; i++) {
@@ -97,8 +121,8 @@ static void test_objective(const kernels_backend *kb, int64_t shift_tokens, int6
   // A chunk past its clip's end is refused with a message naming the clip.
   keys[1].first_token = clips[1].total_tokens - 1;
   CHECK_OK(kb->to_device(kb, d_keys, keys, sizeof keys));
-  tsr_status st = kb->objective_inputs(kb, d_t, d_x, d_v, d_tok, d_keys, d_cu, C, L, P, 1, 2,
-                                       0.0, 1.0, 0);
+  tsr_status st = kb->objective_inputs(kb, d_t, d_x, d_v, d_tok, tdt, d_keys, d_cu, C, L, P, 1,
+                                       2, 0.0, 1.0, 0);
   CHECK(st == TSR_EINVAL && strstr(err_msg(), "objective_inputs"), "chunk past the end: %s",
         err_msg());
 
@@ -151,8 +175,10 @@ static void test_euler(const kernels_backend *kb) {
 int main(void) {
   const kernels_backend *cpu[] = {kernels_cpu(), kernels_cpu_bf16()};
   for (int b = 0; b < 2; b++) {
-    test_objective(cpu[b], 0, 3);
-    test_objective(cpu[b], 16, 1000001);
+    for (int tdt = KERNELS_TOKENS_U8; tdt <= KERNELS_TOKENS_F32; tdt++) {
+      test_objective(cpu[b], 0, 3, (kernels_tokens)tdt);
+      test_objective(cpu[b], 16, 1000001, (kernels_tokens)tdt);
+    }
     test_euler(cpu[b]);
   }
   return check_done();

@@ -7,9 +7,13 @@
 // and final.linear are non-zero and every gradient is non-trivial. The batch: 3 clips of
 // different grids and lengths, two labels and one "no label", built by model/objective.c
 // from counter-random uint8 tokens.
-// usage: golden_dump OUT.safetensors
+// With --text the model has captions (model.text_dim 5, text_len 4: cross-attention in
+// every block, the text embedding and the null token): clip 0 has a caption of 3 tokens
+// (f32), clip 1 of 4 (bf16), clip 2 none; the batch gets "batch.text" and "batch.cu_text".
+// usage: golden_dump OUT.safetensors [--text]
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "mt.h"
 #include "model/objective.h"
@@ -25,17 +29,18 @@
   } while (0)
 
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: golden_dump OUT.safetensors\n");
+  int text = argc == 3 && !strcmp(argv[2], "--text");
+  if (argc != 2 && !text) {
+    fprintf(stderr, "usage: golden_dump OUT.safetensors [--text]\n");
     return 2;
   }
   const kernels_backend *kb = kernels_cpu();
-  dit_config mc = mt_config();
+  dit_config mc = text ? mt_text_config() : mt_config();
   mc.hidden = 24, mc.heads = 2;  // Dh = 12: RoPE groups t/y/x = 4/4/4
   train_config tc;
   dit_config unused;
   config_defaults(&unused, &tc);
-  tc.seed = 1234, tc.class_dropout = 0, tc.t_shift_tokens = 8;
+  tc.seed = 1234, tc.class_dropout = 0, tc.caption_dropout = 0, tc.t_shift_tokens = 8;
   int P = mc.pt * mc.ph * mc.pw * mc.channels;
 
   // batch: grids (T, H, W) 2x2x3, 1x3x2, 3x2x2; labels 0, 2, none
@@ -51,9 +56,20 @@ int main(int argc, char **argv) {
                                 .T = grids[c][0], .H = grids[c][1], .W = grids[c][2],
                                 .label = labels[c], .tokens = tok[c]};
   }
+  // captions: 3 tokens (f32), 4 tokens (bf16), none
+  float cap0[3 * 5];
+  uint16_t cap1[4 * 5];
+  rng_key ck = {98, 0, 0, RNG_STREAM_SAMPLER};
+  for (int i = 0; i < 15; i++) cap0[i] = (float)rng_normal(&ck, (uint64_t)i);
+  for (int i = 0; i < 20; i++) cap1[i] = kernels_f32_to_bf16((float)rng_normal(&ck, 100 + (uint64_t)i));
+  if (text) {
+    clips[0].text = cap0, clips[0].text_tokens = 3, clips[0].text_dtype = KERNELS_TOKENS_F32;
+    clips[1].text = cap1, clips[1].text_tokens = 4, clips[1].text_dtype = KERNELS_TOKENS_BF16;
+  }
   objective_batch ob;
   objective_device dev;
   TRY(objective_alloc(&ob, 64, 4, P));
+  if (text) TRY(objective_alloc_text(&ob, mc.text_dim, 4 * mc.text_len));
   TRY(objective_build(&ob, &mc, &tc, 5, 3, clips, 3));
   TRY(objective_device_alloc(&dev, kb, 64, 4, P));
   TRY(objective_upload(&dev, &ob, mc.num_classes));

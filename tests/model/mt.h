@@ -53,7 +53,46 @@ typedef struct {
   float *t, *x, *target, *w;
   void *dev[7];
   dit_batch b;
+  // captions (mt_batch_text)
+  int Lt, text_dim;
+  int32_t *cu_text;
+  float *text;
+  void *tdev[2];
 } mt_batch;
+
+// The text model of mt_config: captions of width 5, at most 4 tokens a clip.
+static inline dit_config mt_text_config(void) {
+  dit_config c = mt_config();
+  c.text_dim = 5, c.text_len = 4;
+  return c;
+}
+
+// Captions for the batch's clips: clip c gets n_tokens[c] rows (0: none) of N(0, 1) keyed
+// by its id (so a clip alone gets the same caption as packed).
+static inline tsr_status mt_batch_text(mt_batch *mb, const int *n_tokens, int text_dim,
+                                       uint64_t seed, const int *clip_ids) {
+  const kernels_backend *kb = kernels_cpu();
+  mb->text_dim = text_dim;
+  mb->cu_text = calloc((size_t)mb->C + 1, sizeof(int32_t));
+  for (int c = 0; c < mb->C; c++) mb->cu_text[c + 1] = mb->cu_text[c] + n_tokens[c];
+  mb->Lt = mb->cu_text[mb->C];
+  mb->text = calloc((size_t)mb->Lt * text_dim + 1, sizeof(float));
+  for (int c = 0; c < mb->C; c++) {
+    rng_key k = {seed, 2, (uint64_t)clip_ids[c], RNG_STREAM_NOISE};
+    for (int j = 0; j < n_tokens[c] * text_dim; j++)
+      mb->text[(size_t)mb->cu_text[c] * text_dim + j] = (float)rng_normal(&k, (uint64_t)j);
+  }
+  size_t sz[2] = {sizeof(int32_t) * ((size_t)mb->C + 1),
+                  sizeof(float) * ((size_t)mb->Lt * text_dim + 1)};
+  void *src[2] = {mb->cu_text, mb->text};
+  for (int i = 0; i < 2; i++) {
+    tsr_status st = kb->alloc(kb, &mb->tdev[i], sz[i]);
+    if (!st) st = kb->to_device(kb, mb->tdev[i], src[i], sz[i]);
+    if (st) return st;
+  }
+  mb->b.Lt = mb->Lt, mb->b.cu_text = mb->tdev[0], mb->b.text = mb->tdev[1];
+  return TSR_OK;
+}
 
 // Clips of the given grids; x and target N(0, 1) from `seed`, weights of a global batch
 // of n_batch_clips clips. first_clip: the index the noise is keyed by (so a clip alone
@@ -107,8 +146,9 @@ static inline tsr_status mt_batch_make(mt_batch *mb, const mt_clip *clips, int C
 static inline void mt_batch_free(mt_batch *mb) {
   const kernels_backend *kb = kernels_cpu();
   for (int i = 0; i < 7; i++) kb->free(kb, mb->dev[i]);
+  for (int i = 0; i < 2; i++) kb->free(kb, mb->tdev[i]);
   free(mb->cu), free(mb->pos), free(mb->labels), free(mb->t), free(mb->w), free(mb->x);
-  free(mb->target);
+  free(mb->target), free(mb->cu_text), free(mb->text);
 }
 
 #endif

@@ -5,6 +5,8 @@
 //   gradients as each clip alone;
 // - recompute = 1 gives bitwise the same loss and gradients as recompute = 0;
 // - init: tensor table, adaLN-Zero (zero output at init), errors on oversized batches.
+// Each of the first three also with captions (model.text_dim > 0: cross-attention, the
+// text embedding and the null token; clips with 3, 0 and 2 caption tokens).
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +16,13 @@
 
 static const mt_clip CLIPS[3] = {{2, 2, 3, 1, 0.3f}, {1, 3, 2, 3, 0.7f}, {3, 1, 2, 0, 0.55f}};
 static const int IDS[3] = {10, 11, 12};
+static const int TEXT_TOKENS[3] = {3, 0, 2};
+
+// The model's config, and the batch's captions when it has text.
+static dit_config config_of(int text) { return text ? mt_text_config() : mt_config(); }
+static tsr_status add_text(mt_batch *mb, int text, const int *n_tokens, const int *ids) {
+  return text ? mt_batch_text(mb, n_tokens, mt_text_config().text_dim, 77, ids) : TSR_OK;
+}
 
 static double loss_of(dit_model *m, const dit_batch *b) {
   double l = 0;
@@ -46,15 +55,17 @@ static void fd_check(dit_model *m, const dit_batch *b, float *val, double analyt
   CHECK(diff <= FD_REL * mag + FD_ABS, "%s[%zu]: analytic %.6g fd %.6g", what, idx, analytic, fd);
 }
 
-static void test_fd(void) {
+static void test_fd(int text) {
   const kernels_backend *kb = kernels_cpu();
-  dit_config c = mt_config();
+  dit_config c = config_of(text);
+  worst_rel = 0;
   dit_model *m;
   CHECK_OK(dit_create(&m, &c, kb, 64, 4));
   CHECK_OK(dit_init(m, 1));
   CHECK_OK(mt_perturb(m, 2, 0.1f));
   mt_batch mb;
   CHECK_OK(mt_batch_make(&mb, CLIPS, 3, 12, 3, 5, IDS));
+  CHECK_OK(add_text(&mb, text, TEXT_TOKENS, IDS));
   float *dx;
   CHECK_OK(kb->alloc(kb, (void **)&dx, sizeof(float) * mb.L * 12));
   dit_set_input_grad(m, dx);
@@ -94,8 +105,8 @@ static void test_fd(void) {
     fd_check(m, &mb.b, &x[j], dx[j], "x", j);
     checked++;
   }
-  printf("fd: %d elements of %d tensors + x, loss %.6f, worst relative error %.3g "
-         "(|g| > 1e-3), tolerance %.0e rel + %.0e abs\n",
+  printf("fd%s: %d elements of %d tensors + x, loss %.6f, worst relative error %.3g "
+         "(|g| > 1e-3), tolerance %.0e rel + %.0e abs\n", text ? " (captions)" : "",
          checked, dit_num_tensors(m), l0, worst_rel, FD_REL, FD_ABS);
   free(g);
   kb->free(kb, dx);
@@ -111,9 +122,9 @@ static double rel_diff(const float *a, const float *b, size_t n) {
 
 // Packed vs alone: fp32 results differ only by reassociation (GEMM row blocking), so
 // outputs and summed gradients must agree to 1e-5 relative (norm of difference).
-static void test_packing(void) {
+static void test_packing(int text) {
   const kernels_backend *kb = kernels_cpu();
-  dit_config c = mt_config();
+  dit_config c = config_of(text);
   dit_model *m;
   CHECK_OK(dit_create(&m, &c, kb, 64, 4));
   CHECK_OK(dit_init(m, 7));
@@ -121,6 +132,7 @@ static void test_packing(void) {
   size_t n = dit_num_params(m);
   mt_batch packed;
   CHECK_OK(mt_batch_make(&packed, CLIPS, 3, 12, 3, 9, IDS));
+  CHECK_OK(add_text(&packed, text, TEXT_TOKENS, IDS));
   float *pred_packed = calloc((size_t)packed.L * 12, sizeof(float));
   double lp;
   CHECK_OK(dit_zero_grad(m));
@@ -133,6 +145,7 @@ static void test_packing(void) {
   for (int ci = 0; ci < 3; ci++) {
     mt_batch one;
     CHECK_OK(mt_batch_make(&one, &CLIPS[ci], 1, 12, 3, 9, &IDS[ci]));
+    CHECK_OK(add_text(&one, text, &TEXT_TOKENS[ci], &IDS[ci]));
     float *pred = calloc((size_t)one.L * 12, sizeof(float));
     double l;
     CHECK_OK(dit_forward(m, &one.b, pred, &l));
@@ -154,13 +167,14 @@ static void test_packing(void) {
   dit_free(&m);
 }
 
-static void test_recompute(void) {
+static void test_recompute(int text) {
   const kernels_backend *kb = kernels_cpu();
-  dit_config c = mt_config();
+  dit_config c = config_of(text);
   dit_model *m[2];
   double loss[2];
   mt_batch mb;
   CHECK_OK(mt_batch_make(&mb, CLIPS, 3, 12, 3, 11, IDS));
+  CHECK_OK(add_text(&mb, text, TEXT_TOKENS, IDS));
   for (int r = 0; r < 2; r++) {
     c.recompute = r;
     CHECK_OK(dit_create(&m[r], &c, kb, 64, 4));
@@ -228,10 +242,61 @@ static void test_init(void) {
   dit_free(&m);
 }
 
+// With captions: the table gains the text tensors and 10 a block, every cross.proj is zero
+// (so the output at init is still 0 and the text model starts as the plain one), and a
+// batch with more caption tokens than the model was made for is refused.
+static void test_init_text(void) {
+  const kernels_backend *kb = kernels_cpu();
+  dit_config c0 = mt_config(), c = mt_text_config();
+  dit_model *m0, *m;
+  CHECK_OK(dit_create(&m0, &c0, kb, 64, 4));
+  CHECK_OK(dit_create(&m, &c, kb, 64, 4));
+  int D = 16, Dh = 8, TD = 5;
+  size_t extra = (size_t)TD * D + D + D * D + D + D + 2 * (4 * ((size_t)D * D + D) + 2 * Dh);
+  CHECK(dit_count_params(m) == dit_count_params(m0) + extra, "text model count %zu, want %zu",
+        dit_count_params(m), dit_count_params(m0) + extra);
+  CHECK(dit_num_tensors(m) == dit_num_tensors(m0) + 5 + 2 * 10, "tensors %d",
+        dit_num_tensors(m));
+  CHECK(dit_find_tensor(m, "text_null.weight") >= 0 && dit_find_tensor(m, "blocks.1.cross.k.weight") >= 0 &&
+            dit_find_tensor(m0, "blocks.1.cross.k.weight") < 0,
+        "cross tensors only with text");
+  CHECK_OK(dit_init(m, 1));
+  int pi = dit_find_tensor(m, "blocks.0.cross.proj.weight");
+  float pmax = 0;
+  for (size_t j = 0; j < dit_tensor_info(m, pi)->numel; j++)
+    pmax = fmaxf(pmax, fabsf(dit_params(m)[dit_tensor_info(m, pi)->offset + j]));
+  CHECK(pmax == 0, "cross.proj is zero at init");
+  // the shared tensors get the same init as in the model without text (keyed by name)
+  for (int i = 0; i < dit_num_tensors(m0); i++) {
+    const dit_tensor *t0 = dit_tensor_info(m0, i);
+    int j = dit_find_tensor(m, t0->name);
+    CHECK(j >= 0, "%s in the text model", t0->name);
+  }
+  mt_batch mb;
+  CHECK_OK(mt_batch_make(&mb, CLIPS, 3, 12, 3, 5, IDS));
+  CHECK_OK(add_text(&mb, 1, TEXT_TOKENS, IDS));
+  mb.b.Lt = 17;  // more than 4 clips x 4 tokens
+  CHECK(dit_forward(m, &mb.b, NULL, NULL) == TSR_EINVAL && strstr(err_msg(), "caption tokens"),
+        "too many caption tokens: %s", err_msg());
+  mb.b.Lt = mb.Lt;
+  float *pred = calloc((size_t)mb.L * 12, sizeof(float));
+  pred[0] = 1;
+  CHECK_OK(dit_forward(m, &mb.b, pred, NULL));
+  float omax = 0;
+  for (int j = 0; j < mb.L * 12; j++) omax = fmaxf(omax, fabsf(pred[j]));
+  CHECK(omax == 0, "text model output at init %g", omax);
+  free(pred);
+  mt_batch_free(&mb);
+  dit_free(&m0), dit_free(&m);
+}
+
 int main(void) {
   test_init();
-  test_fd();
-  test_packing();
-  test_recompute();
+  test_init_text();
+  for (int text = 0; text < 2; text++) {
+    test_fd(text);
+    test_packing(text);
+    test_recompute(text);
+  }
   return check_done();
 }

@@ -17,6 +17,9 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$GOLDEN_DUMP" "$tmp/golden.safetensors"
 "$PY" "$TESSERA_SRC/tools/reference/golden.py" "$tmp/golden.safetensors"
+# the model with captions: cross-attention, text embedding and null token, every gradient
+"$GOLDEN_DUMP" "$tmp/text.safetensors" --text
+"$PY" "$TESSERA_SRC/tools/reference/golden.py" "$tmp/text.safetensors"
 # The check must be able to fail: one gradient off by 0.1% is reported.
 "$PY" - "$tmp/golden.safetensors" "$tmp/off.safetensors" <<'PYEOF'
 import sys
@@ -30,3 +33,16 @@ if "$PY" "$TESSERA_SRC/tools/reference/golden.py" "$tmp/off.safetensors" > "$tmp
   echo "FAIL: golden.py accepted a gradient that is 0.1% off"; exit 1
 fi
 grep -q "grad.blocks.1.k_norm.weight .*FAIL" "$tmp/off.txt" && echo "golden.py rejects a 0.1% gradient error: ok"
+# ... and so must the text model's check: the null token's gradient 0.1% off
+"$PY" - "$tmp/text.safetensors" "$tmp/off.safetensors" <<'PYEOF'
+import sys
+sys.path.insert(0, __import__("os").environ["TESSERA_SRC"] + "/tools/reference")
+import safetensors_io
+t, meta = safetensors_io.read(sys.argv[1])
+t["grad.text_null.weight"] = t["grad.text_null.weight"] * 1.001
+safetensors_io.write(sys.argv[2], t, meta)
+PYEOF
+if "$PY" "$TESSERA_SRC/tools/reference/golden.py" "$tmp/off.safetensors" > "$tmp/off.txt"; then
+  echo "FAIL: golden.py accepted a text_null gradient that is 0.1% off"; exit 1
+fi
+grep -q "grad.text_null.weight .*FAIL" "$tmp/off.txt" && echo "golden.py rejects a 0.1% error of the null token's gradient: ok"

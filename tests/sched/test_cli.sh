@@ -38,8 +38,8 @@ if "$BIN" plan --lengths "$MIX" "${BASE[@]}" --steps 3 --seed 5 --json "$T/p.jso
   done
   # same seed, same plans (the planner is deterministic, the sampler is seeded)
   "$BIN" plan --lengths "$MIX" "${BASE[@]}" --steps 3 --seed 5 --json "$T/q.json" >/dev/null 2>&1
-  sed 's/"plan_ms[a-z_]*":[0-9.e+-]*//g' "$T/p.json" >"$T/p2"
-  sed 's/"plan_ms[a-z_]*":[0-9.e+-]*//g' "$T/q.json" >"$T/q2"
+  sed -E 's/"plan_(cpu_)?ms[a-z_]*":[0-9.e+-]*//g' "$T/p.json" >"$T/p2"
+  sed -E 's/"plan_(cpu_)?ms[a-z_]*":[0-9.e+-]*//g' "$T/q.json" >"$T/q2"
   cmp -s "$T/p2" "$T/q2" && ok || bad "same seed gives same JSON"
 else
   bad "plan on a real mix: $(cat "$T/err")"
@@ -111,6 +111,28 @@ else
   bad "--data plan failed: $(cat "$T/err")"
 fi
 expect_fail "--data of a missing store" "nostore" --data "$T/nostore" --ranks 4 --mem-tokens 4096 --cost "$COST"
+
+# --config --mem-bytes: M from the trainer's memory model (model/train/memory.h). The
+# model's tokens for 2 GiB per GPU on 4 ranks: the plan uses the M it prints with the
+# breakdown, whose total fits 2 GiB and fills it to within a few tokens' bytes (> 2e9), and
+# the breakdown names every part; bad combinations are refused.
+CONF=$SRC/configs/model/tiny.conf
+if "$BIN" plan --lengths "$T/ok.csv" --ranks 4 --cost "$COST" --config "$CONF" \
+     --mem-bytes 2147483648 >"$T/out" 2>"$T/err"; then
+  m=$(sed -n 's/.*4 ranks (8 per node), \([0-9]*\) mem tokens.*/\1/p' "$T/out")
+  total=$(sed -n 's/^memory per GPU .*: [0-9.]* [GM]iB (\([0-9]*\) bytes) for \([0-9]*\) tokens.*/\1 \2/p' "$T/out")
+  set -- $total
+  [ -n "$m" ] && [ "${2:-}" = "$m" ] && [ "${1:-0}" -le 2147483648 ] && [ "${1:-0}" -gt 2000000000 ] && ok \
+    || bad "--mem-bytes: mem tokens '$m', model '$total': $(cat "$T/out")"
+  for part in weights grads optimizer activations inputs "ring buffers of 2 CP sizes" "attention workspace" "reserve 1.000 GiB"; do
+    grep -q "^memory per GPU.*$part" "$T/out" && ok || bad "--mem-bytes breakdown lacks '$part'"
+  done
+else
+  bad "--mem-bytes plan failed: $(cat "$T/err")"
+fi
+expect_fail "--mem-bytes without --config" "--mem-bytes needs --config" --lengths "$T/ok.csv" --ranks 4 --cost "$COST" --mem-bytes 2147483648
+expect_fail "both limits" "--mem-tokens or --mem-bytes, not both" --lengths "$T/ok.csv" "${OK[@]}" --config "$CONF" --mem-bytes 2147483648
+expect_fail "--mem-bytes too small" "does not fit .* even with 1 token" --lengths "$T/ok.csv" --ranks 4 --cost "$COST" --config "$CONF" --mem-bytes 1048576
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

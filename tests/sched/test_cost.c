@@ -55,6 +55,24 @@ int main(void) {
             cost_clip_time(&cm, 2, 2, 300) + cost_clip_time(&cm, 2, 2, 100),
         "packing is subadditive");
 
+  // Captions (text_a, text_c; Lt mean caption tokens): the cross-attention of the queries
+  // splits over the group, the caption's embedding and keys/values are on every rank.
+  CHECK_NEAR(cm.text_a, 0, 0);  // optional keys absent from the file: 0
+  cost_model ct = cm;
+  ct.text_a = 1e-5, ct.text_c = 1e-3, ct.text_tokens = 20;
+  // k = 1, L = 100: 0.21 + 1e-5*20*100 (0.02) + 1 clip * 1e-3*20 (0.02) = 0.25
+  CHECK_NEAR(cost_clip_time(&ct, 2, 1, 100), 0.25, TOL);
+  // packed k = 2 as above: 0.355 + 1e-5*20*400/2 (0.04) + 2 clips * 0.02 on each rank = 0.435
+  CHECK_NEAR(cost_group_time(&ct, 2, 2, 2, 400, 100000), 0.435, TOL);
+  CHECK_OK(cost_model_check(&ct));
+  ct.text_tokens = -1;
+  CHECK(cost_model_check(&ct) == TSR_EINVAL && strstr(err_msg(), "caption tokens"), "%s", err_msg());
+  CHECK_OK(cost_model_load(write_file("text.conf", "a = 0.001\nb = 1e-6\nkv = 100\n"
+                                      "bw_intra = 1e6\nbw_inter = 1e5\nlat = 0.01\novh = 0.1\n"
+                                      "allreduce = 0.5\ntext_a = 2e-6\ntext_c = 3e-4\n"),
+                           &ct));
+  CHECK(ct.text_a == 2e-6 && ct.text_c == 3e-4 && ct.text_tokens == 0, "text keys read");
+
   // CP sizes: chunk = ceil(L/k) must fit M
   sched_cluster cl = {8, 2, 1000};
   CHECK(cost_chunk_tokens(1001, 2) == 501, "ceil");

@@ -12,7 +12,7 @@
 // thousand doubles of different order: 1e-9.
 #define REL 1e-9
 
-static const cost_model h100 = {2.0e-5, 1.8e-9, 6.9e5, 4.0e11, 4.5e10, 5e-4, 5e-3, 0.05};
+static const cost_model h100 = {2.0e-5, 1.8e-9, 6.9e5, 4.0e11, 4.5e10, 5e-4, 5e-3, 0.05, 0, 0, 0};
 
 static int same_plan(const plan *a, const plan *b) {
   return a->nwaves == b->nwaves && a->ngroups == b->ngroups && a->nrefs == b->nrefs &&

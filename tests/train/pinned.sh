@@ -11,6 +11,11 @@
 # Its own store of the fixture's videos with ONE ingest worker: with several, source ids
 # follow the order in which workers finish, so clip ids (the objective's RNG keys) vary.
 source "$(dirname "$0")/lib.sh"
+# OpenBLAS (Debian's, DYNAMIC_ARCH) picks its sgemm kernel by CPU: on an AVX-512 CPU the
+# SkylakeX kernels round the backward GEMMs differently (losses equal, gradient norms
+# moved in the 9th digit on an AMD Zen 4). The values were recorded with the AVX2
+# (Haswell/Zen) kernels, which every x86-64 CI machine has: ask for them by name.
+export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell}
 need_store
 $T ingest "$FIX/src" --out "$W/store" --fps 4 --short-side 64 --patch 2x16x16 --max-seconds 4 \
   --label-from-dir --workers 1 >/dev/null 2>&1

@@ -24,7 +24,7 @@ head -c 40 "$W/a.y4m" | head -1 | grep -q "^YUV4MPEG2 W48 H32 F4:1 Ip A1:1 C444$
 expect_fail "multiples" $T sample --ckpt "$CK" --frames 5 --size 32x48 --out "$W/x.mp4"
 expect_fail "multiples" $T sample --ckpt "$CK" --frames 4 --size 30x48 --out "$W/x.mp4"
 expect_fail "not a class" $T sample --ckpt "$CK" --frames 4 --size 32x48 --label dogs --out "$W/x.mp4"
-expect_fail "needs --label" $T sample --ckpt "$CK" --frames 4 --size 32x48 --cfg 2 --out "$W/x.mp4"
+expect_fail "needs --label or --caption" $T sample --ckpt "$CK" --frames 4 --size 32x48 --cfg 2 --out "$W/x.mp4"
 expect_fail "missing --ckpt" $T sample --frames 4 --size 32x48 --out "$W/x.mp4"
 expect_fail "nope.safetensors" $T sample --ckpt "$W/nope.safetensors" --frames 4 --size 32x48 --out "$W/x.mp4"
 [ ! -e "$W/x.mp4" ] && ! ls "$W"/x.mp4* >/dev/null 2>&1 || fail "a refused sample left a file"

@@ -4,7 +4,10 @@ and the CPU benchmark. Parameters are a dict {name: tensor} with tessera's names
 (in, out) weight layout; any float dtype (golden.py uses float64).
 
 Packed batch: x (L, P), t (C), labels (C) or None, pos (L, 3) int, cu_seqlens (C + 1),
-target (L, P), loss_weight (C). Attention loops over clips (plain softmax).
+target (L, P), loss_weight (C); with captions (text_dim > 0) also text (Lt, text_dim) and
+cu_text (C + 1): clip c's caption is rows cu_text[c]..cu_text[c+1] of text. Attention loops
+over clips (plain softmax); the cross-attention of a clip runs over its caption's keys and
+the learned null token's, in one softmax.
 """
 import configparser
 import math
@@ -22,6 +25,8 @@ def parse_config(ini_text):
     cfg = {k: int(m[k]) for k in ints}
     for k in ["rope_theta", "ln_eps", "rms_eps"]:
         cfg[k] = float(m[k])
+    for k in ["text_dim", "text_len"]:  # configs of models before captions lack them
+        cfg[k] = int(m.get(k, "0"))
     return cfg
 
 
@@ -41,6 +46,11 @@ def tensor_shapes(cfg):
     lin("t_embed.fc2", D, D)
     if cfg["num_classes"] > 0:
         s["y_embed.weight"] = (cfg["num_classes"] + 1, D)
+    text = cfg.get("text_dim", 0) > 0
+    if text:
+        lin("text_embed.fc1", cfg["text_dim"], D)
+        lin("text_embed.fc2", D, D)
+        s["text_null.weight"] = (D,)
     for i in range(cfg["depth"]):
         b = f"blocks.{i}."
         lin(b + "adaln", D, 6 * D)
@@ -51,6 +61,12 @@ def tensor_shapes(cfg):
         lin(b + "proj", D, D)
         lin(b + "fc1", D, F)
         lin(b + "fc2", F, D)
+        if text:
+            for n in "qkv":
+                lin(b + "cross." + n, D, D)
+            s[b + "cross.q_norm.weight"] = (Dh,)
+            s[b + "cross.k_norm.weight"] = (Dh,)
+            lin(b + "cross.proj", D, D)
     lin("final.adaln", D, 2 * D)
     lin("final.linear", D, P)
     return s
@@ -121,6 +137,21 @@ def attention(q, k, v, cu, scale):
     return torch.cat(outs, dim=0)
 
 
+def cross_attention(q, k, v, k0, v0, cu, cu_text, scale):
+    """q (L, H, Dh); k, v (Lt, H, Dh): the captions; k0, v0 (H, Dh): the null token. Clip c's
+    queries attend to its caption rows and the null token, in one softmax."""
+    outs = []
+    for c in range(len(cu) - 1):
+        s, e = int(cu[c]), int(cu[c + 1])
+        ts, te = int(cu_text[c]), int(cu_text[c + 1])
+        kc = torch.cat([k[ts:te], k0[None]], dim=0).transpose(0, 1)  # (H, n + 1, Dh)
+        vc = torch.cat([v[ts:te], v0[None]], dim=0).transpose(0, 1)
+        qc = q[s:e].transpose(0, 1)
+        w = torch.softmax(qc @ kc.transpose(1, 2) * scale, dim=-1)
+        outs.append((w @ vc).transpose(0, 1))
+    return torch.cat(outs, dim=0)
+
+
 def forward(cfg, p, batch):
     """Returns (pred (L, P), loss scalar) for the packed batch."""
     D, H = cfg["hidden"], cfg["heads"]
@@ -145,6 +176,11 @@ def forward(cfg, p, batch):
         return y * (1 + scale[clip_of]) + shift[clip_of]
 
     ang = rope_angles(batch["pos"], Dh, cfg["rope_theta"])
+    text = cfg.get("text_dim", 0) > 0
+    if text:  # the caption context and the null token, shared by every block
+        ctx = linear(p, "text_embed.fc2", gelu_tanh(linear(p, "text_embed.fc1", batch["text"])))
+        null = p["text_null.weight"][None]  # (1, D)
+        Lt = ctx.shape[0]
     h = linear(p, "x_embed", x)
     for i in range(cfg["depth"]):
         b = f"blocks.{i}."
@@ -157,6 +193,18 @@ def forward(cfg, p, batch):
         k = rope(rmsnorm(k, p[b + "k_norm.weight"], cfg["rms_eps"]), ang)
         att = attention(q, k, v, cu, 1.0 / math.sqrt(Dh)).reshape(L, D)
         h = h + g1[clip_of] * linear(p, b + "proj", att)
+        if text:  # cross-attention: own LayerNorm and QK-norm, no RoPE, no gate
+            n = layernorm(h, cfg["ln_eps"])
+            xq = rmsnorm(linear(p, b + "cross.q", n).view(L, H, Dh), p[b + "cross.q_norm.weight"],
+                         cfg["rms_eps"])
+            xk = rmsnorm(linear(p, b + "cross.k", ctx).view(Lt, H, Dh),
+                         p[b + "cross.k_norm.weight"], cfg["rms_eps"])
+            xv = linear(p, b + "cross.v", ctx).view(Lt, H, Dh)
+            k0 = rmsnorm(linear(p, b + "cross.k", null).view(H, Dh), p[b + "cross.k_norm.weight"],
+                         cfg["rms_eps"])
+            v0 = linear(p, b + "cross.v", null).view(H, Dh)
+            xatt = cross_attention(xq, xk, xv, k0, v0, cu, batch["cu_text"], 1.0 / math.sqrt(Dh))
+            h = h + linear(p, b + "cross.proj", xatt.reshape(L, D))
         m = modulate(layernorm(h, cfg["ln_eps"]), sh2, sc2)
         h = h + g2[clip_of] * linear(p, b + "fc2", gelu_tanh(linear(p, b + "fc1", m)))
     shift, scale = linear(p, "final.adaln", cs).chunk(2, dim=1)

@@ -56,6 +56,9 @@ def main():
         "pos": torch.tensor(tensors["batch.pos"], dtype=torch.long),
         "cu_seqlens": torch.tensor(tensors["batch.cu_seqlens"], dtype=torch.long),
     }
+    if cfg["text_dim"] > 0:  # captions: kept rows and their offsets
+        batch["text"] = torch.tensor(tensors["batch.text"], dtype=f64)
+        batch["cu_text"] = torch.tensor(tensors["batch.cu_text"], dtype=torch.long)
     pred, loss = dit.forward(cfg, params, batch)
     loss.backward()
 

@@ -1,8 +1,10 @@
-// model/safetensors.h — the safetensors file format (https://github.com/huggingface/safetensors),
-// used for checkpoints (weights, EMA, optimizer moments, metadata) and the reference test.
+// core/safetensors.h — the safetensors file format (https://github.com/huggingface/safetensors),
+// the one parser of it in tessera: checkpoints (weights, EMA, optimizer moments, metadata),
+// the reference test, and the latent and caption files that `tessera ingest --latents`
+// reads (ingest/latents.h) and `tessera sample` writes.
 //
 // Layout: 8-byte little-endian u64 N, then N bytes of JSON header
-//   {"<name>": {"dtype": "F32"|"I32"|"U8", "shape": [d0, ...], "data_offsets": [begin, end]},
+//   {"<name>": {"dtype": "F32"|"I32"|"U8"|"BF16", "shape": [d0, ...], "data_offsets": [begin, end]},
 //    ..., "__metadata__": {"<key>": "<string value>", ...}}
 // then the data buffer; offsets are relative to its start. tessera writes tensors
 // contiguously in the order they were added and pads the header with spaces to a multiple
@@ -28,7 +30,8 @@
 
 #include "core/err.h"
 
-typedef enum { ST_F32, ST_I32, ST_U8 } st_dtype;
+// BF16: the upper 16 bits of an IEEE float32 (kernels/dtype.h), as PyTorch writes it.
+typedef enum { ST_F32, ST_I32, ST_U8, ST_BF16 } st_dtype;
 #define ST_SUM_PREFIX "xxh3:"  // metadata key prefix of tensor checksums (reserved)
 #define ST_MAX_DIMS 8
 
@@ -41,7 +44,9 @@ typedef struct {
   const void *data;              // reader: inside the mmap (aligned only as the file is)
 } st_tensor;
 
-const char *st_dtype_name(st_dtype d);  // "F32", "I32", "U8"
+const char *st_dtype_name(st_dtype d);  // "F32", "I32", "U8", "BF16"
+// Bytes of one element (0 for an unknown value).
+size_t st_dtype_size(st_dtype d);
 
 // ---- writer: add named host tensors and metadata, then commit atomically ---------------
 typedef struct st_writer st_writer;

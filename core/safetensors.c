@@ -1,5 +1,5 @@
-// model/safetensors.c — safetensors writer (atomic commit) and validating mmap reader.
-#include "model/io/safetensors.h"
+// core/safetensors.c — safetensors writer (atomic commit) and validating mmap reader.
+#include "core/safetensors.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,10 +16,12 @@
 
 #define MAX_HEADER (100u << 20)  // the reference implementation's limit
 
-static const char *DTYPE_NAMES[] = {"F32", "I32", "U8"};
-static const size_t DTYPE_SIZES[] = {4, 4, 1};
+#define NDTYPES 4
+static const char *DTYPE_NAMES[NDTYPES] = {"F32", "I32", "U8", "BF16"};
+static const size_t DTYPE_SIZES[NDTYPES] = {4, 4, 1, 2};
 
-const char *st_dtype_name(st_dtype d) { return (unsigned)d < 3 ? DTYPE_NAMES[d] : "?"; }
+const char *st_dtype_name(st_dtype d) { return (unsigned)d < NDTYPES ? DTYPE_NAMES[d] : "?"; }
+size_t st_dtype_size(st_dtype d) { return (unsigned)d < NDTYPES ? DTYPE_SIZES[d] : 0; }
 
 // numel * dtype size, or SIZE_MAX on overflow / negative dims.
 static size_t tensor_bytes(st_dtype dt, int ndim, const int64_t *shape) {
@@ -67,7 +69,7 @@ void st_writer_free(st_writer **pw) {
 
 tsr_status st_writer_add(st_writer *w, const char *name, st_dtype dtype, int ndim,
                          const int64_t *shape, const void *data) {
-  if (!name || !*name || !strcmp(name, "__metadata__") || (unsigned)dtype > ST_U8 || ndim < 0 ||
+  if (!name || !*name || !strcmp(name, "__metadata__") || (unsigned)dtype >= NDTYPES || ndim < 0 ||
       ndim > ST_MAX_DIMS)
     return err_set(TSR_EINVAL, "safetensors: bad tensor '%s' (name, dtype or %d dims)",
                    name ? name : "(null)", ndim);
@@ -232,10 +234,11 @@ static tsr_status parse_entry(st_reader *r, const char *name, json_t *e, st_tens
                    p, name);
   const char *ds = json_string_value(dt);
   int d = -1;
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < NDTYPES; i++)
     if (!strcmp(ds, DTYPE_NAMES[i])) d = i;
   if (d < 0)
-    return err_set(TSR_EFORMAT, "%s: tensor %s: dtype %s is not supported (F32, I32, U8)", p, name, ds);
+    return err_set(TSR_EFORMAT, "%s: tensor %s: dtype %s is not supported (F32, I32, U8, BF16)", p,
+                   name, ds);
   t->name = name, t->dtype = (st_dtype)d;
   size_t nd = json_array_size(sh);
   if (nd > ST_MAX_DIMS)

@@ -1,0 +1,298 @@
+// bench/dist/bench_ring.c — how much of the ring's communication is exposed? (not a test)
+//
+//   mpirun -np K bench_ring [--config FILE] [--set KEY=VALUE ...] [--tokens L] [--clips C]
+//                           [--reps N] [--backend B] [--comm C] [--json FILE]
+//
+// One CP-K microbatch: C clips of L tokens in one group of all K ranks (each rank holds
+// L/K tokens of every clip), run as the trainer runs it (model/dist/dist_step.h: objective,
+// forward and backward with ring attention, then the bucketed gradient all-reduce),
+// timed with the real communication backend (--comm, as `tessera train --comm`) and with
+// the baseline: the very same compute with a backend that moves nothing ("none": every
+// ring exchange and all-reduce returns at once and leaves the buffers as they are; the
+// kernels run on the same sizes). Reps alternate between the two (each going first in
+// turn); each rep's time is the slowest rank's (a step waits for it), the median over reps
+// is reported:
+//   microbatch_s  dist_step_run (the ring's exchanges, forward and backward)
+//   step_s        microbatch + dist_step_reduce (the gradient all-reduce left after backward)
+// and the exposed communication = with - without (ratio with / without), and the seconds
+// the host spent inside the real backend's entries per step (host_in_comm_s: on the CPU
+// the communication not hidden, waiting for the peer included). Output: one line
+// per backend and a JSON object (--json; bench/dist/ring.sh adds the device and the commit).
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "core/log.h"
+#include "model/config.h"
+#include "model/dist/dist_step.h"
+#include "model/dit.h"
+#include "sched/plan.h"
+#include "tools/backend.h"
+#include "tools/parse.h"
+
+#ifndef TESSERA_SOURCE_DIR
+#define TESSERA_SOURCE_DIR "."
+#endif
+
+// ---- the baseline communication backend: moves nothing ---------------------------------
+static int none_token;  // every request (non-NULL, as the contract asks)
+static tsr_status none_reduce(const comm_backend *cb, comm_group *g, float *x, int64_t n) {
+  return TSR_OK;
+}
+static tsr_status none_allgather(const comm_backend *cb, comm_group *g, const void *s, void *r,
+                                 int64_t bytes) {
+  return TSR_OK;
+}
+static tsr_status none_bcast(const comm_backend *cb, comm_group *g, void *b, int64_t n, int root) {
+  return TSR_OK;
+}
+static tsr_status none_barrier(const comm_backend *cb, comm_group *g) { return TSR_OK; }
+static tsr_status none_ring(const comm_backend *cb, comm_group *g, const void *s, void *r,
+                            int64_t bytes, comm_request **req) {
+  *req = (comm_request *)&none_token;
+  return TSR_OK;
+}
+static tsr_status none_ireduce(const comm_backend *cb, comm_group *g, float *x, int64_t n,
+                               comm_request **req) {
+  *req = (comm_request *)&none_token;
+  return TSR_OK;
+}
+static tsr_status none_test(const comm_backend *cb, comm_request *req, int *done) {
+  *done = 1;
+  return TSR_OK;
+}
+static tsr_status none_wait(const comm_backend *cb, comm_request **req) {
+  *req = NULL;
+  return TSR_OK;
+}
+static comm_backend none_like(const comm_backend *real) {
+  return (comm_backend){.name = "none", .mem = real->mem, .stream = real->stream,
+                        .allreduce_sum_f32 = none_reduce, .allgather = none_allgather,
+                        .bcast = none_bcast, .barrier = none_barrier, .ring_start = none_ring,
+                        .iallreduce_sum_f32 = none_ireduce, .test = none_test,
+                        .wait = none_wait};
+}
+
+// ---- the real backend, timed: seconds the host spends inside its entries ----------------
+// On a host backend (mpi) that is the communication the compute does not hide (waiting for
+// a peer included), a figure that does not depend on how the other ranks are scheduled; on
+// a device backend the host is not blocked (the with/without comparison is the measure).
+static const comm_backend *timed_real;
+static double timed_s;
+#define TIMED(call)                            \
+  do {                                         \
+    double t0_ = time_now();                   \
+    tsr_status st_ = (call);                   \
+    timed_s += time_now() - t0_;               \
+    return st_;                                \
+  } while (0)
+static tsr_status t_reduce(const comm_backend *cb, comm_group *g, float *x, int64_t n) {
+  TIMED(timed_real->allreduce_sum_f32(timed_real, g, x, n));
+}
+static tsr_status t_allgather(const comm_backend *cb, comm_group *g, const void *s, void *r,
+                              int64_t bytes) {
+  TIMED(timed_real->allgather(timed_real, g, s, r, bytes));
+}
+static tsr_status t_bcast(const comm_backend *cb, comm_group *g, void *b, int64_t n, int root) {
+  TIMED(timed_real->bcast(timed_real, g, b, n, root));
+}
+static tsr_status t_barrier(const comm_backend *cb, comm_group *g) {
+  TIMED(timed_real->barrier(timed_real, g));
+}
+static tsr_status t_ring(const comm_backend *cb, comm_group *g, const void *s, void *r,
+                         int64_t bytes, comm_request **req) {
+  TIMED(timed_real->ring_start(timed_real, g, s, r, bytes, req));
+}
+static tsr_status t_ireduce(const comm_backend *cb, comm_group *g, float *x, int64_t n,
+                            comm_request **req) {
+  TIMED(timed_real->iallreduce_sum_f32(timed_real, g, x, n, req));
+}
+static tsr_status t_test(const comm_backend *cb, comm_request *req, int *done) {
+  TIMED(timed_real->test(timed_real, req, done));
+}
+static tsr_status t_wait(const comm_backend *cb, comm_request **req) {
+  TIMED(timed_real->wait(timed_real, req));
+}
+static comm_backend timed_like(const comm_backend *real) {
+  timed_real = real;
+  return (comm_backend){.name = real->name, .mem = real->mem, .stream = real->stream,
+                        .allreduce_sum_f32 = t_reduce, .allgather = t_allgather,
+                        .bcast = t_bcast, .barrier = t_barrier, .ring_start = t_ring,
+                        .iallreduce_sum_f32 = t_ireduce, .test = t_test, .wait = t_wait};
+}
+
+// ---- one side of the comparison ---------------------------------------------------------
+typedef struct {
+  dit_model *m;
+  dist_step *ds;
+  double *mb, *step;  // (reps) seconds
+  double *in_comm;    // (reps) seconds inside the backend's entries (the slowest rank's)
+} side;
+
+static tsr_status side_make(side *s, const comm_backend *cb, const kernels_backend *kb,
+                            const dit_config *mc, const train_config *tc, int max_tokens,
+                            int clips, int reps) {
+  memset(s, 0, sizeof *s);
+  s->mb = calloc((size_t)reps, sizeof *s->mb);
+  s->step = calloc((size_t)reps, sizeof *s->step);
+  s->in_comm = calloc((size_t)reps, sizeof *s->in_comm);
+  if (!s->mb || !s->step || !s->in_comm) return err_set(TSR_ENOMEM, "bench: out of memory");
+  tsr_status st = dit_create(&s->m, mc, kb, max_tokens, clips);
+  if (!st) st = dit_init(s->m, 1);
+  if (!st) st = dist_step_create(&s->ds, s->m, cb, mc, tc, max_tokens, clips);
+  return st;
+}
+
+static void side_free(side *s) {
+  dist_step_free(&s->ds);
+  dit_free(&s->m);
+  free(s->mb);
+  free(s->step);
+  free(s->in_comm);
+}
+
+// One rep: the slowest rank's microbatch and step seconds.
+static tsr_status side_run(side *s, const kernels_backend *kb, const plan *p,
+                           const dist_clip *clips, int n, int rep) {
+  tsr_status st = comm_barrier();
+  timed_s = 0;
+  double loss = 0, t0 = time_now();
+  if (!st) st = dit_zero_grad(s->m);
+  if (!st) st = dist_step_run(s->ds, p, clips, n, rep, &loss, NULL);  // ends waiting for the losses
+  double t1 = time_now();
+  if (!st) st = dist_step_reduce(s->ds, &loss);
+  if (!st) st = kb->sync(kb);
+  double t2 = time_now();
+  int64_t ns[3] = {(int64_t)((t1 - t0) * 1e9), (int64_t)((t2 - t0) * 1e9),
+                   (int64_t)(timed_s * 1e9)};
+  if (!st) st = comm_allreduce_max_i64(ns, 3);
+  s->mb[rep] = (double)ns[0] * 1e-9;
+  s->step[rep] = (double)ns[1] * 1e-9;
+  s->in_comm[rep] = (double)ns[2] * 1e-9;
+  return st;
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_d);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int main(int argc, char **argv) {
+  if (comm_init(&argc, &argv)) {
+    fprintf(stderr, "bench_ring: %s\n", err_msg());
+    return 1;
+  }
+  log_set_rank(comm_rank(), comm_size());
+  const char *config = TESSERA_SOURCE_DIR "/configs/model/tiny.conf", *json_path = NULL;
+  const char *backend = "auto", *comm = "auto";
+  char *sets[64];
+  int nsets = 0, reps = 5, nclips = 1;
+  int64_t L = 4096;
+  enum { O_CONFIG = 1, O_SET, O_TOKENS, O_CLIPS, O_REPS, O_BACKEND, O_COMM, O_JSON };
+  static const struct option opts[] = {
+      {"config", required_argument, 0, O_CONFIG}, {"set", required_argument, 0, O_SET},
+      {"tokens", required_argument, 0, O_TOKENS}, {"clips", required_argument, 0, O_CLIPS},
+      {"reps", required_argument, 0, O_REPS},     {"backend", required_argument, 0, O_BACKEND},
+      {"comm", required_argument, 0, O_COMM},     {"json", required_argument, 0, O_JSON},
+      {0, 0, 0, 0}};
+  tsr_status st = TSR_OK;
+  int c;
+  opterr = 0;
+  while (!st && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (c) {
+    case O_CONFIG: config = optarg; break;
+    case O_SET:
+      if (nsets == 64) st = err_set(TSR_EINVAL, "--set: at most 64");
+      else sets[nsets++] = optarg;
+      break;
+    case O_TOKENS: st = parse_i64("--tokens", optarg, 1, 1 << 24, &L); break;
+    case O_CLIPS: st = parse_int("--clips", optarg, 1, 1024, &nclips); break;
+    case O_REPS: st = parse_int("--reps", optarg, 1, 1000, &reps); break;
+    case O_BACKEND: backend = optarg; break;
+    case O_COMM: comm = optarg; break;
+    case O_JSON: json_path = optarg; break;
+    default: st = err_set(TSR_EINVAL, "unknown option or missing value '%s'", argv[optind - 1]);
+    }
+  }
+  dit_config mc;
+  train_config tc;
+  backend_choice bc;
+  const kernels_backend *kb = NULL;
+  const comm_backend *cb = NULL;
+  char *defaults = NULL;
+  if (!st) st = config_load(config, sets, nsets, &mc, &tc, &defaults);
+  free(defaults);
+  if (!st) st = backend_choose(backend, &bc);
+  if (!st) st = backend_for_precision(&bc, tc.precision, &kb);
+  if (!st) st = backend_comm_open(comm, &bc, &cb);
+  const int K = comm_size(), P = mc.pt * mc.ph * mc.pw * mc.channels;
+  // the clips: L tokens each on a T x 1 x 1 grid (positions do not change the cost)
+  dist_clip *clips = calloc((size_t)nclips, sizeof *clips);
+  uint8_t *tok = malloc((size_t)L * P);
+  if (!st && (!clips || !tok)) st = err_set(TSR_ENOMEM, "bench: out of memory");
+  for (int64_t i = 0; !st && i < L * P; i++) tok[i] = (uint8_t)((uint64_t)i * 2654435761u >> 24);
+  for (int i = 0; !st && i < nclips; i++)
+    clips[i] = (dist_clip){.id = 1 + i, .T = (int)L, .H = 1, .W = 1, .label = -1, .tokens = tok};
+  plan p;
+  plan_init(&p, K);
+  int idx[1024];
+  for (int i = 0; i < nclips; i++) idx[i] = i;
+  if (!st) st = plan_wave_begin(&p);
+  if (!st) st = plan_add_group(&p, 0, K, idx, nclips);
+  if (!st) st = plan_wave_end(&p);
+  comm_backend none = cb ? none_like(cb) : (comm_backend){0};
+  comm_backend timed = cb ? timed_like(cb) : (comm_backend){0};
+  side with = {0}, without = {0};
+  const int max_tokens = (int)(nclips * ((L + K - 1) / K));
+  if (!st) st = side_make(&with, &timed, kb, &mc, &tc, max_tokens, nclips, reps);
+  if (!st) st = side_make(&without, &none, kb, &mc, &tc, max_tokens, nclips, reps);
+  for (int r = -1; r < reps && !st; r++) {  // r = -1: warm-up of both
+    int rr = r < 0 ? 0 : r;
+    side *first = rr % 2 ? &without : &with, *second = rr % 2 ? &with : &without;  // ABBA
+    st = side_run(first, kb, &p, clips, nclips, rr);
+    if (!st) st = side_run(second, kb, &p, clips, nclips, rr);
+  }
+  if (st) {
+    log_error("bench_ring: %s", err_msg());
+    comm_abort(1);
+  }
+  double mb_w = median(with.mb, reps), mb_0 = median(without.mb, reps);
+  double st_w = median(with.step, reps), st_0 = median(without.step, reps);
+  double in_comm = median(with.in_comm, reps);
+  if (comm_rank() == 0) {
+    printf("bench_ring: CP-%d, %d clip(s) of %lld tokens, %s/%s, comm %s: microbatch %.4f s with "
+           "the exchange, %.4f s without (exposed %.4f s, x%.3f); step %.4f vs %.4f s (exposed "
+           "%.4f s, x%.3f); host inside the backend %.4f s per step\n", K, nclips, (long long)L,
+           kb->name, tc.precision ? "bf16" : "fp32", cb->name, mb_w, mb_0, mb_w - mb_0,
+           mb_w / mb_0, st_w, st_0, st_w - st_0, st_w / st_0, in_comm);
+    if (json_path) {
+      json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:s, s:I, s:i, s:i, s:i, s:f, s:f, s:f, s:f, "
+                            "s:f, s:f, s:f, s:f, s:f}",
+                            "bench", "ring", "ranks", K, "backend", kb->name, "comm", cb->name,
+                            "config", config, "tokens_per_clip", (json_int_t)L, "clips", nclips,
+                            "reps", reps, "hidden", mc.hidden, "microbatch_s", mb_w,
+                            "microbatch_without_s", mb_0, "exposed_ring_s", mb_w - mb_0,
+                            "ratio_microbatch", mb_w / mb_0, "step_s", st_w,
+                            "step_without_s", st_0, "exposed_step_s", st_w - st_0,
+                            "ratio_step", st_w / st_0, "host_in_comm_s", in_comm);
+      if (!o || json_dump_file(o, json_path, JSON_INDENT(2)) != 0)
+        log_error("bench_ring: cannot write %s", json_path);
+      json_decref(o);
+    }
+  }
+  side_free(&with);
+  side_free(&without);
+  plan_free(&p);
+  comm_close(&cb);
+  free(clips);
+  free(tok);
+  comm_finalize();
+  return 0;
+}

@@ -1,0 +1,97 @@
+// model/cross.c — cross-attention of a block to its clips' captions (model.text_dim > 0),
+// after self-attention and before the MLP, as in Wan and PixArt (docs/model.md):
+//   n    = LN(hmid)                                  no affine (the q projection absorbs it)
+//   q    = RMSNorm(n Wq + bq) q_norm                 per head, no RoPE          (L, D)
+//   k    = RMSNorm(ctx Wk + bk) k_norm, v = ctx Wv + bv    caption tokens       (Lt, D)
+//   k0   = RMSNorm(null Wk + bk) k_norm, v0 = null Wv + bv the null token       (C, D)
+//   h    = hmid + (softmax over {clip c's caption keys} U {k0}) Wproj + bproj
+// Clip c's queries attend to its own caption rows [cu_text[c], cu_text[c+1]) and to the
+// learned null token: a clip without a caption (or whose caption was dropped for
+// classifier-free guidance) sees the null token alone. Both parts go through the backend's
+// varlen entries: attention_partial_forward over the captions (cu_q = cu_seqlens,
+// cu_k = cu_text) and over the null rows (cu_k = 0, 1, .., C), merged exactly by their
+// log-sum-exp (attention_merge); the backward runs attention_partial_backward on each with
+// the merged lse and delta. The caption is local to every rank of a CP group (each holds all
+// of it), so no ring is needed: a rank's key/value gradients are partial sums over its
+// queries, completed by the gradient all-reduce as every parameter gradient is.
+#include <math.h>
+
+#include "model/dit_internal.h"
+
+static float cross_scale(const dit_model *m) { return (float)(1.0 / sqrt((double)m->Dh)); }
+
+// Keys or values of R rows of context `in` (R, D): lin = in W + b, and for keys the per-head
+// RMSNorm into out (norm >= 0; rstd (R * H) kept).
+static tsr_status kv_fwd(dit_model *m, dit_linear l, int norm, void *lin, void *out, float *rstd,
+                         const void *in, int R) {
+  DIT_TRY(dit_linear_fwd(m, l, lin, in, R));
+  if (norm < 0 || R == 0) return TSR_OK;
+  return m->kb->rmsnorm_forward(m->kb, out, rstd, lin, dit_p(m, norm), R * m->H, m->Dh,
+                                m->cfg.rms_eps);
+}
+
+tsr_status dit_cross_fwd(dit_model *m, int i, dit_cross_acts *a, const void *hin,
+                         const dit_batch *b) {
+  const kernels_backend *kb = m->kb;
+  const dit_cross_params *x = &m->bp[i].x;
+  int L = b->L, C = b->n_clips, D = m->D, H = m->H, Dh = m->Dh, Lt = m->text_Lt;
+  DIT_TRY(kb->layernorm_forward(kb, a->ln, a->mean, a->rstd, hin, L, D, m->cfg.ln_eps));
+  DIT_TRY(kv_fwd(m, x->q, x->q_norm, a->qlin, a->q, a->qrstd, a->ln, L));
+  DIT_TRY(kv_fwd(m, x->k, x->k_norm, a->klin, a->k, a->krstd, m->ctx, Lt));
+  DIT_TRY(kv_fwd(m, x->v, -1, a->v, NULL, NULL, m->ctx, Lt));
+  DIT_TRY(kv_fwd(m, x->k, x->k_norm, a->nklin, a->nk, a->nkrstd, m->nullctx, C));
+  DIT_TRY(kv_fwd(m, x->v, -1, a->nv, NULL, NULL, m->nullctx, C));
+  float s = cross_scale(m);
+  DIT_TRY(kb->attention_partial_forward(kb, a->att, a->lse, a->q, a->k, a->v, b->cu_seqlens,
+                                        dit_cu_text(m, b), C, L, Lt, H, Dh, s));
+  DIT_TRY(kb->attention_partial_forward(kb, m->xatt_n, m->xlse_n, a->q, a->nk, a->nv,
+                                        b->cu_seqlens, m->cu_null, C, L, C, H, Dh, s));
+  DIT_TRY(kb->attention_merge(kb, a->att, a->lse, m->xatt_n, m->xlse_n, L, H, Dh));
+  DIT_TRY(dit_linear_fwd(m, x->proj, a->h, a->att, L));
+  return kb->add_act(kb, a->h, a->h, hin, (size_t)L * D);
+}
+
+// Backward of kv_fwd's RMSNorm: dlin (R, D) from dout (R, D).
+static tsr_status norm_bwd(dit_model *m, int norm, void *dlin, const void *dout, const void *lin,
+                           const float *rstd, int R) {
+  return m->kb->rmsnorm_backward(m->kb, dlin, dit_g(m, norm), dout, lin, dit_p(m, norm), rstd,
+                                 R * m->H, m->Dh);
+}
+
+tsr_status dit_cross_bwd(dit_model *m, int i, const dit_cross_acts *a, const void *hin,
+                         const dit_batch *b) {
+  const kernels_backend *kb = m->kb;
+  const dit_cross_params *x = &m->bp[i].x;
+  int L = b->L, C = b->n_clips, D = m->D, H = m->H, Dh = m->Dh, Lt = m->text_Lt;
+  size_t LD = (size_t)L * D, TD = (size_t)Lt * D, CD = (size_t)C * D;
+  float s = cross_scale(m);
+  // h = hin + proj(att): dL/dhin gets m->dh itself (kept in m->dh) plus the LN path below
+  DIT_TRY(dit_linear_bwd(m, x->proj, m->dt1, 0, m->dh, a->att, L));  // dt1 = dL/datt
+  DIT_TRY(kb->attention_delta(kb, m->xdelta, m->dt1, a->att, L, H, Dh));
+  DIT_TRY(kb->memset_zero(kb, m->dq, kernels_act_bytes(kb, LD)));
+  DIT_TRY(kb->memset_zero(kb, m->dxk, kernels_act_bytes(kb, TD)));
+  DIT_TRY(kb->memset_zero(kb, m->dxv, kernels_act_bytes(kb, TD)));
+  DIT_TRY(kb->memset_zero(kb, m->dnk, kernels_act_bytes(kb, CD)));
+  DIT_TRY(kb->memset_zero(kb, m->dnv, kernels_act_bytes(kb, CD)));
+  DIT_TRY(kb->attention_partial_backward(kb, m->dq, m->dxk, m->dxv, m->dt1, a->q, a->k, a->v,
+                                         a->lse, m->xdelta, b->cu_seqlens, dit_cu_text(m, b), C,
+                                         L, Lt, H, Dh, s));
+  DIT_TRY(kb->attention_partial_backward(kb, m->dq, m->dnk, m->dnv, m->dt1, a->q, a->nk, a->nv,
+                                         a->lse, m->xdelta, b->cu_seqlens, m->cu_null, C, L, C,
+                                         H, Dh, s));
+  // queries: dq -> dqlin -> d(ln) -> dh (accumulated: the residual's second path)
+  DIT_TRY(norm_bwd(m, x->q_norm, m->dt2, m->dq, a->qlin, a->qrstd, L));
+  DIT_TRY(dit_linear_bwd(m, x->q, m->dt3, 0, m->dt2, a->ln, L));
+  DIT_TRY(kb->layernorm_backward(kb, m->dt1, m->dt3, hin, a->mean, a->rstd, L, D));
+  DIT_TRY(kb->axpy_act(kb, m->dh, 1.0f, m->dt1, LD));
+  // caption keys and values -> the context's gradient (every block adds to it)
+  if (Lt > 0) {
+    DIT_TRY(norm_bwd(m, x->k_norm, m->dtx, m->dxk, a->klin, a->krstd, Lt));
+    DIT_TRY(dit_linear_bwd(m, x->k, m->dctx, 1, m->dtx, m->ctx, Lt));
+    DIT_TRY(dit_linear_bwd(m, x->v, m->dctx, 1, m->dxv, m->ctx, Lt));
+  }
+  // the null token's key and value -> its gradient
+  DIT_TRY(norm_bwd(m, x->k_norm, m->dtx, m->dnk, a->nklin, a->nkrstd, C));  // dtx: >= C rows
+  DIT_TRY(dit_linear_bwd(m, x->k, m->dnull, 1, m->dtx, m->nullctx, C));
+  return dit_linear_bwd(m, x->v, m->dnull, 1, m->dnv, m->nullctx, C);
+}

@@ -1,0 +1,226 @@
+// model/train/memory.c — the trainer's memory model in bytes and the counting backend that
+// checks it (model/train/memory.h).
+#include "model/train/memory.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "model/dist/ring_attention.h"
+#include "model/dit.h"
+#include "model/objective.h"
+
+// Activation arena bytes (working copy of the weights excluded) of config mc at L tokens.
+static tsr_status arena(const dit_config *mc, kernels_dtype act, int64_t L, int64_t C,
+                        size_t *bytes) {
+  dit_memory dm;
+  tsr_status st = dit_memory_bytes(mc, act, L, C, &dm);
+  *bytes = dm.activations;
+  return st;
+}
+
+// Bytes per token of one DiT block's activations: the arena's slope in L, difference of
+// depth + 1 and depth.
+static tsr_status per_token_block(const dit_config *mc, kernels_dtype act, int recompute,
+                                  double *out) {
+  enum { L1 = 1024, L2 = 2048, C = 1 };
+  dit_config a = *mc, b = *mc;
+  a.recompute = b.recompute = recompute;
+  b.depth = a.depth + 1;
+  size_t a1, a2, b1, b2;
+  tsr_status st = arena(&a, act, L1, C, &a1);
+  if (!st) st = arena(&a, act, L2, C, &a2);
+  if (!st) st = arena(&b, act, L1, C, &b1);
+  if (!st) st = arena(&b, act, L2, C, &b2);
+  if (!st) *out = ((double)(b2 - b1) - (double)(a2 - a1)) / (L2 - L1);
+  return st;
+}
+
+tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int device,
+                              int ranks, int64_t tokens, train_memory *out) {
+  memset(out, 0, sizeof *out);
+  if (tokens < 1 || ranks < 1)
+    return err_set(TSR_EINVAL, "memory model: %lld tokens on %d ranks", (long long)tokens, ranks);
+  kernels_dtype act = tc->precision;
+  int64_t C = tc->global_batch < tokens ? tc->global_batch : tokens;
+  dit_memory dm;
+  tsr_status st = dit_memory_bytes(mc, act, tokens, C, &dm);
+  if (st) return st;
+  int P = mc->pt * mc->ph * mc->pw * mc->channels;
+  out->tokens = tokens;
+  out->clips = C;
+  out->weights = dm.params + dm.act_weights;
+  out->grads = dm.grads;
+  out->optimizer = 3 * dm.n_params * sizeof(float);  // AdamW m, v and the EMA (step.c)
+  out->activations = dm.activations;
+  out->inputs = objective_device_bytes(act, (int)tokens, (int)C, P);
+  // + the stored tokens as uploaded (objective_device_build grows that buffer on first
+  // use): one byte a value for pixels; bf16/f32 latents take 2-4 (not counted yet, nor
+  // captions: docs/plan.md)
+  out->inputs += ((size_t)tokens * (size_t)P + 63) / 64 * 64;
+  for (int k = 1; k <= ranks; k *= 2) {  // the ring of every CP size a plan may use
+    out->ring += ring_attention_buffer_bytes(act, k, tokens, (int)C, mc->heads,
+                                             mc->hidden / mc->heads);
+    out->ring_sizes += k > 1;
+  }
+  out->attention = (size_t)tokens * (size_t)mc->heads * sizeof(float);
+  out->reserve = device ? TRAIN_MEMORY_DEVICE_RESERVE : 0;
+  out->allocated = out->weights + out->grads + out->optimizer + out->activations +
+                   out->inputs + out->ring;
+  out->total = out->allocated + out->attention + out->reserve;
+  st = per_token_block(mc, act, 0, &out->act_token_block);
+  if (!st) st = per_token_block(mc, act, 1, &out->act_token_block_recompute);
+  return st;
+}
+
+tsr_status train_memory_tokens(const dit_config *mc, const train_config *tc, int device,
+                               int ranks, size_t capacity, int64_t max_tokens, int64_t *tokens,
+                               train_memory *out) {
+  tsr_status st = train_memory_model(mc, tc, device, ranks, 1, out);
+  if (st) return st;
+  if (out->total > capacity) {
+    char what[512];
+    train_memory_format(out, what, sizeof what);
+    return err_set(TSR_EINVAL, "the model does not fit %.3g GiB per rank even with 1 token per "
+                   "microbatch: %s; give more memory (--mem-bytes), fewer parameters",
+                   (double)capacity / (1 << 30), what);
+  }
+  int64_t lo = 1, hi = max_tokens;  // total(lo) fits; find the largest that does
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo + 1) / 2;
+    train_memory m;
+    if ((st = train_memory_model(mc, tc, device, ranks, mid, &m))) return st;
+    if (m.total <= capacity) lo = mid;
+    else hi = mid - 1;
+  }
+  *tokens = lo;
+  return train_memory_model(mc, tc, device, ranks, lo, out);
+}
+
+tsr_status train_memory_capacity(const kernels_backend *kb, int64_t mem_bytes, int sharing,
+                                 size_t *capacity, const char **source) {
+  if (mem_bytes > 0) {
+    *capacity = (size_t)mem_bytes;
+    *source = "--mem-bytes";
+    return TSR_OK;
+  }
+  if (!kb->mem_info)
+    return err_set(TSR_EINVAL, "backend %s cannot report its memory: give --mem-bytes", kb->name);
+  size_t free_b = 0, total_b = 0;
+  tsr_status st = kb->mem_info(kb, &free_b, &total_b);
+  if (st) return err_wrap(st, "memory of backend %s (or give --mem-bytes): ", kb->name);
+  if (kb->device_memory) {
+    *capacity = free_b;
+    *source = "device free memory";
+  } else {
+    *capacity = free_b / 2 / (size_t)(sharing > 0 ? sharing : 1);
+    *source = "host memory";
+  }
+  return TSR_OK;
+}
+
+static double gib(size_t b) { return (double)b / (1 << 30); }
+
+// "1.234 GiB", or "12.3 MiB" below a GiB.
+static const char *size_str(char *buf, size_t n, size_t b) {
+  if (b >= ((size_t)1 << 30)) snprintf(buf, n, "%.3f GiB", gib(b));
+  else snprintf(buf, n, "%.1f MiB", (double)b / (1 << 20));
+  return buf;
+}
+
+tsr_status train_memory_limit(train_config *tc, const dit_config *mc, const kernels_backend *kb,
+                              int64_t mem_bytes, train_memory *m, size_t *capacity,
+                              const char **source) {
+  int ranks = comm_size();
+  // host memory is shared by the ranks of this node, not of the job
+  tsr_status st = train_memory_capacity(kb, mem_bytes, comm_local_size(), capacity, source);
+  if (st) return st;
+  if (tc->mem_tokens == 0) {
+    int64_t L = 0;
+    st = train_memory_tokens(mc, tc, kb->device_memory, ranks, *capacity,
+                             TRAIN_MEMORY_MAX_TOKENS, &L, m);
+    int64_t v[2] = {st ? 0 : -L, st ? 1 : 0};  // the least limit; did any rank fail
+    tsr_status cst = comm_allreduce_max_i64(v, 2);
+    if (st) return err_wrap(st, "train.mem_tokens = 0 (derived from %s): ", *source);
+    if (cst) return cst;
+    if (v[1]) return err_set(TSR_EINVAL, "train.mem_tokens = 0: another rank has too little memory");
+    tc->mem_tokens = -v[0];
+    return train_memory_model(mc, tc, kb->device_memory, ranks, tc->mem_tokens, m);
+  }
+  if ((st = train_memory_model(mc, tc, kb->device_memory, ranks, tc->mem_tokens, m))) return st;
+  if (m->total > *capacity) {
+    char what[512];
+    train_memory_format(m, what, sizeof what);
+    return err_set(TSR_EINVAL, "train.mem_tokens = %lld needs %s per rank, more than the %.3f GiB "
+                   "of %s: lower train.mem_tokens (0: the largest that fits), set "
+                   "model.recompute = 1, or give --mem-bytes", (long long)tc->mem_tokens, what,
+                   gib(*capacity), *source);
+  }
+  return TSR_OK;
+}
+
+void train_memory_format(const train_memory *m, char *buf, size_t n) {
+  char s[9][32];
+  snprintf(buf, n,
+           "%s (%zu bytes) for %lld tokens and %lld clips: weights %s, grads %s, optimizer %s, activations "
+           "%s (%.0f bytes per token per block; %.0f with model.recompute), inputs %s, ring "
+           "buffers of %d CP sizes %s, attention workspace %s, reserve %s",
+           size_str(s[0], 32, m->total), m->total, (long long)m->tokens, (long long)m->clips,
+           size_str(s[1], 32, m->weights), size_str(s[2], 32, m->grads),
+           size_str(s[3], 32, m->optimizer), size_str(s[4], 32, m->activations),
+           m->act_token_block, m->act_token_block_recompute, size_str(s[5], 32, m->inputs),
+           m->ring_sizes, size_str(s[6], 32, m->ring), size_str(s[7], 32, m->attention),
+           size_str(s[8], 32, m->reserve));
+}
+
+// ---- the counting backend ---------------------------------------------------------------
+
+static tsr_status counter_alloc(const kernels_backend *kb, void **ptr, size_t bytes) {
+  train_memory_counter *c = (train_memory_counter *)kb;
+  if (c->n == c->cap) {
+    size_t cap = c->cap ? 2 * c->cap : 64;
+    void **p = realloc(c->ptrs, cap * sizeof *p);
+    if (p) c->ptrs = p;
+    size_t *s = p ? realloc(c->sizes, cap * sizeof *s) : NULL;
+    if (s) c->sizes = s;
+    if (!p || !s) return err_set(TSR_ENOMEM, "alloc: no memory to count allocations");
+    c->cap = cap;
+  }
+  tsr_status st = c->inner->alloc(c->inner, ptr, bytes);
+  if (st) return st;
+  c->ptrs[c->n] = *ptr;
+  c->sizes[c->n++] = bytes;
+  c->live += bytes;
+  if (c->live > c->peak) c->peak = c->live;
+  return TSR_OK;
+}
+
+static void counter_free(const kernels_backend *kb, void *ptr) {
+  train_memory_counter *c = (train_memory_counter *)kb;
+  if (!ptr) return;
+  for (size_t i = c->n; i-- > 0;)
+    if (c->ptrs[i] == ptr) {
+      c->live -= c->sizes[i];
+      c->ptrs[i] = c->ptrs[c->n - 1];
+      c->sizes[i] = c->sizes[--c->n];
+      break;
+    }
+  c->inner->free(c->inner, ptr);
+}
+
+void train_memory_counter_init(train_memory_counter *c, const kernels_backend *inner) {
+  memset(c, 0, sizeof *c);
+  c->kb = *inner;
+  c->kb.alloc = counter_alloc;
+  c->kb.free = counter_free;
+  c->inner = inner;
+}
+
+void train_memory_counter_free(train_memory_counter *c) {
+  free(c->ptrs);
+  free(c->sizes);
+  c->ptrs = NULL;
+  c->sizes = NULL;
+  c->n = c->cap = 0;
+}

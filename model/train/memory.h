@@ -1,0 +1,89 @@
+// model/train/memory.h — the trainer's memory model in bytes, per rank (docs/train.md,
+// "Memory").
+//
+// What one rank of `tessera train` holds, for microbatches of at most L tokens (the
+// planner's per-rank limit, train.mem_tokens) and C = min(global_batch, L) clips, counted
+// from the code that allocates it (one formula each: dit_memory_bytes for the model,
+// objective_device_bytes for the inputs, ring_attention_buffer_bytes for the rings):
+//   weights      fp32 master weights + their act-dtype working copy (bf16 runs)
+//   grads        fp32 gradients
+//   optimizer    AdamW m and v + EMA weights, fp32
+//   activations  the model's activation arena for L tokens: every block's buffers, or with
+//                model.recompute only the block inputs plus one block's buffers
+//   inputs       the microbatch's inputs on the backend (x_t, target, tokens, positions)
+//   ring         communication workspace: the ring-attention buffers of every CP size a
+//                rank may run (2, 4, ... ranks; each ring keeps its own, sized for blocks of
+//                L tokens)
+//   attention    attention workspace outside the backend's allocations: the backward's
+//                delta, L x heads fp32 (host malloc on the CPU, the CUDA scratch buffer)
+//   reserve      on a device, runtime memory no allocation of ours shows: 1 GiB (cuBLASLt
+//                and cuDNN workspaces, NCCL buffers per communicator, fragmentation);
+//                0 on the CPU
+// The first six go through the backend's alloc; train_memory_counter measures their
+// high-water mark, and tests/train/memory.sh holds the model to it.
+#ifndef TESSERA_MODEL_TRAIN_MEMORY_H
+#define TESSERA_MODEL_TRAIN_MEMORY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "core/err.h"
+#include "kernels/kernels.h"
+#include "model/config.h"
+
+#define TRAIN_MEMORY_DEVICE_RESERVE ((size_t)1 << 30)
+// The largest train.mem_tokens the trainer takes (trainer_setup's int-sized buffers).
+#define TRAIN_MEMORY_MAX_TOKENS ((int64_t)INT32_MAX / 4)
+
+typedef struct {
+  int64_t tokens;        // L
+  int64_t clips;         // C
+  int ring_sizes;        // CP sizes > 1 counted in `ring` (log2 of the ranks)
+  size_t weights, grads, optimizer, activations, inputs, ring, attention, reserve;
+  size_t allocated;      // what goes through the backend's alloc: the first six
+  size_t total;          // all of it
+  // Activation bytes per token, per DiT block, without and with recomputation (the slope
+  // of the arena in L; for reports and docs).
+  double act_token_block, act_token_block_recompute;
+} train_memory;
+
+// The model for the config (its act dtype: train.precision), `ranks` ranks (the CP sizes
+// up to it), L = tokens, on a device (device != 0: the reserve counts) or the CPU.
+tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int device,
+                              int ranks, int64_t tokens, train_memory *out);
+// The largest L <= max_tokens whose total fits `capacity` bytes (and *out at it): what
+// train.mem_tokens = 0 derives. TSR_EINVAL saying what takes the memory when not even one
+// token fits.
+tsr_status train_memory_tokens(const dit_config *mc, const train_config *tc, int device,
+                               int ranks, size_t capacity, int64_t max_tokens, int64_t *tokens,
+                               train_memory *out);
+// The memory a rank may use: mem_bytes when > 0 (--mem-bytes), else the backend's free
+// memory at start (kb->mem_info): a device's as is; host memory, shared by the processes of
+// a node, halved (room for the store's page cache and the rest of the process) and divided
+// by `sharing` processes. *source: "--mem-bytes", "device free memory" or "host memory".
+tsr_status train_memory_capacity(const kernels_backend *kb, int64_t mem_bytes, int sharing,
+                                 size_t *capacity, const char **source);
+// The trainer's per-rank token limit from memory, the same on every rank of the job: with
+// tc->mem_tokens == 0 the largest L that fits (train_memory_tokens; the least over the
+// ranks), written to tc->mem_tokens; with an explicit tc->mem_tokens, a check that it fits
+// (TSR_EINVAL naming what takes the memory and what to do otherwise). *m: the model at the
+// limit; *capacity, *source: train_memory_capacity's. Collective (core/comm.h).
+tsr_status train_memory_limit(train_config *tc, const dit_config *mc, const kernels_backend *kb,
+                              int64_t mem_bytes, train_memory *m, size_t *capacity,
+                              const char **source);
+// "12.3 GiB (weights 1.0 GiB, ...)" into buf.
+void train_memory_format(const train_memory *m, char *buf, size_t n);
+
+// A backend that counts: every entry of `inner`, with alloc and free recording the bytes
+// held now and at most (the requested sizes). Use &c->kb as the backend; c must outlive it.
+typedef struct {
+  kernels_backend kb;            // first: the entries receive &kb
+  const kernels_backend *inner;
+  size_t live, peak;
+  void **ptrs;                   // (n) live allocations and their sizes
+  size_t *sizes;
+  size_t n, cap;
+} train_memory_counter;
+void train_memory_counter_init(train_memory_counter *c, const kernels_backend *inner);
+void train_memory_counter_free(train_memory_counter *c);
+
+#endif

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# tests/gpu/memory.sh — the trainer's memory model (model/train/memory.h) on a GPU, the
+# twin of tests/train/memory.sh (label gpu: tests/gpu/run.sh skips it without a GPU).
+#   (a) --backend cuda, bf16, mem_tokens 4096: the backend's allocation high-water mark
+#       equals the model's count of the same buffers within 4 KiB, and the device's free
+#       memory (cudaMemGetInfo) falls by at least that and at most the model's total
+#       (allocations + attention workspace + the 1 GiB reserve).
+#   (b) train.mem_tokens = 0 without --mem-bytes: the limit derived from the GPU's free
+#       memory trains two steps without running out of memory, and the free memory falls by
+#       no more than the model's total.
+# The store comes as in tests/gpu/train.sh ($TESSERA_GPU_STORE, an ingest when this build
+# has media, or $TESSERA_SRC/.carry/gpu-store); without one the test is skipped (77).
+set -uo pipefail
+T=${TESSERA_BIN:?}
+SRC=${TESSERA_SRC:?}
+W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-gpu-memory.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+pass=0 failn=0
+ok() { echo "ok: $*"; pass=$((pass + 1)); }
+bad() { echo "FAIL: $*"; failn=$((failn + 1)); }
+STORE=""
+if [ -n "${TESSERA_GPU_STORE:-}" ] && [ -f "$TESSERA_GPU_STORE/index.sqlite" ]; then
+  STORE=$TESSERA_GPU_STORE
+elif bash "$SRC/tests/gpu/train.sh" --make-store "$W/store" >"$W/store.log" 2>&1; then
+  STORE=$W/store
+elif [ -f "$SRC/.carry/gpu-store/index.sqlite" ]; then
+  STORE=$SRC/.carry/gpu-store
+else
+  echo "SKIP: no training store (see tests/gpu/train.sh): $(head -c 200 "$W/store.log" | tr '\n' ' ')"
+  exit 77
+fi
+A=(--backend cuda --config "$SRC/configs/model/tiny.conf" --data "$STORE" --set model.pt=1
+   --set model.ph=4 --set model.pw=4 --set model.hidden=256 --set model.heads=4
+   --set model.depth=4 --set train.precision=bf16 --set train.global_batch=4
+   --set train.steps=2 --set train.warmup=1)
+num() { sed -n "$2" "$1" | head -1; }
+peak='s/.*allocations peaked at [0-9.]* GiB (\([0-9]*\) bytes).*/\1/p'
+model='s/.*the model counts [0-9.]* GiB (\([0-9]*\) bytes,.*/\1/p'
+fell='s/.*device free memory fell by [0-9.]* GiB (\([0-9]*\) bytes.*/\1/p'
+total='s/.*memory per rank (model): [0-9.]* [GM]iB (\([0-9]*\) bytes) for.*/\1/p'
+
+# (a)
+if "$T" train "${A[@]}" --set train.mem_tokens=4096 --out "$W/a" >"$W/a.log" 2>&1; then
+  p=$(num "$W/a.log" "$peak"); m=$(num "$W/a.log" "$model"); f=$(num "$W/a.log" "$fell")
+  t=$(num "$W/a.log" "$total")
+  echo "measured peak $p bytes, model $m; device free memory fell by $f, model total $t"
+  [ -n "$p" ] && [ -n "$m" ] && [ $((p > m ? p - m : m - p)) -le 4096 ] && ok "peak == model" \
+    || bad "peak $p vs model $m"
+  [ -n "$f" ] && [ "$f" -ge $((m - 4096)) ] && [ "$f" -le "$t" ] && ok "device memory within the model" \
+    || bad "device free memory fell by $f, outside [$m, $t]"
+else
+  bad "(a) training failed: $(tail -3 "$W/a.log")"
+fi
+# (b)
+if "$T" train "${A[@]}" --set train.mem_tokens=0 --out "$W/b" >"$W/b.log" 2>&1; then
+  f=$(num "$W/b.log" "$fell"); t=$(num "$W/b.log" "$total")
+  grep -m1 "memory per rank (model)" "$W/b.log"
+  [ -n "$f" ] && [ -n "$t" ] && [ "$f" -le "$t" ] && ok "derived limit: free memory fell by $f <= model $t" \
+    || bad "derived limit: fell by $f, model $t"
+else
+  bad "(b) training with the derived limit failed: $(tail -3 "$W/b.log")"
+fi
+echo "$pass passed, $failn failed"
+[ $failn -eq 0 ]

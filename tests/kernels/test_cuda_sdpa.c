@@ -1,0 +1,163 @@
+// tests/kernels/test_cuda_sdpa.c — the host-side rules of the CUDA backend's cuDNN attention
+// path (kernels/cuda/sdpa.h), on any machine: the environment switches, which shapes go to
+// cuDNN and the error that names a shape cuDNN cannot take, the plan-cache key and its
+// rounding, and the ragged description of a packed batch against its definition (valid
+// cu_seqlens give exactly the clips; any cu_seqlens stay inside the tensors).
+#include <string.h>
+
+#include "check.h"
+#include "kernels/cuda/sdpa.h"
+
+static const kcu_sdpa_device H100 = {90, 91900};
+
+static void test_switches(void) {
+  kcu_attn_mode m = KCU_ATTN_OWN;
+  CHECK_OK(kcu_attn_mode_parse(NULL, &m));
+  CHECK(m == KCU_ATTN_AUTO, "unset: auto");
+  m = KCU_ATTN_OWN;
+  CHECK_OK(kcu_attn_mode_parse("", &m));
+  CHECK(m == KCU_ATTN_AUTO, "empty: auto");
+  CHECK_OK(kcu_attn_mode_parse("auto", &m));
+  CHECK(m == KCU_ATTN_AUTO, "auto");
+  CHECK_OK(kcu_attn_mode_parse("cudnn", &m));
+  CHECK(m == KCU_ATTN_CUDNN, "cudnn");
+  CHECK_OK(kcu_attn_mode_parse("own", &m));
+  CHECK(m == KCU_ATTN_OWN, "own");
+  CHECK(kcu_attn_mode_parse("CUDNN", &m) == TSR_EINVAL, "values are lower case");
+  CHECK(strstr(err_msg(), "TESSERA_CUDA_ATTENTION='CUDNN'") != NULL, "the error names the variable: %s",
+        err_msg());
+  CHECK(kcu_attn_mode_parse("flash", &m) == TSR_EINVAL, "unknown value");
+
+  int det = 0;
+  CHECK_OK(kcu_sdpa_deterministic_parse(NULL, &det));
+  CHECK(det == 1, "deterministic by default");
+  CHECK_OK(kcu_sdpa_deterministic_parse("0", &det));
+  CHECK(det == 0, "0");
+  CHECK_OK(kcu_sdpa_deterministic_parse("1", &det));
+  CHECK(det == 1, "1");
+  CHECK(kcu_sdpa_deterministic_parse("yes", &det) == TSR_EINVAL, "only 0 or 1");
+  CHECK(strstr(err_msg(), "TESSERA_CUDA_ATTENTION_DETERMINISTIC") != NULL, "names the variable: %s",
+        err_msg());
+}
+
+static int fits(kcu_sdpa_kind kind, int C, int Lq, int Lk, int H, int Dh, const kcu_sdpa_device *d,
+                char *why, size_t n) {
+  kcu_sdpa_shape s = {kind, C, Lq, Lk, H, Dh};
+  return kcu_sdpa_fits(&s, d, why, n);
+}
+
+static void test_fits(void) {
+  char why[200];
+  // The head dims of the configs (tiny 16, dit-s/b 64, dit-1b 128) and Hopper's limit 256.
+  int dhs[] = {8, 16, 64, 128, 256};
+  for (int i = 0; i < 5; i++)
+    for (int k = 0; k < KCU_SDPA_KINDS; k++)
+      CHECK(fits((kcu_sdpa_kind)k, 6, 131, 70, 2, dhs[i], &H100, why, sizeof why), "Dh %d %s on sm_90: %s",
+            dhs[i], kcu_sdpa_kind_name((kcu_sdpa_kind)k), why);
+  CHECK(!fits(KCU_SDPA_FWD, 6, 131, 131, 2, 12, &H100, why, sizeof why), "Dh 12 is no multiple of 8");
+  CHECK(strstr(why, "head dimension 12") != NULL, "reason names the head dim: %s", why);
+  CHECK(!fits(KCU_SDPA_BWD, 6, 131, 131, 2, 264, &H100, why, sizeof why), "Dh 264 > 256");
+  CHECK(!fits(KCU_SDPA_BWD, 6, 131, 131, 2, 0, &H100, why, sizeof why), "Dh 0");
+  const kcu_sdpa_device b200 = {100, 91900}, a100 = {80, 91900}, rtx = {120, 91900}, old = {90, 91001};
+  CHECK(fits(KCU_SDPA_BWD, 6, 131, 131, 2, 128, &b200, why, sizeof why), "sm_100 Dh 128: %s", why);
+  CHECK(!fits(KCU_SDPA_BWD, 6, 131, 131, 2, 256, &b200, why, sizeof why), "sm_100 Dh 256");
+  CHECK(!fits(KCU_SDPA_FWD, 6, 131, 131, 2, 64, &a100, why, sizeof why), "sm_80");
+  CHECK(strstr(why, "sm_80") != NULL, "reason names the GPU: %s", why);
+  CHECK(!fits(KCU_SDPA_FWD, 6, 131, 131, 2, 64, &rtx, why, sizeof why), "sm_120");
+  CHECK(!fits(KCU_SDPA_FWD, 6, 131, 131, 2, 64, &old, why, sizeof why), "cuDNN 9.10.1");
+  CHECK(strstr(why, "91001") != NULL, "reason names the version: %s", why);
+  CHECK(!fits(KCU_SDPA_FWD, 0, 0, 0, 2, 64, &H100, why, sizeof why), "no clips");
+  CHECK(!fits(KCU_SDPA_FWD, 1, 5, 5, 0, 64, &H100, why, sizeof why), "no heads");
+  CHECK(!fits(KCU_SDPA_PARTIAL_FWD, 1, 5, (1 << 30) + 1, 2, 64, &H100, why, sizeof why), "Lk > 2^30");
+  CHECK(fits(KCU_SDPA_PARTIAL_FWD, 3, 5, 0, 2, 64, &H100, why, sizeof why), "an empty K/V block fits");
+}
+
+static void test_choose(void) {
+  kcu_sdpa_shape ok = {KCU_SDPA_BWD, 6, 131, 131, 2, 64}, bad = {KCU_SDPA_FWD, 6, 131, 131, 2, 12};
+  int use = -1;
+  CHECK_OK(kcu_sdpa_choose(KCU_ATTN_OWN, "attention_backward", &ok, &H100, &use));
+  CHECK(use == 0, "own: never cuDNN");
+  CHECK_OK(kcu_sdpa_choose(KCU_ATTN_AUTO, "attention_backward", &ok, &H100, &use));
+  CHECK(use == 1, "auto: cuDNN where it fits");
+  CHECK_OK(kcu_sdpa_choose(KCU_ATTN_AUTO, "attention_forward", &bad, &H100, &use));
+  CHECK(use == 0, "auto: own kernels where it does not");
+  CHECK_OK(kcu_sdpa_choose(KCU_ATTN_CUDNN, "attention_backward", &ok, &H100, &use));
+  CHECK(use == 1, "cudnn: cuDNN");
+  use = -1;
+  CHECK(kcu_sdpa_choose(KCU_ATTN_CUDNN, "attention_forward", &bad, &H100, &use) == TSR_EINVAL,
+        "cudnn and a shape cuDNN cannot take: an error");
+  CHECK(use == 0, "no path on error");
+  const char *m = err_msg();
+  CHECK(strstr(m, "attention_forward: TESSERA_CUDA_ATTENTION=cudnn") != NULL, "entry and switch: %s", m);
+  CHECK(strstr(m, "6 clips, 131 x 131 tokens, 2 heads of 12") != NULL, "the shape: %s", m);
+  CHECK(strstr(m, "head dimension 12") != NULL, "the reason: %s", m);
+}
+
+static void test_key(void) {
+  CHECK(kcu_sdpa_bucket(0, 64) == 64 && kcu_sdpa_bucket(64, 64) == 64 && kcu_sdpa_bucket(65, 64) == 128,
+        "token buckets");
+  CHECK(kcu_sdpa_bucket(131, 64) == 256 && kcu_sdpa_bucket(65536, 64) == 65536 &&
+            kcu_sdpa_bucket(65537, 64) == 131072,
+        "token buckets, large");
+  CHECK(kcu_sdpa_bucket(1, 1) == 1 && kcu_sdpa_bucket(5, 1) == 8 && kcu_sdpa_bucket(0, 1) == 1, "clip buckets");
+  kcu_sdpa_shape a = {KCU_SDPA_BWD, 6, 131, 131, 2, 64}, b = {KCU_SDPA_BWD, 5, 200, 200, 2, 64};
+  kcu_sdpa_key ka = kcu_sdpa_key_of(&a, 1), kb = kcu_sdpa_key_of(&b, 1);
+  CHECK(ka.b == 8 && ka.sq == 256 && ka.skv == 256 && ka.h == 2 && ka.d == 64 && ka.deterministic == 1,
+        "key of 6 clips, 131 tokens: b %d sq %d skv %d det %d", ka.b, ka.sq, ka.skv, ka.deterministic);
+  CHECK(kcu_sdpa_key_eq(&ka, &kb), "one plan for microbatches of the same rounded size");
+  kcu_sdpa_key kn = kcu_sdpa_key_of(&a, 0);
+  CHECK(!kcu_sdpa_key_eq(&ka, &kn), "determinism is part of the backward's key");
+  kcu_sdpa_shape f = a;
+  f.kind = KCU_SDPA_FWD;
+  kcu_sdpa_key kf1 = kcu_sdpa_key_of(&f, 1), kf0 = kcu_sdpa_key_of(&f, 0);
+  CHECK(kcu_sdpa_key_eq(&kf1, &kf0) && kf1.deterministic == 0, "forwards have one plan either way");
+  CHECK(!kcu_sdpa_key_eq(&kf1, &ka), "kind is part of the key");
+  kcu_sdpa_shape h = a, d = a, p = a;
+  h.H = 3, d.Dh = 128, p.kind = KCU_SDPA_PARTIAL_FWD, p.Lk = 70;
+  kcu_sdpa_key kh = kcu_sdpa_key_of(&h, 1), kd = kcu_sdpa_key_of(&d, 1), kp = kcu_sdpa_key_of(&p, 1);
+  CHECK(!kcu_sdpa_key_eq(&kh, &ka) && !kcu_sdpa_key_eq(&kd, &ka), "heads and head dim are part of the key");
+  CHECK(kp.sq == 256 && kp.skv == 128, "partial: own rounding for queries and keys");
+}
+
+// The definition: sequence c < n_clips is rows [cu[c], cu[c+1]), later ones are empty at L.
+static void check_packing(const int32_t *cu, int n, int L) {
+  int b = (int)kcu_sdpa_bucket(n, 1);
+  for (int c = 0; c < b + 2; c++) {
+    int32_t start = -1, len = -1;
+    kcu_sdpa_ragged(cu, n, L, c, &start, &len);
+    if (c < n) CHECK(start == cu[c] && len == cu[c + 1] - cu[c], "clip %d of %d: [%d, +%d)", c, n, start, len);
+    else CHECK(start == L && len == 0, "padding sequence %d: [%d, +%d)", c, start, len);
+  }
+}
+
+static void test_ragged(void) {
+  const int32_t p1[] = {0, 0, 1, 1, 66, 66, 131}, p2[] = {0, 17, 17, 69, 70}, p3[] = {0, 65536};
+  check_packing(p1, 6, 131);
+  check_packing(p2, 4, 70);
+  check_packing(p3, 1, 65536);
+  // Bad cu_seqlens (the device check reports them; here only: nothing outside [0, L]).
+  uint64_t r = 12345;
+  for (int t = 0; t < 2000; t++) {
+    int n = 1 + t % 7, L = t % 50;
+    int32_t cu[8];
+    for (int c = 0; c <= n; c++) {
+      r = r * 6364136223846793005ull + 1442695040888963407ull;
+      cu[c] = (int32_t)((r >> 33) % (L + 11)) - 5;  // in [-5, L + 5]
+    }
+    for (int c = 0; c < 8; c++) {
+      int32_t start, len;
+      kcu_sdpa_ragged(cu, n, L, c, &start, &len);
+      CHECK(start >= 0 && len >= 0 && start + len <= L, "bad cu case %d seq %d: [%d, +%d) of %d", t, c, start,
+            len, L);
+    }
+  }
+}
+
+int main(void) {
+  test_switches();
+  test_fits();
+  test_choose();
+  test_key();
+  test_ragged();
+  return check_done();
+}

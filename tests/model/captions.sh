@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# tests/model/captions.sh — text conditioning end to end, on generated data (no VAE, no
+# text encoder): 32 latent files (2 x 4 x 4 latents, 4 channels) of four colours, each
+# clip's channels 0-2 near its colour's (+-1.5) with noise 0.2, captioned "a COLOUR clip"
+# with a one-hot embedding of its three words (vocabulary: a, clip, red, green, blue,
+# yellow; width 8).
+# 1. `tessera ingest --latents` stores them with their captions.
+# 2. A tiny text model (model.text_dim 8) trains 50 steps; resume is bitwise with captions:
+#    the run's checkpoint of step 20, resumed to 50, gives the straight run's losses and
+#    final checkpoint.
+# 3. It follows the caption: `tessera sample --caption` of each colour's caption (guidance
+#    3) gives latents whose mean over channels 0-2 is nearest to that colour, within 1.0
+#    of it (the colours are >= 3 apart), for all four; the unconditional sample is not
+#    nearest to all of them (it cannot be). Printed: each mean and its distances.
+# 4. Errors: --caption on a model without text, a caption of another width, a caption
+#    longer than model.text_len, training a text model whose text_len is below a stored
+#    caption's length.
+set -euo pipefail
+T=${TESSERA_BIN:?set by ctest}
+ML=${MAKE_LATENTS:?set by ctest}
+SRC=${TESSERA_SRC:?set by ctest}
+W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-captions.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect_fail() {  # PATTERN CMD...: exit 1 with PATTERN on stderr
+  local pat=$1 rc=0; shift
+  "$@" >"$W/out" 2>"$W/err" || rc=$?
+  [ $rc -eq 1 ] && grep -Eq -- "$pat" "$W/err" || { cat "$W/err" >&2; fail "expected exit 1 and /$pat/: $*"; }
+  echo "ok: refused: $(grep -E -- "$pat" "$W/err" | head -1 | cut -c1-160)"
+}
+
+colours=(red green blue yellow)
+values=("1.5,-1.5,-1.5,0" "-1.5,1.5,-1.5,0" "-1.5,-1.5,1.5,0" "1.5,1.5,-1.5,0")
+mkdir -p "$W/src" "$W/caps"
+for k in 0 1 2 3; do
+  for i in 0 1 2 3 4 5 6 7; do
+    "$ML" "$W/src/${colours[$k]}-$i.safetensors" --shape 2,4,4,4 --seed $((k * 100 + i)) \
+      --value "${values[$k]}" --noise 0.2 --text 3,8 --text-words "0,$((k + 2)),1" \
+      --caption "a ${colours[$k]} clip"
+  done
+  # the caption alone, as a text encoder would write it for the sampler
+  "$ML" "$W/caps/${colours[$k]}.safetensors" --shape 1,1,1,4 --text 3,8 \
+    --text-words "0,$((k + 2)),1" --caption "a ${colours[$k]} clip"
+done
+"$T" ingest --latents "$W/src" --out "$W/store" --quiet 2>"$W/ingest.log"
+[ "$(sqlite3 "$W/store/index.sqlite" "SELECT count(*) FROM clips WHERE caption_tokens = 3")" = 32 ] ||
+  fail "32 captioned clips expected"
+
+MODEL=(--set model.pt=1 --set model.ph=2 --set model.pw=2 --set model.channels=4
+       --set model.text_dim=8 --set model.text_len=4 --set train.global_batch=16
+       --set train.warmup=5 --set train.steps=50 --set train.lr=4e-3 --set train.ema_decay=0.9
+       --set train.log_every=1 --set train.ckpt_every=10 --set train.ckpt_keep=5)
+train() { "$T" train --config "$SRC/configs/model/tiny.conf" --data "$W/store" "${MODEL[@]}" "$@" 2>>"$W/train.log"; }
+train --out "$W/a" --steps 50
+# a run that stopped after step 20 (its checkpoint and metrics up to there), resumed
+mkdir -p "$W/b"
+cp "$W/a/ckpt-20.safetensors" "$W/b/" 2>/dev/null || fail "no ckpt-20 (ckpt_keep?)"
+head -n 20 "$W/a/metrics.jsonl" >"$W/b/metrics.jsonl"
+train --out "$W/b" --steps 50 --resume
+diff <(jq -r .loss "$W/a/metrics.jsonl") <(jq -r .loss "$W/b/metrics.jsonl") >/dev/null ||
+  fail "resume with captions: losses differ from the straight run"
+cmp -s "$W/a/ckpt-50.safetensors" "$W/b/ckpt-50.safetensors" || fail "resume with captions: ckpt-50 differs"
+echo "ok: resume with captions bitwise (loss $(jq -r .loss "$W/a/metrics.jsonl" | head -1) -> $(jq -r .loss "$W/a/metrics.jsonl" | tail -1))"
+
+CK=$W/a/ckpt-50.safetensors
+sample() {  # NAME [ARGS]: samples with ARGS; prints the channel means of the latents
+  local name=$1; shift
+  "$T" sample --ckpt "$CK" --frames 2 --size 4x4 --steps 16 --out "$W/$name.mp4" "$@" 2>>"$W/sample.log"
+  [ -s "$W/$name.mp4" ] && [ -s "$W/$name.safetensors" ] || fail "sample $name: no preview or latents"
+  "$ML" --mean "$W/$name.safetensors"
+}
+# nearest NAME MEANS: the colour nearest to channels 0-2 of MEANS, and the distance to NAME's
+nearest() {
+  awk -v want="$1" -v m="$2" 'BEGIN {
+    split(m, v, " "); split("red green blue yellow", name, " ")
+    split("1.5 -1.5 -1.5 -1.5 1.5 -1.5 -1.5 -1.5 1.5 1.5 1.5 -1.5", c, " ")
+    best = ""; bd = 1e9
+    for (k = 1; k <= 4; k++) {
+      d = sqrt((v[1] - c[3*k-2])^2 + (v[2] - c[3*k-1])^2 + (v[3] - c[3*k])^2)
+      if (d < bd) { bd = d; best = name[k] }
+      if (name[k] == want) dw = d
+    }
+    printf "%s %.3f\n", best, dw
+  }'
+}
+right=0
+for k in 0 1 2 3; do
+  c=${colours[$k]}
+  m=$(sample "$c" --caption "$W/caps/$c.safetensors" --cfg 3)
+  read -r got dist <<<"$(nearest "$c" "$m")"
+  echo "caption 'a $c clip': channel means $m -> nearest $got, distance to $c $dist"
+  [ "$got" = "$c" ] && awk -v d="$dist" 'BEGIN { exit !(d < 1.0) }' && right=$((right + 1))
+done
+m=$(sample none)
+echo "no caption: channel means $m -> nearest $(nearest red "$m" | cut -d' ' -f1)"
+[ $right -eq 4 ] || fail "the samples follow $right of 4 captions"
+grep -q "PREVIEW of latent channels 0, 1, 2" "$W/sample.log" || fail "sample does not say the video is a preview"
+echo "ok: the samples follow all 4 captions"
+# the sampled latents are a latent file: they ingest again (same fps, VAE stride, channels)
+"$T" ingest --latents "$W/red.safetensors" --out "$W/back" --quiet 2>"$W/back.log" ||
+  { cat "$W/back.log" >&2; fail "the sampled latents do not ingest"; }
+[ "$(sqlite3 "$W/back/index.sqlite" "SELECT T || 'x' || H || 'x' || W FROM clips")" = 2x2x2 ] ||
+  fail "the sampled latents ingest to another grid"
+
+# errors
+"$T" train --config "$SRC/configs/model/tiny.conf" --data "$W/store" --out "$W/plain" --steps 1 \
+  --set model.pt=1 --set model.ph=2 --set model.pw=2 --set model.channels=4 2>"$W/plain.log"
+grep -q "captioned clips but model.text_dim = 0: captions are not used" "$W/plain.log" ||
+  fail "no warning that a model without text ignores the captions"
+expect_fail "the checkpoint's model has no captions" \
+  "$T" sample --ckpt "$W/plain/ckpt-1.safetensors" --frames 2 --size 4x4 --out "$W/x.mp4" --caption "$W/caps/red.safetensors"
+"$ML" "$W/wide.safetensors" --shape 1,1,1,4 --text 3,9
+expect_fail "text_emb is 9 wide; the model takes model.text_dim = 8" \
+  "$T" sample --ckpt "$CK" --frames 2 --size 4x4 --out "$W/x.mp4" --caption "$W/wide.safetensors"
+"$ML" "$W/long.safetensors" --shape 1,1,1,4 --text 6,8
+expect_fail "6 tokens, the model takes at most model.text_len = 4" \
+  "$T" sample --ckpt "$CK" --frames 2 --size 4x4 --out "$W/x.mp4" --caption "$W/long.safetensors"
+expect_fail "a caption of 3 tokens of width 8; the model takes model.text_dim = 8 and at most model.text_len = 2" \
+  "$T" train --config "$SRC/configs/model/tiny.conf" --data "$W/store" "${MODEL[@]}" --out "$W/short" \
+  --steps 1 --set model.text_len=2
+expect_fail "needs --label or --caption" \
+  "$T" sample --ckpt "$CK" --frames 2 --size 4x4 --out "$W/x.mp4" --cfg 2
+echo "captions: ingest, bitwise resume, caption following and errors: ok"

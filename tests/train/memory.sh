@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The memory model (model/train/memory.h) against measured runs of `tessera train` on the
+# CPU. The trainer counts its backend's allocations (train_memory_counter) and prints the
+# high-water mark beside the model's count of the same buffers:
+#   (a) one rank, fp32, mem_tokens 512 and 4096; bf16; model.recompute = 1: the measured
+#       peak equals the model within 4 KiB (what the model leaves out: one loss float per
+#       wave); and the peak RSS grows from 512 to 4096 tokens by the model's growth of its
+#       total within 10% (RSS also holds pages of the store and of OpenBLAS).
+#   (b) two ranks: the model (every CP size's ring buffers, full blocks) bounds the
+#       measured peak from above, and no more than its ring buffers above it.
+#   (c) train.mem_tokens = 0 with --mem-bytes 100 MB: the derived limit's model fits 100 MB
+#       and one token more would not; an explicit mem_tokens above it is refused naming
+#       what takes the memory; a model that does not fit at all is refused.
+. "$(dirname "$0")/lib.sh"
+need_store
+R=(--config "$CONF" --data "$STORE" --set train.global_batch=4 --set train.steps=2
+   --set train.warmup=1 --set train.log_every=1)
+export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# field LOG NAME: measured peak (peak), modelled allocations (model), RSS GiB (rss),
+# model total GiB (total), mem_tokens
+field() {
+  case $2 in
+    peak) sed -n 's/.*allocations peaked at [0-9.]* GiB (\([0-9]*\) bytes).*/\1/p' "$1" ;;
+    model) sed -n 's/.*the model counts [0-9.]* GiB (\([0-9]*\) bytes,.*/\1/p' "$1" ;;
+    rss) sed -n 's/.*process peak RSS \([0-9.]*\) GiB.*/\1/p' "$1" ;;
+    total) sed -n 's/.*memory per rank (model): [0-9.]* [GM]iB (\([0-9]*\) bytes) for.*/\1/p' "$1" ;;
+    ring) sed -n 's/.*bytes, ring buffers \([0-9]*\)) of them.*/\1/p' "$1" ;;
+    tokens) sed -n 's/.*mem_tokens \([0-9]*\), steps.*/\1/p' "$1" ;;
+  esac | head -1
+}
+run() {  # run NAME ARGS...: one training run, its log in $W/NAME.log
+  local name=$1; shift
+  "$@" --out "$W/$name" >"$W/$name.log" 2>&1 || { cat "$W/$name.log" >&2; fail "$name"; }
+}
+exact() {  # the measured peak equals the model's count within 4 KiB
+  local p m
+  p=$(field "$W/$1.log" peak); m=$(field "$W/$1.log" model)
+  [ -n "$p" ] && [ -n "$m" ] && [ $((p > m ? p - m : m - p)) -le 4096 ] \
+    || fail "$1: measured peak $p bytes vs model $m"
+  echo "ok: $1: measured backend peak $p bytes, model $m"
+}
+
+# (a)
+run f512 "$T" train "${R[@]}" --set train.mem_tokens=512
+run f4096 "$T" train "${R[@]}" --set train.mem_tokens=4096
+run bf16 "$T" train "${R[@]}" --set train.mem_tokens=1024 --set train.precision=bf16
+run recompute "$T" train "${R[@]}" --set train.mem_tokens=1024 --set model.recompute=1
+for n in f512 f4096 bf16 recompute; do exact $n; done
+awk -v r1="$(field "$W/f512.log" rss)" -v r2="$(field "$W/f4096.log" rss)" \
+    -v m1="$(field "$W/f512.log" model)" -v m2="$(field "$W/f4096.log" model)" 'BEGIN {
+  dr = (r2 - r1) * 2^30; dm = m2 - m1
+  printf "peak RSS grew by %.0f bytes from 512 to 4096 tokens, the model by %.0f (ratio %.3f)\n", dr, dm, dr / dm
+  exit !(dr >= 0.9 * dm && dr <= 1.1 * dm) }' || fail "RSS growth vs model"
+echo "ok: RSS growth within 10% of the model's"
+
+# (b)
+mpirun --oversubscribe --bind-to none -np 2 "$T" train "${R[@]}" --set train.mem_tokens=128 \
+  --set train.global_batch=8 --out "$W/two" >"$W/two.log" 2>&1 || { cat "$W/two.log" >&2; fail "two ranks"; }
+p=$(field "$W/two.log" peak); m=$(field "$W/two.log" model); ring=$(field "$W/two.log" ring)
+awk -v p="$p" -v m="$m" -v ring="$ring" 'BEGIN {
+  printf "two ranks: measured peak %d bytes, model %d (ring buffers %d bytes)\n", p, m, ring
+  exit !(ring > 0 && p <= m + 4096 && p >= m - ring - 4096) }' || fail "two ranks: peak $p vs model $m"
+echo "ok: two ranks: the model bounds the measured peak"
+
+# (c)
+run derived "$T" train "${R[@]}" --set train.mem_tokens=0 --mem-bytes 100000000
+L=$(field "$W/derived.log" tokens)
+[ -n "$L" ] && [ "$L" -gt 512 ] || fail "derived mem_tokens '$L'"
+exact derived
+awk -v t="$(field "$W/derived.log" total)" 'BEGIN { exit !(t <= 100000000) }' \
+  || fail "derived: model total above 100 MB"
+expect_fail "train.mem_tokens = $((L + 1)) needs .* activations .* more than the 0.093 GiB of --mem-bytes" \
+  "$T" train "${R[@]}" --set train.mem_tokens=$((L + 1)) --mem-bytes 100000000 --out "$W/over"
+expect_fail "does not fit .* even with 1 token" \
+  "$T" train "${R[@]}" --set train.mem_tokens=0 --mem-bytes 2000000 --out "$W/tiny"
+echo "ok: derived mem_tokens $L for 100 MB; one more refused"
