@@ -42,7 +42,8 @@ for k in 0 1 2 3; do
   "$ML" "$W/caps/${colours[$k]}.safetensors" --shape 1,1,1,4 --text 3,8 \
     --text-words "0,$((k + 2)),1" --caption "a ${colours[$k]} clip"
 done
-"$T" ingest --latents "$W/src" --out "$W/store" --quiet 2>"$W/ingest.log"
+# one worker: clip ids (the objective's random keys) in path order, so the run is the same every time
+"$T" ingest --latents "$W/src" --out "$W/store" --workers 1 --quiet 2>"$W/ingest.log"
 [ "$(sqlite3 "$W/store/index.sqlite" "SELECT count(*) FROM clips WHERE caption_tokens = 3")" = 32 ] ||
   fail "32 captioned clips expected"
 
