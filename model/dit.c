@@ -1,5 +1,6 @@
 // model/dit.c — forward and backward of the whole DiT over a packed microbatch:
-// conditioning, patch embedding, the blocks (kept or recomputed), final layer, loss.
+// conditioning, patch embedding, the blocks (kept, recomputed whole or their cheap layers
+// recomputed: model.recompute), final layer, loss.
 #include "model/dit_internal.h"
 
 #include <stdlib.h>
@@ -22,8 +23,10 @@ static tsr_status check_batch(const dit_model *m, const dit_batch *b, const char
   return TSR_OK;
 }
 
-// Activations of block i (the one scratch set when recomputing).
-static dit_block_acts *acts_of(dit_model *m, int i) { return &m->blk[m->cfg.recompute ? 0 : i]; }
+// Activations of block i (the one scratch set when recomputing whole blocks).
+static dit_block_acts *acts_of(dit_model *m, int i) {
+  return &m->blk[m->cfg.recompute == DIT_RECOMPUTE_BLOCK ? 0 : i];
+}
 static void *h_at(dit_model *m, int i) { return dit_act(m, m->h, (size_t)i * m->max_tokens * m->D); }
 
 tsr_status dit_forward(dit_model *m, const dit_batch *b, void *pred, double *loss) {
@@ -76,8 +79,10 @@ tsr_status dit_backward(dit_model *m, const dit_batch *b) {
     DIT_TRY(kb->memset_zero(kb, m->dnull, kernels_act_bytes(kb, (size_t)b->n_clips * m->D)));
   }
   for (int i = m->cfg.depth - 1; i >= 0; i--) {
-    if (m->cfg.recompute)  // rewrites h[i + 1] with the same bits
+    if (m->cfg.recompute == DIT_RECOMPUTE_BLOCK)  // rewrites h[i + 1] with the same bits
       DIT_TRY(dit_block_fwd(m, i, acts_of(m, i), h_at(m, i), h_at(m, i + 1), b));
+    else if (m->cfg.recompute == DIT_RECOMPUTE_CHEAP)  // the token-local layers, same bits
+      DIT_TRY(dit_block_recompute_cheap(m, i, acts_of(m, i), h_at(m, i), b));
     DIT_TRY(dit_block_bwd(m, i, acts_of(m, i), h_at(m, i), b));
     bucket_ready(m, m->cfg.depth - i);
   }

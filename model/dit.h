@@ -130,8 +130,9 @@ void dit_set_attention(dit_model *m, const dit_attention *a);
 tsr_status dit_forward(dit_model *m, const dit_batch *b, void *pred, double *loss);
 tsr_status dit_forward_dev(dit_model *m, const dit_batch *b, void *pred, float *loss_dev);
 // Backward of the last dit_forward (same batch, with target): ACCUMULATES into grads.
-// Each dit_forward allows one dit_backward. With recompute, each block is re-run from its
-// kept input before its backward (bitwise the same activations).
+// Each dit_forward allows one dit_backward. With model.recompute = 1 each block is re-run
+// from its kept input before its backward, with = 2 its token-local layers are re-run from
+// its kept GEMM and attention outputs (bitwise the same activations either way).
 tsr_status dit_backward(dit_model *m, const dit_batch *b);
 
 // Bytes of activation memory dit_create allocated (for memory reports and benchmarks),
@@ -144,8 +145,10 @@ size_t dit_activation_bytes(const dit_model *m);
 typedef struct {
   size_t n_params;       // floats of the flat parameter buffer (tensors padded to 64 bytes)
   size_t params, grads;  // bytes: fp32 master weights, fp32 gradients
-  size_t activations;    // bytes of the activation arena (recompute: block inputs + one
-                         // block's buffers), the working copy of the weights excluded
+  size_t activations;    // bytes of the activation arena (recompute 1: block inputs + one
+                         // block's buffers; 2: the kept GEMM/attention outputs of every
+                         // block + one set of token-local buffers), the working copy of the
+                         // weights excluded
   size_t act_weights;    // bytes of the act-dtype working copy of the weights (0 for fp32)
 } dit_memory;
 tsr_status dit_memory_bytes(const dit_config *c, kernels_dtype act, int64_t max_tokens,

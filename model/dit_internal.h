@@ -92,7 +92,8 @@ struct dit_model {
   void *act_mem;
   size_t act_bytes;
   void *h;                     // (depth + 1, max_tokens, D) residual stream at block boundaries
-  dit_block_acts *blk;         // (depth), or (1) scratch when cfg.recompute
+  dit_block_acts *blk;         // (depth), or (1) scratch with recompute = 1; with = 2 the
+                               // token-local buffers of every block are blk[0]'s
   float *tsc;                  // (C) [f32] 1000 t
   void *temb, *c1, *s1, *c, *cs;  // (C, freq), (C, D) x4: conditioning
   void *fmod;                  // (C, 2D) final shift, scale
@@ -194,6 +195,11 @@ tsr_status dit_cross_bwd(dit_model *m, int i, const dit_cross_acts *a, const voi
 // hout = block i (hin); activations in a. hin, hout: (L, D) [act]
 tsr_status dit_block_fwd(dit_model *m, int i, dit_block_acts *a, const void *hin, void *hout,
                          const dit_batch *b);
+// model.recompute = 2: rewrites a's token-local outputs (a, q, k, hmid, m, g and their
+// statistics; the set every block shares) from block i's kept GEMM and attention outputs and
+// hin, by the entries dit_block_fwd ran: the same bits. hin: (L, D) [act]
+tsr_status dit_block_recompute_cheap(dit_model *m, int i, const dit_block_acts *a,
+                                     const void *hin, const dit_batch *b);
 // m->dh (L, D): in dL/dhout, out dL/dhin; m->dcs += the block's conditioning gradient.
 tsr_status dit_block_bwd(dit_model *m, int i, const dit_block_acts *a, const void *hin,
                          const dit_batch *b);
