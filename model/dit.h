@@ -47,6 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "core/err.h"
+#include "kernels/graph_cache.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
 
@@ -138,6 +139,18 @@ tsr_status dit_backward(dit_model *m, const dit_batch *b);
 // Bytes of activation memory dit_create allocated (for memory reports and benchmarks),
 // the act-dtype working copy of the weights included.
 size_t dit_activation_bytes(const dit_model *m);
+
+// Recorded graphs: on a backend that records (kernels.h graph_*: CUDA with
+// TESSERA_CUDA_GRAPHS=1), dit_forward_dev and dit_backward each run as one replayed graph
+// per microbatch shape (its sizes and buffer pointers) from the second use of the shape on
+// (the first runs eagerly and builds the libraries' plans; kernels/graph_cache.h keeps 8).
+// Only with the backend's own attention (no dit_set_attention hook) and no bucket hook:
+// the ring's hooks and the gradient all-reduce work on the host. A shape whose recording
+// fails runs eagerly from then on, after one warning line. Replays compute what the eager
+// run computes, bit for bit (tests/gpu/test_graphs.c). dit_set_graphs(m, 0) turns them off
+// for this model; the stats count eager runs, recordings and replays.
+void dit_set_graphs(dit_model *m, int on);
+kgraph_stats dit_graph_stats(const dit_model *m);
 
 // What dit_create allocates for config c, activations of dtype act, microbatches of
 // max_tokens tokens and max_clips clips, without allocating: the same tensor table and

@@ -4,6 +4,7 @@
 #ifndef TESSERA_MODEL_DIT_INTERNAL_H
 #define TESSERA_MODEL_DIT_INTERNAL_H
 
+#include "kernels/graph_cache.h"
 #include "model/dit.h"
 
 #define DIT_TENSORS_FIXED 16      // x_embed, t_embed (4), y_embed, text_embed (4), text_null,
@@ -124,6 +125,12 @@ struct dit_model {
 
   int fwd_L, fwd_C, have_fwd;  // the last forward's batch sizes
 
+  // recorded graphs of the forward and the backward (dit.c; kernels.h graph_*): NULL where
+  // the backend records none; attn_default: m->attn is the backend's own attention (the
+  // only one recorded: the ring's hooks communicate)
+  kgraph_cache *graphs;
+  int graphs_off, attn_default;
+
   int n_buckets;               // depth + 2 (dit_get_bucket)
   dit_bucket *buckets;         // (n_buckets)
   void (*bucket_hook)(void *ctx, int bucket);
@@ -209,6 +216,9 @@ tsr_status dit_block_bwd(dit_model *m, int i, const dit_block_acts *a, const voi
 tsr_status dit_final_fwd(dit_model *m, const void *h, const dit_batch *b);
 // From m->dpred: m->dh = dL/dh (overwritten), m->dcs = final's conditioning grad (overwritten).
 tsr_status dit_final_bwd(dit_model *m, const void *h, const dit_batch *b);
+
+// The cache of recorded graphs (dit.c), for a backend that records (kb->graph_begin).
+tsr_status dit_graphs_init(dit_model *m);
 
 // Splits the flat buffer into the gradient buckets of dit_get_bucket (after build_table).
 tsr_status dit_buckets_init(dit_model *m);

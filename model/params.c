@@ -250,8 +250,10 @@ tsr_status dit_create(dit_model **out, const dit_config *c, const kernels_backen
   if (!m) return err_set(TSR_ENOMEM, "dit_create: no memory");
   m->kb = kb;
   m->attn = (dit_attention){default_attn_fwd, default_attn_bwd, NULL};
+  m->attn_default = 1;
   tsr_status st = model_tables(m, c, max_tokens, max_clips);
   if (st) goto fail;
+  if (kb->graph_begin && (st = dit_graphs_init(m))) goto fail;
   if ((st = dit_buckets_init(m))) goto fail;
   if ((st = kb->alloc(kb, (void **)&m->params, m->n_params * sizeof(float))) ||
       (st = kb->alloc(kb, (void **)&m->grads, m->n_params * sizeof(float))))
@@ -302,6 +304,7 @@ fail:
 void dit_free(dit_model **pm) {
   dit_model *m = *pm;
   if (!m) return;
+  kgraph_cache_destroy(m->graphs);  // frees its graphs through the backend
   if (m->kb) {
     m->kb->free(m->kb, m->params);
     m->kb->free(m->kb, m->grads);
@@ -330,6 +333,7 @@ size_t dit_activation_bytes(const dit_model *m) { return m->act_bytes; }
 void dit_set_attention(dit_model *m, const dit_attention *a) {
   if (a) m->attn = *a;
   else m->attn = (dit_attention){default_attn_fwd, default_attn_bwd, NULL};
+  m->attn_default = !a;
 }
 void dit_set_input_grad(dit_model *m, void *dx) { m->dx = dx; }
 

@@ -228,6 +228,11 @@ static void arena_give(kb_t *kb, void *p) {
 tsr_status kcu_scratch(kb_t *kb, const char *op, size_t bytes, void **out) {
   kcu_ctx *x = kcu(kb);
   if (bytes > x->scratch_bytes) {
+    // While a graph is recorded the recorded work has the old range's address: growing
+    // would free it under the graph. The eager runs before a recording size the scratch.
+    if (x->capturing)
+      return err_set(TSR_EINVAL, "%s: the scratch buffer (%zu bytes) would grow to %zu bytes "
+                     "while a graph is recorded", op, x->scratch_bytes, bytes);
     size_t nb = bytes + bytes / 2 + 4096;
     // The old range may still be read by queued kernels: whatever reuses it is queued after
     // them on the same stream (alloc's zero fill too), so it is given back at once.
@@ -244,6 +249,7 @@ tsr_status kcu_scratch(kb_t *kb, const char *op, size_t bytes, void **out) {
 
 static tsr_status cu_alloc(kb_t *kb, void **ptr, size_t bytes) {
   if (!ptr) return err_set(TSR_EINVAL, "alloc: ptr is NULL");
+  KCU_NOT_RECORDING(kb, "alloc");
   void *p = NULL;
   tsr_status st = arena_take(kb, "alloc", bytes, &p);
   if (st) return st;
@@ -264,6 +270,7 @@ static tsr_status cu_alloc(kb_t *kb, void **ptr, size_t bytes) {
 static void cu_free(kb_t *kb, void *ptr) { arena_give(kb, ptr); }
 
 static tsr_status cu_reserve(kb_t *kb, size_t bytes) {
+  KCU_NOT_RECORDING(kb, "reserve");
   kcu_ctx *x = kcu(kb);
   if (x->per_alloc) return TSR_OK;  // TESSERA_CUDA_ARENA=none: nothing to size
   if (!x->arena) return arena_create(kb, "reserve", bytes);
@@ -297,6 +304,7 @@ static int host_is_pinned(const void *p) {
 
 static tsr_status cu_to_device(kb_t *kb, void *dst, const void *src_host, size_t bytes) {
   if (bytes == 0) return TSR_OK;
+  KCU_NOT_RECORDING(kb, "to_device");
   KCU_NEED("to_device", dst);
   KCU_NEED("to_device", src_host);
   cudaStream_t s = kcu(kb)->stream;
@@ -307,6 +315,7 @@ static tsr_status cu_to_device(kb_t *kb, void *dst, const void *src_host, size_t
 
 static tsr_status cu_to_host(kb_t *kb, void *dst_host, const void *src, size_t bytes) {
   if (bytes == 0) return TSR_OK;
+  KCU_NOT_RECORDING(kb, "to_host");
   KCU_NEED("to_host", dst_host);
   KCU_NEED("to_host", src);
   cudaStream_t s = kcu(kb)->stream;
@@ -330,7 +339,10 @@ static tsr_status cu_memset_zero(kb_t *kb, void *ptr, size_t bytes) {
   return TSR_OK;
 }
 
-static tsr_status cu_sync(kb_t *kb) { return kcu_check_error(kb, "sync"); }
+static tsr_status cu_sync(kb_t *kb) {
+  KCU_NOT_RECORDING(kb, "sync");
+  return kcu_check_error(kb, "sync");
+}
 
 static tsr_status cu_mem_info(kb_t *kb, size_t *free_bytes, size_t *total_bytes) {
   cudaError_t e = cudaMemGetInfo(free_bytes, total_bytes);
@@ -1606,6 +1618,7 @@ __global__ void k_sum_parts(double *out, const double *part, size_t nb) {
 static tsr_status cu_sumsq(kb_t *kb, double *result_host, const float *x, size_t n) {
   const char *op = "sumsq";
   KCU_NEED(op, result_host);
+  KCU_NOT_RECORDING(kb, op);
   *result_host = 0.0;
   if (n == 0) return TSR_OK;
   KCU_NEED(op, x);
@@ -1764,6 +1777,12 @@ static int init_backend(void) {
   if ((e = cudaMalloc((void **)&x->err, sizeof(kcu_dev_error))) != cudaSuccess) goto fail;
   if ((e = cudaMemset(x->err, 0, sizeof(kcu_dev_error))) != cudaSuccess) goto fail;
   {
+    const char *gr = getenv("TESSERA_CUDA_GRAPHS");
+    if (gr && strcmp(gr, "0") && strcmp(gr, "1")) {
+      snprintf(g_why, sizeof g_why, "TESSERA_CUDA_GRAPHS=%.32s: use 1 (record and replay the "
+               "model's forward and backward) or 0 (eager, the default)", gr);
+      return 0;
+    }
     const char *g = getenv("TESSERA_CUDA_LT_GELU");
     x->lt_gelu = !(g && !strcmp(g, "0"));
     const char *lg = getenv("TESSERA_CUDA_LT_LOG");
@@ -1798,6 +1817,15 @@ static int init_once(void) {
     b->memset_zero = cu_memset_zero;
     b->sync = cu_sync;
     b->reserve = cu_reserve;
+    // Recorded graphs only when asked for (docs/gpu.md): without them the model never
+    // records (kernels.h: NULL entries).
+    const char *gr = getenv("TESSERA_CUDA_GRAPHS");
+    if (gr && !strcmp(gr, "1")) {
+      b->graph_begin = kcu_graph_begin;
+      b->graph_end = kcu_graph_end;
+      b->graph_launch = kcu_graph_launch;
+      b->graph_free = kcu_graph_free;
+    }
     b->memory_stats = cu_memory_stats;
     b->mem_info = cu_mem_info;
     b->cast = cu_cast;
