@@ -53,10 +53,12 @@
 # (everything printed); one summary line per case. Dumps go to TMPDIR and are removed.
 # Exit: 0 every case ran on both sides; 1 a case failed (the others still run, results.json
 # is written); 2 bad input; 3 no GPU visible (after the inputs were checked: a dry run).
-# Env: BUILD_DIR (build-gpu), OUT, CASES (all), WARMUP (3), STEPS (10), RECOMPUTE_1B (0),
+# Env: BUILD_DIR (build-gpu), OUT, CASES (all; none: only the memory runs), WARMUP (3), STEPS (10), RECOMPUTE_1B (0),
 # RECOMPUTE_1B_LONG (1), MEM (1: the memory runs; MEM_CASES picks them, e.g. 16384:0,65536:2),
 # CASE_TIMEOUT (420 s per side), TESSERA_NVIDIA_PIP, PY (python3 with torch); the tessera
-# side's TESSERA_CUDA_* switches pass through (docs/gpu.md), e.g. TESSERA_CUDA_GRAPHS=0.
+# side's TESSERA_CUDA_* switches pass through (docs/gpu.md; results.json "env" records
+# them): TESSERA_CUDA_GRAPHS (default here 1) and TESSERA_CUDA_ATTENTION_DETERMINISTIC
+# (default here 0), e.g. TESSERA_CUDA_GRAPHS=0 for the eager step.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -101,8 +103,9 @@ for f in tools/reference/bench_gpu.py tools/reference/dit.py tools/reference/saf
   [ -f "$f" ] || die 2 "missing $f"
 done
 IFS=, read -r -a case_list <<<"$CASES"
-[ ${#case_list[@]} -gt 0 ] || die 2 "CASES is empty"
-for c in "${case_list[@]}"; do
+[ ${#case_list[@]} -gt 0 ] || die 2 "CASES is empty (CASES=none: only the memory runs)"
+[ "$CASES" = none ] && case_list=()
+for c in "${case_list[@]+"${case_list[@]}"}"; do
   def=$(case_def "$c") || die 2 "unknown case $c (known: $ALL)"
   [ -f "configs/model/${def%% *}.conf" ] || die 2 "missing configs/model/${def%% *}.conf"
 done
@@ -127,6 +130,11 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1 ||
 fi
 [ -x "$BIN" ] || die 2 "no $BIN: build with CUDA first (tools/gpu.sh, docs/gpu.md)"
 [ -d "$PIP" ] && export LD_LIBRARY_PATH=$PIP/cudnn/lib:$PIP/nccl/lib:$PIP/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# The tessera side's speed switches (docs/gpu.md), unless given: recorded graphs of the
+# forward and backward, and cuDNN's fp32-atomic attention backward (the deterministic one
+# fits only small microbatches; PyTorch's cuDNN SDPA backward is not deterministic either).
+export TESSERA_CUDA_GRAPHS=${TESSERA_CUDA_GRAPHS:-1}
+export TESSERA_CUDA_ATTENTION_DETERMINISTIC=${TESSERA_CUDA_ATTENTION_DETERMINISTIC:-0}
 
 LOG=$OUT/bench.log
 : >"$LOG"
@@ -143,11 +151,12 @@ smi_start() {  # samples memory.used into $1
 smi_stop() { kill "$SMI_PID" 2>/dev/null; wait "$SMI_PID" 2>/dev/null; SMI_PID=; }
 
 say "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
+say "tessera: TESSERA_CUDA_GRAPHS=$TESSERA_CUDA_GRAPHS TESSERA_CUDA_ATTENTION_DETERMINISTIC=$TESSERA_CUDA_ATTENTION_DETERMINISTIC"
 say "bf16 GEMM peak"
 "$PY" tools/reference/bench_gpu.py --peak --json "$TMP/peak.json" 2>&1 | tee -a "$LOG" >&2
 
 fail=0
-for c in "${case_list[@]}"; do
+for c in "${case_list[@]+"${case_list[@]}"}"; do
   read -r cfg spec rec <<<"$(case_def "$c")"
   sets=(--set train.precision=bf16)
   [ "$rec" != - ] && sets+=(--set "model.recompute=$rec")

@@ -302,14 +302,62 @@ static int host_is_pinned(const void *p) {
   return a.type == cudaMemoryTypeHost;
 }
 
+// Uploads from pageable memory through pinned staging. cudaMemcpyAsync from pageable memory
+// first waits for the stream to drain (the runtime stages the bytes itself), so every upload
+// of a microbatch's inputs (objective_device_build) held the host until the GPU had finished
+// the work queued before: no launch of the next microbatch could overlap it. Here the bytes
+// are copied into one of two pinned halves of KCU_STAGE_HALF (so the caller may reuse src at
+// once, as kernels.h promises) and the DMA is queued; a half is refilled only after the event
+// recorded after its last DMA. *done = 0 (nothing queued) for uploads larger than a half, or
+// when staging is off (TESSERA_CUDA_STAGING=0) or its pinned memory could not be had: the
+// runtime's path then runs as before.
+#define KCU_STAGE_HALF ((size_t)128 << 20)
+static tsr_status stage_upload(kb_t *kb, void *dst, const void *src, size_t bytes, int *done) {
+  kcu_ctx *x = kcu(kb);
+  *done = 0;
+  if (bytes > KCU_STAGE_HALF || x->stage_state < 0) return TSR_OK;
+  if (x->stage_state == 0) {
+    const char *env = getenv("TESSERA_CUDA_STAGING");
+    x->stage_state = -1;
+    if (env && !strcmp(env, "0")) return TSR_OK;
+    if (cudaHostAlloc((void **)&x->stage, 2 * KCU_STAGE_HALF, cudaHostAllocDefault) != cudaSuccess ||
+        cudaEventCreateWithFlags(&x->stage_ev[0], cudaEventDisableTiming) != cudaSuccess ||
+        cudaEventCreateWithFlags(&x->stage_ev[1], cudaEventDisableTiming) != cudaSuccess) {
+      cudaGetLastError();  // no pinned memory: the runtime's path, as without staging
+      return TSR_OK;
+    }
+    x->stage_state = 1;
+  }
+  if (x->stage_off + bytes > KCU_STAGE_HALF) {  // the other half, once its copies are done
+    x->stage_cur ^= 1;
+    x->stage_off = 0;
+    if (x->stage_pending[x->stage_cur])
+      KCU_CUDA("to_device", cudaEventSynchronize(x->stage_ev[x->stage_cur]));
+    x->stage_pending[x->stage_cur] = 0;
+  }
+  char *p = x->stage + (size_t)x->stage_cur * KCU_STAGE_HALF + x->stage_off;
+  memcpy(p, src, bytes);
+  KCU_CUDA("to_device", cudaMemcpyAsync(dst, p, bytes, cudaMemcpyHostToDevice, x->stream));
+  KCU_CUDA("to_device", cudaEventRecord(x->stage_ev[x->stage_cur], x->stream));
+  x->stage_pending[x->stage_cur] = 1;
+  x->stage_off += (bytes + 255) / 256 * 256;
+  *done = 1;
+  return TSR_OK;
+}
+
 static tsr_status cu_to_device(kb_t *kb, void *dst, const void *src_host, size_t bytes) {
   if (bytes == 0) return TSR_OK;
   KCU_NOT_RECORDING(kb, "to_device");
   KCU_NEED("to_device", dst);
   KCU_NEED("to_device", src_host);
+  int pinned = host_is_pinned(src_host), done = 0;
+  if (!pinned) {
+    tsr_status st = stage_upload(kb, dst, src_host, bytes, &done);
+    if (st || done) return st;
+  }
   cudaStream_t s = kcu(kb)->stream;
   KCU_CUDA("to_device", cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, s));
-  if (host_is_pinned(src_host)) KCU_CUDA("to_device", cudaStreamSynchronize(s));
+  if (pinned) KCU_CUDA("to_device", cudaStreamSynchronize(s));
   return TSR_OK;
 }
 

@@ -71,6 +71,12 @@ struct kcu_ctx {
   int lt_gelu;         // 1: GELU/DGELU as cuBLASLt epilogues (TESSERA_CUDA_LT_GELU=0: kernels)
   int lt_log;          // TESSERA_CUDA_LT_LOG=1: log every cuBLASLt plan built (and whether
                        // cuBLASLt had an algorithm for it)
+  char *stage;         // pinned staging of uploads (backend.cu stage_upload): 2 halves
+  int stage_state;     // 0 not made yet, 1 in use, -1 off (TESSERA_CUDA_STAGING=0 or no memory)
+  int stage_cur;       // the half being filled
+  size_t stage_off;    // bytes of it used
+  cudaEvent_t stage_ev[2];  // recorded after the last copy out of each half
+  int stage_pending[2];     // 1: that event has been recorded since the half was last reused
   int capturing;       // 1 between graph_begin and graph_end (graph.cu): the stream records
   void *cap_scratch;   // the scratch buffer when recording began (it must not move)
 };
