@@ -77,7 +77,7 @@ kgraph_stats dit_graph_stats(const dit_model *m) {
 }
 
 // Everything a phase's launches depend on besides device memory contents: sizes, the
-// pointers of the batch and outputs. Not cu_seqlens' contents: the backends derive every
+// pointers of the batch and outputs, the attention hook. Not cu_seqlens' contents: the backends derive every
 // per-clip offset on the device (docs/gpu.md, "Graphs").
 static void phase_key(const dit_model *m, int phase, const phase_args *a, kgraph_key *k) {
   const dit_batch *b = a->b;
@@ -87,7 +87,10 @@ static void phase_key(const dit_model *m, int phase, const phase_args *a, kgraph
   kgraph_key_int(k, b->n_clips);
   kgraph_key_int(k, b->cu_text ? b->Lt : -1);
   const void *ptrs[] = {b->cu_seqlens, b->pos, b->t, b->labels, b->x, b->target,
-                        b->loss_weight, b->cu_text, b->text, a->pred, a->loss_dev, m->dx};
+                        b->loss_weight, b->cu_text, b->text, a->pred, a->loss_dev, m->dx,
+                        m->attn.ctx};  // a hook passes its own buffers to the backend
+  kgraph_key_add(k, &m->attn.forward, sizeof m->attn.forward);
+  kgraph_key_add(k, &m->attn.backward, sizeof m->attn.backward);
   for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) kgraph_key_ptr(k, ptrs[i]);
 }
 
@@ -98,8 +101,8 @@ static tsr_status run_phase(dit_model *m, int phase, const phase_args *a) {
   tsr_status (*body)(dit_model *, const phase_args *) =
       phase == PHASE_FORWARD ? forward_phase : backward_phase;
   const kernels_backend *kb = m->kb;
-  if (!m->graphs || m->graphs_off || !m->attn_default ||
-      (phase == PHASE_BACKWARD && m->bucket_hook))
+  int attn_ok = m->attn_default || (m->attn.recordable && m->attn.recordable(m->attn.ctx));
+  if (!m->graphs || m->graphs_off || !attn_ok || (phase == PHASE_BACKWARD && m->bucket_hook))
     return body(m, a);
   kgraph_key k;
   phase_key(m, phase, a, &k);

@@ -94,6 +94,10 @@ typedef struct {
                          const void *v, const void *out, const float *lse, int H, int Dh,
                          float scale);
   void *ctx;
+  // 1 when the hook's calls for the coming forward/backward only queue backend entries (no
+  // host work, no communication), so the model may record them as a graph (dit_graph_stats);
+  // NULL: never (the ring's steps communicate)
+  int (*recordable)(void *ctx);
 } dit_attention;
 
 // Creates a model for microbatches of at most max_tokens tokens and max_clips clips
@@ -144,8 +148,9 @@ size_t dit_activation_bytes(const dit_model *m);
 // TESSERA_CUDA_GRAPHS=1), dit_forward_dev and dit_backward each run as one replayed graph
 // per microbatch shape (its sizes and buffer pointers) from the second use of the shape on
 // (the first runs eagerly and builds the libraries' plans; kernels/graph_cache.h keeps 8).
-// Only with the backend's own attention (no dit_set_attention hook) and no bucket hook:
-// the ring's hooks and the gradient all-reduce work on the host. A shape whose recording
+// Only with the backend's own attention or a hook that says it is recordable (the ring at
+// group size 1), and for the backward no bucket hook: the ring's steps and the gradient
+// all-reduce work on the host. A shape whose recording
 // fails runs eagerly from then on, after one warning line. Replays compute what the eager
 // run computes, bit for bit (tests/gpu/test_graphs.c). dit_set_graphs(m, 0) turns them off
 // for this model; the stats count eager runs, recordings and replays.

@@ -249,7 +249,7 @@ tsr_status dit_create(dit_model **out, const dit_config *c, const kernels_backen
   dit_model *m = calloc(1, sizeof *m);
   if (!m) return err_set(TSR_ENOMEM, "dit_create: no memory");
   m->kb = kb;
-  m->attn = (dit_attention){default_attn_fwd, default_attn_bwd, NULL};
+  m->attn = (dit_attention){default_attn_fwd, default_attn_bwd, NULL, NULL};
   m->attn_default = 1;
   tsr_status st = model_tables(m, c, max_tokens, max_clips);
   if (st) goto fail;
@@ -332,7 +332,7 @@ float *dit_grads(dit_model *m) { return m->grads; }
 size_t dit_activation_bytes(const dit_model *m) { return m->act_bytes; }
 void dit_set_attention(dit_model *m, const dit_attention *a) {
   if (a) m->attn = *a;
-  else m->attn = (dit_attention){default_attn_fwd, default_attn_bwd, NULL};
+  else m->attn = (dit_attention){default_attn_fwd, default_attn_bwd, NULL, NULL};
   m->attn_default = !a;
 }
 void dit_set_input_grad(dit_model *m, void *dx) { m->dx = dx; }

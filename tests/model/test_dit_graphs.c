@@ -10,8 +10,10 @@
 // - graph_begin failing: one warning, the phase runs eagerly (bitwise the plain backend's
 //   results for 3 steps) and that shape is never recorded again;
 // - a stale graph (the backend's scratch moved) runs eagerly: bitwise results;
-// - no graph call with dit_set_graphs(m, 0), with an attention hook, and none for the
-//   backward while a bucket hook is set (the ring and the all-reduce work on the host).
+// - no graph call with dit_set_graphs(m, 0) or an attention hook that is not recordable;
+//   a recordable hook is recorded; no recording of the backward while a bucket hook is set
+//   (the ring and the all-reduce work on the host), while the forward's is; the attention
+//   hook is part of the key.
 #include <string.h>
 
 #include "check.h"
@@ -146,6 +148,7 @@ static tsr_status hook_bwd(void *ctx, const kernels_backend *kb, const dit_batch
                                 b->n_clips, b->L, H, Dh, scale);
 }
 static void no_bucket(void *ctx, int bucket) { (void)ctx, (void)bucket; }
+static int yes(void *ctx) { return ctx == NULL; }
 
 static void test_not_recorded(const mt_batch *mb) {
   kernels_backend rb = recording_backend(MODE_RECORD);
@@ -155,14 +158,24 @@ static void test_not_recorded(const mt_batch *mb) {
   for (int s = 0; s < 3; s++) step(g, &mb->b, &l);
   CHECK(F.begins == 0, "dit_set_graphs(0): %d recordings", F.begins);
   dit_set_graphs(g, 1);
-  dit_attention hook = {hook_fwd, hook_bwd, NULL};
+  dit_attention hook = {hook_fwd, hook_bwd, NULL, NULL};
   dit_set_attention(g, &hook);
   for (int s = 0; s < 3; s++) step(g, &mb->b, &l);
   CHECK(F.begins == 0, "attention hook: %d recordings", F.begins);
+  hook.recordable = yes;  // a hook that queues backend entries only: recorded
+  dit_set_attention(g, &hook);
+  for (int s = 0; s < 3; s++) step(g, &mb->b, &l);
+  CHECK(F.begins == 2 && F.replays == 2, "recordable hook: %d recordings, %d replays", F.begins,
+        F.replays);
   dit_set_attention(g, NULL);
   dit_set_bucket_hook(g, no_bucket, NULL);
+  int replays = F.replays;
   for (int s = 0; s < 3; s++) step(g, &mb->b, &l);
-  CHECK(F.begins == 1, "bucket hook: %d recordings (want the forward's only)", F.begins);
+  // the forward is another key (another attention): recorded at its 2nd use, replayed at
+  // the 3rd; the backward never
+  CHECK(F.begins == 3 && F.replays == replays + 1,
+        "bucket hook: %d recordings, %d replays (want the forward's only)", F.begins,
+        F.replays - replays);
   dit_free(&g);
 }
 
