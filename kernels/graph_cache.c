@@ -159,6 +159,7 @@ tsr_status kgraph_put(kgraph_cache *c, const kgraph_key *k, void *graph) {
 void kgraph_failed(kgraph_cache *c, const kgraph_key *k) {
   entry *e = k->overflow ? NULL : find(c, k);
   if (!e) return;
+  drop_graph(c, e);  // e.g. recorded but its first launch failed: never replayed
   e->failed = 1;
   e->capturing = 0;
   c->st.failures++;

@@ -68,7 +68,8 @@ int kgraph_lookup(kgraph_cache *c, const kgraph_key *k, void **graph);
 // other graph). TSR_EINVAL when k was not the key of a KGRAPH_CAPTURE answer (the graph is
 // then freed).
 tsr_status kgraph_put(kgraph_cache *c, const kgraph_key *k, void *graph);
-// Recording k failed: k runs eagerly from now on.
+// Recording k (or the first launch of its graph) failed: k runs eagerly from now on, and
+// a graph kept for it is freed.
 void kgraph_failed(kgraph_cache *c, const kgraph_key *k);
 // Drops every graph (freed) and every key's history: after something the recorded graphs
 // depend on moved (e.g. the backend's scratch buffer grew to a new address).

@@ -51,8 +51,6 @@ tsr_status dit_forward(dit_model *m, const dit_batch *b, void *pred, double *los
 enum { PHASE_FORWARD = 0, PHASE_BACKWARD = 1 };
 typedef struct {
   const dit_batch *b;
-  void *pred;
-  float *loss_dev;
 } phase_args;
 
 static tsr_status forward_phase(dit_model *m, const phase_args *a);
@@ -77,8 +75,8 @@ kgraph_stats dit_graph_stats(const dit_model *m) {
 }
 
 // Everything a phase's launches depend on besides device memory contents: sizes, the
-// pointers of the batch and outputs, the attention hook. Not cu_seqlens' contents: the backends derive every
-// per-clip offset on the device (docs/gpu.md, "Graphs").
+// pointers of the batch and of dL/dx, the attention hook. Not cu_seqlens' contents: the
+// backends derive every per-clip offset on the device (docs/gpu.md, "Speed").
 static void phase_key(const dit_model *m, int phase, const phase_args *a, kgraph_key *k) {
   const dit_batch *b = a->b;
   kgraph_key_init(k);
@@ -87,7 +85,7 @@ static void phase_key(const dit_model *m, int phase, const phase_args *a, kgraph
   kgraph_key_int(k, b->n_clips);
   kgraph_key_int(k, b->cu_text ? b->Lt : -1);
   const void *ptrs[] = {b->cu_seqlens, b->pos, b->t, b->labels, b->x, b->target,
-                        b->loss_weight, b->cu_text, b->text, a->pred, a->loss_dev, m->dx,
+                        b->loss_weight, b->cu_text, b->text, m->dx,
                         m->attn.ctx};  // a hook passes its own buffers to the backend
   kgraph_key_add(k, &m->attn.forward, sizeof m->attn.forward);
   kgraph_key_add(k, &m->attn.backward, sizeof m->attn.backward);
@@ -138,8 +136,13 @@ static tsr_status run_phase(dit_model *m, int phase, const phase_args *a) {
 tsr_status dit_forward_dev(dit_model *m, const dit_batch *b, void *pred, float *loss_dev) {
   DIT_TRY(check_batch(m, b, "dit_forward"));
   m->have_fwd = 0;
-  phase_args a = {b, pred, b->target ? loss_dev : NULL};
+  phase_args a = {b};
   DIT_TRY(run_phase(m, PHASE_FORWARD, &a));
+  // the outputs' copies stay outside the phase, so that its graph does not depend on where
+  // they go (the trainer gives each wave its own loss slot)
+  const kernels_backend *kb = m->kb;
+  if (pred) DIT_TRY(kb->copy(kb, pred, m->pred, kernels_act_bytes(kb, (size_t)b->L * m->P)));
+  if (b->target && loss_dev) DIT_TRY(kb->copy(kb, loss_dev, m->loss, sizeof(float)));
   m->text_Lt = m->cfg.text_dim > 0 && b->cu_text ? b->Lt : 0;  // as dit_text_fwd sets it
   m->fwd_L = b->L, m->fwd_C = b->n_clips, m->have_fwd = 1;
   return TSR_OK;
@@ -154,12 +157,9 @@ static tsr_status forward_phase(dit_model *m, const phase_args *pa) {
   for (int i = 0; i < m->cfg.depth; i++)
     DIT_TRY(dit_block_fwd(m, i, acts_of(m, i), h_at(m, i), h_at(m, i + 1), b));
   DIT_TRY(dit_final_fwd(m, h_at(m, m->cfg.depth), b));
-  if (pa->pred) DIT_TRY(kb->copy(kb, pa->pred, m->pred, kernels_act_bytes(kb, (size_t)b->L * m->P)));
-  if (b->target) {
+  if (b->target)
     DIT_TRY(kb->mse_forward(kb, m->loss, m->sse, m->pred, b->target, b->loss_weight,
                             b->cu_seqlens, b->n_clips, b->L, m->P));
-    if (pa->loss_dev) DIT_TRY(kb->copy(kb, pa->loss_dev, m->loss, sizeof(float)));
-  }
   return TSR_OK;
 }
 
@@ -172,7 +172,7 @@ tsr_status dit_backward(dit_model *m, const dit_batch *b) {
   if (!m->have_fwd || m->fwd_L != b->L || m->fwd_C != b->n_clips)
     return err_set(TSR_EINVAL, "dit_backward: no dit_forward of this batch before it");
   if (!b->target) return err_set(TSR_EINVAL, "dit_backward: the batch has no target");
-  phase_args a = {b, NULL, NULL};
+  phase_args a = {b};
   DIT_TRY(run_phase(m, PHASE_BACKWARD, &a));
   m->have_fwd = 0;  // the scratch activations of the last block are now stale
   return TSR_OK;

@@ -135,9 +135,18 @@ static void test_failures(void) {
   CHECK(kgraph_put(c, &k2, token(&cnt, 9)) == TSR_EINVAL && cnt.live == 0, "put after an eager answer");
   CHECK(kgraph_lookup(c, &k2, &g) == KGRAPH_CAPTURE, "capture");
   CHECK_OK(kgraph_put(c, &k2, token(&cnt, 9)));
+  // its first launch failed: the graph goes, the key stays eager
+  kgraph_failed(c, &k2);
+  CHECK(cnt.live == 0 && kgraph_lookup(c, &k2, &g) == KGRAPH_EAGER && g == NULL,
+        "a failed key keeps no graph (%d live)", cnt.live);
+  kgraph_key k3;
+  key_of(&k3, 2, 512, 2, &buf[1]);
+  CHECK(kgraph_lookup(c, &k3, &g) == KGRAPH_EAGER && kgraph_lookup(c, &k3, &g) == KGRAPH_CAPTURE,
+        "k3 capture");
+  CHECK_OK(kgraph_put(c, &k3, token(&cnt, 10)));
   kgraph_cache_clear(c);
   CHECK(cnt.live == 0, "clear freed every graph (%d live)", cnt.live);
-  CHECK(kgraph_lookup(c, &k2, &g) == KGRAPH_EAGER, "after clear the key starts over");
+  CHECK(kgraph_lookup(c, &k2, &g) == KGRAPH_EAGER, "after clear a key starts over");
   kgraph_cache *bad = (kgraph_cache *)&cnt;
   CHECK(kgraph_cache_create(&bad, 0, 1, free_token, &cnt) == TSR_EINVAL && bad == NULL,
         "capacity 0 refused");
