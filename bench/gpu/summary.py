@@ -149,7 +149,20 @@ def memory_entry(j, log_text):
             "step_s": j.get("median_s")}
 
 
-def memory_report(tmp, mem_cases):
+def config_depth(path):
+    """model.depth of a config file (the memory runs' dit-1b), or None."""
+    try:
+        with open(path) as f:
+            for line in f:
+                m = re.match(r"\s*depth\s*=\s*(\d+)", line)
+                if m:
+                    return int(m.group(1))
+    except OSError:
+        pass
+    return None
+
+
+def memory_report(tmp, mem_cases, depth=None):
     out = []
     for mc in mem_cases:
         tok, rec = mc.split(":")
@@ -162,6 +175,8 @@ def memory_report(tmp, mem_cases):
             pass
         e = memory_entry(load(base + ".json"), log)
         e.update({"config": "dit-1b", "tokens": int(tok), "recompute": int(rec)})
+        if e["ran"] and depth:  # every per-token byte spread over the blocks: an upper
+            e["bytes_per_token_per_block"] = e["bytes_per_token"] / depth  # bound of a block's
         out.append(e)
     return out
 
@@ -239,12 +254,14 @@ def main(argv):
         print(f"target {tg['target']}: {fmt_value(tg['value'])} vs >= {tg['threshold']}: "
               f"{verdict}")
     mem = [m for m in a.mem_cases.split(",") if m]
-    res["memory"] = memory_report(a.tmp, mem)
+    res["memory"] = memory_report(a.tmp, mem, config_depth("configs/model/dit-1b.conf"))
     for m in res["memory"]:
         head = f"memory dit-1b {m['tokens']} tokens, recompute {m['recompute']}: "
         if m["ran"]:
+            per_block = m.get("bytes_per_token_per_block")
             print(head + f"backend peak {m['backend_peak_bytes'] / 2**30:.2f} GiB, "
                   f"{m['bytes_per_token']:.0f} bytes per token beyond the parameter state "
+                  + (f"({per_block:.0f} per block) " if per_block else "") +
                   f"(--set train.act_bytes_token={m['bytes_per_token']:.0f})")
         else:
             print(head + f"did not run: {m['error']}")

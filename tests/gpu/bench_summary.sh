@@ -90,6 +90,7 @@ assert near(t["mfu 1b-1x16384"]["value"], 0.5)
 m = {(x["tokens"], x["recompute"]): x for x in r["memory"]}
 assert m[(16384, 1)]["ran"] and near(m[(16384, 1)]["bytes_per_token"], 1000), m[(16384, 1)]
 assert near(m[(16384, 1)]["layout_bytes_per_token"], (327880 - 200) / 16384)
+assert near(m[(16384, 1)]["bytes_per_token_per_block"], 1000 / 18)  # dit-1b.conf: depth 18
 assert not m[(65536, 0)]["ran"] and "ENOMEM" in m[(65536, 0)]["error"], m[(65536, 0)]
 print("ok: (b) MFU, ratios, targets, memory report as computed by hand")
 PY
