@@ -76,8 +76,8 @@ def case_entry(t, p, peak_tflops):
     if p:
         e["pytorch"] = {k: p.get(k) for k in (
             "torch", "tokens", "clips", "median_s", "mean_s", "min_s", "step_s", "tokens_per_s",
-            "losses", "attention_backends", "attention_runs", "compile", "recompute", "recompute_level",
-            "fused_adamw", "max_memory_allocated", "max_memory_reserved")}
+            "losses", "attention_backends", "attention_runs", "compile", "recompute",
+            "recompute_level", "fused_adamw", "max_memory_allocated", "max_memory_reserved")}
     e["model_flops_per_step"] = flops
     for side in ("tessera", "pytorch"):
         side_figures(e[side], flops, peak_tflops)
