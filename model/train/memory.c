@@ -86,7 +86,7 @@ tsr_status train_memory_tokens(const dit_config *mc, const train_config *tc, int
   tsr_status st = train_memory_model(mc, tc, device, ranks, 1, out);
   if (st) return st;
   if (out->total > capacity) {
-    char what[512];
+    char what[768];
     train_memory_format(out, what, sizeof what);
     return err_set(TSR_EINVAL, "the model does not fit %.3g GiB per rank even with 1 token per "
                    "microbatch: %s; give more memory (--mem-bytes), fewer parameters",
@@ -156,12 +156,12 @@ tsr_status train_memory_limit(train_config *tc, const dit_config *mc, const kern
   }
   if ((st = train_memory_model(mc, tc, kb->device_memory, ranks, tc->mem_tokens, m))) return st;
   if (m->total > *capacity) {
-    char what[512];
+    char what[768];
     train_memory_format(m, what, sizeof what);
     return err_set(TSR_EINVAL, "train.mem_tokens = %lld needs %s per rank, more than the %.3f GiB "
                    "of %s: lower train.mem_tokens (0: the largest that fits), set "
-                   "model.recompute = 2 (cheap layers) or 1 (whole blocks), or give --mem-bytes", (long long)tc->mem_tokens, what,
-                   gib(*capacity), *source);
+                   "model.recompute = 2 (cheap layers) or 1 (whole blocks), or give --mem-bytes",
+                   (long long)tc->mem_tokens, what, gib(*capacity), *source);
   }
   return TSR_OK;
 }
