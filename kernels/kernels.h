@@ -133,6 +133,24 @@ struct kernels_backend {
   // size; 0 where the backend allocates per call, the CPU). Any pointer may be NULL.
   tsr_status (*memory_stats)(const kernels_backend *kb, size_t *in_use_host, size_t *peak_host,
                              size_t *capacity_host);
+  // ---- recorded graphs (optional: NULL where the backend records nothing, the CPU) ----
+  // graph_begin starts recording: until graph_end, entries are recorded, not run, and each
+  // records the pointers and sizes it was given. Between the two, nothing may wait for the
+  // device, allocate or read back (sync, to_host, to_device, sumsq, alloc, free, reserve):
+  // the recording then fails. graph_end stops recording and gives *graph, replayable by
+  // graph_launch (queued like an entry; the same pointers, sizes and scalars, the contents
+  // of device memory as they are at replay), freed by graph_free. A recording that failed
+  // (any entry's error, an unsupported call, the backend's scratch moving) returns that
+  // error from graph_end, *graph = NULL, and leaves the backend as before graph_begin (the
+  // recorded entries never ran: run them again eagerly). graph_launch sets *stale = 1 and
+  // queues nothing when the graph depends on backend memory that has moved since it was
+  // recorded (the scratch grew): free it, run eagerly, record again. CUDA: stream capture into a CUDA graph (kernels/cuda/graph.cu);
+  // filled only with TESSERA_CUDA_GRAPHS=1 (docs/gpu.md). kernels/graph_cache.h decides
+  // what to record and when.
+  tsr_status (*graph_begin)(const kernels_backend *kb);
+  tsr_status (*graph_end)(const kernels_backend *kb, void **graph);
+  tsr_status (*graph_launch)(const kernels_backend *kb, void *graph, int *stale);
+  void (*graph_free)(const kernels_backend *kb, void *graph);
   // Memory of the backend's space that can still be had and its total, in bytes: host
   // MemAvailable and MemTotal (/proc/meminfo; shared by every process of the node) on the
   // CPU, cudaMemGetInfo of the device on CUDA. For the trainer's memory model.

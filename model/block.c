@@ -9,6 +9,8 @@
 // Token-local steps that follow each other are one fused backend entry each (kernels.h):
 // LN + modulation (dit_ln_mod_*), QK-norm + RoPE of q and k, fc1 + GELU (and fc2's
 // backward through GELU), gate + residual.
+// model.recompute = 2 keeps mod, qlin, klin, v, att, lse, proj, f1, f2 per block and
+// recomputes a, q, k, hmid, m, g (dit_block_recompute_cheap) before the block's backward.
 #include <math.h>
 
 #include "model/dit_internal.h"
@@ -49,9 +51,31 @@ tsr_status dit_block_fwd(dit_model *m, int i, dit_block_acts *a, const void *hin
   // MLP branch
   DIT_TRY(dit_ln_mod_fwd(m, b, a->m, a->mean2, a->rstd2, hx, MOD(a->mod, MOD_SHIFT2),
                          MOD(a->mod, MOD_SCALE2), ms));
-  DIT_TRY(dit_linear_gelu_fwd(m, bp->fc1, a->g, a->f1, a->m, L));  // g = GELU(f1 = m Wfc1 + b)
+  if (m->cfg.recompute == DIT_RECOMPUTE_CHEAP) {  // g by the entry that recomputes it: same bits
+    DIT_TRY(dit_linear_fwd(m, bp->fc1, a->f1, a->m, L));  // f1 = m Wfc1 + b
+    DIT_TRY(kb->gelu_forward(kb, a->g, a->f1, (size_t)L * m->F));  // g = GELU(f1)
+  } else
+    DIT_TRY(dit_linear_gelu_fwd(m, bp->fc1, a->g, a->f1, a->m, L));  // g = GELU(f1 = m Wfc1 + b)
   DIT_TRY(dit_linear_fwd(m, bp->fc2, a->f2, a->g, L));
   return kb->gate_residual_forward(kb, hout, hx, a->f2, MOD(a->mod, MOD_GATE2), ms, cu, C, L, D);
+}
+
+tsr_status dit_block_recompute_cheap(dit_model *m, int i, const dit_block_acts *a,
+                                     const void *hin, const dit_batch *b) {
+  const kernels_backend *kb = m->kb;
+  const dit_block_params *bp = &m->bp[i];
+  int L = b->L, C = b->n_clips, D = m->D, ms = 6 * D;
+  DIT_TRY(dit_ln_mod_fwd(m, b, a->a, a->mean1, a->rstd1, hin, MOD(a->mod, MOD_SHIFT1),
+                         MOD(a->mod, MOD_SCALE1), ms));
+  DIT_TRY(kb->qk_norm_rope_forward(kb, a->q, a->k, a->qrstd, a->krstd, a->qlin, a->klin,
+                                   dit_p(m, bp->q_norm), dit_p(m, bp->k_norm), b->pos, L, m->H,
+                                   m->Dh, m->cfg.rms_eps, m->cfg.rope_theta));
+  DIT_TRY(kb->gate_residual_forward(kb, a->hmid, hin, a->proj, MOD(a->mod, MOD_GATE1), ms,
+                                    b->cu_seqlens, C, L, D));
+  const void *hx = m->cfg.text_dim > 0 ? a->x.h : a->hmid;  // cross-attention's are kept
+  DIT_TRY(dit_ln_mod_fwd(m, b, a->m, a->mean2, a->rstd2, hx, MOD(a->mod, MOD_SHIFT2),
+                         MOD(a->mod, MOD_SCALE2), ms));
+  return kb->gelu_forward(kb, a->g, a->f1, (size_t)L * m->F);
 }
 
 tsr_status dit_block_bwd(dit_model *m, int i, const dit_block_acts *a, const void *hin,

@@ -69,7 +69,7 @@ static const config_key KEYS[] = {
     MK(rope_theta, KT_FLOAT, 1.0, 1e9, "RoPE base"),
     MK(ln_eps, KT_FLOAT, 1e-12, 1.0, "LayerNorm epsilon"),
     MK(rms_eps, KT_FLOAT, 1e-12, 1.0, "QK RMSNorm epsilon"),
-    MK(recompute, KT_INT, 0, 1, "recompute block activations in backward"),
+    MK(recompute, KT_INT, 0, 2, "backward recomputes: 0 nothing, 1 whole blocks, 2 the cheap token-local layers"),
     MK_LATE(text_dim, KT_INT, 0, 1 << 16, "caption embedding width (0: no captions)"),
     MK_LATE(text_len, KT_INT, 0, 1 << 16, "most caption tokens of a clip"),
     TK(global_batch, KT_I64, 1, SCHED_MAX_BATCH, "clips per step"),
@@ -100,6 +100,8 @@ static const config_key KEYS[] = {
     TK_LATE(sample_every, KT_INT, 0, 1e9, "steps between sample videos (0: none)"),
     TK_LATE(sample_steps, KT_INT, 1, 100000, "Euler steps of the samples"),
     TK_LATE(sample_cfg, KT_FLOAT, 0.0, 100.0, "guidance scale of the samples (1: none)"),
+    TK_LATE(act_bytes_token, KT_I64, 0, 1e12,
+            "measured device bytes per token of a step (0: the memory model's own count)"),
 };
 #define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
 

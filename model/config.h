@@ -30,13 +30,24 @@ typedef struct {
   float rope_theta;  // RoPE base (10000)
   float ln_eps;      // LayerNorm epsilon (1e-6)
   float rms_eps;     // QK RMSNorm epsilon (1e-6)
-  int recompute;     // 1: recompute each block's activations in backward (saves memory)
+  int recompute;     // DIT_RECOMPUTE_*: which activations the backward recomputes (memory)
   int text_dim;      // caption embedding width (the text encoder's, e.g. 4096 for umT5-XXL);
                      // 0: no captions, no cross-attention (the model is exactly the one
                      // before captions existed)
   int text_len;      // most caption tokens of one clip (buffer sizes; longer captions are
                      // refused with the clip named); >= 1 when text_dim > 0
 } dit_config;
+
+// model.recompute: what a block keeps for its backward and what the backward recomputes.
+// The numbers are the config's values (0 and 1 are the older off/on).
+enum {
+  DIT_RECOMPUTE_NONE = 0,   // every activation of every block kept
+  DIT_RECOMPUTE_BLOCK = 1,  // only the block inputs kept; each block's forward re-run in
+                            // backward (one block's buffers shared by all)
+  DIT_RECOMPUTE_CHEAP = 2,  // the GEMM and attention outputs kept per block; the token-local
+                            // layers' outputs (LN + modulation, QK-norm + RoPE, gate +
+                            // residual, GELU) recomputed from them in backward (one shared set)
+};
 
 typedef struct {
   int64_t global_batch;   // clips per step (B)
@@ -52,6 +63,10 @@ typedef struct {
   float t_logit_mean, t_logit_std;  // t = sigmoid(N(mean, std))
   int64_t t_shift_tokens; // length shift: s = max(1, sqrt(tokens / t_shift_tokens)), 0: off
   int64_t mem_tokens;     // most tokens one rank holds in a microbatch
+  int64_t act_bytes_token;  // device bytes a microbatch token costs beyond the parameter
+                          // state, measured (bench/gpu/run.sh's memory report); 0: the
+                          // memory model counts activations, inputs and attention
+                          // workspace from the code's layout (model/train/memory.h)
   int64_t seed;
   int ckpt_every;         // steps between checkpoints
   int ckpt_keep;          // checkpoints kept

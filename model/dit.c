@@ -1,8 +1,12 @@
 // model/dit.c — forward and backward of the whole DiT over a packed microbatch:
-// conditioning, patch embedding, the blocks (kept or recomputed), final layer, loss.
+// conditioning, patch embedding, the blocks (kept, recomputed whole or their cheap layers
+// recomputed: model.recompute), final layer, loss.
 #include "model/dit_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+
+#include "core/log.h"
 
 static tsr_status check_batch(const dit_model *m, const dit_batch *b, const char *op) {
   if (!b || !b->cu_seqlens || !b->pos || !b->t || !b->x)
@@ -22,8 +26,10 @@ static tsr_status check_batch(const dit_model *m, const dit_batch *b, const char
   return TSR_OK;
 }
 
-// Activations of block i (the one scratch set when recomputing).
-static dit_block_acts *acts_of(dit_model *m, int i) { return &m->blk[m->cfg.recompute ? 0 : i]; }
+// Activations of block i (the one scratch set when recomputing whole blocks).
+static dit_block_acts *acts_of(dit_model *m, int i) {
+  return &m->blk[m->cfg.recompute == DIT_RECOMPUTE_BLOCK ? 0 : i];
+}
 static void *h_at(dit_model *m, int i) { return dit_act(m, m->h, (size_t)i * m->max_tokens * m->D); }
 
 tsr_status dit_forward(dit_model *m, const dit_batch *b, void *pred, double *loss) {
@@ -37,23 +43,123 @@ tsr_status dit_forward(dit_model *m, const dit_batch *b, void *pred, double *los
   return TSR_OK;
 }
 
-tsr_status dit_forward_dev(dit_model *m, const dit_batch *b, void *pred, float *loss_dev) {
+// ---- recorded graphs (kernels.h graph_*; kernels/graph_cache.h) ------------------------
+// The forward and the backward of a microbatch are each one phase: the backend's entries
+// only, no host work, so that a backend that records (CUDA with TESSERA_CUDA_GRAPHS=1) can
+// replay a phase with one launch. Host-side state (have_fwd, sizes) is set by the callers,
+// outside the phases.
+enum { PHASE_FORWARD = 0, PHASE_BACKWARD = 1 };
+typedef struct {
+  const dit_batch *b;
+} phase_args;
+
+static tsr_status forward_phase(dit_model *m, const phase_args *a);
+static tsr_status backward_phase(dit_model *m, const phase_args *a);
+
+static void free_graph(void *ctx, void *graph) {
+  const kernels_backend *kb = ctx;
+  kb->graph_free(kb, graph);
+}
+
+tsr_status dit_graphs_init(dit_model *m) {
+  // 8 graphs (a few microbatch shapes, forward and backward each); a shape is recorded at
+  // its second use, after one eager run built its cuBLASLt/cuDNN plans and sized the scratch.
+  return kgraph_cache_create(&m->graphs, 8, 1, free_graph, (void *)m->kb);
+}
+
+void dit_set_graphs(dit_model *m, int on) { m->graphs_off = !on; }
+
+kgraph_stats dit_graph_stats(const dit_model *m) {
+  kgraph_stats z = {0};
+  return m->graphs ? kgraph_cache_stats(m->graphs) : z;
+}
+
+// Everything a phase's launches depend on besides device memory contents: sizes, the
+// pointers of the batch and of dL/dx, the attention hook. Not cu_seqlens' contents: the
+// backends derive every per-clip offset on the device (docs/gpu.md, "Speed").
+static void phase_key(const dit_model *m, int phase, const phase_args *a, kgraph_key *k) {
+  const dit_batch *b = a->b;
+  kgraph_key_init(k);
+  kgraph_key_int(k, phase);
+  kgraph_key_int(k, b->L);
+  kgraph_key_int(k, b->n_clips);
+  kgraph_key_int(k, b->cu_text ? b->Lt : -1);
+  const void *ptrs[] = {b->cu_seqlens, b->pos, b->t, b->labels, b->x, b->target,
+                        b->loss_weight, b->cu_text, b->text, m->dx,
+                        m->attn.ctx};  // a hook passes its own buffers to the backend
+  kgraph_key_add(k, &m->attn.forward, sizeof m->attn.forward);
+  kgraph_key_add(k, &m->attn.backward, sizeof m->attn.backward);
+  for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) kgraph_key_ptr(k, ptrs[i]);
+}
+
+// Runs phase `phase` eagerly, or records it and replays it (kernels/graph_cache.h says
+// which). A recording that fails is said in one line and the phase runs eagerly, now and
+// for that key from then on.
+static tsr_status run_phase(dit_model *m, int phase, const phase_args *a) {
+  tsr_status (*body)(dit_model *, const phase_args *) =
+      phase == PHASE_FORWARD ? forward_phase : backward_phase;
   const kernels_backend *kb = m->kb;
+  int attn_ok = m->attn_default || (m->attn.recordable && m->attn.recordable(m->attn.ctx));
+  if (!m->graphs || m->graphs_off || !attn_ok || (phase == PHASE_BACKWARD && m->bucket_hook))
+    return body(m, a);
+  kgraph_key k;
+  phase_key(m, phase, a, &k);
+  void *g = NULL;
+  int action = kgraph_lookup(m->graphs, &k, &g);
+  if (action == KGRAPH_EAGER) return body(m, a);
+  int stale = 0;
+  if (action == KGRAPH_REPLAY) {
+    DIT_TRY(kb->graph_launch(kb, g, &stale));
+    if (!stale) return TSR_OK;
+    kgraph_cache_clear(m->graphs);  // the backend's scratch moved: every graph is stale
+    return body(m, a);
+  }
+  tsr_status st = kb->graph_begin(kb);
+  if (!st) {
+    tsr_status sb = body(m, a);
+    char why[256];
+    snprintf(why, sizeof why, "%s", sb ? err_msg() : "");
+    tsr_status se = kb->graph_end(kb, &g);  // ends the recording even after an error
+    if (sb) st = err_set(sb, "%s", why);
+    else st = se;
+    if (!st) st = kgraph_put(m->graphs, &k, g);
+    if (!st) st = kb->graph_launch(kb, g, &stale);
+    if (!st && !stale) return TSR_OK;
+  }
+  log_warn("dit: the %s of %d tokens in %d clips runs eagerly: recording it as a graph failed: "
+           "%s", phase == PHASE_FORWARD ? "forward" : "backward", a->b->L, a->b->n_clips,
+           st ? err_msg() : "the recorded graph went stale at once");
+  kgraph_failed(m->graphs, &k);
+  return body(m, a);
+}
+
+tsr_status dit_forward_dev(dit_model *m, const dit_batch *b, void *pred, float *loss_dev) {
   DIT_TRY(check_batch(m, b, "dit_forward"));
   m->have_fwd = 0;
+  phase_args a = {b};
+  DIT_TRY(run_phase(m, PHASE_FORWARD, &a));
+  // the outputs' copies stay outside the phase, so that its graph does not depend on where
+  // they go (the trainer gives each wave its own loss slot)
+  const kernels_backend *kb = m->kb;
+  if (pred) DIT_TRY(kb->copy(kb, pred, m->pred, kernels_act_bytes(kb, (size_t)b->L * m->P)));
+  if (b->target && loss_dev) DIT_TRY(kb->copy(kb, loss_dev, m->loss, sizeof(float)));
+  m->text_Lt = m->cfg.text_dim > 0 && b->cu_text ? b->Lt : 0;  // as dit_text_fwd sets it
+  m->fwd_L = b->L, m->fwd_C = b->n_clips, m->have_fwd = 1;
+  return TSR_OK;
+}
+
+static tsr_status forward_phase(dit_model *m, const phase_args *pa) {
+  const kernels_backend *kb = m->kb;
+  const dit_batch *b = pa->b;
   DIT_TRY(dit_cond_fwd(m, b));
   DIT_TRY(dit_text_fwd(m, b));
   DIT_TRY(dit_linear_fwd(m, m->x_embed, h_at(m, 0), b->x, b->L));
   for (int i = 0; i < m->cfg.depth; i++)
     DIT_TRY(dit_block_fwd(m, i, acts_of(m, i), h_at(m, i), h_at(m, i + 1), b));
   DIT_TRY(dit_final_fwd(m, h_at(m, m->cfg.depth), b));
-  if (pred) DIT_TRY(kb->copy(kb, pred, m->pred, kernels_act_bytes(kb, (size_t)b->L * m->P)));
-  if (b->target) {
+  if (b->target)
     DIT_TRY(kb->mse_forward(kb, m->loss, m->sse, m->pred, b->target, b->loss_weight,
                             b->cu_seqlens, b->n_clips, b->L, m->P));
-    if (loss_dev) DIT_TRY(kb->copy(kb, loss_dev, m->loss, sizeof(float)));
-  }
-  m->fwd_L = b->L, m->fwd_C = b->n_clips, m->have_fwd = 1;
   return TSR_OK;
 }
 
@@ -62,11 +168,19 @@ static void bucket_ready(dit_model *m, int i) {
 }
 
 tsr_status dit_backward(dit_model *m, const dit_batch *b) {
-  const kernels_backend *kb = m->kb;
   DIT_TRY(check_batch(m, b, "dit_backward"));
   if (!m->have_fwd || m->fwd_L != b->L || m->fwd_C != b->n_clips)
     return err_set(TSR_EINVAL, "dit_backward: no dit_forward of this batch before it");
   if (!b->target) return err_set(TSR_EINVAL, "dit_backward: the batch has no target");
+  phase_args a = {b};
+  DIT_TRY(run_phase(m, PHASE_BACKWARD, &a));
+  m->have_fwd = 0;  // the scratch activations of the last block are now stale
+  return TSR_OK;
+}
+
+static tsr_status backward_phase(dit_model *m, const phase_args *pa) {
+  const kernels_backend *kb = m->kb;
+  const dit_batch *b = pa->b;
   DIT_TRY(kb->mse_backward(kb, m->dpred, m->pred, b->target, b->loss_weight, b->cu_seqlens,
                            b->n_clips, b->L, m->P));
   DIT_TRY(dit_final_bwd(m, h_at(m, m->cfg.depth), b));
@@ -76,8 +190,10 @@ tsr_status dit_backward(dit_model *m, const dit_batch *b) {
     DIT_TRY(kb->memset_zero(kb, m->dnull, kernels_act_bytes(kb, (size_t)b->n_clips * m->D)));
   }
   for (int i = m->cfg.depth - 1; i >= 0; i--) {
-    if (m->cfg.recompute)  // rewrites h[i + 1] with the same bits
+    if (m->cfg.recompute == DIT_RECOMPUTE_BLOCK)  // rewrites h[i + 1] with the same bits
       DIT_TRY(dit_block_fwd(m, i, acts_of(m, i), h_at(m, i), h_at(m, i + 1), b));
+    else if (m->cfg.recompute == DIT_RECOMPUTE_CHEAP)  // the token-local layers, same bits
+      DIT_TRY(dit_block_recompute_cheap(m, i, acts_of(m, i), h_at(m, i), b));
     DIT_TRY(dit_block_bwd(m, i, acts_of(m, i), h_at(m, i), b));
     bucket_ready(m, m->cfg.depth - i);
   }
@@ -85,7 +201,6 @@ tsr_status dit_backward(dit_model *m, const dit_batch *b) {
   DIT_TRY(dit_cond_bwd(m, b));
   DIT_TRY(dit_text_bwd(m, b));
   bucket_ready(m, m->cfg.depth + 1);
-  m->have_fwd = 0;  // the scratch activations of the last block are now stale
   return TSR_OK;
 }
 

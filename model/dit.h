@@ -47,6 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "core/err.h"
+#include "kernels/graph_cache.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
 
@@ -93,6 +94,10 @@ typedef struct {
                          const void *v, const void *out, const float *lse, int H, int Dh,
                          float scale);
   void *ctx;
+  // 1 when the hook's calls for the coming forward/backward only queue backend entries (no
+  // host work, no communication), so the model may record them as a graph (dit_graph_stats);
+  // NULL: never (the ring's steps communicate)
+  int (*recordable)(void *ctx);
 } dit_attention;
 
 // Creates a model for microbatches of at most max_tokens tokens and max_clips clips
@@ -130,13 +135,27 @@ void dit_set_attention(dit_model *m, const dit_attention *a);
 tsr_status dit_forward(dit_model *m, const dit_batch *b, void *pred, double *loss);
 tsr_status dit_forward_dev(dit_model *m, const dit_batch *b, void *pred, float *loss_dev);
 // Backward of the last dit_forward (same batch, with target): ACCUMULATES into grads.
-// Each dit_forward allows one dit_backward. With recompute, each block is re-run from its
-// kept input before its backward (bitwise the same activations).
+// Each dit_forward allows one dit_backward. With model.recompute = 1 each block is re-run
+// from its kept input before its backward, with = 2 its token-local layers are re-run from
+// its kept GEMM and attention outputs (bitwise the same activations either way).
 tsr_status dit_backward(dit_model *m, const dit_batch *b);
 
 // Bytes of activation memory dit_create allocated (for memory reports and benchmarks),
 // the act-dtype working copy of the weights included.
 size_t dit_activation_bytes(const dit_model *m);
+
+// Recorded graphs: on a backend that records (kernels.h graph_*: CUDA with
+// TESSERA_CUDA_GRAPHS=1), dit_forward_dev and dit_backward each run as one replayed graph
+// per microbatch shape (its sizes and buffer pointers) from the second use of the shape on
+// (the first runs eagerly and builds the libraries' plans; kernels/graph_cache.h keeps 8).
+// Only with the backend's own attention or a hook that says it is recordable (the ring at
+// group size 1), and for the backward no bucket hook: the ring's steps and the gradient
+// all-reduce work on the host. A shape whose recording
+// fails runs eagerly from then on, after one warning line. Replays compute what the eager
+// run computes, bit for bit (tests/gpu/test_graphs.c). dit_set_graphs(m, 0) turns them off
+// for this model; the stats count eager runs, recordings and replays.
+void dit_set_graphs(dit_model *m, int on);
+kgraph_stats dit_graph_stats(const dit_model *m);
 
 // What dit_create allocates for config c, activations of dtype act, microbatches of
 // max_tokens tokens and max_clips clips, without allocating: the same tensor table and
@@ -144,8 +163,10 @@ size_t dit_activation_bytes(const dit_model *m);
 typedef struct {
   size_t n_params;       // floats of the flat parameter buffer (tensors padded to 64 bytes)
   size_t params, grads;  // bytes: fp32 master weights, fp32 gradients
-  size_t activations;    // bytes of the activation arena (recompute: block inputs + one
-                         // block's buffers), the working copy of the weights excluded
+  size_t activations;    // bytes of the activation arena (recompute 1: block inputs + one
+                         // block's buffers; 2: the kept GEMM/attention outputs of every
+                         // block + one set of token-local buffers), the working copy of the
+                         // weights excluded
   size_t act_weights;    // bytes of the act-dtype working copy of the weights (0 for fp32)
 } dit_memory;
 tsr_status dit_memory_bytes(const dit_config *c, kernels_dtype act, int64_t max_tokens,

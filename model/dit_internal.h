@@ -4,6 +4,7 @@
 #ifndef TESSERA_MODEL_DIT_INTERNAL_H
 #define TESSERA_MODEL_DIT_INTERNAL_H
 
+#include "kernels/graph_cache.h"
 #include "model/dit.h"
 
 #define DIT_TENSORS_FIXED 16      // x_embed, t_embed (4), y_embed, text_embed (4), text_null,
@@ -92,7 +93,8 @@ struct dit_model {
   void *act_mem;
   size_t act_bytes;
   void *h;                     // (depth + 1, max_tokens, D) residual stream at block boundaries
-  dit_block_acts *blk;         // (depth), or (1) scratch when cfg.recompute
+  dit_block_acts *blk;         // (depth), or (1) scratch with recompute = 1; with = 2 the
+                               // token-local buffers of every block are blk[0]'s
   float *tsc;                  // (C) [f32] 1000 t
   void *temb, *c1, *s1, *c, *cs;  // (C, freq), (C, D) x4: conditioning
   void *fmod;                  // (C, 2D) final shift, scale
@@ -122,6 +124,12 @@ struct dit_model {
   int text_Lt;                 // caption tokens of the last forward
 
   int fwd_L, fwd_C, have_fwd;  // the last forward's batch sizes
+
+  // recorded graphs of the forward and the backward (dit.c; kernels.h graph_*): NULL where
+  // the backend records none; attn_default: m->attn is the backend's own attention (the
+  // only one recorded: the ring's hooks communicate)
+  kgraph_cache *graphs;
+  int graphs_off, attn_default;
 
   int n_buckets;               // depth + 2 (dit_get_bucket)
   dit_bucket *buckets;         // (n_buckets)
@@ -194,6 +202,11 @@ tsr_status dit_cross_bwd(dit_model *m, int i, const dit_cross_acts *a, const voi
 // hout = block i (hin); activations in a. hin, hout: (L, D) [act]
 tsr_status dit_block_fwd(dit_model *m, int i, dit_block_acts *a, const void *hin, void *hout,
                          const dit_batch *b);
+// model.recompute = 2: rewrites a's token-local outputs (a, q, k, hmid, m, g and their
+// statistics; the set every block shares) from block i's kept GEMM and attention outputs and
+// hin, by the entries dit_block_fwd ran: the same bits. hin: (L, D) [act]
+tsr_status dit_block_recompute_cheap(dit_model *m, int i, const dit_block_acts *a,
+                                     const void *hin, const dit_batch *b);
 // m->dh (L, D): in dL/dhout, out dL/dhin; m->dcs += the block's conditioning gradient.
 tsr_status dit_block_bwd(dit_model *m, int i, const dit_block_acts *a, const void *hin,
                          const dit_batch *b);
@@ -203,6 +216,9 @@ tsr_status dit_block_bwd(dit_model *m, int i, const dit_block_acts *a, const voi
 tsr_status dit_final_fwd(dit_model *m, const void *h, const dit_batch *b);
 // From m->dpred: m->dh = dL/dh (overwritten), m->dcs = final's conditioning grad (overwritten).
 tsr_status dit_final_bwd(dit_model *m, const void *h, const dit_batch *b);
+
+// The cache of recorded graphs (dit.c), for a backend that records (kb->graph_begin).
+tsr_status dit_graphs_init(dit_model *m);
 
 // Splits the flat buffer into the gradient buckets of dit_get_bucket (after build_table).
 tsr_status dit_buckets_init(dit_model *m);

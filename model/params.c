@@ -104,28 +104,42 @@ static void layout_cross(arena *a, dit_cross_acts *x, size_t L, size_t C, size_t
   x->att = TAKE_A(a, L * D), x->lse = TAKE_F(a, L * H), x->h = TAKE_A(a, L * D);
 }
 
-static void layout_block(arena *a, dit_block_acts *k, size_t L, size_t C, size_t D, size_t F,
-                         size_t H) {
+// The buffers of one block. With `shared` (model.recompute = 2, blocks after the first) the
+// token-local outputs that the backward recomputes (dit_block_recompute_cheap) are block 0's:
+// only the GEMM and attention outputs and the modulation get their own.
+static void layout_block(arena *a, dit_block_acts *k, const dit_block_acts *shared, size_t L,
+                         size_t C, size_t D, size_t F, size_t H) {
   k->mod = TAKE_A(a, C * 6 * D);
+  k->qlin = TAKE_A(a, L * D), k->klin = TAKE_A(a, L * D), k->v = TAKE_A(a, L * D);
+  k->att = TAKE_A(a, L * D), k->lse = TAKE_F(a, L * H);
+  k->proj = TAKE_A(a, L * D);
+  k->f1 = TAKE_A(a, L * F);
+  k->f2 = TAKE_A(a, L * D);
+  if (shared) {
+    k->a = shared->a, k->mean1 = shared->mean1, k->rstd1 = shared->rstd1;
+    k->qrstd = shared->qrstd, k->krstd = shared->krstd, k->q = shared->q, k->k = shared->k;
+    k->hmid = shared->hmid, k->m = shared->m, k->mean2 = shared->mean2, k->rstd2 = shared->rstd2;
+    k->g = shared->g;
+    return;
+  }
   k->a = TAKE_A(a, L * D);
   k->mean1 = TAKE_F(a, L), k->rstd1 = TAKE_F(a, L);
-  k->qlin = TAKE_A(a, L * D), k->klin = TAKE_A(a, L * D), k->v = TAKE_A(a, L * D);
   k->qrstd = TAKE_F(a, L * H), k->krstd = TAKE_F(a, L * H);
   k->q = TAKE_A(a, L * D), k->k = TAKE_A(a, L * D);
-  k->att = TAKE_A(a, L * D), k->lse = TAKE_F(a, L * H);
-  k->proj = TAKE_A(a, L * D), k->hmid = TAKE_A(a, L * D);
+  k->hmid = TAKE_A(a, L * D);
   k->m = TAKE_A(a, L * D);
   k->mean2 = TAKE_F(a, L), k->rstd2 = TAKE_F(a, L);
-  k->f1 = TAKE_A(a, L * F), k->g = TAKE_A(a, L * F);
-  k->f2 = TAKE_A(a, L * D);
+  k->g = TAKE_A(a, L * F);
 }
 
 static void layout(dit_model *m, arena *a) {
   size_t L = (size_t)m->max_tokens, C = (size_t)m->max_clips, D = (size_t)m->D,
          F = (size_t)m->F, P = (size_t)m->P, H = (size_t)m->H;
-  int nblk = m->cfg.recompute ? 1 : m->cfg.depth;
+  int nblk = m->cfg.recompute == DIT_RECOMPUTE_BLOCK ? 1 : m->cfg.depth;
+  int cheap = m->cfg.recompute == DIT_RECOMPUTE_CHEAP;
   m->h = TAKE_A(a, (size_t)(m->cfg.depth + 1) * L * D);
-  for (int i = 0; i < nblk; i++) layout_block(a, &m->blk[i], L, C, D, F, H);
+  for (int i = 0; i < nblk; i++)
+    layout_block(a, &m->blk[i], cheap && i > 0 ? &m->blk[0] : NULL, L, C, D, F, H);
   if (m->cfg.text_dim > 0) {  // captions: per block, and the context every block shares
     size_t Lt = (size_t)m->max_text;
     for (int i = 0; i < nblk; i++) layout_cross(a, &m->blk[i].x, L, C, D, H, Lt);
@@ -185,7 +199,7 @@ static tsr_status model_tables(dit_model *m, const dit_config *c, int max_tokens
   m->init = calloc((size_t)cap, sizeof *m->init);
   m->names = calloc((size_t)cap, sizeof *m->names);
   m->bp = calloc((size_t)c->depth, sizeof *m->bp);
-  m->blk = calloc((size_t)(c->recompute ? 1 : c->depth), sizeof *m->blk);
+  m->blk = calloc((size_t)(c->recompute == DIT_RECOMPUTE_BLOCK ? 1 : c->depth), sizeof *m->blk);
   if (!m->table || !m->init || !m->names || !m->bp || !m->blk)
     return err_set(TSR_ENOMEM, "dit_create: no memory for the tensor table");
   build_table(m);
@@ -235,9 +249,11 @@ tsr_status dit_create(dit_model **out, const dit_config *c, const kernels_backen
   dit_model *m = calloc(1, sizeof *m);
   if (!m) return err_set(TSR_ENOMEM, "dit_create: no memory");
   m->kb = kb;
-  m->attn = (dit_attention){default_attn_fwd, default_attn_bwd, NULL};
+  m->attn = (dit_attention){default_attn_fwd, default_attn_bwd, NULL, NULL};
+  m->attn_default = 1;
   tsr_status st = model_tables(m, c, max_tokens, max_clips);
   if (st) goto fail;
+  if (kb->graph_begin && (st = dit_graphs_init(m))) goto fail;
   if ((st = dit_buckets_init(m))) goto fail;
   if ((st = kb->alloc(kb, (void **)&m->params, m->n_params * sizeof(float))) ||
       (st = kb->alloc(kb, (void **)&m->grads, m->n_params * sizeof(float))))
@@ -253,7 +269,7 @@ tsr_status dit_create(dit_model **out, const dit_config *c, const kernels_backen
   m->act_bytes = a.used;
   if ((st = kb->alloc(kb, &m->act_mem, a.used))) {
     err_wrap(st, "dit_create: activations for %d tokens (%.1f MiB; lower mem_tokens or set "
-                 "model.recompute=1): ", max_tokens, (double)a.used / (1 << 20));
+                 "model.recompute=1 or 2): ", max_tokens, (double)a.used / (1 << 20));
     goto fail;
   }
   a = (arena){m->act_mem, 0, a.asz};
@@ -288,6 +304,7 @@ fail:
 void dit_free(dit_model **pm) {
   dit_model *m = *pm;
   if (!m) return;
+  kgraph_cache_destroy(m->graphs);  // frees its graphs through the backend
   if (m->kb) {
     m->kb->free(m->kb, m->params);
     m->kb->free(m->kb, m->grads);
@@ -315,7 +332,8 @@ float *dit_grads(dit_model *m) { return m->grads; }
 size_t dit_activation_bytes(const dit_model *m) { return m->act_bytes; }
 void dit_set_attention(dit_model *m, const dit_attention *a) {
   if (a) m->attn = *a;
-  else m->attn = (dit_attention){default_attn_fwd, default_attn_bwd, NULL};
+  else m->attn = (dit_attention){default_attn_fwd, default_attn_bwd, NULL, NULL};
+  m->attn_default = !a;
 }
 void dit_set_input_grad(dit_model *m, void *dx) { m->dx = dx; }
 

@@ -346,7 +346,7 @@ int cmd_plan(int argc, char **argv) {
          cost_min_cp(&cfg.cluster, cfg.max_clip_tokens), (long long)cfg.max_clip_tokens,
          a.cost_path);
   if (a.mem_bytes) {
-    char what[512];
+    char what[768];  // train_memory_format's line
     train_memory_format(&mm, what, sizeof what);
     printf("memory per GPU (%s, %lld bytes): %s\n", a.config_path, (long long)a.mem_bytes, what);
   }

@@ -10,7 +10,8 @@
 # summary.json (5 files; the device tool returns 8 at most: bench/gpu/run.sh gets 3).
 # Exit: 0 all ran and passed; 1 build or a test failed; 3 built, but no GPU visible.
 # Env: BUILD_DIR (build-gpu), TESSERA_NVIDIA_PIP, TESSERA_DEBS (.carry/debs), CMAKE_ARGS,
-# CTEST_ARGS (added to `ctest -L gpu`, e.g. "-R gpu_dist").
+# CTEST_ARGS (added to `ctest -L gpu`, e.g. "-R gpu_dist"), BENCH (1; 0: no bench/gpu/run.sh,
+# for a lease split into calls: tests first, the benchmark's cases in later calls).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SRC=$PWD
@@ -123,7 +124,9 @@ trc=$?
 tail -15 "$OUT/ctest.log"
 
 # 4. The GPU benchmark, when there is one and a GPU to run it on.
-if [ "$gpu" = true ] && [ -x bench/gpu/run.sh ]; then
+if [ "${BENCH:-1}" = 0 ]; then
+  say "bench/gpu/run.sh not run: BENCH=0"
+elif [ "$gpu" = true ] && [ -x bench/gpu/run.sh ]; then
   stage=bench
   mkdir -p "$OUT/bench"
   OUT="$OUT/bench" BUILD_DIR="$B" bench/gpu/run.sh >"$OUT/bench.log" 2>&1 || say "bench/gpu/run.sh failed"

@@ -27,4 +27,6 @@ cat <<'RUN'
 Call the device tool (from the checkout the session was started in) with:
   run(command="bash tools/gpu.sh", carry=[".carry"], timeout_s=600)
 tools/gpu.sh writes build.log, ctest.log, ctest.xml, bench.log and summary.json under $OUT.
+A 30-minute lease split into calls (tests first, then the benchmark's cases, then memory):
+docs/gpu.md, "Speed", "The next GPU session".
 RUN

@@ -13,9 +13,13 @@
 #   b-mixed     dit-b   32768,16384,8192,4096,2048,1024,2x512 (65,536 tokens)
 #   1b-4x4096   dit-1b  4 x 4,096
 #   1b-1x16384  dit-1b  one 16,384-token clip
+#   1b-1x65536  dit-1b  one 65,536-token clip, recomputation on (RECOMPUTE_1B_LONG)
 # dit-1b.conf has model.recompute = 1; RECOMPUTE_1B (default 0, as the earlier PyTorch figures
-# of /work/shared/GPU.md) overrides it with --set on the tessera side, and the PyTorch side
-# follows the dumped config (torch.utils.checkpoint per block when 1): both do the same work.
+# of /work/shared/GPU.md) overrides it with --set on the tessera side for 1b-4x4096 and
+# 1b-1x16384, RECOMPUTE_1B_LONG (default 1) for 1b-1x65536, and the PyTorch side follows the
+# dumped config: torch.utils.checkpoint per block when 1 (both re-run whole blocks); when 2
+# (tessera recomputes only its cheap token-local layers) no checkpoint, since torch.compile's
+# partitioner already recomputes such pointwise ops in its backward by itself.
 #
 # Per case:
 # 1. tessera: $BUILD_DIR/bench/bench_train_step --backend cuda --set train.precision=bf16
@@ -28,17 +32,33 @@
 #    minus the value before it (both sides: context, workspace and caching included), and
 #    PyTorch's torch.cuda.max_memory_allocated / max_memory_reserved.
 # Once per run: the bf16 GEMM peak (torch.matmul 8192^3 bf16, best of 5 x 50), MFU against it.
-# Model FLOPs per step: 6 x token-wise linear weights per token + 12 x n^2 x D per layer per
-# clip (GPU.md; recompute not counted). Same-computation check: the step-1 losses of both
-# sides (same weights, same batch, both bf16) — their relative difference is reported.
+# Model FLOPs per step (issue 13): 6 x token-wise linear weights per token (x_embed, q, k, v,
+# proj, fc1, fc2, final linear; adaLN is per clip) + 12 x n^2 x D per layer per clip
+# (GPU.md; recompute not counted). Same-computation check: the step-1 losses of both sides
+# (same weights, same batch, both bf16) — their relative difference is reported.
+# 4. Memory per option (MEM=1, the default; tessera only, WARMUP 0 + 1 step each): dit-1b at
+#    16,384 and 65,536 tokens with model.recompute 0 (none), 1 (whole blocks) and 2 (cheap
+#    layers only): the backend's peak (kernels.h memory_stats: the arena's high-water mark,
+#    bench_train_step's backend_peak_bytes), and bytes per token beyond the weights, their
+#    bf16 copy, gradients and Adam state (18 bytes a parameter): train.act_bytes_token, which the
+#    planner's memory model (model/train/memory.h) then uses instead of its layout count. A
+#    run that does not fit is reported as such (its error), not as a failure of the bench.
+# Targets (issue 13), each held or not in results.json "targets": tokens/s ratio >= 1.2 on
+# every case; MFU >= 0.60 for 1b-1x16384 and >= 0.50 for b-16x4096; b-64x1024's model
+# TFLOP/s >= 0.8 of b-16x4096's; 1b-1x65536 trains (tessera ran with finite losses).
 #
-# Output in $OUT (default bench/gpu/): results.json (device, driver, CUDA/cuDNN versions,
-# commit, GEMM peak, per case both sides and the ratio tessera / PyTorch) and bench.log
+# Output in $OUT (default bench/gpu/): results.json (bench/gpu/summary.py: device, driver,
+# CUDA/cuDNN versions, commit, GEMM peak, per case both sides and the ratio tessera /
+# PyTorch, the targets held or not, the memory report) and bench.log
 # (everything printed); one summary line per case. Dumps go to TMPDIR and are removed.
 # Exit: 0 every case ran on both sides; 1 a case failed (the others still run, results.json
 # is written); 2 bad input; 3 no GPU visible (after the inputs were checked: a dry run).
-# Env: BUILD_DIR (build-gpu), OUT, CASES (all), WARMUP (3), STEPS (10), RECOMPUTE_1B (0),
-# CASE_TIMEOUT (420 s per side), TESSERA_NVIDIA_PIP, PY (python3 with torch).
+# Env: BUILD_DIR (build-gpu), OUT, CASES (all; none: only the memory runs), WARMUP (3), STEPS (10), RECOMPUTE_1B (0),
+# RECOMPUTE_1B_LONG (1), MEM (1: the memory runs; MEM_CASES picks them, e.g. 16384:0,65536:2),
+# CASE_TIMEOUT (420 s per side), TESSERA_NVIDIA_PIP, PY (python3 with torch); the tessera
+# side's TESSERA_CUDA_* switches pass through (docs/gpu.md; results.json "env" records
+# them): TESSERA_CUDA_GRAPHS (default here 1) and TESSERA_CUDA_ATTENTION_DETERMINISTIC
+# (default here 0), e.g. TESSERA_CUDA_GRAPHS=0 for the eager step.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -48,20 +68,24 @@ OUT=${OUT:-$ROOT/bench/gpu}
 WARMUP=${WARMUP:-3}
 STEPS=${STEPS:-10}
 RECOMPUTE_1B=${RECOMPUTE_1B:-0}
+RECOMPUTE_1B_LONG=${RECOMPUTE_1B_LONG:-1}
+MEM=${MEM:-1}
+MEM_CASES=${MEM_CASES:-16384:0,16384:1,16384:2,65536:1,65536:2,65536:0}
 CASE_TIMEOUT=${CASE_TIMEOUT:-420}
-ALL=b-16x4096,b-64x1024,b-1x65536,b-mixed,1b-4x4096,1b-1x16384
+ALL=b-16x4096,b-64x1024,b-1x65536,b-mixed,1b-4x4096,1b-1x16384,1b-1x65536
 CASES=${CASES:-$ALL}
 PIP=${TESSERA_NVIDIA_PIP:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia}
 die() { echo "bench/gpu/run.sh: $2" >&2; exit "$1"; }
 
-case_def() {  # name -> "config clips"
+case_def() {  # name -> "config clips recompute" (recompute -: the config's)
   case $1 in
-    b-16x4096) echo "dit-b 16x4096" ;;
-    b-64x1024) echo "dit-b 64x1024" ;;
-    b-1x65536) echo "dit-b 65536" ;;
-    b-mixed) echo "dit-b 32768,16384,8192,4096,2048,1024,2x512" ;;
-    1b-4x4096) echo "dit-1b 4x4096" ;;
-    1b-1x16384) echo "dit-1b 16384" ;;
+    b-16x4096) echo "dit-b 16x4096 -" ;;
+    b-64x1024) echo "dit-b 64x1024 -" ;;
+    b-1x65536) echo "dit-b 65536 -" ;;
+    b-mixed) echo "dit-b 32768,16384,8192,4096,2048,1024,2x512 -" ;;
+    1b-4x4096) echo "dit-1b 4x4096 $RECOMPUTE_1B" ;;
+    1b-1x16384) echo "dit-1b 16384 $RECOMPUTE_1B" ;;
+    1b-1x65536) echo "dit-1b 65536 $RECOMPUTE_1B_LONG" ;;
     *) return 1 ;;
   esac
 }
@@ -74,17 +98,26 @@ if [ -z "$PY" ]; then
   done
 fi
 [ -n "$PY" ] || die 2 "no python3 with torch and numpy"
-for f in tools/reference/bench_gpu.py tools/reference/dit.py tools/reference/safetensors_io.py; do
+for f in tools/reference/bench_gpu.py tools/reference/dit.py tools/reference/safetensors_io.py \
+         bench/gpu/summary.py; do
   [ -f "$f" ] || die 2 "missing $f"
 done
 IFS=, read -r -a case_list <<<"$CASES"
-[ ${#case_list[@]} -gt 0 ] || die 2 "CASES is empty"
-for c in "${case_list[@]}"; do
+[ ${#case_list[@]} -gt 0 ] || die 2 "CASES is empty (CASES=none: only the memory runs)"
+[ "$CASES" = none ] && case_list=()
+for c in "${case_list[@]+"${case_list[@]}"}"; do
   def=$(case_def "$c") || die 2 "unknown case $c (known: $ALL)"
   [ -f "configs/model/${def%% *}.conf" ] || die 2 "missing configs/model/${def%% *}.conf"
 done
-for v in WARMUP STEPS RECOMPUTE_1B CASE_TIMEOUT; do
+for v in WARMUP STEPS RECOMPUTE_1B RECOMPUTE_1B_LONG MEM CASE_TIMEOUT; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die 2 "$v must be a number"
+done
+for v in RECOMPUTE_1B RECOMPUTE_1B_LONG; do
+  [ "${!v}" -le 2 ] || die 2 "$v must be 0 (none), 1 (whole blocks) or 2 (cheap layers)"
+done
+IFS=, read -r -a mem_list <<<"$MEM_CASES"
+[ "$MEM" = 0 ] || for mc in "${mem_list[@]}"; do
+  [[ $mc =~ ^[0-9]+:[0-2]$ ]] || die 2 "MEM_CASES: '$mc' is not TOKENS:RECOMPUTE (recompute 0, 1 or 2)"
 done
 [ "$STEPS" -ge 1 ] || die 2 "STEPS must be >= 1"
 mkdir -p "$OUT" || die 2 "cannot create $OUT"
@@ -97,6 +130,11 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1 ||
 fi
 [ -x "$BIN" ] || die 2 "no $BIN: build with CUDA first (tools/gpu.sh, docs/gpu.md)"
 [ -d "$PIP" ] && export LD_LIBRARY_PATH=$PIP/cudnn/lib:$PIP/nccl/lib:$PIP/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# The tessera side's speed switches (docs/gpu.md), unless given: recorded graphs of the
+# forward and backward, and cuDNN's fp32-atomic attention backward (the deterministic one
+# fits only small microbatches; PyTorch's cuDNN SDPA backward is not deterministic either).
+export TESSERA_CUDA_GRAPHS=${TESSERA_CUDA_GRAPHS:-1}
+export TESSERA_CUDA_ATTENTION_DETERMINISTIC=${TESSERA_CUDA_ATTENTION_DETERMINISTIC:-0}
 
 LOG=$OUT/bench.log
 : >"$LOG"
@@ -113,14 +151,15 @@ smi_start() {  # samples memory.used into $1
 smi_stop() { kill "$SMI_PID" 2>/dev/null; wait "$SMI_PID" 2>/dev/null; SMI_PID=; }
 
 say "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
+say "tessera: TESSERA_CUDA_GRAPHS=$TESSERA_CUDA_GRAPHS TESSERA_CUDA_ATTENTION_DETERMINISTIC=$TESSERA_CUDA_ATTENTION_DETERMINISTIC"
 say "bf16 GEMM peak"
 "$PY" tools/reference/bench_gpu.py --peak --json "$TMP/peak.json" 2>&1 | tee -a "$LOG" >&2
 
 fail=0
-for c in "${case_list[@]}"; do
-  read -r cfg spec <<<"$(case_def "$c")"
+for c in "${case_list[@]+"${case_list[@]}"}"; do
+  read -r cfg spec rec <<<"$(case_def "$c")"
   sets=(--set train.precision=bf16)
-  [ "$cfg" = dit-1b ] && sets+=(--set "model.recompute=$RECOMPUTE_1B")
+  [ "$rec" != - ] && sets+=(--set "model.recompute=$rec")
   dump=$TMP/$c.safetensors
   say "case $c: $cfg, clips $spec: tessera"
   base=$(smi_used); echo "$base" >"$TMP/$c.base_t"
@@ -146,77 +185,26 @@ for c in "${case_list[@]}"; do
   rm -f "$dump"
 done
 
+# Memory per option (tessera only): one step each, the backend's peak from memory_stats.
+if [ "$MEM" != 0 ]; then
+  for mc in "${mem_list[@]}"; do
+    tok=${mc%%:*} rec=${mc##*:}
+    say "memory: dit-1b, one $tok-token clip, model.recompute=$rec"
+    timeout "$CASE_TIMEOUT" "$BIN" --backend cuda --config configs/model/dit-1b.conf \
+      --set train.precision=bf16 --set "model.recompute=$rec" --clips "$tok" --warmup 0 \
+      --steps 1 --json "$TMP/mem-$tok-$rec.json" >"$TMP/mem-$tok-$rec.log" 2>&1
+    rc=$?
+    tee -a "$LOG" <"$TMP/mem-$tok-$rec.log" >&2
+    [ $rc -eq 0 ] || say "memory: $tok tokens, recompute $rec: did not run (exit $rc; its error is kept)"
+  done
+fi
+
 # 3. results.json and the summary lines.
 commit=$(git rev-parse HEAD 2>/dev/null || cat .carry/commit 2>/dev/null || echo unknown)
 dirty=$(git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo true || echo false)
-"$PY" - "$TMP" "$OUT/results.json" "$CASES" "$commit" "$dirty" "$WARMUP" "$STEPS" \
-  "$RECOMPUTE_1B" "$BUILD_DIR" 2>&1 <<'PY' | tee -a "$LOG"
-import json, os, re, subprocess, sys, time
-tmp, out, cases, commit, dirty, warmup, steps, rec1b, build = sys.argv[1:10]
-def load(p):
-    try: return json.load(open(p))
-    except (OSError, ValueError): return None
-def run(*c):
-    try: return subprocess.run(c, capture_output=True, text=True, timeout=60).stdout.strip()
-    except Exception: return ""
-def smi_peak(c, side):
-    try:
-        vals = [int(l) for l in open(os.path.join(tmp, f"{c}.smi_{side}")) if l.strip().isdigit()]
-        base = int(open(os.path.join(tmp, f"{c}.base_{side}")).read())
-    except (OSError, ValueError): return None
-    return (max(vals) - base) * 2**20 if vals else None
-smi = run("nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader")
-f = smi.splitlines()[0].split(", ") if smi else ["", "", ""]
-nv = re.search(r"release ([\d.]+), V([\d.]+)", run("nvcc", "--version"))
-peak = load(os.path.join(tmp, "peak.json")) or {}
-pk = peak.get("tflops")
-res = {"benchmark": "training step: tessera CUDA backend (bf16) vs PyTorch reference "
-                    "(bf16 autocast, SDPA, fused AdamW, torch.compile per block)",
-       "commit": commit, "dirty": dirty == "true", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-       "device": f[0], "driver": f[1] if len(f) > 1 else "", "memory_total": f[2] if len(f) > 2 else "",
-       "cuda_nvcc": nv.group(2) if nv else "", "cuda_torch": peak.get("cuda"),
-       "cudnn_torch": peak.get("cudnn"), "torch": peak.get("torch"), "build_dir": build,
-       "warmup": int(warmup), "steps": int(steps), "recompute_dit_1b": int(rec1b),
-       "gemm_peak": peak, "flops": "6 x token-wise linear weights per token + 12 n^2 D per layer "
-       "per clip (fwd+bwd, recompute not counted)", "cases": {}}
-for c in cases.split(","):
-    t, p = load(os.path.join(tmp, f"{c}.t.json")), load(os.path.join(tmp, f"{c}.p.json"))
-    e = {"tessera": None, "pytorch": None}
-    flops = p and p.get("model_flops_per_step")
-    if t:
-        e["tessera"] = {k: t.get(k) for k in ("backend", "precision", "recompute", "params", "tokens",
-                        "clips", "clips_spec", "median_s", "mean_s", "min_s", "step_s", "tokens_per_s",
-                        "losses", "activation_bytes")}
-        e["tessera"]["nvidia_smi_peak_bytes"] = smi_peak(c, "t")
-    if p:
-        e["pytorch"] = {k: p.get(k) for k in ("torch", "tokens", "clips", "median_s", "mean_s", "min_s",
-                        "step_s", "tokens_per_s", "losses", "attention_backends", "attention_runs",
-                        "compile", "recompute", "fused_adamw", "max_memory_allocated",
-                        "max_memory_reserved")}
-        e["pytorch"]["nvidia_smi_peak_bytes"] = smi_peak(c, "p")
-    e["model_flops_per_step"] = flops
-    for side in ("tessera", "pytorch"):
-        s = e[side]
-        if s and flops:
-            s["model_tflops"] = flops / s["median_s"] / 1e12
-            s["mfu"] = s["model_tflops"] / pk if pk else None
-    if t and p:
-        e["ratio_tessera_over_pytorch"] = t["tokens_per_s"] / p["tokens_per_s"]
-        l0, l1 = t["losses"][0], p["losses"][0]
-        e["step1_loss_rel_diff"] = abs(l0 - l1) / abs(l1) if l1 else None
-    res["cases"][c] = e
-    def fmt(s):
-        if not s: return "failed"
-        m = s.get("nvidia_smi_peak_bytes")
-        return (f"{s['tokens_per_s'] / 1e3:.1f}k tok/s, {s.get('model_tflops', 0):.0f} TFLOP/s, "
-                f"MFU {s.get('mfu') or 0:.2f}, " + (f"{m / 2**30:.1f} GiB" if m else "? GiB"))
-    extra = ""
-    if p and p.get("max_memory_allocated"):
-        extra += f" (alloc {p['max_memory_allocated'] / 2**30:.1f} GiB)"
-    if "ratio_tessera_over_pytorch" in e:
-        extra += f"; ratio {e['ratio_tessera_over_pytorch']:.2f}, step-1 loss diff {e['step1_loss_rel_diff']:.1e}"
-    print(f"{c}: tessera {fmt(e['tessera'])}; PyTorch {fmt(e['pytorch'])}{extra}")
-json.dump(res, open(out, "w"), indent=2)
-print(f"GEMM peak {pk or 0:.0f} TFLOP/s ({res['device']}); wrote {out} (commit {commit[:12]})")
-PY
+"$PY" bench/gpu/summary.py "$TMP" "$OUT/results.json" --cases "$CASES" \
+  --mem-cases "$([ "$MEM" != 0 ] && echo "$MEM_CASES")" --meta "commit=$commit" \
+  --meta "dirty=$dirty" --meta "warmup=$WARMUP" --meta "steps=$STEPS" \
+  --meta "recompute_dit_1b=$RECOMPUTE_1B" --meta "recompute_dit_1b_long=$RECOMPUTE_1B_LONG" \
+  --meta "build_dir=$BUILD_DIR" 2>&1 | tee -a "$LOG"
 exit $fail

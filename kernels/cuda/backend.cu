@@ -228,6 +228,11 @@ static void arena_give(kb_t *kb, void *p) {
 tsr_status kcu_scratch(kb_t *kb, const char *op, size_t bytes, void **out) {
   kcu_ctx *x = kcu(kb);
   if (bytes > x->scratch_bytes) {
+    // While a graph is recorded the recorded work has the old range's address: growing
+    // would free it under the graph. The eager runs before a recording size the scratch.
+    if (x->capturing)
+      return err_set(TSR_EINVAL, "%s: the scratch buffer (%zu bytes) would grow to %zu bytes "
+                     "while a graph is recorded", op, x->scratch_bytes, bytes);
     size_t nb = bytes + bytes / 2 + 4096;
     // The old range may still be read by queued kernels: whatever reuses it is queued after
     // them on the same stream (alloc's zero fill too), so it is given back at once.
@@ -244,6 +249,7 @@ tsr_status kcu_scratch(kb_t *kb, const char *op, size_t bytes, void **out) {
 
 static tsr_status cu_alloc(kb_t *kb, void **ptr, size_t bytes) {
   if (!ptr) return err_set(TSR_EINVAL, "alloc: ptr is NULL");
+  KCU_NOT_RECORDING(kb, "alloc");
   void *p = NULL;
   tsr_status st = arena_take(kb, "alloc", bytes, &p);
   if (st) return st;
@@ -264,6 +270,7 @@ static tsr_status cu_alloc(kb_t *kb, void **ptr, size_t bytes) {
 static void cu_free(kb_t *kb, void *ptr) { arena_give(kb, ptr); }
 
 static tsr_status cu_reserve(kb_t *kb, size_t bytes) {
+  KCU_NOT_RECORDING(kb, "reserve");
   kcu_ctx *x = kcu(kb);
   if (x->per_alloc) return TSR_OK;  // TESSERA_CUDA_ARENA=none: nothing to size
   if (!x->arena) return arena_create(kb, "reserve", bytes);
@@ -295,18 +302,68 @@ static int host_is_pinned(const void *p) {
   return a.type == cudaMemoryTypeHost;
 }
 
+// Uploads from pageable memory through pinned staging. cudaMemcpyAsync from pageable memory
+// first waits for the stream to drain (the runtime stages the bytes itself), so every upload
+// of a microbatch's inputs (objective_device_build) held the host until the GPU had finished
+// the work queued before: no launch of the next microbatch could overlap it. Here the bytes
+// are copied into one of two pinned halves of KCU_STAGE_HALF (so the caller may reuse src at
+// once, as kernels.h promises) and the DMA is queued; a half is refilled only after the event
+// recorded after its last DMA. *done = 0 (nothing queued) for uploads larger than a half, or
+// when staging is off (TESSERA_CUDA_STAGING=0) or its pinned memory could not be had: the
+// runtime's path then runs as before.
+#define KCU_STAGE_HALF ((size_t)128 << 20)
+static tsr_status stage_upload(kb_t *kb, void *dst, const void *src, size_t bytes, int *done) {
+  kcu_ctx *x = kcu(kb);
+  *done = 0;
+  if (bytes > KCU_STAGE_HALF || x->stage_state < 0) return TSR_OK;
+  if (x->stage_state == 0) {
+    const char *env = getenv("TESSERA_CUDA_STAGING");
+    x->stage_state = -1;
+    if (env && !strcmp(env, "0")) return TSR_OK;
+    if (cudaHostAlloc((void **)&x->stage, 2 * KCU_STAGE_HALF, cudaHostAllocDefault) != cudaSuccess ||
+        cudaEventCreateWithFlags(&x->stage_ev[0], cudaEventDisableTiming) != cudaSuccess ||
+        cudaEventCreateWithFlags(&x->stage_ev[1], cudaEventDisableTiming) != cudaSuccess) {
+      cudaGetLastError();  // no pinned memory: the runtime's path, as without staging
+      return TSR_OK;
+    }
+    x->stage_state = 1;
+  }
+  if (x->stage_off + bytes > KCU_STAGE_HALF) {  // the other half, once its copies are done
+    x->stage_cur ^= 1;
+    x->stage_off = 0;
+    if (x->stage_pending[x->stage_cur])
+      KCU_CUDA("to_device", cudaEventSynchronize(x->stage_ev[x->stage_cur]));
+    x->stage_pending[x->stage_cur] = 0;
+  }
+  char *p = x->stage + (size_t)x->stage_cur * KCU_STAGE_HALF + x->stage_off;
+  memcpy(p, src, bytes);
+  KCU_CUDA("to_device", cudaMemcpyAsync(dst, p, bytes, cudaMemcpyHostToDevice, x->stream));
+  KCU_CUDA("to_device", cudaEventRecord(x->stage_ev[x->stage_cur], x->stream));
+  x->stage_pending[x->stage_cur] = 1;
+  x->stage_off += (bytes + 255) / 256 * 256;
+  *done = 1;
+  return TSR_OK;
+}
+
 static tsr_status cu_to_device(kb_t *kb, void *dst, const void *src_host, size_t bytes) {
   if (bytes == 0) return TSR_OK;
+  KCU_NOT_RECORDING(kb, "to_device");
   KCU_NEED("to_device", dst);
   KCU_NEED("to_device", src_host);
+  int pinned = host_is_pinned(src_host), done = 0;
+  if (!pinned) {
+    tsr_status st = stage_upload(kb, dst, src_host, bytes, &done);
+    if (st || done) return st;
+  }
   cudaStream_t s = kcu(kb)->stream;
   KCU_CUDA("to_device", cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, s));
-  if (host_is_pinned(src_host)) KCU_CUDA("to_device", cudaStreamSynchronize(s));
+  if (pinned) KCU_CUDA("to_device", cudaStreamSynchronize(s));
   return TSR_OK;
 }
 
 static tsr_status cu_to_host(kb_t *kb, void *dst_host, const void *src, size_t bytes) {
   if (bytes == 0) return TSR_OK;
+  KCU_NOT_RECORDING(kb, "to_host");
   KCU_NEED("to_host", dst_host);
   KCU_NEED("to_host", src);
   cudaStream_t s = kcu(kb)->stream;
@@ -330,7 +387,10 @@ static tsr_status cu_memset_zero(kb_t *kb, void *ptr, size_t bytes) {
   return TSR_OK;
 }
 
-static tsr_status cu_sync(kb_t *kb) { return kcu_check_error(kb, "sync"); }
+static tsr_status cu_sync(kb_t *kb) {
+  KCU_NOT_RECORDING(kb, "sync");
+  return kcu_check_error(kb, "sync");
+}
 
 static tsr_status cu_mem_info(kb_t *kb, size_t *free_bytes, size_t *total_bytes) {
   cudaError_t e = cudaMemGetInfo(free_bytes, total_bytes);
@@ -1606,6 +1666,7 @@ __global__ void k_sum_parts(double *out, const double *part, size_t nb) {
 static tsr_status cu_sumsq(kb_t *kb, double *result_host, const float *x, size_t n) {
   const char *op = "sumsq";
   KCU_NEED(op, result_host);
+  KCU_NOT_RECORDING(kb, op);
   *result_host = 0.0;
   if (n == 0) return TSR_OK;
   KCU_NEED(op, x);
@@ -1764,6 +1825,12 @@ static int init_backend(void) {
   if ((e = cudaMalloc((void **)&x->err, sizeof(kcu_dev_error))) != cudaSuccess) goto fail;
   if ((e = cudaMemset(x->err, 0, sizeof(kcu_dev_error))) != cudaSuccess) goto fail;
   {
+    const char *gr = getenv("TESSERA_CUDA_GRAPHS");
+    if (gr && strcmp(gr, "0") && strcmp(gr, "1")) {
+      snprintf(g_why, sizeof g_why, "TESSERA_CUDA_GRAPHS=%.32s: use 1 (record and replay the "
+               "model's forward and backward) or 0 (eager, the default)", gr);
+      return 0;
+    }
     const char *g = getenv("TESSERA_CUDA_LT_GELU");
     x->lt_gelu = !(g && !strcmp(g, "0"));
     const char *lg = getenv("TESSERA_CUDA_LT_LOG");
@@ -1798,6 +1865,15 @@ static int init_once(void) {
     b->memset_zero = cu_memset_zero;
     b->sync = cu_sync;
     b->reserve = cu_reserve;
+    // Recorded graphs only when asked for (docs/gpu.md): without them the model never
+    // records (kernels.h: NULL entries).
+    const char *gr = getenv("TESSERA_CUDA_GRAPHS");
+    if (gr && !strcmp(gr, "1")) {
+      b->graph_begin = kcu_graph_begin;
+      b->graph_end = kcu_graph_end;
+      b->graph_launch = kcu_graph_launch;
+      b->graph_free = kcu_graph_free;
+    }
     b->memory_stats = cu_memory_stats;
     b->mem_info = cu_mem_info;
     b->cast = cu_cast;

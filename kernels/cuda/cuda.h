@@ -8,7 +8,8 @@
 // rounds only on its [act] stores).
 //
 // Files: backend.cu (context, memory arena, table, every token-local entry and the fused
-// ones, reductions, objective with a device Philox-4x32-10 equal to core/rng.c, optimizer),
+// ones, reductions, objective with a device Philox-4x32-10 equal to core/rng.c, optimizer,
+// staged uploads), graph.cu (recorded graphs: stream capture, kernels.h graph_*),
 // gemm.cu (cuBLASLt: plans cached by shape, BIAS / GELU_AUX(_BIAS) / DGELU epilogues),
 // attention.cu (the attention entries and their own fp32 kernels), attention_cudnn.cu
 // (cuDNN's fused SDPA for attention_forward, attention_backward and
@@ -31,7 +32,10 @@
 //
 // Synchronisation: entries only queue work on the stream, except to_host (waits for its
 // copy), sumsq (its result goes to the host: the one sync of a step), sync, alloc (zero
-// fill, so the memory is ready for every stream) and to_device from pinned host memory;
+// fill, so the memory is ready for every stream) and to_device from pinned host memory
+// (from pageable memory it copies into pinned staging and queues the DMA, waiting only when
+// a staging half is reused before its last DMA finished; uploads over 128 MiB take the
+// runtime's path, which drains the stream first); while a graph is recorded, those refuse;
 // free returns the range to the arena at once (later users are ordered after earlier ones
 // on the one stream). Index arrays stay on the device: bad cu_seqlens, ids or AdamW
 // segment tables are detected by the kernels, which clamp (never access out of bounds)
@@ -53,6 +57,10 @@
 // local ranks is too cautious: set TESSERA_CUDA_ARENA=90% there.
 // TESSERA_CUDA_LT_LOG=1 logs every cuBLASLt plan as it is built (shape, epilogue,
 // alignments, and whether cuBLASLt had an algorithm or the plain path runs).
+// TESSERA_CUDA_GRAPHS=1 fills the graph_* entries (recorded graphs, graph.cu; any other
+// value than 0/1: the backend is unavailable, with the reason). TESSERA_CUDA_STAGING=0 turns
+// off the pinned staging of uploads from pageable memory (backend.cu stage_upload: 2 x 128
+// MiB pinned, so that an upload does not first drain the stream).
 // TESSERA_CUDA_LT_GELU=0 runs linear_gelu_forward
 // and linear_backward_dgelu as GEMM + GELU kernel instead of cuBLASLt's epilogues (to
 // compare the two on a GPU).
@@ -78,7 +86,11 @@
 //   builds a plan per size (one heuristic call each, then cached; LRU of 1024 plans).
 // - gate + residual is one kernel but not fused into the projection GEMM's epilogue (its
 //   gate is per clip, which cuBLASLt's epilogues cannot express).
-// - CUDA graphs / a host-free step: every entry is a few launches from the host.
+// - recorded graphs (graph.cu, TESSERA_CUDA_GRAPHS=1, off by default): the model's forward
+//   and backward per microbatch shape; never run on a GPU yet (gpu_graphs checks them
+//   bitwise against eager); the trainer does not record yet (its ring-attention hook and
+//   bucket all-reduce work on the host). One host sync per step is left in train_step
+//   (sumsq before AdamW).
 #ifndef TESSERA_KERNELS_CUDA_CUDA_H
 #define TESSERA_KERNELS_CUDA_CUDA_H
 

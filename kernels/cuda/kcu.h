@@ -71,6 +71,14 @@ struct kcu_ctx {
   int lt_gelu;         // 1: GELU/DGELU as cuBLASLt epilogues (TESSERA_CUDA_LT_GELU=0: kernels)
   int lt_log;          // TESSERA_CUDA_LT_LOG=1: log every cuBLASLt plan built (and whether
                        // cuBLASLt had an algorithm for it)
+  char *stage;         // pinned staging of uploads (backend.cu stage_upload): 2 halves
+  int stage_state;     // 0 not made yet, 1 in use, -1 off (TESSERA_CUDA_STAGING=0 or no memory)
+  int stage_cur;       // the half being filled
+  size_t stage_off;    // bytes of it used
+  cudaEvent_t stage_ev[2];  // recorded after the last copy out of each half
+  int stage_pending[2];     // 1: that event has been recorded since the half was last reused
+  int capturing;       // 1 between graph_begin and graph_end (graph.cu): the stream records
+  void *cap_scratch;   // the scratch buffer when recording began (it must not move)
 };
 
 static inline kcu_ctx *kcu(kb_t *kb) { return (kcu_ctx *)kb->ctx; }
@@ -91,6 +99,14 @@ tsr_status kcu_lt_fail(const char *op, const char *call, cublasStatus_t s);
   } while (0)
 // After a kernel launch: launch-configuration errors (and earlier asynchronous ones).
 #define KCU_LAUNCHED(op) KCU_CUDA(op, cudaGetLastError())
+// Entries that wait for the device, read back or allocate refuse while a graph is recorded
+// (kernels.h graph_begin): the recording would fail inside CUDA with a vaguer error.
+#define KCU_NOT_RECORDING(kb, op)                                                          \
+  do {                                                                                     \
+    if (kcu(kb)->capturing)                                                                \
+      return err_set(TSR_EINVAL, "%s: not allowed while a graph is recorded (it waits for " \
+                     "the device or allocates; kernels.h graph_begin)", (op));             \
+  } while (0)
 #define KCU_LT(op, call)                                                   \
   do {                                                                     \
     cublasStatus_t kcu_s_ = (call);                                        \
@@ -178,8 +194,13 @@ tsr_status kcu_colsum(kb_t *kb, const char *op, float *out_f32, act_t *out_act, 
                       int ostride, const act_t *a, const act_t *b, const float *rs,
                       const float *mu, const int32_t *seg, int n_seg, int rows, int cols, int ld);
 
-// ---- entries defined in gemm.cu and attention.cu -------------------------------------
+// ---- entries defined in gemm.cu, attention.cu and graph.cu -----------------------------
 extern "C" {
+// Recorded graphs (graph.cu; kernels.h graph_*): stream capture into a CUDA graph.
+tsr_status kcu_graph_begin(kb_t *kb);
+tsr_status kcu_graph_end(kb_t *kb, void **graph);
+tsr_status kcu_graph_launch(kb_t *kb, void *graph, int *stale);
+void kcu_graph_free(kb_t *kb, void *graph);
 tsr_status kcu_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, float alpha,
                     const void *a, const void *b, float beta, void *c);
 tsr_status kcu_linear_forward(kb_t *kb, void *out, const void *inp, const void *w,

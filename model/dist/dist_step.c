@@ -23,6 +23,7 @@ struct dist_step {
   int64_t *totals;                         // (max_clips) whole-clip token counts
   ring_attention *ring[DIST_MAX_LEVELS];   // one per group size 2^i, made on first use
   ring_attention *active;                  // the ring of the wave being run
+  int active_k;                            // its group size
   int n_buckets, issued;                   // gradient buckets; all-reduces started so far
   comm_request **bucket_req;               // (n_buckets)
   tsr_status bucket_err;                   // an error inside the bucket hook
@@ -67,6 +68,13 @@ static tsr_status hook_backward(void *ctx, const kernels_backend *kb, const dit_
   return ring_attention_backward(ds->active, dq, dk, dv, dout, q, k, v, out, lse, H, Dh, scale);
 }
 
+// A group of one rank attends locally (ring_attention_forward/backward call the backend's
+// attention): the model may record it (recorded graphs, model/dit.h).
+static int hook_recordable(void *ctx) {
+  dist_step *ds = ctx;
+  return ds->active && ds->active_k == 1;
+}
+
 tsr_status dist_step_create(dist_step **out, dit_model *m, const comm_backend *cb,
                             const dit_config *mc, const train_config *tc, int max_tokens,
                             int max_clips) {
@@ -99,7 +107,8 @@ tsr_status dist_step_create(dist_step **out, dit_model *m, const comm_backend *c
     dist_step_free(&ds);
     return st;
   }
-  dit_attention hook = {.forward = hook_forward, .backward = hook_backward, .ctx = ds};
+  dit_attention hook = {.forward = hook_forward, .backward = hook_backward, .ctx = ds,
+                        .recordable = hook_recordable};
   dit_set_attention(m, &hook);
   *out = ds;
   return TSR_OK;
@@ -176,6 +185,7 @@ static tsr_status prepare_group(dist_step *ds, const plan *p, const plan_group *
   tsr_status st = TSR_OK;
   if (!ds->ring[lv] && (st = ring_attention_create(&ds->ring[lv], ds->kb, ds->cb, g))) return st;
   ds->active = ds->ring[lv];
+  ds->active_k = k;
   if ((st = ring_attention_set_clips(ds->active, pg->nclips, ds->totals))) return st;
   return objective_device_build(&ds->dev, ds->mc, tc, step, nclips, ds->chunks, pg->nclips);
 }
@@ -187,8 +197,10 @@ static tsr_status run_group(dist_step *ds, const plan *p, const plan_group *pg,
   // the wave's loss stays on the backend until the step's last wave (dist_step_run)
   if ((st = dit_forward_dev(ds->m, &ds->dev.batch, NULL, ds->wave_loss + ds->n_loss++))) return st;
   // In this rank's last wave each gradient bucket is final as soon as backward has passed
-  // it: its world all-reduce starts then, overlapping the rest of the backward.
-  if (last) dit_set_bucket_hook(ds->m, on_bucket, ds);
+  // it: its world all-reduce starts then, overlapping the rest of the backward. Alone in the
+  // world there is nothing to overlap: dist_step_reduce issues them all, and the backward
+  // stays free of host work (it may be recorded as a graph, model/dit.h).
+  if (last && comm_size() > 1) dit_set_bucket_hook(ds->m, on_bucket, ds);
   st = dit_backward(ds->m, &ds->dev.batch);
   dit_set_bucket_hook(ds->m, NULL, NULL);
   if (st) return st;

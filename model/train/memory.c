@@ -66,11 +66,17 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
   }
   out->attention = (size_t)tokens * (size_t)mc->heads * sizeof(float);
   out->reserve = device ? TRAIN_MEMORY_DEVICE_RESERVE : 0;
+  if (tc->act_bytes_token > 0) {  // measured on the device: holds inputs and workspaces too
+    out->activations = (size_t)tc->act_bytes_token * (size_t)tokens;
+    out->inputs = out->attention = 0;
+    out->measured = 1;
+  }
   out->allocated = out->weights + out->grads + out->optimizer + out->activations +
                    out->inputs + out->ring;
   out->total = out->allocated + out->attention + out->reserve;
   st = per_token_block(mc, act, 0, &out->act_token_block);
-  if (!st) st = per_token_block(mc, act, 1, &out->act_token_block_recompute);
+  if (!st) st = per_token_block(mc, act, DIT_RECOMPUTE_BLOCK, &out->act_token_block_recompute);
+  if (!st) st = per_token_block(mc, act, DIT_RECOMPUTE_CHEAP, &out->act_token_block_cheap);
   return st;
 }
 
@@ -80,7 +86,7 @@ tsr_status train_memory_tokens(const dit_config *mc, const train_config *tc, int
   tsr_status st = train_memory_model(mc, tc, device, ranks, 1, out);
   if (st) return st;
   if (out->total > capacity) {
-    char what[512];
+    char what[768];
     train_memory_format(out, what, sizeof what);
     return err_set(TSR_EINVAL, "the model does not fit %.3g GiB per rank even with 1 token per "
                    "microbatch: %s; give more memory (--mem-bytes), fewer parameters",
@@ -150,12 +156,12 @@ tsr_status train_memory_limit(train_config *tc, const dit_config *mc, const kern
   }
   if ((st = train_memory_model(mc, tc, kb->device_memory, ranks, tc->mem_tokens, m))) return st;
   if (m->total > *capacity) {
-    char what[512];
+    char what[768];
     train_memory_format(m, what, sizeof what);
     return err_set(TSR_EINVAL, "train.mem_tokens = %lld needs %s per rank, more than the %.3f GiB "
                    "of %s: lower train.mem_tokens (0: the largest that fits), set "
-                   "model.recompute = 1, or give --mem-bytes", (long long)tc->mem_tokens, what,
-                   gib(*capacity), *source);
+                   "model.recompute = 2 (cheap layers) or 1 (whole blocks), or give --mem-bytes",
+                   (long long)tc->mem_tokens, what, gib(*capacity), *source);
   }
   return TSR_OK;
 }
@@ -164,12 +170,15 @@ void train_memory_format(const train_memory *m, char *buf, size_t n) {
   char s[9][32];
   snprintf(buf, n,
            "%s (%zu bytes) for %lld tokens and %lld clips: weights %s, grads %s, optimizer %s, activations "
-           "%s (%.0f bytes per token per block; %.0f with model.recompute), inputs %s, ring "
-           "buffers of %d CP sizes %s, attention workspace %s, reserve %s",
+           "%s (%s%.0f bytes per token per block; %.0f with model.recompute = 1, %.0f with 2), "
+           "inputs %s, ring buffers of %d CP sizes %s, attention workspace %s, reserve %s",
            size_str(s[0], 32, m->total), m->total, (long long)m->tokens, (long long)m->clips,
            size_str(s[1], 32, m->weights), size_str(s[2], 32, m->grads),
            size_str(s[3], 32, m->optimizer), size_str(s[4], 32, m->activations),
-           m->act_token_block, m->act_token_block_recompute, size_str(s[5], 32, m->inputs),
+           m->measured ? "measured: train.act_bytes_token, inputs and workspace included; "
+                       "the layout's " : "",
+           m->act_token_block, m->act_token_block_recompute, m->act_token_block_cheap,
+           size_str(s[5], 32, m->inputs),
            m->ring_sizes, size_str(s[6], 32, m->ring), size_str(s[7], 32, m->attention),
            size_str(s[8], 32, m->reserve));
 }

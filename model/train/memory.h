@@ -19,6 +19,10 @@
 //   reserve      on a device, runtime memory no allocation of ours shows: 1 GiB (cuBLASLt
 //                and cuDNN workspaces, NCCL buffers per communicator, fragmentation);
 //                0 on the CPU
+// With train.act_bytes_token > 0 (bytes per token measured on the device: bench/gpu/run.sh's
+// memory report, the backend's peak in a step less the parameter state, over the tokens)
+// activations = that x L, and inputs and attention are 0 (the measurement holds them and
+// whatever else a step takes per token: cuDNN's workspace, the backend's scratch).
 // The first six go through the backend's alloc; train_memory_counter measures their
 // high-water mark, and tests/train/memory.sh holds the model to it.
 #ifndef TESSERA_MODEL_TRAIN_MEMORY_H
@@ -41,9 +45,11 @@ typedef struct {
   size_t weights, grads, optimizer, activations, inputs, ring, attention, reserve;
   size_t allocated;      // what goes through the backend's alloc: the first six
   size_t total;          // all of it
-  // Activation bytes per token, per DiT block, without and with recomputation (the slope
-  // of the arena in L; for reports and docs).
-  double act_token_block, act_token_block_recompute;
+  // Activation bytes per token, per DiT block, without recomputation, with whole blocks
+  // recomputed (model.recompute = 1) and with the cheap layers recomputed (= 2): the slope
+  // of the arena in L, from the layout; for reports and docs.
+  double act_token_block, act_token_block_recompute, act_token_block_cheap;
+  int measured;          // 1: activations from train.act_bytes_token
 } train_memory;
 
 // The model for the config (its act dtype: train.precision), `ranks` ranks (the CP sizes

@@ -448,7 +448,7 @@ tsr_status train_run(const train_options *o) {
   // train.mem_tokens from the memory model (0: derived), the same on every rank
   if (!r) r = train_memory_limit(&tr.tc, &tr.mc, tr.kb, o->mem_bytes, &mem, &capacity, &cap_source);
   if (!r && comm_rank() == 0) {
-    char what[512];
+    char what[768];  // train_memory_format's line
     train_memory_format(&mem, what, sizeof what);
     log_info("train: memory per rank (model): %s; of %.3f GiB (%s)", what,
              (double)capacity / (1 << 30), cap_source);

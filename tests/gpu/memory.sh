@@ -8,6 +8,9 @@
 #   (b) train.mem_tokens = 0 without --mem-bytes: the limit derived from the GPU's free
 #       memory trains two steps without running out of memory, and the free memory falls by
 #       no more than the model's total.
+#   (c) as (a) with model.recompute = 2 (the cheap layers recomputed) and recorded graphs
+#       (TESSERA_CUDA_GRAPHS=1): peak == model within 4 KiB, and no recording failed (no
+#       "recording it as a graph failed" line).
 # The store comes as in tests/gpu/train.sh ($TESSERA_GPU_STORE, an ingest when this build
 # has media, or $TESSERA_SRC/.carry/gpu-store); without one the test is skipped (77).
 set -uo pipefail
@@ -59,6 +62,20 @@ if "$T" train "${A[@]}" --set train.mem_tokens=0 --out "$W/b" >"$W/b.log" 2>&1; 
     || bad "derived limit: fell by $f, model $t"
 else
   bad "(b) training with the derived limit failed: $(tail -3 "$W/b.log")"
+fi
+# (c)
+if TESSERA_CUDA_GRAPHS=1 "$T" train "${A[@]}" --set train.mem_tokens=4096 --set model.recompute=2 \
+     --set train.steps=4 --out "$W/c" >"$W/c.log" 2>&1; then
+  p=$(num "$W/c.log" "$peak"); m=$(num "$W/c.log" "$model")
+  [ -n "$p" ] && [ -n "$m" ] && [ $((p > m ? p - m : m - p)) -le 4096 ] \
+    && ok "recompute 2, graphs: peak $p == model $m" || bad "recompute 2: peak $p vs model $m"
+  if grep -q "recording it as a graph failed" "$W/c.log"; then
+    bad "a graph recording failed: $(grep -m1 'recording it as a graph failed' "$W/c.log")"
+  else
+    ok "recompute 2, graphs: no recording failed"
+  fi
+else
+  bad "(c) training with recompute 2 and graphs failed: $(tail -3 "$W/c.log")"
 fi
 echo "$pass passed, $failn failed"
 [ $failn -eq 0 ]

@@ -2,7 +2,7 @@
 # The memory model (model/train/memory.h) against measured runs of `tessera train` on the
 # CPU. The trainer counts its backend's allocations (train_memory_counter) and prints the
 # high-water mark beside the model's count of the same buffers:
-#   (a) one rank, fp32, mem_tokens 512 and 4096; bf16; model.recompute = 1: the measured
+#   (a) one rank, fp32, mem_tokens 512 and 4096; bf16; model.recompute = 1 and 2: the measured
 #       peak equals the model within 4 KiB (what the model leaves out: one loss float per
 #       wave); and the peak RSS grows from 512 to 4096 tokens by the model's growth of its
 #       total within 10% (RSS also holds pages of the store and of OpenBLAS).
@@ -45,7 +45,8 @@ run f512 "$T" train "${R[@]}" --set train.mem_tokens=512
 run f4096 "$T" train "${R[@]}" --set train.mem_tokens=4096
 run bf16 "$T" train "${R[@]}" --set train.mem_tokens=1024 --set train.precision=bf16
 run recompute "$T" train "${R[@]}" --set train.mem_tokens=1024 --set model.recompute=1
-for n in f512 f4096 bf16 recompute; do exact $n; done
+run cheap "$T" train "${R[@]}" --set train.mem_tokens=1024 --set model.recompute=2
+for n in f512 f4096 bf16 recompute cheap; do exact $n; done
 awk -v r1="$(field "$W/f512.log" rss)" -v r2="$(field "$W/f4096.log" rss)" \
     -v m1="$(field "$W/f512.log" model)" -v m2="$(field "$W/f4096.log" model)" 'BEGIN {
   dr = (r2 - r1) * 2^30; dm = m2 - m1

@@ -19,7 +19,10 @@ the way a strong PyTorch user runs it on a GPU, on the weights and packed batch 
 - fused QKV GEMM (the three weights concatenated per step, D x 3D, negligible);
 - each DiT block compiled (torch.compile, default mode) and, when the dump's config says
   model.recompute = 1, checkpointed (torch.utils.checkpoint, non-reentrant), as tessera
-  recomputes; the final layer + loss compiled too;
+  recomputes whole blocks; with model.recompute = 2 (tessera keeps the GEMM and attention
+  outputs and recomputes its cheap token-local layers) not checkpointed: torch.compile's
+  partitioner already recomputes pointwise ops in the backward rather than saving them,
+  which is the same choice; the final layer + loss compiled too;
 - torch.optim.AdamW(fused=True) with the config's lr, betas, eps and weight decay on
   matrices only (not biases, norm weights, y_embed), as bench.py and the C trainer.
 
@@ -248,7 +251,7 @@ def main():
     compiled = dev == "cuda" and not a.no_compile and hasattr(torch, "compile")
     if compiled:
         block, final = torch.compile(block), torch.compile(final)
-    recompute = cfg["recompute"] != 0
+    recompute = cfg["recompute"] == 1  # 2: see the docstring (compile's own recompute)
     if recompute:
         from torch.utils.checkpoint import checkpoint
         inner = block
@@ -310,7 +313,7 @@ def main():
            "tokens_per_s": L / med, "losses": losses, "model_flops_per_step": flops,
            "model_tflops": flops / med / 1e12, "attention_backends": backend,
            "attention_runs": len(runs_of(lengths)), "compile": compiled,
-           "recompute": recompute, "fused_adamw": bool(kw), "precision": a.precision}
+           "recompute": recompute, "recompute_level": cfg["recompute"], "fused_adamw": bool(kw), "precision": a.precision}
     if dev == "cuda":
         res["max_memory_allocated"] = torch.cuda.max_memory_allocated()
         res["max_memory_reserved"] = torch.cuda.max_memory_reserved()
