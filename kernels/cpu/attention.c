@@ -91,32 +91,142 @@ static tsr_status attn_for_each_tile(const char *op, const attn_args *a, const i
   return st;
 }
 
-// dst: (n, Dh) contiguous = rows [r0, r0 + n) of head h of x (rows of H * Dh)
+// ---- tiles in the thread's scratch, and the register-blocked products over them ----------
+// A row of a head (Dh floats) is held in the scratch as NV = ceil(Dh / 16) vectors of 16
+// floats (vf16: one AVX-512 register, two AVX ones), zero-padded to Dhp = 16 NV: every
+// product below runs on whole vectors with its accumulators in registers. The padding
+// adds exact zeros (0 * 0) to sums that are never stored, so it changes no stored bit.
+// Every product sums its terms in the same order as the plain loops it replaces (d
+// ascending for scores, key or query ascending for the outputs), so the kernels keep
+// their bits: each accumulator only lives in a register instead of memory.
+typedef float vf16 __attribute__((vector_size(64)));
+enum { VW = 16, KV = BK / VW };  // floats per vector; vectors per score row
+
+static inline int padded_dh(int Dh) { return (Dh + VW - 1) / VW * VW; }
+
+// dst: (n, Dhp) = rows [r0, r0 + n) of head h of x (rows of H * Dh), zero-padded
 static void load_rows(float *dst, const float *x, size_t r0, int n, int h, int H, int Dh) {
-  for (int i = 0; i < n; i++)
-    memcpy(dst + (size_t)i * Dh, x + ((r0 + i) * H + h) * (size_t)Dh, (size_t)Dh * sizeof(float));
+  int Dhp = padded_dh(Dh);
+  for (int i = 0; i < n; i++) {
+    float *d = dst + (size_t)i * Dhp;
+    memcpy(d, x + ((r0 + i) * H + h) * (size_t)Dh, (size_t)Dh * sizeof(float));
+    for (int e = Dh; e < Dhp; e++) d[e] = 0.0f;
+  }
 }
 
-// dst: (Dh, BK), dst[d][j] = row r0 + j of head h of x, j < n (transposed tile)
+// dst: (Dh, BK), dst[d][j] = row r0 + j of head h of x for j < n, 0 for n <= j < BK
+// (transposed tile; the zero columns make every score row BK wide)
 static void load_cols(float *dst, const float *x, size_t r0, int n, int h, int H, int Dh) {
   for (int j = 0; j < n; j++) {
     const float *xr = x + ((r0 + j) * H + h) * (size_t)Dh;
     for (int d = 0; d < Dh; d++) dst[(size_t)d * BK + j] = xr[d];
   }
+  if (n < BK)
+    for (int d = 0; d < Dh; d++) memset(dst + (size_t)d * BK + n, 0, (size_t)(BK - n) * sizeof(float));
 }
 
-// S: (bq, BK) = A (bq, Dh) * Bt (Dh, BK), columns j < bk; sums over d in order.
-static void tile_dot(float *S, const float *A, const float *Bt, int bq, int bk, int Dh) {
-  for (int i = 0; i < bq; i++) {
-    float *s = S + (size_t)i * BK;
-    const float *a = A + (size_t)i * Dh;
-    for (int j = 0; j < bk; j++) s[j] = 0.0f;
+// S: (bq, BK) = A (bq, Dhp) * Bt (Dh, BK): s[j] = sum over d ascending of a[d] bt[d][j],
+// from 0. Two rows at a time share the loads of Bt.
+static void tile_dot(float *S, const float *A, const float *Bt, int bq, int Dh) {
+  const int Dhp = padded_dh(Dh);
+  int i = 0;
+  for (; i + 1 < bq; i += 2) {
+    const float *a0 = A + (size_t)i * Dhp, *a1 = a0 + Dhp;
+    vf16 s0[KV], s1[KV];
+    for (int c = 0; c < KV; c++) s0[c] = s1[c] = (vf16){0};
     for (int d = 0; d < Dh; d++) {
-      float ad = a[d];
-      const float *bt = Bt + (size_t)d * BK;
-      for (int j = 0; j < bk; j++) s[j] += ad * bt[j];
+      const vf16 *bt = (const vf16 *)(Bt + (size_t)d * BK);
+      float x0 = a0[d], x1 = a1[d];
+      for (int c = 0; c < KV; c++) {
+        s0[c] += x0 * bt[c];
+        s1[c] += x1 * bt[c];
+      }
+    }
+    vf16 *r0 = (vf16 *)(S + (size_t)i * BK), *r1 = (vf16 *)(S + (size_t)(i + 1) * BK);
+    for (int c = 0; c < KV; c++) r0[c] = s0[c], r1[c] = s1[c];
+  }
+  for (; i < bq; i++) {
+    const float *a0 = A + (size_t)i * Dhp;
+    vf16 s0[KV];
+    for (int c = 0; c < KV; c++) s0[c] = (vf16){0};
+    for (int d = 0; d < Dh; d++) {
+      const vf16 *bt = (const vf16 *)(Bt + (size_t)d * BK);
+      float x0 = a0[d];
+      for (int c = 0; c < KV; c++) s0[c] += x0 * bt[c];
+    }
+    vf16 *r0 = (vf16 *)(S + (size_t)i * BK);
+    for (int c = 0; c < KV; c++) r0[c] = s0[c];
+  }
+}
+
+// The row products: R rows of nv vectors each, both compile-time (the R * nv accumulators
+// stay in registers; R independent rows hide the latency of the additions, which within
+// one row must stay in order). Rows wider than NVMAX vectors go through NVMAX at a time.
+enum { NVMAX = 4, RMAX = 4 };
+
+// For r < R: o_r (nv vectors, o + r * os) = o_r * corr[r] + sum over j < n ascending of
+// p[r * prs + j * ps] x[j] (x: rows of xs floats, shared by the R rows). corr NULL: 1 (the
+// product with 1 is then skipped: it is exact anyway).
+static inline __attribute__((always_inline)) void rows_axpy_k(float *o, size_t os,
+                                                             const float *corr, const float *p,
+                                                             size_t prs, size_t ps, const float *x,
+                                                             size_t xs, int n, const int R,
+                                                             const int nv) {
+  vf16 acc[RMAX][NVMAX];
+  for (int r = 0; r < R; r++)
+    for (int c = 0; c < nv; c++) {
+      acc[r][c] = ((const vf16 *)(o + r * os))[c];
+      if (corr) acc[r][c] *= corr[r];
+    }
+  for (int j = 0; j < n; j++) {
+    const vf16 *xj = (const vf16 *)(x + (size_t)j * xs);
+    for (int r = 0; r < R; r++) {
+      float pj = p[r * prs + (size_t)j * ps];
+      for (int c = 0; c < nv; c++) acc[r][c] += pj * xj[c];
     }
   }
+  for (int r = 0; r < R; r++)
+    for (int c = 0; c < nv; c++) ((vf16 *)(o + r * os))[c] = acc[r][c];
+}
+
+// rows_axpy_k over `rows` rows of Dhp floats (o, x rows 64-byte aligned; Dhp a multiple
+// of 16): groups of 4 rows when a row is one vector, 2 when two, else one.
+static void rows_axpy(float *o, size_t os, const float *corr, const float *p, size_t prs,
+                      size_t ps, const float *x, size_t xs, int n, int rows, int Dhp) {
+  int r = 0;
+  if (Dhp == VW)
+    for (; r + 4 <= rows; r += 4)
+      rows_axpy_k(o + r * os, os, corr ? corr + r : NULL, p + r * prs, prs, ps, x, xs, n, 4, 1);
+  if (Dhp == 2 * VW)
+    for (; r + 2 <= rows; r += 2)
+      rows_axpy_k(o + r * os, os, corr ? corr + r : NULL, p + r * prs, prs, ps, x, xs, n, 2, 2);
+  for (; r < rows; r++) {
+    float *orow = o + r * os;
+    const float *cr = corr ? corr + r : NULL, *pr = p + r * prs;
+    for (int v0 = 0; v0 < Dhp; v0 += NVMAX * VW) {
+      int nv = (Dhp - v0) / VW < NVMAX ? (Dhp - v0) / VW : NVMAX;
+      switch (nv) {
+      case 1: rows_axpy_k(orow + v0, 0, cr, pr, 0, ps, x + v0, xs, n, 1, 1); break;
+      case 2: rows_axpy_k(orow + v0, 0, cr, pr, 0, ps, x + v0, xs, n, 1, 2); break;
+      case 3: rows_axpy_k(orow + v0, 0, cr, pr, 0, ps, x + v0, xs, n, 1, 3); break;
+      default: rows_axpy_k(orow + v0, 0, cr, pr, 0, ps, x + v0, xs, n, 1, 4); break;
+      }
+    }
+  }
+}
+
+// max(m, s[0 .. BK)) with the comparisons of `s > m ? s : m` (a NaN is never taken), in
+// vectors: the maximum of a set does not depend on the order it is taken in.
+typedef int32_t vi16 __attribute__((vector_size(64)));
+static inline float row_max(const float *s, float m) {
+  vf16 mv = (vf16){0} + m;
+  for (int c = 0; c < KV; c++) {
+    vf16 x = ((const vf16 *)s)[c];
+    vi16 gt = x > mv;
+    mv = (vf16)(((vi16)x & gt) | ((vi16)mv & ~gt));
+  }
+  for (int e = 0; e < VW; e++) m = mv[e] > m ? mv[e] : m;
+  return m;
 }
 
 // y: (n) += alpha * x: (n)
@@ -136,16 +246,16 @@ static tsr_status check_attn(const char *op, const int32_t *cu_q, const int32_t 
 }
 
 // One forward work item: queries [q0, q0 + bq) of head h against keys [k_begin, k_end).
-// ws: BQ*Dh (Q) + BQ*Dh (O) + Dh*BK (Kt) + BQ*BK (S) + 2*BQ (m, l) floats
+// ws: BQ*Dhp (Q) + BQ*Dhp (O) + BK*Dhp (V) + Dh*BK (Kt) + BQ*BK (S) + 3*BQ (m, l, corr)
 static void forward_item(float *ws, const attn_args *a, size_t q0, int bq, size_t k_begin,
                          size_t k_end, int h) {
   float *out = a->out, *lse = a->lse;
   const float *q = a->q, *k = a->k, *v = a->v, scale = a->scale;
-  const int H = a->H, Dh = a->Dh;
-  float *Q = ws, *O = Q + (size_t)BQ * Dh, *Kt = O + (size_t)BQ * Dh, *S = Kt + (size_t)Dh * BK;
-  float *m = S + (size_t)BQ * BK, *l = m + BQ;
+  const int H = a->H, Dh = a->Dh, Dhp = padded_dh(Dh);
+  float *Q = ws, *O = Q + (size_t)BQ * Dhp, *V = O + (size_t)BQ * Dhp, *Kt = V + (size_t)BK * Dhp;
+  float *S = Kt + (size_t)Dh * BK, *m = S + (size_t)BQ * BK, *l = m + BQ, *corr = l + BQ;
   load_rows(Q, q, q0, bq, h, H, Dh);
-  memset(O, 0, (size_t)bq * Dh * sizeof(float));
+  memset(O, 0, (size_t)bq * Dhp * sizeof(float));
   for (int i = 0; i < bq; i++) {
     m[i] = -INFINITY;
     l[i] = 0.0f;
@@ -153,29 +263,46 @@ static void forward_item(float *ws, const attn_args *a, size_t q0, int bq, size_
   for (size_t k0 = k_begin; k0 < k_end; k0 += BK) {
     int bk = k_end - k0 < BK ? (int)(k_end - k0) : BK;
     load_cols(Kt, k, k0, bk, h, H, Dh);
-    tile_dot(S, Q, Kt, bq, bk, Dh);
+    load_rows(V, v, k0, bk, h, H, Dh);
+    tile_dot(S, Q, Kt, bq, Dh);
     for (int i = 0; i < bq; i++) {
-      float *s = S + (size_t)i * BK, mx = m[i];
-      for (int j = 0; j < bk; j++) {
-        s[j] *= scale;
-        mx = s[j] > mx ? s[j] : mx;
-      }
-      float corr = kcpu_expf(m[i] - mx), sum = 0.0f;
-      for (int j = 0; j < bk; j++) {
-        s[j] = kcpu_expf(s[j] - mx);
-        sum += s[j];
-      }
-      l[i] = l[i] * corr + sum;
+      float *s = S + (size_t)i * BK;
+      for (int j = 0; j < BK; j++) s[j] *= scale;
+      for (int j = bk; j < BK; j++) s[j] = -INFINITY;  // past the clip's last key
+      float mx = row_max(s, m[i]);
+      for (int j = 0; j < BK; j++) s[j] = kcpu_expf(s[j] - mx);  // exp(-inf) = 0
+      corr[i] = kcpu_expf(m[i] - mx);
       m[i] = mx;
-      float *o = O + (size_t)i * Dh;
-      for (int d = 0; d < Dh; d++) o[d] *= corr;
-      for (int j = 0; j < bk; j++) row_axpy(o, s[j], v + ((k0 + j) * H + h) * (size_t)Dh, Dh);
     }
+    // l = l corr + the row's sum over keys in order; four rows' sums side by side
+    int i = 0;
+    for (; i + 4 <= bq; i += 4) {
+      const float *s0 = S + (size_t)i * BK;
+      float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+      for (int j = 0; j < bk; j++) {
+        a0 += s0[j];
+        a1 += s0[BK + j];
+        a2 += s0[2 * BK + j];
+        a3 += s0[3 * BK + j];
+      }
+      l[i] = l[i] * corr[i] + a0;
+      l[i + 1] = l[i + 1] * corr[i + 1] + a1;
+      l[i + 2] = l[i + 2] * corr[i + 2] + a2;
+      l[i + 3] = l[i + 3] * corr[i + 3] + a3;
+    }
+    for (; i < bq; i++) {
+      const float *s0 = S + (size_t)i * BK;
+      float a0 = 0.0f;
+      for (int j = 0; j < bk; j++) a0 += s0[j];
+      l[i] = l[i] * corr[i] + a0;
+    }
+    // O[i] = O[i] corr[i] + sum over keys j in order of S[i][j] V[j]
+    rows_axpy(O, (size_t)Dhp, corr, S, BK, 1, V, (size_t)Dhp, bk, bq, Dhp);
   }
   for (int i = 0; i < bq; i++) {
     float *dst = out + ((q0 + i) * H + h) * (size_t)Dh;
     float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
-    for (int d = 0; d < Dh; d++) dst[d] = O[(size_t)i * Dh + d] * inv;
+    for (int d = 0; d < Dh; d++) dst[d] = O[(size_t)i * Dhp + d] * inv;
     lse[(q0 + i) * H + h] = l[i] > 0.0f ? m[i] + logf(l[i]) : -INFINITY;
   }
 }
@@ -195,7 +322,8 @@ tsr_status kcpu_attention_partial_forward(kb_t *kb, float *out, float *lse, cons
     KCPU_NEED(op, k);
     KCPU_NEED(op, v);
   }
-  size_t per = 2 * (size_t)BQ * Dh + (size_t)Dh * BK + (size_t)BQ * BK + 2 * BQ;
+  size_t Dhp = (size_t)padded_dh(Dh);
+  size_t per = 2 * (size_t)BQ * Dhp + (size_t)BK * Dhp + (size_t)Dh * BK + (size_t)BQ * BK + 3 * BQ;
   attn_args a = {.out = out, .lse = lse, .q = q, .k = k, .v = v, .H = H, .Dh = Dh, .scale = scale};
   return attn_for_each_tile(op, &a, cu_q, cu_k, n_clips, BQ, per, forward_item);
 }
@@ -260,12 +388,12 @@ tsr_status kcpu_attention_delta(kb_t *kb, float *delta, const float *dout, const
 
 // Shared by both backward passes. For queries [q0, q0 + bq) and the key tile held in
 // Kt, Vt (Dh, BK): P (bq, BK) = exp(scale Q.K - lse), dS (bq, BK) = P * (dO.V - delta).
-// Q, dO: (bq, Dh) loaded; lse, delta: (Lq, H) of the queries.
+// Q, dO: (bq, Dhp) loaded; lse, delta: (Lq, H) of the queries.
 static void tile_grad(float *P, float *dS, const float *Q, const float *dO, const float *Kt,
                       const float *Vt, const float *lse, const float *delta, size_t q0, int bq,
                       int bk, int h, int H, int Dh, float scale) {
-  tile_dot(P, Q, Kt, bq, bk, Dh);
-  tile_dot(dS, dO, Vt, bq, bk, Dh);
+  tile_dot(P, Q, Kt, bq, Dh);
+  tile_dot(dS, dO, Vt, bq, Dh);
   for (int i = 0; i < bq; i++) {
     float li = lse[(q0 + i) * H + h], di = delta[(q0 + i) * H + h];
     float *p = P + (size_t)i * BK, *ds = dS + (size_t)i * BK;
@@ -281,65 +409,62 @@ static void tile_grad(float *P, float *dS, const float *Q, const float *dO, cons
 }
 
 // Pass 1 item: key tile [k0, k0 + bk) of head h against queries [q_begin, q_end):
-// dk, dv rows += their contributions. ws: Kt, Vt (Dh*BK each), dK, dV (BK*Dh each),
-// Q, dO (BQ*Dh each), P, dS (BQ*BK each).
+// dk, dv rows += their contributions. ws: Kt, Vt (Dh*BK each), dK, dV (BK*Dhp each),
+// Q, dO (BQ*Dhp each), P, dS (BQ*BK each).
 static void backward_kv_item(float *ws, const attn_args *a, size_t k0, int bk, size_t q_begin,
                              size_t q_end, int h) {
   float *dk = a->dk, *dv = a->dv;
   const float *dout = a->dout, *q = a->q, *k = a->k, *v = a->v, *lse = a->lse_in;
   const float *delta = a->delta, scale = a->scale;
-  const int H = a->H, Dh = a->Dh;
-  size_t tk = (size_t)Dh * BK, tq = (size_t)BQ * Dh;
-  float *Kt = ws, *Vt = Kt + tk, *dK = Vt + tk, *dV = dK + tk, *Q = dV + tk, *dO = Q + tq;
+  const int H = a->H, Dh = a->Dh, Dhp = padded_dh(Dh);
+  size_t tk = (size_t)Dh * BK, tr = (size_t)BK * Dhp, tq = (size_t)BQ * Dhp;
+  float *Kt = ws, *Vt = Kt + tk, *dK = Vt + tk, *dV = dK + tr, *Q = dV + tr, *dO = Q + tq;
   float *P = dO + tq, *dS = P + (size_t)BQ * BK;
   load_cols(Kt, k, k0, bk, h, H, Dh);
   load_cols(Vt, v, k0, bk, h, H, Dh);
-  memset(dK, 0, (size_t)bk * Dh * sizeof(float));
-  memset(dV, 0, (size_t)bk * Dh * sizeof(float));
+  memset(dK, 0, (size_t)bk * Dhp * sizeof(float));
+  memset(dV, 0, (size_t)bk * Dhp * sizeof(float));
   for (size_t q0 = q_begin; q0 < q_end; q0 += BQ) {
     int bq = q_end - q0 < BQ ? (int)(q_end - q0) : BQ;
     load_rows(Q, q, q0, bq, h, H, Dh);
     load_rows(dO, dout, q0, bq, h, H, Dh);
     tile_grad(P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, bk, h, H, Dh, scale);
-    for (int i = 0; i < bq; i++)
-      for (int j = 0; j < bk; j++) {
-        row_axpy(dV + (size_t)j * Dh, P[(size_t)i * BK + j], dO + (size_t)i * Dh, Dh);
-        row_axpy(dK + (size_t)j * Dh, dS[(size_t)i * BK + j], Q + (size_t)i * Dh, Dh);
-      }
+    // dV[j] += sum over queries i ascending of P[i][j] dO[i], dK[j] likewise with dS, Q
+    rows_axpy(dV, (size_t)Dhp, NULL, P, 1, BK, dO, (size_t)Dhp, bq, bk, Dhp);
+    rows_axpy(dK, (size_t)Dhp, NULL, dS, 1, BK, Q, (size_t)Dhp, bq, bk, Dhp);
   }
   for (int j = 0; j < bk; j++) {
     size_t o = ((k0 + j) * H + h) * (size_t)Dh;
-    row_axpy(dk + o, scale, dK + (size_t)j * Dh, Dh);
-    row_axpy(dv + o, 1.0f, dV + (size_t)j * Dh, Dh);
+    row_axpy(dk + o, scale, dK + (size_t)j * Dhp, Dh);
+    row_axpy(dv + o, 1.0f, dV + (size_t)j * Dhp, Dh);
   }
 }
 
 // Pass 2 item: query tile [q0, q0 + bq) of head h against keys [k_begin, k_end): dq rows +=.
-// ws: Kt, Vt (Dh*BK each), Q, dO, dQ (BQ*Dh each), P, dS (BQ*BK each).
+// ws: Kt, Vt (Dh*BK each), K (BK*Dhp), Q, dO, dQ (BQ*Dhp each), P, dS (BQ*BK each).
 static void backward_q_item(float *ws, const attn_args *a, size_t q0, int bq, size_t k_begin,
                             size_t k_end, int h) {
   float *dq = a->dq;
   const float *dout = a->dout, *q = a->q, *k = a->k, *v = a->v, *lse = a->lse_in;
   const float *delta = a->delta, scale = a->scale;
-  const int H = a->H, Dh = a->Dh;
-  size_t tk = (size_t)Dh * BK, tq = (size_t)BQ * Dh;
-  float *Kt = ws, *Vt = Kt + tk, *Q = Vt + tk, *dO = Q + tq, *dQ = dO + tq, *P = dQ + tq;
-  float *dS = P + (size_t)BQ * BK;
+  const int H = a->H, Dh = a->Dh, Dhp = padded_dh(Dh);
+  size_t tk = (size_t)Dh * BK, tr = (size_t)BK * Dhp, tq = (size_t)BQ * Dhp;
+  float *Kt = ws, *Vt = Kt + tk, *K = Vt + tk, *Q = K + tr, *dO = Q + tq, *dQ = dO + tq;
+  float *P = dQ + tq, *dS = P + (size_t)BQ * BK;
   load_rows(Q, q, q0, bq, h, H, Dh);
   load_rows(dO, dout, q0, bq, h, H, Dh);
-  memset(dQ, 0, (size_t)bq * Dh * sizeof(float));
+  memset(dQ, 0, (size_t)bq * Dhp * sizeof(float));
   for (size_t k0 = k_begin; k0 < k_end; k0 += BK) {
     int bk = k_end - k0 < BK ? (int)(k_end - k0) : BK;
     load_cols(Kt, k, k0, bk, h, H, Dh);
     load_cols(Vt, v, k0, bk, h, H, Dh);
+    load_rows(K, k, k0, bk, h, H, Dh);
     tile_grad(P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, bk, h, H, Dh, scale);
-    for (int i = 0; i < bq; i++)
-      for (int j = 0; j < bk; j++)
-        row_axpy(dQ + (size_t)i * Dh, dS[(size_t)i * BK + j], k + ((k0 + j) * H + h) * (size_t)Dh,
-                 Dh);
+    // dQ[i] += sum over keys j ascending of dS[i][j] K[j]
+    rows_axpy(dQ, (size_t)Dhp, NULL, dS, BK, 1, K, (size_t)Dhp, bk, bq, Dhp);
   }
   for (int i = 0; i < bq; i++)
-    row_axpy(dq + ((q0 + i) * H + h) * (size_t)Dh, scale, dQ + (size_t)i * Dh, Dh);
+    row_axpy(dq + ((q0 + i) * H + h) * (size_t)Dh, scale, dQ + (size_t)i * Dhp, Dh);
 }
 
 // dq: (Lq, H, Dh), dk, dv: (Lk, H, Dh) accumulated; dout, q: (Lq, H, Dh); k, v: (Lk, H, Dh);
@@ -361,7 +486,10 @@ tsr_status kcpu_attention_partial_backward(kb_t *kb, float *dq, float *dk, float
   KCPU_NEED(op, v);
   KCPU_NEED(op, lse);
   KCPU_NEED(op, delta);
-  size_t per = 4 * (size_t)Dh * BK + 3 * (size_t)BQ * Dh + 2 * (size_t)BQ * BK;
+  size_t Dhp = (size_t)padded_dh(Dh);
+  // the larger of the two passes' workspaces (backward_kv_item, backward_q_item)
+  size_t per = 2 * (size_t)Dh * BK + 2 * (size_t)BK * Dhp + 3 * (size_t)BQ * Dhp +
+               2 * (size_t)BQ * BK;
   attn_args a = {.dq = dq, .dk = dk, .dv = dv, .q = q, .k = k, .v = v, .dout = dout,
                  .lse_in = lse, .delta = delta, .H = H, .Dh = Dh, .scale = scale};
   // Two passes, so that every output row is written by one work item (no atomics, the
