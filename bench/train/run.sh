@@ -69,7 +69,8 @@ for i in $(seq "$REPEAT"); do
   "$BIN" --config "$CONFIG" "${COMMON[@]}" --set train.precision=bf16 --json "$TMP/b$i.json" >"$TMP/b$i.log"
   "$PY" "$ROOT/tools/reference/bench.py" "$TMP/batch.safetensors" --threads "$THREADS" \
     "${COMMON[@]}" --json "$TMP/py$i.json" >"$TMP/py$i.log"
-  echo "run.sh: round $i/$REPEAT: C $(tail -n1 "$TMP/c$i.log" | sed 's/.*: //'), C bf16 $(tail -n1 "$TMP/b$i.log" | sed 's/.*: //'), PyTorch $(tail -n1 "$TMP/py$i.log" | sed 's/.*: //')" >&2
+  rate() { grep 'tokens/s' "$1" | tail -n1 | sed 's/.*: //'; }
+  echo "run.sh: round $i/$REPEAT: C $(rate "$TMP/c$i.log"), C bf16 $(rate "$TMP/b$i.log"), PyTorch $(rate "$TMP/py$i.log")" >&2
 done
 best() { jq -s 'min_by(.median_s)' "$@"; }
 best "$TMP"/c[0-9]*.json >"$TMP/c.json"

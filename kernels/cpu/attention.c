@@ -10,8 +10,15 @@
 //   pass 2, per (clip, head, query tile): loop over key tiles, recompute P and dS,
 //           accumulate dq += scale dS k.
 // dS = P * (dout.v - delta). Scores are recomputed by the same tile functions in both
-// passes, so they are bitwise the same. Memory: per thread O((BQ + BK) * Dh + BQ * BK)
-// floats, plus a tile list of O(L / B + clips) entries: linear in L.
+// passes, so they are bitwise the same. Clips of at most CLIP_ITEM_ROWS queries, when
+// there are enough of them to keep every thread busy, take ONE pass instead: one work item
+// per (clip, head) owns the clip's dq, dk and dv rows of that head, computes each P and dS
+// tile once (the two passes compute each twice) and sums in the two passes' order, so the
+// bits are the same whichever way a clip goes (tests/kernels/test_kernels_attention.c).
+// Every product runs on register-blocked vector tiles (see "tiles in the thread's
+// scratch" below). Memory: per thread O((BQ + BK) * Dh + BQ * BK) floats, plus the
+// one-pass items' dQ sums (at most CLIP_ITEM_ROWS * Dh floats per thread), plus a tile
+// list of O(L / B + clips) entries: linear in L.
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -27,16 +34,18 @@ typedef struct {
   int rows;   // rows in the tile (<= BQ or BK)
 } tile;
 
-// Tiles of at most B rows covering every clip of cu (C + 1). *out freed by the caller.
-static tsr_status build_tiles(const char *op, const int32_t *cu, int n_clips, int B, tile **out,
-                              size_t *n_out) {
+// Tiles of at most B rows covering every clip of cu (C + 1) but those with skip[c] != 0
+// (skip may be NULL). *out freed by the caller.
+static tsr_status build_tiles(const char *op, const int32_t *cu, int n_clips, int B,
+                              const uint8_t *skip, tile **out, size_t *n_out) {
   size_t n = 0;
-  for (int c = 0; c < n_clips; c++) n += (size_t)(cu[c + 1] - cu[c] + B - 1) / B;
+  for (int c = 0; c < n_clips; c++)
+    if (!skip || !skip[c]) n += (size_t)(cu[c + 1] - cu[c] + B - 1) / B;
   tile *t = malloc((n ? n : 1) * sizeof(tile));
   if (!t) return err_set(TSR_ENOMEM, "%s: no memory for %zu tiles", op, n);
   size_t i = 0;
   for (int c = 0; c < n_clips; c++) {
-    int len = cu[c + 1] - cu[c];
+    int len = skip && skip[c] ? 0 : cu[c + 1] - cu[c];
     for (int s = 0; s < len; s += B) t[i++] = (tile){c, s, len - s < B ? len - s : B};
   }
   *out = t;
@@ -59,15 +68,15 @@ typedef void (*attn_item_fn)(float *ws, const attn_args *a, size_t r0, int n, si
                              size_t o_end, int h);
 
 // Runs fn over every (tile of cu_rows in blocks of B rows, head) in parallel, each against
-// its clip's rows of cu_other. Items write disjoint rows, so the result does not depend on
+// its clip's rows of cu_other; clips with skip[c] != 0 are left out (skip may be NULL). Items write disjoint rows, so the result does not depend on
 // the number of threads.
 static tsr_status attn_for_each_tile(const char *op, const attn_args *a, const int32_t *cu_rows,
-                                     const int32_t *cu_other, int n_clips, int B, size_t per,
-                                     attn_item_fn fn) {
+                                     const int32_t *cu_other, int n_clips, const uint8_t *skip,
+                                     int B, size_t per, attn_item_fn fn) {
   tile *tiles = NULL;
   size_t nt = 0;
   float *ws = NULL;
-  tsr_status st = build_tiles(op, cu_rows, n_clips, B, &tiles, &nt);
+  tsr_status st = build_tiles(op, cu_rows, n_clips, B, skip, &tiles, &nt);
   // 64-byte aligned (kcpu_thread_scratch): the tiles inside are read with full-width vector
   // loads, and a base that malloc leaves 16 bytes past a line would split every one of
   // them across two lines (the forward's tile loop measured ~25% slower on dit-s then).
@@ -325,7 +334,7 @@ tsr_status kcpu_attention_partial_forward(kb_t *kb, float *out, float *lse, cons
   size_t Dhp = (size_t)padded_dh(Dh);
   size_t per = 2 * (size_t)BQ * Dhp + (size_t)BK * Dhp + (size_t)Dh * BK + (size_t)BQ * BK + 3 * BQ;
   attn_args a = {.out = out, .lse = lse, .q = q, .k = k, .v = v, .H = H, .Dh = Dh, .scale = scale};
-  return attn_for_each_tile(op, &a, cu_q, cu_k, n_clips, BQ, per, forward_item);
+  return attn_for_each_tile(op, &a, cu_q, cu_k, n_clips, NULL, BQ, per, forward_item);
 }
 
 tsr_status kcpu_attention_forward(kb_t *kb, float *out, float *lse, const float *q, const float *k,
@@ -467,6 +476,131 @@ static void backward_q_item(float *ws, const attn_args *a, size_t q0, int bq, si
     row_axpy(dq + ((q0 + i) * H + h) * (size_t)Dh, scale, dQ + (size_t)i * Dhp, Dh);
 }
 
+// One-pass item: every key tile of clip c's head h against every query tile, giving dk, dv
+// of each key tile (as backward_kv_item) and dq of the whole clip (as backward_q_item) from
+// ONE computation of each P and dS tile, where the two passes compute each twice. The
+// clip's dQ sums stay in the workspace (lenq rows) across the key tiles; every sum runs
+// in the order of the two-pass items (keys ascending for dQ, queries ascending for dK,
+// dV), with the same tiles, so the results are bitwise theirs.
+// ws: Kt, Vt (Dh*BK each), K, dK, dV (BK*Dhp each), Q, dO (BQ*Dhp each), P, dS (BQ*BK
+// each), dQ (lenq*Dhp).
+static void backward_clip_item(float *ws, const attn_args *a, size_t q_begin, size_t q_end,
+                               size_t k_begin, size_t k_end, int h) {
+  float *dq = a->dq, *dk = a->dk, *dv = a->dv;
+  const float *dout = a->dout, *q = a->q, *k = a->k, *v = a->v, *lse = a->lse_in;
+  const float *delta = a->delta, scale = a->scale;
+  const int H = a->H, Dh = a->Dh, Dhp = padded_dh(Dh);
+  size_t tk = (size_t)Dh * BK, tr = (size_t)BK * Dhp, tq = (size_t)BQ * Dhp;
+  float *Kt = ws, *Vt = Kt + tk, *K = Vt + tk, *dK = K + tr, *dV = dK + tr, *Q = dV + tr;
+  float *dO = Q + tq, *P = dO + tq, *dS = P + (size_t)BQ * BK, *dQ = dS + (size_t)BQ * BK;
+  memset(dQ, 0, (q_end - q_begin) * Dhp * sizeof(float));
+  for (size_t k0 = k_begin; k0 < k_end; k0 += BK) {
+    int bk = k_end - k0 < BK ? (int)(k_end - k0) : BK;
+    load_cols(Kt, k, k0, bk, h, H, Dh);
+    load_cols(Vt, v, k0, bk, h, H, Dh);
+    load_rows(K, k, k0, bk, h, H, Dh);
+    memset(dK, 0, (size_t)bk * Dhp * sizeof(float));
+    memset(dV, 0, (size_t)bk * Dhp * sizeof(float));
+    for (size_t q0 = q_begin; q0 < q_end; q0 += BQ) {
+      int bq = q_end - q0 < BQ ? (int)(q_end - q0) : BQ;
+      load_rows(Q, q, q0, bq, h, H, Dh);
+      load_rows(dO, dout, q0, bq, h, H, Dh);
+      tile_grad(P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, bk, h, H, Dh, scale);
+      rows_axpy(dV, (size_t)Dhp, NULL, P, 1, BK, dO, (size_t)Dhp, bq, bk, Dhp);
+      rows_axpy(dK, (size_t)Dhp, NULL, dS, 1, BK, Q, (size_t)Dhp, bq, bk, Dhp);
+      rows_axpy(dQ + (q0 - q_begin) * Dhp, (size_t)Dhp, NULL, dS, BK, 1, K, (size_t)Dhp, bk,
+                bq, Dhp);
+    }
+    for (int j = 0; j < bk; j++) {
+      size_t o = ((k0 + j) * H + h) * (size_t)Dh;
+      row_axpy(dk + o, scale, dK + (size_t)j * Dhp, Dh);
+      row_axpy(dv + o, 1.0f, dV + (size_t)j * Dhp, Dh);
+    }
+  }
+  for (size_t i = q_begin; i < q_end; i++)
+    row_axpy(dq + (i * H + h) * (size_t)Dh, scale, dQ + (i - q_begin) * Dhp, Dh);
+}
+
+// Clips with at most this many queries (on this side) go through backward_clip_item (its
+// dQ workspace is linear in them); longer ones through the two passes of tiles.
+enum { CLIP_ITEM_ROWS = 4096 };
+
+// Whether the one-pass items are used: dq, dk and dv all wanted, and enough (clip, head)
+// items for the threads to share (at least 4 per thread; fewer would leave threads idle,
+// where the two passes' tiles keep them all busy). The choice changes no result (see
+// backward_clip_item). *skip: the clips done in one pass (n_clips bytes, freed by the
+// caller), NULL when none is.
+static tsr_status clip_items(const char *op, const int32_t *cu_q, const int32_t *cu_k,
+                             int n_clips, int H, int all_grads, uint8_t **skip, int *n_items,
+                             int *max_rows) {
+  *skip = NULL, *n_items = 0, *max_rows = 0;
+  if (!all_grads) return TSR_OK;
+  int n = 0;
+  for (int c = 0; c < n_clips; c++) {
+    int lq = cu_q[c + 1] - cu_q[c], lk = cu_k[c + 1] - cu_k[c];
+    if (lq > 0 && lk > 0 && lq <= CLIP_ITEM_ROWS) n += H;
+  }
+  if (n < 4 * omp_get_max_threads()) return TSR_OK;
+  uint8_t *m = calloc((size_t)n_clips + 1, 1);
+  if (!m) return err_set(TSR_ENOMEM, "%s: no memory", op);
+  for (int c = 0; c < n_clips; c++) {
+    int lq = cu_q[c + 1] - cu_q[c], lk = cu_k[c + 1] - cu_k[c];
+    if (lq > 0 && lk > 0 && lq <= CLIP_ITEM_ROWS) {
+      m[c] = 1;
+      if (lq > *max_rows) *max_rows = lq;
+    }
+  }
+  *skip = m, *n_items = n;
+  return TSR_OK;
+}
+
+typedef struct {
+  int clip, head;
+  int64_t cost;  // queries x keys
+} clip_item;
+
+static int by_cost_desc(const void *x, const void *y) {
+  const clip_item *a = x, *b = y;
+  if (a->cost != b->cost) return a->cost < b->cost ? 1 : -1;
+  return a->clip != b->clip ? a->clip - b->clip : a->head - b->head;
+}
+
+// backward_clip_item over the clips marked in `one` and every head, in parallel (largest
+// first, so that the threads finish together; each item writes its own rows only).
+static tsr_status attn_for_each_clip(const char *op, const attn_args *a, const int32_t *cu_q,
+                                     const int32_t *cu_k, int n_clips, const uint8_t *one,
+                                     int n_items, int max_rows) {
+  const int H = a->H;
+  int Dhp = padded_dh(a->Dh);
+  clip_item *items = malloc((size_t)n_items * sizeof *items);
+  if (!items) return err_set(TSR_ENOMEM, "%s: no memory for %d work items", op, n_items);
+  int n = 0;
+  for (int c = 0; c < n_clips; c++)
+    for (int h = 0; one[c] && h < H; h++)
+      items[n++] = (clip_item){c, h, (int64_t)(cu_q[c + 1] - cu_q[c]) * (cu_k[c + 1] - cu_k[c])};
+  qsort(items, (size_t)n, sizeof *items, by_cost_desc);
+  size_t per = 2 * (size_t)a->Dh * BK + 3 * (size_t)BK * Dhp + 2 * (size_t)BQ * Dhp +
+               2 * (size_t)BQ * BK + (size_t)max_rows * Dhp;
+  float *ws = kcpu_thread_scratch(op, &per);
+  if (!ws) {
+    free(items);
+    return TSR_ENOMEM;
+  }
+#pragma omp parallel
+  {
+    float *w = ws + (size_t)omp_get_thread_num() * per;
+#pragma omp for schedule(dynamic, 1)
+    for (int it = 0; it < n; it++) {
+      int c = items[it].clip;
+      backward_clip_item(w, a, (size_t)cu_q[c], (size_t)cu_q[c + 1], (size_t)cu_k[c],
+                         (size_t)cu_k[c + 1], items[it].head);
+    }
+  }
+  free(ws);
+  free(items);
+  return TSR_OK;
+}
+
 // dq: (Lq, H, Dh), dk, dv: (Lk, H, Dh) accumulated; dout, q: (Lq, H, Dh); k, v: (Lk, H, Dh);
 // lse, delta: (Lq, H); cu_q, cu_k: (C + 1)
 tsr_status kcpu_attention_partial_backward(kb_t *kb, float *dq, float *dk, float *dv,
@@ -492,10 +626,18 @@ tsr_status kcpu_attention_partial_backward(kb_t *kb, float *dq, float *dk, float
                2 * (size_t)BQ * BK;
   attn_args a = {.dq = dq, .dk = dk, .dv = dv, .q = q, .k = k, .v = v, .dout = dout,
                  .lse_in = lse, .delta = delta, .H = H, .Dh = Dh, .scale = scale};
-  // Two passes, so that every output row is written by one work item (no atomics, the
-  // same bits for any number of threads): per key tile for dk, dv; per query tile for dq.
-  if (dk) st = attn_for_each_tile(op, &a, cu_k, cu_q, n_clips, BK, per, backward_kv_item);
-  if (!st && dq) st = attn_for_each_tile(op, &a, cu_q, cu_k, n_clips, BQ, per, backward_q_item);
+  // Every output row is written by one work item (no atomics, the same bits for any
+  // number of threads): clips done in one pass (clip_items) by one item per (clip, head);
+  // the others in two passes, per key tile for dk, dv and per query tile for dq.
+  uint8_t *one = NULL;
+  int n_items = 0, max_rows = 0;
+  st = clip_items(op, cu_q, cu_k, n_clips, H, dq && dk, &one, &n_items, &max_rows);
+  if (!st && one) st = attn_for_each_clip(op, &a, cu_q, cu_k, n_clips, one, n_items, max_rows);
+  if (!st && dk)
+    st = attn_for_each_tile(op, &a, cu_k, cu_q, n_clips, one, BK, per, backward_kv_item);
+  if (!st && dq)
+    st = attn_for_each_tile(op, &a, cu_q, cu_k, n_clips, one, BQ, per, backward_q_item);
+  free(one);
   return st;
 }
 
