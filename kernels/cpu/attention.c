@@ -1,7 +1,8 @@
 // kernels/cpu/attention.c — attention over packed variable-length clips, flash style.
 //
-// Forward: for every (clip, head, tile of BQ queries) work item, loop over the clip's keys
-// in tiles of BK with an online softmax (running max m, running sum l, unnormalised
+// Forward: for every (clip, head, tile of BQ queries) work item (or, with clip items, see
+// below, for every (clip, head): the clip's keys transposed once for all its query tiles),
+// loop over the clip's keys in tiles of BK with an online softmax (running max m, running sum l, unnormalised
 // output O rescaled by exp(m_old - m_new)); finally out = O / l, lse = m + log l.
 // Backward (given the final lse and delta = rowsum(dout * out)), two passes so that every
 // output row is owned by exactly one work item (no atomics, deterministic):
@@ -10,15 +11,16 @@
 //   pass 2, per (clip, head, query tile): loop over key tiles, recompute P and dS,
 //           accumulate dq += scale dS k.
 // dS = P * (dout.v - delta). Scores are recomputed by the same tile functions in both
-// passes, so they are bitwise the same. Clips of at most CLIP_ITEM_ROWS queries, when
-// there are enough of them to keep every thread busy, take ONE pass instead: one work item
-// per (clip, head) owns the clip's dq, dk and dv rows of that head, computes each P and dS
+// passes, so they are bitwise the same. Clips of at most CLIP_ITEM_ROWS queries and keys,
+// when there are enough of them to keep every thread busy ("clip items"), take ONE pass
+// instead: one work item per (clip, head) owns the clip's dq, dk and dv rows of that head, computes each P and dS
 // tile once (the two passes compute each twice) and sums in the two passes' order, so the
 // bits are the same whichever way a clip goes (tests/kernels/test_kernels_attention.c).
 // Every product runs on register-blocked vector tiles (see "tiles in the thread's
-// scratch" below). Memory: per thread O((BQ + BK) * Dh + BQ * BK) floats, plus the
-// one-pass items' dQ sums (at most CLIP_ITEM_ROWS * Dh floats per thread), plus a tile
-// list of O(L / B + clips) entries: linear in L.
+// scratch" below). Memory: per thread O((BQ + BK) * Dh + BQ * BK) floats, plus for clip
+// items the clip's keys and values (forward) or queries, output gradients and dQ sums
+// (backward): at most 3 * CLIP_ITEM_ROWS * Dh floats per thread; plus a tile list of
+// O(L / B + clips) entries: linear in L.
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -100,6 +102,86 @@ static tsr_status attn_for_each_tile(const char *op, const attn_args *a, const i
   return st;
 }
 
+// Clips with at most this many queries and keys go through the per-(clip, head) items
+// (forward_clip_item, backward_clip_item: their workspace is linear in them); longer ones
+// through the tile items.
+enum { CLIP_ITEM_ROWS = 4096 };
+
+// Whether the per-(clip, head) items are used: (backward) dq, dk and dv all wanted, and
+// enough items for the threads to share (at least 4 per thread; fewer would leave threads
+// idle, where tile items keep them all busy). The choice changes no result (see the
+// items). *skip: the clips done by clip items (n_clips bytes, freed by the caller), NULL
+// when none is; *max_q, *max_k: their most queries and keys.
+static tsr_status clip_items(const char *op, const int32_t *cu_q, const int32_t *cu_k,
+                             int n_clips, int H, int all_grads, uint8_t **skip, int *n_items,
+                             int *max_q, int *max_k) {
+  *skip = NULL, *n_items = 0, *max_q = 0, *max_k = 0;
+  if (!all_grads) return TSR_OK;
+  int n = 0;
+  for (int c = 0; c < n_clips; c++) {
+    int lq = cu_q[c + 1] - cu_q[c], lk = cu_k[c + 1] - cu_k[c];
+    if (lq > 0 && lk > 0 && lq <= CLIP_ITEM_ROWS && lk <= CLIP_ITEM_ROWS) n += H;
+  }
+  if (n < 4 * omp_get_max_threads()) return TSR_OK;
+  uint8_t *m = calloc((size_t)n_clips + 1, 1);
+  if (!m) return err_set(TSR_ENOMEM, "%s: no memory", op);
+  for (int c = 0; c < n_clips; c++) {
+    int lq = cu_q[c + 1] - cu_q[c], lk = cu_k[c + 1] - cu_k[c];
+    if (lq > 0 && lk > 0 && lq <= CLIP_ITEM_ROWS && lk <= CLIP_ITEM_ROWS) {
+      m[c] = 1;
+      if (lq > *max_q) *max_q = lq;
+      if (lk > *max_k) *max_k = lk;
+    }
+  }
+  *skip = m, *n_items = n;
+  return TSR_OK;
+}
+
+typedef struct {
+  int clip, head;
+  int64_t cost;  // queries x keys
+} clip_item;
+
+static int by_cost_desc(const void *x, const void *y) {
+  const clip_item *a = x, *b = y;
+  if (a->cost != b->cost) return a->cost < b->cost ? 1 : -1;
+  return a->clip != b->clip ? a->clip - b->clip : a->head - b->head;
+}
+
+// fn over the clips marked in `one` and every head, in parallel (largest first, so that
+// the threads finish together; each item writes its own rows only), with `per` floats of
+// workspace per thread.
+static tsr_status attn_for_each_clip(const char *op, const attn_args *a, const int32_t *cu_q,
+                                     const int32_t *cu_k, int n_clips, const uint8_t *one,
+                                     int n_items, size_t per, attn_item_fn fn) {
+  const int H = a->H;
+  clip_item *items = malloc((size_t)n_items * sizeof *items);
+  if (!items) return err_set(TSR_ENOMEM, "%s: no memory for %d work items", op, n_items);
+  int n = 0;
+  for (int c = 0; c < n_clips; c++)
+    for (int h = 0; one[c] && h < H; h++)
+      items[n++] = (clip_item){c, h, (int64_t)(cu_q[c + 1] - cu_q[c]) * (cu_k[c + 1] - cu_k[c])};
+  qsort(items, (size_t)n, sizeof *items, by_cost_desc);
+  float *ws = kcpu_thread_scratch(op, &per);
+  if (!ws) {
+    free(items);
+    return TSR_ENOMEM;
+  }
+#pragma omp parallel
+  {
+    float *w = ws + (size_t)omp_get_thread_num() * per;
+#pragma omp for schedule(dynamic, 1)
+    for (int it = 0; it < n; it++) {
+      int c = items[it].clip;
+      fn(w, a, (size_t)cu_q[c], (int)(cu_q[c + 1] - cu_q[c]), (size_t)cu_k[c],
+         (size_t)cu_k[c + 1], items[it].head);
+    }
+  }
+  free(ws);
+  free(items);
+  return TSR_OK;
+}
+
 // ---- tiles in the thread's scratch, and the register-blocked products over them ----------
 // A row of a head (Dh floats) is held in the scratch as NV = ceil(Dh / 16) vectors of 16
 // floats (vf16: one AVX-512 register, two AVX ones), zero-padded to Dhp = 16 NV: every
@@ -113,6 +195,11 @@ enum { VW = 16, KV = BK / VW };  // floats per vector; vectors per score row
 
 static inline int padded_dh(int Dh) { return (Dh + VW - 1) / VW * VW; }
 
+// Floats of forward_rows's workspace (a multiple of 16, so what follows stays aligned).
+#define FWD_TILE_WS(Dh)                                                                  \
+  (2 * (size_t)BQ * padded_dh(Dh) + (size_t)BK * padded_dh(Dh) + (size_t)(Dh) * BK + \
+   (size_t)BQ * BK + 3 * BQ)
+
 // dst: (n, Dhp) = rows [r0, r0 + n) of head h of x (rows of H * Dh), zero-padded
 static void load_rows(float *dst, const float *x, size_t r0, int n, int h, int H, int Dh) {
   int Dhp = padded_dh(Dh);
@@ -123,20 +210,23 @@ static void load_rows(float *dst, const float *x, size_t r0, int n, int h, int H
   }
 }
 
-// dst: (Dh, BK), dst[d][j] = row r0 + j of head h of x for j < n, 0 for n <= j < BK
-// (transposed tile; the zero columns make every score row BK wide)
-static void load_cols(float *dst, const float *x, size_t r0, int n, int h, int H, int Dh) {
+// dst: (Dh, ld), dst[d][j] = row r0 + j of head h of x for j < n, 0 for n <= j < n
+// rounded up to BK (transposed keys; the zero columns make every score row BK wide)
+static void load_cols(float *dst, size_t ld, const float *x, size_t r0, int n, int h, int H,
+                      int Dh) {
   for (int j = 0; j < n; j++) {
     const float *xr = x + ((r0 + j) * H + h) * (size_t)Dh;
-    for (int d = 0; d < Dh; d++) dst[(size_t)d * BK + j] = xr[d];
+    for (int d = 0; d < Dh; d++) dst[(size_t)d * ld + j] = xr[d];
   }
-  if (n < BK)
-    for (int d = 0; d < Dh; d++) memset(dst + (size_t)d * BK + n, 0, (size_t)(BK - n) * sizeof(float));
+  int padded = (n + BK - 1) / BK * BK;
+  if (n < padded)
+    for (int d = 0; d < Dh; d++)
+      memset(dst + (size_t)d * ld + n, 0, (size_t)(padded - n) * sizeof(float));
 }
 
-// S: (bq, BK) = A (bq, Dhp) * Bt (Dh, BK): s[j] = sum over d ascending of a[d] bt[d][j],
-// from 0. Two rows at a time share the loads of Bt.
-static void tile_dot(float *S, const float *A, const float *Bt, int bq, int Dh) {
+// S: (bq, BK) = A (bq, Dhp) * Bt (Dh, BK; rows ldb apart, 64-byte aligned): s[j] = sum
+// over d ascending of a[d] bt[d][j], from 0. Two rows at a time share the loads of Bt.
+static void tile_dot(float *S, const float *A, const float *Bt, size_t ldb, int bq, int Dh) {
   const int Dhp = padded_dh(Dh);
   int i = 0;
   for (; i + 1 < bq; i += 2) {
@@ -144,7 +234,7 @@ static void tile_dot(float *S, const float *A, const float *Bt, int bq, int Dh) 
     vf16 s0[KV], s1[KV];
     for (int c = 0; c < KV; c++) s0[c] = s1[c] = (vf16){0};
     for (int d = 0; d < Dh; d++) {
-      const vf16 *bt = (const vf16 *)(Bt + (size_t)d * BK);
+      const vf16 *bt = (const vf16 *)(Bt + (size_t)d * ldb);
       float x0 = a0[d], x1 = a1[d];
       for (int c = 0; c < KV; c++) {
         s0[c] += x0 * bt[c];
@@ -159,7 +249,7 @@ static void tile_dot(float *S, const float *A, const float *Bt, int bq, int Dh) 
     vf16 s0[KV];
     for (int c = 0; c < KV; c++) s0[c] = (vf16){0};
     for (int d = 0; d < Dh; d++) {
-      const vf16 *bt = (const vf16 *)(Bt + (size_t)d * BK);
+      const vf16 *bt = (const vf16 *)(Bt + (size_t)d * ldb);
       float x0 = a0[d];
       for (int c = 0; c < KV; c++) s0[c] += x0 * bt[c];
     }
@@ -254,15 +344,17 @@ static tsr_status check_attn(const char *op, const int32_t *cu_q, const int32_t 
   return st ? st : kcpu_check_cu(op, "cu_k", cu_k, n_clips, Lk);
 }
 
-// One forward work item: queries [q0, q0 + bq) of head h against keys [k_begin, k_end).
+// Queries [q0, q0 + bq) of head h against keys [k_begin, k_end). The keys come from Ktc
+// (Dh, ldk) and Vc (rows of Dhp) when given, transposed and padded once for the clip
+// (forward_clip_item), else tile by tile from k and v.
 // ws: BQ*Dhp (Q) + BQ*Dhp (O) + BK*Dhp (V) + Dh*BK (Kt) + BQ*BK (S) + 3*BQ (m, l, corr)
-static void forward_item(float *ws, const attn_args *a, size_t q0, int bq, size_t k_begin,
-                         size_t k_end, int h) {
+static void forward_rows(float *ws, const attn_args *a, size_t q0, int bq, size_t k_begin,
+                         size_t k_end, int h, const float *Ktc, size_t ldk, const float *Vc) {
   float *out = a->out, *lse = a->lse;
   const float *q = a->q, *k = a->k, *v = a->v, scale = a->scale;
   const int H = a->H, Dh = a->Dh, Dhp = padded_dh(Dh);
-  float *Q = ws, *O = Q + (size_t)BQ * Dhp, *V = O + (size_t)BQ * Dhp, *Kt = V + (size_t)BK * Dhp;
-  float *S = Kt + (size_t)Dh * BK, *m = S + (size_t)BQ * BK, *l = m + BQ, *corr = l + BQ;
+  float *Q = ws, *O = Q + (size_t)BQ * Dhp, *Vw = O + (size_t)BQ * Dhp, *Ktw = Vw + (size_t)BK * Dhp;
+  float *S = Ktw + (size_t)Dh * BK, *m = S + (size_t)BQ * BK, *l = m + BQ, *corr = l + BQ;
   load_rows(Q, q, q0, bq, h, H, Dh);
   memset(O, 0, (size_t)bq * Dhp * sizeof(float));
   for (int i = 0; i < bq; i++) {
@@ -271,9 +363,15 @@ static void forward_item(float *ws, const attn_args *a, size_t q0, int bq, size_
   }
   for (size_t k0 = k_begin; k0 < k_end; k0 += BK) {
     int bk = k_end - k0 < BK ? (int)(k_end - k0) : BK;
-    load_cols(Kt, k, k0, bk, h, H, Dh);
-    load_rows(V, v, k0, bk, h, H, Dh);
-    tile_dot(S, Q, Kt, bq, Dh);
+    const float *Kt = Ktw, *V = Vw;
+    size_t ld = BK;
+    if (Ktc) {
+      Kt = Ktc + (k0 - k_begin), V = Vc + (k0 - k_begin) * Dhp, ld = ldk;
+    } else {
+      load_cols(Ktw, BK, k, k0, bk, h, H, Dh);
+      load_rows(Vw, v, k0, bk, h, H, Dh);
+    }
+    tile_dot(S, Q, Kt, ld, bq, Dh);
     for (int i = 0; i < bq; i++) {
       float *s = S + (size_t)i * BK;
       for (int j = 0; j < BK; j++) s[j] *= scale;
@@ -316,6 +414,31 @@ static void forward_item(float *ws, const attn_args *a, size_t q0, int bq, size_
   }
 }
 
+// One forward work item of the tile scheme: a tile of queries against the clip's keys.
+static void forward_item(float *ws, const attn_args *a, size_t q0, int bq, size_t k_begin,
+                         size_t k_end, int h) {
+  forward_rows(ws, a, q0, bq, k_begin, k_end, h, NULL, 0, NULL);
+}
+
+// One forward item per (clip, head) (see clip_items): the clip's keys transposed and its
+// values padded ONCE, then every query tile against them (the tile items redo both for
+// each query tile). Same arithmetic, same bits. ws: forward_rows's, then Dh*ldk (Ktc) and
+// lenk*Dhp (Vc), ldk = lenk rounded up to BK.
+static void forward_clip_item(float *ws, const attn_args *a, size_t q_begin, int n_q,
+                              size_t k_begin, size_t k_end, int h) {
+  size_t q_end = q_begin + (size_t)n_q;
+  const int H = a->H, Dh = a->Dh;
+  int lenk = (int)(k_end - k_begin);
+  size_t ldk = (size_t)(lenk + BK - 1) / BK * BK;
+  float *Ktc = ws + FWD_TILE_WS(Dh), *Vc = Ktc + (size_t)Dh * ldk;
+  load_cols(Ktc, ldk, a->k, k_begin, lenk, h, H, Dh);
+  load_rows(Vc, a->v, k_begin, lenk, h, H, Dh);
+  for (size_t q0 = q_begin; q0 < q_end; q0 += BQ) {
+    int bq = q_end - q0 < BQ ? (int)(q_end - q0) : BQ;
+    forward_rows(ws, a, q0, bq, k_begin, k_end, h, Ktc, ldk, Vc);
+  }
+}
+
 // out: (Lq, H, Dh), lse: (Lq, H), q: (Lq, H, Dh), k, v: (Lk, H, Dh), cu_q, cu_k: (C + 1)
 tsr_status kcpu_attention_partial_forward(kb_t *kb, float *out, float *lse, const float *q,
                                           const float *k, const float *v, const int32_t *cu_q,
@@ -331,10 +454,19 @@ tsr_status kcpu_attention_partial_forward(kb_t *kb, float *out, float *lse, cons
     KCPU_NEED(op, k);
     KCPU_NEED(op, v);
   }
-  size_t Dhp = (size_t)padded_dh(Dh);
-  size_t per = 2 * (size_t)BQ * Dhp + (size_t)BK * Dhp + (size_t)Dh * BK + (size_t)BQ * BK + 3 * BQ;
   attn_args a = {.out = out, .lse = lse, .q = q, .k = k, .v = v, .H = H, .Dh = Dh, .scale = scale};
-  return attn_for_each_tile(op, &a, cu_q, cu_k, n_clips, NULL, BQ, per, forward_item);
+  // Clips with clip items (clip_items) go through forward_clip_item, the others by tiles.
+  uint8_t *one = NULL;
+  int n_items = 0, max_q = 0, max_k = 0;
+  if (Lk > 0) st = clip_items(op, cu_q, cu_k, n_clips, H, 1, &one, &n_items, &max_q, &max_k);
+  size_t ldk = (size_t)(max_k + BK - 1) / BK * BK;
+  size_t per1 = FWD_TILE_WS(Dh) + (size_t)Dh * ldk + (size_t)max_k * padded_dh(Dh);
+  if (!st && one)
+    st = attn_for_each_clip(op, &a, cu_q, cu_k, n_clips, one, n_items, per1, forward_clip_item);
+  if (!st)
+    st = attn_for_each_tile(op, &a, cu_q, cu_k, n_clips, one, BQ, FWD_TILE_WS(Dh), forward_item);
+  free(one);
+  return st;
 }
 
 tsr_status kcpu_attention_forward(kb_t *kb, float *out, float *lse, const float *q, const float *k,
@@ -401,8 +533,8 @@ tsr_status kcpu_attention_delta(kb_t *kb, float *delta, const float *dout, const
 static void tile_grad(float *P, float *dS, const float *Q, const float *dO, const float *Kt,
                       const float *Vt, const float *lse, const float *delta, size_t q0, int bq,
                       int bk, int h, int H, int Dh, float scale) {
-  tile_dot(P, Q, Kt, bq, Dh);
-  tile_dot(dS, dO, Vt, bq, Dh);
+  tile_dot(P, Q, Kt, BK, bq, Dh);
+  tile_dot(dS, dO, Vt, BK, bq, Dh);
   for (int i = 0; i < bq; i++) {
     float li = lse[(q0 + i) * H + h], di = delta[(q0 + i) * H + h];
     float *p = P + (size_t)i * BK, *ds = dS + (size_t)i * BK;
@@ -429,8 +561,8 @@ static void backward_kv_item(float *ws, const attn_args *a, size_t k0, int bk, s
   size_t tk = (size_t)Dh * BK, tr = (size_t)BK * Dhp, tq = (size_t)BQ * Dhp;
   float *Kt = ws, *Vt = Kt + tk, *dK = Vt + tk, *dV = dK + tr, *Q = dV + tr, *dO = Q + tq;
   float *P = dO + tq, *dS = P + (size_t)BQ * BK;
-  load_cols(Kt, k, k0, bk, h, H, Dh);
-  load_cols(Vt, v, k0, bk, h, H, Dh);
+  load_cols(Kt, BK, k, k0, bk, h, H, Dh);
+  load_cols(Vt, BK, v, k0, bk, h, H, Dh);
   memset(dK, 0, (size_t)bk * Dhp * sizeof(float));
   memset(dV, 0, (size_t)bk * Dhp * sizeof(float));
   for (size_t q0 = q_begin; q0 < q_end; q0 += BQ) {
@@ -465,8 +597,8 @@ static void backward_q_item(float *ws, const attn_args *a, size_t q0, int bq, si
   memset(dQ, 0, (size_t)bq * Dhp * sizeof(float));
   for (size_t k0 = k_begin; k0 < k_end; k0 += BK) {
     int bk = k_end - k0 < BK ? (int)(k_end - k0) : BK;
-    load_cols(Kt, k, k0, bk, h, H, Dh);
-    load_cols(Vt, v, k0, bk, h, H, Dh);
+    load_cols(Kt, BK, k, k0, bk, h, H, Dh);
+    load_cols(Vt, BK, v, k0, bk, h, H, Dh);
     load_rows(K, k, k0, bk, h, H, Dh);
     tile_grad(P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, bk, h, H, Dh, scale);
     // dQ[i] += sum over keys j ascending of dS[i][j] K[j]
@@ -482,29 +614,34 @@ static void backward_q_item(float *ws, const attn_args *a, size_t q0, int bq, si
 // clip's dQ sums stay in the workspace (lenq rows) across the key tiles; every sum runs
 // in the order of the two-pass items (keys ascending for dQ, queries ascending for dK,
 // dV), with the same tiles, so the results are bitwise theirs.
-// ws: Kt, Vt (Dh*BK each), K, dK, dV (BK*Dhp each), Q, dO (BQ*Dhp each), P, dS (BQ*BK
-// each), dQ (lenq*Dhp).
-static void backward_clip_item(float *ws, const attn_args *a, size_t q_begin, size_t q_end,
+// The clip's queries and output gradients are loaded once (the tile items reload them for
+// every key tile). ws: Kt, Vt (Dh*BK each), K, dK, dV (BK*Dhp each), P, dS (BQ*BK each),
+// Qc, dOc, dQ (lenq*Dhp each).
+static void backward_clip_item(float *ws, const attn_args *a, size_t q_begin, int n_q,
                                size_t k_begin, size_t k_end, int h) {
+  size_t q_end = q_begin + (size_t)n_q;
   float *dq = a->dq, *dk = a->dk, *dv = a->dv;
   const float *dout = a->dout, *q = a->q, *k = a->k, *v = a->v, *lse = a->lse_in;
   const float *delta = a->delta, scale = a->scale;
   const int H = a->H, Dh = a->Dh, Dhp = padded_dh(Dh);
-  size_t tk = (size_t)Dh * BK, tr = (size_t)BK * Dhp, tq = (size_t)BQ * Dhp;
-  float *Kt = ws, *Vt = Kt + tk, *K = Vt + tk, *dK = K + tr, *dV = dK + tr, *Q = dV + tr;
-  float *dO = Q + tq, *P = dO + tq, *dS = P + (size_t)BQ * BK, *dQ = dS + (size_t)BQ * BK;
-  memset(dQ, 0, (q_end - q_begin) * Dhp * sizeof(float));
+  size_t tk = (size_t)Dh * BK, tr = (size_t)BK * Dhp;
+  size_t lq = q_end - q_begin;
+  float *Kt = ws, *Vt = Kt + tk, *K = Vt + tk, *dK = K + tr, *dV = dK + tr, *P = dV + tr;
+  float *dS = P + (size_t)BQ * BK, *Qc = dS + (size_t)BQ * BK, *dOc = Qc + lq * Dhp;
+  float *dQ = dOc + lq * Dhp;
+  load_rows(Qc, q, q_begin, (int)lq, h, H, Dh);
+  load_rows(dOc, dout, q_begin, (int)lq, h, H, Dh);
+  memset(dQ, 0, lq * Dhp * sizeof(float));
   for (size_t k0 = k_begin; k0 < k_end; k0 += BK) {
     int bk = k_end - k0 < BK ? (int)(k_end - k0) : BK;
-    load_cols(Kt, k, k0, bk, h, H, Dh);
-    load_cols(Vt, v, k0, bk, h, H, Dh);
+    load_cols(Kt, BK, k, k0, bk, h, H, Dh);
+    load_cols(Vt, BK, v, k0, bk, h, H, Dh);
     load_rows(K, k, k0, bk, h, H, Dh);
     memset(dK, 0, (size_t)bk * Dhp * sizeof(float));
     memset(dV, 0, (size_t)bk * Dhp * sizeof(float));
     for (size_t q0 = q_begin; q0 < q_end; q0 += BQ) {
       int bq = q_end - q0 < BQ ? (int)(q_end - q0) : BQ;
-      load_rows(Q, q, q0, bq, h, H, Dh);
-      load_rows(dO, dout, q0, bq, h, H, Dh);
+      const float *Q = Qc + (q0 - q_begin) * Dhp, *dO = dOc + (q0 - q_begin) * Dhp;
       tile_grad(P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, bk, h, H, Dh, scale);
       rows_axpy(dV, (size_t)Dhp, NULL, P, 1, BK, dO, (size_t)Dhp, bq, bk, Dhp);
       rows_axpy(dK, (size_t)Dhp, NULL, dS, 1, BK, Q, (size_t)Dhp, bq, bk, Dhp);
@@ -519,86 +656,6 @@ static void backward_clip_item(float *ws, const attn_args *a, size_t q_begin, si
   }
   for (size_t i = q_begin; i < q_end; i++)
     row_axpy(dq + (i * H + h) * (size_t)Dh, scale, dQ + (i - q_begin) * Dhp, Dh);
-}
-
-// Clips with at most this many queries (on this side) go through backward_clip_item (its
-// dQ workspace is linear in them); longer ones through the two passes of tiles.
-enum { CLIP_ITEM_ROWS = 4096 };
-
-// Whether the one-pass items are used: dq, dk and dv all wanted, and enough (clip, head)
-// items for the threads to share (at least 4 per thread; fewer would leave threads idle,
-// where the two passes' tiles keep them all busy). The choice changes no result (see
-// backward_clip_item). *skip: the clips done in one pass (n_clips bytes, freed by the
-// caller), NULL when none is.
-static tsr_status clip_items(const char *op, const int32_t *cu_q, const int32_t *cu_k,
-                             int n_clips, int H, int all_grads, uint8_t **skip, int *n_items,
-                             int *max_rows) {
-  *skip = NULL, *n_items = 0, *max_rows = 0;
-  if (!all_grads) return TSR_OK;
-  int n = 0;
-  for (int c = 0; c < n_clips; c++) {
-    int lq = cu_q[c + 1] - cu_q[c], lk = cu_k[c + 1] - cu_k[c];
-    if (lq > 0 && lk > 0 && lq <= CLIP_ITEM_ROWS) n += H;
-  }
-  if (n < 4 * omp_get_max_threads()) return TSR_OK;
-  uint8_t *m = calloc((size_t)n_clips + 1, 1);
-  if (!m) return err_set(TSR_ENOMEM, "%s: no memory", op);
-  for (int c = 0; c < n_clips; c++) {
-    int lq = cu_q[c + 1] - cu_q[c], lk = cu_k[c + 1] - cu_k[c];
-    if (lq > 0 && lk > 0 && lq <= CLIP_ITEM_ROWS) {
-      m[c] = 1;
-      if (lq > *max_rows) *max_rows = lq;
-    }
-  }
-  *skip = m, *n_items = n;
-  return TSR_OK;
-}
-
-typedef struct {
-  int clip, head;
-  int64_t cost;  // queries x keys
-} clip_item;
-
-static int by_cost_desc(const void *x, const void *y) {
-  const clip_item *a = x, *b = y;
-  if (a->cost != b->cost) return a->cost < b->cost ? 1 : -1;
-  return a->clip != b->clip ? a->clip - b->clip : a->head - b->head;
-}
-
-// backward_clip_item over the clips marked in `one` and every head, in parallel (largest
-// first, so that the threads finish together; each item writes its own rows only).
-static tsr_status attn_for_each_clip(const char *op, const attn_args *a, const int32_t *cu_q,
-                                     const int32_t *cu_k, int n_clips, const uint8_t *one,
-                                     int n_items, int max_rows) {
-  const int H = a->H;
-  int Dhp = padded_dh(a->Dh);
-  clip_item *items = malloc((size_t)n_items * sizeof *items);
-  if (!items) return err_set(TSR_ENOMEM, "%s: no memory for %d work items", op, n_items);
-  int n = 0;
-  for (int c = 0; c < n_clips; c++)
-    for (int h = 0; one[c] && h < H; h++)
-      items[n++] = (clip_item){c, h, (int64_t)(cu_q[c + 1] - cu_q[c]) * (cu_k[c + 1] - cu_k[c])};
-  qsort(items, (size_t)n, sizeof *items, by_cost_desc);
-  size_t per = 2 * (size_t)a->Dh * BK + 3 * (size_t)BK * Dhp + 2 * (size_t)BQ * Dhp +
-               2 * (size_t)BQ * BK + (size_t)max_rows * Dhp;
-  float *ws = kcpu_thread_scratch(op, &per);
-  if (!ws) {
-    free(items);
-    return TSR_ENOMEM;
-  }
-#pragma omp parallel
-  {
-    float *w = ws + (size_t)omp_get_thread_num() * per;
-#pragma omp for schedule(dynamic, 1)
-    for (int it = 0; it < n; it++) {
-      int c = items[it].clip;
-      backward_clip_item(w, a, (size_t)cu_q[c], (size_t)cu_q[c + 1], (size_t)cu_k[c],
-                         (size_t)cu_k[c + 1], items[it].head);
-    }
-  }
-  free(ws);
-  free(items);
-  return TSR_OK;
 }
 
 // dq: (Lq, H, Dh), dk, dv: (Lk, H, Dh) accumulated; dout, q: (Lq, H, Dh); k, v: (Lk, H, Dh);
@@ -630,9 +687,12 @@ tsr_status kcpu_attention_partial_backward(kb_t *kb, float *dq, float *dk, float
   // number of threads): clips done in one pass (clip_items) by one item per (clip, head);
   // the others in two passes, per key tile for dk, dv and per query tile for dq.
   uint8_t *one = NULL;
-  int n_items = 0, max_rows = 0;
-  st = clip_items(op, cu_q, cu_k, n_clips, H, dq && dk, &one, &n_items, &max_rows);
-  if (!st && one) st = attn_for_each_clip(op, &a, cu_q, cu_k, n_clips, one, n_items, max_rows);
+  int n_items = 0, max_q = 0, max_k = 0;
+  st = clip_items(op, cu_q, cu_k, n_clips, H, dq && dk, &one, &n_items, &max_q, &max_k);
+  size_t per1 = 2 * (size_t)Dh * BK + 3 * (size_t)BK * Dhp + 2 * (size_t)BQ * BK +
+                3 * (size_t)max_q * Dhp;
+  if (!st && one)
+    st = attn_for_each_clip(op, &a, cu_q, cu_k, n_clips, one, n_items, per1, backward_clip_item);
   if (!st && dk)
     st = attn_for_each_tile(op, &a, cu_k, cu_q, n_clips, one, BK, per, backward_kv_item);
   if (!st && dq)
