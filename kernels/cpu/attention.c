@@ -1,9 +1,8 @@
 // kernels/cpu/attention.c — attention over packed variable-length clips, flash style.
 //
-// Forward: for every (clip, head, tile of BQ queries) work item (or, with clip items, see
-// below, for every (clip, head): the clip's keys transposed once for all its query tiles),
-// loop over the clip's keys in tiles of BK with an online softmax (running max m, running sum l, unnormalised
-// output O rescaled by exp(m_old - m_new)); finally out = O / l, lse = m + log l.
+// Forward: for every (clip, head, tile of BQ queries) work item, loop over the clip's keys
+// in tiles of BK with an online softmax (running max m, running sum l, unnormalised output
+// O rescaled by exp(m_old - m_new)); finally out = O / l, lse = m + log l.
 // Backward (given the final lse and delta = rowsum(dout * out)), two passes so that every
 // output row is owned by exactly one work item (no atomics, deterministic):
 //   pass 1, per (clip, head, key tile): loop over query tiles, recompute
@@ -11,11 +10,13 @@
 //   pass 2, per (clip, head, query tile): loop over key tiles, recompute P and dS,
 //           accumulate dq += scale dS k.
 // dS = P * (dout.v - delta). Scores are recomputed by the same tile functions in both
-// passes, so they are bitwise the same. Clips of at most CLIP_ITEM_ROWS queries and keys,
-// when there are enough of them to keep every thread busy ("clip items"), take ONE pass
-// instead: one work item per (clip, head) owns the clip's dq, dk and dv rows of that head, computes each P and dS
-// tile once (the two passes compute each twice) and sums in the two passes' order, so the
-// bits are the same whichever way a clip goes (tests/kernels/test_kernels_attention.c).
+// passes, so they are bitwise the same.
+// Clip items: clips of at most CLIP_ITEM_ROWS queries and keys, when there are enough of
+// them to keep every thread busy, get one work item per (clip, head) instead. Forward: the
+// clip's keys are transposed once for all its query tiles. Backward: ONE pass that owns
+// the clip's dq, dk and dv rows of that head and computes each P and dS tile once (the two
+// passes compute each twice). Both keep the tiles and the order of every sum, so the bits
+// are the same whichever way a clip goes (tests/kernels/test_kernels_attention.c).
 // Every product runs on register-blocked vector tiles (see "tiles in the thread's
 // scratch" below). Memory: per thread O((BQ + BK) * Dh + BQ * BK) floats, plus for clip
 // items the clip's keys and values (forward) or queries, output gradients and dQ sums
@@ -70,7 +71,8 @@ typedef void (*attn_item_fn)(float *ws, const attn_args *a, size_t r0, int n, si
                              size_t o_end, int h);
 
 // Runs fn over every (tile of cu_rows in blocks of B rows, head) in parallel, each against
-// its clip's rows of cu_other; clips with skip[c] != 0 are left out (skip may be NULL). Items write disjoint rows, so the result does not depend on
+// its clip's rows of cu_other; clips with skip[c] != 0 are left out (skip may be NULL).
+// Items write disjoint rows, so the result does not depend on
 // the number of threads.
 static tsr_status attn_for_each_tile(const char *op, const attn_args *a, const int32_t *cu_rows,
                                      const int32_t *cu_other, int n_clips, const uint8_t *skip,
@@ -353,7 +355,8 @@ static void forward_rows(float *ws, const attn_args *a, size_t q0, int bq, size_
   float *out = a->out, *lse = a->lse;
   const float *q = a->q, *k = a->k, *v = a->v, scale = a->scale;
   const int H = a->H, Dh = a->Dh, Dhp = padded_dh(Dh);
-  float *Q = ws, *O = Q + (size_t)BQ * Dhp, *Vw = O + (size_t)BQ * Dhp, *Ktw = Vw + (size_t)BK * Dhp;
+  float *Q = ws, *O = Q + (size_t)BQ * Dhp, *Vw = O + (size_t)BQ * Dhp;
+  float *Ktw = Vw + (size_t)BK * Dhp;
   float *S = Ktw + (size_t)Dh * BK, *m = S + (size_t)BQ * BK, *l = m + BQ, *corr = l + BQ;
   load_rows(Q, q, q0, bq, h, H, Dh);
   memset(O, 0, (size_t)bq * Dhp * sizeof(float));

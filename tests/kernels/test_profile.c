@@ -38,7 +38,8 @@ static void test_table(void) {
   }
   CHECK(null == 0, "%d of %d entries are NULL", null, n);
   kernels_profile_entry e[128];
-  CHECK(kernels_profile_read(p, e, 128) == n, "entries %d, struct %d", kernels_profile_read(p, e, 128), n);
+  int ne = kernels_profile_read(p, e, 128);
+  CHECK(ne == n, "entries %d, struct %d", ne, n);
   CHECK(!strcmp(p->name, "cpu-bf16") && p->act_dtype == KERNELS_BF16 && !p->device_memory,
         "name %s", p->name);
   CHECK(kernels_is_profiled(p) && !kernels_is_profiled(kernels_cpu()), "is_profiled");
@@ -178,8 +179,9 @@ static void test_step_counts(void) {
   int ne = kernels_profile_read(prof, e, 128);
   const kernels_profile_entry *lf = entry_named(e, ne, "linear_forward");
   const kernels_profile_entry *ab = entry_named(e, ne, "attention_backward");
-  CHECK(spy_linear > 0 && lf && lf->calls == (uint64_t)spy_linear, "linear_forward: %d made, %llu counted",
-        spy_linear, lf ? (unsigned long long)lf->calls : 0ULL);
+  CHECK(spy_linear > 0 && lf && lf->calls == (uint64_t)spy_linear,
+        "linear_forward: %d made, %llu counted", spy_linear,
+        lf ? (unsigned long long)lf->calls : 0ULL);
   CHECK(spy_attn_bwd == mt_config().depth && ab && ab->calls == (uint64_t)spy_attn_bwd,
         "attention_backward: %d made, %llu counted", spy_attn_bwd,
         ab ? (unsigned long long)ab->calls : 0ULL);
