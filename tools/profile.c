@@ -29,9 +29,9 @@ void profile_print(FILE *f, const profile_report *r) {
     fprintf(f, "profile (%s, %d steps, %.1f ms per step)\n", r->backend, r->steps,
             r->wall_s * per);
   else  // one step, or a whole run (tessera train): the figures are totals
-    fprintf(f, "profile (%s, totals over %.1f s; ms columns are totals)\n", r->backend,
-            r->wall_s);
-  fprintf(f, "  %-22s %10s %7s %12s\n", "class", "ms/step", "%", "calls/step");
+    fprintf(f, "profile (%s, totals over %.1f s)\n", r->backend, r->wall_s);
+  const char *ms = r->steps > 1 ? "ms/step" : "ms", *calls = r->steps > 1 ? "calls/step" : "calls";
+  fprintf(f, "  %-22s %10s %7s %12s\n", "class", ms, "%", calls);
   for (int c = 0; c < KERNELS_PROFILE_N_CLASSES; c++) {
     if (!r->class_calls[c]) continue;
     fprintf(f, "  %-22s %10.2f %6.1f%% %12.1f\n", kernels_profile_class_name(c),
@@ -46,7 +46,7 @@ void profile_print(FILE *f, const profile_report *r) {
   for (int i = 0; i < r->n_entries; i++)
     if (r->entry[i].calls) sorted[n++] = r->entry[i];
   qsort(sorted, (size_t)n, sizeof *sorted, by_seconds_desc);
-  fprintf(f, "  %-28s %-12s %10s %7s %12s\n", "entry", "class", "ms/step", "%", "calls/step");
+  fprintf(f, "  %-28s %-12s %10s %7s %12s\n", "entry", "class", ms, "%", calls);
   for (int i = 0; i < n; i++)
     fprintf(f, "  %-28s %-12s %10.2f %6.1f%% %12.1f\n", sorted[i].name,
             kernels_profile_class_name(sorted[i].cls), sorted[i].seconds * per,
