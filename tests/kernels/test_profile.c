@@ -105,6 +105,16 @@ static void step(const kernels_backend *kb, double *loss, float *grads, float *p
   CHECK_OK(dit_init(m, 3));
   CHECK_OK(mt_perturb(m, 4, 0.05f));
   CHECK_OK(mt_batch_make(&mb, CLIPS, 3, 12, 3, 5, IDS));
+  // mt_batch_make's x and target are fp32: a bf16 table reads them in its act dtype.
+  void *xt[2] = {NULL, NULL};
+  if (kb->act_dtype != KERNELS_F32) {
+    size_t nx = (size_t)mb.L * mb.P;
+    for (int i = 0; i < 2; i++) {
+      CHECK_OK(kb->alloc(kb, &xt[i], kernels_act_bytes(kb, nx)));
+      CHECK_OK(kb->cast(kb, xt[i], kb->act_dtype, mb.dev[4 + i], KERNELS_F32, nx));
+    }
+    mb.b.x = xt[0], mb.b.target = xt[1];
+  }
   size_t n = dit_num_params(m);
   int nt = dit_num_tensors(m);
   kernels_param_segment *segs = calloc((size_t)nt, sizeof *segs);
@@ -124,6 +134,8 @@ static void step(const kernels_backend *kb, double *loss, float *grads, float *p
   memcpy(params, dit_params(m), n * sizeof(float));
   kb->free(kb, am);
   kb->free(kb, av);
+  kb->free(kb, xt[0]);
+  kb->free(kb, xt[1]);
   free(segs);
   mt_batch_free(&mb);
   dit_free(&m);
@@ -144,6 +156,7 @@ static void test_step(const kernels_backend *plain, const char *what) {
   float *p0 = calloc(n, sizeof(float)), *p1 = calloc(n, sizeof(float));
   double l0 = 0, l1 = -1;
   step(plain, &l0, g0, p0);
+  CHECK(isfinite(l0) && l0 > 0, "%s: loss %g is not a positive number", what, l0);
   kernels_backend *prof = NULL;
   CHECK_OK(kernels_profiled(plain, 1, &prof));
   if (!prof) return;
