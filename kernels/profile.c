@@ -160,36 +160,39 @@ struct prof {
 };
 
 // Start of a timed call: with sync, the device has finished everything queued before it.
-// A sync error here belongs to an earlier entry and comes back at the next sync; the
-// timers do not change what the caller sees.
-static double prof_begin(prof *p) {
-  if (p->sync) (void)p->inner->sync(p->inner);
-  return now_s();
+// A failed sync (an earlier entry's error, reported late by the device) is returned by the
+// forwarder instead of calling the entry, so the timers never swallow an error.
+static tsr_status prof_begin(prof *p, double *t0) {
+  tsr_status st = p->sync ? p->inner->sync(p->inner) : TSR_OK;
+  *t0 = now_s();
+  return st;
 }
 
-static void prof_end(prof *p, int e, double t0) {
-  if (p->sync) (void)p->inner->sync(p->inner);
+// End of a timed call: with sync, after the entry's own work; its error is returned.
+static tsr_status prof_end(prof *p, int e, double t0) {
+  tsr_status st = p->sync ? p->inner->sync(p->inner) : TSR_OK;
   p->seconds[e] += now_s() - t0;
   p->calls[e]++;
+  return st;
 }
 
-#define TIMED(op, ...)                                     \
+#define TIMED_CALL(op, call)                               \
   prof *p = kb->ctx;                                       \
-  double t0 = prof_begin(p);                               \
-  tsr_status st = p->inner->op(p->inner, __VA_ARGS__);     \
-  prof_end(p, E_##op, t0);                                 \
-  return st
-#define TIMED0(op)                                         \
-  prof *p = kb->ctx;                                       \
-  double t0 = prof_begin(p);                               \
-  tsr_status st = p->inner->op(p->inner);                  \
-  prof_end(p, E_##op, t0);                                 \
-  return st
+  double t0;                                               \
+  tsr_status st = prof_begin(p, &t0);                      \
+  if (st) return st;                                       \
+  st = call;                                               \
+  tsr_status st_end = prof_end(p, E_##op, t0);             \
+  return st ? st : st_end
+#define TIMED(op, ...) TIMED_CALL(op, p->inner->op(p->inner, __VA_ARGS__))
+#define TIMED0(op) TIMED_CALL(op, p->inner->op(p->inner))
+// free has no status to report a sync error with: it is timed without one.
 #define TIMED_VOID(op, ...)                                \
   prof *p = kb->ctx;                                       \
-  double t0 = prof_begin(p);                               \
+  double t0;                                               \
+  (void)prof_begin(p, &t0);                                \
   p->inner->op(p->inner, __VA_ARGS__);                     \
-  prof_end(p, E_##op, t0)
+  (void)prof_end(p, E_##op, t0)
 
 // ---- one forwarder per entry ----
 static tsr_status p_alloc(kb_t *kb, void **ptr, size_t bytes) {

@@ -12,7 +12,8 @@
 // asynchronous backend (CUDA) an entry's time is the device time of its own kernels, not
 // the time to queue them — at the cost of serialising host and device (the profiled step
 // is slower than an unprofiled one; use it to split time between kernel classes, not to
-// measure the step). sync = 0 times only the calls themselves: exact on the CPU (whose
+// measure the step); a failed sync is returned by the entry being timed, as the next sync
+// would have returned it. sync = 0 times only the calls themselves: exact on the CPU (whose
 // sync is a no-op), the host-side launch cost on CUDA. Overhead on the CPU: two
 // clock_gettime calls per entry (~50 ns), far below any kernel of a training step.
 //
