@@ -55,7 +55,9 @@
 //   thread count. The backend's own reductions (bias/weight gradients, per-clip sums,
 //   loss, sumsq) and attention are moreover independent of the thread count: they sum
 //   fixed blocks in a fixed order, and every attention output row has one owner. GEMMs
-//   are OpenBLAS's (which partitions M and N, not K, between threads).
+//   are OpenBLAS's: reproducible for a thread count, not independent of it (measured with
+//   OpenBLAS 0.3.21: the dW GEMMs, K = tokens, differ in the last bits between 1 and 2
+//   threads; docs/kernels.md "CPU speed").
 //
 // Numerical definitions that a reference implementation must follow are stated per
 // entry (GELU: tanh approximation; RoPE: frequency split; AdamW: PyTorch's order).

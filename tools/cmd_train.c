@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/err.h"
 #include "core/log.h"
@@ -11,6 +12,7 @@
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/parse.h"
+#include "tools/profile.h"
 #include "tools/video.h"
 
 static void train_usage(FILE *f) {
@@ -61,6 +63,8 @@ static void train_usage(FILE *f) {
     "of training and scores them every train.val_every steps at fixed noise levels\n"
     "(metrics.jsonl: val_loss, val_t, val_bucket); train.sample_every writes\n"
     "RUN/samples/sample-STEP.mp4 from the EMA weights (one clip per label, side by side).\n\n"
+    "TESSERA_PROFILE=1: time every kernel entry (kernels/profile.h) and print the time per\n"
+    "kernel class and entry of the whole run on stderr at the end (docs/kernels.md).\n\n"
     "example (a store made with ingest's defaults; its clips must fit train.mem_tokens,\n"
     "32,768 tokens in tiny.conf = a 70 s clip at 128x224: longer videos need --max-seconds):\n"
     "  tessera ingest videos/ --out store\n"
@@ -124,6 +128,35 @@ static tsr_status parse_args(int argc, char **argv, train_options *o, char **set
   return r;
 }
 
+static double wall_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// TESSERA_PROFILE=1: every table of the chosen device is wrapped in the project's timers
+// (kernels/profile.h, a sync around each entry); prof[] owns the wrappers.
+static tsr_status profile_wrap(backend_choice *bc, kernels_backend *prof[2]) {
+  const char *env = getenv("TESSERA_PROFILE");
+  if (!env || strcmp(env, "1")) return TSR_OK;
+  for (int t = 0; t < 2; t++) {
+    if (!bc->table[t]) continue;
+    tsr_status st = kernels_profiled(bc->table[t], 1, &prof[t]);
+    if (st) return st;
+    bc->table[t] = prof[t];
+  }
+  return TSR_OK;
+}
+
+// The profile of the whole run (every table that was used) on stderr.
+static void profile_report_run(kernels_backend *prof[2], double wall_s) {
+  for (int t = 0; t < 2; t++) {
+    profile_report r;
+    if (!prof[t] || profile_collect(prof[t], 1, wall_s, &r) || r.kernels_s == 0.0) continue;
+    profile_print(stderr, &r);
+  }
+}
+
 int cmd_train(int argc, char **argv) {
   if (wants_help(argc, argv)) {
     train_usage(stdout);
@@ -139,10 +172,15 @@ int cmd_train(int argc, char **argv) {
   o.overrides = sets;
   if (!o.gpus_per_node) o.gpus_per_node = comm_local_size();
   if (!rc && backend_choose(backend, &bc)) rc = cli_usage_error("train");
+  kernels_backend *prof[2] = {NULL, NULL};
+  if (!rc && profile_wrap(&bc, prof)) rc = cli_error("train");
   o.backend = &bc;
   if (!rc && backend_comm_open(comm, &bc, &o.comm)) rc = cli_usage_error("train");
+  double t0 = wall_now();
   if (!rc && train_run(&o)) rc = cli_error("train");
+  if (!rc) profile_report_run(prof, wall_now() - t0);
   comm_close(&o.comm);
+  for (int t = 0; t < 2; t++) kernels_profiled_free(&prof[t]);
   free(sets);
   return rc;
 }

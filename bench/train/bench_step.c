@@ -3,7 +3,7 @@
 //
 // usage: bench_train_step [--config FILE] [--set KEY=VALUE ...] [--warmup N] [--steps N]
 //                         [--dump FILE] [--json FILE] [--one-clip-tokens N] [--clips SPEC]
-//                         [--backend B]
+//                         [--backend B] [--profile]
 //
 // Backend: chosen as `tessera train` does (tools/backend.h: --backend cpu|cuda|auto, the
 // config's train.precision picks the fp32 or bf16 table; --set train.precision=bf16 times
@@ -23,6 +23,11 @@
 // betas, eps and weight decay (train_decays: matrices only), step count 1, 2, ...; no
 // gradient clipping, no EMA, no learning-rate schedule (lr = train.lr). The PyTorch side
 // (tools/reference/bench.py) runs the same step.
+//
+// --profile: the backend is wrapped in the project's timers (kernels/profile.h, with a sync
+// around every entry) and, after the timed steps, the time per kernel class and per entry
+// of the timed steps (the warm-up excluded) is printed (tools/profile.h) and written to the
+// JSON as "profile". The timers cost two clock reads per entry on the CPU.
 //
 // Output: one line per timed step (seconds, loss), then "tokens/s" from the median step;
 // with --json FILE the same as a JSON object {config, tokens, clips, threads, warmup,
@@ -56,6 +61,7 @@
 #include "model/train/train.h"
 #include "tools/backend.h"
 #include "tools/parse.h"
+#include "tools/profile.h"
 
 #ifndef TESSERA_SOURCE_DIR
 #define TESSERA_SOURCE_DIR "."
@@ -79,12 +85,14 @@ typedef struct {
   int one_clip_tokens;  // 0: the mixed batch
   const char *clips;    // --clips SPEC, NULL: the mixed batch (or --one-clip-tokens)
   const char *backend;  // --backend: cpu, cuda, auto
+  int profile;          // --profile: time every entry (kernels/profile.h)
 } options;
 
 typedef struct {
   dit_config mc;
   train_config tc;
   const kernels_backend *kb;
+  kernels_backend *profiled;  // kb when --profile (owned), else NULL
   dit_model *model;
   float *adam_m, *adam_v;  // (n_params) backend memory
   kernels_param_segment *adam_segs;  // train_adamw_segments
@@ -274,6 +282,7 @@ static tsr_status run_steps(bench *b, const options *o, json_t *j) {
   long rss_before = max_rss_kb();
   tsr_status st = TSR_OK;
   for (int s = 0; !st && s < n; s++) {
+    if (s == o->warmup && b->profiled) kernels_profile_reset(b->kb);  // timed steps only
     double t0 = now_s();
     st = train_once(b, s + 1, &loss[s]);
     sec[s] = now_s() - t0;
@@ -305,6 +314,16 @@ static tsr_status run_steps(bench *b, const options *o, json_t *j) {
     json_object_set_new(j, "tokens_per_s", json_real(tps));
     json_object_set_new(j, "max_rss_kb_before_step", json_integer(rss_before));
     json_object_set_new(j, "max_rss_kb_after", json_integer(max_rss_kb()));
+    if (b->profiled) {
+      profile_report r;
+      double wall = 0;
+      for (int s = 0; s < o->steps; s++) wall += sec[o->warmup + s];
+      st = profile_collect(b->kb, o->steps, wall, &r);
+      if (!st) {
+        profile_print(stdout, &r);
+        json_object_set_new(j, "profile", profile_json(&r));
+      }
+    }
     // The backend's own count (kernels.h memory_stats): on CUDA the peak of the arena's
     // use, which nvidia-smi cannot see (it shows the whole arena, made once per run).
     size_t peak = 0, cap = 0;
@@ -322,7 +341,7 @@ static tsr_status run_steps(bench *b, const options *o, json_t *j) {
 static void usage(FILE *f) {
   fprintf(f,
     "usage: bench_train_step [--config FILE] [--set KEY=VALUE ...] [--warmup N] [--steps N]\n"
-    "                        [--dump FILE] [--json FILE] [--one-clip-tokens N]\n\n"
+    "                        [--dump FILE] [--json FILE] [--one-clip-tokens N] [--profile]\n\n"
     "Times training steps (zero grad, forward, backward, AdamW) of the DiT on the CPU\n"
     "backend on a fixed synthetic batch and prints tokens/s (bench/train/run.sh).\n\n"
     "  --config FILE          model config (default %s/configs/model/tiny.conf)\n"
@@ -338,18 +357,22 @@ static void usage(FILE *f) {
     "                         (K clips of N tokens), e.g. 16x4096 or 32768,16384,2x512\n"
     "  --backend B            cpu, cuda or auto (default), as `tessera train`; the config's\n"
     "                         train.precision (fp32 or bf16) picks the kernels\n"
+    "  --profile              time every kernel entry (kernels/profile.h) and print the\n"
+    "                         time per kernel class and entry of the timed steps\n"
     "Threads: OMP_NUM_THREADS (OpenMP kernels), OPENBLAS_NUM_THREADS (GEMMs).\n",
     TESSERA_SOURCE_DIR);
 }
 
 static int parse_options(int argc, char **argv, options *o) {
-  enum { O_CONFIG = 1, O_SET, O_WARMUP, O_STEPS, O_DUMP, O_JSON, O_ONE, O_HELP, O_BACKEND, O_CLIPS };
+  enum { O_CONFIG = 1, O_SET, O_WARMUP, O_STEPS, O_DUMP, O_JSON, O_ONE, O_HELP, O_BACKEND, O_CLIPS,
+         O_PROFILE };
   static const struct option opts[] = {
       {"config", required_argument, 0, O_CONFIG}, {"set", required_argument, 0, O_SET},
       {"warmup", required_argument, 0, O_WARMUP}, {"steps", required_argument, 0, O_STEPS},
       {"dump", required_argument, 0, O_DUMP},     {"json", required_argument, 0, O_JSON},
       {"one-clip-tokens", required_argument, 0, O_ONE}, {"help", no_argument, 0, O_HELP},
       {"backend", required_argument, 0, O_BACKEND}, {"clips", required_argument, 0, O_CLIPS},
+      {"profile", no_argument, 0, O_PROFILE},
       {0, 0, 0, 0}};
   int c;
   tsr_status st = TSR_OK;
@@ -364,6 +387,7 @@ static int parse_options(int argc, char **argv, options *o) {
     case O_BACKEND: o->backend = optarg; break;
     case O_JSON: o->json_path = optarg; break;
     case O_CLIPS: o->clips = optarg; break;
+    case O_PROFILE: o->profile = 1; break;
     case O_ONE:
       st = parse_int("--one-clip-tokens", optarg, 1, INT32_MAX / 4, &o->one_clip_tokens);
       break;
@@ -392,6 +416,7 @@ static tsr_status bench_run(const options *o, bench *b) {
   backend_choice bc;
   if (!st) st = backend_choose(o->backend, &bc);
   if (!st) st = backend_for_precision(&bc, b->tc.precision, &b->kb);
+  if (!st && o->profile && !(st = kernels_profiled(b->kb, 1, &b->profiled))) b->kb = b->profiled;
   if (st) return st;
   grid one = one_clip_grid(o->one_clip_tokens > 0 ? o->one_clip_tokens : 1);
   const grid *g = o->one_clip_tokens > 0 ? &one : MIXED;
@@ -459,6 +484,7 @@ int main(int argc, char **argv) {
   dit_free(&b.model);
   objective_device_free(&b.dev);
   objective_free(&b.ob);
+  kernels_profiled_free(&b.profiled);
   free(o.sets);
   return st ? 1 : 0;
 }

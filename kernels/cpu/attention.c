@@ -1,8 +1,8 @@
 // kernels/cpu/attention.c — attention over packed variable-length clips, flash style.
 //
 // Forward: for every (clip, head, tile of BQ queries) work item, loop over the clip's keys
-// in tiles of BK with an online softmax (running max m, running sum l, unnormalised
-// output O rescaled by exp(m_old - m_new)); finally out = O / l, lse = m + log l.
+// in tiles of BK with an online softmax (running max m, running sum l, unnormalised output
+// O rescaled by exp(m_old - m_new)); finally out = O / l, lse = m + log l.
 // Backward (given the final lse and delta = rowsum(dout * out)), two passes so that every
 // output row is owned by exactly one work item (no atomics, deterministic):
 //   pass 1, per (clip, head, key tile): loop over query tiles, recompute
@@ -10,8 +10,18 @@
 //   pass 2, per (clip, head, query tile): loop over key tiles, recompute P and dS,
 //           accumulate dq += scale dS k.
 // dS = P * (dout.v - delta). Scores are recomputed by the same tile functions in both
-// passes, so they are bitwise the same. Memory: per thread O((BQ + BK) * Dh + BQ * BK)
-// floats, plus a tile list of O(L / B + clips) entries: linear in L.
+// passes, so they are bitwise the same.
+// Clip items: clips of at most CLIP_ITEM_ROWS queries and keys, when there are enough of
+// them to keep every thread busy, get one work item per (clip, head) instead. Forward: the
+// clip's keys are transposed once for all its query tiles. Backward: ONE pass that owns
+// the clip's dq, dk and dv rows of that head and computes each P and dS tile once (the two
+// passes compute each twice). Both keep the tiles and the order of every sum, so the bits
+// are the same whichever way a clip goes (tests/kernels/test_kernels_attention.c).
+// Every product runs on register-blocked vector tiles (see "tiles in the thread's
+// scratch" below). Memory: per thread O((BQ + BK) * Dh + BQ * BK) floats, plus for clip
+// items the clip's keys and values (forward) or queries, output gradients and dQ sums
+// (backward): at most 3 * CLIP_ITEM_ROWS * Dh floats per thread; plus a tile list of
+// O(L / B + clips) entries: linear in L.
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -27,16 +37,18 @@ typedef struct {
   int rows;   // rows in the tile (<= BQ or BK)
 } tile;
 
-// Tiles of at most B rows covering every clip of cu (C + 1). *out freed by the caller.
-static tsr_status build_tiles(const char *op, const int32_t *cu, int n_clips, int B, tile **out,
-                              size_t *n_out) {
+// Tiles of at most B rows covering every clip of cu (C + 1) but those with skip[c] != 0
+// (skip may be NULL). *out freed by the caller.
+static tsr_status build_tiles(const char *op, const int32_t *cu, int n_clips, int B,
+                              const uint8_t *skip, tile **out, size_t *n_out) {
   size_t n = 0;
-  for (int c = 0; c < n_clips; c++) n += (size_t)(cu[c + 1] - cu[c] + B - 1) / B;
+  for (int c = 0; c < n_clips; c++)
+    if (!skip || !skip[c]) n += (size_t)(cu[c + 1] - cu[c] + B - 1) / B;
   tile *t = malloc((n ? n : 1) * sizeof(tile));
   if (!t) return err_set(TSR_ENOMEM, "%s: no memory for %zu tiles", op, n);
   size_t i = 0;
   for (int c = 0; c < n_clips; c++) {
-    int len = cu[c + 1] - cu[c];
+    int len = skip && skip[c] ? 0 : cu[c + 1] - cu[c];
     for (int s = 0; s < len; s += B) t[i++] = (tile){c, s, len - s < B ? len - s : B};
   }
   *out = t;
@@ -59,15 +71,16 @@ typedef void (*attn_item_fn)(float *ws, const attn_args *a, size_t r0, int n, si
                              size_t o_end, int h);
 
 // Runs fn over every (tile of cu_rows in blocks of B rows, head) in parallel, each against
-// its clip's rows of cu_other. Items write disjoint rows, so the result does not depend on
+// its clip's rows of cu_other; clips with skip[c] != 0 are left out (skip may be NULL).
+// Items write disjoint rows, so the result does not depend on
 // the number of threads.
 static tsr_status attn_for_each_tile(const char *op, const attn_args *a, const int32_t *cu_rows,
-                                     const int32_t *cu_other, int n_clips, int B, size_t per,
-                                     attn_item_fn fn) {
+                                     const int32_t *cu_other, int n_clips, const uint8_t *skip,
+                                     int B, size_t per, attn_item_fn fn) {
   tile *tiles = NULL;
   size_t nt = 0;
   float *ws = NULL;
-  tsr_status st = build_tiles(op, cu_rows, n_clips, B, &tiles, &nt);
+  tsr_status st = build_tiles(op, cu_rows, n_clips, B, skip, &tiles, &nt);
   // 64-byte aligned (kcpu_thread_scratch): the tiles inside are read with full-width vector
   // loads, and a base that malloc leaves 16 bytes past a line would split every one of
   // them across two lines (the forward's tile loop measured ~25% slower on dit-s then).
@@ -91,32 +104,230 @@ static tsr_status attn_for_each_tile(const char *op, const attn_args *a, const i
   return st;
 }
 
-// dst: (n, Dh) contiguous = rows [r0, r0 + n) of head h of x (rows of H * Dh)
-static void load_rows(float *dst, const float *x, size_t r0, int n, int h, int H, int Dh) {
-  for (int i = 0; i < n; i++)
-    memcpy(dst + (size_t)i * Dh, x + ((r0 + i) * H + h) * (size_t)Dh, (size_t)Dh * sizeof(float));
-}
+// Clips with at most this many queries and keys go through the per-(clip, head) items
+// (forward_clip_item, backward_clip_item: their workspace is linear in them); longer ones
+// through the tile items.
+enum { CLIP_ITEM_ROWS = 4096 };
 
-// dst: (Dh, BK), dst[d][j] = row r0 + j of head h of x, j < n (transposed tile)
-static void load_cols(float *dst, const float *x, size_t r0, int n, int h, int H, int Dh) {
-  for (int j = 0; j < n; j++) {
-    const float *xr = x + ((r0 + j) * H + h) * (size_t)Dh;
-    for (int d = 0; d < Dh; d++) dst[(size_t)d * BK + j] = xr[d];
+// Whether the per-(clip, head) items are used: (backward) dq, dk and dv all wanted, and
+// enough items for the threads to share (at least 4 per thread; fewer would leave threads
+// idle, where tile items keep them all busy). The choice changes no result (see the
+// items). *skip: the clips done by clip items (n_clips bytes, freed by the caller), NULL
+// when none is; *max_q, *max_k: their most queries and keys.
+static tsr_status clip_items(const char *op, const int32_t *cu_q, const int32_t *cu_k,
+                             int n_clips, int H, int all_grads, uint8_t **skip, int *n_items,
+                             int *max_q, int *max_k) {
+  *skip = NULL, *n_items = 0, *max_q = 0, *max_k = 0;
+  if (!all_grads) return TSR_OK;
+  int n = 0;
+  for (int c = 0; c < n_clips; c++) {
+    int lq = cu_q[c + 1] - cu_q[c], lk = cu_k[c + 1] - cu_k[c];
+    if (lq > 0 && lk > 0 && lq <= CLIP_ITEM_ROWS && lk <= CLIP_ITEM_ROWS) n += H;
   }
-}
-
-// S: (bq, BK) = A (bq, Dh) * Bt (Dh, BK), columns j < bk; sums over d in order.
-static void tile_dot(float *S, const float *A, const float *Bt, int bq, int bk, int Dh) {
-  for (int i = 0; i < bq; i++) {
-    float *s = S + (size_t)i * BK;
-    const float *a = A + (size_t)i * Dh;
-    for (int j = 0; j < bk; j++) s[j] = 0.0f;
-    for (int d = 0; d < Dh; d++) {
-      float ad = a[d];
-      const float *bt = Bt + (size_t)d * BK;
-      for (int j = 0; j < bk; j++) s[j] += ad * bt[j];
+  if (n < 4 * omp_get_max_threads()) return TSR_OK;
+  uint8_t *m = calloc((size_t)n_clips + 1, 1);
+  if (!m) return err_set(TSR_ENOMEM, "%s: no memory", op);
+  for (int c = 0; c < n_clips; c++) {
+    int lq = cu_q[c + 1] - cu_q[c], lk = cu_k[c + 1] - cu_k[c];
+    if (lq > 0 && lk > 0 && lq <= CLIP_ITEM_ROWS && lk <= CLIP_ITEM_ROWS) {
+      m[c] = 1;
+      if (lq > *max_q) *max_q = lq;
+      if (lk > *max_k) *max_k = lk;
     }
   }
+  *skip = m, *n_items = n;
+  return TSR_OK;
+}
+
+typedef struct {
+  int clip, head;
+  int64_t cost;  // queries x keys
+} clip_item;
+
+static int by_cost_desc(const void *x, const void *y) {
+  const clip_item *a = x, *b = y;
+  if (a->cost != b->cost) return a->cost < b->cost ? 1 : -1;
+  return a->clip != b->clip ? a->clip - b->clip : a->head - b->head;
+}
+
+// fn over the clips marked in `one` and every head, in parallel (largest first, so that
+// the threads finish together; each item writes its own rows only), with `per` floats of
+// workspace per thread.
+static tsr_status attn_for_each_clip(const char *op, const attn_args *a, const int32_t *cu_q,
+                                     const int32_t *cu_k, int n_clips, const uint8_t *one,
+                                     int n_items, size_t per, attn_item_fn fn) {
+  const int H = a->H;
+  clip_item *items = malloc((size_t)n_items * sizeof *items);
+  if (!items) return err_set(TSR_ENOMEM, "%s: no memory for %d work items", op, n_items);
+  int n = 0;
+  for (int c = 0; c < n_clips; c++)
+    for (int h = 0; one[c] && h < H; h++)
+      items[n++] = (clip_item){c, h, (int64_t)(cu_q[c + 1] - cu_q[c]) * (cu_k[c + 1] - cu_k[c])};
+  qsort(items, (size_t)n, sizeof *items, by_cost_desc);
+  float *ws = kcpu_thread_scratch(op, &per);
+  if (!ws) {
+    free(items);
+    return TSR_ENOMEM;
+  }
+#pragma omp parallel
+  {
+    float *w = ws + (size_t)omp_get_thread_num() * per;
+#pragma omp for schedule(dynamic, 1)
+    for (int it = 0; it < n; it++) {
+      int c = items[it].clip;
+      fn(w, a, (size_t)cu_q[c], (int)(cu_q[c + 1] - cu_q[c]), (size_t)cu_k[c],
+         (size_t)cu_k[c + 1], items[it].head);
+    }
+  }
+  free(ws);
+  free(items);
+  return TSR_OK;
+}
+
+// ---- tiles in the thread's scratch, and the register-blocked products over them ----------
+// A row of a head (Dh floats) is held in the scratch as NV = ceil(Dh / 16) vectors of 16
+// floats (vf16: one AVX-512 register, two AVX ones), zero-padded to Dhp = 16 NV: every
+// product below runs on whole vectors with its accumulators in registers. The padding
+// adds exact zeros (0 * 0) to sums that are never stored, so it changes no stored bit.
+// Every product sums its terms in the same order as the plain loops it replaces (d
+// ascending for scores, key or query ascending for the outputs), so the kernels keep
+// their bits: each accumulator only lives in a register instead of memory.
+typedef float vf16 __attribute__((vector_size(64)));
+enum { VW = 16, KV = BK / VW };  // floats per vector; vectors per score row
+
+static inline int padded_dh(int Dh) { return (Dh + VW - 1) / VW * VW; }
+
+// Floats of forward_rows's workspace (a multiple of 16, so what follows stays aligned).
+#define FWD_TILE_WS(Dh)                                                                  \
+  (2 * (size_t)BQ * padded_dh(Dh) + (size_t)BK * padded_dh(Dh) + (size_t)(Dh) * BK + \
+   (size_t)BQ * BK + 3 * BQ)
+
+// dst: (n, Dhp) = rows [r0, r0 + n) of head h of x (rows of H * Dh), zero-padded
+static void load_rows(float *dst, const float *x, size_t r0, int n, int h, int H, int Dh) {
+  int Dhp = padded_dh(Dh);
+  for (int i = 0; i < n; i++) {
+    float *d = dst + (size_t)i * Dhp;
+    memcpy(d, x + ((r0 + i) * H + h) * (size_t)Dh, (size_t)Dh * sizeof(float));
+    for (int e = Dh; e < Dhp; e++) d[e] = 0.0f;
+  }
+}
+
+// dst: (Dh, ld), dst[d][j] = row r0 + j of head h of x for j < n, 0 for n <= j < n
+// rounded up to BK (transposed keys; the zero columns make every score row BK wide)
+static void load_cols(float *dst, size_t ld, const float *x, size_t r0, int n, int h, int H,
+                      int Dh) {
+  for (int j = 0; j < n; j++) {
+    const float *xr = x + ((r0 + j) * H + h) * (size_t)Dh;
+    for (int d = 0; d < Dh; d++) dst[(size_t)d * ld + j] = xr[d];
+  }
+  int padded = (n + BK - 1) / BK * BK;
+  if (n < padded)
+    for (int d = 0; d < Dh; d++)
+      memset(dst + (size_t)d * ld + n, 0, (size_t)(padded - n) * sizeof(float));
+}
+
+// S: (bq, BK) = A (bq, Dhp) * Bt (Dh, BK; rows ldb apart, 64-byte aligned): s[j] = sum
+// over d ascending of a[d] bt[d][j], from 0. Two rows at a time share the loads of Bt.
+static void tile_dot(float *S, const float *A, const float *Bt, size_t ldb, int bq, int Dh) {
+  const int Dhp = padded_dh(Dh);
+  int i = 0;
+  for (; i + 1 < bq; i += 2) {
+    const float *a0 = A + (size_t)i * Dhp, *a1 = a0 + Dhp;
+    vf16 s0[KV], s1[KV];
+    for (int c = 0; c < KV; c++) s0[c] = s1[c] = (vf16){0};
+    for (int d = 0; d < Dh; d++) {
+      const vf16 *bt = (const vf16 *)(Bt + (size_t)d * ldb);
+      float x0 = a0[d], x1 = a1[d];
+      for (int c = 0; c < KV; c++) {
+        s0[c] += x0 * bt[c];
+        s1[c] += x1 * bt[c];
+      }
+    }
+    vf16 *r0 = (vf16 *)(S + (size_t)i * BK), *r1 = (vf16 *)(S + (size_t)(i + 1) * BK);
+    for (int c = 0; c < KV; c++) r0[c] = s0[c], r1[c] = s1[c];
+  }
+  for (; i < bq; i++) {
+    const float *a0 = A + (size_t)i * Dhp;
+    vf16 s0[KV];
+    for (int c = 0; c < KV; c++) s0[c] = (vf16){0};
+    for (int d = 0; d < Dh; d++) {
+      const vf16 *bt = (const vf16 *)(Bt + (size_t)d * ldb);
+      float x0 = a0[d];
+      for (int c = 0; c < KV; c++) s0[c] += x0 * bt[c];
+    }
+    vf16 *r0 = (vf16 *)(S + (size_t)i * BK);
+    for (int c = 0; c < KV; c++) r0[c] = s0[c];
+  }
+}
+
+// The row products: R rows of nv vectors each, both compile-time (the R * nv accumulators
+// stay in registers; R independent rows hide the latency of the additions, which within
+// one row must stay in order). Rows wider than NVMAX vectors go through NVMAX at a time.
+enum { NVMAX = 4, RMAX = 4 };
+
+// For r < R: o_r (nv vectors, o + r * os) = o_r * corr[r] + sum over j < n ascending of
+// p[r * prs + j * ps] x[j] (x: rows of xs floats, shared by the R rows). corr NULL: 1 (the
+// product with 1 is then skipped: it is exact anyway).
+static inline __attribute__((always_inline)) void rows_axpy_k(float *o, size_t os,
+                                                             const float *corr, const float *p,
+                                                             size_t prs, size_t ps, const float *x,
+                                                             size_t xs, int n, const int R,
+                                                             const int nv) {
+  vf16 acc[RMAX][NVMAX];
+  for (int r = 0; r < R; r++)
+    for (int c = 0; c < nv; c++) {
+      acc[r][c] = ((const vf16 *)(o + r * os))[c];
+      if (corr) acc[r][c] *= corr[r];
+    }
+  for (int j = 0; j < n; j++) {
+    const vf16 *xj = (const vf16 *)(x + (size_t)j * xs);
+    for (int r = 0; r < R; r++) {
+      float pj = p[r * prs + (size_t)j * ps];
+      for (int c = 0; c < nv; c++) acc[r][c] += pj * xj[c];
+    }
+  }
+  for (int r = 0; r < R; r++)
+    for (int c = 0; c < nv; c++) ((vf16 *)(o + r * os))[c] = acc[r][c];
+}
+
+// rows_axpy_k over `rows` rows of Dhp floats (o, x rows 64-byte aligned; Dhp a multiple
+// of 16): groups of 4 rows when a row is one vector, 2 when two, else one.
+static void rows_axpy(float *o, size_t os, const float *corr, const float *p, size_t prs,
+                      size_t ps, const float *x, size_t xs, int n, int rows, int Dhp) {
+  int r = 0;
+  if (Dhp == VW)
+    for (; r + 4 <= rows; r += 4)
+      rows_axpy_k(o + r * os, os, corr ? corr + r : NULL, p + r * prs, prs, ps, x, xs, n, 4, 1);
+  if (Dhp == 2 * VW)
+    for (; r + 2 <= rows; r += 2)
+      rows_axpy_k(o + r * os, os, corr ? corr + r : NULL, p + r * prs, prs, ps, x, xs, n, 2, 2);
+  for (; r < rows; r++) {
+    float *orow = o + r * os;
+    const float *cr = corr ? corr + r : NULL, *pr = p + r * prs;
+    for (int v0 = 0; v0 < Dhp; v0 += NVMAX * VW) {
+      int nv = (Dhp - v0) / VW < NVMAX ? (Dhp - v0) / VW : NVMAX;
+      switch (nv) {
+      case 1: rows_axpy_k(orow + v0, 0, cr, pr, 0, ps, x + v0, xs, n, 1, 1); break;
+      case 2: rows_axpy_k(orow + v0, 0, cr, pr, 0, ps, x + v0, xs, n, 1, 2); break;
+      case 3: rows_axpy_k(orow + v0, 0, cr, pr, 0, ps, x + v0, xs, n, 1, 3); break;
+      default: rows_axpy_k(orow + v0, 0, cr, pr, 0, ps, x + v0, xs, n, 1, 4); break;
+      }
+    }
+  }
+}
+
+// max(m, s[0 .. BK)) with the comparisons of `s > m ? s : m` (a NaN is never taken), in
+// vectors: the maximum of a set does not depend on the order it is taken in.
+typedef int32_t vi16 __attribute__((vector_size(64)));
+static inline float row_max(const float *s, float m) {
+  vf16 mv = (vf16){0} + m;
+  for (int c = 0; c < KV; c++) {
+    vf16 x = ((const vf16 *)s)[c];
+    vi16 gt = x > mv;
+    mv = (vf16)(((vi16)x & gt) | ((vi16)mv & ~gt));
+  }
+  for (int e = 0; e < VW; e++) m = mv[e] > m ? mv[e] : m;
+  return m;
 }
 
 // y: (n) += alpha * x: (n)
@@ -135,48 +346,99 @@ static tsr_status check_attn(const char *op, const int32_t *cu_q, const int32_t 
   return st ? st : kcpu_check_cu(op, "cu_k", cu_k, n_clips, Lk);
 }
 
-// One forward work item: queries [q0, q0 + bq) of head h against keys [k_begin, k_end).
-// ws: BQ*Dh (Q) + BQ*Dh (O) + Dh*BK (Kt) + BQ*BK (S) + 2*BQ (m, l) floats
-static void forward_item(float *ws, const attn_args *a, size_t q0, int bq, size_t k_begin,
-                         size_t k_end, int h) {
+// Queries [q0, q0 + bq) of head h against keys [k_begin, k_end). The keys come from Ktc
+// (Dh, ldk) and Vc (rows of Dhp) when given, transposed and padded once for the clip
+// (forward_clip_item), else tile by tile from k and v.
+// ws: BQ*Dhp (Q) + BQ*Dhp (O) + BK*Dhp (V) + Dh*BK (Kt) + BQ*BK (S) + 3*BQ (m, l, corr)
+static void forward_rows(float *ws, const attn_args *a, size_t q0, int bq, size_t k_begin,
+                         size_t k_end, int h, const float *Ktc, size_t ldk, const float *Vc) {
   float *out = a->out, *lse = a->lse;
   const float *q = a->q, *k = a->k, *v = a->v, scale = a->scale;
-  const int H = a->H, Dh = a->Dh;
-  float *Q = ws, *O = Q + (size_t)BQ * Dh, *Kt = O + (size_t)BQ * Dh, *S = Kt + (size_t)Dh * BK;
-  float *m = S + (size_t)BQ * BK, *l = m + BQ;
+  const int H = a->H, Dh = a->Dh, Dhp = padded_dh(Dh);
+  float *Q = ws, *O = Q + (size_t)BQ * Dhp, *Vw = O + (size_t)BQ * Dhp;
+  float *Ktw = Vw + (size_t)BK * Dhp;
+  float *S = Ktw + (size_t)Dh * BK, *m = S + (size_t)BQ * BK, *l = m + BQ, *corr = l + BQ;
   load_rows(Q, q, q0, bq, h, H, Dh);
-  memset(O, 0, (size_t)bq * Dh * sizeof(float));
+  memset(O, 0, (size_t)bq * Dhp * sizeof(float));
   for (int i = 0; i < bq; i++) {
     m[i] = -INFINITY;
     l[i] = 0.0f;
   }
   for (size_t k0 = k_begin; k0 < k_end; k0 += BK) {
     int bk = k_end - k0 < BK ? (int)(k_end - k0) : BK;
-    load_cols(Kt, k, k0, bk, h, H, Dh);
-    tile_dot(S, Q, Kt, bq, bk, Dh);
-    for (int i = 0; i < bq; i++) {
-      float *s = S + (size_t)i * BK, mx = m[i];
-      for (int j = 0; j < bk; j++) {
-        s[j] *= scale;
-        mx = s[j] > mx ? s[j] : mx;
-      }
-      float corr = kcpu_expf(m[i] - mx), sum = 0.0f;
-      for (int j = 0; j < bk; j++) {
-        s[j] = kcpu_expf(s[j] - mx);
-        sum += s[j];
-      }
-      l[i] = l[i] * corr + sum;
-      m[i] = mx;
-      float *o = O + (size_t)i * Dh;
-      for (int d = 0; d < Dh; d++) o[d] *= corr;
-      for (int j = 0; j < bk; j++) row_axpy(o, s[j], v + ((k0 + j) * H + h) * (size_t)Dh, Dh);
+    const float *Kt = Ktw, *V = Vw;
+    size_t ld = BK;
+    if (Ktc) {
+      Kt = Ktc + (k0 - k_begin), V = Vc + (k0 - k_begin) * Dhp, ld = ldk;
+    } else {
+      load_cols(Ktw, BK, k, k0, bk, h, H, Dh);
+      load_rows(Vw, v, k0, bk, h, H, Dh);
     }
+    tile_dot(S, Q, Kt, ld, bq, Dh);
+    for (int i = 0; i < bq; i++) {
+      float *s = S + (size_t)i * BK;
+      for (int j = 0; j < BK; j++) s[j] *= scale;
+      for (int j = bk; j < BK; j++) s[j] = -INFINITY;  // past the clip's last key
+      float mx = row_max(s, m[i]);
+      for (int j = 0; j < BK; j++) s[j] = kcpu_expf(s[j] - mx);  // exp(-inf) = 0
+      corr[i] = kcpu_expf(m[i] - mx);
+      m[i] = mx;
+    }
+    // l = l corr + the row's sum over keys in order; four rows' sums side by side
+    int i = 0;
+    for (; i + 4 <= bq; i += 4) {
+      const float *s0 = S + (size_t)i * BK;
+      float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+      for (int j = 0; j < bk; j++) {
+        a0 += s0[j];
+        a1 += s0[BK + j];
+        a2 += s0[2 * BK + j];
+        a3 += s0[3 * BK + j];
+      }
+      l[i] = l[i] * corr[i] + a0;
+      l[i + 1] = l[i + 1] * corr[i + 1] + a1;
+      l[i + 2] = l[i + 2] * corr[i + 2] + a2;
+      l[i + 3] = l[i + 3] * corr[i + 3] + a3;
+    }
+    for (; i < bq; i++) {
+      const float *s0 = S + (size_t)i * BK;
+      float a0 = 0.0f;
+      for (int j = 0; j < bk; j++) a0 += s0[j];
+      l[i] = l[i] * corr[i] + a0;
+    }
+    // O[i] = O[i] corr[i] + sum over keys j in order of S[i][j] V[j]
+    rows_axpy(O, (size_t)Dhp, corr, S, BK, 1, V, (size_t)Dhp, bk, bq, Dhp);
   }
   for (int i = 0; i < bq; i++) {
     float *dst = out + ((q0 + i) * H + h) * (size_t)Dh;
     float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
-    for (int d = 0; d < Dh; d++) dst[d] = O[(size_t)i * Dh + d] * inv;
+    for (int d = 0; d < Dh; d++) dst[d] = O[(size_t)i * Dhp + d] * inv;
     lse[(q0 + i) * H + h] = l[i] > 0.0f ? m[i] + logf(l[i]) : -INFINITY;
+  }
+}
+
+// One forward work item of the tile scheme: a tile of queries against the clip's keys.
+static void forward_item(float *ws, const attn_args *a, size_t q0, int bq, size_t k_begin,
+                         size_t k_end, int h) {
+  forward_rows(ws, a, q0, bq, k_begin, k_end, h, NULL, 0, NULL);
+}
+
+// One forward item per (clip, head) (see clip_items): the clip's keys transposed and its
+// values padded ONCE, then every query tile against them (the tile items redo both for
+// each query tile). Same arithmetic, same bits. ws: forward_rows's, then Dh*ldk (Ktc) and
+// lenk*Dhp (Vc), ldk = lenk rounded up to BK.
+static void forward_clip_item(float *ws, const attn_args *a, size_t q_begin, int n_q,
+                              size_t k_begin, size_t k_end, int h) {
+  size_t q_end = q_begin + (size_t)n_q;
+  const int H = a->H, Dh = a->Dh;
+  int lenk = (int)(k_end - k_begin);
+  size_t ldk = (size_t)(lenk + BK - 1) / BK * BK;
+  float *Ktc = ws + FWD_TILE_WS(Dh), *Vc = Ktc + (size_t)Dh * ldk;
+  load_cols(Ktc, ldk, a->k, k_begin, lenk, h, H, Dh);
+  load_rows(Vc, a->v, k_begin, lenk, h, H, Dh);
+  for (size_t q0 = q_begin; q0 < q_end; q0 += BQ) {
+    int bq = q_end - q0 < BQ ? (int)(q_end - q0) : BQ;
+    forward_rows(ws, a, q0, bq, k_begin, k_end, h, Ktc, ldk, Vc);
   }
 }
 
@@ -195,9 +457,19 @@ tsr_status kcpu_attention_partial_forward(kb_t *kb, float *out, float *lse, cons
     KCPU_NEED(op, k);
     KCPU_NEED(op, v);
   }
-  size_t per = 2 * (size_t)BQ * Dh + (size_t)Dh * BK + (size_t)BQ * BK + 2 * BQ;
   attn_args a = {.out = out, .lse = lse, .q = q, .k = k, .v = v, .H = H, .Dh = Dh, .scale = scale};
-  return attn_for_each_tile(op, &a, cu_q, cu_k, n_clips, BQ, per, forward_item);
+  // Clips with clip items (clip_items) go through forward_clip_item, the others by tiles.
+  uint8_t *one = NULL;
+  int n_items = 0, max_q = 0, max_k = 0;
+  if (Lk > 0) st = clip_items(op, cu_q, cu_k, n_clips, H, 1, &one, &n_items, &max_q, &max_k);
+  size_t ldk = (size_t)(max_k + BK - 1) / BK * BK;
+  size_t per1 = FWD_TILE_WS(Dh) + (size_t)Dh * ldk + (size_t)max_k * padded_dh(Dh);
+  if (!st && one)
+    st = attn_for_each_clip(op, &a, cu_q, cu_k, n_clips, one, n_items, per1, forward_clip_item);
+  if (!st)
+    st = attn_for_each_tile(op, &a, cu_q, cu_k, n_clips, one, BQ, FWD_TILE_WS(Dh), forward_item);
+  free(one);
+  return st;
 }
 
 tsr_status kcpu_attention_forward(kb_t *kb, float *out, float *lse, const float *q, const float *k,
@@ -260,12 +532,12 @@ tsr_status kcpu_attention_delta(kb_t *kb, float *delta, const float *dout, const
 
 // Shared by both backward passes. For queries [q0, q0 + bq) and the key tile held in
 // Kt, Vt (Dh, BK): P (bq, BK) = exp(scale Q.K - lse), dS (bq, BK) = P * (dO.V - delta).
-// Q, dO: (bq, Dh) loaded; lse, delta: (Lq, H) of the queries.
+// Q, dO: (bq, Dhp) loaded; lse, delta: (Lq, H) of the queries.
 static void tile_grad(float *P, float *dS, const float *Q, const float *dO, const float *Kt,
                       const float *Vt, const float *lse, const float *delta, size_t q0, int bq,
                       int bk, int h, int H, int Dh, float scale) {
-  tile_dot(P, Q, Kt, bq, bk, Dh);
-  tile_dot(dS, dO, Vt, bq, bk, Dh);
+  tile_dot(P, Q, Kt, BK, bq, Dh);
+  tile_dot(dS, dO, Vt, BK, bq, Dh);
   for (int i = 0; i < bq; i++) {
     float li = lse[(q0 + i) * H + h], di = delta[(q0 + i) * H + h];
     float *p = P + (size_t)i * BK, *ds = dS + (size_t)i * BK;
@@ -281,65 +553,112 @@ static void tile_grad(float *P, float *dS, const float *Q, const float *dO, cons
 }
 
 // Pass 1 item: key tile [k0, k0 + bk) of head h against queries [q_begin, q_end):
-// dk, dv rows += their contributions. ws: Kt, Vt (Dh*BK each), dK, dV (BK*Dh each),
-// Q, dO (BQ*Dh each), P, dS (BQ*BK each).
+// dk, dv rows += their contributions. ws: Kt, Vt (Dh*BK each), dK, dV (BK*Dhp each),
+// Q, dO (BQ*Dhp each), P, dS (BQ*BK each).
 static void backward_kv_item(float *ws, const attn_args *a, size_t k0, int bk, size_t q_begin,
                              size_t q_end, int h) {
   float *dk = a->dk, *dv = a->dv;
   const float *dout = a->dout, *q = a->q, *k = a->k, *v = a->v, *lse = a->lse_in;
   const float *delta = a->delta, scale = a->scale;
-  const int H = a->H, Dh = a->Dh;
-  size_t tk = (size_t)Dh * BK, tq = (size_t)BQ * Dh;
-  float *Kt = ws, *Vt = Kt + tk, *dK = Vt + tk, *dV = dK + tk, *Q = dV + tk, *dO = Q + tq;
+  const int H = a->H, Dh = a->Dh, Dhp = padded_dh(Dh);
+  size_t tk = (size_t)Dh * BK, tr = (size_t)BK * Dhp, tq = (size_t)BQ * Dhp;
+  float *Kt = ws, *Vt = Kt + tk, *dK = Vt + tk, *dV = dK + tr, *Q = dV + tr, *dO = Q + tq;
   float *P = dO + tq, *dS = P + (size_t)BQ * BK;
-  load_cols(Kt, k, k0, bk, h, H, Dh);
-  load_cols(Vt, v, k0, bk, h, H, Dh);
-  memset(dK, 0, (size_t)bk * Dh * sizeof(float));
-  memset(dV, 0, (size_t)bk * Dh * sizeof(float));
+  load_cols(Kt, BK, k, k0, bk, h, H, Dh);
+  load_cols(Vt, BK, v, k0, bk, h, H, Dh);
+  memset(dK, 0, (size_t)bk * Dhp * sizeof(float));
+  memset(dV, 0, (size_t)bk * Dhp * sizeof(float));
   for (size_t q0 = q_begin; q0 < q_end; q0 += BQ) {
     int bq = q_end - q0 < BQ ? (int)(q_end - q0) : BQ;
     load_rows(Q, q, q0, bq, h, H, Dh);
     load_rows(dO, dout, q0, bq, h, H, Dh);
     tile_grad(P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, bk, h, H, Dh, scale);
-    for (int i = 0; i < bq; i++)
-      for (int j = 0; j < bk; j++) {
-        row_axpy(dV + (size_t)j * Dh, P[(size_t)i * BK + j], dO + (size_t)i * Dh, Dh);
-        row_axpy(dK + (size_t)j * Dh, dS[(size_t)i * BK + j], Q + (size_t)i * Dh, Dh);
-      }
+    // dV[j] += sum over queries i ascending of P[i][j] dO[i], dK[j] likewise with dS, Q
+    rows_axpy(dV, (size_t)Dhp, NULL, P, 1, BK, dO, (size_t)Dhp, bq, bk, Dhp);
+    rows_axpy(dK, (size_t)Dhp, NULL, dS, 1, BK, Q, (size_t)Dhp, bq, bk, Dhp);
   }
   for (int j = 0; j < bk; j++) {
     size_t o = ((k0 + j) * H + h) * (size_t)Dh;
-    row_axpy(dk + o, scale, dK + (size_t)j * Dh, Dh);
-    row_axpy(dv + o, 1.0f, dV + (size_t)j * Dh, Dh);
+    row_axpy(dk + o, scale, dK + (size_t)j * Dhp, Dh);
+    row_axpy(dv + o, 1.0f, dV + (size_t)j * Dhp, Dh);
   }
 }
 
 // Pass 2 item: query tile [q0, q0 + bq) of head h against keys [k_begin, k_end): dq rows +=.
-// ws: Kt, Vt (Dh*BK each), Q, dO, dQ (BQ*Dh each), P, dS (BQ*BK each).
+// ws: Kt, Vt (Dh*BK each), K (BK*Dhp), Q, dO, dQ (BQ*Dhp each), P, dS (BQ*BK each).
 static void backward_q_item(float *ws, const attn_args *a, size_t q0, int bq, size_t k_begin,
                             size_t k_end, int h) {
   float *dq = a->dq;
   const float *dout = a->dout, *q = a->q, *k = a->k, *v = a->v, *lse = a->lse_in;
   const float *delta = a->delta, scale = a->scale;
-  const int H = a->H, Dh = a->Dh;
-  size_t tk = (size_t)Dh * BK, tq = (size_t)BQ * Dh;
-  float *Kt = ws, *Vt = Kt + tk, *Q = Vt + tk, *dO = Q + tq, *dQ = dO + tq, *P = dQ + tq;
-  float *dS = P + (size_t)BQ * BK;
+  const int H = a->H, Dh = a->Dh, Dhp = padded_dh(Dh);
+  size_t tk = (size_t)Dh * BK, tr = (size_t)BK * Dhp, tq = (size_t)BQ * Dhp;
+  float *Kt = ws, *Vt = Kt + tk, *K = Vt + tk, *Q = K + tr, *dO = Q + tq, *dQ = dO + tq;
+  float *P = dQ + tq, *dS = P + (size_t)BQ * BK;
   load_rows(Q, q, q0, bq, h, H, Dh);
   load_rows(dO, dout, q0, bq, h, H, Dh);
-  memset(dQ, 0, (size_t)bq * Dh * sizeof(float));
+  memset(dQ, 0, (size_t)bq * Dhp * sizeof(float));
   for (size_t k0 = k_begin; k0 < k_end; k0 += BK) {
     int bk = k_end - k0 < BK ? (int)(k_end - k0) : BK;
-    load_cols(Kt, k, k0, bk, h, H, Dh);
-    load_cols(Vt, v, k0, bk, h, H, Dh);
+    load_cols(Kt, BK, k, k0, bk, h, H, Dh);
+    load_cols(Vt, BK, v, k0, bk, h, H, Dh);
+    load_rows(K, k, k0, bk, h, H, Dh);
     tile_grad(P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, bk, h, H, Dh, scale);
-    for (int i = 0; i < bq; i++)
-      for (int j = 0; j < bk; j++)
-        row_axpy(dQ + (size_t)i * Dh, dS[(size_t)i * BK + j], k + ((k0 + j) * H + h) * (size_t)Dh,
-                 Dh);
+    // dQ[i] += sum over keys j ascending of dS[i][j] K[j]
+    rows_axpy(dQ, (size_t)Dhp, NULL, dS, BK, 1, K, (size_t)Dhp, bk, bq, Dhp);
   }
   for (int i = 0; i < bq; i++)
-    row_axpy(dq + ((q0 + i) * H + h) * (size_t)Dh, scale, dQ + (size_t)i * Dh, Dh);
+    row_axpy(dq + ((q0 + i) * H + h) * (size_t)Dh, scale, dQ + (size_t)i * Dhp, Dh);
+}
+
+// One-pass item: every key tile of clip c's head h against every query tile, giving dk, dv
+// of each key tile (as backward_kv_item) and dq of the whole clip (as backward_q_item) from
+// ONE computation of each P and dS tile, where the two passes compute each twice. The
+// clip's dQ sums stay in the workspace (lenq rows) across the key tiles; every sum runs
+// in the order of the two-pass items (keys ascending for dQ, queries ascending for dK,
+// dV), with the same tiles, so the results are bitwise theirs.
+// The clip's queries and output gradients are loaded once (the tile items reload them for
+// every key tile). ws: Kt, Vt (Dh*BK each), K, dK, dV (BK*Dhp each), P, dS (BQ*BK each),
+// Qc, dOc, dQ (lenq*Dhp each).
+static void backward_clip_item(float *ws, const attn_args *a, size_t q_begin, int n_q,
+                               size_t k_begin, size_t k_end, int h) {
+  size_t q_end = q_begin + (size_t)n_q;
+  float *dq = a->dq, *dk = a->dk, *dv = a->dv;
+  const float *dout = a->dout, *q = a->q, *k = a->k, *v = a->v, *lse = a->lse_in;
+  const float *delta = a->delta, scale = a->scale;
+  const int H = a->H, Dh = a->Dh, Dhp = padded_dh(Dh);
+  size_t tk = (size_t)Dh * BK, tr = (size_t)BK * Dhp;
+  size_t lq = q_end - q_begin;
+  float *Kt = ws, *Vt = Kt + tk, *K = Vt + tk, *dK = K + tr, *dV = dK + tr, *P = dV + tr;
+  float *dS = P + (size_t)BQ * BK, *Qc = dS + (size_t)BQ * BK, *dOc = Qc + lq * Dhp;
+  float *dQ = dOc + lq * Dhp;
+  load_rows(Qc, q, q_begin, (int)lq, h, H, Dh);
+  load_rows(dOc, dout, q_begin, (int)lq, h, H, Dh);
+  memset(dQ, 0, lq * Dhp * sizeof(float));
+  for (size_t k0 = k_begin; k0 < k_end; k0 += BK) {
+    int bk = k_end - k0 < BK ? (int)(k_end - k0) : BK;
+    load_cols(Kt, BK, k, k0, bk, h, H, Dh);
+    load_cols(Vt, BK, v, k0, bk, h, H, Dh);
+    load_rows(K, k, k0, bk, h, H, Dh);
+    memset(dK, 0, (size_t)bk * Dhp * sizeof(float));
+    memset(dV, 0, (size_t)bk * Dhp * sizeof(float));
+    for (size_t q0 = q_begin; q0 < q_end; q0 += BQ) {
+      int bq = q_end - q0 < BQ ? (int)(q_end - q0) : BQ;
+      const float *Q = Qc + (q0 - q_begin) * Dhp, *dO = dOc + (q0 - q_begin) * Dhp;
+      tile_grad(P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, bk, h, H, Dh, scale);
+      rows_axpy(dV, (size_t)Dhp, NULL, P, 1, BK, dO, (size_t)Dhp, bq, bk, Dhp);
+      rows_axpy(dK, (size_t)Dhp, NULL, dS, 1, BK, Q, (size_t)Dhp, bq, bk, Dhp);
+      rows_axpy(dQ + (q0 - q_begin) * Dhp, (size_t)Dhp, NULL, dS, BK, 1, K, (size_t)Dhp, bk,
+                bq, Dhp);
+    }
+    for (int j = 0; j < bk; j++) {
+      size_t o = ((k0 + j) * H + h) * (size_t)Dh;
+      row_axpy(dk + o, scale, dK + (size_t)j * Dhp, Dh);
+      row_axpy(dv + o, 1.0f, dV + (size_t)j * Dhp, Dh);
+    }
+  }
+  for (size_t i = q_begin; i < q_end; i++)
+    row_axpy(dq + (i * H + h) * (size_t)Dh, scale, dQ + (i - q_begin) * Dhp, Dh);
 }
 
 // dq: (Lq, H, Dh), dk, dv: (Lk, H, Dh) accumulated; dout, q: (Lq, H, Dh); k, v: (Lk, H, Dh);
@@ -361,13 +680,27 @@ tsr_status kcpu_attention_partial_backward(kb_t *kb, float *dq, float *dk, float
   KCPU_NEED(op, v);
   KCPU_NEED(op, lse);
   KCPU_NEED(op, delta);
-  size_t per = 4 * (size_t)Dh * BK + 3 * (size_t)BQ * Dh + 2 * (size_t)BQ * BK;
+  size_t Dhp = (size_t)padded_dh(Dh);
+  // the larger of the two passes' workspaces (backward_kv_item, backward_q_item)
+  size_t per = 2 * (size_t)Dh * BK + 2 * (size_t)BK * Dhp + 3 * (size_t)BQ * Dhp +
+               2 * (size_t)BQ * BK;
   attn_args a = {.dq = dq, .dk = dk, .dv = dv, .q = q, .k = k, .v = v, .dout = dout,
                  .lse_in = lse, .delta = delta, .H = H, .Dh = Dh, .scale = scale};
-  // Two passes, so that every output row is written by one work item (no atomics, the
-  // same bits for any number of threads): per key tile for dk, dv; per query tile for dq.
-  if (dk) st = attn_for_each_tile(op, &a, cu_k, cu_q, n_clips, BK, per, backward_kv_item);
-  if (!st && dq) st = attn_for_each_tile(op, &a, cu_q, cu_k, n_clips, BQ, per, backward_q_item);
+  // Every output row is written by one work item (no atomics, the same bits for any
+  // number of threads): clips done in one pass (clip_items) by one item per (clip, head);
+  // the others in two passes, per key tile for dk, dv and per query tile for dq.
+  uint8_t *one = NULL;
+  int n_items = 0, max_q = 0, max_k = 0;
+  st = clip_items(op, cu_q, cu_k, n_clips, H, dq && dk, &one, &n_items, &max_q, &max_k);
+  size_t per1 = 2 * (size_t)Dh * BK + 3 * (size_t)BK * Dhp + 2 * (size_t)BQ * BK +
+                3 * (size_t)max_q * Dhp;
+  if (!st && one)
+    st = attn_for_each_clip(op, &a, cu_q, cu_k, n_clips, one, n_items, per1, backward_clip_item);
+  if (!st && dk)
+    st = attn_for_each_tile(op, &a, cu_k, cu_q, n_clips, one, BK, per, backward_kv_item);
+  if (!st && dq)
+    st = attn_for_each_tile(op, &a, cu_q, cu_k, n_clips, one, BQ, per, backward_q_item);
+  free(one);
   return st;
 }
 

@@ -27,10 +27,11 @@ tsr_status kcpu_check_mstride(const char *op, int mstride, int D);
 // exp(x) for the softmax loops, written so the compiler can vectorise it (libm's expf is a
 // scalar call): x = k ln2 + r with |r| <= ln2/2 (two-part ln2), exp(r) by its degree-6
 // Taylor polynomial (truncation < 1.3e-7 relative), times 2^k through the exponent bits.
-// x < -87 gives 0 (as expf underflows there, and exp(-inf) = 0); NaN stays NaN.
-// Relative error about 2e-7 against expf; deterministic.
+// x < -87 gives 0 (as expf underflows there, and exp(-inf) = 0); NaN stays NaN (the
+// clamp sends it to -87 first: converting a NaN to int, as the exponent step would, is
+// undefined). Relative error about 2e-7 against expf; deterministic.
 static inline float kcpu_expf(float x) {
-  float xc = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  float xc = x > -87.0f ? (x < 88.0f ? x : 88.0f) : -87.0f;
   float kf = __builtin_rintf(xc * 1.44269504088896341f);
   float r = xc - kf * 0.693359375f;        // ln2, high part (exact in float)
   r = r - kf * -2.12194440e-4f;            // ln2, low part
@@ -41,7 +42,7 @@ static inline float kcpu_expf(float x) {
   bits += (int32_t)kf * (1 << 23);
   float y;
   __builtin_memcpy(&y, &bits, sizeof y);
-  return x < -87.0f ? 0.0f : y;
+  return x < -87.0f ? 0.0f : (x == x ? y : x);
 }
 
 static inline int kcpu_clip_of(const int32_t *cu, int n_clips, int i) {
