@@ -95,6 +95,7 @@ typedef struct {
   kernels_backend *profiled;  // kb when --profile (owned), else NULL
   dit_model *model;
   float *adam_m, *adam_v;  // (n_params) backend memory
+  float *loss_dev;         // (1) [f32] backend memory: the step's loss, read once per step
   kernels_param_segment *adam_segs;  // train_adamw_segments
   int n_adam_segs;
   objective_batch ob;      // host memory, used directly as the batch (see the top comment)
@@ -216,19 +217,26 @@ static tsr_status build_model(bench *b) {
   size_t bytes = dit_num_params(b->model) * sizeof(float);
   if (!st) st = kb->alloc(kb, (void **)&b->adam_m, bytes);
   if (!st) st = kb->alloc(kb, (void **)&b->adam_v, bytes);
+  if (!st) st = kb->alloc(kb, (void **)&b->loss_dev, sizeof(float));
   if (!st) st = train_adamw_segments(b->model, &b->adam_segs, &b->n_adam_segs);
   return st ? err_wrap(st, "bench: model: ") : TSR_OK;
 }
 
 // One training step with AdamW step count `t` (>= 1); *loss = the step's loss.
+// The loss stays on the backend until the step is queued (dit_forward_dev) and is read
+// once after it, as the trainer does: on CUDA a read between forward and backward would
+// make the host wait for the forward before it queues the backward.
 static tsr_status train_once(bench *b, int64_t t, double *loss) {
   const kernels_backend *kb = b->kb;
+  float loss_host = 0.0f;
   tsr_status st = dit_zero_grad(b->model);
-  if (!st) st = dit_forward(b->model, &b->batch, NULL, loss);
+  if (!st) st = dit_forward_dev(b->model, &b->batch, NULL, b->loss_dev);
   if (!st) st = dit_backward(b->model, &b->batch);
   if (!st) st = train_adamw(b->model, &b->tc, b->adam_m, b->adam_v, b->adam_segs, b->n_adam_segs,
                             b->tc.lr, t, 1.0f);
+  if (!st) st = kb->to_host(kb, &loss_host, b->loss_dev, sizeof loss_host);
   if (!st) st = kb->sync(kb);
+  *loss = loss_host;
   return st ? err_wrap(st, "bench: step %lld: ", (long long)t) : TSR_OK;
 }
 
@@ -479,6 +487,7 @@ int main(int argc, char **argv) {
   if (b.kb) {
     b.kb->free(b.kb, b.adam_m);
     b.kb->free(b.kb, b.adam_v);
+    b.kb->free(b.kb, b.loss_dev);
     b.kb->free(b.kb, b.adam_segs);
   }
   dit_free(&b.model);
