@@ -57,8 +57,9 @@
 # RECOMPUTE_1B_LONG (1), MEM (1: the memory runs; MEM_CASES picks them, e.g. 16384:0,65536:2),
 # CASE_TIMEOUT (420 s per side), TESSERA_NVIDIA_PIP, PY (python3 with torch); the tessera
 # side's TESSERA_CUDA_* switches pass through (docs/gpu.md; results.json "env" records
-# them): TESSERA_CUDA_GRAPHS (default here 1) and TESSERA_CUDA_ATTENTION_DETERMINISTIC
-# (default here 0), e.g. TESSERA_CUDA_GRAPHS=0 for the eager step.
+# them): TESSERA_CUDA_GRAPHS (default 0: the eager step, which is what `tessera train` runs
+# today, since the trainer does not record graphs yet; =1 shows what recorded graphs give on
+# a fixed batch) and TESSERA_CUDA_ATTENTION_DETERMINISTIC (default here 0).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -133,7 +134,7 @@ fi
 # The tessera side's speed switches (docs/gpu.md), unless given: recorded graphs of the
 # forward and backward, and cuDNN's fp32-atomic attention backward (the deterministic one
 # fits only small microbatches; PyTorch's cuDNN SDPA backward is not deterministic either).
-export TESSERA_CUDA_GRAPHS=${TESSERA_CUDA_GRAPHS:-1}
+export TESSERA_CUDA_GRAPHS=${TESSERA_CUDA_GRAPHS:-0}
 export TESSERA_CUDA_ATTENTION_DETERMINISTIC=${TESSERA_CUDA_ATTENTION_DETERMINISTIC:-0}
 
 LOG=$OUT/bench.log
