@@ -71,8 +71,25 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
     out->inputs = out->attention = 0;
     out->measured = 1;
   }
+  size_t asz = kernels_dtype_size(act);
+  if (tc->val_clips > 0)  // dist_step_eval: eval_pred (L, P) [act] and eval_out (1 + C) [f32]
+    out->validation = (size_t)tokens * (size_t)P * asz + (1 + (size_t)C) * sizeof(float);
+  if (tc->sample_every > 0) {
+    // model/train/samples.c: a second model of the same config holding the EMA weights,
+    // forward only (whole-block recompute: one block's activations), for a guided pair of
+    // 2 clips of N <= tokens / 2 tokens each; model/sample/sample.c bufs_alloc: x and pred
+    // (2N, P) [act], state (N, P) [f32], pos (2N, 3) int32, t, cu, labels and cu_text.
+    dit_config smc = *mc;
+    smc.recompute = DIT_RECOMPUTE_BLOCK;
+    dit_memory sm;
+    if ((st = dit_memory_bytes(&smc, act, tokens, 2, &sm))) return st;
+    size_t N = tokens / 2 > 0 ? (size_t)tokens / 2 : 1;
+    out->samples = sm.params + sm.grads + sm.act_weights + sm.activations +
+                   2 * (2 * N * (size_t)P * asz) + N * (size_t)P * sizeof(float) +
+                   2 * N * 3 * sizeof(int32_t) + (2 + 3 + 2 + 3) * 4;
+  }
   out->allocated = out->weights + out->grads + out->optimizer + out->activations +
-                   out->inputs + out->ring;
+                   out->inputs + out->ring + out->validation + out->samples;
   out->total = out->allocated + out->attention + out->reserve;
   st = per_token_block(mc, act, 0, &out->act_token_block);
   if (!st) st = per_token_block(mc, act, DIT_RECOMPUTE_BLOCK, &out->act_token_block_recompute);
@@ -167,11 +184,14 @@ tsr_status train_memory_limit(train_config *tc, const dit_config *mc, const kern
 }
 
 void train_memory_format(const train_memory *m, char *buf, size_t n) {
-  char s[9][32];
+  char s[11][32], extra[96] = "";
+  if (m->validation || m->samples)
+    snprintf(extra, sizeof extra, ", validation %s, samples %s", size_str(s[9], 32, m->validation),
+             size_str(s[10], 32, m->samples));
   snprintf(buf, n,
            "%s (%zu bytes) for %lld tokens and %lld clips: weights %s, grads %s, optimizer %s, activations "
            "%s (%s%.0f bytes per token per block; %.0f with model.recompute = 1, %.0f with 2), "
-           "inputs %s, ring buffers of %d CP sizes %s, attention workspace %s, reserve %s",
+           "inputs %s, ring buffers of %d CP sizes %s, attention workspace %s, reserve %s%s",
            size_str(s[0], 32, m->total), m->total, (long long)m->tokens, (long long)m->clips,
            size_str(s[1], 32, m->weights), size_str(s[2], 32, m->grads),
            size_str(s[3], 32, m->optimizer), size_str(s[4], 32, m->activations),
@@ -180,7 +200,7 @@ void train_memory_format(const train_memory *m, char *buf, size_t n) {
            m->act_token_block, m->act_token_block_recompute, m->act_token_block_cheap,
            size_str(s[5], 32, m->inputs),
            m->ring_sizes, size_str(s[6], 32, m->ring), size_str(s[7], 32, m->attention),
-           size_str(s[8], 32, m->reserve));
+           size_str(s[8], 32, m->reserve), extra);
 }
 
 // ---- the counting backend ---------------------------------------------------------------

@@ -43,7 +43,11 @@ typedef struct {
   int64_t clips;         // C
   int ring_sizes;        // CP sizes > 1 counted in `ring` (log2 of the ranks)
   size_t weights, grads, optimizer, activations, inputs, ring, attention, reserve;
-  size_t allocated;      // what goes through the backend's alloc: the first six
+  // train.val_clips > 0: the forward-only prediction and per-clip errors of validation;
+  // train.sample_every > 0: the sampling model and the sampler's buffers (an upper bound:
+  // a sample clip has at most mem_tokens / 2 tokens, model/train/samples.c)
+  size_t validation, samples;
+  size_t allocated;      // what goes through the backend's alloc: all but attention, reserve
   size_t total;          // all of it
   // Activation bytes per token, per DiT block, without recomputation, with whole blocks
   // recomputed (model.recompute = 1) and with the cheap layers recomputed (= 2): the slope

@@ -67,8 +67,13 @@ tsr_status train_write_samples(trainer *tr, const train_options *o) {
     guided |= sp[i].cfg != 1.0f && sp[i].label >= 0;
   }
   int64_t N = (int64_t)T * H * W;
+  // The sampling model runs forward only, so it keeps one block's activations (whole-block
+  // recompute changes only what the backward re-runs: the forward's bits are the same);
+  // the memory model (model/train/memory.c) counts it so.
+  dit_config smc = tr->mc;
+  smc.recompute = DIT_RECOMPUTE_BLOCK;
   if (!tr->sample_model)
-    r = dit_create(&tr->sample_model, &tr->mc, tr->kb, (int)((guided ? 2 : 1) * N), guided ? 2 : 1);
+    r = dit_create(&tr->sample_model, &smc, tr->kb, (int)((guided ? 2 : 1) * N), guided ? 2 : 1);
   // the EMA weights into the sampling model (same config: same flat layout)
   if (!r) r = tr->kb->copy(tr->kb, dit_params(tr->sample_model), tr->ema, tr->n_params * sizeof(float));
   if (!r) r = dit_refresh_weights(tr->sample_model);

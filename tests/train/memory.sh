@@ -11,6 +11,10 @@
 #   (c) train.mem_tokens = 0 with --mem-bytes 100 MB: the derived limit's model fits 100 MB
 #       and one token more would not; an explicit mem_tokens above it is refused naming
 #       what takes the memory; a model that does not fit at all is refused.
+#   (d) validation (train.val_clips) is counted exactly (within 4 KiB); samples during
+#       training (train.sample_every) are counted as an upper bound (a sample clip of at
+#       most mem_tokens / 2 tokens): the model bounds the measured peak from above and
+#       counts at least what the samples added to the run without them.
 . "$(dirname "$0")/lib.sh"
 need_store
 R=(--config "$CONF" --data "$STORE" --set train.global_batch=4 --set train.steps=2
@@ -75,3 +79,16 @@ expect_fail "train.mem_tokens = $((L + 1)) needs .* activations .* more than the
 expect_fail "does not fit .* even with 1 token" \
   "$T" train "${R[@]}" --set train.mem_tokens=0 --mem-bytes 2000000 --out "$W/tiny"
 echo "ok: derived mem_tokens $L for 100 MB; one more refused"
+
+# (d)
+run val "$T" train "${R[@]}" --set train.mem_tokens=1024 --set train.val_clips=2 --set train.val_every=1
+exact val
+run samples "$T" train "${R[@]}" --set train.mem_tokens=1024 --set train.val_clips=2 \
+  --set train.val_every=1 --set train.sample_every=1 --set train.sample_steps=1
+p0=$(field "$W/val.log" peak); p=$(field "$W/samples.log" peak); m=$(field "$W/samples.log" model)
+awk -v p0="$p0" -v p="$p" -v m="$m" 'BEGIN {
+  printf "samples: measured peak %d bytes (%d without samples), model %d\n", p, p0, m
+  exit !(p > p0 && p <= m + 4096) }' || fail "samples: peak $p (without $p0) vs model $m"
+grep -q "validation [0-9.]* [KMG]*i*B, samples [0-9.]* [KMG]*i*B" "$W/samples.log" ||
+  fail "the memory line does not name validation and samples: $(grep 'memory per rank (model)' "$W/samples.log")"
+echo "ok: validation counted exactly, samples bounded"
