@@ -6,7 +6,7 @@
 #  2. the learning demo: makes 192 short videos of three kinds (tools/demo_clips.sh:
 #     sunsets, seas, moons), ingests them small (32x32, 4 fps, patch 1x4x4: 128 to 384
 #     tokens a clip),
-#     trains a small DiT on the CPU for about 5 minutes of 2 cores with 12 clips held out
+#     trains a small DiT on the CPU (80 s on 2 quiet cores, README "Demo") with 12 clips held out
 #     for validation and samples every 150 steps, then samples one clip per kind and
 #     measures how much they look like the training data (tools/sample_stats.py):
 #     neighbouring-token colour correlation and distance to the nearest training clip,
