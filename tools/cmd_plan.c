@@ -208,8 +208,9 @@ static tsr_status memory_tokens(const plan_args *a, int64_t *mem, train_memory *
   if (!st && (a->ranks & (a->ranks - 1)))
     st = err_set(TSR_EINVAL, "--ranks %lld: a power of two", (long long)a->ranks);
   if (!st)
-    st = train_memory_tokens(&mc, &tc, 1, (int)a->ranks, (size_t)a->mem_bytes, TRAIN_MEMORY_MAX_TOKENS,
-                             mem, mm);
+    // one byte a stored value (pixels): a latent store's 2-4 add L x P x 1-3 bytes
+    st = train_memory_tokens(&mc, &tc, 1, (int)a->ranks, 1, (size_t)a->mem_bytes,
+                             TRAIN_MEMORY_MAX_TOKENS, mem, mm);
   return st ? err_wrap(st, "--mem-bytes %lld with --config %s: ", (long long)a->mem_bytes,
                        a->config_path) : TSR_OK;
 }

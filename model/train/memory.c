@@ -38,7 +38,7 @@ static tsr_status per_token_block(const dit_config *mc, kernels_dtype act, int r
 }
 
 tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int device,
-                              int ranks, int64_t tokens, train_memory *out) {
+                              int ranks, int64_t tokens, int value_bytes, train_memory *out) {
   memset(out, 0, sizeof *out);
   if (tokens < 1 || ranks < 1)
     return err_set(TSR_EINVAL, "memory model: %lld tokens on %d ranks", (long long)tokens, ranks);
@@ -56,9 +56,15 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
   out->activations = dm.activations;
   out->inputs = objective_device_bytes(act, (int)tokens, (int)C, P);
   // + the stored tokens as uploaded (objective_device_build grows that buffer on first
-  // use): one byte a value for pixels; bf16/f32 latents take 2-4 (not counted yet, nor
-  // captions: docs/plan.md)
-  out->inputs += ((size_t)tokens * (size_t)P + 63) / 64 * 64;
+  // use): value_bytes a value, 1 for pixels, 2-4 for latents
+  size_t vb = value_bytes > 1 ? (size_t)value_bytes : 1;
+  out->inputs += (size_t)tokens * (size_t)P * vb;
+  // + the captions of a text model as uploaded and cast (objective.c grow_text): at most
+  // C * text_len tokens, grown with half again and 16 of room, raw fp32 and act dtype
+  if (mc->text_dim > 0) {
+    size_t Lt = (size_t)C * (size_t)mc->text_len, cap = Lt + Lt / 2 + 16;
+    out->inputs += cap * (size_t)mc->text_dim * (sizeof(float) + kernels_dtype_size(act));
+  }
   for (int k = 1; k <= ranks; k *= 2) {  // the ring of every CP size a plan may use
     out->ring += ring_attention_buffer_bytes(act, k, tokens, (int)C, mc->heads,
                                              mc->hidden / mc->heads);
@@ -98,9 +104,9 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
 }
 
 tsr_status train_memory_tokens(const dit_config *mc, const train_config *tc, int device,
-                               int ranks, size_t capacity, int64_t max_tokens, int64_t *tokens,
-                               train_memory *out) {
-  tsr_status st = train_memory_model(mc, tc, device, ranks, 1, out);
+                               int ranks, int value_bytes, size_t capacity, int64_t max_tokens,
+                               int64_t *tokens, train_memory *out) {
+  tsr_status st = train_memory_model(mc, tc, device, ranks, 1, value_bytes, out);
   if (st) return st;
   if (out->total > capacity) {
     char what[768];
@@ -113,12 +119,12 @@ tsr_status train_memory_tokens(const dit_config *mc, const train_config *tc, int
   while (lo < hi) {
     int64_t mid = lo + (hi - lo + 1) / 2;
     train_memory m;
-    if ((st = train_memory_model(mc, tc, device, ranks, mid, &m))) return st;
+    if ((st = train_memory_model(mc, tc, device, ranks, mid, value_bytes, &m))) return st;
     if (m.total <= capacity) lo = mid;
     else hi = mid - 1;
   }
   *tokens = lo;
-  return train_memory_model(mc, tc, device, ranks, lo, out);
+  return train_memory_model(mc, tc, device, ranks, lo, value_bytes, out);
 }
 
 tsr_status train_memory_capacity(const kernels_backend *kb, int64_t mem_bytes, int sharing,
@@ -153,15 +159,15 @@ static const char *size_str(char *buf, size_t n, size_t b) {
 }
 
 tsr_status train_memory_limit(train_config *tc, const dit_config *mc, const kernels_backend *kb,
-                              int64_t mem_bytes, train_memory *m, size_t *capacity,
-                              const char **source) {
+                              int value_bytes, int64_t mem_bytes, train_memory *m,
+                              size_t *capacity, const char **source) {
   int ranks = comm_size();
   // host memory is shared by the ranks of this node, not of the job
   tsr_status st = train_memory_capacity(kb, mem_bytes, comm_local_size(), capacity, source);
   if (st) return st;
   if (tc->mem_tokens == 0) {
     int64_t L = 0;
-    st = train_memory_tokens(mc, tc, kb->device_memory, ranks, *capacity,
+    st = train_memory_tokens(mc, tc, kb->device_memory, ranks, value_bytes, *capacity,
                              TRAIN_MEMORY_MAX_TOKENS, &L, m);
     int64_t v[2] = {st ? 0 : -L, st ? 1 : 0};  // the least limit; did any rank fail
     tsr_status cst = comm_allreduce_max_i64(v, 2);
@@ -169,9 +175,10 @@ tsr_status train_memory_limit(train_config *tc, const dit_config *mc, const kern
     if (cst) return cst;
     if (v[1]) return err_set(TSR_EINVAL, "train.mem_tokens = 0: another rank has too little memory");
     tc->mem_tokens = -v[0];
-    return train_memory_model(mc, tc, kb->device_memory, ranks, tc->mem_tokens, m);
+    return train_memory_model(mc, tc, kb->device_memory, ranks, tc->mem_tokens, value_bytes, m);
   }
-  if ((st = train_memory_model(mc, tc, kb->device_memory, ranks, tc->mem_tokens, m))) return st;
+  if ((st = train_memory_model(mc, tc, kb->device_memory, ranks, tc->mem_tokens, value_bytes, m)))
+    return st;
   if (m->total > *capacity) {
     char what[768];
     train_memory_format(m, what, sizeof what);

@@ -58,14 +58,16 @@ typedef struct {
 
 // The model for the config (its act dtype: train.precision), `ranks` ranks (the CP sizes
 // up to it), L = tokens, on a device (device != 0: the reserve counts) or the CPU.
+// value_bytes: bytes of one stored token value as uploaded (store_dtype_size: 1 for pixels,
+// 2 or 4 for bf16 or f32 latents; below 1 counts as 1).
 tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int device,
-                              int ranks, int64_t tokens, train_memory *out);
+                              int ranks, int64_t tokens, int value_bytes, train_memory *out);
 // The largest L <= max_tokens whose total fits `capacity` bytes (and *out at it): what
 // train.mem_tokens = 0 derives. TSR_EINVAL saying what takes the memory when not even one
 // token fits.
 tsr_status train_memory_tokens(const dit_config *mc, const train_config *tc, int device,
-                               int ranks, size_t capacity, int64_t max_tokens, int64_t *tokens,
-                               train_memory *out);
+                               int ranks, int value_bytes, size_t capacity, int64_t max_tokens,
+                               int64_t *tokens, train_memory *out);
 // The memory a rank may use: mem_bytes when > 0 (--mem-bytes), else the backend's free
 // memory at start (kb->mem_info): a device's as is; host memory, shared by the processes of
 // a node, halved (room for the store's page cache and the rest of the process) and divided
@@ -78,8 +80,8 @@ tsr_status train_memory_capacity(const kernels_backend *kb, int64_t mem_bytes, i
 // (TSR_EINVAL naming what takes the memory and what to do otherwise). *m: the model at the
 // limit; *capacity, *source: train_memory_capacity's. Collective (core/comm.h).
 tsr_status train_memory_limit(train_config *tc, const dit_config *mc, const kernels_backend *kb,
-                              int64_t mem_bytes, train_memory *m, size_t *capacity,
-                              const char **source);
+                              int value_bytes, int64_t mem_bytes, train_memory *m,
+                              size_t *capacity, const char **source);
 // "12.3 GiB (weights 1.0 GiB, ...)" into buf.
 void train_memory_format(const train_memory *m, char *buf, size_t n);
 

@@ -445,8 +445,12 @@ tsr_status train_run(const train_options *o) {
   free(defaults);
   if (!r) r = config_validate(&tr.mc, &tr.tc);
   if (!r) r = backend_for_precision(o->backend, tr.tc.precision, &tr.kb);
+  // the store first: its value dtype is part of the memory model (host memory only)
+  if (!r) r = data_open(&tr.data, o->data_dir);
   // train.mem_tokens from the memory model (0: derived), the same on every rank
-  if (!r) r = train_memory_limit(&tr.tc, &tr.mc, tr.kb, o->mem_bytes, &mem, &capacity, &cap_source);
+  if (!r)
+    r = train_memory_limit(&tr.tc, &tr.mc, tr.kb, store_dtype_size(data_settings(tr.data)->dtype),
+                           o->mem_bytes, &mem, &capacity, &cap_source);
   if (!r && comm_rank() == 0) {
     char what[768];  // train_memory_format's line
     train_memory_format(&mem, what, sizeof what);
@@ -459,7 +463,6 @@ tsr_status train_run(const train_options *o) {
     train_memory_counter_init(&counter, tr.kb);
     tr.kb = &counter.kb;
   }
-  if (!r) r = data_open(&tr.data, o->data_dir);
   int ranks = comm_size();
   if (!r) r = check_store(&tr, ranks);
   if (!r) r = check_ranks_agree(&tr);

@@ -12,7 +12,9 @@
 #    3) gives latents whose mean over channels 0-2 is nearest to that colour, within 1.0
 #    of it (the colours are >= 3 apart), for all four; the unconditional sample is not
 #    nearest to all of them (it cannot be). Printed: each mean and its distances.
-# 4. Errors: --caption on a model without text, a caption of another width, a caption
+# 4. Memory: the trainer's memory model counts the latent values and the captions
+#    (backend peak = model within 4 KiB).
+# 5. Errors: --caption on a model without text, a caption of another width, a caption
 #    longer than model.text_len, training a text model whose text_len is below a stored
 #    caption's length.
 set -euo pipefail
@@ -53,6 +55,13 @@ MODEL=(--set model.pt=1 --set model.ph=2 --set model.pw=2 --set model.channels=4
        --set train.log_every=1 --set train.ckpt_every=10 --set train.ckpt_keep=5)
 train() { "$T" train --config "$SRC/configs/model/tiny.conf" --data "$W/store" "${MODEL[@]}" "$@" 2>>"$W/train.log"; }
 train --out "$W/a" --steps 50
+# the memory model counts a latent store's bf16/f32 values and the uploaded captions: the
+# backend's peak equals its count within 4 KiB (tests/train/memory.sh does pixel stores)
+peak=$(sed -n 's/.*allocations peaked at [0-9.]* GiB (\([0-9]*\) bytes).*/\1/p' "$W/train.log" | head -1)
+model=$(sed -n 's/.*the model counts [0-9.]* GiB (\([0-9]*\) bytes,.*/\1/p' "$W/train.log" | head -1)
+[ -n "$peak" ] && [ -n "$model" ] && [ $((peak > model ? peak - model : model - peak)) -le 4096 ] ||
+  fail "memory: measured peak '$peak' bytes vs model '$model'"
+echo "ok: memory: measured backend peak $peak bytes, model $model"
 # a run that stopped after step 20 (its checkpoint and metrics up to there), resumed
 mkdir -p "$W/b"
 cp "$W/a/ckpt-20.safetensors" "$W/b/" 2>/dev/null || fail "no ckpt-20 (ckpt_keep?)"

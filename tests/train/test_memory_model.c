@@ -24,7 +24,7 @@ static void layout_source(void) {
   train_memory m[3];
   for (int r = 0; r < 3; r++) {
     mc.recompute = r;
-    CHECK_OK(train_memory_model(&mc, &tc, 1, 1, 4096, &m[r]));
+    CHECK_OK(train_memory_model(&mc, &tc, 1, 1, 4096, 1, &m[r]));
     dit_memory dm;
     CHECK_OK(dit_memory_bytes(&mc, KERNELS_BF16, 4096, m[r].clips, &dm));
     CHECK(m[r].activations == dm.activations && !m[r].measured,
@@ -48,7 +48,7 @@ static void measured_source(void) {
   const int64_t X = 123457, L0 = 5000;  // bytes per token: not a multiple of anything
   tc.act_bytes_token = X;
   train_memory m;
-  CHECK_OK(train_memory_model(&mc, &tc, 1, 1, L0, &m));
+  CHECK_OK(train_memory_model(&mc, &tc, 1, 1, L0, 1, &m));
   CHECK(m.measured && m.activations == (size_t)(X * L0) && m.inputs == 0 && m.attention == 0,
         "measured: activations %zu (want %lld), inputs %zu, attention %zu", m.activations,
         (long long)(X * L0), m.inputs, m.attention);
@@ -58,16 +58,16 @@ static void measured_source(void) {
   train_config t0 = tc;
   t0.act_bytes_token = 0;
   train_memory m0;
-  CHECK_OK(train_memory_model(&mc, &t0, 1, 1, L0, &m0));
+  CHECK_OK(train_memory_model(&mc, &t0, 1, 1, L0, 1, &m0));
   CHECK(m0.weights == m.weights && m0.optimizer == m.optimizer && m0.ring == m.ring,
         "the parameter state changed with the measurement");
   // the planner's limit from the measured slope: capacity = fixed + X * L0
   size_t fixed = m.total - (size_t)(X * L0);
   int64_t L = 0;
   train_memory at;
-  CHECK_OK(train_memory_tokens(&mc, &tc, 1, 1, fixed + (size_t)(X * L0), 1 << 20, &L, &at));
+  CHECK_OK(train_memory_tokens(&mc, &tc, 1, 1, 1, fixed + (size_t)(X * L0), 1 << 20, &L, &at));
   CHECK(L == L0, "capacity fixed + X * %lld gives %lld tokens", (long long)L0, (long long)L);
-  CHECK_OK(train_memory_tokens(&mc, &tc, 1, 1, fixed + (size_t)(X * L0) - 1, 1 << 20, &L, &at));
+  CHECK_OK(train_memory_tokens(&mc, &tc, 1, 1, 1, fixed + (size_t)(X * L0) - 1, 1 << 20, &L, &at));
   CHECK(L == L0 - 1, "one byte less gives %lld tokens, want %lld", (long long)L,
         (long long)(L0 - 1));
   char buf[1024];
