@@ -72,6 +72,17 @@ tsr_status ingest_open_shard(worker *wk) {
   return shard_writer_create(&wk->w, path, &r->o->settings);
 }
 
+tsr_status ingest_end_source(worker *wk, const store_source *src, int open_clip,
+                             int64_t first_block, ingest_clips *clips, tsr_status io) {
+  if (open_clip && wk->w) shard_writer_abort_clip(wk->w);
+  if (src->status != SOURCE_DONE && first_block >= 0 && wk->w && !io) {
+    io = shard_writer_rewind(wk->w, first_block);
+    clips->n = 0;
+  }
+  if (io) clips->n = 0;
+  return io;
+}
+
 void ingest_label_of(const char *path, int enabled, char *out, size_t n) {
   out[0] = 0;
   if (!enabled) return;

@@ -73,6 +73,14 @@ tsr_status ingest_open_shard(ingest_worker *wk);
 tsr_status ingest_end_clip(ingest_worker *wk, store_clip *c, double frame_s, clip_meta *meta,
                            const ingest_text *txt, ingest_clips *clips, int last, int dropped);
 
+// The end of a reader's source, whatever happened (its one cleanup path): an open clip
+// (`open_clip`) is abandoned, and a source that did not end SOURCE_DONE leaves nothing
+// behind: its blocks from `first_block` on (its caption block included; -1: none written)
+// are cut off and its clips dropped, as are the clips of any source when `io` (an error
+// of the worker's shard) is set. Returns io, or the error of the cut.
+tsr_status ingest_end_source(ingest_worker *wk, const store_source *src, int open_clip,
+                             int64_t first_block, ingest_clips *clips, tsr_status io);
+
 // The label of a source: its parent folder's name when enabled, else "".
 void ingest_label_of(const char *path, int enabled, char *out, size_t n);
 // Unix time in seconds (clip_meta.ingested_at).

@@ -191,13 +191,7 @@ static tsr_status latent_source(ingest_worker *wk, const source_file *sf, store_
   open_clip = 0;
   src->status = SOURCE_DONE;
 done:
-  if (open_clip && wk->w) shard_writer_abort_clip(wk->w);
-  // a failed source leaves nothing behind (its caption block included)
-  if (src->status != SOURCE_DONE && first_block >= 0 && wk->w && !io) {
-    io = shard_writer_rewind(wk->w, first_block);
-    clips->n = 0;
-  }
-  if (io) clips->n = 0;
+  io = ingest_end_source(wk, src, open_clip, first_block, clips, io);
   free(meta);
   free(frames);
   free(tokens);
