@@ -7,19 +7,11 @@
 #include "check.h"
 #include "sched/lengths.h"
 #include "sched/sched.h"
+#include "sched_test.h"
 
 // Relative slack for comparisons of simulated times that are sums of up to a few
 // thousand doubles of different order: 1e-9.
 #define REL 1e-9
-
-static const cost_model h100 = {2.0e-5, 1.8e-9, 6.9e5, 4.0e11, 4.5e10, 5e-4, 5e-3, 0.05, 0, 0, 0};
-
-static int same_plan(const plan *a, const plan *b) {
-  return a->nwaves == b->nwaves && a->ngroups == b->ngroups && a->nrefs == b->nrefs &&
-         !memcmp(a->wave_off, b->wave_off, (size_t)(a->nwaves + 1) * sizeof *a->wave_off) &&
-         !memcmp(a->groups, b->groups, (size_t)a->ngroups * sizeof *a->groups) &&
-         !memcmp(a->clip_index, b->clip_index, (size_t)a->nrefs * sizeof *a->clip_index);
-}
 
 static int ncases, nused[3];
 

@@ -13,8 +13,8 @@
 #include "core/comm.h"
 #include "sched/lengths.h"
 #include "sched/sched.h"
+#include "sched_test.h"
 
-static const cost_model h100 = {2.0e-5, 1.8e-9, 6.9e5, 4.0e11, 4.5e10, 5e-4, 5e-3, 0.05, 0, 0, 0};
 enum { B = 512, STEPS = 6, BAD_STEP = 2 };
 
 typedef struct {
@@ -37,12 +37,7 @@ static tsr_status bcast(void *ctx, void *buf, int64_t bytes, int root) {
 }
 
 static int same_result(const sched_result *a, const sched_result *b) {
-  const plan *p = &a->plan, *q = &b->plan;
-  return p->nwaves == q->nwaves && p->ngroups == q->ngroups && p->nrefs == q->nrefs &&
-         !memcmp(p->wave_off, q->wave_off, (size_t)(p->nwaves + 1) * sizeof *p->wave_off) &&
-         !memcmp(p->groups, q->groups, (size_t)p->ngroups * sizeof *p->groups) &&
-         !memcmp(p->clip_index, q->clip_index, (size_t)p->nrefs * sizeof *p->clip_index) &&
-         a->used == b->used && a->static_cp == b->static_cp &&
+  return same_plan(&a->plan, &b->plan) && a->used == b->used && a->static_cp == b->static_cp &&
          !memcmp(&a->predicted_s, &b->predicted_s, sizeof(double)) &&
          !memcmp(&a->dynamic_s, &b->dynamic_s, sizeof(double)) &&
          !memcmp(&a->packing_only_s, &b->packing_only_s, sizeof(double)) &&
