@@ -48,6 +48,7 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
   tsr_status st = dit_memory_bytes(mc, act, tokens, C, &dm);
   if (st) return st;
   int P = mc->pt * mc->ph * mc->pw * mc->channels;
+  size_t asz = kernels_dtype_size(act);  // bytes of an activation value
   out->tokens = tokens;
   out->clips = C;
   out->weights = dm.params + dm.act_weights;
@@ -63,7 +64,7 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
   // C * text_len tokens, grown with half again and 16 of room, raw fp32 and act dtype
   if (mc->text_dim > 0) {
     size_t Lt = (size_t)C * (size_t)mc->text_len, cap = Lt + Lt / 2 + 16;
-    out->inputs += cap * (size_t)mc->text_dim * (sizeof(float) + kernels_dtype_size(act));
+    out->inputs += cap * (size_t)mc->text_dim * (sizeof(float) + asz);
   }
   for (int k = 1; k <= ranks; k *= 2) {  // the ring of every CP size a plan may use
     out->ring += ring_attention_buffer_bytes(act, k, tokens, (int)C, mc->heads,
@@ -77,7 +78,6 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
     out->inputs = out->attention = 0;
     out->measured = 1;
   }
-  size_t asz = kernels_dtype_size(act);
   if (tc->val_clips > 0)  // dist_step_eval: eval_pred (L, P) [act] and eval_out (1 + C) [f32]
     out->validation = (size_t)tokens * (size_t)P * asz + (1 + (size_t)C) * sizeof(float);
   if (tc->sample_every > 0) {
