@@ -579,10 +579,10 @@ tsr_status kcu_colsum(kb_t *kb, const char *op, float *out_f32, act_t *out_act, 
        row += (int)((size_t)gridDim.x * blockDim.x / 32)) {
 #define WARP_ROW_END }
 
-__global__ void k_layernorm_fwd(act_t *out, float *mean, float *rstd, const act_t *inp, int L, int D,
-                                float eps) {
-  WARP_ROW(i, L);
-  const act_t *x = inp + (size_t)i * D;
+// LayerNorm's statistics of one row x (D) for the warp that owns it: mean and 1/sqrt(var +
+// eps), summed in double (two passes), the same in every lane.
+__device__ __forceinline__ void ln_row_stats(const act_t *x, int D, int lane, float eps,
+                                             float *mu_out, float *rstd_out) {
   double s = 0.0;
   for (int j = lane; j < D; j += 32) s += (double)kcu_ld(x, j);
   double mu = kcu_warp_sum(s) / D, ss = 0.0;
@@ -590,8 +590,16 @@ __global__ void k_layernorm_fwd(act_t *out, float *mean, float *rstd, const act_
     double d = (double)kcu_ld(x, j) - mu;
     ss += d * d;
   }
-  double r = 1.0 / sqrt(kcu_warp_sum(ss) / D + (double)eps);
-  float muf = (float)mu, rf = (float)r;
+  *mu_out = (float)mu;
+  *rstd_out = (float)(1.0 / sqrt(kcu_warp_sum(ss) / D + (double)eps));
+}
+
+__global__ void k_layernorm_fwd(act_t *out, float *mean, float *rstd, const act_t *inp, int L, int D,
+                                float eps) {
+  WARP_ROW(i, L);
+  const act_t *x = inp + (size_t)i * D;
+  float muf, rf;
+  ln_row_stats(x, D, lane, eps, &muf, &rf);
   for (int j = lane; j < D; j += 32) kcu_st(out, (size_t)i * D + j, (kcu_ld(x, j) - muf) * rf);
   if (lane == 0) {
     if (mean) mean[i] = muf;
@@ -903,15 +911,8 @@ __global__ void k_ln_mod_fwd(act_t *out, float *mean, float *rstd, const act_t *
                              int n_clips, int L, int D, float eps) {
   WARP_ROW(i, L);
   const act_t *x = inp + (size_t)i * D;
-  double s = 0.0;
-  for (int j = lane; j < D; j += 32) s += (double)kcu_ld(x, j);
-  double mu = kcu_warp_sum(s) / D, ss = 0.0;
-  for (int j = lane; j < D; j += 32) {
-    double d = (double)kcu_ld(x, j) - mu;
-    ss += d * d;
-  }
-  double r = 1.0 / sqrt(kcu_warp_sum(ss) / D + (double)eps);
-  float muf = (float)mu, rf = (float)r;
+  float muf, rf;
+  ln_row_stats(x, D, lane, eps, &muf, &rf);
   size_t c = (size_t)kcu_clip_of(cu, n_clips, i) * mstride;
   for (int j = lane; j < D; j += 32) {
     float xh = (kcu_ld(x, j) - muf) * rf;
