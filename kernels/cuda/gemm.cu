@@ -18,9 +18,10 @@
 // far below the one bf16 rounding of the output (2^-9 relative), which is what the
 // tolerance of tests/kernels/test_backend_ops.c allows. Where cuBLASLt offers no algorithm
 // (aux leading dimension not a multiple of 8, misaligned bias) or TESSERA_CUDA_LT_GELU=0,
-// the same entries run the plain GEMM and the GELU kernels of backend.cu (pre rounded to
-// bf16 before GELU; the backward's product rounded before GELU' is applied: within the same
-// tolerance). linear_backward: dinp = dout w^T (bf16 out, overwritten), dw += inp^T dout
+// the same entries run the plain GEMM and the GELU kernels of backend.cu: the composition
+// that defines them (kernels.h), which rounds pre to bf16 before GELU (the backward: the
+// product before GELU' is applied), so two roundings (test_backend_ops.c's tol_of allows
+// for it; measured on the emulated device, kernels/cuda/emu). linear_backward: dinp = dout w^T (bf16 out, overwritten), dw += inp^T dout
 // (fp32, beta = 1), dbias by kcu_colsum (deterministic fixed slices in double; cuBLASLt's
 // BGRADB epilogue would overwrite, not accumulate).
 //

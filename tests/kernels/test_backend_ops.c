@@ -51,6 +51,14 @@ static int cudnn_attention(const kernels_backend *kb, const char *entry) {
 static double tol_of(const kernels_backend *kb, kernels_dtype out_dtype, const char *entry) {
   const double f32 = 0x1p-14;
   if (out_dtype == KERNELS_BF16 && cudnn_attention(kb, entry)) return 3 * 0x1p-8;
+  // The GELU-fused linear entries are defined as their composition (kernels.h), which
+  // rounds pre (forward) or dout w^T (backward) to bf16 before GELU or GELU' is applied; a
+  // backend that runs the composition (the CUDA backend where cuBLASLt has no epilogue for
+  // the shape) rounds twice: u |GELU'(x) x| + u |out| with GELU' <= 1.13, so 2.13 u of
+  // the max-norm (measured on the emulated device: 1.48 u).
+  if (out_dtype == KERNELS_BF16 &&
+      (!strcmp(entry, "linear_gelu_forward") || !strcmp(entry, "linear_backward_dgelu")))
+    return 2.25 * 0x1p-8 + f32;
   return out_dtype == KERNELS_BF16 ? 0x1p-8 + f32 : f32;
 }
 
@@ -293,7 +301,10 @@ static void test_norms(void) {
     check_out("rmsnorm_forward", "rstd", &rstd);
     REF->rmsnorm_backward(REF, dinp.h, dw.h, dout.h, inp.h, w.h, rstd.h, L, D);
     CHECK_OK(KB->rmsnorm_backward(KB, dinp.d, dw.d, dout.d, inp.d, w.d, rstd.d, L, D));
-    check_out("rmsnorm_backward", "dinp", &dinp);
+    // With D = 1, dinp = r w g (1 - x^2 r^2) is the difference of two equal terms (r^2 =
+    // 1 / (x^2 + eps)): every backend returns rounding noise of r w g there, which no
+    // relative tolerance can compare (the emulated CUDA device: 3.1e-7 against 3.0e-7).
+    if (D > 1) check_out("rmsnorm_backward", "dinp", &dinp);
     check_out("rmsnorm_backward", "dweight", &dw);
     tens all[] = {inp, out, mean, rstd, dout, dinp, w, dw};
     for (int i = 0; i < 8; i++) t_free(&all[i]);
