@@ -1,25 +1,57 @@
 # cmake/TesseraCuda.cmake — find the CUDA toolkit, cuDNN, NCCL and cuBLASLt (docs/gpu.md).
 #
-# In:  TESSERA_CUDA (AUTO|ON|OFF), TESSERA_NVIDIA_PIP (a pip site-packages/nvidia tree,
+# In:  TESSERA_CUDA (AUTO|ON|OFF|EMU), TESSERA_NVIDIA_PIP (a pip site-packages/nvidia tree,
 #      searched first), TESSERA_SANITIZE/TESSERA_FUZZ.
 # Out: TESSERA_HAVE_CUDA (ON when the CUDA backend is built; the CUDA language is then
 #      enabled with CMAKE_CUDA_ARCHITECTURES set), TESSERA_HAVE_NCCL, the imported
 #      targets CUDA::cudart and CUDA::cublasLt (FindCUDAToolkit), tessera::cudnn and
 #      tessera::nccl, and TESSERA_CUDNN_VERSION / TESSERA_NCCL_VERSION (strings).
+#      TESSERA_CUDA_EMU: ON for EMU, the emulated device (kernels/cuda/emu/cuemu.h): the
+#      CUDA backend compiled as C++ and run on the CPU, for tests without a GPU. It needs
+#      the toolkit's headers (and cudnn.h), not nvcc; CUDA::cudart, CUDA::cublasLt and
+#      tessera::cudnn then name the emulation (kernels/cuda/emu), and NCCL is off.
 #
 # cuDNN and NCCL are searched under TESSERA_NVIDIA_PIP/{cudnn,nccl}/{include,lib}, the
 # toolkit and the system. pip trees ship versioned libraries only (libcudnn.so.9,
 # libnccl.so.2), so those file names are searched too.
 set(TESSERA_HAVE_CUDA OFF)
 set(TESSERA_HAVE_NCCL OFF)
+set(TESSERA_CUDA_EMU OFF)
 
 string(TOUPPER "${TESSERA_CUDA}" _tsr_cuda_mode)
 if(_tsr_cuda_mode MATCHES "^(ON|YES|TRUE|1|REQUIRED)$")
   set(_tsr_cuda_mode ON)
 elseif(_tsr_cuda_mode MATCHES "^(OFF|NO|FALSE|0)$")
   set(_tsr_cuda_mode OFF)
-elseif(NOT _tsr_cuda_mode STREQUAL "AUTO")
-  message(FATAL_ERROR "TESSERA_CUDA='${TESSERA_CUDA}': use AUTO, ON or OFF")
+elseif(NOT _tsr_cuda_mode MATCHES "^(AUTO|EMU)$")
+  message(FATAL_ERROR "TESSERA_CUDA='${TESSERA_CUDA}': use AUTO, ON, OFF or EMU")
+endif()
+
+if(_tsr_cuda_mode STREQUAL "EMU")
+  find_path(TESSERA_CUDA_INCLUDE_DIR cuda_runtime.h cublasLt.h cuda_bf16.h
+            HINTS ENV CUDA_HOME ENV CUDA_PATH /usr/local/cuda PATH_SUFFIXES include)
+  find_path(TESSERA_CUDNN_INCLUDE_DIR cudnn.h HINTS ${TESSERA_NVIDIA_PIP}/cudnn/include
+            ${TESSERA_CUDA_INCLUDE_DIR} /usr/local/cuda/include PATH_SUFFIXES include)
+  if(NOT TESSERA_CUDA_INCLUDE_DIR OR NOT TESSERA_CUDNN_INCLUDE_DIR)
+    message(FATAL_ERROR "TESSERA_CUDA=EMU needs the CUDA toolkit's headers (cuda_runtime.h, "
+            "cublasLt.h, cuda_bf16.h) and cudnn.h; found '${TESSERA_CUDA_INCLUDE_DIR}' and "
+            "'${TESSERA_CUDNN_INCLUDE_DIR}'")
+  endif()
+  find_package(Python3 REQUIRED COMPONENTS Interpreter)  # kernels/cuda/emu/translate.py
+  enable_language(CXX)  # the translated .cu files, in kernels/cuda/emu and tests alike
+  set(CMAKE_CXX_STANDARD 17)
+  set(CMAKE_CXX_STANDARD_REQUIRED ON)
+  foreach(t CUDA::cudart CUDA::cublasLt tessera::cudnn)
+    add_library(${t} INTERFACE IMPORTED)
+    set_target_properties(${t} PROPERTIES INTERFACE_LINK_LIBRARIES tsr_cuemu
+      INTERFACE_INCLUDE_DIRECTORIES "${TESSERA_CUDA_INCLUDE_DIR};${TESSERA_CUDNN_INCLUDE_DIR}")
+  endforeach()
+  set(TESSERA_HAVE_CUDA ON)
+  set(TESSERA_CUDA_EMU ON)
+  set(TESSERA_CUDNN_VERSION "none (emulated device)")
+  message(STATUS "tessera: CUDA backend on the emulated device (CPU; kernels/cuda/emu), "
+          "headers from ${TESSERA_CUDA_INCLUDE_DIR}")
+  return()
 endif()
 
 # Sanitizer and fuzz builds check host code; AUTO leaves CUDA out of them (ASan and the

@@ -2,8 +2,11 @@
 # tools/test.sh — the whole test suite (what CI runs): installs and builds, then runs
 # every test with ctest in the release build, and the ingest tests again under
 # AddressSanitizer + UndefinedBehaviorSanitizer, and a short run of every libFuzzer target
-# (tools/fuzz.sh: 2000 executions each from real seed files). Tests labelled `slow` (the
-# memorisation check, minutes) are left out: `cd build && ctest -L slow` runs them.
+# (tools/fuzz.sh: 2000 executions each from real seed files), and the GPU tests that run on
+# the emulated device (label emu in build-emu/, -DTESSERA_CUDA=EMU: the CUDA backend's own
+# code on the CPU, kernels/cuda/emu/cuemu.h) where the CUDA toolkit's headers are installed.
+# Tests labelled `slow` (the memorisation check, minutes) are left out: `cd build && ctest
+# -L slow` runs them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -20,4 +23,14 @@ echo "== tests (release build)"
 echo "== ingest tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 (cd build-asan && ctest --output-on-failure -j"$J" -L sanitize --timeout 900) || status=1
+echo "== GPU tests on the emulated device (build-emu, ctest -L emu)"
+CUDA_INC=${CUDA_HOME:-/usr/local/cuda}/include
+if [ -f "$CUDA_INC/cuda_runtime.h" ] && [ -f "$CUDA_INC/cublasLt.h" ]; then
+  { cmake -S . -B build-emu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_CUDA=EMU >/dev/null &&
+    cmake --build build-emu -j"$J" --target gpu_probe gpu_backend_ops gpu_arena gpu_graphs \
+      test_comm_gpu >/dev/null &&
+    (cd build-emu && ctest --output-on-failure -j"$J" -L emu --timeout 900); } || status=1
+else
+  echo "SKIP: the emulated device needs the CUDA toolkit's headers ($CUDA_INC/cuda_runtime.h)"
+fi
 exit $status

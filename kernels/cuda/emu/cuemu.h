@@ -1,0 +1,215 @@
+// kernels/cuda/emu/cuemu.h — the emulated device: the CUDA backend's own kernels run on
+// the CPU, for tests on machines without a GPU (configure with -DTESSERA_CUDA=EMU;
+// docs/gpu.md "The emulated device").
+//
+// What it is: kernels/cuda/*.cu compiled as C++ by the host compiler (translate.py
+// rewrites the launches, nothing else), with this header included first, and linked with
+// kernels/cuda/emu/*.cpp in place of the CUDA runtime, cuBLASLt and cuDNN:
+//   - every thread of a block is a fiber (ucontext) on one OS thread; __syncthreads,
+//     __syncwarp and the warp shuffles are barriers of those fibers, so a kernel runs with
+//     the CUDA semantics of its block and warp exchanges (a barrier that not every live
+//     thread of its block or warp reaches is reported as a deadlock, naming the kernel);
+//   - blocks run one after another; launches run in stream order at the launch (a
+//     stream capture records them instead, and a graph launch replays them);
+//   - launch checks as the hardware does them: block size <= 1024 and <= the kernel's
+//     __launch_bounds__, grid limits, dynamic shared memory <= 48 KiB unless the kernel's
+//     attribute allows more (up to the H100's 227 KiB), an error from cudaGetLastError;
+//   - device memory is host memory; dynamic shared memory is filled with 0xff bytes (NaN
+//     as float and bf16) before each block, so a read before a write shows;
+//   - cuBLASLt: the documented matmul (column-major, transposes, the BIAS, GELU_AUX(_BIAS)
+//     and DGELU epilogues) in fp32 (emu/cublaslt.cpp); cuDNN: cudnnCreate fails, so the
+//     backend's own attention kernels run (emu/cudnn.cpp).
+// What it is not: a timing model, a race detector between blocks (they never overlap), or
+// a check of registers (nvcc's -Xptxas -v is). Floating point: the host's, without FMA
+// contraction (nvcc contracts a * b + c): results agree with a GPU's to rounding.
+#ifndef TESSERA_KERNELS_CUDA_EMU_CUEMU_H
+#define TESSERA_KERNELS_CUDA_EMU_CUEMU_H
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <functional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+// ---- the language ------------------------------------------------------------------------
+// Without __CUDACC__ the toolkit's headers define __global__, __device__ and __shared__ as
+// nothing; a block's shared array is one object for all its threads: a function-local
+// static (blocks run one at a time, so each block has it to itself).
+#undef __shared__
+#define __shared__ static
+#undef __launch_bounds__
+#define __launch_bounds__(...)
+#ifndef __restrict__
+#define __restrict__ __restrict
+#endif
+
+extern uint3 threadIdx, blockIdx;
+extern dim3 blockDim, gridDim;
+static const int warpSize = 32;
+
+// ---- the launch ----------------------------------------------------------------------------
+struct cuemu_kernel_info {
+  const void *fn;
+  const char *name;
+  int max_threads;  // __launch_bounds__, 0 for none
+};
+int cuemu_register_kernels(const cuemu_kernel_info *k, int n);
+// Checks the configuration (an error for cudaGetLastError when it fails) and runs or
+// records body for every thread of the grid.
+void cuemu_submit(const void *fn, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                  std::function<void()> body);
+void *cuemu_dyn_smem(void);
+
+template <typename... P>
+struct cuemu_launcher {
+  void (*fn)(P...);
+  dim3 grid, block;
+  size_t smem;
+  cudaStream_t stream;
+  template <typename... A>
+  void operator()(A &&...a) const {
+    // The arguments are converted to the parameters' types and kept by value, as a launch
+    // copies them: a recorded launch replays with the values of its recording.
+    std::tuple<typename std::decay<P>::type...> args(std::forward<A>(a)...);
+    void (*f)(P...) = fn;
+    cuemu_submit((const void *)f, grid, block, smem, stream, [f, args]() { std::apply(f, args); });
+  }
+};
+template <typename... P>
+cuemu_launcher<P...> cuemu_launch(void (*fn)(P...), dim3 grid, dim3 block, size_t smem = 0,
+                                  cudaStream_t stream = 0) {
+  return cuemu_launcher<P...>{fn, grid, block, smem, stream};
+}
+
+// The runtime's C++ overload for a kernel (cuda_runtime.h has it for nvcc only).
+template <typename T>
+cudaError_t cudaFuncSetAttribute(T *kernel, enum cudaFuncAttribute attr, int value) {
+  return ::cudaFuncSetAttribute((const void *)kernel, attr, value);
+}
+
+// ---- barriers and warp exchanges (emu/device.cpp) ------------------------------------------
+void cuemu_barrier_block(void);
+void cuemu_barrier_warp(unsigned mask);
+// out = the value `bytes` long that lane src_lane of this warp passed as v (all lanes of
+// mask call it together).
+void cuemu_warp_exchange(unsigned mask, const void *v, void *out, size_t bytes, int src_lane);
+int cuemu_lane(void);
+
+static inline void __syncthreads(void) { cuemu_barrier_block(); }
+static inline void __syncwarp(unsigned mask = 0xffffffffu) { cuemu_barrier_warp(mask); }
+
+template <typename T>
+T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
+  int lane = cuemu_lane();
+  int from = (lane & ~(width - 1)) + (src & (width - 1));
+  T out;
+  cuemu_warp_exchange(mask, &v, &out, sizeof(T), from);
+  return out;
+}
+template <typename T>
+T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+  int lane = cuemu_lane();
+  int from = lane ^ lane_mask;
+  if ((from & ~(width - 1)) != (lane & ~(width - 1))) from = lane;  // outside its segment
+  T out;
+  cuemu_warp_exchange(mask, &v, &out, sizeof(T), from);
+  return out;
+}
+template <typename T>
+T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+  int lane = cuemu_lane();
+  int from = lane + (int)delta;
+  if ((from & ~(width - 1)) != (lane & ~(width - 1))) from = lane;
+  T out;
+  cuemu_warp_exchange(mask, &v, &out, sizeof(T), from);
+  return out;
+}
+
+// ---- atomics: the fibers of a launch share one OS thread, so a plain update is atomic ----
+static inline int atomicCAS(int *p, int cmp, int val) {
+  int old = *p;
+  if (old == cmp) *p = val;
+  return old;
+}
+static inline unsigned atomicCAS(unsigned *p, unsigned cmp, unsigned val) {
+  unsigned old = *p;
+  if (old == cmp) *p = val;
+  return old;
+}
+template <typename T>
+T atomicAdd(T *p, T v) {
+  T old = *p;
+  *p = old + v;
+  return old;
+}
+template <typename T>
+T atomicMax(T *p, T v) {
+  T old = *p;
+  if (v > old) *p = v;
+  return old;
+}
+
+// ---- intrinsics: the IEEE-rounded ones are the plain operations (no contraction) --------
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline double __dsub_rn(double a, double b) { return a - b; }
+static inline double __dmul_rn(double a, double b) { return a * b; }
+// (glibc's math.h declares functions of these two names: macros, defined after it)
+#define __expf(x) expf(x)
+#define __logf(x) logf(x)
+static inline float __fdividef(float a, float b) { return a / b; }
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+static inline unsigned __umulhi(unsigned a, unsigned b) {
+  return (unsigned)(((unsigned long long)a * b) >> 32);
+}
+static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+  return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
+static inline float __uint_as_float(unsigned u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static inline unsigned __float_as_uint(float f) {
+  unsigned u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+static inline int __float_as_int(float f) {
+  int u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+static inline float __int_as_float(int u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+// CUDA's integer min/max overloads (device code calls them unqualified).
+static inline int min(int a, int b) { return a < b ? a : b; }
+static inline int max(int a, int b) { return a > b ? a : b; }
+static inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+static inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+static inline long long min(long long a, long long b) { return a < b ? a : b; }
+static inline long long max(long long a, long long b) { return a > b ? a : b; }
+static inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+static inline unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+static inline unsigned long min(unsigned long a, unsigned long b) { return a < b ? a : b; }
+static inline unsigned long max(unsigned long a, unsigned long b) { return a > b ? a : b; }
+static inline float min(float a, float b) { return fminf(a, b); }
+static inline float max(float a, float b) { return fmaxf(a, b); }
+template <typename T>
+T __ldg(const T *p) {
+  return *p;
+}
+
+#endif
