@@ -104,30 +104,27 @@ static inline void __syncthreads(void) { cuemu_barrier_block(); }
 static inline void __syncwarp(unsigned mask = 0xffffffffu) { cuemu_barrier_warp(mask); }
 
 template <typename T>
-T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
-  int lane = cuemu_lane();
-  int from = (lane & ~(width - 1)) + (src & (width - 1));
+T cuemu_shfl(unsigned mask, T v, int from) {
   T out;
   cuemu_warp_exchange(mask, &v, &out, sizeof(T), from);
   return out;
+}
+// The source lane of each shuffle, within the caller's segment of `width` lanes (a source
+// outside it gives the caller's own value, as CUDA's xor and down shuffles do).
+template <typename T>
+T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
+  int lane = cuemu_lane();
+  return cuemu_shfl(mask, v, (lane & ~(width - 1)) + (src & (width - 1)));
 }
 template <typename T>
 T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
-  int lane = cuemu_lane();
-  int from = lane ^ lane_mask;
-  if ((from & ~(width - 1)) != (lane & ~(width - 1))) from = lane;  // outside its segment
-  T out;
-  cuemu_warp_exchange(mask, &v, &out, sizeof(T), from);
-  return out;
+  int lane = cuemu_lane(), from = lane ^ lane_mask;
+  return cuemu_shfl(mask, v, (from & ~(width - 1)) == (lane & ~(width - 1)) ? from : lane);
 }
 template <typename T>
 T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
-  int lane = cuemu_lane();
-  int from = lane + (int)delta;
-  if ((from & ~(width - 1)) != (lane & ~(width - 1))) from = lane;
-  T out;
-  cuemu_warp_exchange(mask, &v, &out, sizeof(T), from);
-  return out;
+  int lane = cuemu_lane(), from = lane + (int)delta;
+  return cuemu_shfl(mask, v, (from & ~(width - 1)) == (lane & ~(width - 1)) ? from : lane);
 }
 
 // ---- atomics: the fibers of a launch share one OS thread, so a plain update is atomic ----
@@ -174,37 +171,27 @@ static inline unsigned __umulhi(unsigned a, unsigned b) {
 static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
   return (unsigned long long)(((unsigned __int128)a * b) >> 64);
 }
-static inline float __uint_as_float(unsigned u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
+template <typename To, typename From>
+static inline To cuemu_bits(From v) {
+  static_assert(sizeof(To) == sizeof(From), "a reinterpretation keeps the size");
+  To t;
+  memcpy(&t, &v, sizeof t);
+  return t;
 }
-static inline unsigned __float_as_uint(float f) {
-  unsigned u;
-  memcpy(&u, &f, 4);
-  return u;
-}
-static inline int __float_as_int(float f) {
-  int u;
-  memcpy(&u, &f, 4);
-  return u;
-}
-static inline float __int_as_float(int u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-// CUDA's integer min/max overloads (device code calls them unqualified).
-static inline int min(int a, int b) { return a < b ? a : b; }
-static inline int max(int a, int b) { return a > b ? a : b; }
-static inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
-static inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
-static inline long long min(long long a, long long b) { return a < b ? a : b; }
-static inline long long max(long long a, long long b) { return a > b ? a : b; }
-static inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
-static inline unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
-static inline unsigned long min(unsigned long a, unsigned long b) { return a < b ? a : b; }
-static inline unsigned long max(unsigned long a, unsigned long b) { return a > b ? a : b; }
+static inline float __uint_as_float(unsigned u) { return cuemu_bits<float>(u); }
+static inline unsigned __float_as_uint(float f) { return cuemu_bits<unsigned>(f); }
+static inline int __float_as_int(float f) { return cuemu_bits<int>(f); }
+static inline float __int_as_float(int u) { return cuemu_bits<float>(u); }
+// CUDA's min/max overloads (device code calls them unqualified), one pair per type.
+#define CUEMU_MINMAX(T)                                              \
+  static inline T min(T a, T b) { return a < b ? a : b; }            \
+  static inline T max(T a, T b) { return a > b ? a : b; }
+CUEMU_MINMAX(int)
+CUEMU_MINMAX(unsigned)
+CUEMU_MINMAX(long long)
+CUEMU_MINMAX(unsigned long long)
+CUEMU_MINMAX(unsigned long)
+#undef CUEMU_MINMAX
 static inline float min(float a, float b) { return fminf(a, b); }
 static inline float max(float a, float b) { return fmaxf(a, b); }
 template <typename T>

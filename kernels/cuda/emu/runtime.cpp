@@ -112,6 +112,19 @@ cudaError_t refuse_if_capturing() {
   return cudaErrorStreamCaptureUnsupported;
 }
 
+cudaError_t ret(cudaError_t e) {
+  if (e != cudaSuccess && S().last == cudaSuccess) S().last = e;
+  return e;
+}
+
+// The host waits for the device: refused while a capture records, else everything queued runs.
+cudaError_t wait_for_device() {
+  cudaError_t e = refuse_if_capturing();
+  if (e) return ret(e);
+  drain();
+  return cudaSuccess;
+}
+
 int is_device(const void *p) {
   state &s = S();
   auto it = s.device.upper_bound(p);
@@ -125,11 +138,6 @@ int is_pinned(const void *p) {
   if (it == s.pinned.begin()) return 0;
   --it;
   return (const char *)p < (const char *)it->first + it->second;
-}
-
-cudaError_t ret(cudaError_t e) {
-  if (e != cudaSuccess && S().last == cudaSuccess) S().last = e;
-  return e;
 }
 
 }  // namespace
@@ -208,12 +216,7 @@ cudaError_t cudaGetDevice(int *d) {
   return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : ret(cudaErrorInvalidDevice); }
-cudaError_t cudaDeviceSynchronize(void) {
-  cudaError_t e = refuse_if_capturing();
-  if (e) return ret(e);
-  drain();
-  return cudaSuccess;
-}
+cudaError_t cudaDeviceSynchronize(void) { return wait_for_device(); }
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d) {
   if (d != 0) return ret(cudaErrorInvalidDevice);
   memset(p, 0, sizeof *p);
@@ -424,17 +427,11 @@ cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t st) {
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
   (void)ev;
-  cudaError_t e = refuse_if_capturing();
-  if (e) return ret(e);
-  drain();
-  return cudaSuccess;
+  return wait_for_device();
 }
 cudaError_t cudaEventQuery(cudaEvent_t ev) {
   (void)ev;
-  cudaError_t e = refuse_if_capturing();
-  if (e) return ret(e);
-  drain();
-  return cudaSuccess;
+  return wait_for_device();
 }
 
 // ---- capture and graphs ------------------------------------------------------------------
