@@ -7,9 +7,12 @@
 //     __launch_bounds__, over 48 KiB of dynamic shared memory without the kernel's
 //     attribute (and accepted with it);
 //   - a stream capture replayed twice does its work twice, with the arguments of the
-//     recording; a wait inside a capture fails and invalidates it.
+//     recording; a wait inside a capture fails and invalidates it;
+//   - with --no-device: CUDA_VISIBLE_DEVICES="" hides every device (cudaErrorNoDevice).
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 
@@ -47,7 +50,22 @@ __global__ void k_add(int *x, int v, int n) {
   if (i < n) x[i] += v;
 }
 
-int main(void) {
+// --no-device (gpu_cuda_no_device): CUDA_VISIBLE_DEVICES empty, set before the runtime's
+// first call (it reads the variable when it initialises), hides every device: counting
+// and allocating fail with cudaErrorNoDevice (the emulated device: cuemu.h).
+static int no_device(void) {
+  setenv("CUDA_VISIBLE_DEVICES", "", 1);
+  int n = -1;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  CHECK(e == cudaErrorNoDevice, "cudaGetDeviceCount: %s, want cudaErrorNoDevice", cudaGetErrorName(e));
+  void *p = NULL;
+  e = cudaMalloc(&p, 256);
+  CHECK(e == cudaErrorNoDevice, "cudaMalloc: %s, want cudaErrorNoDevice", cudaGetErrorName(e));
+  return check_done();
+}
+
+int main(int argc, char **argv) {
+  if (argc == 2 && !strcmp(argv[1], "--no-device")) return no_device();
   long long *sums;
   CHECK(cudaMalloc((void **)&sums, 4 * sizeof(long long)) == cudaSuccess, "cudaMalloc");
   const int n = 100000;

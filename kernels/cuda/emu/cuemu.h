@@ -16,6 +16,12 @@
 //     attribute allows more (up to the H100's 227 KiB), an error from cudaGetLastError;
 //   - device memory is host memory; dynamic shared memory is filled with 0xff bytes (NaN
 //     as float and bf16) before each block, so a read before a write shows;
+//   - one device, index 0 of CUDA_VISIBLE_DEVICES (read once, at the first call, as CUDA
+//     reads it at initialisation): an empty value, -1 or a list that does not start with 0
+//     hides it, and then cudaGetDeviceCount and every call that needs a device (cudaMalloc,
+//     cudaMemGetInfo, stream and event creation, device attributes) fail with
+//     cudaErrorNoDevice, as CUDA's do — the way to test a CUDA build whose GPU cannot be
+//     opened;
 //   - cuBLASLt: the documented matmul (column-major, transposes, the BIAS, GELU_AUX(_BIAS)
 //     and DGELU epilogues) in fp32 (emu/cublaslt.cpp); cuDNN: cudnnCreate fails, so the
 //     backend's own attention kernels run (emu/cudnn.cpp).

@@ -2,7 +2,9 @@
 // the runtime API that tessera calls, over host memory.
 //
 // The device: one GPU reported as an H100 (compute capability 9.0, 132 SMs, 227 KiB of
-// opt-in shared memory) with CUEMU_MEMORY bytes (default 4G; K/M/G suffixes).
+// opt-in shared memory) with CUEMU_MEMORY bytes (default 4G; K/M/G suffixes). It is device
+// 0 of CUDA_VISIBLE_DEVICES: hidden by an empty value, -1 or any list not starting with 0,
+// and then every call that needs a device fails with cudaErrorNoDevice, as CUDA's do.
 //
 // Streams: work is queued in submission order (one queue for all streams, an order that
 // keeps every stream's order and every event wait) and runs at the next point where the
@@ -125,6 +127,27 @@ cudaError_t wait_for_device() {
   return cudaSuccess;
 }
 
+// CUDA_VISIBLE_DEVICES, read once as the CUDA runtime reads it when it initialises: a
+// comma-separated list of device indices that ends at its first invalid entry. The one
+// emulated device is index 0, so it is visible when the variable is unset or its first
+// entry is 0; an empty value, -1, another index or a UUID hides it.
+int device_visible() {
+  static const int visible = [] {
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    if (!v) return 1;
+    char *end;
+    long i = strtol(v, &end, 10);
+    return end != v && i == 0 && (*end == '\0' || *end == ',') ? 1 : 0;
+  }();
+  return visible;
+}
+
+// With no visible device every call that needs one fails as CUDA's do: cudaErrorNoDevice.
+#define CUEMU_NEED_DEVICE() \
+  do {                      \
+    if (!device_visible()) return ret(cudaErrorNoDevice); \
+  } while (0)
+
 int is_device(const void *p) {
   state &s = S();
   auto it = s.device.upper_bound(p);
@@ -173,6 +196,7 @@ const char *cudaGetErrorName(cudaError_t e) {
     case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
     case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorInvalidDeviceFunction: return "cudaErrorInvalidDeviceFunction";
     case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
@@ -189,6 +213,7 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorInvalidDeviceFunction: return "invalid device function";
     case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
@@ -208,16 +233,25 @@ cudaError_t cudaRuntimeGetVersion(int *v) {
 
 // ---- the device ---------------------------------------------------------------------------
 cudaError_t cudaGetDeviceCount(int *n) {
-  *n = 1;
+  *n = device_visible();
+  CUEMU_NEED_DEVICE();
   return cudaSuccess;
 }
 cudaError_t cudaGetDevice(int *d) {
+  CUEMU_NEED_DEVICE();
   *d = 0;
   return cudaSuccess;
 }
-cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : ret(cudaErrorInvalidDevice); }
-cudaError_t cudaDeviceSynchronize(void) { return wait_for_device(); }
+cudaError_t cudaSetDevice(int d) {
+  CUEMU_NEED_DEVICE();
+  return d == 0 ? cudaSuccess : ret(cudaErrorInvalidDevice);
+}
+cudaError_t cudaDeviceSynchronize(void) {
+  CUEMU_NEED_DEVICE();
+  return wait_for_device();
+}
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d) {
+  CUEMU_NEED_DEVICE();
   if (d != 0) return ret(cudaErrorInvalidDevice);
   memset(p, 0, sizeof *p);
   snprintf(p->name, sizeof p->name, "tessera emulated device (H100-like, runs on the CPU)");
@@ -233,6 +267,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d) {
   return cudaSuccess;
 }
 cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int d) {
+  CUEMU_NEED_DEVICE();
   if (d != 0) return ret(cudaErrorInvalidDevice);
   switch (a) {
     case cudaDevAttrMultiProcessorCount: *v = 132; break;
@@ -247,6 +282,7 @@ cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int d) {
   return cudaSuccess;
 }
 cudaError_t cudaDeviceGetPCIBusId(char *bus, int len, int d) {
+  CUEMU_NEED_DEVICE();
   if (d != 0) return ret(cudaErrorInvalidDevice);
   snprintf(bus, (size_t)len, "0000:00:00.0");
   return cudaSuccess;
@@ -257,6 +293,7 @@ cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {
   return cudaSuccess;
 }
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b) {
+  CUEMU_NEED_DEVICE();
   size_t t = total_bytes();
   *total_b = t;
   *free_b = S().used < t ? t - S().used : 0;
@@ -265,11 +302,12 @@ cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total_b) {
 
 // ---- memory ---------------------------------------------------------------------------------
 cudaError_t cudaMalloc(void **p, size_t bytes) {
+  *p = NULL;
+  CUEMU_NEED_DEVICE();
   cudaError_t e = refuse_if_capturing();
   if (e) return ret(e);
   state &s = S();
   std::lock_guard<std::recursive_mutex> lock(s.mu);
-  *p = NULL;
   size_t r = bytes ? (bytes + 4095) / 4096 * 4096 : 4096;
   if (s.used + r > total_bytes()) return ret(cudaErrorMemoryAllocation);
   // Untouched pages cost nothing: an arena of gigabytes is fine on a small machine.
@@ -296,6 +334,8 @@ cudaError_t cudaFree(void *p) {
 }
 cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned int flags) {
   (void)flags;
+  *p = NULL;
+  CUEMU_NEED_DEVICE();
   cudaError_t e = refuse_if_capturing();
   if (e) return ret(e);
   *p = malloc(bytes ? bytes : 1);
@@ -374,6 +414,7 @@ cudaError_t cudaMemset(void *p, int v, size_t n) {
 // ---- streams and events ---------------------------------------------------------------------
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *st, unsigned int flags) {
   (void)flags;
+  CUEMU_NEED_DEVICE();
   stream_rec *r = new stream_rec();
   S().streams.push_back(r);
   *st = (cudaStream_t)r;
@@ -411,6 +452,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned int fl
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned int flags) {
   (void)flags;
+  CUEMU_NEED_DEVICE();
   *ev = (cudaEvent_t) new event_rec();
   return cudaSuccess;
 }
