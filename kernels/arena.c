@@ -133,3 +133,21 @@ size_t kernels_arena_parse_size(const char *text, size_t free_bytes) {
   if (*end == 'B' || *end == 'b') end++;
   return *end == '\0' && v * mul < 0x1p62 ? (size_t)(v * mul) : 0;
 }
+
+size_t kernels_arena_headroom(size_t total_bytes) {
+  const size_t gib = (size_t)1 << 30;
+  return total_bytes / 25 > gib ? total_bytes / 25 : gib;
+}
+
+int kernels_arena_sharers(int local_ranks, int devices) {
+  if (local_ranks < 1 || devices < 1 || local_ranks <= devices) return 1;
+  return (local_ranks + devices - 1) / devices;
+}
+
+size_t kernels_arena_default_size(size_t free_bytes, size_t total_bytes, int sharers) {
+  size_t share = free_bytes / (size_t)(sharers > 1 ? sharers : 1);
+  size_t headroom = kernels_arena_headroom(total_bytes);
+  if (share <= headroom) return 0;  // no room after the libraries: the caller says so
+  size_t bytes = share - headroom;
+  return bytes - bytes % KERNELS_ARENA_GRAIN;
+}

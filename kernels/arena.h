@@ -48,6 +48,22 @@ kernels_arena_stats kernels_arena_get_stats(const kernels_arena *a);
 // free_bytes ("80%", at most 100). 0 when the text is none of these (or absurdly large).
 size_t kernels_arena_parse_size(const char *text, size_t free_bytes);
 
+// The default arena (TESSERA_CUDA_ARENA unset). Every process on a device has its own CUDA
+// context and library workspaces (cuBLASLt, cuDNN), so each keeps its own headroom outside
+// its arena: a process's part is its share of the free memory less one headroom,
+//   free_bytes / sharers - kernels_arena_headroom(total_bytes),
+// rounded down to KERNELS_ARENA_GRAIN; 0 when that is not positive. (Dividing free memory
+// less ONE headroom among the sharers would leave every process but the first without
+// room for its libraries.)
+enum { KERNELS_ARENA_GRAIN = 2 << 20 };
+// The headroom of one process: max(1 GiB, 4% of the device's total memory).
+size_t kernels_arena_headroom(size_t total_bytes);
+// The processes that share one device: `local_ranks` of this node spread over `devices`
+// visible devices, ceil(local_ranks / devices); 1 when local_ranks <= devices or either
+// is unknown (< 1).
+int kernels_arena_sharers(int local_ranks, int devices);
+size_t kernels_arena_default_size(size_t free_bytes, size_t total_bytes, int sharers);
+
 #ifdef __cplusplus
 }
 #endif

@@ -111,9 +111,12 @@ struct kernels_backend {
   // (cuBLASLt's, reduction scratch): no cudaMalloc after it exists, none in a training
   // step. The arena is made by `reserve`, or else by the first alloc, with the size of
   // TESSERA_CUDA_ARENA when set (bytes with an optional K/M/G/T suffix, e.g. "60G", or
-  // a percentage of the device's free memory, e.g. "80%") and otherwise the device's free
-  // memory less a headroom for the CUDA libraries (max(1 GiB, 4% of the device)), divided
-  // by the processes that share the device (MPI local ranks beyond one per device);
+  // a percentage of the device's free memory, e.g. "80%") and otherwise this process's
+  // share of the device's free memory less its own headroom for the CUDA libraries:
+  // free / S - max(1 GiB, 4% of the device's total memory), rounded down to 2 MiB, where S
+  // is the number of processes sharing the device (ceil(MPI local ranks / visible devices),
+  // 1 with a device each); each process keeps a headroom because each has its own CUDA
+  // context and library workspaces (kernels/arena.h kernels_arena_default_size);
   // TESSERA_CUDA_ARENA=none: a cudaMalloc per allocation (for compute-sanitizer).
   tsr_status (*alloc)(const kernels_backend *kb, void **ptr, size_t bytes);
   // Frees memory from alloc; NULL is ignored.

@@ -86,65 +86,114 @@ enum : size_t {
   ARENA_MIN = (size_t)64 << 20,      // below this the default sizing gives up
 };
 
-// Processes that share this device: MPI's local rank count beyond one per visible device
-// (OpenMPI's OMPI_COMM_WORLD_LOCAL_SIZE, MPICH's MPI_LOCALNRANKS, Slurm's
-// SLURM_NTASKS_PER_NODE), so that ranks sharing a GPU do not each take all of it.
-static int device_sharers(void) {
+// The ranks that share this device (kernels_arena_sharers): this node's MPI rank count,
+// as the launcher gives it (OpenMPI's OMPI_COMM_WORLD_LOCAL_SIZE, MPICH's MPI_LOCALNRANKS,
+// Slurm's SLURM_NTASKS_PER_NODE), over the visible devices; `from` names the variable
+// (NULL: none is set, one rank), for the messages that name the sharing.
+struct kcu_sharing {
+  int local, devices, sharers;
+  const char *from;
+};
+
+static kcu_sharing device_sharing(void) {
   const char *names[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"};
-  int local = 1, devices = 1;
+  kcu_sharing s = {1, 1, 1, NULL};
   for (int i = 0; i < 3; i++) {
     const char *v = getenv(names[i]);
     if (v && atoi(v) > 0) {
-      local = atoi(v);
+      s.local = atoi(v);
+      s.from = names[i];
       break;
     }
   }
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 1) {
+  // Clearing a failure here hides nothing: the backend's setup counted the devices, so a
+  // failure now is a sticky error, which every later call of the runtime returns again.
+  if (cudaGetDeviceCount(&s.devices) != cudaSuccess || s.devices < 1) {
     cudaGetLastError();
-    devices = 1;
+    s.devices = 1;
   }
-  return local > devices ? (local + devices - 1) / devices : 1;
+  s.sharers = kernels_arena_sharers(s.local, s.devices);
+  return s;
 }
 
 struct kcu_sizes {
   std::unordered_map<void *, size_t> of;
 };
 
+// A failed cudaMalloc of `bytes` for `what`: TSR_ENOMEM with `advice` when the device is
+// out of memory; any other error (a sticky one left by an earlier kernel, a lost device) is
+// TSR_EIO and says so, since no other size would help then. Clears the runtime's last error
+// so that the next entry's launch check does not report it again.
+static tsr_status malloc_fail(const char *op, const char *what, size_t bytes, cudaError_t e,
+                              const char *advice) {
+  cudaGetLastError();
+  if (e == cudaErrorMemoryAllocation)
+    return err_set(TSR_ENOMEM, "%s: cudaMalloc of %s, %zu bytes: %s; %s", op, what, bytes,
+                   cudaGetErrorString(e), advice);
+  return err_set(TSR_EIO, "%s: cudaMalloc of %s, %zu bytes: %s (%s): the device is not out of "
+                 "memory but unusable (an earlier kernel's fault or a driver error); check "
+                 "nvidia-smi and the kernel log (Xid errors) and rerun", op, what, bytes,
+                 cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
 // TESSERA_CUDA_ARENA=none: no arena, one cudaMalloc per allocation (compute-sanitizer's
 // memcheck sees an overrun only at the edge of an allocation; never for a training run).
+// The mode is set only once its cuBLASLt workspace exists: a failed attempt leaves the
+// backend without an arena (the next allocation tries again) rather than in a mode whose
+// GEMMs would be handed a NULL workspace.
 static tsr_status per_alloc_mode(kb_t *kb, const char *op) {
   kcu_ctx *x = kcu(kb);
-  x->per_alloc = 1;
-  x->pa_sizes = new kcu_sizes();
+  void *ws = NULL;
+  cudaError_t e = cudaMalloc(&ws, LT_WS_BYTES);
+  if (e != cudaSuccess)
+    return malloc_fail(op, "the cuBLASLt workspace (TESSERA_CUDA_ARENA=none)", LT_WS_BYTES, e,
+                       "free device memory");
+  x->lt_ws = ws;
   x->lt_ws_bytes = LT_WS_BYTES;
-  KCU_CUDA(op, cudaMalloc(&x->lt_ws, x->lt_ws_bytes));
+  x->pa_sizes = new kcu_sizes();
+  x->per_alloc = 1;
   return TSR_OK;
 }
 
-// Makes the arena of `bytes` (0: TESSERA_CUDA_ARENA, else free memory less the libraries'
-// headroom, shared) and carves the cuBLASLt workspace from it.
+// The default size of the arena (kernels_arena_default_size for this rank's share of the
+// device), with how it was sized in `how` for the later messages; TSR_ENOMEM naming the
+// sharing when that leaves too little.
+static tsr_status arena_default_size(const char *op, size_t free_b, size_t total_b, size_t *out,
+                                     char *how, size_t how_n) {
+  kcu_sharing sh = device_sharing();
+  char sharing[160] = "";
+  if (sh.sharers > 1)
+    snprintf(sharing, sizeof sharing, ", shared by %d ranks: %d ranks on %d GPU%s (%s=%d)",
+             sh.sharers, sh.local, sh.devices, sh.devices > 1 ? "s" : "", sh.from, sh.local);
+  size_t headroom = kernels_arena_headroom(total_b);
+  *out = kernels_arena_default_size(free_b, total_b, sh.sharers);
+  snprintf(how, how_n, "the default: %zu bytes free of %zu%s, less %zu bytes for this rank's "
+           "CUDA libraries", free_b, total_b, sharing, headroom);
+  if (*out < ARENA_MIN)
+    return err_set(TSR_ENOMEM, "%s: too little device memory for the CUDA memory arena (%s); "
+                   "free the GPU%s, or set TESSERA_CUDA_ARENA", op, how,
+                   sh.sharers > 1 ? ", run fewer ranks per GPU" : "");
+  return TSR_OK;
+}
+
+// Makes the arena of `bytes` (0: TESSERA_CUDA_ARENA, else arena_default_size) and carves the
+// cuBLASLt workspace from it.
 static tsr_status arena_create(kb_t *kb, const char *op, size_t bytes) {
   kcu_ctx *x = kcu(kb);
   size_t free_b = 0, total_b = 0;
   KCU_CUDA(op, cudaMemGetInfo(&free_b, &total_b));
   const char *env = getenv("TESSERA_CUDA_ARENA");
-  const char *how = "asked for";
+  char how[384] = "asked for";
   if (bytes == 0 && env && !strcmp(env, "none")) return per_alloc_mode(kb, op);
   if (bytes == 0 && env && *env) {
     if (!(bytes = kernels_arena_parse_size(env, free_b)))
       return err_set(TSR_EINVAL, "%s: TESSERA_CUDA_ARENA=%s is not a size (bytes with an "
                      "optional K/M/G/T suffix, e.g. 60G, or a percentage of free memory, e.g. "
                      "80%%)", op, env);
-    how = "set by TESSERA_CUDA_ARENA";
+    snprintf(how, sizeof how, "set by TESSERA_CUDA_ARENA; %zu bytes free of %zu", free_b, total_b);
   } else if (bytes == 0) {
-    size_t headroom = total_b / 25 > ((size_t)1 << 30) ? total_b / 25 : ((size_t)1 << 30);
-    bytes = free_b > headroom ? (free_b - headroom) / (size_t)device_sharers() : 0;
-    bytes -= bytes % ((size_t)2 << 20);
-    how = "the default (free memory less the libraries' headroom)";
-    if (bytes < ARENA_MIN)
-      return err_set(TSR_ENOMEM, "%s: the device has %zu bytes free of %zu, too little for the "
-                     "CUDA memory arena; free the GPU or set TESSERA_CUDA_ARENA", op, free_b,
-                     total_b);
+    tsr_status st = arena_default_size(op, free_b, total_b, &bytes, how, sizeof how);
+    if (st) return st;
   }
   if (bytes < LT_WS_BYTES + ARENA_ALIGN)
     return err_set(TSR_EINVAL, "%s: a CUDA memory arena of %zu bytes (%s) cannot hold the "
@@ -152,10 +201,9 @@ static tsr_status arena_create(kb_t *kb, const char *op, size_t bytes) {
   void *base = NULL;
   cudaError_t e = cudaMalloc(&base, bytes);
   if (e != cudaSuccess) {
-    cudaGetLastError();
-    return err_set(TSR_ENOMEM, "%s: cudaMalloc of the CUDA memory arena, %zu bytes (%s), failed: "
-                   "%s (%zu bytes free of %zu); set TESSERA_CUDA_ARENA lower", op, bytes, how,
-                   cudaGetErrorString(e), free_b, total_b);
+    char what[480];
+    snprintf(what, sizeof what, "the CUDA memory arena (%s)", how);
+    return malloc_fail(op, what, bytes, e, "set TESSERA_CUDA_ARENA lower");
   }
   kernels_arena *a = NULL;
   size_t ws = 0;
@@ -186,11 +234,9 @@ static tsr_status arena_take(kb_t *kb, const char *op, size_t bytes, void **out)
   if (x->per_alloc) {
     size_t r = bytes ? (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN : ARENA_ALIGN;
     cudaError_t e = cudaMalloc(out, r);
-    if (e != cudaSuccess) {
-      cudaGetLastError();
-      return err_set(TSR_ENOMEM, "%s: cudaMalloc of %zu bytes (TESSERA_CUDA_ARENA=none): %s", op,
-                     bytes, cudaGetErrorString(e));
-    }
+    if (e != cudaSuccess)
+      return malloc_fail(op, "an allocation (TESSERA_CUDA_ARENA=none)", bytes, e,
+                         "free device memory or leave TESSERA_CUDA_ARENA=none off");
     x->pa_sizes->of[*out] = r;
     x->pa_in_use += r;
     if (x->pa_in_use > x->pa_peak) x->pa_peak = x->pa_in_use;

@@ -23,12 +23,13 @@
 // books on the host).
 //
 // Memory: the arena is made by kb->reserve(bytes) or at the first alloc, sized by
-// TESSERA_CUDA_ARENA ("70G", "90%" of free memory) or by default the free memory less
-// max(1 GiB, 4% of the device) for the CUDA libraries, divided among the MPI local ranks
-// beyond one per device. No cudaMalloc after that (none in a step); an allocation that does
-// not fit fails with TSR_ENOMEM naming the bytes asked, the arena's size, use and largest
-// free range, and TESSERA_CUDA_ARENA. kb->memory_stats gives its use and peak (nvidia-smi
-// shows the whole arena).
+// TESSERA_CUDA_ARENA ("70G", "90%" of free memory) or by default this rank's share of the
+// free memory (the MPI local ranks beyond one per device share it) less its own max(1 GiB,
+// 4% of the device) for the CUDA libraries (kernels.h alloc states the rule; arena.h
+// kernels_arena_default_size computes it). No cudaMalloc after that (none in a step); an
+// allocation that does not fit fails with TSR_ENOMEM naming the bytes asked, the arena's
+// size, use and largest free range, and TESSERA_CUDA_ARENA. kb->memory_stats gives its use
+// and peak (nvidia-smi shows the whole arena).
 //
 // Synchronisation: entries only queue work on the stream, except to_host (waits for its
 // copy), sumsq (its result goes to the host: the one sync of a step), sync, alloc (zero

@@ -4,7 +4,8 @@
 // it — random allocations and frees checked for alignment, no overlap, the in-use/peak
 // counts and the largest free range computed from a byte map, best fit, merging back to
 // one free range, the ENOMEM message (bytes asked, size, in use, largest free range), a bad
-// free; the sizes TESSERA_CUDA_ARENA takes (kernels_arena_parse_size); and the CPU
+// free; the sizes TESSERA_CUDA_ARENA takes (kernels_arena_parse_size); the default size of
+// ranks sharing a device against closed forms (kernels_arena_default_size); and the CPU
 // backend's memory_stats (in use follows alloc/free) and reserve (no-op).
 //
 // With --cuda (gpu_arena, label gpu: needs a device): the CUDA backend's arena from a fresh
@@ -12,6 +13,10 @@
 // workspace in use, an allocation beyond it fails with TSR_ENOMEM naming the bytes and
 // TESSERA_CUDA_ARENA, a freed and reused range comes back zero-filled, and a second
 // reserve of another size is refused.
+//
+// With --cuda-shared (gpu_arena_shared, label gpu): the default arena of a rank that shares
+// its GPU with others (test_cuda_shared).
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -110,6 +115,43 @@ static void test_parse(void) {
   }
 }
 
+// The default arena's rule (kernels_arena_default_size): each rank sharing a device takes
+// its share of the free memory less ITS OWN headroom, max(1 GiB, 4% of the device).
+static void test_default_size(void) {
+  const size_t G = (size_t)1 << 30, M2 = (size_t)2 << 20;
+  CHECK(kernels_arena_headroom(80 * G) == 80 * G / 25, "headroom of 80 GiB: %zu",
+        kernels_arena_headroom(80 * G));
+  CHECK(kernels_arena_headroom(16 * G) == G, "headroom of 16 GiB: %zu, want the 1 GiB floor",
+        kernels_arena_headroom(16 * G));
+  struct {
+    int local, devices, want;
+  } sh[] = {{4, 1, 4}, {8, 8, 1}, {8, 2, 4}, {5, 2, 3}, {1, 1, 1}, {2, 4, 1}, {0, 1, 1}, {4, 0, 1}};
+  for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
+    CHECK(kernels_arena_sharers(sh[i].local, sh[i].devices) == sh[i].want,
+          "%d ranks on %d devices: %d sharers, want %d", sh[i].local, sh[i].devices,
+          kernels_arena_sharers(sh[i].local, sh[i].devices), sh[i].want);
+  // 80 GiB free of 80, 4 ranks on one GPU: 20 GiB - 3.2 GiB = 16.8 GiB each, which is
+  // 8601.6 units of 2 MiB: 8601 units. (Free memory less one headroom, divided by 4, would
+  // give 19.2 GiB each and leave three of the four ranks no room for their libraries.)
+  size_t got = kernels_arena_default_size(80 * G, 80 * G, 4);
+  CHECK(got == 8601 * M2, "80 GiB, 4 ranks: %zu, want %zu", got, 8601 * M2);
+  CHECK(4 * (got + kernels_arena_headroom(80 * G)) <= 80 * G,
+        "4 ranks' arenas and headrooms exceed the device");
+  // One rank: 80 GiB - 3.2 GiB = 76.8 GiB = 39321.6 units: 39321.
+  got = kernels_arena_default_size(80 * G, 80 * G, 1);
+  CHECK(got == 39321 * M2, "80 GiB, 1 rank: %zu, want %zu", got, 39321 * M2);
+  // 0 sharers counts as one; a 16 GiB device keeps the 1 GiB floor: 6 GiB free, 2 ranks:
+  // 3 GiB - 1 GiB = 2 GiB exactly.
+  CHECK(kernels_arena_default_size(80 * G, 80 * G, 0) == 39321 * M2, "0 sharers");
+  got = kernels_arena_default_size(6 * G, 16 * G, 2);
+  CHECK(got == 2 * G, "6 GiB free of 16, 2 ranks: %zu, want %zu", got, 2 * G);
+  // No room once each rank keeps its headroom (no underflow): 4 GiB free, 4 ranks.
+  CHECK(kernels_arena_default_size(4 * G, 80 * G, 4) == 0, "underflow: %zu",
+        kernels_arena_default_size(4 * G, 80 * G, 4));
+  CHECK(kernels_arena_default_size(0, 80 * G, 1) == 0, "no free memory");
+  CHECK(kernels_arena_default_size(G, 16 * G, 1) == 0, "exactly the headroom free");
+}
+
 static void test_cpu_stats(void) {
   const kernels_backend *kb = kernels_cpu();
   size_t u0, p0, cap;
@@ -165,12 +207,50 @@ static void test_cuda(void) {
   free(h);
 }
 
+// The default arena of a rank that shares its GPU, in a fresh process: the launcher's
+// variables are set before the backend exists, CUDA_VISIBLE_DEVICES=0 makes one GPU visible
+// (so the sharing is the same on any machine) and the emulated device gets 16 GiB. 64 ranks
+// leave no room after each rank's headroom: TSR_ENOMEM naming the sharing, and no arena;
+// then 4 ranks: the arena is kernels_arena_default_size of the memory free just before.
+static void test_cuda_shared(void) {
+  setenv("CUDA_VISIBLE_DEVICES", "0", 1);
+  setenv("CUEMU_MEMORY", "16G", 1);  // read by the emulated device only
+  unsetenv("TESSERA_CUDA_ARENA");
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "64", 1);
+  const kernels_backend *all[8], *kb = NULL;
+  int n = kernels_backends(all, 8);
+  for (int i = 0; i < n && i < 8; i++)
+    if (!strcmp(all[i]->name, "cuda")) kb = all[i];
+  CHECK(kb != NULL, "no usable cuda backend");
+  if (!kb) return;
+  size_t free_b = 0, total_b = 0, cap = 0;
+  void *p = NULL;
+  CHECK_OK(kb->mem_info(kb, &free_b, &total_b));
+  CHECK(kb->alloc(kb, &p, 1 << 20) == TSR_ENOMEM, "64 ranks on one GPU: an arena was made");
+  CHECK(strstr(err_msg(), "64 ranks on 1 GPU (OMPI_COMM_WORLD_LOCAL_SIZE=64)") &&
+            strstr(err_msg(), "fewer ranks per GPU") && strstr(err_msg(), "TESSERA_CUDA_ARENA"),
+        "message: %s", err_msg());
+  CHECK_OK(kb->memory_stats(kb, NULL, NULL, &cap));
+  CHECK(cap == 0, "a failed default sizing left an arena of %zu bytes", cap);
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "4", 1);
+  CHECK_OK(kb->mem_info(kb, &free_b, &total_b));
+  size_t want = kernels_arena_default_size(free_b, total_b, 4);
+  CHECK_OK(kb->alloc(kb, &p, 1 << 20));
+  CHECK_OK(kb->memory_stats(kb, NULL, NULL, &cap));
+  CHECK(cap == want && want > 0, "4 ranks, %zu bytes free of %zu: an arena of %zu, want "
+        "free / 4 - headroom = %zu", free_b, total_b, cap, want);
+  kb->free(kb, p);
+}
+
 int main(int argc, char **argv) {
   if (argc == 2 && !strcmp(argv[1], "--cuda")) {
     test_cuda();
+  } else if (argc == 2 && !strcmp(argv[1], "--cuda-shared")) {
+    test_cuda_shared();
   } else {
     test_bookkeeping();
     test_parse();
+    test_default_size();
     test_cpu_stats();
   }
   return check_done();
