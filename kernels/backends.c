@@ -3,6 +3,8 @@
 // under its build flag (the CUDA backend: #ifdef TESSERA_HAVE_CUDA).
 #include "kernels/kernels.h"
 
+#include <string.h>
+
 #ifdef TESSERA_HAVE_CUDA
 #include "kernels/cuda/cuda.h"
 #endif
@@ -16,4 +18,13 @@ int kernels_backends(const kernels_backend **out, int max) {
 #endif
   for (int i = 0; i < n && i < max; i++) out[i] = all[i];
   return n;
+}
+
+int kernels_backend_unusable(const char *device, char *why, size_t n) {
+  if (why && n) why[0] = '\0';
+#ifdef TESSERA_HAVE_CUDA
+  if (device && !strcmp(device, "cuda")) return !kernels_cuda_available(why, n);
+#endif
+  (void)device;
+  return 0;
 }

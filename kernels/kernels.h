@@ -534,6 +534,12 @@ const kernels_backend *kernels_cpu_bf16(void);
 // reference of tests/kernels/test_backend_ops.c): "cpu", "cpu-bf16", then "cuda" when
 // built. Returns how many there are; fills out[0 .. min(count, max)).
 int kernels_backends(const kernels_backend **out, int max);
+// Whether a backend of device `device` ("cuda": a table name up to its first '-') is built
+// into this binary but cannot be used here, which is why kernels_backends() leaves it out
+// (a CUDA build whose GPU cannot be opened): 1 with the backend's reason in why[0 .. n)
+// (why may be NULL), else 0 (usable, or not built). Lets a tool tell "not built" from
+// "built, but the device failed".
+int kernels_backend_unusable(const char *device, char *why, size_t n);
 // Threads of the CPU backend (OpenMP regions and OpenBLAS GEMMs); n <= 0 keeps the
 // defaults (OMP_NUM_THREADS / all cores). Results do not depend on it (see Determinism).
 void kernels_cpu_set_threads(int n);

@@ -42,6 +42,22 @@ static tsr_status probe(const backend_choice *c) {
   return TSR_OK;
 }
 
+// --backend cuda without a usable CUDA table: either the backend is built in but could not
+// open its GPU (kernels_backends() leaves it out; the fix is on the machine, and the
+// backend's own reason says what failed), or this binary really lacks it (the fix is a
+// rebuild). `built` lists the devices that are usable.
+static tsr_status cuda_missing(const char *built) {
+  char why[256];
+  if (kernels_backend_unusable("cuda", why, sizeof why))
+    return err_set(TSR_EIO, "--backend cuda: this tessera has the CUDA backend, but it could not "
+                   "be set up here: %s; fix what that names (no GPU found: check nvidia-smi, "
+                   "CUDA_VISIBLE_DEVICES, which hides every GPU when empty or -1, and that the "
+                   "NVIDIA driver is loaded), or use --backend cpu", why);
+  return err_set(TSR_EINVAL, "--backend cuda: this tessera was built without the CUDA backend "
+                 "(built: %s); rebuild with the CUDA toolkit installed (cmake -DTESSERA_CUDA=ON), "
+                 "or use --backend cpu", built);
+}
+
 tsr_status backend_choose(const char *name, backend_choice *out) {
   int gpu;
   tsr_status bst = comm_bind_device(&gpu);  // before any CUDA backend exists
@@ -67,10 +83,7 @@ tsr_status backend_choose(const char *name, backend_choice *out) {
     if (!strstr(built, d)) snprintf(built + strlen(built), sizeof built - strlen(built), "%s%s",
                                     built[0] ? ", " : "", d);
   }
-  if (!strcmp(name, "cuda"))
-    return err_set(TSR_EINVAL, "--backend cuda: this tessera was built without the CUDA backend "
-                   "(built: %s); rebuild with the CUDA toolkit installed (cmake -DTESSERA_CUDA=ON), "
-                   "or use --backend cpu", built);
+  if (!strcmp(name, "cuda")) return cuda_missing(built);
   return err_set(TSR_EINVAL, "--backend %s: not a backend of this tessera (built: %s; or auto)",
                  name, built);
 }

@@ -51,6 +51,10 @@ static void version(void) {
   int n = kernels_backends(all, 16);
   printf("tessera %s\nbackends:", TESSERA_VERSION);
   for (int i = 0; i < n && i < 16; i++) printf("%s %s", i ? "," : "", all[i]->name);
+  // A backend that is built in but cannot be used here is named too, with why: without
+  // it a CUDA build on a machine whose GPU cannot be opened reads like a CPU-only build.
+  char why[256];
+  if (kernels_backend_unusable("cuda", why, sizeof why)) printf(", cuda (not usable here: %s)", why);
 #ifdef TESSERA_HAVE_MEDIA
   printf("\nmedia: FFmpeg (ingest, index export, MP4 samples)\n");
 #else

@@ -38,14 +38,19 @@ static const char *const kcu_entry_names[KCU_E_COUNT] = {
     "attention_backward", "objective_inputs", "mse_forward", "mse_backward",
     "adamw_update_multi", "layernorm_modulate_forward", "layernorm_modulate_backward"};
 
-// Reads and clears the device error word (synchronises the stream first).
+// Reads and clears the device error word, after everything queued before (waits for the
+// stream). Both the read and the reset are queued on the backend's stream, which every
+// kernel that writes the word runs on: the legacy default stream (plain cudaMemcpy,
+// cudaMemset) does not order against a non-blocking stream, and cudaMemset of device
+// memory returns before it is done, so a reset there could land after the next entry's
+// kernel had reported into the word and erase that report.
 static tsr_status kcu_check_error(kb_t *kb, const char *op) {
   kcu_ctx *x = kcu(kb);
-  KCU_CUDA(op, cudaStreamSynchronize(x->stream));
   kcu_dev_error e;
-  KCU_CUDA(op, cudaMemcpy(&e, x->err, sizeof e, cudaMemcpyDeviceToHost));
+  KCU_CUDA(op, cudaMemcpyAsync(&e, x->err, sizeof e, cudaMemcpyDeviceToHost, x->stream));
+  KCU_CUDA(op, cudaStreamSynchronize(x->stream));
   if (e.code == KCU_BAD_NONE) return TSR_OK;
-  KCU_CUDA(op, cudaMemset(x->err, 0, sizeof e));
+  KCU_CUDA(op, cudaMemsetAsync(x->err, 0, sizeof e, x->stream));
   const char *entry = e.entry > 0 && e.entry < KCU_E_COUNT ? kcu_entry_names[e.entry] : "?";
   if (e.code == KCU_BAD_CU)
     return err_set(TSR_EINVAL, "%s: an earlier %s got bad cu_seqlens (entry %lld = %lld: must "
@@ -1844,16 +1849,34 @@ static kcu_ctx g_ctx;
 static kernels_backend g_kb;
 static char g_why[256];
 
+// The backend's switches that make it unusable when wrong, checked before the device is
+// touched: 0 with the reason in g_why.
+static int check_switches(void) {
+  const char *gr = getenv("TESSERA_CUDA_GRAPHS");
+  if (gr && strcmp(gr, "0") && strcmp(gr, "1")) {
+    snprintf(g_why, sizeof g_why, "TESSERA_CUDA_GRAPHS=%.32s: use 1 (record and replay the "
+             "model's forward and backward) or 0 (eager, the default)", gr);
+    return 0;
+  }
+  return 1;
+}
+
+// Opens the device: 1, or 0 with the reason in g_why (the failing call and CUDA's error).
+// The runtime's last error is cleared on failure: the reason is kept in g_why, and the
+// error must not surface again at some later, unrelated launch check (a sticky error is not
+// hidden by this: every later call of the runtime returns it again).
 static int init_backend(void) {
+  if (!check_switches()) return 0;
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
-    snprintf(g_why, sizeof g_why, "no usable CUDA device: %s", cudaGetErrorString(e));
+    snprintf(g_why, sizeof g_why, "no usable CUDA device: cudaGetDeviceCount: %s (%s)",
+             cudaGetErrorString(e), cudaGetErrorName(e));
     cudaGetLastError();
     return 0;
   }
   if (count <= 0) {
-    snprintf(g_why, sizeof g_why, "no CUDA device visible");
+    snprintf(g_why, sizeof g_why, "no CUDA device visible (cudaGetDeviceCount found 0)");
     return 0;
   }
   kcu_ctx *x = &g_ctx;
@@ -1870,27 +1893,29 @@ static int init_backend(void) {
   // The cuBLASLt workspace is carved from the arena when it is made (kcu_arena_ready).
   step = "cudaMalloc (error word)";
   if ((e = cudaMalloc((void **)&x->err, sizeof(kcu_dev_error))) != cudaSuccess) goto fail;
-  if ((e = cudaMemset(x->err, 0, sizeof(kcu_dev_error))) != cudaSuccess) goto fail;
+  // Zeroed on the backend's stream, so that every kernel queued there later sees the zero
+  // (cudaMalloc does not clear; a cudaMemset on the legacy stream is not ordered before
+  // work on this non-blocking one). The wait reports a failure here, not at the first sync.
+  step = "zeroing the error word (cudaMemsetAsync on the backend's stream)";
+  if ((e = cudaMemsetAsync(x->err, 0, sizeof(kcu_dev_error), x->stream)) != cudaSuccess ||
+      (e = cudaStreamSynchronize(x->stream)) != cudaSuccess)
+    goto fail;
   {
-    const char *gr = getenv("TESSERA_CUDA_GRAPHS");
-    if (gr && strcmp(gr, "0") && strcmp(gr, "1")) {
-      snprintf(g_why, sizeof g_why, "TESSERA_CUDA_GRAPHS=%.32s: use 1 (record and replay the "
-               "model's forward and backward) or 0 (eager, the default)", gr);
-      return 0;
-    }
     const char *g = getenv("TESSERA_CUDA_LT_GELU");
     x->lt_gelu = !(g && !strcmp(g, "0"));
     const char *lg = getenv("TESSERA_CUDA_LT_LOG");
     x->lt_log = lg && !strcmp(lg, "1");
     cublasStatus_t s = cublasLtCreate(&x->lt);
     if (s != CUBLAS_STATUS_SUCCESS) {
-      snprintf(g_why, sizeof g_why, "cublasLtCreate: %s", cublasLtGetStatusString(s));
+      snprintf(g_why, sizeof g_why, "cublasLtCreate: %s (cuBLASLt status %d)",
+               cublasLtGetStatusString(s), (int)s);
       return 0;
     }
   }
   return 1;
 fail:
-  snprintf(g_why, sizeof g_why, "CUDA backend setup: %s: %s", step, cudaGetErrorString(e));
+  snprintf(g_why, sizeof g_why, "CUDA backend setup: %s: %s (%s)", step, cudaGetErrorString(e),
+           cudaGetErrorName(e));
   cudaGetLastError();
   return 0;
 }

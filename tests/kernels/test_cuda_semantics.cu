@@ -99,7 +99,9 @@ int main(int argc, char **argv) {
 
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, "stream");
-  CHECK(cudaMemset(x, 0, 4096 * sizeof(int)) == cudaSuccess, "memset");
+  // On s itself: a plain cudaMemset runs on the legacy stream, which does not order
+  // against the non-blocking s (and returns before it is done for device memory).
+  CHECK(cudaMemsetAsync(x, 0, 4096 * sizeof(int), s) == cudaSuccess, "memset");
   cudaGraph_t g = NULL;
   cudaGraphExec_t ge = NULL;
   CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess, "begin capture");
