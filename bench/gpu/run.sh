@@ -59,7 +59,8 @@
 # side's TESSERA_CUDA_* switches pass through (docs/gpu.md; results.json "env" records
 # them): TESSERA_CUDA_GRAPHS (default 0: the eager step, which is what `tessera train` runs
 # today, since the trainer does not record graphs yet; =1 shows what recorded graphs give on
-# a fixed batch) and TESSERA_CUDA_ATTENTION_DETERMINISTIC (default here 0).
+# a fixed batch) and TESSERA_CUDA_ATTENTION_DETERMINISTIC (default 0, the backend's own
+# default, set explicitly so that "env" records it).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
@@ -132,8 +133,9 @@ fi
 [ -x "$BIN" ] || die 2 "no $BIN: build with CUDA first (tools/gpu.sh, docs/gpu.md)"
 [ -d "$PIP" ] && export LD_LIBRARY_PATH=$PIP/cudnn/lib:$PIP/nccl/lib:$PIP/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # The tessera side's speed switches (docs/gpu.md), unless given: recorded graphs of the
-# forward and backward, and cuDNN's fp32-atomic attention backward (the deterministic one
-# fits only small microbatches; PyTorch's cuDNN SDPA backward is not deterministic either).
+# forward and backward, and cuDNN's fp32-atomic attention backward (the backend's default;
+# the deterministic one needs a dense b x H x sq x skv workspace, so long clips take the own
+# kernels; PyTorch's cuDNN SDPA backward is not deterministic either).
 export TESSERA_CUDA_GRAPHS=${TESSERA_CUDA_GRAPHS:-0}
 export TESSERA_CUDA_ATTENTION_DETERMINISTIC=${TESSERA_CUDA_ATTENTION_DETERMINISTIC:-0}
 

@@ -20,9 +20,11 @@
 // Numerics: cuDNN rounds P (forward) and P, dS (backward) to bf16 for the tensor-core
 // products, unlike the own kernels (P in fp32): tests/kernels/test_backend_ops.c gives the
 // cuDNN entries their own tolerance. stats/lse stay fp32.
-// Determinism: the forward has no atomics. The backward is built without cuDNN's fp32 dQ
-// accumulator (the "deterministic algorithm" graph) and only engines without cuDNN's
-// NONDETERMINISTIC note are accepted, unless TESSERA_CUDA_ATTENTION_DETERMINISTIC=0.
+// Determinism: the forward has no atomics. The backward, by default, adds dQ into cuDNN's
+// fp32 accumulator with atomics (fast; dQ's last bits vary run to run); with
+// TESSERA_CUDA_ATTENTION_DETERMINISTIC=1 it is built without the accumulator (the
+// "deterministic algorithm" graph, a dense b x H x sq x skv workspace) and only engines
+// without cuDNN's NONDETERMINISTIC note are accepted.
 //
 // Plans: building one is slow (heuristics, engine checks, runtime compilation), so each
 // kcu_sdpa_key (sdpa.h: kind, rounded clip and token counts, heads, head dim, determinism)
@@ -536,8 +538,8 @@ static int sdpa_build(sdpa_plan *p, const kcu_sdpa_key *key, cudnnHandle_t handl
              "(%d nondeterministic skipped, %d over the %lld-byte workspace limit)%s%s%s", kind,
              tried, skipped_nondet, skipped_ws, (long long)max_ws, reasons[0] ? "; first failure: " : "",
              reasons, skipped_ws && key->deterministic
-                          ? "; the deterministic backward's workspace is a dense b x H x sq x skv dP: "
-                            "TESSERA_CUDA_ATTENTION_DETERMINISTIC=0 selects the atomic one"
+                          ? "; the deterministic backward's workspace is a dense b x H x sq x skv dS: "
+                            "TESSERA_CUDA_ATTENTION_DETERMINISTIC=0 (the default) selects the atomic one"
                           : "");
     return 0;
   }

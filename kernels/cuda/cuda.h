@@ -44,12 +44,14 @@
 // naming the entry). CUDA and cuBLASLt failures return TSR_EIO (TSR_ENOMEM for memory)
 // naming the entry, the call and the CUDA error string.
 //
-// Determinism: no float atomics; every reduction sums fixed slices in a fixed order and
-// every own attention output row has one owning warp: bitwise reproducible run to run.
-// cuDNN's forward has no atomics; its backward is built in cuDNN's deterministic form
-// (TESSERA_CUDA_ATTENTION_DETERMINISTIC=1, the default), whose dense dP workspace limits it
-// to small microbatches (larger ones take the own kernels); with =0 cuDNN's backward
-// accumulates dQ with fp32 atomics and is not bitwise reproducible (docs/gpu.md).
+// Determinism: no float atomics in the backend's own kernels; every reduction sums fixed
+// slices in a fixed order and every own attention output row has one owning warp: bitwise
+// reproducible run to run. cuDNN's forward has no atomics; its backward, by default
+// (TESSERA_CUDA_ATTENTION_DETERMINISTIC=0), accumulates dQ with fp32 atomics: fast, not
+// bitwise reproducible (dQ's last bits, and from them the step's results, vary run to
+// run). =1 builds it in cuDNN's deterministic form, whose dense b x H x sq x skv dS
+// workspace limits it to microbatches of short clips (larger ones take the own, slow
+// kernels), for bitwise reproducible runs (docs/gpu.md, "Determinism").
 //
 // Environment: TESSERA_CUDA_ARENA (above; "none": a cudaMalloc per allocation instead, for
 // compute-sanitizer, which sees overruns only at allocation edges — tests/kernels/
@@ -75,7 +77,7 @@
 //   _cudnn_atomic,_own} must pass on a GPU first. Left on the own fp32 CUDA-core kernels
 //   (correct, slow): attention_partial_backward (cuDNN's backward derives delta from out,
 //   which that entry's contract does not pass), merge, delta, head dims cuDNN does not
-//   take, and with the default deterministic backward every microbatch whose dense dP
+//   take, and with TESSERA_CUDA_ATTENTION_DETERMINISTIC=1 every microbatch whose dense dS
 //   workspace (b x H x sq x skv bf16 over the plan's rounded sizes) exceeds an eighth of
 //   the GPU memory — passing the longest clip to the entries (kernels.h) would make that
 //   workspace b x H x max_len^2 instead. An own wgmma flash kernel (deterministic, every

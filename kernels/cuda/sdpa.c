@@ -16,11 +16,12 @@ tsr_status kcu_attn_mode_parse(const char *value, kcu_attn_mode *mode) {
 }
 
 tsr_status kcu_sdpa_deterministic_parse(const char *value, int *deterministic) {
-  if (!value || !*value || !strcmp(value, "1")) *deterministic = 1;
-  else if (!strcmp(value, "0")) *deterministic = 0;
+  if (!value || !*value || !strcmp(value, "0")) *deterministic = 0;
+  else if (!strcmp(value, "1")) *deterministic = 1;
   else
-    return err_set(TSR_EINVAL, "TESSERA_CUDA_ATTENTION_DETERMINISTIC='%s': use 1 (bitwise "
-                   "reproducible cuDNN backward, the default) or 0 (atomic dQ, faster)", value);
+    return err_set(TSR_EINVAL, "TESSERA_CUDA_ATTENTION_DETERMINISTIC='%s': use 0 (cuDNN's "
+                   "atomic dQ backward, fast; the default) or 1 (bitwise reproducible backward, "
+                   "whose workspace limits it to small microbatches)", value);
   return TSR_OK;
 }
 

@@ -43,9 +43,12 @@ enum { KCU_SDPA_MIN_CUDNN = 91002 };
 typedef enum { KCU_ATTN_AUTO = 0, KCU_ATTN_CUDNN, KCU_ATTN_OWN } kcu_attn_mode;
 // value: the variable's value or NULL (unset). TSR_EINVAL naming the variable otherwise.
 tsr_status kcu_attn_mode_parse(const char *value, kcu_attn_mode *mode);
-// TESSERA_CUDA_ATTENTION_DETERMINISTIC: 1 (default, also unset or empty) builds cuDNN's
-// backward without atomics in dQ and accepts only engines without cuDNN's
-// NONDETERMINISTIC note; 0 allows the faster atomic dQ accumulation.
+// TESSERA_CUDA_ATTENTION_DETERMINISTIC: 0 (default, also unset or empty) builds cuDNN's
+// backward with its fp32 dQ accumulator, which its kernels add into with atomics: fast, but
+// dQ's summation order and so its last bits vary from run to run. 1 builds the backward
+// without atomics and accepts only engines without cuDNN's NONDETERMINISTIC note: bitwise
+// reproducible, but its workspace is a dense b x H x sq x skv bf16 dS, so large microbatches
+// get no plan and run the backend's own (slow) backward kernels (docs/gpu.md, Determinism).
 tsr_status kcu_sdpa_deterministic_parse(const char *value, int *deterministic);
 
 // The entries served by cuDNN (attention_merge, attention_delta and

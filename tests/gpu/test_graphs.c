@@ -7,8 +7,10 @@
 // after the 3 AdamW steps too (so the replays read the weights of their step), and the
 // graphed model's stats must show 2 recordings and 2 replays (the test cannot pass with
 // graphs silently off). For model.recompute 0 and 2 (the cheap recomputation), on a model
-// whose head dimension (64) cuDNN's fused attention takes, with the default deterministic
-// attention backward. Exit 77 (skip) without a GPU (tests/gpu/run.sh checks first).
+// whose head dimension (64) cuDNN's fused attention takes, with cuDNN's deterministic
+// attention backward (TESSERA_CUDA_ATTENTION_DETERMINISTIC=1, set here: the default atomic
+// dQ would make two eager runs differ in their last bits, so bitwise equality would test
+// nothing). Exit 77 (skip) without a GPU (tests/gpu/run.sh checks first).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,6 +142,7 @@ static void run(const kernels_backend *kb, int recompute) {
 
 int main(void) {
   setenv("TESSERA_CUDA_GRAPHS", "1", 1);  // read when the backend is created, below
+  setenv("TESSERA_CUDA_ATTENTION_DETERMINISTIC", "1", 1);  // read at the first attention call
   char why[256];
   if (!kernels_cuda_available(why, sizeof why)) {
     printf("SKIP: %s\n", why);

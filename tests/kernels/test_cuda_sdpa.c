@@ -1,6 +1,6 @@
 // tests/kernels/test_cuda_sdpa.c — the host-side rules of the CUDA backend's cuDNN attention
-// path (kernels/cuda/sdpa.h), on any machine: the environment switches, which shapes go to
-// cuDNN and the error that names a shape cuDNN cannot take, the plan-cache key and its
+// path (kernels/cuda/sdpa.h), on any machine: the environment switches (the atomic backward
+// by default), which shapes go to cuDNN and the error that names a shape cuDNN cannot take, the plan-cache key and its
 // rounding, and the ragged description of a packed batch against its definition (valid
 // cu_seqlens give exactly the clips; any cu_seqlens stay inside the tensors).
 #include <string.h>
@@ -28,13 +28,16 @@ static void test_switches(void) {
         err_msg());
   CHECK(kcu_attn_mode_parse("flash", &m) == TSR_EINVAL, "unknown value");
 
-  int det = 0;
+  int det = 1;
   CHECK_OK(kcu_sdpa_deterministic_parse(NULL, &det));
-  CHECK(det == 1, "deterministic by default");
-  CHECK_OK(kcu_sdpa_deterministic_parse("0", &det));
-  CHECK(det == 0, "0");
+  CHECK(det == 0, "unset: the atomic backward (the fast one)");
+  det = 1;
+  CHECK_OK(kcu_sdpa_deterministic_parse("", &det));
+  CHECK(det == 0, "empty: the atomic backward");
   CHECK_OK(kcu_sdpa_deterministic_parse("1", &det));
   CHECK(det == 1, "1");
+  CHECK_OK(kcu_sdpa_deterministic_parse("0", &det));
+  CHECK(det == 0, "0");
   CHECK(kcu_sdpa_deterministic_parse("yes", &det) == TSR_EINVAL, "only 0 or 1");
   CHECK(strstr(err_msg(), "TESSERA_CUDA_ATTENTION_DETERMINISTIC") != NULL, "names the variable: %s",
         err_msg());
