@@ -45,9 +45,9 @@
 //   bf16 activations they may be more exact than it, because an intermediate that the
 //   composition stores (and rounds) stays in fp32 inside the fused entry.
 // - Errors: every entry returns TSR_OK or an error with err_set() message (NULL
-//   required pointer, negative size, bad cu_seqlens, position/id out of range, no
-//   memory). Backends may check device-resident index arrays only where cheap (the CPU
-//   backend checks all of them).
+//   required pointer, negative size, bad cu_seqlens, a clip longer than an attention
+//   entry's max_len, position/id out of range, no memory). Backends may check
+//   device-resident index arrays only where cheap (the CPU backend checks all of them).
 // - Threading: an entry is not to be called concurrently on the same backend from two
 //   threads (the CUDA backend orders them on one stream); each entry may use many
 //   threads internally (OpenMP on the CPU: OMP_NUM_THREADS).
@@ -323,30 +323,42 @@ struct kernels_backend {
   // is the softmax scale (1/sqrt(Dh) for standard attention). Each query attends
   // bidirectionally to every key of its own clip only. Tiled online softmax: memory is
   // O(threads * tile * Dh), never (L x L).
+  // max_len (max_q, max_k for the partial entries: queries' and keys' clips) is an upper
+  // bound on every clip's token count, given by the caller, who packed the clips and knows
+  // their lengths on the host (FlashAttention's max_seqlen): a fused kernel sizes its plan,
+  // workspace and launch grid by it instead of by the packed total (CUDA: cuDNN's sequence
+  // dimension, docs/gpu.md "Attention"). Any value >= the longest clip is correct (L
+  // always is; kernels_attention_max_len below rounds the longest clip so that one plan
+  // and one recorded graph serve many packings); a smaller one is TSR_EINVAL naming the
+  // clip (CPU: at the call; CUDA: checked on the device and reported by the next sync,
+  // the call's results undefined but its reads and writes inside its tensors). Negative:
+  // TSR_EINVAL.
   //
   // Full attention (one rank holds whole clips): out, lse overwritten.
   tsr_status (*attention_forward)(const kernels_backend *kb, void *out, float *lse, const void *q,
                                   const void *k, const void *v, const int32_t *cu_seqlens,
-                                  int n_clips, int L, int H, int Dh, float scale);
+                                  int n_clips, int max_len, int L, int H, int Dh, float scale);
   // dq, dk, dv overwritten; recomputes the scores tile by tile from q, k, lse and
   // delta = rowsum(dout * out). dq, dk, dv, dout, q, k, v, out: (L, H, Dh) [act],
   // lse: (L, H) [f32]
   tsr_status (*attention_backward)(const kernels_backend *kb, void *dq, void *dk, void *dv,
                                    const void *dout, const void *q, const void *k,
                                    const void *v, const void *out, const float *lse,
-                                   const int32_t *cu_seqlens, int n_clips, int L, int H, int Dh,
-                                   float scale);
+                                   const int32_t *cu_seqlens, int n_clips, int max_len, int L,
+                                   int H, int Dh, float scale);
   // Partial attention for ring attention: Lq local queries against one block of Lk
   // keys/values. Clip c's queries [cu_q[c], cu_q[c+1]) attend to the block's keys
   // [cu_k[c], cu_k[c+1]) only. out is normalised over this block's keys and lse is this
   // block's log-sum-exp; a query whose clip has no key in the block gets out = 0 and
   // lse = -INFINITY. Combine blocks with attention_merge.
   // out: (Lq, H, Dh) [act], lse: (Lq, H) [f32], q: (Lq, H, Dh) [act], k, v: (Lk, H, Dh)
-  // [act], cu_q, cu_k: (C + 1) int32 (cu_q[C] == Lq, cu_k[C] == Lk)
+  // [act], cu_q, cu_k: (C + 1) int32 (cu_q[C] == Lq, cu_k[C] == Lk); max_q, max_k bound
+  // the clips' lengths in cu_q and in cu_k
   tsr_status (*attention_partial_forward)(const kernels_backend *kb, void *out, float *lse,
                                           const void *q, const void *k, const void *v,
                                           const int32_t *cu_q, const int32_t *cu_k, int n_clips,
-                                          int Lq, int Lk, int H, int Dh, float scale);
+                                          int max_q, int max_k, int Lq, int Lk, int H, int Dh,
+                                          float scale);
   // Merges partial b into the accumulator a, exactly (up to rounding):
   // lse = log(exp(lse_a) + exp(lse_b)), out_a = exp(lse_a - lse) out_a + exp(lse_b - lse) out_b.
   // -INFINITY lse (empty partial) is handled; merging in any order gives the full result.
@@ -365,13 +377,14 @@ struct kernels_backend {
   // activations each call loads them, adds in fp32 and rounds once).
   // dq may be NULL; dk and dv are given together or both NULL (same for attention_backward).
   // dq: (Lq, H, Dh) [act], dk, dv: (Lk, H, Dh) [act], dout, q: (Lq, H, Dh) [act],
-  // k, v: (Lk, H, Dh) [act], lse, delta: (Lq, H) [f32], cu_q, cu_k: (C + 1)
+  // k, v: (Lk, H, Dh) [act], lse, delta: (Lq, H) [f32], cu_q, cu_k: (C + 1); max_q, max_k
+  // as in attention_partial_forward
   tsr_status (*attention_partial_backward)(const kernels_backend *kb, void *dq, void *dk,
                                            void *dv, const void *dout, const void *q,
                                            const void *k, const void *v, const float *lse,
                                            const float *delta, const int32_t *cu_q,
-                                           const int32_t *cu_k, int n_clips, int Lq, int Lk, int H,
-                                           int Dh, float scale);
+                                           const int32_t *cu_k, int n_clips, int max_q, int max_k,
+                                           int Lq, int Lk, int H, int Dh, float scale);
 
   // ---- objective and sampler (no host work per step) ---------------------------------
   // The rectified-flow inputs of a packed microbatch, from the stored tokens and the keys
@@ -521,6 +534,16 @@ static inline void *kernels_act_at(const kernels_backend *kb, const void *base, 
 // Bytes of n [act] elements of kb.
 static inline size_t kernels_act_bytes(const kernels_backend *kb, size_t n) {
   return n * kernels_dtype_size(kb->act_dtype);
+}
+// The max_len (max_q, max_k) a caller passes to the attention entries for a packing of L
+// tokens whose longest clip has `longest`: longest rounded up to a power of two (at least
+// 64), at most L. Still a bound on every clip, and the same for every packing of L tokens
+// whose longest clip falls in the same power-of-two range, so that the backend's plans
+// (cuDNN's are sized by it) and a recorded graph of the model (keyed by it) serve them all.
+static inline int kernels_attention_max_len(int64_t longest, int64_t L) {
+  int64_t b = 64;
+  while (b < longest) b *= 2;
+  return (int)(b < L ? b : L);
 }
 
 // The CPU backend (fp32, OpenBLAS, OpenMP); a static object, never freed.

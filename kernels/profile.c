@@ -339,22 +339,25 @@ static tsr_status p_embedding_backward(kb_t *kb, float *dtable, const void *dout
 }
 static tsr_status p_attention_forward(kb_t *kb, void *out, float *lse, const void *q,
                                       const void *k, const void *v, const int32_t *cu_seqlens,
-                                      int n_clips, int L, int H, int Dh, float scale) {
-  TIMED(attention_forward, out, lse, q, k, v, cu_seqlens, n_clips, L, H, Dh, scale);
+                                      int n_clips, int max_len, int L, int H, int Dh,
+                                      float scale) {
+  TIMED(attention_forward, out, lse, q, k, v, cu_seqlens, n_clips, max_len, L, H, Dh, scale);
 }
 static tsr_status p_attention_backward(kb_t *kb, void *dq, void *dk, void *dv, const void *dout,
                                        const void *q, const void *k, const void *v,
                                        const void *out, const float *lse,
-                                       const int32_t *cu_seqlens, int n_clips, int L, int H,
-                                       int Dh, float scale) {
-  TIMED(attention_backward, dq, dk, dv, dout, q, k, v, out, lse, cu_seqlens, n_clips, L, H, Dh,
-        scale);
+                                       const int32_t *cu_seqlens, int n_clips, int max_len, int L,
+                                       int H, int Dh, float scale) {
+  TIMED(attention_backward, dq, dk, dv, dout, q, k, v, out, lse, cu_seqlens, n_clips, max_len, L,
+        H, Dh, scale);
 }
 static tsr_status p_attention_partial_forward(kb_t *kb, void *out, float *lse, const void *q,
                                               const void *k, const void *v, const int32_t *cu_q,
-                                              const int32_t *cu_k, int n_clips, int Lq, int Lk,
-                                              int H, int Dh, float scale) {
-  TIMED(attention_partial_forward, out, lse, q, k, v, cu_q, cu_k, n_clips, Lq, Lk, H, Dh, scale);
+                                              const int32_t *cu_k, int n_clips, int max_q,
+                                              int max_k, int Lq, int Lk, int H, int Dh,
+                                              float scale) {
+  TIMED(attention_partial_forward, out, lse, q, k, v, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H,
+        Dh, scale);
 }
 static tsr_status p_attention_merge(kb_t *kb, void *out_a, float *lse_a, const void *out_b,
                                     const float *lse_b, int L, int H, int Dh) {
@@ -368,10 +371,10 @@ static tsr_status p_attention_partial_backward(kb_t *kb, void *dq, void *dk, voi
                                                const void *dout, const void *q, const void *k,
                                                const void *v, const float *lse, const float *delta,
                                                const int32_t *cu_q, const int32_t *cu_k,
-                                               int n_clips, int Lq, int Lk, int H, int Dh,
-                                               float scale) {
-  TIMED(attention_partial_backward, dq, dk, dv, dout, q, k, v, lse, delta, cu_q, cu_k, n_clips, Lq,
-        Lk, H, Dh, scale);
+                                               int n_clips, int max_q, int max_k, int Lq, int Lk,
+                                               int H, int Dh, float scale) {
+  TIMED(attention_partial_backward, dq, dk, dv, dout, q, k, v, lse, delta, cu_q, cu_k, n_clips,
+        max_q, max_k, Lq, Lk, H, Dh, scale);
 }
 static tsr_status p_objective_inputs(kb_t *kb, float *t, void *x_t, void *target,
                                      const void *tokens, kernels_tokens tokens_dtype,

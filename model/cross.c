@@ -20,6 +20,15 @@
 
 static float cross_scale(const dit_model *m) { return (float)(1.0 / sqrt((double)m->Dh)); }
 
+// Bounds of the clips' lengths for the attention entries: queries (the batch's clips),
+// caption keys (model.text_len tokens a clip at most) and the null token (one a clip).
+static void cross_bounds(const dit_model *m, const dit_batch *b, int *max_q, int *max_t,
+                         int *max_n) {
+  *max_q = dit_attn_max_len(b);
+  *max_t = kernels_attention_max_len(m->cfg.text_len, m->text_Lt);
+  *max_n = kernels_attention_max_len(1, b->n_clips);
+}
+
 // Keys or values of R rows of context `in` (R, D): lin = in W + b, and for keys the per-head
 // RMSNorm into out (norm >= 0; rstd (R * H) kept).
 static tsr_status kv_fwd(dit_model *m, dit_linear l, int norm, void *lin, void *out, float *rstd,
@@ -42,10 +51,12 @@ tsr_status dit_cross_fwd(dit_model *m, int i, dit_cross_acts *a, const void *hin
   DIT_TRY(kv_fwd(m, x->k, x->k_norm, a->nklin, a->nk, a->nkrstd, m->nullctx, C));
   DIT_TRY(kv_fwd(m, x->v, -1, a->nv, NULL, NULL, m->nullctx, C));
   float s = cross_scale(m);
+  int mq, mt, mn;
+  cross_bounds(m, b, &mq, &mt, &mn);
   DIT_TRY(kb->attention_partial_forward(kb, a->att, a->lse, a->q, a->k, a->v, b->cu_seqlens,
-                                        dit_cu_text(m, b), C, L, Lt, H, Dh, s));
+                                        dit_cu_text(m, b), C, mq, mt, L, Lt, H, Dh, s));
   DIT_TRY(kb->attention_partial_forward(kb, m->xatt_n, m->xlse_n, a->q, a->nk, a->nv,
-                                        b->cu_seqlens, m->cu_null, C, L, C, H, Dh, s));
+                                        b->cu_seqlens, m->cu_null, C, mq, mn, L, C, H, Dh, s));
   DIT_TRY(kb->attention_merge(kb, a->att, a->lse, m->xatt_n, m->xlse_n, L, H, Dh));
   DIT_TRY(dit_linear_fwd(m, x->proj, a->h, a->att, L));
   return kb->add_act(kb, a->h, a->h, hin, (size_t)L * D);
@@ -73,12 +84,14 @@ tsr_status dit_cross_bwd(dit_model *m, int i, const dit_cross_acts *a, const voi
   DIT_TRY(kb->memset_zero(kb, m->dxv, kernels_act_bytes(kb, TD)));
   DIT_TRY(kb->memset_zero(kb, m->dnk, kernels_act_bytes(kb, CD)));
   DIT_TRY(kb->memset_zero(kb, m->dnv, kernels_act_bytes(kb, CD)));
+  int mq, mt, mn;
+  cross_bounds(m, b, &mq, &mt, &mn);
   DIT_TRY(kb->attention_partial_backward(kb, m->dq, m->dxk, m->dxv, m->dt1, a->q, a->k, a->v,
                                          a->lse, m->xdelta, b->cu_seqlens, dit_cu_text(m, b), C,
-                                         L, Lt, H, Dh, s));
+                                         mq, mt, L, Lt, H, Dh, s));
   DIT_TRY(kb->attention_partial_backward(kb, m->dq, m->dnk, m->dnv, m->dt1, a->q, a->nk, a->nv,
-                                         a->lse, m->xdelta, b->cu_seqlens, m->cu_null, C, L, C,
-                                         H, Dh, s));
+                                         a->lse, m->xdelta, b->cu_seqlens, m->cu_null, C, mq, mn,
+                                         L, C, H, Dh, s));
   // queries: dq -> dqlin -> d(ln) -> dh (accumulated: the residual's second path)
   DIT_TRY(norm_bwd(m, x->q_norm, m->dt2, m->dq, a->qlin, a->qrstd, L));
   DIT_TRY(dit_linear_bwd(m, x->q, m->dt3, 0, m->dt2, a->ln, L));

@@ -17,6 +17,13 @@ static tsr_status check_batch(const dit_model *m, const dit_batch *b, const char
   if (b->n_clips < 1 || b->n_clips > m->max_clips)
     return err_set(TSR_EINVAL, "%s: %d clips, the model was created for 1 to %d", op, b->n_clips,
                    m->max_clips);
+  // the longest clip has at least the mean length: catches an unset max_len cheaply (the
+  // backends check it against every clip)
+  int64_t mean_up = ((int64_t)b->L + b->n_clips - 1) / b->n_clips;
+  if (b->max_len < mean_up)
+    return err_set(TSR_EINVAL, "%s: max_len = %d, but %d tokens in %d clips make a clip of at "
+                   "least %lld: set it to the longest clip's length", op, b->max_len, b->L,
+                   b->n_clips, (long long)mean_up);
   if (b->target && !b->loss_weight)
     return err_set(TSR_EINVAL, "%s: batch has a target but no loss_weight", op);
   if (m->cfg.text_dim > 0 && b->cu_text &&
@@ -74,15 +81,18 @@ kgraph_stats dit_graph_stats(const dit_model *m) {
   return m->graphs ? kgraph_cache_stats(m->graphs) : z;
 }
 
-// Everything a phase's launches depend on besides device memory contents: sizes, the
-// pointers of the batch and of dL/dx, the attention hook. Not cu_seqlens' contents: the
-// backends derive every per-clip offset on the device (docs/gpu.md, "Speed").
+// Everything a phase's launches depend on besides device memory contents: sizes (the
+// attention's bound of the clips' length among them: it picks the cuDNN plan and is checked
+// on the device), the pointers of the batch and of dL/dx, the attention hook. Not
+// cu_seqlens' contents: the backends derive every per-clip offset on the device
+// (docs/gpu.md, "Speed").
 static void phase_key(const dit_model *m, int phase, const phase_args *a, kgraph_key *k) {
   const dit_batch *b = a->b;
   kgraph_key_init(k);
   kgraph_key_int(k, phase);
   kgraph_key_int(k, b->L);
   kgraph_key_int(k, b->n_clips);
+  kgraph_key_int(k, dit_attn_max_len(b));
   kgraph_key_int(k, b->cu_text ? b->Lt : -1);
   const void *ptrs[] = {b->cu_seqlens, b->pos, b->t, b->labels, b->x, b->target,
                         b->loss_weight, b->cu_text, b->text, m->dx,

@@ -55,6 +55,9 @@
 typedef struct {
   int n_clips;                 // C
   int L;                       // tokens
+  int max_len;                 // tokens of the longest clip (a larger bound is correct too, L
+                               // always is): the attention entries size their plans by it
+                               // (kernels.h max_len); at least L / C rounded up
   const int32_t *cu_seqlens;   // (C + 1) token offsets of the clips
   const int32_t *pos;          // (L, 3) (t, y, x) position of each token in its clip's grid
   const float *t;              // (C) [f32] diffusion time of each clip, in (0, 1)
@@ -82,7 +85,10 @@ typedef struct {
 typedef struct dit_model dit_model;
 
 // Attention hook (ring attention across a CP group in multi-rank training). The default
-// is the backend's attention_forward/backward over the batch's clips.
+// is the backend's attention_forward/backward over the batch's clips, with max_len
+// kernels_attention_max_len(b->max_len, b->L). A recordable hook must pass the backend the
+// same bound for every batch of equal L, n_clips and that rounded bound: recorded graphs
+// are keyed by them (the ring at group size 1 derives it from the same clip lengths).
 // out, lse, q, k, v, dq, dk, dv, dout: as kernels.h attention_* (lse [f32], the rest
 // (L, H, Dh) [act]); b: the microbatch.
 typedef struct {

@@ -144,6 +144,12 @@ static inline void *dit_w(const dit_model *m, int i) {
   return kernels_act_at(m->kb, m->wact, m->table[i].offset);
 }
 // Element i of the [act] buffer p (kernels_act_at with the model's backend).
+// The bound of the batch's clip lengths the model passes to the attention entries: the
+// longest clip rounded up (kernels_attention_max_len), so that one cuDNN plan and one
+// recorded graph (dit.c keys graphs by it) serve every packing in the same range.
+static inline int dit_attn_max_len(const dit_batch *b) {
+  return kernels_attention_max_len(b->max_len, b->L);
+}
 static inline void *dit_act(const dit_model *m, const void *p, size_t i) {
   return kernels_act_at(m->kb, p, i);
 }

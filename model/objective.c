@@ -120,12 +120,14 @@ static float token_x0(const objective_clip *c, size_t q) {
 
 // The host part of a microbatch, shared by objective_build and objective_device_build:
 // checks the clips, then fills cu_seqlens (C + 1), pos (L, 3), labels (C), loss_weight (C)
-// and, when keys is not NULL, the clips' random-number keys (C). *L_out: tokens.
+// and, when keys is not NULL, the clips' random-number keys (C). *L_out: tokens, *max_out:
+// the longest clip's, *Lt_out: caption tokens.
 static tsr_status build_meta(const dit_config *mc, const train_config *tc, int64_t step,
                              int n_batch_clips, const objective_clip *clips, int n_clips,
                              int max_tokens, int max_clips, int P_buf, int32_t *cu, int32_t *pos,
                              int32_t *labels, float *loss_weight, kernels_clip_key *keys,
-                             int32_t *cu_text, int max_text, int *L_out, int *Lt_out) {
+                             int32_t *cu_text, int max_text, int *L_out, int *max_out,
+                             int *Lt_out) {
   int P = mc->pt * mc->ph * mc->pw * mc->channels;
   if (P != P_buf)
     return err_set(TSR_EINVAL, "objective: the model has %d values per token, the buffers %d", P,
@@ -134,11 +136,13 @@ static tsr_status build_meta(const dit_config *mc, const train_config *tc, int64
     return err_set(TSR_EINVAL, "objective: %d clips (buffers hold 1 to %d), global batch %d",
                    n_clips, max_clips, n_batch_clips);
   int64_t L = 0, Lt = 0;
+  int longest = 0;
   for (int c = 0; c < n_clips; c++) {
     tsr_status st = check_clip(&clips[c], mc);
     if (st) return st;
     L += clips[c].len;
     Lt += caption_rows(mc, tc, step, &clips[c]);
+    if (clips[c].len > longest) longest = clips[c].len;
   }
   if (L > max_tokens)
     return err_set(TSR_EINVAL, "objective: %lld tokens, the buffers hold %d", (long long)L,
@@ -166,6 +170,7 @@ static tsr_status build_meta(const dit_config *mc, const train_config *tc, int64
     }
   }
   *L_out = (int)L;
+  *max_out = longest;
   *Lt_out = (int)Lt;
   return TSR_OK;
 }
@@ -180,16 +185,16 @@ static void text_to_f32(float *dst, const void *src, kernels_tokens dt, size_t n
 tsr_status objective_build(objective_batch *ob, const dit_config *mc, const train_config *tc,
                            int64_t step, int n_batch_clips, const objective_clip *clips,
                            int n_clips) {
-  int L, Lt, P = ob->P;
+  int L, longest, Lt, P = ob->P;
   if (mc->text_dim > 0 && ob->text_dim != mc->text_dim)
     return err_set(TSR_EINVAL, "objective_build: the model takes captions of width %d, the "
                    "buffers %d (objective_alloc_text)", mc->text_dim, ob->text_dim);
   tsr_status st = build_meta(mc, tc, step, n_batch_clips, clips, n_clips, ob->max_tokens,
                              ob->max_clips, ob->P, ob->cu_seqlens, ob->pos, ob->labels,
                              ob->loss_weight, NULL, mc->text_dim > 0 ? ob->cu_text : NULL,
-                             ob->max_text, &L, &Lt);
+                             ob->max_text, &L, &longest, &Lt);
   if (st) return st;
-  ob->n_clips = n_clips, ob->L = L, ob->Lt = Lt;
+  ob->n_clips = n_clips, ob->L = L, ob->max_len = longest, ob->Lt = Lt;
   for (int c = 0; c < n_clips && Lt > 0; c++) {
     int n = ob->cu_text[c + 1] - ob->cu_text[c];
     if (n)
@@ -273,10 +278,12 @@ tsr_status objective_device_alloc(objective_device *d, const kernels_backend *kb
   return st;
 }
 
-// d->batch pointing at the backend buffers for C clips, L tokens and Lt caption tokens
-// (text: with_text = the model's text_dim > 0).
-static void set_batch(objective_device *d, int C, int L, int num_classes, int with_text, int Lt) {
-  d->batch = (dit_batch){.n_clips = C, .L = L, .cu_seqlens = dev_part(d, DEV_CU),
+// d->batch pointing at the backend buffers for C clips, L tokens (max_len the longest
+// clip's) and Lt caption tokens (text: with_text = the model's text_dim > 0).
+static void set_batch(objective_device *d, int C, int L, int max_len, int num_classes,
+                      int with_text, int Lt) {
+  d->batch = (dit_batch){.n_clips = C, .L = L, .max_len = max_len,
+                         .cu_seqlens = dev_part(d, DEV_CU),
                          .pos = dev_part(d, DEV_POS),
                          .labels = num_classes > 0 ? dev_part(d, DEV_LABELS) : NULL,
                          .t = dev_part(d, DEV_T), .loss_weight = dev_part(d, DEV_LW),
@@ -346,7 +353,7 @@ tsr_status objective_upload(objective_device *d, const objective_batch *ob, int 
       st = kb->to_device(kb, d->text, ob->text, sizeof(float) * (size_t)ob->Lt * ob->text_dim);
     if (st) return st;
   }
-  set_batch(d, C, L, num_classes, with_text, ob->Lt);
+  set_batch(d, C, L, ob->max_len, num_classes, with_text, ob->Lt);
   return TSR_OK;
 }
 
@@ -354,11 +361,12 @@ tsr_status objective_device_build(objective_device *d, const dit_config *mc,
                                   const train_config *tc, int64_t step, int n_batch_clips,
                                   const objective_clip *clips, int n_clips) {
   const kernels_backend *kb = d->kb;
-  int L, Lt, with_text = mc->text_dim > 0;
+  int L, longest, Lt, with_text = mc->text_dim > 0;
   int max_text = with_text ? n_clips * mc->text_len : 0;
   tsr_status st = build_meta(mc, tc, step, n_batch_clips, clips, n_clips, d->max_tokens,
                              d->max_clips, d->P, d->cu_h, d->pos_h, d->labels_h, d->lw_h,
-                             d->keys_h, with_text ? d->cu_text_h : NULL, max_text, &L, &Lt);
+                             d->keys_h, with_text ? d->cu_text_h : NULL, max_text, &L, &longest,
+                             &Lt);
   if (st) return st;
   for (int c = 1; c < n_clips; c++)
     if (clips[c].tokens_dtype != clips[0].tokens_dtype)
@@ -410,7 +418,7 @@ tsr_status objective_device_build(objective_device *d, const dit_config *mc,
     }
   }
   if (st) return st;
-  set_batch(d, n_clips, L, mc->num_classes, with_text, Lt);
+  set_batch(d, n_clips, L, longest, mc->num_classes, with_text, Lt);
   return TSR_OK;
 }
 

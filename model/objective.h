@@ -56,6 +56,7 @@ typedef struct {
   int max_tokens, max_clips, P;
   int text_dim, max_text;   // caption width and capacity (tokens); 0 without text
   int n_clips, L, Lt;       // clips, tokens, caption tokens
+  int max_len;              // tokens of the longest clip (dit_batch.max_len)
   int32_t *cu_text;         // (max_clips + 1) caption rows of each clip in text
   float *text;              // (max_text, text_dim) the kept captions' embeddings
   int32_t *cu_seqlens;      // (max_clips + 1)

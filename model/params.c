@@ -173,7 +173,8 @@ static void layout(dit_model *m, arena *a) {
 static tsr_status default_attn_fwd(void *ctx, const kernels_backend *kb, const dit_batch *b,
                                    void *out, float *lse, const void *q, const void *k,
                                    const void *v, int H, int Dh, float scale) {
-  return kb->attention_forward(kb, out, lse, q, k, v, b->cu_seqlens, b->n_clips, b->L, H, Dh, scale);
+  return kb->attention_forward(kb, out, lse, q, k, v, b->cu_seqlens, b->n_clips, dit_attn_max_len(b),
+                               b->L, H, Dh, scale);
 }
 
 static tsr_status default_attn_bwd(void *ctx, const kernels_backend *kb, const dit_batch *b,
@@ -181,7 +182,7 @@ static tsr_status default_attn_bwd(void *ctx, const kernels_backend *kb, const d
                                    const void *q, const void *k, const void *v,
                                    const void *out, const float *lse, int H, int Dh, float scale) {
   return kb->attention_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, b->cu_seqlens, b->n_clips,
-                                b->L, H, Dh, scale);
+                                dit_attn_max_len(b), b->L, H, Dh, scale);
 }
 
 // The shape fields and tensor table of a model of config c (no buffers): what dit_create

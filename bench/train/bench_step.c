@@ -202,7 +202,8 @@ static tsr_status build_batch(bench *b, const grid *g, int n) {
   const objective_batch *ob = &b->ob;
   if (!direct) b->batch = b->dev.batch;
   else
-    b->batch = (dit_batch){.n_clips = ob->n_clips, .L = ob->L, .cu_seqlens = ob->cu_seqlens,
+    b->batch = (dit_batch){.n_clips = ob->n_clips, .L = ob->L, .max_len = ob->max_len,
+                           .cu_seqlens = ob->cu_seqlens,
                            .pos = ob->pos, .t = ob->t,
                            .labels = b->mc.num_classes > 0 ? ob->labels : NULL, .x = ob->x,
                            .target = ob->target, .loss_weight = ob->loss_weight};

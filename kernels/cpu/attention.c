@@ -335,15 +335,30 @@ static inline void row_axpy(float *restrict y, float alpha, const float *restric
   for (int d = 0; d < n; d++) y[d] += alpha * x[d];
 }
 
+// Every clip of cu (already checked) has at most max tokens (kernels.h: max_len bounds them).
+static tsr_status check_max_len(const char *op, const char *name, const char *max_name,
+                                const int32_t *cu, int n_clips, int max) {
+  if (max < 0) return err_set(TSR_EINVAL, "%s: %s = %d is negative", op, max_name, max);
+  for (int c = 0; c < n_clips; c++)
+    if (cu[c + 1] - cu[c] > max)
+      return err_set(TSR_EINVAL, "%s: clip %d of %s has %d tokens, more than %s = %d (it must "
+                     "bound every clip's length)", op, c, name, cu[c + 1] - cu[c], max_name, max);
+  return TSR_OK;
+}
+
 static tsr_status check_attn(const char *op, const int32_t *cu_q, const int32_t *cu_k,
-                             int n_clips, int Lq, int Lk, int H, int Dh, float scale) {
+                             int n_clips, int max_q, int max_k, int Lq, int Lk, int H, int Dh,
+                             float scale) {
   KCPU_DIM(op, Lq);
   KCPU_DIM(op, Lk);
   KCPU_DIM(op, H);
   if (Dh <= 0) return err_set(TSR_EINVAL, "%s: head dimension %d must be > 0", op, Dh);
   if (!isfinite(scale)) return err_set(TSR_EINVAL, "%s: softmax scale is not finite", op);
   tsr_status st = kcpu_check_cu(op, "cu_q", cu_q, n_clips, Lq);
-  return st ? st : kcpu_check_cu(op, "cu_k", cu_k, n_clips, Lk);
+  if (!st) st = kcpu_check_cu(op, "cu_k", cu_k, n_clips, Lk);
+  if (!st) st = check_max_len(op, "cu_q", cu_q == cu_k ? "max_len" : "max_q", cu_q, n_clips, max_q);
+  if (!st && cu_k != cu_q) st = check_max_len(op, "cu_k", "max_k", cu_k, n_clips, max_k);
+  return st;
 }
 
 // Queries [q0, q0 + bq) of head h against keys [k_begin, k_end). The keys come from Ktc
@@ -445,10 +460,10 @@ static void forward_clip_item(float *ws, const attn_args *a, size_t q_begin, int
 // out: (Lq, H, Dh), lse: (Lq, H), q: (Lq, H, Dh), k, v: (Lk, H, Dh), cu_q, cu_k: (C + 1)
 tsr_status kcpu_attention_partial_forward(kb_t *kb, float *out, float *lse, const float *q,
                                           const float *k, const float *v, const int32_t *cu_q,
-                                          const int32_t *cu_k, int n_clips, int Lq, int Lk, int H,
-                                          int Dh, float scale) {
-  const char *op = "attention_forward";
-  tsr_status st = check_attn(op, cu_q, cu_k, n_clips, Lq, Lk, H, Dh, scale);
+                                          const int32_t *cu_k, int n_clips, int max_q, int max_k,
+                                          int Lq, int Lk, int H, int Dh, float scale) {
+  const char *op = cu_q == cu_k ? "attention_forward" : "attention_partial_forward";
+  tsr_status st = check_attn(op, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
   if (st || Lq == 0 || H == 0) return st;
   KCPU_NEED(op, out);
   KCPU_NEED(op, lse);
@@ -460,10 +475,10 @@ tsr_status kcpu_attention_partial_forward(kb_t *kb, float *out, float *lse, cons
   attn_args a = {.out = out, .lse = lse, .q = q, .k = k, .v = v, .H = H, .Dh = Dh, .scale = scale};
   // Clips with clip items (clip_items) go through forward_clip_item, the others by tiles.
   uint8_t *one = NULL;
-  int n_items = 0, max_q = 0, max_k = 0;
-  if (Lk > 0) st = clip_items(op, cu_q, cu_k, n_clips, H, 1, &one, &n_items, &max_q, &max_k);
-  size_t ldk = (size_t)(max_k + BK - 1) / BK * BK;
-  size_t per1 = FWD_TILE_WS(Dh) + (size_t)Dh * ldk + (size_t)max_k * padded_dh(Dh);
+  int n_items = 0, item_q = 0, item_k = 0;  // the clip items' longest
+  if (Lk > 0) st = clip_items(op, cu_q, cu_k, n_clips, H, 1, &one, &n_items, &item_q, &item_k);
+  size_t ldk = (size_t)(item_k + BK - 1) / BK * BK;
+  size_t per1 = FWD_TILE_WS(Dh) + (size_t)Dh * ldk + (size_t)item_k * padded_dh(Dh);
   if (!st && one)
     st = attn_for_each_clip(op, &a, cu_q, cu_k, n_clips, one, n_items, per1, forward_clip_item);
   if (!st)
@@ -473,9 +488,10 @@ tsr_status kcpu_attention_partial_forward(kb_t *kb, float *out, float *lse, cons
 }
 
 tsr_status kcpu_attention_forward(kb_t *kb, float *out, float *lse, const float *q, const float *k,
-                                  const float *v, const int32_t *cu, int n_clips, int L, int H,
-                                  int Dh, float scale) {
-  return kcpu_attention_partial_forward(kb, out, lse, q, k, v, cu, cu, n_clips, L, L, H, Dh, scale);
+                                  const float *v, const int32_t *cu, int n_clips, int max_len,
+                                  int L, int H, int Dh, float scale) {
+  return kcpu_attention_partial_forward(kb, out, lse, q, k, v, cu, cu, n_clips, max_len, max_len,
+                                        L, L, H, Dh, scale);
 }
 
 // out_a: (L, H, Dh), lse_a: (L, H), out_b: (L, H, Dh), lse_b: (L, H)
@@ -667,9 +683,10 @@ tsr_status kcpu_attention_partial_backward(kb_t *kb, float *dq, float *dk, float
                                            const float *dout, const float *q, const float *k,
                                            const float *v, const float *lse, const float *delta,
                                            const int32_t *cu_q, const int32_t *cu_k, int n_clips,
-                                           int Lq, int Lk, int H, int Dh, float scale) {
-  const char *op = "attention_backward";
-  tsr_status st = check_attn(op, cu_q, cu_k, n_clips, Lq, Lk, H, Dh, scale);
+                                           int max_q, int max_k, int Lq, int Lk, int H, int Dh,
+                                           float scale) {
+  const char *op = cu_q == cu_k ? "attention_backward" : "attention_partial_backward";
+  tsr_status st = check_attn(op, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
   if (st || Lq == 0 || Lk == 0 || H == 0) return st;
   if (!dq && !dk && !dv) return TSR_OK;
   if ((dk && !dv) || (dv && !dk))
@@ -690,10 +707,10 @@ tsr_status kcpu_attention_partial_backward(kb_t *kb, float *dq, float *dk, float
   // number of threads): clips done in one pass (clip_items) by one item per (clip, head);
   // the others in two passes, per key tile for dk, dv and per query tile for dq.
   uint8_t *one = NULL;
-  int n_items = 0, max_q = 0, max_k = 0;
-  st = clip_items(op, cu_q, cu_k, n_clips, H, dq && dk, &one, &n_items, &max_q, &max_k);
+  int n_items = 0, item_q = 0, item_k = 0;  // the clip items' longest
+  st = clip_items(op, cu_q, cu_k, n_clips, H, dq && dk, &one, &n_items, &item_q, &item_k);
   size_t per1 = 2 * (size_t)Dh * BK + 3 * (size_t)BK * Dhp + 2 * (size_t)BQ * BK +
-                3 * (size_t)max_q * Dhp;
+                3 * (size_t)item_q * Dhp;
   if (!st && one)
     st = attn_for_each_clip(op, &a, cu_q, cu_k, n_clips, one, n_items, per1, backward_clip_item);
   if (!st && dk)
@@ -708,9 +725,9 @@ tsr_status kcpu_attention_partial_backward(kb_t *kb, float *dq, float *dk, float
 tsr_status kcpu_attention_backward(kb_t *kb, float *dq, float *dk, float *dv, const float *dout,
                                    const float *q, const float *k, const float *v,
                                    const float *out, const float *lse, const int32_t *cu,
-                                   int n_clips, int L, int H, int Dh, float scale) {
+                                   int n_clips, int max_len, int L, int H, int Dh, float scale) {
   const char *op = "attention_backward";
-  tsr_status st = check_attn(op, cu, cu, n_clips, L, L, H, Dh, scale);
+  tsr_status st = check_attn(op, cu, cu, n_clips, max_len, max_len, L, L, H, Dh, scale);
   if (st || L == 0 || H == 0) return st;
   KCPU_NEED(op, out);
   size_t rows = (size_t)L * H, n = rows * Dh;
@@ -722,7 +739,7 @@ tsr_status kcpu_attention_backward(kb_t *kb, float *dq, float *dk, float *dv, co
   st = kcpu_attention_delta(kb, delta, dout, out, L, H, Dh);
   if (!st)
     st = kcpu_attention_partial_backward(kb, dq, dk, dv, dout, q, k, v, lse, delta, cu, cu,
-                                         n_clips, L, L, H, Dh, scale);
+                                         n_clips, max_len, max_len, L, L, H, Dh, scale);
   free(delta);
   return st;
 }

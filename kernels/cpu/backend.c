@@ -201,23 +201,25 @@ static tsr_status f32_embedding_backward(kb_t *kb, float *dtable, const void *do
 }
 static tsr_status f32_attention_forward(kb_t *kb, void *out, float *lse, const void *q,
                                         const void *k, const void *v, const int32_t *cu,
-                                        int n_clips, int L, int H, int Dh, float scale) {
-  return kcpu_attention_forward(kb, out, lse, q, k, v, cu, n_clips, L, H, Dh, scale);
+                                        int n_clips, int max_len, int L, int H, int Dh,
+                                        float scale) {
+  return kcpu_attention_forward(kb, out, lse, q, k, v, cu, n_clips, max_len, L, H, Dh, scale);
 }
 static tsr_status f32_attention_backward(kb_t *kb, void *dq, void *dk, void *dv, const void *dout,
                                          const void *q, const void *k, const void *v,
                                          const void *out, const float *lse, const int32_t *cu,
-                                         int n_clips, int L, int H, int Dh, float scale) {
-  return kcpu_attention_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, cu, n_clips, L, H, Dh,
-                                 scale);
+                                         int n_clips, int max_len, int L, int H, int Dh,
+                                         float scale) {
+  return kcpu_attention_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, cu, n_clips, max_len, L,
+                                 H, Dh, scale);
 }
 static tsr_status f32_attention_partial_forward(kb_t *kb, void *out, float *lse, const void *q,
                                                 const void *k, const void *v,
                                                 const int32_t *cu_q, const int32_t *cu_k,
-                                                int n_clips, int Lq, int Lk, int H, int Dh,
-                                                float scale) {
-  return kcpu_attention_partial_forward(kb, out, lse, q, k, v, cu_q, cu_k, n_clips, Lq, Lk, H, Dh,
-                                        scale);
+                                                int n_clips, int max_q, int max_k, int Lq, int Lk,
+                                                int H, int Dh, float scale) {
+  return kcpu_attention_partial_forward(kb, out, lse, q, k, v, cu_q, cu_k, n_clips, max_q, max_k,
+                                        Lq, Lk, H, Dh, scale);
 }
 static tsr_status f32_attention_merge(kb_t *kb, void *out_a, float *lse_a, const void *out_b,
                                       const float *lse_b, int L, int H, int Dh) {
@@ -231,10 +233,11 @@ static tsr_status f32_attention_partial_backward(kb_t *kb, void *dq, void *dk, v
                                                  const void *dout, const void *q, const void *k,
                                                  const void *v, const float *lse,
                                                  const float *delta, const int32_t *cu_q,
-                                                 const int32_t *cu_k, int n_clips, int Lq, int Lk,
-                                                 int H, int Dh, float scale) {
+                                                 const int32_t *cu_k, int n_clips, int max_q,
+                                                 int max_k, int Lq, int Lk, int H, int Dh,
+                                                 float scale) {
   return kcpu_attention_partial_backward(kb, dq, dk, dv, dout, q, k, v, lse, delta, cu_q, cu_k,
-                                         n_clips, Lq, Lk, H, Dh, scale);
+                                         n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
 }
 static tsr_status f32_objective_inputs(kb_t *kb, float *t, void *x_t, void *target,
                                        const void *tokens, kernels_tokens tokens_dtype,

@@ -359,22 +359,23 @@ tsr_status kbf_embedding_backward(kb_t *kb, float *dtable, const void *dout, con
 }
 
 tsr_status kbf_attention_forward(kb_t *kb, void *out, float *lse, const void *q, const void *k,
-                                 const void *v, const int32_t *cu, int n_clips, int L, int H,
-                                 int Dh, float scale) {
+                                 const void *v, const int32_t *cu, int n_clips, int max_len, int L,
+                                 int H, int Dh, float scale) {
   kbf_scratch s = {0};
   size_t n = kbf_n3(L, H, Dh);
   float *fq = kbf_load(&s, q, n), *fk = kbf_load(&s, k, n), *fv = kbf_load(&s, v, n);
   float *fo = kbf_alloc(&s, out, n);
   KBF_OOM("attention_forward", s);
-  tsr_status st = kcpu_attention_forward(kb, fo, lse, fq, fk, fv, cu, n_clips, L, H, Dh, scale);
+  tsr_status st =
+      kcpu_attention_forward(kb, fo, lse, fq, fk, fv, cu, n_clips, max_len, L, H, Dh, scale);
   if (!st) kbf_store(out, fo, n);
   return kbf_done(&s, st);
 }
 
 tsr_status kbf_attention_backward(kb_t *kb, void *dq, void *dk, void *dv, const void *dout,
                                   const void *q, const void *k, const void *v, const void *out,
-                                  const float *lse, const int32_t *cu, int n_clips, int L, int H,
-                                  int Dh, float scale) {
+                                  const float *lse, const int32_t *cu, int n_clips, int max_len,
+                                  int L, int H, int Dh, float scale) {
   kbf_scratch s = {0};
   size_t n = kbf_n3(L, H, Dh);
   float *fdo = kbf_load(&s, dout, n), *fq = kbf_load(&s, q, n), *fk = kbf_load(&s, k, n);
@@ -382,7 +383,7 @@ tsr_status kbf_attention_backward(kb_t *kb, void *dq, void *dk, void *dv, const 
   float *fdq = kbf_alloc(&s, dq, n), *fdk = kbf_alloc(&s, dk, n), *fdv = kbf_alloc(&s, dv, n);
   KBF_OOM("attention_backward", s);
   tsr_status st = kcpu_attention_backward(kb, fdq, fdk, fdv, fdo, fq, fk, fv, fo, lse, cu,
-                                          n_clips, L, H, Dh, scale);
+                                          n_clips, max_len, L, H, Dh, scale);
   if (!st) {
     kbf_store(dq, fdq, n);
     kbf_store(dk, fdk, n);
@@ -393,15 +394,15 @@ tsr_status kbf_attention_backward(kb_t *kb, void *dq, void *dk, void *dv, const 
 
 tsr_status kbf_attention_partial_forward(kb_t *kb, void *out, float *lse, const void *q,
                                          const void *k, const void *v, const int32_t *cu_q,
-                                         const int32_t *cu_k, int n_clips, int Lq, int Lk, int H,
-                                         int Dh, float scale) {
+                                         const int32_t *cu_k, int n_clips, int max_q, int max_k,
+                                         int Lq, int Lk, int H, int Dh, float scale) {
   kbf_scratch s = {0};
   size_t nq = kbf_n3(Lq, H, Dh), nk = kbf_n3(Lk, H, Dh);
   float *fq = kbf_load(&s, q, nq), *fk = kbf_load(&s, k, nk), *fv = kbf_load(&s, v, nk);
   float *fo = kbf_alloc(&s, out, nq);
   KBF_OOM("attention_partial_forward", s);
-  tsr_status st = kcpu_attention_partial_forward(kb, fo, lse, fq, fk, fv, cu_q, cu_k, n_clips, Lq,
-                                                 Lk, H, Dh, scale);
+  tsr_status st = kcpu_attention_partial_forward(kb, fo, lse, fq, fk, fv, cu_q, cu_k, n_clips,
+                                                 max_q, max_k, Lq, Lk, H, Dh, scale);
   if (!st) kbf_store(out, fo, nq);
   return kbf_done(&s, st);
 }
@@ -430,7 +431,8 @@ tsr_status kbf_attention_partial_backward(kb_t *kb, void *dq, void *dk, void *dv
                                           const void *dout, const void *q, const void *k,
                                           const void *v, const float *lse, const float *delta,
                                           const int32_t *cu_q, const int32_t *cu_k, int n_clips,
-                                          int Lq, int Lk, int H, int Dh, float scale) {
+                                          int max_q, int max_k, int Lq, int Lk, int H, int Dh,
+                                          float scale) {
   kbf_scratch s = {0};
   size_t nq = kbf_n3(Lq, H, Dh), nk = kbf_n3(Lk, H, Dh);
   float *fdo = kbf_load(&s, dout, nq), *fq = kbf_load(&s, q, nq);
@@ -439,7 +441,8 @@ tsr_status kbf_attention_partial_backward(kb_t *kb, void *dq, void *dk, void *dv
   float *fdq = kbf_load(&s, dq, nq), *fdk = kbf_load(&s, dk, nk), *fdv = kbf_load(&s, dv, nk);
   KBF_OOM("attention_partial_backward", s);
   tsr_status st = kcpu_attention_partial_backward(kb, fdq, fdk, fdv, fdo, fq, fk, fv, lse, delta,
-                                                  cu_q, cu_k, n_clips, Lq, Lk, H, Dh, scale);
+                                                  cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H,
+                                                  Dh, scale);
   if (!st) {
     kbf_store(dq, fdq, nq);
     kbf_store(dk, fdk, nk);

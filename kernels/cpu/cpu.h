@@ -137,16 +137,16 @@ tsr_status kcpu_embedding_backward(kb_t *kb, float *dtable, const float *dout, c
                                    int n, int V, int D);
 
 tsr_status kcpu_attention_forward(kb_t *kb, float *out, float *lse, const float *q, const float *k,
-                                  const float *v, const int32_t *cu, int n_clips, int L, int H,
-                                  int Dh, float scale);
+                                  const float *v, const int32_t *cu, int n_clips, int max_len,
+                                  int L, int H, int Dh, float scale);
 tsr_status kcpu_attention_backward(kb_t *kb, float *dq, float *dk, float *dv, const float *dout,
                                    const float *q, const float *k, const float *v,
                                    const float *out, const float *lse, const int32_t *cu,
-                                   int n_clips, int L, int H, int Dh, float scale);
+                                   int n_clips, int max_len, int L, int H, int Dh, float scale);
 tsr_status kcpu_attention_partial_forward(kb_t *kb, float *out, float *lse, const float *q,
                                           const float *k, const float *v, const int32_t *cu_q,
-                                          const int32_t *cu_k, int n_clips, int Lq, int Lk, int H,
-                                          int Dh, float scale);
+                                          const int32_t *cu_k, int n_clips, int max_q, int max_k,
+                                          int Lq, int Lk, int H, int Dh, float scale);
 tsr_status kcpu_attention_merge(kb_t *kb, float *out_a, float *lse_a, const float *out_b,
                                 const float *lse_b, int L, int H, int Dh);
 tsr_status kcpu_attention_delta(kb_t *kb, float *delta, const float *dout, const float *out, int L,
@@ -155,7 +155,8 @@ tsr_status kcpu_attention_partial_backward(kb_t *kb, float *dq, float *dk, float
                                            const float *dout, const float *q, const float *k,
                                            const float *v, const float *lse, const float *delta,
                                            const int32_t *cu_q, const int32_t *cu_k, int n_clips,
-                                           int Lq, int Lk, int H, int Dh, float scale);
+                                           int max_q, int max_k, int Lq, int Lk, int H, int Dh,
+                                           float scale);
 
 tsr_status kcpu_mse_forward(kb_t *kb, float *loss, float *sse, const float *pred,
                             const float *target, const float *weight, const int32_t *cu,
@@ -266,16 +267,16 @@ tsr_status kbf_embedding_forward(kb_t *kb, void *out, const float *table, const 
 tsr_status kbf_embedding_backward(kb_t *kb, float *dtable, const void *dout, const int32_t *ids,
                                   int n, int V, int D);
 tsr_status kbf_attention_forward(kb_t *kb, void *out, float *lse, const void *q, const void *k,
-                                 const void *v, const int32_t *cu, int n_clips, int L, int H,
-                                 int Dh, float scale);
+                                 const void *v, const int32_t *cu, int n_clips, int max_len, int L,
+                                 int H, int Dh, float scale);
 tsr_status kbf_attention_backward(kb_t *kb, void *dq, void *dk, void *dv, const void *dout,
                                   const void *q, const void *k, const void *v, const void *out,
-                                  const float *lse, const int32_t *cu, int n_clips, int L, int H,
-                                  int Dh, float scale);
+                                  const float *lse, const int32_t *cu, int n_clips, int max_len,
+                                  int L, int H, int Dh, float scale);
 tsr_status kbf_attention_partial_forward(kb_t *kb, void *out, float *lse, const void *q,
                                          const void *k, const void *v, const int32_t *cu_q,
-                                         const int32_t *cu_k, int n_clips, int Lq, int Lk, int H,
-                                         int Dh, float scale);
+                                         const int32_t *cu_k, int n_clips, int max_q, int max_k,
+                                         int Lq, int Lk, int H, int Dh, float scale);
 tsr_status kbf_attention_merge(kb_t *kb, void *out_a, float *lse_a, const void *out_b,
                                const float *lse_b, int L, int H, int Dh);
 tsr_status kbf_attention_delta(kb_t *kb, float *delta, const void *dout, const void *out, int L,
@@ -284,7 +285,8 @@ tsr_status kbf_attention_partial_backward(kb_t *kb, void *dq, void *dk, void *dv
                                           const void *dout, const void *q, const void *k,
                                           const void *v, const float *lse, const float *delta,
                                           const int32_t *cu_q, const int32_t *cu_k, int n_clips,
-                                          int Lq, int Lk, int H, int Dh, float scale);
+                                          int max_q, int max_k, int Lq, int Lk, int H, int Dh,
+                                          float scale);
 tsr_status kbf_objective_inputs(kb_t *kb, float *t, void *x_t, void *target,
                                 const void *tokens, kernels_tokens tokens_dtype,
                                 const kernels_clip_key *clips,

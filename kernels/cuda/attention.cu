@@ -12,8 +12,9 @@
 // forward and dq, keys for dk/dv) of one head; a warp owns 4 of those rows. Rows of one
 // block may belong to several clips: the block walks the union of their partners' range
 // (keys of those clips for the forward; queries for dk/dv) in tiles of 32 staged in shared
-// memory as fp32, and each row masks the partners of other clips. So no per-clip launch
-// bound is needed on the host (cu_seqlens stay on the device) and no block is idle.
+// memory as fp32, and each row masks the partners of other clips. So these kernels need no
+// per-clip bound (the entries' max_len sizes cuDNN's plans; here it is only checked) and
+// no block is idle.
 //
 // Numerics: scores and the online softmax in fp32 (expf), lse = m + log(l) in fp32 as the
 // CPU backend; P stays fp32 (not rounded to bf16), so the only bf16 roundings are the
@@ -343,10 +344,27 @@ __global__ void k_attn_delta(float *delta, const act_t *dout, const act_t *out, 
   }
 }
 
+// ---- the clips' bound (kernels.h max_len) ------------------------------------------------
+// Records KCU_BAD_LEN for a clip of cu_q longer than max_q or of cu_k (NULL: the same
+// array as cu_q) longer than max_k. Lengths in 64 bits: a bad cu may hold any values.
+__global__ void k_attn_check_len(kcu_dev_error *err, int entry, const int32_t *cu_q, int max_q,
+                                 const int32_t *cu_k, int max_k, int n_clips) {
+  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < n_clips; c += gridDim.x * blockDim.x) {
+    long long lq = (long long)cu_q[c + 1] - cu_q[c];
+    if (lq > max_q) kcu_report(err, KCU_BAD_LEN, entry, lq, c);
+    if (cu_k) {
+      long long lk = (long long)cu_k[c + 1] - cu_k[c];
+      if (lk > max_k) kcu_report(err, KCU_BAD_LEN, entry, lk, c);
+    }
+  }
+}
+
 // ---- host side ---------------------------------------------------------------------------
 static tsr_status check_attn(kb_t *kb, const char *op, int entry, const int32_t *cu_q,
-                             const int32_t *cu_k, int n_clips, int Lq, int Lk, int H, int Dh,
-                             float scale) {
+                             const int32_t *cu_k, int n_clips, int max_q, int max_k, int Lq,
+                             int Lk, int H, int Dh, float scale) {
+  KCU_DIM(op, max_q);
+  KCU_DIM(op, max_k);
   KCU_DIM(op, Lq);
   KCU_DIM(op, Lk);
   KCU_DIM(op, H);
@@ -358,7 +376,11 @@ static tsr_status check_attn(kb_t *kb, const char *op, int entry, const int32_t 
   if (H > 65535) return err_set(TSR_EINVAL, "%s: %d heads exceed the grid limit 65535", op, H);
   tsr_status st = kcu_check_cu(kb, op, entry, cu_q, n_clips, Lq);
   if (!st && cu_k != cu_q) st = kcu_check_cu(kb, op, entry, cu_k, n_clips, Lk);
-  return st;
+  if (st || n_clips == 0) return st;
+  k_attn_check_len<<<kcu_blocks((size_t)n_clips, 256), 256, 0, kcu(kb)->stream>>>(
+      kcu(kb)->err, entry, cu_q, max_q, cu_k != cu_q ? cu_k : NULL, max_k, n_clips);
+  KCU_LAUNCHED(op);
+  return TSR_OK;
 }
 
 // Raises the kernel's dynamic shared-memory limit when it needs more than the default 48 KB.
@@ -387,10 +409,12 @@ static tsr_status launch_fwd(kb_t *kb, const char *op, void *out, float *lse, co
 
 extern "C" tsr_status kcu_attention_partial_forward(kb_t *kb, void *out, float *lse, const void *q,
                                                     const void *k, const void *v, const int32_t *cu_q,
-                                                    const int32_t *cu_k, int n_clips, int Lq, int Lk,
-                                                    int H, int Dh, float scale) {
+                                                    const int32_t *cu_k, int n_clips, int max_q,
+                                                    int max_k, int Lq, int Lk, int H, int Dh,
+                                                    float scale) {
   const char *op = "attention_partial_forward";
-  tsr_status st = check_attn(kb, op, KCU_E_ATTN_F, cu_q, cu_k, n_clips, Lq, Lk, H, Dh, scale);
+  tsr_status st = check_attn(kb, op, KCU_E_ATTN_F, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H,
+                             Dh, scale);
   if (st || Lq == 0 || H == 0) return st;
   KCU_NEED(op, out);
   KCU_NEED(op, lse);
@@ -400,16 +424,18 @@ extern "C" tsr_status kcu_attention_partial_forward(kb_t *kb, void *out, float *
     KCU_NEED(op, v);
   }
   int done;
-  st = kcu_sdpa_forward(kb, op, 1, &done, out, lse, q, k, v, cu_q, cu_k, n_clips, Lq, Lk, H, Dh, scale);
+  st = kcu_sdpa_forward(kb, op, 1, &done, out, lse, q, k, v, cu_q, cu_k, n_clips, max_q, max_k, Lq,
+                        Lk, H, Dh, scale);
   if (st || done) return st;
   return launch_fwd(kb, op, out, lse, q, k, v, cu_q, cu_k, n_clips, Lq, Lk, H, Dh, scale);
 }
 
 extern "C" tsr_status kcu_attention_forward(kb_t *kb, void *out, float *lse, const void *q, const void *k,
-                                            const void *v, const int32_t *cu, int n_clips, int L, int H,
-                                            int Dh, float scale) {
+                                            const void *v, const int32_t *cu, int n_clips, int max_len,
+                                            int L, int H, int Dh, float scale) {
   const char *op = "attention_forward";
-  tsr_status st = check_attn(kb, op, KCU_E_ATTN_F, cu, cu, n_clips, L, L, H, Dh, scale);
+  tsr_status st = check_attn(kb, op, KCU_E_ATTN_F, cu, cu, n_clips, max_len, max_len, L, L, H, Dh,
+                             scale);
   if (st || L == 0 || H == 0) return st;
   KCU_NEED(op, out);
   KCU_NEED(op, lse);
@@ -417,7 +443,8 @@ extern "C" tsr_status kcu_attention_forward(kb_t *kb, void *out, float *lse, con
   KCU_NEED(op, k);
   KCU_NEED(op, v);
   int done;
-  st = kcu_sdpa_forward(kb, op, 0, &done, out, lse, q, k, v, cu, cu, n_clips, L, L, H, Dh, scale);
+  st = kcu_sdpa_forward(kb, op, 0, &done, out, lse, q, k, v, cu, cu, n_clips, max_len, max_len, L, L,
+                        H, Dh, scale);
   if (st || done) return st;
   return launch_fwd(kb, op, out, lse, q, k, v, cu, cu, n_clips, L, L, H, Dh, scale);
 }
@@ -494,9 +521,11 @@ extern "C" tsr_status kcu_attention_partial_backward(kb_t *kb, void *dq, void *d
                                                      const void *dout, const void *q, const void *k,
                                                      const void *v, const float *lse, const float *delta,
                                                      const int32_t *cu_q, const int32_t *cu_k, int n_clips,
-                                                     int Lq, int Lk, int H, int Dh, float scale) {
+                                                     int max_q, int max_k, int Lq, int Lk, int H, int Dh,
+                                                     float scale) {
   const char *op = "attention_partial_backward";
-  tsr_status st = check_attn(kb, op, KCU_E_ATTN_B, cu_q, cu_k, n_clips, Lq, Lk, H, Dh, scale);
+  tsr_status st = check_attn(kb, op, KCU_E_ATTN_B, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh,
+                             scale);
   if (st || H == 0) return st;
   if (!dq && !dk && !dv) return TSR_OK;
   if ((dk && !dv) || (dv && !dk))
@@ -514,10 +543,11 @@ extern "C" tsr_status kcu_attention_partial_backward(kb_t *kb, void *dq, void *d
 
 extern "C" tsr_status kcu_attention_backward(kb_t *kb, void *dq, void *dk, void *dv, const void *dout,
                                              const void *q, const void *k, const void *v, const void *out,
-                                             const float *lse, const int32_t *cu, int n_clips, int L,
-                                             int H, int Dh, float scale) {
+                                             const float *lse, const int32_t *cu, int n_clips,
+                                             int max_len, int L, int H, int Dh, float scale) {
   const char *op = "attention_backward";
-  tsr_status st = check_attn(kb, op, KCU_E_ATTN_B, cu, cu, n_clips, L, L, H, Dh, scale);
+  tsr_status st = check_attn(kb, op, KCU_E_ATTN_B, cu, cu, n_clips, max_len, max_len, L, L, H, Dh,
+                             scale);
   if (st || H == 0 || L == 0) return st;
   if (!dq && !dk && !dv) return TSR_OK;
   if ((dk && !dv) || (dv && !dk))
@@ -529,7 +559,8 @@ extern "C" tsr_status kcu_attention_backward(kb_t *kb, void *dq, void *dk, void 
   KCU_NEED(op, out);
   KCU_NEED(op, lse);
   int done;
-  st = kcu_sdpa_backward(kb, op, &done, dq, dk, dv, dout, q, k, v, out, lse, cu, n_clips, L, H, Dh, scale);
+  st = kcu_sdpa_backward(kb, op, &done, dq, dk, dv, dout, q, k, v, out, lse, cu, n_clips, max_len, L, H,
+                         Dh, scale);
   if (st || done) return st;
   size_t rows = (size_t)L * H;
   void *ws;

@@ -13,9 +13,10 @@
 //             P = E / Z in bf16; O = P V.
 //   backward: delta = rowsum(dO * O) into a fp32 buffer; P = exp(mask(scale Q K^T) - stats);
 //             dV = P^T dO; dS = scale * P * (dO V^T - delta); dK = dS^T Q; dQ = dS K.
-// Layout (sdpa.h): b >= C sequences with ragged offsets into the (L, H, Dh) tensors and the
-// (L, H) lse, per-sequence lengths as the padding-mask inputs; filled on the device from
-// cu_seqlens by k_sdpa_ragged (cu never goes to the host).
+// Layout (sdpa.h): b >= C sequences of at most the longest clip (the entries' max_len,
+// rounded up) with ragged offsets into the (L, H, Dh) tensors and the (L, H) lse,
+// per-sequence lengths as the padding-mask inputs; filled on the device from cu_seqlens by
+// k_sdpa_ragged (cu never goes to the host).
 //
 // Numerics: cuDNN rounds P (forward) and P, dS (backward) to bf16 for the tensor-core
 // products, unlike the own kernels (P in fp32): tests/kernels/test_backend_ops.c gives the
@@ -27,11 +28,12 @@
 // without cuDNN's NONDETERMINISTIC note are accepted.
 //
 // Plans: building one is slow (heuristics, engine checks, runtime compilation), so each
-// kcu_sdpa_key (sdpa.h: kind, rounded clip and token counts, heads, head dim, determinism)
-// gets one plan, kept in a small LRU cache in the context (kcu_ctx.sdpa); a key whose build
-// failed is remembered too (auto mode: own kernels for it, without retrying). The softmax
-// scale is a by-value input, so it is not part of the key. Memory: the ragged tensors, the
-// backward's fp32 delta and cuDNN's workspace come from kcu_scratch (one request per call).
+// kcu_sdpa_key (sdpa.h: kind, rounded clip count and longest clips, heads, head dim,
+// determinism) gets one plan, kept in a small LRU cache in the context (kcu_ctx.sdpa); a
+// key whose build failed is remembered too (auto mode: own kernels for it, without
+// retrying). The softmax scale is a by-value input, so it is not part of the key. Memory:
+// the ragged tensors, the backward's fp32 delta and cuDNN's workspace come from
+// kcu_scratch (one request per call).
 #include <cudnn.h>
 #include <math.h>
 #include <stdio.h>
@@ -666,11 +668,13 @@ static tsr_status sdpa_execute(const char *op, sdpa_state *S, sdpa_plan *p, cons
 }
 
 // ---- device side: ragged description, rows without keys --------------------------------
-// Sequence c < b of the plan (kcu_sdpa_ragged): lengths, and offsets in elements of the
-// (L, H, Dh) tensors and of the (L, H) lse; offsets[b] = the end.
+// Sequence c < b of the plan (kcu_sdpa_ragged): lengths, at most max_q / max_k (the plan's
+// sq / skv are no smaller), and offsets in elements of the (L, H, Dh) tensors and of the
+// (L, H) lse; offsets[b] = the end.
 __global__ void k_sdpa_ragged(int32_t *seq_q, int32_t *seq_kv, int64_t *off_q, int64_t *off_k,
                               int64_t *off_s, const int32_t *cu_q, const int32_t *cu_k,
-                              int n_clips, int b, int Lq, int Lk, int H, int Dh) {
+                              int n_clips, int b, int max_q, int max_k, int Lq, int Lk, int H,
+                              int Dh) {
   const int64_t row = (int64_t)H * Dh;
   for (int c = blockIdx.x * blockDim.x + threadIdx.x; c <= b; c += gridDim.x * blockDim.x) {
     if (c == b) {
@@ -680,8 +684,8 @@ __global__ void k_sdpa_ragged(int32_t *seq_q, int32_t *seq_kv, int64_t *off_q, i
       continue;
     }
     int32_t sq, lq, sk, lk;
-    kcu_sdpa_ragged(cu_q, n_clips, Lq, c, &sq, &lq);
-    kcu_sdpa_ragged(cu_k, n_clips, Lk, c, &sk, &lk);
+    kcu_sdpa_ragged(cu_q, n_clips, Lq, max_q, c, &sq, &lq);
+    kcu_sdpa_ragged(cu_k, n_clips, Lk, max_k, c, &sk, &lk);
     seq_q[c] = lq;
     seq_kv[c] = lk;
     off_q[c] = sq * row;
@@ -725,10 +729,11 @@ static void *sdpa_take(sdpa_mem *m, size_t bytes) {
 }
 
 // Claims `extra` bytes after the ragged tensors plus the workspace, fills the ragged
-// tensors from cu_q / cu_k.
+// tensors from cu_q / cu_k (lengths clamped to max_q / max_k).
 static tsr_status sdpa_prepare(kb_t *kb, const char *op, const kcu_sdpa_key *key, size_t extra,
                                int64_t workspace, const int32_t *cu_q, const int32_t *cu_k,
-                               int n_clips, int Lq, int Lk, int H, int Dh, sdpa_mem *m) {
+                               int n_clips, int max_q, int max_k, int Lq, int Lk, int H, int Dh,
+                               sdpa_mem *m) {
   const int b = key->b;
   void *base;
   tsr_status st = kcu_scratch(kb, op, sdpa_ragged_bytes(b) + extra + sdpa_round((size_t)workspace), &base);
@@ -740,7 +745,8 @@ static tsr_status sdpa_prepare(kb_t *kb, const char *op, const kcu_sdpa_key *key
   m->off_k = (int64_t *)sdpa_take(m, sizeof(int64_t) * (b + 1));
   m->off_s = (int64_t *)sdpa_take(m, sizeof(int64_t) * (b + 1));
   k_sdpa_ragged<<<kcu_blocks((size_t)b + 1, 256), 256, 0, kcu(kb)->stream>>>(
-      m->seq_q, m->seq_kv, m->off_q, m->off_k, m->off_s, cu_q, cu_k, n_clips, b, Lq, Lk, H, Dh);
+      m->seq_q, m->seq_kv, m->off_q, m->off_k, m->off_s, cu_q, cu_k, n_clips, b, max_q, max_k, Lq,
+      Lk, H, Dh);
   KCU_LAUNCHED(op);
   return TSR_OK;
 }
@@ -789,10 +795,11 @@ static tsr_status sdpa_begin(kb_t *kb, const char *op, const kcu_sdpa_shape *sh,
 
 tsr_status kcu_sdpa_forward(kb_t *kb, const char *op, int partial, int *done, void *out,
                             float *lse, const void *q, const void *k, const void *v,
-                            const int32_t *cu_q, const int32_t *cu_k, int n_clips, int Lq,
-                            int Lk, int H, int Dh, float scale) {
+                            const int32_t *cu_q, const int32_t *cu_k, int n_clips, int max_q,
+                            int max_k, int Lq, int Lk, int H, int Dh, float scale) {
   *done = 0;
-  kcu_sdpa_shape sh = {partial ? KCU_SDPA_PARTIAL_FWD : KCU_SDPA_FWD, n_clips, Lq, Lk, H, Dh};
+  kcu_sdpa_shape sh = {partial ? KCU_SDPA_PARTIAL_FWD : KCU_SDPA_FWD, n_clips, max_q, max_k, Lq,
+                       Lk, H, Dh};
   sdpa_state *S = NULL;
   kcu_sdpa_key key;
   sdpa_plan *p;
@@ -802,7 +809,8 @@ tsr_status kcu_sdpa_forward(kb_t *kb, const char *op, int partial, int *done, vo
   tsr_status st = sdpa_begin(kb, op, &sh, sdpa_aligned(args, 5), Lk > 0, &S, &key, &p, &use);
   if (st || !use) return st;
   sdpa_mem m;
-  if ((st = sdpa_prepare(kb, op, &key, 0, p ? p->workspace : 0, cu_q, cu_k, n_clips, Lq, Lk, H, Dh, &m)))
+  if ((st = sdpa_prepare(kb, op, &key, 0, p ? p->workspace : 0, cu_q, cu_k, n_clips, max_q, max_k, Lq,
+                         Lk, H, Dh, &m)))
     return st;
   if (p) {
     float neg_inf = -INFINITY;
@@ -825,9 +833,9 @@ tsr_status kcu_sdpa_forward(kb_t *kb, const char *op, int partial, int *done, vo
 tsr_status kcu_sdpa_backward(kb_t *kb, const char *op, int *done, void *dq, void *dk, void *dv,
                              const void *dout, const void *q, const void *k, const void *v,
                              const void *out, const float *lse, const int32_t *cu, int n_clips,
-                             int L, int H, int Dh, float scale) {
+                             int max_len, int L, int H, int Dh, float scale) {
   *done = 0;
-  kcu_sdpa_shape sh = {KCU_SDPA_BWD, n_clips, L, L, H, Dh};
+  kcu_sdpa_shape sh = {KCU_SDPA_BWD, n_clips, max_len, max_len, L, L, H, Dh};
   sdpa_state *S = NULL;
   kcu_sdpa_key key;
   sdpa_plan *p;
@@ -841,7 +849,9 @@ tsr_status kcu_sdpa_backward(kb_t *kb, const char *op, int *done, void *dq, void
   size_t extra = sdpa_round(rows * sizeof(float)) + (key.deterministic ? 0 : sdpa_round(n * sizeof(float))) +
                  (dq ? 0 : sdpa_round(n * sizeof(act_t))) + (dk ? 0 : 2 * sdpa_round(n * sizeof(act_t)));
   sdpa_mem m;
-  if ((st = sdpa_prepare(kb, op, &key, extra, p->workspace, cu, cu, n_clips, L, L, H, Dh, &m))) return st;
+  if ((st = sdpa_prepare(kb, op, &key, extra, p->workspace, cu, cu, n_clips, max_len, max_len, L, L, H,
+                         Dh, &m)))
+    return st;
   void *delta = sdpa_take(&m, rows * sizeof(float));
   void *acc = key.deterministic ? NULL : sdpa_take(&m, n * sizeof(float));
   if (!dq) dq = sdpa_take(&m, n * sizeof(act_t));

@@ -13,17 +13,19 @@
 
 // attention_forward (cu_q == cu_k, Lq == Lk) and attention_partial_forward: out (Lq, H, Dh)
 // [act] and lse (Lq, H) [f32] overwritten; a query whose clip has no key gets out = 0,
-// lse = -INFINITY. q: (Lq, H, Dh), k, v: (Lk, H, Dh) [act], cu_q, cu_k: (C + 1) int32.
+// lse = -INFINITY. q: (Lq, H, Dh), k, v: (Lk, H, Dh) [act], cu_q, cu_k: (C + 1) int32;
+// max_q, max_k >= 0 bound the clips' lengths (kernels.h max_len) and size the plan.
 tsr_status kcu_sdpa_forward(kb_t *kb, const char *op, int partial, int *done, void *out,
                             float *lse, const void *q, const void *k, const void *v,
-                            const int32_t *cu_q, const int32_t *cu_k, int n_clips, int Lq,
-                            int Lk, int H, int Dh, float scale);
+                            const int32_t *cu_q, const int32_t *cu_k, int n_clips, int max_q,
+                            int max_k, int Lq, int Lk, int H, int Dh, float scale);
 
 // attention_backward: dq, dk, dv (L, H, Dh) [act] overwritten (any may be NULL: computed
-// into scratch and dropped); dout, q, k, v, out (L, H, Dh) [act]; lse (L, H) [f32].
+// into scratch and dropped); dout, q, k, v, out (L, H, Dh) [act]; lse (L, H) [f32];
+// max_len >= 0 bounds the clips' lengths.
 tsr_status kcu_sdpa_backward(kb_t *kb, const char *op, int *done, void *dq, void *dk, void *dv,
                              const void *dout, const void *q, const void *k, const void *v,
                              const void *out, const float *lse, const int32_t *cu, int n_clips,
-                             int L, int H, int Dh, float scale);
+                             int max_len, int L, int H, int Dh, float scale);
 
 #endif

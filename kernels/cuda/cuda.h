@@ -78,10 +78,9 @@
 //   (correct, slow): attention_partial_backward (cuDNN's backward derives delta from out,
 //   which that entry's contract does not pass), merge, delta, head dims cuDNN does not
 //   take, and with TESSERA_CUDA_ATTENTION_DETERMINISTIC=1 every microbatch whose dense dS
-//   workspace (b x H x sq x skv bf16 over the plan's rounded sizes) exceeds an eighth of
-//   the GPU memory — passing the longest clip to the entries (kernels.h) would make that
-//   workspace b x H x max_len^2 instead. An own wgmma flash kernel (deterministic, every
-//   head dim) would replace the remaining own ones.
+//   workspace (b x H x sq x skv bf16, sq = skv = its longest clip rounded up) exceeds an
+//   eighth of the GPU memory. An own wgmma flash kernel (deterministic, every head dim)
+//   would replace the remaining own ones.
 // - dbias is a separate column-sum kernel (BGRADB/DGELU_BGRAD epilogues overwrite, dbias
 //   accumulates: they would need a scratch vector and an add); a bias not 16-byte aligned
 //   (pointers into the flat parameter buffer) takes the plain GEMM kernel.

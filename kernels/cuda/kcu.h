@@ -34,6 +34,8 @@ enum {
   KCU_BAD_IDS = 2,      // embedding id outside [0, V)
   KCU_BAD_SEGS = 3,     // adamw_update_multi's segment table: out of order, overlapping,
                         // outside [0, n) or a decay flag other than 0/1
+  KCU_BAD_LEN = 4,      // an attention clip longer than the entry's max_len / max_q / max_k
+                        // (value: its length, where: the clip)
 };
 struct kcu_dev_error {
   int code;   // KCU_BAD_*
@@ -221,16 +223,16 @@ tsr_status kcu_dgelu_act(kb_t *kb, const char *op, void *dinp, const void *dout,
                          size_t n);
 
 tsr_status kcu_attention_forward(kb_t *kb, void *out, float *lse, const void *q, const void *k,
-                                 const void *v, const int32_t *cu, int n_clips, int L, int H,
-                                 int Dh, float scale);
+                                 const void *v, const int32_t *cu, int n_clips, int max_len, int L,
+                                 int H, int Dh, float scale);
 tsr_status kcu_attention_backward(kb_t *kb, void *dq, void *dk, void *dv, const void *dout,
                                   const void *q, const void *k, const void *v, const void *out,
-                                  const float *lse, const int32_t *cu, int n_clips, int L, int H,
-                                  int Dh, float scale);
+                                  const float *lse, const int32_t *cu, int n_clips, int max_len,
+                                  int L, int H, int Dh, float scale);
 tsr_status kcu_attention_partial_forward(kb_t *kb, void *out, float *lse, const void *q,
                                          const void *k, const void *v, const int32_t *cu_q,
-                                         const int32_t *cu_k, int n_clips, int Lq, int Lk, int H,
-                                         int Dh, float scale);
+                                         const int32_t *cu_k, int n_clips, int max_q, int max_k,
+                                         int Lq, int Lk, int H, int Dh, float scale);
 tsr_status kcu_attention_merge(kb_t *kb, void *out_a, float *lse_a, const void *out_b,
                                const float *lse_b, int L, int H, int Dh);
 tsr_status kcu_attention_delta(kb_t *kb, float *delta, const void *dout, const void *out, int L,
@@ -239,7 +241,8 @@ tsr_status kcu_attention_partial_backward(kb_t *kb, void *dq, void *dk, void *dv
                                           const void *dout, const void *q, const void *k,
                                           const void *v, const float *lse, const float *delta,
                                           const int32_t *cu_q, const int32_t *cu_k, int n_clips,
-                                          int Lq, int Lk, int H, int Dh, float scale);
+                                          int max_q, int max_k, int Lq, int Lk, int H, int Dh,
+                                          float scale);
 }
 
 #endif

@@ -63,6 +63,17 @@ int kcu_sdpa_fits(const kcu_sdpa_shape *s, const kcu_sdpa_device *dev, char *why
   const int max_l = 1 << 30;
   if (s->Lq < 0 || s->Lq > max_l || s->Lk < 0 || s->Lk > max_l)
     return no(why, n, "%d x %d tokens: at most 2^30 each", s->Lq, s->Lk);
+  if (s->max_q < 0 || s->max_k < 0)
+    return no(why, n, "longest clips %d x %d: negative", s->max_q, s->max_k);
+  // b = n_clips rounded up to a power of two <= KCU_SDPA_MAX_B (itself one)
+  if (s->n_clips > KCU_SDPA_MAX_B)
+    return no(why, n, "%d clips: cuDNN takes batches of at most %d sequences", s->n_clips,
+              (int)KCU_SDPA_MAX_B);
+  kcu_sdpa_key k = kcu_sdpa_key_of(s, 0);
+  const int64_t s_max = k.sq > k.skv ? k.sq : k.skv;
+  if ((int64_t)k.b * k.h * s_max * k.d >= KCU_SDPA_MAX_ELEMS)
+    return no(why, n, "%d sequences padded to %d x %d tokens, %d heads of %d: a tensor of 2^31 "
+              "elements or more", k.b, k.sq, k.skv, k.h, k.d);
   if (why && n) snprintf(why, n, "ok");
   return 1;
 }
@@ -78,8 +89,9 @@ tsr_status kcu_sdpa_choose(kcu_attn_mode mode, const char *op, const kcu_sdpa_sh
   }
   if (mode == KCU_ATTN_AUTO) return TSR_OK;
   return err_set(TSR_EINVAL, "%s: TESSERA_CUDA_ATTENTION=cudnn but cuDNN's fused attention cannot "
-                 "take %d clips, %d x %d tokens, %d heads of %d: %s (use auto or own)", op,
-                 s->n_clips, s->Lq, s->Lk, s->H, s->Dh, why);
+                 "take %d clips, %d x %d tokens (clips of at most %d x %d), %d heads of %d: %s "
+                 "(use auto or own)", op, s->n_clips, s->Lq, s->Lk, s->max_q, s->max_k, s->H,
+                 s->Dh, why);
 }
 
 int64_t kcu_sdpa_bucket(int64_t n, int64_t lo) {
@@ -92,9 +104,12 @@ kcu_sdpa_key kcu_sdpa_key_of(const kcu_sdpa_shape *s, int deterministic) {
   kcu_sdpa_key k;
   memset(&k, 0, sizeof k);  // padding too: keys are compared field by field, but stay clean
   k.kind = s->kind;
+  // The longest clip, at most the tensor's token count: a bound larger than either says no
+  // more than the count does.
+  const int lq = s->max_q < s->Lq ? s->max_q : s->Lq, lk = s->max_k < s->Lk ? s->max_k : s->Lk;
   k.b = (int)kcu_sdpa_bucket(s->n_clips, 1);
-  k.sq = (int)kcu_sdpa_bucket(s->Lq, 64);
-  k.skv = (int)kcu_sdpa_bucket(s->Lk, 64);
+  k.sq = (int)kcu_sdpa_bucket(lq, 64);
+  k.skv = (int)kcu_sdpa_bucket(lk, 64);
   k.h = s->H;
   k.d = s->Dh;
   k.deterministic = s->kind == KCU_SDPA_BWD ? deterministic : 0;  // forwards have no atomics

@@ -9,9 +9,13 @@
 // "THD" batch of b >= C sequences (b = C rounded up to a power of two; the extra sequences
 // are empty), every tensor (L, H, Dh) token-major with per-sequence ragged offsets
 // (first token x H x Dh elements), the lse (L, H) with offsets first token x H, and the
-// sequence lengths as padding-mask inputs. The sequence dimension of the plan is the token
-// count rounded up (kcu_sdpa_bucket): lengths live on the device, so the host never needs
-// the longest clip, and one plan serves every microbatch of the same rounded size.
+// sequence lengths as padding-mask inputs. The sequence dimension of the plan is the
+// LONGEST clip rounded up (kcu_sdpa_bucket), from the bound the attention entries are given
+// (kernels.h max_len; max_q / max_k for the partial forward): the lengths themselves live
+// on the device, so the host bounds them, and cuDNN sizes its tensors, grid and the
+// deterministic backward's workspace by b x that length, not by b x the packed total (64
+// clips of 1,024 tokens: sequences of 1,024, not of 65,536). One plan serves every
+// microbatch with the same rounded clip count and longest clip.
 #ifndef TESSERA_KERNELS_CUDA_SDPA_H
 #define TESSERA_KERNELS_CUDA_SDPA_H
 
@@ -58,10 +62,12 @@ tsr_status kcu_sdpa_deterministic_parse(const char *value, int *deterministic);
 typedef enum { KCU_SDPA_FWD = 0, KCU_SDPA_BWD, KCU_SDPA_PARTIAL_FWD, KCU_SDPA_KINDS } kcu_sdpa_kind;
 const char *kcu_sdpa_kind_name(kcu_sdpa_kind kind);
 
-// One call: Lq queries against Lk keys (Lk == Lq for the full entries), C clips.
+// One call: Lq queries against Lk keys (Lk == Lq for the full entries), C clips, none
+// longer than max_q queries and max_k keys (the entries' max_len, max_q, max_k: bounds,
+// possibly larger than the longest clip or than Lq, Lk).
 typedef struct {
   kcu_sdpa_kind kind;
-  int n_clips, Lq, Lk, H, Dh;
+  int n_clips, max_q, max_k, Lq, Lk, H, Dh;
 } kcu_sdpa_shape;
 
 // The device and library: sm = 10 * major + minor (90 for Hopper), cudnn = cudnnGetVersion().
@@ -74,8 +80,10 @@ typedef struct {
 // (may be NULL). The rules: cuDNN >= KCU_SDPA_MIN_CUDNN; an sm_90 (Hopper) or sm_100/103
 // (Blackwell data-center) GPU, where cuDNN's packed lse and deterministic packed backward
 // exist; Dh a multiple of 8 and at most 256 on sm_90, 128 on sm_100/103; n_clips, H >= 1;
-// Lq, Lk <= 2^30 (the rounded sizes stay ints). (bf16 activations hold by construction:
-// the backend's act dtype.)
+// Lq, Lk <= 2^30 (the rounded sizes stay ints); max_q, max_k >= 0; and for the plan's
+// dims (kcu_sdpa_key_of) b <= KCU_SDPA_MAX_B and each padded tensor b x H x s x Dh (s = sq
+// for Q and O, skv for K and V) under 2^31 elements (KCU_SDPA_MAX_ELEMS). (bf16
+// activations hold by construction: the backend's act dtype.)
 int kcu_sdpa_fits(const kcu_sdpa_shape *s, const kcu_sdpa_device *dev, char *why, size_t n);
 
 // The path of one call, from the mode and kcu_sdpa_fits: *use_cudnn = 1 or 0. With
@@ -87,9 +95,19 @@ tsr_status kcu_sdpa_choose(kcu_attn_mode mode, const char *op, const kcu_sdpa_sh
 // n rounded up to a power of two, at least lo (lo a power of two >= 1).
 int64_t kcu_sdpa_bucket(int64_t n, int64_t lo);
 
+// Limits of the plan's dims that kcu_sdpa_fits enforces. b: cuDNN's kernels put the batch
+// on a grid dimension of at most 65,535 blocks (PyTorch sends no larger batch to cuDNN's
+// SDPA either); b is a power of two, so 32,768. Elements: a packing of one long clip with
+// many short ones pads every sequence to the long one, and whether cuDNN indexes such a
+// padded view past 2^31 elements in 64 bits is not documented: those calls take the own
+// kernels (correct, slower) rather than risk it.
+enum { KCU_SDPA_MAX_B = 32768 };
+#define KCU_SDPA_MAX_ELEMS ((int64_t)1 << 31)
+
 // The plan-cache key: one cuDNN plan per key. b = clips rounded up (kcu_sdpa_bucket, >= 1),
-// sq / skv = token counts rounded up (>= 64), plus the head shape and the backward's
-// determinism. The softmax scale is not in it: plans take it as a by-value input.
+// sq = the longest query clip's bound min(max_q, Lq) rounded up (>= 64), skv likewise for
+// the keys, plus the head shape and the backward's determinism. The softmax scale is not
+// in it: plans take it as a by-value input.
 typedef struct {
   int kind, b, sq, skv, h, d, deterministic;
 } kcu_sdpa_key;
@@ -97,12 +115,14 @@ kcu_sdpa_key kcu_sdpa_key_of(const kcu_sdpa_shape *s, int deterministic);
 int kcu_sdpa_key_eq(const kcu_sdpa_key *a, const kcu_sdpa_key *b);
 
 // Sequence c (0 <= c < b) of a plan as cuDNN sees it: its first row *start and length
-// *len, from cu (n_clips + 1 offsets of L rows). Clips past n_clips are empty sequences at
-// row L. Each value is clamped into [0, L] (start) and [0, L - start] (len), so a bad cu
-// (reported by kcu_check_cu's device check) cannot make cuDNN read or write outside the
-// tensors; a valid cu gives exactly [cu[c], cu[c+1]).
-static inline KCU_HD void kcu_sdpa_ragged(const int32_t *cu, int n_clips, int L, int c,
-                                          int32_t *start, int32_t *len) {
+// *len, from cu (n_clips + 1 offsets of L rows) and the bound max_len >= 0 of every clip.
+// Clips past n_clips are empty sequences at row L. Each value is clamped into [0, L]
+// (start) and [0, min(L - start, max_len)] (len), so a bad cu or a clip longer than its
+// bound (reported by the entries' device checks) cannot make cuDNN read or write outside
+// the tensors or past the plan's sequence dimension (>= max_len); valid arguments give
+// exactly [cu[c], cu[c+1]).
+static inline KCU_HD void kcu_sdpa_ragged(const int32_t *cu, int n_clips, int L, int max_len,
+                                          int c, int32_t *start, int32_t *len) {
   if (c >= n_clips) {
     *start = L;
     *len = 0;
@@ -111,8 +131,9 @@ static inline KCU_HD void kcu_sdpa_ragged(const int32_t *cu, int n_clips, int L,
   int32_t a = cu[c], e = cu[c + 1];
   a = a < 0 ? 0 : (a > L ? L : a);
   e = e < a ? a : (e > L ? L : e);
+  const int32_t m = max_len < 0 ? 0 : max_len;
   *start = a;
-  *len = e - a;
+  *len = e - a > m ? m : e - a;
 }
 
 // ---- implemented in attention_cudnn.cu (built with the CUDA backend only) ---------------

@@ -10,6 +10,7 @@ struct ring_attention {
   int k, p;                 // group size, this rank's place in it
   int n_clips;
   int64_t *blk;             // (k) tokens of each owner's block
+  int *longest;             // (k) the longest chunk of each owner's block
   int64_t maxblk;           // largest block
   int32_t **cu;             // (k) backend arrays of (n_clips + 1) chunk offsets per owner
   int cu_cap;               // clips the cu arrays hold
@@ -39,8 +40,9 @@ tsr_status ring_attention_create(ring_attention **out, const kernels_backend *kb
   ra->k = comm_group_size(g);
   ra->p = comm_group_rank(g);
   ra->blk = calloc((size_t)ra->k, sizeof *ra->blk);
+  ra->longest = calloc((size_t)ra->k, sizeof *ra->longest);
   ra->cu = calloc((size_t)ra->k, sizeof *ra->cu);
-  if (!ra->blk || !ra->cu) {
+  if (!ra->blk || !ra->longest || !ra->cu) {
     ring_attention_free(&ra);
     return err_set(TSR_ENOMEM, "ring attention: out of memory");
   }
@@ -70,6 +72,7 @@ void ring_attention_free(ring_attention **pra) {
   free_buffers(ra);
   for (int o = 0; ra->cu && o < ra->k; o++) ra->kb->free(ra->kb, ra->cu[o]);
   free(ra->cu);
+  free(ra->longest);
   free(ra->blk);
   free(ra);
   *pra = NULL;
@@ -92,7 +95,7 @@ tsr_status ring_attention_set_clips(ring_attention *ra, int n_clips, const int64
   ra->n_clips = n_clips;
   ra->maxblk = 0;
   for (int o = 0; o < ra->k && !st; o++) {
-    int64_t total = 0;
+    int64_t total = 0, longest = 0;
     host[0] = 0;
     for (int c = 0; c < n_clips; c++) {
       int64_t first, len;
@@ -103,6 +106,7 @@ tsr_status ring_attention_set_clips(ring_attention *ra, int n_clips, const int64
       }
       ring_chunk(clip_tokens[c], ra->k, o, &first, &len);
       total += len;
+      if (len > longest) longest = len;
       if (total > INT32_MAX) {
         st = err_set(TSR_EINVAL, "ring attention: a rank's block exceeds 2^31 tokens");
         break;
@@ -110,6 +114,7 @@ tsr_status ring_attention_set_clips(ring_attention *ra, int n_clips, const int64
       host[c + 1] = (int32_t)total;
     }
     ra->blk[o] = total;
+    ra->longest[o] = (int)longest;  // <= total <= INT32_MAX
     if (total > ra->maxblk) ra->maxblk = total;
     if (!st) st = kb->to_device(kb, ra->cu[o], host, (size_t)(n_clips + 1) * sizeof *host);
   }
@@ -143,13 +148,21 @@ static tsr_status ensure_buffers(ring_attention *ra, int H, int Dh) {
 // Owner of the block a rank holds at ring step s.
 static int owner_at(const ring_attention *ra, int s) { return (ra->p - s + ra->k) % ra->k; }
 
+// The bound of the clips' lengths in owner o's block for the attention entries (kernels.h
+// max_len): its longest chunk, rounded as the model rounds a batch's (so that at group size
+// 1 it is the bound the model keys its recorded graphs by).
+static int bound_of(const ring_attention *ra, int o) {
+  return kernels_attention_max_len(ra->longest[o], ra->blk[o]);
+}
+
 tsr_status ring_attention_forward(ring_attention *ra, void *out, float *lse, const void *q,
                                   const void *k, const void *v, int H, int Dh, float scale) {
   const kernels_backend *kb = ra->kb;
   const comm_backend *cb = ra->cb;
   const int Lq = (int)ra->blk[ra->p];
   if (ra->k == 1)
-    return kb->attention_forward(kb, out, lse, q, k, v, ra->cu[0], ra->n_clips, Lq, H, Dh, scale);
+    return kb->attention_forward(kb, out, lse, q, k, v, ra->cu[0], ra->n_clips, bound_of(ra, 0), Lq,
+                                 H, Dh, scale);
   tsr_status st = ensure_buffers(ra, H, Dh);
   if (st) return st;
   const size_t E = (size_t)H * Dh, half = (size_t)ra->maxblk * E;
@@ -167,10 +180,12 @@ tsr_status ring_attention_forward(ring_attention *ra, void *out, float *lse, con
     const void *kb_k = ra->kv[cur], *kb_v = kernels_act_at(kb, ra->kv[cur], half);
     if (s == 0) {
       st = kb->attention_partial_forward(kb, out, lse, q, kb_k, kb_v, ra->cu[ra->p], ra->cu[o],
-                                         ra->n_clips, Lq, (int)ra->blk[o], H, Dh, scale);
+                                         ra->n_clips, bound_of(ra, ra->p), bound_of(ra, o), Lq,
+                                         (int)ra->blk[o], H, Dh, scale);
     } else {
       st = kb->attention_partial_forward(kb, ra->pout, ra->plse, q, kb_k, kb_v, ra->cu[ra->p],
-                                         ra->cu[o], ra->n_clips, Lq, (int)ra->blk[o], H, Dh, scale);
+                                         ra->cu[o], ra->n_clips, bound_of(ra, ra->p),
+                                         bound_of(ra, o), Lq, (int)ra->blk[o], H, Dh, scale);
       if (!st) st = kb->attention_merge(kb, out, lse, ra->pout, ra->plse, Lq, H, Dh);
     }
     tsr_status wst = cb->wait(cb, &req);
@@ -200,7 +215,7 @@ tsr_status ring_attention_backward(ring_attention *ra, void *dq, void *dk, void 
   const int Lq = (int)ra->blk[ra->p];
   if (ra->k == 1)
     return kb->attention_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, ra->cu[0], ra->n_clips,
-                                  Lq, H, Dh, scale);
+                                  bound_of(ra, 0), Lq, H, Dh, scale);
   tsr_status st = ensure_buffers(ra, H, Dh);
   if (st) return st;
   const size_t E = (size_t)H * Dh, half = (size_t)ra->maxblk * E;
@@ -226,7 +241,8 @@ tsr_status ring_attention_backward(ring_attention *ra, void *dq, void *dk, void 
                                                  dout, q, ra->kv[cur],
                                                  kernels_act_at(kb, ra->kv[cur], half), lse,
                                                  ra->delta, ra->cu[ra->p], ra->cu[o], ra->n_clips,
-                                                 Lq, (int)ra->blk[o], H, Dh, scale);
+                                                 bound_of(ra, ra->p), bound_of(ra, o), Lq,
+                                                 (int)ra->blk[o], H, Dh, scale);
     if (s > 0) {  // the block's accumulator has arrived in grad[g]: add this rank's share
       tsr_status w = cb->wait(cb, &req_g);
       if (!st) st = w;

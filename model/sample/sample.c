@@ -108,8 +108,8 @@ tsr_status sample_generate(dit_model *m, const sample_params *sp, float *out) {
         !(r = kb->to_device(kb, b.state, b.xh, N * P * sizeof(float))))
       r = kb->to_device(kb, b.pos, b.posh, (size_t)C * N * 3 * sizeof(int32_t));
   }
-  dit_batch batch = {.n_clips = C, .L = (int)(C * N), .cu_seqlens = b.cu, .pos = b.pos,
-                     .t = b.t, .labels = mc->num_classes > 0 ? b.labels : NULL, .x = b.x,
+  dit_batch batch = {.n_clips = C, .L = (int)(C * N), .max_len = (int)N, .cu_seqlens = b.cu,
+                     .pos = b.pos, .t = b.t, .labels = mc->num_classes > 0 ? b.labels : NULL, .x = b.x,
                      .Lt = has_text ? sp->text_tokens : 0,
                      .cu_text = mc->text_dim > 0 ? b.cu_text : NULL, .text = b.text};
   for (int i = 0; !r && i < sp->steps; i++) {

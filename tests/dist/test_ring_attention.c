@@ -50,9 +50,11 @@ static void one_case(const kernels_backend *kb, comm_group *g, int ncase) {
   static const int64_t choices[] = {1, 2, 3, 5, 17, 64, 97, 130};
   int64_t lens[8];
   int32_t cu[9] = {0};
+  int longest = 0;  // the attention entries' max_len
   for (int c = 0; c < n; c++) {
     lens[c] = choices[(int)(urand() * 8)];
     cu[c + 1] = cu[c] + (int32_t)lens[c];
+    if (lens[c] > longest) longest = (int)lens[c];
   }
   const int L = cu[n];
   size_t nf = (size_t)L * E;
@@ -66,8 +68,9 @@ static void one_case(const kernels_backend *kb, comm_group *g, int ncase) {
     dout[i] = (float)(2 * urand() - 1);
   }
   const float scale = 1.0f / sqrtf((float)Dh);
-  CHECK_OK(kb->attention_forward(kb, out, lse, q, kk, v, cu, n, L, H, Dh, scale));
-  CHECK_OK(kb->attention_backward(kb, dq, dk, dv, dout, q, kk, v, out, lse, cu, n, L, H, Dh, scale));
+  CHECK_OK(kb->attention_forward(kb, out, lse, q, kk, v, cu, n, longest, L, H, Dh, scale));
+  CHECK_OK(kb->attention_backward(kb, dq, dk, dv, dout, q, kk, v, out, lse, cu, n, longest, L, H, Dh,
+                                  scale));
 
   // this rank's chunks, packed in clip order
   int64_t Lq = 0;

@@ -55,7 +55,8 @@ static tsr_status device_batch(const kernels_backend *kb, const mt_batch *mb, de
   if (!st) st = upload(kb, &d->buf[4], mb->w, sizeof(float) * C);
   if (!st) st = to_act(kb, &d->buf[5], &d->buf[6], mb->x, n);
   if (!st) st = to_act(kb, &d->buf[7], &d->buf[8], mb->target, n);
-  d->b = (dit_batch){.n_clips = C, .L = L, .cu_seqlens = d->buf[0], .pos = d->buf[1],
+  d->b = (dit_batch){.n_clips = C, .L = L, .max_len = mb->b.max_len, .cu_seqlens = d->buf[0],
+                     .pos = d->buf[1],
                      .labels = d->buf[2], .t = d->buf[3], .loss_weight = d->buf[4],
                      .x = d->buf[5], .target = d->buf[7]};
   return st;

@@ -170,4 +170,12 @@ static inline int32_t *d_cu(const packing *p) {
   return t_raw(p->cu, sizeof(int32_t) * (p->n_clips + 1));
 }
 
+// Tokens of the longest clip of cu (C + 1 offsets, host): the attention entries' max_len.
+static inline int longest_of(const int32_t *cu, int C) {
+  int m = 0;
+  for (int c = 0; c < C; c++)
+    if (cu[c + 1] - cu[c] > m) m = cu[c + 1] - cu[c];
+  return m;
+}
+
 #endif

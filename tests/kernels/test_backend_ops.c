@@ -29,6 +29,9 @@
 //   Run to run: attention_backward is repeated on the same inputs and must give bitwise the
 //     same gradients (the backends' determinism), except where cuDNN's backward may run with
 //     its atomic dQ (TESSERA_CUDA_ATTENTION_DETERMINISTIC unset or 0, the default).
+// The attention entries get the longest clip as max_len (kernels.h), once also a larger
+// bound (same results), and a bound below the longest clip must be reported: by the call on
+// the CPU, by the next sync on a device backend.
 // Also, cpu-bf16 is DEFINED as "the fp32 entry on the same inputs, rounded once", so for
 // it every [act] output must equal the reference rounded to bf16 bit for bit, and every
 // [f32] output must equal the reference bit for bit (exact mismatches are counted).
@@ -268,16 +271,16 @@ static void test_rope_act_cond(void) {
 // TESSERA_CUDA_ATTENTION_DETERMINISTIC=1 excludes it).
 static void check_repeatable(const void *dq, const void *dk, const void *dv, size_t n,
                              const void *dout, const void *q, const void *k, const void *v,
-                             const void *out, const float *lse, const int32_t *cu, int C, int L,
-                             int H, int Dh, float sc) {
+                             const void *out, const float *lse, const int32_t *cu, int C,
+                             int max_len, int L, int H, int Dh, float sc) {
   const char *det = getenv("TESSERA_CUDA_ATTENTION_DETERMINISTIC");
   if (cudnn_attention(KB, "attention_backward") && !(det && !strcmp(det, "1"))) return;
   size_t bytes = n * act_size();
   void *g2[3], *h1 = malloc(bytes ? bytes : 1), *h2 = malloc(bytes ? bytes : 1);
   const void *g1[3] = {dq, dk, dv};
   for (int i = 0; i < 3; i++) CHECK_OK(KB->alloc(KB, &g2[i], bytes));
-  CHECK_OK(KB->attention_backward(KB, g2[0], g2[1], g2[2], dout, q, k, v, out, lse, cu, C, L, H,
-                                  Dh, sc));
+  CHECK_OK(KB->attention_backward(KB, g2[0], g2[1], g2[2], dout, q, k, v, out, lse, cu, C, max_len,
+                                  L, H, Dh, sc));
   for (int i = 0; i < 3; i++) {
     CHECK_OK(KB->to_host(KB, h1, g1[i], bytes));
     CHECK_OK(KB->to_host(KB, h2, g2[i], bytes));
@@ -288,27 +291,41 @@ static void check_repeatable(const void *dq, const void *dk, const void *dv, siz
   free(h1), free(h2);
 }
 
+// A max_len below the longest clip: TSR_EINVAL from the call (the CPU checks there) or
+// from the next sync (a device backend checks on the device). `at_call`: the call's status.
+static void check_bound_reported(tsr_status at_call, const char *entry) {
+  tsr_status st = at_call ? at_call : KB->sync(KB);
+  CHECK(st == TSR_EINVAL, "%s %s: a max_len below the longest clip is not reported (%s)",
+        KB->name, entry, err_name(st));
+  CHECK(st != TSR_EINVAL || strstr(err_msg(), "attention") != NULL, "the error names the entry: %s",
+        err_msg());
+}
+
 static void test_attention(void) {
   int Dhs[] = {16, 64, 128};
   for (int p = 0; p < N_PACK; p++)
     for (int s = 0; s < 3; s++) {
       const packing *pk = &packings[p];
       int C = pk->n_clips, L = pk->L, H = s == 2 ? 1 : 2, Dh = Dhs[s];
+      int mx = longest_of(pk->cu, C);
       float sc = 1.0f / sqrtf((float)Dh);
       size_t n = (size_t)L * H * Dh, nl = (size_t)L * H;
       int32_t *cu = d_cu(pk);
       tens q = t_act(n, -2, 2), k = t_act(n, -2, 2), v = t_act(n, -1, 1);
       tens out = t_act(n, 0, 1), lse = t_f32(nl, 0, 1);
-      REF->attention_forward(REF, out.h, lse.h, q.h, k.h, v.h, pk->cu, C, L, H, Dh, sc);
-      CHECK_OK(KB->attention_forward(KB, out.d, lse.d, q.d, k.d, v.d, cu, C, L, H, Dh, sc));
+      REF->attention_forward(REF, out.h, lse.h, q.h, k.h, v.h, pk->cu, C, mx, L, H, Dh, sc);
+      // a looser bound (L, on the second head dim) computes the same
+      int bound = s == 1 ? L : mx;
+      CHECK_OK(KB->attention_forward(KB, out.d, lse.d, q.d, k.d, v.d, cu, C, bound, L, H, Dh, sc));
       check_out("attention_forward", "out", &out);
       check_out("attention_forward", "lse", &lse);
       tens dout = t_act(n, -1, 1), dq = t_act(n, 0, 1), dk = t_act(n, 0, 1), dv = t_act(n, 0, 1);
       REF->attention_backward(REF, dq.h, dk.h, dv.h, dout.h, q.h, k.h, v.h, out.h, lse.h, pk->cu,
-                              C, L, H, Dh, sc);
+                              C, mx, L, H, Dh, sc);
       CHECK_OK(KB->attention_backward(KB, dq.d, dk.d, dv.d, dout.d, q.d, k.d, v.d, out.d, lse.d,
-                                      cu, C, L, H, Dh, sc));
-      check_repeatable(dq.d, dk.d, dv.d, n, dout.d, q.d, k.d, v.d, out.d, lse.d, cu, C, L, H, Dh, sc);
+                                      cu, C, bound, L, H, Dh, sc));
+      check_repeatable(dq.d, dk.d, dv.d, n, dout.d, q.d, k.d, v.d, out.d, lse.d, cu, C, bound, L,
+                       H, Dh, sc);
       check_out("attention_backward", "dq", &dq);
       check_out("attention_backward", "dk", &dk);
       check_out("attention_backward", "dv", &dv);
@@ -318,14 +335,14 @@ static void test_attention(void) {
       int32_t cuk[8];
       cuk[0] = 0;
       for (int c = 0; c < C; c++) cuk[c + 1] = cuk[c] + (c % 3 == 1 ? 0 : 5 + 23 * c % 41);
-      int Lk = cuk[C];
+      int Lk = cuk[C], mk = longest_of(cuk, C);
       size_t nk = (size_t)Lk * H * Dh;
       int32_t *dcuk = t_raw(cuk, sizeof(int32_t) * (C + 1));
       tens kb2 = t_act(nk, -2, 2), vb2 = t_act(nk, -1, 1), ob = t_act(n, 0, 1), lb = t_f32(nl, 0, 1);
-      REF->attention_partial_forward(REF, ob.h, lb.h, q.h, kb2.h, vb2.h, pk->cu, cuk, C, L, Lk, H,
-                                     Dh, sc);
-      CHECK_OK(KB->attention_partial_forward(KB, ob.d, lb.d, q.d, kb2.d, vb2.d, cu, dcuk, C, L, Lk,
-                                             H, Dh, sc));
+      REF->attention_partial_forward(REF, ob.h, lb.h, q.h, kb2.h, vb2.h, pk->cu, cuk, C, mx, mk, L,
+                                     Lk, H, Dh, sc);
+      CHECK_OK(KB->attention_partial_forward(KB, ob.d, lb.d, q.d, kb2.d, vb2.d, cu, dcuk, C, mx, mk,
+                                             L, Lk, H, Dh, sc));
       check_out("attention_partial_forward", "out", &ob);
       check_out("attention_partial_forward", "lse", &lb);
       REF->attention_merge(REF, out.h, lse.h, ob.h, lb.h, L, H, Dh);
@@ -338,12 +355,27 @@ static void test_attention(void) {
       check_out("attention_delta", "delta", &delta);
       tens dkb = t_act(nk, -1, 1), dvb = t_act(nk, -1, 1);  // accumulated, as dq
       REF->attention_partial_backward(REF, dq.h, dkb.h, dvb.h, dout.h, q.h, kb2.h, vb2.h, lse.h,
-                                      delta.h, pk->cu, cuk, C, L, Lk, H, Dh, sc);
+                                      delta.h, pk->cu, cuk, C, mx, mk, L, Lk, H, Dh, sc);
       CHECK_OK(KB->attention_partial_backward(KB, dq.d, dkb.d, dvb.d, dout.d, q.d, kb2.d, vb2.d,
-                                              lse.d, delta.d, cu, dcuk, C, L, Lk, H, Dh, sc));
+                                              lse.d, delta.d, cu, dcuk, C, mx, mk, L, Lk, H, Dh,
+                                              sc));
       check_out("attention_partial_backward", "dq", &dq);
       check_out("attention_partial_backward", "dk", &dkb);
       check_out("attention_partial_backward", "dv", &dvb);
+      if (s == 0) {  // bounds one token short of the longest clip (outputs then undefined)
+        check_bound_reported(KB->attention_forward(KB, out.d, lse.d, q.d, k.d, v.d, cu, C, mx - 1,
+                                                   L, H, Dh, sc), "attention_forward");
+        check_bound_reported(KB->attention_backward(KB, dq.d, dk.d, dv.d, dout.d, q.d, k.d, v.d,
+                                                    out.d, lse.d, cu, C, mx - 1, L, H, Dh, sc),
+                             "attention_backward");
+        check_bound_reported(KB->attention_partial_forward(KB, ob.d, lb.d, q.d, kb2.d, vb2.d, cu,
+                                                           dcuk, C, mx, mk - 1, L, Lk, H, Dh, sc),
+                             "attention_partial_forward");
+        check_bound_reported(KB->attention_partial_backward(KB, dq.d, dkb.d, dvb.d, dout.d, q.d,
+                                                            kb2.d, vb2.d, lse.d, delta.d, cu, dcuk,
+                                                            C, mx - 1, mk, L, Lk, H, Dh, sc),
+                             "attention_partial_backward");
+      }
       tens all[] = {q, k, v, out, lse, dout, dq, dk, dv, kb2, vb2, ob, lb, delta, dkb, dvb};
       for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) t_free(&all[i]);
       KB->free(KB, cu), KB->free(KB, dcuk);

@@ -26,8 +26,8 @@ int main(void) {
   memset(out, 0, n * sizeof(float)), memset(dq, 0, n * sizeof(float));  // touch everything
   memset(dk, 0, n * sizeof(float)), memset(dv, 0, n * sizeof(float));
   long before = peak_kib();
-  CHECK_OK(kb->attention_forward(kb, out, lse, q, k, v, cu, 1, L, H, Dh, scale));
-  CHECK_OK(kb->attention_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, cu, 1, L, H, Dh, scale));
+  CHECK_OK(kb->attention_forward(kb, out, lse, q, k, v, cu, 1, L, L, H, Dh, scale));
+  CHECK_OK(kb->attention_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, cu, 1, L, L, H, Dh, scale));
   long grown = peak_kib() - before;
   CHECK(grown < 64 * 1024, "peak memory grew by %ld KiB for L = %d", grown, L);
   int rows[3] = {0, L / 2 + 7, L - 1};

@@ -99,11 +99,11 @@ static tsr_status spy_linear_forward(const kernels_backend *kb, void *out, const
 static tsr_status spy_attention_backward(const kernels_backend *kb, void *dq, void *dk, void *dv,
                                          const void *dout, const void *q, const void *k,
                                          const void *v, const void *out, const float *lse,
-                                         const int32_t *cu, int n_clips, int L, int H, int Dh,
-                                         float scale) {
+                                         const int32_t *cu, int n_clips, int max_len, int L,
+                                         int H, int Dh, float scale) {
   spy_attn_bwd++;
   return kernels_cpu()->attention_backward(kernels_cpu(), dq, dk, dv, dout, q, k, v, out, lse,
-                                           cu, n_clips, L, H, Dh, scale);
+                                           cu, n_clips, max_len, L, H, Dh, scale);
 }
 
 // One training step on kb: forward with the loss, backward, AdamW over the flat buffers

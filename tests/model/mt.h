@@ -103,7 +103,12 @@ static inline tsr_status mt_batch_make(mt_batch *mb, const mt_clip *clips, int C
   memset(mb, 0, sizeof *mb);
   mb->C = C, mb->P = P;
   mb->cu = calloc((size_t)C + 1, sizeof(int32_t));
-  for (int c = 0; c < C; c++) mb->cu[c + 1] = mb->cu[c] + clips[c].T * clips[c].H * clips[c].W;
+  int longest = 0;
+  for (int c = 0; c < C; c++) {
+    int n = clips[c].T * clips[c].H * clips[c].W;
+    mb->cu[c + 1] = mb->cu[c] + n;
+    if (n > longest) longest = n;
+  }
   int L = mb->L = mb->cu[C];
   mb->pos = calloc((size_t)L * 3 + 1, sizeof(int32_t));
   mb->labels = calloc((size_t)C, sizeof(int32_t));
@@ -137,7 +142,8 @@ static inline tsr_status mt_batch_make(mt_batch *mb, const mt_clip *clips, int C
     if (!st) st = kb->to_device(kb, mb->dev[i], src[i], sz[i]);
     if (st) return st;
   }
-  mb->b = (dit_batch){.n_clips = C, .L = L, .cu_seqlens = mb->dev[0], .pos = mb->dev[1],
+  mb->b = (dit_batch){.n_clips = C, .L = L, .max_len = longest, .cu_seqlens = mb->dev[0],
+                      .pos = mb->dev[1],
                       .labels = mb->dev[2], .t = mb->dev[3], .x = mb->dev[4],
                       .target = mb->dev[5], .loss_weight = mb->dev[6]};
   return TSR_OK;

@@ -13,7 +13,11 @@
 // - no graph call with dit_set_graphs(m, 0) or an attention hook that is not recordable;
 //   a recordable hook is recorded; no recording of the backward while a bucket hook is set
 //   (the ring and the all-reduce work on the host), while the forward's is; the attention
-//   hook is part of the key.
+//   hook is part of the key;
+// - the bound of the clips' length the attention entries get (dit_batch.max_len, rounded)
+//   is part of the key: new contents of the same buffers with the same token and clip
+//   counts but a longest clip in another power-of-two range run eagerly (a replay would use
+//   the plan of the other bound), and contents in the same range replay.
 #include <string.h>
 
 #include "check.h"
@@ -76,14 +80,15 @@ static void step(dit_model *m, const dit_batch *b, double *loss) {
   CHECK_OK(dit_backward(m, b));
 }
 
-static dit_model *model_on(const kernels_backend *kb) {
+static dit_model *model_sized(const kernels_backend *kb, int max_tokens) {
   dit_config c = mt_config();
   dit_model *m = NULL;
-  CHECK_OK(dit_create(&m, &c, kb, 64, 4));
+  CHECK_OK(dit_create(&m, &c, kb, max_tokens, 4));
   CHECK_OK(dit_init(m, 3));
   CHECK_OK(mt_perturb(m, 4, 0.1f));
   return m;
 }
+static dit_model *model_on(const kernels_backend *kb) { return model_sized(kb, 64); }
 
 static int same(dit_model *a, dit_model *b, double la, double lb) {
   return la == lb && !memcmp(dit_grads(a), dit_grads(b), dit_num_params(a) * sizeof(float));
@@ -137,15 +142,15 @@ static void test_fallbacks(const mt_batch *mb) {
 static tsr_status hook_fwd(void *ctx, const kernels_backend *kb, const dit_batch *b, void *out,
                            float *lse, const void *q, const void *k, const void *v, int H,
                            int Dh, float scale) {
-  return kb->attention_forward(kb, out, lse, q, k, v, b->cu_seqlens, b->n_clips, b->L, H, Dh,
-                               scale);
+  return kb->attention_forward(kb, out, lse, q, k, v, b->cu_seqlens, b->n_clips, b->max_len, b->L,
+                               H, Dh, scale);
 }
 static tsr_status hook_bwd(void *ctx, const kernels_backend *kb, const dit_batch *b, void *dq,
                            void *dk, void *dv, const void *dout, const void *q, const void *k,
                            const void *v, const void *out, const float *lse, int H, int Dh,
                            float scale) {
   return kb->attention_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, b->cu_seqlens,
-                                b->n_clips, b->L, H, Dh, scale);
+                                b->n_clips, b->max_len, b->L, H, Dh, scale);
 }
 static void no_bucket(void *ctx, int bucket) { (void)ctx, (void)bucket; }
 static int yes(void *ctx) { return ctx == NULL; }
@@ -179,6 +184,49 @@ static void test_not_recorded(const mt_batch *mb) {
   dit_free(&g);
 }
 
+// Copies batch `from`'s contents into the buffers of `into` (same clip and token counts on
+// the CPU backend) and returns into's batch with from's longest clip: the trainer's case of
+// one set of buffers refilled for each microbatch.
+static dit_batch refill(mt_batch *into, const mt_batch *from) {
+  size_t sz[7] = {sizeof(int32_t) * (from->C + 1), sizeof(int32_t) * (from->L * 3 + 1),
+                  sizeof(int32_t) * from->C, sizeof(float) * from->C,
+                  sizeof(float) * ((size_t)from->L * from->P + 1),
+                  sizeof(float) * ((size_t)from->L * from->P + 1), sizeof(float) * from->C};
+  for (int i = 0; i < 7; i++) memcpy(into->dev[i], from->dev[i], sz[i]);
+  dit_batch b = into->b;
+  b.max_len = from->b.max_len;
+  return b;
+}
+
+static void test_bound_in_key(void) {
+  // 130 tokens in 2 clips each: longest 65 (bound 128), 129 (bound 130) and 66 (bound 128)
+  static const mt_clip A[2] = {{5, 13, 1, 0, 0.4f}, {5, 13, 1, 1, 0.6f}};
+  static const mt_clip B[2] = {{1, 1, 1, 2, 0.4f}, {3, 43, 1, 0, 0.6f}};
+  static const mt_clip C[2] = {{4, 16, 1, 1, 0.4f}, {6, 11, 1, 2, 0.6f}};
+  const int ids[2] = {20, 21};
+  mt_batch a, b, c;
+  CHECK_OK(mt_batch_make(&a, A, 2, 12, 2, 5, ids));
+  CHECK_OK(mt_batch_make(&b, B, 2, 12, 2, 6, ids));
+  CHECK_OK(mt_batch_make(&c, C, 2, 12, 2, 7, ids));
+  CHECK(a.L == 130 && b.L == 130 && c.L == 130, "130 tokens each: %d %d %d", a.L, b.L, c.L);
+  kernels_backend rb = recording_backend(MODE_RECORD);
+  dit_model *g = model_sized(&rb, 130), *e = model_sized(kernels_cpu(), 130);
+  double lg, le;
+  step(g, &a.b, &lg), step(g, &a.b, &lg);
+  CHECK(F.begins == 2 && F.replays == 0, "longest 65: recorded at step 2 (%d recordings)", F.begins);
+  dit_batch bb = refill(&a, &b);
+  step(g, &bb, &lg), step(e, &b.b, &le);
+  CHECK(F.begins == 2 && F.replays == 0, "longest 129: a new key, eager (%d recordings, %d replays)",
+        F.begins, F.replays);
+  CHECK(same(g, e, lg, le), "longest 129 in the refilled buffers: the plain backend's results");
+  dit_batch bc = refill(&a, &c);
+  step(g, &bc, &lg);
+  CHECK(F.begins == 2 && F.replays == 2, "longest 66: the graphs of longest 65 replayed (%d replays)",
+        F.replays);
+  dit_free(&g), dit_free(&e);
+  mt_batch_free(&a), mt_batch_free(&b), mt_batch_free(&c);
+}
+
 int main(void) {
   mt_batch mb;
   CHECK_OK(mt_batch_make(&mb, CLIPS, 3, 12, 3, 11, IDS));
@@ -186,5 +234,6 @@ int main(void) {
   test_fallbacks(&mb);
   test_not_recorded(&mb);
   mt_batch_free(&mb);
+  test_bound_in_key();
   return check_done();
 }
