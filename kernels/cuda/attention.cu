@@ -363,8 +363,10 @@ __global__ void k_attn_check_len(kcu_dev_error *err, int entry, const int32_t *c
 static tsr_status check_attn(kb_t *kb, const char *op, int entry, const int32_t *cu_q,
                              const int32_t *cu_k, int n_clips, int max_q, int max_k, int Lq,
                              int Lk, int H, int Dh, float scale) {
-  KCU_DIM(op, max_q);
-  KCU_DIM(op, max_k);
+  if (max_q < 0 || max_k < 0)
+    return err_set(TSR_EINVAL, "%s: %s = %d is negative", op,
+                   cu_q == cu_k ? "max_len" : max_q < 0 ? "max_q" : "max_k",
+                   max_q < 0 ? max_q : max_k);
   KCU_DIM(op, Lq);
   KCU_DIM(op, Lk);
   KCU_DIM(op, H);
