@@ -72,6 +72,14 @@
 
 typedef struct kernels_backend kernels_backend;
 
+// Calls per implementation (kernels_backend.path_stats): GEMMs through the vendor library
+// and through the backend's plain kernel; calls of the four attention entries through the
+// vendor's fused attention and through the backend's own kernels.
+typedef struct {
+  int64_t gemm_library, gemm_plain;
+  int64_t attention_library, attention_own;
+} kernels_path_stats;
+
 // The random-number key of one clip (or CP chunk of a clip) for objective_inputs: the
 // store's clip id, the clip's total token count N (for the time shift) and the index in
 // the clip of the chunk's first token (0 for a whole clip). Backend memory, like every
@@ -160,6 +168,12 @@ struct kernels_backend {
   // MemAvailable and MemTotal (/proc/meminfo; shared by every process of the node) on the
   // CPU, cudaMemGetInfo of the device on CUDA. For the trainer's memory model.
   tsr_status (*mem_info)(const kernels_backend *kb, size_t *free_bytes, size_t *total_bytes);
+  // Which implementation ran the calls so far (optional: NULL where every entry has one
+  // path, the CPU). Counts since the backend was created, host values. A GEMM that the
+  // vendor library (cuBLASLt) has no algorithm for runs the backend's plain kernel, many
+  // times slower; attention runs the vendor's fused kernel (cuDNN) or the backend's own.
+  // Benchmarks report them so that a slow step names its cause.
+  tsr_status (*path_stats)(const kernels_backend *kb, kernels_path_stats *out_host);
 
   // ---- dtype conversion ------------------------------------------------------------
   // dst = src converted elementwise (fp32 -> bf16 rounds to nearest even; bf16 -> fp32 is

@@ -226,6 +226,11 @@ static tsr_status p_memory_stats(kb_t *kb, size_t *in_use_host, size_t *peak_hos
 static tsr_status p_mem_info(kb_t *kb, size_t *free_bytes, size_t *total_bytes) {
   TIMED(mem_info, free_bytes, total_bytes);
 }
+// Not timed (a count read, no device work); set only when the inner backend has it.
+static tsr_status p_path_stats(kb_t *kb, kernels_path_stats *out_host) {
+  const kernels_backend *in = ((prof *)kb->ctx)->inner;
+  return in->path_stats(in, out_host);
+}
 static tsr_status p_cast(kb_t *kb, void *dst, kernels_dtype dst_dtype, const void *src,
                          kernels_dtype src_dtype, size_t n) {
   TIMED(cast, dst, dst_dtype, src, src_dtype, n);
@@ -524,9 +529,10 @@ static void fill_entries(kernels_backend *t) {
 }
 
 // Every field of kernels_backend before the entries: name, ctx, act_dtype, device_memory,
-// stream; the rest are the N_ENTRIES function pointers and the 4 optional graph_* entries,
-// which a profiled table leaves NULL (kernels_profiled says why).
-enum { N_UNPROFILED = 4 };
+// stream; the rest are the N_ENTRIES function pointers, the 4 optional graph_* entries,
+// which a profiled table leaves NULL (kernels_profiled says why), and path_stats, which it
+// forwards untimed.
+enum { N_UNPROFILED = 5 };
 _Static_assert(sizeof(kernels_backend) == offsetof(kernels_backend, alloc) +
                                               (N_ENTRIES + N_UNPROFILED) * sizeof(void (*)(void)),
                "kernels_backend has an entry that profile.c does not forward");
@@ -560,6 +566,7 @@ tsr_status kernels_profiled(const kernels_backend *inner, int sync, kernels_back
   pb->table.graph_end = NULL;
   pb->table.graph_launch = NULL;
   pb->table.graph_free = NULL;
+  pb->table.path_stats = inner->path_stats ? p_path_stats : NULL;
   *out = &pb->table;
   return TSR_OK;
 }

@@ -342,6 +342,18 @@ static tsr_status run_steps(bench *b, const options *o, json_t *j) {
       printf("bench_train_step: backend memory peak %.1f MiB%s\n", peak / 1048576.0,
              cap ? "" : " (allocations through kb->alloc)");
     }
+    // Which implementation ran (kernels.h path_stats; CUDA only): a GEMM on the plain
+    // kernel or attention on the own kernels explains a slow step.
+    kernels_path_stats ps;
+    if (b->kb->path_stats && b->kb->path_stats(b->kb, &ps) == TSR_OK) {
+      json_object_set_new(j, "paths", json_pack("{sI sI sI sI}", "gemm_library", (json_int_t)ps.gemm_library,
+                                                "gemm_plain", (json_int_t)ps.gemm_plain,
+                                                "attention_library", (json_int_t)ps.attention_library,
+                                                "attention_own", (json_int_t)ps.attention_own));
+      printf("bench_train_step: calls so far: GEMM %lld on the library, %lld on the plain kernel; "
+             "attention %lld on the library, %lld on the own kernels\n", (long long)ps.gemm_library,
+             (long long)ps.gemm_plain, (long long)ps.attention_library, (long long)ps.attention_own);
+    }
   }
   free(sec), free(loss), free(sorted);
   return st;

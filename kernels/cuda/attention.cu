@@ -409,6 +409,13 @@ static tsr_status launch_fwd(kb_t *kb, const char *op, void *out, float *lse, co
   return TSR_OK;
 }
 
+// kernels.h path_stats: the call went to cuDNN (done) or to the own kernels.
+static void count_path(kb_t *kb, int done) {
+  kernels_path_stats *p = &kcu(kb)->paths;
+  if (done) p->attention_library++;
+  else p->attention_own++;
+}
+
 extern "C" tsr_status kcu_attention_partial_forward(kb_t *kb, void *out, float *lse, const void *q,
                                                     const void *k, const void *v, const int32_t *cu_q,
                                                     const int32_t *cu_k, int n_clips, int max_q,
@@ -428,6 +435,7 @@ extern "C" tsr_status kcu_attention_partial_forward(kb_t *kb, void *out, float *
   int done;
   st = kcu_sdpa_forward(kb, op, 1, &done, out, lse, q, k, v, cu_q, cu_k, n_clips, max_q, max_k, Lq,
                         Lk, H, Dh, scale);
+  if (!st) count_path(kb, done);
   if (st || done) return st;
   return launch_fwd(kb, op, out, lse, q, k, v, cu_q, cu_k, n_clips, Lq, Lk, H, Dh, scale);
 }
@@ -447,6 +455,7 @@ extern "C" tsr_status kcu_attention_forward(kb_t *kb, void *out, float *lse, con
   int done;
   st = kcu_sdpa_forward(kb, op, 0, &done, out, lse, q, k, v, cu, cu, n_clips, max_len, max_len, L, L,
                         H, Dh, scale);
+  if (!st) count_path(kb, done);
   if (st || done) return st;
   return launch_fwd(kb, op, out, lse, q, k, v, cu, cu, n_clips, L, L, H, Dh, scale);
 }
@@ -533,6 +542,7 @@ extern "C" tsr_status kcu_attention_partial_backward(kb_t *kb, void *dq, void *d
   if ((dk && !dv) || (dv && !dk))
     return err_set(TSR_EINVAL, "%s: dk and dv must both be given or both be NULL", op);
   if (Lq == 0 && Lk == 0) return TSR_OK;
+  count_path(kb, 0);  // no cuDNN path: its backward needs out, this entry gets delta
   KCU_NEED(op, dout);
   KCU_NEED(op, q);
   KCU_NEED(op, k);
@@ -563,6 +573,7 @@ extern "C" tsr_status kcu_attention_backward(kb_t *kb, void *dq, void *dk, void 
   int done;
   st = kcu_sdpa_backward(kb, op, &done, dq, dk, dv, dout, q, k, v, out, lse, cu, n_clips, max_len, L, H,
                          Dh, scale);
+  if (!st) count_path(kb, done);
   if (st || done) return st;
   size_t rows = (size_t)L * H;
   void *ws;

@@ -342,6 +342,12 @@ static tsr_status cu_memory_stats(kb_t *kb, size_t *in_use, size_t *peak, size_t
   return TSR_OK;
 }
 
+static tsr_status cu_path_stats(kb_t *kb, kernels_path_stats *out) {
+  if (!out) return err_set(TSR_EINVAL, "path_stats: out is NULL");
+  *out = kcu(kb)->paths;
+  return TSR_OK;
+}
+
 // Pinned (page-locked or registered) host memory: an async copy returns before the copy
 // is done, so to_device then waits, keeping kernels.h's "src may be reused on return".
 static int host_is_pinned(const void *p) {
@@ -1948,6 +1954,7 @@ static int init_once(void) {
     }
     b->memory_stats = cu_memory_stats;
     b->mem_info = cu_mem_info;
+    b->path_stats = cu_path_stats;
     b->cast = cu_cast;
     b->fill = cu_fill;
     b->scale = cu_scale;

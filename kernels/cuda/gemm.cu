@@ -247,12 +247,14 @@ static tsr_status lt_matmul(kb_t *kb, const char *op, int ta, int tb, int m, int
   // beta == 0: cuBLASLt does not read C, so NaN in c is overwritten (kernels.h).
   KCU_LT(op, cublasLtMatmul(x->lt, p->op, &alpha, b, p->la, a, p->lb, &beta, c, p->lc, c, p->lc,
                             &p->algo, x->lt_ws, x->lt_ws_bytes, x->stream));
+  x->paths.gemm_library++;
   *ran = 1;
   return TSR_OK;
 }
 
 static void fallback(kb_t *kb, int ta, int tb, int m, int n, int k, float alpha, const act_t *a,
                      const act_t *b, float beta, void *c, int c_f32, const float *bias) {
+  if (k > 0) kcu(kb)->paths.gemm_plain++;  // k == 0 is no product: c = beta c + bias
   k_gemm_fallback<<<dim3((n + FB_T - 1) / FB_T, (m + FB_T - 1) / FB_T), dim3(FB_T, FB_T), 0,
                     kcu(kb)->stream>>>(ta, tb, m, n, k, alpha, a, b, beta,
                                        c_f32 ? NULL : (act_t *)c, c_f32 ? (float *)c : NULL, bias);

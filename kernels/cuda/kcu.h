@@ -79,6 +79,8 @@ struct kcu_ctx {
   size_t stage_off;    // bytes of it used
   cudaEvent_t stage_ev[2];  // recorded after the last copy out of each half
   int stage_pending[2];     // 1: that event has been recorded since the half was last reused
+  kernels_path_stats paths;  // calls per implementation (kernels.h path_stats): GEMMs
+                             // counted in gemm.cu, attention in attention.cu
   int capturing;       // 1 between graph_begin and graph_end (graph.cu): the stream records
   void *cap_scratch;   // the scratch buffer when recording began (it must not move)
 };

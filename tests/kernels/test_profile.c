@@ -1,7 +1,8 @@
 // tests/kernels/test_profile.c — the profiling wrapper (kernels/profile.h):
 // - every entry of a profiled table is set (none left NULL) but the 4 optional graph_*
-//   ones, which stay NULL even when the inner table records graphs, and the table keeps
-//   its inner backend's name, act dtype and memory space;
+//   ones, which stay NULL even when the inner table records graphs, and path_stats, which
+//   is NULL where the inner table has none and otherwise forwards the inner's counts; the
+//   table keeps its inner backend's name, act dtype and memory space;
 // - counts: direct calls are counted entry by entry (every other entry stays at 0), and on
 //   a whole training step (forward, backward, AdamW) of the test DiT the count of a
 //   "spy" entry (an inner table whose linear_forward and attention_backward count their
@@ -31,6 +32,12 @@ static tsr_status fake_graph_begin(const kernels_backend *kb) {
   return TSR_OK;
 }
 
+static tsr_status fake_path_stats(const kernels_backend *kb, kernels_path_stats *out) {
+  (void)kb;
+  *out = (kernels_path_stats){.gemm_library = 7, .gemm_plain = 2, .attention_own = 3};
+  return TSR_OK;
+}
+
 static void test_table(void) {
   // an inner table that records graphs: the profiled one must not
   kernels_backend inner = *kernels_cpu_bf16();
@@ -47,10 +54,11 @@ static void test_table(void) {
     memcpy(&f, (const char *)p + first + (size_t)i * sizeof f, sizeof f);
     null += f == NULL;
   }
-  CHECK(null == 4, "%d of %d entries are NULL (the 4 graph_* ones expected)", null, n);
+  CHECK(null == 5, "%d of %d entries are NULL (the 4 graph_* ones and path_stats expected)",
+        null, n);
   kernels_profile_entry e[128];
   int ne = kernels_profile_read(p, e, 128);
-  CHECK(ne == n - 4, "entries %d, struct %d (4 graph_* not profiled)", ne, n);
+  CHECK(ne == n - 5, "entries %d, struct %d (4 graph_* and path_stats not profiled)", ne, n);
   CHECK(!strcmp(p->name, "cpu-bf16") && p->act_dtype == KERNELS_BF16 && !p->device_memory,
         "name %s", p->name);
   CHECK(kernels_is_profiled(p) && !kernels_is_profiled(kernels_cpu()), "is_profiled");
@@ -58,6 +66,15 @@ static void test_table(void) {
   CHECK(kernels_profile_read(kernels_cpu(), e, 128) == 0, "reading a plain table");
   kernels_profiled_free(&p);
   CHECK(p == NULL, "freed");
+  // an inner table that counts its paths: the profiled one forwards them
+  inner.path_stats = fake_path_stats;
+  CHECK_OK(kernels_profiled(&inner, 0, &p));
+  if (!p) return;
+  kernels_path_stats ps = {0};
+  CHECK(p->path_stats && p->path_stats(p, &ps) == TSR_OK && ps.gemm_library == 7 &&
+        ps.gemm_plain == 2 && ps.attention_own == 3 && ps.attention_library == 0,
+        "path_stats forwarded: %lld %lld", (long long)ps.gemm_library, (long long)ps.gemm_plain);
+  kernels_profiled_free(&p);
 }
 
 static void test_direct_counts(void) {
