@@ -2,8 +2,8 @@
 # bench/gpu/run.sh — tessera's CUDA training step against the PyTorch reference on the same
 # GPU, model, weights and packed batch, in the same run (issue 11; not a test).
 #
-#   bench/gpu/run.sh                      (on the GPU machine, after tools/gpu.sh built build-gpu;
-#                                          tools/gpu.sh runs it itself with OUT=$OUT/bench)
+#   bench/gpu/run.sh                      (on the GPU machine; tools/gpu_lease.py runs it
+#                                          with BUILD_DIR and OUT=$OUT/STEP, docs/gpu.md)
 #   CASES=b-16x4096,1b-4x4096 WARMUP=3 STEPS=10 OUT=bench/gpu BUILD_DIR=build-gpu bench/gpu/run.sh
 #
 # Cases (name: config, clips as bench_train_step --clips):
@@ -53,7 +53,11 @@
 # (everything printed); one summary line per case. Dumps go to TMPDIR and are removed.
 # Exit: 0 every case ran on both sides; 1 a case failed (the others still run, results.json
 # is written); 2 bad input; 3 no GPU visible (after the inputs were checked: a dry run).
-# Env: BUILD_DIR (build-gpu), OUT, CASES (all; none: only the memory runs), WARMUP (3), STEPS (10), RECOMPUTE_1B (0),
+# results.json is rewritten after every case and memory run, so a run cut short (a lease's
+# time box) keeps what finished.
+# Env: BUILD_DIR (build-gpu), OUT, CASES (all; none: only the memory runs), TORCH (1; 0: the
+# tessera side only: no dump, no PyTorch, no GEMM peak, so no MFU; the step times and the
+# GEMM/attention paths of every case in seconds), WARMUP (3), STEPS (10), RECOMPUTE_1B (0),
 # RECOMPUTE_1B_LONG (1), MEM (1: the memory runs; MEM_CASES picks them, e.g. 16384:0,65536:2),
 # CASE_TIMEOUT (420 s per side), TESSERA_NVIDIA_PIP, PY (python3 with torch); the tessera
 # side's TESSERA_CUDA_* switches pass through (docs/gpu.md; results.json "env" records
@@ -76,6 +80,7 @@ MEM_CASES=${MEM_CASES:-16384:0,16384:1,16384:2,65536:1,65536:2,65536:0}
 CASE_TIMEOUT=${CASE_TIMEOUT:-420}
 ALL=b-16x4096,b-64x1024,b-1x65536,b-mixed,1b-4x4096,1b-1x16384,1b-1x65536
 CASES=${CASES:-$ALL}
+TORCH=${TORCH:-1}
 PIP=${TESSERA_NVIDIA_PIP:-/opt/torch/.venv/lib/python3.12/site-packages/nvidia}
 die() { echo "bench/gpu/run.sh: $2" >&2; exit "$1"; }
 
@@ -94,12 +99,15 @@ case_def() {  # name -> "config clips recompute" (recompute -: the config's)
 
 # 1. Inputs (all checked before the GPU is, so that a dry run without one checks them).
 PY=${PY:-}
+[ "$TORCH" = 0 ] || [ "$TORCH" = 1 ] || die 2 "TORCH must be 1 (both sides) or 0 (tessera only)"
 if [ -z "$PY" ]; then
   for p in python3 /usr/bin/python3; do
     if command -v "$p" >/dev/null && "$p" -c 'import torch, numpy' 2>/dev/null; then PY=$p; break; fi
   done
 fi
-[ -n "$PY" ] || die 2 "no python3 with torch and numpy"
+# TORCH=0 needs a python3 for summary.py only.
+[ -n "$PY" ] || { [ "$TORCH" = 0 ] && command -v python3 >/dev/null && PY=python3; } ||
+  die 2 "no python3 with torch and numpy"
 for f in tools/reference/bench_gpu.py tools/reference/dit.py tools/reference/safetensors_io.py \
          bench/gpu/summary.py; do
   [ -f "$f" ] || die 2 "missing $f"
@@ -126,11 +134,12 @@ mkdir -p "$OUT" || die 2 "cannot create $OUT"
 
 # 2. A GPU.
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1 ||
-   ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+   { [ "$TORCH" = 1 ] &&
+     ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; }; then
   echo "bench/gpu/run.sh: inputs checked (cases $CASES, $PY); no GPU visible" >&2
   exit 3
 fi
-[ -x "$BIN" ] || die 2 "no $BIN: build with CUDA first (tools/gpu.sh, docs/gpu.md)"
+[ -x "$BIN" ] || die 2 "no $BIN: build with CUDA first (tools/gpu_prepare.sh here or tools/gpu_build.sh there, docs/gpu.md)"
 [ -d "$PIP" ] && export LD_LIBRARY_PATH=$PIP/cudnn/lib:$PIP/nccl/lib:$PIP/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # The tessera side's speed switches (docs/gpu.md), unless given: recorded graphs of the
 # forward and backward, and cuDNN's fp32-atomic attention backward (the backend's default;
@@ -155,8 +164,21 @@ smi_stop() { kill "$SMI_PID" 2>/dev/null; wait "$SMI_PID" 2>/dev/null; SMI_PID=;
 
 say "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
 say "tessera: TESSERA_CUDA_GRAPHS=$TESSERA_CUDA_GRAPHS TESSERA_CUDA_ATTENTION_DETERMINISTIC=$TESSERA_CUDA_ATTENTION_DETERMINISTIC"
-say "bf16 GEMM peak"
-"$PY" tools/reference/bench_gpu.py --peak --json "$TMP/peak.json" 2>&1 | tee -a "$LOG" >&2
+# results.json from what has run so far (bench/gpu/summary.py; rewritten atomically).
+summary() {
+  local commit dirty
+  commit=$(git rev-parse HEAD 2>/dev/null || cat .carry/commit 2>/dev/null || echo unknown)
+  dirty=$(git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo true || echo false)
+  "$PY" bench/gpu/summary.py "$TMP" "$OUT/results.json" --cases "$CASES" \
+    --mem-cases "$([ "$MEM" != 0 ] && echo "$MEM_CASES")" --meta "commit=$commit" \
+    --meta "dirty=$dirty" --meta "warmup=$WARMUP" --meta "steps=$STEPS" --meta "torch_side=$TORCH" \
+    --meta "recompute_dit_1b=$RECOMPUTE_1B" --meta "recompute_dit_1b_long=$RECOMPUTE_1B_LONG" \
+    --meta "build_dir=$BUILD_DIR" "$@"
+}
+if [ "$TORCH" = 1 ]; then
+  say "bf16 GEMM peak"
+  "$PY" tools/reference/bench_gpu.py --peak --json "$TMP/peak.json" 2>&1 | tee -a "$LOG" >&2
+fi
 
 fail=0
 for c in "${case_list[@]+"${case_list[@]}"}"; do
@@ -164,11 +186,12 @@ for c in "${case_list[@]+"${case_list[@]}"}"; do
   sets=(--set train.precision=bf16)
   [ "$rec" != - ] && sets+=(--set "model.recompute=$rec")
   dump=$TMP/$c.safetensors
+  dumparg=(--dump "$dump"); [ "$TORCH" = 1 ] || dumparg=()
   say "case $c: $cfg, clips $spec: tessera"
   base=$(smi_used); echo "$base" >"$TMP/$c.base_t"
   smi_start "$TMP/$c.smi_t"
   timeout "$CASE_TIMEOUT" "$BIN" --backend cuda --config "configs/model/$cfg.conf" "${sets[@]}" \
-    --clips "$spec" --warmup "$WARMUP" --steps "$STEPS" --dump "$dump" --json "$TMP/$c.t.json" \
+    --clips "$spec" --warmup "$WARMUP" --steps "$STEPS" "${dumparg[@]}" --json "$TMP/$c.t.json" \
     2>&1 | tee -a "$LOG" >&2
   rc=${PIPESTATUS[0]}
   smi_stop
@@ -182,10 +205,11 @@ for c in "${case_list[@]+"${case_list[@]}"}"; do
     rc=${PIPESTATUS[0]}
     smi_stop
     [ $rc -eq 0 ] || { say "case $c: PyTorch failed (exit $rc)"; fail=1; rm -f "$TMP/$c.p.json"; }
-  else
+  elif [ "$TORCH" = 1 ]; then
     say "case $c: no dump, PyTorch not run"; fail=1
   fi
   rm -f "$dump"
+  summary >/dev/null 2>&1
 done
 
 # Memory per option (tessera only): one step each, the backend's peak from memory_stats.
@@ -199,15 +223,10 @@ if [ "$MEM" != 0 ]; then
     rc=$?
     tee -a "$LOG" <"$TMP/mem-$tok-$rec.log" >&2
     [ $rc -eq 0 ] || say "memory: $tok tokens, recompute $rec: did not run (exit $rc; its error is kept)"
+    summary >/dev/null 2>&1
   done
 fi
 
 # 3. results.json and the summary lines.
-commit=$(git rev-parse HEAD 2>/dev/null || cat .carry/commit 2>/dev/null || echo unknown)
-dirty=$(git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo true || echo false)
-"$PY" bench/gpu/summary.py "$TMP" "$OUT/results.json" --cases "$CASES" \
-  --mem-cases "$([ "$MEM" != 0 ] && echo "$MEM_CASES")" --meta "commit=$commit" \
-  --meta "dirty=$dirty" --meta "warmup=$WARMUP" --meta "steps=$STEPS" \
-  --meta "recompute_dit_1b=$RECOMPUTE_1B" --meta "recompute_dit_1b_long=$RECOMPUTE_1B_LONG" \
-  --meta "build_dir=$BUILD_DIR" 2>&1 | tee -a "$LOG"
+summary 2>&1 | tee -a "$LOG"
 exit $fail

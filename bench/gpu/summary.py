@@ -72,7 +72,7 @@ def case_entry(t, p, peak_tflops):
         e["tessera"] = {k: t.get(k) for k in (
             "backend", "precision", "recompute", "params", "tokens", "clips", "clips_spec",
             "median_s", "mean_s", "min_s", "step_s", "tokens_per_s", "losses",
-            "activation_bytes", "backend_peak_bytes", "backend_capacity_bytes")}
+            "activation_bytes", "backend_peak_bytes", "backend_capacity_bytes", "paths")}
     if p:
         e["pytorch"] = {k: p.get(k) for k in (
             "torch", "tokens", "clips", "median_s", "mean_s", "min_s", "step_s", "tokens_per_s",
@@ -185,8 +185,14 @@ def fmt_side(s):
     if not s:
         return "failed"
     m = s.get("nvidia_smi_peak_bytes")
-    return (f"{s['tokens_per_s'] / 1e3:.1f}k tok/s, {s.get('model_tflops') or 0:.0f} TFLOP/s, "
-            f"MFU {s.get('mfu') or 0:.2f}, " + (f"{m / 2**30:.1f} GiB" if m else "? GiB"))
+    paths = s.get("paths") or {}
+    plain = (f", GEMMs on the plain kernel {paths['gemm_plain']} of "
+             f"{paths['gemm_plain'] + paths['gemm_library']}, attention on the own kernels "
+             f"{paths['attention_own']} of {paths['attention_own'] + paths['attention_library']}"
+             if paths else "")
+    return (f"{s['median_s'] * 1e3:.0f} ms, {s['tokens_per_s'] / 1e3:.1f}k tok/s, "
+            f"{s.get('model_tflops') or 0:.0f} TFLOP/s, MFU {s.get('mfu') or 0:.2f}, "
+            + (f"{m / 2**30:.1f} GiB" if m else "? GiB") + plain)
 
 
 def fmt_value(v):
@@ -265,8 +271,9 @@ def main(argv):
                   f"(--set train.act_bytes_token={m['bytes_per_token']:.0f})")
         else:
             print(head + f"did not run: {m['error']}")
-    with open(a.out, "w") as fo:
+    with open(a.out + ".tmp", "w") as fo:  # rewritten after every case: never half a file
         json.dump(res, fo, indent=2)
+    os.replace(a.out + ".tmp", a.out)
     print(f"GEMM peak {pk or 0:.0f} TFLOP/s ({res['device']}); wrote {a.out} "
           f"(commit {str(meta.get('commit', ''))[:12]})")
     return 0
