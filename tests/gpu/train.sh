@@ -22,7 +22,7 @@
 # per-step velocity differs by ~1e-3 relative, the decoded video then by well under one
 # 8-bit level on average, plus +-1 flips where RGB->YUV rounding sits on a boundary.
 #
-# The store: a media-off build (tools/gpu.sh on the GPU machine) cannot ingest, so the
+# The store: a media-off build (the GPU machine's) cannot ingest, so the
 # store comes from, in this order: $TESSERA_GPU_STORE; an ingest of $TESSERA_SHARED/videos
 # when this tessera has media; $TESSERA_SRC/.carry/gpu-store (made by tools/gpu_prepare.sh
 # with `bash tests/gpu/train.sh --make-store .carry/gpu-store` on a media build). Without
@@ -58,7 +58,9 @@ trap 'rm -rf "$W"' EXIT
 pass=0 failn=0 skip_reason=""
 ok() { echo "ok: $*"; pass=$((pass + 1)); }
 bad() { echo "FAIL: $*"; failn=$((failn + 1)); }
-losses() { jq -r '.loss' "$1/metrics.jsonl"; }
+# JSON through python3 (tests/json_get.py): the GPU machine has no jq.
+jget() { python3 "$SRC/tests/json_get.py" "$@"; }
+losses() { jget "$1/metrics.jsonl" loss; }
 # close A B FIRST LAST: mean and worst relative difference of the losses of runs A and B
 # over steps FIRST..LAST; exit 0 when mean <= 5e-3 and worst <= 2e-2 and all steps exist.
 close() {
@@ -95,13 +97,13 @@ if [ -n "$STORE" ]; then
     if ! $T train "${A[@]}" --backend $dev --out "$W/$dev" 2>"$W/$dev.log"; then
       tail -5 "$W/$dev.log"; bad "(a) 100-step bf16 run on $dev failed"
     else
-      echo "$dev: 100 steps in $((SECONDS - s)) s, loss $(losses "$W/$dev" | head -1) -> $(losses "$W/$dev" | tail -1), backend $(jq -r .backend "$W/$dev/metrics.jsonl" | sort -u | tr '\n' ' ')"
+      echo "$dev: 100 steps in $((SECONDS - s)) s, loss $(losses "$W/$dev" | head -1) -> $(losses "$W/$dev" | tail -1), backend $(jget "$W/$dev/metrics.jsonl" backend | sort -u | tr '\n' ' ')"
     fi
   done
   if [ -f "$W/cpu/ckpt-100.safetensors" ] && [ -f "$W/cuda/ckpt-100.safetensors" ]; then
     if d=$(close "$W/cpu" "$W/cuda" 51 100); then ok "(a) cuda vs cpu bf16 loss curve, $d"
     else bad "(a) cuda vs cpu bf16 loss curve, $d"; fi
-    be=$(jq -r .backend "$W/cuda/metrics.jsonl" | sort -u | tr '\n' ' ')
+    be=$(jget "$W/cuda/metrics.jsonl" backend | sort -u | tr '\n' ' ')
     [ "$be" = "cuda " ] && ok "(a) the CUDA run's metrics record backend cuda" ||
       bad "(a) the CUDA run's metrics record backend '$be', want cuda"
     # ---- (b) checkpoints cross devices ------------------------------------------------
@@ -176,10 +178,13 @@ t=$((SECONDS - s))
 peak=n/a
 [ -s "$W/mem" ] && peak=$(awk -v b="$base" '$1 + 0 > m { m = $1 + 0 } END { printf "%d MiB (%d MiB above the %d MiB before)", m, m - b, b }' "$W/mem")
 echo "dit-b 65,536 tokens: peak GPU memory.used $peak; $t s"
-loss=$(jq -r '.losses[0] // empty' "$W/ditb.json" 2>/dev/null)
+loss=$(jget "$W/ditb.json" losses.0 "" 2>/dev/null)
 # nvidia-smi sees the CUDA backend's arena (one allocation per run, kernels.h), not what the
 # step used: the backend's own peak is the figure for the planner.
-arena=$(jq -r '"\((.backend_peak_bytes // 0) / 1048576 | floor) MiB of the arena'"'"'s \((.backend_capacity_bytes // 0) / 1048576 | floor) MiB"' "$W/ditb.json" 2>/dev/null)
+arena=""
+if bp=$(jget "$W/ditb.json" backend_peak_bytes 2>/dev/null) && bc=$(jget "$W/ditb.json" backend_capacity_bytes 2>/dev/null); then
+  arena="$((bp / 1048576)) MiB of the arena's $((bc / 1048576)) MiB"
+fi
 [ -n "$arena" ] && { peak="$peak; backend peak $arena"; echo "dit-b 65,536 tokens: backend peak $arena"; }
 if [ $rc -eq 0 ] && [ -n "$loss" ] && awk -v l="$loss" 'BEGIN { exit !(l == l + 0 && l > -1e30 && l < 1e30) }'; then
   ok "(d) dit-b, one 65,536-token clip, recompute, bf16: one step on cuda in $t s, loss $loss, peak GPU memory $peak"
