@@ -1,32 +1,63 @@
 #!/usr/bin/env bash
-# tools/gpu_prepare.sh — run HERE (no GPU needed) before a GPU lease: downloads the Debian
-# packages whose headers the GPU machine lacks (SQLite, jansson, xxhash, inih) into the
-# git-ignored .carry/debs, makes the small store of tests/gpu/train.sh in .carry/gpu-store,
-# records the commit, and prints the device tool's `run` call that builds and tests there
-# (tools/gpu.sh; docs/gpu.md).
+# tools/gpu_prepare.sh — run HERE (no GPU needed) before a GPU lease; fills the git-ignored
+# .carry/ that the device tool carries (64 MiB at most) with everything the lease needs, so
+# that its minutes are spent running (docs/gpu.md, "The GPU lease"):
+#   .carry/gpu/     the GPU configuration built here (CUDA on, media off, portable x86-64,
+#                   SQLite/jansson/inih/xxhash static, no build RPATH), its GPU tests'
+#                   executables stripped of debug sections, tests.json and manifest.json
+#                   (tools/gpu_lease.py pack); jq and its libraries in bin/ and lib/
+#   .carry/debs/    the -dev .debs of those four libraries, for a build there if the
+#                   carried binaries cannot run (tools/gpu_build.sh)
+#   .carry/gpu-store, .carry/dist-store   the stores of tests/gpu/train.sh and bench/dist
+#                   (the GPU build cannot ingest: made with this machine's media build)
+# Env: BUILD_DIR (build-gpu-carry), TESSERA_BIN (build/tools/tessera: a media build).
+# Prints the size of .carry and the device tool's calls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+B=${BUILD_DIR:-build-gpu-carry}
+TB=${TESSERA_BIN:-build/tools/tessera}
+say() { echo "gpu_prepare: $*"; }
+
+# 1. The binaries. RPATH off: on the GPU machine the libraries come from the pip tree
+#    through LD_LIBRARY_PATH (tools/gpu_lease.py), and ldd there tells the truth.
+say "building $B (CUDA on, media off; log $B.log)"
+start=$SECONDS
+{ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_CUDA=ON -DTESSERA_MEDIA=OFF \
+    -DTESSERA_STATIC_SMALL_LIBS=ON -DTESSERA_NATIVE=OFF -DCMAKE_SKIP_BUILD_RPATH=ON &&
+  cmake --build "$B" -j"$(nproc)" --target tessera bench_train_step gpu_probe gpu_backend_ops \
+    gpu_arena gpu_graphs gpu_cuda_semantics test_comm_gpu; } >"$B.log" 2>&1 ||
+  { tail -20 "$B.log"; say "build failed (log $B.log)"; exit 1; }
+say "built in $((SECONDS - start)) s"
+mkdir -p .carry/gpu
+python3 tools/gpu_lease.py pack "$B" .carry/gpu
+
+# 2. jq for the scripts that still use it (bench/dist): the GPU machine may lack it.
+mkdir -p .carry/gpu/bin .carry/gpu/lib
+if command -v jq >/dev/null; then
+  cp "$(command -v jq)" .carry/gpu/bin/
+  ldd "$(command -v jq)" | awk '/lib(jq|onig)/ { print $3 }' | xargs -r -I{} cp {} .carry/gpu/lib/
+fi
+
+# 3. The .debs for a build there.
 PKGS=(libsqlite3-dev libjansson-dev libxxhash-dev libinih-dev libinih1)
 mkdir -p .carry/debs
-(cd .carry/debs && apt-get download "${PKGS[@]}" >/dev/null) || {
-  echo "gpu_prepare: apt-get download failed (try: apt-get update)" >&2; exit 1; }
-# The training store of tests/gpu/train.sh (the GPU build has no media, so cannot ingest):
-# made here with a media build's tessera, a few hundred KB.
-TB=${TESSERA_BIN:-build/tools/tessera}
-if [ -x "$TB" ] && TESSERA_BIN=$TB TESSERA_SRC=$PWD bash tests/gpu/train.sh --make-store .carry/gpu-store; then :
-else echo "gpu_prepare: no .carry/gpu-store ($TB with media needed): tests/gpu/train.sh will skip (a)-(c)" >&2; fi
-# The store of bench/dist/run.sh (8 clips of 320..2560 tokens), for STORE=.carry/dist-store there.
-TESSERA_BIN=$TB bench/dist/run.sh --make-store .carry/dist-store >/dev/null 2>&1 \
-  || echo "gpu_prepare: no .carry/dist-store (needs ffmpeg and a media build): bench/dist on the GPU needs it" >&2
-dirty=$(git status --porcelain --untracked-files=no | wc -l)
-echo "$(git rev-parse HEAD)$([ "$dirty" -gt 0 ] && echo "+dirty")" > .carry/commit
-ls .carry/debs
-echo "size of .carry: $(du -sh .carry | cut -f1) (the working tree and carry travel together, 64 MiB at most)"
+(cd .carry/debs && apt-get download "${PKGS[@]}" >/dev/null 2>&1) ||
+  say "apt-get download failed (try apt-get update): no fallback build there"
+
+# 4. The stores (a media build of tessera here).
+if [ -x "$TB" ] && TESSERA_BIN=$TB TESSERA_SRC=$PWD bash tests/gpu/train.sh --make-store .carry/gpu-store >/dev/null; then
+  say "store .carry/gpu-store"
+else say "no .carry/gpu-store ($TB with media needed): gpu_train will skip (a)-(c)"; fi
+TESSERA_BIN=$TB bench/dist/run.sh --make-store .carry/dist-store >/dev/null 2>&1 ||
+  say "no .carry/dist-store (needs ffmpeg and a media build): bench/dist on the GPU needs it"
+
+size=$(du -sm .carry | cut -f1)
+say "size of .carry: ${size} MiB (the device tool carries 64 MiB at most)"
+[ "$size" -lt 64 ] || { say "too large for the device tool"; exit 1; }
 cat <<'RUN'
 
-Call the device tool (from the checkout the session was started in) with:
-  run(command="bash tools/gpu.sh", carry=[".carry"], timeout_s=600)
-tools/gpu.sh writes build.log, ctest.log, ctest.xml, bench.log and summary.json under $OUT.
-A 30-minute lease split into calls (tests first, then the benchmark's cases, then memory):
-docs/gpu.md, "Speed", "The next GPU session".
+The calls (docs/gpu.md, "The GPU lease"), from this checkout, back to back:
+  run(command="python3 tools/gpu_lease.py first", carry=[".carry"], timeout_s=600)
+  run(command="python3 tools/gpu_lease.py second", carry=[".carry"], timeout_s=240)
+Each writes lease.json, lease.log and its benchmarks' results under $OUT.
 RUN

@@ -69,8 +69,8 @@
 // compare the two on a GPU).
 //
 // Not done yet (issue 11 and issue 13 "GPU speed"):
-// - none of this has run on a GPU: tools/gpu.sh (gpu_backend_ops, gpu_arena, gpu_train,
-//   memcheck, the cuDNN variants) is the first check of the arena, cuDNN attention, the fused kernels, the plan cache and the
+// - none of this has run on a GPU: the lease's first call (tools/gpu_lease.py: gpu_backend_ops
+//   and its cuDNN variants, gpu_arena, gpu_graphs, gpu_train, memcheck) is the first check of the arena, cuDNN attention, the fused kernels, the plan cache and the
 //   GELU epilogues.
 // - attention: cuDNN's fused SDPA (attention_cudnn.cu) has been planned for an H100 without
 //   a GPU (tests/kernels/test_cuda_sdpa_plan) but never run: gpu_backend_ops{,_cudnn,

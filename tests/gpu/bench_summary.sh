@@ -2,7 +2,7 @@
 # tests/gpu/bench_summary.sh — bench/gpu/ without a GPU (runs in CI; label "bench"):
 #   (a) bench/gpu/run.sh parses (bash -n); bad input exits 2 naming it (an unknown case, a
 #       bad MEM_CASES entry, RECOMPUTE_1B=3); with no GPU visible a dry run checks its
-#       inputs and exits 3 (skipped where a GPU is visible: tools/gpu.sh runs it there);
+#       inputs and exits 3 (skipped where a GPU is visible);
 #   (b) bench/gpu/summary.py on made-up runs whose figures are known in closed form:
 #       MFU = model FLOPs / median step / GEMM peak, the ratio tessera / PyTorch, the short-
 #       clip ratio, each target held or not at its threshold (not measured when a side
