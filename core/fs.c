@@ -49,6 +49,78 @@ tsr_status fs_mkdir_p(const char *dir) {
   return TSR_OK;
 }
 
+// ---- regular files only ------------------------------------------------------------------
+
+// What a file of mode `m` is, for messages.
+static const char *file_kind(mode_t m) {
+  if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISSOCK(m)) return "a socket";
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISLNK(m)) return "a symbolic link";
+  return "not a regular file";
+}
+
+// use: "reads" or "writes and replaces"
+static tsr_status not_regular(const char *path, mode_t m, const char *use) {
+  return err_set(TSR_EINVAL, "%s is %s, not a regular file: tessera %s only regular files "
+                 "(give %s)", path, file_kind(m), use,
+                 use[0] == 'r' ? "the path of the file itself" : "a new file name");
+}
+
+tsr_status fs_open_regular(const char *path, int *fd) {
+  *fd = -1;
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
+  int f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (f < 0) return err_set(TSR_EIO, "open %s: %s", path, strerror(errno));
+  struct stat sb;
+  if (fstat(f, &sb) != 0) {
+    int e = errno;
+    close(f);
+    return err_set(TSR_EIO, "stat %s: %s", path, strerror(e));
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    close(f);
+    return not_regular(path, sb.st_mode, "reads");
+  }
+  int fl = fcntl(f, F_GETFL);  // reads of a regular file block as usual from here on
+  if (fl < 0 || fcntl(f, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+    int e = errno;
+    close(f);
+    return err_set(TSR_EIO, "open %s: %s", path, strerror(e));
+  }
+  *fd = f;
+  return TSR_OK;
+}
+
+tsr_status fs_check_regular(const char *path) {
+  struct stat sb;
+  if (stat(path, &sb) != 0) return err_set(TSR_EIO, "open %s: %s", path, strerror(errno));
+  return S_ISREG(sb.st_mode) ? TSR_OK : not_regular(path, sb.st_mode, "reads");
+}
+
+tsr_status fs_check_output(const char *path) {
+  struct stat sb;
+  if (stat(path, &sb) != 0) {
+    if (errno == ENOENT) return TSR_OK;  // a new file (or a dangling link the rename replaces)
+    return err_set(TSR_EIO, "cannot write %s: %s", path, strerror(errno));
+  }
+  return S_ISREG(sb.st_mode) ? TSR_OK : not_regular(path, sb.st_mode, "writes and replaces");
+}
+
+// PATH.tmp is tessera's own name: a stale one is a regular file the next writer overwrites;
+// anything else there (a FIFO would block the writer, a link would send the bytes elsewhere)
+// is refused, not followed.
+static tsr_status check_tmp(const char *tmp) {
+  struct stat sb;
+  if (lstat(tmp, &sb) != 0)
+    return errno == ENOENT ? TSR_OK : err_set(TSR_EIO, "cannot write %s: %s", tmp, strerror(errno));
+  if (S_ISREG(sb.st_mode)) return TSR_OK;
+  return err_set(TSR_EINVAL, "%s is %s where tessera writes its temporary file: remove it, or "
+                 "write elsewhere", tmp, file_kind(sb.st_mode));
+}
+
 // ---- atomic file writes ------------------------------------------------------------------
 
 static const char *disk_full_hint(int e) {
@@ -61,6 +133,9 @@ tsr_status fs_atomic_name(fs_atomic *a, const char *path) {
   if ((size_t)snprintf(a->path, sizeof a->path, "%s", path) >= sizeof a->path ||
       (size_t)snprintf(a->tmp, sizeof a->tmp, "%s.tmp", path) >= sizeof a->tmp)
     return err_set(TSR_EINVAL, "path too long: %s", path);
+  tsr_status st = fs_check_output(path);
+  if (!st) st = check_tmp(a->tmp);
+  if (st) return st;
   a->live = 1;
   return TSR_OK;
 }
@@ -68,11 +143,26 @@ tsr_status fs_atomic_name(fs_atomic *a, const char *path) {
 tsr_status fs_atomic_open(fs_atomic *a, const char *path) {
   tsr_status st = fs_atomic_name(a, path);
   if (st) return st;
-  FILE *f = fopen(a->tmp, "wb");
-  if (!f) {
+  // No link followed, no wait on a FIFO put there since check_tmp; the result is checked on
+  // the opened file.
+  int fd = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY,
+                0644);
+  struct stat sb;
+  if (fd < 0 || fstat(fd, &sb) != 0) {
     int e = errno;
+    if (fd >= 0) close(fd);
     a->live = 0;
     return err_set(TSR_EIO, "create %s: %s%s", a->tmp, strerror(e), disk_full_hint(e));
+  }
+  int fl = fcntl(fd, F_GETFL);
+  FILE *f = S_ISREG(sb.st_mode) && fl >= 0 && fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == 0
+                ? fdopen(fd, "wb") : NULL;
+  if (!f) {
+    int e = errno;
+    close(fd);
+    a->live = 0;
+    if (!S_ISREG(sb.st_mode)) return not_regular(a->tmp, sb.st_mode, "writes and replaces");
+    return err_set(TSR_EIO, "create %s: %s", a->tmp, strerror(e));
   }
   a->f = f;
   return TSR_OK;

@@ -15,6 +15,26 @@ tsr_status fs_fsync_dir(const char *dir);
 // fsync of the directory that holds `path`.
 tsr_status fs_fsync_parent(const char *path);
 
+// ---- regular files only -----------------------------------------------------------------
+// Everything tessera reads by name (checkpoints, latent and caption files, configs, cost and
+// length tables, source lists, shards, videos) and every file it writes must be a regular
+// file (a symbolic link to one is fine). Opening a FIFO blocks until something writes to it,
+// so one left where a file was expected hangs a whole run; a device or socket is no file of
+// ours, and replacing one by a rename (as root, `--out /dev/null`) breaks the machine.
+// Errors are TSR_EINVAL naming the path and what it is ("a FIFO (named pipe)", "a character
+// device", ...), or TSR_EIO naming the path and the system's reason it cannot be reached.
+//
+// Opens `path` for reading only if it is a regular file: *fd is then open (O_CLOEXEC,
+// blocking reads); the check is made on the opened file, so nothing can swap the name in
+// between, and opening never blocks (a FIFO is opened without waiting, then refused).
+tsr_status fs_open_regular(const char *path, int *fd);
+// The same check without opening, for a file that a library opens itself (libav's demuxer):
+// TSR_OK if `path` is a regular file now.
+tsr_status fs_check_regular(const char *path);
+// For a file about to be written or replaced: TSR_OK if `path` does not exist or is a
+// regular file; TSR_EINVAL naming it if it is anything else (a directory included).
+tsr_status fs_check_output(const char *path);
+
 // ---- atomic file writes -----------------------------------------------------------------
 // The one way tessera replaces a file (checkpoints, metrics, cost files, videos, index
 // copies): write it under PATH.tmp beside it, make its bytes durable, rename it over PATH,
@@ -35,8 +55,11 @@ typedef struct {
 } fs_atomic;
 
 // Names PATH.tmp and opens it for writing in a->f. TSR_EIO naming it if it cannot be made.
+// PATH and PATH.tmp must each be absent or a regular file (fs_check_output; PATH.tmp not even
+// a symbolic link): a device, FIFO or socket is refused, never replaced or written into.
 tsr_status fs_atomic_open(fs_atomic *a, const char *path);
-// Names PATH.tmp only, for a library that creates and writes the file itself (libav).
+// Names PATH.tmp only, for a library that creates and writes the file itself (libav), after
+// the same checks of PATH and PATH.tmp.
 tsr_status fs_atomic_name(fs_atomic *a, const char *path);
 // Flushes and closes a->f (if open), fsyncs the temporary file, renames it to PATH and
 // fsyncs the directory. Errors name the file and the step (disk full included).

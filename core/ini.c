@@ -16,6 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "core/fs.h"
 
 void ini_quote(const char *line, char *buf, int cap) {
   int max = cap - 4 < 80 ? cap - 4 : 80, n = 0;
@@ -113,8 +116,14 @@ static int on_key(void *user, const char *section, const char *key, const char *
 }
 
 static tsr_status read_file(const char *name, char **text, size_t *n) {
-  FILE *fp = fopen(name, "rb");
-  if (!fp) return err_set(TSR_EIO, "%s: cannot open (%s)", name, strerror(errno));
+  int fd = -1;  // a regular file only (core/fs.h): a FIFO would hang the command
+  FILE *fp = NULL;
+  tsr_status opened = fs_open_regular(name, &fd);
+  if (opened) return opened;
+  if (!(fp = fdopen(fd, "rb"))) {
+    close(fd);
+    return err_set(TSR_EIO, "%s: cannot open (%s)", name, strerror(errno));
+  }
   char *buf = NULL;
   size_t len = 0, cap = 0;
   tsr_status st = TSR_OK;

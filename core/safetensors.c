@@ -273,11 +273,13 @@ tsr_status st_open(st_reader **out, const char *path) {
     return err_set(TSR_ENOMEM, "safetensors: no memory");
   }
   tsr_status st = TSR_OK;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = -1;
   struct stat sb;
-  if (fd < 0 || fstat(fd, &sb)) {
-    st = err_set(TSR_EIO, "open %s: %s", path, strerror(errno));
-    if (fd >= 0) close(fd);
+  // a regular file only: a FIFO named as a checkpoint or caption would block here forever
+  if ((st = fs_open_regular(path, &fd))) goto fail;
+  if (fstat(fd, &sb)) {
+    st = err_set(TSR_EIO, "stat %s: %s", path, strerror(errno));
+    close(fd);
     goto fail;
   }
   r->size = (size_t)sb.st_size;

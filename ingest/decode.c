@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fs.h"
+
 struct decode_ctx {
   char path[4096];
   AVFormatContext *fmt;
@@ -102,6 +104,8 @@ tsr_status decode_open(decode_ctx **out, const char *path, const decode_opts *o,
       o->mult_h <= 0)
     return err_set(TSR_EINVAL, "decode: invalid options (fps %d/%d, short side %d)", o->fps_num,
                    o->fps_den, o->short_side);
+  // libav opens the file itself: a FIFO put where a video was listed would block the worker
+  if ((st = fs_check_regular(path))) return st;
   decode_ctx *d = calloc(1, sizeof *d);
   if (!d) return err_set(TSR_ENOMEM, "%s: out of memory", path);
   snprintf(d->path, sizeof d->path, "%s", path);

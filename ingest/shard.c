@@ -459,17 +459,15 @@ static tsr_status parse_header(const uint8_t *h, int64_t size, const char *path,
 
 tsr_status shard_reader_open(shard_reader **out, const char *path, const store_settings *expect) {
   *out = NULL;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return err_set(TSR_EIO, "open shard %s: %s", path, strerror(errno));
+  int fd = -1;
+  // a regular file only (core/fs.h): a FIFO in shards/ would block every reader
+  tsr_status opened = fs_open_regular(path, &fd);
+  if (opened) return opened == TSR_EINVAL ? err_wrap(TSR_EFORMAT, "shard: ") : opened;
   struct stat sb;
   if (fstat(fd, &sb) != 0) {
     int e = errno;
     close(fd);
     return err_set(TSR_EIO, "stat shard %s: %s", path, strerror(e));
-  }
-  if (!S_ISREG(sb.st_mode)) {
-    close(fd);
-    return err_set(TSR_EFORMAT, "shard %s is not a regular file", path);
   }
   if (sb.st_size < SHARD_HEADER_BYTES) {
     close(fd);

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fs.h"
+
 int sources_is_video_name(const char *name) {
   static const char *ext[] = {"mp4", "m4v", "mov", "mkv", "webm", "avi", "ogv", "ogg", "flv",
                               "wmv", "mpg", "mpeg", "ts", "mts", "m2ts", "3gp", "y4m", "vob",
@@ -103,9 +105,14 @@ static tsr_status add_path(source_list *l, const char *path, int from_dir, name_
 }
 
 static tsr_status add_list_file(source_list *l, const char *listpath, name_filter ok) {
-  FILE *f = fopen(listpath, "r");
-  if (!f)
+  int fd = -1;  // a regular file only (core/fs.h): a FIFO would hang the ingest
+  tsr_status opened = fs_open_regular(listpath, &fd);
+  if (opened) return err_wrap(opened, "source list @%s: ", listpath);
+  FILE *f = fdopen(fd, "r");
+  if (!f) {
+    close(fd);
     return err_set(TSR_EIO, "cannot read source list %s: %s", listpath, strerror(errno));
+  }
   char base[PATH_MAX];
   absolute_path(listpath, NULL, base, sizeof base);
   char *slash = strrchr(base, '/');

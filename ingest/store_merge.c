@@ -20,10 +20,11 @@
 
 // Copies `from` to `to` atomically (core/fs.h fs_atomic: to.tmp, fsync, rename).
 static tsr_status copy_file(const char *from, const char *to) {
-  int in = open(from, O_RDONLY | O_CLOEXEC);
-  if (in < 0) return err_set(TSR_EIO, "open %s: %s", from, strerror(errno));
+  int in = -1;
+  tsr_status r = fs_open_regular(from, &in);  // a FIFO would block the merge
+  if (r) return r;
   fs_atomic a;
-  tsr_status r = fs_atomic_open(&a, to);
+  r = fs_atomic_open(&a, to);
   if (r) {
     close(in);
     return r;

@@ -1,6 +1,7 @@
 // sched/lengths.c — CSV length files, weighted mixes and batch sampling.
 #include "sched/lengths.h"
 
+#include "core/fs.h"
 #include "core/num.h"
 #include "sched/cost.h"
 
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 sched_rng sched_rng_seed(uint64_t seed, uint64_t stream) {
   sched_rng r = {seed ^ (stream * 0xD1B54A32D192ED03ull)};
@@ -172,8 +174,14 @@ static double lengths_duration_tokens(const lengths_opts *o, double d) {
 
 tsr_status lengths_load_csv(lengths_set *ls, const char *path, double weight,
                             const lengths_opts *o) {
-  FILE *f = fopen(path, "r");
-  if (!f) return err_set(TSR_EIO, "lengths file %s: cannot open (%s)", path, strerror(errno));
+  int fd = -1;  // a regular file only (core/fs.h): a FIFO would hang the command
+  tsr_status opened = fs_open_regular(path, &fd);
+  if (opened) return err_wrap(opened, "lengths file: ");
+  FILE *f = fdopen(fd, "r");
+  if (!f) {
+    close(fd);
+    return err_set(TSR_EIO, "lengths file %s: cannot open (%s)", path, strerror(errno));
+  }
   char *line = NULL;
   size_t linecap = 0;
   char *fields[CSV_MAX_FIELDS];

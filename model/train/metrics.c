@@ -13,10 +13,17 @@
 
 // Rewrites `path` keeping lines whose "step" is <= keep (atomically: core/fs.h).
 static tsr_status metrics_cut(const char *path, int64_t keep) {
-  FILE *in = fopen(path, "r");
-  if (!in) return errno == ENOENT ? TSR_OK : err_set(TSR_EIO, "open %s: %s", path, strerror(errno));
+  if (access(path, F_OK) != 0 && errno == ENOENT) return TSR_OK;  // no metrics yet
+  int fd = -1;  // a regular file only (core/fs.h): a FIFO would hang the resume
+  tsr_status st = fs_open_regular(path, &fd);
+  if (st) return st;
+  FILE *in = fdopen(fd, "r");
+  if (!in) {
+    close(fd);
+    return err_set(TSR_EIO, "open %s: %s", path, strerror(errno));
+  }
   fs_atomic a;
-  tsr_status st = fs_atomic_open(&a, path);
+  st = fs_atomic_open(&a, path);
   if (st) {
     fclose(in);
     return st;
@@ -47,6 +54,9 @@ tsr_status metrics_open(FILE **f, const char *run_dir, int64_t resume_step) {
     tsr_status r = metrics_cut(path, resume_step);
     if (r) return r;
   }
+  // appended to, not replaced: it must still be a regular file (a FIFO would block the run)
+  tsr_status r = fs_check_output(path);
+  if (r) return r;
   *f = fopen(path, resume_step >= 0 ? "a" : "w");
   if (!*f) return err_set(TSR_EIO, "open %s: %s", path, strerror(errno));
   return TSR_OK;
