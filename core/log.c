@@ -5,6 +5,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/term.h"
+
 static int log_rank = 0, log_world = 1;
 // 1 while a progress line is on the terminal without its newline: a log line clears it
 // first, so a message never lands after the half-line (the next update redraws it).
@@ -15,12 +17,15 @@ void log_set_rank(int rank, int world) {
   log_world = world;
 }
 
+// Messages name files, labels and sources from the data: they are escaped for the terminal
+// (core/term.h), so a name cannot forge lines or send escape sequences.
 static void log_v(const char *level, const char *fmt, va_list ap) {
-  char line[4096];
+  char msg[4096], line[8192];
   int n = 0;
   if (log_world > 1) n = snprintf(line, sizeof line, "[rank %d] ", log_rank);
   if (level) n += snprintf(line + n, sizeof line - n, "%s: ", level);
-  vsnprintf(line + n, sizeof line - n, fmt, ap);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  term_escape(line + n, sizeof line - (size_t)n, msg);
   if (line_open) fputs("\r\033[K", stderr);
   line_open = 0;
   fprintf(stderr, "%s\n", line);  // one write per line keeps ranks' lines whole
@@ -73,11 +78,12 @@ void progress_update(progress *p, double done, double total, int force,
   double now = time_now();
   if (!force && now - p->last_print < p->interval) return;
   p->last_print = now;
-  char msg[1024], el[32], eta[32];
+  char raw[1024], msg[1024], el[32], eta[32];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  vsnprintf(raw, sizeof raw, fmt, ap);
   va_end(ap);
+  term_escape(msg, sizeof msg, raw);  // it may name a source (log_v)
   double elapsed = now - p->start;
   fmt_duration(el, sizeof el, elapsed);
   double frac = total > 0 ? done / total : 0;

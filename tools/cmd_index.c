@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/term.h"
 #ifdef TESSERA_HAVE_MEDIA
 #include "ingest/export.h"
 #endif
@@ -110,8 +111,10 @@ static int stats_clip(const store_clip_row *r, void *p) {
   return 0;
 }
 
+// Paths, labels and reasons come from the data: escaped for the terminal (core/term.h).
 static int print_failed(const char *path, const char *err, void *ctx) {
-  printf("  %s: %s\n", path, err);
+  char p[TERM_ESCAPE_SIZE(4096)], e[TERM_ESCAPE_SIZE(4096)];
+  printf("  %s: %s\n", term_escape(p, sizeof p, path), term_escape(e, sizeof e, err));
   return 0;
 }
 
@@ -235,9 +238,11 @@ static int list_clip(const store_clip_row *r, void *p) {
         r->source, "clip_index", r->c.clip_index, "start_s", r->c.start_s, "duration_s",
         r->c.duration_s, "T", r->c.T, "H", r->c.H, "W", r->c.W, "tokens",
         (json_int_t)r->c.tokens, "label", label)) != 0;
+  char lab[TERM_ESCAPE_SIZE(sizeof r->label_buf)], src[TERM_ESCAPE_SIZE(sizeof r->source)];
   printf("%8lld  %9.2f  %8.2f  %5dx%dx%-4d %9lld  %-12s  %s\n", (long long)r->id, r->c.start_s,
-         r->c.duration_s, r->c.T, r->c.H, r->c.W, (long long)r->c.tokens, label[0] ? label : "-",
-         r->source);
+         r->c.duration_s, r->c.T, r->c.H, r->c.W, (long long)r->c.tokens,
+         label[0] ? term_escape(lab, sizeof lab, label) : "-",
+         term_escape(src, sizeof src, r->source));
   return 0;
 }
 
@@ -307,7 +312,8 @@ static int cmd_list(int argc, char **argv) {
 // ---- verify ---------------------------------------------------------------------------
 
 static void verify_line(const char *line, int problem, void *ctx) {
-  printf("%s%s\n", problem ? "CORRUPT: " : "", line);
+  char shown[TERM_ESCAPE_SIZE(4096 + 1024)];  // names sources and shards
+  printf("%s%s\n", problem ? "CORRUPT: " : "", term_escape(shown, sizeof shown, line));
 }
 
 // Commands whose only argument is STORE (verify, recover): no options.
@@ -376,7 +382,10 @@ static int cmd_merge(int argc, char **argv) {
   return 0;
 }
 
-static void rebuild_line(const char *line, void *ctx) { fprintf(stderr, "recover: %s\n", line); }
+static void rebuild_line(const char *line, void *ctx) {
+  char shown[TERM_ESCAPE_SIZE(4096 + 1024)];  // names sources and shards
+  fprintf(stderr, "recover: %s\n", term_escape(shown, sizeof shown, line));
+}
 
 static int cmd_recover(int argc, char **argv) {
   if (wants_help(argc, argv)) {

@@ -8,6 +8,7 @@
 
 #include "core/comm.h"
 #include "core/log.h"
+#include "core/term.h"
 #include "ingest/ingest.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
@@ -60,7 +61,9 @@ typedef struct {
 
 static int print_failed(const char *path, const char *error, void *arg) {
   failed_ctx *c = arg;
-  if (c->nfailed++ < 50) fprintf(stderr, "  failed: %s\n", error && *error ? error : path);
+  char shown[TERM_ESCAPE_SIZE(4096)];  // the reason names the source: escaped (core/term.h)
+  if (c->nfailed++ < 50)
+    fprintf(stderr, "  failed: %s\n", term_escape(shown, sizeof shown, error && *error ? error : path));
   return 0;
 }
 
