@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ingest/index_internal.h"
 #include "ingest/shard.h"
 #include "ingest/store.h"
 
@@ -21,13 +22,6 @@
 #define INDEX_FORMAT "tessera-store-index"
 #define BUSY_TIMEOUT_MS 60000
 
-struct store_index {
-  sqlite3 *db;
-  char *path;
-  store_settings settings;
-  int readonly;
-  int version;  // schema version of the file (1: no caption columns, read-only opens only)
-};
 
 // The caption columns of clips (schema version 2; NULL: no caption).
 #define CAPTION_COLUMNS                                                                   \
@@ -137,6 +131,16 @@ static tsr_status query_int(store_index *ix, const char *sql, int64_t def, int64
     s = ix_err(ix, rc, sql);
   sqlite3_finalize(st);
   return s;
+}
+
+// The helpers above for the row readers of index_rows.c (index_internal.h).
+tsr_status index_prepare(store_index *ix, const char *sql, sqlite3_stmt **st) {
+  return prepare(ix, sql, st);
+}
+tsr_status index_sqlite_err(store_index *ix, int rc, const char *what) { return ix_err(ix, rc, what); }
+const char *index_clip_columns(const store_index *ix) { return clip_cols(ix); }
+tsr_status index_query_int(store_index *ix, const char *sql, int64_t def, int64_t *out) {
+  return query_int(ix, sql, def, out);
 }
 
 static tsr_status write_settings(store_index *ix, const store_settings *s) {
@@ -551,153 +555,6 @@ tsr_status index_shard_last_block(store_index *ix, const char *shard, int64_t *o
   return r;
 }
 
-static void copy_str(char *dst, size_t n, const unsigned char *s) {
-  snprintf(dst, n, "%s", s ? (const char *)s : "");
-}
-
-// Column i as an int; *bad is set when the stored value does not fit (SQLite would
-// otherwise truncate it silently: a T of 2^32 + 1 would read as 1).
-static int col_int(sqlite3_stmt *st, int i, int *bad) {
-  int64_t v = sqlite3_column_int64(st, i);
-  if (v < INT32_MIN || v > INT32_MAX) *bad = 1;
-  return (int)v;
-}
-
-static tsr_status read_row(store_index *ix, sqlite3_stmt *st, store_clip_row *o) {
-  memset(o, 0, sizeof *o);
-  int bad = 0;
-  store_clip *c = &o->c;
-  o->id = sqlite3_column_int64(st, 0);
-  const unsigned char *src = sqlite3_column_text(st, 1);
-  const unsigned char *shard = sqlite3_column_text(st, 20);
-  const unsigned char *sum = sqlite3_column_text(st, 23);
-  if (!src || !shard || !sum || strlen((const char *)src) >= sizeof o->source ||
-      strlen((const char *)shard) >= sizeof o->shard_buf)
-    return err_set(TSR_EFORMAT, "index %s: clip %" PRId64 " has a missing or too long source path "
-                   "or shard name", ix->path, o->id);
-  copy_str(o->source, sizeof o->source, src);
-  c->clip_index = col_int(st, 2, &bad);
-  c->start_s = sqlite3_column_double(st, 3);
-  c->duration_s = sqlite3_column_double(st, 4);
-  c->src_fps = sqlite3_column_double(st, 5);
-  c->src_w = col_int(st, 6, &bad);
-  c->src_h = col_int(st, 7, &bad);
-  c->rotation = col_int(st, 8, &bad);
-  c->sar_num = col_int(st, 9, &bad);
-  c->sar_den = col_int(st, 10, &bad);
-  copy_str(o->codec_buf, sizeof o->codec_buf, sqlite3_column_text(st, 11));
-  copy_str(o->pix_fmt_buf, sizeof o->pix_fmt_buf, sqlite3_column_text(st, 12));
-  c->decoded_frames = sqlite3_column_int64(st, 13);
-  c->frames = sqlite3_column_int64(st, 14);
-  c->dropped_frames = sqlite3_column_int64(st, 15);
-  c->T = col_int(st, 16, &bad);
-  c->H = col_int(st, 17, &bad);
-  c->W = col_int(st, 18, &bad);
-  c->tokens = sqlite3_column_int64(st, 19);
-  copy_str(o->shard_buf, sizeof o->shard_buf, shard);
-  c->offset = sqlite3_column_int64(st, 21);
-  c->bytes = sqlite3_column_int64(st, 22);
-  char *end = NULL;
-  errno = 0;
-  c->checksum = strtoull((const char *)sum, &end, 16);
-  if (errno || strlen((const char *)sum) != 16 || *end)
-    return err_set(TSR_EFORMAT, "index %s: clip %" PRId64 " has an invalid checksum '%s'",
-                   ix->path, o->id, (const char *)sum);
-  if (bad)
-    return err_set(TSR_EFORMAT, "index %s: clip %" PRId64 " has a value out of range (grid "
-                   "%lldx%lldx%lld, clip index %lld, source size %lldx%lld): index damaged or "
-                   "edited; run `tessera index verify`", ix->path, o->id,
-                   (long long)sqlite3_column_int64(st, 16), (long long)sqlite3_column_int64(st, 17),
-                   (long long)sqlite3_column_int64(st, 18), (long long)sqlite3_column_int64(st, 2),
-                   (long long)sqlite3_column_int64(st, 6), (long long)sqlite3_column_int64(st, 7));
-  int has_label = sqlite3_column_type(st, 24) != SQLITE_NULL;
-  copy_str(o->label_buf, sizeof o->label_buf, sqlite3_column_text(st, 24));
-  c->codec = o->codec_buf;
-  c->pix_fmt = o->pix_fmt_buf;
-  c->shard = o->shard_buf;
-  c->label = has_label ? o->label_buf : NULL;
-  if (sqlite3_column_type(st, 26) != SQLITE_NULL) {  // a caption
-    const unsigned char *text = sqlite3_column_text(st, 25);
-    const unsigned char *csum = sqlite3_column_text(st, 29);
-    c->caption_offset = sqlite3_column_int64(st, 26);
-    c->caption_tokens = col_int(st, 27, &bad);
-    c->caption_dim = col_int(st, 28, &bad);
-    errno = 0;
-    end = NULL;
-    c->caption_checksum = csum ? strtoull((const char *)csum, &end, 16) : 0;
-    if (!text || strlen((const char *)text) > STORE_MAX_CAPTION_BYTES || !csum || errno ||
-        strlen((const char *)csum) != 16 || *end || bad || c->caption_offset == 0)
-      return err_set(TSR_EFORMAT, "index %s: clip %" PRId64 " has a damaged caption record "
-                     "(text, offset %lld, %d x %d, checksum): index damaged or edited; run "
-                     "`tessera index verify`", ix->path, o->id, (long long)c->caption_offset,
-                     c->caption_tokens, c->caption_dim);
-    copy_str(o->caption_buf, sizeof o->caption_buf, text);
-    c->caption = o->caption_buf;
-  }
-  return TSR_OK;
-}
-
-tsr_status index_foreach_clip(store_index *ix, int (*fn)(const store_clip_row *, void *),
-                              void *ctx) {
-  char sql[1024];
-  snprintf(sql, sizeof sql, "SELECT %s FROM clips c JOIN sources s ON s.id = c.source_id "
-           "ORDER BY c.id", clip_cols(ix));
-  sqlite3_stmt *st = NULL;
-  tsr_status r = prepare(ix, sql, &st);
-  if (r) return r;
-  store_clip_row *row = malloc(sizeof *row);
-  if (!row) {
-    sqlite3_finalize(st);
-    return err_set(TSR_ENOMEM, "out of memory reading index %s", ix->path);
-  }
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if ((r = read_row(ix, st, row))) break;
-    if (fn(row, ctx)) break;
-  }
-  if (!r && rc != SQLITE_ROW && rc != SQLITE_DONE) r = ix_err(ix, rc, "read clips");
-  free(row);
-  sqlite3_finalize(st);
-  return r;
-}
-
-tsr_status index_get_clip(store_index *ix, int64_t id, store_clip_row *out) {
-  char sql[1024];
-  snprintf(sql, sizeof sql, "SELECT %s FROM clips c JOIN sources s ON s.id = c.source_id "
-           "WHERE c.id = ?", clip_cols(ix));
-  sqlite3_stmt *st = NULL;
-  tsr_status r = prepare(ix, sql, &st);
-  if (r) return r;
-  sqlite3_bind_int64(st, 1, id);
-  int rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW)
-    r = read_row(ix, st, out);
-  else if (rc == SQLITE_DONE)
-    r = err_set(TSR_EINVAL, "index %s has no clip with id %" PRId64 " (see `tessera index stats`)",
-                ix->path, id);
-  else
-    r = ix_err(ix, rc, "read clip");
-  sqlite3_finalize(st);
-  return r;
-}
-
-tsr_status index_foreach_failed(store_index *ix,
-                                int (*fn)(const char *, const char *, void *), void *ctx) {
-  sqlite3_stmt *st = NULL;
-  tsr_status r = prepare(ix, "SELECT path, error FROM sources WHERE status = 'failed' ORDER BY path",
-                         &st);
-  if (r) return r;
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    const char *p = (const char *)sqlite3_column_text(st, 0);
-    const char *e = (const char *)sqlite3_column_text(st, 1);
-    if (fn(p ? p : "", e ? e : "(no reason recorded)", ctx)) break;
-  }
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) r = ix_err(ix, rc, "read failed sources");
-  sqlite3_finalize(st);
-  return r;
-}
-
 tsr_status index_totals(store_index *ix, store_totals *t) {
   memset(t, 0, sizeof *t);
   sqlite3_stmt *st = NULL;
@@ -863,41 +720,4 @@ fail:
   rollback(ix);
   sqlite3_exec(ix->db, "DETACH DATABASE src", NULL, NULL, NULL);
   return err_wrap(r, "merge %s into %s: ", from_path, ix->path);
-}
-
-tsr_status index_clip_lengths(store_index *ix, int64_t **ids, int64_t **tokens, int64_t *n) {
-  *ids = *tokens = NULL;
-  *n = 0;
-  int64_t cnt = 0;
-  tsr_status r = query_int(ix, "SELECT count(*) FROM clips", 0, &cnt);
-  if (r) return r;
-  int64_t *a = malloc(sizeof *a * (size_t)(cnt ? cnt : 1));
-  int64_t *b = malloc(sizeof *b * (size_t)(cnt ? cnt : 1));
-  sqlite3_stmt *st = NULL;
-  if (!a || !b) {
-    r = err_set(TSR_ENOMEM, "out of memory for %" PRId64 " clip lengths", cnt);
-    goto fail;
-  }
-  if ((r = prepare(ix, "SELECT id, tokens FROM clips ORDER BY id", &st))) goto fail;
-  int64_t i = 0;
-  int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW && i < cnt) {
-    a[i] = sqlite3_column_int64(st, 0);
-    b[i] = sqlite3_column_int64(st, 1);
-    i++;
-  }
-  if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
-    r = ix_err(ix, rc, "read clip lengths");
-    goto fail;
-  }
-  sqlite3_finalize(st);
-  *ids = a;
-  *tokens = b;
-  *n = i;
-  return TSR_OK;
-fail:
-  sqlite3_finalize(st);
-  free(a);
-  free(b);
-  return r;
 }
