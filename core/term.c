@@ -24,6 +24,14 @@ static int utf8_next(const unsigned char *s, uint32_t *cp) {
   return *cp = v, len;
 }
 
+int term_is_utf8(const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  uint32_t cp;
+  for (int len; *p; p += len)
+    if (!(len = utf8_next(p, &cp))) return 0;
+  return 1;
+}
+
 // Code points a terminal acts on or that reorder what is shown (C1 controls, bidi overrides).
 static int hidden_cp(uint32_t cp) {
   return (cp >= 0x80 && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) ||

@@ -19,6 +19,9 @@
 // bytes is cut at a character boundary and ends with "...". Returns out.
 char *term_escape(char *out, size_t n, const char *s);
 
+// 1 if `s` is valid UTF-8 (no overlong forms, surrogates or values past U+10FFFF), else 0.
+int term_is_utf8(const char *s);
+
 // Bytes term_escape needs for any string of `len` bytes to come out whole: each byte may
 // become 4 (\xNN), a 2-byte character 6 (\uNNNN), plus the NUL.
 #define TERM_ESCAPE_SIZE(len) (4 * (size_t)(len) + 1)

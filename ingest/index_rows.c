@@ -194,3 +194,26 @@ fail:
   free(b);
   return r;
 }
+
+tsr_status index_source_caption(store_index *ix, const char *path, double *recorded_at,
+                                int *has_caption) {
+  *recorded_at = 0;
+  *has_caption = 0;
+  sqlite3_stmt *st = NULL;
+  // a version-1 index has no caption columns: none of its clips has a caption
+  tsr_status r = index_prepare(ix, ix->version >= 2
+      ? "SELECT s.updated_at, EXISTS(SELECT 1 FROM clips c WHERE c.source_id = s.id AND "
+        "c.caption_offset IS NOT NULL) FROM sources s WHERE s.path = ?"
+      : "SELECT updated_at, 0 FROM sources WHERE path = ?", &st);
+  if (r) return r;
+  sqlite3_bind_text(st, 1, path, -1, SQLITE_TRANSIENT);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    *recorded_at = sqlite3_column_double(st, 0);
+    *has_caption = sqlite3_column_int(st, 1) != 0;
+  } else if (rc != SQLITE_DONE) {
+    r = err_wrap(index_sqlite_err(ix, rc, "look up a source's caption"), "source %s: ", path);
+  }
+  sqlite3_finalize(st);
+  return r;
+}

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -223,6 +224,43 @@ static tsr_status open_store_all(run *r) {
   return TSR_OK;
 }
 
+// --captions: whether the caption file beside a done video (VIDEO.caption.safetensors) was
+// added or changed since the video's record was committed (*news = 1: the video is ingested
+// again, with it) or removed (*news = -1: reported; its clips keep the caption the store
+// has). A change is seen by the file's mtime (a copy that keeps an older mtime is not).
+static tsr_status caption_news(store_index *ix, const char *video, int *news) {
+  *news = 0;
+  char cpath[PATH_MAX + 32];
+  snprintf(cpath, sizeof cpath, "%s.caption.safetensors", video);
+  double at = 0;
+  int has = 0;
+  tsr_status st = index_source_caption(ix, video, &at, &has);
+  if (st) return st;
+  struct stat sb;
+  if (stat(cpath, &sb) != 0) {
+    if (has) *news = -1;
+    return TSR_OK;
+  }
+  double mt = (double)sb.st_mtim.tv_sec + 1e-9 * (double)sb.st_mtim.tv_nsec;
+  if (!has || mt > at) *news = 1;
+  return TSR_OK;
+}
+
+// Rank 0's note of the sources that caption_news found (counts, and the first of each).
+static void caption_report(int64_t added, const char *first_added, int64_t removed,
+                           const char *first_removed) {
+  if (comm_rank() != 0) return;
+  if (added)
+    log_info("ingest: %lld source%s ingested again: a caption file (VIDEO.caption.safetensors) "
+             "was added or changed after %s ingested (first: %s)", (long long)added,
+             added == 1 ? " is" : "s are", added == 1 ? "it was" : "they were", first_added);
+  if (removed)
+    log_warn("ingest: %lld source%s a caption in the store but no caption file any more (first: "
+             "%s): %s the stored caption (ingest into a new store to leave it out)",
+             (long long)removed, removed == 1 ? " has" : "s have", first_removed,
+             removed == 1 ? "its clips keep" : "their clips keep");
+}
+
 tsr_status ingest_run(const char *out, char **srcs, int nsrcs, const ingest_opts *o,
                       ingest_result *res) {
   run r = {.dir = out, .o = o, .rank = comm_rank()};
@@ -240,6 +278,9 @@ tsr_status ingest_run(const char *out, char **srcs, int nsrcs, const ingest_opts
     goto out;
   }
   if ((st = sources_expand(srcs, nsrcs, o->reader->accept_name, &list))) goto out;
+  if (list.links && r.rank == 0)
+    log_info("ingest: %lld path%s named a file listed under another name (a link): each file "
+             "is ingested once", (long long)list.links, list.links == 1 ? "" : "s");
   if ((st = open_store_all(&r))) goto out;
 
   // Every rank reads the same index to decide what is left, then takes its share.
@@ -255,15 +296,22 @@ tsr_status ingest_run(const char *out, char **srcs, int nsrcs, const ingest_opts
     st = err_set(TSR_ENOMEM, "out of memory");
     goto out;
   }
+  int64_t cap_added = 0, cap_removed = 0;
+  const char *cap_first[2] = {"", ""};
   for (int64_t i = 0; i < list.n; i++) {
     source_status ss;
-    int same = 0;
-    if ((st = index_source_lookup(main_ix, list.v[i].path, list.v[i].size, list.v[i].mtime, &ss,
-                                  &same))) {
+    int same = 0, news = 0;
+    st = index_source_lookup(main_ix, list.v[i].path, list.v[i].size, list.v[i].mtime, &ss, &same);
+    if (!st && same && ss == SOURCE_DONE && o->captions)
+      st = caption_news(main_ix, list.v[i].path, &news);
+    if (st) {
       free(pending);
       index_close(&main_ix);
       goto out;
     }
+    if (news > 0 && !cap_added++) cap_first[0] = list.v[i].path;
+    if (news < 0 && !cap_removed++) cap_first[1] = list.v[i].path;
+    if (news > 0) same = 0;  // taken again, with its caption
     if (same && (ss == SOURCE_DONE || (ss == SOURCE_FAILED && !o->retry_failed))) {
       res->sources_skipped++;
       res->sources_failed_kept += ss == SOURCE_FAILED;
@@ -272,6 +320,7 @@ tsr_status ingest_run(const char *out, char **srcs, int nsrcs, const ingest_opts
     pending[npending++] = &list.v[i];
   }
   res->sources_total = list.n;
+  caption_report(cap_added, cap_first[0], cap_removed, cap_first[1]);
   // Balance bytes across ranks: largest first onto the least-loaded rank (deterministic).
   qsort(pending, (size_t)npending, sizeof *pending, by_size_desc);
   int64_t *load = calloc((size_t)world, sizeof *load);

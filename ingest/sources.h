@@ -6,8 +6,13 @@
 // starting with '#' are skipped; relative paths are relative to the list's folder).
 // Paths become absolute and canonical (symlinks resolved) and duplicates are dropped;
 // the result is sorted by path so every rank of a job sees the same list.
-// A path that cannot be accessed is kept with `error` set, so it is recorded as a
-// failed source rather than silently ignored.
+// Sources are what they are: each file is listed once, by device and inode, under the first
+// of its names in path order (a symbolic or hard link to a file already listed is dropped
+// and counted in `links`); a directory is walked once (a link back to a directory above, a
+// loop, is not followed again), its entries in name order. A path that cannot be accessed,
+// and a path that is not valid UTF-8 (the index and the shards' metadata record paths as
+// UTF-8 text), is kept with `error` set, so it is recorded as a failed source on its own
+// rather than silently ignored or failing the others.
 #ifndef TESSERA_INGEST_SOURCES_H
 #define TESSERA_INGEST_SOURCES_H
 
@@ -19,11 +24,13 @@ typedef struct {
   int64_t size;     // bytes
   int64_t mtime;    // seconds since the epoch
   char *error;      // NULL, or why the path cannot be read (malloc'ed)
+  uint64_t dev, ino; // the file's identity (0, 0 when `error` is set)
 } source_file;
 
 typedef struct {
   source_file *v;
   int64_t n, cap;
+  int64_t links;    // paths dropped as links to a file listed under another name
 } source_list;
 
 // Expands args into *out (initialised by the call). A directory walk takes the files whose

@@ -117,6 +117,12 @@ typedef enum { SOURCE_NEW = 0, SOURCE_DONE, SOURCE_FAILED } source_status;
 // *status = SOURCE_NEW if there is no record.
 tsr_status index_source_lookup(store_index *ix, const char *path, int64_t size, int64_t mtime,
                                source_status *status, int *same_file);
+// When the record of source `path` was committed (*recorded_at, seconds since the epoch; 0
+// if there is no record) and whether its clips have a caption: what `tessera ingest
+// --captions` compares a caption file beside the video with (one added or changed since is
+// taken, re-ingesting the source).
+tsr_status index_source_caption(store_index *ix, const char *path, double *recorded_at,
+                                int *has_caption);
 
 // One clip's row. Strings are copied by index_commit_source.
 typedef struct {

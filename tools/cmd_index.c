@@ -118,7 +118,11 @@ static int print_failed(const char *path, const char *err, void *ctx) {
   return 0;
 }
 
+// JSON strings are UTF-8: a path that is not (a failed source's) is given escaped.
 static int json_failed(const char *path, const char *err, void *ctx) {
+  char p[TERM_ESCAPE_SIZE(4096)], e[TERM_ESCAPE_SIZE(4096)];
+  if (!term_is_utf8(path)) path = term_escape(p, sizeof p, path);
+  if (!term_is_utf8(err)) err = term_escape(e, sizeof e, err);
   json_array_append_new(ctx, json_pack("{s:s, s:s}", "path", path, "error", err));
   return 0;
 }
