@@ -119,7 +119,7 @@ tsr_status export_clip_raw(const char *dir, int64_t clip_id, const char *out_pat
   if (st != TSR_OK) return st;
   fs_atomic a;
   st = fs_atomic_open(&a, out_path);
-  if (st) err_wrap(st, "export (check the directory exists and is writable): ");
+  if (st == TSR_EIO) err_wrap(st, "export (check the directory exists and is writable): ");
   for (int g = 0; st == TSR_OK && g < c.row.c.T; g++) {
     export_group(&c, g);
     // The pt frames are contiguous in c.frames: write them in one go.

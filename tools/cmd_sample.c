@@ -160,7 +160,9 @@ int cmd_sample(int argc, char **argv) {
   if (backend_choose(backend, &bc)) return cli_usage_error("sample");
   o.backend = &bc;
   sample_result res = {0};
-  tsr_status r = check_rgb(o.ckpt);
+  // --out must be a new name or a regular file (core/fs.h), checked before any sampling
+  tsr_status r = fs_check_output(out);
+  if (!r) r = check_rgb(o.ckpt);
   if (!r) r = sample_run(&o, &res);
   float *lat = NULL;
   if (!r && store_is_latent(&res.store)) {  // the latents; video_write makes their preview

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# tests/train/special_files.sh — only regular files are read and replaced (issue 24, 4).
+# Reading: a FIFO where tessera expects a file (--ckpt, --init, --caption, --config, --cost,
+# --lengths, @LIST, a caption file beside a video, RUN/metrics.jsonl on --resume) is refused
+# at once, naming it: opening one for reading waited for a writer, so the command hung.
+# Writing: an --out that is a FIFO or a device (sample, index export, --raw) is refused and
+# left as it was: it was replaced by a rename (as root, `--out /dev/null` replaced the
+# machine's /dev/null; here a private node of the same device), or the write hung; a
+# PATH.tmp that is a FIFO or a link is refused, not written into (a link to a file had that
+# file truncated and overwritten).
+# Every command runs under `timeout 20`: a hang is a failure (exit 124), not a stuck test.
+source "$(dirname "$0")/lib.sh"
+need_store
+passed=0 failed=0
+ok() { passed=$((passed + 1)); echo "ok: $*"; }
+bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+# refused WHAT PATTERN CMD...: CMD exits 1 within 20 s with PATTERN on stderr
+refused() {
+  local what=$1 pat=$2 rc=0; shift 2
+  timeout 20 "$@" >"$W/out" 2>"$W/err" </dev/null || rc=$?
+  if [ $rc -eq 1 ] && grep -Eq -- "$pat" "$W/err" && ! grep -q Sanitizer "$W/err"; then
+    ok "$what: refused ($(head -c 150 "$W/err" | tr '\n' ' '))"
+  else
+    bad "$what: exit $rc ($([ $rc -eq 124 ] && echo hung || head -c 300 "$W/err" | tr '\n' ' '))"
+  fi
+}
+is_fifo() { if [ -p "$1" ]; then ok "$2: still a FIFO"; else bad "$2: $1 is no FIFO any more"; fi; }
+
+# a checkpoint of a caption model (model.text_dim > 0; the store has no captions: it learns
+# its null token) and a FIFO
+C=(--config "$CONF" --data "$STORE" --set train.global_batch=2 --set train.mem_tokens=512
+   --set train.warmup=1 --set model.text_dim=8 --set model.text_len=4)
+timeout 120 "$T" train "${C[@]}" --out "$W/run" --steps 1 >"$W/train.log" 2>&1 ||
+  { cat "$W/train.log" >&2; fail "the one-step run failed"; }
+CK=$W/run/ckpt-1.safetensors
+mkfifo "$W/fifo"
+S=(--frames 2 --size 32x32 --steps 1)
+
+# reading
+refused "sample --ckpt FIFO" "is a FIFO" "$T" sample --ckpt "$W/fifo" "${S[@]}" --out "$W/a.mp4"
+refused "sample --caption FIFO" "is a FIFO" "$T" sample --ckpt "$CK" "${S[@]}" --caption "$W/fifo" --out "$W/a.mp4"
+refused "train --init FIFO" "is a FIFO" "$T" train "${C[@]}" --out "$W/init" --steps 1 --init "$W/fifo"
+refused "train --config FIFO" "is a FIFO" "$T" train --config "$W/fifo" --data "$STORE" --out "$W/cfg"
+refused "train --cost FIFO" "is a FIFO" "$T" train "${C[@]}" --out "$W/cost" --steps 1 --cost "$W/fifo"
+refused "plan --lengths FIFO" "is a FIFO" "$T" plan --lengths "$W/fifo" --tokens-per-second 100 --ranks 2 \
+  --mem-tokens 4096 --cost "$SRC/configs/cost/h100-dit1b.conf"
+refused "ingest @FIFO" "is a FIFO" "$T" ingest "@$W/fifo" --out "$W/st"
+mv "$W/run/metrics.jsonl" "$W/metrics.keep" && mkfifo "$W/run/metrics.jsonl"
+refused "train --resume with metrics.jsonl a FIFO" "metrics.jsonl is a FIFO" "$T" train "${C[@]}" --out "$W/run" --steps 2 --resume
+rm "$W/run/metrics.jsonl" && mv "$W/metrics.keep" "$W/run/metrics.jsonl"
+# a caption file beside a video that is a FIFO fails that video alone
+mkdir -p "$W/vid"
+cp "$VIDEOS/counter.mp4" "$W/vid/a.mp4" && cp "$VIDEOS/counter.mp4" "$W/vid/b.mp4"
+mkfifo "$W/vid/a.mp4.caption.safetensors"
+rc=0
+timeout 60 "$T" ingest "$W/vid" --out "$W/capst" --captions --fps 1 --short-side 32 --patch 1x16x16 \
+  --max-seconds 2 --workers 1 --quiet >"$W/cap.log" 2>&1 </dev/null || rc=$?
+if [ $rc -eq 2 ] && grep -q "a.mp4.caption.safetensors is a FIFO" "$W/cap.log" &&
+   [ "$(sqlite3 "$W/capst/index.sqlite" "select group_concat(status) from sources order by path")" = "failed,done" ]; then
+  ok "a caption file that is a FIFO fails its video alone"
+else
+  bad "ingest with a caption FIFO: exit $rc ($([ $rc -eq 124 ] && echo hung || tail -3 "$W/cap.log" | tr '\n' ' '))"
+fi
+
+# writing
+refused "sample --out FIFO" "is a FIFO" "$T" sample --ckpt "$CK" "${S[@]}" --out "$W/fifo"
+is_fifo "$W/fifo" "sample --out"
+refused "index export --out FIFO" "is a FIFO" "$T" index export "$STORE" --clip 1 --out "$W/fifo"
+refused "index export --raw --out FIFO" "is a FIFO" "$T" index export "$STORE" --clip 1 --raw --out "$W/fifo"
+is_fifo "$W/fifo" "index export --out"
+mkfifo "$W/x.mp4.tmp"
+refused "index export with x.mp4.tmp a FIFO" "x.mp4.tmp is a FIFO" "$T" index export "$STORE" --clip 1 --out "$W/x.mp4"
+echo "precious" >"$W/victim"
+ln -s "$W/victim" "$W/y.rgb.tmp"
+refused "index export --raw with y.rgb.tmp a link" "y.rgb.tmp is a symbolic link" "$T" index export "$STORE" --clip 1 --raw --out "$W/y.rgb"
+if [ "$(cat "$W/victim")" = precious ]; then ok "the link's target is untouched"; else bad "the link's target was overwritten"; fi
+if [ "$(id -u)" = 0 ] && mknod "$W/null" c 1 3 2>/dev/null; then  # /dev/null's device, private
+  refused "sample --out a character device" "is a character device" "$T" sample --ckpt "$CK" "${S[@]}" --out "$W/null"
+  if [ -c "$W/null" ]; then ok "the device node is still a device"; else bad "the device node was replaced by a file"; fi
+else
+  echo "skip: the device node case needs root (mknod)"
+fi
+timeout 60 "$T" sample --ckpt "$CK" "${S[@]}" --out "$W/good.mp4" >"$W/good.log" 2>&1 &&
+  [ -s "$W/good.mp4" ] && ok "a regular --out is written as before" || bad "sample to a regular file: $(tail -2 "$W/good.log")"
+echo "special_files: $passed passed, $failed failed"
+[ $failed -eq 0 ]
