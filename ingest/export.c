@@ -20,6 +20,7 @@
 typedef struct {
   store_settings s;
   store_clip_row row;
+  store_lock *rlock;       // the store's reader lock while the shard is mapped
   shard_reader *reader;
   const uint8_t *payload;  // (T, H, W, pt, ph, pw, C) inside the mapping
   int h, w;                // frame size: H*ph, W*pw
@@ -31,17 +32,19 @@ typedef struct {
 
 static void export_clip_close(export_clip *c) {
   shard_reader_close(&c->reader);
+  store_lock_release(&c->rlock);  // after the unmap
   free(c->frames);
   free(c->fp);
   memset(c, 0, sizeof *c);
 }
 
-static tsr_status export_clip_open(export_clip *c, const char *dir, int64_t id) {
+static tsr_status export_clip_read(export_clip *c, const char *dir, int64_t id) {
   memset(c, 0, sizeof *c);
   store_index *ix = NULL;
   tsr_status st = store_open(&ix, dir, 0, NULL);
   if (st != TSR_OK) return err_wrap(st, "export clip %" PRId64 " of %s: ", id, dir);
-  st = index_settings(ix, &c->s);
+  st = store_lock_read(&c->rlock, dir);  // before the row: no writer cuts its block meanwhile
+  if (st == TSR_OK) st = index_settings(ix, &c->s);
   if (st == TSR_OK) st = index_get_clip(ix, id, &c->row);
   index_close(&ix);
   if (st != TSR_OK) return err_wrap(st, "export clip %" PRId64 " of %s: ", id, dir);
@@ -87,6 +90,13 @@ static tsr_status export_clip_open(export_clip *c, const char *dir, int64_t id) 
   }
   for (int t = 0; t < s->pt; t++) c->fp[t] = c->frames + (size_t)t * c->frame_bytes;
   return TSR_OK;
+}
+
+// export_clip_read, dropping the reader lock when it fails (its early returns keep it).
+static tsr_status export_clip_open(export_clip *c, const char *dir, int64_t id) {
+  tsr_status st = export_clip_read(c, dir, id);
+  if (st != TSR_OK) store_lock_release(&c->rlock);
+  return st;
 }
 
 // Unpatchifies tubelet row g into c->frames.

@@ -14,6 +14,7 @@
 #include "ingest/shard.h"
 #include "core/fs.h"
 #include "ingest/store.h"
+#include "ingest/store_quarantine.h"
 
 static tsr_status join(char *out, size_t n, const char *a, const char *b) {
   int k = snprintf(out, n, "%s/%s", a, b);
@@ -34,7 +35,9 @@ int store_dir_has_foreign_entries(const char *dir) {
   while ((e = readdir(d))) {
     const char *n = e->d_name;
     if (!strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, STORE_SHARD_DIR) ||
-        !strcmp(n, STORE_PARTS_DIR) || !strcmp(n, STORE_LOCK_NAME) || !strncmp(n, STORE_INDEX_NAME, strlen(STORE_INDEX_NAME)))
+        !strcmp(n, STORE_PARTS_DIR) || !strcmp(n, STORE_LOCK_NAME) ||
+        !strcmp(n, STORE_READERS_DIR) || !strcmp(n, STORE_QUARANTINE_DIR) ||
+        !strncmp(n, STORE_INDEX_NAME, strlen(STORE_INDEX_NAME)))
       continue;
     foreign = 1;
     break;
@@ -161,21 +164,15 @@ tsr_status store_shard_committed_end(store_index *ix, const char *path, const ch
   return r;
 }
 
-tsr_status store_recover_report(const char *dir, store_index *ix, store_recovery *rep) {
-  store_recovery tmp;
-  if (!rep) rep = &tmp;
-  *rep = (store_recovery){0};
-  char pdir[PATH_MAX], sdir[PATH_MAX], path[PATH_MAX], journal[PATH_MAX + 16];
-  tsr_status r;
-  if ((r = join(pdir, sizeof pdir, dir, STORE_PARTS_DIR)) ||
-      (r = join(sdir, sizeof sdir, dir, STORE_SHARD_DIR)))
-    return r;
+// 1. Per-rank parts: merge (one transaction each), then delete. A crash between the two
+// leaves a part whose sources are all done in the index: merging it again skips them, so
+// nothing is duplicated. Parts are never mapped by readers: this needs no reader lock.
+static tsr_status merge_parts(const char *dir, store_index *ix, store_recovery *rep) {
+  char pdir[PATH_MAX], path[PATH_MAX], journal[PATH_MAX + 16];
+  tsr_status r = join(pdir, sizeof pdir, dir, STORE_PARTS_DIR);
   name_list l;
-
-  // 1. Per-rank parts: merge (one transaction each), then delete. A crash between the
-  //    two leaves a part whose sources are all done in the index: merging it again skips
-  //    them, so nothing is duplicated.
-  if ((r = list_dir(pdir, &l))) return r;
+  int removed = 0;
+  if (r || (r = list_dir(pdir, &l))) return r;
   for (int i = 0; i < l.n && !r; i++) {
     if (!has_suffix(l.v[i], ".sqlite")) continue;
     if ((r = join(path, sizeof path, pdir, l.v[i]))) break;
@@ -196,52 +193,132 @@ tsr_status store_recover_report(const char *dir, store_index *ix, store_recovery
     }
     // An empty part never committed anything (schema creation is one transaction).
     if (!(r = unlink_if_exists(path))) r = unlink_if_exists(journal);
+    removed++;
   }
   names_free(&l);
-  if (!r) r = fs_fsync_dir(pdir);
-  if (r) return r;
+  // (a store made of shards alone, e.g. of a quarantine folder, has no parts/ to sync)
+  return r || !removed ? r : fs_fsync_dir(pdir);
+}
 
-  // 2. Shards: cut uncommitted tails, remove shards no clip points at and temp files.
-  if ((r = list_dir(sdir, &l))) return r;
+// A shard no row points at (file `path`, `name` in shards/): deleted when reading it finds
+// nothing the index lacks, else moved into the quarantine folder.
+static tsr_status drop_shard(const char *dir, store_index *ix, const store_settings *s,
+                             const store_recover_opts *o, const char *path, const char *name,
+                             store_recovery *rep) {
+  int keep = 0;
+  char why[1024];
+  tsr_status r = store_range_verdict(ix, s, path, SHARD_HEADER_BYTES, o->keep_blocks, &keep, why,
+                                     sizeof why);
+  if (r) return err_wrap(r, "recover store %s: shard %s: ", dir, name);
+  if (!keep) {
+    if (!(r = unlink_if_exists(path))) rep->shards_removed++;
+    return r;
+  }
+  if ((r = store_quarantine_shard(dir, path, name, rep))) return r;
+  log_warn("store %s: shard %s has no index rows but %s: moved into the quarantine folder %s, "
+           "not deleted (look at it with `tessera index recover` on a store made of it)", dir,
+           name, why, rep->quarantine);
+  return TSR_OK;
+}
+
+// Bytes [end, size) past a shard's committed end: cut, after moving them into the
+// quarantine folder when reading them finds data the index lacks.
+static tsr_status cut_tail(const char *dir, store_index *ix, const store_settings *s,
+                           const store_recover_opts *o, const char *path, const char *name,
+                           int64_t end, int64_t size, store_recovery *rep) {
+  int keep = 0;
+  char why[1024];
+  tsr_status r = store_range_verdict(ix, s, path, end, o->keep_blocks, &keep, why, sizeof why);
+  if (!r && keep && !(r = store_quarantine_tail(dir, path, name, end, size, rep)))
+    log_warn("store %s: the %lld bytes of shard %s past its last indexed clip hold %s: copied "
+             "into the quarantine folder %s before the shard is cut", dir,
+             (long long)(size - end), name, why, rep->quarantine);
+  if (!r) r = shard_truncate(path, end);
+  if (r) return err_wrap(r, "recover store %s: ", dir);
+  rep->shards_truncated++;
+  rep->bytes_cut += size - end;
+  return TSR_OK;
+}
+
+// 2. Shards: cut uncommitted tails, remove shards no clip points at and temp files, each
+// read first (drop_shard, cut_tail). The caller holds the readers out.
+static tsr_status tidy_shards(const char *dir, store_index *ix, const store_recover_opts *o,
+                              store_recovery *rep) {
+  char sdir[PATH_MAX], path[PATH_MAX], rel[PATH_MAX];
+  store_settings s;
+  name_list l;
+  tsr_status r = join(sdir, sizeof sdir, dir, STORE_SHARD_DIR);
+  if (!r) r = index_settings(ix, &s);
+  if (r || (r = list_dir(sdir, &l))) return r;
   for (int i = 0; i < l.n && !r; i++) {
     if ((r = join(path, sizeof path, sdir, l.v[i]))) break;
     struct stat sb;
     if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
-    if (has_suffix(l.v[i], ".tmp")) {
+    if (has_suffix(l.v[i], ".tmp")) {  // a merge's copy in progress: a copy of data elsewhere
       if (!(r = unlink_if_exists(path))) rep->tmp_removed++;
       continue;
     }
     if (!has_suffix(l.v[i], ".tshard")) continue;
-    char rel[PATH_MAX];
     if ((r = join(rel, sizeof rel, STORE_SHARD_DIR, l.v[i]))) break;
     int64_t end = 0;
     if ((r = store_shard_committed_end(ix, path, rel, &end))) break;
-    if (end == 0) {
-      if (!(r = unlink_if_exists(path))) rep->shards_removed++;
-    } else if (sb.st_size > end && sb.st_nlink > 1) {
+    if (end == 0)
+      r = drop_shard(dir, ix, &s, o, path, l.v[i], rep);
+    else if (sb.st_size > end && sb.st_nlink > 1)
       log_info("store %s: shard %s is shared (hard link), its %lld uncommitted bytes are kept",
                dir, l.v[i], (long long)(sb.st_size - end));
-    } else if (sb.st_size != end) {
-      if ((r = shard_truncate(path, end))) {
-        err_wrap(r, "recover store %s: ", dir);
-        break;
-      }
-      rep->shards_truncated++;
-      rep->bytes_cut += sb.st_size - end;
-    }
+    else if (sb.st_size != end)
+      r = cut_tail(dir, ix, &s, o, path, l.v[i], end, sb.st_size, rep);
   }
   names_free(&l);
-  if (!r && (rep->shards_removed || rep->tmp_removed)) r = fs_fsync_dir(sdir);
+  if (!r && (rep->shards_removed || rep->tmp_removed || rep->shards_quarantined))
+    r = fs_fsync_dir(sdir);
+  return r;
+}
+
+tsr_status store_recover_with(const char *dir, store_index *ix, const store_recover_opts *o,
+                              store_recovery *rep) {
+  static const store_recover_opts defaults = {0};
+  store_recovery tmp;
+  if (!rep) rep = &tmp;
+  if (!o) o = &defaults;
+  *rep = (store_recovery){0};
+  tsr_status r = merge_parts(dir, ix, rep);
+  if (r) return r;
+  // No byte a reader may have mapped is cut: with readers active the shard pass waits
+  // for a recovery without them (their rows stay valid; the garbage is harmless).
+  store_lock *guard = NULL;
+  if (!o->readers_excluded) {
+    if ((r = store_lock_exclude_readers(&guard, dir, rep->readers, sizeof rep->readers)))
+      return r;
+    if (!guard) {
+      rep->deferred = 1;
+      log_info("store %s: is being read by %s: its uncommitted shard tails and unreferenced "
+               "shards are left for a later recovery (appending only)", dir, rep->readers);
+      return TSR_OK;
+    }
+  }
+  r = tidy_shards(dir, ix, o, rep);
+  store_lock_release(&guard);
   if (!r && (rep->shards_truncated || rep->shards_removed || rep->tmp_removed))
     log_info("store %s: recovered: %lld shard tails cut (%lld bytes), %lld unreferenced shards "
              "and %lld temporary files removed", dir, (long long)rep->shards_truncated,
              (long long)rep->bytes_cut, (long long)rep->shards_removed,
              (long long)rep->tmp_removed);
+  if (!r && rep->quarantine[0])
+    log_warn("store %s: %lld shards and %lld shard tails (%lld bytes) moved into the quarantine "
+             "folder %s", dir, (long long)rep->shards_quarantined,
+             (long long)rep->tails_quarantined, (long long)rep->bytes_quarantined,
+             rep->quarantine);
   return r;
 }
 
+tsr_status store_recover_report(const char *dir, store_index *ix, store_recovery *rep) {
+  return store_recover_with(dir, ix, NULL, rep);
+}
+
 tsr_status store_recover(const char *dir, store_index *ix) {
-  return store_recover_report(dir, ix, NULL);
+  return store_recover_with(dir, ix, NULL, NULL);
 }
 
 tsr_status store_clip_lengths(const char *dir, int64_t **ids, int64_t **tokens, int64_t *n) {

@@ -3,14 +3,17 @@
 // A store is a directory:
 //   STORE/index.sqlite        the index (settings, sources, clips); docs/store-format.md
 //   STORE/shards/*.tshard     append-only shard files of clip blocks (ingest/shard.h)
-//   STORE/lock                the writer lock (store_lock_acquire) and who holds it
+//   STORE/lock                the writer and reader locks (store_lock_*) and the writer
+//   STORE/readers/NAME        one file per process reading the store: who it is
 //   STORE/parts/rank-R.sqlite per-rank indexes of a running multi-rank ingest; merged
 //                             into index.sqlite by rank 0 at the end (or by the next run)
+//   STORE/quarantine/W/       what recovery could not use, moved there (never deleted)
 //
 // Durability rule: a clip's shard bytes are fdatasync'ed before the index transaction
 // that records the clip commits. A crash at any moment therefore leaves shard tails
 // that no index row points at; store_recover() cuts them off (truncate) and deletes
-// shards that no row points at, so a rerun resumes with no duplicate and no lost clip.
+// shards that no row points at, so a rerun resumes with no duplicate and no lost clip,
+// once it has read them and found nothing the index does not hold elsewhere.
 //
 // Units: times in seconds, sizes in bytes, lengths in frames or tokens as named.
 // Ownership: handles returned by *_open are freed with the matching *_close/*_free.
@@ -26,6 +29,8 @@
 #define STORE_SHARD_DIR "shards"
 #define STORE_PARTS_DIR "parts"
 #define STORE_LOCK_NAME "lock"
+#define STORE_READERS_DIR "readers"
+#define STORE_QUARANTINE_DIR "quarantine"
 
 // Element type of token values. u8: RGB pixels (`tessera ingest`); bf16 and f32: latents
 // of an external video VAE (`tessera ingest --latents`, ingest/latents.h), real values the
@@ -244,7 +249,8 @@ tsr_status store_open(store_index **ix, const char *dir, int create,
                       const store_settings *settings);
 
 // 1 if `dir` exists and holds entries other than a store's own (index, shards/, parts/,
-// lock): such a directory is not a store and nothing is written into it.
+// lock, readers/, quarantine/): such a directory is not a store and nothing is written
+// into it.
 int store_dir_has_foreign_entries(const char *dir);
 
 // Committed end of shard `rel` (file `path`) of the store: the end of the last block a
@@ -255,13 +261,20 @@ int store_dir_has_foreign_entries(const char *dir);
 tsr_status store_shard_committed_end(store_index *ix, const char *path, const char *rel,
                                      int64_t *end);
 
-// ---- writer lock ----------------------------------------------------------------------
-// A store has one writer at a time. Every command that modifies a store (ingest, `index
-// recover`, `index merge` for its output) takes the lock before it reads or changes
-// anything, and holds it to the end; a multi-rank ingest holds it on rank 0 for the whole
-// job (the other ranks write their own parts and shards, as rank 0 arranged). The lock
-// dies with its process (kill -9 included), so a crashed writer never blocks the next.
-// Readers (stats, verify, export, train) take no lock.
+// ---- locks (docs/store-format.md "Locks") ------------------------------------------------
+// STORE/lock carries two locks (core/lockfile.h: OFD locks, dropped by the kernel when
+// their process ends, kill -9 included, so a crashed process never blocks the next):
+//   byte 0, the writer lock: a store has one writer at a time. Every command that modifies
+//     a store (ingest, `index recover`, `index merge` for its output) takes it before it
+//     reads or changes anything and holds it to the end (a multi-rank ingest on rank 0
+//     for the whole job); its holder's description is the file's text.
+//   byte 1, the reader lock: every process that maps shards (train, `index export`,
+//     `index verify`, merge's inputs) holds it shared while it reads, and names itself in
+//     STORE/readers/. A writer that would truncate or delete shard bytes (recovery) holds
+//     it exclusively for that work, so it never cuts bytes a reader may have mapped (the
+//     reader would die of SIGBUS): with readers active, ingest and merge only append and
+//     leave the cutting to a later recovery; `index recover` refuses, naming the readers.
+//     A reader that starts during such work waits for it (seconds).
 typedef struct store_lock store_lock;
 
 // Takes the writer lock of store `dir` (STORE/lock, created if missing; with `create`,
@@ -270,26 +283,66 @@ typedef struct store_lock store_lock;
 // the lock file (pid, host, command line, since when). A store locked by another process:
 // TSR_EINVAL whose message names that holder; nothing is changed.
 tsr_status store_lock_acquire(store_lock **lock, const char *dir, int create);
-// Releases the lock (NULL-safe; sets *lock to NULL).
+// Releases a writer, reader or exclusion lock (NULL-safe; sets *lock to NULL); a reader's
+// file in STORE/readers/ is removed.
 void store_lock_release(store_lock **lock);
 // 1 if another process holds the writer lock of `dir` (its description in who, n bytes);
 // 0 if none (or no lock file). Takes no lock, so it never gets in a writer's way.
 int store_lock_holder(const char *dir, char *who, size_t n);
 
+// Takes the reader lock of store `dir` for a process that maps its shards: shared,
+// waiting (with a log line) while a writer cuts shard bytes; then records this process in
+// STORE/readers/. Take it before reading the rows, hold it until the last mapping is gone.
+// A directory without an index is no store: *lock = NULL, TSR_OK, nothing written (the
+// caller's open of the store says what is wrong). A store this process may not write (no
+// lock file can be made) is read without the lock: *lock = NULL, TSR_OK, and a warning
+// says that writers will not see this reader.
+tsr_status store_lock_read(store_lock **lock, const char *dir);
+// The processes holding the reader lock of `dir`: their count (0: none), their
+// descriptions "; "-joined into who (n bytes). Entries of STORE/readers/ whose process has
+// ended are removed on the way.
+int store_lock_readers(const char *dir, char *who, size_t n);
+// For a writer about to truncate or delete shard bytes: takes the reader lock of `dir`
+// exclusively, without waiting. *guard is the held lock (release it when the cutting is
+// done; readers that start meanwhile wait), or NULL when readers are active, their
+// descriptions then in who (n bytes).
+tsr_status store_lock_exclude_readers(store_lock **guard, const char *dir, char *who, size_t n);
+
 // Brings a store to a consistent state after a crash: merges leftover parts/*.sqlite
-// into the index, truncates every shard to its committed end and removes shards no
-// clip points at (and stray *.tmp files). The caller holds the writer lock (rank 0 before
-// others write). Idempotent and itself crash-safe: a part is deleted only after its merge
-// commits, and merging a part twice skips its sources (index_merge_from). Hard-linked
-// shards (st_nlink > 1, e.g. shared with another store by `tessera index merge`) are
-// never truncated, only unlinked when unreferenced. `report` (may be NULL) receives
-// what was done.
+// into the index, then (holding the readers out, store_lock_exclude_readers) truncates
+// every shard to its committed end and removes shards no clip points at (and stray *.tmp
+// files). Bytes are read before they are cut (store_quarantine.c): a tail or a shard with
+// no rows is cut only when it holds no complete block the index does not have elsewhere
+// (an interrupted source's blocks, a superseded ingest of a source the index records,
+// bytes of an unfinished block); anything else (a complete source the index lacks, blocks
+// of a format-1 shard, a shard of other settings or with an unreadable header) is moved into
+// STORE/quarantine/W/ instead, W named in the report and the log. The caller holds the
+// writer lock (rank 0 before others write). Idempotent and itself crash-safe: a part is
+// deleted only after its merge commits, and merging a part twice skips its sources
+// (index_merge_from). Hard-linked shards (st_nlink > 1, e.g. shared with another store by
+// `tessera index merge`) are never truncated, only unlinked when unreferenced. `report`
+// (may be NULL) receives what was done.
 typedef struct {
   int64_t parts_merged, clips_merged, sources_skipped;
   int64_t shards_truncated, bytes_cut, shards_removed, tmp_removed;
+  int64_t shards_quarantined, tails_quarantined, bytes_quarantined;  // moved, not deleted
+  char quarantine[4200];    // the folder they went to ("" when nothing was moved)
+  int deferred;             // readers were active: no shard byte was cut or removed
+  char readers[1024];       // their descriptions when deferred
 } store_recovery;
+typedef struct {
+  // 1: keep every complete block, cutting only bytes of unfinished blocks (`index
+  // recover` after a rebuild: a damaged store, where no block is known to be garbage).
+  int keep_blocks;
+  // 1: the caller already holds store_lock_exclude_readers for the whole run (`index
+  // recover`, which refuses rather than defers); 0: recovery takes it for its shard pass
+  // and defers the cutting when readers are active.
+  int readers_excluded;
+} store_recover_opts;
 tsr_status store_recover(const char *dir, store_index *ix);
 tsr_status store_recover_report(const char *dir, store_index *ix, store_recovery *report);
+tsr_status store_recover_with(const char *dir, store_index *ix, const store_recover_opts *o,
+                              store_recovery *report);
 
 // ---- rebuild (index lost or damaged) ----------------------------------------------------
 // Recovery trusts the index to say which shard bytes are garbage; a store whose index is
@@ -310,6 +363,7 @@ typedef struct {
   int64_t clips_unknown_source;    // of those, clips of format-1 blocks (stand-in sources)
   int64_t blocks_left;             // blocks of interrupted or superseded ingests, left out
   int64_t tail_bytes;              // shard bytes past the last complete block
+  int64_t damaged_bytes;           // bytes of damaged blocks with intact blocks after them
   int old_index_kept;              // the unusable index was moved to old_index
   char old_index[4200];
 } store_rebuild_report;
@@ -318,7 +372,9 @@ typedef struct {
 // version-2 shard headers (which must agree), then per source path the newest complete
 // ingest (clips 0..n-1 of one shard, the last marked last) as a done source with its
 // clips, exactly as ingest recorded them. Blocks of format-1 shards, which carry no
-// metadata, are recorded under a stand-in source "unknown-source:SHARD" per shard.
+// metadata, are recorded under a stand-in source "unknown-source:SHARD" per shard. A
+// damaged block does not end the walk of its shard: the blocks after it are read on
+// (ingest/shard_walk.h), so one flipped bit loses one source, not the rest of the shard.
 // Not recoverable, and said through `say` (NULL: the log): failed sources (no block),
 // interrupted sources. Every payload checksum is verified. The new index is built in
 // index.sqlite.rebuild, fsync'ed, and renamed over the old one, which is kept as

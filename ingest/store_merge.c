@@ -157,6 +157,9 @@ static tsr_status place_shards(const char *out, const char *in, const char *pref
   return r;
 }
 
+static tsr_status merge_locked(const char *out, char *const *ins, int n,
+                               const store_settings *settings, store_merge_result *res);
+
 tsr_status store_merge(const char *out, char *const *ins, int n, store_merge_result *res) {
   memset(res, 0, sizeof *res);
   if (n < 1) return err_set(TSR_EINVAL, "merge into %s: no input stores given", out);
@@ -193,11 +196,27 @@ tsr_status store_merge(const char *out, char *const *ins, int n, store_merge_res
     return err_set(mismatch ? TSR_EMISMATCH : TSR_EINVAL, "merge into %s refused, nothing "
                    "written:%s", out, problems);
   }
+  // The inputs are read (their shards linked or copied): readers of them, so no recovery
+  // of an input removes a shard under the merge.
+  store_lock **in_locks = calloc((size_t)n, sizeof *in_locks);
+  if (!in_locks) return err_set(TSR_ENOMEM, "merge into %s: out of memory", out);
+  for (int i = 0; i < n && !r; i++) r = store_lock_read(&in_locks[i], ins[i]);
+  if (!r) r = merge_locked(out, ins, n, &s0, res);
+  for (int i = 0; i < n; i++) store_lock_release(&in_locks[i]);
+  free(in_locks);
+  return r;
+}
+
+// store_merge once its inputs are checked and read-locked: the output's part.
+static tsr_status merge_locked(const char *out, char *const *ins, int n,
+                               const store_settings *settings, store_merge_result *res) {
+  store_settings s0 = *settings;
+  char why[1024];
+  tsr_status r;
   // The output is written: one writer at a time, and never "recovered" (shards deleted)
   // when its index is lost.
   store_lock *lock = NULL;
   store_index *ox = NULL;
-  char why[1024];
   if ((r = store_lock_acquire(&lock, out, 1))) return err_wrap(r, "merge: output: ");
   if (!(r = store_index_state(out, why, sizeof why)) && why[0])
     r = err_set(TSR_EFORMAT, "merge: output store %s has clips in its shards but %s; nothing "

@@ -19,6 +19,7 @@
 #include "core/log.h"
 #include "ingest/clip_meta.h"
 #include "ingest/shard.h"
+#include "ingest/shard_walk.h"
 #include "ingest/store.h"
 
 static int has_suffix(const char *s, const char *suf) {
@@ -206,7 +207,58 @@ static const caption_entry *find_caption(const rstate *st, int shard, int64_t of
   return NULL;
 }
 
-// Walks the blocks of shard i; settings of version-2 headers must agree (*have, *s).
+// One block of shard `shard` met by the walk (scan_shard), as the rebuild records it.
+typedef struct {
+  rstate *st;
+  int shard;
+  const char *rel;
+  int64_t size;
+} scan_ctx;
+
+static tsr_status scan_item(const shard_walk_item *it, void *vctx) {
+  scan_ctx *x = vctx;
+  rstate *st = x->st;
+  if (it->kind == SHARD_WALK_DAMAGED) {
+    if (it->end >= x->size) {  // nothing valid after it: an unfinished write or a cut file
+      st->rep->tail_bytes += it->end - it->offset;
+      say(st, "shard %s: %lld bytes from offset %lld are no complete block (an interrupted "
+          "write or damage; recovery moves what holds a complete block into quarantine and cuts "
+          "the rest): %s", x->rel, (long long)(it->end - it->offset), (long long)it->offset,
+          it->why);
+    } else {
+      st->rep->damaged_bytes += it->end - it->offset;
+      say(st, "shard %s: %lld damaged bytes from offset %lld (%s); the blocks after them are "
+          "read on", x->rel, (long long)(it->end - it->offset), (long long)it->offset, it->why);
+    }
+    return TSR_OK;
+  }
+  if (it->kind == SHARD_WALK_CAPTION)  // a source's caption, before its clips
+    return push_caption(st, x->shard, it->offset, &it->caption);
+  const shard_block *b = &it->clip;
+  entry e = {.shard = x->shard, .offset = it->offset};
+  e.c.T = b->T;
+  e.c.H = b->H;
+  e.c.W = b->W;
+  e.c.tokens = (int64_t)b->T * b->H * b->W;
+  e.c.bytes = b->bytes;
+  e.c.checksum = b->checksum;
+  if (b->meta) {
+    if (!(e.meta = malloc(sizeof *e.meta)))
+      return err_set(TSR_ENOMEM, "out of memory rebuilding the index of %s", st->dir);
+    if (clip_meta_decode(b->meta, b->meta_bytes, e.meta) != TSR_OK) {
+      say(st, "shard %s: block at offset %lld: metadata unreadable (%s); recovered without "
+          "its source", x->rel, (long long)it->offset, err_msg());
+      free(e.meta);
+      e.meta = NULL;
+    }
+  }
+  tsr_status r = push(st, &e);
+  if (r) free(e.meta);
+  return r;
+}
+
+// Walks the blocks of shard i (past damaged stretches: shard_walk.h); settings of
+// version-2 headers must agree (*have, *s).
 static tsr_status scan_shard(rstate *st, int i, store_settings *s, int *have) {
   char path[PATH_MAX], rel[PATH_MAX];
   snprintf(rel, sizeof rel, "%s/%s", STORE_SHARD_DIR, st->names[i]);
@@ -234,53 +286,8 @@ static tsr_status scan_shard(rstate *st, int i, store_settings *s, int *have) {
   if (v2 && !*have) *s = g, *have = 1;
   if (!v2) st->rep->shards_v1++;
   st->rep->shards++;
-  int64_t size = shard_reader_size(sr), off = SHARD_HEADER_BYTES;
-  while (off < size) {
-    if (shard_reader_is_caption(sr, off)) {  // a source's caption, before its clips
-      shard_caption cap;
-      if (shard_reader_caption(sr, off, 1, &cap) != TSR_OK) {
-        st->rep->tail_bytes += size - off;
-        say(st, "shard %s: %lld bytes from offset %lld are no complete caption block (an "
-            "interrupted write; recovery cuts them): %s", rel, (long long)(size - off),
-            (long long)off, err_msg());
-        break;
-      }
-      if ((r = push_caption(st, i, off, &cap))) break;
-      off = cap.end;
-      continue;
-    }
-    shard_block b;
-    if (shard_reader_block(sr, off, 1, &b) != TSR_OK) {
-      st->rep->tail_bytes += size - off;
-      say(st, "shard %s: %lld bytes from offset %lld are no complete clip block (an "
-          "interrupted write; recovery cuts them): %s", rel, (long long)(size - off),
-          (long long)off, err_msg());
-      break;
-    }
-    entry e = {.shard = i, .offset = off};
-    e.c.T = b.T;
-    e.c.H = b.H;
-    e.c.W = b.W;
-    e.c.tokens = (int64_t)b.T * b.H * b.W;
-    e.c.bytes = b.bytes;
-    e.c.checksum = b.checksum;
-    if (b.meta) {
-      if (!(e.meta = malloc(sizeof *e.meta)))
-        r = err_set(TSR_ENOMEM, "out of memory rebuilding the index of %s", st->dir);
-      else if (clip_meta_decode(b.meta, b.meta_bytes, e.meta) != TSR_OK) {
-        say(st, "shard %s: block at offset %lld: metadata unreadable (%s); recovered without "
-            "its source", rel, (long long)off, err_msg());
-        free(e.meta);
-        e.meta = NULL;
-      }
-    }
-    if (!r) r = push(st, &e);
-    if (r) {
-      free(e.meta);
-      break;
-    }
-    off = b.end;
-  }
+  scan_ctx x = {.st = st, .shard = i, .rel = rel, .size = shard_reader_size(sr)};
+  r = shard_walk(sr, SHARD_HEADER_BYTES, 1, scan_item, &x);
   shard_reader_close(&sr);
   return r;
 }

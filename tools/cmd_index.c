@@ -348,7 +348,12 @@ static int cmd_verify(int argc, char **argv) {
   if (store_lock_holder(argv[1], who, sizeof who))
     printf("note: a writer is active on %s (%s): shard tails and parts it has not committed "
            "yet show as notes\n", argv[1], who);
-  if (store_verify(argv[1], verify_line, NULL, &res)) return cli_error("index verify");
+  // A reader: shared reader lock while the shards are mapped (recovery cuts nothing then).
+  store_lock *rlock = NULL;
+  tsr_status vst = store_lock_read(&rlock, argv[1]);
+  if (!vst) vst = store_verify(argv[1], verify_line, NULL, &res);
+  store_lock_release(&rlock);
+  if (vst) return cli_error("index verify");
   int64_t bad = res.shards_bad + res.clips_bad;
   printf("verify %s: %lld shards (%lld bad), %lld clips (%lld bad), %.3f GB checked in %.1f s; "
          "%lld unreferenced shards, %lld uncommitted bytes, %lld unmerged parts: %s\n",
@@ -400,8 +405,13 @@ static int cmd_recover(int argc, char **argv) {
            "empty, damaged or records no clip while the shards hold clips, it first rebuilds\n"
            "the index from the shards (every clip block carries its metadata; the old index\n"
            "is kept as index.sqlite.unusable-TIME). Failed sources cannot be recovered from\n"
-           "shards (they have no block): a rerun of ingest tries them again. Takes the store's\n"
-           "writer lock: refused while an ingest or merge writes to the store.\n");
+           "shards (they have no block): a rerun of ingest tries them again. A damaged block\n"
+           "loses its source only: the blocks after it are read on. Nothing that holds a\n"
+           "complete clip block the index lacks is deleted: such shards and shard tails are\n"
+           "moved into STORE/quarantine/TIME-PID/ (named in the output); after a rebuild,\n"
+           "every complete block is. Takes the store's writer lock: refused while an ingest or\n"
+           "merge writes to the store, and while a process reads it (train, export, verify:\n"
+           "STORE/readers/), whose shards recovery could cut under it.\n");
     return 0;
   }
   if (store_only(argc, argv, "STORE")) return cli_usage_error("index recover");
@@ -410,9 +420,17 @@ static int cmd_recover(int argc, char **argv) {
   store_index *ix = NULL;
   store_recovery rep = {0};
   store_rebuild_report rb = {0};
-  char why[1024] = "";
+  char why[1024] = "", readers[1024] = "";
   int rebuilt = 0;
   tsr_status st = store_lock_acquire(&lock, dir, 0);
+  // Readers stay out for the whole command: recovery may cut and remove shard bytes, and
+  // a process that maps them would die of SIGBUS. With readers active nothing is done.
+  store_lock *guard = NULL;
+  if (!st) st = store_lock_exclude_readers(&guard, dir, readers, sizeof readers);
+  if (!st && !guard)
+    st = err_set(TSR_EINVAL, "store %s is being read by %s; recovery may cut and remove shard "
+                 "bytes such a process has mapped: wait for it to finish or stop it, then run "
+                 "again. Nothing was changed", dir, readers);
   if (!st) st = store_index_state(dir, why, sizeof why);
   if (!st && why[0]) {
     fprintf(stderr, "recover: store %s has clips in its shards but %s: rebuilding the index "
@@ -420,9 +438,12 @@ static int cmd_recover(int argc, char **argv) {
     st = store_rebuild(dir, rebuild_line, NULL, &rb);
     rebuilt = !st;
   }
+  // After a rebuild the store was damaged: no complete block is known to be garbage.
+  store_recover_opts ro = {.keep_blocks = rebuilt, .readers_excluded = 1};
   if (!st) st = store_open(&ix, dir, 0, NULL);
-  if (!st) st = store_recover_report(dir, ix, &rep);
+  if (!st) st = store_recover_with(dir, ix, &ro, &rep);
   index_close(&ix);
+  store_lock_release(&guard);
   store_lock_release(&lock);
   if (st) return cli_error("index recover");
   if (rebuilt)
@@ -434,10 +455,21 @@ static int cmd_recover(int argc, char **argv) {
            (long long)rb.sources, (long long)rb.clips, (long long)rb.clips_unknown_source,
            (long long)rb.blocks_left, rb.old_index_kept ? "; the old index is kept as " : "",
            rb.old_index_kept ? rb.old_index : "");
+  if (rebuilt && rb.damaged_bytes)
+    printf("recover %s: %lld damaged bytes inside shards were passed over; the blocks after them "
+           "were recovered\n", dir, (long long)rb.damaged_bytes);
   printf("recover %s: %lld parts merged (%lld clips), %lld shard tails cut (%lld bytes), %lld "
          "shards and %lld temporary files removed\n", dir, (long long)rep.parts_merged,
          (long long)rep.clips_merged, (long long)rep.shards_truncated, (long long)rep.bytes_cut,
          (long long)rep.shards_removed, (long long)rep.tmp_removed);
+  if (rep.quarantine[0]) {
+    char q[4 * sizeof rep.quarantine];
+    printf("recover %s: %lld shards and %lld shard tails (%lld bytes) it could not use were "
+           "moved into the quarantine folder %s (nothing was deleted; a tail is kept as a shard "
+           "file of its blocks)\n", dir, (long long)rep.shards_quarantined,
+           (long long)rep.tails_quarantined, (long long)rep.bytes_quarantined,
+           term_escape(q, sizeof q, rep.quarantine));
+  }
   return 0;
 }
 
