@@ -79,6 +79,10 @@ static tsr_status add_meta(st_writer *w, const ckpt_state *cs) {
   if (!r) r = meta_i64(w, "store_vae_s", s->vae_s);
   if (!r) r = meta_i64(w, "clips", cs->store_clips);
   if (!r) r = st_writer_meta(w, "labels", labels_s);
+  snprintf(buf, sizeof buf, "%016llx", (unsigned long long)cs->store_fingerprint);
+  if (!r) r = st_writer_meta(w, "store_fingerprint", buf);
+  if (!r && cs->plan_settings) r = st_writer_meta(w, "plan_settings", cs->plan_settings);
+  if (!r && cs->sample_due) r = st_writer_meta(w, "sample_due", "1");
   free(ini);
   free(labels_s);
   return r;
@@ -273,6 +277,23 @@ static tsr_status read_store(const st_reader *st, store_settings *s) {
   return r;
 }
 
+// The keys a resume compares with the run it continues (absent in older files: then
+// has_fingerprint = 0 and plan_settings "").
+static tsr_status read_run_keys(const st_reader *st, ckpt_meta *m) {
+  const char *fp = st_meta(st, "store_fingerprint"), *ps = st_meta(st, "plan_settings");
+  if (fp) {
+    if (strlen(fp) != 16 || strspn(fp, "0123456789abcdef") != 16)
+      return err_set(TSR_EFORMAT, "checkpoint %s: metadata 'store_fingerprint' = '%.40s' is not "
+                     "16 hex digits", st_path(st), fp);
+    m->has_fingerprint = 1;
+    m->store_fingerprint = strtoull(fp, NULL, 16);
+  }
+  if (ps) snprintf(m->plan_settings, sizeof m->plan_settings, "%s", ps);
+  const char *sd = st_meta(st, "sample_due");
+  m->sample_due = sd && !strcmp(sd, "1");
+  return TSR_OK;
+}
+
 static tsr_status read_meta(const st_reader *st, ckpt_meta *m) {
   memset(m, 0, sizeof *m);
   const char *fmt, *ini;
@@ -296,6 +317,7 @@ static tsr_status read_meta(const st_reader *st, ckpt_meta *m) {
     r = err_wrap(r, "checkpoint %s: metadata 'config': ", st_path(st));
   if (!r) r = read_store(st, &m->store);
   if (!r) r = read_labels(st, m);
+  if (!r) r = read_run_keys(st, m);
   if (r) ckpt_meta_free(m);
   return r;
 }

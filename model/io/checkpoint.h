@@ -13,7 +13,12 @@
 //   sampler_epoch, sampler_pos (the next batch's position), rng ("philox4x32-10 seed=S":
 //   the objective's randomness is keyed by (seed, step, clip), so seed and step are the
 //   whole RNG state), store settings (fps, short_side, patch, channels, dtype), clips
-//   (store clip count, for the sampler), labels (JSON array of class names, id order).
+//   (store clip count, for the sampler), labels (JSON array of class names, id order),
+//   store_fingerprint (16 hex digits: model/train/data.h data_fingerprint of the clip table
+//   trained on; absent in older files), plan_settings (what shapes the plans: mem_tokens,
+//   ranks, ranks per node, --plan, cost model; a resume with others is not bitwise),
+//   sample_due ("1": the run's samples of this step were due and tried before this file
+//   was written; a resume writes them if they are missing).
 //
 // Durability: written to PATH.tmp, fsync'ed, renamed to PATH, directory fsync'ed
 // (model/safetensors.h), so a crash never leaves a half-written file under a
@@ -62,6 +67,10 @@ typedef struct {
   int64_t clips;
   int n_labels;
   char **labels;  // (n_labels) class names
+  int has_fingerprint;         // 0: a file from before store_fingerprint was recorded
+  uint64_t store_fingerprint;
+  char plan_settings[512];     // "" when the file records none
+  int sample_due;              // samples of this step were due (train.sample_every)
 } ckpt_meta;
 
 void ckpt_meta_free(ckpt_meta *m);
@@ -79,6 +88,9 @@ typedef struct {
   int64_t store_clips;             // its clips
   const char *const *labels;       // (n_labels) class names in class-id order
   int n_labels;
+  uint64_t store_fingerprint;      // data_fingerprint of the store trained on
+  const char *plan_settings;       // what shaped the plans (NULL: not recorded)
+  int sample_due;                  // 1: samples of this step were due and tried before
 } ckpt_state;
 
 // Writes the state (weights, EMA, moments, step, sampler, config, store settings and

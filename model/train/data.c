@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/comm.h"
+#include "core/hash.h"
+#include "core/log.h"
 #include "core/rng.h"
 #include "ingest/shard.h"
 
@@ -26,6 +29,11 @@ struct data_store {
   int64_t n_captions;        // clips with a caption
   int caption_dim;           // widest caption (all must be the model's text_dim)
   int caption_max_tokens;    // longest caption
+  store_lock *reader;        // the store's reader lock, held until the shards are unmapped
+  int skip_bad;              // data_open_with: unreadable clips are marked, not fatal
+  char **shard_error;        // (n_shards) skip_bad: why the shard could not be opened
+  uint8_t *unusable;         // (n) skip_bad: 1: the clip cannot be read (see clip_unusable)
+  int64_t n_unusable;
 };
 
 static int grow(void **p, int64_t *cap, int64_t need, size_t elem) {
@@ -133,42 +141,78 @@ static tsr_status build_labels(data_store *d) {
   return TSR_OK;
 }
 
+// Opens shard i (header checked against the store's settings). With skip_bad a shard that
+// fails is remembered (its clips become unusable) instead of failing the open.
 static tsr_status open_shard(data_store *d, int32_t i) {
   char path[PATH_MAX];
   if (snprintf(path, sizeof path, "%s/%s", d->dir, d->shards[i]) >= (int)sizeof path)
     return err_set(TSR_EINVAL, "store %s: shard path too long", d->dir);
   tsr_status r = shard_reader_open(&d->readers[i], path, &d->settings);
+  if (r && d->skip_bad && r != TSR_ENOMEM) {
+    if (!(d->shard_error[i] = strdup(err_msg())))
+      return err_set(TSR_ENOMEM, "out of memory opening store %s", d->dir);
+    err_clear();
+    return TSR_OK;
+  }
   return r ? err_wrap(r, "store %s: ", d->dir) : TSR_OK;
+}
+
+// Why the clip at position i cannot be read (data_open_with skip_bad), as an error naming
+// the clip, its shard and offset: the same kind of message as a failed checksum, so the
+// trainer's skipping reports it alike.
+static tsr_status clip_unusable(const data_store *d, int64_t i) {
+  const data_clip *c = &d->clips[i];
+  if (d->shard_error[c->shard])
+    return err_set(TSR_EFORMAT, "clip %lld of store %s (offset %lld) is in a shard that cannot "
+                   "be read: %s", (long long)c->id, d->dir, (long long)c->offset,
+                   d->shard_error[c->shard]);
+  return err_set(TSR_EFORMAT, "store %s: clip %lld lies past the end of shard %s: its block at "
+                 "offset %lld (%d header + %lld payload bytes) ends past the shard's %lld bytes "
+                 "(shard truncated or index row damaged)", d->dir, (long long)c->id,
+                 d->shards[c->shard], (long long)c->offset, SHARD_BLOCK_HEADER_BYTES,
+                 (long long)c->bytes, (long long)shard_reader_size(d->readers[c->shard]));
 }
 
 // Every clip's block (header + payload) must lie inside its shard file: an index row that
 // points past the end (a truncated shard, a damaged row) fails here, at start, not at the
 // step that draws the clip. Index numbers and file sizes only: no block is read.
-static tsr_status check_bounds(const data_store *d) {
+// With skip_bad such a clip (or one of a shard that could not be opened) is marked unusable.
+static tsr_status check_bounds(data_store *d) {
   for (int64_t i = 0; i < d->n; i++) {
     const data_clip *c = &d->clips[i];
-    int64_t size = shard_reader_size(d->readers[c->shard]);
-    // offset >= SHARD_HEADER_BYTES and bytes >= 0 (load_clip), so no term below wraps
-    if (c->offset > size - SHARD_BLOCK_HEADER_BYTES ||
-        c->bytes > size - c->offset - SHARD_BLOCK_HEADER_BYTES)
-      return err_set(TSR_EFORMAT,
-                     "store %s: clip %lld lies past the end of shard %s: its block at offset %lld "
-                     "(%d header + %lld payload bytes) ends past the shard's %lld bytes (shard "
-                     "truncated or index row damaged); run `tessera index verify %s` to list "
-                     "every bad clip", d->dir, (long long)c->id, d->shards[c->shard],
-                     (long long)c->offset, SHARD_BLOCK_HEADER_BYTES, (long long)c->bytes,
-                     (long long)size, d->dir);
+    int bad = d->shard_error[c->shard] != NULL;
+    if (!bad) {
+      int64_t size = shard_reader_size(d->readers[c->shard]);
+      // offset >= SHARD_HEADER_BYTES and bytes >= 0 (load_clip), so no term below wraps
+      bad = c->offset > size - SHARD_BLOCK_HEADER_BYTES ||
+            c->bytes > size - c->offset - SHARD_BLOCK_HEADER_BYTES;
+    }
+    if (!bad) continue;
+    if (!d->skip_bad) {
+      char why[2048];
+      clip_unusable(d, i);
+      snprintf(why, sizeof why, "%s", err_msg());
+      return err_set(TSR_EFORMAT, "%s; run `tessera index verify %s` to list every bad clip, or "
+                     "train without the clips that cannot be read: --skip-bad-clips", why, d->dir);
+    }
+    d->unusable[i] = 1;
+    d->n_unusable++;
   }
   return TSR_OK;
 }
 
-tsr_status data_open(data_store **out, const char *dir) {
+tsr_status data_open(data_store **out, const char *dir) { return data_open_with(out, dir, NULL); }
+
+tsr_status data_open_with(data_store **out, const char *dir, const data_open_opts *o) {
   *out = NULL;
   data_store *d = calloc(1, sizeof *d);
   if (!d) return err_set(TSR_ENOMEM, "out of memory opening store %s", dir);
   snprintf(d->dir, sizeof d->dir, "%s", dir);
+  d->skip_bad = o && o->skip_bad;
   store_index *ix = NULL;
   tsr_status r = store_open(&ix, dir, 0, NULL);
+  // the reader lock before the rows are read: no writer cuts a block they point at
+  if (!r) r = store_lock_read(&d->reader, dir);
   if (!r) r = index_settings(ix, &d->settings);
   if (!r) {
     load_ctx x = {d, TSR_OK};
@@ -181,14 +225,25 @@ tsr_status data_open(data_store **out, const char *dir) {
                 "(`tessera ingest SRC --out %s`)", dir, dir);
   if (!r) r = build_labels(d);
   if (!r) {
-    d->readers = calloc((size_t)(d->n_shards ? d->n_shards : 1), sizeof *d->readers);
-    if (!d->readers) r = err_set(TSR_ENOMEM, "out of memory opening store %s", dir);
+    size_t ns = (size_t)(d->n_shards ? d->n_shards : 1);
+    d->readers = calloc(ns, sizeof *d->readers);
+    d->shard_error = calloc(ns, sizeof *d->shard_error);
+    if (!d->readers || !d->shard_error || !(d->verified = calloc((size_t)d->n, 1)) ||
+        !(d->caption_verified = calloc((size_t)d->n, 1)) ||
+        !(d->unusable = calloc((size_t)d->n, 1)))
+      r = err_set(TSR_ENOMEM, "out of memory opening store %s", dir);
   }
   for (int32_t i = 0; !r && i < d->n_shards; i++) r = open_shard(d, i);  // headers checked now
   if (!r) r = check_bounds(d);
-  if (!r && (!(d->verified = calloc((size_t)d->n, 1)) ||
-             !(d->caption_verified = calloc((size_t)d->n, 1))))
-    r = err_set(TSR_ENOMEM, "out of memory opening store %s", dir);
+  if (!r && d->n_unusable && comm_rank() == 0) {
+    int64_t first = 0;
+    while (!d->unusable[first]) first++;
+    clip_unusable(d, first);
+    log_warn("store %s: %lld of its %lld clips cannot be read and will be skipped "
+             "(--skip-bad-clips), the first: %s", dir, (long long)d->n_unusable,
+             (long long)d->n, err_msg());
+    err_clear();
+  }
   if (r) {
     data_close(&d);
     return r;
@@ -202,8 +257,10 @@ void data_close(data_store **pd) {
   if (!d) return;
   for (int32_t i = 0; i < d->n_shards; i++) {
     if (d->readers) shard_reader_close(&d->readers[i]);
+    if (d->shard_error) free(d->shard_error[i]);
     free(d->shards[i]);
   }
+  store_lock_release(&d->reader);  // every shard is unmapped now
   if (d->clip_label)
     for (int64_t i = 0; i < d->n; i++) free(d->clip_label[i]);
   for (int k = 0; k < d->n_labels; k++) free(d->labels[k]);
@@ -214,6 +271,8 @@ void data_close(data_store **pd) {
   free(d->clips);
   free(d->verified);
   free(d->caption_verified);
+  free(d->shard_error);
+  free(d->unusable);
   free(d);
   *pd = NULL;
 }
@@ -242,6 +301,7 @@ tsr_status data_clip_tokens(data_store *d, int64_t i, int verify, const uint8_t 
   if (i < 0 || i >= d->n)
     return err_set(TSR_EINVAL, "store %s: clip position %lld out of range (%lld clips)", d->dir,
                    (long long)i, (long long)d->n);
+  if (d->unusable[i]) return clip_unusable(d, i);
   const data_clip *c = &d->clips[i];
   int hash = verify && !d->verified[i];
   tsr_status r = shard_reader_clip(d->readers[c->shard], c->offset, c->bytes, c->checksum, hash,
@@ -260,6 +320,7 @@ tsr_status data_clip_caption(data_store *d, int64_t i, int verify, const void **
                    (long long)i, (long long)d->n);
   const data_clip *c = &d->clips[i];
   if (!c->caption_offset) return TSR_OK;
+  if (d->unusable[i]) return clip_unusable(d, i);
   store_clip row = {.caption_offset = c->caption_offset, .caption_tokens = c->caption_tokens,
                     .caption_dim = c->caption_dim, .caption_checksum = c->caption_checksum};
   int hash = verify && !d->caption_verified[i];
@@ -278,6 +339,39 @@ tsr_status data_clip_verify(data_store *d, int64_t i) {
   store_dtype dt;
   tsr_status r = data_clip_tokens(d, i, 1, &tok);
   return r ? r : data_clip_caption(d, i, 1, &emb, &n, &dt);
+}
+
+int64_t data_num_unusable(const data_store *d) { return d->n_unusable; }
+
+uint64_t data_fingerprint(const data_store *d) {
+  uint64_t h = hash_fnv1a(HASH_FNV1A_INIT, &d->n, sizeof d->n);
+  for (int64_t i = 0; i < d->n; i++) {
+    const data_clip *c = &d->clips[i];
+    int64_t v[9] = {c->id, c->T, c->H, c->W, c->bytes, (int64_t)c->checksum,
+                    c->caption_offset != 0, c->caption_tokens * (int64_t)c->caption_dim,
+                    (int64_t)c->caption_checksum};
+    h = hash_fnv1a(h, v, sizeof v);
+    const char *label = c->label >= 0 ? d->labels[c->label] : "";
+    h = hash_fnv1a(h, label, strlen(label) + 1);  // the NUL ends it: "a"+"b" != "ab"+""
+  }
+  return h;
+}
+
+void data_clip_line(const data_store *d, int64_t i, char *out, size_t n) {
+  const data_clip *c = &d->clips[i];
+  int k = snprintf(out, n, "%lld %d %d %d %lld %016llx %016llx ", (long long)c->id, c->T, c->H,
+                   c->W, (long long)c->bytes, (unsigned long long)c->checksum,
+                   (unsigned long long)c->caption_checksum);
+  size_t len = k > 0 && (size_t)k < n ? (size_t)k : n - 1;
+  for (const unsigned char *p = (const unsigned char *)(c->label >= 0 ? d->labels[c->label] : "");
+       *p && len + 5 < n; p++) {
+    if (*p == '\\') len += (size_t)snprintf(out + len, n - len, "\\\\");
+    else if (*p == '\t') len += (size_t)snprintf(out + len, n - len, "\\t");
+    else if (*p == '\n') len += (size_t)snprintf(out + len, n - len, "\\n");
+    else if (*p < 0x20 || *p == 0x7f) len += (size_t)snprintf(out + len, n - len, "\\x%02x", *p);
+    else out[len++] = (char)*p;
+  }
+  out[len] = 0;
 }
 
 int64_t data_num_captions(const data_store *d) { return d->n_captions; }

@@ -9,7 +9,9 @@
 // truncated shard or a row pointing past its end fails at open, naming the clip. A clip's
 // tokens are a pointer into a read-only mapping, valid until data_close.
 // Every rank of a multi-rank job opens the store itself and reads only the clips (or
-// CP chunks) it was assigned.
+// CP chunks) it was assigned. A data_store holds the store's reader lock (ingest/store.h
+// "Locks") from before it reads the index until data_close has unmapped every shard, so
+// no writer cuts shard bytes it may read (it would die of SIGBUS).
 //
 // Clips are named two ways: their store id (index `clips.id`, stable, used as the RNG
 // key of the objective) and their position 0..n-1 in the table (id order), used by the
@@ -54,7 +56,26 @@ typedef struct data_store data_store;
 // int64, offset not a block offset), or a clip's block runs past the end of its shard
 // (the message names the clip, shard, offset and the shard's size).
 tsr_status data_open(data_store **d, const char *dir);
+// data_open with options. skip_bad (`train --skip-bad-clips`): a shard that cannot be
+// opened, or a clip whose block lies past the end of its shard (a truncated shard), does
+// not fail the open: such clips are unusable (data_clip_tokens fails for them, naming the
+// clip and why, so the trainer skips them as it skips a failed checksum), with one warning
+// (rank 0) counting them.
+typedef struct {
+  int skip_bad;
+} data_open_opts;
+tsr_status data_open_with(data_store **d, const char *dir, const data_open_opts *o);
 void data_close(data_store **d);
+// Clips data_open_with(skip_bad) found unreadable.
+int64_t data_num_unusable(const data_store *d);
+// A fingerprint of the clip table (FNV-1a over every clip's id, grid, bytes, checksum,
+// label name and caption): two stores with the same fingerprint train the same batches
+// with the same keys. A checkpoint records it, so --resume can tell another store (or a
+// changed one) from the one the run started with, whatever the clip count.
+uint64_t data_fingerprint(const data_store *d);
+// One clip's line for a run's record of its store (model/train/resume.c): "id T H W bytes
+// checksum caption_checksum label", the label escaped (\\, \t, \n, \xNN), empty for none.
+void data_clip_line(const data_store *d, int64_t i, char *out, size_t n);
 
 const char *data_dir(const data_store *d);
 const store_settings *data_settings(const data_store *d);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/fs.h"
 #include "core/log.h"
@@ -96,4 +97,25 @@ tsr_status train_write_samples(trainer *tr, const train_options *o) {
            "each) in %s (%.1f s)", (long long)tr->step, what, tr->tc.sample_steps, T, H, W,
            written, time_now() - t0);
   return TSR_OK;
+}
+
+int train_sample_exists(const char *run_dir, int64_t step) {
+  static const char *const exts[] = {"mp4", "y4m"};  // video_write's: with media, without
+  for (int k = 0; k < 2; k++) {
+    char path[PATH_MAX];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/samples/sample-%lld.%s", run_dir, (long long)step, exts[k]);
+    if (stat(path, &sb) == 0) return 1;
+  }
+  return 0;
+}
+
+void train_samples_step(trainer *tr, const train_options *o) {
+  if (!train_write_samples(tr, o)) return;
+  // Samples are a view of the run, not its state: a full disk, a bad path or a missing
+  // encoder must not cost the checkpoint that follows (nor the steps after it).
+  tr->samples_failed++;
+  log_warn("train: %s; training goes on: the checkpoint of this step records the samples as "
+           "due, and a --resume from it writes them", err_msg());
+  err_clear();
 }

@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "model/io/checkpoint.h"
 #include "model/train/memory.h"
+#include "model/train/resume.h"
 
 // Cost model of the plan when no --cost file is given: the tiny model's CPU costs
 // measured on a 2-core machine (docs/train.md). With one rank the plan is a packing of the
@@ -90,11 +91,11 @@ static tsr_status check_ranks_agree(const trainer *tr) {
   if (comm_size() == 1) return TSR_OK;
   char *ini = config_to_ini(&tr->mc, &tr->tc);
   if (!ini) return err_set(TSR_ENOMEM, "out of memory");
-  // FNV-1a of the config text and the store's clip count
+  // FNV-1a of the config text and the store's clip table (its fingerprint)
   uint64_t h = hash_fnv1a(HASH_FNV1A_INIT, ini, strlen(ini));
   free(ini);
-  int64_t nclips = data_num_clips(tr->data);
-  h = hash_fnv1a(h, &nclips, sizeof nclips);
+  uint64_t fp = data_fingerprint(tr->data);
+  h = hash_fnv1a(h, &fp, sizeof fp);
   int64_t v[2] = {(int64_t)(h >> 1), -(int64_t)(h >> 1)};  // max and -min in one reduction
   tsr_status r = comm_allreduce_max_i64(v, 2);
   if (r) return r;
@@ -140,23 +141,12 @@ static tsr_status check_resume_config(const ckpt_meta *cm, const trainer *tr, co
   return r;
 }
 
-static tsr_status check_resume_store(const ckpt_meta *cm, const trainer *tr, const char *path) {
-  char diff[512];
-  if (store_settings_diff(&cm->store, data_settings(tr->data), diff, sizeof diff))
-    return err_set(TSR_EMISMATCH, "--resume: store %s's settings differ from those checkpoint %s "
-                   "was trained on: %s", data_dir(tr->data), path, diff);
-  if (cm->clips != data_num_clips(tr->data))
-    return err_set(TSR_EMISMATCH, "--resume: store %s has %lld clips, checkpoint %s was trained "
-                   "on %lld: the sampler's order would change; resume on the same store or "
-                   "fine-tune with --init", data_dir(tr->data),
-                   (long long)data_num_clips(tr->data), path, (long long)cm->clips);
-  return TSR_OK;
-}
-
 // The checkpoint's view of the trainer, with the sampler at `pos`. names: (n_labels)
-// scratch for the label pointers, freed by the caller.
-static tsr_status trainer_state(const trainer *tr, const data_sampler *pos, ckpt_state *cs,
-                                const char ***names) {
+// scratch for the label pointers, freed by the caller; plan: (256) scratch for the plan
+// settings of plan_kind; sample_due: the step's samples were due (and tried) before.
+static tsr_status trainer_state(const trainer *tr, const data_sampler *pos, int plan_kind,
+                                int sample_due, ckpt_state *cs, const char ***names,
+                                char *plan) {
   int n = data_num_labels(tr->data);
   if (!(*names = malloc((size_t)(n ? n : 1) * sizeof **names)))
     return err_set(TSR_ENOMEM, "checkpoint: no memory");
@@ -165,19 +155,24 @@ static tsr_status trainer_state(const trainer *tr, const data_sampler *pos, ckpt
                      .adam_v = tr->adam_v, .mc = &tr->mc, .tc = &tr->tc, .step = tr->step,
                      .sampler_epoch = pos->epoch, .sampler_pos = pos->pos,
                      .store = data_settings(tr->data), .store_clips = data_num_clips(tr->data),
-                     .labels = *names, .n_labels = n};
+                     .labels = *names, .n_labels = n,
+                     .store_fingerprint = data_fingerprint(tr->data), .plan_settings = plan,
+                     .sample_due = sample_due};
+  train_plan_settings(tr, plan_kind, plan, 256);
   return TSR_OK;
 }
 
 // Restores the state of `path` (resume) or its weights only (init).
-static tsr_status start_from(trainer *tr, const char *path, int resume) {
+static tsr_status start_from(trainer *tr, const train_options *o, const char *path, int resume) {
   ckpt_meta cm = {0};
   tsr_status r = ckpt_read_meta(path, &cm);
   if (!r && resume) r = check_resume_config(&cm, tr, path);
-  if (!r && resume) r = check_resume_store(&cm, tr, path);
+  if (!r && resume) r = train_resume_check_store(&cm, tr, path, o->run_dir);
+  if (!r && resume) train_resume_check_plan(&cm, tr, o->plan_kind, path);
   ckpt_state cs;
   const char **names = NULL;
-  if (!r) r = trainer_state(tr, &tr->sampler, &cs, &names);
+  char plan[256];
+  if (!r) r = trainer_state(tr, &tr->sampler, o->plan_kind, 0, &cs, &names, plan);
   if (!r) r = ckpt_load(path, &cs, resume ? CKPT_LOAD_WEIGHTS | CKPT_LOAD_EMA | CKPT_LOAD_OPTIM
                                           : CKPT_LOAD_WEIGHTS);
   free(names);
@@ -188,6 +183,9 @@ static tsr_status start_from(trainer *tr, const char *path, int resume) {
   if (!r && resume) {
     tr->step = cm.step;
     r = data_sampler_seek(&tr->sampler, cm.sampler_epoch, cm.sampler_pos);
+    // a sample the checkpoint says was due, lost to a failed write: written first
+    tr->sample_pending = tr->rank == 0 && cm.sample_due && tr->tc.sample_every > 0 &&
+                         !train_sample_exists(o->run_dir, cm.step);
   }
   if (!r && !resume) r = train_ema_reset(tr);
   ckpt_meta_free(&cm);
@@ -390,17 +388,22 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
     if (lead) progress_update(&pg, (double)(tr->step - start), (double)(stop - start), last || val,
                     "step %lld/%lld loss %.4f%s lr %.2e |g| %.3f %.0f tok/s", (long long)tr->step,
                     (long long)stop, st.loss, vtext, st.lr, st.grad_norm, st.tokens_per_s);
+    // Samples read the EMA weights only, on a model of their own: the training state and
+    // its randomness (keyed by seed, step and clip) are untouched, so resume stays bitwise.
+    // They come before the step's checkpoint, which records them as due: a crash between
+    // the two resumes from the checkpoint before and writes them again; a failed write is
+    // a warning and the checkpoint still follows (train_samples_step).
+    const int sample_due =
+        lead && tr->tc.sample_every > 0 && (tr->step % tr->tc.sample_every == 0 || last);
+    if (!r && sample_due) train_samples_step(tr, o);
     if (!r && lead && ((tr->tc.ckpt_every > 0 && tr->step % tr->tc.ckpt_every == 0) || last)) {
       ckpt_state cs;
       const char **names = NULL;
-      r = trainer_state(tr, &saved, &cs, &names);
+      char plan[256];
+      r = trainer_state(tr, &saved, o->plan_kind, sample_due, &cs, &names, plan);
       if (!r) r = ckpt_save_run(o->run_dir, &cs, tr->tc.ckpt_keep);
       free(names);
     }
-    // Samples read the EMA weights only, on a model of their own: the training state and
-    // its randomness (keyed by seed, step and clip) are untouched, so resume stays bitwise.
-    if (!r && lead && tr->tc.sample_every > 0 && (tr->step % tr->tc.sample_every == 0 || last))
-      r = train_write_samples(tr, o);
   }
   if (lead) progress_end(&pg);
   sched_pipeline_stats ps = {0};
@@ -423,6 +426,10 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) 
              "by noise level: %s; by length: %s)", val_first.loss, (long long)val_first.step,
              val_last.loss, (long long)val_last.step, (long long)val_last.clips, lv, bk);
   }
+  if (!r && lead && tr->samples_failed)
+    log_warn("train: %lld sample writes failed (see the warnings above); the checkpoints record "
+             "them, and a --resume from a checkpoint whose samples are missing writes them",
+             (long long)tr->samples_failed);
   if (!r && lead && tr->bad_clips)
     log_warn("train: %lld bad clips skipped (--skip-bad-clips); run `tessera index verify %s`",
              (long long)tr->bad_clips, data_dir(tr->data));
@@ -446,11 +453,12 @@ tsr_status train_run(const train_options *o) {
   if (!r) r = config_validate(&tr.mc, &tr.tc);
   if (!r) r = backend_for_precision(o->backend, tr.tc.precision, &tr.kb);
   // the store first: its value dtype is part of the memory model (host memory only)
-  if (!r) r = data_open(&tr.data, o->data_dir);
+  data_open_opts dopt = {.skip_bad = o->skip_bad_clips};
+  if (!r) r = data_open_with(&tr.data, o->data_dir, &dopt);
   // train.mem_tokens from the memory model (0: derived), the same on every rank
   if (!r)
-    r = train_memory_limit(&tr.tc, &tr.mc, tr.kb, store_dtype_size(data_settings(tr.data)->dtype),
-                           o->mem_bytes, &mem, &capacity, &cap_source);
+    r = train_memory_limit_run(&tr, o, store_dtype_size(data_settings(tr.data)->dtype), &mem,
+                               &capacity, &cap_source);
   if (!r && comm_rank() == 0) {
     char what[768];  // train_memory_format's line
     train_memory_format(&mem, what, sizeof what);
@@ -471,8 +479,9 @@ tsr_status train_run(const train_options *o) {
     if (stat(o->init_ckpt, &sb))
       r = err_set(TSR_EIO, "--init %s: %s", o->init_ckpt, strerror(errno));
   }
-  if (!r && comm_rank() == 0) r = fs_mkdir_p(o->run_dir);
-  if (!r && comm_rank() == 0) r = ckpt_clean_tmp(o->run_dir);
+  // one run writes RUN at a time: locked before anything in it is touched
+  lockfile *run_lock = NULL;
+  if (!r) r = train_run_dir_open(&run_lock, o->run_dir);
   char latest[PATH_MAX] = "";
   int64_t latest_step = -1;
   if (!r) {
@@ -503,9 +512,16 @@ tsr_status train_run(const train_options *o) {
   if (!r && !tr.cb) r = err_set(TSR_EINVAL, "train: no communication backend given");
   if (!r) r = trainer_setup(&tr);
   if (!r) {
-    if (o->resume) r = start_from(&tr, latest, 1);
-    else if (o->init_ckpt) r = start_from(&tr, o->init_ckpt, 0);
+    if (o->resume) r = start_from(&tr, o, latest, 1);
+    else if (o->init_ckpt) r = start_from(&tr, o, o->init_ckpt, 0);
     else if (!(r = dit_init(tr.model, (uint64_t)tr.tc.seed))) r = train_ema_reset(&tr);
+  }
+  // the store this run trained on, for a resume to say what changed (kept on a resume)
+  if (!r && comm_rank() == 0) r = train_store_record(&tr, o->run_dir, !o->resume);
+  if (!r && tr.sample_pending) {  // the resumed checkpoint's samples, lost to a failed write
+    log_info("train: the samples of step %lld are missing: writing them first",
+             (long long)tr.step);
+    train_samples_step(&tr, o);
   }
   int64_t stop = o->stop_step > 0 ? o->stop_step : tr.tc.steps;
   if (!r && comm_rank() == 0) {
@@ -553,5 +569,6 @@ tsr_status train_run(const train_options *o) {
   dit_free(&tr.sample_model);
   trainer_free(&tr);
   train_memory_counter_free(&counter);
+  lockfile_release(&run_lock);  // last: RUN is complete
   return r;
 }

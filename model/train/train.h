@@ -67,6 +67,8 @@ typedef struct {
   int64_t bad_clips;             // clips skipped so far by this process (--skip-bad-clips)
   double verify_s;               // seconds spent drawing batches and hashing their clips
   dit_model *sample_model;       // rank 0, train.sample_every: the EMA weights' sampling model
+  int sample_pending;            // rank 0, --resume: the checkpoint's sample is due and missing
+  int64_t samples_failed;        // rank 0: samples that could not be written (warned)
 } trainer;
 
 // Which plan a step runs: the scheduler's (Dynamic-CP, falling back to the better static
@@ -243,5 +245,13 @@ tsr_status train_run(const train_options *o);
 // Nothing of the training state is written, so the losses and resume are bitwise those
 // of a run without samples (tests/train/samples.sh).
 tsr_status train_write_samples(trainer *tr, const train_options *o);
+// The samples of a step as part of the run's state: written before the checkpoint of that
+// step (which records them as due), so a checkpoint never exists without its sample
+// having been tried; a failure is a warning naming the file and why (its temporary file
+// removed), counted in tr->samples_failed, and the run goes on to its checkpoint. A
+// --resume from a checkpoint whose sample is missing writes it first (tr->sample_pending).
+void train_samples_step(trainer *tr, const train_options *o);
+// 1 if RUN/samples/sample-STEP (.mp4 or .y4m) exists.
+int train_sample_exists(const char *run_dir, int64_t step);
 
 #endif
