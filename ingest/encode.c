@@ -58,8 +58,9 @@ static int try_open_codec(video_encoder *e, const AVCodec *codec, const encode_o
   cc->time_base = (AVRational){o->fps_den, o->fps_num};
   cc->framerate = (AVRational){o->fps_num, o->fps_den};
   cc->sample_aspect_ratio = (AVRational){1, 1};
-  cc->gop_size = o->fps_den > 0 ? 2 * ((o->fps_num + o->fps_den - 1) / o->fps_den) : 16;
-  if (cc->gop_size < 1) cc->gop_size = 16;
+  // a keyframe every 2 s, in 64-bit: any positive int fps (2^31-1 / 2^31-1 is 1 fps) fits
+  int64_t gop = o->fps_den > 0 ? 2 * (((int64_t)o->fps_num + o->fps_den - 1) / o->fps_den) : 16;
+  cc->gop_size = gop >= 1 && gop <= 600 ? (int)gop : gop < 1 ? 16 : 600;
   cc->thread_count = 0;  // libavcodec's choice
   cc->color_range = AVCOL_RANGE_MPEG;
   cc->colorspace = AVCOL_SPC_BT709;

@@ -15,6 +15,7 @@
 // the file's dtype, decoded_frames = latent frames read for the clip, frames = latent
 // frames stored (T * pt), duration = frames * vae_t / fps; the source's note names the
 // video (metadata 'source').
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,27 @@ static void convert(void *dst, store_dtype to, const void *src, store_dtype from
   }
 }
 
+// Why the file's values cannot be stored in the store's dtype ("" if they can), in buf: an
+// f32 value past bf16's range is finite in the file but would be stored as infinity (and
+// train as NaN), so such a file fails here instead. bf16 -> f32 and f32 -> f32 always fit.
+static void overflow(const latent_file *lf, const store_settings *s, char *buf, size_t n) {
+  buf[0] = 0;
+  if (s->dtype != STORE_DTYPE_BF16 || lf->dtype != STORE_DTYPE_F32) return;
+  int64_t total = (int64_t)lf->T * lf->H * lf->W * lf->C;
+  for (int64_t i = 0; i < total; i++) {
+    float v = latent_value(lf->latents, lf->dtype, (size_t)i);
+    if (!isinf(bf16_to_f32(bf16_from_f32(v)))) continue;
+    int64_t c = i % lf->C, x = i / lf->C % lf->W, y = i / lf->C / lf->W % lf->H,
+            t = i / lf->C / lf->W / lf->H;
+    snprintf(buf, n, "tensor 'latents' has %g at [t %lld, y %lld, x %lld, c %lld], past the "
+             "largest bf16 value (%g): the store keeps bf16 and it would become infinity. "
+             "Rescale the latents (the VAE's scaling factor), or ingest into a store of f32 "
+             "(--dtype f32)", v, (long long)t, (long long)y, (long long)x, (long long)c,
+             bf16_to_f32(0x7f7f));
+    return;
+  }
+}
+
 static tsr_status latent_source(ingest_worker *wk, const source_file *sf, store_source *src,
                                 ingest_clips *clips, ingest_text *txt) {
   const store_settings *s = &wk->o->settings;
@@ -91,12 +113,17 @@ static tsr_status latent_source(ingest_worker *wk, const source_file *sf, store_
   src->label = txt->label[0] ? txt->label : NULL;
   snprintf(txt->codec, sizeof txt->codec, "latents");
   snprintf(txt->pix_fmt, sizeof txt->pix_fmt, "%s", store_dtype_name(lf->dtype));
-  char why[256];
+  char why[512];
   mismatch(lf, s, why, sizeof why);
   const int H = lf->H / s->ph, W = lf->W / s->pw;
   if (why[0]) {
     snprintf(errbuf, errn, "latent file %s: %s (one store holds the latents of one VAE at one "
              "frame rate; ingest it into another store)", sf->path, why);
+    goto done;
+  }
+  overflow(lf, s, why, sizeof why);
+  if (why[0]) {
+    snprintf(errbuf, errn, "latent file %s: %s", sf->path, why);
     goto done;
   }
   if (H < 1 || W < 1 || lf->T < s->pt) {

@@ -79,7 +79,9 @@ static const config_key KEYS[] = {
     TK(min_lr, KT_FLOAT, 0.0, 10.0, "final learning rate"),
     TK(beta1, KT_FLOAT, 0.0, 0.999999, "Adam beta1"),
     TK(beta2, KT_FLOAT, 0.0, 0.999999, "Adam beta2"),
-    TK(adam_eps, KT_FLOAT, 0.0, 1.0, "Adam epsilon"),
+    // > 0: with 0 a gradient of exactly 0 gives 0 / 0 and the first step is NaN; below
+    // 1e-20 a gradient whose square underflows divides by almost nothing
+    TK(adam_eps, KT_FLOAT, 1e-20, 1.0, "Adam epsilon (0 makes the first step NaN)"),
     TK(weight_decay, KT_FLOAT, 0.0, 10.0, "AdamW weight decay"),
     TK(grad_clip, KT_FLOAT, -1.0, 1e9, "max gradient norm (<= 0: off)"),
     TK(ema_decay, KT_FLOAT, 0.0, 1.0, "EMA decay"),
@@ -285,7 +287,11 @@ tsr_status config_validate(const dit_config *m, const train_config *t) {
              : k->type == KT_INT         ? *(const int *)f
              : k->type == KT_PRECISION   ? (double)*(const kernels_dtype *)f
                                          : (double)*(const int64_t *)f;
-    if (!(d >= k->min && d <= k->max)) {
+    // a float key's bounds as floats: the value a file writes as 1e-20 is the float nearest
+    // to it, which may lie just below the double 1e-20
+    double lo = k->type == KT_FLOAT ? (float)k->min : k->min;
+    double hi = k->type == KT_FLOAT ? (float)k->max : k->max;
+    if (!(d >= lo && d <= hi)) {
       snprintf(buf, sizeof buf, "%g", d);
       return err_set(TSR_EINVAL, "%s.%s = %s is out of range [%g, %g] (%s)", k->section, k->name,
                      buf, k->min, k->max, k->help);
@@ -309,6 +315,13 @@ tsr_status config_validate(const dit_config *m, const train_config *t) {
   if (t->warmup > t->steps)
     return err_set(TSR_EINVAL, "train.warmup = %lld is above train.steps = %lld",
                    (long long)t->warmup, (long long)t->steps);
+  // AdamW's decay multiplies every decayed weight by 1 - lr * weight_decay each step: at 1
+  // or more the weights flip sign (or vanish) every step and grow without bound
+  if ((double)t->lr * t->weight_decay >= 1.0)
+    return err_set(TSR_EINVAL, "train.lr * train.weight_decay = %g * %g = %g: the decay would "
+                   "multiply the weights by %g each step (at 1 or more they flip sign and "
+                   "grow); keep the product well below 1", t->lr, t->weight_decay,
+                   (double)t->lr * t->weight_decay, 1.0 - (double)t->lr * t->weight_decay);
   return TSR_OK;
 }
 

@@ -68,12 +68,29 @@ static tsr_status for_each_out_frame(const sample_result *s, const preview *pv,
   return r;
 }
 
+static int64_t gcd64(int64_t a, int64_t b) {
+  while (b) {
+    int64_t t = a % b;
+    a = b, b = t;
+  }
+  return a;
+}
+
 // The size and frame rate of the video: the clip's, or the preview's (a latent frame per
-// frame, at the latent frame rate).
-static void out_geometry(const sample_result *s, const preview *pv, int *w, int *h, int *fps_den) {
+// frame, at the latent frame rate fps / vae_t, reduced; in 64-bit, as the store's fps may
+// be any positive int fraction). TSR_EINVAL if that rate has no int fraction.
+static tsr_status out_geometry(const sample_result *s, const preview *pv, int *w, int *h,
+                               int *fps_num, int *fps_den) {
   *w = pv ? pv->w * pv->up : s->W * s->mc.pw;
   *h = pv ? pv->h * pv->up : s->H * s->mc.ph;
-  *fps_den = s->store.fps_den * (pv ? s->store.vae_t : 1);
+  int64_t num = s->store.fps_num, den = (int64_t)s->store.fps_den * (pv ? s->store.vae_t : 1);
+  int64_t g = num > 0 && den > 0 ? gcd64(num, den) : 1;
+  num /= g, den /= g;
+  if (num < 1 || den < 1 || num > INT32_MAX || den > INT32_MAX)
+    return err_set(TSR_EINVAL, "frame rate %d/%d (VAE stride %d) gives no video frame rate",
+                   s->store.fps_num, s->store.fps_den, s->store.vae_t);
+  *fps_num = (int)num, *fps_den = (int)den;
+  return TSR_OK;
 }
 
 #ifdef TESSERA_HAVE_MEDIA
@@ -82,10 +99,10 @@ static tsr_status put_mp4(void *ctx, const uint8_t *rgb) {
 }
 
 static tsr_status write_mp4(const char *path, const sample_result *s, const preview *pv) {
-  encode_opts eo = {.fps_num = s->store.fps_num, .crf = 18};
-  out_geometry(s, pv, &eo.width, &eo.height, &eo.fps_den);
+  encode_opts eo = {.crf = 18};
   video_encoder *e = NULL;
-  tsr_status r = video_encoder_open(&e, path, &eo);
+  tsr_status r = out_geometry(s, pv, &eo.width, &eo.height, &eo.fps_num, &eo.fps_den);
+  if (!r) r = video_encoder_open(&e, path, &eo);
   if (!r) r = for_each_out_frame(s, pv, put_mp4, e);
   if (!r) r = video_encoder_finish(e);
   video_encoder_free(&e);
@@ -112,10 +129,10 @@ static tsr_status put_y4m(void *ctx, const uint8_t *rgb) {
 static tsr_status write_y4m(const char *path, const sample_result *s, const preview *pv) {
   fs_atomic a = {0};
   y4m_sink y;
-  int fps_den;
-  out_geometry(s, pv, &y.width, &y.height, &fps_den);
-  tsr_status r = fs_atomic_open(&a, path);
-  if (!r) r = y4m_write_header(y.f = a.f, y.width, y.height, s->store.fps_num, fps_den);
+  int fps_num, fps_den;
+  tsr_status r = out_geometry(s, pv, &y.width, &y.height, &fps_num, &fps_den);
+  if (!r) r = fs_atomic_open(&a, path);
+  if (!r) r = y4m_write_header(y.f = a.f, y.width, y.height, fps_num, fps_den);
   if (!r) r = for_each_out_frame(s, pv, put_y4m, &y);
   if (!r) r = fs_atomic_commit(&a);
   fs_atomic_abort(&a);

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +89,24 @@ static tsr_status add_meta(st_writer *w, const ckpt_state *cs) {
   return r;
 }
 
+// A set of n floats (host) must be finite throughout: the tensor of the first value that is
+// not, named with its set, is TSR_EINVAL for a save (a diverged run writes no checkpoint) and
+// TSR_EFORMAT for a load. NULL tensor name: in the padding between tensors.
+static tsr_status check_finite(const dit_model *m, const float *host, size_t n, int set,
+                               tsr_status code, const char *path) {
+  size_t i = 0;
+  while (i < n && isfinite(host[i])) i++;
+  if (i == n) return TSR_OK;
+  const char *name = "(padding)";
+  for (int k = 0; k < dit_num_tensors(m); k++) {
+    const dit_tensor *t = dit_tensor_info(m, k);
+    if (i >= t->offset && i < t->offset + t->numel) name = t->name;
+  }
+  return err_set(code, "checkpoint %s: tensor %s%s has a non-finite value (%g at element %zu)%s",
+                 path, set_prefix[set], name, host[i], i,
+                 code == TSR_EINVAL ? ": not written (the run diverged)" : "");
+}
+
 tsr_status ckpt_save(const char *path, const ckpt_state *cs) {
   const kernels_backend *kb = dit_backend(cs->model);
   size_t n = dit_num_params(cs->model);
@@ -96,6 +115,7 @@ tsr_status ckpt_save(const char *path, const ckpt_state *cs) {
   st_writer *w = NULL;
   tsr_status r = st_writer_new(&w);
   for (int s = 0; !r && s < NSETS; s++) r = kb->to_host(kb, host + s * n, set_buffer(cs, s), n * sizeof(float));
+  for (int s = 0; !r && s < NSETS; s++) r = check_finite(cs->model, host + s * n, n, s, TSR_EINVAL, path);
   for (int s = 0; !r && s < NSETS; s++) {
     char hash[24];
     snprintf(hash, sizeof hash, "%016llx",
@@ -256,25 +276,90 @@ static tsr_status read_labels(const st_reader *st, ckpt_meta *m) {
   return r;
 }
 
-static tsr_status read_store(const st_reader *st, store_settings *s) {
-  const char *fps, *patch, *maxs;
+// Metadata values are untrusted like every file's (a crafted fps of 2^31-1/2^31-1 or an
+// epoch of 2^63-1 overflowed signed arithmetic in the encoder and the sampler): each number
+// is parsed whole, as an int where it is one, and then held to its limits.
+
+// The int value of `key` in [lo, hi] into *out.
+static tsr_status meta_int_in(const st_reader *st, const char *key, int lo, int hi, int *out) {
   int64_t v;
-  int used = 0;
-  tsr_status r = meta_get(st, "store_fps", &fps);
-  if (!r && (sscanf(fps, "%d/%d%n", &s->fps_num, &s->fps_den, &used) != 2 || fps[used]))
-    r = err_set(TSR_EFORMAT, "checkpoint %s: store_fps '%s' is not N/D", st_path(st), fps);
-  if (!r) r = meta_get(st, "store_patch", &patch);
-  if (!r && (sscanf(patch, "%dx%dx%d%n", &s->pt, &s->ph, &s->pw, &used) != 3 || patch[used]))
-    r = err_set(TSR_EFORMAT, "checkpoint %s: store_patch '%s' is not PTxPHxPW", st_path(st), patch);
-  if (!r && !(r = meta_int(st, "store_short_side", 0, &v))) s->short_side = (int)v;
-  if (!r && !(r = meta_int(st, "store_channels", 1, &v))) s->channels = (int)v;
-  if (!r && !(r = meta_int(st, "store_dtype", 0, &v))) s->dtype = (store_dtype)v;
-  if (!r) r = meta_get(st, "store_max_seconds", &maxs);
-  if (!r) s->max_seconds = strtod(maxs, NULL);
-  // the VAE strides of a latent store: absent in checkpoints of pixel stores made before
-  if (!r && st_meta(st, "store_vae_t") && !(r = meta_int(st, "store_vae_t", 0, &v))) s->vae_t = (int)v;
-  if (!r && st_meta(st, "store_vae_s") && !(r = meta_int(st, "store_vae_s", 0, &v))) s->vae_s = (int)v;
+  tsr_status r = meta_int(st, key, lo, &v);
+  if (!r && v > hi)
+    r = err_set(TSR_EFORMAT, "checkpoint %s: metadata '%s' = %lld is above %d", st_path(st), key,
+                (long long)v, hi);
+  if (!r) *out = (int)v;
   return r;
+}
+
+// n positive ints joined by `sep` ("8/1", "2x16x16") of `key` into out.
+static tsr_status meta_ints(const st_reader *st, const char *key, char sep, int n, int *out) {
+  const char *v;
+  tsr_status r = meta_get(st, key, &v);
+  const char *p = v;
+  for (int i = 0; !r && i < n; i++) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(p, &end, 10);
+    if (errno || end == p || x < 1 || x > INT_MAX || *end != (i + 1 < n ? sep : '\0'))
+      return err_set(TSR_EFORMAT, "checkpoint %s: metadata '%s' = '%.40s' is not %d positive "
+                     "integers joined by '%c'", st_path(st), key, v, n, sep);
+    out[i] = (int)x;
+    p = end + 1;
+  }
+  return r;
+}
+
+static tsr_status read_store(const st_reader *st, store_settings *s) {
+  const char *maxs;
+  int fps[2], patch[3], dtype = 0;
+  tsr_status r = meta_ints(st, "store_fps", '/', 2, fps);
+  if (!r) s->fps_num = fps[0], s->fps_den = fps[1];
+  if (!r && !(r = meta_ints(st, "store_patch", 'x', 3, patch)))
+    s->pt = patch[0], s->ph = patch[1], s->pw = patch[2];
+  if (!r) r = meta_int_in(st, "store_short_side", 0, INT_MAX, &s->short_side);
+  if (!r) r = meta_int_in(st, "store_channels", 1, INT_MAX, &s->channels);
+  if (!r && !(r = meta_int_in(st, "store_dtype", 0, STORE_DTYPE_F32, &dtype)))
+    s->dtype = (store_dtype)dtype;
+  if (!r) r = meta_get(st, "store_max_seconds", &maxs);
+  if (!r) {
+    char *end;
+    s->max_seconds = strtod(maxs, &end);
+    if (end == maxs || *end)
+      r = err_set(TSR_EFORMAT, "checkpoint %s: metadata 'store_max_seconds' = '%.40s' is not a "
+                  "number", st_path(st), maxs);
+  }
+  // the VAE strides of a latent store: absent in checkpoints of pixel stores made before
+  if (!r && st_meta(st, "store_vae_t")) r = meta_int_in(st, "store_vae_t", 0, INT_MAX, &s->vae_t);
+  if (!r && st_meta(st, "store_vae_s")) r = meta_int_in(st, "store_vae_s", 0, INT_MAX, &s->vae_s);
+  // the limits every store is held to (ingest/store.h), which the encoder and the trainer
+  // rely on
+  if (!r && (r = store_settings_check(s)))
+    r = err_wrap(TSR_EFORMAT, "checkpoint %s: metadata store_*: ", st_path(st));
+  return r;
+}
+
+// The step and the sampler's position: a step within the schedule's limit, a position within
+// the store's clips, and an epoch the run could have reached. A step draws at most
+// 2 * clips + 1 times (train.c draw_batch: with --skip-bad-clips it redraws until a batch
+// has a good clip or 2 * clips were drawn), each draw passing at most one epoch boundary.
+static tsr_status check_position(const st_reader *st, const ckpt_meta *m) {
+  int64_t most = CKPT_MAX_EPOCH, per_step;
+  if (!__builtin_mul_overflow(m->clips, (int64_t)2, &per_step) &&
+      !__builtin_mul_overflow(m->step, per_step + 1, &per_step) && per_step < most)
+    most = per_step;
+  if (m->step > CKPT_MAX_STEP)
+    return err_set(TSR_EFORMAT, "checkpoint %s: metadata 'step' = %lld is above %lld",
+                   st_path(st), (long long)m->step, (long long)CKPT_MAX_STEP);
+  if (m->sampler_pos > m->clips)
+    return err_set(TSR_EFORMAT, "checkpoint %s: metadata 'sampler_pos' = %lld is past the "
+                   "store's %lld clips ('clips')", st_path(st), (long long)m->sampler_pos,
+                   (long long)m->clips);
+  if (m->sampler_epoch > most)
+    return err_set(TSR_EFORMAT, "checkpoint %s: metadata 'sampler_epoch' = %lld: %lld steps over "
+                   "%lld clips reach epoch %lld at most", st_path(st),
+                   (long long)m->sampler_epoch, (long long)m->step, (long long)m->clips,
+                   (long long)most);
+  return TSR_OK;
 }
 
 // The keys a resume compares with the run it continues (absent in older files: then
@@ -310,6 +395,7 @@ static tsr_status read_meta(const st_reader *st, ckpt_meta *m) {
   if (!r) r = meta_int(st, "sampler_epoch", 0, &m->sampler_epoch);
   if (!r) r = meta_int(st, "sampler_pos", 0, &m->sampler_pos);
   if (!r) r = meta_int(st, "clips", 1, &m->clips);
+  if (!r) r = check_position(st, m);
   if (!r) r = meta_get(st, "config", &ini);
   if (!r && (r = config_from_ini(ini, &m->mc, &m->tc)))
     r = err_wrap(r, "checkpoint %s: metadata 'config': ", st_path(st));
@@ -329,7 +415,11 @@ static tsr_status damaged(tsr_status r, const char *path) {
   char why[2048];
   const char *msg = err_msg();
   size_t pl = strlen(path);
-  if (!strncmp(msg, path, pl) && !strncmp(msg + pl, ": ", 2)) msg += pl + 2;  // named below
+  if (!strncmp(msg, "checkpoint ", 11) && !strncmp(msg + 11, path, pl) &&
+      !strncmp(msg + 11 + pl, ": ", 2))
+    msg += 11 + pl + 2;  // named below
+  else if (!strncmp(msg, path, pl) && !strncmp(msg + pl, ": ", 2))
+    msg += pl + 2;
   snprintf(why, sizeof why, "%s", msg);
   return err_set(r, "checkpoint %s is damaged: %s. Use an older checkpoint: for --resume move "
                  "this one aside (mv %s %s.damaged) and the newest remaining one is used; "
@@ -340,9 +430,9 @@ tsr_status ckpt_read_meta(const char *path, ckpt_meta *m) {
   st_reader *st = NULL;
   tsr_status r = st_open(&st, path);
   if (r) return damaged(r, path);
-  r = read_meta(st, m);
+  r = read_meta(st, m);  // a value out of its limits is damage too (TSR_EFORMAT)
   st_close(&st);
-  return r;
+  return damaged(r, path);
 }
 
 // Every tensor of the file must be one the loader knows (a set prefix + a model tensor).
@@ -397,6 +487,8 @@ static tsr_status load_checked(const char *path, const dit_model *m, const kerne
     if (strcmp(want, got))
       r = err_set(TSR_EFORMAT, "the %stensors' checksum is %s, the metadata says %s",
                   s == SET_W ? "weight " : set_prefix[s], got, want);
+    else if ((load >> s & 1) && (r = check_finite(m, host, n, s, TSR_EFORMAT, path)))
+      break;
     else if (load >> s & 1)
       r = kb->to_device(kb, dst[s], host, n * sizeof(float));
   }

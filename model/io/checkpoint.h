@@ -56,6 +56,10 @@
 // 1: tensor-set checksums only (still read).
 #define CKPT_VERSION 2
 enum { CKPT_MAX_LABELS = 4096 };
+// Limits of the metadata numbers (checked on read): steps within train.steps' own limit
+// (1e15 < 2^50), sampler epochs below 2^62 (the sampler counts them up in int64).
+#define CKPT_MAX_STEP (INT64_C(1) << 50)
+#define CKPT_MAX_EPOCH (INT64_C(1) << 62)
 
 typedef struct {
   int version;

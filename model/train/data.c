@@ -414,7 +414,8 @@ void data_sampler_free(data_sampler *s) {
 }
 
 tsr_status data_sampler_seek(data_sampler *s, int64_t epoch, int64_t pos) {
-  if (epoch < 0 || pos < 0 || pos > s->n)
+  // epochs are counted up one by one (data_sampler_next): one near INT64_MAX would overflow
+  if (epoch < 0 || epoch > INT64_MAX / 2 || pos < 0 || pos > s->n)
     return err_set(TSR_EINVAL, "sampler position (epoch %lld, clip %lld) out of range for %lld "
                    "clips", (long long)epoch, (long long)pos, (long long)s->n);
   if (epoch != s->epoch) data_epoch_permutation(s->seed, epoch, s->n, s->perm);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/comm.h"
+#include "core/log.h"
 #include "model/dist/ring_attention.h"
 #include "model/dit.h"
 #include "model/objective.h"
@@ -158,23 +159,49 @@ static const char *size_str(char *buf, size_t n, size_t b) {
   return buf;
 }
 
+static int by_tokens_desc(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+int64_t train_batch_tokens(const data_store *d, int64_t batch) {
+  int64_t n = data_num_clips(d), sum = 0;
+  int64_t *tok = malloc((size_t)(n ? n : 1) * sizeof *tok);
+  if (!tok) {  // out of memory for the list: every clip as long as the longest
+    int64_t most = data_max_tokens(d), k = batch < n ? batch : n;
+    return most > INT64_MAX / (k ? k : 1) ? INT64_MAX : most * k;
+  }
+  for (int64_t i = 0; i < n; i++) tok[i] = data_clip_at(d, i)->tokens;
+  qsort(tok, (size_t)n, sizeof *tok, by_tokens_desc);
+  for (int64_t i = 0; i < n && i < batch; i++) sum += tok[i];  // <= 2^24 clips of <= 2^38
+  free(tok);
+  return sum;
+}
+
 tsr_status train_memory_limit(train_config *tc, const dit_config *mc, const kernels_backend *kb,
-                              int value_bytes, int64_t mem_bytes, train_memory *m,
-                              size_t *capacity, const char **source) {
+                              int value_bytes, int64_t mem_bytes, int64_t batch_tokens,
+                              train_memory *m, size_t *capacity, const char **source) {
   int ranks = comm_size();
   // host memory is shared by the ranks of this node, not of the job
   tsr_status st = train_memory_capacity(kb, mem_bytes, comm_local_size(), capacity, source);
   if (st) return st;
   if (tc->mem_tokens == 0) {
-    int64_t L = 0;
-    st = train_memory_tokens(mc, tc, kb->device_memory, ranks, value_bytes, *capacity,
-                             TRAIN_MEMORY_MAX_TOKENS, &L, m);
+    int64_t L = 0, most = TRAIN_MEMORY_MAX_TOKENS;
+    int by_batch = !kb->device_memory && mem_bytes <= 0 && batch_tokens > 0 &&
+                   batch_tokens < most;
+    if (by_batch) most = batch_tokens;  // the CPU: what a batch needs, not the machine's memory
+    st = train_memory_tokens(mc, tc, kb->device_memory, ranks, value_bytes, *capacity, most, &L,
+                             m);
     int64_t v[2] = {st ? 0 : -L, st ? 1 : 0};  // the least limit; did any rank fail
     tsr_status cst = comm_allreduce_max_i64(v, 2);
     if (st) return err_wrap(st, "train.mem_tokens = 0 (derived from %s): ", *source);
     if (cst) return cst;
     if (v[1]) return err_set(TSR_EINVAL, "train.mem_tokens = 0: another rank has too little memory");
     tc->mem_tokens = -v[0];
+    if (by_batch && tc->mem_tokens == batch_tokens && comm_rank() == 0)
+      log_info("train: train.mem_tokens = 0 on the CPU: %lld tokens, the most a batch of %lld "
+               "clips of this store holds (--mem-bytes sets a memory budget instead)",
+               (long long)tc->mem_tokens, (long long)tc->global_batch);
     return train_memory_model(mc, tc, kb->device_memory, ranks, tc->mem_tokens, value_bytes, m);
   }
   if ((st = train_memory_model(mc, tc, kb->device_memory, ranks, tc->mem_tokens, value_bytes, m)))

@@ -33,6 +33,7 @@
 #include "core/err.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
+#include "model/train/data.h"
 
 #define TRAIN_MEMORY_DEVICE_RESERVE ((size_t)1 << 30)
 // The largest train.mem_tokens the trainer takes (trainer_setup's int-sized buffers).
@@ -79,9 +80,15 @@ tsr_status train_memory_capacity(const kernels_backend *kb, int64_t mem_bytes, i
 // ranks), written to tc->mem_tokens; with an explicit tc->mem_tokens, a check that it fits
 // (TSR_EINVAL naming what takes the memory and what to do otherwise). *m: the model at the
 // limit; *capacity, *source: train_memory_capacity's. Collective (core/comm.h).
+// On the CPU without --mem-bytes, L is also at most batch_tokens (> 0; train_batch_tokens):
+// no microbatch holds more than a whole batch, and the host's memory is no budget to fill
+// (half of it, allocated and touched: 11.4 GB for the tiny model on a 23 GB machine).
 tsr_status train_memory_limit(train_config *tc, const dit_config *mc, const kernels_backend *kb,
-                              int value_bytes, int64_t mem_bytes, train_memory *m,
-                              size_t *capacity, const char **source);
+                              int value_bytes, int64_t mem_bytes, int64_t batch_tokens,
+                              train_memory *m, size_t *capacity, const char **source);
+// The most tokens one global batch of `batch` clips of the store can hold: the sum of its
+// `batch` longest clips (all of them if it has fewer).
+int64_t train_batch_tokens(const data_store *d, int64_t batch);
 // "12.3 GiB (weights 1.0 GiB, ...)" into buf.
 void train_memory_format(const train_memory *m, char *buf, size_t n);
 

@@ -206,12 +206,14 @@ static int64_t checkpoint_mem_tokens(const char *run_dir) {
 tsr_status train_memory_limit_run(trainer *tr, const train_options *o, int value_bytes,
                                   train_memory *m, size_t *capacity, const char **source) {
   int64_t kept = o->resume && tr->tc.mem_tokens == 0 ? checkpoint_mem_tokens(o->run_dir) : 0;
+  // the CPU's derived limit is at most what a batch holds (train_memory_limit)
+  int64_t batch = train_batch_tokens(tr->data, tr->tc.global_batch);
   if (!kept)
-    return train_memory_limit(&tr->tc, &tr->mc, tr->kb, value_bytes, o->mem_bytes, m, capacity,
-                              source);
+    return train_memory_limit(&tr->tc, &tr->mc, tr->kb, value_bytes, o->mem_bytes, batch, m,
+                              capacity, source);
   tr->tc.mem_tokens = kept;
-  tsr_status r = train_memory_limit(&tr->tc, &tr->mc, tr->kb, value_bytes, o->mem_bytes, m,
-                                    capacity, source);
+  tsr_status r = train_memory_limit(&tr->tc, &tr->mc, tr->kb, value_bytes, o->mem_bytes, batch,
+                                    m, capacity, source);
   int64_t bad = r != TSR_OK;  // every rank keeps it or none does
   tsr_status cst = comm_size() > 1 ? comm_allreduce_max_i64(&bad, 1) : TSR_OK;
   if (cst) return cst;
@@ -223,8 +225,8 @@ tsr_status train_memory_limit_run(trainer *tr, const train_options *o, int value
   }
   err_clear();
   tr->tc.mem_tokens = 0;
-  r = train_memory_limit(&tr->tc, &tr->mc, tr->kb, value_bytes, o->mem_bytes, m, capacity,
-                         source);
+  r = train_memory_limit(&tr->tc, &tr->mc, tr->kb, value_bytes, o->mem_bytes, batch, m,
+                         capacity, source);
   if (!r && comm_rank() == 0)
     log_warn("train: the resumed run's train.mem_tokens = %lld does not fit here (%s): %lld "
              "derived instead, so this resume is not bitwise", (long long)kept, *source,

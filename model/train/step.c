@@ -112,14 +112,31 @@ tsr_status train_adamw(dit_model *m, const train_config *c, float *adam_m, float
   return dit_refresh_weights(m);  // the act-dtype working copy follows the masters
 }
 
-// AdamW (step count step + 1), then the EMA of all weights.
+// What a step that went non-finite says: the values that steer the update, and what to do.
+static tsr_status not_finite(const trainer *tr, const char *what, double a, double b) {
+  return err_set(TSR_EINVAL, "step %lld: %s is not finite (%g, %g) with train.lr = %g, warmup "
+                 "%lld, adam_eps = %g, grad_clip = %g: the run stops here and no checkpoint of "
+                 "this step is written; lower train.lr, raise train.warmup or set "
+                 "train.grad_clip, and resume from the last checkpoint (or check the data: "
+                 "`tessera index verify`)", (long long)tr->step, what, a, b, tr->tc.lr,
+                 (long long)tr->tc.warmup, tr->tc.adam_eps, tr->tc.grad_clip);
+}
+
+// AdamW (step count step + 1), then the EMA of all weights. A finite gradient can still
+// give non-finite weights (a config the checks let through, a backend fault): they are
+// checked before the step counts, so no checkpoint ever holds them.
 static tsr_status optimize(trainer *tr, double lr, float grad_scale) {
   const kernels_backend *kb = tr->kb;
   tsr_status r = train_adamw(tr->model, &tr->tc, tr->adam_m, tr->adam_v, tr->adam_segs,
                              tr->n_adam_segs, lr, tr->step + 1, grad_scale);
-  if (r) return r;
-  return kb->ema_update(kb, tr->ema, dit_params(tr->model), tr->n_params,
-                        (float)ema_decay_at(&tr->tc, tr->step));
+  if (!r) r = kb->ema_update(kb, tr->ema, dit_params(tr->model), tr->n_params,
+                             (float)ema_decay_at(&tr->tc, tr->step));
+  double w = 0, e = 0;
+  if (!r) r = kb->sumsq(kb, &w, dit_params(tr->model), tr->n_params);
+  if (!r) r = kb->sumsq(kb, &e, tr->ema, tr->n_params);
+  if (!r && !(isfinite(w) && isfinite(e)))
+    r = not_finite(tr, "the AdamW update (|weights|^2, |EMA|^2)", w, e);
+  return r;
 }
 
 tsr_status train_step(trainer *tr, const int64_t *batch, int n, const plan *p,
@@ -136,8 +153,7 @@ tsr_status train_step(trainer *tr, const int64_t *batch, int n, const plan *p,
   double sumsq = 0;
   if ((r = tr->kb->sumsq(tr->kb, &sumsq, dit_grads(tr->model), tr->n_params))) return r;
   if (!isfinite(loss) || !isfinite(sumsq))
-    return err_set(TSR_EINVAL, "step %lld: loss or gradient is not finite (loss %g, |g|^2 %g); "
-                   "lower train.lr or raise train.warmup", (long long)tr->step, loss, sumsq);
+    return not_finite(tr, "the loss or the gradient (loss, |g|^2)", loss, sumsq);
   st->lr = lr_schedule(&tr->tc, tr->step);
   if ((r = optimize(tr, st->lr, kernels_clip_scale(sumsq, tr->tc.grad_clip)))) return r;
   tr->step++;
