@@ -97,11 +97,23 @@ static tsr_status read_row(store_index *ix, sqlite3_stmt *st, store_clip_row *o)
   return TSR_OK;
 }
 
-tsr_status index_foreach_clip(store_index *ix, int (*fn)(const store_clip_row *, void *),
-                              void *ctx) {
+// The row of a clip whose source row is missing (bad != NULL: the walk reports it): columns
+// 30 and 31 of the checked walk's query are c.source_id and s.id (NULL without a source).
+static int no_source(sqlite3_stmt *st, int64_t *source_id) {
+  *source_id = sqlite3_column_int64(st, 30);
+  return sqlite3_column_type(st, 31) == SQLITE_NULL;
+}
+
+// Every clip row in id order to fn (non-zero: stop). Without `bad`, only clips that have a
+// source row, and the first row that cannot be read ends the walk with its error; with
+// `bad`, every clip row, and a row that cannot be read (or has no source row) goes to
+// bad(id, why, ctx) while the walk goes on.
+static tsr_status foreach_rows(store_index *ix, int (*fn)(const store_clip_row *, void *),
+                               void (*bad)(int64_t, const char *, void *), void *ctx) {
   char sql[1024];
-  snprintf(sql, sizeof sql, "SELECT %s FROM clips c JOIN sources s ON s.id = c.source_id "
-           "ORDER BY c.id", index_clip_columns(ix));
+  snprintf(sql, sizeof sql, "SELECT %s%s FROM clips c %s JOIN sources s ON s.id = c.source_id "
+           "ORDER BY c.id", index_clip_columns(ix), bad ? ", c.source_id, s.id" : "",
+           bad ? "LEFT" : "");
   sqlite3_stmt *st = NULL;
   tsr_status r = index_prepare(ix, sql, &st);
   if (r) return r;
@@ -112,13 +124,38 @@ tsr_status index_foreach_clip(store_index *ix, int (*fn)(const store_clip_row *,
   }
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    if ((r = read_row(ix, st, row))) break;
+    int64_t sid;
+    if (bad && no_source(st, &sid)) {
+      char why[128];
+      snprintf(why, sizeof why, "its source row (source id %lld) is missing",
+               (long long)sid);
+      bad(sqlite3_column_int64(st, 0), why, ctx);
+      continue;
+    }
+    if ((r = read_row(ix, st, row))) {
+      if (!bad) break;
+      bad(sqlite3_column_int64(st, 0), err_msg(), ctx);
+      r = TSR_OK;
+      continue;
+    }
     if (fn(row, ctx)) break;
   }
   if (!r && rc != SQLITE_ROW && rc != SQLITE_DONE) r = index_sqlite_err(ix, rc, "read clips");
   free(row);
   sqlite3_finalize(st);
   return r;
+}
+
+tsr_status index_foreach_clip(store_index *ix, int (*fn)(const store_clip_row *, void *),
+                              void *ctx) {
+  return foreach_rows(ix, fn, NULL, ctx);
+}
+
+tsr_status index_foreach_clip_checked(store_index *ix,
+                                      int (*fn)(const store_clip_row *, void *),
+                                      void (*bad)(int64_t id, const char *why, void *),
+                                      void *ctx) {
+  return foreach_rows(ix, fn, bad, ctx);
 }
 
 tsr_status index_get_clip(store_index *ix, int64_t id, store_clip_row *out) {

@@ -194,6 +194,14 @@ typedef struct {
 // Calls fn for every clip in id order; fn returns non-zero to stop.
 tsr_status index_foreach_clip(store_index *ix, int (*fn)(const store_clip_row *, void *),
                               void *ctx);
+// index_foreach_clip for `tessera index verify`: every clip row, those whose source row is
+// missing included; a row that cannot be read (a damaged value, checksum or caption record)
+// or has no source row goes to bad(id, why, ctx) and the walk goes on, so every damaged row
+// is listed, not only the first.
+tsr_status index_foreach_clip_checked(store_index *ix,
+                                      int (*fn)(const store_clip_row *, void *),
+                                      void (*bad)(int64_t id, const char *why, void *),
+                                      void *ctx);
 // Reads one clip by id (TSR_EINVAL naming the id if absent).
 tsr_status index_get_clip(store_index *ix, int64_t id, store_clip_row *out);
 

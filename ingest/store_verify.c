@@ -86,6 +86,16 @@ static int check_clip(const store_clip_row *row, void *ctx) {
   return 0;
 }
 
+// A clip row the index cannot give (index_foreach_clip_checked): counted and reported.
+static void bad_row(int64_t id, const char *why, void *ctx) {
+  vstate *st = ctx;
+  st->res->clips++;
+  st->res->clips_bad++;
+  say(st, 1, "clip %lld of store %s: index row damaged: %s (restore index.sqlite from a copy, "
+      "or move it aside and rebuild it from the shards: `tessera index recover`)",
+      (long long)id, st->dir, why);
+}
+
 static int has_suffix(const char *s, const char *suf) {
   size_t a = strlen(s), b = strlen(suf);
   return a >= b && !strcmp(s + a - b, suf);
@@ -182,7 +192,7 @@ tsr_status store_verify(const char *dir, void (*report)(const char *, int, void 
   }
 
   // Clips.
-  r = index_foreach_clip(ix, check_clip, &st);
+  r = index_foreach_clip_checked(ix, check_clip, bad_row, &st);
 out:
   for (int i = 0; i < st.n; i++) {
     shard_reader_close(&st.v[i].r);

@@ -224,8 +224,27 @@ static int cmd_stats(int argc, char **argv) {
 typedef struct {
   const char *label, *source;  // filters: exact label ("" = none), substring of the path
   int64_t min_tokens, max_tokens, limit, shown, matched;
-  json_t *json;                // --json: the array, else NULL (text)
+  int json;                    // --json: a JSON array, written one element at a time
+  int write_failed;            // a JSON element could not be made or written
 } list_ctx;
+
+// One clip as an element of the --json array on stdout, as json_dumpf(JSON_INDENT(2)) of
+// the whole array wrote it, but streamed: a store of millions of clips never holds them
+// all (2M clips took 3.3 GB as one array). Returns non-zero on failure.
+static int list_json(list_ctx *x, const store_clip_row *r, const char *label) {
+  json_t *o = json_pack("{s:I, s:s, s:i, s:f, s:f, s:i, s:i, s:i, s:I, s:s}", "id",
+                        (json_int_t)r->id, "source", r->source, "clip_index", r->c.clip_index,
+                        "start_s", r->c.start_s, "duration_s", r->c.duration_s, "T", r->c.T,
+                        "H", r->c.H, "W", r->c.W, "tokens", (json_int_t)r->c.tokens, "label",
+                        label);
+  char *text = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
+  json_decref(o);
+  int bad = !text || fputs(x->shown == 1 ? "[\n  " : ",\n  ", stdout) == EOF;
+  for (const char *p = text; !bad && *p; p++)  // every line of the element 2 deeper
+    bad = putchar(*p) == EOF || (*p == '\n' && fputs("  ", stdout) == EOF);
+  free(text);
+  return x->write_failed = bad;
+}
 
 static int list_clip(const store_clip_row *r, void *p) {
   list_ctx *x = p;
@@ -236,12 +255,7 @@ static int list_clip(const store_clip_row *r, void *p) {
   x->matched++;
   if (x->limit && x->shown >= x->limit) return 0;
   x->shown++;
-  if (x->json)
-    return json_array_append_new(x->json, json_pack(
-        "{s:I, s:s, s:i, s:f, s:f, s:i, s:i, s:i, s:I, s:s}", "id", (json_int_t)r->id, "source",
-        r->source, "clip_index", r->c.clip_index, "start_s", r->c.start_s, "duration_s",
-        r->c.duration_s, "T", r->c.T, "H", r->c.H, "W", r->c.W, "tokens",
-        (json_int_t)r->c.tokens, "label", label)) != 0;
+  if (x->json) return list_json(x, r, label);
   char lab[TERM_ESCAPE_SIZE(sizeof r->label_buf)], src[TERM_ESCAPE_SIZE(sizeof r->source)];
   printf("%8lld  %9.2f  %8.2f  %5dx%dx%-4d %9lld  %-12s  %s\n", (long long)r->id, r->c.start_s,
          r->c.duration_s, r->c.T, r->c.H, r->c.W, (long long)r->c.tokens,
@@ -292,19 +306,16 @@ static int cmd_list(int argc, char **argv) {
   if (st) return cli_usage_error("index list");
   const char *dir = argv[optind];
   store_index *ix = NULL;
-  if (json && !(x.json = json_array())) {
-    err_set(TSR_ENOMEM, "out of memory");
-    return cli_error("index list");
-  }
+  x.json = json;
   if (!json)
     printf("%8s  %9s  %8s  %-12s %9s  %-12s  %s\n", "id", "start_s", "length_s", "grid TxHxW",
            "tokens", "label", "source");
   st = store_open(&ix, dir, 0, NULL);
   if (!st) st = index_foreach_clip(ix, list_clip, &x);
   index_close(&ix);
-  if (!st && json && (json_dumpf(x.json, stdout, JSON_INDENT(2)) || putchar('\n') == EOF))
-    st = err_set(TSR_EIO, "cannot write JSON to stdout");
-  json_decref(x.json);
+  if (!st && json && !x.write_failed && fputs(x.shown ? "\n]\n" : "[]\n", stdout) == EOF)
+    x.write_failed = 1;
+  if (!st && x.write_failed) st = err_set(TSR_EIO, "cannot write JSON to stdout");
   if (st) return cli_error("index list");
   fflush(stdout);  // the table before the count, on a terminal
   if (!json)
