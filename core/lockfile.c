@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/fs.h"
+
 struct lockfile {
   int fd;
   int writable;  // fd was opened read-write (lockfile_write_self needs it)
@@ -104,9 +106,10 @@ tsr_status lockfile_write_self(lockfile *l) {
 
 int lockfile_conflicts(const char *path, int byte, lockfile_mode mode) {
   // F_OFD_GETLK checks no access mode (only setting a lock does): a read-only descriptor
-  // asks about either mode, also in a store this process may not write.
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
+  // asks about either mode, also in a store this process may not write. A regular file
+  // only (core/fs.h): a FIFO put there would block the open.
+  int fd = -1;
+  if (fs_open_regular(path, &fd)) return 0;
   struct flock fl = {.l_type = mode == LOCKFILE_EXCLUSIVE ? F_WRLCK : F_RDLCK,
                      .l_whence = SEEK_SET, .l_start = byte, .l_len = 1};
   int held = fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
@@ -117,8 +120,8 @@ int lockfile_conflicts(const char *path, int byte, lockfile_mode mode) {
 void lockfile_read_text(const char *path, char *out, size_t n) {
   if (!n) return;
   out[0] = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
+  int fd = -1;
+  if (fs_open_regular(path, &fd)) return;  // a FIFO there would block the read
   ssize_t k = pread(fd, out, n - 1, 0);
   close(fd);
   out[k > 0 ? k : 0] = 0;

@@ -185,8 +185,8 @@ tsr_status store_quarantine_tail(const char *dir, const char *path, const char *
   int stem = dot ? (int)(dot - name) : (int)strlen(name);
   snprintf(dst, sizeof dst, "%s/%.*s-tail-%lld.tshard", rep->quarantine, stem, name,
            (long long)from);
-  int src = open(path, O_RDONLY | O_CLOEXEC);
-  if (src < 0) return err_set(TSR_EIO, "store %s: open shard %s: %s", dir, path, strerror(errno));
+  int src = -1;  // a regular file only (core/fs.h)
+  if ((r = fs_open_regular(path, &src))) return err_wrap(r, "store %s: shard: ", dir);
   int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
     r = err_set(TSR_EIO, "store %s: create %s in the quarantine folder: %s", dir, dst,

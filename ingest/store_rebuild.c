@@ -97,8 +97,8 @@ static tsr_status first_shard_with_data(const char *dir, char *name, size_t n) {
 // blocks are garbage to cut); with more, rows were recorded and then lost.
 static uint32_t change_counter(const char *path) {
   uint8_t b[4] = {0};
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
+  int fd = -1;
+  if (fs_open_regular(path, &fd)) return 0;  // a FIFO there would block (core/fs.h)
   ssize_t k = pread(fd, b, 4, 24);
   close(fd);
   return k == 4 ? (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3] : 0;

@@ -1,11 +1,14 @@
 // model/train/resume.c — what a resume compares with the run it continues: the store (its
 // clip table's fingerprint, and RUN/store-clips.txt to say what changed) and the plan
 // settings that make it bitwise (model/train/resume.h).
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/comm.h"
 #include "core/fs.h"
@@ -42,9 +45,9 @@ tsr_status train_store_record(const trainer *tr, const char *run_dir, int replac
   char path[PATH_MAX], line[1024];
   tsr_status r = record_path(path, sizeof path, run_dir);
   if (r) return r;
-  FILE *probe = replace ? NULL : fopen(path, "r");
-  if (probe) {  // a resume keeps the record of the run's start
-    fclose(probe);
+  struct stat sb;
+  if (!replace && stat(path, &sb) == 0) {  // a resume keeps the record of the run's start
+    if (!S_ISREG(sb.st_mode)) return fs_check_regular(path);  // names what it is
     return TSR_OK;
   }
   fs_atomic a = {0};
@@ -110,8 +113,13 @@ static tsr_status store_diff(const trainer *tr, const char *run_dir, diff_list *
   char path[PATH_MAX], line[1200], now[1024];
   tsr_status r = record_path(path, sizeof path, run_dir);
   if (r) return r;
-  FILE *f = fopen(path, "r");
-  if (!f) return err_set(TSR_EIO, "%s is missing", path);
+  int fd = -1;  // a regular file only (core/fs.h): a FIFO would hang the resume
+  if (fs_open_regular(path, &fd)) return err_set(TSR_EIO, "%s is missing or not a file: %s", path, err_msg());
+  FILE *f = fdopen(fd, "r");
+  if (!f) {
+    close(fd);
+    return err_set(TSR_EIO, "%s: %s", path, strerror(errno));
+  }
   int64_t i = 0, n = data_num_clips(tr->data);
   while (fgets(line, sizeof line, f)) {
     if (line[0] == '#') continue;
