@@ -114,7 +114,7 @@ static tsr_status store_diff(const trainer *tr, const char *run_dir, diff_list *
   tsr_status r = record_path(path, sizeof path, run_dir);
   if (r) return r;
   int fd = -1;  // a regular file only (core/fs.h): a FIFO would hang the resume
-  if (fs_open_regular(path, &fd)) return err_set(TSR_EIO, "%s is missing or not a file: %s", path, err_msg());
+  if (fs_open_regular(path, &fd)) return err_wrap(TSR_EIO, "the run's record of its store: ");
   FILE *f = fdopen(fd, "r");
   if (!f) {
     close(fd);
