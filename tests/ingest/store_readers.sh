@@ -28,7 +28,8 @@ TRAIN=(train --config "$TESSERA_SRC/configs/model/tiny.conf" --data "$S" --set m
 trainer=$!
 bg_register "$trainer"
 # After its first step every clip (one batch holds all three) has been read once.
-for _ in $(seq 600); do [ -s "$WORK/run/metrics.jsonl" ] && break; sleep_ms 50; done
+# (up to 2 min: under ASan on a loaded machine a first step takes tens of seconds)
+for _ in $(seq 2400); do [ -s "$WORK/run/metrics.jsonl" ] && break; sleep_ms 50; done
 kill -STOP "$trainer"
 check "the trainer ran a step before it was frozen" test -s "$WORK/run/metrics.jsonl"
 check "the trainer names itself in STORE/readers" grep -qs "pid $trainer on host" "$S"/readers/*

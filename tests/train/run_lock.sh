@@ -8,11 +8,13 @@
 # also exited 0, the two interleaved metrics.jsonl and pruned each other's checkpoints.)
 source "$(dirname "$0")/lib.sh"
 need_store
+passed=0
+ok() { passed=$((passed + 1)); echo "ok: $*"; }
 RUN=(--config "$CONF" --data "$STORE" "${SMALL[@]}" --set train.ckpt_every=3)
 $T train "${RUN[@]}" --out "$W/r" --steps 9 >"$W/first.log" 2>&1 </dev/null &
 first=$!
 trap 'kill -9 $first 2>/dev/null || true; rm -rf "$W"' EXIT
-for _ in $(seq 600); do [ -s "$W/r/metrics.jsonl" ] && break; sleep 0.05; done
+for _ in $(seq 2400); do [ -s "$W/r/metrics.jsonl" ] && break; sleep 0.05; done
 kill -STOP "$first"
 [ -s "$W/r/metrics.jsonl" ] || fail "the first run wrote no step"
 grep -q "pid $first on host" "$W/r/lock" || fail "RUN/lock does not name the first run: $(cat "$W/r/lock" 2>&1)"
@@ -30,13 +32,13 @@ rc=0; wait "$first" || rc=$?
   fail "metrics.jsonl is not one run's steps 1-9: $(jq -r .step "$W/r/metrics.jsonl" | tr '\n' ' ')"
 [ "$(ls "$W/r" | grep ckpt | tr '\n' ' ')" = "ckpt-6.safetensors ckpt-9.safetensors " ] ||
   fail "checkpoints: $(ls "$W/r")"
-echo "ok: a second run and a resume of a busy RUN were refused; the first ran as if alone"
+ok "a second run and a resume of a busy RUN were refused; the first ran as if alone"
 # the lock dies with its holder: a run killed with -9 leaves RUN free for --resume
 $T train "${RUN[@]}" --out "$W/k" --steps 40 >/dev/null 2>&1 </dev/null &
 k=$!
-for _ in $(seq 600); do [ -f "$W/k/ckpt-3.safetensors" ] && break; sleep 0.05; done
+for _ in $(seq 2400); do [ -f "$W/k/ckpt-3.safetensors" ] && break; sleep 0.05; done
 kill -9 "$k"; wait "$k" 2>/dev/null || true
 $T train "${RUN[@]}" --out "$W/k" --steps 6 --resume 2>"$W/k.log" ||
   { cat "$W/k.log" >&2; fail "--resume after a run was killed with -9"; }
-echo "ok: --resume after the holder was killed with -9"
-echo "run_lock: 0 failed"
+ok "--resume after the holder was killed with -9"
+echo "run_lock: $passed passed, 0 failed"
