@@ -69,34 +69,46 @@ static tsr_status not_regular(const char *path, mode_t m, const char *use) {
                  use[0] == 'r' ? "the path of the file itself" : "a new file name");
 }
 
-tsr_status fs_open_regular(const char *path, int *fd) {
+// 1 if open descriptor f is an anonymous pipe (its /proc/self/fd link reads "pipe:[N]"),
+// whose writer made it and holds it (a named FIFO is a file system node instead).
+static int anonymous_pipe(int f) {
+  char link[64], target[64];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", f);
+  ssize_t n = readlink(link, target, sizeof target - 1);
+  return n > 5 && !strncmp(target, "pipe:", 5);
+}
+
+tsr_status fs_open_input(const char *path, int flags, int *fd) {
   *fd = -1;
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
   int f = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (f < 0) return err_set(TSR_EIO, "open %s: %s", path, strerror(errno));
+  if (f < 0) return err_set(TSR_EIO, "%s: cannot open (%s)", path, strerror(errno));
   struct stat sb;
   if (fstat(f, &sb) != 0) {
     int e = errno;
     close(f);
-    return err_set(TSR_EIO, "stat %s: %s", path, strerror(e));
+    return err_set(TSR_EIO, "%s: cannot stat (%s)", path, strerror(e));
   }
-  if (!S_ISREG(sb.st_mode)) {
+  int pipe_ok = (flags & FS_PIPE_OK) && S_ISFIFO(sb.st_mode) && anonymous_pipe(f);
+  if (!S_ISREG(sb.st_mode) && !pipe_ok) {
     close(f);
     return not_regular(path, sb.st_mode, "reads");
   }
-  int fl = fcntl(f, F_GETFL);  // reads of a regular file block as usual from here on
+  int fl = fcntl(f, F_GETFL);  // reads block as usual from here on
   if (fl < 0 || fcntl(f, F_SETFL, fl & ~O_NONBLOCK) != 0) {
     int e = errno;
     close(f);
-    return err_set(TSR_EIO, "open %s: %s", path, strerror(e));
+    return err_set(TSR_EIO, "%s: cannot open (%s)", path, strerror(e));
   }
   *fd = f;
   return TSR_OK;
 }
 
+tsr_status fs_open_regular(const char *path, int *fd) { return fs_open_input(path, 0, fd); }
+
 tsr_status fs_check_regular(const char *path) {
   struct stat sb;
-  if (stat(path, &sb) != 0) return err_set(TSR_EIO, "open %s: %s", path, strerror(errno));
+  if (stat(path, &sb) != 0) return err_set(TSR_EIO, "%s: cannot open (%s)", path, strerror(errno));
   return S_ISREG(sb.st_mode) ? TSR_OK : not_regular(path, sb.st_mode, "reads");
 }
 
@@ -145,8 +157,8 @@ tsr_status fs_atomic_open(fs_atomic *a, const char *path) {
   if (st) return st;
   // No link followed, no wait on a FIFO put there since check_tmp; the result is checked on
   // the opened file.
-  int fd = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY,
-                0644);
+  int fd = open(a->tmp,
+                O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0644);
   struct stat sb;
   if (fd < 0 || fstat(fd, &sb) != 0) {
     int e = errno;

@@ -28,6 +28,13 @@ tsr_status fs_fsync_parent(const char *path);
 // blocking reads); the check is made on the opened file, so nothing can swap the name in
 // between, and opening never blocks (a FIFO is opened without waiting, then refused).
 tsr_status fs_open_regular(const char *path, int *fd);
+// fs_open_regular with options. FS_PIPE_OK, for text read from start to end (configs, cost
+// and length tables, @LIST): an anonymous pipe is taken too (`--lengths <(...)`, a file
+// piped to /dev/stdin): the process that made it holds its write end, so reading ends when
+// that process is done. A named FIFO (mkfifo), which may have no writer ever, is still
+// refused; so are devices (/dev/zero would be read forever) and sockets.
+enum { FS_PIPE_OK = 1 };
+tsr_status fs_open_input(const char *path, int flags, int *fd);
 // The same check without opening, for a file that a library opens itself (libav's demuxer):
 // TSR_OK if `path` is a regular file now.
 tsr_status fs_check_regular(const char *path);

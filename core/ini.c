@@ -116,9 +116,9 @@ static int on_key(void *user, const char *section, const char *key, const char *
 }
 
 static tsr_status read_file(const char *name, char **text, size_t *n) {
-  int fd = -1;  // a regular file only (core/fs.h): a FIFO would hang the command
+  int fd = -1;  // a regular file or a pipe (core/fs.h): a named FIFO would hang the command
   FILE *fp = NULL;
-  tsr_status opened = fs_open_regular(name, &fd);
+  tsr_status opened = fs_open_input(name, FS_PIPE_OK, &fd);
   if (opened) return opened;
   if (!(fp = fdopen(fd, "rb"))) {
     close(fd);

@@ -137,7 +137,9 @@ static tsr_status query_int(store_index *ix, const char *sql, int64_t def, int64
 tsr_status index_prepare(store_index *ix, const char *sql, sqlite3_stmt **st) {
   return prepare(ix, sql, st);
 }
-tsr_status index_sqlite_err(store_index *ix, int rc, const char *what) { return ix_err(ix, rc, what); }
+tsr_status index_sqlite_err(store_index *ix, int rc, const char *what) {
+  return ix_err(ix, rc, what);
+}
 const char *index_clip_columns(const store_index *ix) { return clip_cols(ix); }
 tsr_status index_query_int(store_index *ix, const char *sql, int64_t def, int64_t *out) {
   return query_int(ix, sql, def, out);

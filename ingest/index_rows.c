@@ -181,8 +181,8 @@ tsr_status index_get_clip(store_index *ix, int64_t id, store_clip_row *out) {
 tsr_status index_foreach_failed(store_index *ix,
                                 int (*fn)(const char *, const char *, void *), void *ctx) {
   sqlite3_stmt *st = NULL;
-  tsr_status r = index_prepare(ix, "SELECT path, error FROM sources WHERE status = 'failed' ORDER BY path",
-                         &st);
+  tsr_status r = index_prepare(
+      ix, "SELECT path, error FROM sources WHERE status = 'failed' ORDER BY path", &st);
   if (r) return r;
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {

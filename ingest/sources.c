@@ -161,8 +161,8 @@ static tsr_status add_path(walker *w, const char *path, int from_dir) {
 }
 
 static tsr_status add_list_file(walker *w, const char *listpath) {
-  int fd = -1;  // a regular file only (core/fs.h): a FIFO would hang the ingest
-  tsr_status opened = fs_open_regular(listpath, &fd);
+  int fd = -1;  // a regular file or a pipe (core/fs.h): a named FIFO would hang the ingest
+  tsr_status opened = fs_open_input(listpath, FS_PIPE_OK, &fd);
   if (opened) return err_wrap(opened, "source list @%s: ", listpath);
   FILE *f = fdopen(fd, "r");
   if (!f) {

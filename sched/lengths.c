@@ -174,8 +174,8 @@ static double lengths_duration_tokens(const lengths_opts *o, double d) {
 
 tsr_status lengths_load_csv(lengths_set *ls, const char *path, double weight,
                             const lengths_opts *o) {
-  int fd = -1;  // a regular file only (core/fs.h): a FIFO would hang the command
-  tsr_status opened = fs_open_regular(path, &fd);
+  int fd = -1;  // a regular file or a pipe (core/fs.h): a named FIFO would hang the command
+  tsr_status opened = fs_open_input(path, FS_PIPE_OK, &fd);
   if (opened) return err_wrap(opened, "lengths file: ");
   FILE *f = fdopen(fd, "r");
   if (!f) {

@@ -2,7 +2,8 @@
 # tests/train/special_files.sh — only regular files are read and replaced (issue 24, 4).
 # Reading: a FIFO where tessera expects a file (--ckpt, --init, --caption, --config, --cost,
 # --lengths, @LIST, a caption file beside a video, RUN/metrics.jsonl on --resume) is refused
-# at once, naming it: opening one for reading waited for a writer, so the command hung.
+# at once, naming it: opening one for reading waited for a writer, so the command hung. (An
+# anonymous pipe, `--lengths <(...)`, is still read where the input is text.)
 # Writing: an --out that is a FIFO or a device (sample, index export, --raw) is refused and
 # left as it was: it was replaced by a rename (as root, `--out /dev/null` replaced the
 # machine's /dev/null; here a private node of the same device), or the write hung; a
@@ -45,6 +46,11 @@ refused "train --cost FIFO" "is a FIFO" "$T" train "${C[@]}" --out "$W/cost" --s
 refused "plan --lengths FIFO" "is a FIFO" "$T" plan --lengths "$W/fifo" --tokens-per-second 100 --ranks 2 \
   --mem-tokens 4096 --cost "$SRC/configs/cost/h100-dit1b.conf"
 refused "ingest @FIFO" "is a FIFO" "$T" ingest "@$W/fifo" --out "$W/st"
+# an anonymous pipe (process substitution) is text its writer holds: still read
+if timeout 20 "$T" plan --lengths <(printf 'tokens\n100\n300\n') --ranks 2 --mem-tokens 4096 \
+     --cost "$SRC/configs/cost/h100-dit1b.conf" --steps 1 --global-batch 2 >"$W/pipe.log" 2>&1; then
+  ok "plan --lengths <(...): a pipe is read"
+else bad "plan --lengths <(...): $(tail -2 "$W/pipe.log")"; fi
 mv "$W/run/metrics.jsonl" "$W/metrics.keep" && mkfifo "$W/run/metrics.jsonl"
 refused "train --resume with metrics.jsonl a FIFO" "metrics.jsonl is a FIFO" "$T" train "${C[@]}" --out "$W/run" --steps 2 --resume
 rm "$W/run/metrics.jsonl" && mv "$W/metrics.keep" "$W/run/metrics.jsonl"
