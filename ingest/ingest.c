@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/log.h"
 #include "ingest/ingest_internal.h"
 

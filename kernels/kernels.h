@@ -108,7 +108,7 @@ struct kernels_backend {
                             // communication backend working with it must use the same space.
   void *stream;             // the stream every entry is queued on (a cudaStream_t), or NULL
                             // (host-synchronous): a device communication backend orders
-                            // its transfers against it (core/comm.h comm_open).
+                            // its transfers against it (comm/comm.h comm_open).
 
   // ---- memory --------------------------------------------------------------------
   // *ptr = `bytes` of zero-filled backend memory, 64-byte aligned (bytes == 0 gives a

@@ -146,7 +146,7 @@ typedef struct {
 // had planned the batch itself (the planner is deterministic; the plan and every number
 // are copied, plan_ms and plan_cpu_ms are the planner's). An error of the planner (its
 // message included) reaches every process. bcast(ctx, buf, bytes, root) must broadcast
-// `bytes` of buf from process `root` to all (a collective: core/comm.h comm_bcast); it is
+// `bytes` of buf from process `root` to all (a collective: comm/comm.h comm_bcast); it is
 // called on the caller's thread, from sched_pipeline_next, in step order.
 typedef struct {
   int rank, size;   // this process, the job's processes

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "kernels/kernels.h"
 
 enum { MAX_BACKENDS = 16 };

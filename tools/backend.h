@@ -15,7 +15,7 @@
 #ifndef TESSERA_TOOLS_BACKEND_H
 #define TESSERA_TOOLS_BACKEND_H
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/err.h"
 #include "model/config.h"
 
@@ -23,7 +23,7 @@
 // rank modulo the visible GPUs), so the CUDA backend is created on that GPU.
 tsr_status backend_choose(const char *name, backend_choice *out);
 
-// `--comm mpi|nccl|auto`: the communication backend for the device of c (core/comm.h
+// `--comm mpi|nccl|auto`: the communication backend for the device of c (comm/comm.h
 // comm_open: its memory space and stream). Collective; makes the group set first and
 // bounds every later wait to 600 s (comm_bound_waits; TESSERA_COMM_TIMEOUT overrides).
 // Release it with comm_close.

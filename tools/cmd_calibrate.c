@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/log.h"
 #include "model/train/calibrate.h"
 #include "model/config.h"

@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <errno.h>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/log.h"
 #include "core/term.h"
 #include "ingest/ingest.h"

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/log.h"
 #include "kernels/kernels.h"
 #include "tools/cli.h"

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/log.h"
 #include "sched/lengths.h"
 #include "sched/sched.h"

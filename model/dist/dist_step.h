@@ -20,7 +20,7 @@
 #define TESSERA_MODEL_DIST_STEP_H
 
 #include <stdint.h>
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/err.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
@@ -43,7 +43,7 @@ typedef struct {
 typedef struct dist_step dist_step;
 
 // Work buffers for waves of at most max_tokens tokens and max_clips clips on this rank,
-// computing on the model's backend and communicating through cb (core/comm.h), whose
+// computing on the model's backend and communicating through cb (comm/comm.h), whose
 // memory space must be the compute backend's (TSR_EINVAL naming both otherwise). The
 // world's group set must exist (comm_groups_init).
 tsr_status dist_step_create(dist_step **ds, dit_model *m, const comm_backend *cb,

@@ -18,7 +18,7 @@
 // computes. After k sends every block's dk/dv is back with its owner.
 //
 // Compute goes through the kernels backend kb and every exchange through the
-// communication backend cb (core/comm.h), whose memory space must be kb's: host memory
+// communication backend cb (comm/comm.h), whose memory space must be kb's: host memory
 // for the CPU backend with "mpi"; device memory for a GPU backend with "nccl" or
 // "mpi-staged", where an exchange started before a block's attention overlaps it on the
 // stream. With k = 1 both directions are the backend's own full attention.
@@ -26,7 +26,7 @@
 #define TESSERA_MODEL_RING_ATTENTION_H
 
 #include <stdint.h>
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/err.h"
 #include "kernels/kernels.h"
 

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/fs.h"
 #include "core/log.h"
 #include "kernels/kernels.h"

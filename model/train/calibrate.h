@@ -21,7 +21,7 @@
 #define TESSERA_MODEL_CALIBRATE_H
 
 #include <stdint.h>
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/err.h"
 #include "model/config.h"
 #include "sched/cost.h"

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/hash.h"
 #include "core/log.h"
 #include "core/rng.h"

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/log.h"
 #include "model/dist/ring_attention.h"
 #include "model/dit.h"

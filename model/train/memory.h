@@ -79,7 +79,7 @@ tsr_status train_memory_capacity(const kernels_backend *kb, int64_t mem_bytes, i
 // tc->mem_tokens == 0 the largest L that fits (train_memory_tokens; the least over the
 // ranks), written to tc->mem_tokens; with an explicit tc->mem_tokens, a check that it fits
 // (TSR_EINVAL naming what takes the memory and what to do otherwise). *m: the model at the
-// limit; *capacity, *source: train_memory_capacity's. Collective (core/comm.h).
+// limit; *capacity, *source: train_memory_capacity's. Collective (comm/comm.h).
 // On the CPU without --mem-bytes, L is also at most batch_tokens (> 0; train_batch_tokens):
 // no microbatch holds more than a whole batch, and the host's memory is no budget to fill
 // (half of it, allocated and touched: 11.4 GB for the tiny model on a 23 GB machine).

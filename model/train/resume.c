@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/fs.h"
 #include "core/hash.h"
 #include "core/log.h"

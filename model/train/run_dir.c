@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/fs.h"
 #include "model/io/checkpoint.h"
 #include "model/train/resume.h"

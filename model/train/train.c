@@ -10,7 +10,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/fs.h"
 #include "core/hash.h"
 #include "core/log.h"
@@ -315,7 +315,7 @@ static void val_buckets_text(const trainer *tr, const train_val_stats *v, char *
                               data_bucket_names[b], v->bucket[b]);
 }
 
-// sched_share's broadcast: the world control plane (MPI) of core/comm.h.
+// sched_share's broadcast: the world control plane (MPI) of comm/comm.h.
 static tsr_status plan_bcast(void *ctx, void *buf, int64_t bytes, int root) {
   (void)ctx;
   return comm_bcast(buf, bytes, root);

@@ -21,7 +21,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/err.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
@@ -207,7 +207,7 @@ typedef struct {
                                  // at the world size); 0: every rank plans every batch
   int64_t mem_bytes;             // memory per rank for the memory model (0: the backend's
                                  // free memory; model/train/memory.h)
-  const comm_backend *comm;      // communication backend (core/comm.h), chosen by the caller
+  const comm_backend *comm;      // communication backend (comm/comm.h), chosen by the caller
   int skip_bad_clips;            // 1: leave out clips whose checksum fails (else stop)
   const backend_choice *backend; // compute device, chosen by the caller (tools/backend.h);
                                  // train.precision picks its table

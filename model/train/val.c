@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/fs.h"
 #include "core/log.h"
 #include "model/train/train.h"

@@ -35,7 +35,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/rng.h"
 #include "model/dist/dist_step.h"
 #include "model/mt.h"

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "kernels/kernels.h"
 #include "model/dist/ring_attention.h"
 

@@ -20,7 +20,7 @@
 
 #include "check.h"
 #include "core/bf16.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/rng.h"
 #include "core/safetensors.h"
 #include "ingest/ingest.h"

@@ -1,6 +1,6 @@
 // Plan sharing under mpirun (driven by share.sh): every process runs the draw-and-plan
 // pipeline over the same batches with sched_share (P planner processes in turn, MPI
-// broadcast through core/comm.h), and checks each batch it is handed against the plan it
+// broadcast through comm/comm.h), and checks each batch it is handed against the plan it
 // computes itself with sched_plan_batch: the same plan and the same numbers, bitwise.
 // Also: each process planned exactly the batches sched_planner_of gives it (and only the
 // planners spent planner CPU time); a batch that cannot be planned (a clip no group can
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "sched/lengths.h"
 #include "sched/sched.h"
 #include "sched_test.h"

@@ -1,4 +1,4 @@
-// core/comm_nccl.c — "nccl": NCCL on device memory (core/comm.h). Built with NCCL.
+// comm/comm_nccl.c — "nccl": NCCL on device memory (comm/comm.h). Built with NCCL.
 //
 // Communicators: the world's, made by ncclCommInitRank with an id that rank 0 draws and
 // broadcasts over MPI, then one per aligned group of every power-of-two size by
@@ -14,7 +14,7 @@
 // in different orders).
 //
 // Watchdog: every operation stays on a list until its `done` event has fired and the
-// caller has waited for it. The watchdog (core/comm.c) polls the list: an operation whose
+// caller has waited for it. The watchdog (comm/comm.c) polls the list: an operation whose
 // compute-side `ready` event fired more than comm_timeout() seconds ago without `done`,
 // or an asynchronous error of a communicator (ncclCommGetAsyncError), ends the job after
 // ncclCommAbort of every communicator (which unblocks the stream).
@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm_internal.h"
+#include "comm/comm_internal.h"
 
 typedef const comm_backend cb_t;
 

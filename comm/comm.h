@@ -1,4 +1,4 @@
-// core/comm.h — the communication layer (world level).
+// comm/comm.h — the communication layer (world level).
 //
 // A process started by OpenMPI's mpirun or by Slurm's srun joins the MPI world; a
 // process started on its own runs as a world of one without MPI (no launcher needed).
@@ -15,8 +15,8 @@
 // members do not answer, print what it waited for and on which ranks, abort the backends
 // that can hang (NCCL: ncclCommAbort) and end the whole job (MPI_Abort). A rank that dies
 // is reported by the launcher (mpirun names it), one that fails by comm_abort.
-#ifndef TESSERA_CORE_COMM_H
-#define TESSERA_CORE_COMM_H
+#ifndef TESSERA_COMM_COMM_H
+#define TESSERA_COMM_COMM_H
 
 #include <stdint.h>
 #include "core/err.h"

@@ -1,5 +1,5 @@
-// core/comm_staged.c — "mpi-staged": MPI with device buffers staged through pinned host
-// memory (core/comm.h). Built with CUDA. The fallback for clusters without NCCL and the way
+// comm/comm_staged.c — "mpi-staged": MPI with device buffers staged through pinned host
+// memory (comm/comm.h). Built with CUDA. The fallback for clusters without NCCL and the way
 // to run several ranks on one GPU (NCCL refuses that), so the CP logic on GPUs can be
 // tested on a one-GPU machine.
 //
@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm_internal.h"
+#include "comm/comm_internal.h"
 
 typedef const comm_backend cb_t;
 

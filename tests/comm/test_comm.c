@@ -1,13 +1,14 @@
-// The group set and the collectives of the communication backends, checked exactly
-// (nccl-tests style): every rank fills buffers with values that are a known function of its
-// world rank, so every result has a closed form. Integer-valued floats below 2^24 make
-// float sums exact. Also the host logic of where ranks sit on a node and which GPU they
-// take (comm_local_from_env, comm_device_of, comm_find_shared), and comm_open's errors.
+// tests/comm/test_comm.c — the group set and the collectives of the communication backends,
+// checked exactly (nccl-tests style): every rank fills buffers with values that are a known
+// function of its world rank, so every result has a closed form. Integer-valued floats
+// below 2^24 make float sums exact. Also the host logic of where ranks sit on a node and
+// which GPU they take (comm_local_from_env, comm_device_of, comm_find_shared), and
+// comm_open's errors.
 //
-//   test_comm            host memory, "mpi" (tests/core/comm.sh: 1, 2, 4 ranks; 3 refused)
+//   test_comm            host memory, "mpi" (tests/comm/comm.sh: 1, 2, 4 ranks; 3 refused)
 //   test_comm_gpu NAME   the same checks on device memory through comm_open(NAME): "mpi"
 //                        (staged through pinned host memory) or "nccl" (label gpu,
-//                        tests/core/comm_gpu.sh; compiled with TEST_COMM_DEVICE)
+//                        tests/comm/comm_gpu.sh; compiled with TEST_COMM_DEVICE)
 // Every buffer a backend sees lives in its memory space; the checks read results back
 // after the stream the backend orders on has finished (mem_get).
 #include <stdint.h>
@@ -18,7 +19,7 @@
 #include <mpi.h>
 
 #include "check.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 
 #ifdef TEST_COMM_DEVICE
 #include <cuda_runtime_api.h>

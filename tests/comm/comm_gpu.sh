@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The device communication backends (test_comm_gpu, label gpu; tests/gpu/run.sh skips it
-# with the reason when no GPU is visible), every check of test_comm on device memory:
+# tests/comm/comm_gpu.sh — the device communication backends (test_comm_gpu, label gpu;
+# tests/gpu/run.sh skips it with the reason when no GPU is visible), every check of
+# test_comm on device memory:
 #   NCCL at world size 1: communicator creation, all-reduce, self send/recv (ring);
 #   MPI staged through pinned host memory at 1, 2 and 4 ranks (several ranks share a GPU);
 #   NCCL at 2 and 4 ranks where that many GPUs are visible (else said and skipped: NCCL

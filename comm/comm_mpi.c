@@ -1,11 +1,11 @@
-// core/comm_mpi.c — the "mpi" communication backend: group collectives and the ring
-// exchange on host memory with MPI (core/comm.h). Host-synchronous (no stream). In a world
+// comm/comm_mpi.c — the "mpi" communication backend: group collectives and the ring
+// exchange on host memory with MPI (comm/comm.h). Host-synchronous (no stream). In a world
 // of one (no launcher) the groups have no communicator and every entry is local. Every
 // wait is bounded (comm_mpi_wait); a blocking collective is the non-blocking one waited.
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/comm_internal.h"
+#include "comm/comm_internal.h"
 
 typedef const comm_backend cb_t;
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A rank that dies, hangs or fails ends the whole job within 60 s, with a message naming
-# it (core/comm.h "Failure"):
+# tests/comm/comm_fail.sh — a rank that dies, hangs or fails ends the whole job within 60 s,
+# with a message naming it (comm/comm.h "Failure"):
 #   1. kill -9 of rank 1 of a 2-rank job that communicates (test_comm_fail): mpirun ends
 #      the others and names the rank;
 #   2. SIGSTOP of rank 1 of a 4-rank job (a hung rank: the launcher sees nothing): the

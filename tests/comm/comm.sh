@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The group set and collectives (test_comm) without a launcher and under mpirun with
-# 2 and 4 ranks; 3 ranks must be refused with a clear message (test_comm checks that).
+# tests/comm/comm.sh — the group set and collectives (test_comm) without a launcher and
+# under mpirun with 2 and 4 ranks; 3 ranks must be refused with a clear message (test_comm
+# checks that).
 set -uo pipefail
 BIN=${TEST_COMM:?set by ctest}
 fail=0

@@ -1,17 +1,18 @@
-// A job that communicates until it is stopped, for tests/core/comm_fail.sh: every rank
-// repeats a ring exchange and an all-reduce in the world group, as training does, for at
-// most SECONDS; rank 0 prints "ready" after the first round, and the result of every round
-// is checked against its closed form (so a round that "completes" with a dead peer fails).
+// tests/comm/test_comm_fail.c — a job that communicates until it is stopped, for
+// tests/comm/comm_fail.sh: every rank repeats a ring exchange and an all-reduce in the
+// world group, as training does, for at most SECONDS; rank 0 prints "ready" after the first
+// round, and the result of every round is checked against its closed form (so a round that
+// "completes" with a dead peer fails).
 //   mpirun -np N test_comm_fail SECONDS
 // (The GPU variant kills a rank of `tessera train --backend cuda`: tests/dist/gpu_dist.sh.)
 // The driver then kills or stops one rank and checks that the whole job ends within a
-// bounded time with a message naming it (core/comm.h "Failure").
+// bounded time with a message naming it (comm/comm.h "Failure").
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/log.h"
 
 

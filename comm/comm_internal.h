@@ -1,11 +1,11 @@
-// core/comm_internal.h — what the communication backends of core/ share with comm.c (not
-// a public header: only core/comm*.c include it).
-#ifndef TESSERA_CORE_COMM_INTERNAL_H
-#define TESSERA_CORE_COMM_INTERNAL_H
+// comm/comm_internal.h — what the communication backends of comm/ share with comm.c (not
+// a public header: only comm/comm*.c include it).
+#ifndef TESSERA_COMM_COMM_INTERNAL_H
+#define TESSERA_COMM_COMM_INTERNAL_H
 
 #include <mpi.h>
 #include <stddef.h>
-#include "core/comm.h"
+#include "comm/comm.h"
 
 // MPI counts are int: transfers are cut into pieces of at most this many elements.
 enum { COMM_CHUNK = 1 << 30 };

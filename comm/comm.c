@@ -1,7 +1,7 @@
-// core/comm.c — the world (control plane), the group set, where ranks sit on their nodes,
-// and the watchdog that bounds every blocking communication (core/comm.h).
-#include "core/comm.h"
-#include "core/comm_internal.h"
+// comm/comm.c — the world (control plane), the group set, where ranks sit on their nodes,
+// and the watchdog that bounds every blocking communication (comm/comm.h).
+#include "comm/comm.h"
+#include "comm/comm_internal.h"
 
 #include <mpi.h>
 #include <pthread.h>

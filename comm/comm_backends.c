@@ -1,11 +1,11 @@
-// core/comm_backends.c — the one list of the communication backends built into this
-// binary, chosen by name (comm_open, core/comm.h), and the binding of ranks to GPUs. The
+// comm/comm_backends.c — the one list of the communication backends built into this
+// binary, chosen by name (comm_open, comm/comm.h), and the binding of ranks to GPUs. The
 // device backends join under their build flags, like kernels/backends.c: the staged MPI
 // backend with CUDA (TESSERA_HAVE_CUDA), NCCL with NCCL (TESSERA_HAVE_NCCL).
 #include <string.h>
 
-#include "core/comm.h"
-#include "core/comm_internal.h"
+#include "comm/comm.h"
+#include "comm/comm_internal.h"
 
 #ifdef TESSERA_HAVE_CUDA
 #include <cuda_runtime_api.h>
