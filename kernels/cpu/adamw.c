@@ -1,13 +1,13 @@
 // kernels/cpu/adamw.c — AdamW step, gradient sum of squares and clipping, weight EMA.
 #include <math.h>
 
+#include "kernels/check.h"
 #include "kernels/cpu/cpu.h"
 
 // *result_host = sum x^2, x: (n)
 tsr_status kcpu_sumsq(kb_t *kb, double *result_host, const float *x, size_t n) {
-  KCPU_NEED("sumsq", result_host);
-  if (n) KCPU_NEED("sumsq", x);
-  return kcpu_sumsq_diff(result_host, x, NULL, n);
+  tsr_status st = kernels_check_sumsq(result_host, x, n);
+  return st ? st : kcpu_sumsq_diff(result_host, x, NULL, n);
 }
 
 float kernels_clip_scale(double total_sumsq, float max_norm) {
@@ -125,11 +125,8 @@ tsr_status kcpu_adamw_update_multi(kb_t *kb, float *param, const float *grad, fl
 
 // ema, param: (n)
 tsr_status kcpu_ema_update(kb_t *kb, float *ema, const float *param, size_t n, float decay) {
-  if (!(decay >= 0.0f && decay <= 1.0f))
-    return err_set(TSR_EINVAL, "ema_update: decay = %g must be in [0, 1]", (double)decay);
-  if (n == 0) return TSR_OK;
-  KCPU_NEED("ema_update", ema);
-  KCPU_NEED("ema_update", param);
+  tsr_status st = kernels_check_ema_update(ema, param, n, decay);
+  if (st || n == 0) return st;
   float w = (float)(1.0 - (double)decay);
 #pragma omp parallel for schedule(static) if (n > KCPU_PAR_MIN)
   for (size_t i = 0; i < n; i++) ema[i] = ema[i] * decay + param[i] * w;

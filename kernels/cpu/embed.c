@@ -2,18 +2,14 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/check.h"
 #include "kernels/cpu/cpu.h"
 
 // out: (n, dim), t: (n)
 tsr_status kcpu_timestep_embedding(kb_t *kb, float *out, const float *t, int n, int dim,
                                    float max_period) {
-  KCPU_DIM("timestep_embedding", n);
-  KCPU_DIM("timestep_embedding", dim);
-  if (!(max_period > 0.0f))
-    return err_set(TSR_EINVAL, "timestep_embedding: max_period = %g must be > 0", (double)max_period);
-  if (n == 0 || dim == 0) return TSR_OK;
-  KCPU_NEED("timestep_embedding", out);
-  KCPU_NEED("timestep_embedding", t);
+  tsr_status st = kernels_check_timestep_embedding(out, t, n, dim, max_period);
+  if (st || n == 0 || dim == 0) return st;
   int half = dim / 2;
   for (int i = 0; i < n; i++) {
     float *o = out + (size_t)i * dim;

@@ -1,27 +1,14 @@
 // kernels/cpu/loss.c — per-clip weighted squared error (rectified-flow objective).
+#include "kernels/check.h"
 #include "kernels/cpu/cpu.h"
-
-static tsr_status check_loss(const char *op, const float *pred, const float *target,
-                             const float *weight, const int32_t *cu, int n_clips, int L, int D) {
-  KCPU_DIM(op, L);
-  KCPU_DIM(op, D);
-  tsr_status st = kcpu_check_cu(op, "cu_seqlens", cu, n_clips, L);
-  if (st) return st;
-  if (n_clips > 0) KCPU_NEED(op, weight);
-  if (L > 0 && D > 0) {
-    KCPU_NEED(op, pred);
-    KCPU_NEED(op, target);
-  }
-  return TSR_OK;
-}
 
 // loss: (1), sse: (C) or NULL, pred/target: (L, D), weight: (C), cu: (C + 1)
 tsr_status kcpu_mse_forward(kb_t *kb, float *loss, float *sse, const float *pred,
                             const float *target, const float *weight, const int32_t *cu,
                             int n_clips, int L, int D) {
-  tsr_status st = check_loss("mse_forward", pred, target, weight, cu, n_clips, L, D);
+  tsr_status st = kernels_check_mse_forward(loss, pred, target, weight, cu, n_clips, L, D);
+  if (!st) st = kcpu_check_cu("mse_forward", "cu_seqlens", cu, n_clips, L);
   if (st) return st;
-  KCPU_NEED("mse_forward", loss);
   double total = 0.0;
   for (int c = 0; c < n_clips; c++) {
     size_t o = (size_t)cu[c] * D, n = (size_t)(cu[c + 1] - cu[c]) * D;
@@ -37,9 +24,9 @@ tsr_status kcpu_mse_forward(kb_t *kb, float *loss, float *sse, const float *pred
 // dpred: (L, D) = 2 weight[c] (pred - target)
 tsr_status kcpu_mse_backward(kb_t *kb, float *dpred, const float *pred, const float *target,
                              const float *weight, const int32_t *cu, int n_clips, int L, int D) {
-  tsr_status st = check_loss("mse_backward", pred, target, weight, cu, n_clips, L, D);
+  tsr_status st = kernels_check_mse_backward(dpred, pred, target, weight, cu, n_clips, L, D);
+  if (!st) st = kcpu_check_cu("mse_backward", "cu_seqlens", cu, n_clips, L);
   if (st || L == 0 || D == 0) return st;
-  KCPU_NEED("mse_backward", dpred);
 #pragma omp parallel for schedule(static) if ((size_t)L * D > KCPU_PAR_MIN)
   for (int i = 0; i < L; i++) {
     float w2 = 2.0f * weight[kcpu_clip_of(cu, n_clips, i)];

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "kernels/check.h"
 #include "kernels/cpu/cpu.h"
 
 double kernels_objective_timestep(uint64_t seed, uint64_t step, int64_t clip_id,
@@ -45,16 +46,10 @@ tsr_status kcpu_objective_inputs(kb_t *kb, float *t, float *x_t, float *target,
                                  uint64_t step, double t_logit_mean, double t_logit_std,
                                  int64_t t_shift_tokens) {
   const char *op = "objective_inputs";
-  KCPU_DIM(op, L);
-  KCPU_DIM(op, P);
-  if (!kernels_tokens_size(tokens_dtype))
-    return err_set(TSR_EINVAL, "%s: unknown token dtype %d", op, (int)tokens_dtype);
-  tsr_status st = kcpu_check_cu(op, "cu_seqlens", cu, n_clips, L);
+  tsr_status st = kernels_check_objective_inputs(t, x_t, target, tokens, tokens_dtype, clips, cu,
+                                                 n_clips, L, P);
+  if (!st) st = kcpu_check_cu(op, "cu_seqlens", cu, n_clips, L);
   if (st) return st;
-  if (n_clips > 0) {
-    KCPU_NEED(op, t);
-    KCPU_NEED(op, clips);
-  }
   for (int c = 0; c < n_clips; c++) {
     const kernels_clip_key *k = &clips[c];
     if (k->first_token < 0 || k->first_token + (cu[c + 1] - cu[c]) > k->total_tokens)
@@ -66,9 +61,6 @@ tsr_status kcpu_objective_inputs(kb_t *kb, float *t, float *x_t, float *target,
                                              t_logit_mean, t_logit_std, t_shift_tokens);
   }
   if (L == 0 || P == 0) return TSR_OK;
-  KCPU_NEED(op, x_t);
-  KCPU_NEED(op, target);
-  KCPU_NEED(op, tokens);
 #pragma omp parallel for schedule(static) if ((size_t)L * P > KCPU_PAR_MIN / 16)
   for (int i = 0; i < L; i++) {
     int c = kcpu_clip_of(cu, n_clips, i);
@@ -90,9 +82,8 @@ tsr_status kcpu_objective_inputs(kb_t *kb, float *t, float *x_t, float *target,
 // x: (n) updated, v_cond, v_uncond: (n)
 tsr_status kcpu_euler_update(kb_t *kb, float *x, const float *v_cond, const float *v_uncond,
                              float cfg, float dt, size_t n) {
-  if (n == 0) return TSR_OK;
-  KCPU_NEED("euler_update", x);
-  KCPU_NEED("euler_update", v_cond);
+  tsr_status st = kernels_check_euler_update(x, v_cond, n);
+  if (st || n == 0) return st;
   if (v_uncond) {
 #pragma omp parallel for schedule(static) if (n > KCPU_PAR_MIN)
     for (size_t i = 0; i < n; i++) x[i] += dt * (v_uncond[i] + cfg * (v_cond[i] - v_uncond[i]));
@@ -106,12 +97,8 @@ tsr_status kcpu_euler_update(kb_t *kb, float *x, const float *v_cond, const floa
 // dst: (n) [dst_dtype], src: (n) [src_dtype]
 tsr_status kcpu_cast(kb_t *kb, void *dst, kernels_dtype dst_dtype, const void *src,
                      kernels_dtype src_dtype, size_t n) {
-  if (!kernels_dtype_size(dst_dtype) || !kernels_dtype_size(src_dtype))
-    return err_set(TSR_EINVAL, "cast: unknown dtype (dst %d, src %d)", (int)dst_dtype,
-                   (int)src_dtype);
-  if (n == 0) return TSR_OK;
-  KCPU_NEED("cast", dst);
-  KCPU_NEED("cast", src);
+  tsr_status st = kernels_check_cast(dst, dst_dtype, src, src_dtype, n);
+  if (st || n == 0) return st;
   if (dst_dtype == src_dtype) {
     memcpy(dst, src, n * kernels_dtype_size(dst_dtype));
   } else if (dst_dtype == KERNELS_BF16) {  // from f32

@@ -1,18 +1,14 @@
 // kernels/cpu/rmsnorm.c — RMSNorm with a learned weight (QK-norm: rows of one head; row
 // arithmetic: kernels/cpu/rows.h).
+#include "kernels/check.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/rows.h"
 
 // out: (R, C), rstd: (R) or NULL, inp: (R, C), weight: (C)
 tsr_status kcpu_rmsnorm_forward(kb_t *kb, float *out, float *rstd, const float *inp,
                                 const float *weight, int R, int C, float eps) {
-  KCPU_DIM("rmsnorm_forward", R);
-  KCPU_DIM("rmsnorm_forward", C);
-  if (R == 0) return TSR_OK;
-  if (C == 0) return err_set(TSR_EINVAL, "rmsnorm_forward: C = 0");
-  KCPU_NEED("rmsnorm_forward", out);
-  KCPU_NEED("rmsnorm_forward", inp);
-  KCPU_NEED("rmsnorm_forward", weight);
+  tsr_status st = kernels_check_rmsnorm_forward(out, inp, weight, R, C);
+  if (st || R == 0) return st;
 #pragma omp parallel for schedule(static) if ((size_t)R * C > KCPU_PAR_MIN)
   for (int i = 0; i < R; i++) {
     float r = kcpu_rms_row(out + (size_t)i * C, inp + (size_t)i * C, weight, C, eps);
@@ -26,14 +22,9 @@ tsr_status kcpu_rmsnorm_forward(kb_t *kb, float *out, float *rstd, const float *
 tsr_status kcpu_rmsnorm_backward(kb_t *kb, float *dinp, float *dweight, const float *dout,
                                  const float *inp, const float *weight, const float *rstd, int R,
                                  int C) {
-  KCPU_DIM("rmsnorm_backward", R);
-  KCPU_DIM("rmsnorm_backward", C);
-  if (R == 0 || C == 0) return TSR_OK;
-  KCPU_NEED("rmsnorm_backward", dout);
-  KCPU_NEED("rmsnorm_backward", inp);
-  KCPU_NEED("rmsnorm_backward", rstd);
+  tsr_status st = kernels_check_rmsnorm_backward(dinp, dout, inp, weight, rstd, R, C);
+  if (st || R == 0 || C == 0) return st;
   if (dinp) {
-    KCPU_NEED("rmsnorm_backward", weight);
 #pragma omp parallel for schedule(static) if ((size_t)R * C > KCPU_PAR_MIN)
     for (int i = 0; i < R; i++) {
       size_t o = (size_t)i * C;

@@ -7,14 +7,18 @@
 // with no change (no extra tolerance is needed: P stays fp32 in attention, so every entry
 // rounds only on its [act] stores).
 //
-// Files: backend.cu (context, memory arena, table, every token-local entry and the fused
-// ones, reductions, objective with a device Philox-4x32-10 equal to core/rng.c, optimizer,
-// staged uploads), graph.cu (recorded graphs: stream capture, kernels.h graph_*),
-// gemm.cu (cuBLASLt: plans cached by shape, BIAS / GELU_AUX(_BIAS) / DGELU epilogues),
-// attention.cu (the attention entries and their own fp32 kernels), attention_cudnn.cu
-// (cuDNN's fused SDPA for attention_forward, attention_backward and
-// attention_partial_forward, chosen per call: TESSERA_CUDA_ATTENTION=auto|cudnn|own,
-// docs/gpu.md "Attention"), sdpa.h/sdpa.c (its host-side rules), kcu.h (private). Context
+// Files, one per op family as in kernels/cpu/: backend.cu (context, the table, errors),
+// memory.cu (memory arena, copies, staged uploads, sync), elementwise.cu (cast, arithmetic,
+// GELU, SiLU), layernorm.cu (LayerNorm, adaLN modulate and gate, their fusion), rmsnorm.cu
+// (RMSNorm, RoPE, their fusion on q and k), objective.cu (timestep and label embeddings,
+// objective inputs with a device Philox-4x32-10 equal to core/rng.c, Euler step),
+// reduce.cu (column sums, MSE loss, sumsq), adamw.cu (AdamW, EMA), graph.cu (recorded
+// graphs: stream capture, kernels.h graph_*), gemm.cu (cuBLASLt: plans cached by shape,
+// BIAS / GELU_AUX(_BIAS) / DGELU epilogues), attention.cu (the attention entries and their
+// own fp32 kernels), attention_cudnn.cu (cuDNN's fused SDPA for attention_forward,
+// attention_backward and attention_partial_forward, chosen per call:
+// TESSERA_CUDA_ATTENTION=auto|cudnn|own, docs/gpu.md "Attention"), sdpa.h/sdpa.c (its
+// host-side rules), kcu.h (private: the context and the helpers the files share). Context
 // (kb->ctx, struct kcu_ctx): the current device, one non-blocking stream that orders every
 // entry, the cuBLASLt handle, the device error word, the cuDNN attention state (handle on
 // the same stream, plan cache; created on first use), and the run's one device allocation
@@ -62,7 +66,7 @@
 // alignments, and whether cuBLASLt had an algorithm or the plain path runs).
 // TESSERA_CUDA_GRAPHS=1 fills the graph_* entries (recorded graphs, graph.cu; any other
 // value than 0/1: the backend is unavailable, with the reason). TESSERA_CUDA_STAGING=0 turns
-// off the pinned staging of uploads from pageable memory (backend.cu stage_upload: 2 x 128
+// off the pinned staging of uploads from pageable memory (memory.cu stage_upload: 2 x 128
 // MiB pinned, so that an upload does not first drain the stream).
 // TESSERA_CUDA_LT_GELU=0 runs linear_gelu_forward
 // and linear_backward_dgelu as GEMM + GELU kernel instead of cuBLASLt's epilogues (to

@@ -18,7 +18,7 @@
 // far below the one bf16 rounding of the output (2^-9 relative), which is what the
 // tolerance of tests/kernels/test_backend_ops.c allows. Where cuBLASLt offers no algorithm
 // (aux leading dimension not a multiple of 8, misaligned bias) or TESSERA_CUDA_LT_GELU=0,
-// the same entries run the plain GEMM and the GELU kernels of backend.cu: the composition
+// the same entries run the plain GEMM and the GELU kernels of elementwise.cu: the composition
 // that defines them (kernels.h), which rounds pre to bf16 before GELU (the backward: the
 // product before GELU' is applied), so two roundings (test_backend_ops.c's tol_of allows
 // for it; measured on the emulated device, kernels/cuda/emu). linear_backward: dinp = dout w^T (bf16 out, overwritten), dw += inp^T dout
@@ -42,8 +42,6 @@
 extern "C" {
 #include "core/log.h"
 }
-
-extern "C" tsr_status kcu_scale_act(kb_t *kb, void *y, float alpha, size_t n);
 
 // ---- fallback kernel: 32x32 tiles, fp32 accumulation -----------------------------------
 enum { FB_T = 32 };

@@ -1,8 +1,12 @@
-// kernels/cuda/kcu.h — private to the CUDA backend: the context, error helpers, device
-// helpers shared by the .cu files and the entries that live outside backend.cu.
+// kernels/cuda/kcu.h — private to the CUDA backend: the context, error helpers, the device
+// helpers every .cu file shares (bf16 loads and stores, warp sums, grid-stride loops and
+// their launch configuration, LayerNorm's row statistics), and what one file of the
+// backend provides to another: the op families' table fillers, the column sums, the
+// GEMM, attention and graph entries.
 //
 // Conventions of every entry (kernels.h): arguments are checked on the host (NULL pointers,
-// negative sizes) and return TSR_EINVAL with "entry: what"; CUDA/cuBLASLt failures return
+// negative sizes; first the checks both backends share, kernels/check.h kernels_check_*)
+// and return TSR_EINVAL with "entry: what"; CUDA/cuBLASLt failures return
 // TSR_EIO (TSR_ENOMEM for out-of-memory) with "entry: call: CUDA error string". Index
 // arrays live on the device and are not read by the host; the kernels clamp every index
 // they read so a bad array cannot make them access memory out of bounds, and they record
@@ -15,6 +19,7 @@
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdint.h>
 
 extern "C" {
@@ -73,7 +78,7 @@ struct kcu_ctx {
   int lt_gelu;         // 1: GELU/DGELU as cuBLASLt epilogues (TESSERA_CUDA_LT_GELU=0: kernels)
   int lt_log;          // TESSERA_CUDA_LT_LOG=1: log every cuBLASLt plan built (and whether
                        // cuBLASLt had an algorithm for it)
-  char *stage;         // pinned staging of uploads (backend.cu stage_upload): 2 halves
+  char *stage;         // pinned staging of uploads (memory.cu stage_upload): 2 halves
   int stage_state;     // 0 not made yet, 1 in use, -1 off (TESSERA_CUDA_STAGING=0 or no memory)
   int stage_cur;       // the half being filled
   size_t stage_off;    // bytes of it used
@@ -95,6 +100,9 @@ static inline kcu_ctx *kcu(kb_t *kb) { return (kcu_ctx *)kb->ctx; }
 
 tsr_status kcu_cuda_fail(const char *op, const char *call, cudaError_t e);
 tsr_status kcu_lt_fail(const char *op, const char *call, cublasStatus_t s);
+// Reads and clears the device error word after everything queued before it (waits for the
+// stream): TSR_OK, or TSR_EINVAL naming the entry that found a bad index (backend.cu).
+tsr_status kcu_check_error(kb_t *kb, const char *op);
 // Returns from the enclosing function on a CUDA error.
 #define KCU_CUDA(op, call)                                               \
   do {                                                                   \
@@ -184,7 +192,44 @@ __device__ __forceinline__ float kcu_warp_maxf(float v) {
   return v;
 }
 
-// ---- column sums (reduce.cu side of backend.cu) ---------------------------------------
+// LayerNorm's statistics of one row x (D) for the warp that owns it: mean and 1/sqrt(var +
+// eps), summed in double (two passes), the same in every lane. Shared by LayerNorm and its
+// fusion with the modulation, which must agree bit for bit.
+__device__ __forceinline__ void kcu_ln_row_stats(const act_t *x, int D, int lane, float eps,
+                                                 float *mu_out, float *rstd_out) {
+  double s = 0.0;
+  for (int j = lane; j < D; j += 32) s += (double)kcu_ld(x, j);
+  double mu = kcu_warp_sum(s) / D, ss = 0.0;
+  for (int j = lane; j < D; j += 32) {
+    double d = (double)kcu_ld(x, j) - mu;
+    ss += d * d;
+  }
+  *mu_out = (float)mu;
+  *rstd_out = (float)(1.0 / sqrt(kcu_warp_sum(ss) / D + (double)eps));
+}
+
+// ---- loops and launches ------------------------------------------------------------------
+// One thread per item: a grid-stride loop over i in [0, n) (the grid is capped by
+// kcu_blocks, so the loop does the rest).
+#define KCU_GRID_STRIDE(i, n) \
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+// The launch configuration of such a kernel over n items on the backend's stream:
+//   k_fill<<<KCU_GRID(kb, n)>>>(x, value, n);
+//   KCU_LAUNCHED(op);
+// The <<< >>> itself stays in the .cu files: kernels/cuda/emu/translate.py rewrites the
+// launches of a .cu file for the emulated device, not those of the headers it includes.
+#define KCU_GRID(kb, n) kcu_blocks((n), 256), 256, 0, kcu(kb)->stream
+// One warp per row: a grid-stride loop over rows (every lane of a warp has the same row, so
+// the shuffles inside see the whole warp), with `lane` declared. Opens a loop: the kernel
+// body ends with KCU_WARP_ROW_END. Launch with kcu_warp_blocks(rows) blocks of 256.
+#define KCU_WARP_ROW(row, R)                                                          \
+  int lane = threadIdx.x & 31;                                                        \
+  for (int row = (int)((blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32); row < (R); \
+       row += (int)((size_t)gridDim.x * blockDim.x / 32)) {
+#define KCU_WARP_ROW_END }
+static inline unsigned kcu_warp_blocks(int rows) { return kcu_blocks((size_t)rows * 32, 256); }
+
+// ---- column sums (reduce.cu) -------------------------------------------------------------
 // Deterministic column sums over row segments: for segment s (rows [seg[s], seg[s+1]) when
 // seg is given — device memory, n_seg + 1 offsets — or rows [0, rows) when seg is NULL and
 // n_seg == 1) and column j < cols:
@@ -197,6 +242,17 @@ __device__ __forceinline__ float kcu_warp_maxf(float v) {
 tsr_status kcu_colsum(kb_t *kb, const char *op, float *out_f32, act_t *out_act, int accumulate,
                       int ostride, const act_t *a, const act_t *b, const float *rs,
                       const float *mu, const int32_t *seg, int n_seg, int rows, int cols, int ld);
+
+// ---- the families' entries -----------------------------------------------------------------
+// Each op family's file sets its entries into the table that backend.cu makes (and nothing
+// else): a new entry of that family is added in its file alone.
+void kcu_memory_entries(kernels_backend *b);       // memory.cu: alloc ... mem_info
+void kcu_elementwise_entries(kernels_backend *b);  // elementwise.cu: cast ... silu_backward
+void kcu_layernorm_entries(kernels_backend *b);    // layernorm.cu: LayerNorm, adaLN, fused
+void kcu_rmsnorm_entries(kernels_backend *b);      // rmsnorm.cu: RMSNorm, RoPE, fused QK
+void kcu_objective_entries(kernels_backend *b);    // objective.cu: embeddings, objective, Euler
+void kcu_reduce_entries(kernels_backend *b);       // reduce.cu: mse_*, sumsq
+void kcu_adamw_entries(kernels_backend *b);        // adamw.cu: adamw_update(_multi), ema_update
 
 // ---- entries defined in gemm.cu, attention.cu and graph.cu -----------------------------
 extern "C" {
@@ -218,8 +274,10 @@ tsr_status kcu_linear_backward_dgelu(kb_t *kb, void *dpre, float *dw, float *dbi
                                      const void *pre, int M, int K, int N);
 // Drops every cached cuBLASLt plan (gemm.cu).
 void kcu_plans_free(kcu_ctx *x);
-// [act] GELU pieces (backend.cu) for gemm.cu's paths without an epilogue, n elements:
-// out = GELU(pre); dinp = GELU'(pre) dout (dinp may equal dout). Errors name op.
+// [act] pieces (elementwise.cu) for gemm.cu's paths without an epilogue, n elements:
+// y *= alpha (alpha == 0: zeroed), errors naming "gemm" (gemm with k == 0);
+// out = GELU(pre); dinp = GELU'(pre) dout (dinp may equal dout), errors naming op.
+tsr_status kcu_scale_act(kb_t *kb, void *y, float alpha, size_t n);
 tsr_status kcu_gelu_act(kb_t *kb, const char *op, void *out, const void *pre, size_t n);
 tsr_status kcu_dgelu_act(kb_t *kb, const char *op, void *dinp, const void *dout, const void *pre,
                          size_t n);

@@ -1,0 +1,171 @@
+// kernels/check.c — the backend-independent argument checks of kernels.h's entries
+// (kernels/check.h). The messages are the ones both backends gave before the checks moved
+// here, word for word, so a caller sees the same error whichever backend it runs.
+#include "kernels/check.h"
+
+// "op: name is NULL" and "op: name = v is negative", named after the entry's argument.
+#define NEED(op, p) \
+  do { if (!(p)) return err_set(TSR_EINVAL, "%s: %s is NULL", (op), #p); } while (0)
+#define DIM(op, x) \
+  do { if ((x) < 0) return err_set(TSR_EINVAL, "%s: %s = %lld is negative", (op), #x, (long long)(x)); } while (0)
+
+tsr_status kernels_check_cast(const void *dst, kernels_dtype dst_dtype, const void *src,
+                              kernels_dtype src_dtype, size_t n) {
+  if (!kernels_dtype_size(dst_dtype) || !kernels_dtype_size(src_dtype))
+    return err_set(TSR_EINVAL, "cast: unknown dtype (dst %d, src %d)", (int)dst_dtype,
+                   (int)src_dtype);
+  if (n == 0) return TSR_OK;
+  NEED("cast", dst);
+  NEED("cast", src);
+  return TSR_OK;
+}
+
+tsr_status kernels_check_layernorm_forward(const void *out, const void *inp, int L, int D) {
+  const char *op = "layernorm_forward";
+  DIM(op, L);
+  DIM(op, D);
+  if (L == 0) return TSR_OK;
+  if (D == 0) return err_set(TSR_EINVAL, "%s: D = 0", op);
+  NEED(op, out);
+  NEED(op, inp);
+  return TSR_OK;
+}
+
+tsr_status kernels_check_layernorm_backward(const void *dinp, const void *dout, const void *inp,
+                                            const float *mean, const float *rstd, int L, int D) {
+  const char *op = "layernorm_backward";
+  DIM(op, L);
+  DIM(op, D);
+  if (L == 0 || D == 0 || !dinp) return TSR_OK;  // nothing to compute
+  NEED(op, dout);
+  NEED(op, inp);
+  NEED(op, mean);
+  NEED(op, rstd);
+  return TSR_OK;
+}
+
+tsr_status kernels_check_rmsnorm_forward(const void *out, const void *inp, const float *weight,
+                                         int R, int C) {
+  const char *op = "rmsnorm_forward";
+  DIM(op, R);
+  DIM(op, C);
+  if (R == 0) return TSR_OK;
+  if (C == 0) return err_set(TSR_EINVAL, "%s: C = 0", op);
+  NEED(op, out);
+  NEED(op, inp);
+  NEED(op, weight);
+  return TSR_OK;
+}
+
+tsr_status kernels_check_rmsnorm_backward(const void *dinp, const void *dout, const void *inp,
+                                          const float *weight, const float *rstd, int R, int C) {
+  const char *op = "rmsnorm_backward";
+  DIM(op, R);
+  DIM(op, C);
+  if (R == 0 || C == 0) return TSR_OK;
+  NEED(op, dout);
+  NEED(op, inp);
+  NEED(op, rstd);
+  if (dinp) NEED(op, weight);  // only dinp reads the weight (dweight is a column sum)
+  return TSR_OK;
+}
+
+tsr_status kernels_check_timestep_embedding(const void *out, const float *t, int n, int dim,
+                                            float max_period) {
+  const char *op = "timestep_embedding";
+  DIM(op, n);
+  DIM(op, dim);
+  if (!(max_period > 0.0f))
+    return err_set(TSR_EINVAL, "%s: max_period = %g must be > 0", op, (double)max_period);
+  if (n == 0 || dim == 0) return TSR_OK;
+  NEED(op, out);
+  NEED(op, t);
+  return TSR_OK;
+}
+
+// The host-side half of every packed-clips check: n_clips and the pointer. The values of
+// cu_seqlens live in backend memory: each backend checks them its own way.
+static tsr_status check_cu_args(const char *op, const int32_t *cu_seqlens, int n_clips) {
+  if (n_clips < 0) return err_set(TSR_EINVAL, "%s: n_clips = %d is negative", op, n_clips);
+  NEED(op, cu_seqlens);
+  return TSR_OK;
+}
+
+tsr_status kernels_check_objective_inputs(const float *t, const void *x_t, const void *target,
+                                          const void *tokens, kernels_tokens tokens_dtype,
+                                          const kernels_clip_key *clips,
+                                          const int32_t *cu_seqlens, int n_clips, int L, int P) {
+  const char *op = "objective_inputs";
+  DIM(op, L);
+  DIM(op, P);
+  if (!kernels_tokens_size(tokens_dtype))
+    return err_set(TSR_EINVAL, "%s: unknown token dtype %d", op, (int)tokens_dtype);
+  tsr_status st = check_cu_args(op, cu_seqlens, n_clips);
+  if (st) return st;
+  if (n_clips > 0) {
+    NEED(op, t);
+    NEED(op, clips);
+  }
+  if (L > 0 && P > 0) {
+    NEED(op, x_t);
+    NEED(op, target);
+    NEED(op, tokens);
+  }
+  return TSR_OK;
+}
+
+tsr_status kernels_check_euler_update(const float *x, const void *v_cond, size_t n) {
+  if (n == 0) return TSR_OK;
+  NEED("euler_update", x);
+  NEED("euler_update", v_cond);
+  return TSR_OK;
+}
+
+// What mse_forward and mse_backward share: sizes, the clips, their weights, the operands.
+static tsr_status check_loss(const char *op, const void *pred, const void *target,
+                             const float *weight, const int32_t *cu_seqlens, int n_clips, int L,
+                             int D) {
+  DIM(op, L);
+  DIM(op, D);
+  tsr_status st = check_cu_args(op, cu_seqlens, n_clips);
+  if (st) return st;
+  if (n_clips > 0) NEED(op, weight);
+  if (L > 0 && D > 0) {
+    NEED(op, pred);
+    NEED(op, target);
+  }
+  return TSR_OK;
+}
+
+tsr_status kernels_check_mse_forward(const float *loss, const void *pred, const void *target,
+                                     const float *weight, const int32_t *cu_seqlens, int n_clips,
+                                     int L, int D) {
+  tsr_status st = check_loss("mse_forward", pred, target, weight, cu_seqlens, n_clips, L, D);
+  if (st) return st;
+  NEED("mse_forward", loss);
+  return TSR_OK;
+}
+
+tsr_status kernels_check_mse_backward(const void *dpred, const void *pred, const void *target,
+                                      const float *weight, const int32_t *cu_seqlens, int n_clips,
+                                      int L, int D) {
+  tsr_status st = check_loss("mse_backward", pred, target, weight, cu_seqlens, n_clips, L, D);
+  if (st) return st;
+  if (L > 0 && D > 0) NEED("mse_backward", dpred);
+  return TSR_OK;
+}
+
+tsr_status kernels_check_sumsq(const double *result_host, const float *x, size_t n) {
+  NEED("sumsq", result_host);
+  if (n) NEED("sumsq", x);
+  return TSR_OK;
+}
+
+tsr_status kernels_check_ema_update(const float *ema, const float *param, size_t n, float decay) {
+  if (!(decay >= 0.0f && decay <= 1.0f))
+    return err_set(TSR_EINVAL, "ema_update: decay = %g must be in [0, 1]", (double)decay);
+  if (n == 0) return TSR_OK;
+  NEED("ema_update", ema);
+  NEED("ema_update", param);
+  return TSR_OK;
+}

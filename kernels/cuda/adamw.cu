@@ -1,0 +1,123 @@
+// kernels/cuda/adamw.cu — the optimizer entries: AdamW over one tensor and over the
+// segments of the flat parameter buffer (adamw_update_multi, one launch for the whole
+// model), and the weights' EMA (mirrors kernels/cpu/adamw.c; the gradients' sumsq, a
+// reduction, is in reduce.cu). fp32 state, PyTorch's order of operations
+// (kernels_adamw_prepare's scalars, shared with the CPU backend).
+#include <math.h>
+
+#include "kernels/check.h"
+#include "kernels/cuda/kcu.h"
+
+__global__ void k_adamw(float *param, const float *grad, float *m, float *v, size_t n, float decay,
+                        float w1, float beta2, float w2, float eps, float step_size, float bc2_sqrt,
+                        float grad_scale) {
+  KCU_GRID_STRIDE(i, n) {
+    float g = grad[i] * grad_scale;
+    float p = param[i] * decay;
+    float mi = m[i] + w1 * (g - m[i]);
+    float vi = v[i] * beta2 + w2 * g * g;
+    float denom = sqrtf(vi) / bc2_sqrt + eps;
+    param[i] = p + (-step_size) * (mi / denom);
+    m[i] = mi;
+    v[i] = vi;
+  }
+}
+
+static tsr_status cu_adamw_update(kb_t *kb, float *param, const float *grad, float *m, float *v,
+                                  size_t n, float lr, float beta1, float beta2, float eps,
+                                  float weight_decay, int64_t step, float grad_scale) {
+  const char *op = "adamw_update";
+  kernels_adamw_scalars c = {};
+  tsr_status st = kernels_adamw_prepare(lr, beta1, beta2, weight_decay, step, &c);
+  if (st || n == 0) return st;
+  KCU_NEED(op, param);
+  KCU_NEED(op, grad);
+  KCU_NEED(op, m);
+  KCU_NEED(op, v);
+  k_adamw<<<KCU_GRID(kb, n)>>>(param, grad, m, v, n, c.decay, c.w1, beta2, c.w2, eps, c.step_size,
+                               c.bc2_sqrt, grad_scale);
+  KCU_LAUNCHED(op);
+  return TSR_OK;
+}
+
+// AdamW over the segments of flat buffers: element i finds its segment by binary search
+// (the table is small and cached), skips itself when in none, and updates with that
+// segment's decay factor — the arithmetic of k_adamw, so bitwise one launch per segment.
+__global__ void k_adamw_multi(float *param, const float *grad, float *m, float *v, size_t n,
+                              const kernels_param_segment *segs, int n_segs, float decay_wd,
+                              float decay_0, float w1, float beta2, float w2, float eps,
+                              float step_size, float bc2_sqrt, float grad_scale) {
+  KCU_GRID_STRIDE(i, n) {
+    int lo = 0, hi = n_segs;  // the first segment that ends after i
+    while (lo < hi) {
+      int mid = (lo + hi) / 2;
+      if (segs[mid].offset + segs[mid].numel <= (long long)i) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo == n_segs || (long long)i < segs[lo].offset) continue;
+    float g = grad[i] * grad_scale;
+    float p = param[i] * (segs[lo].decay ? decay_wd : decay_0);
+    float mi = m[i] + w1 * (g - m[i]);
+    float vi = v[i] * beta2 + w2 * g * g;
+    float denom = sqrtf(vi) / bc2_sqrt + eps;
+    param[i] = p + (-step_size) * (mi / denom);
+    m[i] = mi;
+    v[i] = vi;
+  }
+}
+
+// The table's checks (kernels.h): in order, not overlapping, inside [0, n), decay 0/1.
+__global__ void k_check_segs(kcu_dev_error *err, const kernels_param_segment *segs, int n_segs,
+                             long long n) {
+  for (int s = threadIdx.x; s < n_segs; s += blockDim.x) {
+    kernels_param_segment g = segs[s];
+    long long prev_end = s > 0 ? segs[s - 1].offset + segs[s - 1].numel : 0;
+    if (g.offset < prev_end || g.numel < 0 || g.offset > n || g.numel > n - g.offset ||
+        (g.decay != 0 && g.decay != 1))
+      kcu_report(err, KCU_BAD_SEGS, KCU_E_ADAMW_MULTI, g.offset, s);
+  }
+}
+
+static tsr_status cu_adamw_update_multi(kb_t *kb, float *param, const float *grad, float *m,
+                                        float *v, size_t n, const kernels_param_segment *segs,
+                                        int n_segs, float lr, float beta1, float beta2, float eps,
+                                        float weight_decay, int64_t step, float grad_scale) {
+  const char *op = "adamw_update_multi";
+  kernels_adamw_scalars cd = {}, c0 = {};
+  tsr_status st = kernels_adamw_prepare(lr, beta1, beta2, weight_decay, step, &cd);
+  if (!st) st = kernels_adamw_prepare(lr, beta1, beta2, 0.0f, step, &c0);
+  if (st) return st;
+  if (n_segs < 0) return err_set(TSR_EINVAL, "%s: n_segs = %d is negative", op, n_segs);
+  if (n_segs == 0 || n == 0) return TSR_OK;
+  KCU_NEED(op, segs);
+  KCU_NEED(op, param);
+  KCU_NEED(op, grad);
+  KCU_NEED(op, m);
+  KCU_NEED(op, v);
+  cudaStream_t s = kcu(kb)->stream;
+  k_check_segs<<<1, 256, 0, s>>>(kcu(kb)->err, segs, n_segs, (long long)n);
+  KCU_LAUNCHED(op);
+  k_adamw_multi<<<KCU_GRID(kb, n)>>>(param, grad, m, v, n, segs, n_segs, cd.decay, c0.decay, cd.w1,
+                                     beta2, cd.w2, eps, cd.step_size, cd.bc2_sqrt, grad_scale);
+  KCU_LAUNCHED(op);
+  return TSR_OK;
+}
+
+__global__ void k_ema(float *ema, const float *p, size_t n, float decay, float w) {
+  KCU_GRID_STRIDE(i, n) ema[i] = ema[i] * decay + p[i] * w;
+}
+
+static tsr_status cu_ema_update(kb_t *kb, float *ema, const float *param, size_t n, float decay) {
+  tsr_status st = kernels_check_ema_update(ema, param, n, decay);
+  if (st || n == 0) return st;
+  k_ema<<<KCU_GRID(kb, n)>>>(ema, param, n, decay, (float)(1.0 - (double)decay));
+  KCU_LAUNCHED("ema_update");
+  return TSR_OK;
+}
+
+// ---- this file's entries of the table (backend.cu) --------------------------------
+void kcu_adamw_entries(kernels_backend *b) {
+  b->adamw_update = cu_adamw_update;
+  b->adamw_update_multi = cu_adamw_update_multi;
+  b->ema_update = cu_ema_update;
+}

@@ -1,0 +1,229 @@
+// kernels/cuda/reduce.cu — every reduction of the CUDA backend that must not depend on
+// scheduling: the deterministic column sums (kcu_colsum: bias, norm-weight and adaLN
+// gradients), the MSE loss and its backward, and the gradients' sum of squares (sumsq, the
+// one host synchronisation of a step). Mirrors kernels/cpu/reduce.c and loss.c (the CPU
+// keeps sumsq beside AdamW in adamw.c; here it shares the block sum below).
+//
+// Determinism: no float atomics. Each sum covers fixed slices (a function of the shapes
+// only), added in slice order with fixed shuffle or shared-memory trees, so results are
+// bitwise reproducible on the same GPU model for the same inputs.
+#include "kernels/check.h"
+#include "kernels/cuda/kcu.h"
+
+// ---- deterministic column sums --------------------------------------------------------
+enum { CS_COLS = 32, CS_LANES = 8 };
+
+// grid (col chunks, slices, segments), block (32, 8). part: (n_seg * S, cols) double.
+__global__ void k_colsum_part(double *part, const act_t *a, const act_t *b, const float *rs,
+                              const float *mu, const int32_t *seg, int rows, int cols, int ld,
+                              int S) {
+  int s = blockIdx.z, y = blockIdx.y, j = blockIdx.x * CS_COLS + threadIdx.x;
+  long long r0 = seg ? seg[s] : 0, r1 = seg ? seg[s + 1] : rows;
+  r0 = r0 < 0 ? 0 : (r0 > rows ? rows : r0);
+  r1 = r1 < r0 ? r0 : (r1 > rows ? rows : r1);
+  long long len = r1 - r0, a0 = r0 + len * y / S, a1 = r0 + len * (y + 1) / S;
+  double acc = 0.0;
+  if (j < cols)
+    for (long long r = a0 + threadIdx.y; r < a1; r += CS_LANES) {
+      size_t o = (size_t)r * ld + j;
+      double t = (double)kcu_ld(a, o);
+      if (mu) {
+        t *= (double)((kcu_ld(b, o) - mu[r]) * rs[r]);  // LayerNorm's output, as it stores it
+      } else {
+        if (b) t *= (double)kcu_ld(b, o);
+        if (rs) t *= (double)rs[r];
+      }
+      acc += t;
+    }
+  __shared__ double sh[CS_LANES][CS_COLS];
+  sh[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < cols) {
+    double t = 0.0;
+    for (int l = 0; l < CS_LANES; l++) t += sh[l][threadIdx.x];
+    part[((size_t)s * S + y) * cols + j] = t;
+  }
+}
+
+__global__ void k_colsum_final(float *out_f32, act_t *out_act, int accumulate, int ostride,
+                               const double *part, int n_seg, int cols, int S) {
+  KCU_GRID_STRIDE(i, (size_t)n_seg * cols) {
+    int s = (int)(i / cols), j = (int)(i % cols);
+    size_t o = (size_t)s * ostride + j;
+    double t = (out_f32 && accumulate) ? (double)out_f32[o] : 0.0;
+    for (int y = 0; y < S; y++) t += part[((size_t)s * S + y) * cols + j];
+    if (out_act) kcu_st(out_act, o, (float)t);
+    else out_f32[o] = (float)t;
+  }
+}
+
+tsr_status kcu_colsum(kb_t *kb, const char *op, float *out_f32, act_t *out_act, int accumulate,
+                      int ostride, const act_t *a, const act_t *b, const float *rs,
+                      const float *mu, const int32_t *seg, int n_seg, int rows, int cols, int ld) {
+  if (cols <= 0 || n_seg <= 0) return TSR_OK;
+  // Slices per segment: about 512 rows each on average, 1..256; a function of the shapes
+  // only, so the summation order is fixed for given shapes.
+  long long avg = (long long)rows / n_seg;
+  int S = (int)(avg / 512);
+  S = S < 1 ? 1 : (S > 256 ? 256 : S);
+  void *ws;
+  tsr_status st = kcu_scratch(kb, op, (size_t)n_seg * S * cols * sizeof(double), &ws);
+  if (st) return st;
+  if (n_seg > 65535) return err_set(TSR_EINVAL, "%s: %d segments (clips) exceed 65535", op, n_seg);
+  dim3 grid((unsigned)((cols + CS_COLS - 1) / CS_COLS), (unsigned)S, (unsigned)n_seg);
+  k_colsum_part<<<grid, dim3(CS_COLS, CS_LANES), 0, kcu(kb)->stream>>>((double *)ws, a, b, rs, mu,
+                                                                     seg, rows, cols, ld, S);
+  KCU_LAUNCHED(op);
+  size_t n = (size_t)n_seg * cols;
+  k_colsum_final<<<KCU_GRID(kb, n)>>>(out_f32, out_act, accumulate, ostride, (const double *)ws,
+                                      n_seg, cols, S);
+  KCU_LAUNCHED(op);
+  return TSR_OK;
+}
+
+// ---- loss ------------------------------------------------------------------------------
+enum { RED_THREADS = 256 };
+
+// Fixed-tree block sum of one double per thread (RED_THREADS threads).
+__device__ double kcu_block_sum(double v) {
+  __shared__ double sh[RED_THREADS];
+  sh[threadIdx.x] = v;
+  __syncthreads();
+  for (int o = RED_THREADS / 2; o > 0; o >>= 1) {
+    if (threadIdx.x < o) sh[threadIdx.x] += sh[threadIdx.x + o];
+    __syncthreads();
+  }
+  double r = sh[0];
+  __syncthreads();
+  return r;
+}
+
+// grid (S, n_clips): slice y of clip c's elements [cu[c] D, cu[c+1] D): sum of squared
+// differences in double -> part[c * S + y].
+__global__ void k_mse_part(double *part, const act_t *pred, const act_t *target, const int32_t *cu,
+                           int L, int D, int S) {
+  int c = blockIdx.y, y = blockIdx.x;
+  long long r0 = cu[c], r1 = cu[c + 1];
+  r0 = r0 < 0 ? 0 : (r0 > L ? L : r0);
+  r1 = r1 < r0 ? r0 : (r1 > L ? L : r1);
+  long long e0 = r0 * D, len = (r1 - r0) * D, a0 = e0 + len * y / S, a1 = e0 + len * (y + 1) / S;
+  double s = 0.0;
+  for (long long e = a0 + threadIdx.x; e < a1; e += RED_THREADS) {
+    double d = (double)kcu_ld(pred, e) - (double)kcu_ld(target, e);
+    s += d * d;
+  }
+  s = kcu_block_sum(s);
+  if (threadIdx.x == 0) part[(size_t)c * S + y] = s;
+}
+
+// One block: sse[c] = sum of the clip's slices in order; loss = sum_c weight[c] sse[c] in
+// order of c (double).
+__global__ void k_mse_final(float *loss, float *sse, double *sse_d, const double *part,
+                            const float *weight, int n_clips, int S) {
+  for (int c = threadIdx.x; c < n_clips; c += blockDim.x) {
+    double s = 0.0;
+    for (int y = 0; y < S; y++) s += part[(size_t)c * S + y];
+    sse_d[c] = s;
+    if (sse) sse[c] = (float)s;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0.0;
+    for (int c = 0; c < n_clips; c++) total += (double)weight[c] * sse_d[c];
+    loss[0] = (float)total;
+  }
+}
+
+static tsr_status cu_mse_forward(kb_t *kb, float *loss, float *sse, const void *pred,
+                                 const void *target, const float *weight, const int32_t *cu,
+                                 int n_clips, int L, int D) {
+  const char *op = "mse_forward";
+  tsr_status st = kernels_check_mse_forward(loss, pred, target, weight, cu, n_clips, L, D);
+  if (!st) st = kcu_check_cu(kb, op, KCU_E_MSE_F, cu, n_clips, L);
+  if (st) return st;
+  if (n_clips == 0) {
+    KCU_CUDA(op, cudaMemsetAsync(loss, 0, sizeof(float), kcu(kb)->stream));
+    return TSR_OK;
+  }
+  if (n_clips > 65535) return err_set(TSR_EINVAL, "%s: %d clips exceed 65535", op, n_clips);
+  long long avg = (long long)L * D / n_clips;
+  int S = (int)(avg / 8192);
+  S = S < 1 ? 1 : (S > 64 ? 64 : S);
+  void *ws;
+  if ((st = kcu_scratch(kb, op, ((size_t)n_clips * S + n_clips) * sizeof(double), &ws))) return st;
+  double *part = (double *)ws, *sse_d = part + (size_t)n_clips * S;
+  k_mse_part<<<dim3((unsigned)S, (unsigned)n_clips), RED_THREADS, 0, kcu(kb)->stream>>>(
+      part, (const act_t *)pred, (const act_t *)target, cu, L, D, S);
+  KCU_LAUNCHED(op);
+  k_mse_final<<<1, 256, 0, kcu(kb)->stream>>>(loss, sse, sse_d, part, weight, n_clips, S);
+  KCU_LAUNCHED(op);
+  return TSR_OK;
+}
+
+__global__ void k_mse_bwd(act_t *dpred, const act_t *pred, const act_t *target, const float *weight,
+                          const int32_t *cu, int n_clips, int L, int D) {
+  KCU_GRID_STRIDE(e, (size_t)L * D) {
+    float w2 = 2.0f * weight[kcu_clip_of(cu, n_clips, (int)(e / D))];
+    kcu_st(dpred, e, w2 * (kcu_ld(pred, e) - kcu_ld(target, e)));
+  }
+}
+
+static tsr_status cu_mse_backward(kb_t *kb, void *dpred, const void *pred, const void *target,
+                                  const float *weight, const int32_t *cu, int n_clips, int L, int D) {
+  const char *op = "mse_backward";
+  tsr_status st = kernels_check_mse_backward(dpred, pred, target, weight, cu, n_clips, L, D);
+  if (!st) st = kcu_check_cu(kb, op, KCU_E_MSE_B, cu, n_clips, L);
+  if (st || L == 0 || D == 0) return st;
+  size_t n = (size_t)L * D;
+  k_mse_bwd<<<KCU_GRID(kb, n)>>>((act_t *)dpred, (const act_t *)pred, (const act_t *)target, weight,
+                                 cu, n_clips, L, D);
+  KCU_LAUNCHED(op);
+  return TSR_OK;
+}
+
+// ---- optimizer -------------------------------------------------------------------------
+enum { SUM_BLOCK = 8192 };
+
+__global__ void k_sumsq_part(double *part, const float *x, size_t n) {
+  size_t i0 = (size_t)blockIdx.x * SUM_BLOCK, i1 = i0 + SUM_BLOCK < n ? i0 + SUM_BLOCK : n;
+  double s = 0.0;
+  for (size_t i = i0 + threadIdx.x; i < i1; i += RED_THREADS) s += (double)x[i] * (double)x[i];
+  s = kcu_block_sum(s);
+  if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+__global__ void k_sum_parts(double *out, const double *part, size_t nb) {
+  double s = 0.0;
+  for (size_t i = threadIdx.x; i < nb; i += RED_THREADS) s += part[i];
+  s = kcu_block_sum(s);
+  if (threadIdx.x == 0) *out = s;
+}
+
+// The one host synchronisation of a step: the trainer needs the value to clip.
+static tsr_status cu_sumsq(kb_t *kb, double *result_host, const float *x, size_t n) {
+  const char *op = "sumsq";
+  tsr_status st = kernels_check_sumsq(result_host, x, n);
+  if (st) return st;
+  KCU_NOT_RECORDING(kb, op);
+  *result_host = 0.0;
+  if (n == 0) return TSR_OK;
+  size_t nb = (n + SUM_BLOCK - 1) / SUM_BLOCK;
+  if (nb > 0x7fffffffu) return err_set(TSR_EINVAL, "%s: %zu elements are too many", op, n);
+  void *ws;
+  st = kcu_scratch(kb, op, (nb + 1) * sizeof(double), &ws);
+  if (st) return st;
+  double *part = (double *)ws, *res = part + nb;
+  cudaStream_t s = kcu(kb)->stream;
+  k_sumsq_part<<<(unsigned)nb, RED_THREADS, 0, s>>>(part, x, n);
+  KCU_LAUNCHED(op);
+  k_sum_parts<<<1, RED_THREADS, 0, s>>>(res, part, nb);
+  KCU_LAUNCHED(op);
+  KCU_CUDA(op, cudaMemcpyAsync(result_host, res, sizeof(double), cudaMemcpyDeviceToHost, s));
+  return kcu_check_error(kb, op);  // synchronises
+}
+
+// ---- this file's entries of the table (backend.cu) --------------------------------
+void kcu_reduce_entries(kernels_backend *b) {
+  b->mse_forward = cu_mse_forward;
+  b->mse_backward = cu_mse_backward;
+  b->sumsq = cu_sumsq;
+}
