@@ -9,19 +9,14 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "core/log.h"  // time_now
 
 typedef const kernels_backend kb_t;
 
 enum { PROF_MAGIC = 0x70726f66 };  // "prof"
 
 typedef struct prof prof;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 // ---- the entries, in the order of kernels_backend's fields, and their classes ----
 enum {
@@ -164,14 +159,14 @@ struct prof {
 // forwarder instead of calling the entry, so the timers never swallow an error.
 static tsr_status prof_begin(prof *p, double *t0) {
   tsr_status st = p->sync ? p->inner->sync(p->inner) : TSR_OK;
-  *t0 = now_s();
+  *t0 = time_now();
   return st;
 }
 
 // End of a timed call: with sync, after the entry's own work; its error is returned.
 static tsr_status prof_end(prof *p, int e, double t0) {
   tsr_status st = p->sync ? p->inner->sync(p->inner) : TSR_OK;
-  p->seconds[e] += now_s() - t0;
+  p->seconds[e] += time_now() - t0;
   p->calls[e]++;
   return st;
 }

@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/err.h"
 #include "core/log.h"
@@ -128,12 +127,6 @@ static tsr_status parse_args(int argc, char **argv, train_options *o, char **set
   return r;
 }
 
-static double wall_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 // TESSERA_PROFILE=1: every table of the chosen device is wrapped in the project's timers
 // (kernels/profile.h, a sync around each entry); prof[] owns the wrappers.
 static tsr_status profile_wrap(backend_choice *bc, kernels_backend *prof[2]) {
@@ -176,9 +169,9 @@ int cmd_train(int argc, char **argv) {
   if (!rc && profile_wrap(&bc, prof)) rc = cli_error("train");
   o.backend = &bc;
   if (!rc && backend_comm_open(comm, &bc, &o.comm)) rc = cli_usage_error("train");
-  double t0 = wall_now();
+  double t0 = time_now();
   if (!rc && train_run(&o)) rc = cli_error("train");
-  if (!rc) profile_report_run(prof, wall_now() - t0);
+  if (!rc) profile_report_run(prof, time_now() - t0);
   comm_close(&o.comm);
   for (int t = 0; t < 2; t++) kernels_profiled_free(&prof[t]);
   free(sets);

@@ -50,9 +50,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
 #include "core/err.h"
+#include "core/log.h"
 #include "core/rng.h"
 #include "model/config.h"
 #include "model/dit.h"
@@ -102,12 +102,6 @@ typedef struct {
   objective_device dev;    // the batch on the backend, unless it computes fp32 in host memory
   dit_batch batch;
 } bench;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static long max_rss_kb(void) {
   struct rusage ru;
@@ -292,9 +286,9 @@ static tsr_status run_steps(bench *b, const options *o, json_t *j) {
   tsr_status st = TSR_OK;
   for (int s = 0; !st && s < n; s++) {
     if (s == o->warmup && b->profiled) kernels_profile_reset(b->kb);  // timed steps only
-    double t0 = now_s();
+    double t0 = time_now();
     st = train_once(b, s + 1, &loss[s]);
-    sec[s] = now_s() - t0;
+    sec[s] = time_now() - t0;
     if (!st)
       printf("bench_train_step: %s step %d: %.4f s, loss %.9g\n",
              s < o->warmup ? "warm-up" : "timed", s + 1, sec[s], loss[s]);

@@ -1,5 +1,5 @@
-// model/train.c — `tessera train`'s run: inputs checked up front, then the step loop
-// with background planning, metrics, progress and checkpoints (model/train.h).
+// model/train/train.c — `tessera train`'s run: inputs checked up front, then the step loop
+// with background planning, metrics, progress and checkpoints (model/train/train.h).
 #include "model/train/train.h"
 
 #include <errno.h>
@@ -321,156 +321,330 @@ static tsr_status plan_bcast(void *ctx, void *buf, int64_t bytes, int root) {
   return comm_bcast(buf, bytes, root);
 }
 
-static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) {
+// The step loop's state: what opens before the first step and closes after the last.
+typedef struct {
+  trainer *tr;
+  const train_options *o;
+  int64_t start, stop;
+  int lead;                    // rank 0 writes metrics, checkpoints and samples
+  int validate;                // the split holds validation clips
+  int world;
+  train_draw dx;               // the draw side of the pipeline (its address is kept)
+  sched_share share;           // plan sharing of the pipeline (its address is kept)
+  plan alt;                    // a plan of --plan other than the scheduler's choice
+  FILE *mf;                    // metrics.jsonl (rank 0)
+  sched_pipeline *pipe;
+  progress pg;
+  train_val_stats val_first, val_last;
+  double loss0, loss_last;     // first and last step's loss (-1: none yet)
+} train_loop_state;
+
+// Opens what the loop needs; a fresh run is validated once before its first step, where
+// the curve starts.
+static tsr_status loop_open(train_loop_state *L) {
+  trainer *tr = L->tr;
+  const train_options *o = L->o;
   int64_t B = tr->tc.global_batch;
-  train_draw dx = {.tr = tr, .skip = o->skip_bad_clips, .bad = malloc((size_t)B * sizeof(int64_t)),
-                   .drawn_step = -1};
-  plan alt;
-  plan_init(&alt, tr->sched.cluster.ranks);
-  FILE *mf = NULL;
-  sched_pipeline *pipe = NULL;
-  int64_t start = tr->step;
-  tsr_status r = !dx.bad ? err_set(TSR_ENOMEM, "out of memory (batch)") : TSR_OK;
-  const int lead = tr->rank == 0;  // rank 0 writes metrics, checkpoints and samples
-  const int validate = tr->split.n_val > 0;
-  train_val_stats val_first = {.step = -1}, val_last = {.step = -1};
-  if (!r && lead) r = metrics_open(&mf, o->run_dir, o->resume ? tr->step : -1);
-  // A fresh run is validated once before its first step: where the curve starts.
-  if (!r && validate && tr->step == 0 && !o->resume) {
-    r = train_validate(tr, o->plan_kind, &val_last);
-    if (!r) val_first = val_last;
-    if (!r && lead) r = metrics_write(mf, 0, NULL, &val_last);
-    if (!r && lead) log_info("train: validation before training: loss %.4f (%.1f s)", val_last.loss,
-                             val_last.seconds);
+  L->dx = (train_draw){.tr = tr, .skip = o->skip_bad_clips,
+                       .bad = malloc((size_t)B * sizeof(int64_t)), .drawn_step = -1};
+  plan_init(&L->alt, tr->sched.cluster.ranks);
+  L->start = tr->step;
+  L->lead = tr->rank == 0;
+  L->validate = tr->split.n_val > 0;
+  L->val_first = L->val_last = (train_val_stats){.step = -1};
+  L->loss0 = L->loss_last = -1;
+  tsr_status r = !L->dx.bad ? err_set(TSR_ENOMEM, "out of memory (batch)") : TSR_OK;
+  if (!r && L->lead) r = metrics_open(&L->mf, o->run_dir, o->resume ? tr->step : -1);
+  if (!r && L->validate && tr->step == 0 && !o->resume) {
+    r = train_validate(tr, o->plan_kind, &L->val_last);
+    if (!r) L->val_first = L->val_last;
+    if (!r && L->lead) r = metrics_write(L->mf, 0, NULL, &L->val_last);
+    if (!r && L->lead)
+      log_info("train: validation before training: loss %.4f (%.1f s)", L->val_last.loss,
+               L->val_last.seconds);
   }
   // Batch s and its plan; batch s+1 is drawn and planned while s trains, by one of
   // o->planners ranks in turn, which broadcasts it (0: by every rank for itself).
-  int world = comm_size();
-  sched_share share = {.rank = tr->rank, .size = world,
-                       .planners = o->planners < world ? o->planners : world,
-                       .bcast = plan_bcast};
-  if (!r) r = sched_pipeline_open(&pipe, &tr->sched, B, tr->step, stop, train_draw_fn, &dx,
-                                  world > 1 && o->planners > 0 ? &share : NULL);
-  progress pg;
-  progress_begin(&pg, "train");
-  double loss0 = -1, loss_last = -1;
-  while (!r && tr->step < stop) {
-    sched_batch b;
-    if ((r = sched_pipeline_next(pipe, &b))) break;
-    // position after batch s: from before the draw of s + 1, or now if s is the last
-    data_sampler saved = dx.drawn_step == b.step + 1 ? dx.before_draw : tr->sampler;
-    train_step_stats st;
-    const plan *run;
-    double predicted;
-    const char *name;
-    r = train_choose_plan(tr, o->plan_kind, b.tokens, b.n, &b.res, &alt, &run, &predicted, &name);
-    if (!r) r = train_step(tr, b.ids, (int)b.n, run, &st);
-    st.predicted_s = predicted;
-    st.plan = name;
-    st.bad_clips = tr->bad_clips;
-    st.backend = tr->kb->name;
-    st.precision = config_precision_name(tr->tc.precision);
-    if (r) break;
-    if (loss0 < 0) loss0 = st.loss;
-    loss_last = st.loss;
-    const int last = tr->step == stop;
-    const train_val_stats *val = NULL;
-    if (validate && (tr->step % tr->tc.val_every == 0 || last)) {  // every rank: collective
-      if ((r = train_validate(tr, o->plan_kind, &val_last))) break;
-      if (val_first.step < 0) val_first = val_last;
-      val = &val_last;
-    }
-    if (lead && (val || (tr->tc.log_every > 0 && (tr->step % tr->tc.log_every == 0 || last))))
-      r = metrics_write(mf, tr->step, &st, val);
-    char vtext[48] = "";
-    if (val_last.step >= 0)
-      snprintf(vtext, sizeof vtext, " val %.4f@%lld", val_last.loss, (long long)val_last.step);
-    if (lead) progress_update(&pg, (double)(tr->step - start), (double)(stop - start), last || val,
-                    "step %lld/%lld loss %.4f%s lr %.2e |g| %.3f %.0f tok/s", (long long)tr->step,
-                    (long long)stop, st.loss, vtext, st.lr, st.grad_norm, st.tokens_per_s);
-    // Samples read the EMA weights only, on a model of their own: the training state and
-    // its randomness (keyed by seed, step and clip) are untouched, so resume stays bitwise.
-    // They come before the step's checkpoint, which records them as due: a crash between
-    // the two resumes from the checkpoint before and writes them again; a failed write is
-    // a warning and the checkpoint still follows (train_samples_step).
-    const int sample_due =
-        lead && tr->tc.sample_every > 0 && (tr->step % tr->tc.sample_every == 0 || last);
-    if (!r && sample_due) train_samples_step(tr, o);
-    if (!r && lead && ((tr->tc.ckpt_every > 0 && tr->step % tr->tc.ckpt_every == 0) || last)) {
-      ckpt_state cs;
-      const char **names = NULL;
-      char plan[256];
-      r = trainer_state(tr, &saved, o->plan_kind, sample_due, &cs, &names, plan);
-      if (!r) r = ckpt_save_run(o->run_dir, &cs, tr->tc.ckpt_keep);
-      free(names);
-    }
+  L->world = comm_size();
+  L->share = (sched_share){.rank = tr->rank, .size = L->world,
+                           .planners = o->planners < L->world ? o->planners : L->world,
+                           .bcast = plan_bcast};
+  if (!r)
+    r = sched_pipeline_open(&L->pipe, &tr->sched, B, tr->step, L->stop, train_draw_fn, &L->dx,
+                            L->world > 1 && o->planners > 0 ? &L->share : NULL);
+  return r;
+}
+
+// Trains batch b on the plan --plan asks for; st: the step's statistics, filled with the
+// plan and run facts even when the step fails.
+static tsr_status loop_train(train_loop_state *L, const sched_batch *b, train_step_stats *st) {
+  trainer *tr = L->tr;
+  const plan *run;
+  double predicted;
+  const char *name;
+  tsr_status r = train_choose_plan(tr, L->o->plan_kind, b->tokens, b->n, &b->res, &L->alt, &run,
+                                   &predicted, &name);
+  if (!r) r = train_step(tr, b->ids, (int)b->n, run, st);
+  st->predicted_s = predicted;
+  st->plan = name;
+  st->bad_clips = tr->bad_clips;
+  st->backend = tr->kb->name;
+  st->precision = config_precision_name(tr->tc.precision);
+  return r;
+}
+
+// After a step: validation (every rank: collective), metrics and the progress line.
+static tsr_status loop_report_step(train_loop_state *L, const train_step_stats *st, int last) {
+  trainer *tr = L->tr;
+  const train_val_stats *val = NULL;
+  tsr_status r = TSR_OK;
+  if (L->validate && (tr->step % tr->tc.val_every == 0 || last)) {
+    if ((r = train_validate(tr, L->o->plan_kind, &L->val_last))) return r;
+    if (L->val_first.step < 0) L->val_first = L->val_last;
+    val = &L->val_last;
   }
-  if (lead) progress_end(&pg);
-  sched_pipeline_stats ps = {0};
-  if (pipe) sched_pipeline_get_stats(pipe, &ps);
-  sched_pipeline_close(&pipe);
-  if (!r && lead && ps.batches)
+  if (L->lead && (val || (tr->tc.log_every > 0 && (tr->step % tr->tc.log_every == 0 || last))))
+    r = metrics_write(L->mf, tr->step, st, val);
+  char vtext[48] = "";
+  if (L->val_last.step >= 0)
+    snprintf(vtext, sizeof vtext, " val %.4f@%lld", L->val_last.loss,
+             (long long)L->val_last.step);
+  if (L->lead)
+    progress_update(&L->pg, (double)(tr->step - L->start), (double)(L->stop - L->start),
+                    last || val, "step %lld/%lld loss %.4f%s lr %.2e |g| %.3f %.0f tok/s",
+                    (long long)tr->step, (long long)L->stop, st->loss, vtext, st->lr,
+                    st->grad_norm, st->tokens_per_s);
+  return r;
+}
+
+// Samples and the checkpoint a step owes. Samples read the EMA weights only, on a model of
+// their own: the training state and its randomness (keyed by seed, step and clip) are
+// untouched, so resume stays bitwise. They come before the step's checkpoint, which
+// records them as due: a crash between the two resumes from the checkpoint before and
+// writes them again; a failed write is a warning and the checkpoint still follows
+// (train_samples_step). saved: the sampler's position after this step's batch.
+static tsr_status loop_save(train_loop_state *L, const data_sampler *saved, int last) {
+  trainer *tr = L->tr;
+  const train_options *o = L->o;
+  const int sample_due =
+      L->lead && tr->tc.sample_every > 0 && (tr->step % tr->tc.sample_every == 0 || last);
+  if (sample_due) train_samples_step(tr, o);
+  if (!L->lead || !((tr->tc.ckpt_every > 0 && tr->step % tr->tc.ckpt_every == 0) || last))
+    return TSR_OK;
+  ckpt_state cs;
+  const char **names = NULL;
+  char plan[256];
+  tsr_status r = trainer_state(tr, saved, o->plan_kind, sample_due, &cs, &names, plan);
+  if (!r) r = ckpt_save_run(o->run_dir, &cs, tr->tc.ckpt_keep);
+  free(names);
+  return r;
+}
+
+// The run's summary on rank 0: planning, losses, validation, samples and bad clips.
+static void loop_summary(const train_loop_state *L, const sched_pipeline_stats *ps) {
+  const trainer *tr = L->tr;
+  const train_options *o = L->o;
+  if (ps->batches)
     log_info("train: planning: rank 0 planned %lld of %lld batches (%.3f s CPU) and waited "
-             "%.3f s for plans%s", (long long)ps.planned_here, (long long)ps.batches,
-             ps.plan_cpu_s, ps.wait_s,
-             world > 1 && o->planners > 0 ? " (plans shared: --planners)" : "");
-  if (!r && lead && loss0 >= 0)
+             "%.3f s for plans%s", (long long)ps->planned_here, (long long)ps->batches,
+             ps->plan_cpu_s, ps->wait_s,
+             L->world > 1 && o->planners > 0 ? " (plans shared: --planners)" : "");
+  if (L->loss0 >= 0)
     log_info("train: %lld steps done, loss %.4f -> %.4f; checkpoint %s/ckpt-%lld.safetensors; "
              "%.3f s drawing batches and verifying clip checksums", (long long)tr->step,
-             loss0, loss_last, o->run_dir, (long long)tr->step, tr->verify_s);
-  if (!r && lead && val_last.step >= 0) {
+             L->loss0, L->loss_last, o->run_dir, (long long)tr->step, tr->verify_s);
+  if (L->val_last.step >= 0) {
     char lv[256], bk[256];
-    val_levels_text(&val_last, lv, sizeof lv);
-    val_buckets_text(tr, &val_last, bk, sizeof bk);
+    val_levels_text(&L->val_last, lv, sizeof lv);
+    val_buckets_text(tr, &L->val_last, bk, sizeof bk);
     log_info("train: validation loss %.4f at step %lld -> %.4f at step %lld (%lld held-out clips; "
-             "by noise level: %s; by length: %s)", val_first.loss, (long long)val_first.step,
-             val_last.loss, (long long)val_last.step, (long long)val_last.clips, lv, bk);
+             "by noise level: %s; by length: %s)", L->val_first.loss, (long long)L->val_first.step,
+             L->val_last.loss, (long long)L->val_last.step, (long long)L->val_last.clips, lv, bk);
   }
-  if (!r && lead && tr->samples_failed)
+  if (tr->samples_failed)
     log_warn("train: %lld sample writes failed (see the warnings above); the checkpoints record "
              "them, and a --resume from a checkpoint whose samples are missing writes them",
              (long long)tr->samples_failed);
-  if (!r && lead && tr->bad_clips)
+  if (tr->bad_clips)
     log_warn("train: %lld bad clips skipped (--skip-bad-clips); run `tessera index verify %s`",
              (long long)tr->bad_clips, data_dir(tr->data));
-  if (mf) fclose(mf);
-  free(dx.bad);
-  plan_free(&alt);
+}
+
+static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) {
+  train_loop_state L = {.tr = tr, .o = o, .stop = stop};
+  tsr_status r = loop_open(&L);
+  progress_begin(&L.pg, "train");
+  while (!r && tr->step < stop) {
+    sched_batch b;
+    if ((r = sched_pipeline_next(L.pipe, &b))) break;
+    // position after batch s: from before the draw of s + 1, or now if s is the last
+    data_sampler saved = L.dx.drawn_step == b.step + 1 ? L.dx.before_draw : tr->sampler;
+    train_step_stats st;
+    if ((r = loop_train(&L, &b, &st))) break;
+    if (L.loss0 < 0) L.loss0 = st.loss;
+    L.loss_last = st.loss;
+    const int last = tr->step == stop;
+    if ((r = loop_report_step(&L, &st, last))) break;
+    r = loop_save(&L, &saved, last);
+  }
+  if (L.lead) progress_end(&L.pg);
+  sched_pipeline_stats ps = {0};
+  if (L.pipe) sched_pipeline_get_stats(L.pipe, &ps);
+  sched_pipeline_close(&L.pipe);
+  if (!r && L.lead) loop_summary(&L, &ps);
+  if (L.mf) fclose(L.mf);
+  free(L.dx.bad);
+  plan_free(&L.alt);
   return r;
+}
+
+// What train_run sets up around the trainer and releases after it.
+typedef struct {
+  train_memory_counter counter;  // the backend, counting its allocations
+  train_memory mem;              // the memory model's view of one rank
+  size_t capacity;               // the memory a rank has, from cap_source
+  const char *cap_source;
+  size_t dev_free0, dev_total;   // device memory before setup (0: not a device backend)
+  lockfile *run_lock;            // RUN, held for the whole run
+  char latest[PATH_MAX];         // RUN's newest checkpoint ("" if none)
+} train_setup;
+
+// The config, the backend and the store, and train.mem_tokens from the memory model (0:
+// derived), the same on every rank. The backend is wrapped in the allocation counter.
+static tsr_status setup_config(trainer *tr, const train_options *o, train_setup *su) {
+  tsr_status r = comm_groups_init();  // Dynamic-CP groups; refuses a non-power-of-two world
+  char *defaults = NULL;
+  if (!r) r = config_load(o->config_path, o->overrides, o->n_overrides, &tr->mc, &tr->tc, &defaults);
+  if (!r && defaults && comm_rank() == 0) log_info("config: defaults used for %s", defaults);
+  free(defaults);
+  if (!r) r = config_validate(&tr->mc, &tr->tc);
+  if (!r) r = backend_for_precision(o->backend, tr->tc.precision, &tr->kb);
+  // the store first: its value dtype is part of the memory model (host memory only)
+  data_open_opts dopt = {.skip_bad = o->skip_bad_clips};
+  if (!r) r = data_open_with(&tr->data, o->data_dir, &dopt);
+  if (!r)
+    r = train_memory_limit_run(tr, o, store_dtype_size(data_settings(tr->data)->dtype), &su->mem,
+                               &su->capacity, &su->cap_source);
+  if (!r && comm_rank() == 0) {
+    char what[768];  // train_memory_format's line
+    train_memory_format(&su->mem, what, sizeof what);
+    log_info("train: memory per rank (model): %s; of %.3f GiB (%s)", what,
+             (double)su->capacity / (1 << 30), su->cap_source);
+  }
+  if (r) return r;
+  if (tr->kb->device_memory && tr->kb->mem_info)
+    tr->kb->mem_info(tr->kb, &su->dev_free0, &su->dev_total);
+  train_memory_counter_init(&su->counter, tr->kb);
+  tr->kb = &su->counter.kb;
+  return TSR_OK;
+}
+
+// RUN locked (one run writes it at a time, before anything in it is touched), and its
+// checkpoints as the start asks: --resume needs one, a fresh run none.
+static tsr_status setup_run_dir(const train_options *o, train_setup *su) {
+  tsr_status r = train_run_dir_open(&su->run_lock, o->run_dir);
+  if (r) return r;
+  int64_t latest_step = -1;
+  const int found = ckpt_latest(o->run_dir, su->latest, sizeof su->latest, &latest_step) == TSR_OK;
+  if (o->resume && !found)
+    return err_set(TSR_EINVAL, "--resume: no checkpoint (ckpt-STEP.safetensors) in %s; start "
+                   "without --resume", o->run_dir);
+  if (!o->resume && found)
+    return err_set(TSR_EINVAL, "%s already holds checkpoints (newest %s): continue it with "
+                   "--resume, or give another --out", o->run_dir, su->latest);
+  return TSR_OK;
+}
+
+// The scheduler's cluster and cost model: cpu_cost unless --cost names a file.
+static tsr_status setup_sched(trainer *tr, const train_options *o, int ranks) {
+  tr->sched.cluster = (sched_cluster){
+      .ranks = ranks, .gpus_per_node = o->gpus_per_node > 0 ? o->gpus_per_node : ranks,
+      .mem_tokens = tr->tc.mem_tokens};
+  tr->sched.cost = cpu_cost;
+  tsr_status r = o->cost_path ? cost_model_load(o->cost_path, &tr->sched.cost) : TSR_OK;
+  // captions: the cross-attention the planner prices (sched/cost.h text_a, text_c)
+  if (tr->mc.text_dim > 0) tr->sched.cost.text_tokens = data_caption_mean_tokens(tr->data);
+  tr->rank = comm_rank();
+  if (!r) r = sched_config_check(&tr->sched);
+  return r;
+}
+
+// The trainer's state: the validation split, the sampler, the model, then its weights from
+// RUN's newest checkpoint (--resume), a checkpoint's weights (--init) or the seed.
+static tsr_status setup_trainer(trainer *tr, const train_options *o, const train_setup *su) {
+  tsr_status r = data_split_make(tr->data, tr->tc.val_clips, &tr->split);
+  if (!r) r = train_val_check(tr, o->skip_bad_clips);
+  if (!r && tr->split.n_val && comm_rank() == 0) r = train_val_write_list(tr, o->run_dir);
+  if (!r) r = data_sampler_init(&tr->sampler, tr->split.n_train, (uint64_t)tr->tc.seed);
+  tr->cb = o->comm;
+  if (!r && !tr->cb) r = err_set(TSR_EINVAL, "train: no communication backend given");
+  if (!r) r = trainer_setup(tr);
+  if (!r) {
+    if (o->resume) r = start_from(tr, o, su->latest, 1);
+    else if (o->init_ckpt) r = start_from(tr, o, o->init_ckpt, 0);
+    else if (!(r = dit_init(tr->model, (uint64_t)tr->tc.seed))) r = train_ema_reset(tr);
+  }
+  // the store this run trained on, for a resume to say what changed (kept on a resume)
+  if (!r && comm_rank() == 0) r = train_store_record(tr, o->run_dir, !o->resume);
+  if (!r && tr->sample_pending) {  // the resumed checkpoint's samples, lost to a failed write
+    log_info("train: the samples of step %lld are missing: writing them first",
+             (long long)tr->step);
+    train_samples_step(tr, o);
+  }
+  return r;
+}
+
+// What rank 0 says before the first step: backend, sizes, validation and samples.
+static void log_run_start(const trainer *tr, const train_options *o, int64_t stop) {
+  log_info("train: backend %s, precision %s (%s activations, fp32 weights and optimizer), "
+           "comm %s", tr->kb->name, config_precision_name(tr->tc.precision),
+           kernels_dtype_name(tr->kb->act_dtype), tr->cb->name);
+  log_info("train: %zu parameters, %lld clips (%d labels), batch %lld, mem_tokens %lld, "
+           "steps %lld -> %lld of %lld%s%s", tr->n_params, (long long)data_num_clips(tr->data),
+           data_num_labels(tr->data), (long long)tr->tc.global_batch,
+           (long long)tr->tc.mem_tokens, (long long)tr->step, (long long)stop,
+           (long long)tr->tc.steps, o->init_ckpt ? ", weights from " : "",
+           o->init_ckpt ? o->init_ckpt : "");
+  if (tr->split.n_val) {
+    char b[256] = "";
+    size_t len = 0;
+    for (int k = 0; k < DATA_BUCKETS; k++)
+      len += (size_t)snprintf(b + len, sizeof b - len, "%s%lld %s (%lld-%lld tokens)",
+                              k ? ", " : "", (long long)tr->split.bucket_val[k],
+                              data_bucket_names[k], (long long)tr->split.bucket_tokens[k][0],
+                              (long long)tr->split.bucket_tokens[k][1]);
+    log_info("train: validation on %lld held-out clips (%s) every %d steps, at t = 0.1, 0.3, "
+             "0.5, 0.7, 0.9 with fixed noise; %lld clips train", (long long)tr->split.n_val, b,
+             tr->tc.val_every, (long long)tr->split.n_train);
+  }
+  if (tr->tc.sample_every > 0)
+    log_info("train: samples of the EMA weights every %d steps in %s/samples/",
+             tr->tc.sample_every, o->run_dir);
+  if (tr->step >= stop) log_info("train: %lld steps already done, nothing to do", (long long)tr->step);
+}
+
+// The memory the run used against the memory model's count (rank 0, after the last step).
+static void log_run_memory(const trainer *tr, const train_setup *su) {
+  size_t dev_free1 = 0, dev_total = su->dev_total;
+  if (su->dev_free0 && tr->kb->mem_info(tr->kb, &dev_free1, &dev_total)) dev_free1 = 0;
+  if (comm_rank() != 0 || !su->counter.peak) return;
+  char dev[160] = "";
+  size_t fell = su->dev_free0 > dev_free1 ? su->dev_free0 - dev_free1 : 0;
+  if (su->dev_free0 && dev_free1)
+    snprintf(dev, sizeof dev, "; device free memory fell by %.4f GiB (%zu bytes; the model's "
+             "total %.4f GiB)", (double)fell / (1 << 30), fell, (double)su->mem.total / (1 << 30));
+  log_info("train: memory per rank: backend allocations peaked at %.4f GiB (%zu bytes), the "
+           "model counts %.4f GiB (%zu bytes, ring buffers %zu) of them: measured / model = "
+           "%.4f; process peak RSS %.3f GiB%s", (double)su->counter.peak / (1 << 30),
+           su->counter.peak, (double)su->mem.allocated / (1 << 30), su->mem.allocated,
+           su->mem.ring, (double)su->counter.peak / (double)su->mem.allocated,
+           train_peak_rss_gib(), dev);
 }
 
 tsr_status train_run(const train_options *o) {
   trainer tr = {0};
-  train_memory_counter counter = {0};  // the backend, counting its allocations
-  train_memory mem = {0};
-  size_t capacity = 0;
-  const char *cap_source = "";
-  tsr_status r = comm_groups_init();  // Dynamic-CP groups; refuses a non-power-of-two world
-  char *defaults = NULL;
-  if (!r) r = config_load(o->config_path, o->overrides, o->n_overrides, &tr.mc, &tr.tc, &defaults);
-  if (!r && defaults && comm_rank() == 0) log_info("config: defaults used for %s", defaults);
-  free(defaults);
-  if (!r) r = config_validate(&tr.mc, &tr.tc);
-  if (!r) r = backend_for_precision(o->backend, tr.tc.precision, &tr.kb);
-  // the store first: its value dtype is part of the memory model (host memory only)
-  data_open_opts dopt = {.skip_bad = o->skip_bad_clips};
-  if (!r) r = data_open_with(&tr.data, o->data_dir, &dopt);
-  // train.mem_tokens from the memory model (0: derived), the same on every rank
-  if (!r)
-    r = train_memory_limit_run(&tr, o, store_dtype_size(data_settings(tr.data)->dtype), &mem,
-                               &capacity, &cap_source);
-  if (!r && comm_rank() == 0) {
-    char what[768];  // train_memory_format's line
-    train_memory_format(&mem, what, sizeof what);
-    log_info("train: memory per rank (model): %s; of %.3f GiB (%s)", what,
-             (double)capacity / (1 << 30), cap_source);
-  }
-  size_t dev_free0 = 0, dev_free1 = 0, dev_total = 0;  // device memory before setup, at end
-  if (!r) {
-    if (tr.kb->device_memory && tr.kb->mem_info) tr.kb->mem_info(tr.kb, &dev_free0, &dev_total);
-    train_memory_counter_init(&counter, tr.kb);
-    tr.kb = &counter.kb;
-  }
+  train_setup su = {.cap_source = ""};
+  tsr_status r = setup_config(&tr, o, &su);
   int ranks = comm_size();
   if (!r) r = check_store(&tr, ranks);
   if (!r) r = check_ranks_agree(&tr);
@@ -479,96 +653,17 @@ tsr_status train_run(const train_options *o) {
     if (stat(o->init_ckpt, &sb))
       r = err_set(TSR_EIO, "--init %s: %s", o->init_ckpt, strerror(errno));
   }
-  // one run writes RUN at a time: locked before anything in it is touched
-  lockfile *run_lock = NULL;
-  if (!r) r = train_run_dir_open(&run_lock, o->run_dir);
-  char latest[PATH_MAX] = "";
-  int64_t latest_step = -1;
-  if (!r) {
-    tsr_status lr = ckpt_latest(o->run_dir, latest, sizeof latest, &latest_step);
-    if (o->resume && lr)
-      r = err_set(TSR_EINVAL, "--resume: no checkpoint (ckpt-STEP.safetensors) in %s; start "
-                  "without --resume", o->run_dir);
-    else if (!o->resume && !lr)
-      r = err_set(TSR_EINVAL, "%s already holds checkpoints (newest %s): continue it with "
-                  "--resume, or give another --out", o->run_dir, latest);
-  }
-  if (!r) {
-    tr.sched.cluster = (sched_cluster){
-        .ranks = ranks, .gpus_per_node = o->gpus_per_node > 0 ? o->gpus_per_node : ranks,
-        .mem_tokens = tr.tc.mem_tokens};
-    tr.sched.cost = cpu_cost;
-    if (o->cost_path) r = cost_model_load(o->cost_path, &tr.sched.cost);
-    // captions: the cross-attention the planner prices (sched/cost.h text_a, text_c)
-    if (tr.mc.text_dim > 0) tr.sched.cost.text_tokens = data_caption_mean_tokens(tr.data);
-    tr.rank = comm_rank();
-    if (!r) r = sched_config_check(&tr.sched);
-  }
-  if (!r) r = data_split_make(tr.data, tr.tc.val_clips, &tr.split);
-  if (!r) r = train_val_check(&tr, o->skip_bad_clips);
-  if (!r && tr.split.n_val && comm_rank() == 0) r = train_val_write_list(&tr, o->run_dir);
-  if (!r) r = data_sampler_init(&tr.sampler, tr.split.n_train, (uint64_t)tr.tc.seed);
-  tr.cb = o->comm;
-  if (!r && !tr.cb) r = err_set(TSR_EINVAL, "train: no communication backend given");
-  if (!r) r = trainer_setup(&tr);
-  if (!r) {
-    if (o->resume) r = start_from(&tr, o, latest, 1);
-    else if (o->init_ckpt) r = start_from(&tr, o, o->init_ckpt, 0);
-    else if (!(r = dit_init(tr.model, (uint64_t)tr.tc.seed))) r = train_ema_reset(&tr);
-  }
-  // the store this run trained on, for a resume to say what changed (kept on a resume)
-  if (!r && comm_rank() == 0) r = train_store_record(&tr, o->run_dir, !o->resume);
-  if (!r && tr.sample_pending) {  // the resumed checkpoint's samples, lost to a failed write
-    log_info("train: the samples of step %lld are missing: writing them first",
-             (long long)tr.step);
-    train_samples_step(&tr, o);
-  }
+  if (!r) r = setup_run_dir(o, &su);
+  if (!r) r = setup_sched(&tr, o, ranks);
+  if (!r) r = setup_trainer(&tr, o, &su);
   int64_t stop = o->stop_step > 0 ? o->stop_step : tr.tc.steps;
-  if (!r && comm_rank() == 0) {
-    log_info("train: backend %s, precision %s (%s activations, fp32 weights and optimizer), "
-             "comm %s", tr.kb->name, config_precision_name(tr.tc.precision),
-             kernels_dtype_name(tr.kb->act_dtype), tr.cb->name);
-    log_info("train: %zu parameters, %lld clips (%d labels), batch %lld, mem_tokens %lld, "
-             "steps %lld -> %lld of %lld%s%s", tr.n_params, (long long)data_num_clips(tr.data),
-             data_num_labels(tr.data), (long long)tr.tc.global_batch,
-             (long long)tr.tc.mem_tokens, (long long)tr.step, (long long)stop,
-             (long long)tr.tc.steps, o->init_ckpt ? ", weights from " : "",
-             o->init_ckpt ? o->init_ckpt : "");
-    if (tr.split.n_val) {
-      char b[256] = "";
-      size_t len = 0;
-      for (int k = 0; k < DATA_BUCKETS; k++)
-        len += (size_t)snprintf(b + len, sizeof b - len, "%s%lld %s (%lld-%lld tokens)",
-                                k ? ", " : "", (long long)tr.split.bucket_val[k],
-                                data_bucket_names[k], (long long)tr.split.bucket_tokens[k][0],
-                                (long long)tr.split.bucket_tokens[k][1]);
-      log_info("train: validation on %lld held-out clips (%s) every %d steps, at t = 0.1, 0.3, "
-               "0.5, 0.7, 0.9 with fixed noise; %lld clips train", (long long)tr.split.n_val, b,
-               tr.tc.val_every, (long long)tr.split.n_train);
-    }
-    if (tr.tc.sample_every > 0)
-      log_info("train: samples of the EMA weights every %d steps in %s/samples/",
-               tr.tc.sample_every, o->run_dir);
-    if (tr.step >= stop) log_info("train: %lld steps already done, nothing to do", (long long)tr.step);
-  }
+  if (!r && comm_rank() == 0) log_run_start(&tr, o, stop);
   if (!r && tr.step < stop) r = train_loop(&tr, o, stop);
-  if (!r && dev_free0 && tr.kb->mem_info(tr.kb, &dev_free1, &dev_total)) dev_free1 = 0;
-  if (!r && comm_rank() == 0 && counter.peak) {
-    char dev[160] = "";
-    size_t fell = dev_free0 > dev_free1 ? dev_free0 - dev_free1 : 0;
-    if (dev_free0 && dev_free1)
-      snprintf(dev, sizeof dev, "; device free memory fell by %.4f GiB (%zu bytes; the model's "
-               "total %.4f GiB)", (double)fell / (1 << 30), fell, (double)mem.total / (1 << 30));
-    log_info("train: memory per rank: backend allocations peaked at %.4f GiB (%zu bytes), the "
-             "model counts %.4f GiB (%zu bytes, ring buffers %zu) of them: measured / model = "
-             "%.4f; process peak RSS %.3f GiB%s", (double)counter.peak / (1 << 30), counter.peak,
-             (double)mem.allocated / (1 << 30), mem.allocated, mem.ring,
-             (double)counter.peak / (double)mem.allocated, train_peak_rss_gib(), dev);
-  }
+  if (!r) log_run_memory(&tr, &su);
   data_split_free(&tr.split);
   dit_free(&tr.sample_model);
   trainer_free(&tr);
-  train_memory_counter_free(&counter);
-  lockfile_release(&run_lock);  // last: RUN is complete
+  train_memory_counter_free(&su.counter);
+  lockfile_release(&su.run_lock);  // last: RUN is complete
   return r;
 }
