@@ -4,7 +4,7 @@
 // process started on its own runs as a world of one without MPI (no launcher needed).
 // The comm_* collectives below are over the whole world (no-ops for a world of one).
 //
-// The group set (DESIGN.md "Dynamic-CP execution"): for every power of two k <= world,
+// The group set (docs/dist.md): for every power of two k <= world,
 // the aligned blocks of ranks [i*k, (i+1)*k); every rank is in exactly one group of each
 // size. comm_groups_init creates their communicators once; the data-plane operations of a
 // communication backend (comm_backend below) run inside one group.

@@ -3,7 +3,7 @@
 // Every random value that defines the training objective is a pure function of a key
 // (seed, step, clip id, stream) and a counter (e.g. the token's value index), so it does
 // not depend on which rank holds a token, how clips were packed or split, or the order
-// of evaluation (DESIGN.md, "Dynamic-CP execution"). The generator is Philox-4x32-10
+// of evaluation (docs/model.md "RNG"). The generator is Philox-4x32-10
 // (Salmon et al., SC'11): 128-bit counter, 64-bit key, 10 rounds.
 #ifndef TESSERA_CORE_RNG_H
 #define TESSERA_CORE_RNG_H

@@ -33,7 +33,7 @@
 #define STORE_QUARANTINE_DIR "quarantine"
 
 // Element type of token values. u8: RGB pixels (`tessera ingest`); bf16 and f32: latents
-// of an external video VAE (`tessera ingest --latents`, ingest/latents.h), real values the
+// of an external video VAE (`tessera ingest --latents`, ingest/latent_file.h), real values the
 // model learns as they are. The numbers are those of the shard header and of
 // kernels_tokens (kernels/kernels.h), which the trainer maps them to.
 typedef enum { STORE_DTYPE_U8 = 0, STORE_DTYPE_BF16 = 1, STORE_DTYPE_F32 = 2 } store_dtype;

@@ -2,8 +2,9 @@
 //
 // A backend is a struct of function pointers (like ggml's backend interface). The model
 // and the trainer call only these entries, so the same code runs on the CPU backend
-// (kernels_cpu(): fp32, OpenBLAS GEMMs, OpenMP elsewhere) and on the CUDA backend (a
-// later issue) that fills the same struct.
+// (kernels_cpu(): fp32, OpenBLAS GEMMs, OpenMP elsewhere; kernels/cpu/) and on the CUDA
+// backend (kernels_cuda(): bf16 activations; kernels/cuda/cuda.h), which fill the same
+// struct.
 //
 // Contract for every entry
 // - Call as `kb->op(kb, ...)`: the first argument is the backend itself (its state is
@@ -421,7 +422,7 @@ struct kernels_backend {
                                  const int32_t *cu_seqlens, int n_clips, int L, int P,
                                  uint64_t seed, uint64_t step, double t_logit_mean,
                                  double t_logit_std, int64_t t_shift_tokens);
-  // One Euler step of the sampler with classifier-free guidance (model/sample.h):
+  // One Euler step of the sampler with classifier-free guidance (model/sample/sample.h):
   //   v = v_uncond + cfg (v_cond - v_uncond)   (v = v_cond when v_uncond is NULL)
   //   x += dt v                                (float arithmetic, no FMA)
   // x is the sampler's state, kept in fp32 like master weights: with bf16 the increment
@@ -434,7 +435,7 @@ struct kernels_backend {
   // ---- loss ------------------------------------------------------------------------
   // Weighted per-clip squared error: sse[c] = sum over clip c's local tokens and D values
   // of (pred - target)^2 (double accumulation), loss[0] = sum_c weight[c] * sse[c].
-  // For the objective of DESIGN.md (mean over B clips of each clip's mean) use
+  // For the training objective (mean over B clips of each clip's mean) use
   // weight[c] = 1 / (B * T_c * D) with T_c the clip's total token count, so CP chunks
   // and microbatches of one global batch sum to the global loss (see kernels_mse_weight).
   // loss: (1) [f32], sse: (C) [f32] or NULL, pred, target: (L, D) [act], weight: (C) [f32]
@@ -596,8 +597,8 @@ typedef struct {
 tsr_status kernels_adamw_prepare(float lr, float beta1, float beta2, float weight_decay,
                                  int64_t step, kernels_adamw_scalars *out);
 
-// The time shift of a clip of total_tokens tokens (DESIGN.md: longer clips get more
-// noise): s = max(1, sqrt(total_tokens / shift_tokens)), t' = s t / (1 + (s - 1) t);
+// The time shift of a clip of total_tokens tokens (longer clips get more noise,
+// docs/model.md "Objective"): s = max(1, sqrt(total_tokens / shift_tokens)), t' = s t / (1 + (s - 1) t);
 // t itself when shift_tokens <= 0. Training shifts the t it draws with it; the sampler
 // shifts its grid of noise levels with it. The one definition of the formula.
 double kernels_time_shift(double t, int64_t total_tokens, int64_t shift_tokens);

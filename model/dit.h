@@ -1,5 +1,5 @@
 // model/dit.h — the diffusion transformer: parameters, forward and backward over a
-// packed microbatch of clips (DESIGN.md "Model"; docs/model.md has every formula).
+// packed microbatch of clips (docs/model.md has every formula).
 //
 // Architecture (weights stored (in, out): y = x W + b, PyTorch's nn.Linear transposed):
 //   x_embed: tokens (L, P) -> h (L, D)                    P = pt*ph*pw*channels

@@ -1,6 +1,6 @@
 // model/objective.h — the rectified-flow training objective: builds a microbatch's inputs
 // (dit_batch) from stored tubelet tokens, uint8 pixels or bf16/f32 VAE latents, and the
-// clips' caption embeddings (DESIGN.md "Model", docs/model.md "Objective").
+// clips' caption embeddings (docs/model.md "Objective").
 //
 // For a clip with id `clip_id` of N = T*H*W tokens, P values per token, at training `step`
 // with seed = train.seed (keys: core/rng.h rng_key {seed, step, clip_id, stream}):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/layout.sh — DESIGN.md "Layout", checked on the sources:
+# tests/layout.sh — README.md "Layout", checked on the sources:
 #
 # 1. The backends are chosen in tools/ and passed down; nothing below tools/ picks one. So
 #    no source of core/, comm/, ingest/, sched/ or model/ may name a compute backend
@@ -49,7 +49,7 @@ printf 'const kernels_backend *kb = kernels_cpu();\n' | grep -qE "$KB_PICK" ||
 printf 'st = comm_open("auto", COMM_MEM_HOST, NULL, &cb);\n' | grep -qE "$CB_PICK" ||
   { echo "FAIL: the pattern misses a comm_open() call" >&2; fail=1; }
 
-# folder of a project header: "model/io/x.h" -> model/io, "model/dit.h" -> model
+# folder of a project header: "model/io/checkpoint.h" -> model/io, "model/dit.h" -> model
 header_folder() {
   case $1 in
     model/*/*) echo "${1%/*}" ;;
@@ -81,7 +81,7 @@ check_file() {
     ok=0
     for a in $(allowed "$folder"); do [ "$a" = "$hf" ] && ok=1; done
     if [ $ok = 0 ]; then
-      echo "FAIL: ${f#"$SRC"/} ($folder) includes \"$inc\" ($hf): not allowed by DESIGN.md's dependencies" >&2
+      echo "FAIL: ${f#"$SRC"/} ($folder) includes \"$inc\" ($hf): not allowed by README.md's dependencies" >&2
       fail=1
     fi
   done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
@@ -109,5 +109,88 @@ check_file "$probe" core 2>/dev/null
 [ $fail = 1 ] || { echo "FAIL: the include check misses core/ -> comm/" >&2; saved=1; }
 fail=$saved; rm -f "$probe"
 
+# 3. Words that name the repository's own files stay true. A comment that names a path
+#    under a top-level folder (a file such as docs/model.md, or a folder such as kernels/cpu/)
+#    names one that exists, and a source file that opens with its own path
+#    (`// model/train/train.h — ...`) gives its real one. Placeholders are not paths: a name with <, *, {, $ or %, or a
+#    segment in CAPITALS (FILE.safetensors, ckpt-STEP), is skipped; so is a path inside a
+#    longer one (build/tests/..., $SRC/core/...). Only comments are read: // and /* */
+#    lines of C, CUDA and C++, # lines of shell, Python and CMake.
+TOP='core|comm|kernels|model|ingest|sched|tools|bench|tests|docs|configs|cmake'
+# comment_paths FILE...: "path<TAB>file:line" for each path a comment names, and
+# "@first<TAB>path<TAB>file" for a first-line path that is not the file's own.
+comment_paths() {
+  awk -v top="$TOP" -v src="$SRC/" '
+    function scan(text, where,   t, pre, tok, seg, n, i, bad) {
+      while (match(text, "(^|[[:space:](`\x27\"])(" top ")/[A-Za-z0-9_./<>*{}$%+-]*")) {
+        pre = substr(text, RSTART, 1)
+        tok = substr(text, RSTART, RLENGTH)
+        if (pre ~ /[[:space:](`\x27"]/) tok = substr(tok, 2)
+        text = substr(text, RSTART + RLENGTH)
+        if (tok ~ /[<>*{}$%]/ || substr(text, 1, 1) ~ /[<*{$%\[]/) continue
+        sub(/[.,:;-]+$/, "", tok)              # sentence punctuation, "tests/..."
+        n = split(tok, seg, "/"); bad = 0
+        for (i = 1; i <= n; i++) {
+          t = seg[i]; gsub(/CMakeLists/, "", t)
+          if (t ~ /[A-Z][A-Z]/) bad = 1         # a CAPITALS placeholder: FILE, STEP, RUN
+        }
+        if (bad) continue
+        if (tok ~ /\/$/ || seg[n] ~ /\.[A-Za-z0-9]+$/) print tok "\t" where
+      }
+    }
+    FNR == 1 { rel = substr(FILENAME, length(src) + 1); c = (rel ~ /\.(c|h|cu|cpp)$/) }
+    {
+      line = $0; com = ""
+      if (c) {
+        if (match(line, /^[[:space:]]*(\/\/|\/\*|\*)/)) com = line
+        else if (match(line, /[^:]\/\/ /)) com = substr(line, RSTART + 1)
+      } else if (line ~ /^[[:space:]]*#/ && !(FNR == 1 && line ~ /^#!/)) com = line
+      if (com != "") scan(com, rel ":" FNR)
+    }
+    # the first line that is not a shebang: its path, if it opens with one
+    (FNR == 1 && $0 !~ /^#!/) || (FNR == 2 && first_shebang) {
+      if (match($0, /^(\/\/|#|\/\*|""")[[:space:]]*[A-Za-z0-9_.-]+\/[A-Za-z0-9_.\/-]+\.(c|h|cu|cpp|py|sh)([[:space:]]|:|$)/)) {
+        p = $0; sub(/^(\/\/|#|\/\*|""")[[:space:]]*/, "", p); sub(/[[:space:]:].*$/, "", p)
+        if (p != rel) print "@first\t" p "\t" rel
+      }
+    }
+    FNR == 1 { first_shebang = ($0 ~ /^#!/) }
+  ' "$@"
+}
+mapfile -t srcs < <(find "$SRC" \( -name '.git' -o -name 'build*' -o -name '.carry' \) -prune -o \
+                     -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cpp' \
+                     -o -name '*.py' -o -name '*.sh' -o -name 'CMakeLists.txt' -o -name '*.cmake' \) -print)
+# check_paths: reads comment_paths' lines and says what is wrong (fail=1); npaths: how many
+check_paths() {
+  local tok where rest
+  npaths=0
+  while IFS=$'\t' read -r tok where rest; do
+    if [ "$tok" = @first ]; then
+      echo "FAIL: $rest opens with the path $where, not its own" >&2; fail=1; continue
+    fi
+    npaths=$((npaths + 1))
+    [ -e "$SRC/$tok" ] || { echo "FAIL: $where names $tok, which does not exist" >&2; fail=1; }
+  done
+}
+check_paths < <(comment_paths "${srcs[@]}")
+n_named=$npaths
+# The path checks must be able to fail: a stale first line and a missing file are caught,
+# and placeholders are not taken for paths.
+pdir=$(mktemp -d); mkdir -p "$pdir/model/train"
+printf '// model/train.h — moved\n// docs/nowhere.md, tests/<module>/x.sh, RUN/ckpt-STEP.safetensors, docs/*.md\n' \
+  >"$pdir/model/train/train.h"
+saved=$fail
+probe_err=$(SRC=$pdir; check_paths < <(comment_paths "$pdir/model/train/train.h") 2>&1)
+case $probe_err in
+  *"opens with the path model/train.h"*"names docs/nowhere.md"*) ;;
+  *) echo "FAIL: the path check misses a stale first line or a missing file: $probe_err" >&2
+     saved=1 ;;
+esac
+case $probe_err in
+  *module*|*STEP*|*'*'*) echo "FAIL: the path check takes a placeholder for a path: $probe_err" >&2
+                         saved=1 ;;
+esac
+fail=$saved; rm -rf "$pdir"
+
 [ $fail = 0 ] || exit 1
-echo "layout: no compute or communication backend picked below tools/; $nfiles files include only what their folder may"
+echo "layout: no compute or communication backend picked below tools/; $nfiles files include only what their folder may; the $n_named repo paths that comments name exist"

@@ -1,6 +1,6 @@
 // tools/backend.h — `--backend cpu|cuda|auto`: the compute device of `tessera train`,
 // `sample` and `calibrate` (and of bench_train_step), chosen here, at the top, and handed
-// down (DESIGN.md "Layout": nothing below tools/ picks a backend).
+// down (README.md "Layout": nothing below tools/ picks a backend).
 //
 // A device is a family of the backends built into the binary (kernels_backends()): the
 // tables whose kb->name is the device's name or starts with it and a '-' ("cpu" and

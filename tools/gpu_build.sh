@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/gpu_build.sh BUILD_DIR [CMAKE_ARGS...] — configures and builds tessera's GPU
 # configuration (CUDA on, media off) on a machine that may lack the headers of SQLite,
-# jansson, xxhash and inih (the GPU machine: /work/shared/GPU.md):
+# jansson, xxhash and inih (the GPU machine, docs/gpu.md "The GPU lease"):
 #   1. when pkg-config lacks them, the .debs carried in $TESSERA_DEBS (.carry/debs, put there
 #      by tools/gpu_prepare.sh) are unpacked into BUILD_DIR/deps (never into /), their .pc
 #      files pointed at it and their dangling libX.so links at the system's libX.so.N;

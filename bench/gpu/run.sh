@@ -15,7 +15,7 @@
 #   1b-1x16384  dit-1b  one 16,384-token clip
 #   1b-1x65536  dit-1b  one 65,536-token clip, recomputation on (RECOMPUTE_1B_LONG)
 # dit-1b.conf has model.recompute = 1; RECOMPUTE_1B (default 0, as the earlier PyTorch figures
-# of /work/shared/GPU.md) overrides it with --set on the tessera side for 1b-4x4096 and
+# in docs/gpu.md) overrides it with --set on the tessera side for 1b-4x4096 and
 # 1b-1x16384, RECOMPUTE_1B_LONG (default 1) for 1b-1x65536, and the PyTorch side follows the
 # dumped config: torch.utils.checkpoint per block when 1 (both re-run whole blocks); when 2
 # (tessera recomputes only its cheap token-local layers) no checkpoint, since torch.compile's

@@ -72,31 +72,8 @@
 // and linear_backward_dgelu as GEMM + GELU kernel instead of cuBLASLt's epilogues (to
 // compare the two on a GPU).
 //
-// Not done yet (issue 11 and issue 13 "GPU speed"):
-// - none of this has run on a GPU: the lease's first call (tools/gpu_lease.py: gpu_backend_ops
-//   and its cuDNN variants, gpu_arena, gpu_graphs, gpu_train, memcheck) is the first check of the arena, cuDNN attention, the fused kernels, the plan cache and the
-//   GELU epilogues.
-// - attention: cuDNN's fused SDPA (attention_cudnn.cu) has been planned for an H100 without
-//   a GPU (tests/kernels/test_cuda_sdpa_plan) but never run: gpu_backend_ops{,_cudnn,
-//   _cudnn_atomic,_own} must pass on a GPU first. Left on the own fp32 CUDA-core kernels
-//   (correct, slow): attention_partial_backward (cuDNN's backward derives delta from out,
-//   which that entry's contract does not pass), merge, delta, head dims cuDNN does not
-//   take, and with TESSERA_CUDA_ATTENTION_DETERMINISTIC=1 every microbatch whose dense dS
-//   workspace (b x H x sq x skv bf16, sq = skv = its longest clip rounded up) exceeds an
-//   eighth of the GPU memory. An own wgmma flash kernel (deterministic, every head dim)
-//   would replace the remaining own ones.
-// - dbias is a separate column-sum kernel (BGRADB/DGELU_BGRAD epilogues overwrite, dbias
-//   accumulates: they would need a scratch vector and an add); a bias not 16-byte aligned
-//   (pointers into the flat parameter buffer) takes the plain GEMM kernel.
-// - the plan cache is keyed by the exact shape: a run with many distinct microbatch sizes
-//   builds a plan per size (one heuristic call each, then cached; LRU of 1024 plans).
-// - gate + residual is one kernel but not fused into the projection GEMM's epilogue (its
-//   gate is per clip, which cuBLASLt's epilogues cannot express).
-// - recorded graphs (graph.cu, TESSERA_CUDA_GRAPHS=1, off by default): the model's forward
-//   and backward per microbatch shape; never run on a GPU yet (gpu_graphs checks them
-//   bitwise against eager); the trainer does not record yet (its ring-attention hook and
-//   bucket all-reduce work on the host). One host sync per step is left in train_step
-//   (sumsq before AdamW).
+// What the backend does not do yet (kernels left on slower paths, fusions not made) is
+// listed in docs/gpu.md, "Open items of the CUDA backend".
 #ifndef TESSERA_KERNELS_CUDA_CUDA_H
 #define TESSERA_KERNELS_CUDA_CUDA_H
 

@@ -1,9 +1,9 @@
-// model/dist_step.h — one global batch of a plan, executed on this rank (DESIGN.md
-// "Dynamic-CP execution").
+// model/dist/dist_step.h — one global batch of a plan, executed on this rank (docs/dist.md
+// "One global batch").
 //
 // The plan (sched/plan.h) lists waves; in each wave this rank is in one aligned group of
 // k ranks at place p. For every clip of that group the rank builds chunk p of the clip
-// (model/ring_attention.h ring_chunk: contiguous, the first L % k chunks one token
+// (model/dist/ring_attention.h ring_chunk: contiguous, the first L % k chunks one token
 // longer), the rectified-flow inputs of exactly those tokens (model/objective.h: t,
 // noise, label dropout and positions depend only on (seed, step, clip id, token index)),
 // and runs forward and backward with ring attention across the group, accumulating the

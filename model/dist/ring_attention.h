@@ -1,4 +1,4 @@
-// model/ring_attention.h — bidirectional attention of packed clips split across a CP group.
+// model/dist/ring_attention.h — bidirectional attention of packed clips split across a CP group.
 //
 // A group of k ranks runs a microbatch of clips; clip c of L_c tokens is split into k
 // contiguous chunks (ring_chunk: the first L_c % k chunks get one token more) and rank p

@@ -1,4 +1,4 @@
-// model/checkpoint.c — training checkpoints in safetensors (model/checkpoint.h).
+// model/io/checkpoint.c — training checkpoints in safetensors (model/io/checkpoint.h).
 #include "model/io/checkpoint.h"
 
 #include <dirent.h>

@@ -1,6 +1,6 @@
-// model/checkpoint.h — training checkpoints: RUN/ckpt-STEP.safetensors.
+// model/io/checkpoint.h — training checkpoints: RUN/ckpt-STEP.safetensors.
 //
-// One safetensors file (model/safetensors.h) per checkpoint, all tensors fp32:
+// One safetensors file (core/safetensors.h) per checkpoint, all tensors fp32:
 //   <name>           the weights, under the model's tensor names (dit_tensor_info), so
 //                    the PyTorch reference and `tessera sample` read them directly
 //   ema.<name>       EMA of the weights
@@ -21,7 +21,7 @@
 //   was written; a resume writes them if they are missing).
 //
 // Durability: written to PATH.tmp, fsync'ed, renamed to PATH, directory fsync'ed
-// (model/safetensors.h), so a crash never leaves a half-written file under a
+// (core/safetensors.h), so a crash never leaves a half-written file under a
 // checkpoint's name; ckpt_clean_tmp removes the leftovers of such a crash.
 //
 //   xxh3_weights, xxh3_ema, xxh3_adam_m, xxh3_adam_v: XXH3-64 of each set's flat buffer;

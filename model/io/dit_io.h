@@ -1,6 +1,6 @@
 // model/io/dit_io.h — the DiT's tensors and a training batch as safetensors entries, by
 // name: the bridge between the model (model/dit.h, model/objective.h) and the file format
-// (model/io/safetensors.h), used by checkpoints, the golden test and the benchmark.
+// (core/safetensors.h), used by checkpoints, the golden test and the benchmark.
 #ifndef TESSERA_MODEL_IO_DIT_IO_H
 #define TESSERA_MODEL_IO_DIT_IO_H
 

@@ -1,4 +1,4 @@
-// model/calibrate.h — fit the scheduler's cost model (sched/cost.h) to measured times of
+// model/train/calibrate.h — fit the scheduler's cost model (sched/cost.h) to measured times of
 // the configured model on this machine's backend (`tessera calibrate`).
 //
 // Compute: one clip of L tokens for L on a geometric grid; one microbatch as the trainer

@@ -1,4 +1,4 @@
-// model/data.c — clip table, labels and shard readers of a token store (model/data.h).
+// model/train/data.c — clip table, labels and shard readers of a token store (model/train/data.h).
 #include "model/train/data.h"
 
 #include <limits.h>

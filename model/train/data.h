@@ -1,4 +1,4 @@
-// model/data.h — the trainer's view of a token store: the clip table, class labels,
+// model/train/data.h — the trainer's view of a token store: the clip table, class labels,
 // clip tokens read straight from the memory-mapped shards, and the epoch sampler.
 //
 // data_store: opened once per process. It reads the index (settings, every clip's grid,

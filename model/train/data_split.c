@@ -1,4 +1,4 @@
-// model/train/data_split.c — held-out validation clips and length buckets (model/data.h).
+// model/train/data_split.c — held-out validation clips and length buckets (model/train/data.h).
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,4 +1,4 @@
-// model/lr.c — learning-rate schedule: linear warmup, cosine decay (model/train.h).
+// model/train/lr.c — learning-rate schedule: linear warmup, cosine decay (model/train/train.h).
 #include <math.h>
 
 #include "model/train/train.h"

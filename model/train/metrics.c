@@ -1,4 +1,4 @@
-// model/metrics.c — RUN/metrics.jsonl (model/train.h).
+// model/train/metrics.c — RUN/metrics.jsonl (model/train/train.h).
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>

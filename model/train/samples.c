@@ -1,5 +1,5 @@
 // model/train/samples.c — sample videos of the EMA weights during training
-// (model/train.h, "samples during training").
+// (model/train/train.h, "samples during training").
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>

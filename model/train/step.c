@@ -1,6 +1,6 @@
-// model/step.c — one global batch: this rank's part of the plan (model/dist_step.h:
+// model/train/step.c — one global batch: this rank's part of the plan (model/dist/dist_step.h:
 // chunks, objective, forward/backward with ring attention) -> gradients summed over the
-// world -> global-norm clipping -> AdamW -> EMA (model/train.h).
+// world -> global-norm clipping -> AdamW -> EMA (model/train/train.h).
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

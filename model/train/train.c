@@ -224,7 +224,7 @@ tsr_status train_choose_plan(const trainer *tr, int kind, const int64_t *tok, in
 }
 
 // The next global batch for step `step` (out: store positions, *count), with every clip's
-// payload checksum verified on every rank and the verdicts agreed (model/train.h, "Clip
+// payload checksum verified on every rank and the verdicts agreed (model/train/train.h, "Clip
 // checksums"). bad: (global_batch) scratch. A bad clip stops the run, or with `skip` is
 // left out; a batch left empty is replaced by the next one (2n draws cover a full epoch:
 // if none of them is good, no clip is).

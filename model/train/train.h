@@ -1,9 +1,9 @@
-// model/train.h — the training loop of `tessera train` (docs/train.md).
+// model/train/train.h — the training loop of `tessera train` (docs/train.md).
 //
 // One process, or N processes under mpirun/srun: every global batch is planned by the
 // Dynamic-CP scheduler (sched/) for comm_size() ranks, identically on every rank; each
 // rank runs its chunks of the clips of its groups, wave by wave, with ring attention
-// across each group (model/dist_step.h), and the gradients are summed over all ranks
+// across each group (model/dist/dist_step.h), and the gradients are summed over all ranks
 // before the (replicated) optimizer step. Rank 0 writes metrics and checkpoints.
 //
 // Step numbering: step s (0-based) trains global batch s of the sampler; its objective
@@ -14,7 +14,7 @@
 // step, never on where a run was stopped and resumed.
 //
 // Loss of a step: mean over the batch's clips of each clip's mean squared error over its
-// token values (DESIGN.md, "Model"); per-clip weights 1 / (n * tokens * P) make the sum
+// token values (docs/model.md "Objective"); per-clip weights 1 / (n * tokens * P) make the sum
 // over microbatches (and ranks) equal that mean.
 #ifndef TESSERA_MODEL_TRAIN_H
 #define TESSERA_MODEL_TRAIN_H
@@ -31,7 +31,7 @@
 #include "model/sample/sample.h"
 #include "sched/sched.h"
 
-// ---- learning-rate schedule (model/lr.c) -----------------------------------------------
+// ---- learning-rate schedule (model/train/lr.c) -----------------------------------------------
 // Linear warmup then cosine decay to min_lr at train.steps, for 0-based step s:
 //   s < warmup:            lr * (s + 1) / warmup
 //   else, p = (s - warmup) / max(1, steps - warmup) clamped to [0, 1]:
@@ -61,7 +61,7 @@ typedef struct {
   int64_t step;                  // steps done
   sched_config sched;            // cluster: comm_size() ranks, train.mem_tokens
   int rank;                      // this process's rank in the plan
-  dist_step *dist;               // this rank's part of a plan (model/dist_step.h)
+  dist_step *dist;               // this rank's part of a plan (model/dist/dist_step.h)
   dist_clip *clips;              // (global_batch) the clips of the step being run
   uint8_t *clip_bad;             // (store clips) 1: failed its checksum, skipped, reported
   int64_t bad_clips;             // clips skipped so far by this process (--skip-bad-clips)
@@ -171,7 +171,7 @@ tsr_status train_ema_reset(trainer *tr);
 tsr_status train_step(trainer *tr, const int64_t *batch, int n, const plan *p,
                       train_step_stats *st);
 
-// ---- metrics (model/metrics.c) -------------------------------------------------------------
+// ---- metrics (model/train/metrics.c) -------------------------------------------------------------
 // RUN/metrics.jsonl: one JSON object per line,
 //   {"step", "loss", "lr", "grad_norm", "clips", "tokens", "step_s", "tokens_per_s",
 //    "predicted_s", "plan", "bad_clips", "backend", "precision"} (predicted_s: the cost
@@ -189,7 +189,7 @@ tsr_status metrics_open(FILE **f, const char *run_dir, int64_t resume_step);
 tsr_status metrics_write(FILE *f, int64_t step, const train_step_stats *st,
                          const train_val_stats *val);
 
-// ---- the whole run (model/train.c) ---------------------------------------------------------
+// ---- the whole run (model/train/train.c) ---------------------------------------------------------
 typedef struct {
   const char *config_path;       // config file; may be NULL with resume (checkpoint's config)
   char *const *overrides;        // "section.key=value" (n_overrides)
@@ -238,7 +238,7 @@ tsr_status train_run(const train_options *o);
 // ---- samples during training (model/train/samples.c) ---------------------------------------
 // RUN/samples/sample-STEP.mp4 (Y4M without media): the EMA weights, copied into a sampling
 // model of their own (made on first use, tr->sampler), integrate the flow
-// (model/sample.h, sample_row) for train.sample_steps Euler steps from fixed seeds: one
+// (model/sample/sample.h, sample_row) for train.sample_steps Euler steps from fixed seeds: one
 // clip per label of the store, side by side (the first 8 labels; seed 0 each, guidance
 // train.sample_cfg), or without labels 4 clips of seeds 0..3. The clip's grid is the
 // store's most common one, cut to at most mem_tokens / 2 tokens (fewer frames). Rank 0.

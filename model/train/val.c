@@ -1,5 +1,5 @@
 // model/train/val.c — validation on the held-out clips at fixed noise levels with fixed
-// noise (model/train.h, "validation").
+// noise (model/train/train.h, "validation").
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

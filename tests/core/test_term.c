@@ -1,6 +1,7 @@
-// core/term.h term_escape: what a terminal would act on is made visible, the rest is kept,
-// and a short buffer cuts at a character boundary with a mark. Run under ASan+UBSan
-// (label sanitize): every cut length is tried, so no write goes past the buffer.
+// tests/core/test_term.c — core/term.h term_escape: what a terminal would act on is made
+// visible, the rest is kept, and a short buffer cuts at a character boundary with a mark.
+// Run under ASan+UBSan (label sanitize): every cut length is tried, so no write goes past
+// the buffer.
 #include <string.h>
 
 #include "check.h"

@@ -1,4 +1,4 @@
-// Plan invariance, the central correctness property of the trainer (DESIGN.md): for one
+// Plan invariance, the central correctness property of the trainer (docs/dist.md): for one
 // global batch and the same weights, the loss and every gradient are the same, up to
 // floating-point reassociation, for any plan and world size.
 //

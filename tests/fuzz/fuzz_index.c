@@ -5,7 +5,7 @@
 // (read_row), the row checks (store_clip_check, store_shard_path), index_totals,
 // index_clip_lengths, store_verify, the recovery that trusts rows (store_recover:
 // committed shard ends), the check of a lost index (store_index_state) and the training
-// data loader (model/data.c data_open, which opens shards through store_shard_path).
+// data loader (model/train/data.c data_open, which opens shards through store_shard_path).
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>

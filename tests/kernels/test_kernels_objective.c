@@ -5,7 +5,7 @@
 //   CP chunks starting inside a clip, an empty chunk, odd P; with and without the time
 //   shift; for uint8 pixel tokens and bf16 and f32 latent tokens. On CPU-bf16: t equal,
 //   x_t and target equal to the fp32 values rounded to bf16.
-// - euler_update vs the update loop of model/sample.c (written out below, as it is
+// - euler_update vs the update loop of model/sample/sample.c (written out below, as it is
 //   inline there): bitwise, guided and unguided.
 #include <math.h>
 #include <string.h>
@@ -132,7 +132,7 @@ static void test_objective(const kernels_backend *kb, int64_t shift_tokens, int6
   objective_free(&ob);
 }
 
-// model/sample.c's update, as written there (guided: copy 0 conditional, copy 1 not).
+// model/sample/sample.c's update, as written there (guided: copy 0 conditional, copy 1 not).
 static void host_euler(float *xh, const float *vh, size_t NP, int guided, float g, float dt) {
   for (size_t k = 0; k < NP; k++) {
     float v = guided ? vh[NP + k] + g * (vh[k] - vh[NP + k]) : vh[k];
@@ -165,7 +165,7 @@ static void test_euler(const kernels_backend *kb) {
     CHECK_OK(kb->euler_update(kb, d_x, d_v, vu, g, dt, NP));
     CHECK_OK(kb->euler_update(kb, d_x, d_v, vu, g, dt * 0.5f, NP));
     CHECK_OK(kb->to_host(kb, xk, d_x, NP * 4));
-    CHECK(same_bits(xk, xe, NP), "%s: euler_update (guided %d) differs from model/sample.c",
+    CHECK(same_bits(xk, xe, NP), "%s: euler_update (guided %d) differs from model/sample/sample.c",
           kb->name, guided);
   }
   kb->free(kb, d_x), kb->free(kb, d_v);

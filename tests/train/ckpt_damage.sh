@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/train/ckpt_damage.sh — a checkpoint is trusted whole or not at all (model/checkpoint.h):
+# tests/train/ckpt_damage.sh — a checkpoint is trusted whole or not at all (model/io/checkpoint.h):
 # one flipped byte in any kind of tensor (weights, EMA, Adam m, Adam v), appended garbage
 # or a truncation makes EVERY load path refuse it — --resume, --init, sample --raw,
 # sample --ema — naming the file and the damaged tensor, whichever tensors that path loads.

@@ -58,7 +58,7 @@ HAVE_SDPA = hasattr(F, "scaled_dot_product_attention")
 
 def model_flops(cfg, lengths):
     """6 x (token-wise linear weights) per token + 12 x n^2 x D per layer per clip
-    (attention forward and backward, recompute not counted): /work/shared/GPU.md."""
+    (attention forward and backward, recompute not counted)."""
     D, P = cfg["hidden"], cfg["pt"] * cfg["ph"] * cfg["pw"] * cfg["channels"]
     F_ = cfg["mlp_ratio"] * D
     lin = P * D + cfg["depth"] * (4 * D * D + 2 * D * F_) + D * P
