@@ -216,7 +216,8 @@ static tsr_status video_finish(video_read *v, tsr_status dst) {
              (dst || ds.note[0]) && ds.corrupt_packets ? "; " : "");
     if (ds.corrupt_packets) {
       size_t n = strlen(errbuf);
-      snprintf(errbuf + n, errn - n, "corrupt data skipped: %lld packets/pictures rejected by the decoder",
+      snprintf(errbuf + n, errn - n,
+               "corrupt data skipped: %lld packets/pictures rejected by the decoder",
                (long long)ds.corrupt_packets);
     }
   }

@@ -111,11 +111,12 @@ fail=$saved; rm -f "$probe"
 
 # 3. Words that name the repository's own files stay true. A comment that names a path
 #    under a top-level folder (a file such as docs/model.md, or a folder such as kernels/cpu/)
-#    names one that exists, and a source file that opens with its own path
-#    (`// model/train/train.h — ...`) gives its real one. Placeholders are not paths: a name with <, *, {, $ or %, or a
-#    segment in CAPITALS (FILE.safetensors, ckpt-STEP), is skipped; so is a path inside a
-#    longer one (build/tests/..., $SRC/core/...). Only comments are read: // and /* */
-#    lines of C, CUDA and C++, # lines of shell, Python and CMake.
+#    names one that exists, and a source file that opens with a path
+#    (`// model/train/train.h — ...`) gives its own. Placeholders are not paths: a name
+#    with <, *, {, $ or %, or a segment in CAPITALS (FILE.safetensors, ckpt-STEP), is
+#    skipped; so is a path inside a longer one (build/tests/..., $SRC/core/...). Only
+#    comments are read: // and /* */ lines of C, CUDA and C++, # lines of shell, Python
+#    and CMake (a Python file's opening docstring too, for its first-line path).
 TOP='core|comm|kernels|model|ingest|sched|tools|bench|tests|docs|configs|cmake'
 # comment_paths FILE...: "path<TAB>file:line" for each path a comment names, and
 # "@first<TAB>path<TAB>file" for a first-line path that is not the file's own.
@@ -149,18 +150,20 @@ comment_paths() {
     }
     # the first line that is not a shebang: its path, if it opens with one
     (FNR == 1 && $0 !~ /^#!/) || (FNR == 2 && first_shebang) {
-      if (match($0, /^(\/\/|#|\/\*|""")[[:space:]]*[A-Za-z0-9_.-]+\/[A-Za-z0-9_.\/-]+\.(c|h|cu|cpp|py|sh)([[:space:]]|:|$)/)) {
-        p = $0; sub(/^(\/\/|#|\/\*|""")[[:space:]]*/, "", p); sub(/[[:space:]:].*$/, "", p)
-        if (p != rel) print "@first\t" p "\t" rel
-      }
+      p = $0
+      if (sub(/^(\/\/|#|\/\*|""")[[:space:]]*/, "", p) && sub(/([[:space:]]|:).*$/, "", p) >= 0 &&
+          p ~ /^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.\/-]+\.(c|h|cu|cpp|py|sh)$/ && p != rel)
+        print "@first\t" p "\t" rel
     }
     FNR == 1 { first_shebang = ($0 ~ /^#!/) }
   ' "$@"
 }
 mapfile -t srcs < <(find "$SRC" \( -name '.git' -o -name 'build*' -o -name '.carry' \) -prune -o \
                      -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cpp' \
-                     -o -name '*.py' -o -name '*.sh' -o -name 'CMakeLists.txt' -o -name '*.cmake' \) -print)
+                     -o -name '*.py' -o -name '*.sh' -o -name 'CMakeLists.txt' \
+                     -o -name '*.cmake' \) -print)
 # check_paths: reads comment_paths' lines and says what is wrong (fail=1); npaths: how many
+# paths were named. The probe below runs it in a subshell, so its fail=1 stays there.
 check_paths() {
   local tok where rest
   npaths=0
@@ -177,20 +180,20 @@ n_named=$npaths
 # The path checks must be able to fail: a stale first line and a missing file are caught,
 # and placeholders are not taken for paths.
 pdir=$(mktemp -d); mkdir -p "$pdir/model/train"
-printf '// model/train.h — moved\n// docs/nowhere.md, tests/<module>/x.sh, RUN/ckpt-STEP.safetensors, docs/*.md\n' \
+printf '// model/train.h — moved\n// docs/nowhere.md tests/<module>/x.sh docs/FILE.md docs/*.md\n' \
   >"$pdir/model/train/train.h"
-saved=$fail
 probe_err=$(SRC=$pdir; check_paths < <(comment_paths "$pdir/model/train/train.h") 2>&1)
 case $probe_err in
   *"opens with the path model/train.h"*"names docs/nowhere.md"*) ;;
   *) echo "FAIL: the path check misses a stale first line or a missing file: $probe_err" >&2
-     saved=1 ;;
+     fail=1 ;;
 esac
 case $probe_err in
-  *module*|*STEP*|*'*'*) echo "FAIL: the path check takes a placeholder for a path: $probe_err" >&2
-                         saved=1 ;;
+  *module*|*FILE*|*'*'*) echo "FAIL: the path check takes a placeholder for a path: $probe_err" >&2
+                         fail=1 ;;
 esac
-fail=$saved; rm -rf "$pdir"
+rm -rf "$pdir"
 
 [ $fail = 0 ] || exit 1
-echo "layout: no compute or communication backend picked below tools/; $nfiles files include only what their folder may; the $n_named repo paths that comments name exist"
+echo "layout: no compute or communication backend picked below tools/; $nfiles files include" \
+     "only what their folder may; the $n_named repo paths that comments name exist"

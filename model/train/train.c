@@ -514,7 +514,8 @@ typedef struct {
 static tsr_status setup_config(trainer *tr, const train_options *o, train_setup *su) {
   tsr_status r = comm_groups_init();  // Dynamic-CP groups; refuses a non-power-of-two world
   char *defaults = NULL;
-  if (!r) r = config_load(o->config_path, o->overrides, o->n_overrides, &tr->mc, &tr->tc, &defaults);
+  if (!r)
+    r = config_load(o->config_path, o->overrides, o->n_overrides, &tr->mc, &tr->tc, &defaults);
   if (!r && defaults && comm_rank() == 0) log_info("config: defaults used for %s", defaults);
   free(defaults);
   if (!r) r = config_validate(&tr->mc, &tr->tc);
@@ -620,7 +621,8 @@ static void log_run_start(const trainer *tr, const train_options *o, int64_t sto
   if (tr->tc.sample_every > 0)
     log_info("train: samples of the EMA weights every %d steps in %s/samples/",
              tr->tc.sample_every, o->run_dir);
-  if (tr->step >= stop) log_info("train: %lld steps already done, nothing to do", (long long)tr->step);
+  if (tr->step >= stop)
+    log_info("train: %lld steps already done, nothing to do", (long long)tr->step);
 }
 
 // The memory the run used against the memory model's count (rank 0, after the last step).
