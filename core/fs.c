@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,6 +28,22 @@ tsr_status fs_fsync_parent(const char *path) {
   memcpy(dir, path, n);
   dir[n] = 0;
   return fs_fsync_dir(dir);
+}
+
+tsr_status fs_join(char *out, size_t n, const char *a, const char *b) {
+  int k = snprintf(out, n, "%s/%s", a, b);
+  if (k < 0 || (size_t)k >= n) return err_set(TSR_EINVAL, "path too long: %s/%s", a, b);
+  return TSR_OK;
+}
+
+int fs_has_suffix(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && !strcmp(s + n - m, suffix);
+}
+
+int fs_has_suffix_nocase(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && !strcasecmp(s + n - m, suffix);
 }
 
 tsr_status fs_mkdir_p(const char *dir) {

@@ -5,6 +5,8 @@
 #ifndef TESSERA_CORE_FS_H
 #define TESSERA_CORE_FS_H
 
+#include <stddef.h>
+
 #include "core/err.h"
 
 // mkdir -p: creates `dir` and its missing parents (0755). A path component that exists
@@ -14,6 +16,12 @@ tsr_status fs_mkdir_p(const char *dir);
 tsr_status fs_fsync_dir(const char *dir);
 // fsync of the directory that holds `path`.
 tsr_status fs_fsync_parent(const char *path);
+
+// "a/b" into out (n bytes); TSR_EINVAL naming both parts when it does not fit.
+tsr_status fs_join(char *out, size_t n, const char *a, const char *b);
+// 1 if `s` ends with `suffix` (byte for byte / ASCII case ignored, for file extensions).
+int fs_has_suffix(const char *s, const char *suffix);
+int fs_has_suffix_nocase(const char *s, const char *suffix);
 
 // ---- regular files only -----------------------------------------------------------------
 // Everything tessera reads by name (checkpoints, latent and caption files, configs, cost and

@@ -1,5 +1,5 @@
 // core/hash.h — FNV-1a, the one 64-bit hash of short names and texts that are not file
-// contents (file checksums are XXH3, ingest/shard.h): a tensor's name as its RNG key
+// contents (file checksums are XXH3, store/shard.h): a tensor's name as its RNG key
 // (model/params.c), the config text that every rank must agree on (model/train/train.c).
 // Stable across runs, machines and versions: changing it changes initial weights.
 #ifndef TESSERA_CORE_HASH_H

@@ -1,6 +1,6 @@
 // core/lockfile.h — an advisory lock on one byte of a lock file, and who holds it.
 //
-// The one lock machinery of tessera: the store's writer and reader locks (ingest/store.h,
+// The one lock machinery of tessera: the store's writer and reader locks (store/lock.h,
 // docs/store-format.md "Locks") and the run directory's lock of `tessera train`
 // (docs/train.md) are all made of it. A lock is an open-file-description lock
 // (fcntl F_OFD_SETLK / F_OFD_SETLKW) on one byte, shared or exclusive:

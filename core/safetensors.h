@@ -1,7 +1,7 @@
 // core/safetensors.h — the safetensors file format (https://github.com/huggingface/safetensors),
 // the one parser of it in tessera: checkpoints (weights, EMA, optimizer moments, metadata),
 // the reference test, and the latent and caption files that `tessera ingest --latents`
-// reads (ingest/latent_file.h) and `tessera sample` writes.
+// reads (store/latent_file.h) and `tessera sample` writes.
 //
 // Layout: 8-byte little-endian u64 N, then N bytes of JSON header
 //   {"<name>": {"dtype": "F32"|"I32"|"U8"|"BF16", "shape": [d0, ...], "data_offsets": [begin, end]},

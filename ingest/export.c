@@ -12,9 +12,13 @@
 
 #include "core/fs.h"
 #include "ingest/encode.h"
-#include "ingest/patchify.h"
-#include "ingest/shard.h"
-#include "ingest/store.h"
+#include "store/patchify.h"
+#include "store/shard.h"
+#include "store/clip.h"
+#include "store/index.h"
+#include "store/lock.h"
+#include "store/settings.h"
+#include "store/store.h"
 
 // One clip opened for reading: its settings, row and verified payload.
 typedef struct {
@@ -59,7 +63,7 @@ static tsr_status export_clip_read(export_clip *c, const char *dir, int64_t id) 
                    store_is_latent(s) ? " (a latent store: decode its latents with the VAE that "
                                         "encoded them)" : "");
   char path[4400];
-  // The row is untrusted (store.h): sizes in checked 64-bit, the shard inside the store,
+  // The row is untrusted (store/clip.h): sizes in checked 64-bit, the shard inside the store,
   // and a frame size this process can hold.
   st = store_clip_check(s, k);
   if (st == TSR_OK) st = store_shard_path(dir, k->shard, path, sizeof path);

@@ -17,6 +17,11 @@
 #include "comm/comm.h"
 #include "core/log.h"
 #include "ingest/ingest_internal.h"
+#include "store/layout.h"
+#include "store/lock.h"
+#include "store/rebuild.h"
+#include "store/recover.h"
+#include "store/store.h"
 
 // A shard is closed and a new one started, between sources, once it passes this size. All
 // clips of a source go to one shard (the one open when its first clip starts), so a
@@ -201,7 +206,7 @@ static tsr_status open_store_all(run *r) {
   if (r->rank == 0) {
     store_index *ix = NULL;
     char why[1024];
-    // One writer per store (store.h); the other ranks write only what rank 0 arranges.
+    // One writer per store (store/lock.h); the other ranks write only what rank 0 arranges.
     tsr_status st = store_lock_acquire(&r->writer, r->dir, 1);
     if (!st) st = store_index_state(r->dir, why, sizeof why);
     if (!st && why[0])

@@ -3,16 +3,16 @@
 // Expands sources (files, directories recursively, @list files), skips sources already
 // done (same path, size, mtime), splits the rest across MPI ranks and across worker
 // threads, turns each into tokens with the run's reader — videos decoded to RGB tubelets
-// (decode.h, patchify.h; built with media only) or VAE latent files patchified as they are
-// (latent_file.h) — appends them to the worker's shard and commits the source and its
-// clips to the index once the bytes are durable (store.h). Shows progress and returns
+// (ingest/decode.h, store/patchify.h; built with media only) or VAE latent files patchified
+// as they are (store/latent_file.h) — appends them to the worker's shard and commits the source and its
+// clips to the index once the bytes are durable (docs/store-format.md). Shows progress and returns
 // per-source outcomes for the summary.
 #ifndef TESSERA_INGEST_INGEST_H
 #define TESSERA_INGEST_INGEST_H
 
 #include <stdint.h>
 #include "core/err.h"
-#include "ingest/store.h"
+#include "store/settings.h"
 
 // What a source is and how it becomes clips (ingest_internal.h).
 typedef struct ingest_reader ingest_reader;

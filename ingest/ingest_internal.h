@@ -15,11 +15,12 @@
 #include <stdint.h>
 
 #include "core/err.h"
-#include "ingest/clip_meta.h"
+#include "store/clip_meta.h"
 #include "ingest/ingest.h"
-#include "ingest/shard.h"
+#include "store/shard.h"
 #include "ingest/sources.h"
-#include "ingest/store.h"
+#include "store/clip.h"
+#include "store/index.h"
 
 typedef struct ingest_run_state ingest_run_state;
 

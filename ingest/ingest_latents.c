@@ -23,8 +23,8 @@
 
 #include "core/bf16.h"
 #include "ingest/ingest_internal.h"
-#include "ingest/latent_file.h"
-#include "ingest/patchify.h"
+#include "store/latent_file.h"
+#include "store/patchify.h"
 
 static int latent_name(const char *name) {
   size_t n = strlen(name), k = strlen(".safetensors");

@@ -12,8 +12,8 @@
 
 #include "ingest/decode.h"
 #include "ingest/ingest_internal.h"
-#include "ingest/latent_file.h"
-#include "ingest/patchify.h"
+#include "store/latent_file.h"
+#include "store/patchify.h"
 
 // One source being read: its decoder, buffers, the clip being written and where it stands.
 typedef struct {
@@ -87,7 +87,7 @@ static int video_prepare(video_read *v) {
   v->H = info->out_h / s->ph;
   v->W = info->out_w / s->pw;
   const int64_t tok_bytes = store_token_bytes(s);
-  // Buffer sizes in checked 64-bit: the settings' limits (store.h) and decode's pixel guard
+  // Buffer sizes in checked 64-bit: the settings' limits (store/settings.h) and decode's pixel guard
   // keep them small, but a size that does not fit is refused, not wrapped.
   int64_t frame_bytes, frames_bytes;
   if (v->H <= 0 || v->W <= 0 ||

@@ -15,7 +15,7 @@ typedef enum { KERNELS_F32 = 0, KERNELS_BF16 = 1 } kernels_dtype;
 
 // The element type of stored tokens, which the objective reads (kernels.h
 // objective_inputs): uint8 RGB pixels, or the real-valued latents of a video VAE in bf16 or
-// fp32. The numbers are a store's dtype (ingest/store.h store_dtype) and its shard header's.
+// fp32. The numbers are a store's dtype (store/settings.h store_dtype) and its shard header's.
 typedef enum { KERNELS_TOKENS_U8 = 0, KERNELS_TOKENS_BF16 = 1, KERNELS_TOKENS_F32 = 2 } kernels_tokens;
 
 // Bytes per token value (0 for an unknown value).

@@ -2,10 +2,10 @@
 # tests/layout.sh — README.md "Layout", checked on the sources:
 #
 # 1. The backends are chosen in tools/ and passed down; nothing below tools/ picks one. So
-#    no source of core/, comm/, ingest/, sched/ or model/ may name a compute backend
+#    no source of core/, comm/, store/, ingest/, sched/ or model/ may name a compute backend
 #    constructor (kernels_cpu(), kernels_cpu_bf16(), kernels_cuda()): it takes the backend
 #    from its model or its caller. kernels/, tools/, tests and benchmarks may. Likewise no
-#    source of core/, kernels/, ingest/, sched/ or model/ opens a communication backend
+#    source of core/, kernels/, store/, ingest/, sched/ or model/ opens a communication backend
 #    (comm_open(), comm_mpi()): model/ gets it from its caller; comm/ itself defines them.
 # 2. Dependencies run one way. Each folder (one library each, model/CMakeLists.txt) may
 #    include the project headers of the folders listed for it below, and no other:
@@ -13,14 +13,18 @@
 #      kernels, sched            core (and themselves)
 #      comm                      core, kernels (the compute stream it orders on arrives
 #                                as a plain pointer, so today it includes core only)
-#      ingest                    core, comm (the world control plane: a multi-process
-#                                ingest splits its sources by rank and broadcasts its run)
+#      store (the token store)   core
+#      ingest                    core, store, comm (the world control plane: a
+#                                multi-process ingest splits its sources by rank and
+#                                broadcasts its run)
 #      model (the DiT)           core, kernels, sched (limits of the train config)
-#      model/io (file formats)   core, kernels, ingest, model
+#      model/io (file formats)   core, kernels, store, model
 #      model/dist                core, kernels, comm, sched, model
-#      model/train               core, kernels, comm, sched, ingest, model, model/io,
+#      model/train               core, kernels, comm, sched, store, model, model/io,
 #                                model/dist, model/sample (samples during training)
-#      model/sample              core, kernels, ingest, model, model/io
+#      model/sample              core, kernels, store, model, model/io
+#    So the trainer reads the store without the ingester, and the store knows nothing of
+#    how it is written to or read.
 #    ("model" alone means the headers directly in model/, not its subfolders.) tools/, tests
 #    and benchmarks may include anything.
 set -euo pipefail
@@ -29,7 +33,7 @@ fail=0
 
 KB_PICK='\bkernels_(cpu|cpu_bf16|cuda)[[:space:]]*\('
 hits=$(grep -rnE "$KB_PICK" --include='*.c' --include='*.h' \
-         "$SRC/core" "$SRC/comm" "$SRC/ingest" "$SRC/sched" "$SRC/model" || true)
+         "$SRC/core" "$SRC/comm" "$SRC/store" "$SRC/ingest" "$SRC/sched" "$SRC/model" || true)
 if [ -n "$hits" ]; then
   echo "FAIL: a backend is picked below tools/ (take it from the model or the caller):" >&2
   echo "$hits" >&2
@@ -37,7 +41,7 @@ if [ -n "$hits" ]; then
 fi
 CB_PICK='\bcomm_(open|mpi)[[:space:]]*\('
 hits=$(grep -rnE "$CB_PICK" --include='*.c' --include='*.h' --include='*.cu' \
-         "$SRC/core" "$SRC/kernels" "$SRC/ingest" "$SRC/sched" "$SRC/model" || true)
+         "$SRC/core" "$SRC/kernels" "$SRC/store" "$SRC/ingest" "$SRC/sched" "$SRC/model" || true)
 if [ -n "$hits" ]; then
   echo "FAIL: a communication backend is opened below tools/ (take it from the caller):" >&2
   echo "$hits" >&2
@@ -62,13 +66,14 @@ allowed() {  # allowed FOLDER: the folders it may include
     core) echo "core" ;;
     kernels) echo "core kernels" ;;
     comm) echo "core kernels comm" ;;
-    ingest) echo "core comm ingest" ;;
+    store) echo "core store" ;;
+    ingest) echo "core store comm ingest" ;;
     sched) echo "core sched" ;;
     model) echo "core kernels sched model" ;;
-    model/io) echo "core kernels ingest model model/io" ;;
+    model/io) echo "core kernels store model model/io" ;;
     model/dist) echo "core kernels comm sched model model/dist" ;;
-    model/train) echo "core kernels comm sched ingest model model/io model/dist model/sample model/train" ;;
-    model/sample) echo "core kernels ingest model model/io model/sample" ;;
+    model/train) echo "core kernels comm sched store model model/io model/dist model/sample model/train" ;;
+    model/sample) echo "core kernels store model model/io model/sample" ;;
     *) echo "" ;;
   esac
 }
@@ -87,7 +92,7 @@ check_file() {
   done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
 }
 nfiles=0
-for folder in core comm kernels ingest sched model model/io model/dist model/train model/sample; do
+for folder in core comm kernels store ingest sched model model/io model/dist model/train model/sample; do
   for f in "$SRC/$folder"/*.c "$SRC/$folder"/*.h "$SRC/$folder"/*/*.c "$SRC/$folder"/*/*.h; do
     [ -f "$f" ] || continue
     rel=${f#"$SRC"/}
@@ -107,6 +112,12 @@ check_file "$probe" model 2>/dev/null
 printf '#include "comm/comm.h"\n' >"$probe"; fail=0
 check_file "$probe" core 2>/dev/null
 [ $fail = 1 ] || { echo "FAIL: the include check misses core/ -> comm/" >&2; saved=1; }
+# ... and the store including the ingester, and the trainer including it.
+printf '#include "ingest/ingest.h"\n' >"$probe"; fail=0
+check_file "$probe" store 2>/dev/null
+[ $fail = 1 ] || { echo "FAIL: the include check misses store/ -> ingest/" >&2; saved=1; }
+fail=0; check_file "$probe" model/train 2>/dev/null
+[ $fail = 1 ] || { echo "FAIL: the include check misses model/train/ -> ingest/" >&2; saved=1; }
 fail=$saved; rm -f "$probe"
 
 # 3. Words that name the repository's own files stay true. A comment that names a path
@@ -117,7 +128,7 @@ fail=$saved; rm -f "$probe"
 #    skipped; so is a path inside a longer one (build/tests/..., $SRC/core/...). Only
 #    comments are read: // and /* */ lines of C, CUDA and C++, # lines of shell, Python
 #    and CMake (a Python file's opening docstring too, for its first-line path).
-TOP='core|comm|kernels|model|ingest|sched|tools|bench|tests|docs|configs|cmake'
+TOP='core|comm|kernels|store|model|ingest|sched|tools|bench|tests|docs|configs|cmake'
 # comment_paths FILE...: "path<TAB>file:line" for each path a comment names, and
 # "@first<TAB>path<TAB>file" for a first-line path that is not the file's own.
 comment_paths() {
@@ -194,6 +205,16 @@ case $probe_err in
 esac
 rm -rf "$pdir"
 
+# 4. No circle in the include graph of file groups (a source and its header): two groups
+#    that include each other can be neither understood nor changed alone
+#    (tests/include_cycles.py, which checks on a made-up tree that it finds a circle).
+python3 "$SRC/tests/include_cycles.py" --probe >/dev/null ||
+  { echo "FAIL: tests/include_cycles.py misses a circle" >&2; fail=1; }
+cycles=$(python3 "$SRC/tests/include_cycles.py" "$SRC" core comm kernels store ingest sched model \
+           tools bench) || { echo "FAIL: include circles between file groups:" >&2
+                             echo "$cycles" >&2; fail=1; }
+
 [ $fail = 0 ] || exit 1
 echo "layout: no compute or communication backend picked below tools/; $nfiles files include" \
-     "only what their folder may; the $n_named repo paths that comments name exist"
+     "only what their folder may; the $n_named repo paths that comments name exist; no" \
+     "include circle between file groups"

@@ -1,5 +1,5 @@
 // tools/cmd_index.c — `tessera index stats|verify|merge|recover|export`: inspect and
-// maintain a token store (ingest/store.h, ingest/store_ops.h, ingest/export.h).
+// maintain a token store (store/store.h, store/verify.h, store/merge.h, store/recover.h, ingest/export.h).
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
@@ -12,8 +12,14 @@
 #ifdef TESSERA_HAVE_MEDIA
 #include "ingest/export.h"
 #endif
-#include "ingest/store.h"
-#include "ingest/store_ops.h"
+#include "store/index.h"
+#include "store/lock.h"
+#include "store/merge.h"
+#include "store/rebuild.h"
+#include "store/recover.h"
+#include "store/settings.h"
+#include "store/store.h"
+#include "store/verify.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/parse.h"
@@ -473,13 +479,13 @@ static int cmd_recover(int argc, char **argv) {
          "shards and %lld temporary files removed\n", dir, (long long)rep.parts_merged,
          (long long)rep.clips_merged, (long long)rep.shards_truncated, (long long)rep.bytes_cut,
          (long long)rep.shards_removed, (long long)rep.tmp_removed);
-  if (rep.quarantine[0]) {
-    char q[4 * sizeof rep.quarantine];
+  if (rep.quarantined.dir[0]) {
+    char q[4 * sizeof rep.quarantined.dir];
     printf("recover %s: %lld shards and %lld shard tails (%lld bytes) it could not use were "
            "moved into the quarantine folder %s (nothing was deleted; a tail is kept as a shard "
-           "file of its blocks)\n", dir, (long long)rep.shards_quarantined,
-           (long long)rep.tails_quarantined, (long long)rep.bytes_quarantined,
-           term_escape(q, sizeof q, rep.quarantine));
+           "file of its blocks)\n", dir, (long long)rep.quarantined.shards,
+           (long long)rep.quarantined.tails, (long long)rep.quarantined.bytes,
+           term_escape(q, sizeof q, rep.quarantined.dir));
   }
   return 0;
 }

@@ -13,6 +13,7 @@
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/parse.h"
+#include "store/store.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -188,7 +189,7 @@ int cmd_ingest(int argc, char **argv) {
 #endif
   }
   // Ranges of fps (a fraction) and the patch, and the patch against the short side: the
-  // limits of store.h, the same check the index applies when a store is created.
+  // limits of store/settings.h, the same check the index applies when a store is created.
   if (store_settings_check(&o.settings)) {
     err_wrap(TSR_EINVAL, "bad settings: ");
     return cli_usage_error("ingest");

@@ -10,7 +10,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
-#include "ingest/store.h"
+#include "store/store.h"
 #include "model/config.h"
 #include "model/train/memory.h"
 #include "sched/lengths.h"

@@ -9,7 +9,7 @@
 #include "core/err.h"
 #include "core/fs.h"
 #include "core/log.h"
-#include "ingest/latent_file.h"
+#include "store/latent_file.h"
 #include "model/io/checkpoint.h"
 #include "model/sample/sample.h"
 #include "tools/backend.h"
@@ -74,11 +74,6 @@ static tsr_status latents_path(const char *path, char *out, size_t n) {
   return TSR_OK;
 }
 
-
-static int ends_with(const char *s, const char *suffix) {
-  size_t n = strlen(s), m = strlen(suffix);
-  return n >= m && !strcasecmp(s + n - m, suffix);
-}
 
 // Parses argv into *o, *out and *backend; TSR_EINVAL naming the problem otherwise.
 static tsr_status parse_args(int argc, char **argv, sample_options *o, const char **out,
@@ -147,8 +142,8 @@ int cmd_sample(int argc, char **argv) {
   backend_choice bc;
   if (parse_args(argc, argv, &o, &out, &backend)) return cli_usage_error("sample");
   char y4m_path[4096];
-  if (!ends_with(out, ".y4m") && strcmp(video_default_ext(), "y4m") == 0) {
-    size_t n = strlen(out) - (ends_with(out, ".mp4") ? 4 : 0);
+  if (!fs_has_suffix_nocase(out, ".y4m") && strcmp(video_default_ext(), "y4m") == 0) {
+    size_t n = strlen(out) - (fs_has_suffix_nocase(out, ".mp4") ? 4 : 0);
     if (snprintf(y4m_path, sizeof y4m_path, "%.*s.y4m", (int)n, out) >= (int)sizeof y4m_path) {
       err_set(TSR_EINVAL, "--out '%s': path too long", out);
       return cli_usage_error("sample");

@@ -6,7 +6,9 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "model/train/options.h"
 #include "model/train/train.h"
+#include "model/train/plan_choice.h"
 #include "tools/backend.h"
 #include "tools/cli.h"
 #include "tools/commands.h"

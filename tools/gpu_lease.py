@@ -36,8 +36,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CARRY = os.environ.get("TESSERA_CARRY") or os.path.join(ROOT, ".carry", "gpu")  # tests set it
 PIP = os.environ.get("TESSERA_NVIDIA_PIP", "/opt/torch/.venv/lib/python3.12/site-packages/nvidia")
 NATIVE_BUILD = "build-gpu"  # made there when the carried binaries cannot run
-SOURCE_DIRS = ("CMakeLists.txt", "cmake", "core", "comm", "kernels", "model", "ingest", "sched",
-               "tools", "bench", "tests")
+SOURCE_DIRS = ("CMakeLists.txt", "cmake", "core", "comm", "kernels", "model", "store", "ingest",
+               "sched", "tools", "bench", "tests")
 SOURCE_EXT = (".c", ".h", ".cu", ".cpp", ".txt", ".cmake", ".py")
 
 # name -> time box in seconds (0: whatever is left). Steps: facts, binaries, "test NAME"

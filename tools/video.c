@@ -10,7 +10,7 @@
 #ifdef TESSERA_HAVE_MEDIA
 #include "ingest/encode.h"
 #endif
-#include "ingest/patchify.h"
+#include "store/patchify.h"
 #include "tools/y4m.h"
 
 // Every frame of the clip as rgb24 (height x width x 3), in order, to put(ctx, frame).
@@ -139,11 +139,6 @@ static tsr_status write_y4m(const char *path, const sample_result *s, const prev
   return r;
 }
 
-static int ends_with(const char *s, const char *suffix) {
-  size_t n = strlen(s), m = strlen(suffix);
-  return n >= m && !strcasecmp(s + n - m, suffix);
-}
-
 tsr_status video_write(const char *path, const sample_result *s) {
   int latent = store_is_latent(&s->store);
   if (!latent && s->mc.channels != 3)
@@ -151,7 +146,7 @@ tsr_status video_write(const char *path, const sample_result *s) {
                    "video", path, s->mc.channels);
   preview pv = {0};
   tsr_status r = latent ? preview_make(s, &pv) : TSR_OK;
-  if (!r) r = ends_with(path, ".y4m") ? write_y4m(path, s, latent ? &pv : NULL)
+  if (!r) r = fs_has_suffix_nocase(path, ".y4m") ? write_y4m(path, s, latent ? &pv : NULL)
                                       : write_mp4(path, s, latent ? &pv : NULL);
   free(pv.lat);
   return r ? err_wrap(r, "writing %s: ", path) : TSR_OK;

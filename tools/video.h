@@ -20,7 +20,7 @@ tsr_status video_write(const char *path, const sample_result *s);
 // "mp4", or "y4m" in a build without media.
 const char *video_default_ext(void);
 // path_noext + "." + video_default_ext(), written with video_write; the path in written
-// (cap bytes). The trainer's write_video (model/train/train.h).
+// (cap bytes). The trainer's write_video (model/train/options.h).
 tsr_status video_write_default(const char *path_noext, const sample_result *s, char *written,
                                size_t cap);
 

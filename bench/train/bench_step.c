@@ -58,7 +58,7 @@
 #include "model/dit.h"
 #include "model/objective.h"
 #include "model/io/dit_io.h"
-#include "model/train/train.h"
+#include "model/train/step.h"
 #include "tools/backend.h"
 #include "tools/parse.h"
 #include "tools/profile.h"

@@ -331,7 +331,7 @@ static tsr_status read_store(const st_reader *st, store_settings *s) {
   // the VAE strides of a latent store: absent in checkpoints of pixel stores made before
   if (!r && st_meta(st, "store_vae_t")) r = meta_int_in(st, "store_vae_t", 0, INT_MAX, &s->vae_t);
   if (!r && st_meta(st, "store_vae_s")) r = meta_int_in(st, "store_vae_s", 0, INT_MAX, &s->vae_s);
-  // the limits every store is held to (ingest/store.h), which the encoder and the trainer
+  // the limits every store is held to (store/settings.h), which the encoder and the trainer
   // rely on
   if (!r && (r = store_settings_check(s)))
     r = err_wrap(TSR_EFORMAT, "checkpoint %s: metadata store_*: ", st_path(st));

@@ -47,7 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "core/err.h"
-#include "ingest/store.h"
+#include "store/settings.h"
 #include "model/config.h"
 #include "model/dit.h"
 

@@ -7,8 +7,8 @@
 
 #include "core/log.h"
 #include "core/rng.h"
-#include "ingest/latent_file.h"
-#include "ingest/patchify.h"
+#include "store/latent_file.h"
+#include "store/patchify.h"
 #include "model/io/checkpoint.h"
 
 

@@ -19,7 +19,7 @@
 
 #include <stdint.h>
 #include "core/err.h"
-#include "ingest/store.h"
+#include "store/settings.h"
 #include "model/config.h"
 #include "model/dit.h"
 

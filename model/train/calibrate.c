@@ -12,7 +12,7 @@
 #include "kernels/kernels.h"
 #include "model/dit.h"
 #include "model/objective.h"
-#include "model/train/train.h"
+#include "model/train/step.h"
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;

@@ -10,7 +10,9 @@
 #include "core/hash.h"
 #include "core/log.h"
 #include "core/rng.h"
-#include "ingest/shard.h"
+#include "store/shard.h"
+#include "store/lock.h"
+#include "store/store.h"
 
 struct data_store {
   char dir[PATH_MAX];
@@ -66,7 +68,7 @@ static int load_clip(const store_clip_row *row, void *vctx) {
   load_ctx *x = vctx;
   data_store *d = x->d;
   const store_clip *c = &row->c;
-  // Rows are untrusted (store.h): sizes checked in 64-bit, the shard path kept inside the
+  // Rows are untrusted (store/clip.h): sizes checked in 64-bit, the shard path kept inside the
   // store; open_shard joins the checked path.
   char shard_path[PATH_MAX];
   tsr_status bad = store_clip_check(&d->settings, c);

@@ -9,7 +9,7 @@
 // truncated shard or a row pointing past its end fails at open, naming the clip. A clip's
 // tokens are a pointer into a read-only mapping, valid until data_close.
 // Every rank of a multi-rank job opens the store itself and reads only the clips (or
-// CP chunks) it was assigned. A data_store holds the store's reader lock (ingest/store.h
+// CP chunks) it was assigned. A data_store holds the store's reader lock (store/lock.h
 // "Locks") from before it reads the index until data_close has unmapped every shard, so
 // no writer cuts shard bytes it may read (it would die of SIGBUS).
 //
@@ -32,7 +32,7 @@
 
 #include <stdint.h>
 #include "core/err.h"
-#include "ingest/store.h"
+#include "store/settings.h"
 
 typedef struct {
   int64_t id;          // store clip id

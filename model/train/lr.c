@@ -1,7 +1,7 @@
-// model/train/lr.c — learning-rate schedule: linear warmup, cosine decay (model/train/train.h).
-#include <math.h>
+// model/train/lr.c — learning-rate schedule: linear warmup, cosine decay (model/train/lr.h).
+#include "model/train/lr.h"
 
-#include "model/train/train.h"
+#include <math.h>
 
 double lr_schedule(const train_config *t, int64_t s) {
   if (s < 0) s = 0;

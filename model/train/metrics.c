@@ -1,4 +1,6 @@
-// model/train/metrics.c — RUN/metrics.jsonl (model/train/train.h).
+// model/train/metrics.c — RUN/metrics.jsonl (model/train/metrics.h).
+#include "model/train/metrics.h"
+
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -9,7 +11,8 @@
 #include <unistd.h>
 
 #include "core/fs.h"
-#include "model/train/train.h"
+#include "model/train/step.h"
+#include "model/train/val.h"
 
 // Rewrites `path` keeping lines whose "step" is <= keep (atomically: core/fs.h).
 static tsr_status metrics_cut(const char *path, int64_t keep) {

@@ -9,7 +9,8 @@
 #include "core/lockfile.h"
 #include "model/io/checkpoint.h"
 #include "model/train/memory.h"
-#include "model/train/train.h"
+#include "model/train/options.h"
+#include "model/train/step.h"
 
 // One writer per run directory: rank 0 holds an exclusive lock on RUN/lock (core/lockfile.h,
 // the machinery of the store's locks) from before it touches RUN until the run ends, with

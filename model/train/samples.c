@@ -1,5 +1,7 @@
 // model/train/samples.c — sample videos of the EMA weights during training
-// (model/train/train.h, "samples during training").
+// (model/train/samples.h).
+#include "model/train/samples.h"
+
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -9,7 +11,8 @@
 
 #include "core/fs.h"
 #include "core/log.h"
-#include "model/train/train.h"
+#include "model/train/options.h"
+#include "model/train/step.h"
 
 enum { SAMPLE_MAX_LABELS = 8, SAMPLE_UNLABELLED = 4 };
 

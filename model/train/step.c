@@ -1,12 +1,14 @@
 // model/train/step.c — one global batch: this rank's part of the plan (model/dist/dist_step.h:
 // chunks, objective, forward/backward with ring attention) -> gradients summed over the
-// world -> global-norm clipping -> AdamW -> EMA (model/train/train.h).
+// world -> global-norm clipping -> AdamW -> EMA (model/train/step.h).
+#include "model/train/step.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
-#include "model/train/train.h"
+#include "model/train/lr.h"
 
 int train_decays(const dit_tensor *t) {
   return t->ndim == 2 && strncmp(t->name, "y_embed", 7) != 0;

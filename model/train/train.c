@@ -16,7 +16,12 @@
 #include "core/log.h"
 #include "model/io/checkpoint.h"
 #include "model/train/memory.h"
+#include "model/train/metrics.h"
+#include "model/train/plan_choice.h"
 #include "model/train/resume.h"
+#include "model/train/samples.h"
+#include "model/train/step.h"
+#include "model/train/val.h"
 
 // Cost model of the plan when no --cost file is given: the tiny model's CPU costs
 // measured on a 2-core machine (docs/train.md). With one rank the plan is a packing of the
@@ -198,31 +203,6 @@ static void batch_tokens(const trainer *tr, const int64_t *batch, int64_t n, int
   for (int64_t i = 0; i < n; i++) tokens[i] = data_clip_at(tr->data, batch[i])->tokens;
 }
 
-tsr_status train_choose_plan(const trainer *tr, int kind, const int64_t *tok, int64_t n,
-                             const sched_result *res, plan *alt, const plan **run,
-                             double *predicted, const char **name) {
-  *run = &res->plan;
-  *predicted = res->predicted_s;
-  *name = sched_used_name(res->used);
-  if (kind == TRAIN_PLAN_AUTO) return TSR_OK;
-  tsr_status r;
-  if (kind == TRAIN_PLAN_DYNAMIC) {
-    r = sched_dynamic(&tr->sched, tok, (int)n, alt);
-    *predicted = res->dynamic_s;
-    *name = sched_used_name(SCHED_USED_DYNAMIC);
-  } else if (kind == TRAIN_PLAN_STATIC) {
-    r = sched_baseline_balanced(&tr->sched, tok, (int)n, alt);
-    *predicted = res->static_balanced_s;
-    *name = sched_used_name(SCHED_USED_STATIC_BALANCED);
-  } else {
-    r = sched_baseline_packing(&tr->sched, tok, (int)n, alt);
-    *predicted = res->packing_only_s;
-    *name = sched_used_name(SCHED_USED_PACKING_ONLY);
-  }
-  *run = alt;
-  return r;
-}
-
 // The next global batch for step `step` (out: store positions, *count), with every clip's
 // payload checksum verified on every rank and the verdicts agreed (model/train/train.h, "Clip
 // checksums"). bad: (global_batch) scratch. A bad clip stops the run, or with `skip` is
@@ -382,7 +362,7 @@ static tsr_status loop_train(train_loop_state *L, const sched_batch *b, train_st
   const plan *run;
   double predicted;
   const char *name;
-  tsr_status r = train_choose_plan(tr, L->o->plan_kind, b->tokens, b->n, &b->res, &L->alt, &run,
+  tsr_status r = train_choose_plan(&tr->sched, L->o->plan_kind, b->tokens, b->n, &b->res, &L->alt, &run,
                                    &predicted, &name);
   if (!r) r = train_step(tr, b->ids, (int)b->n, run, st);
   st->predicted_s = predicted;

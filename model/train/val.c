@@ -1,5 +1,7 @@
 // model/train/val.c — validation on the held-out clips at fixed noise levels with fixed
-// noise (model/train/train.h, "validation").
+// noise (model/train/val.h).
+#include "model/train/val.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +10,8 @@
 #include "comm/comm.h"
 #include "core/fs.h"
 #include "core/log.h"
-#include "model/train/train.h"
+#include "model/train/plan_choice.h"
+#include "model/train/step.h"
 
 const double train_val_levels[TRAIN_VAL_LEVELS] = {0.1, 0.3, 0.5, 0.7, 0.9};
 
@@ -116,7 +119,7 @@ tsr_status train_validate(trainer *tr, int plan_kind, train_val_stats *out) {
     const plan *run = NULL;
     double predicted;
     const char *name;
-    if (!r) r = train_choose_plan(tr, plan_kind, tok, m, &res, &alt, &run, &predicted, &name);
+    if (!r) r = train_choose_plan(&tr->sched, plan_kind, tok, m, &res, &alt, &run, &predicted, &name);
     for (int k = 0; !r && k < TRAIN_VAL_LEVELS; k++) {
       train_config lc = level_config(&tr->tc, train_val_levels[k]);
       r = dist_step_eval(tr->dist, run, dc, (int)m, &lc, TRAIN_VAL_KEY_STEP, sse + k * n + c0);

@@ -13,7 +13,7 @@
 #include "fuzz_util.h"
 #include "model/io/checkpoint.h"
 #include "model/train/data.h"
-#include "model/train/train.h"
+#include "model/train/lr.h"
 
 // Adds the pairs of data to w; 1 if a pair could not be added (a reserved or repeated key:
 // the writer refuses it, so the input says nothing of the parser).

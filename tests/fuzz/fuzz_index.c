@@ -13,9 +13,13 @@
 #include <sys/stat.h>
 
 #include "fuzz_util.h"
-#include "ingest/shard.h"
-#include "ingest/store.h"
-#include "ingest/store_ops.h"
+#include "store/shard.h"
+#include "store/clip.h"
+#include "store/index.h"
+#include "store/rebuild.h"
+#include "store/recover.h"
+#include "store/settings.h"
+#include "store/verify.h"
 #include "model/train/data.h"
 
 static const store_settings S = {4, 1, 32, 1, 4, 4, 3, STORE_DTYPE_U8, 2};  // 48-byte tokens

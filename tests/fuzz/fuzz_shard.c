@@ -1,8 +1,8 @@
 // fuzz_shard: a shard file's header, every clip block and caption block it holds and
-// their metadata trailers, through the validating reader (ingest/shard.h) as `tessera
-// train` and `index verify` use it, the trailer parser (ingest/clip_meta.h), and the index
+// their metadata trailers, through the validating reader (store/shard.h) as `tessera
+// train` and `index verify` use it, the trailer parser (store/clip_meta.h), and the index
 // rebuild that `tessera index recover` runs on a store of that one shard (store_rebuild,
-// store.h).
+// store/rebuild.h).
 // The first 8 input bytes choose a block offset and a payload size the "index" claims;
 // the rest is the shard file.
 #include <stdlib.h>
@@ -10,9 +10,10 @@
 #include <sys/stat.h>
 
 #include "fuzz_util.h"
-#include "ingest/clip_meta.h"
-#include "ingest/shard.h"
-#include "ingest/store.h"
+#include "store/clip_meta.h"
+#include "store/shard.h"
+#include "store/clip.h"
+#include "store/rebuild.h"
 
 static void quiet(const char *line, void *ctx) {
   (void)line;

@@ -18,7 +18,7 @@
 #include "check.h"
 #include "kernels/cuda/cuda.h"
 #include "model/dit.h"
-#include "model/train/train.h"
+#include "model/train/step.h"
 #include "model/mt.h"
 
 static const mt_clip CLIPS[3] = {{4, 8, 8, 1, 0.3f}, {2, 8, 10, 2, 0.7f}, {1, 6, 6, 0, 0.55f}};

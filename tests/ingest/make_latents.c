@@ -1,4 +1,4 @@
-// tests/ingest/make_latents.c — writes latent files (ingest/latent_file.h) for the tests,
+// tests/ingest/make_latents.c — writes latent files (store/latent_file.h) for the tests,
 // good ones and every kind of malformed one, with known values so that a test can check
 // what ingest stored against what it wrote (no VAE, no Python).
 //

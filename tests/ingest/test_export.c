@@ -13,9 +13,12 @@
 #include "check.h"
 #include "core/err.h"
 #include "ingest/export.h"
-#include "ingest/patchify.h"
-#include "ingest/shard.h"
-#include "ingest/store.h"
+#include "store/patchify.h"
+#include "store/shard.h"
+#include "store/clip.h"
+#include "store/index.h"
+#include "store/settings.h"
+#include "store/store.h"
 
 enum { T = 3, PT = 2, PH = 8, PW = 8, HH = 2, WW = 3, FH = HH * PH, FW = WW * PW };
 

@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "ingest/store.h"
+#include "store/clip.h"
+#include "store/index.h"
+#include "store/settings.h"
 
 static const store_settings S = {8, 1, 64, 2, 4, 4, 3, STORE_DTYPE_U8, 30, 0, 0};
 #define TB 96

@@ -24,10 +24,14 @@
 #include "core/rng.h"
 #include "core/safetensors.h"
 #include "ingest/ingest.h"
-#include "ingest/patchify.h"
-#include "ingest/shard.h"
-#include "ingest/store.h"
-#include "ingest/store_ops.h"
+#include "store/patchify.h"
+#include "store/shard.h"
+#include "store/clip.h"
+#include "store/index.h"
+#include "store/rebuild.h"
+#include "store/settings.h"
+#include "store/store.h"
+#include "store/verify.h"
 
 static char dir[256];
 

@@ -13,9 +13,13 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "ingest/shard.h"
-#include "ingest/store.h"
-#include "ingest/store_ops.h"
+#include "store/shard.h"
+#include "store/clip.h"
+#include "store/index.h"
+#include "store/merge.h"
+#include "store/settings.h"
+#include "store/store.h"
+#include "store/verify.h"
 
 static store_settings S = {8, 1, 64, 2, 4, 4, 3, STORE_DTYPE_U8, 0, 0, 0};
 #define TB 96

@@ -11,8 +11,12 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "ingest/shard.h"
-#include "ingest/store.h"
+#include "store/shard.h"
+#include "store/clip.h"
+#include "store/index.h"
+#include "store/recover.h"
+#include "store/settings.h"
+#include "store/store.h"
 
 static const store_settings S = {8, 1, 64, 2, 4, 4, 3, STORE_DTYPE_U8, 0, 0, 0};
 #define TB 96

@@ -9,7 +9,7 @@
 #include "kernels/kernels.h"
 #include "model/config.h"
 #include "model/dit.h"
-#include "model/train/train.h"
+#include "model/train/step.h"
 
 static void run(const kernels_backend *kb) {
   dit_config mc;

@@ -1,7 +1,7 @@
 // tests/train/test_sampler.c — epoch sampler (model/train/data.h) and LR schedule (model/train/lr.c).
 // Sampler: pure function of (seed, epoch); every clip exactly once per epoch, never twice
 // in a batch; a sampler seeked to a saved position continues with the same batches.
-// LR: the closed form of model/train/train.h at warmup, peak, mid-cosine and end (exact up
+// LR: the closed form of model/train/lr.h at warmup, peak, mid-cosine and end (exact up
 // to 1e-12 relative: the schedule is computed in double).
 #include <math.h>
 #include <stdint.h>
@@ -10,7 +10,7 @@
 
 #include "check.h"
 #include "model/train/data.h"
-#include "model/train/train.h"
+#include "model/train/lr.h"
 
 static void test_permutation(void) {
   enum { N = 97 };

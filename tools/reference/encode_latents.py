@@ -4,7 +4,7 @@ videos, with a PyTorch video VAE you have; and videos back from `tessera sample`
 
 Not run in CI and fetches nothing: the VAE (and the text encoder) are loaded from local
 paths you give. The latent file format is docs/store-format.md "Latent files"
-(ingest/latent_file.h): a safetensors file per video with
+(store/latent_file.h): a safetensors file per video with
 
     latents   (T, H, W, C)  bf16 or f32   the VAE encoder's output, normalised as the DiT
                                           should learn it ((z - mean) / std, or z * scale)

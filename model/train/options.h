@@ -1,0 +1,41 @@
+// model/train/options.h — what the caller of a training run chooses: config, store, run
+// directory, resume or fine-tuning, plan, devices, and how samples are written.
+#ifndef TESSERA_MODEL_TRAIN_OPTIONS_H
+#define TESSERA_MODEL_TRAIN_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm/comm.h"
+#include "core/err.h"
+#include "model/sample/sample.h"
+
+typedef struct {
+  const char *config_path;       // config file; may be NULL with resume (checkpoint's config)
+  char *const *overrides;        // "section.key=value" (n_overrides)
+  int n_overrides;
+  const char *data_dir;          // token store
+  const char *run_dir;           // RUN: checkpoints and metrics.jsonl
+  int64_t stop_step;             // stop once this many steps are done (0: train.steps)
+  int resume;                    // continue from RUN's latest checkpoint
+  const char *init_ckpt;         // weights to start from (fine-tuning), or NULL
+  const char *cost_path;         // cost model for the planner (tessera calibrate), or NULL:
+                                 // the built-in CPU numbers
+  int gpus_per_node;             // ranks per node for the cost model (0: all ranks)
+  int plan_kind;                 // TRAIN_PLAN_*: which plan each step runs
+  int planners;                  // ranks that plan, in turn, and broadcast each plan (capped
+                                 // at the world size); 0: every rank plans every batch
+  int64_t mem_bytes;             // memory per rank for the memory model (0: the backend's
+                                 // free memory; model/train/memory.h)
+  const comm_backend *comm;      // communication backend (comm/comm.h), chosen by the caller
+  int skip_bad_clips;            // 1: leave out clips whose checksum fails (else stop)
+  const backend_choice *backend; // compute device, chosen by the caller (tools/backend.h);
+                                 // train.precision picks its table
+  // Writes a sample (train.sample_every) as a video at path_noext plus the extension it
+  // picks, the full path into written (cap bytes): MP4, or Y4M in a build without media.
+  // The caller's (tools/video.h: model/ encodes no video); NULL: samples are refused.
+  tsr_status (*write_video)(const char *path_noext, const sample_result *s, char *written,
+                            size_t cap);
+} train_options;
+
+#endif

@@ -1,0 +1,29 @@
+// model/train/samples.h — sample videos during training, from the EMA weights.
+#ifndef TESSERA_MODEL_TRAIN_SAMPLES_H
+#define TESSERA_MODEL_TRAIN_SAMPLES_H
+
+#include <stdint.h>
+
+#include "core/err.h"
+#include "model/train/options.h"
+#include "model/train/step.h"
+
+// RUN/samples/sample-STEP.mp4 (Y4M without media): the EMA weights, copied into a sampling
+// model of their own (made on first use, tr->sampler), integrate the flow
+// (model/sample/sample.h, sample_row) for train.sample_steps Euler steps from fixed seeds: one
+// clip per label of the store, side by side (the first 8 labels; seed 0 each, guidance
+// train.sample_cfg), or without labels 4 clips of seeds 0..3. The clip's grid is the
+// store's most common one, cut to at most mem_tokens / 2 tokens (fewer frames). Rank 0.
+// Nothing of the training state is written, so the losses and resume are bitwise those
+// of a run without samples (tests/train/samples.sh).
+tsr_status train_write_samples(trainer *tr, const train_options *o);
+// The samples of a step as part of the run's state: written before the checkpoint of that
+// step (which records them as due), so a checkpoint never exists without its sample
+// having been tried; a failure is a warning naming the file and why (its temporary file
+// removed), counted in tr->samples_failed, and the run goes on to its checkpoint. A
+// --resume from a checkpoint whose sample is missing writes it first (tr->sample_pending).
+void train_samples_step(trainer *tr, const train_options *o);
+// 1 if RUN/samples/sample-STEP (.mp4 or .y4m) exists.
+int train_sample_exists(const char *run_dir, int64_t step);
+
+#endif

@@ -1,0 +1,95 @@
+// model/train/step.h — the state of a training run and one optimizer step over a planned
+// batch: objective, forward, backward across the ranks, gradient clipping, AdamW, EMA.
+#ifndef TESSERA_MODEL_TRAIN_STEP_H
+#define TESSERA_MODEL_TRAIN_STEP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm/comm.h"
+#include "core/err.h"
+#include "kernels/kernels.h"
+#include "model/config.h"
+#include "model/dist/dist_step.h"
+#include "model/dit.h"
+#include "model/train/data.h"
+#include "sched/sched.h"
+
+typedef struct {
+  dit_config mc;
+  train_config tc;
+  const kernels_backend *kb;     // set by the caller: the compute backend (its act dtype is
+                                 // train.precision)
+  const comm_backend *cb;        // set by the caller: ring exchange and gradient all-reduce
+  dit_model *model;
+  size_t n_params;
+  data_split split;              // training and held-out clips (train.val_clips)
+  float *adam_m, *adam_v, *ema;  // (n_params) backend memory each
+  kernels_param_segment *adam_segs;  // (n_adam_segs) backend memory: train_adamw_segments
+  int n_adam_segs;
+  data_store *data;
+  data_sampler sampler;
+  int64_t step;                  // steps done
+  sched_config sched;            // cluster: comm_size() ranks, train.mem_tokens
+  int rank;                      // this process's rank in the plan
+  dist_step *dist;               // this rank's part of a plan (model/dist/dist_step.h)
+  dist_clip *clips;              // (global_batch) the clips of the step being run
+  uint8_t *clip_bad;             // (store clips) 1: failed its checksum, skipped, reported
+  int64_t bad_clips;             // clips skipped so far by this process (--skip-bad-clips)
+  double verify_s;               // seconds spent drawing batches and hashing their clips
+  dit_model *sample_model;       // rank 0, train.sample_every: the EMA weights' sampling model
+  int sample_pending;            // rank 0, --resume: the checkpoint's sample is due and missing
+  int64_t samples_failed;        // rank 0: samples that could not be written (warned)
+} trainer;
+
+// Statistics of one step (every rank sees the global values).
+typedef struct {
+  double loss;        // mean over clips of each clip's MSE
+  double grad_norm;   // global L2 norm before clipping
+  double lr;
+  int64_t clips, tokens;
+  int microbatches;   // waves in which this rank ran clips
+  double step_s, tokens_per_s;
+  double predicted_s; // the cost model's step time for the plan that ran (sched/)
+  const char *plan;   // which plan ran: "dynamic", "packing-only", "static-balanced"
+  int64_t bad_clips;  // distinct clips skipped so far by this process (--skip-bad-clips)
+  const char *backend;    // the compute backend's name (kb->name: "cpu", "cpu-bf16", "cuda")
+  const char *precision;  // train.precision: "fp32" or "bf16"
+} train_step_stats;
+
+// 1 if AdamW's weight decay applies to tensor t: matrices only, not biases, norm weights
+// or the label table (y_embed).
+int train_decays(const dit_tensor *t);
+// The segment table of kernels adamw_update_multi for m: one segment per tensor, in table
+// order, decaying as train_decays says; made in backend memory (*segs, free it with
+// kb->free) once per run, since the tensor table does not change.
+tsr_status train_adamw_segments(dit_model *m, kernels_param_segment **segs, int *n_segs);
+// AdamW over every tensor of m in one backend call (adamw_update_multi with the segments
+// of train_adamw_segments) with the config's betas, eps and weight decay, learning rate lr,
+// step count t >= 1 and gradient scale (clipping factor, 1 for none), then the refresh of
+// the act-dtype working copy of the weights. adam_m, adam_v: (n_params) backend memory.
+// Bitwise the same as one adamw_update per tensor. The trainer's step, the calibration
+// and the training benchmark all run this.
+tsr_status train_adamw(dit_model *m, const train_config *c, float *adam_m, float *adam_v,
+                       const kernels_param_segment *segs, int n_segs, double lr, int64_t t,
+                       float grad_scale);
+
+// Creates the model, optimizer state and buffers for `tr->mc`, `tr->tc`, `tr->data` on
+// backend `tr->kb` (already set by the caller); parameters are left zero (dit_init or a checkpoint fills
+// them), Adam moments zero, ema zero (train_ema_reset copies the weights).
+tsr_status trainer_setup(trainer *tr);
+void trainer_free(trainer *tr);
+tsr_status train_ema_reset(trainer *tr);
+
+// Runs step tr->step on the batch of n clips (batch: store table positions, in sampler
+// order) under plan `p` (from sched_plan_batch on the batch's token counts): zero grads,
+// for each wave this rank's chunks of its group's clips (objective -> forward -> backward
+// with ring attention, gradients accumulated), the sum of gradients and loss over all
+// ranks, then clip by the global norm, AdamW (lr_schedule), EMA and the refresh of the
+// weights' working copy. Collective; every rank ends with the same weights. Increments
+// tr->step. The host waits for the backend twice: for the step's losses (once, after the
+// last wave) and for the gradient's sum of squares (one double over the flat buffer).
+tsr_status train_step(trainer *tr, const int64_t *batch, int n, const plan *p,
+                      train_step_stats *st);
+
+#endif

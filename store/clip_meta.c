@@ -1,0 +1,140 @@
+// store/clip_meta.c — JSON of a clip block's metadata trailer (clip_meta.h), via jansson.
+#include "store/clip_meta.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/shard.h"
+
+#define META_VERSION 1
+
+tsr_status clip_meta_encode(const clip_meta *m, char **json, size_t *n) {
+  *json = NULL;
+  *n = 0;
+  const store_clip *c = &m->c;
+  json_t *o = json_pack(
+      "{s:i, s:s, s:I, s:I, s:o, s:f, s:i, s:f, s:f, s:f, s:i, s:i, s:i, s:i, s:i, s:s, s:s,"
+      " s:I, s:I, s:I, s:i}",
+      "v", META_VERSION, "path", m->path, "size", (json_int_t)m->size, "mtime",
+      (json_int_t)m->mtime, "label", m->has_label ? json_string(m->label) : json_null(),
+      "ingested_at", m->ingested_at, "clip_index", c->clip_index, "start_s", c->start_s,
+      "duration_s", c->duration_s, "src_fps", c->src_fps, "src_w", c->src_w, "src_h", c->src_h,
+      "rotation", c->rotation, "sar_num", c->sar_num, "sar_den", c->sar_den, "codec",
+      c->codec ? c->codec : "", "pix_fmt", c->pix_fmt ? c->pix_fmt : "", "decoded_frames",
+      (json_int_t)c->decoded_frames, "frames", (json_int_t)c->frames, "dropped_frames",
+      (json_int_t)c->dropped_frames, "last", m->last ? 1 : 0);
+  // the caption block of the clip (version 3 shards), so a rebuild links it again
+  if (o && c->caption_offset &&
+      json_object_set_new(o, "caption_offset", json_integer((json_int_t)c->caption_offset))) {
+    json_decref(o);
+    o = NULL;
+  }
+  if (o && m->last &&
+      (json_object_set_new(o, "source_decoded_frames", json_integer(m->source_decoded_frames)) ||
+       json_object_set_new(o, "partial", json_integer(m->partial ? 1 : 0)) ||
+       json_object_set_new(o, "note", m->note[0] ? json_string(m->note) : json_null()))) {
+    json_decref(o);
+    o = NULL;
+  }
+  char *s = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+  json_decref(o);
+  if (!s)
+    return err_set(TSR_EINVAL, "clip %d of %s: cannot encode its metadata (strings must be "
+                   "UTF-8)", c->clip_index, m->path);
+  size_t len = strlen(s);
+  if (len > SHARD_META_MAX) {
+    free(s);
+    return err_set(TSR_EINVAL, "clip %d of %s: metadata of %zu bytes exceeds %d", c->clip_index,
+                   m->path, len, SHARD_META_MAX);
+  }
+  *json = s;
+  *n = len;
+  return TSR_OK;
+}
+
+// Field helpers: each returns 0 on success, else records `what` is wrong.
+static int get_int(json_t *o, const char *k, int64_t lo, int64_t hi, int64_t *out) {
+  json_t *v = json_object_get(o, k);
+  if (!json_is_integer(v)) return 1;
+  json_int_t x = json_integer_value(v);
+  if (x < lo || x > hi) return 1;
+  *out = (int64_t)x;
+  return 0;
+}
+static int get_real(json_t *o, const char *k, double *out) {
+  json_t *v = json_object_get(o, k);
+  if (!json_is_number(v)) return 1;
+  *out = json_number_value(v);
+  return 0;
+}
+// String of at most n-1 bytes into buf; null allowed when *is_null is given.
+static int get_str(json_t *o, const char *k, char *buf, size_t n, int *is_null) {
+  json_t *v = json_object_get(o, k);
+  if (is_null) *is_null = json_is_null(v);
+  if (is_null && *is_null) {
+    buf[0] = 0;
+    return 0;
+  }
+  if (!json_is_string(v) || json_string_length(v) >= n || strlen(json_string_value(v)) !=
+                                                               json_string_length(v))
+    return 1;  // wrong type, too long, or an embedded NUL
+  memcpy(buf, json_string_value(v), json_string_length(v) + 1);
+  return 0;
+}
+
+tsr_status clip_meta_decode(const char *json, size_t n, clip_meta *m) {
+  memset(m, 0, sizeof *m);
+  json_error_t e;
+  json_t *o = json_loadb(json, n, JSON_REJECT_DUPLICATES, &e);
+  if (!o) return err_set(TSR_EFORMAT, "clip metadata is not JSON (%s)", e.text);
+  const char *bad = NULL;
+  int64_t v = 0, ci, sw, sh, rot, sn, sd, last, partial = 0;
+  int label_null = 1, note_null = 1;
+  store_clip *c = &m->c;
+  if (!json_is_object(o)) bad = "the record";
+  else if (get_int(o, "v", 1, 1, &v)) bad = "v";
+  else if (get_str(o, "path", m->path, sizeof m->path, NULL) || !m->path[0]) bad = "path";
+  else if (get_int(o, "size", 0, INT64_MAX, &m->size)) bad = "size";
+  else if (get_int(o, "mtime", INT64_MIN, INT64_MAX, &m->mtime)) bad = "mtime";
+  else if (get_str(o, "label", m->label, sizeof m->label, &label_null)) bad = "label";
+  else if (get_real(o, "ingested_at", &m->ingested_at)) bad = "ingested_at";
+  else if (get_int(o, "clip_index", 0, INT32_MAX, &ci)) bad = "clip_index";
+  else if (get_real(o, "start_s", &c->start_s)) bad = "start_s";
+  else if (get_real(o, "duration_s", &c->duration_s)) bad = "duration_s";
+  else if (get_real(o, "src_fps", &c->src_fps)) bad = "src_fps";
+  else if (get_int(o, "src_w", INT32_MIN, INT32_MAX, &sw)) bad = "src_w";
+  else if (get_int(o, "src_h", INT32_MIN, INT32_MAX, &sh)) bad = "src_h";
+  else if (get_int(o, "rotation", INT32_MIN, INT32_MAX, &rot)) bad = "rotation";
+  else if (get_int(o, "sar_num", INT32_MIN, INT32_MAX, &sn)) bad = "sar_num";
+  else if (get_int(o, "sar_den", INT32_MIN, INT32_MAX, &sd)) bad = "sar_den";
+  else if (get_str(o, "codec", m->codec, sizeof m->codec, NULL)) bad = "codec";
+  else if (get_str(o, "pix_fmt", m->pix_fmt, sizeof m->pix_fmt, NULL)) bad = "pix_fmt";
+  else if (get_int(o, "decoded_frames", 0, INT64_MAX, &c->decoded_frames)) bad = "decoded_frames";
+  else if (get_int(o, "frames", 0, INT64_MAX, &c->frames)) bad = "frames";
+  else if (get_int(o, "dropped_frames", 0, INT64_MAX, &c->dropped_frames)) bad = "dropped_frames";
+  else if (get_int(o, "last", 0, 1, &last)) bad = "last";
+  else if (last && get_int(o, "source_decoded_frames", 0, INT64_MAX, &m->source_decoded_frames))
+    bad = "source_decoded_frames";
+  else if (last && get_int(o, "partial", 0, 1, &partial)) bad = "partial";
+  else if (last && get_str(o, "note", m->note, sizeof m->note, &note_null)) bad = "note";
+  else if (json_object_get(o, "caption_offset") &&
+           get_int(o, "caption_offset", 1, INT64_MAX, &c->caption_offset))
+    bad = "caption_offset";
+  json_decref(o);
+  if (bad) return err_set(TSR_EFORMAT, "clip metadata: field '%s' missing or invalid", bad);
+  m->has_label = !label_null;
+  c->clip_index = (int)ci;
+  c->src_w = (int)sw;
+  c->src_h = (int)sh;
+  c->rotation = (int)rot;
+  c->sar_num = (int)sn;
+  c->sar_den = (int)sd;
+  c->codec = m->codec;
+  c->pix_fmt = m->pix_fmt;
+  c->label = m->has_label ? m->label : NULL;
+  m->last = (int)last;
+  m->partial = (int)partial;
+  return TSR_OK;
+}

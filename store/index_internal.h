@@ -1,0 +1,32 @@
+// store/index_internal.h — what the files of the SQLite index share (index.c: schema,
+// opening, writing, merging; index_rows.c: reading clip and source rows). Not a public
+// header: other modules use store/index.h.
+#ifndef TESSERA_STORE_INDEX_INTERNAL_H
+#define TESSERA_STORE_INDEX_INTERNAL_H
+
+#include <sqlite3.h>
+#include <stdint.h>
+
+#include "store/index.h"
+#include "store/settings.h"
+
+struct store_index {
+  sqlite3 *db;
+  char *path;
+  store_settings settings;
+  int readonly;
+  int version;  // schema version of the file (1: no caption columns, read-only opens only)
+};
+
+// sqlite3_prepare_v2 with an error naming the index.
+tsr_status index_prepare(store_index *ix, const char *sql, sqlite3_stmt **st);
+// The error of SQLite result `rc` while doing `what`, naming the index (TSR_EFORMAT for a
+// damaged or foreign file, TSR_EDB / TSR_EIO otherwise).
+tsr_status index_sqlite_err(store_index *ix, int rc, const char *what);
+// The column list the row reader takes, for this file's schema version (a version-1 index
+// has no caption columns: NULL for them).
+const char *index_clip_columns(const store_index *ix);
+// First column of the first row of `sql` as an integer (`def` if no row or NULL).
+tsr_status index_query_int(store_index *ix, const char *sql, int64_t def, int64_t *out);
+
+#endif

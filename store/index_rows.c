@@ -1,0 +1,258 @@
+// store/index_rows.c — reading the index's rows back (store/index.h): clips (checked as they
+// are read: SQLite returns whatever a damaged or edited file holds), failed sources and
+// clip lengths.
+#include <errno.h>
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/index_internal.h"
+
+#include "store/clip.h"
+#include "store/settings.h"
+
+static void copy_str(char *dst, size_t n, const unsigned char *s) {
+  snprintf(dst, n, "%s", s ? (const char *)s : "");
+}
+
+// Column i as an int; *bad is set when the stored value does not fit (SQLite would
+// otherwise truncate it silently: a T of 2^32 + 1 would read as 1).
+static int col_int(sqlite3_stmt *st, int i, int *bad) {
+  int64_t v = sqlite3_column_int64(st, i);
+  if (v < INT32_MIN || v > INT32_MAX) *bad = 1;
+  return (int)v;
+}
+
+static tsr_status read_row(store_index *ix, sqlite3_stmt *st, store_clip_row *o) {
+  memset(o, 0, sizeof *o);
+  int bad = 0;
+  store_clip *c = &o->c;
+  o->id = sqlite3_column_int64(st, 0);
+  const unsigned char *src = sqlite3_column_text(st, 1);
+  const unsigned char *shard = sqlite3_column_text(st, 20);
+  const unsigned char *sum = sqlite3_column_text(st, 23);
+  if (!src || !shard || !sum || strlen((const char *)src) >= sizeof o->source ||
+      strlen((const char *)shard) >= sizeof o->shard_buf)
+    return err_set(TSR_EFORMAT, "index %s: clip %" PRId64 " has a missing or too long source path "
+                   "or shard name", ix->path, o->id);
+  copy_str(o->source, sizeof o->source, src);
+  c->clip_index = col_int(st, 2, &bad);
+  c->start_s = sqlite3_column_double(st, 3);
+  c->duration_s = sqlite3_column_double(st, 4);
+  c->src_fps = sqlite3_column_double(st, 5);
+  c->src_w = col_int(st, 6, &bad);
+  c->src_h = col_int(st, 7, &bad);
+  c->rotation = col_int(st, 8, &bad);
+  c->sar_num = col_int(st, 9, &bad);
+  c->sar_den = col_int(st, 10, &bad);
+  copy_str(o->codec_buf, sizeof o->codec_buf, sqlite3_column_text(st, 11));
+  copy_str(o->pix_fmt_buf, sizeof o->pix_fmt_buf, sqlite3_column_text(st, 12));
+  c->decoded_frames = sqlite3_column_int64(st, 13);
+  c->frames = sqlite3_column_int64(st, 14);
+  c->dropped_frames = sqlite3_column_int64(st, 15);
+  c->T = col_int(st, 16, &bad);
+  c->H = col_int(st, 17, &bad);
+  c->W = col_int(st, 18, &bad);
+  c->tokens = sqlite3_column_int64(st, 19);
+  copy_str(o->shard_buf, sizeof o->shard_buf, shard);
+  c->offset = sqlite3_column_int64(st, 21);
+  c->bytes = sqlite3_column_int64(st, 22);
+  char *end = NULL;
+  errno = 0;
+  c->checksum = strtoull((const char *)sum, &end, 16);
+  if (errno || strlen((const char *)sum) != 16 || *end)
+    return err_set(TSR_EFORMAT, "index %s: clip %" PRId64 " has an invalid checksum '%s'",
+                   ix->path, o->id, (const char *)sum);
+  if (bad)
+    return err_set(TSR_EFORMAT, "index %s: clip %" PRId64 " has a value out of range (grid "
+                   "%lldx%lldx%lld, clip index %lld, source size %lldx%lld): index damaged or "
+                   "edited; run `tessera index verify`", ix->path, o->id,
+                   (long long)sqlite3_column_int64(st, 16), (long long)sqlite3_column_int64(st, 17),
+                   (long long)sqlite3_column_int64(st, 18), (long long)sqlite3_column_int64(st, 2),
+                   (long long)sqlite3_column_int64(st, 6), (long long)sqlite3_column_int64(st, 7));
+  int has_label = sqlite3_column_type(st, 24) != SQLITE_NULL;
+  copy_str(o->label_buf, sizeof o->label_buf, sqlite3_column_text(st, 24));
+  c->codec = o->codec_buf;
+  c->pix_fmt = o->pix_fmt_buf;
+  c->shard = o->shard_buf;
+  c->label = has_label ? o->label_buf : NULL;
+  if (sqlite3_column_type(st, 26) != SQLITE_NULL) {  // a caption
+    const unsigned char *text = sqlite3_column_text(st, 25);
+    const unsigned char *csum = sqlite3_column_text(st, 29);
+    c->caption_offset = sqlite3_column_int64(st, 26);
+    c->caption_tokens = col_int(st, 27, &bad);
+    c->caption_dim = col_int(st, 28, &bad);
+    errno = 0;
+    end = NULL;
+    c->caption_checksum = csum ? strtoull((const char *)csum, &end, 16) : 0;
+    if (!text || strlen((const char *)text) > STORE_MAX_CAPTION_BYTES || !csum || errno ||
+        strlen((const char *)csum) != 16 || *end || bad || c->caption_offset == 0)
+      return err_set(TSR_EFORMAT, "index %s: clip %" PRId64 " has a damaged caption record "
+                     "(text, offset %lld, %d x %d, checksum): index damaged or edited; run "
+                     "`tessera index verify`", ix->path, o->id, (long long)c->caption_offset,
+                     c->caption_tokens, c->caption_dim);
+    copy_str(o->caption_buf, sizeof o->caption_buf, text);
+    c->caption = o->caption_buf;
+  }
+  return TSR_OK;
+}
+
+// The row of a clip whose source row is missing (bad != NULL: the walk reports it): columns
+// 30 and 31 of the checked walk's query are c.source_id and s.id (NULL without a source).
+static int no_source(sqlite3_stmt *st, int64_t *source_id) {
+  *source_id = sqlite3_column_int64(st, 30);
+  return sqlite3_column_type(st, 31) == SQLITE_NULL;
+}
+
+// Every clip row in id order to fn (non-zero: stop). Without `bad`, only clips that have a
+// source row, and the first row that cannot be read ends the walk with its error; with
+// `bad`, every clip row, and a row that cannot be read (or has no source row) goes to
+// bad(id, why, ctx) while the walk goes on.
+static tsr_status foreach_rows(store_index *ix, int (*fn)(const store_clip_row *, void *),
+                               void (*bad)(int64_t, const char *, void *), void *ctx) {
+  char sql[1024];
+  snprintf(sql, sizeof sql, "SELECT %s%s FROM clips c %s JOIN sources s ON s.id = c.source_id "
+           "ORDER BY c.id", index_clip_columns(ix), bad ? ", c.source_id, s.id" : "",
+           bad ? "LEFT" : "");
+  sqlite3_stmt *st = NULL;
+  tsr_status r = index_prepare(ix, sql, &st);
+  if (r) return r;
+  store_clip_row *row = malloc(sizeof *row);
+  if (!row) {
+    sqlite3_finalize(st);
+    return err_set(TSR_ENOMEM, "out of memory reading index %s", ix->path);
+  }
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    int64_t sid;
+    if (bad && no_source(st, &sid)) {
+      char why[128];
+      snprintf(why, sizeof why, "its source row (source id %lld) is missing",
+               (long long)sid);
+      bad(sqlite3_column_int64(st, 0), why, ctx);
+      continue;
+    }
+    if ((r = read_row(ix, st, row))) {
+      if (!bad) break;
+      bad(sqlite3_column_int64(st, 0), err_msg(), ctx);
+      r = TSR_OK;
+      continue;
+    }
+    if (fn(row, ctx)) break;
+  }
+  if (!r && rc != SQLITE_ROW && rc != SQLITE_DONE) r = index_sqlite_err(ix, rc, "read clips");
+  free(row);
+  sqlite3_finalize(st);
+  return r;
+}
+
+tsr_status index_foreach_clip(store_index *ix, int (*fn)(const store_clip_row *, void *),
+                              void *ctx) {
+  return foreach_rows(ix, fn, NULL, ctx);
+}
+
+tsr_status index_foreach_clip_checked(store_index *ix,
+                                      int (*fn)(const store_clip_row *, void *),
+                                      void (*bad)(int64_t id, const char *why, void *),
+                                      void *ctx) {
+  return foreach_rows(ix, fn, bad, ctx);
+}
+
+tsr_status index_get_clip(store_index *ix, int64_t id, store_clip_row *out) {
+  char sql[1024];
+  snprintf(sql, sizeof sql, "SELECT %s FROM clips c JOIN sources s ON s.id = c.source_id "
+           "WHERE c.id = ?", index_clip_columns(ix));
+  sqlite3_stmt *st = NULL;
+  tsr_status r = index_prepare(ix, sql, &st);
+  if (r) return r;
+  sqlite3_bind_int64(st, 1, id);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW)
+    r = read_row(ix, st, out);
+  else if (rc == SQLITE_DONE)
+    r = err_set(TSR_EINVAL, "index %s has no clip with id %" PRId64 " (see `tessera index stats`)",
+                ix->path, id);
+  else
+    r = index_sqlite_err(ix, rc, "read clip");
+  sqlite3_finalize(st);
+  return r;
+}
+
+tsr_status index_foreach_failed(store_index *ix,
+                                int (*fn)(const char *, const char *, void *), void *ctx) {
+  sqlite3_stmt *st = NULL;
+  tsr_status r = index_prepare(
+      ix, "SELECT path, error FROM sources WHERE status = 'failed' ORDER BY path", &st);
+  if (r) return r;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *p = (const char *)sqlite3_column_text(st, 0);
+    const char *e = (const char *)sqlite3_column_text(st, 1);
+    if (fn(p ? p : "", e ? e : "(no reason recorded)", ctx)) break;
+  }
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) r = index_sqlite_err(ix, rc, "read failed sources");
+  sqlite3_finalize(st);
+  return r;
+}
+
+tsr_status index_clip_lengths(store_index *ix, int64_t **ids, int64_t **tokens, int64_t *n) {
+  *ids = *tokens = NULL;
+  *n = 0;
+  int64_t cnt = 0;
+  tsr_status r = index_query_int(ix, "SELECT count(*) FROM clips", 0, &cnt);
+  if (r) return r;
+  int64_t *a = malloc(sizeof *a * (size_t)(cnt ? cnt : 1));
+  int64_t *b = malloc(sizeof *b * (size_t)(cnt ? cnt : 1));
+  sqlite3_stmt *st = NULL;
+  if (!a || !b) {
+    r = err_set(TSR_ENOMEM, "out of memory for %" PRId64 " clip lengths", cnt);
+    goto fail;
+  }
+  if ((r = index_prepare(ix, "SELECT id, tokens FROM clips ORDER BY id", &st))) goto fail;
+  int64_t i = 0;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW && i < cnt) {
+    a[i] = sqlite3_column_int64(st, 0);
+    b[i] = sqlite3_column_int64(st, 1);
+    i++;
+  }
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+    r = index_sqlite_err(ix, rc, "read clip lengths");
+    goto fail;
+  }
+  sqlite3_finalize(st);
+  *ids = a;
+  *tokens = b;
+  *n = i;
+  return TSR_OK;
+fail:
+  sqlite3_finalize(st);
+  free(a);
+  free(b);
+  return r;
+}
+
+tsr_status index_source_caption(store_index *ix, const char *path, double *recorded_at,
+                                int *has_caption) {
+  *recorded_at = 0;
+  *has_caption = 0;
+  sqlite3_stmt *st = NULL;
+  // a version-1 index has no caption columns: none of its clips has a caption
+  tsr_status r = index_prepare(ix, ix->version >= 2
+      ? "SELECT s.updated_at, EXISTS(SELECT 1 FROM clips c WHERE c.source_id = s.id AND "
+        "c.caption_offset IS NOT NULL) FROM sources s WHERE s.path = ?"
+      : "SELECT updated_at, 0 FROM sources WHERE path = ?", &st);
+  if (r) return r;
+  sqlite3_bind_text(st, 1, path, -1, SQLITE_TRANSIENT);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    *recorded_at = sqlite3_column_double(st, 0);
+    *has_caption = sqlite3_column_int(st, 1) != 0;
+  } else if (rc != SQLITE_DONE) {
+    r = err_wrap(index_sqlite_err(ix, rc, "look up a source's caption"), "source %s: ", path);
+  }
+  sqlite3_finalize(st);
+  return r;
+}
