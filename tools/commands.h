@@ -8,6 +8,7 @@
 
 int cmd_ingest(int argc, char **argv);
 int cmd_index(int argc, char **argv);
+int cmd_manifest(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_sample(int argc, char **argv);

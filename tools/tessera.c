@@ -21,6 +21,7 @@ typedef struct {
 static const command commands[] = {
     {"ingest", cmd_ingest, "decode videos into tubelet tokens: shards + SQLite index"},
     {"index", cmd_index, "inspect a store: stats, list clips, verify, export a clip to MP4, merge, recover"},
+    {"manifest", cmd_manifest, "read a clip manifest (CSV, TSV, JSONL): rows, spans, filters, errors"},
     {"plan", cmd_plan, "Dynamic-CP plans for a dataset on a cluster, against static CP"},
     {"train", cmd_train, "train the diffusion transformer on a store (checkpoints, metrics)"},
     {"sample", cmd_sample, "generate a video from a checkpoint (Euler sampler, MP4)"},

@@ -88,6 +88,11 @@ check usage sample "--frames: '-1'" sample --ckpt c --frames -1 --size 8x8 --out
 check usage sample "--size '8'" sample --ckpt c --frames 4 --size 8 --out o.mp4
 check usage sample "missing --ckpt FILE" sample --frames 4 --size 8x8 --out o.mp4
 check fail sample "$W/nope.safetensors" sample --ckpt "$W/nope.safetensors" --frames 4 --size 8x8 --out "$W/o.mp4"
+check usage manifest "unknown option '--bogus'" manifest x.csv --bogus
+check usage manifest "option '--where' needs a value" manifest x.csv --where
+check usage manifest "--where 'a 1': no comparison" manifest x.csv --where "a 1"
+check usage manifest "missing FILE" manifest
+check fail manifest "$W/none.csv" manifest "$W/none.csv"
 check usage calibrate "unknown option '--bogus'" calibrate --bogus
 check usage calibrate "option '--reps' needs a value" calibrate --config c --out o --reps
 check usage calibrate "--reps: '0'" calibrate --config c --out o --reps 0
@@ -101,7 +106,7 @@ rc=0; "$T" frobnicate >"$W/out" 2>"$W/err" || rc=$?
 "$T" --version >"$W/out" && grep -Eq '^tessera [0-9]+\.[0-9]+\.[0-9]+$' <(head -1 "$W/out") &&
   grep -q '^backends: cpu, cpu-bf16' "$W/out" && ok || bad "--version: $(cat "$W/out")"
 "$T" help train >"$W/out" && grep -q '^usage: tessera train' "$W/out" && ok || bad "help train"
-for c in ingest index plan train sample calibrate; do
+for c in ingest index manifest plan train sample calibrate; do
   "$T" $c --help >"$W/out" 2>&1 && grep -q "^usage: tessera $c" "$W/out" && ok || bad "$c --help"
 done
 
