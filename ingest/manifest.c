@@ -152,8 +152,9 @@ static void set_error(manifest *m, const char *reason, const char *column, int s
     snprintf(where, sizeof where, "line %lld", (long long)m->line);
   if (column) snprintf(col, sizeof col, ", column '%s'", column);
   if (span >= 0) snprintf(sp, sizeof sp, ", span %d", span);
-  snprintf(m->msg, sizeof m->msg, "%s: row %lld (%s)%s%s: %s", m->file, (long long)m->rows, where,
-           col, sp, what);
+  int n = snprintf(m->msg, sizeof m->msg, "%s: row %lld (%s)%s%s: %s", m->file, (long long)m->rows,
+                   where, col, sp, what);
+  if (n >= (int)sizeof m->msg) memcpy(m->msg + sizeof m->msg - 4, "...", 4);  // a long file name
   m->out.kind = MANIFEST_ERROR;
   m->out.error = (manifest_error){.row = m->rows, .line = m->line, .span = span, .column = column,
                                   .reason = reason, .message = m->msg};
@@ -429,7 +430,7 @@ static tsr_status detect_syntax(manifest *m) {
       return TSR_OK;
     }
   return err_set(TSR_EINVAL, "manifest %s: its name does not tell its syntax (.csv, .tsv, .jsonl "
-                 "or .ndjson): name it (csv, tsv or jsonl)", m->file);
+                 "or .ndjson): give it (csv, tsv or jsonl; --manifest-syntax)", m->file);
 }
 
 // --root, else the manifest's folder (the working directory for a pipe).

@@ -454,7 +454,7 @@ tsr_status mrow_finish(mrow *b, const char *root, const char *suffix, const char
   if (b->reason) return TSR_OK;
   for (int k = 0; k < b->nspans; k++) {
     int end = k + 1 < b->nspans ? c->soff[k + 1] : c->nss;
-    b->spans[k].scores = c->ss + c->soff[k];
+    b->spans[k].scores = c->ss ? c->ss + c->soff[k] : NULL;  // no score yet: no array
     b->spans[k].nscores = end - c->soff[k];
   }
   resolve_path(b, root, suffix, path_column);
