@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ingest/manifest.h"
+#include "ingest/manifest_record.h"
 
 enum { READ_CHUNK = 64 << 10 };
 

@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 #include "core/err.h"
-#include "ingest/manifest.h"
+#include "ingest/manifest_record.h"
 
 typedef enum {
   MCOL_AUTO = 0,      // a number is a score of the column's name; anything else is ignored
