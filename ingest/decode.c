@@ -1,7 +1,7 @@
+// ingest/decode.c — one source to frames (decode.h): open, decode, select by time, convert.
 #include "ingest/decode.h"
 
-#include <libavcodec/avcodec.h>
-#include <libavformat/avformat.h>
+#include <limits.h>
 #include <libavutil/display.h>
 #include <libavutil/imgutils.h>
 #include <libavutil/pixdesc.h>
@@ -11,35 +11,7 @@
 #include <string.h>
 
 #include "core/fs.h"
-
-struct decode_ctx {
-  char path[4096];
-  AVFormatContext *fmt;
-  AVCodecContext *dec;
-  AVStream *st;
-  AVPacket *pkt;
-  AVFrame *frame;      // scratch for avcodec_receive_frame
-  AVFrame *cur, *next; // frame on screen and the one after it (refs)
-  int64_t cur_idx, next_idx;
-  int has_cur, has_next;
-  int cur_converted;   // `scaled` holds cur already (sources slower than the target)
-  int64_t pts0;        // first frame's timestamp (stream time base)
-  int64_t prev_pts, prev_dur;
-  int64_t ts_offset;   // added to timestamps after a backward jump (concatenated streams)
-  int has_pts0;
-  int64_t n;           // next output index
-  int64_t end_idx;     // output index after the last frame (known at end of stream)
-  int demux_eof, dec_eof;
-  AVRational out_tb;   // 1 / target fps
-  // geometry
-  int rotation;        // clockwise degrees
-  int scaled_w, scaled_h;  // resize target in the source's (unrotated) orientation
-  int disp_w, disp_h;      // resized size in display orientation (before crop)
-  int out_w, out_h, crop_x, crop_y;
-  struct SwsContext *sws;
-  uint8_t *scaled;     // (scaled_h, scaled_w, 3) rgb24
-  decode_stats stats;
-};
+#include "ingest/decode_internal.h"
 
 static const char *av_err(int rc, char *buf) {
   av_strerror(rc, buf, AV_ERROR_MAX_STRING_SIZE);
@@ -109,7 +81,7 @@ tsr_status decode_open(decode_ctx **out, const char *path, const decode_opts *o,
   decode_ctx *d = calloc(1, sizeof *d);
   if (!d) return err_set(TSR_ENOMEM, "%s: out of memory", path);
   snprintf(d->path, sizeof d->path, "%s", path);
-  d->out_tb = (AVRational){o->fps_den, o->fps_num};
+  av_reduce(&d->out_tb.num, &d->out_tb.den, o->fps_den, o->fps_num, INT_MAX);
 
   int rc = avformat_open_input(&d->fmt, path, NULL, NULL);
   if (rc < 0) {
@@ -190,7 +162,7 @@ tsr_status decode_open(decode_ctx **out, const char *path, const decode_opts *o,
   if (d->st->duration > 0) info->duration_s = d->st->duration * av_q2d(d->st->time_base);
   else if (d->fmt->duration > 0) info->duration_s = d->fmt->duration / (double)AV_TIME_BASE;
   if ((st = plan_geometry(d, o, info))) goto fail;
-  d->end_idx = INT64_MAX;
+  d->end_idx = d->stop_idx = INT64_MAX;
   *out = d;
   return TSR_OK;
 fail:
@@ -233,54 +205,71 @@ static int decode_pull(decode_ctx *d) {
 static void frame_times(decode_ctx *d, AVFrame *f, int64_t *pts, int64_t *dur) {
   int64_t p = f->best_effort_timestamp;
   if (p == AV_NOPTS_VALUE) p = f->pts;
-  if (p == AV_NOPTS_VALUE) p = d->has_pts0 ? d->prev_pts + d->prev_dur : 0;
+  if (p == AV_NOPTS_VALUE) p = d->has_prev ? d->prev_pts + d->prev_dur : 0;
   int64_t du = f->pkt_duration;
   if (du <= 0) {
     AVRational fr = d->st->avg_frame_rate.num > 0 ? d->st->avg_frame_rate : d->st->r_frame_rate;
     if (fr.num > 0 && fr.den > 0) du = av_rescale_q(1, av_inv_q(fr), d->st->time_base);
-    else if (d->has_pts0 && p > d->prev_pts) du = p - d->prev_pts;
+    else if (d->has_prev && p > d->prev_pts) du = p - d->prev_pts;
     else du = 1;
   }
   *pts = p;
   *dur = du;
 }
 
-static int64_t out_index(decode_ctx *d, int64_t pts) {
+int64_t decode_out_index(const decode_ctx *d, int64_t pts) {
   return av_rescale_q_rnd(pts - d->pts0, d->st->time_base, d->out_tb,
                           AV_ROUND_NEAR_INF | AV_ROUND_PASS_MINMAX);
 }
 
-// Takes the next decoded frame into d->next (or d->cur if none yet). 0 at end of stream.
-static int advance(decode_ctx *d) {
-  if (!decode_pull(d)) {
-    d->dec_eof = 1;
-    return 0;
+// A key frame: decoding can start there (after a seek, what comes before is not shown).
+static int frame_is_key(const AVFrame *f) {
+#if LIBAVUTIL_VERSION_INT >= AV_VERSION_INT(58, 7, 100)
+  return (f->flags & AV_FRAME_FLAG_KEY) != 0;
+#else
+  return f->key_frame != 0;
+#endif
+}
+
+// Keeps presentation order: jitter is flattened, and a jump back (a concatenated or
+// restarted stream) continues the timeline right after the previous frame.
+static int64_t monotonic_pts(decode_ctx *d, int64_t pts) {
+  pts += d->ts_offset;
+  if (!d->has_prev || pts >= d->prev_pts) return pts;
+  if (d->prev_pts - pts <= 2 * d->prev_dur) return d->prev_pts;
+  d->ts_offset += d->prev_pts + d->prev_dur - pts;
+  return d->prev_pts + d->prev_dur;
+}
+
+int decode_advance(decode_ctx *d) {
+  for (;;) {
+    if (!decode_pull(d)) {
+      d->dec_eof = 1;
+      return 0;
+    }
+    d->stats.decoded_frames++;
+    if (!d->need_key || frame_is_key(d->frame)) break;
+    d->need_key--;             // a stream that flags no key frame is shown after a while
+    av_frame_unref(d->frame);  // a leading picture of a seek: its references were skipped
   }
-  d->stats.decoded_frames++;
+  d->need_key = 0;
   if (d->frame->flags & AV_FRAME_FLAG_CORRUPT) d->stats.corrupt_packets++;
   int64_t pts, dur;
   frame_times(d, d->frame, &pts, &dur);
-  const int first = !d->has_pts0;
-  if (first) {
+  if (!d->has_pts0) {
     d->pts0 = pts;
     d->has_pts0 = 1;
+  }
+  if (!d->has_first) {
+    d->has_first = 1;
     d->stats.first_pts_s = pts * av_q2d(d->st->time_base);
   }
-  pts += d->ts_offset;
-  if (!first && pts < d->prev_pts) {
-    if (d->prev_pts - pts <= 2 * d->prev_dur) {
-      pts = d->prev_pts;  // jitter: keep presentation order
-    } else {
-      // A jump back: a concatenated or restarted stream. Continue the timeline right
-      // after the previous frame rather than collapsing onto it.
-      d->ts_offset += d->prev_pts + d->prev_dur - pts;
-      pts = d->prev_pts + d->prev_dur;
-    }
-  }
+  pts = monotonic_pts(d, pts);
+  d->has_prev = 1;
   d->prev_pts = pts;
   d->prev_dur = dur;
   d->stats.last_end_s = (pts + dur) * av_q2d(d->st->time_base);
-  int64_t idx = out_index(d, pts);
+  int64_t idx = decode_out_index(d, pts);
   if (idx < 0) idx = 0;
   AVFrame *dst = d->has_cur ? d->next : d->cur;
   av_frame_unref(dst);
@@ -293,7 +282,7 @@ static int advance(decode_ctx *d) {
     d->cur_idx = idx;
     d->cur_converted = 0;
   }
-  d->end_idx = out_index(d, pts + dur);
+  d->end_idx = decode_out_index(d, pts + dur);
   return 1;
 }
 
@@ -347,15 +336,35 @@ static void rotate_crop(const decode_ctx *d, uint8_t *rgb) {
   }
 }
 
+// End of stream: judges truncation against the duration the file claims.
+static void judge_truncation(decode_ctx *d) {
+  if (d->stats.truncated || !d->st) return;
+  double claimed_end = 0;
+  if (d->st->duration > 0)
+    claimed_end = (d->st->duration + (d->st->start_time != AV_NOPTS_VALUE ? d->st->start_time : 0)) *
+                  av_q2d(d->st->time_base);
+  else if (d->fmt->duration > 0)
+    claimed_end = (d->fmt->duration + (d->fmt->start_time != AV_NOPTS_VALUE ? d->fmt->start_time : 0)) /
+                  (double)AV_TIME_BASE;
+  double shortfall = claimed_end - d->stats.last_end_s;
+  if (claimed_end > 0 && d->stats.decoded_frames > 0 && shortfall > 1.0 + 0.05 * claimed_end) {
+    d->stats.truncated = 1;
+    snprintf(d->stats.note, sizeof d->stats.note,
+             "truncated: decodable up to %.2f s of the %.2f s the file claims",
+             d->stats.last_end_s, claimed_end);
+  }
+}
+
 tsr_status decode_next(decode_ctx *d, uint8_t *rgb, int *got) {
   *got = 0;
   for (;;) {
+    if (d->n >= d->stop_idx) return TSR_OK;  // a span's end: the frames stay for the next
     if (!d->has_cur) {
-      if (d->dec_eof || !advance(d)) break;
+      if (d->dec_eof || !decode_advance(d)) break;
       continue;
     }
     if (!d->has_next && !d->dec_eof) {
-      advance(d);  // look ahead: the next frame's index bounds the current one's
+      decode_advance(d);  // look ahead: the next frame's index bounds the current one's
       continue;
     }
     int64_t until = d->has_next ? d->next_idx : d->end_idx;
@@ -370,7 +379,7 @@ tsr_status decode_next(decode_ctx *d, uint8_t *rgb, int *got) {
       *got = 1;
       return TSR_OK;
     }
-    if (d->n < d->cur_idx) {  // gap before cur (cannot happen from index 0 on): skip it
+    if (d->n < d->cur_idx) {  // gap before cur (a span, or a video starting late): skip it
       d->n = d->cur_idx;
       continue;
     }
@@ -383,23 +392,7 @@ tsr_status decode_next(decode_ctx *d, uint8_t *rgb, int *got) {
     d->has_next = 0;
     d->cur_converted = 0;
   }
-  // End of stream: judge truncation against the duration the file claims.
-  if (!d->stats.truncated && d->st) {
-    double claimed_end = 0;
-    if (d->st->duration > 0)
-      claimed_end = (d->st->duration + (d->st->start_time != AV_NOPTS_VALUE ? d->st->start_time : 0)) *
-                    av_q2d(d->st->time_base);
-    else if (d->fmt->duration > 0)
-      claimed_end = (d->fmt->duration + (d->fmt->start_time != AV_NOPTS_VALUE ? d->fmt->start_time : 0)) /
-                    (double)AV_TIME_BASE;
-    double shortfall = claimed_end - d->stats.last_end_s;
-    if (claimed_end > 0 && d->stats.decoded_frames > 0 && shortfall > 1.0 + 0.05 * claimed_end) {
-      d->stats.truncated = 1;
-      snprintf(d->stats.note, sizeof d->stats.note,
-               "truncated: decodable up to %.2f s of the %.2f s the file claims",
-               d->stats.last_end_s, claimed_end);
-    }
-  }
+  judge_truncation(d);
   return TSR_OK;
 }
 

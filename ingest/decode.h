@@ -13,7 +13,9 @@
 // frame's timestamp. Frame i is shown at output indices [idx_i, idx_{i+1}); the last
 // frame up to round((pts_last + duration_last - pts_0) * fps). Variable frame rates and
 // non-zero start times are therefore handled by timestamps, not frame counts. Frames
-// that get no output index are skipped without conversion.
+// that get no output index are skipped without conversion. Spans of a source
+// (decode_span.h) use the same rule on the ffmpeg CLI's timeline instead, whose 0 is the
+// container's start.
 #ifndef TESSERA_INGEST_DECODE_H
 #define TESSERA_INGEST_DECODE_H
 
@@ -44,6 +46,7 @@ typedef struct {
   int64_t decoded_frames;   // source frames decoded
   int64_t output_frames;    // frames returned by decode_next
   int64_t corrupt_packets;  // packets the decoder rejected (skipped)
+  int64_t seeks;            // seeks made for spans (decode_span.h)
   double first_pts_s;       // timestamp of the first decoded frame (t_0)
   double last_end_s;        // end of the last decoded frame's display interval
   int truncated;            // stream ended well before the claimed duration / read error
