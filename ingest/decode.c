@@ -340,12 +340,12 @@ static void rotate_crop(const decode_ctx *d, uint8_t *rgb) {
 static void judge_truncation(decode_ctx *d) {
   if (d->stats.truncated || !d->st) return;
   double claimed_end = 0;
+  const int64_t st0 = d->st->start_time != AV_NOPTS_VALUE ? d->st->start_time : 0;
+  const int64_t fmt0 = d->fmt->start_time != AV_NOPTS_VALUE ? d->fmt->start_time : 0;
   if (d->st->duration > 0)
-    claimed_end = (d->st->duration + (d->st->start_time != AV_NOPTS_VALUE ? d->st->start_time : 0)) *
-                  av_q2d(d->st->time_base);
+    claimed_end = (d->st->duration + st0) * av_q2d(d->st->time_base);
   else if (d->fmt->duration > 0)
-    claimed_end = (d->fmt->duration + (d->fmt->start_time != AV_NOPTS_VALUE ? d->fmt->start_time : 0)) /
-                  (double)AV_TIME_BASE;
+    claimed_end = (d->fmt->duration + fmt0) / (double)AV_TIME_BASE;
   double shortfall = claimed_end - d->stats.last_end_s;
   if (claimed_end > 0 && d->stats.decoded_frames > 0 && shortfall > 1.0 + 0.05 * claimed_end) {
     d->stats.truncated = 1;
