@@ -35,9 +35,12 @@ static void hsv_tables(void) {
 }
 
 // HSV of n pixels on OpenCV's 8-bit scales: H = degrees / 2 (0-179), S and V 0-255.
-static void to_hsv(const uint8_t *rgb, int n, uint8_t *h, uint8_t *s, uint8_t *v) {
-  for (int i = 0; i < n; i++, rgb += 3) {
-    const int r = rgb[0], g = rgb[1], b = rgb[2];
+// restrict: the byte stores could alias the tables otherwise, and the loop would not
+// vectorise.
+static void to_hsv(const uint8_t *restrict rgb, int n, uint8_t *restrict h,
+                   uint8_t *restrict s, uint8_t *restrict v) {
+  for (int i = 0; i < n; i++) {
+    const int r = rgb[3 * i], g = rgb[3 * i + 1], b = rgb[3 * i + 2];
     const int mx = r > g ? (r > b ? r : b) : (g > b ? g : b);
     const int mn = r < g ? (r < b ? r : b) : (g < b ? g : b);
     const int d = mx - mn;
