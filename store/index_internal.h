@@ -1,6 +1,7 @@
-// store/index_internal.h — what the files of the SQLite index share (index.c: schema,
-// opening, writing, merging; index_rows.c: reading clip and source rows). Not a public
-// header: other modules use store/index.h.
+// store/index_internal.h — what the files of the SQLite index share (index_schema.c: the
+// file, its schema and settings, the SQLite helpers; index.c: writing rows; index_rows.c:
+// reading them; index_merge.c: merging indexes). Not a public header: other modules use
+// store/index.h.
 #ifndef TESSERA_STORE_INDEX_INTERNAL_H
 #define TESSERA_STORE_INDEX_INTERNAL_H
 
@@ -20,13 +21,24 @@ struct store_index {
 
 // sqlite3_prepare_v2 with an error naming the index.
 tsr_status index_prepare(store_index *ix, const char *sql, sqlite3_stmt **st);
+// sqlite3_exec of `sql` (no rows), an error saying `what` was being done.
+tsr_status index_exec(store_index *ix, const char *sql, const char *what);
 // The error of SQLite result `rc` while doing `what`, naming the index (TSR_EFORMAT for a
 // damaged or foreign file, TSR_EDB / TSR_EIO otherwise).
 tsr_status index_sqlite_err(store_index *ix, int rc, const char *what);
+// Rolls back the open transaction (if any) after an error, keeping the error's message.
+void index_rollback(store_index *ix);
+// Binds text s (NULL: SQL NULL) to parameter i.
+int index_bind_text(sqlite3_stmt *st, int i, const char *s);
+// First column of the first row of `sql` as an integer (`def` if no row or NULL).
+tsr_status index_query_int(store_index *ix, const char *sql, int64_t def, int64_t *out);
+// Wall-clock time, Unix seconds (sources.updated_at).
+double index_now(void);
 // The column list the row reader takes, for this file's schema version (a version-1 index
 // has no caption columns: NULL for them).
 const char *index_clip_columns(const store_index *ix);
-// First column of the first row of `sql` as an integer (`def` if no row or NULL).
-tsr_status index_query_int(store_index *ix, const char *sql, int64_t def, int64_t *out);
+// Deletes the record (source and clips) of `path` in database `db` ("main") inside the
+// current transaction.
+tsr_status index_delete_source(store_index *ix, const char *db, const char *path);
 
 #endif

@@ -1,0 +1,354 @@
+// store/index_schema.c — the index file: opening and creating it, its schema and upgrades,
+// the settings table, and the SQLite helpers the other index files share
+// (store/index_internal.h). Schema and rules: docs/store-format.md.
+#include <errno.h>
+#include <inttypes.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store/index_internal.h"
+
+#include "store/settings.h"
+
+#define INDEX_APP_ID 0x54535258  // "TSRX" in the SQLite header's application_id
+// PRAGMA user_version and settings.schema_version. 2: clips have caption columns; an
+// index of version 1 is upgraded when opened for writing (the columns added, NULL: no
+// caption) and read as it is otherwise.
+#define INDEX_SCHEMA_VERSION 2
+#define INDEX_FORMAT "tessera-store-index"
+#define BUSY_TIMEOUT_MS 60000
+
+
+// The caption columns of clips (schema version 2; NULL: no caption).
+#define CAPTION_COLUMNS                                                                   \
+  " caption TEXT, caption_offset INTEGER, caption_tokens INTEGER, caption_dim INTEGER,"  \
+  " caption_checksum TEXT"
+
+static const char *SCHEMA =
+    "CREATE TABLE settings(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    "CREATE TABLE sources("
+    " id INTEGER PRIMARY KEY,"
+    " path TEXT NOT NULL UNIQUE,"
+    " size INTEGER NOT NULL,"
+    " mtime INTEGER NOT NULL,"
+    " status TEXT NOT NULL CHECK(status IN ('done','failed')),"
+    " error TEXT,"
+    " partial INTEGER NOT NULL DEFAULT 0,"
+    " decoded_frames INTEGER NOT NULL DEFAULT 0,"
+    " label TEXT,"
+    " clips INTEGER NOT NULL DEFAULT 0,"
+    " updated_at REAL NOT NULL);"
+    "CREATE TABLE clips("
+    " id INTEGER PRIMARY KEY,"
+    " source_id INTEGER NOT NULL REFERENCES sources(id),"
+    " clip_index INTEGER NOT NULL,"
+    " start_s REAL NOT NULL, duration_s REAL NOT NULL, src_fps REAL NOT NULL,"
+    " src_w INTEGER NOT NULL, src_h INTEGER NOT NULL, rotation INTEGER NOT NULL,"
+    " sar_num INTEGER NOT NULL, sar_den INTEGER NOT NULL,"
+    " codec TEXT, pix_fmt TEXT,"
+    " decoded_frames INTEGER NOT NULL, frames INTEGER NOT NULL, dropped_frames INTEGER NOT NULL,"
+    " T INTEGER NOT NULL, H INTEGER NOT NULL, W INTEGER NOT NULL, tokens INTEGER NOT NULL,"
+    " shard TEXT NOT NULL, offset INTEGER NOT NULL, bytes INTEGER NOT NULL,"
+    " checksum TEXT NOT NULL,"
+    " label TEXT,"
+    CAPTION_COLUMNS ","
+    " UNIQUE(source_id, clip_index),"
+    " UNIQUE(shard, offset));"
+    "CREATE INDEX clips_source ON clips(source_id);";
+
+#define CLIP_COLS_V1                                                                     \
+  "c.id, s.path, c.clip_index, c.start_s, c.duration_s, c.src_fps, c.src_w, c.src_h, "   \
+  "c.rotation, c.sar_num, c.sar_den, c.codec, c.pix_fmt, c.decoded_frames, c.frames, "    \
+  "c.dropped_frames, c.T, c.H, c.W, c.tokens, c.shard, c.offset, c.bytes, c.checksum, c.label"
+const char *index_clip_columns(const store_index *ix) {
+  return ix->version >= 2 ? CLIP_COLS_V1 ", c.caption, c.caption_offset, c.caption_tokens, "
+                                         "c.caption_dim, c.caption_checksum"
+                          : CLIP_COLS_V1 ", NULL, NULL, NULL, NULL, NULL";
+}
+
+double index_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// Records an SQLite error of `db` with what was being done; returns the status.
+static tsr_status db_err(sqlite3 *db, const char *path, int rc, const char *what) {
+  int ext = db ? sqlite3_extended_errcode(db) : rc;
+  const char *msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  if (rc == SQLITE_NOTADB || ext == SQLITE_NOTADB)
+    return err_set(TSR_EFORMAT, "index %s: %s: not a tessera index (%s)", path, what, msg);
+  if (rc == SQLITE_CORRUPT || (ext & 0xff) == SQLITE_CORRUPT)
+    return err_set(TSR_EFORMAT, "index %s: %s: database corrupt (%s)", path, what, msg);
+  if (rc == SQLITE_BUSY || (ext & 0xff) == SQLITE_BUSY || rc == SQLITE_LOCKED)
+    return err_set(TSR_EDB, "index %s: %s: %s (another process held the lock for %d s; is another "
+                   "tessera running on this store?)", path, what, msg, BUSY_TIMEOUT_MS / 1000);
+  if (rc == SQLITE_READONLY || (ext & 0xff) == SQLITE_READONLY || rc == SQLITE_CANTOPEN ||
+      rc == SQLITE_FULL || rc == SQLITE_IOERR || (ext & 0xff) == SQLITE_IOERR)
+    return err_set(TSR_EIO, "index %s: %s: %s", path, what, msg);
+  return err_set(TSR_EDB, "index %s: %s: %s", path, what, msg);
+}
+
+tsr_status index_sqlite_err(store_index *ix, int rc, const char *what) {
+  return db_err(ix->db, ix->path, rc, what);
+}
+
+tsr_status index_exec(store_index *ix, const char *sql, const char *what) {
+  int rc = sqlite3_exec(ix->db, sql, NULL, NULL, NULL);
+  return rc == SQLITE_OK ? TSR_OK : index_sqlite_err(ix, rc, what);
+}
+
+tsr_status index_prepare(store_index *ix, const char *sql, sqlite3_stmt **st) {
+  int rc = sqlite3_prepare_v2(ix->db, sql, -1, st, NULL);
+  return rc == SQLITE_OK ? TSR_OK : index_sqlite_err(ix, rc, "prepare statement");
+}
+
+void index_rollback(store_index *ix) {
+  if (!sqlite3_get_autocommit(ix->db)) sqlite3_exec(ix->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+int index_bind_text(sqlite3_stmt *st, int i, const char *s) {
+  return s ? sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, i);
+}
+
+tsr_status index_query_int(store_index *ix, const char *sql, int64_t def, int64_t *out) {
+  sqlite3_stmt *st = NULL;
+  tsr_status s = index_prepare(ix, sql, &st);
+  if (s) return s;
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW)
+    *out = sqlite3_column_type(st, 0) == SQLITE_NULL ? def : sqlite3_column_int64(st, 0);
+  else if (rc == SQLITE_DONE)
+    *out = def;
+  else
+    s = index_sqlite_err(ix, rc, sql);
+  sqlite3_finalize(st);
+  return s;
+}
+
+static tsr_status write_settings(store_index *ix, const store_settings *s) {
+  enum { NSET = 13 };
+  char v[NSET][64];
+  const char *k[NSET] = {"format",   "schema_version", "fps_num", "fps_den",
+                         "short_side", "pt",           "ph",      "pw",
+                         "channels", "dtype",          "max_seconds", "vae_t", "vae_s"};
+  snprintf(v[0], 64, "%s", INDEX_FORMAT);
+  snprintf(v[1], 64, "%d", INDEX_SCHEMA_VERSION);
+  snprintf(v[2], 64, "%d", s->fps_num);
+  snprintf(v[3], 64, "%d", s->fps_den);
+  snprintf(v[4], 64, "%d", s->short_side);
+  snprintf(v[5], 64, "%d", s->pt);
+  snprintf(v[6], 64, "%d", s->ph);
+  snprintf(v[7], 64, "%d", s->pw);
+  snprintf(v[8], 64, "%d", s->channels);
+  snprintf(v[9], 64, "%s", store_dtype_name(s->dtype));
+  snprintf(v[10], 64, "%.17g", s->max_seconds);
+  snprintf(v[11], 64, "%d", s->vae_t);
+  snprintf(v[12], 64, "%d", s->vae_s);
+  sqlite3_stmt *st = NULL;
+  tsr_status r = index_prepare(ix, "INSERT INTO settings(key, value) VALUES(?, ?)", &st);
+  if (r) return r;
+  for (int i = 0; i < NSET && !r; i++) {
+    sqlite3_reset(st);
+    index_bind_text(st, 1, k[i]);
+    index_bind_text(st, 2, v[i]);
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE) r = index_sqlite_err(ix, rc, "write settings");
+  }
+  sqlite3_finalize(st);
+  return r;
+}
+
+static tsr_status read_settings(store_index *ix, store_settings *s) {
+  sqlite3_stmt *st = NULL;
+  tsr_status r = index_prepare(ix, "SELECT key, value FROM settings", &st);
+  if (r) return r;
+  memset(s, 0, sizeof *s);
+  unsigned seen = 0;
+  int rc;
+  char format[64] = "";
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *k = (const char *)sqlite3_column_text(st, 0);
+    const char *v = (const char *)sqlite3_column_text(st, 1);
+    if (!k || !v) continue;
+    int iv = atoi(v);
+    if (!strcmp(k, "format")) snprintf(format, sizeof format, "%s", v), seen |= 1;
+    else if (!strcmp(k, "fps_num")) s->fps_num = iv, seen |= 2;
+    else if (!strcmp(k, "fps_den")) s->fps_den = iv, seen |= 4;
+    else if (!strcmp(k, "short_side")) s->short_side = iv, seen |= 8;
+    else if (!strcmp(k, "pt")) s->pt = iv, seen |= 16;
+    else if (!strcmp(k, "ph")) s->ph = iv, seen |= 32;
+    else if (!strcmp(k, "pw")) s->pw = iv, seen |= 64;
+    else if (!strcmp(k, "channels")) s->channels = iv, seen |= 128;
+    else if (!strcmp(k, "dtype")) {
+      seen |= 256;
+      if (!strcmp(v, "u8")) s->dtype = STORE_DTYPE_U8;
+      else if (!strcmp(v, "bf16")) s->dtype = STORE_DTYPE_BF16;
+      else if (!strcmp(v, "f32")) s->dtype = STORE_DTYPE_F32;
+      else seen |= 1u << 30;
+    } else if (!strcmp(k, "max_seconds")) s->max_seconds = strtod(v, NULL), seen |= 512;
+    // vae_t, vae_s: since latent stores; an index made before has none (a pixel store)
+    else if (!strcmp(k, "vae_t")) s->vae_t = iv;
+    else if (!strcmp(k, "vae_s")) s->vae_s = iv;
+  }
+  if (rc != SQLITE_DONE) r = index_sqlite_err(ix, rc, "read settings");
+  sqlite3_finalize(st);
+  if (r) return r;
+  if (strcmp(format, INDEX_FORMAT) != 0)
+    return err_set(TSR_EFORMAT, "index %s: settings table has no format '%s': not a tessera index",
+                   ix->path, INDEX_FORMAT);
+  if (seen != 1023 || s->fps_num <= 0 || s->fps_den <= 0 || store_token_bytes(s) <= 0)
+    return err_set(TSR_EFORMAT, "index %s: settings are missing or invalid (index damaged)",
+                   ix->path);
+  return TSR_OK;
+}
+
+// Checks that the open database is a tessera index, creating the schema if it is empty and
+// `create`. *created is set when the schema was made here.
+static tsr_status check_or_create(store_index *ix, int create, const store_settings *settings,
+                                  int *created) {
+  *created = 0;
+  int64_t app, ver, ntables;
+  tsr_status r = index_query_int(ix, "PRAGMA application_id", 0, &app);
+  if (r) return r;
+  if (app == 0) {
+    r = index_query_int(ix, "SELECT count(*) FROM sqlite_master", 0, &ntables);
+    if (r) return r;
+    if (ntables != 0)
+      return err_set(TSR_EFORMAT, "%s is an SQLite database but not a tessera index (it has other "
+                     "tables); give a store directory made by `tessera ingest`", ix->path);
+    if (!create)
+      return err_set(TSR_EFORMAT, "%s is an empty database, not a tessera index", ix->path);
+    if ((r = index_exec(ix, "BEGIN IMMEDIATE", "begin schema creation"))) return r;
+    // Another process may have created it between our check and the lock.
+    if ((r = index_query_int(ix, "SELECT count(*) FROM sqlite_master", 0, &ntables))) goto fail;
+    if (ntables == 0) {
+      char pragma[128];
+      snprintf(pragma, sizeof pragma, "PRAGMA application_id=%d; PRAGMA user_version=%d;",
+               INDEX_APP_ID, INDEX_SCHEMA_VERSION);
+      if ((r = index_exec(ix, pragma, "set schema version"))) goto fail;
+      if ((r = index_exec(ix, SCHEMA, "create schema"))) goto fail;
+      if ((r = write_settings(ix, settings))) goto fail;
+      char when[64];
+      snprintf(when, sizeof when, "INSERT INTO settings VALUES('created_at', '%.3f')", index_now());
+      if ((r = index_exec(ix, when, "write settings"))) goto fail;
+      *created = 1;
+    }
+    if ((r = index_exec(ix, "COMMIT", "commit schema creation"))) goto fail;
+    if ((r = index_query_int(ix, "PRAGMA application_id", 0, &app))) return r;
+  }
+  if (app != INDEX_APP_ID)
+    return err_set(TSR_EFORMAT, "%s is an SQLite database but not a tessera index "
+                   "(application_id %#" PRIx64 ")", ix->path, (uint64_t)app);
+  if ((r = index_query_int(ix, "PRAGMA user_version", 0, &ver))) return r;
+  if (ver < 1 || ver > INDEX_SCHEMA_VERSION)
+    return err_set(TSR_EFORMAT, "index %s has schema version %" PRId64 ", this build reads versions "
+                   "1 to %d%s", ix->path, ver, INDEX_SCHEMA_VERSION,
+                   ver > INDEX_SCHEMA_VERSION ? ": update tessera" : "");
+  ix->version = (int)ver;
+  if (ver == 1 && !ix->readonly) {  // add the caption columns, in one transaction
+    if ((r = index_exec(ix, "BEGIN IMMEDIATE", "begin schema upgrade"))) return r;
+    if ((r = index_query_int(ix, "PRAGMA user_version", 0, &ver))) goto fail;
+    if (ver == 1) {  // another process may have upgraded it in between
+      char sql[512];
+      static const char *const cols[] = {"caption TEXT", "caption_offset INTEGER",
+                                         "caption_tokens INTEGER", "caption_dim INTEGER",
+                                         "caption_checksum TEXT"};
+      for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
+        snprintf(sql, sizeof sql, "ALTER TABLE clips ADD COLUMN %s", cols[i]);
+        if ((r = index_exec(ix, sql, "upgrade schema to version 2"))) goto fail;
+      }
+      snprintf(sql, sizeof sql, "PRAGMA user_version=%d; UPDATE settings SET value = '%d' WHERE "
+               "key = 'schema_version'", INDEX_SCHEMA_VERSION, INDEX_SCHEMA_VERSION);
+      if ((r = index_exec(ix, sql, "upgrade schema to version 2"))) goto fail;
+    }
+    if ((r = index_exec(ix, "COMMIT", "commit schema upgrade"))) goto fail;
+    ix->version = INDEX_SCHEMA_VERSION;
+  }
+  return TSR_OK;
+fail:
+  index_rollback(ix);
+  return r;
+}
+
+tsr_status index_open(store_index **out, const char *path, int create,
+                      const store_settings *settings) {
+  *out = NULL;
+  struct stat sb;
+  int exists = stat(path, &sb) == 0;
+  if (!exists && errno != ENOENT)
+    return err_set(TSR_EIO, "index %s: %s", path, strerror(errno));
+  if (!exists && !create)
+    return err_set(TSR_EIO, "index %s does not exist (not a tessera store, or nothing ingested "
+                   "yet)", path);
+  if (exists && !S_ISREG(sb.st_mode))
+    return err_set(TSR_EFORMAT, "index %s is not a regular file", path);
+  if (create) {
+    if (!settings) return err_set(TSR_EINVAL, "index %s: creating an index needs settings", path);
+    tsr_status r = store_settings_check(settings);
+    if (r) return err_wrap(r, "index %s: ", path);
+  }
+  store_index *ix = calloc(1, sizeof *ix);
+  if (!ix || !(ix->path = strdup(path))) {
+    free(ix);
+    return err_set(TSR_ENOMEM, "out of memory opening index %s", path);
+  }
+  int flags = SQLITE_OPEN_READWRITE;
+  if (!exists) flags |= SQLITE_OPEN_CREATE;
+  else if (!create && access(path, W_OK) != 0) flags = SQLITE_OPEN_READONLY, ix->readonly = 1;
+  int rc = sqlite3_open_v2(path, &ix->db, flags, NULL);
+  tsr_status r = TSR_OK;
+  if (rc != SQLITE_OK) {
+    r = rc == SQLITE_CANTOPEN
+            ? err_set(TSR_EIO, "cannot open index %s: %s (check that the directory exists and is "
+                      "writable)", path, ix->db ? sqlite3_errmsg(ix->db) : sqlite3_errstr(rc))
+            : index_sqlite_err(ix, rc, "open");
+    goto fail;
+  }
+  sqlite3_extended_result_codes(ix->db, 1);
+  if ((rc = sqlite3_busy_timeout(ix->db, BUSY_TIMEOUT_MS)) != SQLITE_OK) {
+    r = index_sqlite_err(ix, rc, "set busy timeout");
+    goto fail;
+  }
+  // Rollback journal (not WAL: WAL needs shared memory, unsafe on network file systems),
+  // every commit fsync'ed. These pragmas change the connection, not the file.
+  if ((r = index_exec(ix, "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON", "set pragmas"))) goto fail;
+  int created = 0;
+  if ((r = check_or_create(ix, create, settings, &created))) goto fail;
+  if ((r = read_settings(ix, &ix->settings))) goto fail;
+  if (settings && !created) {
+    char diff[1024];
+    if (store_settings_diff(&ix->settings, settings, diff, sizeof diff)) {
+      r = err_set(TSR_EMISMATCH, "store index %s was made with other settings (store vs "
+                  "requested): %s. Use the store's settings, or another output store; nothing "
+                  "was written", path, diff);
+      goto fail;
+    }
+  }
+  *out = ix;
+  return TSR_OK;
+fail:
+  index_close(&ix);
+  return r;
+}
+
+void index_close(store_index **pix) {
+  store_index *ix = *pix;
+  if (!ix) return;
+  if (ix->db) sqlite3_close_v2(ix->db);
+  free(ix->path);
+  free(ix);
+  *pix = NULL;
+}
+
+tsr_status index_settings(store_index *ix, store_settings *out) {
+  *out = ix->settings;
+  return TSR_OK;
+}
+
+const char *index_path(const store_index *ix) { return ix->path; }
