@@ -2,16 +2,39 @@
 // clip row's sizes (store_clip_check) and its shard path (store_shard_path); store/clip.h.
 // Index files can be edited by anyone with write access to the store, so the readers
 // (train, verify, export, merge, recovery) treat rows as untrusted input.
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "store/clip.h"
 
+#include "store/json_cols.h"
 #include "store/layout.h"
 #include "store/settings.h"
 #include "store/shard_format.h"
 
 #define SHARD_NAME_MAX 200
+
+// The manifest fields and scores of store_clip_check.
+static tsr_status check_manifest(const store_clip *c) {
+  if (c->manifest_row < 0)
+    return err_set(TSR_EFORMAT, "manifest row %lld is negative", (long long)c->manifest_row);
+  if (c->manifest_row > 0) {
+    double a = c->span_start, b = c->span_end;
+    if (c->manifest_span < 0)
+      return err_set(TSR_EFORMAT, "manifest row %lld: span %d is negative",
+                     (long long)c->manifest_row, c->manifest_span);
+    if ((!isnan(a) && !(isfinite(a) && a >= 0)) || (!isnan(b) && !isfinite(b)) ||
+        (!isnan(a) && !isnan(b) && !(b > a)))
+      return err_set(TSR_EFORMAT, "manifest row %lld span %d: [%g, %g) s is not a span (start "
+                     ">= 0 before the end; NaN: open)", (long long)c->manifest_row,
+                     c->manifest_span, a, b);
+    if (c->span_cut != 0 && c->span_cut != 1)
+      return err_set(TSR_EFORMAT, "manifest row %lld span %d: span_cut %d is not 0 or 1",
+                     (long long)c->manifest_row, c->manifest_span, c->span_cut);
+  }
+  return c->scores ? store_scores_check(c->scores) : TSR_OK;
+}
 
 tsr_status store_clip_check(const store_settings *s, const store_clip *c) {
   int64_t tb = store_token_bytes(s), tokens, bytes, frames;
@@ -46,7 +69,7 @@ tsr_status store_clip_check(const store_settings *s, const store_clip *c) {
     return err_set(TSR_EFORMAT, "caption at offset %lld (%d tokens of %d values) is not a caption "
                    "block before the clip's block at %lld", (long long)c->caption_offset,
                    c->caption_tokens, c->caption_dim, (long long)c->offset);
-  return TSR_OK;
+  return check_manifest(c);
 }
 
 tsr_status store_shard_path(const char *dir, const char *rel, char *out, size_t n) {

@@ -37,6 +37,18 @@ typedef struct {
   int caption_dim;          // and width, 1..STORE_MAX_CAPTION_DIM
   uint64_t caption_checksum;  // XXH3-64 of the embedding bytes
   const char *caption;      // caption text (UTF-8, may be empty) or NULL
+  // From a manifest (`tessera ingest --manifest`): where the clip was asked for. With
+  // manifest_row 0 the clip is not from one and the four fields after it are not recorded
+  // (NULL in the index; read back as 0, NaN, NaN, 0). A span longer than max_seconds gives
+  // several clips of the same row and span.
+  int64_t manifest_row;     // 1-based data row of the manifest (its header is no row)
+  int manifest_span;        // 0-based span within that row (a row may list several)
+  double span_start;        // the span asked for, seconds in the source; NaN: open (from
+  double span_end;          // the start; to the end of the video)
+  int span_cut;             // 1: the span ran past the end of the video, which ended the clip
+  // The row's numeric scores as a JSON object ({"aesthetic":4.7,"motion":0.41}) or NULL;
+  // recorded in the canonical text of store/json_cols.h (limits there).
+  const char *scores;
 } store_clip;
 
 // Checks a clip row as read back from an index against the store's settings, in
@@ -44,8 +56,10 @@ typedef struct {
 // bytes = tokens * token bytes <= STORE_MAX_CLIP_BYTES, frames = T*pt, dropped frames
 // and decoded frames not negative, offset a block offset (a multiple of 4096 past the
 // shard header, below 2^62); a caption: its block offset a block offset before the clip's,
-// tokens and width within the limits above. TSR_EFORMAT saying which value is wrong;
-// callers add the clip id and the store.
+// tokens and width within the limits above; manifest_row >= 0 and, when > 0, manifest_span
+// >= 0, span_start NaN or finite >= 0, span_end NaN or finite and above span_start, span_cut
+// 0 or 1; scores valid (store_scores_check, json_cols.h). TSR_EFORMAT saying which value is
+// wrong; callers add the clip id and the store.
 tsr_status store_clip_check(const store_settings *s, const store_clip *c);
 
 // Joins STORE and a clip's shard path `rel` (as an index row records it) into `out` (n

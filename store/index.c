@@ -1,6 +1,7 @@
 // store/index.c — writing the index's rows: a source and its clips committed atomically,
 // and the sums read over them (committed shard ends, totals). Rules: docs/store-format.md.
 #include <inttypes.h>
+#include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include "store/index_internal.h"
 
 #include "store/clip.h"
+#include "store/json_cols.h"
 #include "store/settings.h"
 #include "store/shard_format.h"
 
@@ -65,22 +67,29 @@ tsr_status index_delete_source(store_index *ix, const char *db, const char *path
   return TSR_OK;
 }
 
-tsr_status index_commit_source(store_index *ix, const store_source *src,
-                               const store_clip *clips, int nclips) {
-  if (!src->path || (src->status != SOURCE_DONE && src->status != SOURCE_FAILED) || nclips < 0)
-    return err_set(TSR_EINVAL, "index %s: commit of source %s: status must be done or failed",
-                   ix->path, src->path ? src->path : "(null)");
-  for (int i = 0; i < nclips; i++) {
-    tsr_status r = check_clip(ix, src, &clips[i], i);
-    if (r) return r;
-  }
-  sqlite3_stmt *ss = NULL, *cs = NULL;
-  tsr_status r = index_exec(ix, "BEGIN IMMEDIATE", "begin transaction");
-  if (r) return err_wrap(r, "commit source %s: ", src->path);
-  if ((r = index_delete_source(ix, "main", src->path))) goto fail;
-  if ((r = index_prepare(ix, "INSERT INTO sources(path, size, mtime, status, error, partial, "
-                   "decoded_frames, label, clips, updated_at) VALUES(?,?,?,?,?,?,?,?,?,?)", &ss)))
-    goto fail;
+// The source's own fields: status, scene cuts (their canonical text into *cuts_text,
+// malloc'ed; NULL when detection was off) and manifest key.
+static tsr_status check_source(store_index *ix, const store_source *src, char **cuts_text) {
+  *cuts_text = NULL;
+  tsr_status r = TSR_OK;
+  if (!src->path || (src->status != SOURCE_DONE && src->status != SOURCE_FAILED))
+    r = err_set(TSR_EINVAL, "status must be done or failed");
+  else if (src->has_scene_cuts)
+    r = store_scene_cuts_format(src->scene_cuts, src->n_scene_cuts, cuts_text);
+  if (!r && src->manifest_key) r = store_manifest_key_check(src->manifest_key);
+  if (r)
+    return err_wrap(TSR_EINVAL, "index %s: commit of source %s: ", ix->path,
+                    src->path ? src->path : "(null)");
+  return TSR_OK;
+}
+
+static tsr_status insert_source(store_index *ix, const store_source *src, int nclips,
+                                const char *cuts_text, int64_t *sid) {
+  sqlite3_stmt *ss = NULL;
+  tsr_status r = index_prepare(ix, "INSERT INTO sources(path, size, mtime, status, error, "
+                               "partial, decoded_frames, label, clips, updated_at, scene_cuts, "
+                               "manifest_key) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", &ss);
+  if (r) return r;
   index_bind_text(ss, 1, src->path);
   sqlite3_bind_int64(ss, 2, src->size);
   sqlite3_bind_int64(ss, 3, src->mtime);
@@ -91,75 +100,117 @@ tsr_status index_commit_source(store_index *ix, const store_source *src,
   index_bind_text(ss, 8, src->label);
   sqlite3_bind_int(ss, 9, nclips);
   sqlite3_bind_double(ss, 10, index_now());
+  index_bind_text(ss, 11, cuts_text);
+  index_bind_text(ss, 12, src->manifest_key);
   int rc = sqlite3_step(ss);
-  if (rc != SQLITE_DONE) {
-    r = index_sqlite_err(ix, rc, "insert source");
-    goto fail;
-  }
-  int64_t sid = sqlite3_last_insert_rowid(ix->db);
-  if ((r = index_prepare(ix, "INSERT INTO clips(source_id, clip_index, start_s, duration_s, src_fps, "
-                   "src_w, src_h, rotation, sar_num, sar_den, codec, pix_fmt, decoded_frames, "
-                   "frames, dropped_frames, T, H, W, tokens, shard, offset, bytes, checksum, "
-                   "label, caption, caption_offset, caption_tokens, caption_dim, "
-                   "caption_checksum) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
-                   "?,?)", &cs)))
-    goto fail;
-  for (int i = 0; i < nclips; i++) {
-    const store_clip *c = &clips[i];
-    char sum[17];
-    snprintf(sum, sizeof sum, "%016" PRIx64, c->checksum);
-    sqlite3_reset(cs);
-    sqlite3_bind_int64(cs, 1, sid);
-    sqlite3_bind_int(cs, 2, c->clip_index);
-    sqlite3_bind_double(cs, 3, c->start_s);
-    sqlite3_bind_double(cs, 4, c->duration_s);
-    sqlite3_bind_double(cs, 5, c->src_fps);
-    sqlite3_bind_int(cs, 6, c->src_w);
-    sqlite3_bind_int(cs, 7, c->src_h);
-    sqlite3_bind_int(cs, 8, c->rotation);
-    sqlite3_bind_int(cs, 9, c->sar_num);
-    sqlite3_bind_int(cs, 10, c->sar_den);
-    index_bind_text(cs, 11, c->codec);
-    index_bind_text(cs, 12, c->pix_fmt);
-    sqlite3_bind_int64(cs, 13, c->decoded_frames);
-    sqlite3_bind_int64(cs, 14, c->frames);
-    sqlite3_bind_int64(cs, 15, c->dropped_frames);
-    sqlite3_bind_int(cs, 16, c->T);
-    sqlite3_bind_int(cs, 17, c->H);
-    sqlite3_bind_int(cs, 18, c->W);
-    sqlite3_bind_int64(cs, 19, c->tokens);
-    index_bind_text(cs, 20, c->shard);
-    sqlite3_bind_int64(cs, 21, c->offset);
-    sqlite3_bind_int64(cs, 22, c->bytes);
-    index_bind_text(cs, 23, sum);
-    index_bind_text(cs, 24, c->label);
-    if (c->caption_offset) {
-      char csum[17];
-      snprintf(csum, sizeof csum, "%016" PRIx64, c->caption_checksum);
-      index_bind_text(cs, 25, c->caption ? c->caption : "");
-      sqlite3_bind_int64(cs, 26, c->caption_offset);
-      sqlite3_bind_int(cs, 27, c->caption_tokens);
-      sqlite3_bind_int(cs, 28, c->caption_dim);
-      index_bind_text(cs, 29, csum);
-    } else {
-      for (int k = 25; k <= 29; k++) sqlite3_bind_null(cs, k);
-    }
-    rc = sqlite3_step(cs);
-    if (rc != SQLITE_DONE) {
-      r = index_sqlite_err(ix, rc, "insert clip");
-      err_wrap(r, "clip %d (%s offset %lld): ", c->clip_index, c->shard, (long long)c->offset);
-      goto fail;
-    }
-  }
   sqlite3_finalize(ss);
-  sqlite3_finalize(cs);
-  ss = cs = NULL;
-  if ((r = index_exec(ix, "COMMIT", "commit"))) goto fail;
+  if (rc != SQLITE_DONE) return index_sqlite_err(ix, rc, "insert source");
+  *sid = sqlite3_last_insert_rowid(ix->db);
   return TSR_OK;
+}
+
+// Binds the caption and manifest columns (25..35) of clip c; scores is its canonical text.
+static void bind_clip_extras(sqlite3_stmt *cs, const store_clip *c, const char *scores) {
+  if (c->caption_offset) {
+    char csum[17];
+    snprintf(csum, sizeof csum, "%016" PRIx64, c->caption_checksum);
+    index_bind_text(cs, 25, c->caption ? c->caption : "");
+    sqlite3_bind_int64(cs, 26, c->caption_offset);
+    sqlite3_bind_int(cs, 27, c->caption_tokens);
+    sqlite3_bind_int(cs, 28, c->caption_dim);
+    index_bind_text(cs, 29, csum);
+  } else {
+    for (int k = 25; k <= 29; k++) sqlite3_bind_null(cs, k);
+  }
+  if (c->manifest_row > 0) {  // NaN spans: open, NULL (SQLite stores a NaN as NULL too)
+    sqlite3_bind_int64(cs, 30, c->manifest_row);
+    sqlite3_bind_int(cs, 31, c->manifest_span);
+    if (isnan(c->span_start)) sqlite3_bind_null(cs, 32);
+    else sqlite3_bind_double(cs, 32, c->span_start);
+    if (isnan(c->span_end)) sqlite3_bind_null(cs, 33);
+    else sqlite3_bind_double(cs, 33, c->span_end);
+    sqlite3_bind_int(cs, 34, c->span_cut);
+  } else {
+    for (int k = 30; k <= 34; k++) sqlite3_bind_null(cs, k);
+  }
+  index_bind_text(cs, 35, scores);
+}
+
+static tsr_status insert_clip(store_index *ix, sqlite3_stmt *cs, int64_t sid, const store_clip *c) {
+  char sum[17], scores[STORE_MAX_SCORES_BYTES + 1];
+  tsr_status r = c->scores ? store_scores_canon(c->scores, scores, sizeof scores) : TSR_OK;
+  if (r) return r;  // store_clip_check passed: not reached
+  snprintf(sum, sizeof sum, "%016" PRIx64, c->checksum);
+  sqlite3_reset(cs);
+  sqlite3_bind_int64(cs, 1, sid);
+  sqlite3_bind_int(cs, 2, c->clip_index);
+  sqlite3_bind_double(cs, 3, c->start_s);
+  sqlite3_bind_double(cs, 4, c->duration_s);
+  sqlite3_bind_double(cs, 5, c->src_fps);
+  sqlite3_bind_int(cs, 6, c->src_w);
+  sqlite3_bind_int(cs, 7, c->src_h);
+  sqlite3_bind_int(cs, 8, c->rotation);
+  sqlite3_bind_int(cs, 9, c->sar_num);
+  sqlite3_bind_int(cs, 10, c->sar_den);
+  index_bind_text(cs, 11, c->codec);
+  index_bind_text(cs, 12, c->pix_fmt);
+  sqlite3_bind_int64(cs, 13, c->decoded_frames);
+  sqlite3_bind_int64(cs, 14, c->frames);
+  sqlite3_bind_int64(cs, 15, c->dropped_frames);
+  sqlite3_bind_int(cs, 16, c->T);
+  sqlite3_bind_int(cs, 17, c->H);
+  sqlite3_bind_int(cs, 18, c->W);
+  sqlite3_bind_int64(cs, 19, c->tokens);
+  index_bind_text(cs, 20, c->shard);
+  sqlite3_bind_int64(cs, 21, c->offset);
+  sqlite3_bind_int64(cs, 22, c->bytes);
+  index_bind_text(cs, 23, sum);
+  index_bind_text(cs, 24, c->label);
+  bind_clip_extras(cs, c, c->scores ? scores : NULL);
+  int rc = sqlite3_step(cs);
+  if (rc == SQLITE_DONE) return TSR_OK;
+  return err_wrap(index_sqlite_err(ix, rc, "insert clip"), "clip %d (%s offset %lld): ",
+                  c->clip_index, c->shard, (long long)c->offset);
+}
+
+tsr_status index_commit_source(store_index *ix, const store_source *src,
+                               const store_clip *clips, int nclips) {
+  char *cuts = NULL;
+  if (ix->readonly)
+    return err_set(TSR_EIO, "index %s is open read-only: cannot record source %s", ix->path,
+                   src->path ? src->path : "(null)");
+  tsr_status r = nclips < 0 ? err_set(TSR_EINVAL, "index %s: %d clips", ix->path, nclips)
+                            : check_source(ix, src, &cuts);
+  for (int i = 0; !r && i < nclips; i++) r = check_clip(ix, src, &clips[i], i);
+  if (r) {
+    free(cuts);
+    return r;
+  }
+  sqlite3_stmt *cs = NULL;
+  int64_t sid = 0;
+  if ((r = index_exec(ix, "BEGIN IMMEDIATE", "begin transaction"))) goto fail;
+  if ((r = index_delete_source(ix, "main", src->path))) goto fail;
+  if ((r = insert_source(ix, src, nclips, cuts, &sid))) goto fail;
+  if ((r = index_prepare(ix, "INSERT INTO clips(source_id, clip_index, start_s, duration_s, "
+                         "src_fps, src_w, src_h, rotation, sar_num, sar_den, codec, pix_fmt, "
+                         "decoded_frames, frames, dropped_frames, T, H, W, tokens, shard, offset, "
+                         "bytes, checksum, label, caption, caption_offset, caption_tokens, "
+                         "caption_dim, caption_checksum, manifest_row, manifest_span, "
+                         "span_start, span_end, span_cut, scores) VALUES(?,?,?,?,?,?,?,?,?,?,?,"
+                         "?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", &cs)))
+    goto fail;
+  for (int i = 0; !r && i < nclips; i++) r = insert_clip(ix, cs, sid, &clips[i]);
+  sqlite3_finalize(cs);
+  cs = NULL;
+  if (!r) r = index_exec(ix, "COMMIT", "commit");
+  if (!r) {
+    free(cuts);
+    return TSR_OK;
+  }
 fail:
-  sqlite3_finalize(ss);
   sqlite3_finalize(cs);
   index_rollback(ix);
+  free(cuts);
   return err_wrap(r, "commit source %s: ", src->path);
 }
 

@@ -10,6 +10,7 @@
 
 #include "core/err.h"
 #include "store/clip.h"
+#include "store/json_cols.h"
 #include "store/settings.h"
 
 typedef struct store_index store_index;
@@ -20,6 +21,11 @@ typedef struct store_index store_index;
 // `settings` may be NULL to open an existing index with whatever it holds.
 tsr_status index_open(store_index **ix, const char *path, int create,
                       const store_settings *settings);
+// Opens an existing index as it is, for reading: its schema is not upgraded (an index of
+// an earlier version reads NULL for the columns it lacks) and the handle writes nothing, but
+// SQLite's rollback of an interrupted transaction's journal. index_merge_from reads its input
+// so (the inputs of a merge are not changed). `settings` as for index_open.
+tsr_status index_open_as_is(store_index **ix, const char *path, const store_settings *settings);
 void index_close(store_index **ix);
 tsr_status index_settings(store_index *ix, store_settings *out);
 // The database file's path as given to index_open.
@@ -47,10 +53,23 @@ typedef struct {
   int partial;           // 1: only a decodable prefix was kept (truncated/corrupt tail)
   int64_t decoded_frames;// source frames decoded
   const char *label;     // class label or NULL
+  // Scene detection: has_scene_cuts 0: it was off (NULL in the index); 1: it ran and found
+  // scene_cuts[0..n_scene_cuts) (n_scene_cuts 0: none), seconds in the source, ascending
+  // (rules and limits: store_scene_cuts_format, json_cols.h).
+  int has_scene_cuts;
+  const double *scene_cuts;
+  int n_scene_cuts;
+  // The ingest's hash of the source's manifest rows, spans and filters, so that a rerun
+  // tells whether a done source's rows changed (store_manifest_key_check); NULL: the source
+  // is not from a manifest.
+  const char *manifest_key;
 } store_source;
 
 // Records a source and its clips atomically. An earlier record of the same path is
-// replaced (its clips removed). Call only after the clips' shard bytes are durable.
+// replaced (its clips removed). Call only after the clips' shard bytes are durable. Every
+// clip is checked (store_clip_check) and the source's scene cuts and manifest key too
+// (json_cols.h): TSR_EINVAL naming the source, nothing written. Scores and scene cuts are
+// recorded in their canonical text.
 tsr_status index_commit_source(store_index *ix, const store_source *src,
                                const store_clip *clips, int nclips);
 
@@ -61,6 +80,28 @@ tsr_status index_shard_end(store_index *ix, const char *shard, int64_t *end);
 // Offset of the last block of `shard` that a row points at; 0 if none.
 tsr_status index_shard_last_block(store_index *ix, const char *shard, int64_t *offset);
 
+// The manifest key recorded for source `path` into key (n bytes); "" when the source has
+// none, has no record, or the index predates manifests (schema version < 3). TSR_EINVAL
+// when it does not fit; TSR_EFORMAT when the recorded key breaks store_manifest_key_check.
+tsr_status index_source_manifest_key(store_index *ix, const char *path, char *key, size_t n);
+// The scene cuts recorded for source `path`: *cuts (malloc'ed, caller frees; NULL when
+// *n <= 0) and *n of them; *n = -1 when none are recorded (detection off, no record, or an
+// index before schema version 3). TSR_EFORMAT when the recorded text breaks the rules.
+tsr_status index_source_scene_cuts(store_index *ix, const char *path, double **cuts, int *n);
+
+// The filters of the store's manifest ingests (settings key "filters", not part of
+// store_settings: checkpoints record those): the canonical filter text the ingest gives,
+// at most STORE_MAX_FILTERS_BYTES.
+#define STORE_MAX_FILTERS_BYTES 4096
+// The recorded filter text into out (n bytes); "" when none is recorded. *recorded (may be
+// NULL) tells "" recorded ("no filters") from nothing recorded. TSR_EINVAL when it does not
+// fit.
+tsr_status index_filters(store_index *ix, char *out, size_t n, int *recorded);
+// Records `text` as the store's filters when none are recorded ("" records "no filters");
+// with the same text recorded, nothing changes; with another, TSR_EMISMATCH naming both
+// texts and nothing is written: one store holds clips of one filter set.
+tsr_status index_set_filters(store_index *ix, const char *text);
+
 // A clip as read back from the index (strings owned by the iterator / result).
 typedef struct {
   int64_t id;
@@ -68,15 +109,16 @@ typedef struct {
   store_clip c;
   char codec_buf[32], pix_fmt_buf[32], shard_buf[256], label_buf[256];
   char caption_buf[STORE_MAX_CAPTION_BYTES + 1];
+  char scores_buf[STORE_MAX_SCORES_BYTES + 1];
 } store_clip_row;
 
 // Calls fn for every clip in id order; fn returns non-zero to stop.
 tsr_status index_foreach_clip(store_index *ix, int (*fn)(const store_clip_row *, void *),
                               void *ctx);
 // index_foreach_clip for `tessera index verify`: every clip row, those whose source row is
-// missing included; a row that cannot be read (a damaged value, checksum or caption record)
-// or has no source row goes to bad(id, why, ctx) and the walk goes on, so every damaged row
-// is listed, not only the first.
+// missing included; a row that cannot be read (a damaged value, checksum, caption or
+// manifest record) or has no source row goes to bad(id, why, ctx) and the walk goes on, so
+// every damaged row is listed, not only the first.
 tsr_status index_foreach_clip_checked(store_index *ix,
                                       int (*fn)(const store_clip_row *, void *),
                                       void (*bad)(int64_t id, const char *why, void *),
@@ -101,8 +143,9 @@ tsr_status index_totals(store_index *ix, store_totals *t);
 // `ix` (same path) are skipped and counted in *skipped, except when `from` holds a newer
 // done record of a changed file (other size or mtime), which replaces it. Other records
 // of the same path in `ix` (failed) are replaced with `from`'s. Source ids are
-// renumbered in `ix`; clip ids are new. `from` must have the same settings
-// (TSR_EMISMATCH otherwise, nothing written). Merging twice is therefore harmless.
+// renumbered in `ix`; clip ids are new. `from` must have the same settings, and filters
+// that agree with `ix`'s when both record some (`ix` takes `from`'s when it records none):
+// TSR_EMISMATCH otherwise, nothing written. Merging twice is therefore harmless.
 tsr_status index_merge_from(store_index *ix, const char *from_path, const char *shard_prefix,
                             int64_t *merged_clips, int64_t *skipped);
 

@@ -15,8 +15,10 @@ struct store_index {
   sqlite3 *db;
   char *path;
   store_settings settings;
-  int readonly;
-  int version;  // schema version of the file (1: no caption columns, read-only opens only)
+  int readonly;  // nothing is written through this handle: a file this process may not write,
+                 // or index_open_as_is
+  int version;   // schema version of the file (below the current one: read-only handles only,
+                 // which read NULL for the columns it lacks)
 };
 
 // sqlite3_prepare_v2 with an error naming the index.

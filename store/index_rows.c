@@ -3,6 +3,7 @@
 // clip lengths.
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "store/index_internal.h"
 
 #include "store/clip.h"
+#include "store/json_cols.h"
 #include "store/settings.h"
 
 static void copy_str(char *dst, size_t n, const unsigned char *s) {
@@ -23,6 +25,57 @@ static int col_int(sqlite3_stmt *st, int i, int *bad) {
   int64_t v = sqlite3_column_int64(st, i);
   if (v < INT32_MIN || v > INT32_MAX) *bad = 1;
   return (int)v;
+}
+
+// Columns of index_clip_columns: 30..35 are the manifest columns (NULL before version 3);
+// the checked walk adds the clip's source id and its source row's id after them.
+enum { COL_MROW = 30, COL_MSPAN, COL_SPAN_START, COL_SPAN_END, COL_SPAN_CUT, COL_SCORES,
+       COL_SOURCE_ID, COL_SOURCE_ROW };
+
+// Column i as a real, NaN when NULL; *bad is set for a value that is no number.
+static double col_span(sqlite3_stmt *st, int i, int *bad) {
+  int t = sqlite3_column_type(st, i);
+  if (t == SQLITE_NULL) return NAN;
+  if (t != SQLITE_INTEGER && t != SQLITE_FLOAT) *bad = 1;
+  return sqlite3_column_double(st, i);
+}
+
+// The manifest columns and scores of a row into o (their rules: store_clip_check).
+static tsr_status read_manifest(store_index *ix, sqlite3_stmt *st, store_clip_row *o) {
+  store_clip *c = &o->c;
+  int bad = 0;
+  c->span_start = c->span_end = NAN;
+  if (sqlite3_column_type(st, COL_MROW) != SQLITE_NULL) {
+    bad = sqlite3_column_type(st, COL_MROW) != SQLITE_INTEGER ||
+          sqlite3_column_type(st, COL_MSPAN) != SQLITE_INTEGER ||
+          sqlite3_column_type(st, COL_SPAN_CUT) != SQLITE_INTEGER;
+    c->manifest_row = sqlite3_column_int64(st, COL_MROW);
+    c->manifest_span = col_int(st, COL_MSPAN, &bad);
+    c->span_start = col_span(st, COL_SPAN_START, &bad);
+    c->span_end = col_span(st, COL_SPAN_END, &bad);
+    c->span_cut = col_int(st, COL_SPAN_CUT, &bad);
+    if (bad || c->manifest_row < 1)
+      return err_set(TSR_EFORMAT, "index %s: clip %" PRId64 " has a damaged manifest record (row "
+                     "'%.32s', span '%.32s', span_cut '%.32s' must be integers, the row >= 1; "
+                     "span times numbers or NULL): index damaged or edited; run `tessera index "
+                     "verify`", ix->path, o->id, (const char *)sqlite3_column_text(st, COL_MROW),
+                     (const char *)sqlite3_column_text(st, COL_MSPAN),
+                     (const char *)sqlite3_column_text(st, COL_SPAN_CUT));
+  }
+  if (sqlite3_column_type(st, COL_SCORES) == SQLITE_NULL) return TSR_OK;
+  const char *scores = (const char *)sqlite3_column_text(st, COL_SCORES);
+  if (!scores) return err_set(TSR_EFORMAT, "index %s: clip %" PRId64 ": scores unreadable",
+                              ix->path, o->id);
+  if (strlen(scores) > STORE_MAX_SCORES_BYTES) {
+    // its own check names the key at which it passes the limit; else only spaces make it long
+    if (store_scores_check(scores) == TSR_OK)
+      err_set(TSR_EFORMAT, "scores text of %zu bytes (at most %d)", strlen(scores),
+              STORE_MAX_SCORES_BYTES);
+    return err_wrap(TSR_EFORMAT, "index %s: clip %" PRId64 ": ", ix->path, o->id);
+  }
+  copy_str(o->scores_buf, sizeof o->scores_buf, (const unsigned char *)scores);
+  c->scores = o->scores_buf;
+  return TSR_OK;
 }
 
 static tsr_status read_row(store_index *ix, sqlite3_stmt *st, store_clip_row *o) {
@@ -96,14 +149,14 @@ static tsr_status read_row(store_index *ix, sqlite3_stmt *st, store_clip_row *o)
     copy_str(o->caption_buf, sizeof o->caption_buf, text);
     c->caption = o->caption_buf;
   }
-  return TSR_OK;
+  return read_manifest(ix, st, o);
 }
 
-// The row of a clip whose source row is missing (bad != NULL: the walk reports it): columns
-// 30 and 31 of the checked walk's query are c.source_id and s.id (NULL without a source).
+// The row of a clip whose source row is missing (bad != NULL: the walk reports it): s.id is
+// NULL without a source.
 static int no_source(sqlite3_stmt *st, int64_t *source_id) {
-  *source_id = sqlite3_column_int64(st, 30);
-  return sqlite3_column_type(st, 31) == SQLITE_NULL;
+  *source_id = sqlite3_column_int64(st, COL_SOURCE_ID);
+  return sqlite3_column_type(st, COL_SOURCE_ROW) == SQLITE_NULL;
 }
 
 // Every clip row in id order to fn (non-zero: stop). Without `bad`, only clips that have a
@@ -254,5 +307,52 @@ tsr_status index_source_caption(store_index *ix, const char *path, double *recor
     r = err_wrap(index_sqlite_err(ix, rc, "look up a source's caption"), "source %s: ", path);
   }
   sqlite3_finalize(st);
+  return r;
+}
+
+// The text of column `col` of source `path` into *text (malloc'ed; NULL when NULL or no
+// record); nothing before schema version 3, which has no such columns.
+static tsr_status source_text(store_index *ix, const char *path, const char *col, char **text) {
+  *text = NULL;
+  if (ix->version < 3) return TSR_OK;
+  char sql[128];
+  snprintf(sql, sizeof sql, "SELECT %s FROM sources WHERE path = ?", col);
+  sqlite3_stmt *st = NULL;
+  tsr_status r = index_prepare(ix, sql, &st);
+  if (r) return r;
+  sqlite3_bind_text(st, 1, path, -1, SQLITE_TRANSIENT);
+  int rc = sqlite3_step(st);
+  const char *v = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+  if (v && !(*text = strdup(v))) r = err_set(TSR_ENOMEM, "out of memory reading %s", col);
+  else if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+    r = err_wrap(index_sqlite_err(ix, rc, col), "source %s: ", path);
+  sqlite3_finalize(st);
+  return r;
+}
+
+tsr_status index_source_manifest_key(store_index *ix, const char *path, char *key, size_t n) {
+  if (n) key[0] = 0;
+  char *v = NULL;
+  tsr_status r = source_text(ix, path, "manifest_key", &v);
+  if (!r && v && store_manifest_key_check(v) != TSR_OK)
+    r = err_wrap(TSR_EFORMAT, "index %s: source %s: ", ix->path, path);
+  else if (!r && v && strlen(v) >= n)
+    r = err_set(TSR_EINVAL, "index %s: source %s: its manifest key does not fit in %zu bytes",
+                ix->path, path, n);
+  else if (!r && v)
+    memcpy(key, v, strlen(v) + 1);
+  free(v);
+  return r;
+}
+
+tsr_status index_source_scene_cuts(store_index *ix, const char *path, double **cuts, int *n) {
+  *cuts = NULL;
+  *n = -1;
+  char *v = NULL;
+  tsr_status r = source_text(ix, path, "scene_cuts", &v);
+  if (!r && v && (r = store_scene_cuts_parse(v, cuts, n)))
+    err_wrap(r, "index %s: source %s: ", ix->path, path);
+  if (r) *n = -1;
+  free(v);
   return r;
 }

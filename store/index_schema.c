@@ -16,20 +16,16 @@
 #include "store/settings.h"
 
 #define INDEX_APP_ID 0x54535258  // "TSRX" in the SQLite header's application_id
-// PRAGMA user_version and settings.schema_version. 2: clips have caption columns; an
-// index of version 1 is upgraded when opened for writing (the columns added, NULL: no
-// caption) and read as it is otherwise.
-#define INDEX_SCHEMA_VERSION 2
+// PRAGMA user_version and settings.schema_version: the last version of ADDED below. An index
+// of an earlier version is upgraded when opened for writing (its missing columns added,
+// NULL in every row) and read as it is otherwise (NULL for them: index_clip_columns).
+#define INDEX_SCHEMA_VERSION 3
 #define INDEX_FORMAT "tessera-store-index"
 #define BUSY_TIMEOUT_MS 60000
 
-
-// The caption columns of clips (schema version 2; NULL: no caption).
-#define CAPTION_COLUMNS                                                                   \
-  " caption TEXT, caption_offset INTEGER, caption_tokens INTEGER, caption_dim INTEGER,"  \
-  " caption_checksum TEXT"
-
-static const char *SCHEMA =
+// The tables of version 1. Later versions only add columns (ADDED), so a new index is made
+// as version 1 and upgraded in the same transaction: one path to every version.
+static const char *SCHEMA_V1 =
     "CREATE TABLE settings(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
     "CREATE TABLE sources("
     " id INTEGER PRIMARY KEY,"
@@ -56,19 +52,46 @@ static const char *SCHEMA =
     " shard TEXT NOT NULL, offset INTEGER NOT NULL, bytes INTEGER NOT NULL,"
     " checksum TEXT NOT NULL,"
     " label TEXT,"
-    CAPTION_COLUMNS ","
     " UNIQUE(source_id, clip_index),"
     " UNIQUE(shard, offset));"
     "CREATE INDEX clips_source ON clips(source_id);";
+
+// The columns each version added (all NULL-able: NULL in the rows of an upgraded index).
+static const struct {
+  int version;
+  const char *table, *column;
+} ADDED[] = {
+    // 2: a clip's caption (NULL: none)
+    {2, "clips", "caption TEXT"},
+    {2, "clips", "caption_offset INTEGER"},
+    {2, "clips", "caption_tokens INTEGER"},
+    {2, "clips", "caption_dim INTEGER"},
+    {2, "clips", "caption_checksum TEXT"},
+    // 3: where a clip came from in a manifest and its scores; a source's scene cuts and
+    // manifest key (NULL: not from a manifest, detection off)
+    {3, "clips", "manifest_row INTEGER"},
+    {3, "clips", "manifest_span INTEGER"},
+    {3, "clips", "span_start REAL"},
+    {3, "clips", "span_end REAL"},
+    {3, "clips", "span_cut INTEGER"},
+    {3, "clips", "scores TEXT"},
+    {3, "sources", "scene_cuts TEXT"},
+    {3, "sources", "manifest_key TEXT"},
+};
 
 #define CLIP_COLS_V1                                                                     \
   "c.id, s.path, c.clip_index, c.start_s, c.duration_s, c.src_fps, c.src_w, c.src_h, "   \
   "c.rotation, c.sar_num, c.sar_den, c.codec, c.pix_fmt, c.decoded_frames, c.frames, "    \
   "c.dropped_frames, c.T, c.H, c.W, c.tokens, c.shard, c.offset, c.bytes, c.checksum, c.label"
+#define CLIP_COLS_V2 ", c.caption, c.caption_offset, c.caption_tokens, c.caption_dim, " \
+                     "c.caption_checksum"
+#define CLIP_COLS_V3 ", c.manifest_row, c.manifest_span, c.span_start, c.span_end, "    \
+                     "c.span_cut, c.scores"
+#define NULLS_V2 ", NULL, NULL, NULL, NULL, NULL"
+#define NULLS_V3 ", NULL, NULL, NULL, NULL, NULL, NULL"
 const char *index_clip_columns(const store_index *ix) {
-  return ix->version >= 2 ? CLIP_COLS_V1 ", c.caption, c.caption_offset, c.caption_tokens, "
-                                         "c.caption_dim, c.caption_checksum"
-                          : CLIP_COLS_V1 ", NULL, NULL, NULL, NULL, NULL";
+  if (ix->version >= 3) return CLIP_COLS_V1 CLIP_COLS_V2 CLIP_COLS_V3;
+  return ix->version == 2 ? CLIP_COLS_V1 CLIP_COLS_V2 NULLS_V3 : CLIP_COLS_V1 NULLS_V2 NULLS_V3;
 }
 
 double index_now(void) {
@@ -208,8 +231,66 @@ static tsr_status read_settings(store_index *ix, store_settings *s) {
   return TSR_OK;
 }
 
+// Adds the columns of the versions after `from` and sets the version, inside the caller's
+// transaction.
+static tsr_status add_columns(store_index *ix, int64_t from) {
+  char sql[256];
+  tsr_status r = TSR_OK;
+  for (size_t i = 0; !r && i < sizeof ADDED / sizeof ADDED[0]; i++) {
+    if (ADDED[i].version <= from) continue;
+    snprintf(sql, sizeof sql, "ALTER TABLE %s ADD COLUMN %s", ADDED[i].table, ADDED[i].column);
+    r = index_exec(ix, sql, "add the columns of the schema's later versions");
+  }
+  snprintf(sql, sizeof sql, "PRAGMA user_version=%d; UPDATE settings SET value = '%d' WHERE "
+           "key = 'schema_version'", INDEX_SCHEMA_VERSION, INDEX_SCHEMA_VERSION);
+  return r ? r : index_exec(ix, sql, "set the schema version");
+}
+
+// Makes the schema in an empty database (in one transaction), unless another process made
+// it between the caller's check and the lock: *created says whether this one did.
+static tsr_status create_schema(store_index *ix, const store_settings *settings, int *created) {
+  int64_t ntables;
+  tsr_status r = index_exec(ix, "BEGIN IMMEDIATE", "begin schema creation");
+  if (r) return r;
+  if ((r = index_query_int(ix, "SELECT count(*) FROM sqlite_master", 0, &ntables))) goto fail;
+  if (ntables == 0) {
+    char sql[128];
+    snprintf(sql, sizeof sql, "PRAGMA application_id=%d", INDEX_APP_ID);
+    if ((r = index_exec(ix, sql, "set the application id"))) goto fail;
+    if ((r = index_exec(ix, SCHEMA_V1, "create schema"))) goto fail;
+    if ((r = write_settings(ix, settings))) goto fail;
+    if ((r = add_columns(ix, 1))) goto fail;
+    snprintf(sql, sizeof sql, "INSERT INTO settings VALUES('created_at', '%.3f')", index_now());
+    if ((r = index_exec(ix, sql, "write settings"))) goto fail;
+    *created = 1;
+  }
+  if ((r = index_exec(ix, "COMMIT", "commit schema creation"))) goto fail;
+  return TSR_OK;
+fail:
+  index_rollback(ix);
+  return r;
+}
+
+// Upgrades an index of an earlier schema version in one transaction.
+static tsr_status upgrade_schema(store_index *ix) {
+  int64_t ver;
+  tsr_status r = index_exec(ix, "BEGIN IMMEDIATE", "begin schema upgrade");
+  if (r) return r;
+  if ((r = index_query_int(ix, "PRAGMA user_version", 0, &ver))) goto fail;
+  // another process may have upgraded it in between
+  if (ver < INDEX_SCHEMA_VERSION && (r = add_columns(ix, ver))) goto fail;
+  if ((r = index_exec(ix, "COMMIT", "commit schema upgrade"))) goto fail;
+  ix->version = INDEX_SCHEMA_VERSION;
+  return TSR_OK;
+fail:
+  index_rollback(ix);
+  return err_wrap(r, "index %s: upgrade from schema version %d to %d: ", ix->path, ix->version,
+                  INDEX_SCHEMA_VERSION);
+}
+
 // Checks that the open database is a tessera index, creating the schema if it is empty and
-// `create`. *created is set when the schema was made here.
+// `create`, upgrading it when it is of an earlier version and may be written. *created is
+// set when the schema was made here.
 static tsr_status check_or_create(store_index *ix, int create, const store_settings *settings,
                                   int *created) {
   *created = 0;
@@ -224,22 +305,7 @@ static tsr_status check_or_create(store_index *ix, int create, const store_setti
                      "tables); give a store directory made by `tessera ingest`", ix->path);
     if (!create)
       return err_set(TSR_EFORMAT, "%s is an empty database, not a tessera index", ix->path);
-    if ((r = index_exec(ix, "BEGIN IMMEDIATE", "begin schema creation"))) return r;
-    // Another process may have created it between our check and the lock.
-    if ((r = index_query_int(ix, "SELECT count(*) FROM sqlite_master", 0, &ntables))) goto fail;
-    if (ntables == 0) {
-      char pragma[128];
-      snprintf(pragma, sizeof pragma, "PRAGMA application_id=%d; PRAGMA user_version=%d;",
-               INDEX_APP_ID, INDEX_SCHEMA_VERSION);
-      if ((r = index_exec(ix, pragma, "set schema version"))) goto fail;
-      if ((r = index_exec(ix, SCHEMA, "create schema"))) goto fail;
-      if ((r = write_settings(ix, settings))) goto fail;
-      char when[64];
-      snprintf(when, sizeof when, "INSERT INTO settings VALUES('created_at', '%.3f')", index_now());
-      if ((r = index_exec(ix, when, "write settings"))) goto fail;
-      *created = 1;
-    }
-    if ((r = index_exec(ix, "COMMIT", "commit schema creation"))) goto fail;
+    if ((r = create_schema(ix, settings, created))) return r;
     if ((r = index_query_int(ix, "PRAGMA application_id", 0, &app))) return r;
   }
   if (app != INDEX_APP_ID)
@@ -251,33 +317,13 @@ static tsr_status check_or_create(store_index *ix, int create, const store_setti
                    "1 to %d%s", ix->path, ver, INDEX_SCHEMA_VERSION,
                    ver > INDEX_SCHEMA_VERSION ? ": update tessera" : "");
   ix->version = (int)ver;
-  if (ver == 1 && !ix->readonly) {  // add the caption columns, in one transaction
-    if ((r = index_exec(ix, "BEGIN IMMEDIATE", "begin schema upgrade"))) return r;
-    if ((r = index_query_int(ix, "PRAGMA user_version", 0, &ver))) goto fail;
-    if (ver == 1) {  // another process may have upgraded it in between
-      char sql[512];
-      static const char *const cols[] = {"caption TEXT", "caption_offset INTEGER",
-                                         "caption_tokens INTEGER", "caption_dim INTEGER",
-                                         "caption_checksum TEXT"};
-      for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
-        snprintf(sql, sizeof sql, "ALTER TABLE clips ADD COLUMN %s", cols[i]);
-        if ((r = index_exec(ix, sql, "upgrade schema to version 2"))) goto fail;
-      }
-      snprintf(sql, sizeof sql, "PRAGMA user_version=%d; UPDATE settings SET value = '%d' WHERE "
-               "key = 'schema_version'", INDEX_SCHEMA_VERSION, INDEX_SCHEMA_VERSION);
-      if ((r = index_exec(ix, sql, "upgrade schema to version 2"))) goto fail;
-    }
-    if ((r = index_exec(ix, "COMMIT", "commit schema upgrade"))) goto fail;
-    ix->version = INDEX_SCHEMA_VERSION;
-  }
-  return TSR_OK;
-fail:
-  index_rollback(ix);
-  return r;
+  return ver < INDEX_SCHEMA_VERSION && !ix->readonly ? upgrade_schema(ix) : TSR_OK;
 }
 
-tsr_status index_open(store_index **out, const char *path, int create,
-                      const store_settings *settings) {
+// index_open, and with `as_is` index_open_as_is: the handle is then read-only (no upgrade),
+// though the file is opened for writing so that SQLite can roll back a hot journal.
+static tsr_status open_index(store_index **out, const char *path, int create, int as_is,
+                             const store_settings *settings) {
   *out = NULL;
   struct stat sb;
   int exists = stat(path, &sb) == 0;
@@ -301,6 +347,7 @@ tsr_status index_open(store_index **out, const char *path, int create,
   int flags = SQLITE_OPEN_READWRITE;
   if (!exists) flags |= SQLITE_OPEN_CREATE;
   else if (!create && access(path, W_OK) != 0) flags = SQLITE_OPEN_READONLY, ix->readonly = 1;
+  if (as_is) ix->readonly = 1;
   int rc = sqlite3_open_v2(path, &ix->db, flags, NULL);
   tsr_status r = TSR_OK;
   if (rc != SQLITE_OK) {
@@ -337,6 +384,15 @@ fail:
   return r;
 }
 
+tsr_status index_open(store_index **out, const char *path, int create,
+                      const store_settings *settings) {
+  return open_index(out, path, create, 0, settings);
+}
+
+tsr_status index_open_as_is(store_index **out, const char *path, const store_settings *settings) {
+  return open_index(out, path, 0, 1, settings);
+}
+
 void index_close(store_index **pix) {
   store_index *ix = *pix;
   if (!ix) return;
@@ -352,3 +408,60 @@ tsr_status index_settings(store_index *ix, store_settings *out) {
 }
 
 const char *index_path(const store_index *ix) { return ix->path; }
+
+// The recorded filters (settings key "filters") into out (n bytes); *recorded 0 when none.
+static tsr_status read_filters(store_index *ix, char *out, size_t n, int *recorded) {
+  out[0] = 0;
+  *recorded = 0;
+  sqlite3_stmt *st = NULL;
+  tsr_status r = index_prepare(ix, "SELECT value FROM settings WHERE key = 'filters'", &st);
+  if (r) return r;
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    const char *v = (const char *)sqlite3_column_text(st, 0);
+    *recorded = 1;
+    if (v && strlen(v) >= n)
+      r = err_set(TSR_EINVAL, "index %s: its filters (%zu bytes) do not fit in %zu bytes",
+                  ix->path, strlen(v), n);
+    else
+      snprintf(out, n, "%s", v ? v : "");
+  } else if (rc != SQLITE_DONE) {
+    r = index_sqlite_err(ix, rc, "read the filters");
+  }
+  sqlite3_finalize(st);
+  return r;
+}
+
+tsr_status index_filters(store_index *ix, char *out, size_t n, int *recorded) {
+  int had;
+  return read_filters(ix, out, n, recorded ? recorded : &had);
+}
+
+tsr_status index_set_filters(store_index *ix, const char *text) {
+  if (ix->readonly) return err_set(TSR_EIO, "index %s is open read-only: cannot record filters",
+                                   ix->path);
+  if (!text || strlen(text) > STORE_MAX_FILTERS_BYTES)
+    return err_set(TSR_EINVAL, "index %s: filters of more than %d bytes", ix->path,
+                   STORE_MAX_FILTERS_BYTES);
+  char *had = malloc(STORE_MAX_FILTERS_BYTES + 1);
+  if (!had) return err_set(TSR_ENOMEM, "out of memory reading the filters of %s", ix->path);
+  int recorded = 0;
+  sqlite3_stmt *st = NULL;
+  tsr_status r = index_exec(ix, "BEGIN IMMEDIATE", "begin recording the filters");
+  if (!r) r = read_filters(ix, had, STORE_MAX_FILTERS_BYTES + 1, &recorded);
+  if (!r && recorded && strcmp(had, text) != 0)
+    r = err_set(TSR_EMISMATCH, "store index %s was ingested with the filters '%s'; this ingest "
+                "has '%s'. One store holds the clips of one filter set: use the store's filters, "
+                "or another output store; nothing was written", ix->path, had, text);
+  if (!r && !recorded &&
+      !(r = index_prepare(ix, "INSERT INTO settings(key, value) VALUES('filters', ?)", &st))) {
+    index_bind_text(st, 1, text);
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE) r = index_sqlite_err(ix, rc, "record the filters");
+  }
+  sqlite3_finalize(st);
+  if (!r) r = index_exec(ix, "COMMIT", "commit the filters");
+  if (r) index_rollback(ix);
+  free(had);
+  return r;
+}

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,60 +166,108 @@ static tsr_status place_shards(const char *out, const char *in, const char *pref
   return r;
 }
 
+// What the checks of store_merge learn of the inputs: the settings of the first, and the
+// filters that inputs record (all that record some must record the same: index_merge_from).
+typedef struct {
+  store_settings s0;
+  int have_filters;
+  char filters[STORE_MAX_FILTERS_BYTES + 1];
+  const char *filters_of;  // the first input that records them
+} merge_inputs;
+
+// Appends a problem line to problems (4096 bytes).
+static void problem(char *problems, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void problem(char *problems, const char *fmt, ...) {
+  size_t u = strlen(problems);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(problems + u, 4096 - u, fmt, ap);
+  va_end(ap);
+}
+
+// Checks input i (settings, filters, parts, not the output, not given twice).
+static tsr_status check_input(const char *out, char *const *ins, int i, merge_inputs *mi,
+                              char *problems) {
+  store_index *ix = NULL;
+  store_settings s;
+  char line[1024], *f = malloc(STORE_MAX_FILTERS_BYTES + 1);
+  int recorded = 0;
+  tsr_status r = f ? store_open(&ix, ins[i], 0, NULL) : err_set(TSR_ENOMEM, "out of memory");
+  if (!r) {
+    index_settings(ix, i == 0 ? &mi->s0 : &s);
+    r = index_filters(ix, f, STORE_MAX_FILTERS_BYTES + 1, &recorded);
+  }
+  index_close(&ix);
+  if (r) {
+    free(f);
+    return err_wrap(r, "merge: input %d: ", i + 1);
+  }
+  if (i > 0 && store_settings_diff(&mi->s0, &s, line, sizeof line))
+    problem(problems, "\n  %s differs from %s: %s", ins[i], ins[0], line);
+  if (recorded && mi->have_filters && strcmp(f, mi->filters) != 0)
+    problem(problems, "\n  %s differs from %s: filters '%s' vs '%s'", ins[i], mi->filters_of, f,
+            mi->filters);
+  else if (recorded && !mi->have_filters) {
+    mi->have_filters = 1;
+    mi->filters_of = ins[i];
+    snprintf(mi->filters, sizeof mi->filters, "%s", f);
+  }
+  free(f);
+  if (has_parts(ins[i]))
+    problem(problems, "\n  %s has unmerged parts of an interrupted ingest: run `tessera index "
+            "recover %s` first", ins[i], ins[i]);
+  if (same_file(ins[i], out)) problem(problems, "\n  %s is the output store", ins[i]);
+  for (int j = 0; j < i; j++)
+    if (same_file(ins[i], ins[j])) problem(problems, "\n  %s is given twice", ins[i]);
+  return TSR_OK;
+}
+
 static tsr_status merge_locked(const char *out, char *const *ins, int n,
-                               const store_settings *settings, store_merge_result *res);
+                               const merge_inputs *mi, store_merge_result *res);
 
 tsr_status store_merge(const char *out, char *const *ins, int n, store_merge_result *res) {
   memset(res, 0, sizeof *res);
   if (n < 1) return err_set(TSR_EINVAL, "merge into %s: no input stores given", out);
-  store_settings s0, s;
-  char problems[4096] = "", line[1024];
+  char problems[4096] = "";
+  merge_inputs *mi = calloc(1, sizeof *mi);
+  if (!mi) return err_set(TSR_ENOMEM, "merge into %s: out of memory", out);
   tsr_status r = TSR_OK;
   // 1. Check every input (and the output) before writing anything.
-  for (int i = 0; i < n; i++) {
-    store_index *ix = NULL;
-    if ((r = store_open(&ix, ins[i], 0, NULL))) return err_wrap(r, "merge: input %d: ", i + 1);
-    index_settings(ix, i == 0 ? &s0 : &s);
-    index_close(&ix);
-    if (i > 0 && store_settings_diff(&s0, &s, line, sizeof line)) {
-      size_t u = strlen(problems);
-      snprintf(problems + u, sizeof problems - u, "\n  %s differs from %s: %s", ins[i], ins[0], line);
-    }
-    if (has_parts(ins[i])) {
-      size_t u = strlen(problems);
-      snprintf(problems + u, sizeof problems - u, "\n  %s has unmerged parts of an interrupted "
-               "ingest: run `tessera index recover %s` first", ins[i], ins[i]);
-    }
-    if (same_file(ins[i], out)) {
-      size_t u = strlen(problems);
-      snprintf(problems + u, sizeof problems - u, "\n  %s is the output store", ins[i]);
-    }
-    for (int j = 0; j < i; j++)
-      if (same_file(ins[i], ins[j])) {
-        size_t u = strlen(problems);
-        snprintf(problems + u, sizeof problems - u, "\n  %s is given twice", ins[i]);
-      }
-  }
-  if (problems[0]) {
+  for (int i = 0; i < n && !r; i++) r = check_input(out, ins, i, mi, problems);
+  if (!r && problems[0]) {
     int mismatch = strstr(problems, "differs") != NULL;
-    return err_set(mismatch ? TSR_EMISMATCH : TSR_EINVAL, "merge into %s refused, nothing "
-                   "written:%s", out, problems);
+    r = err_set(mismatch ? TSR_EMISMATCH : TSR_EINVAL, "merge into %s refused, nothing "
+                "written:%s", out, problems);
   }
   // The inputs are read (their shards linked or copied): readers of them, so no recovery
   // of an input removes a shard under the merge.
-  store_lock **in_locks = calloc((size_t)n, sizeof *in_locks);
-  if (!in_locks) return err_set(TSR_ENOMEM, "merge into %s: out of memory", out);
+  store_lock **in_locks = r ? NULL : calloc((size_t)n, sizeof *in_locks);
+  if (!r && !in_locks) r = err_set(TSR_ENOMEM, "merge into %s: out of memory", out);
   for (int i = 0; i < n && !r; i++) r = store_lock_read(&in_locks[i], ins[i]);
-  if (!r) r = merge_locked(out, ins, n, &s0, res);
-  for (int i = 0; i < n; i++) store_lock_release(&in_locks[i]);
+  if (!r) r = merge_locked(out, ins, n, mi, res);
+  for (int i = 0; in_locks && i < n; i++) store_lock_release(&in_locks[i]);
   free(in_locks);
+  free(mi);
+  return r;
+}
+
+// The output's filters against the inputs' (an existing output may record others).
+static tsr_status check_output_filters(store_index *ox, const char *out, const merge_inputs *mi) {
+  char *f = malloc(STORE_MAX_FILTERS_BYTES + 1);
+  int recorded = 0;
+  tsr_status r = f ? index_filters(ox, f, STORE_MAX_FILTERS_BYTES + 1, &recorded)
+                   : err_set(TSR_ENOMEM, "out of memory");
+  if (!r && recorded && mi->have_filters && strcmp(f, mi->filters) != 0)
+    r = err_set(TSR_EMISMATCH, "merge into %s refused, nothing written: its filters '%s' differ "
+                "from the filters '%s' of %s", out, f, mi->filters, mi->filters_of);
+  free(f);
   return r;
 }
 
 // store_merge once its inputs are checked and read-locked: the output's part.
 static tsr_status merge_locked(const char *out, char *const *ins, int n,
-                               const store_settings *settings, store_merge_result *res) {
-  store_settings s0 = *settings;
+                               const merge_inputs *mi, store_merge_result *res) {
+  store_settings s0 = mi->s0;
   char why[1024];
   tsr_status r;
   // The output is written: one writer at a time, and never "recovered" (shards deleted)
@@ -233,7 +282,7 @@ static tsr_status merge_locked(const char *out, char *const *ins, int n,
     store_lock_release(&lock);
     return err_wrap(r, "merge: output: ");
   }
-  if ((r = store_recover(out, ox))) goto done;
+  if ((r = check_output_filters(ox, out, mi)) || (r = store_recover(out, ox))) goto done;
 
   // 2. Per input: shards, then the index rows (one transaction).
   char prefix[64];

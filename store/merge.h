@@ -17,9 +17,9 @@ typedef struct {
 } store_merge_result;
 
 // Merges the stores ins[0..n) into `out` (created if needed). All stores must have the
-// same settings and no unmerged parts, and `out` must not be one of them: otherwise it
-// fails (TSR_EMISMATCH / TSR_EINVAL, listing every offending store) before writing
-// anything. Shard files go to OUT/shards under a prefix unique to this merge
+// same settings, the same filters where they record some (index_filters), no unmerged
+// parts, and `out` must not be one of them: otherwise it fails (TSR_EMISMATCH /
+// TSR_EINVAL, listing every offending store) before writing anything. Shard files go to OUT/shards under a prefix unique to this merge
 // ("m<time>-<pid>-<seq>-<i>-<name>"), hard-linked when on the same file system, else copied and
 // fsync'ed (via NAME.tmp + rename); then each input's index is merged (one transaction
 // each, index_merge_from). A crash leaves only unreferenced shards, which store_recover

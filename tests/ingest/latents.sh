@@ -100,9 +100,14 @@ tsr_ok "$WORK/o5.log" "--dtype f32 store" ingest --latents "$WORK/f32a.safetenso
 expect_eq "$(sql "$WORK/s5" "SELECT value FROM settings WHERE key = 'dtype'")" f32 "an f32 store"
 
 # An index of schema version 1 (before captions): read as it is where it cannot be written,
-# upgraded (caption columns added, NULL) by a writer, and merged from without a change.
-v1() {  # STORE: turn its index into a version-1 one
-  sqlite3 "$1/index.sqlite" "ALTER TABLE clips DROP COLUMN caption; ALTER TABLE clips DROP COLUMN caption_offset; ALTER TABLE clips DROP COLUMN caption_tokens; ALTER TABLE clips DROP COLUMN caption_dim; ALTER TABLE clips DROP COLUMN caption_checksum; PRAGMA user_version = 1;"
+# upgraded (the columns of versions 2 and 3 added, NULL) by a writer, and merged from.
+v1() {  # STORE: turn its index into a version-1 one (the columns of versions 2 and 3 dropped)
+  local c drop=""
+  for c in caption caption_offset caption_tokens caption_dim caption_checksum manifest_row \
+           manifest_span span_start span_end span_cut scores; do
+    drop="$drop ALTER TABLE clips DROP COLUMN $c;"
+  done
+  sqlite3 "$1/index.sqlite" "$drop ALTER TABLE sources DROP COLUMN scene_cuts; ALTER TABLE sources DROP COLUMN manifest_key; PRAGMA user_version = 1;"
 }
 "$ML" "$WORK/old1.safetensors" --shape 2,4,4,4 --fps 16 --vae 4x8x8 --seed 31
 "$ML" "$WORK/old2.safetensors" --shape 2,4,4,4 --fps 16 --vae 4x8x8 --seed 32 --text 2,8 --caption "new"
@@ -118,7 +123,7 @@ fi
 chmod u+w "$WORK/v1ro/index.sqlite" "$WORK/v1ro"
 tsr_ok "$WORK/v1m.log" "merge from a version-1 index" index merge "$WORK/v1m" "$WORK/v1ro"
 tsr_ok "$WORK/v1i.log" "ingest into a version-1 store" ingest --latents "$WORK/old2.safetensors" --out "$WORK/v1" --quiet
-expect_eq "$(sqlite3 "$WORK/v1/index.sqlite" "PRAGMA user_version")" 2 "the writer upgraded it to version 2"
+expect_eq "$(sqlite3 "$WORK/v1/index.sqlite" "PRAGMA user_version")" 3 "the writer upgraded it to version 3"
 expect_eq "$(sql "$WORK/v1" "SELECT count(*) || ' ' || count(caption) || ' ' || max(coalesce(caption, '-')) FROM clips")" \
   "2 1 new" "the old clip has no caption, the new one has"
 verify_ok "$WORK/v1" "index verify of the upgraded store"

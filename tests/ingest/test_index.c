@@ -44,7 +44,8 @@ static store_clip mk_clip(int idx, const char *shard, int64_t offset, int T, int
 }
 
 static store_source mk_src(const char *path, source_status st, const char *err) {
-  store_source s = {path, 1000, 1700000000, st, err, 0, 50, "cats"};
+  store_source s = {.path = path, .size = 1000, .mtime = 1700000000, .status = st, .error = err,
+                    .decoded_frames = 50, .label = "cats"};
   return s;
 }
 

@@ -60,12 +60,14 @@ static void make_store(const char *dir, int k) {
     CHECK_OK(shard_writer_sync(w));
     shard_writer_close(&w);
     snprintf(spath, sizeof spath, "/videos/s%d-%d.mp4", k, src);
-    store_source so = {spath, 1000, 5, SOURCE_DONE, NULL, 0, 30, NULL};
+    store_source so = {.path = spath, .size = 1000, .mtime = 5, .status = SOURCE_DONE,
+                       .decoded_frames = 30};
     CHECK_OK(index_commit_source(ix, &so, c, nclip));
   }
   char fp[64];
   snprintf(fp, sizeof fp, "/videos/broken%d.mp4", k);
-  store_source f = {fp, 10, 5, SOURCE_FAILED, "no video stream (audio only)", 0, 0, NULL};
+  store_source f = {.path = fp, .size = 10, .mtime = 5, .status = SOURCE_FAILED,
+                      .error = "no video stream (audio only)"};
   CHECK_OK(index_commit_source(ix, &f, NULL, 0));
   index_close(&ix);
 }

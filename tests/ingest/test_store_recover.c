@@ -130,7 +130,8 @@ int main(void) {
   c[0] = write_clip(w, "shards/s1.tshard", 0, 3, 1);
   c[1] = write_clip(w, "shards/s1.tshard", 1, 5, 2);
   CHECK_OK(shard_writer_sync(w));
-  store_source sx = {"/v/x.mp4", 100, 5, SOURCE_DONE, NULL, 0, 40, NULL};
+  store_source sx = {.path = "/v/x.mp4", .size = 100, .mtime = 5, .status = SOURCE_DONE,
+                       .decoded_frames = 40};
   CHECK_OK(index_commit_source(ix, &sx, c, 2));
   int64_t committed = shard_writer_size(w);
   c[2] = write_clip(w, "shards/s1.tshard", 0, 4, 3);  // never committed
@@ -150,9 +151,11 @@ int main(void) {
   store_clip cy = write_clip(w, "shards/s3.tshard", 0, 6, 5);
   CHECK_OK(shard_writer_sync(w));
   shard_writer_close(&w);
-  store_source sy = {"/v/y.mp4", 200, 6, SOURCE_DONE, NULL, 0, 48, "dogs"};
+  store_source sy = {.path = "/v/y.mp4", .size = 200, .mtime = 6, .status = SOURCE_DONE,
+                       .decoded_frames = 48, .label = "dogs"};
   CHECK_OK(index_commit_source(px, &sy, &cy, 1));
-  store_source sz = {"/v/z.mp4", 0, 6, SOURCE_FAILED, "empty file", 0, 0, NULL};
+  store_source sz = {.path = "/v/z.mp4", .mtime = 6, .status = SOURCE_FAILED,
+                       .error = "empty file"};
   CHECK_OK(index_commit_source(px, &sz, NULL, 0));
   index_close(&px);
   copy_file(part, saved);
