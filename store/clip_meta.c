@@ -2,6 +2,7 @@
 #include "store/clip_meta.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,9 +11,9 @@
 
 #define META_VERSION 1
 
-tsr_status clip_meta_encode(const clip_meta *m, char **json, size_t *n) {
-  *json = NULL;
-  *n = 0;
+// The trailer's object but its canonical texts (scores, scene cuts: add_raw); NULL when
+// jansson fails (a string that is not UTF-8).
+static json_t *encode_object(const clip_meta *m) {
   const store_clip *c = &m->c;
   json_t *o = json_pack(
       "{s:i, s:s, s:I, s:I, s:o, s:f, s:i, s:f, s:f, s:f, s:i, s:i, s:i, s:i, s:i, s:s, s:s,"
@@ -25,33 +26,94 @@ tsr_status clip_meta_encode(const clip_meta *m, char **json, size_t *n) {
       c->codec ? c->codec : "", "pix_fmt", c->pix_fmt ? c->pix_fmt : "", "decoded_frames",
       (json_int_t)c->decoded_frames, "frames", (json_int_t)c->frames, "dropped_frames",
       (json_int_t)c->dropped_frames, "last", m->last ? 1 : 0);
+  int bad = !o;
   // the caption block of the clip (version 3 shards), so a rebuild links it again
-  if (o && c->caption_offset &&
-      json_object_set_new(o, "caption_offset", json_integer((json_int_t)c->caption_offset))) {
-    json_decref(o);
-    o = NULL;
-  }
-  if (o && m->last &&
-      (json_object_set_new(o, "source_decoded_frames", json_integer(m->source_decoded_frames)) ||
-       json_object_set_new(o, "partial", json_integer(m->partial ? 1 : 0)) ||
-       json_object_set_new(o, "note", m->note[0] ? json_string(m->note) : json_null()))) {
-    json_decref(o);
-    o = NULL;
-  }
-  char *s = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
-  json_decref(o);
-  if (!s)
-    return err_set(TSR_EINVAL, "clip %d of %s: cannot encode its metadata (strings must be "
-                   "UTF-8)", c->clip_index, m->path);
-  size_t len = strlen(s);
-  if (len > SHARD_META_MAX) {
-    free(s);
-    return err_set(TSR_EINVAL, "clip %d of %s: metadata of %zu bytes exceeds %d", c->clip_index,
-                   m->path, len, SHARD_META_MAX);
-  }
+  if (!bad && c->caption_offset)
+    bad = json_object_set_new(o, "caption_offset", json_integer((json_int_t)c->caption_offset));
+  if (!bad && c->caption_offset && c->offset > c->caption_offset)
+    bad = json_object_set_new(o, "caption_back",
+                              json_integer((json_int_t)(c->offset - c->caption_offset)));
+  if (!bad && c->manifest_row > 0)  // NaN: an open span end, null
+    bad = json_object_set_new(o, "manifest_row", json_integer((json_int_t)c->manifest_row)) ||
+          json_object_set_new(o, "manifest_span", json_integer(c->manifest_span)) ||
+          json_object_set_new(o, "span_start", isnan(c->span_start) ? json_null()
+                                                                     : json_real(c->span_start)) ||
+          json_object_set_new(o, "span_end", isnan(c->span_end) ? json_null()
+                                                                 : json_real(c->span_end)) ||
+          json_object_set_new(o, "span_cut", json_integer(c->span_cut));
+  if (!bad && m->last)
+    bad = json_object_set_new(o, "source_decoded_frames", json_integer(m->source_decoded_frames)) ||
+          json_object_set_new(o, "partial", json_integer(m->partial ? 1 : 0)) ||
+          json_object_set_new(o, "note", m->note[0] ? json_string(m->note) : json_null()) ||
+          (m->manifest_key[0] &&
+           json_object_set_new(o, "manifest_key", json_string(m->manifest_key)));
+  if (bad) json_decref(o);
+  return bad ? NULL : o;
+}
+
+// The compact object `*json` (*len bytes, ending in '}', with members) with "key":raw
+// added at its end: the canonical texts go in as they are (jansson would write their
+// numbers with 17 digits).
+static tsr_status add_raw(char **json, size_t *len, const char *key, const char *raw) {
+  size_t k = strlen(key), r = strlen(raw), n = *len + k + r + 4;  // , "key" : and the '}'
+  char *s = realloc(*json, n + 1);
+  if (!s) return err_set(TSR_ENOMEM, "out of memory encoding clip metadata");
+  snprintf(s + *len - 1, n + 2 - *len, ",\"%s\":%s}", key, raw);
   *json = s;
-  *n = len;
+  *len = n;
   return TSR_OK;
+}
+
+// The canonical texts of the clip's scores and the last clip's scene cuts (NULL: none).
+static tsr_status encode_texts(const clip_meta *m, char **scores, char **cuts) {
+  *scores = *cuts = NULL;
+  tsr_status r = TSR_OK;
+  if (m->c.scores) {
+    if (!(*scores = malloc(STORE_MAX_SCORES_BYTES + 1)))
+      return err_set(TSR_ENOMEM, "out of memory encoding clip metadata");
+    r = store_scores_canon(m->c.scores, *scores, STORE_MAX_SCORES_BYTES + 1);
+  }
+  if (!r && m->last && m->has_scene_cuts)
+    r = store_scene_cuts_format(m->scene_cuts, m->n_scene_cuts, cuts);
+  if (!r && m->last && m->manifest_key[0]) r = store_manifest_key_check(m->manifest_key);
+  return r;
+}
+
+tsr_status clip_meta_encode(const clip_meta *m, char **json, size_t *n) {
+  *json = NULL;
+  *n = 0;
+  const store_clip *c = &m->c;
+  char *scores = NULL, *cuts = NULL, *s = NULL;
+  size_t len = 0;
+  tsr_status r = encode_texts(m, &scores, &cuts);
+  if (r) {
+    r = err_wrap(TSR_EINVAL, "clip %d of %s: ", c->clip_index, m->path);
+    goto out;
+  }
+  json_t *o = encode_object(m);
+  s = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+  json_decref(o);
+  if (!s) {
+    r = err_set(TSR_EINVAL, "clip %d of %s: cannot encode its metadata (strings must be "
+                "UTF-8)", c->clip_index, m->path);
+    goto out;
+  }
+  len = strlen(s);
+  if (scores) r = add_raw(&s, &len, "scores", scores);
+  if (!r && cuts) r = add_raw(&s, &len, "scene_cuts", cuts);
+  if (!r && len > SHARD_META_MAX)
+    r = err_set(TSR_EINVAL, "clip %d of %s: metadata of %zu bytes exceeds %d", c->clip_index,
+                m->path, len, SHARD_META_MAX);
+  if (!r) {
+    *json = s;
+    *n = len;
+    s = NULL;
+  }
+out:
+  free(s);
+  free(scores);
+  free(cuts);
+  return r;
 }
 
 // Field helpers: each returns 0 on success, else records `what` is wrong.
@@ -84,8 +146,69 @@ static int get_str(json_t *o, const char *k, char *buf, size_t n, int *is_null) 
   return 0;
 }
 
+// A span time: a number, or null (open: NaN).
+static int get_span(json_t *o, const char *k, double *out) {
+  json_t *v = json_object_get(o, k);
+  if (json_is_null(v)) {
+    *out = NAN;
+    return 0;
+  }
+  return get_real(o, k, out);
+}
+
+// Text of a JSON value as jansson writes it (reals with 17 digits: read back bit for bit).
+static char *dump(json_t *v) {
+  return json_dumps(v, JSON_COMPACT | JSON_REAL_PRECISION(17) | JSON_ENCODE_ANY);
+}
+
+// The scores object into m->c.scores, in its canonical text (allocated).
+static int get_scores(json_t *v, clip_meta *m) {
+  char *text = dump(v), *canon = malloc(STORE_MAX_SCORES_BYTES + 1);
+  int bad = !text || !canon ||
+            store_scores_canon(text, canon, STORE_MAX_SCORES_BYTES + 1) != TSR_OK;
+  free(text);
+  if (bad) {
+    free(canon);
+    return 1;
+  }
+  m->c.scores = canon;
+  return 0;
+}
+
+// The fields a manifest ingest adds, each optional (none: not from a manifest); the name of
+// the first bad one, or NULL.
+static const char *decode_extras(json_t *o, clip_meta *m, int last) {
+  store_clip *c = &m->c;
+  int64_t row, span, cut;
+  json_t *v;
+  c->span_start = c->span_end = NAN;
+  if (json_object_get(o, "manifest_row")) {
+    if (get_int(o, "manifest_row", 1, INT64_MAX, &row)) return "manifest_row";
+    if (get_int(o, "manifest_span", 0, INT32_MAX, &span)) return "manifest_span";
+    if (get_span(o, "span_start", &c->span_start)) return "span_start";
+    if (get_span(o, "span_end", &c->span_end)) return "span_end";
+    if (get_int(o, "span_cut", 0, 1, &cut)) return "span_cut";
+    c->manifest_row = row, c->manifest_span = (int)span, c->span_cut = (int)cut;
+  }
+  if ((v = json_object_get(o, "scores")) && get_scores(v, m)) return "scores";
+  if (!last) return NULL;
+  if ((v = json_object_get(o, "scene_cuts"))) {
+    char *text = dump(v);
+    int bad = !text || store_scene_cuts_parse(text, &m->scene_cuts, &m->n_scene_cuts) != TSR_OK;
+    free(text);
+    if (bad) return "scene_cuts";
+    m->has_scene_cuts = 1;
+  }
+  if (json_object_get(o, "manifest_key") &&
+      (get_str(o, "manifest_key", m->manifest_key, sizeof m->manifest_key, NULL) ||
+       store_manifest_key_check(m->manifest_key) != TSR_OK))
+    return "manifest_key";
+  return NULL;
+}
+
 tsr_status clip_meta_decode(const char *json, size_t n, clip_meta *m) {
   memset(m, 0, sizeof *m);
+  m->decoded = 1;
   json_error_t e;
   json_t *o = json_loadb(json, n, JSON_REJECT_DUPLICATES, &e);
   if (!o) return err_set(TSR_EFORMAT, "clip metadata is not JSON (%s)", e.text);
@@ -122,6 +245,11 @@ tsr_status clip_meta_decode(const char *json, size_t n, clip_meta *m) {
   else if (json_object_get(o, "caption_offset") &&
            get_int(o, "caption_offset", 1, INT64_MAX, &c->caption_offset))
     bad = "caption_offset";
+  else if (c->caption_offset && json_object_get(o, "caption_back") &&
+           get_int(o, "caption_back", 1, INT64_MAX, &m->caption_back))
+    bad = "caption_back";
+  else
+    bad = decode_extras(o, m, (int)last);
   json_decref(o);
   if (bad) return err_set(TSR_EFORMAT, "clip metadata: field '%s' missing or invalid", bad);
   m->has_label = !label_null;
@@ -137,4 +265,13 @@ tsr_status clip_meta_decode(const char *json, size_t n, clip_meta *m) {
   m->last = (int)last;
   m->partial = (int)partial;
   return TSR_OK;
+}
+
+void clip_meta_release(clip_meta *m) {
+  if (!m->decoded) return;
+  free(m->scene_cuts);
+  free((char *)m->c.scores);
+  m->scene_cuts = NULL;
+  m->c.scores = NULL;
+  m->n_scene_cuts = 0;
 }

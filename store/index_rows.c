@@ -78,6 +78,30 @@ static tsr_status read_manifest(store_index *ix, sqlite3_stmt *st, store_clip_ro
   return TSR_OK;
 }
 
+// The caption columns (25..29) of a row into o (a NULL offset: no caption).
+static tsr_status read_caption(store_index *ix, sqlite3_stmt *st, store_clip_row *o) {
+  store_clip *c = &o->c;
+  int bad = 0;
+  char *end = NULL;
+  if (sqlite3_column_type(st, 26) == SQLITE_NULL) return TSR_OK;
+  const unsigned char *text = sqlite3_column_text(st, 25);
+  const unsigned char *csum = sqlite3_column_text(st, 29);
+  c->caption_offset = sqlite3_column_int64(st, 26);
+  c->caption_tokens = col_int(st, 27, &bad);
+  c->caption_dim = col_int(st, 28, &bad);
+  errno = 0;
+  c->caption_checksum = csum ? strtoull((const char *)csum, &end, 16) : 0;
+  if (!text || strlen((const char *)text) > STORE_MAX_CAPTION_BYTES || !csum || errno ||
+      strlen((const char *)csum) != 16 || *end || bad || c->caption_offset == 0)
+    return err_set(TSR_EFORMAT, "index %s: clip %" PRId64 " has a damaged caption record "
+                   "(text, offset %lld, %d x %d, checksum): index damaged or edited; run "
+                   "`tessera index verify`", ix->path, o->id, (long long)c->caption_offset,
+                   c->caption_tokens, c->caption_dim);
+  copy_str(o->caption_buf, sizeof o->caption_buf, text);
+  c->caption = o->caption_buf;
+  return TSR_OK;
+}
+
 static tsr_status read_row(store_index *ix, sqlite3_stmt *st, store_clip_row *o) {
   memset(o, 0, sizeof *o);
   int bad = 0;
@@ -131,25 +155,8 @@ static tsr_status read_row(store_index *ix, sqlite3_stmt *st, store_clip_row *o)
   c->pix_fmt = o->pix_fmt_buf;
   c->shard = o->shard_buf;
   c->label = has_label ? o->label_buf : NULL;
-  if (sqlite3_column_type(st, 26) != SQLITE_NULL) {  // a caption
-    const unsigned char *text = sqlite3_column_text(st, 25);
-    const unsigned char *csum = sqlite3_column_text(st, 29);
-    c->caption_offset = sqlite3_column_int64(st, 26);
-    c->caption_tokens = col_int(st, 27, &bad);
-    c->caption_dim = col_int(st, 28, &bad);
-    errno = 0;
-    end = NULL;
-    c->caption_checksum = csum ? strtoull((const char *)csum, &end, 16) : 0;
-    if (!text || strlen((const char *)text) > STORE_MAX_CAPTION_BYTES || !csum || errno ||
-        strlen((const char *)csum) != 16 || *end || bad || c->caption_offset == 0)
-      return err_set(TSR_EFORMAT, "index %s: clip %" PRId64 " has a damaged caption record "
-                     "(text, offset %lld, %d x %d, checksum): index damaged or edited; run "
-                     "`tessera index verify`", ix->path, o->id, (long long)c->caption_offset,
-                     c->caption_tokens, c->caption_dim);
-    copy_str(o->caption_buf, sizeof o->caption_buf, text);
-    c->caption = o->caption_buf;
-  }
-  return read_manifest(ix, st, o);
+  tsr_status r = read_caption(ix, st, o);
+  return r ? r : read_manifest(ix, st, o);
 }
 
 // The row of a clip whose source row is missing (bad != NULL: the walk reports it): s.id is

@@ -61,7 +61,9 @@ static tsr_status verdict_item(const shard_walk_item *it, void *vctx) {
   if (!b->meta)
     return keep_because(x, "a clip block at offset %lld of a format-1 shard (no metadata): the "
                         "index cannot tell it from data", (long long)it->offset);
-  if (clip_meta_decode(b->meta, b->meta_bytes, &x->meta) != TSR_OK) {
+  tsr_status dr = clip_meta_decode(b->meta, b->meta_bytes, &x->meta);
+  clip_meta_release(&x->meta);  // only its path, size, mtime and last are read below
+  if (dr != TSR_OK) {
     err_clear();
     return keep_because(x, "a clip block at offset %lld whose metadata this tessera cannot "
                         "read (a newer format?)", (long long)it->offset);

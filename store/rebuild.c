@@ -206,10 +206,20 @@ static tsr_status push_caption(rstate *st, int shard, int64_t offset, const shar
   return TSR_OK;
 }
 
+// The caption block at (shard, offset), by binary search: the walk meets them in shard
+// order and, within a shard, in offset order, so st->caps is sorted. (A clip of a manifest
+// has its own caption: as many captions as clips, and a linear search per clip would make
+// the rebuild quadratic in the store's size.)
 static const caption_entry *find_caption(const rstate *st, int shard, int64_t offset) {
-  for (int64_t i = 0; i < st->ncaps; i++)
-    if (st->caps[i].shard == shard && st->caps[i].offset == offset) return &st->caps[i];
-  return NULL;
+  int64_t lo = 0, hi = st->ncaps;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    const caption_entry *e = &st->caps[mid];
+    if (e->shard < shard || (e->shard == shard && e->offset < offset)) lo = mid + 1;
+    else hi = mid;
+  }
+  const caption_entry *e = lo < st->ncaps ? &st->caps[lo] : NULL;
+  return e && e->shard == shard && e->offset == offset ? e : NULL;
 }
 
 // One block of shard `shard` met by the walk (scan_shard), as the rebuild records it.
@@ -253,11 +263,13 @@ static tsr_status scan_item(const shard_walk_item *it, void *vctx) {
     if (clip_meta_decode(b->meta, b->meta_bytes, e.meta) != TSR_OK) {
       say(st, "shard %s: block at offset %lld: metadata unreadable (%s); recovered without "
           "its source", x->rel, (long long)it->offset, err_msg());
+      clip_meta_release(e.meta);
       free(e.meta);
       e.meta = NULL;
     }
   }
   tsr_status r = push(st, &e);
+  if (r && e.meta) clip_meta_release(e.meta);
   if (r) free(e.meta);
   return r;
 }
@@ -339,7 +351,11 @@ static tsr_status commit_group(rstate *st, store_index *ix, const store_settings
     c.codec = g[k].meta->codec;
     c.pix_fmt = g[k].meta->pix_fmt;
     c.label = g[k].meta->has_label ? g[k].meta->label : NULL;
-    if (c.caption_offset) {  // the caption block its metadata names, found by the walk
+    // The caption block its metadata names, found by the walk: caption_back bytes before the
+    // block (right in a tail copied elsewhere, too), else at the offset it was written at.
+    if (c.caption_offset && g[k].meta->caption_back)
+      c.caption_offset = g[k].offset - g[k].meta->caption_back;
+    if (c.caption_offset) {
       const caption_entry *ce = find_caption(st, g[k].shard, c.caption_offset);
       if (ce) {
         c.caption_tokens = ce->tokens, c.caption_dim = ce->dim;
@@ -362,7 +378,10 @@ static tsr_status commit_group(rstate *st, store_index *ix, const store_settings
   store_source src = {.path = last->path, .size = last->size, .mtime = last->mtime,
                       .status = SOURCE_DONE, .error = last->note, .partial = last->partial,
                       .decoded_frames = last->source_decoded_frames,
-                      .label = last->has_label ? last->label : NULL};
+                      .label = last->has_label ? last->label : NULL,
+                      .has_scene_cuts = last->has_scene_cuts, .scene_cuts = last->scene_cuts,
+                      .n_scene_cuts = last->n_scene_cuts,
+                      .manifest_key = last->manifest_key[0] ? last->manifest_key : NULL};
   tsr_status r = index_commit_source(ix, &src, buf, (int)n);
   if (!r) {
     st->rep->sources++;
@@ -490,7 +509,10 @@ tsr_status store_rebuild(const char *dir, void (*sayfn)(const char *, void *), v
 out:
   index_close(&ix);
   fs_atomic_abort(&a);
-  for (int64_t i = 0; i < st.n; i++) free(st.v[i].meta);
+  for (int64_t i = 0; i < st.n; i++) {
+    if (st.v[i].meta) clip_meta_release(st.v[i].meta);
+    free(st.v[i].meta);
+  }
   free(st.v);
   for (int64_t i = 0; i < st.ncaps; i++) free(st.caps[i].text);
   free(st.caps);

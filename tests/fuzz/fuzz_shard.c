@@ -51,7 +51,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         continue;
       }
       if (shard_reader_block(r, off, 1, &b) != TSR_OK) break;
-      if (b.meta) (void)clip_meta_decode(b.meta, b.meta_bytes, m);
+      if (b.meta) {
+        (void)clip_meta_decode(b.meta, b.meta_bytes, m);
+        clip_meta_release(m);
+      }
     }
     free(m);
     // Every other aligned offset (a row may claim any), and one chosen by the input.
