@@ -98,7 +98,8 @@ static tsr_status keeps_record(merge_run *m, const char *path, int64_t size, int
   if (rc != SQLITE_ROW) return index_sqlite_err(m->ix, rc, "look up source");
   const char *ts = (const char *)sqlite3_column_text(m->look, 0);
   int done = ts && !strcmp(ts, "done");
-  int changed = sqlite3_column_int64(m->look, 1) != size || sqlite3_column_int64(m->look, 2) != mtime;
+  int changed = sqlite3_column_int64(m->look, 1) != size ||
+                sqlite3_column_int64(m->look, 2) != mtime;
   int newer = updated > sqlite3_column_double(m->look, 3);
   *keep = done && !(changed && newer && !strcmp(status, "done"));
   return TSR_OK;

@@ -40,8 +40,8 @@ static void sql1(const char *path, const char *q, char *out, size_t n) {
   sqlite3 *db = NULL;
   sqlite3_stmt *st = NULL;
   snprintf(out, n, "(error)");
-  if (sqlite3_open(path, &db) == SQLITE_OK && sqlite3_prepare_v2(db, q, -1, &st, NULL) == SQLITE_OK &&
-      sqlite3_step(st) == SQLITE_ROW) {
+  if (sqlite3_open(path, &db) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, q, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW) {
     const char *t = (const char *)sqlite3_column_text(st, 0);
     snprintf(out, n, "%s", t ? t : "NULL");
   }
@@ -255,7 +255,8 @@ static void test_scores_api(void) {
         strstr(err_msg(), "longer than 4096 bytes at key 'k039"), "40 keys: %s", err_msg());
   static char many[65 * 16];
   strcpy(many, "{");
-  for (int i = 0; i < 65; i++) snprintf(many + strlen(many), 16, "%s\"s%d\":%d", i ? "," : "", i, i);
+  for (int i = 0; i < 65; i++)
+    snprintf(many + strlen(many), 16, "%s\"s%d\":%d", i ? "," : "", i, i);
   strcat(many, "}");
   CHECK(store_scores_check(many) == TSR_EFORMAT && strstr(err_msg(), "more than 64 keys") &&
         strstr(err_msg(), "'s64'"), "65 keys: %s", err_msg());

@@ -1,12 +1,12 @@
 // A store of a manifest's clips: each clip with its own caption block right before it
 // (caption, clip, caption, clip, ...), beside a source with one caption shared by its clips
 // and a source with none; scores, spans, scene cuts and manifest keys in the trailers.
-// Checked on it: verify (clean; then damaged manifest values and scores, each a CORRUPT row),
-// the trainer's reader (every clip gets its own caption's embedding), the rebuild of a lost
-// index (every column of every row equal to the index ingest wrote), and recovery of a shard
-// tail inside such a source (an interrupted source's caption and clip blocks cut, nothing
-// quarantined; a complete uncommitted one quarantined as a shard whose rebuild links every
-// clip to its own caption again, though the copy moved every block).
+// Checked on it: verify (clean; then damaged manifest values and scores, each a CORRUPT
+// row), the trainer's reader (every clip gets its own caption's embedding), a merge, the
+// rebuild of a lost index (every column of every row equal to the index ingest wrote), and
+// recovery of a shard tail inside such a source (an interrupted source's caption and clip
+// blocks cut, nothing quarantined; a complete uncommitted one quarantined as a shard whose
+// rebuild links every clip to its own caption again, though the copy moved every block).
 //   test_store_captions              run the tests
 //   test_store_captions make DIR     write the store to DIR (for tests/cli/list_manifest.sh)
 #include <math.h>
@@ -22,6 +22,7 @@
 #include "store/clip.h"
 #include "store/clip_meta.h"
 #include "store/index.h"
+#include "store/merge.h"
 #include "store/rebuild.h"
 #include "store/recover.h"
 #include "store/settings.h"
@@ -182,7 +183,9 @@ static char *dump(const char *dir, const char *sql, const char *skip) {
       if (strstr(skip, name)) continue;
       char v[9000];
       switch (sqlite3_column_type(st, i)) {
-        case SQLITE_INTEGER: snprintf(v, sizeof v, "i:%lld", (long long)sqlite3_column_int64(st, i)); break;
+        case SQLITE_INTEGER:
+          snprintf(v, sizeof v, "i:%lld", (long long)sqlite3_column_int64(st, i));
+          break;
         case SQLITE_FLOAT: snprintf(v, sizeof v, "r:%a", sqlite3_column_double(st, i)); break;
         case SQLITE_TEXT: snprintf(v, sizeof v, "t:%s", sqlite3_column_text(st, i)); break;
         case SQLITE_NULL: snprintf(v, sizeof v, "null"); break;
@@ -271,10 +274,10 @@ static void test_reader(const char *dir) {
     int n = -1;
     store_dtype dt;
     CHECK_OK(data_clip_caption(d, i, 1, &emb, &n, &dt));
-    CHECK(n == tokens[id - 1] && (n == 0 ? emb == NULL
-                                         : dt == STORE_DTYPE_F32 && ((const float *)emb)[0] == marks[id - 1]),
-          "clip %lld: caption of %d tokens, first value %g", (long long)id, n,
-          emb ? ((const float *)emb)[0] : -1.0f);
+    float first = emb ? ((const float *)emb)[0] : -1.0f;
+    CHECK(n == tokens[id - 1] &&
+              (n == 0 ? emb == NULL : dt == STORE_DTYPE_F32 && first == marks[id - 1]),
+          "clip %lld: caption of %d tokens, first value %g", (long long)id, n, first);
     CHECK_OK(data_clip_verify(d, i));
   }
   data_close(&d);
@@ -306,8 +309,35 @@ static void test_rebuild(const char *dir) {
   store_verify_result vr;
   memset(l, 0, sizeof *l);
   CHECK_OK(store_verify(dir, on_line, l, &vr));
-  CHECK(vr.clips == 6 && vr.clips_bad == 0 && l->problems == 0, "verify after rebuild: %s", l->text);
+  CHECK(vr.clips == 6 && vr.clips_bad == 0 && l->problems == 0, "verify after rebuild: %s",
+        l->text);
   free(src0), free(src1), free(clips0), free(clips1), free(l);
+}
+
+// `index merge` of the store: shards linked, rows copied with every column, so the merged
+// store verifies and its clips read their own captions; the filters go along.
+static void test_merge(const char *root, const char *dir) {
+  char out[600];
+  snprintf(out, sizeof out, "%s/merged", root);
+  char *ins[1] = {(char *)dir};
+  store_merge_result mr;
+  CHECK_OK(store_merge(out, ins, 1, &mr));
+  CHECK(mr.clips == 6, "merged %lld clips", (long long)mr.clips);
+  store_verify_result vr;
+  lines *l = calloc(1, sizeof *l);
+  CHECK_OK(store_verify(out, on_line, l, &vr));
+  CHECK(vr.clips == 6 && vr.clips_bad == 0 && l->problems == 0, "merged store: %s", l->text);
+  char *a = dump(dir, CLIPS_SQL, CLIPS_SKIP " shard ");
+  char *b = dump(out, CLIPS_SQL, CLIPS_SKIP " shard ");
+  CHECK(!strcmp(a, b), "merged rows equal but for the shard names:\n%s---\n%s", a, b);
+  store_index *ix = NULL;
+  char f[64] = "";
+  CHECK_OK(store_open(&ix, out, 0, NULL));
+  CHECK_OK(index_filters(ix, f, sizeof f, NULL));
+  CHECK(!strcmp(f, "aesthetic_score >= 4"), "filters merged: '%s'", f);
+  index_close(&ix);
+  test_reader(out);
+  free(a), free(b), free(l);
 }
 
 static int64_t fsize(const char *p) {
@@ -321,7 +351,8 @@ static void append_file(const char *src, int64_t from, const char *dst) {
   CHECK(in && out && fseek(in, from, SEEK_SET) == 0, "open %s, %s", src, dst);
   char buf[1 << 14];
   size_t k;
-  while (in && out && (k = fread(buf, 1, sizeof buf, in)) > 0) CHECK(fwrite(buf, 1, k, out) == k, "append");
+  while (in && out && (k = fread(buf, 1, sizeof buf, in)) > 0)
+    CHECK(fwrite(buf, 1, k, out) == k, "append");
   if (in) fclose(in);
   if (out) fclose(out);
 }
@@ -437,6 +468,7 @@ int main(int argc, char **argv) {
   make_store(dir, NULL);
   test_verify(dir);
   test_reader(dir);
+  test_merge(root, dir);
   test_rebuild(dir);
   test_reader(dir);
   test_tail(root);
