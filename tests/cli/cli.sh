@@ -62,6 +62,7 @@ done
 check usage "index list" "unknown option '--bogus'" index list "$NOSTORE" --bogus
 check usage "index list" "option '--limit' needs a value" index list "$NOSTORE" --limit
 check usage "index list" "--limit: '0'" index list "$NOSTORE" --limit 0
+check usage "index list" "--row: '0'" index list "$NOSTORE" --row 0
 check usage "index list" "missing STORE" index list
 check fail "index list" "store $NOSTORE does not exist" index list "$NOSTORE"
 check usage "index merge" "unknown option '--bogus'" index merge --bogus "$W/m" "$NOSTORE"

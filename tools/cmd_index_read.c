@@ -1,0 +1,459 @@
+// tools/cmd_index_read.c — `tessera index stats` and `tessera index list`: what a store's
+// index holds, as text or JSON (tools/cmd_index_read.h; the other subcommands:
+// tools/cmd_index.c).
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/cmd_index_read.h"
+
+#include "core/term.h"
+#include "store/index.h"
+#include "store/json_cols.h"
+#include "store/settings.h"
+#include "store/store.h"
+#include "tools/cli.h"
+#include "tools/commands.h"
+#include "tools/parse.h"
+
+// ---- stats ----------------------------------------------------------------------------
+
+#define NBINS 64
+typedef struct {
+  int lo_exp;            // bin b covers [2^(lo_exp+b), 2^(lo_exp+b+1))
+  int64_t count[NBINS];
+  int used_lo, used_hi;  // first and last non-empty bin
+} histo;
+
+static void histo_init(histo *h, int lo_exp) {
+  memset(h, 0, sizeof *h);
+  h->lo_exp = lo_exp;
+  h->used_lo = NBINS;
+  h->used_hi = -1;
+}
+
+static void histo_add(histo *h, double v) {
+  // Row values are untrusted: an infinite or NaN duration must not reach the int cast.
+  int b = v > 0 && isfinite(v) ? (int)floor(log2(v)) - h->lo_exp : (v > 0 ? NBINS - 1 : 0);
+  if (b < 0) b = 0;
+  if (b >= NBINS) b = NBINS - 1;
+  h->count[b]++;
+  if (b < h->used_lo) h->used_lo = b;
+  if (b > h->used_hi) h->used_hi = b;
+}
+
+static double bin_lo(const histo *h, int b) { return ldexp(1.0, h->lo_exp + b); }
+
+static void histo_print(const histo *h, const char *title, const char *unit) {
+  printf("%s:\n", title);
+  if (h->used_hi < 0) {
+    printf("  (no clips)\n");
+    return;
+  }
+  int64_t mx = 0;
+  for (int b = h->used_lo; b <= h->used_hi; b++)
+    if (h->count[b] > mx) mx = h->count[b];
+  for (int b = h->used_lo; b <= h->used_hi; b++) {
+    char bar[41];
+    int w = mx ? (int)((h->count[b] * 40 + mx - 1) / mx) : 0;
+    memset(bar, '#', (size_t)w);
+    bar[w] = 0;
+    printf("  [%10g, %10g) %-3s |%-40s| %lld\n", bin_lo(h, b), bin_lo(h, b + 1), unit, bar,
+           (long long)h->count[b]);
+  }
+}
+
+static json_t *histo_json(const histo *h) {
+  json_t *a = json_array();
+  for (int b = h->used_lo; b <= h->used_hi; b++)
+    json_array_append_new(a, json_pack("{s:f, s:f, s:I}", "lo", bin_lo(h, b), "hi",
+                                       bin_lo(h, b + 1), "count", (json_int_t)h->count[b]));
+  return a;
+}
+
+// A score's sums over the clips that have it.
+typedef struct {
+  char name[STORE_MAX_SCORE_NAME + 1];
+  int64_t count;
+  double min, max, sum;
+} score_sum;
+
+// Distinct score names summed (a manifest has a handful); the clips' scores of names past
+// this are counted, not shown, so a store of crafted names cannot make stats quadratic.
+#define MAX_SCORE_NAMES 256
+
+typedef struct {
+  histo sec, tok;
+  int64_t min_tok, max_tok;
+  double min_sec, max_sec;
+  int64_t manifest_clips, span_cut;  // clips from a manifest; of them, cut at the video's end
+  int64_t bad_scores, other_names;   // clips whose scores do not parse; scores not summed
+  score_sum *scores;                 // (nscores), in the order the names first appear
+  int nscores;
+} stats_ctx;
+
+static int stats_score(const char *name, double v, void *p) {
+  stats_ctx *s = p;
+  score_sum *e = NULL;
+  for (int i = 0; i < s->nscores && !e; i++)
+    if (!strcmp(s->scores[i].name, name)) e = &s->scores[i];
+  if (!e && s->nscores == MAX_SCORE_NAMES) {
+    s->other_names++;
+    return 0;
+  }
+  if (!e) {
+    e = &s->scores[s->nscores++];
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->min = e->max = v;
+  }
+  e->count++;
+  e->sum += v;
+  if (v < e->min) e->min = v;
+  if (v > e->max) e->max = v;
+  return 0;
+}
+
+static int stats_clip(const store_clip_row *r, void *p) {
+  stats_ctx *s = p;
+  histo_add(&s->sec, r->c.duration_s);
+  histo_add(&s->tok, (double)r->c.tokens);
+  if (s->min_tok < 0 || r->c.tokens < s->min_tok) s->min_tok = r->c.tokens;
+  if (r->c.tokens > s->max_tok) s->max_tok = r->c.tokens;
+  if (s->min_sec < 0 || r->c.duration_s < s->min_sec) s->min_sec = r->c.duration_s;
+  if (r->c.duration_s > s->max_sec) s->max_sec = r->c.duration_s;
+  if (r->c.manifest_row > 0) s->manifest_clips++;
+  if (r->c.manifest_row > 0 && r->c.span_cut) s->span_cut++;
+  if (r->c.scores && store_scores_each(r->c.scores, stats_score, s) != TSR_OK) {
+    s->bad_scores++;  // `index verify` names the row
+    err_clear();
+  }
+  return 0;
+}
+
+// Paths, labels and reasons come from the data: escaped for the terminal (core/term.h).
+static int print_failed(const char *path, const char *err, void *ctx) {
+  char p[TERM_ESCAPE_SIZE(4096)], e[TERM_ESCAPE_SIZE(4096)];
+  printf("  %s: %s\n", term_escape(p, sizeof p, path), term_escape(e, sizeof e, err));
+  return 0;
+}
+
+// JSON strings are UTF-8: a path that is not (a failed source's) is given escaped.
+static int json_failed(const char *path, const char *err, void *ctx) {
+  char p[TERM_ESCAPE_SIZE(4096)], e[TERM_ESCAPE_SIZE(4096)];
+  if (!term_is_utf8(path)) path = term_escape(p, sizeof p, path);
+  if (!term_is_utf8(err)) err = term_escape(e, sizeof e, err);
+  json_array_append_new(ctx, json_pack("{s:s, s:s}", "path", path, "error", err));
+  return 0;
+}
+
+// What stats prints, gathered.
+typedef struct {
+  const char *dir;
+  store_settings s;
+  store_totals t;
+  stats_ctx sc;
+  json_t *failed;  // --json: the failed sources
+} stats_run;
+
+static tsr_status stats_collect(store_index *ix, stats_run *x) {
+  tsr_status st = index_settings(ix, &x->s);
+  if (!st) st = index_totals(ix, &x->t);
+  if (!st) st = index_foreach_clip(ix, stats_clip, &x->sc);
+  if (!st && x->failed) st = index_foreach_failed(ix, json_failed, x->failed);
+  return st;
+}
+
+// {"name": {"count", "min", "mean", "max"}, ...} in the order the names first appear.
+static json_t *scores_json(const stats_ctx *sc) {
+  json_t *o = json_object();
+  for (int i = 0; i < sc->nscores; i++) {
+    const score_sum *e = &sc->scores[i];
+    json_object_set_new(o, e->name, json_pack("{s:I, s:f, s:f, s:f}", "count",
+                                               (json_int_t)e->count, "min", e->min, "mean",
+                                               e->sum / (double)e->count, "max", e->max));
+  }
+  return o;
+}
+
+static tsr_status stats_json(stats_run *x) {
+  const store_settings *s = &x->s;
+  const store_totals *t = &x->t;
+  json_t *o = json_pack(
+      "{s:s, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:f, s:I, s:i, s:i}, s:{s:I, s:I, s:I},"
+      " s:I, s:I, s:I, s:I, s:f, s:f, s:o, s:o, s:o, s:I, s:I, s:o}",
+      "store", x->dir, "settings", "fps_num", s->fps_num, "fps_den", s->fps_den, "short_side",
+      s->short_side, "pt", s->pt, "ph", s->ph, "pw", s->pw, "channels", s->channels, "dtype",
+      store_dtype_name(s->dtype), "max_seconds", s->max_seconds, "token_bytes",
+      (json_int_t)store_token_bytes(s), "vae_t", s->vae_t, "vae_s", s->vae_s,
+      "sources", "done", (json_int_t)t->sources_done, "partial", (json_int_t)t->sources_partial,
+      "failed", (json_int_t)t->sources_failed, "clips", (json_int_t)t->clips, "tokens",
+      (json_int_t)t->tokens, "frames", (json_int_t)t->frames, "dropped_frames",
+      (json_int_t)t->dropped_frames, "seconds", t->seconds, "hours", t->seconds / 3600.0,
+      "histogram_seconds", histo_json(&x->sc.sec), "histogram_tokens", histo_json(&x->sc.tok),
+      "failed_sources", x->failed, "manifest_clips", (json_int_t)x->sc.manifest_clips,
+      "span_cut_clips", (json_int_t)x->sc.span_cut, "scores", scores_json(&x->sc));
+  x->failed = NULL;
+  int bad = !o || json_dumpf(o, stdout, JSON_INDENT(2)) != 0 || putchar('\n') == EOF;
+  json_decref(o);
+  return bad ? err_set(TSR_EIO, "cannot write JSON to stdout") : TSR_OK;
+}
+
+// The manifest part of the text: clips from manifest rows, cut ones, each score's sums.
+static void stats_text_manifest(const stats_ctx *sc) {
+  if (sc->manifest_clips)
+    printf("manifest: %lld clips from manifest rows, %lld of them cut at the end of their "
+           "video\n", (long long)sc->manifest_clips, (long long)sc->span_cut);
+  if (sc->nscores) printf("scores:%*s %10s %12s %12s %12s\n", 23, "", "clips", "min", "mean",
+                          "max");
+  for (int i = 0; i < sc->nscores; i++) {
+    const score_sum *e = &sc->scores[i];
+    char name[TERM_ESCAPE_SIZE(STORE_MAX_SCORE_NAME)];
+    printf("  %-28s %10lld %12.6g %12.6g %12.6g\n", term_escape(name, sizeof name, e->name),
+           (long long)e->count, e->min, e->sum / (double)e->count, e->max);
+  }
+  if (sc->other_names)
+    printf("  (%lld more scores of other names, not summed)\n", (long long)sc->other_names);
+  if (sc->bad_scores)
+    printf("  (%lld clips whose scores do not parse: see `tessera index verify`)\n",
+           (long long)sc->bad_scores);
+}
+
+static void stats_text(const stats_run *x) {
+  const store_settings *s = &x->s;
+  const store_totals *t = &x->t;
+  const char *dt = store_dtype_name(s->dtype);
+  printf("store %s\n", x->dir);
+  if (store_is_latent(s))
+    printf("settings: latents of a VAE of stride %dx%dx%d, video at %d/%d fps, patch %dx%dx%d, %d "
+           "channels %s, max %g s per clip\n", s->vae_t, s->vae_s, s->vae_s, s->fps_num,
+           s->fps_den, s->pt, s->ph, s->pw, s->channels, dt, s->max_seconds);
+  else
+    printf("settings: fps %d/%d, short side %d, patch %dx%dx%d, %d channels %s, max %g s per "
+           "clip\n", s->fps_num, s->fps_den, s->short_side, s->pt, s->ph, s->pw, s->channels, dt,
+           s->max_seconds);
+  printf("sources: %lld done (%lld partial), %lld failed\n", (long long)t->sources_done,
+         (long long)t->sources_partial, (long long)t->sources_failed);
+  printf("clips: %lld, tokens: %lld (%.3g GB), frames: %lld (+%lld dropped), hours: %.3f\n",
+         (long long)t->clips, (long long)t->tokens,
+         (double)t->tokens * (double)store_token_bytes(s) / 1e9, (long long)t->frames,
+         (long long)t->dropped_frames, t->seconds / 3600.0);
+  if (t->clips)
+    printf("clip length: %.3g to %.3g s, %lld to %lld tokens\n", x->sc.min_sec, x->sc.max_sec,
+           (long long)x->sc.min_tok, (long long)x->sc.max_tok);
+  histo_print(&x->sc.sec, "clip length in seconds", "s");
+  histo_print(&x->sc.tok, "clip length in tokens", "tok");
+  stats_text_manifest(&x->sc);
+}
+
+int cmd_index_stats(int argc, char **argv) {
+  if (wants_help(argc, argv)) {
+    printf("usage: tessera index stats STORE [--json]\n\n"
+           "Prints the store's settings, counts of sources (done, partial, failed) and clips,\n"
+           "total tokens, frames and hours, histograms of clip length in seconds and in\n"
+           "tokens (power-of-two bins), for clips from a manifest their count and how many\n"
+           "were cut at the end of their video, for each score the count of clips that have\n"
+           "it, its min, mean and max, and every failed source with its reason.\n"
+           "  --json   the same as one JSON object on stdout\n");
+    return 0;
+  }
+  static const struct option opts[] = {{"json", no_argument, 0, 'j'}, {0, 0, 0, 0}};
+  int json = 0, c;
+  tsr_status st = TSR_OK;
+  cli_reset();
+  while (!st && (c = cli_getopt(argc, argv, opts)) != -1)
+    st = c == 'j' ? (json = 1, TSR_OK) : TSR_EINVAL;
+  if (!st) st = cli_positionals(argc, argv, 1, 1, "STORE");
+  if (st) return cli_usage_error("index stats");
+  stats_run x = {.dir = argv[optind], .sc = {.min_tok = -1, .min_sec = -1},
+                 .failed = json ? json_array() : NULL};
+  histo_init(&x.sc.sec, -6);  // from 1/64 s
+  histo_init(&x.sc.tok, 0);
+  store_index *ix = NULL;
+  if (!(x.sc.scores = malloc(MAX_SCORE_NAMES * sizeof *x.sc.scores)))
+    st = err_set(TSR_ENOMEM, "out of memory");
+  if (!st) st = store_open(&ix, x.dir, 0, NULL);
+  if (!st) st = stats_collect(ix, &x);
+  if (!st && json) st = stats_json(&x);
+  if (!st && !json) {
+    stats_text(&x);
+    if (x.t.sources_failed) {
+      printf("failed sources:\n");
+      st = index_foreach_failed(ix, print_failed, NULL);
+    }
+  }
+  index_close(&ix);
+  json_decref(x.failed);
+  free(x.sc.scores);
+  return st ? cli_error("index stats") : 0;
+}
+
+// ---- list -----------------------------------------------------------------------------
+
+typedef struct {
+  const char *label, *source;  // filters: exact label ("" = none), substring of the path
+  int64_t min_tokens, max_tokens, row;  // row: clips of this manifest row only (0: any)
+  // A predicate over a clip, after the filters above: non-zero keeps it. The place for the
+  // score filters of the manifest filter syntax (`--where`); NULL: none.
+  int (*keep)(const store_clip_row *r, void *ctx);
+  void *keep_ctx;
+  int64_t limit, shown, matched;
+  int json;                    // --json: a JSON array, written one element at a time
+  int write_failed;            // a JSON element could not be made or written
+} list_ctx;
+
+static int list_match(const list_ctx *x, const store_clip_row *r) {
+  const char *label = r->c.label ? r->c.label : "";
+  if (x->label && strcmp(label, x->label)) return 0;
+  if (x->source && !strstr(r->source, x->source)) return 0;
+  if (r->c.tokens < x->min_tokens || (x->max_tokens && r->c.tokens > x->max_tokens)) return 0;
+  if (x->row && r->c.manifest_row != x->row) return 0;
+  return !x->keep || x->keep(r, x->keep_ctx);
+}
+
+// A real, or null for NaN (an open span end).
+static json_t *json_real_or_null(double v) { return isnan(v) ? json_null() : json_real(v); }
+
+// The manifest fields (null for a clip not from a manifest), scores and caption of a clip.
+static int list_json_extras(json_t *o, const store_clip *c) {
+  int m = c->manifest_row > 0;
+  // scores are canonical JSON; a damaged row's are given as the text it holds
+  json_t *scores = c->scores ? json_loads(c->scores, JSON_DECODE_INT_AS_REAL, NULL)
+                             : json_null();
+  if (!scores) scores = term_is_utf8(c->scores) ? json_string(c->scores) : json_null();
+  json_t *row = m ? json_integer(c->manifest_row) : json_null();
+  json_t *span = m ? json_integer(c->manifest_span) : json_null();
+  return json_object_set_new(o, "manifest_row", row) ||
+         json_object_set_new(o, "manifest_span", span) ||
+         json_object_set_new(o, "span_start", json_real_or_null(m ? c->span_start : NAN)) ||
+         json_object_set_new(o, "span_end", json_real_or_null(m ? c->span_end : NAN)) ||
+         json_object_set_new(o, "span_cut", m ? json_boolean(c->span_cut) : json_null()) ||
+         json_object_set_new(o, "scores", scores) ||
+         json_object_set_new(o, "caption", c->caption && term_is_utf8(c->caption)
+                                               ? json_string(c->caption) : json_null());
+}
+
+// One clip as an element of the --json array on stdout, as json_dumpf(JSON_INDENT(2)) of
+// the whole array wrote it, but streamed: a store of millions of clips never holds them
+// all (2M clips took 3.3 GB as one array). Returns non-zero on failure.
+static int list_json(list_ctx *x, const store_clip_row *r, const char *label) {
+  json_t *o = json_pack("{s:I, s:s, s:i, s:f, s:f, s:i, s:i, s:i, s:I, s:s}", "id",
+                        (json_int_t)r->id, "source", r->source, "clip_index", r->c.clip_index,
+                        "start_s", r->c.start_s, "duration_s", r->c.duration_s, "T", r->c.T,
+                        "H", r->c.H, "W", r->c.W, "tokens", (json_int_t)r->c.tokens, "label",
+                        label);
+  char *text = o && !list_json_extras(o, &r->c) ? json_dumps(o, JSON_INDENT(2)) : NULL;
+  json_decref(o);
+  int bad = !text || fputs(x->shown == 1 ? "[\n  " : ",\n  ", stdout) == EOF;
+  for (const char *p = text; !bad && *p; p++)  // every line of the element 2 deeper
+    bad = putchar(*p) == EOF || (*p == '\n' && fputs("  ", stdout) == EOF);
+  free(text);
+  return x->write_failed = bad;
+}
+
+// "ROW:SPAN" and "START-END" (open ends "start", "end"; ",cut" when the video ended first)
+// of a clip from a manifest, "-" for others.
+static void span_text(const store_clip *c, char *rs, size_t nrs, char *sp, size_t nsp) {
+  if (c->manifest_row <= 0) {
+    snprintf(rs, nrs, "-");
+    snprintf(sp, nsp, "-");
+    return;
+  }
+  char a[32] = "start", b[32] = "end";
+  if (!isnan(c->span_start)) snprintf(a, sizeof a, "%g", c->span_start);
+  if (!isnan(c->span_end)) snprintf(b, sizeof b, "%g", c->span_end);
+  snprintf(rs, nrs, "%lld:%d", (long long)c->manifest_row, c->manifest_span);
+  snprintf(sp, nsp, "%s-%s%s", a, b, c->span_cut ? ",cut" : "");
+}
+
+static int list_clip(const store_clip_row *r, void *p) {
+  list_ctx *x = p;
+  const char *label = r->c.label ? r->c.label : "";
+  if (!list_match(x, r)) return 0;
+  x->matched++;
+  if (x->limit && x->shown >= x->limit) return 0;
+  x->shown++;
+  if (x->json) return list_json(x, r, label);
+  char lab[TERM_ESCAPE_SIZE(sizeof r->label_buf)], src[TERM_ESCAPE_SIZE(sizeof r->source)];
+  char sc[TERM_ESCAPE_SIZE(sizeof r->scores_buf)], rs[48], sp[80];
+  span_text(&r->c, rs, sizeof rs, sp, sizeof sp);
+  printf("%8lld  %9.2f  %8.2f  %5dx%dx%-4d %9lld  %-12s  %-9s  %-18s  %s%s%s\n",
+         (long long)r->id, r->c.start_s, r->c.duration_s, r->c.T, r->c.H, r->c.W,
+         (long long)r->c.tokens, label[0] ? term_escape(lab, sizeof lab, label) : "-", rs, sp,
+         term_escape(src, sizeof src, r->source), r->c.scores ? "  " : "",
+         r->c.scores ? term_escape(sc, sizeof sc, r->c.scores) : "");
+  return 0;
+}
+
+// The options of list into x (and *json); TSR_EINVAL after cli_getopt or a parser said why.
+static tsr_status list_options(int argc, char **argv, list_ctx *x) {
+  static const struct option opts[] = {
+      {"label", required_argument, 0, 'l'}, {"source", required_argument, 0, 's'},
+      {"min-tokens", required_argument, 0, 'n'}, {"max-tokens", required_argument, 0, 'x'},
+      {"row", required_argument, 0, 'r'}, {"limit", required_argument, 0, 'k'},
+      {"json", no_argument, 0, 'j'}, {0, 0, 0, 0}};
+  int c;
+  tsr_status st = TSR_OK;
+  cli_reset();
+  while (!st && (c = cli_getopt(argc, argv, opts)) != -1) {
+    switch (c) {
+    case 'l': x->label = optarg; break;
+    case 's': x->source = optarg; break;
+    case 'n': st = parse_i64("--min-tokens", optarg, 0, INT64_MAX, &x->min_tokens); break;
+    case 'x': st = parse_i64("--max-tokens", optarg, 1, INT64_MAX, &x->max_tokens); break;
+    case 'r': st = parse_i64("--row", optarg, 1, INT64_MAX, &x->row); break;
+    case 'k': st = parse_i64("--limit", optarg, 1, INT64_MAX, &x->limit); break;
+    case 'j': x->json = 1; break;
+    default: st = TSR_EINVAL;  // cli_getopt said why
+    }
+  }
+  if (!st) st = cli_positionals(argc, argv, 1, 1, "STORE");
+  if (!st && x->max_tokens && x->max_tokens < x->min_tokens)
+    st = err_set(TSR_EINVAL, "--max-tokens %lld is below --min-tokens %lld",
+                 (long long)x->max_tokens, (long long)x->min_tokens);
+  return st;
+}
+
+int cmd_index_list(int argc, char **argv) {
+  if (wants_help(argc, argv)) {
+    printf("usage: tessera index list STORE [--label L] [--source TEXT] [--min-tokens N]\n"
+           "                          [--max-tokens N] [--row R] [--limit N] [--json]\n\n"
+           "One line per clip, in id order: id, start and length in the source (seconds),\n"
+           "token grid TxHxW, tokens, label, manifest row and span (ROW:SPAN), the span asked\n"
+           "for (START-END seconds, open ends 'start' and 'end', ',cut' when the video ended\n"
+           "first), source path and the row's scores; '-' where a clip has none. The id is\n"
+           "what `tessera index export STORE --clip ID` takes.\n"
+           "  --label L        clips labelled L only (--label '' : clips without a label)\n"
+           "  --source TEXT    clips whose source path contains TEXT\n"
+           "  --min-tokens N   clips of at least N tokens\n"
+           "  --max-tokens N   clips of at most N tokens\n"
+           "  --row R          clips of manifest row R (1-based data row)\n"
+           "  --limit N        the first N matching clips (the count of all is printed)\n"
+           "  --json           a JSON array of {id, source, clip_index, start_s, duration_s,\n"
+           "                   T, H, W, tokens, label, manifest_row, manifest_span,\n"
+           "                   span_start, span_end, span_cut, scores, caption} on stdout\n"
+           "                   instead (null where a clip has none)\n");
+    return 0;
+  }
+  list_ctx x = {0};
+  if (list_options(argc, argv, &x)) return cli_usage_error("index list");
+  const char *dir = argv[optind];
+  store_index *ix = NULL;
+  if (!x.json)
+    printf("%8s  %9s  %8s  %-12s %9s  %-12s  %-9s  %-18s  %s\n", "id", "start_s", "length_s",
+           "grid TxHxW", "tokens", "label", "row:span", "span_s", "source  scores");
+  tsr_status st = store_open(&ix, dir, 0, NULL);
+  if (!st) st = index_foreach_clip(ix, list_clip, &x);
+  index_close(&ix);
+  if (!st && x.json && !x.write_failed && fputs(x.shown ? "\n]\n" : "[]\n", stdout) == EOF)
+    x.write_failed = 1;
+  if (!st && x.write_failed) st = err_set(TSR_EIO, "cannot write JSON to stdout");
+  if (st) return cli_error("index list");
+  fflush(stdout);  // the table before the count, on a terminal
+  if (!x.json)
+    fprintf(stderr, "index list: %lld clips match, %lld shown\n", (long long)x.matched,
+            (long long)x.shown);
+  return 0;
+}
