@@ -106,8 +106,8 @@ static int stats_score(const char *name, double v, void *p) {
   }
   if (!e) {
     e = &s->scores[s->nscores++];
+    *e = (score_sum){.min = v, .max = v};
     snprintf(e->name, sizeof e->name, "%s", name);
-    e->min = e->max = v;
   }
   e->count++;
   e->sum += v;

@@ -2,10 +2,13 @@
 // one source row and one clip row (every column, any SQLite type: integers of any size,
 // reals, text, NULL) inserted with SQL into a fresh index with the real schema, beside a
 // real shard; then every reader of rows runs on it: index_foreach_clip and index_get_clip
-// (read_row), the row checks (store_clip_check, store_shard_path), index_totals,
-// index_clip_lengths, store_verify, the recovery that trusts rows (store_recover:
-// committed shard ends), the check of a lost index (store_index_state) and the training
-// data loader (model/train/data.c data_open, which opens shards through store_shard_path).
+// (read_row), the row checks (store_clip_check, store_shard_path, the scores' parser
+// store_scores_each), index_totals, index_clip_lengths, the source lookups of a manifest
+// ingest (index_source_manifest_key, index_source_scene_cuts, index_filters), store_verify,
+// the recovery that trusts rows (store_recover: committed shard ends), the check of a lost
+// index (store_index_state) and the training data loader (model/train/data.c data_open,
+// which opens shards through store_shard_path). The manifest columns (schema version 3) come
+// after the others in the input, so the seeds of the columns before them still apply.
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +19,7 @@
 #include "store/shard.h"
 #include "store/clip.h"
 #include "store/index.h"
+#include "store/json_cols.h"
 #include "store/rebuild.h"
 #include "store/recover.h"
 #include "store/settings.h"
@@ -68,10 +72,18 @@ static void bind_value(sqlite3_stmt *st, int i, in_t *in, int64_t real, const ch
   }
 }
 
+static int noop_score(const char *name, double v, void *ctx) {
+  (void)name;
+  *(double *)ctx += v;
+  return 0;
+}
+
 static int noop_clip(const store_clip_row *row, void *ctx) {
   int64_t *n = ctx;
   char path[512];
+  double sum = 0;
   (void)store_clip_check(&S, &row->c);
+  if (row->c.scores) (void)store_scores_each(row->c.scores, noop_score, &sum);
   (void)store_shard_path(".", row->c.shard, path, sizeof path);
   (*n)++;
   return 0;
@@ -176,6 +188,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (int i = 0; i < 24; i++) bind_value(st, i + 1, &in, real[i], text[i]);
   ok = ok && sqlite3_step(st) == SQLITE_DONE;
   sqlite3_finalize(st);
+  // The manifest columns: the clip's, then the source's.
+  sqlite3_prepare_v2(db, "UPDATE clips SET manifest_row = ?, manifest_span = ?, span_start = ?, "
+                     "span_end = ?, span_cut = ?, scores = ?", -1, &st, NULL);
+  const int64_t mreal[6] = {3, 1, 0, 2, 1, 0};
+  const char *mtext[6] = {[5] = "{\"aesthetic\":4.5,\"motion\":0.25}"};
+  for (int i = 0; i < 6; i++) bind_value(st, i + 1, &in, mreal[i], mtext[i]);
+  (void)sqlite3_step(st);
+  sqlite3_finalize(st);
+  sqlite3_prepare_v2(db, "UPDATE sources SET scene_cuts = ?, manifest_key = ?", -1, &st, NULL);
+  bind_value(st, 1, &in, 0, "[0.5,1.25]");
+  bind_value(st, 2, &in, 0, "xxh3:00ff");
+  (void)sqlite3_step(st);
+  sqlite3_finalize(st);
   sqlite3_close(db);
   (void)ok;  // a row the schema rejects still leaves a valid index to read
 
@@ -191,6 +216,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       free(ids);
       free(tok);
     }
+    char key[STORE_MAX_MANIFEST_KEY + 1], filters[64];
+    double *cuts = NULL;
+    int ncuts = 0;
+    (void)index_source_manifest_key(ix, "/videos/a.mp4", key, sizeof key);
+    if (index_source_scene_cuts(ix, "/videos/a.mp4", &cuts, &ncuts) == TSR_OK) free(cuts);
+    (void)index_filters(ix, filters, sizeof filters, NULL);
     index_close(&ix);
   }
   store_verify_result vr;

@@ -3,6 +3,9 @@
 # boundary so that its first blocks are whole: a seed cut inside a payload (the old 64 KiB
 # prefix) failed at the first block and never reached the block and metadata parsing.
 # Input layout: u32 block offset, u32 payload bytes (0: unchecked), then the shard file.
+# Also the shards of a store of manifest clips (per-clip captions before their clips;
+# spans, scores, scene cuts in the trailers) that the test build's test_store_captions
+# writes, when that build is there.
 i=0
 for s in "$ART"/store/shards/*.tshard; do
   rel=shards/${s##*/}
@@ -20,3 +23,12 @@ for s in "$ART"/store/shards/*.tshard; do
   i=$((i + 1))
   if [ $i -ge 4 ]; then break; fi
 done
+MAKE_MANIFEST=$SRC/build/tests/store/test_store_captions
+if [ -x "$MAKE_MANIFEST" ]; then
+  rm -rf "$OUT/.manifest-store"
+  "$MAKE_MANIFEST" make "$OUT/.manifest-store" >/dev/null
+  for s in "$OUT/.manifest-store"/shards/*.tshard; do
+    { printf '\x00\x20\x00\x00\x00\x00\x00\x00'; cat "$s"; } >"$OUT/manifest-${s##*/}"
+  done
+  rm -rf "$OUT/.manifest-store"
+fi
