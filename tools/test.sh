@@ -6,7 +6,10 @@
 # the emulated device (label emu in build-emu/, -DTESSERA_CUDA=EMU: the CUDA backend's own
 # code on the CPU, kernels/cuda/emu/cuemu.h) where the CUDA toolkit's headers are installed.
 # Tests labelled `slow` (the memorisation check, minutes) are left out: `cd build && ctest
-# -L slow` runs them.
+# -L slow` runs them. The Python venv of the reference tools (tools/setup_venv.sh: torch 2,
+# transformers, the caption encoders) is created when missing and its python handed to the
+# tests as TESSERA_PYTHON; with TESSERA_NO_VENV=1 it is not created (those tests then take
+# /opt/tessera/venv if it is there, else skip).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -16,6 +19,14 @@ tools/setup.sh
 BUILD_DIR=build-asan BUILD_TYPE=Debug CMAKE_ARGS="-DTESSERA_SANITIZE=ON" tools/setup.sh
 
 status=0
+if [ "${TESSERA_NO_VENV:-0}" = 1 ]; then
+  echo "== the Python venv is not created (TESSERA_NO_VENV=1)"
+elif py=$(tools/setup_venv.sh); then
+  export TESSERA_PYTHON=$py
+else
+  echo "FAIL: tools/setup_venv.sh could not create the venv (TESSERA_NO_VENV=1 runs without it)"
+  status=1
+fi
 echo "== fuzz targets, short run (clang, ASan + UBSan)"
 tools/fuzz.sh --runs "${TESSERA_FUZZ_RUNS:-2000}" || status=1
 echo "== tests (release build)"
