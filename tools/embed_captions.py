@@ -7,7 +7,7 @@ Reads the clip spans of a manifest as JSONL, one object a line, as `tessera mani
      "caption": "text"|null, "scores": {...}}
 and writes, for every span with a caption, OUTDIR/R-K.caption.safetensors: a caption file
 of docs/store-format.md ("Caption files"; the C reader is caption_file_open in
-ingest/latent_file.c): tensor text_emb (N, D) bf16 or f32, metadata 'caption' (the text),
+store/latent_file.c): tensor text_emb (N, D) bf16 or f32, metadata 'caption' (the text),
 plus 'row', 'span', 'tokens' (real tokens before padding) and 'encoder'. OUTDIR/encoder.json
 records the encoder and its settings for a later ingest. docs/captions.md has the details.
 
@@ -41,8 +41,8 @@ import safetensors_io  # noqa: E402  (tools/reference/safetensors_io.py: the pro
 
 SUFFIX = ".caption.safetensors"
 TMP_MARK = ".tmp."                # temporaries: .R-K.caption.safetensors.tmp.PID
-MAX_CAPTION_BYTES = 8192          # STORE_MAX_CAPTION_BYTES (ingest/store.h)
-MAX_ROWS = 65536                  # STORE_MAX_CAPTION_TOKENS
+MAX_CAPTION_BYTES = 8192          # STORE_MAX_CAPTION_BYTES (store/settings.h)
+MAX_ROWS = 65536                  # STORE_MAX_CAPTION_TOKENS (store/settings.h)
 ENCODER_JSON = "encoder.json"
 FORMAT = "tessera-caption-embeddings"
 
