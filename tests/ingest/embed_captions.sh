@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tests/ingest/embed_captions.sh — tools/embed_captions.py (issue 26, 4): spans of a
-# manifest as `tessera manifest --jsonl` prints them -> OUTDIR/R-K.caption.safetensors.
+# tests/ingest/embed_captions.sh — tools/embed_captions.py (issue 26, 4): the spans
+# `tessera manifest --jsonl` prints for a small manifest -> OUTDIR/R-K.caption.safetensors.
 # - one file per span with a caption (none for null or empty ones), its text, row and span
 #   in the metadata; a bad line (not JSON, a caption that is no string, a negative row,
 #   bytes that are not UTF-8) is named by file and line, exit 2, the good lines written
@@ -34,20 +34,21 @@ CHECK=("$PY" "$SRC/tests/ingest/embed_captions_check.py")
 # embed LOG ARGS...: runs the script, stderr and stdout in LOG; sets $RC
 embed() { local log=$1; shift; RC=0; "${E[@]}" "$@" >"$log" 2>&1 || RC=$?; }
 
-# ---- the spans: what the manifest parser prints, written by hand ------------------------
+# ---- the spans: a manifest in tessera's JSONL form through `tessera manifest --jsonl` ------
+M=$WORK/manifest.jsonl
 S=$WORK/spans.jsonl
 long=$(printf 'a pale moon crossing a dark sky %.0s' $(seq 45))   # > 256 MiniLM tokens
-cat >"$S" <<EOF
-{"row": 0, "span": 0, "path": "/v/a.mp4", "start": 0.0, "end": 2.5, "caption": "an orange sun setting over a violet sky", "scores": {"aesthetic": 5.1}}
-{"row": 0, "span": 1, "path": "/v/a.mp4", "start": 2.5, "end": 5.0, "caption": "blue waves rolling", "scores": {}}
-{"row": 0, "span": 2, "path": "/v/a.mp4", "start": 5.0, "end": 6.0, "caption": null, "scores": {}}
-{"row": 1, "span": 0, "path": "/v/b.mp4", "start": null, "end": null, "caption": "caf\u00e9 \u2600 \ud83c\udf19 \u00abmoon\u00bb \"quoted\" \\\\ back", "scores": {}}
-{"row": 2, "span": 0, "path": "/v/c.mp4", "start": null, "end": null, "caption": "", "scores": {}}
-{"row": 3, "span": 0, "path": "/v/d.mp4", "start": 1, "end": 9, "caption": "$long", "scores": {}}
-{"row": 4, "span": 0, "path": "/v/e.mp4", "start": null, "end": null, "caption": "sun &amp;amp; moon   over\tthe  sea", "scores": {}}
-{"row": 17, "span": 3, "path": "/v/f.mp4", "start": 0.5, "end": 1.5, "caption": "a pale moon crossing a dark sky", "scores": {}}
+cat >"$M" <<EOF
+{"path": "/v/a.mp4", "spans": [{"start": 0, "end": 2.5, "caption": "an orange sun setting over a violet sky", "aesthetic": 5.1}, {"start": 2.5, "end": 5, "caption": "blue waves rolling"}, {"start": 5, "end": 6, "caption": null}]}
+{"path": "/v/b.mp4", "caption": "caf\u00e9 \u2600 \ud83c\udf19 \u00abmoon\u00bb \"quoted\" \\\\ back"}
+{"path": "/v/c.mp4", "caption": ""}
+{"path": "/v/d.mp4", "start": 1, "end": 9, "caption": "$long"}
+{"path": "/v/e.mp4", "caption": "sun &amp;amp; moon   over\tthe  sea"}
+{"path": "/v/f.mp4", "start": 0.5, "end": 1.5, "caption": "a pale moon crossing a dark sky"}
 EOF
-CAPTIONED="0-0 0-1 1-0 17-3 3-0 4-0"
+RC=0; "$TESSERA_BIN" manifest "$M" --jsonl >"$S" 2>"$WORK/manifest.log" || RC=$?
+expect_eq "$RC/$(wc -l <"$S")" "0/8" "tessera manifest --jsonl: 8 spans"
+CAPTIONED="1-0 1-1 2-0 4-0 5-0 6-0"   # row-span of the spans with a caption (c's empty: null)
 
 # ---- runs --------------------------------------------------------------------------------
 embed "$WORK/f32.log" "$S" --out "$WORK/f32" --dtype f32 --batch 64 --threads 2
@@ -131,7 +132,7 @@ CHECKS=$((CHECKS + nok + nfail)); FAILS=$((FAILS + nfail))
 gen_src "$WORK/v.mp4" testsrc2 64x48 4 1
 C=$WORK/cap
 mkdir -p "$C"
-for f in f32/0-0 bf16/1-0 pooled/17-3 wan/4-0; do
+for f in f32/1-0 bf16/2-0 pooled/6-0 wan/5-0; do
   n=${f//\//_}
   cp "$WORK/v.mp4" "$C/$n.mp4"
   cp "$WORK/$f.caption.safetensors" "$C/$n.mp4.caption.safetensors"
@@ -142,13 +143,13 @@ tsr_ok "$WORK/ingest.log" "ingest --captions of the 4 files" ingest "$C" --out "
 cap_of() { sql "$WORK/store" "SELECT c.caption_tokens || 'x' || c.caption_dim || '|' || c.caption
                               FROM clips c JOIN sources s ON s.id = c.source_id
                               WHERE $(src_is "$1.mp4")"; }
-expect_eq "$(cap_of f32_0-0)" "10x384|an orange sun setting over a violet sky" \
+expect_eq "$(cap_of f32_1-0)" "10x384|an orange sun setting over a violet sky" \
   "f32 per-token file read by tessera"
-expect_eq "$(cap_of bf16_1-0)" '13x384|café ☀ 🌙 «moon» "quoted" \ back' \
+expect_eq "$(cap_of bf16_2-0)" '13x384|café ☀ 🌙 «moon» "quoted" \ back' \
   "bf16 file with a non-ASCII caption read by tessera"
-expect_eq "$(cap_of pooled_17-3)" "1x384|a pale moon crossing a dark sky" \
+expect_eq "$(cap_of pooled_6-0)" "1x384|a pale moon crossing a dark sky" \
   "pooled file read by tessera"
-expect_eq "$(cap_of wan_4-0)" $'16x32|sun &amp;amp; moon   over\tthe  sea' \
+expect_eq "$(cap_of wan_5-0)" $'16x32|sun &amp;amp; moon   over\tthe  sea' \
   "padded umT5 file read by tessera (the text as given, not cleaned)"
 verify_ok "$WORK/store" "index verify: clean"
 finish
