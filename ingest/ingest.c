@@ -17,6 +17,7 @@
 #include "comm/comm.h"
 #include "core/log.h"
 #include "ingest/ingest_internal.h"
+#include "ingest/manifest_jobs.h"
 #include "store/layout.h"
 #include "store/lock.h"
 #include "store/rebuild.h"
@@ -42,6 +43,8 @@ struct ingest_run_state {
   pthread_mutex_t lock;      // guards ix, next, counters
   source_file **todo;        // this rank's sources, largest first
   int64_t ntodo, next;
+  manifest_jobs *jobs;       // a manifest ingest: the units instead of todo
+  int workers_left;          // workers still running
   int64_t bytes_total, bytes_done;
   ingest_result res;
   int threads_per_decoder;
@@ -116,7 +119,9 @@ tsr_status ingest_end_clip(worker *wk, store_clip *c, double frame_s, clip_meta 
   c->bytes = c->tokens * store_token_bytes(s);
   c->shard = wk->shard;
   c->label = txt->label[0] ? txt->label : NULL;
-  c->caption = c->caption_offset ? txt->caption : NULL;
+  // The source's caption (a caption file): its clips' text comes with its block. A manifest
+  // span's text is the reader's (with or without an embedding).
+  if (!wk->unit) c->caption = c->caption_offset ? txt->caption : NULL;
   meta->c = *c;
   meta->last = last;
   char *json = NULL;
@@ -136,23 +141,49 @@ tsr_status ingest_end_clip(worker *wk, store_clip *c, double frame_s, clip_meta 
 
 // ---- workers --------------------------------------------------------------------------
 
+// The next source of this rank (*sf NULL at the end): the next of the list, or of a manifest
+// ingest the next unit still to do (its video's file in *usf). Under r->lock.
+static tsr_status next_source(run *r, manifest_unit *unit, source_file *usf, source_file **sf) {
+  *sf = NULL;
+  if (!r->jobs) {
+    if (r->next < r->ntodo) *sf = r->todo[r->next++];
+    return TSR_OK;
+  }
+  int got = 0;
+  tsr_status st = manifest_jobs_next(r->jobs, unit, usf, &got);
+  if (!st && got) {
+    *sf = usf;
+    r->ntodo++;
+    r->bytes_total += usf->size;
+  }
+  return st;
+}
+
 static void *worker_main(void *arg) {
   worker *wk = arg;
   run *r = wk->r;
   ingest_clips clips = {0};
   ingest_text txt = {0};
+  manifest_unit unit = {0};
+  source_file unit_sf;
   for (;;) {
+    source_file *sf = NULL;
     pthread_mutex_lock(&r->lock);
-    int64_t i = r->next < r->ntodo ? r->next++ : -1;
+    tsr_status jst = next_source(r, &unit, &unit_sf, &sf);
+    if (jst) {
+      wk->fatal = jst;
+      snprintf(wk->fatal_msg, sizeof wk->fatal_msg, "%s", err_msg());
+    }
     pthread_mutex_unlock(&r->lock);
-    if (i < 0) break;
-    source_file *sf = r->todo[i];
+    if (!sf) break;
+    wk->unit = r->jobs ? &unit : NULL;
     store_source src;
     clips.n = 0;
     wk->frac = 0;
     wk->cur_size = sf->size;
     free(txt.caption);
     txt.caption = NULL;
+    txt.ncuts = 0;
     tsr_status st = r->o->reader->source(wk, sf, &src, &clips, &txt);
     if (!st && clips.n) st = shard_writer_sync(wk->w);  // durable before the index row
     if (st) {
@@ -186,7 +217,13 @@ static void *worker_main(void *arg) {
   }
   free(clips.v);
   free(txt.caption);
+  free(txt.cuts);
+  manifest_unit_free(&unit);
+  wk->unit = NULL;
   shard_writer_close(&wk->w);
+  pthread_mutex_lock(&r->lock);
+  r->workers_left--;
+  pthread_mutex_unlock(&r->lock);
   return NULL;
 }
 
@@ -196,6 +233,18 @@ static int by_size_desc(const void *a, const void *b) {
   const source_file *x = *(source_file *const *)a, *y = *(source_file *const *)b;
   if (x->size != y->size) return x->size < y->size ? 1 : -1;
   return strcmp(x->path, y->path);
+}
+
+// A manifest ingest's filter, recorded in the store (one store, one filter): a store made
+// with another is refused, naming both.
+static tsr_status record_filters(store_index *ix, const manifest_filter *f) {
+  char text[STORE_MAX_FILTERS_BYTES];
+  tsr_status st = manifest_filter_format(f, text, sizeof text);
+  if (!st) st = index_set_filters(ix, text);
+  if (st == TSR_EMISMATCH)
+    return err_wrap(st, "the store was made with other manifest filters (make a new store for "
+                    "these, then `tessera index merge` if both are wanted): ");
+  return st;
 }
 
 // Rank 0 opens (creating) and recovers the store; the others learn the outcome, so every
@@ -216,6 +265,7 @@ static tsr_status open_store_all(run *r) {
                    r->dir, why, r->dir);
     if (!st) st = store_open(&ix, r->dir, 1, &r->o->settings);
     if (!st) st = store_recover(r->dir, ix);
+    if (!st && r->o->manifest) st = record_filters(ix, &r->o->manifest->filter);
     index_close(&ix);
     code = st;
     if (st) snprintf(msg, sizeof msg, "%s", err_msg());
@@ -266,13 +316,210 @@ static void caption_report(int64_t added, const char *first_added, int64_t remov
              removed == 1 ? "its clips keep" : "their clips keep");
 }
 
+// File sources: every rank reads the same index to decide what is left (the list is sorted
+// the same everywhere), then takes its share, balancing bytes: largest first onto the
+// least-loaded rank (deterministic).
+static tsr_status plan_files(run *r, store_index *main_ix, source_list *list,
+                             ingest_result *res) {
+  const ingest_opts *o = r->o;
+  const int world = comm_size();
+  r->todo = calloc((size_t)list->n + 1, sizeof *r->todo);
+  source_file **pending = calloc((size_t)list->n + 1, sizeof *pending);
+  int64_t *load = calloc((size_t)world, sizeof *load);
+  int64_t npending = 0, cap_added = 0, cap_removed = 0;
+  const char *cap_first[2] = {"", ""};
+  tsr_status st = TSR_OK;
+  if (!r->todo || !pending || !load) st = err_set(TSR_ENOMEM, "out of memory");
+  for (int64_t i = 0; !st && i < list->n; i++) {
+    source_status ss;
+    int same = 0, news = 0;
+    st = index_source_lookup(main_ix, list->v[i].path, list->v[i].size, list->v[i].mtime, &ss,
+                             &same);
+    if (!st && same && ss == SOURCE_DONE && o->captions)
+      st = caption_news(main_ix, list->v[i].path, &news);
+    if (st) break;
+    if (news > 0 && !cap_added++) cap_first[0] = list->v[i].path;
+    if (news < 0 && !cap_removed++) cap_first[1] = list->v[i].path;
+    if (news > 0) same = 0;  // taken again, with its caption
+    if (same && (ss == SOURCE_DONE || (ss == SOURCE_FAILED && !o->retry_failed))) {
+      res->sources_skipped++;
+      res->sources_failed_kept += ss == SOURCE_FAILED;
+      continue;
+    }
+    pending[npending++] = &list->v[i];
+  }
+  res->sources_total = list->n;
+  if (!st) caption_report(cap_added, cap_first[0], cap_removed, cap_first[1]);
+  if (!st) qsort(pending, (size_t)npending, sizeof *pending, by_size_desc);
+  for (int64_t i = 0; !st && i < npending; i++) {
+    int best = 0;
+    for (int k = 1; k < world; k++)
+      if (load[k] < load[best]) best = k;
+    load[best] += pending[i]->size + 1;
+    if (best == r->rank) {
+      r->todo[r->ntodo++] = pending[i];
+      r->bytes_total += pending[i]->size;
+    }
+  }
+  free(load);
+  free(pending);
+  return st;
+}
+
+// Starts the workers (*started of them): the --workers asked for, else one per core, no
+// more than the sources of a file list.
+static tsr_status start_workers(run *r, worker **wk, pthread_t **th, int *started) {
+  int cores = comm_local_cores();
+  int nw = r->o->workers > 0 ? r->o->workers : cores;
+  if (!r->jobs && nw > r->ntodo) nw = (int)(r->ntodo ? r->ntodo : 1);
+  r->threads_per_decoder = cores / nw > 1 ? cores / nw : 1;
+  *started = 0;
+  *wk = calloc((size_t)nw, sizeof **wk);
+  *th = calloc((size_t)nw, sizeof **th);
+  if (!*wk || !*th) return err_set(TSR_ENOMEM, "out of memory");
+  if (!r->jobs && !r->ntodo) return TSR_OK;
+  if (r->ntodo)
+    log_info("ingest: %lld sources to do (%lld already in the store), %d workers",
+             (long long)r->ntodo, (long long)r->res.sources_skipped, nw);
+  r->workers_left = nw;
+  for (int i = 0; i < nw; i++) {
+    (*wk)[i] = (worker){.r = r, .o = r->o, .id = i, .threads = r->threads_per_decoder};
+    if (pthread_create(&(*th)[i], NULL, worker_main, &(*wk)[i])) {
+      pthread_mutex_lock(&r->lock);
+      r->workers_left -= nw - i;
+      pthread_mutex_unlock(&r->lock);
+      return err_set(TSR_EIO, "cannot start worker thread");
+    }
+    (*started)++;
+  }
+  return TSR_OK;
+}
+
+// The progress line until every worker is done (or one stopped on an error).
+static void watch_workers(run *r, worker *wk, int started, double t0) {
+  progress pg;
+  progress_begin(&pg, "ingest");
+  for (;;) {
+    pthread_mutex_lock(&r->lock);
+    double frac_bytes = (double)r->bytes_done;  // finished sources + share of those in flight
+    for (int i = 0; i < started; i++)
+      frac_bytes += (wk[i].frac > 1 ? 1 : wk[i].frac) * (double)wk[i].cur_size;
+    int64_t done = r->res.sources_done + r->res.sources_failed, frames = r->res.output_frames;
+    int64_t dec = r->res.decoded_frames, todo = r->ntodo;
+    int left = r->workers_left, fatal = 0;
+    for (int i = 0; i < started; i++) fatal |= wk[i].fatal != TSR_OK;
+    pthread_mutex_unlock(&r->lock);
+    double el = time_now() - t0;
+    if (r->o->progress)
+      progress_update(&pg, frac_bytes, (double)(r->bytes_total ? r->bytes_total : 1), 0,
+                      "sources %lld/%lld%s | %.0f source frames/s | %.0f tokens-frames/s",
+                      (long long)done, (long long)todo, r->jobs && left ? "+" : "",
+                      el > 0 ? dec / el : 0, el > 0 ? frames / el : 0);
+    if (left <= 0 || fatal) break;
+    usleep(100000);
+  }
+  if (r->o->progress && r->ntodo) progress_end(&pg);
+}
+
+// The manifest's counts (moving its tallies) and this rank's units into res.
+static void manifest_counts(manifest_jobs *j, ingest_result *res) {
+  manifest_jobs_counts c;
+  manifest_units_stats *s = manifest_jobs_stats(j, &c);
+  res->rows = s->rows;
+  res->spans_kept = s->kept;
+  res->spans_filtered += s->filtered;
+  res->errors += s->errors;
+  res->filtered_by = s->filtered_by;
+  res->errors_by = s->errors_by;
+  s->filtered_by = (manifest_tally){0};
+  s->errors_by = (manifest_tally){0};
+  res->sources_total = c.taken + c.skipped + c.failed_kept;
+  res->sources_skipped = c.skipped + c.failed_kept;
+  res->sources_failed_kept = c.failed_kept;
+}
+
+// This rank's workers' span counts and reasons into res.
+static void add_worker_counts(worker *wk, int n, ingest_result *res) {
+  for (int i = 0; i < n; i++) {
+    res->spans_filtered += wk[i].spans_filtered;
+    res->spans_failed += wk[i].spans_failed;
+    res->scene_cuts += wk[i].scene_cuts;
+    manifest_tally_merge(&res->filtered_by, &wk[i].filtered_by);
+    manifest_tally_merge(&res->errors_by, &wk[i].failed_by);
+    manifest_tally_free(&wk[i].filtered_by);
+    manifest_tally_free(&wk[i].failed_by);
+  }
+}
+
+// The counts of every rank into res (sums; a manifest's rows and reasons are rank 0's,
+// which read them all like every rank).
+static tsr_status sum_counts(run *r, ingest_result *res) {
+  int64_t c[15] = {r->res.sources_done, r->res.sources_failed, r->res.sources_partial,
+                   r->res.clips, r->res.tokens, r->res.decoded_frames, r->res.output_frames,
+                   res->spans_filtered - r->res.spans_filtered, res->spans_failed,
+                   res->scene_cuts, 0, 0, 0, 0, 0};
+  if (r->jobs) {
+    c[10] = res->sources_total;
+    c[11] = res->sources_skipped;
+    c[12] = res->sources_failed_kept;
+  }
+  tsr_status st = comm_allreduce_sum_i64(c, 15);
+  res->sources_done = c[0];
+  res->sources_failed = c[1];
+  res->sources_partial = c[2];
+  res->clips = c[3];
+  res->tokens = c[4];
+  res->decoded_frames = c[5];
+  res->output_frames = c[6];
+  res->spans_filtered = r->res.spans_filtered + c[7];
+  res->spans_failed = c[8];
+  res->scene_cuts = c[9];
+  if (r->jobs) {
+    res->sources_total = c[10];
+    res->sources_skipped = c[11];
+    res->sources_failed_kept = c[12];
+  }
+  return st;
+}
+
+// After the workers: every rank learns whether one failed; rank 0 merges the parts of a
+// multi-rank job into the main index.
+static tsr_status finish_ranks(run *r, tsr_status st) {
+  int64_t failed = st ? 1 : 0;
+  tsr_status cst = comm_allreduce_max_i64(&failed, 1);
+  if (cst && !st) st = cst;
+  if (!st && failed) st = err_set(TSR_EIO, "another rank stopped with an error (see its log)");
+  if (!st && comm_size() > 1 && r->rank == 0) {
+    store_index *ix = NULL;
+    if (!(st = store_open(&ix, r->dir, 0, &r->o->settings))) st = store_recover(r->dir, ix);
+    index_close(&ix);
+  }
+  return st;
+}
+
+// Where this rank commits: the main index alone, or its part of a multi-rank job (the
+// main index then stays open for a manifest's lookups of what is done).
+static tsr_status open_commit_index(run *r, store_index **main_ix) {
+  if (comm_size() == 1) {
+    r->ix = *main_ix;
+    *main_ix = NULL;
+    return TSR_OK;
+  }
+  if (!r->jobs) index_close(main_ix);
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/%s/rank-%d-%s.sqlite", r->dir, STORE_PARTS_DIR, r->rank,
+           r->runid);
+  return index_open(&r->ix, path, 1, &r->o->settings);
+}
+
 tsr_status ingest_run(const char *out, char **srcs, int nsrcs, const ingest_opts *o,
                       ingest_result *res) {
   run r = {.dir = out, .o = o, .rank = comm_rank()};
-  const int world = comm_size();
   source_list list = {0};
+  store_index *main_ix = NULL;
   worker *wk = NULL;
   pthread_t *th = NULL;
+  int started = 0;
   tsr_status st;
   double t0 = time_now();
   memset(res, 0, sizeof *res);
@@ -282,148 +529,36 @@ tsr_status ingest_run(const char *out, char **srcs, int nsrcs, const ingest_opts
     st = err_set(TSR_EINVAL, "ingest: no source reader given (videos or latent files)");
     goto out;
   }
-  if ((st = sources_expand(srcs, nsrcs, o->reader->accept_name, &list))) goto out;
+  if (!o->manifest && (st = sources_expand(srcs, nsrcs, o->reader->accept_name, &list)))
+    goto out;
   if (list.links && r.rank == 0)
     log_info("ingest: %lld path%s named a file listed under another name (a link): each file "
              "is ingested once", (long long)list.links, list.links == 1 ? "" : "s");
   if ((st = open_store_all(&r))) goto out;
-
-  // Every rank reads the same index to decide what is left, then takes its share.
-  store_index *main_ix = NULL;
-  char path[PATH_MAX];
   if ((st = store_open(&main_ix, out, 0, &o->settings))) goto out;
-  r.todo = calloc((size_t)list.n + 1, sizeof *r.todo);
-  source_file **pending = calloc((size_t)list.n + 1, sizeof *pending);
-  int64_t npending = 0;
-  if (!r.todo || !pending) {
-    free(pending);
-    index_close(&main_ix);
-    st = err_set(TSR_ENOMEM, "out of memory");
-    goto out;
-  }
-  int64_t cap_added = 0, cap_removed = 0;
-  const char *cap_first[2] = {"", ""};
-  for (int64_t i = 0; i < list.n; i++) {
-    source_status ss;
-    int same = 0, news = 0;
-    st = index_source_lookup(main_ix, list.v[i].path, list.v[i].size, list.v[i].mtime, &ss, &same);
-    if (!st && same && ss == SOURCE_DONE && o->captions)
-      st = caption_news(main_ix, list.v[i].path, &news);
-    if (st) {
-      free(pending);
-      index_close(&main_ix);
-      goto out;
-    }
-    if (news > 0 && !cap_added++) cap_first[0] = list.v[i].path;
-    if (news < 0 && !cap_removed++) cap_first[1] = list.v[i].path;
-    if (news > 0) same = 0;  // taken again, with its caption
-    if (same && (ss == SOURCE_DONE || (ss == SOURCE_FAILED && !o->retry_failed))) {
-      res->sources_skipped++;
-      res->sources_failed_kept += ss == SOURCE_FAILED;
-      continue;
-    }
-    pending[npending++] = &list.v[i];
-  }
-  res->sources_total = list.n;
-  caption_report(cap_added, cap_first[0], cap_removed, cap_first[1]);
-  // Balance bytes across ranks: largest first onto the least-loaded rank (deterministic).
-  qsort(pending, (size_t)npending, sizeof *pending, by_size_desc);
-  int64_t *load = calloc((size_t)world, sizeof *load);
-  for (int64_t i = 0; i < npending && load; i++) {
-    int best = 0;
-    for (int k = 1; k < world; k++)
-      if (load[k] < load[best]) best = k;
-    load[best] += pending[i]->size + 1;
-    if (best == r.rank) {
-      r.todo[r.ntodo++] = pending[i];
-      r.bytes_total += pending[i]->size;
-    }
-  }
-  free(load);
-  free(pending);
-  if (world > 1) {  // each rank commits to its own part; rank 0 merges them at the end
-    index_close(&main_ix);
-    snprintf(path, sizeof path, "%s/%s/rank-%d-%s.sqlite", out, STORE_PARTS_DIR, r.rank, r.runid);
-    if ((st = index_open(&r.ix, path, 1, &o->settings))) goto out;
-  } else {
-    r.ix = main_ix;
-  }
-
-  int cores = comm_local_cores();
-  int nw = o->workers > 0 ? o->workers : cores;
-  if (nw > r.ntodo) nw = (int)(r.ntodo ? r.ntodo : 1);
-  r.threads_per_decoder = cores / nw > 1 ? cores / nw : 1;
-  wk = calloc((size_t)nw, sizeof *wk);
-  th = calloc((size_t)nw, sizeof *th);
-  if (!wk || !th) {
-    st = err_set(TSR_ENOMEM, "out of memory");
-    goto out;
-  }
-  if (r.ntodo)
-    log_info("ingest: %lld sources to do (%lld already in the store), %d workers", (long long)r.ntodo,
-             (long long)res->sources_skipped, nw);
-  int started = 0;
-  for (int i = 0; i < nw && r.ntodo; i++, started++) {
-    wk[i] = (worker){.r = &r, .o = o, .id = i, .threads = r.threads_per_decoder};
-    if (pthread_create(&th[i], NULL, worker_main, &wk[i])) {
-      st = err_set(TSR_EIO, "cannot start worker thread");
-      break;
-    }
-  }
-  progress pg;
-  progress_begin(&pg, "ingest");
-  for (int running = started; running;) {
-    pthread_mutex_lock(&r.lock);
-    double frac_bytes = (double)r.bytes_done;  // finished sources + share of those in flight
-    for (int i = 0; i < started; i++)
-      frac_bytes += (wk[i].frac > 1 ? 1 : wk[i].frac) * (double)wk[i].cur_size;
-    int64_t done = r.res.sources_done + r.res.sources_failed, frames = r.res.output_frames;
-    int64_t dec = r.res.decoded_frames;
-    pthread_mutex_unlock(&r.lock);
-    double el = time_now() - t0;
-    if (o->progress)
-      progress_update(&pg, frac_bytes, (double)(r.bytes_total ? r.bytes_total : 1), 0,
-                      "sources %lld/%lld | %.0f source frames/s | %.0f tokens-frames/s",
-                      (long long)done, (long long)r.ntodo, el > 0 ? dec / el : 0,
-                      el > 0 ? frames / el : 0);
-    if (done >= r.ntodo) break;
-    int fatal = 0;
-    for (int i = 0; i < started; i++) fatal |= wk[i].fatal != TSR_OK;
-    if (fatal) break;
-    usleep(100000);
-  }
+  const ingest_manifest *mf = o->manifest;
+  st = mf ? manifest_jobs_open(&r.jobs, mf->path, &mf->opts, &mf->filter, mf->embeddings, r.rank,
+                               comm_size(), main_ix, o->retry_failed)
+          : plan_files(&r, main_ix, &list, res);
+  r.res.sources_skipped = res->sources_skipped;
+  if (!st) st = open_commit_index(&r, &main_ix);
+  if (!st) st = start_workers(&r, &wk, &th, &started);
+  if (started) watch_workers(&r, wk, started, t0);
   for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
-  if (o->progress && r.ntodo) progress_end(&pg);
   for (int i = 0; i < started && !st; i++)
     if (wk[i].fatal) st = err_set(wk[i].fatal, "%s", wk[i].fatal_msg);
   index_close(&r.ix);
-
-  // Collect the parts into the main index (rank 0) and the counts (everyone).
-  {
-    int64_t failed = st ? 1 : 0;
-    tsr_status cst = comm_allreduce_max_i64(&failed, 1);
-    if (cst && !st) st = cst;
-    if (!st && failed) st = err_set(TSR_EIO, "another rank stopped with an error (see its log)");
-  }
-  if (!st && world > 1 && r.rank == 0) {
-    store_index *ix = NULL;
-    if (!(st = store_open(&ix, out, 0, &o->settings))) st = store_recover(out, ix);
-    index_close(&ix);
-  }
-  int64_t counts[8] = {r.res.sources_done, r.res.sources_failed, r.res.sources_partial,
-                       r.res.clips, r.res.tokens, r.res.decoded_frames, r.res.output_frames, 0};
-  tsr_status cst = comm_allreduce_sum_i64(counts, 8);
+  index_close(&main_ix);
+  if (r.jobs) manifest_counts(r.jobs, res);
+  r.res.spans_filtered = res->spans_filtered;  // the manifest's own: not summed over ranks
+  add_worker_counts(wk, started, res);
+  st = finish_ranks(&r, st);
+  tsr_status cst = sum_counts(&r, res);
   if (!st) st = cst;
-  res->sources_done = counts[0];
-  res->sources_failed = counts[1];
-  res->sources_partial = counts[2];
-  res->clips = counts[3];
-  res->tokens = counts[4];
-  res->decoded_frames = counts[5];
-  res->output_frames = counts[6];
   if (!st) st = comm_barrier();
 out:
   res->seconds = time_now() - t0;
+  manifest_jobs_close(&r.jobs);
   free(wk);
   free(th);
   free(r.todo);
@@ -431,4 +566,9 @@ out:
   store_lock_release(&r.writer);
   pthread_mutex_destroy(&r.lock);
   return st;
+}
+
+void ingest_result_free(ingest_result *res) {
+  manifest_tally_free(&res->filtered_by);
+  manifest_tally_free(&res->errors_by);
 }

@@ -11,7 +11,11 @@
 #define TESSERA_INGEST_INGEST_H
 
 #include <stdint.h>
+
 #include "core/err.h"
+#include "ingest/manifest.h"
+#include "ingest/manifest_filter.h"
+#include "ingest/manifest_tally.h"
 #include "store/settings.h"
 
 // What a source is and how it becomes clips (ingest_internal.h).
@@ -23,6 +27,27 @@ extern const ingest_reader ingest_reader_video;
 // Latent files of a video VAE (latent_file.h): the store's settings are latents (bf16/f32).
 extern const ingest_reader ingest_reader_latents;
 
+// Sources from a clip manifest (docs/manifest.md) instead of files: each unit of
+// consecutive rows of one video (ingest/manifest_units.h) is one source of the store, its
+// spans its clips (a span longer than max_seconds, or cut by a scene cut, gives several).
+// Videos only.
+typedef struct {
+  const char *path;         // the manifest
+  manifest_opts opts;       // preset, syntax, root, path column and suffix
+  manifest_filter filter;   // recorded in the store (index_set_filters): one store, one filter
+  // Folder of per-span caption files R-K.caption.safetensors (tools/embed_captions.py), or
+  // NULL. A span with a caption file gets its embedding as a caption block; a span with
+  // caption text but no file keeps the text alone (no embedding: the trainer sees none).
+  const char *embeddings;
+} ingest_manifest;
+
+// Shot boundaries found in the decoded frames (ingest/scene_cut.h) end a clip there.
+typedef struct {
+  int enabled;
+  double threshold;         // 0: SCENE_CUT_THRESHOLD
+  double min_shot_s;        // shortest shot in seconds (0: SCENE_CUT_MIN_SHOT frames)
+} ingest_scene_opts;
+
 typedef struct {
   const ingest_reader *reader;  // videos or latent files
   store_settings settings;
@@ -33,14 +58,26 @@ typedef struct {
   int retry_failed;        // re-ingest sources recorded as failed
   int64_t max_pixels;      // absurd-size guard for decode
   int progress;            // show a progress line
+  const ingest_manifest *manifest;  // sources from a manifest (NULL: the paths given)
+  ingest_scene_opts scenes;         // videos: cut clips at shot boundaries
 } ingest_opts;
 
 typedef struct {
   int64_t sources_total, sources_skipped, sources_done, sources_failed, sources_partial;
   int64_t sources_failed_kept;  // skipped because they failed before (no --retry-failed)
   int64_t clips, tokens, decoded_frames, output_frames;
+  int64_t scene_cuts;      // shot boundaries found (ingest_opts.scenes)
   double seconds;          // wall time
+  // A manifest ingest: rows read, spans that became clips, spans filtered (by the manifest
+  // or, for resolution and open-ended lengths, once the video was opened), spans that could
+  // not be cut (past the video's end), error records; and the reasons with examples
+  // (rank 0's: every rank reads the whole manifest).
+  int64_t rows, spans_kept, spans_filtered, spans_failed, errors;
+  manifest_tally filtered_by, errors_by;
 } ingest_result;
+
+// Frees what ingest_run left in res (the tallies' examples).
+void ingest_result_free(ingest_result *res);
 
 // The settings a latent store of these sources gets from its files: fps, VAE strides and
 // channels of the first source (in path order) that is a valid latent file; short side 0.
@@ -48,7 +85,8 @@ typedef struct {
 // when none is valid.
 tsr_status ingest_latent_settings(char **srcs, int n, store_settings *s);
 
-// Ingests `srcs` (n paths, as given on the command line) into the store `out`.
+// Ingests `srcs` (n paths, as given on the command line; o->manifest: none, the manifest's
+// units instead) into the store `out`.
 // Collective over the MPI world: every rank calls it with the same arguments.
 // Returns TSR_OK when the run completed (some sources may have failed: see result);
 // an error for fatal problems (bad store, settings mismatch, unwritable output).

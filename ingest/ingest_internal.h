@@ -17,6 +17,7 @@
 #include "core/err.h"
 #include "store/clip_meta.h"
 #include "ingest/ingest.h"
+#include "ingest/manifest_units.h"
 #include "store/shard.h"
 #include "ingest/sources.h"
 #include "store/clip.h"
@@ -33,8 +34,15 @@ typedef struct {
   char shard[256];       // relative path of the open shard
   int seq;
   int threads;           // threads a reader may use for this source (decoder threads)
+  const manifest_unit *unit;  // a manifest ingest: the unit whose video is the source (its
+                             // spans become the clips); NULL: the whole file is
   double frac;           // progress through the current source, 0..1 (for the display)
   int64_t cur_size;      // bytes of the current source
+  // What the reader found beyond the sources' outcomes, summed into the run's result: spans
+  // of a manifest unit filtered once the video was opened or not cut (a span past the end),
+  // with reasons; shot boundaries found.
+  int64_t spans_filtered, spans_failed, scene_cuts;
+  manifest_tally filtered_by, failed_by;
   tsr_status fatal;      // an error that stops this worker (e.g. disk full)
   char fatal_msg[1024];
 } ingest_worker;
@@ -51,6 +59,8 @@ typedef struct {
   char label[256];
   char codec[32], pix_fmt[32];
   char *caption;             // caption text (malloc'ed) or NULL
+  double *cuts;              // (ncuts) shot boundaries found, seconds (malloc'ed) or NULL
+  int ncuts, capcuts;
 } ingest_text;
 
 // A kind of source.

@@ -14,6 +14,7 @@
 #include <xxhash.h>
 
 #include "core/fs.h"
+#include "core/hash_set.h"
 #include "ingest/manifest_csv.h"
 #include "ingest/manifest_row.h"
 #include "ingest/manifest_value.h"
@@ -94,11 +95,6 @@ const char *manifest_syntax_name(manifest_syntax s) {
 
 // ---- the reader --------------------------------------------------------------------------
 
-typedef struct {
-  uint64_t *slot;  // 0: empty
-  uint64_t n, cap;
-} span_set;
-
 struct manifest {
   char *file;
   manifest_syntax syntax;
@@ -114,7 +110,7 @@ struct manifest {
   json_t *jrow;       // JSONL: the current row's object
   mrow b;
   int64_t rows, line, last_line;
-  span_set seen;
+  hash_set seen;
   unsigned char *dup; // span k of the current row repeats an earlier span
   int dupcap, next_dup, pending;
   manifest_record out;
@@ -321,31 +317,6 @@ static tsr_status read_jsonl_row(manifest *m, int *got) {
 
 // ---- duplicates --------------------------------------------------------------------------
 
-// 1 if h was in the set, 0 if it is added now, -1 out of memory. The table doubles at 3/4
-// full (linear probing stays short there).
-static int set_add(span_set *s, uint64_t h) {
-  if (4 * (s->n + 1) > 3 * s->cap) {
-    uint64_t cap = s->cap ? 2 * s->cap : 1 << 16;
-    uint64_t *v = calloc(cap, sizeof *v);
-    if (!v) return -1;
-    for (uint64_t i = 0; i < s->cap; i++) {
-      if (!s->slot[i]) continue;
-      uint64_t j = s->slot[i] & (cap - 1);
-      while (v[j]) j = (j + 1) & (cap - 1);
-      v[j] = s->slot[i];
-    }
-    free(s->slot);
-    s->slot = v;
-    s->cap = cap;
-  }
-  uint64_t j = h & (s->cap - 1);
-  for (; s->slot[j]; j = (j + 1) & (s->cap - 1))
-    if (s->slot[j] == h) return 1;
-  s->slot[j] = h;
-  s->n++;
-  return 0;
-}
-
 // XXH3 of (path, start, end): its bits are uniform, which the false-duplicate rate in
 // ingest/manifest.h assumes; the table's slot is taken from its low bits.
 static uint64_t span_hash(const char *path, const manifest_span *s) {
@@ -366,7 +337,7 @@ static tsr_status mark_duplicates(manifest *m) {
     m->dupcap = m->b.nspans;
   }
   for (int k = 0; k < m->b.nspans; k++) {
-    int r = set_add(&m->seen, span_hash(m->b.path, &m->b.spans[k]));
+    int r = hash_set_add(&m->seen, span_hash(m->b.path, &m->b.spans[k]));
     if (r < 0) return err_set(TSR_ENOMEM, "out of memory remembering manifest spans for the "
                               "duplicate check (%llu spans)", (unsigned long long)m->seen.n);
     m->dup[k] = (unsigned char)r;
@@ -506,7 +477,7 @@ void manifest_close(manifest **pm) {
   free(m->names);
   free(m->scores);
   free(m->roles);
-  free(m->seen.slot);
+  hash_set_free(&m->seen);
   free(m->dup);
   free(m->path_column);
   free(m->file);

@@ -33,6 +33,10 @@ static json_t *encode_object(const clip_meta *m) {
   if (!bad && c->caption_offset && c->offset > c->caption_offset)
     bad = json_object_set_new(o, "caption_back",
                               json_integer((json_int_t)(c->offset - c->caption_offset)));
+  // a caption without an embedding (a manifest span's text alone) is only here and in the
+  // index: without it a rebuilt index would lose it
+  if (!bad && !c->caption_offset && c->caption)
+    bad = json_object_set_new(o, "caption", json_string(c->caption));
   if (!bad && c->manifest_row > 0)  // NaN: an open span end, null
     bad = json_object_set_new(o, "manifest_row", json_integer((json_int_t)c->manifest_row)) ||
           json_object_set_new(o, "manifest_span", json_integer(c->manifest_span)) ||
@@ -191,6 +195,13 @@ static const char *decode_extras(json_t *o, clip_meta *m, int last) {
     c->manifest_row = row, c->manifest_span = (int)span, c->span_cut = (int)cut;
   }
   if ((v = json_object_get(o, "scores")) && get_scores(v, m)) return "scores";
+  if ((v = json_object_get(o, "caption"))) {
+    if (c->caption_offset || !json_is_string(v) || json_string_length(v) > STORE_MAX_CAPTION_BYTES ||
+        strlen(json_string_value(v)) != json_string_length(v) ||
+        !(m->caption = strdup(json_string_value(v))))
+      return "caption";
+    c->caption = m->caption;
+  }
   if (!last) return NULL;
   if ((v = json_object_get(o, "scene_cuts"))) {
     char *text = dump(v);
@@ -270,8 +281,11 @@ tsr_status clip_meta_decode(const char *json, size_t n, clip_meta *m) {
 void clip_meta_release(clip_meta *m) {
   if (!m->decoded) return;
   free(m->scene_cuts);
+  free(m->caption);
   free((char *)m->c.scores);
   m->scene_cuts = NULL;
+  m->caption = NULL;
+  m->c.caption = NULL;
   m->c.scores = NULL;
   m->n_scene_cuts = 0;
 }

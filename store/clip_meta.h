@@ -12,7 +12,8 @@
 //   (shard version 3), caption_offset (the caption block's offset in the same shard) and,
 //   when the clip's own offset is known (c.offset), caption_back: the bytes from the
 //   caption block to the clip's block, which stay right where a stretch of blocks is
-//   copied elsewhere (a shard tail into quarantine), as offsets do not.
+//   copied elsewhere (a shard tail into quarantine), as offsets do not; a caption's text
+//   without a caption block (a manifest span's caption with no embedding), caption.
 //   A clip from a manifest also has manifest_row, manifest_span, span_start, span_end (null:
 //   open) and span_cut; a clip with scores, scores (the object, in its canonical text:
 //   store/json_cols.h); the last clip of a source with scene detection on, scene_cuts (the
@@ -49,6 +50,8 @@ typedef struct {
   double *scene_cuts;      // encode: the caller's; decode: allocated (clip_meta_release)
   int n_scene_cuts;
   char manifest_key[STORE_MAX_MANIFEST_KEY + 1];
+  char *caption;           // decode: a caption's text without a caption block (c.caption
+                           // points here; clip_meta_release frees it), else NULL
   int64_t caption_back;    // decode: c.offset - the caption's offset when the block was
                            // written (0: not recorded); encode takes it from c
   int decoded;             // 1: scene_cuts and c.scores were allocated by clip_meta_decode

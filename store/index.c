@@ -110,6 +110,7 @@ static tsr_status insert_source(store_index *ix, const store_source *src, int nc
 }
 
 // Binds the caption and manifest columns (25..35) of clip c; scores is its canonical text.
+// A caption without an embedding has its text and NULL for the block's columns.
 static void bind_clip_extras(sqlite3_stmt *cs, const store_clip *c, const char *scores) {
   if (c->caption_offset) {
     char csum[17];
@@ -119,8 +120,10 @@ static void bind_clip_extras(sqlite3_stmt *cs, const store_clip *c, const char *
     sqlite3_bind_int(cs, 27, c->caption_tokens);
     sqlite3_bind_int(cs, 28, c->caption_dim);
     index_bind_text(cs, 29, csum);
-  } else {
-    for (int k = 25; k <= 29; k++) sqlite3_bind_null(cs, k);
+  } else {  // a caption's text alone (a manifest span's, no embedding), or none
+    if (c->caption) index_bind_text(cs, 25, c->caption);
+    else sqlite3_bind_null(cs, 25);
+    for (int k = 26; k <= 29; k++) sqlite3_bind_null(cs, k);
   }
   if (c->manifest_row > 0) {  // NaN spans: open, NULL (SQLite stores a NaN as NULL too)
     sqlite3_bind_int64(cs, 30, c->manifest_row);

@@ -78,13 +78,23 @@ static tsr_status read_manifest(store_index *ix, sqlite3_stmt *st, store_clip_ro
   return TSR_OK;
 }
 
-// The caption columns (25..29) of a row into o (a NULL offset: no caption).
+// The caption columns (25..29) of a row into o (a NULL offset: no embedding; the text may
+// still be there, alone).
 static tsr_status read_caption(store_index *ix, sqlite3_stmt *st, store_clip_row *o) {
   store_clip *c = &o->c;
   int bad = 0;
   char *end = NULL;
-  if (sqlite3_column_type(st, 26) == SQLITE_NULL) return TSR_OK;
   const unsigned char *text = sqlite3_column_text(st, 25);
+  if (sqlite3_column_type(st, 26) == SQLITE_NULL) {  // no embedding; maybe a text alone
+    if (!text) return TSR_OK;
+    if (strlen((const char *)text) > STORE_MAX_CAPTION_BYTES)
+      return err_set(TSR_EFORMAT, "index %s: clip %" PRId64 " has a caption text of more than %d "
+                     "bytes: index damaged or edited; run `tessera index verify`", ix->path,
+                     o->id, STORE_MAX_CAPTION_BYTES);
+    copy_str(o->caption_buf, sizeof o->caption_buf, text);
+    c->caption = o->caption_buf;
+    return TSR_OK;
+  }
   const unsigned char *csum = sqlite3_column_text(st, 29);
   c->caption_offset = sqlite3_column_int64(st, 26);
   c->caption_tokens = col_int(st, 27, &bad);

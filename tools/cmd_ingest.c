@@ -7,11 +7,13 @@
 #include <errno.h>
 
 #include "comm/comm.h"
+#include "core/fs.h"
 #include "core/log.h"
 #include "core/term.h"
 #include "ingest/ingest.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/manifest_cli.h"
 #include "tools/parse.h"
 #include "store/store.h"
 
@@ -50,10 +52,25 @@ static void usage(FILE *f) {
           "embedding (text_emb) is stored with its clips.\n"
           "  --latents            the sources are latent files\n"
           "  --dtype T            latent store values: bf16 or f32                 [bf16]\n\n"
+          "manifest (--manifest FILE, no SRC): the sources are the spans of a clip manifest\n"
+          "(CSV, TSV or JSONL; docs/manifest.md): each span decoded as `ffmpeg -ss START -to\n"
+          "END` cuts it, one clip per span (more past --max-seconds or at a scene cut), with\n"
+          "its row, span, caption and scores in the index. Rows of one video must be\n"
+          "consecutive. The filters are recorded in the store. A rerun resumes by row.\n"
+          "  --manifest FILE      the clip manifest\n"
+          "%s"
+          "  --caption-embeddings DIR  per-span caption files R-K.caption.safetensors\n"
+          "                       (tools/embed_captions.py) stored as the clips' captions\n\n"
+          "scene cuts (videos): a clip ends at a shot boundary found in the decoded frames\n"
+          "(docs/ingest.md), the cut times recorded per source.\n"
+          "  --scene-cuts         find shot boundaries\n"
+          "  --scene-threshold T  score that makes a cut, 0..255                     [27]\n"
+          "  --min-shot-seconds S shortest shot                             [15 frames]\n\n"
           "The settings (fps, short side, patch, max seconds; for latents also dtype and the\n"
           "VAE stride) are fixed when the store is created; ingesting into it with other\n"
           "settings is refused.\n"
-          "exit status: 0 all sources done, 2 some sources failed (listed), 1 fatal error\n");
+          "exit status: 0 all sources done, 2 some sources failed (listed) or manifest rows\n"
+          "had errors, 1 fatal error\n", manifest_cli_help);
 }
 
 typedef struct {
@@ -82,6 +99,48 @@ static tsr_status check_sources(char **srcs, int n) {
   return TSR_OK;
 }
 
+// What a manifest ingest read, kept, filtered and could not use, with the reasons.
+static void print_manifest_counts(const ingest_result *r) {
+  fprintf(stderr, "manifest: %lld rows; %lld spans passed the filter's checks on the rows, "
+          "%lld filtered (on the rows or once the video was open), %lld gave no clip; %lld bad "
+          "rows or fields\n", (long long)r->rows, (long long)r->spans_kept,
+          (long long)r->spans_filtered, (long long)r->spans_failed, (long long)r->errors);
+  manifest_tally_print(stderr, &r->filtered_by, "filtered by reason");
+  manifest_tally_print(stderr, &r->errors_by, "errors by reason");
+}
+
+// Rank 0's summary of the run (and the failed sources); the exit status.
+static int summarize(const char *out, int existed, const ingest_result *r) {
+  ingest_result res = *r;
+  if (comm_rank() != 0) return res.sources_failed + res.sources_failed_kept || res.errors ? 2 : 0;
+  double fps = res.seconds > 0 ? res.decoded_frames / res.seconds : 0;
+  fprintf(stderr,
+          "ingest: %lld sources: %lld done (%lld partial), %lld failed, %lld skipped as already "
+          "in the store; %lld clips, %lld tokens, %lld frames stored; %.1f s, %.0f source "
+          "frames/s\n",
+          (long long)res.sources_total, (long long)res.sources_done, (long long)res.sources_partial,
+          (long long)res.sources_failed, (long long)res.sources_skipped, (long long)res.clips,
+          (long long)res.tokens, (long long)res.output_frames, res.seconds, fps);
+  if (res.rows || res.errors) print_manifest_counts(&res);
+  if (res.scene_cuts) fprintf(stderr, "ingest: %lld scene cuts\n", (long long)res.scene_cuts);
+  if (res.sources_failed + res.sources_failed_kept) {
+    store_index *ix = NULL;
+    failed_ctx fc = {0};
+    if (!store_open(&ix, out, 0, NULL)) {
+      fprintf(stderr, "failed sources in %s (rerun with --retry-failed to try them again):\n", out);
+      index_foreach_failed(ix, print_failed, &fc);
+      if (fc.nfailed > 50) fprintf(stderr, "  ... and %d more\n", fc.nfailed - 50);
+      index_close(&ix);
+    }
+    if (!existed && res.clips == 0)
+      log_warn("ingest: store %s was created by this run and holds no clip, only the record "
+               "of the failed sources above: fix them and rerun with --retry-failed, or "
+               "remove %s", out, out);
+    return 2;
+  }
+  return res.errors ? 2 : 0;
+}
+
 int cmd_ingest(int argc, char **argv) {
   if (wants_help(argc, argv)) {
     usage(stdout);
@@ -96,7 +155,8 @@ int cmd_ingest(int argc, char **argv) {
       .workers = 0, .max_pixels = 8192LL * 8192, .progress = 1};
   const char *out = NULL;
   enum { O_OUT = 1, O_FPS, O_SHORT, O_PATCH, O_MAXS, O_WORKERS, O_LABEL, O_RETRY, O_MAXPIX, O_QUIET,
-         O_LATENTS, O_DTYPE, O_CAPTIONS };
+         O_LATENTS, O_DTYPE, O_CAPTIONS, O_MANIFEST, O_EMBEDDINGS, O_SCENES, O_SCENE_T,
+         O_MIN_SHOT };
   int latents = 0, pixel_opt = 0;  // --latents; an option that only pixels take was given
   int patch_given = 0, dtype_given = 0, maxs_given = 0;
   store_dtype latent_dtype = STORE_DTYPE_BF16;
@@ -107,8 +167,15 @@ int cmd_ingest(int argc, char **argv) {
       {"label-from-dir", no_argument, 0, O_LABEL},   {"retry-failed", no_argument, 0, O_RETRY},
       {"max-pixels", required_argument, 0, O_MAXPIX}, {"quiet", no_argument, 0, O_QUIET},
       {"latents", no_argument, 0, O_LATENTS},        {"dtype", required_argument, 0, O_DTYPE},
-      {"captions", no_argument, 0, O_CAPTIONS},
+      {"captions", no_argument, 0, O_CAPTIONS},     {"manifest", required_argument, 0, O_MANIFEST},
+      {"caption-embeddings", required_argument, 0, O_EMBEDDINGS},
+      {"scene-cuts", no_argument, 0, O_SCENES},
+      {"scene-threshold", required_argument, 0, O_SCENE_T},
+      {"min-shot-seconds", required_argument, 0, O_MIN_SHOT},
+      MANIFEST_CLI_OPTIONS,
       {0, 0, 0, 0}};
+  ingest_manifest mf = {0};
+  int manifest_opt = 0;  // a manifest option was given
   int c;
   tsr_status st = TSR_OK;
   cli_reset();
@@ -142,11 +209,38 @@ int cmd_ingest(int argc, char **argv) {
     case O_RETRY: o.retry_failed = 1; break;
     case O_MAXPIX: st = parse_i64("--max-pixels", optarg, 1, INT64_MAX, &o.max_pixels); break;
     case O_QUIET: o.progress = 0; break;
-    default: st = TSR_EINVAL;  // cli_getopt said why
+    case O_MANIFEST: mf.path = optarg; break;
+    case O_EMBEDDINGS: manifest_opt = 1; mf.embeddings = optarg; break;
+    case O_SCENES: pixel_opt = 1; o.scenes.enabled = 1; break;
+    case O_SCENE_T:
+      pixel_opt = o.scenes.enabled = 1;
+      st = parse_double("--scene-threshold", optarg, 0, 255, &o.scenes.threshold);
+      break;
+    case O_MIN_SHOT:
+      pixel_opt = o.scenes.enabled = 1;
+      st = parse_double("--min-shot-seconds", optarg, 0, 3600, &o.scenes.min_shot_s);
+      break;
+    default: {
+      int taken = 0;
+      st = manifest_cli_option(c, optarg, &mf.opts, &mf.filter, &taken);
+      manifest_opt |= taken;
+      if (!taken) st = TSR_EINVAL;  // cli_getopt said why
+    }
     }
   }
+  if (!st && mf.path) {
+    o.manifest = &mf;
+    st = manifest_filter_check(&mf.filter);
+  }
+  if (!st && manifest_opt && !mf.path)
+    st = err_set(TSR_EINVAL, "the manifest options (--where, --root, --caption-embeddings, ...) "
+                 "need --manifest FILE");
+  if (!st && mf.path && (latents || o.captions))
+    st = err_set(TSR_EINVAL, "--manifest is for videos, with captions from the manifest (and "
+                 "--caption-embeddings): not with %s", latents ? "--latents" : "--captions");
   if (!st && !out) st = err_set(TSR_EINVAL, "missing --out STORE");
-  if (!st) st = cli_positionals(argc, argv, 1, argc, "SRC (files, directories or @LIST)");
+  if (!st) st = mf.path ? cli_positionals(argc, argv, 0, 0, "SRC (none with --manifest)")
+                        : cli_positionals(argc, argv, 1, argc, "SRC (files, directories or @LIST)");
   if (!st && latents && (pixel_opt || o.captions))
     st = err_set(TSR_EINVAL, "%s", o.captions ? "--captions is for videos; latent files carry "
                  "their caption (text_emb)" : "--fps and --short-side are for videos; latent "
@@ -154,7 +248,8 @@ int cmd_ingest(int argc, char **argv) {
   if (!st && !latents && dtype_given)
     st = err_set(TSR_EINVAL, "--dtype is for latent stores (--latents); pixels are uint8");
   if (st) return cli_usage_error("ingest");
-  if (check_sources(argv + optind, argc - optind)) return cli_error("ingest");
+  if (check_sources(argv + optind, argc - optind) || (mf.path && fs_check_regular(mf.path)))
+    return cli_error("ingest");
   struct stat sb;
   int existed = stat(out, &sb) == 0;
   if (latents) {  // the store's frame rate, VAE stride and channels are the files'
@@ -197,32 +292,11 @@ int cmd_ingest(int argc, char **argv) {
   ingest_result res;
   st = ingest_run(out, argv + optind, argc - optind, &o, &res);
   if (st) {
+    ingest_result_free(&res);
     err_wrap(st, "into %s: ", out);
     return cli_error("ingest");
   }
-  if (comm_rank() != 0) return res.sources_failed + res.sources_failed_kept ? 2 : 0;
-  double fps = res.seconds > 0 ? res.decoded_frames / res.seconds : 0;
-  fprintf(stderr,
-          "ingest: %lld sources: %lld done (%lld partial), %lld failed, %lld skipped as already "
-          "in the store; %lld clips, %lld tokens, %lld frames stored; %.1f s, %.0f source "
-          "frames/s\n",
-          (long long)res.sources_total, (long long)res.sources_done, (long long)res.sources_partial,
-          (long long)res.sources_failed, (long long)res.sources_skipped, (long long)res.clips,
-          (long long)res.tokens, (long long)res.output_frames, res.seconds, fps);
-  if (res.sources_failed + res.sources_failed_kept) {
-    store_index *ix = NULL;
-    failed_ctx fc = {0};
-    if (!store_open(&ix, out, 0, NULL)) {
-      fprintf(stderr, "failed sources in %s (rerun with --retry-failed to try them again):\n", out);
-      index_foreach_failed(ix, print_failed, &fc);
-      if (fc.nfailed > 50) fprintf(stderr, "  ... and %d more\n", fc.nfailed - 50);
-      index_close(&ix);
-    }
-    if (!existed && res.clips == 0)
-      log_warn("ingest: store %s was created by this run and holds no clip, only the record "
-               "of the failed sources above: fix them and rerun with --retry-failed, or "
-               "remove %s", out, out);
-    return 2;
-  }
-  return 0;
+  int rc = summarize(out, existed, &res);
+  ingest_result_free(&res);
+  return rc;
 }

@@ -10,12 +10,11 @@
 #include "core/term.h"
 #include "ingest/manifest.h"
 #include "ingest/manifest_filter.h"
+#include "ingest/manifest_tally.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/manifest_cli.h"
 #include "tools/parse.h"
-
-// Reasons are few: 17 of errors (ingest/manifest.h), at most 2 per --where and 3 of limits.
-enum { EXAMPLES = 3, MAX_REASONS = 2 * MANIFEST_FILTER_MAX_WHERE + 32 };
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -26,70 +25,23 @@ static void usage(FILE *f) {
           "Each bad row and each filtered span is also one line on stderr naming the file,\n"
           "row, line and column. Formats, columns and filters: docs/manifest.md.\n\n"
           "options:\n"
-          "  --manifest-format F  column names of: tessera, panda70m, openvid, opensora [tessera]\n"
-          "  --manifest-syntax S  csv, tsv or jsonl                       [from the file name]\n"
-          "  --root DIR           folder of relative paths              [the manifest's folder]\n"
-          "  --path-column COL    the column that names the source          [the format's]\n"
-          "  --path-suffix S      appended to every path                [panda70m: .mp4]\n"
-          "  --where EXPR         keep spans whose score passes, e.g. 'aesthetic_score >= 4.5'\n"
-          "                       (< <= > >= == !=); repeat: all must hold\n"
-          "  --min-clip-seconds S drop spans shorter than S seconds (when start and end known)\n"
-          "  --max-clip-seconds S drop spans longer than S seconds (when start and end known)\n"
-          "  --min-resolution PX  drop sources whose short side is below PX (checked at ingest)\n"
+          "%s"
           "  --jsonl              write the kept spans to stdout, one JSON object a line:\n"
           "                       {\"row\", \"span\", \"path\", \"start\", \"end\", \"caption\",\n"
           "                       \"scores\"}"
           "                       (the summary then goes to stderr)\n\n"
           "exit status: 0 every row read; 2 some rows or spans had errors; 1 fatal (bad\n"
-          "arguments, unreadable file, a column the format needs missing from the header)\n");
+          "arguments, unreadable file, a column the format needs missing from the header)\n",
+          manifest_cli_help);
 }
-
-typedef struct {
-  char reason[MANIFEST_FILTER_NAME + 48];
-  int64_t n;
-  char *example[EXAMPLES];
-} tally;
-
-typedef struct {
-  tally v[MAX_REASONS];
-  int n;
-} tallies;
 
 typedef struct {
   const char *file;
   FILE *out;  // the JSONL output, or NULL
   manifest_filter filter;
-  tallies filtered, errors;
+  manifest_tally filtered, errors;
   int64_t rows, rows_with_errors, last_error_row, kept, nfiltered, nerrors, duplicates;
 } report;
-
-// Counts one `reason`, keeping the first EXAMPLES messages.
-static void tally_add(tallies *t, const char *reason, const char *message) {
-  int i = 0;
-  while (i < t->n && strcmp(t->v[i].reason, reason)) i++;
-  if (i == MAX_REASONS) return;
-  if (i == t->n) snprintf(t->v[t->n++].reason, sizeof t->v[0].reason, "%s", reason);
-  tally *e = &t->v[i];
-  if (e->n < EXAMPLES && message) e->example[e->n] = strdup(message);
-  e->n++;
-}
-
-static void tallies_print(FILE *f, const tallies *t, const char *title) {
-  char shown[TERM_ESCAPE_SIZE(1024)];
-  if (!t->n) return;
-  fprintf(f, "%s:\n", title);
-  for (int i = 0; i < t->n; i++) {
-    const tally *e = &t->v[i];
-    fprintf(f, "  %s: %lld\n", term_escape(shown, sizeof shown, e->reason), (long long)e->n);
-    for (int k = 0; k < EXAMPLES && k < e->n; k++)
-      if (e->example[k]) fprintf(f, "    %s\n", term_escape(shown, sizeof shown, e->example[k]));
-  }
-}
-
-static void tallies_free(tallies *t) {
-  for (int i = 0; i < t->n; i++)
-    for (int k = 0; k < EXAMPLES; k++) free(t->v[i].example[k]);
-}
 
 // ---- JSONL -------------------------------------------------------------------------------
 
@@ -141,7 +93,7 @@ static void write_span(FILE *f, const manifest_row *r, const manifest_span *s) {
 static void on_error(report *rp, const manifest_error *e) {
   char shown[TERM_ESCAPE_SIZE(1024)];
   fprintf(stderr, "error: %s\n", term_escape(shown, sizeof shown, e->message));
-  tally_add(&rp->errors, e->reason, e->message);
+  manifest_tally_add(&rp->errors, e->reason, e->message);
   rp->nerrors++;
   rp->duplicates += !strcmp(e->reason, "duplicate");
   if (e->row != rp->last_error_row) rp->rows_with_errors++;
@@ -149,7 +101,7 @@ static void on_error(report *rp, const manifest_error *e) {
 }
 
 static void on_row(report *rp, const manifest_row *r) {
-  char msg[1024], v[32], shown[TERM_ESCAPE_SIZE(1024)];
+  char msg[1024], shown[TERM_ESCAPE_SIZE(1024)];
   for (int k = 0; k < r->nspans; k++) {
     const manifest_span *s = &r->spans[k];
     manifest_filter_result fr;
@@ -158,16 +110,9 @@ static void on_row(report *rp, const manifest_row *r) {
       if (rp->out) write_span(rp->out, r, s);
       continue;
     }
-    int n = snprintf(msg, sizeof msg, "%s: row %lld (line %lld), span %d", rp->file,
-                     (long long)r->row, (long long)r->line, s->index);
-    if (fr.score && n < (int)sizeof msg)
-      n += snprintf(msg + n, sizeof msg - (size_t)n, ", column '%s'", fr.score);
-    int missing = !strncmp(fr.reason, "missing", 7);
-    if (n < (int)sizeof msg)
-      snprintf(msg + n, sizeof msg - (size_t)n, ": %s%s%s", fr.reason, missing ? "" : " fails: ",
-               missing ? "" : manifest_filter_number(v, sizeof v, fr.value));
+    manifest_tally_filtered_message(msg, sizeof msg, rp->file, r->row, r->line, s->index, &fr);
     fprintf(stderr, "filtered: %s\n", term_escape(shown, sizeof shown, msg));
-    tally_add(&rp->filtered, fr.reason, msg);
+    manifest_tally_add(&rp->filtered, fr.reason, msg);
     rp->nfiltered++;
   }
 }
@@ -199,32 +144,21 @@ static void print_summary(FILE *f, const manifest *m, const manifest_opts *o, co
   fprintf(f, "spans: %lld kept, %lld filtered, %lld duplicates\n", (long long)rp->kept,
           (long long)rp->nfiltered, (long long)rp->duplicates);
   fprintf(f, "errors: %lld\n", (long long)rp->nerrors);
-  tallies_print(f, &rp->filtered, "filtered by reason");
-  tallies_print(f, &rp->errors, "errors by reason");
+  manifest_tally_print(f, &rp->filtered, "filtered by reason");
+  manifest_tally_print(f, &rp->errors, "errors by reason");
 }
 
 // ---- options -----------------------------------------------------------------------------
 
 static tsr_status parse_option(int c, manifest_opts *o, report *rp, int *jsonl) {
-  switch (c) {
-  case 'f':
-    if (manifest_preset_parse(optarg, &o->preset))
-      return err_wrap(TSR_EINVAL, "--manifest-format: ");
+  int taken;
+  tsr_status st = manifest_cli_option(c, optarg, o, &rp->filter, &taken);
+  if (taken) return st;
+  if (c == 'j') {
+    *jsonl = 1;
     return TSR_OK;
-  case 's':
-    if (manifest_syntax_parse(optarg, &o->syntax))
-      return err_wrap(TSR_EINVAL, "--manifest-syntax: ");
-    return TSR_OK;
-  case 'r': o->root = optarg; return TSR_OK;
-  case 'p': o->path_column = optarg; return TSR_OK;
-  case 'x': o->path_suffix = optarg; return TSR_OK;
-  case 'w': return manifest_filter_add_where(&rp->filter, optarg);
-  case 'm': return parse_double("--min-clip-seconds", optarg, 0, 1e9, &rp->filter.min_clip_seconds);
-  case 'M': return parse_double("--max-clip-seconds", optarg, 0, 1e9, &rp->filter.max_clip_seconds);
-  case 'R': return parse_int("--min-resolution", optarg, 0, 1 << 20, &rp->filter.min_resolution);
-  case 'j': *jsonl = 1; return TSR_OK;
-  default: return TSR_EINVAL;
   }
+  return TSR_EINVAL;
 }
 
 int cmd_manifest(int argc, char **argv) {
@@ -233,15 +167,7 @@ int cmd_manifest(int argc, char **argv) {
     return 0;
   }
   static const struct option opts[] = {
-      {"manifest-format", required_argument, 0, 'f'},
-      {"manifest-syntax", required_argument, 0, 's'},
-      {"root", required_argument, 0, 'r'},
-      {"path-column", required_argument, 0, 'p'},
-      {"path-suffix", required_argument, 0, 'x'},
-      {"where", required_argument, 0, 'w'},
-      {"min-clip-seconds", required_argument, 0, 'm'},
-      {"max-clip-seconds", required_argument, 0, 'M'},
-      {"min-resolution", required_argument, 0, 'R'},
+      MANIFEST_CLI_OPTIONS,
       {"jsonl", no_argument, 0, 'j'},
       {0, 0, 0, 0}};
   manifest_opts o = {0};
@@ -267,8 +193,8 @@ int cmd_manifest(int argc, char **argv) {
   if (!st) print_summary(jsonl ? stderr : stdout, m, &o, rp);
   int rc = st ? cli_error("manifest") : rp->nerrors ? 2 : 0;
   manifest_close(&m);
-  tallies_free(&rp->filtered);
-  tallies_free(&rp->errors);
+  manifest_tally_free(&rp->filtered);
+  manifest_tally_free(&rp->errors);
   free(rp);
   return rc;
 }
