@@ -181,15 +181,15 @@ static int check_seconds(const manifest_filter *f, double seconds, manifest_filt
   return 1;
 }
 
-int manifest_filter_span(const manifest_filter *f, const manifest_span *s,
-                         manifest_filter_result *r) {
+int manifest_filter_scores(const manifest_filter *f, const manifest_score *scores, int n,
+                           manifest_filter_result *r) {
   for (int i = 0; i < f->nwhere; i++) {
     const manifest_where *w = &f->where[i];
     int k = 0;
-    while (k < s->nscores && strcmp(s->scores[k].name, w->name)) k++;
+    while (k < n && strcmp(scores[k].name, w->name)) k++;
     r->score = w->name;
-    r->value = k < s->nscores ? s->scores[k].value : 0;
-    if (k == s->nscores) {
+    r->value = k < n ? scores[k].value : 0;
+    if (k == n) {
       snprintf(r->reason, sizeof r->reason, "missing score %s", w->name);
       return 1;
     }
@@ -198,6 +198,12 @@ int manifest_filter_span(const manifest_filter *f, const manifest_span *s,
       return 1;
     }
   }
+  return 0;
+}
+
+int manifest_filter_span(const manifest_filter *f, const manifest_span *s,
+                         manifest_filter_result *r) {
+  if (manifest_filter_scores(f, s->scores, s->nscores, r)) return 1;
   if (s->has_start && s->has_end) return check_seconds(f, s->end - s->start, r);
   return 0;
 }

@@ -68,8 +68,14 @@ tsr_status manifest_filter_format(const manifest_filter *f, char *out, size_t n)
 // Reads a canonical text (as stored) back; TSR_EFORMAT naming the clause it cannot read.
 tsr_status manifest_filter_parse(const char *text, manifest_filter *f);
 
+// 1 if the scores[0..n) (name, value pairs) fail a where clause, else 0: the first failing
+// clause, in the order they were added, in *r ("missing score NAME" when no pair has the
+// name; the first pair of a name counts). The where part of manifest_filter_span, and how
+// `tessera index list --where` judges a stored clip's scores.
+int manifest_filter_scores(const manifest_filter *f, const manifest_score *scores, int n,
+                           manifest_filter_result *r);
 // 1 if the span fails the filter (the first failing clause, in the order they were added, in
-// *r), else 0.
+// *r), else 0: its scores (manifest_filter_scores), then its length.
 // Clip length only when the span has start and end; resolution never (manifest_filter_clip).
 int manifest_filter_span(const manifest_filter *f, const manifest_span *s,
                          manifest_filter_result *r);

@@ -9,7 +9,7 @@
 //   next good row is read; an unterminated quote resumes at the next line; a missing header
 //   column fails the open naming it and the columns found
 // - filters: --where syntax, canonical text (sorted, no repeats, shortest numbers, read back),
-//   span and clip checks with their reasons
+//   span, name/value pair and clip checks with their reasons
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -458,6 +458,19 @@ static void test_filters(void) {
   CHECK(manifest_filter_span(&f, &s, &r) == 0, "an open end is checked at ingest");
   s.nscores = 2;
   CHECK(manifest_filter_span(&f, &s, &r) == 1 && !strcmp(r.reason, "missing score fps"), "%s", r.reason);
+  // name/value pairs alone (a stored clip's scores): the same clauses, no length check
+  manifest_score pairs[] = {{"fps", 24}, {"motion_score", 0.5}, {"aesthetic_score", 4.5},
+                            {"motion_score", 0.1}};
+  CHECK(manifest_filter_scores(&f, pairs, 4, &r) == 0, "pairs pass (the first motion_score "
+        "counts): %s", r.reason);
+  CHECK(manifest_filter_scores(&f, pairs + 1, 3, &r) == 1 && !strcmp(r.reason, "missing score fps") &&
+        r.value == 0, "no fps: %s", r.reason);
+  CHECK(manifest_filter_scores(&f, pairs + 2, 2, &r) == 1 &&
+        !strcmp(r.reason, "where motion_score > 0.3") && r.value == 0.1,
+        "the first failing clause in the order added (before fps, which is missing): %s", r.reason);
+  CHECK(manifest_filter_scores(&f, NULL, 0, &r) == 1, "no scores fail a where clause");
+  manifest_filter none = {0};
+  CHECK(manifest_filter_scores(&none, NULL, 0, &r) == 0, "no clause passes anything");
   CHECK(manifest_filter_clip(&f, 61, 0, 0, &r) == 1 && !strcmp(r.reason, "max_clip_seconds 60"), "61 s");
   CHECK(manifest_filter_clip(&f, 30, 1920, 240, &r) == 1 && !strcmp(r.reason, "min_resolution 256") &&
         r.value == 240, "short side 240");
