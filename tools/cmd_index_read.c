@@ -11,6 +11,8 @@
 #include "tools/cmd_index_read.h"
 
 #include "core/term.h"
+#include "ingest/manifest_filter.h"
+#include "ingest/manifest_value.h"
 #include "store/index.h"
 #include "store/json_cols.h"
 #include "store/settings.h"
@@ -18,6 +20,55 @@
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/parse.h"
+
+// ---- --where: the manifest filter syntax on a clip's stored scores ----------------------
+
+// A clip's scores as the name/value pairs manifest_filter_scores judges, so that a stored
+// clip and a manifest span pass the same clauses by the same code. The names are copied
+// (store_scores_each's live only during its call) and spelled as the manifest reader spells
+// a column's (mv_score_name: spaces to '_'), as --where's are: a key "motion score" that a
+// store holds is reached by "motion score > 0.3".
+typedef struct {
+  manifest_score pair[STORE_MAX_SCORES];
+  char name[STORE_MAX_SCORES][STORE_MAX_SCORE_NAME + 1];
+  int n;
+} clip_scores;
+
+static int collect_score(const char *name, double v, void *p) {
+  clip_scores *s = p;
+  if (s->n == STORE_MAX_SCORES) return 1;  // store_scores_check allows no more
+  mv_score_name(s->name[s->n], sizeof s->name[s->n], name);
+  s->pair[s->n] = (manifest_score){.name = s->name[s->n], .value = v};
+  s->n++;
+  return 0;
+}
+
+// Non-zero if the clip's scores pass every --where clause of f. A clip without scores, or
+// whose scores do not parse (`index verify` names it), lacks the score and fails, as a
+// manifest span does.
+static int where_passes(const manifest_filter *f, const store_clip_row *r) {
+  clip_scores s = {.n = 0};
+  if (r->c.scores && store_scores_each(r->c.scores, collect_score, &s) != TSR_OK) {
+    s.n = 0;
+    err_clear();
+  }
+  manifest_filter_result why;
+  return !manifest_filter_scores(f, s.pair, s.n, &why);
+}
+
+// where_passes as list_ctx's keep predicate (ctx: the manifest_filter).
+static int where_keep(const store_clip_row *r, void *f) { return where_passes(f, r); }
+
+// The canonical text of f's clauses (ingest/manifest_filter.h), escaped for the terminal,
+// into out (n >= TERM_ESCAPE_SIZE(4096) bytes).
+static void where_text(const manifest_filter *f, char *out, size_t n) {
+  char text[4096];
+  if (manifest_filter_format(f, text, sizeof text)) {  // 32 clauses of 62-byte names fit
+    snprintf(text, sizeof text, "(%d clauses)", f->nwhere);
+    err_clear();
+  }
+  term_escape(out, n, text);
+}
 
 // ---- stats ----------------------------------------------------------------------------
 
@@ -93,6 +144,11 @@ typedef struct {
   int64_t bad_scores, other_names;   // clips whose scores do not parse; scores not summed
   score_sum *scores;                 // (nscores), in the order the names first appear
   int nscores;
+  // --where: the clips that fail it are not counted (NULL: every clip is); the sums of those
+  // that pass, in doubles as index_totals sums them (a damaged row must not overflow)
+  const manifest_filter *where;
+  int64_t passed;
+  double tokens, frames, dropped, seconds;
 } stats_ctx;
 
 static int stats_score(const char *name, double v, void *p) {
@@ -118,6 +174,12 @@ static int stats_score(const char *name, double v, void *p) {
 
 static int stats_clip(const store_clip_row *r, void *p) {
   stats_ctx *s = p;
+  if (s->where && !where_passes(s->where, r)) return 0;
+  s->passed++;
+  s->tokens += (double)r->c.tokens;
+  s->frames += (double)r->c.frames;
+  s->dropped += (double)r->c.dropped_frames;
+  s->seconds += r->c.duration_s;
   histo_add(&s->sec, r->c.duration_s);
   histo_add(&s->tok, (double)r->c.tokens);
   if (s->min_tok < 0 || r->c.tokens < s->min_tok) s->min_tok = r->c.tokens;
@@ -153,15 +215,35 @@ static int json_failed(const char *path, const char *err, void *ctx) {
 typedef struct {
   const char *dir;
   store_settings s;
-  store_totals t;
+  store_totals t;      // with --where, the clip totals are those of the clips that pass
+  int64_t store_clips; // every clip of the store
+  char where[TERM_ESCAPE_SIZE(4096)];  // --where's canonical text, escaped ("" when none)
   stats_ctx sc;
   json_t *failed;  // --json: the failed sources
 } stats_run;
 
+// The clip totals of x->t replaced by the sums over the clips that passed --where.
+static tsr_status where_totals(stats_run *x) {
+  const stats_ctx *sc = &x->sc;
+  const double sum[3] = {sc->tokens, sc->frames, sc->dropped};
+  int64_t *dst[3] = {&x->t.tokens, &x->t.frames, &x->t.dropped_frames};
+  for (int i = 0; i < 3; i++) {
+    if (!(sum[i] > -9.2e18 && sum[i] < 9.2e18))  // converting it would be undefined
+      return err_set(TSR_EFORMAT, "index of %s: the selected clips' tokens or frames add up to "
+                     "%g: a clip row is damaged; run `tessera index verify`", x->dir, sum[i]);
+    *dst[i] = (int64_t)sum[i];
+  }
+  x->t.clips = sc->passed;
+  x->t.seconds = sc->seconds;
+  return TSR_OK;
+}
+
 static tsr_status stats_collect(store_index *ix, stats_run *x) {
   tsr_status st = index_settings(ix, &x->s);
   if (!st) st = index_totals(ix, &x->t);
+  x->store_clips = x->t.clips;
   if (!st) st = index_foreach_clip(ix, stats_clip, &x->sc);
+  if (!st && x->sc.where) st = where_totals(x);
   if (!st && x->failed) st = index_foreach_failed(ix, json_failed, x->failed);
   return st;
 }
@@ -183,7 +265,7 @@ static tsr_status stats_json(stats_run *x) {
   const store_totals *t = &x->t;
   json_t *o = json_pack(
       "{s:s, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:f, s:I, s:i, s:i}, s:{s:I, s:I, s:I},"
-      " s:I, s:I, s:I, s:I, s:f, s:f, s:o, s:o, s:o, s:I, s:I, s:o}",
+      " s:I, s:I, s:I, s:I, s:f, s:f, s:o, s:o, s:o, s:I, s:I, s:o, s:s, s:I}",
       "store", x->dir, "settings", "fps_num", s->fps_num, "fps_den", s->fps_den, "short_side",
       s->short_side, "pt", s->pt, "ph", s->ph, "pw", s->pw, "channels", s->channels, "dtype",
       store_dtype_name(s->dtype), "max_seconds", s->max_seconds, "token_bytes",
@@ -194,7 +276,8 @@ static tsr_status stats_json(stats_run *x) {
       (json_int_t)t->dropped_frames, "seconds", t->seconds, "hours", t->seconds / 3600.0,
       "histogram_seconds", histo_json(&x->sc.sec), "histogram_tokens", histo_json(&x->sc.tok),
       "failed_sources", x->failed, "manifest_clips", (json_int_t)x->sc.manifest_clips,
-      "span_cut_clips", (json_int_t)x->sc.span_cut, "scores", scores_json(&x->sc));
+      "span_cut_clips", (json_int_t)x->sc.span_cut, "scores", scores_json(&x->sc), "where",
+      x->where, "clips_in_store", (json_int_t)x->store_clips);
   x->failed = NULL;
   int bad = !o || json_dumpf(o, stdout, JSON_INDENT(2)) != 0 || putchar('\n') == EOF;
   json_decref(o);
@@ -236,6 +319,9 @@ static void stats_text(const stats_run *x) {
            s->max_seconds);
   printf("sources: %lld done (%lld partial), %lld failed\n", (long long)t->sources_done,
          (long long)t->sources_partial, (long long)t->sources_failed);
+  if (x->where[0])
+    printf("selected: %lld of %lld clips pass %s (what follows counts them)\n",
+           (long long)t->clips, (long long)x->store_clips, x->where);
   printf("clips: %lld, tokens: %lld (%.3g GB), frames: %lld (+%lld dropped), hours: %.3f\n",
          (long long)t->clips, (long long)t->tokens,
          (double)t->tokens * (double)store_token_bytes(s) / 1e9, (long long)t->frames,
@@ -250,25 +336,36 @@ static void stats_text(const stats_run *x) {
 
 int cmd_index_stats(int argc, char **argv) {
   if (wants_help(argc, argv)) {
-    printf("usage: tessera index stats STORE [--json]\n\n"
+    printf("usage: tessera index stats STORE [--where EXPR]... [--json]\n\n"
            "Prints the store's settings, counts of sources (done, partial, failed) and clips,\n"
            "total tokens, frames and hours, histograms of clip length in seconds and in\n"
            "tokens (power-of-two bins), for clips from a manifest their count and how many\n"
            "were cut at the end of their video, for each score the count of clips that have\n"
            "it, its min, mean and max, and every failed source with its reason.\n"
-           "  --json   the same as one JSON object on stdout\n");
+           "  --where EXPR  count only the clips whose scores pass EXPR, NAME OP NUMBER as\n"
+           "                in 'aesthetic_score >= 4.5' (< <= > >= == !=; the syntax of\n"
+           "                `tessera manifest --where`); repeat: all must hold. A clip\n"
+           "                without the score fails. Source counts stay the store's\n"
+           "  --json        the same as one JSON object on stdout\n");
     return 0;
   }
-  static const struct option opts[] = {{"json", no_argument, 0, 'j'}, {0, 0, 0, 0}};
+  static const struct option opts[] = {{"json", no_argument, 0, 'j'},
+                                       {"where", required_argument, 0, 'w'}, {0, 0, 0, 0}};
   int json = 0, c;
+  manifest_filter where = {0};
   tsr_status st = TSR_OK;
   cli_reset();
   while (!st && (c = cli_getopt(argc, argv, opts)) != -1)
-    st = c == 'j' ? (json = 1, TSR_OK) : TSR_EINVAL;
+    st = c == 'j' ? (json = 1, TSR_OK)
+         : c == 'w' ? manifest_filter_add_where(&where, optarg) : TSR_EINVAL;
   if (!st) st = cli_positionals(argc, argv, 1, 1, "STORE");
   if (st) return cli_usage_error("index stats");
   stats_run x = {.dir = argv[optind], .sc = {.min_tok = -1, .min_sec = -1},
                  .failed = json ? json_array() : NULL};
+  if (where.nwhere) {
+    x.sc.where = &where;
+    where_text(&where, x.where, sizeof x.where);
+  }
   histo_init(&x.sc.sec, -6);  // from 1/64 s
   histo_init(&x.sc.tok, 0);
   store_index *ix = NULL;
@@ -295,8 +392,8 @@ int cmd_index_stats(int argc, char **argv) {
 typedef struct {
   const char *label, *source;  // filters: exact label ("" = none), substring of the path
   int64_t min_tokens, max_tokens, row;  // row: clips of this manifest row only (0: any)
-  // A predicate over a clip, after the filters above: non-zero keeps it. The place for the
-  // score filters of the manifest filter syntax (`--where`); NULL: none.
+  // A predicate over a clip, after the filters above: non-zero keeps it. --where's score
+  // clauses (where_keep); NULL: none.
   int (*keep)(const store_clip_row *r, void *ctx);
   void *keep_ctx;
   int64_t limit, shown, matched;
@@ -387,13 +484,14 @@ static int list_clip(const store_clip_row *r, void *p) {
   return 0;
 }
 
-// The options of list into x (and *json); TSR_EINVAL after cli_getopt or a parser said why.
-static tsr_status list_options(int argc, char **argv, list_ctx *x) {
+// The options of list into x, --where's clauses into *where (x->keep judges them when there
+// are some); TSR_EINVAL after cli_getopt or a parser said why.
+static tsr_status list_options(int argc, char **argv, list_ctx *x, manifest_filter *where) {
   static const struct option opts[] = {
       {"label", required_argument, 0, 'l'}, {"source", required_argument, 0, 's'},
       {"min-tokens", required_argument, 0, 'n'}, {"max-tokens", required_argument, 0, 'x'},
       {"row", required_argument, 0, 'r'}, {"limit", required_argument, 0, 'k'},
-      {"json", no_argument, 0, 'j'}, {0, 0, 0, 0}};
+      {"where", required_argument, 0, 'w'}, {"json", no_argument, 0, 'j'}, {0, 0, 0, 0}};
   int c;
   tsr_status st = TSR_OK;
   cli_reset();
@@ -405,11 +503,16 @@ static tsr_status list_options(int argc, char **argv, list_ctx *x) {
     case 'x': st = parse_i64("--max-tokens", optarg, 1, INT64_MAX, &x->max_tokens); break;
     case 'r': st = parse_i64("--row", optarg, 1, INT64_MAX, &x->row); break;
     case 'k': st = parse_i64("--limit", optarg, 1, INT64_MAX, &x->limit); break;
+    case 'w': st = manifest_filter_add_where(where, optarg); break;
     case 'j': x->json = 1; break;
     default: st = TSR_EINVAL;  // cli_getopt said why
     }
   }
   if (!st) st = cli_positionals(argc, argv, 1, 1, "STORE");
+  if (where->nwhere) {
+    x->keep = where_keep;
+    x->keep_ctx = where;
+  }
   if (!st && x->max_tokens && x->max_tokens < x->min_tokens)
     st = err_set(TSR_EINVAL, "--max-tokens %lld is below --min-tokens %lld",
                  (long long)x->max_tokens, (long long)x->min_tokens);
@@ -419,7 +522,8 @@ static tsr_status list_options(int argc, char **argv, list_ctx *x) {
 int cmd_index_list(int argc, char **argv) {
   if (wants_help(argc, argv)) {
     printf("usage: tessera index list STORE [--label L] [--source TEXT] [--min-tokens N]\n"
-           "                          [--max-tokens N] [--row R] [--limit N] [--json]\n\n"
+           "                          [--max-tokens N] [--row R] [--where EXPR]...\n"
+           "                          [--limit N] [--json]\n\n"
            "One line per clip, in id order: id, start and length in the source (seconds),\n"
            "token grid TxHxW, tokens, label, manifest row and span (ROW:SPAN), the span asked\n"
            "for (START-END seconds, open ends 'start' and 'end', ',cut' when the video ended\n"
@@ -430,6 +534,10 @@ int cmd_index_list(int argc, char **argv) {
            "  --min-tokens N   clips of at least N tokens\n"
            "  --max-tokens N   clips of at most N tokens\n"
            "  --row R          clips of manifest row R (1-based data row)\n"
+           "  --where EXPR     clips whose scores pass EXPR, NAME OP NUMBER as in\n"
+           "                   'aesthetic_score >= 4.5' (< <= > >= == !=; the syntax of\n"
+           "                   `tessera manifest --where`); repeat: all must hold. A clip\n"
+           "                   without the score fails\n"
            "  --limit N        the first N matching clips (the count of all is printed)\n"
            "  --json           a JSON array of {id, source, clip_index, start_s, duration_s,\n"
            "                   T, H, W, tokens, label, manifest_row, manifest_span,\n"
@@ -438,7 +546,8 @@ int cmd_index_list(int argc, char **argv) {
     return 0;
   }
   list_ctx x = {0};
-  if (list_options(argc, argv, &x)) return cli_usage_error("index list");
+  manifest_filter where = {0};
+  if (list_options(argc, argv, &x, &where)) return cli_usage_error("index list");
   const char *dir = argv[optind];
   store_index *ix = NULL;
   if (!x.json)

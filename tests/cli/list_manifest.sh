@@ -58,6 +58,77 @@ same "stats scores" \
 same "stats text" "$(grep -c "manifest: $(sql "SELECT count(manifest_row) FROM clips") clips from manifest rows, $(sql "SELECT count(*) FROM clips WHERE span_cut = 1") of them cut" "$W/stats.txt")" 1
 same "stats text scores" "$(awk '$1 == "aesthetic_score" { print $2, $3, $4, $5 }' "$W/stats.txt")" \
   "$(sql "SELECT count(*), min(v), avg(v), max(v) FROM (SELECT json_extract(scores, '$.aesthetic_score') v FROM clips) WHERE v IS NOT NULL")"
+# --where, on a copy whose scores straddle the thresholds: clip 4 has none, clip 5 scores
+# that are not JSON (so none), clip 6 keeps the test store's key with a space ("motion score").
+cp -r "$W/s" "$W/w"
+sqlite3 "$W/w/index.sqlite" "UPDATE clips SET scores = CASE id
+  WHEN 1 THEN '{\"aesthetic_score\":4.5,\"motion_score\":0.25}'
+  WHEN 2 THEN '{\"aesthetic_score\":3.75,\"motion_score\":-0.001}'
+  WHEN 3 THEN '{\"aesthetic_score\":5.25,\"matching_score\":1e-3}'
+  WHEN 4 THEN NULL WHEN 5 THEN 'not json' ELSE scores END"
+wsql() { sqlite3 -separator ' ' "$W/w/index.sqlite" "$1"; }
+wids() { "$T" index list "$W/w" "$@" --json 2>/dev/null | jq -r '[.[].id] | map(tostring) | join(" ")'; }
+# sel CONDITION: the ids SQL selects, CONDITION written with s(NAME) for the clip's score
+# NAME, its keys spelled as --where spells names (a space as '_'), NULL when it has none
+sel() {
+  local score="(SELECT j.value FROM json_each(CASE WHEN json_valid(clips.scores) THEN
+    clips.scores ELSE '{}' END) j WHERE replace(j.key, ' ', '_') = '\\1' LIMIT 1)"
+  wsql "SELECT coalesce(group_concat(id, ' '), '') FROM (SELECT id FROM clips
+        WHERE $(sed "s/s(\([a-z_]*\))/${score//$'\n'/ }/g" <<<"$1") ORDER BY id)"
+}
+while IFS='|' read -r args cond; do
+  eval "set -- $args"
+  same "list $args" "$(wids "$@")" "$(sel "$cond")"
+done <<'CASES'
+--where "aesthetic_score >= 4.5"|s(aesthetic_score) >= 4.5
+--where "aesthetic_score > 4.5"|s(aesthetic_score) > 4.5
+--where "aesthetic_score<=4.5"|s(aesthetic_score) <= 4.5
+--where "aesthetic_score < 4.5"|s(aesthetic_score) < 4.5
+--where "aesthetic_score == 4.5"|s(aesthetic_score) = 4.5
+--where "aesthetic_score != 4.5"|s(aesthetic_score) != 4.5
+--where "aesthetic score >= 3.75" --where "motion_score < 0"|s(aesthetic_score) >= 3.75 AND s(motion_score) < 0
+--where "aesthetic_score > 0" --where "matching_score == 0.001"|s(aesthetic_score) > 0 AND s(matching_score) = 0.001
+--where "motion score > 0.3"|s(motion_score) > 0.3
+--where "motion_score >= -1e9"|s(motion_score) >= -1e9
+--where "motion_score != 0.25"|s(motion_score) != 0.25
+--where "clarity > 0"|s(clarity) > 0
+--where "aesthetic_score > 0" --row 1|s(aesthetic_score) > 0 AND manifest_row = 1
+CASES
+same "list --where with --limit" "$(wids --where "aesthetic_score >= 3.75" --limit 1)" \
+  "$(sel "s(aesthetic_score) >= 3.75" | cut -d' ' -f1)"
+n=$(sel "s(aesthetic_score) >= 3.75" | wc -w)
+same "list --where count" "$("$T" index list "$W/w" --where "aesthetic_score >= 3.75" 2>&1 >/dev/null)" \
+  "index list: $n clips match, $n shown"
+for bad in "aesthetic_score = 4" "aesthetic_score >= high" ">= 4" "aesthetic_score"; do
+  for sub in list stats; do
+    "$T" index $sub "$W/w" --where "$bad" >/dev/null 2>"$W/err"
+    same "$sub --where '$bad' refused" "$?:$(grep -c -- "--where '$bad'" "$W/err")" "1:1"
+  done
+done
+# stats --where: the selected clips' totals, manifest clips and score sums; sources stay the
+# store's, clips_in_store counts them all
+ids=$(sel "s(aesthetic_score) >= 4.5" | tr ' ' ',')
+"$T" index stats "$W/w" --where "aesthetic_score >= 4.5" --json >"$W/ws.json"
+same "stats --where totals" \
+  "$(jq -r '"\(.clips) \(.tokens) \(.frames) \(.dropped_frames) \(.seconds * 1e6 | round) \(.manifest_clips) \(.span_cut_clips) \(.clips_in_store) \(.sources.done) \(.where)"' "$W/ws.json")" \
+  "$(wsql "SELECT count(*), total(tokens), total(frames), total(dropped_frames),
+                  round(total(duration_s) * 1e6), count(manifest_row), total(span_cut)
+           FROM clips WHERE id IN ($ids)" | awk '{ printf "%d %d %d %d %d %d %d", $1, $2, $3, $4, $5, $6, $7 }'
+  ) $(wsql "SELECT count(*) FROM clips") $(wsql "SELECT count(*) FROM sources WHERE status = 'done'") where aesthetic_score >= 4.5"
+same "stats --where scores" \
+  "$(jq -r '.scores | to_entries[] | "\(.key)|\(.value.count)|\(.value.min)|\(.value.mean)|\(.value.max)"' "$W/ws.json" | sort)" \
+  "$(wsql "SELECT j.key || '|' || count(*) || '|' || min(j.value) || '|' || avg(j.value) || '|' || max(j.value)
+           FROM clips, json_each(clips.scores) j WHERE clips.id IN ($ids) GROUP BY j.key ORDER BY j.key")"
+"$T" index stats "$W/w" --where "aesthetic_score >= 3.75" --where "motion_score<0.5" >"$W/ws.txt"
+n=$(sel "s(aesthetic_score) >= 3.75 AND s(motion_score) < 0.5" | wc -w)
+same "stats --where text" \
+  "$(grep -c "^selected: $n of $(wsql "SELECT count(*) FROM clips") clips pass where aesthetic_score >= 3.75; where motion_score < 0.5 " "$W/ws.txt"):$(sed -n 's/^clips: \([0-9]*\),.*/\1/p' "$W/ws.txt")" \
+  "1:$n"
+same "stats --where of no clip" \
+  "$("$T" index stats "$W/w" --where "clarity > 0" --json | jq -c '[.clips, .tokens, .histogram_seconds, .scores]')" \
+  '[0,0,[],{}]'
+same "stats without --where" "$("$T" index stats "$W/w" --json | jq -c '[.where, .clips_in_store == .clips]')" \
+  '["",true]'
 # a damaged value: verify lists the clip
 sql "UPDATE clips SET manifest_span = 'x' WHERE id = 2"
 "$T" index verify "$W/s" >"$W/verify.txt" 2>&1
