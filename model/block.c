@@ -11,6 +11,8 @@
 // backward through GELU), gate + residual.
 // model.recompute = 2 keeps mod, qlin, klin, v, att, lse, proj, f1, f2 per block and
 // recomputes a, q, k, hmid, m, g (dit_block_recompute_cheap) before the block's backward.
+// The Wan family (dit_switches): mod = time_proj(cs) + the block's learned row, and the
+// QK-norm runs over all heads (rmsnorm over rows of D, then RoPE per head).
 #include <math.h>
 
 #include "model/dit_internal.h"
@@ -21,22 +23,74 @@ enum { MOD_SHIFT1, MOD_SCALE1, MOD_GATE1, MOD_SHIFT2, MOD_SCALE2, MOD_GATE2 };
 
 static float attn_scale(const dit_model *m) { return (float)(1.0 / sqrt((double)m->Dh)); }
 
+// a->mod (C, 6D) = cs adaln + b, or (mod_table) the block's row + m->tp (time_proj(cs)).
+static tsr_status mod_fwd(dit_model *m, const dit_block_params *bp, dit_block_acts *a, int C) {
+  const kernels_backend *kb = m->kb;
+  if (!m->sw.mod_table) return dit_linear_fwd(m, bp->adaln, a->mod, m->cs, C);
+  DIT_TRY(kb->embedding_forward(kb, a->mod, dit_p(m, bp->mod_row), m->zero_ids, C, 1, 6 * m->D));
+  return kb->add_act(kb, a->mod, a->mod, m->tp, (size_t)C * 6 * m->D);
+}
+
+// Its backward from m->dmod: the row's gradient is the sum over clips, and m->dtp (the shared
+// projection's) gathers every block's; tessera's adaln adds to m->dcs.
+static tsr_status mod_bwd(dit_model *m, const dit_block_params *bp, int C) {
+  const kernels_backend *kb = m->kb;
+  if (!m->sw.mod_table) return dit_linear_bwd(m, bp->adaln, m->dcs, 1, m->dmod, m->cs, C);
+  DIT_TRY(kb->embedding_backward(kb, dit_g(m, bp->mod_row), m->dmod, m->zero_ids, C, 1, 6 * m->D));
+  return kb->add_act(kb, m->dtp, m->dtp, m->dmod, (size_t)C * 6 * m->D);
+}
+
+// a->q, a->k = RoPE(RMSNorm(qlin)), RoPE(RMSNorm(klin)): the norm per head (one fused entry),
+// or over all heads (qk_norm_full: rows of D, then RoPE).
+static tsr_status qk_fwd(dit_model *m, const dit_block_params *bp, const dit_block_acts *a,
+                         const dit_batch *b) {
+  const kernels_backend *kb = m->kb;
+  int L = b->L, H = m->H, Dh = m->Dh, D = m->D;
+  float eps = m->cfg.rms_eps, theta = m->cfg.rope_theta;
+  if (!m->sw.qk_norm_full)
+    return kb->qk_norm_rope_forward(kb, a->q, a->k, a->qrstd, a->krstd, a->qlin, a->klin,
+                                    dit_p(m, bp->q_norm), dit_p(m, bp->k_norm), b->pos, L, H, Dh,
+                                    eps, theta);
+  DIT_TRY(kb->rmsnorm_forward(kb, a->q, a->qrstd, a->qlin, dit_p(m, bp->q_norm), L, D, eps));
+  DIT_TRY(kb->rmsnorm_forward(kb, a->k, a->krstd, a->klin, dit_p(m, bp->k_norm), L, D, eps));
+  DIT_TRY(kb->rope_forward(kb, a->q, a->q, b->pos, L, H, Dh, theta));
+  return kb->rope_forward(kb, a->k, a->k, b->pos, L, H, Dh, theta);
+}
+
+// Its backward: m->dt1 = dL/dqlin, m->dt2 = dL/dklin from m->dq, m->dk (which qk_norm_full
+// rotates back in place).
+static tsr_status qk_bwd(dit_model *m, const dit_block_params *bp, const dit_block_acts *a,
+                         const dit_batch *b) {
+  const kernels_backend *kb = m->kb;
+  int L = b->L, H = m->H, Dh = m->Dh, D = m->D;
+  float theta = m->cfg.rope_theta;
+  const float *wq = dit_p(m, bp->q_norm), *wk = dit_p(m, bp->k_norm);
+  if (!m->sw.qk_norm_full)
+    return kb->qk_norm_rope_backward(kb, m->dt1, m->dt2, dit_g(m, bp->q_norm),
+                                     dit_g(m, bp->k_norm), m->dq, m->dk, a->qlin, a->klin, wq, wk,
+                                     a->qrstd, a->krstd, b->pos, L, H, Dh, theta);
+  DIT_TRY(kb->rope_backward(kb, m->dq, m->dq, b->pos, L, H, Dh, theta));
+  DIT_TRY(kb->rope_backward(kb, m->dk, m->dk, b->pos, L, H, Dh, theta));
+  DIT_TRY(kb->rmsnorm_backward(kb, m->dt1, dit_g(m, bp->q_norm), m->dq, a->qlin, wq, a->qrstd, L,
+                               D));
+  return kb->rmsnorm_backward(kb, m->dt2, dit_g(m, bp->k_norm), m->dk, a->klin, wk, a->krstd, L,
+                              D);
+}
+
 tsr_status dit_block_fwd(dit_model *m, int i, dit_block_acts *a, const void *hin, void *hout,
                          const dit_batch *b) {
   const kernels_backend *kb = m->kb;
   const dit_block_params *bp = &m->bp[i];
   int L = b->L, C = b->n_clips, D = m->D, ms = 6 * D;
   const int32_t *cu = b->cu_seqlens;
-  DIT_TRY(dit_linear_fwd(m, bp->adaln, a->mod, m->cs, C));
+  DIT_TRY(mod_fwd(m, bp, a, C));
   // attention branch
   DIT_TRY(dit_ln_mod_fwd(m, b, a->a, a->mean1, a->rstd1, hin, MOD(a->mod, MOD_SHIFT1),
                          MOD(a->mod, MOD_SCALE1), ms));
   DIT_TRY(dit_linear_fwd(m, bp->q, a->qlin, a->a, L));
   DIT_TRY(dit_linear_fwd(m, bp->k, a->klin, a->a, L));
   DIT_TRY(dit_linear_fwd(m, bp->v, a->v, a->a, L));
-  DIT_TRY(kb->qk_norm_rope_forward(kb, a->q, a->k, a->qrstd, a->krstd, a->qlin, a->klin,
-                                   dit_p(m, bp->q_norm), dit_p(m, bp->k_norm), b->pos, L, m->H,
-                                   m->Dh, m->cfg.rms_eps, m->cfg.rope_theta));
+  DIT_TRY(qk_fwd(m, bp, a, b));
   DIT_TRY(m->attn.forward(m->attn.ctx, kb, b, a->att, a->lse, a->q, a->k, a->v, m->H, m->Dh,
                           attn_scale(m)));
   DIT_TRY(dit_linear_fwd(m, bp->proj, a->proj, a->att, L));
@@ -67,9 +121,7 @@ tsr_status dit_block_recompute_cheap(dit_model *m, int i, const dit_block_acts *
   int L = b->L, C = b->n_clips, D = m->D, ms = 6 * D;
   DIT_TRY(dit_ln_mod_fwd(m, b, a->a, a->mean1, a->rstd1, hin, MOD(a->mod, MOD_SHIFT1),
                          MOD(a->mod, MOD_SCALE1), ms));
-  DIT_TRY(kb->qk_norm_rope_forward(kb, a->q, a->k, a->qrstd, a->krstd, a->qlin, a->klin,
-                                   dit_p(m, bp->q_norm), dit_p(m, bp->k_norm), b->pos, L, m->H,
-                                   m->Dh, m->cfg.rms_eps, m->cfg.rope_theta));
+  DIT_TRY(qk_fwd(m, bp, a, b));
   DIT_TRY(kb->gate_residual_forward(kb, a->hmid, hin, a->proj, MOD(a->mod, MOD_GATE1), ms,
                                     b->cu_seqlens, C, L, D));
   const void *hx = m->cfg.text_dim > 0 ? a->x.h : a->hmid;  // cross-attention's are kept
@@ -102,16 +154,13 @@ tsr_status dit_block_bwd(dit_model *m, int i, const dit_block_acts *a, const voi
   DIT_TRY(m->attn.backward(m->attn.ctx, kb, b, m->dq, m->dk, m->dv, m->dt2, a->q, a->k, a->v,
                            a->att, a->lse, m->H, m->Dh, attn_scale(m)));
   // dt1 = dL/dqlin, dt2 = dL/dklin (dt2, dL/datt, is dead after the attention backward)
-  DIT_TRY(kb->qk_norm_rope_backward(kb, m->dt1, m->dt2, dit_g(m, bp->q_norm), dit_g(m, bp->k_norm),
-                                    m->dq, m->dk, a->qlin, a->klin, dit_p(m, bp->q_norm),
-                                    dit_p(m, bp->k_norm), a->qrstd, a->krstd, b->pos, L, m->H,
-                                    m->Dh, m->cfg.rope_theta));
+  DIT_TRY(qk_bwd(m, bp, a, b));
   // dt3 = dL/da = dqlin Wq^T + dklin Wk^T + dv Wv^T
   DIT_TRY(dit_linear_bwd(m, bp->q, m->dt3, 0, m->dt1, a->a, L));
   DIT_TRY(dit_linear_bwd(m, bp->k, m->dt3, 1, m->dt2, a->a, L));
   DIT_TRY(dit_linear_bwd(m, bp->v, m->dt3, 1, m->dv, a->a, L));
   DIT_TRY(dit_ln_mod_bwd(m, b, m->dh, MOD(dmod, MOD_SHIFT1), MOD(dmod, MOD_SCALE1), m->dt3, hin,
                          a->mean1, a->rstd1, MOD(a->mod, MOD_SCALE1), ms));
-  // conditioning: dcs += dmod adaln^T
-  return dit_linear_bwd(m, bp->adaln, m->dcs, 1, dmod, m->cs, C);
+  // conditioning: dcs += dmod adaln^T (mod_table: the row's gradient, dtp += dmod)
+  return mod_bwd(m, bp, C);
 }

@@ -4,6 +4,8 @@
 //   c1 = temb fc1 + b;  s1 = SiLU(c1);  c = s1 fc2 + b (+ y_embed[label])    (C, D)
 //   ctx = GELU_tanh(text text_embed.fc1 + b) text_embed.fc2 + b           (Lt, D)
 //   nullctx[c] = text_null                                               (C, D)
+// With mod_table (Wan) also the shared projection of the modulation:
+//   tp = cs time_proj + b                                               (C, 6D)
 #include "model/dit_internal.h"
 
 #define T_SCALE 1000.0f
@@ -31,14 +33,19 @@ tsr_status dit_cond_fwd(dit_model *m, const dit_batch *b) {
                                   m->cfg.num_classes + 1, D));
     DIT_TRY(kb->add_act(kb, m->c, m->c, m->cs, CD));
   }
-  return kb->silu_forward(kb, m->cs, m->c, CD);
+  DIT_TRY(kb->silu_forward(kb, m->cs, m->c, CD));
+  if (!m->sw.mod_table) return TSR_OK;
+  return dit_linear_fwd(m, m->time_proj, m->tp, m->cs, C);
 }
 
 tsr_status dit_cond_bwd(dit_model *m, const dit_batch *b) {
   const kernels_backend *kb = m->kb;
   int C = b->n_clips, D = m->D;
   size_t CD = (size_t)C * D;
+  if (m->sw.mod_table)  // every block's modulation gradient, summed in dtp
+    DIT_TRY(dit_linear_bwd(m, m->time_proj, m->dcs, 0, m->dtp, m->cs, C));
   DIT_TRY(kb->silu_backward(kb, m->dc, m->dcs, m->c, CD));
+  if (m->sw.head_temb) DIT_TRY(kb->add_act(kb, m->dc, m->dc, m->dchead, CD));  // the head reads c
   const int32_t *labels = dit_labels(m, b);
   if (labels)
     DIT_TRY(kb->embedding_backward(kb, dit_g(m, m->y_embed), m->dc, labels, C,
@@ -62,6 +69,7 @@ tsr_status dit_text_fwd(dit_model *m, const dit_batch *b) {
     DIT_TRY(dit_linear_fwd(m, m->t_text2, m->ctx, m->txg, Lt));
   }
   m->text_Lt = Lt;
+  if (!m->sw.null_token) return TSR_OK;
   // one row of the null token a clip: every clip attends to it besides its caption
   return kb->embedding_forward(kb, m->nullctx, dit_p(m, m->text_null), m->zero_ids, b->n_clips,
                                1, D);
@@ -76,6 +84,7 @@ tsr_status dit_text_bwd(dit_model *m, const dit_batch *b) {
     DIT_TRY(kb->gelu_backward(kb, m->dctx, m->dtx, m->tx1, (size_t)Lt * D));  // dL/dtx1
     DIT_TRY(dit_linear_bwd(m, m->t_text1, NULL, 0, m->dctx, b->text, Lt));
   }
+  if (!m->sw.null_token) return TSR_OK;
   return kb->embedding_backward(kb, dit_g(m, m->text_null), m->dnull, m->zero_ids, b->n_clips, 1,
                                 D);
 }

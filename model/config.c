@@ -19,14 +19,26 @@ typedef struct {
   train_config t;
 } both_config;
 
-typedef enum { KT_INT, KT_I64, KT_FLOAT, KT_PRECISION } key_type;
+// KT_PRECISION and KT_FAMILY are names stored as an enum's value (kernels_dtype, int).
+typedef enum { KT_INT, KT_I64, KT_FLOAT, KT_PRECISION, KT_FAMILY } key_type;
 
 // KT_PRECISION values: the name of each kernels_dtype, in enum order.
 static const char *const PRECISION_NAMES[] = {"fp32", "bf16"};
 #define NPRECISIONS ((int)(sizeof PRECISION_NAMES / sizeof PRECISION_NAMES[0]))
+// KT_FAMILY values: the name of each DIT_FAMILY_*, in enum order.
+static const char *const FAMILY_NAMES[] = {"tessera", "wan"};
+#define NFAMILIES ((int)(sizeof FAMILY_NAMES / sizeof FAMILY_NAMES[0]))
 
 const char *config_precision_name(kernels_dtype p) {
   return (int)p >= 0 && (int)p < NPRECISIONS ? PRECISION_NAMES[p] : "?";
+}
+const char *config_family_name(int f) { return f >= 0 && f < NFAMILIES ? FAMILY_NAMES[f] : "?"; }
+
+// The names of a name-valued key's values (*n of them), or NULL for a number.
+static const char *const *value_names(key_type t, int *n) {
+  if (t == KT_PRECISION) return *n = NPRECISIONS, PRECISION_NAMES;
+  if (t == KT_FAMILY) return *n = NFAMILIES, FAMILY_NAMES;
+  return *n = 0, NULL;
 }
 
 tsr_status backend_for_precision(const backend_choice *c, kernels_dtype precision,
@@ -72,6 +84,8 @@ static const config_key KEYS[] = {
     MK(recompute, KT_INT, 0, 2, "backward recomputes: 0 nothing, 1 whole blocks, 2 the cheap token-local layers"),
     MK_LATE(text_dim, KT_INT, 0, 1 << 16, "caption embedding width (0: no captions)"),
     MK_LATE(text_len, KT_INT, 0, 1 << 16, "most caption tokens of a clip"),
+    MK_LATE(family, KT_FAMILY, 0, NFAMILIES - 1, "the network: tessera or wan"),
+    MK_LATE(ffn_dim, KT_INT, 0, 1 << 20, "MLP hidden width (0: mlp_ratio * hidden)"),
     TK(global_batch, KT_I64, 1, SCHED_MAX_BATCH, "clips per step"),
     TK(steps, KT_I64, 1, 1e15, "total steps of the schedule"),
     TK(warmup, KT_I64, 0, 1e15, "linear warmup steps"),
@@ -111,7 +125,7 @@ void config_defaults(dit_config *m, train_config *t) {
   *m = (dit_config){.hidden = 64, .depth = 2, .heads = 4, .mlp_ratio = 4, .pt = 2, .ph = 16,
                     .pw = 16, .channels = 3, .freq_dim = 256, .num_classes = 0,
                     .rope_theta = 10000.0f, .ln_eps = 1e-6f, .rms_eps = 1e-6f, .recompute = 0,
-                    .text_dim = 0, .text_len = 0};
+                    .text_dim = 0, .text_len = 0, .family = DIT_FAMILY_TESSERA, .ffn_dim = 0};
   *t = (train_config){.global_batch = 8, .steps = 2000, .warmup = 100, .lr = 1e-3f,
                       .min_lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.99f, .adam_eps = 1e-8f,
                       .weight_decay = 0.0f, .grad_clip = 1.0f, .ema_decay = 0.999f,
@@ -134,11 +148,17 @@ static const config_key *find_key(const char *section, const char *name) {
 static tsr_status set_key(both_config *c, const config_key *k, const char *value,
                           const char *where) {
   char *f = (char *)c + k->offset;
-  if (k->type == KT_PRECISION) {
-    for (int i = 0; i < NPRECISIONS; i++)
-      if (!strcasecmp(value, PRECISION_NAMES[i])) return *(kernels_dtype *)f = (kernels_dtype)i, TSR_OK;
-    return err_set(TSR_EINVAL, "%s: %s.%s = '%s': use fp32 or bf16 (%s)", where, k->section,
-                   k->name, value, k->help);
+  int nn;
+  const char *const *names = value_names(k->type, &nn);
+  if (names) {
+    for (int i = 0; i < nn; i++)
+      if (!strcasecmp(value, names[i])) {
+        if (k->type == KT_PRECISION) *(kernels_dtype *)f = (kernels_dtype)i;
+        else *(int *)f = i;
+        return TSR_OK;
+      }
+    return err_set(TSR_EINVAL, "%s: %s.%s = '%s': use %s or %s (%s)", where, k->section, k->name,
+                   value, names[0], names[1], k->help);
   }
   double d = 0;
   int64_t v = 0;
@@ -284,7 +304,7 @@ tsr_status config_validate(const dit_config *m, const train_config *t) {
     const config_key *k = &KEYS[i];
     const char *f = (const char *)&c + k->offset;
     double d = k->type == KT_FLOAT       ? *(const float *)f
-             : k->type == KT_INT         ? *(const int *)f
+             : k->type == KT_INT || k->type == KT_FAMILY ? *(const int *)f
              : k->type == KT_PRECISION   ? (double)*(const kernels_dtype *)f
                                          : (double)*(const int64_t *)f;
     // a float key's bounds as floats: the value a file writes as 1e-20 is the float nearest
@@ -310,6 +330,10 @@ tsr_status config_validate(const dit_config *m, const train_config *t) {
   if (m->text_dim > 0 && m->text_len < 1)
     return err_set(TSR_EINVAL, "model.text_dim = %d needs model.text_len >= 1 (the most caption "
                    "tokens of a clip)", m->text_dim);
+  if (m->family == DIT_FAMILY_WAN && (m->text_dim < 1 || m->num_classes))
+    return err_set(TSR_EINVAL, "model.family = wan: Wan is conditioned on captions only (set "
+                   "model.text_dim > 0 and model.num_classes = 0; they are %d and %d)",
+                   m->text_dim, m->num_classes);
   if (t->min_lr > t->lr)
     return err_set(TSR_EINVAL, "train.min_lr = %g is above train.lr = %g", t->min_lr, t->lr);
   if (t->warmup > t->steps)
@@ -346,6 +370,9 @@ char *config_to_ini(const dit_config *m, const train_config *t) {
     else if (k->type == KT_PRECISION)
       n += snprintf(line + n, sizeof line - n, "%s = %s\n", k->name,
                     config_precision_name(*(const kernels_dtype *)f));
+    else if (k->type == KT_FAMILY)
+      n += snprintf(line + n, sizeof line - n, "%s = %s\n", k->name,
+                    config_family_name(*(const int *)f));
     else
       n += snprintf(line + n, sizeof line - n, "%s = %lld\n", k->name, (long long)*(const int64_t *)f);
     if (len + (size_t)n + 1 > cap) {

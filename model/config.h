@@ -10,7 +10,8 @@
 // Required in a file (or by --set): model.hidden, depth, heads, pt, ph, pw, channels (the
 // model's shape and tubelet: a default would silently train another model). Every other
 // key defaults to the tiny preset's value, and config_load says which ones did.
-// Presets: configs/model/tiny.conf (CPU demo, tests), dit-s.conf, dit-b.conf, dit-1b.conf.
+// Presets: configs/model/tiny.conf (CPU demo, tests), dit-s.conf, dit-b.conf, dit-1b.conf;
+// the Wan family: wan2.1-t2v-1.3b.conf, wan2.1-t2v-14b.conf, wan2.2-ti2v-5b.conf, wan-tiny.conf.
 #ifndef TESSERA_MODEL_CONFIG_H
 #define TESSERA_MODEL_CONFIG_H
 
@@ -36,7 +37,16 @@ typedef struct {
                      // before captions existed)
   int text_len;      // most caption tokens of one clip (buffer sizes; longer captions are
                      // refused with the clip named); >= 1 when text_dim > 0
+  int family;        // DIT_FAMILY_*: which network these sizes build (docs/model.md "Families")
+  int ffn_dim;       // MLP hidden width; 0: mlp_ratio * hidden (Wan's widths are no multiple)
 } dit_config;
+
+// model.family: the tessera DiT, or the transformer of Wan 2.1/2.2 (diffusers'
+// WanTransformer3DModel), whose differences are switches of the same model code
+// (dit_internal.h dit_switches, docs/model.md "The Wan family").
+enum { DIT_FAMILY_TESSERA = 0, DIT_FAMILY_WAN = 1 };
+// "tessera" or "wan": the config's spelling of a family.
+const char *config_family_name(int family);
 
 // model.recompute: what a block keeps for its backward and what the backward recomputes.
 // The numbers are the config's values (0 and 1 are the older off/on).

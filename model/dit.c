@@ -195,9 +195,12 @@ static tsr_status backward_phase(dit_model *m, const phase_args *pa) {
                            b->n_clips, b->L, m->P));
   DIT_TRY(dit_final_bwd(m, h_at(m, m->cfg.depth), b));
   bucket_ready(m, 0);
+  if (m->sw.mod_table)  // the blocks' modulation gradients, summed
+    DIT_TRY(kb->memset_zero(kb, m->dtp, kernels_act_bytes(kb, (size_t)b->n_clips * 6 * m->D)));
   if (m->cfg.text_dim > 0) {  // the caption context's gradients, summed over the blocks
     DIT_TRY(kb->memset_zero(kb, m->dctx, kernels_act_bytes(kb, (size_t)m->text_Lt * m->D)));
-    DIT_TRY(kb->memset_zero(kb, m->dnull, kernels_act_bytes(kb, (size_t)b->n_clips * m->D)));
+    if (m->sw.null_token)
+      DIT_TRY(kb->memset_zero(kb, m->dnull, kernels_act_bytes(kb, (size_t)b->n_clips * m->D)));
   }
   for (int i = m->cfg.depth - 1; i >= 0; i--) {
     if (m->cfg.recompute == DIT_RECOMPUTE_BLOCK)  // rewrites h[i + 1] with the same bits
@@ -226,8 +229,8 @@ tsr_status dit_buckets_init(dit_model *m) {
   // padding included, so together they tile the buffer.
   size_t starts[depth + 3];
   starts[0] = 0;
-  for (int i = 0; i < depth; i++) starts[1 + i] = m->table[m->bp[i].adaln.w].offset;
-  starts[depth + 1] = m->table[m->final_adaln.w].offset;
+  for (int i = 0; i < depth; i++) starts[1 + i] = m->table[m->bp[i].first].offset;
+  starts[depth + 1] = m->table[m->final_first].offset;
   starts[depth + 2] = m->n_params;
   for (int k = 0; k <= depth + 1; k++)
     if (starts[k + 1] <= starts[k])

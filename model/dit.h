@@ -14,6 +14,10 @@
 //     m = LN(h) (1 + scale2) + shift2;  h = h + gate2 * fc2(GELU_tanh(fc1(m)))
 //   final: (shift, scale) = cs final.adaln + b;  out = (LN(h)(1 + scale) + shift) final.linear
 // adaLN weights and final.linear are zero at init (adaLN-Zero).
+// model.family = wan: Wan 2.1/2.2's transformer on the same code (a shared time_proj plus a
+// learned modulation row per block, the head's rows added to c, QK RMSNorm over all heads,
+// an affine LayerNorm before cross-attention, no null token); docs/model.md "The Wan family"
+// has its tensors and every difference.
 //
 // Parameter tensors (names as in the safetensors checkpoints and the PyTorch reference,
 // tools/reference/), in this order (dit_tensor_info); F = mlp_ratio * D, Dh = D / H:
@@ -177,6 +181,18 @@ typedef struct {
 } dit_memory;
 tsr_status dit_memory_bytes(const dit_config *c, kernels_dtype act, int64_t max_tokens,
                             int64_t max_clips, dit_memory *out);
+
+// The tensor table of config c without a model (no buffers, no backend): what a conversion
+// of a model too large for memory streams tensor by tensor (model/io/wan_convert.h).
+// t[i] is dit_tensor_info(m, i) of a model of config c; dit_table_free frees it.
+typedef struct {
+  int n;                 // tensors
+  dit_tensor *t;         // (n), the names owned by the table
+  size_t n_params;       // floats of the flat buffer (dit_num_params)
+  void *names;           // the names' storage
+} dit_table;
+tsr_status dit_table_make(const dit_config *c, dit_table *out);
+void dit_table_free(dit_table *t);
 
 // Number of parameters (sum of the tensors' numel). dit_num_params is the flat buffer's
 // length, which is larger: every tensor starts on a 16-float (64-byte) boundary and the

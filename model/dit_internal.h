@@ -7,9 +7,9 @@
 #include "kernels/graph_cache.h"
 #include "model/dit.h"
 
-#define DIT_TENSORS_FIXED 16      // x_embed, t_embed (4), y_embed, text_embed (4), text_null,
-                                  // final (4): at most
-#define DIT_TENSORS_PER_BLOCK 26  // 16, and 10 of cross-attention with text
+#define DIT_TENSORS_FIXED 18      // x_embed, t_embed (4), time_proj (2), y_embed, text_embed
+                                  // (4), text_null, final (4): at most
+#define DIT_TENSORS_PER_BLOCK 28  // 16, and 10 of cross-attention with text (Wan: 15 and 12)
 #define DIT_NAME_MAX 64
 
 typedef enum { INIT_ZERO, INIT_ONE, INIT_XAVIER, INIT_NORMAL002 } dit_init_kind;
@@ -19,14 +19,32 @@ typedef struct {
   int w;
 } dit_linear;
 
+// Where the Wan family differs from the tessera DiT (docs/model.md "The Wan family"): each
+// difference is one switch of the shared code, set from model.family (all 0: tessera).
+typedef struct {
+  int mod_table;     // block modulation = time_proj(cs) + the block's learned row (6D) instead
+                     // of a linear of cs per block (adaln)
+  int head_temb;     // the head's (shift, scale) = c + final.modulation: c itself, no SiLU and
+                     // no linear (tessera: final.adaln of cs)
+  int qk_norm_full;  // q and k RMSNorm over all heads at once (weights (D)); tessera: per
+                     // head (weights (Dh))
+  int cross_affine;  // the cross-attention's LayerNorm has a weight and a bias (D)
+  int null_token;    // every clip also attends to the learned null token (tessera); without
+                     // it a clip attends to its caption alone
+} dit_switches;
+
 // Cross-attention to the caption (cross.c; only when model.text_dim > 0).
 typedef struct {
   dit_linear q, k, v, proj;
   int q_norm, k_norm;
+  int norm_w, norm_b;          // LayerNorm weight, bias (D), or -1 (switch cross_affine)
 } dit_cross_params;
 
 typedef struct {
-  dit_linear adaln, q, k, v, proj, fc1, fc2;
+  int first;                   // the block's first tensor (its gradient bucket starts there)
+  dit_linear adaln;            // (D, 6D) per-block modulation (tessera)
+  int mod_row;                 // (6D) learned modulation row (switch mod_table), or -1
+  dit_linear q, k, v, proj, fc1, fc2;
   int q_norm, k_norm;
   dit_cross_params x;
 } dit_block_params;
@@ -73,11 +91,15 @@ struct dit_model {
   int max_tokens, max_clips;
   int D, H, Dh, F, P;
 
+  dit_switches sw;             // the family's differences (params.c, from cfg.family)
   int n_tensors;
   dit_tensor *table;           // (n_tensors)
   dit_init_kind *init;         // (n_tensors)
   char (*names)[DIT_NAME_MAX]; // (n_tensors)
   dit_linear x_embed, t_fc1, t_fc2, final_adaln, final_linear;
+  dit_linear time_proj;        // (D, 6D) shared modulation projection (switch mod_table)
+  int final_row;               // (2D) the head's learned (shift, scale) (switch head_temb), or -1
+  int final_first;             // the final layer's first tensor (its gradient bucket)
   int y_embed;                 // -1 if num_classes == 0
   dit_linear t_text1, t_text2; // text_embed.fc1, fc2 (when text_dim > 0)
   int text_null;               // text_null.weight (D), or -1 without text
@@ -97,7 +119,14 @@ struct dit_model {
                                // token-local buffers of every block are blk[0]'s
   float *tsc;                  // (C) [f32] 1000 t
   void *temb, *c1, *s1, *c, *cs;  // (C, freq), (C, D) x4: conditioning
-  void *fmod;                  // (C, 2D) final shift, scale
+  void *fmod;                  // (C, 2D) final shift, scale (rows of 2D; head_temb: the shift
+                               // rows (C, D), then the scale rows (C, D))
+  void *tp, *dtp;              // (C, 6D) time_proj(cs) and its gradient summed over the blocks
+                               // (switch mod_table; NULL otherwise)
+  void *dchead;                // (C, D) dL/dc from the head (switch head_temb)
+  void *xaff, *dxaff;          // (C, 2D) the cross LayerNorm's affine as modulation rows (bias,
+                               // weight - 1) of one block, and their gradient (cross_affine)
+  float *xw1;                  // (D) [f32] scratch: weight - 1
   void *of;                    // (L, D) final LN, modulated
   float *meanf, *rstdf;        // (L), (L) [f32]
   void *pred;                  // (L, P)
@@ -118,7 +147,8 @@ struct dit_model {
   float *xlse_n, *xdelta;      // (L, H) [f32] its lse; the backward's delta
   void *dxk, *dxv;             // (max_text, D) [act] caption key/value gradients
   void *dnk, *dnv;             // (C, D) [act] null key/value gradients
-  int32_t *zero_ids;           // (max_clips) all 0: the null token's row of text_null
+  int32_t *zero_ids;           // (max_clips) all 0: one parameter row for every clip (the null
+                               // token, Wan's modulation rows)
   int32_t *cu_null;            // (max_clips + 1) 0, 1, .., C: one null key per clip
   int32_t *cu_text0;           // (max_clips + 1) all 0: "no caption" for a batch without
   int text_Lt;                 // caption tokens of the last forward
@@ -183,7 +213,8 @@ tsr_status dit_ln_mod_bwd(dit_model *m, const dit_batch *b, void *dinp, void *ds
 
 // ---- conditioning (cond.c): cs = SiLU(t_embed(t) + y_embed(label)) ---------------------
 tsr_status dit_cond_fwd(dit_model *m, const dit_batch *b);
-// From m->dcs (C, D): accumulates t_embed / y_embed grads.
+// From m->dcs (C, D) (mod_table: from m->dtp through time_proj; head_temb: plus m->dchead):
+// accumulates t_embed / y_embed (and time_proj) grads.
 tsr_status dit_cond_bwd(dit_model *m, const dit_batch *b);
 const int32_t *dit_labels(const dit_model *m, const dit_batch *b);  // (C) or NULL
 
@@ -213,14 +244,16 @@ tsr_status dit_block_fwd(dit_model *m, int i, dit_block_acts *a, const void *hin
 // hin, by the entries dit_block_fwd ran: the same bits. hin: (L, D) [act]
 tsr_status dit_block_recompute_cheap(dit_model *m, int i, const dit_block_acts *a,
                                      const void *hin, const dit_batch *b);
-// m->dh (L, D): in dL/dhout, out dL/dhin; m->dcs += the block's conditioning gradient.
+// m->dh (L, D): in dL/dhout, out dL/dhin; m->dcs += the block's conditioning gradient
+// (mod_table: m->dtp += its modulation gradient).
 tsr_status dit_block_bwd(dit_model *m, int i, const dit_block_acts *a, const void *hin,
                          const dit_batch *b);
 
 // ---- final layer (final.c) -------------------------------------------------------------
 // m->pred = (LN(h) (1 + scale) + shift) final.linear. h: (L, D) [act]
 tsr_status dit_final_fwd(dit_model *m, const void *h, const dit_batch *b);
-// From m->dpred: m->dh = dL/dh (overwritten), m->dcs = final's conditioning grad (overwritten).
+// From m->dpred: m->dh = dL/dh (overwritten), m->dcs = final's conditioning grad (overwritten;
+// head_temb: m->dchead = dL/dc, and m->dtp zeroed for the blocks to sum into).
 tsr_status dit_final_bwd(dit_model *m, const void *h, const dit_batch *b);
 
 // The cache of recorded graphs (dit.c), for a backend that records (kb->graph_begin).

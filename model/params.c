@@ -35,46 +35,70 @@ static dit_linear add_linear(dit_model *m, const char *prefix, int in, int out, 
   return l;
 }
 
+// The cross-attention of block i (text only); proj zero (PixArt): at init it adds nothing.
+// `BLK` names are "blocks.{i}.cross.*"; norms are per head, or over D (qk_norm_full).
+static void add_cross(dit_model *m, int i, int nw) {
+  dit_cross_params *x = &m->bp[i].x;
+  char n[DIT_NAME_MAX];
+#define BLK(s) (snprintf(n, sizeof n, "blocks.%d.cross.%s", i, (s)), n)
+  x->norm_w = x->norm_b = -1;
+  if (m->sw.cross_affine) {  // Wan's affine LayerNorm before the queries
+    x->norm_w = add_tensor(m, BLK("norm.weight"), m->D, 0, INIT_ONE);
+    x->norm_b = add_tensor(m, BLK("norm.bias"), m->D, 0, INIT_ZERO);
+  }
+  x->q = add_linear(m, BLK("q"), m->D, m->D, INIT_XAVIER);
+  x->k = add_linear(m, BLK("k"), m->D, m->D, INIT_XAVIER);
+  x->v = add_linear(m, BLK("v"), m->D, m->D, INIT_XAVIER);
+  x->q_norm = add_tensor(m, BLK("q_norm.weight"), nw, 0, INIT_ONE);
+  x->k_norm = add_tensor(m, BLK("k_norm.weight"), nw, 0, INIT_ONE);
+  x->proj = add_linear(m, BLK("proj"), m->D, m->D, INIT_ZERO);
+#undef BLK
+}
+
+// Block i's tensors. The modulation is a linear of cs (adaLN-Zero: zero) or, with
+// mod_table, one learned row added to the shared time_proj(cs) (zero as well).
+static void add_block(dit_model *m, int i, int nw) {
+  dit_block_params *bp = &m->bp[i];
+  int D = m->D;
+  char n[DIT_NAME_MAX];
+#define BLK(s) (snprintf(n, sizeof n, "blocks.%d.%s", i, (s)), n)
+  bp->first = m->n_tensors;
+  bp->mod_row = -1;
+  if (m->sw.mod_table) bp->mod_row = add_tensor(m, BLK("modulation"), 6 * D, 0, INIT_ZERO);
+  else bp->adaln = add_linear(m, BLK("adaln"), D, 6 * D, INIT_ZERO);
+  bp->q = add_linear(m, BLK("q"), D, D, INIT_XAVIER);
+  bp->k = add_linear(m, BLK("k"), D, D, INIT_XAVIER);
+  bp->v = add_linear(m, BLK("v"), D, D, INIT_XAVIER);
+  bp->q_norm = add_tensor(m, BLK("q_norm.weight"), nw, 0, INIT_ONE);
+  bp->k_norm = add_tensor(m, BLK("k_norm.weight"), nw, 0, INIT_ONE);
+  bp->proj = add_linear(m, BLK("proj"), D, D, INIT_XAVIER);
+  bp->fc1 = add_linear(m, BLK("fc1"), D, m->F, INIT_XAVIER);
+  bp->fc2 = add_linear(m, BLK("fc2"), m->F, D, INIT_XAVIER);
+#undef BLK
+  if (m->cfg.text_dim > 0) add_cross(m, i, nw);
+}
+
 static void build_table(dit_model *m) {
   const dit_config *c = &m->cfg;
-  int D = m->D;
+  int D = m->D, nw = m->sw.qk_norm_full ? D : m->Dh;  // QK-norm weights: all heads, or one
   m->x_embed = add_linear(m, "x_embed", m->P, D, INIT_XAVIER);
   m->t_fc1 = add_linear(m, "t_embed.fc1", c->freq_dim, D, INIT_XAVIER);
   m->t_fc2 = add_linear(m, "t_embed.fc2", D, D, INIT_XAVIER);
+  if (m->sw.mod_table) m->time_proj = add_linear(m, "time_proj", D, 6 * D, INIT_ZERO);
   m->y_embed = c->num_classes > 0
                    ? add_tensor(m, "y_embed.weight", c->num_classes + 1, D, INIT_NORMAL002)
                    : -1;
   m->text_null = -1;
-  if (c->text_dim > 0) {  // caption embedding -> context, and the learned null token
+  if (c->text_dim > 0) {  // caption embedding -> context (and the learned null token)
     m->t_text1 = add_linear(m, "text_embed.fc1", c->text_dim, D, INIT_XAVIER);
     m->t_text2 = add_linear(m, "text_embed.fc2", D, D, INIT_XAVIER);
-    m->text_null = add_tensor(m, "text_null.weight", D, 0, INIT_NORMAL002);
+    if (m->sw.null_token) m->text_null = add_tensor(m, "text_null.weight", D, 0, INIT_NORMAL002);
   }
-  for (int i = 0; i < c->depth; i++) {
-    dit_block_params *bp = &m->bp[i];
-    char n[DIT_NAME_MAX];
-#define BLK(s) (snprintf(n, sizeof n, "blocks.%d.%s", i, (s)), n)
-    bp->adaln = add_linear(m, BLK("adaln"), D, 6 * D, INIT_ZERO);
-    bp->q = add_linear(m, BLK("q"), D, D, INIT_XAVIER);
-    bp->k = add_linear(m, BLK("k"), D, D, INIT_XAVIER);
-    bp->v = add_linear(m, BLK("v"), D, D, INIT_XAVIER);
-    bp->q_norm = add_tensor(m, BLK("q_norm.weight"), m->Dh, 0, INIT_ONE);
-    bp->k_norm = add_tensor(m, BLK("k_norm.weight"), m->Dh, 0, INIT_ONE);
-    bp->proj = add_linear(m, BLK("proj"), D, D, INIT_XAVIER);
-    bp->fc1 = add_linear(m, BLK("fc1"), D, m->F, INIT_XAVIER);
-    bp->fc2 = add_linear(m, BLK("fc2"), m->F, D, INIT_XAVIER);
-    if (c->text_dim > 0) {  // cross-attention; proj zero (PixArt): at init it adds nothing
-      dit_cross_params *x = &bp->x;
-      x->q = add_linear(m, BLK("cross.q"), D, D, INIT_XAVIER);
-      x->k = add_linear(m, BLK("cross.k"), D, D, INIT_XAVIER);
-      x->v = add_linear(m, BLK("cross.v"), D, D, INIT_XAVIER);
-      x->q_norm = add_tensor(m, BLK("cross.q_norm.weight"), m->Dh, 0, INIT_ONE);
-      x->k_norm = add_tensor(m, BLK("cross.k_norm.weight"), m->Dh, 0, INIT_ONE);
-      x->proj = add_linear(m, BLK("cross.proj"), D, D, INIT_ZERO);
-    }
-#undef BLK
-  }
-  m->final_adaln = add_linear(m, "final.adaln", D, 2 * D, INIT_ZERO);
+  for (int i = 0; i < c->depth; i++) add_block(m, i, nw);
+  m->final_first = m->n_tensors;
+  m->final_row = -1;
+  if (m->sw.head_temb) m->final_row = add_tensor(m, "final.modulation", 2 * D, 0, INIT_ZERO);
+  else m->final_adaln = add_linear(m, "final.adaln", D, 2 * D, INIT_ZERO);
   m->final_linear = add_linear(m, "final.linear", D, m->P, INIT_ZERO);
 }
 
@@ -144,14 +168,21 @@ static void layout(dit_model *m, arena *a) {
     size_t Lt = (size_t)m->max_text;
     for (int i = 0; i < nblk; i++) layout_cross(a, &m->blk[i].x, L, C, D, H, Lt);
     m->tx1 = TAKE_A(a, Lt * D), m->txg = TAKE_A(a, Lt * D), m->ctx = TAKE_A(a, Lt * D);
-    m->nullctx = TAKE_A(a, C * D), m->dctx = TAKE_A(a, Lt * D), m->dnull = TAKE_A(a, C * D);
-    m->dtx = TAKE_A(a, Lt * D), m->xatt_n = TAKE_A(a, L * D);
-    m->xlse_n = TAKE_F(a, L * H), m->xdelta = TAKE_F(a, L * H);
+    m->dctx = TAKE_A(a, Lt * D), m->dtx = TAKE_A(a, Lt * D), m->xdelta = TAKE_F(a, L * H);
     m->dxk = TAKE_A(a, Lt * D), m->dxv = TAKE_A(a, Lt * D);
-    m->dnk = TAKE_A(a, C * D), m->dnv = TAKE_A(a, C * D);
-    m->zero_ids = take(a, sizeof(int32_t) * C);
-    m->cu_null = take(a, sizeof(int32_t) * (C + 1));
+    if (m->sw.null_token) {  // the null token's key and value rows, one a clip
+      m->nullctx = TAKE_A(a, C * D), m->dnull = TAKE_A(a, C * D);
+      m->xatt_n = TAKE_A(a, L * D), m->xlse_n = TAKE_F(a, L * H);
+      m->dnk = TAKE_A(a, C * D), m->dnv = TAKE_A(a, C * D);
+      m->cu_null = take(a, sizeof(int32_t) * (C + 1));
+    }
     m->cu_text0 = take(a, sizeof(int32_t) * (C + 1));
+  }
+  if (m->cfg.text_dim > 0 || m->sw.mod_table) m->zero_ids = take(a, sizeof(int32_t) * C);
+  if (m->sw.mod_table) m->tp = TAKE_A(a, C * 6 * D), m->dtp = TAKE_A(a, C * 6 * D);
+  if (m->sw.head_temb) m->dchead = TAKE_A(a, C * D);
+  if (m->sw.cross_affine && m->cfg.text_dim > 0) {
+    m->xaff = TAKE_A(a, C * 2 * D), m->dxaff = TAKE_A(a, C * 2 * D), m->xw1 = TAKE_F(a, D);
   }
   m->tsc = TAKE_F(a, C), m->temb = TAKE_A(a, C * (size_t)m->cfg.freq_dim);
   m->c1 = TAKE_A(a, C * D), m->s1 = TAKE_A(a, C * D), m->c = TAKE_A(a, C * D);
@@ -189,7 +220,11 @@ static tsr_status default_attn_bwd(void *ctx, const kernels_backend *kb, const d
 // and dit_memory_bytes both start from. Frees nothing on failure (the caller does).
 static tsr_status model_tables(dit_model *m, const dit_config *c, int max_tokens, int max_clips) {
   m->cfg = *c, m->max_tokens = max_tokens, m->max_clips = max_clips;
-  m->D = c->hidden, m->H = c->heads, m->Dh = c->hidden / c->heads, m->F = c->mlp_ratio * c->hidden;
+  m->D = c->hidden, m->H = c->heads, m->Dh = c->hidden / c->heads;
+  m->F = c->ffn_dim > 0 ? c->ffn_dim : c->mlp_ratio * c->hidden;
+  int wan = c->family == DIT_FAMILY_WAN;
+  m->sw = (dit_switches){.mod_table = wan, .head_temb = wan, .qk_norm_full = wan,
+                         .cross_affine = wan, .null_token = !wan};
   m->P = c->pt * c->ph * c->pw * c->channels;
   if (c->text_dim > 0 && (int64_t)max_clips * c->text_len > INT32_MAX / 4)
     return err_set(TSR_EINVAL, "dit_create: %d clips of up to %d caption tokens is too many",
@@ -234,6 +269,25 @@ tsr_status dit_memory_bytes(const dit_config *c, kernels_dtype act, int64_t max_
   }
   free(m.table), free(m.init), free(m.names), free(m.bp), free(m.blk);
   return st;
+}
+
+tsr_status dit_table_make(const dit_config *c, dit_table *out) {
+  memset(out, 0, sizeof *out);
+  train_config tdef;
+  dit_config unused;
+  config_defaults(&unused, &tdef);
+  DIT_TRY(config_validate(c, &tdef));
+  dit_model m = {0};
+  tsr_status st = model_tables(&m, c, 1, 1);
+  if (!st) *out = (dit_table){m.n_tensors, m.table, m.n_params, m.names};
+  else free(m.table), free(m.names);
+  free(m.init), free(m.bp), free(m.blk);
+  return st;
+}
+
+void dit_table_free(dit_table *t) {
+  free(t->t), free(t->names);
+  memset(t, 0, sizeof *t);
 }
 
 tsr_status dit_create(dit_model **out, const dit_config *c, const kernels_backend *kb,
@@ -284,7 +338,7 @@ tsr_status dit_create(dit_model **out, const dit_config *c, const kernels_backen
   st = kb->to_device(kb, m->null_labels, nl, sizeof(int32_t) * (size_t)max_clips);
   free(nl);
   if (st) goto fail;
-  if (c->text_dim > 0) {  // the index arrays of the null token (memory is zero-filled)
+  if (m->cu_null) {  // the index arrays of the null token (memory is zero-filled)
     int32_t *cn = malloc(sizeof(int32_t) * ((size_t)max_clips + 1));
     if (!cn) {
       st = err_set(TSR_ENOMEM, "dit_create: no memory");

@@ -67,6 +67,14 @@ static inline dit_config mt_text_config(void) {
   return c;
 }
 
+// The Wan family of the same sizes: captions of width 5, no labels, an MLP of 20 (no
+// multiple of D).
+static inline dit_config mt_wan_config(void) {
+  dit_config c = mt_text_config();
+  c.family = DIT_FAMILY_WAN, c.num_classes = 0, c.ffn_dim = 20;
+  return c;
+}
+
 // Captions for the batch's clips: clip c gets n_tokens[c] rows (0: none) of N(0, 1) keyed
 // by its id (so a clip alone gets the same caption as packed).
 static inline tsr_status mt_batch_text(mt_batch *mb, const int *n_tokens, int text_dim,

@@ -6,7 +6,8 @@
 // - recompute = 1 and 2 give bitwise the same loss and gradients as recompute = 0;
 // - init: tensor table, adaLN-Zero (zero output at init), errors on oversized batches.
 // Each of the first three also with captions (model.text_dim > 0: cross-attention, the
-// text embedding and the null token; clips with 3, 0 and 2 caption tokens).
+// text embedding and the null token; clips with 3, 0 and 2 caption tokens), and for the Wan
+// family (model.family = wan: the same captions, no null token, ffn_dim 20).
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,10 +19,17 @@ static const mt_clip CLIPS[3] = {{2, 2, 3, 1, 0.3f}, {1, 3, 2, 3, 0.7f}, {3, 1, 
 static const int IDS[3] = {10, 11, 12};
 static const int TEXT_TOKENS[3] = {3, 0, 2};
 
+// The models tested: the DiT without and with captions, and the Wan family (captions).
+enum { V_PLAIN, V_TEXT, V_WAN, NVARIANTS };
+static const char *const VARIANT_NAME[NVARIANTS] = {"", " (captions)", " (wan)"};
+
 // The model's config, and the batch's captions when it has text.
-static dit_config config_of(int text) { return text ? mt_text_config() : mt_config(); }
-static tsr_status add_text(mt_batch *mb, int text, const int *n_tokens, const int *ids) {
-  return text ? mt_batch_text(mb, n_tokens, mt_text_config().text_dim, 77, ids) : TSR_OK;
+static dit_config config_of(int v) {
+  if (v == V_PLAIN) return mt_config();
+  return v == V_WAN ? mt_wan_config() : mt_text_config();
+}
+static tsr_status add_text(mt_batch *mb, int v, const int *n_tokens, const int *ids) {
+  return v != V_PLAIN ? mt_batch_text(mb, n_tokens, mt_text_config().text_dim, 77, ids) : TSR_OK;
 }
 
 static double loss_of(dit_model *m, const dit_batch *b) {
@@ -55,9 +63,9 @@ static void fd_check(dit_model *m, const dit_batch *b, float *val, double analyt
   CHECK(diff <= FD_REL * mag + FD_ABS, "%s[%zu]: analytic %.6g fd %.6g", what, idx, analytic, fd);
 }
 
-static void test_fd(int text) {
+static void test_fd(int v) {
   const kernels_backend *kb = kernels_cpu();
-  dit_config c = config_of(text);
+  dit_config c = config_of(v);
   worst_rel = 0;
   dit_model *m;
   CHECK_OK(dit_create(&m, &c, kb, 64, 4));
@@ -65,7 +73,7 @@ static void test_fd(int text) {
   CHECK_OK(mt_perturb(m, 2, 0.1f));
   mt_batch mb;
   CHECK_OK(mt_batch_make(&mb, CLIPS, 3, 12, 3, 5, IDS));
-  CHECK_OK(add_text(&mb, text, TEXT_TOKENS, IDS));
+  CHECK_OK(add_text(&mb, v, TEXT_TOKENS, IDS));
   float *dx;
   CHECK_OK(kb->alloc(kb, (void **)&dx, sizeof(float) * mb.L * 12));
   dit_set_input_grad(m, dx);
@@ -106,7 +114,7 @@ static void test_fd(int text) {
     checked++;
   }
   printf("fd%s: %d elements of %d tensors + x, loss %.6f, worst relative error %.3g "
-         "(|g| > 1e-3), tolerance %.0e rel + %.0e abs\n", text ? " (captions)" : "",
+         "(|g| > 1e-3), tolerance %.0e rel + %.0e abs\n", VARIANT_NAME[v],
          checked, dit_num_tensors(m), l0, worst_rel, FD_REL, FD_ABS);
   free(g);
   kb->free(kb, dx);
@@ -122,9 +130,9 @@ static double rel_diff(const float *a, const float *b, size_t n) {
 
 // Packed vs alone: fp32 results differ only by reassociation (GEMM row blocking), so
 // outputs and summed gradients must agree to 1e-5 relative (norm of difference).
-static void test_packing(int text) {
+static void test_packing(int v) {
   const kernels_backend *kb = kernels_cpu();
-  dit_config c = config_of(text);
+  dit_config c = config_of(v);
   dit_model *m;
   CHECK_OK(dit_create(&m, &c, kb, 64, 4));
   CHECK_OK(dit_init(m, 7));
@@ -132,7 +140,7 @@ static void test_packing(int text) {
   size_t n = dit_num_params(m);
   mt_batch packed;
   CHECK_OK(mt_batch_make(&packed, CLIPS, 3, 12, 3, 9, IDS));
-  CHECK_OK(add_text(&packed, text, TEXT_TOKENS, IDS));
+  CHECK_OK(add_text(&packed, v, TEXT_TOKENS, IDS));
   float *pred_packed = calloc((size_t)packed.L * 12, sizeof(float));
   double lp;
   CHECK_OK(dit_zero_grad(m));
@@ -145,7 +153,7 @@ static void test_packing(int text) {
   for (int ci = 0; ci < 3; ci++) {
     mt_batch one;
     CHECK_OK(mt_batch_make(&one, &CLIPS[ci], 1, 12, 3, 9, &IDS[ci]));
-    CHECK_OK(add_text(&one, text, &TEXT_TOKENS[ci], &IDS[ci]));
+    CHECK_OK(add_text(&one, v, &TEXT_TOKENS[ci], &IDS[ci]));
     float *pred = calloc((size_t)one.L * 12, sizeof(float));
     double l;
     CHECK_OK(dit_forward(m, &one.b, pred, &l));
@@ -169,15 +177,15 @@ static void test_packing(int text) {
 
 // model.recompute = 1 (whole blocks) and 2 (the cheap token-local layers) against 0: the same
 // loss and gradients bit for bit, in less activation memory (2 between 0 and 1).
-static void test_recompute(int text) {
+static void test_recompute(int v) {
   const kernels_backend *kb = kernels_cpu();
-  dit_config c = config_of(text);
+  dit_config c = config_of(v);
   enum { NR = 3 };
   dit_model *m[NR];
   double loss[NR];
   mt_batch mb;
   CHECK_OK(mt_batch_make(&mb, CLIPS, 3, 12, 3, 11, IDS));
-  CHECK_OK(add_text(&mb, text, TEXT_TOKENS, IDS));
+  CHECK_OK(add_text(&mb, v, TEXT_TOKENS, IDS));
   for (int r = 0; r < NR; r++) {
     c.recompute = r;
     CHECK_OK(dit_create(&m[r], &c, kb, 64, 4));
@@ -283,7 +291,7 @@ static void test_init_text(void) {
   }
   mt_batch mb;
   CHECK_OK(mt_batch_make(&mb, CLIPS, 3, 12, 3, 5, IDS));
-  CHECK_OK(add_text(&mb, 1, TEXT_TOKENS, IDS));
+  CHECK_OK(add_text(&mb, V_TEXT, TEXT_TOKENS, IDS));
   mb.b.Lt = 17;  // more than 4 clips x 4 tokens
   CHECK(dit_forward(m, &mb.b, NULL, NULL) == TSR_EINVAL && strstr(err_msg(), "caption tokens"),
         "too many caption tokens: %s", err_msg());
@@ -302,10 +310,10 @@ static void test_init_text(void) {
 int main(void) {
   test_init();
   test_init_text();
-  for (int text = 0; text < 2; text++) {
-    test_fd(text);
-    test_packing(text);
-    test_recompute(text);
+  for (int v = 0; v < NVARIANTS; v++) {
+    test_fd(v);
+    test_packing(v);
+    test_recompute(v);
   }
   return check_done();
 }
