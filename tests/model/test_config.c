@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "model/config.h"
+#include "model/dit.h"
 
 static char tmpdir[] = "/tmp/tsr_config_XXXXXX";
 
@@ -56,6 +57,31 @@ int main(void) {
     }
     if (i == 3) CHECK(m.hidden == 2048 && m.depth == 18 && m.heads == 16, "dit-1b shape");
   }
+  // The Wan presets: every key given, and the parameter counts of the published models
+  // (diffusers' WanTransformer3DModel of each config, counted on the meta device).
+  const char *wan[] = {"wan2.1-t2v-1.3b", "wan2.1-t2v-14b", "wan2.2-ti2v-5b", "wan-tiny"};
+  const int64_t wan_params[] = {1418996800, 14288491584, 4999787712, 0};
+  for (int i = 0; i < 4; i++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/configs/model/%s.conf", TESSERA_SOURCE_DIR, wan[i]);
+    char *defaults = (char *)"unset";
+    CHECK_OK(config_load(path, NULL, 0, &m, &t, &defaults));
+    CHECK(defaults == NULL, "%s: defaults used for %s", wan[i], defaults);
+    CHECK(m.family == DIT_FAMILY_WAN, "%s: family wan", wan[i]);
+    dit_table tab;
+    CHECK_OK(dit_table_make(&m, &tab));
+    int64_t n = 0;
+    for (int k = 0; k < tab.n; k++) n += (int64_t)tab.t[k].numel;
+    CHECK(!wan_params[i] || n == wan_params[i], "%s: %lld parameters, diffusers' model has %lld",
+          wan[i], (long long)n, (long long)wan_params[i]);
+    dit_table_free(&tab);
+  }
+  // family = wan needs captions and no labels; a family is a name
+  char *wan_labels[] = {"model.family=wan", "model.text_dim=8", "model.text_len=4",
+                        "model.num_classes=3"};
+  expect_error(NULL, wan_labels, 4, "Wan is conditioned on captions only");
+  char *bad_family[] = {"model.family=sora"};
+  expect_error(NULL, bad_family, 1, "model.family = 'sora': use tessera or wan");
 
   char *ov[] = {"model.hidden=96", "train.lr=2e-4", "model.heads=6", "train.seed=12345678901"};
   CHECK_OK(config_load(NULL, ov, 4, &m, &t, NULL));
