@@ -45,6 +45,15 @@ struct st_writer {
   char **names;
   int n, cap;
   json_t *meta;
+  // streaming (st_writer_stream_*): the open temporary file, the header's length, the
+  // tensor being written, its bytes so far, their hash state and the finished checksums
+  fs_atomic a;
+  int streaming;
+  size_t hlen;
+  int cur;
+  size_t done;
+  XXH3_state_t *h;
+  uint64_t *sums;
 };
 
 tsr_status st_writer_new(st_writer **w) {
@@ -60,6 +69,9 @@ tsr_status st_writer_new(st_writer **w) {
 void st_writer_free(st_writer **pw) {
   st_writer *w = *pw;
   if (!w) return;
+  if (w->streaming) fs_atomic_abort(&w->a);
+  XXH3_freeState(w->h);
+  free(w->sums);
   for (int i = 0; i < w->n; i++) free(w->names[i]);
   free(w->names), free(w->t);
   json_decref(w->meta);
@@ -75,7 +87,7 @@ tsr_status st_writer_add(st_writer *w, const char *name, st_dtype dtype, int ndi
                    name ? name : "(null)", ndim);
   size_t nb = tensor_bytes(dtype, ndim, shape);
   if (nb == SIZE_MAX) return err_set(TSR_EINVAL, "safetensors: tensor %s: bad shape", name);
-  if (nb && !data) return err_set(TSR_EINVAL, "safetensors: tensor %s: data is NULL", name);
+  // data NULL: bytes streamed later (st_writer_stream); st_writer_commit refuses it
   for (int i = 0; i < w->n; i++)
     if (!strcmp(w->names[i], name))
       return err_set(TSR_EINVAL, "safetensors: tensor %s added twice", name);
@@ -161,6 +173,9 @@ static tsr_status add_checksums(st_writer *w) {
 }
 
 tsr_status st_writer_commit(st_writer *w, const char *path) {
+  for (int i = 0; i < w->n; i++)
+    if (w->t[i].nbytes && !w->t[i].data)
+      return err_set(TSR_EINVAL, "safetensors %s: tensor %s: data is NULL", path, w->t[i].name);
   tsr_status cs = add_checksums(w);
   if (cs) return cs;
   size_t hlen;
@@ -179,6 +194,115 @@ tsr_status st_writer_commit(st_writer *w, const char *path) {
   return st;
 }
 
+tsr_status st_writer_meta_set(st_writer *w, const char *key, const char *value) {
+  json_t *old = key ? json_object_get(w->meta, key) : NULL;
+  if (!old || !value)
+    return err_set(TSR_EINVAL, "safetensors: metadata key %s was never added", key ? key : "?");
+  if (w->streaming && strlen(json_string_value(old)) != strlen(value))
+    return err_set(TSR_EINVAL, "safetensors: metadata %s: a streamed header's value keeps its "
+                   "length (%zu, not %zu)", key, strlen(json_string_value(old)), strlen(value));
+  json_t *v = json_string(value);
+  if (!v || json_object_set_new(w->meta, key, v))
+    return err_set(TSR_EINVAL, "safetensors: metadata %s: value is not valid UTF-8", key);
+  return TSR_OK;
+}
+
+// Placeholder checksums: the header then has its final length.
+static tsr_status zero_checksums(st_writer *w) {
+  for (int i = 0; i < w->n; i++) {
+    char key[1024];
+    if ((size_t)snprintf(key, sizeof key, "%s%s", ST_SUM_PREFIX, w->t[i].name) >= sizeof key)
+      return err_set(TSR_EINVAL, "safetensors: tensor name %s is too long", w->t[i].name);
+    if (json_object_set_new(w->meta, key, json_string("0000000000000000")))
+      return err_set(TSR_ENOMEM, "safetensors: no memory");
+  }
+  return TSR_OK;
+}
+
+static tsr_status stream_fail(st_writer *w, tsr_status st) {
+  if (w->streaming) fs_atomic_abort(&w->a);
+  w->streaming = 0;
+  return st;
+}
+
+tsr_status st_writer_stream_begin(st_writer *w, const char *path) {
+  if (w->streaming) return err_set(TSR_EINVAL, "safetensors %s: already streaming", path);
+  w->sums = calloc((size_t)w->n + 1, sizeof *w->sums);
+  w->h = XXH3_createState();
+  if (!w->sums || !w->h || XXH3_64bits_reset(w->h) != XXH_OK)
+    return err_set(TSR_ENOMEM, "safetensors %s: no memory", path);
+  tsr_status st = zero_checksums(w);
+  char *header = st ? NULL : build_header(w, &w->hlen);
+  if (!st && !header) st = err_set(TSR_ENOMEM, "safetensors %s: cannot build the header", path);
+  if (!st) st = fs_atomic_open(&w->a, path);
+  if (st) return free(header), st;
+  w->streaming = 1, w->cur = 0, w->done = 0;
+  uint8_t le[8];
+  for (int i = 0; i < 8; i++) le[i] = (uint8_t)((uint64_t)w->hlen >> (8 * i));
+  st = write_all(w->a.f, le, 8, w->a.tmp);
+  if (!st) st = write_all(w->a.f, header, w->hlen, w->a.tmp);
+  free(header);
+  return st ? stream_fail(w, st) : TSR_OK;
+}
+
+// Closes every finished tensor at the cursor (empty ones included): its checksum kept.
+static void stream_close_done(st_writer *w) {
+  while (w->cur < w->n && w->done == w->t[w->cur].nbytes) {
+    w->sums[w->cur++] = XXH3_64bits_digest(w->h);
+    XXH3_64bits_reset(w->h);
+    w->done = 0;
+  }
+}
+
+tsr_status st_writer_stream(st_writer *w, const void *data, size_t nbytes) {
+  if (!w->streaming) return err_set(TSR_EINVAL, "safetensors: not streaming");
+  const char *p = data;
+  while (nbytes) {
+    stream_close_done(w);
+    if (w->cur == w->n)
+      return stream_fail(w, err_set(TSR_EINVAL, "safetensors %s: more bytes than the declared "
+                                    "tensors hold", w->a.tmp));
+    size_t take = w->t[w->cur].nbytes - w->done;
+    if (take > nbytes) take = nbytes;
+    XXH3_64bits_update(w->h, p, take);
+    tsr_status st = write_all(w->a.f, p, take, w->a.tmp);
+    if (st) return stream_fail(w, st);
+    w->done += take, p += take, nbytes -= take;
+  }
+  return TSR_OK;
+}
+
+tsr_status st_writer_stream_commit(st_writer *w) {
+  if (!w->streaming) return err_set(TSR_EINVAL, "safetensors: not streaming");
+  stream_close_done(w);
+  if (w->cur < w->n)
+    return stream_fail(w, err_set(TSR_EINVAL, "safetensors %s: tensor %s has %zu of its %zu "
+                                  "bytes", w->a.tmp, w->t[w->cur].name, w->done,
+                                  w->t[w->cur].nbytes));
+  tsr_status st = TSR_OK;
+  for (int i = 0; !st && i < w->n; i++) {
+    char key[1024], hex[24];
+    snprintf(key, sizeof key, "%s%s", ST_SUM_PREFIX, w->t[i].name);
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)w->sums[i]);
+    if (json_object_set_new(w->meta, key, json_string(hex)))
+      st = err_set(TSR_ENOMEM, "safetensors: no memory");
+  }
+  size_t hlen = 0;
+  char *header = st ? NULL : build_header(w, &hlen);
+  if (!st && (!header || hlen != w->hlen))
+    st = err_set(TSR_EINVAL, "safetensors %s: the header changed its length (%zu, was %zu)",
+                 w->a.tmp, hlen, w->hlen);
+  if (!st && fseek(w->a.f, 8, SEEK_SET))
+    st = err_set(TSR_EIO, "seek in %s: %s", w->a.tmp, strerror(errno));
+  if (!st) st = write_all(w->a.f, header, hlen, w->a.tmp);
+  if (!st) st = fs_atomic_commit(&w->a);
+  free(header);
+  if (st) return stream_fail(w, st);
+  fs_atomic_abort(&w->a);  // committed: only releases its state
+  w->streaming = 0;
+  return TSR_OK;
+}
+
 // ---- reader ------------------------------------------------------------------------------
 struct st_reader {
   char *path;
@@ -191,6 +315,14 @@ struct st_reader {
 };
 
 const char *st_path(const st_reader *r) { return r->path; }
+
+void st_release(const st_reader *r, const st_tensor *t) {
+  if (!t->nbytes) return;
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  uintptr_t base = (uintptr_t)r->map, lo = (uintptr_t)t->data, hi = lo + t->nbytes;
+  lo = base + (lo - base) / page * page;  // whole pages; a neighbour's share maps back in
+  (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
 int st_count(const st_reader *r) { return r->n; }
 const st_tensor *st_at(const st_reader *r, int i) { return i >= 0 && i < r->n ? &r->t[i] : NULL; }
 

@@ -65,6 +65,24 @@ tsr_status st_writer_meta(st_writer *w, const char *key, const char *value);
 tsr_status st_writer_commit(st_writer *w, const char *path);
 void st_writer_free(st_writer **w);
 
+// ---- streaming: tensors whose bytes come piece by piece (a model larger than memory) ----
+// Declare every tensor with st_writer_add and data NULL, add the metadata (a value known
+// only at the end: st_writer_meta with a placeholder of the final value's length, replaced
+// by st_writer_meta_set before commit), then:
+//   st_writer_stream_begin(w, path): writes the header (checksums as placeholders of their
+//     final length) to the temporary file of an atomic write (core/fs.h);
+//   st_writer_stream(w, data, nbytes): appends the next bytes of the tensors, in declaration
+//     order, split anyhow, hashing them on the way;
+//   st_writer_stream_commit(w): TSR_EINVAL unless every declared byte came; writes the header
+//     again in place with the checksums and the replaced values (same length: TSR_EINVAL if
+//     a value changed its length), then fsyncs and renames as st_writer_commit does.
+// On any error, or st_writer_free before commit, the temporary file is removed and `path`
+// is untouched. Memory: the header and one hash state.
+tsr_status st_writer_meta_set(st_writer *w, const char *key, const char *value);
+tsr_status st_writer_stream_begin(st_writer *w, const char *path);
+tsr_status st_writer_stream(st_writer *w, const void *data, size_t nbytes);
+tsr_status st_writer_stream_commit(st_writer *w);
+
 // ---- reader: mmap, validate, look up tensors and metadata ----------------------------
 typedef struct st_reader st_reader;
 tsr_status st_open(st_reader **r, const char *path);
@@ -79,6 +97,11 @@ const char *st_meta(const st_reader *r, const char *key);   // NULL if absent
 // a tensor without a checksum fails (0: it is skipped). TSR_EFORMAT naming the file and
 // the tensor. Reads the whole data buffer.
 tsr_status st_verify(const st_reader *r, int require);
+// Tells the OS that tensor t's pages of the mapping are not needed any more (they leave this
+// process's resident set and stay in the page cache; a later read maps them again): a
+// reader going through a file larger than memory tensor by tensor stays bounded. No-op for
+// an empty tensor.
+void st_release(const st_reader *r, const st_tensor *t);
 // Copies tensor `name` to dst (host, nbytes) after checking it exists with this dtype and
 // shape; TSR_EMISMATCH / TSR_EFORMAT messages name the file, tensor, expected and found.
 tsr_status st_read(const st_reader *r, const char *name, st_dtype dtype, int ndim,

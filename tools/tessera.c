@@ -26,6 +26,7 @@ static const command commands[] = {
     {"train", cmd_train, "train the diffusion transformer on a store (checkpoints, metrics)"},
     {"sample", cmd_sample, "generate a video from a checkpoint (Euler sampler, MP4)"},
     {"calibrate", cmd_calibrate, "fit the scheduler's cost model to this machine's kernel times"},
+    {"convert", cmd_convert, "Wan transformer checkpoints from and to diffusers' folder"},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 

@@ -61,7 +61,7 @@ static tsr_status add_meta(st_writer *w, const ckpt_state *cs) {
   if (!r) r = st_writer_meta(w, "format", CKPT_FORMAT);
   if (!r) r = meta_i64(w, "version", CKPT_VERSION);
   if (!r) r = meta_i64(w, "step", cs->step);
-  if (!r) r = st_writer_meta(w, "backend", dit_backend(cs->model)->name);  // informative
+  if (!r) r = st_writer_meta(w, "backend", cs->model ? dit_backend(cs->model)->name : "none");
   if (!r) r = st_writer_meta(w, "config", ini);
   if (!r) r = meta_i64(w, "sampler_epoch", cs->sampler_epoch);
   if (!r) r = meta_i64(w, "sampler_pos", cs->sampler_pos);
@@ -521,4 +521,65 @@ tsr_status ckpt_load_model(const char *path, dit_model *m, int ema) {
   if (!r) r = dit_refresh_weights(m);
   free(host);
   return r;
+}
+
+// ---- weights only, streamed -------------------------------------------------------------
+
+struct ckpt_weights_writer {
+  st_writer *w;
+  const dit_table *t;
+  int next;                    // the tensor ckpt_weights_tensor takes next
+  XXH3_state_t *h;             // the weights set's hash over the flat buffer, padding included
+};
+
+tsr_status ckpt_weights_begin(ckpt_weights_writer **out, const char *path, const dit_table *t,
+                              const ckpt_state *cs, const char *const (*extra)[2], int n_extra) {
+  ckpt_weights_writer *ww = calloc(1, sizeof *ww);
+  *out = ww;
+  if (!ww || !(ww->h = XXH3_createState()) || XXH3_64bits_reset(ww->h) != XXH_OK)
+    return err_set(TSR_ENOMEM, "checkpoint %s: no memory", path);
+  ww->t = t;
+  tsr_status r = st_writer_new(&ww->w);
+  for (int i = 0; !r && i < t->n; i++) {
+    const dit_tensor *d = &t->t[i];
+    r = st_writer_add(ww->w, d->name, ST_F32, d->ndim, d->shape, NULL);
+  }
+  if (!r) r = add_meta(ww->w, cs);
+  // the checksum of the weights set, known at the end: a placeholder of its length
+  if (!r) r = st_writer_meta(ww->w, set_hash_key[SET_W], "0000000000000000");
+  for (int i = 0; !r && i < n_extra; i++) r = st_writer_meta(ww->w, extra[i][0], extra[i][1]);
+  if (!r) r = st_writer_stream_begin(ww->w, path);
+  return r ? err_wrap(r, "writing checkpoint %s: ", path) : TSR_OK;
+}
+
+tsr_status ckpt_weights_tensor(ckpt_weights_writer *ww, const float *data) {
+  static const float zeros[64];  // > the padding between tensors (params.c ALIGN_FLOATS)
+  if (ww->next >= ww->t->n) return err_set(TSR_EINVAL, "checkpoint: more tensors than the model's");
+  const dit_tensor *d = &ww->t->t[ww->next++];
+  size_t end = ww->next < ww->t->n ? ww->t->t[ww->next].offset : ww->t->n_params;
+  size_t pad = end - d->offset - d->numel;
+  if (pad > sizeof zeros / sizeof zeros[0])
+    return err_set(TSR_EINVAL, "checkpoint: tensor %s has %zu floats of padding", d->name, pad);
+  XXH3_64bits_update(ww->h, data, d->numel * sizeof(float));
+  XXH3_64bits_update(ww->h, zeros, pad * sizeof(float));
+  return st_writer_stream(ww->w, data, d->numel * sizeof(float));
+}
+
+tsr_status ckpt_weights_commit(ckpt_weights_writer *ww) {
+  if (ww->next != ww->t->n)
+    return err_set(TSR_EINVAL, "checkpoint: %d of the model's %d tensors written", ww->next,
+                   ww->t->n);
+  char hash[24];
+  snprintf(hash, sizeof hash, "%016llx", (unsigned long long)XXH3_64bits_digest(ww->h));
+  tsr_status r = st_writer_meta_set(ww->w, set_hash_key[SET_W], hash);
+  return r ? r : st_writer_stream_commit(ww->w);
+}
+
+void ckpt_weights_free(ckpt_weights_writer **pww) {
+  ckpt_weights_writer *ww = *pww;
+  if (!ww) return;
+  st_writer_free(&ww->w);  // removes the temporary file of an uncommitted stream
+  XXH3_freeState(ww->h);
+  free(ww);
+  *pww = NULL;
 }

@@ -124,4 +124,18 @@ tsr_status ckpt_load(const char *path, const ckpt_state *cs, int what);
 // Loads weights (ema != 0: the EMA weights) into a model (tessera sample).
 tsr_status ckpt_load_model(const char *path, dit_model *m, int ema);
 
+// A checkpoint of weights only, written tensor by tensor (`tessera convert`: a model larger
+// than memory): ckpt_save's metadata for cs (cs->model may be NULL: backend "none"; its ema
+// and moments unused) and the weights' checksums, without the EMA and optimizer sets, so
+// that --init and `sample --raw` take it and --resume refuses it. extra: (key, value) pairs
+// of more metadata, n_extra of them. Tensors of table t go in table order, one
+// ckpt_weights_tensor call each (t->t[i].numel fp32 values, host memory); commit checks that
+// all came and renames atomically (core/safetensors.h streaming). Memory: the header.
+typedef struct ckpt_weights_writer ckpt_weights_writer;
+tsr_status ckpt_weights_begin(ckpt_weights_writer **ww, const char *path, const dit_table *t,
+                              const ckpt_state *cs, const char *const (*extra)[2], int n_extra);
+tsr_status ckpt_weights_tensor(ckpt_weights_writer *ww, const float *data);
+tsr_status ckpt_weights_commit(ckpt_weights_writer *ww);
+void ckpt_weights_free(ckpt_weights_writer **ww);
+
 #endif

@@ -99,6 +99,13 @@ check usage calibrate "option '--reps' needs a value" calibrate --config c --out
 check usage calibrate "--reps: '0'" calibrate --config c --out o --reps 0
 check usage calibrate "missing --out FILE" calibrate --config c
 check usage train "--backend bogus: not a backend" train --config c --data d --out o --backend bogus
+check usage convert "unknown option '--bogus'" convert src --out o --bogus
+check usage convert "option '--out' needs a value" convert src --out
+check usage convert "missing SRC" convert --out o
+check usage convert "missing --out DST" convert src
+check usage convert "--to onnx: use tessera or diffusers" convert src --out o --to onnx
+check usage convert "--dtype fp16: use fp32 or bf16" convert src --out o --to diffusers --dtype fp16
+check fail convert "$W/none/config.json" convert "$W/none" --out "$W/none.ckpt"
 
 # the dispatcher
 rc=0; "$T" frobnicate >"$W/out" 2>"$W/err" || rc=$?
@@ -107,7 +114,7 @@ rc=0; "$T" frobnicate >"$W/out" 2>"$W/err" || rc=$?
 "$T" --version >"$W/out" && grep -Eq '^tessera [0-9]+\.[0-9]+\.[0-9]+$' <(head -1 "$W/out") &&
   grep -q '^backends: cpu, cpu-bf16' "$W/out" && ok || bad "--version: $(cat "$W/out")"
 "$T" help train >"$W/out" && grep -q '^usage: tessera train' "$W/out" && ok || bad "help train"
-for c in ingest index manifest plan train sample calibrate; do
+for c in ingest index manifest plan train sample calibrate convert; do
   "$T" $c --help >"$W/out" 2>&1 && grep -q "^usage: tessera $c" "$W/out" && ok || bad "$c --help"
 done
 

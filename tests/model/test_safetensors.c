@@ -1,6 +1,7 @@
 // tests/model/test_safetensors.c — round trip of tensors and metadata, model tensors by
 // name with shape checks, atomic commit, corrupt files rejected with messages that name
 // the file and tensor (layout, exact size), per-tensor checksums (st_verify).
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,65 @@ static void expect_bad(const char *needle) {
   CHECK(st == TSR_EFORMAT && strstr(err_msg(), needle) && strstr(err_msg(), bad),
         "want EFORMAT '%s', got %d '%s'", needle, st, err_msg());
   st_close(&r);
+}
+
+// Streaming (st_writer_stream_*): the bytes of every tensor in uneven pieces give the file
+// st_writer_commit writes from whole buffers, with a metadata value replaced at the end;
+// too few or too many bytes, or a value changing its length, fail and leave no file.
+static void test_stream(void) {
+  float f[6] = {1, -2, 3.5f, 4, 5, 6e-30f};
+  uint8_t u8[5] = {0, 1, 2, 254, 255};
+  char whole[300], streamed[300];
+  snprintf(whole, sizeof whole, "%s/whole.safetensors", dir);
+  snprintf(streamed, sizeof streamed, "%s/streamed.safetensors", dir);
+  st_writer *w;
+  CHECK_OK(st_writer_new(&w));
+  CHECK_OK(st_writer_add(w, "f", ST_F32, 2, (int64_t[]){2, 3}, f));
+  CHECK_OK(st_writer_add(w, "empty", ST_F32, 1, (int64_t[]){0}, NULL));
+  CHECK_OK(st_writer_add(w, "u", ST_U8, 1, (int64_t[]){5}, u8));
+  CHECK_OK(st_writer_meta(w, "sum", "abcd"));
+  CHECK_OK(st_writer_commit(w, whole));
+  st_writer_free(&w);
+  for (int pass = 0; pass < 4; pass++) {  // 0: good; 1: short; 2: long; 3: value's length
+    CHECK_OK(st_writer_new(&w));
+    CHECK_OK(st_writer_add(w, "f", ST_F32, 2, (int64_t[]){2, 3}, NULL));
+    CHECK_OK(st_writer_add(w, "empty", ST_F32, 1, (int64_t[]){0}, NULL));
+    CHECK_OK(st_writer_add(w, "u", ST_U8, 1, (int64_t[]){5}, NULL));
+    CHECK_OK(st_writer_meta(w, "sum", "????"));
+    char out[300];  // the failing passes' own names: none of them may appear
+    snprintf(out, sizeof out, "%s/streamed%d.safetensors", dir, pass);
+    if (!pass) snprintf(out, sizeof out, "%s", streamed);
+    CHECK(st_writer_commit(w, out) == TSR_EINVAL, "commit of declared tensors");
+    CHECK_OK(st_writer_stream_begin(w, out));
+    CHECK_OK(st_writer_stream(w, f, 5));  // f's bytes in three pieces, u's in two
+    CHECK_OK(st_writer_stream(w, (char *)f + 5, 10));
+    CHECK_OK(st_writer_stream(w, (char *)f + 15, 9));
+    CHECK_OK(st_writer_stream(w, u8, 2));
+    if (pass != 1) CHECK_OK(st_writer_stream(w, u8 + 2, 3));
+    tsr_status st = pass == 2 ? st_writer_stream(w, u8, 1) : TSR_OK;
+    if (pass == 2) CHECK(st == TSR_EINVAL && strstr(err_msg(), "more bytes"), "%s", err_msg());
+    st = st_writer_meta_set(w, "sum", pass == 3 ? "abcde" : "abcd");
+    if (pass == 3) CHECK(st == TSR_EINVAL && strstr(err_msg(), "keeps its length"), "%s", err_msg());
+    if (pass < 2) st = st_writer_stream_commit(w);
+    if (pass == 1)
+      CHECK(st == TSR_EINVAL && strstr(err_msg(), "tensor u has 2 of its 5 bytes"), "%s", err_msg());
+    st_writer_free(&w);  // removes the temporary of a failed stream
+    CHECK(pass == 0 ? st == TSR_OK : access(out, F_OK) != 0, "pass %d: file", pass);
+  }
+  size_t na, nb;
+  char *a = read_file(whole, &na), *b = read_file(streamed, &nb);
+  CHECK(na == nb && !memcmp(a, b, na), "streamed file != committed file (%zu, %zu bytes)", na, nb);
+  st_reader *r;
+  CHECK_OK(st_open(&r, streamed));
+  CHECK_OK(st_verify(r, 1));
+  st_close(&r);
+  DIR *d = opendir(dir);
+  int stray = 0;
+  for (struct dirent *e; (e = readdir(d));) stray += strstr(e->d_name, ".tmp") != NULL;
+  closedir(d);
+  CHECK(!stray, "%d temporary files left", stray);
+  free(a), free(b);
+  remove(whole), remove(streamed);
 }
 
 int main(void) {
@@ -227,6 +287,7 @@ int main(void) {
   CHECK(st_writer_commit(w, "/nonexistent/dir/x.safetensors") == TSR_EIO, "commit to missing dir");
   st_writer_free(&w);
 
+  test_stream();
   free(good), free(hdr), free(back), free(ob);
   dit_free(&m), dit_free(&other);
   remove(path), remove(bad), rmdir(dir);

@@ -1,0 +1,90 @@
+// tools/cmd_convert.c — `tessera convert`: Wan transformer checkpoints between diffusers'
+// folder and tessera's checkpoint (model/io/wan_convert.h).
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "model/io/wan_convert.h"
+#include "tools/cli.h"
+#include "tools/commands.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: tessera convert SRC --out DST [options]\n\n"
+          "Converts the transformer of Wan 2.1/2.2 (diffusers' WanTransformer3DModel) one tensor\n"
+          "at a time (memory: the largest tensor). SRC is a diffusers folder (config.json and\n"
+          "diffusion_pytorch_model*.safetensors, sharded with the index or not, F32 or BF16)\n"
+          "and DST a tessera checkpoint of model.family = wan, weights only: start training from\n"
+          "it with `tessera train --init DST`, sample with `tessera sample --raw`. With\n"
+          "--to diffusers, SRC is a tessera checkpoint and DST a folder that\n"
+          "WanTransformer3DModel.from_pretrained loads. docs/model.md, \"The Wan family\".\n\n"
+          "options:\n"
+          "  --out DST          output checkpoint (or folder, --to diffusers)   [required]\n"
+          "  --to T             tessera or diffusers                             [tessera]\n"
+          "  --set KEY=VALUE    override a key of the converted config, e.g.\n"
+          "                     model.text_len=226 or model.recompute=2; repeatable\n"
+          "  --dtype D          --to diffusers: fp32 or bf16 (nearest even)      [fp32]\n"
+          "  --ema              --to diffusers: the checkpoint's EMA weights\n");
+}
+
+static int report(const char *what, const char *src, const char *dst, const wan_convert_stats *s,
+                  double secs) {
+  printf("convert: %s %s -> %s: %d tensors, %lld parameters (%.2f GB read from %d file%s, "
+         "%.2f GB written) in %.1f s\n", what, src, dst, s->tensors, (long long)s->params,
+         s->bytes_in / 1e9, s->files_in, s->files_in == 1 ? "" : "s", s->bytes_out / 1e9, secs);
+  return 0;
+}
+
+int cmd_convert(int argc, char **argv) {
+  if (wants_help(argc, argv)) {
+    usage(stdout);
+    return 0;
+  }
+  const char *out = NULL, *to = "tessera", *dtype = "fp32";
+  char *sets[64];
+  int nsets = 0, ema = 0;
+  enum { O_OUT = 1, O_TO, O_SET, O_DTYPE, O_EMA };
+  static const struct option opts[] = {
+      {"out", required_argument, 0, O_OUT}, {"to", required_argument, 0, O_TO},
+      {"set", required_argument, 0, O_SET}, {"dtype", required_argument, 0, O_DTYPE},
+      {"ema", no_argument, 0, O_EMA},       {0, 0, 0, 0}};
+  tsr_status st = TSR_OK;
+  int c;
+  cli_reset();
+  while (!st && (c = cli_getopt(argc, argv, opts)) != -1) {
+    switch (c) {
+    case O_OUT: out = optarg; break;
+    case O_TO: to = optarg; break;
+    case O_SET:
+      if (nsets == 64) st = err_set(TSR_EINVAL, "--set: at most 64 overrides");
+      else sets[nsets++] = optarg;
+      break;
+    case O_DTYPE: dtype = optarg; break;
+    case O_EMA: ema = 1; break;
+    default: st = TSR_EINVAL;  // cli_getopt said why
+    }
+  }
+  int back = !strcmp(to, "diffusers");
+  if (!st) st = cli_positionals(argc, argv, 1, 1, "SRC");
+  if (!st && !out) st = err_set(TSR_EINVAL, "missing --out DST");
+  if (!st && !back && strcmp(to, "tessera"))
+    st = err_set(TSR_EINVAL, "--to %s: use tessera or diffusers", to);
+  if (!st && strcmp(dtype, "fp32") && strcmp(dtype, "bf16"))
+    st = err_set(TSR_EINVAL, "--dtype %s: use fp32 or bf16", dtype);
+  if (!st && !back && (ema || strcmp(dtype, "fp32")))
+    st = err_set(TSR_EINVAL, "--dtype and --ema are for --to diffusers (a tessera checkpoint is fp32)");
+  if (!st && back && nsets)
+    st = err_set(TSR_EINVAL, "--set is for --to tessera (the checkpoint's config is exported)");
+  if (st) return cli_usage_error("convert");
+  const char *src = argv[optind];
+  wan_convert_stats s;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  st = back ? wan_to_diffusers(src, out, !strcmp(dtype, "bf16"), ema, &s)
+            : wan_from_diffusers(src, out, sets, nsets, &s);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (st) return cli_error("convert");
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  return report(back ? "tessera checkpoint" : "diffusers folder", src, out, &s, secs);
+}
