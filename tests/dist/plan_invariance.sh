@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Plan invariance: loss and gradients of one global batch at 1 rank, 2 ranks (static CP 2)
 # and 4 ranks (a plan mixing CP sizes 1, 2 and 4; and one where two ranks get no clip)
-# agree within 1e-5 (test_plan_invariance), also for a model with captions; with bf16
+# agree within 1e-5 (test_plan_invariance), also for a model with captions and for the Wan
+# family; with bf16
 # activations (cpu-bf16) every plan
 # agrees with the fp32 one-rank result within 5e-2 per gradient tensor and 5e-3 on the loss
 # (why: test_plan_invariance.c).
@@ -28,5 +29,10 @@ step "$BIN" run single "$T/onet" fp32 text
 step mpirun --oversubscribe -np 2 "$BIN" run static2 "$T/twot" fp32 text
 step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/fourt" fp32 text
 for r in twot fourt; do step "$BIN" compare "$T/onet" "$T/$r" 1e-5 text; done
-echo "plan invariance: $((18 - fail)) passed, $fail failed"
+# the Wan family (model.family = wan): its modulation, norms, and no null token
+step "$BIN" run single "$T/onew" fp32 wan
+step mpirun --oversubscribe -np 2 "$BIN" run static2 "$T/twow" fp32 wan
+step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/fourw" fp32 wan
+for r in twow fourw; do step "$BIN" compare "$T/onew" "$T/$r" 1e-5 wan; done
+echo "plan invariance: $((23 - fail)) passed, $fail failed"
 [ $fail -eq 0 ]

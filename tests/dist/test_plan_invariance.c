@@ -14,6 +14,9 @@
 //                                           clips with captions of 1 to 5 tokens or none,
 //                                           dropped at random; every rank of a CP group
 //                                           holds the whole caption of each of its clips
+//   ... run KIND OUT wan, compare A B TOL wan   the same for model.family = wan (no labels,
+//                                           no null token: a clip without a caption attends
+//                                           to none; ffn_dim 40)
 //
 // The batch: 8 clips of different grids (1 to 60 tokens: clips shorter than the group
 // and lengths not divisible by it), labels with dropout, a tiny model whose adaLN and
@@ -45,6 +48,7 @@ static const int grids[NCLIPS][3] = {{3, 2, 3}, {1, 1, 1}, {2, 2, 2}, {5, 3, 4},
                                      {1, 1, 3}, {4, 2, 2}, {2, 3, 3}, {7, 1, 2}};
 
 static int with_text;  // the model has captions (argument "text")
+static int with_wan;   // the Wan family, with captions (argument "wan")
 
 static void setup_config(dit_config *mc, train_config *tc) {
   config_defaults(mc, tc);
@@ -58,6 +62,7 @@ static void setup_config(dit_config *mc, train_config *tc) {
   mc->channels = 3;
   mc->num_classes = 3;
   tc->class_dropout = 0.3f;
+  if (with_wan) mc->family = DIT_FAMILY_WAN, mc->ffn_dim = 40, mc->num_classes = 0;
   tc->t_shift_tokens = 8;
   tc->seed = 11;
 }
@@ -140,7 +145,8 @@ static int run(const char *kind, const char *outpath, const kernels_backend *kb)
     CHECK(f && fwrite(&loss, sizeof loss, 1, f) == 1 && fwrite(g, sizeof *g, n, f) == n,
           "write %s", outpath);
     if (f) fclose(f);
-    printf("%s (%s%s): %d ranks, loss %.9g\n", kind, kb->name, with_text ? ", captions" : "",
+    printf("%s (%s%s): %d ranks, loss %.9g\n", kind, kb->name,
+           with_wan ? ", wan" : with_text ? ", captions" : "",
            comm_size(), loss);
     free(g);
   }
@@ -197,6 +203,7 @@ int main(int argc, char **argv) {
   double tol = 1e-5;
   for (int i = 4; i < argc; i++) {  // options after the two operands
     if (!strcmp(argv[i], "text")) with_text = 1;
+    else if (!strcmp(argv[i], "wan")) with_text = with_wan = 1;
     else if (!strcmp(argv[i], "bf16")) bf16 = 1;
     else if (strcmp(argv[i], "fp32")) tol = atof(argv[i]);
   }
@@ -205,8 +212,8 @@ int main(int argc, char **argv) {
   else if (argc >= 4 && argc <= 6 && !strcmp(argv[1], "compare"))
     rc = compare(argv[2], argv[3], tol);
   else
-    fprintf(stderr, "usage: %s run single|static2|mixed4|idle4 OUT [fp32|bf16] [text] | compare "
-            "A B [TOL] [text]\n", argv[0]);
+    fprintf(stderr, "usage: %s run single|static2|mixed4|idle4 OUT [fp32|bf16] [text|wan] | compare "
+            "A B [TOL] [text|wan]\n", argv[0]);
   comm_finalize();
   return rc;
 }
