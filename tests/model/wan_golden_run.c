@@ -25,6 +25,8 @@
   } while (0)
 
 static const kernels_backend *kb;
+static void *inputs[8];  // the backend copies input() made, freed at the end
+static int n_inputs;
 
 // Backend copy of INPUTS' tensor `name` (its bytes as stored; dtype checked), and its shape.
 static void *input(const st_reader *r, const char *name, st_dtype dt, int64_t *d0, int64_t *d1) {
@@ -38,7 +40,7 @@ static void *input(const st_reader *r, const char *name, st_dtype dt, int64_t *d
   void *p;
   TRY(kb->alloc(kb, &p, t->nbytes));
   TRY(kb->to_device(kb, p, t->data, t->nbytes));
-  return p;
+  return inputs[n_inputs++] = p;
 }
 
 // The model of CKPT's config with its weights, read as `tessera sample --raw` reads them
@@ -96,5 +98,8 @@ int main(int argc, char **argv) {
   st_writer_free(&w);
   st_close(&in);
   dit_free(&m);
+  for (int i = 0; i < n_inputs; i++) kb->free(kb, inputs[i]);
+  kb->free(kb, dx);
+  free(pred);
   return 0;
 }
