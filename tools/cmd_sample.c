@@ -21,8 +21,10 @@
 static void sample_usage(FILE *f) {
   fprintf(f,
     "usage: tessera sample --ckpt FILE --frames F --size HxW --out FILE.mp4 [--label L]\n"
-    "                      [--caption FILE] [--cfg S] [--steps N] [--seed S] [--ema | --raw]\n"
-    "                      [--backend B] [--precision fp32|bf16]\n\n"
+    "                      [--caption FILE] [--negative FILE] [--cfg S] [--steps N] [--seed S]\n"
+    "                      [--schedule tessera|wan] [--shift S] [--noise FILE]\n"
+    "                      [--latents-out FILE] [--ema | --raw] [--backend B]\n"
+    "                      [--precision fp32|bf16]\n\n"
     "Generates a clip by Euler integration of the learned flow from noise and writes it as\n"
     "H.264 at the frame rate of the store the checkpoint was trained on. Details:\n"
     "docs/train.md. An --out ending in .y4m is written as YUV4MPEG2 (4:4:4, BT.601)\n"
@@ -40,10 +42,22 @@ static void sample_usage(FILE *f) {
     "  --label L        class id or name (class-conditional models)\n"
     "  --caption FILE   caption embedding (safetensors with text_emb (N, text_dim), from\n"
     "                   the text encoder the model was trained with; models with captions)\n"
-    "  --cfg S          classifier-free guidance scale (default 1: none; needs --label or\n"
-    "                   --caption: compared with no label and no caption)\n"
+    "  --negative FILE  caption embedding of guidance's unconditional half (as --caption;\n"
+    "                   Wan's pipeline: the empty prompt's, padded; default: no caption)\n"
+    "  --cfg S          classifier-free guidance scale (default 1: none; needs --label,\n"
+    "                   --caption or --negative: compared with no label and no caption,\n"
+    "                   or with the --negative caption)\n"
     "  --steps N        Euler steps (default 32)\n"
     "  --seed S         noise seed (default 0)\n"
+    "  --schedule K     noise levels of the steps: tessera (default: the training shift of\n"
+    "                   the checkpoint on an even grid) or wan (diffusers'\n"
+    "                   FlowMatchEulerDiscreteScheduler with --shift, as WanPipeline)\n"
+    "  --shift S        the wan schedule's shift (default 5)\n"
+    "  --noise FILE     starting noise from a latent file (latents (T, H, W, C) f32/bf16:\n"
+    "                   --frames x --size in latent pixels x model.channels) instead of\n"
+    "                   --seed's\n"
+    "  --latents-out FILE  also write the final values as a latent file (latents\n"
+    "                   (T, H, W, C) f32, the layout of --noise)\n"
     "  --ema, --raw     EMA weights (default) or the raw trained weights\n"
     "  --backend B      compute device: cpu, cuda or auto (default: cuda when built and a\n"
     "                   GPU is visible, else cpu)\n"
@@ -75,11 +89,29 @@ static tsr_status latents_path(const char *path, char *out, size_t n) {
 }
 
 
+// --latents-out: the sampled values (latents, or pixels in [-1, 1]) as a latent file, the
+// layout --noise reads, with the store's frame rate and VAE strides (1 for pixels).
+static tsr_status write_latents_out(const char *path, const char *ckpt, const sample_result *res) {
+  const store_settings *st = &res->store;
+  float *lat = NULL;
+  const char *extra[] = {"sampled_from", ckpt};
+  tsr_status r = sample_latents(res, &lat);
+  if (!r)
+    r = latent_file_write(path, lat, res->T * res->mc.pt, res->H * res->mc.ph,
+                          res->W * res->mc.pw, res->mc.channels, st->fps_num, st->fps_den,
+                          st->vae_t > 0 ? st->vae_t : 1, st->vae_s > 0 ? st->vae_s : 1, NULL,
+                          extra, 1);
+  if (!r) log_info("sample: wrote the final values to %s", path);
+  free(lat);
+  return r;
+}
+
 // Parses argv into *o, *out and *backend; TSR_EINVAL naming the problem otherwise.
 static tsr_status parse_args(int argc, char **argv, sample_options *o, const char **out,
-                             const char **backend) {
+                             const char **backend, const char **latents_out) {
   enum { O_CKPT = 1, O_FRAMES, O_SIZE, O_OUT, O_LABEL, O_CFG, O_STEPS, O_SEED, O_EMA, O_RAW,
-         O_BACKEND, O_PRECISION, O_CAPTION };
+         O_BACKEND, O_PRECISION, O_CAPTION, O_NEGATIVE, O_SCHEDULE, O_SHIFT, O_NOISE,
+         O_LATENTS_OUT };
   static const struct option opts[] = {
       {"ckpt", required_argument, 0, O_CKPT},   {"frames", required_argument, 0, O_FRAMES},
       {"size", required_argument, 0, O_SIZE},   {"out", required_argument, 0, O_OUT},
@@ -88,7 +120,11 @@ static tsr_status parse_args(int argc, char **argv, sample_options *o, const cha
       {"ema", no_argument, 0, O_EMA},           {"raw", no_argument, 0, O_RAW},
       {"backend", required_argument, 0, O_BACKEND},
       {"precision", required_argument, 0, O_PRECISION},
-      {"caption", required_argument, 0, O_CAPTION}, {0, 0, 0, 0}};
+      {"caption", required_argument, 0, O_CAPTION},
+      {"negative", required_argument, 0, O_NEGATIVE},
+      {"schedule", required_argument, 0, O_SCHEDULE},
+      {"shift", required_argument, 0, O_SHIFT},     {"noise", required_argument, 0, O_NOISE},
+      {"latents-out", required_argument, 0, O_LATENTS_OUT}, {0, 0, 0, 0}};
   static const int size_hi[2] = {16384, 16384};
   int c, hw[2];
   double cfg = 1;
@@ -108,6 +144,15 @@ static tsr_status parse_args(int argc, char **argv, sample_options *o, const cha
     case O_OUT: *out = optarg; break;
     case O_LABEL: o->label = optarg; break;
     case O_CAPTION: o->caption = optarg; break;
+    case O_NEGATIVE: o->negative = optarg; break;
+    case O_NOISE: o->noise = optarg; break;
+    case O_LATENTS_OUT: *latents_out = optarg; break;
+    case O_SHIFT: r = parse_double("--shift", optarg, 1e-3, 1e3, &o->shift); break;
+    case O_SCHEDULE:
+      if (!strcmp(optarg, "tessera")) o->schedule = SAMPLE_SCHEDULE_TESSERA;
+      else if (!strcmp(optarg, "wan")) o->schedule = SAMPLE_SCHEDULE_WAN;
+      else r = err_set(TSR_EINVAL, "--schedule '%s': use tessera or wan", optarg);
+      break;
     case O_CFG: r = parse_double("--cfg", optarg, 0, 100, &cfg); break;
     case O_STEPS: r = parse_int("--steps", optarg, 1, 100000, &o->steps); break;
     case O_SEED: r = parse_i64("--seed", optarg, 0, INT64_MAX, &seed); break;
@@ -136,11 +181,11 @@ int cmd_sample(int argc, char **argv) {
     sample_usage(stdout);
     return 0;
   }
-  sample_options o = {.cfg = 1, .steps = 32, .ema = 1, .precision = -1};
-  const char *out = NULL;
+  sample_options o = {.cfg = 1, .steps = 32, .ema = 1, .precision = -1, .shift = 5.0};
+  const char *out = NULL, *latents_out = NULL;
   const char *backend = "auto";
   backend_choice bc;
-  if (parse_args(argc, argv, &o, &out, &backend)) return cli_usage_error("sample");
+  if (parse_args(argc, argv, &o, &out, &backend, &latents_out)) return cli_usage_error("sample");
   char y4m_path[4096];
   if (!fs_has_suffix_nocase(out, ".y4m") && strcmp(video_default_ext(), "y4m") == 0) {
     size_t n = strlen(out) - (fs_has_suffix_nocase(out, ".mp4") ? 4 : 0);
@@ -157,6 +202,7 @@ int cmd_sample(int argc, char **argv) {
   sample_result res = {0};
   // --out must be a new name or a regular file (core/fs.h), checked before any sampling
   tsr_status r = fs_check_output(out);
+  if (!r && latents_out) r = fs_check_output(latents_out);
   if (!r) r = check_rgb(o.ckpt);
   if (!r) r = sample_run(&o, &res);
   float *lat = NULL;
@@ -176,6 +222,7 @@ int cmd_sample(int argc, char **argv) {
                "blue, each stretched over its 0.5..99.5%% range, not the decoded video", lpath,
                frames, h, w, res.mc.channels, out, res.mc.channels >= 3 ? "0, 1, 2" : "0 (grey)");
   }
+  if (!r && latents_out) r = write_latents_out(latents_out, o.ckpt, &res);
   if (!r) r = video_write(out, &res);
   if (!r) log_info("sample: wrote %s", out);
   free(lat);

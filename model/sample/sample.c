@@ -57,21 +57,46 @@ void sample_to_pixels(const float *x, size_t n, uint8_t *out) {
   }
 }
 
-// The caption on the backend: text (n, text_dim) [act], and cu_text for C clips, the first
-// (the conditional one) with all n rows, the second (unconditional) with none.
+// The captions on the backend: text (n + m, text_dim) [act] and cu_text for C clips: the
+// first (conditional) clip gets the caption's n rows, the second (unconditional) the
+// negative caption's m rows (none without one: the null token alone, or for Wan no rows).
 static tsr_status upload_text(const kernels_backend *kb, sample_bufs *b, const sample_params *sp,
                               int text_dim, int C) {
-  size_t n = (size_t)sp->text_tokens * (size_t)text_dim;
-  int32_t cu[3] = {0, sp->text_tokens, sp->text_tokens};
+  size_t n = (size_t)sp->text_tokens, m = C == 2 ? (size_t)sp->text_neg_tokens : 0;
+  size_t d = (size_t)text_dim, rows = n + m;
+  int32_t cu[3] = {0, (int32_t)n, (int32_t)rows};
   tsr_status r = kb->alloc(kb, (void **)&b->cu_text, sizeof cu);
   if (!r) r = kb->to_device(kb, b->cu_text, cu, sizeof(int32_t) * ((size_t)C + 1));
-  if (!r && n) {
-    r = kb->alloc(kb, &b->text_f32, n * sizeof(float));
-    if (!r) r = kb->alloc(kb, &b->text, kernels_act_bytes(kb, n));
-    if (!r) r = kb->to_device(kb, b->text_f32, sp->text, n * sizeof(float));
-    if (!r) r = kb->cast(kb, b->text, kb->act_dtype, b->text_f32, KERNELS_F32, n);
+  if (!r && rows) {
+    r = kb->alloc(kb, &b->text_f32, rows * d * sizeof(float));
+    if (!r) r = kb->alloc(kb, &b->text, kernels_act_bytes(kb, rows * d));
+    if (!r && n) r = kb->to_device(kb, b->text_f32, sp->text, n * d * sizeof(float));
+    if (!r && m)
+      r = kb->to_device(kb, (char *)b->text_f32 + n * d * sizeof(float), sp->text_neg,
+                        m * d * sizeof(float));
+    if (!r) r = kb->cast(kb, b->text, kb->act_dtype, b->text_f32, KERNELS_F32, rows * d);
   }
   return r;
+}
+
+void sample_sigmas(const sample_params *sp, int64_t N, double *t) {
+  int n = sp->steps;
+  if (sp->schedule != SAMPLE_SCHEDULE_WAN) {
+    for (int i = 0; i <= n; i++)
+      t[i] = kernels_time_shift(1.0 - (double)i / n, N, sp->t_shift_tokens);
+    return;
+  }
+  // the scheduler's constructor shifts its 1000-point training grid in fp32; set_timesteps
+  // spaces the timesteps evenly between its ends (1000 and 1000 f(1/1000)) in double, divides
+  // by 1000, shifts again and stores fp32 sigmas, which its step() subtracts
+  float S = (float)sp->shift, s = 1.0f / 1000.0f;
+  double hi = 1000.0, lo = (double)(S * s / (1.0f + (S - 1.0f) * s)) * 1000.0;
+  double step = n > 1 ? (lo - hi) / (n - 1) : 0.0;
+  for (int i = 0; i < n; i++) {
+    double u = (n > 1 && i == n - 1 ? lo : i * step + hi) / 1000.0;
+    t[i] = (float)(sp->shift * u / (1.0 + (sp->shift - 1.0) * u));
+  }
+  t[n] = 0.0;
 }
 
 tsr_status sample_generate(dit_model *m, const sample_params *sp, float *out) {
@@ -79,7 +104,8 @@ tsr_status sample_generate(dit_model *m, const sample_params *sp, float *out) {
   const kernels_backend *kb = dit_backend(m);
   size_t N = (size_t)sp->T * sp->H * sp->W, P = (size_t)mc->pt * mc->ph * mc->pw * mc->channels;
   int has_text = mc->text_dim > 0 && sp->text_tokens > 0;
-  int guided = sp->cfg != 1.0f && (sp->label >= 0 || has_text);
+  int has_neg = mc->text_dim > 0 && sp->text_neg_tokens > 0;
+  int guided = sp->cfg != 1.0f && (sp->label >= 0 || has_text || has_neg);
   if (sp->steps < 1) return err_set(TSR_EINVAL, "sample: --steps must be >= 1");
   if (sp->label >= mc->num_classes && sp->label >= 0)
     return err_set(TSR_EINVAL, "sample: label %d out of range (model has %d classes)", sp->label,
@@ -87,13 +113,23 @@ tsr_status sample_generate(dit_model *m, const sample_params *sp, float *out) {
   if (sp->text_tokens < 0 || sp->text_tokens > mc->text_len || (sp->text_tokens && !sp->text))
     return err_set(TSR_EINVAL, "sample: a caption of %d tokens; the model takes 0 to "
                    "model.text_len = %d", sp->text_tokens, mc->text_len);
+  if (sp->text_neg_tokens < 0 || sp->text_neg_tokens > mc->text_len ||
+      (sp->text_neg_tokens && !sp->text_neg))
+    return err_set(TSR_EINVAL, "sample: a negative caption of %d tokens; the model takes 0 to "
+                   "model.text_len = %d", sp->text_neg_tokens, mc->text_len);
+  if (sp->schedule == SAMPLE_SCHEDULE_WAN && !(sp->shift > 0))
+    return err_set(TSR_EINVAL, "sample: the Wan schedule needs a shift > 0 (got %g)", sp->shift);
   int C = guided ? 2 : 1;
+  double *sig = malloc(((size_t)sp->steps + 1) * sizeof *sig);
+  if (!sig) return err_set(TSR_ENOMEM, "sample: no memory for %d steps", sp->steps);
+  sample_sigmas(sp, (int64_t)N, sig);
   sample_bufs b;
   tsr_status r = bufs_alloc(kb, &b, N, P);
   if (!r && mc->text_dim > 0) r = upload_text(kb, &b, sp, mc->text_dim, C);
   rng_key key = {.seed = sp->seed, .step = 0, .clip = 0, .stream = RNG_STREAM_SAMPLE};
   if (!r) {
-    rng_normal_fill(&key, 0, b.xh, (int64_t)(N * P));
+    if (sp->noise) memcpy(b.xh, sp->noise, N * P * sizeof(float));
+    else rng_normal_fill(&key, 0, b.xh, (int64_t)(N * P));
     for (int c = 0; c < C; c++)
       for (size_t j = 0; j < N; j++) {
         int32_t *p = b.posh + (c * N + j) * 3;
@@ -110,14 +146,13 @@ tsr_status sample_generate(dit_model *m, const sample_params *sp, float *out) {
   }
   dit_batch batch = {.n_clips = C, .L = (int)(C * N), .max_len = (int)N, .cu_seqlens = b.cu,
                      .pos = b.pos, .t = b.t, .labels = mc->num_classes > 0 ? b.labels : NULL, .x = b.x,
-                     .Lt = has_text ? sp->text_tokens : 0,
+                     .Lt = (has_text ? sp->text_tokens : 0) +
+                           (has_neg && guided ? sp->text_neg_tokens : 0),
                      .cu_text = mc->text_dim > 0 ? b.cu_text : NULL, .text = b.text};
   for (int i = 0; !r && i < sp->steps; i++) {
-    // the noise levels of training (kernels_time_shift) at the grid points (clip 0 with the
-    // label and the caption, clip 1 without either)
-    double t0 = kernels_time_shift(1.0 - (double)i / sp->steps, (int64_t)N, sp->t_shift_tokens);
-    double t1 = kernels_time_shift(1.0 - (double)(i + 1) / sp->steps, (int64_t)N,
-                                   sp->t_shift_tokens);
+    // the schedule's noise levels (clip 0 with the label and the caption, clip 1 without
+    // either or with the negative caption)
+    double t0 = sig[i], t1 = sig[i + 1];
     float tt[2] = {(float)t0, (float)t0};
     for (int c = 0; !r && c < C; c++)  // clip 0 with the label, clip 1 without
       r = kb->cast(kb, kernels_act_at(kb, b.x, c * N * P), kb->act_dtype, b.state, KERNELS_F32,
@@ -130,6 +165,7 @@ tsr_status sample_generate(dit_model *m, const sample_params *sp, float *out) {
   }
   if (!r) r = kb->to_host(kb, out, b.state, N * P * sizeof(float));
   bufs_free(kb, &b);
+  free(sig);
   return r;
 }
 
@@ -150,6 +186,41 @@ static tsr_status parse_label(const ckpt_meta *cm, const char *s, int *label) {
     strcat(strcat(names, k ? ", " : ""), cm->labels[k]);
   return err_set(TSR_EINVAL, "--label %s: not a class of the checkpoint (ids 0..%d; names: %s)", s,
                  cm->mc.num_classes - 1, names[0] ? names : "none");
+}
+
+// The starting noise of --noise: a latent file whose latents (T pt, H ph, W pw, C) are the
+// clip's grid in latent pixels, as tokens (T*H*W, P) fp32 into *out (malloc'ed).
+static tsr_status read_noise(const char *path, const dit_config *mc, int T, int H, int W,
+                             float **out) {
+  *out = NULL;
+  latent_file *lf = NULL;
+  tsr_status r = latent_file_open(&lf, path);
+  if (r) return r;
+  int f = T * mc->pt, h = H * mc->ph, w = W * mc->pw, C = mc->channels;
+  if (lf->T != f || lf->H != h || lf->W != w || lf->C != C)
+    r = err_set(TSR_EMISMATCH, "--noise %s: latents (%d, %d, %d, %d); the clip needs (%d, %d, "
+                "%d, %d) (frames, rows, columns, model.channels)", path, lf->T, lf->H, lf->W,
+                lf->C, f, h, w, C);
+  size_t frame = (size_t)h * w * C, n = frame * (size_t)f;
+  float *lat = r ? NULL : malloc(n * sizeof *lat), *tok = r ? NULL : malloc(n * sizeof *tok);
+  if (!r && (!lat || !tok)) r = err_set(TSR_ENOMEM, "--noise %s: no memory", path);
+  for (size_t i = 0; !r && i < n; i++) lat[i] = latent_value(lf->latents, lf->dtype, i);
+  // each group of pt frames becomes a row of tokens, a latent pixel's C floats moved whole
+  const uint8_t **fp = r ? NULL : malloc((size_t)mc->pt * sizeof *fp);
+  if (!r && !fp) r = err_set(TSR_ENOMEM, "--noise %s: no memory", path);
+  size_t P = (size_t)mc->pt * mc->ph * mc->pw * C;
+  for (int t = 0; !r && t < T; t++) {
+    for (int k = 0; k < mc->pt; k++)
+      fp[k] = (const uint8_t *)(lat + ((size_t)t * mc->pt + k) * frame);
+    patchify_u8(fp, mc->pt, h, w, C * (int)sizeof(float), mc->ph, mc->pw,
+                (uint8_t *)(tok + (size_t)t * H * W * P));
+  }
+  free(fp);
+  free(lat);
+  latent_file_close(&lf);
+  if (r) free(tok);
+  else *out = tok;
+  return r;
 }
 
 tsr_status sample_run(const sample_options *o, sample_result *out) {
@@ -177,13 +248,28 @@ tsr_status sample_run(const sample_options *o, sample_result *out) {
       r = err_set(TSR_EINVAL, "--caption %s: %d tokens, the model takes at most model.text_len = "
                   "%d", o->caption, text_tokens, mc->text_len);
   }
-  if (!r && o->cfg != 1.0f && label < 0 && !text_tokens)
-    r = err_set(TSR_EINVAL, "sample: --cfg %g needs --label or --caption (classifier-free "
-                "guidance compares a class or a caption with none)", o->cfg);
+  float *neg = NULL, *noise = NULL;
+  int neg_tokens = 0;
+  char neg_caption[STORE_MAX_CAPTION_BYTES + 1];
+  if (!r && o->negative && mc->text_dim == 0)
+    r = err_set(TSR_EINVAL, "--negative %s: the checkpoint's model has no captions "
+                "(model.text_dim = 0)", o->negative);
+  if (!r && o->negative) {
+    r = caption_file_read(o->negative, mc->text_dim, &neg, &neg_tokens, neg_caption,
+                          sizeof neg_caption);
+    if (!r && neg_tokens > mc->text_len)
+      r = err_set(TSR_EINVAL, "--negative %s: %d tokens, the model takes at most "
+                  "model.text_len = %d", o->negative, neg_tokens, mc->text_len);
+  }
+  if (!r && o->cfg != 1.0f && label < 0 && !text_tokens && !neg_tokens)
+    r = err_set(TSR_EINVAL, "sample: --cfg %g needs --label, --caption or --negative "
+                "(classifier-free guidance compares a class or a caption with none or the "
+                "negative caption)", o->cfg);
   int T = o->frames / mc->pt, H = o->height / mc->ph, W = o->width / mc->pw;
   int64_t N = (int64_t)T * H * W;
   if (!r && N > (1 << 24))
     r = err_set(TSR_EINVAL, "sample: %lld tokens is too many for one clip", (long long)N);
+  if (!r && o->noise) r = read_noise(o->noise, mc, T, H, W, &noise);
   dit_model *m = NULL;
   float *vals = NULL;
   uint8_t *tok = NULL;
@@ -199,12 +285,16 @@ tsr_status sample_run(const sample_options *o, sample_result *out) {
   if (!r) {
     sample_params sp = {.T = T, .H = H, .W = W, .label = label, .text = text,
                         .text_tokens = text_tokens, .cfg = o->cfg, .steps = o->steps,
-                        .seed = o->seed, .t_shift_tokens = cm.tc.t_shift_tokens};
+                        .seed = o->seed, .t_shift_tokens = cm.tc.t_shift_tokens,
+                        .text_neg = neg, .text_neg_tokens = neg_tokens, .noise = noise,
+                        .schedule = o->schedule, .shift = o->shift};
     double t0 = time_now();
-    log_info("sample: %s (%s weights, step %lld), %d %sframes %dx%d = %lld tokens, %d steps%s%s; "
-             "backend %s, precision %s", o->ckpt, o->ema ? "EMA" : "raw", (long long)cm.step,
+    log_info("sample: %s (%s weights, step %lld), %d %sframes %dx%d = %lld tokens, %d "
+             "steps%s%s%s%s; backend %s, precision %s", o->ckpt, o->ema ? "EMA" : "raw", (long long)cm.step,
              o->frames, latent ? "latent " : "", o->height, o->width, (long long)N, o->steps,
-             text_tokens ? ", caption" : "", o->cfg != 1.0f ? ", guided" : "", kb->name,
+             text_tokens ? ", caption" : "", neg_tokens ? ", negative caption" : "",
+             o->cfg != 1.0f ? ", guided" : "",
+             o->schedule == SAMPLE_SCHEDULE_WAN ? ", Wan schedule" : "", kb->name,
              config_precision_name(precision));
     r = sample_generate(m, &sp, vals);
     if (!r && tok) sample_to_pixels(vals, NP, tok);
@@ -218,6 +308,8 @@ tsr_status sample_run(const sample_options *o, sample_result *out) {
   free(tok);
   free(vals);
   free(text);
+  free(neg);
+  free(noise);
   dit_free(&m);
   ckpt_meta_free(&cm);
   return r;

@@ -23,6 +23,13 @@
 #include "model/config.h"
 #include "model/dit.h"
 
+// The noise levels of the steps (sample_sigmas).
+typedef enum {
+  SAMPLE_SCHEDULE_TESSERA = 0,  // the training shift on the even grid (above)
+  SAMPLE_SCHEDULE_WAN,          // diffusers' FlowMatchEulerDiscreteScheduler(shift) as WanPipeline
+                                // runs it (docs/train.md "Sampling as Wan's pipeline")
+} sample_schedule;
+
 typedef struct {
   int T, H, W;      // token grid of the clip
   int label;        // class id, or -1: unconditional ("no label")
@@ -32,7 +39,23 @@ typedef struct {
   int steps;        // Euler steps >= 1
   uint64_t seed;
   int64_t t_shift_tokens;  // train.t_shift_tokens of the checkpoint (0: no shift)
+  // The unconditional clip of guidance: a caption embedding (text_neg_tokens, text_dim),
+  // e.g. the empty prompt's as Wan's pipeline uses, or NULL: no caption (the null token).
+  const float *text_neg;
+  int text_neg_tokens;
+  const float *noise;       // (T*H*W, P) the starting noise as tokens, or NULL: drawn from seed
+  sample_schedule schedule;
+  double shift;             // SAMPLE_SCHEDULE_WAN: the scheduler's shift (> 0)
 } sample_params;
+
+// The steps + 1 noise levels t_0 = 1 (or Wan's) > ... > t_steps = 0 of sp's schedule for a
+// clip of N tokens; step i goes from t_i to t_{i+1} with the model at t_i.
+// SAMPLE_SCHEDULE_TESSERA: kernels_time_shift of the grid 1 - i/steps (training's shift).
+// SAMPLE_SCHEDULE_WAN: diffusers' FlowMatchEulerDiscreteScheduler(shift = S) after
+// set_timesteps(steps): its training grid's ends 1 and f(1/1000) (f(s) = S s / (1 + (S - 1)
+// s), in fp32 as its constructor computes them), `steps` points evenly spaced between them
+// and f applied again, rounded to fp32 (the values its step() subtracts), then 0.
+void sample_sigmas(const sample_params *sp, int64_t N, double *t);
 
 // Integrates the flow with model m (created for >= 2*T*H*W tokens and 2 clips when
 // guided) on the model's backend: out (T*H*W, P) host memory gets the clip's tokens, the
@@ -48,8 +71,12 @@ typedef struct {
   int height, width;        // pixels (multiples of ph, pw)
   const char *label;        // class id or name (checkpoint's labels), NULL: none
   const char *caption;      // caption file (caption_file_read), NULL: none
+  const char *negative;     // caption file of the unconditional clip of guidance, NULL: none
+  const char *noise;        // latent file (T, H, W, C) of the starting noise, NULL: seeded
   float cfg;                // guidance scale
   int steps;                // Euler steps
+  sample_schedule schedule;
+  double shift;             // Wan schedule's shift
   uint64_t seed;
   int ema;                  // 1: EMA weights (default), 0: raw weights
   const backend_choice *backend;  // compute device, chosen by the caller (tools/backend.h)
