@@ -86,6 +86,7 @@ static const config_key KEYS[] = {
     MK_LATE(text_len, KT_INT, 0, 1 << 16, "most caption tokens of a clip"),
     MK_LATE(family, KT_FAMILY, 0, NFAMILIES - 1, "the network: tessera or wan"),
     MK_LATE(ffn_dim, KT_INT, 0, 1 << 20, "MLP hidden width (0: mlp_ratio * hidden)"),
+    MK_LATE(text_pad, KT_INT, 0, 1, "1: captions padded with zero rows to text_len (Wan)"),
     TK(global_batch, KT_I64, 1, SCHED_MAX_BATCH, "clips per step"),
     TK(steps, KT_I64, 1, 1e15, "total steps of the schedule"),
     TK(warmup, KT_I64, 0, 1e15, "linear warmup steps"),
@@ -125,7 +126,8 @@ void config_defaults(dit_config *m, train_config *t) {
   *m = (dit_config){.hidden = 64, .depth = 2, .heads = 4, .mlp_ratio = 4, .pt = 2, .ph = 16,
                     .pw = 16, .channels = 3, .freq_dim = 256, .num_classes = 0,
                     .rope_theta = 10000.0f, .ln_eps = 1e-6f, .rms_eps = 1e-6f, .recompute = 0,
-                    .text_dim = 0, .text_len = 0, .family = DIT_FAMILY_TESSERA, .ffn_dim = 0};
+                    .text_dim = 0, .text_len = 0, .family = DIT_FAMILY_TESSERA, .ffn_dim = 0,
+                    .text_pad = 0};
   *t = (train_config){.global_batch = 8, .steps = 2000, .warmup = 100, .lr = 1e-3f,
                       .min_lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.99f, .adam_eps = 1e-8f,
                       .weight_decay = 0.0f, .grad_clip = 1.0f, .ema_decay = 0.999f,
@@ -330,6 +332,8 @@ tsr_status config_validate(const dit_config *m, const train_config *t) {
   if (m->text_dim > 0 && m->text_len < 1)
     return err_set(TSR_EINVAL, "model.text_dim = %d needs model.text_len >= 1 (the most caption "
                    "tokens of a clip)", m->text_dim);
+  if (m->text_pad && m->text_dim < 1)
+    return err_set(TSR_EINVAL, "model.text_pad = 1 pads captions: it needs model.text_dim > 0");
   if (m->family == DIT_FAMILY_WAN && (m->text_dim < 1 || m->num_classes))
     return err_set(TSR_EINVAL, "model.family = wan: Wan is conditioned on captions only (set "
                    "model.text_dim > 0 and model.num_classes = 0; they are %d and %d)",

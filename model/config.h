@@ -39,6 +39,10 @@ typedef struct {
                      // refused with the clip named); >= 1 when text_dim > 0
   int family;        // DIT_FAMILY_*: which network these sizes build (docs/model.md "Families")
   int ffn_dim;       // MLP hidden width; 0: mlp_ratio * hidden (Wan's widths are no multiple)
+  int text_pad;      // 1: every clip's caption is padded with zero rows to text_len, and a
+                     // clip without one (or with it dropped) gets text_len zero rows, as
+                     // Wan's pipeline pads umT5's output (the pad rows pass through the text
+                     // projection and are attended to); 0: a clip attends to its rows alone
 } dit_config;
 
 // model.family: the tessera DiT, or the transformer of Wan 2.1/2.2 (diffusers'

@@ -101,11 +101,21 @@ static tsr_status check_clip(const objective_clip *c, const dit_config *mc) {
   return TSR_OK;
 }
 
-// Caption rows of a clip at this step: its caption's tokens, or 0 (none, or dropped).
-static int caption_rows(const dit_config *mc, const train_config *tc, int64_t step,
-                        const objective_clip *c) {
+// Rows of a clip's caption it gets at this step: its caption's tokens, or 0 (none, or
+// dropped).
+static int caption_kept_rows(const dit_config *mc, const train_config *tc, int64_t step,
+                             const objective_clip *c) {
   if (mc->text_dim <= 0 || !c->text || c->text_tokens <= 0) return 0;
   return objective_caption_kept(tc, step, c->clip_id) ? c->text_tokens : 0;
+}
+
+// Caption rows a clip attends to at this step: the kept rows, or with model.text_pad always
+// text_len (the kept rows, then zero rows: Wan's padded umT5 output; a dropped caption is all
+// zero rows).
+static int caption_rows(const dit_config *mc, const train_config *tc, int64_t step,
+                        const objective_clip *c) {
+  if (mc->text_dim <= 0) return 0;
+  return mc->text_pad ? mc->text_len : caption_kept_rows(mc, tc, step, c);
 }
 
 // The clean value x0 of token value q of a clip (kernels.h objective_inputs, same formula
@@ -196,10 +206,11 @@ tsr_status objective_build(objective_batch *ob, const dit_config *mc, const trai
   if (st) return st;
   ob->n_clips = n_clips, ob->L = L, ob->max_len = longest, ob->Lt = Lt;
   for (int c = 0; c < n_clips && Lt > 0; c++) {
-    int n = ob->cu_text[c + 1] - ob->cu_text[c];
-    if (n)
-      text_to_f32(ob->text + (size_t)ob->cu_text[c] * ob->text_dim, clips[c].text,
-                  clips[c].text_dtype, (size_t)n * ob->text_dim);
+    size_t n = (size_t)(ob->cu_text[c + 1] - ob->cu_text[c]), TD = (size_t)ob->text_dim;
+    size_t k = (size_t)caption_kept_rows(mc, tc, step, &clips[c]);
+    float *dst = ob->text + (size_t)ob->cu_text[c] * TD;
+    if (k) text_to_f32(dst, clips[c].text, clips[c].text_dtype, k * TD);
+    memset(dst + k * TD, 0, (n - k) * TD * sizeof(float));  // model.text_pad's zero rows
   }
   for (int c = 0; c < n_clips; c++) {
     const objective_clip *k = &clips[c];
@@ -405,17 +416,27 @@ tsr_status objective_device_build(objective_device *d, const dit_config *mc,
     st = kb->to_device(kb, dev_part(d, DEV_CU_TEXT), d->cu_text_h, sizeof(int32_t) * (C + 1));
     if (!st) st = grow_text(d, Lt, mc->text_dim);
     size_t TD = (size_t)mc->text_dim;
+    float *zeros = NULL;  // model.text_pad's rows after a caption, sent as fp32 zeros
     for (int c = 0; !st && c < n_clips; c++) {
       size_t r0 = (size_t)d->cu_text_h[c], n = (size_t)(d->cu_text_h[c + 1] - d->cu_text_h[c]);
-      if (!n) continue;
+      size_t k = (size_t)caption_kept_rows(mc, tc, step, &clips[c]);
       kernels_tokens dt = clips[c].text_dtype;
       size_t es = kernels_tokens_size(dt);
       char *raw = (char *)d->text_raw + r0 * TD * sizeof(float);
-      st = kb->to_device(kb, raw, clips[c].text, n * TD * es);
-      if (!st)
+      if (k) st = kb->to_device(kb, raw, clips[c].text, k * TD * es);
+      if (!st && k)
         st = kb->cast(kb, kernels_act_at(kb, d->text, r0 * TD), kb->act_dtype, raw,
-                      dt == KERNELS_TOKENS_BF16 ? KERNELS_BF16 : KERNELS_F32, n * TD);
+                      dt == KERNELS_TOKENS_BF16 ? KERNELS_BF16 : KERNELS_F32, k * TD);
+      if (st || n == k) continue;
+      if (!zeros && !(zeros = calloc((size_t)mc->text_len * TD, sizeof(float))))
+        st = err_set(TSR_ENOMEM, "objective: no memory for the caption padding");
+      raw = (char *)d->text_raw + (r0 + k) * TD * sizeof(float);
+      if (!st) st = kb->to_device(kb, raw, zeros, (n - k) * TD * sizeof(float));
+      if (!st)
+        st = kb->cast(kb, kernels_act_at(kb, d->text, (r0 + k) * TD), kb->act_dtype, raw,
+                      KERNELS_F32, (n - k) * TD);
     }
+    free(zeros);
   }
   if (st) return st;
   set_batch(d, n_clips, L, longest, mc->num_classes, with_text, Lt);

@@ -18,7 +18,8 @@
 //           train.caption_dropout (the SAME draw as the label's: with equal rates, label
 //           and caption are dropped together, the unconditional input of guidance); a
 //           dropped caption has no tokens, so the clip attends only to the model's learned
-//           null token (docs/model.md)
+//           null token (docs/model.md); with model.text_pad every clip has text_len rows,
+//           its kept caption's then zero rows (a dropped or absent caption: all zeros)
 //   pos[j] = (j / (H W), (j / W) mod H, j mod W)
 //   loss_weight = kernels_mse_weight(n_batch_clips, N, P)
 // Everything is a function of (seed, step, clip id, token index) only: a CP chunk that

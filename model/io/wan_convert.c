@@ -223,6 +223,7 @@ static tsr_status shape_overrides(const json_t *o, const char *where, char ov[][
   OV("model.ph=%d", ph), OV("model.pw=%d", pw), OV("model.channels=%d", cin);
   OV("model.freq_dim=%d", fdim), OV("model.text_dim=%d", tdim);
   OV("model.text_len=%d", WAN_TEXT_LEN), OV("model.num_classes=0"), OV("model.rope_theta=10000");
+  OV("model.text_pad=1");
   OV("model.ln_eps=%.17g", eps), OV("model.rms_eps=%.17g", eps), OV("model.recompute=1");
 #undef OV
   *n = k;

@@ -39,7 +39,8 @@ typedef struct {
 // The tessera config (family wan) of a diffusers config.json's text: hidden = heads x
 // attention_head_dim, depth = num_layers, tubelet = patch_size, channels = in_channels,
 // ffn_dim, freq_dim, text_dim, ln_eps = rms_eps = eps, text_len 512 (the pipeline's caption
-// length), recompute 1; then `overrides` ("model.text_len=226", config.h). Configurations
+// length) and text_pad 1 (captions padded to it with zero rows, as the pipeline pads them),
+// recompute 1; then `overrides` ("model.text_len=226", config.h). Configurations
 // tessera does not run are refused naming the key: image-to-video (image_dim,
 // added_kv_proj_dim, pos_embed_seq_len), out_channels != in_channels, qk_norm other than
 // rms_norm_across_heads, cross_attn_norm false.

@@ -57,25 +57,32 @@ void sample_to_pixels(const float *x, size_t n, uint8_t *out) {
   }
 }
 
-// The captions on the backend: text (n + m, text_dim) [act] and cu_text for C clips: the
+// The captions on the backend: text (rows, text_dim) [act] and cu_text for C clips: the
 // first (conditional) clip gets the caption's n rows, the second (unconditional) the
 // negative caption's m rows (none without one: the null token alone, or for Wan no rows).
+// With model.text_pad each clip's rows are padded with zero rows to text_len, as training
+// gives them (objective.c caption_rows). *Lt: the rows of both.
 static tsr_status upload_text(const kernels_backend *kb, sample_bufs *b, const sample_params *sp,
-                              int text_dim, int C) {
+                              const dit_config *mc, int C, int *Lt) {
+  size_t d = (size_t)mc->text_dim, pad = mc->text_pad ? (size_t)mc->text_len : 0;
   size_t n = (size_t)sp->text_tokens, m = C == 2 ? (size_t)sp->text_neg_tokens : 0;
-  size_t d = (size_t)text_dim, rows = n + m;
-  int32_t cu[3] = {0, (int32_t)n, (int32_t)rows};
-  tsr_status r = kb->alloc(kb, (void **)&b->cu_text, sizeof cu);
+  size_t rc = n > pad ? n : pad, ru = C == 2 ? (m > pad ? m : pad) : 0, rows = rc + ru;
+  int32_t cu[3] = {0, (int32_t)rc, (int32_t)rows};
+  float *h = rows ? calloc(rows * d, sizeof *h) : NULL;
+  tsr_status r = rows && !h ? err_set(TSR_ENOMEM, "sample: no memory for %zu caption rows", rows)
+                            : TSR_OK;
+  if (!r && n) memcpy(h, sp->text, n * d * sizeof *h);
+  if (!r && m) memcpy(h + rc * d, sp->text_neg, m * d * sizeof *h);
+  if (!r) r = kb->alloc(kb, (void **)&b->cu_text, sizeof cu);
   if (!r) r = kb->to_device(kb, b->cu_text, cu, sizeof(int32_t) * ((size_t)C + 1));
   if (!r && rows) {
     r = kb->alloc(kb, &b->text_f32, rows * d * sizeof(float));
     if (!r) r = kb->alloc(kb, &b->text, kernels_act_bytes(kb, rows * d));
-    if (!r && n) r = kb->to_device(kb, b->text_f32, sp->text, n * d * sizeof(float));
-    if (!r && m)
-      r = kb->to_device(kb, (char *)b->text_f32 + n * d * sizeof(float), sp->text_neg,
-                        m * d * sizeof(float));
+    if (!r) r = kb->to_device(kb, b->text_f32, h, rows * d * sizeof(float));
     if (!r) r = kb->cast(kb, b->text, kb->act_dtype, b->text_f32, KERNELS_F32, rows * d);
   }
+  free(h);
+  *Lt = (int)rows;
   return r;
 }
 
@@ -125,7 +132,8 @@ tsr_status sample_generate(dit_model *m, const sample_params *sp, float *out) {
   sample_sigmas(sp, (int64_t)N, sig);
   sample_bufs b;
   tsr_status r = bufs_alloc(kb, &b, N, P);
-  if (!r && mc->text_dim > 0) r = upload_text(kb, &b, sp, mc->text_dim, C);
+  int Lt = 0;
+  if (!r && mc->text_dim > 0) r = upload_text(kb, &b, sp, mc, C, &Lt);
   rng_key key = {.seed = sp->seed, .step = 0, .clip = 0, .stream = RNG_STREAM_SAMPLE};
   if (!r) {
     if (sp->noise) memcpy(b.xh, sp->noise, N * P * sizeof(float));
@@ -146,8 +154,7 @@ tsr_status sample_generate(dit_model *m, const sample_params *sp, float *out) {
   }
   dit_batch batch = {.n_clips = C, .L = (int)(C * N), .max_len = (int)N, .cu_seqlens = b.cu,
                      .pos = b.pos, .t = b.t, .labels = mc->num_classes > 0 ? b.labels : NULL, .x = b.x,
-                     .Lt = (has_text ? sp->text_tokens : 0) +
-                           (has_neg && guided ? sp->text_neg_tokens : 0),
+                     .Lt = Lt,
                      .cu_text = mc->text_dim > 0 ? b.cu_text : NULL, .text = b.text};
   for (int i = 0; !r && i < sp->steps; i++) {
     // the schedule's noise levels (clip 0 with the label and the caption, clip 1 without
@@ -262,9 +269,9 @@ tsr_status sample_run(const sample_options *o, sample_result *out) {
                   "model.text_len = %d", o->negative, neg_tokens, mc->text_len);
   }
   if (!r && o->cfg != 1.0f && label < 0 && !text_tokens && !neg_tokens)
-    r = err_set(TSR_EINVAL, "sample: --cfg %g needs --label, --caption or --negative "
-                "(classifier-free guidance compares a class or a caption with none or the "
-                "negative caption)", o->cfg);
+    r = err_set(TSR_EINVAL, "sample: --cfg %g needs --label or --caption, or --negative "
+                "(classifier-free guidance compares a class or a caption with none, or with "
+                "the negative caption)", o->cfg);
   int T = o->frames / mc->pt, H = o->height / mc->ph, W = o->width / mc->pw;
   int64_t N = (int64_t)T * H * W;
   if (!r && N > (1 << 24))

@@ -1,7 +1,7 @@
 // tests/model/test_objective.c — rectified-flow inputs: chunked builds equal the whole
 // clip's rows (t, noise, positions independent of chunking and packing), x_t and target
 // are consistent with x0, t's logit-normal moments and the length shift, label dropout
-// rate, and errors naming the clip.
+// rate, errors naming the clip, and model.text_pad's zero rows (host and backend builds).
 #include <math.h>
 #include <string.h>
 
@@ -96,6 +96,40 @@ int main(void) {
   bad = c, bad.label = 5;
   CHECK(objective_build(&parts, &mc, &tc, 0, 1, &bad, 1) == TSR_EINVAL && strstr(err_msg(), "label"),
         "label: %s", err_msg());
+
+  // model.text_pad: every clip gets text_len rows, its kept caption then zero rows (a clip
+  // without a caption, or with it dropped, all zeros), on the host and the backend alike
+  {
+    dit_config mp = mc;
+    train_config tp = tc;
+    mp.text_dim = 3, mp.text_len = 4, mp.text_pad = 1, tp.caption_dropout = 0.5f;
+    float cap[2 * 3] = {1, 2, 3, 4, 5, 6};
+    objective_clip two[2] = {c, c};
+    two[0].text = cap, two[0].text_tokens = 2, two[0].text_dtype = KERNELS_TOKENS_F32;
+    two[1].clip_id = 78;
+    objective_batch hb;
+    objective_device db;
+    CHECK_OK(objective_alloc(&hb, 128, 4, P));
+    CHECK_OK(objective_alloc_text(&hb, 3, 16));
+    CHECK_OK(objective_device_alloc(&db, kernels_cpu(), 128, 4, P));
+    int seen[2] = {0, 0};
+    for (int64_t step = 0; step < 16; step++) {
+      CHECK_OK(objective_build(&hb, &mp, &tp, step, 2, two, 2));
+      int kept = objective_caption_kept(&tp, step, 77);
+      seen[kept] = 1;
+      CHECK(hb.Lt == 8 && hb.cu_text[1] == 4 && hb.cu_text[2] == 8, "step %lld: Lt %d, cu_text "
+            "%d %d", (long long)step, hb.Lt, hb.cu_text[1], hb.cu_text[2]);
+      int ok = 1;
+      for (int k = 0; k < 8 * 3; k++) ok &= hb.text[k] == (kept && k < 6 ? cap[k] : 0.0f);
+      CHECK(ok, "step %lld: padded rows (kept %d)", (long long)step, kept);
+      CHECK_OK(objective_device_build(&db, &mp, &tp, step, 2, two, 2));
+      CHECK(db.batch.Lt == 8 && !memcmp(db.batch.text, hb.text, sizeof(float) * 8 * 3),
+            "step %lld: the backend's padded captions differ from the host's", (long long)step);
+    }
+    CHECK(seen[0] && seen[1], "16 steps saw a kept and a dropped caption");
+    objective_device_free(&db);
+    objective_free(&hb);
+  }
 
   // upload gives a dit_batch over backend copies
   objective_device dev;

@@ -6,15 +6,16 @@ every parameter; nothing downloaded) is `tessera convert`ed. Diffusers' own WanP
 VAE, no text encoder: output_type="latent", the embeddings given, the transformer in fp32)
 runs FlowMatchEulerDiscreteScheduler(shift) with classifier-free guidance from given noise;
 `tessera sample --schedule wan --shift S --noise FILE --negative FILE --latents-out FILE`
-(CPU, fp32) runs from the same noise, weights and embeddings (captions padded with zero rows
-to model.text_len as the pipeline pads them to max_sequence_length; the negative is a short
-"empty prompt" embedding padded the same way). The final latents must agree within TOL
-(relative: norm of the difference / norm of diffusers'; max abs printed too), for several
-(steps, shift, guidance) settings.
+(CPU, fp32) runs from the same noise, weights and embeddings: the pipeline gets the captions
+padded with zero rows to max_sequence_length (= model.text_len), tessera the unpadded ones
+(a 5-token prompt, a 1-token "empty prompt" as the negative) and pads them itself
+(model.text_pad = 1, which convert sets); once also the padded files. The final latents must
+agree within TOL (relative: norm of the difference / norm of diffusers'; max abs printed
+too), for several (steps, shift, guidance) settings.
 
-The comparison can fail: tessera's own schedule (--schedule tessera) and the captions without
-their padding rows (the pad rows pass through the text projection and are attended to) each
-give an error above TOL.
+The comparison can fail: tessera's own schedule (--schedule tessera) and a model converted
+with model.text_pad = 0 (the captions without their pad rows, which pass through the text
+projection and are attended to) each give an error above TOL.
 Prints the max differences; exit 1 on any failure."""
 import subprocess
 import sys
@@ -70,7 +71,8 @@ def diffusers_latents(model, noise, pos, neg, steps, shift, g):
     return out[0]  # (C, F, H, W)
 
 
-def tessera_latents(work, tsr, ckpt, name, steps, shift, g, pos_file, neg_file, schedule="wan"):
+def tessera_latents(work, tsr, ckpt, name, steps, shift, g, pos_file, neg_file,
+                    schedule="wan"):
     lat = f"{work}/{name}.safetensors"
     cmd = [tsr, "sample", "--ckpt", ckpt, "--raw", "--frames", str(F), "--size", f"{H}x{W}",
            "--steps", str(steps), "--schedule", schedule, "--shift", str(shift), "--cfg", str(g),
@@ -99,6 +101,9 @@ def main():
     ckpt = f"{work}/wan.ckpt"
     run([tsr, "convert", f"{work}/src", "--out", ckpt, "--set", f"model.text_len={TEXT_LEN}",
          "--set", "model.recompute=0"])
+    ckpt0 = f"{work}/wan-nopad.ckpt"
+    run([tsr, "convert", f"{work}/src", "--out", ckpt0, "--set", f"model.text_len={TEXT_LEN}",
+         "--set", "model.recompute=0", "--set", "model.text_pad=0"])
 
     g = torch.Generator().manual_seed(1)
     noise = torch.randn(1, CFG["in_channels"], F, H, W, generator=g)
@@ -115,7 +120,8 @@ def main():
     for steps, shift, gs in RUNS:
         ref = diffusers_latents(model, noise, P, N, steps, shift, gs)
         got = tessera_latents(work, tsr, ckpt, f"s{steps}", steps, shift, gs,
-                              f"{work}/pos.safetensors", f"{work}/neg.safetensors")
+                              f"{work}/pos-unpadded.safetensors",
+                              f"{work}/neg-unpadded.safetensors")
         e, m = compare(got, ref)
         check(e <= TOL, f"steps {steps}, shift {shift:g}, guidance {gs:g}: final latents "
               f"rel. error {e:.2e} (max abs {m:.2e}, |ref| max {ref.abs().max().item():.2f}) "
@@ -123,15 +129,18 @@ def main():
 
     steps, shift, gs = RUNS[0]
     ref = diffusers_latents(model, noise, P, N, steps, shift, gs)
+    e, m = compare(tessera_latents(work, tsr, ckpt, "padded", steps, shift, gs,
+                                   f"{work}/pos.safetensors", f"{work}/neg.safetensors"), ref)
+    check(e <= TOL, f"captions padded in the files: rel. error {e:.2e} (max abs {m:.2e})")
     e, _ = compare(tessera_latents(work, tsr, ckpt, "own", steps, shift, gs,
-                                   f"{work}/pos.safetensors", f"{work}/neg.safetensors",
-                                   schedule="tessera"), ref)
+                                   f"{work}/pos-unpadded.safetensors",
+                                   f"{work}/neg-unpadded.safetensors", schedule="tessera"), ref)
     check(e > TOL, f"the comparison can fail: tessera's own schedule gives {e:.2e} > {TOL:g}")
-    e, _ = compare(tessera_latents(work, tsr, ckpt, "unpadded", steps, shift, gs,
+    e, _ = compare(tessera_latents(work, tsr, ckpt0, "nopad", steps, shift, gs,
                                    f"{work}/pos-unpadded.safetensors",
                                    f"{work}/neg-unpadded.safetensors"), ref)
-    check(e > TOL, f"the comparison can fail: captions without their padding give {e:.2e} > "
-          f"{TOL:g}")
+    check(e > TOL, f"the comparison can fail: model.text_pad = 0 (captions without their "
+          f"padding) gives {e:.2e} > {TOL:g}")
     if failures:
         print(f"{len(failures)} failure(s)")
         sys.exit(1)
