@@ -15,7 +15,8 @@ too), for several (steps, shift, guidance) settings.
 
 The comparison can fail: tessera's own schedule (--schedule tessera) and a model converted
 with model.text_pad = 0 (the captions without their pad rows, which pass through the text
-projection and are attended to) each give an error above TOL.
+projection and are attended to) each give an error above TOL. Refused naming the option: a --noise of another grid, a --negative
+of another width, --schedule other than tessera or wan.
 Prints the max differences; exit 1 on any failure."""
 import subprocess
 import sys
@@ -141,6 +142,18 @@ def main():
                                    f"{work}/neg-unpadded.safetensors"), ref)
     check(e > TOL, f"the comparison can fail: model.text_pad = 0 (captions without their "
           f"padding) gives {e:.2e} > {TOL:g}")
+    base = [tsr, "sample", "--ckpt", ckpt, "--raw", "--frames", str(F), "--size", f"{H}x{W}",
+            "--steps", "1", "--out", f"{work}/x.mp4", "--caption", f"{work}/pos.safetensors"]
+    save_file({"latents": torch.zeros(F, H, W + 2, CFG["in_channels"])},
+              f"{work}/noise-wide.safetensors", metadata=latent_meta())
+    save_file({"text_emb": torch.zeros(1, CFG["text_dim"] + 1)}, f"{work}/neg-wide.safetensors")
+    for extra, want in [(["--noise", f"{work}/noise-wide.safetensors"], "--noise"),
+                        (["--negative", f"{work}/neg-wide.safetensors", "--cfg", "2"],
+                         "text_dim"),
+                        (["--schedule", "karras"], "--schedule")]:
+        p = subprocess.run(base + extra, capture_output=True, text=True)
+        check(p.returncode != 0 and want in p.stderr,
+              f"refused: {' '.join(extra[:2])}: {p.stderr.strip().splitlines()[-1][:140]}")
     if failures:
         print(f"{len(failures)} failure(s)")
         sys.exit(1)
