@@ -165,6 +165,8 @@ struct dit_model {
   dit_bucket *buckets;         // (n_buckets)
   void (*bucket_hook)(void *ctx, int bucket);
   void *bucket_ctx;
+
+  struct dit_lora *lora;       // the adapters (lora.c), or NULL
 };
 
 // Master parameter, gradient ([f32]) and working-copy weight ([act]) of tensor i.
@@ -210,6 +212,21 @@ tsr_status dit_ln_mod_fwd(dit_model *m, const dit_batch *b, void *out, float *me
 tsr_status dit_ln_mod_bwd(dit_model *m, const dit_batch *b, void *dinp, void *dshift,
                           void *dscale, const void *dout, const void *inp, const float *mean,
                           const float *rstd, const void *scale, int mstride);
+
+// ---- adapters (lora.c, model/lora.h); each a no-op for a linear without one -----------
+// out (M, N) += (alpha / r) (inp A^T) B^T; inp A^T (M, r) kept for the backward.
+// out: (M, N) [act], inp: (M, K) [act]
+tsr_status dit_lora_fwd(dit_model *m, dit_linear l, void *out, const void *inp, int M);
+int dit_lora_has(const dit_model *m, dit_linear l);
+// The adapter's gradients accumulate; dinp (M, K) += its input gradient unless NULL.
+// dout: (M, N), inp: (M, K), as its forward had them, all [act]
+tsr_status dit_lora_bwd(dit_model *m, dit_linear l, void *dinp, const void *dout,
+                        const void *inp, int M);
+// The same for a linear whose input was GELU(pre): dpre (M, K) += GELU'(pre) (the adapter's
+// input gradient). dpre, pre, inp: (M, K) [act], dout: (M, N) [act]
+tsr_status dit_lora_bwd_dgelu(dit_model *m, dit_linear l, void *dpre, const void *dout,
+                              const void *inp, const void *pre, int M);
+void dit_lora_free(dit_model *m);
 
 // ---- conditioning (cond.c): cs = SiLU(t_embed(t) + y_embed(label)) ---------------------
 tsr_status dit_cond_fwd(dit_model *m, const dit_batch *b);

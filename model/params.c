@@ -360,6 +360,7 @@ void dit_free(dit_model **pm) {
   dit_model *m = *pm;
   if (!m) return;
   kgraph_cache_destroy(m->graphs);  // frees its graphs through the backend
+  dit_lora_free(m);
   if (m->kb) {
     m->kb->free(m->kb, m->params);
     m->kb->free(m->kb, m->grads);

@@ -1,0 +1,57 @@
+// model/lora.h — low-rank adapters (LoRA, as PEFT's `LoraConfig`) on the block linears of a
+// DiT: y = x W + b + (alpha / r) (x A^T) B^T for every targeted linear, W and b frozen.
+//
+// Adapters are named by the module names of diffusers' WanTransformer3DModel, so that a
+// target list and an adapter file map 1:1 onto PEFT's: block i's linears are
+//   blocks.{i}.attn1.to_q, to_k, to_v, to_out.0   (tessera q, k, v, proj)
+//   blocks.{i}.attn2.to_q, to_k, to_v, to_out.0   (cross.q, k, v, proj; text models)
+//   blocks.{i}.ffn.net.0.proj, ffn.net.2          (fc1, fc2)
+// A target matches a module as PEFT's target_modules does: the name itself, or a suffix of
+// it after a dot ("attn1.to_q" matches every block's; "blocks.0.attn1.to_q" only block 0's).
+// Each adapter has two tensors, in PEFT's layout (torch's nn.Linear weight, (out, in)):
+//   blocks.{i}.<module>.lora_A.weight (r, in), blocks.{i}.<module>.lora_B.weight (out, r)
+// in one flat fp32 buffer of their own (16-float aligned, as dit_params), with a gradient
+// buffer of the same layout. Initialised as PEFT's default (init_lora_weights=True): A
+// Kaiming-uniform with a = sqrt(5), i.e. U(-1/sqrt(in), 1/sqrt(in)), B zero, so that a
+// model with fresh adapters computes exactly what it computed without them.
+//
+// The forward adds the adapter's two GEMMs (kernels.h gemm) after the base linear; the
+// backward accumulates the adapters' gradients and adds their input gradient to the base
+// linear's. The base's own gradients are still computed into dit_grads (the kernel entries
+// compute them together with the input gradient); a trainer freezes the base by updating
+// only the adapters. fp32 activations only for now (TSR_EINVAL otherwise).
+#ifndef TESSERA_MODEL_LORA_H
+#define TESSERA_MODEL_LORA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "model/dit.h"
+
+#define LORA_TARGETS_MAX 512
+
+typedef struct {
+  int rank;                         // r >= 1
+  float alpha;                      // scale = alpha / r (PEFT's default, not rsLoRA)
+  char targets[LORA_TARGETS_MAX];   // comma-separated module names or suffixes
+} lora_config;
+
+// Adds adapters to m on every block linear matched by lc->targets, A initialised from seed
+// (counter-based, per tensor name as dit_init), B zero. TSR_EINVAL naming the target when a
+// target matches nothing, when the model already has adapters, for bf16 activations, and for
+// targets not yet supported: attn2.to_k/to_v of a model with the null token (their linear
+// runs twice a forward).
+tsr_status dit_lora_attach(dit_model *m, const lora_config *lc, uint64_t seed);
+// Number of adapter TENSORS (two per adapted linear); 0 without adapters.
+int dit_lora_num_tensors(const dit_model *m);
+// Tensor i (name, shape (r, in) or (out, r), offset into dit_lora_params).
+const dit_tensor *dit_lora_tensor_info(const dit_model *m, int i);
+size_t dit_lora_num_params(const dit_model *m);  // the flat buffers' length, in floats
+float *dit_lora_params(dit_model *m);  // (dit_lora_num_params) [f32] backend memory
+float *dit_lora_grads(dit_model *m);   // (dit_lora_num_params) [f32] backend memory
+tsr_status dit_lora_zero_grad(dit_model *m);
+// The config the adapters were made with (NULL without adapters).
+const lora_config *dit_lora_get_config(const dit_model *m);
+
+#endif

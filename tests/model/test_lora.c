@@ -1,0 +1,182 @@
+// tests/model/test_lora.c — LoRA adapters (model/lora.h) on the CPU backend:
+// - fresh adapters (B = 0) leave the model bitwise unchanged: prediction, loss and the base
+//   gradients equal those of the model without adapters, for every target at once;
+// - with non-zero B, the adapter gradients against central finite differences of the loss
+//   (every adapter tensor, as tests/model/test_dit.c checks the base's);
+// - the adapter table: names, shapes (PEFT's layout), the init's bound, and refusals.
+// On the tessera DiT without captions and on the Wan family with captions.
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "model/lora.h"
+#include "mt.h"
+
+static const mt_clip CLIPS[3] = {{2, 2, 3, 1, 0.3f}, {1, 3, 2, 3, 0.7f}, {3, 1, 2, 0, 0.55f}};
+static const int IDS[3] = {10, 11, 12};
+static const int TEXT_TOKENS[3] = {3, 0, 2};
+
+#define ALL_WAN "attn1.to_q,attn1.to_k,attn1.to_v,attn1.to_out.0,attn2.to_q,attn2.to_k," \
+                "attn2.to_v,attn2.to_out.0,ffn.net.0.proj,ffn.net.2"
+#define ALL_SELF "attn1.to_q,attn1.to_k,attn1.to_v,attn1.to_out.0,ffn.net.0.proj,ffn.net.2"
+
+enum { V_PLAIN, V_WAN, NVARIANTS };
+static const char *const VARIANT_NAME[NVARIANTS] = {"tessera", "wan (captions)"};
+
+static lora_config lora_of(int v, int rank, float alpha) {
+  lora_config lc = {.rank = rank, .alpha = alpha};
+  snprintf(lc.targets, sizeof lc.targets, "%s", v == V_WAN ? ALL_WAN : ALL_SELF);
+  return lc;
+}
+
+// A perturbed model of variant v and its batch (captions for Wan).
+static dit_model *make_model(int v, mt_batch *mb) {
+  dit_config c = v == V_WAN ? mt_wan_config() : mt_config();
+  dit_model *m = NULL;
+  CHECK_OK(dit_create(&m, &c, kernels_cpu(), 64, 4));
+  CHECK_OK(dit_init(m, 1));
+  CHECK_OK(mt_perturb(m, 2, 0.1f));
+  CHECK_OK(mt_batch_make(mb, CLIPS, 3, 12, 3, 5, IDS));
+  if (v == V_WAN) CHECK_OK(mt_batch_text(mb, TEXT_TOKENS, c.text_dim, 77, IDS));
+  return m;
+}
+
+// Forward and backward from zero gradients; pred (L, P) and the base gradients copied out.
+static double run(dit_model *m, const dit_batch *b, float *pred, float *grads) {
+  double loss = 0;
+  CHECK_OK(dit_zero_grad(m));
+  CHECK_OK(dit_lora_zero_grad(m));
+  CHECK_OK(dit_forward(m, b, pred, &loss));
+  CHECK_OK(dit_backward(m, b));
+  memcpy(grads, dit_grads(m), sizeof(float) * dit_num_params(m));  // CPU: host memory
+  return loss;
+}
+
+static void test_step0_bitwise(int v) {
+  mt_batch mb;
+  dit_model *m = make_model(v, &mb);
+  size_t np = dit_num_params(m), npred = (size_t)mb.L * 12;
+  float *p0 = malloc(sizeof(float) * npred), *p1 = malloc(sizeof(float) * npred);
+  float *g0 = malloc(sizeof(float) * np), *g1 = malloc(sizeof(float) * np);
+  double l0 = run(m, &mb.b, p0, g0);
+  lora_config lc = lora_of(v, 4, 8.0f);
+  CHECK_OK(dit_lora_attach(m, &lc, 5));
+  double l1 = run(m, &mb.b, p1, g1);
+  CHECK(l0 == l1, "%s: loss %.9g with fresh adapters, %.9g without", VARIANT_NAME[v], l1, l0);
+  CHECK(!memcmp(p0, p1, sizeof(float) * npred), "%s: prediction changed", VARIANT_NAME[v]);
+  CHECK(!memcmp(g0, g1, sizeof(float) * np), "%s: base gradients changed", VARIANT_NAME[v]);
+  printf("step 0 (%s): %d adapter tensors of B = 0, prediction, loss and base gradients "
+         "bitwise equal\n", VARIANT_NAME[v], dit_lora_num_tensors(m));
+  free(p0), free(p1), free(g0), free(g1);
+  mt_batch_free(&mb);
+  dit_free(&m);
+}
+
+// Same tolerance argument as test_dit.c: central differences of an fp32 loss with eps 1e-2.
+#define FD_EPS 1e-2f
+#define FD_REL 3e-2
+#define FD_ABS 5e-5
+
+static double worst_rel;
+
+static void fd_check(dit_model *m, const dit_batch *b, float *val, double g, const char *what,
+                     size_t j) {
+  float old = *val;
+  double lp = 0, lm = 0;
+  *val = old + FD_EPS;
+  CHECK_OK(dit_forward(m, b, NULL, &lp));
+  *val = old - FD_EPS;
+  CHECK_OK(dit_forward(m, b, NULL, &lm));
+  *val = old;
+  double fd = (lp - lm) / (2.0 * FD_EPS), diff = fabs(fd - g), mag = fmax(fabs(fd), fabs(g));
+  if (fabs(g) > 1e-3 && diff / mag > worst_rel) worst_rel = diff / mag;
+  CHECK(diff <= FD_REL * mag + FD_ABS, "%s[%zu]: analytic %.6g fd %.6g", what, j, g, fd);
+}
+
+// B (and A) += 0.3 N(0, 1): a trained-looking adapter whose every gradient is non-trivial.
+static void perturb_adapters(dit_model *m) {
+  float *p = dit_lora_params(m);
+  for (int i = 0; i < dit_lora_num_tensors(m); i++) {
+    const dit_tensor *t = dit_lora_tensor_info(m, i);
+    rng_key key = {9, 1, (uint64_t)i, RNG_STREAM_INIT};
+    for (size_t j = 0; j < t->numel; j++) p[t->offset + j] += 0.3f * (float)rng_normal(&key, j);
+  }
+}
+
+static void test_fd(int v) {
+  mt_batch mb;
+  dit_model *m = make_model(v, &mb);
+  lora_config lc = lora_of(v, 2, 3.0f);
+  CHECK_OK(dit_lora_attach(m, &lc, 5));
+  perturb_adapters(m);
+  size_t n = dit_lora_num_params(m);
+  float *g = malloc(sizeof(float) * n), *base = malloc(sizeof(float) * dit_num_params(m));
+  run(m, &mb.b, NULL, base);
+  memcpy(g, dit_lora_grads(m), sizeof(float) * n);
+  float *p = dit_lora_params(m);
+  worst_rel = 0;
+  int checked = 0;
+  for (int i = 0; i < dit_lora_num_tensors(m); i++) {
+    const dit_tensor *t = dit_lora_tensor_info(m, i);
+    size_t arg = 0;  // the largest-gradient element and 2 spread ones
+    for (size_t j = 0; j < t->numel; j++)
+      if (fabsf(g[t->offset + j]) > fabsf(g[t->offset + arg])) arg = j;
+    CHECK(g[t->offset + arg] != 0, "%s: gradient is all zero", t->name);
+    size_t pick[3] = {arg, t->numel / 3, t->numel - 1};
+    for (int s = 0; s < 3; s++, checked++)
+      fd_check(m, &mb.b, &p[t->offset + pick[s]], g[t->offset + pick[s]], t->name, pick[s]);
+  }
+  printf("fd (%s): %d elements of %d adapter tensors, worst relative error %.3g (|g| > 1e-3), "
+         "tolerance %.0e rel + %.0e abs\n", VARIANT_NAME[v], checked, dit_lora_num_tensors(m),
+         worst_rel, FD_REL, FD_ABS);
+  free(g), free(base);
+  mt_batch_free(&mb);
+  dit_free(&m);
+}
+
+// Names and shapes in PEFT's layout, A within PEFT's bound, B zero; a suffix selects.
+static void test_table(void) {
+  mt_batch mb;
+  dit_model *m = make_model(V_WAN, &mb);
+  lora_config lc = {.rank = 3, .alpha = 6.0f, .targets = "blocks.1.attn2.to_out.0,ffn.net.2"};
+  CHECK_OK(dit_lora_attach(m, &lc, 5));
+  CHECK(dit_lora_num_tensors(m) == 6, "tensors %d, want 6", dit_lora_num_tensors(m));
+  const char *want[6] = {"blocks.0.ffn.net.2.lora_A.weight", "blocks.0.ffn.net.2.lora_B.weight",
+                         "blocks.1.attn2.to_out.0.lora_A.weight",
+                         "blocks.1.attn2.to_out.0.lora_B.weight",
+                         "blocks.1.ffn.net.2.lora_A.weight", "blocks.1.ffn.net.2.lora_B.weight"};
+  int F = mt_wan_config().ffn_dim, D = mt_wan_config().hidden;
+  for (int i = 0; i < 6 && i < dit_lora_num_tensors(m); i++) {
+    const dit_tensor *t = dit_lora_tensor_info(m, i);
+    CHECK(!strcmp(t->name, want[i]), "tensor %d is %s, want %s", i, t->name, want[i]);
+    int in = i >= 2 && i < 4 ? D : F;
+    int64_t s0 = i % 2 ? D : 3, s1 = i % 2 ? 3 : in;
+    CHECK(t->shape[0] == s0 && t->shape[1] == s1, "%s: shape (%lld, %lld)", t->name,
+          (long long)t->shape[0], (long long)t->shape[1]);
+    const float *p = dit_lora_params(m) + t->offset;
+    float amax = 0;
+    for (size_t j = 0; j < t->numel; j++) amax = fmaxf(amax, fabsf(p[j]));
+    if (i % 2) CHECK(amax == 0, "%s: B not zero", t->name);
+    else CHECK(amax > 0 && amax <= 1 / sqrtf((float)in), "%s: |A| max %g", t->name, amax);
+  }
+  CHECK(dit_lora_attach(m, &lc, 5) == TSR_EINVAL, "a second attach is refused");
+  dit_free(&m);
+  mt_batch_free(&mb);
+  m = make_model(V_WAN, &mb);
+  lora_config bad = {.rank = 2, .alpha = 2.0f, .targets = "attn1.to_q,attn1.to_x"};
+  CHECK(dit_lora_attach(m, &bad, 5) == TSR_EINVAL && strstr(err_msg(), "attn1.to_x"),
+        "a target matching nothing is refused, named: %s", err_msg());
+  CHECK(dit_lora_num_tensors(m) == 0, "a refused attach leaves no adapters");
+  dit_free(&m);
+  mt_batch_free(&mb);
+}
+
+int main(void) {
+  test_table();
+  for (int v = 0; v < NVARIANTS; v++) {
+    test_step0_bitwise(v);
+    test_fd(v);
+  }
+  return check_done();
+}
