@@ -1,12 +1,14 @@
 // tests/model/wan_golden_run.c — one forward and backward of a model from a checkpoint on
 // a packed batch given in a file, for the comparison with diffusers (wan_golden.py):
-//   usage: wan_golden_run CKPT INPUTS OUT
+//   usage: wan_golden_run CKPT INPUTS OUT [ADAPTERS ADAPTERS_OUT]
 // CKPT: a tessera checkpoint (`tessera convert`'s output), loaded as `tessera sample --raw`
 // loads it. INPUTS: safetensors of F32/I32 tensors batch.x (L, P),
 // batch.target (L, P), batch.t (C), batch.loss_weight (C), batch.pos (L, 3),
 // batch.cu_seqlens (C + 1), batch.text (Lt, text_dim), batch.cu_text (C + 1). OUT: pred
 // (L, P), dx (L, P) = dL/dx, grad.<name> for every tensor, metadata loss (%.17g), on the
-// CPU fp32 backend.
+// CPU fp32 backend. ADAPTERS: a LoRA file (model/io/lora_io.h) loaded onto the model; OUT
+// then also holds lora_grad.<name> of every adapter tensor, and the adapters are written
+// back to ADAPTERS_OUT by lora_save (the file diffusers loads in wan_lora_golden.py).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,7 @@
 #include "core/safetensors.h"
 #include "model/io/checkpoint.h"
 #include "model/io/dit_io.h"
+#include "model/io/lora_io.h"
 
 #define TRY(call)                                                      \
   do {                                                                 \
@@ -55,9 +58,30 @@ static dit_model *load_model(const char *path, int L, int C) {
   return m;
 }
 
+// OUT: pred, dx, the base's and the adapters' gradients, the loss in the metadata.
+static void write_out(dit_model *m, const char *path, double loss, const float *pred,
+                      const float *dx, int64_t L, int64_t P) {
+  st_writer *w;
+  char lossbuf[64];
+  snprintf(lossbuf, sizeof lossbuf, "%.17g", loss);
+  TRY(st_writer_new(&w));
+  TRY(st_writer_meta(w, "loss", lossbuf));
+  TRY(st_writer_add(w, "pred", ST_F32, 2, (int64_t[]){L, P}, pred));
+  TRY(st_writer_add(w, "dx", ST_F32, 2, (int64_t[]){L, P}, dx));  // CPU: host memory
+  TRY(dit_write_tensors(m, w, "grad.", dit_grads(m)));
+  for (int i = 0; i < dit_lora_num_tensors(m); i++) {
+    const dit_tensor *t = dit_lora_tensor_info(m, i);
+    char name[128];
+    snprintf(name, sizeof name, "lora_grad.%s", t->name);
+    TRY(st_writer_add(w, name, ST_F32, 2, t->shape, dit_lora_grads(m) + t->offset));
+  }
+  TRY(st_writer_commit(w, path));
+  st_writer_free(&w);
+}
+
 int main(int argc, char **argv) {
-  if (argc != 4) {
-    fprintf(stderr, "usage: wan_golden_run CKPT INPUTS OUT\n");
+  if (argc != 4 && argc != 6) {
+    fprintf(stderr, "usage: wan_golden_run CKPT INPUTS OUT [ADAPTERS ADAPTERS_OUT]\n");
     return 2;
   }
   kb = kernels_cpu();
@@ -75,27 +99,21 @@ int main(int argc, char **argv) {
   b.cu_text = input(in, "batch.cu_text", ST_I32, &unused, NULL);
   b.n_clips = (int)C1 - 1, b.L = (int)L, b.max_len = (int)L, b.Lt = (int)Lt;
   dit_model *m = load_model(argv[1], (int)L, b.n_clips);
+  if (argc == 6) TRY(lora_load(m, argv[4]));
   void *dx;
   TRY(kb->alloc(kb, &dx, sizeof(float) * (size_t)(L * P)));
   dit_set_input_grad(m, dx);
   float *pred = malloc(sizeof(float) * (size_t)(L * P));
   double loss;
   TRY(dit_zero_grad(m));
+  TRY(dit_lora_zero_grad(m));
   TRY(dit_forward(m, &b, pred, &loss));
   TRY(dit_backward(m, &b));
-
-  st_writer *w;
-  char lossbuf[64];
-  snprintf(lossbuf, sizeof lossbuf, "%.17g", loss);
-  TRY(st_writer_new(&w));
-  TRY(st_writer_meta(w, "loss", lossbuf));
-  TRY(st_writer_add(w, "pred", ST_F32, 2, (int64_t[]){L, P}, pred));
-  TRY(st_writer_add(w, "dx", ST_F32, 2, (int64_t[]){L, P}, dx));  // CPU: host memory
-  TRY(dit_write_tensors(m, w, "grad.", dit_grads(m)));
-  TRY(st_writer_commit(w, argv[3]));
-  printf("wan_golden_run: %d clips, %lld tokens, %lld caption tokens, %d tensors, loss %.9g\n",
-         b.n_clips, (long long)L, (long long)Lt, dit_num_tensors(m), loss);
-  st_writer_free(&w);
+  write_out(m, argv[3], loss, pred, dx, L, P);
+  if (argc == 6) TRY(lora_save(m, argv[5], argv[1]));
+  printf("wan_golden_run: %d clips, %lld tokens, %lld caption tokens, %d tensors, %d adapter "
+         "tensors, loss %.9g\n", b.n_clips, (long long)L, (long long)Lt, dit_num_tensors(m),
+         dit_lora_num_tensors(m), loss);
   st_close(&in);
   dit_free(&m);
   for (int i = 0; i < n_inputs; i++) kb->free(kb, inputs[i]);

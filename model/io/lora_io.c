@@ -1,0 +1,166 @@
+// model/io/lora_io.c — adapters to and from their own safetensors file (model/io/lora_io.h).
+#include "model/io/lora_io.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/safetensors.h"
+
+#define PREFIX "transformer."
+
+#define TRY(call)                        \
+  do {                                   \
+    tsr_status lio_st_ = (call);         \
+    if (lio_st_ != TSR_OK) return lio_st_; \
+  } while (0)  // diffusers' component prefix of a pipeline's LoRA file
+
+// diffusers' lora_adapter_metadata: the LoraConfig fields under the component's prefix,
+// targets as a list. Caller frees.
+static char *diffusers_metadata(const lora_config *lc) {
+  json_t *o = json_object(), *t = json_array();
+  for (const char *s = lc->targets; *s;) {
+    size_t l = strcspn(s, ",");
+    json_array_append_new(t, json_stringn(s, l));
+    s += l + (s[l] == ',');
+  }
+  json_object_set_new(o, PREFIX "r", json_integer(lc->rank));
+  json_object_set_new(o, PREFIX "lora_alpha", json_real(lc->alpha));
+  json_object_set_new(o, PREFIX "target_modules", t);
+  char *txt = json_dumps(o, JSON_SORT_KEYS | JSON_COMPACT);
+  json_decref(o);
+  return txt;
+}
+
+static tsr_status add_meta(st_writer *w, const dit_model *m, const lora_config *lc,
+                           const char *base_model) {
+  char num[32];
+  snprintf(num, sizeof num, "%d", lc->rank);
+  TRY(st_writer_meta(w, "tessera.lora.rank", num));
+  snprintf(num, sizeof num, "%.9g", lc->alpha);
+  TRY(st_writer_meta(w, "tessera.lora.alpha", num));
+  TRY(st_writer_meta(w, "tessera.lora.targets", lc->targets));
+  TRY(st_writer_meta(w, "tessera.base_model", base_model ? base_model : ""));
+  TRY(st_writer_meta(w, "format", "pt"));  // what diffusers' own files say
+  dit_config unused;
+  train_config tc;  // the base's model section is what identifies it; train keys at defaults
+  config_defaults(&unused, &tc);
+  char *ini = config_to_ini(dit_get_config(m), &tc);
+  char *dm = diffusers_metadata(lc);
+  tsr_status st = ini && dm ? TSR_OK : err_set(TSR_ENOMEM, "lora_save: no memory");
+  if (!st) st = st_writer_meta(w, "tessera.base_config", ini);
+  if (!st) st = st_writer_meta(w, "lora_adapter_metadata", dm);
+  free(ini), free(dm);
+  return st;
+}
+
+tsr_status lora_save(dit_model *m, const char *path, const char *base_model) {
+  const lora_config *lc = dit_lora_get_config(m);
+  if (!lc) return err_set(TSR_EINVAL, "lora_save %s: the model has no adapters", path);
+  const kernels_backend *kb = dit_backend(m);
+  size_t n = dit_lora_num_params(m);
+  float *host = malloc(sizeof(float) * (n ? n : 1));
+  st_writer *w = NULL;
+  if (!host) return err_set(TSR_ENOMEM, "lora_save %s: no memory", path);
+  tsr_status st = kb->to_host(kb, host, dit_lora_params(m), sizeof(float) * n);
+  if (!st) st = st_writer_new(&w);
+  for (int i = 0; !st && i < dit_lora_num_tensors(m); i++) {
+    const dit_tensor *t = dit_lora_tensor_info(m, i);
+    char name[128];
+    snprintf(name, sizeof name, PREFIX "%s", t->name);
+    st = st_writer_add(w, name, ST_F32, 2, t->shape, host + t->offset);
+  }
+  if (!st) st = add_meta(w, m, lc, base_model);
+  if (!st) st = st_writer_commit(w, path);
+  st_writer_free(&w);
+  free(host);
+  return st ? err_wrap(st, "lora_save %s: ", path) : TSR_OK;
+}
+
+// tessera's keys, or (a file diffusers or PEFT wrote) its lora_adapter_metadata.
+static tsr_status config_of(const st_reader *r, lora_config *lc) {
+  memset(lc, 0, sizeof *lc);
+  const char *rank = st_meta(r, "tessera.lora.rank"), *alpha = st_meta(r, "tessera.lora.alpha");
+  const char *tg = st_meta(r, "tessera.lora.targets"), *dm = st_meta(r, "lora_adapter_metadata");
+  if (rank && alpha && tg) {
+    lc->rank = atoi(rank), lc->alpha = strtof(alpha, NULL);
+    snprintf(lc->targets, sizeof lc->targets, "%s", tg);
+    return TSR_OK;
+  }
+  json_t *o = dm ? json_loads(dm, 0, NULL) : NULL;
+  json_t *jr = json_object_get(o, PREFIX "r"), *ja = json_object_get(o, PREFIX "lora_alpha");
+  json_t *jt = json_object_get(o, PREFIX "target_modules");
+  tsr_status st = TSR_OK;
+  if (!json_is_integer(jr) || !json_is_number(ja) || !json_is_array(jt))
+    st = err_set(TSR_EFORMAT, "%s: no LoRA config in the metadata (tessera.lora.* or "
+                 "lora_adapter_metadata with r, lora_alpha, target_modules)", st_path(r));
+  size_t i, used = 0;
+  json_t *v;
+  json_array_foreach(jt, i, v) {
+    if (st || !json_is_string(v)) continue;
+    used += (size_t)snprintf(lc->targets + used, used < sizeof lc->targets ? sizeof lc->targets - used : 0,
+                             "%s%s", i ? "," : "", json_string_value(v));
+  }
+  if (!st && used >= sizeof lc->targets)
+    st = err_set(TSR_EFORMAT, "%s: target_modules longer than %d bytes", st_path(r),
+                 LORA_TARGETS_MAX - 1);
+  if (!st) lc->rank = (int)json_integer_value(jr), lc->alpha = (float)json_number_value(ja);
+  json_decref(o);
+  return st;
+}
+
+tsr_status lora_read_config(const char *path, lora_config *lc, char *base, size_t cap) {
+  st_reader *r;
+  TRY(st_open(&r, path));
+  tsr_status st = config_of(r, lc);
+  const char *b = st_meta(r, "tessera.base_model");
+  if (base && cap) snprintf(base, cap, "%s", b ? b : "");
+  st_close(&r);
+  return st;
+}
+
+// Every tensor of the file is one of m's adapters.
+static tsr_status no_strangers(const dit_model *m, const st_reader *r) {
+  for (int i = 0; i < st_count(r); i++) {
+    const char *name = st_at(r, i)->name;
+    int known = 0;
+    for (int j = 0; j < dit_lora_num_tensors(m) && !known; j++)
+      known = !strncmp(name, PREFIX, strlen(PREFIX)) &&
+              !strcmp(name + strlen(PREFIX), dit_lora_tensor_info(m, j)->name);
+    if (!known)
+      return err_set(TSR_EMISMATCH, "%s: tensor '%s' is no adapter of the model's targets",
+                     st_path(r), name);
+  }
+  return TSR_OK;
+}
+
+static tsr_status read_adapters(dit_model *m, const st_reader *r) {
+  TRY(no_strangers(m, r));
+  size_t n = dit_lora_num_params(m);
+  float *host = calloc(n ? n : 1, sizeof(float));
+  if (!host) return err_set(TSR_ENOMEM, "%s: no memory", st_path(r));
+  tsr_status st = TSR_OK;
+  for (int i = 0; !st && i < dit_lora_num_tensors(m); i++) {
+    const dit_tensor *t = dit_lora_tensor_info(m, i);
+    char name[128];
+    snprintf(name, sizeof name, PREFIX "%s", t->name);
+    st = st_read(r, name, ST_F32, 2, t->shape, host + t->offset);
+  }
+  const kernels_backend *kb = dit_backend(m);
+  if (!st) st = kb->to_device(kb, dit_lora_params(m), host, sizeof(float) * n);
+  free(host);
+  return st;
+}
+
+tsr_status lora_load(dit_model *m, const char *path) {
+  st_reader *r;
+  TRY(st_open(&r, path));
+  tsr_status st = st_verify(r, 0);
+  lora_config lc;
+  if (!st && !dit_lora_get_config(m) && !(st = config_of(r, &lc)))
+    st = dit_lora_attach(m, &lc, 0);  // A and B are all read below: the seed is unused
+  if (!st) st = read_adapters(m, r);
+  st_close(&r);
+  return st ? err_wrap(st, "lora_load %s: ", path) : TSR_OK;
+}

@@ -1,0 +1,32 @@
+// model/io/lora_io.h — LoRA adapters (model/lora.h) as their own safetensors file, in the
+// layout diffusers' `load_lora_weights` / `load_lora_adapter` and PEFT accept for
+// WanTransformer3DModel: one F32 tensor per adapter matrix, named
+//   transformer.blocks.{i}.<module>.lora_A.weight (r, in), ....lora_B.weight (out, r)
+// and the metadata diffusers reads back the LoraConfig from:
+//   lora_adapter_metadata: JSON {"transformer.r": r, "transformer.lora_alpha": alpha,
+//                                "transformer.target_modules": [...]}
+// plus tessera's own keys: tessera.lora.rank, tessera.lora.alpha, tessera.lora.targets (the
+// config's list as written), tessera.base_model (the caller's identity of the base: what the
+// adapters were trained on) and tessera.base_config (the base's config INI).
+#ifndef TESSERA_MODEL_IO_LORA_IO_H
+#define TESSERA_MODEL_IO_LORA_IO_H
+
+#include "core/err.h"
+#include "model/dit.h"
+#include "model/lora.h"
+
+// Writes m's adapters to path (atomic; every tensor's checksum recorded). base_model: a
+// string naming the base (a checkpoint's path and step, a diffusers folder). TSR_EINVAL when
+// m has no adapters.
+tsr_status lora_save(dit_model *m, const char *path, const char *base_model);
+
+// The LoraConfig of the file at path (from tessera's keys, else diffusers' metadata), and
+// its base identity into base (cap bytes; "" when the file names none).
+tsr_status lora_read_config(const char *path, lora_config *lc, char *base, size_t cap);
+
+// Loads the adapters of path into m: attaches them with the file's config first when m has
+// none. Every adapter tensor of m must be in the file with its shape (TSR_EMISMATCH naming
+// the tensor and the file), and the file may hold no other tensor (one is named).
+tsr_status lora_load(dit_model *m, const char *path);
+
+#endif
