@@ -271,3 +271,17 @@ tsr_status dit_lora_bwd_dgelu(dit_model *m, dit_linear l, void *dpre, const void
   DIT_TRY(kb->gelu_backward(kb, lo->tmp2, lo->tmp, pre, n));
   return kb->add_act(kb, dpre, dpre, lo->tmp2, n);
 }
+
+tsr_status dit_lora_merge(dit_model *m) {
+  struct dit_lora *lo = m->lora;
+  if (!lo) return err_set(TSR_EINVAL, "lora merge: the model has no adapters");
+  const kernels_backend *kb = m->kb;
+  for (int i = 0; i < lo->n; i++) {
+    const lora_adapter *a = &lo->ad[i];
+    // W (in, out) += scale A^T (in, r) B^T (r, out)
+    DIT_TRY(kb->gemm(kb, 1, 1, a->in, a->out, lo->cfg.rank, lo->scale, lo->params + a->a_off,
+                     lo->params + a->b_off, 1.0f, dit_p(m, a->base_w)));
+  }
+  dit_lora_free(m);
+  return dit_refresh_weights(m);
+}

@@ -51,6 +51,10 @@ size_t dit_lora_num_params(const dit_model *m);  // the flat buffers' length, in
 float *dit_lora_params(dit_model *m);  // (dit_lora_num_params) [f32] backend memory
 float *dit_lora_grads(dit_model *m);   // (dit_lora_num_params) [f32] backend memory
 tsr_status dit_lora_zero_grad(dit_model *m);
+// Folds every adapter into its base weight, W (in, out) += (alpha / r) A^T B^T (the masters,
+// then the working copy), and removes the adapters: the model then computes what it computed
+// with them, up to the rounding of the merged weights.
+tsr_status dit_lora_merge(dit_model *m);
 // The config the adapters were made with (NULL without adapters).
 const lora_config *dit_lora_get_config(const dit_model *m);
 

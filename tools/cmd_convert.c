@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "model/io/lora_io.h"
 #include "model/io/wan_convert.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
@@ -18,14 +19,18 @@ static void usage(FILE *f) {
           "and DST a tessera checkpoint of model.family = wan, weights only: start training from\n"
           "it with `tessera train --init DST`, sample with `tessera sample --raw`. With\n"
           "--to diffusers, SRC is a tessera checkpoint and DST a folder that\n"
-          "WanTransformer3DModel.from_pretrained loads. docs/model.md, \"The Wan family\".\n\n"
+          "WanTransformer3DModel.from_pretrained loads. docs/model.md, \"The Wan family\".\n"
+          "With --merge-lora ADAPTERS, SRC is a tessera checkpoint and DST the same model with\n"
+          "the LoRA adapters of ADAPTERS (a diffusers/PEFT LoRA file, docs/model.md \"LoRA\")\n"
+          "folded into its weights, weights only.\n\n"
           "options:\n"
           "  --out DST          output checkpoint (or folder, --to diffusers)   [required]\n"
           "  --to T             tessera or diffusers                             [tessera]\n"
           "  --set KEY=VALUE    override a key of the converted config, e.g.\n"
           "                     model.text_len=226 or model.recompute=2; repeatable\n"
           "  --dtype D          --to diffusers: fp32 or bf16 (nearest even)      [fp32]\n"
-          "  --ema              --to diffusers: the checkpoint's EMA weights\n");
+          "  --ema              --to diffusers: the checkpoint's EMA weights\n"
+          "  --merge-lora FILE  fold the adapters of FILE into checkpoint SRC\n");
 }
 
 static int report(const char *what, const char *src, const char *dst, const wan_convert_stats *s,
@@ -36,19 +41,26 @@ static int report(const char *what, const char *src, const char *dst, const wan_
   return 0;
 }
 
+static int merge_lora(const char *src, const char *adapters, const char *out) {
+  if (lora_merge_checkpoint(src, adapters, out)) return cli_error("convert");
+  printf("convert: %s + LoRA %s -> %s (adapters merged into the weights)\n", src, adapters, out);
+  return 0;
+}
+
 int cmd_convert(int argc, char **argv) {
   if (wants_help(argc, argv)) {
     usage(stdout);
     return 0;
   }
-  const char *out = NULL, *to = "tessera", *dtype = "fp32";
+  const char *out = NULL, *to = "tessera", *dtype = "fp32", *merge = NULL;
   char *sets[64];
   int nsets = 0, ema = 0;
-  enum { O_OUT = 1, O_TO, O_SET, O_DTYPE, O_EMA };
+  enum { O_OUT = 1, O_TO, O_SET, O_DTYPE, O_EMA, O_MERGE };
   static const struct option opts[] = {
       {"out", required_argument, 0, O_OUT}, {"to", required_argument, 0, O_TO},
       {"set", required_argument, 0, O_SET}, {"dtype", required_argument, 0, O_DTYPE},
-      {"ema", no_argument, 0, O_EMA},       {0, 0, 0, 0}};
+      {"ema", no_argument, 0, O_EMA},       {"merge-lora", required_argument, 0, O_MERGE},
+      {0, 0, 0, 0}};
   tsr_status st = TSR_OK;
   int c;
   cli_reset();
@@ -62,6 +74,7 @@ int cmd_convert(int argc, char **argv) {
       break;
     case O_DTYPE: dtype = optarg; break;
     case O_EMA: ema = 1; break;
+    case O_MERGE: merge = optarg; break;
     default: st = TSR_EINVAL;  // cli_getopt said why
     }
   }
@@ -76,8 +89,12 @@ int cmd_convert(int argc, char **argv) {
     st = err_set(TSR_EINVAL, "--dtype and --ema are for --to diffusers (a tessera checkpoint is fp32)");
   if (!st && back && nsets)
     st = err_set(TSR_EINVAL, "--set is for --to tessera (the checkpoint's config is exported)");
+  if (!st && merge && (back || nsets || ema || strcmp(dtype, "fp32")))
+    st = err_set(TSR_EINVAL, "--merge-lora takes no --to diffusers, --set, --dtype or --ema "
+                 "(merge, then convert the merged checkpoint)");
   if (st) return cli_usage_error("convert");
   const char *src = argv[optind];
+  if (merge) return merge_lora(src, merge, out);
   wan_convert_stats s;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);

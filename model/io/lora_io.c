@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/safetensors.h"
+#include "model/io/checkpoint.h"
 
 #define PREFIX "transformer."
 
@@ -163,4 +164,43 @@ tsr_status lora_load(dit_model *m, const char *path) {
   if (!st) st = read_adapters(m, r);
   st_close(&r);
   return st ? err_wrap(st, "lora_load %s: ", path) : TSR_OK;
+}
+
+// The merged weights of m, tensor by tensor, as a weights-only checkpoint with cm's metadata.
+static tsr_status write_merged(dit_model *m, const ckpt_meta *cm, const char *src,
+                               const char *adapters, const char *dst) {
+  st_reader *r;
+  TRY(st_open(&r, src));
+  const char *dc = st_meta(r, "diffusers_config");
+  char from[2048];
+  snprintf(from, sizeof from, "%s with the LoRA adapters %s merged", src, adapters);
+  const char *const extra[2][2] = {{"converted_from", from}, {"diffusers_config", dc ? dc : ""}};
+  ckpt_state cs = {.mc = &cm->mc, .tc = &cm->tc, .store = &cm->store,
+                   .store_clips = cm->clips, .labels = (const char *const *)cm->labels,
+                   .n_labels = cm->n_labels, .store_fingerprint = cm->store_fingerprint};
+  dit_table tab = {0};
+  ckpt_weights_writer *ww = NULL;
+  tsr_status st = dit_table_make(&cm->mc, &tab);
+  if (!st) st = ckpt_weights_begin(&ww, dst, &tab, &cs, extra, dc ? 2 : 1);
+  for (int i = 0; !st && i < tab.n; i++)  // CPU backend: the masters are host memory
+    st = ckpt_weights_tensor(ww, dit_params(m) + tab.t[i].offset);
+  if (!st) st = ckpt_weights_commit(ww);
+  ckpt_weights_free(&ww);
+  dit_table_free(&tab);
+  st_close(&r);
+  return st;
+}
+
+tsr_status lora_merge_checkpoint(const char *src, const char *adapters, const char *dst) {
+  ckpt_meta cm;
+  TRY(ckpt_read_meta(src, &cm));
+  dit_model *m = NULL;
+  tsr_status st = dit_create(&m, &cm.mc, kernels_cpu(), 1, 1);
+  if (!st) st = ckpt_load_model(src, m, 0);
+  if (!st) st = lora_load(m, adapters);
+  if (!st) st = dit_lora_merge(m);
+  if (!st) st = write_merged(m, &cm, src, adapters, dst);
+  dit_free(&m);
+  ckpt_meta_free(&cm);
+  return st;
 }

@@ -29,4 +29,10 @@ tsr_status lora_read_config(const char *path, lora_config *lc, char *base, size_
 // the tensor and the file), and the file may hold no other tensor (one is named).
 tsr_status lora_load(dit_model *m, const char *path);
 
+// `tessera convert --merge-lora`: checkpoint src (weights; not the EMA) with the adapters of
+// adapters folded in (dit_lora_merge) -> a weights-only checkpoint dst (ckpt_weights_begin) of
+// the same config and metadata, which --init, `sample --raw` and `convert --to diffusers` take.
+// On the CPU fp32 backend; memory: the model once.
+tsr_status lora_merge_checkpoint(const char *src, const char *adapters, const char *dst);
+
 #endif

@@ -12,6 +12,8 @@ pipeline LoRA file (transformer.-prefixed keys, lora_adapter_metadata):
 - the file tessera writes back (lora_save) loads into a fresh diffusers model with
   load_lora_adapter: rank and alpha from its metadata, every adapter matrix bitwise equal,
   and that model's output equals tessera's within TOL;
+- `tessera convert --merge-lora`: the merged checkpoint's output equals PEFT's within TOL,
+  and exported with --to diffusers it loads with from_pretrained and gives that output too;
 - the comparison can fail: tessera without the adapters is off by more than TOL.
 Prints the max differences; exit 1 on any failure."""
 import json
@@ -108,6 +110,27 @@ def compare(work, tessera, runner):
     return cfg, clips, out, sd, back, ckpt
 
 
+def diffusers_out(m, cfg, clips):
+    with torch.no_grad():
+        return torch.cat([wg.to_tokens(m(hidden_states=c["lat"][None],
+                                         timestep=torch.tensor([c["t"]]) * 1000,
+                                         encoder_hidden_states=c["text"][None]).sample[0],
+                                       cfg["patch_size"]) for c in clips])
+
+
+def merged(work, tessera, runner, cfg, clips, out, adapters, ckpt):
+    mck, mdir = f"{work}/merged.ckpt", f"{work}/merged-diffusers"
+    wg.run([tessera, "convert", ckpt, "--merge-lora", adapters, "--out", mck])
+    wg.run([runner, mck, f"{work}/in", f"{work}/merged.out"])
+    pred = load_file(f"{work}/merged.out")["pred"]
+    e = wg.rel(pred, out)
+    wg.check(e <= TOL, f"convert --merge-lora: output relative error {e:.3e} against PEFT's")
+    wg.run([tessera, "convert", mck, "--to", "diffusers", "--out", mdir])
+    e = wg.rel(diffusers_out(wg.WanTransformer3DModel.from_pretrained(mdir), cfg, clips), pred)
+    wg.check(e <= TOL, f"the merged model in diffusers: output relative error {e:.3e} against "
+             "tessera's merged checkpoint")
+
+
 def files(work, tessera, runner, cfg, clips, out, sd, back, ckpt):
     m2 = wg.make_model(cfg, seed=3)
     # a folder and weight_name, as pipelines load them: the metadata is read from .safetensors
@@ -120,14 +143,20 @@ def files(work, tessera, runner, cfg, clips, out, sd, back, ckpt):
     sd2 = {k.replace(".tessera", ""): v for k, v in m2.state_dict().items() if "lora_" in k}
     same = all(torch.equal(sd2[k.removeprefix("transformer.")], v) for k, v in sd.items())
     wg.check(same and len(sd2) == len(sd), f"its {len(sd2)} adapter matrices bitwise equal PEFT's")
-    with torch.no_grad():
-        o2 = torch.cat([wg.to_tokens(m2(hidden_states=c["lat"][None],
-                                        timestep=torch.tensor([c["t"]]) * 1000,
-                                        encoder_hidden_states=c["text"][None]).sample[0],
-                                     cfg["patch_size"]) for c in clips])
     got, _ = read_out(f"{work}/out")
-    e = wg.rel(got["pred"], o2)
+    e = wg.rel(got["pred"], diffusers_out(m2, cfg, clips))
     wg.check(e <= TOL, f"diffusers with tessera's adapter file: output relative error {e:.3e}")
+    for case, key, val in [("unknown", "transformer.blocks.0.attn1.to_q.lora_C.weight", None),
+                           ("misshapen", "transformer.blocks.1.ffn.net.2.lora_B.weight", None)]:
+        bad = dict(sd)
+        bad[key] = torch.zeros(3, 3) if case == "misshapen" else torch.zeros(RANK, 3)
+        save_file(bad, f"{work}/bad.safetensors", metadata={
+            "lora_adapter_metadata": json.dumps({"transformer.r": RANK, "transformer.lora_alpha":
+                                                 ALPHA, "transformer.target_modules": TARGETS})})
+        p = wg.run([runner, ckpt, f"{work}/in", f"{work}/bad.out", f"{work}/bad.safetensors",
+                    f"{work}/bad-back.safetensors"], expect_ok=False)
+        msg = (p.stdout + p.stderr).strip()
+        wg.check(p.returncode != 0 and key in msg, f"adapter file refused, {case}: ...{msg[-150:]}")
     wg.run([runner, ckpt, f"{work}/in", f"{work}/plain.out"])
     e = wg.rel(load_file(f"{work}/plain.out")["pred"], out)
     wg.check(e > TOL, f"the comparison can fail: without the adapters the output is off by {e:.3e}")
@@ -138,6 +167,7 @@ def main():
     torch.set_num_threads(2)
     cfg, clips, out, sd, back, ckpt = compare(work, tessera, runner)
     files(work, tessera, runner, cfg, clips, out, sd, back, ckpt)
+    merged(work, tessera, runner, cfg, clips, out, back, ckpt)
     print(f"wan_lora_golden: {'FAIL (' + str(len(wg.failures)) + ')' if wg.failures else 'PASS'}")
     return 1 if wg.failures else 0
 
