@@ -42,7 +42,8 @@ static int report(const char *what, const char *src, const char *dst, const wan_
 }
 
 static int merge_lora(const char *src, const char *adapters, const char *out) {
-  if (lora_merge_checkpoint(src, adapters, out)) return cli_error("convert");
+  // the CPU's fp32 kernels: a merge is two small GEMMs a linear, and the weights are fp32
+  if (lora_merge_checkpoint(kernels_cpu(), src, adapters, out)) return cli_error("convert");
   printf("convert: %s + LoRA %s -> %s (adapters merged into the weights)\n", src, adapters, out);
   return 0;
 }

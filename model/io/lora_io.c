@@ -180,22 +180,28 @@ static tsr_status write_merged(dit_model *m, const ckpt_meta *cm, const char *sr
                    .n_labels = cm->n_labels, .store_fingerprint = cm->store_fingerprint};
   dit_table tab = {0};
   ckpt_weights_writer *ww = NULL;
-  tsr_status st = dit_table_make(&cm->mc, &tab);
+  const kernels_backend *kb = dit_backend(m);
+  size_t n = dit_num_params(m);
+  float *host = malloc(sizeof(float) * n);
+  tsr_status st = host ? TSR_OK : err_set(TSR_ENOMEM, "no memory for %zu weights", n);
+  if (!st) st = kb->to_host(kb, host, dit_params(m), sizeof(float) * n);
+  if (!st) st = dit_table_make(&cm->mc, &tab);
   if (!st) st = ckpt_weights_begin(&ww, dst, &tab, &cs, extra, dc ? 2 : 1);
-  for (int i = 0; !st && i < tab.n; i++)  // CPU backend: the masters are host memory
-    st = ckpt_weights_tensor(ww, dit_params(m) + tab.t[i].offset);
+  for (int i = 0; !st && i < tab.n; i++) st = ckpt_weights_tensor(ww, host + tab.t[i].offset);
   if (!st) st = ckpt_weights_commit(ww);
   ckpt_weights_free(&ww);
+  free(host);
   dit_table_free(&tab);
   st_close(&r);
   return st;
 }
 
-tsr_status lora_merge_checkpoint(const char *src, const char *adapters, const char *dst) {
+tsr_status lora_merge_checkpoint(const kernels_backend *kb, const char *src, const char *adapters,
+                                 const char *dst) {
   ckpt_meta cm;
   TRY(ckpt_read_meta(src, &cm));
   dit_model *m = NULL;
-  tsr_status st = dit_create(&m, &cm.mc, kernels_cpu(), 1, 1);
+  tsr_status st = dit_create(&m, &cm.mc, kb, 1, 1);
   if (!st) st = ckpt_load_model(src, m, 0);
   if (!st) st = lora_load(m, adapters);
   if (!st) st = dit_lora_merge(m);

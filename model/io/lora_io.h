@@ -32,7 +32,9 @@ tsr_status lora_load(dit_model *m, const char *path);
 // `tessera convert --merge-lora`: checkpoint src (weights; not the EMA) with the adapters of
 // adapters folded in (dit_lora_merge) -> a weights-only checkpoint dst (ckpt_weights_begin) of
 // the same config and metadata, which --init, `sample --raw` and `convert --to diffusers` take.
-// On the CPU fp32 backend; memory: the model once.
-tsr_status lora_merge_checkpoint(const char *src, const char *adapters, const char *dst);
+// kb: the backend it runs on (fp32 activations: the CPU's); memory: the model once, and a
+// host copy of its weights.
+tsr_status lora_merge_checkpoint(const kernels_backend *kb, const char *src, const char *adapters,
+                                 const char *dst);
 
 #endif
