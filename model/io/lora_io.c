@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "core/safetensors.h"
 #include "model/io/checkpoint.h"
@@ -34,9 +35,25 @@ static char *diffusers_metadata(const lora_config *lc) {
   return txt;
 }
 
-static tsr_status add_meta(st_writer *w, const dit_model *m, const lora_config *lc,
+// XXH3 of m's base weights, the flat buffer with its zero padding (%016llx): the checksum a
+// checkpoint of these weights records for its weights set.
+static tsr_status base_weights_hash(dit_model *m, char out[24]) {
+  const kernels_backend *kb = dit_backend(m);
+  size_t n = dit_num_params(m);
+  float *host = malloc(sizeof(float) * n);
+  if (!host) return err_set(TSR_ENOMEM, "no memory for a copy of %zu weights", n);
+  tsr_status st = kb->to_host(kb, host, dit_params(m), sizeof(float) * n);
+  if (!st)
+    snprintf(out, 24, "%016llx", (unsigned long long)XXH3_64bits(host, sizeof(float) * n));
+  free(host);
+  return st;
+}
+
+static tsr_status add_meta(st_writer *w, dit_model *m, const lora_config *lc,
                            const char *base_model) {
-  char num[32];
+  char num[32], hash[24];
+  TRY(base_weights_hash(m, hash));
+  TRY(st_writer_meta(w, "tessera.base_weights", hash));
   snprintf(num, sizeof num, "%d", lc->rank);
   TRY(st_writer_meta(w, "tessera.lora.rank", num));
   snprintf(num, sizeof num, "%.9g", lc->alpha);
@@ -121,6 +138,20 @@ tsr_status lora_read_config(const char *path, lora_config *lc, char *base, size_
   return st;
 }
 
+// Adapters trained on other base weights than m's are refused (a file without
+// tessera.base_weights, as PEFT writes it, is taken on trust).
+static tsr_status same_base(dit_model *m, const st_reader *r) {
+  const char *want = st_meta(r, "tessera.base_weights");
+  char got[24];
+  if (!want) return TSR_OK;
+  TRY(base_weights_hash(m, got));
+  if (strcmp(want, got))
+    return err_set(TSR_EMISMATCH, "%s: the adapters were trained on base weights %s (%s), the "
+                   "model's are %s", st_path(r), want,
+                   st_meta(r, "tessera.base_model") ? st_meta(r, "tessera.base_model") : "?", got);
+  return TSR_OK;
+}
+
 // Every tensor of the file is one of m's adapters.
 static tsr_status no_strangers(const dit_model *m, const st_reader *r) {
   for (int i = 0; i < st_count(r); i++) {
@@ -158,6 +189,7 @@ tsr_status lora_load(dit_model *m, const char *path) {
   st_reader *r;
   TRY(st_open(&r, path));
   tsr_status st = st_verify(r, 0);
+  if (!st) st = same_base(m, r);
   lora_config lc;
   if (!st && !dit_lora_get_config(m) && !(st = config_of(r, &lc)))
     st = dit_lora_attach(m, &lc, 0);  // A and B are all read below: the seed is unused

@@ -6,8 +6,9 @@
 //   lora_adapter_metadata: JSON {"transformer.r": r, "transformer.lora_alpha": alpha,
 //                                "transformer.target_modules": [...]}
 // plus tessera's own keys: tessera.lora.rank, tessera.lora.alpha, tessera.lora.targets (the
-// config's list as written), tessera.base_model (the caller's identity of the base: what the
-// adapters were trained on) and tessera.base_config (the base's config INI).
+// config's list as written), tessera.base_model (the caller's name of the base: what the
+// adapters were trained on), tessera.base_weights (XXH3 of the base's flat weights, %016llx:
+// the weights-set checksum a checkpoint of them records) and tessera.base_config (its INI).
 #ifndef TESSERA_MODEL_IO_LORA_IO_H
 #define TESSERA_MODEL_IO_LORA_IO_H
 
@@ -26,7 +27,8 @@ tsr_status lora_read_config(const char *path, lora_config *lc, char *base, size_
 
 // Loads the adapters of path into m: attaches them with the file's config first when m has
 // none. Every adapter tensor of m must be in the file with its shape (TSR_EMISMATCH naming
-// the tensor and the file), and the file may hold no other tensor (one is named).
+// the tensor and the file), and the file may hold no other tensor (one is named). A file
+// with tessera.base_weights other than m's weights' is refused (TSR_EMISMATCH, both named).
 tsr_status lora_load(dit_model *m, const char *path);
 
 // `tessera convert --merge-lora`: checkpoint src (weights; not the EMA) with the adapters of

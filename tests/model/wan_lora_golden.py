@@ -14,6 +14,8 @@ pipeline LoRA file (transformer.-prefixed keys, lora_adapter_metadata):
   and that model's output equals tessera's within TOL;
 - `tessera convert --merge-lora`: the merged checkpoint's output equals PEFT's within TOL,
   and exported with --to diffusers it loads with from_pretrained and gives that output too;
+- tessera's file records the base's weights checksum: merging it into another base of the
+  same shapes is refused;
 - the comparison can fail: tessera without the adapters is off by more than TOL.
 Prints the max differences; exit 1 on any failure."""
 import json
@@ -129,6 +131,14 @@ def merged(work, tessera, runner, cfg, clips, out, adapters, ckpt):
     e = wg.rel(diffusers_out(wg.WanTransformer3DModel.from_pretrained(mdir), cfg, clips), pred)
     wg.check(e <= TOL, f"the merged model in diffusers: output relative error {e:.3e} against "
              "tessera's merged checkpoint")
+    other, ock = f"{work}/other-diffusers", f"{work}/other.ckpt"  # same shapes, other weights
+    wg.make_model(cfg, seed=4).save_pretrained(other)
+    wg.run([tessera, "convert", other, "--out", ock])
+    p = wg.run([tessera, "convert", ock, "--merge-lora", adapters, "--out", f"{work}/x.ckpt"],
+               expect_ok=False)
+    msg = (p.stdout + p.stderr).strip()
+    wg.check(p.returncode != 0 and "base weights" in msg and not os.path.exists(f"{work}/x.ckpt"),
+             f"tessera's adapters onto another base of the same shapes refused: ...{msg[-120:]}")
 
 
 def files(work, tessera, runner, cfg, clips, out, sd, back, ckpt):
