@@ -19,8 +19,9 @@ typedef struct {
   train_config t;
 } both_config;
 
-// KT_PRECISION and KT_FAMILY are names stored as an enum's value (kernels_dtype, int).
-typedef enum { KT_INT, KT_I64, KT_FLOAT, KT_PRECISION, KT_FAMILY } key_type;
+// KT_PRECISION and KT_FAMILY are names stored as an enum's value (kernels_dtype, int);
+// KT_STR a string of at most max bytes with its terminator (lora.targets).
+typedef enum { KT_INT, KT_I64, KT_FLOAT, KT_PRECISION, KT_FAMILY, KT_STR } key_type;
 
 // KT_PRECISION values: the name of each kernels_dtype, in enum order.
 static const char *const PRECISION_NAMES[] = {"fp32", "bf16"};
@@ -67,6 +68,7 @@ typedef struct {
 #define TK(n, ty, lo, hi, h) {"train", #n, ty, offsetof(both_config, t.n), lo, hi, h, 0}
 #define MK_LATE(n, ty, lo, hi, h) {"model", #n, ty, offsetof(both_config, m.n), lo, hi, h, 1}
 #define TK_LATE(n, ty, lo, hi, h) {"train", #n, ty, offsetof(both_config, t.n), lo, hi, h, 1}
+#define LK_LATE(n, ty, lo, hi, h) {"lora", #n, ty, offsetof(both_config, t.lora_##n), lo, hi, h, 1}
 static const config_key KEYS[] = {
     MK(hidden, KT_INT, 2, 1 << 16, "hidden size D"),
     MK(depth, KT_INT, 1, 1024, "number of DiT blocks"),
@@ -119,6 +121,10 @@ static const config_key KEYS[] = {
     TK_LATE(sample_cfg, KT_FLOAT, 0.0, 100.0, "guidance scale of the samples (1: none)"),
     TK_LATE(act_bytes_token, KT_I64, 0, 1e12,
             "measured device bytes per token of a step (0: the memory model's own count)"),
+    LK_LATE(rank, KT_INT, 0, 4096, "LoRA rank r (0: off, the whole model trains)"),
+    LK_LATE(alpha, KT_FLOAT, 1e-6, 1e6, "LoRA alpha: the adapters' scale is alpha / rank"),
+    LK_LATE(targets, KT_STR, 0, CONFIG_LORA_TARGETS_MAX,
+            "LoRA target modules, comma-separated PEFT names (to_q,to_k,to_v,to_out.0)"),
 };
 #define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
 
@@ -136,7 +142,9 @@ void config_defaults(dit_config *m, train_config *t) {
                       .t_shift_tokens = 1024, .mem_tokens = 32768, .seed = 0,
                       .ckpt_every = 200, .ckpt_keep = 3, .log_every = 10,
                       .precision = KERNELS_F32, .val_clips = 0, .val_every = 100,
-                      .sample_every = 0, .sample_steps = 32, .sample_cfg = 1.0f};
+                      .sample_every = 0, .sample_steps = 32, .sample_cfg = 1.0f,
+                      .lora_rank = 0, .lora_alpha = 8.0f,  // PEFT's LoraConfig default
+                      .lora_targets = "to_q,to_k,to_v,to_out.0"};
 }
 
 static const config_key *find_key(const char *section, const char *name) {
@@ -150,6 +158,13 @@ static const config_key *find_key(const char *section, const char *name) {
 static tsr_status set_key(both_config *c, const config_key *k, const char *value,
                           const char *where) {
   char *f = (char *)c + k->offset;
+  if (k->type == KT_STR) {
+    if (strlen(value) >= (size_t)k->max)
+      return err_set(TSR_EINVAL, "%s: %s.%s is %zu bytes, at most %d (%s)", where, k->section,
+                     k->name, strlen(value), (int)k->max - 1, k->help);
+    snprintf(f, (size_t)k->max, "%s", value);
+    return TSR_OK;
+  }
   int nn;
   const char *const *names = value_names(k->type, &nn);
   if (names) {
@@ -194,7 +209,7 @@ static tsr_status config_key_fn(void *user, const char *section, const char *nam
                                 const char *value, int line) {
   parse_ctx *p = user;
   if (!*section)
-    return err_set(TSR_EINVAL, "%s:%d: key '%s' before any [model] or [train] section", p->path,
+    return err_set(TSR_EINVAL, "%s:%d: key '%s' before any [model], [train] or [lora] section", p->path,
                    line, name);
   const config_key *k = find_key(section, name);
   if (!k)
@@ -305,6 +320,7 @@ tsr_status config_validate(const dit_config *m, const train_config *t) {
   for (int i = 0; i < NKEYS; i++) {  // ranges (values may come from code, not a file)
     const config_key *k = &KEYS[i];
     const char *f = (const char *)&c + k->offset;
+    if (k->type == KT_STR) continue;  // its length is bounded by the field
     double d = k->type == KT_FLOAT       ? *(const float *)f
              : k->type == KT_INT || k->type == KT_FAMILY ? *(const int *)f
              : k->type == KT_PRECISION   ? (double)*(const kernels_dtype *)f
@@ -338,6 +354,13 @@ tsr_status config_validate(const dit_config *m, const train_config *t) {
     return err_set(TSR_EINVAL, "model.family = wan: Wan is conditioned on captions only (set "
                    "model.text_dim > 0 and model.num_classes = 0; they are %d and %d)",
                    m->text_dim, m->num_classes);
+  if (t->lora_rank > 0 && !t->lora_targets[strspn(t->lora_targets, " ,")])
+    return err_set(TSR_EINVAL, "lora.rank = %d needs lora.targets (PEFT module names, e.g. "
+                   "to_q,to_k,to_v,to_out.0)", t->lora_rank);
+  if (t->lora_rank > 0 && t->sample_every > 0)
+    return err_set(TSR_EINVAL, "lora.rank = %d with train.sample_every = %d: samples of a LoRA "
+                   "run are not implemented yet (set train.sample_every = 0)", t->lora_rank,
+                   t->sample_every);
   if (t->min_lr > t->lr)
     return err_set(TSR_EINVAL, "train.min_lr = %g is above train.lr = %g", t->min_lr, t->lr);
   if (t->warmup > t->steps)
@@ -362,7 +385,7 @@ char *config_to_ini(const dit_config *m, const train_config *t) {
   for (int i = 0; i < NKEYS; i++) {
     const config_key *k = &KEYS[i];
     const char *f = (const char *)&c + k->offset;
-    char line[160];
+    char line[CONFIG_LORA_TARGETS_MAX + 160];  // a name and its longest value
     int n = 0;
     if (strcmp(section, k->section))
       n += snprintf(line, sizeof line, "%s[%s]\n", len ? "\n" : "", k->section);
@@ -377,6 +400,8 @@ char *config_to_ini(const dit_config *m, const train_config *t) {
     else if (k->type == KT_FAMILY)
       n += snprintf(line + n, sizeof line - n, "%s = %s\n", k->name,
                     config_family_name(*(const int *)f));
+    else if (k->type == KT_STR)
+      n += snprintf(line + n, sizeof line - n, "%s = %s\n", k->name, f);
     else
       n += snprintf(line + n, sizeof line - n, "%s = %lld\n", k->name, (long long)*(const int64_t *)f);
     if (len + (size_t)n + 1 > cap) {

@@ -63,6 +63,10 @@ enum {
                             // residual, GELU) recomputed from them in backward (one shared set)
 };
 
+// lora.targets' field, terminator included: its line `targets = ...` must stay within
+// core/ini's 200-byte lines for a checkpoint's config to read back (model/lora.h takes 512).
+#define CONFIG_LORA_TARGETS_MAX 176
+
 typedef struct {
   int64_t global_batch;   // clips per step (B)
   int64_t steps;          // total steps of the schedule (cosine ends here)
@@ -92,6 +96,11 @@ typedef struct {
   int sample_every;       // steps between sample videos written during training (0: none)
   int sample_steps;       // Euler steps of those samples
   float sample_cfg;       // their classifier-free guidance scale (1: none)
+  // [lora]: train low-rank adapters (model/lora.h) on a frozen base instead of the whole
+  // model (docs/train.md "LoRA"). Checkpoints from before these keys have them off.
+  int lora_rank;          // lora.rank: r (0: off, full training)
+  float lora_alpha;       // lora.alpha: the adapters' scale is alpha / r (PEFT's lora_alpha)
+  char lora_targets[CONFIG_LORA_TARGETS_MAX];  // lora.targets: PEFT module names, comma-separated
 } train_config;
 
 // The compute device a tool chose (`--backend`, tools/backend.h) as its kernel tables by

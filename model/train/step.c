@@ -4,14 +4,56 @@
 #include "model/train/step.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
+#include "model/lora.h"
 #include "model/train/lr.h"
 
 int train_decays(const dit_tensor *t) {
   return t->ndim == 2 && strncmp(t->name, "y_embed", 7) != 0;
+}
+
+// What the optimizer trains: the adapters with lora.rank > 0 (the base frozen), else every
+// weight of the model.
+float *train_params(trainer *tr) {
+  return tr->tc.lora_rank > 0 ? dit_lora_params(tr->model) : dit_params(tr->model);
+}
+float *train_grads(trainer *tr) {
+  return tr->tc.lora_rank > 0 ? dit_lora_grads(tr->model) : dit_grads(tr->model);
+}
+
+// lora.rank > 0: the config's adapters on the model, A drawn from train.seed.
+static tsr_status lora_setup(trainer *tr) {
+  lora_config lc = {.rank = tr->tc.lora_rank, .alpha = tr->tc.lora_alpha};
+  snprintf(lc.targets, sizeof lc.targets, "%s", tr->tc.lora_targets);
+  tsr_status r = dit_lora_attach(tr->model, &lc, (uint64_t)tr->tc.seed);
+  if (r) return err_wrap(r, "trainer: lora.rank = %d: ", lc.rank);
+  tr->n_params = dit_lora_num_params(tr->model);
+  return TSR_OK;
+}
+
+// The AdamW segments of the adapters (as train_adamw_segments for the model's tensors).
+static tsr_status lora_adamw_segments(dit_model *m, kernels_param_segment **segs, int *n_segs) {
+  const kernels_backend *kb = dit_backend(m);
+  int n = dit_lora_num_tensors(m);
+  kernels_param_segment *h = calloc((size_t)n, sizeof *h);
+  if (!h) return err_set(TSR_ENOMEM, "AdamW: no memory for the segments of %d adapters", n);
+  for (int i = 0; i < n; i++) {
+    const dit_tensor *ti = dit_lora_tensor_info(m, i);
+    h[i] = (kernels_param_segment){(int64_t)ti->offset, (int64_t)ti->numel, train_decays(ti), 0};
+  }
+  size_t bytes = (size_t)n * sizeof *h;
+  tsr_status r = kb->alloc(kb, (void **)segs, bytes);
+  if (!r && (r = kb->to_device(kb, *segs, h, bytes))) {
+    kb->free(kb, *segs);
+    *segs = NULL;
+  }
+  free(h);
+  if (!r) *n_segs = n;
+  return r;
 }
 
 tsr_status trainer_setup(trainer *tr) {
@@ -24,11 +66,14 @@ tsr_status trainer_setup(trainer *tr) {
   tsr_status r = dit_create(&tr->model, &tr->mc, kb, (int)L, (int)C);
   if (r) return err_wrap(r, "trainer: ");
   tr->n_params = dit_num_params(tr->model);
+  if (tr->tc.lora_rank > 0 && (r = lora_setup(tr))) return r;
   size_t bytes = tr->n_params * sizeof(float);
   if ((r = kb->alloc(kb, (void **)&tr->adam_m, bytes)) ||
       (r = kb->alloc(kb, (void **)&tr->adam_v, bytes)) ||
       (r = kb->alloc(kb, (void **)&tr->ema, bytes)) ||
-      (r = train_adamw_segments(tr->model, &tr->adam_segs, &tr->n_adam_segs)))
+      (r = tr->tc.lora_rank > 0
+               ? lora_adamw_segments(tr->model, &tr->adam_segs, &tr->n_adam_segs)
+               : train_adamw_segments(tr->model, &tr->adam_segs, &tr->n_adam_segs)))
     return err_wrap(r, "trainer: optimizer state of %zu parameters: ", tr->n_params);
   if (!(tr->clips = calloc((size_t)tr->tc.global_batch, sizeof *tr->clips)) ||
       !(tr->clip_bad = calloc((size_t)data_num_clips(tr->data), 1)))
@@ -53,7 +98,7 @@ void trainer_free(trainer *tr) {
 }
 
 tsr_status train_ema_reset(trainer *tr) {
-  return tr->kb->copy(tr->kb, tr->ema, dit_params(tr->model), tr->n_params * sizeof(float));
+  return tr->kb->copy(tr->kb, tr->ema, train_params(tr), tr->n_params * sizeof(float));
 }
 
 // The batch's clips for the plan: ids, grids, labels and their mapped tokens.
@@ -129,12 +174,20 @@ static tsr_status not_finite(const trainer *tr, const char *what, double a, doub
 // checked before the step counts, so no checkpoint ever holds them.
 static tsr_status optimize(trainer *tr, double lr, float grad_scale) {
   const kernels_backend *kb = tr->kb;
-  tsr_status r = train_adamw(tr->model, &tr->tc, tr->adam_m, tr->adam_v, tr->adam_segs,
-                             tr->n_adam_segs, lr, tr->step + 1, grad_scale);
-  if (!r) r = kb->ema_update(kb, tr->ema, dit_params(tr->model), tr->n_params,
+  const train_config *c = &tr->tc;
+  tsr_status r;
+  if (c->lora_rank > 0)  // the adapters are fp32 only: no working copy to refresh
+    r = kb->adamw_update_multi(kb, train_params(tr), train_grads(tr), tr->adam_m, tr->adam_v,
+                               tr->n_params, tr->adam_segs, tr->n_adam_segs, (float)lr,
+                               c->beta1, c->beta2, c->adam_eps, c->weight_decay, tr->step + 1,
+                               grad_scale);
+  else
+    r = train_adamw(tr->model, c, tr->adam_m, tr->adam_v, tr->adam_segs, tr->n_adam_segs, lr,
+                    tr->step + 1, grad_scale);
+  if (!r) r = kb->ema_update(kb, tr->ema, train_params(tr), tr->n_params,
                              (float)ema_decay_at(&tr->tc, tr->step));
   double w = 0, e = 0;
-  if (!r) r = kb->sumsq(kb, &w, dit_params(tr->model), tr->n_params);
+  if (!r) r = kb->sumsq(kb, &w, train_params(tr), tr->n_params);
   if (!r) r = kb->sumsq(kb, &e, tr->ema, tr->n_params);
   if (!r && !(isfinite(w) && isfinite(e)))
     r = not_finite(tr, "the AdamW update (|weights|^2, |EMA|^2)", w, e);
@@ -145,15 +198,21 @@ tsr_status train_step(trainer *tr, const int64_t *batch, int n, const plan *p,
                       train_step_stats *st) {
   double t0 = time_now();
   memset(st, 0, sizeof *st);
+  // the base's gradient is still accumulated by the backward with adapters (model/lora.h),
+  // so it is zeroed as ever; with them it is reduced across ranks but never applied
   tsr_status r = dit_zero_grad(tr->model);
+  if (!r && tr->tc.lora_rank > 0) r = dit_lora_zero_grad(tr->model);
   double loss = 0;
   int64_t tokens = 0;
   if (!r) r = batch_clips(tr, batch, n, &tokens);
   if (!r) r = dist_step_run(tr->dist, p, tr->clips, n, tr->step, &loss, &st->microbatches);
   if (!r) r = dist_step_reduce(tr->dist, &loss);  // every rank now holds the batch's gradient
+  if (!r && tr->tc.lora_rank > 0 && comm_size() > 1)  // ... and the adapters' (after the base's)
+    r = tr->cb->allreduce_sum_f32(tr->cb, comm_group_get(comm_size()), train_grads(tr),
+                                  (int64_t)tr->n_params);
   if (r) return err_wrap(r, "step %lld: ", (long long)tr->step);
   double sumsq = 0;
-  if ((r = tr->kb->sumsq(tr->kb, &sumsq, dit_grads(tr->model), tr->n_params))) return r;
+  if ((r = tr->kb->sumsq(tr->kb, &sumsq, train_grads(tr), tr->n_params))) return r;
   if (!isfinite(loss) || !isfinite(sumsq))
     return not_finite(tr, "the loss or the gradient (loss, |g|^2)", loss, sumsq);
   st->lr = lr_schedule(&tr->tc, tr->step);

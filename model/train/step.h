@@ -22,9 +22,10 @@ typedef struct {
                                  // train.precision)
   const comm_backend *cb;        // set by the caller: ring exchange and gradient all-reduce
   dit_model *model;
-  size_t n_params;
+  size_t n_params;               // what the optimizer trains: the adapters' floats with
+                                 // lora.rank > 0 (dit_lora_num_params), else the model's
   data_split split;              // training and held-out clips (train.val_clips)
-  float *adam_m, *adam_v, *ema;  // (n_params) backend memory each
+  float *adam_m, *adam_v, *ema;  // (n_params) backend memory each: of the adapters with LoRA
   kernels_param_segment *adam_segs;  // (n_adam_segs) backend memory: train_adamw_segments
   int n_adam_segs;
   data_store *data;
@@ -74,9 +75,17 @@ tsr_status train_adamw(dit_model *m, const train_config *c, float *adam_m, float
                        const kernels_param_segment *segs, int n_segs, double lr, int64_t t,
                        float grad_scale);
 
+// The trained parameters and their gradient: (n_params) backend memory, the adapters'
+// (dit_lora_params, dit_lora_grads) when tr->tc.lora_rank > 0 (the base is frozen: its
+// weights are never updated), else the model's.
+float *train_params(trainer *tr);
+float *train_grads(trainer *tr);
+
 // Creates the model, optimizer state and buffers for `tr->mc`, `tr->tc`, `tr->data` on
 // backend `tr->kb` (already set by the caller); parameters are left zero (dit_init or a checkpoint fills
-// them), Adam moments zero, ema zero (train_ema_reset copies the weights).
+// them), Adam moments zero, ema zero (train_ema_reset copies the weights). lora.rank > 0:
+// the config's adapters are attached first (PEFT init, A drawn from train.seed, B zero), and
+// the optimizer state, EMA and AdamW segments are the adapters'.
 tsr_status trainer_setup(trainer *tr);
 void trainer_free(trainer *tr);
 tsr_status train_ema_reset(trainer *tr);

@@ -18,6 +18,7 @@
 #include "model/train/memory.h"
 #include "model/train/metrics.h"
 #include "model/train/plan_choice.h"
+#include "model/io/lora_io.h"
 #include "model/train/resume.h"
 #include "model/train/samples.h"
 #include "model/train/step.h"
@@ -397,6 +398,15 @@ static tsr_status loop_report_step(train_loop_state *L, const train_step_stats *
   return r;
 }
 
+// A LoRA run's checkpoint: RUN/lora-STEP.safetensors, the adapters (not their EMA) as
+// diffusers/PEFT's LoRA file (model/io/lora_io.h) with the base's identity. Not yet a
+// resumable state: the optimizer moments are not written (docs/train.md "LoRA").
+static tsr_status save_adapters(trainer *tr, const train_options *o) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/lora-%lld.safetensors", o->run_dir, (long long)tr->step);
+  return lora_save(tr->model, path, o->init_ckpt);
+}
+
 // Samples and the checkpoint a step owes. Samples read the EMA weights only, on a model of
 // their own: the training state and its randomness (keyed by seed, step and clip) are
 // untouched, so resume stays bitwise. They come before the step's checkpoint, which
@@ -411,6 +421,7 @@ static tsr_status loop_save(train_loop_state *L, const data_sampler *saved, int 
   if (sample_due) train_samples_step(tr, o);
   if (!L->lead || !((tr->tc.ckpt_every > 0 && tr->step % tr->tc.ckpt_every == 0) || last))
     return TSR_OK;
+  if (tr->tc.lora_rank > 0) return save_adapters(tr, o);
   ckpt_state cs;
   const char **names = NULL;
   char plan[256];
@@ -559,6 +570,11 @@ static tsr_status setup_trainer(trainer *tr, const train_options *o, const train
   if (!r) r = data_sampler_init(&tr->sampler, tr->split.n_train, (uint64_t)tr->tc.seed);
   tr->cb = o->comm;
   if (!r && !tr->cb) r = err_set(TSR_EINVAL, "train: no communication backend given");
+  if (!r && tr->tc.lora_rank > 0 && (o->resume || !o->init_ckpt))
+    r = err_set(TSR_EINVAL, "lora.rank = %d: %s", tr->tc.lora_rank, o->resume
+                ? "--resume of a LoRA run is not implemented yet (its checkpoints hold the "
+                  "adapters only); start a new run with --init"
+                : "adapters train on a frozen base: give it with --init CKPT");
   if (!r) r = trainer_setup(tr);
   if (!r) {
     if (o->resume) r = start_from(tr, o, su->latest, 1);
