@@ -98,6 +98,20 @@ int main(void) {
             t2.t_logit_std == 0.7f, "round trip differs:\n%s", ini);
   free(ini);
 
+  // LoRA keys round-trip; a checkpoint from before them ([lora] absent) trains no adapters.
+  char *lov[] = {"lora.rank=4", "lora.alpha=16", "lora.targets=attn1.to_q,ffn.net.2"};
+  CHECK_OK(config_load(NULL, lov, 3, &m, &t, NULL));
+  CHECK((ini = config_to_ini(&m, &t)) != NULL, "config_to_ini");
+  CHECK_OK(config_from_ini(ini, &m2, &t2));
+  CHECK(t2.lora_rank == 4 && t2.lora_alpha == 16.0f &&
+            !strcmp(t2.lora_targets, "attn1.to_q,ffn.net.2"), "LoRA keys differ:\n%s", ini);
+  *strstr(ini, "[lora]") = '\0';
+  CHECK_OK(config_from_ini(ini, &m2, &t2));
+  CHECK(t2.lora_rank == 0, "a config without [lora] has lora.rank %d", t2.lora_rank);
+  free(ini);
+  char *lbad[] = {"lora.rank=4", "lora.targets="};
+  expect_error(NULL, lbad, 2, "lora.rank = 4 needs lora.targets");
+
   dit_config mm;
   train_config tt;
   // Errors name the key. SHAPE: the required keys but hidden and heads.
@@ -120,7 +134,7 @@ int main(void) {
   expect_error("# only a comment\n[train]\nlr = 1e-3\n", NULL, 0, "missing model.hidden");
   expect_error(SHAPE "hidden = 64\nheads = 4\nhidden = 128\n", NULL, 0,
                "bad.conf:9: model.hidden given twice (lines 7 and 9)");
-  expect_error("hidden = 64\n", NULL, 0, "bad.conf:1: key 'hidden' before any [model] or [train]");
+  expect_error("hidden = 64\n", NULL, 0, "bad.conf:1: key 'hidden' before any [model], [train] or [lora]");
   expect_error("[model]\n[]\n", NULL, 0, "bad.conf:2: not a 'key = value' line: '[]'");
   expect_error("[model]\n= 5\n", NULL, 0, "bad.conf:2: not a 'key = value' line: '= 5'");
   expect_error("[model\n", NULL, 0, "bad.conf:1: not a 'key = value' line: '[model'");
