@@ -441,9 +441,11 @@ static void loop_summary(const train_loop_state *L, const sched_pipeline_stats *
              ps->plan_cpu_s, ps->wait_s,
              L->world > 1 && o->planners > 0 ? " (plans shared: --planners)" : "");
   if (L->loss0 >= 0)
-    log_info("train: %lld steps done, loss %.4f -> %.4f; checkpoint %s/ckpt-%lld.safetensors; "
+    log_info("train: %lld steps done, loss %.4f -> %.4f; %s %s/%s-%lld.safetensors; "
              "%.3f s drawing batches and verifying clip checksums", (long long)tr->step,
-             L->loss0, L->loss_last, o->run_dir, (long long)tr->step, tr->verify_s);
+             L->loss0, L->loss_last, tr->tc.lora_rank > 0 ? "adapters" : "checkpoint",
+             o->run_dir, tr->tc.lora_rank > 0 ? "lora" : "ckpt", (long long)tr->step,
+             tr->verify_s);
   if (L->val_last.step >= 0) {
     char lv[256], bk[256];
     val_levels_text(&L->val_last, lv, sizeof lv);
