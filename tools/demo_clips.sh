@@ -14,8 +14,10 @@ D=${1:?usage: tools/demo_clips.sh DIR [N]}
 N=${2:-64}
 RANDOM=7
 mkdir -p "$D/sunset" "$D/sea" "$D/moon"
-rnd() { echo $((RANDOM % $1)); }         # 0 .. n-1
-jit() { echo $(($1 + RANDOM % (2 * $2 + 1) - $2)); }  # v +- j
+# The draws assign in this shell: a draw inside $(...) would run in a subshell, which bash
+# (5.1 on) reseeds, so the clips would differ from run to run.
+rnd() { printf -v "$1" %d $((RANDOM % $2)); }                     # VAR = 0 .. n-1
+jit() { printf -v "$1" %d $(($2 + RANDOM % (2 * $3 + 1) - $3)); }  # VAR = v +- j
 make() {  # make PATH SECONDS R G B: one clip from the three geq expressions
   [ -s "$1" ] && return 0
   ffmpeg -nostdin -v error -y -f lavfi \
@@ -26,16 +28,18 @@ make() {  # make PATH SECONDS R G B: one clip from the three geq expressions
 for i in $(seq 1 "$N"); do
   d=$(case $((i % 4)) in 0) echo 0.5 ;; 3) echo 1.5 ;; *) echo 1 ;; esac)
   # sunset: colour a (top) to b (bottom) across a horizon at height h moving at v px/s
-  h=$(jit 32 10) v=$(jit 0 6) ar=$(jit 240 15) ag=$(jit 130 30) ab=$(jit 40 30)
-  br=$(jit 90 30) bg=$(jit 30 20) bb=$(jit 140 30)
+  jit h 32 10; jit v 0 6; jit ar 240 15; jit ag 130 30; jit ab 40 30
+  jit br 90 30; jit bg 30 20; jit bb 140 30
   f="clip(0.5+(Y-$h-$v*T)/40,0,1)"
   make "$D/sunset/s$i.mp4" $d "$ar+($br-$ar)*$f" "$ag+($bg-$ag)*$f" "$ab+($bb-$ab)*$f"
   # sea: a wave of period p rolling down at v px/s, between dark blue and cyan
-  p=$(jit 28 6) v=$(jit 10 4) ph=$(rnd 628) tilt=$(jit 0 3)
+  jit p 28 6; jit v 10 4; rnd ph 628; jit tilt 0 3
+  jit r0 20 15; jit r1 60 20; jit g0 60 20; jit g1 140 20; jit b0 120 20; jit b1 90 20
   w="(0.5+0.5*sin(2*PI*(Y+$tilt*X/10-$v*T)/$p+$ph/100))"
-  make "$D/sea/w$i.mp4" $d "$(jit 20 15)+$(jit 60 20)*$w" "$(jit 60 20)+$(jit 140 20)*$w" "$(jit 120 20)+$(jit 90 20)*$w"
+  make "$D/sea/w$i.mp4" $d "$r0+$r1*$w" "$g0+$g1*$w" "$b0+$b1*$w"
   # moon: radius R at (x0, y0) moving (vx, vy) px/s over a dark sky
-  x0=$(jit 32 12) y0=$(jit 32 12) vx=$(jit 0 8) vy=$(jit 0 8) R=$(jit 15 4)
+  jit x0 32 12; jit y0 32 12; jit vx 0 8; jit vy 0 8; jit R 15 4
+  jit mr 235 15; jit sr 15 10; jit mg 225 20; jit sg 20 10; jit mb 170 30; jit sb 60 20
   in="lt(hypot(X-($x0+$vx*T),Y-($y0+$vy*T)),$R)"
-  make "$D/moon/m$i.mp4" $d "if($in,$(jit 235 15),$(jit 15 10))" "if($in,$(jit 225 20),$(jit 20 10))" "if($in,$(jit 170 30),$(jit 60 20))"
+  make "$D/moon/m$i.mp4" $d "if($in,$mr,$sr)" "if($in,$mg,$sg)" "if($in,$mb,$sb)"
 done
