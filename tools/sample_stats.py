@@ -23,6 +23,23 @@ that were never trained on, cut to the samples' frame count), the means of:
 A sample that learned the data has correlations near the held-out clips' and a nearest
 distance near theirs (a new clip of the same kind), far below the noise's; a memorised
 training clip would be at ~0. Training clips come from `tessera index export --raw`.
+
+A LABEL that is not one of the store's labels (samples of a caption not seen in training)
+is measured against the held-out clips of every label. With --palette (WORD R G B lines,
+tools/demo_clips.sh's palette.txt) and --caption LABEL=TEXT, the samples of LABEL are also
+read as the caption's words describe them:
+
+  colours     the light and the dark part of each sample (mean colour of its brightest
+              and darkest tenth of tokens by luma: a sunset's upper and lower sky, a moon
+              and its sky, a wave's crests and troughs), each named by the palette's
+              nearest word; for each colour word of the caption, the samples showing
+              that word, and the mean RGB distance from it to the nearer of a sample's
+              two parts, beside the distance to its nearest other word (how near is
+              near: "red" is 30 from "orange")
+  layout      the share of the tokens' luma variance that their row explains (1 for
+              horizontal bands: a sunset, a sea; low for a disc: a moon), beside the
+              same share for the training clips of each label, and the labels of the
+              samples' nearest training clips
 """
 import argparse
 import json
@@ -84,6 +101,94 @@ def correlations(v, ph, pw):
     return space, time
 
 
+def luma(m):
+    return m @ np.array([0.299, 0.587, 0.114])
+
+
+def light_dark(v, ph, pw, share=0.1):
+    """Mean colours of the brightest and the darkest `share` of v's tokens."""
+    m = token_means(v, ph, pw).reshape(-1, 3)
+    order = np.argsort(luma(m))
+    k = max(1, int(round(share * len(m))))
+    return m[order[-k:]].mean(axis=0), m[order[:k]].mean(axis=0)
+
+
+def row_share(v, ph, pw):
+    """Share of the tokens' luma variance explained by their (frame, row): 1 for bands."""
+    y = luma(token_means(v, ph, pw))
+    total = ((y - y.mean()) ** 2).sum()
+    within = ((y - y.mean(axis=2, keepdims=True)) ** 2).sum()
+    return float(1 - within / total) if total > 0 else float("nan")
+
+
+def read_palette(path):
+    """{word: (r, g, b)} of WORD R G B lines."""
+    out = {}
+    for line in open(path):
+        if line.strip():
+            w, r, g, b = line.split()
+            out[w] = np.array([float(r), float(g), float(b)])
+    return out
+
+
+def dist(a, b):
+    return float(np.sqrt(((np.asarray(a) - np.asarray(b)) ** 2).sum()))
+
+
+def colour_word(rgb, palette):
+    return min(palette, key=lambda w: float(((palette[w] - rgb) ** 2).sum()))
+
+
+def caption_reading(text, paths, rows, palette, patch):
+    """The samples of one caption against its words: colours and layout (docstring)."""
+    words = [w.strip(".,;") for w in text.lower().split()]
+    named = [w for w in words if w in palette]
+    per = []
+    for p in paths:
+        v = decode(p)
+        light, dark = light_dark(v, patch[1], patch[2])
+        per.append({"light": light.round(1).tolist(), "light_word": colour_word(light, palette),
+                    "dark": dark.round(1).tolist(), "dark_word": colour_word(dark, palette),
+                    "row_share": row_share(v, patch[1], patch[2])})
+    found = {w: sum(w in (r["light_word"], r["dark_word"]) for r in per) for w in named}
+    near = {w: float(np.mean([min(dist(r["light"], palette[w]), dist(r["dark"], palette[w]))
+                              for r in per])) for w in named}
+    other = {w: min(dist(palette[w], palette[o]) for o in palette if o != w) for w in named}
+    kinds = {}
+    for r in rows:
+        kinds[r["nearest_label"]] = kinds.get(r["nearest_label"], 0) + 1
+    return {"caption": text, "colour_words": named, "samples": per, "found": found,
+            "distance": near, "nearest_other_word": other, "nearest_labels": kinds}
+
+
+def label_row_shares(train, labels, patch):
+    """{label: mean row share of its training clips}: the layout of each kind."""
+    by = {}
+    for cid, c in train.items():
+        by.setdefault(labels[cid], []).append(row_share(c, patch[1], patch[2]))
+    return {k: float(np.mean(v)) for k, v in sorted(by.items())}
+
+
+def rgb_text(c):
+    return "(%d,%d,%d)" % tuple(int(round(x)) for x in c)
+
+
+def print_reading(r, shares):
+    print(f"  caption \"{r['caption']}\"")
+    print("    light / dark part of each sample, nearest colour word: " + ", ".join(
+        f"{rgb_text(s['light'])} {s['light_word']} / {rgb_text(s['dark'])} {s['dark_word']}"
+        for s in r["samples"]))
+    n = len(r["samples"])
+    for w in r["colour_words"]:
+        print(f"    {w}: names a part of {r['found'][w]} of {n} samples; the nearer part is "
+                  f"{r['distance'][w]:.0f} from it on average (its nearest other word: "
+                  f"{r['nearest_other_word'][w]:.0f})")
+    share = np.mean([s["row_share"] for s in r["samples"]])
+    print(f"    layout: rows explain {share:.0%} of the luma variance (training clips: " +
+          ", ".join(f"{k} {v:.0%}" for k, v in shares.items()) + "); nearest training clips: " +
+          ", ".join(f"{k} {v}" for k, v in sorted(r["nearest_labels"].items())))
+
+
 def nearest(v, train):
     """(rmse, id) of the nearest window of a training clip of v's size."""
     best = (float("inf"), None)
@@ -115,7 +220,12 @@ def main():
     ap.add_argument("--tessera", default=os.path.join(os.path.dirname(__file__), "..", "build",
                                                       "tools", "tessera"))
     ap.add_argument("--json", help="write the rows as JSON here")
+    ap.add_argument("--palette", help="colour words, WORD R G B a line (tools/demo_clips.sh)")
+    ap.add_argument("--caption", action="append", default=[], metavar="LABEL=TEXT",
+                    help="the caption the samples of LABEL were made from (with --palette)")
     a = ap.parse_args()
+    palette = read_palette(a.palette) if a.palette else None
+    captions = dict(c.split("=", 1) for c in a.caption)
     clips, labels, sources, patch = store_clips(a.tessera, a.store)
     held = set()
     vpath = os.path.join(a.run, "val_clips.txt")
@@ -126,7 +236,7 @@ def main():
     for spec in a.samples:
         path, _, label = spec.partition(":")
         groups.setdefault(label, []).append(path)
-    out = []
+    out, shares = [], None
     print(f"{'':34s} {'corr_space':>10s} {'corr_time':>10s} {'nearest':>8s}")
     for label, paths in groups.items():
         samples = [measure(os.path.basename(p), decode(p), train, labels, patch) for p in paths]
@@ -137,9 +247,10 @@ def main():
             n = np.clip(np.rint((rng.standard_normal(shape) + 1) * 127.5), 0, 255).astype(np.uint8)
             noise.append(measure("noise", n, train, labels, patch))
         held_rows = []
+        kind = label if label in labels.values() else ""  # else: the held-out clips of all
         for cid in sorted(held):
             c, f = clips[cid], samples[0]["frames"]
-            if (not label or labels[cid] == label) and len(c) >= f and \
+            if (not kind or labels[cid] == kind) and len(c) >= f and \
                     c.shape[1:] == decode(paths[0]).shape[1:]:
                 # compared as a new video: not with the clips cut from its own source
                 others = {k: t for k, t in train.items() if sources[k] != sources[cid]}
@@ -150,7 +261,13 @@ def main():
             if rows:
                 m = {k: float(np.mean([r[k] for r in rows])) for k in ("corr_space", "corr_time", "nearest")}
                 print(f"  {name + ', mean':32s} {m['corr_space']:10.3f} {m['corr_time']:10.3f} {m['nearest']:8.1f}")
-        out.append({"label": label, "samples": samples, "noise": noise, "held_out": held_rows})
+        row = {"label": label, "samples": samples, "noise": noise, "held_out": held_rows}
+        if palette is not None and label in captions:
+            if shares is None:
+                shares = label_row_shares(train, labels, patch)
+            row["caption"] = caption_reading(captions[label], paths, samples, palette, patch)
+            print_reading(row["caption"], shares)
+        out.append(row)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)
