@@ -19,6 +19,8 @@
 #                    B" a line: tools/sample_stats.py names a sample's colours with them
 # An existing file is kept when an earlier run made it from the same draws
 # (DIR/recipes.txt), else made again.
+# (for shellcheck: the draws assign through printf -v; COLOURS' entries are WORD:R,G,B)
+# shellcheck disable=SC2154,SC2054
 set -euo pipefail
 D=${1:?usage: tools/demo_clips.sh DIR [N]}
 N=${2:-64}
