@@ -159,6 +159,34 @@ static tsr_status next_source(run *r, manifest_unit *unit, source_file *usf, sou
   return st;
 }
 
+// A stop of the worker: the error (with its message) that ends its work.
+static void worker_stop(worker *wk, tsr_status st) {
+  wk->fatal = st;
+  snprintf(wk->fatal_msg, sizeof wk->fatal_msg, "%s", err_msg());
+}
+
+// Commits a source read by the worker (its shard bytes already durable) and counts it.
+// Under r->lock.
+static tsr_status commit_source(run *r, const source_file *sf, const store_source *src,
+                                const ingest_clips *clips) {
+  tsr_status st = index_commit_source(r->ix, src, clips->v, clips->n);
+  if (st) return st;
+  if (src->status == SOURCE_DONE) {
+    r->res.sources_done++;
+    r->res.sources_partial += src->partial;
+    r->res.clips += clips->n;
+    r->res.decoded_frames += src->decoded_frames;
+    for (int c = 0; c < clips->n; c++) {
+      r->res.tokens += clips->v[c].tokens;
+      r->res.output_frames += clips->v[c].frames;
+    }
+  } else {
+    r->res.sources_failed++;
+  }
+  r->bytes_done += sf->size;
+  return TSR_OK;
+}
+
 static void *worker_main(void *arg) {
   worker *wk = arg;
   run *r = wk->r;
@@ -169,11 +197,8 @@ static void *worker_main(void *arg) {
   for (;;) {
     source_file *sf = NULL;
     pthread_mutex_lock(&r->lock);
-    tsr_status jst = next_source(r, &unit, &unit_sf, &sf);
-    if (jst) {
-      wk->fatal = jst;
-      snprintf(wk->fatal_msg, sizeof wk->fatal_msg, "%s", err_msg());
-    }
+    tsr_status st = next_source(r, &unit, &unit_sf, &sf);
+    if (st) worker_stop(wk, st);
     pthread_mutex_unlock(&r->lock);
     if (!sf) break;
     wk->unit = r->jobs ? &unit : NULL;
@@ -184,34 +209,18 @@ static void *worker_main(void *arg) {
     free(txt.caption);
     txt.caption = NULL;
     txt.ncuts = 0;
-    tsr_status st = r->o->reader->source(wk, sf, &src, &clips, &txt);
+    st = r->o->reader->source(wk, sf, &src, &clips, &txt);
     if (!st && clips.n) st = shard_writer_sync(wk->w);  // durable before the index row
+    if (!st) {
+      pthread_mutex_lock(&r->lock);
+      st = commit_source(r, sf, &src, &clips);
+      wk->frac = 0;
+      pthread_mutex_unlock(&r->lock);
+    }
     if (st) {
-      wk->fatal = st;
-      snprintf(wk->fatal_msg, sizeof wk->fatal_msg, "%s", err_msg());
+      worker_stop(wk, st);
       break;
     }
-    pthread_mutex_lock(&r->lock);
-    st = index_commit_source(r->ix, &src, clips.v, clips.n);
-    if (st) {
-      wk->fatal = st;
-      snprintf(wk->fatal_msg, sizeof wk->fatal_msg, "%s", err_msg());
-    } else if (src.status == SOURCE_DONE) {
-      r->res.sources_done++;
-      r->res.sources_partial += src.partial;
-      r->res.clips += clips.n;
-      r->res.decoded_frames += src.decoded_frames;
-      for (int c = 0; c < clips.n; c++) {
-        r->res.tokens += clips.v[c].tokens;
-        r->res.output_frames += clips.v[c].frames;
-      }
-    } else {
-      r->res.sources_failed++;
-    }
-    r->bytes_done += sf->size;
-    wk->frac = 0;
-    pthread_mutex_unlock(&r->lock);
-    if (st) break;
     if (src.status == SOURCE_FAILED) log_warn("failed: %s", src.error);
     else if (src.partial) log_warn("partial: %s: %s", src.path, src.error);
   }
