@@ -35,14 +35,17 @@ static tsr_status lora_setup(trainer *tr) {
   return TSR_OK;
 }
 
-// The AdamW segments of the adapters (as train_adamw_segments for the model's tensors).
-static tsr_status lora_adamw_segments(dit_model *m, kernels_param_segment **segs, int *n_segs) {
+// The AdamW segment table of n tensors described by info(m, i) (what: for messages), made
+// in backend memory: one segment per tensor, decaying as train_decays says.
+static tsr_status adamw_segments_of(dit_model *m, int n,
+                                    const dit_tensor *(*info)(const dit_model *, int),
+                                    const char *what, kernels_param_segment **segs,
+                                    int *n_segs) {
   const kernels_backend *kb = dit_backend(m);
-  int n = dit_lora_num_tensors(m);
   kernels_param_segment *h = calloc((size_t)n, sizeof *h);
-  if (!h) return err_set(TSR_ENOMEM, "AdamW: no memory for the segments of %d adapters", n);
+  if (!h) return err_set(TSR_ENOMEM, "AdamW: no memory for the segments of %d %s", n, what);
   for (int i = 0; i < n; i++) {
-    const dit_tensor *ti = dit_lora_tensor_info(m, i);
+    const dit_tensor *ti = info(m, i);
     h[i] = (kernels_param_segment){(int64_t)ti->offset, (int64_t)ti->numel, train_decays(ti), 0};
   }
   size_t bytes = (size_t)n * sizeof *h;
@@ -54,6 +57,12 @@ static tsr_status lora_adamw_segments(dit_model *m, kernels_param_segment **segs
   free(h);
   if (!r) *n_segs = n;
   return r;
+}
+
+// The AdamW segments of the adapters (as train_adamw_segments for the model's tensors).
+static tsr_status lora_adamw_segments(dit_model *m, kernels_param_segment **segs, int *n_segs) {
+  return adamw_segments_of(m, dit_lora_num_tensors(m), dit_lora_tensor_info, "adapters", segs,
+                           n_segs);
 }
 
 tsr_status trainer_setup(trainer *tr) {
@@ -129,23 +138,7 @@ static tsr_status batch_clips(trainer *tr, const int64_t *batch, int n, int64_t 
 }
 
 tsr_status train_adamw_segments(dit_model *m, kernels_param_segment **segs, int *n_segs) {
-  const kernels_backend *kb = dit_backend(m);
-  int n = dit_num_tensors(m);
-  kernels_param_segment *h = calloc((size_t)n, sizeof *h);
-  if (!h) return err_set(TSR_ENOMEM, "AdamW: no memory for the segments of %d tensors", n);
-  for (int i = 0; i < n; i++) {
-    const dit_tensor *ti = dit_tensor_info(m, i);
-    h[i] = (kernels_param_segment){(int64_t)ti->offset, (int64_t)ti->numel, train_decays(ti), 0};
-  }
-  size_t bytes = (size_t)n * sizeof *h;
-  tsr_status r = kb->alloc(kb, (void **)segs, bytes);
-  if (!r && (r = kb->to_device(kb, *segs, h, bytes))) {
-    kb->free(kb, *segs);
-    *segs = NULL;
-  }
-  free(h);
-  if (!r) *n_segs = n;
-  return r;
+  return adamw_segments_of(m, dit_num_tensors(m), dit_tensor_info, "tensors", segs, n_segs);
 }
 
 tsr_status train_adamw(dit_model *m, const train_config *c, float *adam_m, float *adam_v,
