@@ -231,22 +231,25 @@ static tsr_status run_span(decode_ctx *d, int k, const decode_span *sp, decode_s
   return TSR_OK;
 }
 
+tsr_status decode_span_order(const decode_span *spans, int n, int *order) {
+  span_order *o = malloc(sizeof *o * (size_t)(n > 0 ? n : 1));
+  if (!o) return err_set(TSR_ENOMEM, "out of memory ordering %d spans", n);
+  for (int i = 0; i < n; i++) o[i] = (span_order){spans[i].start_s, i};
+  qsort(o, (size_t)n, sizeof *o, by_start);
+  for (int i = 0; i < n; i++) order[i] = o[i].index;
+  free(o);
+  return TSR_OK;
+}
+
 tsr_status decode_spans(decode_ctx *d, const decode_span *spans, int n, decode_span_fn fn,
                         void *arg, decode_span_result *res) {
-  tsr_status st = TSR_OK;
-  span_order *order = malloc(sizeof *order * (size_t)(n > 0 ? n : 1));
+  int *order = malloc(sizeof *order * (size_t)(n > 0 ? n : 1));
   uint8_t *rgb = malloc((size_t)d->out_w * d->out_h * 3);
-  if (!order || !rgb) {
-    st = err_set(TSR_ENOMEM, "%s: out of memory for %d spans", d->path, n);
-    goto done;
-  }
-  for (int i = 0; i < n; i++) order[i] = (span_order){spans[i].start_s, i};
-  qsort(order, (size_t)n, sizeof *order, by_start);
-  for (int i = 0; i < n && !st; i++) {
-    const int k = order[i].index;
-    st = run_span(d, k, &spans[k], fn, arg, rgb, &res[k]);
-  }
-done:
+  tsr_status st = !order || !rgb ? err_set(TSR_ENOMEM, "%s: out of memory for %d spans",
+                                           d->path, n)
+                                 : decode_span_order(spans, n, order);
+  for (int i = 0; i < n && !st; i++)
+    st = run_span(d, order[i], &spans[order[i]], fn, arg, rgb, &res[order[i]]);
   free(order);
   free(rgb);
   return st;

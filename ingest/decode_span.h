@@ -89,6 +89,9 @@ tsr_status decode_span_next(decode_ctx *d, uint8_t *rgb, int *got);
 // What the current span delivered so far (status TSR_OK: decode_spans fills it in).
 void decode_span_get(const decode_ctx *d, decode_span_result *r);
 
+// The order decode_spans takes spans in: order[k] (n of them) is the index of the k-th span
+// to decode, by start, ties in the caller's order.
+tsr_status decode_span_order(const decode_span *spans, int n, int *order);
 // Called for every frame of every span: span is the index into the caller's array,
 // frame counts from 0 within the span. A non-OK return stops decode_spans with it.
 typedef tsr_status (*decode_span_fn)(void *arg, int span, int64_t frame, const uint8_t *rgb);

@@ -429,15 +429,14 @@ static int video_span_open_caption(video_read *v, const manifest_unit_span *sp) 
   return 0;
 }
 
-// Decodes span `i` of the unit (`order`: the index of the span in the unit) into tubelets;
-// a shard error is returned, the decoder's error in *dst.
-static tsr_status video_read_span(video_read *v, int i, tsr_status *dst) {
+// Decodes span `i` of the unit (ds: its times for the decoder) into tubelets; a shard error
+// is returned, the decoder's error in *dst.
+static tsr_status video_read_span(video_read *v, int i, const decode_span *ds,
+                                  tsr_status *dst) {
   const manifest_unit_span *sp = &v->wk->unit->spans[i];
   const size_t frame_bytes = (size_t)v->info.out_w * v->info.out_h * 3;
   if (video_span_filtered(v, sp) || !video_span_open_caption(v, sp)) return TSR_OK;
-  decode_span ds = {.start_s = sp->has_start ? sp->start : 0,
-                    .end_s = sp->has_end ? sp->end : DECODE_SPAN_TO_END};
-  if ((*dst = decode_span_begin(v->d, i, &ds))) {
+  if ((*dst = decode_span_begin(v->d, i, ds))) {
     video_span_skipped(v, sp, 0, "span", err_msg());
     *dst = TSR_OK;
     return TSR_OK;
@@ -472,25 +471,25 @@ static tsr_status video_read_span(video_read *v, int i, tsr_status *dst) {
   return io;
 }
 
-// The spans of the unit in order of start (the decoder goes forward; ties in manifest
-// order), each into its clips.
+// The spans of the unit in the order decode_spans takes them (by start: the decoder goes
+// forward; ties in manifest order), each into its clips.
 static tsr_status video_read_unit(video_read *v, tsr_status *dst) {
   const manifest_unit *u = v->wk->unit;
+  decode_span *spans = malloc((size_t)u->n * sizeof *spans);
   int *order = malloc((size_t)u->n * sizeof *order);
-  if (!order) return err_set(TSR_ENOMEM, "out of memory for the spans of %s", v->sf->path);
-  for (int i = 0; i < u->n; i++) {  // insertion sort: stable, and units are short
-    int j = i;
-    double si = u->spans[i].has_start ? u->spans[i].start : 0;
-    while (j > 0 && (u->spans[order[j - 1]].has_start ? u->spans[order[j - 1]].start : 0) > si)
-      order[j] = order[j - 1], j--;
-    order[j] = i;
-  }
-  tsr_status io = TSR_OK;
-  for (int k = 0; k < u->n && !io && !*dst; k++) {
-    io = video_read_span(v, order[k], dst);
+  tsr_status io = !spans || !order
+                      ? err_set(TSR_ENOMEM, "out of memory for the spans of %s", v->sf->path)
+                      : TSR_OK;
+  for (int i = 0; !io && i < u->n; i++)
+    spans[i] = (decode_span){.start_s = u->spans[i].has_start ? u->spans[i].start : 0,
+                             .end_s = u->spans[i].has_end ? u->spans[i].end : DECODE_SPAN_TO_END};
+  if (!io) io = decode_span_order(spans, u->n, order);
+  for (int k = 0; !io && k < u->n && !*dst; k++) {
+    io = video_read_span(v, order[k], &spans[order[k]], dst);
     if (v->info.duration_s > 0) v->wk->frac = (double)(k + 1) / u->n;
   }
   free(order);
+  free(spans);
   return io;
 }
 
