@@ -138,7 +138,9 @@ struct kernels_backend {
   // Waits for every queued entry to finish (no-op on the CPU).
   tsr_status (*sync)(const kernels_backend *kb);
   // Sizes the backend's memory for this run: on CUDA, makes the arena of exactly `bytes`
-  // (0: the default sizing of alloc). Call it before the first alloc; once the arena
+  // (0, or TESSERA_CUDA_ARENA set: the sizing of alloc; the trainer reserves its memory
+  // model's count, so a run takes what it needs, not the device). Call it before the
+  // first alloc; once the arena
   // exists, TSR_EINVAL unless bytes is 0 or its size. A no-op on the CPU (host memory is
   // allocated per call).
   tsr_status (*reserve)(const kernels_backend *kb, size_t bytes);

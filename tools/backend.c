@@ -31,12 +31,15 @@ static int collect(const char *dev, const kernels_backend *const *all, int n, ba
   return found;
 }
 
-// A device is usable when one of its tables can allocate backend memory: a GPU backend
-// that is built but sees no GPU fails here.
+// A device is usable when one of its tables can report its memory (or, without mem_info,
+// allocate): a GPU backend that is built but sees no GPU fails here. Asking, not
+// allocating: a CUDA backend's first alloc sizes its arena from the free memory, which is
+// the trainer's to size from its memory model (kernels.h reserve).
 static tsr_status probe(const backend_choice *c) {
   const kernels_backend *kb = c->table[KERNELS_F32] ? c->table[KERNELS_F32] : c->table[KERNELS_BF16];
+  size_t free_b = 0, total_b = 0;
   void *p = NULL;
-  tsr_status st = kb->alloc(kb, &p, 64);
+  tsr_status st = kb->mem_info ? kb->mem_info(kb, &free_b, &total_b) : kb->alloc(kb, &p, 64);
   if (st) return err_wrap(st, "--backend %s: the device cannot be used: ", c->device);
   kb->free(kb, p);
   return TSR_OK;

@@ -6,6 +6,8 @@
   python3 tools/gpu_lease.py steps NAME[,NAME...] [...]        a rerun of chosen steps
   python3 tools/gpu_lease.py list                              the plans and their steps
   python3 tools/gpu_lease.py pack BUILD_DIR CARRY_DIR          here (tools/gpu_prepare.sh)
+  python3 tools/gpu_lease.py merge OUT.json DIR [DIR...]       here: the calls' $OUT folders
+                                                               as bench/gpu/results-DATE.json
 
 A plan is a list of steps in order of value, each with a time box: machine facts, the
 binaries' check, then GPU tests (run from the ctest definitions that `pack` recorded, or
@@ -41,7 +43,7 @@ SOURCE_DIRS = ("CMakeLists.txt", "cmake", "core", "comm", "kernels", "model", "s
 SOURCE_EXT = (".c", ".h", ".cu", ".cpp", ".txt", ".cmake", ".py")
 
 # name -> time box in seconds (0: whatever is left). Steps: facts, binaries, "test NAME"
-# (a ctest test of label gpu), "bench NAME" (BENCHES).
+# (a ctest test of label gpu), "bench NAME" (BENCHES), "script NAME" (bench/gpu/NAME.sh).
 PLANS = {
     "first": [("facts", 15), ("binaries", 240), ("test gpu_probe", 20),
               ("test gpu_cuda_semantics", 30), ("test gpu_backend_ops", 90),
@@ -362,6 +364,20 @@ def step_bench(lease, name, box):
     return status, " | ".join(cases) or summary_line(tail, rc)
 
 
+def step_script(lease, name, box):
+    """bench/gpu/NAME.sh with BUILD_DIR and OUT=OUT/NAME: a diagnosis whose output is data."""
+    if lease.build is None:
+        return "not run", "no binaries (the binaries step failed)"
+    path = os.path.join("bench", "gpu", name + ".sh")
+    if not re.fullmatch(r"[\w-]+", name) or not os.path.isfile(os.path.join(ROOT, path)):
+        return "not run", f"no script {path}"
+    env = dict(lease.env)
+    env.update(OUT=os.path.join(lease.out, name), BUILD_DIR=lease.build)
+    rc, secs, tail = run_boxed(lease, ["bash", path], box, env=env)
+    status = "timeout" if rc is None else "passed" if rc == 0 else "failed"
+    return status, summary_line(tail, rc)
+
+
 def run_step(lease, step, box):
     if step == "facts":
         return step_facts(lease, box)
@@ -372,6 +388,8 @@ def run_step(lease, step, box):
         return step_test(lease, name, box)
     if kind == "bench" and name in BENCHES:
         return step_bench(lease, name, box)
+    if kind == "script":
+        return step_script(lease, name, box)
     return "not run", f"unknown step '{step}' (python3 tools/gpu_lease.py list)"
 
 
@@ -410,6 +428,45 @@ def plan_steps(args):
     return PLANS[args.plan]
 
 
+def merge(out, dirs):
+    """The calls' records as one file to commit: the first call's facts, then per call its
+    plan, times, binaries (commit, dirty, source hash), steps, and per step directory the
+    benchmark's results.json (or its log's last lines when it was cut before writing one)
+    and a script's profile and cuBLASLt plan counts."""
+    calls = []
+    for d in dirs:
+        with open(os.path.join(d, "lease.json")) as f:
+            rec = json.load(f)
+        call = {k: rec.get(k) for k in ("plan", "started", "finished", "budget_s", "commit",
+                                          "binaries", "steps")}
+        call["outputs"] = {}
+        for name in sorted(os.listdir(d)):
+            sub = os.path.join(d, name)
+            if not os.path.isdir(sub):
+                continue
+            got = {}
+            for fn, key in (("results.json", "results"), ("prof.json", "profile")):
+                if os.path.isfile(os.path.join(sub, fn)):
+                    with open(os.path.join(sub, fn)) as f:
+                        got[key] = json.load(f)
+            if os.path.isfile(os.path.join(sub, "plans.txt")):
+                with open(os.path.join(sub, "plans.txt")) as f:
+                    got["cublaslt_plans"] = [l.strip() for l in f if l.strip()]
+            if "results" not in got and os.path.isfile(os.path.join(sub, "bench.log")):
+                with open(os.path.join(sub, "bench.log")) as f:
+                    got["log_tail"] = f.read().splitlines()[-12:]
+            call["outputs"][name] = got
+        calls.append(call)
+    first = json.load(open(os.path.join(dirs[0], "lease.json")))
+    doc = {"facts": first.get("facts"), "calls": calls}
+    tmp = out + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, out)
+    print(f"gpu_lease.py merge: {len(calls)} calls -> {out}")
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="plan", required=True)
@@ -420,6 +477,9 @@ def main(argv):
         s.add_argument("--budget", type=float, default=BUDGETS[p])
         s.add_argument("--out", default=os.environ.get("OUT") or os.path.join(ROOT, "bench/gpu/out"))
     sub.add_parser("list")
+    mg = sub.add_parser("merge")
+    mg.add_argument("out")
+    mg.add_argument("dirs", nargs="+")
     pk = sub.add_parser("pack")
     pk.add_argument("build")
     pk.add_argument("carry")
@@ -427,6 +487,9 @@ def main(argv):
     if a.plan == "list":
         for name, steps in PLANS.items():
             print(f"{name} (budget {BUDGETS[name]} s): " + ", ".join(f"{s} [{b or 'rest'}]" for s, b in steps))
+        return 0
+    if a.plan == "merge":
+        merge(a.out, a.dirs)
         return 0
     if a.plan == "pack":
         pack(a.build, a.carry)

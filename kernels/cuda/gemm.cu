@@ -8,9 +8,12 @@
 // c^T = op(b)^T op(a)^T (column-major): cuBLASLt's A is our b, its B is our a, and its D
 // has n rows, m columns, leading dimension n.
 //
-// Epilogues: linear_forward's bias is cuBLASLt's BIAS epilogue (bias fp32, per row of the
-// column-major D = per column of our out). linear_gelu_forward uses GELU_AUX_BIAS (or
-// GELU_AUX): D = GELU(acc + bias) and the aux matrix = acc + bias (pre), both stored bf16;
+// Epilogues: linear_forward's bias is cuBLASLt's BIAS epilogue (per row of the column-major
+// D = per column of our out). cuBLASLt takes the bias in D's type (its documented rule, FP8
+// aside; on an H200 it offers no algorithm for an fp32 bias with bf16 D), so for a bf16 D
+// the fp32 bias is first rounded to bf16 into the scratch (bias_bf16): u |bias| more than
+// the one rounding of out, as PyTorch's bf16 linear, which keeps its bias in bf16.
+// linear_gelu_forward uses GELU_AUX_BIAS (or GELU_AUX): D = GELU(acc + bias) and the aux matrix = acc + bias (pre), both stored bf16;
 // linear_backward_dgelu's dinp uses DGELU: D = GELU'(aux) * acc with aux = pre. cuBLASLt's
 // GELU is the tanh approximation of kernels.h (its documented sample gives
 // GELU(-1) = -0.158806, tanh form -0.158808, erf form -0.158655), evaluated on the fp32
@@ -154,7 +157,7 @@ static tsr_status plan_build(kb_t *kb, const char *op, const lt_key &key, const 
   if (key.epi != EPI_NONE)
     KCU_LT(op, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
   if (bias) {
-    cudaDataType_t bt = CUDA_R_32F;
+    cudaDataType_t bt = ct;  // D's type (bias_bf16)
     KCU_LT(op, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     KCU_LT(op, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
   }
@@ -224,8 +227,26 @@ static tsr_status plan_get(kb_t *kb, const char *op, const lt_key &key, const vo
   return TSR_OK;
 }
 
+__global__ void k_bias_bf16(act_t *d, const float *s, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) kcu_st(d, i, s[i]);
+}
+
+// *out = the fp32 bias (n) rounded to bf16, in the scratch (stream-ordered: the matmul
+// queued next reads it before any later use of the scratch).
+static tsr_status bias_bf16(kb_t *kb, const char *op, const float *bias, int n, const void **out) {
+  void *p;
+  tsr_status st = kcu_scratch(kb, op, (size_t)n * sizeof(act_t), &p);
+  if (st) return st;
+  k_bias_bf16<<<(n + 255) / 256, 256, 0, kcu(kb)->stream>>>((act_t *)p, bias, n);
+  KCU_LAUNCHED(op);
+  *out = p;
+  return TSR_OK;
+}
+
 // Row-major c (m, n) = epilogue(alpha op(a) op(b) + beta c) through cuBLASLt with the
-// cached plan. *ran = 0 (nothing queued) when cuBLASLt has no algorithm for it.
+// cached plan, bias fp32 (rounded to bf16 for a bf16 c: bias_bf16). *ran = 0 (nothing
+// queued) when cuBLASLt has no algorithm for it.
 static tsr_status lt_matmul(kb_t *kb, const char *op, int ta, int tb, int m, int n, int k,
                             float alpha, const act_t *a, const act_t *b, float beta, void *c,
                             int c_f32, int epi, const float *bias, const void *aux, int *ran) {
@@ -233,13 +254,15 @@ static tsr_status lt_matmul(kb_t *kb, const char *op, int ta, int tb, int m, int
   *ran = 0;
   tsr_status st = kcu_arena_ready(kb, op);  // the workspace lives in the arena
   if (st) return st;
+  const void *bias_d = bias;
+  if (bias && !c_f32 && (st = bias_bf16(kb, op, bias, n, &bias_d))) return st;
   lt_key key = {ta, tb, m, n, k, c_f32, epi, ptr_align(b), ptr_align(a), ptr_align(c),
-                bias ? ptr_align(bias) : 0, aux ? ptr_align(aux) : 0};
+                bias_d ? ptr_align(bias_d) : 0, aux ? ptr_align(aux) : 0};
   lt_plan *p;
-  if ((st = plan_get(kb, op, key, bias, aux, &p))) return st;
+  if ((st = plan_get(kb, op, key, bias_d, aux, &p))) return st;
   if (!p->found) return TSR_OK;
-  if (bias)
-    KCU_LT(op, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  if (bias_d)
+    KCU_LT(op, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_d, sizeof bias_d));
   if (aux)
     KCU_LT(op, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
   // beta == 0: cuBLASLt does not read C, so NaN in c is overwritten (kernels.h).
@@ -272,11 +295,10 @@ static tsr_status gemm_rm(kb_t *kb, const char *op, int ta, int tb, int m, int n
     }
     return kcu_scale_act(kb, c, beta, (size_t)m * n);
   }
-  // The BIAS epilogue reads the bias with vector loads: an fp32 bias that is not 16-byte
-  // aligned (a pointer into a flat parameter buffer) takes the plain kernel, which adds it
-  // before the one rounding. TODO(speed): a per-run aligned copy of such biases.
+  // The BIAS epilogue reads the bias with vector loads: an fp32 bias for an fp32 c that is
+  // not 16-byte aligned takes the plain kernel (a bf16 c's bias is an aligned copy).
   int ran = 0;
-  if (!(bias && ptr_align(bias) < 16)) {
+  if (!(bias && c_f32 && ptr_align(bias) < 16)) {
     tsr_status st = lt_matmul(kb, op, ta, tb, m, n, k, alpha, a, b, beta, c, c_f32,
                               bias ? EPI_BIAS : EPI_NONE, bias, NULL, &ran);
     if (st) return st;
@@ -361,7 +383,7 @@ extern "C" tsr_status kcu_linear_gelu_forward(kb_t *kb, void *out, void *pre, co
     KCU_NEED(op, w);
   }
   int ran = 0;
-  if (K > 0 && kcu(kb)->lt_gelu && !(bias && ptr_align(bias) < 16)) {
+  if (K > 0 && kcu(kb)->lt_gelu) {
     tsr_status st = lt_matmul(kb, op, 0, 0, M, N, K, 1.0f, (const act_t *)inp, (const act_t *)w,
                               0.0f, out, 0, bias ? EPI_GELU_AUX_BIAS : EPI_GELU_AUX, bias, pre,
                               &ran);

@@ -251,7 +251,8 @@ static tsr_status cu_reserve(kb_t *kb, size_t bytes) {
   KCU_NOT_RECORDING(kb, "reserve");
   kcu_ctx *x = kcu(kb);
   if (x->per_alloc) return TSR_OK;  // TESSERA_CUDA_ARENA=none: nothing to size
-  if (!x->arena) return arena_create(kb, "reserve", bytes);
+  const char *env = getenv("TESSERA_CUDA_ARENA");  // the user's size wins over the caller's
+  if (!x->arena) return arena_create(kb, "reserve", env && *env ? 0 : bytes);
   size_t cap = kernels_arena_get_stats(x->arena).capacity;
   if (bytes == 0 || bytes == cap) return TSR_OK;
   return err_set(TSR_EINVAL, "reserve: the CUDA memory arena already exists with %zu bytes "

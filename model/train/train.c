@@ -528,6 +528,14 @@ static tsr_status setup_config(trainer *tr, const train_options *o, train_setup 
   if (r) return r;
   if (tr->kb->device_memory && tr->kb->mem_info)
     tr->kb->mem_info(tr->kb, &su->dev_free0, &su->dev_total);
+  // The device memory this run takes is the model's count, not all that is free: its
+  // allocations and attention workspace, and half of its reserve for the backend's own
+  // workspaces (cuBLASLt's) and what the model does not count; the other half stays out
+  // for the CUDA libraries. The rest of the device stays free for the processes beside it.
+  if (tr->kb->device_memory && tr->kb->reserve &&
+      (r = tr->kb->reserve(tr->kb, su->mem.allocated + su->mem.attention + su->mem.reserve / 2)))
+    return err_wrap(r, "train: the memory model's %.3f GiB on the device: ",
+                    (double)su->mem.total / (1 << 30));
   train_memory_counter_init(&su->counter, tr->kb);
   tr->kb = &su->counter.kb;
   return TSR_OK;

@@ -8,7 +8,9 @@
 #       and lease.log holds the tests' own output;
 #   (c) a step longer than what is left of the budget is cut at its box (status timeout,
 #       in about the box's time) and the record is still written; a budget below the
-#       smallest step runs nothing and says so.
+#       smallest step runs nothing and says so;
+#   (d) `merge` of the calls' folders of (b) and (c): one file with the facts and each
+#       call's plan and steps in order; a `script` step with no such script is not run.
 set -uo pipefail
 B=${1:?usage: lease.sh BUILD_DIR}
 SRC=${TESSERA_SRC:?}
@@ -62,6 +64,18 @@ if [ "$(jget "$W/d/lease.json" steps.0.status "")" = "not run" ] &&
    jget "$W/d/lease.json" steps.1.summary "" | grep -q "out of time"; then
   ok "(c) a 5 s budget: nothing run, 'out of time' recorded"
 else bad "(c) 5 s budget: $(cat "$W/d/lease.json")"; fi
+
+# (d)
+"${L[@]}" steps 'script no_such_script' --out "$W/e" --budget 30 >/dev/null 2>&1
+[ "$(jget "$W/e/lease.json" steps.1.status "")" = "not run" ] &&
+  ok "(d) an unknown script: not run" || bad "(d) unknown script: $(cat "$W/e/lease.json")"
+if "${L[@]}" merge "$W/m.json" "$W/b" "$W/c" >/dev/null 2>&1 &&
+   [ "$(jget "$W/m.json" calls.0.plan "")" = steps ] &&
+   [ "$(jget "$W/m.json" calls.0.steps.1.step "")" = "test gpu_probe" ] &&
+   [ "$(jget "$W/m.json" calls.1.steps.1.status "")" = timeout ] &&
+   [ "$(jget "$W/m.json" calls.0.binaries.carried "")" = used ]; then
+  ok "(d) merge: both calls, their steps in order"
+else bad "(d) merge: $(head -c 400 "$W/m.json" 2>/dev/null)"; fi
 
 echo "$pass passed, $failn failed"
 [ $failn -eq 0 ]

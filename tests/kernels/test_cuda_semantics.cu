@@ -79,10 +79,25 @@ int main(int argc, char **argv) {
 
   int *x;
   CHECK(cudaMalloc((void **)&x, 4096 * sizeof(int)) == cudaSuccess, "cudaMalloc");
+  // More threads than the device (1024) or the kernel's __launch_bounds__ allow: an invalid
+  // value, as an H200 answers with CUDA 13.0 (older runtimes said invalid configuration and
+  // out of resources); an empty grid: an invalid configuration.
   k_bounded<<<1, 2048>>>(x);
-  CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "2048 threads: refused as a configuration");
+  cudaError_t le = cudaGetLastError();
+  CHECK(le == cudaErrorInvalidValue, "2048 threads over __launch_bounds__(64): %s, want "
+        "cudaErrorInvalidValue", cudaGetErrorName(le));
   k_bounded<<<1, 128>>>(x);
-  CHECK(cudaGetLastError() == cudaErrorLaunchOutOfResources, "128 threads over __launch_bounds__(64)");
+  le = cudaGetLastError();
+  CHECK(le == cudaErrorInvalidValue, "128 threads over __launch_bounds__(64): %s, want "
+        "cudaErrorInvalidValue", cudaGetErrorName(le));
+  k_block_sum<<<1, 2048>>>(sums, n);
+  le = cudaGetLastError();
+  CHECK(le == cudaErrorInvalidValue, "2048 threads: %s, want cudaErrorInvalidValue",
+        cudaGetErrorName(le));
+  k_block_sum<<<0, 256>>>(sums, n);
+  le = cudaGetLastError();
+  CHECK(le == cudaErrorInvalidConfiguration, "an empty grid: %s, want cudaErrorInvalidConfiguration",
+        cudaGetErrorName(le));
   k_bounded<<<1, 64>>>(x);
   CHECK(cudaGetLastError() == cudaSuccess, "64 threads within the bound");
 

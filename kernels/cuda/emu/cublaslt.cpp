@@ -3,7 +3,7 @@
 //   D = epilogue(alpha op(A) op(B) + beta C)   (column-major; op = transpose or not)
 // with op(A) m x k, op(B) k x n, C and D m x n, accumulated in fp32 (CUBLAS_COMPUTE_32F),
 // and the epilogues
-//   BIAS:          + bias[i] (fp32, one per row of D)
+//   BIAS:          + bias[i] (D's type, one per row of D)
 //   GELU_AUX:      aux = v, D = GELU(v)            (aux: D's type and shape, leading
 //   GELU_AUX_BIAS: v += bias[i], aux = v, D = GELU(v)     dimension EPILOGUE_AUX_LD)
 //   DGELU:         D = v GELU'(aux)
@@ -182,6 +182,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     return CUBLAS_STATUS_INVALID_VALUE;
   if (!supported(d->epi)) return CUBLAS_STATUS_NOT_SUPPORTED;
   if (has_aux(d->epi) && (d->aux_ld % 8 != 0 || d->aux_ld < (int64_t)m)) return CUBLAS_STATUS_NOT_SUPPORTED;
+  // the bias in D's type (cuBLASLt's rule outside FP8; an H200 offers nothing else)
+  if (has_bias(d->epi) && d->bias_type != ((layout_rec *)D)->type) return CUBLAS_STATUS_NOT_SUPPORTED;
   memset(&res[0], 0, sizeof res[0]);
   res[0].state = CUBLAS_STATUS_SUCCESS;
   res[0].wavesCount = 1.0f;
@@ -202,7 +204,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
   if (!shapes(&d, &a, &b, &c, &dd, &m, &n, &k)) return CUBLAS_STATUS_INVALID_VALUE;
   if (!supported(d.epi) || d.scale != CUDA_R_32F || d.compute != CUBLAS_COMPUTE_32F)
     return CUBLAS_STATUS_NOT_SUPPORTED;
-  if ((has_bias(d.epi) && (!d.bias || d.bias_type != CUDA_R_32F)) || (has_aux(d.epi) && !d.aux))
+  if ((has_bias(d.epi) && (!d.bias || d.bias_type != dd.type)) || (has_aux(d.epi) && !d.aux))
     return CUBLAS_STATUS_INVALID_VALUE;
   float al = *(const float *)alpha, be = *(const float *)beta;  // host scalars (the default mode)
   cuemu_stream_work(stream, [=]() {
@@ -217,7 +219,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
         }
         float v = al * acc;
         if (be != 0.0f) v += be * load(C, c.type, i + j * c.ld);
-        if (has_bias(d.epi)) v += ((const float *)d.bias)[i];
+        if (has_bias(d.epi)) v += load(d.bias, d.bias_type, i);
         size_t iaux = i + j * (size_t)d.aux_ld;
         if (d.epi == CUBLASLT_EPILOGUE_GELU_AUX || d.epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
           store((void *)d.aux, dd.type, iaux, v);

@@ -214,12 +214,14 @@ void cuemu_submit(const void *fn, dim3 grid, dim3 block, size_t smem, cudaStream
   const char *name = cuemu_kernel_name(fn, &bound);
   unsigned long long threads = (unsigned long long)block.x * block.y * block.z;
   cudaError_t e = cudaSuccess;
-  if (threads == 0 || threads > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64 ||
-      grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 2147483647u || grid.y > 65535 ||
-      grid.z > 65535)
+  // A block of more threads than the device or the kernel's __launch_bounds__ allow is
+  // refused as an invalid value (CUDA 13.0 on an H200, driver 580: 2048 threads, and 128
+  // for a kernel bounded at 64); other impossible shapes as an invalid configuration.
+  if (threads > 1024 || (bound > 0 && threads > (unsigned long long)bound))
+    e = cudaErrorInvalidValue;
+  else if (threads == 0 || block.x > 1024 || block.y > 1024 || block.z > 64 || grid.x == 0 ||
+           grid.y == 0 || grid.z == 0 || grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535)
     e = cudaErrorInvalidConfiguration;
-  else if (bound > 0 && threads > (unsigned long long)bound)
-    e = cudaErrorLaunchOutOfResources;
   else if (smem > cuemu_kernel_smem_limit(fn))
     e = cudaErrorInvalidValue;
   if (e != cudaSuccess) {
