@@ -114,6 +114,13 @@ typedef struct {
 // (activation buffers are sized for them). Parameters are zero until dit_init or a load.
 tsr_status dit_create(dit_model **m, const dit_config *c, const kernels_backend *kb,
                       int max_tokens, int max_clips);
+// As dit_create, with the base frozen: no gradient buffer (dit_grads NULL), a backward that
+// computes no gradient of the model's own parameters (only the input gradients, and the
+// adapters' of model/lora.h), dit_zero_grad a no-op and no gradient buckets. For LoRA
+// training and for forward-only models (sampling): the gradients' memory and the weight-
+// gradient GEMMs (a third of a linear's backward) are saved.
+tsr_status dit_create_frozen(dit_model **m, const dit_config *c, const kernels_backend *kb,
+                             int max_tokens, int max_clips);
 void dit_free(dit_model **m);
 
 const dit_config *dit_get_config(const dit_model *m);
@@ -125,7 +132,7 @@ size_t dit_num_params(const dit_model *m);
 // The compute backend the model was created on (its memory holds every buffer below).
 const kernels_backend *dit_backend(const dit_model *m);
 float *dit_params(dit_model *m);  // (n_params) [f32] backend memory: the master weights
-float *dit_grads(dit_model *m);   // (n_params) [f32] backend memory
+float *dit_grads(dit_model *m);   // (n_params) [f32] backend memory; NULL when frozen
 // Rounds the master weights into the act-dtype working copy the kernels read (kb->cast).
 // Call after writing dit_params (an optimizer step, a load); a no-op with fp32 activations.
 tsr_status dit_refresh_weights(dit_model *m);

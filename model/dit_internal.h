@@ -171,7 +171,10 @@ struct dit_model {
 
 // Master parameter, gradient ([f32]) and working-copy weight ([act]) of tensor i.
 static inline float *dit_p(const dit_model *m, int i) { return m->params + m->table[i].offset; }
-static inline float *dit_g(const dit_model *m, int i) { return m->grads + m->table[i].offset; }
+// NULL when the base is frozen (dit_create_frozen): every kernel then skips that gradient.
+static inline float *dit_g(const dit_model *m, int i) {
+  return m->grads ? m->grads + m->table[i].offset : NULL;
+}
 static inline void *dit_w(const dit_model *m, int i) {
   return kernels_act_at(m->kb, m->wact, m->table[i].offset);
 }
@@ -278,6 +281,11 @@ tsr_status dit_graphs_init(dit_model *m);
 
 // Splits the flat buffer into the gradient buckets of dit_get_bucket (after build_table).
 tsr_status dit_buckets_init(dit_model *m);
+// (params.c) The tables of a model for config c (names, shapes, offsets, block layouts) and
+// nothing on a backend (m->kb NULL): the measuring passes, dit_memory_bytes and
+// dit_lora_memory. Free with dit_model_shell_free.
+tsr_status dit_model_shell(dit_model *m, const dit_config *c, int max_tokens, int max_clips);
+void dit_model_shell_free(dit_model *m);
 
 #define DIT_TRY(call)                   \
   do {                                  \

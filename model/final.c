@@ -41,7 +41,7 @@ static tsr_status head_rows_bwd(dit_model *m, int C) {
   float *drow = dit_g(m, m->final_row);
   const void *dshift = m->dmod, *dscale = dit_act(m, m->dmod, CD);
   DIT_TRY(kb->embedding_backward(kb, drow, dshift, m->zero_ids, C, 1, D));
-  DIT_TRY(kb->embedding_backward(kb, drow + D, dscale, m->zero_ids, C, 1, D));
+  DIT_TRY(kb->embedding_backward(kb, drow ? drow + D : NULL, dscale, m->zero_ids, C, 1, D));
   return kb->add_act(kb, m->dchead, dshift, dscale, CD);
 }
 

@@ -137,16 +137,23 @@ static tsr_status check_supported(const struct dit_lora *lo, const dit_model *m)
   return TSR_OK;
 }
 
+// The activation buffer in values: every adapter's u and du (per_u each), then fc2's two
+// scratch rows (tmp each), for microbatches of max_rows rows.
+static size_t act_values(struct dit_lora *lo, const dit_model *m, size_t *per_u, size_t *tmp) {
+  int max_in = 0;
+  lo->max_rows = m->max_tokens;
+  if (m->max_text > lo->max_rows) lo->max_rows = m->max_text;
+  size_t rows = (size_t)lo->max_rows;
+  *per_u = (rows * (size_t)lo->cfg.rank + 15) / 16 * 16;
+  for (int i = 0; i < lo->n; i++) max_in = lo->ad[i].in > max_in ? lo->ad[i].in : max_in;
+  *tmp = (rows * (size_t)max_in + 15) / 16 * 16;
+  return *per_u * (size_t)(lo->n + 1) + 2 * *tmp;
+}
+
 // Buffers: parameters and gradients, then every adapter's u, du and fc2's scratch.
 static tsr_status alloc_buffers(struct dit_lora *lo, const dit_model *m) {
   const kernels_backend *kb = m->kb;
-  int r = lo->cfg.rank, max_in = 0;
-  lo->max_rows = m->max_tokens;
-  if (m->max_text > lo->max_rows) lo->max_rows = m->max_text;
-  size_t rows = (size_t)lo->max_rows, per_u = (rows * (size_t)r + 15) / 16 * 16;
-  for (int i = 0; i < lo->n; i++) max_in = lo->ad[i].in > max_in ? lo->ad[i].in : max_in;
-  size_t tmp = (rows * (size_t)max_in + 15) / 16 * 16;
-  size_t act_n = per_u * (size_t)(lo->n + 1) + 2 * tmp;
+  size_t per_u, tmp, act_n = act_values(lo, m, &per_u, &tmp);
   size_t pb = sizeof(float) * lo->n_params;
   DIT_TRY(kb->alloc(kb, (void **)&lo->params, pb ? pb : 4));
   DIT_TRY(kb->alloc(kb, (void **)&lo->grads, pb ? pb : 4));
@@ -192,6 +199,26 @@ tsr_status dit_lora_attach(dit_model *m, const lora_config *lc, uint64_t seed) {
   if (st == TSR_OK) st = alloc_buffers(lo, m);
   if (st == TSR_OK) st = init_adapters(lo, m->kb, seed);
   if (st != TSR_OK) dit_lora_free(m);
+  return st;
+}
+
+tsr_status dit_lora_memory(const dit_config *c, const lora_config *lc, kernels_dtype act,
+                           int max_tokens, int max_clips, size_t *n_params, size_t *act_bytes) {
+  *n_params = *act_bytes = 0;
+  dit_model m;
+  tsr_status st = dit_model_shell(&m, c, max_tokens, max_clips);
+  if (st) return st;
+  struct dit_lora lo = {.cfg = *lc};
+  m.lora = &lo;
+  st = build_table(&lo, &m);
+  if (!st) {
+    size_t per_u, tmp;
+    *n_params = lo.n_params;
+    *act_bytes = act_values(&lo, &m, &per_u, &tmp) * kernels_dtype_size(act);
+  }
+  free(lo.ad), free(lo.of), free(lo.table), free(lo.names);
+  m.lora = NULL;
+  dit_model_shell_free(&m);
   return st;
 }
 

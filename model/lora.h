@@ -43,6 +43,12 @@ typedef struct {
 // targets not yet supported: attn2.to_k/to_v of a model with the null token (their linear
 // runs twice a forward).
 tsr_status dit_lora_attach(dit_model *m, const lora_config *lc, uint64_t seed);
+// What dit_lora_attach would add to a model of config c for microbatches of max_tokens tokens
+// and max_clips clips with activations of dtype act, without making one (the trainer's
+// memory model): n_params, the floats of the adapters' buffer (held twice: parameters and
+// gradients), and act_bytes, their activation buffer. Errors as dit_lora_attach's targets.
+tsr_status dit_lora_memory(const dit_config *c, const lora_config *lc, kernels_dtype act,
+                           int max_tokens, int max_clips, size_t *n_params, size_t *act_bytes);
 // Number of adapter TENSORS (two per adapted linear); 0 without adapters.
 int dit_lora_num_tensors(const dit_model *m);
 // Tensor i (name, shape (r, in) or (out, r), offset into dit_lora_params).

@@ -242,6 +242,22 @@ static tsr_status model_tables(dit_model *m, const dit_config *c, int max_tokens
   return TSR_OK;
 }
 
+tsr_status dit_model_shell(dit_model *m, const dit_config *c, int max_tokens, int max_clips) {
+  memset(m, 0, sizeof *m);
+  train_config tdef;
+  dit_config unused;
+  config_defaults(&unused, &tdef);
+  tsr_status st = config_validate(c, &tdef);
+  if (!st) st = model_tables(m, c, max_tokens, max_clips);
+  if (st) dit_model_shell_free(m);
+  return st;
+}
+
+void dit_model_shell_free(dit_model *m) {
+  free(m->table), free(m->init), free(m->names), free(m->bp), free(m->blk);
+  memset(m, 0, sizeof *m);
+}
+
 tsr_status dit_memory_bytes(const dit_config *c, kernels_dtype act, int64_t max_tokens,
                             int64_t max_clips, dit_memory *out) {
   memset(out, 0, sizeof *out);
@@ -250,15 +266,10 @@ tsr_status dit_memory_bytes(const dit_config *c, kernels_dtype act, int64_t max_
                    "in [1, 2^31)", (long long)max_tokens, (long long)max_clips);
   size_t asz = kernels_dtype_size(act);
   if (!asz) return err_set(TSR_EINVAL, "dit_memory_bytes: unknown activation dtype %d", (int)act);
-  train_config tdef;
-  dit_config unused;
-  config_defaults(&unused, &tdef);
-  tsr_status vst = config_validate(c, &tdef);
-  if (vst) return vst;
-  dit_model m = {0};
+  dit_model m;
+  tsr_status st = dit_model_shell(&m, c, (int)max_tokens, (int)max_clips);
   kernels_backend dtype_only = {.act_dtype = act};  // layout reads the act dtype only
   m.kb = &dtype_only;
-  tsr_status st = model_tables(&m, c, (int)max_tokens, (int)max_clips);
   if (!st) {
     arena a = {.asz = asz};  // measuring pass: base NULL
     layout(&m, &a);
@@ -267,7 +278,7 @@ tsr_status dit_memory_bytes(const dit_config *c, kernels_dtype act, int64_t max_
     out->act_weights = act != KERNELS_F32 ? (m.n_params * asz + 63) / 64 * 64 : 0;
     out->activations = a.used - out->act_weights;
   }
-  free(m.table), free(m.init), free(m.names), free(m.bp), free(m.blk);
+  dit_model_shell_free(&m);
   return st;
 }
 
@@ -290,8 +301,8 @@ void dit_table_free(dit_table *t) {
   memset(t, 0, sizeof *t);
 }
 
-tsr_status dit_create(dit_model **out, const dit_config *c, const kernels_backend *kb,
-                      int max_tokens, int max_clips) {
+static tsr_status create(dit_model **out, const dit_config *c, const kernels_backend *kb,
+                         int max_tokens, int max_clips, int frozen) {
   *out = NULL;
   if (!c || !kb) return err_set(TSR_EINVAL, "dit_create: config or backend is NULL");
   if (max_tokens < 1 || max_clips < 1)
@@ -311,7 +322,7 @@ tsr_status dit_create(dit_model **out, const dit_config *c, const kernels_backen
   if (kb->graph_begin && (st = dit_graphs_init(m))) goto fail;
   if ((st = dit_buckets_init(m))) goto fail;
   if ((st = kb->alloc(kb, (void **)&m->params, m->n_params * sizeof(float))) ||
-      (st = kb->alloc(kb, (void **)&m->grads, m->n_params * sizeof(float))))
+      (!frozen && (st = kb->alloc(kb, (void **)&m->grads, m->n_params * sizeof(float)))))
     goto fail;
   if (!kernels_dtype_size(kb->act_dtype)) {
     st = err_set(TSR_EINVAL, "dit_create: backend %s has an unknown activation dtype %d",
@@ -354,6 +365,16 @@ tsr_status dit_create(dit_model **out, const dit_config *c, const kernels_backen
 fail:
   dit_free(&m);
   return st;
+}
+
+tsr_status dit_create(dit_model **out, const dit_config *c, const kernels_backend *kb,
+                      int max_tokens, int max_clips) {
+  return create(out, c, kb, max_tokens, max_clips, 0);
+}
+
+tsr_status dit_create_frozen(dit_model **out, const dit_config *c, const kernels_backend *kb,
+                             int max_tokens, int max_clips) {
+  return create(out, c, kb, max_tokens, max_clips, 1);
 }
 
 void dit_free(dit_model **pm) {
@@ -431,5 +452,6 @@ tsr_status dit_refresh_weights(dit_model *m) {
 }
 
 tsr_status dit_zero_grad(dit_model *m) {
+  if (!m->grads) return TSR_OK;  // frozen
   return m->kb->memset_zero(m->kb, m->grads, m->n_params * sizeof(float));
 }

@@ -100,7 +100,7 @@ tsr_status dist_step_create(dist_step **out, dit_model *m, const comm_backend *c
   ds->chunks = calloc((size_t)max_clips, sizeof *ds->chunks);
   ds->totals = calloc((size_t)max_clips, sizeof *ds->totals);
   ds->n_buckets = dit_num_buckets(m);
-  ds->bucket_req = calloc((size_t)ds->n_buckets, sizeof *ds->bucket_req);
+  ds->bucket_req = calloc((size_t)ds->n_buckets + 1, sizeof *ds->bucket_req);  // 0 when frozen
   if (!st && (!ds->chunks || !ds->totals || !ds->bucket_req))
     st = err_set(TSR_ENOMEM, "out of memory for the distributed step");
   if (st) {

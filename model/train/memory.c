@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "model/dist/ring_attention.h"
 #include "model/dit.h"
+#include "model/lora.h"
 #include "model/objective.h"
 
 // Activation arena bytes (working copy of the weights excluded) of config mc at L tokens.
@@ -79,19 +80,31 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
     out->inputs = out->attention = 0;
     out->measured = 1;
   }
+  if (tc->lora_rank > 0) {  // adapters on a frozen base (model/lora.h): no base gradients
+    lora_config lc = {.rank = tc->lora_rank, .alpha = tc->lora_alpha};
+    snprintf(lc.targets, sizeof lc.targets, "%s", tc->lora_targets);
+    size_t np = 0, ab = 0;
+    if ((st = dit_lora_memory(mc, &lc, act, tokens, C, &np, &ab))) return st;
+    out->lora_params = np;
+    out->weights += np * sizeof(float);
+    out->grads = np * sizeof(float);
+    out->optimizer = 3 * np * sizeof(float);  // AdamW m, v and the EMA of the adapters
+    out->activations += ab;
+  }
   if (tc->val_clips > 0)  // dist_step_eval: eval_pred (L, P) [act] and eval_out (1 + C) [f32]
     out->validation = (size_t)tokens * (size_t)P * asz + (1 + (size_t)C) * sizeof(float);
   if (tc->sample_every > 0) {
     // model/train/samples.c: a second model of the same config holding the EMA weights,
-    // forward only (whole-block recompute: one block's activations), for a guided pair of
-    // 2 clips of N <= tokens / 2 tokens each; model/sample/sample.c bufs_alloc: x and pred
-    // (2N, P) [act], state (N, P) [f32], pos (2N, 3) int32, t, cu, labels and cu_text.
+    // forward only (frozen: no gradients; whole-block recompute: one block's activations),
+    // for a guided pair of 2 clips of N <= tokens / 2 tokens each; model/sample/sample.c
+    // bufs_alloc: x and pred (2N, P) [act], state (N, P) [f32], pos (2N, 3) int32, t, cu,
+    // labels and cu_text.
     dit_config smc = *mc;
     smc.recompute = DIT_RECOMPUTE_BLOCK;
     dit_memory sm;
     if ((st = dit_memory_bytes(&smc, act, tokens, 2, &sm))) return st;
     size_t N = tokens / 2 > 0 ? (size_t)tokens / 2 : 1;
-    out->samples = sm.params + sm.grads + sm.act_weights + sm.activations +
+    out->samples = sm.params + sm.act_weights + sm.activations +
                    2 * (2 * N * (size_t)P * asz) + N * (size_t)P * sizeof(float) +
                    2 * N * 3 * sizeof(int32_t) + (2 + 3 + 2 + 3) * 4;
   }
@@ -218,10 +231,14 @@ tsr_status train_memory_limit(train_config *tc, const dit_config *mc, const kern
 }
 
 void train_memory_format(const train_memory *m, char *buf, size_t n) {
-  char s[11][32], extra[96] = "";
+  char s[11][32], extra[200] = "";
+  size_t len = 0;
   if (m->validation || m->samples)
-    snprintf(extra, sizeof extra, ", validation %s, samples %s", size_str(s[9], 32, m->validation),
-             size_str(s[10], 32, m->samples));
+    len = (size_t)snprintf(extra, sizeof extra, ", validation %s, samples %s",
+                           size_str(s[9], 32, m->validation), size_str(s[10], 32, m->samples));
+  if (m->lora_params)
+    snprintf(extra + len, sizeof extra - len, "; LoRA: %zu adapter parameters on a frozen base "
+             "(grads and optimizer are theirs)", m->lora_params);
   snprintf(buf, n,
            "%s (%zu bytes) for %lld tokens and %lld clips: weights %s, grads %s, optimizer %s, activations "
            "%s (%s%.0f bytes per token per block; %.0f with model.recompute = 1, %.0f with 2), "

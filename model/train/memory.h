@@ -55,6 +55,10 @@ typedef struct {
   // of the arena in L, from the layout; for reports and docs.
   double act_token_block, act_token_block_recompute, act_token_block_cheap;
   int measured;          // 1: activations from train.act_bytes_token
+  // lora.rank > 0: the adapters' floats (model/lora.h dit_lora_memory). The base is frozen:
+  // weights add the adapters, grads and optimizer are the adapters' only, activations add
+  // the adapters' kept products.
+  size_t lora_params;
 } train_memory;
 
 // The model for the config (its act dtype: train.precision), `ranks` ranks (the CP sizes

@@ -77,7 +77,8 @@ tsr_status train_write_samples(trainer *tr, const train_options *o) {
   dit_config smc = tr->mc;
   smc.recompute = DIT_RECOMPUTE_BLOCK;
   if (!tr->sample_model)
-    r = dit_create(&tr->sample_model, &smc, tr->kb, (int)((guided ? 2 : 1) * N), guided ? 2 : 1);
+    r = dit_create_frozen(&tr->sample_model, &smc, tr->kb, (int)((guided ? 2 : 1) * N),
+                          guided ? 2 : 1);  // forward only: no gradient buffer
   // the EMA weights into the sampling model (same config: same flat layout)
   if (!r) r = tr->kb->copy(tr->kb, dit_params(tr->sample_model), tr->ema, tr->n_params * sizeof(float));
   if (!r) r = dit_refresh_weights(tr->sample_model);

@@ -72,7 +72,9 @@ tsr_status trainer_setup(trainer *tr) {
   int64_t C = tr->tc.global_batch < L ? tr->tc.global_batch : L;
   if (L > INT32_MAX / 4)
     return err_set(TSR_EINVAL, "train.mem_tokens = %lld is too large", (long long)L);
-  tsr_status r = dit_create(&tr->model, &tr->mc, kb, (int)L, (int)C);
+  // LoRA trains adapters on a frozen base: no base gradient is computed or held
+  tsr_status r = tr->tc.lora_rank > 0 ? dit_create_frozen(&tr->model, &tr->mc, kb, (int)L, (int)C)
+                                      : dit_create(&tr->model, &tr->mc, kb, (int)L, (int)C);
   if (r) return err_wrap(r, "trainer: ");
   tr->n_params = dit_num_params(tr->model);
   if (tr->tc.lora_rank > 0 && (r = lora_setup(tr))) return r;
@@ -191,8 +193,7 @@ tsr_status train_step(trainer *tr, const int64_t *batch, int n, const plan *p,
                       train_step_stats *st) {
   double t0 = time_now();
   memset(st, 0, sizeof *st);
-  // the base's gradient is still accumulated by the backward with adapters (model/lora.h),
-  // so it is zeroed as ever; with them it is reduced across ranks but never applied
+  // with adapters the base is frozen: no gradient of it to zero or reduce (dit_create_frozen)
   tsr_status r = dit_zero_grad(tr->model);
   if (!r && tr->tc.lora_rank > 0) r = dit_lora_zero_grad(tr->model);
   double loss = 0;
@@ -200,7 +201,7 @@ tsr_status train_step(trainer *tr, const int64_t *batch, int n, const plan *p,
   if (!r) r = batch_clips(tr, batch, n, &tokens);
   if (!r) r = dist_step_run(tr->dist, p, tr->clips, n, tr->step, &loss, &st->microbatches);
   if (!r) r = dist_step_reduce(tr->dist, &loss);  // every rank now holds the batch's gradient
-  if (!r && tr->tc.lora_rank > 0 && comm_size() > 1)  // ... and the adapters' (after the base's)
+  if (!r && tr->tc.lora_rank > 0 && comm_size() > 1)  // ... and the adapters' (the only ones)
     r = tr->cb->allreduce_sum_f32(tr->cb, comm_group_get(comm_size()), train_grads(tr),
                                   (int64_t)tr->n_params);
   if (r) return err_wrap(r, "step %lld: ", (long long)tr->step);

@@ -15,6 +15,9 @@
 #       training (train.sample_every) are counted as an upper bound (a sample clip of at
 #       most mem_tokens / 2 tokens): the model bounds the measured peak from above and
 #       counts at least what the samples added to the run without them.
+#   (e) LoRA (lora.rank 4 on a frozen base, --init the f512 run): counted exactly, the memory
+#       line says so, and the base's gradients and optimizer state are gone: the model is
+#       smaller than the full run's by at least 3 x the base's fp32 weights.
 . "$(dirname "$0")/lib.sh"
 need_store
 R=(--config "$CONF" --data "$STORE" --set train.global_batch=4 --set train.steps=2
@@ -92,3 +95,15 @@ awk -v p0="$p0" -v p="$p" -v m="$m" 'BEGIN {
 grep -q "validation [0-9.]* [KMG]*i*B, samples [0-9.]* [KMG]*i*B" "$W/samples.log" ||
   fail "the memory line does not name validation and samples: $(grep 'memory per rank (model)' "$W/samples.log")"
 echo "ok: validation counted exactly, samples bounded"
+
+# (e)
+run lora "$T" train "${R[@]}" --set train.mem_tokens=512 --init "$W/f512/ckpt-2.safetensors" \
+  --set lora.rank=4 --set lora.targets=attn1.to_q,attn1.to_v,ffn.net.2
+exact lora
+grep -q "LoRA: [0-9]* adapter parameters on a frozen base" "$W/lora.log" ||
+  fail "the memory line does not name the adapters: $(grep 'memory per rank (model)' "$W/lora.log")"
+w=$(sed -n 's/.*train: \([0-9]*\) parameters, .*/\1/p' "$W/f512.log" | head -1)
+awk -v full="$(field "$W/f512.log" model)" -v lora="$(field "$W/lora.log" model)" -v w="$w" 'BEGIN {
+  printf "LoRA: model %d bytes, full fine-tuning %d, base %d parameters\n", lora, full, w
+  exit !(w > 0 && full - lora >= 3 * 4 * w) }' || fail "LoRA: the base's gradients or optimizer are still counted"
+echo "ok: LoRA counted exactly, without the base's gradients and optimizer state"
