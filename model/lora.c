@@ -15,7 +15,7 @@
 typedef struct {
   int base_w, in, out;
   size_t a_off, b_off;
-  void *u;                     // (max_rows, r) [act] inp A^T of the last forward
+  void *u;                     // (max_rows, r) [act] scale inp A^T of the last forward
 } lora_adapter;
 
 struct dit_lora {
@@ -28,6 +28,7 @@ struct dit_lora {
   char (*names)[DIT_NAME_MAX]; // (2n)
   size_t n_params;
   float *params, *grads;       // (n_params) [f32] backend memory
+  void *wact;                  // (n_params) [act] working copy the GEMMs read (params if fp32)
   void *act;                   // backend memory: every u, then du, then tmp
   void *du;                    // (max_rows, r) [act] the backward's dL/du
   void *tmp, *tmp2;            // (max_rows, max in) [act] fc2's input gradient, through GELU
@@ -127,8 +128,6 @@ static tsr_status build_table(struct dit_lora *lo, const dit_model *m) {
 // The null token's keys and values run attn2.to_k/to_v a second time in a forward, which
 // would overwrite the adapter's kept u.
 static tsr_status check_supported(const struct dit_lora *lo, const dit_model *m) {
-  if (m->kb->act_dtype != KERNELS_F32)
-    return err_set(TSR_EINVAL, "lora: adapters need train.precision = fp32 for now");
   if (!m->sw.null_token || m->cfg.text_dim == 0) return TSR_OK;
   for (int i = 0; i < m->cfg.depth; i++)
     if (lo->of[m->bp[i].x.k.w] >= 0 || lo->of[m->bp[i].x.v.w] >= 0)
@@ -158,6 +157,9 @@ static tsr_status alloc_buffers(struct dit_lora *lo, const dit_model *m) {
   DIT_TRY(kb->alloc(kb, (void **)&lo->params, pb ? pb : 4));
   DIT_TRY(kb->alloc(kb, (void **)&lo->grads, pb ? pb : 4));
   DIT_TRY(kb->alloc(kb, &lo->act, kernels_act_bytes(kb, act_n)));
+  lo->wact = lo->params;
+  if (kb->act_dtype != KERNELS_F32)
+    DIT_TRY(kb->alloc(kb, &lo->wact, kernels_act_bytes(kb, lo->n_params ? lo->n_params : 1)));
   DIT_TRY(kb->memset_zero(kb, lo->params, pb));
   DIT_TRY(kb->memset_zero(kb, lo->grads, pb));
   for (int i = 0; i < lo->n; i++) lo->ad[i].u = kernels_act_at(kb, lo->act, per_u * (size_t)i);
@@ -198,6 +200,7 @@ tsr_status dit_lora_attach(dit_model *m, const lora_config *lc, uint64_t seed) {
   if (st == TSR_OK) st = check_supported(lo, m);
   if (st == TSR_OK) st = alloc_buffers(lo, m);
   if (st == TSR_OK) st = init_adapters(lo, m->kb, seed);
+  if (st == TSR_OK) st = dit_lora_refresh(m);
   if (st != TSR_OK) dit_lora_free(m);
   return st;
 }
@@ -225,6 +228,7 @@ tsr_status dit_lora_memory(const dit_config *c, const lora_config *lc, kernels_d
 void dit_lora_free(dit_model *m) {
   struct dit_lora *lo = m->lora;
   if (!lo) return;
+  if (lo->wact != lo->params) m->kb->free(m->kb, lo->wact);
   m->kb->free(m->kb, lo->params), m->kb->free(m->kb, lo->grads), m->kb->free(m->kb, lo->act);
   free(lo->ad), free(lo->of), free(lo->table), free(lo->names), free(lo);
   m->lora = NULL;
@@ -237,9 +241,20 @@ float *dit_lora_params(dit_model *m) { return m->lora ? m->lora->params : NULL; 
 float *dit_lora_grads(dit_model *m) { return m->lora ? m->lora->grads : NULL; }
 const lora_config *dit_lora_get_config(const dit_model *m) { return m->lora ? &m->lora->cfg : NULL; }
 
+tsr_status dit_lora_refresh(dit_model *m) {
+  const struct dit_lora *lo = m->lora;
+  if (!lo || lo->wact == lo->params) return TSR_OK;
+  return m->kb->cast(m->kb, lo->wact, m->kb->act_dtype, lo->params, KERNELS_F32, lo->n_params);
+}
+
 tsr_status dit_lora_zero_grad(dit_model *m) {
   if (!m->lora) return TSR_OK;
   return m->kb->memset_zero(m->kb, m->lora->grads, sizeof(float) * m->lora->n_params);
+}
+
+// The working copy of the adapter tensor at float offset off.
+static const void *w_of(const dit_model *m, size_t off) {
+  return kernels_act_at(m->kb, m->lora->wact, off);
 }
 
 static const lora_adapter *adapter_of(const dit_model *m, dit_linear l) {
@@ -254,9 +269,9 @@ tsr_status dit_lora_fwd(dit_model *m, dit_linear l, void *out, const void *inp, 
   const kernels_backend *kb = m->kb;
   const struct dit_lora *lo = m->lora;
   int r = lo->cfg.rank;
-  // u (M, r) = inp (M, in) A^T; out (M, out) += scale u B^T
-  DIT_TRY(kb->gemm(kb, 0, 1, M, r, a->in, 1.0f, inp, lo->params + a->a_off, 0.0f, a->u));
-  return kb->gemm(kb, 0, 1, M, a->out, r, lo->scale, a->u, lo->params + a->b_off, 1.0f, out);
+  // u (M, r) = scale inp (M, in) A^T; out (M, out) += u B^T
+  DIT_TRY(kb->gemm(kb, 0, 1, M, r, a->in, lo->scale, inp, w_of(m, a->a_off), 0.0f, a->u));
+  return kb->gemm(kb, 0, 1, M, a->out, r, 1.0f, a->u, w_of(m, a->b_off), 1.0f, out);
 }
 
 // The adapter's gradients, and in lo->du its input side dL/du (M, r) = scale dout B.
@@ -266,10 +281,11 @@ static tsr_status param_grads(dit_model *m, const lora_adapter *a, const void *d
   const struct dit_lora *lo = m->lora;
   int r = lo->cfg.rank;
   float *gA = lo->grads + a->a_off, *gB = lo->grads + a->b_off;
-  DIT_TRY(kb->gemm(kb, 0, 0, M, r, a->out, lo->scale, dout, lo->params + a->b_off, 0.0f, lo->du));
-  // dB (out, r) += scale dout^T u; dA (r, in) += du^T inp
-  DIT_TRY(kb->gemm(kb, 1, 0, a->out, r, M, lo->scale, dout, a->u, 1.0f, gB));
-  return kb->gemm(kb, 1, 0, r, a->in, M, 1.0f, lo->du, inp, 1.0f, gA);
+  DIT_TRY(kb->gemm(kb, 0, 0, M, r, a->out, lo->scale, dout, w_of(m, a->b_off), 0.0f, lo->du));
+  // dB (out, r) += dout^T u (u holds the scale); dA (r, in) += du^T inp: the weight side of
+  // linear_backward, which accumulates in fp32 whatever the act dtype
+  DIT_TRY(kb->linear_backward(kb, NULL, gB, NULL, a->u, dout, NULL, M, a->out, r));
+  return kb->linear_backward(kb, NULL, gA, NULL, inp, lo->du, NULL, M, r, a->in);
 }
 
 tsr_status dit_lora_bwd(dit_model *m, dit_linear l, void *dinp, const void *dout,
@@ -280,8 +296,8 @@ tsr_status dit_lora_bwd(dit_model *m, dit_linear l, void *dinp, const void *dout
   if (!dinp) return TSR_OK;
   const struct dit_lora *lo = m->lora;
   // dinp (M, in) += du (M, r) A (r, in)
-  return m->kb->gemm(m->kb, 0, 0, M, a->in, lo->cfg.rank, 1.0f, lo->du, lo->params + a->a_off,
-                     1.0f, dinp);
+  return m->kb->gemm(m->kb, 0, 0, M, a->in, lo->cfg.rank, 1.0f, lo->du, w_of(m, a->a_off), 1.0f,
+                     dinp);
 }
 
 tsr_status dit_lora_bwd_dgelu(dit_model *m, dit_linear l, void *dpre, const void *dout,
@@ -293,7 +309,7 @@ tsr_status dit_lora_bwd_dgelu(dit_model *m, dit_linear l, void *dpre, const void
   DIT_TRY(param_grads(m, a, dout, inp, M));
   size_t n = (size_t)M * (size_t)a->in;
   // dpre += GELU'(pre) (du A): the fused base entry already applied GELU' to its own part
-  DIT_TRY(kb->gemm(kb, 0, 0, M, a->in, lo->cfg.rank, 1.0f, lo->du, lo->params + a->a_off, 0.0f,
+  DIT_TRY(kb->gemm(kb, 0, 0, M, a->in, lo->cfg.rank, 1.0f, lo->du, w_of(m, a->a_off), 0.0f,
                    lo->tmp));
   DIT_TRY(kb->gelu_backward(kb, lo->tmp2, lo->tmp, pre, n));
   return kb->add_act(kb, dpre, dpre, lo->tmp2, n);
@@ -303,6 +319,9 @@ tsr_status dit_lora_merge(dit_model *m) {
   struct dit_lora *lo = m->lora;
   if (!lo) return err_set(TSR_EINVAL, "lora merge: the model has no adapters");
   const kernels_backend *kb = m->kb;
+  if (kb->act_dtype != KERNELS_F32)  // the GEMM writes the fp32 masters as [act]
+    return err_set(TSR_EINVAL, "lora merge: needs a backend with fp32 activations (%s has %s)",
+                   kb->name, kernels_dtype_name(kb->act_dtype));
   for (int i = 0; i < lo->n; i++) {
     const lora_adapter *a = &lo->ad[i];
     // W (in, out) += scale A^T (in, r) B^T (r, out)

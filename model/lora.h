@@ -15,11 +15,13 @@
 // Kaiming-uniform with a = sqrt(5), i.e. U(-1/sqrt(in), 1/sqrt(in)), B zero, so that a
 // model with fresh adapters computes exactly what it computed without them.
 //
-// The forward adds the adapter's two GEMMs (kernels.h gemm) after the base linear; the
-// backward accumulates the adapters' gradients and adds their input gradient to the base
-// linear's. The base's own gradients are still computed into dit_grads (the kernel entries
-// compute them together with the input gradient); a trainer freezes the base by updating
-// only the adapters. fp32 activations only for now (TSR_EINVAL otherwise).
+// The forward adds the adapter's two GEMMs (kernels.h gemm, on the act-dtype working copy
+// of the adapters: the fp32 buffer itself with fp32 activations, a copy refreshed by
+// dit_lora_refresh otherwise) after the base linear; the backward accumulates the adapters'
+// fp32 gradients (the weight side of kernels.h linear_backward) and adds their input
+// gradient to the base linear's. A model made with dit_create_frozen computes no gradient
+// of the base; with dit_create the base's gradients are computed too (and a trainer that
+// updates only the adapters ignores them).
 #ifndef TESSERA_MODEL_LORA_H
 #define TESSERA_MODEL_LORA_H
 
@@ -57,9 +59,12 @@ size_t dit_lora_num_params(const dit_model *m);  // the flat buffers' length, in
 float *dit_lora_params(dit_model *m);  // (dit_lora_num_params) [f32] backend memory
 float *dit_lora_grads(dit_model *m);   // (dit_lora_num_params) [f32] backend memory
 tsr_status dit_lora_zero_grad(dit_model *m);
+// Rounds the adapters into their act-dtype working copy: call after writing
+// dit_lora_params (an optimizer step, a load); a no-op with fp32 activations.
+tsr_status dit_lora_refresh(dit_model *m);
 // Folds every adapter into its base weight, W (in, out) += (alpha / r) A^T B^T (the masters,
 // then the working copy), and removes the adapters: the model then computes what it computed
-// with them, up to the rounding of the merged weights.
+// with them, up to the rounding of the merged weights. fp32 activations only (TSR_EINVAL).
 tsr_status dit_lora_merge(dit_model *m);
 // The config the adapters were made with (NULL without adapters).
 const lora_config *dit_lora_get_config(const dit_model *m);

@@ -17,6 +17,11 @@
 // into x_t, target, t, positions and loss weights by model/objective.h at step 0 — the
 // batch is built once, outside the timed steps, and reused by every step.
 //
+// With lora.rank > 0 (--set lora.rank=R, lora.targets, lora.alpha) the step is LoRA's as
+// `tessera train` runs it: the base frozen (dit_create_frozen), adapters with PEFT's init
+// from train.seed, AdamW over the adapters only (train_lora_adamw); bench/train/lora.sh
+// times it against full fine-tuning of the same model and batch.
+//
 // One training step (what is timed): dit_zero_grad, dit_forward (with the loss),
 // dit_backward, AdamW (train_adamw: kernels adamw_update_multi) over every tensor with the config's lr,
 // the refresh of the weights' working copy (bf16 only; a no-op in fp32),
@@ -58,6 +63,7 @@
 #include "model/dit.h"
 #include "model/objective.h"
 #include "model/io/dit_io.h"
+#include "model/lora.h"
 #include "model/train/step.h"
 #include "tools/backend.h"
 #include "tools/parse.h"
@@ -94,7 +100,8 @@ typedef struct {
   const kernels_backend *kb;
   kernels_backend *profiled;  // kb when --profile (owned), else NULL
   dit_model *model;
-  float *adam_m, *adam_v;  // (n_params) backend memory
+  float *adam_m, *adam_v;  // (n_params, or the adapters' with lora.rank) backend memory
+  int lora;                // lora.rank > 0: adapters on a frozen base
   float *loss_dev;         // (1) [f32] backend memory: the step's loss, read once per step
   kernels_param_segment *adam_segs;  // train_adamw_segments
   int n_adam_segs;
@@ -204,16 +211,25 @@ static tsr_status build_batch(bench *b, const grid *g, int n) {
   return TSR_OK;
 }
 
-// The model for b->ob's tokens and clips, weights from dit_init(train.seed), Adam moments 0.
+// The model for b->ob's tokens and clips, weights from dit_init(train.seed), Adam moments 0;
+// with lora.rank > 0 frozen, with the config's adapters.
 static tsr_status build_model(bench *b) {
   const kernels_backend *kb = b->kb;
-  tsr_status st = dit_create(&b->model, &b->mc, kb, b->ob.L, b->ob.n_clips);
+  b->lora = b->tc.lora_rank > 0;
+  tsr_status st = b->lora ? dit_create_frozen(&b->model, &b->mc, kb, b->ob.L, b->ob.n_clips)
+                          : dit_create(&b->model, &b->mc, kb, b->ob.L, b->ob.n_clips);
   if (!st) st = dit_init(b->model, (uint64_t)b->tc.seed);
-  size_t bytes = dit_num_params(b->model) * sizeof(float);
+  if (!st && b->lora) {
+    lora_config lc = train_lora_config(&b->tc);
+    st = dit_lora_attach(b->model, &lc, (uint64_t)b->tc.seed);
+  }
+  if (st) return err_wrap(st, "bench: model: ");
+  size_t bytes = (b->lora ? dit_lora_num_params(b->model) : dit_num_params(b->model)) * sizeof(float);
   if (!st) st = kb->alloc(kb, (void **)&b->adam_m, bytes);
   if (!st) st = kb->alloc(kb, (void **)&b->adam_v, bytes);
   if (!st) st = kb->alloc(kb, (void **)&b->loss_dev, sizeof(float));
-  if (!st) st = train_adamw_segments(b->model, &b->adam_segs, &b->n_adam_segs);
+  if (!st) st = b->lora ? train_lora_adamw_segments(b->model, &b->adam_segs, &b->n_adam_segs)
+                        : train_adamw_segments(b->model, &b->adam_segs, &b->n_adam_segs);
   return st ? err_wrap(st, "bench: model: ") : TSR_OK;
 }
 
@@ -225,10 +241,12 @@ static tsr_status train_once(bench *b, int64_t t, double *loss) {
   const kernels_backend *kb = b->kb;
   float loss_host = 0.0f;
   tsr_status st = dit_zero_grad(b->model);
+  if (!st) st = dit_lora_zero_grad(b->model);
   if (!st) st = dit_forward_dev(b->model, &b->batch, NULL, b->loss_dev);
   if (!st) st = dit_backward(b->model, &b->batch);
-  if (!st) st = train_adamw(b->model, &b->tc, b->adam_m, b->adam_v, b->adam_segs, b->n_adam_segs,
-                            b->tc.lr, t, 1.0f);
+  if (!st)
+    st = (b->lora ? train_lora_adamw : train_adamw)(b->model, &b->tc, b->adam_m, b->adam_v,
+                                                    b->adam_segs, b->n_adam_segs, b->tc.lr, t, 1.0f);
   if (!st) st = kb->to_host(kb, &loss_host, b->loss_dev, sizeof loss_host);
   if (!st) st = kb->sync(kb);
   *loss = loss_host;
@@ -464,6 +482,11 @@ static tsr_status bench_run(const options *o, bench *b) {
   json_object_set_new(j, "backend", json_string(b->kb->name));
   json_object_set_new(j, "precision", json_string(config_precision_name(b->tc.precision)));
   json_object_set_new(j, "params", json_integer((json_int_t)dit_count_params(b->model)));
+  json_object_set_new(j, "lora_rank", json_integer(b->tc.lora_rank));
+  if (b->lora) {
+    json_object_set_new(j, "lora_targets", json_string(b->tc.lora_targets));
+    json_object_set_new(j, "trained_params", json_integer((json_int_t)dit_lora_num_params(b->model)));
+  }
   json_object_set_new(j, "tokens", json_integer(b->ob.L));
   json_object_set_new(j, "clips", json_integer(b->ob.n_clips));
   if (n == 1)

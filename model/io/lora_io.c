@@ -181,6 +181,7 @@ static tsr_status read_adapters(dit_model *m, const st_reader *r) {
   }
   const kernels_backend *kb = dit_backend(m);
   if (!st) st = kb->to_device(kb, dit_lora_params(m), host, sizeof(float) * n);
+  if (!st) st = dit_lora_refresh(m);
   free(host);
   return st;
 }

@@ -12,6 +12,7 @@
 #include "model/dit.h"
 #include "model/lora.h"
 #include "model/objective.h"
+#include "model/train/step.h"
 
 // Activation arena bytes (working copy of the weights excluded) of config mc at L tokens.
 static tsr_status arena(const dit_config *mc, kernels_dtype act, int64_t L, int64_t C,
@@ -81,12 +82,11 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
     out->measured = 1;
   }
   if (tc->lora_rank > 0) {  // adapters on a frozen base (model/lora.h): no base gradients
-    lora_config lc = {.rank = tc->lora_rank, .alpha = tc->lora_alpha};
-    snprintf(lc.targets, sizeof lc.targets, "%s", tc->lora_targets);
+    lora_config lc = train_lora_config(tc);
     size_t np = 0, ab = 0;
     if ((st = dit_lora_memory(mc, &lc, act, tokens, C, &np, &ab))) return st;
     out->lora_params = np;
-    out->weights += np * sizeof(float);
+    out->weights += np * sizeof(float) + (act != KERNELS_F32 ? np * asz : 0);  // + working copy
     out->grads = np * sizeof(float);
     out->optimizer = 3 * np * sizeof(float);  // AdamW m, v and the EMA of the adapters
     out->activations += ab;

@@ -27,8 +27,7 @@ float *train_grads(trainer *tr) {
 
 // lora.rank > 0: the config's adapters on the model, A drawn from train.seed.
 static tsr_status lora_setup(trainer *tr) {
-  lora_config lc = {.rank = tr->tc.lora_rank, .alpha = tr->tc.lora_alpha};
-  snprintf(lc.targets, sizeof lc.targets, "%s", tr->tc.lora_targets);
+  lora_config lc = train_lora_config(&tr->tc);
   tsr_status r = dit_lora_attach(tr->model, &lc, (uint64_t)tr->tc.seed);
   if (r) return err_wrap(r, "trainer: lora.rank = %d: ", lc.rank);
   tr->n_params = dit_lora_num_params(tr->model);
@@ -60,10 +59,6 @@ static tsr_status adamw_segments_of(dit_model *m, int n,
 }
 
 // The AdamW segments of the adapters (as train_adamw_segments for the model's tensors).
-static tsr_status lora_adamw_segments(dit_model *m, kernels_param_segment **segs, int *n_segs) {
-  return adamw_segments_of(m, dit_lora_num_tensors(m), dit_lora_tensor_info, "adapters", segs,
-                           n_segs);
-}
 
 tsr_status trainer_setup(trainer *tr) {
   const kernels_backend *kb = tr->kb;
@@ -83,7 +78,7 @@ tsr_status trainer_setup(trainer *tr) {
       (r = kb->alloc(kb, (void **)&tr->adam_v, bytes)) ||
       (r = kb->alloc(kb, (void **)&tr->ema, bytes)) ||
       (r = tr->tc.lora_rank > 0
-               ? lora_adamw_segments(tr->model, &tr->adam_segs, &tr->n_adam_segs)
+               ? train_lora_adamw_segments(tr->model, &tr->adam_segs, &tr->n_adam_segs)
                : train_adamw_segments(tr->model, &tr->adam_segs, &tr->n_adam_segs)))
     return err_wrap(r, "trainer: optimizer state of %zu parameters: ", tr->n_params);
   if (!(tr->clips = calloc((size_t)tr->tc.global_batch, sizeof *tr->clips)) ||
@@ -154,6 +149,29 @@ tsr_status train_adamw(dit_model *m, const train_config *c, float *adam_m, float
   return dit_refresh_weights(m);  // the act-dtype working copy follows the masters
 }
 
+lora_config train_lora_config(const train_config *c) {
+  lora_config lc = {.rank = c->lora_rank, .alpha = c->lora_alpha};
+  snprintf(lc.targets, sizeof lc.targets, "%s", c->lora_targets);
+  return lc;
+}
+
+tsr_status train_lora_adamw_segments(dit_model *m, kernels_param_segment **segs, int *n_segs) {
+  return adamw_segments_of(m, dit_lora_num_tensors(m), dit_lora_tensor_info, "adapters", segs,
+                           n_segs);
+}
+
+tsr_status train_lora_adamw(dit_model *m, const train_config *c, float *adam_m, float *adam_v,
+                            const kernels_param_segment *segs, int n_segs, double lr, int64_t t,
+                            float grad_scale) {
+  const kernels_backend *kb = dit_backend(m);
+  tsr_status r = kb->adamw_update_multi(kb, dit_lora_params(m), dit_lora_grads(m), adam_m,
+                                        adam_v, dit_lora_num_params(m), segs, n_segs, (float)lr,
+                                        c->beta1, c->beta2, c->adam_eps, c->weight_decay, t,
+                                        grad_scale);
+  if (r) return err_wrap(r, "AdamW step %lld (adapters): ", (long long)t);
+  return dit_lora_refresh(m);  // their act-dtype working copy follows
+}
+
 // What a step that went non-finite says: the values that steer the update, and what to do.
 static tsr_status not_finite(const trainer *tr, const char *what, double a, double b) {
   return err_set(TSR_EINVAL, "step %lld: %s is not finite (%g, %g) with train.lr = %g, warmup "
@@ -171,11 +189,9 @@ static tsr_status optimize(trainer *tr, double lr, float grad_scale) {
   const kernels_backend *kb = tr->kb;
   const train_config *c = &tr->tc;
   tsr_status r;
-  if (c->lora_rank > 0)  // the adapters are fp32 only: no working copy to refresh
-    r = kb->adamw_update_multi(kb, train_params(tr), train_grads(tr), tr->adam_m, tr->adam_v,
-                               tr->n_params, tr->adam_segs, tr->n_adam_segs, (float)lr,
-                               c->beta1, c->beta2, c->adam_eps, c->weight_decay, tr->step + 1,
-                               grad_scale);
+  if (c->lora_rank > 0)
+    r = train_lora_adamw(tr->model, c, tr->adam_m, tr->adam_v, tr->adam_segs, tr->n_adam_segs,
+                         lr, tr->step + 1, grad_scale);
   else
     r = train_adamw(tr->model, c, tr->adam_m, tr->adam_v, tr->adam_segs, tr->n_adam_segs, lr,
                     tr->step + 1, grad_scale);

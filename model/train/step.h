@@ -12,6 +12,7 @@
 #include "model/config.h"
 #include "model/dist/dist_step.h"
 #include "model/dit.h"
+#include "model/lora.h"
 #include "model/train/data.h"
 #include "sched/sched.h"
 
@@ -74,6 +75,15 @@ tsr_status train_adamw_segments(dit_model *m, kernels_param_segment **segs, int 
 tsr_status train_adamw(dit_model *m, const train_config *c, float *adam_m, float *adam_v,
                        const kernels_param_segment *segs, int n_segs, double lr, int64_t t,
                        float grad_scale);
+// The adapters lora.rank, lora.alpha and lora.targets of c describe (model/lora.h).
+lora_config train_lora_config(const train_config *c);
+// The same two for the adapters of m (model/lora.h) instead of its tensors: segments of the
+// adapter tensors, AdamW over dit_lora_params/dit_lora_grads, then dit_lora_refresh.
+// adam_m, adam_v: (dit_lora_num_params) backend memory.
+tsr_status train_lora_adamw_segments(dit_model *m, kernels_param_segment **segs, int *n_segs);
+tsr_status train_lora_adamw(dit_model *m, const train_config *c, float *adam_m, float *adam_v,
+                            const kernels_param_segment *segs, int n_segs, double lr, int64_t t,
+                            float grad_scale);
 
 // The trained parameters and their gradient: (n_params) backend memory, the adapters'
 // (dit_lora_params, dit_lora_grads) when tr->tc.lora_rank > 0 (the base is frozen: its

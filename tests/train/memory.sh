@@ -15,9 +15,9 @@
 #       training (train.sample_every) are counted as an upper bound (a sample clip of at
 #       most mem_tokens / 2 tokens): the model bounds the measured peak from above and
 #       counts at least what the samples added to the run without them.
-#   (e) LoRA (lora.rank 4 on a frozen base, --init the f512 run): counted exactly, the memory
-#       line says so, and the base's gradients and optimizer state are gone: the model is
-#       smaller than the full run's by at least 3 x the base's fp32 weights.
+#   (e) LoRA (lora.rank 4 on a frozen base, --init the f512 run; fp32 and bf16): counted
+#       exactly, the memory line says so, and the base's gradients and optimizer state are
+#       gone: the model is smaller than the full run's by at least 3 x the base's weights.
 . "$(dirname "$0")/lib.sh"
 need_store
 R=(--config "$CONF" --data "$STORE" --set train.global_batch=4 --set train.steps=2
@@ -99,7 +99,9 @@ echo "ok: validation counted exactly, samples bounded"
 # (e)
 run lora "$T" train "${R[@]}" --set train.mem_tokens=512 --init "$W/f512/ckpt-2.safetensors" \
   --set lora.rank=4 --set lora.targets=attn1.to_q,attn1.to_v,ffn.net.2
-exact lora
+run lora16 "$T" train "${R[@]}" --set train.mem_tokens=512 --init "$W/f512/ckpt-2.safetensors" \
+  --set lora.rank=4 --set lora.targets=attn1.to_q,ffn.net.0.proj --set train.precision=bf16
+for n in lora lora16; do exact $n; done
 grep -q "LoRA: [0-9]* adapter parameters on a frozen base" "$W/lora.log" ||
   fail "the memory line does not name the adapters: $(grep 'memory per rank (model)' "$W/lora.log")"
 w=$(sed -n 's/.*train: \([0-9]*\) parameters, .*/\1/p' "$W/f512.log" | head -1)

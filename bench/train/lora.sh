@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# bench/train/lora.sh — a LoRA training step against full fine-tuning of the same model on
+# the same batch, same backend and threads, in the same run (issue 28's figure; not a test).
+#
+#   bench/train/lora.sh          (after tools/setup.sh; builds bench_train_step if needed)
+#   THREADS=2 WARMUP=1 STEPS=5 REPEAT=3 CONFIG=configs/model/dit-s.conf RANK=16 \
+#   TARGETS=to_q,to_k,to_v,to_out.0,ffn.net.0.proj,ffn.net.2 PRECISION=fp32 BACKEND=cpu \
+#   OUT=bench/train/results-lora.json bench/train/lora.sh
+#
+# Both sides are bench_train_step (bench/train/bench_step.c) on its default batch (8 clips
+# of mixed grids): full fine-tuning (every weight: gradients, AdamW) and LoRA (lora.rank =
+# RANK on TARGETS: the base frozen, no base gradient computed, AdamW over the adapters).
+# REPEAT rounds, interleaved (full, LoRA, full, ...), each side's best median counts. Memory:
+# the backend's allocation peak of each (bench_train_step's backend_peak_bytes; on the CPU
+# the allocations through kb->alloc, on CUDA the arena's use) and the process's peak RSS.
+# Output: one summary line and OUT (machine, commit, both sides, the ratios full / LoRA).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${BUILD:-$ROOT/build}
+BIN=$BUILD/bench/bench_train_step
+CONFIG=${CONFIG:-$ROOT/configs/model/dit-s.conf}
+THREADS=${THREADS:-$(nproc)}
+WARMUP=${WARMUP:-1}
+STEPS=${STEPS:-5}
+REPEAT=${REPEAT:-3}
+RANK=${RANK:-16}
+TARGETS=${TARGETS:-to_q,to_k,to_v,to_out.0,ffn.net.0.proj,ffn.net.2}
+PRECISION=${PRECISION:-fp32}
+BACKEND=${BACKEND:-cpu}
+OUT=${OUT:-$ROOT/bench/train/results-lora.json}
+command -v jq >/dev/null || { echo "lora.sh: needs jq (tools/setup.sh)" >&2; exit 1; }
+[ -x "$BIN" ] || cmake --build "$BUILD" --target bench_train_step -j"$(nproc)" >/dev/null
+
+export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS OMP_WAIT_POLICY=passive
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/tessera-bench-lora.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+A=(--config "$CONFIG" --backend "$BACKEND" --set train.precision="$PRECISION" --warmup "$WARMUP"
+   --steps "$STEPS")
+L=(--set lora.rank="$RANK" --set lora.targets="$TARGETS")
+rate() { grep 'tokens/s' "$1" | tail -n1 | sed 's/.*: //'; }
+rss() { awk -F: '/Maximum resident set size/ { gsub(/ /, "", $2); print $2 }' "$1"; }
+for i in $(seq "$REPEAT"); do
+  /usr/bin/time -v "$BIN" "${A[@]}" --json "$TMP/f$i.json" >"$TMP/f$i.log" 2>&1
+  /usr/bin/time -v "$BIN" "${A[@]}" "${L[@]}" --json "$TMP/l$i.json" >"$TMP/l$i.log" 2>&1
+  for s in f l; do
+    jq --argjson rss "$(rss "$TMP/$s$i.log")" '. + {peak_rss_kb: $rss}' "$TMP/$s$i.json" >"$TMP/$s$i.j"
+  done
+  echo "lora.sh: round $i/$REPEAT: full $(rate "$TMP/f$i.log"), LoRA $(rate "$TMP/l$i.log")" >&2
+done
+jq -s 'min_by(.median_s)' "$TMP"/f[0-9]*.j >"$TMP/f.json"
+jq -s 'min_by(.median_s)' "$TMP"/l[0-9]*.j >"$TMP/l.json"
+
+commit=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
+dirty=$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo true || echo false)
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || echo unknown)
+jq -n --slurpfile f "$TMP/f.json" --slurpfile l "$TMP/l.json" --arg commit "$commit" \
+  --argjson dirty "$dirty" --arg cpu "$cpu" --argjson cores "$(nproc)" \
+  --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg config "${CONFIG#"$ROOT"/}" \
+  --argjson threads "$THREADS" --argjson repeat "$REPEAT" '{
+    benchmark: "training step: LoRA (frozen base, adapters trained) vs full fine-tuning, same model and batch",
+    commit: $commit, dirty: $dirty, date: $date, machine: {cpu: $cpu, nproc: $cores},
+    config: $config, threads: $threads, repeat: $repeat, backend: $f[0].backend,
+    precision: $f[0].precision, batch: {clips: $f[0].clips, tokens: $f[0].tokens},
+    full: ($f[0] | {params, median_s, min_s, tokens_per_s, backend_peak_bytes, peak_rss_kb}),
+    lora: ($l[0] | {lora_rank, lora_targets, trained_params, median_s, min_s, tokens_per_s,
+                    backend_peak_bytes, peak_rss_kb}),
+    speedup_lora_over_full: ($f[0].median_s / $l[0].median_s),
+    backend_peak_ratio_lora_over_full: ($l[0].backend_peak_bytes / $f[0].backend_peak_bytes)}' >"$OUT"
+jq -r '"LoRA vs full fine-tuning (\(.config), \(.backend) \(.precision), \(.batch.tokens) tokens, \(.threads) threads): full \(.full.median_s * 1000 | round) ms, LoRA r=\(.lora.lora_rank) \(.lora.median_s * 1000 | round) ms: \(.speedup_lora_over_full * 100 | round / 100)x; trained parameters \(.full.params) -> \(.lora.trained_params); backend peak \(.full.backend_peak_bytes / 1048576 | round) -> \(.lora.backend_peak_bytes / 1048576 | round) MiB"' "$OUT"
+echo "wrote $OUT (commit ${commit:0:12}$([ "$dirty" = true ] && echo ', uncommitted changes'))"
