@@ -15,6 +15,7 @@
 
 #include "core/fs.h"
 #include "model/io/dit_io.h"
+#include "model/lora.h"
 #include "core/safetensors.h"
 
 // The four tensor sets of a checkpoint: prefix and where they live in the state.
@@ -25,9 +26,27 @@ static const char *const set_prefix[NSETS] = {"", "ema.", "adam_m.", "adam_v."};
 static const char *const set_hash_key[NSETS] = {"xxh3_weights", "xxh3_ema", "xxh3_adam_m",
                                                 "xxh3_adam_v"};
 
+// The tensors the four sets are over: the model's, or (adapters, a LoRA run's checkpoint) its
+// LoRA adapters', the base being frozen and recorded by its checksums only.
+static int tab_count(const dit_model *m, int adapters) {
+  return adapters ? dit_lora_num_tensors(m) : dit_num_tensors(m);
+}
+static const dit_tensor *tab_info(const dit_model *m, int adapters, int i) {
+  return adapters ? dit_lora_tensor_info(m, i) : dit_tensor_info(m, i);
+}
+static size_t tab_params(const dit_model *m, int adapters) {
+  return adapters ? dit_lora_num_params(m) : dit_num_params(m);
+}
+static int tab_find(const dit_model *m, int adapters, const char *name) {
+  if (!adapters) return dit_find_tensor(m, name);
+  for (int i = 0; i < dit_lora_num_tensors(m); i++)  // a few hundred names at most, once a load
+    if (!strcmp(dit_lora_tensor_info(m, i)->name, name)) return i;
+  return -1;
+}
+
 static float *set_buffer(const ckpt_state *cs, int s) {
   switch (s) {
-  case SET_W: return dit_params(cs->model);
+  case SET_W: return cs->adapters ? dit_lora_params(cs->model) : dit_params(cs->model);
   case SET_EMA: return cs->ema;
   case SET_M: return cs->adam_m;
   default: return cs->adam_v;
@@ -92,14 +111,14 @@ static tsr_status add_meta(st_writer *w, const ckpt_state *cs) {
 // A set of n floats (host) must be finite throughout: the tensor of the first value that is
 // not, named with its set, is TSR_EINVAL for a save (a diverged run writes no checkpoint) and
 // TSR_EFORMAT for a load. NULL tensor name: in the padding between tensors.
-static tsr_status check_finite(const dit_model *m, const float *host, size_t n, int set,
-                               tsr_status code, const char *path) {
+static tsr_status check_finite(const dit_model *m, int adapters, const float *host, size_t n,
+                               int set, tsr_status code, const char *path) {
   size_t i = 0;
   while (i < n && isfinite(host[i])) i++;
   if (i == n) return TSR_OK;
   const char *name = "(padding)";
-  for (int k = 0; k < dit_num_tensors(m); k++) {
-    const dit_tensor *t = dit_tensor_info(m, k);
+  for (int k = 0; k < tab_count(m, adapters); k++) {
+    const dit_tensor *t = tab_info(m, adapters, k);
     if (i >= t->offset && i < t->offset + t->numel) name = t->name;
   }
   return err_set(code, "checkpoint %s: tensor %s%s has a non-finite value (%g at element %zu)%s",
@@ -107,23 +126,78 @@ static tsr_status check_finite(const dit_model *m, const float *host, size_t n, 
                  code == TSR_EINVAL ? ": not written (the run diverged)" : "");
 }
 
+tsr_status ckpt_base_sums(dit_model *m, uint64_t *tensor_sums, uint64_t *weights_sum) {
+  const kernels_backend *kb = dit_backend(m);
+  const int nt = dit_num_tensors(m);
+  const size_t n = dit_num_params(m);
+  // tensor i's span: its floats and the padding up to the next tensor (the set's hash covers
+  // both); copied one at a time, so a large base needs its largest tensor on the host only
+  size_t most = 0;
+  for (int i = 0; i < nt; i++) {
+    size_t end = i + 1 < nt ? dit_tensor_info(m, i + 1)->offset : n;
+    if (end - dit_tensor_info(m, i)->offset > most) most = end - dit_tensor_info(m, i)->offset;
+  }
+  float *host = malloc((most ? most : 1) * sizeof(float));
+  XXH3_state_t *h = XXH3_createState();
+  tsr_status r = !host || !h || XXH3_64bits_reset(h) != XXH_OK
+                     ? err_set(TSR_ENOMEM, "no memory hashing %zu weights", n)
+                     : TSR_OK;
+  for (int i = 0; !r && i < nt; i++) {
+    const dit_tensor *t = dit_tensor_info(m, i);
+    size_t span = (i + 1 < nt ? dit_tensor_info(m, i + 1)->offset : n) - t->offset;
+    r = kb->to_host(kb, host, dit_params(m) + t->offset, span * sizeof(float));
+    if (r) break;
+    if (tensor_sums) tensor_sums[i] = XXH3_64bits(host, t->numel * sizeof(float));
+    XXH3_64bits_update(h, host, span * sizeof(float));
+  }
+  if (!r) *weights_sum = XXH3_64bits_digest(h);
+  XXH3_freeState(h);
+  free(host);
+  return r;
+}
+
+// A LoRA run's base, recorded by identity: its path, its weights set's checksum (what its own
+// checkpoint records as xxh3_weights) and each of its tensors' (as xxh3:<name>), so that a
+// resume on another base names the tensor that differs.
+static tsr_status add_base_meta(st_writer *w, const ckpt_state *cs) {
+  const int nt = dit_num_tensors(cs->model);
+  uint64_t *sums = malloc((size_t)nt * sizeof *sums), all = 0;
+  tsr_status r = sums ? ckpt_base_sums(cs->model, sums, &all)
+                      : err_set(TSR_ENOMEM, "checkpoint: no memory");
+  char key[300], hash[24];
+  if (!r) r = st_writer_meta(w, CKPT_BASE_MODEL, cs->base_path ? cs->base_path : "");
+  snprintf(hash, sizeof hash, "%016llx", (unsigned long long)all);
+  if (!r) r = st_writer_meta(w, CKPT_BASE_WEIGHTS, hash);
+  for (int i = 0; !r && i < nt; i++) {
+    snprintf(key, sizeof key, CKPT_BASE_SUM_PREFIX "%s", dit_tensor_info(cs->model, i)->name);
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)sums[i]);
+    r = st_writer_meta(w, key, hash);
+  }
+  free(sums);
+  return r;
+}
+
 tsr_status ckpt_save(const char *path, const ckpt_state *cs) {
   const kernels_backend *kb = dit_backend(cs->model);
-  size_t n = dit_num_params(cs->model);
+  const int ad = cs->adapters;
+  size_t n = tab_params(cs->model, ad);
   float *host = malloc(NSETS * n * sizeof(float));
   if (!host) return err_set(TSR_ENOMEM, "checkpoint %s: no memory for %zu parameters", path, n);
   st_writer *w = NULL;
   tsr_status r = st_writer_new(&w);
   for (int s = 0; !r && s < NSETS; s++) r = kb->to_host(kb, host + s * n, set_buffer(cs, s), n * sizeof(float));
-  for (int s = 0; !r && s < NSETS; s++) r = check_finite(cs->model, host + s * n, n, s, TSR_EINVAL, path);
+  for (int s = 0; !r && s < NSETS; s++)
+    r = check_finite(cs->model, ad, host + s * n, n, s, TSR_EINVAL, path);
   for (int s = 0; !r && s < NSETS; s++) {
     char hash[24];
     snprintf(hash, sizeof hash, "%016llx",
              (unsigned long long)XXH3_64bits(host + s * n, n * sizeof(float)));
-    r = dit_write_tensors(cs->model, w, set_prefix[s], host + s * n);
+    r = ad ? dit_lora_write_tensors(cs->model, w, set_prefix[s], host + s * n)
+           : dit_write_tensors(cs->model, w, set_prefix[s], host + s * n);
     if (!r) r = st_writer_meta(w, set_hash_key[s], hash);
   }
   if (!r) r = add_meta(w, cs);
+  if (!r && ad) r = add_base_meta(w, cs);
   if (!r) r = st_writer_commit(w, path);
   st_writer_free(&w);
   free(host);
@@ -214,7 +288,10 @@ tsr_status ckpt_clean_tmp(const char *run_dir) {
   int removed = 0;
   tsr_status r = TSR_OK;
   while ((e = readdir(d))) {
-    if (strncmp(e->d_name, "ckpt-", 5) || !strstr(e->d_name, ".safetensors.tmp")) continue;
+    // a LoRA run's adapter files (lora-STEP.safetensors) are written beside its checkpoints
+    if ((strncmp(e->d_name, "ckpt-", 5) && strncmp(e->d_name, "lora-", 5)) ||
+        !strstr(e->d_name, ".safetensors.tmp"))
+      continue;
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", run_dir, e->d_name);
     if (unlink(path) && errno != ENOENT) {
@@ -379,6 +456,24 @@ static tsr_status read_run_keys(const st_reader *st, ckpt_meta *m) {
   return TSR_OK;
 }
 
+// A LoRA run's checkpoint (lora.rank > 0 in its config) holds adapters and names its base;
+// any other holds the model's weights and names none.
+static tsr_status read_base_keys(const st_reader *st, ckpt_meta *m) {
+  const char *base = st_meta(st, CKPT_BASE_MODEL), *sum = st_meta(st, CKPT_BASE_WEIGHTS);
+  m->adapters = m->tc.lora_rank > 0;
+  if (!m->adapters && (base || sum))
+    return err_set(TSR_EFORMAT, "checkpoint %s: metadata '%s' of a run without lora.rank",
+                   st_path(st), base ? CKPT_BASE_MODEL : CKPT_BASE_WEIGHTS);
+  if (!m->adapters) return TSR_OK;
+  tsr_status r = meta_get(st, CKPT_BASE_MODEL, &base);
+  if (!r) r = meta_get(st, CKPT_BASE_WEIGHTS, &sum);
+  if (!r && strlen(base) >= sizeof m->base_model)
+    r = err_set(TSR_EFORMAT, "checkpoint %s: metadata '%s' is longer than %zu bytes",
+                st_path(st), CKPT_BASE_MODEL, sizeof m->base_model - 1);
+  if (!r) snprintf(m->base_model, sizeof m->base_model, "%s", base);
+  return r;
+}
+
 static tsr_status read_meta(const st_reader *st, ckpt_meta *m) {
   memset(m, 0, sizeof *m);
   const char *fmt, *ini;
@@ -404,6 +499,7 @@ static tsr_status read_meta(const st_reader *st, ckpt_meta *m) {
   if (!r) r = read_store(st, &m->store);
   if (!r) r = read_labels(st, m);
   if (!r) r = read_run_keys(st, m);
+  if (!r) r = read_base_keys(st, m);
   if (r) ckpt_meta_free(m);
   return r;
 }
@@ -435,18 +531,35 @@ tsr_status ckpt_read_meta(const char *path, ckpt_meta *m) {
   return damaged(r, path);
 }
 
+// A LoRA run's checkpoint holds adapters, not a model: it is not what --init or sample take,
+// and a full run's is not what a LoRA run resumes from (TSR_EMISMATCH: the file is sound).
+static tsr_status check_kind(const st_reader *st, int adapters) {
+  const char *base = st_meta(st, CKPT_BASE_MODEL);
+  if (adapters && !base)
+    return err_set(TSR_EMISMATCH, "checkpoint %s holds a model's weights, not a LoRA run's "
+                   "adapters (no '%s' in its metadata)", st_path(st), CKPT_BASE_MODEL);
+  if (!adapters && base)
+    return err_set(TSR_EMISMATCH, "checkpoint %s is a LoRA run's: it holds the adapters trained "
+                   "on the base %s, not a model's weights; give that base (with `tessera "
+                   "convert BASE --merge-lora RUN/lora-STEP.safetensors` for the weights with "
+                   "the adapters folded in), or continue the run with --resume",
+                   st_path(st), base);
+  return TSR_OK;
+}
+
 // Every tensor of the file must be one the loader knows (a set prefix + a model tensor).
-static tsr_status check_names(const st_reader *st, const dit_model *m) {
+static tsr_status check_names(const st_reader *st, const dit_model *m, int adapters) {
   for (int i = 0; i < st_count(st); i++) {
     const char *name = st_at(st, i)->name;
     int known = 0;
     for (int s = 0; s < NSETS && !known; s++) {
       size_t pl = strlen(set_prefix[s]);
-      if (!strncmp(name, set_prefix[s], pl)) known = dit_find_tensor(m, name + pl) >= 0;
+      if (!strncmp(name, set_prefix[s], pl)) known = tab_find(m, adapters, name + pl) >= 0;
     }
     if (!known)
       return err_set(TSR_EMISMATCH, "checkpoint %s: tensor '%s' is not a parameter of the "
-                     "configured model (another model config?)", st_path(st), name);
+                     "configured model%s (another model config?)", st_path(st), name,
+                     adapters ? "'s adapters" : "");
   }
   return TSR_OK;
 }
@@ -456,23 +569,26 @@ static tsr_status check_names(const st_reader *st, const dit_model *m) {
 // (required from version 2 on), the names against the model, and the XXH3 of each tensor
 // set present (its metadata key set_hash_key[s]). Each set present is read into `host`
 // (n floats); the sets in `load` (bit s) are then copied to dst[s] (backend memory of kb).
-static tsr_status load_checked(const char *path, const dit_model *m, const kernels_backend *kb,
-                               int load, float *const dst[NSETS], float *host, size_t n) {
+// adapters: the sets are over m's LoRA adapters (a LoRA run's checkpoint), else its tensors.
+static tsr_status load_checked(const char *path, const dit_model *m, int adapters,
+                               const kernels_backend *kb, int load, float *const dst[NSETS],
+                               float *host, size_t n) {
   st_reader *st = NULL;
   int64_t version = 0;
   tsr_status r = st_open(&st, path);
+  if (!r) r = check_kind(st, adapters);
   if (!r) r = meta_int(st, "version", 1, &version);
   if (!r && version > CKPT_VERSION)
     r = err_set(TSR_EFORMAT, "checkpoint %s: version %lld, this tessera reads versions 1 to %d",
                 path, (long long)version, CKPT_VERSION);
-  if (!r) r = check_names(st, m);
+  if (!r) r = check_names(st, m, adapters);
   if (!r) r = st_verify(st, version >= 2);  // version 1 files have set checksums only
   for (int s = 0; !r && s < NSETS; s++) {
     const char *want = st_meta(st, set_hash_key[s]);
     if (!want) {
       if (load >> s & 1) {
         char first[256];
-        snprintf(first, sizeof first, "%s%s", set_prefix[s], dit_tensor_info(m, 0)->name);
+        snprintf(first, sizeof first, "%s%s", set_prefix[s], tab_info(m, adapters, 0)->name);
         r = s == SET_EMA ? err_set(TSR_EMISMATCH, "checkpoint %s has no EMA weights (%s): use "
                                    "--raw", path, first)
                          : err_set(TSR_EFORMAT, "checkpoint %s: metadata '%s' is missing",
@@ -481,13 +597,15 @@ static tsr_status load_checked(const char *path, const dit_model *m, const kerne
       continue;
     }
     memset(host, 0, n * sizeof(float));
-    if ((r = dit_read_tensors(m, st, set_prefix[s], host))) break;
+    if ((r = adapters ? dit_lora_read_tensors(m, st, set_prefix[s], host)
+                      : dit_read_tensors(m, st, set_prefix[s], host)))
+      break;
     char got[24];
     snprintf(got, sizeof got, "%016llx", (unsigned long long)XXH3_64bits(host, n * sizeof(float)));
     if (strcmp(want, got))
       r = err_set(TSR_EFORMAT, "the %stensors' checksum is %s, the metadata says %s",
                   s == SET_W ? "weight " : set_prefix[s], got, want);
-    else if ((load >> s & 1) && (r = check_finite(m, host, n, s, TSR_EFORMAT, path)))
+    else if ((load >> s & 1) && (r = check_finite(m, adapters, host, n, s, TSR_EFORMAT, path)))
       break;
     else if (load >> s & 1)
       r = kb->to_device(kb, dst[s], host, n * sizeof(float));
@@ -497,17 +615,55 @@ static tsr_status load_checked(const char *path, const dit_model *m, const kerne
 }
 
 tsr_status ckpt_load(const char *path, const ckpt_state *cs, int what) {
-  size_t n = dit_num_params(cs->model);
-  float *host = malloc(n * sizeof(float));
+  const int ad = cs->adapters;
+  size_t n = tab_params(cs->model, ad);
+  float *host = malloc((n ? n : 1) * sizeof(float));
   int sets = (what & CKPT_LOAD_WEIGHTS ? 1 << SET_W : 0) | (what & CKPT_LOAD_EMA ? 1 << SET_EMA : 0) |
              (what & CKPT_LOAD_OPTIM ? 1 << SET_M | 1 << SET_V : 0);
   float *dst[NSETS];
   for (int s = 0; s < NSETS; s++) dst[s] = set_buffer(cs, s);
-  tsr_status r = host ? load_checked(path, cs->model, dit_backend(cs->model), sets, dst, host, n)
+  tsr_status r = host ? load_checked(path, cs->model, ad, dit_backend(cs->model), sets, dst, host, n)
                       : err_set(TSR_ENOMEM, "no memory loading %s", path);
-  if (!r && (what & CKPT_LOAD_WEIGHTS)) r = dit_refresh_weights(cs->model);
+  // the adapters are fp32 only: no working copy to refresh
+  if (!r && !ad && (what & CKPT_LOAD_WEIGHTS)) r = dit_refresh_weights(cs->model);
   free(host);
   return r;
+}
+
+// The first of m's tensors whose checksum differs from the one LoRA checkpoint st records
+// for its base (TSR_EMISMATCH naming it), after the weights set's as a whole.
+static tsr_status base_differs(const st_reader *st, dit_model *m, const uint64_t *sums,
+                               uint64_t all) {
+  const char *want = st_meta(st, CKPT_BASE_WEIGHTS), *base = st_meta(st, CKPT_BASE_MODEL);
+  char got[24], key[300];
+  snprintf(got, sizeof got, "%016llx", (unsigned long long)all);
+  if (want && !strcmp(want, got)) return TSR_OK;
+  for (int i = 0; i < dit_num_tensors(m); i++) {
+    const char *name = dit_tensor_info(m, i)->name;
+    snprintf(key, sizeof key, CKPT_BASE_SUM_PREFIX "%s", name);
+    const char *w = st_meta(st, key);
+    snprintf(got, sizeof got, "%016llx", (unsigned long long)sums[i]);
+    if (!w || strcmp(w, got))
+      return err_set(TSR_EMISMATCH, "the base's tensor %s differs from the one the adapters of "
+                     "checkpoint %s were trained on (%s): XXH3 %s, recorded %s", name,
+                     st_path(st), base ? base : "?", got, w ? w : "none");
+  }
+  return err_set(TSR_EMISMATCH, "the base's weights (XXH3 %s, padding included) differ from "
+                 "those the adapters of checkpoint %s were trained on (%s, recorded %s)", got,
+                 st_path(st), base ? base : "?", want ? want : "none");
+}
+
+tsr_status ckpt_check_base(const char *path, dit_model *m) {
+  st_reader *st = NULL;
+  const int nt = dit_num_tensors(m);
+  uint64_t *sums = malloc((size_t)nt * sizeof *sums), all = 0;
+  tsr_status r = sums ? st_open(&st, path) : err_set(TSR_ENOMEM, "no memory");
+  if (!r) r = check_kind(st, 1);
+  if (!r) r = ckpt_base_sums(m, sums, &all);
+  if (!r) r = base_differs(st, m, sums, all);
+  st_close(&st);
+  free(sums);
+  return damaged(r, path);
 }
 
 tsr_status ckpt_load_model(const char *path, dit_model *m, int ema) {
@@ -516,7 +672,7 @@ tsr_status ckpt_load_model(const char *path, dit_model *m, int ema) {
   float *dst[NSETS] = {0};
   int s = ema ? SET_EMA : SET_W;
   dst[s] = dit_params(m);
-  tsr_status r = host ? load_checked(path, m, dit_backend(m), 1 << s, dst, host, n)
+  tsr_status r = host ? load_checked(path, m, 0, dit_backend(m), 1 << s, dst, host, n)
                       : err_set(TSR_ENOMEM, "no memory loading %s", path);
   if (!r) r = dit_refresh_weights(m);
   free(host);

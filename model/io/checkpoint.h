@@ -20,6 +20,16 @@
 //   sample_due ("1": the run's samples of this step were due and tried before this file
 //   was written; a resume writes them if they are missing).
 //
+// A LoRA run's checkpoint (lora.rank > 0 in its config; model/lora.h) has the same four
+// sets over the ADAPTERS instead of the weights: <adapter> (blocks.{i}.<module>.lora_A.weight,
+// ...lora_B.weight), ema.<adapter>, adam_m.<adapter>, adam_v.<adapter>, and the same metadata
+// plus the identity of the frozen base it trained on (the base's weights are not in it):
+//   base_model (the base checkpoint's path, as --init gave it), base_weights (XXH3-64 of the
+//   base's flat weights: the xxh3_weights its own checkpoint records), base_xxh3:<tensor>
+//   (each base tensor's XXH3-64: the xxh3:<tensor> of its checkpoint), so that a resume on
+//   another base names the tensor that differs (ckpt_check_base).
+// --init and `tessera sample` refuse it (it holds no model), a LoRA resume refuses any other.
+//
 // Durability: written to PATH.tmp, fsync'ed, renamed to PATH, directory fsync'ed
 // (core/safetensors.h), so a crash never leaves a half-written file under a
 // checkpoint's name; ckpt_clean_tmp removes the leftovers of such a crash.
@@ -56,6 +66,10 @@
 // 1: tensor-set checksums only (still read).
 #define CKPT_VERSION 2
 enum { CKPT_MAX_LABELS = 4096 };
+// The metadata keys of a LoRA run's base (above).
+#define CKPT_BASE_MODEL "base_model"
+#define CKPT_BASE_WEIGHTS "base_weights"
+#define CKPT_BASE_SUM_PREFIX "base_xxh3:"
 // Limits of the metadata numbers (checked on read): steps within train.steps' own limit
 // (1e15 < 2^50), sampler epochs below 2^62 (the sampler counts them up in int64).
 #define CKPT_MAX_STEP (INT64_C(1) << 50)
@@ -75,6 +89,8 @@ typedef struct {
   uint64_t store_fingerprint;
   char plan_settings[512];     // "" when the file records none
   int sample_due;              // samples of this step were due (train.sample_every)
+  int adapters;                // a LoRA run's checkpoint: its sets are the adapters'
+  char base_model[4096];       // adapters: the base checkpoint it names (base_model)
 } ckpt_meta;
 
 void ckpt_meta_free(ckpt_meta *m);
@@ -95,6 +111,10 @@ typedef struct {
   uint64_t store_fingerprint;      // data_fingerprint of the store trained on
   const char *plan_settings;       // what shaped the plans (NULL: not recorded)
   int sample_due;                  // 1: samples of this step were due and tried before
+  int adapters;                    // 1: the state is the model's LoRA adapters (a LoRA run):
+                                   // ema and the moments are adapter-sized, the sets of the
+                                   // file are the adapters', the base is recorded (above)
+  const char *base_path;           // adapters: the base checkpoint, for saves (base_model)
 } ckpt_state;
 
 // Writes the state (weights, EMA, moments, step, sampler, config, store settings and
@@ -123,6 +143,15 @@ typedef enum {
 tsr_status ckpt_load(const char *path, const ckpt_state *cs, int what);
 // Loads weights (ema != 0: the EMA weights) into a model (tessera sample).
 tsr_status ckpt_load_model(const char *path, dit_model *m, int ema);
+
+// XXH3-64 of m's weights (dit_params): of each tensor into tensor_sums (dit_num_tensors of
+// them; NULL: not wanted) and of the whole flat buffer, padding included, into *weights_sum
+// (what a checkpoint of these weights records as xxh3_weights). Memory: the largest tensor.
+tsr_status ckpt_base_sums(dit_model *m, uint64_t *tensor_sums, uint64_t *weights_sum);
+// m's weights must be the base LoRA checkpoint `path` was trained on: TSR_EMISMATCH naming
+// the first tensor whose checksum differs from the one recorded (base_xxh3:<tensor>), the
+// file and the base it names.
+tsr_status ckpt_check_base(const char *path, dit_model *m);
 
 // A checkpoint of weights only, written tensor by tensor (`tessera convert`: a model larger
 // than memory): ckpt_save's metadata for cs (cs->model may be NULL: backend "none"; its ema

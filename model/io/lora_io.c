@@ -5,10 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "core/safetensors.h"
 #include "model/io/checkpoint.h"
+#include "model/io/dit_io.h"
 
 #define PREFIX "transformer."
 
@@ -38,14 +38,9 @@ static char *diffusers_metadata(const lora_config *lc) {
 // XXH3 of m's base weights, the flat buffer with its zero padding (%016llx): the checksum a
 // checkpoint of these weights records for its weights set.
 static tsr_status base_weights_hash(dit_model *m, char out[24]) {
-  const kernels_backend *kb = dit_backend(m);
-  size_t n = dit_num_params(m);
-  float *host = malloc(sizeof(float) * n);
-  if (!host) return err_set(TSR_ENOMEM, "no memory for a copy of %zu weights", n);
-  tsr_status st = kb->to_host(kb, host, dit_params(m), sizeof(float) * n);
-  if (!st)
-    snprintf(out, 24, "%016llx", (unsigned long long)XXH3_64bits(host, sizeof(float) * n));
-  free(host);
+  uint64_t h = 0;
+  tsr_status st = ckpt_base_sums(m, NULL, &h);
+  if (!st) snprintf(out, 24, "%016llx", (unsigned long long)h);
   return st;
 }
 
@@ -83,12 +78,7 @@ tsr_status lora_save(dit_model *m, const char *path, const char *base_model) {
   if (!host) return err_set(TSR_ENOMEM, "lora_save %s: no memory", path);
   tsr_status st = kb->to_host(kb, host, dit_lora_params(m), sizeof(float) * n);
   if (!st) st = st_writer_new(&w);
-  for (int i = 0; !st && i < dit_lora_num_tensors(m); i++) {
-    const dit_tensor *t = dit_lora_tensor_info(m, i);
-    char name[128];
-    snprintf(name, sizeof name, PREFIX "%s", t->name);
-    st = st_writer_add(w, name, ST_F32, 2, t->shape, host + t->offset);
-  }
+  if (!st) st = dit_lora_write_tensors(m, w, PREFIX, host);
   if (!st) st = add_meta(w, m, lc, base_model);
   if (!st) st = st_writer_commit(w, path);
   st_writer_free(&w);
@@ -172,13 +162,7 @@ static tsr_status read_adapters(dit_model *m, const st_reader *r) {
   size_t n = dit_lora_num_params(m);
   float *host = calloc(n ? n : 1, sizeof(float));
   if (!host) return err_set(TSR_ENOMEM, "%s: no memory", st_path(r));
-  tsr_status st = TSR_OK;
-  for (int i = 0; !st && i < dit_lora_num_tensors(m); i++) {
-    const dit_tensor *t = dit_lora_tensor_info(m, i);
-    char name[128];
-    snprintf(name, sizeof name, PREFIX "%s", t->name);
-    st = st_read(r, name, ST_F32, 2, t->shape, host + t->offset);
-  }
+  tsr_status st = dit_lora_read_tensors(m, r, PREFIX, host);
   const kernels_backend *kb = dit_backend(m);
   if (!st) st = kb->to_device(kb, dit_lora_params(m), host, sizeof(float) * n);
   if (!st) st = dit_lora_refresh(m);
