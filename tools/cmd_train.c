@@ -37,7 +37,9 @@ static void train_usage(FILE *f) {
     "                       the schedule always spans train.steps\n"
     "  --resume             continue from RUN's newest checkpoint (same losses as a run\n"
     "                       that never stopped)\n"
-    "  --init CKPT          start from CKPT's weights (fine-tuning: new optimizer, step 0)\n"
+    "  --init CKPT          start from CKPT's weights (fine-tuning: new optimizer, step 0);\n"
+    "                       with lora.rank > 0 the frozen base, which --resume reloads from\n"
+    "                       where the run found it (or from --init CKPT: the same weights)\n"
     "  --set KEY=VALUE      override a config key, e.g. --set train.lr=3e-4 (repeatable)\n"
     "  --cost FILE          cost model for the planner (from `tessera calibrate`;\n"
     "                       default: built-in CPU numbers of the tiny model)\n"
@@ -123,10 +125,7 @@ static tsr_status parse_args(int argc, char **argv, train_options *o, char **set
   const char *missing = !o->config_path ? "--config FILE" : !o->data_dir ? "--data STORE"
                         : !o->run_dir ? "--out RUN" : NULL;
   if (!r && missing) r = err_set(TSR_EINVAL, "missing %s", missing);
-  if (!r && o->resume && o->init_ckpt)
-    r = err_set(TSR_EINVAL, "--resume and --init exclude each other: --resume continues RUN, "
-                "--init starts a new run from a checkpoint's weights");
-  return r;
+  return r;  // --resume with --init: only for a LoRA run's base, which the config says (train.c)
 }
 
 // TESSERA_PROFILE=1: every table of the chosen device is wrapped in the project's timers

@@ -197,6 +197,33 @@ void train_resume_check_plan(const ckpt_meta *cm, const trainer *tr, int plan_ki
     log_info("train: resuming bitwise: the plan settings are the run's (%s)", now);
 }
 
+tsr_status train_resume_base(trainer *tr, const ckpt_meta *cm, const char *path, const char *init,
+                             char *base, size_t cap) {
+  const char *from = init ? init : cm->base_model;
+  const char *how = init ? "given with --init" : "recorded in the checkpoint";
+  struct stat sb;
+  if (!from[0] || stat(from, &sb))
+    return err_set(TSR_EIO, "--resume: the LoRA run's frozen base '%s' (%s %s) cannot be read: "
+                   "%s; give the base checkpoint it trained on with --init BASE (its weights "
+                   "are checked against the checksums %s records)", from, how, path,
+                   from[0] ? strerror(errno) : "no path", path);
+  ckpt_state cs = {.model = tr->model};  // the base's weights only (not adapters)
+  tsr_status r = ckpt_load(from, &cs, CKPT_LOAD_WEIGHTS);
+  if (r) return err_wrap(r, "--resume: the LoRA run's base %s (%s): ", from, how);
+  if ((r = ckpt_check_base(path, tr->model))) {
+    char why[2048];
+    snprintf(why, sizeof why, "%s", err_msg());
+    return err_set(r, "--resume: base %s (%s) is not the one this LoRA run trained on: %s; give "
+                   "that base with --init BASE", from, how, why);
+  }
+  if ((size_t)snprintf(base, cap, "%s", from) >= cap)
+    return err_set(TSR_EINVAL, "--resume: the base's path %s is too long", from);
+  if (tr->rank == 0)
+    log_info("train: LoRA resume: base %s (%s) matches the checksums of every tensor %s "
+             "records", from, how, path);
+  return TSR_OK;
+}
+
 // train.mem_tokens of the newest checkpoint of run_dir (what its run derived), 0 if none.
 static int64_t checkpoint_mem_tokens(const char *run_dir) {
   char path[PATH_MAX];

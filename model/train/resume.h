@@ -40,6 +40,14 @@ tsr_status train_resume_check_store(const ckpt_meta *cm, const trainer *tr, cons
 // against this run's, train_plan_settings).
 void train_resume_check_plan(const ckpt_meta *cm, const trainer *tr, int plan_kind,
                              const char *path);
+// --resume of a LoRA run (cm->adapters, the meta of checkpoint `path`): the frozen base's
+// weights into tr->model (its adapters attached, loaded after), from the checkpoint's
+// base_model or from `init` (--init, non-NULL: the base moved; it must hold the same
+// weights). Refused naming the file and saying to give the base with --init when it cannot
+// be read, and naming the first tensor that differs when it is not the base the adapters
+// trained on (ckpt_check_base). base: (cap) the path used, which later checkpoints record.
+tsr_status train_resume_base(trainer *tr, const ckpt_meta *cm, const char *path, const char *init,
+                             char *base, size_t cap);
 // train_memory_limit for a run that may resume: with train.mem_tokens = 0 (derived from
 // memory) and --resume, the newest checkpoint's mem_tokens is kept when it fits every rank
 // (the derived value would follow the free memory of the day and change the plans);

@@ -149,10 +149,11 @@ static tsr_status check_resume_config(const ckpt_meta *cm, const trainer *tr, co
 
 // The checkpoint's view of the trainer, with the sampler at `pos`. names: (n_labels)
 // scratch for the label pointers, freed by the caller; plan: (256) scratch for the plan
-// settings of plan_kind; sample_due: the step's samples were due (and tried) before.
+// settings of plan_kind; sample_due: the step's samples were due (and tried) before; base:
+// a LoRA run's base checkpoint (the state is then the adapters').
 static tsr_status trainer_state(const trainer *tr, const data_sampler *pos, int plan_kind,
-                                int sample_due, ckpt_state *cs, const char ***names,
-                                char *plan) {
+                                int sample_due, const char *base, ckpt_state *cs,
+                                const char ***names, char *plan) {
   int n = data_num_labels(tr->data);
   if (!(*names = malloc((size_t)(n ? n : 1) * sizeof **names)))
     return err_set(TSR_ENOMEM, "checkpoint: no memory");
@@ -163,22 +164,30 @@ static tsr_status trainer_state(const trainer *tr, const data_sampler *pos, int 
                      .store = data_settings(tr->data), .store_clips = data_num_clips(tr->data),
                      .labels = *names, .n_labels = n,
                      .store_fingerprint = data_fingerprint(tr->data), .plan_settings = plan,
-                     .sample_due = sample_due};
+                     .sample_due = sample_due, .adapters = tr->tc.lora_rank > 0,
+                     .base_path = base};
   train_plan_settings(tr, plan_kind, plan, 256);
   return TSR_OK;
 }
 
-// Restores the state of `path` (resume) or its weights only (init).
-static tsr_status start_from(trainer *tr, const train_options *o, const char *path, int resume) {
+// Restores the state of `path` (resume) or its weights only (init). A LoRA run's state is
+// its adapters': --init loads the base's weights under them; --resume first loads the base
+// its checkpoint names (train_resume_base), then the adapters. base: (cap) the base the run
+// trains on, for its checkpoints.
+static tsr_status start_from(trainer *tr, const train_options *o, const char *path, int resume,
+                             char *base, size_t cap) {
   ckpt_meta cm = {0};
   tsr_status r = ckpt_read_meta(path, &cm);
   if (!r && resume) r = check_resume_config(&cm, tr, path);
   if (!r && resume) r = train_resume_check_store(&cm, tr, path, o->run_dir);
   if (!r && resume) train_resume_check_plan(&cm, tr, o->plan_kind, path);
+  if (!r && resume && cm.adapters) r = train_resume_base(tr, &cm, path, o->init_ckpt, base, cap);
+  if (!r && !resume && tr->tc.lora_rank > 0) snprintf(base, cap, "%s", path);
   ckpt_state cs;
   const char **names = NULL;
   char plan[256];
-  if (!r) r = trainer_state(tr, &tr->sampler, o->plan_kind, 0, &cs, &names, plan);
+  if (!r) r = trainer_state(tr, &tr->sampler, o->plan_kind, 0, base, &cs, &names, plan);
+  cs.adapters = cs.adapters && resume;  // --init loads a base's weights
   if (!r) r = ckpt_load(path, &cs, resume ? CKPT_LOAD_WEIGHTS | CKPT_LOAD_EMA | CKPT_LOAD_OPTIM
                                           : CKPT_LOAD_WEIGHTS);
   free(names);
@@ -318,6 +327,7 @@ typedef struct {
   progress pg;
   train_val_stats val_first, val_last;
   double loss0, loss_last;     // first and last step's loss (-1: none yet)
+  const char *base;            // a LoRA run's base checkpoint (its checkpoints record it)
 } train_loop_state;
 
 // Opens what the loop needs; a fresh run is validated once before its first step, where
@@ -398,13 +408,14 @@ static tsr_status loop_report_step(train_loop_state *L, const train_step_stats *
   return r;
 }
 
-// A LoRA run's checkpoint: RUN/lora-STEP.safetensors, the adapters (not their EMA) as
-// diffusers/PEFT's LoRA file (model/io/lora_io.h) with the base's identity. Not yet a
-// resumable state: the optimizer moments are not written (docs/train.md "LoRA").
-static tsr_status save_adapters(trainer *tr, const train_options *o) {
+// A LoRA run's adapters for diffusers: RUN/lora-STEP.safetensors, the adapters (not their
+// EMA) as diffusers/PEFT's LoRA file (model/io/lora_io.h) with the base's identity. Written
+// before the step's checkpoint, the resumable state: a crash between the two resumes from
+// the checkpoint before, which writes this file again (the same bytes).
+static tsr_status save_adapters(trainer *tr, const train_options *o, const char *base) {
   char path[4200];
   snprintf(path, sizeof path, "%s/lora-%lld.safetensors", o->run_dir, (long long)tr->step);
-  return lora_save(tr->model, path, o->init_ckpt);
+  return lora_save(tr->model, path, base);
 }
 
 // Samples and the checkpoint a step owes. Samples read the EMA weights only, on a model of
@@ -421,11 +432,11 @@ static tsr_status loop_save(train_loop_state *L, const data_sampler *saved, int 
   if (sample_due) train_samples_step(tr, o);
   if (!L->lead || !((tr->tc.ckpt_every > 0 && tr->step % tr->tc.ckpt_every == 0) || last))
     return TSR_OK;
-  if (tr->tc.lora_rank > 0) return save_adapters(tr, o);
+  tsr_status r = tr->tc.lora_rank > 0 ? save_adapters(tr, o, L->base) : TSR_OK;
   ckpt_state cs;
   const char **names = NULL;
   char plan[256];
-  tsr_status r = trainer_state(tr, saved, o->plan_kind, sample_due, &cs, &names, plan);
+  if (!r) r = trainer_state(tr, saved, o->plan_kind, sample_due, L->base, &cs, &names, plan);
   if (!r) r = ckpt_save_run(o->run_dir, &cs, tr->tc.ckpt_keep);
   free(names);
   return r;
@@ -463,8 +474,9 @@ static void loop_summary(const train_loop_state *L, const sched_pipeline_stats *
              (long long)tr->bad_clips, data_dir(tr->data));
 }
 
-static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop) {
-  train_loop_state L = {.tr = tr, .o = o, .stop = stop};
+static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop,
+                             const char *base) {
+  train_loop_state L = {.tr = tr, .o = o, .stop = stop, .base = base};
   tsr_status r = loop_open(&L);
   progress_begin(&L.pg, "train");
   while (!r && tr->step < stop) {
@@ -500,6 +512,7 @@ typedef struct {
   size_t dev_free0, dev_total;   // device memory before setup (0: not a device backend)
   lockfile *run_lock;            // RUN, held for the whole run
   char latest[PATH_MAX];         // RUN's newest checkpoint ("" if none)
+  char base[PATH_MAX];           // a LoRA run's base checkpoint ("" otherwise)
 } train_setup;
 
 // The config, the backend and the store, and train.mem_tokens from the memory model (0:
@@ -573,22 +586,20 @@ static tsr_status setup_sched(trainer *tr, const train_options *o, int ranks) {
 
 // The trainer's state: the validation split, the sampler, the model, then its weights from
 // RUN's newest checkpoint (--resume), a checkpoint's weights (--init) or the seed.
-static tsr_status setup_trainer(trainer *tr, const train_options *o, const train_setup *su) {
+static tsr_status setup_trainer(trainer *tr, const train_options *o, train_setup *su) {
   tsr_status r = data_split_make(tr->data, tr->tc.val_clips, &tr->split);
   if (!r) r = train_val_check(tr, o->skip_bad_clips);
   if (!r && tr->split.n_val && comm_rank() == 0) r = train_val_write_list(tr, o->run_dir);
   if (!r) r = data_sampler_init(&tr->sampler, tr->split.n_train, (uint64_t)tr->tc.seed);
   tr->cb = o->comm;
   if (!r && !tr->cb) r = err_set(TSR_EINVAL, "train: no communication backend given");
-  if (!r && tr->tc.lora_rank > 0 && (o->resume || !o->init_ckpt))
-    r = err_set(TSR_EINVAL, "lora.rank = %d: %s", tr->tc.lora_rank, o->resume
-                ? "--resume of a LoRA run is not implemented yet (its checkpoints hold the "
-                  "adapters only); start a new run with --init"
-                : "adapters train on a frozen base: give it with --init CKPT");
+  if (!r && tr->tc.lora_rank > 0 && !o->resume && !o->init_ckpt)
+    r = err_set(TSR_EINVAL, "lora.rank = %d: adapters train on a frozen base: give it with "
+                "--init CKPT", tr->tc.lora_rank);
   if (!r) r = trainer_setup(tr);
   if (!r) {
-    if (o->resume) r = start_from(tr, o, su->latest, 1);
-    else if (o->init_ckpt) r = start_from(tr, o, o->init_ckpt, 0);
+    if (o->resume) r = start_from(tr, o, su->latest, 1, su->base, sizeof su->base);
+    else if (o->init_ckpt) r = start_from(tr, o, o->init_ckpt, 0, su->base, sizeof su->base);
     else if (!(r = dit_init(tr->model, (uint64_t)tr->tc.seed))) r = train_ema_reset(tr);
   }
   // the store this run trained on, for a resume to say what changed (kept on a resume)
@@ -656,6 +667,11 @@ tsr_status train_run(const train_options *o) {
   int ranks = comm_size();
   if (!r) r = check_store(&tr, ranks);
   if (!r) r = check_ranks_agree(&tr);
+  // a LoRA run's base is the one checkpoint --resume reads besides RUN's (it may have moved)
+  if (!r && o->resume && o->init_ckpt && tr.tc.lora_rank == 0)
+    r = err_set(TSR_EINVAL, "--resume and --init exclude each other: --resume continues RUN, "
+                "--init starts a new run from a checkpoint's weights (with lora.rank > 0, "
+                "--resume --init BASE gives the frozen base's new place)");
   if (!r && o->init_ckpt) {
     struct stat sb;
     if (stat(o->init_ckpt, &sb))
@@ -666,7 +682,7 @@ tsr_status train_run(const train_options *o) {
   if (!r) r = setup_trainer(&tr, o, &su);
   int64_t stop = o->stop_step > 0 ? o->stop_step : tr.tc.steps;
   if (!r && comm_rank() == 0) log_run_start(&tr, o, stop);
-  if (!r && tr.step < stop) r = train_loop(&tr, o, stop);
+  if (!r && tr.step < stop) r = train_loop(&tr, o, stop, su.base);
   if (!r) log_run_memory(&tr, &su);
   data_split_free(&tr.split);
   dit_free(&tr.sample_model);
