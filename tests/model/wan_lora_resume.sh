@@ -10,6 +10,7 @@
 # - refused, naming the file and what to do: a base gone from its recorded path (then
 #   --resume --init at its new place continues, bitwise), a base whose weights changed and
 #   --init of another base (the differing tensor named), --init of a LoRA run's checkpoint.
+# - with mpirun, the same on 2 ranks.
 set -euo pipefail
 T=${TESSERA_BIN:?set by ctest}
 ML=${MAKE_LATENTS:?set by ctest}
@@ -118,3 +119,14 @@ expect_fail "base .*ckpt-2.safetensors.*not the one this LoRA run trained on.*te
   "${TRAIN[@]}" --out "$W/a" --steps 8 --resume --init "$W/base/ckpt-2.safetensors"
 # a LoRA run's checkpoint is not a base
 expect_fail "is a LoRA run's: it holds the adapters" "${TRAIN[@]}" --init "$W/a/ckpt-8.safetensors" --out "$W/e" --steps 2
+
+# with mpirun: 2 ranks (the adapters' gradient all-reduced) resume bitwise as well
+if command -v mpirun >/dev/null; then
+  mp() { mpirun --oversubscribe -np 2 "${TRAIN[@]}" --set train.mem_tokens=64 "$@" 2>>"$W/mpi.log"; }
+  mp --init "$BASE" --out "$W/m1" --steps 4 || { tail -5 "$W/mpi.log"; fail "2 ranks, 4 steps"; }
+  mp --init "$BASE" --out "$W/m2" --steps 2 || fail "2 ranks, 2 steps"
+  mp --out "$W/m2" --steps 4 --resume || { tail -5 "$W/mpi.log"; fail "2 ranks, --resume"; }
+  diff <(losses "$W/m1") <(losses "$W/m2") || fail "2 ranks: losses differ after the resume"
+  cmp "$W/m1/ckpt-4.safetensors" "$W/m2/ckpt-4.safetensors" || fail "2 ranks: ckpt-4 differs"
+  echo "ok: 2 ranks: 4 steps == 2 + --resume 2, bitwise"
+fi
