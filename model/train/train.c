@@ -187,7 +187,7 @@ static tsr_status start_from(trainer *tr, const train_options *o, const char *pa
   const char **names = NULL;
   char plan[256];
   if (!r) r = trainer_state(tr, &tr->sampler, o->plan_kind, 0, base, &cs, &names, plan);
-  cs.adapters = cs.adapters && resume;  // --init loads a base's weights
+  if (!r) cs.adapters = cs.adapters && resume;  // --init loads a base's weights
   if (!r) r = ckpt_load(path, &cs, resume ? CKPT_LOAD_WEIGHTS | CKPT_LOAD_EMA | CKPT_LOAD_OPTIM
                                           : CKPT_LOAD_WEIGHTS);
   free(names);
