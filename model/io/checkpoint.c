@@ -624,8 +624,9 @@ tsr_status ckpt_load(const char *path, const ckpt_state *cs, int what) {
   for (int s = 0; s < NSETS; s++) dst[s] = set_buffer(cs, s);
   tsr_status r = host ? load_checked(path, cs->model, ad, dit_backend(cs->model), sets, dst, host, n)
                       : err_set(TSR_ENOMEM, "no memory loading %s", path);
-  // the adapters are fp32 only: no working copy to refresh
-  if (!r && !ad && (what & CKPT_LOAD_WEIGHTS)) r = dit_refresh_weights(cs->model);
+  // the act-dtype working copy follows the loaded masters (the model's or the adapters')
+  if (!r && (what & CKPT_LOAD_WEIGHTS))
+    r = ad ? dit_lora_refresh(cs->model) : dit_refresh_weights(cs->model);
   free(host);
   return r;
 }

@@ -10,6 +10,7 @@
 # - refused, naming the file and what to do: a base gone from its recorded path (then
 #   --resume --init at its new place continues, bitwise), a base whose weights changed and
 #   --init of another base (the differing tensor named), --init of a LoRA run's checkpoint.
+# - bf16 activations: 4 steps == 2 + --resume 2, bitwise;
 # - with mpirun, the same on 2 ranks.
 set -euo pipefail
 T=${TESSERA_BIN:?set by ctest}
@@ -119,6 +120,15 @@ expect_fail "base .*ckpt-2.safetensors.*not the one this LoRA run trained on.*te
   "${TRAIN[@]}" --out "$W/a" --steps 8 --resume --init "$W/base/ckpt-2.safetensors"
 # a LoRA run's checkpoint is not a base
 expect_fail "is a LoRA run's: it holds the adapters" "${TRAIN[@]}" --init "$W/a/ckpt-8.safetensors" --out "$W/e" --steps 2
+
+# bf16 activations (the adapters' working copy is rebuilt from the loaded masters)
+B16=(--set train.precision=bf16)
+"${TRAIN[@]}" "${B16[@]}" --init "$BASE" --out "$W/h1" --steps 4 >/dev/null 2>&1 || fail "bf16, 4 steps"
+"${TRAIN[@]}" "${B16[@]}" --init "$BASE" --out "$W/h2" --steps 2 >/dev/null 2>&1 || fail "bf16, 2 steps"
+"${TRAIN[@]}" "${B16[@]}" --out "$W/h2" --steps 4 --resume >/dev/null 2>&1 || fail "bf16, --resume"
+diff <(losses "$W/h1") <(losses "$W/h2") || fail "bf16: losses differ after the resume"
+cmp "$W/h1/ckpt-4.safetensors" "$W/h2/ckpt-4.safetensors" || fail "bf16: ckpt-4 differs"
+echo "ok: bf16: 4 steps == 2 + --resume 2, bitwise"
 
 # with mpirun: 2 ranks (the adapters' gradient all-reduced) resume bitwise as well
 if command -v mpirun >/dev/null; then
