@@ -357,10 +357,6 @@ tsr_status config_validate(const dit_config *m, const train_config *t) {
   if (t->lora_rank > 0 && !t->lora_targets[strspn(t->lora_targets, " ,")])
     return err_set(TSR_EINVAL, "lora.rank = %d needs lora.targets (PEFT module names, e.g. "
                    "to_q,to_k,to_v,to_out.0)", t->lora_rank);
-  if (t->lora_rank > 0 && t->sample_every > 0)
-    return err_set(TSR_EINVAL, "lora.rank = %d with train.sample_every = %d: samples of a LoRA "
-                   "run are not implemented yet (set train.sample_every = 0)", t->lora_rank,
-                   t->sample_every);
   if (t->min_lr > t->lr)
     return err_set(TSR_EINVAL, "train.min_lr = %g is above train.lr = %g", t->min_lr, t->lr);
   if (t->warmup > t->steps)

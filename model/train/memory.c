@@ -40,6 +40,17 @@ static tsr_status per_token_block(const dit_config *mc, kernels_dtype act, int r
   return st;
 }
 
+// What the adapters of tc add to a model of config mc (dit_lora_memory): np parameters,
+// their weights' bytes wb (fp32 masters, and the act-dtype working copy unless fp32) and
+// their activation buffer ab. Their gradient buffer is np floats more.
+static tsr_status lora_bytes(const dit_config *mc, const train_config *tc, kernels_dtype act,
+                             int64_t tokens, int clips, size_t *np, size_t *wb, size_t *ab) {
+  lora_config lc = train_lora_config(tc);
+  tsr_status st = dit_lora_memory(mc, &lc, act, (int)tokens, clips, np, ab);
+  *wb = *np * sizeof(float) + (act != KERNELS_F32 ? *np * kernels_dtype_size(act) : 0);
+  return st;
+}
+
 tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int device,
                               int ranks, int64_t tokens, int value_bytes, train_memory *out) {
   memset(out, 0, sizeof *out);
@@ -82,11 +93,10 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
     out->measured = 1;
   }
   if (tc->lora_rank > 0) {  // adapters on a frozen base (model/lora.h): no base gradients
-    lora_config lc = train_lora_config(tc);
-    size_t np = 0, ab = 0;
-    if ((st = dit_lora_memory(mc, &lc, act, tokens, C, &np, &ab))) return st;
+    size_t np = 0, ab = 0, wb = 0;
+    if ((st = lora_bytes(mc, tc, act, tokens, (int)C, &np, &wb, &ab))) return st;
     out->lora_params = np;
-    out->weights += np * sizeof(float) + (act != KERNELS_F32 ? np * asz : 0);  // + working copy
+    out->weights += wb;
     out->grads = np * sizeof(float);
     out->optimizer = 3 * np * sizeof(float);  // AdamW m, v and the EMA of the adapters
     out->activations += ab;
@@ -94,7 +104,8 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
   if (tc->val_clips > 0)  // dist_step_eval: eval_pred (L, P) [act] and eval_out (1 + C) [f32]
     out->validation = (size_t)tokens * (size_t)P * asz + (1 + (size_t)C) * sizeof(float);
   if (tc->sample_every > 0) {
-    // model/train/samples.c: a second model of the same config holding the EMA weights,
+    // model/train/samples.c: a second model of the same config holding the EMA weights
+    // (with lora.rank > 0 the frozen base's, and adapters holding their EMA),
     // forward only (frozen: no gradients; whole-block recompute: one block's activations),
     // for a guided pair of 2 clips of N <= tokens / 2 tokens each; model/sample/sample.c
     // bufs_alloc: x and pred (2N, P) [act], state (N, P) [f32], pos (2N, 3) int32, t, cu,
@@ -107,6 +118,11 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
     out->samples = sm.params + sm.act_weights + sm.activations +
                    2 * (2 * N * (size_t)P * asz) + N * (size_t)P * sizeof(float) +
                    2 * N * 3 * sizeof(int32_t) + (2 + 3 + 2 + 3) * 4;
+    if (tc->lora_rank > 0) {  // + the run's adapters on it, holding their EMA; dit_lora_attach
+      size_t np = 0, ab = 0, wb = 0;  // makes their gradient buffer too (unused: frozen)
+      if ((st = lora_bytes(&smc, tc, act, tokens, 2, &np, &wb, &ab))) return st;
+      out->samples += wb + np * sizeof(float) + ab;
+    }
   }
   out->allocated = out->weights + out->grads + out->optimizer + out->activations +
                    out->inputs + out->ring + out->validation + out->samples;

@@ -1,4 +1,4 @@
-// model/train/samples.c — sample videos of the EMA weights during training
+// model/train/samples.c — sample videos of the EMA weights (or adapters) during training
 // (model/train/samples.h).
 #include "model/train/samples.h"
 
@@ -11,6 +11,7 @@
 
 #include "core/fs.h"
 #include "core/log.h"
+#include "model/lora.h"
 #include "model/train/options.h"
 #include "model/train/step.h"
 
@@ -51,6 +52,36 @@ static tsr_status sample_grid(const trainer *tr, int *T, int *H, int *W) {
   return TSR_OK;
 }
 
+// The sampling model, forward only (frozen: no gradient buffer). It keeps one block's
+// activations (whole-block recompute changes only what the backward re-runs: the forward's
+// bits are the same); the memory model (model/train/memory.c) counts it so. A LoRA run's
+// gets the frozen base's weights once (they never change) and the run's adapters, whose
+// weights sample_model_load_ema overwrites (the seed is irrelevant).
+static tsr_status sample_model_make(trainer *tr, int tokens, int clips) {
+  dit_config smc = tr->mc;
+  smc.recompute = DIT_RECOMPUTE_BLOCK;
+  tsr_status r = dit_create_frozen(&tr->sample_model, &smc, tr->kb, tokens, clips);
+  if (r || tr->tc.lora_rank == 0) return r;
+  lora_config lc = train_lora_config(&tr->tc);
+  r = tr->kb->copy(tr->kb, dit_params(tr->sample_model), dit_params(tr->model),
+                   dit_num_params(tr->model) * sizeof(float));
+  if (!r) r = dit_refresh_weights(tr->sample_model);
+  if (!r) r = dit_lora_attach(tr->sample_model, &lc, (uint64_t)tr->tc.seed);
+  if (r) dit_free(&tr->sample_model);  // made again, whole, at the next samples
+  return r;
+}
+
+// The EMA of what trains into the sampling model: the weights (same config: same flat
+// layout), or with lora.rank > 0 the adapters (same config and targets: same layout).
+static tsr_status sample_model_load_ema(trainer *tr) {
+  dit_model *sm = tr->sample_model;
+  int lora = tr->tc.lora_rank > 0;
+  tsr_status r = tr->kb->copy(tr->kb, lora ? dit_lora_params(sm) : dit_params(sm), tr->ema,
+                              tr->n_params * sizeof(float));
+  if (!r) r = lora ? dit_lora_refresh(sm) : dit_refresh_weights(sm);
+  return r;
+}
+
 tsr_status train_write_samples(trainer *tr, const train_options *o) {
   if (!o->write_video)
     return err_set(TSR_EINVAL, "train.sample_every = %d but this program cannot write video "
@@ -71,17 +102,8 @@ tsr_status train_write_samples(trainer *tr, const train_options *o) {
     guided |= sp[i].cfg != 1.0f && sp[i].label >= 0;
   }
   int64_t N = (int64_t)T * H * W;
-  // The sampling model runs forward only, so it keeps one block's activations (whole-block
-  // recompute changes only what the backward re-runs: the forward's bits are the same);
-  // the memory model (model/train/memory.c) counts it so.
-  dit_config smc = tr->mc;
-  smc.recompute = DIT_RECOMPUTE_BLOCK;
-  if (!tr->sample_model)
-    r = dit_create_frozen(&tr->sample_model, &smc, tr->kb, (int)((guided ? 2 : 1) * N),
-                          guided ? 2 : 1);  // forward only: no gradient buffer
-  // the EMA weights into the sampling model (same config: same flat layout)
-  if (!r) r = tr->kb->copy(tr->kb, dit_params(tr->sample_model), tr->ema, tr->n_params * sizeof(float));
-  if (!r) r = dit_refresh_weights(tr->sample_model);
+  if (!tr->sample_model) r = sample_model_make(tr, (int)((guided ? 2 : 1) * N), guided ? 2 : 1);
+  if (!r) r = sample_model_load_ema(tr);
   sample_result res;
   if (!r) r = sample_row(tr->sample_model, sp, n, 1, !store_is_latent(data_settings(tr->data)), &res);
   if (r) return err_wrap(r, "samples at step %lld: ", (long long)tr->step);
@@ -97,9 +119,10 @@ tsr_status train_write_samples(trainer *tr, const train_options *o) {
   char what[64];
   if (labels) snprintf(what, sizeof what, "%d labels", n);
   else snprintf(what, sizeof what, "seeds 0-%d", n - 1);
-  log_info("train: step %lld: samples of the EMA weights (%s, %d Euler steps, %dx%dx%d tokens "
-           "each) in %s (%.1f s)", (long long)tr->step, what, tr->tc.sample_steps, T, H, W,
-           written, time_now() - t0);
+  log_info("train: step %lld: samples of the EMA %s (%s, %d Euler steps, %dx%dx%d tokens "
+           "each) in %s (%.1f s)", (long long)tr->step,
+           tr->tc.lora_rank > 0 ? "adapters on the base" : "weights", what, tr->tc.sample_steps,
+           T, H, W, written, time_now() - t0);
   return TSR_OK;
 }
 

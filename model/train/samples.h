@@ -9,11 +9,15 @@
 #include "model/train/step.h"
 
 // RUN/samples/sample-STEP.mp4 (Y4M without media): the EMA weights, copied into a sampling
-// model of their own (made on first use, tr->sampler), integrate the flow
+// model of their own (made on first use, tr->sample_model), integrate the flow
 // (model/sample/sample.h, sample_row) for train.sample_steps Euler steps from fixed seeds: one
 // clip per label of the store, side by side (the first 8 labels; seed 0 each, guidance
 // train.sample_cfg), or without labels 4 clips of seeds 0..3. The clip's grid is the
 // store's most common one, cut to at most mem_tokens / 2 tokens (fewer frames). Rank 0.
+// With lora.rank > 0 the sampling model holds the frozen base's weights and the run's
+// adapters (train_lora_config) loaded with their EMA (tr->ema): the base as trained on,
+// not an EMA of it, so a sample equals `tessera sample` of the base with the adapters'
+// EMA merged, up to the rounding of the merge.
 // Nothing of the training state is written, so the losses and resume are bitwise those
 // of a run without samples (tests/train/samples.sh).
 tsr_status train_write_samples(trainer *tr, const train_options *o);

@@ -636,8 +636,9 @@ static void log_run_start(const trainer *tr, const train_options *o, int64_t sto
              tr->tc.val_every, (long long)tr->split.n_train);
   }
   if (tr->tc.sample_every > 0)
-    log_info("train: samples of the EMA weights every %d steps in %s/samples/",
-             tr->tc.sample_every, o->run_dir);
+    log_info("train: samples of the EMA %s every %d steps in %s/samples/",
+             tr->tc.lora_rank > 0 ? "adapters on the base" : "weights", tr->tc.sample_every,
+             o->run_dir);
   if (tr->step >= stop)
     log_info("train: %lld steps already done, nothing to do", (long long)tr->step);
 }

@@ -18,6 +18,10 @@
 #   (e) LoRA (lora.rank 4 on a frozen base, --init the f512 run; fp32 and bf16): counted
 #       exactly, the memory line says so, and the base's gradients and optimizer state are
 #       gone: the model is smaller than the full run's by at least 3 x the base's weights.
+#   (f) samples of a LoRA run (train.sample_every: a second, frozen model holding the base
+#       and the adapters' EMA, fp32 and bf16): bounded as (d), the model above the measured
+#       peak, which the samples raised (test_train_memory_model holds the sampler's adapters
+#       to dit_lora_memory exactly).
 . "$(dirname "$0")/lib.sh"
 need_store
 R=(--config "$CONF" --data "$STORE" --set train.global_batch=4 --set train.steps=2
@@ -109,3 +113,17 @@ awk -v full="$(field "$W/f512.log" model)" -v lora="$(field "$W/lora.log" model)
   printf "LoRA: model %d bytes, full fine-tuning %d, base %d parameters\n", lora, full, w
   exit !(w > 0 && full - lora >= 3 * 4 * w) }' || fail "LoRA: the base's gradients or optimizer are still counted"
 echo "ok: LoRA counted exactly, without the base's gradients and optimizer state"
+
+# (f)
+for p in fp32 bf16; do
+  n=lora; [ $p = bf16 ] && n=lora16
+  tg=attn1.to_q,attn1.to_v,ffn.net.2; [ $p = bf16 ] && tg=attn1.to_q,ffn.net.0.proj
+  run ${n}s "$T" train "${R[@]}" --set train.mem_tokens=512 --init "$W/f512/ckpt-2.safetensors" \
+    --set lora.rank=4 --set lora.targets=$tg --set train.precision=$p --set train.sample_every=1 \
+    --set train.sample_steps=1
+  p0=$(field "$W/$n.log" peak); pk=$(field "$W/${n}s.log" peak); m=$(field "$W/${n}s.log" model)
+  awk -v p0="$p0" -v p="$pk" -v m="$m" -v n="$n" 'BEGIN {
+    printf "%s with samples: measured peak %d bytes (%d without samples), model %d\n", n, p, p0, m
+    exit !(p > p0 && p <= m + 4096) }' || fail "${n} samples: peak $pk (without $p0) vs model $m"
+done
+echo "ok: samples of LoRA runs bounded"

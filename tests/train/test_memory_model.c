@@ -7,14 +7,19 @@
 //   and attention workspace 0, the total the sum of its parts; and train_memory_tokens
 //   derives the largest L that fits from X: a capacity of (fixed part + X * L0) gives L0,
 //   one byte less gives L0 - 1;
-// - the config key parses (train.act_bytes_token), and a negative value is refused naming it.
+// - the config key parses (train.act_bytes_token), and a negative value is refused naming it;
+// - samples of a LoRA run (train.sample_every with lora.rank): the sampling model's count
+//   grows by its adapters exactly (dit_lora_memory's parameters, twice, their act-dtype
+//   working copy under bf16 and their activation buffer), fp32 and bf16.
 #include <stdio.h>
 #include <string.h>
 
 #include "check.h"
 #include "model/config.h"
 #include "model/dit.h"
+#include "model/lora.h"
 #include "model/train/memory.h"
+#include "model/train/step.h"
 
 static void layout_source(void) {
   dit_config mc;
@@ -92,9 +97,35 @@ static void config_key(void) {
         "a negative train.act_bytes_token: %s", err_msg());
 }
 
+static void lora_samples(kernels_dtype act) {
+  dit_config mc;
+  train_config tc;
+  config_defaults(&mc, &tc);
+  tc.precision = act;
+  tc.sample_every = 1;
+  const int64_t L = 2048;
+  train_memory full, lora;
+  CHECK_OK(train_memory_model(&mc, &tc, 1, 1, L, 1, &full));
+  tc.lora_rank = 4;
+  snprintf(tc.lora_targets, sizeof tc.lora_targets, "%s", "to_q,to_v,ffn.net.2");
+  CHECK_OK(train_memory_model(&mc, &tc, 1, 1, L, 1, &lora));
+  dit_config smc = mc;  // the sampling model: forward only, whole-block recompute, 2 clips
+  smc.recompute = DIT_RECOMPUTE_BLOCK;
+  lora_config lc = train_lora_config(&tc);
+  size_t np = 0, ab = 0;
+  CHECK_OK(dit_lora_memory(&smc, &lc, act, (int)L, 2, &np, &ab));
+  size_t copy = act != KERNELS_F32 ? np * kernels_dtype_size(act) : 0;
+  size_t want = 2 * np * sizeof(float) + copy + ab;
+  CHECK(np > 0 && lora.samples == full.samples + want,
+        "act %d: LoRA samples %zu, full %zu + the sampler's adapters %zu (%zu parameters)",
+        (int)act, lora.samples, full.samples, want, np);
+}
+
 int main(void) {
   layout_source();
   measured_source();
   config_key();
+  lora_samples(KERNELS_F32);
+  lora_samples(KERNELS_BF16);
   return check_done();
 }
