@@ -40,6 +40,7 @@ typedef struct {
   int64_t bad_clips;             // clips skipped so far by this process (--skip-bad-clips)
   double verify_s;               // seconds spent drawing batches and hashing their clips
   dit_model *sample_model;       // rank 0, train.sample_every: the EMA weights' sampling model
+                                 // (LoRA: the frozen base and the adapters' EMA)
   int sample_pending;            // rank 0, --resume: the checkpoint's sample is due and missing
   int64_t samples_failed;        // rank 0: samples that could not be written (warned)
 } trainer;
