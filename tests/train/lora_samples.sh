@@ -5,7 +5,8 @@
 #     sample_every steps and at the last, and says it samples the adapters' EMA;
 #  2. sampling leaves training alone: losses, gradient norms, ckpt-6 and lora-6 are bitwise
 #     those of the LoRA run without samples, also when the sampled run stopped and resumed
-#     in between (whose samples are the same bytes);
+#     in between (whose samples are the same bytes); a sample that failed is written by
+#     the --resume from its checkpoint (as samples_state.sh), the same bytes;
 #  3. the samples are those of the merged model: with train.ema_decay = 0 the EMA equals
 #     the adapters (ema * 0 + w * 1, exactly), so lora-6 merged into the base
 #     (convert --merge-lora) is the model sampled at step 6. Its samples are drawn by the
@@ -56,6 +57,18 @@ for r in s r; do
   done
 done
 ok "losses, gradient norms, ckpt-6 and lora-6 bitwise those without samples (straight and resumed)"
+# a sample that could not be written: the checkpoint records it as due, and a --resume (which
+# reloads the base and the adapters' state) writes it first, the undisturbed run's bytes
+mkdir -p "$W/p/samples/sample-6.mp4"
+$T train "${LORA[@]}" --set train.sample_every=3 --out "$W/p" --steps 6 2>"$W/p.log" ||
+  { tail -3 "$W/p.log"; fail "the run whose last sample fails"; }
+rmdir "$W/p/samples/sample-6.mp4"
+$T train "${LORA[@]}" --set train.sample_every=3 --out "$W/p" --steps 6 --resume 2>"$W/p2.log" ||
+  { tail -3 "$W/p2.log"; fail "the resume that writes the missing sample"; }
+grep -q "the samples of step 6 are missing: writing them first" "$W/p2.log" ||
+  fail "the resume did not redo the sample: $(grep -i sample "$W/p2.log")"
+cmp "$W/p/samples/sample-6.mp4" "$W/s/samples/sample-6.mp4" || fail "the rewritten sample-6 differs"
+ok "a --resume writes the missing sample of its LoRA checkpoint, the undisturbed run's bytes"
 
 # 3. the merged model's samples, through the same sampling code and encoder
 $T convert "$BASE" --merge-lora "$W/s/lora-6.safetensors" --out "$W/merged.ckpt" 2>"$W/merge.log" ||
