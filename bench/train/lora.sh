@@ -34,6 +34,7 @@ command -v jq >/dev/null || { echo "lora.sh: needs jq (tools/setup.sh)" >&2; exi
 export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS OMP_WAIT_POLICY=passive
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/tessera-bench-lora.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 A=(--config "$CONFIG" --backend "$BACKEND" --set train.precision="$PRECISION" --warmup "$WARMUP"
    --steps "$STEPS")
 L=(--set lora.rank="$RANK" --set lora.targets="$TARGETS")
@@ -56,9 +57,11 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || echo
 jq -n --slurpfile f "$TMP/f.json" --slurpfile l "$TMP/l.json" --arg commit "$commit" \
   --argjson dirty "$dirty" --arg cpu "$cpu" --argjson cores "$(nproc)" \
   --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg config "${CONFIG#"$ROOT"/}" \
-  --argjson threads "$THREADS" --argjson repeat "$REPEAT" '{
+  --argjson threads "$THREADS" --argjson repeat "$REPEAT" --arg load_start "$LOAD_START" \
+  --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" '{
     benchmark: "training step: LoRA (frozen base, adapters trained) vs full fine-tuning, same model and batch",
-    commit: $commit, dirty: $dirty, date: $date, machine: {cpu: $cpu, nproc: $cores},
+    commit: $commit, dirty: $dirty, date: $date,
+    machine: {cpu: $cpu, nproc: $cores, loadavg_at_start: $load_start, loadavg_at_end: $load},
     config: $config, threads: $threads, repeat: $repeat, backend: $f[0].backend,
     precision: $f[0].precision, batch: {clips: $f[0].clips, tokens: $f[0].tokens},
     full: ($f[0] | {params, median_s, min_s, tokens_per_s, backend_peak_bytes, peak_rss_kb}),
