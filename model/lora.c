@@ -16,6 +16,8 @@ typedef struct {
   int base_w, in, out;
   size_t a_off, b_off;
   void *u;                     // (max_rows, r) [act] scale inp A^T of the last forward
+  void *u_null;                // (max_clips, r) [act] the same for the null token's rows
+                               // (cross-attention k/v of a model with it: u_of), else NULL
 } lora_adapter;
 
 struct dit_lora {
@@ -125,34 +127,41 @@ static tsr_status build_table(struct dit_lora *lo, const dit_model *m) {
   return st;
 }
 
-// The null token's keys and values run attn2.to_k/to_v a second time in a forward, which
-// would overwrite the adapter's kept u.
-static tsr_status check_supported(const struct dit_lora *lo, const dit_model *m) {
-  if (!m->sw.null_token || m->cfg.text_dim == 0) return TSR_OK;
+// 1 if adapter a's linear also runs on the null token's rows in a forward: the cross-
+// attention's keys and values of a model with the null token (model/cross.c).
+static int runs_on_null(const dit_model *m, const lora_adapter *a) {
+  if (!m->sw.null_token || m->cfg.text_dim == 0) return 0;
   for (int i = 0; i < m->cfg.depth; i++)
-    if (lo->of[m->bp[i].x.k.w] >= 0 || lo->of[m->bp[i].x.v.w] >= 0)
-      return err_set(TSR_EINVAL, "lora.targets: blocks.%d.attn2.to_k/to_v of a model with the "
-                     "null token are not supported yet", i);
-  return TSR_OK;
+    if (a->base_w == m->bp[i].x.k.w || a->base_w == m->bp[i].x.v.w) return 1;
+  return 0;
 }
 
-// The activation buffer in values: every adapter's u and du (per_u each), then fc2's two
-// scratch rows (tmp each), for microbatches of max_rows rows.
-static size_t act_values(struct dit_lora *lo, const dit_model *m, size_t *per_u, size_t *tmp) {
+// The activation buffer in values: every adapter's u and du (per_u each), the null rows'
+// u of the adapters that have one (per_null each, *n_null of them), then fc2's two scratch
+// rows (tmp each), for microbatches of max_rows rows.
+static size_t act_values(struct dit_lora *lo, const dit_model *m, size_t *per_u, size_t *per_null,
+                         int *n_null, size_t *tmp) {
   int max_in = 0;
   lo->max_rows = m->max_tokens;
   if (m->max_text > lo->max_rows) lo->max_rows = m->max_text;
   size_t rows = (size_t)lo->max_rows;
   *per_u = (rows * (size_t)lo->cfg.rank + 15) / 16 * 16;
-  for (int i = 0; i < lo->n; i++) max_in = lo->ad[i].in > max_in ? lo->ad[i].in : max_in;
+  *per_null = ((size_t)m->max_clips * (size_t)lo->cfg.rank + 15) / 16 * 16;
+  *n_null = 0;
+  for (int i = 0; i < lo->n; i++) {
+    max_in = lo->ad[i].in > max_in ? lo->ad[i].in : max_in;
+    *n_null += runs_on_null(m, &lo->ad[i]);
+  }
   *tmp = (rows * (size_t)max_in + 15) / 16 * 16;
-  return *per_u * (size_t)(lo->n + 1) + 2 * *tmp;
+  return *per_u * (size_t)(lo->n + 1) + *per_null * (size_t)*n_null + 2 * *tmp;
 }
 
 // Buffers: parameters and gradients, then every adapter's u, du and fc2's scratch.
 static tsr_status alloc_buffers(struct dit_lora *lo, const dit_model *m) {
   const kernels_backend *kb = m->kb;
-  size_t per_u, tmp, act_n = act_values(lo, m, &per_u, &tmp);
+  size_t per_u, per_null, tmp;
+  int n_null;
+  size_t act_n = act_values(lo, m, &per_u, &per_null, &n_null, &tmp);
   size_t pb = sizeof(float) * lo->n_params;
   DIT_TRY(kb->alloc(kb, (void **)&lo->params, pb ? pb : 4));
   DIT_TRY(kb->alloc(kb, (void **)&lo->grads, pb ? pb : 4));
@@ -164,8 +173,14 @@ static tsr_status alloc_buffers(struct dit_lora *lo, const dit_model *m) {
   DIT_TRY(kb->memset_zero(kb, lo->grads, pb));
   for (int i = 0; i < lo->n; i++) lo->ad[i].u = kernels_act_at(kb, lo->act, per_u * (size_t)i);
   lo->du = kernels_act_at(kb, lo->act, per_u * (size_t)lo->n);
-  lo->tmp = kernels_act_at(kb, lo->act, per_u * (size_t)(lo->n + 1));
-  lo->tmp2 = kernels_act_at(kb, lo->act, per_u * (size_t)(lo->n + 1) + tmp);
+  size_t at = per_u * (size_t)(lo->n + 1);
+  for (int i = 0; i < lo->n; i++)
+    if (runs_on_null(m, &lo->ad[i])) {
+      lo->ad[i].u_null = kernels_act_at(kb, lo->act, at);
+      at += per_null;
+    }
+  lo->tmp = kernels_act_at(kb, lo->act, at);
+  lo->tmp2 = kernels_act_at(kb, lo->act, at + tmp);
   return TSR_OK;
 }
 
@@ -197,7 +212,6 @@ tsr_status dit_lora_attach(dit_model *m, const lora_config *lc, uint64_t seed) {
   lo->cfg = *lc, lo->scale = lc->alpha / (float)lc->rank;
   m->lora = lo;  // dit_lora_free undoes a partial attach
   tsr_status st = build_table(lo, m);
-  if (st == TSR_OK) st = check_supported(lo, m);
   if (st == TSR_OK) st = alloc_buffers(lo, m);
   if (st == TSR_OK) st = init_adapters(lo, m->kb, seed);
   if (st == TSR_OK) st = dit_lora_refresh(m);
@@ -215,9 +229,10 @@ tsr_status dit_lora_memory(const dit_config *c, const lora_config *lc, kernels_d
   m.lora = &lo;
   st = build_table(&lo, &m);
   if (!st) {
-    size_t per_u, tmp;
+    size_t per_u, per_null, tmp;
+    int n_null;
     *n_params = lo.n_params;
-    *act_bytes = act_values(&lo, &m, &per_u, &tmp) * kernels_dtype_size(act);
+    *act_bytes = act_values(&lo, &m, &per_u, &per_null, &n_null, &tmp) * kernels_dtype_size(act);
   }
   free(lo.ad), free(lo.of), free(lo.table), free(lo.names);
   m.lora = NULL;
@@ -257,6 +272,13 @@ static const void *w_of(const dit_model *m, size_t off) {
   return kernels_act_at(m->kb, m->lora->wact, off);
 }
 
+// The kept u of adapter a for a run on inp: the null token's rows have their own, since the
+// cross-attention runs the k/v linears on the captions and then on them before either's
+// backward (model/cross.c).
+static void *u_of(const dit_model *m, const lora_adapter *a, const void *inp) {
+  return a->u_null && inp == m->nullctx ? a->u_null : a->u;
+}
+
 static const lora_adapter *adapter_of(const dit_model *m, dit_linear l) {
   return m->lora && m->lora->of[l.w] >= 0 ? &m->lora->ad[m->lora->of[l.w]] : NULL;
 }
@@ -270,8 +292,9 @@ tsr_status dit_lora_fwd(dit_model *m, dit_linear l, void *out, const void *inp, 
   const struct dit_lora *lo = m->lora;
   int r = lo->cfg.rank;
   // u (M, r) = scale inp (M, in) A^T; out (M, out) += u B^T
-  DIT_TRY(kb->gemm(kb, 0, 1, M, r, a->in, lo->scale, inp, w_of(m, a->a_off), 0.0f, a->u));
-  return kb->gemm(kb, 0, 1, M, a->out, r, 1.0f, a->u, w_of(m, a->b_off), 1.0f, out);
+  void *u = u_of(m, a, inp);
+  DIT_TRY(kb->gemm(kb, 0, 1, M, r, a->in, lo->scale, inp, w_of(m, a->a_off), 0.0f, u));
+  return kb->gemm(kb, 0, 1, M, a->out, r, 1.0f, u, w_of(m, a->b_off), 1.0f, out);
 }
 
 // The adapter's gradients, and in lo->du its input side dL/du (M, r) = scale dout B.
@@ -284,7 +307,7 @@ static tsr_status param_grads(dit_model *m, const lora_adapter *a, const void *d
   DIT_TRY(kb->gemm(kb, 0, 0, M, r, a->out, lo->scale, dout, w_of(m, a->b_off), 0.0f, lo->du));
   // dB (out, r) += dout^T u (u holds the scale); dA (r, in) += du^T inp: the weight side of
   // linear_backward, which accumulates in fp32 whatever the act dtype
-  DIT_TRY(kb->linear_backward(kb, NULL, gB, NULL, a->u, dout, NULL, M, a->out, r));
+  DIT_TRY(kb->linear_backward(kb, NULL, gB, NULL, u_of(m, a, inp), dout, NULL, M, a->out, r));
   return kb->linear_backward(kb, NULL, gA, NULL, inp, lo->du, NULL, M, r, a->in);
 }
 

@@ -41,9 +41,9 @@ typedef struct {
 
 // Adds adapters to m on every block linear matched by lc->targets, A initialised from seed
 // (counter-based, per tensor name as dit_init), B zero. TSR_EINVAL naming the target when a
-// target matches nothing, when the model already has adapters, and for targets not yet
-// supported: attn2.to_k/to_v of a model with the null token (their linear runs twice a
-// forward).
+// target matches nothing and when the model already has adapters. The cross-attention's
+// to_k/to_v of a model with the null token run on the captions and on the null token's rows:
+// their adapters keep a product for each.
 tsr_status dit_lora_attach(dit_model *m, const lora_config *lc, uint64_t seed);
 // What dit_lora_attach would add to a model of config c for microbatches of max_tokens tokens
 // and max_clips clips with activations of dtype act, without making one (the trainer's

@@ -9,7 +9,8 @@
 // - bf16 activations (kernels_cpu_bf16: every [act] output rounded once) give the adapter
 //   gradients of the fp32 model within bf16's error (8% of each tensor's max-norm);
 // - the adapter table: names, shapes (PEFT's layout), the init's bound, and refusals.
-// On the tessera DiT without captions and on the Wan family with captions.
+// On the tessera DiT without captions, the Wan family with captions, and the tessera DiT
+// with captions and its null token (whose cross-attention k/v adapters run twice a forward).
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,12 +27,13 @@ static const int TEXT_TOKENS[3] = {3, 0, 2};
                 "attn2.to_v,attn2.to_out.0,ffn.net.0.proj,ffn.net.2"
 #define ALL_SELF "attn1.to_q,attn1.to_k,attn1.to_v,attn1.to_out.0,ffn.net.0.proj,ffn.net.2"
 
-enum { V_PLAIN, V_WAN, NVARIANTS };
-static const char *const VARIANT_NAME[NVARIANTS] = {"tessera", "wan (captions)"};
+enum { V_PLAIN, V_WAN, V_TEXT, NVARIANTS };
+static const char *const VARIANT_NAME[NVARIANTS] = {"tessera", "wan (captions)",
+                                                    "tessera (captions, null token)"};
 
 static lora_config lora_of(int v, int rank, float alpha) {
   lora_config lc = {.rank = rank, .alpha = alpha};
-  snprintf(lc.targets, sizeof lc.targets, "%s", v == V_WAN ? ALL_WAN : ALL_SELF);
+  snprintf(lc.targets, sizeof lc.targets, "%s", v == V_PLAIN ? ALL_SELF : ALL_WAN);
   return lc;
 }
 
@@ -39,14 +41,14 @@ static lora_config lora_of(int v, int rank, float alpha) {
 // or not, and its batch (captions for Wan).
 static dit_model *make_model_on(int v, int rc, const kernels_backend *kb, int frozen,
                                 mt_batch *mb) {
-  dit_config c = v == V_WAN ? mt_wan_config() : mt_config();
+  dit_config c = v == V_WAN ? mt_wan_config() : v == V_TEXT ? mt_text_config() : mt_config();
   c.recompute = rc;
   dit_model *m = NULL;
   CHECK_OK(frozen ? dit_create_frozen(&m, &c, kb, 64, 4) : dit_create(&m, &c, kb, 64, 4));
   CHECK_OK(dit_init(m, 1));
   CHECK_OK(mt_perturb(m, 2, 0.1f));
   CHECK_OK(mt_batch_make(mb, CLIPS, 3, 12, 3, 5, IDS));
-  if (v == V_WAN) CHECK_OK(mt_batch_text(mb, TEXT_TOKENS, c.text_dim, 77, IDS));
+  if (v != V_PLAIN) CHECK_OK(mt_batch_text(mb, TEXT_TOKENS, c.text_dim, 77, IDS));
   return m;
 }
 static dit_model *make_model_rc(int v, int rc, mt_batch *mb) {
