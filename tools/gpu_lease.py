@@ -50,10 +50,11 @@ PLANS = {
               ("test gpu_backend_ops_cudnn_atomic", 60), ("test gpu_backend_ops_cudnn", 60),
               ("test gpu_backend_ops_own", 60), ("test gpu_arena", 30), ("test gpu_arena_shared", 30),
               ("test gpu_cuda_no_device", 10), ("test gpu_graphs", 60),
-              ("test gpu_train", 150), ("bench tessera", 120), ("bench torch", 0)],
+              ("test gpu_train", 150), ("bench tessera", 120), ("script diag", 60),
+              ("bench torch", 0)],
     "second": [("facts", 15), ("binaries", 240), ("test gpu_comm", 60), ("test gpu_memory", 60),
-               ("bench long", 90), ("test gpu_backend_ops_memcheck", 90),
-               ("bench torch-1b", 0)],
+               ("bench torch-1b", 100), ("test gpu_backend_ops_memcheck", 90),
+               ("bench long", 0)],
 }
 BUDGETS = {"first": 565, "second": 200, "steps": 565}
 # bench/gpu/run.sh runs: name -> environment (results.json and bench.log in OUT/NAME).
