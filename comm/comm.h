@@ -91,6 +91,11 @@ struct comm_backend {
   // recv = the `bytes` of every member's send, in group-rank order. recv: (size * bytes)
   tsr_status (*allgather)(const comm_backend *cb, comm_group *g, const void *send, void *recv,
                           int64_t bytes);
+  // recv = the sum over the group's members of their send's slice of this member: send holds
+  // one slice of n values per member in group-rank order (size * n), recv (n) gets slice
+  // `group rank`, summed (ZeRO's gradient shards, issue 29). send and recv must not overlap.
+  tsr_status (*reduce_scatter_sum_f32)(const comm_backend *cb, comm_group *g, const float *send,
+                                       float *recv, int64_t n);
   // `bytes` of buf from group rank `root` to every member.
   tsr_status (*bcast)(const comm_backend *cb, comm_group *g, void *buf, int64_t bytes, int root);
   tsr_status (*barrier)(const comm_backend *cb, comm_group *g);

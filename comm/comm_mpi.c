@@ -74,6 +74,22 @@ static tsr_status mpi_allgather(cb_t *cb, comm_group *g, const void *send, void 
   return st ? st : comm_mpi_wait(1, &r, "all-gather", g, -1);
 }
 
+static tsr_status mpi_reduce_scatter(cb_t *cb, comm_group *g, const float *send, float *recv,
+                                     int64_t n) {
+  if (n < 0 || n > COMM_CHUNK)
+    return err_set(TSR_EINVAL, "group reduce-scatter of %lld values per rank: at most %d",
+                   (long long)n, COMM_CHUNK);
+  if (local(g)) {
+    memmove(recv, send, (size_t)n * sizeof *recv);
+    return TSR_OK;
+  }
+  MPI_Request r;
+  tsr_status st = comm_mpi_check(MPI_Ireduce_scatter_block(send, recv, (int)n, MPI_FLOAT, MPI_SUM,
+                                                           g->comm, &r),
+                                 "group reduce-scatter");
+  return st ? st : comm_mpi_wait(1, &r, "reduce-scatter", g, -1);
+}
+
 static tsr_status mpi_bcast(cb_t *cb, comm_group *g, void *buf, int64_t bytes, int root) {
   if (local(g)) return TSR_OK;
   char *p = buf;
@@ -152,6 +168,7 @@ static const comm_backend mpi_backend = {
     .ctx = NULL,
     .allreduce_sum_f32 = mpi_allreduce_sum_f32,
     .allgather = mpi_allgather,
+    .reduce_scatter_sum_f32 = mpi_reduce_scatter,
     .bcast = mpi_bcast,
     .barrier = mpi_barrier,
     .ring_start = mpi_ring_start,

@@ -215,6 +215,19 @@ static tsr_status nc_allgather(cb_t *cb, comm_group *g, const void *send, void *
   return st ? st : op_wait(x, o);
 }
 
+static tsr_status nc_reduce_scatter(cb_t *cb, comm_group *g, const float *send, float *recv,
+                                    int64_t n) {
+  nccl_ctx *x = ctx_of(cb);
+  if (n < 0) return err_set(TSR_EINVAL, "reduce-scatter of %lld values", (long long)n);
+  nccl_op *o;
+  tsr_status st = op_begin(x, "reduce-scatter", g, -1, &o);
+  if (st) return st;
+  ncclComm_t c = comm_of(x, g);
+  st = op_end(x, o, nccl_check(ncclReduceScatter(send, recv, (size_t)n, ncclFloat32, ncclSum, c,
+                                                 x->comm), c, "reduce-scatter"), 0);
+  return st ? st : op_wait(x, o);
+}
+
 static tsr_status nc_bcast(cb_t *cb, comm_group *g, void *buf, int64_t bytes, int root) {
   nccl_ctx *x = ctx_of(cb);
   if (bytes < 0) return err_set(TSR_EINVAL, "broadcast of %lld bytes", (long long)bytes);
@@ -348,6 +361,7 @@ tsr_status comm_nccl_open(void *stream, const comm_backend **out) {
       .ctx = x,
       .allreduce_sum_f32 = nc_allreduce,
       .allgather = nc_allgather,
+      .reduce_scatter_sum_f32 = nc_reduce_scatter,
       .bcast = nc_bcast,
       .barrier = nc_barrier,
       .ring_start = nc_ring_start,

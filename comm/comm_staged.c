@@ -396,6 +396,33 @@ static tsr_status st_allgather(cb_t *cb, comm_group *g, const void *send, void *
   return st;
 }
 
+static tsr_status st_reduce_scatter(cb_t *cb, comm_group *g, const float *send, float *recv,
+                                    int64_t n) {
+  staged *s = ctx_of(cb);
+  if (n < 0 || n > COMM_CHUNK)
+    return err_set(TSR_EINVAL, "group reduce-scatter of %lld values per rank: at most %d",
+                   (long long)n, COMM_CHUNK);
+  size_t slice = (size_t)n * sizeof(float), all = slice * (size_t)g->size;
+  if (local(g))
+    return n ? cuda_check(cudaMemcpyAsync(recv, send, slice, cudaMemcpyDeviceToDevice, s->compute),
+                          "reduce-scatter copy") : TSR_OK;
+  pin_buf *a = NULL, *b = NULL;
+  tsr_status st = host_collective_begin(s);
+  if (!st) st = pin_get(s, all, &a);
+  if (!st) st = pin_get(s, slice, &b);
+  if (!st && all) st = cuda_check(cudaMemcpy(a->p, send, all, cudaMemcpyDeviceToHost),
+                                  "copy to host");
+  MPI_Request r;
+  if (!st) st = comm_mpi_check(MPI_Ireduce_scatter_block(a->p, b->p, (int)n, MPI_FLOAT, MPI_SUM,
+                                                         g->comm, &r), "group reduce-scatter");
+  if (!st) st = comm_mpi_wait(1, &r, "reduce-scatter", g, -1);
+  if (!st && slice) st = cuda_check(cudaMemcpyAsync(recv, b->p, slice, cudaMemcpyHostToDevice,
+                                                    s->compute), "copy to the device");
+  pin_put(s, a, NULL);
+  pin_put(s, b, st ? NULL : s->compute);
+  return st;
+}
+
 static tsr_status st_bcast(cb_t *cb, comm_group *g, void *buf, int64_t bytes, int root) {
   staged *s = ctx_of(cb);
   if (bytes < 0) return err_set(TSR_EINVAL, "broadcast of %lld bytes", (long long)bytes);
@@ -447,6 +474,7 @@ tsr_status comm_staged_open(void *stream, const comm_backend **out) {
       .ctx = s,
       .allreduce_sum_f32 = st_allreduce,
       .allgather = st_allgather,
+      .reduce_scatter_sum_f32 = st_reduce_scatter,
       .bcast = st_bcast,
       .barrier = st_barrier,
       .ring_start = st_ring_start,

@@ -97,6 +97,23 @@ static void check_group(const comm_backend *cb, int k) {
   for (int j = 0; j < k; j++) bad += all[j] != 7LL * (first + j);
   CHECK(bad == 0, "%s k=%d: all-gather", cb->name, k);
 
+  // reduce-scatter: member j's send slice s holds (world rank + 1) * (s * n + i + 1), so
+  // this member's recv[i] = members_sum * (gr * n + i + 1); sizes 0, 1 and an odd one
+  const int64_t sizes[3] = {0, 1, 517};
+  for (int z = 0; z < 3; z++) {
+    int64_t n = sizes[z];
+    float *hs = malloc(((size_t)k * n + 1) * sizeof *hs), *hr = malloc(((size_t)n + 1) * sizeof *hr);
+    float *ds = mem_alloc((size_t)k * n * sizeof *hs), *dr = mem_alloc((size_t)n * sizeof *hr);
+    for (int64_t i = 0; i < (int64_t)k * n; i++) hs[i] = (float)((me + 1) * (i + 1));
+    mem_put(ds, hs, (size_t)k * n * sizeof *hs);
+    CHECK_OK(cb->reduce_scatter_sum_f32(cb, g, ds, dr, n));
+    mem_get(hr, dr, (size_t)n * sizeof *hr);
+    bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += hr[i] != (float)(members_sum * (gr * n + i + 1));
+    CHECK(bad == 0, "%s k=%d n=%lld: %d reduce-scatter values differ", cb->name, k, (long long)n, bad);
+    mem_free(ds), mem_free(dr), free(hs), free(hr);
+  }
+
   // broadcast from the last member
   int64_t b = 1000 + me;
   mem_put(dmine, &b, sizeof b);
