@@ -369,6 +369,34 @@ static tsr_status host_collective_begin(staged *s) {
   return st;
 }
 
+// A host collective from device `send` (sbytes) to device `recv` (rbytes): both through
+// pinned host buffers, the MPI operation `op` (all-gather or reduce-scatter) between them.
+enum host_op { HOST_ALLGATHER, HOST_REDUCE_SCATTER };
+static tsr_status host_roundtrip(staged *s, comm_group *g, enum host_op op, const void *send,
+                                 size_t sbytes, void *recv, size_t rbytes) {
+  const char *what = op == HOST_ALLGATHER ? "all-gather" : "reduce-scatter";
+  pin_buf *a = NULL, *b = NULL;
+  tsr_status st = host_collective_begin(s);
+  if (!st) st = pin_get(s, sbytes, &a);
+  if (!st) st = pin_get(s, rbytes, &b);
+  if (!st && sbytes) st = cuda_check(cudaMemcpy(a->p, send, sbytes, cudaMemcpyDeviceToHost),
+                                     "copy to host");
+  MPI_Request r;
+  if (!st)
+    st = comm_mpi_check(op == HOST_ALLGATHER
+                            ? MPI_Iallgather(a->p, (int)sbytes, MPI_BYTE, b->p, (int)sbytes,
+                                             MPI_BYTE, g->comm, &r)
+                            : MPI_Ireduce_scatter_block(a->p, b->p, (int)(rbytes / sizeof(float)),
+                                                        MPI_FLOAT, MPI_SUM, g->comm, &r),
+                        what);
+  if (!st) st = comm_mpi_wait(1, &r, what, g, -1);
+  if (!st && rbytes) st = cuda_check(cudaMemcpyAsync(recv, b->p, rbytes, cudaMemcpyHostToDevice,
+                                                     s->compute), "copy to the device");
+  pin_put(s, a, NULL);
+  pin_put(s, b, st ? NULL : s->compute);
+  return st;
+}
+
 static tsr_status st_allgather(cb_t *cb, comm_group *g, const void *send, void *recv,
                                int64_t bytes) {
   staged *s = ctx_of(cb);
@@ -378,22 +406,8 @@ static tsr_status st_allgather(cb_t *cb, comm_group *g, const void *send, void *
   if (local(g))
     return bytes ? cuda_check(cudaMemcpyAsync(recv, send, (size_t)bytes, cudaMemcpyDeviceToDevice,
                                               s->compute), "all-gather copy") : TSR_OK;
-  pin_buf *a = NULL, *b = NULL;
-  size_t all = (size_t)bytes * (size_t)g->size;
-  tsr_status st = host_collective_begin(s);
-  if (!st) st = pin_get(s, (size_t)bytes, &a);
-  if (!st) st = pin_get(s, all, &b);
-  if (!st && bytes) st = cuda_check(cudaMemcpy(a->p, send, (size_t)bytes, cudaMemcpyDeviceToHost),
-                                    "copy to host");
-  MPI_Request r;
-  if (!st) st = comm_mpi_check(MPI_Iallgather(a->p, (int)bytes, MPI_BYTE, b->p, (int)bytes,
-                                              MPI_BYTE, g->comm, &r), "group all-gather");
-  if (!st) st = comm_mpi_wait(1, &r, "all-gather", g, -1);
-  if (!st && all) st = cuda_check(cudaMemcpyAsync(recv, b->p, all, cudaMemcpyHostToDevice,
-                                                  s->compute), "copy to the device");
-  pin_put(s, a, NULL);
-  pin_put(s, b, st ? NULL : s->compute);
-  return st;
+  return host_roundtrip(s, g, HOST_ALLGATHER, send, (size_t)bytes, recv,
+                        (size_t)bytes * (size_t)g->size);
 }
 
 static tsr_status st_reduce_scatter(cb_t *cb, comm_group *g, const float *send, float *recv,
@@ -402,25 +416,11 @@ static tsr_status st_reduce_scatter(cb_t *cb, comm_group *g, const float *send, 
   if (n < 0 || n > COMM_CHUNK)
     return err_set(TSR_EINVAL, "group reduce-scatter of %lld values per rank: at most %d",
                    (long long)n, COMM_CHUNK);
-  size_t slice = (size_t)n * sizeof(float), all = slice * (size_t)g->size;
+  size_t slice = (size_t)n * sizeof(float);
   if (local(g))
     return n ? cuda_check(cudaMemcpyAsync(recv, send, slice, cudaMemcpyDeviceToDevice, s->compute),
                           "reduce-scatter copy") : TSR_OK;
-  pin_buf *a = NULL, *b = NULL;
-  tsr_status st = host_collective_begin(s);
-  if (!st) st = pin_get(s, all, &a);
-  if (!st) st = pin_get(s, slice, &b);
-  if (!st && all) st = cuda_check(cudaMemcpy(a->p, send, all, cudaMemcpyDeviceToHost),
-                                  "copy to host");
-  MPI_Request r;
-  if (!st) st = comm_mpi_check(MPI_Ireduce_scatter_block(a->p, b->p, (int)n, MPI_FLOAT, MPI_SUM,
-                                                         g->comm, &r), "group reduce-scatter");
-  if (!st) st = comm_mpi_wait(1, &r, "reduce-scatter", g, -1);
-  if (!st && slice) st = cuda_check(cudaMemcpyAsync(recv, b->p, slice, cudaMemcpyHostToDevice,
-                                                    s->compute), "copy to the device");
-  pin_put(s, a, NULL);
-  pin_put(s, b, st ? NULL : s->compute);
-  return st;
+  return host_roundtrip(s, g, HOST_REDUCE_SCATTER, send, slice * (size_t)g->size, recv, slice);
 }
 
 static tsr_status st_bcast(cb_t *cb, comm_group *g, void *buf, int64_t bytes, int root) {
