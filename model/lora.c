@@ -31,7 +31,7 @@ struct dit_lora {
   size_t n_params;
   float *params, *grads;       // (n_params) [f32] backend memory
   void *wact;                  // (n_params) [act] working copy the GEMMs read (params if fp32)
-  void *act;                   // backend memory: every u, then du, then tmp
+  void *act;                   // backend memory: every u, du, the null rows' u, tmp, tmp2
   void *du;                    // (max_rows, r) [act] the backward's dL/du
   void *tmp, *tmp2;            // (max_rows, max in) [act] fc2's input gradient, through GELU
   int max_rows;
@@ -156,7 +156,7 @@ static size_t act_values(struct dit_lora *lo, const dit_model *m, size_t *per_u,
   return *per_u * (size_t)(lo->n + 1) + *per_null * (size_t)*n_null + 2 * *tmp;
 }
 
-// Buffers: parameters and gradients, then every adapter's u, du and fc2's scratch.
+// Buffers: parameters, gradients, the working copy (bf16), then act_values' layout.
 static tsr_status alloc_buffers(struct dit_lora *lo, const dit_model *m) {
   const kernels_backend *kb = m->kb;
   size_t per_u, per_null, tmp;
