@@ -23,12 +23,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 export OMP_NUM_THREADS=1
 MPI=(mpirun --oversubscribe)
 
-# train_ranks.sh's store: 4 clips of 1..4 s at 4 fps, 40x32 pixels, patch 1x4x4: 320, 640,
-# 960 and 1280 tokens
-for s in 1 2 3 4; do
-  ffmpeg -nostdin -v error -y -f lavfi -i "testsrc2=s=160x128:r=12:d=$s" "$W/c$s.mp4"
-done
-"$T" ingest "$W"/c*.mp4 --out "$W/store" --fps 4 --short-side 32 --patch 1x4x4 --quiet
+. "$(dirname "$0")/ranks_store.sh"  # 4 clips of 320, 640, 960 and 1280 tokens
+ranks_store "$W"
 CONF=(--config "$SRC/configs/model/tiny.conf" --data "$W/store"
       --set model.pt=1 --set model.ph=4 --set model.pw=4 --set model.hidden=32
       --set model.heads=2 --set train.global_batch=4 --set train.warmup=2 --set train.lr=2e-3
