@@ -11,6 +11,7 @@ static int log_rank = 0, log_world = 1;
 // 1 while a progress line is on the terminal without its newline: a log line clears it
 // first, so a message never lands after the half-line (the next update redraws it).
 static int line_open;
+static FILE *log_copy;  // log_copy_to
 
 void log_set_rank(int rank, int world) {
   log_rank = rank;
@@ -29,7 +30,10 @@ static void log_v(const char *level, const char *fmt, va_list ap) {
   if (line_open) fputs("\r\033[K", stderr);
   line_open = 0;
   fprintf(stderr, "%s\n", line);  // one write per line keeps ranks' lines whole
+  if (log_copy) fprintf(log_copy, "%s\n", line), fflush(log_copy);
 }
+
+void log_copy_to(FILE *f) { log_copy = f; }
 
 void log_info(const char *fmt, ...) {
   va_list ap;

@@ -9,11 +9,16 @@
 #define TESSERA_CORE_LOG_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 void log_set_rank(int rank, int world);
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// Every later log line is also appended to f, flushed line by line (NULL: no copy), so a
+// run's log survives in its directory (the trainer's RUN/train.log, read by `tessera
+// report`). The caller owns f and detaches it before closing it.
+void log_copy_to(FILE *f);
 
 // Monotonic wall-clock seconds.
 double time_now(void);

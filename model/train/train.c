@@ -17,6 +17,7 @@
 #include "model/io/checkpoint.h"
 #include "model/train/memory.h"
 #include "model/train/metrics.h"
+#include "model/train/tensorboard.h"
 #include "model/train/plan_choice.h"
 #include "model/io/lora_io.h"
 #include "model/train/resume.h"
@@ -122,6 +123,7 @@ static tsr_status check_resume_config(const ckpt_meta *cm, const trainer *tr, co
   t.ckpt_every = tr->tc.ckpt_every;
   t.ckpt_keep = tr->tc.ckpt_keep;
   t.log_every = tr->tc.log_every;
+  t.tensorboard = tr->tc.tensorboard;
   t.precision = tr->tc.precision;  // the state is fp32 either way (docs/train.md)
   t.val_every = tr->tc.val_every;
   t.sample_every = tr->tc.sample_every;
@@ -138,7 +140,7 @@ static tsr_status check_resume_config(const ckpt_meta *cm, const trainer *tr, co
     int lp = (int)strcspn(p, "\n"), lq = (int)strcspn(q, "\n");
     r = err_set(TSR_EMISMATCH, "--resume: the config differs from checkpoint %s's: '%.*s' there, "
                 "'%.*s' now; resume with the same config (only train.ckpt_every, ckpt_keep, "
-                "log_every, mem_tokens, precision, val_every and sample_* may change) or start "
+                "log_every, tensorboard, mem_tokens, precision, val_every and sample_* may change) or start "
                 "a new run", path, lp,
                 p, lq, q);
   }
@@ -323,6 +325,7 @@ typedef struct {
   sched_share share;           // plan sharing of the pipeline (its address is kept)
   plan alt;                    // a plan of --plan other than the scheduler's choice
   FILE *mf;                    // metrics.jsonl (rank 0)
+  tb_writer *tb;               // train.tensorboard: its event file (rank 0)
   sched_pipeline *pipe;
   progress pg;
   train_val_stats val_first, val_last;
@@ -346,10 +349,13 @@ static tsr_status loop_open(train_loop_state *L) {
   L->loss0 = L->loss_last = -1;
   tsr_status r = !L->dx.bad ? err_set(TSR_ENOMEM, "out of memory (batch)") : TSR_OK;
   if (!r && L->lead) r = metrics_open(&L->mf, o->run_dir, o->resume ? tr->step : -1);
+  if (!r && L->lead && tr->tc.tensorboard)
+    r = tb_open(&L->tb, o->run_dir, o->resume ? tr->step : -1);
   if (!r && L->validate && tr->step == 0 && !o->resume) {
     r = train_validate(tr, o->plan_kind, &L->val_last);
     if (!r) L->val_first = L->val_last;
     if (!r && L->lead) r = metrics_write(L->mf, 0, NULL, &L->val_last);
+    if (!r && L->tb) r = tb_write(L->tb, 0, NULL, &L->val_last);
     if (!r && L->lead)
       log_info("train: validation before training: loss %.4f (%.1f s)", L->val_last.loss,
                L->val_last.seconds);
@@ -394,8 +400,10 @@ static tsr_status loop_report_step(train_loop_state *L, const train_step_stats *
     if (L->val_first.step < 0) L->val_first = L->val_last;
     val = &L->val_last;
   }
-  if (L->lead && (val || (tr->tc.log_every > 0 && (tr->step % tr->tc.log_every == 0 || last))))
+  if (L->lead && (val || (tr->tc.log_every > 0 && (tr->step % tr->tc.log_every == 0 || last)))) {
     r = metrics_write(L->mf, tr->step, st, val);
+    if (!r && L->tb) r = tb_write(L->tb, tr->step, st, val);
+  }
   char vtext[48] = "";
   if (L->val_last.step >= 0)
     snprintf(vtext, sizeof vtext, " val %.4f@%lld", L->val_last.loss,
@@ -498,6 +506,7 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop,
   sched_pipeline_close(&L.pipe);
   if (!r && L.lead) loop_summary(&L, &ps);
   if (L.mf) fclose(L.mf);
+  tb_close(&L.tb);
   free(L.dx.bad);
   plan_free(&L.alt);
   return r;
@@ -513,6 +522,7 @@ typedef struct {
   lockfile *run_lock;            // RUN, held for the whole run
   char latest[PATH_MAX];         // RUN's newest checkpoint ("" if none)
   char base[PATH_MAX];           // a LoRA run's base checkpoint ("" otherwise)
+  FILE *log;                     // rank 0: RUN/train.log, a copy of the log (log_copy_to)
 } train_setup;
 
 // The config, the backend and the store, and train.mem_tokens from the memory model (0:
@@ -532,12 +542,6 @@ static tsr_status setup_config(trainer *tr, const train_options *o, train_setup 
   if (!r)
     r = train_memory_limit_run(tr, o, store_dtype_size(data_settings(tr->data)->dtype), &su->mem,
                                &su->capacity, &su->cap_source);
-  if (!r && comm_rank() == 0) {
-    char what[768];  // train_memory_format's line
-    train_memory_format(&su->mem, what, sizeof what);
-    log_info("train: memory per rank (model): %s; of %.3f GiB (%s)", what,
-             (double)su->capacity / (1 << 30), su->cap_source);
-  }
   if (r) return r;
   if (tr->kb->device_memory && tr->kb->mem_info)
     tr->kb->mem_info(tr->kb, &su->dev_free0, &su->dev_total);
@@ -554,8 +558,26 @@ static tsr_status setup_config(trainer *tr, const train_options *o, train_setup 
   return TSR_OK;
 }
 
-// RUN locked (one run writes it at a time, before anything in it is touched), and its
-// checkpoints as the start asks: --resume needs one, a fresh run none.
+// Rank 0: the log from here on also in RUN/train.log (appended to by a resume, so it
+// holds every start of the run), beginning with the memory model's count.
+static tsr_status open_run_log(const train_options *o, train_setup *su) {
+  if (comm_rank() != 0) return TSR_OK;
+  char path[PATH_MAX];
+  tsr_status r = fs_join(path, sizeof path, o->run_dir, "train.log");
+  if (!r) r = fs_check_output(path);
+  if (!r && !(su->log = fopen(path, o->resume ? "a" : "w")))
+    r = err_set(TSR_EIO, "open %s: %s", path, strerror(errno));
+  if (r) return r;
+  log_copy_to(su->log);
+  char what[768];  // train_memory_format's line
+  train_memory_format(&su->mem, what, sizeof what);
+  log_info("train: memory per rank (model): %s; of %.3f GiB (%s)", what,
+           (double)su->capacity / (1 << 30), su->cap_source);
+  return TSR_OK;
+}
+
+// RUN locked (one run writes it at a time, before anything in it is touched), its
+// checkpoints as the start asks (--resume needs one, a fresh run none), its log opened.
 static tsr_status setup_run_dir(const train_options *o, train_setup *su) {
   tsr_status r = train_run_dir_open(&su->run_lock, o->run_dir);
   if (r) return r;
@@ -567,7 +589,7 @@ static tsr_status setup_run_dir(const train_options *o, train_setup *su) {
   if (!o->resume && found)
     return err_set(TSR_EINVAL, "%s already holds checkpoints (newest %s): continue it with "
                    "--resume, or give another --out", o->run_dir, su->latest);
-  return TSR_OK;
+  return open_run_log(o, su);  // after the refusals: a refused start leaves RUN's log alone
 }
 
 // The scheduler's cluster and cost model: cpu_cost unless --cost names a file.
@@ -689,6 +711,11 @@ tsr_status train_run(const train_options *o) {
   dit_free(&tr.sample_model);
   trainer_free(&tr);
   train_memory_counter_free(&su.counter);
+  if (su.log) {
+    if (r) fprintf(su.log, "error: %s\n", err_msg());  // why the run stopped (the CLI prints it)
+    log_copy_to(NULL);
+    fclose(su.log);
+  }
   lockfile_release(&su.run_lock);  // last: RUN is complete
   return r;
 }

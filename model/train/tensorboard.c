@@ -1,0 +1,169 @@
+// model/train/tensorboard.c — RUN/tensorboard/ event files (model/train/tensorboard.h).
+#include "model/train/tensorboard.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/fs.h"
+#include "model/io/tfevents.h"
+
+#define TB_PREFIX "events.out.tfevents."
+
+struct tb_writer {
+  int fd;
+  char path[PATH_MAX];
+};
+
+static double wall_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// Appends all of b with one write(2) (O_APPEND): a record is whole or, after a crash, the
+// last one is torn; never interleaved.
+static tsr_status append(tb_writer *w, const tfevents_buf *b) {
+  tsr_status r = tfevents_finish(b);
+  if (r) return r;
+  ssize_t n = write(w->fd, b->p, b->len);
+  if (n != (ssize_t)b->len)
+    return err_set(TSR_EIO, "%s: write failed: %s", w->path, n < 0 ? strerror(errno) : "short write");
+  return TSR_OK;
+}
+
+// The newest event file of dir (names sort by creation time) into out, or "" if none;
+// with `remove_all`, every one is removed instead.
+static tsr_status find_events(const char *dir, char *out, size_t n, int remove_all) {
+  out[0] = 0;
+  DIR *d = opendir(dir);
+  if (!d) return err_set(TSR_EIO, "open %s: %s", dir, strerror(errno));
+  tsr_status r = TSR_OK;
+  struct dirent *e;
+  while (!r && (e = readdir(d))) {
+    if (strncmp(e->d_name, TB_PREFIX, strlen(TB_PREFIX))) continue;
+    char p[PATH_MAX];
+    if ((r = fs_join(p, sizeof p, dir, e->d_name))) break;
+    if (remove_all) {
+      if (unlink(p)) r = err_set(TSR_EIO, "remove %s: %s", p, strerror(errno));
+    } else if (strcmp(p, out) > 0) {
+      snprintf(out, n, "%s", p);
+    }
+  }
+  closedir(d);
+  return r;
+}
+
+// Cuts w's file after the last whole record of a step <= keep.
+static tsr_status cut_after(tb_writer *w, int64_t keep) {
+  struct stat sb;
+  if (fstat(w->fd, &sb)) return err_set(TSR_EIO, "stat %s: %s", w->path, strerror(errno));
+  size_t n = (size_t)sb.st_size, off = 0;
+  unsigned char *p = malloc(n ? n : 1);
+  if (!p) return err_set(TSR_ENOMEM, "out of memory reading %s", w->path);
+  tsr_status r = TSR_OK;
+  if (pread(w->fd, p, n, 0) != (ssize_t)n) r = err_set(TSR_EIO, "read %s: %s", w->path, strerror(errno));
+  size_t size;
+  int64_t step;
+  while (!r && off < n && tfevents_record_step(p + off, n - off, &size, &step) == 0 && step <= keep)
+    off += size;
+  free(p);
+  if (!r && ftruncate(w->fd, (off_t)off))
+    r = err_set(TSR_EIO, "truncate %s: %s", w->path, strerror(errno));
+  return r;
+}
+
+// A new event file in dir, opening with the version record.
+static tsr_status create_events(tb_writer *w, const char *dir) {
+  char host[64] = "localhost";
+  gethostname(host, sizeof host - 1);
+  host[sizeof host - 1] = 0;
+  if (snprintf(w->path, sizeof w->path, "%s/" TB_PREFIX "%lld.%s", dir, (long long)time(NULL), host) >=
+      (int)sizeof w->path)
+    return err_set(TSR_EINVAL, "path too long: %s", dir);
+  tsr_status r = fs_check_output(w->path);
+  if (r) return r;
+  w->fd = open(w->path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (w->fd < 0) return err_set(TSR_EIO, "create %s: %s", w->path, strerror(errno));
+  tfevents_buf b = {0};
+  tfevents_add_version(&b, wall_now());
+  r = append(w, &b);
+  tfevents_buf_free(&b);
+  return r ? r : fs_fsync_dir(dir);
+}
+
+tsr_status tb_open(tb_writer **out, const char *run_dir, int64_t resume_step) {
+  *out = NULL;
+  tb_writer *w = calloc(1, sizeof *w);
+  if (!w) return err_set(TSR_ENOMEM, "out of memory");
+  w->fd = -1;
+  char dir[PATH_MAX];
+  tsr_status r = fs_join(dir, sizeof dir, run_dir, "tensorboard");
+  if (!r) r = fs_mkdir_p(dir);
+  if (!r) r = find_events(dir, w->path, sizeof w->path, resume_step < 0);
+  if (!r && resume_step >= 0 && w->path[0]) {
+    if (!(r = fs_check_output(w->path))) {
+      w->fd = open(w->path, O_RDWR | O_APPEND | O_CLOEXEC);
+      if (w->fd < 0) r = err_set(TSR_EIO, "open %s: %s", w->path, strerror(errno));
+    }
+    if (!r) r = cut_after(w, resume_step);
+  } else if (!r) {
+    r = create_events(w, dir);
+  }
+  if (r) {
+    tb_close(&w);
+    return err_wrap(r, "tensorboard: ");
+  }
+  *out = w;
+  return TSR_OK;
+}
+
+enum { TB_MAX_TAGS = 32 };
+// the tag tables below name every level and bucket
+_Static_assert(TRAIN_VAL_LEVELS == 5 && DATA_BUCKETS == 3, "tensorboard tags");
+
+tsr_status tb_write(tb_writer *w, int64_t step, const train_step_stats *st,
+                    const train_val_stats *val) {
+  const char *tags[TB_MAX_TAGS];
+  double v[TB_MAX_TAGS];
+  int n = 0;
+#define TB_ADD(tag, x) (tags[n] = (tag), v[n++] = (double)(x))
+  if (st) {
+    TB_ADD("loss", st->loss), TB_ADD("lr", st->lr), TB_ADD("grad_norm", st->grad_norm);
+    TB_ADD("clips", st->clips), TB_ADD("tokens", st->tokens), TB_ADD("step_s", st->step_s);
+    TB_ADD("tokens_per_s", st->tokens_per_s), TB_ADD("predicted_s", st->predicted_s);
+    TB_ADD("bad_clips", st->bad_clips);
+  }
+  static const char *const t_tags[TRAIN_VAL_LEVELS] = {"val_t/0.1", "val_t/0.3", "val_t/0.5",
+                                                       "val_t/0.7", "val_t/0.9"};
+  static const char *const b_tags[DATA_BUCKETS] = {"val_bucket/short", "val_bucket/medium",
+                                                   "val_bucket/long"};
+  if (val) {
+    TB_ADD("val_loss", val->loss);
+    for (int k = 0; k < TRAIN_VAL_LEVELS; k++) TB_ADD(t_tags[k], val->level[k]);
+    for (int b = 0; b < DATA_BUCKETS; b++)
+      if (!isnan(val->bucket[b])) TB_ADD(b_tags[b], val->bucket[b]);
+    TB_ADD("val_clips", val->clips), TB_ADD("val_s", val->seconds);
+  }
+#undef TB_ADD
+  tfevents_buf b = {0};
+  tfevents_add_scalars(&b, wall_now(), step, tags, v, n);
+  tsr_status r = append(w, &b);
+  tfevents_buf_free(&b);
+  return r;
+}
+
+void tb_close(tb_writer **w) {
+  if (!*w) return;
+  if ((*w)->fd >= 0) close((*w)->fd);
+  free(*w);
+  *w = NULL;
+}

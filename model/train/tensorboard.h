@@ -1,0 +1,32 @@
+// model/train/tensorboard.h — train.tensorboard = 1: the scalars of RUN/metrics.jsonl also
+// as a TensorBoard event file, RUN/tensorboard/events.out.tfevents.TIME.HOST (rank 0).
+//
+// Each metrics line is one Event at its step (format: model/io/tfevents.h) with the tags
+// of its numeric fields: loss, lr, grad_norm, clips, tokens, step_s, tokens_per_s,
+// predicted_s, bad_clips, and after a validation val_loss, val_t/0.1 ... val_t/0.9,
+// val_bucket/short|medium|long (a bucket without held-out clips is left out), val_clips,
+// val_s; values are metrics.jsonl's rounded to float32 (TensorBoard's simple_value).
+// Crash consistency: a step's record is appended with one write(2) on an O_APPEND file, so
+// a crash leaves whole records and at most one torn last one, which TensorBoard's reader
+// skips. Opening for a resume at step S (as metrics_open) keeps the whole records of
+// steps <= S and cuts the file after them (the torn one too), so the file reads as one run;
+// a fresh run removes the directory's old event files and starts one.
+#ifndef TESSERA_MODEL_TRAIN_TENSORBOARD_H
+#define TESSERA_MODEL_TRAIN_TENSORBOARD_H
+
+#include <stdint.h>
+
+#include "core/err.h"
+#include "model/train/step.h"
+#include "model/train/val.h"
+
+typedef struct tb_writer tb_writer;
+
+// resume_step < 0: a fresh run.
+tsr_status tb_open(tb_writer **w, const char *run_dir, int64_t resume_step);
+// The Event of one metrics line (st == NULL: a validation line of its own).
+tsr_status tb_write(tb_writer *w, int64_t step, const train_step_stats *st,
+                    const train_val_stats *val);
+void tb_close(tb_writer **w);
+
+#endif

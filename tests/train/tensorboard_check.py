@@ -1,0 +1,71 @@
+"""tests/train/tensorboard_check.py — RUN/tensorboard/ read back with TensorBoard's own
+reader (EventAccumulator, what `tensorboard --logdir` loads) against RUN/metrics.jsonl:
+every numeric field of every line, at its step, equal to the value rounded to float32.
+Prints one line per run checked; exits 1 naming the first difference.
+  tensorboard_check.py RUN [--torn]
+--torn: the event file ends in a torn record (a crash mid-write): TensorBoard must read
+every whole one, metrics.jsonl's lines but the last.
+"""
+import json
+import math
+import os
+import struct
+import sys
+
+from tensorboard.backend.event_processing import event_accumulator
+
+SCALARS = ["loss", "lr", "grad_norm", "clips", "tokens", "step_s", "tokens_per_s",
+           "predicted_s", "bad_clips", "val_loss", "val_clips", "val_s"]
+
+
+def f32(x):
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def expected(run, drop_last):
+    """{tag: [(step, float32 value)]} from metrics.jsonl, in file order"""
+    want = {}
+    with open(os.path.join(run, "metrics.jsonl")) as f:
+        lines = f.readlines()
+        for line in lines[:-1] if drop_last else lines:
+            m = json.loads(line)
+            vals = {k: m[k] for k in SCALARS if k in m}
+            for k, v in (m.get("val_t") or {}).items():
+                vals["val_t/" + k] = v
+            for k, v in (m.get("val_bucket") or {}).items():
+                if v is not None:
+                    vals["val_bucket/" + k] = v
+            for k, v in vals.items():
+                want.setdefault(k, []).append((m["step"], f32(float(v))))
+    return want
+
+
+def main():
+    run = sys.argv[1]
+    d = os.path.join(run, "tensorboard")
+    files = [x for x in os.listdir(d) if x.startswith("events.out.tfevents.")]
+    if len(files) != 1:
+        sys.exit(f"FAIL: expected one event file in {d}, found {files}")
+    acc = event_accumulator.EventAccumulator(d, size_guidance={event_accumulator.SCALARS: 0})
+    acc.Reload()
+    want = expected(run, "--torn" in sys.argv[2:])
+    got_tags = sorted(acc.Tags()["scalars"])
+    if got_tags != sorted(want):
+        sys.exit(f"FAIL: tags {got_tags} != metrics.jsonl's {sorted(want)}")
+    n = 0
+    for tag, rows in want.items():
+        got = [(e.step, e.value) for e in acc.Scalars(tag)]
+        if got != rows:
+            diff = next((a, b) for a, b in zip(got + [None] * len(rows), rows) if a != b)
+            sys.exit(f"FAIL: {tag}: TensorBoard has {len(got)} points, metrics.jsonl {len(rows)};"
+                     f" first difference (step, value): {diff[0]} != {diff[1]}")
+        if any(math.isnan(v) for _, v in got):
+            sys.exit(f"FAIL: {tag}: NaN")
+        n += len(rows)
+    print(f"tensorboard_check: {run}: {len(want)} tags, {n} values equal to metrics.jsonl's "
+          f"(float32), steps {min(s for r in want.values() for s, _ in r)}-"
+          f"{max(s for r in want.values() for s, _ in r)}")
+
+
+if __name__ == "__main__":
+    main()
