@@ -85,6 +85,21 @@ static int put_val(json_t *j, const train_val_stats *v) {
   return bad;
 }
 
+// Adds "plan_ms" and "cp" ({"1": clips at CP size 1, "2": ..., sizes with clips only}).
+static int put_plan(json_t *j, const train_step_stats *st) {
+  json_t *cp = json_object();
+  int bad = !cp;
+  for (int l = 0; !bad && l < SCHED_MAX_LEVELS; l++) {
+    if (!st->cp_clips[l]) continue;
+    char key[24];
+    snprintf(key, sizeof key, "%lld", 1LL << l);
+    bad |= json_object_set_new(cp, key, json_integer((json_int_t)st->cp_clips[l]));
+  }
+  bad |= json_object_set_new(j, "plan_ms", json_real(st->plan_ms));
+  bad |= json_object_set_new(j, "cp", cp);
+  return bad;
+}
+
 tsr_status metrics_write(FILE *f, int64_t step, const train_step_stats *st,
                          const train_val_stats *val) {
   json_t *j = st ? json_pack("{sI sf sf sf sI sI sf sf sf ss sI ss ss}", "step", (json_int_t)step,
@@ -95,6 +110,7 @@ tsr_status metrics_write(FILE *f, int64_t step, const train_step_stats *st,
                              (json_int_t)st->bad_clips, "backend", st->backend ? st->backend : "",
                              "precision", st->precision ? st->precision : "")
                  : json_pack("{sI}", "step", (json_int_t)step);
+  if (j && st && put_plan(j, st)) json_decref(j), j = NULL;
   if (j && val && put_val(j, val)) json_decref(j), j = NULL;
   if (!j) return err_set(TSR_ENOMEM, "metrics: cannot build JSON for step %lld", (long long)step);
   // Losses are printed with 17 significant digits so runs can be compared bitwise.

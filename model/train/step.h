@@ -55,6 +55,8 @@ typedef struct {
   double step_s, tokens_per_s;
   double predicted_s; // the cost model's step time for the plan that ran (sched/)
   const char *plan;   // which plan ran: "dynamic", "packing-only", "static-balanced"
+  double plan_ms;     // wall time the planner took for this batch (sched_result.plan_ms)
+  int64_t cp_clips[SCHED_MAX_LEVELS];  // clips of the plan that ran at CP size 2^l
   int64_t bad_clips;  // distinct clips skipped so far by this process (--skip-bad-clips)
   const char *backend;    // the compute backend's name (kb->name: "cpu", "cpu-bf16", "cuda")
   const char *precision;  // train.precision: "fp32" or "bf16"

@@ -140,7 +140,7 @@ tsr_status tb_write(tb_writer *w, int64_t step, const train_step_stats *st,
     TB_ADD("loss", st->loss), TB_ADD("lr", st->lr), TB_ADD("grad_norm", st->grad_norm);
     TB_ADD("clips", st->clips), TB_ADD("tokens", st->tokens), TB_ADD("step_s", st->step_s);
     TB_ADD("tokens_per_s", st->tokens_per_s), TB_ADD("predicted_s", st->predicted_s);
-    TB_ADD("bad_clips", st->bad_clips);
+    TB_ADD("bad_clips", st->bad_clips), TB_ADD("plan_ms", st->plan_ms);
   }
   static const char *const t_tags[TRAIN_VAL_LEVELS] = {"val_t/0.1", "val_t/0.3", "val_t/0.5",
                                                        "val_t/0.7", "val_t/0.9"};

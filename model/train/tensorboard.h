@@ -3,7 +3,7 @@
 //
 // Each metrics line is one Event at its step (format: model/io/tfevents.h) with the tags
 // of its numeric fields: loss, lr, grad_norm, clips, tokens, step_s, tokens_per_s,
-// predicted_s, bad_clips, and after a validation val_loss, val_t/0.1 ... val_t/0.9,
+// predicted_s, bad_clips, plan_ms, and after a validation val_loss, val_t/0.1 ... val_t/0.9,
 // val_bucket/short|medium|long (a bucket without held-out clips is left out), val_clips,
 // val_s; values are metrics.jsonl's rounded to float32 (TensorBoard's simple_value).
 // Crash consistency: a step's record is appended with one write(2) on an O_APPEND file, so

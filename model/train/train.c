@@ -384,6 +384,9 @@ static tsr_status loop_train(train_loop_state *L, const sched_batch *b, train_st
   if (!r) r = train_step(tr, b->ids, (int)b->n, run, st);
   st->predicted_s = predicted;
   st->plan = name;
+  st->plan_ms = b->res.plan_ms;
+  memset(st->cp_clips, 0, sizeof st->cp_clips);
+  plan_cp_histogram(run, st->cp_clips);
   st->bad_clips = tr->bad_clips;
   st->backend = tr->kb->name;
   st->precision = config_precision_name(tr->tc.precision);

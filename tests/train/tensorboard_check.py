@@ -15,7 +15,7 @@ import sys
 from tensorboard.backend.event_processing import event_accumulator
 
 SCALARS = ["loss", "lr", "grad_norm", "clips", "tokens", "step_s", "tokens_per_s",
-           "predicted_s", "bad_clips", "val_loss", "val_clips", "val_s"]
+           "predicted_s", "bad_clips", "plan_ms", "val_loss", "val_clips", "val_s"]
 
 
 def f32(x):
