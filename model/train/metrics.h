@@ -16,7 +16,8 @@
 //   checksum so far by this process, 0 unless --skip-bad-clips; backend: kb->name,
 //   precision: train.precision), "plan_ms" (the planner's wall time for the batch) and
 //   "cp" ({"1": clips run at CP size 1, "2": ..., the sizes with clips}), and after a
-//   validation "val_loss", "val_t" ({"0.1": mean MSE at t = 0.1, ...}), "val_bucket" ({"short", "medium", "long"}), "val_clips", "val_s".
+//   validation "val_loss", "val_t" ({"0.1": mean MSE at t = 0.1, ...}), "val_bucket"
+//   ({"short", "medium", "long"}), "val_clips", "val_s".
 //   A validation before the first step of a fresh run is a line of its own,
 //   {"step": 0, "val_loss", ...}, without the step fields.
 // Opening for a resume at step S first drops lines with step > S (written after the last
