@@ -14,6 +14,7 @@ int cmd_train(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 
 // Returns 1 if argv holds -h or --help (used by commands before other parsing).
 int wants_help(int argc, char **argv);

@@ -19,6 +19,8 @@ PACKAGES=(
   python3-torch python3-numpy                                  # PyTorch reference model (tools/reference/)
   time                                                         # /usr/bin/time: peak memory in benchmarks
   jq                                                           # JSON in tests and benchmark scripts
+  python3-matplotlib                                           # tessera report, plan --timeline (tools/report.py)
+  chromium-headless-shell                                      # tests: a browser opens a report (tests/train/report_browser.sh)
   clang libclang-rt-14-dev libomp-dev                          # libFuzzer targets (tools/fuzz.sh)
 )
 

@@ -27,6 +27,7 @@ static const command commands[] = {
     {"sample", cmd_sample, "generate a video from a checkpoint (Euler sampler, MP4)"},
     {"calibrate", cmd_calibrate, "fit the scheduler's cost model to this machine's kernel times"},
     {"convert", cmd_convert, "Wan transformer checkpoints from and to diffusers' folder"},
+    {"report", cmd_report, "a run's report: curves, samples, memory, plans, config (HTML, PNG)"},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 

@@ -106,6 +106,9 @@ check usage convert "missing --out DST" convert src
 check usage convert "--to onnx: use tessera or diffusers" convert src --out o --to onnx
 check usage convert "--dtype fp16: use fp32 or bf16" convert src --out o --to diffusers --dtype fp16
 check fail convert "$W/none/config.json" convert "$W/none" --out "$W/none.ckpt"
+check usage report "missing RUN" report
+check usage report "--max-videos" report "$W" --max-videos x
+check fail report "$W/none is not a run directory" report "$W/none"
 
 # the dispatcher
 rc=0; "$T" frobnicate >"$W/out" 2>"$W/err" || rc=$?
@@ -114,7 +117,7 @@ rc=0; "$T" frobnicate >"$W/out" 2>"$W/err" || rc=$?
 "$T" --version >"$W/out" && grep -Eq '^tessera [0-9]+\.[0-9]+\.[0-9]+$' <(head -1 "$W/out") &&
   grep -q '^backends: cpu, cpu-bf16' "$W/out" && ok || bad "--version: $(cat "$W/out")"
 "$T" help train >"$W/out" && grep -q '^usage: tessera train' "$W/out" && ok || bad "help train"
-for c in ingest index manifest plan train sample calibrate convert; do
+for c in ingest index manifest plan train sample calibrate convert report; do
   "$T" $c --help >"$W/out" 2>&1 && grep -q "^usage: tessera $c" "$W/out" && ok || bad "$c --help"
 done
 

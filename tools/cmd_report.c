@@ -1,0 +1,70 @@
+// tools/cmd_report.c — `tessera report RUN`: the run's report page and curves, drawn by
+// tools/report.py with matplotlib (docs/report.md).
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tools/cli.h"
+#include "tools/commands.h"
+#include "tools/parse.h"
+#include "tools/pyscript.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: tessera report RUN [options]\n\n"
+          "Writes RUN/report.html, one page that opens from disk (images and videos inlined):\n"
+          "the curves of loss, validation loss per noise level and length bucket, learning\n"
+          "rate, gradient norm and tokens/s (points and a smoothed line), the samples written\n"
+          "during training (still frames per step, the MP4s playable), the memory report, the\n"
+          "plan statistics and the config; and RUN/report.png, the curves alone. Reads what\n"
+          "RUN holds: a run in progress, resumed or multi-rank too. Drawn by tools/report.py\n"
+          "with Debian's python3-matplotlib (tools/setup.sh). docs/report.md.\n\n"
+          "options:\n"
+          "  --out FILE         the page                          [RUN/report.html]\n"
+          "  --png FILE         the curves                        [RUN/report.png]\n"
+          "  --max-videos N     newest sample videos inlined      [8]\n");
+}
+
+int cmd_report(int argc, char **argv) {
+  if (wants_help(argc, argv)) {
+    usage(stdout);
+    return 0;
+  }
+  const char *out = NULL, *png = NULL, *videos = NULL;
+  enum { O_OUT = 1, O_PNG, O_VIDEOS };
+  static const struct option opts[] = {{"out", required_argument, 0, O_OUT},
+                                       {"png", required_argument, 0, O_PNG},
+                                       {"max-videos", required_argument, 0, O_VIDEOS},
+                                       {0, 0, 0, 0}};
+  tsr_status st = TSR_OK;
+  int c, nv;
+  cli_reset();
+  while (!st && (c = cli_getopt(argc, argv, opts)) != -1) {
+    switch (c) {
+    case O_OUT: out = optarg; break;
+    case O_PNG: png = optarg; break;
+    case O_VIDEOS:
+      videos = optarg;
+      st = parse_int("--max-videos", optarg, 0, 1 << 20, &nv);
+      break;
+    default: st = TSR_EINVAL;  // cli_getopt said why
+    }
+  }
+  if (!st) st = cli_positionals(argc, argv, 1, 1, "RUN");
+  if (st) return cli_usage_error("report");
+  const char *run = argv[optind];
+  struct stat sb;
+  if (stat(run, &sb) || !S_ISDIR(sb.st_mode)) {
+    err_set(TSR_EINVAL, "%s is not a run directory", run);
+    return cli_error("report");
+  }
+  char *args[9];
+  int n = 0;
+  args[n++] = (char *)run;
+  if (out) args[n++] = "--out", args[n++] = (char *)out;
+  if (png) args[n++] = "--png", args[n++] = (char *)png;
+  if (videos) args[n++] = "--max-videos", args[n++] = (char *)videos;
+  args[n] = NULL;
+  return pyscript_run("report.py", args) ? cli_error("report") : 0;
+}

@@ -1,0 +1,50 @@
+// tools/pyscript.c — tools/' Python scripts run from the CLI (tools/pyscript.h).
+#include "tools/pyscript.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static const char *python_path(void) {
+  const char *p = getenv("TESSERA_SYSTEM_PYTHON");
+  if (p && *p) return p;
+  return access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+}
+
+tsr_status pyscript_run(const char *name, char *const *args) {
+  const char *dir = getenv("TESSERA_TOOLS_DIR");
+  char script[PATH_MAX];
+  if (snprintf(script, sizeof script, "%s/%s", dir && *dir ? dir : TESSERA_TOOLS_DIR, name) >=
+      (int)sizeof script)
+    return err_set(TSR_EINVAL, "path of %s too long", name);
+  if (access(script, R_OK))
+    return err_set(TSR_EIO, "%s: %s (set TESSERA_TOOLS_DIR to the tools/ folder of tessera's "
+                   "source)", script, strerror(errno));
+  int n = 0;
+  while (args[n]) n++;
+  char **argv = calloc((size_t)n + 3, sizeof *argv);
+  if (!argv) return err_set(TSR_ENOMEM, "out of memory");
+  const char *py = python_path();
+  argv[0] = (char *)py;
+  argv[1] = script;
+  memcpy(argv + 2, args, (size_t)n * sizeof *argv);
+  pid_t pid;
+  fflush(NULL);  // our buffered output first, then the script's
+  int rc = posix_spawnp(&pid, py, NULL, NULL, argv, environ);
+  free(argv);
+  if (rc) return err_set(TSR_EIO, "cannot run %s: %s", py, strerror(rc));
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return err_set(TSR_EIO, "waiting for %s: %s", name, strerror(errno));
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return TSR_OK;
+  return err_set(TSR_EIO, "tools/%s failed (%s %d, above)", name,
+                 WIFEXITED(status) ? "exit" : "signal",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+}

@@ -1,0 +1,383 @@
+"""tools/report.py — the report of a training run: RUN/report.html, one self-contained page
+(images and videos inlined as data URIs: it opens from disk with no server), and
+RUN/report.png, the curves alone. `tessera report RUN` runs it (docs/report.md).
+
+It reads what the run directory holds, so it works on a run in progress, a resumed one and a
+multi-rank one (rank 0 writes the files): metrics.jsonl (curves, plan statistics; a torn last
+line of a run being written is skipped), train.log (the memory report and the planner's
+lines), samples/sample-STEP.* (a strip of still frames per step and the MP4 itself), the
+newest checkpoint's metadata (the config). Whatever is missing is said so on the page.
+
+The plotted numbers are embedded in the page as JSON (<script id="report-data">), exactly
+metrics.jsonl's, so a test can compare them (tests/cli/report.sh).
+  /usr/bin/python3 tools/report.py RUN [--out FILE.html] [--png FILE.png] [--max-videos N]
+Needs matplotlib (Debian's python3-matplotlib) and, for the sample strips, the ffmpeg CLI.
+"""
+import argparse
+import base64
+import glob
+import html
+import io
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import time
+
+try:
+    import matplotlib
+except ImportError:
+    sys.exit("report: %s lacks matplotlib: install Debian's python3-matplotlib (tools/setup.sh) "
+             "or set TESSERA_SYSTEM_PYTHON to a python that has it" % sys.executable)
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+
+# A smoothed line over the raw points, as TensorBoard draws it: an exponential moving
+# average, debiased so that its first points are not pulled towards 0, its weight from the
+# number of points (about n / 10 of them averaged, at most weight 0.9): a short run's few
+# points are not dragged behind.
+def smoothing(n):
+    return min(0.9, max(0.0, 1 - 10 / max(n, 1)))
+# Curves: (key, title, the fields of one line that give its series)
+LEVELS = ["0.1", "0.3", "0.5", "0.7", "0.9"]
+BUCKETS = ["short", "medium", "long"]
+
+
+def read_metrics(run):
+    """metrics.jsonl's lines as dicts, and how many were unreadable (a torn last line of a
+    run being written, which the trainer cuts when it resumes)"""
+    rows, bad = [], 0
+    path = os.path.join(run, "metrics.jsonl")
+    if not os.path.exists(path):
+        return rows, bad
+    with open(path) as f:
+        for line in f:
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                bad += 1
+    return rows, bad
+
+
+def series(rows):
+    """{name: {"step": [...], "value": [...]}}: every curve of the page, from the lines that
+    have its field, in file order (the values as metrics.jsonl holds them)"""
+    out = {}
+
+    def add(name, step, value):
+        if value is None:
+            return
+        s = out.setdefault(name, {"step": [], "value": []})
+        s["step"].append(step)
+        s["value"].append(value)
+
+    for r in rows:
+        for k in ("loss", "lr", "grad_norm", "tokens_per_s", "val_loss"):
+            if k in r:
+                add(k, r["step"], r[k])
+        for k, v in (r.get("val_t") or {}).items():
+            add("val_t/" + k, r["step"], v)
+        for k, v in (r.get("val_bucket") or {}).items():
+            add("val_bucket/" + k, r["step"], v)
+    return out
+
+
+def smooth(values):
+    out, acc, w = [], 0.0, smoothing(len(values))
+    for i, v in enumerate(values):
+        acc = w * acc + (1 - w) * v
+        out.append(acc / (1 - w ** (i + 1)))
+    return out
+
+
+def draw_curves(data, path_png):
+    """The curves figure (PNG bytes); also written to path_png"""
+    panels = [
+        ("training loss", ["loss"], "linear"),
+        ("validation loss by noise level t", ["val_loss"] + ["val_t/" + t for t in LEVELS], "linear"),
+        ("validation loss by length bucket", ["val_bucket/" + b for b in BUCKETS], "linear"),
+        ("learning rate", ["lr"], "linear"),
+        ("gradient norm", ["grad_norm"], "log"),
+        ("tokens/s", ["tokens_per_s"], "linear"),
+    ]
+    fig, axes = plt.subplots(2, 3, figsize=(13, 6.5), dpi=80)
+    for ax, (title, names, yscale) in zip(axes.flat, panels):
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("step", fontsize=8)
+        ax.tick_params(labelsize=8)
+        ax.grid(alpha=0.3)
+        drawn = 0
+        for i, name in enumerate(names):
+            s = data.get(name)
+            if not s or not s["step"]:
+                continue
+            color = "black" if name == "val_loss" else f"C{i}"
+            label = name.split("/")[-1] if "/" in name else name
+            if name.startswith("val_t/"):
+                label = "t = " + label
+            ax.plot(s["step"], s["value"], ".", color=color, alpha=0.45, markersize=4)
+            ax.plot(s["step"], smooth(s["value"]), "-", color=color, linewidth=1.4, label=label)
+            drawn += 1
+        if not drawn:
+            ax.text(0.5, 0.5, "no data in metrics.jsonl", ha="center", va="center",
+                    transform=ax.transAxes, color="gray")
+            continue
+        if yscale == "log" and all(v > 0 for n in names for v in data.get(n, {}).get("value", [])):
+            ax.set_yscale("log")
+        if len(names) > 1:
+            ax.legend(fontsize=7)
+    fig.suptitle("points: metrics.jsonl; lines: their exponential moving average (about a "
+                 "tenth of the points)", fontsize=9, color="gray")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    png = buf.getvalue()
+    write_atomic(path_png, png)
+    return png
+
+
+def write_atomic(path, data):
+    """The file replaced whole (a report being read while the next is written stays whole)"""
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def data_uri(mime, data):
+    return "data:%s;base64,%s" % (mime, base64.b64encode(data).decode("ascii"))
+
+
+def sample_files(run):
+    """[(step, path)] of samples/sample-STEP.mp4 or .y4m, by step"""
+    out = []
+    for p in glob.glob(os.path.join(run, "samples", "sample-*")):
+        m = re.fullmatch(r"sample-(\d+)\.(mp4|y4m)", os.path.basename(p))
+        if m:
+            out.append((int(m.group(1)), p))
+    return sorted(out)
+
+
+def still_strip(path, frames=4):
+    """(PNG bytes, frame step): `frames` still frames of a sample video evenly spread, left
+    to right (the ffmpeg CLI decodes it), or (None, 0) if it cannot be read"""
+    if not shutil.which("ffmpeg"):
+        return None, 0
+    try:
+        n = int(subprocess.run(
+            ["ffprobe", "-v", "error", "-count_frames", "-select_streams", "v:0", "-show_entries",
+             "stream=nb_read_frames", "-of", "csv=p=0", path],
+            capture_output=True, text=True, timeout=60).stdout.strip().split(",")[0])
+    except (ValueError, subprocess.SubprocessError):
+        return None, 0
+    every = max(1, n // frames)
+    r = subprocess.run(
+        ["ffmpeg", "-v", "error", "-i", path, "-vf",
+         "select=not(mod(n\\,%d)),scale=iw*2:ih*2:flags=neighbor,"
+         "tile=%dx1:padding=6:color=gray" % (every, frames),
+         "-frames:v", "1", "-f", "image2pipe", "-vcodec", "png", "-"],
+        capture_output=True, timeout=120)
+    ok = r.returncode == 0 and r.stdout.startswith(b"\x89PNG")
+    return (r.stdout, every) if ok else (None, 0)
+
+
+def newest_checkpoint_meta(run):
+    """(path, __metadata__) of the newest ckpt-STEP.safetensors, or (None, {})"""
+    best = None
+    for p in glob.glob(os.path.join(run, "ckpt-*.safetensors")):
+        m = re.fullmatch(r"ckpt-(\d+)\.safetensors", os.path.basename(p))
+        if m and (best is None or int(m.group(1)) > best[0]):
+            best = (int(m.group(1)), p)
+    if not best:
+        return None, {}
+    try:
+        with open(best[1], "rb") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            meta = json.loads(f.read(n)).get("__metadata__", {})
+    except (OSError, ValueError, struct.error):
+        return best[1], {}
+    return best[1], {k: v for k, v in meta.items() if not k.startswith("xxh3")}
+
+
+def log_lines(run):
+    """train.log's lines without a multi-rank job's "[rank N] " prefix (rank 0's only)"""
+    path = os.path.join(run, "train.log")
+    if not os.path.exists(path):
+        return None
+    out = []
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = re.match(r"\[rank (\d+)\] (.*)", line.rstrip("\n"))
+            if m and m.group(1) != "0":
+                continue
+            out.append(m.group(2) if m else line.rstrip("\n"))
+    return out
+
+
+def plan_stats(rows):
+    """The planner's numbers over the training lines: plans used (fallbacks), clips per CP
+    size, planner time, predicted against measured step time"""
+    steps = [r for r in rows if "loss" in r]
+    used, cp, ms = {}, {}, []
+    for r in steps:
+        used[r.get("plan", "?")] = used.get(r.get("plan", "?"), 0) + 1
+        for k, v in (r.get("cp") or {}).items():
+            cp[k] = cp.get(k, 0) + v
+        if "plan_ms" in r:
+            ms.append(r["plan_ms"])
+    pred = sum(r.get("predicted_s", 0) for r in steps)
+    meas = sum(r.get("step_s", 0) for r in steps)
+    return {"lines": len(steps), "plans_used": used,
+            "fallbacks": sum(v for k, v in used.items() if k != "dynamic"),
+            "cp_clips": dict(sorted(cp.items(), key=lambda kv: int(kv[0]))),
+            "plan_ms_mean": sum(ms) / len(ms) if ms else None,
+            "plan_ms_max": max(ms) if ms else None,
+            "predicted_s_sum": pred, "step_s_sum": meas}
+
+
+def table(pairs):
+    return "<table>" + "".join(
+        "<tr><th>%s</th><td>%s</td></tr>" % (html.escape(str(k)), html.escape(str(v)))
+        for k, v in pairs) + "</table>"
+
+
+def pre(lines):
+    return "<pre>%s</pre>" % html.escape("\n".join(lines))
+
+
+def samples_html(run, max_videos):
+    files = sample_files(run)
+    if not files:
+        return "<p>No samples (train.sample_every = 0, or none written yet).</p>", 0, 0
+    parts, strips, videos = [], 0, 0
+    for i, (step, path) in enumerate(files):
+        strip, every = still_strip(path)
+        parts.append("<div class='sample'><h3>step %d</h3>" % step)
+        if strip:
+            parts.append("<img class='strip' alt='sample at step %d' src='%s'>"
+                         "<p class='note'>frames 0, %d, %d, ... of %s, left to right</p>"
+                         % (step, data_uri("image/png", strip), every, 2 * every,
+                            html.escape(os.path.basename(path))))
+            strips += 1
+        else:
+            parts.append("<p>%s: no still frames (ffmpeg could not read it)</p>"
+                         % html.escape(os.path.basename(path)))
+        # the newest videos inline (a long run has many): the strips show all steps
+        if path.endswith(".mp4") and i >= len(files) - max_videos:
+            with open(path, "rb") as f:
+                parts.append("<video controls loop muted src='%s'></video>"
+                             % data_uri("video/mp4", f.read()))
+            videos += 1
+        parts.append("</div>")
+    return "".join(parts), strips, videos
+
+
+CSS = """body{font-family:sans-serif;margin:1.5em;max-width:1100px}
+table{border-collapse:collapse;font-size:90%}th,td{border:1px solid #ccc;padding:2px 8px;text-align:left}
+pre{background:#f6f6f6;padding:.6em;white-space:pre-wrap;font-size:85%}
+img.curves{max-width:100%}img.strip{image-rendering:pixelated;max-width:100%}
+.sample{margin-bottom:1em}.note{color:gray;font-size:80%;margin:0}video{width:480px;max-width:100%;image-rendering:pixelated}"""
+
+
+def build(run, out_html, out_png, max_videos):
+    rows, bad = read_metrics(run)
+    data = series(rows)
+    png = draw_curves(data, out_png)
+    ckpt, meta = newest_checkpoint_meta(run)
+    log = log_lines(run)
+    stats = plan_stats(rows)
+    last = max((r["step"] for r in rows), default=None)
+    cfg = meta.get("config", "")
+    m = re.search(r"^steps = (\d+)", cfg, re.M)
+    total = int(m.group(1)) if m else None
+    in_progress = lock_held(run)
+    samples, strips, videos = samples_html(run, max_videos)
+    status = [("run directory", os.path.abspath(run)),
+              ("last step in metrics.jsonl", last if last is not None else "none yet"),
+              ("schedule (train.steps)", total if total else "unknown (no checkpoint yet)"),
+              ("state", "training (the run's lock is held)" if in_progress else "not running"),
+              ("report written", time.strftime("%Y-%m-%d %H:%M:%S %Z"))]
+    if bad:
+        status.append(("unreadable metrics lines", "%d (a line being written)" % bad))
+    mem = [l for l in (log or []) if "memory per" in l]
+    planning = [l for l in (log or []) if "planning:" in l or "resuming bitwise" in l]
+    embedded = {"run": os.path.abspath(run), "lines": len(rows), "series": data, "plan": stats,
+                "samples": [s for s, _ in sample_files(run)], "strips": strips, "videos": videos}
+    body = [
+        "<h1>tessera run report</h1>", table(status),
+        "<h2>Curves</h2><img class='curves' alt='curves' src='%s'>" % data_uri("image/png", png),
+        "<h2>Samples during training</h2>", samples,
+        "<h2>Memory</h2>",
+        pre(mem) if mem else "<p>No memory report (%s).</p>" % (
+            "train.log has none" if log is not None else "no train.log: a run from before it"),
+        "<h2>Plans</h2>",
+        table([("training lines", stats["lines"]),
+               ("plans used (steps)", ", ".join("%s %d" % kv for kv in stats["plans_used"].items())),
+               ("fallbacks to a static plan (steps)", stats["fallbacks"]),
+               ("clips per CP size", ", ".join("CP %s: %d" % kv for kv in stats["cp_clips"].items())
+                or "not recorded"),
+               ("planner time per batch (ms)", "mean %.3f, max %.3f" % (
+                   stats["plan_ms_mean"], stats["plan_ms_max"]) if stats["plan_ms_mean"] is not None
+                else "not recorded"),
+               ("predicted / measured step time (sum, s)", "%.3f / %.3f" % (
+                   stats["predicted_s_sum"], stats["step_s_sum"]))]),
+        pre(planning) if planning else "",
+        "<h2>Config</h2>",
+        ("<p>From %s.</p>" % html.escape(os.path.basename(ckpt)) + pre(cfg.splitlines()) +
+         table(sorted((k, v) for k, v in meta.items() if k != "config"))) if ckpt
+        else "<p>No checkpoint yet: the config is recorded in each checkpoint.</p>",
+        "<script type='application/json' id='report-data'>%s</script>"
+        % json.dumps(embedded).replace("</", "<\\/"),
+    ]
+    page = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>tessera report: %s</title>"
+            "<style>%s</style></head><body>%s</body></html>\n"
+            % (html.escape(os.path.basename(os.path.abspath(run))), CSS, "\n".join(body)))
+    write_atomic(out_html, page.encode())
+    return last, strips, videos
+
+
+def lock_held(run):
+    """True if a tessera train holds RUN/lock (an open file description lock, core/lockfile.h):
+    F_OFD_GETLK reports the conflicting lock a read lock would meet"""
+    import fcntl
+    getlk = getattr(fcntl, "F_OFD_GETLK", 36)  # Linux's value
+    flock = "hhqqi4x"  # struct flock on LP64: type, whence, start, len, pid, padding
+    try:
+        fd = os.open(os.path.join(run, "lock"), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        lk = fcntl.fcntl(fd, getlk, struct.pack(flock, fcntl.F_RDLCK, 0, 0, 0, 0))
+        return struct.unpack(flock, lk)[0] != fcntl.F_UNLCK
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("run")
+    ap.add_argument("--out", help="the page (default RUN/report.html)")
+    ap.add_argument("--png", help="the curves (default RUN/report.png)")
+    ap.add_argument("--max-videos", type=int, default=8,
+                    help="newest sample videos inlined (default 8; every step has its strip)")
+    a = ap.parse_args()
+    if not os.path.isdir(a.run):
+        sys.exit("report: %s is not a directory" % a.run)
+    if not os.path.exists(os.path.join(a.run, "metrics.jsonl")):
+        sys.exit("report: %s has no metrics.jsonl: not a tessera train run directory "
+                 "(or one that has not logged yet)" % a.run)
+    out = a.out or os.path.join(a.run, "report.html")
+    png = a.png or os.path.join(a.run, "report.png")
+    last, strips, videos = build(a.run, out, png, a.max_videos)
+    print("report: %s (up to step %s, %d sample strips, %d videos inline), curves %s"
+          % (out, last, strips, videos, png))
+
+
+if __name__ == "__main__":
+    main()
