@@ -86,6 +86,11 @@ tsr_status plan_simulate(const plan *p, const int64_t *tokens, const cost_model 
                    const sched_cluster *cl, plan_sim *out, double *rank_end,
                    double *group_start);
 
+// The time of group gi of p (its clips on its ranks, sched/cost.h), 0 for an empty group:
+// what plan_simulate adds to its ranks' timelines.
+double plan_group_time(const plan *p, int gi, const int64_t *tokens, const cost_model *cm,
+                       const sched_cluster *cl);
+
 // Adds the number of clips run at each CP size to hist[log2(size)]; hist: (log2(N) + 1).
 void plan_cp_histogram(const plan *p, int64_t *hist);
 

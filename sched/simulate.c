@@ -3,6 +3,19 @@
 
 #include "sched/plan.h"
 
+double plan_group_time(const plan *p, int gi, const int64_t *tokens, const cost_model *cm,
+                       const sched_cluster *cl) {
+  const plan_group *g = &p->groups[gi];
+  if (g->nclips == 0) return 0;
+  double s1 = 0, s2 = 0;
+  for (int j = 0; j < g->nclips; j++) {
+    double L = (double)tokens[p->clip_index[g->clip_off + j]];
+    s1 += L;
+    s2 += L * L;
+  }
+  return cost_group_time(cm, cl->gpus_per_node, g->size, g->nclips, s1, s2);
+}
+
 tsr_status plan_simulate(const plan *p, const int64_t *tokens, const cost_model *cm,
                    const sched_cluster *cl, plan_sim *out, double *rank_end,
                    double *group_start) {
@@ -17,13 +30,7 @@ tsr_status plan_simulate(const plan *p, const int64_t *tokens, const cost_model 
       if (end[r] > start) start = end[r];
     if (group_start) group_start[gi] = start;
     if (g->nclips == 0) continue;  // no time, no synchronisation
-    double s1 = 0, s2 = 0;
-    for (int j = 0; j < g->nclips; j++) {
-      double L = (double)tokens[p->clip_index[g->clip_off + j]];
-      s1 += L;
-      s2 += L * L;
-    }
-    double t = cost_group_time(cm, cl->gpus_per_node, g->size, g->nclips, s1, s2);
+    double t = plan_group_time(p, gi, tokens, cm, cl);
     for (int r = g->first_rank; r < g->first_rank + g->size; r++) end[r] = start + t;
     s.busy_rank_s += g->size * t;
     s.groups_used++;

@@ -15,10 +15,12 @@
 #include "model/train/memory.h"
 #include "sched/lengths.h"
 #include "sched/plan_json.h"
+#include "sched/plan_timeline.h"
 #include "sched/sched.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/parse.h"
+#include "tools/pyscript.h"
 
 static void plan_usage(FILE *f) {
   fprintf(f,
@@ -61,6 +63,10 @@ static void plan_usage(FILE *f) {
     "                          every key within its range (docs/plan.md), a and b > 0\n"
     "  --json FILE             write plans and numbers as JSON\n"
     "  --waves                 print the groups of every wave of the plans\n"
+    "  --timeline FILE.png     draw the first batch's plan: ranks against time, a box per\n"
+    "                          microbatch coloured by CP size, beside static CP with\n"
+    "                          packing only; FILE.json holds what it is drawn from\n"
+    "                          (tools/plan_timeline.py, Debian's python3-matplotlib)\n"
     "  -h, --help              this help\n\n"
     "example:\n"
     "  tessera plan --lengths ucf101_clips.csv:0.97,youcook2_videos.csv:0.03 \\\n"
@@ -100,6 +106,8 @@ static void print_waves(const sched_result *r, const int64_t *ids, const int64_t
 // Everything the command line says.
 typedef struct {
   const char *lengths_spec, *store, *cost_path, *json_path, *config_path;
+  const char *timeline;  // --timeline FILE.png
+  char timeline_json[4096];  // FILE.json beside it: what the picture is drawn from
   lengths_opts lo;
   int64_t ranks, gpn, mem, batch, steps, seed, maxclip, mem_bytes;
   int show_waves;
@@ -107,11 +115,23 @@ typedef struct {
   int nsets;
 } plan_args;
 
+// --timeline FILE.png: the picture and, beside it, FILE.json.
+static tsr_status timeline_paths(plan_args *a, const char *png) {
+  size_t n = strlen(png);
+  if (n < 5 || strcmp(png + n - 4, ".png"))
+    return err_set(TSR_EINVAL, "--timeline %s: give a FILE.png", png);
+  if (n + 1 > sizeof a->timeline_json)
+    return err_set(TSR_EINVAL, "--timeline: path too long");
+  a->timeline = png;
+  snprintf(a->timeline_json, sizeof a->timeline_json, "%.*s.json", (int)(n - 4), png);
+  return TSR_OK;
+}
+
 // Parses argv into *a; TSR_EINVAL with a message naming the option otherwise.
 static tsr_status parse_args(int argc, char **argv, plan_args *a) {
   enum { O_LENGTHS = 256, O_DATA, O_FPS, O_SIZE, O_PATCH, O_TPS, O_MAXSEC, O_CAPTOK, O_RANKS,
          O_GPN, O_MEM, O_BATCH, O_STEPS, O_SEED, O_MAXCLIP, O_COST, O_JSON, O_WAVES, O_CONFIG,
-         O_SET, O_MEMBYTES };
+         O_SET, O_MEMBYTES, O_TIMELINE };
   static const struct option opts[] = {
       {"lengths", required_argument, 0, O_LENGTHS}, {"data", required_argument, 0, O_DATA},
       {"fps", required_argument, 0, O_FPS},         {"size", required_argument, 0, O_SIZE},
@@ -128,6 +148,7 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
       {"cost", required_argument, 0, O_COST},       {"json", required_argument, 0, O_JSON},
       {"waves", no_argument, 0, O_WAVES},           {"config", required_argument, 0, O_CONFIG},
       {"set", required_argument, 0, O_SET},         {"mem-bytes", required_argument, 0, O_MEMBYTES},
+      {"timeline", required_argument, 0, O_TIMELINE},
       {0, 0, 0, 0}};
   char **sets = a->sets;  // the caller's (argc) array
   *a = (plan_args){.gpn = 8, .batch = 256, .steps = 1, .sets = sets};
@@ -172,6 +193,7 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
     case O_COST: a->cost_path = optarg; break;
     case O_JSON: a->json_path = optarg; break;
     case O_WAVES: a->show_waves = 1; break;
+    case O_TIMELINE: st = timeline_paths(a, optarg); break;
     case O_CONFIG: a->config_path = optarg; break;
     case O_SET: a->sets[a->nsets++] = optarg; break;
     case O_MEMBYTES: st = parse_i64("--mem-bytes", optarg, 1 << 20, INT64_MAX / 2, &a->mem_bytes); break;
@@ -311,6 +333,8 @@ static tsr_status plan_steps(const plan_args *a, const lengths_set *ls, const sc
               hist, nlev);
     if (a->show_waves) print_waves(res, b.ids, b.tokens);
     if (js) st = sched_json_add_step(js, (int)s, b.ids, b.tokens, (int)b.n, res);
+    if (!st && s == 0 && a->timeline)
+      st = sched_timeline_write(cfg, s, b.ids, b.tokens, (int)b.n, res, a->timeline_json);
   }
   sched_pipeline_close(&pipe);
   return st;
@@ -361,6 +385,10 @@ int cmd_plan(int argc, char **argv) {
             tot.plan_ms / tot.steps, tot.cp_hist, nlev);
   print_summary(&tot);
   if (js) st = sched_json_write(js, &tot, a.json_path);
+  if (!st && a.timeline) {
+    char *args[] = {a.timeline_json, (char *)a.timeline, NULL};
+    st = pyscript_run("plan_timeline.py", args);
+  }
 done:
   if (st) cli_error("plan");
   sched_json_free(&js);
