@@ -15,7 +15,8 @@
 #     and distance to the nearest training clip, against noise and against the held-out
 #     clips, and the samples' colours and layout against the captions' words. Without
 #     the venv (or with TESSERA_NO_VENV=1), and on your own videos, it trains on class
-#     labels from the clips' folders instead and samples one label at a time.
+#     labels from the clips' folders instead and samples one label at a time. It ends with
+#     the run's report (`tessera report`: RUN/report.html) and prints its path.
 #   tools/run.sh                 embedded default clips -> out/demo/
 #   tools/run.sh SRC...          your own videos (files, folders, @list.txt) for both parts
 #   STEPS=N tools/run.sh         train N steps (default 900)
@@ -57,8 +58,9 @@ $T index verify "$OUT/store"
 # What the Dynamic-CP scheduler would do with this store on 8 GPUs (h100-dit1b cost
 # model, 16k tokens per rank), against static CP: docs/plan.md.
 $T plan --data "$OUT/store" --ranks 8 --gpus-per-node 8 --mem-tokens 16384 \
-  --global-batch 5 --steps 1 --cost configs/cost/h100-dit1b.conf --json "$OUT/plan.json"
-echo "run: store in $OUT/store, plan in $OUT/plan.json; look at a clip with:"
+  --global-batch 5 --steps 1 --cost configs/cost/h100-dit1b.conf --json "$OUT/plan.json" \
+  --timeline "$OUT/plan-timeline.png"
+echo "run: store in $OUT/store, plan in $OUT/plan.json, its picture $OUT/plan-timeline.png; look at a clip with:"
 echo "  $T index export $OUT/store --clip 1 --out $OUT/clip1.mp4"
 
 $T index list "$OUT/store" --limit 5
@@ -213,8 +215,12 @@ $PY tools/sample_stats.py --tessera "$T" --store "$STORE" --run "$RUN" \
   --json "$OUT/sample_stats.json" "${READING[@]}" "${SAMPLES[@]}"
 echo "run: loss $(jq -r 'select(.loss) | "\(.loss) at step \(.step)"' "$RUN/metrics.jsonl" | head -1) -> $(jq -r 'select(.loss) | "\(.loss) at step \(.step)"' "$RUN/metrics.jsonl" | tail -1)"
 echo "run: validation loss (held-out clips, fixed noise) $(jq -r 'select(.val_loss) | "\(.val_loss * 1000 | round / 1000) at step \(.step)"' "$RUN/metrics.jsonl" | paste -sd' ' | sed 's/ at step \([0-9]*\) / at step \1 -> /g')"
+# The run's report (tools/report.py): curves, the samples of every step, memory, plans and
+# config in one page that opens from disk.
+$T report "$RUN"
 if [ $MODE = text ]; then
   echo "run: samples during training in $RUN/samples/ (unconditional, seeds 0-3 side by side); the captions' samples in $OUT/samples/, seed 0 of each side by side in $OUT/sample.mp4"
 else
   echo "run: samples during training in $RUN/samples/ (one clip per kind, side by side), the last as $OUT/sample.mp4"
 fi
+echo "run: the report of the run: $RUN/report.html (open it in a browser: one file, no server; curves alone $RUN/report.png)"
