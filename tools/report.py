@@ -9,7 +9,7 @@ lines), samples/sample-STEP.* (a strip of still frames per step and the MP4 itse
 newest checkpoint's metadata (the config). Whatever is missing is said so on the page.
 
 The plotted numbers are embedded in the page as JSON (<script id="report-data">), exactly
-metrics.jsonl's, so a test can compare them (tests/cli/report.sh).
+metrics.jsonl's, so a test can compare them (tests/train/report.sh).
   /usr/bin/python3 tools/report.py RUN [--out FILE.html] [--png FILE.png] [--max-videos N]
 Needs matplotlib (Debian's python3-matplotlib) and, for the sample strips, the ffmpeg CLI.
 """
@@ -35,12 +35,18 @@ except ImportError:
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
-# A smoothed line over the raw points, as TensorBoard draws it: an exponential moving
-# average, debiased so that its first points are not pulled towards 0, its weight from the
-# number of points (about n / 10 of them averaged, at most weight 0.9): a short run's few
-# points are not dragged behind.
-def smoothing(n):
-    return min(0.9, max(0.0, 1 - 10 / max(n, 1)))
+# The smoothed line over the points: a centred moving average over about a tenth of them
+# (the window shrinks at the ends). Centred, not TensorBoard's exponential average, whose
+# lag drew a warmup's learning rate peaking 150 steps late on the demo's 90 points.
+def smooth(values):
+    half = len(values) // 20
+    out = []
+    for i in range(len(values)):
+        lo, hi = max(0, i - half), min(len(values), i + half + 1)
+        out.append(sum(values[lo:hi]) / (hi - lo))
+    return out
+
+
 # Curves: (key, title, the fields of one line that give its series)
 LEVELS = ["0.1", "0.3", "0.5", "0.7", "0.9"]
 BUCKETS = ["short", "medium", "long"]
@@ -85,18 +91,10 @@ def series(rows):
     return out
 
 
-def smooth(values):
-    out, acc, w = [], 0.0, smoothing(len(values))
-    for i, v in enumerate(values):
-        acc = w * acc + (1 - w) * v
-        out.append(acc / (1 - w ** (i + 1)))
-    return out
-
-
 def draw_curves(data, path_png):
     """The curves figure (PNG bytes); also written to path_png"""
     panels = [
-        ("training loss", ["loss"], "linear"),
+        ("training loss", ["loss"], "log"),
         ("validation loss by noise level t", ["val_loss"] + ["val_t/" + t for t in LEVELS], "linear"),
         ("validation loss by length bucket", ["val_bucket/" + b for b in BUCKETS], "linear"),
         ("learning rate", ["lr"], "linear"),
@@ -125,12 +123,14 @@ def draw_curves(data, path_png):
             ax.text(0.5, 0.5, "no data in metrics.jsonl", ha="center", va="center",
                     transform=ax.transAxes, color="gray")
             continue
-        if yscale == "log" and all(v > 0 for n in names for v in data.get(n, {}).get("value", [])):
+        vals = [v for n in names for v in data.get(n, {}).get("value", [])]
+        # log where the values span a decade or more: a loss falling from 1.3 to 0.05
+        if yscale == "log" and min(vals) > 0 and max(vals) >= 10 * min(vals):
             ax.set_yscale("log")
         if len(names) > 1:
             ax.legend(fontsize=7)
-    fig.suptitle("points: metrics.jsonl; lines: their exponential moving average (about a "
-                 "tenth of the points)", fontsize=9, color="gray")
+    fig.suptitle("points: metrics.jsonl; lines: their centred moving average over about a "
+                 "tenth of them", fontsize=9, color="gray")
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png")

@@ -62,20 +62,35 @@ static tsr_status find_events(const char *dir, char *out, size_t n, int remove_a
   return r;
 }
 
-// Cuts w's file after the last whole record of a step <= keep.
+// Cuts w's file after the last whole record of a step <= keep, reading one record at a
+// time (a long run's file is not read whole into memory).
 static tsr_status cut_after(tb_writer *w, int64_t keep) {
   struct stat sb;
   if (fstat(w->fd, &sb)) return err_set(TSR_EIO, "stat %s: %s", w->path, strerror(errno));
-  size_t n = (size_t)sb.st_size, off = 0;
-  unsigned char *p = malloc(n ? n : 1);
-  if (!p) return err_set(TSR_ENOMEM, "out of memory reading %s", w->path);
+  const uint64_t n = (uint64_t)sb.st_size;
+  uint64_t off = 0;
+  unsigned char *rec = NULL;
   tsr_status r = TSR_OK;
-  if (pread(w->fd, p, n, 0) != (ssize_t)n) r = err_set(TSR_EIO, "read %s: %s", w->path, strerror(errno));
-  size_t size;
-  int64_t step;
-  while (!r && off < n && tfevents_record_step(p + off, n - off, &size, &step) == 0 && step <= keep)
+  for (;;) {
+    unsigned char head[8];
+    if (n - off < 16 || pread(w->fd, head, 8, (off_t)off) != 8) break;
+    uint64_t len = 0;
+    for (int i = 0; i < 8; i++) len |= (uint64_t)head[i] << (8 * i);
+    if (len > n - off - 16) break;  // torn: its data or CRC is cut off
+    unsigned char *q = realloc(rec, (size_t)len + 16);
+    if (!q) {
+      r = err_set(TSR_ENOMEM, "out of memory reading %s", w->path);
+      break;
+    }
+    rec = q;
+    size_t size;
+    int64_t step;
+    if (pread(w->fd, rec, (size_t)len + 16, (off_t)off) != (ssize_t)(len + 16) ||
+        tfevents_record_step(rec, (size_t)len + 16, &size, &step) || step > keep)
+      break;
     off += size;
-  free(p);
+  }
+  free(rec);
   if (!r && ftruncate(w->fd, (off_t)off))
     r = err_set(TSR_EIO, "truncate %s: %s", w->path, strerror(errno));
   return r;
