@@ -140,9 +140,8 @@ static tsr_status check_resume_config(const ckpt_meta *cm, const trainer *tr, co
     int lp = (int)strcspn(p, "\n"), lq = (int)strcspn(q, "\n");
     r = err_set(TSR_EMISMATCH, "--resume: the config differs from checkpoint %s's: '%.*s' there, "
                 "'%.*s' now; resume with the same config (only train.ckpt_every, ckpt_keep, "
-                "log_every, tensorboard, mem_tokens, precision, val_every and sample_* may change) or start "
-                "a new run", path, lp,
-                p, lq, q);
+                "log_every, tensorboard, mem_tokens, precision, val_every and sample_* may "
+                "change) or start a new run", path, lp, p, lq, q);
   }
   free(a);
   free(b);
