@@ -2,9 +2,10 @@
 reader (EventAccumulator, what `tensorboard --logdir` loads) against RUN/metrics.jsonl:
 every numeric field of every line, at its step, equal to the value rounded to float32.
 Prints one line per run checked; exits 1 naming the first difference.
-  tensorboard_check.py RUN [--torn]
---torn: the event file ends in a torn record (a crash mid-write): TensorBoard must read
-every whole one, metrics.jsonl's lines but the last.
+  tensorboard_check.py RUN[:torn]...
+RUN:torn: the event file ends in a torn record (a crash mid-write): TensorBoard must read
+every whole one, metrics.jsonl's lines but the last. Several runs are checked in one
+process (TensorBoard's import takes seconds).
 """
 import json
 import math
@@ -40,15 +41,14 @@ def expected(run, drop_last):
     return want
 
 
-def main():
-    run = sys.argv[1]
+def check(run, torn):
     d = os.path.join(run, "tensorboard")
     files = [x for x in os.listdir(d) if x.startswith("events.out.tfevents.")]
     if len(files) != 1:
         sys.exit(f"FAIL: expected one event file in {d}, found {files}")
     acc = event_accumulator.EventAccumulator(d, size_guidance={event_accumulator.SCALARS: 0})
     acc.Reload()
-    want = expected(run, "--torn" in sys.argv[2:])
+    want = expected(run, torn)
     got_tags = sorted(acc.Tags()["scalars"])
     if got_tags != sorted(want):
         sys.exit(f"FAIL: tags {got_tags} != metrics.jsonl's {sorted(want)}")
@@ -65,6 +65,12 @@ def main():
     print(f"tensorboard_check: {run}: {len(want)} tags, {n} values equal to metrics.jsonl's "
           f"(float32), steps {min(s for r in want.values() for s, _ in r)}-"
           f"{max(s for r in want.values() for s, _ in r)}")
+
+
+def main():
+    for arg in sys.argv[1:]:
+        run, _, mode = arg.partition(":")
+        check(run, mode == "torn")
 
 
 if __name__ == "__main__":
