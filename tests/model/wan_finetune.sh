@@ -12,13 +12,8 @@ set -euo pipefail
 T=${TESSERA_BIN:?set by ctest}
 ML=${MAKE_LATENTS:?set by ctest}
 SRC=${TESSERA_SRC:?set by ctest}
-PY=${TESSERA_PYTHON:-${TESSERA_VENV:-/opt/tessera/venv}/bin/python}
-FIND="import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in ('torch', 'diffusers')))"
-if ! [ -x "$PY" ] || ! "$PY" -c "$FIND" 2>/dev/null; then
-  echo "SKIP: no Python venv with torch and diffusers at $PY (tools/setup_venv.sh creates it;" \
-    "TESSERA_PYTHON names its python)"
-  exit 77
-fi
+. "$(dirname "$0")/../venv.sh"
+need_venv torch diffusers
 W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-wanft.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }

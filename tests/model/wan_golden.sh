@@ -6,14 +6,8 @@
 # Needs the venv of tools/setup_venv.sh (TESSERA_PYTHON, default /opt/tessera/venv): without
 # it the test is skipped (exit 77).
 set -euo pipefail
-PY=${TESSERA_PYTHON:-${TESSERA_VENV:-/opt/tessera/venv}/bin/python}
-# find_spec: present without importing them (the imports alone take seconds)
-FIND="import importlib.util as u, sys; sys.exit(any(u.find_spec(m) is None for m in ('torch', 'diffusers', 'safetensors')))"
-if ! [ -x "$PY" ] || ! "$PY" -c "$FIND" 2>/dev/null; then
-  echo "SKIP: no Python venv with torch, diffusers and safetensors at $PY (tools/setup_venv.sh" \
-    "creates it; TESSERA_PYTHON names its python)"
-  exit 77
-fi
+. "$(dirname "$0")/../venv.sh"
+need_venv torch diffusers safetensors
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} "$PY" "$TESSERA_SRC/tests/model/wan_golden.py" "$work" \

@@ -11,11 +11,8 @@
 #  5. without train.tensorboard no event file is written.
 source "$(dirname "$0")/lib.sh"
 need_store
-PY=${TESSERA_PYTHON:-/opt/tessera/venv/bin/python}
-if ! "$PY" -c 'import tensorboard' 2>/dev/null; then
-  echo "SKIP: TensorBoard's reader is needed ($PY lacks the tensorboard package: tools/setup_venv.sh installs it)"
-  exit 77
-fi
+. "$(dirname "$0")/../venv.sh"
+need_venv tensorboard  # TensorBoard's own reader
 CHECK=("$PY" "$SRC/tests/train/tensorboard_check.py")
 RUN=(--config "$CONF" --data "$STORE" "${SMALL[@]}" --set train.ckpt_every=2
      --set train.val_clips=3 --set train.val_every=3 --set train.tensorboard=1)
