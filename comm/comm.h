@@ -96,6 +96,15 @@ struct comm_backend {
   // `group rank`, summed (ZeRO's gradient shards, issue 29). send and recv must not overlap.
   tsr_status (*reduce_scatter_sum_f32)(const comm_backend *cb, comm_group *g, const float *send,
                                        float *recv, int64_t n);
+  // All-to-all with variable counts (Ulysses attention's sequence <-> head exchange,
+  // issue 30): this member sends sbytes[j] bytes of send + sdispl[j] to member j and
+  // receives into recv + rdispl[j] the rbytes[j] bytes member j sends it (rbytes[j] must be
+  // member j's sbytes[this member]). Counts and displacements are host arrays of the
+  // group's size, in bytes; zero counts are allowed; send and recv must not overlap. Not
+  // split into MPI's int counts: any size.
+  tsr_status (*alltoallv)(const comm_backend *cb, comm_group *g, const void *send,
+                          const int64_t *sbytes, const int64_t *sdispl, void *recv,
+                          const int64_t *rbytes, const int64_t *rdispl);
   // `bytes` of buf from group rank `root` to every member.
   tsr_status (*bcast)(const comm_backend *cb, comm_group *g, void *buf, int64_t bytes, int root);
   tsr_status (*barrier)(const comm_backend *cb, comm_group *g);

@@ -29,6 +29,13 @@ static inline int comm_ring_tag(unsigned seq, int64_t c) {
   return (int)(((seq & 0x3ffu) << 5) | (unsigned)(c & 0x1f));
 }
 
+// The all-to-all of comm_backend.alltoallv on host buffers (comm_mpi.c; the staged backend
+// calls it on its pinned copies): point-to-point pieces of at most COMM_CHUNK bytes, one
+// tag sequence of the group (comm_ring_tag), the own slice copied locally.
+tsr_status comm_mpi_alltoallv_host(comm_group *g, const void *send, const int64_t *sbytes,
+                                   const int64_t *sdispl, void *recv, const int64_t *rbytes,
+                                   const int64_t *rdispl);
+
 // ---- bounded waits (comm.c) ---------------------------------------------------------------
 // Every MPI wait of the backends and the control plane goes through comm_mpi_wait: it
 // polls the requests (MPI_Testall, as MPI_Waitall would), answers other ranks' pings,

@@ -90,6 +90,62 @@ static tsr_status mpi_reduce_scatter(cb_t *cb, comm_group *g, const float *send,
   return st ? st : comm_mpi_wait(1, &r, "reduce-scatter", g, -1);
 }
 
+// Pieces of every peer's message, both directions: at most 2 * size * pieces requests.
+static int64_t pieces(int64_t bytes) { return (bytes + COMM_CHUNK - 1) / COMM_CHUNK; }
+
+tsr_status comm_mpi_alltoallv_host(comm_group *g, const void *send, const int64_t *sbytes,
+                                   const int64_t *sdispl, void *recv, const int64_t *rbytes,
+                                   const int64_t *rdispl) {
+  for (int j = 0; j < g->size; j++)
+    if (sbytes[j] < 0 || rbytes[j] < 0 || sdispl[j] < 0 || rdispl[j] < 0)
+      return err_set(TSR_EINVAL, "all-to-all: negative count or displacement for member %d", j);
+  if (sbytes[g->rank] != rbytes[g->rank])
+    return err_set(TSR_EINVAL, "all-to-all: member %d sends itself %lld bytes but expects %lld",
+                   g->rank, (long long)sbytes[g->rank], (long long)rbytes[g->rank]);
+  const char *s = send;
+  char *r = recv;
+  memcpy(r + rdispl[g->rank], s + sdispl[g->rank], (size_t)sbytes[g->rank]);
+  if (g->comm == MPI_COMM_NULL || g->size == 1) return TSR_OK;
+  int64_t n = 0;
+  for (int j = 0; j < g->size; j++)
+    if (j != g->rank) n += pieces(sbytes[j]) + pieces(rbytes[j]);
+  MPI_Request *req = malloc((size_t)(n ? n : 1) * sizeof *req);
+  if (!req) return err_set(TSR_ENOMEM, "out of memory for an all-to-all");
+  unsigned seq = g->seq++;
+  tsr_status st = TSR_OK;
+  int m = 0;
+  // receives first, then sends, each peer starting after this member (no hot spot)
+  for (int d = 1; d < g->size && !st; d++) {
+    int j = (g->rank + d) % g->size;
+    for (int64_t c = 0; c < pieces(rbytes[j]) && !st; c++) {
+      int64_t off = c * (int64_t)COMM_CHUNK;
+      int len = (int)(rbytes[j] - off > COMM_CHUNK ? COMM_CHUNK : rbytes[j] - off);
+      st = comm_mpi_check(MPI_Irecv(r + rdispl[j] + off, len, MPI_BYTE, j, comm_ring_tag(seq, c),
+                                    g->comm, &req[m]), "all-to-all receive");
+      if (!st) m++;
+    }
+  }
+  for (int d = 1; d < g->size && !st; d++) {
+    int j = (g->rank + g->size - d) % g->size;
+    for (int64_t c = 0; c < pieces(sbytes[j]) && !st; c++) {
+      int64_t off = c * (int64_t)COMM_CHUNK;
+      int len = (int)(sbytes[j] - off > COMM_CHUNK ? COMM_CHUNK : sbytes[j] - off);
+      st = comm_mpi_check(MPI_Isend(s + sdispl[j] + off, len, MPI_BYTE, j, comm_ring_tag(seq, c),
+                                    g->comm, &req[m]), "all-to-all send");
+      if (!st) m++;
+    }
+  }
+  tsr_status w = m ? comm_mpi_wait(m, req, "all-to-all", g, -1) : TSR_OK;
+  free(req);
+  return st ? st : w;
+}
+
+static tsr_status mpi_alltoallv(cb_t *cb, comm_group *g, const void *send, const int64_t *sbytes,
+                                const int64_t *sdispl, void *recv, const int64_t *rbytes,
+                                const int64_t *rdispl) {
+  return comm_mpi_alltoallv_host(g, send, sbytes, sdispl, recv, rbytes, rdispl);
+}
+
 static tsr_status mpi_bcast(cb_t *cb, comm_group *g, void *buf, int64_t bytes, int root) {
   if (local(g)) return TSR_OK;
   char *p = buf;
@@ -169,6 +225,7 @@ static const comm_backend mpi_backend = {
     .allreduce_sum_f32 = mpi_allreduce_sum_f32,
     .allgather = mpi_allgather,
     .reduce_scatter_sum_f32 = mpi_reduce_scatter,
+    .alltoallv = mpi_alltoallv,
     .bcast = mpi_bcast,
     .barrier = mpi_barrier,
     .ring_start = mpi_ring_start,

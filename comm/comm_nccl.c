@@ -228,6 +228,34 @@ static tsr_status nc_reduce_scatter(cb_t *cb, comm_group *g, const float *send, 
   return st ? st : op_wait(x, o);
 }
 
+// Grouped ncclSend/ncclRecv with every member (the own slice too: NCCL copies it).
+static tsr_status nc_alltoallv(cb_t *cb, comm_group *g, const void *send, const int64_t *sbytes,
+                               const int64_t *sdispl, void *recv, const int64_t *rbytes,
+                               const int64_t *rdispl) {
+  nccl_ctx *x = ctx_of(cb);
+  for (int j = 0; j < g->size; j++)
+    if (sbytes[j] < 0 || rbytes[j] < 0 || sdispl[j] < 0 || rdispl[j] < 0)
+      return err_set(TSR_EINVAL, "all-to-all: negative count or displacement for member %d", j);
+  if (sbytes[g->rank] != rbytes[g->rank])
+    return err_set(TSR_EINVAL, "all-to-all: member %d sends itself %lld bytes but expects %lld",
+                   g->rank, (long long)sbytes[g->rank], (long long)rbytes[g->rank]);
+  nccl_op *o;
+  tsr_status st = op_begin(x, "all-to-all", g, -1, &o);
+  if (st) return st;
+  ncclComm_t c = comm_of(x, g);
+  ncclResult_t r = ncclGroupStart(), e = ncclSuccess;
+  for (int j = 0; j < g->size && r == ncclSuccess && e == ncclSuccess; j++) {
+    if (sbytes[j])
+      e = ncclSend((const char *)send + sdispl[j], (size_t)sbytes[j], ncclUint8, j, c, x->comm);
+    if (e == ncclSuccess && rbytes[j])
+      e = ncclRecv((char *)recv + rdispl[j], (size_t)rbytes[j], ncclUint8, j, c, x->comm);
+  }
+  if (r == ncclSuccess) r = ncclGroupEnd();
+  if (e != ncclSuccess) r = e;
+  st = op_end(x, o, nccl_check(r, c, "all-to-all (ncclSend/ncclRecv)"), 0);
+  return st ? st : op_wait(x, o);
+}
+
 static tsr_status nc_bcast(cb_t *cb, comm_group *g, void *buf, int64_t bytes, int root) {
   nccl_ctx *x = ctx_of(cb);
   if (bytes < 0) return err_set(TSR_EINVAL, "broadcast of %lld bytes", (long long)bytes);
@@ -362,6 +390,7 @@ tsr_status comm_nccl_open(void *stream, const comm_backend **out) {
       .allreduce_sum_f32 = nc_allreduce,
       .allgather = nc_allgather,
       .reduce_scatter_sum_f32 = nc_reduce_scatter,
+      .alltoallv = nc_alltoallv,
       .bcast = nc_bcast,
       .barrier = nc_barrier,
       .ring_start = nc_ring_start,

@@ -370,11 +370,16 @@ static tsr_status host_collective_begin(staged *s) {
 }
 
 // A host collective from device `send` (sbytes) to device `recv` (rbytes): both through
-// pinned host buffers, the MPI operation `op` (all-gather or reduce-scatter) between them.
-enum host_op { HOST_ALLGATHER, HOST_REDUCE_SCATTER };
-static tsr_status host_roundtrip(staged *s, comm_group *g, enum host_op op, const void *send,
-                                 size_t sbytes, void *recv, size_t rbytes) {
-  const char *what = op == HOST_ALLGATHER ? "all-gather" : "reduce-scatter";
+// pinned host buffers, the MPI operation `op` between them. An all-to-all (a2a: its counts
+// and displacements) copies back only the ranges its members wrote.
+enum host_op { HOST_ALLGATHER, HOST_REDUCE_SCATTER, HOST_ALLTOALLV };
+typedef struct {
+  const int64_t *sbytes, *sdispl, *rbytes, *rdispl;  // (group size) each
+} a2a_args;
+static tsr_status host_roundtrip(staged *s, comm_group *g, enum host_op op, const a2a_args *a2a,
+                                 const void *send, size_t sbytes, void *recv, size_t rbytes) {
+  const char *what = op == HOST_ALLGATHER ? "all-gather"
+                     : op == HOST_REDUCE_SCATTER ? "reduce-scatter" : "all-to-all";
   pin_buf *a = NULL, *b = NULL;
   tsr_status st = host_collective_begin(s);
   if (!st) st = pin_get(s, sbytes, &a);
@@ -382,16 +387,24 @@ static tsr_status host_roundtrip(staged *s, comm_group *g, enum host_op op, cons
   if (!st && sbytes) st = cuda_check(cudaMemcpy(a->p, send, sbytes, cudaMemcpyDeviceToHost),
                                      "copy to host");
   MPI_Request r;
-  if (!st)
+  if (!st && op == HOST_ALLTOALLV) {
+    st = comm_mpi_alltoallv_host(g, a->p, a2a->sbytes, a2a->sdispl, b->p, a2a->rbytes, a2a->rdispl);
+  } else if (!st) {
     st = comm_mpi_check(op == HOST_ALLGATHER
                             ? MPI_Iallgather(a->p, (int)sbytes, MPI_BYTE, b->p, (int)sbytes,
                                              MPI_BYTE, g->comm, &r)
                             : MPI_Ireduce_scatter_block(a->p, b->p, (int)(rbytes / sizeof(float)),
                                                         MPI_FLOAT, MPI_SUM, g->comm, &r),
                         what);
-  if (!st) st = comm_mpi_wait(1, &r, what, g, -1);
-  if (!st && rbytes) st = cuda_check(cudaMemcpyAsync(recv, b->p, rbytes, cudaMemcpyHostToDevice,
-                                                     s->compute), "copy to the device");
+    if (!st) st = comm_mpi_wait(1, &r, what, g, -1);
+  }
+  for (int j = 0; j < (op == HOST_ALLTOALLV ? g->size : 1) && !st; j++) {
+    size_t off = op == HOST_ALLTOALLV ? (size_t)a2a->rdispl[j] : 0;
+    size_t len = op == HOST_ALLTOALLV ? (size_t)a2a->rbytes[j] : rbytes;
+    if (len) st = cuda_check(cudaMemcpyAsync((char *)recv + off, (char *)b->p + off, len,
+                                             cudaMemcpyHostToDevice, s->compute),
+                             "copy to the device");
+  }
   pin_put(s, a, NULL);
   pin_put(s, b, st ? NULL : s->compute);
   return st;
@@ -406,7 +419,7 @@ static tsr_status st_allgather(cb_t *cb, comm_group *g, const void *send, void *
   if (local(g))
     return bytes ? cuda_check(cudaMemcpyAsync(recv, send, (size_t)bytes, cudaMemcpyDeviceToDevice,
                                               s->compute), "all-gather copy") : TSR_OK;
-  return host_roundtrip(s, g, HOST_ALLGATHER, send, (size_t)bytes, recv,
+  return host_roundtrip(s, g, HOST_ALLGATHER, NULL, send, (size_t)bytes, recv,
                         (size_t)bytes * (size_t)g->size);
 }
 
@@ -420,7 +433,36 @@ static tsr_status st_reduce_scatter(cb_t *cb, comm_group *g, const float *send, 
   if (local(g))
     return n ? cuda_check(cudaMemcpyAsync(recv, send, slice, cudaMemcpyDeviceToDevice, s->compute),
                           "reduce-scatter copy") : TSR_OK;
-  return host_roundtrip(s, g, HOST_REDUCE_SCATTER, send, slice * (size_t)g->size, recv, slice);
+  return host_roundtrip(s, g, HOST_REDUCE_SCATTER, NULL, send, slice * (size_t)g->size, recv, slice);
+}
+
+// The extent of a member-indexed set of ranges: max over j of displ[j] + bytes[j].
+static size_t extent(int n, const int64_t *bytes, const int64_t *displ) {
+  int64_t e = 0;
+  for (int j = 0; j < n; j++)
+    if (bytes[j] > 0 && displ[j] + bytes[j] > e) e = displ[j] + bytes[j];
+  return (size_t)e;
+}
+
+static tsr_status st_alltoallv(cb_t *cb, comm_group *g, const void *send, const int64_t *sbytes,
+                               const int64_t *sdispl, void *recv, const int64_t *rbytes,
+                               const int64_t *rdispl) {
+  staged *s = ctx_of(cb);
+  for (int j = 0; j < g->size; j++)
+    if (sbytes[j] < 0 || rbytes[j] < 0 || sdispl[j] < 0 || rdispl[j] < 0)
+      return err_set(TSR_EINVAL, "all-to-all: negative count or displacement for member %d", j);
+  if (local(g))
+    return sbytes[0] != rbytes[0]
+               ? err_set(TSR_EINVAL, "all-to-all: a member of one sends %lld bytes, expects %lld",
+                         (long long)sbytes[0], (long long)rbytes[0])
+           : sbytes[0] ? cuda_check(cudaMemcpyAsync((char *)recv + rdispl[0],
+                                                    (const char *)send + sdispl[0],
+                                                    (size_t)sbytes[0], cudaMemcpyDeviceToDevice,
+                                                    s->compute), "all-to-all copy")
+                       : TSR_OK;
+  a2a_args a = {sbytes, sdispl, rbytes, rdispl};
+  return host_roundtrip(s, g, HOST_ALLTOALLV, &a, send, extent(g->size, sbytes, sdispl), recv,
+                        extent(g->size, rbytes, rdispl));
 }
 
 static tsr_status st_bcast(cb_t *cb, comm_group *g, void *buf, int64_t bytes, int root) {
@@ -475,6 +517,7 @@ tsr_status comm_staged_open(void *stream, const comm_backend **out) {
       .allreduce_sum_f32 = st_allreduce,
       .allgather = st_allgather,
       .reduce_scatter_sum_f32 = st_reduce_scatter,
+      .alltoallv = st_alltoallv,
       .bcast = st_bcast,
       .barrier = st_barrier,
       .ring_start = st_ring_start,

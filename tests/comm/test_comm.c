@@ -45,6 +45,59 @@ static void mem_put(void *dev, const void *host, size_t n) { memcpy(dev, host, n
 static void mem_get(void *host, const void *dev, size_t n) { memcpy(host, dev, n); }
 #endif
 
+// All-to-all with uneven counts (zeros among them) and gaps between the slices: member src
+// sends member dst a2a_count(src, dst) bytes, byte i = a2a_byte(src, dst, i). The result
+// must have every slice in place, the gaps untouched, and equal MPI's own MPI_Alltoallv on
+// the same host buffers.
+static int64_t a2a_count(int src, int dst, int round) {
+  return ((src * 7 + dst * 13 + round * 5) % 6) * 301 + (src == dst) * 3;
+}
+static unsigned char a2a_byte(int src, int dst, int64_t i) {
+  return (unsigned char)(src * 31 + dst * 17 + i * 7 + 1);
+}
+enum { A2A_GAP = 5, A2A_MAX = 64 };
+
+static void check_alltoallv(const comm_backend *cb, comm_group *g) {
+  const int k = comm_group_size(g), gr = comm_group_rank(g), first = comm_group_first(g);
+  for (int round = 0; round < 3; round++) {
+    int64_t sb[A2A_MAX], sd[A2A_MAX], rb[A2A_MAX], rd[A2A_MAX], stot = 0, rtot = 0;
+    for (int j = 0; j < k; j++) {
+      sb[j] = a2a_count(first + gr, first + j, round), sd[j] = stot, stot += sb[j] + A2A_GAP;
+      rb[j] = a2a_count(first + j, first + gr, round), rd[j] = rtot, rtot += rb[j] + A2A_GAP;
+    }
+    unsigned char *hs = malloc((size_t)stot), *hr = malloc((size_t)rtot), *ref = malloc((size_t)rtot);
+    memset(hs, 0xAB, (size_t)stot);
+    for (int j = 0; j < k; j++)
+      for (int64_t i = 0; i < sb[j]; i++) hs[sd[j] + i] = a2a_byte(first + gr, first + j, i);
+    memset(hr, 0xEE, (size_t)rtot);
+    void *ds = mem_alloc((size_t)stot), *dr = mem_alloc((size_t)rtot);
+    mem_put(ds, hs, (size_t)stot);
+    mem_put(dr, hr, (size_t)rtot);
+    CHECK_OK(cb->alltoallv(cb, g, ds, sb, sd, dr, rb, rd));
+    mem_get(hr, dr, (size_t)rtot);
+    int64_t bad = 0;
+    for (int j = 0; j < k; j++) {
+      for (int64_t i = 0; i < rb[j]; i++) bad += hr[rd[j] + i] != a2a_byte(first + j, first + gr, i);
+      for (int64_t i = 0; i < A2A_GAP; i++) bad += hr[rd[j] + rb[j] + i] != 0xEE;
+    }
+    CHECK(bad == 0, "%s k=%d round %d: %lld all-to-all bytes wrong", cb->name, k, round,
+          (long long)bad);
+    if (comm_size() > 1) {  // MPI's own, on host copies of the same buffers
+      MPI_Comm c;
+      MPI_Comm_split(MPI_COMM_WORLD, first, gr, &c);
+      int isb[A2A_MAX], isd[A2A_MAX], irb[A2A_MAX], ird[A2A_MAX];
+      for (int j = 0; j < k; j++)
+        isb[j] = (int)sb[j], isd[j] = (int)sd[j], irb[j] = (int)rb[j], ird[j] = (int)rd[j];
+      memset(ref, 0xEE, (size_t)rtot);
+      MPI_Alltoallv(hs, isb, isd, MPI_BYTE, ref, irb, ird, MPI_BYTE, c);
+      MPI_Comm_free(&c);
+      CHECK(memcmp(ref, hr, (size_t)rtot) == 0, "%s k=%d round %d: differs from MPI_Alltoallv",
+            cb->name, k, round);
+    }
+    mem_free(ds), mem_free(dr), free(hs), free(hr), free(ref);
+  }
+}
+
 static void check_group(const comm_backend *cb, int k) {
   comm_group *g = comm_group_get(k);
   CHECK(g != NULL, "group of size %d exists", k);
@@ -113,6 +166,8 @@ static void check_group(const comm_backend *cb, int k) {
     CHECK(bad == 0, "%s k=%d n=%lld: %d reduce-scatter values differ", cb->name, k, (long long)n, bad);
     mem_free(ds), mem_free(dr), free(hs), free(hr);
   }
+
+  check_alltoallv(cb, g);
 
   // broadcast from the last member
   int64_t b = 1000 + me;
