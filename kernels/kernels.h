@@ -134,6 +134,11 @@ struct kernels_backend {
   tsr_status (*to_host)(const kernels_backend *kb, void *dst_host, const void *src, size_t bytes);
   // Device-to-device copy; the ranges must not overlap.
   tsr_status (*copy)(const kernels_backend *kb, void *dst, const void *src, size_t bytes);
+  // Strided device-to-device copy of `rows` rows of row_bytes bytes: row i from
+  // src + i * src_pitch to dst + i * dst_pitch (pitches in bytes, >= row_bytes); the ranges
+  // must not overlap. Ulysses attention's head slices (model/dist/ulysses_attention.h).
+  tsr_status (*copy_2d)(const kernels_backend *kb, void *dst, size_t dst_pitch, const void *src,
+                        size_t src_pitch, size_t row_bytes, size_t rows);
   tsr_status (*memset_zero)(const kernels_backend *kb, void *ptr, size_t bytes);
   // Waits for every queued entry to finish (no-op on the CPU).
   tsr_status (*sync)(const kernels_backend *kb);

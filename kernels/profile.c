@@ -25,6 +25,7 @@ enum {
   E_to_device,
   E_to_host,
   E_copy,
+  E_copy_2d,
   E_memset_zero,
   E_sync,
   E_reserve,
@@ -89,6 +90,7 @@ static const struct {
     [E_to_device] = {"to_device", KERNELS_PROFILE_MEMORY},
     [E_to_host] = {"to_host", KERNELS_PROFILE_MEMORY},
     [E_copy] = {"copy", KERNELS_PROFILE_MEMORY},
+    [E_copy_2d] = {"copy_2d", KERNELS_PROFILE_MEMORY},
     [E_memset_zero] = {"memset_zero", KERNELS_PROFILE_MEMORY},
     [E_sync] = {"sync", KERNELS_PROFILE_OTHER},
     [E_reserve] = {"reserve", KERNELS_PROFILE_OTHER},
@@ -204,6 +206,10 @@ static tsr_status p_to_host(kb_t *kb, void *dst_host, const void *src, size_t by
 }
 static tsr_status p_copy(kb_t *kb, void *dst, const void *src, size_t bytes) {
   TIMED(copy, dst, src, bytes);
+}
+static tsr_status p_copy_2d(kb_t *kb, void *dst, size_t dst_pitch, const void *src,
+                           size_t src_pitch, size_t row_bytes, size_t rows) {
+  TIMED(copy_2d, dst, dst_pitch, src, src_pitch, row_bytes, rows);
 }
 static tsr_status p_memset_zero(kb_t *kb, void *ptr, size_t bytes) {
   TIMED(memset_zero, ptr, bytes);
@@ -468,6 +474,7 @@ static void fill_entries(kernels_backend *t) {
   t->to_device = p_to_device;
   t->to_host = p_to_host;
   t->copy = p_copy;
+  t->copy_2d = p_copy_2d;
   t->memset_zero = p_memset_zero;
   t->sync = p_sync;
   t->reserve = p_reserve;

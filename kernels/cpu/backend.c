@@ -82,6 +82,19 @@ static tsr_status cpu_copy(kb_t *kb, void *dst, const void *src, size_t bytes) {
   return cpu_memcpy("copy", dst, src, bytes);
 }
 
+static tsr_status cpu_copy_2d(kb_t *kb, void *dst, size_t dst_pitch, const void *src,
+                              size_t src_pitch, size_t row_bytes, size_t rows) {
+  if (row_bytes == 0 || rows == 0) return TSR_OK;
+  KCPU_NEED("copy_2d", dst);
+  KCPU_NEED("copy_2d", src);
+  if (dst_pitch < row_bytes || src_pitch < row_bytes)
+    return err_set(TSR_EINVAL, "copy_2d: pitches %zu, %zu below the row's %zu bytes", dst_pitch,
+                   src_pitch, row_bytes);
+  for (size_t i = 0; i < rows; i++)
+    memcpy((char *)dst + i * dst_pitch, (const char *)src + i * src_pitch, row_bytes);
+  return TSR_OK;
+}
+
 static tsr_status cpu_memset_zero(kb_t *kb, void *ptr, size_t bytes) {
   if (bytes == 0) return TSR_OK;
   KCPU_NEED("memset_zero", ptr);
@@ -317,6 +330,7 @@ static tsr_status f32_linear_backward_dgelu(kb_t *kb, void *dpre, float *dw, flo
   .to_device = cpu_to_device,          \
   .to_host = cpu_to_host,              \
   .copy = cpu_copy,                    \
+  .copy_2d = cpu_copy_2d,              \
   .memset_zero = cpu_memset_zero,      \
   .sync = cpu_sync,                    \
   .reserve = cpu_reserve,              \

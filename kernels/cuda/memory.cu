@@ -359,6 +359,19 @@ static tsr_status cu_copy(kb_t *kb, void *dst, const void *src, size_t bytes) {
   return TSR_OK;
 }
 
+static tsr_status cu_copy_2d(kb_t *kb, void *dst, size_t dst_pitch, const void *src,
+                             size_t src_pitch, size_t row_bytes, size_t rows) {
+  if (row_bytes == 0 || rows == 0) return TSR_OK;
+  KCU_NEED("copy_2d", dst);
+  KCU_NEED("copy_2d", src);
+  if (dst_pitch < row_bytes || src_pitch < row_bytes)
+    return err_set(TSR_EINVAL, "copy_2d: pitches %zu, %zu below the row's %zu bytes", dst_pitch,
+                   src_pitch, row_bytes);
+  KCU_CUDA("copy_2d", cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows,
+                                        cudaMemcpyDeviceToDevice, kcu(kb)->stream));
+  return TSR_OK;
+}
+
 static tsr_status cu_memset_zero(kb_t *kb, void *ptr, size_t bytes) {
   if (bytes == 0) return TSR_OK;
   KCU_NEED("memset_zero", ptr);
@@ -385,6 +398,7 @@ void kcu_memory_entries(kernels_backend *b) {
   b->to_device = cu_to_device;
   b->to_host = cu_to_host;
   b->copy = cu_copy;
+  b->copy_2d = cu_copy_2d;
   b->memset_zero = cu_memset_zero;
   b->sync = cu_sync;
   b->reserve = cu_reserve;

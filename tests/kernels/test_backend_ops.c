@@ -91,6 +91,14 @@ static void test_helpers(void) {
     check_out("cast", "f32->act->f32", &back);
     KB->free(KB, mid);
     t_free(&f), t_free(&back), t_free(&a), t_free(&b), t_free(&out);
+
+    // copy_2d: columns [4, 9) of a (rows, 12) matrix into columns [1, 6) of a (rows, 7) one
+    size_t rows = n % 997 + 1, fs = sizeof(float);
+    tens src = t_f32(rows * 12, -2, 2), dst = t_f32(rows * 7, -1, 1);
+    REF->copy_2d(REF, dst.h + 1, 7 * fs, src.h + 4, 12 * fs, 5 * fs, rows);
+    CHECK_OK(KB->copy_2d(KB, (float *)dst.d + 1, 7 * fs, (float *)src.d + 4, 12 * fs, 5 * fs, rows));
+    check_out("copy_2d", "dst", &dst);
+    t_free(&src), t_free(&dst);
   }
 }
 

@@ -391,6 +391,20 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
   if (pageable) drain();  // a copy with pageable memory returns when it is done
   return cudaSuccess;
 }
+// Device-to-device only (what the backend uses it for).
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
+                              size_t width, size_t height, enum cudaMemcpyKind kind,
+                              cudaStream_t st) {
+  (void)kind;
+  if (width == 0 || height == 0) return cudaSuccess;
+  if (dpitch < width || spitch < width || !is_device(dst) || !is_device(src))
+    return ret(cudaErrorInvalidValue);
+  cuemu_stream_work(st, [dst, dpitch, src, spitch, width, height]() {
+    for (size_t i = 0; i < height; i++)
+      memmove((char *)dst + i * dpitch, (const char *)src + i * spitch, width);
+  });
+  return cudaSuccess;
+}
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind) {
   cudaError_t e = refuse_if_capturing();
   if (e) return ret(e);
