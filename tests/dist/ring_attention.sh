@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ring attention at CP sizes 1, 2 and 4 (test_ring_attention under mpirun).
+# Ring and Ulysses attention at CP sizes 1, 2 and 4 (test_ring_attention under mpirun).
 set -uo pipefail
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # one thread per rank: no oversubscription
 BIN=${TEST_RING:?set by ctest}
@@ -8,5 +8,5 @@ for n in 2 4; do
   echo "== mpirun -np $n"
   mpirun --oversubscribe -np "$n" "$BIN" || { echo "FAIL: $n ranks"; fail=$((fail + 1)); }
 done
-echo "ring attention: $((2 - fail)) passed, $fail failed"
+echo "ring and Ulysses attention: $((2 - fail)) passed, $fail failed"
 [ $fail -eq 0 ]

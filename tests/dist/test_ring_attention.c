@@ -1,11 +1,14 @@
-// Ring attention across CP groups of 1, 2 and 4 ranks equals single-rank attention:
-// outputs, log-sum-exp and the gradients dq, dk, dv of every rank's chunks, for random
-// packed clips whose lengths include ones not divisible by the group size and clips
-// shorter than the group (some ranks then hold empty chunks).
+// Ring attention and Ulysses attention across CP groups of 1, 2 and 4 ranks equal
+// single-rank attention: outputs, log-sum-exp and the gradients dq, dk, dv of every rank's
+// chunks, for random packed clips whose lengths include ones not divisible by the group
+// size and clips shorter than the group (some ranks then hold empty chunks), with 2 and 3
+// heads (Ulysses splits heads unevenly, and at 4 ranks some ranks hold no head).
 // Reference: the CPU backend's full attention_forward/backward over the whole
-// microbatch, computed on every rank. Tolerances (relative to the reference's largest
-// entry): 1e-5 for out and lse, 1e-4 for gradients — the ring merges partial softmaxes
-// and sums gradient contributions in another order (float reassociation).
+// microbatch, computed on every rank. Ring tolerances (relative to the reference's
+// largest entry): 1e-5 for out and lse, 1e-4 for gradients — the ring merges partial
+// softmaxes and sums gradient contributions in another order (float reassociation).
+// Ulysses runs the same entry on whole clips for a subset of heads, so it must equal the
+// reference bitwise.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +17,7 @@
 #include "comm/comm.h"
 #include "kernels/kernels.h"
 #include "model/dist/ring_attention.h"
+#include "model/dist/ulysses_attention.h"
 
 static uint64_t rng_state;
 static double urand(void) {  // same sequence on every rank
@@ -44,7 +48,7 @@ static double chunk_err(const float *local, const float *full, const int64_t *le
 }
 
 static void one_case(const kernels_backend *kb, comm_group *g, int ncase) {
-  const int k = comm_group_size(g), p = comm_group_rank(g), H = 2, Dh = 8;
+  const int k = comm_group_size(g), p = comm_group_rank(g), H = 2 + ncase % 2, Dh = 8;
   const size_t E = (size_t)H * Dh;
   const int n = 1 + (int)(urand() * 5);
   static const int64_t choices[] = {1, 2, 3, 5, 17, 64, 97, 130};
@@ -110,6 +114,22 @@ static void one_case(const kernels_backend *kb, comm_group *g, int ncase) {
         ncase, k, p, n, L, eo, el);
   CHECK(eq <= 1e-4 && ek <= 1e-4 && ev <= 1e-4,
         "case %d k=%d rank %d (%d clips, L=%d): dq %.2e dk %.2e dv %.2e", ncase, k, p, n, L, eq, ek, ev);
+
+  ulysses_attention *ua = NULL;
+  CHECK_OK(ulysses_attention_create(&ua, kb, comm_mpi(), g));
+  CHECK_OK(ulysses_attention_set_clips(ua, n, lens));
+  memset(lout, 0, lf * 4), memset(ldq, 0, lf * 4), memset(ldk, 0, lf * 4), memset(ldv, 0, lf * 4);
+  CHECK_OK(ulysses_attention_forward(ua, lout, llse, lq, lk, lv, H, Dh, scale));
+  CHECK_OK(ulysses_attention_backward(ua, ldq, ldk, ldv, ldo, lq, lk, lv, lout, llse, H, Dh, scale));
+  ulysses_attention_free(&ua);
+  eo = chunk_err(lout, out, lens, n, cu, k, p, E);
+  el = chunk_err(llse, lse, lens, n, cu, k, p, H);
+  eq = chunk_err(ldq, dq, lens, n, cu, k, p, E);
+  ek = chunk_err(ldk, dk, lens, n, cu, k, p, E);
+  ev = chunk_err(ldv, dv, lens, n, cu, k, p, E);
+  CHECK(eo == 0 && el == 0 && eq == 0 && ek == 0 && ev == 0,
+        "Ulysses case %d k=%d H=%d rank %d (%d clips, L=%d): out %.2e lse %.2e dq %.2e dk %.2e "
+        "dv %.2e (must be bitwise)", ncase, k, H, p, n, L, eo, el, eq, ek, ev);
   free(q), free(kk), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv);
   free(lq), free(lk), free(lv), free(ldo), free(lout), free(llse), free(ldq), free(ldk), free(ldv);
 }

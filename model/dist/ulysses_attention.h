@@ -1,0 +1,60 @@
+// model/dist/ulysses_attention.h — bidirectional attention of packed clips split across a CP
+// group by an all-to-all over heads (DeepSpeed-Ulysses), the alternative to ring attention.
+//
+// The sequence layout is ring attention's (model/dist/ring_attention.h): rank p of a group
+// of k holds chunk p (ring_chunk) of every clip, packed in clip order: (Lq, H, Dh). An
+// all-to-all turns q, k and v into the head layout: rank p then holds EVERY token of every
+// clip (clips whole, in clip order: (Lt, h_p, Dh) with Lt the microbatch's tokens) for its
+// h_p heads, heads ring_chunk(H, k, p) (the first H % k ranks one head more; with k > H
+// some ranks hold none and only pass data on). Attention then runs locally with the
+// backend's full varlen entry, and an all-to-all turns the output and log-sum-exp back.
+// The result is the single-rank attention's, head by head: on the CPU bitwise.
+//
+// Backward: q, k, v, out, dout and lse go to the head layout again (the block keeps the
+// sequence layout; nothing head-split is held between forward and backward), the backend's
+// attention_backward runs on whole clips, and dq, dk, dv come back. Traffic per call, in
+// (Lq, H, Dh) tensors: forward 3 out + 1 back, backward 5 out + 3 back (plus lse), every
+// byte crossing the group once, against ring attention's k - 1 passes of K/V (and dK/dV).
+//
+// Compute goes through the kernels backend kb (copy_2d packs a rank's head slice) and the
+// all-to-all through the communication backend cb (alltoallv), in kb's memory space. With
+// k = 1 both directions are the backend's own full attention.
+#ifndef TESSERA_MODEL_ULYSSES_ATTENTION_H
+#define TESSERA_MODEL_ULYSSES_ATTENTION_H
+
+#include <stdint.h>
+#include "comm/comm.h"
+#include "core/err.h"
+#include "kernels/kernels.h"
+
+typedef struct ulysses_attention ulysses_attention;
+
+// Over group g (comm_group_get(k)), computing on kb and exchanging with cb. Buffers grow
+// on demand.
+tsr_status ulysses_attention_create(ulysses_attention **ua, const kernels_backend *kb,
+                                    const comm_backend *cb, comm_group *g);
+void ulysses_attention_free(ulysses_attention **ua);
+
+// The clips of the next microbatch: n_clips total lengths (host), identical on every rank
+// of the group.
+tsr_status ulysses_attention_set_clips(ulysses_attention *ua, int n_clips,
+                                       const int64_t *clip_tokens);
+
+// Forward over this rank's chunks: q, k, v, out: (Lq, H, Dh) [act], lse: (Lq, H) [f32].
+// out, lse overwritten. Collective over the group.
+tsr_status ulysses_attention_forward(ulysses_attention *ua, void *out, float *lse, const void *q,
+                                     const void *k, const void *v, int H, int Dh, float scale);
+// Backward: dq, dk, dv (Lq, H, Dh) [act] overwritten, from dout and the forward's out, lse.
+tsr_status ulysses_attention_backward(ulysses_attention *ua, void *dq, void *dk, void *dv,
+                                      const void *dout, const void *q, const void *k,
+                                      const void *v, const void *out, const float *lse, int H,
+                                      int Dh, float scale);
+
+// Backend bytes a group of k ranks holds once it has run microbatches of up to max_local
+// tokens on a rank, max_total tokens in all and max_clips clips, for activations of dtype
+// act: the memory model's communication workspace (model/train/memory.h), kept beside the
+// allocations it counts.
+size_t ulysses_attention_buffer_bytes(kernels_dtype act, int k, int64_t max_local,
+                                      int64_t max_total, int max_clips, int H, int Dh);
+
+#endif
