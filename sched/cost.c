@@ -27,16 +27,55 @@ static double *cost_field(cost_model *cm, int i) {
 
 double cost_model_get(const cost_model *cm, int i) { return *cost_field((cost_model *)cm, i); }
 
+const char *cost_cp_mode_name(cost_cp_mode m) {
+  return m == COST_CP_ULYSSES ? "ulysses" : m == COST_CP_RING ? "ring" : "?";
+}
+
+// The link of a group of k ranks: inside a node or across nodes.
+static double link_bw(const cost_model *cm, int gpus_per_node, int k) {
+  return k <= gpus_per_node ? cm->bw_intra : cm->bw_inter;
+}
+
+// The share of the attention work a rank of the group does.
+static double attention_share(const cost_model *cm, int k, cost_cp_mode mode) {
+  if (mode != COST_CP_ULYSSES || cm->heads <= 0) return 1.0 / k;
+  return (double)((cm->heads + k - 1) / k) / (double)cm->heads;
+}
+
+double cost_group_exposed(const cost_model *cm, int gpus_per_node, int k, double s1, double s2,
+                          cost_cp_mode mode) {
+  if (k <= 1) return 0.0;
+  double kk = (double)k, bw = link_bw(cm, gpus_per_node, k);
+  if (mode == COST_CP_ULYSSES) return 2.0 * (cm->kv * s1 / kk * (kk - 1) / kk / bw + cm->lat);
+  double exposed = cm->kv * s1 / kk / bw + cm->lat - cm->b * s2 / (kk * kk);
+  return (kk - 1) * (exposed > 0 ? exposed : 0);
+}
+
+double cost_group_time_mode(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
+                            double s2, cost_cp_mode mode) {
+  if (m == 0) return 0.0;
+  if (k <= 1) mode = COST_CP_RING;
+  double lt = cm->text_tokens;  // captions: queries split over the group, caption replicated
+  double kk = (double)k, exposed = cost_group_exposed(cm, gpus_per_node, k, s1, s2, mode);
+  double work = mode == COST_CP_ULYSSES
+                    ? (cm->a + cm->text_a * lt) * s1 / kk + cm->b * s2 * attention_share(cm, k, mode)
+                    : ((cm->a + cm->text_a * lt) * s1 + cm->b * s2) / kk;
+  return work + exposed + cm->ovh + (double)m * cm->text_c * lt;
+}
+
+cost_cp_mode cost_group_mode(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
+                             double s2) {
+  if (k <= 1 || !(cm->cp_modes & COST_MODES_ULYSSES)) return COST_CP_RING;
+  if (!(cm->cp_modes & COST_MODES_RING)) return COST_CP_ULYSSES;
+  double r = cost_group_time_mode(cm, gpus_per_node, k, m, s1, s2, COST_CP_RING);
+  double u = cost_group_time_mode(cm, gpus_per_node, k, m, s1, s2, COST_CP_ULYSSES);
+  return u < r ? COST_CP_ULYSSES : COST_CP_RING;
+}
+
 double cost_group_time(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
                        double s2) {
-  if (m == 0) return 0.0;
-  double kk = (double)k;
-  double bw = k <= gpus_per_node ? cm->bw_intra : cm->bw_inter;
-  double exposed = cm->kv * s1 / kk / bw + cm->lat - cm->b * s2 / (kk * kk);
-  if (exposed < 0) exposed = 0;
-  double lt = cm->text_tokens;  // captions: queries split over the group, caption replicated
-  return ((cm->a + cm->text_a * lt) * s1 + cm->b * s2) / kk + (kk - 1) * exposed + cm->ovh +
-         (double)m * cm->text_c * lt;
+  return cost_group_time_mode(cm, gpus_per_node, k, m, s1, s2,
+                              cost_group_mode(cm, gpus_per_node, k, m, s1, s2));
 }
 
 double cost_clip_time(const cost_model *cm, int gpus_per_node, int k, int64_t L) {

@@ -20,8 +20,21 @@
 // takes no time. Because T depends on the clips only through m, S1 = sum L and
 // S2 = sum L^2, groups are priced incrementally from those sums.
 //
+// How a group splits its clips' attention (cost_model.cp_modes: the modes the planner may
+// choose from; each group gets the one of least time, ring on ties):
+//   ring     the formula above (model/dist/ring_attention.h);
+//   Ulysses  an all-to-all over heads (model/dist/ulysses_attention.h): each rank attends
+//            whole clips for its ceil(H/k) of the H heads, and every q/k/v/out tensor
+//            crosses the group once, exposed (the attention waits for it):
+//     T_u = (a + text_a*Lt)*S1/k + b*S2*ceil(H/k)/H
+//           + 2*(kv*(S1/k)*(k-1)/k / bw(k) + lat) + ovh + m*text_c*Lt        (k > 1)
+//   (the forward and backward move 12 such tensors a layer against the ring's 6 a step:
+//   twice kv; H = cost_model.heads, 0: the heads split evenly, ceil(H/k)/H = 1/k).
+// At k = 1 both are the local attention: ring.
+//
 // Memory: a rank of the group holds sum(ceil(L/k)) tokens, which must be <= the
-// cluster's mem_tokens (M).
+// cluster's mem_tokens (M); Ulysses' work buffers are of the size of ring attention's
+// (model/train/memory.h counts the larger).
 //
 // Units: a s/token, b s/token^2, kv bytes per token per ring step (forward and backward
 // together), bw_* bytes/s, lat s per ring step, ovh s per microbatch, allreduce s per
@@ -32,11 +45,21 @@
 #include <stdint.h>
 #include "core/err.h"
 
+// CP modes of a group (plan_group.mode) and their bits in cost_model.cp_modes.
+typedef enum { COST_CP_RING = 0, COST_CP_ULYSSES = 1, COST_CP_NMODES } cost_cp_mode;
+enum { COST_MODES_RING = 1 << COST_CP_RING, COST_MODES_ULYSSES = 1 << COST_CP_ULYSSES,
+       COST_MODES_AUTO = COST_MODES_RING | COST_MODES_ULYSSES };
+const char *cost_cp_mode_name(cost_cp_mode m);  // "ring", "ulysses"
+
 typedef struct {
   double a, b, kv, bw_intra, bw_inter, lat, ovh, allreduce;
   double text_a, text_c;  // cross-attention to captions (optional keys, 0 when absent)
   double text_tokens;     // Lt: mean caption tokens of a clip of the data; NOT a file key:
                           // the caller sets it from the store (0: no captions)
+  int cp_modes;           // COST_MODES_* the planner may choose from; NOT a file key: the
+                          // caller sets it (train.cp_mode); 0 is COST_MODES_RING
+  int heads;              // H, the model's attention heads (Ulysses' split); NOT a file
+                          // key; 0: unknown (even split)
 } cost_model;
 
 // Limits of every size the scheduler takes, checked where values enter (files, CLI,
@@ -83,9 +106,19 @@ tsr_status cost_model_check(const cost_model *cm);
 tsr_status sched_cluster_check(const sched_cluster *cl);
 
 // Time (s) of a group of k ranks holding m clips whose lengths sum to s1 and whose
-// squares sum to s2. 0 when m == 0.
+// squares sum to s2, in the fastest of cm's modes. 0 when m == 0.
 double cost_group_time(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
                        double s2);
+// The same in one mode (any mode, allowed by cm->cp_modes or not).
+double cost_group_time_mode(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
+                            double s2, cost_cp_mode mode);
+// The mode cost_group_time takes: the allowed one of least time, ring on ties and at k = 1.
+cost_cp_mode cost_group_mode(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
+                             double s2);
+// The communication time of the group not hidden behind its compute, in its mode: the
+// ring's (k-1)*max(0, ...) term or Ulysses' all-to-all term.
+double cost_group_exposed(const cost_model *cm, int gpus_per_node, int k, double s1, double s2,
+                          cost_cp_mode mode);
 // Time (s) of one clip of L tokens alone in a group of k ranks.
 double cost_clip_time(const cost_model *cm, int gpus_per_node, int k, int64_t L);
 // Tokens a rank holds of a clip of L tokens cut over k ranks: ceil(L/k).

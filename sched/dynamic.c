@@ -362,12 +362,11 @@ static double dyn_key(const dyn *d, int l, int j) {
   return d->bmax[j] + d->mu * ((double)(1 << l) * d->bmax[j] - d->bsum[j]) / (double)d->N;
 }
 
-// Exposed ring time of a group: (k-1) * max(0, per-step exposure) of cost_group_time.
+// Exposed ring time of a group (its ring mode's, whatever mode it runs in: a group's time
+// is the least over its modes, and Ulysses' grows by at least the added compute when an
+// item joins, so the merge bound below holds with the ring's exposure; docs/plan.md).
 static double dyn_exposed(const dyn *d, const dyn_group *g) {
-  double k = (double)(1 << g->lev);
-  double bw = (1 << g->lev) <= d->cl->gpus_per_node ? d->cm->bw_intra : d->cm->bw_inter;
-  double e = d->cm->kv * g->s1 / k / bw + d->cm->lat - d->cm->b * g->s2 / (k * k);
-  return (k - 1) * (e > 0 ? e : 0);
+  return cost_group_exposed(d->cm, d->cl->gpus_per_node, 1 << g->lev, g->s1, g->s2, COST_CP_RING);
 }
 
 // Sets leaf i of level l from the block's state.

@@ -1,5 +1,6 @@
 // Cost model: the reference formula against numbers worked out by hand, the cost file
 // loader (every key required, errors name file and key), CP size limits.
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -54,6 +55,29 @@ int main(void) {
   CHECK(cost_group_time(&cm, 2, 2, 2, 400, 100000) <
             cost_clip_time(&cm, 2, 2, 300) + cost_clip_time(&cm, 2, 2, 100),
         "packing is subadditive");
+
+  // Ulysses (sched/cost.h): whole clips for ceil(H/k) of H heads, the all-to-all exposed.
+  cost_model cu = cm;
+  // k = 4 (inter), L = 400, heads even: work 0.4/4 + 0.16/4 = 0.14; all-to-all
+  // 2*(100*100*(3/4)/1e5 + 0.01) = 0.17; + ovh -> 0.41 (the ring's: 0.54)
+  CHECK_NEAR(cost_group_time_mode(&cu, 2, 4, 1, 400, 160000, COST_CP_ULYSSES), 0.41, TOL);
+  CHECK_NEAR(cost_group_time_mode(&cu, 2, 4, 1, 400, 160000, COST_CP_RING), 0.54, TOL);
+  CHECK(cost_group_mode(&cu, 2, 4, 1, 400, 160000) == COST_CP_RING &&
+            cost_clip_time(&cu, 2, 4, 400) == cost_group_time_mode(&cu, 2, 4, 1, 400, 160000, COST_CP_RING),
+        "cp_modes 0 is ring only");
+  cu.cp_modes = COST_MODES_AUTO;
+  CHECK(cost_group_mode(&cu, 2, 4, 1, 400, 160000) == COST_CP_ULYSSES, "auto takes the faster");
+  CHECK_NEAR(cost_clip_time(&cu, 2, 4, 400), 0.41, TOL);
+  // 6 heads over 4 ranks: 2 a rank, attention share 1/3: 0.1 + 0.16/3 + 0.17 + 0.1
+  cu.heads = 6;
+  CHECK_NEAR(cost_clip_time(&cu, 2, 4, 400), 0.1 + 0.16 / 3 + 0.17 + 0.1, TOL);
+  // k = 2 (intra), L = 1000: Ulysses 1 + 2*(100*500*0.5/1e6 + 0.01) + 0.1 = 1.17 > ring 1.1
+  CHECK_NEAR(cost_group_time_mode(&cu, 2, 2, 1, 1000, 1e6, COST_CP_ULYSSES), 1.17, TOL);
+  CHECK(cost_group_mode(&cu, 2, 2, 1, 1000, 1e6) == COST_CP_RING, "ring hides its exchange");
+  cu.cp_modes = COST_MODES_ULYSSES;  // forced, and at k = 1 both are local attention
+  CHECK_NEAR(cost_clip_time(&cu, 2, 2, 1000), 1.17, TOL);
+  CHECK(cost_group_mode(&cu, 2, 1, 1, 100, 1e4) == COST_CP_RING &&
+            fabs(cost_clip_time(&cu, 2, 1, 100) - 0.21) <= TOL, "k = 1 is local");
 
   // Captions (text_a, text_c; Lt mean caption tokens): the cross-attention of the queries
   // splits over the group, the caption's embedding and keys/values are on every rank.

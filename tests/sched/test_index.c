@@ -3,7 +3,8 @@
 // with a lower bound; sched_dynamic_reference scans every block and every open group of
 // every CP size. Both must give the same plan, bitwise, on every batch: random lengths of
 // several shapes on clusters of 1 to 256 ranks, cost models with hidden and with exposed
-// ring steps (where the bound is loose), tiny memory (groups full) and real length mixes
+// ring steps (where the bound is loose), groups choosing between ring and Ulysses (and
+// Ulysses alone), tiny memory (groups full) and real length mixes
 // (150 random batches on 1 to 256 ranks, 6 real ones on 64 and 256: 1 s in release,
 // 10 s under the sanitizers).
 #include <math.h>
@@ -46,6 +47,12 @@ int main(void) {
       cfg.cost.bw_intra = 1e9;
       cfg.cost.kv = 1e7;
     }
+    if (it % 4 == 3) {  // the group's mode chosen between ring and Ulysses (uneven heads)
+      cfg.cost.cp_modes = COST_MODES_AUTO;
+      cfg.cost.heads = 1 + (int)sched_rng_below(&rng, 24);
+    } else if (it % 7 == 5) {
+      cfg.cost.cp_modes = COST_MODES_ULYSSES;
+    }
     int n = 1 + (int)sched_rng_below(&rng, N >= 128 ? 250 : 500);
     int64_t cap = cfg.cluster.mem_tokens * N;
     int shape = it % 5;
@@ -81,6 +88,7 @@ int main(void) {
     for (int step = 0; step < 2; step++) {
       int N = step ? 256 : 64, B = step ? 512 : 256;
       sched_config cfg = {{N, 8, 65536}, h100, lengths_max(&ls)};
+      if (m == 1) cfg.cost.cp_modes = COST_MODES_AUTO, cfg.cost.heads = 12;
       CHECK_OK(lengths_sample(&ls, 3, step, B, ids, L));
       char what[160];
       snprintf(what, sizeof what, "mix %s, %d clips on %d ranks", mixes[m][0], B, N);
