@@ -19,9 +19,9 @@ typedef struct {
   train_config t;
 } both_config;
 
-// KT_PRECISION and KT_FAMILY are names stored as an enum's value (kernels_dtype, int);
-// KT_STR a string of at most max bytes with its terminator (lora.targets).
-typedef enum { KT_INT, KT_I64, KT_FLOAT, KT_PRECISION, KT_FAMILY, KT_STR } key_type;
+// KT_PRECISION, KT_FAMILY and KT_CPMODE are names stored as an enum's value (kernels_dtype,
+// int, int); KT_STR a string of at most max bytes with its terminator (lora.targets).
+typedef enum { KT_INT, KT_I64, KT_FLOAT, KT_PRECISION, KT_FAMILY, KT_STR, KT_CPMODE } key_type;
 
 // KT_PRECISION values: the name of each kernels_dtype, in enum order.
 static const char *const PRECISION_NAMES[] = {"fp32", "bf16"};
@@ -29,6 +29,18 @@ static const char *const PRECISION_NAMES[] = {"fp32", "bf16"};
 // KT_FAMILY values: the name of each DIT_FAMILY_*, in enum order.
 static const char *const FAMILY_NAMES[] = {"tessera", "wan"};
 #define NFAMILIES ((int)(sizeof FAMILY_NAMES / sizeof FAMILY_NAMES[0]))
+
+// KT_CPMODE values: the name of each TRAIN_CP_*, in enum order.
+static const char *const CPMODE_NAMES[] = {"auto", "ring", "ulysses"};
+#define NCPMODES ((int)(sizeof CPMODE_NAMES / sizeof CPMODE_NAMES[0]))
+
+const char *config_cp_mode_name(int m) { return m >= 0 && m < NCPMODES ? CPMODE_NAMES[m] : "?"; }
+
+int config_cost_modes(int cp_mode) {
+  return cp_mode == TRAIN_CP_RING      ? COST_MODES_RING
+         : cp_mode == TRAIN_CP_ULYSSES ? COST_MODES_ULYSSES
+                                       : COST_MODES_AUTO;
+}
 
 const char *config_precision_name(kernels_dtype p) {
   return (int)p >= 0 && (int)p < NPRECISIONS ? PRECISION_NAMES[p] : "?";
@@ -39,6 +51,7 @@ const char *config_family_name(int f) { return f >= 0 && f < NFAMILIES ? FAMILY_
 static const char *const *value_names(key_type t, int *n) {
   if (t == KT_PRECISION) return *n = NPRECISIONS, PRECISION_NAMES;
   if (t == KT_FAMILY) return *n = NFAMILIES, FAMILY_NAMES;
+  if (t == KT_CPMODE) return *n = NCPMODES, CPMODE_NAMES;
   return *n = 0, NULL;
 }
 
@@ -122,6 +135,8 @@ static const config_key KEYS[] = {
     TK_LATE(sample_cfg, KT_FLOAT, 0.0, 100.0, "guidance scale of the samples (1: none)"),
     TK_LATE(act_bytes_token, KT_I64, 0, 1e12,
             "measured device bytes per token of a step (0: the memory model's own count)"),
+    TK_LATE(cp_mode, KT_CPMODE, 0, NCPMODES - 1,
+            "how a CP group splits attention: auto (the planner picks per microbatch), ring, ulysses"),
     LK_LATE(rank, KT_INT, 0, 4096, "LoRA rank r (0: off, the whole model trains)"),
     LK_LATE(alpha, KT_FLOAT, 1e-6, 1e6, "LoRA alpha: the adapters' scale is alpha / rank"),
     LK_LATE(targets, KT_STR, 0, CONFIG_LORA_TARGETS_MAX,
@@ -175,8 +190,12 @@ static tsr_status set_key(both_config *c, const config_key *k, const char *value
         else *(int *)f = i;
         return TSR_OK;
       }
-    return err_set(TSR_EINVAL, "%s: %s.%s = '%s': use %s or %s (%s)", where, k->section, k->name,
-                   value, names[0], names[1], k->help);
+    char list[128] = "";
+    for (int i = 0; i < nn; i++)
+      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+               i == 0 ? "" : i + 1 == nn ? " or " : ", ", names[i]);
+    return err_set(TSR_EINVAL, "%s: %s.%s = '%s': use %s (%s)", where, k->section, k->name,
+                   value, list, k->help);
   }
   double d = 0;
   int64_t v = 0;
@@ -323,7 +342,7 @@ tsr_status config_validate(const dit_config *m, const train_config *t) {
     const char *f = (const char *)&c + k->offset;
     if (k->type == KT_STR) continue;  // its length is bounded by the field
     double d = k->type == KT_FLOAT       ? *(const float *)f
-             : k->type == KT_INT || k->type == KT_FAMILY ? *(const int *)f
+             : k->type == KT_INT || k->type == KT_FAMILY || k->type == KT_CPMODE ? *(const int *)f
              : k->type == KT_PRECISION   ? (double)*(const kernels_dtype *)f
                                          : (double)*(const int64_t *)f;
     // a float key's bounds as floats: the value a file writes as 1e-20 is the float nearest
@@ -397,6 +416,9 @@ char *config_to_ini(const dit_config *m, const train_config *t) {
     else if (k->type == KT_FAMILY)
       n += snprintf(line + n, sizeof line - n, "%s = %s\n", k->name,
                     config_family_name(*(const int *)f));
+    else if (k->type == KT_CPMODE)
+      n += snprintf(line + n, sizeof line - n, "%s = %s\n", k->name,
+                    config_cp_mode_name(*(const int *)f));
     else if (k->type == KT_STR)
       n += snprintf(line + n, sizeof line - n, "%s = %s\n", k->name, f);
     else

@@ -97,6 +97,7 @@ typedef struct {
   int sample_every;       // steps between sample videos written during training (0: none)
   int sample_steps;       // Euler steps of those samples
   float sample_cfg;       // their classifier-free guidance scale (1: none)
+  int cp_mode;            // TRAIN_CP_*: how CP groups split attention (docs/dist.md)
   // [lora]: train low-rank adapters (model/lora.h) on a frozen base instead of the whole
   // model (docs/train.md "LoRA"). Checkpoints from before these keys have them off.
   int lora_rank;          // lora.rank: r (0: off, full training)
@@ -118,6 +119,13 @@ tsr_status backend_for_precision(const backend_choice *c, kernels_dtype precisio
                                  const kernels_backend **kb);
 // "fp32" or "bf16": the config's spelling of a precision.
 const char *config_precision_name(kernels_dtype precision);
+// train.cp_mode: the planner picks ring or Ulysses attention per CP group (auto), or one
+// is forced (sched/cost.h cost_model.cp_modes).
+enum { TRAIN_CP_AUTO = 0, TRAIN_CP_RING = 1, TRAIN_CP_ULYSSES = 2 };
+// "auto", "ring" or "ulysses".
+const char *config_cp_mode_name(int mode);
+// The planner's cost_model.cp_modes (COST_MODES_* of sched/cost.h) for train.cp_mode.
+int config_cost_modes(int cp_mode);
 
 // Defaults (the tiny preset's values) for both structs.
 void config_defaults(dit_config *m, train_config *t);

@@ -55,6 +55,7 @@ tsr_status sched_baseline_packing(const sched_config *cfg, const int64_t *tokens
     s.slot_of[i] = nmb - 1;
   }
   if (!st) st = plan_build(out, s.slots, nmb, s.slot_of, n);
+  if (!st) plan_choose_modes(out, tokens, &cfg->cost, &cfg->cluster);
   static_end(&s);
   return st;
 }
@@ -130,6 +131,7 @@ tsr_status sched_baseline_balanced(const sched_config *cfg, const int64_t *token
     free(tree);
   }
   if (!st) st = plan_build(out, s.slots, nmb, s.slot_of, n);
+  if (!st) plan_choose_modes(out, tokens, &cfg->cost, &cfg->cluster);
   free(order);
   free(mb);
   free(load);

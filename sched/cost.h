@@ -33,8 +33,8 @@
 // At k = 1 both are the local attention: ring.
 //
 // Memory: a rank of the group holds sum(ceil(L/k)) tokens, which must be <= the
-// cluster's mem_tokens (M); Ulysses' work buffers are of the size of ring attention's
-// (model/train/memory.h counts the larger).
+// cluster's mem_tokens (M) in either mode (the work buffers of both are counted by the
+// trainer's memory model, model/train/memory.h).
 //
 // Units: a s/token, b s/token^2, kv bytes per token per ring step (forward and backward
 // together), bw_* bytes/s, lat s per ring step, ovh s per microbatch, allreduce s per

@@ -739,6 +739,7 @@ static tsr_status dyn_plan(const sched_config *cfg, const int64_t *tokens, int n
                  "coefficients within the ranges of docs/plan.md",
                  n, cfg->cost.a, cfg->cost.b, cfg->cost.kv, cfg->cost.ovh);
   if (!st) st = dyn_to_plan(&d, b.g, b.ng, b.group_of, out);
+  if (!st) plan_choose_modes(out, tokens, &cfg->cost, &cfg->cluster);
   free(b.g);
   free(b.group_of);
   dyn_free(&d);

@@ -65,7 +65,7 @@ tsr_status plan_add_group(plan *p, int first_rank, int size, const int32_t *clip
                    sizeof *p->clip_index);
   if (st) return st;
   memset(p->cover + first_rank, 1, (size_t)size);
-  p->groups[p->ngroups++] = (plan_group){first_rank, size, p->nrefs, nclips};
+  p->groups[p->ngroups++] = (plan_group){first_rank, size, p->nrefs, nclips, COST_CP_RING};
   if (nclips) memcpy(p->clip_index + p->nrefs, clips, (size_t)nclips * sizeof *clips);
   p->nrefs += nclips;
   p->wave_off[p->nwaves] = p->ngroups;
@@ -153,6 +153,11 @@ tsr_status plan_validate(const plan *p, const int64_t *tokens, int nclips,
         st = err_set(TSR_EINVAL, "wave %d group %d: clip list out of range", w, gi);
         break;
       }
+      if (g->mode < 0 || g->mode >= COST_CP_NMODES) {
+        st = err_set(TSR_EINVAL, "wave %d group %d: CP mode %d is neither ring (0) nor "
+                                 "Ulysses (1)", w, gi, g->mode);
+        break;
+      }
       int64_t mem = 0;
       for (int j = 0; j < g->nclips && !st; j++) {
         int c = p->clip_index[g->clip_off + j];
@@ -183,6 +188,12 @@ done:
   free(seen);
   free(in_wave);
   return st;
+}
+
+void plan_mode_histogram(const plan *p, int64_t *hist) {
+  for (int g = 0; g < p->ngroups; g++)
+    if (p->groups[g].size > 1 && p->groups[g].mode >= 0 && p->groups[g].mode < COST_CP_NMODES)
+      hist[p->groups[g].mode] += p->groups[g].nclips;
 }
 
 void plan_cp_histogram(const plan *p, int64_t *hist) {

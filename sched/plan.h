@@ -3,7 +3,8 @@
 //
 // A plan is a list of waves. In each wave every rank 0..N-1 is in exactly one group;
 // a group is an aligned block of ranks [first, first + size) with size a power of two
-// and first % size == 0, and holds a list of clips (possibly none). Clips are named by
+// and first % size == 0, holds a list of clips (possibly none) and has a CP mode (ring or
+// Ulysses, sched/cost.h). Clips are named by
 // their index in the batch (0..nclips-1); every clip appears exactly once in a plan.
 // Rank p of a group holds chunk p of each of its clips, ceil(L/size) tokens each, and
 // the sum over the group's clips must be <= mem_tokens.
@@ -26,6 +27,7 @@
 typedef struct {
   int32_t first_rank, size;  // aligned block [first_rank, first_rank + size)
   int32_t clip_off, nclips;  // its clips: clip_index[clip_off .. clip_off + nclips)
+  int32_t mode;              // cost_cp_mode: how its ranks split attention (ring, Ulysses)
 } plan_group;
 
 typedef struct {
@@ -86,10 +88,18 @@ tsr_status plan_simulate(const plan *p, const int64_t *tokens, const cost_model 
                    const sched_cluster *cl, plan_sim *out, double *rank_end,
                    double *group_start);
 
-// The time of group gi of p (its clips on its ranks, sched/cost.h), 0 for an empty group:
-// what plan_simulate adds to its ranks' timelines.
+// The time of group gi of p (its clips on its ranks in its mode, sched/cost.h), 0 for an
+// empty group: what plan_simulate adds to its ranks' timelines.
 double plan_group_time(const plan *p, int gi, const int64_t *tokens, const cost_model *cm,
                        const sched_cluster *cl);
+
+// Gives every group of p the mode cost_group_mode picks for its clips under cm (groups are
+// made in ring mode; every plan of the scheduler has its modes set this way).
+void plan_choose_modes(plan *p, const int64_t *tokens, const cost_model *cm,
+                       const sched_cluster *cl);
+// Adds the number of clips run in groups of more than one rank in each mode to
+// hist[mode]; hist: (COST_CP_NMODES).
+void plan_mode_histogram(const plan *p, int64_t *hist);
 
 // Adds the number of clips run at each CP size to hist[log2(size)]; hist: (log2(N) + 1).
 void plan_cp_histogram(const plan *p, int64_t *hist);

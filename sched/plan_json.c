@@ -90,6 +90,7 @@ tsr_status sched_json_add_step(sched_json *j, int step, const int64_t *ids,
       }
       put(grp, "first_rank", json_integer(g->first_rank), &bad);
       put(grp, "size", json_integer(g->size), &bad);
+      put(grp, "mode", json_string(cost_cp_mode_name((cost_cp_mode)g->mode)), &bad);
       put(grp, "clips", gc, &bad);
       put(grp, "clip_index", gx, &bad);
       append(groups, grp, &bad);
@@ -107,6 +108,8 @@ tsr_status sched_json_add_step(sched_json *j, int step, const int64_t *ids,
   put(s, "dynamic_s", json_real(r->dynamic_s), &bad);
   put(s, "packing_only_s", json_real(r->packing_only_s), &bad);
   put(s, "static_balanced_s", json_real(r->static_balanced_s), &bad);
+  put(s, "static_ring_s", json_real(r->static_ring_s), &bad);
+  put(s, "static_ulysses_s", json_real(r->static_ulysses_s), &bad);
   put(s, "lower_bound_s", json_real(r->lower_bound_s), &bad);
   put(s, "lower_bound_ref_s", json_real(r->lower_bound_ref_s), &bad);
   put(s, "efficiency", json_real(ratio(r->lower_bound_s, r->predicted_s)), &bad);
@@ -130,6 +133,12 @@ tsr_status sched_json_write(sched_json *j, const sched_totals *t, const char *pa
   put(o, "dynamic_s", json_real(t->dynamic_s), &bad);
   put(o, "packing_only_s", json_real(t->packing_only_s), &bad);
   put(o, "static_balanced_s", json_real(t->static_balanced_s), &bad);
+  put(o, "static_ring_s", json_real(t->static_ring_s), &bad);
+  put(o, "static_ulysses_s", json_real(t->static_ulysses_s), &bad);
+  json_t *modes = json_object();
+  for (int m = 0; m < COST_CP_NMODES; m++)
+    put(modes, cost_cp_mode_name((cost_cp_mode)m), json_integer(t->mode_clips[m]), &bad);
+  put(o, "mode_clips", modes, &bad);
   put(o, "lower_bound_s", json_real(t->lower_bound_s), &bad);
   put(o, "lower_bound_ref_s", json_real(t->lower_bound_ref_s), &bad);
   put(o, "efficiency", json_real(ratio(t->lower_bound_s, t->predicted_s)), &bad);

@@ -106,6 +106,14 @@ tsr_status sched_plan_batch(const sched_config *cfg, const int64_t *tokens, int 
     out->plan = cand[best];
     cand[best] = tmp;
   }
+  for (int m = 0; m < COST_CP_NMODES && !st; m++) {  // static CP in one mode
+    sched_config one = *cfg;
+    one.cost.cp_modes = 1 << m;
+    plan_sim sm;
+    st = sched_baseline_balanced(&one, tokens, n, &cand[0]);
+    if (!st) st = plan_simulate(&cand[0], tokens, &one.cost, &one.cluster, &sm, NULL, NULL);
+    if (!st) *(m == COST_CP_RING ? &out->static_ring_s : &out->static_ulysses_s) = sm.step_s;
+  }
   for (int i = 0; i < 3; i++) plan_free(&cand[i]);
   out->plan_ms = 1e3 * (time_now() - t0);
   out->plan_cpu_ms = 1e3 * (thread_cpu_s() - c0);
@@ -118,6 +126,9 @@ void sched_totals_add(sched_totals *t, const sched_result *r) {
   t->dynamic_s += r->dynamic_s;
   t->packing_only_s += r->packing_only_s;
   t->static_balanced_s += r->static_balanced_s;
+  t->static_ring_s += r->static_ring_s;
+  t->static_ulysses_s += r->static_ulysses_s;
+  plan_mode_histogram(&r->plan, t->mode_clips);
   t->lower_bound_s += r->lower_bound_s;
   t->lower_bound_ref_s += r->lower_bound_ref_s;
   t->idle_s += r->idle_frac * r->predicted_s;

@@ -81,6 +81,8 @@ typedef struct {
   double dynamic_s;         // step time of the dynamic planner's own plan
   double packing_only_s;    // baseline (1)
   double static_balanced_s; // baseline (2)
+  double static_ring_s;     // baseline (2) with every group in ring mode
+  double static_ulysses_s;  // baseline (2) with every group in Ulysses mode
   double lower_bound_s;     // lb of sched_lower_bound
   double lower_bound_ref_s; // lb_ref of sched_lower_bound
   double idle_frac;         // of `plan` (plan_sim.idle_frac)
@@ -102,11 +104,13 @@ enum { SCHED_MAX_LEVELS = 32 };
 typedef struct {
   int steps;
   double predicted_s, dynamic_s, packing_only_s, static_balanced_s;
+  double static_ring_s, static_ulysses_s;
   double lower_bound_s, lower_bound_ref_s;
   double idle_s;                    // sum of idle_frac * predicted_s
   double plan_ms, plan_ms_max;
   double plan_cpu_ms, plan_cpu_ms_max;
   int64_t cp_hist[SCHED_MAX_LEVELS];// clips run at CP size 2^l, over all steps
+  int64_t mode_clips[COST_CP_NMODES];// clips run in groups of CP > 1 in each mode
   int used[3];                      // steps per sched_used
 } sched_totals;
 void sched_totals_add(sched_totals *t, const sched_result *r);

@@ -3,17 +3,36 @@
 
 #include "sched/plan.h"
 
+// s1, s2 of group g's clips.
+static void group_sums(const plan *p, const plan_group *g, const int64_t *tokens, double *s1,
+                       double *s2) {
+  *s1 = *s2 = 0;
+  for (int j = 0; j < g->nclips; j++) {
+    double L = (double)tokens[p->clip_index[g->clip_off + j]];
+    *s1 += L;
+    *s2 += L * L;
+  }
+}
+
 double plan_group_time(const plan *p, int gi, const int64_t *tokens, const cost_model *cm,
                        const sched_cluster *cl) {
   const plan_group *g = &p->groups[gi];
   if (g->nclips == 0) return 0;
-  double s1 = 0, s2 = 0;
-  for (int j = 0; j < g->nclips; j++) {
-    double L = (double)tokens[p->clip_index[g->clip_off + j]];
-    s1 += L;
-    s2 += L * L;
+  double s1, s2;
+  group_sums(p, g, tokens, &s1, &s2);
+  return cost_group_time_mode(cm, cl->gpus_per_node, g->size, g->nclips, s1, s2,
+                              (cost_cp_mode)g->mode);
+}
+
+void plan_choose_modes(plan *p, const int64_t *tokens, const cost_model *cm,
+                       const sched_cluster *cl) {
+  for (int gi = 0; gi < p->ngroups; gi++) {
+    plan_group *g = &p->groups[gi];
+    double s1, s2;
+    group_sums(p, g, tokens, &s1, &s2);
+    g->mode = g->nclips ? cost_group_mode(cm, cl->gpus_per_node, g->size, g->nclips, s1, s2)
+                        : COST_CP_RING;
   }
-  return cost_group_time(cm, cl->gpus_per_node, g->size, g->nclips, s1, s2);
 }
 
 tsr_status plan_simulate(const plan *p, const int64_t *tokens, const cost_model *cm,

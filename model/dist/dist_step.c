@@ -6,6 +6,7 @@
 #include "comm/comm.h"
 #include "model/objective.h"
 #include "model/dist/ring_attention.h"
+#include "model/dist/ulysses_attention.h"
 
 enum { DIST_MAX_LEVELS = 31 };
 
@@ -22,7 +23,9 @@ struct dist_step {
   objective_clip *chunks;                  // (max_clips)
   int64_t *totals;                         // (max_clips) whole-clip token counts
   ring_attention *ring[DIST_MAX_LEVELS];   // one per group size 2^i, made on first use
-  ring_attention *active;                  // the ring of the wave being run
+  ulysses_attention *uly[DIST_MAX_LEVELS]; // the same for Ulysses groups
+  ring_attention *active;                  // the ring of the wave being run, or NULL
+  ulysses_attention *active_uly;           // its Ulysses group when it runs in that mode
   int active_k;                            // its group size
   int n_buckets, issued;                   // gradient buckets; all-reduces started so far
   comm_request **bucket_req;               // (n_buckets)
@@ -57,6 +60,7 @@ static tsr_status hook_forward(void *ctx, const kernels_backend *kb, const dit_b
                                void *out, float *lse, const void *q, const void *k,
                                const void *v, int H, int Dh, float scale) {
   dist_step *ds = ctx;
+  if (ds->active_uly) return ulysses_attention_forward(ds->active_uly, out, lse, q, k, v, H, Dh, scale);
   return ring_attention_forward(ds->active, out, lse, q, k, v, H, Dh, scale);
 }
 
@@ -65,6 +69,9 @@ static tsr_status hook_backward(void *ctx, const kernels_backend *kb, const dit_
                                 const void *q, const void *k, const void *v, const void *out,
                                 const float *lse, int H, int Dh, float scale) {
   dist_step *ds = ctx;
+  if (ds->active_uly)
+    return ulysses_attention_backward(ds->active_uly, dq, dk, dv, dout, q, k, v, out, lse, H, Dh,
+                                      scale);
   return ring_attention_backward(ds->active, dq, dk, dv, dout, q, k, v, out, lse, H, Dh, scale);
 }
 
@@ -72,7 +79,7 @@ static tsr_status hook_backward(void *ctx, const kernels_backend *kb, const dit_
 // attention): the model may record it (recorded graphs, model/dit.h).
 static int hook_recordable(void *ctx) {
   dist_step *ds = ctx;
-  return ds->active && ds->active_k == 1;
+  return ds->active && !ds->active_uly && ds->active_k == 1;
 }
 
 tsr_status dist_step_create(dist_step **out, dit_model *m, const comm_backend *cb,
@@ -117,7 +124,10 @@ tsr_status dist_step_create(dist_step **out, dit_model *m, const comm_backend *c
 void dist_step_free(dist_step **pds) {
   dist_step *ds = *pds;
   if (!ds) return;
-  for (int i = 0; i < DIST_MAX_LEVELS; i++) ring_attention_free(&ds->ring[i]);
+  for (int i = 0; i < DIST_MAX_LEVELS; i++) {
+    ring_attention_free(&ds->ring[i]);
+    ulysses_attention_free(&ds->uly[i]);
+  }
   objective_device_free(&ds->dev);
   if (ds->wave_loss) ds->kb->free(ds->kb, ds->wave_loss);
   if (ds->eval_pred) ds->kb->free(ds->kb, ds->eval_pred);
@@ -146,7 +156,7 @@ static const plan_group *my_group(const plan *p, int w, int rank) {
 }
 
 // This rank's chunks of group pg's clips and their objective inputs (config tc, key step)
-// in ds->dev, with the group's ring attention active.
+// in ds->dev, with the group's ring or Ulysses attention (its plan mode) active.
 static tsr_status prepare_group(dist_step *ds, const plan *p, const plan_group *pg,
                                 const dist_clip *clips, int nclips, const train_config *tc,
                                 int64_t step) {
@@ -185,8 +195,15 @@ static tsr_status prepare_group(dist_step *ds, const plan *p, const plan_group *
   tsr_status st = TSR_OK;
   if (!ds->ring[lv] && (st = ring_attention_create(&ds->ring[lv], ds->kb, ds->cb, g))) return st;
   ds->active = ds->ring[lv];
+  ds->active_uly = NULL;
   ds->active_k = k;
-  if ((st = ring_attention_set_clips(ds->active, pg->nclips, ds->totals))) return st;
+  if (pg->mode == COST_CP_ULYSSES && k > 1) {  // the plan's choice for this group (sched/cost.h)
+    if (!ds->uly[lv] && (st = ulysses_attention_create(&ds->uly[lv], ds->kb, ds->cb, g))) return st;
+    ds->active_uly = ds->uly[lv];
+    if ((st = ulysses_attention_set_clips(ds->active_uly, pg->nclips, ds->totals))) return st;
+  } else if ((st = ring_attention_set_clips(ds->active, pg->nclips, ds->totals))) {
+    return st;
+  }
   return objective_device_build(&ds->dev, ds->mc, tc, step, nclips, ds->chunks, pg->nclips);
 }
 

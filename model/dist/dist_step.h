@@ -6,7 +6,8 @@
 // (model/dist/ring_attention.h ring_chunk: contiguous, the first L % k chunks one token
 // longer), the rectified-flow inputs of exactly those tokens (model/objective.h: t,
 // noise, label dropout and positions depend only on (seed, step, clip id, token index)),
-// and runs forward and backward with ring attention across the group, accumulating the
+// and runs forward and backward with ring or Ulysses attention across the group (the plan
+// group's mode, sched/cost.h), accumulating the
 // parameter gradients. Because the loss is a sum over tokens with per-clip weights
 // (kernels_mse_weight with the batch's clip count), the sum over ranks of their local
 // losses and gradients is the batch's loss and gradient for ANY plan: the same, up to

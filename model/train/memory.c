@@ -9,6 +9,8 @@
 #include "comm/comm.h"
 #include "core/log.h"
 #include "model/dist/ring_attention.h"
+#include "model/dist/ulysses_attention.h"
+#include "sched/cost.h"
 #include "model/dit.h"
 #include "model/lora.h"
 #include "model/objective.h"
@@ -80,9 +82,15 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
     size_t Lt = (size_t)C * (size_t)mc->text_len, cap = Lt + Lt / 2 + 16;
     out->inputs += cap * (size_t)mc->text_dim * (sizeof(float) + asz);
   }
-  for (int k = 1; k <= ranks; k *= 2) {  // the ring of every CP size a plan may use
+  // the ring (and Ulysses group, when train.cp_mode allows it) of every CP size a plan may
+  // use: each keeps its buffers once made
+  const int ulysses = config_cost_modes(tc->cp_mode) & COST_MODES_ULYSSES;
+  for (int k = 1; k <= ranks; k *= 2) {
     out->ring += ring_attention_buffer_bytes(act, k, tokens, (int)C, mc->heads,
                                              mc->hidden / mc->heads);
+    if (ulysses)
+      out->ring += ulysses_attention_buffer_bytes(act, k, tokens, (int64_t)k * tokens, (int)C,
+                                                  mc->heads, mc->hidden / mc->heads);
     out->ring_sizes += k > 1;
   }
   out->attention = (size_t)tokens * (size_t)mc->heads * sizeof(float);

@@ -603,6 +603,9 @@ static tsr_status setup_sched(trainer *tr, const train_options *o, int ranks) {
   tsr_status r = o->cost_path ? cost_model_load(o->cost_path, &tr->sched.cost) : TSR_OK;
   // captions: the cross-attention the planner prices (sched/cost.h text_a, text_c)
   if (tr->mc.text_dim > 0) tr->sched.cost.text_tokens = data_caption_mean_tokens(tr->data);
+  // ring or Ulysses per CP group (train.cp_mode), Ulysses splitting the model's heads
+  tr->sched.cost.cp_modes = config_cost_modes(tr->tc.cp_mode);
+  tr->sched.cost.heads = tr->mc.heads;
   tr->rank = comm_rank();
   if (!r) r = sched_config_check(&tr->sched);
   return r;

@@ -14,6 +14,10 @@
 //                                           clips with captions of 1 to 5 tokens or none,
 //                                           dropped at random; every rank of a CP group
 //                                           holds the whole caption of each of its clips
+//   ... run KIND OUT ... ulysses               every group of more than one rank attends by
+//                                           Ulysses' all-to-all (2 heads: at 4 ranks two
+//                                           ranks hold none); "modes": ring and Ulysses
+//                                           groups alternate within the plan
 //   ... run KIND OUT wan, compare A B TOL wan   the same for model.family = wan (no labels,
 //                                           no null token: a clip without a caption attends
 //                                           to none; ffn_dim 40)
@@ -49,6 +53,8 @@ static const int grids[NCLIPS][3] = {{3, 2, 3}, {1, 1, 1}, {2, 2, 2}, {5, 3, 4},
 
 static int with_text;  // the model has captions (argument "text")
 static int with_wan;   // the Wan family, with captions (argument "wan")
+static int cp_modes;   // 0: every group in ring mode; "ulysses": every group of more than
+                       // one rank in Ulysses mode; "modes": groups alternate ring, Ulysses
 
 static void setup_config(dit_config *mc, train_config *tc) {
   config_defaults(mc, tc);
@@ -90,6 +96,8 @@ static tsr_status build_plan(plan *p, const char *kind, int world) {
       st = plan_add_group(p, g[i].first, g[i].size, g[i].clips, g[i].n);
     if (!st) st = plan_wave_end(p);
   }
+  for (int gi = 0; gi < p->ngroups && !st; gi++)  // 2 heads: at 4 ranks two hold none
+    p->groups[gi].mode = cp_modes == 1 || (cp_modes == 2 && gi % 2) ? COST_CP_ULYSSES : COST_CP_RING;
   return st;
 }
 
@@ -205,15 +213,17 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "text")) with_text = 1;
     else if (!strcmp(argv[i], "wan")) with_text = with_wan = 1;
     else if (!strcmp(argv[i], "bf16")) bf16 = 1;
+    else if (!strcmp(argv[i], "ulysses")) cp_modes = 1;
+    else if (!strcmp(argv[i], "modes")) cp_modes = 2;
     else if (strcmp(argv[i], "fp32")) tol = atof(argv[i]);
   }
-  if (argc >= 4 && argc <= 6 && !strcmp(argv[1], "run"))
+  if (argc >= 4 && argc <= 7 && !strcmp(argv[1], "run"))
     rc = run(argv[2], argv[3], bf16 ? kernels_cpu_bf16() : kernels_cpu());
   else if (argc >= 4 && argc <= 6 && !strcmp(argv[1], "compare"))
     rc = compare(argv[2], argv[3], tol);
   else
-    fprintf(stderr, "usage: %s run single|static2|mixed4|idle4 OUT [fp32|bf16] [text|wan] | compare "
-            "A B [TOL] [text|wan]\n", argv[0]);
+    fprintf(stderr, "usage: %s run single|static2|mixed4|idle4 OUT [fp32|bf16] [text|wan] "
+            "[ulysses|modes] | compare A B [TOL] [text|wan]\n", argv[0]);
   comm_finalize();
   return rc;
 }
