@@ -281,7 +281,9 @@ tsr_status comm_mpi_wait(int n, MPI_Request *r, const char *what, const comm_gro
     diag_answer();
     double waited = time_now() - start;
     if (timeout_s > 0 && waited > timeout_s)
-      diag_fail(what, g ? g->first : 0, g ? g->size : comm_n, peer, waited);
+      // a stride group's members are pinged through their whole aligned block
+      diag_fail(what, g ? g->first - g->first % (g->size * g->stride) : 0,
+                g ? g->size * g->stride : comm_n, peer, waited);
   }
 }
 
@@ -306,6 +308,7 @@ tsr_status comm_groups_init(void) {
     g->rank = comm_r % k;
     g->first = comm_r - g->rank;
     g->level = levels;
+    g->stride = 1;
     g->seq = 0;
     g->comm = MPI_COMM_NULL;
     if (!comm_joined) continue;
@@ -317,6 +320,48 @@ tsr_status comm_groups_init(void) {
   comm_levels = levels;
   return TSR_OK;
 }
+
+static comm_group stride_groups[COMM_MAX_LEVELS];  // by level of the aligned block
+static int stride_u = 0;
+
+tsr_status comm_stride_groups_init(int u) {
+  if (!comm_levels) return err_set(TSR_EINVAL, "comm_stride_groups_init before comm_groups_init");
+  if (u < 1 || (u & (u - 1)))
+    return err_set(TSR_EINVAL, "ranks per node %d: hybrid CP needs a power of two", u);
+  if (stride_u) return stride_u == u ? TSR_OK
+                : err_set(TSR_EINVAL, "hybrid CP groups exist for %d ranks per node, not %d",
+                          stride_u, u);
+  if (u == 1 || u >= comm_n) return TSR_OK;
+  for (int lv = 0; lv < comm_levels; lv++) {
+    int k = 1 << lv;
+    comm_group *g = &stride_groups[lv];
+    if (k <= u) continue;
+    int block = comm_r - comm_r % k;
+    g->size = k / u;
+    g->rank = (comm_r % k) / u;
+    g->first = block + comm_r % u;
+    g->level = lv;
+    g->stride = u;
+    g->seq = 0;
+    g->comm = MPI_COMM_NULL;
+    if (!comm_joined) continue;
+    tsr_status st = comm_mpi_check(MPI_Comm_split(MPI_COMM_WORLD, block + comm_r % u, comm_r, &g->comm),
+                                   "creating the hybrid CP communicators (MPI_Comm_split)");
+    if (st) return st;
+    MPI_Comm_set_errhandler(g->comm, MPI_ERRORS_RETURN);
+  }
+  stride_u = u;
+  return TSR_OK;
+}
+
+comm_group *comm_stride_group(int k) {
+  for (int lv = 0; stride_u && lv < comm_levels; lv++)
+    if (1 << lv == k && k > stride_u) return &stride_groups[lv];
+  return NULL;
+}
+
+int comm_stride_u(void) { return stride_u; }
+int comm_group_stride(const comm_group *g) { return g->stride; }
 
 comm_group *comm_group_get(int k) {
   for (int i = 0; i < comm_levels; i++)
@@ -336,9 +381,12 @@ int comm_local_cores(void) {
 void comm_finalize(void) {
   watchdog_stop();
   if (diag != MPI_COMM_NULL) MPI_Comm_free(&diag);
-  for (int i = 0; i < comm_levels; i++)
+  for (int i = 0; i < comm_levels; i++) {
     if (comm_groups[i].comm != MPI_COMM_NULL) MPI_Comm_free(&comm_groups[i].comm);
+    if (stride_u && stride_groups[i].comm != MPI_COMM_NULL) MPI_Comm_free(&stride_groups[i].comm);
+  }
   comm_levels = 0;
+  stride_u = 0;
   if (comm_joined) MPI_Finalize();
   comm_joined = 0;
 }
@@ -376,8 +424,8 @@ static int64_t now_ns(void) {
 void comm_watch_begin(const char *what, const comm_group *g, int peer) {
   if (wd.depth++) return;
   atomic_store(&wd.what, what);
-  atomic_store(&wd.first, g ? g->first : 0);
-  atomic_store(&wd.size, g ? g->size : comm_n);
+  atomic_store(&wd.first, g ? g->first - g->first % (g->size * g->stride) : 0);
+  atomic_store(&wd.size, g ? g->size * g->stride : comm_n);
   atomic_store(&wd.peer, peer);
   atomic_store(&wd.since_ns, now_ns());
 }

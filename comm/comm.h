@@ -45,6 +45,21 @@ int comm_group_size(const comm_group *g);
 int comm_group_rank(const comm_group *g);   // rank inside the group, 0..size-1
 int comm_group_first(const comm_group *g);  // world rank of the group's member 0
 
+// Stride groups, for hybrid CP (Ulysses inside blocks of u ranks, ring across them,
+// model/dist/ulysses_attention.h): for every aligned group of size k > u, the k/u members of
+// this rank's k-group that have its rank modulo u, in block order (member i is world rank
+// first + i*u). Collective over the world, after comm_groups_init; u a power of two; idempotent
+// for the same u, another u is TSR_EINVAL; u = 1 or u >= world makes none. Communication
+// backends opened afterwards (comm_open) serve them like the aligned groups.
+tsr_status comm_stride_groups_init(int u);
+// The stride group inside this rank's aligned group of size k, or NULL (none made for k).
+comm_group *comm_stride_group(int k);
+// u of comm_stride_groups_init, 0 before (or when it made none).
+int comm_stride_u(void);
+// The group's distance between members' world ranks: 1 for an aligned group, u for a
+// stride group.
+int comm_group_stride(const comm_group *g);
+
 // ---- communication backends (the data plane) ------------------------------------------
 //
 // Collectives and the ring exchange over a group's ranks go through one table of function

@@ -154,7 +154,7 @@ static tsr_status mpi_bcast(cb_t *cb, comm_group *g, void *buf, int64_t bytes, i
     int chunk = bytes > COMM_CHUNK ? COMM_CHUNK : (int)bytes;
     MPI_Request r;
     st = comm_mpi_check(MPI_Ibcast(p, chunk, MPI_BYTE, root, g->comm, &r), "group broadcast");
-    if (!st) st = comm_mpi_wait(1, &r, "broadcast", g, g->first + root);
+    if (!st) st = comm_mpi_wait(1, &r, "broadcast", g, g->first + root * g->stride);
     p += chunk;
     bytes -= chunk;
   }
@@ -184,7 +184,7 @@ static tsr_status mpi_ring_start(cb_t *cb, comm_group *g, const void *send, void
   const char *s = send;
   char *r = recv;
   unsigned seq = g->seq++;
-  q->what = "ring exchange", q->g = g, q->peer = g->first + prev;
+  q->what = "ring exchange", q->g = g, q->peer = g->first + prev * g->stride;
   for (int64_t c = 0; c < chunks; c++) {
     int64_t off = c * (int64_t)COMM_CHUNK;
     int len = (int)(bytes - off > COMM_CHUNK ? COMM_CHUNK : bytes - off);

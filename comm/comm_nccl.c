@@ -2,7 +2,8 @@
 //
 // Communicators: the world's, made by ncclCommInitRank with an id that rank 0 draws and
 // broadcasts over MPI, then one per aligned group of every power-of-two size by
-// ncclCommSplit (color = rank / k), all once, in comm_nccl_open. One rank per GPU (the
+// ncclCommSplit (color = rank / k), and one per stride group of hybrid CP when
+// comm_stride_groups_init made them, all once, in comm_nccl_open. One rank per GPU (the
 // caller, comm_open, checks it).
 //
 // Streams: every operation is queued on one communication stream (high priority, so its
@@ -44,8 +45,9 @@ typedef struct {
   comm_backend cb;
   int device;
   cudaStream_t compute, comm;
-  ncclComm_t comms[NCCL_MAX_LEVELS];  // by group level (log2 of its size)
-  int levels;
+  // by group level (log2 of its size); stride groups (hybrid CP) at NCCL_MAX_LEVELS + the
+  // level of their aligned block
+  ncclComm_t comms[2 * NCCL_MAX_LEVELS];
   pthread_mutex_t mu;  // guards the list (the watchdog thread reads it)
   nccl_op *ops, *tail;
 } nccl_ctx;
@@ -136,7 +138,9 @@ static tsr_status op_wait(nccl_ctx *x, nccl_op *o) {
   return st;
 }
 
-static ncclComm_t comm_of(nccl_ctx *x, const comm_group *g) { return x->comms[g->level]; }
+static ncclComm_t comm_of(nccl_ctx *x, const comm_group *g) {
+  return x->comms[(comm_group_stride(g) > 1 ? NCCL_MAX_LEVELS : 0) + g->level];
+}
 
 // ---- the table ---------------------------------------------------------------------------
 
@@ -147,7 +151,7 @@ static tsr_status nc_ring_start(cb_t *cb, comm_group *g, const void *send, void 
   if (bytes < 0) return err_set(TSR_EINVAL, "ring exchange of %lld bytes", (long long)bytes);
   int next = (g->rank + 1) % g->size, prev = (g->rank + g->size - 1) % g->size;
   nccl_op *o;
-  tsr_status st = op_begin(x, "ring exchange", g, g->first + prev, &o);
+  tsr_status st = op_begin(x, "ring exchange", g, g->first + prev * g->stride, &o);
   if (st) return st;
   ncclComm_t c = comm_of(x, g);
   // a group of one sends to itself through NCCL too (recv = send)
@@ -260,7 +264,7 @@ static tsr_status nc_bcast(cb_t *cb, comm_group *g, void *buf, int64_t bytes, in
   nccl_ctx *x = ctx_of(cb);
   if (bytes < 0) return err_set(TSR_EINVAL, "broadcast of %lld bytes", (long long)bytes);
   nccl_op *o;
-  tsr_status st = op_begin(x, "broadcast", g, g->first + root, &o);
+  tsr_status st = op_begin(x, "broadcast", g, g->first + root * g->stride, &o);
   if (st) return st;
   ncclComm_t c = comm_of(x, g);
   st = op_end(x, o, nccl_check(ncclBroadcast(buf, buf, (size_t)bytes, ncclUint8, root, c, x->comm),
@@ -284,7 +288,7 @@ static tsr_status nc_barrier(cb_t *cb, comm_group *g) {
 static int nc_overdue(void *ctx, double now, double timeout, char *msg, size_t n) {
   nccl_ctx *x = ctx;
   cudaSetDevice(x->device);  // this thread's device: the events and communicators live there
-  for (int i = 0; i < x->levels; i++) {
+  for (int i = 0; i < 2 * NCCL_MAX_LEVELS; i++) {
     ncclResult_t async = ncclSuccess;
     if (x->comms[i] && ncclCommGetAsyncError(x->comms[i], &async) == ncclSuccess &&
         async != ncclSuccess && async != ncclInProgress) {
@@ -319,7 +323,7 @@ static int nc_overdue(void *ctx, double now, double timeout, char *msg, size_t n
 
 static void nc_abort(void *ctx) {
   nccl_ctx *x = ctx;
-  for (int i = x->levels - 1; i >= 0; i--)
+  for (int i = 2 * NCCL_MAX_LEVELS - 1; i >= 0; i--)
     if (x->comms[i]) ncclCommAbort(x->comms[i]), x->comms[i] = NULL;
 }
 
@@ -335,7 +339,7 @@ static void destroy(nccl_ctx *x) {
     op_free(o);
   }
   pthread_mutex_unlock(&x->mu);
-  for (int i = 0; i < x->levels; i++)
+  for (int i = 0; i < 2 * NCCL_MAX_LEVELS; i++)
     if (x->comms[i]) ncclCommDestroy(x->comms[i]);
   if (x->comm) cudaStreamDestroy(x->comm);
   pthread_mutex_destroy(&x->mu);
@@ -361,7 +365,6 @@ tsr_status comm_nccl_open(void *stream, const comm_backend **out) {
   if (!st) st = comm_bcast(&id, sizeof id, 0);
   int top = 0;
   while ((1 << top) < n) top++;
-  x->levels = top + 1;
   ncclComm_t world = NULL;
   if (!st) {
     comm_watch_begin("NCCL communicator creation", NULL, -1);
@@ -374,6 +377,16 @@ tsr_status comm_nccl_open(void *stream, const comm_backend **out) {
     comm_watch_begin("NCCL communicator creation", NULL, -1);
     st = nccl_check(ncclCommSplit(world, me >> lv, me, &x->comms[lv], NULL), world,
                     "ncclCommSplit (groups)");
+    comm_watch_end();
+  }
+  // the stride groups of hybrid CP (comm_stride_groups_init), likewise
+  const int u = comm_stride_u();
+  for (int lv = 0; u && lv <= top && !st; lv++) {
+    if ((1 << lv) <= u) continue;
+    comm_watch_begin("NCCL communicator creation", NULL, -1);
+    st = nccl_check(ncclCommSplit(world, me - me % (1 << lv) + me % u, me,
+                                  &x->comms[NCCL_MAX_LEVELS + lv], NULL), world,
+                    "ncclCommSplit (hybrid CP groups)");
     comm_watch_end();
   }
   comm_watch_source src = {.overdue = nc_overdue, .abort = nc_abort, .ctx = x};

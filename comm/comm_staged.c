@@ -231,7 +231,7 @@ static tsr_status progress(staged *s, staged_req *q, int block) {
   }
   if (q->stage == 1) {
     int done = 1;
-    const int peer = q->kind == OP_RING ? q->g->first + (q->g->rank + q->g->size - 1) % q->g->size : -1;
+    const int peer = q->kind == OP_RING ? q->g->first + (q->g->rank + q->g->size - 1) % q->g->size * q->g->stride : -1;
     if (block) {
       st = comm_mpi_wait(q->nr, q->r, q->kind == OP_RING ? "ring exchange" : "all-reduce", q->g,
                          peer);
@@ -479,7 +479,7 @@ static tsr_status st_bcast(cb_t *cb, comm_group *g, void *buf, int64_t bytes, in
     MPI_Request r;
     st = comm_mpi_check(MPI_Ibcast((char *)a->p + off, len, MPI_BYTE, root, g->comm, &r),
                         "group broadcast");
-    if (!st) st = comm_mpi_wait(1, &r, "broadcast", g, g->first + root);
+    if (!st) st = comm_mpi_wait(1, &r, "broadcast", g, g->first + root * g->stride);
   }
   if (!st && g->rank != root)
     st = cuda_check(cudaMemcpyAsync(buf, a->p, (size_t)bytes, cudaMemcpyHostToDevice, s->compute),

@@ -58,6 +58,11 @@ static void plan_usage(FILE *f) {
     "  --seed X                sampler seed (default 0)\n"
     "  --max-clip-tokens T     longest clip the job may see; fixes the static CP size\n"
     "                          (default: the longest clip of the lengths after caps)\n"
+    "  --cp-mode M             how a CP group splits attention: auto (the planner picks ring\n"
+    "                          or Ulysses per group; default, or --config's train.cp_mode),\n"
+    "                          ring, ulysses\n"
+    "  --heads H               attention heads Ulysses splits (default: --config's\n"
+    "                          model.heads, else an even split), H in [1, 1024]\n"
     "cost and output:\n"
     "  --cost FILE             cost model, key = value (required; configs/cost/*.conf);\n"
     "                          every key within its range (docs/plan.md), a and b > 0\n"
@@ -109,7 +114,8 @@ typedef struct {
   const char *timeline;  // --timeline FILE.png
   char timeline_json[4096];  // FILE.json beside it: what the picture is drawn from
   lengths_opts lo;
-  int64_t ranks, gpn, mem, batch, steps, seed, maxclip, mem_bytes;
+  int64_t ranks, gpn, mem, batch, steps, seed, maxclip, mem_bytes, heads;
+  int cp_mode;  // TRAIN_CP_*, or -1: not given
   int show_waves;
   char **sets;  // (argc) --set values
   int nsets;
@@ -131,7 +137,7 @@ static tsr_status timeline_paths(plan_args *a, const char *png) {
 static tsr_status parse_args(int argc, char **argv, plan_args *a) {
   enum { O_LENGTHS = 256, O_DATA, O_FPS, O_SIZE, O_PATCH, O_TPS, O_MAXSEC, O_CAPTOK, O_RANKS,
          O_GPN, O_MEM, O_BATCH, O_STEPS, O_SEED, O_MAXCLIP, O_COST, O_JSON, O_WAVES, O_CONFIG,
-         O_SET, O_MEMBYTES, O_TIMELINE };
+         O_SET, O_MEMBYTES, O_TIMELINE, O_CPMODE, O_HEADS };
   static const struct option opts[] = {
       {"lengths", required_argument, 0, O_LENGTHS}, {"data", required_argument, 0, O_DATA},
       {"fps", required_argument, 0, O_FPS},         {"size", required_argument, 0, O_SIZE},
@@ -149,9 +155,10 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
       {"waves", no_argument, 0, O_WAVES},           {"config", required_argument, 0, O_CONFIG},
       {"set", required_argument, 0, O_SET},         {"mem-bytes", required_argument, 0, O_MEMBYTES},
       {"timeline", required_argument, 0, O_TIMELINE},
+      {"cp-mode", required_argument, 0, O_CPMODE}, {"heads", required_argument, 0, O_HEADS},
       {0, 0, 0, 0}};
   char **sets = a->sets;  // the caller's (argc) array
-  *a = (plan_args){.gpn = 8, .batch = 256, .steps = 1, .sets = sets};
+  *a = (plan_args){.gpn = 8, .batch = 256, .steps = 1, .sets = sets, .cp_mode = -1};
   int geometry_parts = 0;
   cli_reset();
   int o;
@@ -196,6 +203,14 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
     case O_TIMELINE: st = timeline_paths(a, optarg); break;
     case O_CONFIG: a->config_path = optarg; break;
     case O_SET: a->sets[a->nsets++] = optarg; break;
+    case O_CPMODE:
+      a->cp_mode = !strcmp(optarg, "auto")      ? TRAIN_CP_AUTO
+                   : !strcmp(optarg, "ring")    ? TRAIN_CP_RING
+                   : !strcmp(optarg, "ulysses") ? TRAIN_CP_ULYSSES : -1;
+      if (a->cp_mode < 0)
+        st = err_set(TSR_EINVAL, "--cp-mode: '%s' is not auto, ring or ulysses", optarg);
+      break;
+    case O_HEADS: st = parse_i64("--heads", optarg, 1, 1024, &a->heads); break;
     case O_MEMBYTES: st = parse_i64("--mem-bytes", optarg, 1 << 20, INT64_MAX / 2, &a->mem_bytes); break;
     default: return TSR_EINVAL;  // cli_getopt said why
     }
@@ -223,10 +238,13 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
 }
 
 // M from the memory model of --config for --mem-bytes per GPU, and that model (*mm).
-static tsr_status memory_tokens(const plan_args *a, int64_t *mem, train_memory *mm) {
+static tsr_status memory_tokens(plan_args *a, int64_t *mem, train_memory *mm) {
   dit_config mc;
   train_config tc;
   tsr_status st = config_load(a->config_path, a->sets, a->nsets, &mc, &tc, NULL);
+  if (!st && a->cp_mode >= 0) tc.cp_mode = a->cp_mode;  // the memory model counts its buffers
+  if (!st && a->cp_mode < 0) a->cp_mode = tc.cp_mode;
+  if (!st && !a->heads) a->heads = mc.heads;
   if (!st && (a->ranks & (a->ranks - 1)))
     st = err_set(TSR_EINVAL, "--ranks %lld: a power of two", (long long)a->ranks);
   if (!st)
@@ -238,7 +256,7 @@ static tsr_status memory_tokens(const plan_args *a, int64_t *mem, train_memory *
 }
 
 // The clip lengths (a mix of CSVs or a store's clips) and the scheduler's configuration.
-static tsr_status load_inputs(const plan_args *a, lengths_set *ls, sched_config *cfg,
+static tsr_status load_inputs(plan_args *a, lengths_set *ls, sched_config *cfg,
                               train_memory *mm) {
   int64_t mem = a->mem;
   tsr_status st = a->mem_bytes ? memory_tokens(a, &mem, mm) : TSR_OK;
@@ -246,6 +264,8 @@ static tsr_status load_inputs(const plan_args *a, lengths_set *ls, sched_config 
   *cfg = (sched_config){.cluster = {(int)a->ranks, (int)a->gpn, mem},
                         .max_clip_tokens = a->maxclip};
   st = cost_model_load(a->cost_path, &cfg->cost);
+  cfg->cost.cp_modes = config_cost_modes(a->cp_mode < 0 ? TRAIN_CP_AUTO : a->cp_mode);
+  cfg->cost.heads = (int)a->heads;
   if (!st && a->lengths_spec) st = lengths_load_mix(ls, a->lengths_spec, &a->lo);
   if (!st && a->store) {
     int64_t *sid = NULL, *stok = NULL, sn = 0;
@@ -274,7 +294,7 @@ static void print_row(const char *label, double plan_s, double packing_s, double
 
 // The totals in words: how much faster the plans are, how close to the bound, and whether
 // Dynamic-CP ran or fell back to a static plan, and why.
-static void print_summary(const sched_totals *tot) {
+static void print_summary(const sched_totals *tot, const cost_model *cm) {
   printf("summary: dynamic plan %.3f s/step, %.3fx over packing only, %.3fx over static "
          "balanced; efficiency %.3f against the lower bound (%.3f against the per-clip "
          "bound); planner %.2f ms/batch (max %.2f; CPU %.2f ms/batch)\n",
@@ -282,6 +302,15 @@ static void print_summary(const sched_totals *tot) {
          ratio(tot->static_balanced_s, tot->predicted_s),
          ratio(tot->lower_bound_s, tot->predicted_s), ratio(tot->lower_bound_ref_s, tot->predicted_s),
          tot->plan_ms / tot->steps, tot->plan_ms_max, tot->plan_cpu_ms / tot->steps);
+  const char *allowed = cm->cp_modes == COST_MODES_RING      ? "ring only"
+                        : cm->cp_modes == COST_MODES_ULYSSES ? "Ulysses only"
+                                                             : "the planner picks per group";
+  printf("CP modes (%s; %d heads): clips in groups of CP > 1: ring %" PRId64 ", Ulysses %" PRId64
+         "; static CP with every group in ring mode %.3f s/step (%.3fx), in Ulysses mode %.3f "
+         "s/step (%.3fx)\n", allowed, cm->heads, tot->mode_clips[COST_CP_RING],
+         tot->mode_clips[COST_CP_ULYSSES], tot->static_ring_s / tot->steps,
+         ratio(tot->static_ring_s, tot->predicted_s), tot->static_ulysses_s / tot->steps,
+         ratio(tot->static_ulysses_s, tot->predicted_s));
   int fell = tot->steps - tot->used[SCHED_USED_DYNAMIC];
   if (!fell) {
     printf("plans: Dynamic-CP's own plan ran in all %d steps (it was faster than both static "
@@ -383,7 +412,7 @@ int cmd_plan(int argc, char **argv) {
             tot.lower_bound_s, ratio(tot.idle_s, tot.predicted_s), "",
             tot.used[SCHED_USED_DYNAMIC] == tot.steps ? "dynamic" : "mixed",
             tot.plan_ms / tot.steps, tot.cp_hist, nlev);
-  print_summary(&tot);
+  print_summary(&tot, &cfg.cost);
   if (js) st = sched_json_write(js, &tot, a.json_path);
   if (!st && a.timeline) {
     char *args[] = {a.timeline_json, (char *)a.timeline, NULL};

@@ -58,17 +58,18 @@ static unsigned char a2a_byte(int src, int dst, int64_t i) {
 enum { A2A_GAP = 5, A2A_MAX = 64 };
 
 static void check_alltoallv(const comm_backend *cb, comm_group *g) {
-  const int k = comm_group_size(g), gr = comm_group_rank(g), first = comm_group_first(g);
+  const int k = comm_group_size(g), stride = comm_group_stride(g);
+  const int gr = comm_group_rank(g) * stride, first = comm_group_first(g);  // world offsets
   for (int round = 0; round < 3; round++) {
     int64_t sb[A2A_MAX], sd[A2A_MAX], rb[A2A_MAX], rd[A2A_MAX], stot = 0, rtot = 0;
     for (int j = 0; j < k; j++) {
-      sb[j] = a2a_count(first + gr, first + j, round), sd[j] = stot, stot += sb[j] + A2A_GAP;
-      rb[j] = a2a_count(first + j, first + gr, round), rd[j] = rtot, rtot += rb[j] + A2A_GAP;
+      sb[j] = a2a_count(first + gr, first + j * stride, round), sd[j] = stot, stot += sb[j] + A2A_GAP;
+      rb[j] = a2a_count(first + j * stride, first + gr, round), rd[j] = rtot, rtot += rb[j] + A2A_GAP;
     }
     unsigned char *hs = malloc((size_t)stot), *hr = malloc((size_t)rtot), *ref = malloc((size_t)rtot);
     memset(hs, 0xAB, (size_t)stot);
     for (int j = 0; j < k; j++)
-      for (int64_t i = 0; i < sb[j]; i++) hs[sd[j] + i] = a2a_byte(first + gr, first + j, i);
+      for (int64_t i = 0; i < sb[j]; i++) hs[sd[j] + i] = a2a_byte(first + gr, first + j * stride, i);
     memset(hr, 0xEE, (size_t)rtot);
     void *ds = mem_alloc((size_t)stot), *dr = mem_alloc((size_t)rtot);
     mem_put(ds, hs, (size_t)stot);
@@ -77,14 +78,14 @@ static void check_alltoallv(const comm_backend *cb, comm_group *g) {
     mem_get(hr, dr, (size_t)rtot);
     int64_t bad = 0;
     for (int j = 0; j < k; j++) {
-      for (int64_t i = 0; i < rb[j]; i++) bad += hr[rd[j] + i] != a2a_byte(first + j, first + gr, i);
+      for (int64_t i = 0; i < rb[j]; i++) bad += hr[rd[j] + i] != a2a_byte(first + j * stride, first + gr, i);
       for (int64_t i = 0; i < A2A_GAP; i++) bad += hr[rd[j] + rb[j] + i] != 0xEE;
     }
     CHECK(bad == 0, "%s k=%d round %d: %lld all-to-all bytes wrong", cb->name, k, round,
           (long long)bad);
     if (comm_size() > 1) {  // MPI's own, on host copies of the same buffers
       MPI_Comm c;
-      MPI_Comm_split(MPI_COMM_WORLD, first, gr, &c);
+      MPI_Comm_split(MPI_COMM_WORLD, first, gr, &c);  // first: one color per group
       int isb[A2A_MAX], isd[A2A_MAX], irb[A2A_MAX], ird[A2A_MAX];
       for (int j = 0; j < k; j++)
         isb[j] = (int)sb[j], isd[j] = (int)sd[j], irb[j] = (int)rb[j], ird[j] = (int)rd[j];
@@ -98,15 +99,13 @@ static void check_alltoallv(const comm_backend *cb, comm_group *g) {
   }
 }
 
-static void check_group(const comm_backend *cb, int k) {
-  comm_group *g = comm_group_get(k);
-  CHECK(g != NULL, "group of size %d exists", k);
-  if (!g) return;
-  const int me = comm_rank(), gr = comm_group_rank(g), first = comm_group_first(g);
-  CHECK(comm_group_size(g) == k && first == me - me % k && gr == me % k,
-        "k=%d: size %d first %d rank %d", k, comm_group_size(g), first, gr);
+// Every collective of cb over group g, exactly; member j of g is world rank first + j * stride
+// (an aligned group, or a stride group of hybrid CP).
+static void check_collectives(const comm_backend *cb, comm_group *g) {
+  const int k = comm_group_size(g), me = comm_rank(), gr = comm_group_rank(g);
+  const int first = comm_group_first(g), stride = comm_group_stride(g);
   int64_t members_sum = 0;  // sum of (world rank + 1) over the group's members
-  for (int j = 0; j < k; j++) members_sum += first + j + 1;
+  for (int j = 0; j < k; j++) members_sum += first + j * stride + 1;
 
   // all-reduce, float and double: x[i] = (rank + 1) * (i + 1)
   enum { N = 1003 };
@@ -116,7 +115,7 @@ static void check_group(const comm_backend *cb, int k) {
   mem_put(dx, xf, sizeof xf);
   CHECK_OK(cb->allreduce_sum_f32(cb, g, dx, N));
   mem_get(xf, dx, sizeof xf);
-  if (k == comm_size()) CHECK_OK(comm_allreduce_sum_f64(xd, N));  // world level, host
+  if (k == comm_size() && stride == 1) CHECK_OK(comm_allreduce_sum_f64(xd, N));  // world, host
   else for (int i = 0; i < N; i++) xd[i] = (double)xf[i];
   int bad = 0;
   for (int i = 0; i < N; i++)
@@ -147,7 +146,7 @@ static void check_group(const comm_backend *cb, int k) {
   CHECK_OK(cb->allgather(cb, g, dmine, dall, sizeof mine));
   mem_get(all, dall, (size_t)k * sizeof mine);
   bad = 0;
-  for (int j = 0; j < k; j++) bad += all[j] != 7LL * (first + j);
+  for (int j = 0; j < k; j++) bad += all[j] != 7LL * (first + j * stride);
   CHECK(bad == 0, "%s k=%d: all-gather", cb->name, k);
 
   // reduce-scatter: member j's send slice s holds (world rank + 1) * (s * n + i + 1), so
@@ -174,7 +173,8 @@ static void check_group(const comm_backend *cb, int k) {
   mem_put(dmine, &b, sizeof b);
   CHECK_OK(cb->bcast(cb, g, dmine, sizeof b, k - 1));
   mem_get(&b, dmine, sizeof b);
-  CHECK(b == 1000 + first + k - 1, "%s k=%d: broadcast got %lld", cb->name, k, (long long)b);
+  CHECK(b == 1000 + first + (k - 1) * stride, "%s k=%d: broadcast got %lld", cb->name, k,
+        (long long)b);
   mem_free(dmine);
   mem_free(dall);
 
@@ -197,7 +197,7 @@ static void check_group(const comm_backend *cb, int k) {
     CHECK(req != NULL && req2 != NULL, "%s k=%d: ring_start gives a request", cb->name, k);
     CHECK_OK(cb->wait(cb, &req2));  // in the other order than started
     CHECK_OK(cb->wait(cb, &req));
-    int owner = k > 1 ? first + (gr - step + k) % k : me;  // whose block arrives at this step
+    int owner = k > 1 ? first + (gr - step + k) % k * stride : me;  // whose block arrives now
     mem_get(h, next, R * sizeof *h);
     bad = 0;
     for (int i = 0; i < R; i++) bad += h[i] != owner * 100000 + i;
@@ -211,6 +211,31 @@ static void check_group(const comm_backend *cb, int k) {
   mem_free(cur), mem_free(next), mem_free(cur2), mem_free(next2);
   free(h);
   CHECK_OK(cb->barrier(cb, g));
+}
+
+static void check_group(const comm_backend *cb, int k) {
+  comm_group *g = comm_group_get(k);
+  CHECK(g != NULL, "group of size %d exists", k);
+  if (!g) return;
+  const int me = comm_rank(), gr = comm_group_rank(g), first = comm_group_first(g);
+  CHECK(comm_group_size(g) == k && first == me - me % k && gr == me % k &&
+            comm_group_stride(g) == 1,
+        "k=%d: size %d first %d rank %d", k, comm_group_size(g), first, gr);
+  check_collectives(cb, g);
+}
+
+// The stride groups of hybrid CP with u = 2: inside the aligned group of k, the k/2 ranks of
+// this rank's parity, in block order.
+static void check_stride_group(const comm_backend *cb, int k) {
+  comm_group *g = comm_stride_group(k);
+  const int me = comm_rank();
+  CHECK(g != NULL, "stride group in the group of %d exists", k);
+  if (!g) return;
+  CHECK(comm_group_size(g) == k / 2 && comm_group_stride(g) == 2 &&
+            comm_group_first(g) == me - me % k + me % 2 && comm_group_rank(g) == (me % k) / 2,
+        "stride group k=%d: size %d first %d rank %d", k, comm_group_size(g), comm_group_first(g),
+        comm_group_rank(g));
+  check_collectives(cb, g);
 }
 
 // ---- host logic of ranks on a node -------------------------------------------------------
@@ -329,6 +354,9 @@ int main(int argc, char **argv) {
   check_local_logic();
   check_open_errors();
   check_timeout_policy();
+  CHECK_OK(comm_stride_groups_init(2));  // before comm_open: NCCL makes their communicators
+  CHECK(comm_stride_groups_init(4) == (world > 2 ? TSR_EINVAL : TSR_OK), "another u refused");
+  CHECK(comm_stride_group(2) == NULL && (world < 4 || comm_stride_u() == 2), "no stride group of 2");
   const comm_backend *cb = NULL;
 #ifdef TEST_COMM_DEVICE
   const char *name = argc > 1 ? argv[1] : "mpi";
@@ -350,6 +378,7 @@ int main(int argc, char **argv) {
 #endif
   if (cb)
     for (int k = 1; k <= world; k *= 2) check_group(cb, k);
+  for (int k = 4; cb && k <= world; k *= 2) check_stride_group(cb, k);
   comm_close(&cb);
   int64_t failed = check_failed;  // any rank's failure fails every rank
   CHECK_OK(comm_allreduce_sum_i64(&failed, 1));
