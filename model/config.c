@@ -31,7 +31,7 @@ static const char *const FAMILY_NAMES[] = {"tessera", "wan"};
 #define NFAMILIES ((int)(sizeof FAMILY_NAMES / sizeof FAMILY_NAMES[0]))
 
 // KT_CPMODE values: the name of each TRAIN_CP_*, in enum order.
-static const char *const CPMODE_NAMES[] = {"auto", "ring", "ulysses"};
+static const char *const CPMODE_NAMES[] = {"auto", "ring", "ulysses", "hybrid"};
 #define NCPMODES ((int)(sizeof CPMODE_NAMES / sizeof CPMODE_NAMES[0]))
 
 const char *config_cp_mode_name(int m) { return m >= 0 && m < NCPMODES ? CPMODE_NAMES[m] : "?"; }
@@ -39,6 +39,7 @@ const char *config_cp_mode_name(int m) { return m >= 0 && m < NCPMODES ? CPMODE_
 int config_cost_modes(int cp_mode) {
   return cp_mode == TRAIN_CP_RING      ? COST_MODES_RING
          : cp_mode == TRAIN_CP_ULYSSES ? COST_MODES_ULYSSES
+         : cp_mode == TRAIN_CP_HYBRID  ? COST_MODES_HYBRID
                                        : COST_MODES_AUTO;
 }
 
@@ -136,7 +137,7 @@ static const config_key KEYS[] = {
     TK_LATE(act_bytes_token, KT_I64, 0, 1e12,
             "measured device bytes per token of a step (0: the memory model's own count)"),
     TK_LATE(cp_mode, KT_CPMODE, 0, NCPMODES - 1,
-            "how a CP group splits attention: auto (the planner picks per microbatch), ring, ulysses"),
+            "how a CP group splits attention: auto (the planner picks per microbatch), ring, ulysses, hybrid"),
     LK_LATE(rank, KT_INT, 0, 4096, "LoRA rank r (0: off, the whole model trains)"),
     LK_LATE(alpha, KT_FLOAT, 1e-6, 1e6, "LoRA alpha: the adapters' scale is alpha / rank"),
     LK_LATE(targets, KT_STR, 0, CONFIG_LORA_TARGETS_MAX,

@@ -119,10 +119,10 @@ tsr_status backend_for_precision(const backend_choice *c, kernels_dtype precisio
                                  const kernels_backend **kb);
 // "fp32" or "bf16": the config's spelling of a precision.
 const char *config_precision_name(kernels_dtype precision);
-// train.cp_mode: the planner picks ring or Ulysses attention per CP group (auto), or one
-// is forced (sched/cost.h cost_model.cp_modes).
-enum { TRAIN_CP_AUTO = 0, TRAIN_CP_RING = 1, TRAIN_CP_ULYSSES = 2 };
-// "auto", "ring" or "ulysses".
+// train.cp_mode: the planner picks ring, Ulysses or hybrid attention per CP group (auto), or
+// one is forced (sched/cost.h cost_model.cp_modes; hybrid: Ulysses inside a node).
+enum { TRAIN_CP_AUTO = 0, TRAIN_CP_RING = 1, TRAIN_CP_ULYSSES = 2, TRAIN_CP_HYBRID = 3 };
+// "auto", "ring", "ulysses" or "hybrid".
 const char *config_cp_mode_name(int mode);
 // The planner's cost_model.cp_modes (COST_MODES_* of sched/cost.h) for train.cp_mode.
 int config_cost_modes(int cp_mode);

@@ -28,7 +28,7 @@ static double *cost_field(cost_model *cm, int i) {
 double cost_model_get(const cost_model *cm, int i) { return *cost_field((cost_model *)cm, i); }
 
 const char *cost_cp_mode_name(cost_cp_mode m) {
-  return m == COST_CP_ULYSSES ? "ulysses" : m == COST_CP_RING ? "ring" : "?";
+  return m == COST_CP_RING ? "ring" : m == COST_CP_ULYSSES ? "ulysses" : m == COST_CP_HYBRID ? "hybrid" : "?";
 }
 
 // The link of a group of k ranks: inside a node or across nodes.
@@ -36,18 +36,39 @@ static double link_bw(const cost_model *cm, int gpus_per_node, int k) {
   return k <= gpus_per_node ? cm->bw_intra : cm->bw_inter;
 }
 
-// The share of the attention work a rank of the group does.
-static double attention_share(const cost_model *cm, int k, cost_cp_mode mode) {
-  if (mode != COST_CP_ULYSSES || cm->heads <= 0) return 1.0 / k;
-  return (double)((cm->heads + k - 1) / k) / (double)cm->heads;
+// The share of the heads (of the attention work of a clip) a rank of u ranks splitting
+// them holds: ceil(H/u)/H, 1/u when H is unknown.
+static double head_share(const cost_model *cm, int u) {
+  if (cm->heads <= 0) return 1.0 / u;
+  return (double)((cm->heads + u - 1) / u) / (double)cm->heads;
+}
+
+// Hybrid's split of a group of k: Ulysses over u = G ranks, ring over r = k/u; 0 when it is
+// not hybrid (k <= G, or G not a power of two): then the mode is Ulysses.
+static int hybrid_u(int gpus_per_node, int k) {
+  int pow2 = !(gpus_per_node & (gpus_per_node - 1));  // blocks of u must tile the group
+  return gpus_per_node > 1 && pow2 && k > gpus_per_node ? gpus_per_node : 0;
+}
+
+// The ring part of a hybrid group: per-step exposure of r steps with the head share sh.
+static double hybrid_ring_step(const cost_model *cm, int r, double sh, double s1, double s2) {
+  double rr = (double)r;
+  return cm->kv * s1 * sh / rr / cm->bw_inter + cm->lat - cm->b * s2 * sh / (rr * rr);
 }
 
 double cost_group_exposed(const cost_model *cm, int gpus_per_node, int k, double s1, double s2,
                           cost_cp_mode mode) {
   if (k <= 1) return 0.0;
-  double kk = (double)k, bw = link_bw(cm, gpus_per_node, k);
-  if (mode == COST_CP_ULYSSES) return 2.0 * (cm->kv * s1 / kk * (kk - 1) / kk / bw + cm->lat);
-  double exposed = cm->kv * s1 / kk / bw + cm->lat - cm->b * s2 / (kk * kk);
+  double kk = (double)k;
+  int u = mode == COST_CP_HYBRID ? hybrid_u(gpus_per_node, k) : 0;
+  if (mode == COST_CP_ULYSSES || (mode == COST_CP_HYBRID && !u))
+    return 2.0 * (cm->kv * s1 / kk * (kk - 1) / kk / link_bw(cm, gpus_per_node, k) + cm->lat);
+  if (mode == COST_CP_HYBRID) {
+    double uu = (double)u, e = hybrid_ring_step(cm, k / u, head_share(cm, u), s1, s2);
+    return 2.0 * (cm->kv * s1 / kk * (uu - 1) / uu / cm->bw_intra + cm->lat) +
+           (double)(k / u - 1) * (e > 0 ? e : 0);
+  }
+  double exposed = cm->kv * s1 / kk / link_bw(cm, gpus_per_node, k) + cm->lat - cm->b * s2 / (kk * kk);
   return (kk - 1) * (exposed > 0 ? exposed : 0);
 }
 
@@ -55,27 +76,58 @@ double cost_group_time_mode(const cost_model *cm, int gpus_per_node, int k, int 
                             double s2, cost_cp_mode mode) {
   if (m == 0) return 0.0;
   if (k <= 1) mode = COST_CP_RING;
+  if (mode == COST_CP_HYBRID && !hybrid_u(gpus_per_node, k)) mode = COST_CP_ULYSSES;
   double lt = cm->text_tokens;  // captions: queries split over the group, caption replicated
   double kk = (double)k, exposed = cost_group_exposed(cm, gpus_per_node, k, s1, s2, mode);
-  double work = mode == COST_CP_ULYSSES
-                    ? (cm->a + cm->text_a * lt) * s1 / kk + cm->b * s2 * attention_share(cm, k, mode)
-                    : ((cm->a + cm->text_a * lt) * s1 + cm->b * s2) / kk;
+  double work;
+  if (mode == COST_CP_ULYSSES)
+    work = (cm->a + cm->text_a * lt) * s1 / kk + cm->b * s2 * head_share(cm, k);
+  else if (mode == COST_CP_HYBRID)
+    work = (cm->a + cm->text_a * lt) * s1 / kk +
+           cm->b * s2 * head_share(cm, hybrid_u(gpus_per_node, k)) / (double)(k / hybrid_u(gpus_per_node, k));
+  else
+    work = ((cm->a + cm->text_a * lt) * s1 + cm->b * s2) / kk;
   return work + exposed + cm->ovh + (double)m * cm->text_c * lt;
 }
 
 cost_cp_mode cost_group_mode(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
                              double s2) {
-  if (k <= 1 || !(cm->cp_modes & COST_MODES_ULYSSES)) return COST_CP_RING;
-  if (!(cm->cp_modes & COST_MODES_RING)) return COST_CP_ULYSSES;
-  double r = cost_group_time_mode(cm, gpus_per_node, k, m, s1, s2, COST_CP_RING);
-  double u = cost_group_time_mode(cm, gpus_per_node, k, m, s1, s2, COST_CP_ULYSSES);
-  return u < r ? COST_CP_ULYSSES : COST_CP_RING;
+  int allowed = cm->cp_modes ? cm->cp_modes : COST_MODES_RING;
+  if (k <= 1) return COST_CP_RING;
+  if (!hybrid_u(gpus_per_node, k) && (allowed & COST_MODES_HYBRID))
+    allowed = (allowed & ~COST_MODES_HYBRID) | COST_MODES_ULYSSES;  // hybrid is Ulysses there
+  cost_cp_mode best = COST_CP_RING;
+  double bt = INFINITY;
+  for (int md = 0; md < COST_CP_NMODES; md++) {
+    if (!(allowed & (1 << md))) continue;
+    double t = cost_group_time_mode(cm, gpus_per_node, k, m, s1, s2, (cost_cp_mode)md);
+    if (t < bt) bt = t, best = (cost_cp_mode)md;
+  }
+  return best;
 }
 
 double cost_group_time(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
                        double s2) {
   return cost_group_time_mode(cm, gpus_per_node, k, m, s1, s2,
                               cost_group_mode(cm, gpus_per_node, k, m, s1, s2));
+}
+
+void cost_group_shrink(const cost_model *cm, int gpus_per_node, int k, double s1, double s2,
+                       double item_s1, double item_s2, double *can, double *per_item) {
+  double kk = (double)k, bw = link_bw(cm, gpus_per_node, k);
+  double e = cm->kv * s1 / kk / bw + cm->lat - cm->b * s2 / (kk * kk);
+  double delta = cm->kv * item_s1 / kk / bw - cm->b * item_s2 / (kk * kk);
+  *can = (kk - 1) * (e > 0 ? e : 0);  // the ring's (a bound whatever the group's mode)
+  *per_item = (kk - 1) * (delta < 0 ? -delta : 0);
+  int u = hybrid_u(gpus_per_node, k);
+  if (!u || !((cm->cp_modes ? cm->cp_modes : COST_MODES_RING) & COST_MODES_HYBRID)) return;
+  int r = k / u;
+  double sh = head_share(cm, u), rr = (double)r;
+  double eh = hybrid_ring_step(cm, r, sh, s1, s2);
+  double dh = cm->kv * item_s1 * sh / rr / cm->bw_inter - cm->b * item_s2 * sh / (rr * rr);
+  double ch = (rr - 1) * (eh > 0 ? eh : 0), ph = (rr - 1) * (dh < 0 ? -dh : 0);
+  if (ch > *can) *can = ch;
+  if (ph > *per_item) *per_item = ph;
 }
 
 double cost_clip_time(const cost_model *cm, int gpus_per_node, int k, int64_t L) {

@@ -30,7 +30,14 @@
 //           + 2*(kv*(S1/k)*(k-1)/k / bw(k) + lat) + ovh + m*text_c*Lt        (k > 1)
 //   (the forward and backward move 12 such tensors a layer against the ring's 6 a step:
 //   twice kv; H = cost_model.heads, 0: the heads split evenly, ceil(H/k)/H = 1/k).
-// At k = 1 both are the local attention: ring.
+//   hybrid   (USP) for a group spanning nodes (k > G, G = gpus_per_node > 1): Ulysses
+//            over the G ranks of each node (u = G), ring over the r = k/G nodes, each ring
+//            step carrying a block of S1/r tokens for the node's ceil(H/u) of the heads:
+//     T_h = (a + text_a*Lt)*S1/k + b*S2*sh/r + 2*(kv*(S1/k)*(u-1)/u / bw_intra + lat)
+//           + (r-1)*max(0, kv*S1*sh/r / bw_inter + lat - b*S2*sh/r^2) + ovh + m*text_c*Lt
+//   with sh = ceil(H/u)/H (1/u for H = 0). For k <= G (or G not a power of two) hybrid is
+//   Ulysses.
+// At k = 1 every mode is the local attention: ring.
 //
 // Memory: a rank of the group holds sum(ceil(L/k)) tokens, which must be <= the
 // cluster's mem_tokens (M) in either mode (the work buffers of both are counted by the
@@ -46,10 +53,11 @@
 #include "core/err.h"
 
 // CP modes of a group (plan_group.mode) and their bits in cost_model.cp_modes.
-typedef enum { COST_CP_RING = 0, COST_CP_ULYSSES = 1, COST_CP_NMODES } cost_cp_mode;
+typedef enum { COST_CP_RING = 0, COST_CP_ULYSSES = 1, COST_CP_HYBRID = 2, COST_CP_NMODES } cost_cp_mode;
 enum { COST_MODES_RING = 1 << COST_CP_RING, COST_MODES_ULYSSES = 1 << COST_CP_ULYSSES,
-       COST_MODES_AUTO = COST_MODES_RING | COST_MODES_ULYSSES };
-const char *cost_cp_mode_name(cost_cp_mode m);  // "ring", "ulysses"
+       COST_MODES_HYBRID = 1 << COST_CP_HYBRID,
+       COST_MODES_AUTO = COST_MODES_RING | COST_MODES_ULYSSES | COST_MODES_HYBRID };
+const char *cost_cp_mode_name(cost_cp_mode m);  // "ring", "ulysses", "hybrid"
 
 typedef struct {
   double a, b, kv, bw_intra, bw_inter, lat, ovh, allreduce;
@@ -112,13 +120,21 @@ double cost_group_time(const cost_model *cm, int gpus_per_node, int k, int m, do
 // The same in one mode (any mode, allowed by cm->cp_modes or not).
 double cost_group_time_mode(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
                             double s2, cost_cp_mode mode);
-// The mode cost_group_time takes: the allowed one of least time, ring on ties and at k = 1.
+// The mode cost_group_time takes: the allowed one of least time, the first of ring,
+// Ulysses, hybrid on ties; ring at k = 1, Ulysses for hybrid when k <= G.
 cost_cp_mode cost_group_mode(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
                              double s2);
 // The communication time of the group not hidden behind its compute, in its mode: the
-// ring's (k-1)*max(0, ...) term or Ulysses' all-to-all term.
+// ring's (k-1)*max(0, ...) term, Ulysses' all-to-all term, or hybrid's both.
 double cost_group_exposed(const cost_model *cm, int gpus_per_node, int k, double s1, double s2,
                           cost_cp_mode mode);
+// For the planner's bounds (sched/dynamic.c): the most the exposed communication of a group
+// of k ranks with sums s1, s2 can shrink when clips join it, over the modes cm allows (ring
+// steps and hybrid's ring hide more behind a larger attention; Ulysses' all-to-all only
+// grows): *can = that part of the group's exposed time; *per_item (when item_s1 > 0) = the
+// most one item of sums item_s1, item_s2 can take off.
+void cost_group_shrink(const cost_model *cm, int gpus_per_node, int k, double s1, double s2,
+                       double item_s1, double item_s2, double *can, double *per_item);
 // Time (s) of one clip of L tokens alone in a group of k ranks.
 double cost_clip_time(const cost_model *cm, int gpus_per_node, int k, int64_t L);
 // Tokens a rank holds of a clip of L tokens cut over k ranks: ceil(L/k).

@@ -362,11 +362,14 @@ static double dyn_key(const dyn *d, int l, int j) {
   return d->bmax[j] + d->mu * ((double)(1 << l) * d->bmax[j] - d->bsum[j]) / (double)d->N;
 }
 
-// Exposed ring time of a group (its ring mode's, whatever mode it runs in: a group's time
-// is the least over its modes, and Ulysses' grows by at least the added compute when an
-// item joins, so the merge bound below holds with the ring's exposure; docs/plan.md).
+// The part of a group's exposed communication that clips joining it can hide: the ring's
+// steps, or hybrid's ring over nodes when the cost model allows it (whatever mode the group
+// runs in: its time is the least over its modes, and every mode's compute grows by at least
+// the ring's when an item joins, so the merge bound below holds; docs/plan.md).
 static double dyn_exposed(const dyn *d, const dyn_group *g) {
-  return cost_group_exposed(d->cm, d->cl->gpus_per_node, 1 << g->lev, g->s1, g->s2, COST_CP_RING);
+  double can, per_item;
+  cost_group_shrink(d->cm, d->cl->gpus_per_node, 1 << g->lev, g->s1, g->s2, 0, 0, &can, &per_item);
+  return can;
 }
 
 // Sets leaf i of level l from the block's state.
@@ -505,10 +508,9 @@ static double dyn_node_bound(const dyn *d, int64_t node, const dyn_bound *bd) {
 static void dyn_search_merges(dyn *d, const dyn_variant *v, int c, const dyn_cand *q,
                               dyn_choice *best) {
   const double k = (double)q->k;
-  double bw = q->k <= d->cl->gpus_per_node ? d->cm->bw_intra : d->cm->bw_inter;
-  double delta = d->cm->kv * d->is1[c] / k / bw - d->cm->b * d->is2[c] / (k * k);
-  dyn_bound bd = {(d->cm->a * d->is1[c] + d->cm->b * d->is2[c]) / k,
-                  (k - 1) * (delta < 0 ? -delta : 0), 0};
+  double can, per_item;  // per_item: D of the bound (the ring's, or hybrid's when larger)
+  cost_group_shrink(d->cm, d->cl->gpus_per_node, q->k, 0, 0, d->is1[c], d->is2[c], &can, &per_item);
+  dyn_bound bd = {(d->cm->a * d->is1[c] + d->cm->b * d->is2[c]) / k, per_item, 0};
   bd.mu_term = v->mu * (k * (bd.A - bd.D) - d->rsmin[c]) / (double)d->N;
   int64_t nb = d->N >> q->l, base = d->toff[q->l];
   dyn_heap_item *h = d->heap;  // min-heap by bound

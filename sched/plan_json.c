@@ -51,6 +51,14 @@ tsr_status sched_json_begin(sched_json **out, const sched_config *cfg) {
   return TSR_OK;
 }
 
+// {"ring": v[0], "ulysses": v[1], "hybrid": v[2]}.
+static json_t *modes_json(const double *v, int *bad) {
+  json_t *o = json_object();
+  for (int m = 0; m < COST_CP_NMODES; m++)
+    put(o, cost_cp_mode_name((cost_cp_mode)m), json_real(v[m]), bad);
+  return o;
+}
+
 // {"1":clips at CP 1, "2":..., ...} for sizes with clips.
 static json_t *cp_histogram(const int64_t *hist, int nlev, int *bad) {
   json_t *h = json_object();
@@ -108,8 +116,7 @@ tsr_status sched_json_add_step(sched_json *j, int step, const int64_t *ids,
   put(s, "dynamic_s", json_real(r->dynamic_s), &bad);
   put(s, "packing_only_s", json_real(r->packing_only_s), &bad);
   put(s, "static_balanced_s", json_real(r->static_balanced_s), &bad);
-  put(s, "static_ring_s", json_real(r->static_ring_s), &bad);
-  put(s, "static_ulysses_s", json_real(r->static_ulysses_s), &bad);
+  put(s, "static_mode_s", modes_json(r->static_mode_s, &bad), &bad);
   put(s, "lower_bound_s", json_real(r->lower_bound_s), &bad);
   put(s, "lower_bound_ref_s", json_real(r->lower_bound_ref_s), &bad);
   put(s, "efficiency", json_real(ratio(r->lower_bound_s, r->predicted_s)), &bad);
@@ -133,8 +140,7 @@ tsr_status sched_json_write(sched_json *j, const sched_totals *t, const char *pa
   put(o, "dynamic_s", json_real(t->dynamic_s), &bad);
   put(o, "packing_only_s", json_real(t->packing_only_s), &bad);
   put(o, "static_balanced_s", json_real(t->static_balanced_s), &bad);
-  put(o, "static_ring_s", json_real(t->static_ring_s), &bad);
-  put(o, "static_ulysses_s", json_real(t->static_ulysses_s), &bad);
+  put(o, "static_mode_s", modes_json(t->static_mode_s, &bad), &bad);
   json_t *modes = json_object();
   for (int m = 0; m < COST_CP_NMODES; m++)
     put(modes, cost_cp_mode_name((cost_cp_mode)m), json_integer(t->mode_clips[m]), &bad);

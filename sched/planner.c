@@ -112,7 +112,7 @@ tsr_status sched_plan_batch(const sched_config *cfg, const int64_t *tokens, int 
     plan_sim sm;
     st = sched_baseline_balanced(&one, tokens, n, &cand[0]);
     if (!st) st = plan_simulate(&cand[0], tokens, &one.cost, &one.cluster, &sm, NULL, NULL);
-    if (!st) *(m == COST_CP_RING ? &out->static_ring_s : &out->static_ulysses_s) = sm.step_s;
+    if (!st) out->static_mode_s[m] = sm.step_s;
   }
   for (int i = 0; i < 3; i++) plan_free(&cand[i]);
   out->plan_ms = 1e3 * (time_now() - t0);
@@ -126,8 +126,7 @@ void sched_totals_add(sched_totals *t, const sched_result *r) {
   t->dynamic_s += r->dynamic_s;
   t->packing_only_s += r->packing_only_s;
   t->static_balanced_s += r->static_balanced_s;
-  t->static_ring_s += r->static_ring_s;
-  t->static_ulysses_s += r->static_ulysses_s;
+  for (int m = 0; m < COST_CP_NMODES; m++) t->static_mode_s[m] += r->static_mode_s[m];
   plan_mode_histogram(&r->plan, t->mode_clips);
   t->lower_bound_s += r->lower_bound_s;
   t->lower_bound_ref_s += r->lower_bound_ref_s;

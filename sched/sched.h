@@ -81,8 +81,8 @@ typedef struct {
   double dynamic_s;         // step time of the dynamic planner's own plan
   double packing_only_s;    // baseline (1)
   double static_balanced_s; // baseline (2)
-  double static_ring_s;     // baseline (2) with every group in ring mode
-  double static_ulysses_s;  // baseline (2) with every group in Ulysses mode
+  double static_mode_s[COST_CP_NMODES];  // baseline (2) with every group in one mode
+                            // (hybrid: Ulysses in groups inside a node)
   double lower_bound_s;     // lb of sched_lower_bound
   double lower_bound_ref_s; // lb_ref of sched_lower_bound
   double idle_frac;         // of `plan` (plan_sim.idle_frac)
@@ -104,7 +104,7 @@ enum { SCHED_MAX_LEVELS = 32 };
 typedef struct {
   int steps;
   double predicted_s, dynamic_s, packing_only_s, static_balanced_s;
-  double static_ring_s, static_ulysses_s;
+  double static_mode_s[COST_CP_NMODES];
   double lower_bound_s, lower_bound_ref_s;
   double idle_s;                    // sum of idle_frac * predicted_s
   double plan_ms, plan_ms_max;

@@ -91,13 +91,17 @@ tsr_status backend_choose(const char *name, backend_choice *out) {
                  name, built);
 }
 
-tsr_status backend_comm_open(const char *name, const backend_choice *c, const comm_backend **out) {
+tsr_status backend_comm_open(const char *name, const backend_choice *c, int ranks_per_node,
+                             const comm_backend **out) {
   *out = NULL;
   const kernels_backend *kb = c->table[KERNELS_F32] ? c->table[KERNELS_F32] : c->table[KERNELS_BF16];
   // A rank of a training job waits at most a wave for another: a wait ten minutes long
   // means a dead or hung rank (TESSERA_COMM_TIMEOUT overrides).
   comm_bound_waits(600);
   tsr_status st = comm_groups_init();
+  // hybrid CP's rings across nodes need their communicators before the backend opens (NCCL)
+  if (!st && ranks_per_node > 0 && !(ranks_per_node & (ranks_per_node - 1)))
+    st = comm_stride_groups_init(ranks_per_node);
   if (!st) st = comm_open(name, kb->device_memory ? COMM_MEM_DEVICE : COMM_MEM_HOST, kb->stream, out);
   return st;
 }

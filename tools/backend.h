@@ -24,10 +24,12 @@
 tsr_status backend_choose(const char *name, backend_choice *out);
 
 // `--comm mpi|nccl|auto`: the communication backend for the device of c (comm/comm.h
-// comm_open: its memory space and stream). Collective; makes the group set first and
-// bounds every later wait to 600 s (comm_bound_waits; TESSERA_COMM_TIMEOUT overrides).
-// Release it with comm_close.
-tsr_status backend_comm_open(const char *name, const backend_choice *c, const comm_backend **out);
+// comm_open: its memory space and stream). Collective; makes the group set first, and the
+// stride groups of hybrid CP for `ranks_per_node` ranks a node (comm_stride_groups_init; 0:
+// none), and bounds every later wait to 600 s (comm_bound_waits; TESSERA_COMM_TIMEOUT
+// overrides). Release it with comm_close.
+tsr_status backend_comm_open(const char *name, const backend_choice *c, int ranks_per_node,
+                             const comm_backend **out);
 
 // The option's help text, shared by the commands that take it.
 #define BACKEND_OPTION_HELP                                                              \

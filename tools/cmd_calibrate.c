@@ -89,7 +89,7 @@ int cmd_calibrate(int argc, char **argv) {
   if (!st) st = cost_model_load(base, &bm);
   if (!st) st = backend_choose(backend, &bc);
   o.backend = &bc;
-  if (!st) st = backend_comm_open(comm, &bc, &o.comm);  // makes the group set
+  if (!st) st = backend_comm_open(comm, &bc, 0, &o.comm);  // makes the group set
   if (!st && defaults && comm_rank() == 0) log_info("config: defaults used for %s", defaults);
   if (!st && comm_rank() == 0)
     log_info("calibrate: backend %s, precision %s, comm %s",

@@ -58,9 +58,10 @@ static void plan_usage(FILE *f) {
     "  --seed X                sampler seed (default 0)\n"
     "  --max-clip-tokens T     longest clip the job may see; fixes the static CP size\n"
     "                          (default: the longest clip of the lengths after caps)\n"
-    "  --cp-mode M             how a CP group splits attention: auto (the planner picks ring\n"
-    "                          or Ulysses per group; default, or --config's train.cp_mode),\n"
-    "                          ring, ulysses\n"
+    "  --cp-mode M             how a CP group splits attention: auto (the planner picks\n"
+    "                          ring, Ulysses or hybrid per group; default, or --config's\n"
+    "                          train.cp_mode), ring, ulysses, hybrid (Ulysses inside a node,\n"
+    "                          ring across nodes)\n"
     "  --heads H               attention heads Ulysses splits (default: --config's\n"
     "                          model.heads, else an even split), H in [1, 1024]\n"
     "cost and output:\n"
@@ -206,9 +207,10 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
     case O_CPMODE:
       a->cp_mode = !strcmp(optarg, "auto")      ? TRAIN_CP_AUTO
                    : !strcmp(optarg, "ring")    ? TRAIN_CP_RING
-                   : !strcmp(optarg, "ulysses") ? TRAIN_CP_ULYSSES : -1;
+                   : !strcmp(optarg, "ulysses") ? TRAIN_CP_ULYSSES
+                   : !strcmp(optarg, "hybrid")  ? TRAIN_CP_HYBRID : -1;
       if (a->cp_mode < 0)
-        st = err_set(TSR_EINVAL, "--cp-mode: '%s' is not auto, ring or ulysses", optarg);
+        st = err_set(TSR_EINVAL, "--cp-mode: '%s' is not auto, ring, ulysses or hybrid", optarg);
       break;
     case O_HEADS: st = parse_i64("--heads", optarg, 1, 1024, &a->heads); break;
     case O_MEMBYTES: st = parse_i64("--mem-bytes", optarg, 1 << 20, INT64_MAX / 2, &a->mem_bytes); break;
@@ -294,7 +296,15 @@ static void print_row(const char *label, double plan_s, double packing_s, double
 
 // The totals in words: how much faster the plans are, how close to the bound, and whether
 // Dynamic-CP ran or fell back to a static plan, and why.
-static void print_summary(const sched_totals *tot, const cost_model *cm) {
+// The modes the planner may choose from, in words.
+static const char *modes_allowed(int cp_modes) {
+  return cp_modes == COST_MODES_RING      ? "ring only"
+         : cp_modes == COST_MODES_ULYSSES ? "Ulysses only"
+         : cp_modes == COST_MODES_HYBRID  ? "hybrid across nodes, Ulysses inside"
+                                          : "the planner picks per group";
+}
+
+static void print_summary(const sched_totals *tot, const cost_model *cm, int gpn) {
   printf("summary: dynamic plan %.3f s/step, %.3fx over packing only, %.3fx over static "
          "balanced; efficiency %.3f against the lower bound (%.3f against the per-clip "
          "bound); planner %.2f ms/batch (max %.2f; CPU %.2f ms/batch)\n",
@@ -302,15 +312,17 @@ static void print_summary(const sched_totals *tot, const cost_model *cm) {
          ratio(tot->static_balanced_s, tot->predicted_s),
          ratio(tot->lower_bound_s, tot->predicted_s), ratio(tot->lower_bound_ref_s, tot->predicted_s),
          tot->plan_ms / tot->steps, tot->plan_ms_max, tot->plan_cpu_ms / tot->steps);
-  const char *allowed = cm->cp_modes == COST_MODES_RING      ? "ring only"
-                        : cm->cp_modes == COST_MODES_ULYSSES ? "Ulysses only"
-                                                             : "the planner picks per group";
-  printf("CP modes (%s; %d heads): clips in groups of CP > 1: ring %" PRId64 ", Ulysses %" PRId64
-         "; static CP with every group in ring mode %.3f s/step (%.3fx), in Ulysses mode %.3f "
-         "s/step (%.3fx)\n", allowed, cm->heads, tot->mode_clips[COST_CP_RING],
-         tot->mode_clips[COST_CP_ULYSSES], tot->static_ring_s / tot->steps,
-         ratio(tot->static_ring_s, tot->predicted_s), tot->static_ulysses_s / tot->steps,
-         ratio(tot->static_ulysses_s, tot->predicted_s));
+  printf("CP modes (%s; %d heads, %d ranks per node): clips in groups of CP > 1: ring %" PRId64
+         ", Ulysses %" PRId64 ", hybrid %" PRId64 "; static CP with every group in one mode: ring "
+         "%.3f s/step (%.3fx), Ulysses %.3f s/step (%.3fx), hybrid %.3f s/step (%.3fx)\n",
+         modes_allowed(cm->cp_modes), cm->heads, gpn, tot->mode_clips[COST_CP_RING],
+         tot->mode_clips[COST_CP_ULYSSES], tot->mode_clips[COST_CP_HYBRID],
+         tot->static_mode_s[COST_CP_RING] / tot->steps,
+         ratio(tot->static_mode_s[COST_CP_RING], tot->predicted_s),
+         tot->static_mode_s[COST_CP_ULYSSES] / tot->steps,
+         ratio(tot->static_mode_s[COST_CP_ULYSSES], tot->predicted_s),
+         tot->static_mode_s[COST_CP_HYBRID] / tot->steps,
+         ratio(tot->static_mode_s[COST_CP_HYBRID], tot->predicted_s));
   int fell = tot->steps - tot->used[SCHED_USED_DYNAMIC];
   if (!fell) {
     printf("plans: Dynamic-CP's own plan ran in all %d steps (it was faster than both static "
@@ -412,7 +424,7 @@ int cmd_plan(int argc, char **argv) {
             tot.lower_bound_s, ratio(tot.idle_s, tot.predicted_s), "",
             tot.used[SCHED_USED_DYNAMIC] == tot.steps ? "dynamic" : "mixed",
             tot.plan_ms / tot.steps, tot.cp_hist, nlev);
-  print_summary(&tot, &cfg.cost);
+  print_summary(&tot, &cfg.cost, cfg.cluster.gpus_per_node);
   if (js) st = sched_json_write(js, &tot, a.json_path);
   if (!st && a.timeline) {
     char *args[] = {a.timeline_json, (char *)a.timeline, NULL};

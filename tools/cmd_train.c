@@ -169,7 +169,7 @@ int cmd_train(int argc, char **argv) {
   kernels_backend *prof[2] = {NULL, NULL};
   if (!rc && profile_wrap(&bc, prof)) rc = cli_error("train");
   o.backend = &bc;
-  if (!rc && backend_comm_open(comm, &bc, &o.comm)) rc = cli_usage_error("train");
+  if (!rc && backend_comm_open(comm, &bc, o.gpus_per_node, &o.comm)) rc = cli_usage_error("train");
   double t0 = time_now();
   if (!rc && train_run(&o)) rc = cli_error("train");
   if (!rc) profile_report_run(prof, time_now() - t0);

@@ -231,7 +231,7 @@ int main(int argc, char **argv) {
   free(defaults);
   if (!st) st = backend_choose(backend, &bc);
   if (!st) st = backend_for_precision(&bc, tc.precision, &kb);
-  if (!st) st = backend_comm_open(comm, &bc, &cb);
+  if (!st) st = backend_comm_open(comm, &bc, 0, &cb);
   const int K = comm_size(), P = mc.pt * mc.ph * mc.pw * mc.channels;
   // the clips: L tokens each on a T x 1 x 1 grid (positions do not change the cost)
   dist_clip *clips = calloc((size_t)nclips, sizeof *clips);

@@ -24,6 +24,9 @@ struct dist_step {
   int64_t *totals;                         // (max_clips) whole-clip token counts
   ring_attention *ring[DIST_MAX_LEVELS];   // one per group size 2^i, made on first use
   ulysses_attention *uly[DIST_MAX_LEVELS]; // the same for Ulysses groups
+  ulysses_attention *hyb[DIST_MAX_LEVELS]; // and hybrid groups: Ulysses over the block of u
+  ring_attention *hyb_ring[DIST_MAX_LEVELS];  // with this ring over the stride group inside
+  int64_t *super;                          // (max_clips) a hybrid block's super-chunk lengths
   ring_attention *active;                  // the ring of the wave being run, or NULL
   ulysses_attention *active_uly;           // its Ulysses group when it runs in that mode
   int active_k;                            // its group size
@@ -106,9 +109,10 @@ tsr_status dist_step_create(dist_step **out, dit_model *m, const comm_backend *c
   tsr_status st = objective_device_alloc(&ds->dev, ds->kb, max_tokens, max_clips, ds->P);
   ds->chunks = calloc((size_t)max_clips, sizeof *ds->chunks);
   ds->totals = calloc((size_t)max_clips, sizeof *ds->totals);
+  ds->super = calloc((size_t)max_clips, sizeof *ds->super);
   ds->n_buckets = dit_num_buckets(m);
   ds->bucket_req = calloc((size_t)ds->n_buckets + 1, sizeof *ds->bucket_req);  // 0 when frozen
-  if (!st && (!ds->chunks || !ds->totals || !ds->bucket_req))
+  if (!st && (!ds->chunks || !ds->totals || !ds->super || !ds->bucket_req))
     st = err_set(TSR_ENOMEM, "out of memory for the distributed step");
   if (st) {
     dist_step_free(&ds);
@@ -127,6 +131,8 @@ void dist_step_free(dist_step **pds) {
   for (int i = 0; i < DIST_MAX_LEVELS; i++) {
     ring_attention_free(&ds->ring[i]);
     ulysses_attention_free(&ds->uly[i]);
+    ulysses_attention_free(&ds->hyb[i]);
+    ring_attention_free(&ds->hyb_ring[i]);
   }
   objective_device_free(&ds->dev);
   if (ds->wave_loss) ds->kb->free(ds->kb, ds->wave_loss);
@@ -136,6 +142,7 @@ void dist_step_free(dist_step **pds) {
   free(ds->bucket_req);
   free(ds->chunks);
   free(ds->totals);
+  free(ds->super);
   free(ds);
   *pds = NULL;
 }
@@ -155,12 +162,47 @@ static const plan_group *my_group(const plan *p, int w, int rank) {
   return NULL;
 }
 
+// Makes group pg's attention active in its plan mode (sched/cost.h), over aligned group g,
+// with ds->totals (and for a hybrid group over blocks of u ranks, ds->super) its clips.
+static tsr_status activate(dist_step *ds, const plan_group *pg, comm_group *g, int u) {
+  const int k = pg->size, lv = log2i(k);
+  tsr_status st = TSR_OK;
+  if (!ds->ring[lv] && (st = ring_attention_create(&ds->ring[lv], ds->kb, ds->cb, g))) return st;
+  ds->active = ds->ring[lv];
+  ds->active_uly = NULL;
+  ds->active_k = k;
+  if (u) {  // Ulysses over this rank's block of u, the ring over its stride group inside
+    comm_group *sg = comm_stride_group(k), *block = comm_group_get(u);
+    if (!sg || !block)
+      return err_set(TSR_EINVAL, "a hybrid CP group of %d ranks needs the stride groups of %d "
+                     "ranks per node (comm_stride_groups_init)", k, u);
+    if (!ds->hyb_ring[lv] && (st = ring_attention_create(&ds->hyb_ring[lv], ds->kb, ds->cb, sg)))
+      return st;
+    if (!ds->hyb[lv] &&
+        (st = ulysses_attention_create(&ds->hyb[lv], ds->kb, ds->cb, block, ds->hyb_ring[lv])))
+      return st;
+    ds->active_uly = ds->hyb[lv];
+    if ((st = ring_attention_set_clips(ds->hyb_ring[lv], pg->nclips, ds->totals))) return st;
+    return ulysses_attention_set_clips(ds->hyb[lv], pg->nclips, ds->super);
+  }
+  if ((pg->mode == COST_CP_ULYSSES || pg->mode == COST_CP_HYBRID) && k > 1) {
+    if (!ds->uly[lv] && (st = ulysses_attention_create(&ds->uly[lv], ds->kb, ds->cb, g, NULL)))
+      return st;
+    ds->active_uly = ds->uly[lv];
+    return ulysses_attention_set_clips(ds->active_uly, pg->nclips, ds->totals);
+  }
+  return ring_attention_set_clips(ds->active, pg->nclips, ds->totals);
+}
+
 // This rank's chunks of group pg's clips and their objective inputs (config tc, key step)
-// in ds->dev, with the group's ring or Ulysses attention (its plan mode) active.
+// in ds->dev, with the group's attention active: ring, Ulysses or hybrid, its plan mode (a
+// hybrid group's chunks are hybrid_chunk's).
 static tsr_status prepare_group(dist_step *ds, const plan *p, const plan_group *pg,
                                 const dist_clip *clips, int nclips, const train_config *tc,
                                 int64_t step) {
   const int k = pg->size, me = comm_rank() - pg->first_rank;
+  // a hybrid group spans blocks of u ranks (the stride groups' u); inside one it is Ulysses
+  const int u = pg->mode == COST_CP_HYBRID ? comm_stride_u() : 0, hybrid = u > 1 && k > u;
   if (pg->nclips > ds->max_clips)
     return err_set(TSR_EINVAL, "a group of the plan has %d clips; this rank was set up for %d",
                    pg->nclips, ds->max_clips);
@@ -170,8 +212,13 @@ static tsr_status prepare_group(dist_step *ds, const plan *p, const plan_group *
     if (ci < 0 || ci >= nclips)
       return err_set(TSR_EINVAL, "the plan names clip %d of a batch of %d", ci, nclips);
     const dist_clip *c = &clips[ci];
-    int64_t total = (int64_t)c->T * c->H * c->W, first, len;
-    ring_chunk(total, k, me, &first, &len);
+    int64_t total = (int64_t)c->T * c->H * c->W, first, len, sf;
+    if (hybrid) {
+      hybrid_chunk(total, k, u, me, &first, &len);
+      ring_chunk(total, k / u, me / u, &sf, &ds->super[i]);  // the block's super-chunk
+    } else {
+      ring_chunk(total, k, me, &first, &len);
+    }
     ds->totals[i] = total;
     // CP splits the queries; the caption is replicated: every chunk gets all of it
     size_t token_bytes = (size_t)ds->P * kernels_tokens_size(c->tokens_dtype);
@@ -191,19 +238,8 @@ static tsr_status prepare_group(dist_step *ds, const plan *p, const plan_group *
   if (!g || comm_group_first(g) != pg->first_rank)
     return err_set(TSR_EINVAL, "the plan's group [%d, %d) is not a group of this world of %d ranks",
                    pg->first_rank, pg->first_rank + k, comm_size());
-  int lv = log2i(k);
-  tsr_status st = TSR_OK;
-  if (!ds->ring[lv] && (st = ring_attention_create(&ds->ring[lv], ds->kb, ds->cb, g))) return st;
-  ds->active = ds->ring[lv];
-  ds->active_uly = NULL;
-  ds->active_k = k;
-  if (pg->mode == COST_CP_ULYSSES && k > 1) {  // the plan's choice for this group (sched/cost.h)
-    if (!ds->uly[lv] && (st = ulysses_attention_create(&ds->uly[lv], ds->kb, ds->cb, g))) return st;
-    ds->active_uly = ds->uly[lv];
-    if ((st = ulysses_attention_set_clips(ds->active_uly, pg->nclips, ds->totals))) return st;
-  } else if ((st = ring_attention_set_clips(ds->active, pg->nclips, ds->totals))) {
-    return st;
-  }
+  tsr_status st = activate(ds, pg, g, hybrid ? u : 0);
+  if (st) return st;
   return objective_device_build(&ds->dev, ds->mc, tc, step, nclips, ds->chunks, pg->nclips);
 }
 

@@ -3,7 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/dist/ring_attention.h"  // ring_chunk: the sequence layout's chunks
 
 enum { U_Q, U_K, U_V, U_OUT, U_DOUT, U_DQ, U_DK, U_DV, U_NBUF };  // head-layout tensors
 
@@ -11,6 +10,7 @@ struct ulysses_attention {
   const kernels_backend *kb;
   const comm_backend *cb;     // its buffers are in kb's memory space
   comm_group *g;
+  ring_attention *inner;      // hybrid: the ring over the stride group, else NULL
   int k, p;                   // group size, this rank's place in it
   int n_clips, clip_cap;
   int64_t *clip_tokens;       // (clip_cap) host: the microbatch's clip lengths
@@ -27,6 +27,13 @@ struct ulysses_attention {
 };
 
 static void heads_of(int H, int k, int j, int64_t *h0, int64_t *hn) { ring_chunk(H, k, j, h0, hn); }
+
+void hybrid_chunk(int64_t L, int k, int u, int p, int64_t *first, int64_t *len) {
+  int64_t f1, l1, f2;
+  ring_chunk(L, k / u, p / u, &f1, &l1);  // super-chunk of the ring position
+  ring_chunk(l1, u, p % u, &f2, len);     // chunk of the block position inside it
+  *first = f1 + f2;
+}
 
 static void free_buffers(ulysses_attention *ua) {
   const kernels_backend *kb = ua->kb;
@@ -50,12 +57,13 @@ void ulysses_attention_free(ulysses_attention **pua) {
 }
 
 tsr_status ulysses_attention_create(ulysses_attention **out, const kernels_backend *kb,
-                                    const comm_backend *cb, comm_group *g) {
+                                    const comm_backend *cb, comm_group *g,
+                                    ring_attention *inner) {
   *out = NULL;
   if (!kb || !cb || !g) return err_set(TSR_EINVAL, "Ulysses attention: no backend or group");
   ulysses_attention *ua = calloc(1, sizeof *ua);
   if (!ua) return err_set(TSR_ENOMEM, "Ulysses attention: out of memory");
-  ua->kb = kb, ua->cb = cb, ua->g = g;
+  ua->kb = kb, ua->cb = cb, ua->g = g, ua->inner = inner;
   ua->k = comm_group_size(g), ua->p = comm_group_rank(g);
   size_t k = (size_t)ua->k;
   ua->lq = calloc(k, sizeof *ua->lq);
@@ -224,7 +232,10 @@ tsr_status ulysses_attention_forward(ulysses_attention *ua, void *out, float *ls
   if (!st) st = to_heads(ua, ua->h[U_Q], q, H, w);
   if (!st) st = to_heads(ua, ua->h[U_K], k, H, w);
   if (!st) st = to_heads(ua, ua->h[U_V], v, H, w);
-  if (!st && hn)
+  if (!st && hn && ua->inner)  // every member of the stride group has this rank's heads
+    st = ring_attention_forward(ua->inner, ua->h[U_OUT], ua->lseh, ua->h[U_Q], ua->h[U_K],
+                                ua->h[U_V], (int)hn, Dh, scale);
+  else if (!st && hn)
     st = kb->attention_forward(kb, ua->h[U_OUT], ua->lseh, ua->h[U_Q], ua->h[U_K], ua->h[U_V],
                                ua->cu, ua->n_clips, bound(ua), (int)ua->Lt, (int)hn, Dh, scale);
   if (!st) st = to_seq(ua, out, ua->h[U_OUT], H, w);
@@ -248,7 +259,11 @@ tsr_status ulysses_attention_backward(ulysses_attention *ua, void *dq, void *dk,
   const int dst[5] = {U_Q, U_K, U_V, U_OUT, U_DOUT};
   for (int i = 0; i < 5 && !st; i++) st = to_heads(ua, ua->h[dst[i]], src[i], H, w);
   if (!st) st = to_heads(ua, ua->lseh, lse, H, sizeof(float));
-  if (!st && hn)
+  if (!st && hn && ua->inner)
+    st = ring_attention_backward(ua->inner, ua->h[U_DQ], ua->h[U_DK], ua->h[U_DV], ua->h[U_DOUT],
+                                 ua->h[U_Q], ua->h[U_K], ua->h[U_V], ua->h[U_OUT], ua->lseh,
+                                 (int)hn, Dh, scale);
+  else if (!st && hn)
     st = kb->attention_backward(kb, ua->h[U_DQ], ua->h[U_DK], ua->h[U_DV], ua->h[U_DOUT],
                                 ua->h[U_Q], ua->h[U_K], ua->h[U_V], ua->h[U_OUT], ua->lseh, ua->cu,
                                 ua->n_clips, bound(ua), (int)ua->Lt, (int)hn, Dh, scale);

@@ -16,6 +16,15 @@
 // (Lq, H, Dh) tensors: forward 3 out + 1 back, backward 5 out + 3 back (plus lse), every
 // byte crossing the group once, against ring attention's k - 1 passes of K/V (and dK/dV).
 //
+// Hybrid CP (USP): a group of k = u x r ranks, rank p = i*u + j, runs Ulysses over the u
+// ranks of its block i (an aligned group) and ring attention over the r ranks with the same
+// j (a stride group, comm_stride_group). Its sequence layout differs: a clip is cut into r
+// super-chunks (ring_chunk(L, r, i)) and each into u chunks (ring_chunk(len_i, u, j)):
+// hybrid_chunk. The Ulysses all-to-all over the block gathers super-chunk i whole for the
+// block's heads ring_chunk(H, u, j), which is exactly ring attention's layout over the
+// stride group (chunk i of every clip, for those heads); the ring then runs in place of the
+// local attention (an `inner` ring) and the all-to-all takes the result back.
+//
 // Compute goes through the kernels backend kb (copy_2d packs a rank's head slice) and the
 // all-to-all through the communication backend cb (alltoallv), in kb's memory space. With
 // k = 1 both directions are the backend's own full attention.
@@ -27,16 +36,25 @@
 #include "core/err.h"
 #include "kernels/kernels.h"
 
+#include "model/dist/ring_attention.h"
+
+// Chunk p of a clip of L tokens in a hybrid group of k ranks with Ulysses over u (u divides
+// k): first token and length (ring_chunk(L, k, p) when u = k or u = 1).
+void hybrid_chunk(int64_t L, int k, int u, int p, int64_t *first, int64_t *len);
+
 typedef struct ulysses_attention ulysses_attention;
 
-// Over group g (comm_group_get(k)), computing on kb and exchanging with cb. Buffers grow
-// on demand.
+// Over group g (comm_group_get(k)), computing on kb and exchanging with cb; `inner` NULL,
+// or the ring of a hybrid group (over comm_stride_group, not owned) that attends in the
+// head layout instead of the backend. Buffers grow on demand.
 tsr_status ulysses_attention_create(ulysses_attention **ua, const kernels_backend *kb,
-                                    const comm_backend *cb, comm_group *g);
+                                    const comm_backend *cb, comm_group *g,
+                                    ring_attention *inner);
 void ulysses_attention_free(ulysses_attention **ua);
 
 // The clips of the next microbatch: n_clips total lengths (host), identical on every rank
-// of the group.
+// of the group (a hybrid group's block: the lengths of its super-chunks, and the inner
+// ring's own clips set to the whole lengths by the caller).
 tsr_status ulysses_attention_set_clips(ulysses_attention *ua, int n_clips,
                                        const int64_t *clip_tokens);
 

@@ -82,15 +82,21 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
     size_t Lt = (size_t)C * (size_t)mc->text_len, cap = Lt + Lt / 2 + 16;
     out->inputs += cap * (size_t)mc->text_dim * (sizeof(float) + asz);
   }
-  // the ring (and Ulysses group, when train.cp_mode allows it) of every CP size a plan may
-  // use: each keeps its buffers once made
-  const int ulysses = config_cost_modes(tc->cp_mode) & COST_MODES_ULYSSES;
+  // the ring (and the Ulysses and hybrid groups, when train.cp_mode allows them) of every CP
+  // size a plan may use: each keeps its buffers once made
+  const int modes = config_cost_modes(tc->cp_mode), H = mc->heads, Dh = mc->hidden / mc->heads;
   for (int k = 1; k <= ranks; k *= 2) {
-    out->ring += ring_attention_buffer_bytes(act, k, tokens, (int)C, mc->heads,
-                                             mc->hidden / mc->heads);
-    if (ulysses)
-      out->ring += ulysses_attention_buffer_bytes(act, k, tokens, (int64_t)k * tokens, (int)C,
-                                                  mc->heads, mc->hidden / mc->heads);
+    out->ring += ring_attention_buffer_bytes(act, k, tokens, (int)C, H, Dh);
+    if (modes & (COST_MODES_ULYSSES | COST_MODES_HYBRID))  // hybrid is Ulysses inside a node
+      out->ring += ulysses_attention_buffer_bytes(act, k, tokens, (int64_t)k * tokens, (int)C, H, Dh);
+    size_t hybrid = 0;  // Ulysses over u, its ring over k/u: the most over the u it may have
+    for (int u = 2; (modes & COST_MODES_HYBRID) && u < k; u *= 2) {
+      size_t b = ulysses_attention_buffer_bytes(act, u, tokens, (int64_t)u * tokens, (int)C, H, Dh) +
+                 ring_attention_buffer_bytes(act, k / u, (int64_t)u * tokens, (int)C,
+                                             (H + u - 1) / u, Dh);
+      if (b > hybrid) hybrid = b;
+    }
+    out->ring += hybrid;
     out->ring_sizes += k > 1;
   }
   out->attention = (size_t)tokens * (size_t)mc->heads * sizeof(float);

@@ -14,7 +14,9 @@
 //   ring         communication workspace: the ring-attention buffers of every CP size a
 //                rank may run (2, 4, ... ranks; each ring keeps its own, sized for blocks of
 //                L tokens), and the Ulysses groups' when train.cp_mode allows them (head-
-//                layout tensors of the group's k L tokens for ceil(H/k) heads, staging)
+//                layout tensors of the group's k L tokens for ceil(H/k) heads, staging),
+//                and the hybrid groups' (a Ulysses block of u and its ring over k/u; the
+//                most over the u a node may have: an upper bound)
 //   attention    attention workspace outside the backend's allocations: the backward's
 //                delta, L x heads fp32 (host malloc on the CPU, the CUDA scratch buffer)
 //   reserve      on a device, runtime memory no allocation of ours shows: 1 GiB (cuBLASLt

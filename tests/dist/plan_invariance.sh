@@ -2,7 +2,8 @@
 # Plan invariance: loss and gradients of one global batch at 1 rank, 2 ranks (static CP 2)
 # and 4 ranks (a plan mixing CP sizes 1, 2 and 4; and one where two ranks get no clip)
 # agree within 1e-5 (test_plan_invariance), also for a model with captions and for the Wan
-# family, and with Ulysses attention in every group or alternating with the ring; with bf16
+# family, and with Ulysses attention in every group or alternating with the ring, and hybrid
+# (Ulysses over pairs of ranks, ring across them); with bf16
 # activations (cpu-bf16) every plan
 # agrees with the fp32 one-rank result within 5e-2 per gradient tensor and 5e-3 on the loss
 # (why: test_plan_invariance.c).
@@ -34,16 +35,20 @@ step "$BIN" run single "$T/onew" fp32 wan
 step mpirun --oversubscribe -np 2 "$BIN" run static2 "$T/twow" fp32 wan
 step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/fourw" fp32 wan
 for r in twow fourw; do step "$BIN" compare "$T/onew" "$T/$r" 1e-5 wan; done
-# Ulysses attention (all-to-all over heads) in every group, or alternating with the ring
+# Ulysses attention (all-to-all over heads) in every group, or alternating with the ring;
+# hybrid groups
 step mpirun --oversubscribe -np 2 "$BIN" run static2 "$T/twou" fp32 ulysses
 step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/fouru" fp32 ulysses
 step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/fourm" fp32 modes
-for r in twou fouru fourm; do step "$BIN" compare "$T/one" "$T/$r"; done
+step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/fourh" fp32 hybrid
+for r in twou fouru fourm fourh; do step "$BIN" compare "$T/one" "$T/$r"; done
 step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/fouru16" bf16 ulysses
 step "$BIN" compare "$T/one" "$T/fouru16" 5e-2
 step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/fourtu" fp32 text ulysses
 step "$BIN" compare "$T/onet" "$T/fourtu" 1e-5 text
 step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/fourwu" fp32 wan modes
 step "$BIN" compare "$T/onew" "$T/fourwu" 1e-5 wan
-echo "plan invariance: $((37 - fail)) passed, $fail failed"
+step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/fourwh" fp32 wan hybrid
+step "$BIN" compare "$T/onew" "$T/fourwh" 1e-5 wan
+echo "plan invariance: $((41 - fail)) passed, $fail failed"
 [ $fail -eq 0 ]

@@ -17,7 +17,9 @@
 //   ... run KIND OUT ... ulysses               every group of more than one rank attends by
 //                                           Ulysses' all-to-all (2 heads: at 4 ranks two
 //                                           ranks hold none); "modes": ring and Ulysses
-//                                           groups alternate within the plan
+//                                           groups alternate within the plan; "hybrid":
+//                                           Ulysses over pairs of ranks, ring across them
+//                                           (the 4-rank group; a pair alone is Ulysses)
 //   ... run KIND OUT wan, compare A B TOL wan   the same for model.family = wan (no labels,
 //                                           no null token: a clip without a caption attends
 //                                           to none; ffn_dim 40)
@@ -54,7 +56,8 @@ static const int grids[NCLIPS][3] = {{3, 2, 3}, {1, 1, 1}, {2, 2, 2}, {5, 3, 4},
 static int with_text;  // the model has captions (argument "text")
 static int with_wan;   // the Wan family, with captions (argument "wan")
 static int cp_modes;   // 0: every group in ring mode; "ulysses": every group of more than
-                       // one rank in Ulysses mode; "modes": groups alternate ring, Ulysses
+                       // one rank in Ulysses mode; "modes": groups alternate ring, Ulysses;
+                       // "hybrid": every group hybrid over blocks of 2 ranks
 
 static void setup_config(dit_config *mc, train_config *tc) {
   config_defaults(mc, tc);
@@ -97,7 +100,9 @@ static tsr_status build_plan(plan *p, const char *kind, int world) {
     if (!st) st = plan_wave_end(p);
   }
   for (int gi = 0; gi < p->ngroups && !st; gi++)  // 2 heads: at 4 ranks two hold none
-    p->groups[gi].mode = cp_modes == 1 || (cp_modes == 2 && gi % 2) ? COST_CP_ULYSSES : COST_CP_RING;
+    p->groups[gi].mode = cp_modes == 3                               ? COST_CP_HYBRID
+                         : cp_modes == 1 || (cp_modes == 2 && gi % 2) ? COST_CP_ULYSSES
+                                                                      : COST_CP_RING;
   return st;
 }
 
@@ -126,6 +131,7 @@ static int run(const char *kind, const char *outpath, const kernels_backend *kb)
   }
   plan p;
   CHECK_OK(comm_groups_init());
+  CHECK_OK(comm_stride_groups_init(2));  // hybrid groups: Ulysses over pairs of ranks
   tsr_status st = build_plan(&p, kind, comm_size());
   CHECK(st == TSR_OK, "plan: %s", err_msg());
   if (st) return check_done();
@@ -215,6 +221,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "bf16")) bf16 = 1;
     else if (!strcmp(argv[i], "ulysses")) cp_modes = 1;
     else if (!strcmp(argv[i], "modes")) cp_modes = 2;
+    else if (!strcmp(argv[i], "hybrid")) cp_modes = 3;
     else if (strcmp(argv[i], "fp32")) tol = atof(argv[i]);
   }
   if (argc >= 4 && argc <= 7 && !strcmp(argv[1], "run"))
@@ -223,7 +230,7 @@ int main(int argc, char **argv) {
     rc = compare(argv[2], argv[3], tol);
   else
     fprintf(stderr, "usage: %s run single|static2|mixed4|idle4 OUT [fp32|bf16] [text|wan] "
-            "[ulysses|modes] | compare A B [TOL] [text|wan]\n", argv[0]);
+            "[ulysses|modes|hybrid] | compare A B [TOL] [text|wan]\n", argv[0]);
   comm_finalize();
   return rc;
 }

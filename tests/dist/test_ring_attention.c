@@ -8,7 +8,8 @@
 // largest entry): 1e-5 for out and lse, 1e-4 for gradients — the ring merges partial
 // softmaxes and sums gradient contributions in another order (float reassociation).
 // Ulysses runs the same entry on whole clips for a subset of heads, so it must equal the
-// reference bitwise.
+// reference bitwise. Hybrid (at 4 ranks: Ulysses over pairs, ring across the two pairs, its
+// own chunking) is held to the ring's tolerances.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,76 @@ static double chunk_err(const float *local, const float *full, const int64_t *le
     }
   }
   return e;
+}
+
+// Max |a - b| over this rank's hybrid chunks (blocks of u = 2); local: (Lq, E).
+static double hybrid_err(const float *local, const float *full, const int64_t *lens, int n,
+                         const int32_t *cu_full, int k, int p, size_t E) {
+  double e = 0;
+  size_t row = 0;
+  for (int c = 0; c < n; c++) {
+    int64_t first, len;
+    hybrid_chunk(lens[c], k, 2, p, &first, &len);
+    for (int64_t i = 0; i < len; i++, row++) {
+      const float *f = full + ((size_t)cu_full[c] + (size_t)(first + i)) * E;
+      for (size_t j = 0; j < E; j++) e = fmax(e, fabs((double)local[row * E + j] - f[j]));
+    }
+  }
+  return e;
+}
+
+// Hybrid CP on group g (k >= 4): Ulysses over blocks of 2 ranks, ring over the k/2 blocks;
+// the reference as in one_case, the ring's tolerances.
+static void hybrid_case(const kernels_backend *kb, comm_group *g, int ncase, const int64_t *lens,
+                        int n, const int32_t *cu, int longest, const float *q, const float *kk,
+                        const float *v, const float *dout, const float *out, const float *lse,
+                        const float *dq, const float *dk, const float *dv) {
+  const int k = comm_group_size(g), p = comm_group_rank(g), H = 2 + ncase % 2, Dh = 8;
+  const size_t E = (size_t)H * Dh;
+  const int L = cu[n];
+  int64_t Lq = 0, sup[8];
+  for (int c = 0; c < n; c++) {
+    int64_t f, l;
+    hybrid_chunk(lens[c], k, 2, p, &f, &l);
+    Lq += l;
+    ring_chunk(lens[c], k / 2, p / 2, &f, &sup[c]);
+  }
+  size_t lf = (size_t)Lq * E + 1;
+  float *lq = malloc(lf * 4), *lk = malloc(lf * 4), *lv = malloc(lf * 4), *ldo = malloc(lf * 4);
+  float *lout = malloc(lf * 4), *llse = malloc(((size_t)Lq * H + 1) * 4), *ldq = malloc(lf * 4),
+        *ldk = malloc(lf * 4), *ldv = malloc(lf * 4);
+  size_t row = 0;
+  for (int c = 0; c < n; c++) {
+    int64_t f, l;
+    hybrid_chunk(lens[c], k, 2, p, &f, &l);
+    size_t src = ((size_t)cu[c] + (size_t)f) * E, bytes = (size_t)l * E * 4;
+    memcpy(lq + row * E, q + src, bytes);
+    memcpy(lk + row * E, kk + src, bytes);
+    memcpy(lv + row * E, v + src, bytes);
+    memcpy(ldo + row * E, dout + src, bytes);
+    row += (size_t)l;
+  }
+  ring_attention *ring = NULL;
+  ulysses_attention *ua = NULL;
+  CHECK_OK(ring_attention_create(&ring, kb, comm_mpi(), comm_stride_group(k)));
+  CHECK_OK(ulysses_attention_create(&ua, kb, comm_mpi(), comm_group_get(2), ring));
+  CHECK_OK(ring_attention_set_clips(ring, n, lens));
+  CHECK_OK(ulysses_attention_set_clips(ua, n, sup));
+  CHECK_OK(ulysses_attention_forward(ua, lout, llse, lq, lk, lv, H, Dh, 1.0f / sqrtf((float)Dh)));
+  CHECK_OK(ulysses_attention_backward(ua, ldq, ldk, ldv, ldo, lq, lk, lv, lout, llse, H, Dh,
+                                      1.0f / sqrtf((float)Dh)));
+  ulysses_attention_free(&ua);
+  ring_attention_free(&ring);
+  size_t nf = (size_t)L * E;
+  double eo = hybrid_err(lout, out, lens, n, cu, k, p, E) / fmax(max_abs(out, nf), 1e-30);
+  double el = hybrid_err(llse, lse, lens, n, cu, k, p, H) / fmax(max_abs(lse, (size_t)L * H), 1e-30);
+  double eq = hybrid_err(ldq, dq, lens, n, cu, k, p, E) / fmax(max_abs(dq, nf), 1e-30);
+  double ek = hybrid_err(ldk, dk, lens, n, cu, k, p, E) / fmax(max_abs(dk, nf), 1e-30);
+  double ev = hybrid_err(ldv, dv, lens, n, cu, k, p, E) / fmax(max_abs(dv, nf), 1e-30);
+  CHECK(eo <= 1e-5 && el <= 1e-5 && eq <= 1e-4 && ek <= 1e-4 && ev <= 1e-4,
+        "hybrid case %d k=%d H=%d rank %d (%d clips, L=%d, longest %d): out %.2e lse %.2e dq "
+        "%.2e dk %.2e dv %.2e", ncase, k, H, p, n, L, longest, eo, el, eq, ek, ev);
+  free(lq), free(lk), free(lv), free(ldo), free(lout), free(llse), free(ldq), free(ldk), free(ldv);
 }
 
 static void one_case(const kernels_backend *kb, comm_group *g, int ncase) {
@@ -116,7 +187,7 @@ static void one_case(const kernels_backend *kb, comm_group *g, int ncase) {
         "case %d k=%d rank %d (%d clips, L=%d): dq %.2e dk %.2e dv %.2e", ncase, k, p, n, L, eq, ek, ev);
 
   ulysses_attention *ua = NULL;
-  CHECK_OK(ulysses_attention_create(&ua, kb, comm_mpi(), g));
+  CHECK_OK(ulysses_attention_create(&ua, kb, comm_mpi(), g, NULL));
   CHECK_OK(ulysses_attention_set_clips(ua, n, lens));
   memset(lout, 0, lf * 4), memset(ldq, 0, lf * 4), memset(ldk, 0, lf * 4), memset(ldv, 0, lf * 4);
   CHECK_OK(ulysses_attention_forward(ua, lout, llse, lq, lk, lv, H, Dh, scale));
@@ -130,6 +201,7 @@ static void one_case(const kernels_backend *kb, comm_group *g, int ncase) {
   CHECK(eo == 0 && el == 0 && eq == 0 && ek == 0 && ev == 0,
         "Ulysses case %d k=%d H=%d rank %d (%d clips, L=%d): out %.2e lse %.2e dq %.2e dk %.2e "
         "dv %.2e (must be bitwise)", ncase, k, H, p, n, L, eo, el, eq, ek, ev);
+  if (k >= 4) hybrid_case(kb, g, ncase, lens, n, cu, longest, q, kk, v, dout, out, lse, dq, dk, dv);
   free(q), free(kk), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv);
   free(lq), free(lk), free(lv), free(ldo), free(lout), free(llse), free(ldq), free(ldk), free(ldv);
 }
@@ -137,6 +209,7 @@ static void one_case(const kernels_backend *kb, comm_group *g, int ncase) {
 int main(int argc, char **argv) {
   if (comm_init(&argc, &argv)) return 1;
   CHECK_OK(comm_groups_init());
+  CHECK_OK(comm_stride_groups_init(2));  // hybrid: Ulysses over pairs, ring across them
   const kernels_backend *kb = kernels_cpu();
   for (int k = 1; k <= comm_size() && k <= 4; k *= 2) {
     rng_state = 12345 + (uint64_t)k;  // every rank draws the same cases

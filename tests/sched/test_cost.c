@@ -65,8 +65,8 @@ int main(void) {
   CHECK(cost_group_mode(&cu, 2, 4, 1, 400, 160000) == COST_CP_RING &&
             cost_clip_time(&cu, 2, 4, 400) == cost_group_time_mode(&cu, 2, 4, 1, 400, 160000, COST_CP_RING),
         "cp_modes 0 is ring only");
-  cu.cp_modes = COST_MODES_AUTO;
-  CHECK(cost_group_mode(&cu, 2, 4, 1, 400, 160000) == COST_CP_ULYSSES, "auto takes the faster");
+  cu.cp_modes = COST_MODES_RING | COST_MODES_ULYSSES;
+  CHECK(cost_group_mode(&cu, 2, 4, 1, 400, 160000) == COST_CP_ULYSSES, "the faster is taken");
   CHECK_NEAR(cost_clip_time(&cu, 2, 4, 400), 0.41, TOL);
   // 6 heads over 4 ranks: 2 a rank, attention share 1/3: 0.1 + 0.16/3 + 0.17 + 0.1
   cu.heads = 6;
@@ -74,6 +74,20 @@ int main(void) {
   // k = 2 (intra), L = 1000: Ulysses 1 + 2*(100*500*0.5/1e6 + 0.01) + 0.1 = 1.17 > ring 1.1
   CHECK_NEAR(cost_group_time_mode(&cu, 2, 2, 1, 1000, 1e6, COST_CP_ULYSSES), 1.17, TOL);
   CHECK(cost_group_mode(&cu, 2, 2, 1, 1000, 1e6) == COST_CP_RING, "ring hides its exchange");
+  // hybrid, k = 4 over G = 2: Ulysses over u = 2, ring over r = 2 nodes, heads even
+  // (sh = 1/2): work 0.4/4 + 0.16*0.5/2 = 0.14; all-to-all 2*(100*100*(1/2)/1e6 + 0.01) =
+  // 0.03; one ring step across nodes 100*400*0.5/2/1e5 + 0.01 - 1e-6*160000*0.5/4 = 0.09;
+  // + ovh -> 0.36, faster than ring (0.54) and Ulysses (0.41)
+  cu.heads = 0;
+  cu.cp_modes = COST_MODES_AUTO;
+  CHECK_NEAR(cost_group_time_mode(&cu, 2, 4, 1, 400, 160000, COST_CP_HYBRID), 0.36, TOL);
+  CHECK(cost_group_mode(&cu, 2, 4, 1, 400, 160000) == COST_CP_HYBRID, "hybrid across nodes");
+  // inside a node (G = 4) hybrid is Ulysses
+  CHECK(cost_group_time_mode(&cu, 4, 4, 1, 400, 160000, COST_CP_HYBRID) ==
+            cost_group_time_mode(&cu, 4, 4, 1, 400, 160000, COST_CP_ULYSSES) &&
+            cost_group_mode(&cu, 4, 4, 1, 400, 160000) != COST_CP_HYBRID,
+        "hybrid needs a group spanning nodes");
+  cu.heads = 6;
   cu.cp_modes = COST_MODES_ULYSSES;  // forced, and at k = 1 both are local attention
   CHECK_NEAR(cost_clip_time(&cu, 2, 2, 1000), 1.17, TOL);
   CHECK(cost_group_mode(&cu, 2, 1, 1, 100, 1e4) == COST_CP_RING &&

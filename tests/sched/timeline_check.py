@@ -17,7 +17,8 @@ def fail(msg):
 
 
 def close(a, b):
-    return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+    # --json writes 9 significant digits: half a unit of the 9th is up to 5e-9 of the value
+    return abs(a - b) <= 5e-9 * max(1.0, abs(a), abs(b))
 
 
 def main():
