@@ -85,10 +85,16 @@ static int put_val(json_t *j, const train_val_stats *v) {
   return bad;
 }
 
-// Adds "plan_ms" and "cp" ({"1": clips at CP size 1, "2": ..., sizes with clips only}).
+// Adds "plan_ms", "cp" ({"1": clips at CP size 1, "2": ..., sizes with clips only}) and
+// "cp_modes" ({"ring": clips in ring groups of CP > 1, "ulysses": ..., modes used only}).
 static int put_plan(json_t *j, const train_step_stats *st) {
-  json_t *cp = json_object();
-  int bad = !cp;
+  json_t *cp = json_object(), *modes = json_object();
+  int bad = !cp || !modes;
+  for (int m = 0; !bad && m < COST_CP_NMODES; m++)
+    if (st->mode_clips[m])
+      bad |= json_object_set_new(modes, cost_cp_mode_name((cost_cp_mode)m),
+                                 json_integer((json_int_t)st->mode_clips[m]));
+  bad |= json_object_set_new(j, "cp_modes", modes);
   for (int l = 0; !bad && l < SCHED_MAX_LEVELS; l++) {
     if (!st->cp_clips[l]) continue;
     char key[24];

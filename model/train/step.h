@@ -57,6 +57,7 @@ typedef struct {
   const char *plan;   // which plan ran: "dynamic", "packing-only", "static-balanced"
   double plan_ms;     // wall time the planner took for this batch (sched_result.plan_ms)
   int64_t cp_clips[SCHED_MAX_LEVELS];  // clips of the plan that ran at CP size 2^l
+  int64_t mode_clips[COST_CP_NMODES];  // clips of groups of CP > 1 in each mode
   int64_t bad_clips;  // distinct clips skipped so far by this process (--skip-bad-clips)
   const char *backend;    // the compute backend's name (kb->name: "cpu", "cpu-bf16", "cuda")
   const char *precision;  // train.precision: "fp32" or "bf16"

@@ -386,6 +386,8 @@ static tsr_status loop_train(train_loop_state *L, const sched_batch *b, train_st
   st->plan_ms = b->res.plan_ms;
   memset(st->cp_clips, 0, sizeof st->cp_clips);
   plan_cp_histogram(run, st->cp_clips);
+  memset(st->mode_clips, 0, sizeof st->mode_clips);
+  plan_mode_histogram(run, st->mode_clips);
   st->bad_clips = tr->bad_clips;
   st->backend = tr->kb->name;
   st->precision = config_precision_name(tr->tc.precision);
