@@ -81,24 +81,38 @@ tsr_status sched_plan_batch(const sched_config *cfg, const int64_t *tokens, int 
   sched_lower_bound(cfg, tokens, n, &out->lower_bound_s, &out->lower_bound_ref_s);
   out->static_cp = sched_static_cp(cfg, tokens, n);
 
-  // Candidates in order of preference on ties: balanced, packing only, dynamic.
-  plan cand[3];
-  plan_sim sim[3];
-  const sched_used kind[3] = {SCHED_USED_STATIC_BALANCED, SCHED_USED_PACKING_ONLY,
-                              SCHED_USED_DYNAMIC};
-  for (int i = 0; i < 3; i++) plan_init(&cand[i], cfg->cluster.ranks);
+  // Candidates in order of preference on ties: balanced, packing only, dynamic; when the
+  // cost model offers other CP modes than ring, also the dynamic plan made in ring mode with
+  // its groups' modes chosen afterwards: the planner is greedy, and a richer cost model can
+  // lead it to a slower plan, while choosing modes for fixed groups only shortens them (a
+  // plan's step time never grows when a group's time shrinks), so that candidate is never
+  // slower than ring-only planning.
+  enum { NCAND = 4 };
+  plan cand[NCAND];
+  plan_sim sim[NCAND];
+  const sched_used kind[NCAND] = {SCHED_USED_STATIC_BALANCED, SCHED_USED_PACKING_ONLY,
+                                  SCHED_USED_DYNAMIC, SCHED_USED_DYNAMIC};
+  const int ncand = (cfg->cost.cp_modes & ~COST_MODES_RING) ? 4 : 3;
+  for (int i = 0; i < NCAND; i++) plan_init(&cand[i], cfg->cluster.ranks);
   st = sched_baseline_balanced(cfg, tokens, n, &cand[0]);
   if (!st) st = sched_baseline_packing(cfg, tokens, n, &cand[1]);
   if (!st) st = sched_dynamic(cfg, tokens, n, &cand[2]);
-  for (int i = 0; i < 3 && !st; i++)
+  if (!st && ncand > 3) {
+    sched_config ring = *cfg;
+    ring.cost.cp_modes = COST_MODES_RING;
+    st = sched_dynamic(&ring, tokens, n, &cand[3]);
+    if (!st) plan_choose_modes(&cand[3], tokens, &cfg->cost, &cfg->cluster);
+  }
+  for (int i = 0; i < ncand && !st; i++)
     st = plan_simulate(&cand[i], tokens, &cfg->cost, &cfg->cluster, &sim[i], NULL, NULL);
   if (!st) {
     int best = 0;
-    for (int i = 1; i < 3; i++)
+    for (int i = 1; i < ncand; i++)
       if (sim[i].step_s < sim[best].step_s) best = i;
     out->static_balanced_s = sim[0].step_s;
     out->packing_only_s = sim[1].step_s;
     out->dynamic_s = sim[2].step_s;
+    if (ncand > 3 && sim[3].step_s < out->dynamic_s) out->dynamic_s = sim[3].step_s;
     out->predicted_s = sim[best].step_s;
     out->idle_frac = sim[best].idle_frac;
     out->used = kind[best];
@@ -114,7 +128,7 @@ tsr_status sched_plan_batch(const sched_config *cfg, const int64_t *tokens, int 
     if (!st) st = plan_simulate(&cand[0], tokens, &one.cost, &one.cluster, &sm, NULL, NULL);
     if (!st) out->static_mode_s[m] = sm.step_s;
   }
-  for (int i = 0; i < 3; i++) plan_free(&cand[i]);
+  for (int i = 0; i < NCAND; i++) plan_free(&cand[i]);
   out->plan_ms = 1e3 * (time_now() - t0);
   out->plan_cpu_ms = 1e3 * (thread_cpu_s() - c0);
   return st;

@@ -65,6 +65,9 @@ MIXES=(
 )
 COMMON=(--tokens-per-second 1800 --max-seconds 300 --gpus-per-node 8 --mem-tokens 65536
         --cost "$COST" --seed 1)
+# the baseline planner knows ring attention only: this build plans in ring mode too (the
+# CP modes' own benchmark is bench/plan/modes.sh)
+NEW_ARGS=(--cp-mode ring)
 
 full_spec() {  # mix spec with the lengths directory in front of every file
   local spec=$1 full="" p
@@ -76,9 +79,10 @@ full_spec() {  # mix spec with the lengths directory in front of every file
 # cpu_s BIN SPEC RANKS BATCH STEPS TAG [JSON]: runs `tessera plan` under /usr/bin/time and
 # prints the process's CPU seconds (user + system, every thread).
 cpu_s() {
-  local bin=$1 spec=$2 ranks=$3 batch=$4 steps=$5 tag=$6 json=${7:-/dev/null}
+  local bin=$1 spec=$2 ranks=$3 batch=$4 steps=$5 tag=$6 json=${7:-/dev/null} extra=()
+  [ "$bin" = "$BIN" ] && extra=("${NEW_ARGS[@]}")
   "${PIN[@]}" /usr/bin/time -f "%U %S" -o "$TMP/$tag.time" "$bin" plan --lengths "$(full_spec "$spec")" \
-    "${COMMON[@]}" --ranks "$ranks" --global-batch "$batch" --steps "$steps" --json "$json" \
+    "${COMMON[@]}" "${extra[@]}" --ranks "$ranks" --global-batch "$batch" --steps "$steps" --json "$json" \
     >"$TMP/$tag.out" 2>"$TMP/$tag.err" || { cat "$TMP/$tag.err" >&2; exit 1; }
   awk '{ print $1 + $2 }' "$TMP/$tag.time"
 }
