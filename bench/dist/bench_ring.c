@@ -1,7 +1,12 @@
-// bench/dist/bench_ring.c — how much of the ring's communication is exposed? (not a test)
+// bench/dist/bench_ring.c — how much of CP attention's communication is exposed? (not a test)
 //
 //   mpirun -np K bench_ring [--config FILE] [--set KEY=VALUE ...] [--tokens L] [--clips C]
 //                           [--reps N] [--backend B] [--comm C] [--json FILE]
+//                           [--mode ring|ulysses|hybrid] [--gpus-per-node U] [--cost FILE]
+//
+// --mode: the group's CP mode (hybrid: Ulysses over blocks of U ranks, ring across them);
+// --cost: also print the cost model's time of the microbatch in that mode (sched/cost.h,
+// cost_group_time_mode with the model's heads) beside the measured one.
 //
 // One CP-K microbatch: C clips of L tokens in one group of all K ranks (each rank holds
 // L/K tokens of every clip), run as the trainer runs it (model/dist/dist_step.h: objective,
@@ -29,6 +34,7 @@
 #include "model/config.h"
 #include "model/dist/dist_step.h"
 #include "model/dit.h"
+#include "sched/cost.h"
 #include "sched/plan.h"
 #include "tools/backend.h"
 #include "tools/parse.h"
@@ -47,6 +53,15 @@ static tsr_status none_allgather(const comm_backend *cb, comm_group *g, const vo
   return TSR_OK;
 }
 static tsr_status none_bcast(const comm_backend *cb, comm_group *g, void *b, int64_t n, int root) {
+  return TSR_OK;
+}
+static tsr_status none_reduce_scatter(const comm_backend *cb, comm_group *g, const float *s,
+                                      float *r, int64_t n) {
+  return TSR_OK;
+}
+static tsr_status none_alltoallv(const comm_backend *cb, comm_group *g, const void *s,
+                                 const int64_t *sb, const int64_t *sd, void *r, const int64_t *rb,
+                                 const int64_t *rd) {
   return TSR_OK;
 }
 static tsr_status none_barrier(const comm_backend *cb, comm_group *g) { return TSR_OK; }
@@ -71,7 +86,8 @@ static tsr_status none_wait(const comm_backend *cb, comm_request **req) {
 static comm_backend none_like(const comm_backend *real) {
   return (comm_backend){.name = "none", .mem = real->mem, .stream = real->stream,
                         .allreduce_sum_f32 = none_reduce, .allgather = none_allgather,
-                        .bcast = none_bcast, .barrier = none_barrier, .ring_start = none_ring,
+                        .reduce_scatter_sum_f32 = none_reduce_scatter,
+                        .alltoallv = none_alltoallv, .bcast = none_bcast, .barrier = none_barrier, .ring_start = none_ring,
                         .iallreduce_sum_f32 = none_ireduce, .test = none_test,
                         .wait = none_wait};
 }
@@ -95,6 +111,15 @@ static tsr_status t_reduce(const comm_backend *cb, comm_group *g, float *x, int6
 static tsr_status t_allgather(const comm_backend *cb, comm_group *g, const void *s, void *r,
                               int64_t bytes) {
   TIMED(timed_real->allgather(timed_real, g, s, r, bytes));
+}
+static tsr_status t_reduce_scatter(const comm_backend *cb, comm_group *g, const float *s,
+                                   float *r, int64_t n) {
+  TIMED(timed_real->reduce_scatter_sum_f32(timed_real, g, s, r, n));
+}
+static tsr_status t_alltoallv(const comm_backend *cb, comm_group *g, const void *s,
+                              const int64_t *sb, const int64_t *sd, void *r, const int64_t *rb,
+                              const int64_t *rd) {
+  TIMED(timed_real->alltoallv(timed_real, g, s, sb, sd, r, rb, rd));
 }
 static tsr_status t_bcast(const comm_backend *cb, comm_group *g, void *b, int64_t n, int root) {
   TIMED(timed_real->bcast(timed_real, g, b, n, root));
@@ -120,6 +145,7 @@ static comm_backend timed_like(const comm_backend *real) {
   timed_real = real;
   return (comm_backend){.name = real->name, .mem = real->mem, .stream = real->stream,
                         .allreduce_sum_f32 = t_reduce, .allgather = t_allgather,
+                        .reduce_scatter_sum_f32 = t_reduce_scatter, .alltoallv = t_alltoallv,
                         .bcast = t_bcast, .barrier = t_barrier, .ring_start = t_ring,
                         .iallreduce_sum_f32 = t_ireduce, .test = t_test, .wait = t_wait};
 }
@@ -193,15 +219,18 @@ int main(int argc, char **argv) {
   const char *config = TESSERA_SOURCE_DIR "/configs/model/tiny.conf", *json_path = NULL;
   const char *backend = "auto", *comm = "auto";
   char *sets[64];
-  int nsets = 0, reps = 5, nclips = 1;
+  int nsets = 0, reps = 5, nclips = 1, mode = COST_CP_RING, per_node = 0;
+  const char *cost_path = NULL;
   int64_t L = 4096;
-  enum { O_CONFIG = 1, O_SET, O_TOKENS, O_CLIPS, O_REPS, O_BACKEND, O_COMM, O_JSON };
+  enum { O_CONFIG = 1, O_SET, O_TOKENS, O_CLIPS, O_REPS, O_BACKEND, O_COMM, O_JSON, O_MODE,
+         O_GPN, O_COST };
   static const struct option opts[] = {
       {"config", required_argument, 0, O_CONFIG}, {"set", required_argument, 0, O_SET},
       {"tokens", required_argument, 0, O_TOKENS}, {"clips", required_argument, 0, O_CLIPS},
       {"reps", required_argument, 0, O_REPS},     {"backend", required_argument, 0, O_BACKEND},
       {"comm", required_argument, 0, O_COMM},     {"json", required_argument, 0, O_JSON},
-      {0, 0, 0, 0}};
+      {"mode", required_argument, 0, O_MODE},     {"gpus-per-node", required_argument, 0, O_GPN},
+      {"cost", required_argument, 0, O_COST},     {0, 0, 0, 0}};
   tsr_status st = TSR_OK;
   int c;
   opterr = 0;
@@ -218,6 +247,13 @@ int main(int argc, char **argv) {
     case O_BACKEND: backend = optarg; break;
     case O_COMM: comm = optarg; break;
     case O_JSON: json_path = optarg; break;
+    case O_MODE:
+      mode = !strcmp(optarg, "ring") ? COST_CP_RING : !strcmp(optarg, "ulysses") ? COST_CP_ULYSSES
+             : !strcmp(optarg, "hybrid") ? COST_CP_HYBRID : -1;
+      if (mode < 0) st = err_set(TSR_EINVAL, "--mode %s: ring, ulysses or hybrid", optarg);
+      break;
+    case O_GPN: st = parse_int("--gpus-per-node", optarg, 1, 1 << 20, &per_node); break;
+    case O_COST: cost_path = optarg; break;
     default: st = err_set(TSR_EINVAL, "unknown option or missing value '%s'", argv[optind - 1]);
     }
   }
@@ -231,7 +267,10 @@ int main(int argc, char **argv) {
   free(defaults);
   if (!st) st = backend_choose(backend, &bc);
   if (!st) st = backend_for_precision(&bc, tc.precision, &kb);
-  if (!st) st = backend_comm_open(comm, &bc, 0, &cb);
+  if (!st) st = backend_comm_open(comm, &bc, per_node, &cb);  // hybrid: blocks of per_node
+  cost_model cm = {0};
+  if (!st && cost_path) st = cost_model_load(cost_path, &cm);
+  cm.heads = mc.heads;
   const int K = comm_size(), P = mc.pt * mc.ph * mc.pw * mc.channels;
   // the clips: L tokens each on a T x 1 x 1 grid (positions do not change the cost)
   dist_clip *clips = calloc((size_t)nclips, sizeof *clips);
@@ -247,6 +286,7 @@ int main(int argc, char **argv) {
   if (!st) st = plan_wave_begin(&p);
   if (!st) st = plan_add_group(&p, 0, K, idx, nclips);
   if (!st) st = plan_wave_end(&p);
+  if (!st) p.groups[0].mode = mode;  // the group of all K ranks, in the mode asked
   comm_backend none = cb ? none_like(cb) : (comm_backend){0};
   comm_backend timed = cb ? timed_like(cb) : (comm_backend){0};
   side with = {0}, without = {0};
@@ -266,16 +306,26 @@ int main(int argc, char **argv) {
   double mb_w = median(with.mb, reps), mb_0 = median(without.mb, reps);
   double st_w = median(with.step, reps), st_0 = median(without.step, reps);
   double in_comm = median(with.in_comm, reps);
+  // the cost model's microbatch time and exposed communication in this mode (--cost)
+  const int G = per_node > 0 ? per_node : K;
+  const double s1 = (double)nclips * (double)L, s2 = (double)nclips * (double)L * (double)L;
+  double pred = cost_path ? cost_group_time_mode(&cm, G, K, nclips, s1, s2, (cost_cp_mode)mode) : -1;
+  double pred_x = cost_path ? cost_group_exposed(&cm, G, K, s1, s2, (cost_cp_mode)mode) : -1;
   if (comm_rank() == 0) {
-    printf("bench_ring: CP-%d, %d clip(s) of %lld tokens, %s/%s, comm %s: microbatch %.4f s with "
+    printf("bench_ring: CP-%d %s, %d clip(s) of %lld tokens, %s/%s, comm %s: microbatch %.4f s with "
            "the exchange, %.4f s without (exposed %.4f s, x%.3f); step %.4f vs %.4f s (exposed "
-           "%.4f s, x%.3f); host inside the backend %.4f s per step\n", K, nclips, (long long)L,
+           "%.4f s, x%.3f); host inside the backend %.4f s per step", K,
+           cost_cp_mode_name((cost_cp_mode)mode), nclips, (long long)L,
            kb->name, tc.precision ? "bf16" : "fp32", cb->name, mb_w, mb_0, mb_w - mb_0,
            mb_w / mb_0, st_w, st_0, st_w - st_0, st_w / st_0, in_comm);
+    if (cost_path) printf("; the cost model predicts %.4f s (exposed %.4f s)", pred, pred_x);
+    printf("\n");
     if (json_path) {
-      json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:s, s:I, s:i, s:i, s:i, s:f, s:f, s:f, s:f, "
-                            "s:f, s:f, s:f, s:f, s:f}",
-                            "bench", "ring", "ranks", K, "backend", kb->name, "comm", cb->name,
+      json_t *o = json_pack("{s:s, s:s, s:f, s:f, s:i, s:s, s:s, s:s, s:I, s:i, s:i, s:i, s:f, s:f, s:f, "
+                            "s:f, s:f, s:f, s:f, s:f, s:f}",
+                            "bench", "ring", "mode", cost_cp_mode_name((cost_cp_mode)mode),
+                            "predicted_microbatch_s", pred, "predicted_exposed_s", pred_x,
+                            "ranks", K, "backend", kb->name, "comm", cb->name,
                             "config", config, "tokens_per_clip", (json_int_t)L, "clips", nclips,
                             "reps", reps, "hidden", mc.hidden, "microbatch_s", mb_w,
                             "microbatch_without_s", mb_0, "exposed_ring_s", mb_w - mb_0,
