@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Plan invariance: loss and gradients of one global batch at 1 rank, 2 ranks (static CP 2)
-# and 4 ranks (a plan mixing CP sizes 1, 2 and 4; and one where two ranks get no clip)
+# Plan invariance: loss and gradients of one global batch at 1 rank, 2 ranks (static CP 2),
+# 4 ranks (a plan mixing CP sizes 1, 2 and 4; and one where two ranks get no clip) and 8
+# ranks (a group of 8, then groups of 4, 2 and 1 beside idle ranks)
 # agree within 1e-5 (test_plan_invariance), also for a model with captions and for the Wan
 # family, and with Ulysses attention in every group or alternating with the ring, and hybrid
 # (Ulysses over pairs of ranks, ring across them); with bf16
@@ -41,7 +42,12 @@ step mpirun --oversubscribe -np 2 "$BIN" run static2 "$T/twou" fp32 ulysses
 step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/fouru" fp32 ulysses
 step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/fourm" fp32 modes
 step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/fourh" fp32 hybrid
-for r in twou fouru fourm fourh; do step "$BIN" compare "$T/one" "$T/$r"; done
+# 8 ranks: ring, Ulysses alternating with ring, hybrid (a group of 8: Ulysses over pairs,
+# a ring of 4 across them)
+step mpirun --oversubscribe -np 8 "$BIN" run mixed8 "$T/eight"
+step mpirun --oversubscribe -np 8 "$BIN" run mixed8 "$T/eightm" fp32 modes
+step mpirun --oversubscribe -np 8 "$BIN" run mixed8 "$T/eighth" fp32 hybrid
+for r in twou fouru fourm fourh eight eightm eighth; do step "$BIN" compare "$T/one" "$T/$r"; done
 step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/fouru16" bf16 ulysses
 step "$BIN" compare "$T/one" "$T/fouru16" 5e-2
 step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/fourtu" fp32 text ulysses
@@ -50,5 +56,5 @@ step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/fourwu" fp32 wan modes
 step "$BIN" compare "$T/onew" "$T/fourwu" 1e-5 wan
 step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/fourwh" fp32 wan hybrid
 step "$BIN" compare "$T/onew" "$T/fourwh" 1e-5 wan
-echo "plan invariance: $((41 - fail)) passed, $fail failed"
+echo "plan invariance: $((47 - fail)) passed, $fail failed"
 [ $fail -eq 0 ]

@@ -8,6 +8,8 @@
 //                                           2 and 3 idle in the last wave (their gradient
 //                                           buckets are reduced after it)
 //   mpirun -np 4 ... run idle4 OUT          4 ranks, ranks 2 and 3 without any clip
+//   mpirun -np 8 ... run mixed8 OUT         8 ranks, a group of 8, then groups of 4, 2 and
+//                                           1 beside idle ranks
 //   test_plan_invariance compare A B        loss and each gradient tensor within 1e-5
 //   ... run KIND OUT bf16, compare A B TOL  the same with bf16 activations (cpu-bf16)
 //   ... run KIND OUT text, compare A B TOL text  a model with captions (cross-attention):
@@ -83,12 +85,15 @@ static tsr_status build_plan(plan *p, const char *kind, int world) {
   static const grp idle4[] = {{0, 0, 2, 4, {0, 1, 2, 3}}, {1, 0, 2, 4, {4, 5, 6, 7}}};
   static const grp mixed4[] = {{0, 0, 1, 1, {0}}, {0, 1, 1, 1, {1}}, {0, 2, 2, 2, {2, 3}},
                                {1, 0, 4, 2, {4, 5}}, {2, 0, 2, 2, {6, 7}}};
+  static const grp mixed8[] = {{0, 0, 8, 2, {3, 5}}, {1, 0, 4, 2, {0, 6}}, {1, 4, 2, 2, {1, 7}},
+                               {1, 6, 1, 1, {2}}, {2, 0, 2, 1, {4}}};
   const grp *g;
   int ng, need;
   if (!strcmp(kind, "single")) g = single, ng = 2, need = 1;
   else if (!strcmp(kind, "static2")) g = static2, ng = 2, need = 2;
   else if (!strcmp(kind, "mixed4")) g = mixed4, ng = 5, need = 4;
   else if (!strcmp(kind, "idle4")) g = idle4, ng = 2, need = 4;
+  else if (!strcmp(kind, "mixed8")) g = mixed8, ng = 5, need = 8;
   else return err_set(TSR_EINVAL, "unknown plan kind %s", kind);
   if (world != need) return err_set(TSR_EINVAL, "plan %s needs %d ranks, the world has %d", kind, need, world);
   plan_init(p, world);
@@ -229,7 +234,7 @@ int main(int argc, char **argv) {
   else if (argc >= 4 && argc <= 6 && !strcmp(argv[1], "compare"))
     rc = compare(argv[2], argv[3], tol);
   else
-    fprintf(stderr, "usage: %s run single|static2|mixed4|idle4 OUT [fp32|bf16] [text|wan] "
+    fprintf(stderr, "usage: %s run single|static2|mixed4|idle4|mixed8 OUT [fp32|bf16] [text|wan] "
             "[ulysses|modes|hybrid] | compare A B [TOL] [text|wan]\n", argv[0]);
   comm_finalize();
   return rc;
