@@ -31,6 +31,11 @@ static inline int comm_ring_tag(unsigned seq, int64_t c) {
   return (int)(((seq & 0x3ffu) << 5) | (unsigned)(c & 0x1f));
 }
 
+// Checks an all-to-all's counts and displacements (group size each): none negative, and
+// this member's slice to itself as long as the one it expects. TSR_EINVAL saying which.
+tsr_status comm_alltoallv_check(const comm_group *g, const int64_t *sbytes, const int64_t *sdispl,
+                                const int64_t *rbytes, const int64_t *rdispl);
+
 // The all-to-all of comm_backend.alltoallv on host buffers (comm_mpi.c; the staged backend
 // calls it on its pinned copies): point-to-point pieces of at most COMM_CHUNK bytes, one
 // tag sequence of the group (comm_ring_tag), the own slice copied locally.

@@ -93,15 +93,22 @@ static tsr_status mpi_reduce_scatter(cb_t *cb, comm_group *g, const float *send,
 // Pieces of every peer's message, both directions: at most 2 * size * pieces requests.
 static int64_t pieces(int64_t bytes) { return (bytes + COMM_CHUNK - 1) / COMM_CHUNK; }
 
-tsr_status comm_mpi_alltoallv_host(comm_group *g, const void *send, const int64_t *sbytes,
-                                   const int64_t *sdispl, void *recv, const int64_t *rbytes,
-                                   const int64_t *rdispl) {
+tsr_status comm_alltoallv_check(const comm_group *g, const int64_t *sbytes, const int64_t *sdispl,
+                                const int64_t *rbytes, const int64_t *rdispl) {
   for (int j = 0; j < g->size; j++)
     if (sbytes[j] < 0 || rbytes[j] < 0 || sdispl[j] < 0 || rdispl[j] < 0)
       return err_set(TSR_EINVAL, "all-to-all: negative count or displacement for member %d", j);
   if (sbytes[g->rank] != rbytes[g->rank])
     return err_set(TSR_EINVAL, "all-to-all: member %d sends itself %lld bytes but expects %lld",
                    g->rank, (long long)sbytes[g->rank], (long long)rbytes[g->rank]);
+  return TSR_OK;
+}
+
+tsr_status comm_mpi_alltoallv_host(comm_group *g, const void *send, const int64_t *sbytes,
+                                   const int64_t *sdispl, void *recv, const int64_t *rbytes,
+                                   const int64_t *rdispl) {
+  tsr_status st = comm_alltoallv_check(g, sbytes, sdispl, rbytes, rdispl);
+  if (st) return st;
   const char *s = send;
   char *r = recv;
   memcpy(r + rdispl[g->rank], s + sdispl[g->rank], (size_t)sbytes[g->rank]);
@@ -112,7 +119,6 @@ tsr_status comm_mpi_alltoallv_host(comm_group *g, const void *send, const int64_
   MPI_Request *req = malloc((size_t)(n ? n : 1) * sizeof *req);
   if (!req) return err_set(TSR_ENOMEM, "out of memory for an all-to-all");
   unsigned seq = g->seq++;
-  tsr_status st = TSR_OK;
   int m = 0;
   // receives first, then sends, each peer starting after this member (no hot spot)
   for (int d = 1; d < g->size && !st; d++) {

@@ -237,14 +237,10 @@ static tsr_status nc_alltoallv(cb_t *cb, comm_group *g, const void *send, const 
                                const int64_t *sdispl, void *recv, const int64_t *rbytes,
                                const int64_t *rdispl) {
   nccl_ctx *x = ctx_of(cb);
-  for (int j = 0; j < g->size; j++)
-    if (sbytes[j] < 0 || rbytes[j] < 0 || sdispl[j] < 0 || rdispl[j] < 0)
-      return err_set(TSR_EINVAL, "all-to-all: negative count or displacement for member %d", j);
-  if (sbytes[g->rank] != rbytes[g->rank])
-    return err_set(TSR_EINVAL, "all-to-all: member %d sends itself %lld bytes but expects %lld",
-                   g->rank, (long long)sbytes[g->rank], (long long)rbytes[g->rank]);
+  tsr_status st = comm_alltoallv_check(g, sbytes, sdispl, rbytes, rdispl);
+  if (st) return st;
   nccl_op *o;
-  tsr_status st = op_begin(x, "all-to-all", g, -1, &o);
+  st = op_begin(x, "all-to-all", g, -1, &o);
   if (st) return st;
   ncclComm_t c = comm_of(x, g);
   ncclResult_t r = ncclGroupStart(), e = ncclSuccess;

@@ -448,14 +448,10 @@ static tsr_status st_alltoallv(cb_t *cb, comm_group *g, const void *send, const 
                                const int64_t *sdispl, void *recv, const int64_t *rbytes,
                                const int64_t *rdispl) {
   staged *s = ctx_of(cb);
-  for (int j = 0; j < g->size; j++)
-    if (sbytes[j] < 0 || rbytes[j] < 0 || sdispl[j] < 0 || rdispl[j] < 0)
-      return err_set(TSR_EINVAL, "all-to-all: negative count or displacement for member %d", j);
+  tsr_status st = comm_alltoallv_check(g, sbytes, sdispl, rbytes, rdispl);
+  if (st) return st;
   if (local(g))
-    return sbytes[0] != rbytes[0]
-               ? err_set(TSR_EINVAL, "all-to-all: a member of one sends %lld bytes, expects %lld",
-                         (long long)sbytes[0], (long long)rbytes[0])
-           : sbytes[0] ? cuda_check(cudaMemcpyAsync((char *)recv + rdispl[0],
+    return sbytes[0] ? cuda_check(cudaMemcpyAsync((char *)recv + rdispl[0],
                                                     (const char *)send + sdispl[0],
                                                     (size_t)sbytes[0], cudaMemcpyDeviceToDevice,
                                                     s->compute), "all-to-all copy")

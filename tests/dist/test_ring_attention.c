@@ -32,14 +32,15 @@ static double max_abs(const float *x, size_t n) {
   return m;
 }
 
-// Max |a - b| over the rows of this rank's chunks; a: local (Lq, E), b: full (L, E).
+// Chunks of a group of k in blocks of u (hybrid_chunk; u = 1: the ring's and Ulysses'
+// chunks). Max |a - b| over the rows of this rank's chunks; a: local (Lq, E), b: full (L, E).
 static double chunk_err(const float *local, const float *full, const int64_t *lens, int n,
-                        const int32_t *cu_full, int k, int p, size_t E) {
+                        const int32_t *cu_full, int k, int u, int p, size_t E) {
   double e = 0;
   size_t row = 0;
   for (int c = 0; c < n; c++) {
     int64_t first, len;
-    ring_chunk(lens[c], k, p, &first, &len);
+    hybrid_chunk(lens[c], k, u, p, &first, &len);
     for (int64_t i = 0; i < len; i++, row++) {
       const float *f = full + ((size_t)cu_full[c] + (size_t)(first + i)) * E;
       for (size_t j = 0; j < E; j++) e = fmax(e, fabs((double)local[row * E + j] - f[j]));
@@ -48,20 +49,17 @@ static double chunk_err(const float *local, const float *full, const int64_t *le
   return e;
 }
 
-// Max |a - b| over this rank's hybrid chunks (blocks of u = 2); local: (Lq, E).
-static double hybrid_err(const float *local, const float *full, const int64_t *lens, int n,
-                         const int32_t *cu_full, int k, int p, size_t E) {
-  double e = 0;
-  size_t row = 0;
+// This rank's chunks of full (L, E), packed in clip order into local (Lq, E); returns Lq.
+static int64_t gather(float *local, const float *full, const int64_t *lens, int n,
+                      const int32_t *cu_full, int k, int u, int p, size_t E) {
+  int64_t row = 0;
   for (int c = 0; c < n; c++) {
-    int64_t first, len;
-    hybrid_chunk(lens[c], k, 2, p, &first, &len);
-    for (int64_t i = 0; i < len; i++, row++) {
-      const float *f = full + ((size_t)cu_full[c] + (size_t)(first + i)) * E;
-      for (size_t j = 0; j < E; j++) e = fmax(e, fabs((double)local[row * E + j] - f[j]));
-    }
+    int64_t f, l;
+    hybrid_chunk(lens[c], k, u, p, &f, &l);
+    if (local) memcpy(local + row * E, full + ((size_t)cu_full[c] + (size_t)f) * E, (size_t)l * E * 4);
+    row += l;
   }
-  return e;
+  return row;
 }
 
 // Hybrid CP on group g (k >= 4): Ulysses over blocks of 2 ranks, ring over the k/2 blocks;
@@ -73,28 +71,14 @@ static void hybrid_case(const kernels_backend *kb, comm_group *g, int ncase, con
   const int k = comm_group_size(g), p = comm_group_rank(g), H = 2 + ncase % 2, Dh = 8;
   const size_t E = (size_t)H * Dh;
   const int L = cu[n];
-  int64_t Lq = 0, sup[8];
-  for (int c = 0; c < n; c++) {
-    int64_t f, l;
-    hybrid_chunk(lens[c], k, 2, p, &f, &l);
-    Lq += l;
-    ring_chunk(lens[c], k / 2, p / 2, &f, &sup[c]);
-  }
-  size_t lf = (size_t)Lq * E + 1;
+  int64_t sup[8], f;
+  for (int c = 0; c < n; c++) ring_chunk(lens[c], k / 2, p / 2, &f, &sup[c]);  // super-chunks
+  size_t lf = (size_t)gather(NULL, q, lens, n, cu, k, 2, p, E) * E + 1;
   float *lq = malloc(lf * 4), *lk = malloc(lf * 4), *lv = malloc(lf * 4), *ldo = malloc(lf * 4);
-  float *lout = malloc(lf * 4), *llse = malloc(((size_t)Lq * H + 1) * 4), *ldq = malloc(lf * 4),
+  float *lout = malloc(lf * 4), *llse = malloc(lf * 4), *ldq = malloc(lf * 4),
         *ldk = malloc(lf * 4), *ldv = malloc(lf * 4);
-  size_t row = 0;
-  for (int c = 0; c < n; c++) {
-    int64_t f, l;
-    hybrid_chunk(lens[c], k, 2, p, &f, &l);
-    size_t src = ((size_t)cu[c] + (size_t)f) * E, bytes = (size_t)l * E * 4;
-    memcpy(lq + row * E, q + src, bytes);
-    memcpy(lk + row * E, kk + src, bytes);
-    memcpy(lv + row * E, v + src, bytes);
-    memcpy(ldo + row * E, dout + src, bytes);
-    row += (size_t)l;
-  }
+  gather(lq, q, lens, n, cu, k, 2, p, E), gather(lk, kk, lens, n, cu, k, 2, p, E);
+  gather(lv, v, lens, n, cu, k, 2, p, E), gather(ldo, dout, lens, n, cu, k, 2, p, E);
   ring_attention *ring = NULL;
   ulysses_attention *ua = NULL;
   CHECK_OK(ring_attention_create(&ring, kb, comm_mpi(), comm_stride_group(k)));
@@ -107,11 +91,11 @@ static void hybrid_case(const kernels_backend *kb, comm_group *g, int ncase, con
   ulysses_attention_free(&ua);
   ring_attention_free(&ring);
   size_t nf = (size_t)L * E;
-  double eo = hybrid_err(lout, out, lens, n, cu, k, p, E) / fmax(max_abs(out, nf), 1e-30);
-  double el = hybrid_err(llse, lse, lens, n, cu, k, p, H) / fmax(max_abs(lse, (size_t)L * H), 1e-30);
-  double eq = hybrid_err(ldq, dq, lens, n, cu, k, p, E) / fmax(max_abs(dq, nf), 1e-30);
-  double ek = hybrid_err(ldk, dk, lens, n, cu, k, p, E) / fmax(max_abs(dk, nf), 1e-30);
-  double ev = hybrid_err(ldv, dv, lens, n, cu, k, p, E) / fmax(max_abs(dv, nf), 1e-30);
+  double eo = chunk_err(lout, out, lens, n, cu, k, 2, p, E) / fmax(max_abs(out, nf), 1e-30);
+  double el = chunk_err(llse, lse, lens, n, cu, k, 2, p, H) / fmax(max_abs(lse, (size_t)L * H), 1e-30);
+  double eq = chunk_err(ldq, dq, lens, n, cu, k, 2, p, E) / fmax(max_abs(dq, nf), 1e-30);
+  double ek = chunk_err(ldk, dk, lens, n, cu, k, 2, p, E) / fmax(max_abs(dk, nf), 1e-30);
+  double ev = chunk_err(ldv, dv, lens, n, cu, k, 2, p, E) / fmax(max_abs(dv, nf), 1e-30);
   CHECK(eo <= 1e-5 && el <= 1e-5 && eq <= 1e-4 && ek <= 1e-4 && ev <= 1e-4,
         "hybrid case %d k=%d H=%d rank %d (%d clips, L=%d, longest %d): out %.2e lse %.2e dq "
         "%.2e dk %.2e dv %.2e", ncase, k, H, p, n, L, longest, eo, el, eq, ek, ev);
@@ -148,27 +132,12 @@ static void one_case(const kernels_backend *kb, comm_group *g, int ncase) {
                                   scale));
 
   // this rank's chunks, packed in clip order
-  int64_t Lq = 0;
-  for (int c = 0; c < n; c++) {
-    int64_t f, l;
-    ring_chunk(lens[c], k, p, &f, &l);
-    Lq += l;
-  }
-  size_t lf = (size_t)Lq * E + 1;
+  size_t lf = (size_t)gather(NULL, q, lens, n, cu, k, 1, p, E) * E + 1;
   float *lq = malloc(lf * 4), *lk = malloc(lf * 4), *lv = malloc(lf * 4), *ldo = malloc(lf * 4);
-  float *lout = malloc(lf * 4), *llse = malloc(((size_t)Lq * H + 1) * 4), *ldq = malloc(lf * 4),
+  float *lout = malloc(lf * 4), *llse = malloc(lf * 4), *ldq = malloc(lf * 4),
         *ldk = malloc(lf * 4), *ldv = malloc(lf * 4);
-  size_t row = 0;
-  for (int c = 0; c < n; c++) {
-    int64_t f, l;
-    ring_chunk(lens[c], k, p, &f, &l);
-    size_t src = ((size_t)cu[c] + (size_t)f) * E, bytes = (size_t)l * E * 4;
-    memcpy(lq + row * E, q + src, bytes);
-    memcpy(lk + row * E, kk + src, bytes);
-    memcpy(lv + row * E, v + src, bytes);
-    memcpy(ldo + row * E, dout + src, bytes);
-    row += (size_t)l;
-  }
+  gather(lq, q, lens, n, cu, k, 1, p, E), gather(lk, kk, lens, n, cu, k, 1, p, E);
+  gather(lv, v, lens, n, cu, k, 1, p, E), gather(ldo, dout, lens, n, cu, k, 1, p, E);
   ring_attention *ra = NULL;
   CHECK_OK(ring_attention_create(&ra, kb, comm_mpi(), g));
   CHECK_OK(ring_attention_set_clips(ra, n, lens));
@@ -176,11 +145,11 @@ static void one_case(const kernels_backend *kb, comm_group *g, int ncase) {
   CHECK_OK(ring_attention_backward(ra, ldq, ldk, ldv, ldo, lq, lk, lv, lout, llse, H, Dh, scale));
   ring_attention_free(&ra);
 
-  double eo = chunk_err(lout, out, lens, n, cu, k, p, E) / fmax(max_abs(out, nf), 1e-30);
-  double el = chunk_err(llse, lse, lens, n, cu, k, p, H) / fmax(max_abs(lse, (size_t)L * H), 1e-30);
-  double eq = chunk_err(ldq, dq, lens, n, cu, k, p, E) / fmax(max_abs(dq, nf), 1e-30);
-  double ek = chunk_err(ldk, dk, lens, n, cu, k, p, E) / fmax(max_abs(dk, nf), 1e-30);
-  double ev = chunk_err(ldv, dv, lens, n, cu, k, p, E) / fmax(max_abs(dv, nf), 1e-30);
+  double eo = chunk_err(lout, out, lens, n, cu, k, 1, p, E) / fmax(max_abs(out, nf), 1e-30);
+  double el = chunk_err(llse, lse, lens, n, cu, k, 1, p, H) / fmax(max_abs(lse, (size_t)L * H), 1e-30);
+  double eq = chunk_err(ldq, dq, lens, n, cu, k, 1, p, E) / fmax(max_abs(dq, nf), 1e-30);
+  double ek = chunk_err(ldk, dk, lens, n, cu, k, 1, p, E) / fmax(max_abs(dk, nf), 1e-30);
+  double ev = chunk_err(ldv, dv, lens, n, cu, k, 1, p, E) / fmax(max_abs(dv, nf), 1e-30);
   CHECK(eo <= 1e-5 && el <= 1e-5, "case %d k=%d rank %d (%d clips, L=%d): out err %.2e lse err %.2e",
         ncase, k, p, n, L, eo, el);
   CHECK(eq <= 1e-4 && ek <= 1e-4 && ev <= 1e-4,
@@ -193,11 +162,11 @@ static void one_case(const kernels_backend *kb, comm_group *g, int ncase) {
   CHECK_OK(ulysses_attention_forward(ua, lout, llse, lq, lk, lv, H, Dh, scale));
   CHECK_OK(ulysses_attention_backward(ua, ldq, ldk, ldv, ldo, lq, lk, lv, lout, llse, H, Dh, scale));
   ulysses_attention_free(&ua);
-  eo = chunk_err(lout, out, lens, n, cu, k, p, E);
-  el = chunk_err(llse, lse, lens, n, cu, k, p, H);
-  eq = chunk_err(ldq, dq, lens, n, cu, k, p, E);
-  ek = chunk_err(ldk, dk, lens, n, cu, k, p, E);
-  ev = chunk_err(ldv, dv, lens, n, cu, k, p, E);
+  eo = chunk_err(lout, out, lens, n, cu, k, 1, p, E);
+  el = chunk_err(llse, lse, lens, n, cu, k, 1, p, H);
+  eq = chunk_err(ldq, dq, lens, n, cu, k, 1, p, E);
+  ek = chunk_err(ldk, dk, lens, n, cu, k, 1, p, E);
+  ev = chunk_err(ldv, dv, lens, n, cu, k, 1, p, E);
   CHECK(eo == 0 && el == 0 && eq == 0 && ek == 0 && ev == 0,
         "Ulysses case %d k=%d H=%d rank %d (%d clips, L=%d): out %.2e lse %.2e dq %.2e dk %.2e "
         "dv %.2e (must be bitwise)", ncase, k, H, p, n, L, eo, el, eq, ek, ev);
