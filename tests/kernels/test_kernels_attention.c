@@ -257,9 +257,10 @@ static void test_partial(void) {
 }
 
 // Forward and backward bitwise equal with 1 thread and with several. 9 (clip, head) items:
-// with 1 and 2 threads the backward runs one item per (clip, head) (at least 4 per
-// thread), with 8 threads the two passes of tiles (kernels/cpu/attention.c clip_items):
-// the same bits either way.
+// with 1 and 2 threads the backward runs one item per (clip, head) (their longest-first
+// makespan is within 1.5x of an even share), with 8 threads the two passes of tiles (the
+// largest item alone is above it; kernels/cpu/attention.c clip_items): the same bits
+// either way.
 static void test_threads(void) {
   int lens[3] = {100, 1, 150};
   att_case a;
