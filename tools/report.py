@@ -220,13 +220,15 @@ def log_lines(run):
 
 def plan_stats(rows):
     """The planner's numbers over the training lines: plans used (fallbacks), clips per CP
-    size, planner time, predicted against measured step time"""
+    size and per CP mode, planner time, predicted against measured step time"""
     steps = [r for r in rows if "loss" in r]
-    used, cp, ms = {}, {}, []
+    used, cp, modes, ms = {}, {}, {}, []
     for r in steps:
         used[r.get("plan", "?")] = used.get(r.get("plan", "?"), 0) + 1
         for k, v in (r.get("cp") or {}).items():
             cp[k] = cp.get(k, 0) + v
+        for k, v in (r.get("cp_modes") or {}).items():
+            modes[k] = modes.get(k, 0) + v
         if "plan_ms" in r:
             ms.append(r["plan_ms"])
     pred = sum(r.get("predicted_s", 0) for r in steps)
@@ -234,6 +236,7 @@ def plan_stats(rows):
     return {"lines": len(steps), "plans_used": used,
             "fallbacks": sum(v for k, v in used.items() if k != "dynamic"),
             "cp_clips": dict(sorted(cp.items(), key=lambda kv: int(kv[0]))),
+            "cp_mode_clips": modes,
             "plan_ms_mean": sum(ms) / len(ms) if ms else None,
             "plan_ms_max": max(ms) if ms else None,
             "predicted_s_sum": pred, "step_s_sum": meas}
@@ -320,6 +323,8 @@ def build(run, out_html, out_png, max_videos):
                ("fallbacks to a static plan (steps)", stats["fallbacks"]),
                ("clips per CP size", ", ".join("CP %s: %d" % kv for kv in stats["cp_clips"].items())
                 or "not recorded"),
+               ("clips per CP mode (groups of CP > 1)",
+                ", ".join("%s %d" % kv for kv in stats["cp_mode_clips"].items()) or "none"),
                ("planner time per batch (ms)", "mean %.3f, max %.3f" % (
                    stats["plan_ms_mean"], stats["plan_ms_max"]) if stats["plan_ms_mean"] is not None
                 else "not recorded"),
