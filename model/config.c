@@ -118,6 +118,8 @@ static const config_key KEYS[] = {
     TK(ema_decay, KT_FLOAT, 0.0, 1.0, "EMA decay"),
     TK(class_dropout, KT_FLOAT, 0.0, 1.0, "label dropout probability"),
     TK_LATE(caption_dropout, KT_FLOAT, 0.0, 1.0, "caption dropout probability"),
+    TK_LATE(null_caption, KT_STR, 0, CONFIG_NULL_CAPTION_MAX,
+            "caption file of dropped and absent captions, e.g. the empty prompt's (empty: none)"),
     TK(t_logit_mean, KT_FLOAT, -10.0, 10.0, "logit-normal mean of t"),
     TK(t_logit_std, KT_FLOAT, 0.0, 10.0, "logit-normal std of t"),
     TK(t_shift_tokens, KT_I64, 0, 1e15, "length shift reference tokens (0: off)"),

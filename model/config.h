@@ -66,6 +66,8 @@ enum {
 // lora.targets' field, terminator included: its line `targets = ...` must stay within
 // core/ini's 200-byte lines for a checkpoint's config to read back (model/lora.h takes 512).
 #define CONFIG_LORA_TARGETS_MAX 176
+// train.null_caption's field, terminator included (the same 200-byte line bound).
+#define CONFIG_NULL_CAPTION_MAX 176
 
 typedef struct {
   int64_t global_batch;   // clips per step (B)
@@ -78,6 +80,9 @@ typedef struct {
   float class_dropout;    // probability a clip's label is replaced by "no label"
   float caption_dropout;  // probability a clip's caption is dropped (the learned null token
                           // only); the same draw as the label's (model/objective.h)
+  char null_caption[CONFIG_NULL_CAPTION_MAX];  // a caption file (store/latent_file.h) whose
+                          // embedding a dropped or absent caption is replaced by, e.g. the
+                          // empty prompt's (Wan); "": none (no rows, or text_pad's zero rows)
   float t_logit_mean, t_logit_std;  // t = sigmoid(N(mean, std))
   int64_t t_shift_tokens; // length shift: s = max(1, sqrt(tokens / t_shift_tokens)), 0: off
   int64_t mem_tokens;     // most tokens one rank holds in a microbatch

@@ -101,21 +101,46 @@ static tsr_status check_clip(const objective_clip *c, const dit_config *mc) {
   return TSR_OK;
 }
 
-// Rows of a clip's caption it gets at this step: its caption's tokens, or 0 (none, or
-// dropped).
-static int caption_kept_rows(const dit_config *mc, const train_config *tc, int64_t step,
-                             const objective_clip *c) {
-  if (mc->text_dim <= 0 || !c->text || c->text_tokens <= 0) return 0;
-  return objective_caption_kept(tc, step, c->clip_id) ? c->text_tokens : 0;
+void objective_set_null_caption(objective_batch *ob, const float *emb, int tokens) {
+  ob->null_text = emb, ob->null_tokens = emb ? tokens : 0;
+}
+
+void objective_device_set_null_caption(objective_device *d, const float *emb, int tokens) {
+  d->null_text = emb, d->null_tokens = emb ? tokens : 0;
+}
+
+// The null caption of a batch: (n, text_dim) fp32 rows, or none.
+typedef struct {
+  const float *emb;
+  int n;
+} null_caption;
+
+// The rows a clip's caption gives at this step: its caption (kept), else the null caption
+// (none, or dropped), else nothing. *n: rows (0: none), *dt their dtype.
+static const void *caption_src(const dit_config *mc, const train_config *tc, int64_t step,
+                               const objective_clip *c, null_caption nul, int *n,
+                               kernels_tokens *dt) {
+  *n = 0, *dt = KERNELS_TOKENS_F32;
+  if (mc->text_dim <= 0) return NULL;
+  if (c->text && c->text_tokens > 0 && objective_caption_kept(tc, step, c->clip_id)) {
+    *n = c->text_tokens, *dt = c->text_dtype;
+    return c->text;
+  }
+  *n = nul.emb ? nul.n : 0;
+  return nul.emb;
 }
 
 // Caption rows a clip attends to at this step: the kept rows, or with model.text_pad always
 // text_len (the kept rows, then zero rows: Wan's padded umT5 output; a dropped caption is all
-// zero rows).
+// zero rows, or the null caption's then zero rows).
 static int caption_rows(const dit_config *mc, const train_config *tc, int64_t step,
-                        const objective_clip *c) {
+                        const objective_clip *c, null_caption nul) {
   if (mc->text_dim <= 0) return 0;
-  return mc->text_pad ? mc->text_len : caption_kept_rows(mc, tc, step, c);
+  if (mc->text_pad) return mc->text_len;
+  int n;
+  kernels_tokens dt;
+  caption_src(mc, tc, step, c, nul, &n, &dt);
+  return n;
 }
 
 // The clean value x0 of token value q of a clip (kernels.h objective_inputs, same formula
@@ -136,9 +161,12 @@ static tsr_status build_meta(const dit_config *mc, const train_config *tc, int64
                              int n_batch_clips, const objective_clip *clips, int n_clips,
                              int max_tokens, int max_clips, int P_buf, int32_t *cu, int32_t *pos,
                              int32_t *labels, float *loss_weight, kernels_clip_key *keys,
-                             int32_t *cu_text, int max_text, int *L_out, int *max_out,
-                             int *Lt_out) {
+                             int32_t *cu_text, int max_text, null_caption nul, int *L_out,
+                             int *max_out, int *Lt_out) {
   int P = mc->pt * mc->ph * mc->pw * mc->channels;
+  if (nul.emb && mc->text_dim > 0 && (nul.n < 1 || nul.n > mc->text_len))
+    return err_set(TSR_EINVAL, "objective: the null caption has %d tokens; the model takes 1 to "
+                   "model.text_len = %d", nul.n, mc->text_len);
   if (P != P_buf)
     return err_set(TSR_EINVAL, "objective: the model has %d values per token, the buffers %d", P,
                    P_buf);
@@ -151,7 +179,7 @@ static tsr_status build_meta(const dit_config *mc, const train_config *tc, int64
     tsr_status st = check_clip(&clips[c], mc);
     if (st) return st;
     L += clips[c].len;
-    Lt += caption_rows(mc, tc, step, &clips[c]);
+    Lt += caption_rows(mc, tc, step, &clips[c], nul);
     if (clips[c].len > longest) longest = clips[c].len;
   }
   if (L > max_tokens)
@@ -166,7 +194,7 @@ static tsr_status build_meta(const dit_config *mc, const train_config *tc, int64
     const objective_clip *k = &clips[c];
     int32_t r0 = cu[c];
     cu[c + 1] = r0 + k->len;
-    if (cu_text) cu_text[c + 1] = cu_text[c] + caption_rows(mc, tc, step, k);
+    if (cu_text) cu_text[c + 1] = cu_text[c] + caption_rows(mc, tc, step, k, nul);
     labels[c] = objective_label(mc, tc, step, k->clip_id, k->label);
     loss_weight[c] = kernels_mse_weight(n_batch_clips, k->total_tokens, P);
     if (keys) keys[c] = (kernels_clip_key){k->clip_id, k->total_tokens, k->first_token};
@@ -196,20 +224,24 @@ tsr_status objective_build(objective_batch *ob, const dit_config *mc, const trai
                            int64_t step, int n_batch_clips, const objective_clip *clips,
                            int n_clips) {
   int L, longest, Lt, P = ob->P;
+  null_caption nul = {ob->null_text, ob->null_tokens};
   if (mc->text_dim > 0 && ob->text_dim != mc->text_dim)
     return err_set(TSR_EINVAL, "objective_build: the model takes captions of width %d, the "
                    "buffers %d (objective_alloc_text)", mc->text_dim, ob->text_dim);
   tsr_status st = build_meta(mc, tc, step, n_batch_clips, clips, n_clips, ob->max_tokens,
                              ob->max_clips, ob->P, ob->cu_seqlens, ob->pos, ob->labels,
                              ob->loss_weight, NULL, mc->text_dim > 0 ? ob->cu_text : NULL,
-                             ob->max_text, &L, &longest, &Lt);
+                             ob->max_text, nul, &L, &longest, &Lt);
   if (st) return st;
   ob->n_clips = n_clips, ob->L = L, ob->max_len = longest, ob->Lt = Lt;
   for (int c = 0; c < n_clips && Lt > 0; c++) {
     size_t n = (size_t)(ob->cu_text[c + 1] - ob->cu_text[c]), TD = (size_t)ob->text_dim;
-    size_t k = (size_t)caption_kept_rows(mc, tc, step, &clips[c]);
+    int kn;
+    kernels_tokens dt;
+    const void *src = caption_src(mc, tc, step, &clips[c], nul, &kn, &dt);
+    size_t k = (size_t)kn;
     float *dst = ob->text + (size_t)ob->cu_text[c] * TD;
-    if (k) text_to_f32(dst, clips[c].text, clips[c].text_dtype, k * TD);
+    if (k) text_to_f32(dst, src, dt, k * TD);
     memset(dst + k * TD, 0, (n - k) * TD * sizeof(float));  // model.text_pad's zero rows
   }
   for (int c = 0; c < n_clips; c++) {
@@ -374,10 +406,11 @@ tsr_status objective_device_build(objective_device *d, const dit_config *mc,
   const kernels_backend *kb = d->kb;
   int L, longest, Lt, with_text = mc->text_dim > 0;
   int max_text = with_text ? n_clips * mc->text_len : 0;
+  null_caption nul = {d->null_text, d->null_tokens};
   tsr_status st = build_meta(mc, tc, step, n_batch_clips, clips, n_clips, d->max_tokens,
                              d->max_clips, d->P, d->cu_h, d->pos_h, d->labels_h, d->lw_h,
-                             d->keys_h, with_text ? d->cu_text_h : NULL, max_text, &L, &longest,
-                             &Lt);
+                             d->keys_h, with_text ? d->cu_text_h : NULL, max_text, nul, &L,
+                             &longest, &Lt);
   if (st) return st;
   for (int c = 1; c < n_clips; c++)
     if (clips[c].tokens_dtype != clips[0].tokens_dtype)
@@ -411,7 +444,7 @@ tsr_status objective_device_build(objective_device *d, const dit_config *mc,
                               dev_part(d, DEV_CU), n_clips, L, d->P, (uint64_t)tc->seed,
                               (uint64_t)step, tc->t_logit_mean, tc->t_logit_std,
                               tc->t_shift_tokens);
-  // kept captions: uploaded as stored, then cast to the act dtype clip by clip
+  // kept (or null) captions: uploaded as stored, then cast to the act dtype clip by clip
   if (!st && with_text) {
     st = kb->to_device(kb, dev_part(d, DEV_CU_TEXT), d->cu_text_h, sizeof(int32_t) * (C + 1));
     if (!st) st = grow_text(d, Lt, mc->text_dim);
@@ -419,11 +452,12 @@ tsr_status objective_device_build(objective_device *d, const dit_config *mc,
     float *zeros = NULL;  // model.text_pad's rows after a caption, sent as fp32 zeros
     for (int c = 0; !st && c < n_clips; c++) {
       size_t r0 = (size_t)d->cu_text_h[c], n = (size_t)(d->cu_text_h[c + 1] - d->cu_text_h[c]);
-      size_t k = (size_t)caption_kept_rows(mc, tc, step, &clips[c]);
-      kernels_tokens dt = clips[c].text_dtype;
-      size_t es = kernels_tokens_size(dt);
+      int kn;
+      kernels_tokens dt;
+      const void *src = caption_src(mc, tc, step, &clips[c], nul, &kn, &dt);
+      size_t k = (size_t)kn, es = kernels_tokens_size(dt);
       char *raw = (char *)d->text_raw + r0 * TD * sizeof(float);
-      if (k) st = kb->to_device(kb, raw, clips[c].text, k * TD * es);
+      if (k) st = kb->to_device(kb, raw, src, k * TD * es);
       if (!st && k)
         st = kb->cast(kb, kernels_act_at(kb, d->text, r0 * TD), kb->act_dtype, raw,
                       dt == KERNELS_TOKENS_BF16 ? KERNELS_BF16 : KERNELS_F32, k * TD);

@@ -20,6 +20,10 @@
 //           dropped caption has no tokens, so the clip attends only to the model's learned
 //           null token (docs/model.md); with model.text_pad every clip has text_len rows,
 //           its kept caption's then zero rows (a dropped or absent caption: all zeros)
+//   null caption (objective_set_null_caption, train.null_caption): a clip without a
+//           caption, or whose caption is dropped, gets these rows instead of none (or
+//           text_pad's zero rows), exactly as if they were its caption: e.g. the empty
+//           prompt's embedding, the unconditional input of Wan's pipeline
 //   pos[j] = (j / (H W), (j / W) mod H, j mod W)
 //   loss_weight = kernels_mse_weight(n_batch_clips, N, P)
 // Everything is a function of (seed, step, clip id, token index) only: a CP chunk that
@@ -67,12 +71,19 @@ typedef struct {
   float *x;                 // (max_tokens, P) x_t
   float *target;            // (max_tokens, P) v = e - x0
   float *loss_weight;       // (max_clips)
+  const float *null_text;   // (null_tokens, text_dim) host, caller's: the null caption, or NULL
+  int null_tokens;
 } objective_batch;
 
 // Captions need text_dim > 0 and max_text >= 1 (both 0: a model without text).
 tsr_status objective_alloc(objective_batch *ob, int max_tokens, int max_clips, int P);
 tsr_status objective_alloc_text(objective_batch *ob, int text_dim, int max_text);
 void objective_free(objective_batch *ob);
+// The null caption of the batches built from now on (train.null_caption): emb (tokens,
+// text_dim) fp32 host memory, the caller's, alive while ob is used; NULL: none (dropped and
+// absent captions give no rows, or with text_pad zero rows). tokens in 1..model.text_len
+// (checked by objective_build).
+void objective_set_null_caption(objective_batch *ob, const float *emb, int tokens);
 
 // Fills ob for `clips` at training step `step`; n_batch_clips = clips in the GLOBAL batch
 // (B, for the loss weight). P = model's pt*ph*pw*channels. Errors name the clip id.
@@ -106,6 +117,8 @@ typedef struct {
   void *text_raw, *text;    // (Lt, text_dim) captions as stored; the same in the act dtype
   int32_t *cu_text;         // (max_clips + 1)
   size_t text_cap;          // caption tokens text_raw and text hold
+  const float *null_text;   // (null_tokens, text_dim) host, caller's: the null caption, or NULL
+  int null_tokens;
   dit_batch batch;          // valid after objective_device_build or objective_upload
 } objective_device;
 
@@ -132,5 +145,7 @@ tsr_status objective_device_build(objective_device *d, const dit_config *mc,
 // num_classes == 0; the captions (ob->text) go along when ob has text.
 tsr_status objective_upload(objective_device *d, const objective_batch *ob, int num_classes);
 void objective_device_free(objective_device *d);
+// As objective_set_null_caption, for objective_device_build.
+void objective_device_set_null_caption(objective_device *d, const float *emb, int tokens);
 
 #endif

@@ -125,6 +125,10 @@ tsr_status dist_step_create(dist_step **out, dit_model *m, const comm_backend *c
   return TSR_OK;
 }
 
+void dist_step_set_null_caption(dist_step *ds, const float *emb, int tokens) {
+  objective_device_set_null_caption(&ds->dev, emb, tokens);
+}
+
 void dist_step_free(dist_step **pds) {
   dist_step *ds = *pds;
   if (!ds) return;

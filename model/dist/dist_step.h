@@ -51,6 +51,10 @@ tsr_status dist_step_create(dist_step **ds, dit_model *m, const comm_backend *cb
                             const dit_config *mc, const train_config *tc, int max_tokens,
                             int max_clips);
 void dist_step_free(dist_step **ds);
+// The null caption of every wave from now on (train.null_caption; model/objective.h
+// objective_set_null_caption): emb (tokens, text_dim) fp32 host memory, the caller's, alive
+// while ds runs; NULL: none.
+void dist_step_set_null_caption(dist_step *ds, const float *emb, int tokens);
 
 // Runs this rank's part of plan p for the batch `clips` (nclips, the plan's indices) at
 // training step `step`: ACCUMULATES parameter gradients into the model and adds this

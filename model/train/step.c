@@ -10,6 +10,7 @@
 
 #include "core/log.h"
 #include "model/lora.h"
+#include "store/latent_file.h"
 #include "model/train/lr.h"
 
 int train_decays(const dit_tensor *t) {
@@ -60,6 +61,27 @@ static tsr_status adamw_segments_of(dit_model *m, int n,
 
 // The AdamW segments of the adapters (as train_adamw_segments for the model's tensors).
 
+// train.null_caption's embedding (docs/train.md), read once and given to the distributed
+// step, which builds every wave's captions with it.
+static tsr_status trainer_null_caption(trainer *tr) {
+  const char *path = tr->tc.null_caption;
+  if (!path[0]) return TSR_OK;
+  if (tr->mc.text_dim == 0)
+    return err_set(TSR_EINVAL, "train.null_caption = %s: the model has no captions "
+                   "(model.text_dim = 0); leave the key empty", path);
+  char text[64];
+  free(tr->null_text);
+  tr->null_text = NULL;
+  tsr_status r = caption_file_read(path, tr->mc.text_dim, &tr->null_text, &tr->null_tokens, text,
+                                   sizeof text);
+  if (r) return err_wrap(r, "train.null_caption: ");
+  if (tr->null_tokens > tr->mc.text_len)
+    return err_set(TSR_EINVAL, "train.null_caption = %s: %d tokens, the model takes at most "
+                   "model.text_len = %d", path, tr->null_tokens, tr->mc.text_len);
+  dist_step_set_null_caption(tr->dist, tr->null_text, tr->null_tokens);
+  return TSR_OK;
+}
+
 tsr_status trainer_setup(trainer *tr) {
   const kernels_backend *kb = tr->kb;
   if (!kb) return err_set(TSR_EINVAL, "trainer: no compute backend (train_run picks it)");
@@ -84,8 +106,11 @@ tsr_status trainer_setup(trainer *tr) {
   if (!(tr->clips = calloc((size_t)tr->tc.global_batch, sizeof *tr->clips)) ||
       !(tr->clip_bad = calloc((size_t)data_num_clips(tr->data), 1)))
     return err_set(TSR_ENOMEM, "trainer: no memory");
-  return dist_step_create(&tr->dist, tr->model, tr->cb, &tr->mc, &tr->tc, (int)L, (int)C);
+  if ((r = dist_step_create(&tr->dist, tr->model, tr->cb, &tr->mc, &tr->tc, (int)L, (int)C)))
+    return r;
+  return trainer_null_caption(tr);
 }
+
 
 void trainer_free(trainer *tr) {
   if (tr->kb) {
@@ -98,6 +123,7 @@ void trainer_free(trainer *tr) {
   dit_free(&tr->model);
   free(tr->clips);
   free(tr->clip_bad);
+  free(tr->null_text);
   data_sampler_free(&tr->sampler);
   data_close(&tr->data);
   memset(tr, 0, sizeof *tr);

@@ -36,6 +36,8 @@ typedef struct {
   int rank;                      // this process's rank in the plan
   dist_step *dist;               // this rank's part of a plan (model/dist/dist_step.h)
   dist_clip *clips;              // (global_batch) the clips of the step being run
+  float *null_text;              // (null_tokens, text_dim) host: train.null_caption's
+  int null_tokens;               // embedding, or NULL (model/objective.h)
   uint8_t *clip_bad;             // (store clips) 1: failed its checksum, skipped, reported
   int64_t bad_clips;             // clips skipped so far by this process (--skip-bad-clips)
   double verify_s;               // seconds spent drawing batches and hashing their clips

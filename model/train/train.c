@@ -66,6 +66,13 @@ static tsr_status check_store(const trainer *tr, int ranks) {
                        m->text_dim, m->text_len);
     }
   }
+  // Wan has no learned null token: its unconditional input is the empty prompt's embedding
+  if (m->text_dim > 0 && m->family == DIT_FAMILY_WAN && tr->tc.caption_dropout > 0 &&
+      !tr->tc.null_caption[0] && comm_rank() == 0)
+    log_warn("train: train.caption_dropout = %g with model.family = wan and no "
+             "train.null_caption: dropped captions get zero rows, which Wan's pipeline never "
+             "gives; set train.null_caption to the empty prompt's embedding (docs/train.md)",
+             (double)tr->tc.caption_dropout);
   if (m->text_dim > 0 && data_num_captions(tr->data) == 0 && comm_rank() == 0)
     log_warn("train: store %s has no captions: the text model sees only its null token", dir);
   if (m->text_dim == 0 && data_num_captions(tr->data) > 0 && comm_rank() == 0)

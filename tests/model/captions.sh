@@ -8,6 +8,13 @@
 # 2. A tiny text model (model.text_dim 8) trains 50 steps; resume is bitwise with captions:
 #    the run's checkpoint of step 20, resumed to 50, gives the straight run's losses and
 #    final checkpoint.
+# 2b. train.null_caption: with every caption dropped (caption_dropout 1) and the red caption
+#    as the null caption, 4 steps give bitwise the losses and checkpoint of the same clips
+#    stored with the red caption and kept (caption_dropout 0), and not those without a
+#    null caption (the learned null token); the key is in the
+#    checkpoint's config and a resume from step 2 is bitwise (the losses; with 4 steps
+#    equal the weights are too); a missing null caption file, and one of another width,
+#    are refused by name.
 # 3. It follows the caption: `tessera sample --caption` of each colour's caption (guidance
 #    3) gives latents whose mean over channels 0-2 is nearest to that colour, within 1.0
 #    of it (the colours are >= 3 apart), for all four; the unconditional sample is not
@@ -22,7 +29,7 @@ T=${TESSERA_BIN:?set by ctest}
 ML=${MAKE_LATENTS:?set by ctest}
 SRC=${TESSERA_SRC:?set by ctest}
 W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-captions.XXXXXX")
-trap 'rm -rf "$W"' EXIT
+#trap 'rm -rf "$W"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 expect_fail() {  # PATTERN CMD...: exit 1 with PATTERN on stderr
   local pat=$1 rc=0; shift
@@ -53,7 +60,7 @@ MODEL=(--set model.pt=1 --set model.ph=2 --set model.pw=2 --set model.channels=4
        --set model.text_dim=8 --set model.text_len=4 --set train.global_batch=16
        --set train.warmup=5 --set train.steps=50 --set train.lr=4e-3 --set train.ema_decay=0.9
        --set train.log_every=1 --set train.ckpt_every=10 --set train.ckpt_keep=5)
-train() { "$T" train --config "$SRC/configs/model/tiny.conf" --data "$W/store" "${MODEL[@]}" "$@" 2>>"$W/train.log"; }
+train() { "$T" train --config "$SRC/configs/model/tiny.conf" --data "${DATA:-$W/store}" "${MODEL[@]}" "$@" 2>>"$W/train.log"; }
 train --out "$W/a" --steps 50
 # the memory model counts a latent store's bf16/f32 values and the uploaded captions: the
 # backend's peak equals its count within 4 KiB (tests/train/memory.sh does pixel stores)
@@ -71,6 +78,43 @@ diff <(jq -r .loss "$W/a/metrics.jsonl") <(jq -r .loss "$W/b/metrics.jsonl") >/d
   fail "resume with captions: losses differ from the straight run"
 cmp -s "$W/a/ckpt-50.safetensors" "$W/b/ckpt-50.safetensors" || fail "resume with captions: ckpt-50 differs"
 echo "ok: resume with captions bitwise (loss $(jq -r .loss "$W/a/metrics.jsonl" | head -1) -> $(jq -r .loss "$W/a/metrics.jsonl" | tail -1))"
+
+# train.null_caption: dropped captions are the null caption given as their caption
+mkdir -p "$W/src_red"
+for k in 0 1 2 3; do
+  for i in 0 1 2 3 4 5 6 7; do  # the same files but for the embedding: red's for every clip
+    "$ML" "$W/src_red/${colours[$k]}-$i.safetensors" --shape 2,4,4,4 --seed $((k * 100 + i)) \
+      --value "${values[$k]}" --noise 0.2 --text 3,8 --text-words "0,2,1" --caption "a ${colours[$k]} clip"
+  done
+done
+"$T" ingest --latents "$W/src_red" --out "$W/store_red" --workers 1 --quiet 2>>"$W/ingest.log"
+NULLRUN=(--set train.steps=4 --set train.warmup=2 --set train.ckpt_every=2)
+DATA=$W/store_red train --out "$W/n_given" "${NULLRUN[@]}" --set train.caption_dropout=0
+train --out "$W/n_drop" "${NULLRUN[@]}" --set train.caption_dropout=1 \
+  --set train.null_caption="$W/caps/red.safetensors"
+diff <(jq -r .loss "$W/n_given/metrics.jsonl") <(jq -r .loss "$W/n_drop/metrics.jsonl") >/dev/null ||
+  fail "null caption: the losses differ from the clips given it as their caption"
+train --out "$W/n_none" "${NULLRUN[@]}" --set train.caption_dropout=1  # the learned null token
+[ "$(jq -r .loss "$W/n_none/metrics.jsonl" | tail -1)" != "$(jq -r .loss "$W/n_drop/metrics.jsonl" | tail -1)" ] ||
+  fail "null caption: the same loss as without it"
+grep -aF "null_caption = $W/caps/red.safetensors" "$W/n_drop/ckpt-4.safetensors" >/dev/null ||
+  fail "null caption: not in the checkpoint's config"
+mkdir -p "$W/n_res"
+cp "$W/n_drop/ckpt-2.safetensors" "$W/n_res/"
+head -n 2 "$W/n_drop/metrics.jsonl" >"$W/n_res/metrics.jsonl"
+train --out "$W/n_res" "${NULLRUN[@]}" --set train.caption_dropout=1 \
+  --set train.null_caption="$W/caps/red.safetensors" --resume
+diff <(jq -r .loss "$W/n_drop/metrics.jsonl") <(jq -r .loss "$W/n_res/metrics.jsonl") >/dev/null &&
+  cmp -s "$W/n_drop/ckpt-4.safetensors" "$W/n_res/ckpt-4.safetensors" ||
+  fail "null caption: resume not bitwise"
+echo "ok: null caption: dropped = given bitwise (losses $(jq -r .loss "$W/n_drop/metrics.jsonl" | tr '\n' ' ')), without it $(jq -r .loss "$W/n_none/metrics.jsonl" | tail -1); resume bitwise"
+expect_fail "train.null_caption: .*nothere.safetensors" \
+  "$T" train --config "$SRC/configs/model/tiny.conf" --data "$W/store" "${MODEL[@]}" --out "$W/n_bad" \
+  --steps 1 --set train.null_caption="$W/nothere.safetensors"
+"$ML" "$W/null9.safetensors" --shape 1,1,1,4 --text 2,9
+expect_fail "train.null_caption: .*null9.safetensors.*9 wide" \
+  "$T" train --config "$SRC/configs/model/tiny.conf" --data "$W/store" "${MODEL[@]}" --out "$W/n_bad" \
+  --steps 1 --set train.null_caption="$W/null9.safetensors"
 
 CK=$W/a/ckpt-50.safetensors
 sample() {  # NAME [ARGS]: samples with ARGS; prints the channel means of the latents
