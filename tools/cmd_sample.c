@@ -1,5 +1,6 @@
 // tools/cmd_sample.c — `tessera sample`: a video from a checkpoint (docs/train.md).
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -22,7 +23,8 @@ static void sample_usage(FILE *f) {
   fprintf(f,
     "usage: tessera sample --ckpt FILE --frames F --size HxW --out FILE.mp4 [--label L]\n"
     "                      [--caption FILE] [--negative FILE] [--cfg S] [--steps N] [--seed S]\n"
-    "                      [--schedule tessera|wan] [--shift S] [--noise FILE]\n"
+    "                      [--schedule tessera|wan] [--shift S] [--solver euler|unipc]\n"
+    "                      [--ckpt2 FILE [--boundary R] [--cfg2 S]] [--noise FILE]\n"
     "                      [--latents-out FILE] [--ema | --raw] [--backend B]\n"
     "                      [--precision fp32|bf16]\n\n"
     "Generates a clip by Euler integration of the learned flow from noise and writes it as\n"
@@ -53,6 +55,15 @@ static void sample_usage(FILE *f) {
     "                   the checkpoint on an even grid) or wan (diffusers'\n"
     "                   FlowMatchEulerDiscreteScheduler with --shift, as WanPipeline)\n"
     "  --shift S        the wan schedule's shift (default 5)\n"
+    "  --solver K       euler (default) or unipc: diffusers' UniPCMultistepScheduler as\n"
+    "                   Wan's pipeline configures it (flow sigmas with --shift, order 2,\n"
+    "                   bh2 predictor-corrector; needs --schedule wan)\n"
+    "  --ckpt2 FILE     a second expert of the same shape (Wan 2.2 A14B's transformer_2,\n"
+    "                   the low-noise one): it runs the steps whose timestep is below\n"
+    "                   --boundary x 1000, --ckpt the others\n"
+    "  --boundary R     the experts' boundary_ratio (default 0.875: Wan 2.2 T2V-A14B's)\n"
+    "  --cfg2 S         guidance scale of the second expert's steps (guidance_scale_2;\n"
+    "                   default: --cfg)\n"
     "  --noise FILE     starting noise from a latent file (latents (T, H, W, C) f32/bf16:\n"
     "                   --frames x --size in latent pixels x model.channels) instead of\n"
     "                   --seed's\n"
@@ -111,7 +122,7 @@ static tsr_status parse_args(int argc, char **argv, sample_options *o, const cha
                              const char **backend, const char **latents_out) {
   enum { O_CKPT = 1, O_FRAMES, O_SIZE, O_OUT, O_LABEL, O_CFG, O_STEPS, O_SEED, O_EMA, O_RAW,
          O_BACKEND, O_PRECISION, O_CAPTION, O_NEGATIVE, O_SCHEDULE, O_SHIFT, O_NOISE,
-         O_LATENTS_OUT };
+         O_LATENTS_OUT, O_SOLVER, O_CKPT2, O_BOUNDARY, O_CFG2 };
   static const struct option opts[] = {
       {"ckpt", required_argument, 0, O_CKPT},   {"frames", required_argument, 0, O_FRAMES},
       {"size", required_argument, 0, O_SIZE},   {"out", required_argument, 0, O_OUT},
@@ -124,11 +135,15 @@ static tsr_status parse_args(int argc, char **argv, sample_options *o, const cha
       {"negative", required_argument, 0, O_NEGATIVE},
       {"schedule", required_argument, 0, O_SCHEDULE},
       {"shift", required_argument, 0, O_SHIFT},     {"noise", required_argument, 0, O_NOISE},
-      {"latents-out", required_argument, 0, O_LATENTS_OUT}, {0, 0, 0, 0}};
+      {"latents-out", required_argument, 0, O_LATENTS_OUT},
+      {"solver", required_argument, 0, O_SOLVER},   {"ckpt2", required_argument, 0, O_CKPT2},
+      {"boundary", required_argument, 0, O_BOUNDARY}, {"cfg2", required_argument, 0, O_CFG2},
+      {0, 0, 0, 0}};
   static const int size_hi[2] = {16384, 16384};
   int c, hw[2];
-  double cfg = 1;
+  double cfg = 1, cfg2 = NAN;
   int64_t seed = 0;
+  int boundary_given = 0;
   tsr_status r = TSR_OK;
   cli_reset();
   while (!r && (c = cli_getopt(argc, argv, opts)) != -1) {
@@ -154,6 +169,17 @@ static tsr_status parse_args(int argc, char **argv, sample_options *o, const cha
       else r = err_set(TSR_EINVAL, "--schedule '%s': use tessera or wan", optarg);
       break;
     case O_CFG: r = parse_double("--cfg", optarg, 0, 100, &cfg); break;
+    case O_SOLVER:
+      if (!strcmp(optarg, "euler")) o->solver = SAMPLE_SOLVER_EULER;
+      else if (!strcmp(optarg, "unipc")) o->solver = SAMPLE_SOLVER_UNIPC;
+      else r = err_set(TSR_EINVAL, "--solver '%s': use euler or unipc", optarg);
+      break;
+    case O_CKPT2: o->ckpt2 = optarg; break;
+    case O_BOUNDARY:
+      r = parse_double("--boundary", optarg, 1e-6, 1, &o->boundary);
+      boundary_given = 1;
+      break;
+    case O_CFG2: r = parse_double("--cfg2", optarg, 0, 100, &cfg2); break;
     case O_STEPS: r = parse_int("--steps", optarg, 1, 100000, &o->steps); break;
     case O_SEED: r = parse_i64("--seed", optarg, 0, INT64_MAX, &seed); break;
     case O_EMA: o->ema = 1; break;
@@ -171,7 +197,11 @@ static tsr_status parse_args(int argc, char **argv, sample_options *o, const cha
   const char *missing = !o->ckpt ? "--ckpt FILE" : !o->frames ? "--frames F"
                         : !o->height ? "--size HxW" : !*out ? "--out FILE.mp4" : NULL;
   if (!r && missing) r = err_set(TSR_EINVAL, "missing %s", missing);
+  if (!r && !o->ckpt2 && (boundary_given || !isnan(cfg2)))
+    r = err_set(TSR_EINVAL, "%s: only with --ckpt2 (the second expert)",
+                boundary_given ? "--boundary" : "--cfg2");
   o->cfg = (float)cfg;
+  o->cfg2 = (float)cfg2;
   o->seed = (uint64_t)seed;
   return r;
 }
@@ -181,7 +211,8 @@ int cmd_sample(int argc, char **argv) {
     sample_usage(stdout);
     return 0;
   }
-  sample_options o = {.cfg = 1, .steps = 32, .ema = 1, .precision = -1, .shift = 5.0};
+  sample_options o = {.cfg = 1, .steps = 32, .ema = 1, .precision = -1, .shift = 5.0,
+                      .boundary = 0.875, .cfg2 = NAN};
   const char *out = NULL, *latents_out = NULL;
   const char *backend = "auto";
   backend_choice bc;

@@ -10,6 +10,7 @@
 #include "store/latent_file.h"
 #include "store/patchify.h"
 #include "model/io/checkpoint.h"
+#include "model/sample/unipc.h"
 
 
 typedef struct {
@@ -20,11 +21,12 @@ typedef struct {
   int32_t *posh;                  // host: (2N, 3)
   void *text_f32, *text;          // backend: (n, text_dim) the caption, fp32 and [act]
   int32_t *cu_text;               // backend: (3) the conditional clip's caption rows
+  float *x0;                      // backend: (N, P) [f32] UniPC's x0 prediction, or NULL
 } sample_bufs;
 
 static void bufs_free(const kernels_backend *kb, sample_bufs *b) {
   void *dev[] = {b->x, b->pred, b->state, b->t, b->cu, b->pos, b->labels, b->text_f32,
-                 b->text, b->cu_text};
+                 b->text, b->cu_text, b->x0};
   for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) kb->free(kb, dev[i]);
   free(b->xh);
   free(b->posh);
@@ -86,8 +88,24 @@ static tsr_status upload_text(const kernels_backend *kb, sample_bufs *b, const s
   return r;
 }
 
+// UniPC's noise level of step i before its fp32 rounding (sample_sigmas): np.linspace(1,
+// 1/1000, steps + 1)[i] shifted, the first lowered by 1e-6 when within 1e-6 of 1 (so that
+// log(alpha) stays finite).
+static double unipc_level(const sample_params *sp, int i) {
+  double step = (1.0 / 1000.0 - 1.0) / sp->steps;
+  double u = i * step + 1.0;
+  u = sp->shift * u / (1.0 + (sp->shift - 1.0) * u);
+  if (i == 0 && fabs(u - 1.0) < 1e-6) u -= 1e-6;
+  return u;
+}
+
 void sample_sigmas(const sample_params *sp, int64_t N, double *t) {
   int n = sp->steps;
+  if (sp->solver == SAMPLE_SOLVER_UNIPC) {
+    for (int i = 0; i < n; i++) t[i] = (float)unipc_level(sp, i);
+    t[n] = 0.0;
+    return;
+  }
   if (sp->schedule != SAMPLE_SCHEDULE_WAN) {
     for (int i = 0; i <= n; i++)
       t[i] = kernels_time_shift(1.0 - (double)i / n, N, sp->t_shift_tokens);
@@ -106,13 +124,18 @@ void sample_sigmas(const sample_params *sp, int64_t N, double *t) {
   t[n] = 0.0;
 }
 
-tsr_status sample_generate(dit_model *m, const sample_params *sp, float *out) {
+void sample_timesteps(const sample_params *sp, int64_t N, float *ts) {
+  double *sig = malloc(((size_t)sp->steps + 1) * sizeof *sig);
+  if (sp->solver != SAMPLE_SOLVER_UNIPC && sig) sample_sigmas(sp, N, sig);
+  for (int i = 0; i < sp->steps; i++)
+    ts[i] = sp->solver == SAMPLE_SOLVER_UNIPC ? (float)floor(unipc_level(sp, i) * 1000.0)
+            : sig ? (float)sig[i] * 1000.0f : 0.0f;
+  free(sig);
+}
+
+// The checks of sample_generate's parameters (sample.h).
+static tsr_status check_params(const dit_model *m, const sample_params *sp) {
   const dit_config *mc = dit_get_config(m);
-  const kernels_backend *kb = dit_backend(m);
-  size_t N = (size_t)sp->T * sp->H * sp->W, P = (size_t)mc->pt * mc->ph * mc->pw * mc->channels;
-  int has_text = mc->text_dim > 0 && sp->text_tokens > 0;
-  int has_neg = mc->text_dim > 0 && sp->text_neg_tokens > 0;
-  int guided = sp->cfg != 1.0f && (sp->label >= 0 || has_text || has_neg);
   if (sp->steps < 1) return err_set(TSR_EINVAL, "sample: --steps must be >= 1");
   if (sp->label >= mc->num_classes && sp->label >= 0)
     return err_set(TSR_EINVAL, "sample: label %d out of range (model has %d classes)", sp->label,
@@ -124,14 +147,63 @@ tsr_status sample_generate(dit_model *m, const sample_params *sp, float *out) {
       (sp->text_neg_tokens && !sp->text_neg))
     return err_set(TSR_EINVAL, "sample: a negative caption of %d tokens; the model takes 0 to "
                    "model.text_len = %d", sp->text_neg_tokens, mc->text_len);
-  if (sp->schedule == SAMPLE_SCHEDULE_WAN && !(sp->shift > 0))
+  if ((sp->schedule == SAMPLE_SCHEDULE_WAN || sp->solver == SAMPLE_SOLVER_UNIPC) &&
+      !(sp->shift > 0))
     return err_set(TSR_EINVAL, "sample: the Wan schedule needs a shift > 0 (got %g)", sp->shift);
-  int C = guided ? 2 : 1;
+  if (sp->solver == SAMPLE_SOLVER_UNIPC && sp->schedule != SAMPLE_SCHEDULE_WAN)
+    return err_set(TSR_EINVAL, "sample: --solver unipc takes UniPC's own flow sigmas with "
+                   "--shift, as Wan's pipeline: give --schedule wan");
+  if (sp->expert2) {
+    const dit_config *m2 = dit_get_config(sp->expert2);
+    if (memcmp(m2, mc, sizeof *mc))
+      return err_set(TSR_EMISMATCH, "sample: the second expert's model config differs from the "
+                     "first's (Wan 2.2's two experts have one shape)");
+    if (!(sp->boundary > 0 && sp->boundary <= 1))
+      return err_set(TSR_EINVAL, "sample: the experts' boundary %g is not in (0, 1]",
+                     sp->boundary);
+  }
+  return TSR_OK;
+}
+
+// UniPC's x0 prediction of the step on the backend: x0 = state - sigma v, v the guided
+// prediction (euler_update's guidance, with dt = -sigma, applied to a copy of the state),
+// read to the host m0 (N P).
+static tsr_status unipc_x0(const kernels_backend *kb, const sample_bufs *b, int guided, float cfg,
+                           double sigma, size_t NP, float *m0) {
+  tsr_status r = kb->copy(kb, b->x0, b->state, NP * sizeof(float));
+  if (!r)
+    r = kb->euler_update(kb, b->x0, b->pred, guided ? kernels_act_at(kb, b->pred, NP) : NULL, cfg,
+                         (float)-sigma, NP);
+  if (!r) r = kb->to_host(kb, m0, b->x0, NP * sizeof(float));
+  return r;
+}
+
+tsr_status sample_generate(dit_model *m, const sample_params *sp, float *out) {
+  const dit_config *mc = dit_get_config(m);
+  const kernels_backend *kb = dit_backend(m);
+  size_t N = (size_t)sp->T * sp->H * sp->W, P = (size_t)mc->pt * mc->ph * mc->pw * mc->channels;
+  int has_text = mc->text_dim > 0 && sp->text_tokens > 0;
+  int has_neg = mc->text_dim > 0 && sp->text_neg_tokens > 0;
+  int guided = sp->cfg != 1.0f && (sp->label >= 0 || has_text || has_neg);
+  tsr_status r = check_params(m, sp);
+  if (r) return r;
+  int C = guided ? 2 : 1, unipc = sp->solver == SAMPLE_SOLVER_UNIPC;
   double *sig = malloc(((size_t)sp->steps + 1) * sizeof *sig);
-  if (!sig) return err_set(TSR_ENOMEM, "sample: no memory for %d steps", sp->steps);
+  float *ts = malloc((size_t)sp->steps * sizeof *ts);
+  if (!sig || !ts) {
+    free(sig), free(ts);
+    return err_set(TSR_ENOMEM, "sample: no memory for %d steps", sp->steps);
+  }
   sample_sigmas(sp, (int64_t)N, sig);
+  sample_timesteps(sp, (int64_t)N, ts);
   sample_bufs b;
-  tsr_status r = bufs_alloc(kb, &b, N, P);
+  unipc_state us = {0};
+  float *m0 = NULL;
+  r = bufs_alloc(kb, &b, N, P);
+  if (!r && unipc) r = kb->alloc(kb, (void **)&b.x0, N * P * sizeof(float));
+  if (!r && unipc && !(r = unipc_init(&us, N * P, sp->steps, sig)) &&
+      !(m0 = malloc(N * P * sizeof *m0)))
+    r = err_set(TSR_ENOMEM, "sample: no memory for %zu tokens", N);
   int Lt = 0;
   if (!r && mc->text_dim > 0) r = upload_text(kb, &b, sp, mc, C, &Lt);
   rng_key key = {.seed = sp->seed, .step = 0, .clip = 0, .stream = RNG_STREAM_SAMPLE};
@@ -156,23 +228,38 @@ tsr_status sample_generate(dit_model *m, const sample_params *sp, float *out) {
                      .pos = b.pos, .t = b.t, .labels = mc->num_classes > 0 ? b.labels : NULL, .x = b.x,
                      .Lt = Lt,
                      .cu_text = mc->text_dim > 0 ? b.cu_text : NULL, .text = b.text};
+  // WanPipeline compares its timestep with boundary_ratio * num_train_timesteps (in fp32)
+  float boundary = (float)(sp->boundary * 1000.0);
   for (int i = 0; !r && i < sp->steps; i++) {
     // the schedule's noise levels (clip 0 with the label and the caption, clip 1 without
-    // either or with the negative caption)
+    // either or with the negative caption); the model runs at t_i (Euler) or at UniPC's
+    // integer timestep / 1000
+    int second = sp->expert2 && ts[i] < boundary;
+    dit_model *cur = second ? sp->expert2 : m;
+    float cfg = second ? sp->cfg2 : sp->cfg;
     double t0 = sig[i], t1 = sig[i + 1];
-    float tt[2] = {(float)t0, (float)t0};
+    float tm = unipc ? (float)(ts[i] / 1000.0) : (float)t0, tt[2] = {tm, tm};
     for (int c = 0; !r && c < C; c++)  // clip 0 with the label, clip 1 without
       r = kb->cast(kb, kernels_act_at(kb, b.x, c * N * P), kb->act_dtype, b.state, KERNELS_F32,
                    N * P);
     if (!r) r = kb->to_device(kb, b.t, tt, sizeof tt);
-    if (!r) r = dit_forward(m, &batch, b.pred, NULL);
-    if (!r)
+    if (!r) r = dit_forward(cur, &batch, b.pred, NULL);
+    if (!r && !unipc)
       r = kb->euler_update(kb, b.state, b.pred, guided ? kernels_act_at(kb, b.pred, N * P) : NULL,
-                           sp->cfg, (float)(t1 - t0), N * P);
+                           cfg, (float)(t1 - t0), N * P);
+    // UniPC: the x0 prediction to the host, the multistep update there, x back
+    if (!r && unipc) r = unipc_x0(kb, &b, guided, cfg, t0, N * P, m0);
+    if (!r && unipc) {
+      unipc_step(&us, i, b.xh, m0);
+      r = kb->to_device(kb, b.state, b.xh, N * P * sizeof(float));
+    }
   }
   if (!r) r = kb->to_host(kb, out, b.state, N * P * sizeof(float));
   bufs_free(kb, &b);
+  unipc_free(&us);
+  free(m0);
   free(sig);
+  free(ts);
   return r;
 }
 
@@ -230,6 +317,26 @@ static tsr_status read_noise(const char *path, const dit_config *mc, int T, int 
   return r;
 }
 
+// The second expert (--ckpt2): a checkpoint of the same model config as the first's (cm),
+// loaded into *m2 created like the first model.
+static tsr_status load_expert2(const sample_options *o, const ckpt_meta *cm,
+                               const kernels_backend *kb, int64_t N, dit_model **m2) {
+  ckpt_meta c2 = {0};
+  tsr_status r = ckpt_read_meta(o->ckpt2, &c2);
+  if (r) return r;
+  char *a = config_to_ini(&cm->mc, &cm->tc), *b = config_to_ini(&c2.mc, &cm->tc);
+  if (!a || !b) r = err_set(TSR_ENOMEM, "sample: no memory");
+  else if (strcmp(a, b))
+    r = err_set(TSR_EMISMATCH, "--ckpt2 %s: its model config differs from --ckpt %s's (the two "
+                "experts of Wan 2.2 A14B share one shape; [model] keys must be equal)",
+                o->ckpt2, o->ckpt);
+  free(a), free(b);
+  ckpt_meta_free(&c2);
+  if (!r) r = dit_create(m2, &cm->mc, kb, (int)(2 * N), 2);
+  if (!r) r = ckpt_load_model(o->ckpt2, *m2, o->ema);
+  return r;
+}
+
 tsr_status sample_run(const sample_options *o, sample_result *out) {
   memset(out, 0, sizeof *out);
   ckpt_meta cm = {0};
@@ -277,7 +384,7 @@ tsr_status sample_run(const sample_options *o, sample_result *out) {
   if (!r && N > (1 << 24))
     r = err_set(TSR_EINVAL, "sample: %lld tokens is too many for one clip", (long long)N);
   if (!r && o->noise) r = read_noise(o->noise, mc, T, H, W, &noise);
-  dit_model *m = NULL;
+  dit_model *m = NULL, *m2 = NULL;
   float *vals = NULL;
   uint8_t *tok = NULL;
   int latent = store_is_latent(&cm.store);
@@ -286,6 +393,7 @@ tsr_status sample_run(const sample_options *o, sample_result *out) {
   if (!r) r = backend_for_precision(o->backend, precision, &kb);
   if (!r) r = dit_create(&m, mc, kb, (int)(2 * N), 2);
   if (!r) r = ckpt_load_model(o->ckpt, m, o->ema);
+  if (!r && o->ckpt2) r = load_expert2(o, &cm, kb, N, &m2);
   size_t NP = (size_t)N * mc->pt * mc->ph * mc->pw * mc->channels;
   if (!r && (!(vals = malloc(NP * sizeof(float))) || (!latent && !(tok = malloc(NP)))))
     r = err_set(TSR_ENOMEM, "sample: no memory");
@@ -294,14 +402,18 @@ tsr_status sample_run(const sample_options *o, sample_result *out) {
                         .text_tokens = text_tokens, .cfg = o->cfg, .steps = o->steps,
                         .seed = o->seed, .t_shift_tokens = cm.tc.t_shift_tokens,
                         .text_neg = neg, .text_neg_tokens = neg_tokens, .noise = noise,
-                        .schedule = o->schedule, .shift = o->shift};
+                        .schedule = o->schedule, .shift = o->shift, .solver = o->solver,
+                        .expert2 = m2, .boundary = o->boundary,
+                        .cfg2 = isnan(o->cfg2) ? o->cfg : o->cfg2};
     double t0 = time_now();
     log_info("sample: %s (%s weights, step %lld), %d %sframes %dx%d = %lld tokens, %d "
-             "steps%s%s%s%s; backend %s, precision %s", o->ckpt, o->ema ? "EMA" : "raw", (long long)cm.step,
-             o->frames, latent ? "latent " : "", o->height, o->width, (long long)N, o->steps,
-             text_tokens ? ", caption" : "", neg_tokens ? ", negative caption" : "",
-             o->cfg != 1.0f ? ", guided" : "",
-             o->schedule == SAMPLE_SCHEDULE_WAN ? ", Wan schedule" : "", kb->name,
+             "steps%s%s%s%s%s%s; backend %s, precision %s", o->ckpt, o->ema ? "EMA" : "raw",
+             (long long)cm.step, o->frames, latent ? "latent " : "", o->height, o->width,
+             (long long)N, o->steps, text_tokens ? ", caption" : "",
+             neg_tokens ? ", negative caption" : "", o->cfg != 1.0f ? ", guided" : "",
+             o->schedule == SAMPLE_SCHEDULE_WAN ? ", Wan schedule" : "",
+             o->solver == SAMPLE_SOLVER_UNIPC ? ", UniPC" : "",
+             m2 ? ", second expert below the boundary" : "", kb->name,
              config_precision_name(precision));
     r = sample_generate(m, &sp, vals);
     if (!r && tok) sample_to_pixels(vals, NP, tok);
@@ -318,6 +430,7 @@ tsr_status sample_run(const sample_options *o, sample_result *out) {
   free(neg);
   free(noise);
   dit_free(&m);
+  dit_free(&m2);
   ckpt_meta_free(&cm);
   return r;
 }

@@ -23,6 +23,15 @@
 #include "model/config.h"
 #include "model/dit.h"
 
+// How a step moves x from one noise level to the next.
+typedef enum {
+  SAMPLE_SOLVER_EULER = 0,  // x <- x + (t_{i+1} - t_i) v (the default)
+  SAMPLE_SOLVER_UNIPC,      // diffusers' UniPCMultistepScheduler as Wan's pipeline configures
+                            // it (flow_prediction, use_flow_sigmas, flow_shift = shift,
+                            // solver_order 2, bh2 predictor-corrector, lower_order_final):
+                            // its own noise levels (sample_sigmas) and integer timesteps
+} sample_solver;
+
 // The noise levels of the steps (sample_sigmas).
 typedef enum {
   SAMPLE_SCHEDULE_TESSERA = 0,  // the training shift on the even grid (above)
@@ -45,7 +54,15 @@ typedef struct {
   int text_neg_tokens;
   const float *noise;       // (T*H*W, P) the starting noise as tokens, or NULL: drawn from seed
   sample_schedule schedule;
-  double shift;             // SAMPLE_SCHEDULE_WAN: the scheduler's shift (> 0)
+  double shift;             // SAMPLE_SCHEDULE_WAN and UniPC: the scheduler's shift (> 0)
+  sample_solver solver;     // Euler, or UniPC (needs SAMPLE_SCHEDULE_WAN)
+  // Wan 2.2 A14B's two experts (WanPipeline's transformer_2 and boundary_ratio): `expert2`
+  // (a model of the same config, created for the same tokens and clips) runs the steps
+  // whose timestep (sample_timesteps) is below boundary * 1000, with guidance scale cfg2;
+  // the model given to sample_generate the others (with cfg). NULL: one model throughout.
+  dit_model *expert2;
+  double boundary;          // in (0, 1]
+  float cfg2;               // guidance of expert2's steps (WanPipeline's guidance_scale_2)
 } sample_params;
 
 // The steps + 1 noise levels t_0 = 1 (or Wan's) > ... > t_steps = 0 of sp's schedule for a
@@ -55,7 +72,16 @@ typedef struct {
 // set_timesteps(steps): its training grid's ends 1 and f(1/1000) (f(s) = S s / (1 + (S - 1)
 // s), in fp32 as its constructor computes them), `steps` points evenly spaced between them
 // and f applied again, rounded to fp32 (the values its step() subtracts), then 0.
+// SAMPLE_SOLVER_UNIPC: UniPCMultistepScheduler(use_flow_sigmas, flow_shift = S) after
+// set_timesteps(steps): `steps` points evenly spaced from 1 to 1/1000 (the last of steps + 1
+// dropped), f applied in double, the first lowered by 1e-6 when within 1e-6 of 1, rounded to
+// fp32, then 0.
 void sample_sigmas(const sample_params *sp, int64_t N, double *t);
+// The timestep the pipeline gives the model at each of the steps and compares with the
+// experts' boundary, from the unrounded levels: 1000 t_i in fp32 (Euler: the fp32 product
+// FlowMatchEulerDiscreteScheduler's timesteps are), or UniPC's integer timestep floor(1000 u_i)
+// of the level u_i before its fp32 rounding. ts: (steps); the model runs at ts / 1000.
+void sample_timesteps(const sample_params *sp, int64_t N, float *ts);
 
 // Integrates the flow with model m (created for >= 2*T*H*W tokens and 2 clips when
 // guided) on the model's backend: out (T*H*W, P) host memory gets the clip's tokens, the
@@ -77,6 +103,10 @@ typedef struct {
   int steps;                // Euler steps
   sample_schedule schedule;
   double shift;             // Wan schedule's shift
+  sample_solver solver;
+  const char *ckpt2;        // the second expert's checkpoint (Wan 2.2 A14B), NULL: none
+  double boundary;          // its boundary (sample_params.boundary)
+  float cfg2;               // its guidance scale; NAN: cfg
   uint64_t seed;
   int ema;                  // 1: EMA weights (default), 0: raw weights
   const backend_choice *backend;  // compute device, chosen by the caller (tools/backend.h)

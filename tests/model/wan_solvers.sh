@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# tests/model/wan_solvers.sh — Wan 2.2's two experts (`tessera sample --ckpt2 --boundary
+# --cfg2`) and UniPC (`--solver unipc`) against diffusers' WanPipeline (tests/model/
+# wan_solvers.py: tiny random WanTransformer3DModels converted, the same noise and
+# embeddings; final latents within 1e-4 relative; the experts swapped and Euler in place of
+# UniPC shown to fail the comparison). Needs the venv of tools/setup_venv.sh (TESSERA_PYTHON,
+# default /opt/tessera/venv): without it the test is skipped (exit 77).
+set -euo pipefail
+. "$(dirname "$0")/../venv.sh"
+need_venv torch diffusers safetensors
+work=$(mktemp -d "${TMPDIR:-/tmp}/tessera-wansolvers.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} "$PY" "$TESSERA_SRC/tests/model/wan_solvers.py" "$work" \
+  "$TESSERA_BIN"
