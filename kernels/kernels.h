@@ -91,6 +91,18 @@ typedef struct {
   int64_t first_token;
 } kernels_clip_key;
 
+// The distribution of a clip's noise level t in the objective (model/objective.h;
+// train.t_logit_mean, t_logit_std, t_shift_tokens, t_min, t_max): z ~ N(0, 1) from the clip's
+// key, t = sigmoid(logit_mean + logit_std z), shifted by s = max(1, sqrt(N / shift_tokens))
+// (s = 1 when shift_tokens <= 0): t' = s t / (1 + (s - 1) t), clamped to [1e-5, 1 - 1e-5],
+// then mapped into [t_min, t_max]: t'' = t_min + (t_max - t_min) t' (t_min 0, t_max 1: t'
+// exactly) — all in double, then rounded to float.
+typedef struct {
+  double logit_mean, logit_std;
+  int64_t shift_tokens;
+  double t_min, t_max;
+} kernels_t_dist;
+
 // One parameter tensor of a flat parameter buffer, for adamw_update_multi: its elements
 // [offset, offset + numel) and whether weight decay applies to it. A table of these lives
 // in backend memory, made once per run (the model's tensor table does not change).
@@ -414,9 +426,7 @@ struct kernels_backend {
   // bitwise equal to objective_build): for clip c with key (seed, step, clip_id) and
   // token j = first_token + i of its own token index (i-th row of the clip here),
   //   z = rng_normal({seed, step, clip_id, TIMESTEP}, 0)
-  //   t = sigmoid(t_logit_mean + t_logit_std z), shifted by s = max(1, sqrt(N / t_shift_tokens))
-  //       (s = 1 when t_shift_tokens <= 0): t' = s t / (1 + (s - 1) t), clamped to
-  //       [1e-5, 1 - 1e-5] — all in double, then rounded to float
+  //   t' = the noise level of kernels_t_dist td (its z from the key above), a float
   //   x0 = u8 * (2/255) - 1 for uint8 pixels; x0 = the value itself (exact in fp32) for bf16
   //        or f32 latents
   //   e = (float)rng_normal({seed, step, clip_id, NOISE}, j P + v)
@@ -427,8 +437,7 @@ struct kernels_backend {
                                  const void *tokens, kernels_tokens tokens_dtype,
                                  const kernels_clip_key *clips,
                                  const int32_t *cu_seqlens, int n_clips, int L, int P,
-                                 uint64_t seed, uint64_t step, double t_logit_mean,
-                                 double t_logit_std, int64_t t_shift_tokens);
+                                 uint64_t seed, uint64_t step, kernels_t_dist td);
   // One Euler step of the sampler with classifier-free guidance (model/sample/sample.h):
   //   v = v_uncond + cfg (v_cond - v_uncond)   (v = v_cond when v_uncond is NULL)
   //   x += dt v                                (float arithmetic, no FMA)
@@ -609,12 +618,11 @@ tsr_status kernels_adamw_prepare(float lr, float beta1, float beta2, float weigh
 // t itself when shift_tokens <= 0. Training shifts the t it draws with it; the sampler
 // shifts its grid of noise levels with it. The one definition of the formula.
 double kernels_time_shift(double t, int64_t total_tokens, int64_t shift_tokens);
-// The shifted noise level t' of a clip (model/objective.h, objective_inputs above), in
-// double: z = rng_normal({seed, step, clip_id, RNG_STREAM_TIMESTEP}, 0),
-// t = sigmoid(t_logit_mean + t_logit_std z), shifted for total_tokens, clamped.
+// The noise level t'' of a clip (model/objective.h, objective_inputs above), in double:
+// z = rng_normal({seed, step, clip_id, RNG_STREAM_TIMESTEP}, 0), then kernels_t_dist's formula
+// for a clip of total_tokens.
 double kernels_objective_timestep(uint64_t seed, uint64_t step, int64_t clip_id,
-                                  int64_t total_tokens, double t_logit_mean, double t_logit_std,
-                                  int64_t t_shift_tokens);
+                                  int64_t total_tokens, const kernels_t_dist *td);
 
 // Loss weight of a clip for the objective "mean over n_batch_clips clips of each clip's
 // mean squared error": 1 / (n_batch_clips * clip_tokens * D), computed in double.

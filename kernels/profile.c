@@ -386,10 +386,9 @@ static tsr_status p_objective_inputs(kb_t *kb, float *t, void *x_t, void *target
                                      const void *tokens, kernels_tokens tokens_dtype,
                                      const kernels_clip_key *clips, const int32_t *cu_seqlens,
                                      int n_clips, int L, int P, uint64_t seed, uint64_t step,
-                                     double t_logit_mean, double t_logit_std,
-                                     int64_t t_shift_tokens) {
+                                     kernels_t_dist td) {
   TIMED(objective_inputs, t, x_t, target, tokens, tokens_dtype, clips, cu_seqlens, n_clips, L, P,
-        seed, step, t_logit_mean, t_logit_std, t_shift_tokens);
+        seed, step, td);
 }
 static tsr_status p_euler_update(kb_t *kb, float *x, const void *v_cond, const void *v_uncond,
                                  float cfg, float dt, size_t n) {

@@ -123,6 +123,8 @@ static const config_key KEYS[] = {
     TK(t_logit_mean, KT_FLOAT, -10.0, 10.0, "logit-normal mean of t"),
     TK(t_logit_std, KT_FLOAT, 0.0, 10.0, "logit-normal std of t"),
     TK(t_shift_tokens, KT_I64, 0, 1e15, "length shift reference tokens (0: off)"),
+    TK_LATE(t_min, KT_FLOAT, 0.0, 1.0, "lowest noise level drawn (flow time; 0: all)"),
+    TK_LATE(t_max, KT_FLOAT, 0.0, 1.0, "highest noise level drawn (flow time; 1: all)"),
     TK(mem_tokens, KT_I64, 0, (double)SCHED_MAX_TOKENS,
        "most tokens per rank per microbatch (0: the most that fit the memory)"),
     TK(seed, KT_I64, 0, 9.2e18, "random seed"),
@@ -158,7 +160,7 @@ void config_defaults(dit_config *m, train_config *t) {
                       .weight_decay = 0.0f, .grad_clip = 1.0f, .ema_decay = 0.999f,
                       .class_dropout = 0.1f, .caption_dropout = 0.1f, .t_logit_mean = 0.0f,
                       .t_logit_std = 1.0f,
-                      .t_shift_tokens = 1024, .mem_tokens = 32768, .seed = 0,
+                      .t_shift_tokens = 1024, .t_min = 0.0f, .t_max = 1.0f, .mem_tokens = 32768, .seed = 0,
                       .ckpt_every = 200, .ckpt_keep = 3, .log_every = 10,
                       .precision = KERNELS_F32, .val_clips = 0, .val_every = 100,
                       .sample_every = 0, .sample_steps = 32, .sample_cfg = 1.0f,
@@ -382,6 +384,9 @@ tsr_status config_validate(const dit_config *m, const train_config *t) {
                    "to_q,to_k,to_v,to_out.0)", t->lora_rank);
   if (t->min_lr > t->lr)
     return err_set(TSR_EINVAL, "train.min_lr = %g is above train.lr = %g", t->min_lr, t->lr);
+  if (!(t->t_min < t->t_max))
+    return err_set(TSR_EINVAL, "train.t_min = %g is not below train.t_max = %g (the range of "
+                   "noise levels drawn)", t->t_min, t->t_max);
   if (t->warmup > t->steps)
     return err_set(TSR_EINVAL, "train.warmup = %lld is above train.steps = %lld",
                    (long long)t->warmup, (long long)t->steps);

@@ -85,6 +85,9 @@ typedef struct {
                           // empty prompt's (Wan); "": none (no rows, or text_pad's zero rows)
   float t_logit_mean, t_logit_std;  // t = sigmoid(N(mean, std))
   int64_t t_shift_tokens; // length shift: s = max(1, sqrt(tokens / t_shift_tokens)), 0: off
+  float t_min, t_max;     // the noise levels drawn are mapped into [t_min, t_max] (flow time:
+                          // x_t = (1 - t) x0 + t e): one expert of Wan 2.2 A14B fine-tuned on
+                          // its range (docs/train.md "Two experts"); 0, 1: all of [0, 1]
   int64_t mem_tokens;     // most tokens one rank holds in a microbatch
   int64_t act_bytes_token;  // device bytes a microbatch token costs beyond the parameter
                           // state, measured (bench/gpu/run.sh's memory report); 0: the

@@ -52,6 +52,12 @@ void objective_free(objective_batch *ob) {
   memset(ob, 0, sizeof *ob);
 }
 
+kernels_t_dist objective_t_dist(const train_config *tc) {
+  return (kernels_t_dist){.logit_mean = tc->t_logit_mean, .logit_std = tc->t_logit_std,
+                          .shift_tokens = tc->t_shift_tokens, .t_min = tc->t_min,
+                          .t_max = tc->t_max};
+}
+
 int objective_caption_kept(const train_config *tc, int64_t step, int64_t clip_id) {
   // the label's draw (objective_label): label and caption drop together at equal rates
   rng_key k = {(uint64_t)tc->seed, (uint64_t)step, (uint64_t)clip_id, RNG_STREAM_LABEL_DROP};
@@ -61,8 +67,9 @@ int objective_caption_kept(const train_config *tc, int64_t step, int64_t clip_id
 double objective_timestep(const train_config *tc, int64_t step, int64_t clip_id,
                           int64_t total_tokens) {
   // one definition, shared with the backends' objective_inputs entry
+  kernels_t_dist td = objective_t_dist(tc);
   return kernels_objective_timestep((uint64_t)tc->seed, (uint64_t)step, clip_id, total_tokens,
-                                    tc->t_logit_mean, tc->t_logit_std, tc->t_shift_tokens);
+                                    &td);
 }
 
 int objective_label(const dit_config *mc, const train_config *tc, int64_t step, int64_t clip_id,
@@ -442,8 +449,7 @@ tsr_status objective_device_build(objective_device *d, const dit_config *mc,
     st = kb->objective_inputs(kb, dev_part(d, DEV_T), dev_part(d, DEV_X),
                               dev_part(d, DEV_TARGET), tok, tdt, dev_part(d, DEV_KEYS),
                               dev_part(d, DEV_CU), n_clips, L, d->P, (uint64_t)tc->seed,
-                              (uint64_t)step, tc->t_logit_mean, tc->t_logit_std,
-                              tc->t_shift_tokens);
+                              (uint64_t)step, objective_t_dist(tc));
   // kept (or null) captions: uploaded as stored, then cast to the act dtype clip by clip
   if (!st && with_text) {
     st = kb->to_device(kb, dev_part(d, DEV_CU_TEXT), d->cu_text_h, sizeof(int32_t) * (C + 1));

@@ -9,6 +9,7 @@
 //   t  = sigmoid(t_logit_mean + t_logit_std z)
 //   s  = max(1, sqrt(N / t_shift_tokens))  (s = 1 when t_shift_tokens == 0)
 //   t' = s t / (1 + (s - 1) t), clamped to [1e-5, 1 - 1e-5]  (longer clips: more noise)
+//   t' <- t_min + (t_max - t_min) t'  (train.t_min, t_max: one expert's range; 0, 1: t')
 //   e[j, v] = rng_normal({seed, step, clip_id, NOISE}, j * P + v)  j = token index IN THE CLIP
 //   x_t = (1 - t') x0 + t' e;  target v = e - x0
 //   label = the clip's label (or num_classes = "no label" if it has none), replaced by
@@ -91,6 +92,8 @@ tsr_status objective_build(objective_batch *ob, const dit_config *mc, const trai
                            int64_t step, int n_batch_clips, const objective_clip *clips,
                            int n_clips);
 
+// train_config's distribution of t (kernels.h kernels_t_dist).
+kernels_t_dist objective_t_dist(const train_config *tc);
 // The shifted t' of a clip (as objective_build draws it).
 double objective_timestep(const train_config *tc, int64_t step, int64_t clip_id,
                           int64_t total_tokens);

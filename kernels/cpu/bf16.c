@@ -455,15 +455,13 @@ tsr_status kbf_objective_inputs(kb_t *kb, float *t, void *x_t, void *target,
                                 const void *tokens, kernels_tokens tokens_dtype,
                                 const kernels_clip_key *clips,
                                 const int32_t *cu, int n_clips, int L, int P, uint64_t seed,
-                                uint64_t step, double t_logit_mean, double t_logit_std,
-                                int64_t t_shift_tokens) {
+                                uint64_t step, kernels_t_dist td) {
   kbf_scratch s = {0};
   size_t n = kbf_n(L, P);
   float *fx = kbf_alloc(&s, x_t, n), *fv = kbf_alloc(&s, target, n);
   KBF_OOM("objective_inputs", s);
   tsr_status st = kcpu_objective_inputs(kb, t, fx, fv, tokens, tokens_dtype, clips, cu, n_clips,
-                                        L, P, seed, step, t_logit_mean, t_logit_std,
-                                        t_shift_tokens);
+                                        L, P, seed, step, td);
   if (!st) {
     kbf_store(x_t, fx, n);
     kbf_store(target, fv, n);

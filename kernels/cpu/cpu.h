@@ -170,8 +170,7 @@ tsr_status kcpu_objective_inputs(kb_t *kb, float *t, float *x_t, float *target,
                                  const void *tokens, kernels_tokens tokens_dtype,
                                  const kernels_clip_key *clips,
                                  const int32_t *cu, int n_clips, int L, int P, uint64_t seed,
-                                 uint64_t step, double t_logit_mean, double t_logit_std,
-                                 int64_t t_shift_tokens);
+                                 uint64_t step, kernels_t_dist td);
 tsr_status kcpu_euler_update(kb_t *kb, float *x, const float *v_cond, const float *v_uncond,
                              float cfg, float dt, size_t n);
 tsr_status kcpu_cast(kb_t *kb, void *dst, kernels_dtype dst_dtype, const void *src,
@@ -291,8 +290,7 @@ tsr_status kbf_objective_inputs(kb_t *kb, float *t, void *x_t, void *target,
                                 const void *tokens, kernels_tokens tokens_dtype,
                                 const kernels_clip_key *clips,
                                 const int32_t *cu, int n_clips, int L, int P, uint64_t seed,
-                                uint64_t step, double t_logit_mean, double t_logit_std,
-                                int64_t t_shift_tokens);
+                                uint64_t step, kernels_t_dist td);
 tsr_status kbf_euler_update(kb_t *kb, float *x, const void *v_cond, const void *v_uncond,
                             float cfg, float dt, size_t n);
 tsr_status kbf_mse_forward(kb_t *kb, float *loss, float *sse, const void *pred,

@@ -14,13 +14,13 @@
 #include "kernels/cpu/cpu.h"
 
 double kernels_objective_timestep(uint64_t seed, uint64_t step, int64_t clip_id,
-                                  int64_t total_tokens, double t_logit_mean, double t_logit_std,
-                                  int64_t t_shift_tokens) {
+                                  int64_t total_tokens, const kernels_t_dist *td) {
   rng_key k = {seed, step, (uint64_t)clip_id, RNG_STREAM_TIMESTEP};
   double z = rng_normal(&k, 0);
-  double t = 1.0 / (1.0 + exp(-(t_logit_mean + t_logit_std * z)));
-  t = kernels_time_shift(t, total_tokens, t_shift_tokens);
-  return fmin(1.0 - 1e-5, fmax(1e-5, t));
+  double t = 1.0 / (1.0 + exp(-(td->logit_mean + td->logit_std * z)));
+  t = kernels_time_shift(t, total_tokens, td->shift_tokens);
+  t = fmin(1.0 - 1e-5, fmax(1e-5, t));
+  return td->t_min + (td->t_max - td->t_min) * t;  // exact for [0, 1] (no FMA: CMakeLists)
 }
 
 double kernels_time_shift(double t, int64_t total_tokens, int64_t shift_tokens) {
@@ -43,8 +43,7 @@ tsr_status kcpu_objective_inputs(kb_t *kb, float *t, float *x_t, float *target,
                                  const void *tokens, kernels_tokens tokens_dtype,
                                  const kernels_clip_key *clips,
                                  const int32_t *cu, int n_clips, int L, int P, uint64_t seed,
-                                 uint64_t step, double t_logit_mean, double t_logit_std,
-                                 int64_t t_shift_tokens) {
+                                 uint64_t step, kernels_t_dist td) {
   const char *op = "objective_inputs";
   tsr_status st = kernels_check_objective_inputs(t, x_t, target, tokens, tokens_dtype, clips, cu,
                                                  n_clips, L, P);
@@ -57,8 +56,7 @@ tsr_status kcpu_objective_inputs(kb_t *kb, float *t, float *x_t, float *target,
                      "%lld tokens", op, c, (long long)k->clip_id, (long long)k->first_token,
                      (long long)(k->first_token + (cu[c + 1] - cu[c])),
                      (long long)k->total_tokens);
-    t[c] = (float)kernels_objective_timestep(seed, step, k->clip_id, k->total_tokens,
-                                             t_logit_mean, t_logit_std, t_shift_tokens);
+    t[c] = (float)kernels_objective_timestep(seed, step, k->clip_id, k->total_tokens, &td);
   }
   if (L == 0 || P == 0) return TSR_OK;
 #pragma omp parallel for schedule(static) if ((size_t)L * P > KCPU_PAR_MIN / 16)

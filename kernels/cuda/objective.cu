@@ -159,8 +159,10 @@ __device__ double kcu_rng_normal(const kcu_rng_key &key, unsigned long long ctr)
 enum { RNG_TIMESTEP = 1, RNG_NOISE = 2 };  // core/rng.h's RNG_STREAM_TIMESTEP, _NOISE
 
 __global__ void k_objective_t(float *t, const kernels_clip_key *clips, const int32_t *cu, int n_clips,
-                              unsigned long long seed, unsigned long long step, double mean,
-                              double std, long long shift_tokens, kcu_dev_error *err) {
+                              unsigned long long seed, unsigned long long step, kernels_t_dist td,
+                              kcu_dev_error *err) {
+  double mean = td.logit_mean, std = td.logit_std;
+  long long shift_tokens = (long long)td.shift_tokens;
   for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < n_clips; c += gridDim.x * blockDim.x) {
     kernels_clip_key k = clips[c];
     long long rows = (long long)cu[c + 1] - cu[c];
@@ -173,7 +175,8 @@ __global__ void k_objective_t(float *t, const kernels_clip_key *clips, const int
       double s = fmax(1.0, sqrt((double)k.total_tokens / (double)shift_tokens));
       tt = __dmul_rn(s, tt) / __dadd_rn(1.0, __dmul_rn(s - 1.0, tt));
     }
-    t[c] = (float)fmin(1.0 - 1e-5, fmax(1e-5, tt));
+    tt = fmin(1.0 - 1e-5, fmax(1e-5, tt));
+    t[c] = (float)__dadd_rn(td.t_min, __dmul_rn(td.t_max - td.t_min, tt));
   }
 }
 
@@ -208,16 +211,14 @@ static tsr_status cu_objective_inputs(kb_t *kb, float *t, void *x_t, void *targe
                                       const void *tokens, kernels_tokens tokens_dtype,
                                       const kernels_clip_key *clips,
                                       const int32_t *cu, int n_clips, int L, int P, uint64_t seed,
-                                      uint64_t step, double t_logit_mean, double t_logit_std,
-                                      int64_t t_shift_tokens) {
+                                      uint64_t step, kernels_t_dist td) {
   const char *op = "objective_inputs";
   tsr_status st = kernels_check_objective_inputs(t, x_t, target, tokens, tokens_dtype, clips, cu,
                                                  n_clips, L, P);
   if (!st) st = kcu_check_cu(kb, op, KCU_E_OBJECTIVE, cu, n_clips, L);
   if (st || n_clips == 0) return st;
   k_objective_t<<<kcu_blocks((size_t)n_clips, 128), 128, 0, kcu(kb)->stream>>>(
-      t, clips, cu, n_clips, seed, step, t_logit_mean, t_logit_std, (long long)t_shift_tokens,
-      kcu(kb)->err);
+      t, clips, cu, n_clips, seed, step, td, kcu(kb)->err);
   KCU_LAUNCHED(op);
   if (L == 0 || P == 0) return TSR_OK;
   size_t n = (size_t)L * P;

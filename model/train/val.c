@@ -17,12 +17,14 @@ const double train_val_levels[TRAIN_VAL_LEVELS] = {0.1, 0.3, 0.5, 0.7, 0.9};
 
 // The training objective with t fixed at `t`: the logit-normal draw of t collapses to
 // sigmoid(logit(t)) (std 0), without the length shift, so every clip is scored at the
-// same noise level whatever its length; labels are kept (no dropout).
+// same noise level whatever its length, outside train.t_min..t_max too (the levels are
+// absolute, so runs on different ranges compare); labels are kept (no dropout).
 static train_config level_config(const train_config *tc, double t) {
   train_config v = *tc;
   v.t_logit_mean = (float)log(t / (1.0 - t));
   v.t_logit_std = 0.0f;
   v.t_shift_tokens = 0;
+  v.t_min = 0.0f, v.t_max = 1.0f;
   v.class_dropout = 0.0f;
   return v;
 }

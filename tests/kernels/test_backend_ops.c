@@ -412,10 +412,13 @@ static void test_objective_loss_optim(void) {
         else ((float *)u)[i] = f;
       }
       void *du = t_raw(u, n * tsz);
+      // the length shift and a range of t (train.t_min, t_max)
+      kernels_t_dist td = {.logit_mean = 0.0, .logit_std = 1.0, .shift_tokens = 64,
+                           .t_min = 0.125, .t_max = 0.875};
       REF->objective_inputs(REF, t.h, x.h, target.h, u, (kernels_tokens)tdt, keys, pk->cu, C, L,
-                            P, 42, 7, 0.0, 1.0, 64);
+                            P, 42, 7, td);
       CHECK_OK(KB->objective_inputs(KB, t.d, x.d, target.d, du, (kernels_tokens)tdt, dkeys, cu, C,
-                                    L, P, 42, 7, 0.0, 1.0, 64));
+                                    L, P, 42, 7, td));
       check_out("objective_inputs", "t", &t);
       check_out("objective_inputs", "x_t", &x);
       check_out("objective_inputs", "target", &target);
