@@ -1,5 +1,5 @@
 // tools/cmd_convert.c — `tessera convert`: Wan transformer checkpoints between diffusers'
-// folder and tessera's checkpoint (model/io/wan_convert.h).
+// folder (or the original Wan checkpoint) and tessera's checkpoint (model/io/wan_convert.h).
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,7 +15,10 @@ static void usage(FILE *f) {
           "usage: tessera convert SRC --out DST [options]\n\n"
           "Converts the transformer of Wan 2.1/2.2 (diffusers' WanTransformer3DModel) one tensor\n"
           "at a time (memory: the largest tensor). SRC is a diffusers folder (config.json and\n"
-          "diffusion_pytorch_model*.safetensors, sharded with the index or not, F32 or BF16)\n"
+          "diffusion_pytorch_model*.safetensors, sharded with the index or not, F32 or BF16),\n"
+          "or an original Wan checkpoint (Wan-AI's naming: one .safetensors file, or a folder\n"
+          "of them with the index; the config from the tensors' shapes, the heads hidden / 128\n"
+          "unless config.json's num_heads or --set model.heads=N says otherwise),\n"
           "and DST a tessera checkpoint of model.family = wan, weights only: start training from\n"
           "it with `tessera train --init DST`, sample with `tessera sample --raw`. With\n"
           "--to diffusers, SRC is a tessera checkpoint and DST a folder that\n"
@@ -104,5 +107,5 @@ int cmd_convert(int argc, char **argv) {
   clock_gettime(CLOCK_MONOTONIC, &t1);
   if (st) return cli_error("convert");
   double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-  return report(back ? "tessera checkpoint" : "diffusers folder", src, out, &s, secs);
+  return report(back ? "tessera checkpoint" : "Wan transformer", src, out, &s, secs);
 }

@@ -12,9 +12,11 @@
 
 #include "core/bf16.h"
 #include "core/fs.h"
+#include "core/log.h"
 #include "core/safetensors.h"
 #include "model/dit.h"
 #include "model/io/checkpoint.h"
+#include "model/io/wan_source.h"
 
 #define TRY(call)                 \
   do {                            \
@@ -23,9 +25,7 @@
   } while (0)
 
 #define WAN_TEXT_LEN 512      // the pipeline pads every caption to 512 umT5 tokens
-#define MAX_SHARDS 256
 #define DIF_WEIGHTS "diffusion_pytorch_model.safetensors"
-#define DIF_INDEX "diffusion_pytorch_model.safetensors.index.json"
 
 // ---- the name map -----------------------------------------------------------------------
 // How a tensor's values move between the two layouts.
@@ -36,52 +36,65 @@ typedef enum {
   K_TABLE,   // tessera (k D) = diffusers (1, k, D): the modulation tables
 } map_kind;
 
+// Name prefixes: tessera's, diffusers', the original Wan checkpoint's (wan_source.h; the same
+// shapes as diffusers'; the original's norm3 is diffusers' norm2).
 typedef struct {
-  const char *tsr, *dif;  // name prefixes
+  const char *tsr, *name[2];  // name[0] diffusers, name[1] original
 } prefix_map;
 
 static const prefix_map TOP[] = {
-    {"x_embed.", "patch_embedding."},
-    {"t_embed.fc1.", "condition_embedder.time_embedder.linear_1."},
-    {"t_embed.fc2.", "condition_embedder.time_embedder.linear_2."},
-    {"time_proj.", "condition_embedder.time_proj."},
-    {"text_embed.fc1.", "condition_embedder.text_embedder.linear_1."},
-    {"text_embed.fc2.", "condition_embedder.text_embedder.linear_2."},
-    {"final.modulation", "scale_shift_table"},
-    {"final.linear.", "proj_out."},
+    {"x_embed.", {"patch_embedding.", "patch_embedding."}},
+    {"t_embed.fc1.", {"condition_embedder.time_embedder.linear_1.", "time_embedding.0."}},
+    {"t_embed.fc2.", {"condition_embedder.time_embedder.linear_2.", "time_embedding.2."}},
+    {"time_proj.", {"condition_embedder.time_proj.", "time_projection.1."}},
+    {"text_embed.fc1.", {"condition_embedder.text_embedder.linear_1.", "text_embedding.0."}},
+    {"text_embed.fc2.", {"condition_embedder.text_embedder.linear_2.", "text_embedding.2."}},
+    {"final.modulation", {"scale_shift_table", "head.modulation"}},
+    {"final.linear.", {"proj_out.", "head.head."}},
 };
-// Inside "blocks.{i}." on both sides.
+// Inside "blocks.{i}." on every side.
 static const prefix_map BLOCK[] = {
-    {"modulation", "scale_shift_table"},  {"q.", "attn1.to_q."},
-    {"k.", "attn1.to_k."},                {"v.", "attn1.to_v."},
-    {"q_norm.", "attn1.norm_q."},         {"k_norm.", "attn1.norm_k."},
-    {"proj.", "attn1.to_out.0."},         {"fc1.", "ffn.net.0.proj."},
-    {"fc2.", "ffn.net.2."},               {"cross.norm.", "norm2."},
-    {"cross.q.", "attn2.to_q."},          {"cross.k.", "attn2.to_k."},
-    {"cross.v.", "attn2.to_v."},          {"cross.q_norm.", "attn2.norm_q."},
-    {"cross.k_norm.", "attn2.norm_k."},   {"cross.proj.", "attn2.to_out.0."},
+    {"modulation", {"scale_shift_table", "modulation"}},
+    {"q.", {"attn1.to_q.", "self_attn.q."}},
+    {"k.", {"attn1.to_k.", "self_attn.k."}},
+    {"v.", {"attn1.to_v.", "self_attn.v."}},
+    {"q_norm.", {"attn1.norm_q.", "self_attn.norm_q."}},
+    {"k_norm.", {"attn1.norm_k.", "self_attn.norm_k."}},
+    {"proj.", {"attn1.to_out.0.", "self_attn.o."}},
+    {"fc1.", {"ffn.net.0.proj.", "ffn.0."}},
+    {"fc2.", {"ffn.net.2.", "ffn.2."}},
+    {"cross.norm.", {"norm2.", "norm3."}},
+    {"cross.q.", {"attn2.to_q.", "cross_attn.q."}},
+    {"cross.k.", {"attn2.to_k.", "cross_attn.k."}},
+    {"cross.v.", {"attn2.to_v.", "cross_attn.v."}},
+    {"cross.q_norm.", {"attn2.norm_q.", "cross_attn.norm_q."}},
+    {"cross.k_norm.", {"attn2.norm_k.", "cross_attn.norm_k."}},
+    {"cross.proj.", {"attn2.to_out.0.", "cross_attn.o."}},
 };
 
-// rest with prefix map[i].tsr replaced by map[i].dif into out; 0 if no prefix matches.
-static int map_prefix(const prefix_map *map, int n, const char *rest, const char *head,
+// rest with prefix map[i].tsr replaced by map[i].name[side] into out; 0 if no prefix matches.
+static int map_prefix(const prefix_map *map, int n, int side, const char *rest, const char *head,
                       char *out, size_t cap) {
   for (int i = 0; i < n; i++) {
     size_t l = strlen(map[i].tsr);
     if (!strncmp(rest, map[i].tsr, l))
-      return (size_t)snprintf(out, cap, "%s%s%s", head, map[i].dif, rest + l) < cap;
+      return (size_t)snprintf(out, cap, "%s%s%s", head, map[i].name[side], rest + l) < cap;
   }
   return 0;
 }
 
-// The diffusers name of tessera tensor t into out (cap bytes) and how its values move.
-static tsr_status dif_name(const dit_tensor *t, char *out, size_t cap, map_kind *kind) {
+// The name of tessera tensor t on `side` (0 diffusers, 1 original, after `prefix`) into out
+// (cap bytes) and how its values move (the same for both: their shapes are the same).
+static tsr_status side_name(const dit_tensor *t, int side, const char *prefix, char *out,
+                            size_t cap, map_kind *kind) {
   int blk, used = 0, ok;
-  char head[32];
+  char head[64];
   if (sscanf(t->name, "blocks.%d.%n", &blk, &used) == 1 && used > 0) {
-    snprintf(head, sizeof head, "blocks.%d.", blk);
-    ok = map_prefix(BLOCK, (int)(sizeof BLOCK / sizeof BLOCK[0]), t->name + used, head, out, cap);
+    snprintf(head, sizeof head, "%sblocks.%d.", prefix, blk);
+    ok = map_prefix(BLOCK, (int)(sizeof BLOCK / sizeof BLOCK[0]), side, t->name + used, head,
+                    out, cap);
   } else {
-    ok = map_prefix(TOP, (int)(sizeof TOP / sizeof TOP[0]), t->name, "", out, cap);
+    ok = map_prefix(TOP, (int)(sizeof TOP / sizeof TOP[0]), side, t->name, prefix, out, cap);
   }
   if (!ok)
     return err_set(TSR_EINVAL, "wan convert: tensor %s has no diffusers name (not a Wan "
@@ -91,6 +104,17 @@ static tsr_status dif_name(const dit_tensor *t, char *out, size_t cap, map_kind 
         : t->ndim == 2                       ? K_LINEAR
                                              : K_COPY;
   return TSR_OK;
+}
+
+// The diffusers name of tessera tensor t.
+static tsr_status dif_name(const dit_tensor *t, char *out, size_t cap, map_kind *kind) {
+  return side_name(t, 0, "", out, cap, kind);
+}
+
+// The name of tessera tensor t in source s (its naming and prefix).
+static tsr_status src_name(const wan_source *s, const dit_tensor *t, char *out, size_t cap,
+                           map_kind *kind) {
+  return side_name(t, s->orig, s->prefix, out, cap, kind);
 }
 
 // The diffusers shape of tessera tensor t (kind k) of config c into shape; its dims.
@@ -254,97 +278,20 @@ tsr_status wan_config_from_json(const char *json_text, const char *where,
   return r ? err_wrap(r, "%s: ", where) : TSR_OK;
 }
 
-// ---- the diffusers folder ---------------------------------------------------------------
-typedef struct {
-  st_reader *files[MAX_SHARDS];
-  int n_files;
-  char *config;            // config.json's text
-} dif_source;
-
-static void source_close(dif_source *s) {
-  for (int i = 0; i < s->n_files; i++) st_close(&s->files[i]);
-  free(s->config);
-  memset(s, 0, sizeof *s);
-}
-
-// The shard files the index names (each once), opened into s.
-static tsr_status open_shards(const char *dir, const char *index, dif_source *s) {
-  json_error_t je;
-  json_t *o = json_load_file(index, 0, &je), *map = json_object_get(o, "weight_map");
-  tsr_status r = json_is_object(map) ? TSR_OK
-               : err_set(TSR_EFORMAT, "%s: no 'weight_map' object (line %d: %s)", index, je.line,
-                         je.text);
-  const char *key;
-  json_t *v;
-  char opened[MAX_SHARDS][256];
-  json_object_foreach(map, key, v) {
-    const char *f = json_string_value(v);
-    int seen = 0;
-    for (int i = 0; f && i < s->n_files; i++) seen |= !strcmp(opened[i], f);
-    if (r || seen) continue;
-    char path[PATH_MAX];
-    if (!f || strchr(f, '/') || strlen(f) >= sizeof opened[0])
-      r = err_set(TSR_EFORMAT, "%s: tensor %s: file '%s' is not a file name in the folder",
-                  index, key, f ? f : "(not a string)");
-    else if (s->n_files == MAX_SHARDS)
-      r = err_set(TSR_EINVAL, "%s: more than %d shard files", index, MAX_SHARDS);
-    else if (!(r = fs_join(path, sizeof path, dir, f)) && !(r = st_open(&s->files[s->n_files], path)))
-      snprintf(opened[s->n_files++], sizeof opened[0], "%s", f);
-  }
-  json_decref(o);
-  return r;
-}
-
-// Reads config.json's text into *text.
-static tsr_status read_text(const char *path, char **text) {
-  json_error_t je;
-  json_t *o = json_load_file(path, 0, &je);
-  if (!json_is_object(o)) {
-    json_decref(o);
-    return err_set(TSR_EFORMAT, "%s: not a JSON object (line %d: %s)", path, je.line, je.text);
-  }
-  *text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-  json_decref(o);
-  return *text ? TSR_OK : err_set(TSR_ENOMEM, "%s: no memory", path);
-}
-
-static tsr_status source_open(const char *dir, dif_source *s) {
-  memset(s, 0, sizeof *s);
-  char cfg[PATH_MAX], idx[PATH_MAX], one[PATH_MAX];
-  tsr_status r = fs_join(cfg, sizeof cfg, dir, "config.json");
-  if (!r) r = fs_join(idx, sizeof idx, dir, DIF_INDEX);
-  if (!r) r = fs_join(one, sizeof one, dir, DIF_WEIGHTS);
-  if (!r) r = read_text(cfg, &s->config);
-  if (!r && !fs_check_regular(idx)) r = open_shards(dir, idx, s);
-  else if (!r && !(r = st_open(&s->files[0], one))) s->n_files = 1;
-  if (r) source_close(s);
-  return r ? err_wrap(r, "diffusers folder %s (config.json and %s, or its shards with %s): ",
-                      dir, DIF_WEIGHTS, DIF_INDEX)
-           : TSR_OK;
-}
-
-// Tensor `name` of the folder (and its file), or NULL.
-static const st_tensor *source_find(const dif_source *s, const char *name, const st_reader **f) {
-  for (int i = 0; i < s->n_files; i++) {
-    const st_tensor *t = st_find(s->files[i], name);
-    if (t) return *f = s->files[i], t;
-  }
-  return NULL;
-}
-
+// ---- the source ------------------------------------------------------------------------
 static void shape_text(char *buf, size_t n, int nd, const int64_t *sh) {
   size_t u = (size_t)snprintf(buf, n, "(");
   for (int i = 0; i < nd && u < n; i++) u += (size_t)snprintf(buf + u, n - u, "%s%lld", i ? ", " : "", (long long)sh[i]);
   if (u < n) snprintf(buf + u, n - u, ")");
 }
 
-// Checks that diffusers tensor `got` (file f) is tessera tensor t's: dtype F32/BF16, shape.
-static tsr_status check_tensor(const st_reader *f, const st_tensor *got, const dit_tensor *t,
-                               const dit_config *c) {
+// Checks that source tensor `got` (file f) is tessera tensor t's: dtype F32/BF16, shape.
+static tsr_status check_tensor(const wan_source *s, const st_reader *f, const st_tensor *got,
+                               const dit_tensor *t, const dit_config *c) {
   map_kind k;
   char dn[256], want_s[96], got_s[96];
   int64_t want[5];
-  tsr_status r = dif_name(t, dn, sizeof dn, &k);
+  tsr_status r = src_name(s, t, dn, sizeof dn, &k);
   if (r) return r;
   int nd = dif_shape(t, k, c, want);
   if (got->dtype != ST_F32 && got->dtype != ST_BF16)
@@ -360,7 +307,7 @@ static tsr_status check_tensor(const st_reader *f, const st_tensor *got, const d
 
 // Every tensor of the model in the folder with its shape and a dtype tessera reads, and no
 // other tensor in it (named if there is one); *max_numel: the largest tensor.
-static tsr_status check_source(const dif_source *s, const dit_table *tab, const dit_config *c,
+static tsr_status check_source(const wan_source *s, const dit_table *tab, const dit_config *c,
                                size_t *max_numel) {
   int64_t found = 0, total = 0;
   *max_numel = 1;
@@ -369,12 +316,12 @@ static tsr_status check_source(const dif_source *s, const dit_table *tab, const 
     char dn[256];
     map_kind k;
     const st_reader *f = NULL;
-    TRY(dif_name(t, dn, sizeof dn, &k));
-    const st_tensor *got = source_find(s, dn, &f);
+    TRY(src_name(s, t, dn, sizeof dn, &k));
+    const st_tensor *got = wan_source_find(s, dn, &f);
     if (!got)
-      return err_set(TSR_EMISMATCH, "tensor %s (tessera %s) is not in the folder (another "
+      return err_set(TSR_EMISMATCH, "tensor %s (tessera %s) is not in the source (another "
                      "model, or a damaged download?)", dn, t->name);
-    TRY(check_tensor(f, got, t, c));
+    TRY(check_tensor(s, f, got, t, c));
     found++;
     if (t->numel > *max_numel) *max_numel = t->numel;
   }
@@ -387,7 +334,7 @@ static tsr_status check_source(const dif_source *s, const dit_table *tab, const 
       for (int k = 0; k < tab->n && !known; k++) {
         char dn[256];
         map_kind kind;
-        known = !dif_name(&tab->t[k], dn, sizeof dn, &kind) && !strcmp(dn, name);
+        known = !src_name(s, &tab->t[k], dn, sizeof dn, &kind) && !strcmp(dn, name);
       }
       if (!known)
         return err_set(TSR_EMISMATCH, "%s: tensor %s is not part of the configured Wan model "
@@ -409,7 +356,7 @@ static store_settings wan_store(const dit_config *c) {
 }
 
 // Streams every tensor of the folder into the checkpoint writer in table order.
-static tsr_status stream_to_tessera(const dif_source *s, const dit_table *tab,
+static tsr_status stream_to_tessera(const wan_source *s, const dit_table *tab,
                                     const dit_config *c, float *buf, ckpt_weights_writer *ww,
                                     wan_convert_stats *st) {
   for (int i = 0; i < tab->n; i++) {
@@ -417,8 +364,8 @@ static tsr_status stream_to_tessera(const dif_source *s, const dit_table *tab,
     char dn[256];
     map_kind k;
     const st_reader *f;
-    TRY(dif_name(t, dn, sizeof dn, &k));
-    const st_tensor *src = source_find(s, dn, &f);
+    TRY(src_name(s, t, dn, sizeof dn, &k));
+    const st_tensor *src = wan_source_find(s, dn, &f);
     to_tessera(t, k, c, src->data, src->dtype, buf);
     st_release(f, src);  // the resident set stays one tensor, whatever the file's size
     TRY(ckpt_weights_tensor(ww, buf));
@@ -431,16 +378,17 @@ static tsr_status stream_to_tessera(const dif_source *s, const dit_table *tab,
 tsr_status wan_from_diffusers(const char *src_dir, const char *dst, char *const *overrides,
                               int n_overrides, wan_convert_stats *stats) {
   memset(stats, 0, sizeof *stats);
-  dif_source s;
-  TRY(source_open(src_dir, &s));
+  wan_source s;
+  TRY(wan_source_open(src_dir, overrides, n_overrides, &s));
   dit_config mc;
   train_config tc;
   dit_table tab = {0};
   ckpt_weights_writer *ww = NULL;
   float *buf = NULL;
   size_t max_numel = 0;
-  char where[PATH_MAX + 16];
-  snprintf(where, sizeof where, "%s/config.json", src_dir);
+  char where[PATH_MAX + 64];
+  if (s.orig) snprintf(where, sizeof where, "%s (the config from its shapes)", src_dir);
+  else snprintf(where, sizeof where, "%s/config.json", src_dir);
   tsr_status r = wan_config_from_json(s.config, where, overrides, n_overrides, &mc, &tc);
   if (!r) r = dit_table_make(&mc, &tab);
   if (!r) r = check_source(&s, &tab, &mc, &max_numel);
@@ -449,7 +397,12 @@ tsr_status wan_from_diffusers(const char *src_dir, const char *dst, char *const 
   store_settings store = wan_store(&mc);
   ckpt_state cs = {.mc = &mc, .tc = &tc, .store = &store, .store_clips = 1};
   char from[PATH_MAX + 64];
-  snprintf(from, sizeof from, "diffusers WanTransformer3DModel %s", src_dir);
+  snprintf(from, sizeof from, "%s %s", s.orig ? "original Wan checkpoint" : "diffusers "
+           "WanTransformer3DModel", src_dir);
+  if (!r && s.orig)
+    log_info("convert: %s: the original Wan naming%s%s; the config from the tensors' shapes, "
+             "model.heads = %d from %s", src_dir, s.prefix[0] ? " under " : "", s.prefix,
+             mc.heads, s.heads_from);
   const char *const extra[2][2] = {{"converted_from", from}, {"diffusers_config", s.config}};
   if (!r) r = ckpt_weights_begin(&ww, dst, &tab, &cs, extra, 2);
   if (!r) r = stream_to_tessera(&s, &tab, &mc, buf, ww, stats);
@@ -458,7 +411,7 @@ tsr_status wan_from_diffusers(const char *src_dir, const char *dst, char *const 
   ckpt_weights_free(&ww);
   free(buf);
   dit_table_free(&tab);
-  source_close(&s);
+  wan_source_close(&s);
   return r;
 }
 

@@ -2,8 +2,9 @@
 // (WanTransformer3DModel.save_pretrained: config.json and diffusion_pytorch_model.safetensors,
 // or shards diffusion_pytorch_model-0000K-of-0000N.safetensors with
 // diffusion_pytorch_model.safetensors.index.json; F32 or BF16 tensors) and a tessera
-// checkpoint of model.family = wan (model/io/checkpoint.h, weights only). docs/model.md
-// "The Wan family" lists every tensor's name and layout on both sides.
+// checkpoint of model.family = wan (model/io/checkpoint.h, weights only); the original Wan
+// checkpoint's naming is read too (model/io/wan_source.h). docs/model.md "The Wan family"
+// lists every tensor's name and layout on every side.
 //
 // One tensor at a time: the source files are mapped (st_open), each tensor converted into one
 // buffer of its size and streamed into the output (core/safetensors.h streaming), so memory
@@ -48,8 +49,10 @@ tsr_status wan_config_from_json(const char *json_text, const char *where,
                                 char *const *overrides, int n_overrides, dit_config *mc,
                                 train_config *tc);
 
-// diffusers folder src_dir -> tessera checkpoint dst (atomic). The config.json text is kept
-// in the checkpoint's metadata (diffusers_config), so the way back writes it again.
+// diffusers folder, or original Wan checkpoint (a file or folder), src_dir -> tessera
+// checkpoint dst (atomic). The diffusers config.json text (an original checkpoint's made from
+// its shapes, wan_source.h) is kept in the checkpoint's metadata (diffusers_config), so the
+// way back writes it again.
 tsr_status wan_from_diffusers(const char *src_dir, const char *dst, char *const *overrides,
                               int n_overrides, wan_convert_stats *stats);
 
