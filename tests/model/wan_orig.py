@@ -18,7 +18,7 @@ hidden 256 (heads 256 / 128 = 2); a sharded folder with the index, f32, hidden 2
 image-to-video tensor (img_emb), a .pth file, a missing block tensor.
 Prints what it checked; exit 1 on any failure."""
 import json
-import subprocess
+import os
 import sys
 
 import torch
@@ -27,21 +27,10 @@ from diffusers.loaders.single_file_utils import convert_wan_transformer_to_diffu
 from diffusers.utils import logging as dlogging
 from safetensors.torch import load_file, save_file
 
-failures = []
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import wan_golden as wg  # noqa: E402  (check, run)
 
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
-
-
-def run(cmd, expect_ok=True):
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if expect_ok and p.returncode != 0:
-        print(p.stdout + p.stderr)
-        raise SystemExit(f"FAIL: {' '.join(cmd)} exited {p.returncode}")
-    return p
+check, run, failures = wg.check, wg.run, wg.failures
 
 
 def original_state(dim, heads, ffn, layers, c, patch, text_dim, freq_dim, dtype, seed):

@@ -33,13 +33,7 @@ import wan_sample as ws  # noqa: E402  (configuration, padding, noise file, comp
 # UniPC: its coefficients in double here, fp32 scalars in diffusers; 1e-4 as the Euler test
 TOL = 1e-4
 F, H, W = ws.F, ws.H, ws.W
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
+check, failures = ws.check, ws.failures
 
 
 def random_model(seed):
