@@ -9,19 +9,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const cost_key_names[COST_NKEYS] = {"a",        "b",   "kv",  "bw_intra",
-                                                "bw_inter", "lat", "ovh", "allreduce",
-                                                "text_a",   "text_c"};
+const char *const cost_key_names[COST_NKEYS] = {
+    "a",      "b",      "kv",      "bw_intra",     "bw_inter",    "lat",         "ovh",
+    "allreduce", "text_a", "text_c", "a2a_lat", "a2a_bw_intra", "a2a_bw_inter"};
+enum { KEY_A2A_BW_INTRA = 11, KEY_A2A_BW_INTER = 12 };  // 0 allowed: "the ring's"
 static const char *const cost_key_help[COST_NKEYS] = {
     "s per token", "s per token^2", "bytes per token per ring step", "bytes/s", "bytes/s",
     "s per ring step", "s per microbatch", "s per step",
     "s per token per caption token (cross-attention)",
-    "s per caption token per clip on each rank of its group"};
+    "s per caption token per clip on each rank of its group",
+    "s per all-to-all (0: lat)", "bytes/s a rank sends in an all-to-all inside a node (0: bw_intra)",
+    "bytes/s a rank sends in an all-to-all across nodes (0: bw_inter)"};
 
 static double *cost_field(cost_model *cm, int i) {
   double *f[COST_NKEYS] = {&cm->a,        &cm->b,   &cm->kv,  &cm->bw_intra,
                            &cm->bw_inter, &cm->lat, &cm->ovh, &cm->allreduce,
-                           &cm->text_a,   &cm->text_c};
+                           &cm->text_a,   &cm->text_c, &cm->a2a_lat, &cm->a2a_bw_intra,
+                           &cm->a2a_bw_inter};
   return f[i];
 }
 
@@ -35,6 +39,14 @@ const char *cost_cp_mode_name(cost_cp_mode m) {
 static double link_bw(const cost_model *cm, int gpus_per_node, int k) {
   return k <= gpus_per_node ? cm->bw_intra : cm->bw_inter;
 }
+
+// An all-to-all's bandwidth and latency: calibrated (a2a_*) where the file has them, else
+// the ring's.
+static double a2a_bw(const cost_model *cm, int inside_node) {
+  double a = inside_node ? cm->a2a_bw_intra : cm->a2a_bw_inter;
+  return a > 0 ? a : inside_node ? cm->bw_intra : cm->bw_inter;
+}
+static double a2a_lat(const cost_model *cm) { return cm->a2a_lat > 0 ? cm->a2a_lat : cm->lat; }
 
 // The share of the heads (of the attention work of a clip) a rank of u ranks splitting
 // them holds: ceil(H/u)/H, 1/u when H is unknown.
@@ -62,10 +74,10 @@ double cost_group_exposed(const cost_model *cm, int gpus_per_node, int k, double
   double kk = (double)k;
   int u = mode == COST_CP_HYBRID ? hybrid_u(gpus_per_node, k) : 0;
   if (mode == COST_CP_ULYSSES || (mode == COST_CP_HYBRID && !u))
-    return 2.0 * (cm->kv * s1 / kk * (kk - 1) / kk / link_bw(cm, gpus_per_node, k) + cm->lat);
+    return 2.0 * (cm->kv * s1 / kk * (kk - 1) / kk / a2a_bw(cm, k <= gpus_per_node) + a2a_lat(cm));
   if (mode == COST_CP_HYBRID) {
     double uu = (double)u, e = hybrid_ring_step(cm, k / u, head_share(cm, u), s1, s2);
-    return 2.0 * (cm->kv * s1 / kk * (uu - 1) / uu / cm->bw_intra + cm->lat) +
+    return 2.0 * (cm->kv * s1 / kk * (uu - 1) / uu / a2a_bw(cm, 1) + a2a_lat(cm)) +
            (double)(k / u - 1) * (e > 0 ? e : 0);
   }
   double exposed = cm->kv * s1 / kk / link_bw(cm, gpus_per_node, k) + cm->lat - cm->b * s2 / (kk * kk);
@@ -156,10 +168,13 @@ int cost_min_cp(const sched_cluster *cl, int64_t L) {
 //   text_a, text_c: may be 0 (no captions); at most a 1e-3 s per token and caption token
 //      (b's bound: a query against a key costs as much as against a video key) and 1 s per
 //      caption token (a's bound).
-const double cost_key_lo[COST_NKEYS] = {1e-15, 1e-18, 1, 1e3, 1e3, 0, 0, 0, 0, 0};
-const double cost_key_hi[COST_NKEYS] = {1, 1e-3, 1e12, 1e16, 1e16, 10, 1e3, 1e5, 1e-3, 1};
+//   a2a_*: as lat and bw_*, and 0 (absent: the ring's keys price the all-to-all).
+const double cost_key_lo[COST_NKEYS] = {1e-15, 1e-18, 1, 1e3, 1e3, 0, 0, 0, 0, 0, 0, 1e3, 1e3};
+const double cost_key_hi[COST_NKEYS] = {1, 1e-3, 1e12, 1e16, 1e16, 10, 1e3, 1e5, 1e-3, 1, 10,
+                                        1e16, 1e16};
 
 static tsr_status cost_value_check(const char *where, int i, double v) {
+  if ((i == KEY_A2A_BW_INTRA || i == KEY_A2A_BW_INTER) && v == 0) return TSR_OK;  // unset
   if (!(v >= cost_key_lo[i] && v <= cost_key_hi[i]))  // NaN fails too
     return err_set(TSR_EFORMAT, "%s: key '%s' = %g is out of range [%g, %g] (%s; docs/plan.md)",
                    where, cost_key_names[i], v, cost_key_lo[i], cost_key_hi[i],
@@ -209,7 +224,7 @@ static tsr_status cost_key(void *user, const char *section, const char *name, co
   if (i == COST_NKEYS)
     return err_set(TSR_EFORMAT,
                    "%s:%d: unknown key '%s' (keys: a, b, kv, bw_intra, bw_inter, lat, ovh, "
-                   "allreduce; optional: text_a, text_c)",
+                   "allreduce; optional: text_a, text_c, a2a_lat, a2a_bw_intra, a2a_bw_inter)",
                    p->path, line, name);
   if (p->line[i])
     return err_set(TSR_EFORMAT, "%s:%d: key '%s' given twice (lines %d and %d); keep one",
@@ -239,8 +254,8 @@ tsr_status cost_model_load(const char *path, cost_model *out) {
   if (st) return st;
   for (int i = 0; i < COST_NKEYS - COST_NOPTIONAL; i++)
     if (!p.line[i])
-      return err_set(TSR_EFORMAT, "%s: missing key '%s' (every key of docs/plan.md but text_a "
-                     "and text_c is required)", path, cost_key_names[i]);
+      return err_set(TSR_EFORMAT, "%s: missing key '%s' (every key of docs/plan.md but the "
+                     "optional text_a, text_c and a2a_* is required)", path, cost_key_names[i]);
   *out = cm;
   return TSR_OK;
 }

@@ -28,6 +28,8 @@
 //            crosses the group once, exposed (the attention waits for it):
 //     T_u = (a + text_a*Lt)*S1/k + b*S2*ceil(H/k)/H
 //           + 2*(kv*(S1/k)*(k-1)/k / bw(k) + lat) + ovh + m*text_c*Lt        (k > 1)
+//   (bw and lat of the all-to-all: a2a_bw_intra/inter and a2a_lat where the cost file has
+//   them, from tessera calibrate, else the ring's),
 //   (the forward and backward move 12 such tensors a layer against the ring's 6 a step:
 //   twice kv; H = cost_model.heads, 0: the heads split evenly, ceil(H/k)/H = 1/k).
 //   hybrid   (USP) for a group spanning nodes (k > G, G = gpus_per_node > 1): Ulysses
@@ -62,6 +64,8 @@ const char *cost_cp_mode_name(cost_cp_mode m);  // "ring", "ulysses", "hybrid"
 typedef struct {
   double a, b, kv, bw_intra, bw_inter, lat, ovh, allreduce;
   double text_a, text_c;  // cross-attention to captions (optional keys, 0 when absent)
+  double a2a_lat, a2a_bw_intra, a2a_bw_inter;  // Ulysses' all-to-all, measured by tessera
+                          // calibrate (optional keys; 0: priced with lat, bw_intra, bw_inter)
   double text_tokens;     // Lt: mean caption tokens of a clip of the data; NOT a file key:
                           // the caller sets it from the store (0: no captions)
   int cp_modes;           // COST_MODES_* the planner may choose from; NOT a file key: the
@@ -89,14 +93,17 @@ typedef struct {
 } sched_cluster;
 
 // Number of keys of a cost file and their names, in file order (for writers). The last
-// COST_NOPTIONAL keys (text_a, text_c) may be absent from a file (0: no captions priced).
-enum { COST_NKEYS = 10, COST_NOPTIONAL = 2 };
+// COST_NOPTIONAL keys (text_a, text_c: 0, no captions priced; a2a_lat, a2a_bw_intra,
+// a2a_bw_inter: 0, the all-to-all priced with the ring's lat and bandwidths) may be absent
+// from a file.
+enum { COST_NKEYS = 13, COST_NOPTIONAL = 5 };
 extern const char *const cost_key_names[COST_NKEYS];
 // Value of key i (0..COST_NKEYS-1) of `cm`.
 double cost_model_get(const cost_model *cm, int i);
 // Accepted range [lo, hi] of key i, in its unit (the reasons are in sched/cost.c):
 //   a [1e-15, 1]  b [1e-18, 1e-3]  kv [1, 1e12]  bw_intra, bw_inter [1e3, 1e16]
 //   lat [0, 10]  ovh [0, 1e3]  allreduce [0, 1e5]  text_a [0, 1e-3]  text_c [0, 1]
+//   a2a_lat [0, 10]  a2a_bw_intra, a2a_bw_inter 0 or [1e3, 1e16]
 // So a and b are > 0, and every group time of clips within SCHED_MAX_TOKENS is finite.
 extern const double cost_key_lo[COST_NKEYS], cost_key_hi[COST_NKEYS];
 

@@ -8,7 +8,8 @@
 #   bench/dist/modes.sh                      CPU: tiny model (patch 1x4x4), 4096 tokens, mpi
 # Env: RANKS ("2 4"), TOKENS (4096), REPS (3), BUILD_DIR (build), OUT_JSON
 # (bench/dist/modes.json). Output: one line per run, OUT_JSON with every run and the cost
-# files beside it (modes-costK.conf; bw_inter set to the measured bw_intra: one machine).
+# files beside it (modes-costK.conf; bw_inter and a2a_bw_inter set to the measured
+# bw_intra and a2a_bw_intra: one machine).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 B=${BUILD_DIR:-$ROOT/build}
@@ -30,7 +31,8 @@ for k in ${RANKS:-2 4}; do
     { cat "$W/cal$k.log" >&2; exit 1; }
   # one machine: the "nodes" of a hybrid group talk at the measured bandwidth too
   bw=$(awk -F' = ' '$1 == "bw_intra" { print $2 }' "$W/cost$k.conf")
-  sed -i "s/^bw_inter = .*/bw_inter = $bw/" "$W/cost$k.conf"
+  a2a=$(awk -F' = ' '$1 == "a2a_bw_intra" { print $2 }' "$W/cost$k.conf")
+  sed -i -e "s/^bw_inter = .*/bw_inter = $bw/" -e "s/^a2a_bw_inter = .*/a2a_bw_inter = $a2a/" "$W/cost$k.conf"
   cp "$W/cost$k.conf" "${OUT_JSON%.json}-cost$k.conf"
   modes="ring ulysses"
   [ "$k" -ge 4 ] && modes+=" hybrid"

@@ -166,6 +166,38 @@ static tsr_status time_ring(const kernels_backend *kb, const comm_backend *cb, i
   return st;
 }
 
+// Seconds of a world all-to-all (Ulysses' exchange) in which every rank sends `bytes` to
+// every other (median of reps), timed as time_ring times a ring exchange.
+static tsr_status time_alltoall(const kernels_backend *kb, const comm_backend *cb, int64_t bytes,
+                                int reps, double *seconds) {
+  comm_group *g = comm_group_get(comm_size());
+  const int k = comm_size();
+  void *a = NULL, *b = NULL;
+  double *t = calloc((size_t)reps, sizeof *t);
+  int64_t *cnt = calloc((size_t)k, sizeof *cnt), *disp = calloc((size_t)k, sizeof *disp);
+  tsr_status st = t && cnt && disp ? TSR_OK : err_set(TSR_ENOMEM, "calibrate: out of memory");
+  for (int j = 0; j < k && !st; j++) cnt[j] = bytes, disp[j] = j * bytes;
+  if (!st) st = kb->alloc(kb, &a, (size_t)(k * bytes));
+  if (!st) st = kb->alloc(kb, &b, (size_t)(k * bytes));
+  for (int r = -1; r < reps && !st; r++) {
+    st = cb->barrier(cb, g);
+    double t0 = time_now();
+    if (!st) st = cb->alltoallv(cb, g, a, cnt, disp, b, cnt, disp);
+    if (!st) st = kb->sync(kb);
+    int64_t ns = (int64_t)((time_now() - t0) * 1e9);
+    if (!st) st = comm_allreduce_max_i64(&ns, 1);
+    if (r >= 0) t[r] = (double)ns * 1e-9;
+  }
+  if (!st) {
+    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    *seconds = t[reps / 2];
+  }
+  kb->free(kb, a);
+  kb->free(kb, b);
+  free(t), free(cnt), free(disp);
+  return st;
+}
+
 // Fastest of reps + 1 world all-reduces of n fp32 values (the step's gradient), in kb's
 // memory, until the sum is usable on the backend; the slowest rank's time of each rep.
 static tsr_status time_allreduce(const kernels_backend *kb, const comm_backend *cb, size_t n,
@@ -249,6 +281,15 @@ tsr_status calibrate_run(const dit_config *mc, const train_config *tc, const cal
     if (st) return err_wrap(st, "calibrate: timing ring exchanges (%s): ", cb->name);
     res->cost.lat = small;
     res->cost.bw_intra = big / fmax(large - small, 1e-9);
+    // Ulysses' all-to-all: the bytes a rank sends, (k - 1) pieces, against their time
+    const int k = comm_size();
+    const int64_t piece = big / k;
+    if (!st) st = time_alltoall(kb, cb, 8, 2 * o->reps + 1, &small);
+    if (!st) st = time_alltoall(kb, cb, piece, o->reps, &large);
+    if (st) return err_wrap(st, "calibrate: timing all-to-alls (%s): ", cb->name);
+    res->cost.a2a_lat = fmax(small, 1e-9);
+    res->cost.a2a_bw_intra = fmin(fmax((double)piece * (k - 1) / fmax(large - small, 1e-9),
+                                       cost_key_lo[11]), cost_key_hi[11]);
     // the step's all-reduce of every gradient (float32)
     dit_model *m = NULL;
     if ((st = dit_create(&m, mc, kb, 16, 1))) return st;
@@ -271,9 +312,10 @@ tsr_status calibrate_write(const char *path, const calibrate_result *res, const 
   fprintf(f, "# %s\n", comment);
   fprintf(f, "# measured: a, b, ovh (fit of objective+forward+backward times of one microbatch),\n"
              "# kv (from the model), allreduce = optimizer step (%.4g s)%s\n",
-          res->optimizer_s, res->measured_comm ? " + gradient all-reduce; lat, bw_intra (ring)" : "");
-  fprintf(f, "# from the base file: bw_inter%s\n",
-          res->measured_comm ? "" : ", bw_intra, lat (one rank: nothing to measure)");
+          res->optimizer_s, res->measured_comm ? " + gradient all-reduce; lat, bw_intra (ring); "
+                                                 "a2a_lat, a2a_bw_intra (all-to-all)" : "");
+  fprintf(f, "# from the base file: bw_inter, a2a_bw_inter%s\n",
+          res->measured_comm ? "" : ", bw_intra, lat, a2a_* (one rank: nothing to measure)");
   for (int i = 0; i < COST_NKEYS; i++)
     fprintf(f, "%s = %.6g\n", cost_key_names[i], cost_model_get(&res->cost, i));
   st = fs_atomic_commit(&a);

@@ -28,6 +28,9 @@ void train_plan_settings(const trainer *tr, int plan_kind, char *out, size_t n) 
     h = hash_fnv1a(h, &v, sizeof v);
   }
   h = hash_fnv1a(h, &tr->sched.cost.text_tokens, sizeof tr->sched.cost.text_tokens);
+  // the CP modes the planner may give groups, and the heads Ulysses splits, shape plans too
+  h = hash_fnv1a(h, &tr->sched.cost.cp_modes, sizeof tr->sched.cost.cp_modes);
+  h = hash_fnv1a(h, &tr->sched.cost.heads, sizeof tr->sched.cost.heads);
   // ranks per node matter only with more than one rank
   int per_node = c->gpus_per_node < c->ranks ? c->gpus_per_node : c->ranks;
   snprintf(out, n, "mem_tokens %lld, ranks %d, ranks per node %d, plan %s, cost model %016llx",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tessera calibrate: one rank (compute fit; comm keys from the base file) and two ranks
-# under mpirun (ring latency/bandwidth and all-reduce measured); the cost files load in
-# `tessera plan`, and their kv equals the closed form 24 * hidden * depth; bad --comm values
+# under mpirun (ring latency/bandwidth, the all-to-all and all-reduce measured); the cost
+# files load in `tessera plan`, and their kv equals the closed form 24 * hidden * depth; bad --comm values
 # are refused with what to use.
 set -uo pipefail
 BIN=${TESSERA_BIN:?set by ctest}
@@ -25,6 +25,11 @@ awk -v a="$(key a "$T/one.conf")" -v b="$(key b "$T/one.conf")" 'BEGIN { exit !(
 if mpirun --oversubscribe -np 2 "$BIN" calibrate "${ARGS[@]}" --out "$T/two.conf" >"$T/two.log" 2>&1; then ok; else bad "calibrate 2 ranks: $(cat "$T/two.log")"; fi
 awk -v l="$(key lat "$T/two.conf")" -v ar="$(key allreduce "$T/two.conf")" -v bw="$(key bw_intra "$T/two.conf")" \
   'BEGIN { exit !(l > 0 && l < 0.1 && ar > 0 && bw > 1e6 && bw < 1e12) }' && ok || bad "two ranks: measured comm keys implausible: $(cat "$T/two.conf")"
+# the all-to-all of Ulysses: measured at two ranks, absent (0: the ring's keys) at one
+awk -v l="$(key a2a_lat "$T/two.conf")" -v bw="$(key a2a_bw_intra "$T/two.conf")" \
+  'BEGIN { exit !(l > 0 && l < 0.1 && bw > 1e6 && bw < 1e12) }' && ok || bad "two ranks: all-to-all keys implausible: $(cat "$T/two.conf")"
+[ "$(key a2a_lat "$T/one.conf")" = 0 ] && [ "$(key a2a_bw_intra "$T/one.conf")" = 0 ] && ok \
+  || bad "one rank: a2a keys should be 0 (nothing to measure)"
 
 for f in one two; do
   "$BIN" plan --lengths <(printf 'tokens\n100\n300\n900\n') --ranks 2 --mem-tokens 1000 --cost "$T/$f.conf" \

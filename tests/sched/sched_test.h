@@ -7,7 +7,7 @@
 
 #include "sched/sched.h"
 
-static const cost_model h100 = {2.0e-5, 1.8e-9, 6.9e5, 4.0e11, 4.5e10, 5e-4, 5e-3, 0.05, 0, 0, 0, 0, 0};
+static const cost_model h100 = {2.0e-5, 1.8e-9, 6.9e5, 4.0e11, 4.5e10, 5e-4, 5e-3, 0.05, 0, 0, 0, 0, 0, 0, 0, 0};
 
 // 1 when plans a and b are the same, bitwise: waves, groups and clip references.
 static inline int same_plan(const plan *a, const plan *b) {

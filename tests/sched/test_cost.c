@@ -87,6 +87,15 @@ int main(void) {
             cost_group_time_mode(&cu, 4, 4, 1, 400, 160000, COST_CP_ULYSSES) &&
             cost_group_mode(&cu, 4, 4, 1, 400, 160000) != COST_CP_HYBRID,
         "hybrid needs a group spanning nodes");
+  // a calibrated all-to-all (a2a_*) replaces the ring's keys in Ulysses' term: with
+  // a2a_bw_inter 2e5, a2a_lat 0.02 the all-to-all is 2*(100*100*(3/4)/2e5 + 0.02) = 0.115
+  cost_model ca = cu;
+  ca.a2a_bw_inter = 2e5, ca.a2a_lat = 0.02;
+  CHECK_NEAR(cost_group_time_mode(&ca, 2, 4, 1, 400, 160000, COST_CP_ULYSSES), 0.14 + 0.115 + 0.1,
+             TOL);
+  CHECK_OK(cost_model_check(&ca));
+  ca.a2a_bw_intra = 10;  // neither 0 (unset) nor within [1e3, 1e16]
+  CHECK(cost_model_check(&ca) == TSR_EFORMAT && strstr(err_msg(), "a2a_bw_intra"), "%s", err_msg());
   cu.heads = 6;
   cu.cp_modes = COST_MODES_ULYSSES;  // forced, and at k = 1 both are local attention
   CHECK_NEAR(cost_clip_time(&cu, 2, 2, 1000), 1.17, TOL);
@@ -110,6 +119,12 @@ int main(void) {
                                       "allreduce = 0.5\ntext_a = 2e-6\ntext_c = 3e-4\n"),
                            &ct));
   CHECK(ct.text_a == 2e-6 && ct.text_c == 3e-4 && ct.text_tokens == 0, "text keys read");
+  CHECK(ct.a2a_lat == 0 && ct.a2a_bw_intra == 0 && ct.a2a_bw_inter == 0, "a2a keys absent: 0");
+  CHECK_OK(cost_model_load(write_file("a2a.conf", "a = 0.001\nb = 1e-6\nkv = 100\n"
+                                      "bw_intra = 1e6\nbw_inter = 1e5\nlat = 0.01\novh = 0.1\n"
+                                      "allreduce = 0.5\na2a_lat = 0.002\na2a_bw_intra = 3e6\n"),
+                           &ct));
+  CHECK(ct.a2a_lat == 0.002 && ct.a2a_bw_intra == 3e6 && ct.a2a_bw_inter == 0, "a2a keys read");
 
   // CP sizes: chunk = ceil(L/k) must fit M
   sched_cluster cl = {8, 2, 1000};
