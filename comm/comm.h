@@ -111,6 +111,10 @@ struct comm_backend {
   // `group rank`, summed (ZeRO's gradient shards, issue 29). send and recv must not overlap.
   tsr_status (*reduce_scatter_sum_f32)(const comm_backend *cb, comm_group *g, const float *send,
                                        float *recv, int64_t n);
+  // The same, non-blocking (ZeRO-2's gradient buckets while backward goes on): neither buffer
+  // may be touched until `wait`. "mpi-staged" runs it blocking (the request comes back done).
+  tsr_status (*ireduce_scatter_sum_f32)(const comm_backend *cb, comm_group *g, const float *send,
+                                        float *recv, int64_t n, comm_request **req);
   // All-to-all with variable counts (Ulysses attention's sequence <-> head exchange,
   // issue 30): this member sends sbytes[j] bytes of send + sdispl[j] to member j and
   // receives into recv + rdispl[j] the rbytes[j] bytes member j sends it (rbytes[j] must be

@@ -74,20 +74,37 @@ static tsr_status mpi_allgather(cb_t *cb, comm_group *g, const void *send, void 
   return st ? st : comm_mpi_wait(1, &r, "all-gather", g, -1);
 }
 
-static tsr_status mpi_reduce_scatter(cb_t *cb, comm_group *g, const float *send, float *recv,
-                                     int64_t n) {
+static tsr_status mpi_ireduce_scatter(cb_t *cb, comm_group *g, const float *send, float *recv,
+                                      int64_t n, comm_request **req) {
+  *req = NULL;
   if (n < 0 || n > COMM_CHUNK)
     return err_set(TSR_EINVAL, "group reduce-scatter of %lld values per rank: at most %d",
                    (long long)n, COMM_CHUNK);
+  comm_request *q = calloc(1, sizeof *q + sizeof(MPI_Request));
+  if (!q) return err_set(TSR_ENOMEM, "out of memory for a reduce-scatter");
+  q->what = "reduce-scatter", q->g = g, q->peer = -1;
   if (local(g)) {
     memmove(recv, send, (size_t)n * sizeof *recv);
+    *req = q;
     return TSR_OK;
   }
-  MPI_Request r;
   tsr_status st = comm_mpi_check(MPI_Ireduce_scatter_block(send, recv, (int)n, MPI_FLOAT, MPI_SUM,
-                                                           g->comm, &r),
+                                                           g->comm, &q->r[0]),
                                  "group reduce-scatter");
-  return st ? st : comm_mpi_wait(1, &r, "reduce-scatter", g, -1);
+  if (st) {
+    free(q);
+    return st;
+  }
+  q->n = 1;
+  *req = q;
+  return TSR_OK;
+}
+
+static tsr_status mpi_reduce_scatter(cb_t *cb, comm_group *g, const float *send, float *recv,
+                                     int64_t n) {
+  comm_request *q = NULL;
+  tsr_status st = mpi_ireduce_scatter(cb, g, send, recv, n, &q);
+  return st ? st : mpi_wait(cb, &q);
 }
 
 // Pieces of every peer's message, both directions: at most 2 * size * pieces requests.
@@ -232,6 +249,7 @@ static const comm_backend mpi_backend = {
     .allgather = mpi_allgather,
     .reduce_scatter_sum_f32 = mpi_reduce_scatter,
     .alltoallv = mpi_alltoallv,
+    .ireduce_scatter_sum_f32 = mpi_ireduce_scatter,
     .bcast = mpi_bcast,
     .barrier = mpi_barrier,
     .ring_start = mpi_ring_start,

@@ -219,9 +219,10 @@ static tsr_status nc_allgather(cb_t *cb, comm_group *g, const void *send, void *
   return st ? st : op_wait(x, o);
 }
 
-static tsr_status nc_reduce_scatter(cb_t *cb, comm_group *g, const float *send, float *recv,
-                                    int64_t n) {
+static tsr_status nc_ireduce_scatter(cb_t *cb, comm_group *g, const float *send, float *recv,
+                                     int64_t n, comm_request **req) {
   nccl_ctx *x = ctx_of(cb);
+  *req = NULL;
   if (n < 0) return err_set(TSR_EINVAL, "reduce-scatter of %lld values", (long long)n);
   nccl_op *o;
   tsr_status st = op_begin(x, "reduce-scatter", g, -1, &o);
@@ -229,7 +230,15 @@ static tsr_status nc_reduce_scatter(cb_t *cb, comm_group *g, const float *send, 
   ncclComm_t c = comm_of(x, g);
   st = op_end(x, o, nccl_check(ncclReduceScatter(send, recv, (size_t)n, ncclFloat32, ncclSum, c,
                                                  x->comm), c, "reduce-scatter"), 0);
-  return st ? st : op_wait(x, o);
+  if (!st) *req = (comm_request *)o;
+  return st;
+}
+
+static tsr_status nc_reduce_scatter(cb_t *cb, comm_group *g, const float *send, float *recv,
+                                    int64_t n) {
+  comm_request *r = NULL;
+  tsr_status st = nc_ireduce_scatter(cb, g, send, recv, n, &r);
+  return st ? st : nc_wait(cb, &r);
 }
 
 // Grouped ncclSend/ncclRecv with every member (the own slice too: NCCL copies it).
@@ -400,6 +409,7 @@ tsr_status comm_nccl_open(void *stream, const comm_backend **out) {
       .allgather = nc_allgather,
       .reduce_scatter_sum_f32 = nc_reduce_scatter,
       .alltoallv = nc_alltoallv,
+      .ireduce_scatter_sum_f32 = nc_ireduce_scatter,
       .bcast = nc_bcast,
       .barrier = nc_barrier,
       .ring_start = nc_ring_start,

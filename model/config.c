@@ -128,6 +128,7 @@ static const config_key KEYS[] = {
     TK(mem_tokens, KT_I64, 0, (double)SCHED_MAX_TOKENS,
        "most tokens per rank per microbatch (0: the most that fit the memory)"),
     TK(seed, KT_I64, 0, 9.2e18, "random seed"),
+    TK_LATE(zero, KT_INT, 0, 3, "ZeRO stage: 0 none, 1 optimizer state, masters and EMA sharded over the ranks, 2 also gradients (3: counted by the memory model only)"),
     TK(ckpt_every, KT_INT, 1, 1e9, "steps between checkpoints"),
     TK(ckpt_keep, KT_INT, 1, 1e6, "checkpoints kept"),
     TK(log_every, KT_INT, 1, 1e9, "steps between metric lines"),
@@ -160,7 +161,8 @@ void config_defaults(dit_config *m, train_config *t) {
                       .weight_decay = 0.0f, .grad_clip = 1.0f, .ema_decay = 0.999f,
                       .class_dropout = 0.1f, .caption_dropout = 0.1f, .t_logit_mean = 0.0f,
                       .t_logit_std = 1.0f,
-                      .t_shift_tokens = 1024, .t_min = 0.0f, .t_max = 1.0f, .mem_tokens = 32768, .seed = 0,
+                      .t_shift_tokens = 1024, .t_min = 0.0f, .t_max = 1.0f, .mem_tokens = 32768,
+                      .seed = 0, .zero = 0,
                       .ckpt_every = 200, .ckpt_keep = 3, .log_every = 10,
                       .precision = KERNELS_F32, .val_clips = 0, .val_every = 100,
                       .sample_every = 0, .sample_steps = 32, .sample_cfg = 1.0f,
@@ -379,6 +381,10 @@ tsr_status config_validate(const dit_config *m, const train_config *t) {
     return err_set(TSR_EINVAL, "model.family = wan: Wan is conditioned on captions only (set "
                    "model.text_dim > 0 and model.num_classes = 0; they are %d and %d)",
                    m->text_dim, m->num_classes);
+  if (t->zero > 0 && t->lora_rank > 0)
+    return err_set(TSR_EINVAL, "train.zero = %d with lora.rank = %d: a LoRA run's optimizer state "
+                   "is the adapters' (small) and is not sharded; set train.zero = 0", t->zero,
+                   t->lora_rank);
   if (t->lora_rank > 0 && !t->lora_targets[strspn(t->lora_targets, " ,")])
     return err_set(TSR_EINVAL, "lora.rank = %d needs lora.targets (PEFT module names, e.g. "
                    "to_q,to_k,to_v,to_out.0)", t->lora_rank);

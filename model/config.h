@@ -43,6 +43,10 @@ typedef struct {
                      // clip without one (or with it dropped) gets text_len zero rows, as
                      // Wan's pipeline pads umT5's output (the pad rows pass through the text
                      // projection and are attended to); 0: a clip attends to its rows alone
+  int shard_ranks;   // not a config key (set by the trainer for train.zero >= 1: the world
+                     // size): > 1 pads every gradient bucket of the flat buffer to a multiple
+                     // of 16 * shard_ranks floats, so ZeRO's collectives take equal slices
+                     // of it (model/train/zero.h); 0 or 1: the layout of every other tool
 } dit_config;
 
 // model.family: the tessera DiT, or the transformer of Wan 2.1/2.2 (diffusers'
@@ -94,6 +98,9 @@ typedef struct {
                           // memory model counts activations, inputs and attention
                           // workspace from the code's layout (model/train/memory.h)
   int64_t seed;
+  int zero;               // ZeRO stage (docs/dist.md "ZeRO"): 0 every rank holds the whole
+                          // optimizer state; 1 AdamW moments, fp32 master weights and EMA
+                          // sharded over the world; 2 also the gradients reduce-scattered
   int ckpt_every;         // steps between checkpoints
   int ckpt_keep;          // checkpoints kept
   int log_every;          // steps between metric lines

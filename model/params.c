@@ -78,6 +78,14 @@ static void add_block(dit_model *m, int i, int nw) {
   if (m->cfg.text_dim > 0) add_cross(m, i, nw);
 }
 
+// Ends a gradient bucket (dit_buckets_init): with shard_ranks > 1 (ZeRO) the buffer is padded
+// to a multiple of 16 * shard_ranks floats, so every bucket splits into equal slices of
+// whole 64-byte lines, one per rank (model/train/zero.h). The padding floats stay 0.
+static void end_bucket(dit_model *m) {
+  size_t a = (size_t)ALIGN_FLOATS * (size_t)(m->cfg.shard_ranks > 1 ? m->cfg.shard_ranks : 1);
+  m->n_params = (m->n_params + a - 1) / a * a;
+}
+
 static void build_table(dit_model *m) {
   const dit_config *c = &m->cfg;
   int D = m->D, nw = m->sw.qk_norm_full ? D : m->Dh;  // QK-norm weights: all heads, or one
@@ -94,12 +102,14 @@ static void build_table(dit_model *m) {
     m->t_text2 = add_linear(m, "text_embed.fc2", D, D, INIT_XAVIER);
     if (m->sw.null_token) m->text_null = add_tensor(m, "text_null.weight", D, 0, INIT_NORMAL002);
   }
-  for (int i = 0; i < c->depth; i++) add_block(m, i, nw);
+  for (int i = 0; i < c->depth; i++) end_bucket(m), add_block(m, i, nw);
+  end_bucket(m);
   m->final_first = m->n_tensors;
   m->final_row = -1;
   if (m->sw.head_temb) m->final_row = add_tensor(m, "final.modulation", 2 * D, 0, INIT_ZERO);
   else m->final_adaln = add_linear(m, "final.adaln", D, 2 * D, INIT_ZERO);
   m->final_linear = add_linear(m, "final.linear", D, m->P, INIT_ZERO);
+  end_bucket(m);
 }
 
 // Carves activation buffers out of one allocation: a first pass with base == NULL only

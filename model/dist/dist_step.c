@@ -33,6 +33,8 @@ struct dist_step {
   int n_buckets, issued;                   // gradient buckets; all-reduces started so far
   comm_request **bucket_req;               // (n_buckets)
   tsr_status bucket_err;                   // an error inside the bucket hook
+  float *shard;                            // ZeRO 2: the gradient shard buckets are reduce-
+  int shard_world;                         // scattered into (dist_step_set_shard), or NULL
   void *eval_pred;                         // (max_tokens, P) [act] dist_step_eval's prediction
   float *eval_out;                         // (1 + max_clips) [f32] its loss and per-clip sse
 };
@@ -43,8 +45,14 @@ static void issue_bucket(dist_step *ds) {
   if (ds->bucket_err || ds->issued >= ds->n_buckets) return;
   dit_bucket b = dit_get_bucket(ds->m, ds->issued);
   comm_group *world = comm_group_get(comm_size());
-  ds->bucket_err = ds->cb->iallreduce_sum_f32(ds->cb, world, dit_grads(ds->m) + b.offset,
-                                              (int64_t)b.numel, &ds->bucket_req[ds->issued]);
+  float *g = dit_grads(ds->m) + b.offset;
+  if (ds->shard)
+    ds->bucket_err = ds->cb->ireduce_scatter_sum_f32(
+        ds->cb, world, g, ds->shard + b.offset / (size_t)ds->shard_world,
+        (int64_t)(b.numel / (size_t)ds->shard_world), &ds->bucket_req[ds->issued]);
+  else
+    ds->bucket_err = ds->cb->iallreduce_sum_f32(ds->cb, world, g, (int64_t)b.numel,
+                                                &ds->bucket_req[ds->issued]);
   ds->issued++;
   for (int i = 0; i + 1 < ds->issued && !ds->bucket_err; i++) {
     int done;
@@ -127,6 +135,11 @@ tsr_status dist_step_create(dist_step **out, dit_model *m, const comm_backend *c
 
 void dist_step_set_null_caption(dist_step *ds, const float *emb, int tokens) {
   objective_device_set_null_caption(&ds->dev, emb, tokens);
+}
+
+void dist_step_set_shard(dist_step *ds, float *shard, int world) {
+  ds->shard = shard;
+  ds->shard_world = world;
 }
 
 void dist_step_free(dist_step **pds) {

@@ -14,8 +14,8 @@
 // floating-point reassociation, for static or dynamic plans and any world size.
 //
 // Gradients are summed over the world (all ranks) in buckets (dit_get_bucket): in a rank's
-// last wave, each bucket's non-blocking all-reduce starts as soon as backward has passed
-// it; dist_step_reduce starts any left (ranks idle at the end), waits for all of them and
+// last wave, each bucket's non-blocking all-reduce (or reduce-scatter: dist_step_set_shard)
+// starts as soon as backward has passed it; dist_step_reduce starts any left (ranks idle at the end), waits for all of them and
 // sums the loss.
 #ifndef TESSERA_MODEL_DIST_STEP_H
 #define TESSERA_MODEL_DIST_STEP_H
@@ -74,8 +74,15 @@ tsr_status dist_step_run(dist_step *ds, const plan *p, const dist_clip *clips, i
 tsr_status dist_step_eval(dist_step *ds, const plan *p, const dist_clip *clips, int nclips,
                           const train_config *tc, int64_t step, double *sse);
 
-// Completes the sum of the model's gradients over every rank of the world (in place) and
-// sums *loss. Must follow every dist_step_run.
+// ZeRO stage 2 (model/train/zero.h): each bucket of `world` ranks' gradients is
+// reduce-scattered instead of all-reduced (the same moments: overlapped with the backward
+// of the last wave), bucket [offset, offset + numel) into shard + offset / world, numel /
+// world floats: this rank's slice of the sum. The model's gradient buffer then holds this
+// rank's own sums only. Every bucket must split into equal slices (dit_config.shard_ranks).
+void dist_step_set_shard(dist_step *ds, float *shard, int world);
+
+// Completes the sum of the model's gradients over every rank of the world (in place; with
+// dist_step_set_shard into the shard) and sums *loss. Must follow every dist_step_run.
 tsr_status dist_step_reduce(dist_step *ds, double *loss);
 
 #endif

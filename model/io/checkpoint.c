@@ -34,9 +34,6 @@ static int tab_count(const dit_model *m, int adapters) {
 static const dit_tensor *tab_info(const dit_model *m, int adapters, int i) {
   return adapters ? dit_lora_tensor_info(m, i) : dit_tensor_info(m, i);
 }
-static size_t tab_params(const dit_model *m, int adapters) {
-  return adapters ? dit_lora_num_params(m) : dit_num_params(m);
-}
 static int tab_find(const dit_model *m, int adapters, const char *name) {
   if (!adapters) return dit_find_tensor(m, name);
   for (int i = 0; i < dit_lora_num_tensors(m); i++)  // a few hundred names at most, once a load
@@ -108,22 +105,33 @@ static tsr_status add_meta(st_writer *w, const ckpt_state *cs) {
   return r;
 }
 
-// A set of n floats (host) must be finite throughout: the tensor of the first value that is
-// not, named with its set, is TSR_EINVAL for a save (a diverged run writes no checkpoint) and
-// TSR_EFORMAT for a load. NULL tensor name: in the padding between tensors.
-static tsr_status check_finite(const dit_model *m, int adapters, const float *host, size_t n,
-                               int set, tsr_status code, const char *path) {
+// Tensor t's values (host) must be finite: the first that is not, named with its set, is
+// TSR_EINVAL for a save (a diverged run writes no checkpoint) and TSR_EFORMAT for a load.
+static tsr_status check_finite(const dit_tensor *t, const float *host, int set, tsr_status code,
+                               const char *path) {
   size_t i = 0;
-  while (i < n && isfinite(host[i])) i++;
-  if (i == n) return TSR_OK;
-  const char *name = "(padding)";
-  for (int k = 0; k < tab_count(m, adapters); k++) {
-    const dit_tensor *t = tab_info(m, adapters, k);
-    if (i >= t->offset && i < t->offset + t->numel) name = t->name;
-  }
+  while (i < t->numel && isfinite(host[i])) i++;
+  if (i == t->numel) return TSR_OK;
   return err_set(code, "checkpoint %s: tensor %s%s has a non-finite value (%g at element %zu)%s",
-                 path, set_prefix[set], name, host[i], i,
+                 path, set_prefix[set], t->name, host[i], i,
                  code == TSR_EINVAL ? ": not written (the run diverged)" : "");
+}
+
+// The zeros after tensor t in the canonical layout (params.c: 64-byte starts), which a set's
+// checksum covers: the same for a model padded for ZeRO (shard_ranks) as for any other.
+static size_t canon_pad(const dit_tensor *t) { return (t->numel + 15) / 16 * 16 - t->numel; }
+static const float zeros16[16];
+
+// A copy of the table the sets are over (the model's or its adapters'), n entries; free it.
+static dit_tensor *table_copy(const dit_model *m, int adapters, int *n, size_t *most) {
+  *n = tab_count(m, adapters);
+  *most = 1;
+  dit_tensor *t = malloc((size_t)(*n ? *n : 1) * sizeof *t);
+  for (int i = 0; t && i < *n; i++) {
+    t[i] = *tab_info(m, adapters, i);
+    if (t[i].numel > *most) *most = t[i].numel;
+  }
+  return t;
 }
 
 tsr_status ckpt_base_sums(dit_model *m, uint64_t *tensor_sums, uint64_t *weights_sum) {
@@ -177,31 +185,109 @@ static tsr_status add_base_meta(st_writer *w, const ckpt_state *cs) {
   return r;
 }
 
+// ---- the streamed writer: the tensors of `nsets` sets, set by set in table order ---------
+
+struct ckpt_weights_writer {
+  st_writer *w;
+  const dit_tensor *t;         // (n) the table every set is over
+  int n, nsets;
+  int set, next;               // the tensor ckpt_weights_tensor takes next
+  XXH3_state_t *h;             // the current set's hash over its canonical flat buffer
+};
+
+static tsr_status writer_begin(ckpt_weights_writer **out, const char *path, const dit_tensor *t,
+                               int n, int nsets, const ckpt_state *cs,
+                               const char *const (*extra)[2], int n_extra) {
+  ckpt_weights_writer *ww = calloc(1, sizeof *ww);
+  *out = ww;
+  if (!ww || !(ww->h = XXH3_createState()) || XXH3_64bits_reset(ww->h) != XXH_OK)
+    return err_set(TSR_ENOMEM, "checkpoint %s: no memory", path);
+  ww->t = t, ww->n = n, ww->nsets = nsets;
+  tsr_status r = st_writer_new(&ww->w);
+  char name[300];
+  for (int s = 0; s < nsets; s++)
+    for (int i = 0; !r && i < n; i++) {
+      snprintf(name, sizeof name, "%s%s", set_prefix[s], t[i].name);
+      r = st_writer_add(ww->w, name, ST_F32, t[i].ndim, t[i].shape, NULL);
+    }
+  if (!r) r = add_meta(ww->w, cs);
+  // the sets' checksums, known at their ends: placeholders of their length
+  for (int s = 0; !r && s < nsets; s++) r = st_writer_meta(ww->w, set_hash_key[s], "0000000000000000");
+  for (int i = 0; !r && i < n_extra; i++) r = st_writer_meta(ww->w, extra[i][0], extra[i][1]);
+  if (!r && cs->adapters && cs->model) r = add_base_meta(ww->w, cs);
+  if (!r) r = st_writer_stream_begin(ww->w, path);
+  return r ? err_wrap(r, "writing checkpoint %s: ", path) : TSR_OK;
+}
+
+tsr_status ckpt_weights_tensor(ckpt_weights_writer *ww, const float *data) {
+  if (ww->set >= ww->nsets) return err_set(TSR_EINVAL, "checkpoint: more tensors than the model's");
+  const dit_tensor *d = &ww->t[ww->next++];
+  XXH3_64bits_update(ww->h, data, d->numel * sizeof(float));
+  XXH3_64bits_update(ww->h, zeros16, canon_pad(d) * sizeof(float));
+  tsr_status r = st_writer_stream(ww->w, data, d->numel * sizeof(float));
+  if (!r && ww->next == ww->n) {  // the set is complete: its checksum
+    char hash[24];
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)XXH3_64bits_digest(ww->h));
+    r = st_writer_meta_set(ww->w, set_hash_key[ww->set], hash);
+    ww->set++, ww->next = 0;
+    if (XXH3_64bits_reset(ww->h) != XXH_OK) r = err_set(TSR_ENOMEM, "checkpoint: hash reset");
+  }
+  return r;
+}
+
+tsr_status ckpt_weights_commit(ckpt_weights_writer *ww) {
+  if (ww->set != ww->nsets)
+    return err_set(TSR_EINVAL, "checkpoint: %d of the model's %d tensors written", ww->next,
+                   ww->n);
+  return st_writer_stream_commit(ww->w);
+}
+
+void ckpt_weights_free(ckpt_weights_writer **pww) {
+  ckpt_weights_writer *ww = *pww;
+  if (!ww) return;
+  st_writer_free(&ww->w);  // removes the temporary file of an uncommitted stream
+  XXH3_freeState(ww->h);
+  free(ww);
+  *pww = NULL;
+}
+
+tsr_status ckpt_weights_begin(ckpt_weights_writer **ww, const char *path, const dit_table *t,
+                              const ckpt_state *cs, const char *const (*extra)[2], int n_extra) {
+  return writer_begin(ww, path, t->t, t->n, 1, cs, extra, n_extra);
+}
+
 tsr_status ckpt_save(const char *path, const ckpt_state *cs) {
   const kernels_backend *kb = dit_backend(cs->model);
-  const int ad = cs->adapters;
-  size_t n = tab_params(cs->model, ad);
-  float *host = malloc(NSETS * n * sizeof(float));
-  if (!host) return err_set(TSR_ENOMEM, "checkpoint %s: no memory for %zu parameters", path, n);
-  st_writer *w = NULL;
-  tsr_status r = st_writer_new(&w);
-  for (int s = 0; !r && s < NSETS; s++) r = kb->to_host(kb, host + s * n, set_buffer(cs, s), n * sizeof(float));
-  for (int s = 0; !r && s < NSETS; s++)
-    r = check_finite(cs->model, ad, host + s * n, n, s, TSR_EINVAL, path);
+  int n;
+  size_t most;
+  dit_tensor *t = table_copy(cs->model, cs->adapters, &n, &most);
+  float *host = malloc(most * sizeof(float));
+  ckpt_weights_writer *ww = NULL;
+  tsr_status r = t && host ? writer_begin(&ww, path, t, n, NSETS, cs, NULL, 0)
+                           : err_set(TSR_ENOMEM, "checkpoint %s: no memory", path);
   for (int s = 0; !r && s < NSETS; s++) {
-    char hash[24];
-    snprintf(hash, sizeof hash, "%016llx",
-             (unsigned long long)XXH3_64bits(host + s * n, n * sizeof(float)));
-    r = ad ? dit_lora_write_tensors(cs->model, w, set_prefix[s], host + s * n)
-           : dit_write_tensors(cs->model, w, set_prefix[s], host + s * n);
-    if (!r) r = st_writer_meta(w, set_hash_key[s], hash);
+    const float *src = set_buffer(cs, s);
+    if (s != SET_W && cs->gather) r = cs->gather(cs->gather_ctx, src, &src);
+    for (int i = 0; !r && i < n; i++) {
+      r = kb->to_host(kb, host, src + t[i].offset, t[i].numel * sizeof(float));
+      if (!r) r = check_finite(&t[i], host, s, TSR_EINVAL, path);
+      if (!r) r = ckpt_weights_tensor(ww, host);
+    }
   }
-  if (!r) r = add_meta(w, cs);
-  if (!r && ad) r = add_base_meta(w, cs);
-  if (!r) r = st_writer_commit(w, path);
-  st_writer_free(&w);
+  if (!r) r = ckpt_weights_commit(ww);
+  ckpt_weights_free(&ww);
   free(host);
+  free(t);
   return r ? err_wrap(r, "saving checkpoint %s: ", path) : TSR_OK;
+}
+
+tsr_status ckpt_save_follow(const ckpt_state *cs) {
+  tsr_status r = TSR_OK;
+  for (int s = SET_EMA; cs->gather && !r && s < NSETS; s++) {
+    const float *whole;
+    r = cs->gather(cs->gather_ctx, set_buffer(cs, s), &whole);
+  }
+  return r;
 }
 
 // Steps of RUN's checkpoints (ckpt-STEP.safetensors), ascending; *n of them.
@@ -564,18 +650,42 @@ static tsr_status check_names(const st_reader *st, const dit_model *m, int adapt
   return TSR_OK;
 }
 
-// Opens `path` and checks every checksum it records before anything is used, whichever
-// sets the caller loads: the structure and exact size (st_open), every tensor's own XXH3
-// (required from version 2 on), the names against the model, and the XXH3 of each tensor
-// set present (its metadata key set_hash_key[s]). Each set present is read into `host`
-// (n floats); the sets in `load` (bit s) are then copied to dst[s] (backend memory of kb).
-// adapters: the sets are over m's LoRA adapters (a LoRA run's checkpoint), else its tensors.
+// Copies tensor t's values (host) to the set's backend buffer dst: at their own offsets, or
+// with a shard only its elements, at the shard's offsets.
+static tsr_status put_tensor(const kernels_backend *kb, const dit_tensor *t, const float *host,
+                             float *dst, const ckpt_shard *shard) {
+  if (!shard) return kb->to_device(kb, dst + t->offset, host, t->numel * sizeof(float));
+  int64_t a = (int64_t)t->offset, e = a + (int64_t)t->numel;
+  tsr_status r = TSR_OK;
+  for (int k = 0; k < shard->n && !r; k++) {
+    int64_t lo = a > shard->lo[k] ? a : shard->lo[k];
+    int64_t hi = e < shard->lo[k] + shard->len[k] ? e : shard->lo[k] + shard->len[k];
+    if (hi > lo)
+      r = kb->to_device(kb, dst + shard->at[k] + (lo - shard->lo[k]), host + (lo - a),
+                        (size_t)(hi - lo) * sizeof(float));
+  }
+  return r;
+}
+
+// Opens `path` and checks every checksum it records, whichever sets the caller loads: the
+// structure and exact size (st_open), every tensor's own XXH3 (required from version 2 on),
+// the names against the model, and the XXH3 of each tensor set present (its metadata key
+// set_hash_key[s], over the canonical flat buffer). Tensor by tensor (host memory: the
+// largest), the sets in `load` (bit s) are copied to dst[s] (backend memory of kb; the
+// sets other than the weights as `shard` says, NULL: whole). A failed check fails the load
+// (the buffers then hold a part of the file). adapters: the sets are over m's LoRA
+// adapters (a LoRA run's checkpoint), else its tensors.
 static tsr_status load_checked(const char *path, const dit_model *m, int adapters,
                                const kernels_backend *kb, int load, float *const dst[NSETS],
-                               float *host, size_t n) {
+                               const ckpt_shard *shard) {
   st_reader *st = NULL;
   int64_t version = 0;
-  tsr_status r = st_open(&st, path);
+  int n;
+  size_t most;
+  dit_tensor *t = table_copy(m, adapters, &n, &most);
+  float *host = malloc(most * sizeof(float));
+  XXH3_state_t *h = XXH3_createState();
+  tsr_status r = t && host && h ? st_open(&st, path) : err_set(TSR_ENOMEM, "no memory loading %s", path);
   if (!r) r = check_kind(st, adapters);
   if (!r) r = meta_int(st, "version", 1, &version);
   if (!r && version > CKPT_VERSION)
@@ -588,7 +698,7 @@ static tsr_status load_checked(const char *path, const dit_model *m, int adapter
     if (!want) {
       if (load >> s & 1) {
         char first[256];
-        snprintf(first, sizeof first, "%s%s", set_prefix[s], tab_info(m, adapters, 0)->name);
+        snprintf(first, sizeof first, "%s%s", set_prefix[s], t[0].name);
         r = s == SET_EMA ? err_set(TSR_EMISMATCH, "checkpoint %s has no EMA weights (%s): use "
                                    "--raw", path, first)
                          : err_set(TSR_EFORMAT, "checkpoint %s: metadata '%s' is missing",
@@ -596,38 +706,42 @@ static tsr_status load_checked(const char *path, const dit_model *m, int adapter
       }
       continue;
     }
-    memset(host, 0, n * sizeof(float));
-    if ((r = adapters ? dit_lora_read_tensors(m, st, set_prefix[s], host)
-                      : dit_read_tensors(m, st, set_prefix[s], host)))
-      break;
+    if (XXH3_64bits_reset(h) != XXH_OK) r = err_set(TSR_ENOMEM, "no memory loading %s", path);
+    char name[300];
+    for (int i = 0; !r && i < n; i++) {
+      snprintf(name, sizeof name, "%s%s", set_prefix[s], t[i].name);
+      if ((r = st_read(st, name, ST_F32, t[i].ndim, t[i].shape, host))) break;
+      XXH3_64bits_update(h, host, t[i].numel * sizeof(float));
+      XXH3_64bits_update(h, zeros16, canon_pad(&t[i]) * sizeof(float));
+      if (load >> s & 1) {
+        r = check_finite(&t[i], host, s, TSR_EFORMAT, path);
+        if (!r) r = put_tensor(kb, &t[i], host, dst[s], s == SET_W ? NULL : shard);
+      }
+      st_release(st, st_find(st, name));
+    }
     char got[24];
-    snprintf(got, sizeof got, "%016llx", (unsigned long long)XXH3_64bits(host, n * sizeof(float)));
-    if (strcmp(want, got))
+    snprintf(got, sizeof got, "%016llx", (unsigned long long)XXH3_64bits_digest(h));
+    if (!r && strcmp(want, got))
       r = err_set(TSR_EFORMAT, "the %stensors' checksum is %s, the metadata says %s",
                   s == SET_W ? "weight " : set_prefix[s], got, want);
-    else if ((load >> s & 1) && (r = check_finite(m, adapters, host, n, s, TSR_EFORMAT, path)))
-      break;
-    else if (load >> s & 1)
-      r = kb->to_device(kb, dst[s], host, n * sizeof(float));
   }
   st_close(&st);
+  XXH3_freeState(h);
+  free(host);
+  free(t);
   return damaged(r, path);
 }
 
 tsr_status ckpt_load(const char *path, const ckpt_state *cs, int what) {
   const int ad = cs->adapters;
-  size_t n = tab_params(cs->model, ad);
-  float *host = malloc((n ? n : 1) * sizeof(float));
   int sets = (what & CKPT_LOAD_WEIGHTS ? 1 << SET_W : 0) | (what & CKPT_LOAD_EMA ? 1 << SET_EMA : 0) |
              (what & CKPT_LOAD_OPTIM ? 1 << SET_M | 1 << SET_V : 0);
   float *dst[NSETS];
   for (int s = 0; s < NSETS; s++) dst[s] = set_buffer(cs, s);
-  tsr_status r = host ? load_checked(path, cs->model, ad, dit_backend(cs->model), sets, dst, host, n)
-                      : err_set(TSR_ENOMEM, "no memory loading %s", path);
+  tsr_status r = load_checked(path, cs->model, ad, dit_backend(cs->model), sets, dst, cs->shard);
   // the act-dtype working copy follows the loaded masters (the model's or the adapters')
   if (!r && (what & CKPT_LOAD_WEIGHTS))
     r = ad ? dit_lora_refresh(cs->model) : dit_refresh_weights(cs->model);
-  free(host);
   return r;
 }
 
@@ -668,75 +782,10 @@ tsr_status ckpt_check_base(const char *path, dit_model *m) {
 }
 
 tsr_status ckpt_load_model(const char *path, dit_model *m, int ema) {
-  size_t n = dit_num_params(m);
-  float *host = malloc(n * sizeof(float));
   float *dst[NSETS] = {0};
   int s = ema ? SET_EMA : SET_W;
   dst[s] = dit_params(m);
-  tsr_status r = host ? load_checked(path, m, 0, dit_backend(m), 1 << s, dst, host, n)
-                      : err_set(TSR_ENOMEM, "no memory loading %s", path);
+  tsr_status r = load_checked(path, m, 0, dit_backend(m), 1 << s, dst, NULL);
   if (!r) r = dit_refresh_weights(m);
-  free(host);
   return r;
-}
-
-// ---- weights only, streamed -------------------------------------------------------------
-
-struct ckpt_weights_writer {
-  st_writer *w;
-  const dit_table *t;
-  int next;                    // the tensor ckpt_weights_tensor takes next
-  XXH3_state_t *h;             // the weights set's hash over the flat buffer, padding included
-};
-
-tsr_status ckpt_weights_begin(ckpt_weights_writer **out, const char *path, const dit_table *t,
-                              const ckpt_state *cs, const char *const (*extra)[2], int n_extra) {
-  ckpt_weights_writer *ww = calloc(1, sizeof *ww);
-  *out = ww;
-  if (!ww || !(ww->h = XXH3_createState()) || XXH3_64bits_reset(ww->h) != XXH_OK)
-    return err_set(TSR_ENOMEM, "checkpoint %s: no memory", path);
-  ww->t = t;
-  tsr_status r = st_writer_new(&ww->w);
-  for (int i = 0; !r && i < t->n; i++) {
-    const dit_tensor *d = &t->t[i];
-    r = st_writer_add(ww->w, d->name, ST_F32, d->ndim, d->shape, NULL);
-  }
-  if (!r) r = add_meta(ww->w, cs);
-  // the checksum of the weights set, known at the end: a placeholder of its length
-  if (!r) r = st_writer_meta(ww->w, set_hash_key[SET_W], "0000000000000000");
-  for (int i = 0; !r && i < n_extra; i++) r = st_writer_meta(ww->w, extra[i][0], extra[i][1]);
-  if (!r) r = st_writer_stream_begin(ww->w, path);
-  return r ? err_wrap(r, "writing checkpoint %s: ", path) : TSR_OK;
-}
-
-tsr_status ckpt_weights_tensor(ckpt_weights_writer *ww, const float *data) {
-  static const float zeros[64];  // > the padding between tensors (params.c ALIGN_FLOATS)
-  if (ww->next >= ww->t->n) return err_set(TSR_EINVAL, "checkpoint: more tensors than the model's");
-  const dit_tensor *d = &ww->t->t[ww->next++];
-  size_t end = ww->next < ww->t->n ? ww->t->t[ww->next].offset : ww->t->n_params;
-  size_t pad = end - d->offset - d->numel;
-  if (pad > sizeof zeros / sizeof zeros[0])
-    return err_set(TSR_EINVAL, "checkpoint: tensor %s has %zu floats of padding", d->name, pad);
-  XXH3_64bits_update(ww->h, data, d->numel * sizeof(float));
-  XXH3_64bits_update(ww->h, zeros, pad * sizeof(float));
-  return st_writer_stream(ww->w, data, d->numel * sizeof(float));
-}
-
-tsr_status ckpt_weights_commit(ckpt_weights_writer *ww) {
-  if (ww->next != ww->t->n)
-    return err_set(TSR_EINVAL, "checkpoint: %d of the model's %d tensors written", ww->next,
-                   ww->t->n);
-  char hash[24];
-  snprintf(hash, sizeof hash, "%016llx", (unsigned long long)XXH3_64bits_digest(ww->h));
-  tsr_status r = st_writer_meta_set(ww->w, set_hash_key[SET_W], hash);
-  return r ? r : st_writer_stream_commit(ww->w);
-}
-
-void ckpt_weights_free(ckpt_weights_writer **pww) {
-  ckpt_weights_writer *ww = *pww;
-  if (!ww) return;
-  st_writer_free(&ww->w);  // removes the temporary file of an uncommitted stream
-  XXH3_freeState(ww->h);
-  free(ww);
-  *pww = NULL;
 }

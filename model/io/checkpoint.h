@@ -115,10 +115,32 @@ typedef struct {
                                    // ema and the moments are adapter-sized, the sets of the
                                    // file are the adapters', the base is recorded (above)
   const char *base_path;           // adapters: the base checkpoint, for saves (base_model)
+  // A sharded optimizer (train.zero >= 1, model/train/zero.h): ema, adam_m and adam_v hold
+  // this rank's shard only, flat elements [shard->lo[i], + shard->len[i]) at shard->at[i].
+  // NULL: they hold the whole flat buffer. Loads read the shard's elements only.
+  const struct ckpt_shard *shard;
+  // Saves of a sharded state: gather(ctx, set_shard, &whole) makes one of those sets whole
+  // (backend memory, the flat layout) from its shard; ckpt_save calls it once for ema, adam_m
+  // and adam_v in that order, each set written before the next is gathered. It may be
+  // collective: the ranks that do not write call ckpt_save_follow, which makes the same calls.
+  tsr_status (*gather)(void *ctx, const float *set_shard, const float **whole);
+  void *gather_ctx;
 } ckpt_state;
 
+typedef struct ckpt_shard {
+  int n;
+  const int64_t *lo, *len, *at;  // (n)
+} ckpt_shard;
+
+// What a rank that does not write a sharded checkpoint does while another saves it: the
+// same cs->gather calls, in the same order (nothing without cs->gather).
+tsr_status ckpt_save_follow(const ckpt_state *cs);
+
 // Writes the state (weights, EMA, moments, step, sampler, config, store settings and
-// labels) to `path` atomically.
+// labels) to `path` atomically, streamed tensor by tensor (memory: the largest tensor on the
+// host). A set's checksum is that of its flat buffer in the canonical layout (every tensor
+// padded with zeros to 16 floats, dit_config.shard_ranks 0), whatever the layout it is held
+// in, so files of every ZeRO stage and world size are alike.
 tsr_status ckpt_save(const char *path, const ckpt_state *cs);
 // Saves RUN/ckpt-<cs->step>.safetensors, then removes all but the newest `keep`.
 tsr_status ckpt_save_run(const char *run_dir, const ckpt_state *cs, int keep);
@@ -136,7 +158,8 @@ typedef enum {
   CKPT_LOAD_OPTIM = 4,    // adam_m.*, adam_v.* into cs->adam_m, cs->adam_v
 } ckpt_load_what;
 
-// Loads tensors of `path` into the state's buffers, checking every tensor's presence and
+// Loads tensors of `path` into the state's buffers (tensor by tensor; with cs->shard the
+// shard's elements of the EMA and moments only), checking every tensor's presence and
 // shape against the state's model (a checkpoint of another model config fails with
 // TSR_EMISMATCH naming the tensor and both shapes) and every checksum of the file (above).
 // Loading weights refreshes the model's act-dtype working copy.

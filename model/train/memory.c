@@ -61,7 +61,9 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
   kernels_dtype act = tc->precision;
   int64_t C = tc->global_batch < tokens ? tc->global_batch : tokens;
   dit_memory dm;
-  tsr_status st = dit_memory_bytes(mc, act, tokens, C, &dm);
+  dit_config zmc = *mc;  // train.zero: the buckets padded for equal slices (trainer_setup)
+  zmc.shard_ranks = tc->zero > 0 ? ranks : 0;
+  tsr_status st = dit_memory_bytes(&zmc, act, tokens, C, &dm);
   if (st) return st;
   int P = mc->pt * mc->ph * mc->pw * mc->channels;
   size_t asz = kernels_dtype_size(act);  // bytes of an activation value
@@ -70,6 +72,29 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
   out->weights = dm.params + dm.act_weights;
   out->grads = dm.grads;
   out->optimizer = 3 * dm.n_params * sizeof(float);  // AdamW m, v and the EMA (step.c)
+  out->zero = tc->zero;
+  if (tc->zero > 0) {  // model/train/zero.h: the state of this rank's shard, S floats each
+    size_t S = dm.n_params / (size_t)ranks * sizeof(float);
+    out->shard = S;
+    out->weights += S;    // the fp32 masters of the shard beside the full working weights
+    out->grads += S;      // the shard's gradient beside the full buffer backward fills
+    out->optimizer = 3 * S;
+  }
+  if (tc->zero == 3) {
+    // Stage 3 does not run yet (trainer_setup refuses it); counted for `tessera plan`:
+    // the working weights and the gradient as shards too, and two blocks' weights (act
+    // dtype) and gradients (fp32) gathered whole: the block computing and the next one,
+    // prefetched. A block's bucket is the largest (the embeddings' and final layer's are
+    // smaller in every preset).
+    size_t S = out->shard, blk = 0, wsz = act == KERNELS_F32 ? sizeof(float) : asz;
+    dit_table tab;
+    if ((st = dit_table_make(mc, &tab))) return st;
+    for (int i = 0; i < tab.n; i++)
+      if (!strncmp(tab.t[i].name, "blocks.0.", 9)) blk += (tab.t[i].numel + 15) / 16 * 16;
+    dit_table_free(&tab);
+    out->weights = S + (act != KERNELS_F32 ? S / sizeof(float) * asz : 0) + 2 * blk * wsz;
+    out->grads = S + 2 * blk * sizeof(float);
+  }
   out->activations = dm.activations;
   out->inputs = objective_device_bytes(act, (int)tokens, (int)C, P);
   // + the stored tokens as uploaded (objective_device_build grows that buffer on first
@@ -266,6 +291,9 @@ void train_memory_format(const train_memory *m, char *buf, size_t n) {
   if (m->validation || m->samples)
     len = (size_t)snprintf(extra, sizeof extra, ", validation %s, samples %s",
                            size_str(s[9], 32, m->validation), size_str(s[10], 32, m->samples));
+  if (m->zero)
+    len += (size_t)snprintf(extra + len, sizeof extra - len, "; train.zero = %d: shards of %s",
+                            m->zero, size_str(s[9], 32, m->shard));
   if (m->lora_params)
     snprintf(extra + len, sizeof extra - len, "; LoRA: %zu adapter parameters on a frozen base "
              "(grads and optimizer are theirs)", m->lora_params);

@@ -8,6 +8,8 @@
 //   weights      fp32 master weights + their act-dtype working copy (bf16 runs)
 //   grads        fp32 gradients
 //   optimizer    AdamW m and v + EMA weights, fp32
+//   (train.zero >= 1: the optimizer, a second copy of the masters and of the gradient as
+//   this rank's shards of 1/ranks each; `zero`, `shard` below)
 //   activations  the model's activation arena for L tokens: every block's buffers, or with
 //                model.recompute only the block inputs plus one block's buffers
 //   inputs       the microbatch's inputs on the backend (x_t, target, tokens, positions)
@@ -62,6 +64,14 @@ typedef struct {
   // weights add the adapters, grads and optimizer are the adapters' only, activations add
   // the adapters' kept products.
   size_t lora_params;
+  // train.zero >= 1 (model/train/zero.h): the bytes of one fp32 shard of the state (S floats
+  // of the padded flat buffer / ranks). weights add the masters' shard to the full working
+  // weights, grads the gradient's shard to the full buffer, optimizer is 3 shards (m, v, EMA).
+  int zero;
+  size_t shard;
+  // train.zero = 3 (counted here for `tessera plan`; the trainer does not run it yet): the
+  // working weights and gradient are shards too, plus two blocks' weights and gradients
+  // gathered whole (the block computing and the next, prefetched).
 } train_memory;
 
 // The model for the config (its act dtype: train.precision), `ranks` ranks (the CP sizes

@@ -76,7 +76,11 @@ static tsr_status sample_model_make(trainer *tr, int tokens, int clips) {
 static tsr_status sample_model_load_ema(trainer *tr) {
   dit_model *sm = tr->sample_model;
   int lora = tr->tc.lora_rank > 0;
-  tsr_status r = tr->kb->copy(tr->kb, lora ? dit_lora_params(sm) : dit_params(sm), tr->ema,
+  if (tr->tc.zero > 0 && !tr->ema_whole)
+    return err_set(TSR_EINVAL, "samples: train.zero = %d holds a shard of the EMA only and it was "
+                   "not put together (train_ema_full)", tr->tc.zero);
+  tsr_status r = tr->kb->copy(tr->kb, lora ? dit_lora_params(sm) : dit_params(sm),
+                              tr->tc.zero > 0 ? tr->ema_whole : tr->ema,
                               tr->n_params * sizeof(float));
   if (!r) r = lora ? dit_lora_refresh(sm) : dit_refresh_weights(sm);
   return r;

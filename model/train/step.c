@@ -35,27 +35,32 @@ static tsr_status lora_setup(trainer *tr) {
   return TSR_OK;
 }
 
+tsr_status train_segments_upload(const kernels_backend *kb, const kernels_param_segment *h, int n,
+                                 kernels_param_segment **segs, int *n_segs) {
+  size_t bytes = (size_t)(n ? n : 1) * sizeof *h;
+  tsr_status r = kb->alloc(kb, (void **)segs, bytes);
+  if (!r && n && (r = kb->to_device(kb, *segs, h, (size_t)n * sizeof *h))) {
+    kb->free(kb, *segs);
+    *segs = NULL;
+  }
+  if (!r) *n_segs = n;
+  return r;
+}
+
 // The AdamW segment table of n tensors described by info(m, i) (what: for messages), made
 // in backend memory: one segment per tensor, decaying as train_decays says.
 static tsr_status adamw_segments_of(dit_model *m, int n,
                                     const dit_tensor *(*info)(const dit_model *, int),
                                     const char *what, kernels_param_segment **segs,
                                     int *n_segs) {
-  const kernels_backend *kb = dit_backend(m);
   kernels_param_segment *h = calloc((size_t)n, sizeof *h);
   if (!h) return err_set(TSR_ENOMEM, "AdamW: no memory for the segments of %d %s", n, what);
   for (int i = 0; i < n; i++) {
     const dit_tensor *ti = info(m, i);
     h[i] = (kernels_param_segment){(int64_t)ti->offset, (int64_t)ti->numel, train_decays(ti), 0};
   }
-  size_t bytes = (size_t)n * sizeof *h;
-  tsr_status r = kb->alloc(kb, (void **)segs, bytes);
-  if (!r && (r = kb->to_device(kb, *segs, h, bytes))) {
-    kb->free(kb, *segs);
-    *segs = NULL;
-  }
+  tsr_status r = train_segments_upload(dit_backend(m), h, n, segs, n_segs);
   free(h);
-  if (!r) *n_segs = n;
   return r;
 }
 
@@ -89,25 +94,44 @@ tsr_status trainer_setup(trainer *tr) {
   int64_t C = tr->tc.global_batch < L ? tr->tc.global_batch : L;
   if (L > INT32_MAX / 4)
     return err_set(TSR_EINVAL, "train.mem_tokens = %lld is too large", (long long)L);
+  if (tr->tc.zero > 2)
+    return err_set(TSR_EINVAL, "train.zero = %d: stage 3 (working weights sharded, gathered per "
+                   "block) is counted by the memory model (`tessera plan --set train.zero=3`) "
+                   "but not run yet; use train.zero = 2", tr->tc.zero);
+  // ZeRO: every gradient bucket splits into equal slices, one per rank (model/train/zero.h)
+  tr->mc.shard_ranks = tr->tc.zero > 0 ? comm_size() : 0;
   // LoRA trains adapters on a frozen base: no base gradient is computed or held
   tsr_status r = tr->tc.lora_rank > 0 ? dit_create_frozen(&tr->model, &tr->mc, kb, (int)L, (int)C)
                                       : dit_create(&tr->model, &tr->mc, kb, (int)L, (int)C);
   if (r) return err_wrap(r, "trainer: ");
   tr->n_params = dit_num_params(tr->model);
   if (tr->tc.lora_rank > 0 && (r = lora_setup(tr))) return r;
-  size_t bytes = tr->n_params * sizeof(float);
+  size_t state = tr->n_params;  // floats of each optimizer buffer: all, or this rank's shard
+  if (tr->tc.zero > 0) {
+    if ((r = zero_layout_make(&tr->zero, tr->model, tr->tc.zero, comm_size(), comm_rank())))
+      return r;
+    state = (size_t)tr->zero.shard;
+  }
+  size_t bytes = state * sizeof(float);
   if ((r = kb->alloc(kb, (void **)&tr->adam_m, bytes)) ||
       (r = kb->alloc(kb, (void **)&tr->adam_v, bytes)) ||
       (r = kb->alloc(kb, (void **)&tr->ema, bytes)) ||
-      (r = tr->tc.lora_rank > 0
-               ? train_lora_adamw_segments(tr->model, &tr->adam_segs, &tr->n_adam_segs)
-               : train_adamw_segments(tr->model, &tr->adam_segs, &tr->n_adam_segs)))
-    return err_wrap(r, "trainer: optimizer state of %zu parameters: ", tr->n_params);
+      (tr->tc.zero > 0 && ((r = kb->alloc(kb, (void **)&tr->master, bytes)) ||
+                           (r = kb->alloc(kb, (void **)&tr->gshard, bytes)) ||
+                           (r = zero_segments(&tr->zero, tr->model, &tr->adam_segs,
+                                              &tr->n_adam_segs)))) ||
+      (tr->tc.zero == 0 &&
+       (r = tr->tc.lora_rank > 0
+                ? train_lora_adamw_segments(tr->model, &tr->adam_segs, &tr->n_adam_segs)
+                : train_adamw_segments(tr->model, &tr->adam_segs, &tr->n_adam_segs))))
+    return err_wrap(r, "trainer: optimizer state of %zu parameters: ", state);
   if (!(tr->clips = calloc((size_t)tr->tc.global_batch, sizeof *tr->clips)) ||
       !(tr->clip_bad = calloc((size_t)data_num_clips(tr->data), 1)))
     return err_set(TSR_ENOMEM, "trainer: no memory");
-  if ((r = dist_step_create(&tr->dist, tr->model, tr->cb, &tr->mc, &tr->tc, (int)L, (int)C)))
-    return r;
+  r = dist_step_create(&tr->dist, tr->model, tr->cb, &tr->mc, &tr->tc, (int)L, (int)C);
+  // stage 2: each bucket is reduce-scattered straight into this rank's gradient shard
+  if (!r && tr->tc.zero >= 2) dist_step_set_shard(tr->dist, tr->gshard, comm_size());
+  if (r) return r;
   return trainer_null_caption(tr);
 }
 
@@ -119,7 +143,10 @@ void trainer_free(trainer *tr) {
     tr->kb->free(tr->kb, tr->adam_v);
     tr->kb->free(tr->kb, tr->ema);
     tr->kb->free(tr->kb, tr->adam_segs);
+    tr->kb->free(tr->kb, tr->master);
+    tr->kb->free(tr->kb, tr->gshard);
   }
+  zero_layout_free(&tr->zero);
   dit_free(&tr->model);
   free(tr->clips);
   free(tr->clip_bad);
@@ -130,7 +157,21 @@ void trainer_free(trainer *tr) {
 }
 
 tsr_status train_ema_reset(trainer *tr) {
+  if (tr->tc.zero > 0)
+    return tr->kb->copy(tr->kb, tr->ema, tr->master, (size_t)tr->zero.shard * sizeof(float));
   return tr->kb->copy(tr->kb, tr->ema, train_params(tr), tr->n_params * sizeof(float));
+}
+
+tsr_status train_weights_set(trainer *tr) {
+  return tr->tc.zero > 0 ? zero_take(&tr->zero, tr->kb, tr->master, dit_params(tr->model))
+                         : TSR_OK;
+}
+
+tsr_status train_ema_full(trainer *tr, const float **ema) {
+  *ema = tr->ema;
+  if (tr->tc.zero == 0) return TSR_OK;
+  *ema = dit_grads(tr->model);
+  return zero_gather(&tr->zero, tr->cb, dit_grads(tr->model), tr->ema);
 }
 
 // The batch's clips for the plan: ids, grids, labels and their mapped tokens.
@@ -208,6 +249,27 @@ static tsr_status not_finite(const trainer *tr, const char *what, double a, doub
                  (long long)tr->tc.warmup, tr->tc.adam_eps, tr->tc.grad_clip);
 }
 
+// train.zero >= 1: AdamW and the EMA on this rank's shard, the masters all-gathered into the
+// model's weights and its working copy refreshed; the finiteness check over the world.
+static tsr_status optimize_shard(trainer *tr, double lr, float grad_scale) {
+  const kernels_backend *kb = tr->kb;
+  const train_config *c = &tr->tc;
+  size_t S = (size_t)tr->zero.shard;
+  tsr_status r = kb->adamw_update_multi(kb, tr->master, tr->gshard, tr->adam_m, tr->adam_v, S,
+                                        tr->adam_segs, tr->n_adam_segs, (float)lr, c->beta1,
+                                        c->beta2, c->adam_eps, c->weight_decay, tr->step + 1,
+                                        grad_scale);
+  if (!r) r = kb->ema_update(kb, tr->ema, tr->master, S, (float)ema_decay_at(c, tr->step));
+  if (!r) r = zero_gather(&tr->zero, tr->cb, dit_params(tr->model), tr->master);
+  if (!r) r = dit_refresh_weights(tr->model);
+  double w = 0, e = 0;
+  if (!r) r = zero_sumsq(&tr->zero, kb, tr->master, &w);
+  if (!r) r = zero_sumsq(&tr->zero, kb, tr->ema, &e);
+  if (!r && !(isfinite(w) && isfinite(e)))
+    r = not_finite(tr, "the AdamW update (|weights|^2, |EMA|^2)", w, e);
+  return r;
+}
+
 // AdamW (step count step + 1), then the EMA of all weights. A finite gradient can still
 // give non-finite weights (a config the checks let through, a backend fault): they are
 // checked before the step counts, so no checkpoint ever holds them.
@@ -215,6 +277,7 @@ static tsr_status optimize(trainer *tr, double lr, float grad_scale) {
   const kernels_backend *kb = tr->kb;
   const train_config *c = &tr->tc;
   tsr_status r;
+  if (c->zero > 0) return optimize_shard(tr, lr, grad_scale);
   if (c->lora_rank > 0)
     r = train_lora_adamw(tr->model, c, tr->adam_m, tr->adam_v, tr->adam_segs, tr->n_adam_segs,
                          lr, tr->step + 1, grad_scale);
@@ -247,8 +310,11 @@ tsr_status train_step(trainer *tr, const int64_t *batch, int n, const plan *p,
     r = tr->cb->allreduce_sum_f32(tr->cb, comm_group_get(comm_size()), train_grads(tr),
                                   (int64_t)tr->n_params);
   if (r) return err_wrap(r, "step %lld: ", (long long)tr->step);
-  double sumsq = 0;
-  if ((r = tr->kb->sumsq(tr->kb, &sumsq, train_grads(tr), tr->n_params))) return r;
+  double sumsq = 0;  // of the whole gradient: with train.zero, the shards' summed over the world
+  if (tr->tc.zero == 1) r = zero_take(&tr->zero, tr->kb, tr->gshard, dit_grads(tr->model));
+  if (!r) r = tr->tc.zero > 0 ? zero_sumsq(&tr->zero, tr->kb, tr->gshard, &sumsq)
+                              : tr->kb->sumsq(tr->kb, &sumsq, train_grads(tr), tr->n_params);
+  if (r) return r;
   if (!isfinite(loss) || !isfinite(sumsq))
     return not_finite(tr, "the loss or the gradient (loss, |g|^2)", loss, sumsq);
   st->lr = lr_schedule(&tr->tc, tr->step);

@@ -14,6 +14,7 @@
 #include "model/dit.h"
 #include "model/lora.h"
 #include "model/train/data.h"
+#include "model/train/zero.h"
 #include "sched/sched.h"
 
 typedef struct {
@@ -26,7 +27,13 @@ typedef struct {
   size_t n_params;               // what the optimizer trains: the adapters' floats with
                                  // lora.rank > 0 (dit_lora_num_params), else the model's
   data_split split;              // training and held-out clips (train.val_clips)
-  float *adam_m, *adam_v, *ema;  // (n_params) backend memory each: of the adapters with LoRA
+  float *adam_m, *adam_v, *ema;  // (n_params) backend memory each: of the adapters with LoRA;
+                                 // with train.zero >= 1 this rank's shards (zero.shard)
+  zero_layout zero;              // train.zero >= 1: the shard layout (model/train/zero.h)
+  float *master, *gshard;        // train.zero >= 1: (zero.shard) the fp32 master weights and
+                                 // the gradient of this rank's shard; NULL otherwise
+  const float *ema_whole;        // train.zero >= 1, while samples are made: the EMA put
+                                 // together (train_ema_full), else NULL
   kernels_param_segment *adam_segs;  // (n_adam_segs) backend memory: train_adamw_segments
   int n_adam_segs;
   data_store *data;
@@ -65,6 +72,9 @@ typedef struct {
   const char *precision;  // train.precision: "fp32" or "bf16"
 } train_step_stats;
 
+// Copies the n segments h (host) to backend memory *segs (free it with kb->free); *n_segs = n.
+tsr_status train_segments_upload(const kernels_backend *kb, const kernels_param_segment *h, int n,
+                                 kernels_param_segment **segs, int *n_segs);
 // 1 if AdamW's weight decay applies to tensor t: matrices only, not biases, norm weights
 // or the label table (y_embed).
 int train_decays(const dit_tensor *t);
@@ -99,12 +109,22 @@ float *train_grads(trainer *tr);
 
 // Creates the model, optimizer state and buffers for `tr->mc`, `tr->tc`, `tr->data` on
 // backend `tr->kb` (already set by the caller); parameters are left zero (dit_init or a checkpoint fills
-// them), Adam moments zero, ema zero (train_ema_reset copies the weights). lora.rank > 0:
+// them), Adam moments zero, ema zero (train_ema_reset copies the weights). train.zero >= 1:
+// the model is made with shard_ranks = comm_size() and the optimizer state, masters and
+// EMA are this rank's shards (model/train/zero.h); after the weights are set (dit_init, a
+// checkpoint) train_weights_set copies the masters out of them. lora.rank > 0:
 // the config's adapters are attached first (PEFT init, A drawn from train.seed, B zero), and
 // the optimizer state, EMA and AdamW segments are the adapters'.
 tsr_status trainer_setup(trainer *tr);
 void trainer_free(trainer *tr);
 tsr_status train_ema_reset(trainer *tr);
+// The model's weights were set (dit_init, a checkpoint): train.zero >= 1 takes this rank's
+// master shard from them; a no-op otherwise.
+tsr_status train_weights_set(trainer *tr);
+// The EMA weights whole, in the model's flat layout (backend memory): tr->ema, or with
+// train.zero >= 1 every rank's EMA shard gathered into the gradient buffer (free between
+// steps; the next step zeroes it). Collective with train.zero >= 1.
+tsr_status train_ema_full(trainer *tr, const float **ema);
 
 // Runs step tr->step on the batch of n clips (batch: store table positions, in sampler
 // order) under plan `p` (from sched_plan_batch on the batch's token counts): zero grads,

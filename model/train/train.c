@@ -133,6 +133,7 @@ static tsr_status check_resume_config(const ckpt_meta *cm, const trainer *tr, co
   t.log_every = tr->tc.log_every;
   t.tensorboard = tr->tc.tensorboard;
   t.precision = tr->tc.precision;  // the state is fp32 either way (docs/train.md)
+  t.zero = tr->tc.zero;            // the checkpoint is one file set at every stage
   t.val_every = tr->tc.val_every;
   t.sample_every = tr->tc.sample_every;
   t.sample_steps = tr->tc.sample_steps;
@@ -148,21 +149,29 @@ static tsr_status check_resume_config(const ckpt_meta *cm, const trainer *tr, co
     int lp = (int)strcspn(p, "\n"), lq = (int)strcspn(q, "\n");
     r = err_set(TSR_EMISMATCH, "--resume: the config differs from checkpoint %s's: '%.*s' there, "
                 "'%.*s' now; resume with the same config (only train.ckpt_every, ckpt_keep, "
-                "log_every, tensorboard, mem_tokens, cp_mode, precision, val_every and "
-                "sample_* may change) or start a new run", path, lp, p, lq, q);
+                "log_every, tensorboard, mem_tokens, cp_mode, precision, zero, val_every "
+                "and sample_* may change) or start a new run", path, lp, p, lq, q);
   }
   free(a);
   free(b);
   return r;
 }
 
+// ckpt_state.gather of a sharded state (train.zero >= 1): every rank's shard of a set put
+// together in the gradient buffer, free between steps (collective).
+static tsr_status gather_set(void *ctx, const float *shard, const float **whole) {
+  trainer *tr = ctx;
+  *whole = dit_grads(tr->model);
+  return zero_gather(&tr->zero, tr->cb, dit_grads(tr->model), shard);
+}
+
 // The checkpoint's view of the trainer, with the sampler at `pos`. names: (n_labels)
 // scratch for the label pointers, freed by the caller; plan: (256) scratch for the plan
-// settings of plan_kind; sample_due: the step's samples were due (and tried) before; base:
+// settings of plan_kind; sh: scratch for the shard of train.zero; sample_due: the step's samples were due (and tried) before; base:
 // a LoRA run's base checkpoint (the state is then the adapters').
 static tsr_status trainer_state(const trainer *tr, const data_sampler *pos, int plan_kind,
                                 int sample_due, const char *base, ckpt_state *cs,
-                                const char ***names, char *plan) {
+                                const char ***names, char *plan, ckpt_shard *sh) {
   int n = data_num_labels(tr->data);
   if (!(*names = malloc((size_t)(n ? n : 1) * sizeof **names)))
     return err_set(TSR_ENOMEM, "checkpoint: no memory");
@@ -175,6 +184,12 @@ static tsr_status trainer_state(const trainer *tr, const data_sampler *pos, int 
                      .store_fingerprint = data_fingerprint(tr->data), .plan_settings = plan,
                      .sample_due = sample_due, .adapters = tr->tc.lora_rank > 0,
                      .base_path = base};
+  if (tr->tc.zero > 0) {  // the sharded sets: loaded by shard, saved through gathers
+    *sh = (ckpt_shard){tr->zero.n_buckets, tr->zero.lo, tr->zero.len, tr->zero.at};
+    cs->shard = sh;
+    cs->gather = gather_set;
+    cs->gather_ctx = (void *)tr;
+  }
   train_plan_settings(tr, plan_kind, plan, 256);
   return TSR_OK;
 }
@@ -193,9 +208,10 @@ static tsr_status start_from(trainer *tr, const train_options *o, const char *pa
   if (!r && resume && cm.adapters) r = train_resume_base(tr, &cm, path, o->init_ckpt, base, cap);
   if (!r && !resume && tr->tc.lora_rank > 0) snprintf(base, cap, "%s", path);
   ckpt_state cs;
+  ckpt_shard sh;
   const char **names = NULL;
   char plan[256];
-  if (!r) r = trainer_state(tr, &tr->sampler, o->plan_kind, 0, base, &cs, &names, plan);
+  if (!r) r = trainer_state(tr, &tr->sampler, o->plan_kind, 0, base, &cs, &names, plan, &sh);
   if (!r) cs.adapters = cs.adapters && resume;  // --init loads a base's weights
   if (!r) r = ckpt_load(path, &cs, resume ? CKPT_LOAD_WEIGHTS | CKPT_LOAD_EMA | CKPT_LOAD_OPTIM
                                           : CKPT_LOAD_WEIGHTS);
@@ -211,6 +227,7 @@ static tsr_status start_from(trainer *tr, const train_options *o, const char *pa
     tr->sample_pending = tr->rank == 0 && cm.sample_due && tr->tc.sample_every > 0 &&
                          !train_sample_exists(o->run_dir, cm.step);
   }
+  if (!r) r = train_weights_set(tr);  // train.zero: this rank's masters from the weights
   if (!r && !resume) r = train_ema_reset(tr);
   ckpt_meta_free(&cm);
   if (r && !resume) return err_wrap(r, "--init (weights of the configured model, shapes checked): ");
@@ -447,17 +464,23 @@ static tsr_status save_adapters(trainer *tr, const train_options *o, const char 
 static tsr_status loop_save(train_loop_state *L, const data_sampler *saved, int last) {
   trainer *tr = L->tr;
   const train_options *o = L->o;
-  const int sample_due =
-      L->lead && tr->tc.sample_every > 0 && (tr->step % tr->tc.sample_every == 0 || last);
+  // the same on every rank: with train.zero the ranks take part in gathering the EMA and the
+  // checkpoint's sharded sets (ckpt_save_follow); rank 0 writes
+  const int due_all = tr->tc.sample_every > 0 && (tr->step % tr->tc.sample_every == 0 || last);
+  const int sample_due = L->lead && due_all;
+  tsr_status r = TSR_OK;
+  if (due_all && tr->tc.zero > 0 && (r = train_ema_full(tr, &tr->ema_whole))) return r;
   if (sample_due) train_samples_step(tr, o);
-  if (!L->lead || !((tr->tc.ckpt_every > 0 && tr->step % tr->tc.ckpt_every == 0) || last))
-    return TSR_OK;
-  tsr_status r = tr->tc.lora_rank > 0 ? save_adapters(tr, o, L->base) : TSR_OK;
+  tr->ema_whole = NULL;
+  if (!((tr->tc.ckpt_every > 0 && tr->step % tr->tc.ckpt_every == 0) || last)) return TSR_OK;
+  if (!L->lead && tr->tc.zero == 0) return TSR_OK;
+  if (L->lead && tr->tc.lora_rank > 0) r = save_adapters(tr, o, L->base);
   ckpt_state cs;
+  ckpt_shard sh;
   const char **names = NULL;
   char plan[256];
-  if (!r) r = trainer_state(tr, saved, o->plan_kind, sample_due, L->base, &cs, &names, plan);
-  if (!r) r = ckpt_save_run(o->run_dir, &cs, tr->tc.ckpt_keep);
+  if (!r) r = trainer_state(tr, saved, o->plan_kind, sample_due, L->base, &cs, &names, plan, &sh);
+  if (!r) r = L->lead ? ckpt_save_run(o->run_dir, &cs, tr->tc.ckpt_keep) : ckpt_save_follow(&cs);
   free(names);
   return r;
 }
@@ -637,15 +660,22 @@ static tsr_status setup_trainer(trainer *tr, const train_options *o, train_setup
   if (!r) {
     if (o->resume) r = start_from(tr, o, su->latest, 1, su->base, sizeof su->base);
     else if (o->init_ckpt) r = start_from(tr, o, o->init_ckpt, 0, su->base, sizeof su->base);
-    else if (!(r = dit_init(tr->model, (uint64_t)tr->tc.seed))) r = train_ema_reset(tr);
+    else if (!(r = dit_init(tr->model, (uint64_t)tr->tc.seed)) && !(r = train_weights_set(tr)))
+      r = train_ema_reset(tr);
   }
   // the store this run trained on, for a resume to say what changed (kept on a resume)
   if (!r && comm_rank() == 0) r = train_store_record(tr, o->run_dir, !o->resume);
-  if (!r && tr->sample_pending) {  // the resumed checkpoint's samples, lost to a failed write
+  // the resumed checkpoint's samples, lost to a failed write; train.zero: every rank puts
+  // the EMA together (rank 0's sample_pending is shared)
+  int64_t pending = tr->sample_pending;
+  if (!r && tr->tc.zero > 0 && comm_size() > 1) r = comm_allreduce_max_i64(&pending, 1);
+  if (!r && pending && tr->tc.zero > 0) r = train_ema_full(tr, &tr->ema_whole);
+  if (!r && tr->sample_pending) {
     log_info("train: the samples of step %lld are missing: writing them first",
              (long long)tr->step);
     train_samples_step(tr, o);
   }
+  tr->ema_whole = NULL;
   return r;
 }
 

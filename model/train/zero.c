@@ -1,0 +1,89 @@
+// model/train/zero.c — the shard layout of ZeRO and its collectives (model/train/zero.h).
+#include "model/train/zero.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/train/step.h"
+
+void zero_layout_free(zero_layout *z) {
+  free(z->lo), free(z->len), free(z->at);
+  memset(z, 0, sizeof *z);
+}
+
+tsr_status zero_layout_make(zero_layout *z, dit_model *m, int stage, int world, int rank) {
+  memset(z, 0, sizeof *z);
+  int nb = dit_num_buckets(m);
+  if (world < 1 || rank < 0 || rank >= world || nb < 1)
+    return err_set(TSR_EINVAL, "train.zero: rank %d of %d ranks, %d gradient buckets", rank,
+                   world, nb);
+  *z = (zero_layout){.stage = stage, .world = world, .rank = rank,
+                     .n = (int64_t)dit_num_params(m), .n_buckets = nb};
+  z->shard = z->n / world;
+  z->lo = calloc((size_t)nb, sizeof *z->lo);
+  z->len = calloc((size_t)nb, sizeof *z->len);
+  z->at = calloc((size_t)nb, sizeof *z->at);
+  if (!z->lo || !z->len || !z->at) {
+    zero_layout_free(z);
+    return err_set(TSR_ENOMEM, "train.zero: no memory");
+  }
+  for (int b = 0; b < nb; b++) {
+    dit_bucket k = dit_get_bucket(m, b);
+    if (k.numel % (16 * (size_t)world) || k.offset % (16 * (size_t)world)) {
+      zero_layout_free(z);
+      return err_set(TSR_EINVAL, "train.zero: gradient bucket %d ([%zu, +%zu)) is not a multiple "
+                     "of 16 x %d floats: the model was not made with shard_ranks = %d", b,
+                     k.offset, k.numel, world, world);
+    }
+    z->len[b] = (int64_t)k.numel / world;
+    z->lo[b] = (int64_t)k.offset + rank * z->len[b];
+    z->at[b] = (int64_t)k.offset / world;
+  }
+  return TSR_OK;
+}
+
+tsr_status zero_segments(const zero_layout *z, dit_model *m, kernels_param_segment **segs,
+                         int *n_segs) {
+  int nt = dit_num_tensors(m), cap = nt + z->n_buckets, n = 0;
+  kernels_param_segment *h = calloc((size_t)cap, sizeof *h);
+  if (!h) return err_set(TSR_ENOMEM, "train.zero: no memory for the AdamW segments");
+  // a tensor lies in one bucket, so it meets this rank's slices at most once
+  for (int i = 0; i < nt; i++) {
+    const dit_tensor *t = dit_tensor_info(m, i);
+    int64_t a = (int64_t)t->offset, e = a + (int64_t)t->numel;
+    for (int b = 0; b < z->n_buckets && n < cap; b++) {
+      int64_t lo = a > z->lo[b] ? a : z->lo[b], hi = e < z->lo[b] + z->len[b] ? e : z->lo[b] + z->len[b];
+      if (hi > lo)
+        h[n++] = (kernels_param_segment){z->at[b] + (lo - z->lo[b]), hi - lo, train_decays(t), 0};
+    }
+  }
+  tsr_status r = train_segments_upload(dit_backend(m), h, n, segs, n_segs);
+  free(h);
+  return r;
+}
+
+tsr_status zero_take(const zero_layout *z, const kernels_backend *kb, float *shard,
+                     const float *full) {
+  tsr_status r = TSR_OK;
+  for (int b = 0; b < z->n_buckets && !r; b++)
+    r = kb->copy(kb, shard + z->at[b], full + z->lo[b], (size_t)z->len[b] * sizeof(float));
+  return r;
+}
+
+tsr_status zero_gather(const zero_layout *z, const comm_backend *cb, float *full,
+                       const float *shard) {
+  comm_group *world = comm_group_get(z->world);
+  if (!world) return err_set(TSR_EINVAL, "train.zero: the group set is not initialised");
+  tsr_status r = TSR_OK;
+  for (int b = 0; b < z->n_buckets && !r; b++)
+    r = cb->allgather(cb, world, shard + z->at[b], full + (z->lo[b] - z->rank * z->len[b]),
+                      z->len[b] * (int64_t)sizeof(float));
+  return r ? err_wrap(r, "train.zero: all-gather of the weights: ") : TSR_OK;
+}
+
+tsr_status zero_sumsq(const zero_layout *z, const kernels_backend *kb, const float *shard,
+                      double *out) {
+  tsr_status r = kb->sumsq(kb, out, shard, (size_t)z->shard);
+  if (!r && z->world > 1) r = comm_allreduce_sum_f64(out, 1);
+  return r;
+}

@@ -1,0 +1,64 @@
+// model/train/zero.h — ZeRO: the optimizer state sharded over the ranks of the job
+// (docs/dist.md "ZeRO", train.zero).
+//
+// Layout. A run with train.zero >= 1 makes its model with dit_config.shard_ranks = world, so
+// every gradient bucket of the flat buffer (dit_get_bucket: [offset, offset + numel)) is a
+// multiple of 16 * world floats. Rank r owns slice r of every bucket, flat elements
+// [offset + r s, offset + (r + 1) s) with s = numel / world, held at shard offset
+// offset / world: its shard is S = n_params / world floats, the slices in memory order.
+// The collectives of the comm table then take equal slices of a bucket in place: the
+// gradient reduce-scatter (stage 2) sends the bucket and receives the slice, the weights'
+// all-gather sends the slice and receives the bucket.
+//
+// The shard is over ALL ranks of the world, not a CP group: Dynamic-CP's groups change from
+// wave to wave, but every rank runs every step's reduce and update, so the collectives
+// here (one per bucket, bucket order) are in lockstep on every rank whatever the plan.
+//
+// Per rank: stage 1 and 2 hold the fp32 master weights, the gradient, AdamW m and v and the
+// EMA as shards (S floats each), beside the model's full weights (its working copy, which
+// forward and backward read) and full gradient buffer (backward accumulates every wave of
+// the step into it).
+#ifndef TESSERA_MODEL_TRAIN_ZERO_H
+#define TESSERA_MODEL_TRAIN_ZERO_H
+
+#include <stdint.h>
+
+#include "comm/comm.h"
+#include "core/err.h"
+#include "kernels/kernels.h"
+#include "model/dit.h"
+
+typedef struct {
+  int stage;                 // train.zero: 1 or 2 (0: no layout is made)
+  int world, rank;
+  int64_t n;                 // the model's flat floats (dit_num_params, padded)
+  int64_t shard;             // S = n / world
+  int n_buckets;
+  int64_t *lo, *len, *at;    // (n_buckets) this rank's slice of bucket b: flat [lo, lo + len),
+                             // at shard offset at (the ckpt_shard ranges, checkpoint.h)
+} zero_layout;
+
+// The layout of model m (made with shard_ranks = world) for this rank. TSR_EINVAL naming the
+// bucket when one is not a multiple of 16 * world floats (the model was not made for it).
+tsr_status zero_layout_make(zero_layout *z, dit_model *m, int stage, int world, int rank);
+void zero_layout_free(zero_layout *z);
+
+// AdamW's segment table over the shard (kernels adamw_update_multi): every tensor's part in
+// each of this rank's slices, at its shard offset, decaying as train_decays says; made in
+// backend memory (free with kb->free).
+tsr_status zero_segments(const zero_layout *z, dit_model *m, kernels_param_segment **segs,
+                         int *n_segs);
+// shard (S) = this rank's slices of full (n), on the backend: the gradient after a stage-1
+// all-reduce, the master weights after dit_init or a checkpoint load.
+tsr_status zero_take(const zero_layout *z, const kernels_backend *kb, float *shard,
+                     const float *full);
+// full (n) = every rank's shard (S) put back in place: one all-gather per bucket over the
+// world, through cb. Collective.
+tsr_status zero_gather(const zero_layout *z, const comm_backend *cb, float *full,
+                       const float *shard);
+// *out = the sum over the world of the shards' sums of squares (the global norm squared of
+// the flat buffer). Collective.
+tsr_status zero_sumsq(const zero_layout *z, const kernels_backend *kb, const float *shard,
+                      double *out);
+
+#endif
