@@ -87,6 +87,16 @@ static tsr_status trainer_null_caption(trainer *tr) {
   return TSR_OK;
 }
 
+// train.zero: the AdamW segments of this rank's shard, in backend memory.
+static tsr_status zero_adamw_segments(trainer *tr) {
+  kernels_param_segment *h = NULL;
+  int n = 0;
+  tsr_status r = zero_segments(&tr->zero, tr->model, train_decays, &h, &n);
+  if (!r) r = train_segments_upload(tr->kb, h, n, &tr->adam_segs, &tr->n_adam_segs);
+  free(h);
+  return r;
+}
+
 tsr_status trainer_setup(trainer *tr) {
   const kernels_backend *kb = tr->kb;
   if (!kb) return err_set(TSR_EINVAL, "trainer: no compute backend (train_run picks it)");
@@ -118,8 +128,7 @@ tsr_status trainer_setup(trainer *tr) {
       (r = kb->alloc(kb, (void **)&tr->ema, bytes)) ||
       (tr->tc.zero > 0 && ((r = kb->alloc(kb, (void **)&tr->master, bytes)) ||
                            (r = kb->alloc(kb, (void **)&tr->gshard, bytes)) ||
-                           (r = zero_segments(&tr->zero, tr->model, &tr->adam_segs,
-                                              &tr->n_adam_segs)))) ||
+                           (r = zero_adamw_segments(tr)))) ||
       (tr->tc.zero == 0 &&
        (r = tr->tc.lora_rank > 0
                 ? train_lora_adamw_segments(tr->model, &tr->adam_segs, &tr->n_adam_segs)

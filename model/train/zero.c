@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/train/step.h"
 
 void zero_layout_free(zero_layout *z) {
   free(z->lo), free(z->len), free(z->at);
@@ -42,7 +41,8 @@ tsr_status zero_layout_make(zero_layout *z, dit_model *m, int stage, int world, 
   return TSR_OK;
 }
 
-tsr_status zero_segments(const zero_layout *z, dit_model *m, kernels_param_segment **segs,
+tsr_status zero_segments(const zero_layout *z, const dit_model *m,
+                         int (*decays)(const dit_tensor *t), kernels_param_segment **segs,
                          int *n_segs) {
   int nt = dit_num_tensors(m), cap = nt + z->n_buckets, n = 0;
   kernels_param_segment *h = calloc((size_t)cap, sizeof *h);
@@ -52,14 +52,15 @@ tsr_status zero_segments(const zero_layout *z, dit_model *m, kernels_param_segme
     const dit_tensor *t = dit_tensor_info(m, i);
     int64_t a = (int64_t)t->offset, e = a + (int64_t)t->numel;
     for (int b = 0; b < z->n_buckets && n < cap; b++) {
-      int64_t lo = a > z->lo[b] ? a : z->lo[b], hi = e < z->lo[b] + z->len[b] ? e : z->lo[b] + z->len[b];
+      int64_t end = z->lo[b] + z->len[b];
+      int64_t lo = a > z->lo[b] ? a : z->lo[b], hi = e < end ? e : end;
       if (hi > lo)
-        h[n++] = (kernels_param_segment){z->at[b] + (lo - z->lo[b]), hi - lo, train_decays(t), 0};
+        h[n++] = (kernels_param_segment){z->at[b] + (lo - z->lo[b]), hi - lo, decays(t), 0};
     }
   }
-  tsr_status r = train_segments_upload(dit_backend(m), h, n, segs, n_segs);
-  free(h);
-  return r;
+  *segs = h;
+  *n_segs = n;
+  return TSR_OK;
 }
 
 tsr_status zero_take(const zero_layout *z, const kernels_backend *kb, float *shard,

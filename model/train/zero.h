@@ -44,9 +44,10 @@ tsr_status zero_layout_make(zero_layout *z, dit_model *m, int stage, int world, 
 void zero_layout_free(zero_layout *z);
 
 // AdamW's segment table over the shard (kernels adamw_update_multi): every tensor's part in
-// each of this rank's slices, at its shard offset, decaying as train_decays says; made in
-// backend memory (free with kb->free).
-tsr_status zero_segments(const zero_layout *z, dit_model *m, kernels_param_segment **segs,
+// each of this rank's slices, at its shard offset, decaying as decays(tensor) says (1/0);
+// *segs: host memory (malloc: free it), *n_segs of them.
+tsr_status zero_segments(const zero_layout *z, const dit_model *m,
+                         int (*decays)(const dit_tensor *t), kernels_param_segment **segs,
                          int *n_segs);
 // shard (S) = this rank's slices of full (n), on the backend: the gradient after a stage-1
 // all-reduce, the master weights after dit_init or a checkpoint load.
