@@ -381,6 +381,11 @@ tsr_status config_validate(const dit_config *m, const train_config *t) {
     return err_set(TSR_EINVAL, "model.family = wan: Wan is conditioned on captions only (set "
                    "model.text_dim > 0 and model.num_classes = 0; they are %d and %d)",
                    m->text_dim, m->num_classes);
+  if (t->zero >= 2 && t->sample_every > 0)
+    return err_set(TSR_EINVAL, "train.zero = %d with train.sample_every = %d: stage 2 keeps no "
+                   "whole gradient buffer to put the EMA together in for samples; set "
+                   "train.sample_every = 0 (`tessera sample` reads the checkpoints) or "
+                   "train.zero = 1", t->zero, t->sample_every);
   if (t->zero > 0 && t->lora_rank > 0)
     return err_set(TSR_EINVAL, "train.zero = %d with lora.rank = %d: a LoRA run's optimizer state "
                    "is the adapters' (small) and is not sharded; set train.zero = 0", t->zero,

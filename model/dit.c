@@ -174,7 +174,7 @@ static tsr_status forward_phase(dit_model *m, const phase_args *pa) {
 }
 
 static void bucket_ready(dit_model *m, int i) {
-  if (m->bucket_hook && m->grads) m->bucket_hook(m->bucket_ctx, i);
+  if (m->bucket_hook && (m->grads || m->bucket_grads)) m->bucket_hook(m->bucket_ctx, i);
 }
 
 tsr_status dit_backward(dit_model *m, const dit_batch *b) {
@@ -243,7 +243,11 @@ tsr_status dit_buckets_init(dit_model *m) {
   return TSR_OK;
 }
 
-int dit_num_buckets(const dit_model *m) { return m->grads ? m->n_buckets : 0; }
+int dit_num_buckets(const dit_model *m) { return m->grads || m->bucket_grads ? m->n_buckets : 0; }
+
+void dit_set_bucket_grads(dit_model *m, int bucket, float *g) {
+  if (m->bucket_grads && bucket >= 0 && bucket < m->n_buckets) m->bucket_grads[bucket] = g;
+}
 dit_bucket dit_get_bucket(const dit_model *m, int i) { return m->buckets[i]; }
 
 void dit_set_bucket_hook(dit_model *m, void (*fn)(void *ctx, int bucket), void *ctx) {

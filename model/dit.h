@@ -121,6 +121,15 @@ tsr_status dit_create(dit_model **m, const dit_config *c, const kernels_backend 
 // gradient GEMMs (a third of a linear's backward) are saved.
 tsr_status dit_create_frozen(dit_model **m, const dit_config *c, const kernels_backend *kb,
                              int max_tokens, int max_clips);
+// As dit_create, without the whole gradient buffer (ZeRO stage 2, model/train/zero.h): each
+// bucket's gradients go where dit_set_bucket_grads last put them (bucket-sized buffers of
+// the caller, which zeroes them); dit_grads is NULL, dit_zero_grad a no-op; the buckets and
+// their hook are as dit_create's.
+tsr_status dit_create_bucket_grads(dit_model **m, const dit_config *c, const kernels_backend *kb,
+                                   int max_tokens, int max_clips);
+// A model of dit_create_bucket_grads: bucket i's gradients accumulate in g (its numel floats,
+// backend memory) from now on. Set before the backward reaches the bucket.
+void dit_set_bucket_grads(dit_model *m, int bucket, float *g);
 void dit_free(dit_model **m);
 
 const dit_config *dit_get_config(const dit_model *m);
@@ -185,6 +194,7 @@ typedef struct {
                          // block + one set of token-local buffers), the working copy of the
                          // weights excluded
   size_t act_weights;    // bytes of the act-dtype working copy of the weights (0 for fp32)
+  size_t largest_bucket; // floats of the largest gradient bucket (dit_get_bucket)
 } dit_memory;
 tsr_status dit_memory_bytes(const dit_config *c, kernels_dtype act, int64_t max_tokens,
                             int64_t max_clips, dit_memory *out);

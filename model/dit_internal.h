@@ -165,6 +165,10 @@ struct dit_model {
   dit_bucket *buckets;         // (n_buckets)
   void (*bucket_hook)(void *ctx, int bucket);
   void *bucket_ctx;
+  // dit_create_bucket_grads: where each bucket's gradients go (n_buckets), and each tensor's
+  // bucket (n_tensors); NULL otherwise
+  float **bucket_grads;
+  int *tensor_bucket;
 
   struct dit_lora *lora;       // the adapters (lora.c), or NULL
 };
@@ -172,7 +176,12 @@ struct dit_model {
 // Master parameter, gradient ([f32]) and working-copy weight ([act]) of tensor i.
 static inline float *dit_p(const dit_model *m, int i) { return m->params + m->table[i].offset; }
 // NULL when the base is frozen (dit_create_frozen): every kernel then skips that gradient.
+// With bucket gradients (dit_create_bucket_grads) the tensor's place in its bucket's buffer.
 static inline float *dit_g(const dit_model *m, int i) {
+  if (m->bucket_grads) {
+    int b = m->tensor_bucket[i];
+    return m->bucket_grads[b] + (m->table[i].offset - m->buckets[b].offset);
+  }
   return m->grads ? m->grads + m->table[i].offset : NULL;
 }
 static inline void *dit_w(const dit_model *m, int i) {

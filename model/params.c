@@ -287,6 +287,11 @@ tsr_status dit_memory_bytes(const dit_config *c, kernels_dtype act, int64_t max_
     out->params = out->grads = m.n_params * sizeof(float);
     out->act_weights = act != KERNELS_F32 ? (m.n_params * asz + 63) / 64 * 64 : 0;
     out->activations = a.used - out->act_weights;
+    if (!(st = dit_buckets_init(&m)))
+      for (int b = 0; b < m.n_buckets; b++)
+        if (m.buckets[b].numel > out->largest_bucket) out->largest_bucket = m.buckets[b].numel;
+    free(m.buckets);
+    m.buckets = NULL;
   }
   dit_model_shell_free(&m);
   return st;
@@ -311,8 +316,10 @@ void dit_table_free(dit_table *t) {
   memset(t, 0, sizeof *t);
 }
 
+// grads: 0 the whole buffer, 1 none (frozen), 2 per bucket (dit_create_bucket_grads).
 static tsr_status create(dit_model **out, const dit_config *c, const kernels_backend *kb,
-                         int max_tokens, int max_clips, int frozen) {
+                         int max_tokens, int max_clips, int grads) {
+  const int frozen = grads != 0;
   *out = NULL;
   if (!c || !kb) return err_set(TSR_EINVAL, "dit_create: config or backend is NULL");
   if (max_tokens < 1 || max_clips < 1)
@@ -331,6 +338,19 @@ static tsr_status create(dit_model **out, const dit_config *c, const kernels_bac
   if (st) goto fail;
   if (kb->graph_begin && (st = dit_graphs_init(m))) goto fail;
   if ((st = dit_buckets_init(m))) goto fail;
+  if (grads == 2) {
+    m->bucket_grads = calloc((size_t)m->n_buckets, sizeof *m->bucket_grads);
+    m->tensor_bucket = calloc((size_t)m->n_tensors, sizeof *m->tensor_bucket);
+    if (!m->bucket_grads || !m->tensor_bucket) {
+      st = err_set(TSR_ENOMEM, "dit_create: no memory");
+      goto fail;
+    }
+    for (int i = 0; i < m->n_tensors; i++)
+      for (int b = 0; b < m->n_buckets; b++)
+        if (m->table[i].offset >= m->buckets[b].offset &&
+            m->table[i].offset < m->buckets[b].offset + m->buckets[b].numel)
+          m->tensor_bucket[i] = b;
+  }
   if ((st = kb->alloc(kb, (void **)&m->params, m->n_params * sizeof(float))) ||
       (!frozen && (st = kb->alloc(kb, (void **)&m->grads, m->n_params * sizeof(float)))))
     goto fail;
@@ -387,6 +407,11 @@ tsr_status dit_create_frozen(dit_model **out, const dit_config *c, const kernels
   return create(out, c, kb, max_tokens, max_clips, 1);
 }
 
+tsr_status dit_create_bucket_grads(dit_model **out, const dit_config *c, const kernels_backend *kb,
+                                   int max_tokens, int max_clips) {
+  return create(out, c, kb, max_tokens, max_clips, 2);
+}
+
 void dit_free(dit_model **pm) {
   dit_model *m = *pm;
   if (!m) return;
@@ -398,6 +423,7 @@ void dit_free(dit_model **pm) {
     m->kb->free(m->kb, m->act_mem);
   }
   free(m->table), free(m->init), free(m->names), free(m->bp), free(m->blk), free(m->buckets);
+  free(m->bucket_grads), free(m->tensor_bucket);
   free(m);
   *pm = NULL;
 }

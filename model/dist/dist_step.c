@@ -35,6 +35,10 @@ struct dist_step {
   tsr_status bucket_err;                   // an error inside the bucket hook
   float *shard;                            // ZeRO 2: the gradient shard buckets are reduce-
   int shard_world;                         // scattered into (dist_step_set_shard), or NULL
+  // ZeRO 2 without a whole gradient buffer (dit_create_bucket_grads): two bucket buffers,
+  // the slices their reduce-scatters receive and the requests in flight
+  float *slot[2], *slice[2];
+  comm_request *slot_req[2];
   void *eval_pred;                         // (max_tokens, P) [act] dist_step_eval's prediction
   float *eval_out;                         // (1 + max_clips) [f32] its loss and per-clip sse
 };
@@ -58,6 +62,74 @@ static void issue_bucket(dist_step *ds) {
     int done;
     ds->bucket_err = ds->cb->test(ds->cb, ds->bucket_req[i], &done);
   }
+}
+
+// ---- ZeRO 2 with bucket buffers ---------------------------------------------------------
+
+static int bucket_mode(const dist_step *ds) { return ds->slot[0] != NULL; }
+
+// Bucket i of this wave is in slot i % 2: its reduce-scatter starts. Bucket i - 1's, started
+// one bucket ago (it ran while the backward filled bucket i), is waited for and summed into
+// the shard, and its slot, zeroed, takes bucket i + 1.
+static void slot_bucket(dist_step *ds, int i) {
+  if (ds->bucket_err) return;
+  const kernels_backend *kb = ds->kb;
+  comm_group *world = comm_group_get(comm_size());
+  size_t W = (size_t)ds->shard_world;
+  dit_bucket b = dit_get_bucket(ds->m, i);
+  tsr_status st = ds->cb->ireduce_scatter_sum_f32(ds->cb, world, ds->slot[i % 2], ds->slice[i % 2],
+                                                  (int64_t)(b.numel / W), &ds->slot_req[i % 2]);
+  for (int j = i - 1; !st && j <= i; j++) {
+    if (j < 0 || (j == i && i + 1 < ds->n_buckets)) continue;  // bucket i waits for i + 1
+    dit_bucket bj = dit_get_bucket(ds->m, j);
+    float *dst = ds->shard + bj.offset / W;
+    st = ds->cb->wait(ds->cb, &ds->slot_req[j % 2]);
+    if (!st) st = kb->add(kb, dst, dst, ds->slice[j % 2], bj.numel / W);
+    if (!st && j + 2 < ds->n_buckets) {
+      dit_bucket bn = dit_get_bucket(ds->m, j + 2);
+      st = kb->memset_zero(kb, ds->slot[j % 2], bn.numel * sizeof(float));
+      dit_set_bucket_grads(ds->m, j + 2, ds->slot[j % 2]);
+    }
+  }
+  ds->bucket_err = st;
+}
+
+static void on_slot_bucket(void *ctx, int bucket) { slot_bucket(ctx, bucket); }
+
+// Before a wave's backward: buckets 0 and 1 in the two slots, zeroed.
+static tsr_status slots_begin(dist_step *ds) {
+  for (int k = 0; k < 2 && k < ds->n_buckets; k++) {
+    dit_bucket b = dit_get_bucket(ds->m, k);
+    tsr_status st = ds->kb->memset_zero(ds->kb, ds->slot[k], b.numel * sizeof(float));
+    if (st) return st;
+    dit_set_bucket_grads(ds->m, k, ds->slot[k]);
+  }
+  return TSR_OK;
+}
+
+// A wave in which this rank has nothing to run: its reduce-scatters all the same, of zeros.
+static tsr_status slots_idle(dist_step *ds) {
+  tsr_status st = slots_begin(ds);
+  for (int i = 0; !st && i < ds->n_buckets; i++) {
+    slot_bucket(ds, i);
+    st = ds->bucket_err;
+  }
+  return st;
+}
+
+tsr_status dist_step_set_shard(dist_step *ds, float *shard, int world) {
+  ds->shard = shard;
+  ds->shard_world = world;
+  if (dit_grads(ds->m)) return TSR_OK;  // the whole buffer: reduce-scattered in the last wave
+  size_t most = 0;
+  for (int i = 0; i < ds->n_buckets; i++)
+    if (dit_get_bucket(ds->m, i).numel > most) most = dit_get_bucket(ds->m, i).numel;
+  tsr_status st = TSR_OK;
+  for (int k = 0; k < 2 && !st; k++) {
+    st = ds->kb->alloc(ds->kb, (void **)&ds->slot[k], most * sizeof(float));
+    if (!st) st = ds->kb->alloc(ds->kb, (void **)&ds->slice[k], most / (size_t)world * sizeof(float));
+  }
+  return st ? err_wrap(st, "train.zero = 2: two gradient buckets of %zu floats: ", most) : TSR_OK;
 }
 
 // dit_backward's bucket hook during a rank's last wave: bucket i is final.
@@ -137,11 +209,6 @@ void dist_step_set_null_caption(dist_step *ds, const float *emb, int tokens) {
   objective_device_set_null_caption(&ds->dev, emb, tokens);
 }
 
-void dist_step_set_shard(dist_step *ds, float *shard, int world) {
-  ds->shard = shard;
-  ds->shard_world = world;
-}
-
 void dist_step_free(dist_step **pds) {
   dist_step *ds = *pds;
   if (!ds) return;
@@ -155,6 +222,11 @@ void dist_step_free(dist_step **pds) {
   if (ds->wave_loss) ds->kb->free(ds->kb, ds->wave_loss);
   if (ds->eval_pred) ds->kb->free(ds->kb, ds->eval_pred);
   if (ds->eval_out) ds->kb->free(ds->kb, ds->eval_out);
+  for (int k = 0; k < 2; k++) {
+    ds->cb->wait(ds->cb, &ds->slot_req[k]);
+    if (ds->slot[k]) ds->kb->free(ds->kb, ds->slot[k]);
+    if (ds->slice[k]) ds->kb->free(ds->kb, ds->slice[k]);
+  }
   for (int i = 0; ds->bucket_req && i < ds->n_buckets; i++) ds->cb->wait(ds->cb, &ds->bucket_req[i]);
   free(ds->bucket_req);
   free(ds->chunks);
@@ -270,7 +342,12 @@ static tsr_status run_group(dist_step *ds, const plan *p, const plan_group *pg,
   // it: its world all-reduce starts then, overlapping the rest of the backward. Alone in the
   // world there is nothing to overlap: dist_step_reduce issues them all, and the backward
   // stays free of host work (it may be recorded as a graph, model/dit.h).
-  if (last && comm_size() > 1) dit_set_bucket_hook(ds->m, on_bucket, ds);
+  if (bucket_mode(ds)) {  // ZeRO 2 without a whole gradient: every wave's buckets
+    if ((st = slots_begin(ds))) return st;
+    dit_set_bucket_hook(ds->m, on_slot_bucket, ds);
+  } else if (last && comm_size() > 1) {
+    dit_set_bucket_hook(ds->m, on_bucket, ds);
+  }
   st = dit_backward(ds->m, &ds->dev.batch);
   dit_set_bucket_hook(ds->m, NULL, NULL);
   if (st) return st;
@@ -286,6 +363,11 @@ tsr_status dist_step_run(dist_step *ds, const plan *p, const dist_clip *clips, i
     if (ds->bucket_req[i]) return err_set(TSR_EINVAL, "dist_step_run: the last step was not reduced");
   ds->issued = 0;
   ds->bucket_err = TSR_OK;
+  if (bucket_mode(ds)) {  // the shard sums this step's waves
+    tsr_status st = ds->kb->memset_zero(ds->kb, ds->shard,
+                                        dit_num_params(ds->m) / (size_t)ds->shard_world * sizeof(float));
+    if (st) return st;
+  }
   int last = -1, busy = 0;  // this rank's last wave with work, waves with work
   for (int w = 0; w < p->nwaves; w++) {
     const plan_group *pg = my_group(p, w, comm_rank());
@@ -302,7 +384,11 @@ tsr_status dist_step_run(dist_step *ds, const plan *p, const dist_clip *clips, i
   ds->n_loss = 0;
   for (int w = 0; w < p->nwaves; w++) {
     const plan_group *pg = my_group(p, w, comm_rank());
-    if (!pg || pg->nclips == 0) continue;  // nothing to do in this wave
+    if (!pg || pg->nclips == 0) {  // nothing to do in this wave (but its reduce-scatters)
+      tsr_status st = bucket_mode(ds) ? slots_idle(ds) : TSR_OK;
+      if (st) return err_wrap(st, "wave %d (idle): ", w);
+      continue;
+    }
     tsr_status st = run_group(ds, p, pg, clips, nclips, step, w == last);
     if (st) return err_wrap(st, "wave %d, group [%d, %d): ", w, pg->first_rank,
                             pg->first_rank + pg->size);
@@ -351,7 +437,8 @@ tsr_status dist_step_eval(dist_step *ds, const plan *p, const dist_clip *clips, 
 tsr_status dist_step_reduce(dist_step *ds, double *loss) {
   comm_group *world = comm_group_get(comm_size());
   if (!world) return err_set(TSR_EINVAL, "the group set is not initialised (comm_groups_init)");
-  while (ds->issued < ds->n_buckets && !ds->bucket_err) issue_bucket(ds);  // ranks idle at the end
+  // ranks idle at the end (ZeRO 2 with bucket buffers: every wave reduced its own)
+  while (!bucket_mode(ds) && ds->issued < ds->n_buckets && !ds->bucket_err) issue_bucket(ds);
   tsr_status st = ds->bucket_err;
   for (int i = 0; i < ds->n_buckets; i++) {
     tsr_status w = ds->cb->wait(ds->cb, &ds->bucket_req[i]);

@@ -74,12 +74,16 @@ tsr_status dist_step_run(dist_step *ds, const plan *p, const dist_clip *clips, i
 tsr_status dist_step_eval(dist_step *ds, const plan *p, const dist_clip *clips, int nclips,
                           const train_config *tc, int64_t step, double *sse);
 
-// ZeRO stage 2 (model/train/zero.h): each bucket of `world` ranks' gradients is
-// reduce-scattered instead of all-reduced (the same moments: overlapped with the backward
-// of the last wave), bucket [offset, offset + numel) into shard + offset / world, numel /
-// world floats: this rank's slice of the sum. The model's gradient buffer then holds this
-// rank's own sums only. Every bucket must split into equal slices (dit_config.shard_ranks).
-void dist_step_set_shard(dist_step *ds, float *shard, int world);
+// ZeRO stage 2 (model/train/zero.h): the gradients are reduce-scattered over the `world`
+// ranks instead of all-reduced, bucket [offset, offset + numel) into shard + offset / world
+// (numel / world floats: this rank's slice of the sum). Every bucket must split into equal
+// slices (dit_config.shard_ranks). With a model of dit_create_bucket_grads (no whole gradient
+// buffer) the buckets of EVERY wave are reduce-scattered as the backward passes them, from
+// two bucket buffers in turn (one filling while the other's reduce-scatter runs), and summed
+// into the shard (zeroed at each dist_step_run); a rank idle in a wave takes part with zero
+// buckets, so every rank makes the same collectives in the same order (docs/dist.md "ZeRO").
+// Otherwise, as the all-reduce: in the last wave, from the whole gradient buffer.
+tsr_status dist_step_set_shard(dist_step *ds, float *shard, int world);
 
 // Completes the sum of the model's gradients over every rank of the world (in place; with
 // dist_step_set_shard into the shard) and sums *loss. Must follow every dist_step_run.

@@ -267,9 +267,10 @@ tsr_status ckpt_save(const char *path, const ckpt_state *cs) {
                            : err_set(TSR_ENOMEM, "checkpoint %s: no memory", path);
   for (int s = 0; !r && s < NSETS; s++) {
     const float *src = set_buffer(cs, s);
-    if (s != SET_W && cs->gather) r = cs->gather(cs->gather_ctx, src, &src);
     for (int i = 0; !r && i < n; i++) {
-      r = kb->to_host(kb, host, src + t[i].offset, t[i].numel * sizeof(float));
+      const float *at = src + t[i].offset;
+      if (s != SET_W && cs->gather) r = cs->gather(cs->gather_ctx, src, i, &at);
+      if (!r) r = kb->to_host(kb, host, at, t[i].numel * sizeof(float));
       if (!r) r = check_finite(&t[i], host, s, TSR_EINVAL, path);
       if (!r) r = ckpt_weights_tensor(ww, host);
     }
@@ -283,10 +284,11 @@ tsr_status ckpt_save(const char *path, const ckpt_state *cs) {
 
 tsr_status ckpt_save_follow(const ckpt_state *cs) {
   tsr_status r = TSR_OK;
-  for (int s = SET_EMA; cs->gather && !r && s < NSETS; s++) {
-    const float *whole;
-    r = cs->gather(cs->gather_ctx, set_buffer(cs, s), &whole);
-  }
+  for (int s = SET_EMA; cs->gather && !r && s < NSETS; s++)
+    for (int i = 0; !r && i < tab_count(cs->model, cs->adapters); i++) {
+      const float *data;
+      r = cs->gather(cs->gather_ctx, set_buffer(cs, s), i, &data);
+    }
   return r;
 }
 

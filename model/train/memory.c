@@ -74,11 +74,13 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
   out->optimizer = 3 * dm.n_params * sizeof(float);  // AdamW m, v and the EMA (step.c)
   out->zero = tc->zero;
   if (tc->zero > 0) {  // model/train/zero.h: the state of this rank's shard, S floats each
-    size_t S = dm.n_params / (size_t)ranks * sizeof(float);
+    size_t S = dm.n_params / (size_t)ranks * sizeof(float), B = dm.largest_bucket * sizeof(float);
     out->shard = S;
     out->weights += S;    // the fp32 masters of the shard beside the full working weights
     out->grads += S;      // the shard's gradient beside the full buffer backward fills
-    out->optimizer = 3 * S;
+    out->optimizer = 3 * S + B;  // + the bucket a checkpoint's sets are put together in
+    // stage 2: no whole gradient; two bucket buffers and the slices they reduce-scatter into
+    if (tc->zero >= 2) out->grads = S + 2 * B + 2 * (B / (size_t)ranks);
   }
   if (tc->zero == 3) {
     // Stage 3 does not run yet (trainer_setup refuses it); counted for `tessera plan`:
@@ -93,7 +95,7 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
       if (!strncmp(tab.t[i].name, "blocks.0.", 9)) blk += (tab.t[i].numel + 15) / 16 * 16;
     dit_table_free(&tab);
     out->weights = S + (act != KERNELS_F32 ? S / sizeof(float) * asz : 0) + 2 * blk * wsz;
-    out->grads = S + 2 * blk * sizeof(float);
+    out->grads = S + 2 * blk * sizeof(float) + 2 * blk / (size_t)ranks * sizeof(float);
   }
   out->activations = dm.activations;
   out->inputs = objective_device_bytes(act, (int)tokens, (int)C, P);

@@ -111,8 +111,10 @@ tsr_status trainer_setup(trainer *tr) {
   // ZeRO: every gradient bucket splits into equal slices, one per rank (model/train/zero.h)
   tr->mc.shard_ranks = tr->tc.zero > 0 ? comm_size() : 0;
   // LoRA trains adapters on a frozen base: no base gradient is computed or held
+  // ZeRO 2 keeps no whole gradient: each bucket is reduce-scattered from a bucket buffer
   tsr_status r = tr->tc.lora_rank > 0 ? dit_create_frozen(&tr->model, &tr->mc, kb, (int)L, (int)C)
-                                      : dit_create(&tr->model, &tr->mc, kb, (int)L, (int)C);
+                 : tr->tc.zero >= 2 ? dit_create_bucket_grads(&tr->model, &tr->mc, kb, (int)L, (int)C)
+                                    : dit_create(&tr->model, &tr->mc, kb, (int)L, (int)C);
   if (r) return err_wrap(r, "trainer: ");
   tr->n_params = dit_num_params(tr->model);
   if (tr->tc.lora_rank > 0 && (r = lora_setup(tr))) return r;
@@ -128,6 +130,8 @@ tsr_status trainer_setup(trainer *tr) {
       (r = kb->alloc(kb, (void **)&tr->ema, bytes)) ||
       (tr->tc.zero > 0 && ((r = kb->alloc(kb, (void **)&tr->master, bytes)) ||
                            (r = kb->alloc(kb, (void **)&tr->gshard, bytes)) ||
+                           (r = kb->alloc(kb, (void **)&tr->zero_buf,
+                                          zero_largest_bucket(&tr->zero) * sizeof(float))) ||
                            (r = zero_adamw_segments(tr)))) ||
       (tr->tc.zero == 0 &&
        (r = tr->tc.lora_rank > 0
@@ -138,8 +142,8 @@ tsr_status trainer_setup(trainer *tr) {
       !(tr->clip_bad = calloc((size_t)data_num_clips(tr->data), 1)))
     return err_set(TSR_ENOMEM, "trainer: no memory");
   r = dist_step_create(&tr->dist, tr->model, tr->cb, &tr->mc, &tr->tc, (int)L, (int)C);
-  // stage 2: each bucket is reduce-scattered straight into this rank's gradient shard
-  if (!r && tr->tc.zero >= 2) dist_step_set_shard(tr->dist, tr->gshard, comm_size());
+  // stage 2: each bucket's reduce-scatter sums into this rank's gradient shard
+  if (!r && tr->tc.zero >= 2) r = dist_step_set_shard(tr->dist, tr->gshard, comm_size());
   if (r) return r;
   return trainer_null_caption(tr);
 }
@@ -154,6 +158,7 @@ void trainer_free(trainer *tr) {
     tr->kb->free(tr->kb, tr->adam_segs);
     tr->kb->free(tr->kb, tr->master);
     tr->kb->free(tr->kb, tr->gshard);
+    tr->kb->free(tr->kb, tr->zero_buf);
   }
   zero_layout_free(&tr->zero);
   dit_free(&tr->model);
@@ -179,6 +184,9 @@ tsr_status train_weights_set(trainer *tr) {
 tsr_status train_ema_full(trainer *tr, const float **ema) {
   *ema = tr->ema;
   if (tr->tc.zero == 0) return TSR_OK;
+  if (!dit_grads(tr->model))
+    return err_set(TSR_EINVAL, "train.zero = %d keeps no whole gradient buffer to put the EMA "
+                   "together in (samples during training: train.zero <= 1)", tr->tc.zero);
   *ema = dit_grads(tr->model);
   return zero_gather(&tr->zero, tr->cb, dit_grads(tr->model), tr->ema);
 }

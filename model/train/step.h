@@ -32,6 +32,9 @@ typedef struct {
   zero_layout zero;              // train.zero >= 1: the shard layout (model/train/zero.h)
   float *master, *gshard;        // train.zero >= 1: (zero.shard) the fp32 master weights and
                                  // the gradient of this rank's shard; NULL otherwise
+  float *zero_buf;               // train.zero >= 1: (largest bucket) a bucket of a sharded set
+  const float *zero_buf_set;     // put together (checkpoints): which set's shard it holds,
+  int zero_buf_bucket;           // and which bucket
   const float *ema_whole;        // train.zero >= 1, while samples are made: the EMA put
                                  // together (train_ema_full), else NULL
   kernels_param_segment *adam_segs;  // (n_adam_segs) backend memory: train_adamw_segments

@@ -157,12 +157,25 @@ static tsr_status check_resume_config(const ckpt_meta *cm, const trainer *tr, co
   return r;
 }
 
-// ckpt_state.gather of a sharded state (train.zero >= 1): every rank's shard of a set put
-// together in the gradient buffer, free between steps (collective).
-static tsr_status gather_set(void *ctx, const float *shard, const float **whole) {
+// ckpt_state.gather of a sharded state (train.zero >= 1): tensor i of a set, from its bucket
+// put together out of every rank's shard in tr->zero_buf (one bucket at a time; collective).
+static tsr_status gather_tensor(void *ctx, const float *shard, int i, const float **data) {
   trainer *tr = ctx;
-  *whole = dit_grads(tr->model);
-  return zero_gather(&tr->zero, tr->cb, dit_grads(tr->model), shard);
+  const dit_tensor *t = dit_tensor_info(tr->model, i);
+  int b = 0;
+  while (b + 1 < dit_num_buckets(tr->model) &&
+         !(t->offset >= dit_get_bucket(tr->model, b).offset &&
+           t->offset < dit_get_bucket(tr->model, b).offset + dit_get_bucket(tr->model, b).numel))
+    b++;
+  dit_bucket k = dit_get_bucket(tr->model, b);
+  tsr_status r = TSR_OK;
+  if (tr->zero_buf_set != shard || tr->zero_buf_bucket != b) {
+    r = zero_gather_bucket(&tr->zero, tr->cb, b, tr->zero_buf, shard);
+    tr->zero_buf_set = r ? NULL : shard;
+    tr->zero_buf_bucket = b;
+  }
+  *data = tr->zero_buf + (t->offset - k.offset);
+  return r;
 }
 
 // The checkpoint's view of the trainer, with the sampler at `pos`. names: (n_labels)
@@ -187,7 +200,7 @@ static tsr_status trainer_state(const trainer *tr, const data_sampler *pos, int 
   if (tr->tc.zero > 0) {  // the sharded sets: loaded by shard, saved through gathers
     *sh = (ckpt_shard){tr->zero.n_buckets, tr->zero.lo, tr->zero.len, tr->zero.at};
     cs->shard = sh;
-    cs->gather = gather_set;
+    cs->gather = gather_tensor;
     cs->gather_ctx = (void *)tr;
   }
   train_plan_settings(tr, plan_kind, plan, 256);
@@ -479,6 +492,7 @@ static tsr_status loop_save(train_loop_state *L, const data_sampler *saved, int 
   ckpt_shard sh;
   const char **names = NULL;
   char plan[256];
+  tr->zero_buf_set = NULL;  // train.zero: every bucket gathered afresh for this save
   if (!r) r = trainer_state(tr, saved, o->plan_kind, sample_due, L->base, &cs, &names, plan, &sh);
   if (!r) r = L->lead ? ckpt_save_run(o->run_dir, &cs, tr->tc.ckpt_keep) : ckpt_save_follow(&cs);
   free(names);

@@ -41,6 +41,13 @@ tsr_status zero_layout_make(zero_layout *z, dit_model *m, int stage, int world, 
   return TSR_OK;
 }
 
+size_t zero_largest_bucket(const zero_layout *z) {
+  int64_t most = 0;
+  for (int b = 0; b < z->n_buckets; b++)
+    if (z->len[b] > most) most = z->len[b];
+  return (size_t)(most * z->world);
+}
+
 tsr_status zero_segments(const zero_layout *z, const dit_model *m,
                          int (*decays)(const dit_tensor *t), kernels_param_segment **segs,
                          int *n_segs) {
@@ -80,6 +87,14 @@ tsr_status zero_gather(const zero_layout *z, const comm_backend *cb, float *full
     r = cb->allgather(cb, world, shard + z->at[b], full + (z->lo[b] - z->rank * z->len[b]),
                       z->len[b] * (int64_t)sizeof(float));
   return r ? err_wrap(r, "train.zero: all-gather of the weights: ") : TSR_OK;
+}
+
+tsr_status zero_gather_bucket(const zero_layout *z, const comm_backend *cb, int b, float *dst,
+                              const float *shard) {
+  comm_group *world = comm_group_get(z->world);
+  if (!world) return err_set(TSR_EINVAL, "train.zero: the group set is not initialised");
+  tsr_status r = cb->allgather(cb, world, shard + z->at[b], dst, z->len[b] * (int64_t)sizeof(float));
+  return r ? err_wrap(r, "train.zero: all-gather of bucket %d: ", b) : TSR_OK;
 }
 
 tsr_status zero_sumsq(const zero_layout *z, const kernels_backend *kb, const float *shard,

@@ -43,6 +43,8 @@ typedef struct {
 tsr_status zero_layout_make(zero_layout *z, dit_model *m, int stage, int world, int rank);
 void zero_layout_free(zero_layout *z);
 
+// The floats of the largest bucket (a buffer that holds any one bucket whole).
+size_t zero_largest_bucket(const zero_layout *z);
 // AdamW's segment table over the shard (kernels adamw_update_multi): every tensor's part in
 // each of this rank's slices, at its shard offset, decaying as decays(tensor) says (1/0);
 // *segs: host memory (malloc: free it), *n_segs of them.
@@ -57,6 +59,10 @@ tsr_status zero_take(const zero_layout *z, const kernels_backend *kb, float *sha
 // world, through cb. Collective.
 tsr_status zero_gather(const zero_layout *z, const comm_backend *cb, float *full,
                        const float *shard);
+// dst (bucket b's numel floats) = bucket b of every rank's shard put together: one
+// all-gather over the world. Collective.
+tsr_status zero_gather_bucket(const zero_layout *z, const comm_backend *cb, int b, float *dst,
+                              const float *shard);
 // *out = the sum over the world of the shards' sums of squares (the global norm squared of
 // the flat buffer). Collective.
 tsr_status zero_sumsq(const zero_layout *z, const kernels_backend *kb, const float *shard,
