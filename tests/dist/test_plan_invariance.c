@@ -11,6 +11,10 @@
 //   mpirun -np 8 ... run mixed8 OUT         8 ranks, a group of 8, then groups of 4, 2 and
 //                                           1 beside idle ranks
 //   test_plan_invariance compare A B        loss and each gradient tensor within 1e-5
+//   ... run KIND OUT zero2                  ZeRO stage 2: a model without a whole gradient
+//                                           buffer, every wave's buckets reduce-scattered
+//                                           into shards (idle ranks with zero buckets), the
+//                                           shards gathered back to compare
 //   ... run KIND OUT bf16, compare A B TOL  the same with bf16 activations (cpu-bf16)
 //   ... run KIND OUT text, compare A B TOL text  a model with captions (cross-attention):
 //                                           clips with captions of 1 to 5 tokens or none,
@@ -57,6 +61,8 @@ static const int grids[NCLIPS][3] = {{3, 2, 3}, {1, 1, 1}, {2, 2, 2}, {5, 3, 4},
 
 static int with_text;  // the model has captions (argument "text")
 static int with_wan;   // the Wan family, with captions (argument "wan")
+static int zero2;      // ZeRO stage 2 (argument "zero2"): the gradient reduce-scattered in
+                       // every wave from bucket buffers into shards, gathered back to compare
 static int cp_modes;   // 0: every group in ring mode; "ulysses": every group of more than
                        // one rank in Ulysses mode; "modes": groups alternate ring, Ulysses;
                        // "hybrid": every group hybrid over blocks of 2 ranks
@@ -142,7 +148,14 @@ static int run(const char *kind, const char *outpath, const kernels_backend *kb)
   if (st) return check_done();
   dit_model *m = NULL;
   dist_step *ds = NULL;
-  CHECK_OK(dit_create(&m, &mc, kb, total, NCLIPS));
+  float *shard = NULL;
+  const int W = comm_size();
+  if (zero2) {  // ZeRO 2: buckets padded for W equal slices, no whole gradient buffer
+    mc.shard_ranks = W;
+    CHECK_OK(dit_create_bucket_grads(&m, &mc, kb, total, NCLIPS));
+  } else {
+    CHECK_OK(dit_create(&m, &mc, kb, total, NCLIPS));
+  }
   CHECK_OK(dit_init(m, 7));
   CHECK_OK(mt_perturb(m, 8, 0.1f));
   // A communication backend on another memory space than the compute backend's is refused.
@@ -152,14 +165,42 @@ static int run(const char *kind, const char *outpath, const kernels_backend *kb)
   CHECK(st == TSR_EINVAL && strstr(err_msg(), "device memory") && !ds,
         "device-memory communication with the cpu backend refused: %s", err_msg());
   CHECK_OK(dist_step_create(&ds, m, comm_mpi(), &mc, &tc, total, NCLIPS));
+  if (zero2) {
+    CHECK_OK(kb->alloc(kb, (void **)&shard, dit_num_params(m) / (size_t)W * sizeof(float)));
+    CHECK_OK(dist_step_set_shard(ds, shard, W));
+  }
   CHECK_OK(dit_zero_grad(m));
   double loss = 0;
   CHECK_OK(dist_step_run(ds, &p, clips, NCLIPS, 3, &loss, NULL));
   CHECK_OK(dist_step_reduce(ds, &loss));
-  if (comm_rank() == 0 && check_failed == 0) {
+  float *whole = NULL;  // ZeRO 2: every rank's gradient shard put back, in the canonical layout
+  size_t n_whole = 0;
+  if (zero2 && check_failed == 0) {
     size_t n = dit_num_params(m);
+    float *padded = calloc(n, sizeof *padded), *hs = malloc(n / (size_t)W * sizeof *hs);
+    CHECK_OK(kb->to_host(kb, hs, shard, n / (size_t)W * sizeof *hs));
+    for (int b = 0; b < dit_num_buckets(m); b++) {
+      dit_bucket k = dit_get_bucket(m, b);
+      CHECK_OK(comm_mpi()->allgather(comm_mpi(), comm_group_get(W), hs + k.offset / (size_t)W,
+                                     padded + k.offset, (int64_t)(k.numel / (size_t)W * sizeof(float))));
+    }
+    dit_table canon;
+    dit_config cmc = mc;
+    cmc.shard_ranks = 0;
+    CHECK_OK(dit_table_make(&cmc, &canon));
+    whole = calloc(canon.n_params, sizeof *whole);
+    n_whole = canon.n_params;
+    for (int i = 0; i < canon.n; i++)
+      memcpy(whole + canon.t[i].offset, padded + dit_tensor_info(m, i)->offset,
+             canon.t[i].numel * sizeof(float));
+    dit_table_free(&canon);
+    free(padded), free(hs);
+  }
+  if (comm_rank() == 0 && check_failed == 0) {
+    size_t n = whole ? n_whole : dit_num_params(m);
     float *g = malloc(n * sizeof *g);
-    CHECK_OK(kb->to_host(kb, g, dit_grads(m), n * sizeof *g));
+    if (whole) memcpy(g, whole, n * sizeof *g);
+    else CHECK_OK(kb->to_host(kb, g, dit_grads(m), n * sizeof *g));
     FILE *f = fopen(outpath, "wb");
     CHECK(f && fwrite(&loss, sizeof loss, 1, f) == 1 && fwrite(g, sizeof *g, n, f) == n,
           "write %s", outpath);
@@ -170,6 +211,8 @@ static int run(const char *kind, const char *outpath, const kernels_backend *kb)
     free(g);
   }
   dist_step_free(&ds);
+  if (shard) kb->free(kb, shard);
+  free(whole);
   dit_free(&m);
   plan_free(&p);
   for (int i = 0; i < NCLIPS; i++) free(tok[i]), free(text[i]);
@@ -227,15 +270,16 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "ulysses")) cp_modes = 1;
     else if (!strcmp(argv[i], "modes")) cp_modes = 2;
     else if (!strcmp(argv[i], "hybrid")) cp_modes = 3;
+    else if (!strcmp(argv[i], "zero2")) zero2 = 1;
     else if (strcmp(argv[i], "fp32")) tol = atof(argv[i]);
   }
-  if (argc >= 4 && argc <= 7 && !strcmp(argv[1], "run"))
+  if (argc >= 4 && argc <= 8 && !strcmp(argv[1], "run"))
     rc = run(argv[2], argv[3], bf16 ? kernels_cpu_bf16() : kernels_cpu());
   else if (argc >= 4 && argc <= 6 && !strcmp(argv[1], "compare"))
     rc = compare(argv[2], argv[3], tol);
   else
     fprintf(stderr, "usage: %s run single|static2|mixed4|idle4|mixed8 OUT [fp32|bf16] [text|wan] "
-            "[ulysses|modes|hybrid] | compare A B [TOL] [text|wan]\n", argv[0]);
+            "[ulysses|modes|hybrid] [zero2] | compare A B [TOL] [text|wan]\n", argv[0]);
   comm_finalize();
   return rc;
 }
