@@ -8,8 +8,9 @@
 //   weights      fp32 master weights + their act-dtype working copy (bf16 runs)
 //   grads        fp32 gradients
 //   optimizer    AdamW m and v + EMA weights, fp32
-//   (train.zero >= 1: the optimizer, a second copy of the masters and of the gradient as
-//   this rank's shards of 1/ranks each; `zero`, `shard` below)
+//   (train.zero >= 1: the optimizer as this rank's shards of 1/ranks each, plus a shard of
+//   the masters and of the gradient and a bucket-sized gather buffer; stage 2 without the
+//   whole gradient: its shard, two bucket buffers and their slices; `zero`, `shard` below)
 //   activations  the model's activation arena for L tokens: every block's buffers, or with
 //                model.recompute only the block inputs plus one block's buffers
 //   inputs       the microbatch's inputs on the backend (x_t, target, tokens, positions)
@@ -65,8 +66,10 @@ typedef struct {
   // the adapters' kept products.
   size_t lora_params;
   // train.zero >= 1 (model/train/zero.h): the bytes of one fp32 shard of the state (S floats
-  // of the padded flat buffer / ranks). weights add the masters' shard to the full working
-  // weights, grads the gradient's shard to the full buffer, optimizer is 3 shards (m, v, EMA).
+  // of the padded flat buffer / ranks). weights add the masters' shard to the whole working
+  // weights; grads the gradient's shard to the whole buffer (stage 1) or are the shard, two
+  // buckets and their slices (stage 2); optimizer is 3 shards (m, v, EMA) and one bucket
+  // (checkpoints put the sharded sets together in it).
   int zero;
   size_t shard;
   // train.zero = 3 (counted here for `tessera plan`; the trainer does not run it yet): the

@@ -125,8 +125,9 @@ tsr_status train_ema_reset(trainer *tr);
 // master shard from them; a no-op otherwise.
 tsr_status train_weights_set(trainer *tr);
 // The EMA weights whole, in the model's flat layout (backend memory): tr->ema, or with
-// train.zero >= 1 every rank's EMA shard gathered into the gradient buffer (free between
-// steps; the next step zeroes it). Collective with train.zero >= 1.
+// train.zero = 1 every rank's EMA shard gathered into the gradient buffer (free between
+// steps; the next step zeroes it; collective). train.zero = 2 has no such buffer: TSR_EINVAL
+// (config_validate refuses samples during training with it).
 tsr_status train_ema_full(trainer *tr, const float **ema);
 
 // Runs step tr->step on the batch of n clips (batch: store table positions, in sampler

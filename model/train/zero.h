@@ -11,13 +11,15 @@
 // all-gather sends the slice and receives the bucket.
 //
 // The shard is over ALL ranks of the world, not a CP group: Dynamic-CP's groups change from
-// wave to wave, but every rank runs every step's reduce and update, so the collectives
-// here (one per bucket, bucket order) are in lockstep on every rank whatever the plan.
+// wave to wave, but every rank issues the same world collectives in the same order (bucket
+// order; at stage 2 for every wave of the plan, idle or not: model/dist/dist_step.h), so
+// they are in lockstep whatever the plan.
 //
-// Per rank: stage 1 and 2 hold the fp32 master weights, the gradient, AdamW m and v and the
-// EMA as shards (S floats each), beside the model's full weights (its working copy, which
-// forward and backward read) and full gradient buffer (backward accumulates every wave of
-// the step into it).
+// Per rank: stages 1 and 2 hold the fp32 master weights, the gradient, AdamW m and v and the
+// EMA as shards (S floats each), beside the model's whole weights (the working copy forward
+// and backward read). Stage 1 keeps the whole gradient buffer too (backward accumulates the
+// step's waves into it, all-reduced once); stage 2 has none (dit_create_bucket_grads): two
+// bucket buffers, each wave's buckets reduce-scattered and summed into the shard.
 #ifndef TESSERA_MODEL_TRAIN_ZERO_H
 #define TESSERA_MODEL_TRAIN_ZERO_H
 
