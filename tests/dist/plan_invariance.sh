@@ -8,7 +8,7 @@
 # activations (cpu-bf16) every plan
 # agrees with the fp32 one-rank result within 5e-2 per gradient tensor and 5e-3 on the loss
 # (why: test_plan_invariance.c). ZeRO stage 2 (zero2) at 1, 2 and 4 ranks against the fp32
-# one-rank result within 1e-5, mixed and idle plans included.
+# one-rank result within 1e-5, mixed and idle plans included, with captions and Wan too.
 set -uo pipefail
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # one thread per rank: no oversubscription
 BIN=${TEST_PLAN_INV:?set by ctest}
@@ -64,5 +64,10 @@ step mpirun --oversubscribe -np 2 "$BIN" run static2 "$T/twoz" fp32 zero2
 step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/fourz" fp32 zero2
 step mpirun --oversubscribe -np 4 "$BIN" run idle4 "$T/idlez" fp32 zero2
 for r in onez twoz fourz idlez; do step "$BIN" compare "$T/one" "$T/$r"; done
-echo "plan invariance: $((55 - fail)) passed, $fail failed"
+# ... with captions and the Wan family (their embedding buckets are written last)
+step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/fourtz" fp32 text zero2
+step "$BIN" compare "$T/onet" "$T/fourtz" 1e-5 text
+step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/fourwz" fp32 wan zero2
+step "$BIN" compare "$T/onew" "$T/fourwz" 1e-5 wan
+echo "plan invariance: $((59 - fail)) passed, $fail failed"
 [ $fail -eq 0 ]
