@@ -108,6 +108,11 @@ cost_cp_mode cost_group_mode(const cost_model *cm, int gpus_per_node, int k, int
   if (k <= 1) return COST_CP_RING;
   if (!hybrid_u(gpus_per_node, k) && (allowed & COST_MODES_HYBRID))
     allowed = (allowed & ~COST_MODES_HYBRID) | COST_MODES_ULYSSES;  // hybrid is Ulysses there
+  // Ulysses splits heads: more ranks than heads would leave ranks without attention work
+  // and hold k L tokens of a head each (k/H times the ring's buffers); not offered then
+  if (cm->heads > 0 && k > cm->heads) allowed &= ~COST_MODES_ULYSSES;
+  if (cm->heads > 0 && (allowed & COST_MODES_HYBRID) && hybrid_u(gpus_per_node, k) > cm->heads)
+    allowed &= ~COST_MODES_HYBRID;
   cost_cp_mode best = COST_CP_RING;
   double bt = INFINITY;
   for (int md = 0; md < COST_CP_NMODES; md++) {

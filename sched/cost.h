@@ -128,7 +128,8 @@ double cost_group_time(const cost_model *cm, int gpus_per_node, int k, int m, do
 double cost_group_time_mode(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
                             double s2, cost_cp_mode mode);
 // The mode cost_group_time takes: the allowed one of least time, the first of ring,
-// Ulysses, hybrid on ties; ring at k = 1, Ulysses for hybrid when k <= G.
+// Ulysses, hybrid on ties; ring at k = 1, Ulysses for hybrid when k <= G; Ulysses not for
+// k > H, nor hybrid for u > H (H = cm->heads when known): ring when nothing allowed is left.
 cost_cp_mode cost_group_mode(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
                              double s2);
 // The communication time of the group not hidden behind its compute, in its mode: the

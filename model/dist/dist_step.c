@@ -6,6 +6,7 @@
 #include "comm/comm.h"
 #include "model/objective.h"
 #include "model/dist/ring_attention.h"
+#include "model/dist/cp_workspace.h"
 #include "model/dist/ulysses_attention.h"
 
 enum { DIST_MAX_LEVELS = 31 };
@@ -26,6 +27,7 @@ struct dist_step {
   ulysses_attention *uly[DIST_MAX_LEVELS]; // the same for Ulysses groups
   ulysses_attention *hyb[DIST_MAX_LEVELS]; // and hybrid groups: Ulysses over the block of u
   ring_attention *hyb_ring[DIST_MAX_LEVELS];  // with this ring over the stride group inside
+  cp_workspace *ws;                        // the work buffers of all of them (one group runs)
   int64_t *super;                          // (max_clips) a hybrid block's super-chunk lengths
   ring_attention *active;                  // the ring of the wave being run, or NULL
   ulysses_attention *active_uly;           // its Ulysses group when it runs in that mode
@@ -187,6 +189,7 @@ tsr_status dist_step_create(dist_step **out, dit_model *m, const comm_backend *c
   ds->max_clips = max_clips;
   ds->P = mc->pt * mc->ph * mc->pw * mc->channels;
   tsr_status st = objective_device_alloc(&ds->dev, ds->kb, max_tokens, max_clips, ds->P);
+  if (!st) st = cp_workspace_create(&ds->ws, ds->kb);
   ds->chunks = calloc((size_t)max_clips, sizeof *ds->chunks);
   ds->totals = calloc((size_t)max_clips, sizeof *ds->totals);
   ds->super = calloc((size_t)max_clips, sizeof *ds->super);
@@ -218,6 +221,7 @@ void dist_step_free(dist_step **pds) {
     ulysses_attention_free(&ds->hyb[i]);
     ring_attention_free(&ds->hyb_ring[i]);
   }
+  cp_workspace_free(&ds->ws);
   objective_device_free(&ds->dev);
   if (ds->wave_loss) ds->kb->free(ds->kb, ds->wave_loss);
   if (ds->eval_pred) ds->kb->free(ds->kb, ds->eval_pred);
@@ -256,7 +260,10 @@ static const plan_group *my_group(const plan *p, int w, int rank) {
 static tsr_status activate(dist_step *ds, const plan_group *pg, comm_group *g, int u) {
   const int k = pg->size, lv = log2i(k);
   tsr_status st = TSR_OK;
-  if (!ds->ring[lv] && (st = ring_attention_create(&ds->ring[lv], ds->kb, ds->cb, g))) return st;
+  if (!ds->ring[lv]) {
+    if ((st = ring_attention_create(&ds->ring[lv], ds->kb, ds->cb, g))) return st;
+    ring_attention_use_workspace(ds->ring[lv], ds->ws, CP_WS_GROUP);
+  }
   ds->active = ds->ring[lv];
   ds->active_uly = NULL;
   ds->active_k = k;
@@ -265,18 +272,24 @@ static tsr_status activate(dist_step *ds, const plan_group *pg, comm_group *g, i
     if (!sg || !block)
       return err_set(TSR_EINVAL, "a hybrid CP group of %d ranks needs the stride groups of %d "
                      "ranks per node (comm_stride_groups_init)", k, u);
-    if (!ds->hyb_ring[lv] && (st = ring_attention_create(&ds->hyb_ring[lv], ds->kb, ds->cb, sg)))
-      return st;
-    if (!ds->hyb[lv] &&
-        (st = ulysses_attention_create(&ds->hyb[lv], ds->kb, ds->cb, block, ds->hyb_ring[lv])))
-      return st;
+    if (!ds->hyb_ring[lv]) {
+      if ((st = ring_attention_create(&ds->hyb_ring[lv], ds->kb, ds->cb, sg))) return st;
+      ring_attention_use_workspace(ds->hyb_ring[lv], ds->ws, CP_WS_INNER);
+    }
+    if (!ds->hyb[lv]) {
+      if ((st = ulysses_attention_create(&ds->hyb[lv], ds->kb, ds->cb, block, ds->hyb_ring[lv])))
+        return st;
+      ulysses_attention_use_workspace(ds->hyb[lv], ds->ws, CP_WS_GROUP);
+    }
     ds->active_uly = ds->hyb[lv];
     if ((st = ring_attention_set_clips(ds->hyb_ring[lv], pg->nclips, ds->totals))) return st;
     return ulysses_attention_set_clips(ds->hyb[lv], pg->nclips, ds->super);
   }
   if ((pg->mode == COST_CP_ULYSSES || pg->mode == COST_CP_HYBRID) && k > 1) {
-    if (!ds->uly[lv] && (st = ulysses_attention_create(&ds->uly[lv], ds->kb, ds->cb, g, NULL)))
-      return st;
+    if (!ds->uly[lv]) {
+      if ((st = ulysses_attention_create(&ds->uly[lv], ds->kb, ds->cb, g, NULL))) return st;
+      ulysses_attention_use_workspace(ds->uly[lv], ds->ws, CP_WS_GROUP);
+    }
     ds->active_uly = ds->uly[lv];
     return ulysses_attention_set_clips(ds->active_uly, pg->nclips, ds->totals);
   }

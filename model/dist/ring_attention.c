@@ -3,8 +3,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/dist/cp_workspace.h"
+
 struct ring_attention {
   const kernels_backend *kb;
+  cp_workspace *ws;         // where the work buffers are carved from, or NULL: own buffers
+  int ws_region;
   const comm_backend *cb;   // its buffers are in kb's memory space
   comm_group *g;
   int k, p;                 // group size, this rank's place in it
@@ -52,6 +56,7 @@ tsr_status ring_attention_create(ring_attention **out, const kernels_backend *kb
 
 static void free_buffers(ring_attention *ra) {
   const kernels_backend *kb = ra->kb;
+  if (ra->ws) return;  // the workspace's
   for (int i = 0; i < 2; i++) {
     kb->free(kb, ra->kv[i]);
     kb->free(kb, ra->grad[i]);
@@ -122,8 +127,38 @@ tsr_status ring_attention_set_clips(ring_attention *ra, int n_clips, const int64
   return st;
 }
 
-// Grows the work buffers for blocks of maxblk tokens of E = H * Dh values.
+// The work buffers carved from the workspace: kv[2], grad[2], gpart (2 * maxblk * E each),
+// pout (maxblk * E) [act], plse, delta (maxblk * H) [f32]; returns the bytes (base NULL:
+// sizes only).
+static size_t carve_buffers(ring_attention *ra, char *base, kernels_dtype act, int64_t maxblk,
+                            int H, int Dh) {
+  size_t E = (size_t)H * Dh, a = kernels_dtype_size(act), used = 0;
+  size_t two = 2 * (size_t)maxblk * E * a, one = (size_t)maxblk * E * a;
+  size_t f = (size_t)maxblk * (size_t)H * sizeof(float);
+  void **p2[5] = {&ra->kv[0], &ra->kv[1], &ra->grad[0], &ra->grad[1], &ra->gpart};
+  for (int i = 0; i < 5; i++) {
+    size_t at = cp_workspace_carve(&used, two);
+    if (base) *p2[i] = base + at;
+  }
+  size_t at_out = cp_workspace_carve(&used, one), at_lse = cp_workspace_carve(&used, f);
+  size_t at_delta = cp_workspace_carve(&used, f);
+  if (base) {
+    ra->pout = base + at_out;
+    ra->plse = (float *)(base + at_lse), ra->delta = (float *)(base + at_delta);
+  }
+  return used;
+}
+
+// The work buffers for blocks of maxblk tokens of E = H * Dh values: from the workspace
+// (fetched every call: another group may have grown it), or the ring's own, grown on demand.
 static tsr_status ensure_buffers(ring_attention *ra, int H, int Dh) {
+  if (ra->ws) {
+    void *base;
+    size_t bytes = carve_buffers(ra, NULL, ra->kb->act_dtype, ra->maxblk, H, Dh);
+    tsr_status st = cp_workspace_get(ra->ws, ra->ws_region, bytes, &base);
+    if (!st) carve_buffers(ra, base, ra->kb->act_dtype, ra->maxblk, H, Dh);
+    return st;
+  }
   size_t E = (size_t)H * Dh, need = 2 * (size_t)ra->maxblk * E;
   if (need <= ra->elems && ra->pout) return TSR_OK;
   free_buffers(ra);
@@ -261,11 +296,17 @@ tsr_status ring_attention_backward(ring_attention *ra, void *dq, void *dk, void 
   return kb->copy(kb, dv, kernels_act_at(kb, ra->grad[g], half), qbytes);
 }
 
-size_t ring_attention_buffer_bytes(kernels_dtype act, int k, int64_t maxblk, int max_clips,
-                                   int H, int Dh) {
-  size_t cu = (size_t)k * ((size_t)max_clips + 1) * sizeof(int32_t);  // set_clips
-  if (k < 2) return cu;  // a group of one attends locally: no work buffers
-  size_t a = kernels_dtype_size(act), E = (size_t)H * Dh, B = (size_t)maxblk;
-  // ensure_buffers: kv[2], grad[2] and gpart of 2 * maxblk * E, pout, plse and delta
-  return cu + 5 * (2 * B * E * a) + B * E * a + 2 * B * (size_t)H * sizeof(float);
+void ring_attention_use_workspace(ring_attention *ra, cp_workspace *ws, int region) {
+  free_buffers(ra);
+  ra->ws = ws, ra->ws_region = region;
+}
+
+size_t ring_attention_index_bytes(int k, int max_clips) {
+  return (size_t)k * ((size_t)max_clips + 1) * sizeof(int32_t);  // set_clips
+}
+
+size_t ring_attention_work_bytes(kernels_dtype act, int k, int64_t maxblk, int H, int Dh) {
+  if (k < 2) return 0;  // a group of one attends locally: no work buffers
+  ring_attention ra = {0};
+  return carve_buffers(&ra, NULL, act, maxblk, H, Dh);
 }

@@ -29,6 +29,7 @@
 #include "comm/comm.h"
 #include "core/err.h"
 #include "kernels/kernels.h"
+#include "model/dist/cp_workspace.h"
 
 // Chunk o of k of a clip of L tokens: first token index and length.
 void ring_chunk(int64_t L, int k, int o, int64_t *first, int64_t *len);
@@ -57,12 +58,16 @@ tsr_status ring_attention_backward(ring_attention *ra, void *dq, void *dk, void 
                                    const void *v, const void *out, const float *lse, int H,
                                    int Dh, float scale);
 
-// Backend bytes a ring of a group of k ranks holds once it has run blocks of up to maxblk
-// tokens with up to max_clips clips (its index arrays and ensure_buffers's work buffers),
-// for activations of dtype act: the memory model's communication workspace
-// (model/train/memory.h). Kept beside the allocations it counts; the trainer's memory
-// check (tests/train/memory.sh) compares the model with the backend's measured peak.
-size_t ring_attention_buffer_bytes(kernels_dtype act, int k, int64_t maxblk, int max_clips,
-                                   int H, int Dh);
+// The ring's work buffers come from workspace ws, region `region` (model/dist/cp_workspace.h),
+// instead of its own; ws outlives the ring.
+void ring_attention_use_workspace(ring_attention *ra, cp_workspace *ws, int region);
+
+// Backend bytes of a ring of a group of k ranks with up to max_clips clips (its index
+// arrays), and of its work buffers for blocks of up to maxblk tokens with activations of
+// dtype act (0 for k = 1: a group of one attends locally): the memory model's communication
+// workspace (model/train/memory.h), kept beside the allocations it counts; the trainer's
+// memory check (tests/train/memory.sh) compares the model with the backend's measured peak.
+size_t ring_attention_index_bytes(int k, int max_clips);
+size_t ring_attention_work_bytes(kernels_dtype act, int k, int64_t maxblk, int H, int Dh);
 
 #endif

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/dist/cp_workspace.h"
+
 
 enum { U_Q, U_K, U_V, U_OUT, U_DOUT, U_DQ, U_DK, U_DV, U_NBUF };  // head-layout tensors
 
@@ -11,6 +13,8 @@ struct ulysses_attention {
   const comm_backend *cb;     // its buffers are in kb's memory space
   comm_group *g;
   ring_attention *inner;      // hybrid: the ring over the stride group, else NULL
+  cp_workspace *ws;           // where the work buffers are carved from, or NULL: own buffers
+  int ws_region;
   int k, p;                   // group size, this rank's place in it
   int n_clips, clip_cap;
   int64_t *clip_tokens;       // (clip_cap) host: the microbatch's clip lengths
@@ -19,8 +23,8 @@ struct ulysses_attention {
   int64_t Lt, longest;        // the microbatch's tokens, its longest clip
   int32_t *cu;                // (clip_cap + 1) backend: whole-clip offsets
   int64_t *sb, *sd, *rb, *rd; // (k) each: the all-to-all's byte counts and displacements
-  size_t hcap;                // bytes of each head-layout buffer
-  size_t scap;                // bytes of each staging buffer
+  size_t hcap;                // bytes of `own`
+  void *own;                  // the work buffers when there is no workspace
   void *h[U_NBUF];            // (Lt, h_p, Dh) [act] each
   float *lseh;                // (Lt, h_p) [f32]
   void *send, *recv;          // staging of the all-to-all
@@ -37,12 +41,11 @@ void hybrid_chunk(int64_t L, int k, int u, int p, int64_t *first, int64_t *len) 
 
 static void free_buffers(ulysses_attention *ua) {
   const kernels_backend *kb = ua->kb;
-  for (int i = 0; i < U_NBUF; i++) kb->free(kb, ua->h[i]), ua->h[i] = NULL;
-  kb->free(kb, ua->lseh);
-  kb->free(kb, ua->send);
-  kb->free(kb, ua->recv);
+  if (ua->ws) return;  // the workspace's
+  kb->free(kb, ua->own);
+  ua->own = NULL, ua->hcap = 0;
+  for (int i = 0; i < U_NBUF; i++) ua->h[i] = NULL;
   ua->lseh = NULL, ua->send = ua->recv = NULL;
-  ua->hcap = ua->scap = 0;
 }
 
 void ulysses_attention_free(ulysses_attention **pua) {
@@ -125,28 +128,47 @@ tsr_status ulysses_attention_set_clips(ulysses_attention *ua, int n_clips,
   return st;
 }
 
-// Grows the buffers for this microbatch with H heads of Dh values.
+// The work buffers: U_NBUF head-layout tensors (Lt, h_max, Dh) [act], the head-layout lse
+// (Lt, h_max) [f32], two staging buffers of the larger of a rank's sequence and head
+// layouts; placed from base (NULL: sizes only), returns the bytes.
+static size_t carve_buffers(ulysses_attention *ua, char *base, kernels_dtype act, int k,
+                            int64_t lq, int64_t Lt, int H, int Dh) {
+  int64_t h0, hmax;
+  heads_of(H, k, 0, &h0, &hmax);  // member 0 has the most heads
+  size_t row = kernels_dtype_size(act) * (size_t)Dh, f = sizeof(float), w = row > f ? row : f;
+  size_t head = (size_t)Lt * (size_t)hmax * w, seq = (size_t)lq * (size_t)H * w;
+  size_t stage = head > seq ? head : seq, used = 0;
+  for (int i = 0; i < U_NBUF; i++) {
+    size_t at = cp_workspace_carve(&used, (size_t)Lt * (size_t)hmax * row);
+    if (base) ua->h[i] = base + at;
+  }
+  size_t at_lse = cp_workspace_carve(&used, (size_t)Lt * (size_t)hmax * f);
+  size_t at_send = cp_workspace_carve(&used, stage), at_recv = cp_workspace_carve(&used, stage);
+  if (base) {
+    ua->lseh = (float *)(base + at_lse);
+    ua->send = base + at_send, ua->recv = base + at_recv;
+  }
+  return used;
+}
+
+// The buffers for this microbatch with H heads of Dh values: from the workspace (fetched
+// every call: another group may have grown it), or this object's own, grown on demand.
 static tsr_status ensure_buffers(ulysses_attention *ua, int H, int Dh) {
   const kernels_backend *kb = ua->kb;
-  int64_t h0, hmax;
-  heads_of(H, ua->k, 0, &h0, &hmax);  // member 0 has the most heads
-  size_t row = kernels_act_bytes(kb, (size_t)Dh), f = sizeof(float);
-  size_t head = (size_t)ua->Lt * (size_t)hmax * (row > f ? row : f);
-  size_t seq = (size_t)ua->lq[ua->p] * (size_t)H * (row > f ? row : f);
-  size_t stage = head > seq ? head : seq;
-  if (head <= ua->hcap && stage <= ua->scap && ua->send) return TSR_OK;
-  free_buffers(ua);
-  tsr_status st = TSR_OK;
-  size_t hb = kernels_act_bytes(kb, (size_t)ua->Lt * (size_t)hmax * (size_t)Dh);
-  for (int i = 0; i < U_NBUF && !st; i++) st = kb->alloc(kb, &ua->h[i], hb);
-  if (!st) st = kb->alloc(kb, (void **)&ua->lseh, (size_t)ua->Lt * (size_t)hmax * f);
-  if (!st) st = kb->alloc(kb, &ua->send, stage);
-  if (!st) st = kb->alloc(kb, &ua->recv, stage);
-  if (st) {
-    free_buffers(ua);
+  size_t bytes = carve_buffers(ua, NULL, kb->act_dtype, ua->k, ua->lq[ua->p], ua->Lt, H, Dh);
+  void *base = NULL;
+  if (ua->ws) {
+    tsr_status st = cp_workspace_get(ua->ws, ua->ws_region, bytes, &base);
+    if (!st) carve_buffers(ua, base, kb->act_dtype, ua->k, ua->lq[ua->p], ua->Lt, H, Dh);
     return st;
   }
-  ua->hcap = head, ua->scap = stage;
+  if (bytes > ua->hcap || !ua->own) {
+    free_buffers(ua);
+    tsr_status st = kb->alloc(kb, &ua->own, bytes);
+    if (st) return st;
+    ua->hcap = bytes;
+  }
+  carve_buffers(ua, ua->own, kb->act_dtype, ua->k, ua->lq[ua->p], ua->Lt, H, Dh);  // this layout
   return TSR_OK;
 }
 
@@ -273,13 +295,18 @@ tsr_status ulysses_attention_backward(ulysses_attention *ua, void *dq, void *dk,
   return st;
 }
 
-size_t ulysses_attention_buffer_bytes(kernels_dtype act, int k, int64_t max_local,
-                                      int64_t max_total, int max_clips, int H, int Dh) {
-  size_t cu = ((size_t)max_clips + 1) * sizeof(int32_t);  // set_clips
-  if (k < 2) return cu;  // a group of one attends locally: no work buffers
-  size_t row = kernels_dtype_size(act) * (size_t)Dh, f = sizeof(float), w = row > f ? row : f;
-  size_t hmax = (size_t)((H + k - 1) / k), T = (size_t)max_total, Lq = (size_t)max_local;
-  size_t head = T * hmax * w, seq = Lq * (size_t)H * w, stage = head > seq ? head : seq;
-  // ensure_buffers: the head-layout tensors, the head-layout lse, two staging buffers
-  return cu + U_NBUF * T * hmax * row + T * hmax * f + 2 * stage;
+void ulysses_attention_use_workspace(ulysses_attention *ua, cp_workspace *ws, int region) {
+  free_buffers(ua);
+  ua->ws = ws, ua->ws_region = region;
+}
+
+size_t ulysses_attention_index_bytes(int max_clips) {
+  return ((size_t)max_clips + 1) * sizeof(int32_t);  // set_clips
+}
+
+size_t ulysses_attention_work_bytes(kernels_dtype act, int k, int64_t max_local,
+                                    int64_t max_total, int H, int Dh) {
+  if (k < 2) return 0;  // a group of one attends locally: no work buffers
+  ulysses_attention ua = {0};
+  return carve_buffers(&ua, NULL, act, k, max_local, max_total, H, Dh);
 }

@@ -68,11 +68,16 @@ tsr_status ulysses_attention_backward(ulysses_attention *ua, void *dq, void *dk,
                                       const void *v, const void *out, const float *lse, int H,
                                       int Dh, float scale);
 
-// Backend bytes a group of k ranks holds once it has run microbatches of up to max_local
-// tokens on a rank, max_total tokens in all and max_clips clips, for activations of dtype
-// act: the memory model's communication workspace (model/train/memory.h), kept beside the
-// allocations it counts.
-size_t ulysses_attention_buffer_bytes(kernels_dtype act, int k, int64_t max_local,
-                                      int64_t max_total, int max_clips, int H, int Dh);
+// The work buffers come from workspace ws, region `region` (model/dist/cp_workspace.h),
+// instead of its own; ws outlives the object.
+void ulysses_attention_use_workspace(ulysses_attention *ua, cp_workspace *ws, int region);
+
+// Backend bytes of a group's index arrays for up to max_clips clips, and of its work
+// buffers for microbatches of up to max_local tokens on a rank and max_total in all, with
+// activations of dtype act (0 for k = 1): the memory model's communication workspace
+// (model/train/memory.h), kept beside the allocations it counts.
+size_t ulysses_attention_index_bytes(int max_clips);
+size_t ulysses_attention_work_bytes(kernels_dtype act, int k, int64_t max_local,
+                                    int64_t max_total, int H, int Dh);
 
 #endif

@@ -109,23 +109,34 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
     size_t Lt = (size_t)C * (size_t)mc->text_len, cap = Lt + Lt / 2 + 16;
     out->inputs += cap * (size_t)mc->text_dim * (sizeof(float) + asz);
   }
-  // the ring (and the Ulysses and hybrid groups, when train.cp_mode allows them) of every CP
-  // size a plan may use: each keeps its buffers once made
+  // CP attention (model/dist/cp_workspace.h): every group size's index arrays, and ONE
+  // workspace whose two regions grow to the most any group that may run asks: ring groups
+  // of every size, Ulysses groups and hybrid groups (a Ulysses block of u in region 0, its
+  // ring over k/u in region 1; the most over the u a node may have) when train.cp_mode
+  // allows them
   const int modes = config_cost_modes(tc->cp_mode), H = mc->heads, Dh = mc->hidden / mc->heads;
+  size_t region[2] = {0, 0};
   for (int k = 1; k <= ranks; k *= 2) {
-    out->ring += ring_attention_buffer_bytes(act, k, tokens, (int)C, H, Dh);
-    if (modes & (COST_MODES_ULYSSES | COST_MODES_HYBRID))  // hybrid is Ulysses inside a node
-      out->ring += ulysses_attention_buffer_bytes(act, k, tokens, (int64_t)k * tokens, (int)C, H, Dh);
-    size_t hybrid = 0;  // Ulysses over u, its ring over k/u: the most over the u it may have
-    for (int u = 2; (modes & COST_MODES_HYBRID) && u < k; u *= 2) {
-      size_t b = ulysses_attention_buffer_bytes(act, u, tokens, (int64_t)u * tokens, (int)C, H, Dh) +
-                 ring_attention_buffer_bytes(act, k / u, (int64_t)u * tokens, (int)C,
-                                             (H + u - 1) / u, Dh);
-      if (b > hybrid) hybrid = b;
+    out->ring += ring_attention_index_bytes(k, (int)C);
+    size_t r0 = ring_attention_work_bytes(act, k, tokens, H, Dh);
+    // Ulysses (and hybrid inside a node) for k <= H only (sched/cost.h cost_group_mode)
+    if (k > 1 && k <= H && (modes & (COST_MODES_ULYSSES | COST_MODES_HYBRID))) {
+      out->ring += ulysses_attention_index_bytes((int)C);
+      size_t u0 = ulysses_attention_work_bytes(act, k, tokens, (int64_t)k * tokens, H, Dh);
+      if (u0 > r0) r0 = u0;
     }
-    out->ring += hybrid;
+    if (r0 > region[0]) region[0] = r0;
+    for (int u = 2; (modes & COST_MODES_HYBRID) && u < k && u <= H; u *= 2) {
+      size_t b0 = ulysses_attention_work_bytes(act, u, tokens, (int64_t)u * tokens, H, Dh);
+      size_t b1 = ring_attention_work_bytes(act, k / u, (int64_t)u * tokens, (H + u - 1) / u, Dh);
+      if (b0 > region[0]) region[0] = b0;
+      if (b1 > region[1]) region[1] = b1;
+    }
+    if ((modes & COST_MODES_HYBRID) && k > 2)  // its block and ring (u = 2: the longest index)
+      out->ring += ulysses_attention_index_bytes((int)C) + ring_attention_index_bytes(k / 2, (int)C);
     out->ring_sizes += k > 1;
   }
+  out->ring += region[0] + region[1];
   out->attention = (size_t)tokens * (size_t)mc->heads * sizeof(float);
   out->reserve = device ? TRAIN_MEMORY_DEVICE_RESERVE : 0;
   if (tc->act_bytes_token > 0) {  // measured on the device: holds inputs and workspaces too

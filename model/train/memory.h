@@ -4,7 +4,8 @@
 // What one rank of `tessera train` holds, for microbatches of at most L tokens (the
 // planner's per-rank limit, train.mem_tokens) and C = min(global_batch, L) clips, counted
 // from the code that allocates it (one formula each: dit_memory_bytes for the model,
-// objective_device_bytes for the inputs, ring_attention_buffer_bytes for the rings):
+// objective_device_bytes for the inputs, ring_/ulysses_attention_index_bytes and _work_bytes
+// for CP attention):
 //   weights      fp32 master weights + their act-dtype working copy (bf16 runs)
 //   grads        fp32 gradients
 //   optimizer    AdamW m and v + EMA weights, fp32
@@ -14,12 +15,13 @@
 //   activations  the model's activation arena for L tokens: every block's buffers, or with
 //                model.recompute only the block inputs plus one block's buffers
 //   inputs       the microbatch's inputs on the backend (x_t, target, tokens, positions)
-//   ring         communication workspace: the ring-attention buffers of every CP size a
-//                rank may run (2, 4, ... ranks; each ring keeps its own, sized for blocks of
-//                L tokens), and the Ulysses groups' when train.cp_mode allows them (head-
-//                layout tensors of the group's k L tokens for ceil(H/k) heads, staging),
-//                and the hybrid groups' (a Ulysses block of u and its ring over k/u; the
-//                most over the u a node may have: an upper bound)
+//   ring         communication workspace: the index arrays of every CP size a rank may run
+//                (2, 4, ... ranks), and one workspace (model/dist/cp_workspace.h) shared
+//                by all of them, which grows to the most any of them asks: a ring's blocks
+//                of L tokens, and when train.cp_mode allows them a Ulysses group's head-
+//                layout tensors and staging (the group's k L tokens for ceil(H/k) heads), a
+//                hybrid group's Ulysses block and ring (the most over the u a node may
+//                have: an upper bound)
 //   attention    attention workspace outside the backend's allocations: the backward's
 //                delta, L x heads fp32 (host malloc on the CPU, the CUDA scratch buffer)
 //   reserve      on a device, runtime memory no allocation of ours shows: 1 GiB (cuBLASLt

@@ -64,8 +64,6 @@ static tsr_status adamw_segments_of(dit_model *m, int n,
   return r;
 }
 
-// The AdamW segments of the adapters (as train_adamw_segments for the model's tensors).
-
 // train.null_caption's embedding (docs/train.md), read once and given to the distributed
 // step, which builds every wave's captions with it.
 static tsr_status trainer_null_caption(trainer *tr) {
