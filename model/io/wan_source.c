@@ -191,7 +191,10 @@ tsr_status wan_source_open(const char *src, char *const *overrides, int n_overri
     r = fs_join(cfg, sizeof cfg, src, "config.json");
     if (!r) r = fs_join(idx, sizeof idx, src, DIF_INDEX);
     if (!r) r = fs_join(one, sizeof one, src, DIF_WEIGHTS);
-    if (!r && !fs_check_regular(idx)) r = open_shards(src, idx, s);
+    if (!r && fs_check_regular(cfg) && fs_check_regular(idx) && fs_check_regular(one))
+      r = err_set(TSR_EINVAL, "folder %s holds no model: neither %s (a diffusers transformer "
+                  "folder) nor %s or %s", src, cfg, one, idx);
+    else if (!r && !fs_check_regular(idx)) r = open_shards(src, idx, s);
     else if (!r && !(r = st_open(&s->files[0], one))) s->n_files = 1;
     if (!r) detect_naming(s);
     // a diffusers folder needs its config.json; an original one's is optional (num_heads)
