@@ -232,6 +232,20 @@ struct kernels_backend {
   // otherwise c is read, the sum formed in fp32 and rounded once.
   tsr_status (*gemm)(const kernels_backend *kb, int trans_a, int trans_b, int m, int n, int k,
                      float alpha, const void *a, const void *b, float beta, void *c);
+  // gemm on column slices of wider matrices, with a choice of output dtype (LoRA's adapters
+  // that share an input: one down-projection for all of them, each adapter reading its
+  // columns; model/lora.c). c = alpha op(a) op(b) + beta c exactly as gemm, but row i of
+  // each operand starts ld elements after row i - 1: a is (m, k) rows of lda >= k, or
+  // (k, m) rows of lda >= m if trans_a; b is (k, n) rows of ldb >= n, or (n, k) rows of
+  // ldb >= k if trans_b; c is (m, n) rows of ldc >= n. The elements between a row's end
+  // and the next row's start are neither read nor written. c_dtype is kb->act_dtype (c is
+  // [act], rounded once as gemm's) or KERNELS_F32 (c is [f32], a parameter gradient formed
+  // and accumulated in fp32 at any act dtype, as linear_backward's dw). a, b: [act]. With
+  // dense strides and c_dtype = act it computes what gemm computes (bitwise on the CPU).
+  // TSR_EINVAL for a stride below its row's length or another c_dtype.
+  tsr_status (*gemm_strided)(const kernels_backend *kb, int trans_a, int trans_b, int m, int n,
+                             int k, float alpha, const void *a, int lda, const void *b, int ldb,
+                             float beta, void *c, int ldc, kernels_dtype c_dtype);
   // Linear layer: out = inp * w + bias (weights stored (in, out), i.e. PyTorch's
   // nn.Linear weight transposed). bias may be NULL.
   // out: (M, N) [act], inp: (M, K) [act], w: (K, N) [act] working copy, bias: (N) [f32]

@@ -40,6 +40,7 @@ enum {
   E_axpy_act,
   E_u8_affine,
   E_gemm,
+  E_gemm_strided,
   E_linear_forward,
   E_linear_backward,
   E_layernorm_forward,
@@ -105,6 +106,7 @@ static const struct {
     [E_axpy_act] = {"axpy_act", KERNELS_PROFILE_ELEMENTWISE},
     [E_u8_affine] = {"u8_affine", KERNELS_PROFILE_ELEMENTWISE},
     [E_gemm] = {"gemm", KERNELS_PROFILE_GEMM},
+    [E_gemm_strided] = {"gemm_strided", KERNELS_PROFILE_GEMM},
     [E_linear_forward] = {"linear_forward", KERNELS_PROFILE_GEMM},
     [E_linear_backward] = {"linear_backward", KERNELS_PROFILE_GEMM},
     [E_layernorm_forward] = {"layernorm_forward", KERNELS_PROFILE_ELEMENTWISE},
@@ -260,6 +262,11 @@ static tsr_status p_u8_affine(kb_t *kb, void *out, const uint8_t *in, float a, f
 static tsr_status p_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, float alpha,
                          const void *a, const void *b, float beta, void *c) {
   TIMED(gemm, trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
+}
+static tsr_status p_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m, int n, int k,
+                                 float alpha, const void *a, int lda, const void *b, int ldb,
+                                 float beta, void *c, int ldc, kernels_dtype c_dtype) {
+  TIMED(gemm_strided, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, c_dtype);
 }
 static tsr_status p_linear_forward(kb_t *kb, void *out, const void *inp, const void *w,
                                    const float *bias, int M, int K, int N) {
@@ -488,6 +495,7 @@ static void fill_entries(kernels_backend *t) {
   t->axpy_act = p_axpy_act;
   t->u8_affine = p_u8_affine;
   t->gemm = p_gemm;
+  t->gemm_strided = p_gemm_strided;
   t->linear_forward = p_linear_forward;
   t->linear_backward = p_linear_backward;
   t->layernorm_forward = p_layernorm_forward;

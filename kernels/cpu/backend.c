@@ -131,6 +131,14 @@ static tsr_status f32_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n, int
                            const void *a, const void *b, float beta, void *c) {
   return kcpu_gemm(kb, trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
 }
+static tsr_status f32_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m, int n, int k,
+                                   float alpha, const void *a, int lda, const void *b, int ldb,
+                                   float beta, void *c, int ldc, kernels_dtype c_dtype) {
+  if (c_dtype != KERNELS_F32)
+    return err_set(TSR_EINVAL, "gemm_strided: c_dtype %s on backend cpu (fp32 only)",
+                   kernels_dtype_name(c_dtype));
+  return kcpu_gemm_strided(kb, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
 static tsr_status f32_linear_forward(kb_t *kb, void *out, const void *inp, const void *w,
                                      const float *bias, int M, int K, int N) {
   return kcpu_linear_forward(kb, out, inp, w, bias, M, K, N);
@@ -353,6 +361,7 @@ static const kernels_backend cpu_backend = {
     .axpy_act = f32_axpy_act,
     .u8_affine = f32_u8_affine,
     .gemm = f32_gemm,
+    .gemm_strided = f32_gemm_strided,
     .linear_forward = f32_linear_forward,
     .linear_backward = f32_linear_backward,
     .layernorm_forward = f32_layernorm_forward,
@@ -398,6 +407,7 @@ static const kernels_backend cpu_bf16_backend = {
     .axpy_act = kbf_axpy_act,
     .u8_affine = kbf_u8_affine,
     .gemm = kbf_gemm,
+    .gemm_strided = kbf_gemm_strided,
     .linear_forward = kbf_linear_forward,
     .linear_backward = kbf_linear_backward,
     .layernorm_forward = kbf_layernorm_forward,

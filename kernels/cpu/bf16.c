@@ -137,6 +137,29 @@ tsr_status kbf_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, flo
   return kbf_done(&s, st);
 }
 
+// The strided form: each operand converted over its span ((rows - 1) ld + row length, the
+// gaps included: converting them is harmless and keeps the strides), c stored back row by
+// row (kbf_store_rows), so the gaps of c are never written; an fp32 c passes straight through.
+tsr_status kbf_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                            const void *a, int lda, const void *b, int ldb, float beta, void *c,
+                            int ldc, kernels_dtype c_dtype) {
+  if (c_dtype != KERNELS_F32 && c_dtype != KERNELS_BF16)
+    return err_set(TSR_EINVAL, "gemm_strided: c_dtype %s on backend cpu-bf16 (bf16 or f32)",
+                   kernels_dtype_name(c_dtype));
+  kbf_scratch s = {0};
+  size_t span_a = trans_a ? kbf_span(k, lda, m) : kbf_span(m, lda, k);
+  size_t span_b = trans_b ? kbf_span(n, ldb, k) : kbf_span(k, ldb, n);
+  size_t span_c = kbf_span(m, ldc, n);
+  float *fa = kbf_load(&s, a, span_a), *fb = kbf_load(&s, b, span_b), *fc = c;
+  if (c_dtype == KERNELS_BF16)  // beta == 0 ignores c's old contents: no load
+    fc = beta != 0.0f ? kbf_load(&s, c, span_c) : kbf_alloc(&s, c, span_c);
+  KBF_OOM("gemm_strided", s);
+  tsr_status st = kcpu_gemm_strided(kb, trans_a, trans_b, m, n, k, alpha, fa, lda, fb, ldb, beta,
+                                    fc, ldc);
+  if (!st && c_dtype == KERNELS_BF16) kbf_store_rows(c, fc, m, ldc, n);
+  return kbf_done(&s, st);
+}
+
 tsr_status kbf_linear_forward(kb_t *kb, void *out, const void *inp, const void *w,
                               const float *bias, int M, int K, int N) {
   kbf_scratch s = {0};

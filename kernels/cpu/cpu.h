@@ -91,6 +91,9 @@ tsr_status kcpu_u8_affine(kb_t *kb, float *out, const uint8_t *in, float a, floa
 
 tsr_status kcpu_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, float alpha,
                      const float *a, const float *b, float beta, float *c);
+tsr_status kcpu_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m, int n, int k,
+                             float alpha, const float *a, int lda, const float *b, int ldb,
+                             float beta, float *c, int ldc);
 tsr_status kcpu_linear_forward(kb_t *kb, float *out, const float *inp, const float *w,
                                const float *bias, int M, int K, int N);
 tsr_status kcpu_linear_backward(kb_t *kb, float *dinp, float *dw, float *dbias, const float *dout,
@@ -226,6 +229,9 @@ tsr_status kbf_axpy_act(kb_t *kb, void *y, float alpha, const void *x, size_t n)
 tsr_status kbf_u8_affine(kb_t *kb, void *out, const uint8_t *in, float a, float b, size_t n);
 tsr_status kbf_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, float alpha,
                     const void *a, const void *b, float beta, void *c);
+tsr_status kbf_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                            const void *a, int lda, const void *b, int ldb, float beta, void *c,
+                            int ldc, kernels_dtype c_dtype);
 tsr_status kbf_linear_forward(kb_t *kb, void *out, const void *inp, const void *w,
                               const float *bias, int M, int K, int N);
 tsr_status kbf_linear_backward(kb_t *kb, void *dinp, float *dw, float *dbias, const void *dout,

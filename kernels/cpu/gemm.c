@@ -4,6 +4,37 @@
 
 #include "kernels/cpu/cpu.h"
 
+tsr_status kcpu_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m, int n, int k,
+                             float alpha, const float *a, int lda, const float *b, int ldb,
+                             float beta, float *c, int ldc) {
+  const char *op = "gemm_strided";
+  KCPU_DIM(op, m);
+  KCPU_DIM(op, n);
+  KCPU_DIM(op, k);
+  // each operand's rows as stored: a (m, k) or (k, m), b (k, n) or (n, k), c (m, n)
+  if (lda < (trans_a ? m : k) || ldb < (trans_b ? k : n) || ldc < n || lda < 1 || ldb < 1 ||
+      ldc < 1)
+    return err_set(TSR_EINVAL, "%s: a row stride below its row's length (m %d n %d k %d, "
+                   "lda %d ldb %d ldc %d, trans_a %d trans_b %d)", op, m, n, k, lda, ldb, ldc,
+                   trans_a, trans_b);
+  if (m == 0 || n == 0) return TSR_OK;
+  KCPU_NEED(op, c);
+  if (k == 0) {  // c = beta * c; beta == 0 overwrites (NaN in c included)
+    for (int i = 0; i < m; i++) {
+      float *row = c + (size_t)i * ldc;
+      if (beta == 0.0f) memset(row, 0, (size_t)n * sizeof(float));
+      else kcpu_scale(kb, row, beta, (size_t)n);
+    }
+    return TSR_OK;
+  }
+  KCPU_NEED(op, a);
+  KCPU_NEED(op, b);
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  return TSR_OK;
+}
+
+// gemm is gemm_strided with the dense strides (its errors name "gemm").
 tsr_status kcpu_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, float alpha,
                      const float *a, const float *b, float beta, float *c) {
   KCPU_DIM("gemm", m);
@@ -11,19 +42,13 @@ tsr_status kcpu_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, fl
   KCPU_DIM("gemm", k);
   if (m == 0 || n == 0) return TSR_OK;
   KCPU_NEED("gemm", c);
-  if (k == 0) {  // c = beta * c; beta == 0 overwrites (NaN in c included)
-    size_t mn = (size_t)m * n;
-    if (beta == 0.0f) memset(c, 0, mn * sizeof(float));
-    else kcpu_scale(kb, c, beta, mn);
-    return TSR_OK;
+  if (k > 0) {
+    KCPU_NEED("gemm", a);
+    KCPU_NEED("gemm", b);
   }
-  KCPU_NEED("gemm", a);
-  KCPU_NEED("gemm", b);
-  int lda = trans_a ? m : k;  // a is (k, m) when transposed
-  int ldb = trans_b ? k : n;  // b is (n, k) when transposed
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, n);
-  return TSR_OK;
+  int lda = trans_a ? m : k, ldb = trans_b ? k : n;  // a is (k, m) when transposed, b (n, k)
+  return kcpu_gemm_strided(kb, trans_a, trans_b, m, n, k, alpha, a, lda > 0 ? lda : 1, b,
+                           ldb > 0 ? ldb : 1, beta, c, n);
 }
 
 // out: (M, N) = inp (M, K) * w (K, N) + bias (N)

@@ -29,9 +29,9 @@
 // BGRADB epilogue would overwrite, not accumulate).
 //
 // Plans: the descriptors and the heuristic's algorithm of each shape (transposes, sizes,
-// output dtype, epilogue, operand alignments) are built once and cached (LRU, 1024 plans:
-// the shapes of a run are those of the model times the microbatch sizes the planner
-// makes); a call only sets the epilogue's pointers and launches. Shapes cuBLASLt has no
+// row strides, output dtype, epilogue, operand alignments) are built once and cached (LRU,
+// 1024 plans: the shapes of a run are those of the model times the microbatch sizes the
+// planner makes); a call only sets the epilogue's pointers and launches. Shapes cuBLASLt has no
 // algorithm for (e.g. odd leading dimensions with bf16, which its 16-byte alignment rules
 // exclude) go to a plain tiled fp32-accumulating kernel here: slow, never wrong.
 #include <stdint.h>
@@ -50,27 +50,27 @@ extern "C" {
 enum { FB_T = 32 };
 
 // c (m, n) row-major = alpha op(a) op(b) + beta c, c either bf16 (c_act) or fp32 (c_f32);
-// bias (n) fp32 added when given.
+// bias (n) fp32 added when given. Rows of a, b, c start lda, ldb, ldc elements apart.
 __global__ void k_gemm_fallback(int ta, int tb, int m, int n, int k, float alpha, const act_t *a,
-                                const act_t *b, float beta, act_t *c_act, float *c_f32,
-                                const float *bias) {
+                                int lda, const act_t *b, int ldb, float beta, act_t *c_act,
+                                float *c_f32, int ldc, const float *bias) {
   __shared__ float As[FB_T][FB_T + 1], Bs[FB_T][FB_T + 1];
   int row = blockIdx.y * FB_T + threadIdx.y, col = blockIdx.x * FB_T + threadIdx.x;
   float acc = 0.0f;
   for (int k0 = 0; k0 < k; k0 += FB_T) {
     int ka = k0 + threadIdx.x, r = blockIdx.y * FB_T + threadIdx.y;  // As[y][x] = op(a)[r][ka]
     As[threadIdx.y][threadIdx.x] =
-        (r < m && ka < k) ? kcu_ld(a, ta ? (size_t)ka * m + r : (size_t)r * k + ka) : 0.0f;
+        (r < m && ka < k) ? kcu_ld(a, ta ? (size_t)ka * lda + r : (size_t)r * lda + ka) : 0.0f;
     int kb_ = k0 + threadIdx.y, cc = blockIdx.x * FB_T + threadIdx.x;  // Bs[y][x] = op(b)[kb_][cc]
     Bs[threadIdx.y][threadIdx.x] =
-        (kb_ < k && cc < n) ? kcu_ld(b, tb ? (size_t)cc * k + kb_ : (size_t)kb_ * n + cc) : 0.0f;
+        (kb_ < k && cc < n) ? kcu_ld(b, tb ? (size_t)cc * ldb + kb_ : (size_t)kb_ * ldb + cc) : 0.0f;
     __syncthreads();
 #pragma unroll 8
     for (int t = 0; t < FB_T; t++) acc += As[threadIdx.y][t] * Bs[t][threadIdx.x];
     __syncthreads();
   }
   if (row < m && col < n) {
-    size_t o = (size_t)row * n + col;
+    size_t o = (size_t)row * ldc + col;
     float v = alpha * acc;
     if (bias) v += bias[col];
     if (c_f32) {
@@ -89,7 +89,7 @@ enum lt_epi { EPI_NONE, EPI_BIAS, EPI_GELU_AUX, EPI_GELU_AUX_BIAS, EPI_DGELU };
 // Everything a plan depends on; all 32-bit fields, so the struct has no padding and hashes
 // by its bytes.
 struct lt_key {
-  int32_t ta, tb, m, n, k, c_f32, epi;
+  int32_t ta, tb, m, n, k, lda, ldb, ldc, c_f32, epi;
   uint32_t al_a, al_b, al_c, al_bias, al_aux;
   bool operator==(const lt_key &o) const { return memcmp(this, &o, sizeof o) == 0; }
 };
@@ -166,11 +166,12 @@ static tsr_status plan_build(kb_t *kb, const char *op, const lt_key &key, const 
     KCU_LT(op, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
     KCU_LT(op, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
   }
-  // Lt A = our b: stored column-major as (tb ? k : n) rows x (tb ? n : k) columns.
-  KCU_LT(op, cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, tb ? k : n, tb ? n : k, tb ? k : n));
-  // Lt B = our a: (ta ? m : k) x (ta ? k : m).
-  KCU_LT(op, cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, ta ? m : k, ta ? k : m, ta ? m : k));
-  KCU_LT(op, cublasLtMatrixLayoutCreate(&p->lc, ct, n, m, n));
+  // Lt A = our b: stored column-major as (tb ? k : n) rows x (tb ? n : k) columns, its
+  // columns ldb apart (our b's rows); Lt B = our a: (ta ? m : k) x (ta ? k : m), lda; D: n x
+  // m, ldc. A row stride above the row's length is a leading dimension above the rows.
+  KCU_LT(op, cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, tb ? k : n, tb ? n : k, key.ldb));
+  KCU_LT(op, cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, ta ? m : k, ta ? k : m, key.lda));
+  KCU_LT(op, cublasLtMatrixLayoutCreate(&p->lc, ct, n, m, key.ldc));
   cublasLtMatmulPreference_t pref = NULL;
   KCU_LT(op, cublasLtMatmulPreferenceCreate(&pref));
   // cuBLASLt assumes 256-byte aligned buffers unless told: the model passes pointers into
@@ -214,9 +215,10 @@ static tsr_status plan_get(kb_t *kb, const char *op, const lt_key &key, const vo
     if (st) return st;
     if (x->lt_log) {
       static const char *const epi[] = {"none", "bias", "gelu_aux", "gelu_aux_bias", "dgelu"};
-      log_info("cuda: cuBLASLt plan %zu for %s: m %d n %d k %d ta %d tb %d out %s epilogue %s "
-               "alignments a %u b %u c %u bias %u aux %u: %s", c->map.size() + 1, op, key.m,
-               key.n, key.k, key.ta, key.tb, key.c_f32 ? "fp32" : "bf16", epi[key.epi],
+      log_info("cuda: cuBLASLt plan %zu for %s: m %d n %d k %d ta %d tb %d lda %d ldb %d ldc %d "
+               "out %s epilogue %s alignments a %u b %u c %u bias %u aux %u: %s",
+               c->map.size() + 1, op, key.m, key.n, key.k, key.ta, key.tb, key.lda, key.ldb,
+               key.ldc, key.c_f32 ? "fp32" : "bf16", epi[key.epi],
                key.al_b, key.al_a, key.al_c, key.al_bias, key.al_aux,
                p->found ? "cuBLASLt algorithm" : "no algorithm: the plain kernel path");
     }
@@ -244,19 +246,30 @@ static tsr_status bias_bf16(kb_t *kb, const char *op, const float *bias, int n, 
   return TSR_OK;
 }
 
+// The row strides of dense operands: a (m, k) or (k, m), b (k, n) or (n, k), c (m, n).
+struct gemm_ld {
+  int a, b, c;
+};
+static gemm_ld dense_ld(int ta, int tb, int m, int n, int k) {
+  gemm_ld ld = {ta ? m : k, tb ? k : n, n};
+  return ld;
+}
+
 // Row-major c (m, n) = epilogue(alpha op(a) op(b) + beta c) through cuBLASLt with the
-// cached plan, bias fp32 (rounded to bf16 for a bf16 c: bias_bf16). *ran = 0 (nothing
-// queued) when cuBLASLt has no algorithm for it.
-static tsr_status lt_matmul(kb_t *kb, const char *op, int ta, int tb, int m, int n, int k,
-                            float alpha, const act_t *a, const act_t *b, float beta, void *c,
-                            int c_f32, int epi, const float *bias, const void *aux, int *ran) {
+// cached plan, bias fp32 (rounded to bf16 for a bf16 c: bias_bf16), rows ld apart. *ran = 0
+// (nothing queued) when cuBLASLt has no algorithm for it.
+static tsr_status lt_matmul_ld(kb_t *kb, const char *op, int ta, int tb, int m, int n, int k,
+                               float alpha, const act_t *a, const act_t *b, float beta, void *c,
+                               gemm_ld ld, int c_f32, int epi, const float *bias, const void *aux,
+                               int *ran) {
   kcu_ctx *x = kcu(kb);
   *ran = 0;
   tsr_status st = kcu_arena_ready(kb, op);  // the workspace lives in the arena
   if (st) return st;
   const void *bias_d = bias;
   if (bias && !c_f32 && (st = bias_bf16(kb, op, bias, n, &bias_d))) return st;
-  lt_key key = {ta, tb, m, n, k, c_f32, epi, ptr_align(b), ptr_align(a), ptr_align(c),
+  lt_key key = {ta, tb, m, n, k, ld.a, ld.b, ld.c, c_f32, epi, ptr_align(b), ptr_align(a),
+                ptr_align(c),
                 bias_d ? ptr_align(bias_d) : 0, aux ? ptr_align(aux) : 0};
   lt_plan *p;
   if ((st = plan_get(kb, op, key, bias_d, aux, &p))) return st;
@@ -273,23 +286,33 @@ static tsr_status lt_matmul(kb_t *kb, const char *op, int ta, int tb, int m, int
   return TSR_OK;
 }
 
+// lt_matmul_ld on dense operands (the epilogue entries).
+static tsr_status lt_matmul(kb_t *kb, const char *op, int ta, int tb, int m, int n, int k,
+                            float alpha, const act_t *a, const act_t *b, float beta, void *c,
+                            int c_f32, int epi, const float *bias, const void *aux, int *ran) {
+  return lt_matmul_ld(kb, op, ta, tb, m, n, k, alpha, a, b, beta, c, dense_ld(ta, tb, m, n, k),
+                      c_f32, epi, bias, aux, ran);
+}
+
 static void fallback(kb_t *kb, int ta, int tb, int m, int n, int k, float alpha, const act_t *a,
-                     const act_t *b, float beta, void *c, int c_f32, const float *bias) {
+                     const act_t *b, float beta, void *c, gemm_ld ld, int c_f32,
+                     const float *bias) {
   if (k > 0) kcu(kb)->paths.gemm_plain++;  // k == 0 is no product: c = beta c + bias
   k_gemm_fallback<<<dim3((n + FB_T - 1) / FB_T, (m + FB_T - 1) / FB_T), dim3(FB_T, FB_T), 0,
-                    kcu(kb)->stream>>>(ta, tb, m, n, k, alpha, a, b, beta,
-                                       c_f32 ? NULL : (act_t *)c, c_f32 ? (float *)c : NULL, bias);
+                    kcu(kb)->stream>>>(ta, tb, m, n, k, alpha, a, ld.a, b, ld.b, beta,
+                                       c_f32 ? NULL : (act_t *)c, c_f32 ? (float *)c : NULL,
+                                       ld.c, bias);
 }
 
 // Row-major c (m, n) = alpha op(a) op(b) + beta c (+ bias per column), c bf16 or fp32
-// (c_f32). Falls back to k_gemm_fallback when cuBLASLt offers no algorithm.
-static tsr_status gemm_rm(kb_t *kb, const char *op, int ta, int tb, int m, int n, int k, float alpha,
-                          const act_t *a, const act_t *b, float beta, void *c, int c_f32,
-                          const float *bias) {
+// (c_f32), rows ld apart. Falls back to k_gemm_fallback when cuBLASLt offers no algorithm.
+static tsr_status gemm_rm_ld(kb_t *kb, const char *op, int ta, int tb, int m, int n, int k,
+                             float alpha, const act_t *a, const act_t *b, float beta, void *c,
+                             gemm_ld ld, int c_f32, const float *bias) {
   if (m == 0 || n == 0) return TSR_OK;
   if (k == 0) {  // c = beta c (+ bias): no product
-    if (bias || c_f32) {
-      fallback(kb, ta, tb, m, n, 0, alpha, a, b, beta, c, c_f32, bias);
+    if (bias || c_f32 || ld.c != n) {
+      fallback(kb, ta, tb, m, n, 0, alpha, a, b, beta, c, ld, c_f32, bias);
       KCU_LAUNCHED(op);
       return TSR_OK;
     }
@@ -299,15 +322,23 @@ static tsr_status gemm_rm(kb_t *kb, const char *op, int ta, int tb, int m, int n
   // not 16-byte aligned takes the plain kernel (a bf16 c's bias is an aligned copy).
   int ran = 0;
   if (!(bias && c_f32 && ptr_align(bias) < 16)) {
-    tsr_status st = lt_matmul(kb, op, ta, tb, m, n, k, alpha, a, b, beta, c, c_f32,
-                              bias ? EPI_BIAS : EPI_NONE, bias, NULL, &ran);
+    tsr_status st = lt_matmul_ld(kb, op, ta, tb, m, n, k, alpha, a, b, beta, c, ld, c_f32,
+                                 bias ? EPI_BIAS : EPI_NONE, bias, NULL, &ran);
     if (st) return st;
   }
   if (!ran) {  // no cuBLASLt algorithm for this shape/alignment: the plain kernel
-    fallback(kb, ta, tb, m, n, k, alpha, a, b, beta, c, c_f32, bias);
+    fallback(kb, ta, tb, m, n, k, alpha, a, b, beta, c, ld, c_f32, bias);
     KCU_LAUNCHED(op);
   }
   return TSR_OK;
+}
+
+// gemm_rm_ld on dense operands.
+static tsr_status gemm_rm(kb_t *kb, const char *op, int ta, int tb, int m, int n, int k, float alpha,
+                          const act_t *a, const act_t *b, float beta, void *c, int c_f32,
+                          const float *bias) {
+  return gemm_rm_ld(kb, op, ta, tb, m, n, k, alpha, a, b, beta, c, dense_ld(ta, tb, m, n, k),
+                    c_f32, bias);
 }
 
 extern "C" tsr_status kcu_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, float alpha,
@@ -324,6 +355,33 @@ extern "C" tsr_status kcu_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n,
   }
   return gemm_rm(kb, op, trans_a != 0, trans_b != 0, m, n, k, alpha, (const act_t *)a,
                  (const act_t *)b, beta, c, 0, NULL);
+}
+
+extern "C" tsr_status kcu_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m, int n, int k,
+                                       float alpha, const void *a, int lda, const void *b,
+                                       int ldb, float beta, void *c, int ldc,
+                                       kernels_dtype c_dtype) {
+  const char *op = "gemm_strided";
+  KCU_DIM(op, m);
+  KCU_DIM(op, n);
+  KCU_DIM(op, k);
+  if (c_dtype != KERNELS_F32 && c_dtype != KERNELS_BF16)
+    return err_set(TSR_EINVAL, "%s: c_dtype %s on backend cuda (bf16 or f32)", op,
+                   kernels_dtype_name(c_dtype));
+  if (lda < (trans_a ? m : k) || ldb < (trans_b ? k : n) || ldc < n || lda < 1 || ldb < 1 ||
+      ldc < 1)
+    return err_set(TSR_EINVAL, "%s: a row stride below its row's length (m %d n %d k %d, "
+                   "lda %d ldb %d ldc %d, trans_a %d trans_b %d)", op, m, n, k, lda, ldb, ldc,
+                   trans_a, trans_b);
+  if (m == 0 || n == 0) return TSR_OK;
+  KCU_NEED(op, c);
+  if (k > 0) {
+    KCU_NEED(op, a);
+    KCU_NEED(op, b);
+  }
+  gemm_ld ld = {lda, ldb, ldc};
+  return gemm_rm_ld(kb, op, trans_a != 0, trans_b != 0, m, n, k, alpha, (const act_t *)a,
+                    (const act_t *)b, beta, c, ld, c_dtype == KERNELS_F32, NULL);
 }
 
 extern "C" tsr_status kcu_linear_forward(kb_t *kb, void *out, const void *inp, const void *w,

@@ -263,6 +263,9 @@ tsr_status kcu_graph_launch(kb_t *kb, void *graph, int *stale);
 void kcu_graph_free(kb_t *kb, void *graph);
 tsr_status kcu_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, float alpha,
                     const void *a, const void *b, float beta, void *c);
+tsr_status kcu_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m, int n, int k,
+                            float alpha, const void *a, int lda, const void *b, int ldb,
+                            float beta, void *c, int ldc, kernels_dtype c_dtype);
 tsr_status kcu_linear_forward(kb_t *kb, void *out, const void *inp, const void *w,
                               const float *bias, int M, int K, int N);
 tsr_status kcu_linear_backward(kb_t *kb, void *dinp, float *dw, float *dbias, const void *dout,

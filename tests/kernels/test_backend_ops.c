@@ -137,6 +137,55 @@ static void test_gemm(void) {
     }
 }
 
+// gemm_strided's operands: a (ra, ca) stored with rows of lda >= ca, for shape s and
+// transposes tr; the strides pad every row (3, 5 and 2 elements past a, b and c's rows).
+typedef struct {
+  int m, n, k, ta, tb, ra, ca, rb, cb, lda, ldb, ldc;
+} strided_case;
+static strided_case strided_of(const int *shape, int tr) {
+  strided_case q = {.m = shape[0], .n = shape[2], .k = shape[1], .ta = tr & 1, .tb = tr >> 1};
+  q.ra = q.ta ? q.k : q.m, q.ca = q.ta ? q.m : q.k;
+  q.rb = q.tb ? q.n : q.k, q.cb = q.tb ? q.k : q.n;
+  q.lda = q.ca + 3, q.ldb = q.cb + 5, q.ldc = q.n + 2;
+  return q;
+}
+static const int strided_shapes[][3] = {{1, 1, 1}, {37, 19, 53}, {64, 48, 16}, {70, 16, 33},
+                                        {5, 0, 7}};
+enum { N_STRIDED = sizeof strided_shapes / sizeof strided_shapes[0] };
+
+// Rows x cols of a strided matrix packed densely.
+static float *dense_of(const float *x, int rows, int cols, int ld) {
+  float *d = kt_zeros((size_t)rows * cols);
+  for (int i = 0; i < rows; i++) memcpy(d + (size_t)i * cols, x + (size_t)i * ld, sizeof(float) * cols);
+  return d;
+}
+
+static void test_gemm_strided(void) {
+  for (int s = 0; s < N_STRIDED; s++)
+    for (int tr = 0; tr < 4; tr++)
+      for (int v = 0; v < 4; v++) {  // beta 0 / 1, c [act] / [f32]
+        strided_case q = strided_of(strided_shapes[s], tr);
+        float beta = (v & 1) ? 1.0f : 0.0f;
+        int c_f32 = v >> 1;
+        tens a = t_act((size_t)q.ra * q.lda, -1, 1), b = t_act((size_t)q.rb * q.ldb, -1, 1);
+        size_t nc = (size_t)q.m * q.ldc;
+        tens c = c_f32 ? t_f32(nc, -1, 1) : t_act(nc, -1, 1);
+        CHECK_OK(REF->gemm_strided(REF, q.ta, q.tb, q.m, q.n, q.k, 0.5f, a.h, q.lda, b.h, q.ldb,
+                                   beta, c.h, q.ldc, KERNELS_F32));
+        CHECK_OK(KB->gemm_strided(KB, q.ta, q.tb, q.m, q.n, q.k, 0.5f, a.d, q.lda, b.d, q.ldb,
+                                  beta, c.d, q.ldc, c_f32 ? KERNELS_F32 : KB->act_dtype));
+        check_out("gemm_strided", c_f32 ? "c_f32" : "c", &c);  // the gaps included
+        t_free(&a), t_free(&b), t_free(&c);
+      }
+  // a stride below its row's length and an output dtype that is neither are refused
+  tens a = t_act(12, -1, 1), c = t_act(12, -1, 1);
+  CHECK(KB->gemm_strided(KB, 0, 0, 3, 4, 3, 1.0f, a.d, 3, a.d, 4, 0.0f, c.d, 3,
+                         KB->act_dtype) == TSR_EINVAL, "%s gemm_strided: ldc 3 < n 4 accepted", KB->name);
+  CHECK(KB->gemm_strided(KB, 0, 0, 3, 4, 3, 1.0f, a.d, 3, a.d, 4, 0.0f, c.d, 4,
+                         (kernels_dtype)7) == TSR_EINVAL, "%s gemm_strided: c_dtype 7 accepted", KB->name);
+  t_free(&a), t_free(&c);
+}
+
 static void test_norms(void) {
   int shapes[][2] = {{1, 1}, {131, 64}, {70, 67}, {262, 16}};
   for (int s = 0; s < 4; s++) {
@@ -606,6 +655,44 @@ static float *copy_of(const float *x, size_t n) {
   return y;
 }
 
+// The reference's gemm_strided against its gemm on dense copies of the slices: within the
+// fp32 tolerance (OpenBLAS may block a strided operand otherwise), bitwise with dense
+// strides (kernels.h: it then is gemm), the gaps of c untouched.
+static void strided_vs_dense(void) {
+  const kernels_backend *R = REF;
+  for (int s = 0; s < N_STRIDED; s++)
+    for (int tr = 0; tr < 4; tr++)
+      for (int beta_i = 0; beta_i < 2; beta_i++) {
+        strided_case q = strided_of(strided_shapes[s], tr);
+        float beta = beta_i ? 1.0f : 0.0f;
+        size_t nc = (size_t)q.m * q.ldc, mn = (size_t)q.m * q.n;
+        float *a = kt_rand((size_t)q.ra * q.lda, -1, 1), *b = kt_rand((size_t)q.rb * q.ldb, -1, 1);
+        float *c = kt_rand(nc, -1, 1), *c0 = copy_of(c, nc);
+        float *ad = dense_of(a, q.ra, q.ca, q.lda), *bd = dense_of(b, q.rb, q.cb, q.ldb);
+        float *cd = dense_of(c, q.m, q.n, q.ldc), *cd2 = copy_of(cd, mn);
+        CHECK_OK(R->gemm_strided(R, q.ta, q.tb, q.m, q.n, q.k, 0.5f, a, q.lda, b, q.ldb, beta, c,
+                                 q.ldc, KERNELS_F32));
+        CHECK_OK(R->gemm(R, q.ta, q.tb, q.m, q.n, q.k, 0.5f, ad, bd, beta, cd));
+        float *got = dense_of(c, q.m, q.n, q.ldc);
+        double e = kt_relerr_ff(got, cd, mn, 1e-30);
+        CHECK(e <= 0x1p-14, "cpu gemm_strided vs gemm of the dense slices (m %d n %d k %d tr %d):"
+              " error %.3g", q.m, q.n, q.k, tr, e);
+        for (int i = 0; i < q.m; i++)
+          for (int j = q.n; j < q.ldc; j++)
+            CHECK(c[(size_t)i * q.ldc + j] == c0[(size_t)i * q.ldc + j],
+                  "cpu gemm_strided wrote the gap of c at row %d column %d", i, j);
+        int lda = q.ta ? q.m : q.k, ldb = q.tb ? q.k : q.n;  // dense strides: gemm itself
+        CHECK_OK(R->gemm_strided(R, q.ta, q.tb, q.m, q.n, q.k, 0.5f, ad, lda > 0 ? lda : 1, bd,
+                                 ldb > 0 ? ldb : 1, beta, cd2, q.n > 0 ? q.n : 1, KERNELS_F32));
+        double md;
+        long mm = bit_mismatches(cd2, cd, mn, &md);
+        CHECK(mm == 0, "cpu gemm_strided with dense strides != gemm: %ld of %zu elements differ "
+              "(max %.3g)", mm, mn, md);
+        float *all[] = {a, b, c, c0, ad, bd, cd, cd2, got};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+      }
+}
+
 static void fused_vs_composition(void) {
   const kernels_backend *R = REF;
   for (int p = 0; p < N_PACK; p++)
@@ -742,6 +829,7 @@ int main(int argc, char **argv) {
         "the first backend must be the CPU fp32 reference");
   kt_seed(999);
   fused_vs_composition();
+  strided_vs_dense();
   for (int b = 1; b < nb && b < 8; b++) {
     KB = all[b];
     EXACT = KB == kernels_cpu_bf16();
@@ -749,6 +837,7 @@ int main(int argc, char **argv) {
     kt_seed(1000 + (uint64_t)b);
     test_helpers();
     test_gemm();
+    test_gemm_strided();
     test_norms();
     test_modulate();
     test_rope_act_cond();
