@@ -11,45 +11,72 @@
 #include "model/dit_internal.h"
 #include "model/lora.h"
 
-// One adapted linear: W (in, out) of tensor base_w, A (r, in) and B (out, r) at a_off, b_off.
+// One adapted linear: W (in, out) of tensor base_w, A (r, in) and B (out, r) at a_off, b_off;
+// member `slot` of group `group`.
 typedef struct {
   int base_w, in, out;
+  int group, slot;
   size_t a_off, b_off;
-  void *u;                     // (max_rows, r) [act] scale inp A^T of the last forward
-  void *u_null;                // (max_clips, r) [act] the same for the null token's rows
-                               // (cross-attention k/v of a model with it: u_of), else NULL
 } lora_adapter;
+
+// The adapters of one block that read the same input: the self-attention's q, k, v, and the
+// cross-attention's k, v (the captions, then the null token's rows). Their A's are
+// contiguous, A_all (n r, in), so that ONE down-projection makes every member's u and one
+// GEMM each makes the group's dA and input gradient; member j reads its columns
+// [j r, (j + 1) r) of the group's u and du through gemm_strided (kernels.h). Any other
+// adapter is a group of one. The members run one after another with the same input (the
+// layer code's order, block.c and cross.c), which the two masks follow without relying on:
+// a member whose columns are not fresh from this input recomputes all of them, and a
+// backward flushes once every member's du is in.
+typedef struct {
+  int first, n, in;            // adapters first .. first + n - 1, their input width
+  size_t a_off;                // A_all (n r, in) in the buffers
+  void *u[2];                  // (max_rows, n r) [act] scale inp A_all^T of the last forward;
+                               // [1]: the null token's rows (max_clips, n r), or NULL
+  unsigned fresh[2];           // members whose columns of u[k] are unread since made from
+  const void *inp[2];          //   inp[k], M[k] rows
+  int M[2];
+  unsigned pending;            // members whose du columns the backward has written since the
+  void *dinp;                  //   last flush, on input binp (bM rows), adding to dinp
+  const void *binp;
+  int bM;
+} lora_group;
 
 struct dit_lora {
   lora_config cfg;
   float scale;                 // alpha / r
   int n;                       // adapters
   lora_adapter *ad;            // (n)
+  int n_groups;
+  lora_group *g;               // (n_groups)
+  int max_group;               // the largest group's n
   int *of;                     // (m->n_tensors) adapter of a weight tensor, or -1
   dit_tensor *table;           // (2n) A then B of each adapter
   char (*names)[DIT_NAME_MAX]; // (2n)
   size_t n_params;
   float *params, *grads;       // (n_params) [f32] backend memory
   void *wact;                  // (n_params) [act] working copy the GEMMs read (params if fp32)
-  void *act;                   // backend memory: every u, du, the null rows' u, tmp, tmp2
-  void *du;                    // (max_rows, r) [act] the backward's dL/du
+  void *act;                   // backend memory: every group's u (and null rows' u), du, tmp, tmp2
+  void *du;                    // (max_rows, max_group r) [act] the backward's dL/du of a group
   void *tmp, *tmp2;            // (max_rows, max in) [act] fc2's input gradient, through GELU
   int max_rows;
 };
 
-// Block i's linears with the diffusers module names files and targets use (model/lora.h).
+// Block i's linears with the diffusers module names files and targets use (model/lora.h), and
+// which share their input: 1 the self-attention's q/k/v, 2 the cross-attention's k/v, 0 none.
 enum { MODS_MAX = 10 };
-static int block_modules(const dit_model *m, int i, dit_linear *lin, const char **mod) {
+static int block_modules(const dit_model *m, int i, dit_linear *lin, const char **mod,
+                         int *share) {
   const dit_block_params *bp = &m->bp[i];
   int n = 0;
-#define MOD(l, s) (lin[n] = (l), mod[n++] = (s))
-  MOD(bp->q, "attn1.to_q"), MOD(bp->k, "attn1.to_k"), MOD(bp->v, "attn1.to_v");
-  MOD(bp->proj, "attn1.to_out.0");
+#define MOD(l, s, sh) (lin[n] = (l), share[n] = (sh), mod[n++] = (s))
+  MOD(bp->q, "attn1.to_q", 1), MOD(bp->k, "attn1.to_k", 1), MOD(bp->v, "attn1.to_v", 1);
+  MOD(bp->proj, "attn1.to_out.0", 0);
   if (m->cfg.text_dim > 0) {
-    MOD(bp->x.q, "attn2.to_q"), MOD(bp->x.k, "attn2.to_k"), MOD(bp->x.v, "attn2.to_v");
-    MOD(bp->x.proj, "attn2.to_out.0");
+    MOD(bp->x.q, "attn2.to_q", 0), MOD(bp->x.k, "attn2.to_k", 2), MOD(bp->x.v, "attn2.to_v", 2);
+    MOD(bp->x.proj, "attn2.to_out.0", 0);
   }
-  MOD(bp->fc1, "ffn.net.0.proj"), MOD(bp->fc2, "ffn.net.2");
+  MOD(bp->fc1, "ffn.net.0.proj", 0), MOD(bp->fc2, "ffn.net.2", 0);
 #undef MOD
   return n;
 }
@@ -72,11 +99,22 @@ static int matches_any(const char *name, const char *targets, int *hits) {
   return any;
 }
 
-static void add_pair(struct dit_lora *lo, const dit_model *m, int w, const char *name, int r) {
+static size_t pad16(size_t n) { return (n + 15) / 16 * 16; }  // 64-byte starts, as the base's
+
+// Adds the adapter of weight w (module `name`) as member `slot` of group g, whose A's start at
+// g->a_off; its table entries are A then B, B placed at the end of the buffers.
+static void add_adapter(struct dit_lora *lo, const dit_model *m, int w, const char *name,
+                        lora_group *g, int slot) {
+  int r = lo->cfg.rank;
   lora_adapter *a = &lo->ad[lo->n];
   const dit_tensor *wt = &m->table[w];
   a->base_w = w, a->in = (int)wt->shape[0], a->out = (int)wt->shape[1];
+  a->group = (int)(g - lo->g), a->slot = slot;
+  a->a_off = g->a_off + (size_t)slot * (size_t)r * (size_t)a->in;
+  a->b_off = lo->n_params;
+  lo->n_params += pad16((size_t)a->out * (size_t)r);
   int64_t shape[2][2] = {{r, a->in}, {a->out, r}};
+  size_t off[2] = {a->a_off, a->b_off};
   const char *which[2] = {"lora_A", "lora_B"};
   for (int k = 0; k < 2; k++) {
     int ti = 2 * lo->n + k;
@@ -85,11 +123,46 @@ static void add_pair(struct dit_lora *lo, const dit_model *m, int w, const char 
     t->name = lo->names[ti], t->ndim = 2;
     t->shape[0] = shape[k][0], t->shape[1] = shape[k][1];
     t->numel = (size_t)(shape[k][0] * shape[k][1]);
-    t->offset = lo->n_params;
-    lo->n_params += (t->numel + 15) / 16 * 16;  // 64-byte starts, as the base's
+    t->offset = off[k];
   }
-  a->a_off = lo->table[2 * lo->n].offset, a->b_off = lo->table[2 * lo->n + 1].offset;
   lo->of[w] = lo->n++;
+}
+
+// 0 when TESSERA_LORA_GROUPS=0: every adapter alone, its own down-projection (the per-adapter
+// path, for comparisons: tests/model/test_lora.c, bench/train/lora.sh).
+static int grouping(void) {
+  const char *e = getenv("TESSERA_LORA_GROUPS");
+  return !(e && !strcmp(e, "0"));
+}
+
+// Block i's adapters: the matched modules, those that share an input as one group (its A's
+// contiguous, then each member's B), the others alone.
+static void add_block(struct dit_lora *lo, const dit_model *m, int i, int *hits) {
+  dit_linear lin[MODS_MAX];
+  const char *mod[MODS_MAX];
+  int share[MODS_MAX], matched[MODS_MAX], done[MODS_MAX] = {0}, nm = 0, grouped = grouping();
+  char names[MODS_MAX][DIT_NAME_MAX];
+  int n = block_modules(m, i, lin, mod, share);
+  for (int j = 0; j < n; j++) {
+    snprintf(names[j], DIT_NAME_MAX, "blocks.%d.%s", i, mod[j]);
+    if (matches_any(names[j], lo->cfg.targets, hits)) matched[nm++] = j;
+  }
+  for (int s = 0; s < nm; s++) {
+    if (done[s]) continue;
+    int members[MODS_MAX], gn = 0;
+    for (int t = s; t < nm; t++)
+      if (t == s || (grouped && share[matched[s]] && share[matched[t]] == share[matched[s]]))
+        members[gn++] = t, done[t] = 1;
+    lora_group *g = &lo->g[lo->n_groups++];
+    g->first = lo->n, g->n = gn, g->a_off = lo->n_params;
+    g->in = (int)m->table[lin[matched[s]].w].shape[0];
+    lo->n_params += pad16((size_t)gn * (size_t)lo->cfg.rank * (size_t)g->in);
+    if (gn > lo->max_group) lo->max_group = gn;
+    for (int k = 0; k < gn; k++) {
+      int j = matched[members[k]];
+      add_adapter(lo, m, lin[j].w, names[j], g, k);
+    }
+  }
 }
 
 // The adapters of every matched linear; each target must match at least one.
@@ -99,22 +172,14 @@ static tsr_status build_table(struct dit_lora *lo, const dit_model *m) {
   for (const char *c = targets; *c; c++) nt += *c == ',';
   int *hits = calloc((size_t)nt, sizeof *hits);
   lo->ad = calloc((size_t)cap, sizeof *lo->ad);
+  lo->g = calloc((size_t)cap, sizeof *lo->g);
   lo->table = calloc((size_t)cap * 2, sizeof *lo->table);
   lo->names = calloc((size_t)cap * 2, sizeof *lo->names);
   lo->of = malloc(sizeof *lo->of * (size_t)m->n_tensors);
-  if (!hits || !lo->ad || !lo->table || !lo->names || !lo->of)
+  if (!hits || !lo->ad || !lo->g || !lo->table || !lo->names || !lo->of)
     return free(hits), err_set(TSR_ENOMEM, "lora: no memory for the adapter table");
   for (int i = 0; i < m->n_tensors; i++) lo->of[i] = -1;
-  for (int i = 0; i < m->cfg.depth; i++) {
-    dit_linear lin[MODS_MAX];
-    const char *mod[MODS_MAX];
-    int n = block_modules(m, i, lin, mod);
-    for (int j = 0; j < n; j++) {
-      char name[DIT_NAME_MAX];
-      snprintf(name, sizeof name, "blocks.%d.%s", i, mod[j]);
-      if (matches_any(name, targets, hits)) add_pair(lo, m, lin[j].w, name, lo->cfg.rank);
-    }
-  }
+  for (int i = 0; i < m->cfg.depth; i++) add_block(lo, m, i, hits);
   tsr_status st = TSR_OK;
   const char *t = targets;
   for (int k = 0; k < nt && st == TSR_OK; k++) {
@@ -127,61 +192,72 @@ static tsr_status build_table(struct dit_lora *lo, const dit_model *m) {
   return st;
 }
 
-// 1 if adapter a's linear also runs on the null token's rows in a forward: the cross-
+// 1 if group g's linears also run on the null token's rows in a forward: the cross-
 // attention's keys and values of a model with the null token (model/cross.c).
-static int runs_on_null(const dit_model *m, const lora_adapter *a) {
+static int runs_on_null(const dit_model *m, const struct dit_lora *lo, const lora_group *g) {
   if (!m->sw.null_token || m->cfg.text_dim == 0) return 0;
+  int w = lo->ad[g->first].base_w;
   for (int i = 0; i < m->cfg.depth; i++)
-    if (a->base_w == m->bp[i].x.k.w || a->base_w == m->bp[i].x.v.w) return 1;
+    if (w == m->bp[i].x.k.w || w == m->bp[i].x.v.w) return 1;
   return 0;
 }
 
-// The activation buffer in values: every adapter's u and du (per_u each), the null rows'
-// u of the adapters that have one (per_null each, *n_null of them), then fc2's two scratch
-// rows (tmp each), for microbatches of max_rows rows.
-static size_t act_values(struct dit_lora *lo, const dit_model *m, size_t *per_u, size_t *per_null,
-                         int *n_null, size_t *tmp) {
-  int max_in = 0;
+// The activation buffer in values: every group's u (rows x n r each) and, for the groups that
+// run on the null token's rows, their u of those (max_clips x n r), then du (rows x
+// max_group r) and fc2's two scratch rows (rows x max in each), for microbatches of max_rows
+// rows. at[g] (when not NULL) = where group g's u starts, at_null[g] its null rows' (or -1).
+static size_t act_values(struct dit_lora *lo, const dit_model *m, size_t *at, int64_t *at_null,
+                         size_t *du_at, size_t *tmp) {
+  int max_in = 0, r = lo->cfg.rank;
   lo->max_rows = m->max_tokens;
   if (m->max_text > lo->max_rows) lo->max_rows = m->max_text;
-  size_t rows = (size_t)lo->max_rows;
-  *per_u = (rows * (size_t)lo->cfg.rank + 15) / 16 * 16;
-  *per_null = ((size_t)m->max_clips * (size_t)lo->cfg.rank + 15) / 16 * 16;
-  *n_null = 0;
-  for (int i = 0; i < lo->n; i++) {
-    max_in = lo->ad[i].in > max_in ? lo->ad[i].in : max_in;
-    *n_null += runs_on_null(m, &lo->ad[i]);
+  size_t rows = (size_t)lo->max_rows, v = 0;
+  for (int k = 0; k < lo->n_groups; k++) {
+    const lora_group *g = &lo->g[k];
+    size_t w = (size_t)g->n * (size_t)r;
+    if (at) at[k] = v;
+    v += pad16(rows * w);
+    int null = runs_on_null(m, lo, g);
+    if (at_null) at_null[k] = null ? (int64_t)v : -1;
+    if (null) v += pad16((size_t)m->max_clips * w);
+    max_in = g->in > max_in ? g->in : max_in;
   }
-  *tmp = (rows * (size_t)max_in + 15) / 16 * 16;
-  return *per_u * (size_t)(lo->n + 1) + *per_null * (size_t)*n_null + 2 * *tmp;
+  *du_at = v;
+  v += pad16(rows * (size_t)lo->max_group * (size_t)r);
+  *tmp = pad16(rows * (size_t)max_in);
+  return v + 2 * *tmp;
 }
 
 // Buffers: parameters, gradients, the working copy (bf16), then act_values' layout.
 static tsr_status alloc_buffers(struct dit_lora *lo, const dit_model *m) {
   const kernels_backend *kb = m->kb;
-  size_t per_u, per_null, tmp;
-  int n_null;
-  size_t act_n = act_values(lo, m, &per_u, &per_null, &n_null, &tmp);
+  size_t *at = malloc(sizeof *at * (size_t)(lo->n_groups + 1)), du_at, tmp;
+  int64_t *at_null = malloc(sizeof *at_null * (size_t)(lo->n_groups + 1));
+  if (!at || !at_null)
+    return free(at), free(at_null), err_set(TSR_ENOMEM, "lora: no memory for the adapter table");
+  size_t act_n = act_values(lo, m, at, at_null, &du_at, &tmp);
   size_t pb = sizeof(float) * lo->n_params;
-  DIT_TRY(kb->alloc(kb, (void **)&lo->params, pb ? pb : 4));
-  DIT_TRY(kb->alloc(kb, (void **)&lo->grads, pb ? pb : 4));
-  DIT_TRY(kb->alloc(kb, &lo->act, kernels_act_bytes(kb, act_n)));
+  tsr_status st = kb->alloc(kb, (void **)&lo->params, pb ? pb : 4);
+  if (!st) st = kb->alloc(kb, (void **)&lo->grads, pb ? pb : 4);
+  if (!st) st = kb->alloc(kb, &lo->act, kernels_act_bytes(kb, act_n));
   lo->wact = lo->params;
-  if (kb->act_dtype != KERNELS_F32)
-    DIT_TRY(kb->alloc(kb, &lo->wact, kernels_act_bytes(kb, lo->n_params ? lo->n_params : 1)));
-  DIT_TRY(kb->memset_zero(kb, lo->params, pb));
-  DIT_TRY(kb->memset_zero(kb, lo->grads, pb));
-  for (int i = 0; i < lo->n; i++) lo->ad[i].u = kernels_act_at(kb, lo->act, per_u * (size_t)i);
-  lo->du = kernels_act_at(kb, lo->act, per_u * (size_t)lo->n);
-  size_t at = per_u * (size_t)(lo->n + 1);
-  for (int i = 0; i < lo->n; i++)
-    if (runs_on_null(m, &lo->ad[i])) {
-      lo->ad[i].u_null = kernels_act_at(kb, lo->act, at);
-      at += per_null;
-    }
-  lo->tmp = kernels_act_at(kb, lo->act, at);
-  lo->tmp2 = kernels_act_at(kb, lo->act, at + tmp);
-  return TSR_OK;
+  if (!st && kb->act_dtype != KERNELS_F32)
+    st = kb->alloc(kb, &lo->wact, kernels_act_bytes(kb, lo->n_params ? lo->n_params : 1));
+  if (!st) st = kb->memset_zero(kb, lo->params, pb);
+  if (!st) st = kb->memset_zero(kb, lo->grads, pb);
+  for (int k = 0; !st && k < lo->n_groups; k++) {
+    lo->g[k].u[0] = kernels_act_at(kb, lo->act, at[k]);
+    lo->g[k].u[1] = at_null[k] >= 0 ? kernels_act_at(kb, lo->act, (size_t)at_null[k]) : NULL;
+  }
+  if (!st) {
+    lo->du = kernels_act_at(kb, lo->act, du_at);
+    lo->tmp = kernels_act_at(kb, lo->act, du_at + pad16((size_t)lo->max_rows *
+                                                        (size_t)lo->max_group *
+                                                        (size_t)lo->cfg.rank));
+    lo->tmp2 = kernels_act_at(kb, lo->tmp, tmp);
+  }
+  free(at), free(at_null);
+  return st;
 }
 
 // A ~ U(-1/sqrt(in), 1/sqrt(in)) (PEFT: kaiming_uniform_(a = sqrt(5))), B = 0; host-built,
@@ -229,12 +305,11 @@ tsr_status dit_lora_memory(const dit_config *c, const lora_config *lc, kernels_d
   m.lora = &lo;
   st = build_table(&lo, &m);
   if (!st) {
-    size_t per_u, per_null, tmp;
-    int n_null;
+    size_t du_at, tmp;
     *n_params = lo.n_params;
-    *act_bytes = act_values(&lo, &m, &per_u, &per_null, &n_null, &tmp) * kernels_dtype_size(act);
+    *act_bytes = act_values(&lo, &m, NULL, NULL, &du_at, &tmp) * kernels_dtype_size(act);
   }
-  free(lo.ad), free(lo.of), free(lo.table), free(lo.names);
+  free(lo.ad), free(lo.g), free(lo.of), free(lo.table), free(lo.names);
   m.lora = NULL;
   dit_model_shell_free(&m);
   return st;
@@ -245,7 +320,7 @@ void dit_lora_free(dit_model *m) {
   if (!lo) return;
   if (lo->wact != lo->params) m->kb->free(m->kb, lo->wact);
   m->kb->free(m->kb, lo->params), m->kb->free(m->kb, lo->grads), m->kb->free(m->kb, lo->act);
-  free(lo->ad), free(lo->of), free(lo->table), free(lo->names), free(lo);
+  free(lo->ad), free(lo->g), free(lo->of), free(lo->table), free(lo->names), free(lo);
   m->lora = NULL;
 }
 
@@ -272,55 +347,91 @@ static const void *w_of(const dit_model *m, size_t off) {
   return kernels_act_at(m->kb, m->lora->wact, off);
 }
 
-// The kept u of adapter a for a run on inp: the null token's rows have their own, since the
-// cross-attention runs the k/v linears on the captions and then on them before either's
-// backward (model/cross.c).
-static void *u_of(const dit_model *m, const lora_adapter *a, const void *inp) {
-  return a->u_null && inp == m->nullctx ? a->u_null : a->u;
-}
-
 static const lora_adapter *adapter_of(const dit_model *m, dit_linear l) {
   return m->lora && m->lora->of[l.w] >= 0 ? &m->lora->ad[m->lora->of[l.w]] : NULL;
 }
 
 int dit_lora_has(const dit_model *m, dit_linear l) { return adapter_of(m, l) != NULL; }
 
+// Which u of group g a run on inp uses: the null token's rows have their own, since the
+// cross-attention runs the k/v linears on the captions and then on them before either's
+// backward (model/cross.c).
+static int u_index(const dit_model *m, const lora_group *g, const void *inp) {
+  return g->u[1] && inp == m->nullctx;
+}
+
+// Adapter a's columns of a (rows, n r) buffer of its group: row stride n r.
+static void *cols_of(const dit_model *m, const lora_adapter *a, void *buf) {
+  return kernels_act_at(m->kb, buf, (size_t)a->slot * (size_t)m->lora->cfg.rank);
+}
+
 tsr_status dit_lora_fwd(dit_model *m, dit_linear l, void *out, const void *inp, int M) {
   const lora_adapter *a = adapter_of(m, l);
   if (!a || M == 0) return TSR_OK;
   const kernels_backend *kb = m->kb;
-  const struct dit_lora *lo = m->lora;
-  int r = lo->cfg.rank;
-  // u (M, r) = scale inp (M, in) A^T; out (M, out) += u B^T
-  void *u = u_of(m, a, inp);
-  DIT_TRY(kb->gemm(kb, 0, 1, M, r, a->in, lo->scale, inp, w_of(m, a->a_off), 0.0f, u));
-  return kb->gemm(kb, 0, 1, M, a->out, r, 1.0f, u, w_of(m, a->b_off), 1.0f, out);
+  struct dit_lora *lo = m->lora;
+  lora_group *g = &lo->g[a->group];
+  int r = lo->cfg.rank, w = g->n * r, k = u_index(m, g, inp);
+  unsigned bit = 1u << a->slot;
+  if (!(g->fresh[k] & bit) || g->inp[k] != inp || g->M[k] != M) {
+    // u (M, n r) = scale inp (M, in) A_all^T: every member's product in one GEMM
+    DIT_TRY(kb->gemm(kb, 0, 1, M, w, g->in, lo->scale, inp, w_of(m, g->a_off), 0.0f, g->u[k]));
+    g->fresh[k] = (1u << g->n) - 1, g->inp[k] = inp, g->M[k] = M;
+  }
+  g->fresh[k] &= ~bit;
+  // out (M, out) += u[:, slot r ..] (M, r) B^T
+  return kb->gemm_strided(kb, 0, 1, M, a->out, r, 1.0f, cols_of(m, a, g->u[k]), w,
+                          w_of(m, a->b_off), r, 1.0f, out, a->out, kb->act_dtype);
 }
 
-// The adapter's gradients, and in lo->du its input side dL/du (M, r) = scale dout B.
-static tsr_status param_grads(dit_model *m, const lora_adapter *a, const void *dout,
-                              const void *inp, int M) {
+// The adapter's dB, and its columns of lo->du, dL/du (M, r) = scale dout B; then, once every
+// member of its group has its du in (the backward's calls for the group's linears on one
+// input), the group's dA_all (n r, in) += du^T inp in one GEMM, and in *flush_out 1: the
+// caller adds the input gradient du A_all (group_dinp). The members must add to the same dinp
+// (the layer code's: block.c's dt3, cross.c's dctx and dnull).
+static tsr_status param_grads(dit_model *m, const lora_adapter *a, void *dinp, const void *dout,
+                              const void *inp, int M, int *flush_out) {
   const kernels_backend *kb = m->kb;
+  struct dit_lora *lo = m->lora;
+  lora_group *g = &lo->g[a->group];
+  int r = lo->cfg.rank, w = g->n * r;
+  unsigned bit = 1u << a->slot;
+  void *u = g->u[u_index(m, g, inp)];
+  *flush_out = 0;
+  if (g->pending & bit) g->pending = 0;  // a new backward of the group (an earlier one failed)
+  if (g->pending && (g->dinp != dinp || g->binp != inp || g->bM != M))
+    return err_set(TSR_EINVAL, "lora: the backward of %s ran on another input than the other "
+                   "adapters of its group (%d rows, %d before)", lo->table[2 * (a - lo->ad)].name,
+                   M, g->bM);
+  DIT_TRY(kb->gemm_strided(kb, 0, 0, M, r, a->out, lo->scale, dout, a->out, w_of(m, a->b_off), r,
+                           0.0f, cols_of(m, a, lo->du), w, kb->act_dtype));
+  // dB (out, r) += dout^T u (u holds the scale), accumulated in fp32 whatever the act dtype
+  DIT_TRY(kb->gemm_strided(kb, 1, 0, a->out, r, M, 1.0f, dout, a->out, cols_of(m, a, u), w, 1.0f,
+                           lo->grads + a->b_off, r, KERNELS_F32));
+  g->pending |= bit, g->dinp = dinp, g->binp = inp, g->bM = M;
+  if (g->pending != (1u << g->n) - 1) return TSR_OK;
+  g->pending = 0;
+  *flush_out = 1;
+  // dA_all (n r, in) += du^T (n r, M) inp (M, in)
+  return kb->gemm_strided(kb, 1, 0, w, g->in, M, 1.0f, lo->du, w, inp, g->in, 1.0f,
+                          lo->grads + g->a_off, g->in, KERNELS_F32);
+}
+
+// out (M, in) = du (M, n r) A_all (n r, in) + beta out: the group's input gradient.
+static tsr_status group_dinp(dit_model *m, const lora_adapter *a, void *out, float beta, int M) {
   const struct dit_lora *lo = m->lora;
-  int r = lo->cfg.rank;
-  float *gA = lo->grads + a->a_off, *gB = lo->grads + a->b_off;
-  DIT_TRY(kb->gemm(kb, 0, 0, M, r, a->out, lo->scale, dout, w_of(m, a->b_off), 0.0f, lo->du));
-  // dB (out, r) += dout^T u (u holds the scale); dA (r, in) += du^T inp: the weight side of
-  // linear_backward, which accumulates in fp32 whatever the act dtype
-  DIT_TRY(kb->linear_backward(kb, NULL, gB, NULL, u_of(m, a, inp), dout, NULL, M, a->out, r));
-  return kb->linear_backward(kb, NULL, gA, NULL, inp, lo->du, NULL, M, r, a->in);
+  const lora_group *g = &lo->g[a->group];
+  return m->kb->gemm(m->kb, 0, 0, M, g->in, g->n * lo->cfg.rank, 1.0f, lo->du,
+                     w_of(m, g->a_off), beta, out);
 }
 
 tsr_status dit_lora_bwd(dit_model *m, dit_linear l, void *dinp, const void *dout,
                         const void *inp, int M) {
   const lora_adapter *a = adapter_of(m, l);
   if (!a || M == 0) return TSR_OK;
-  DIT_TRY(param_grads(m, a, dout, inp, M));
-  if (!dinp) return TSR_OK;
-  const struct dit_lora *lo = m->lora;
-  // dinp (M, in) += du (M, r) A (r, in)
-  return m->kb->gemm(m->kb, 0, 0, M, a->in, lo->cfg.rank, 1.0f, lo->du, w_of(m, a->a_off), 1.0f,
-                     dinp);
+  int flush;
+  DIT_TRY(param_grads(m, a, dinp, dout, inp, M, &flush));
+  return flush && dinp ? group_dinp(m, a, dinp, 1.0f, M) : TSR_OK;  // dinp += du A_all
 }
 
 tsr_status dit_lora_bwd_dgelu(dit_model *m, dit_linear l, void *dpre, const void *dout,
@@ -329,11 +440,12 @@ tsr_status dit_lora_bwd_dgelu(dit_model *m, dit_linear l, void *dpre, const void
   if (!a || M == 0) return TSR_OK;
   const kernels_backend *kb = m->kb;
   const struct dit_lora *lo = m->lora;
-  DIT_TRY(param_grads(m, a, dout, inp, M));
-  size_t n = (size_t)M * (size_t)a->in;
+  int flush;
+  DIT_TRY(param_grads(m, a, dpre, dout, inp, M, &flush));
+  if (!flush || !dpre) return TSR_OK;
+  size_t n = (size_t)M * (size_t)lo->g[a->group].in;
   // dpre += GELU'(pre) (du A): the fused base entry already applied GELU' to its own part
-  DIT_TRY(kb->gemm(kb, 0, 0, M, a->in, lo->cfg.rank, 1.0f, lo->du, w_of(m, a->a_off), 0.0f,
-                   lo->tmp));
+  DIT_TRY(group_dinp(m, a, lo->tmp, 0.0f, M));
   DIT_TRY(kb->gelu_backward(kb, lo->tmp2, lo->tmp, pre, n));
   return kb->add_act(kb, dpre, dpre, lo->tmp2, n);
 }

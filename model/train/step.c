@@ -47,6 +47,12 @@ tsr_status train_segments_upload(const kernels_backend *kb, const kernels_param_
   return r;
 }
 
+static int segment_cmp(const void *a, const void *b) {
+  int64_t x = ((const kernels_param_segment *)a)->offset;
+  int64_t y = ((const kernels_param_segment *)b)->offset;
+  return (x > y) - (x < y);
+}
+
 // The AdamW segment table of n tensors described by info(m, i) (what: for messages), made
 // in backend memory: one segment per tensor, decaying as train_decays says.
 static tsr_status adamw_segments_of(dit_model *m, int n,
@@ -59,6 +65,9 @@ static tsr_status adamw_segments_of(dit_model *m, int n,
     const dit_tensor *ti = info(m, i);
     h[i] = (kernels_param_segment){(int64_t)ti->offset, (int64_t)ti->numel, train_decays(ti), 0};
   }
+  // adamw_update_multi takes them by increasing offset; the adapters' table is in module
+  // order, their buffer is not (a group's A's first, model/lora.c)
+  qsort(h, (size_t)n, sizeof *h, segment_cmp);
   tsr_status r = train_segments_upload(dit_backend(m), h, n, segs, n_segs);
   free(h);
   return r;

@@ -8,11 +8,15 @@
 //   prediction and gradients bitwise as the model that computes the base's too;
 // - bf16 activations (kernels_cpu_bf16: every [act] output rounded once) give the adapter
 //   gradients of the fp32 model within bf16's error (8% of each tensor's max-norm);
+// - the grouped adapters (one down-projection for those that share an input) give the loss,
+//   prediction and gradients of the per-adapter path (TESSERA_LORA_GROUPS=0) within fp32
+//   rounding;
 // - the adapter table: names, shapes (PEFT's layout), the init's bound, and refusals.
 // On the tessera DiT without captions, the Wan family with captions, and the tessera DiT
 // with captions and its null token (whose cross-attention k/v adapters run twice a forward).
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -199,6 +203,75 @@ static void test_frozen(int v) {
   free(g0), free(g1), free(p0), free(p1);
 }
 
+// The grouped path (adapters that share an input, model/lora.c: one down-projection for
+// the self-attention's q, k, v and the cross-attention's k, v, their dA and input gradient
+// one GEMM each) against the per-adapter path (TESSERA_LORA_GROUPS=0: four GEMMs an adapter
+// as before the groups): the same math with the sums in another order, so the loss, the
+// prediction, every adapter gradient and every base gradient (the input gradients flow
+// through them) agree within fp32 rounding: 1e-5 of each tensor's max-norm.
+#define GROUPED_REL 1e-5
+static double rel_err(const float *a, const float *b, size_t n) {
+  double amax = 0, dmax = 0;
+  for (size_t j = 0; j < n; j++) {
+    amax = fmax(amax, fabs(b[j]));
+    dmax = fmax(dmax, fabs(a[j] - b[j]));
+  }
+  return amax > 0 ? dmax / amax : dmax;
+}
+static void test_grouped(int v) {
+  double loss[2], worst = 0;
+  float *pred[2], *base[2], *ad[2];
+  size_t npred = 0, nbase = 0, nad = 0;
+  int nt = 0;
+  for (int k = 0; k < 2; k++) {
+    CHECK(setenv("TESSERA_LORA_GROUPS", k ? "0" : "1", 1) == 0, "setenv");
+    mt_batch mb;
+    dit_model *m = make_model(v, &mb);
+    lora_config lc = lora_of(v, 2, 3.0f);
+    CHECK_OK(dit_lora_attach(m, &lc, 5));
+    perturb_adapters(m);
+    npred = (size_t)mb.L * 12, nbase = dit_num_params(m), nt = dit_lora_num_tensors(m);
+    pred[k] = malloc(sizeof(float) * npred), base[k] = malloc(sizeof(float) * nbase);
+    loss[k] = run(m, &mb.b, pred[k], base[k]);
+    ad[k] = malloc(sizeof(float) * dit_lora_num_params(m));  // packed in table order
+    nad = 0;
+    for (int i = 0; i < nt; i++) {
+      const dit_tensor *t = dit_lora_tensor_info(m, i);
+      memcpy(ad[k] + nad, dit_lora_grads(m) + t->offset, sizeof(float) * t->numel);
+      nad += t->numel;
+    }
+    mt_batch_free(&mb);
+    dit_free(&m);
+  }
+  unsetenv("TESSERA_LORA_GROUPS");
+  CHECK(fabs(loss[0] - loss[1]) <= GROUPED_REL * fabs(loss[1]), "%s: grouped loss %.9g, per "
+        "adapter %.9g", VARIANT_NAME[v], loss[0], loss[1]);
+  double e = rel_err(pred[0], pred[1], npred);
+  CHECK(e <= GROUPED_REL, "%s: grouped prediction off by %.3g", VARIANT_NAME[v], e);
+  worst = fmax(worst, e);
+  e = rel_err(base[0], base[1], nbase);
+  CHECK(e <= GROUPED_REL, "%s: grouped base gradients off by %.3g", VARIANT_NAME[v], e);
+  worst = fmax(worst, e);
+  mt_batch mb;  // the table again, for the tensors' sizes
+  dit_model *m = make_model(v, &mb);
+  lora_config lc = lora_of(v, 2, 3.0f);
+  CHECK_OK(dit_lora_attach(m, &lc, 5));
+  size_t at = 0;
+  for (int i = 0; i < nt; i++) {
+    const dit_tensor *t = dit_lora_tensor_info(m, i);
+    e = rel_err(ad[0] + at, ad[1] + at, t->numel);
+    CHECK(e <= GROUPED_REL, "%s %s: grouped gradient off by %.3g", VARIANT_NAME[v], t->name, e);
+    worst = fmax(worst, e);
+    at += t->numel;
+  }
+  printf("grouped (%s): loss %.9g vs %.9g per adapter; prediction, base and %d adapter "
+         "gradients within %.3g of each tensor's max (tolerance %.0e)\n", VARIANT_NAME[v],
+         loss[0], loss[1], nt, worst, GROUPED_REL);
+  for (int k = 0; k < 2; k++) free(pred[k]), free(base[k]), free(ad[k]);
+  mt_batch_free(&mb);
+  dit_free(&m);
+}
+
 // Per adapter tensor: max |g_bf16 - g_f32| <= 8% of max |g_f32|. The bf16 backend rounds every
 // [act] output (u, du, each linear's and attention's output) once, 2^-8 relative each; the
 // gradients pass a dozen of them forward and back, and the keys' through the softmax
@@ -308,6 +381,7 @@ int main(void) {
     test_recompute(v);
     test_frozen(v);
     test_bf16(v);
+    test_grouped(v);
   }
   return check_done();
 }
