@@ -230,6 +230,13 @@ tsr_status dit_ln_mod_bwd(dit_model *m, const dit_batch *b, void *dinp, void *ds
 // out: (M, N) [act], inp: (M, K) [act]
 tsr_status dit_lora_fwd(dit_model *m, dit_linear l, void *out, const void *inp, int M);
 int dit_lora_has(const dit_model *m, dit_linear l);
+// 1 when l has an adapter that runs merged for M rows (lora.c: fp32 activations, M >= in):
+// the base entries then run on dit_lora_weight's W + (alpha / r) A^T B^T, which already
+// adds the adapter's output and input gradient, and dit_lora_fwd/bwd add only u, dA, dB.
+int dit_lora_merged(const dit_model *m, dit_linear l, int M);
+// *w = the weight the base entries of l use for M rows: the merged one (in, out) [act] in a
+// scratch of the adapters, valid until the next call, or l's working copy dit_w(m, l.w).
+tsr_status dit_lora_weight(dit_model *m, dit_linear l, int M, const void **w);
 // The adapter's gradients accumulate; dinp (M, K) += its input gradient unless NULL.
 // dout: (M, N), inp: (M, K), as its forward had them, all [act]
 tsr_status dit_lora_bwd(dit_model *m, dit_linear l, void *dinp, const void *dout,

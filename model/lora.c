@@ -59,6 +59,7 @@ struct dit_lora {
   void *act;                   // backend memory: every group's u (and null rows' u), du, tmp, tmp2
   void *du;                    // (max_rows, max_group r) [act] the backward's dL/du of a group
   void *tmp, *tmp2;            // (max_rows, max in) [act] fc2's input gradient, through GELU
+  void *weff;                  // (max in x out) [f32] the merged weight of one linear, or NULL
   int max_rows;
 };
 
@@ -128,11 +129,12 @@ static void add_adapter(struct dit_lora *lo, const dit_model *m, int w, const ch
   lo->of[w] = lo->n++;
 }
 
-// 0 when TESSERA_LORA_GROUPS=0: every adapter alone, its own down-projection (the per-adapter
-// path, for comparisons: tests/model/test_lora.c, bench/train/lora.sh).
-static int grouping(void) {
-  const char *e = getenv("TESSERA_LORA_GROUPS");
-  return !(e && !strcmp(e, "0"));
+// 1 when TESSERA_LORA_PER_ADAPTER=1: every adapter alone with its four GEMMs, no groups and
+// no merged weight (the path before them, for comparisons: tests/model/test_lora.c,
+// bench/train/lora.sh).
+static int per_adapter(void) {
+  const char *e = getenv("TESSERA_LORA_PER_ADAPTER");
+  return e && !strcmp(e, "1");
 }
 
 // Block i's adapters: the matched modules, those that share an input as one group (its A's
@@ -140,7 +142,7 @@ static int grouping(void) {
 static void add_block(struct dit_lora *lo, const dit_model *m, int i, int *hits) {
   dit_linear lin[MODS_MAX];
   const char *mod[MODS_MAX];
-  int share[MODS_MAX], matched[MODS_MAX], done[MODS_MAX] = {0}, nm = 0, grouped = grouping();
+  int share[MODS_MAX], matched[MODS_MAX], done[MODS_MAX] = {0}, nm = 0, grouped = !per_adapter();
   char names[MODS_MAX][DIT_NAME_MAX];
   int n = block_modules(m, i, lin, mod, share);
   for (int j = 0; j < n; j++) {
@@ -204,11 +206,17 @@ static int runs_on_null(const dit_model *m, const struct dit_lora *lo, const lor
 
 // The activation buffer in values: every group's u (rows x n r each) and, for the groups that
 // run on the null token's rows, their u of those (max_clips x n r), then du (rows x
-// max_group r) and fc2's two scratch rows (rows x max in each), for microbatches of max_rows
-// rows. at[g] (when not NULL) = where group g's u starts, at_null[g] its null rows' (or -1).
-static size_t act_values(struct dit_lora *lo, const dit_model *m, size_t *at, int64_t *at_null,
-                         size_t *du_at, size_t *tmp) {
+// max_group r), fc2's two scratch rows (rows x max in each) and, with fp32 activations, the
+// merged weight (the largest in x out; *weff 0 without), for microbatches of max_rows rows.
+// at[g] (when not NULL) = where group g's u starts, at_null[g] its null rows' (or -1).
+static size_t act_values(struct dit_lora *lo, const dit_model *m, kernels_dtype act, size_t *at,
+                         int64_t *at_null, size_t *du_at, size_t *tmp, size_t *weff) {
   int max_in = 0, r = lo->cfg.rank;
+  size_t max_w = 0;
+  for (int i = 0; i < lo->n; i++)
+    if ((size_t)lo->ad[i].in * (size_t)lo->ad[i].out > max_w)
+      max_w = (size_t)lo->ad[i].in * (size_t)lo->ad[i].out;
+  *weff = act == KERNELS_F32 && !per_adapter() ? pad16(max_w) : 0;
   lo->max_rows = m->max_tokens;
   if (m->max_text > lo->max_rows) lo->max_rows = m->max_text;
   size_t rows = (size_t)lo->max_rows, v = 0;
@@ -225,17 +233,17 @@ static size_t act_values(struct dit_lora *lo, const dit_model *m, size_t *at, in
   *du_at = v;
   v += pad16(rows * (size_t)lo->max_group * (size_t)r);
   *tmp = pad16(rows * (size_t)max_in);
-  return v + 2 * *tmp;
+  return v + 2 * *tmp + *weff;
 }
 
 // Buffers: parameters, gradients, the working copy (bf16), then act_values' layout.
 static tsr_status alloc_buffers(struct dit_lora *lo, const dit_model *m) {
   const kernels_backend *kb = m->kb;
-  size_t *at = malloc(sizeof *at * (size_t)(lo->n_groups + 1)), du_at, tmp;
+  size_t *at = malloc(sizeof *at * (size_t)(lo->n_groups + 1)), du_at, tmp, weff;
   int64_t *at_null = malloc(sizeof *at_null * (size_t)(lo->n_groups + 1));
   if (!at || !at_null)
     return free(at), free(at_null), err_set(TSR_ENOMEM, "lora: no memory for the adapter table");
-  size_t act_n = act_values(lo, m, at, at_null, &du_at, &tmp);
+  size_t act_n = act_values(lo, m, kb->act_dtype, at, at_null, &du_at, &tmp, &weff);
   size_t pb = sizeof(float) * lo->n_params;
   tsr_status st = kb->alloc(kb, (void **)&lo->params, pb ? pb : 4);
   if (!st) st = kb->alloc(kb, (void **)&lo->grads, pb ? pb : 4);
@@ -255,6 +263,7 @@ static tsr_status alloc_buffers(struct dit_lora *lo, const dit_model *m) {
                                                         (size_t)lo->max_group *
                                                         (size_t)lo->cfg.rank));
     lo->tmp2 = kernels_act_at(kb, lo->tmp, tmp);
+    lo->weff = weff ? kernels_act_at(kb, lo->tmp2, tmp) : NULL;  // fp32: [act] is [f32]
   }
   free(at), free(at_null);
   return st;
@@ -305,9 +314,10 @@ tsr_status dit_lora_memory(const dit_config *c, const lora_config *lc, kernels_d
   m.lora = &lo;
   st = build_table(&lo, &m);
   if (!st) {
-    size_t du_at, tmp;
+    size_t du_at, tmp, weff;
     *n_params = lo.n_params;
-    *act_bytes = act_values(&lo, &m, NULL, NULL, &du_at, &tmp) * kernels_dtype_size(act);
+    *act_bytes =
+        act_values(&lo, &m, act, NULL, NULL, &du_at, &tmp, &weff) * kernels_dtype_size(act);
   }
   free(lo.ad), free(lo.g), free(lo.of), free(lo.table), free(lo.names);
   m.lora = NULL;
@@ -365,6 +375,37 @@ static void *cols_of(const dit_model *m, const lora_adapter *a, void *buf) {
   return kernels_act_at(m->kb, buf, (size_t)a->slot * (size_t)m->lora->cfg.rank);
 }
 
+// Whether adapter a's linear runs on the merged weight W + s A^T B^T for M rows: with fp32
+// activations only (in bf16 the merged weight would round the adapter's small product to W's
+// precision, losing it while B is small). The forward's up-projection and the input gradient
+// through the adapter are then the base linear's own GEMMs on that weight (the same math as
+// u B^T and du A, rounded otherwise), leaving u, du, dB and dA as the adapter's GEMMs. Making
+// the weight reads and writes the (in, out) weight about three times; the two thin GEMMs it
+// saves read and write the (M, out) and (M, in) activations: worth it from M = in rows.
+static int merged(const dit_model *m, const lora_adapter *a, int M) {
+  return m->lora->weff && M >= a->in;
+}
+
+int dit_lora_merged(const dit_model *m, dit_linear l, int M) {
+  const lora_adapter *a = adapter_of(m, l);
+  return a && merged(m, a, M);
+}
+
+tsr_status dit_lora_weight(dit_model *m, dit_linear l, int M, const void **w) {
+  const lora_adapter *a = adapter_of(m, l);
+  *w = dit_w(m, l.w);
+  if (!a || !merged(m, a, M)) return TSR_OK;
+  const kernels_backend *kb = m->kb;
+  const struct dit_lora *lo = m->lora;
+  // weff (in, out) = W + scale A^T (in, r) B^T (r, out), as dit_lora_merge folds it (fp32:
+  // the working copies are the masters)
+  DIT_TRY(kb->copy(kb, lo->weff, *w, sizeof(float) * (size_t)a->in * (size_t)a->out));
+  DIT_TRY(kb->gemm(kb, 1, 1, a->in, a->out, lo->cfg.rank, lo->scale, lo->params + a->a_off,
+                   lo->params + a->b_off, 1.0f, lo->weff));
+  *w = lo->weff;
+  return TSR_OK;
+}
+
 tsr_status dit_lora_fwd(dit_model *m, dit_linear l, void *out, const void *inp, int M) {
   const lora_adapter *a = adapter_of(m, l);
   if (!a || M == 0) return TSR_OK;
@@ -379,6 +420,7 @@ tsr_status dit_lora_fwd(dit_model *m, dit_linear l, void *out, const void *inp, 
     g->fresh[k] = (1u << g->n) - 1, g->inp[k] = inp, g->M[k] = M;
   }
   g->fresh[k] &= ~bit;
+  if (merged(m, a, M)) return TSR_OK;  // out has it: the base ran on the merged weight
   // out (M, out) += u[:, slot r ..] (M, r) B^T
   return kb->gemm_strided(kb, 0, 1, M, a->out, r, 1.0f, cols_of(m, a, g->u[k]), w,
                           w_of(m, a->b_off), r, 1.0f, out, a->out, kb->act_dtype);
@@ -431,7 +473,8 @@ tsr_status dit_lora_bwd(dit_model *m, dit_linear l, void *dinp, const void *dout
   if (!a || M == 0) return TSR_OK;
   int flush;
   DIT_TRY(param_grads(m, a, dinp, dout, inp, M, &flush));
-  return flush && dinp ? group_dinp(m, a, dinp, 1.0f, M) : TSR_OK;  // dinp += du A_all
+  if (!flush || !dinp || merged(m, a, M)) return TSR_OK;  // merged: the base's dinp has it
+  return group_dinp(m, a, dinp, 1.0f, M);  // dinp += du A_all
 }
 
 tsr_status dit_lora_bwd_dgelu(dit_model *m, dit_linear l, void *dpre, const void *dout,
@@ -442,7 +485,7 @@ tsr_status dit_lora_bwd_dgelu(dit_model *m, dit_linear l, void *dpre, const void
   const struct dit_lora *lo = m->lora;
   int flush;
   DIT_TRY(param_grads(m, a, dpre, dout, inp, M, &flush));
-  if (!flush || !dpre) return TSR_OK;
+  if (!flush || !dpre || merged(m, a, M)) return TSR_OK;  // merged: the base's dpre has it
   size_t n = (size_t)M * (size_t)lo->g[a->group].in;
   // dpre += GELU'(pre) (du A): the fused base entry already applied GELU' to its own part
   DIT_TRY(group_dinp(m, a, lo->tmp, 0.0f, M));

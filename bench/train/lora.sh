@@ -7,10 +7,13 @@
 #   TARGETS=to_q,to_k,to_v,to_out.0,ffn.net.0.proj,ffn.net.2 PRECISION=fp32 BACKEND=cpu \
 #   OUT=bench/train/results-lora.json bench/train/lora.sh
 #
-# Both sides are bench_train_step (bench/train/bench_step.c) on its default batch (8 clips
-# of mixed grids): full fine-tuning (every weight: gradients, AdamW) and LoRA (lora.rank =
-# RANK on TARGETS: the base frozen, no base gradient computed, AdamW over the adapters).
-# REPEAT rounds, interleaved (full, LoRA, full, ...), each side's best median counts. Memory:
+# The sides are bench_train_step (bench/train/bench_step.c) on its default batch (8 clips
+# of mixed grids): full fine-tuning (every weight: gradients, AdamW), LoRA (lora.rank = RANK
+# on TARGETS: the base frozen, no base gradient computed, AdamW over the adapters) and the
+# same LoRA on the per-adapter path (TESSERA_LORA_PER_ADAPTER=1: four GEMMs an adapter,
+# without model/lora.c's groups and merged weights; PER_ADAPTER=0 leaves it out).
+# REPEAT rounds, interleaved (full, LoRA, per-adapter, full, ...), each side's best median
+# counts. Memory:
 # the backend's allocation peak of each (bench_train_step's backend_peak_bytes; on the CPU
 # the allocations through kb->alloc, on CUDA the arena's use) and the process's peak RSS.
 # Output: one summary line and OUT (machine, commit, both sides, the ratios full / LoRA).
@@ -28,6 +31,7 @@ TARGETS=${TARGETS:-to_q,to_k,to_v,to_out.0,ffn.net.0.proj,ffn.net.2}
 PRECISION=${PRECISION:-fp32}
 BACKEND=${BACKEND:-cpu}
 OUT=${OUT:-$ROOT/bench/train/results-lora.json}
+PER_ADAPTER=${PER_ADAPTER:-1}
 command -v jq >/dev/null || { echo "lora.sh: needs jq (tools/setup.sh)" >&2; exit 1; }
 [ -x "$BIN" ] || cmake --build "$BUILD" --target bench_train_step -j"$(nproc)" >/dev/null
 
@@ -43,18 +47,28 @@ rss() { awk -F: '/Maximum resident set size/ { gsub(/ /, "", $2); print $2 }' "$
 for i in $(seq "$REPEAT"); do
   /usr/bin/time -v "$BIN" "${A[@]}" --json "$TMP/f$i.json" >"$TMP/f$i.log" 2>&1
   /usr/bin/time -v "$BIN" "${A[@]}" "${L[@]}" --json "$TMP/l$i.json" >"$TMP/l$i.log" 2>&1
-  for s in f l; do
+  sides="f l"
+  if [ "$PER_ADAPTER" = 1 ]; then
+    TESSERA_LORA_PER_ADAPTER=1 /usr/bin/time -v "$BIN" "${A[@]}" "${L[@]}" --json "$TMP/p$i.json" \
+      >"$TMP/p$i.log" 2>&1
+    sides="f l p"
+  fi
+  for s in $sides; do
     jq --argjson rss "$(rss "$TMP/$s$i.log")" '. + {peak_rss_kb: $rss}' "$TMP/$s$i.json" >"$TMP/$s$i.j"
   done
-  echo "lora.sh: round $i/$REPEAT: full $(rate "$TMP/f$i.log"), LoRA $(rate "$TMP/l$i.log")" >&2
+  echo "lora.sh: round $i/$REPEAT: full $(rate "$TMP/f$i.log"), LoRA $(rate "$TMP/l$i.log")$(
+    [ "$PER_ADAPTER" = 1 ] && echo ", per-adapter $(rate "$TMP/p$i.log")")" >&2
 done
 jq -s 'min_by(.median_s)' "$TMP"/f[0-9]*.j >"$TMP/f.json"
 jq -s 'min_by(.median_s)' "$TMP"/l[0-9]*.j >"$TMP/l.json"
+if [ "$PER_ADAPTER" = 1 ]; then jq -s 'min_by(.median_s)' "$TMP"/p[0-9]*.j >"$TMP/p.json"
+else echo null >"$TMP/p.json"; fi
 
 commit=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
 dirty=$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo true || echo false)
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || echo unknown)
-jq -n --slurpfile f "$TMP/f.json" --slurpfile l "$TMP/l.json" --arg commit "$commit" \
+jq -n --slurpfile f "$TMP/f.json" --slurpfile l "$TMP/l.json" --slurpfile p "$TMP/p.json" \
+  --arg commit "$commit" \
   --argjson dirty "$dirty" --arg cpu "$cpu" --argjson cores "$(nproc)" \
   --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg config "${CONFIG#"$ROOT"/}" \
   --argjson threads "$THREADS" --argjson repeat "$REPEAT" --arg load_start "$LOAD_START" \
@@ -67,7 +81,11 @@ jq -n --slurpfile f "$TMP/f.json" --slurpfile l "$TMP/l.json" --arg commit "$com
     full: ($f[0] | {params, median_s, min_s, tokens_per_s, backend_peak_bytes, peak_rss_kb}),
     lora: ($l[0] | {lora_rank, lora_targets, trained_params, median_s, min_s, tokens_per_s,
                     backend_peak_bytes, peak_rss_kb}),
+    lora_per_adapter: (if $p[0] == null then null else ($p[0] | {median_s, min_s, tokens_per_s,
+                       backend_peak_bytes, peak_rss_kb}) end),
     speedup_lora_over_full: ($f[0].median_s / $l[0].median_s),
+    speedup_lora_over_per_adapter: (if $p[0] == null then null
+                                    else ($p[0].median_s / $l[0].median_s) end),
     backend_peak_ratio_lora_over_full: ($l[0].backend_peak_bytes / $f[0].backend_peak_bytes)}' >"$OUT"
-jq -r '"LoRA vs full fine-tuning (\(.config), \(.backend) \(.precision), \(.batch.tokens) tokens, \(.threads) threads): full \(.full.median_s * 1000 | round) ms, LoRA r=\(.lora.lora_rank) \(.lora.median_s * 1000 | round) ms: \(.speedup_lora_over_full * 100 | round / 100)x; trained parameters \(.full.params) -> \(.lora.trained_params); backend peak \(.full.backend_peak_bytes / 1048576 | round) -> \(.lora.backend_peak_bytes / 1048576 | round) MiB"' "$OUT"
+jq -r '"LoRA vs full fine-tuning (\(.config), \(.backend) \(.precision), \(.batch.tokens) tokens, \(.threads) threads): full \(.full.median_s * 1000 | round) ms, LoRA r=\(.lora.lora_rank) \(.lora.median_s * 1000 | round) ms: \(.speedup_lora_over_full * 100 | round / 100)x; trained parameters \(.full.params) -> \(.lora.trained_params); backend peak \(.full.backend_peak_bytes / 1048576 | round) -> \(.lora.backend_peak_bytes / 1048576 | round) MiB\(if .lora_per_adapter == null then "" else "; per-adapter path \(.lora_per_adapter.median_s * 1000 | round) ms (LoRA \(.speedup_lora_over_per_adapter * 100 | round / 100)x faster)" end)"' "$OUT"
 echo "wrote $OUT (commit ${commit:0:12}$([ "$dirty" = true ] && echo ', uncommitted changes'))"
