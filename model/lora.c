@@ -1,6 +1,8 @@
 // model/lora.c — low-rank adapters on the block linears (model/lora.h): the adapter table,
-// its buffers and init, and the forward and backward of one adapter as four GEMMs of the
-// backend (kernels.h gemm), called from the linear helpers of layers.c.
+// its buffers and init, and the forward and backward of the adapters as GEMMs of the backend
+// (kernels.h gemm, gemm_strided), grouped by shared input and, with fp32 activations, run
+// through the merged weight (docs/model.md "LoRA adapters"), called from the linear helpers
+// of layers.c.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +46,7 @@ typedef struct {
 
 struct dit_lora {
   lora_config cfg;
+  int frozen;                  // forward only (dit_lora_attach_frozen): no grads, du, tmp
   float scale;                 // alpha / r
   int n;                       // adapters
   lora_adapter *ad;            // (n)
@@ -102,6 +105,15 @@ static int matches_any(const char *name, const char *targets, int *hits) {
 
 static size_t pad16(size_t n) { return (n + 15) / 16 * 16; }  // 64-byte starts, as the base's
 
+// A new group of n adapters of input width `in`, its A's (n r, in) at the buffers' end.
+static lora_group *new_group(struct dit_lora *lo, int n, int in) {
+  lora_group *g = &lo->g[lo->n_groups++];
+  g->first = lo->n, g->n = n, g->in = in, g->a_off = lo->n_params;
+  lo->n_params += pad16((size_t)n * (size_t)lo->cfg.rank * (size_t)in);
+  if (n > lo->max_group) lo->max_group = n;
+  return g;
+}
+
 // Adds the adapter of weight w (module `name`) as member `slot` of group g, whose A's start at
 // g->a_off; its table entries are A then B, B placed at the end of the buffers.
 static void add_adapter(struct dit_lora *lo, const dit_model *m, int w, const char *name,
@@ -155,11 +167,7 @@ static void add_block(struct dit_lora *lo, const dit_model *m, int i, int *hits)
     for (int t = s; t < nm; t++)
       if (t == s || (grouped && share[matched[s]] && share[matched[t]] == share[matched[s]]))
         members[gn++] = t, done[t] = 1;
-    lora_group *g = &lo->g[lo->n_groups++];
-    g->first = lo->n, g->n = gn, g->a_off = lo->n_params;
-    g->in = (int)m->table[lin[matched[s]].w].shape[0];
-    lo->n_params += pad16((size_t)gn * (size_t)lo->cfg.rank * (size_t)g->in);
-    if (gn > lo->max_group) lo->max_group = gn;
+    lora_group *g = new_group(lo, gn, (int)m->table[lin[matched[s]].w].shape[0]);
     for (int k = 0; k < gn; k++) {
       int j = matched[members[k]];
       add_adapter(lo, m, lin[j].w, names[j], g, k);
@@ -231,8 +239,8 @@ static size_t act_values(struct dit_lora *lo, const dit_model *m, kernels_dtype 
     max_in = g->in > max_in ? g->in : max_in;
   }
   *du_at = v;
-  v += pad16(rows * (size_t)lo->max_group * (size_t)r);
-  *tmp = pad16(rows * (size_t)max_in);
+  if (!lo->frozen) v += pad16(rows * (size_t)lo->max_group * (size_t)r);
+  *tmp = lo->frozen ? 0 : pad16(rows * (size_t)max_in);
   return v + 2 * *tmp + *weff;
 }
 
@@ -246,25 +254,26 @@ static tsr_status alloc_buffers(struct dit_lora *lo, const dit_model *m) {
   size_t act_n = act_values(lo, m, kb->act_dtype, at, at_null, &du_at, &tmp, &weff);
   size_t pb = sizeof(float) * lo->n_params;
   tsr_status st = kb->alloc(kb, (void **)&lo->params, pb ? pb : 4);
-  if (!st) st = kb->alloc(kb, (void **)&lo->grads, pb ? pb : 4);
+  if (!st && !lo->frozen) st = kb->alloc(kb, (void **)&lo->grads, pb ? pb : 4);
   if (!st) st = kb->alloc(kb, &lo->act, kernels_act_bytes(kb, act_n));
   lo->wact = lo->params;
   if (!st && kb->act_dtype != KERNELS_F32)
     st = kb->alloc(kb, &lo->wact, kernels_act_bytes(kb, lo->n_params ? lo->n_params : 1));
   if (!st) st = kb->memset_zero(kb, lo->params, pb);
-  if (!st) st = kb->memset_zero(kb, lo->grads, pb);
+  if (!st && lo->grads) st = kb->memset_zero(kb, lo->grads, pb);
   for (int k = 0; !st && k < lo->n_groups; k++) {
     lo->g[k].u[0] = kernels_act_at(kb, lo->act, at[k]);
     lo->g[k].u[1] = at_null[k] >= 0 ? kernels_act_at(kb, lo->act, (size_t)at_null[k]) : NULL;
   }
-  if (!st) {
+  if (!st && !lo->frozen) {
     lo->du = kernels_act_at(kb, lo->act, du_at);
     lo->tmp = kernels_act_at(kb, lo->act, du_at + pad16((size_t)lo->max_rows *
                                                         (size_t)lo->max_group *
                                                         (size_t)lo->cfg.rank));
     lo->tmp2 = kernels_act_at(kb, lo->tmp, tmp);
-    lo->weff = weff ? kernels_act_at(kb, lo->tmp2, tmp) : NULL;  // fp32: [act] is [f32]
   }
+  // fp32: [act] is [f32]; after du, tmp and tmp2 (none when frozen)
+  if (!st) lo->weff = weff ? kernels_act_at(kb, lo->act, act_n - weff) : NULL;
   free(at), free(at_null);
   return st;
 }
@@ -287,14 +296,14 @@ static tsr_status init_adapters(struct dit_lora *lo, const kernels_backend *kb, 
   return st;
 }
 
-tsr_status dit_lora_attach(dit_model *m, const lora_config *lc, uint64_t seed) {
+static tsr_status attach(dit_model *m, const lora_config *lc, uint64_t seed, int frozen) {
   if (m->lora) return err_set(TSR_EINVAL, "lora: the model already has adapters");
   if (lc->rank < 1 || !(lc->alpha > 0) || !lc->targets[0])
     return err_set(TSR_EINVAL, "lora: rank must be >= 1, alpha > 0 and targets non-empty "
                    "(rank %d, alpha %g)", lc->rank, lc->alpha);
   struct dit_lora *lo = calloc(1, sizeof *lo);
   if (!lo) return err_set(TSR_ENOMEM, "lora: no memory");
-  lo->cfg = *lc, lo->scale = lc->alpha / (float)lc->rank;
+  lo->cfg = *lc, lo->scale = lc->alpha / (float)lc->rank, lo->frozen = frozen;
   m->lora = lo;  // dit_lora_free undoes a partial attach
   tsr_status st = build_table(lo, m);
   if (st == TSR_OK) st = alloc_buffers(lo, m);
@@ -304,13 +313,21 @@ tsr_status dit_lora_attach(dit_model *m, const lora_config *lc, uint64_t seed) {
   return st;
 }
 
+tsr_status dit_lora_attach(dit_model *m, const lora_config *lc, uint64_t seed) {
+  return attach(m, lc, seed, 0);
+}
+tsr_status dit_lora_attach_frozen(dit_model *m, const lora_config *lc, uint64_t seed) {
+  return attach(m, lc, seed, 1);
+}
+
 tsr_status dit_lora_memory(const dit_config *c, const lora_config *lc, kernels_dtype act,
-                           int max_tokens, int max_clips, size_t *n_params, size_t *act_bytes) {
+                           int max_tokens, int max_clips, int frozen, size_t *n_params,
+                           size_t *act_bytes) {
   *n_params = *act_bytes = 0;
   dit_model m;
   tsr_status st = dit_model_shell(&m, c, max_tokens, max_clips);
   if (st) return st;
-  struct dit_lora lo = {.cfg = *lc};
+  struct dit_lora lo = {.cfg = *lc, .frozen = frozen};
   m.lora = &lo;
   st = build_table(&lo, &m);
   if (!st) {
@@ -328,7 +345,7 @@ tsr_status dit_lora_memory(const dit_config *c, const lora_config *lc, kernels_d
 void dit_lora_free(dit_model *m) {
   struct dit_lora *lo = m->lora;
   if (!lo) return;
-  if (lo->wact != lo->params) m->kb->free(m->kb, lo->wact);
+  if (lo->wact != lo->params) m->kb->free(m->kb, lo->wact);  // grads NULL when frozen
   m->kb->free(m->kb, lo->params), m->kb->free(m->kb, lo->grads), m->kb->free(m->kb, lo->act);
   free(lo->ad), free(lo->g), free(lo->of), free(lo->table), free(lo->names), free(lo);
   m->lora = NULL;
@@ -348,7 +365,7 @@ tsr_status dit_lora_refresh(dit_model *m) {
 }
 
 tsr_status dit_lora_zero_grad(dit_model *m) {
-  if (!m->lora) return TSR_OK;
+  if (!m->lora || !m->lora->grads) return TSR_OK;
   return m->kb->memset_zero(m->kb, m->lora->grads, sizeof(float) * m->lora->n_params);
 }
 
@@ -414,6 +431,7 @@ tsr_status dit_lora_fwd(dit_model *m, dit_linear l, void *out, const void *inp, 
   lora_group *g = &lo->g[a->group];
   int r = lo->cfg.rank, w = g->n * r, k = u_index(m, g, inp);
   unsigned bit = 1u << a->slot;
+  if (lo->frozen && merged(m, a, M)) return TSR_OK;  // out has it, and no backward needs u
   if (!(g->fresh[k] & bit) || g->inp[k] != inp || g->M[k] != M) {
     // u (M, n r) = scale inp (M, in) A_all^T: every member's product in one GEMM
     DIT_TRY(kb->gemm(kb, 0, 1, M, w, g->in, lo->scale, inp, w_of(m, g->a_off), 0.0f, g->u[k]));
@@ -440,6 +458,9 @@ static tsr_status param_grads(dit_model *m, const lora_adapter *a, void *dinp, c
   unsigned bit = 1u << a->slot;
   void *u = g->u[u_index(m, g, inp)];
   *flush_out = 0;
+  if (lo->frozen)
+    return err_set(TSR_EINVAL, "lora: the adapters of a forward-only model "
+                   "(dit_lora_attach_frozen) have no backward");
   if (g->pending & bit) g->pending = 0;  // a new backward of the group (an earlier one failed)
   if (g->pending && (g->dinp != dinp || g->binp != inp || g->bM != M))
     return err_set(TSR_EINVAL, "lora: the backward of %s ran on another input than the other "

@@ -10,18 +10,23 @@
 // it after a dot ("attn1.to_q" matches every block's; "blocks.0.attn1.to_q" only block 0's).
 // Each adapter has two tensors, in PEFT's layout (torch's nn.Linear weight, (out, in)):
 //   blocks.{i}.<module>.lora_A.weight (r, in), blocks.{i}.<module>.lora_B.weight (out, r)
-// in one flat fp32 buffer of their own (16-float aligned, as dit_params), with a gradient
-// buffer of the same layout. Initialised as PEFT's default (init_lora_weights=True): A
-// Kaiming-uniform with a = sqrt(5), i.e. U(-1/sqrt(in), 1/sqrt(in)), B zero, so that a
-// model with fresh adapters computes exactly what it computed without them.
+// in one flat fp32 buffer of their own (16-float aligned starts, as dit_params; the A's of
+// adapters that share an input are contiguous, so a tensor's offset is not in table order),
+// with a gradient buffer of the same layout. Initialised as PEFT's default
+// (init_lora_weights=True): A Kaiming-uniform with a = sqrt(5), i.e. U(-1/sqrt(in),
+// 1/sqrt(in)), B zero, so that a model with fresh adapters computes exactly what it computed
+// without them.
 //
-// The forward adds the adapter's two GEMMs (kernels.h gemm, on the act-dtype working copy
-// of the adapters: the fp32 buffer itself with fp32 activations, a copy refreshed by
-// dit_lora_refresh otherwise) after the base linear; the backward accumulates the adapters'
-// fp32 gradients (the weight side of kernels.h linear_backward) and adds their input
-// gradient to the base linear's. A model made with dit_create_frozen computes no gradient
-// of the base; with dit_create the base's gradients are computed too (and a trainer that
-// updates only the adapters ignores them).
+// The forward adds the adapter's product (kernels.h gemm and gemm_strided, on the act-dtype
+// working copy of the adapters: the fp32 buffer itself with fp32 activations, a copy
+// refreshed by dit_lora_refresh otherwise) to the base linear's output; the backward
+// accumulates the adapters' fp32 gradients and adds their input gradient to the base
+// linear's. Adapters that read one input share their GEMMs, and with fp32 activations a
+// linear of many rows runs on its merged weight (lora.c, docs/model.md "LoRA adapters").
+// A model made with dit_create_frozen computes no gradient of the base; with dit_create the
+// base's gradients are computed too (and a trainer that updates only the adapters ignores
+// them). TESSERA_LORA_PER_ADAPTER=1 when adapters are attached: every adapter alone with
+// its four GEMMs (the same math, another order of the sums; for comparisons).
 #ifndef TESSERA_MODEL_LORA_H
 #define TESSERA_MODEL_LORA_H
 
@@ -45,19 +50,27 @@ typedef struct {
 // to_k/to_v of a model with the null token run on the captions and on the null token's rows:
 // their adapters keep a product for each.
 tsr_status dit_lora_attach(dit_model *m, const lora_config *lc, uint64_t seed);
-// What dit_lora_attach would add to a model of config c for microbatches of max_tokens tokens
-// and max_clips clips with activations of dtype act, without making one (the trainer's
-// memory model): n_params, the floats of the adapters' buffer (held twice: parameters and
-// gradients), and act_bytes, their activation buffer. Errors as dit_lora_attach's targets.
+// The same for a model that only runs forward (sampling): no gradient buffer
+// (dit_lora_grads NULL), none of the backward's scratch, and a linear that runs merged
+// (lora.c) computes nothing of its adapter but the merged weight. dit_backward of such a
+// model fails (TSR_EINVAL).
+tsr_status dit_lora_attach_frozen(dit_model *m, const lora_config *lc, uint64_t seed);
+// What dit_lora_attach (frozen: dit_lora_attach_frozen) would add to a model of config c for
+// microbatches of max_tokens tokens and max_clips clips with activations of dtype act,
+// without making one (the trainer's memory model): n_params, the floats of the adapters'
+// buffer (held twice, parameters and gradients, unless frozen: once), and act_bytes, their
+// activation buffer. Errors as dit_lora_attach's targets.
 tsr_status dit_lora_memory(const dit_config *c, const lora_config *lc, kernels_dtype act,
-                           int max_tokens, int max_clips, size_t *n_params, size_t *act_bytes);
+                           int max_tokens, int max_clips, int frozen, size_t *n_params,
+                           size_t *act_bytes);
 // Number of adapter TENSORS (two per adapted linear); 0 without adapters.
 int dit_lora_num_tensors(const dit_model *m);
 // Tensor i (name, shape (r, in) or (out, r), offset into dit_lora_params).
 const dit_tensor *dit_lora_tensor_info(const dit_model *m, int i);
 size_t dit_lora_num_params(const dit_model *m);  // the flat buffers' length, in floats
 float *dit_lora_params(dit_model *m);  // (dit_lora_num_params) [f32] backend memory
-float *dit_lora_grads(dit_model *m);   // (dit_lora_num_params) [f32] backend memory
+float *dit_lora_grads(dit_model *m);   // (dit_lora_num_params) [f32] backend memory; NULL
+                                       // without adapters or with frozen ones
 tsr_status dit_lora_zero_grad(dit_model *m);
 // Rounds the adapters into their act-dtype working copy: call after writing
 // dit_lora_params (an optimizer step, a load); a no-op with fp32 activations.

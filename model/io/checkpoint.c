@@ -169,9 +169,10 @@ tsr_status ckpt_base_sums(dit_model *m, uint64_t *tensor_sums, uint64_t *weights
 // resume on another base names the tensor that differs.
 static tsr_status add_base_meta(st_writer *w, const ckpt_state *cs) {
   const int nt = dit_num_tensors(cs->model);
-  uint64_t *sums = malloc((size_t)nt * sizeof *sums), all = 0;
-  tsr_status r = sums ? ckpt_base_sums(cs->model, sums, &all)
-                      : err_set(TSR_ENOMEM, "checkpoint: no memory");
+  uint64_t *sums = malloc((size_t)nt * sizeof *sums), all = cs->base_weights;
+  tsr_status r = !sums ? err_set(TSR_ENOMEM, "checkpoint: no memory")
+                 : cs->base_sums ? (memcpy(sums, cs->base_sums, (size_t)nt * sizeof *sums), TSR_OK)
+                                 : ckpt_base_sums(cs->model, sums, &all);
   char key[300], hash[24];
   if (!r) r = st_writer_meta(w, CKPT_BASE_MODEL, cs->base_path ? cs->base_path : "");
   snprintf(hash, sizeof hash, "%016llx", (unsigned long long)all);
@@ -292,8 +293,9 @@ tsr_status ckpt_save_follow(const ckpt_state *cs) {
   return r;
 }
 
-// Steps of RUN's checkpoints (ckpt-STEP.safetensors), ascending; *n of them.
-static tsr_status list_ckpts(const char *dir, int64_t **steps, int *n) {
+// Steps of RUN's files KIND-STEP.safetensors (kind "ckpt": the checkpoints, "lora": a LoRA
+// run's adapter files), ascending; *n of them.
+static tsr_status list_steps(const char *dir, const char *kind, int64_t **steps, int *n) {
   *steps = NULL;
   *n = 0;
   DIR *d = opendir(dir);
@@ -303,7 +305,9 @@ static tsr_status list_ckpts(const char *dir, int64_t **steps, int *n) {
   while ((e = readdir(d))) {
     long long st;
     int used = 0;
-    if (sscanf(e->d_name, "ckpt-%lld.safetensors%n", &st, &used) != 1 || e->d_name[used] ||
+    size_t kl = strlen(kind);
+    if (strncmp(e->d_name, kind, kl) || e->d_name[kl] != '-' ||
+        sscanf(e->d_name + kl, "-%lld.safetensors%n", &st, &used) != 1 || e->d_name[kl + used] ||
         st < 0)
       continue;
     if (*n == cap) {
@@ -327,8 +331,34 @@ static tsr_status list_ckpts(const char *dir, int64_t **steps, int *n) {
   return TSR_OK;
 }
 
+static void kind_path(char *buf, size_t n, const char *dir, const char *kind, int64_t step) {
+  snprintf(buf, n, "%s/%s-%" PRId64 ".safetensors", dir, kind, step);
+}
 static void ckpt_path(char *buf, size_t n, const char *dir, int64_t step) {
-  snprintf(buf, n, "%s/ckpt-%" PRId64 ".safetensors", dir, step);
+  kind_path(buf, n, dir, "ckpt", step);
+}
+
+// Removes all but the newest `keep` of RUN's KIND-STEP.safetensors (never step `now`'s);
+// *removed counts them.
+static tsr_status prune(const char *run_dir, const char *kind, int keep, int64_t now,
+                        int *removed) {
+  int64_t *steps;
+  int n;
+  tsr_status r = list_steps(run_dir, kind, &steps, &n);
+  if (r) return r;
+  for (int i = 0; i + keep < n; i++) {
+    if (steps[i] == now) continue;
+    char path[PATH_MAX];
+    kind_path(path, sizeof path, run_dir, kind, steps[i]);
+    if (unlink(path) && errno != ENOENT) {
+      r = err_set(TSR_EIO, "remove old %s %s: %s", strcmp(kind, "ckpt") ? "adapter file" :
+                  "checkpoint", path, strerror(errno));
+      break;
+    }
+    (*removed)++;
+  }
+  free(steps);
+  return r;
 }
 
 tsr_status ckpt_save_run(const char *run_dir, const ckpt_state *cs, int keep) {
@@ -336,28 +366,19 @@ tsr_status ckpt_save_run(const char *run_dir, const ckpt_state *cs, int keep) {
   ckpt_path(path, sizeof path, run_dir, cs->step);
   tsr_status r = ckpt_save(path, cs);
   if (r) return r;
-  int64_t *steps;
-  int n;
-  if ((r = list_ckpts(run_dir, &steps, &n))) return r;
   if (keep < 1) keep = 1;
   int removed = 0;
-  for (int i = 0; i + keep < n; i++) {
-    if (steps[i] == cs->step) continue;
-    ckpt_path(path, sizeof path, run_dir, steps[i]);
-    if (unlink(path) && errno != ENOENT) {
-      r = err_set(TSR_EIO, "remove old checkpoint %s: %s", path, strerror(errno));
-      break;
-    }
-    removed++;
-  }
-  free(steps);
+  r = prune(run_dir, "ckpt", keep, cs->step, &removed);
+  // a LoRA run's adapter files (written beside each checkpoint, model/train/train.c) go with
+  // them: the newest `keep` stay
+  if (!r && cs->adapters) r = prune(run_dir, "lora", keep, cs->step, &removed);
   return !r && removed ? fs_fsync_dir(run_dir) : r;
 }
 
 tsr_status ckpt_latest(const char *run_dir, char *path, size_t n, int64_t *step) {
   int64_t *steps;
   int k;
-  tsr_status r = list_ckpts(run_dir, &steps, &k);
+  tsr_status r = list_steps(run_dir, "ckpt", &steps, &k);
   if (r) return r;
   if (k == 0) {
     free(steps);

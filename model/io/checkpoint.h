@@ -126,6 +126,8 @@ typedef struct {
   // collective: the ranks that do not write call ckpt_save_follow, which makes the same calls.
   tsr_status (*gather)(void *ctx, const float *set_shard, int tensor, const float **data);
   void *gather_ctx;
+  const uint64_t *base_sums;       // adapters: ckpt_base_sums of the model's weights, made
+  uint64_t base_weights;           // once a run (NULL: ckpt_save makes them, reading the base)
 } ckpt_state;
 
 typedef struct ckpt_shard {
@@ -143,7 +145,9 @@ tsr_status ckpt_save_follow(const ckpt_state *cs);
 // padded with zeros to 16 floats, dit_config.shard_ranks 0), whatever the layout it is held
 // in, so files of every ZeRO stage and world size are alike.
 tsr_status ckpt_save(const char *path, const ckpt_state *cs);
-// Saves RUN/ckpt-<cs->step>.safetensors, then removes all but the newest `keep`.
+// Saves RUN/ckpt-<cs->step>.safetensors, then removes all but the newest `keep`, and for a
+// LoRA run's checkpoint (cs->adapters) all but the newest `keep` adapter files
+// RUN/lora-STEP.safetensors too.
 tsr_status ckpt_save_run(const char *run_dir, const ckpt_state *cs, int keep);
 // Path and step of the newest RUN/ckpt-STEP.safetensors; TSR_EINVAL if there is none.
 tsr_status ckpt_latest(const char *run_dir, char *path, size_t n, int64_t *step);

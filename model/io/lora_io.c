@@ -45,9 +45,10 @@ static tsr_status base_weights_hash(dit_model *m, char out[24]) {
 }
 
 static tsr_status add_meta(st_writer *w, dit_model *m, const lora_config *lc,
-                           const char *base_model) {
+                           const char *base_model, const uint64_t *base_weights) {
   char num[32], hash[24];
-  TRY(base_weights_hash(m, hash));
+  if (base_weights) snprintf(hash, sizeof hash, "%016llx", (unsigned long long)*base_weights);
+  else TRY(base_weights_hash(m, hash));
   TRY(st_writer_meta(w, "tessera.base_weights", hash));
   snprintf(num, sizeof num, "%d", lc->rank);
   TRY(st_writer_meta(w, "tessera.lora.rank", num));
@@ -68,7 +69,8 @@ static tsr_status add_meta(st_writer *w, dit_model *m, const lora_config *lc,
   return st;
 }
 
-tsr_status lora_save(dit_model *m, const char *path, const char *base_model) {
+tsr_status lora_save(dit_model *m, const char *path, const char *base_model,
+                     const uint64_t *base_weights) {
   const lora_config *lc = dit_lora_get_config(m);
   if (!lc) return err_set(TSR_EINVAL, "lora_save %s: the model has no adapters", path);
   const kernels_backend *kb = dit_backend(m);
@@ -79,7 +81,7 @@ tsr_status lora_save(dit_model *m, const char *path, const char *base_model) {
   tsr_status st = kb->to_host(kb, host, dit_lora_params(m), sizeof(float) * n);
   if (!st) st = st_writer_new(&w);
   if (!st) st = dit_lora_write_tensors(m, w, PREFIX, host);
-  if (!st) st = add_meta(w, m, lc, base_model);
+  if (!st) st = add_meta(w, m, lc, base_model, base_weights);
   if (!st) st = st_writer_commit(w, path);
   st_writer_free(&w);
   free(host);

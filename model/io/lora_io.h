@@ -12,14 +12,19 @@
 #ifndef TESSERA_MODEL_IO_LORA_IO_H
 #define TESSERA_MODEL_IO_LORA_IO_H
 
+#include <stdint.h>
+
 #include "core/err.h"
 #include "model/dit.h"
 #include "model/lora.h"
 
 // Writes m's adapters to path (atomic; every tensor's checksum recorded). base_model: a
-// string naming the base (a checkpoint's path and step, a diffusers folder). TSR_EINVAL when
-// m has no adapters.
-tsr_status lora_save(dit_model *m, const char *path, const char *base_model);
+// string naming the base (a checkpoint's path and step, a diffusers folder). base_weights:
+// the base's weights checksum when the caller has it (ckpt_base_sums' weights_sum: a
+// training run makes it once), else NULL: computed here, reading the whole base. TSR_EINVAL
+// when m has no adapters.
+tsr_status lora_save(dit_model *m, const char *path, const char *base_model,
+                     const uint64_t *base_weights);
 
 // The LoraConfig of the file at path (from tessera's keys, else diffusers' metadata), and
 // its base identity into base (cap bytes; "" when the file names none).

@@ -46,9 +46,10 @@ static tsr_status per_token_block(const dit_config *mc, kernels_dtype act, int r
 // their weights' bytes wb (fp32 masters, and the act-dtype working copy unless fp32) and
 // their activation buffer ab. Their gradient buffer is np floats more.
 static tsr_status lora_bytes(const dit_config *mc, const train_config *tc, kernels_dtype act,
-                             int64_t tokens, int clips, size_t *np, size_t *wb, size_t *ab) {
+                             int64_t tokens, int clips, int frozen, size_t *np, size_t *wb,
+                             size_t *ab) {
   lora_config lc = train_lora_config(tc);
-  tsr_status st = dit_lora_memory(mc, &lc, act, (int)tokens, clips, np, ab);
+  tsr_status st = dit_lora_memory(mc, &lc, act, (int)tokens, clips, frozen, np, ab);
   *wb = *np * sizeof(float) + (act != KERNELS_F32 ? *np * kernels_dtype_size(act) : 0);
   return st;
 }
@@ -146,7 +147,7 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
   }
   if (tc->lora_rank > 0) {  // adapters on a frozen base (model/lora.h): no base gradients
     size_t np = 0, ab = 0, wb = 0;
-    if ((st = lora_bytes(mc, tc, act, tokens, (int)C, &np, &wb, &ab))) return st;
+    if ((st = lora_bytes(mc, tc, act, tokens, (int)C, 0, &np, &wb, &ab))) return st;
     out->lora_params = np;
     out->weights += wb;
     out->grads = np * sizeof(float);
@@ -170,10 +171,10 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
     out->samples = sm.params + sm.act_weights + sm.activations +
                    2 * (2 * N * (size_t)P * asz) + N * (size_t)P * sizeof(float) +
                    2 * N * 3 * sizeof(int32_t) + (2 + 3 + 2 + 3) * 4;
-    if (tc->lora_rank > 0) {  // + the run's adapters on it, holding their EMA; dit_lora_attach
-      size_t np = 0, ab = 0, wb = 0;  // makes their gradient buffer too (unused: frozen)
-      if ((st = lora_bytes(&smc, tc, act, tokens, 2, &np, &wb, &ab))) return st;
-      out->samples += wb + np * sizeof(float) + ab;
+    if (tc->lora_rank > 0) {  // + the run's adapters on it, holding their EMA, forward only
+      size_t np = 0, ab = 0, wb = 0;  // (dit_lora_attach_frozen: no gradient buffer)
+      if ((st = lora_bytes(&smc, tc, act, tokens, 2, 1, &np, &wb, &ab))) return st;
+      out->samples += wb + ab;
     }
   }
   out->allocated = out->weights + out->grads + out->optimizer + out->activations +

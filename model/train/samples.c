@@ -55,8 +55,9 @@ static tsr_status sample_grid(const trainer *tr, int *T, int *H, int *W) {
 // The sampling model, forward only (frozen: no gradient buffer). It keeps one block's
 // activations (whole-block recompute changes only what the backward re-runs: the forward's
 // bits are the same); the memory model (model/train/memory.c) counts it so. A LoRA run's
-// gets the frozen base's weights once (they never change) and the run's adapters, whose
-// weights sample_model_load_ema overwrites (the seed is irrelevant).
+// gets the frozen base's weights once (they never change) and the run's adapters, forward
+// only (no gradient buffer), whose weights sample_model_load_ema overwrites (the seed is
+// irrelevant).
 static tsr_status sample_model_make(trainer *tr, int tokens, int clips) {
   dit_config smc = tr->mc;
   smc.recompute = DIT_RECOMPUTE_BLOCK;
@@ -66,7 +67,7 @@ static tsr_status sample_model_make(trainer *tr, int tokens, int clips) {
   r = tr->kb->copy(tr->kb, dit_params(tr->sample_model), dit_params(tr->model),
                    dit_num_params(tr->model) * sizeof(float));
   if (!r) r = dit_refresh_weights(tr->sample_model);
-  if (!r) r = dit_lora_attach(tr->sample_model, &lc, (uint64_t)tr->tc.seed);
+  if (!r) r = dit_lora_attach_frozen(tr->sample_model, &lc, (uint64_t)tr->tc.seed);
   if (r) dit_free(&tr->sample_model);  // made again, whole, at the next samples
   return r;
 }

@@ -368,6 +368,8 @@ typedef struct {
   train_val_stats val_first, val_last;
   double loss0, loss_last;     // first and last step's loss (-1: none yet)
   const char *base;            // a LoRA run's base checkpoint (its checkpoints record it)
+  uint64_t *base_sums;         // (dit_num_tensors) its tensors' XXH3, rank 0 of a LoRA run:
+  uint64_t base_weights;       //   read once a run for every save (it never changes)
 } train_loop_state;
 
 // Opens what the loop needs; a fresh run is validated once before its first step, where
@@ -386,6 +388,11 @@ static tsr_status loop_open(train_loop_state *L) {
   L->loss0 = L->loss_last = -1;
   tsr_status r = !L->dx.bad ? err_set(TSR_ENOMEM, "out of memory (batch)") : TSR_OK;
   if (!r && L->lead) r = metrics_open(&L->mf, o->run_dir, o->resume ? tr->step : -1);
+  if (!r && L->lead && tr->tc.lora_rank > 0) {  // the frozen base's identity, for every save
+    L->base_sums = malloc(sizeof *L->base_sums * (size_t)dit_num_tensors(tr->model));
+    r = L->base_sums ? ckpt_base_sums(tr->model, L->base_sums, &L->base_weights)
+                     : err_set(TSR_ENOMEM, "out of memory (base checksums)");
+  }
   if (!r && L->lead && tr->tc.tensorboard)
     r = tb_open(&L->tb, o->run_dir, o->resume ? tr->step : -1);
   if (!r && L->validate && tr->step == 0 && !o->resume) {
@@ -462,10 +469,11 @@ static tsr_status loop_report_step(train_loop_state *L, const train_step_stats *
 // EMA) as diffusers/PEFT's LoRA file (model/io/lora_io.h) with the base's identity. Written
 // before the step's checkpoint, the resumable state: a crash between the two resumes from
 // the checkpoint before, which writes this file again (the same bytes).
-static tsr_status save_adapters(trainer *tr, const train_options *o, const char *base) {
+static tsr_status save_adapters(trainer *tr, const train_options *o, const char *base,
+                                const uint64_t *base_weights) {
   char path[4200];
   snprintf(path, sizeof path, "%s/lora-%lld.safetensors", o->run_dir, (long long)tr->step);
-  return lora_save(tr->model, path, base);
+  return lora_save(tr->model, path, base, base_weights);
 }
 
 // Samples and the checkpoint a step owes. Samples read the EMA weights only, on a model of
@@ -487,13 +495,14 @@ static tsr_status loop_save(train_loop_state *L, const data_sampler *saved, int 
   tr->ema_whole = NULL;
   if (!((tr->tc.ckpt_every > 0 && tr->step % tr->tc.ckpt_every == 0) || last)) return TSR_OK;
   if (!L->lead && tr->tc.zero == 0) return TSR_OK;
-  if (L->lead && tr->tc.lora_rank > 0) r = save_adapters(tr, o, L->base);
+  if (L->lead && tr->tc.lora_rank > 0) r = save_adapters(tr, o, L->base, &L->base_weights);
   ckpt_state cs;
   ckpt_shard sh;
   const char **names = NULL;
   char plan[256];
   tr->zero_buf_set = NULL;  // train.zero: every bucket gathered afresh for this save
   if (!r) r = trainer_state(tr, saved, o->plan_kind, sample_due, L->base, &cs, &names, plan, &sh);
+  cs.base_sums = L->base_sums, cs.base_weights = L->base_weights;
   if (!r) r = L->lead ? ckpt_save_run(o->run_dir, &cs, tr->tc.ckpt_keep) : ckpt_save_follow(&cs);
   free(names);
   return r;
@@ -556,7 +565,7 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop,
   if (!r && L.lead) loop_summary(&L, &ps);
   if (L.mf) fclose(L.mf);
   tb_close(&L.tb);
-  free(L.dx.bad);
+  free(L.dx.bad), free(L.base_sums);
   plan_free(&L.alt);
   return r;
 }

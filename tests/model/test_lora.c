@@ -11,6 +11,8 @@
 // - the fast path (groups of adapters that share an input, the merged weight) gives the
 //   loss, prediction and gradients of the per-adapter path (TESSERA_LORA_PER_ADAPTER=1)
 //   within fp32 rounding;
+// - forward-only adapters (dit_lora_attach_frozen): no gradient buffer, the same forward
+//   bitwise, no backward;
 // - the adapter table: names, shapes (PEFT's layout), the init's bound, and refusals.
 // On the tessera DiT without captions, the Wan family with captions, and the tessera DiT
 // with captions and its null token (whose cross-attention k/v adapters run twice a forward).
@@ -275,6 +277,39 @@ static void test_grouped(int v) {
   dit_free(&m);
 }
 
+// Forward-only adapters (dit_lora_attach_frozen, the trainer's sampling model): no gradient
+// buffer, the prediction and loss bitwise those of the same adapters attached for training,
+// and a backward refused.
+static void test_attach_frozen(int v) {
+  mt_batch mb;
+  float *pred[2];
+  double loss[2];
+  size_t npred = 0;
+  for (int k = 0; k < 2; k++) {
+    dit_model *m = make_model_on(v, 0, kernels_cpu(), 1, &mb);
+    lora_config lc = lora_of(v, 2, 3.0f);
+    CHECK_OK(k ? dit_lora_attach_frozen(m, &lc, 5) : dit_lora_attach(m, &lc, 5));
+    perturb_adapters(m);
+    npred = (size_t)mb.L * 12;
+    pred[k] = malloc(sizeof(float) * npred);
+    CHECK_OK(dit_forward(m, &mb.b, pred[k], &loss[k]));
+    if (k) {
+      CHECK(dit_lora_grads(m) == NULL, "%s: forward-only adapters have a gradient buffer",
+            VARIANT_NAME[v]);
+      CHECK(dit_backward(m, &mb.b) == TSR_EINVAL, "%s: a backward of forward-only adapters "
+            "is not refused", VARIANT_NAME[v]);
+    }
+    mt_batch_free(&mb);
+    dit_free(&m);
+  }
+  CHECK(loss[0] == loss[1] && !memcmp(pred[0], pred[1], sizeof(float) * npred),
+        "%s: forward-only adapters change the loss (%.9g vs %.9g) or prediction",
+        VARIANT_NAME[v], loss[1], loss[0]);
+  printf("forward-only adapters (%s): no gradient buffer, loss and prediction bitwise, "
+         "backward refused\n", VARIANT_NAME[v]);
+  free(pred[0]), free(pred[1]);
+}
+
 // Per adapter tensor: max |g_bf16 - g_f32| <= 8% of max |g_f32|. The bf16 backend rounds every
 // [act] output (u, du, each linear's and attention's output) once, 2^-8 relative each; the
 // gradients pass a dozen of them forward and back, and the keys' through the softmax
@@ -385,6 +420,7 @@ int main(void) {
     test_frozen(v);
     test_bf16(v);
     test_grouped(v);
+    test_attach_frozen(v);
   }
   return check_done();
 }

@@ -110,7 +110,7 @@ int main(int argc, char **argv) {
   TRY(dit_forward(m, &b, pred, &loss));
   TRY(dit_backward(m, &b));
   write_out(m, argv[3], loss, pred, dx, L, P);
-  if (argc == 6) TRY(lora_save(m, argv[5], argv[1]));
+  if (argc == 6) TRY(lora_save(m, argv[5], argv[1], NULL));
   printf("wan_golden_run: %d clips, %lld tokens, %lld caption tokens, %d tensors, %d adapter "
          "tensors, loss %.9g\n", b.n_clips, (long long)L, (long long)Lt, dit_num_tensors(m),
          dit_lora_num_tensors(m), loss);

@@ -3,7 +3,8 @@
 # generated latents with captions (as wan_lora_train.sh) and a tiny Wan base trained 4 steps:
 # - the checkpoint of a LoRA run holds the adapters, their EMA and AdamW moments (adapter-
 #   sized) and its base's identity: base_weights = the base checkpoint's xxh3_weights, and
-#   base_xxh3:<tensor> = its xxh3:<tensor> for every base tensor; ckpt_keep holds;
+#   base_xxh3:<tensor> = its xxh3:<tensor> for every base tensor; ckpt_keep holds, for the
+#   adapter files lora-STEP too;
 # - 8 steps straight == 6 steps, the checkpoint of step 6 lost (a crash after its metrics
 #   lines), --resume to 8; and == a run killed with SIGKILL mid-way, resumed to 8: every
 #   loss (17 digits) and the final adapter file and checkpoint byte for byte;
@@ -60,6 +61,9 @@ kept=("$W"/a/ckpt-*.safetensors)
 [ ${#kept[@]} -eq 2 ] && [ -f "$W/a/ckpt-8.safetensors" ] &&
   [ -f "$W/a/ckpt-6.safetensors" ] || fail "ckpt_keep=2: $(ls "$W/a")"
 [ -f "$W/a/lora-8.safetensors" ] || fail "no adapter file lora-8"
+kept=("$W"/a/lora-*.safetensors)  # the adapter files go with their checkpoints
+[ ${#kept[@]} -eq 2 ] && [ -f "$W/a/lora-6.safetensors" ] ||
+  fail "ckpt_keep=2 keeps the adapter files lora-6 and lora-8: $(ls "$W/a")"
 python3 - "$BASE" "$W/a/ckpt-8.safetensors" "$W/a/lora-8.safetensors" <<'PYEOF' || fail "checkpoint contents"
 import json, struct, sys
 def header(path):

@@ -9,8 +9,9 @@
 //   one byte less gives L0 - 1;
 // - the config key parses (train.act_bytes_token), and a negative value is refused naming it;
 // - samples of a LoRA run (train.sample_every with lora.rank): the sampling model's count
-//   grows by its adapters exactly (dit_lora_memory's parameters, twice, their act-dtype
-//   working copy under bf16 and their activation buffer), fp32 and bf16.
+//   grows by its adapters exactly (dit_lora_memory's parameters, once: forward only, no
+//   gradient buffer; their act-dtype working copy under bf16 and their activation buffer),
+//   fp32 and bf16.
 #include <stdio.h>
 #include <string.h>
 
@@ -113,9 +114,9 @@ static void lora_samples(kernels_dtype act) {
   smc.recompute = DIT_RECOMPUTE_BLOCK;
   lora_config lc = train_lora_config(&tc);
   size_t np = 0, ab = 0;
-  CHECK_OK(dit_lora_memory(&smc, &lc, act, (int)L, 2, &np, &ab));
+  CHECK_OK(dit_lora_memory(&smc, &lc, act, (int)L, 2, 1, &np, &ab));
   size_t copy = act != KERNELS_F32 ? np * kernels_dtype_size(act) : 0;
-  size_t want = 2 * np * sizeof(float) + copy + ab;
+  size_t want = np * sizeof(float) + copy + ab;
   CHECK(np > 0 && lora.samples == full.samples + want,
         "act %d: LoRA samples %zu, full %zu + the sampler's adapters %zu (%zu parameters)",
         (int)act, lora.samples, full.samples, want, np);
