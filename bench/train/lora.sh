@@ -13,7 +13,9 @@
 # same LoRA on the per-adapter path (TESSERA_LORA_PER_ADAPTER=1: four GEMMs an adapter,
 # without model/lora.c's groups and merged weights; PER_ADAPTER=0 leaves it out).
 # REPEAT rounds, interleaved (full, LoRA, per-adapter, full, ...), each side's best median
-# counts. Memory:
+# counts. cpu_s_min: the least CPU seconds (user + system, /usr/bin/time) of a side's runs,
+# the whole process (setup, warm-up and timed steps): on a machine that other work shares,
+# steadier than the wall-clock medians (what other processes take is not in it). Memory:
 # the backend's allocation peak of each (bench_train_step's backend_peak_bytes; on the CPU
 # the allocations through kb->alloc, on CUDA the arena's use) and the process's peak RSS.
 # Output: one summary line and OUT (machine, commit, both sides, the ratios full / LoRA).
@@ -44,6 +46,7 @@ A=(--config "$CONFIG" --backend "$BACKEND" --set train.precision="$PRECISION" --
 L=(--set lora.rank="$RANK" --set lora.targets="$TARGETS")
 rate() { grep 'tokens/s' "$1" | tail -n1 | sed 's/.*: //'; }
 rss() { awk -F: '/Maximum resident set size/ { gsub(/ /, "", $2); print $2 }' "$1"; }
+cpu() { awk -F: '/(User|System) time \(seconds\)/ { s += $2 } END { print s }' "$1"; }
 for i in $(seq "$REPEAT"); do
   /usr/bin/time -v "$BIN" "${A[@]}" --json "$TMP/f$i.json" >"$TMP/f$i.log" 2>&1
   /usr/bin/time -v "$BIN" "${A[@]}" "${L[@]}" --json "$TMP/l$i.json" >"$TMP/l$i.log" 2>&1
@@ -54,15 +57,16 @@ for i in $(seq "$REPEAT"); do
     sides="f l p"
   fi
   for s in $sides; do
-    jq --argjson rss "$(rss "$TMP/$s$i.log")" '. + {peak_rss_kb: $rss}' "$TMP/$s$i.json" >"$TMP/$s$i.j"
+    jq --argjson rss "$(rss "$TMP/$s$i.log")" --argjson cpu "$(cpu "$TMP/$s$i.log")" \
+      '. + {peak_rss_kb: $rss, cpu_s: $cpu}' "$TMP/$s$i.json" >"$TMP/$s$i.j"
   done
   echo "lora.sh: round $i/$REPEAT: full $(rate "$TMP/f$i.log"), LoRA $(rate "$TMP/l$i.log")$(
     [ "$PER_ADAPTER" = 1 ] && echo ", per-adapter $(rate "$TMP/p$i.log")")" >&2
 done
-jq -s 'min_by(.median_s)' "$TMP"/f[0-9]*.j >"$TMP/f.json"
-jq -s 'min_by(.median_s)' "$TMP"/l[0-9]*.j >"$TMP/l.json"
-if [ "$PER_ADAPTER" = 1 ]; then jq -s 'min_by(.median_s)' "$TMP"/p[0-9]*.j >"$TMP/p.json"
-else echo null >"$TMP/p.json"; fi
+best() { jq -s 'min_by(.median_s) + {cpu_s_min: (map(.cpu_s) | min)}' "$@"; }
+best "$TMP"/f[0-9]*.j >"$TMP/f.json"
+best "$TMP"/l[0-9]*.j >"$TMP/l.json"
+if [ "$PER_ADAPTER" = 1 ]; then best "$TMP"/p[0-9]*.j >"$TMP/p.json"; else echo null >"$TMP/p.json"; fi
 
 commit=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
 dirty=$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo true || echo false)
@@ -78,14 +82,15 @@ jq -n --slurpfile f "$TMP/f.json" --slurpfile l "$TMP/l.json" --slurpfile p "$TM
     machine: {cpu: $cpu, nproc: $cores, loadavg_at_start: $load_start, loadavg_at_end: $load},
     config: $config, threads: $threads, repeat: $repeat, backend: $f[0].backend,
     precision: $f[0].precision, batch: {clips: $f[0].clips, tokens: $f[0].tokens},
-    full: ($f[0] | {params, median_s, min_s, tokens_per_s, backend_peak_bytes, peak_rss_kb}),
+    full: ($f[0] | {params, median_s, min_s, tokens_per_s, backend_peak_bytes, peak_rss_kb,
+                    cpu_s_min}),
     lora: ($l[0] | {lora_rank, lora_targets, trained_params, median_s, min_s, tokens_per_s,
-                    backend_peak_bytes, peak_rss_kb}),
+                    backend_peak_bytes, peak_rss_kb, cpu_s_min}),
     lora_per_adapter: (if $p[0] == null then null else ($p[0] | {median_s, min_s, tokens_per_s,
-                       backend_peak_bytes, peak_rss_kb}) end),
+                       backend_peak_bytes, peak_rss_kb, cpu_s_min}) end),
     speedup_lora_over_full: ($f[0].median_s / $l[0].median_s),
     speedup_lora_over_per_adapter: (if $p[0] == null then null
                                     else ($p[0].median_s / $l[0].median_s) end),
     backend_peak_ratio_lora_over_full: ($l[0].backend_peak_bytes / $f[0].backend_peak_bytes)}' >"$OUT"
-jq -r '"LoRA vs full fine-tuning (\(.config), \(.backend) \(.precision), \(.batch.tokens) tokens, \(.threads) threads): full \(.full.median_s * 1000 | round) ms, LoRA r=\(.lora.lora_rank) \(.lora.median_s * 1000 | round) ms: \(.speedup_lora_over_full * 100 | round / 100)x; trained parameters \(.full.params) -> \(.lora.trained_params); backend peak \(.full.backend_peak_bytes / 1048576 | round) -> \(.lora.backend_peak_bytes / 1048576 | round) MiB\(if .lora_per_adapter == null then "" else "; per-adapter path \(.lora_per_adapter.median_s * 1000 | round) ms (LoRA \(.speedup_lora_over_per_adapter * 100 | round / 100)x faster)" end)"' "$OUT"
+jq -r '"LoRA vs full fine-tuning (\(.config), \(.backend) \(.precision), \(.batch.tokens) tokens, \(.threads) threads): full \(.full.median_s * 1000 | round) ms, LoRA r=\(.lora.lora_rank) \(.lora.median_s * 1000 | round) ms: \(.speedup_lora_over_full * 100 | round / 100)x; trained parameters \(.full.params) -> \(.lora.trained_params); backend peak \(.full.backend_peak_bytes / 1048576 | round) -> \(.lora.backend_peak_bytes / 1048576 | round) MiB\(if .lora_per_adapter == null then "" else "; per-adapter path \(.lora_per_adapter.median_s * 1000 | round) ms (LoRA \(.speedup_lora_over_per_adapter * 100 | round / 100)x faster)" end); CPU seconds of the best run: full \(.full.cpu_s_min), LoRA \(.lora.cpu_s_min)\(if .lora_per_adapter == null then "" else ", per-adapter \(.lora_per_adapter.cpu_s_min)" end)"' "$OUT"
 echo "wrote $OUT (commit ${commit:0:12}$([ "$dirty" = true ] && echo ', uncommitted changes'))"
