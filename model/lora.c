@@ -68,7 +68,8 @@ struct dit_lora {
 
 // Block i's linears with the diffusers module names files and targets use (model/lora.h), and
 // which share their input: 1 the self-attention's q/k/v, 2 the cross-attention's k/v, 0 none.
-enum { MODS_MAX = 10 };
+// The tessera family's per-block modulation has no diffusers counterpart: its tensor name.
+enum { MODS_MAX = 11 };
 static int block_modules(const dit_model *m, int i, dit_linear *lin, const char **mod,
                          int *share) {
   const dit_block_params *bp = &m->bp[i];
@@ -81,7 +82,18 @@ static int block_modules(const dit_model *m, int i, dit_linear *lin, const char 
     MOD(bp->x.proj, "attn2.to_out.0", 0);
   }
   MOD(bp->fc1, "ffn.net.0.proj", 0), MOD(bp->fc2, "ffn.net.2", 0);
+  if (!m->sw.mod_table) MOD(bp->adaln, "adaln", 0);
 #undef MOD
+  return n;
+}
+
+// The linears outside the blocks that adapters may target, by diffusers' names: the time
+// embedding's two and (Wan) the shared modulation projection.
+static int model_modules(const dit_model *m, dit_linear *lin, const char **mod) {
+  int n = 0;
+  lin[n] = m->t_fc1, mod[n++] = "condition_embedder.time_embedder.linear_1";
+  lin[n] = m->t_fc2, mod[n++] = "condition_embedder.time_embedder.linear_2";
+  if (m->sw.mod_table) lin[n] = m->time_proj, mod[n++] = "condition_embedder.time_proj";
   return n;
 }
 
@@ -178,7 +190,7 @@ static void add_block(struct dit_lora *lo, const dit_model *m, int i, int *hits)
 // The adapters of every matched linear; each target must match at least one.
 static tsr_status build_table(struct dit_lora *lo, const dit_model *m) {
   const char *targets = lo->cfg.targets;
-  int nt = 1, cap = MODS_MAX * m->cfg.depth;
+  int nt = 1, cap = MODS_MAX * (m->cfg.depth + 1);
   for (const char *c = targets; *c; c++) nt += *c == ',';
   int *hits = calloc((size_t)nt, sizeof *hits);
   lo->ad = calloc((size_t)cap, sizeof *lo->ad);
@@ -190,6 +202,13 @@ static tsr_status build_table(struct dit_lora *lo, const dit_model *m) {
     return free(hits), err_set(TSR_ENOMEM, "lora: no memory for the adapter table");
   for (int i = 0; i < m->n_tensors; i++) lo->of[i] = -1;
   for (int i = 0; i < m->cfg.depth; i++) add_block(lo, m, i, hits);
+  dit_linear lin[MODS_MAX];
+  const char *mod[MODS_MAX];
+  int n = model_modules(m, lin, mod);
+  for (int j = 0; j < n; j++) {  // each alone: a group of one
+    if (matches_any(mod[j], targets, hits))
+      add_adapter(lo, m, lin[j].w, mod[j], new_group(lo, 1, (int)m->table[lin[j].w].shape[0]), 0);
+  }
   tsr_status st = TSR_OK;
   const char *t = targets;
   for (int k = 0; k < nt && st == TSR_OK; k++) {

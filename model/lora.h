@@ -1,11 +1,16 @@
-// model/lora.h — low-rank adapters (LoRA, as PEFT's `LoraConfig`) on the block linears of a
-// DiT: y = x W + b + (alpha / r) (x A^T) B^T for every targeted linear, W and b frozen.
+// model/lora.h — low-rank adapters (LoRA, as PEFT's `LoraConfig`) on the linears of a DiT:
+// y = x W + b + (alpha / r) (x A^T) B^T for every targeted linear, W and b frozen.
 //
 // Adapters are named by the module names of diffusers' WanTransformer3DModel, so that a
 // target list and an adapter file map 1:1 onto PEFT's: block i's linears are
 //   blocks.{i}.attn1.to_q, to_k, to_v, to_out.0   (tessera q, k, v, proj)
 //   blocks.{i}.attn2.to_q, to_k, to_v, to_out.0   (cross.q, k, v, proj; text models)
 //   blocks.{i}.ffn.net.0.proj, ffn.net.2          (fc1, fc2)
+// and the modulation's:
+//   condition_embedder.time_embedder.linear_1, linear_2   (t_embed.fc1, fc2)
+//   condition_embedder.time_proj                  (time_proj: Wan's shared modulation)
+//   blocks.{i}.adaln                              (the tessera family's per-block adaLN, which
+//                                                  diffusers' Wan has not: its tensor name)
 // A target matches a module as PEFT's target_modules does: the name itself, or a suffix of
 // it after a dot ("attn1.to_q" matches every block's; "blocks.0.attn1.to_q" only block 0's).
 // Each adapter has two tensors, in PEFT's layout (torch's nn.Linear weight, (out, in)):

@@ -32,6 +32,12 @@ static const int TEXT_TOKENS[3] = {3, 0, 2};
 #define ALL_WAN "attn1.to_q,attn1.to_k,attn1.to_v,attn1.to_out.0,attn2.to_q,attn2.to_k," \
                 "attn2.to_v,attn2.to_out.0,ffn.net.0.proj,ffn.net.2"
 #define ALL_SELF "attn1.to_q,attn1.to_k,attn1.to_v,attn1.to_out.0,ffn.net.0.proj,ffn.net.2"
+// the modulation: the time embedding's linears, and the per-block adaLN (tessera) or the
+// shared modulation projection (Wan)
+#define TIME_EMB "condition_embedder.time_embedder.linear_1," \
+                 "condition_embedder.time_embedder.linear_2"
+#define MOD_TESSERA "," TIME_EMB ",adaln"
+#define MOD_WAN "," TIME_EMB ",condition_embedder.time_proj"
 
 enum { V_PLAIN, V_WAN, V_TEXT, NVARIANTS };
 static const char *const VARIANT_NAME[NVARIANTS] = {"tessera", "wan (captions)",
@@ -39,7 +45,8 @@ static const char *const VARIANT_NAME[NVARIANTS] = {"tessera", "wan (captions)",
 
 static lora_config lora_of(int v, int rank, float alpha) {
   lora_config lc = {.rank = rank, .alpha = alpha};
-  snprintf(lc.targets, sizeof lc.targets, "%s", v == V_PLAIN ? ALL_SELF : ALL_WAN);
+  snprintf(lc.targets, sizeof lc.targets, "%s",
+           v == V_PLAIN ? ALL_SELF MOD_TESSERA : v == V_WAN ? ALL_WAN MOD_WAN : ALL_WAN MOD_TESSERA);
   return lc;
 }
 

@@ -3,7 +3,8 @@
 
 A tiny random WanTransformer3DModel (wan_golden.py's wan2.1 configuration and model), converted
 with `tessera convert`; PEFT adapters (LoraConfig(r, lora_alpha, target_modules = every block
-linear), inject_adapter_in_model) with A as PEFT initialises it and B random (non-zero, so the
+linear and the modulation's: condition_embedder.time_embedder.linear_1/2, time_proj),
+inject_adapter_in_model) with A as PEFT initialises it and B random (non-zero, so the
 adapters change the output and every adapter gradient is non-trivial), saved as diffusers'
 pipeline LoRA file (transformer.-prefixed keys, lora_adapter_metadata):
 - tessera loads that file (model/io/lora_io.h) and its CPU fp32 forward and backward of packed
@@ -32,7 +33,10 @@ import wan_golden as wg  # noqa: E402  (its tiny model, batch, layouts and check
 TOL = 1e-4
 RANK, ALPHA = 4, 6.0
 TARGETS = ["attn1.to_q", "attn1.to_k", "attn1.to_v", "attn1.to_out.0", "attn2.to_q",
-           "attn2.to_k", "attn2.to_v", "attn2.to_out.0", "ffn.net.0.proj", "ffn.net.2"]
+           "attn2.to_k", "attn2.to_v", "attn2.to_out.0", "ffn.net.0.proj", "ffn.net.2",
+           # the modulation: the time embedding's linears and the shared modulation projection
+           "condition_embedder.time_embedder.linear_1",
+           "condition_embedder.time_embedder.linear_2", "condition_embedder.time_proj"]
 
 
 def with_adapters(m):
@@ -102,8 +106,8 @@ def compare(work, tessera, runner):
             ("dL/dx", wg.rel(got["dx"], dx))]
     lrows = [("lora_grad." + k, wg.rel(got["lora_grad." + k], g)) for k, g in sorted(lora.items())]
     brows = [("grad." + k, wg.rel(got["grad." + k], g)) for k, g in sorted(base.items())]
-    print(f"wan2.1 + LoRA r={RANK} alpha={ALPHA:g} on {len(TARGETS)} modules x "
-          f"{cfg['num_layers']} blocks: {len(lrows)} adapter tensors")
+    print(f"wan2.1 + LoRA r={RANK} alpha={ALPHA:g} on {len(TARGETS) - 3} modules x "
+          f"{cfg['num_layers']} blocks and 3 modulation linears: {len(lrows)} adapter tensors")
     for what, e in rows + [max(lrows, key=lambda r: r[1]), max(brows, key=lambda r: r[1])]:
         wg.check(e <= TOL, f"{what} relative error {e:.3e} (tolerance {TOL:g})")
     bad = [r for r in rows + lrows + brows if r[1] > TOL]
