@@ -132,57 +132,47 @@ static int fit(const double *x, const double *y, int n, const int *active, doubl
   return 0;
 }
 
-// Seconds of a ring exchange of `bytes` in the world group (median of reps): between a
-// barrier of the ranks and the moment the received bytes are usable on the backend (kb's
-// sync: a device backend's exchange runs on a stream). Buffers in kb's memory, as the
-// trainer's. The slowest rank's time of each rep counts (a ring waits for all).
-static tsr_status time_ring(const kernels_backend *kb, const comm_backend *cb, int64_t bytes,
-                            int reps, double *seconds) {
-  comm_group *g = comm_group_get(comm_size());
-  void *a = NULL, *b = NULL;
-  double *t = calloc((size_t)reps, sizeof *t);
-  tsr_status st = t ? TSR_OK : err_set(TSR_ENOMEM, "calibrate: out of memory");
-  if (!st) st = kb->alloc(kb, &a, (size_t)bytes);
-  if (!st) st = kb->alloc(kb, &b, (size_t)bytes);
-  for (int r = -1; r < reps && !st; r++) {
-    comm_request *req = NULL;
-    st = cb->barrier(cb, g);
-    double t0 = time_now();
-    if (!st) st = cb->ring_start(cb, g, a, b, bytes, &req);
-    tsr_status w = cb->wait(cb, &req);
-    if (!st) st = w;
-    if (!st) st = kb->sync(kb);
-    int64_t ns = (int64_t)((time_now() - t0) * 1e9);
-    if (!st) st = comm_allreduce_max_i64(&ns, 1);
-    if (r >= 0) t[r] = (double)ns * 1e-9;
-  }
-  if (!st) {
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
-    *seconds = t[reps / 2];
-  }
-  kb->free(kb, a);
-  kb->free(kb, b);
-  free(t);
-  return st;
+// One timed exchange in the world group: ring (a ring exchange of `bytes`) or all-to-all
+// (every rank sends `bytes` to every other), buffers a, b in kb's memory.
+typedef struct {
+  const comm_backend *cb;
+  comm_group *g;
+  void *a, *b;
+  int64_t bytes;
+  int64_t *cnt, *disp;  // (world) the all-to-all's counts and displacements, or NULL: ring
+} exchange;
+
+static tsr_status run_exchange(const exchange *x) {
+  if (x->cnt) return x->cb->alltoallv(x->cb, x->g, x->a, x->cnt, x->disp, x->b, x->cnt, x->disp);
+  comm_request *req = NULL;
+  tsr_status st = x->cb->ring_start(x->cb, x->g, x->a, x->b, x->bytes, &req);
+  tsr_status w = x->cb->wait(x->cb, &req);
+  return st ? st : w;
 }
 
-// Seconds of a world all-to-all (Ulysses' exchange) in which every rank sends `bytes` to
-// every other (median of reps), timed as time_ring times a ring exchange.
-static tsr_status time_alltoall(const kernels_backend *kb, const comm_backend *cb, int64_t bytes,
-                                int reps, double *seconds) {
-  comm_group *g = comm_group_get(comm_size());
+// Seconds of an exchange (median of reps): between a barrier of the ranks and the moment
+// the received bytes are usable on the backend (kb's sync: a device backend's exchange runs
+// on a stream). Buffers in kb's memory, as the trainer's. The slowest rank's time of each
+// rep counts (an exchange waits for all). all_to_all: every rank sends `bytes` to every
+// other (Ulysses'), else a ring exchange of `bytes`.
+static tsr_status time_exchange(const kernels_backend *kb, const comm_backend *cb, int64_t bytes,
+                                int all_to_all, int reps, double *seconds) {
   const int k = comm_size();
-  void *a = NULL, *b = NULL;
+  exchange x = {.cb = cb, .g = comm_group_get(k), .bytes = bytes};
+  int64_t total = all_to_all ? k * bytes : bytes;
   double *t = calloc((size_t)reps, sizeof *t);
-  int64_t *cnt = calloc((size_t)k, sizeof *cnt), *disp = calloc((size_t)k, sizeof *disp);
-  tsr_status st = t && cnt && disp ? TSR_OK : err_set(TSR_ENOMEM, "calibrate: out of memory");
-  for (int j = 0; j < k && !st; j++) cnt[j] = bytes, disp[j] = j * bytes;
-  if (!st) st = kb->alloc(kb, &a, (size_t)(k * bytes));
-  if (!st) st = kb->alloc(kb, &b, (size_t)(k * bytes));
+  tsr_status st = t ? TSR_OK : err_set(TSR_ENOMEM, "calibrate: out of memory");
+  if (!st && all_to_all) {
+    x.cnt = calloc((size_t)k, sizeof *x.cnt), x.disp = calloc((size_t)k, sizeof *x.disp);
+    if (!x.cnt || !x.disp) st = err_set(TSR_ENOMEM, "calibrate: out of memory");
+    for (int j = 0; j < k && !st; j++) x.cnt[j] = bytes, x.disp[j] = j * bytes;
+  }
+  if (!st) st = kb->alloc(kb, &x.a, (size_t)total);
+  if (!st) st = kb->alloc(kb, &x.b, (size_t)total);
   for (int r = -1; r < reps && !st; r++) {
-    st = cb->barrier(cb, g);
+    st = cb->barrier(cb, x.g);
     double t0 = time_now();
-    if (!st) st = cb->alltoallv(cb, g, a, cnt, disp, b, cnt, disp);
+    if (!st) st = run_exchange(&x);
     if (!st) st = kb->sync(kb);
     int64_t ns = (int64_t)((time_now() - t0) * 1e9);
     if (!st) st = comm_allreduce_max_i64(&ns, 1);
@@ -192,9 +182,9 @@ static tsr_status time_alltoall(const kernels_backend *kb, const comm_backend *c
     qsort(t, (size_t)reps, sizeof *t, cmp_double);
     *seconds = t[reps / 2];
   }
-  kb->free(kb, a);
-  kb->free(kb, b);
-  free(t), free(cnt), free(disp);
+  kb->free(kb, x.a);
+  kb->free(kb, x.b);
+  free(t), free(x.cnt), free(x.disp);
   return st;
 }
 
@@ -276,16 +266,16 @@ tsr_status calibrate_run(const dit_config *mc, const train_config *tc, const cal
     if (!cb || cb->mem != (kb->device_memory ? COMM_MEM_DEVICE : COMM_MEM_HOST))
       return err_set(TSR_EINVAL, "calibrate: the communication backend %s does not work on the "
                      "memory of compute backend %s (--comm)", cb ? cb->name : "(none)", kb->name);
-    tsr_status st = time_ring(kb, cb, 8, 2 * o->reps + 1, &small);
-    if (!st) st = time_ring(kb, cb, big, o->reps, &large);
+    tsr_status st = time_exchange(kb, cb, 8, 0, 2 * o->reps + 1, &small);
+    if (!st) st = time_exchange(kb, cb, big, 0, o->reps, &large);
     if (st) return err_wrap(st, "calibrate: timing ring exchanges (%s): ", cb->name);
     res->cost.lat = small;
     res->cost.bw_intra = big / fmax(large - small, 1e-9);
     // Ulysses' all-to-all: the bytes a rank sends, (k - 1) pieces, against their time
     const int k = comm_size();
     const int64_t piece = big / k;
-    if (!st) st = time_alltoall(kb, cb, 8, 2 * o->reps + 1, &small);
-    if (!st) st = time_alltoall(kb, cb, piece, o->reps, &large);
+    if (!st) st = time_exchange(kb, cb, 8, 1, 2 * o->reps + 1, &small);
+    if (!st) st = time_exchange(kb, cb, piece, 1, o->reps, &large);
     if (st) return err_wrap(st, "calibrate: timing all-to-alls (%s): ", cb->name);
     res->cost.a2a_lat = fmax(small, 1e-9);
     res->cost.a2a_bw_intra = fmin(fmax((double)piece * (k - 1) / fmax(large - small, 1e-9),
