@@ -39,7 +39,7 @@ CUDA_INC=${CUDA_HOME:-/usr/local/cuda}/include
 if [ -f "$CUDA_INC/cuda_runtime.h" ] && [ -f "$CUDA_INC/cublasLt.h" ]; then
   { cmake -S . -B build-emu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_CUDA=EMU >/dev/null &&
     cmake --build build-emu -j"$J" --target gpu_probe gpu_backend_ops gpu_arena gpu_graphs gpu_cuda_semantics \
-      test_comm_gpu tessera >/dev/null &&
+      test_comm_gpu tessera make_latents >/dev/null &&
     (cd build-emu && ctest --output-on-failure -j"$J" -L emu --timeout 900); } || status=1
 else
   echo "SKIP: the emulated device needs the CUDA toolkit's headers ($CUDA_INC/cuda_runtime.h)"
