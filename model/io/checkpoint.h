@@ -145,14 +145,6 @@ tsr_status ckpt_save_follow(const ckpt_state *cs);
 // padded with zeros to 16 floats, dit_config.shard_ranks 0), whatever the layout it is held
 // in, so files of every ZeRO stage and world size are alike.
 tsr_status ckpt_save(const char *path, const ckpt_state *cs);
-// Saves RUN/ckpt-<cs->step>.safetensors, then removes all but the newest `keep`, and for a
-// LoRA run's checkpoint (cs->adapters) all but the newest `keep` adapter files
-// RUN/lora-STEP.safetensors too.
-tsr_status ckpt_save_run(const char *run_dir, const ckpt_state *cs, int keep);
-// Path and step of the newest RUN/ckpt-STEP.safetensors; TSR_EINVAL if there is none.
-tsr_status ckpt_latest(const char *run_dir, char *path, size_t n, int64_t *step);
-// Removes RUN/ckpt-*.tmp files left by a crash during a save.
-tsr_status ckpt_clean_tmp(const char *run_dir);
 
 // Reads and validates the metadata only (and the file's structure: st_open).
 tsr_status ckpt_read_meta(const char *path, ckpt_meta *m);

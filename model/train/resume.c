@@ -14,6 +14,7 @@
 #include "core/fs.h"
 #include "core/hash.h"
 #include "core/log.h"
+#include "model/io/ckpt_run.h"
 #include "model/train/resume.h"
 
 #define STORE_RECORD_NAME "store-clips.txt"

@@ -10,6 +10,7 @@
 #include "comm/comm.h"
 #include "core/fs.h"
 #include "model/io/checkpoint.h"
+#include "model/io/ckpt_run.h"
 #include "model/train/resume.h"
 
 #define RUN_LOCK_NAME "lock"

@@ -15,6 +15,7 @@
 #include "core/hash.h"
 #include "core/log.h"
 #include "model/io/checkpoint.h"
+#include "model/io/ckpt_run.h"
 #include "model/train/memory.h"
 #include "model/train/metrics.h"
 #include "model/train/tensorboard.h"
