@@ -169,3 +169,35 @@ tsr_status kernels_check_ema_update(const float *ema, const float *param, size_t
   NEED("ema_update", param);
   return TSR_OK;
 }
+
+tsr_status kernels_check_gemm_strided(int trans_a, int trans_b, int m, int n, int k,
+                                      const void *a, int lda, const void *b, int ldb,
+                                      const void *c, int ldc) {
+  const char *op = "gemm_strided";
+  DIM(op, m);
+  DIM(op, n);
+  DIM(op, k);
+  if (lda < (trans_a ? m : k) || ldb < (trans_b ? k : n) || ldc < n || lda < 1 || ldb < 1 ||
+      ldc < 1)
+    return err_set(TSR_EINVAL, "%s: a row stride below its row's length (m %d n %d k %d, "
+                   "lda %d ldb %d ldc %d, trans_a %d trans_b %d)", op, m, n, k, lda, ldb, ldc,
+                   trans_a, trans_b);
+  if (m == 0 || n == 0) return TSR_OK;
+  NEED(op, c);
+  if (k > 0) {
+    NEED(op, a);
+    NEED(op, b);
+  }
+  return TSR_OK;
+}
+
+tsr_status kernels_check_copy_2d(const void *dst, size_t dst_pitch, const void *src,
+                                 size_t src_pitch, size_t row_bytes, size_t rows) {
+  if (row_bytes == 0 || rows == 0) return TSR_OK;
+  NEED("copy_2d", dst);
+  NEED("copy_2d", src);
+  if (dst_pitch < row_bytes || src_pitch < row_bytes)
+    return err_set(TSR_EINVAL, "copy_2d: pitches %zu, %zu below the row's %zu bytes", dst_pitch,
+                   src_pitch, row_bytes);
+  return TSR_OK;
+}

@@ -67,6 +67,14 @@ tsr_status kernels_check_mse_backward(const void *dpred, const void *pred, const
 tsr_status kernels_check_sumsq(const double *result_host, const float *x, size_t n);
 // decay in [0, 1]; ema and param given when n > 0.
 tsr_status kernels_check_ema_update(const float *ema, const float *param, size_t n, float decay);
+// m, n, k >= 0; every row stride at least its row's length (a (m, k) or (k, m), b (k, n) or
+// (n, k), c (m, n)); for m, n > 0: c given, and a and b for k > 0.
+tsr_status kernels_check_gemm_strided(int trans_a, int trans_b, int m, int n, int k,
+                                      const void *a, int lda, const void *b, int ldb,
+                                      const void *c, int ldc);
+// For rows, row_bytes > 0: dst and src given, both pitches at least row_bytes.
+tsr_status kernels_check_copy_2d(const void *dst, size_t dst_pitch, const void *src,
+                                 size_t src_pitch, size_t row_bytes, size_t rows);
 
 #ifdef __cplusplus
 }

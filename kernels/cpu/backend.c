@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/check.h"
 #include "kernels/cpu/cpu.h"
 
 #include <cblas.h>
@@ -84,12 +85,8 @@ static tsr_status cpu_copy(kb_t *kb, void *dst, const void *src, size_t bytes) {
 
 static tsr_status cpu_copy_2d(kb_t *kb, void *dst, size_t dst_pitch, const void *src,
                               size_t src_pitch, size_t row_bytes, size_t rows) {
-  if (row_bytes == 0 || rows == 0) return TSR_OK;
-  KCPU_NEED("copy_2d", dst);
-  KCPU_NEED("copy_2d", src);
-  if (dst_pitch < row_bytes || src_pitch < row_bytes)
-    return err_set(TSR_EINVAL, "copy_2d: pitches %zu, %zu below the row's %zu bytes", dst_pitch,
-                   src_pitch, row_bytes);
+  tsr_status st = kernels_check_copy_2d(dst, dst_pitch, src, src_pitch, row_bytes, rows);
+  if (st) return st;
   for (size_t i = 0; i < rows; i++)
     memcpy((char *)dst + i * dst_pitch, (const char *)src + i * src_pitch, row_bytes);
   return TSR_OK;

@@ -2,23 +2,14 @@
 #include <cblas.h>
 #include <string.h>
 
+#include "kernels/check.h"
 #include "kernels/cpu/cpu.h"
 
 tsr_status kcpu_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m, int n, int k,
                              float alpha, const float *a, int lda, const float *b, int ldb,
                              float beta, float *c, int ldc) {
-  const char *op = "gemm_strided";
-  KCPU_DIM(op, m);
-  KCPU_DIM(op, n);
-  KCPU_DIM(op, k);
-  // each operand's rows as stored: a (m, k) or (k, m), b (k, n) or (n, k), c (m, n)
-  if (lda < (trans_a ? m : k) || ldb < (trans_b ? k : n) || ldc < n || lda < 1 || ldb < 1 ||
-      ldc < 1)
-    return err_set(TSR_EINVAL, "%s: a row stride below its row's length (m %d n %d k %d, "
-                   "lda %d ldb %d ldc %d, trans_a %d trans_b %d)", op, m, n, k, lda, ldb, ldc,
-                   trans_a, trans_b);
-  if (m == 0 || n == 0) return TSR_OK;
-  KCPU_NEED(op, c);
+  tsr_status st = kernels_check_gemm_strided(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc);
+  if (st || m == 0 || n == 0) return st;
   if (k == 0) {  // c = beta * c; beta == 0 overwrites (NaN in c included)
     for (int i = 0; i < m; i++) {
       float *row = c + (size_t)i * ldc;
@@ -27,8 +18,6 @@ tsr_status kcpu_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m, int n, i
     }
     return TSR_OK;
   }
-  KCPU_NEED(op, a);
-  KCPU_NEED(op, b);
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   return TSR_OK;

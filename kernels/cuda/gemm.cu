@@ -40,6 +40,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "kernels/check.h"
 #include "kernels/cuda/kcu.h"
 
 extern "C" {
@@ -368,17 +369,8 @@ extern "C" tsr_status kcu_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m
   if (c_dtype != KERNELS_F32 && c_dtype != KERNELS_BF16)
     return err_set(TSR_EINVAL, "%s: c_dtype %s on backend cuda (bf16 or f32)", op,
                    kernels_dtype_name(c_dtype));
-  if (lda < (trans_a ? m : k) || ldb < (trans_b ? k : n) || ldc < n || lda < 1 || ldb < 1 ||
-      ldc < 1)
-    return err_set(TSR_EINVAL, "%s: a row stride below its row's length (m %d n %d k %d, "
-                   "lda %d ldb %d ldc %d, trans_a %d trans_b %d)", op, m, n, k, lda, ldb, ldc,
-                   trans_a, trans_b);
-  if (m == 0 || n == 0) return TSR_OK;
-  KCU_NEED(op, c);
-  if (k > 0) {
-    KCU_NEED(op, a);
-    KCU_NEED(op, b);
-  }
+  tsr_status st = kernels_check_gemm_strided(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc);
+  if (st || m == 0 || n == 0) return st;
   gemm_ld ld = {lda, ldb, ldc};
   return gemm_rm_ld(kb, op, trans_a != 0, trans_b != 0, m, n, k, alpha, (const act_t *)a,
                     (const act_t *)b, beta, c, ld, c_dtype == KERNELS_F32, NULL);

@@ -9,6 +9,7 @@
 
 #include <unordered_map>
 
+#include "kernels/check.h"
 #include "kernels/cuda/kcu.h"
 
 // ---- memory: one arena per run ---------------------------------------------------------
@@ -361,12 +362,8 @@ static tsr_status cu_copy(kb_t *kb, void *dst, const void *src, size_t bytes) {
 
 static tsr_status cu_copy_2d(kb_t *kb, void *dst, size_t dst_pitch, const void *src,
                              size_t src_pitch, size_t row_bytes, size_t rows) {
-  if (row_bytes == 0 || rows == 0) return TSR_OK;
-  KCU_NEED("copy_2d", dst);
-  KCU_NEED("copy_2d", src);
-  if (dst_pitch < row_bytes || src_pitch < row_bytes)
-    return err_set(TSR_EINVAL, "copy_2d: pitches %zu, %zu below the row's %zu bytes", dst_pitch,
-                   src_pitch, row_bytes);
+  tsr_status st = kernels_check_copy_2d(dst, dst_pitch, src, src_pitch, row_bytes, rows);
+  if (st || row_bytes == 0 || rows == 0) return st;
   KCU_CUDA("copy_2d", cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows,
                                         cudaMemcpyDeviceToDevice, kcu(kb)->stream));
   return TSR_OK;
