@@ -25,10 +25,7 @@ MPI=(mpirun --oversubscribe)
 
 . "$(dirname "$0")/ranks_store.sh"  # 4 clips of 320, 640, 960 and 1280 tokens
 ranks_store "$W"
-CONF=(--config "$SRC/configs/model/tiny.conf" --data "$W/store"
-      --set model.pt=1 --set model.ph=4 --set model.pw=4 --set model.hidden=32
-      --set model.heads=2 --set train.global_batch=4 --set train.warmup=2 --set train.lr=2e-3
-      --set train.log_every=1)
+CONF=("${RANKS_MODEL[@]}" --set train.warmup=2 --set train.lr=2e-3 --set train.log_every=1)
 "$T" train "${CONF[@]}" --set train.mem_tokens=2048 --set train.steps=4 --out "$W/base" \
   2>"$W/base.log" || { tail -3 "$W/base.log"; fail "the base"; }
 LORA=("${CONF[@]}" --init "$W/base/ckpt-4.safetensors" --set train.steps=8 --set train.lr=1e-2

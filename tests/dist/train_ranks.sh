@@ -22,9 +22,7 @@ MPI=(mpirun --oversubscribe)
 
 . "$(dirname "$0")/ranks_store.sh"  # 4 clips of 320, 640, 960 and 1280 tokens
 ranks_store "$W"
-CONF=(--config "$SRC/configs/model/tiny.conf" --data "$W/store"
-      --set model.pt=1 --set model.ph=4 --set model.pw=4 --set model.hidden=32
-      --set model.heads=2 --set train.global_batch=4 --set train.steps=20 --set train.warmup=5
+CONF=("${RANKS_MODEL[@]}" --set train.steps=20 --set train.warmup=5
       --set train.lr=2e-3 --set train.ckpt_every=10 --set train.ckpt_keep=5 --set train.log_every=1)
 losses() { jq -r '.loss' "$1/metrics.jsonl"; }
 # same_losses A B [FIRST]: every loss of A's metrics (from line FIRST) within 1e-5 relative of B's

@@ -33,9 +33,7 @@ MPI=(mpirun --oversubscribe)
 
 . "$(dirname "$0")/ranks_store.sh"  # 4 clips of 320, 640, 960 and 1280 tokens
 ranks_store "$W"
-CONF=(--config "$SRC/configs/model/tiny.conf" --data "$W/store"
-      --set model.pt=1 --set model.ph=4 --set model.pw=4 --set model.hidden=32
-      --set model.heads=2 --set train.global_batch=4 --set train.warmup=2 --set train.lr=2e-3
+CONF=("${RANKS_MODEL[@]}" --set train.warmup=2 --set train.lr=2e-3
       --set train.log_every=1 --set train.steps=4 --set train.ckpt_every=2 --set train.ckpt_keep=3)
 # train NAME RANKS ARGS...: a run of RANKS ranks into $W/NAME
 train() {

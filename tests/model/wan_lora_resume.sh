@@ -30,18 +30,8 @@ expect_fail() {
   echo "ok: refused ($(grep -m1 "^error" "$W/err" | head -c 400))"
 }
 
-zeros=$(printf ',0%.0s' $(seq 13))
-values=("1.5,-1.5,-1.5$zeros" "-1.5,1.5,-1.5$zeros" "-1.5,-1.5,1.5$zeros" "1.5,1.5,-1.5$zeros")
-mkdir -p "$W/lat"
-for k in 0 1 2 3; do
-  for i in 0 1; do
-    "$ML" "$W/lat/c$k-$i.safetensors" --shape 2,4,4,16 --seed $((k * 100 + i)) \
-      --value "${values[$k]}" --noise 0.2 --text 3,32 --text-words "0,$((k + 2)),1" \
-      --caption "colour $k"
-  done
-done
-"$T" ingest --latents "$W/lat" --out "$W/store" --workers 1 --quiet 2>"$W/ingest.log" ||
-  { cat "$W/ingest.log"; fail "ingest"; }
+. "$SRC/tests/model/colour_store.sh"  # 4 colours x 2 captioned latent clips
+colour_store "$W" 2
 CFG=(--config "$SRC/configs/model/wan-tiny.conf" --data "$W/store" --set model.text_len=16
      --set model.recompute=0 --set train.log_every=1 --set train.global_batch=4
      --set train.warmup=2)

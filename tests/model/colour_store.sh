@@ -1,0 +1,20 @@
+# tests/model/colour_store.sh — sourced by wan_lora_resume.sh and tests/gpu/lora.sh:
+# colour_store DIR N makes DIR/store from 4 x N latent files (make_latents: 2x4x4 tokens of
+# 16 channels): clip i of colour k (seed k * 100 + i) holds its colour's values plus noise
+# 0.2 and the caption "colour k", 3 tokens of 32 (words 0, k + 2, 1). Needs ML (make_latents),
+# T (tessera) and fail.
+colour_store() {
+  local dir=$1 n=$2 k i zeros values
+  zeros=$(printf ',0%.0s' $(seq 13))
+  values=("1.5,-1.5,-1.5$zeros" "-1.5,1.5,-1.5$zeros" "-1.5,-1.5,1.5$zeros" "1.5,1.5,-1.5$zeros")
+  mkdir -p "$dir/lat"
+  for k in 0 1 2 3; do
+    for ((i = 0; i < n; i++)); do
+      "$ML" "$dir/lat/c$k-$i.safetensors" --shape 2,4,4,16 --seed $((k * 100 + i)) \
+        --value "${values[$k]}" --noise 0.2 --text 3,32 --text-words "0,$((k + 2)),1" \
+        --caption "colour $k"
+    done
+  done
+  "$T" ingest --latents "$dir/lat" --out "$dir/store" --workers 1 --quiet 2>"$dir/ingest.log" ||
+    { tail -3 "$dir/ingest.log"; fail "ingest"; }
+}
