@@ -120,7 +120,7 @@ tsr_status sched_plan_batch(const sched_config *cfg, const int64_t *tokens, int 
     out->plan = cand[best];
     cand[best] = tmp;
   }
-  for (int m = 0; m < COST_CP_NMODES && !st; m++) {  // static CP in one mode
+  for (int m = 0; cfg->mode_baselines && m < COST_CP_NMODES && !st; m++) {  // static CP, one mode
     sched_config one = *cfg;
     one.cost.cp_modes = 1 << m;
     plan_sim sm;

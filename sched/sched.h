@@ -19,6 +19,8 @@ typedef struct {
   cost_model cost;
   int64_t max_clip_tokens;  // longest clip the job may see: fixes the static CP size
                             // k_s of the baselines (0: the longest clip of each batch)
+  int mode_baselines;       // 1: each result also times static CP in every CP mode
+                            // (static_mode_s, `tessera plan`'s report); 0 (the trainer): not
 } sched_config;
 
 // Checks cluster, cost model and max_clip_tokens (it must fit the cluster: N*M).
@@ -82,7 +84,8 @@ typedef struct {
   double packing_only_s;    // baseline (1)
   double static_balanced_s; // baseline (2)
   double static_mode_s[COST_CP_NMODES];  // baseline (2) with every group in one mode
-                            // (hybrid: Ulysses in groups inside a node)
+                            // (hybrid: Ulysses in groups inside a node); with
+                            // cfg->mode_baselines only, else 0
   double lower_bound_s;     // lb of sched_lower_bound
   double lower_bound_ref_s; // lb_ref of sched_lower_bound
   double idle_frac;         // of `plan` (plan_sim.idle_frac)

@@ -264,7 +264,7 @@ static tsr_status load_inputs(plan_args *a, lengths_set *ls, sched_config *cfg,
   tsr_status st = a->mem_bytes ? memory_tokens(a, &mem, mm) : TSR_OK;
   if (st) return st;
   *cfg = (sched_config){.cluster = {(int)a->ranks, (int)a->gpn, mem},
-                        .max_clip_tokens = a->maxclip};
+                        .max_clip_tokens = a->maxclip, .mode_baselines = 1};
   st = cost_model_load(a->cost_path, &cfg->cost);
   cfg->cost.cp_modes = config_cost_modes(a->cp_mode < 0 ? TRAIN_CP_AUTO : a->cp_mode);
   cfg->cost.heads = (int)a->heads;

@@ -37,7 +37,7 @@ int main(void) {
   const int64_t Ms[] = {64, 1000, 65536};
   for (int it = 0; it < 150; it++) {
     int N = 1 << sched_rng_below(&rng, 9);
-    sched_config cfg = {{N, 1 << sched_rng_below(&rng, 4), Ms[sched_rng_below(&rng, 3)]}, h100, 0};
+    sched_config cfg = {{N, 1 << sched_rng_below(&rng, 4), Ms[sched_rng_below(&rng, 3)]}, h100, 0, 0};
     if (it % 3 == 1) {  // ring exchange exposed between nodes, overhead matters
       cfg.cost.bw_inter = 1e9;
       cfg.cost.ovh = 0.05;
@@ -87,7 +87,7 @@ int main(void) {
     static int64_t ids[1024];
     for (int step = 0; step < 2; step++) {
       int N = step ? 256 : 64, B = step ? 512 : 256;
-      sched_config cfg = {{N, 8, 65536}, h100, lengths_max(&ls)};
+      sched_config cfg = {{N, 8, 65536}, h100, lengths_max(&ls), 0};
       if (m == 1) cfg.cost.cp_modes = COST_MODES_AUTO, cfg.cost.heads = 12;
       CHECK_OK(lengths_sample(&ls, 3, step, B, ids, L));
       char what[160];

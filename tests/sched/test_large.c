@@ -99,7 +99,7 @@ int main(void) {
     CHECK_OK(lengths_load_mix(&ls, spec, &lo));
     const int sizes[][2] = {{8192, 32768}, {16384, 65536}};
     for (int s = 0; s < 2 && ls.n; s++) {
-      sched_config cfg = {{sizes[s][0], 8, 65536}, h100, lengths_max(&ls)};
+      sched_config cfg = {{sizes[s][0], 8, 65536}, h100, lengths_max(&ls), 0};
       CHECK_OK(lengths_sample(&ls, 7, s, sizes[s][1], ids, L));
       char what[96];
       snprintf(what, sizeof what, "ucf101+3%%youcook2, %d clips on %d ranks", sizes[s][1],
@@ -109,7 +109,7 @@ int main(void) {
     lengths_free(&ls);
   }
   // Random log-uniform lengths, 4096 tokens per rank (groups fill up), ring steps exposed.
-  sched_config cfg = {{4096, 4, 4096}, h100, 0};
+  sched_config cfg = {{4096, 4, 4096}, h100, 0, 0};
   cfg.cost.bw_inter = 1e9;
   cfg.cost.lat = 0.01;
   sched_rng rng = sched_rng_seed(99, 0);

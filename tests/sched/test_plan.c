@@ -152,7 +152,7 @@ int main(void) {
   // 0.26 - 0.0625 = 0.1975, x3 = 0.5925, + 0.1 -> 1.1925. Best 1.1 -> lb = 1.1 + 0.5.
   // Reference form: clip 1000 least k*T: min(2.1, 2.2, 4.77) = 2.1; clip 100: k=1 0.21;
   // (2.31)/4 = 0.5775 < 1.1 -> 1.6 too.
-  sched_config cfg = {cl, cm, 0};
+  sched_config cfg = {cl, cm, 0, 0};
   double lb, lbr;
   sched_lower_bound(&cfg, (int64_t[]){1000, 100}, 2, &lb, &lbr);
   CHECK_NEAR(lb, 1.6, TOL);

@@ -93,7 +93,7 @@ static void random_batch(sched_rng *rng, int shape, int64_t M, int N, int64_t *L
 
 static void hand_baselines(void) {
   // N=4, M=1000, longest 2000 -> k_s = 2, two groups [0,2) and [2,4).
-  sched_config cfg = {{4, 2, 1000}, h100, 2000};
+  sched_config cfg = {{4, 2, 1000}, h100, 2000, 0};
   int64_t L[5] = {1500, 100, 100, 1200, 2000};  // per rank at k=2: 750 50 50 600 1000
   CHECK(sched_static_cp(&cfg, L, 5) == 2, "k_s");
   plan p;
@@ -121,7 +121,7 @@ static void hand_baselines(void) {
 }
 
 static void bad_inputs(void) {
-  sched_config cfg = {{6, 8, 65536}, h100, 0};
+  sched_config cfg = {{6, 8, 65536}, h100, 0, 0};
   int64_t L[3] = {1000, 2000, 3000};
   sched_result r;
   CHECK(sched_plan_batch(&cfg, L, 3, &r) == TSR_EINVAL && strstr(err_msg(), "power of two"),
@@ -180,7 +180,7 @@ int main(void) {
   for (int it = 0; it < 120; it++) {
     sched_config cfg = {{Ns[sched_rng_below(&rng, 6)], Gs[sched_rng_below(&rng, 4)],
                          Ms[sched_rng_below(&rng, 3)]},
-                        h100, 0};
+                        h100, 0, 0};
     if (it % 3 == 1) {  // a model where ring exchange is exposed and overhead matters
       cfg.cost.bw_inter = 1e9;
       cfg.cost.ovh = 0.05;
@@ -221,14 +221,14 @@ int main(void) {
     static int64_t ids[4096];
     for (int step = 0; step < 3; step++) {
       int N = step == 2 ? 16 : 64, B = step == 2 ? 64 : 256;
-      sched_config cfg = {{N, 8, 65536}, h100, lengths_max(&ls)};
+      sched_config cfg = {{N, 8, 65536}, h100, lengths_max(&ls), 0};
       CHECK_OK(lengths_sample(&ls, 42, step, B, ids, L));
       char what[160];
       snprintf(what, sizeof what, "mix %s step %d", mixes[m][0], step);
       check_batch(what, &cfg, L, B);
     }
     if (m == 0) {  // one large cluster
-      sched_config cfg = {{1024, 8, 65536}, h100, lengths_max(&ls)};
+      sched_config cfg = {{1024, 8, 65536}, h100, lengths_max(&ls), 0};
       CHECK_OK(lengths_sample(&ls, 42, 9, 2048, ids, L));
       check_batch("mix ucf101+youcook2, 2048 clips on 1024 ranks", &cfg, L, 2048);
     }

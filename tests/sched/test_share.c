@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
   lengths_set ls = {0};
   CHECK_OK(lengths_load_mix(&ls, spec, &lo));
   // The plans are for a virtual cluster of 256 ranks, whatever the job's size.
-  sched_config cfg = {{256, 8, 65536}, h100, 0};
+  sched_config cfg = {{256, 8, 65536}, h100, 0, 0};
   sched_share share = {.rank = rank, .size = size, .planners = P, .bcast = bcast};
   draw_ctx dc = {.ls = &ls, .bad_step = -1, .too_long = 256 * 65536 + 1};
 
