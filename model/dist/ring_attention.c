@@ -7,7 +7,8 @@
 
 struct ring_attention {
   const kernels_backend *kb;
-  cp_workspace *ws;         // where the work buffers are carved from, or NULL: own buffers
+  cp_workspace *ws;         // where the work buffers are carved from: own_ws, or a shared one
+  cp_workspace *own_ws;     // the ring's own, until ring_attention_use_workspace
   int ws_region;
   const comm_backend *cb;   // its buffers are in kb's memory space
   comm_group *g;
@@ -18,7 +19,6 @@ struct ring_attention {
   int64_t maxblk;           // largest block
   int32_t **cu;             // (k) backend arrays of (n_clips + 1) chunk offsets per owner
   int cu_cap;               // clips the cu arrays hold
-  size_t elems;             // capacity of each kv/grad buffer, in elements
   void *kv[2];              // double buffer: K block then V block, (2, maxblk, H, Dh) [act]
   void *grad[2];            // double buffer: dK then dV of the travelling block [act]
   void *gpart;              // (2, maxblk, H, Dh) [act]: this rank's share of a block's dK, dV
@@ -50,31 +50,20 @@ tsr_status ring_attention_create(ring_attention **out, const kernels_backend *kb
     ring_attention_free(&ra);
     return err_set(TSR_ENOMEM, "ring attention: out of memory");
   }
+  tsr_status st = cp_workspace_create(&ra->own_ws, kb);
+  if (st) {
+    ring_attention_free(&ra);
+    return st;
+  }
+  ra->ws = ra->own_ws;
   *out = ra;
   return TSR_OK;
-}
-
-static void free_buffers(ring_attention *ra) {
-  const kernels_backend *kb = ra->kb;
-  if (ra->ws) return;  // the workspace's
-  for (int i = 0; i < 2; i++) {
-    kb->free(kb, ra->kv[i]);
-    kb->free(kb, ra->grad[i]);
-    ra->kv[i] = ra->grad[i] = NULL;
-  }
-  kb->free(kb, ra->gpart);
-  ra->gpart = NULL;
-  kb->free(kb, ra->pout);
-  kb->free(kb, ra->plse);
-  kb->free(kb, ra->delta);
-  ra->pout = ra->plse = ra->delta = NULL;
-  ra->elems = 0;
 }
 
 void ring_attention_free(ring_attention **pra) {
   ring_attention *ra = *pra;
   if (!ra) return;
-  free_buffers(ra);
+  cp_workspace_free(&ra->own_ws);
   for (int o = 0; ra->cu && o < ra->k; o++) ra->kb->free(ra->kb, ra->cu[o]);
   free(ra->cu);
   free(ra->longest);
@@ -149,35 +138,14 @@ static size_t carve_buffers(ring_attention *ra, char *base, kernels_dtype act, i
   return used;
 }
 
-// The work buffers for blocks of maxblk tokens of E = H * Dh values: from the workspace
-// (fetched every call: another group may have grown it), or the ring's own, grown on demand.
+// The work buffers for blocks of maxblk tokens of E = H * Dh values, carved from the
+// workspace (fetched every call: another group may have grown a shared one).
 static tsr_status ensure_buffers(ring_attention *ra, int H, int Dh) {
-  if (ra->ws) {
-    void *base;
-    size_t bytes = carve_buffers(ra, NULL, ra->kb->act_dtype, ra->maxblk, H, Dh);
-    tsr_status st = cp_workspace_get(ra->ws, ra->ws_region, bytes, &base);
-    if (!st) carve_buffers(ra, base, ra->kb->act_dtype, ra->maxblk, H, Dh);
-    return st;
-  }
-  size_t E = (size_t)H * Dh, need = 2 * (size_t)ra->maxblk * E;
-  if (need <= ra->elems && ra->pout) return TSR_OK;
-  free_buffers(ra);
-  const kernels_backend *kb = ra->kb;
-  tsr_status st = TSR_OK;
-  for (int i = 0; i < 2 && !st; i++) {
-    st = kb->alloc(kb, &ra->kv[i], kernels_act_bytes(kb, need));
-    if (!st) st = kb->alloc(kb, &ra->grad[i], kernels_act_bytes(kb, need));
-  }
-  if (!st) st = kb->alloc(kb, &ra->gpart, kernels_act_bytes(kb, need));
-  if (!st) st = kb->alloc(kb, &ra->pout, kernels_act_bytes(kb, (size_t)ra->maxblk * E));
-  if (!st) st = kb->alloc(kb, (void **)&ra->plse, (size_t)ra->maxblk * H * sizeof(float));
-  if (!st) st = kb->alloc(kb, (void **)&ra->delta, (size_t)ra->maxblk * H * sizeof(float));
-  if (st) {
-    free_buffers(ra);
-    return st;
-  }
-  ra->elems = need;
-  return TSR_OK;
+  void *base;
+  size_t bytes = carve_buffers(ra, NULL, ra->kb->act_dtype, ra->maxblk, H, Dh);
+  tsr_status st = cp_workspace_get(ra->ws, ra->ws_region, bytes, &base);
+  if (!st) carve_buffers(ra, base, ra->kb->act_dtype, ra->maxblk, H, Dh);
+  return st;
 }
 
 // Owner of the block a rank holds at ring step s.
@@ -297,7 +265,7 @@ tsr_status ring_attention_backward(ring_attention *ra, void *dq, void *dk, void 
 }
 
 void ring_attention_use_workspace(ring_attention *ra, cp_workspace *ws, int region) {
-  free_buffers(ra);
+  cp_workspace_free(&ra->own_ws);
   ra->ws = ws, ra->ws_region = region;
 }
 

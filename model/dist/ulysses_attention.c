@@ -13,7 +13,8 @@ struct ulysses_attention {
   const comm_backend *cb;     // its buffers are in kb's memory space
   comm_group *g;
   ring_attention *inner;      // hybrid: the ring over the stride group, else NULL
-  cp_workspace *ws;           // where the work buffers are carved from, or NULL: own buffers
+  cp_workspace *ws;           // where the work buffers are carved from: own_ws, or a shared one
+  cp_workspace *own_ws;       // its own, until ulysses_attention_use_workspace
   int ws_region;
   int k, p;                   // group size, this rank's place in it
   int n_clips, clip_cap;
@@ -23,8 +24,6 @@ struct ulysses_attention {
   int64_t Lt, longest;        // the microbatch's tokens, its longest clip
   int32_t *cu;                // (clip_cap + 1) backend: whole-clip offsets
   int64_t *sb, *sd, *rb, *rd; // (k) each: the all-to-all's byte counts and displacements
-  size_t hcap;                // bytes of `own`
-  void *own;                  // the work buffers when there is no workspace
   void *h[U_NBUF];            // (Lt, h_p, Dh) [act] each
   float *lseh;                // (Lt, h_p) [f32]
   void *send, *recv;          // staging of the all-to-all
@@ -39,19 +38,10 @@ void hybrid_chunk(int64_t L, int k, int u, int p, int64_t *first, int64_t *len) 
   *first = f1 + f2;
 }
 
-static void free_buffers(ulysses_attention *ua) {
-  const kernels_backend *kb = ua->kb;
-  if (ua->ws) return;  // the workspace's
-  kb->free(kb, ua->own);
-  ua->own = NULL, ua->hcap = 0;
-  for (int i = 0; i < U_NBUF; i++) ua->h[i] = NULL;
-  ua->lseh = NULL, ua->send = ua->recv = NULL;
-}
-
 void ulysses_attention_free(ulysses_attention **pua) {
   ulysses_attention *ua = *pua;
   if (!ua) return;
-  free_buffers(ua);
+  cp_workspace_free(&ua->own_ws);
   ua->kb->free(ua->kb, ua->cu);
   free(ua->clip_tokens), free(ua->clip_off), free(ua->lq);
   free(ua->sb), free(ua->sd), free(ua->rb), free(ua->rd);
@@ -76,6 +66,12 @@ tsr_status ulysses_attention_create(ulysses_attention **out, const kernels_backe
     ulysses_attention_free(&ua);
     return err_set(TSR_ENOMEM, "Ulysses attention: out of memory");
   }
+  tsr_status st = cp_workspace_create(&ua->own_ws, kb);
+  if (st) {
+    ulysses_attention_free(&ua);
+    return st;
+  }
+  ua->ws = ua->own_ws;
   *out = ua;
   return TSR_OK;
 }
@@ -151,25 +147,15 @@ static size_t carve_buffers(ulysses_attention *ua, char *base, kernels_dtype act
   return used;
 }
 
-// The buffers for this microbatch with H heads of Dh values: from the workspace (fetched
-// every call: another group may have grown it), or this object's own, grown on demand.
+// The buffers for this microbatch with H heads of Dh values, carved from the workspace
+// (fetched every call: another group may have grown a shared one).
 static tsr_status ensure_buffers(ulysses_attention *ua, int H, int Dh) {
-  const kernels_backend *kb = ua->kb;
-  size_t bytes = carve_buffers(ua, NULL, kb->act_dtype, ua->k, ua->lq[ua->p], ua->Lt, H, Dh);
-  void *base = NULL;
-  if (ua->ws) {
-    tsr_status st = cp_workspace_get(ua->ws, ua->ws_region, bytes, &base);
-    if (!st) carve_buffers(ua, base, kb->act_dtype, ua->k, ua->lq[ua->p], ua->Lt, H, Dh);
-    return st;
-  }
-  if (bytes > ua->hcap || !ua->own) {
-    free_buffers(ua);
-    tsr_status st = kb->alloc(kb, &ua->own, bytes);
-    if (st) return st;
-    ua->hcap = bytes;
-  }
-  carve_buffers(ua, ua->own, kb->act_dtype, ua->k, ua->lq[ua->p], ua->Lt, H, Dh);  // this layout
-  return TSR_OK;
+  const kernels_dtype act = ua->kb->act_dtype;
+  void *base;
+  size_t bytes = carve_buffers(ua, NULL, act, ua->k, ua->lq[ua->p], ua->Lt, H, Dh);
+  tsr_status st = cp_workspace_get(ua->ws, ua->ws_region, bytes, &base);
+  if (!st) carve_buffers(ua, base, act, ua->k, ua->lq[ua->p], ua->Lt, H, Dh);
+  return st;
 }
 
 // Sequence layout -> head layout of one tensor: src (Lq, H, w bytes a head) to dst
@@ -296,7 +282,7 @@ tsr_status ulysses_attention_backward(ulysses_attention *ua, void *dq, void *dk,
 }
 
 void ulysses_attention_use_workspace(ulysses_attention *ua, cp_workspace *ws, int region) {
-  free_buffers(ua);
+  cp_workspace_free(&ua->own_ws);
   ua->ws = ws, ua->ws_region = region;
 }
 
