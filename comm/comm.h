@@ -106,6 +106,10 @@ struct comm_backend {
   // recv = the `bytes` of every member's send, in group-rank order. recv: (size * bytes)
   tsr_status (*allgather)(const comm_backend *cb, comm_group *g, const void *send, void *recv,
                           int64_t bytes);
+  // The same, non-blocking (ZeRO-3's per-block weights, gathered while the previous block
+  // computes): neither buffer may be touched until `wait`. "mpi-staged" runs it blocking.
+  tsr_status (*iallgather)(const comm_backend *cb, comm_group *g, const void *send, void *recv,
+                           int64_t bytes, comm_request **req);
   // recv = the sum over the group's members of their send's slice of this member: send holds
   // one slice of n values per member in group-rank order (size * n), recv (n) gets slice
   // `group rank`, summed (ZeRO's gradient shards, issue 29). send and recv must not overlap.

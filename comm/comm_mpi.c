@@ -58,20 +58,37 @@ static tsr_status mpi_allreduce_sum_f32(cb_t *cb, comm_group *g, float *x, int64
   return st ? st : mpi_wait(cb, &q);
 }
 
-static tsr_status mpi_allgather(cb_t *cb, comm_group *g, const void *send, void *recv,
-                                int64_t bytes) {
-  if (local(g)) {
-    memmove(recv, send, (size_t)bytes);
-    return TSR_OK;
-  }
-  if (bytes > COMM_CHUNK)
+static tsr_status mpi_iallgather(cb_t *cb, comm_group *g, const void *send, void *recv,
+                                 int64_t bytes, comm_request **req) {
+  *req = NULL;
+  if (bytes < 0 || bytes > COMM_CHUNK)
     return err_set(TSR_EINVAL, "group all-gather of %lld bytes per rank: at most %d",
                    (long long)bytes, COMM_CHUNK);
-  MPI_Request r;
+  comm_request *q = calloc(1, sizeof *q + sizeof(MPI_Request));
+  if (!q) return err_set(TSR_ENOMEM, "out of memory for an all-gather");
+  q->what = "all-gather", q->g = g, q->peer = -1;
+  if (local(g)) {
+    memmove(recv, send, (size_t)bytes);
+    *req = q;
+    return TSR_OK;
+  }
   tsr_status st = comm_mpi_check(MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes,
-                                                MPI_BYTE, g->comm, &r),
+                                                MPI_BYTE, g->comm, &q->r[0]),
                                  "group all-gather");
-  return st ? st : comm_mpi_wait(1, &r, "all-gather", g, -1);
+  if (st) {
+    free(q);
+    return st;
+  }
+  q->n = 1;
+  *req = q;
+  return TSR_OK;
+}
+
+static tsr_status mpi_allgather(cb_t *cb, comm_group *g, const void *send, void *recv,
+                                int64_t bytes) {
+  comm_request *q = NULL;
+  tsr_status st = mpi_iallgather(cb, g, send, recv, bytes, &q);
+  return st ? st : mpi_wait(cb, &q);
 }
 
 static tsr_status mpi_ireduce_scatter(cb_t *cb, comm_group *g, const float *send, float *recv,
@@ -249,6 +266,7 @@ static const comm_backend mpi_backend = {
     .allgather = mpi_allgather,
     .reduce_scatter_sum_f32 = mpi_reduce_scatter,
     .alltoallv = mpi_alltoallv,
+    .iallgather = mpi_iallgather,
     .ireduce_scatter_sum_f32 = mpi_ireduce_scatter,
     .bcast = mpi_bcast,
     .barrier = mpi_barrier,

@@ -206,9 +206,10 @@ static tsr_status nc_allreduce(cb_t *cb, comm_group *g, float *x_, int64_t n) {
   return st ? st : nc_wait(cb, &r);
 }
 
-static tsr_status nc_allgather(cb_t *cb, comm_group *g, const void *send, void *recv,
-                               int64_t bytes) {
+static tsr_status nc_iallgather(cb_t *cb, comm_group *g, const void *send, void *recv,
+                                int64_t bytes, comm_request **req) {
   nccl_ctx *x = ctx_of(cb);
+  *req = NULL;
   if (bytes < 0) return err_set(TSR_EINVAL, "all-gather of %lld bytes", (long long)bytes);
   nccl_op *o;
   tsr_status st = op_begin(x, "all-gather", g, -1, &o);
@@ -216,7 +217,15 @@ static tsr_status nc_allgather(cb_t *cb, comm_group *g, const void *send, void *
   ncclComm_t c = comm_of(x, g);
   st = op_end(x, o, nccl_check(ncclAllGather(send, recv, (size_t)bytes, ncclUint8, c, x->comm), c,
                                "all-gather"), 0);
-  return st ? st : op_wait(x, o);
+  if (!st) *req = (comm_request *)o;
+  return st;
+}
+
+static tsr_status nc_allgather(cb_t *cb, comm_group *g, const void *send, void *recv,
+                               int64_t bytes) {
+  comm_request *r = NULL;
+  tsr_status st = nc_iallgather(cb, g, send, recv, bytes, &r);
+  return st ? st : nc_wait(cb, &r);
 }
 
 static tsr_status nc_ireduce_scatter(cb_t *cb, comm_group *g, const float *send, float *recv,
@@ -409,6 +418,7 @@ tsr_status comm_nccl_open(void *stream, const comm_backend **out) {
       .allgather = nc_allgather,
       .reduce_scatter_sum_f32 = nc_reduce_scatter,
       .alltoallv = nc_alltoallv,
+      .iallgather = nc_iallgather,
       .ireduce_scatter_sum_f32 = nc_ireduce_scatter,
       .bcast = nc_bcast,
       .barrier = nc_barrier,

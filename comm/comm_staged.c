@@ -461,17 +461,27 @@ static tsr_status st_alltoallv(cb_t *cb, comm_group *g, const void *send, const 
                         extent(g->size, rbytes, rdispl));
 }
 
-// Blocking (a host round trip, host_roundtrip), returned as a request already done.
-static tsr_status st_ireduce_scatter(cb_t *cb, comm_group *g, const float *send, float *recv,
-                                     int64_t n, comm_request **req) {
-  *req = NULL;
-  tsr_status st = st_reduce_scatter(cb, g, send, recv, n);
+// A request already done: what the blocking entries below return.
+static tsr_status done_request(tsr_status st, comm_request **req) {
   if (st) return st;
   staged_req *q = calloc(1, sizeof *q);
   if (!q) return err_set(TSR_ENOMEM, "mpi-staged: out of memory");
   q->stage = 3;
   *req = (comm_request *)q;
   return TSR_OK;
+}
+
+// Blocking (a host round trip, host_roundtrip), returned as a request already done.
+static tsr_status st_ireduce_scatter(cb_t *cb, comm_group *g, const float *send, float *recv,
+                                     int64_t n, comm_request **req) {
+  *req = NULL;
+  return done_request(st_reduce_scatter(cb, g, send, recv, n), req);
+}
+
+static tsr_status st_iallgather(cb_t *cb, comm_group *g, const void *send, void *recv,
+                                int64_t bytes, comm_request **req) {
+  *req = NULL;
+  return done_request(st_allgather(cb, g, send, recv, bytes), req);
 }
 
 static tsr_status st_bcast(cb_t *cb, comm_group *g, void *buf, int64_t bytes, int root) {
@@ -527,6 +537,7 @@ tsr_status comm_staged_open(void *stream, const comm_backend **out) {
       .allgather = st_allgather,
       .reduce_scatter_sum_f32 = st_reduce_scatter,
       .alltoallv = st_alltoallv,
+      .iallgather = st_iallgather,
       .ireduce_scatter_sum_f32 = st_ireduce_scatter,
       .bcast = st_bcast,
       .barrier = st_barrier,

@@ -128,7 +128,7 @@ static const config_key KEYS[] = {
     TK(mem_tokens, KT_I64, 0, (double)SCHED_MAX_TOKENS,
        "most tokens per rank per microbatch (0: the most that fit the memory)"),
     TK(seed, KT_I64, 0, 9.2e18, "random seed"),
-    TK_LATE(zero, KT_INT, 0, 3, "ZeRO stage: 0 none, 1 optimizer state, masters and EMA sharded over the ranks, 2 also gradients (3: counted by the memory model only)"),
+    TK_LATE(zero, KT_INT, 0, 3, "ZeRO stage: 0 none, 1 optimizer state, masters and EMA sharded over the ranks, 2 also gradients, 3 also the working weights (gathered block by block)"),
     TK(ckpt_every, KT_INT, 1, 1e9, "steps between checkpoints"),
     TK(ckpt_keep, KT_INT, 1, 1e6, "checkpoints kept"),
     TK(log_every, KT_INT, 1, 1e9, "steps between metric lines"),
@@ -382,8 +382,8 @@ tsr_status config_validate(const dit_config *m, const train_config *t) {
                    "model.text_dim > 0 and model.num_classes = 0; they are %d and %d)",
                    m->text_dim, m->num_classes);
   if (t->zero >= 2 && t->sample_every > 0)
-    return err_set(TSR_EINVAL, "train.zero = %d with train.sample_every = %d: stage 2 keeps no "
-                   "whole gradient buffer to put the EMA together in for samples; set "
+    return err_set(TSR_EINVAL, "train.zero = %d with train.sample_every = %d: stages 2 and 3 keep "
+                   "no whole gradient buffer to put the EMA together in for samples; set "
                    "train.sample_every = 0 (`tessera sample` reads the checkpoints) or "
                    "train.zero = 1", t->zero, t->sample_every);
   if (t->zero > 0 && t->lora_rank > 0)

@@ -110,7 +110,8 @@ static tsr_status run_phase(dit_model *m, int phase, const phase_args *a) {
       phase == PHASE_FORWARD ? forward_phase : backward_phase;
   const kernels_backend *kb = m->kb;
   int attn_ok = m->attn_default || (m->attn.recordable && m->attn.recordable(m->attn.ctx));
-  if (!m->graphs || m->graphs_off || !attn_ok || (phase == PHASE_BACKWARD && m->bucket_hook))
+  if (!m->graphs || m->graphs_off || !attn_ok || m->weight_hook ||
+      (phase == PHASE_BACKWARD && m->bucket_hook))
     return body(m, a);
   kgraph_key k;
   phase_key(m, phase, a, &k);
@@ -161,11 +162,16 @@ tsr_status dit_forward_dev(dit_model *m, const dit_batch *b, void *pred, float *
 static tsr_status forward_phase(dit_model *m, const phase_args *pa) {
   const kernels_backend *kb = m->kb;
   const dit_batch *b = pa->b;
+  // buckets (dit_get_bucket): the embeddings depth + 1, block i depth - i, the final layer 0
+  DIT_TRY(dit_need_weights(m, m->cfg.depth + 1));
   DIT_TRY(dit_cond_fwd(m, b));
   DIT_TRY(dit_text_fwd(m, b));
   DIT_TRY(dit_linear_fwd(m, m->x_embed, h_at(m, 0), b->x, b->L));
-  for (int i = 0; i < m->cfg.depth; i++)
+  for (int i = 0; i < m->cfg.depth; i++) {
+    DIT_TRY(dit_need_weights(m, m->cfg.depth - i));
     DIT_TRY(dit_block_fwd(m, i, acts_of(m, i), h_at(m, i), h_at(m, i + 1), b));
+  }
+  DIT_TRY(dit_need_weights(m, 0));
   DIT_TRY(dit_final_fwd(m, h_at(m, m->cfg.depth), b));
   if (b->target)
     DIT_TRY(kb->mse_forward(kb, m->loss, m->sse, m->pred, b->target, b->loss_weight,
@@ -193,6 +199,7 @@ static tsr_status backward_phase(dit_model *m, const phase_args *pa) {
   const dit_batch *b = pa->b;
   DIT_TRY(kb->mse_backward(kb, m->dpred, m->pred, b->target, b->loss_weight, b->cu_seqlens,
                            b->n_clips, b->L, m->P));
+  DIT_TRY(dit_need_weights(m, 0));
   DIT_TRY(dit_final_bwd(m, h_at(m, m->cfg.depth), b));
   bucket_ready(m, 0);
   if (m->sw.mod_table)  // the blocks' modulation gradients, summed
@@ -203,6 +210,7 @@ static tsr_status backward_phase(dit_model *m, const phase_args *pa) {
       DIT_TRY(kb->memset_zero(kb, m->dnull, kernels_act_bytes(kb, (size_t)b->n_clips * m->D)));
   }
   for (int i = m->cfg.depth - 1; i >= 0; i--) {
+    DIT_TRY(dit_need_weights(m, m->cfg.depth - i));
     if (m->cfg.recompute == DIT_RECOMPUTE_BLOCK)  // rewrites h[i + 1] with the same bits
       DIT_TRY(dit_block_fwd(m, i, acts_of(m, i), h_at(m, i), h_at(m, i + 1), b));
     else if (m->cfg.recompute == DIT_RECOMPUTE_CHEAP)  // the token-local layers, same bits
@@ -210,6 +218,7 @@ static tsr_status backward_phase(dit_model *m, const phase_args *pa) {
     DIT_TRY(dit_block_bwd(m, i, acts_of(m, i), h_at(m, i), b));
     bucket_ready(m, m->cfg.depth - i);
   }
+  DIT_TRY(dit_need_weights(m, m->cfg.depth + 1));
   DIT_TRY(dit_linear_bwd(m, m->x_embed, m->dx, 0, m->dh, b->x, b->L));
   DIT_TRY(dit_cond_bwd(m, b));
   DIT_TRY(dit_text_bwd(m, b));
@@ -249,6 +258,16 @@ void dit_set_bucket_grads(dit_model *m, int bucket, float *g) {
   if (m->bucket_grads && bucket >= 0 && bucket < m->n_buckets) m->bucket_grads[bucket] = g;
 }
 dit_bucket dit_get_bucket(const dit_model *m, int i) { return m->buckets[i]; }
+
+void dit_set_bucket_weights(dit_model *m, int bucket, float *p, void *w) {
+  if (m->bucket_params && bucket >= 0 && bucket < m->n_buckets)
+    m->bucket_params[bucket] = p, m->bucket_wact[bucket] = w;
+}
+
+void dit_set_weight_hook(dit_model *m, tsr_status (*fn)(void *ctx, int bucket), void *ctx) {
+  m->weight_hook = fn;
+  m->weight_ctx = ctx;
+}
 
 void dit_set_bucket_hook(dit_model *m, void (*fn)(void *ctx, int bucket), void *ctx) {
   m->bucket_hook = fn;

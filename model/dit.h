@@ -130,6 +130,22 @@ tsr_status dit_create_bucket_grads(dit_model **m, const dit_config *c, const ker
 // A model of dit_create_bucket_grads: bucket i's gradients accumulate in g (its numel floats,
 // backend memory) from now on. Set before the backward reaches the bucket.
 void dit_set_bucket_grads(dit_model *m, int bucket, float *g);
+// As dit_create_bucket_grads, without the whole weights either (ZeRO stage 3,
+// model/train/zero.h): bucket b's fp32 master weights and act-dtype working copy are where
+// dit_set_bucket_weights last put them (the same buffer with fp32 activations); dit_params
+// is NULL, dit_init refuses (dit_init_range makes a shard), dit_refresh_weights is a no-op.
+// Every forward and backward calls the weight hook (dit_set_weight_hook) with a bucket
+// before it first reads that bucket's weights, in a fixed order: the forward depth + 1
+// (the embeddings), depth, .., 1 (blocks 0 .. depth - 1), 0 (the final layer); the backward
+// 0, 1, .., depth + 1, each call before the bucket's gradients are complete (its bucket hook).
+tsr_status dit_create_sharded(dit_model **m, const dit_config *c, const kernels_backend *kb,
+                              int max_tokens, int max_clips);
+// A model of dit_create_sharded: bucket i's weights are p (numel floats [f32]) and w (numel
+// [act]; p itself with fp32 activations), backend memory, until set again.
+void dit_set_bucket_weights(dit_model *m, int bucket, float *p, void *w);
+// fn(ctx, bucket) must make the bucket's weights available (dit_set_bucket_weights) before
+// it returns; an error it returns ends the forward or backward. NULL: no calls.
+void dit_set_weight_hook(dit_model *m, tsr_status (*fn)(void *ctx, int bucket), void *ctx);
 void dit_free(dit_model **m);
 
 const dit_config *dit_get_config(const dit_model *m);
@@ -150,6 +166,9 @@ tsr_status dit_refresh_weights(dit_model *m);
 // uniform, biases 0, embeddings N(0, 0.02), RMSNorm weights 1, adaLN and final.linear 0;
 // then refreshes the working copy.
 tsr_status dit_init(dit_model *m, uint64_t seed);
+// host (n floats) = flat elements [lo, lo + n) of the parameters dit_init(seed) makes (the
+// padding 0): a shard initialised without the whole model (counter-based, so any range).
+void dit_init_range(const dit_model *m, uint64_t seed, size_t lo, size_t n, float *host);
 tsr_status dit_zero_grad(dit_model *m);
 void dit_set_attention(dit_model *m, const dit_attention *a);
 

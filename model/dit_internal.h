@@ -169,12 +169,26 @@ struct dit_model {
   // bucket (n_tensors); NULL otherwise
   float **bucket_grads;
   int *tensor_bucket;
+  // dit_create_sharded: where each bucket's master weights [f32] and working copy [act] are
+  // (n_buckets; the same pointers with fp32 activations), and the hook that puts them there
+  // before a forward or backward reads them; NULL otherwise (params and wact are whole)
+  float **bucket_params;
+  void **bucket_wact;
+  tsr_status (*weight_hook)(void *ctx, int bucket);
+  void *weight_ctx;
 
   struct dit_lora *lora;       // the adapters (lora.c), or NULL
 };
 
 // Master parameter, gradient ([f32]) and working-copy weight ([act]) of tensor i.
-static inline float *dit_p(const dit_model *m, int i) { return m->params + m->table[i].offset; }
+// With sharded weights (dit_create_sharded) the tensor's place in its bucket's buffers.
+static inline float *dit_p(const dit_model *m, int i) {
+  if (m->bucket_params) {
+    int b = m->tensor_bucket[i];
+    return m->bucket_params[b] + (m->table[i].offset - m->buckets[b].offset);
+  }
+  return m->params + m->table[i].offset;
+}
 // NULL when the base is frozen (dit_create_frozen): every kernel then skips that gradient.
 // With bucket gradients (dit_create_bucket_grads) the tensor's place in its bucket's buffer.
 static inline float *dit_g(const dit_model *m, int i) {
@@ -185,7 +199,16 @@ static inline float *dit_g(const dit_model *m, int i) {
   return m->grads ? m->grads + m->table[i].offset : NULL;
 }
 static inline void *dit_w(const dit_model *m, int i) {
+  if (m->bucket_wact) {
+    int b = m->tensor_bucket[i];
+    return kernels_act_at(m->kb, m->bucket_wact[b], m->table[i].offset - m->buckets[b].offset);
+  }
   return kernels_act_at(m->kb, m->wact, m->table[i].offset);
+}
+// Before the first read of bucket b's weights in a forward or backward: the weight hook of a
+// model with sharded weights (dit_set_weight_hook) brings them; a no-op otherwise.
+static inline tsr_status dit_need_weights(dit_model *m, int b) {
+  return m->weight_hook ? m->weight_hook(m->weight_ctx, b) : TSR_OK;
 }
 // Element i of the [act] buffer p (kernels_act_at with the model's backend).
 // The bound of the batch's clip lengths the model passes to the attention entries: the

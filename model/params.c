@@ -208,7 +208,7 @@ static void layout(dit_model *m, arena *a) {
   m->dc1 = TAKE_A(a, C * D);
   m->null_labels = take(a, sizeof(int32_t) * C);
   // the working copy of the weights: with fp32 activations the masters themselves
-  if (m->kb->act_dtype != KERNELS_F32) m->wact = TAKE_A(a, m->n_params);
+  if (m->kb->act_dtype != KERNELS_F32 && !m->bucket_params) m->wact = TAKE_A(a, m->n_params);
 }
 
 static tsr_status default_attn_fwd(void *ctx, const kernels_backend *kb, const dit_batch *b,
@@ -316,7 +316,8 @@ void dit_table_free(dit_table *t) {
   memset(t, 0, sizeof *t);
 }
 
-// grads: 0 the whole buffer, 1 none (frozen), 2 per bucket (dit_create_bucket_grads).
+// grads: 0 the whole buffer, 1 none (frozen), 2 per bucket (dit_create_bucket_grads), 3 per
+// bucket and the weights too (dit_create_sharded).
 static tsr_status create(dit_model **out, const dit_config *c, const kernels_backend *kb,
                          int max_tokens, int max_clips, int grads) {
   const int frozen = grads != 0;
@@ -338,10 +339,15 @@ static tsr_status create(dit_model **out, const dit_config *c, const kernels_bac
   if (st) goto fail;
   if (kb->graph_begin && (st = dit_graphs_init(m))) goto fail;
   if ((st = dit_buckets_init(m))) goto fail;
-  if (grads == 2) {
+  if (grads >= 2) {
     m->bucket_grads = calloc((size_t)m->n_buckets, sizeof *m->bucket_grads);
     m->tensor_bucket = calloc((size_t)m->n_tensors, sizeof *m->tensor_bucket);
-    if (!m->bucket_grads || !m->tensor_bucket) {
+    if (grads == 3) {
+      m->bucket_params = calloc((size_t)m->n_buckets, sizeof *m->bucket_params);
+      m->bucket_wact = calloc((size_t)m->n_buckets, sizeof *m->bucket_wact);
+    }
+    if (!m->bucket_grads || !m->tensor_bucket ||
+        (grads == 3 && (!m->bucket_params || !m->bucket_wact))) {
       st = err_set(TSR_ENOMEM, "dit_create: no memory");
       goto fail;
     }
@@ -351,7 +357,7 @@ static tsr_status create(dit_model **out, const dit_config *c, const kernels_bac
             m->table[i].offset < m->buckets[b].offset + m->buckets[b].numel)
           m->tensor_bucket[i] = b;
   }
-  if ((st = kb->alloc(kb, (void **)&m->params, m->n_params * sizeof(float))) ||
+  if ((grads != 3 && (st = kb->alloc(kb, (void **)&m->params, m->n_params * sizeof(float)))) ||
       (!frozen && (st = kb->alloc(kb, (void **)&m->grads, m->n_params * sizeof(float)))))
     goto fail;
   if (!kernels_dtype_size(kb->act_dtype)) {
@@ -412,6 +418,11 @@ tsr_status dit_create_bucket_grads(dit_model **out, const dit_config *c, const k
   return create(out, c, kb, max_tokens, max_clips, 2);
 }
 
+tsr_status dit_create_sharded(dit_model **out, const dit_config *c, const kernels_backend *kb,
+                              int max_tokens, int max_clips) {
+  return create(out, c, kb, max_tokens, max_clips, 3);
+}
+
 void dit_free(dit_model **pm) {
   dit_model *m = *pm;
   if (!m) return;
@@ -423,7 +434,7 @@ void dit_free(dit_model **pm) {
     m->kb->free(m->kb, m->act_mem);
   }
   free(m->table), free(m->init), free(m->names), free(m->bp), free(m->blk), free(m->buckets);
-  free(m->bucket_grads), free(m->tensor_bucket);
+  free(m->bucket_grads), free(m->tensor_bucket), free(m->bucket_params), free(m->bucket_wact);
   free(m);
   *pm = NULL;
 }
@@ -460,23 +471,34 @@ size_t dit_count_params(const dit_model *m) {
 // which other tensors exist.
 static uint64_t name_hash(const char *s) { return hash_fnv1a(HASH_FNV1A_INIT, s, strlen(s)); }
 
-tsr_status dit_init(dit_model *m, uint64_t seed) {
-  float *host = calloc(m->n_params ? m->n_params : 1, sizeof(float));
-  if (!host) return err_set(TSR_ENOMEM, "dit_init: no memory for %zu parameters", m->n_params);
+void dit_init_range(const dit_model *m, uint64_t seed, size_t lo, size_t n, float *host) {
+  memset(host, 0, n * sizeof *host);  // the padding between tensors
   for (int i = 0; i < m->n_tensors; i++) {
     const dit_tensor *t = &m->table[i];
-    float *p = host + t->offset;
+    size_t a = t->offset > lo ? t->offset : lo, e = t->offset + t->numel;
+    if (e > lo + n) e = lo + n;
+    if (a >= e) continue;
+    float *p = host + (a - lo);
     rng_key key = {.seed = seed, .step = 0, .clip = name_hash(t->name), .stream = RNG_STREAM_INIT};
     double bound = t->ndim == 2 ? sqrt(6.0 / (double)(t->shape[0] + t->shape[1])) : 0;
-    for (size_t j = 0; j < t->numel; j++) {
+    for (size_t j = a - t->offset; j < e - t->offset; j++, p++) {
       switch (m->init[i]) {
-        case INIT_ZERO: p[j] = 0; break;
-        case INIT_ONE: p[j] = 1; break;
-        case INIT_XAVIER: p[j] = (float)((2 * rng_uniform(&key, j) - 1) * bound); break;
-        case INIT_NORMAL002: p[j] = (float)(0.02 * rng_normal(&key, j)); break;
+        case INIT_ZERO: *p = 0; break;
+        case INIT_ONE: *p = 1; break;
+        case INIT_XAVIER: *p = (float)((2 * rng_uniform(&key, j) - 1) * bound); break;
+        case INIT_NORMAL002: *p = (float)(0.02 * rng_normal(&key, j)); break;
       }
     }
   }
+}
+
+tsr_status dit_init(dit_model *m, uint64_t seed) {
+  if (!m->params)
+    return err_set(TSR_EINVAL, "dit_init: the model holds no whole weights (dit_create_sharded: "
+                   "initialise its shards with dit_init_range)");
+  float *host = malloc((m->n_params ? m->n_params : 1) * sizeof(float));
+  if (!host) return err_set(TSR_ENOMEM, "dit_init: no memory for %zu parameters", m->n_params);
+  dit_init_range(m, seed, 0, m->n_params, host);
   tsr_status st = m->kb->to_device(m->kb, m->params, host, m->n_params * sizeof(float));
   free(host);
   return st ? st : dit_refresh_weights(m);

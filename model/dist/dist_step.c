@@ -41,6 +41,16 @@ struct dist_step {
   // the slices their reduce-scatters receive and the requests in flight
   float *slot[2], *slice[2];
   comm_request *slot_req[2];
+  // ZeRO 3 (dist_step_set_weights): the masters' shard every bucket's weights are gathered
+  // from, two weight slots (fp32, and the act copy: the same with fp32 activations) with the
+  // bucket each holds (-1: none) and its gather in flight, and the wave's schedule of weight
+  // needs (the model's order, model/dit.h dit_create_sharded) with the place reached in it
+  const float *wshard;
+  float *wslot[2];
+  void *wact[2];
+  int wbucket[2], wready[2];
+  comm_request *wreq[2];
+  int *wsched, wlen, wpos;
   void *eval_pred;                         // (max_tokens, P) [act] dist_step_eval's prediction
   float *eval_out;                         // (1 + max_clips) [f32] its loss and per-clip sse
 };
@@ -64,6 +74,94 @@ static void issue_bucket(dist_step *ds) {
     int done;
     ds->bucket_err = ds->cb->test(ds->cb, ds->bucket_req[i], &done);
   }
+}
+
+// ---- ZeRO 3: each bucket's weights gathered before use, the next one prefetched ---------
+
+static int weights_sharded(const dist_step *ds) { return ds->wshard != NULL; }
+
+// Starts the world all-gather of bucket b's weights into slot s; the bucket that slot held
+// loses its weights (NULL: a read of it would be a bug, and fails loudly).
+static tsr_status gather_start(dist_step *ds, int s, int b) {
+  if (ds->wbucket[s] >= 0) dit_set_bucket_weights(ds->m, ds->wbucket[s], NULL, NULL);
+  size_t W = (size_t)ds->shard_world;
+  dit_bucket k = dit_get_bucket(ds->m, b);
+  ds->wbucket[s] = b, ds->wready[s] = 0;
+  return ds->cb->iallgather(ds->cb, comm_group_get(comm_size()), ds->wshard + k.offset / W,
+                            ds->wslot[s], (int64_t)(k.numel / W * sizeof(float)), &ds->wreq[s]);
+}
+
+// Slot s's gather done, its act copy made, and the model pointed at it.
+static tsr_status gather_finish(dist_step *ds, int s) {
+  if (ds->wready[s]) return TSR_OK;
+  const kernels_backend *kb = ds->kb;
+  int b = ds->wbucket[s];
+  tsr_status st = ds->cb->wait(ds->cb, &ds->wreq[s]);
+  if (!st && ds->wact[s] != ds->wslot[s])
+    st = kb->cast(kb, ds->wact[s], kb->act_dtype, ds->wslot[s], KERNELS_F32,
+                  dit_get_bucket(ds->m, b).numel);
+  if (st) return st;
+  dit_set_bucket_weights(ds->m, b, ds->wslot[s], ds->wact[s]);
+  ds->wready[s] = 1;
+  return TSR_OK;
+}
+
+// The model's weight hook: bucket b (the schedule's next need) is made available, and the
+// gather of the need after it starts in the other slot, to run while b computes. Every rank
+// makes the same calls in the same order (idle ones through wave_idle), so the world's
+// gathers match one for one.
+static tsr_status need_weights(void *ctx, int b) {
+  dist_step *ds = ctx;
+  if (ds->wpos >= ds->wlen || ds->wsched[ds->wpos] != b)
+    return err_set(TSR_EINVAL, "ZeRO 3: the model asked for bucket %d's weights at step %d of "
+                   "the wave, the schedule has %d there", b, ds->wpos,
+                   ds->wpos < ds->wlen ? ds->wsched[ds->wpos] : -1);
+  int s = ds->wbucket[0] == b ? 0 : ds->wbucket[1] == b ? 1 : -1;
+  tsr_status st = TSR_OK;
+  if (s < 0) {  // not prefetched (a wave's first need): into the slot of the older bucket
+    s = ds->wbucket[0] < 0 || ds->wready[0] ? 0 : 1;
+    st = gather_start(ds, s, b);
+  }
+  if (!st) st = gather_finish(ds, s);
+  int next = ++ds->wpos < ds->wlen ? ds->wsched[ds->wpos] : -1;
+  if (!st && next >= 0 && next != b && ds->wbucket[1 - s] != next)
+    st = gather_start(ds, 1 - s, next);
+  return st;
+}
+
+// The wave's needs: the forward's (depth + 1 down to 0), then with a backward its (0 up to
+// depth + 1); no weights held from the last step (the optimizer changed them) when `fresh`.
+static void schedule_begin(dist_step *ds, int backward, int fresh) {
+  int n = ds->n_buckets;
+  ds->wlen = 0, ds->wpos = 0;
+  for (int i = n - 1; i >= 0; i--) ds->wsched[ds->wlen++] = i;
+  for (int i = 0; backward && i < n; i++) ds->wsched[ds->wlen++] = i;
+  for (int s = 0; fresh && s < 2; s++) {
+    if (ds->wbucket[s] >= 0) dit_set_bucket_weights(ds->m, ds->wbucket[s], NULL, NULL);
+    ds->wbucket[s] = -1, ds->wready[s] = 0;
+  }
+}
+
+tsr_status dist_step_set_weights(dist_step *ds, const float *shard) {
+  if (!ds->shard_world)
+    return err_set(TSR_EINVAL, "dist_step_set_weights: the gradient shard comes first "
+                   "(dist_step_set_shard)");
+  const kernels_backend *kb = ds->kb;
+  size_t most = 0;
+  for (int i = 0; i < ds->n_buckets; i++)
+    if (dit_get_bucket(ds->m, i).numel > most) most = dit_get_bucket(ds->m, i).numel;
+  tsr_status st = (ds->wsched = malloc(sizeof(int) * 2 * (size_t)ds->n_buckets))
+                      ? TSR_OK : err_set(TSR_ENOMEM, "out of memory for the distributed step");
+  for (int s = 0; s < 2 && !st; s++) {
+    ds->wbucket[s] = -1;
+    st = kb->alloc(kb, (void **)&ds->wslot[s], most * sizeof(float));
+    ds->wact[s] = ds->wslot[s];
+    if (!st && kb->act_dtype != KERNELS_F32) st = kb->alloc(kb, &ds->wact[s], kernels_act_bytes(kb, most));
+  }
+  if (st) return err_wrap(st, "train.zero = 3: two buckets of %zu weights: ", most);
+  ds->wshard = shard;
+  dit_set_weight_hook(ds->m, need_weights, ds);
+  return TSR_OK;
 }
 
 // ---- ZeRO 2 with bucket buffers ---------------------------------------------------------
@@ -109,10 +207,15 @@ static tsr_status slots_begin(dist_step *ds) {
   return TSR_OK;
 }
 
-// A wave in which this rank has nothing to run: its reduce-scatters all the same, of zeros.
+// A wave in which this rank has nothing to run: its reduce-scatters all the same, of zeros,
+// and with sharded weights (ZeRO 3) its gathers, in the order a backward interleaves them
+// (weights of bucket i before the reduce-scatter of bucket i), after the forward's.
 static tsr_status slots_idle(dist_step *ds) {
   tsr_status st = slots_begin(ds);
+  for (int i = ds->n_buckets - 1; !st && weights_sharded(ds) && i >= 0; i--)
+    st = need_weights(ds, i);
   for (int i = 0; !st && i < ds->n_buckets; i++) {
+    if (weights_sharded(ds) && (st = need_weights(ds, i))) break;
     slot_bucket(ds, i);
     st = ds->bucket_err;
   }
@@ -227,6 +330,9 @@ void dist_step_free(dist_step **pds) {
   if (ds->eval_pred) ds->kb->free(ds->kb, ds->eval_pred);
   if (ds->eval_out) ds->kb->free(ds->kb, ds->eval_out);
   for (int k = 0; k < 2; k++) {
+    ds->cb->wait(ds->cb, &ds->wreq[k]);
+    if (ds->wslot[k]) ds->kb->free(ds->kb, ds->wslot[k]);
+    if (ds->wact[k] && ds->wact[k] != ds->wslot[k]) ds->kb->free(ds->kb, ds->wact[k]);
     ds->cb->wait(ds->cb, &ds->slot_req[k]);
     if (ds->slot[k]) ds->kb->free(ds->kb, ds->slot[k]);
     if (ds->slice[k]) ds->kb->free(ds->kb, ds->slice[k]);
@@ -236,6 +342,7 @@ void dist_step_free(dist_step **pds) {
   free(ds->chunks);
   free(ds->totals);
   free(ds->super);
+  free(ds->wsched);
   free(ds);
   *pds = NULL;
 }
@@ -397,6 +504,7 @@ tsr_status dist_step_run(dist_step *ds, const plan *p, const dist_clip *clips, i
   ds->n_loss = 0;
   for (int w = 0; w < p->nwaves; w++) {
     const plan_group *pg = my_group(p, w, comm_rank());
+    if (weights_sharded(ds)) schedule_begin(ds, 1, w == 0);
     if (!pg || pg->nclips == 0) {  // nothing to do in this wave (but its reduce-scatters)
       tsr_status st = bucket_mode(ds) ? slots_idle(ds) : TSR_OK;
       if (st) return err_wrap(st, "wave %d (idle): ", w);
@@ -431,7 +539,12 @@ tsr_status dist_step_eval(dist_step *ds, const plan *p, const dist_clip *clips, 
   if (!part) return err_set(TSR_ENOMEM, "validation: out of memory");
   for (int w = 0; w < p->nwaves && !st; w++) {
     const plan_group *pg = my_group(p, w, comm_rank());
-    if (!pg || pg->nclips == 0) continue;
+    if (weights_sharded(ds)) schedule_begin(ds, 0, w == 0);
+    if (!pg || pg->nclips == 0) {  // with sharded weights the world's gathers all the same
+      for (int i = ds->n_buckets - 1; weights_sharded(ds) && !st && i >= 0; i--)
+        st = need_weights(ds, i);
+      continue;
+    }
     if ((st = prepare_group(ds, p, pg, clips, nclips, tc, step))) break;
     const dit_batch *b = &ds->dev.batch;
     dit_batch fwd = *b;  // prediction only: the squared errors come per clip below

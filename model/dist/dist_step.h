@@ -85,6 +85,18 @@ tsr_status dist_step_eval(dist_step *ds, const plan *p, const dist_clip *clips, 
 // Otherwise, as the all-reduce: in the last wave, from the whole gradient buffer.
 tsr_status dist_step_set_shard(dist_step *ds, float *shard, int world);
 
+// ZeRO stage 3 (after dist_step_set_shard, with a model of dit_create_sharded): the model's
+// weights are gathered bucket by bucket from every rank's shard of the fp32 masters (`shard`,
+// the same layout as the gradient's; backend memory, the caller's, read at every wave) into
+// two bucket-sized slots (and their act-dtype copies): the model's weight hook waits for the
+// bucket it asks for and starts the world all-gather of the one it will ask for next, which
+// runs while this one computes. The slots are refilled at each step's and each evaluation's
+// first wave (the optimizer changed the shard). Every wave of a plan runs the same sequence
+// of needs on every rank, the forward's (embeddings, blocks 0 .. depth - 1, final layer) then
+// the backward's (the reverse), an idle rank included, so that the world's gathers and
+// reduce-scatters are issued in the same order everywhere (docs/dist.md "ZeRO").
+tsr_status dist_step_set_weights(dist_step *ds, const float *shard);
+
 // Completes the sum of the model's gradients over every rank of the world (in place; with
 // dist_step_set_shard into the shard) and sums *loss. Must follow every dist_step_run.
 tsr_status dist_step_reduce(dist_step *ds, double *loss);

@@ -41,7 +41,8 @@ static int tab_find(const dit_model *m, int adapters, const char *name) {
 
 static float *set_buffer(const ckpt_state *cs, int s) {
   switch (s) {
-  case SET_W: return cs->adapters ? dit_lora_params(cs->model) : dit_params(cs->model);
+  case SET_W: return cs->adapters ? dit_lora_params(cs->model)
+                    : cs->weights      ? cs->weights : dit_params(cs->model);
   case SET_EMA: return cs->ema;
   case SET_M: return cs->adam_m;
   default: return cs->adam_v;
@@ -268,7 +269,7 @@ tsr_status ckpt_save(const char *path, const ckpt_state *cs) {
     const float *src = set_buffer(cs, s);
     for (int i = 0; !r && i < n; i++) {
       const float *at = src + t[i].offset;
-      if (s != SET_W && cs->gather) r = cs->gather(cs->gather_ctx, src, i, &at);
+      if ((s != SET_W || cs->weights) && cs->gather) r = cs->gather(cs->gather_ctx, src, i, &at);
       if (!r) r = kb->to_host(kb, host, at, t[i].numel * sizeof(float));
       if (!r) r = check_finite(&t[i], host, s, TSR_EINVAL, path);
       if (!r) r = ckpt_weights_tensor(ww, host);
@@ -283,7 +284,7 @@ tsr_status ckpt_save(const char *path, const ckpt_state *cs) {
 
 tsr_status ckpt_save_follow(const ckpt_state *cs) {
   tsr_status r = TSR_OK;
-  for (int s = SET_EMA; cs->gather && !r && s < NSETS; s++)
+  for (int s = cs->weights ? SET_W : SET_EMA; cs->gather && !r && s < NSETS; s++)
     for (int i = 0; !r && i < tab_count(cs->model, cs->adapters); i++) {
       const float *data;
       r = cs->gather(cs->gather_ctx, set_buffer(cs, s), i, &data);
@@ -573,12 +574,13 @@ static tsr_status put_tensor(const kernels_backend *kb, const dit_tensor *t, con
 // the names against the model, and the XXH3 of each tensor set present (its metadata key
 // set_hash_key[s], over the canonical flat buffer). Tensor by tensor (host memory: the
 // largest), the sets in `load` (bit s) are copied to dst[s] (backend memory of kb; the
-// sets other than the weights as `shard` says, NULL: whole). A failed check fails the load
+// sets other than the weights as `shard` says, NULL: whole; the weights too when
+// shard_weights). A failed check fails the load
 // (the buffers then hold a part of the file). adapters: the sets are over m's LoRA
 // adapters (a LoRA run's checkpoint), else its tensors.
 static tsr_status load_checked(const char *path, const dit_model *m, int adapters,
                                const kernels_backend *kb, int load, float *const dst[NSETS],
-                               const ckpt_shard *shard) {
+                               const ckpt_shard *shard, int shard_weights) {
   st_reader *st = NULL;
   int64_t version = 0;
   int n;
@@ -616,7 +618,7 @@ static tsr_status load_checked(const char *path, const dit_model *m, int adapter
       XXH3_64bits_update(h, zeros16, canon_pad(&t[i]) * sizeof(float));
       if (load >> s & 1) {
         r = check_finite(&t[i], host, s, TSR_EFORMAT, path);
-        if (!r) r = put_tensor(kb, &t[i], host, dst[s], s == SET_W ? NULL : shard);
+        if (!r) r = put_tensor(kb, &t[i], host, dst[s], s == SET_W && !shard_weights ? NULL : shard);
       }
       st_release(st, st_find(st, name));
     }
@@ -639,7 +641,8 @@ tsr_status ckpt_load(const char *path, const ckpt_state *cs, int what) {
              (what & CKPT_LOAD_OPTIM ? 1 << SET_M | 1 << SET_V : 0);
   float *dst[NSETS];
   for (int s = 0; s < NSETS; s++) dst[s] = set_buffer(cs, s);
-  tsr_status r = load_checked(path, cs->model, ad, dit_backend(cs->model), sets, dst, cs->shard);
+  tsr_status r = load_checked(path, cs->model, ad, dit_backend(cs->model), sets, dst, cs->shard,
+                              cs->weights != NULL);
   // the act-dtype working copy follows the loaded masters (the model's or the adapters')
   if (!r && (what & CKPT_LOAD_WEIGHTS))
     r = ad ? dit_lora_refresh(cs->model) : dit_refresh_weights(cs->model);
@@ -686,7 +689,7 @@ tsr_status ckpt_load_model(const char *path, dit_model *m, int ema) {
   float *dst[NSETS] = {0};
   int s = ema ? SET_EMA : SET_W;
   dst[s] = dit_params(m);
-  tsr_status r = load_checked(path, m, 0, dit_backend(m), 1 << s, dst, NULL);
+  tsr_status r = load_checked(path, m, 0, dit_backend(m), 1 << s, dst, NULL, 0);
   if (!r) r = dit_refresh_weights(m);
   return r;
 }

@@ -119,10 +119,14 @@ typedef struct {
   // this rank's shard only, flat elements [shard->lo[i], + shard->len[i]) at shard->at[i].
   // NULL: they hold the whole flat buffer. Loads read the shard's elements only.
   const struct ckpt_shard *shard;
+  // train.zero = 3: the weights are this rank's shard of the masters too (backend memory, the
+  // layout of ema's), loaded and saved as the sets above; NULL: dit_params, whole.
+  float *weights;
   // Saves of a sharded state: gather(ctx, set_shard, i, &data) makes model tensor i of one
   // of those sets whole from the ranks' shards (set_shard: this rank's, data: its numel
   // floats, backend memory, valid until the next call). ckpt_save calls it for every tensor
-  // of ema, adam_m and adam_v in that order (table order within a set). It may be
+  // of the weights (with `weights` only), ema, adam_m and adam_v in that order (table order
+  // within a set). It may be
   // collective: the ranks that do not write call ckpt_save_follow, which makes the same calls.
   tsr_status (*gather)(void *ctx, const float *set_shard, int tensor, const float **data);
   void *gather_ctx;

@@ -84,19 +84,11 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
     if (tc->zero >= 2) out->grads = S + 2 * B + 2 * (B / (size_t)ranks);
   }
   if (tc->zero == 3) {
-    // Stage 3 does not run yet (trainer_setup refuses it); counted for `tessera plan`:
-    // the working weights and the gradient as shards too, and two blocks' weights (act
-    // dtype) and gradients (fp32) gathered whole: the block computing and the next one,
-    // prefetched. A block's bucket is the largest (the embeddings' and final layer's are
-    // smaller in every preset).
-    size_t S = out->shard, blk = 0, wsz = act == KERNELS_F32 ? sizeof(float) : asz;
-    dit_table tab;
-    if ((st = dit_table_make(mc, &tab))) return st;
-    for (int i = 0; i < tab.n; i++)
-      if (!strncmp(tab.t[i].name, "blocks.0.", 9)) blk += (tab.t[i].numel + 15) / 16 * 16;
-    dit_table_free(&tab);
-    out->weights = S + (act != KERNELS_F32 ? S / sizeof(float) * asz : 0) + 2 * blk * wsz;
-    out->grads = S + 2 * blk * sizeof(float) + 2 * blk / (size_t)ranks * sizeof(float);
+    // no whole weights either (model/dist/dist_step.h dist_step_set_weights): the masters'
+    // shard and two bucket slots of gathered weights, fp32 and their act-dtype copy (the
+    // bucket computing and the next one, prefetched); the gradient as at stage 2
+    size_t B = dm.largest_bucket * sizeof(float);
+    out->weights = out->shard + 2 * B + (act != KERNELS_F32 ? 2 * dm.largest_bucket * asz : 0);
   }
   out->activations = dm.activations;
   out->inputs = objective_device_bytes(act, (int)tokens, (int)C, P);

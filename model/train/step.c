@@ -111,16 +111,14 @@ tsr_status trainer_setup(trainer *tr) {
   int64_t C = tr->tc.global_batch < L ? tr->tc.global_batch : L;
   if (L > INT32_MAX / 4)
     return err_set(TSR_EINVAL, "train.mem_tokens = %lld is too large", (long long)L);
-  if (tr->tc.zero > 2)
-    return err_set(TSR_EINVAL, "train.zero = %d: stage 3 (working weights sharded, gathered per "
-                   "block) is counted by the memory model (`tessera plan --set train.zero=3`) "
-                   "but not run yet; use train.zero = 2", tr->tc.zero);
   // ZeRO: every gradient bucket splits into equal slices, one per rank (model/train/zero.h)
   tr->mc.shard_ranks = tr->tc.zero > 0 ? comm_size() : 0;
   // LoRA trains adapters on a frozen base: no base gradient is computed or held
-  // ZeRO 2 keeps no whole gradient: each bucket is reduce-scattered from a bucket buffer
+  // ZeRO 2 keeps no whole gradient: each bucket is reduce-scattered from a bucket buffer;
+  // ZeRO 3 no whole weights either: each bucket is gathered into a bucket buffer before use
   tsr_status r = tr->tc.lora_rank > 0 ? dit_create_frozen(&tr->model, &tr->mc, kb, (int)L, (int)C)
-                 : tr->tc.zero >= 2 ? dit_create_bucket_grads(&tr->model, &tr->mc, kb, (int)L, (int)C)
+                 : tr->tc.zero == 3 ? dit_create_sharded(&tr->model, &tr->mc, kb, (int)L, (int)C)
+                 : tr->tc.zero == 2 ? dit_create_bucket_grads(&tr->model, &tr->mc, kb, (int)L, (int)C)
                                     : dit_create(&tr->model, &tr->mc, kb, (int)L, (int)C);
   if (r) return err_wrap(r, "trainer: ");
   tr->n_params = dit_num_params(tr->model);
@@ -151,6 +149,8 @@ tsr_status trainer_setup(trainer *tr) {
   r = dist_step_create(&tr->dist, tr->model, tr->cb, &tr->mc, &tr->tc, (int)L, (int)C);
   // stage 2: each bucket's reduce-scatter sums into this rank's gradient shard
   if (!r && tr->tc.zero >= 2) r = dist_step_set_shard(tr->dist, tr->gshard, comm_size());
+  // stage 3: each bucket's weights gathered from the ranks' masters before use
+  if (!r && tr->tc.zero == 3) r = dist_step_set_weights(tr->dist, tr->master);
   if (r) return r;
   return trainer_null_caption(tr);
 }
@@ -184,8 +184,27 @@ tsr_status train_ema_reset(trainer *tr) {
 }
 
 tsr_status train_weights_set(trainer *tr) {
-  return tr->tc.zero > 0 ? zero_take(&tr->zero, tr->kb, tr->master, dit_params(tr->model))
-                         : TSR_OK;
+  // stage 3: the masters are the only weights (a load put them there)
+  return tr->tc.zero > 0 && tr->tc.zero < 3
+             ? zero_take(&tr->zero, tr->kb, tr->master, dit_params(tr->model)) : TSR_OK;
+}
+
+tsr_status train_weights_init(trainer *tr, uint64_t seed) {
+  if (tr->tc.zero < 3) {
+    tsr_status r = dit_init(tr->model, seed);
+    return r ? r : train_weights_set(tr);
+  }
+  // this rank's slices of the initial weights, one bucket at a time (the rest never exists)
+  float *host = malloc(zero_largest_bucket(&tr->zero) / (size_t)tr->zero.world * sizeof(float) + 4);
+  if (!host) return err_set(TSR_ENOMEM, "train.zero = 3: no memory to initialise a shard");
+  tsr_status r = TSR_OK;
+  for (int b = 0; !r && b < tr->zero.n_buckets; b++) {
+    dit_init_range(tr->model, seed, (size_t)tr->zero.lo[b], (size_t)tr->zero.len[b], host);
+    r = tr->kb->to_device(tr->kb, tr->master + tr->zero.at[b], host,
+                          (size_t)tr->zero.len[b] * sizeof(float));
+  }
+  free(host);
+  return r;
 }
 
 tsr_status train_ema_full(trainer *tr, const float **ema) {
@@ -284,7 +303,8 @@ static tsr_status optimize_shard(trainer *tr, double lr, float grad_scale) {
                                         c->beta2, c->adam_eps, c->weight_decay, tr->step + 1,
                                         grad_scale);
   if (!r) r = kb->ema_update(kb, tr->ema, tr->master, S, (float)ema_decay_at(c, tr->step));
-  if (!r) r = zero_gather(&tr->zero, tr->cb, dit_params(tr->model), tr->master);
+  // stages 1-2: the whole weights from the masters; stage 3 gathers them block by block
+  if (!r && c->zero < 3) r = zero_gather(&tr->zero, tr->cb, dit_params(tr->model), tr->master);
   if (!r) r = dit_refresh_weights(tr->model);
   double w = 0, e = 0;
   if (!r) r = zero_sumsq(&tr->zero, kb, tr->master, &w);

@@ -122,11 +122,14 @@ tsr_status trainer_setup(trainer *tr);
 void trainer_free(trainer *tr);
 tsr_status train_ema_reset(trainer *tr);
 // The model's weights were set (dit_init, a checkpoint): train.zero >= 1 takes this rank's
-// master shard from them; a no-op otherwise.
+// master shard from them (stage 3: the checkpoint loaded the shard itself); a no-op otherwise.
 tsr_status train_weights_set(trainer *tr);
+// The weights of a fresh run from `seed` (dit_init), and train_weights_set; train.zero = 3
+// (no whole weights anywhere): this rank's master shard made directly (dit_init_range).
+tsr_status train_weights_init(trainer *tr, uint64_t seed);
 // The EMA weights whole, in the model's flat layout (backend memory): tr->ema, or with
 // train.zero = 1 every rank's EMA shard gathered into the gradient buffer (free between
-// steps; the next step zeroes it; collective). train.zero = 2 has no such buffer: TSR_EINVAL
+// steps; the next step zeroes it; collective). train.zero >= 2 has no such buffer: TSR_EINVAL
 // (config_validate refuses samples during training with it).
 tsr_status train_ema_full(trainer *tr, const float **ema);
 

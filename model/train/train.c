@@ -197,7 +197,7 @@ static tsr_status trainer_state(const trainer *tr, const data_sampler *pos, int 
                      .labels = *names, .n_labels = n,
                      .store_fingerprint = data_fingerprint(tr->data), .plan_settings = plan,
                      .sample_due = sample_due, .adapters = tr->tc.lora_rank > 0,
-                     .base_path = base};
+                     .base_path = base, .weights = tr->tc.zero == 3 ? tr->master : NULL};
   if (tr->tc.zero > 0) {  // the sharded sets: loaded by shard, saved through gathers
     *sh = (ckpt_shard){tr->zero.n_buckets, tr->zero.lo, tr->zero.len, tr->zero.at};
     cs->shard = sh;
@@ -684,7 +684,7 @@ static tsr_status setup_trainer(trainer *tr, const train_options *o, train_setup
   if (!r) {
     if (o->resume) r = start_from(tr, o, su->latest, 1, su->base, sizeof su->base);
     else if (o->init_ckpt) r = start_from(tr, o, o->init_ckpt, 0, su->base, sizeof su->base);
-    else if (!(r = dit_init(tr->model, (uint64_t)tr->tc.seed)) && !(r = train_weights_set(tr)))
+    else if (!(r = train_weights_init(tr, (uint64_t)tr->tc.seed)))
       r = train_ema_reset(tr);
   }
   // the store this run trained on, for a resume to say what changed (kept on a resume)

@@ -187,6 +187,32 @@ static void check_collectives(const comm_backend *cb, comm_group *g) {
     CHECK(bad == 0, "%s k=%d: %d non-blocking reduce-scatter values differ", cb->name, k, bad);
     mem_free(ds), mem_free(dr[0]), mem_free(dr[1]), free(hs);
   }
+  // the non-blocking all-gather (ZeRO-3's prefetched blocks): two in flight, waited for in
+  // reverse order; member j contributes (world rank + 1) * (i + 1) + q
+  {
+    enum { NG = 129 };
+    float hm[2][NG], *ha = malloc((size_t)k * NG * sizeof *ha);
+    float *dm[2] = {mem_alloc(sizeof hm[0]), mem_alloc(sizeof hm[1])};
+    float *da[2] = {mem_alloc((size_t)k * NG * sizeof *ha), mem_alloc((size_t)k * NG * sizeof *ha)};
+    comm_request *rq[2] = {NULL, NULL};
+    for (int q = 0; q < 2; q++) {
+      for (int i = 0; i < NG; i++) hm[q][i] = (float)((me + 1) * (i + 1) + q);
+      mem_put(dm[q], hm[q], sizeof hm[q]);
+      CHECK_OK(cb->iallgather(cb, g, dm[q], da[q], sizeof hm[q], &rq[q]));
+    }
+    for (int q = 1; q >= 0; q--) CHECK_OK(cb->wait(cb, &rq[q]));
+    bad = 0;
+    for (int q = 0; q < 2; q++) {
+      mem_get(ha, da[q], (size_t)k * NG * sizeof *ha);
+      for (int j = 0; j < k; j++)
+        for (int i = 0; i < NG; i++)
+          bad += ha[j * NG + i] != (float)((first + j * stride + 1) * (i + 1) + q);
+    }
+    CHECK(bad == 0 && !rq[0] && !rq[1], "%s k=%d: %d non-blocking all-gather values differ",
+          cb->name, k, bad);
+    for (int q = 0; q < 2; q++) mem_free(dm[q]), mem_free(da[q]);
+    free(ha);
+  }
 
   // broadcast from the last member
   int64_t b = 1000 + me;
@@ -309,10 +335,19 @@ static void check_against_mpi(const comm_backend *cb) {
     }
     // all-gather of this rank's first n values
     MPI_Allgather(hs, (int)n, MPI_FLOAT, want, (int)n, MPI_FLOAT, MPI_COMM_WORLD);
-    CHECK_OK(cb->allgather(cb, g, ds, dr, n * (int64_t)sizeof(float)));
-    mem_get(got, dr, all * sizeof *got);
-    CHECK(all == 0 || !memcmp(got, want, all * sizeof *got),
-          "%s: all-gather of %lld values a rank differs from MPI's", cb->name, (long long)n);
+    for (int nb = 0; nb < 2; nb++) {
+      if (nb) {
+        comm_request *rq = NULL;
+        CHECK_OK(cb->iallgather(cb, g, ds, dr, n * (int64_t)sizeof(float), &rq));
+        CHECK_OK(cb->wait(cb, &rq));
+      } else {
+        CHECK_OK(cb->allgather(cb, g, ds, dr, n * (int64_t)sizeof(float)));
+      }
+      mem_get(got, dr, all * sizeof *got);
+      CHECK(all == 0 || !memcmp(got, want, all * sizeof *got),
+            "%s: %sall-gather of %lld values a rank differs from MPI's", cb->name,
+            nb ? "non-blocking " : "", (long long)n);
+    }
     mem_free(ds), mem_free(dr), free(hs), free(want), free(got);
   }
 #undef NEXT

@@ -15,6 +15,10 @@
 //                                           buffer, every wave's buckets reduce-scattered
 //                                           into shards (idle ranks with zero buckets), the
 //                                           shards gathered back to compare
+//   ... run KIND OUT zero3                  ZeRO stage 3: as zero2, and the model without
+//                                           whole weights either: every bucket gathered from
+//                                           the ranks' master shards before each use, the
+//                                           next one prefetched (idle ranks gather too)
 //   ... run KIND OUT bf16, compare A B TOL  the same with bf16 activations (cpu-bf16)
 //   ... run KIND OUT text, compare A B TOL text  a model with captions (cross-attention):
 //                                           clips with captions of 1 to 5 tokens or none,
@@ -61,8 +65,9 @@ static const int grids[NCLIPS][3] = {{3, 2, 3}, {1, 1, 1}, {2, 2, 2}, {5, 3, 4},
 
 static int with_text;  // the model has captions (argument "text")
 static int with_wan;   // the Wan family, with captions (argument "wan")
-static int zero2;      // ZeRO stage 2 (argument "zero2"): the gradient reduce-scattered in
-                       // every wave from bucket buffers into shards, gathered back to compare
+static int zero;       // ZeRO stage 2 (argument "zero2"): the gradient reduce-scattered in
+                       // every wave from bucket buffers into shards, gathered back to compare;
+                       // 3 ("zero3"): the weights gathered per bucket from shards too
 static int cp_modes;   // 0: every group in ring mode; "ulysses": every group of more than
                        // one rank in Ulysses mode; "modes": groups alternate ring, Ulysses;
                        // "hybrid": every group hybrid over blocks of 2 ranks
@@ -150,14 +155,27 @@ static int run(const char *kind, const char *outpath, const kernels_backend *kb)
   dist_step *ds = NULL;
   float *shard = NULL;
   const int W = comm_size();
-  if (zero2) {  // ZeRO 2: buckets padded for W equal slices, no whole gradient buffer
-    mc.shard_ranks = W;
-    CHECK_OK(dit_create_bucket_grads(&m, &mc, kb, total, NCLIPS));
-  } else {
-    CHECK_OK(dit_create(&m, &mc, kb, total, NCLIPS));
-  }
+  float *wshard = NULL;  // ZeRO 3: this rank's slices of the weights (model/train/zero.h)
+  if (zero) mc.shard_ranks = W;  // buckets padded for W equal slices, no whole gradient buffer
+  if (zero == 2) CHECK_OK(dit_create_bucket_grads(&m, &mc, kb, total, NCLIPS));
+  else CHECK_OK(dit_create(&m, &mc, kb, total, NCLIPS));
   CHECK_OK(dit_init(m, 7));
   CHECK_OK(mt_perturb(m, 8, 0.1f));
+  if (zero == 3) {  // the weights made whole, sliced, and the whole model dropped
+    size_t n = dit_num_params(m), S = n / (size_t)W;
+    float *hw = malloc(n * sizeof *hw), *hs = malloc(S * sizeof *hs);
+    CHECK_OK(kb->to_host(kb, hw, dit_params(m), n * sizeof *hw));
+    for (int b = 0; b < dit_num_buckets(m); b++) {
+      dit_bucket k = dit_get_bucket(m, b);
+      memcpy(hs + k.offset / (size_t)W, hw + k.offset + (size_t)comm_rank() * (k.numel / (size_t)W),
+             k.numel / (size_t)W * sizeof *hs);
+    }
+    dit_free(&m);
+    CHECK_OK(dit_create_sharded(&m, &mc, kb, total, NCLIPS));
+    CHECK_OK(kb->alloc(kb, (void **)&wshard, S * sizeof(float)));
+    CHECK_OK(kb->to_device(kb, wshard, hs, S * sizeof *hs));
+    free(hw), free(hs);
+  }
   // A communication backend on another memory space than the compute backend's is refused.
   comm_backend device_comm = *comm_mpi();
   device_comm.mem = COMM_MEM_DEVICE;
@@ -165,17 +183,18 @@ static int run(const char *kind, const char *outpath, const kernels_backend *kb)
   CHECK(st == TSR_EINVAL && strstr(err_msg(), "device memory") && !ds,
         "device-memory communication with the cpu backend refused: %s", err_msg());
   CHECK_OK(dist_step_create(&ds, m, comm_mpi(), &mc, &tc, total, NCLIPS));
-  if (zero2) {
+  if (zero) {
     CHECK_OK(kb->alloc(kb, (void **)&shard, dit_num_params(m) / (size_t)W * sizeof(float)));
     CHECK_OK(dist_step_set_shard(ds, shard, W));
   }
+  if (zero == 3) CHECK_OK(dist_step_set_weights(ds, wshard));
   CHECK_OK(dit_zero_grad(m));
   double loss = 0;
   CHECK_OK(dist_step_run(ds, &p, clips, NCLIPS, 3, &loss, NULL));
   CHECK_OK(dist_step_reduce(ds, &loss));
-  float *whole = NULL;  // ZeRO 2: every rank's gradient shard put back, in the canonical layout
+  float *whole = NULL;  // ZeRO 2, 3: every rank's gradient shard put back, in the canonical layout
   size_t n_whole = 0;
-  if (zero2 && check_failed == 0) {
+  if (zero && check_failed == 0) {
     size_t n = dit_num_params(m);
     float *padded = calloc(n, sizeof *padded), *hs = malloc(n / (size_t)W * sizeof *hs);
     CHECK_OK(kb->to_host(kb, hs, shard, n / (size_t)W * sizeof *hs));
@@ -212,6 +231,7 @@ static int run(const char *kind, const char *outpath, const kernels_backend *kb)
   }
   dist_step_free(&ds);
   if (shard) kb->free(kb, shard);
+  if (wshard) kb->free(kb, wshard);
   free(whole);
   dit_free(&m);
   plan_free(&p);
@@ -270,7 +290,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "ulysses")) cp_modes = 1;
     else if (!strcmp(argv[i], "modes")) cp_modes = 2;
     else if (!strcmp(argv[i], "hybrid")) cp_modes = 3;
-    else if (!strcmp(argv[i], "zero2")) zero2 = 1;
+    else if (!strcmp(argv[i], "zero2")) zero = 2;
+    else if (!strcmp(argv[i], "zero3")) zero = 3;
     else if (strcmp(argv[i], "fp32")) tol = atof(argv[i]);
   }
   if (argc >= 4 && argc <= 8 && !strcmp(argv[1], "run"))
@@ -279,7 +300,7 @@ int main(int argc, char **argv) {
     rc = compare(argv[2], argv[3], tol);
   else
     fprintf(stderr, "usage: %s run single|static2|mixed4|idle4|mixed8 OUT [fp32|bf16] [text|wan] "
-            "[ulysses|modes|hybrid] [zero2] | compare A B [TOL] [text|wan]\n", argv[0]);
+            "[ulysses|modes|hybrid] [zero2|zero3] | compare A B [TOL] [text|wan]\n", argv[0]);
   comm_finalize();
   return rc;
 }
