@@ -70,13 +70,12 @@ typedef struct {
   // train.zero >= 1 (model/train/zero.h): the bytes of one fp32 shard of the state (S floats
   // of the padded flat buffer / ranks). weights add the masters' shard to the whole working
   // weights; grads the gradient's shard to the whole buffer (stage 1) or are the shard, two
-  // buckets and their slices (stage 2); optimizer is 3 shards (m, v, EMA) and one bucket
-  // (checkpoints put the sharded sets together in it).
+  // buckets and their slices (stages 2 and 3); optimizer is 3 shards (m, v, EMA) and one
+  // bucket (checkpoints put the sharded sets together in it). Stage 3: weights are the
+  // masters' shard and two slots of the largest bucket, fp32 and act copy (the bucket
+  // computing and the next, prefetched: model/dist/dist_step.h dist_step_set_weights).
   int zero;
   size_t shard;
-  // train.zero = 3 (counted here for `tessera plan`; the trainer does not run it yet): the
-  // working weights and gradient are shards too, plus two blocks' weights and gradients
-  // gathered whole (the block computing and the next, prefetched).
 } train_memory;
 
 // The model for the config (its act dtype: train.precision), `ranks` ranks (the CP sizes

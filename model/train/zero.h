@@ -15,11 +15,13 @@
 // order; at stage 2 for every wave of the plan, idle or not: model/dist/dist_step.h), so
 // they are in lockstep whatever the plan.
 //
-// Per rank: stages 1 and 2 hold the fp32 master weights, the gradient, AdamW m and v and the
-// EMA as shards (S floats each), beside the model's whole weights (the working copy forward
-// and backward read). Stage 1 keeps the whole gradient buffer too (backward accumulates the
-// step's waves into it, all-reduced once); stage 2 has none (dit_create_bucket_grads): two
-// bucket buffers, each wave's buckets reduce-scattered and summed into the shard.
+// Per rank: every stage holds the fp32 master weights, the gradient, AdamW m and v and the
+// EMA as shards (S floats each); stages 1 and 2 also the model's whole weights (the working
+// copy forward and backward read). Stage 1 keeps the whole gradient buffer too (backward
+// accumulates the step's waves into it, all-reduced once); stages 2 and 3 have none
+// (dit_create_bucket_grads, dit_create_sharded): two bucket buffers, each wave's buckets
+// reduce-scattered and summed into the shard. Stage 3 has no whole weights either: each
+// bucket is gathered from the masters' shards before use (model/dist/dist_step.h).
 #ifndef TESSERA_MODEL_TRAIN_ZERO_H
 #define TESSERA_MODEL_TRAIN_ZERO_H
 
@@ -31,7 +33,7 @@
 #include "model/dit.h"
 
 typedef struct {
-  int stage;                 // train.zero: 1 or 2 (0: no layout is made)
+  int stage;                 // train.zero: 1, 2 or 3 (0: no layout is made)
   int world, rank;
   int64_t n;                 // the model's flat floats (dit_num_params, padded)
   int64_t shard;             // S = n / world
