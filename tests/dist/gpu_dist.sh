@@ -9,7 +9,9 @@
 #       CP-2 group; at 60 every clip needs CP-2 and those over 120 tokens CP-4. So the runs
 #       cover groups of sizes 1, 2 and 4. The same with --comm nccl where that many GPUs are
 #       visible (else said); and with train.cp_mode forcing Ulysses (2 ranks) and hybrid (4
-#       ranks, --gpus-per-node 2: Ulysses over pairs, ring across them).
+#       ranks, --gpus-per-node 2: Ulysses over pairs, ring across them); and at train.zero = 3
+#       (4 ranks staged, 2 with NCCL: the weights gathered per bucket, gradients
+#       reduce-scattered).
 #   (b) a rank killed (kill -9) in a 2-rank CUDA job ends the job within 60 s with a message
 #       naming it; a stopped rank (SIGSTOP) too, through the watchdog
 #       (TESSERA_COMM_TIMEOUT=5; with nccl: ncclCommAbort, where 2 GPUs are visible).
@@ -64,23 +66,24 @@ if [ -n "$STORE" ]; then
   $T train "${A[@]}" --data "$STORE" --set train.mem_tokens=1024 --out "$W/r1" 2>"$W/r1.log" \
     && ok "(a) 1 rank trained" || bad "(a) 1 rank: $(tail -3 "$W/r1.log")"
   runs=("2 mpi dynamic 120" "2 mpi static 120" "4 mpi dynamic 120" "4 mpi dynamic 60" "4 mpi static 60"
-        "2 mpi dynamic 120 ulysses" "4 mpi dynamic 60 hybrid")
-  [ "$ngpu" -ge 2 ] && runs+=("2 nccl dynamic 120" "2 nccl dynamic 120 ulysses")
+        "2 mpi dynamic 120 ulysses" "4 mpi dynamic 60 hybrid" "4 mpi dynamic 60 auto 3")
+  [ "$ngpu" -ge 2 ] && runs+=("2 nccl dynamic 120" "2 nccl dynamic 120 ulysses" "2 nccl dynamic 120 auto 3")
   [ "$ngpu" -ge 4 ] && runs+=("4 nccl dynamic 60" "4 nccl static 60" "4 nccl dynamic 60 hybrid")
   [ "$ngpu" -lt 4 ] && echo "skip: (a) nccl at 4 ranks: $ngpu GPU(s) visible"
   [ "$ngpu" -lt 2 ] && echo "skip: (a) nccl at 2 ranks: $ngpu GPU visible (NCCL refuses two ranks on one GPU)"
   for r in "${runs[@]}"; do
     set -- $r
-    mode=${5:-auto}
-    out=$W/r$1-$2-$3-$4-$mode
+    mode=${5:-auto} zero=${6:-0}
+    out=$W/r$1-$2-$3-$4-$mode-z$zero
     s=$SECONDS
-    # a 5th field forces the CP mode (hybrid: Ulysses over pairs of ranks, ring across them)
+    # a 5th field forces the CP mode (hybrid: Ulysses over pairs of ranks, ring across them),
+    # a 6th sets the ZeRO stage (3: every bucket's weights gathered before use)
     if "${MPI[@]}" -np "$1" "$T" train "${A[@]}" --data "$STORE" --comm "$2" --plan "$3" \
-         --set train.mem_tokens="$4" --set train.cp_mode="$mode" --gpus-per-node 2 \
-         --out "$out" 2>"$out.log"; then
+         --set train.mem_tokens="$4" --set train.cp_mode="$mode" --set train.zero="$zero" \
+         --gpus-per-node 2 --out "$out" 2>"$out.log"; then
       comm=$(grep -o 'comm [a-z-]*' "$out.log" | head -1)
-      if d=$(close "$W/r1" "$out"); then ok "(a) $1 ranks, $comm, $3 plans, mem_tokens $4, CP mode $mode ($((SECONDS - s)) s) vs 1 rank: $d"
-      else bad "(a) $1 ranks, $comm, $3 plans, mem_tokens $4, CP mode $mode vs 1 rank: $d"; fi
+      if d=$(close "$W/r1" "$out"); then ok "(a) $1 ranks, $comm, $3 plans, mem_tokens $4, CP mode $mode, zero $zero ($((SECONDS - s)) s) vs 1 rank: $d"
+      else bad "(a) $1 ranks, $comm, $3 plans, mem_tokens $4, CP mode $mode, zero $zero vs 1 rank: $d"; fi
     else
       bad "(a) $1 ranks --comm $2 --plan $3: $(tail -3 "$out.log")"
     fi

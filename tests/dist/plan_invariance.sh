@@ -9,8 +9,8 @@
 # agrees with the fp32 one-rank result within 5e-2 per gradient tensor and 5e-3 on the loss
 # (why: test_plan_invariance.c). ZeRO stage 2 (zero2) at 1, 2 and 4 ranks against the fp32
 # one-rank result within 1e-5, mixed and idle plans included, with captions and Wan too;
-# stage 3 (zero3: the weights gathered per bucket too) on the mixed and idle plans and for
-# Wan with hybrid CP.
+# stage 3 (zero3: the weights gathered per bucket too) on the mixed and idle plans, at 8
+# ranks with ring and Ulysses groups, and for Wan with hybrid CP.
 set -uo pipefail
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # one thread per rank: no oversubscription
 BIN=${TEST_PLAN_INV:?set by ctest}
@@ -69,7 +69,8 @@ step mpirun --oversubscribe -np 4 "$BIN" run idle4 "$T/idlez" fp32 zero2
 # take part in every gather), the next bucket prefetched
 step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/fourz3" fp32 zero3
 step mpirun --oversubscribe -np 4 "$BIN" run idle4 "$T/idlez3" fp32 zero3
-for r in onez twoz fourz idlez fourz3 idlez3; do step "$BIN" compare "$T/one" "$T/$r"; done
+step mpirun --oversubscribe -np 8 "$BIN" run mixed8 "$T/eightz3" fp32 modes zero3
+for r in onez twoz fourz idlez fourz3 idlez3 eightz3; do step "$BIN" compare "$T/one" "$T/$r"; done
 # ... with captions and the Wan family (their embedding buckets are written last)
 step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/fourtz" fp32 text zero2
 step "$BIN" compare "$T/onet" "$T/fourtz" 1e-5 text
@@ -77,5 +78,5 @@ step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/fourwz" fp32 wan zero2
 step "$BIN" compare "$T/onew" "$T/fourwz" 1e-5 wan
 step mpirun --oversubscribe -np 4 "$BIN" run mixed4 "$T/fourwz3" fp32 wan zero3 hybrid
 step "$BIN" compare "$T/onew" "$T/fourwz3" 1e-5 wan
-echo "plan invariance: $((65 - fail)) passed, $fail failed"
+echo "plan invariance: $((67 - fail)) passed, $fail failed"
 [ $fail -eq 0 ]
