@@ -24,6 +24,8 @@ void sched_lower_bound(const sched_config *cfg, const int64_t *tokens, int n, do
   // least ceil(total / M) ranks in all, each paying ovh.
   work += cm->ovh * ceil(total_tokens / (double)cl->mem_tokens);
   double N = (double)cl->ranks;
-  if (lb) *lb = fmax(work / N, longest) + cm->allreduce;
-  if (lb_ref) *lb_ref = fmax(ref_work / N, longest) + cm->allreduce;
+  double fixed = cm->allreduce + cost_zero_step(cm, cl->ranks, cl->gpus_per_node) +
+                 cost_zero_min_wave(cm, cl->ranks, cl->gpus_per_node);
+  if (lb) *lb = fmax(work / N, longest) + fixed;
+  if (lb_ref) *lb_ref = fmax(ref_work / N, longest) + fixed;
 }

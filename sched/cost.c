@@ -11,21 +11,26 @@
 
 const char *const cost_key_names[COST_NKEYS] = {
     "a",      "b",      "kv",      "bw_intra",     "bw_inter",    "lat",         "ovh",
-    "allreduce", "text_a", "text_c", "a2a_lat", "a2a_bw_intra", "a2a_bw_inter"};
-enum { KEY_A2A_BW_INTRA = 11, KEY_A2A_BW_INTER = 12 };  // 0 allowed: "the ring's"
+    "allreduce", "text_a", "text_c", "a2a_lat", "a2a_bw_intra", "a2a_bw_inter",
+    "ag_bw",  "rs_bw",  "coll_lat"};
+// 0 allowed: "the ring's"
+enum { KEY_A2A_BW_INTRA = 11, KEY_A2A_BW_INTER = 12, KEY_AG_BW = 13, KEY_RS_BW = 14 };
 static const char *const cost_key_help[COST_NKEYS] = {
     "s per token", "s per token^2", "bytes per token per ring step", "bytes/s", "bytes/s",
     "s per ring step", "s per microbatch", "s per step",
     "s per token per caption token (cross-attention)",
     "s per caption token per clip on each rank of its group",
     "s per all-to-all (0: lat)", "bytes/s a rank sends in an all-to-all inside a node (0: bw_intra)",
-    "bytes/s a rank sends in an all-to-all across nodes (0: bw_inter)"};
+    "bytes/s a rank sends in an all-to-all across nodes (0: bw_inter)",
+    "bytes/s a rank receives in a world all-gather (ZeRO; 0: the ring's)",
+    "bytes/s a rank sends in a world reduce-scatter (ZeRO; 0: the ring's)",
+    "s per world all-gather or reduce-scatter (ZeRO; 0: lat)"};
 
 static double *cost_field(cost_model *cm, int i) {
   double *f[COST_NKEYS] = {&cm->a,        &cm->b,   &cm->kv,  &cm->bw_intra,
                            &cm->bw_inter, &cm->lat, &cm->ovh, &cm->allreduce,
                            &cm->text_a,   &cm->text_c, &cm->a2a_lat, &cm->a2a_bw_intra,
-                           &cm->a2a_bw_inter};
+                           &cm->a2a_bw_inter, &cm->ag_bw, &cm->rs_bw, &cm->coll_lat};
   return f[i];
 }
 
@@ -147,6 +152,51 @@ void cost_group_shrink(const cost_model *cm, int gpus_per_node, int k, double s1
   if (ph > *per_item) *per_item = ph;
 }
 
+// ---- ZeRO (sched/cost.h) ------------------------------------------------------------------
+
+// A world collective moving `bytes` whole in `calls` calls at bandwidth bw (0: the ring's
+// bw(N)): t = (N-1)/N bytes / bw + calls * coll_lat; 0 with one rank.
+static double zero_coll(const cost_model *cm, int ranks, int gpus_per_node, double bw,
+                        double bytes, int calls) {
+  if (ranks <= 1) return 0.0;
+  double n = (double)ranks, b = bw > 0 ? bw : link_bw(cm, gpus_per_node, ranks);
+  double l = cm->coll_lat > 0 ? cm->coll_lat : cm->lat;
+  return (n - 1) / n * bytes / b + calls * l;
+}
+
+double cost_zero_step(const cost_model *cm, int ranks, int gpus_per_node) {
+  const cost_zero *z = &cm->zero;
+  if (z->stage < 1) return 0.0;
+  return zero_coll(cm, ranks, gpus_per_node, cm->ag_bw, 4 * z->params, z->buckets);
+}
+
+// t_g: one block's all-gather (stage 3).
+static double zero_block_gather(const cost_model *cm, int ranks, int gpus_per_node) {
+  return zero_coll(cm, ranks, gpus_per_node, cm->ag_bw, 4 * cm->zero.block, 1);
+}
+
+double cost_zero_wave(const cost_model *cm, int ranks, int gpus_per_node, double wave_s) {
+  const cost_zero *z = &cm->zero;
+  if (!cost_zero_lockstep(cm, ranks)) return 0.0;
+  double last = zero_coll(cm, ranks, gpus_per_node, cm->rs_bw, 4 * z->block, 1);
+  double rest = zero_coll(cm, ranks, gpus_per_node, cm->rs_bw, 4 * (z->params - z->block),
+                          z->buckets - 1) - 2.0 / 3.0 * wave_s;
+  double t = last + (rest > 0 ? rest : 0);
+  if (z->stage >= 3) {
+    double tg = zero_block_gather(cm, ranks, gpus_per_node), D = (double)z->blocks;
+    double fwd = tg - wave_s / (3 * D), bwd = tg - 2 * wave_s / (3 * D);
+    t += 2 * tg + (D - 1) * ((fwd > 0 ? fwd : 0) + (bwd > 0 ? bwd : 0));
+  }
+  return t;
+}
+
+double cost_zero_min_wave(const cost_model *cm, int ranks, int gpus_per_node) {
+  if (!cost_zero_lockstep(cm, ranks)) return 0.0;
+  double t = zero_coll(cm, ranks, gpus_per_node, cm->rs_bw, 4 * cm->zero.block, 1);
+  if (cm->zero.stage >= 3) t += 2 * zero_block_gather(cm, ranks, gpus_per_node);
+  return t;
+}
+
 double cost_clip_time(const cost_model *cm, int gpus_per_node, int k, int64_t L) {
   double l = (double)L;
   return cost_group_time(cm, gpus_per_node, k, 1, l, l * l);
@@ -174,12 +224,16 @@ int cost_min_cp(const sched_cluster *cl, int64_t L) {
 //      (b's bound: a query against a key costs as much as against a video key) and 1 s per
 //      caption token (a's bound).
 //   a2a_*: as lat and bw_*, and 0 (absent: the ring's keys price the all-to-all).
-const double cost_key_lo[COST_NKEYS] = {1e-15, 1e-18, 1, 1e3, 1e3, 0, 0, 0, 0, 0, 0, 1e3, 1e3};
+//   ag_bw, rs_bw, coll_lat: as bw_* and lat, and 0 (absent: the ring's keys price them).
+const double cost_key_lo[COST_NKEYS] = {1e-15, 1e-18, 1, 1e3, 1e3, 0, 0, 0, 0, 0, 0, 1e3, 1e3,
+                                        1e3, 1e3, 0};
 const double cost_key_hi[COST_NKEYS] = {1, 1e-3, 1e12, 1e16, 1e16, 10, 1e3, 1e5, 1e-3, 1, 10,
-                                        1e16, 1e16};
+                                        1e16, 1e16, 1e16, 1e16, 10};
 
 static tsr_status cost_value_check(const char *where, int i, double v) {
-  if ((i == KEY_A2A_BW_INTRA || i == KEY_A2A_BW_INTER) && v == 0) return TSR_OK;  // unset
+  if ((i == KEY_A2A_BW_INTRA || i == KEY_A2A_BW_INTER || i == KEY_AG_BW || i == KEY_RS_BW) &&
+      v == 0)
+    return TSR_OK;  // unset
   if (!(v >= cost_key_lo[i] && v <= cost_key_hi[i]))  // NaN fails too
     return err_set(TSR_EFORMAT, "%s: key '%s' = %g is out of range [%g, %g] (%s; docs/plan.md)",
                    where, cost_key_names[i], v, cost_key_lo[i], cost_key_hi[i],
@@ -196,6 +250,14 @@ tsr_status cost_model_check(const cost_model *cm) {
   if (!(cm->text_tokens >= 0 && cm->text_tokens <= 65536))
     return err_set(TSR_EINVAL, "cost model: %g caption tokens per clip is outside [0, 65536]",
                    cm->text_tokens);
+  const cost_zero *z = &cm->zero;  // 2^50 floats: 4 PB of weights, every term finite
+  if (z->stage < 0 || z->stage > 3 ||
+      (z->stage > 0 && !(z->params >= 0 && z->params <= 0x1p50 && z->block >= 0 &&
+                         z->block <= z->params && z->buckets >= 1 && z->blocks >= 1)))
+    return err_set(TSR_EINVAL, "cost model: ZeRO stage %d of %g parameters, blocks of %g in %d "
+                   "buckets and %d blocks: the stage must be in [0, 3], 0 <= block <= "
+                   "parameters <= 2^50, buckets and blocks >= 1", z->stage, z->params,
+                   z->block, z->buckets, z->blocks);
   return TSR_OK;
 }
 
@@ -229,7 +291,8 @@ static tsr_status cost_key(void *user, const char *section, const char *name, co
   if (i == COST_NKEYS)
     return err_set(TSR_EFORMAT,
                    "%s:%d: unknown key '%s' (keys: a, b, kv, bw_intra, bw_inter, lat, ovh, "
-                   "allreduce; optional: text_a, text_c, a2a_lat, a2a_bw_intra, a2a_bw_inter)",
+                   "allreduce; optional: text_a, text_c, a2a_lat, a2a_bw_intra, a2a_bw_inter, "
+                   "ag_bw, rs_bw, coll_lat)",
                    p->path, line, name);
   if (p->line[i])
     return err_set(TSR_EFORMAT, "%s:%d: key '%s' given twice (lines %d and %d); keep one",
@@ -260,7 +323,8 @@ tsr_status cost_model_load(const char *path, cost_model *out) {
   for (int i = 0; i < COST_NKEYS - COST_NOPTIONAL; i++)
     if (!p.line[i])
       return err_set(TSR_EFORMAT, "%s: missing key '%s' (every key of docs/plan.md but the "
-                     "optional text_a, text_c and a2a_* is required)", path, cost_key_names[i]);
+                     "optional text_a, text_c, a2a_*, ag_bw, rs_bw and coll_lat is required)",
+                     path, cost_key_names[i]);
   *out = cm;
   return TSR_OK;
 }

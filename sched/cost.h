@@ -41,6 +41,41 @@
 //   Ulysses.
 // At k = 1 every mode is the local attention: ring.
 //
+// ZeRO (cost_model.zero, docs/dist.md "ZeRO"): the world collectives of a sharded run, over
+// all N ranks of the job, priced per step. A collective over the world moving X bytes whole
+// (all-gather: every rank receives the X - X/N it lacks; reduce-scatter: every rank sends it)
+// in c calls takes, with N > 1 (N = 1: no time, the collectives are local copies):
+//   t_ag(X, c) = (N-1)/N * X / ag_bw + c * coll_lat
+//   t_rs(X, c) = (N-1)/N * X / rs_bw + c * coll_lat
+// (ag_bw, rs_bw: bytes a rank receives (sends) per second in a world all-gather (reduce-
+// scatter), coll_lat: s per collective; tessera calibrate measures them under mpirun; a file
+// without them prices them with the ring's figure of a group of N ranks: bw_intra when the
+// world fits a node (N <= G), else bw_inter, and lat). With P the model's floats (fp32, 4
+// bytes each), nb its gradient buckets (the collectives of one pass over the buffer), Pb a
+// block's floats and D its blocks (cost_zero: set by the caller from the model), and W_w
+// the time of wave w's longest group:
+//   stage 1: Z = t_ag(4P, nb)          the masters all-gathered after the optimizer, nothing
+//                                      to hide it behind (the gradient all-reduce stays in
+//                                      `allreduce`, as at stage 0)
+//   stage 2: Z = t_ag(4P, nb) + sum_w R_w,
+//            R_w = t_rs(4Pb, 1) + max(0, t_rs(4(P - Pb), nb - 1) - 2/3 W_w)
+//            every wave reduce-scatters every bucket as the backward (2/3 of a wave's
+//            forward + backward) fills them: all but the last are hidden behind the rest
+//            of the backward as far as it lasts; the last (a block's, the embeddings' after
+//            it are small) waits
+//   stage 3: Z = stage 2's + sum_w G_w,
+//            G_w = 2 t_g + (D-1) * (max(0, t_g - W_w/(3D)) + max(0, t_g - 2 W_w/(3D))),
+//            t_g = t_ag(4Pb, 1): each pass (forward, 1/3 of W_w; backward, 2/3) gathers every
+//            block, block j+1's gather overlapped with block j's compute (prefetch); the
+//            first of a pass has nothing before it
+// Because every ZeRO collective is a world collective issued in lockstep (the bucket or
+// block order of every wave on every rank, idle or not), a wave of a stage >= 2 plan ends on
+// every rank together: plan_simulate then runs the waves one after the other (wave w+1
+// starts when the longest group of wave w and its R_w + G_w are done), so a plan with more
+// waves pays more. `allreduce` is charged at every stage (the file holds the optimizer and
+// the all-reduce together: at stages 2 and 3, which reduce-scatter instead, it is an upper
+// bound by the all-reduce's time).
+//
 // Memory: a rank of the group holds sum(ceil(L/k)) tokens, which must be <= the
 // cluster's mem_tokens (M) in either mode (the work buffers of both are counted by the
 // trainer's memory model, model/train/memory.h).
@@ -61,6 +96,16 @@ enum { COST_MODES_RING = 1 << COST_CP_RING, COST_MODES_ULYSSES = 1 << COST_CP_UL
        COST_MODES_AUTO = COST_MODES_RING | COST_MODES_ULYSSES | COST_MODES_HYBRID };
 const char *cost_cp_mode_name(cost_cp_mode m);  // "ring", "ulysses", "hybrid"
 
+// The model's ZeRO communication (above); NOT file keys: the caller sets them from the
+// model and train.zero (model/train/zero_cost.h). stage 0: none of it.
+typedef struct {
+  int stage;      // train.zero, 0..3
+  double params;  // P: floats of the model's flat buffer (the state ZeRO shards), >= 0
+  double block;   // Pb: floats of one block's bucket, in [0, P]
+  int buckets;    // nb >= 1: gradient buckets, each a collective per pass over the buffer
+  int blocks;     // D >= 1: blocks, each gathered twice per wave at stage 3
+} cost_zero;
+
 typedef struct {
   double a, b, kv, bw_intra, bw_inter, lat, ovh, allreduce;
   double text_a, text_c;  // cross-attention to captions (optional keys, 0 when absent)
@@ -72,6 +117,9 @@ typedef struct {
                           // caller sets it (train.cp_mode); 0 is COST_MODES_RING
   int heads;              // H, the model's attention heads (Ulysses' split); NOT a file
                           // key; 0: unknown (even split)
+  double ag_bw, rs_bw, coll_lat;  // ZeRO's world all-gather and reduce-scatter, measured by
+                          // tessera calibrate (optional keys; 0: the ring's bw(N) and lat)
+  cost_zero zero;         // NOT file keys: the caller sets them (train.zero, the model)
 } cost_model;
 
 // Limits of every size the scheduler takes, checked where values enter (files, CLI,
@@ -94,9 +142,9 @@ typedef struct {
 
 // Number of keys of a cost file and their names, in file order (for writers). The last
 // COST_NOPTIONAL keys (text_a, text_c: 0, no captions priced; a2a_lat, a2a_bw_intra,
-// a2a_bw_inter: 0, the all-to-all priced with the ring's lat and bandwidths) may be absent
-// from a file.
-enum { COST_NKEYS = 13, COST_NOPTIONAL = 5 };
+// a2a_bw_inter: 0, the all-to-all priced with the ring's lat and bandwidths; ag_bw, rs_bw,
+// coll_lat: 0, ZeRO's collectives priced likewise) may be absent from a file.
+enum { COST_NKEYS = 16, COST_NOPTIONAL = 8 };
 extern const char *const cost_key_names[COST_NKEYS];
 // Value of key i (0..COST_NKEYS-1) of `cm`.
 double cost_model_get(const cost_model *cm, int i);
@@ -104,6 +152,7 @@ double cost_model_get(const cost_model *cm, int i);
 //   a [1e-15, 1]  b [1e-18, 1e-3]  kv [1, 1e12]  bw_intra, bw_inter [1e3, 1e16]
 //   lat [0, 10]  ovh [0, 1e3]  allreduce [0, 1e5]  text_a [0, 1e-3]  text_c [0, 1]
 //   a2a_lat [0, 10]  a2a_bw_intra, a2a_bw_inter 0 or [1e3, 1e16]
+//   ag_bw, rs_bw 0 or [1e3, 1e16]  coll_lat [0, 10]
 // So a and b are > 0, and every group time of clips within SCHED_MAX_TOKENS is finite.
 extern const double cost_key_lo[COST_NKEYS], cost_key_hi[COST_NKEYS];
 
@@ -114,7 +163,8 @@ extern const double cost_key_lo[COST_NKEYS], cost_key_hi[COST_NKEYS];
 // outside its range fails with TSR_EFORMAT naming the file, line and key; TSR_EIO if
 // the file cannot be read.
 tsr_status cost_model_load(const char *path, cost_model *out);
-// Checks values of a model built in code (same ranges as the loader).
+// Checks values of a model built in code (same ranges as the loader; cm->zero: stage in
+// [0, 3], 0 <= Pb <= P <= 2^50, nb and D >= 1 from stage 1 on).
 tsr_status cost_model_check(const cost_model *cm);
 // Checks a cluster: N a power of two and G within SCHED_MAX_RANKS, 1 <= M <=
 // SCHED_MAX_TOKENS.
@@ -147,6 +197,18 @@ void cost_group_shrink(const cost_model *cm, int gpus_per_node, int k, double s1
 double cost_clip_time(const cost_model *cm, int gpus_per_node, int k, int64_t L);
 // Tokens a rank holds of a clip of L tokens cut over k ranks: ceil(L/k).
 static inline int64_t cost_chunk_tokens(int64_t L, int k) { return (L + k - 1) / k; }
+// ZeRO's terms (above) for a job of `ranks` ranks, G = gpus_per_node; all 0 at stage 0 or
+// with one rank. cost_zero_step: t_ag(4P, nb) (stages >= 1), per step. cost_zero_wave: R_w
+// (stage 2) or R_w + G_w (stage 3) of a wave whose longest group takes wave_s; 0 at stages
+// 0 and 1. cost_zero_min_wave: the least cost_zero_wave of any wave (wave_s -> infinity:
+// t_rs(4Pb, 1), + 2 t_g at stage 3), for lower bounds.
+double cost_zero_step(const cost_model *cm, int ranks, int gpus_per_node);
+double cost_zero_wave(const cost_model *cm, int ranks, int gpus_per_node, double wave_s);
+double cost_zero_min_wave(const cost_model *cm, int ranks, int gpus_per_node);
+// 1 when cm's ZeRO stage makes every wave a world collective (stage >= 2, ranks > 1).
+static inline int cost_zero_lockstep(const cost_model *cm, int ranks) {
+  return cm->zero.stage >= 2 && ranks > 1;
+}
 // Smallest power-of-two k <= ranks with ceil(L/k) <= mem_tokens, or 0 if none.
 int cost_min_cp(const sched_cluster *cl, int64_t L);
 

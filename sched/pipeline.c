@@ -85,7 +85,7 @@ typedef struct {
   int32_t used, static_cp, ranks;
   int32_t nwaves, ngroups, nrefs, pad;
   double predicted_s, dynamic_s, packing_only_s, static_balanced_s, lower_bound_s,
-      lower_bound_ref_s, idle_frac, plan_ms, plan_cpu_ms;
+      lower_bound_ref_s, idle_frac, zero_s, plan_ms, plan_cpu_ms;
   char msg[1024];                 // the planner's error message
 } share_header;
 
@@ -121,7 +121,7 @@ static void share_pack(sched_pipeline *p, tsr_status planned, share_header *h) {
                       .dynamic_s = r->dynamic_s, .packing_only_s = r->packing_only_s,
                       .static_balanced_s = r->static_balanced_s,
                       .lower_bound_s = r->lower_bound_s, .lower_bound_ref_s = r->lower_bound_ref_s,
-                      .idle_frac = r->idle_frac, .plan_ms = r->plan_ms,
+                      .idle_frac = r->idle_frac, .zero_s = r->zero_s, .plan_ms = r->plan_ms,
                       .plan_cpu_ms = r->plan_cpu_ms};
   tsr_status st = share_reserve(p, share_payload(h));
   if (st) {  // the others learn of it through the header
@@ -157,6 +157,7 @@ static tsr_status share_unpack(sched_pipeline *p, const share_header *h) {
   r->lower_bound_s = h->lower_bound_s;
   r->lower_bound_ref_s = h->lower_bound_ref_s;
   r->idle_frac = h->idle_frac;
+  r->zero_s = h->zero_s;
   r->plan_ms = h->plan_ms;
   r->plan_cpu_ms = h->plan_cpu_ms;
   return TSR_OK;

@@ -13,7 +13,10 @@
 // finished its groups of earlier waves and takes cost_group_time(); an empty group takes
 // no time and does not synchronise its ranks (its ranks simply have nothing to do in
 // that wave). The step ends when the last rank finishes, plus the all-reduce. So waves
-// are an order per rank, not barriers across ranks.
+// are an order per rank, not barriers across ranks — except under ZeRO stage >= 2
+// (cost_zero_lockstep, sched/cost.h): every wave then ends in world collectives, so its
+// groups all start when the previous wave and its exposed ZeRO communication are done.
+// ZeRO's exposed communication (cost_zero_step, and cost_zero_wave of every wave) is added.
 //
 // Storage: groups of wave w are groups[wave_off[w] .. wave_off[w+1]); the clips of a
 // group are clip_index[g.clip_off .. g.clip_off + g.nclips). Ownership: plan_free.
@@ -74,11 +77,13 @@ tsr_status plan_validate(const plan *p, const int64_t *tokens, int nclips,
                          const sched_cluster *cl);
 
 typedef struct {
-  double step_s;       // makespan + allreduce
+  double step_s;       // makespan + allreduce + ZeRO's step all-gather (cost_zero_step)
   double makespan_s;   // last rank's finish time
   double busy_rank_s;  // sum over groups of size * time
   double idle_frac;    // 1 - busy_rank_s / (N * makespan_s); 0 if makespan is 0
   int64_t groups_used; // groups with clips
+  double zero_s;       // ZeRO's exposed communication of the step: cost_zero_step + the
+                       // cost_zero_wave of every wave (inside makespan_s)
 } plan_sim;
 
 // Replays plan `p` for clips of tokens (indexed by batch index). rank_end: (N) finish

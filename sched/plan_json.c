@@ -40,6 +40,16 @@ tsr_status sched_json_begin(sched_json **out, const sched_config *cfg) {
       put(cost, cost_key_names[i], json_real(cost_model_get(&cfg->cost, i)), &bad);
     put(j->root, "cost", cost, &bad);
     cost = NULL;
+    const cost_zero *z = &cfg->cost.zero;  // ZeRO's terms (sched/cost.h)
+    json_t *zo = json_object();
+    put(zo, "stage", json_integer(z->stage), &bad);
+    put(zo, "params", json_real(z->params), &bad);
+    put(zo, "block", json_real(z->block), &bad);
+    put(zo, "buckets", json_integer(z->buckets), &bad);
+    put(zo, "blocks", json_integer(z->blocks), &bad);
+    put(zo, "step_s", json_real(cost_zero_step(&cfg->cost, cfg->cluster.ranks,
+                                               cfg->cluster.gpus_per_node)), &bad);
+    put(j->root, "zero", zo, &bad);
     put(j->root, "steps", json_incref(j->steps), &bad);
   }
   json_decref(cost);
@@ -124,6 +134,7 @@ tsr_status sched_json_add_step(sched_json *j, int step, const int64_t *ids,
   put(s, "speedup_static_balanced", json_real(ratio(r->static_balanced_s, r->predicted_s)),
       &bad);
   put(s, "idle_frac", json_real(r->idle_frac), &bad);
+  put(s, "zero_s", json_real(r->zero_s), &bad);
   put(s, "static_cp", json_integer(r->static_cp), &bad);
   put(s, "cp_histogram", cp_histogram(hist, j->nlev, &bad), &bad);
   put(s, "plan_ms", json_real(r->plan_ms), &bad);
@@ -152,6 +163,7 @@ tsr_status sched_json_write(sched_json *j, const sched_totals *t, const char *pa
   put(o, "speedup_static_balanced", json_real(ratio(t->static_balanced_s, t->predicted_s)),
       &bad);
   put(o, "idle_frac", json_real(ratio(t->idle_s, t->predicted_s)), &bad);
+  put(o, "zero_s", json_real(t->zero_s), &bad);
   put(o, "cp_histogram", cp_histogram(t->cp_hist, j->nlev, &bad), &bad);
   put(o, "plan_ms_mean", json_real(t->steps ? t->plan_ms / t->steps : 0), &bad);
   put(o, "plan_ms_max", json_real(t->plan_ms_max), &bad);

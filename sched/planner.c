@@ -115,6 +115,7 @@ tsr_status sched_plan_batch(const sched_config *cfg, const int64_t *tokens, int 
     if (ncand > 3 && sim[3].step_s < out->dynamic_s) out->dynamic_s = sim[3].step_s;
     out->predicted_s = sim[best].step_s;
     out->idle_frac = sim[best].idle_frac;
+    out->zero_s = sim[best].zero_s;
     out->used = kind[best];
     plan tmp = out->plan;  // swap: the result owns the chosen plan
     out->plan = cand[best];
@@ -145,6 +146,7 @@ void sched_totals_add(sched_totals *t, const sched_result *r) {
   t->lower_bound_s += r->lower_bound_s;
   t->lower_bound_ref_s += r->lower_bound_ref_s;
   t->idle_s += r->idle_frac * r->predicted_s;
+  t->zero_s += r->zero_s;
   t->plan_ms += r->plan_ms;
   if (r->plan_ms > t->plan_ms_max) t->plan_ms_max = r->plan_ms;
   t->plan_cpu_ms += r->plan_cpu_ms;

@@ -32,7 +32,8 @@ tsr_status sched_batch_check(const sched_config *cfg, const int64_t *tokens, int
 // ---- lower bound (sched/bound.c) ------------------------------------------------------
 // lb: a true lower bound on the step time of any plan:
 //   max( (sum(a*L + b*L^2) + ovh * ceil(sum L / M)) / N,  max over clips of the clip's
-//        best time alone over its feasible k )  + allreduce.
+//        best time alone over its feasible k )  + allreduce
+//   + cost_zero_step + cost_zero_min_wave (ZeRO: every plan has a wave).
 // Every group of k ranks spends k*T >= its clips' a*L + b*L^2 plus k*ovh rank-seconds,
 // and holds at most k*M tokens; a group's time is never below that of its longest clip
 // alone (docs/plan.md). lb_ref: the per-clip form of the issue, where each clip is
@@ -89,6 +90,8 @@ typedef struct {
   double lower_bound_s;     // lb of sched_lower_bound
   double lower_bound_ref_s; // lb_ref of sched_lower_bound
   double idle_frac;         // of `plan` (plan_sim.idle_frac)
+  double zero_s;            // of `plan`: ZeRO's exposed communication (plan_sim.zero_s),
+                            // inside predicted_s; 0 at train.zero = 0
   int static_cp;            // k_s of the baselines
   double plan_ms;           // wall time of sched_plan_batch (all of the above)
   double plan_cpu_ms;       // CPU time of the thread that ran it (the same work; unlike the
@@ -110,6 +113,7 @@ typedef struct {
   double static_mode_s[COST_CP_NMODES];
   double lower_bound_s, lower_bound_ref_s;
   double idle_s;                    // sum of idle_frac * predicted_s
+  double zero_s;                    // ZeRO's exposed communication
   double plan_ms, plan_ms_max;
   double plan_cpu_ms, plan_cpu_ms_max;
   int64_t cp_hist[SCHED_MAX_LEVELS];// clips run at CP size 2^l, over all steps

@@ -35,6 +35,31 @@ void plan_choose_modes(plan *p, const int64_t *tokens, const cost_model *cm,
   }
 }
 
+// ZeRO stage >= 2: the waves one after the other, every group of wave w starting at the
+// end of wave w-1's longest group and its exposed ZeRO communication (sched/plan.h).
+static void simulate_lockstep(const plan *p, const int64_t *tokens, const cost_model *cm,
+                              const sched_cluster *cl, plan_sim *s, double *end,
+                              double *group_start) {
+  double t0 = 0;
+  for (int w = 0; w < p->nwaves; w++) {
+    double longest = 0;
+    for (int gi = p->wave_off[w]; gi < p->wave_off[w + 1]; gi++) {
+      const plan_group *g = &p->groups[gi];
+      if (group_start) group_start[gi] = t0;
+      if (g->nclips == 0) continue;
+      double t = plan_group_time(p, gi, tokens, cm, cl);
+      for (int r = g->first_rank; r < g->first_rank + g->size; r++) end[r] = t0 + t;
+      s->busy_rank_s += g->size * t;
+      s->groups_used++;
+      if (t > longest) longest = t;
+    }
+    double z = cost_zero_wave(cm, p->ranks, cl->gpus_per_node, longest);
+    s->zero_s += z;
+    t0 += longest + z;
+  }
+  s->makespan_s = t0;
+}
+
 tsr_status plan_simulate(const plan *p, const int64_t *tokens, const cost_model *cm,
                    const sched_cluster *cl, plan_sim *out, double *rank_end,
                    double *group_start) {
@@ -42,7 +67,9 @@ tsr_status plan_simulate(const plan *p, const int64_t *tokens, const cost_model 
   if (!end) return err_set(TSR_ENOMEM, "plan_simulate: out of memory");
   for (int r = 0; r < p->ranks; r++) end[r] = 0;
   plan_sim s = {0};
-  for (int gi = 0; gi < p->ngroups; gi++) {
+  if (cost_zero_lockstep(cm, p->ranks))
+    simulate_lockstep(p, tokens, cm, cl, &s, end, group_start);
+  for (int gi = 0; gi < p->ngroups && !cost_zero_lockstep(cm, p->ranks); gi++) {
     const plan_group *g = &p->groups[gi];
     double start = 0;
     for (int r = g->first_rank; r < g->first_rank + g->size; r++)
@@ -56,7 +83,9 @@ tsr_status plan_simulate(const plan *p, const int64_t *tokens, const cost_model 
   }
   for (int r = 0; r < p->ranks; r++)
     if (end[r] > s.makespan_s) s.makespan_s = end[r];
-  s.step_s = s.makespan_s + cm->allreduce;
+  double zstep = cost_zero_step(cm, p->ranks, cl->gpus_per_node);
+  s.zero_s += zstep;
+  s.step_s = s.makespan_s + cm->allreduce + zstep;
   s.idle_frac = s.makespan_s > 0 ? 1.0 - s.busy_rank_s / (p->ranks * s.makespan_s) : 0.0;
   if (!rank_end) free(end);
   *out = s;

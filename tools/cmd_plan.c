@@ -13,6 +13,7 @@
 #include "store/store.h"
 #include "model/config.h"
 #include "model/train/memory.h"
+#include "model/train/zero_cost.h"
 #include "sched/lengths.h"
 #include "sched/plan_json.h"
 #include "sched/plan_timeline.h"
@@ -239,8 +240,9 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
   return TSR_OK;
 }
 
-// M from the memory model of --config for --mem-bytes per GPU, and that model (*mm).
-static tsr_status memory_tokens(plan_args *a, int64_t *mem, train_memory *mm) {
+// M from the memory model of --config for --mem-bytes per GPU, that model (*mm), and the
+// cost model's ZeRO sizes of its train.zero (*z).
+static tsr_status memory_tokens(plan_args *a, int64_t *mem, train_memory *mm, cost_zero *z) {
   dit_config mc;
   train_config tc;
   tsr_status st = config_load(a->config_path, a->sets, a->nsets, &mc, &tc, NULL);
@@ -253,6 +255,7 @@ static tsr_status memory_tokens(plan_args *a, int64_t *mem, train_memory *mm) {
     // one byte a stored value (pixels): a latent store's 2-4 add L x P x 1-3 bytes
     st = train_memory_tokens(&mc, &tc, 1, (int)a->ranks, 1, (size_t)a->mem_bytes,
                              TRAIN_MEMORY_MAX_TOKENS, mem, mm);
+  if (!st) st = train_zero_cost(&mc, &tc, (int)a->ranks, z);
   return st ? err_wrap(st, "--mem-bytes %lld with --config %s: ", (long long)a->mem_bytes,
                        a->config_path) : TSR_OK;
 }
@@ -261,11 +264,13 @@ static tsr_status memory_tokens(plan_args *a, int64_t *mem, train_memory *mm) {
 static tsr_status load_inputs(plan_args *a, lengths_set *ls, sched_config *cfg,
                               train_memory *mm) {
   int64_t mem = a->mem;
-  tsr_status st = a->mem_bytes ? memory_tokens(a, &mem, mm) : TSR_OK;
+  cost_zero z = {0};
+  tsr_status st = a->mem_bytes ? memory_tokens(a, &mem, mm, &z) : TSR_OK;
   if (st) return st;
   *cfg = (sched_config){.cluster = {(int)a->ranks, (int)a->gpn, mem},
                         .max_clip_tokens = a->maxclip, .mode_baselines = 1};
   st = cost_model_load(a->cost_path, &cfg->cost);
+  cfg->cost.zero = z;
   cfg->cost.cp_modes = config_cost_modes(a->cp_mode < 0 ? TRAIN_CP_AUTO : a->cp_mode);
   cfg->cost.heads = (int)a->heads;
   if (!st && a->lengths_spec) st = lengths_load_mix(ls, a->lengths_spec, &a->lo);
@@ -302,6 +307,21 @@ static const char *modes_allowed(int cp_modes) {
          : cp_modes == COST_MODES_ULYSSES ? "Ulysses only"
          : cp_modes == COST_MODES_HYBRID  ? "hybrid across nodes, Ulysses inside"
                                           : "the planner picks per group";
+}
+
+// --set train.zero=Z: ZeRO's exposed communication per step (sched/cost.h), in the plans'
+// step times: the all-gather after the optimizer and what the waves' collectives add.
+static void print_zero(const sched_totals *tot, const sched_config *cfg) {
+  const cost_zero *z = &cfg->cost.zero;
+  if (z->stage < 1) return;
+  double step = cost_zero_step(&cfg->cost, cfg->cluster.ranks, cfg->cluster.gpus_per_node);
+  printf("ZeRO stage %d (%.4g parameters in %d buckets, blocks of %.4g): communication per "
+         "step, exposed: %.4f s (the weights' all-gather after the optimizer %.4f s%s %.4f s); "
+         "%.1f%% of the plans' step time\n", z->stage, z->params, z->buckets, z->block,
+         tot->zero_s / tot->steps, step,
+         z->stage >= 3 ? "; the waves' reduce-scatters and block gathers"
+                       : "; the waves' reduce-scatters", tot->zero_s / tot->steps - step,
+         100 * ratio(tot->zero_s, tot->predicted_s));
 }
 
 static void print_summary(const sched_totals *tot, const cost_model *cm, int gpn) {
@@ -425,6 +445,7 @@ int cmd_plan(int argc, char **argv) {
             tot.used[SCHED_USED_DYNAMIC] == tot.steps ? "dynamic" : "mixed",
             tot.plan_ms / tot.steps, tot.cp_hist, nlev);
   print_summary(&tot, &cfg.cost, cfg.cluster.gpus_per_node);
+  print_zero(&tot, &cfg);
   if (js) st = sched_json_write(js, &tot, a.json_path);
   if (!st && a.timeline) {
     char *args[] = {a.timeline_json, (char *)a.timeline, NULL};

@@ -132,18 +132,26 @@ static int fit(const double *x, const double *y, int n, const int *active, doubl
   return 0;
 }
 
-// One timed exchange in the world group: ring (a ring exchange of `bytes`) or all-to-all
-// (every rank sends `bytes` to every other), buffers a, b in kb's memory.
+// One timed exchange in the world group, buffers a, b in kb's memory: a ring exchange of
+// `bytes`; an all-to-all (every rank sends `bytes` to every other); an all-gather (every
+// rank contributes `bytes`, receives world x bytes); a reduce-scatter (every rank sends
+// world x bytes of floats, receives its summed slice of `bytes`).
+enum { EX_RING, EX_ALLTOALL, EX_ALLGATHER, EX_REDUCE_SCATTER };
 typedef struct {
   const comm_backend *cb;
   comm_group *g;
   void *a, *b;
   int64_t bytes;
-  int64_t *cnt, *disp;  // (world) the all-to-all's counts and displacements, or NULL: ring
+  int op;               // EX_*
+  int64_t *cnt, *disp;  // (world) the all-to-all's counts and displacements
 } exchange;
 
 static tsr_status run_exchange(const exchange *x) {
-  if (x->cnt) return x->cb->alltoallv(x->cb, x->g, x->a, x->cnt, x->disp, x->b, x->cnt, x->disp);
+  if (x->op == EX_ALLTOALL)
+    return x->cb->alltoallv(x->cb, x->g, x->a, x->cnt, x->disp, x->b, x->cnt, x->disp);
+  if (x->op == EX_ALLGATHER) return x->cb->allgather(x->cb, x->g, x->a, x->b, x->bytes);
+  if (x->op == EX_REDUCE_SCATTER)
+    return x->cb->reduce_scatter_sum_f32(x->cb, x->g, x->a, x->b, x->bytes / (int64_t)sizeof(float));
   comm_request *req = NULL;
   tsr_status st = x->cb->ring_start(x->cb, x->g, x->a, x->b, x->bytes, &req);
   tsr_status w = x->cb->wait(x->cb, &req);
@@ -153,22 +161,22 @@ static tsr_status run_exchange(const exchange *x) {
 // Seconds of an exchange (median of reps): between a barrier of the ranks and the moment
 // the received bytes are usable on the backend (kb's sync: a device backend's exchange runs
 // on a stream). Buffers in kb's memory, as the trainer's. The slowest rank's time of each
-// rep counts (an exchange waits for all). all_to_all: every rank sends `bytes` to every
-// other (Ulysses'), else a ring exchange of `bytes`.
+// rep counts (an exchange waits for all). op: EX_* (run_exchange).
 static tsr_status time_exchange(const kernels_backend *kb, const comm_backend *cb, int64_t bytes,
-                                int all_to_all, int reps, double *seconds) {
+                                int op, int reps, double *seconds) {
   const int k = comm_size();
-  exchange x = {.cb = cb, .g = comm_group_get(k), .bytes = bytes};
-  int64_t total = all_to_all ? k * bytes : bytes;
+  exchange x = {.cb = cb, .g = comm_group_get(k), .bytes = bytes, .op = op};
+  int64_t total = op == EX_RING ? bytes : k * bytes;
   double *t = calloc((size_t)reps, sizeof *t);
   tsr_status st = t ? TSR_OK : err_set(TSR_ENOMEM, "calibrate: out of memory");
-  if (!st && all_to_all) {
+  if (!st) st = kb->alloc(kb, &x.a, (size_t)total);
+  if (!st) st = kb->alloc(kb, &x.b, (size_t)total);
+  if (!st) st = kb->memset_zero(kb, x.a, (size_t)total);  // the reduce-scatter sums it
+  if (!st && op == EX_ALLTOALL) {
     x.cnt = calloc((size_t)k, sizeof *x.cnt), x.disp = calloc((size_t)k, sizeof *x.disp);
     if (!x.cnt || !x.disp) st = err_set(TSR_ENOMEM, "calibrate: out of memory");
     for (int j = 0; j < k && !st; j++) x.cnt[j] = bytes, x.disp[j] = j * bytes;
   }
-  if (!st) st = kb->alloc(kb, &x.a, (size_t)total);
-  if (!st) st = kb->alloc(kb, &x.b, (size_t)total);
   for (int r = -1; r < reps && !st; r++) {
     st = cb->barrier(cb, x.g);
     double t0 = time_now();
@@ -266,20 +274,34 @@ tsr_status calibrate_run(const dit_config *mc, const train_config *tc, const cal
     if (!cb || cb->mem != (kb->device_memory ? COMM_MEM_DEVICE : COMM_MEM_HOST))
       return err_set(TSR_EINVAL, "calibrate: the communication backend %s does not work on the "
                      "memory of compute backend %s (--comm)", cb ? cb->name : "(none)", kb->name);
-    tsr_status st = time_exchange(kb, cb, 8, 0, 2 * o->reps + 1, &small);
-    if (!st) st = time_exchange(kb, cb, big, 0, o->reps, &large);
+    tsr_status st = time_exchange(kb, cb, 8, EX_RING, 2 * o->reps + 1, &small);
+    if (!st) st = time_exchange(kb, cb, big, EX_RING, o->reps, &large);
     if (st) return err_wrap(st, "calibrate: timing ring exchanges (%s): ", cb->name);
     res->cost.lat = small;
     res->cost.bw_intra = big / fmax(large - small, 1e-9);
     // Ulysses' all-to-all: the bytes a rank sends, (k - 1) pieces, against their time
     const int k = comm_size();
     const int64_t piece = big / k;
-    if (!st) st = time_exchange(kb, cb, 8, 1, 2 * o->reps + 1, &small);
-    if (!st) st = time_exchange(kb, cb, piece, 1, o->reps, &large);
+    if (!st) st = time_exchange(kb, cb, 8, EX_ALLTOALL, 2 * o->reps + 1, &small);
+    if (!st) st = time_exchange(kb, cb, piece, EX_ALLTOALL, o->reps, &large);
     if (st) return err_wrap(st, "calibrate: timing all-to-alls (%s): ", cb->name);
     res->cost.a2a_lat = fmax(small, 1e-9);
     res->cost.a2a_bw_intra = fmin(fmax((double)piece * (k - 1) / fmax(large - small, 1e-9),
                                        cost_key_lo[11]), cost_key_hi[11]);
+    // ZeRO's world collectives (sched/cost.h): 64 MiB whole, a rank's piece 64 MiB / k
+    // (whole floats), against 16 bytes a rank; bandwidth = (k-1)/k of the whole over the time
+    // a large one takes beyond a small one, coll_lat the small ones' mean
+    const int64_t slice = piece / 16 * 16, tiny = 16;
+    double ag_s, ag_l, rs_s, rs_l;
+    if (!st) st = time_exchange(kb, cb, tiny, EX_ALLGATHER, 2 * o->reps + 1, &ag_s);
+    if (!st) st = time_exchange(kb, cb, slice, EX_ALLGATHER, o->reps, &ag_l);
+    if (!st) st = time_exchange(kb, cb, tiny, EX_REDUCE_SCATTER, 2 * o->reps + 1, &rs_s);
+    if (!st) st = time_exchange(kb, cb, slice, EX_REDUCE_SCATTER, o->reps, &rs_l);
+    if (st) return err_wrap(st, "calibrate: timing all-gathers and reduce-scatters (%s): ", cb->name);
+    const double moved = (double)slice * (k - 1);  // (k-1)/k of the k * slice bytes whole
+    res->cost.ag_bw = fmin(fmax(moved / fmax(ag_l - ag_s, 1e-9), cost_key_lo[13]), cost_key_hi[13]);
+    res->cost.rs_bw = fmin(fmax(moved / fmax(rs_l - rs_s, 1e-9), cost_key_lo[14]), cost_key_hi[14]);
+    res->cost.coll_lat = fmin(fmax((ag_s + rs_s) / 2, 1e-9), cost_key_hi[15]);
     // the step's all-reduce of every gradient (float32)
     dit_model *m = NULL;
     if ((st = dit_create(&m, mc, kb, 16, 1))) return st;
@@ -303,9 +325,12 @@ tsr_status calibrate_write(const char *path, const calibrate_result *res, const 
   fprintf(f, "# measured: a, b, ovh (fit of objective+forward+backward times of one microbatch),\n"
              "# kv (from the model), allreduce = optimizer step (%.4g s)%s\n",
           res->optimizer_s, res->measured_comm ? " + gradient all-reduce; lat, bw_intra (ring); "
-                                                 "a2a_lat, a2a_bw_intra (all-to-all)" : "");
+                                                 "a2a_lat, a2a_bw_intra (all-to-all);\n# ag_bw, "
+                                                 "rs_bw, coll_lat (world all-gather and "
+                                                 "reduce-scatter, ZeRO)" : "");
   fprintf(f, "# from the base file: bw_inter, a2a_bw_inter%s\n",
-          res->measured_comm ? "" : ", bw_intra, lat, a2a_* (one rank: nothing to measure)");
+          res->measured_comm ? "" : ", bw_intra, lat, a2a_*, ag_bw, rs_bw, coll_lat\n# (one "
+                                    "rank: nothing to measure; 0: priced with the ring's keys)");
   for (int i = 0; i < COST_NKEYS; i++)
     fprintf(f, "%s = %.6g\n", cost_key_names[i], cost_model_get(&res->cost, i));
   st = fs_atomic_commit(&a);

@@ -11,11 +11,13 @@
 // the model (per block: K and V forward, K, V, dK, dV backward: 6 D values of the act
 // dtype, 24 D bytes in fp32, 12 D in bf16).
 // With more than one rank, lat and bw_intra are measured by ring exchanges in the world
-// group (small and large messages) and the all-reduce of the gradient size joins
+// group (small and large messages), a2a_lat and a2a_bw_intra by all-to-alls, ag_bw, rs_bw
+// and coll_lat (ZeRO's world collectives, sched/cost.h) by all-gathers and reduce-scatters
+// of 16 bytes and of 64 MiB whole, and the all-reduce of the gradient size joins
 // `allreduce`, all through the communication backend on buffers of the compute backend
 // (NCCL or staged MPI on device memory, MPI on host memory), the model's per-step cost outside the microbatches, which also holds the
-// optimizer step (zero grad, norm, AdamW, EMA: always measured). With one rank lat and
-// bw_intra come from a base cost file.
+// optimizer step (zero grad, norm, AdamW, EMA: always measured). With one rank lat,
+// bw_intra and the keys above come from a base cost file.
 // bw_inter is always taken from the base file (one node cannot measure it).
 #ifndef TESSERA_MODEL_CALIBRATE_H
 #define TESSERA_MODEL_CALIBRATE_H

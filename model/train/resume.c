@@ -26,7 +26,15 @@ void train_plan_settings(const trainer *tr, int plan_kind, char *out, size_t n) 
   uint64_t h = HASH_FNV1A_INIT;
   for (int i = 0; i < COST_NKEYS; i++) {
     double v = cost_model_get(&tr->sched.cost, i);
+    // ag_bw, rs_bw, coll_lat unset: the hash of the files before them
+    if (i >= COST_NKEYS - 3 && v == 0) continue;
     h = hash_fnv1a(h, &v, sizeof v);
+  }
+  // ZeRO from stage 2 on makes waves lockstep (sched/cost.h): its sizes shape plans
+  const cost_zero *z = &tr->sched.cost.zero;
+  if (z->stage >= 2) {
+    double zv[5] = {z->stage, z->params, z->block, z->buckets, z->blocks};
+    h = hash_fnv1a(h, zv, sizeof zv);
   }
   h = hash_fnv1a(h, &tr->sched.cost.text_tokens, sizeof tr->sched.cost.text_tokens);
   // the CP modes the planner may give groups, and the heads Ulysses splits, shape plans too

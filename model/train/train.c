@@ -21,6 +21,7 @@
 #include "model/train/tensorboard.h"
 #include "model/train/plan_choice.h"
 #include "model/io/lora_io.h"
+#include "model/train/zero_cost.h"
 #include "model/train/resume.h"
 #include "model/train/samples.h"
 #include "model/train/step.h"
@@ -663,6 +664,8 @@ static tsr_status setup_sched(trainer *tr, const train_options *o, int ranks) {
   // ring or Ulysses per CP group (train.cp_mode), Ulysses splitting the model's heads
   tr->sched.cost.cp_modes = config_cost_modes(tr->tc.cp_mode);
   tr->sched.cost.heads = tr->mc.heads;
+  // train.zero: the world collectives of the shards, priced per step and wave
+  if (!r) r = train_zero_cost(&tr->mc, &tr->tc, ranks, &tr->sched.cost.zero);
   tr->rank = comm_rank();
   if (!r) r = sched_config_check(&tr->sched);
   return r;

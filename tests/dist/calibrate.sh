@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tessera calibrate: one rank (compute fit; comm keys from the base file) and two ranks
-# under mpirun (ring latency/bandwidth, the all-to-all and all-reduce measured); the cost
+# under mpirun (ring latency/bandwidth, the all-to-all, ZeRO's all-gather and reduce-scatter
+# and the all-reduce measured); the cost
 # files load in `tessera plan`, and their kv equals the closed form 24 * hidden * depth; bad --comm values
 # are refused with what to use.
 set -uo pipefail
@@ -30,6 +31,12 @@ awk -v l="$(key a2a_lat "$T/two.conf")" -v bw="$(key a2a_bw_intra "$T/two.conf")
   'BEGIN { exit !(l > 0 && l < 0.1 && bw > 1e6 && bw < 1e12) }' && ok || bad "two ranks: all-to-all keys implausible: $(cat "$T/two.conf")"
 [ "$(key a2a_lat "$T/one.conf")" = 0 ] && [ "$(key a2a_bw_intra "$T/one.conf")" = 0 ] && ok \
   || bad "one rank: a2a keys should be 0 (nothing to measure)"
+# ZeRO's world all-gather and reduce-scatter: measured at two ranks, 0 (the ring's) at one
+awk -v l="$(key coll_lat "$T/two.conf")" -v ag="$(key ag_bw "$T/two.conf")" -v rs="$(key rs_bw "$T/two.conf")" \
+  'BEGIN { exit !(l > 0 && l < 0.1 && ag > 1e6 && ag < 1e12 && rs > 1e6 && rs < 1e12) }' && ok \
+  || bad "two ranks: all-gather/reduce-scatter keys implausible: $(cat "$T/two.conf")"
+[ "$(key coll_lat "$T/one.conf")" = 0 ] && [ "$(key ag_bw "$T/one.conf")" = 0 ] && \
+  [ "$(key rs_bw "$T/one.conf")" = 0 ] && ok || bad "one rank: ZeRO keys should be 0 (nothing to measure)"
 
 for f in one two; do
   "$BIN" plan --lengths <(printf 'tokens\n100\n300\n900\n') --ranks 2 --mem-tokens 1000 --cost "$T/$f.conf" \

@@ -7,7 +7,8 @@
 
 #include "sched/sched.h"
 
-static const cost_model h100 = {2.0e-5, 1.8e-9, 6.9e5, 4.0e11, 4.5e10, 5e-4, 5e-3, 0.05, 0, 0, 0, 0, 0, 0, 0, 0};
+static const cost_model h100 = {.a = 2.0e-5, .b = 1.8e-9, .kv = 6.9e5, .bw_intra = 4.0e11,
+                                .bw_inter = 4.5e10, .lat = 5e-4, .ovh = 5e-3, .allreduce = 0.05};
 
 // 1 when plans a and b are the same, bitwise: waves, groups and clip references.
 static inline int same_plan(const plan *a, const plan *b) {

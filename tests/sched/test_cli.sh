@@ -130,6 +130,40 @@ if "$BIN" plan --lengths "$T/ok.csv" --ranks 4 --cost "$COST" --config "$CONF" \
 else
   bad "--mem-bytes plan failed: $(cat "$T/err")"
 fi
+# --set train.zero=Z: ZeRO's exposed communication (sched/cost.h "ZeRO") printed and in the
+# JSON, against the closed form from the model's sizes and the cost file (4 ranks in a node:
+# bw_intra, lat): the step's all-gather t_ag = 3/4 * 4P / bw_intra + nb * lat; at stage 2 each
+# wave adds its last block's reduce-scatter 3/4 * 4Pb / bw_intra + lat (the other buckets',
+# checked to be shorter than 2/3 of ovh, hide behind any wave's backward; the JSON has 9
+# significant digits)
+for z in 0 1 2; do
+  if "$BIN" plan --lengths "$T/ok.csv" --ranks 4 --cost "$COST" --config "$CONF" --steps 2 \
+       --mem-bytes 2147483648 --set train.zero=$z --json "$T/z$z.json" >"$T/out" 2>"$T/err"; then
+    if [ $z = 0 ]; then ! grep -q "^ZeRO" "$T/out" && ok || bad "zero 0 prints a ZeRO line"
+    else grep -q "^ZeRO stage $z (.*): communication per step, exposed: [0-9.]* s" "$T/out" && ok \
+      || bad "zero $z: no ZeRO line: $(cat "$T/out")"; fi
+    python3 - "$T/z$z.json" "$z" <<'PY' && ok || bad "zero $z: JSON's zero_s against the closed form"
+import json, sys
+j = json.load(open(sys.argv[1])); z = int(sys.argv[2]); c = j["cost"]; zo = j["zero"]
+N, bw, lat = j["ranks"], c["bw_intra"], c["lat"]
+P, Pb, nb = zo["params"], zo["block"], zo["buckets"]
+assert zo["stage"] == z, zo
+tag = (N - 1) / N * 4 * P / bw + nb * lat if z else 0
+assert abs(zo["step_s"] - tag) <= 1e-8 * max(1e-3, tag), (zo, tag)
+last = (N - 1) / N * 4 * Pb / bw + lat if z >= 2 else 0
+assert (N - 1) / N * 4 * (P - Pb) / bw + (nb - 1) * lat < 2 / 3 * c["ovh"]
+tot = 0
+for s in j["steps"]:
+    want = tag + len(s["waves"]) * last
+    assert abs(s["zero_s"] - want) <= 1e-8 * max(1e-3, want), (s["zero_s"], want)
+    assert s["predicted_s"] >= s["zero_s"], s["predicted_s"]
+    tot += s["zero_s"]
+assert abs(j["total"]["zero_s"] - tot) <= 1e-8 * max(1e-3, tot)
+PY
+  else
+    bad "zero $z plan failed: $(cat "$T/err")"
+  fi
+done
 expect_fail "--mem-bytes without --config" "--mem-bytes needs --config" --lengths "$T/ok.csv" --ranks 4 --cost "$COST" --mem-bytes 2147483648
 expect_fail "both limits" "--mem-tokens or --mem-bytes, not both" --lengths "$T/ok.csv" "${OK[@]}" --config "$CONF" --mem-bytes 2147483648
 expect_fail "--mem-bytes too small" "does not fit .* even with 1 token" --lengths "$T/ok.csv" --ranks 4 --cost "$COST" --config "$CONF" --mem-bytes 1048576

@@ -7,6 +7,8 @@
 
 #include "check.h"
 #include "sched/cost.h"
+#include "sched/plan.h"
+#include "sched/sched.h"
 
 // Tolerance: values below are exact decimal arithmetic done by hand; 1e-12 covers the
 // binary rounding of a handful of double operations on numbers of order 1.
@@ -27,6 +29,106 @@ static const char *full =
     "# test model\n"
     "a = 0.001\nb = 1e-6\nkv = 100\nbw_intra = 1e6\nbw_inter = 1e5\n"
     "lat = 0.01\n; semicolon comment\novh = 0.1\nallreduce = 0.5\n";
+
+// ZeRO's communication (sched/cost.h "ZeRO"), worked out by hand: P = 1000 floats (4000
+// bytes), blocks of Pb = 200 (800 bytes), nb = 5 buckets, D = 3 blocks; the ring's keys
+// bw_intra 1e6, bw_inter 1e5, lat 0.01 price the collectives unless ag_bw, rs_bw, coll_lat
+// are set.
+static void test_zero(void) {
+  cost_model cm;
+  CHECK_OK(cost_model_load(write_file("zero.conf", full), &cm));
+  CHECK(cm.ag_bw == 0 && cm.rs_bw == 0 && cm.coll_lat == 0, "ZeRO keys absent: 0");
+  cm.zero = (cost_zero){.stage = 1, .params = 1000, .block = 200, .buckets = 5, .blocks = 3};
+  CHECK_OK(cost_model_check(&cm));
+  // stage 1, N = 4 inside a node (G = 8: bw_intra): t_ag = 3/4 * 4000 / 1e6 + 5 * 0.01
+  CHECK_NEAR(cost_zero_step(&cm, 4, 8), 0.003 + 0.05, TOL);
+  CHECK_NEAR(cost_zero_wave(&cm, 4, 8, 0.3), 0, 0);  // stage 1: no per-wave collective
+  CHECK(!cost_zero_lockstep(&cm, 4), "stage 1 is not lockstep");
+  // N = 16 across nodes (G = 8: bw_inter): 15/16 * 4000 / 1e5 + 0.05
+  CHECK_NEAR(cost_zero_step(&cm, 16, 8), 0.0375 + 0.05, TOL);
+  CHECK_NEAR(cost_zero_step(&cm, 1, 8), 0, 0);  // one rank: local copies
+  // stage 2: the last (a block's) reduce-scatter 3/4 * 800 / 1e6 + 0.01 = 0.0106 waits; the
+  // other four, 3/4 * 3200 / 1e6 + 4 * 0.01 = 0.0424, hide behind 2/3 of the wave
+  cm.zero.stage = 2;
+  CHECK(cost_zero_lockstep(&cm, 4) && !cost_zero_lockstep(&cm, 1), "stage 2 is lockstep");
+  CHECK_NEAR(cost_zero_wave(&cm, 4, 8, 0.3), 0.0106, TOL);               // 0.0424 < 0.2
+  CHECK_NEAR(cost_zero_wave(&cm, 4, 8, 0.003), 0.0106 + 0.0424 - 0.002, TOL);  // > 0.002
+  CHECK_NEAR(cost_zero_wave(&cm, 1, 8, 0.3), 0, 0);
+  CHECK_NEAR(cost_zero_min_wave(&cm, 4, 8), 0.0106, TOL);
+  CHECK_NEAR(cost_zero_step(&cm, 4, 8), 0.053, TOL);  // the all-gather as stage 1's
+  // stage 3 adds two gathers of every block a wave, t_g = 0.0106 each: the first of each pass
+  // exposed, the others behind a block's compute, W/(3D) forward and 2W/(3D) backward.
+  // W = 0.3: 0.0333 and 0.0667 both hide t_g -> 2 t_g
+  cm.zero.stage = 3;
+  CHECK_NEAR(cost_zero_wave(&cm, 4, 8, 0.3), 0.0106 + 2 * 0.0106, TOL);
+  // W = 0.09: forward blocks take 0.01 < t_g: (D-1) * 0.0006 exposed; backward 0.02 hides it
+  CHECK_NEAR(cost_zero_wave(&cm, 4, 8, 0.09), 0.0106 + 2 * 0.0106 + 2 * 0.0006, TOL);
+  CHECK_NEAR(cost_zero_min_wave(&cm, 4, 8), 3 * 0.0106, TOL);
+  // calibrated keys replace the ring's: ag_bw 2e6, rs_bw 4e6, coll_lat 0.001
+  cost_model ck = cm;
+  ck.ag_bw = 2e6, ck.rs_bw = 4e6, ck.coll_lat = 0.001, ck.zero.stage = 2;
+  CHECK_NEAR(cost_zero_step(&ck, 4, 8), 0.0015 + 0.005, TOL);
+  CHECK_NEAR(cost_zero_wave(&ck, 4, 8, 0), 0.00015 + 0.001 + 0.0006 + 0.004, TOL);
+  // the keys in a file, and their ranges (0: unset)
+  CHECK_OK(cost_model_load(write_file("zk.conf", "a = 0.001\nb = 1e-6\nkv = 100\n"
+                                      "bw_intra = 1e6\nbw_inter = 1e5\nlat = 0.01\novh = 0.1\n"
+                                      "allreduce = 0.5\nag_bw = 2e6\nrs_bw = 4e6\ncoll_lat = 0.001\n"),
+                           &ck));
+  CHECK(ck.ag_bw == 2e6 && ck.rs_bw == 4e6 && ck.coll_lat == 0.001, "ZeRO keys read");
+  ck.rs_bw = 10;
+  CHECK(cost_model_check(&ck) == TSR_EFORMAT && strstr(err_msg(), "rs_bw"), "%s", err_msg());
+  ck.rs_bw = 0;
+  ck.zero = (cost_zero){.stage = 4, .params = 1, .buckets = 1, .blocks = 1};
+  CHECK(cost_model_check(&ck) == TSR_EINVAL && strstr(err_msg(), "ZeRO"), "%s", err_msg());
+  ck.zero = (cost_zero){.stage = 2, .params = 10, .block = 20, .buckets = 1, .blocks = 1};
+  CHECK(cost_model_check(&ck) == TSR_EINVAL, "a block larger than the model");
+
+  // The plan's time (plan_simulate) on 4 ranks, G = 2 (the world crosses nodes: bw_inter):
+  // wave 0: [0,2) a clip of 1000 tokens (1.1 s, above), [2,4) one of 100 (0.1675 s);
+  // wave 1: [2,4) another of 100. Stage 0 and 1: waves are per rank, makespan 1.1.
+  sched_cluster cl = {4, 2, 100000};
+  int64_t tokens[3] = {1000, 100, 100};
+  int32_t c0 = 0, c1 = 1, c2 = 2;
+  plan p;
+  plan_init(&p, 4);
+  CHECK_OK(plan_wave_begin(&p));
+  CHECK_OK(plan_add_group(&p, 0, 2, &c0, 1));
+  CHECK_OK(plan_add_group(&p, 2, 2, &c1, 1));
+  CHECK_OK(plan_wave_end(&p));
+  CHECK_OK(plan_wave_begin(&p));
+  CHECK_OK(plan_add_group(&p, 2, 2, &c2, 1));
+  CHECK_OK(plan_wave_end(&p));
+  plan_sim sim;
+  cm.zero.stage = 0;
+  CHECK_OK(plan_simulate(&p, tokens, &cm, &cl, &sim, NULL, NULL));
+  CHECK_NEAR(sim.makespan_s, 1.1, TOL);
+  CHECK_NEAR(sim.step_s, 1.6, TOL);
+  CHECK_NEAR(sim.zero_s, 0, 0);
+  // stage 1: + t_ag = 3/4 * 4000 / 1e5 + 5 * 0.01 = 0.08, after the makespan
+  cm.zero.stage = 1;
+  CHECK_OK(plan_simulate(&p, tokens, &cm, &cl, &sim, NULL, NULL));
+  CHECK_NEAR(sim.makespan_s, 1.1, TOL);
+  CHECK_NEAR(sim.step_s, 1.6 + 0.08, TOL);
+  CHECK_NEAR(sim.zero_s, 0.08, TOL);
+  // stage 2: the waves in lockstep, each followed by its last reduce-scatter 3/4 * 800 / 1e5
+  // + 0.01 = 0.016 (the others, 0.064, hide behind 2/3 of 1.1 and of 0.1675): wave 1 starts
+  // at 1.116, the makespan is 1.116 + 0.1675 + 0.016
+  cm.zero.stage = 2;
+  double start[3];
+  CHECK_OK(plan_simulate(&p, tokens, &cm, &cl, &sim, NULL, start));
+  CHECK_NEAR(start[2], 1.116, TOL);
+  CHECK_NEAR(sim.makespan_s, 1.2995, TOL);
+  CHECK_NEAR(sim.zero_s, 0.08 + 2 * 0.016, TOL);
+  CHECK_NEAR(sim.step_s, 1.2995 + 0.5 + 0.08, TOL);
+  // the lower bound of any plan adds the all-gather and one wave's least collectives
+  sched_config sc = {.cluster = cl, .cost = cm};
+  double lb2, lb0;
+  sched_lower_bound(&sc, tokens, 3, &lb2, NULL);
+  sc.cost.zero.stage = 0;
+  sched_lower_bound(&sc, tokens, 3, &lb0, NULL);
+  CHECK_NEAR(lb2 - lb0, 0.08 + 0.016, TOL);
+  plan_free(&p);
+}
 
 int main(void) {
   CHECK(mkdtemp(tmpdir) != NULL, "mkdtemp");
@@ -206,6 +308,8 @@ int main(void) {
   CHECK(cost_model_load("/nonexistent/x.conf", &cm) == TSR_EIO &&
             strstr(err_msg(), "/nonexistent/x.conf"),
         "%s", err_msg());
+
+  test_zero();
 
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

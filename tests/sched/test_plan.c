@@ -11,7 +11,8 @@
 #define TOL 1e-12
 
 // a=0.001 b=1e-6 kv=100 bw_intra=1e6 bw_inter=1e5 lat=0.01 ovh=0.1 allreduce=0.5
-static const cost_model cm = {0.001, 1e-6, 100, 1e6, 1e5, 0.01, 0.1, 0.5, 0, 0, 0, 0, 0, 0, 0, 0};
+static const cost_model cm = {.a = 0.001, .b = 1e-6, .kv = 100, .bw_intra = 1e6, .bw_inter = 1e5,
+                              .lat = 0.01, .ovh = 0.1, .allreduce = 0.5};
 static const sched_cluster cl = {4, 2, 1000};  // 4 ranks, 2 per node, 1000 tokens
 // clips:                 A     B    C    D    E
 static const int64_t L[5] = {1000, 100, 300, 100, 400};

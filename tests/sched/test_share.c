@@ -44,7 +44,8 @@ static int same_result(const sched_result *a, const sched_result *b) {
          !memcmp(&a->static_balanced_s, &b->static_balanced_s, sizeof(double)) &&
          !memcmp(&a->lower_bound_s, &b->lower_bound_s, sizeof(double)) &&
          !memcmp(&a->lower_bound_ref_s, &b->lower_bound_ref_s, sizeof(double)) &&
-         !memcmp(&a->idle_frac, &b->idle_frac, sizeof(double));
+         !memcmp(&a->idle_frac, &b->idle_frac, sizeof(double)) &&
+         !memcmp(&a->zero_s, &b->zero_s, sizeof(double));
 }
 
 int main(int argc, char **argv) {
