@@ -386,10 +386,10 @@ tsr_status config_validate(const dit_config *m, const train_config *t) {
                    "no whole gradient buffer to put the EMA together in for samples; set "
                    "train.sample_every = 0 (`tessera sample` reads the checkpoints) or "
                    "train.zero = 1", t->zero, t->sample_every);
-  if (t->zero > 0 && t->lora_rank > 0)
-    return err_set(TSR_EINVAL, "train.zero = %d with lora.rank = %d: a LoRA run's optimizer state "
-                   "is the adapters' (small) and is not sharded; set train.zero = 0", t->zero,
-                   t->lora_rank);
+  if (t->zero > 2 && t->lora_rank > 0)
+    return err_set(TSR_EINVAL, "train.zero = %d with lora.rank = %d: a LoRA run shards the "
+                   "adapters' optimizer state (stages 1 and 2); its frozen base stays whole; set "
+                   "train.zero = 1 or 2", t->zero, t->lora_rank);
   if (t->lora_rank > 0 && !t->lora_targets[strspn(t->lora_targets, " ,")])
     return err_set(TSR_EINVAL, "lora.rank = %d needs lora.targets (PEFT module names, e.g. "
                    "to_q,to_k,to_v,to_out.0)", t->lora_rank);

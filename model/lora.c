@@ -218,6 +218,10 @@ static tsr_status build_table(struct dit_lora *lo, const dit_model *m) {
     t += tl + (t[tl] == ',');
   }
   free(hits);
+  // ZeRO (model/train/zero.h): the buffers' length a multiple of 16 x shard_ranks floats, so
+  // the adapters' state splits into equal slices of whole 64-byte lines; the padding stays 0
+  size_t a = 16 * (size_t)(lo->cfg.shard_ranks > 1 ? lo->cfg.shard_ranks : 1);
+  lo->n_params = (lo->n_params + a - 1) / a * a;
   return st;
 }
 

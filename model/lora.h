@@ -47,6 +47,9 @@ typedef struct {
   int rank;                         // r >= 1
   float alpha;                      // scale = alpha / r (PEFT's default, not rsLoRA)
   char targets[LORA_TARGETS_MAX];   // comma-separated module names or suffixes
+  int shard_ranks;                  // > 1 (a ZeRO run, model/train/zero.h): the flat buffers'
+                                    // length padded to a multiple of 16 x shard_ranks floats
+                                    // (the tensors' offsets unchanged); 0 otherwise
 } lora_config;
 
 // Adds adapters to m on every block linear matched by lc->targets, A initialised from seed

@@ -46,9 +46,10 @@ static tsr_status per_token_block(const dit_config *mc, kernels_dtype act, int r
 // their weights' bytes wb (fp32 masters, and the act-dtype working copy unless fp32) and
 // their activation buffer ab. Their gradient buffer is np floats more.
 static tsr_status lora_bytes(const dit_config *mc, const train_config *tc, kernels_dtype act,
-                             int64_t tokens, int clips, int frozen, size_t *np, size_t *wb,
-                             size_t *ab) {
+                             int64_t tokens, int clips, int frozen, int shard_ranks, size_t *np,
+                             size_t *wb, size_t *ab) {
   lora_config lc = train_lora_config(tc);
+  lc.shard_ranks = shard_ranks;  // train.zero: padded to equal slices (step.c lora_setup)
   tsr_status st = dit_lora_memory(mc, &lc, act, (int)tokens, clips, frozen, np, ab);
   *wb = *np * sizeof(float) + (act != KERNELS_F32 ? *np * kernels_dtype_size(act) : 0);
   return st;
@@ -63,7 +64,8 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
   int64_t C = tc->global_batch < tokens ? tc->global_batch : tokens;
   dit_memory dm;
   dit_config zmc = *mc;  // train.zero: the buckets padded for equal slices (trainer_setup)
-  zmc.shard_ranks = tc->zero > 0 ? ranks : 0;
+  const int base_zero = tc->lora_rank > 0 ? 0 : tc->zero;  // LoRA: the adapters' state only
+  zmc.shard_ranks = base_zero > 0 ? ranks : 0;
   tsr_status st = dit_memory_bytes(&zmc, act, tokens, C, &dm);
   if (st) return st;
   int P = mc->pt * mc->ph * mc->pw * mc->channels;
@@ -74,7 +76,7 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
   out->grads = dm.grads;
   out->optimizer = 3 * dm.n_params * sizeof(float);  // AdamW m, v and the EMA (step.c)
   out->zero = tc->zero;
-  if (tc->zero > 0) {  // model/train/zero.h: the state of this rank's shard, S floats each
+  if (base_zero > 0) {  // model/train/zero.h: the state of this rank's shard, S floats each
     size_t S = dm.n_params / (size_t)ranks * sizeof(float), B = dm.largest_bucket * sizeof(float);
     out->shard = S;
     out->weights += S;    // the fp32 masters of the shard beside the full working weights
@@ -83,7 +85,7 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
     // stage 2: no whole gradient; two bucket buffers and the slices they reduce-scatter into
     if (tc->zero >= 2) out->grads = S + 2 * B + 2 * (B / (size_t)ranks);
   }
-  if (tc->zero == 3) {
+  if (base_zero == 3) {
     // no whole weights either (model/dist/dist_step.h dist_step_set_weights): the masters'
     // shard and two bucket slots of gathered weights, fp32 and their act-dtype copy (the
     // bucket computing and the next one, prefetched); the gradient as at stage 2
@@ -139,11 +141,20 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
   }
   if (tc->lora_rank > 0) {  // adapters on a frozen base (model/lora.h): no base gradients
     size_t np = 0, ab = 0, wb = 0;
-    if ((st = lora_bytes(mc, tc, act, tokens, (int)C, 0, &np, &wb, &ab))) return st;
+    if ((st = lora_bytes(mc, tc, act, tokens, (int)C, 0, tc->zero > 0 ? ranks : 0, &np, &wb,
+                         &ab)))
+      return st;
     out->lora_params = np;
     out->weights += wb;
     out->grads = np * sizeof(float);
     out->optimizer = 3 * np * sizeof(float);  // AdamW m, v and the EMA of the adapters
+    if (tc->zero > 0) {  // their shards (one bucket: the whole buffer, zero_layout_flat)
+      size_t S = np / (size_t)ranks * sizeof(float);
+      out->shard = S;
+      out->weights += S;  // the masters' shard
+      out->grads += S;    // the gradient's shard beside the whole adapter gradient
+      out->optimizer = 3 * S + np * sizeof(float);  // + the bucket checkpoints gather in
+    }
     out->activations += ab;
   }
   if (tc->val_clips > 0)  // dist_step_eval: eval_pred (L, P) [act] and eval_out (1 + C) [f32]
@@ -165,7 +176,7 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
                    2 * N * 3 * sizeof(int32_t) + (2 + 3 + 2 + 3) * 4;
     if (tc->lora_rank > 0) {  // + the run's adapters on it, holding their EMA, forward only
       size_t np = 0, ab = 0, wb = 0;  // (dit_lora_attach_frozen: no gradient buffer)
-      if ((st = lora_bytes(&smc, tc, act, tokens, 2, 1, &np, &wb, &ab))) return st;
+      if ((st = lora_bytes(&smc, tc, act, tokens, 2, 1, 0, &np, &wb, &ab))) return st;
       out->samples += wb + ab;
     }
   }

@@ -65,7 +65,8 @@ typedef struct {
   int measured;          // 1: activations from train.act_bytes_token
   // lora.rank > 0: the adapters' floats (model/lora.h dit_lora_memory). The base is frozen:
   // weights add the adapters, grads and optimizer are the adapters' only, activations add
-  // the adapters' kept products.
+  // the adapters' kept products. With train.zero (1, 2) the adapters' state is sharded, the
+  // base whole: shard below is the adapters'.
   size_t lora_params;
   // train.zero >= 1 (model/train/zero.h): the bytes of one fp32 shard of the state (S floats
   // of the padded flat buffer / ranks). weights add the masters' shard to the whole working

@@ -80,9 +80,10 @@ static tsr_status sample_model_load_ema(trainer *tr) {
   if (tr->tc.zero > 0 && !tr->ema_whole)
     return err_set(TSR_EINVAL, "samples: train.zero = %d holds a shard of the EMA only and it was "
                    "not put together (train_ema_full)", tr->tc.zero);
+  // (the sampling model's adapters are not padded for ZeRO: the same offsets, fewer floats)
   tsr_status r = tr->kb->copy(tr->kb, lora ? dit_lora_params(sm) : dit_params(sm),
                               tr->tc.zero > 0 ? tr->ema_whole : tr->ema,
-                              tr->n_params * sizeof(float));
+                              (lora ? dit_lora_num_params(sm) : tr->n_params) * sizeof(float));
   if (!r) r = lora ? dit_lora_refresh(sm) : dit_refresh_weights(sm);
   return r;
 }

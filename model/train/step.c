@@ -29,6 +29,7 @@ float *train_grads(trainer *tr) {
 // lora.rank > 0: the config's adapters on the model, A drawn from train.seed.
 static tsr_status lora_setup(trainer *tr) {
   lora_config lc = train_lora_config(&tr->tc);
+  lc.shard_ranks = tr->tc.zero > 0 ? comm_size() : 0;  // ZeRO: the adapters' state sharded
   tsr_status r = dit_lora_attach(tr->model, &lc, (uint64_t)tr->tc.seed);
   if (r) return err_wrap(r, "trainer: lora.rank = %d: ", lc.rank);
   tr->n_params = dit_lora_num_params(tr->model);
@@ -98,7 +99,11 @@ static tsr_status trainer_null_caption(trainer *tr) {
 static tsr_status zero_adamw_segments(trainer *tr) {
   kernels_param_segment *h = NULL;
   int n = 0;
-  tsr_status r = zero_segments(&tr->zero, tr->model, train_decays, &h, &n);
+  tsr_status r = tr->tc.lora_rank > 0
+                     ? zero_segments_of(&tr->zero, tr->model, dit_lora_num_tensors(tr->model),
+                                        dit_lora_tensor_info, train_decays, &h, &n)
+                     : zero_segments(&tr->zero, tr->model, train_decays, &h, &n);
+  if (!r) qsort(h, (size_t)n, sizeof *h, segment_cmp);  // the adapters' table is not in order
   if (!r) r = train_segments_upload(tr->kb, h, n, &tr->adam_segs, &tr->n_adam_segs);
   free(h);
   return r;
@@ -112,7 +117,8 @@ tsr_status trainer_setup(trainer *tr) {
   if (L > INT32_MAX / 4)
     return err_set(TSR_EINVAL, "train.mem_tokens = %lld is too large", (long long)L);
   // ZeRO: every gradient bucket splits into equal slices, one per rank (model/train/zero.h)
-  tr->mc.shard_ranks = tr->tc.zero > 0 ? comm_size() : 0;
+  // (a LoRA run's base is frozen and whole: its adapters are sharded, lora_setup)
+  tr->mc.shard_ranks = tr->tc.zero > 0 && tr->tc.lora_rank == 0 ? comm_size() : 0;
   // LoRA trains adapters on a frozen base: no base gradient is computed or held
   // ZeRO 2 keeps no whole gradient: each bucket is reduce-scattered from a bucket buffer;
   // ZeRO 3 no whole weights either: each bucket is gathered into a bucket buffer before use
@@ -125,7 +131,10 @@ tsr_status trainer_setup(trainer *tr) {
   if (tr->tc.lora_rank > 0 && (r = lora_setup(tr))) return r;
   size_t state = tr->n_params;  // floats of each optimizer buffer: all, or this rank's shard
   if (tr->tc.zero > 0) {
-    if ((r = zero_layout_make(&tr->zero, tr->model, tr->tc.zero, comm_size(), comm_rank())))
+    if ((r = tr->tc.lora_rank > 0
+                 ? zero_layout_flat(&tr->zero, (int64_t)tr->n_params, tr->tc.zero, comm_size(),
+                                    comm_rank())
+                 : zero_layout_make(&tr->zero, tr->model, tr->tc.zero, comm_size(), comm_rank())))
       return r;
     state = (size_t)tr->zero.shard;
   }
@@ -148,7 +157,8 @@ tsr_status trainer_setup(trainer *tr) {
     return err_set(TSR_ENOMEM, "trainer: no memory");
   r = dist_step_create(&tr->dist, tr->model, tr->cb, &tr->mc, &tr->tc, (int)L, (int)C);
   // stage 2: each bucket's reduce-scatter sums into this rank's gradient shard
-  if (!r && tr->tc.zero >= 2) r = dist_step_set_shard(tr->dist, tr->gshard, comm_size());
+  if (!r && tr->tc.zero >= 2 && tr->tc.lora_rank == 0)
+    r = dist_step_set_shard(tr->dist, tr->gshard, comm_size());
   // stage 3: each bucket's weights gathered from the ranks' masters before use
   if (!r && tr->tc.zero == 3) r = dist_step_set_weights(tr->dist, tr->master);
   if (r) return r;
@@ -186,7 +196,7 @@ tsr_status train_ema_reset(trainer *tr) {
 tsr_status train_weights_set(trainer *tr) {
   // stage 3: the masters are the only weights (a load put them there)
   return tr->tc.zero > 0 && tr->tc.zero < 3
-             ? zero_take(&tr->zero, tr->kb, tr->master, dit_params(tr->model)) : TSR_OK;
+             ? zero_take(&tr->zero, tr->kb, tr->master, train_params(tr)) : TSR_OK;
 }
 
 tsr_status train_weights_init(trainer *tr, uint64_t seed) {
@@ -210,11 +220,11 @@ tsr_status train_weights_init(trainer *tr, uint64_t seed) {
 tsr_status train_ema_full(trainer *tr, const float **ema) {
   *ema = tr->ema;
   if (tr->tc.zero == 0) return TSR_OK;
-  if (!dit_grads(tr->model))
+  if (!train_grads(tr))
     return err_set(TSR_EINVAL, "train.zero = %d keeps no whole gradient buffer to put the EMA "
                    "together in (samples during training: train.zero <= 1)", tr->tc.zero);
-  *ema = dit_grads(tr->model);
-  return zero_gather(&tr->zero, tr->cb, dit_grads(tr->model), tr->ema);
+  *ema = train_grads(tr);
+  return zero_gather(&tr->zero, tr->cb, train_grads(tr), tr->ema);
 }
 
 // The batch's clips for the plan: ids, grids, labels and their mapped tokens.
@@ -304,8 +314,8 @@ static tsr_status optimize_shard(trainer *tr, double lr, float grad_scale) {
                                         grad_scale);
   if (!r) r = kb->ema_update(kb, tr->ema, tr->master, S, (float)ema_decay_at(c, tr->step));
   // stages 1-2: the whole weights from the masters; stage 3 gathers them block by block
-  if (!r && c->zero < 3) r = zero_gather(&tr->zero, tr->cb, dit_params(tr->model), tr->master);
-  if (!r) r = dit_refresh_weights(tr->model);
+  if (!r && c->zero < 3) r = zero_gather(&tr->zero, tr->cb, train_params(tr), tr->master);
+  if (!r) r = tr->tc.lora_rank > 0 ? dit_lora_refresh(tr->model) : dit_refresh_weights(tr->model);
   double w = 0, e = 0;
   if (!r) r = zero_sumsq(&tr->zero, kb, tr->master, &w);
   if (!r) r = zero_sumsq(&tr->zero, kb, tr->ema, &e);
@@ -338,6 +348,17 @@ static tsr_status optimize(trainer *tr, double lr, float grad_scale) {
   return r;
 }
 
+// A LoRA run's adapter gradients summed over the world: all-reduced (train.zero <= 1), or at
+// stage 2 reduce-scattered into this rank's shard (one bucket: the whole buffer).
+static tsr_status lora_reduce(trainer *tr) {
+  comm_group *world = comm_group_get(comm_size());
+  if (tr->tc.zero >= 2)
+    return tr->cb->reduce_scatter_sum_f32(tr->cb, world, train_grads(tr), tr->gshard,
+                                          tr->zero.shard);
+  if (comm_size() == 1) return TSR_OK;
+  return tr->cb->allreduce_sum_f32(tr->cb, world, train_grads(tr), (int64_t)tr->n_params);
+}
+
 tsr_status train_step(trainer *tr, const int64_t *batch, int n, const plan *p,
                       train_step_stats *st) {
   double t0 = time_now();
@@ -350,12 +371,10 @@ tsr_status train_step(trainer *tr, const int64_t *batch, int n, const plan *p,
   if (!r) r = batch_clips(tr, batch, n, &tokens);
   if (!r) r = dist_step_run(tr->dist, p, tr->clips, n, tr->step, &loss, &st->microbatches);
   if (!r) r = dist_step_reduce(tr->dist, &loss);  // every rank now holds the batch's gradient
-  if (!r && tr->tc.lora_rank > 0 && comm_size() > 1)  // ... and the adapters' (the only ones)
-    r = tr->cb->allreduce_sum_f32(tr->cb, comm_group_get(comm_size()), train_grads(tr),
-                                  (int64_t)tr->n_params);
+  if (!r && tr->tc.lora_rank > 0) r = lora_reduce(tr);  // ... and the adapters' (the only ones)
   if (r) return err_wrap(r, "step %lld: ", (long long)tr->step);
   double sumsq = 0;  // of the whole gradient: with train.zero, the shards' summed over the world
-  if (tr->tc.zero == 1) r = zero_take(&tr->zero, tr->kb, tr->gshard, dit_grads(tr->model));
+  if (tr->tc.zero == 1) r = zero_take(&tr->zero, tr->kb, tr->gshard, train_grads(tr));
   if (!r) r = tr->tc.zero > 0 ? zero_sumsq(&tr->zero, tr->kb, tr->gshard, &sumsq)
                               : tr->kb->sumsq(tr->kb, &sumsq, train_grads(tr), tr->n_params);
   if (r) return r;

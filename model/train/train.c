@@ -21,6 +21,7 @@
 #include "model/train/tensorboard.h"
 #include "model/train/plan_choice.h"
 #include "model/io/lora_io.h"
+#include "model/lora.h"
 #include "model/train/zero_cost.h"
 #include "model/train/resume.h"
 #include "model/train/samples.h"
@@ -161,15 +162,17 @@ static tsr_status check_resume_config(const ckpt_meta *cm, const trainer *tr, co
 
 // ckpt_state.gather of a sharded state (train.zero >= 1): tensor i of a set, from its bucket
 // put together out of every rank's shard in tr->zero_buf (one bucket at a time; collective).
+// A LoRA run's sets are its adapters', one bucket (zero_layout_flat).
 static tsr_status gather_tensor(void *ctx, const float *shard, int i, const float **data) {
   trainer *tr = ctx;
-  const dit_tensor *t = dit_tensor_info(tr->model, i);
+  const int lora = tr->tc.lora_rank > 0;
+  const dit_tensor *t = lora ? dit_lora_tensor_info(tr->model, i) : dit_tensor_info(tr->model, i);
   int b = 0;
-  while (b + 1 < dit_num_buckets(tr->model) &&
+  while (!lora && b + 1 < dit_num_buckets(tr->model) &&
          !(t->offset >= dit_get_bucket(tr->model, b).offset &&
            t->offset < dit_get_bucket(tr->model, b).offset + dit_get_bucket(tr->model, b).numel))
     b++;
-  dit_bucket k = dit_get_bucket(tr->model, b);
+  dit_bucket k = lora ? (dit_bucket){0, (size_t)tr->zero.n} : dit_get_bucket(tr->model, b);
   tsr_status r = TSR_OK;
   if (tr->zero_buf_set != shard || tr->zero_buf_bucket != b) {
     r = zero_gather_bucket(&tr->zero, tr->cb, b, tr->zero_buf, shard);

@@ -41,6 +41,23 @@ tsr_status zero_layout_make(zero_layout *z, dit_model *m, int stage, int world, 
   return TSR_OK;
 }
 
+tsr_status zero_layout_flat(zero_layout *z, int64_t n, int stage, int world, int rank) {
+  memset(z, 0, sizeof *z);
+  if (world < 1 || rank < 0 || rank >= world || n < 0 || n % (16 * (int64_t)world))
+    return err_set(TSR_EINVAL, "train.zero: a buffer of %lld floats on rank %d of %d: not a "
+                   "multiple of 16 x %d (made without shard_ranks = %d)", (long long)n, rank,
+                   world, world, world);
+  *z = (zero_layout){.stage = stage, .world = world, .rank = rank, .n = n, .n_buckets = 1,
+                     .shard = n / world};
+  z->lo = malloc(sizeof *z->lo), z->len = malloc(sizeof *z->len), z->at = malloc(sizeof *z->at);
+  if (!z->lo || !z->len || !z->at) {
+    zero_layout_free(z);
+    return err_set(TSR_ENOMEM, "train.zero: no memory");
+  }
+  z->len[0] = z->shard, z->lo[0] = rank * z->shard, z->at[0] = 0;
+  return TSR_OK;
+}
+
 size_t zero_largest_bucket(const zero_layout *z) {
   int64_t most = 0;
   for (int b = 0; b < z->n_buckets; b++)
@@ -51,12 +68,19 @@ size_t zero_largest_bucket(const zero_layout *z) {
 tsr_status zero_segments(const zero_layout *z, const dit_model *m,
                          int (*decays)(const dit_tensor *t), kernels_param_segment **segs,
                          int *n_segs) {
-  int nt = dit_num_tensors(m), cap = nt + z->n_buckets, n = 0;
+  return zero_segments_of(z, m, dit_num_tensors(m), dit_tensor_info, decays, segs, n_segs);
+}
+
+tsr_status zero_segments_of(const zero_layout *z, const dit_model *m, int nt,
+                            const dit_tensor *(*info)(const dit_model *m, int i),
+                            int (*decays)(const dit_tensor *t), kernels_param_segment **segs,
+                            int *n_segs) {
+  int cap = nt + z->n_buckets, n = 0;
   kernels_param_segment *h = calloc((size_t)cap, sizeof *h);
   if (!h) return err_set(TSR_ENOMEM, "train.zero: no memory for the AdamW segments");
   // a tensor lies in one bucket, so it meets this rank's slices at most once
   for (int i = 0; i < nt; i++) {
-    const dit_tensor *t = dit_tensor_info(m, i);
+    const dit_tensor *t = info(m, i);
     int64_t a = (int64_t)t->offset, e = a + (int64_t)t->numel;
     for (int b = 0; b < z->n_buckets && n < cap; b++) {
       int64_t end = z->lo[b] + z->len[b];

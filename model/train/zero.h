@@ -45,6 +45,10 @@ typedef struct {
 // The layout of model m (made with shard_ranks = world) for this rank. TSR_EINVAL naming the
 // bucket when one is not a multiple of 16 * world floats (the model was not made for it).
 tsr_status zero_layout_make(zero_layout *z, dit_model *m, int stage, int world, int rank);
+// The layout of a flat buffer of n floats as ONE bucket [0, n): a LoRA run's adapters (model/
+// lora.h, made with lora_config.shard_ranks = world), whose state is sharded the same way.
+// TSR_EINVAL when n is not a multiple of 16 * world floats.
+tsr_status zero_layout_flat(zero_layout *z, int64_t n, int stage, int world, int rank);
 void zero_layout_free(zero_layout *z);
 
 // The floats of the largest bucket (a buffer that holds any one bucket whole).
@@ -55,6 +59,14 @@ size_t zero_largest_bucket(const zero_layout *z);
 tsr_status zero_segments(const zero_layout *z, const dit_model *m,
                          int (*decays)(const dit_tensor *t), kernels_param_segment **segs,
                          int *n_segs);
+// The same over another table of tensors of m: n_tensors of them, info(m, i) (the adapters':
+// dit_lora_num_tensors, dit_lora_tensor_info), in table order (adamw_update_multi wants them
+// by increasing offset: sort them when the table is not in buffer order, as the adapters'
+// is not).
+tsr_status zero_segments_of(const zero_layout *z, const dit_model *m, int n_tensors,
+                            const dit_tensor *(*info)(const dit_model *m, int i),
+                            int (*decays)(const dit_tensor *t), kernels_param_segment **segs,
+                            int *n_segs);
 // shard (S) = this rank's slices of full (n), on the backend: the gradient after a stage-1
 // all-reduce, the master weights after dit_init or a checkpoint load.
 tsr_status zero_take(const zero_layout *z, const kernels_backend *kb, float *shard,

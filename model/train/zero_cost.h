@@ -11,7 +11,9 @@
 // zeros. The model's flat buffer as the trainer makes it for train.zero (every bucket padded
 // to 16 x ranks floats, model/train/zero.h): P its floats, nb = depth + 2 buckets (the final
 // layer, every block, the embeddings), Pb the largest bucket (a block's in every family
-// here), D = depth.
+// here), D = depth. With adapters (lora.rank > 0) ZeRO shards the adapters' state only, and
+// their gradient is reduced once a step at either stage (step.c): P is the adapters' buffer,
+// one bucket, priced as stage 1 (the all-gather after the optimizer; no per-wave collective).
 tsr_status train_zero_cost(const dit_config *mc, const train_config *tc, int ranks,
                            cost_zero *out);
 

@@ -4,6 +4,8 @@
 # 700 splits the longer clips across ranks (ring attention), and sets RANKS_MODEL, the
 # arguments of the model they train on it (tiny with the store's patch, hidden 32, 2 heads,
 # all 4 clips a step). Needs T (tessera), SRC (the source tree) and ffmpeg.
+# Also the comparisons of zero_ranks.sh and lora_zero.sh, over run directories in W (fail
+# reports): close, sums, field.
 ranks_store() {
   local w=$1 s
   for s in 1 2 3 4; do
@@ -13,4 +15,24 @@ ranks_store() {
   RANKS_MODEL=(--config "$SRC/configs/model/tiny.conf" --data "$w/store"
                --set model.pt=1 --set model.ph=4 --set model.pw=4 --set model.hidden=32
                --set model.heads=2 --set train.global_batch=4)
+}
+
+# close A B KEY [FIRST]: KEY of every metrics line (from FIRST) within 1e-5 relative
+close() {
+  paste <(jq -r ".$3" "$W/$1/metrics.jsonl" | tail -n +"${4:-1}") \
+        <(jq -r ".$3" "$W/$2/metrics.jsonl" | tail -n +"${4:-1}") |
+    awk -v what="$2 vs $1: $3" '{ d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1);
+           if (r > m) m = r; n++ }
+         END { printf "ok: %s: %d steps, worst relative difference %.3g\n", what, n, m;
+               exit !(n > 0 && m <= 1e-5) }' || fail "$3 differs: $2 vs $1"
+}
+sums() {  # the four set checksums of a checkpoint
+  python3 -c 'import json,struct,sys; f=open(sys.argv[1],"rb"); n=struct.unpack("<Q",f.read(8))[0]
+m=json.loads(f.read(n))["__metadata__"]; print(*[m[k] for k in ("xxh3_weights","xxh3_ema","xxh3_adam_m","xxh3_adam_v")])' "$1"
+}
+field() {  # field LOG peak|model: the backend's measured peak, the model's count (bytes)
+  case $2 in
+    peak) sed -n 's/.*allocations peaked at [0-9.]* GiB (\([0-9]*\) bytes).*/\1/p' "$1" ;;
+    model) sed -n 's/.*the model counts [0-9.]* GiB (\([0-9]*\) bytes,.*/\1/p' "$1" ;;
+  esac | head -1
 }

@@ -46,26 +46,6 @@ train() {
   "${launch[@]}" "$T" train "${CONF[@]}" --set train.mem_tokens=$mem "$@" --out "$W/$name" \
     >"$W/$name.log" 2>&1 || { tail -5 "$W/$name.log"; fail "$name"; }
 }
-# close A B KEY [FIRST]: KEY of every metrics line (from FIRST) within 1e-5 relative
-close() {
-  paste <(jq -r ".$3" "$W/$1/metrics.jsonl" | tail -n +"${4:-1}") \
-        <(jq -r ".$3" "$W/$2/metrics.jsonl" | tail -n +"${4:-1}") |
-    awk -v what="$2 vs $1: $3" '{ d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1);
-           if (r > m) m = r; n++ }
-         END { printf "ok: %s: %d steps, worst relative difference %.3g\n", what, n, m;
-               exit !(n > 0 && m <= 1e-5) }' || fail "$3 differs: $2 vs $1"
-}
-sums() {  # the four set checksums of a checkpoint
-  python3 -c 'import json,struct,sys; f=open(sys.argv[1],"rb"); n=struct.unpack("<Q",f.read(8))[0]
-m=json.loads(f.read(n))["__metadata__"]; print(*[m[k] for k in ("xxh3_weights","xxh3_ema","xxh3_adam_m","xxh3_adam_v")])' "$1"
-}
-field() {  # field LOG peak|model: the backend's measured peak, the model's count (bytes)
-  case $2 in
-    peak) sed -n 's/.*allocations peaked at [0-9.]* GiB (\([0-9]*\) bytes).*/\1/p' "$1" ;;
-    model) sed -n 's/.*the model counts [0-9.]* GiB (\([0-9]*\) bytes,.*/\1/p' "$1" ;;
-  esac | head -1
-}
-
 # 1. stages x world sizes x plans
 runs=(1z0 1z1 1z2 1z3 2sz0 2sz1 2sz2 2sz3)
 [ "${ZERO_FULL:-0}" = 1 ] &&
