@@ -102,6 +102,15 @@ double plan_group_time(const plan *p, int gi, const int64_t *tokens, const cost_
 // made in ring mode; every plan of the scheduler has its modes set this way).
 void plan_choose_modes(plan *p, const int64_t *tokens, const cost_model *cm,
                        const sched_cluster *cl);
+// For lockstep execution (ZeRO stage >= 2, cost_zero_lockstep: every wave ends on every rank
+// together, so a plan takes the sum over its waves of their longest group): *out (plan_init'ed)
+// = the groups of src with clips, the same ranks and clips, in new waves: longest first (their
+// time under cm), each into the first wave whose ranks it needs are free, so that long groups
+// share waves and short ones share others. Every rank is still in one group a wave; the modes
+// are chosen again (plan_choose_modes). src: a valid plan of nclips clips of tokens.
+tsr_status plan_rewave(const plan *src, const int64_t *tokens, int nclips, const cost_model *cm,
+                       const sched_cluster *cl, plan *out);
+
 // Adds the number of clips run in groups of more than one rank in each mode to
 // hist[mode]; hist: (COST_CP_NMODES).
 void plan_mode_histogram(const plan *p, int64_t *hist);

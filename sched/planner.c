@@ -86,23 +86,30 @@ tsr_status sched_plan_batch(const sched_config *cfg, const int64_t *tokens, int 
   // its groups' modes chosen afterwards: the planner is greedy, and a richer cost model can
   // lead it to a slower plan, while choosing modes for fixed groups only shortens them (a
   // plan's step time never grows when a group's time shrinks), so that candidate is never
-  // slower than ring-only planning.
-  enum { NCAND = 4 };
+  // slower than ring-only planning. Under ZeRO stage >= 2 every wave ends on all ranks
+  // together (cost_zero_lockstep), which the dynamic planner's per-rank timelines do not
+  // see: its plans' groups regrouped into waves, long with long (plan_rewave), join too.
+  enum { NCAND = 6 };
   plan cand[NCAND];
   plan_sim sim[NCAND];
   const sched_used kind[NCAND] = {SCHED_USED_STATIC_BALANCED, SCHED_USED_PACKING_ONLY,
+                                  SCHED_USED_DYNAMIC, SCHED_USED_DYNAMIC,
                                   SCHED_USED_DYNAMIC, SCHED_USED_DYNAMIC};
-  const int ncand = (cfg->cost.cp_modes & ~COST_MODES_RING) ? 4 : 3;
+  const int nplanned = (cfg->cost.cp_modes & ~COST_MODES_RING) ? 4 : 3;
+  const int ncand = cost_zero_lockstep(&cfg->cost, cfg->cluster.ranks) ? 2 * nplanned - 2
+                                                                        : nplanned;
   for (int i = 0; i < NCAND; i++) plan_init(&cand[i], cfg->cluster.ranks);
   st = sched_baseline_balanced(cfg, tokens, n, &cand[0]);
   if (!st) st = sched_baseline_packing(cfg, tokens, n, &cand[1]);
   if (!st) st = sched_dynamic(cfg, tokens, n, &cand[2]);
-  if (!st && ncand > 3) {
+  if (!st && nplanned > 3) {
     sched_config ring = *cfg;
     ring.cost.cp_modes = COST_MODES_RING;
     st = sched_dynamic(&ring, tokens, n, &cand[3]);
     if (!st) plan_choose_modes(&cand[3], tokens, &cfg->cost, &cfg->cluster);
   }
+  for (int i = nplanned; !st && i < ncand; i++)  // the dynamic ones, rewaved
+    st = plan_rewave(&cand[i - nplanned + 2], tokens, n, &cfg->cost, &cfg->cluster, &cand[i]);
   for (int i = 0; i < ncand && !st; i++)
     st = plan_simulate(&cand[i], tokens, &cfg->cost, &cfg->cluster, &sim[i], NULL, NULL);
   if (!st) {
@@ -112,7 +119,8 @@ tsr_status sched_plan_batch(const sched_config *cfg, const int64_t *tokens, int 
     out->static_balanced_s = sim[0].step_s;
     out->packing_only_s = sim[1].step_s;
     out->dynamic_s = sim[2].step_s;
-    if (ncand > 3 && sim[3].step_s < out->dynamic_s) out->dynamic_s = sim[3].step_s;
+    for (int i = 3; i < ncand; i++)
+      if (sim[i].step_s < out->dynamic_s) out->dynamic_s = sim[i].step_s;
     out->predicted_s = sim[best].step_s;
     out->idle_frac = sim[best].idle_frac;
     out->zero_s = sim[best].zero_s;

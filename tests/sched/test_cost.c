@@ -120,6 +120,35 @@ static void test_zero(void) {
   CHECK_NEAR(sim.makespan_s, 1.2995, TOL);
   CHECK_NEAR(sim.zero_s, 0.08 + 2 * 0.016, TOL);
   CHECK_NEAR(sim.step_s, 1.2995 + 0.5 + 0.08, TOL);
+  // plan_rewave: the same groups in waves for lockstep. Wave 0: [0,2) 1000 tokens (1.1 s),
+  // [2,4) 100 (0.1675 s); wave 1: [0,2) 100, [2,4) 1000: in lockstep each wave takes 1.1 s.
+  // Longest first into the first free wave puts both long groups in wave 0, both short ones
+  // in wave 1: 1.1 + 0.016 + 0.1675 + 0.016.
+  int64_t tk4[4] = {1000, 100, 100, 1000};
+  int32_t c3 = 3;
+  plan q, r;
+  plan_init(&q, 4);
+  plan_init(&r, 4);
+  CHECK_OK(plan_wave_begin(&q));
+  CHECK_OK(plan_add_group(&q, 0, 2, &c0, 1));
+  CHECK_OK(plan_add_group(&q, 2, 2, &c1, 1));
+  CHECK_OK(plan_wave_end(&q));
+  CHECK_OK(plan_wave_begin(&q));
+  CHECK_OK(plan_add_group(&q, 0, 2, &c2, 1));
+  CHECK_OK(plan_add_group(&q, 2, 2, &c3, 1));
+  CHECK_OK(plan_wave_end(&q));
+  CHECK_OK(plan_simulate(&q, tk4, &cm, &cl, &sim, NULL, NULL));
+  CHECK_NEAR(sim.makespan_s, 2 * (1.1 + 0.016), TOL);
+  CHECK_OK(plan_rewave(&q, tk4, 4, &cm, &cl, &r));
+  CHECK_OK(plan_validate(&r, tk4, 4, &cl));
+  CHECK(r.nwaves == 2 && r.ngroups == 4, "%d waves, %d groups", r.nwaves, r.ngroups);
+  CHECK_OK(plan_simulate(&r, tk4, &cm, &cl, &sim, NULL, NULL));
+  CHECK_NEAR(sim.makespan_s, 1.1 + 0.016 + 0.1675 + 0.016, TOL);
+  for (int w = 0; w < r.nwaves; w++)  // each wave: one long or both short
+    for (int gi = r.wave_off[w]; gi < r.wave_off[w + 1]; gi++)
+      CHECK(tk4[r.clip_index[r.groups[gi].clip_off]] == (w == 0 ? 1000 : 100), "wave %d", w);
+  plan_free(&q);
+  plan_free(&r);
   // the lower bound of any plan adds the all-gather and one wave's least collectives
   sched_config sc = {.cluster = cl, .cost = cm};
   double lb2, lb0;
