@@ -1,11 +1,11 @@
-# tests/dist/ranks_store.sh — sourced by train_ranks.sh, lora_ranks.sh and zero_ranks.sh:
-# ranks_store DIR makes their store in DIR/store: 4 clips of 1..4 s at 4 fps, 40x32 pixels,
-# patch 1x4x4 (80 tokens a frame: 320, 640, 960 and 1280 tokens), so that a mem_tokens of
-# 700 splits the longer clips across ranks (ring attention), and sets RANKS_MODEL, the
-# arguments of the model they train on it (tiny with the store's patch, hidden 32, 2 heads,
-# all 4 clips a step). Needs T (tessera), SRC (the source tree) and ffmpeg.
-# Also the comparisons of zero_ranks.sh and lora_zero.sh, over run directories in W (fail
-# reports): close, sums, field.
+# tests/dist/ranks_store.sh — sourced by train_ranks.sh, lora_ranks.sh, zero_ranks.sh and
+# lora_zero.sh: ranks_store DIR makes their store in DIR/store: 4 clips of 1..4 s at 4 fps,
+# 40x32 pixels, patch 1x4x4 (80 tokens a frame: 320, 640, 960 and 1280 tokens), so that a
+# mem_tokens of 700 splits the longer clips across ranks (ring attention), and sets
+# RANKS_MODEL, the arguments of the model they train on it (tiny with the store's patch,
+# hidden 32, 2 heads, all 4 clips a step). Needs T (tessera), SRC (the source tree) and
+# ffmpeg. Also the comparisons of zero_ranks.sh and lora_zero.sh, over run directories in W
+# (fail reports): close, sums, field.
 ranks_store() {
   local w=$1 s
   for s in 1 2 3 4; do
