@@ -166,7 +166,7 @@ static double zero_coll(const cost_model *cm, int ranks, int gpus_per_node, doub
 
 double cost_zero_step(const cost_model *cm, int ranks, int gpus_per_node) {
   const cost_zero *z = &cm->zero;
-  if (z->stage < 1) return 0.0;
+  if (z->stage < 1 || z->stage > 2) return 0.0;  // stage 3 gathers per block instead
   return zero_coll(cm, ranks, gpus_per_node, cm->ag_bw, 4 * z->params, z->buckets);
 }
 
@@ -185,7 +185,7 @@ double cost_zero_wave(const cost_model *cm, int ranks, int gpus_per_node, double
   if (z->stage >= 3) {
     double tg = zero_block_gather(cm, ranks, gpus_per_node), D = (double)z->blocks;
     double fwd = tg - wave_s / (3 * D), bwd = tg - 2 * wave_s / (3 * D);
-    t += 2 * tg + (D - 1) * ((fwd > 0 ? fwd : 0) + (bwd > 0 ? bwd : 0));
+    t += tg + (D - 1) * ((fwd > 0 ? fwd : 0) + (bwd > 0 ? bwd : 0));
   }
   return t;
 }
@@ -193,7 +193,7 @@ double cost_zero_wave(const cost_model *cm, int ranks, int gpus_per_node, double
 double cost_zero_min_wave(const cost_model *cm, int ranks, int gpus_per_node) {
   if (!cost_zero_lockstep(cm, ranks)) return 0.0;
   double t = zero_coll(cm, ranks, gpus_per_node, cm->rs_bw, 4 * cm->zero.block, 1);
-  if (cm->zero.stage >= 3) t += 2 * zero_block_gather(cm, ranks, gpus_per_node);
+  if (cm->zero.stage >= 3) t += zero_block_gather(cm, ranks, gpus_per_node);
   return t;
 }
 

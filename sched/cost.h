@@ -63,11 +63,12 @@
 //            forward + backward) fills them: all but the last are hidden behind the rest
 //            of the backward as far as it lasts; the last (a block's, the embeddings' after
 //            it are small) waits
-//   stage 3: Z = stage 2's + sum_w G_w,
-//            G_w = 2 t_g + (D-1) * (max(0, t_g - W_w/(3D)) + max(0, t_g - 2 W_w/(3D))),
-//            t_g = t_ag(4Pb, 1): each pass (forward, 1/3 of W_w; backward, 2/3) gathers every
-//            block, block j+1's gather overlapped with block j's compute (prefetch); the
-//            first of a pass has nothing before it
+//   stage 3: Z = sum_w (R_w + G_w) (no all-gather after the optimizer: no whole weights),
+//            G_w = t_g + (D-1) * (max(0, t_g - W_w/(3D)) + max(0, t_g - 2 W_w/(3D))),
+//            t_g = t_ag(4Pb, 1): each pass (forward, 1/3 of W_w; backward, 2/3) gathers the
+//            blocks, block j+1's gather overlapped with block j's compute (prefetch); the
+//            forward's first block has nothing before it, the backward's first is still held
+//            from the forward (model/dist/dist_step.h)
 // Because every ZeRO collective is a world collective issued in lockstep (the bucket or
 // block order of every wave on every rank, idle or not), a wave of a stage >= 2 plan ends on
 // every rank together: plan_simulate then runs the waves one after the other (wave w+1
@@ -198,10 +199,10 @@ double cost_clip_time(const cost_model *cm, int gpus_per_node, int k, int64_t L)
 // Tokens a rank holds of a clip of L tokens cut over k ranks: ceil(L/k).
 static inline int64_t cost_chunk_tokens(int64_t L, int k) { return (L + k - 1) / k; }
 // ZeRO's terms (above) for a job of `ranks` ranks, G = gpus_per_node; all 0 at stage 0 or
-// with one rank. cost_zero_step: t_ag(4P, nb) (stages >= 1), per step. cost_zero_wave: R_w
+// with one rank. cost_zero_step: t_ag(4P, nb) (stages 1 and 2), per step. cost_zero_wave: R_w
 // (stage 2) or R_w + G_w (stage 3) of a wave whose longest group takes wave_s; 0 at stages
 // 0 and 1. cost_zero_min_wave: the least cost_zero_wave of any wave (wave_s -> infinity:
-// t_rs(4Pb, 1), + 2 t_g at stage 3), for lower bounds.
+// t_rs(4Pb, 1), + t_g at stage 3), for lower bounds.
 double cost_zero_step(const cost_model *cm, int ranks, int gpus_per_node);
 double cost_zero_wave(const cost_model *cm, int ranks, int gpus_per_node, double wave_s);
 double cost_zero_min_wave(const cost_model *cm, int ranks, int gpus_per_node);

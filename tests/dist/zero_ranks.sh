@@ -9,7 +9,8 @@
 #     every loss and gradient norm within 1e-5 relative of the 1-rank zero-0 run; at the
 #     same world size and plan zero 1's losses and checkpoints (weights, EMA, m, v: the four
 #     set checksums, over the canonical flat buffer) are bitwise zero 0's, and zero 3's
-#     losses, gradient norms and checkpoints zero 2's. Zero 2 is not
+#     losses, gradient norms and checkpoints zero 2's (on 1 rank and static plans: the
+#     dynamic planner prices the stages' communication differently and may plan otherwise). Zero 2 is not
 #     bitwise: it sums each wave's reduce-scatter into the shard, where zero 0 sums the waves
 #     first (zero 3 likewise); its gradient norms differ by ~1e-9, and zero 1's too (the
 #     shards' sums of squares are summed over the ranks). ZERO_FULL=1 (test_zero_ranks_full,
@@ -68,8 +69,12 @@ for run in "${runs[@]}"; do
   done
 done
 echo "ok: at each world size and plan, zero 1 gives zero 0's losses and checkpoints bitwise"
-for run in "${runs[@]}"; do  # stage 3 sums as stage 2 does; its gathered weights are the masters
+# stage 3 sums as stage 2 does and its gathered weights are the masters; where the plan is
+# the same (1 rank, static plans: the dynamic planner prices the stages' communication
+# differently, sched/cost.h "ZeRO", and may pick other plans)
+for run in "${runs[@]}"; do
   [ "${run##*z}" = 3 ] || continue
+  case $run in 1z3 | *s*) ;; *) continue ;; esac
   base=${run%z*}z2
   cmp -s <(jq -r '"\(.loss) \(.grad_norm)"' "$W/$base/metrics.jsonl") \
          <(jq -r '"\(.loss) \(.grad_norm)"' "$W/$run/metrics.jsonl") ||
@@ -79,7 +84,7 @@ for run in "${runs[@]}"; do  # stage 3 sums as stage 2 does; its gathered weight
       fail "$run: checkpoint $s differs from $base's"
   done
 done
-echo "ok: at each world size and plan, zero 3 gives zero 2's losses, gradient norms and checkpoints bitwise"
+echo "ok: on 1 rank and with static plans, zero 3 gives zero 2's losses, gradient norms and checkpoints bitwise"
 if [ "${ZERO_FULL:-0}" = 1 ]; then
   jq -e -s 'all(.plan == "static-balanced")' "$W"/[24]sz*/metrics.jsonl >/dev/null ||
     fail "--plan static did not run static plans"
