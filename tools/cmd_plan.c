@@ -315,14 +315,18 @@ static void print_zero(const sched_totals *tot, const sched_config *cfg) {
   const cost_zero *z = &cfg->cost.zero;
   if (z->stage < 1) return;
   double step = cost_zero_step(&cfg->cost, cfg->cluster.ranks, cfg->cluster.gpus_per_node);
-  char waves[96] = "";
+  char parts[160] = "";
+  int n = 0;
+  if (z->stage < 3)  // stage 3 holds no whole weights to gather after the optimizer
+    n = snprintf(parts, sizeof parts, "the weights' all-gather after the optimizer %.4f s", step);
   if (cost_zero_lockstep(&cfg->cost, cfg->cluster.ranks))
-    snprintf(waves, sizeof waves, "; the waves' reduce-scatters%s %.4f s",
-             z->stage >= 3 ? " and block gathers" : "", tot->zero_s / tot->steps - step);
+    snprintf(parts + n, sizeof parts - (size_t)n, "%sthe waves' reduce-scatters%s %.4f s",
+             n ? "; " : "", z->stage >= 3 ? " and block gathers" : "",
+             tot->zero_s / tot->steps - step);
   printf("ZeRO stage %d (%.4g parameters in %d buckets, blocks of %.4g): communication per "
-         "step, exposed: %.4f s (the weights' all-gather after the optimizer %.4f s%s); "
-         "%.1f%% of the plans' step time\n", z->stage, z->params, z->buckets, z->block,
-         tot->zero_s / tot->steps, step, waves, 100 * ratio(tot->zero_s, tot->predicted_s));
+         "step, exposed: %.4f s (%s); %.1f%% of the plans' step time\n", z->stage, z->params,
+         z->buckets, z->block, tot->zero_s / tot->steps, parts,
+         100 * ratio(tot->zero_s, tot->predicted_s));
 }
 
 static void print_summary(const sched_totals *tot, const cost_model *cm, int gpn) {
