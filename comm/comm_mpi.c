@@ -58,23 +58,16 @@ static tsr_status mpi_allreduce_sum_f32(cb_t *cb, comm_group *g, float *x, int64
   return st ? st : mpi_wait(cb, &q);
 }
 
-static tsr_status mpi_iallgather(cb_t *cb, comm_group *g, const void *send, void *recv,
-                                 int64_t bytes, comm_request **req) {
-  *req = NULL;
-  if (bytes < 0 || bytes > COMM_CHUNK)
-    return err_set(TSR_EINVAL, "group all-gather of %lld bytes per rank: at most %d",
-                   (long long)bytes, COMM_CHUNK);
+// A request for one MPI collective over g (what: its name in messages), or NULL: no memory.
+static comm_request *request_new(comm_group *g, const char *what) {
   comm_request *q = calloc(1, sizeof *q + sizeof(MPI_Request));
-  if (!q) return err_set(TSR_ENOMEM, "out of memory for an all-gather");
-  q->what = "all-gather", q->g = g, q->peer = -1;
-  if (local(g)) {
-    memmove(recv, send, (size_t)bytes);
-    *req = q;
-    return TSR_OK;
-  }
-  tsr_status st = comm_mpi_check(MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes,
-                                                MPI_BYTE, g->comm, &q->r[0]),
-                                 "group all-gather");
+  if (q) q->what = what, q->g = g, q->peer = -1;
+  return q;
+}
+
+// q's collective was started with result rc: *req = q, or q freed and the error (msg).
+static tsr_status request_started(comm_request *q, int rc, const char *msg, comm_request **req) {
+  tsr_status st = comm_mpi_check(rc, msg);
   if (st) {
     free(q);
     return st;
@@ -82,6 +75,24 @@ static tsr_status mpi_iallgather(cb_t *cb, comm_group *g, const void *send, void
   q->n = 1;
   *req = q;
   return TSR_OK;
+}
+
+static tsr_status mpi_iallgather(cb_t *cb, comm_group *g, const void *send, void *recv,
+                                 int64_t bytes, comm_request **req) {
+  *req = NULL;
+  if (bytes < 0 || bytes > COMM_CHUNK)
+    return err_set(TSR_EINVAL, "group all-gather of %lld bytes per rank: at most %d",
+                   (long long)bytes, COMM_CHUNK);
+  comm_request *q = request_new(g, "all-gather");
+  if (!q) return err_set(TSR_ENOMEM, "out of memory for an all-gather");
+  if (local(g)) {  // a group of one: the copy, and a request already done
+    memmove(recv, send, (size_t)bytes);
+    *req = q;
+    return TSR_OK;
+  }
+  return request_started(q, MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE,
+                                           g->comm, &q->r[0]),
+                         "group all-gather", req);
 }
 
 static tsr_status mpi_allgather(cb_t *cb, comm_group *g, const void *send, void *recv,
@@ -97,24 +108,16 @@ static tsr_status mpi_ireduce_scatter(cb_t *cb, comm_group *g, const float *send
   if (n < 0 || n > COMM_CHUNK)
     return err_set(TSR_EINVAL, "group reduce-scatter of %lld values per rank: at most %d",
                    (long long)n, COMM_CHUNK);
-  comm_request *q = calloc(1, sizeof *q + sizeof(MPI_Request));
+  comm_request *q = request_new(g, "reduce-scatter");
   if (!q) return err_set(TSR_ENOMEM, "out of memory for a reduce-scatter");
-  q->what = "reduce-scatter", q->g = g, q->peer = -1;
   if (local(g)) {
     memmove(recv, send, (size_t)n * sizeof *recv);
     *req = q;
     return TSR_OK;
   }
-  tsr_status st = comm_mpi_check(MPI_Ireduce_scatter_block(send, recv, (int)n, MPI_FLOAT, MPI_SUM,
-                                                           g->comm, &q->r[0]),
-                                 "group reduce-scatter");
-  if (st) {
-    free(q);
-    return st;
-  }
-  q->n = 1;
-  *req = q;
-  return TSR_OK;
+  return request_started(q, MPI_Ireduce_scatter_block(send, recv, (int)n, MPI_FLOAT, MPI_SUM,
+                                                      g->comm, &q->r[0]),
+                         "group reduce-scatter", req);
 }
 
 static tsr_status mpi_reduce_scatter(cb_t *cb, comm_group *g, const float *send, float *recv,

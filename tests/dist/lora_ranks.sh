@@ -15,15 +15,8 @@
 #    made with dit_create_frozen, which has no gradient buffer and no buckets
 #    (test_lora), so the bucketed all-reduce has nothing of it to send.
 set -euo pipefail
-T=${TESSERA_BIN:?set by ctest}
-SRC=${TESSERA_SRC:?set by ctest}
-W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-lora-ranks.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-export OMP_NUM_THREADS=1
-MPI=(mpirun --oversubscribe)
-
 . "$(dirname "$0")/ranks_store.sh"  # 4 clips of 320, 640, 960 and 1280 tokens
+ranks_begin lora-ranks
 ranks_store "$W"
 CONF=("${RANKS_MODEL[@]}" --set train.warmup=2 --set train.lr=2e-3 --set train.log_every=1)
 "$T" train "${CONF[@]}" --set train.mem_tokens=2048 --set train.steps=4 --out "$W/base" \

@@ -11,15 +11,8 @@
 #  2. resume across stages and world sizes: zero 2's step-2 checkpoint on 2 ranks resumed at
 #     zero 0 on 1 rank: steps 3 and 4 within 1e-5 of the uninterrupted 2-rank zero-0 run.
 set -euo pipefail
-T=${TESSERA_BIN:?set by ctest}
-SRC=${TESSERA_SRC:?set by ctest}
-W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-lora-zero.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-export OMP_NUM_THREADS=1
-MPI=(mpirun --oversubscribe)
-
 . "$(dirname "$0")/ranks_store.sh"  # 4 clips of 320, 640, 960 and 1280 tokens
+ranks_begin lora-zero
 ranks_store "$W"
 CONF=("${RANKS_MODEL[@]}" --set train.warmup=2 --set train.lr=2e-3 --set train.log_every=1)
 "$T" train "${CONF[@]}" --set train.mem_tokens=2048 --set train.steps=2 --out "$W/base" \

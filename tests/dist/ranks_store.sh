@@ -4,8 +4,22 @@
 # mem_tokens of 700 splits the longer clips across ranks (ring attention), and sets
 # RANKS_MODEL, the arguments of the model they train on it (tiny with the store's patch,
 # hidden 32, 2 heads, all 4 clips a step). Needs T (tessera), SRC (the source tree) and
-# ffmpeg. Also the comparisons of zero_ranks.sh and lora_zero.sh, over run directories in W
+# ffmpeg. ranks_begin NAME sets what lora_ranks.sh, zero_ranks.sh and lora_zero.sh start
+# with; the comparisons of zero_ranks.sh and lora_zero.sh are over run directories in W
 # (fail reports): close, sums, field.
+
+# ranks_begin NAME: T and SRC from ctest's environment, W a scratch directory removed at
+# exit, fail (reports and exits), MPI (the launcher), one thread a rank.
+ranks_begin() {
+  T=${TESSERA_BIN:?set by ctest}
+  SRC=${TESSERA_SRC:?set by ctest}
+  W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-$1.XXXXXX")
+  trap 'rm -rf "$W"' EXIT
+  export OMP_NUM_THREADS=1
+  MPI=(mpirun --oversubscribe)
+}
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
 ranks_store() {
   local w=$1 s
   for s in 1 2 3 4; do

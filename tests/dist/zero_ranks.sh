@@ -27,15 +27,8 @@
 #     2 ranks (static CP 2): what each stage saves per rank, measured, equals the model's
 #     difference within 4 KiB (the model bounds the ring buffers, which memory.sh (b) checks).
 set -euo pipefail
-T=${TESSERA_BIN:?set by ctest}
-SRC=${TESSERA_SRC:?set by ctest}
-W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-zero.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-export OMP_NUM_THREADS=1
-MPI=(mpirun --oversubscribe)
-
 . "$(dirname "$0")/ranks_store.sh"  # 4 clips of 320, 640, 960 and 1280 tokens
+ranks_begin zero
 ranks_store "$W"
 CONF=("${RANKS_MODEL[@]}" --set train.warmup=2 --set train.lr=2e-3
       --set train.log_every=1 --set train.steps=4 --set train.ckpt_every=2 --set train.ckpt_keep=3)
@@ -57,32 +50,25 @@ for run in "${runs[@]}"; do
   train "$run" "$n" --set train.zero="$z" "${plan[@]}"
   [ "$run" = 1z0 ] || { close 1z0 "$run" loss; close 1z0 "$run" grad_norm; }
 done
-for run in "${runs[@]}"; do
-  [ "${run##*z}" = 1 ] || continue
-  base=${run%z*}z0
-  [ -d "$W/$base" ] || continue
-  cmp -s <(jq -r .loss "$W/$base/metrics.jsonl") <(jq -r .loss "$W/$run/metrics.jsonl") ||
-    fail "$run: the losses are not $base's bitwise"
+# bitwise RUN BASE JQ: the metrics JQ selects and the step-2 and step-4 checkpoints (the four
+# set checksums) of RUN are BASE's bit for bit
+bitwise() {
+  cmp -s <(jq -r "$3" "$W/$2/metrics.jsonl") <(jq -r "$3" "$W/$1/metrics.jsonl") ||
+    fail "$1: $3 of the metrics is not $2's bitwise"
   for s in 2 4; do
-    [ "$(sums "$W/$base/ckpt-$s.safetensors")" = "$(sums "$W/$run/ckpt-$s.safetensors")" ] ||
-      fail "$run: checkpoint $s differs from $base's"
+    [ "$(sums "$W/$2/ckpt-$s.safetensors")" = "$(sums "$W/$1/ckpt-$s.safetensors")" ] ||
+      fail "$1: checkpoint $s differs from $2's"
   done
+}
+for run in "${runs[@]}"; do
+  [ "${run##*z}" = 1 ] && [ -d "$W/${run%z*}z0" ] && bitwise "$run" "${run%z*}z0" .loss
 done
 echo "ok: at each world size and plan, zero 1 gives zero 0's losses and checkpoints bitwise"
 # stage 3 sums as stage 2 does and its gathered weights are the masters; where the plan is
 # the same (1 rank, static plans: the dynamic planner prices the stages' communication
 # differently, sched/cost.h "ZeRO", and may pick other plans)
 for run in "${runs[@]}"; do
-  [ "${run##*z}" = 3 ] || continue
-  case $run in 1z3 | *s*) ;; *) continue ;; esac
-  base=${run%z*}z2
-  cmp -s <(jq -r '"\(.loss) \(.grad_norm)"' "$W/$base/metrics.jsonl") \
-         <(jq -r '"\(.loss) \(.grad_norm)"' "$W/$run/metrics.jsonl") ||
-    fail "$run: the losses and gradient norms are not $base's bitwise"
-  for s in 2 4; do
-    [ "$(sums "$W/$base/ckpt-$s.safetensors")" = "$(sums "$W/$run/ckpt-$s.safetensors")" ] ||
-      fail "$run: checkpoint $s differs from $base's"
-  done
+  case $run in 1z3 | *sz3) bitwise "$run" "${run%z*}z2" '"\(.loss) \(.grad_norm)"' ;; esac
 done
 echo "ok: on 1 rank and with static plans, zero 3 gives zero 2's losses, gradient norms and checkpoints bitwise"
 if [ "${ZERO_FULL:-0}" = 1 ]; then
