@@ -56,6 +56,8 @@ static json_t *plan_json(const sched_config *cfg, const plan *p, const char *nam
     put(o, "role", json_string(role), bad);
     put(o, "step_s", json_real(sim.step_s), bad);
     put(o, "makespan_s", json_real(sim.makespan_s), bad);
+    put(o, "zero_s", json_real(sim.zero_s), bad);  // train.zero: part of step_s, and of the
+                                                   // makespan where waves are in lockstep
     put(o, "idle_frac", json_real(sim.idle_frac), bad);
     put(o, "groups", json_incref(groups), bad);
   }

@@ -55,9 +55,11 @@ def draw_plan(ax, bar, doc, p, xmax):
     ax.axvline(doc["lower_bound_s"], color="red", linestyle=":", linewidth=1.5)
     what = "planned: %s" % p["name"] if p["role"] == "planned" else \
         "static CP %d, packing only" % doc["static_cp"]
-    ax.set_title("%s: step %.4g s (dashed, with the all-reduce), idle %.1f%% of rank time; "
-                 "lower bound %.4g s (red)" % (what, p["step_s"], 100 * p["idle_frac"],
-                                                doc["lower_bound_s"]), fontsize=9)
+    zero = p.get("zero_s", 0)
+    ax.set_title("%s: step %.4g s (dashed, with the all-reduce%s), idle %.1f%% of rank time; "
+                 "lower bound %.4g s (red)"
+                 % (what, p["step_s"], " and ZeRO's %.3g s" % zero if zero > 0 else "",
+                    100 * p["idle_frac"], doc["lower_bound_s"]), fontsize=9)
     ax.set_xlim(0, xmax)
     ax.set_ylim(n, 0)
     if n <= LABELLED_RANKS:

@@ -2,7 +2,8 @@
 # tests/sched/timeline.sh — `tessera plan --timeline FILE.png` (sched/plan_timeline.h,
 # tools/plan_timeline.py): the picture's boxes are the plan of --json's step 0 with its
 # predicted times (tests/sched/timeline_check.py), on 32 ranks and on 4,096 (the summary of
-# many ranks: drawn from the same data, in seconds), under 200 KB; --timeline refuses a
+# many ranks: drawn from the same data, in seconds), under 200 KB, and at train.zero = 2
+# (ZeRO's time after the boxes at most its exposed time); --timeline refuses a
 # name that is not FILE.png, and a python without matplotlib is named.
 set -euo pipefail
 BIN=${TESSERA_BIN:?set by ctest}
@@ -29,6 +30,14 @@ for ranks in 32 4096; do
   [ "$size" -lt 200000 ] || fail "t$ranks.png is $size bytes (>= 200 KB)"
   echo "ok: $ranks ranks, $size bytes, $(echo "$(date +%s.%N) - $t0" | bc) s"
 done
+# train.zero = 2 (the model's sizes from --config): waves in lockstep, ZeRO's exposed time
+# between and after the boxes, in the timeline and its title
+"$BIN" plan "${BASE[@]}" --ranks 32 --mem-bytes 80000000000 --config "$SRC/configs/model/dit-1b.conf" \
+  --set train.zero=2 --global-batch 64 --json "$W/pz.json" --timeline "$W/tz.png" >"$W/out" ||
+  { cat "$W/out"; fail "plan --timeline at train.zero = 2"; }
+"$PY" "$SRC/tests/sched/timeline_check.py" "$W/pz.json" "$W/tz.json" "$W/tz.png"
+"$PY" -c 'import json, sys; assert all(p["zero_s"] > 0 for p in json.load(open(sys.argv[1]))["plans"])' \
+  "$W/tz.json" || fail "train.zero = 2: no ZeRO time in the timeline's plans"
 # the check can fail: a picture drawn from another batch's plan is caught
 "$BIN" plan "${BASE[@]}" --ranks 32 --mem-tokens 32768 --global-batch 64 --seed 9 \
   --timeline "$W/other.png" >/dev/null
