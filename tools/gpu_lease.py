@@ -52,7 +52,7 @@ PLANS = {
               ("test gpu_cuda_no_device", 10), ("test gpu_graphs", 60),
               ("test gpu_train", 150), ("bench tessera", 120), ("script diag", 60),
               ("bench torch", 0)],
-    "second": [("facts", 15), ("binaries", 240), ("test gpu_comm", 60), ("script cp_modes", 90),
+    "second": [("facts", 15), ("binaries", 240), ("test gpu_comm", 60), ("script cp_modes", 120),
                ("test gpu_memory", 60),
                ("bench torch-1b", 100), ("test gpu_backend_ops_memcheck", 90),
                ("bench long", 0)],

@@ -4,7 +4,8 @@
 # cuda` on the lease's store (.carry/gpu-store) for 10 steps at 1 rank, and under mpirun
 # with every rank on the one GPU through staged MPI (--comm mpi): 2 ranks with every CP
 # group in ring mode and in Ulysses mode, 4 ranks in hybrid mode (--gpus-per-node 2: Ulysses
-# over pairs, ring across them). train.mem_tokens 120 at 2 ranks puts the store's clips of
+# over pairs, ring across them), and 4 ranks at train.zero = 3 (ZeRO: the weights gathered
+# bucket by bucket through the staged all-gather). train.mem_tokens 120 at 2 ranks puts the store's clips of
 # more than 120 tokens (it has 96 to 224) in groups of 2, 60 at 4 ranks every clip in a
 # group of 2 or 4. Each run's losses against the 1-rank run's (mean
 # relative difference, the bf16 bound of tests/dist/gpu_dist.sh: 5e-3) and its median step
@@ -27,23 +28,24 @@ echo "cp_modes: 1 rank: rc $?"
 fail=0
 echo "[" >"$OUT/cp_modes.json"
 first=1
-for r in "2 ring 120" "2 ulysses 120" "4 hybrid 60"; do
+for r in "2 ring 120 0" "2 ulysses 120 0" "4 hybrid 60 0" "4 auto 60 3"; do
   set -- $r
-  out=$OUT/r$1-$2
+  out=$OUT/r$1-$2-z$4
   timeout 150 mpirun --oversubscribe --bind-to none -np "$1" "$T" train "${A[@]}" --comm mpi \
-    --set train.mem_tokens="$3" --set train.cp_mode="$2" --gpus-per-node 2 --out "$out" >"$out.log" 2>&1
+    --set train.mem_tokens="$3" --set train.cp_mode="$2" --set train.zero="$4" \
+    --gpus-per-node 2 --out "$out" >"$out.log" 2>&1
   rc=$?
   line=$(paste <(jget "$OUT/r1/metrics.jsonl" loss) <(jget "$out/metrics.jsonl" loss) 2>/dev/null |
     awk '{ d = ($1 - $2) / $1; if (d < 0) d = -d; s += d; n++ } END { printf "%d %.3g", n, n ? s / n : 1 }')
   step=$(jget "$out/metrics.jsonl" step_s 2>/dev/null | sort -g | awk '{ a[NR] = $1 } END { print NR ? a[int((NR + 1) / 2)] : -1 }')
   modes=$(jget "$out/metrics.jsonl" cp_modes 2>/dev/null | tail -1)
   set -- $r $line
-  echo "cp_modes: $1 ranks, $2, mem_tokens $3: rc $rc, $4 steps, mean relative loss difference to 1 rank $5, median step $step s, cp_modes $modes"
-  [ "$rc" -eq 0 ] && [ "$4" -eq 10 ] && awk -v d="$5" 'BEGIN { exit !(d <= 5e-3) }' || { fail=1; tail -3 "$out.log"; }
+  echo "cp_modes: $1 ranks, $2, mem_tokens $3, train.zero $4: rc $rc, $5 steps, mean relative loss difference to 1 rank $6, median step $step s, cp_modes $modes"
+  [ "$rc" -eq 0 ] && [ "$5" -eq 10 ] && awk -v d="$6" 'BEGIN { exit !(d <= 5e-3) }' || { fail=1; tail -3 "$out.log"; }
   [ $first -eq 1 ] || echo "," >>"$OUT/cp_modes.json"
   first=0
-  printf '{"ranks": %s, "mode": "%s", "mem_tokens": %s, "rc": %s, "steps": %s, "mean_rel_loss_diff": %s, "median_step_s": %s}\n' \
-    "$1" "$2" "$3" "$rc" "$4" "$5" "$step" >>"$OUT/cp_modes.json"
+  printf '{"ranks": %s, "mode": "%s", "mem_tokens": %s, "zero": %s, "rc": %s, "steps": %s, "mean_rel_loss_diff": %s, "median_step_s": %s}\n' \
+    "$1" "$2" "$3" "$4" "$rc" "$5" "$6" "$step" >>"$OUT/cp_modes.json"
 done
 echo "]" >>"$OUT/cp_modes.json"
 exit $fail
