@@ -4,11 +4,11 @@
 # each world size, in the same run.
 #
 #   bench/train/zero.sh          (after tools/setup.sh; needs ffmpeg, mpirun and jq)
-#   RANKS="2 4" STAGES="0 1 2 3" STEPS=12 REPEAT=3 MEM_TOKENS=700 HIDDEN=64 \
+#   RANKS="2 4" STAGES="0 1 2 3" STEPS=12 REPEAT=3 MEM_TOKENS=700 HIDDEN=64 DEPTH=2 \
 #   OUT=bench/train/results-zero.json bench/train/zero.sh
 #
-# The runs: `mpirun -np N tessera train` of the tiny model (patch 1x4x4, HIDDEN wide, 2
-# heads) on tests/dist/ranks_store.sh's four clips (320 to 1280 tokens, all four a step),
+# The runs: `mpirun -np N tessera train` of the tiny model (patch 1x4x4, HIDDEN wide, DEPTH
+# blocks, 2 heads) on tests/dist/ranks_store.sh's four clips (320 to 1280 tokens, all four a step),
 # one thread a rank, MEM_TOKENS a rank (700: the longer clips split across CP groups).
 # Step time: the median `step_s` of steps 3 .. STEPS (metrics.jsonl), the least of REPEAT
 # rounds (rounds interleave the stages, so that other work on the machine spreads over all
@@ -26,6 +26,7 @@ STEPS=${STEPS:-12}
 REPEAT=${REPEAT:-3}
 MEM_TOKENS=${MEM_TOKENS:-700}
 HIDDEN=${HIDDEN:-64}
+DEPTH=${DEPTH:-2}
 OUT=${OUT:-$ROOT/bench/train/results-zero.json}
 for c in ffmpeg mpirun jq; do
   command -v $c >/dev/null || { echo "zero.sh: needs $c (tools/setup.sh)" >&2; exit 1; }
@@ -39,7 +40,7 @@ trap 'rm -rf "$W"' EXIT
 SRC=$ROOT
 . "$ROOT/tests/dist/ranks_store.sh"
 ranks_store "$W"
-CONF=("${RANKS_MODEL[@]}" --set model.hidden="$HIDDEN" --set train.warmup=2 --set train.lr=1e-3
+CONF=("${RANKS_MODEL[@]}" --set model.hidden="$HIDDEN" --set model.depth="$DEPTH" --set train.warmup=2 --set train.lr=1e-3
       --set train.log_every=1 --set train.steps="$STEPS" --set train.ckpt_every=100000
       --set train.mem_tokens="$MEM_TOKENS")
 
@@ -88,8 +89,8 @@ done
 printf '%s\n' "${rows[@]}" | jq -s --arg commit "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   --arg cpu "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')" \
   --argjson cores "$(nproc)" --argjson steps "$STEPS" --argjson repeat "$REPEAT" \
-  --argjson mem "$MEM_TOKENS" --argjson hidden "$HIDDEN" \
+  --argjson mem "$MEM_TOKENS" --argjson hidden "$HIDDEN" --argjson depth "$DEPTH" \
   '{bench: "zero", baseline: "train.zero = 0 at the same world size", commit: $commit,
     cpu: $cpu, cores: $cores, steps: $steps, repeat: $repeat, mem_tokens: $mem,
-    hidden: $hidden, runs: .}' >"$OUT"
+    hidden: $hidden, depth: $depth, runs: .}' >"$OUT"
 echo "zero.sh: wrote $OUT"
