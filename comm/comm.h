@@ -128,6 +128,14 @@ struct comm_backend {
   tsr_status (*alltoallv)(const comm_backend *cb, comm_group *g, const void *send,
                           const int64_t *sbytes, const int64_t *sdispl, void *recv,
                           const int64_t *rbytes, const int64_t *rdispl);
+  // The same, non-blocking (Ulysses' pipelined head chunks): none of the buffers may be
+  // touched until `wait`; the count and displacement arrays are read before it returns. Several
+  // may be in flight in a group and be waited for in any order (each is matched by its start
+  // order, like ring_start). "mpi-staged" copies the send buffer out on its copy stream and
+  // runs the host exchange and the copies back in `test` or, at the latest, `wait`.
+  tsr_status (*ialltoallv)(const comm_backend *cb, comm_group *g, const void *send,
+                           const int64_t *sbytes, const int64_t *sdispl, void *recv,
+                           const int64_t *rbytes, const int64_t *rdispl, comm_request **req);
   // `bytes` of buf from group rank `root` to every member.
   tsr_status (*bcast)(const comm_backend *cb, comm_group *g, void *buf, int64_t bytes, int root);
   tsr_status (*barrier)(const comm_backend *cb, comm_group *g);

@@ -36,12 +36,17 @@ static inline int comm_ring_tag(unsigned seq, int64_t c) {
 tsr_status comm_alltoallv_check(const comm_group *g, const int64_t *sbytes, const int64_t *sdispl,
                                 const int64_t *rbytes, const int64_t *rdispl);
 
-// The all-to-all of comm_backend.alltoallv on host buffers (comm_mpi.c; the staged backend
-// calls it on its pinned copies): point-to-point pieces of at most COMM_CHUNK bytes, one
-// tag sequence of the group (comm_ring_tag), the own slice copied locally.
-tsr_status comm_mpi_alltoallv_host(comm_group *g, const void *send, const int64_t *sbytes,
-                                   const int64_t *sdispl, void *recv, const int64_t *rbytes,
-                                   const int64_t *rdispl);
+// The all-to-all of comm_backend.alltoallv on host buffers, in point-to-point pieces of at
+// most COMM_CHUNK bytes tagged by the group's exchange number (comm_ring_tag; take one with
+// g->seq++ per all-to-all): the MPI requests of one direction (bytes, group size), then
+// posting it: the receives (send = 0: into buf + displ[j], bytes[j] from member j) or the
+// sends, each peer in turn starting after this member (no hot spot); the own slice is not
+// posted (the caller copies it). Appends to req (room for comm_mpi_alltoallv_pieces), *n
+// advanced past what was posted, also on an error (those must still be waited for).
+int comm_mpi_alltoallv_pieces(const comm_group *g, const int64_t *bytes);
+tsr_status comm_mpi_alltoallv_post(comm_group *g, unsigned seq, int send, void *buf,
+                                   const int64_t *bytes, const int64_t *displ, MPI_Request *req,
+                                   int *n);
 
 // ---- bounded waits (comm.c) ---------------------------------------------------------------
 // Every MPI wait of the backends and the control plane goes through comm_mpi_wait: it

@@ -12,7 +12,7 @@ typedef const comm_backend cb_t;
 static int local(const comm_group *g) { return g->comm == MPI_COMM_NULL || g->size == 1; }
 
 struct comm_request {
-  const char *what;   // for the bounded wait's message: "ring exchange" or "all-reduce"
+  const char *what;   // for the bounded wait's message: "ring exchange", "all-reduce", ...
   const comm_group *g;
   int peer;           // world rank waited on (the ring's previous member), or -1
   int n;              // MPI requests in flight
@@ -141,52 +141,68 @@ tsr_status comm_alltoallv_check(const comm_group *g, const int64_t *sbytes, cons
   return TSR_OK;
 }
 
-tsr_status comm_mpi_alltoallv_host(comm_group *g, const void *send, const int64_t *sbytes,
-                                   const int64_t *sdispl, void *recv, const int64_t *rbytes,
-                                   const int64_t *rdispl) {
-  tsr_status st = comm_alltoallv_check(g, sbytes, sdispl, rbytes, rdispl);
-  if (st) return st;
-  const char *s = send;
-  char *r = recv;
-  memcpy(r + rdispl[g->rank], s + sdispl[g->rank], (size_t)sbytes[g->rank]);
-  if (g->comm == MPI_COMM_NULL || g->size == 1) return TSR_OK;
+int comm_mpi_alltoallv_pieces(const comm_group *g, const int64_t *bytes) {
   int64_t n = 0;
   for (int j = 0; j < g->size; j++)
-    if (j != g->rank) n += pieces(sbytes[j]) + pieces(rbytes[j]);
-  MPI_Request *req = malloc((size_t)(n ? n : 1) * sizeof *req);
-  if (!req) return err_set(TSR_ENOMEM, "out of memory for an all-to-all");
-  unsigned seq = g->seq++;
-  int m = 0;
-  // receives first, then sends, each peer starting after this member (no hot spot)
+    if (j != g->rank) n += pieces(bytes[j]);
+  return (int)n;
+}
+
+tsr_status comm_mpi_alltoallv_post(comm_group *g, unsigned seq, int send, void *buf,
+                                   const int64_t *bytes, const int64_t *displ, MPI_Request *req,
+                                   int *n) {
+  tsr_status st = TSR_OK;
   for (int d = 1; d < g->size && !st; d++) {
-    int j = (g->rank + d) % g->size;
-    for (int64_t c = 0; c < pieces(rbytes[j]) && !st; c++) {
+    int j = send ? (g->rank + g->size - d) % g->size : (g->rank + d) % g->size;
+    for (int64_t c = 0; c < pieces(bytes[j]) && !st; c++) {
       int64_t off = c * (int64_t)COMM_CHUNK;
-      int len = (int)(rbytes[j] - off > COMM_CHUNK ? COMM_CHUNK : rbytes[j] - off);
-      st = comm_mpi_check(MPI_Irecv(r + rdispl[j] + off, len, MPI_BYTE, j, comm_ring_tag(seq, c),
-                                    g->comm, &req[m]), "all-to-all receive");
-      if (!st) m++;
+      int len = (int)(bytes[j] - off > COMM_CHUNK ? COMM_CHUNK : bytes[j] - off);
+      char *p = (char *)buf + displ[j] + off;
+      st = send ? comm_mpi_check(MPI_Isend(p, len, MPI_BYTE, j, comm_ring_tag(seq, c), g->comm,
+                                           &req[*n]), "all-to-all send")
+                : comm_mpi_check(MPI_Irecv(p, len, MPI_BYTE, j, comm_ring_tag(seq, c), g->comm,
+                                           &req[*n]), "all-to-all receive");
+      if (!st) (*n)++;
     }
   }
-  for (int d = 1; d < g->size && !st; d++) {
-    int j = (g->rank + g->size - d) % g->size;
-    for (int64_t c = 0; c < pieces(sbytes[j]) && !st; c++) {
-      int64_t off = c * (int64_t)COMM_CHUNK;
-      int len = (int)(sbytes[j] - off > COMM_CHUNK ? COMM_CHUNK : sbytes[j] - off);
-      st = comm_mpi_check(MPI_Isend(s + sdispl[j] + off, len, MPI_BYTE, j, comm_ring_tag(seq, c),
-                                    g->comm, &req[m]), "all-to-all send");
-      if (!st) m++;
-    }
+  return st;
+}
+
+// Posts the exchange (receives first) after copying the own slice; *req has room for every
+// piece of both directions. Local groups copy only.
+static tsr_status mpi_ialltoallv(cb_t *cb, comm_group *g, const void *send, const int64_t *sbytes,
+                                 const int64_t *sdispl, void *recv, const int64_t *rbytes,
+                                 const int64_t *rdispl, comm_request **req) {
+  *req = NULL;
+  tsr_status st = comm_alltoallv_check(g, sbytes, sdispl, rbytes, rdispl);
+  if (st) return st;
+  int64_t n = local(g) ? 0
+                       : (int64_t)comm_mpi_alltoallv_pieces(g, sbytes) +
+                             comm_mpi_alltoallv_pieces(g, rbytes);
+  comm_request *q = calloc(1, sizeof *q + (size_t)(n ? n : 1) * sizeof(MPI_Request));
+  if (!q) return err_set(TSR_ENOMEM, "out of memory for an all-to-all");
+  q->what = "all-to-all", q->g = g, q->peer = -1;
+  memcpy((char *)recv + rdispl[g->rank], (const char *)send + sdispl[g->rank],
+         (size_t)sbytes[g->rank]);
+  if (!local(g)) {
+    unsigned seq = g->seq++;
+    st = comm_mpi_alltoallv_post(g, seq, 0, recv, rbytes, rdispl, q->r, &q->n);
+    if (!st) st = comm_mpi_alltoallv_post(g, seq, 1, (void *)send, sbytes, sdispl, q->r, &q->n);
   }
-  tsr_status w = m ? comm_mpi_wait(m, req, "all-to-all", g, -1) : TSR_OK;
-  free(req);
-  return st ? st : w;
+  if (st) {
+    mpi_wait(cb, &q);
+    return st;
+  }
+  *req = q;
+  return TSR_OK;
 }
 
 static tsr_status mpi_alltoallv(cb_t *cb, comm_group *g, const void *send, const int64_t *sbytes,
                                 const int64_t *sdispl, void *recv, const int64_t *rbytes,
                                 const int64_t *rdispl) {
-  return comm_mpi_alltoallv_host(g, send, sbytes, sdispl, recv, rbytes, rdispl);
+  comm_request *q = NULL;
+  tsr_status st = mpi_ialltoallv(cb, g, send, sbytes, sdispl, recv, rbytes, rdispl, &q);
+  return st ? st : mpi_wait(cb, &q);
 }
 
 static tsr_status mpi_bcast(cb_t *cb, comm_group *g, void *buf, int64_t bytes, int root) {
@@ -270,6 +286,7 @@ static const comm_backend mpi_backend = {
     .reduce_scatter_sum_f32 = mpi_reduce_scatter,
     .alltoallv = mpi_alltoallv,
     .iallgather = mpi_iallgather,
+    .ialltoallv = mpi_ialltoallv,
     .ireduce_scatter_sum_f32 = mpi_ireduce_scatter,
     .bcast = mpi_bcast,
     .barrier = mpi_barrier,

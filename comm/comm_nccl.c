@@ -250,11 +250,13 @@ static tsr_status nc_reduce_scatter(cb_t *cb, comm_group *g, const float *send, 
   return st ? st : nc_wait(cb, &r);
 }
 
-// Grouped ncclSend/ncclRecv with every member (the own slice too: NCCL copies it).
-static tsr_status nc_alltoallv(cb_t *cb, comm_group *g, const void *send, const int64_t *sbytes,
-                               const int64_t *sdispl, void *recv, const int64_t *rbytes,
-                               const int64_t *rdispl) {
+// Grouped ncclSend/ncclRecv with every member (the own slice too: NCCL copies it); the
+// request is the operation's `done` event.
+static tsr_status nc_ialltoallv(cb_t *cb, comm_group *g, const void *send, const int64_t *sbytes,
+                                const int64_t *sdispl, void *recv, const int64_t *rbytes,
+                                const int64_t *rdispl, comm_request **req) {
   nccl_ctx *x = ctx_of(cb);
+  *req = NULL;
   tsr_status st = comm_alltoallv_check(g, sbytes, sdispl, rbytes, rdispl);
   if (st) return st;
   nccl_op *o;
@@ -271,7 +273,16 @@ static tsr_status nc_alltoallv(cb_t *cb, comm_group *g, const void *send, const 
   if (r == ncclSuccess) r = ncclGroupEnd();
   if (e != ncclSuccess) r = e;
   st = op_end(x, o, nccl_check(r, c, "all-to-all (ncclSend/ncclRecv)"), 0);
-  return st ? st : op_wait(x, o);
+  if (!st) *req = (comm_request *)o;
+  return st;
+}
+
+static tsr_status nc_alltoallv(cb_t *cb, comm_group *g, const void *send, const int64_t *sbytes,
+                               const int64_t *sdispl, void *recv, const int64_t *rbytes,
+                               const int64_t *rdispl) {
+  comm_request *r = NULL;
+  tsr_status st = nc_ialltoallv(cb, g, send, sbytes, sdispl, recv, rbytes, rdispl, &r);
+  return st ? st : nc_wait(cb, &r);
 }
 
 static tsr_status nc_bcast(cb_t *cb, comm_group *g, void *buf, int64_t bytes, int root) {
@@ -419,6 +430,7 @@ tsr_status comm_nccl_open(void *stream, const comm_backend **out) {
       .reduce_scatter_sum_f32 = nc_reduce_scatter,
       .alltoallv = nc_alltoallv,
       .iallgather = nc_iallgather,
+      .ialltoallv = nc_ialltoallv,
       .ireduce_scatter_sum_f32 = nc_ireduce_scatter,
       .bcast = nc_bcast,
       .barrier = nc_barrier,

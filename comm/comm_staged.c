@@ -37,20 +37,22 @@ typedef struct pin_buf {
   cudaEvent_t last_use;  // the copy that last read it (NULL: none pending)
 } pin_buf;
 
-enum { OP_RING = 0, OP_ALLREDUCE = 1 };
+enum { OP_RING = 0, OP_ALLREDUCE = 1, OP_ALLTOALL = 2 };
 
 typedef struct staged_req {
   int kind, stage;        // OP_*; 0, 1, 2 as in the file comment (3: nothing to do)
   comm_group *g;
   cudaEvent_t d2h, h2d;   // copy out done; copy back done
-  pin_buf *sbuf, *rbuf;   // ring: send and receive staging; all-reduce: sbuf, in place
+  pin_buf *sbuf, *rbuf;   // ring, all-to-all: send and receive staging; all-reduce: sbuf
   const void *dsend;      // device buffers
-  void *drecv;            // ring: the receive buffer; all-reduce: x
-  int64_t bytes;
-  unsigned seq;           // ring: the group's exchange number (tags)
+  void *drecv;            // ring, all-to-all: the receive buffer; all-reduce: x
+  int64_t bytes;          // copied out (all-to-all: the send extent)
+  unsigned seq;           // ring, all-to-all: the group's exchange number (tags)
+  int64_t *a2a;           // all-to-all: sbytes, sdispl, rbytes, rdispl (group size each)
   struct staged_req *fifo_next;  // all-reduce: the next one waiting to start
   int nr, nchunks;
-  MPI_Request r[];        // ring: a receive then a send per chunk; all-reduce: one per chunk
+  MPI_Request r[];        // ring: a receive then a send per chunk; all-reduce: one per chunk;
+                          // all-to-all: the receives, then the sends of every piece
 } staged_req;
 
 typedef struct {
@@ -136,22 +138,25 @@ static void req_free(staged *s, staged_req *q) {
   pin_put(s, q->rbuf, s->copy);
   if (q->d2h) cudaEventDestroy(q->d2h);
   if (q->h2d) cudaEventDestroy(q->h2d);
+  free(q->a2a);
   free(q);
 }
 
-// A request for `bytes` with room for `nreq` MPI requests, its staging buffers, and the
-// copy out of `dsend` queued after the compute stream's work.
+// A request copying out `bytes` of `dsend`, with room for `nreq` MPI requests (0: a receive
+// and a send per chunk of `bytes`), its staging buffers (a receive buffer of `rbytes` unless
+// negative), and the copy out queued after the compute stream's work.
 static tsr_status req_begin(staged *s, int kind, comm_group *g, const void *dsend, void *drecv,
-                            int64_t bytes, staged_req **out) {
+                            int64_t bytes, int64_t rbytes, int64_t nreq, staged_req **out) {
   *out = NULL;
   int64_t chunks = (bytes + COMM_CHUNK - 1) / COMM_CHUNK;
-  staged_req *q = calloc(1, sizeof *q + (size_t)(2 * chunks + 1) * sizeof(MPI_Request));
+  if (!nreq) nreq = 2 * chunks + 1;
+  staged_req *q = calloc(1, sizeof *q + (size_t)nreq * sizeof(MPI_Request));
   if (!q) return err_set(TSR_ENOMEM, "mpi-staged: out of memory");
   q->kind = kind, q->g = g, q->dsend = dsend, q->drecv = drecv, q->bytes = bytes;
   q->nchunks = (int)chunks;
   cudaEvent_t ready = NULL;
   tsr_status st = pin_get(s, (size_t)bytes, &q->sbuf);
-  if (!st && kind == OP_RING) st = pin_get(s, (size_t)bytes, &q->rbuf);
+  if (!st && rbytes >= 0) st = pin_get(s, (size_t)rbytes, &q->rbuf);
   if (!st) st = cuda_check(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
   if (!st) st = cuda_check(cudaEventCreateWithFlags(&q->d2h, cudaEventDisableTiming), "cudaEventCreate");
   if (!st) st = cuda_check(cudaEventCreateWithFlags(&q->h2d, cudaEventDisableTiming), "cudaEventCreate");
@@ -181,7 +186,12 @@ static tsr_status start_mpi(staged *s, staged_req *q, int block, int *started) {
   tsr_status st = cuda_check(e, "copy to host");
   comm_group *g = q->g;
   int next = (g->rank + 1) % g->size, prev = (g->rank + g->size - 1) % g->size;
-  for (int c = 0; c < q->nchunks && !st; c++) {
+  if (q->kind == OP_ALLTOALL && !st) {  // the own slice, then the sends (receives are posted)
+    const int64_t k = g->size, *sb = q->a2a, *sd = sb + k, *rd = sb + 3 * k;
+    memcpy((char *)q->rbuf->p + rd[g->rank], (char *)q->sbuf->p + sd[g->rank], (size_t)sb[g->rank]);
+    st = comm_mpi_alltoallv_post(g, q->seq, 1, q->sbuf->p, sb, sd, q->r, &q->nr);
+  }
+  for (int c = 0; q->kind != OP_ALLTOALL && c < q->nchunks && !st; c++) {
     int64_t off = (int64_t)c * COMM_CHUNK;
     int64_t len = q->bytes - off > COMM_CHUNK ? COMM_CHUNK : q->bytes - off;
     char *sp = (char *)q->sbuf->p + off;
@@ -233,21 +243,32 @@ static tsr_status progress(staged *s, staged_req *q, int block) {
     int done = 1;
     const int peer = q->kind == OP_RING ? q->g->first + (q->g->rank + q->g->size - 1) % q->g->size * q->g->stride : -1;
     if (block) {
-      st = comm_mpi_wait(q->nr, q->r, q->kind == OP_RING ? "ring exchange" : "all-reduce", q->g,
-                         peer);
+      st = comm_mpi_wait(q->nr, q->r, q->kind == OP_RING       ? "ring exchange"
+                                      : q->kind == OP_ALLTOALL ? "all-to-all"
+                                                               : "all-reduce",
+                         q->g, peer);
     } else {
       st = comm_mpi_check(MPI_Testall(q->nr, q->r, &done, MPI_STATUSES_IGNORE), "request test");
     }
     if (st || !done) return st;
     q->nr = 0;
-    pin_buf *res = q->kind == OP_RING ? q->rbuf : q->sbuf;
-    if (q->bytes)
+    pin_buf *res = q->kind == OP_ALLREDUCE ? q->sbuf : q->rbuf;
+    if (q->kind == OP_ALLTOALL) {  // only the ranges the members wrote
+      const int64_t k = q->g->size, *rb = q->a2a + 2 * k, *rd = q->a2a + 3 * k;
+      for (int64_t j = 0; j < k && !st; j++)
+        if (rb[j])
+          st = cuda_check(cudaMemcpyAsync((char *)q->drecv + rd[j], (char *)res->p + rd[j],
+                                          (size_t)rb[j], cudaMemcpyHostToDevice, s->copy),
+                          "copy to the device");
+    } else if (q->bytes) {
       st = cuda_check(cudaMemcpyAsync(q->drecv, res->p, (size_t)q->bytes, cudaMemcpyHostToDevice,
                                       s->copy), "copy to the device");
+    }
     if (!st) st = cuda_check(cudaEventRecord(q->h2d, s->copy), "cudaEventRecord");
     if (st) return st;
-    // a ring's send buffer is free (MPI is done with it); the result once copied back
-    if (q->kind == OP_RING) pin_put(s, q->sbuf, NULL);
+    // the send buffer of a ring or all-to-all is free (MPI is done with it); the result once
+    // copied back
+    if (q->kind != OP_ALLREDUCE) pin_put(s, q->sbuf, NULL);
     pin_put(s, res, s->copy);
     q->sbuf = q->rbuf = NULL;
     q->stage = 2;
@@ -311,7 +332,7 @@ static tsr_status st_ring_start(cb_t *cb, comm_group *g, const void *send, void 
     return TSR_OK;
   }
   staged_req *q;
-  tsr_status st = req_begin(s, OP_RING, g, send, recv, bytes, &q);
+  tsr_status st = req_begin(s, OP_RING, g, send, recv, bytes, bytes, 0, &q);
   if (st) return st;
   q->seq = g->seq++;
   // the receives can be posted now: nothing orders them
@@ -345,7 +366,7 @@ static tsr_status st_iallreduce(cb_t *cb, comm_group *g, float *x, int64_t n, co
     return TSR_OK;
   }
   staged_req *q;
-  tsr_status st = req_begin(s, OP_ALLREDUCE, g, x, x, n * (int64_t)sizeof(float), &q);
+  tsr_status st = req_begin(s, OP_ALLREDUCE, g, x, x, n * (int64_t)sizeof(float), -1, 0, &q);
   if (st) return st;
   if (s->fifo_tail) s->fifo_tail->fifo_next = q;
   else s->fifo = q;
@@ -370,16 +391,11 @@ static tsr_status host_collective_begin(staged *s) {
 }
 
 // A host collective from device `send` (sbytes) to device `recv` (rbytes): both through
-// pinned host buffers, the MPI operation `op` between them. An all-to-all (a2a: its counts
-// and displacements) copies back only the ranges its members wrote.
-enum host_op { HOST_ALLGATHER, HOST_REDUCE_SCATTER, HOST_ALLTOALLV };
-typedef struct {
-  const int64_t *sbytes, *sdispl, *rbytes, *rdispl;  // (group size) each
-} a2a_args;
-static tsr_status host_roundtrip(staged *s, comm_group *g, enum host_op op, const a2a_args *a2a,
-                                 const void *send, size_t sbytes, void *recv, size_t rbytes) {
-  const char *what = op == HOST_ALLGATHER ? "all-gather"
-                     : op == HOST_REDUCE_SCATTER ? "reduce-scatter" : "all-to-all";
+// pinned host buffers, the MPI operation `op` between them.
+enum host_op { HOST_ALLGATHER, HOST_REDUCE_SCATTER };
+static tsr_status host_roundtrip(staged *s, comm_group *g, enum host_op op, const void *send,
+                                 size_t sbytes, void *recv, size_t rbytes) {
+  const char *what = op == HOST_ALLGATHER ? "all-gather" : "reduce-scatter";
   pin_buf *a = NULL, *b = NULL;
   tsr_status st = host_collective_begin(s);
   if (!st) st = pin_get(s, sbytes, &a);
@@ -387,9 +403,7 @@ static tsr_status host_roundtrip(staged *s, comm_group *g, enum host_op op, cons
   if (!st && sbytes) st = cuda_check(cudaMemcpy(a->p, send, sbytes, cudaMemcpyDeviceToHost),
                                      "copy to host");
   MPI_Request r;
-  if (!st && op == HOST_ALLTOALLV) {
-    st = comm_mpi_alltoallv_host(g, a->p, a2a->sbytes, a2a->sdispl, b->p, a2a->rbytes, a2a->rdispl);
-  } else if (!st) {
+  if (!st) {
     st = comm_mpi_check(op == HOST_ALLGATHER
                             ? MPI_Iallgather(a->p, (int)sbytes, MPI_BYTE, b->p, (int)sbytes,
                                              MPI_BYTE, g->comm, &r)
@@ -398,13 +412,9 @@ static tsr_status host_roundtrip(staged *s, comm_group *g, enum host_op op, cons
                         what);
     if (!st) st = comm_mpi_wait(1, &r, what, g, -1);
   }
-  for (int j = 0; j < (op == HOST_ALLTOALLV ? g->size : 1) && !st; j++) {
-    size_t off = op == HOST_ALLTOALLV ? (size_t)a2a->rdispl[j] : 0;
-    size_t len = op == HOST_ALLTOALLV ? (size_t)a2a->rbytes[j] : rbytes;
-    if (len) st = cuda_check(cudaMemcpyAsync((char *)recv + off, (char *)b->p + off, len,
-                                             cudaMemcpyHostToDevice, s->compute),
-                             "copy to the device");
-  }
+  if (!st && rbytes)
+    st = cuda_check(cudaMemcpyAsync(recv, b->p, rbytes, cudaMemcpyHostToDevice, s->compute),
+                    "copy to the device");
   pin_put(s, a, NULL);
   pin_put(s, b, st ? NULL : s->compute);
   return st;
@@ -419,7 +429,7 @@ static tsr_status st_allgather(cb_t *cb, comm_group *g, const void *send, void *
   if (local(g))
     return bytes ? cuda_check(cudaMemcpyAsync(recv, send, (size_t)bytes, cudaMemcpyDeviceToDevice,
                                               s->compute), "all-gather copy") : TSR_OK;
-  return host_roundtrip(s, g, HOST_ALLGATHER, NULL, send, (size_t)bytes, recv,
+  return host_roundtrip(s, g, HOST_ALLGATHER, send, (size_t)bytes, recv,
                         (size_t)bytes * (size_t)g->size);
 }
 
@@ -433,7 +443,7 @@ static tsr_status st_reduce_scatter(cb_t *cb, comm_group *g, const float *send, 
   if (local(g))
     return n ? cuda_check(cudaMemcpyAsync(recv, send, slice, cudaMemcpyDeviceToDevice, s->compute),
                           "reduce-scatter copy") : TSR_OK;
-  return host_roundtrip(s, g, HOST_REDUCE_SCATTER, NULL, send, slice * (size_t)g->size, recv, slice);
+  return host_roundtrip(s, g, HOST_REDUCE_SCATTER, send, slice * (size_t)g->size, recv, slice);
 }
 
 // The extent of a member-indexed set of ranges: max over j of displ[j] + bytes[j].
@@ -444,21 +454,64 @@ static size_t extent(int n, const int64_t *bytes, const int64_t *displ) {
   return (size_t)e;
 }
 
+// Staged like a ring exchange (the file comment): the send extent copied out at once, the
+// receives posted into the receive staging, the sends and the own slice once the copy is
+// done, every member's range copied back.
+static tsr_status st_ialltoallv(cb_t *cb, comm_group *g, const void *send, const int64_t *sbytes,
+                                const int64_t *sdispl, void *recv, const int64_t *rbytes,
+                                const int64_t *rdispl, comm_request **req) {
+  staged *s = ctx_of(cb);
+  *req = NULL;
+  tsr_status st = comm_alltoallv_check(g, sbytes, sdispl, rbytes, rdispl);
+  if (st) return st;
+  if (local(g)) {  // a group of one: the own slice, on the compute stream
+    staged_req *q = calloc(1, sizeof *q);
+    if (!q) return err_set(TSR_ENOMEM, "mpi-staged: out of memory");
+    q->stage = 3;
+    st = sbytes[0] ? cuda_check(cudaMemcpyAsync((char *)recv + rdispl[0],
+                                                (const char *)send + sdispl[0], (size_t)sbytes[0],
+                                                cudaMemcpyDeviceToDevice, s->compute),
+                                "all-to-all copy")
+                   : TSR_OK;
+    if (st) {
+      free(q);
+      return st;
+    }
+    *req = (comm_request *)q;
+    return TSR_OK;
+  }
+  const int k = g->size;
+  int64_t nreq = (int64_t)comm_mpi_alltoallv_pieces(g, sbytes) + comm_mpi_alltoallv_pieces(g, rbytes);
+  staged_req *q;
+  st = req_begin(s, OP_ALLTOALL, g, send, recv, (int64_t)extent(k, sbytes, sdispl),
+                 (int64_t)extent(k, rbytes, rdispl), nreq + 1, &q);
+  if (st) return st;
+  if (!(q->a2a = malloc(4 * (size_t)k * sizeof *q->a2a))) {
+    req_free(s, q);
+    return err_set(TSR_ENOMEM, "mpi-staged: out of memory");
+  }
+  memcpy(q->a2a, sbytes, (size_t)k * sizeof *q->a2a);
+  memcpy(q->a2a + k, sdispl, (size_t)k * sizeof *q->a2a);
+  memcpy(q->a2a + 2 * k, rbytes, (size_t)k * sizeof *q->a2a);
+  memcpy(q->a2a + 3 * k, rdispl, (size_t)k * sizeof *q->a2a);
+  q->seq = g->seq++;
+  st = comm_mpi_alltoallv_post(g, q->seq, 0, q->rbuf->p, rbytes, rdispl, q->r, &q->nr);
+  if (st) {
+    for (int i = 0; i < q->nr; i++) MPI_Cancel(&q->r[i]), MPI_Wait(&q->r[i], MPI_STATUS_IGNORE);
+    req_free(s, q);
+    return st;
+  }
+  *req = (comm_request *)q;
+  return TSR_OK;
+}
+
 static tsr_status st_alltoallv(cb_t *cb, comm_group *g, const void *send, const int64_t *sbytes,
                                const int64_t *sdispl, void *recv, const int64_t *rbytes,
                                const int64_t *rdispl) {
-  staged *s = ctx_of(cb);
-  tsr_status st = comm_alltoallv_check(g, sbytes, sdispl, rbytes, rdispl);
-  if (st) return st;
-  if (local(g))
-    return sbytes[0] ? cuda_check(cudaMemcpyAsync((char *)recv + rdispl[0],
-                                                    (const char *)send + sdispl[0],
-                                                    (size_t)sbytes[0], cudaMemcpyDeviceToDevice,
-                                                    s->compute), "all-to-all copy")
-                       : TSR_OK;
-  a2a_args a = {sbytes, sdispl, rbytes, rdispl};
-  return host_roundtrip(s, g, HOST_ALLTOALLV, &a, send, extent(g->size, sbytes, sdispl), recv,
-                        extent(g->size, rbytes, rdispl));
+  comm_request *r = NULL;
+  tsr_status st = st_ialltoallv(cb, g, send, sbytes, sdispl, recv, rbytes, rdispl, &r);
+  tsr_status w = cb->wait(cb, &r);
+  return st ? st : w;
 }
 
 // A request already done: what the blocking entries below return.
@@ -538,6 +591,7 @@ tsr_status comm_staged_open(void *stream, const comm_backend **out) {
       .reduce_scatter_sum_f32 = st_reduce_scatter,
       .alltoallv = st_alltoallv,
       .iallgather = st_iallgather,
+      .ialltoallv = st_ialltoallv,
       .ireduce_scatter_sum_f32 = st_ireduce_scatter,
       .bcast = st_bcast,
       .barrier = st_barrier,

@@ -64,6 +64,12 @@ static tsr_status none_alltoallv(const comm_backend *cb, comm_group *g, const vo
                                  const int64_t *rd) {
   return TSR_OK;
 }
+static tsr_status none_ialltoallv(const comm_backend *cb, comm_group *g, const void *s,
+                                  const int64_t *sb, const int64_t *sd, void *r, const int64_t *rb,
+                                  const int64_t *rd, comm_request **req) {
+  *req = (comm_request *)&none_token;
+  return TSR_OK;
+}
 static tsr_status none_barrier(const comm_backend *cb, comm_group *g) { return TSR_OK; }
 static tsr_status none_ring(const comm_backend *cb, comm_group *g, const void *s, void *r,
                             int64_t bytes, comm_request **req) {
@@ -87,7 +93,7 @@ static comm_backend none_like(const comm_backend *real) {
   return (comm_backend){.name = "none", .mem = real->mem, .stream = real->stream,
                         .allreduce_sum_f32 = none_reduce, .allgather = none_allgather,
                         .reduce_scatter_sum_f32 = none_reduce_scatter,
-                        .alltoallv = none_alltoallv, .bcast = none_bcast, .barrier = none_barrier, .ring_start = none_ring,
+                        .alltoallv = none_alltoallv, .ialltoallv = none_ialltoallv, .bcast = none_bcast, .barrier = none_barrier, .ring_start = none_ring,
                         .iallreduce_sum_f32 = none_ireduce, .test = none_test,
                         .wait = none_wait};
 }
@@ -121,6 +127,11 @@ static tsr_status t_alltoallv(const comm_backend *cb, comm_group *g, const void 
                               const int64_t *rd) {
   TIMED(timed_real->alltoallv(timed_real, g, s, sb, sd, r, rb, rd));
 }
+static tsr_status t_ialltoallv(const comm_backend *cb, comm_group *g, const void *s,
+                               const int64_t *sb, const int64_t *sd, void *r, const int64_t *rb,
+                               const int64_t *rd, comm_request **req) {
+  TIMED(timed_real->ialltoallv(timed_real, g, s, sb, sd, r, rb, rd, req));
+}
 static tsr_status t_bcast(const comm_backend *cb, comm_group *g, void *b, int64_t n, int root) {
   TIMED(timed_real->bcast(timed_real, g, b, n, root));
 }
@@ -146,6 +157,7 @@ static comm_backend timed_like(const comm_backend *real) {
   return (comm_backend){.name = real->name, .mem = real->mem, .stream = real->stream,
                         .allreduce_sum_f32 = t_reduce, .allgather = t_allgather,
                         .reduce_scatter_sum_f32 = t_reduce_scatter, .alltoallv = t_alltoallv,
+                        .ialltoallv = t_ialltoallv,
                         .bcast = t_bcast, .barrier = t_barrier, .ring_start = t_ring,
                         .iallreduce_sum_f32 = t_ireduce, .test = t_test, .wait = t_wait};
 }
