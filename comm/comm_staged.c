@@ -17,8 +17,10 @@
 //
 // Collectives of one communicator must start in the same order on every rank, so the
 // non-blocking all-reduces wait in a FIFO and start in issue order; a blocking collective
-// first starts every one issued before it. Ring exchanges are point-to-point with a tag
-// per exchange (comm_ring_tag): their sends may start late, in any order.
+// first starts every one issued before it. Ring exchanges and all-to-alls (blocking or not:
+// the blocking one is the other waited) are point-to-point with a tag per exchange
+// (comm_ring_tag): their receives are posted at the start, their sends may start late, in
+// any order. An all-to-all copies back only the ranges its members wrote.
 //
 // Buffers: pinned host buffers are kept in a pool (cudaMallocHost is slow) and reused once
 // the copy that last read them is done (an event per buffer).
