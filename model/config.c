@@ -143,6 +143,8 @@ static const config_key KEYS[] = {
             "measured device bytes per token of a step (0: the memory model's own count)"),
     TK_LATE(cp_mode, KT_CPMODE, 0, NCPMODES - 1,
             "how a CP group splits attention: auto (the planner picks per microbatch), ring, ulysses, hybrid"),
+    TK_LATE(ulysses_chunks, KT_INT, 1, 64,
+            "head chunks a Ulysses group pipelines its all-to-alls over, each chunk's transfer hidden behind another's attention (1: blocking)"),
     LK_LATE(rank, KT_INT, 0, 4096, "LoRA rank r (0: off, the whole model trains)"),
     LK_LATE(alpha, KT_FLOAT, 1e-6, 1e6, "LoRA alpha: the adapters' scale is alpha / rank"),
     LK_LATE(targets, KT_STR, 0, CONFIG_LORA_TARGETS_MAX,
@@ -166,6 +168,7 @@ void config_defaults(dit_config *m, train_config *t) {
                       .ckpt_every = 200, .ckpt_keep = 3, .log_every = 10,
                       .precision = KERNELS_F32, .val_clips = 0, .val_every = 100,
                       .sample_every = 0, .sample_steps = 32, .sample_cfg = 1.0f,
+                      .ulysses_chunks = 2,  // ULYSSES_DEFAULT_CHUNKS
                       .lora_rank = 0, .lora_alpha = 8.0f,  // PEFT's LoraConfig default
                       .lora_targets = "to_q,to_k,to_v,to_out.0"};
 }

@@ -113,6 +113,8 @@ typedef struct {
   int sample_steps;       // Euler steps of those samples
   float sample_cfg;       // their classifier-free guidance scale (1: none)
   int cp_mode;            // TRAIN_CP_*: how CP groups split attention (docs/dist.md)
+  int ulysses_chunks;     // head chunks a Ulysses group pipelines its all-to-alls over (1:
+                          // blocking; model/dist/ulysses_attention.h)
   // [lora]: train low-rank adapters (model/lora.h) on a frozen base instead of the whole
   // model (docs/train.md "LoRA"). Checkpoints from before these keys have them off.
   int lora_rank;          // lora.rank: r (0: off, full training)

@@ -387,6 +387,7 @@ static tsr_status activate(dist_step *ds, const plan_group *pg, comm_group *g, i
       if ((st = ulysses_attention_create(&ds->hyb[lv], ds->kb, ds->cb, block, ds->hyb_ring[lv])))
         return st;
       ulysses_attention_use_workspace(ds->hyb[lv], ds->ws, CP_WS_GROUP);
+      ulysses_attention_set_chunks(ds->hyb[lv], ds->tc->ulysses_chunks);
     }
     ds->active_uly = ds->hyb[lv];
     if ((st = ring_attention_set_clips(ds->hyb_ring[lv], pg->nclips, ds->totals))) return st;
@@ -396,6 +397,7 @@ static tsr_status activate(dist_step *ds, const plan_group *pg, comm_group *g, i
     if (!ds->uly[lv]) {
       if ((st = ulysses_attention_create(&ds->uly[lv], ds->kb, ds->cb, g, NULL))) return st;
       ulysses_attention_use_workspace(ds->uly[lv], ds->ws, CP_WS_GROUP);
+      ulysses_attention_set_chunks(ds->uly[lv], ds->tc->ulysses_chunks);
     }
     ds->active_uly = ds->uly[lv];
     return ulysses_attention_set_clips(ds->active_uly, pg->nclips, ds->totals);

@@ -16,6 +16,16 @@
 // (Lq, H, Dh) tensors: forward 3 out + 1 back, backward 5 out + 3 back (plus lse), every
 // byte crossing the group once, against ring attention's k - 1 passes of K/V (and dK/dV).
 //
+// Pipelining (ulysses_attention_set_chunks, train.ulysses_chunks): each rank's heads are cut
+// into C chunks (ring_chunk of its heads; C at most its head count, member 0's), and the
+// transfers run per chunk, non-blocking (comm_backend.ialltoallv): chunk c + 1's q, k, v (the
+// backward's six tensors) travel while chunk c attends, and chunk c's output travels back
+// while chunk c + 1 attends; only the first chunk's transfer in and the last one's back are
+// exposed (sched/cost.h prices it so). Attention is independent per head, so the result is
+// the blocking path's (C = 1: one all-to-all a tensor, each waited for) bitwise on the CPU.
+// The price is staging: a chunk's tensors in flight in both directions at once
+// (ulysses_attention_work_bytes).
+//
 // Hybrid CP (USP): a group of k = u x r ranks, rank p = i*u + j, runs Ulysses over the u
 // ranks of its block i (an aligned group) and ring attention over the r ranks with the same
 // j (a stride group, comm_stride_group). Its sequence layout differs: a clip is cut into r
@@ -44,6 +54,10 @@ void hybrid_chunk(int64_t L, int k, int u, int p, int64_t *first, int64_t *len);
 
 typedef struct ulysses_attention ulysses_attention;
 
+// Head chunks the transfers are pipelined over unless set otherwise (train.ulysses_chunks'
+// default).
+enum { ULYSSES_DEFAULT_CHUNKS = 2 };
+
 // Over group g (comm_group_get(k)), computing on kb and exchanging with cb; `inner` NULL,
 // or the ring of a hybrid group (over comm_stride_group, not owned) that attends in the
 // head layout instead of the backend. Buffers grow on demand.
@@ -68,16 +82,20 @@ tsr_status ulysses_attention_backward(ulysses_attention *ua, void *dq, void *dk,
                                       const void *v, const void *out, const float *lse, int H,
                                       int Dh, float scale);
 
+// Pipeline the all-to-alls over `chunks` head chunks (1: blocking; more than a rank's heads:
+// as many as it has). Every member of the group must set the same.
+void ulysses_attention_set_chunks(ulysses_attention *ua, int chunks);
+
 // The work buffers come from workspace ws, region `region` (model/dist/cp_workspace.h),
 // instead of its own; ws outlives the object.
 void ulysses_attention_use_workspace(ulysses_attention *ua, cp_workspace *ws, int region);
 
 // Backend bytes of a group's index arrays for up to max_clips clips, and of its work
 // buffers for microbatches of up to max_local tokens on a rank and max_total in all, with
-// activations of dtype act (0 for k = 1): the memory model's communication workspace
-// (model/train/memory.h), kept beside the allocations it counts.
+// activations of dtype act, pipelined over `chunks` (0 for k = 1): the memory model's
+// communication workspace (model/train/memory.h), kept beside the allocations it counts.
 size_t ulysses_attention_index_bytes(int max_clips);
-size_t ulysses_attention_work_bytes(kernels_dtype act, int k, int64_t max_local,
+size_t ulysses_attention_work_bytes(kernels_dtype act, int k, int chunks, int64_t max_local,
                                     int64_t max_total, int H, int Dh);
 
 #endif

@@ -117,12 +117,12 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
     // Ulysses (and hybrid inside a node) for k <= H only (sched/cost.h cost_group_mode)
     if (k > 1 && k <= H && (modes & (COST_MODES_ULYSSES | COST_MODES_HYBRID))) {
       out->ring += ulysses_attention_index_bytes((int)C);
-      size_t u0 = ulysses_attention_work_bytes(act, k, tokens, (int64_t)k * tokens, H, Dh);
+      size_t u0 = ulysses_attention_work_bytes(act, k, tc->ulysses_chunks, tokens, (int64_t)k * tokens, H, Dh);
       if (u0 > r0) r0 = u0;
     }
     if (r0 > region[0]) region[0] = r0;
     for (int u = 2; (modes & COST_MODES_HYBRID) && u < k && u <= H; u *= 2) {
-      size_t b0 = ulysses_attention_work_bytes(act, u, tokens, (int64_t)u * tokens, H, Dh);
+      size_t b0 = ulysses_attention_work_bytes(act, u, tc->ulysses_chunks, tokens, (int64_t)u * tokens, H, Dh);
       size_t b1 = ring_attention_work_bytes(act, k / u, (int64_t)u * tokens, (H + u - 1) / u, Dh);
       if (b0 > region[0]) region[0] = b0;
       if (b1 > region[1]) region[1] = b1;

@@ -124,13 +124,14 @@ static tsr_status check_ranks_agree(const trainer *tr) {
 }
 
 // A resumed run must train the same model the same way; only the ckpt/log/validation/
-// sample cadence, train.mem_tokens and train.cp_mode may change: memory per rank and the
+// sample cadence, train.mem_tokens, train.cp_mode and train.ulysses_chunks may change: memory per rank and the
 // CP modes shape the plans, and plans do not change the losses (plan invariance), so a run
 // may resume on another cluster. train.val_clips may not: it decides which clips train.
 static tsr_status check_resume_config(const ckpt_meta *cm, const trainer *tr, const char *path) {
   train_config t = cm->tc;
   t.mem_tokens = tr->tc.mem_tokens;
   t.cp_mode = tr->tc.cp_mode;
+  t.ulysses_chunks = tr->tc.ulysses_chunks;
   t.ckpt_every = tr->tc.ckpt_every;
   t.ckpt_keep = tr->tc.ckpt_keep;
   t.log_every = tr->tc.log_every;
@@ -152,7 +153,8 @@ static tsr_status check_resume_config(const ckpt_meta *cm, const trainer *tr, co
     int lp = (int)strcspn(p, "\n"), lq = (int)strcspn(q, "\n");
     r = err_set(TSR_EMISMATCH, "--resume: the config differs from checkpoint %s's: '%.*s' there, "
                 "'%.*s' now; resume with the same config (only train.ckpt_every, ckpt_keep, "
-                "log_every, tensorboard, mem_tokens, cp_mode, precision, zero, val_every "
+                "log_every, tensorboard, mem_tokens, cp_mode, ulysses_chunks, precision, zero, "
+                "val_every "
                 "and sample_* may change) or start a new run", path, lp, p, lq, q);
   }
   free(a);

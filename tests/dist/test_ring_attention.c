@@ -8,8 +8,10 @@
 // largest entry): 1e-5 for out and lse, 1e-4 for gradients — the ring merges partial
 // softmaxes and sums gradient contributions in another order (float reassociation).
 // Ulysses runs the same entry on whole clips for a subset of heads, so it must equal the
-// reference bitwise. Hybrid (at 4 ranks: Ulysses over pairs, ring across the two pairs, its
-// own chunking) is held to the ring's tolerances.
+// reference bitwise, blocking (1 chunk) and pipelined over 2 and 3 head chunks (every third
+// case has 7 heads, so that a rank holds several: 4 and 3 at 2 ranks, 2, 2, 2 and 1 at 4).
+// Hybrid (at 4 ranks: Ulysses over pairs, ring across the two pairs, its own chunking) is
+// held to the ring's tolerances, and pipelined must equal its blocking run bitwise.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,11 +66,11 @@ static int64_t gather(float *local, const float *full, const int64_t *lens, int 
 
 // Hybrid CP on group g (k >= 4): Ulysses over blocks of 2 ranks, ring over the k/2 blocks;
 // the reference as in one_case, the ring's tolerances.
-static void hybrid_case(const kernels_backend *kb, comm_group *g, int ncase, const int64_t *lens,
-                        int n, const int32_t *cu, int longest, const float *q, const float *kk,
-                        const float *v, const float *dout, const float *out, const float *lse,
-                        const float *dq, const float *dk, const float *dv) {
-  const int k = comm_group_size(g), p = comm_group_rank(g), H = 2 + ncase % 2, Dh = 8;
+static void hybrid_case(const kernels_backend *kb, comm_group *g, int ncase, int H,
+                        const int64_t *lens, int n, const int32_t *cu, int longest, const float *q,
+                        const float *kk, const float *v, const float *dout, const float *out,
+                        const float *lse, const float *dq, const float *dk, const float *dv) {
+  const int k = comm_group_size(g), p = comm_group_rank(g), Dh = 8;
   const size_t E = (size_t)H * Dh;
   const int L = cu[n];
   int64_t sup[8], f;
@@ -85,11 +87,25 @@ static void hybrid_case(const kernels_backend *kb, comm_group *g, int ncase, con
   CHECK_OK(ulysses_attention_create(&ua, kb, comm_mpi(), comm_group_get(2), ring));
   CHECK_OK(ring_attention_set_clips(ring, n, lens));
   CHECK_OK(ulysses_attention_set_clips(ua, n, sup));
-  CHECK_OK(ulysses_attention_forward(ua, lout, llse, lq, lk, lv, H, Dh, 1.0f / sqrtf((float)Dh)));
-  CHECK_OK(ulysses_attention_backward(ua, ldq, ldk, ldv, ldo, lq, lk, lv, lout, llse, H, Dh,
-                                      1.0f / sqrtf((float)Dh)));
+  float *res[2][5];  // blocking, pipelined: out, lse, dq, dk, dv
+  for (int pipe = 0; pipe < 2; pipe++) {
+    ulysses_attention_set_chunks(ua, pipe ? 2 : 1);
+    CHECK_OK(ulysses_attention_forward(ua, lout, llse, lq, lk, lv, H, Dh, 1.0f / sqrtf((float)Dh)));
+    CHECK_OK(ulysses_attention_backward(ua, ldq, ldk, ldv, ldo, lq, lk, lv, lout, llse, H, Dh,
+                                        1.0f / sqrtf((float)Dh)));
+    float *from[5] = {lout, llse, ldq, ldk, ldv};
+    for (int i = 0; i < 5; i++) res[pipe][i] = malloc(lf * 4), memcpy(res[pipe][i], from[i], lf * 4);
+  }
   ulysses_attention_free(&ua);
   ring_attention_free(&ring);
+  size_t lrows = (size_t)gather(NULL, q, lens, n, cu, k, 2, p, E), sizes[5] = {E, H, E, E, E};
+  int same = 1;
+  for (int i = 0; i < 5; i++) {
+    same &= !memcmp(res[0][i], res[1][i], lrows * sizes[i] * 4);
+    free(res[0][i]), free(res[1][i]);
+  }
+  CHECK(same, "hybrid case %d k=%d H=%d rank %d: pipelined over 2 head chunks differs from "
+        "blocking (must be bitwise)", ncase, k, H, p);
   size_t nf = (size_t)L * E;
   double eo = chunk_err(lout, out, lens, n, cu, k, 2, p, E) / fmax(max_abs(out, nf), 1e-30);
   double el = chunk_err(llse, lse, lens, n, cu, k, 2, p, H) / fmax(max_abs(lse, (size_t)L * H), 1e-30);
@@ -103,7 +119,8 @@ static void hybrid_case(const kernels_backend *kb, comm_group *g, int ncase, con
 }
 
 static void one_case(const kernels_backend *kb, comm_group *g, int ncase) {
-  const int k = comm_group_size(g), p = comm_group_rank(g), H = 2 + ncase % 2, Dh = 8;
+  const int k = comm_group_size(g), p = comm_group_rank(g), Dh = 8;
+  const int H = ncase % 3 == 2 ? 7 : 2 + ncase % 2;
   const size_t E = (size_t)H * Dh;
   const int n = 1 + (int)(urand() * 5);
   static const int64_t choices[] = {1, 2, 3, 5, 17, 64, 97, 130};
@@ -158,19 +175,24 @@ static void one_case(const kernels_backend *kb, comm_group *g, int ncase) {
   ulysses_attention *ua = NULL;
   CHECK_OK(ulysses_attention_create(&ua, kb, comm_mpi(), g, NULL));
   CHECK_OK(ulysses_attention_set_clips(ua, n, lens));
-  memset(lout, 0, lf * 4), memset(ldq, 0, lf * 4), memset(ldk, 0, lf * 4), memset(ldv, 0, lf * 4);
-  CHECK_OK(ulysses_attention_forward(ua, lout, llse, lq, lk, lv, H, Dh, scale));
-  CHECK_OK(ulysses_attention_backward(ua, ldq, ldk, ldv, ldo, lq, lk, lv, lout, llse, H, Dh, scale));
+  for (int chunks = 1; chunks <= 3; chunks++) {  // blocking, then pipelined over 2 and 3
+    ulysses_attention_set_chunks(ua, chunks);
+    memset(lout, 0, lf * 4), memset(llse, 0, lf * 4), memset(ldq, 0, lf * 4);
+    memset(ldk, 0, lf * 4), memset(ldv, 0, lf * 4);
+    CHECK_OK(ulysses_attention_forward(ua, lout, llse, lq, lk, lv, H, Dh, scale));
+    CHECK_OK(ulysses_attention_backward(ua, ldq, ldk, ldv, ldo, lq, lk, lv, lout, llse, H, Dh, scale));
+    eo = chunk_err(lout, out, lens, n, cu, k, 1, p, E);
+    el = chunk_err(llse, lse, lens, n, cu, k, 1, p, H);
+    eq = chunk_err(ldq, dq, lens, n, cu, k, 1, p, E);
+    ek = chunk_err(ldk, dk, lens, n, cu, k, 1, p, E);
+    ev = chunk_err(ldv, dv, lens, n, cu, k, 1, p, E);
+    CHECK(eo == 0 && el == 0 && eq == 0 && ek == 0 && ev == 0,
+          "Ulysses case %d k=%d H=%d chunks %d rank %d (%d clips, L=%d): out %.2e lse %.2e dq "
+          "%.2e dk %.2e dv %.2e (must be bitwise)", ncase, k, H, chunks, p, n, L, eo, el, eq, ek,
+          ev);
+  }
   ulysses_attention_free(&ua);
-  eo = chunk_err(lout, out, lens, n, cu, k, 1, p, E);
-  el = chunk_err(llse, lse, lens, n, cu, k, 1, p, H);
-  eq = chunk_err(ldq, dq, lens, n, cu, k, 1, p, E);
-  ek = chunk_err(ldk, dk, lens, n, cu, k, 1, p, E);
-  ev = chunk_err(ldv, dv, lens, n, cu, k, 1, p, E);
-  CHECK(eo == 0 && el == 0 && eq == 0 && ek == 0 && ev == 0,
-        "Ulysses case %d k=%d H=%d rank %d (%d clips, L=%d): out %.2e lse %.2e dq %.2e dk %.2e "
-        "dv %.2e (must be bitwise)", ncase, k, H, p, n, L, eo, el, eq, ek, ev);
-  if (k >= 4) hybrid_case(kb, g, ncase, lens, n, cu, longest, q, kk, v, dout, out, lse, dq, dk, dv);
+  if (k >= 4) hybrid_case(kb, g, ncase, H, lens, n, cu, longest, q, kk, v, dout, out, lse, dq, dk, dv);
   free(q), free(kk), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv);
   free(lq), free(lk), free(lv), free(ldo), free(lout), free(llse), free(ldq), free(ldk), free(ldv);
 }

@@ -7,7 +7,9 @@
 #       wave); and the peak RSS grows from 512 to 4096 tokens by the model's growth of its
 #       total within 10% (RSS also holds pages of the store and of OpenBLAS).
 #   (b) two ranks: the model (every CP size's ring buffers, full blocks) bounds the
-#       measured peak from above, and no more than its ring buffers above it.
+#       measured peak from above, and no more than its ring buffers above it; the same with
+#       every group in Ulysses mode (its head-layout tensors and the staging of the
+#       all-to-alls pipelined over 2 head chunks, train.ulysses_chunks).
 #   (c) train.mem_tokens = 0 with --mem-bytes 100 MB: the derived limit's model fits 100 MB
 #       and one token more would not; an explicit mem_tokens above it is refused naming
 #       what takes the memory; a model that does not fit at all is refused.
@@ -66,13 +68,16 @@ awk -v r1="$(field "$W/f512.log" rss)" -v r2="$(field "$W/f4096.log" rss)" \
 echo "ok: RSS growth within 10% of the model's"
 
 # (b)
-mpirun --oversubscribe --bind-to none -np 2 "$T" train "${R[@]}" --set train.mem_tokens=128 \
-  --set train.global_batch=8 --out "$W/two" >"$W/two.log" 2>&1 || { cat "$W/two.log" >&2; fail "two ranks"; }
-p=$(field "$W/two.log" peak); m=$(field "$W/two.log" model); ring=$(field "$W/two.log" ring)
-awk -v p="$p" -v m="$m" -v ring="$ring" 'BEGIN {
-  printf "two ranks: measured peak %d bytes, model %d (ring buffers %d bytes)\n", p, m, ring
-  exit !(ring > 0 && p <= m + 4096 && p >= m - ring - 4096) }' || fail "two ranks: peak $p vs model $m"
-echo "ok: two ranks: the model bounds the measured peak"
+for mode in auto ulysses; do
+  mpirun --oversubscribe --bind-to none -np 2 "$T" train "${R[@]}" --set train.mem_tokens=128 \
+    --set train.global_batch=8 --set train.cp_mode=$mode --out "$W/two$mode" >"$W/two$mode.log" 2>&1 ||
+    { cat "$W/two$mode.log" >&2; fail "two ranks ($mode)"; }
+  p=$(field "$W/two$mode.log" peak); m=$(field "$W/two$mode.log" model); ring=$(field "$W/two$mode.log" ring)
+  awk -v p="$p" -v m="$m" -v ring="$ring" -v mode=$mode 'BEGIN {
+    printf "two ranks (%s): measured peak %d bytes, model %d (ring buffers %d bytes)\n", mode, p, m, ring
+    exit !(ring > 0 && p <= m + 4096 && p >= m - ring - 4096) }' || fail "two ranks ($mode): peak $p vs model $m"
+  echo "ok: two ranks ($mode): the model bounds the measured peak"
+done
 
 # (c)
 run derived "$T" train "${R[@]}" --set train.mem_tokens=0 --mem-bytes 100000000
