@@ -73,17 +73,39 @@ static double hybrid_ring_step(const cost_model *cm, int r, double sh, double s1
   return cm->kv * s1 * sh / rr / cm->bw_inter + cm->lat - cm->b * s2 * sh / (rr * rr);
 }
 
+// Ulysses' all-to-all over u of the group's k ranks, pipelined over the head chunks
+// (sched/cost.h): the chunks C, one chunk's transfers (*x, in and back, with its latency) and
+// the attention of a chunk that hides them (*w; `att` the rank's whole attention work).
+static int a2a_pipeline(const cost_model *cm, int k, int u, int inside_node, double s1, double att,
+                        double *x, double *w) {
+  int c = cm->a2a_chunks > 1 ? cm->a2a_chunks : 1;
+  int hmax = cm->heads > 0 ? (cm->heads + u - 1) / u : c;  // heads of the rank with the most
+  if (c > hmax) c = hmax > 1 ? hmax : 1;
+  double kk = (double)k, uu = (double)u;
+  *x = 2.0 * (cm->kv * s1 / kk * (uu - 1) / uu / a2a_bw(cm, inside_node) / c + a2a_lat(cm));
+  *w = att / c;
+  return c;
+}
+
+// Exposed time of the pipelined all-to-all: the first chunk's transfer in and the last one's
+// back, x, and in each of the other C - 1 steps what the chunk's attention does not hide.
+static double a2a_exposed(int c, double x, double w) {
+  return x + (double)(c - 1) * (x > w ? x - w : 0);
+}
+
 double cost_group_exposed(const cost_model *cm, int gpus_per_node, int k, double s1, double s2,
                           cost_cp_mode mode) {
   if (k <= 1) return 0.0;
-  double kk = (double)k;
+  double kk = (double)k, x, w;
   int u = mode == COST_CP_HYBRID ? hybrid_u(gpus_per_node, k) : 0;
-  if (mode == COST_CP_ULYSSES || (mode == COST_CP_HYBRID && !u))
-    return 2.0 * (cm->kv * s1 / kk * (kk - 1) / kk / a2a_bw(cm, k <= gpus_per_node) + a2a_lat(cm));
+  if (mode == COST_CP_ULYSSES || (mode == COST_CP_HYBRID && !u)) {
+    int c = a2a_pipeline(cm, k, k, k <= gpus_per_node, s1, cm->b * s2 * head_share(cm, k), &x, &w);
+    return a2a_exposed(c, x, w);
+  }
   if (mode == COST_CP_HYBRID) {
-    double uu = (double)u, e = hybrid_ring_step(cm, k / u, head_share(cm, u), s1, s2);
-    return 2.0 * (cm->kv * s1 / kk * (uu - 1) / uu / a2a_bw(cm, 1) + a2a_lat(cm)) +
-           (double)(k / u - 1) * (e > 0 ? e : 0);
+    double sh = head_share(cm, u), e = hybrid_ring_step(cm, k / u, sh, s1, s2);
+    int c = a2a_pipeline(cm, k, u, 1, s1, cm->b * s2 * sh / (double)(k / u), &x, &w);
+    return a2a_exposed(c, x, w) + (double)(k / u - 1) * (e > 0 ? e : 0);
   }
   double exposed = cm->kv * s1 / kk / link_bw(cm, gpus_per_node, k) + cm->lat - cm->b * s2 / (kk * kk);
   return (kk - 1) * (exposed > 0 ? exposed : 0);
@@ -141,13 +163,30 @@ void cost_group_shrink(const cost_model *cm, int gpus_per_node, int k, double s1
   double delta = cm->kv * item_s1 / kk / bw - cm->b * item_s2 / (kk * kk);
   *can = (kk - 1) * (e > 0 ? e : 0);  // the ring's (a bound whatever the group's mode)
   *per_item = (kk - 1) * (delta < 0 ? -delta : 0);
+  const int modes = cm->cp_modes ? cm->cp_modes : COST_MODES_RING;
   int u = hybrid_u(gpus_per_node, k);
-  if (!u || !((cm->cp_modes ? cm->cp_modes : COST_MODES_RING) & COST_MODES_HYBRID)) return;
+  // a pipelined all-to-all's steps other than the first: the attention of a chunk hides more
+  // of them as clips join (the first chunk's transfer only grows)
+  double x, w, xi, wi;
+  if (modes & (COST_MODES_ULYSSES | (u ? 0 : COST_MODES_HYBRID))) {
+    double sh = head_share(cm, k);
+    int c = a2a_pipeline(cm, k, k, k <= gpus_per_node, s1, cm->b * s2 * sh, &x, &w);
+    a2a_pipeline(cm, k, k, k <= gpus_per_node, item_s1, cm->b * item_s2 * sh, &xi, &wi);
+    xi -= 2.0 * a2a_lat(cm);  // an item adds bytes, not transfers
+    double cu = (double)(c - 1) * (x > w ? x - w : 0), pu = (double)(c - 1) * (wi > xi ? wi - xi : 0);
+    if (cu > *can) *can = cu;
+    if (pu > *per_item) *per_item = pu;
+  }
+  if (!u || !(modes & COST_MODES_HYBRID)) return;
   int r = k / u;
   double sh = head_share(cm, u), rr = (double)r;
   double eh = hybrid_ring_step(cm, r, sh, s1, s2);
   double dh = cm->kv * item_s1 * sh / rr / cm->bw_inter - cm->b * item_s2 * sh / (rr * rr);
   double ch = (rr - 1) * (eh > 0 ? eh : 0), ph = (rr - 1) * (dh < 0 ? -dh : 0);
+  int c = a2a_pipeline(cm, k, u, 1, s1, cm->b * s2 * sh / rr, &x, &w);  // its Ulysses part
+  a2a_pipeline(cm, k, u, 1, item_s1, cm->b * item_s2 * sh / rr, &xi, &wi);
+  xi -= 2.0 * a2a_lat(cm);
+  ch += (double)(c - 1) * (x > w ? x - w : 0), ph += (double)(c - 1) * (wi > xi ? wi - xi : 0);
   if (ch > *can) *can = ch;
   if (ph > *per_item) *per_item = ph;
 }

@@ -25,20 +25,28 @@
 //   ring     the formula above (model/dist/ring_attention.h);
 //   Ulysses  an all-to-all over heads (model/dist/ulysses_attention.h): each rank attends
 //            whole clips for its ceil(H/k) of the H heads, and every q/k/v/out tensor
-//            crosses the group once, exposed (the attention waits for it):
-//     T_u = (a + text_a*Lt)*S1/k + b*S2*ceil(H/k)/H
-//           + 2*(kv*(S1/k)*(k-1)/k / bw(k) + lat) + ovh + m*text_c*Lt        (k > 1)
+//            crosses the group once, pipelined over C head chunks (train.ulysses_chunks):
+//            chunk c+1's transfer in and chunk c-1's back travel while chunk c attends, so
+//            the first chunk's transfer in and the last one's back are exposed and each of
+//            the other C-1 steps exposes what a chunk's attention does not hide:
+//     T_u = (a + text_a*Lt)*S1/k + W + E(k, W) + ovh + m*text_c*Lt            (k > 1)
+//     W = b*S2*ceil(H/k)/H                           (the rank's attention work)
+//     x = 2*(kv*(S1/k)*(k-1)/k / bw(k) / C + lat)    (one chunk's transfers, in and back)
+//     E(u, W) = x + (C-1)*max(0, x - W/C)
+//   C = min(a2a_chunks, ceil(H/u)) (1: blocking, E = the whole all-to-all, exposed);
 //   (bw and lat of the all-to-all: a2a_bw_intra/inter and a2a_lat where the cost file has
 //   them, from tessera calibrate, else the ring's),
 //   (the forward and backward move 12 such tensors a layer against the ring's 6 a step:
-//   twice kv; H = cost_model.heads, 0: the heads split evenly, ceil(H/k)/H = 1/k).
+//   twice kv; H = cost_model.heads, 0: the heads split evenly, ceil(H/k)/H = 1/k, and C
+//   is a2a_chunks).
 //   hybrid   (USP) for a group spanning nodes (k > G, G = gpus_per_node > 1): Ulysses
 //            over the G ranks of each node (u = G), ring over the r = k/G nodes, each ring
 //            step carrying a block of S1/r tokens for the node's ceil(H/u) of the heads:
-//     T_h = (a + text_a*Lt)*S1/k + b*S2*sh/r + 2*(kv*(S1/k)*(u-1)/u / bw_intra + lat)
+//     T_h = (a + text_a*Lt)*S1/k + b*S2*sh/r + E(u, b*S2*sh/r)
 //           + (r-1)*max(0, kv*S1*sh/r / bw_inter + lat - b*S2*sh/r^2) + ovh + m*text_c*Lt
-//   with sh = ceil(H/u)/H (1/u for H = 0). For k <= G (or G not a power of two) hybrid is
-//   Ulysses.
+//   with sh = ceil(H/u)/H (1/u for H = 0) and E's x over the node's u ranks at bw_intra:
+//   x = 2*(kv*(S1/k)*(u-1)/u / bw_intra / C + lat). For k <= G (or G not a power of two)
+//   hybrid is Ulysses.
 // At k = 1 every mode is the local attention: ring.
 //
 // ZeRO (cost_model.zero, docs/dist.md "ZeRO"): the world collectives of a sharded run, over
@@ -121,6 +129,8 @@ typedef struct {
   double ag_bw, rs_bw, coll_lat;  // ZeRO's world all-gather and reduce-scatter, measured by
                           // tessera calibrate (optional keys; 0: the ring's bw(N) and lat)
   cost_zero zero;         // NOT file keys: the caller sets them (train.zero, the model)
+  int a2a_chunks;         // C, head chunks Ulysses pipelines its all-to-alls over
+                          // (train.ulysses_chunks); NOT a file key; 0 or 1: blocking
 } cost_model;
 
 // Limits of every size the scheduler takes, checked where values enter (files, CLI,
@@ -189,9 +199,10 @@ double cost_group_exposed(const cost_model *cm, int gpus_per_node, int k, double
                           cost_cp_mode mode);
 // For the planner's bounds (sched/dynamic.c): the most the exposed communication of a group
 // of k ranks with sums s1, s2 can shrink when clips join it, over the modes cm allows (ring
-// steps and hybrid's ring hide more behind a larger attention; Ulysses' all-to-all only
-// grows): *can = that part of the group's exposed time; *per_item (when item_s1 > 0) = the
-// most one item of sums item_s1, item_s2 can take off.
+// steps, hybrid's ring and the pipelined all-to-all's steps after the first hide more behind
+// a larger attention; the first chunk's transfer only grows): *can = that part of the
+// group's exposed time; *per_item (when item_s1 > 0) = the most one item of sums item_s1,
+// item_s2 can take off.
 void cost_group_shrink(const cost_model *cm, int gpus_per_node, int k, double s1, double s2,
                        double item_s1, double item_s2, double *can, double *per_item);
 // Time (s) of one clip of L tokens alone in a group of k ranks.

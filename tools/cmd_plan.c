@@ -118,6 +118,7 @@ typedef struct {
   lengths_opts lo;
   int64_t ranks, gpn, mem, batch, steps, seed, maxclip, mem_bytes, heads;
   int cp_mode;  // TRAIN_CP_*, or -1: not given
+  int ulysses_chunks;  // train.ulysses_chunks of --config (the default without one)
   int show_waves;
   char **sets;  // (argc) --set values
   int nsets;
@@ -160,7 +161,11 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
       {"cp-mode", required_argument, 0, O_CPMODE}, {"heads", required_argument, 0, O_HEADS},
       {0, 0, 0, 0}};
   char **sets = a->sets;  // the caller's (argc) array
-  *a = (plan_args){.gpn = 8, .batch = 256, .steps = 1, .sets = sets, .cp_mode = -1};
+  dit_config dm;
+  train_config dt;
+  config_defaults(&dm, &dt);
+  *a = (plan_args){.gpn = 8, .batch = 256, .steps = 1, .sets = sets, .cp_mode = -1,
+                   .ulysses_chunks = dt.ulysses_chunks};
   int geometry_parts = 0;
   cli_reset();
   int o;
@@ -249,6 +254,7 @@ static tsr_status memory_tokens(plan_args *a, int64_t *mem, train_memory *mm, co
   if (!st && a->cp_mode >= 0) tc.cp_mode = a->cp_mode;  // the memory model counts its buffers
   if (!st && a->cp_mode < 0) a->cp_mode = tc.cp_mode;
   if (!st && !a->heads) a->heads = mc.heads;
+  if (!st) a->ulysses_chunks = tc.ulysses_chunks;
   if (!st && (a->ranks & (a->ranks - 1)))
     st = err_set(TSR_EINVAL, "--ranks %lld: a power of two", (long long)a->ranks);
   if (!st)
@@ -273,6 +279,7 @@ static tsr_status load_inputs(plan_args *a, lengths_set *ls, sched_config *cfg,
   cfg->cost.zero = z;
   cfg->cost.cp_modes = config_cost_modes(a->cp_mode < 0 ? TRAIN_CP_AUTO : a->cp_mode);
   cfg->cost.heads = (int)a->heads;
+  cfg->cost.a2a_chunks = a->ulysses_chunks;
   if (!st && a->lengths_spec) st = lengths_load_mix(ls, a->lengths_spec, &a->lo);
   if (!st && a->store) {
     int64_t *sid = NULL, *stok = NULL, sn = 0;

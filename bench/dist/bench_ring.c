@@ -283,6 +283,7 @@ int main(int argc, char **argv) {
   cost_model cm = {0};
   if (!st && cost_path) st = cost_model_load(cost_path, &cm);
   cm.heads = mc.heads;
+  cm.a2a_chunks = tc.ulysses_chunks;
   const int K = comm_size(), P = mc.pt * mc.ph * mc.pw * mc.channels;
   // the clips: L tokens each on a T x 1 x 1 grid (positions do not change the cost)
   dist_clip *clips = calloc((size_t)nclips, sizeof *clips);

@@ -669,6 +669,7 @@ static tsr_status setup_sched(trainer *tr, const train_options *o, int ranks) {
   // ring or Ulysses per CP group (train.cp_mode), Ulysses splitting the model's heads
   tr->sched.cost.cp_modes = config_cost_modes(tr->tc.cp_mode);
   tr->sched.cost.heads = tr->mc.heads;
+  tr->sched.cost.a2a_chunks = tr->tc.ulysses_chunks;  // its all-to-alls pipelined so
   // train.zero: the world collectives of the shards, priced per step and wave
   if (!r) r = train_zero_cost(&tr->mc, &tr->tc, ranks, &tr->sched.cost.zero);
   tr->rank = comm_rank();

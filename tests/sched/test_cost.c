@@ -229,6 +229,40 @@ int main(void) {
   CHECK_OK(cost_model_check(&ca));
   ca.a2a_bw_intra = 10;  // neither 0 (unset) nor within [1e3, 1e16]
   CHECK(cost_model_check(&ca) == TSR_EFORMAT && strstr(err_msg(), "a2a_bw_intra"), "%s", err_msg());
+  // Pipelined over C head chunks (a2a_chunks): one chunk's transfers x = 2*(bytes/bw/C +
+  // lat), exposed x + (C-1)*max(0, x - W/C), W the rank's attention work.
+  cost_model cp = cm;
+  cp.a2a_chunks = 2, cp.heads = 8;
+  // k = 2 (intra), L = 1000, 4 heads a rank: W = 1e-6*1e6*4/8 = 0.5, x = 2*(100*500*0.5/1e6/2
+  // + 0.01) = 0.045 hidden after the first: 0.5 + 0.5 + 0.045 + 0.1 = 1.145 (blocking 1.17)
+  CHECK_NEAR(cost_group_time_mode(&cp, 2, 2, 1, 1000, 1e6, COST_CP_ULYSSES), 1.145, TOL);
+  CHECK_NEAR(cost_group_exposed(&cp, 2, 2, 1000, 1e6, COST_CP_ULYSSES), 0.045, TOL);
+  // k = 4 (inter), L = 400, 2 heads a rank: W = 0.16*2/8 = 0.04, x = 2*(100*100*0.75/1e5/2 +
+  // 0.01) = 0.095, the second step hides 0.02 of it: 0.095 + 0.075 = 0.17
+  CHECK_NEAR(cost_group_exposed(&cp, 2, 4, 400, 160000, COST_CP_ULYSSES), 0.17, TOL);
+  // 4 chunks over 16 heads (4 a rank): x = 2*(0.075/4 + 0.01) = 0.0575, W/C = 0.04/4 = 0.01:
+  // 0.0575 + 3*0.0475 = 0.2 (each chunk pays the latency)
+  cp.a2a_chunks = 4, cp.heads = 16;
+  CHECK_NEAR(cost_group_exposed(&cp, 2, 4, 400, 160000, COST_CP_ULYSSES), 0.2, TOL);
+  // more chunks than a rank's heads: as many as it has (2 heads at k = 4: C = 2, as above)
+  cp.heads = 8;
+  CHECK_NEAR(cost_group_exposed(&cp, 2, 4, 400, 160000, COST_CP_ULYSSES), 0.17, TOL);
+  // one head a rank: blocking (the whole all-to-all exposed, 0.07 at k = 2, L = 1000)
+  cp.heads = 2;
+  CHECK_NEAR(cost_group_exposed(&cp, 2, 2, 1000, 1e6, COST_CP_ULYSSES), 0.07, TOL);
+  // hybrid's Ulysses over u = 2 inside the node, heads even (C = 4): x = 2*(100*100*0.5/1e6/4
+  // + 0.01) = 0.0225, W = 0.16*0.5/2 = 0.04 hides 0.01 a step: 0.0225 + 3*0.0125 = 0.06, + the
+  // ring step 0.09 (as above)
+  cp.heads = 0, cp.a2a_chunks = 4;
+  CHECK_NEAR(cost_group_exposed(&cp, 2, 4, 400, 160000, COST_CP_HYBRID), 0.06 + 0.09, TOL);
+  // the planner's bound: a clip joining can take at most (C-1)*max(0, W_item/C - x_item) off
+  // the pipelined steps (latency excluded: it adds bytes, not transfers). k = 2, 4 heads a
+  // rank, C = 2, an item of L = 1000: W/C = 0.25, bytes 0.0125*2 = 0.025 -> 0.225
+  cp.heads = 8, cp.a2a_chunks = 2, cp.cp_modes = COST_MODES_ULYSSES;
+  double can, per;
+  cost_group_shrink(&cp, 2, 2, 1000, 1e6, 1000, 1e6, &can, &per);
+  CHECK_NEAR(per, 0.225, TOL);
+
   cu.heads = 6;
   cu.cp_modes = COST_MODES_ULYSSES;  // forced, and at k = 1 both are local attention
   CHECK_NEAR(cost_clip_time(&cu, 2, 2, 1000), 1.17, TOL);
