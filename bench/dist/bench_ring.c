@@ -3,10 +3,14 @@
 //   mpirun -np K bench_ring [--config FILE] [--set KEY=VALUE ...] [--tokens L] [--clips C]
 //                           [--reps N] [--backend B] [--comm C] [--json FILE]
 //                           [--mode ring|ulysses|hybrid] [--gpus-per-node U] [--cost FILE]
+//                           [--vs-chunks C]
 //
 // --mode: the group's CP mode (hybrid: Ulysses over blocks of U ranks, ring across them);
 // --cost: also print the cost model's time of the microbatch in that mode (sched/cost.h,
-// cost_group_time_mode with the model's heads) beside the measured one.
+// cost_group_time_mode with the model's heads) beside the measured one. --vs-chunks C: also
+// time, interleaved with the other two, the real exchange with train.ulysses_chunks = C (the
+// Ulysses pipeline's baseline, e.g. 1: blocking; bench/dist/overlap.sh) and report the
+// microbatch's ratio against it (with / baseline).
 //
 // One CP-K microbatch: C clips of L tokens in one group of all K ranks (each rank holds
 // L/K tokens of every clip), run as the trainer runs it (model/dist/dist_step.h: objective,
@@ -234,15 +238,17 @@ int main(int argc, char **argv) {
   int nsets = 0, reps = 5, nclips = 1, mode = COST_CP_RING, per_node = 0;
   const char *cost_path = NULL;
   int64_t L = 4096;
+  int vs_chunks = 0;  // --vs-chunks: 0, no baseline side
   enum { O_CONFIG = 1, O_SET, O_TOKENS, O_CLIPS, O_REPS, O_BACKEND, O_COMM, O_JSON, O_MODE,
-         O_GPN, O_COST };
+         O_GPN, O_COST, O_VS };
   static const struct option opts[] = {
       {"config", required_argument, 0, O_CONFIG}, {"set", required_argument, 0, O_SET},
       {"tokens", required_argument, 0, O_TOKENS}, {"clips", required_argument, 0, O_CLIPS},
       {"reps", required_argument, 0, O_REPS},     {"backend", required_argument, 0, O_BACKEND},
       {"comm", required_argument, 0, O_COMM},     {"json", required_argument, 0, O_JSON},
       {"mode", required_argument, 0, O_MODE},     {"gpus-per-node", required_argument, 0, O_GPN},
-      {"cost", required_argument, 0, O_COST},     {0, 0, 0, 0}};
+      {"cost", required_argument, 0, O_COST},     {"vs-chunks", required_argument, 0, O_VS},
+      {0, 0, 0, 0}};
   tsr_status st = TSR_OK;
   int c;
   opterr = 0;
@@ -266,6 +272,7 @@ int main(int argc, char **argv) {
       break;
     case O_GPN: st = parse_int("--gpus-per-node", optarg, 1, 1 << 20, &per_node); break;
     case O_COST: cost_path = optarg; break;
+    case O_VS: st = parse_int("--vs-chunks", optarg, 1, 64, &vs_chunks); break;
     default: st = err_set(TSR_EINVAL, "unknown option or missing value '%s'", argv[optind - 1]);
     }
   }
@@ -302,15 +309,19 @@ int main(int argc, char **argv) {
   if (!st) p.groups[0].mode = mode;  // the group of all K ranks, in the mode asked
   comm_backend none = cb ? none_like(cb) : (comm_backend){0};
   comm_backend timed = cb ? timed_like(cb) : (comm_backend){0};
-  side with = {0}, without = {0};
+  side with = {0}, without = {0}, base = {0};
+  train_config tc_base = tc;  // --vs-chunks: the same exchange, another pipeline
+  tc_base.ulysses_chunks = vs_chunks;
   const int max_tokens = (int)(nclips * ((L + K - 1) / K));
   if (!st) st = side_make(&with, &timed, kb, &mc, &tc, max_tokens, nclips, reps);
   if (!st) st = side_make(&without, &none, kb, &mc, &tc, max_tokens, nclips, reps);
-  for (int r = -1; r < reps && !st; r++) {  // r = -1: warm-up of both
+  if (!st && vs_chunks) st = side_make(&base, &timed, kb, &mc, &tc_base, max_tokens, nclips, reps);
+  side *sides[3] = {&with, &without, &base};
+  const int nsides = vs_chunks ? 3 : 2;
+  for (int r = -1; r < reps && !st; r++) {  // r = -1: warm-up of all
     int rr = r < 0 ? 0 : r;
-    side *first = rr % 2 ? &without : &with, *second = rr % 2 ? &with : &without;  // ABBA
-    st = side_run(first, kb, &p, clips, nclips, rr);
-    if (!st) st = side_run(second, kb, &p, clips, nclips, rr);
+    for (int i = 0; i < nsides && !st; i++)  // each side first in turn (ABBA with two)
+      st = side_run(sides[(i + rr) % nsides], kb, &p, clips, nclips, rr);
   }
   if (st) {
     log_error("bench_ring: %s", err_msg());
@@ -319,11 +330,15 @@ int main(int argc, char **argv) {
   double mb_w = median(with.mb, reps), mb_0 = median(without.mb, reps);
   double st_w = median(with.step, reps), st_0 = median(without.step, reps);
   double in_comm = median(with.in_comm, reps);
+  double mb_b = vs_chunks ? median(base.mb, reps) : -1;
   // the cost model's microbatch time and exposed communication in this mode (--cost)
   const int G = per_node > 0 ? per_node : K;
   const double s1 = (double)nclips * (double)L, s2 = (double)nclips * (double)L * (double)L;
   double pred = cost_path ? cost_group_time_mode(&cm, G, K, nclips, s1, s2, (cost_cp_mode)mode) : -1;
   double pred_x = cost_path ? cost_group_exposed(&cm, G, K, s1, s2, (cost_cp_mode)mode) : -1;
+  cost_model cm_b = cm;
+  cm_b.a2a_chunks = vs_chunks;
+  double pred_xb = cost_path && vs_chunks ? cost_group_exposed(&cm_b, G, K, s1, s2, (cost_cp_mode)mode) : -1;
   if (comm_rank() == 0) {
     printf("bench_ring: CP-%d %s, %d clip(s) of %lld tokens, %s/%s, comm %s: microbatch %.4f s with "
            "the exchange, %.4f s without (exposed %.4f s, x%.3f); step %.4f vs %.4f s (exposed "
@@ -332,10 +347,14 @@ int main(int argc, char **argv) {
            kb->name, tc.precision ? "bf16" : "fp32", cb->name, mb_w, mb_0, mb_w - mb_0,
            mb_w / mb_0, st_w, st_0, st_w - st_0, st_w / st_0, in_comm);
     if (cost_path) printf("; the cost model predicts %.4f s (exposed %.4f s)", pred, pred_x);
+    if (vs_chunks)
+      printf("; against train.ulysses_chunks = %d: microbatch %.4f s (exposed %.4f s), x%.3f",
+             vs_chunks, mb_b, mb_b - mb_0, mb_w / mb_b);
+    if (vs_chunks && cost_path) printf(" (its model's exposed %.4f s)", pred_xb);
     printf("\n");
     if (json_path) {
       json_t *o = json_pack("{s:s, s:s, s:f, s:f, s:i, s:s, s:s, s:s, s:I, s:i, s:i, s:i, s:f, s:f, s:f, "
-                            "s:f, s:f, s:f, s:f, s:f, s:f}",
+                            "s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:f, s:f, s:f, s:f}",
                             "bench", "ring", "mode", cost_cp_mode_name((cost_cp_mode)mode),
                             "predicted_microbatch_s", pred, "predicted_exposed_s", pred_x,
                             "ranks", K, "backend", kb->name, "comm", cb->name,
@@ -344,7 +363,11 @@ int main(int argc, char **argv) {
                             "microbatch_without_s", mb_0, "exposed_ring_s", mb_w - mb_0,
                             "ratio_microbatch", mb_w / mb_0, "step_s", st_w,
                             "step_without_s", st_0, "exposed_step_s", st_w - st_0,
-                            "ratio_step", st_w / st_0, "host_in_comm_s", in_comm);
+                            "ratio_step", st_w / st_0, "host_in_comm_s", in_comm,
+                            "ulysses_chunks", tc.ulysses_chunks, "base_chunks", vs_chunks,
+                            "microbatch_base_s", mb_b, "exposed_base_s", vs_chunks ? mb_b - mb_0 : -1.0,
+                            "ratio_vs_base", vs_chunks ? mb_w / mb_b : -1.0,
+                            "predicted_exposed_base_s", pred_xb);
       if (!o || json_dump_file(o, json_path, JSON_INDENT(2)) != 0)
         log_error("bench_ring: cannot write %s", json_path);
       json_decref(o);
@@ -352,6 +375,7 @@ int main(int argc, char **argv) {
   }
   side_free(&with);
   side_free(&without);
+  side_free(&base);
   plan_free(&p);
   comm_close(&cb);
   free(clips);

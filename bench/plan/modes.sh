@@ -8,7 +8,8 @@
 # same batches; every mode's step time is printed over it. Cost models: h100-dit1b (16
 # heads: dit-1b's; InfiniBand between nodes, 45 GB/s a GPU) and the same with 12.5 GB/s
 # between nodes (100 Gb/s Ethernet), tokens = duration x 1800, clips capped at 300 s,
-# M = 65536 tokens, 4 clips a rank per batch, STEPS batches (default 2). Results:
+# M = 65536 tokens, 4 clips a rank per batch, STEPS batches (default 2); Ulysses' all-to-all
+# pipelined over 2 head chunks (train.ulysses_chunks' default; sched/cost.h). Results:
 # bench/plan/results-modes.json and bench/plan/modes.md (the table of docs/plan.md "CP
 # modes").
 #
@@ -88,7 +89,7 @@ jq -n --arg commit "$(git -C "$ROOT" rev-parse --short HEAD)" \
     gpus_per_node: 8, mem_tokens: 65536, steps: $steps, machine: $host, entries: $e}' >"$OUT"
 
 {
-  echo "Step time (s per step, simulated) of Dynamic-CP plans with every CP group in one mode and with the planner's choice per group, on $STEPS batches of 4 clips per rank; the ratio is ring-only over the mode (above 1: faster than ring). Cost models h100-dit1b and the same with 12.5 GB/s between nodes (ethernet), 16 heads, 8 ranks per node, M = 65536 (bench/plan/modes.sh)."
+  echo "Step time (s per step, simulated) of Dynamic-CP plans with every CP group in one mode and with the planner's choice per group, on $STEPS batches of 4 clips per rank; the ratio is ring-only over the mode (above 1: faster than ring). Cost models h100-dit1b and the same with 12.5 GB/s between nodes (ethernet), 16 heads, Ulysses' all-to-all pipelined over 2 head chunks, 8 ranks per node, M = 65536 (bench/plan/modes.sh)."
   echo
   echo "| cost | mix | ranks | ring | Ulysses | hybrid | auto | auto: bound / plan | auto's clips in CP > 1 groups |"
   echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"

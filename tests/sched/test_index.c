@@ -47,11 +47,13 @@ int main(void) {
       cfg.cost.bw_intra = 1e9;
       cfg.cost.kv = 1e7;
     }
-    if (it % 4 == 3) {  // the group's mode chosen between ring and Ulysses (uneven heads)
-      cfg.cost.cp_modes = COST_MODES_AUTO;
+    if (it % 4 == 3) {  // the group's mode chosen between ring and Ulysses (uneven heads),
+      cfg.cost.cp_modes = COST_MODES_AUTO;  // the all-to-all blocking or pipelined
       cfg.cost.heads = 1 + (int)sched_rng_below(&rng, 24);
+      cfg.cost.a2a_chunks = 1 + (it / 4) % 4;
     } else if (it % 7 == 5) {
       cfg.cost.cp_modes = COST_MODES_ULYSSES;
+      cfg.cost.a2a_chunks = it % 2 ? 2 : 1;
     }
     int n = 1 + (int)sched_rng_below(&rng, N >= 128 ? 250 : 500);
     int64_t cap = cfg.cluster.mem_tokens * N;
@@ -88,7 +90,7 @@ int main(void) {
     for (int step = 0; step < 2; step++) {
       int N = step ? 256 : 64, B = step ? 512 : 256;
       sched_config cfg = {{N, 8, 65536}, h100, lengths_max(&ls), 0};
-      if (m == 1) cfg.cost.cp_modes = COST_MODES_AUTO, cfg.cost.heads = 12;
+      if (m == 1) cfg.cost.cp_modes = COST_MODES_AUTO, cfg.cost.heads = 12, cfg.cost.a2a_chunks = 2;
       CHECK_OK(lengths_sample(&ls, 3, step, B, ids, L));
       char what[160];
       snprintf(what, sizeof what, "mix %s, %d clips on %d ranks", mixes[m][0], B, N);
