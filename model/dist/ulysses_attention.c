@@ -209,8 +209,8 @@ static tsr_status ensure_buffers(ulysses_attention *ua, int H, int Dh) {
   return st;
 }
 
-// Chunk c of head-layout tensor t of x: (Lt, this rank's chunk heads, w) after the earlier
-// chunks' heads.
+// Head chunk c of the head-layout tensor at base (heads of w bytes): (Lt, this rank's heads
+// of chunk c, w), after the earlier chunks' (Lt, their heads, w).
 static char *chunk_at(const ulysses_attention *ua, const void *base, size_t w, int H, int c) {
   int64_t mh0, mhn, h0, hn;
   heads_of(H, ua->k, ua->p, &mh0, &mhn);

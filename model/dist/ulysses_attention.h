@@ -36,8 +36,9 @@
 // local attention (an `inner` ring) and the all-to-all takes the result back.
 //
 // Compute goes through the kernels backend kb (copy_2d packs a rank's head slice) and the
-// all-to-all through the communication backend cb (alltoallv), in kb's memory space. With
-// k = 1 both directions are the backend's own full attention.
+// all-to-alls through the communication backend cb (ialltoallv, waited for at once when
+// blocking), in kb's memory space. With k = 1 both directions are the backend's own full
+// attention.
 #ifndef TESSERA_MODEL_ULYSSES_ATTENTION_H
 #define TESSERA_MODEL_ULYSSES_ATTENTION_H
 
