@@ -74,6 +74,16 @@ static tsr_status none_ialltoallv(const comm_backend *cb, comm_group *g, const v
   *req = (comm_request *)&none_token;
   return TSR_OK;
 }
+static tsr_status none_iallgather(const comm_backend *cb, comm_group *g, const void *s, void *r,
+                                  int64_t bytes, comm_request **req) {
+  *req = (comm_request *)&none_token;
+  return TSR_OK;
+}
+static tsr_status none_ireduce_scatter(const comm_backend *cb, comm_group *g, const float *s,
+                                       float *r, int64_t n, comm_request **req) {
+  *req = (comm_request *)&none_token;
+  return TSR_OK;
+}
 static tsr_status none_barrier(const comm_backend *cb, comm_group *g) { return TSR_OK; }
 static tsr_status none_ring(const comm_backend *cb, comm_group *g, const void *s, void *r,
                             int64_t bytes, comm_request **req) {
@@ -96,8 +106,11 @@ static tsr_status none_wait(const comm_backend *cb, comm_request **req) {
 static comm_backend none_like(const comm_backend *real) {
   return (comm_backend){.name = "none", .mem = real->mem, .stream = real->stream,
                         .allreduce_sum_f32 = none_reduce, .allgather = none_allgather,
+                        .iallgather = none_iallgather,
                         .reduce_scatter_sum_f32 = none_reduce_scatter,
-                        .alltoallv = none_alltoallv, .ialltoallv = none_ialltoallv, .bcast = none_bcast, .barrier = none_barrier, .ring_start = none_ring,
+                        .ireduce_scatter_sum_f32 = none_ireduce_scatter,
+                        .alltoallv = none_alltoallv, .ialltoallv = none_ialltoallv,
+                        .bcast = none_bcast, .barrier = none_barrier, .ring_start = none_ring,
                         .iallreduce_sum_f32 = none_ireduce, .test = none_test,
                         .wait = none_wait};
 }
@@ -122,9 +135,17 @@ static tsr_status t_allgather(const comm_backend *cb, comm_group *g, const void 
                               int64_t bytes) {
   TIMED(timed_real->allgather(timed_real, g, s, r, bytes));
 }
+static tsr_status t_iallgather(const comm_backend *cb, comm_group *g, const void *s, void *r,
+                               int64_t bytes, comm_request **req) {
+  TIMED(timed_real->iallgather(timed_real, g, s, r, bytes, req));
+}
 static tsr_status t_reduce_scatter(const comm_backend *cb, comm_group *g, const float *s,
                                    float *r, int64_t n) {
   TIMED(timed_real->reduce_scatter_sum_f32(timed_real, g, s, r, n));
+}
+static tsr_status t_ireduce_scatter(const comm_backend *cb, comm_group *g, const float *s,
+                                    float *r, int64_t n, comm_request **req) {
+  TIMED(timed_real->ireduce_scatter_sum_f32(timed_real, g, s, r, n, req));
 }
 static tsr_status t_alltoallv(const comm_backend *cb, comm_group *g, const void *s,
                               const int64_t *sb, const int64_t *sd, void *r, const int64_t *rb,
@@ -160,7 +181,8 @@ static comm_backend timed_like(const comm_backend *real) {
   timed_real = real;
   return (comm_backend){.name = real->name, .mem = real->mem, .stream = real->stream,
                         .allreduce_sum_f32 = t_reduce, .allgather = t_allgather,
-                        .reduce_scatter_sum_f32 = t_reduce_scatter, .alltoallv = t_alltoallv,
+                        .iallgather = t_iallgather, .reduce_scatter_sum_f32 = t_reduce_scatter,
+                        .ireduce_scatter_sum_f32 = t_ireduce_scatter, .alltoallv = t_alltoallv,
                         .ialltoallv = t_ialltoallv,
                         .bcast = t_bcast, .barrier = t_barrier, .ring_start = t_ring,
                         .iallreduce_sum_f32 = t_ireduce, .test = t_test, .wait = t_wait};
