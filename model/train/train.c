@@ -26,6 +26,7 @@
 #include "model/train/resume.h"
 #include "model/train/samples.h"
 #include "model/train/step.h"
+#include "model/train/train_state.h"
 #include "model/train/val.h"
 
 // Cost model of the plan when no --cost file is given: the tiny model's CPU costs
@@ -121,137 +122,6 @@ static tsr_status check_ranks_agree(const trainer *tr) {
                    "stores (rank %d's config hash differs from another rank's): launch every "
                    "rank with the same --config, --set and --data", comm_rank());
   return TSR_OK;
-}
-
-// A resumed run must train the same model the same way; only the ckpt/log/validation/
-// sample cadence, train.mem_tokens, train.cp_mode and train.ulysses_chunks may change: memory per rank and the
-// CP modes shape the plans, and plans do not change the losses (plan invariance), so a run
-// may resume on another cluster. train.val_clips may not: it decides which clips train.
-static tsr_status check_resume_config(const ckpt_meta *cm, const trainer *tr, const char *path) {
-  train_config t = cm->tc;
-  t.mem_tokens = tr->tc.mem_tokens;
-  t.cp_mode = tr->tc.cp_mode;
-  t.ulysses_chunks = tr->tc.ulysses_chunks;
-  t.ckpt_every = tr->tc.ckpt_every;
-  t.ckpt_keep = tr->tc.ckpt_keep;
-  t.log_every = tr->tc.log_every;
-  t.tensorboard = tr->tc.tensorboard;
-  t.precision = tr->tc.precision;  // the state is fp32 either way (docs/train.md)
-  t.zero = tr->tc.zero;            // the checkpoint is one file set at every stage
-  t.val_every = tr->tc.val_every;
-  t.sample_every = tr->tc.sample_every;
-  t.sample_steps = tr->tc.sample_steps;
-  t.sample_cfg = tr->tc.sample_cfg;
-  char *a = config_to_ini(&cm->mc, &t), *b = config_to_ini(&tr->mc, &tr->tc);
-  tsr_status r = TSR_OK;
-  if (!a || !b) {
-    r = err_set(TSR_ENOMEM, "out of memory comparing configs");
-  } else if (strcmp(a, b)) {
-    const char *p = a, *q = b;  // first differing line
-    while (*p && *p == *q) p++, q++;
-    while (p > a && p[-1] != '\n') p--, q--;
-    int lp = (int)strcspn(p, "\n"), lq = (int)strcspn(q, "\n");
-    r = err_set(TSR_EMISMATCH, "--resume: the config differs from checkpoint %s's: '%.*s' there, "
-                "'%.*s' now; resume with the same config (only train.ckpt_every, ckpt_keep, "
-                "log_every, tensorboard, mem_tokens, cp_mode, ulysses_chunks, precision, zero, "
-                "val_every "
-                "and sample_* may change) or start a new run", path, lp, p, lq, q);
-  }
-  free(a);
-  free(b);
-  return r;
-}
-
-// ckpt_state.gather of a sharded state (train.zero >= 1): tensor i of a set, from its bucket
-// put together out of every rank's shard in tr->zero_buf (one bucket at a time; collective).
-// A LoRA run's sets are its adapters', one bucket (zero_layout_flat).
-static tsr_status gather_tensor(void *ctx, const float *shard, int i, const float **data) {
-  trainer *tr = ctx;
-  const int lora = tr->tc.lora_rank > 0;
-  const dit_tensor *t = lora ? dit_lora_tensor_info(tr->model, i) : dit_tensor_info(tr->model, i);
-  int b = 0;
-  while (!lora && b + 1 < dit_num_buckets(tr->model) &&
-         !(t->offset >= dit_get_bucket(tr->model, b).offset &&
-           t->offset < dit_get_bucket(tr->model, b).offset + dit_get_bucket(tr->model, b).numel))
-    b++;
-  dit_bucket k = lora ? (dit_bucket){0, (size_t)tr->zero.n} : dit_get_bucket(tr->model, b);
-  tsr_status r = TSR_OK;
-  if (tr->zero_buf_set != shard || tr->zero_buf_bucket != b) {
-    r = zero_gather_bucket(&tr->zero, tr->cb, b, tr->zero_buf, shard);
-    tr->zero_buf_set = r ? NULL : shard;
-    tr->zero_buf_bucket = b;
-  }
-  *data = tr->zero_buf + (t->offset - k.offset);
-  return r;
-}
-
-// The checkpoint's view of the trainer, with the sampler at `pos`. names: (n_labels)
-// scratch for the label pointers, freed by the caller; plan: (256) scratch for the plan
-// settings of plan_kind; sh: scratch for the shard of train.zero; sample_due: the step's samples were due (and tried) before; base:
-// a LoRA run's base checkpoint (the state is then the adapters').
-static tsr_status trainer_state(const trainer *tr, const data_sampler *pos, int plan_kind,
-                                int sample_due, const char *base, ckpt_state *cs,
-                                const char ***names, char *plan, ckpt_shard *sh) {
-  int n = data_num_labels(tr->data);
-  if (!(*names = malloc((size_t)(n ? n : 1) * sizeof **names)))
-    return err_set(TSR_ENOMEM, "checkpoint: no memory");
-  for (int k = 0; k < n; k++) (*names)[k] = data_label_name(tr->data, k);
-  *cs = (ckpt_state){.model = tr->model, .ema = tr->ema, .adam_m = tr->adam_m,
-                     .adam_v = tr->adam_v, .mc = &tr->mc, .tc = &tr->tc, .step = tr->step,
-                     .sampler_epoch = pos->epoch, .sampler_pos = pos->pos,
-                     .store = data_settings(tr->data), .store_clips = data_num_clips(tr->data),
-                     .labels = *names, .n_labels = n,
-                     .store_fingerprint = data_fingerprint(tr->data), .plan_settings = plan,
-                     .sample_due = sample_due, .adapters = tr->tc.lora_rank > 0,
-                     .base_path = base, .weights = tr->tc.zero == 3 ? tr->master : NULL};
-  if (tr->tc.zero > 0) {  // the sharded sets: loaded by shard, saved through gathers
-    *sh = (ckpt_shard){tr->zero.n_buckets, tr->zero.lo, tr->zero.len, tr->zero.at};
-    cs->shard = sh;
-    cs->gather = gather_tensor;
-    cs->gather_ctx = (void *)tr;
-  }
-  train_plan_settings(tr, plan_kind, plan, 256);
-  return TSR_OK;
-}
-
-// Restores the state of `path` (resume) or its weights only (init). A LoRA run's state is
-// its adapters': --init loads the base's weights under them; --resume first loads the base
-// its checkpoint names (train_resume_base), then the adapters. base: (cap) the base the run
-// trains on, for its checkpoints.
-static tsr_status start_from(trainer *tr, const train_options *o, const char *path, int resume,
-                             char *base, size_t cap) {
-  ckpt_meta cm = {0};
-  tsr_status r = ckpt_read_meta(path, &cm);
-  if (!r && resume) r = check_resume_config(&cm, tr, path);
-  if (!r && resume) r = train_resume_check_store(&cm, tr, path, o->run_dir);
-  if (!r && resume) train_resume_check_plan(&cm, tr, o->plan_kind, path);
-  if (!r && resume && cm.adapters) r = train_resume_base(tr, &cm, path, o->init_ckpt, base, cap);
-  if (!r && !resume && tr->tc.lora_rank > 0) snprintf(base, cap, "%s", path);
-  ckpt_state cs;
-  ckpt_shard sh;
-  const char **names = NULL;
-  char plan[256];
-  if (!r) r = trainer_state(tr, &tr->sampler, o->plan_kind, 0, base, &cs, &names, plan, &sh);
-  if (!r) cs.adapters = cs.adapters && resume;  // --init loads a base's weights
-  if (!r) r = ckpt_load(path, &cs, resume ? CKPT_LOAD_WEIGHTS | CKPT_LOAD_EMA | CKPT_LOAD_OPTIM
-                                          : CKPT_LOAD_WEIGHTS);
-  free(names);
-  if (!r && resume && cm.tc.precision != tr->tc.precision && tr->rank == 0)
-    log_info("train: checkpoint %s was trained with train.precision=%s, continuing in %s (the "
-             "fp32 weights and optimizer state carry over)", path,
-             config_precision_name(cm.tc.precision), config_precision_name(tr->tc.precision));
-  if (!r && resume) {
-    tr->step = cm.step;
-    r = data_sampler_seek(&tr->sampler, cm.sampler_epoch, cm.sampler_pos);
-    // a sample the checkpoint says was due, lost to a failed write: written first
-    tr->sample_pending = tr->rank == 0 && cm.sample_due && tr->tc.sample_every > 0 &&
-                         !train_sample_exists(o->run_dir, cm.step);
-  }
-  if (!r) r = train_weights_set(tr);  // train.zero: this rank's masters from the weights
-  if (!r && !resume) r = train_ema_reset(tr);
-  ckpt_meta_free(&cm);
-  if (r && !resume) return err_wrap(r, "--init (weights of the configured model, shapes checked): ");
-  return r;
 }
 
 // Tokens of each clip of a batch (n), for the planner.
@@ -508,7 +378,7 @@ static tsr_status loop_save(train_loop_state *L, const data_sampler *saved, int 
   const char **names = NULL;
   char plan[256];
   tr->zero_buf_set = NULL;  // train.zero: every bucket gathered afresh for this save
-  if (!r) r = trainer_state(tr, saved, o->plan_kind, sample_due, L->base, &cs, &names, plan, &sh);
+  if (!r) r = train_ckpt_state(tr, saved, o->plan_kind, sample_due, L->base, &cs, &names, plan, &sh);
   cs.base_sums = L->base_sums, cs.base_weights = L->base_weights;
   if (!r) r = L->lead ? ckpt_save_run(o->run_dir, &cs, tr->tc.ckpt_keep) : ckpt_save_follow(&cs);
   free(names);
@@ -691,8 +561,8 @@ static tsr_status setup_trainer(trainer *tr, const train_options *o, train_setup
                 "--init CKPT", tr->tc.lora_rank);
   if (!r) r = trainer_setup(tr);
   if (!r) {
-    if (o->resume) r = start_from(tr, o, su->latest, 1, su->base, sizeof su->base);
-    else if (o->init_ckpt) r = start_from(tr, o, o->init_ckpt, 0, su->base, sizeof su->base);
+    if (o->resume) r = train_start_from(tr, o, su->latest, 1, su->base, sizeof su->base);
+    else if (o->init_ckpt) r = train_start_from(tr, o, o->init_ckpt, 0, su->base, sizeof su->base);
     else if (!(r = train_weights_init(tr, (uint64_t)tr->tc.seed)))
       r = train_ema_reset(tr);
   }
