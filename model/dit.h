@@ -121,6 +121,33 @@ tsr_status dit_create(dit_model **m, const dit_config *c, const kernels_backend 
 // gradient GEMMs (a third of a linear's backward) are saved.
 tsr_status dit_create_frozen(dit_model **m, const dit_config *c, const kernels_backend *kb,
                              int max_tokens, int max_clips);
+// As dit_create_frozen, for a base that never changes (a LoRA run's, and its sampling
+// model): with act-dtype activations other than fp32 the fp32 masters are kept only of the
+// tensors the kernels read in fp32 (biases, norm weights, modulation rows, the label table:
+// dit_reads_fp32); the linear layers' weights live in the act-dtype working copy alone, so
+// a bf16 base takes 2 bytes a parameter instead of 6. It computes the same bits as
+// dit_create_frozen. dit_params is then NULL: weights come in tensor by tensor
+// (dit_put_tensor: what the checkpoint loads do) or from a model of the same kind
+// (dit_copy_weights); dit_init refuses. With fp32 activations, or TESSERA_FROZEN_FP32=1 in
+// the environment, it is dit_create_frozen.
+tsr_status dit_create_frozen_base(dit_model **m, const dit_config *c, const kernels_backend *kb,
+                                  int max_tokens, int max_clips);
+// 1 when the kernels read tensor i in fp32 whatever the act dtype (dit_p): every tensor but
+// the linear layers' weights (read through the act-dtype working copy).
+int dit_reads_fp32(const dit_model *m, int i);
+// Tensor i's weights from host (its numel fp32 values): into the fp32 masters where the
+// model keeps them and into the act-dtype working copy. For any model with weights of its
+// own (not dit_create_sharded).
+tsr_status dit_put_tensor(dit_model *m, int i, const float *host);
+// dst's weights (masters and working copy) = src's: two models of the same config and kind
+// (dit_create_frozen_base of both, or neither), on one backend.
+tsr_status dit_copy_weights(dit_model *dst, const dit_model *src);
+// The XXH3 of every tensor's fp32 values as the last checkpoint load read them (tensor_sums:
+// dit_num_tensors of them) and of the whole weights set (*all, what a checkpoint records as
+// xxh3_weights): set by the loads of a model of dit_create_frozen_base without whole
+// masters; dit_weight_sums returns NULL when none were set.
+void dit_set_weight_sums(dit_model *m, const uint64_t *tensor_sums, uint64_t all);
+const uint64_t *dit_weight_sums(const dit_model *m, uint64_t *all);
 // As dit_create, without the whole gradient buffer (ZeRO stage 2, model/train/zero.h): each
 // bucket's gradients go where dit_set_bucket_grads last put them (bucket-sized buffers of
 // the caller, which zeroes them); dit_grads is NULL, dit_zero_grad a no-op; the buckets and
@@ -213,6 +240,8 @@ typedef struct {
                          // block + one set of token-local buffers), the working copy of the
                          // weights excluded
   size_t act_weights;    // bytes of the act-dtype working copy of the weights (0 for fp32)
+  size_t frozen_params;  // bytes of the fp32 masters dit_create_frozen_base keeps (params
+                         // with fp32 activations)
   size_t largest_bucket; // floats of the largest gradient bucket (dit_get_bucket)
 } dit_memory;
 tsr_status dit_memory_bytes(const dit_config *c, kernels_dtype act, int64_t max_tokens,

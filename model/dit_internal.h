@@ -174,6 +174,14 @@ struct dit_model {
   // before a forward or backward reads them; NULL otherwise (params and wact are whole)
   float **bucket_params;
   void **bucket_wact;
+  // dit_create_frozen_base with act-dtype activations: params holds only the tensors the
+  // kernels read in fp32 (dit_reads_fp32), tensor i at p_off[i] (SIZE_MAX: none, read as
+  // wact only), n_fp32 floats; wsums the XXH3 of every tensor and of the whole weights set
+  // as the last load read them (ckpt_base_sums cannot make them from fp32 it does not hold).
+  // NULL otherwise.
+  size_t *p_off;
+  size_t n_fp32;
+  uint64_t *wsums, wsum_all;
   tsr_status (*weight_hook)(void *ctx, int bucket);
   void *weight_ctx;
 
@@ -183,6 +191,7 @@ struct dit_model {
 // Master parameter, gradient ([f32]) and working-copy weight ([act]) of tensor i.
 // With sharded weights (dit_create_sharded) the tensor's place in its bucket's buffers.
 static inline float *dit_p(const dit_model *m, int i) {
+  if (m->p_off) return m->p_off[i] == SIZE_MAX ? NULL : m->params + m->p_off[i];
   if (m->bucket_params) {
     int b = m->tensor_bucket[i];
     return m->bucket_params[b] + (m->table[i].offset - m->buckets[b].offset);

@@ -112,6 +112,24 @@ static void build_table(dit_model *m) {
   end_bucket(m);
 }
 
+int dit_reads_fp32(const dit_model *m, int i) {
+  return m->table[i].ndim == 1 || i == m->y_embed;  // the 2-D ones but y_embed are linears'
+}
+
+// dit_create_frozen_base: the fp32 masters of the tensors read in fp32 only, packed
+// (m->p_off, m->n_fp32).
+static tsr_status compact_offsets(dit_model *m) {
+  if (!(m->p_off = malloc((size_t)m->n_tensors * sizeof *m->p_off)))
+    return err_set(TSR_ENOMEM, "dit_create: no memory");
+  m->n_fp32 = 0;
+  for (int i = 0; i < m->n_tensors; i++) {
+    m->p_off[i] = dit_reads_fp32(m, i) ? m->n_fp32 : SIZE_MAX;
+    if (dit_reads_fp32(m, i))
+      m->n_fp32 += (m->table[i].numel + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+  }
+  return TSR_OK;
+}
+
 // Carves activation buffers out of one allocation: a first pass with base == NULL only
 // measures. [act] buffers take asz bytes an element (the backend's act dtype), [f32] 4.
 typedef struct {
@@ -286,8 +304,13 @@ tsr_status dit_memory_bytes(const dit_config *c, kernels_dtype act, int64_t max_
     out->n_params = m.n_params;
     out->params = out->grads = m.n_params * sizeof(float);
     out->act_weights = act != KERNELS_F32 ? (m.n_params * asz + 63) / 64 * 64 : 0;
+    out->frozen_params = out->params;  // dit_create_frozen_base's masters
+    if (act != KERNELS_F32) st = compact_offsets(&m);
+    if (!st && m.p_off) out->frozen_params = m.n_fp32 * sizeof(float);
+    free(m.p_off);
+    m.p_off = NULL;
     out->activations = a.used - out->act_weights;
-    if (!(st = dit_buckets_init(&m)))
+    if (!st && !(st = dit_buckets_init(&m)))
       for (int b = 0; b < m.n_buckets; b++)
         if (m.buckets[b].numel > out->largest_bucket) out->largest_bucket = m.buckets[b].numel;
     free(m.buckets);
@@ -317,7 +340,8 @@ void dit_table_free(dit_table *t) {
 }
 
 // grads: 0 the whole buffer, 1 none (frozen), 2 per bucket (dit_create_bucket_grads), 3 per
-// bucket and the weights too (dit_create_sharded).
+// bucket and the weights too (dit_create_sharded), 4 none and an act-dtype base
+// (dit_create_frozen_base).
 static tsr_status create(dit_model **out, const dit_config *c, const kernels_backend *kb,
                          int max_tokens, int max_clips, int grads) {
   const int frozen = grads != 0;
@@ -339,7 +363,7 @@ static tsr_status create(dit_model **out, const dit_config *c, const kernels_bac
   if (st) goto fail;
   if (kb->graph_begin && (st = dit_graphs_init(m))) goto fail;
   if ((st = dit_buckets_init(m))) goto fail;
-  if (grads >= 2) {
+  if (grads == 2 || grads == 3) {  // per-bucket gradients
     m->bucket_grads = calloc((size_t)m->n_buckets, sizeof *m->bucket_grads);
     m->tensor_bucket = calloc((size_t)m->n_tensors, sizeof *m->tensor_bucket);
     if (grads == 3) {
@@ -357,7 +381,12 @@ static tsr_status create(dit_model **out, const dit_config *c, const kernels_bac
             m->table[i].offset < m->buckets[b].offset + m->buckets[b].numel)
           m->tensor_bucket[i] = b;
   }
-  if ((grads != 3 && (st = kb->alloc(kb, (void **)&m->params, m->n_params * sizeof(float)))) ||
+  const char *keep = getenv("TESSERA_FROZEN_FP32");
+  if (grads == 4 && kb->act_dtype != KERNELS_F32 && !(keep && !strcmp(keep, "1")) &&
+      (st = compact_offsets(m)))
+    goto fail;
+  size_t nf = m->p_off ? m->n_fp32 : m->n_params;  // floats of the fp32 masters
+  if ((grads != 3 && (st = kb->alloc(kb, (void **)&m->params, (nf ? nf : 1) * sizeof(float)))) ||
       (!frozen && (st = kb->alloc(kb, (void **)&m->grads, m->n_params * sizeof(float)))))
     goto fail;
   if (!kernels_dtype_size(kb->act_dtype)) {
@@ -423,6 +452,56 @@ tsr_status dit_create_sharded(dit_model **out, const dit_config *c, const kernel
   return create(out, c, kb, max_tokens, max_clips, 3);
 }
 
+tsr_status dit_create_frozen_base(dit_model **out, const dit_config *c, const kernels_backend *kb,
+                                  int max_tokens, int max_clips) {
+  return create(out, c, kb, max_tokens, max_clips, 4);
+}
+
+tsr_status dit_put_tensor(dit_model *m, int i, const float *host) {
+  const kernels_backend *kb = m->kb;
+  const dit_tensor *t = &m->table[i];
+  const size_t bytes = t->numel * sizeof(float);
+  if (!m->params)
+    return err_set(TSR_EINVAL, "dit_put_tensor: the model holds no weights of its own (sharded)");
+  float *p = dit_p(m, i);
+  if (p) {  // the masters, then the working copy from them
+    DIT_TRY(kb->to_device(kb, p, host, bytes));
+    return m->wact == m->params ? TSR_OK
+                                : kb->cast(kb, dit_w(m, i), kb->act_dtype, p, KERNELS_F32, t->numel);
+  }
+  float *s = NULL;  // no masters: the working copy through a scratch on the backend
+  DIT_TRY(kb->alloc(kb, (void **)&s, bytes ? bytes : sizeof(float)));
+  tsr_status st = kb->to_device(kb, s, host, bytes);
+  if (!st) st = kb->cast(kb, dit_w(m, i), kb->act_dtype, s, KERNELS_F32, t->numel);
+  if (!st) st = kb->sync(kb);  // the cast has read the scratch before it is freed
+  kb->free(kb, s);
+  return st;
+}
+
+tsr_status dit_copy_weights(dit_model *dst, const dit_model *src) {
+  if (!dst->params || !src->params || !dst->p_off != !src->p_off ||
+      dst->n_params != src->n_params || dst->n_fp32 != src->n_fp32 || dst->kb != src->kb)
+    return err_set(TSR_EINVAL, "dit_copy_weights: the models differ in config, kind or backend");
+  const kernels_backend *kb = dst->kb;
+  size_t nf = src->p_off ? src->n_fp32 : src->n_params;
+  DIT_TRY(kb->copy(kb, dst->params, src->params, nf * sizeof(float)));
+  if (src->wact != src->params)
+    DIT_TRY(kb->copy(kb, dst->wact, src->wact, kernels_act_bytes(kb, src->n_params)));
+  if (src->wsums) dit_set_weight_sums(dst, src->wsums, src->wsum_all);
+  return TSR_OK;
+}
+
+void dit_set_weight_sums(dit_model *m, const uint64_t *tensor_sums, uint64_t all) {
+  if (!m->wsums && !(m->wsums = malloc((size_t)m->n_tensors * sizeof *m->wsums))) return;
+  memcpy(m->wsums, tensor_sums, (size_t)m->n_tensors * sizeof *m->wsums);
+  m->wsum_all = all;
+}
+
+const uint64_t *dit_weight_sums(const dit_model *m, uint64_t *all) {
+  if (all) *all = m->wsum_all;
+  return m->wsums;
+}
+
 void dit_free(dit_model **pm) {
   dit_model *m = *pm;
   if (!m) return;
@@ -435,6 +514,7 @@ void dit_free(dit_model **pm) {
   }
   free(m->table), free(m->init), free(m->names), free(m->bp), free(m->blk), free(m->buckets);
   free(m->bucket_grads), free(m->tensor_bucket), free(m->bucket_params), free(m->bucket_wact);
+  free(m->p_off), free(m->wsums);
   free(m);
   *pm = NULL;
 }
@@ -451,7 +531,7 @@ int dit_find_tensor(const dit_model *m, const char *name) {
 }
 size_t dit_num_params(const dit_model *m) { return m->n_params; }
 const kernels_backend *dit_backend(const dit_model *m) { return m->kb; }
-float *dit_params(dit_model *m) { return m->params; }
+float *dit_params(dit_model *m) { return m->p_off ? NULL : m->params; }
 float *dit_grads(dit_model *m) { return m->grads; }
 size_t dit_activation_bytes(const dit_model *m) { return m->act_bytes; }
 void dit_set_attention(dit_model *m, const dit_attention *a) {
@@ -493,9 +573,9 @@ void dit_init_range(const dit_model *m, uint64_t seed, size_t lo, size_t n, floa
 }
 
 tsr_status dit_init(dit_model *m, uint64_t seed) {
-  if (!m->params)
-    return err_set(TSR_EINVAL, "dit_init: the model holds no whole weights (dit_create_sharded: "
-                   "initialise its shards with dit_init_range)");
+  if (!m->params || m->p_off)
+    return err_set(TSR_EINVAL, "dit_init: the model holds no whole fp32 weights (dit_create_sharded: "
+                   "initialise its shards with dit_init_range; dit_create_frozen_base: load them)");
   float *host = malloc((m->n_params ? m->n_params : 1) * sizeof(float));
   if (!host) return err_set(TSR_ENOMEM, "dit_init: no memory for %zu parameters", m->n_params);
   dit_init_range(m, seed, 0, m->n_params, host);
@@ -505,7 +585,7 @@ tsr_status dit_init(dit_model *m, uint64_t seed) {
 }
 
 tsr_status dit_refresh_weights(dit_model *m) {
-  if (m->wact == m->params) return TSR_OK;
+  if (m->wact == m->params || m->p_off) return TSR_OK;  // p_off: dit_put_tensor wrote it
   return m->kb->cast(m->kb, m->wact, m->kb->act_dtype, m->params, KERNELS_F32, m->n_params);
 }
 

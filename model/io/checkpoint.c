@@ -137,6 +137,14 @@ tsr_status ckpt_base_sums(dit_model *m, uint64_t *tensor_sums, uint64_t *weights
   const kernels_backend *kb = dit_backend(m);
   const int nt = dit_num_tensors(m);
   const size_t n = dit_num_params(m);
+  if (!dit_params(m)) {  // no whole fp32 masters (dit_create_frozen_base): the load's sums
+    const uint64_t *s = dit_weight_sums(m, weights_sum);
+    if (!s)
+      return err_set(TSR_EINVAL, "the base's checksums: its weights came from no checkpoint load "
+                     "and the model keeps no fp32 copy of them to hash");
+    if (tensor_sums) memcpy(tensor_sums, s, (size_t)nt * sizeof *tensor_sums);
+    return TSR_OK;
+  }
   // tensor i's span: its floats and the padding up to the next tensor (the set's hash covers
   // both); copied one at a time, so a large base needs its largest tensor on the host only
   size_t most = 0;
@@ -577,8 +585,10 @@ static tsr_status put_tensor(const kernels_backend *kb, const dit_tensor *t, con
 // sets other than the weights as `shard` says, NULL: whole; the weights too when
 // shard_weights). A failed check fails the load
 // (the buffers then hold a part of the file). adapters: the sets are over m's LoRA
-// adapters (a LoRA run's checkpoint), else its tensors.
-static tsr_status load_checked(const char *path, const dit_model *m, int adapters,
+// adapters (a LoRA run's checkpoint), else its tensors. A model without whole fp32 masters
+// (dst[SET_W] NULL: dit_create_frozen_base) takes the weights tensor by tensor
+// (dit_put_tensor) and keeps their checksums (dit_set_weight_sums).
+static tsr_status load_checked(const char *path, dit_model *m, int adapters,
                                const kernels_backend *kb, int load, float *const dst[NSETS],
                                const ckpt_shard *shard, int shard_weights) {
   st_reader *st = NULL;
@@ -588,7 +598,10 @@ static tsr_status load_checked(const char *path, const dit_model *m, int adapter
   dit_tensor *t = table_copy(m, adapters, &n, &most);
   float *host = malloc(most * sizeof(float));
   XXH3_state_t *h = XXH3_createState();
-  tsr_status r = t && host && h ? st_open(&st, path) : err_set(TSR_ENOMEM, "no memory loading %s", path);
+  const int put = !adapters && (load & 1 << SET_W) && !dst[SET_W];  // dit_put_tensor
+  uint64_t *sums = put ? malloc((size_t)(n ? n : 1) * sizeof *sums) : NULL;
+  tsr_status r = t && host && h && (!put || sums) ? st_open(&st, path)
+                                                 : err_set(TSR_ENOMEM, "no memory loading %s", path);
   if (!r) r = check_kind(st, adapters);
   if (!r) r = meta_int(st, "version", 1, &version);
   if (!r && version > CKPT_VERSION)
@@ -618,7 +631,12 @@ static tsr_status load_checked(const char *path, const dit_model *m, int adapter
       XXH3_64bits_update(h, zeros16, canon_pad(&t[i]) * sizeof(float));
       if (load >> s & 1) {
         r = check_finite(&t[i], host, s, TSR_EFORMAT, path);
-        if (!r) r = put_tensor(kb, &t[i], host, dst[s], s == SET_W && !shard_weights ? NULL : shard);
+        if (!r && s == SET_W && put) {
+          r = dit_put_tensor(m, i, host);
+          sums[i] = XXH3_64bits(host, t[i].numel * sizeof(float));
+        } else if (!r) {
+          r = put_tensor(kb, &t[i], host, dst[s], s == SET_W && !shard_weights ? NULL : shard);
+        }
       }
       st_release(st, st_find(st, name));
     }
@@ -627,10 +645,12 @@ static tsr_status load_checked(const char *path, const dit_model *m, int adapter
     if (!r && strcmp(want, got))
       r = err_set(TSR_EFORMAT, "the %stensors' checksum is %s, the metadata says %s",
                   s == SET_W ? "weight " : set_prefix[s], got, want);
+    if (!r && s == SET_W && put) dit_set_weight_sums(m, sums, XXH3_64bits_digest(h));
   }
   st_close(&st);
   XXH3_freeState(h);
   free(host);
+  free(sums);
   free(t);
   return damaged(r, path);
 }

@@ -145,7 +145,9 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
                          &ab)))
       return st;
     out->lora_params = np;
-    out->weights += wb;
+    // the frozen base keeps fp32 masters only where the kernels read them (bf16: biases,
+    // norms, modulation rows; dit_create_frozen_base), beside its working copy
+    out->weights = dm.frozen_params + dm.act_weights + wb;
     out->grads = np * sizeof(float);
     out->optimizer = 3 * np * sizeof(float);  // AdamW m, v and the EMA of the adapters
     if (tc->zero > 0) {  // their shards (one bucket: the whole buffer, zero_layout_flat)
@@ -171,7 +173,7 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
     dit_memory sm;
     if ((st = dit_memory_bytes(&smc, act, tokens, 2, &sm))) return st;
     size_t N = tokens / 2 > 0 ? (size_t)tokens / 2 : 1;
-    out->samples = sm.params + sm.act_weights + sm.activations +
+    out->samples = (tc->lora_rank > 0 ? sm.frozen_params : sm.params) + sm.act_weights + sm.activations +
                    2 * (2 * N * (size_t)P * asz) + N * (size_t)P * sizeof(float) +
                    2 * N * 3 * sizeof(int32_t) + (2 + 3 + 2 + 3) * 4;
     if (tc->lora_rank > 0) {  // + the run's adapters on it, holding their EMA, forward only

@@ -61,12 +61,10 @@ static tsr_status sample_grid(const trainer *tr, int *T, int *H, int *W) {
 static tsr_status sample_model_make(trainer *tr, int tokens, int clips) {
   dit_config smc = tr->mc;
   smc.recompute = DIT_RECOMPUTE_BLOCK;
-  tsr_status r = dit_create_frozen(&tr->sample_model, &smc, tr->kb, tokens, clips);
-  if (r || tr->tc.lora_rank == 0) return r;
-  lora_config lc = train_lora_config(&tr->tc);
-  r = tr->kb->copy(tr->kb, dit_params(tr->sample_model), dit_params(tr->model),
-                   dit_num_params(tr->model) * sizeof(float));
-  if (!r) r = dit_refresh_weights(tr->sample_model);
+  if (tr->tc.lora_rank == 0) return dit_create_frozen(&tr->sample_model, &smc, tr->kb, tokens, clips);
+  lora_config lc = train_lora_config(&tr->tc);  // the base as the training model holds it
+  tsr_status r = dit_create_frozen_base(&tr->sample_model, &smc, tr->kb, tokens, clips);
+  if (!r) r = dit_copy_weights(tr->sample_model, tr->model);
   if (!r) r = dit_lora_attach_frozen(tr->sample_model, &lc, (uint64_t)tr->tc.seed);
   if (r) dit_free(&tr->sample_model);  // made again, whole, at the next samples
   return r;

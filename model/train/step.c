@@ -122,7 +122,8 @@ tsr_status trainer_setup(trainer *tr) {
   // LoRA trains adapters on a frozen base: no base gradient is computed or held
   // ZeRO 2 keeps no whole gradient: each bucket is reduce-scattered from a bucket buffer;
   // ZeRO 3 no whole weights either: each bucket is gathered into a bucket buffer before use
-  tsr_status r = tr->tc.lora_rank > 0 ? dit_create_frozen(&tr->model, &tr->mc, kb, (int)L, (int)C)
+  // (and with bf16 activations holds its linear weights in bf16 only: dit_create_frozen_base)
+  tsr_status r = tr->tc.lora_rank > 0 ? dit_create_frozen_base(&tr->model, &tr->mc, kb, (int)L, (int)C)
                  : tr->tc.zero == 3 ? dit_create_sharded(&tr->model, &tr->mc, kb, (int)L, (int)C)
                  : tr->tc.zero == 2 ? dit_create_bucket_grads(&tr->model, &tr->mc, kb, (int)L, (int)C)
                                     : dit_create(&tr->model, &tr->mc, kb, (int)L, (int)C);

@@ -20,6 +20,8 @@
 #   (e) LoRA (lora.rank 4 on a frozen base, --init the f512 run; fp32 and bf16): counted
 #       exactly, the memory line says so, and the base's gradients and optimizer state are
 #       gone: the model is smaller than the full run's by at least 3 x the base's weights.
+#       With bf16 the frozen base keeps fp32 masters of what the kernels read in fp32 only:
+#       bitwise the run that keeps them all (TESSERA_FROZEN_FP32=1), at a lower peak.
 #   (f) samples of a LoRA run (train.sample_every: a second, frozen model holding the base
 #       and the adapters' EMA, fp32 and bf16): bounded as (d), the model above the measured
 #       peak, which the samples raised (test_train_memory_model holds the sampler's adapters
@@ -118,6 +120,19 @@ awk -v full="$(field "$W/f512.log" model)" -v lora="$(field "$W/lora.log" model)
   printf "LoRA: model %d bytes, full fine-tuning %d, base %d parameters\n", lora, full, w
   exit !(w > 0 && full - lora >= 3 * 4 * w) }' || fail "LoRA: the base's gradients or optimizer are still counted"
 echo "ok: LoRA counted exactly, without the base's gradients and optimizer state"
+# the bf16 base keeps fp32 masters of the tensors read in fp32 only (dit_create_frozen_base):
+# with all of them kept (TESSERA_FROZEN_FP32=1) the losses and adapters are the same bits
+# and the measured peak is higher by what the model left out
+TESSERA_FROZEN_FP32=1 run lora16f "$T" train "${R[@]}" --set train.mem_tokens=512 \
+  --init "$W/f512/ckpt-2.safetensors" --set lora.rank=4 --set lora.targets=attn1.to_q,ffn.net.0.proj \
+  --set train.precision=bf16
+cmp -s <(jq -r .loss "$W/lora16/metrics.jsonl") <(jq -r .loss "$W/lora16f/metrics.jsonl") &&
+  cmp -s "$W/lora16/lora-2.safetensors" "$W/lora16f/lora-2.safetensors" ||
+  fail "lora16: the act-dtype base changed the losses or the adapters"
+p=$(field "$W/lora16.log" peak) pf=$(field "$W/lora16f.log" peak) w=$(field "$W/bf16.log" model)
+awk -v p="$p" -v pf="$pf" 'BEGIN { printf "ok: bf16 LoRA bitwise with the base in bf16 only: peak %d bytes, %d with all its fp32 masters\n", p, pf
+  exit !(pf > p) }' || fail "lora16: the act-dtype base saved nothing ($p vs $pf)"
+
 
 # (f)
 for p in fp32 bf16; do

@@ -117,9 +117,16 @@ static void lora_samples(kernels_dtype act) {
   CHECK_OK(dit_lora_memory(&smc, &lc, act, (int)L, 2, 1, &np, &ab));
   size_t copy = act != KERNELS_F32 ? np * kernels_dtype_size(act) : 0;
   size_t want = np * sizeof(float) + copy + ab;
-  CHECK(np > 0 && lora.samples == full.samples + want,
-        "act %d: LoRA samples %zu, full %zu + the sampler's adapters %zu (%zu parameters)",
-        (int)act, lora.samples, full.samples, want, np);
+  // its base as the training model's: fp32 masters of what the kernels read in fp32 only
+  // with bf16 (dit_create_frozen_base), all of them with fp32
+  dit_memory sm;
+  CHECK_OK(dit_memory_bytes(&smc, act, L, 2, &sm));
+  size_t base = sm.params - sm.frozen_params;
+  CHECK(act == KERNELS_F32 ? base == 0 : base > sm.params / 2, "act %d: fp32 masters %zu of %zu",
+        (int)act, sm.frozen_params, sm.params);
+  CHECK(np > 0 && lora.samples + base == full.samples + want,
+        "act %d: LoRA samples %zu, full %zu - the base's linear masters %zu + the sampler's "
+        "adapters %zu (%zu parameters)", (int)act, lora.samples, full.samples, base, want, np);
 }
 
 int main(void) {
