@@ -4,6 +4,8 @@
 // - with non-zero B, the adapter gradients against central finite differences of the loss
 //   (every adapter tensor, as tests/model/test_dit.c checks the base's);
 // - model.recompute = 1 and 2 give the adapters' gradients bitwise as 0 does;
+// - a bf16 frozen base without fp32 masters of its linear weights (dit_create_frozen_base)
+//   gives dit_create_frozen's loss, prediction and adapter gradients bit for bit;
 // - a frozen base (dit_create_frozen: no base gradients computed) gives the adapters' loss,
 //   prediction and gradients bitwise as the model that computes the base's too;
 // - bf16 activations (kernels_cpu_bf16: every [act] output rounded once) give the adapter
@@ -51,15 +53,30 @@ static lora_config lora_of(int v, int rank, float alpha) {
 }
 
 // A perturbed model of variant v (with model.recompute = rc) on backend kb, its base frozen
-// or not, and its batch (captions for Wan).
+// (1: dit_create_frozen, 2: dit_create_frozen_base, its weights put in tensor by tensor from
+// an fp32 model's) or not, and its batch (captions for Wan).
 static dit_model *make_model_on(int v, int rc, const kernels_backend *kb, int frozen,
                                 mt_batch *mb) {
   dit_config c = v == V_WAN ? mt_wan_config() : v == V_TEXT ? mt_text_config() : mt_config();
   c.recompute = rc;
   dit_model *m = NULL;
-  CHECK_OK(frozen ? dit_create_frozen(&m, &c, kb, 64, 4) : dit_create(&m, &c, kb, 64, 4));
-  CHECK_OK(dit_init(m, 1));
-  CHECK_OK(mt_perturb(m, 2, 0.1f));
+  if (frozen == 2) {
+    dit_model *w = NULL;
+    CHECK_OK(dit_create(&w, &c, kernels_cpu(), 64, 4));
+    CHECK_OK(dit_init(w, 1));
+    CHECK_OK(mt_perturb(w, 2, 0.1f));
+    CHECK_OK(dit_create_frozen_base(&m, &c, kb, 64, 4));
+    if (kb->act_dtype != KERNELS_F32)
+      CHECK(!dit_params(m) && dit_init(m, 1) == TSR_EINVAL,
+            "a bf16 frozen base has whole fp32 masters, or dit_init accepts it");
+    for (int i = 0; i < dit_num_tensors(m); i++)
+      CHECK_OK(dit_put_tensor(m, i, dit_params(w) + dit_tensor_info(w, i)->offset));
+    dit_free(&w);
+  } else {
+    CHECK_OK(frozen ? dit_create_frozen(&m, &c, kb, 64, 4) : dit_create(&m, &c, kb, 64, 4));
+    CHECK_OK(dit_init(m, 1));
+    CHECK_OK(mt_perturb(m, 2, 0.1f));
+  }
   CHECK_OK(mt_batch_make(mb, CLIPS, 3, 12, 3, 5, IDS));
   if (v != V_PLAIN) CHECK_OK(mt_batch_text(mb, TEXT_TOKENS, c.text_dim, 77, IDS));
   return m;
@@ -210,6 +227,45 @@ static void test_frozen(int v) {
   printf("frozen base (%s): loss, prediction and %zu adapter gradients bitwise as with the "
          "base's gradients computed\n", VARIANT_NAME[v], n);
   free(g0), free(g1), free(p0), free(p1);
+}
+
+// dit_create_frozen_base with bf16 activations (the trainer's LoRA base): fp32 masters of the
+// tensors the kernels read in fp32 only, the weights put in tensor by tensor: the loss, the
+// prediction and every adapter gradient of dit_create_frozen's bit for bit; and a copy of it
+// (dit_copy_weights, the trainer's sampling model) predicts the same.
+static void test_frozen_base(int v) {
+  float *g1, *g2, *p1, *p2;
+  size_t n, np;
+  double l1 = adapted_run(v, kernels_cpu_bf16(), 1, &g1, &p1, &n, &np);
+  double l2 = adapted_run(v, kernels_cpu_bf16(), 2, &g2, &p2, &n, &np);
+  CHECK(l1 == l2 && !memcmp(g1, g2, sizeof(float) * n) && !memcmp(p1, p2, sizeof(float) * np),
+        "%s: the bf16 frozen base changes the loss (%.9g vs %.9g), prediction or adapter "
+        "gradients", VARIANT_NAME[v], l2, l1);
+  mt_batch mb;
+  dit_model *a = make_model_on(v, 0, kernels_cpu_bf16(), 2, &mb), *b = NULL;
+  const dit_config *c = dit_get_config(a);
+  CHECK_OK(dit_create_frozen_base(&b, c, kernels_cpu_bf16(), 64, 4));
+  CHECK_OK(dit_copy_weights(b, a));
+  dit_model *f = NULL;  // a model of another kind is refused
+  CHECK_OK(dit_create_frozen(&f, c, kernels_cpu_bf16(), 64, 4));
+  CHECK(dit_copy_weights(f, a) == TSR_EINVAL, "dit_copy_weights across kinds: %s", err_msg());
+  size_t nx = (size_t)mb.L * 12, nt = (size_t)mb.Lt * (size_t)mb.text_dim;
+  const kernels_backend *kb = kernels_cpu_bf16();
+  void *x = malloc(kernels_act_bytes(kb, nx)), *txt = malloc(kernels_act_bytes(kb, nt) + 4);
+  void *pa = malloc(kernels_act_bytes(kb, nx)), *pb = malloc(kernels_act_bytes(kb, nx));
+  CHECK_OK(kb->cast(kb, x, kb->act_dtype, mb.b.x, KERNELS_F32, nx));
+  if (mb.b.text) CHECK_OK(kb->cast(kb, txt, kb->act_dtype, mb.b.text, KERNELS_F32, nt));
+  dit_batch fwd = mb.b;
+  fwd.x = x, fwd.text = mb.b.text ? txt : NULL, fwd.target = NULL, fwd.loss_weight = NULL;
+  CHECK_OK(dit_forward(a, &fwd, pa, NULL));
+  CHECK_OK(dit_forward(b, &fwd, pb, NULL));
+  CHECK(!memcmp(pa, pb, kernels_act_bytes(kb, nx)), "%s: the copied frozen base predicts otherwise",
+        VARIANT_NAME[v]);
+  printf("bf16 frozen base (%s): loss, prediction and %zu adapter gradients bitwise as with "
+         "every fp32 master kept; a copy predicts the same\n", VARIANT_NAME[v], n);
+  free(g1), free(g2), free(p1), free(p2), free(x), free(txt), free(pa), free(pb);
+  mt_batch_free(&mb);
+  dit_free(&a), dit_free(&b), dit_free(&f);
 }
 
 // The fast path (model/lora.c: adapters that share an input as one group, one down-projection
@@ -425,6 +481,7 @@ int main(void) {
     test_fd(v);
     test_recompute(v);
     test_frozen(v);
+    test_frozen_base(v);
     test_bf16(v);
     test_grouped(v);
     test_attach_frozen(v);
