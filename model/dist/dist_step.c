@@ -129,6 +129,24 @@ static tsr_status need_weights(void *ctx, int b) {
   return st;
 }
 
+// A wave's forward as an idle rank makes it: every weight need of the forward (buckets
+// depth + 1 down to 0), as the model would make them in a forward. Nothing without sharded
+// weights.
+static tsr_status idle_forward(dist_step *ds) {
+  tsr_status st = TSR_OK;
+  for (int i = ds->n_buckets - 1; weights_sharded(ds) && !st && i >= 0; i--)
+    st = need_weights(ds, i);
+  return st;
+}
+
+// The floats of the model's largest gradient bucket (a bucket buffer holds any one whole).
+static size_t largest_bucket(const dist_step *ds) {
+  size_t most = 0;
+  for (int i = 0; i < ds->n_buckets; i++)
+    if (dit_get_bucket(ds->m, i).numel > most) most = dit_get_bucket(ds->m, i).numel;
+  return most;
+}
+
 // The wave's needs: the forward's (depth + 1 down to 0), then with a backward its (0 up to
 // depth + 1); no weights held from the last step (the optimizer changed them) when `fresh`.
 static void schedule_begin(dist_step *ds, int backward, int fresh) {
@@ -147,9 +165,7 @@ tsr_status dist_step_set_weights(dist_step *ds, const float *shard) {
     return err_set(TSR_EINVAL, "dist_step_set_weights: the gradient shard comes first "
                    "(dist_step_set_shard)");
   const kernels_backend *kb = ds->kb;
-  size_t most = 0;
-  for (int i = 0; i < ds->n_buckets; i++)
-    if (dit_get_bucket(ds->m, i).numel > most) most = dit_get_bucket(ds->m, i).numel;
+  const size_t most = largest_bucket(ds);
   tsr_status st = (ds->wsched = malloc(sizeof(int) * 2 * (size_t)ds->n_buckets))
                       ? TSR_OK : err_set(TSR_ENOMEM, "out of memory for the distributed step");
   for (int s = 0; s < 2 && !st; s++) {
@@ -212,8 +228,7 @@ static tsr_status slots_begin(dist_step *ds) {
 // (weights of bucket i before the reduce-scatter of bucket i), after the forward's.
 static tsr_status slots_idle(dist_step *ds) {
   tsr_status st = slots_begin(ds);
-  for (int i = ds->n_buckets - 1; !st && weights_sharded(ds) && i >= 0; i--)
-    st = need_weights(ds, i);
+  if (!st) st = idle_forward(ds);
   for (int i = 0; !st && i < ds->n_buckets; i++) {
     if (weights_sharded(ds) && (st = need_weights(ds, i))) break;
     slot_bucket(ds, i);
@@ -226,9 +241,7 @@ tsr_status dist_step_set_shard(dist_step *ds, float *shard, int world) {
   ds->shard = shard;
   ds->shard_world = world;
   if (dit_grads(ds->m)) return TSR_OK;  // the whole buffer: reduce-scattered in the last wave
-  size_t most = 0;
-  for (int i = 0; i < ds->n_buckets; i++)
-    if (dit_get_bucket(ds->m, i).numel > most) most = dit_get_bucket(ds->m, i).numel;
+  const size_t most = largest_bucket(ds);
   tsr_status st = TSR_OK;
   for (int k = 0; k < 2 && !st; k++) {
     st = ds->kb->alloc(ds->kb, (void **)&ds->slot[k], most * sizeof(float));
@@ -543,8 +556,7 @@ tsr_status dist_step_eval(dist_step *ds, const plan *p, const dist_clip *clips, 
     const plan_group *pg = my_group(p, w, comm_rank());
     if (weights_sharded(ds)) schedule_begin(ds, 0, w == 0);
     if (!pg || pg->nclips == 0) {  // with sharded weights the world's gathers all the same
-      for (int i = ds->n_buckets - 1; weights_sharded(ds) && !st && i >= 0; i--)
-        st = need_weights(ds, i);
+      st = idle_forward(ds);
       continue;
     }
     if ((st = prepare_group(ds, p, pg, clips, nclips, tc, step))) break;
