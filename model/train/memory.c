@@ -84,13 +84,11 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
     out->optimizer = 3 * S + B;  // + the bucket a checkpoint's sets are put together in
     // stage 2: no whole gradient; two bucket buffers and the slices they reduce-scatter into
     if (tc->zero >= 2) out->grads = S + 2 * B + 2 * (B / (size_t)ranks);
-  }
-  if (base_zero == 3) {
-    // no whole weights either (model/dist/dist_step.h dist_step_set_weights): the masters'
-    // shard and two bucket slots of gathered weights, fp32 and their act-dtype copy (the
-    // bucket computing and the next one, prefetched); the gradient as at stage 2
-    size_t B = dm.largest_bucket * sizeof(float);
-    out->weights = out->shard + 2 * B + (act != KERNELS_F32 ? 2 * dm.largest_bucket * asz : 0);
+    // stage 3: no whole weights either (model/dist/dist_step.h dist_step_set_weights): the
+    // masters' shard and two bucket slots of gathered weights, fp32 and their act-dtype
+    // copy (the bucket computing and the next one, prefetched)
+    if (tc->zero == 3)
+      out->weights = S + 2 * B + (act != KERNELS_F32 ? 2 * dm.largest_bucket * asz : 0);
   }
   out->activations = dm.activations;
   out->inputs = objective_device_bytes(act, (int)tokens, (int)C, P);
