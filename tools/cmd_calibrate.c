@@ -11,6 +11,7 @@
 #include "tools/backend.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/datadir.h"
 #include "tools/parse.h"
 
 static void usage(FILE *f) {
@@ -22,7 +23,7 @@ static void usage(FILE *f) {
           "the ring exchange (lat, bw_intra) and the gradient all-reduce. The rest comes\n"
           "from --base. The result is a cost file for `tessera plan --cost` and the trainer.\n\n"
           "options:\n"
-          "  --config FILE      model config (configs/model/*.conf)                [required]\n"
+          "  --config FILE      model config, or a preset name (configs/model/)    [required]\n"
           "  --set KEY=VALUE    override a config key (section.key=value), repeatable\n"
           "  --out FILE         cost file to write                                 [required]\n"
           "  --base FILE        cost file for what cannot be measured here\n"
@@ -42,7 +43,8 @@ int cmd_calibrate(int argc, char **argv) {
     usage(stdout);
     return 0;
   }
-  const char *config = NULL, *out = NULL, *base = "configs/cost/h100-dit1b.conf";
+  char default_base[4096];
+  const char *config = NULL, *out = NULL, *base = default_base;
   char *sets[64];
   int nsets = 0;
   calibrate_opts o = {.min_tokens = 64, .max_tokens = 2048, .points = 6, .reps = 3};
@@ -56,12 +58,12 @@ int cmd_calibrate(int argc, char **argv) {
       {0, 0, 0, 0}};
   const char *backend = "auto", *comm = "auto";
   backend_choice bc;
-  tsr_status st = TSR_OK;
+  tsr_status st = datadir_path("configs/cost/h100-dit1b.conf", default_base, sizeof default_base);
   int c;
   cli_reset();
   while (!st && (c = cli_getopt(argc, argv, opts)) != -1) {
     switch (c) {
-    case O_CONFIG: config = optarg; break;
+    case O_CONFIG: config = datadir_config(optarg); break;
     case O_SET:
       if (nsets == 64) st = err_set(TSR_EINVAL, "--set: at most 64 overrides");
       else sets[nsets++] = optarg;
@@ -105,7 +107,7 @@ int cmd_calibrate(int argc, char **argv) {
   for (int i = 0; i < o.points; i++)
     printf("%10lld %12.5f %12.5f %7.1f%%\n", (long long)pts[i].tokens, pts[i].measured_s,
            pts[i].fitted_s, 100 * (pts[i].fitted_s - pts[i].measured_s) / pts[i].measured_s);
-  char comment[512];
+  char comment[2 * 4096 + 256];  // two paths and the numbers
   snprintf(comment, sizeof comment, "config %s, %d rank(s), clips of %lld..%lld tokens; base %s",
            config, comm_size(), (long long)o.min_tokens, (long long)o.max_tokens, base);
   if ((st = calibrate_write(out, &res, comment))) goto end;

@@ -20,6 +20,7 @@
 #include "sched/sched.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/datadir.h"
 #include "tools/parse.h"
 #include "tools/pyscript.h"
 
@@ -50,7 +51,7 @@ static void plan_usage(FILE *f) {
     "  --mem-tokens M          most tokens one rank may hold in a microbatch, <= 2^38\n"
     "  --config FILE --mem-bytes B [--set KEY=VALUE ...]\n"
     "                          or M from the trainer's memory model: the most tokens per\n"
-    "                          rank for which the model of FILE (configs/model/*.conf,\n"
+    "                          rank for which the model of FILE (a file or a preset name;\n"
     "                          train.precision, model.recompute, train.global_batch), its\n"
     "                          optimizer, inputs, ring buffers of every CP size <= N and a\n"
     "                          GPU's 1 GiB reserve fit B bytes per GPU\n"
@@ -208,7 +209,7 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
     case O_JSON: a->json_path = optarg; break;
     case O_WAVES: a->show_waves = 1; break;
     case O_TIMELINE: st = timeline_paths(a, optarg); break;
-    case O_CONFIG: a->config_path = optarg; break;
+    case O_CONFIG: a->config_path = datadir_config(optarg); break;
     case O_SET: a->sets[a->nsets++] = optarg; break;
     case O_CPMODE:
       a->cp_mode = !strcmp(optarg, "auto")      ? TRAIN_CP_AUTO

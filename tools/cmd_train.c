@@ -12,6 +12,7 @@
 #include "tools/backend.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/datadir.h"
 #include "tools/parse.h"
 #include "tools/profile.h"
 #include "tools/video.h"
@@ -30,7 +31,8 @@ static void train_usage(FILE *f) {
     "a context-parallel group of its own size, clips are split across the group and attend\n"
     "across it (ring attention), gradients are summed over all ranks. Rank 0 writes\n"
     "RUN/metrics.jsonl and RUN/ckpt-STEP.safetensors. Details: docs/train.md, docs/dist.md.\n\n"
-    "  --config FILE        model and training config (INI: [model], [train])\n"
+    "  --config FILE        model and training config (INI: [model], [train]), or the\n"
+    "                       name of a preset of configs/model/ (tiny, dit-b, wan2.1-t2v-1.3b)\n"
     "  --data STORE         token store; its patch size and channels must match the config\n"
     "  --out RUN            run directory (created); checkpoints and metrics go here\n"
     "  --steps N            stop when N steps are done in total (default: train.steps);\n"
@@ -97,7 +99,7 @@ static tsr_status parse_args(int argc, char **argv, train_options *o, char **set
   cli_reset();
   while (!r && (c = cli_getopt(argc, argv, opts)) != -1) {
     switch (c) {
-    case O_CONFIG: o->config_path = optarg; break;
+    case O_CONFIG: o->config_path = datadir_config(optarg); break;
     case O_DATA: o->data_dir = optarg; break;
     case O_OUT: o->run_dir = optarg; break;
     case O_STEPS: r = parse_i64("--steps", optarg, 1, INT64_MAX / 2, &o->stop_step); break;

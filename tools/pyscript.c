@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tools/datadir.h"
+
 extern char **environ;
 
 static const char *python_path(void) {
@@ -19,14 +21,14 @@ static const char *python_path(void) {
 }
 
 tsr_status pyscript_run(const char *name, char *const *args) {
-  const char *dir = getenv("TESSERA_TOOLS_DIR");
-  char script[PATH_MAX];
-  if (snprintf(script, sizeof script, "%s/%s", dir && *dir ? dir : TESSERA_TOOLS_DIR, name) >=
-      (int)sizeof script)
+  char rel[PATH_MAX], script[PATH_MAX];
+  if (snprintf(rel, sizeof rel, "tools/%s", name) >= (int)sizeof rel ||
+      datadir_path(rel, script, sizeof script))
     return err_set(TSR_EINVAL, "path of %s too long", name);
   if (access(script, R_OK))
-    return err_set(TSR_EIO, "%s: %s (set TESSERA_TOOLS_DIR to the tools/ folder of tessera's "
-                   "source)", script, strerror(errno));
+    return err_set(TSR_EIO, "%s: %s (set TESSERA_DATA_DIR to the folder that holds tessera's "
+                   "tools/ and configs/: its source tree, or PREFIX/share/tessera)", script,
+                   strerror(errno));
   int n = 0;
   while (args[n]) n++;
   char **argv = calloc((size_t)n + 3, sizeof *argv);

@@ -1,9 +1,8 @@
 // tools/pyscript.h — running one of tools/' Python scripts (the report, the plan timeline)
 // with the Python that has Debian's matplotlib (tools/setup.sh: python3-matplotlib).
 //
-// The script is TESSERA_TOOLS_DIR/NAME (the source tree's tools/, fixed at build time;
-// the environment variable TESSERA_TOOLS_DIR overrides it for an installed copy); the
-// interpreter is $TESSERA_SYSTEM_PYTHON, else /usr/bin/python3 (Debian's, where apt puts
+// The script is tools/NAME of the data folder (tools/datadir.h: the source tree, or
+// PREFIX/share/tessera for an installed binary); the interpreter is $TESSERA_SYSTEM_PYTHON, else /usr/bin/python3 (Debian's, where apt puts
 // matplotlib: a python3 first on PATH, a pyenv's or a venv's, may lack it), else python3
 // on PATH.
 #ifndef TESSERA_TOOLS_PYSCRIPT_H

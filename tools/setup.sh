@@ -3,8 +3,18 @@
 # Safe to rerun: packages already present are not reinstalled; the build is incremental.
 #   tools/setup.sh            release build in build/
 #   BUILD_DIR=... CMAKE_ARGS=... tools/setup.sh   other build trees (tests use build-asan/)
+#   tools/setup.sh --prefix DIR   then installs into DIR: DIR/bin/tessera, its man page,
+#                                 bash completion, presets and scripts (cmake --install)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+PREFIX=
+while [ $# -gt 0 ]; do
+  case $1 in
+    --prefix) [ $# -ge 2 ] || { echo "setup: --prefix needs a folder" >&2; exit 1; }; PREFIX=$2; shift 2 ;;
+    --prefix=*) PREFIX=${1#--prefix=}; shift ;;
+    *) echo "setup: unknown argument '$1' (usage: tools/setup.sh [--prefix DIR])" >&2; exit 1 ;;
+  esac
+done
 
 PACKAGES=(
   build-essential cmake pkg-config git
@@ -39,3 +49,8 @@ BUILD_DIR=${BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo} ${CMAKE_ARGS:-} >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)"
 echo "setup: built $BUILD_DIR/tools/tessera"
+if [ -n "$PREFIX" ]; then
+  cmake --install "$BUILD_DIR" --prefix "$PREFIX" >/dev/null
+  echo "setup: installed $PREFIX/bin/tessera (man tessera; bash completion in $PREFIX/share/bash-completion)"
+  case ":$PATH:" in *":$PREFIX/bin:"*) ;; *) echo "setup: $PREFIX/bin is not on PATH: export PATH=\"$PREFIX/bin:\$PATH\"" ;; esac
+fi

@@ -11,6 +11,7 @@
 #include "kernels/kernels.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/datadir.h"
 
 typedef struct {
   const char *name;
@@ -63,6 +64,7 @@ static void version(void) {
 #else
   printf("\nmedia: none (built without FFmpeg: no ingest or export; samples as Y4M)\n");
 #endif
+  printf("data: %s (presets, cost files, scripts)\n", datadir_root());
 }
 
 int main(int argc, char **argv) {
