@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/layout.sh — README.md "Layout", checked on the sources:
+# tests/layout.sh — HACKING.md "Layout", checked on the sources:
 #
 # 1. The backends are chosen in tools/ and passed down; nothing below tools/ picks one. So
 #    no source of core/, comm/, store/, ingest/, sched/ or model/ may name a compute backend
@@ -86,7 +86,7 @@ check_file() {
     ok=0
     for a in $(allowed "$folder"); do [ "$a" = "$hf" ] && ok=1; done
     if [ $ok = 0 ]; then
-      echo "FAIL: ${f#"$SRC"/} ($folder) includes \"$inc\" ($hf): not allowed by README.md's dependencies" >&2
+      echo "FAIL: ${f#"$SRC"/} ($folder) includes \"$inc\" ($hf): not allowed by HACKING.md's dependencies" >&2
       fail=1
     fi
   done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")

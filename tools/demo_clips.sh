@@ -10,7 +10,7 @@
 # Each clip's colours, phases, speeds and positions vary. Large smooth structure in a
 # palette of its own per kind, moving: what a tiny model learns in minutes, and what a
 # person recognises in its samples.
-# It also writes, for text-to-video training (README "Demo"):
+# It also writes, for text-to-video training (docs/demo.md):
 #   DIR/demo.csv     a manifest in tessera's generic form (path,start,end,caption; docs/
 #                    manifest.md): every clip whole, with a caption that says what the
 #                    generator drew for it: its colours, speed, direction, size, position

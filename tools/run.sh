@@ -8,7 +8,7 @@
 #     colours, speeds and positions in words), embeds the captions with all-MiniLM-L6-v2
 #     (tools/embed_captions.py, the venv of tools/setup_venv.sh), ingests the manifest
 #     small (32x32, 4 fps, patch 1x4x4: 128 to 384 tokens a clip) with the embeddings,
-#     trains a small DiT with cross-attention on them on the CPU (README "Demo") with 12
+#     trains a small DiT with cross-attention on them on the CPU (docs/demo.md) with 12
 #     clips held out for validation, then samples four clips from one training caption
 #     of each kind and from a caption it never saw ("an orange moon over a violet sky")
 #     and measures them (tools/sample_stats.py): neighbouring-token colour correlation
@@ -65,7 +65,7 @@ echo "  $T index export $OUT/store --clip 1 --out $OUT/clip1.mp4"
 
 $T index list "$OUT/store" --limit 5
 
-# ---- 2. the learning demo (README "Demo": what it shows and the measured figures) ----------
+# ---- 2. the learning demo (docs/demo.md: what it shows and the measured figures) ----------
 # On the default clips it trains text-to-video: each clip's caption (tools/demo_clips.sh's
 # manifest) embedded per token by all-MiniLM-L6-v2 (tools/embed_captions.py, the venv's
 # python) and read by cross-attention; on your own videos, or without the venv, on class

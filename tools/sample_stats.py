@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Does a sample look like its training data? Numbers instead of eyes (README "Demo").
+"""Does a sample look like its training data? Numbers instead of eyes (docs/demo.md).
 
     tools/sample_stats.py --store STORE --run RUN SAMPLE[:LABEL] ... [--json OUT]
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tests/cli/demo_data.sh — the learning demo's data and its reading of captions (README
-# "Demo"), without training: tools/demo_clips.sh at 2 clips a kind
+# tests/cli/demo_data.sh — the learning demo's data and its reading of captions (docs/demo.md,
+# without training: tools/demo_clips.sh at 2 clips a kind
 # 1. makes the same files in two folders (its draws once ran in subshells, which bash
 #    reseeds), and a rerun remakes only a file whose recorded draws changed;
 # 2. writes a manifest that `tessera manifest` reads whole (6 rows, each with a caption)

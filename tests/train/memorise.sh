@@ -10,7 +10,7 @@
 # CLI's psnr filter on RGB. A sampler that put a token in the wrong place, a position
 # encoding that disagreed between training and sampling, or an unpatchify that swapped
 # pixels could not pass: the clip is not symmetric in time, height or width.
-# Time (2-core VM shared with other work, see README "Memorisation check"): the run's own
+# Time (2-core VM shared with other work, see docs/demo.md "Memorisation check"): the run's own
 # line "memorise: N steps in S s" says.
 source "$(dirname "$0")/lib.sh"
 STEPS=${STEPS:-3000}
