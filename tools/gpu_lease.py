@@ -676,7 +676,10 @@ def main(argv):
               (f"{len(dirty)} uncommitted paths, carried by {tree_commit[:12]}" if dirty else "clean"))
         return 0
     lease = Lease(a.out, a.plan, a.budget, a.work)
-    return 0 if run_plan(lease, plan_steps(a)) else 1
+    ok = run_plan(lease, plan_steps(a))
+    if not a.work:  # a folder of our own: the bundle in OUT holds all of it
+        shutil.rmtree(lease.work, ignore_errors=True)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
