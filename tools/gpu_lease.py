@@ -55,7 +55,6 @@ NATIVE_BUILD = "build-gpu"  # made there when the carried binaries cannot run
 SOURCE_DIRS = ("CMakeLists.txt", "cmake", "core", "comm", "kernels", "model", "store", "ingest",
                "sched", "tools", "bench", "tests")
 SOURCE_EXT = (".c", ".h", ".cu", ".cpp", ".txt", ".cmake", ".py")
-MAX_FILES = 8             # the device tool brings back at most 8 files a call
 FILE_LIMIT = 15 << 20     # a bundle stays under the tool's 16 MiB a file
 LOG_CAP = 4 << 20         # a larger file goes into the bundle as its last LOG_CAP bytes
 AUTOSAVE_S = float(os.environ.get("TESSERA_LEASE_AUTOSAVE", 20))  # rewrites inside a step, s
