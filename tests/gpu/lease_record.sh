@@ -179,22 +179,31 @@ else bad "(c) killed call: $(cat "$W/out2/lease.json" 2>/dev/null | head -c 600)
 # ---- (d) merge -----------------------------------------------------------------------------
 "${L[@]}" merge "$W/m.json" "$W/out1" "$W/out2" >"$W/merge.log" 2>&1
 rc=$?
-mj() { jget "$W/m.json" "$@" ""; }
-cases_ok=1
-for c in b-16x4096 b-mixed 1b-1x16384; do
-  [ -n "$(mj "calls.0.outputs.torch.results.cases.$c.tessera.median_s")" ] &&
-    [ -n "$(mj "calls.0.outputs.torch.results.cases.$c.pytorch.median_s")" ] || cases_ok=0
-done
-[ $cases_ok = 1 ] && ok "(d) bench torch: b-16x4096, b-mixed and 1b-1x16384, tessera and PyTorch" ||
-  bad "(d) torch cases: $(mj calls.0.outputs.torch.results.cases | head -c 300)"
-if [ -n "$(mj calls.0.outputs.diag.profile.profile.step_ms)" ] && [ -n "$(mj calls.0.outputs.diag.cublaslt_plans.0)" ] &&
-   [ "$(mj calls.0.outputs.cp_modes.cp_modes.0.mode)" = ulysses ] &&
-   mj calls.0.steps.2.failures.0 | grep -q "want cudaErrorInvalidValue" &&
-   mj calls.1.outputs.long.log_tail | grep -q "timed step 1" &&
-   [ "$(mj calls.0.files)" = '["bundle.tar.gz", "lease.json"]' ] && [ "$(mj calls.0.missing)" = "[]" ] &&
-   [ "$(mj calls.1.missing)" = "[]" ] && [ $rc -eq 0 ]; then
+# One python for the merged file's checks (each a line: ok or what is wrong).
+python3 - "$W/m.json" >"$W/mcheck.txt" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+c0, c1 = d["calls"]
+cases = c0["outputs"]["torch"]["results"]["cases"]
+want = ["b-16x4096", "b-mixed", "1b-1x16384"]
+print("cases ok" if all(cases.get(c, {}).get(s, {}).get("median_s") for c in want
+                        for s in ("tessera", "pytorch")) else f"cases {sorted(cases)}")
+checks = {
+    "profile": bool(c0["outputs"]["diag"].get("profile", {}).get("profile", {}).get("step_ms")),
+    "plans": bool(c0["outputs"]["diag"].get("cublaslt_plans")),
+    "cp_modes": (c0["outputs"].get("cp_modes", {}).get("cp_modes") or [{}])[0].get("mode") == "ulysses",
+    "failure": "want cudaErrorInvalidValue" in " ".join(c0["steps"][2].get("failures", [])),
+    "cut log": "timed step 1" in " ".join(c1["outputs"].get("long", {}).get("log_tail", [])),
+    "files": c0["files"] == ["bundle.tar.gz", "lease.json"],
+    "missing": c0["missing"] == [] and c1["missing"] == [],
+}
+print("rest ok" if all(checks.values()) else "wrong: " + ", ".join(k for k, v in checks.items() if not v))
+PY
+grep -qx "cases ok" "$W/mcheck.txt" && ok "(d) bench torch: b-16x4096, b-mixed and 1b-1x16384, tessera and PyTorch" ||
+  bad "(d) torch cases: $(cat "$W/mcheck.txt")"
+if grep -qx "rest ok" "$W/mcheck.txt" && [ $rc -eq 0 ]; then
   ok "(d) merge: the profile, plans, cp_modes, the failed check, the cut step's log; nothing missing"
-else bad "(d) merge (exit $rc): $(tail -5 "$W/merge.log")"; fi
+else bad "(d) merge (exit $rc): $(cat "$W/mcheck.txt"; tail -5 "$W/merge.log")"; fi
 n=$(grep -c "x of floor" "$W/merge.log")
 grep -q "layernorm_modulate_backward.*x of floor" "$W/merge.log" && [ "$n" -ge 5 ] &&
   ok "(d) the report prints x of floor for the $n entries that carry floor_ms" ||
