@@ -4,26 +4,34 @@
   python3 tools/gpu_lease.py first  [--budget S] [--out DIR]   on the GPU machine, call 1
   python3 tools/gpu_lease.py second [--budget S] [--out DIR]   call 2
   python3 tools/gpu_lease.py steps NAME[,NAME...] [...]        a rerun of chosen steps
-  python3 tools/gpu_lease.py list                              the plans and their steps
-  python3 tools/gpu_lease.py pack BUILD_DIR CARRY_DIR          here (tools/gpu_prepare.sh)
+  python3 tools/gpu_lease.py list                              the plans, boxes, expected times
+  python3 tools/gpu_lease.py tree [--dirty]                    here: is the tree clean (exit 1 if not)
+  python3 tools/gpu_lease.py pack BUILD_DIR CARRY_DIR [--dirty] here (tools/gpu_prepare.sh)
   python3 tools/gpu_lease.py merge OUT.json DIR [DIR...]       here: the calls' $OUT folders
                                                                as bench/gpu/results-DATE.json
 
 A plan is a list of steps in order of value, each with a time box: machine facts, the
 binaries' check, then GPU tests (run from the ctest definitions that `pack` recorded, or
-from a build made there), then benchmarks. Every step's outcome is written to OUT/lease.json
-the moment it ends (atomically) and its output appended to OUT/lease.log, so a call cut at
-its limit still returns what ran. A step that would not fit in what is left of the budget
-is recorded as not run. Exit 0 when every step that ran passed or was skipped, else 1.
+from a build made there), then benchmarks. The device tool brings back at most 8 files a
+call, so the steps write into a work folder outside OUT and OUT holds two files only:
+lease.json (the record) and bundle.tar.gz (the work folder: lease.log, build.log, each
+benchmark's and script's folder), both rewritten atomically after every step and every
+AUTOSAVE_S seconds inside one, so a call cut at its limit still returns what ran. A step
+that would not fit in what is left of the budget is recorded as not run. Exit 0 when every
+step that ran passed or was skipped, else 1.
 
-`pack` copies the executables that the GPU tests name (stripped of debug sections) into
+`pack` refuses a tree with uncommitted changes (figures count only with the clean commit they
+ran on); with --dirty it records the diff and a commit that carries it (refs/lease/...). It
+copies the executables that the GPU tests name (stripped of debug sections) into
 CARRY_DIR/build/ under their build-tree paths, writes CARRY_DIR/tests.json (the tests of
-label gpu, paths as @BUILD@ and @SRC@) and CARRY_DIR/manifest.json (commit, a hash of the
-sources, build settings). On the GPU machine `binaries` uses them when the sources there
-hash the same and `ldd` finds every library; otherwise it builds there (tools/gpu_build.sh).
+label gpu, paths as @BUILD@ and @SRC@) and CARRY_DIR/manifest.json (commit, the tracked
+source files and their hash, build settings). On the GPU machine `binaries` uses them when
+those files there hash the same and `ldd` finds every library; otherwise it builds there
+(tools/gpu_build.sh).
 """
 import argparse
 import hashlib
+import io
 import json
 import os
 import re
@@ -31,8 +39,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
+import tempfile
 import threading
 import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in the tree whose cleanliness pack checks
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_record import BUNDLE, merge  # noqa: E402  (the record's reading: here, after a lease)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CARRY = os.environ.get("TESSERA_CARRY") or os.path.join(ROOT, ".carry", "gpu")  # tests set it
@@ -41,56 +55,120 @@ NATIVE_BUILD = "build-gpu"  # made there when the carried binaries cannot run
 SOURCE_DIRS = ("CMakeLists.txt", "cmake", "core", "comm", "kernels", "model", "store", "ingest",
                "sched", "tools", "bench", "tests")
 SOURCE_EXT = (".c", ".h", ".cu", ".cpp", ".txt", ".cmake", ".py")
+FILE_LIMIT = 15 << 20     # a bundle stays under the tool's 16 MiB a file
+LOG_CAP = 4 << 20         # a larger file goes into the bundle as its last LOG_CAP bytes
+AUTOSAVE_S = float(os.environ.get("TESSERA_LEASE_AUTOSAVE", 20))  # rewrites inside a step, s
 
-# name -> time box in seconds (0: whatever is left). Steps: facts, binaries, "test NAME"
-# (a ctest test of label gpu), "bench NAME" (BENCHES), "script NAME" (bench/gpu/NAME.sh).
+# Plans: (step, time box s, expected s). Steps: facts, binaries, "test NAME" (a ctest test
+# of label gpu), "bench NAME" (BENCHES), "script NAME" (bench/gpu/NAME.sh). A box of 0 is
+# whatever is left. The expected seconds are what the step took in the lease of 2026-11-26
+# (bench/gpu/results-2026-11-26.json), or an estimate where it did not run so: the plan must
+# fit its budget on them (tests/gpu/lease_record.sh checks it), the boxes stop a hang.
+# The binaries box is the build there, needed only when the carried binaries cannot run.
 PLANS = {
-    "first": [("facts", 15), ("binaries", 240), ("test gpu_probe", 20),
-              ("test gpu_cuda_semantics", 30), ("test gpu_backend_ops", 90),
-              ("test gpu_backend_ops_cudnn_atomic", 60), ("test gpu_backend_ops_cudnn", 60),
-              ("test gpu_backend_ops_own", 60), ("test gpu_arena", 30), ("test gpu_arena_shared", 30),
-              ("test gpu_cuda_no_device", 10), ("test gpu_graphs", 60),
-              ("test gpu_train", 150), ("bench tessera", 120), ("script diag", 60),
-              ("bench torch", 0)],
-    "second": [("facts", 15), ("binaries", 240), ("test gpu_comm", 60), ("script cp_modes", 120),
-               ("test gpu_memory", 60),
-               ("bench torch-1b", 100), ("test gpu_backend_ops_memcheck", 90),
-               ("bench long", 0)],
+    "first": [("facts", 15, 5), ("binaries", 150, 1), ("test gpu_probe", 15, 1),
+              ("test gpu_cuda_semantics", 15, 1), ("test gpu_backend_ops", 30, 5),
+              # estimate: b-16x4096 alone took 68 s (PyTorch's compile most of it); dit-1b's
+              # PyTorch side was still compiling after 50 s (second call of 2026-11-26)
+              ("bench torch", 240, 220),
+              ("test gpu_backend_ops_cudnn_atomic", 20, 3), ("test gpu_backend_ops_cudnn", 20, 5),
+              ("test gpu_backend_ops_own", 20, 2), ("test gpu_arena", 10, 1),
+              ("test gpu_arena_shared", 10, 1), ("test gpu_cuda_no_device", 10, 1),
+              ("test gpu_graphs", 20, 3), ("script diag", 45, 31)],
+    "second": [("facts", 15, 3), ("binaries", 150, 1), ("test gpu_memory", 20, 5),
+               ("test gpu_comm", 20, 6), ("test gpu_backend_ops_memcheck", 30, 5),
+               ("test gpu_train", 90, 68), ("bench torch-64", 70, 55),  # estimate
+               ("bench long", 60, 40),  # estimate: 43.5 s a step before the bias fix
+               ("script cp_modes", 0, 40)],  # estimate: never ran
 }
-BUDGETS = {"first": 565, "second": 200, "steps": 565}
-# bench/gpu/run.sh runs: name -> environment (results.json and bench.log in OUT/NAME).
+# Budgets sit 30 s under the calls' timeout_s (docs/gpu.md, TIMEOUTS): python's start, the
+# last bundle and the kill of a step cut at its box fit in that.
+BUDGETS = {"first": 330, "second": 240, "steps": 90}
+TIMEOUTS = {"first": 360, "second": 270, "steps": 120}
+# bench/gpu/run.sh runs: name -> environment (results.json and bench.log in WORK/NAME).
 BENCHES = {
+    "torch": {"MEM": "0", "WARMUP": "2", "STEPS": "6", "CASE_TIMEOUT": "110",
+              "CASES": "b-16x4096,b-mixed,1b-1x16384"},
+    "torch-64": {"MEM": "0", "WARMUP": "2", "STEPS": "6", "CASE_TIMEOUT": "60", "CASES": "b-64x1024"},
     "tessera": {"TORCH": "0", "MEM": "0", "WARMUP": "2", "STEPS": "5",
                 "CASES": "b-16x4096,b-64x1024,b-mixed,1b-4x4096,1b-1x16384,b-1x65536"},
-    "torch": {"MEM": "0", "WARMUP": "3", "STEPS": "10", "CASES": "b-16x4096"},
-    "long": {"TORCH": "0", "WARMUP": "0", "STEPS": "2", "CASES": "1b-1x65536",
-             "MEM_CASES": "16384:0,16384:2,65536:2"},
-    "torch-1b": {"MEM": "0", "WARMUP": "2", "STEPS": "5", "CASES": "1b-1x16384"},
+    "long": {"TORCH": "0", "MEM": "0", "WARMUP": "0", "STEPS": "2", "CASES": "1b-1x65536",
+             "RECOMPUTE_1B_LONG": "2"},
+    "memory": {"TORCH": "0", "CASES": "none", "MEM_CASES": "16384:0,16384:2,65536:2"},
 }
 MIN_STEP_S = 10  # a step with less time than this left is not started
+FAIL_LINE = re.compile(r"^\s*(FAIL|FAILED)\b")  # a failed check (tests/check.h, the .sh tests)
 
 
 # ---- sources and binaries (both machines) ---------------------------------------------
-def source_hash(root):
-    """sha256 over the path and bytes of every file the build reads, so that binaries built
-    from one tree are known to match another copy of it (the GPU machine has no .git)."""
+def git(root, *args, env=None):
+    r = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, env=env)
+    if r.returncode:
+        raise RuntimeError(f"git {' '.join(args)}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def is_source(rel):
+    return rel in SOURCE_DIRS or (rel.split("/", 1)[0] in SOURCE_DIRS and rel.endswith(SOURCE_EXT))
+
+
+def source_files(root, commit="HEAD"):
+    """The files of commit that the build reads (SOURCE_DIRS, SOURCE_EXT), sorted: tracked
+    files only, so that an ignored or untracked file (bench/gpu/out/*.txt) changes nothing."""
+    names = git(root, "ls-tree", "-r", "--name-only", "-z", commit, "--", *SOURCE_DIRS)
+    return sorted(n for n in names.split("\0") if n and is_source(n))
+
+
+def source_hash(root, files):
+    """sha256 over the path and bytes of each of files (relative to root), so that binaries
+    built from one tree are known to match another copy of it (the GPU machine has no .git:
+    pack records the list). A missing file hashes as such, so the hashes differ."""
     h = hashlib.sha256()
-    files = []
-    for top in SOURCE_DIRS:
-        p = os.path.join(root, top)
-        if os.path.isfile(p):
-            files.append(top)
-            continue
-        for d, subdirs, names in os.walk(p):
-            subdirs[:] = sorted(s for s in subdirs if not s.startswith((".", "build")))
-            files += [os.path.relpath(os.path.join(d, n), root) for n in names
-                      if n.endswith(SOURCE_EXT)]
     for rel in sorted(files):
         h.update(rel.encode() + b"\0")
-        with open(os.path.join(root, rel), "rb") as f:
-            h.update(f.read())
+        try:
+            with open(os.path.join(root, rel), "rb") as f:
+                h.update(f.read())
+        except OSError:
+            h.update(b"\1missing")
         h.update(b"\0")
     return h.hexdigest()
+
+
+def tree_state(root):
+    """What git says is not committed: modified, staged, deleted and untracked-not-ignored
+    paths (`git status --porcelain`), one line each; empty for a clean tree."""
+    return [l for l in git(root, "status", "--porcelain").splitlines() if l.strip()]
+
+
+def commit_of_tree(root):
+    """A commit holding the working tree as it is (tracked changes and untracked files that
+    git does not ignore) on top of HEAD, made through a scratch index so that neither the
+    branch nor the index moves, and kept by a ref refs/lease/<sha> (git gc keeps it)."""
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(os.environ, GIT_INDEX_FILE=os.path.join(d, "index"))
+        git(root, "read-tree", "HEAD", env=env)
+        git(root, "add", "-A", env=env)
+        tree = git(root, "write-tree", env=env).strip()
+    c = git(root, "commit-tree", tree, "-p", "HEAD", "-m",
+            "GPU lease: the uncommitted tree its binaries were built from").strip()
+    git(root, "update-ref", f"refs/lease/{c}", c)
+    return c
+
+
+def check_tree(root, dirty_ok):
+    """(commit, tree_commit, dirty lines, diff): refuses (SystemExit) a tree with uncommitted
+    changes unless dirty_ok; then the diff against HEAD and a commit carrying it."""
+    head = git(root, "rev-parse", "HEAD").strip()
+    dirty = tree_state(root)
+    if not dirty:
+        return head, head, [], ""
+    if not dirty_ok:
+        raise SystemExit("gpu_lease.py: the tree has uncommitted changes, and figures count only "
+                         "with the clean commit they ran on: commit them (or pass --dirty to "
+                         "record the diff and a commit carrying it):\n  " + "\n  ".join(dirty[:20]))
+    tree_commit = commit_of_tree(root)
+    return head, tree_commit, dirty, git(root, "diff", "--binary", "HEAD", tree_commit)
 
 
 def ctest_tests(build):
@@ -100,8 +178,9 @@ def ctest_tests(build):
     return json.loads(out)["tests"]
 
 
-def pack(build, carry):
+def pack(build, carry, dirty_ok=False):
     build, carry = os.path.abspath(build), os.path.abspath(carry)
+    commit, tree_commit, dirty, diff = check_tree(ROOT, dirty_ok)
     tests = ctest_tests(build)
     text = json.dumps(tests)
     paths = sorted(set(re.findall(re.escape(build) + r"/[\w./+-]+", text)))
@@ -124,15 +203,25 @@ def pack(build, carry):
             m = re.match(r"(TESSERA_\w+|CMAKE_BUILD_TYPE|CMAKE_CUDA_ARCHITECTURES):\w+=(.*)", line)
             if m:
                 cache[m.group(1)] = m.group(2)
-    git = lambda *a: subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    manifest = {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain",
-                "--untracked-files=no")), "source_hash": source_hash(ROOT), "packed": now(),
-                "binaries": [os.path.relpath(p, build) for p in exes], "cmake": cache}
+    files = source_files(ROOT, tree_commit)
+    patch = os.path.join(carry, "diff.patch")
+    if diff:
+        with open(patch, "w") as f:
+            f.write(diff)
+    elif os.path.exists(patch):
+        os.remove(patch)
+    manifest = {"commit": commit, "dirty": bool(dirty), "tree_commit": tree_commit,
+                "dirty_paths": dirty, "diff_sha256": hashlib.sha256(diff.encode()).hexdigest()
+                if diff else "", "source_hash": source_hash(ROOT, files), "files": files,
+                "packed": now(), "binaries": [os.path.relpath(p, build) for p in exes],
+                "cmake": cache}
     with open(os.path.join(carry, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     size = sum(os.path.getsize(os.path.join(carry, "build", b)) for b in manifest["binaries"])
     print(f"gpu_lease.py pack: {len(exes)} executables ({size / 2**20:.1f} MiB), "
-          f"{len(tests)} tests, source hash {manifest['source_hash'][:12]} -> {carry}")
+          f"{len(tests)} tests, {len(files)} source files hashed {manifest['source_hash'][:12]}, "
+          f"commit {commit[:12]}" + (f" + diff of {len(dirty)} paths (commit {tree_commit[:12]})"
+                                     if dirty else " (clean)") + f" -> {carry}")
 
 
 def now():
@@ -141,29 +230,80 @@ def now():
 
 # ---- the lease's record ------------------------------------------------------------------
 class Lease:
-    """The budget, OUT/lease.json (rewritten after every step) and OUT/lease.log."""
+    """The budget, the work folder (lease.log, build.log, NAME/ of each benchmark and
+    script) and OUT, which holds only lease.json and the work folder's bundle."""
 
-    def __init__(self, out, plan, budget):
+    def __init__(self, out, plan, budget, work=None):
         self.out, self.deadline = out, time.monotonic() + budget
         os.makedirs(out, exist_ok=True)
-        self.log = open(os.path.join(out, "lease.log"), "a")
-        self.rec = {"plan": plan, "started": now(), "budget_s": budget, "steps": []}
+        self.work = work or tempfile.mkdtemp(prefix=f"tessera-lease-{plan}-")
+        os.makedirs(self.work, exist_ok=True)
+        self.log = open(os.path.join(self.work, "lease.log"), "a")
+        self.rec = {"plan": plan, "started": now(), "budget_s": budget, "bundle": BUNDLE,
+                    "steps": []}
         self.build = self.tests = None
         self.env = run_env()
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        threading.Thread(target=self.autosave, daemon=True).start()
 
     def left(self):
         return self.deadline - time.monotonic()
 
     def save(self):
-        tmp = os.path.join(self.out, "lease.json.tmp")
-        with open(tmp, "w") as f:
-            json.dump(self.rec, f, indent=1)
-        os.replace(tmp, os.path.join(self.out, "lease.json"))
+        """lease.json into OUT and the work folder, then the bundle: each written to a
+        temporary name and renamed, so OUT always holds a whole record."""
+        with self.lock:
+            self.log.flush()
+            text = json.dumps(self.rec, indent=1)
+            for d in (self.work, self.out):
+                tmp = os.path.join(d, "lease.json.tmp")
+                with open(tmp, "w") as f:
+                    f.write(text)
+                os.replace(tmp, os.path.join(d, "lease.json"))
+            write_bundle(self.work, os.path.join(self.out, BUNDLE))
+
+    def autosave(self):
+        while not self.stop.wait(AUTOSAVE_S):
+            try:
+                self.save()
+            except OSError:
+                pass  # the next save or the step's end tries again
 
     def say(self, line):
         print(line, flush=True)
         self.log.write(line + "\n")
         self.log.flush()
+
+
+def write_bundle(work, path):
+    """work/ as a gzipped tar at path (each file larger than LOG_CAP as its last LOG_CAP
+    bytes, marked); a bundle over FILE_LIMIT is written again with a tenth of the cap."""
+    cap = LOG_CAP
+    while True:
+        tmp = path + ".tmp"
+        with tarfile.open(tmp, "w:gz") as tar:
+            for d, subdirs, names in os.walk(work):
+                subdirs.sort()
+                for n in sorted(names):
+                    full = os.path.join(d, n)
+                    rel = os.path.relpath(full, work)
+                    if n.endswith(".tmp") or not os.path.isfile(full):
+                        continue
+                    size = os.path.getsize(full)
+                    if size <= cap:
+                        tar.add(full, arcname=rel, recursive=False)
+                        continue
+                    with open(full, "rb") as f:
+                        f.seek(size - cap)
+                        data = f"[the first {size - cap} bytes of {rel} left out]\n".encode() + f.read()
+                    info = tarfile.TarInfo(rel)
+                    info.size, info.mtime = len(data), int(time.time())
+                    tar.addfile(info, io.BytesIO(data))
+        if os.path.getsize(tmp) <= FILE_LIMIT or cap < 4096:
+            os.replace(tmp, path)
+            return
+        cap //= 10
 
 
 def run_env():
@@ -183,16 +323,16 @@ def run_env():
 def run_boxed(lease, cmd, box, env=None, cwd=ROOT, log=None):
     """Runs cmd for at most box seconds (then SIGTERM, SIGKILL 5 s later, to its process
     group). Output goes to lease.log (or log, a path) as it comes. Returns (rc or None when
-    it timed out, seconds, the last 20 lines)."""
+    it timed out, seconds, the last 20 lines, the first 20 lines of failed checks)."""
     sink = open(log, "a") if log else lease.log
     t0 = time.monotonic()
-    tail = []
+    tail, fails = [], []
     try:
         p = subprocess.Popen(cmd, cwd=cwd, env=env or lease.env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, errors="replace",
                              start_new_session=True)
     except OSError as e:
-        return 127, 0.0, [f"cannot run {cmd[0]}: {e.strerror}"]
+        return 127, 0.0, [f"cannot run {cmd[0]}: {e.strerror}"], []
     timer_fired = []
 
     def kill():
@@ -214,11 +354,13 @@ def run_boxed(lease, cmd, box, env=None, cwd=ROOT, log=None):
         sink.write(line)
         sink.flush()
         tail = (tail + [line.rstrip("\n")])[-20:]
+        if len(fails) < 20 and FAIL_LINE.match(line):
+            fails.append(line.strip()[:300])
     p.wait()
     timer.cancel()
     if log:
         sink.close()
-    return (None if timer_fired else p.returncode), time.monotonic() - t0, tail
+    return (None if timer_fired else p.returncode), time.monotonic() - t0, tail, fails
 
 
 # ---- steps -------------------------------------------------------------------------------
@@ -284,22 +426,40 @@ def load_tests(path, build):
     return {t["name"]: t for t in json.loads(text)}
 
 
+def walked_sources(root):
+    """Without git and without a manifest (a build there from nothing): the files under
+    SOURCE_DIRS that the build reads, skipping hidden, build and output folders."""
+    files = []
+    for top in SOURCE_DIRS:
+        p = os.path.join(root, top)
+        if os.path.isfile(p):
+            files.append(top)
+        for d, subdirs, names in os.walk(p):
+            subdirs[:] = sorted(s for s in subdirs if not s.startswith((".", "build", "out")))
+            files += [os.path.relpath(os.path.join(d, n), root) for n in names if n.endswith(SOURCE_EXT)]
+    return files
+
+
 def step_binaries(lease, box):
-    here = source_hash(ROOT)
-    info = {"source_hash": here}
-    lease.rec["binaries"] = info
     man = {}
+    info = {}
+    lease.rec["binaries"] = info
     try:
         with open(os.path.join(CARRY, "manifest.json")) as f:
             man = json.load(f)
     except (OSError, ValueError):
         info["carried"] = "none (.carry/gpu/manifest.json missing: run tools/gpu_prepare.sh)"
+    files = man.get("files") or walked_sources(ROOT)
+    here = source_hash(ROOT, files)
+    info["source_hash"] = here
     lease.rec["commit"] = man.get("commit", "")
     if man:
         build = os.path.join(CARRY, "build")
         bad = missing_libraries(lease, [os.path.join(build, b) for b in man["binaries"]])
-        info.update(commit=man["commit"], dirty=man["dirty"], carried_hash=man["source_hash"],
-                    missing=bad)
+        info.update({k: man.get(k) for k in ("commit", "dirty", "tree_commit", "dirty_paths",
+                                             "diff_sha256")},
+                    carried_hash=man["source_hash"], missing=bad,
+                    missing_files=[f for f in files if not os.path.isfile(os.path.join(ROOT, f))][:20])
         if man["source_hash"] != here:
             info["carried"] = "not used: built from other sources (hash differs)"
         elif bad:
@@ -318,9 +478,9 @@ def build_here(lease, box, here):
     build = os.path.join(ROOT, NATIVE_BUILD)
     stamp = os.path.join(build, "tessera-source-hash")
     if not (os.path.exists(stamp) and open(stamp).read().strip() == here):
-        lease.say(f"binaries: building {NATIVE_BUILD} here (log: build.log)")
-        rc, secs, tail = run_boxed(lease, ["bash", "tools/gpu_build.sh", NATIVE_BUILD], box,
-                                   log=os.path.join(lease.out, "build.log"))
+        lease.say(f"binaries: building {NATIVE_BUILD} here (log: build.log in the bundle)")
+        rc, secs, tail, _ = run_boxed(lease, ["bash", "tools/gpu_build.sh", NATIVE_BUILD], box,
+                                      log=os.path.join(lease.work, "build.log"))
         lease.rec["binaries"]["build_s"] = round(secs, 1)
         if rc != 0:
             return ("timeout" if rc is None else "failed"), "build: " + " | ".join(tail[-5:])
@@ -342,10 +502,10 @@ def step_test(lease, name, box):
     env.update(kv.split("=", 1) for kv in props.get("ENVIRONMENT", []))
     cwd = props.get("WORKING_DIRECTORY", lease.build)
     os.makedirs(cwd, exist_ok=True)
-    rc, secs, tail = run_boxed(lease, t["command"], box, env=env, cwd=cwd)
+    rc, secs, tail, fails = run_boxed(lease, t["command"], box, env=env, cwd=cwd)
     skip = int(props.get("SKIP_RETURN_CODE", 77))
     status = "timeout" if rc is None else "passed" if rc == 0 else "skipped" if rc == skip else "failed"
-    return status, summary_line(tail, rc)
+    return status, summary_line(tail, rc), fails
 
 
 def summary_line(tail, rc):
@@ -358,26 +518,30 @@ def step_bench(lease, name, box):
     if lease.build is None:
         return "not run", "no binaries (the binaries step failed)"
     env = dict(lease.env)
-    env.update(BENCHES[name], OUT=os.path.join(lease.out, name), BUILD_DIR=lease.build,
-               CASE_TIMEOUT=str(max(30, int(box))))
-    rc, secs, tail = run_boxed(lease, ["bash", "bench/gpu/run.sh"], box, env=env)
+    env.update({"CASE_TIMEOUT": str(max(30, int(box)))}, **BENCHES[name])
+    env.update(OUT=os.path.join(lease.work, name), BUILD_DIR=lease.build,
+               TESSERA_COMMIT=lease.rec.get("commit") or "unknown",
+               TESSERA_DIRTY={True: "true", False: "false"}.get(
+                   (lease.rec.get("binaries") or {}).get("dirty"), "unknown"))
+    rc, secs, tail, fails = run_boxed(lease, ["bash", "bench/gpu/run.sh"], box, env=env)
     status = "timeout" if rc is None else "passed" if rc == 0 else "skipped" if rc == 3 else "failed"
     cases = [l for l in tail if re.match(r"[\w-]+: tessera ", l)]
-    return status, " | ".join(cases) or summary_line(tail, rc)
+    return status, " | ".join(cases) or summary_line(tail, rc), fails
 
 
 def step_script(lease, name, box):
-    """bench/gpu/NAME.sh with BUILD_DIR and OUT=OUT/NAME: a diagnosis whose output is data."""
+    """bench/gpu/NAME.sh with BUILD_DIR and OUT=WORK/NAME: a diagnosis whose output is data;
+    its exit status is the step's (the script's own commands' statuses, not a pipe's)."""
     if lease.build is None:
         return "not run", "no binaries (the binaries step failed)"
     path = os.path.join("bench", "gpu", name + ".sh")
     if not re.fullmatch(r"[\w-]+", name) or not os.path.isfile(os.path.join(ROOT, path)):
         return "not run", f"no script {path}"
     env = dict(lease.env)
-    env.update(OUT=os.path.join(lease.out, name), BUILD_DIR=lease.build)
-    rc, secs, tail = run_boxed(lease, ["bash", path], box, env=env)
+    env.update(OUT=os.path.join(lease.work, name), BUILD_DIR=lease.build)
+    rc, secs, tail, fails = run_boxed(lease, ["bash", path], box, env=env)
     status = "timeout" if rc is None else "passed" if rc == 0 else "failed"
-    return status, summary_line(tail, rc)
+    return status, summary_line(tail, rc), fails
 
 
 def run_step(lease, step, box):
@@ -396,6 +560,8 @@ def run_step(lease, step, box):
 
 
 def run_plan(lease, steps):
+    """steps: [(name, box s)]. Each entry is recorded as running before it starts, so a call
+    cut by the device tool shows which step it was in."""
     ok = True
     for step, box in steps:
         left = lease.left()
@@ -408,65 +574,63 @@ def run_plan(lease, steps):
             continue
         b = min(box or left, left)
         lease.say(f"== {step} (at most {b:.0f} s; {left:.0f} s left) {now()}")
+        entry.update(status="running", started=now())
+        lease.save()
         t0 = time.monotonic()
         try:
-            status, summary = run_step(lease, step, b)
+            status, summary, *more = run_step(lease, step, b)
         except Exception as e:  # a bug of this script must not lose the record so far
-            status, summary = "failed", f"{type(e).__name__}: {e}"
+            status, summary, more = "failed", f"{type(e).__name__}: {e}", []
         entry.update(status=status, seconds=round(time.monotonic() - t0, 1), summary=summary)
+        if more and more[0]:
+            entry["failures"] = more[0]
         ok = ok and status in ("passed", "skipped")
         lease.say(f"== {step}: {status} in {entry['seconds']} s: {summary}")
+        for line in entry.get("failures", []):
+            lease.say(f"   {line}")
         lease.save()
     lease.rec["finished"] = now()
+    lease.stop.set()
     lease.save()
     return ok
 
 
 def plan_steps(args):
     if args.plan == "steps":
-        known = {s: b for p in PLANS.values() for s, b in p}
+        known = {s: b for p in PLANS.values() for s, b, _ in p}
         names = [n.strip() for n in args.names.split(",") if n.strip()]
-        return [(n, known.get(n, 0)) for n in names]
-    return PLANS[args.plan]
+        steps = [(n, known.get(n, 0)) for n in names]
+        if "binaries" not in names:
+            steps = [("binaries", known["binaries"])] + steps  # every test and bench needs them
+        return steps
+    return [(s, b) for s, b, _ in PLANS[args.plan]]
 
 
-def merge(out, dirs):
-    """The calls' records as one file to commit: the first call's facts, then per call its
-    plan, times, binaries (commit, dirty, source hash), steps, and per step directory the
-    benchmark's results.json (or its log's last lines when it was cut before writing one)
-    and a script's profile and cuBLASLt plan counts."""
-    calls = []
-    for d in dirs:
-        with open(os.path.join(d, "lease.json")) as f:
-            rec = json.load(f)
-        call = {k: rec.get(k) for k in ("plan", "started", "finished", "budget_s", "commit",
-                                          "binaries", "steps")}
-        call["outputs"] = {}
-        for name in sorted(os.listdir(d)):
-            sub = os.path.join(d, name)
-            if not os.path.isdir(sub):
-                continue
-            got = {}
-            for fn, key in (("results.json", "results"), ("prof.json", "profile")):
-                if os.path.isfile(os.path.join(sub, fn)):
-                    with open(os.path.join(sub, fn)) as f:
-                        got[key] = json.load(f)
-            if os.path.isfile(os.path.join(sub, "plans.txt")):
-                with open(os.path.join(sub, "plans.txt")) as f:
-                    got["cublaslt_plans"] = [l.strip() for l in f if l.strip()]
-            if "results" not in got and os.path.isfile(os.path.join(sub, "bench.log")):
-                with open(os.path.join(sub, "bench.log")) as f:
-                    got["log_tail"] = f.read().splitlines()[-12:]
-            call["outputs"][name] = got
-        calls.append(call)
-    first = json.load(open(os.path.join(dirs[0], "lease.json")))
-    doc = {"facts": first.get("facts"), "calls": calls}
-    tmp = out + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, out)
-    print(f"gpu_lease.py merge: {len(calls)} calls -> {out}")
+# The device's 15 minutes (docs/gpu.md, "The GPU lease"): the machine's start, the first
+# call, the warm window before the second, the second, the window, one rerun.
+DEVICE_S, START_S, WARM_S = 900, 90, 30
+CALL_LIMITS = {"first": 360, "second": 300, "steps": 120}  # issue 38: 6, 5 and 2 minutes
+
+
+def plan_problems():
+    """Why the plans would not fit the lease (empty when they do): each call's expected
+    seconds within its budget, the budget 30 s under its timeout_s, each timeout_s within
+    its limit, and start + calls + warm windows within the device time."""
+    bad = []
+    for name, steps in PLANS.items():
+        exp = sum(e for _, _, e in steps)
+        if exp > BUDGETS[name]:
+            bad.append(f"{name}: expected {exp} s over its budget {BUDGETS[name]} s")
+    for name, t in TIMEOUTS.items():
+        if BUDGETS[name] + 30 > t:
+            bad.append(f"{name}: budget {BUDGETS[name]} s leaves under 30 s of its timeout_s {t}")
+        if t > CALL_LIMITS[name]:
+            bad.append(f"{name}: timeout_s {t} over its limit {CALL_LIMITS[name]} s")
+    total = START_S + sum(TIMEOUTS.values()) + 2 * WARM_S
+    if total > DEVICE_S:
+        bad.append(f"start {START_S} + calls {sum(TIMEOUTS.values())} + windows {2 * WARM_S} = "
+                   f"{total} s over the device's {DEVICE_S} s")
+    return bad
 
 
 def main(argv):
@@ -478,29 +642,43 @@ def main(argv):
             s.add_argument("names", help="comma-separated, e.g. 'binaries,test gpu_graphs'")
         s.add_argument("--budget", type=float, default=BUDGETS[p])
         s.add_argument("--out", default=os.environ.get("OUT") or os.path.join(ROOT, "bench/gpu/out"))
-    sub.add_parser("list")
+        s.add_argument("--work", help="the steps' folder (default: a new one in TMPDIR)")
+    ls = sub.add_parser("list")
+    ls.add_argument("--check", action="store_true", help="exit 1 when the plans do not fit")
     mg = sub.add_parser("merge")
     mg.add_argument("out")
     mg.add_argument("dirs", nargs="+")
     pk = sub.add_parser("pack")
     pk.add_argument("build")
     pk.add_argument("carry")
+    pk.add_argument("--dirty", action="store_true", help="record the diff instead of refusing")
+    tr = sub.add_parser("tree")
+    tr.add_argument("--dirty", action="store_true")
     a = ap.parse_args(argv)
     if a.plan == "list":
         for name, steps in PLANS.items():
-            print(f"{name} (budget {BUDGETS[name]} s): " + ", ".join(f"{s} [{b or 'rest'}]" for s, b in steps))
-        return 0
+            print(f"{name} (budget {BUDGETS[name]} s, timeout_s {TIMEOUTS[name]}, expected "
+                  f"{sum(e for _, _, e in steps)} s): " +
+                  ", ".join(f"{s} [{b or 'rest'}, ~{e}]" for s, b, e in steps))
+        bad = plan_problems()
+        for line in bad:
+            print("does not fit: " + line)
+        return 1 if a.check and bad else 0
     if a.plan == "merge":
-        merge(a.out, a.dirs)
-        return 0
+        return merge(a.out, a.dirs)
     if a.plan == "pack":
-        pack(a.build, a.carry)
+        pack(a.build, a.carry, a.dirty)
         return 0
-    steps = plan_steps(a)
-    if a.plan == "steps" and "binaries" not in [s for s, _ in steps]:
-        steps = [("binaries", 240)] + steps  # every test and bench needs the binaries
-    lease = Lease(a.out, a.plan, a.budget)
-    return 0 if run_plan(lease, steps) else 1
+    if a.plan == "tree":
+        commit, tree_commit, dirty, _ = check_tree(ROOT, a.dirty)
+        print(f"gpu_lease.py tree: commit {commit[:12]}, " +
+              (f"{len(dirty)} uncommitted paths, carried by {tree_commit[:12]}" if dirty else "clean"))
+        return 0
+    lease = Lease(a.out, a.plan, a.budget, a.work)
+    ok = run_plan(lease, plan_steps(a))
+    if not a.work:  # a folder of our own: the bundle in OUT holds all of it
+        shutil.rmtree(lease.work, ignore_errors=True)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

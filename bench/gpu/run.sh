@@ -59,7 +59,8 @@
 # tessera side only: no dump, no PyTorch, no GEMM peak, so no MFU; the step times and the
 # GEMM/attention paths of every case in seconds), WARMUP (3), STEPS (10), RECOMPUTE_1B (0),
 # RECOMPUTE_1B_LONG (1), MEM (1: the memory runs; MEM_CASES picks them, e.g. 16384:0,65536:2),
-# CASE_TIMEOUT (420 s per side), TESSERA_NVIDIA_PIP, PY (python3 with torch); the tessera
+# CASE_TIMEOUT (420 s per side), TESSERA_NVIDIA_PIP, PY (python3 with torch), TESSERA_COMMIT
+# and TESSERA_DIRTY (results.json's commit and dirty where there is no .git); the tessera
 # side's TESSERA_CUDA_* switches pass through (docs/gpu.md; results.json "env" records
 # them): TESSERA_CUDA_GRAPHS (default 0: the eager step, which is what `tessera train` runs
 # today, since the trainer does not record graphs yet; =1 shows what recorded graphs give on
@@ -167,8 +168,9 @@ say "tessera: TESSERA_CUDA_GRAPHS=$TESSERA_CUDA_GRAPHS TESSERA_CUDA_ATTENTION_DE
 # results.json from what has run so far (bench/gpu/summary.py; rewritten atomically).
 summary() {
   local commit dirty
-  commit=$(git rev-parse HEAD 2>/dev/null || cat .carry/commit 2>/dev/null || echo unknown)
-  dirty=$(git status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo true || echo false)
+  # The GPU machine has no .git: tools/gpu_lease.py passes the packed tree's commit and state.
+  commit=${TESSERA_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
+  dirty=${TESSERA_DIRTY:-$(git status --porcelain 2>/dev/null | grep -q . && echo true || echo false)}
   "$PY" bench/gpu/summary.py "$TMP" "$OUT/results.json" --cases "$CASES" \
     --mem-cases "$([ "$MEM" != 0 ] && echo "$MEM_CASES")" --meta "commit=$commit" \
     --meta "dirty=$dirty" --meta "warmup=$WARMUP" --meta "steps=$STEPS" --meta "torch_side=$TORCH" \

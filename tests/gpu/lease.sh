@@ -5,12 +5,14 @@
 #   (b) a plan of steps against the packed binaries: `binaries` uses them (same hash, ldd
 #       finds everything), gpu_probe and gpu_arena pass on the emulated device from their
 #       packed copies, an unknown test is recorded as not run, lease.json lists every step
-#       and lease.log holds the tests' own output;
+#       and the bundle's lease.log holds the tests' own output;
 #   (c) a step longer than what is left of the budget is cut at its box (status timeout,
 #       in about the box's time) and the record is still written; a budget below the
 #       smallest step runs nothing and says so;
 #   (d) `merge` of the calls' folders of (b) and (c): one file with the facts and each
 #       call's plan and steps in order; a `script` step with no such script is not run.
+# `pack` refuses a tree with uncommitted changes: on such a tree the test is skipped (77)
+# and says so (tests/gpu/lease_record.sh checks the refusal on a scratch repository).
 set -uo pipefail
 B=${1:?usage: lease.sh BUILD_DIR}
 SRC=${TESSERA_SRC:?}
@@ -22,6 +24,10 @@ bad() { echo "FAIL: $*"; failn=$((failn + 1)); }
 jget() { python3 "$SRC/tests/json_get.py" "$@"; }
 export TESSERA_CARRY=$W/carry
 L=(python3 "$SRC/tools/gpu_lease.py")
+if ! tree=$("${L[@]}" tree 2>&1); then
+  echo "skip: the tree has uncommitted changes, which pack refuses; commit them: $tree"
+  exit 77
+fi
 
 # (a)
 if out=$("${L[@]}" pack "$B" "$W/carry" 2>&1); then
@@ -31,7 +37,7 @@ if out=$("${L[@]}" pack "$B" "$W/carry" 2>&1); then
     ok "(a) pack: $out"
   else bad "(a) pack left $n binaries; tests.json: $(head -c 300 "$W/carry/tests.json")"; fi
 else bad "(a) pack failed: $out"; fi
-hash=$(python3 -c "import sys; sys.path.insert(0, '$SRC/tools'); import gpu_lease; print(gpu_lease.source_hash('$SRC'))")
+hash=$(python3 -c "import sys; sys.path.insert(0, '$SRC/tools'); import gpu_lease as g; print(g.source_hash('$SRC', g.source_files('$SRC')))")
 [ "$(jget "$W/carry/manifest.json" source_hash)" = "$hash" ] && ok "(a) the manifest's source hash is this tree's" ||
   bad "(a) manifest hash $(jget "$W/carry/manifest.json" source_hash) != $hash"
 
@@ -43,8 +49,9 @@ if [ "$(jget "$W/b/lease.json" binaries.carried "")" = used ] && [ "$(st 0)" = p
    [ "$(st 1)" = passed ] && [ "$(st 2)" = passed ] && [ "$(st 3)" = "not run" ] && [ $rc -eq 1 ]; then
   ok "(b) binaries, gpu_probe, gpu_arena passed from the packed copies; the unknown test not run; exit 1"
 else bad "(b) statuses '$(st 0)' '$(st 1)' '$(st 2)' '$(st 3)', exit $rc: $(tail -5 "$W/b.out")"; fi
-grep -q "== test gpu_arena" "$W/b/lease.log" && [ "$(wc -l <"$W/b/lease.log")" -gt 8 ] &&
-  ok "(b) lease.log has the steps' output ($(wc -l <"$W/b/lease.log") lines)" || bad "(b) lease.log: $(cat "$W/b/lease.log")"
+log=$(tar -xzOf "$W/b/bundle.tar.gz" lease.log 2>&1)
+grep -q "== test gpu_arena" <<<"$log" && [ "$(wc -l <<<"$log")" -gt 8 ] &&
+  ok "(b) the bundle's lease.log has the steps' output ($(wc -l <<<"$log") lines)" || bad "(b) lease.log: $log"
 
 # (c)
 python3 - "$W/carry/tests.json" <<'PY'
