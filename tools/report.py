@@ -25,6 +25,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 try:
@@ -52,19 +53,56 @@ LEVELS = ["0.1", "0.3", "0.5", "0.7", "0.9"]
 BUCKETS = ["short", "medium", "long"]
 
 
+NUMBER_FIELDS = ("loss", "lr", "grad_norm", "tokens_per_s", "val_loss", "plan_ms",
+                 "predicted_s", "step_s")
+TABLE_FIELDS = ("val_t", "val_bucket", "cp", "cp_modes")  # {name: number}
+
+
+def is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def line_problem(r):
+    """What is wrong with one parsed metrics line (None: nothing): every field the report
+    reads must have the type the trainer writes"""
+    if not isinstance(r, dict):
+        return "a JSON %s, not an object" % type(r).__name__
+    if not isinstance(r.get("step"), int) or isinstance(r.get("step"), bool):
+        return "step is %s, not an integer" % json.dumps(r.get("step"))
+    for k in NUMBER_FIELDS:
+        if k in r and r[k] is not None and not is_number(r[k]):
+            return "%s is %s, not a number" % (k, json.dumps(r[k]))
+    for k in TABLE_FIELDS:
+        v = r.get(k)
+        if v is not None and not (isinstance(v, dict) and all(x is None or is_number(x) for x in v.values())):
+            return "%s is %s, not an object of numbers" % (k, json.dumps(v)[:80])
+    if not all(str(k).isdigit() for k in (r.get("cp") or {})):
+        return "cp has a key that is not a CP size: %s" % json.dumps(r["cp"])[:80]
+    return None
+
+
 def read_metrics(run):
-    """metrics.jsonl's lines as dicts, and how many were unreadable (a torn last line of a
-    run being written, which the trainer cuts when it resumes)"""
-    rows, bad = [], 0
+    """metrics.jsonl's lines as dicts, and the unreadable ones as (line number, reason): a
+    torn last line of a run being written (which the trainer cuts when it resumes), or a
+    line of the wrong types (a damaged or hand-edited file), each named on stderr and left
+    out of the report rather than stopping it"""
+    rows, bad = [], []
     path = os.path.join(run, "metrics.jsonl")
     if not os.path.exists(path):
         return rows, bad
-    with open(path) as f:
-        for line in f:
+    with open(path, errors="replace") as f:
+        for n, line in enumerate(f, 1):
             try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                bad += 1
+                r = json.loads(line)
+                why = line_problem(r)
+            except ValueError as e:
+                r, why = None, "not JSON (%s)" % e
+            if why is None:
+                rows.append(r)
+                continue
+            bad.append((n, why))
+            print("report: %s line %d: %s; the line is left out" % (path, n, why),
+                  file=sys.stderr)
     return rows, bad
 
 
@@ -141,11 +179,22 @@ def draw_curves(data, path_png):
 
 
 def write_atomic(path, data):
-    """The file replaced whole (a report being read while the next is written stays whole)"""
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    """The file replaced whole, as tessera's own writers do (core/fs.h): a temporary file of
+    this writer's alone (PATH.tmp.PID.RAND, created exclusively, so never a link or another
+    writer's file), synced, renamed over PATH; a report being read while the next is written,
+    or two reports at once, stay whole"""
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp.%d." % os.getpid(),
+                               dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def data_uri(mime, data):
@@ -305,7 +354,8 @@ def build(run, out_html, out_png, max_videos):
               ("state", "training (the run's lock is held)" if in_progress else "not running"),
               ("report written", time.strftime("%Y-%m-%d %H:%M:%S %Z"))]
     if bad:
-        status.append(("unreadable metrics lines", "%d (a line being written)" % bad))
+        status.append(("unreadable metrics lines", "%d, left out (%s)" % (len(bad), "; ".join(
+            "line %d: %s" % b for b in bad[:5]) + ("; ..." if len(bad) > 5 else ""))))
     mem = [l for l in (log or []) if "memory per" in l]
     planning = [l for l in (log or []) if "planning:" in l or "resuming bitwise" in l]
     embedded = {"run": os.path.abspath(run), "lines": len(rows), "series": data, "plan": stats,
