@@ -3,6 +3,7 @@
 // byte-identical (frames, h, w, 3); the MP4 export exists under its final name only; a
 // corrupted payload byte makes both exports fail (checksum verified first) and leaves no
 // output file; an unknown clip id fails naming the id.
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,16 @@
 enum { T = 3, PT = 2, PH = 8, PW = 8, HH = 2, WW = 3, FH = HH * PH, FW = WW * PW };
 
 static int exists(const char *p) { struct stat sb; return stat(p, &sb) == 0; }
+// 1 if a temporary file of PATH (core/fs.h fs_atomic: PATH.tmp.PID.RAND) exists.
+static int tmp_exists(const char *path) {
+  char pat[1100];
+  glob_t g;
+  snprintf(pat, sizeof pat, "%s.tmp*", path);
+  int n = glob(pat, 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
+  if (n) globfree(&g);
+  return n > 0;
+}
+
 
 int main(void) {
   av_log_set_level(AV_LOG_ERROR);
@@ -78,9 +89,7 @@ int main(void) {
   CHECK(r == sizeof got, "raw export: %zu bytes, want %zu", r, sizeof got);
   CHECK(memcmp(got, frames, sizeof got) == 0, "raw export equals the stored frames");
   CHECK_OK(export_clip_mp4(dir, id, mp4, 0));
-  char tmp[610];
-  snprintf(tmp, sizeof tmp, "%s.tmp", mp4);
-  CHECK(exists(mp4) && !exists(tmp), "mp4 export under its final name only");
+  CHECK(exists(mp4) && !tmp_exists(mp4), "mp4 export under its final name only");
 
   tsr_status st = export_clip_raw(dir, id + 100, raw);
   CHECK(st != TSR_OK, "unknown clip id refused: %s", err_msg());
@@ -99,7 +108,7 @@ int main(void) {
   st = export_clip_raw(dir, id, raw);
   CHECK(st == TSR_EFORMAT && !exists(raw), "corrupt payload: raw export refused (%s)", err_msg());
   st = export_clip_mp4(dir, id, mp4, 18);
-  CHECK(st == TSR_EFORMAT && !exists(mp4) && !exists(tmp), "corrupt payload: mp4 export refused");
+  CHECK(st == TSR_EFORMAT && !exists(mp4) && !tmp_exists(mp4), "corrupt payload: mp4 export refused");
 
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
