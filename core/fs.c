@@ -225,7 +225,6 @@ tsr_status fs_refuse_links(const char *dir, const char *const *names, int n) {
 
 // ---- atomic file writes ------------------------------------------------------------------
 
-
 // A name no other writer picks: PATH.tmp.PID.RAND (RAND from the kernel's generator, else
 // the clock), made with O_EXCL so that even a clash is an error rather than a shared file.
 static void tmp_name(fs_atomic *a, unsigned attempt) {
@@ -251,32 +250,35 @@ static tsr_status create_tmp(fs_atomic *a, int *fd) {
   }
 }
 
-tsr_status fs_atomic_name(fs_atomic *a, const char *path) {
+// The checks of PATH, then its temporary file made: *fd open on it.
+static tsr_status begin(fs_atomic *a, const char *path, int *fd) {
   memset(a, 0, sizeof *a);
   if (!path || !*path) return err_set(TSR_EINVAL, "no file name to write");
   if ((size_t)snprintf(a->path, sizeof a->path, "%s", path) >= sizeof a->path - 32)
     return err_set(TSR_EINVAL, "path too long: %s", path);
-  int fd = -1;
   tsr_status st = fs_check_output(path);
-  if (!st) st = create_tmp(a, &fd);
-  if (st) return st;
-  close(fd);  // the library opens it again by name (O_TRUNC): the name is ours alone
-  a->live = 1;
-  return TSR_OK;
+  if (!st) st = create_tmp(a, fd);
+  if (!st) a->live = 1;
+  return st;
+}
+
+tsr_status fs_atomic_name(fs_atomic *a, const char *path) {
+  int fd = -1;
+  tsr_status st = begin(a, path, &fd);
+  if (!st) close(fd);  // the library opens it again by name (O_TRUNC): the name is ours alone
+  return st;
 }
 
 tsr_status fs_atomic_open(fs_atomic *a, const char *path) {
-  tsr_status st = fs_atomic_name(a, path);
+  int fd = -1;
+  tsr_status st = begin(a, path, &fd);
   if (st) return st;
-  int fd = open(a->tmp, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
-  FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-  if (!f) {
+  if (!(a->f = fdopen(fd, "wb"))) {
     int e = errno;
-    if (fd >= 0) close(fd);
+    close(fd);
     fs_atomic_abort(a);
     return err_set(TSR_EIO, "create %s: %s", a->tmp, strerror(e));
   }
-  a->f = f;
   return TSR_OK;
 }
 

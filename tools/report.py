@@ -22,10 +22,10 @@ import json
 import os
 import re
 import shutil
+import stat
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 
 try:
@@ -35,6 +35,8 @@ except ImportError:
              "or set TESSERA_SYSTEM_PYTHON to a python that has it" % sys.executable)
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+
+from fs_atomic import write_atomic  # noqa: E402  (tools/fs_atomic.py, beside this file)
 
 # The smoothed line over the points: a centred moving average over about a tenth of them
 # (the window shrinks at the ends). Centred, not TensorBoard's exponential average, whose
@@ -79,6 +81,15 @@ def line_problem(r):
     if not all(str(k).isdigit() for k in (r.get("cp") or {})):
         return "cp has a key that is not a CP size: %s" % json.dumps(r["cp"])[:80]
     return None
+
+
+def regular(path):
+    """1 if path is a regular file: a FIFO planted in a run directory would hang the reader
+    (as tessera's own readers refuse one, core/fs.h)"""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def read_metrics(run):
@@ -178,25 +189,6 @@ def draw_curves(data, path_png):
     return png
 
 
-def write_atomic(path, data):
-    """The file replaced whole, as tessera's own writers do (core/fs.h): a temporary file of
-    this writer's alone (PATH.tmp.PID.RAND, created exclusively, so never a link or another
-    writer's file), synced, renamed over PATH; a report being read while the next is written,
-    or two reports at once, stay whole"""
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp.%d." % os.getpid(),
-                               dir=os.path.dirname(os.path.abspath(path)))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def data_uri(mime, data):
     return "data:%s;base64,%s" % (mime, base64.b64encode(data).decode("ascii"))
 
@@ -206,7 +198,7 @@ def sample_files(run):
     out = []
     for p in glob.glob(os.path.join(run, "samples", "sample-*")):
         m = re.fullmatch(r"sample-(\d+)\.(mp4|y4m)", os.path.basename(p))
-        if m:
+        if m and regular(p):
             out.append((int(m.group(1)), p))
     return sorted(out)
 
@@ -239,7 +231,7 @@ def newest_checkpoint_meta(run):
     best = None
     for p in glob.glob(os.path.join(run, "ckpt-*.safetensors")):
         m = re.fullmatch(r"ckpt-(\d+)\.safetensors", os.path.basename(p))
-        if m and (best is None or int(m.group(1)) > best[0]):
+        if m and regular(p) and (best is None or int(m.group(1)) > best[0]):
             best = (int(m.group(1)), p)
     if not best:
         return None, {}
@@ -255,7 +247,7 @@ def newest_checkpoint_meta(run):
 def log_lines(run):
     """train.log's lines without a multi-rank job's "[rank N] " prefix (rank 0's only)"""
     path = os.path.join(run, "train.log")
-    if not os.path.exists(path):
+    if not regular(path):
         return None
     out = []
     with open(path, errors="replace") as f:
@@ -424,11 +416,18 @@ def main():
     a = ap.parse_args()
     if not os.path.isdir(a.run):
         sys.exit("report: %s is not a directory" % a.run)
-    if not os.path.exists(os.path.join(a.run, "metrics.jsonl")):
+    metrics = os.path.join(a.run, "metrics.jsonl")
+    if os.path.exists(metrics) and not regular(metrics):
+        sys.exit("report: %s is not a regular file (a FIFO or a device): tessera reads only "
+                 "regular files" % metrics)
+    if not os.path.exists(metrics):
         sys.exit("report: %s has no metrics.jsonl: not a tessera train run directory "
                  "(or one that has not logged yet)" % a.run)
     out = a.out or os.path.join(a.run, "report.html")
     png = a.png or os.path.join(a.run, "report.png")
+    for p in (out, png):  # replaced by a rename: never a device's or a FIFO's name
+        if os.path.lexists(p) and not os.path.islink(p) and not regular(p):
+            sys.exit("report: %s is not a regular file: give a new file name" % p)
     last, strips, videos = build(a.run, out, png, a.max_videos)
     print("report: %s (up to step %s, %d sample strips, %d videos inline), curves %s"
           % (out, last, strips, videos, png))

@@ -6,7 +6,7 @@
 # the outside untouched (before, the lock was truncated and overwritten with the holder's
 # line, metrics.jsonl and train.log written through, a shared tensorboard folder's event
 # files deleted, shards moved into whatever quarantine named).
-#   store: lock (ingest, index recover, index merge), shards/, quarantine/, readers/ (a
+#   store: lock (ingest, index recover, index merge), index.sqlite, shards/, quarantine/, readers/ (a
 #          reader's entry is best effort: none made, nothing written outside);
 #   run:   lock, metrics.jsonl, train.log, tensorboard/, samples/ (the sample refused, a
 #          warning), a checkpoint's name (checkpoints are renamed into place, which replaces
@@ -76,6 +76,16 @@ for d in shards quarantine; do
   untouched "store $d/"
   unplant $d
 done
+# the index a link to a copy outside: a writer refuses it, the copy keeps its bytes
+cp "$S/index.sqlite" "$W/index.copy"
+sum=$(md5sum <"$W/index.copy")
+plant index.sqlite "$W/index.copy"
+refused "ingest with index.sqlite a link" "$S/index.sqlite $LINKMSG" \
+  "$T" ingest --latents "$W/lat" --out "$S" --workers 1 --quiet
+refused "index recover with index.sqlite a link" "$S/index.sqlite $LINKMSG" "$T" index recover "$S"
+[ "$(md5sum <"$W/index.copy")" = "$sum" ] && ok "the index's outside copy is untouched" ||
+  bad "the index's outside copy was changed"
+unplant index.sqlite
 plant readers "$OUT/dir"
 timeout 60 "$T" index verify "$S" >"$W/out" 2>&1 && ok "a reader of a store whose readers/ is a link still reads" ||
   bad "index verify with readers/ a link: $(tail -2 "$W/out")"

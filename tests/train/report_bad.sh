@@ -3,7 +3,8 @@
 # (docs/report.md): metrics lines of the wrong types (a loss "abc", a step "five", a line
 # `[]`, a cp table of names) are each named on stderr by file and line and left out, never
 # a traceback; markup in the run's text (a plan name, train.log, a checkpoint's config and
-# metadata) is escaped: the page's only elements are the report's own.
+# metadata) is escaped: the page's only elements are the report's own. FIFOs where it reads
+# a file are not waited on (under `timeout`: a regression fails instead of hanging).
 set -euo pipefail
 T=${TESSERA_BIN:?}
 SRC=${TESSERA_SRC:?}
@@ -78,4 +79,18 @@ d = json.loads(p.embedded)
 assert d["lines"] == 2 and d["series"]["loss"]["value"] == [0.5, 0.25], d
 print("ok: markup in the run's text shown as text; the page's data: the 2 good lines")
 P
-echo "report_bad: malformed metrics lines named, markup escaped"
+# FIFOs where the report reads a file: refused or passed over, never waited on
+F=$W/fifo
+mkdir -p "$F/samples"
+cp "$R/metrics.jsonl" "$F/metrics.jsonl" 2>/dev/null || true
+mkfifo "$F/train.log" "$F/ckpt-9.safetensors" "$F/samples/sample-1.mp4"
+rc=0
+timeout 60 $T report "$F" >"$W/out" 2>"$W/err" || rc=$?
+[ $rc -eq 0 ] || { cat "$W/err"; fail "report beside FIFOs: exit $rc (124: it hung)"; }
+mv "$F/metrics.jsonl" "$F/m" && mkfifo "$F/metrics.jsonl"
+rc=0
+timeout 60 $T report "$F" >"$W/out" 2>"$W/err" || rc=$?
+[ $rc -eq 1 ] && grep -q "metrics.jsonl is not a regular file" "$W/err" ||
+  { cat "$W/err"; fail "report of a FIFO metrics.jsonl: exit $rc (124: it hung)"; }
+echo "ok: FIFOs in the run (metrics.jsonl refused; train.log, a checkpoint, a sample passed over)"
+echo "report_bad: malformed metrics lines named, markup escaped, FIFOs not waited on"
