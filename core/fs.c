@@ -376,23 +376,62 @@ static tsr_status empty_old(const char *name, int (*replaced)(const char *), con
   return r;
 }
 
+// 1 if renameat2 failed for want of support of its flag (a file system without it).
+static int no_flag(int e) { return e == EINVAL || e == ENOSYS || e == EOPNOTSUPP; }
+
+// rename of folder `from` to `to` only if `to` is absent (or, where the file system has no
+// RENAME_NOREPLACE, an empty folder): -1 with errno EEXIST when `to` holds something.
+static int rename_new(const char *from, const char *to) {
+  if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0) return 0;
+  if (!no_flag(errno)) return -1;
+  if (rename(from, to) == 0) return 0;
+  if (errno == ENOTEMPTY) errno = EEXIST;
+  return -1;
+}
+
+// Swaps folder d->tmp in for d->path, whose old contents end under `old` (a name to empty).
+static tsr_status swap_in(fs_atomic_dir *d, char *old, size_t n) {
+  snprintf(old, n, "%s", d->tmp);
+  // One step, which a reader or a crash sees before or after, never between.
+  if (renameat2(AT_FDCWD, d->tmp, AT_FDCWD, d->path, RENAME_EXCHANGE) == 0) return TSR_OK;
+  if (!no_flag(errno))
+    return err_set(TSR_EIO, "swap %s in for %s: %s", d->tmp, d->path, strerror(errno));
+  // No exchange on this file system: the old folder is moved aside first, so a reader may
+  // find no folder for a moment, but never a mix of the two.
+  fs_atomic f = {0};
+  if ((size_t)snprintf(f.path, sizeof f.path, "%s.old", d->path) >= sizeof f.path)
+    return err_set(TSR_EINVAL, "path too long: %s", d->path);
+  tmp_name(&f, 0);
+  snprintf(old, n, "%s", f.tmp);
+  if (rename(d->path, old) != 0 && errno != ENOENT)
+    return err_set(TSR_EIO, "move %s aside to %s: %s", d->path, old, strerror(errno));
+  if (rename_new(d->tmp, d->path) != 0) {  // another writer came first: the old one back
+    int e = errno;
+    (void)rename_new(old, d->path);  // fails if the other's folder is in place: old stays aside
+    return err_set(TSR_EIO, "rename %s to %s: %s (another writer of it at once?)", d->tmp,
+                   d->path, strerror(e));
+  }
+  return TSR_OK;
+}
+
 tsr_status fs_atomic_dir_commit(fs_atomic_dir *d, int (*replaced)(const char *name)) {
   if (!d->live) return err_set(TSR_EINVAL, "fs_atomic_dir_commit: nothing open for %s", d->path);
   tsr_status r = fs_fsync_dir(d->tmp);
   if (r) return r;
-  if (renameat2(AT_FDCWD, d->tmp, AT_FDCWD, d->path, RENAME_NOREPLACE) == 0) {
+  if (rename_new(d->tmp, d->path) == 0) {
     d->live = 0;
     return fs_fsync_parent(d->path);
   }
   if (errno != EEXIST)
     return err_set(TSR_EIO, "rename %s to %s: %s", d->tmp, d->path, strerror(errno));
-  // The folder exists: swap the new one in whole (one step, which a reader or a crash sees
-  // before or after, never between), then empty the old one, now under the temporary name.
-  if (renameat2(AT_FDCWD, d->tmp, AT_FDCWD, d->path, RENAME_EXCHANGE) != 0)
-    return err_set(TSR_EIO, "swap %s in for %s: %s", d->tmp, d->path, strerror(errno));
+  // The folder exists: the new one swapped in whole, then the old one emptied.
+  char old[sizeof d->tmp];
+  if ((r = swap_in(d, old, sizeof old))) return r;
   d->live = 0;
   if ((r = fs_fsync_parent(d->path))) return r;
-  r = empty_old(d->tmp, replaced, d->path);
+  struct stat sb;
+  if (lstat(old, &sb) != 0) return fs_fsync_dir(d->path);  // nothing was there to empty
+  r = empty_old(old, replaced, d->path);
   return r ? r : fs_fsync_dir(d->path);
 }
 
