@@ -7,7 +7,6 @@
 // frames. Tolerance: RGB -> limited-range Y'CbCr -> RGB loses ~0.5 LSB per channel even
 // when the encoder is lossless (>= 45 dB), and a 4:2:0 encode at crf 12 of this smooth
 // content stays well above 40 dB; 40 dB is the bar of the issue.
-#include <glob.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +20,7 @@
 #include <libswscale/swscale.h>
 
 #include "check.h"
+#include "tmp_files.h"
 #include "core/err.h"
 #include "ingest/encode.h"
 
@@ -173,15 +173,6 @@ static double cli_psnr(const char *path, int w, int h, int *frames) {
   return n == 0 ? 0 : mse <= 0 ? 99.0 : 10.0 * log10(255.0 * 255.0 / mse);
 }
 
-// 1 if a temporary file of PATH (core/fs.h fs_atomic: PATH.tmp.PID.RAND) exists.
-static int tmp_exists(const char *path) {
-  char pat[1100];
-  glob_t g;
-  snprintf(pat, sizeof pat, "%s.tmp*", path);
-  int n = glob(pat, 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
-  if (n) globfree(&g);
-  return n > 0;
-}
 static int file_exists(const char *p) {
   struct stat sb;
   return stat(p, &sb) == 0;

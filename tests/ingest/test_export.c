@@ -3,7 +3,6 @@
 // byte-identical (frames, h, w, 3); the MP4 export exists under its final name only; a
 // corrupted payload byte makes both exports fail (checksum verified first) and leaves no
 // output file; an unknown clip id fails naming the id.
-#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 #include <libavutil/log.h>
 
 #include "check.h"
+#include "tmp_files.h"
 #include "core/err.h"
 #include "ingest/export.h"
 #include "store/patchify.h"
@@ -24,16 +24,6 @@
 enum { T = 3, PT = 2, PH = 8, PW = 8, HH = 2, WW = 3, FH = HH * PH, FW = WW * PW };
 
 static int exists(const char *p) { struct stat sb; return stat(p, &sb) == 0; }
-// 1 if a temporary file of PATH (core/fs.h fs_atomic: PATH.tmp.PID.RAND) exists.
-static int tmp_exists(const char *path) {
-  char pat[1100];
-  glob_t g;
-  snprintf(pat, sizeof pat, "%s.tmp*", path);
-  int n = glob(pat, 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
-  if (n) globfree(&g);
-  return n > 0;
-}
-
 
 int main(void) {
   av_log_set_level(AV_LOG_ERROR);

@@ -2,13 +2,13 @@
 // name with shape checks, atomic commit, corrupt files rejected with messages that name
 // the file and tensor (layout, exact size), per-tensor checksums (st_verify).
 #include <dirent.h>
-#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "tmp_files.h"
 #include "mt.h"
 #include "model/io/dit_io.h"
 
@@ -107,16 +107,6 @@ static void test_stream(void) {
   CHECK(!stray, "%d temporary files left", stray);
   free(a), free(b);
   remove(whole), remove(streamed);
-}
-
-// 1 if a temporary file of PATH (core/fs.h fs_atomic: PATH.tmp.PID.RAND) exists.
-static int tmp_exists(const char *path) {
-  char pat[1100];
-  glob_t g;
-  snprintf(pat, sizeof pat, "%s.tmp*", path);
-  int n = glob(pat, 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
-  if (n) globfree(&g);
-  return n > 0;
 }
 
 int main(void) {
