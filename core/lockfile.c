@@ -20,22 +20,23 @@ struct lockfile {
 
 // Opens path for a lock of `mode`: read-write (created if missing) when possible; a
 // shared lock falls back to read-only, so a reader of a store it may not write still
-// takes its lock (F_RDLCK needs only read access).
-static int open_for(const char *path, lockfile_mode mode, int *writable) {
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  *writable = fd >= 0;
-  if (fd < 0 && mode == LOCKFILE_SHARED && (errno == EACCES || errno == EROFS || errno == EPERM))
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-  return fd;
+// takes its lock (F_RDLCK needs only read access). Never through a link (core/fs.h
+// fs_open_nofollow): a lock planted as a link to a file outside had that file truncated
+// and overwritten with the holder's line.
+static tsr_status open_for(const char *path, lockfile_mode mode, int *fd, int *writable) {
+  tsr_status r = fs_open_nofollow(path, O_RDWR | O_CREAT, fd);
+  *writable = !r;
+  if (r && mode == LOCKFILE_SHARED && (errno == EACCES || errno == EROFS || errno == EPERM))
+    r = fs_open_nofollow(path, O_RDONLY, fd);
+  return r;
 }
 
 tsr_status lockfile_take(lockfile **out, const char *path, int byte, lockfile_mode mode,
                          int wait) {
   *out = NULL;
-  int writable = 0;
-  int fd = open_for(path, mode, &writable);
-  if (fd < 0)
-    return err_set(TSR_EIO, "cannot open the lock file %s: %s", path, strerror(errno));
+  int writable = 0, fd = -1;
+  tsr_status r = open_for(path, mode, &fd, &writable);
+  if (r) return err_wrap(r, "the lock file: ");
   struct flock fl = {.l_type = mode == LOCKFILE_EXCLUSIVE ? F_WRLCK : F_RDLCK,
                      .l_whence = SEEK_SET, .l_start = byte, .l_len = 1};
   int rc;

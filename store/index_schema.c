@@ -348,7 +348,16 @@ static tsr_status open_index(store_index **out, const char *path, int create, in
   if (!exists) flags |= SQLITE_OPEN_CREATE;
   else if (!create && access(path, W_OK) != 0) flags = SQLITE_OPEN_READONLY, ix->readonly = 1;
   if (as_is) ix->readonly = 1;
+  // An index written through a link would change a file outside the store (core/fs.h)
+  if (flags & SQLITE_OPEN_READWRITE) flags |= SQLITE_OPEN_NOFOLLOW;
   int rc = sqlite3_open_v2(path, &ix->db, flags, NULL);
+  if (rc == SQLITE_CANTOPEN && ix->db && sqlite3_extended_errcode(ix->db) == SQLITE_CANTOPEN_SYMLINK) {
+    sqlite3_close(ix->db);
+    free(ix->path);
+    free(ix);
+    return err_set(TSR_EINVAL, "index %s is a symbolic link: tessera does not write through a "
+                   "link inside a store (it could point at any file): remove it", path);
+  }
   tsr_status r = TSR_OK;
   if (rc != SQLITE_OK) {
     r = rc == SQLITE_CANTOPEN

@@ -64,7 +64,13 @@ static tsr_status check_dir(const char *dir, int create) {
   if (stat(idx, &sb) != 0 && store_dir_has_foreign_entries(dir))
     return err_set(TSR_EINVAL, "directory %s exists and is not a tessera store (no %s, other "
                    "files present); give a new or empty directory", dir, STORE_INDEX_NAME);
-  return TSR_OK;
+  // What a writer creates, writes, moves into or deletes: none of it through a link
+  // planted in a store received from someone else (core/fs.h).
+  static const char *const own[] = {STORE_INDEX_NAME, STORE_INDEX_NAME "-journal",
+                                     STORE_INDEX_NAME "-wal", STORE_SHARD_DIR, STORE_PARTS_DIR,
+                                     STORE_READERS_DIR, STORE_QUARANTINE_DIR};
+  tsr_status r = fs_refuse_links(dir, own, (int)(sizeof own / sizeof *own));
+  return r ? err_wrap(r, "store %s: ", dir) : TSR_OK;
 }
 
 tsr_status store_lock_acquire(store_lock **out, const char *dir, int create) {
@@ -131,7 +137,10 @@ static void add_entry(store_lock *l, const char *dir) {
       snprintf(name, sizeof name, "%s/%s-%d-%d", rdir, host, (int)getpid(), me) >= (int)sizeof name ||
       snprintf(tmp, sizeof tmp, "%s/.%s-%d-%d", rdir, host, (int)getpid(), me) >= (int)sizeof tmp)
     return;
-  if (mkdir(rdir, 0755) != 0 && errno != EEXIST) return;
+  if (fs_dir_nofollow(rdir, 1)) {
+    err_clear();
+    return;
+  }
   lockfile *e = NULL;
   if (lockfile_take(&e, tmp, 0, LOCKFILE_EXCLUSIVE, 0) || !e) {
     err_clear();

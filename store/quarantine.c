@@ -136,7 +136,10 @@ static tsr_status quarantine_dir(const char *dir, store_quarantined *q) {
   if (snprintf(path, sizeof path, "%s/%s/%s-%d", dir, STORE_QUARANTINE_DIR, when,
                (int)getpid()) >= (int)sizeof path)
     return err_set(TSR_EINVAL, "path too long: %s", dir);
-  tsr_status r = fs_mkdir_p(path);
+  char top[sizeof q->dir];  // STORE/quarantine: a real folder, never a link out of the store
+  tsr_status r = fs_join(top, sizeof top, dir, STORE_QUARANTINE_DIR);
+  if (!r) r = fs_dir_nofollow(top, 1);
+  if (!r) r = fs_dir_nofollow(path, 1);
   if (!r) r = fs_fsync_parent(path);
   if (r) return err_wrap(r, "store %s: quarantine folder: ", dir);
   snprintf(q->dir, sizeof q->dir, "%s", path);
@@ -190,7 +193,7 @@ tsr_status store_quarantine_tail(const char *dir, const char *path, const char *
            (long long)from);
   int src = -1;  // a regular file only (core/fs.h)
   if ((r = fs_open_regular(path, &src))) return err_wrap(r, "store %s: shard: ", dir);
-  int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) {
     r = err_set(TSR_EIO, "store %s: create %s in the quarantine folder: %s", dir, dst,
                 strerror(errno));

@@ -165,7 +165,7 @@ static tsr_status tidy_shards(const char *dir, store_index *ix, const store_reco
     if ((r = fs_join(path, sizeof path, sdir, l.v[i]))) break;
     struct stat sb;
     if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
-    if (fs_has_suffix(l.v[i], ".tmp")) {  // a merge's copy in progress: a copy of data elsewhere
+    if (fs_is_atomic_tmp(l.v[i])) {  // a merge's copy in progress: a copy of data elsewhere
       if (!(r = unlink_if_exists(path))) rep->tmp_removed++;
       continue;
     }

@@ -693,8 +693,9 @@ tsr_status shard_truncate(const char *path, int64_t end) {
   if (end < SHARD_HEADER_BYTES)
     return err_set(TSR_EINVAL, "truncate shard %s to %lld bytes: less than its header", path,
                    (long long)end);
-  int fd = open(path, O_RDWR | O_CLOEXEC);
-  if (fd < 0) return err_set(TSR_EIO, "open shard %s to truncate: %s", path, strerror(errno));
+  int fd = -1;  // never a link's target: the cut would shorten a file outside the store
+  tsr_status r = fs_open_nofollow(path, O_RDWR, &fd);
+  if (r) return err_wrap(r, "truncate shard: ");
   struct stat sb;
   tsr_status st = TSR_OK;
   if (fstat(fd, &sb) != 0) {

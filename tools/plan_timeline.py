@@ -25,6 +25,8 @@ import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 from matplotlib.collections import PatchCollection  # noqa: E402
 from matplotlib.patches import Patch, Rectangle  # noqa: E402
 
+from fs_atomic import write_atomic  # noqa: E402  (tools/fs_atomic.py, beside this file)
+
 LABELLED_RANKS = 64  # above this the boxes lose their labels and ranks are counted by node
 IDLE_BLOCKS = 32     # rows of the idle bar
 
@@ -102,7 +104,9 @@ def save(fig, out, boxes, src):
     info = PngInfo()
     info.add_text("tessera-timeline", json.dumps(boxes, separators=(",", ":")), zip=True)
     info.add_text("Source", src)
-    Image.open(buf).save(out, pnginfo=info, optimize=True)
+    png = io.BytesIO()
+    Image.open(buf).save(png, format="png", pnginfo=info, optimize=True)
+    write_atomic(out, png.getvalue())
 
 
 def main():

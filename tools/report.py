@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import struct
 import subprocess
 import sys
@@ -34,6 +35,8 @@ except ImportError:
              "or set TESSERA_SYSTEM_PYTHON to a python that has it" % sys.executable)
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+
+from fs_atomic import write_atomic  # noqa: E402  (tools/fs_atomic.py, beside this file)
 
 # The smoothed line over the points: a centred moving average over about a tenth of them
 # (the window shrinks at the ends). Centred, not TensorBoard's exponential average, whose
@@ -52,19 +55,65 @@ LEVELS = ["0.1", "0.3", "0.5", "0.7", "0.9"]
 BUCKETS = ["short", "medium", "long"]
 
 
+NUMBER_FIELDS = ("loss", "lr", "grad_norm", "tokens_per_s", "val_loss", "plan_ms",
+                 "predicted_s", "step_s")
+TABLE_FIELDS = ("val_t", "val_bucket", "cp", "cp_modes")  # {name: number}
+
+
+def is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def line_problem(r):
+    """What is wrong with one parsed metrics line (None: nothing): every field the report
+    reads must have the type the trainer writes"""
+    if not isinstance(r, dict):
+        return "a JSON %s, not an object" % type(r).__name__
+    if not isinstance(r.get("step"), int) or isinstance(r.get("step"), bool):
+        return "step is %s, not an integer" % json.dumps(r.get("step"))
+    for k in NUMBER_FIELDS:
+        if k in r and r[k] is not None and not is_number(r[k]):
+            return "%s is %s, not a number" % (k, json.dumps(r[k]))
+    for k in TABLE_FIELDS:
+        v = r.get(k)
+        if v is not None and not (isinstance(v, dict) and all(x is None or is_number(x) for x in v.values())):
+            return "%s is %s, not an object of numbers" % (k, json.dumps(v)[:80])
+    if not all(str(k).isdigit() for k in (r.get("cp") or {})):
+        return "cp has a key that is not a CP size: %s" % json.dumps(r["cp"])[:80]
+    return None
+
+
+def regular(path):
+    """1 if path is a regular file: a FIFO planted in a run directory would hang the reader
+    (as tessera's own readers refuse one, core/fs.h)"""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
 def read_metrics(run):
-    """metrics.jsonl's lines as dicts, and how many were unreadable (a torn last line of a
-    run being written, which the trainer cuts when it resumes)"""
-    rows, bad = [], 0
+    """metrics.jsonl's lines as dicts, and the unreadable ones as (line number, reason): a
+    torn last line of a run being written (which the trainer cuts when it resumes), or a
+    line of the wrong types (a damaged or hand-edited file), each named on stderr and left
+    out of the report rather than stopping it"""
+    rows, bad = [], []
     path = os.path.join(run, "metrics.jsonl")
     if not os.path.exists(path):
         return rows, bad
-    with open(path) as f:
-        for line in f:
+    with open(path, errors="replace") as f:
+        for n, line in enumerate(f, 1):
             try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                bad += 1
+                r = json.loads(line)
+                why = line_problem(r)
+            except ValueError as e:
+                r, why = None, "not JSON (%s)" % e
+            if why is None:
+                rows.append(r)
+                continue
+            bad.append((n, why))
+            print("report: %s line %d: %s; the line is left out" % (path, n, why),
+                  file=sys.stderr)
     return rows, bad
 
 
@@ -140,14 +189,6 @@ def draw_curves(data, path_png):
     return png
 
 
-def write_atomic(path, data):
-    """The file replaced whole (a report being read while the next is written stays whole)"""
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
-
-
 def data_uri(mime, data):
     return "data:%s;base64,%s" % (mime, base64.b64encode(data).decode("ascii"))
 
@@ -157,7 +198,7 @@ def sample_files(run):
     out = []
     for p in glob.glob(os.path.join(run, "samples", "sample-*")):
         m = re.fullmatch(r"sample-(\d+)\.(mp4|y4m)", os.path.basename(p))
-        if m:
+        if m and regular(p):
             out.append((int(m.group(1)), p))
     return sorted(out)
 
@@ -190,7 +231,7 @@ def newest_checkpoint_meta(run):
     best = None
     for p in glob.glob(os.path.join(run, "ckpt-*.safetensors")):
         m = re.fullmatch(r"ckpt-(\d+)\.safetensors", os.path.basename(p))
-        if m and (best is None or int(m.group(1)) > best[0]):
+        if m and regular(p) and (best is None or int(m.group(1)) > best[0]):
             best = (int(m.group(1)), p)
     if not best:
         return None, {}
@@ -206,7 +247,7 @@ def newest_checkpoint_meta(run):
 def log_lines(run):
     """train.log's lines without a multi-rank job's "[rank N] " prefix (rank 0's only)"""
     path = os.path.join(run, "train.log")
-    if not os.path.exists(path):
+    if not regular(path):
         return None
     out = []
     with open(path, errors="replace") as f:
@@ -305,7 +346,8 @@ def build(run, out_html, out_png, max_videos):
               ("state", "training (the run's lock is held)" if in_progress else "not running"),
               ("report written", time.strftime("%Y-%m-%d %H:%M:%S %Z"))]
     if bad:
-        status.append(("unreadable metrics lines", "%d (a line being written)" % bad))
+        status.append(("unreadable metrics lines", "%d, left out (%s)" % (len(bad), "; ".join(
+            "line %d: %s" % b for b in bad[:5]) + ("; ..." if len(bad) > 5 else ""))))
     mem = [l for l in (log or []) if "memory per" in l]
     planning = [l for l in (log or []) if "planning:" in l or "resuming bitwise" in l]
     embedded = {"run": os.path.abspath(run), "lines": len(rows), "series": data, "plan": stats,
@@ -374,11 +416,18 @@ def main():
     a = ap.parse_args()
     if not os.path.isdir(a.run):
         sys.exit("report: %s is not a directory" % a.run)
-    if not os.path.exists(os.path.join(a.run, "metrics.jsonl")):
+    metrics = os.path.join(a.run, "metrics.jsonl")
+    if os.path.exists(metrics) and not regular(metrics):
+        sys.exit("report: %s is not a regular file (a FIFO or a device): tessera reads only "
+                 "regular files" % metrics)
+    if not os.path.exists(metrics):
         sys.exit("report: %s has no metrics.jsonl: not a tessera train run directory "
                  "(or one that has not logged yet)" % a.run)
     out = a.out or os.path.join(a.run, "report.html")
     png = a.png or os.path.join(a.run, "report.png")
+    for p in (out, png):  # replaced by a rename: never a device's or a FIFO's name
+        if os.path.lexists(p) and not os.path.islink(p) and not regular(p):
+            sys.exit("report: %s is not a regular file: give a new file name" % p)
     last, strips, videos = build(a.run, out, png, a.max_videos)
     print("report: %s (up to step %s, %d sample strips, %d videos inline), curves %s"
           % (out, last, strips, videos, png))

@@ -541,6 +541,13 @@ static tsr_status ckpt_config(const st_reader *r, dit_config *mc, dit_table *tab
   return dit_table_make(mc, tab);
 }
 
+// 1 for the names of a diffusers model folder's own files, of either layout (one file, or
+// shards and their index) and its config: an export replaces them all, so no stale shard or
+// index of an earlier model survives beside the new one.
+static int diffusers_file(const char *name) {
+  return !strcmp(name, "config.json") || !strncmp(name, "diffusion_pytorch_model", 23);
+}
+
 tsr_status wan_to_diffusers(const char *src, const char *dst_dir, int bf16, int ema,
                             wan_convert_stats *stats) {
   memset(stats, 0, sizeof *stats);
@@ -552,6 +559,7 @@ tsr_status wan_to_diffusers(const char *src, const char *dst_dir, int bf16, int 
   uint16_t *h = NULL;
   const char *prefix = ema ? "ema." : "";
   char out[PATH_MAX];
+  fs_atomic_dir dir = {0};
   tsr_status st = st_open(&r, src);
   if (!st) st = ckpt_config(r, &mc, &tab);
   size_t most = 1;
@@ -562,14 +570,16 @@ tsr_status wan_to_diffusers(const char *src, const char *dst_dir, int bf16, int 
   }
   if (!st && (!(tmp = malloc(most * sizeof(float))) || (bf16 && !(h = malloc(most * 2)))))
     st = err_set(TSR_ENOMEM, "no memory for a tensor of %zu values", most);
-  if (!st) st = fs_mkdir_p(dst_dir);
-  if (!st) st = fs_join(out, sizeof out, dst_dir, DIF_WEIGHTS);
+  if (!st) st = fs_atomic_dir_open(&dir, dst_dir);  // written whole, swapped in at the end
+  if (!st) st = fs_join(out, sizeof out, dir.tmp, DIF_WEIGHTS);
   if (!st) st = st_writer_new(&w);
   if (!st) st = declare_diffusers(w, &tab, &mc, bf16);
   if (!st) st = st_writer_stream_begin(w, out);
   if (!st) st = stream_to_diffusers(r, prefix, &tab, &mc, tmp, h, w, stats);
   if (!st) st = st_writer_stream_commit(w);
-  if (!st) st = write_config(dst_dir, &mc, st_meta(r, "diffusers_config"));
+  if (!st) st = write_config(dir.tmp, &mc, st_meta(r, "diffusers_config"));
+  if (!st) st = fs_atomic_dir_commit(&dir, diffusers_file);
+  fs_atomic_dir_abort(&dir);
   stats->files_in = 1;
   st_writer_free(&w);
   free(tmp), free(h);

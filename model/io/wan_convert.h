@@ -59,7 +59,8 @@ tsr_status wan_from_diffusers(const char *src_dir, const char *dst, char *const 
 // tessera checkpoint src (family wan; its weights, or with ema its EMA weights) -> diffusers
 // folder dst_dir (created if absent): config.json and one diffusion_pytorch_model.safetensors
 // of F32 or (bf16) BF16 tensors, rounded to nearest even; each tensor's recorded checksum
-// is verified as it is read.
+// is verified as it is read. The folder is written whole (core/fs.h fs_atomic_dir): an
+// earlier model's files there (shards and index of the sharded layout included) are gone.
 tsr_status wan_to_diffusers(const char *src, const char *dst_dir, int bf16, int ema,
                             wan_convert_stats *stats);
 

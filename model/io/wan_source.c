@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/fs.h"
 
@@ -34,10 +35,25 @@ const st_tensor *wan_source_find(const wan_source *s, const char *name, const st
   return NULL;
 }
 
+// The JSON of file `path` (NULL if it does not parse: je says why), read only if it is a
+// regular file (core/fs.h: a FIFO named config.json hung convert).
+static tsr_status load_json(const char *path, json_t **o, json_error_t *je) {
+  int fd = -1;
+  TRY_ST(fs_open_regular(path, &fd));
+  *o = json_loadfd(fd, 0, je);
+  close(fd);
+  return TSR_OK;
+}
+
+// 1 if an entry `path` exists (whatever it is: a FIFO is refused when it is opened).
+static int present(const char *path) { return access(path, F_OK) == 0; }
+
 // The shard files the index names (each once), opened into s.
 static tsr_status open_shards(const char *dir, const char *index, wan_source *s) {
-  json_error_t je;
-  json_t *o = json_load_file(index, 0, &je), *map = json_object_get(o, "weight_map");
+  json_error_t je = {0};
+  json_t *o = NULL;
+  TRY_ST(load_json(index, &o, &je));
+  json_t *map = json_object_get(o, "weight_map");
   tsr_status r = json_is_object(map) ? TSR_OK
                : err_set(TSR_EFORMAT, "%s: no 'weight_map' object (line %d: %s)", index, je.line,
                          je.text);
@@ -64,8 +80,9 @@ static tsr_status open_shards(const char *dir, const char *index, wan_source *s)
 
 // Reads a JSON object file's text (compact) into *text.
 static tsr_status read_text(const char *path, char **text) {
-  json_error_t je;
-  json_t *o = json_load_file(path, 0, &je);
+  json_error_t je = {0};
+  json_t *o = NULL;
+  TRY_ST(load_json(path, &o, &je));
   if (!json_is_object(o)) {
     json_decref(o);
     return err_set(TSR_EFORMAT, "%s: not a JSON object (line %d: %s)", path, je.line, je.text);
@@ -191,14 +208,14 @@ tsr_status wan_source_open(const char *src, char *const *overrides, int n_overri
     r = fs_join(cfg, sizeof cfg, src, "config.json");
     if (!r) r = fs_join(idx, sizeof idx, src, DIF_INDEX);
     if (!r) r = fs_join(one, sizeof one, src, DIF_WEIGHTS);
-    if (!r && fs_check_regular(cfg) && fs_check_regular(idx) && fs_check_regular(one))
+    if (!r && !present(cfg) && !present(idx) && !present(one))
       r = err_set(TSR_EINVAL, "folder %s holds no model: neither %s (a diffusers transformer "
                   "folder) nor %s or %s", src, cfg, one, idx);
-    else if (!r && !fs_check_regular(idx)) r = open_shards(src, idx, s);
+    else if (!r && present(idx)) r = open_shards(src, idx, s);
     else if (!r && !(r = st_open(&s->files[0], one))) s->n_files = 1;
     if (!r) detect_naming(s);
     // a diffusers folder needs its config.json; an original one's is optional (num_heads)
-    if (!r && (!s->orig || !fs_check_regular(cfg))) r = read_text(cfg, &cfg_text);
+    if (!r && (!s->orig || present(cfg))) r = read_text(cfg, &cfg_text);
     if (r)
       r = err_wrap(r, "folder %s (config.json and %s, or its shards with %s): ", src,
                    DIF_WEIGHTS, DIF_INDEX);

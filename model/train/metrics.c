@@ -53,16 +53,13 @@ tsr_status metrics_open(FILE **f, const char *run_dir, int64_t resume_step) {
   char path[PATH_MAX];
   if (snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir) >= (int)sizeof path)
     return err_set(TSR_EINVAL, "run directory path too long: %s", run_dir);
-  if (resume_step >= 0) {
-    tsr_status r = metrics_cut(path, resume_step);
-    if (r) return r;
-  }
-  // appended to, not replaced: it must still be a regular file (a FIFO would block the run)
-  tsr_status r = fs_check_output(path);
-  if (r) return r;
-  *f = fopen(path, resume_step >= 0 ? "a" : "w");
-  if (!*f) return err_set(TSR_EIO, "open %s: %s", path, strerror(errno));
-  return TSR_OK;
+  const char *name = "metrics.jsonl";
+  tsr_status r = fs_refuse_links(run_dir, &name, 1);  // before the cut reads it
+  if (!r && resume_step >= 0) r = metrics_cut(path, resume_step);
+  // appended to, not replaced: a regular file, not a link (a FIFO would block the run, a
+  // link would send the lines elsewhere)
+  if (!r) r = fs_fopen_nofollow(path, resume_step >= 0 ? "a" : "w", f);
+  return r;
 }
 
 // Adds the validation fields to j.

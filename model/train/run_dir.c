@@ -15,7 +15,7 @@
 
 #define RUN_LOCK_NAME "lock"
 
-// RUN/samples/*.tmp: a sample whose write was cut by a crash (fs_atomic's PATH.tmp).
+// RUN/samples/*.tmp*: a sample whose write was cut by a crash (fs_atomic's temporary file).
 static tsr_status clean_sample_tmp(const char *run_dir) {
   char dir[PATH_MAX], path[PATH_MAX + 256];
   if (snprintf(dir, sizeof dir, "%s/samples", run_dir) >= (int)sizeof dir)
@@ -26,8 +26,7 @@ static tsr_status clean_sample_tmp(const char *run_dir) {
   int removed = 0;
   tsr_status r = TSR_OK;
   while (!r && (e = readdir(d))) {
-    size_t n = strlen(e->d_name);
-    if (n < 5 || strcmp(e->d_name + n - 4, ".tmp")) continue;
+    if (!fs_is_atomic_tmp(e->d_name)) continue;
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     if (unlink(path) != 0 && errno != ENOENT)
       r = err_set(TSR_EIO, "remove the unfinished sample %s: %s", path, strerror(errno));

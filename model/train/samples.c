@@ -116,7 +116,7 @@ tsr_status train_write_samples(trainer *tr, const train_options *o) {
   if (snprintf(dir, sizeof dir, "%s/samples", o->run_dir) >= (int)sizeof dir ||
       snprintf(base, sizeof base, "%s/sample-%lld", dir, (long long)tr->step) >= (int)sizeof base)
     r = err_set(TSR_EINVAL, "run directory path too long: %s", o->run_dir);
-  if (!r) r = fs_mkdir_p(dir);
+  if (!r) r = fs_dir_nofollow(dir, 1);  // RUN/samples: never a link out of the run
   if (!r) r = o->write_video(base, &res, written, sizeof written);
   sample_result_free(&res);
   if (r) return err_wrap(r, "samples at step %lld: ", (long long)tr->step);

@@ -104,10 +104,8 @@ static tsr_status create_events(tb_writer *w, const char *dir) {
   if (snprintf(w->path, sizeof w->path, "%s/" TB_PREFIX "%lld.%s", dir, (long long)time(NULL), host) >=
       (int)sizeof w->path)
     return err_set(TSR_EINVAL, "path too long: %s", dir);
-  tsr_status r = fs_check_output(w->path);
+  tsr_status r = fs_open_nofollow(w->path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, &w->fd);
   if (r) return r;
-  w->fd = open(w->path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-  if (w->fd < 0) return err_set(TSR_EIO, "create %s: %s", w->path, strerror(errno));
   tfevents_buf b = {0};
   tfevents_add_version(&b, wall_now());
   r = append(w, &b);
@@ -122,13 +120,10 @@ tsr_status tb_open(tb_writer **out, const char *run_dir, int64_t resume_step) {
   w->fd = -1;
   char dir[PATH_MAX];
   tsr_status r = fs_join(dir, sizeof dir, run_dir, "tensorboard");
-  if (!r) r = fs_mkdir_p(dir);
+  if (!r) r = fs_dir_nofollow(dir, 1);  // a link to a shared folder: another run's files
   if (!r) r = find_events(dir, w->path, sizeof w->path, resume_step < 0);
   if (!r && resume_step >= 0 && w->path[0]) {
-    if (!(r = fs_check_output(w->path))) {
-      w->fd = open(w->path, O_RDWR | O_APPEND | O_CLOEXEC);
-      if (w->fd < 0) r = err_set(TSR_EIO, "open %s: %s", w->path, strerror(errno));
-    }
+    r = fs_open_nofollow(w->path, O_RDWR | O_APPEND, &w->fd);
     if (!r) r = cut_after(w, resume_step);
   } else if (!r) {
     r = create_events(w, dir);

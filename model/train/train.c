@@ -499,9 +499,7 @@ static tsr_status open_run_log(const train_options *o, train_setup *su) {
   if (comm_rank() != 0) return TSR_OK;
   char path[PATH_MAX];
   tsr_status r = fs_join(path, sizeof path, o->run_dir, "train.log");
-  if (!r) r = fs_check_output(path);
-  if (!r && !(su->log = fopen(path, o->resume ? "a" : "w")))
-    r = err_set(TSR_EIO, "open %s: %s", path, strerror(errno));
+  if (!r) r = fs_fopen_nofollow(path, o->resume ? "a" : "w", &su->log);  // never a link's file
   if (r) return r;
   log_copy_to(su->log);
   char what[768];  // train_memory_format's line

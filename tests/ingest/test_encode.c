@@ -20,6 +20,7 @@
 #include <libswscale/swscale.h>
 
 #include "check.h"
+#include "tmp_files.h"
 #include "core/err.h"
 #include "ingest/encode.h"
 
@@ -180,9 +181,8 @@ static int file_exists(const char *p) {
 // Encodes n frames of make_frame(w, h) and checks the decoded file.
 static void roundtrip(const char *dir, const char *name, int w, int h, int fps_num, int fps_den,
                       int crf, int n) {
-  char path[512], tmp[520];
+  char path[512];
   snprintf(path, sizeof path, "%s/%s", dir, name);
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
   encode_opts o = {.width = w, .height = h, .fps_num = fps_num, .fps_den = fps_den, .crf = crf};
   video_encoder *e = NULL;
   CHECK_OK(video_encoder_open(&e, path, &o));
@@ -193,10 +193,10 @@ static void roundtrip(const char *dir, const char *name, int w, int h, int fps_n
     CHECK_OK(video_encoder_write_rgb(e, rgb));
   }
   free(rgb);
-  CHECK(file_exists(tmp) && !file_exists(path), "%s: written to PATH.tmp until finish", name);
+  CHECK(tmp_exists(path) && !file_exists(path), "%s: written to PATH.tmp.* until finish", name);
   CHECK_OK(video_encoder_finish(e));
   video_encoder_free(&e);
-  CHECK(file_exists(path) && !file_exists(tmp), "%s: renamed on finish", name);
+  CHECK(file_exists(path) && !tmp_exists(path), "%s: renamed on finish", name);
 
   decoded d;
   AVRational fps = {fps_num, fps_den};
@@ -260,15 +260,14 @@ int main(void) {
         "unwritable path: %s: %s", err_name(st), err_msg());
 
   // Freed before finish: the temporary file is removed and no final file appears.
-  char path[512], tmp[520];
+  char path[512];
   snprintf(path, sizeof path, "%s/abandoned.mp4", dir);
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
   CHECK_OK(video_encoder_open(&e, path, &ok));
   uint8_t rgb[16 * 16 * 3];
   make_frame(rgb, 16, 16, 0);
   if (e) CHECK_OK(video_encoder_write_rgb(e, rgb));
   video_encoder_free(&e);
-  CHECK(!file_exists(tmp) && !file_exists(path), "abandoned encode leaves no file");
+  CHECK(!tmp_exists(path) && !file_exists(path), "abandoned encode leaves no file");
 
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -11,6 +11,7 @@
 #include <libavutil/log.h>
 
 #include "check.h"
+#include "tmp_files.h"
 #include "core/err.h"
 #include "ingest/export.h"
 #include "store/patchify.h"
@@ -78,9 +79,7 @@ int main(void) {
   CHECK(r == sizeof got, "raw export: %zu bytes, want %zu", r, sizeof got);
   CHECK(memcmp(got, frames, sizeof got) == 0, "raw export equals the stored frames");
   CHECK_OK(export_clip_mp4(dir, id, mp4, 0));
-  char tmp[610];
-  snprintf(tmp, sizeof tmp, "%s.tmp", mp4);
-  CHECK(exists(mp4) && !exists(tmp), "mp4 export under its final name only");
+  CHECK(exists(mp4) && !tmp_exists(mp4), "mp4 export under its final name only");
 
   tsr_status st = export_clip_raw(dir, id + 100, raw);
   CHECK(st != TSR_OK, "unknown clip id refused: %s", err_msg());
@@ -99,7 +98,7 @@ int main(void) {
   st = export_clip_raw(dir, id, raw);
   CHECK(st == TSR_EFORMAT && !exists(raw), "corrupt payload: raw export refused (%s)", err_msg());
   st = export_clip_mp4(dir, id, mp4, 18);
-  CHECK(st == TSR_EFORMAT && !exists(mp4) && !exists(tmp), "corrupt payload: mp4 export refused");
+  CHECK(st == TSR_EFORMAT && !exists(mp4) && !tmp_exists(mp4), "corrupt payload: mp4 export refused");
 
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "tmp_files.h"
 #include "mt.h"
 #include "model/io/dit_io.h"
 
@@ -130,9 +131,7 @@ int main(void) {
   CHECK(st_writer_meta(w, "step", "1") == TSR_EINVAL, "duplicate meta");
   CHECK_OK(st_writer_commit(w, path));
   st_writer_free(&w);
-  char tmpname[300];
-  snprintf(tmpname, sizeof tmpname, "%s.tmp", path);
-  CHECK(access(tmpname, F_OK) != 0, "temporary file left");
+  CHECK(!tmp_exists(path), "temporary file left");
 
   st_reader *r;
   CHECK_OK(st_open(&r, path));
