@@ -32,6 +32,13 @@ ok "without the installed tiny.conf, --config tiny is a file that does not exist
   'grep -q "tiny" "$W/u.txt" && ! grep -q "no-store" "$W/u.txt"'
 mv "$W/tiny.conf" "$W/prefix/share/tessera/configs/model/tiny.conf"
 ok "the scripts installed" '[ -f "$W/prefix/share/tessera/tools/report.py" ] && [ -f "$W/prefix/share/tessera/tools/plan_timeline.py" ]'
+# the installed report script runs (its helpers installed beside it) on a run of two lines
+if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+  mkdir -p "$W/run2"
+  printf '{"step": 1, "loss": 0.5, "lr": 0.001}\n{"step": 2, "loss": 0.4, "lr": 0.001}\n' >"$W/run2/metrics.jsonl"
+  "$I" report "$W/run2" >"$W/r.txt" 2>&1
+  ok "the installed tessera report writes report.html ($(tail -c 300 "$W/r.txt"))" '[ -s "$W/run2/report.html" ] && [ -s "$W/run2/report.png" ]'
+fi
 
 # the man page: every command, subcommand and option of --help
 MAN=$W/prefix/share/man/man1/tessera.1
