@@ -35,3 +35,9 @@ num_result num_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
   *out = v;
   return NUM_OK;
 }
+
+size_t num_first_nonfinite(const float *v, size_t n) {
+  size_t i = 0;
+  while (i < n && isfinite(v[i])) i++;
+  return i;
+}

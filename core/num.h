@@ -7,6 +7,7 @@
 #ifndef TESSERA_CORE_NUM_H
 #define TESSERA_CORE_NUM_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum {
@@ -19,5 +20,9 @@ typedef enum {
 num_result num_parse_double(const char *s, double lo, double hi, double *out);
 // A base-10 integer in [lo, hi]: digits with an optional sign, no fraction or exponent.
 num_result num_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+
+// The index of the first NaN or infinity of v (n floats), or n when every value is finite:
+// the check of weights that enter from a file (a converted model, adapters, a checkpoint).
+size_t num_first_nonfinite(const float *v, size_t n);
 
 #endif

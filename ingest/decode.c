@@ -355,6 +355,25 @@ static void judge_truncation(decode_ctx *d) {
   }
 }
 
+// Output frames one source frame may fill: DECODE_MAX_HOLD_S at the target rate.
+static int64_t max_hold(const decode_ctx *d) {
+  return av_rescale_q(DECODE_MAX_HOLD_S, (AVRational){1, 1}, d->out_tb);
+}
+
+// d->cur has been shown DECODE_MAX_HOLD_S and the next frame (or the stream's end) is at
+// output index `next`: the source ends here, as a truncated one (its clips so far kept).
+static void cut_at_hold(decode_ctx *d, int64_t next) {
+  const double fs = av_q2d(d->out_tb);
+  const double at = d->stats.first_pts_s + (double)d->cur_idx * fs;
+  d->stats.truncated = 1;
+  snprintf(d->stats.note, sizeof d->stats.note,
+           "cut at %.2f s: the frame there lasts %.0f s (a timestamp gap, or a frame rate "
+           "that low), a frame is held at most %d s; the rest of the source is left out", at,
+           (double)(next - d->cur_idx) * fs, DECODE_MAX_HOLD_S);
+  d->has_cur = d->has_next = 0;
+  d->dec_eof = 1;  // nothing more of the source: writing on would store the gap's copies
+}
+
 tsr_status decode_next(decode_ctx *d, uint8_t *rgb, int *got) {
   *got = 0;
   for (;;) {
@@ -368,6 +387,13 @@ tsr_status decode_next(decode_ctx *d, uint8_t *rgb, int *got) {
       continue;
     }
     int64_t until = d->has_next ? d->next_idx : d->end_idx;
+    if (until - d->cur_idx > max_hold(d)) {  // a gap or a frame of absurd duration
+      until = d->cur_idx + max_hold(d);
+      if (d->n >= until) {
+        cut_at_hold(d, d->has_next ? d->next_idx : d->end_idx);
+        break;
+      }
+    }
     if (d->n < until && d->n >= d->cur_idx) {
       if (!d->cur_converted) {
         tsr_status st = convert_cur(d);

@@ -16,8 +16,14 @@
 // that get no output index are skipped without conversion. Spans of a source
 // (decode_span.h) use the same rule on the ffmpeg CLI's timeline instead, whose 0 is the
 // container's start.
+//
+// A source frame is shown for at most DECODE_MAX_HOLD_S seconds: a longer one (a timestamp
+// gap, or a frame rate of one frame per hours) would fill the store with copies of one
+// picture, so the source ends there as a truncated one (decode_stats.note says where).
 #ifndef TESSERA_INGEST_DECODE_H
 #define TESSERA_INGEST_DECODE_H
+
+#define DECODE_MAX_HOLD_S 10
 
 #include <stddef.h>
 #include <stdint.h>

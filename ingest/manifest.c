@@ -196,7 +196,9 @@ static tsr_status read_header(manifest *m) {
   if (m->rec.problem)
     return err_set(TSR_EFORMAT, "manifest %s: the header (line %lld) is malformed (%s)", m->file,
                    (long long)m->rec.first_line,
-                   m->rec.problem == MCSV_TOO_LONG ? "too long" : "unbalanced quotes");
+                   m->rec.problem == MCSV_TOO_LONG ? "too long"
+                   : m->rec.problem == MCSV_NUL    ? "a NUL byte"
+                                                   : "unbalanced quotes");
   m->ncols = m->rec.n;
   m->names = calloc((size_t)m->ncols, sizeof *m->names);
   m->scores = calloc((size_t)m->ncols, sizeof *m->scores);
@@ -254,6 +256,12 @@ static tsr_status read_csv_row(manifest *m, int *got) {
   m->line = m->rec.first_line;
   m->last_line = m->rec.last_line;
   if ((st = mrow_begin(&m->b, m->rec.len))) return st;
+  if (m->rec.problem == MCSV_NUL && m->rec.n == m->ncols) {
+    const int f = m->rec.problem_field;
+    set_error(m, "encoding", f < m->ncols ? m->names[f] : NULL, -1, "a NUL byte in the field "
+              "(text stops there: a binary file, or UTF-16?)");
+    return TSR_OK;
+  }
   if (m->rec.problem || m->rec.n != m->ncols) return record_problem(m);
   m->last_line = m->line;  // a row's own errors name its first line
   for (int i = 0; i < m->ncols && !st; i++)

@@ -150,6 +150,7 @@ static tsr_status scan_line(mcsv_record *r, const mcsv_lines *l, field_state *st
   tsr_status st = TSR_OK;
   for (size_t i = 0; i < l->tlen && !st; i++) {
     char c = l->text[i];
+    if (c == 0) note(r, MCSV_NUL, l->line);  // kept: the fields still split where they would
     switch (*state) {
     case FIELD_START:
       if (c == '"') { *state = QUOTED; break; }

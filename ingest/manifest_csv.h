@@ -42,6 +42,7 @@ typedef enum {
   MCSV_AFTER_QUOTE,  // text after a closing quote (before the delimiter or line end)
   MCSV_OPEN_QUOTE,   // a quoted field still open at the end of the file
   MCSV_TOO_LONG,     // the record passed MANIFEST_MAX_RECORD bytes (cut there)
+  MCSV_NUL,          // a NUL byte in a field (the field's C string would end there)
 } mcsv_problem;
 
 typedef struct {

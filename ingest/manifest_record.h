@@ -36,7 +36,9 @@ typedef struct {
   const char *column;  // the column at fault, or NULL (the record as a whole)
   // Fixed short text to count errors by: "fields", "quote", "too long", "json", "missing
   // column", "missing path", "path", "encoding", "timestamp", "negative time", "end <= start",
-  // "caption type", "list", "list length", "number", "fps", "duplicate".
+  // "caption type", "list", "list length", "number", "fps", "duplicate", "caption length"
+  // (past STORE_MAX_CAPTION_BYTES), "scores" (past a clip's limits of scores,
+  // store/json_cols.h). A NUL byte in a CSV/TSV field is "encoding".
   const char *reason;
   // "FILE: row R (line L), column 'C', span K: what is wrong" (cell text quoted as read:
   // escape it before printing it to a terminal, core/term.h)

@@ -10,6 +10,8 @@
 #include "core/num.h"
 #include "core/term.h"
 #include "ingest/manifest_value.h"
+#include "store/json_cols.h"
+#include "store/settings.h"
 
 enum { T_START, T_END, T_START_FRAME, T_END_FRAME, NTIMES };
 enum { L_SPANS, L_CAPTIONS, L_SCORES, L_OBJECTS, NLISTS };  // MCOL_SPAN_LIST ... MCOL_SPANS
@@ -421,7 +423,33 @@ static void check_spans(mrow *b) {
     else if (s->caption && !term_is_utf8(s->caption))
       fail(b, "encoding", c->caption_col ? c->caption_col : c->list_col[L_CAPTIONS], s->index,
            "the caption is not valid UTF-8");
+    else if (s->caption && strlen(s->caption) > STORE_MAX_CAPTION_BYTES)
+      fail(b, "caption length", c->caption_col ? c->caption_col : c->list_col[L_CAPTIONS],
+           s->index, "the caption is %zu bytes, a store holds at most %d", strlen(s->caption),
+           STORE_MAX_CAPTION_BYTES);
     if (b->reason) return;
+  }
+}
+
+// Every span's scores within what a clip's record holds (store/json_cols.h: their number,
+// each name's bytes, their text), checked by the store's own formatter: a row past them is a
+// bad row here, not a failed ingest.
+static void check_scores(mrow *b) {
+  const char *names[STORE_MAX_SCORES];
+  double values[STORE_MAX_SCORES];
+  char text[STORE_MAX_SCORES_BYTES + 1];
+  for (int k = 0; k < b->nspans && !b->reason; k++) {
+    const manifest_span *s = &b->spans[k];
+    if (s->nscores > STORE_MAX_SCORES) {
+      fail(b, "scores", NULL, s->index, "%d scores, a clip holds at most %d", s->nscores,
+           STORE_MAX_SCORES);
+      return;
+    }
+    for (int i = 0; i < s->nscores; i++) names[i] = s->scores[i].name, values[i] = s->scores[i].value;
+    if (store_scores_format(names, values, s->nscores, text, sizeof text)) {
+      fail(b, "scores", NULL, s->index, "%s", err_msg());
+      err_clear();
+    }
   }
 }
 
@@ -457,6 +485,8 @@ tsr_status mrow_finish(mrow *b, const char *root, const char *suffix, const char
     b->spans[k].scores = c->ss ? c->ss + c->soff[k] : NULL;  // no score yet: no array
     b->spans[k].nscores = end - c->soff[k];
   }
+  check_scores(b);
+  if (b->reason) return TSR_OK;
   resolve_path(b, root, suffix, path_column);
   return TSR_OK;
 }

@@ -145,8 +145,9 @@ static const config_key KEYS[] = {
             "how a CP group splits attention: auto (the planner picks per microbatch), ring, ulysses, hybrid"),
     TK_LATE(ulysses_chunks, KT_INT, 1, 64,
             "head chunks a Ulysses group pipelines its all-to-alls over, each chunk's transfer hidden behind another's attention (1: blocking)"),
-    LK_LATE(rank, KT_INT, 0, 4096, "LoRA rank r (0: off, the whole model trains)"),
-    LK_LATE(alpha, KT_FLOAT, 1e-6, 1e6, "LoRA alpha: the adapters' scale is alpha / rank"),
+    LK_LATE(rank, KT_INT, 0, CONFIG_LORA_RANK_MAX, "LoRA rank r (0: off, the whole model trains)"),
+    LK_LATE(alpha, KT_FLOAT, CONFIG_LORA_ALPHA_MIN, CONFIG_LORA_ALPHA_MAX,
+            "LoRA alpha: the adapters' scale is alpha / rank"),
     LK_LATE(targets, KT_STR, 0, CONFIG_LORA_TARGETS_MAX,
             "LoRA target modules, comma-separated PEFT names (to_q,to_k,to_v,to_out.0)"),
 };

@@ -72,6 +72,10 @@ enum {
 #define CONFIG_LORA_TARGETS_MAX 176
 // train.null_caption's field, terminator included (the same 200-byte line bound).
 #define CONFIG_NULL_CAPTION_MAX 176
+// lora.rank's and lora.alpha's ranges (an adapters file's metadata is held to them too).
+#define CONFIG_LORA_RANK_MAX 4096
+#define CONFIG_LORA_ALPHA_MIN 1e-6
+#define CONFIG_LORA_ALPHA_MAX 1e6
 
 typedef struct {
   int64_t global_batch;   // clips per step (B)

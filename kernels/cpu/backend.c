@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "kernels/check.h"
+#include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu.h"
 
-#include <cblas.h>
 #include <omp.h>
 
 // Bytes held by alloc (both tables share them) and their peak, for memory_stats: counted
@@ -21,7 +21,11 @@ static tsr_status cpu_alloc(kb_t *kb, void **ptr, size_t bytes) {
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded < bytes) return err_set(TSR_ENOMEM, "alloc: %zu bytes is too large", bytes);
   void *p = aligned_alloc(64, rounded ? rounded : 64);
-  if (!p) return err_set(TSR_ENOMEM, "alloc: no host memory for %zu bytes", bytes);
+  if (!p)
+    return err_set(TSR_ENOMEM, "out of memory: a host buffer of %zu bytes (%.1f MiB), with %.1f "
+                   "MiB of the backend's held already (the machine's memory, or a ulimit -v)",
+                   bytes, (double)bytes / (1 << 20),
+                   (double)__atomic_load_n(&g_in_use, __ATOMIC_RELAXED) / (1 << 20));
   memset(p, 0, rounded ? rounded : 64);
   size_t now = __atomic_add_fetch(&g_in_use, malloc_usable_size(p), __ATOMIC_RELAXED);
   size_t peak = __atomic_load_n(&g_peak, __ATOMIC_RELAXED);
@@ -449,5 +453,5 @@ const kernels_backend *kernels_cpu_bf16(void) { return &cpu_bf16_backend; }
 void kernels_cpu_set_threads(int n) {
   if (n <= 0) return;
   omp_set_num_threads(n);
-  openblas_set_num_threads(n);
+  kcpu_blas_set_threads(n);
 }

@@ -1,8 +1,8 @@
 // kernels/cpu/gemm.c — GEMM and the linear layer through OpenBLAS sgemm (row-major).
-#include <cblas.h>
 #include <string.h>
 
 #include "kernels/check.h"
+#include "kernels/cpu/blas.h"
 #include "kernels/cpu/cpu.h"
 
 tsr_status kcpu_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m, int n, int k,
@@ -18,9 +18,7 @@ tsr_status kcpu_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m, int n, i
     }
     return TSR_OK;
   }
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  return TSR_OK;
+  return kcpu_blas_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 // gemm is gemm_strided with the dense strides (its errors name "gemm").

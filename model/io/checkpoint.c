@@ -470,11 +470,23 @@ static tsr_status read_base_keys(const st_reader *st, ckpt_meta *m) {
   return r;
 }
 
+// An adapters file (model/io/lora_io.h) where a checkpoint is expected: sound, but another
+// kind of file (TSR_EMISMATCH), named with the command that makes a checkpoint of it.
+static tsr_status not_adapters(const st_reader *st) {
+  if (!st_meta(st, "tessera.lora.rank") && !st_meta(st, "lora_adapter_metadata")) return TSR_OK;
+  return err_set(TSR_EMISMATCH, "%s is a LoRA adapters file, not a checkpoint: fold it into "
+                 "the base it was trained on with `tessera convert BASE --merge-lora %s --out "
+                 "MERGED.safetensors` and give MERGED.safetensors (or, to train the adapters "
+                 "further, give the base to --init with lora.rank > 0)", st_path(st),
+                 st_path(st));
+}
+
 static tsr_status read_meta(const st_reader *st, ckpt_meta *m) {
   memset(m, 0, sizeof *m);
   const char *fmt, *ini;
   int64_t v;
-  tsr_status r = meta_get(st, "format", &fmt);
+  tsr_status r = not_adapters(st);
+  if (!r) r = meta_get(st, "format", &fmt);
   if (!r && strcmp(fmt, CKPT_FORMAT))
     r = err_set(TSR_EFORMAT, "checkpoint %s: format '%s', expected '%s'", st_path(st), fmt,
                 CKPT_FORMAT);

@@ -2,10 +2,12 @@
 #include "model/io/lora_io.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/num.h"
 #include "core/safetensors.h"
 #include "model/io/checkpoint.h"
 #include "model/io/dit_io.h"
@@ -88,15 +90,48 @@ tsr_status lora_save(dit_model *m, const char *path, const char *base_model,
   return st ? err_wrap(st, "lora_save %s: ", path) : TSR_OK;
 }
 
+// The file's rank and alpha within lora.rank's and lora.alpha's ranges (model/config.h): a
+// NaN or infinite alpha scales every adapter into non-finite weights.
+// alpha_text: the metadata's text of alpha, or NULL (then the value is named).
+static tsr_status check_config(const st_reader *r, const lora_config *lc, const char *alpha_text) {
+  if (lc->rank < 1 || lc->rank > CONFIG_LORA_RANK_MAX)
+    return err_set(TSR_EFORMAT, "%s: the LoRA rank in its metadata is not a whole number in "
+                   "[1, %d]", st_path(r), CONFIG_LORA_RANK_MAX);
+  if (lc->alpha >= (float)CONFIG_LORA_ALPHA_MIN && lc->alpha <= (float)CONFIG_LORA_ALPHA_MAX)
+    return TSR_OK;
+  char v[32];
+  snprintf(v, sizeof v, "%g", lc->alpha);
+  return err_set(TSR_EFORMAT, "%s: the LoRA alpha in its metadata is %.40s, not a finite number "
+                 "in [%g, %g]", st_path(r), alpha_text ? alpha_text : v, CONFIG_LORA_ALPHA_MIN,
+                 CONFIG_LORA_ALPHA_MAX);
+}
+
+// Every adapter value read from r (host: the adapters' flat buffer) is finite.
+static tsr_status check_values(const dit_model *m, const st_reader *r, const float *host) {
+  for (int j = 0; j < dit_lora_num_tensors(m); j++) {
+    const dit_tensor *t = dit_lora_tensor_info(m, j);
+    size_t bad = num_first_nonfinite(host + t->offset, t->numel);
+    if (bad < t->numel)
+      return err_set(TSR_EFORMAT, "%s: tensor %s%s has a non-finite value (%g at element %zu): "
+                     "the adapters are damaged or their training diverged", st_path(r), PREFIX,
+                     t->name, host[t->offset + bad], bad);
+  }
+  return TSR_OK;
+}
+
 // tessera's keys, or (a file diffusers or PEFT wrote) its lora_adapter_metadata.
 static tsr_status config_of(const st_reader *r, lora_config *lc) {
   memset(lc, 0, sizeof *lc);
   const char *rank = st_meta(r, "tessera.lora.rank"), *alpha = st_meta(r, "tessera.lora.alpha");
   const char *tg = st_meta(r, "tessera.lora.targets"), *dm = st_meta(r, "lora_adapter_metadata");
   if (rank && alpha && tg) {
-    lc->rank = atoi(rank), lc->alpha = strtof(alpha, NULL);
+    int64_t rv = 0;
+    double av = NAN;
+    if (num_parse_i64(rank, 1, CONFIG_LORA_RANK_MAX, &rv)) rv = 0;
+    if (num_parse_double(alpha, -HUGE_VAL, HUGE_VAL, &av)) av = NAN;  // range: as a float, below
+    lc->rank = (int)rv, lc->alpha = (float)av;
     snprintf(lc->targets, sizeof lc->targets, "%s", tg);
-    return TSR_OK;
+    return check_config(r, lc, alpha);
   }
   json_t *o = dm ? json_loads(dm, 0, NULL) : NULL;
   json_t *jr = json_object_get(o, PREFIX "r"), *ja = json_object_get(o, PREFIX "lora_alpha");
@@ -116,8 +151,10 @@ static tsr_status config_of(const st_reader *r, lora_config *lc) {
     st = err_set(TSR_EFORMAT, "%s: target_modules longer than %d bytes", st_path(r),
                  LORA_TARGETS_MAX - 1);
   if (!st) lc->rank = (int)json_integer_value(jr), lc->alpha = (float)json_number_value(ja);
+  if (!st && !(json_integer_value(jr) >= 1 && json_integer_value(jr) <= CONFIG_LORA_RANK_MAX))
+    lc->rank = 0;  // out of int's range: refused below as a rank of 0
   json_decref(o);
-  return st;
+  return st ? st : check_config(r, lc, NULL);
 }
 
 tsr_status lora_read_config(const char *path, lora_config *lc, char *base, size_t cap) {
@@ -165,6 +202,7 @@ static tsr_status read_adapters(dit_model *m, const st_reader *r) {
   float *host = calloc(n ? n : 1, sizeof(float));
   if (!host) return err_set(TSR_ENOMEM, "%s: no memory", st_path(r));
   tsr_status st = dit_lora_read_tensors(m, r, PREFIX, host);
+  if (!st) st = check_values(m, r, host);
   const kernels_backend *kb = dit_backend(m);
   if (!st) st = kb->to_device(kb, dit_lora_params(m), host, sizeof(float) * n);
   if (!st) st = dit_lora_refresh(m);
@@ -206,7 +244,16 @@ static tsr_status write_merged(dit_model *m, const ckpt_meta *cm, const char *sr
   if (!st) st = kb->to_host(kb, host, dit_params(m), sizeof(float) * n);
   if (!st) st = dit_table_make(&cm->mc, &tab);
   if (!st) st = ckpt_weights_begin(&ww, dst, &tab, &cs, extra, dc ? 2 : 1);
-  for (int i = 0; !st && i < tab.n; i++) st = ckpt_weights_tensor(ww, host + tab.t[i].offset);
+  for (int i = 0; !st && i < tab.n; i++) {
+    // finite adapters of a huge scale can still overflow a merged weight
+    const dit_tensor *t = &tab.t[i];
+    size_t bad = num_first_nonfinite(host + t->offset, t->numel);
+    if (bad < t->numel)
+      st = err_set(TSR_EINVAL, "merged tensor %s has a non-finite value (%g at element %zu): "
+                   "the adapters of %s overflow the weights of %s; nothing was written",
+                   t->name, host[t->offset + bad], bad, adapters, src);
+    if (!st) st = ckpt_weights_tensor(ww, host + t->offset);
+  }
   if (!st) st = ckpt_weights_commit(ww);
   ckpt_weights_free(&ww);
   free(host);

@@ -13,6 +13,7 @@
 #include "core/bf16.h"
 #include "core/fs.h"
 #include "core/log.h"
+#include "core/num.h"
 #include "core/safetensors.h"
 #include "model/dit.h"
 #include "model/io/checkpoint.h"
@@ -368,6 +369,12 @@ static tsr_status stream_to_tessera(const wan_source *s, const dit_table *tab,
     const st_tensor *src = wan_source_find(s, dn, &f);
     to_tessera(t, k, c, src->data, src->dtype, buf);
     st_release(f, src);  // the resident set stays one tensor, whatever the file's size
+    // a NaN or infinity would make a checkpoint that every later load calls damaged
+    size_t bad = num_first_nonfinite(buf, t->numel);
+    if (bad < t->numel)
+      return err_set(TSR_EFORMAT, "%s: tensor %s has a non-finite value (%g, element %zu of "
+                     "tessera's layout): the source model is damaged or diverged; nothing "
+                     "was written", st_path(f), dn, buf[bad], bad);
     TRY(ckpt_weights_tensor(ww, buf));
     st->tensors++, st->params += (int64_t)t->numel;
     st->bytes_in += (int64_t)src->nbytes, st->bytes_out += (int64_t)(t->numel * sizeof(float));

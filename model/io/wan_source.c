@@ -113,8 +113,14 @@ static tsr_status orig_heads(wan_source *s, const char *cfg_text, char *const *o
   *H = 0;
   json_t *o = cfg_text ? json_loads(cfg_text, 0, NULL) : NULL;
   json_t *nh = json_object_get(o, "num_heads");
-  if (json_is_integer(nh)) *H = (int)json_integer_value(nh);
+  json_int_t nhv = json_is_integer(nh) ? json_integer_value(nh) : 0;
+  int given = nh && !json_is_null(nh);
   json_decref(o);
+  if (given && (nhv < 1 || nhv > 1024))  // config.c's range of model.heads
+    return err_set(TSR_EINVAL, "original Wan checkpoint: config.json's num_heads is %s: give "
+                   "a whole number in [1, 1024], or remove the key (then hidden / 128)",
+                   nhv ? "out of [1, 1024]" : "not a positive integer");
+  *H = (int)nhv;
   if (*H > 0) return snprintf(s->heads_from, sizeof s->heads_from, "config.json num_heads"), TSR_OK;
   for (int i = 0; i < n_ov; i++)
     if (!strncmp(ov[i], "model.heads=", 12)) *H = atoi(ov[i] + 12);
@@ -146,6 +152,12 @@ static tsr_status orig_config(wan_source *s, const char *cfg_text, char *const *
   TRY_ST(orig_shape(s, "blocks.0.ffn.0.weight", 2, ffn));
   TRY_ST(orig_shape(s, "head.head.weight", 2, hd));
   int64_t D = pe[0], C = pe[1], P = pe[1] * pe[2] * pe[3] * pe[4];
+  for (int i = 0; i < 5; i++)  // a zero here divides by zero below (the heads: hidden / 128)
+    if (pe[i] < 1)
+      return err_set(TSR_EFORMAT, "original Wan checkpoint: tensor %spatch_embedding.weight has "
+                     "shape (%lld, %lld, %lld, %lld, %lld): a size of 0 (hidden, channels, "
+                     "patch) is no model", s->prefix, (long long)pe[0], (long long)pe[1],
+                     (long long)pe[2], (long long)pe[3], (long long)pe[4]);
   if (hd[0] != P)
     return err_set(TSR_EINVAL, "original Wan checkpoint: head.head has %lld outputs, the patch "
                    "embedding %lld inputs (an image-to-video model's extra input channels: not "

@@ -26,13 +26,15 @@ static tsr_status arena(const dit_config *mc, kernels_dtype act, int64_t L, int6
 }
 
 // Bytes per token of one DiT block's activations: the arena's slope in L, difference of
-// depth + 1 and depth.
+// depth and depth - 1 (of 2 and 1 at depth 1; depth + 1 would leave model.depth's range at
+// its maximum).
 static tsr_status per_token_block(const dit_config *mc, kernels_dtype act, int recompute,
                                   double *out) {
   enum { L1 = 1024, L2 = 2048, C = 1 };
   dit_config a = *mc, b = *mc;
   a.recompute = b.recompute = recompute;
-  b.depth = a.depth + 1;
+  if (mc->depth > 1) a.depth = mc->depth - 1;
+  else b.depth = 2;
   size_t a1, a2, b1, b2;
   tsr_status st = arena(&a, act, L1, C, &a1);
   if (!st) st = arena(&a, act, L2, C, &a2);

@@ -14,6 +14,7 @@
 #include "core/fs.h"
 #include "core/hash.h"
 #include "core/log.h"
+#include "core/safetensors.h"
 #include "model/io/checkpoint.h"
 #include "model/io/ckpt_run.h"
 #include "model/train/memory.h"
@@ -103,25 +104,62 @@ static tsr_status check_store(const trainer *tr, int ranks) {
   return TSR_OK;
 }
 
-// Every rank must train the same model on the same data: a launch whose ranks were given
-// different configs (or stores) stops here, before any collective of the step.
-static tsr_status check_ranks_agree(const trainer *tr) {
+// The identity of --init's weights for the launch check: the weights-set checksum the
+// checkpoint records (the same file wherever a node keeps it), or "" without --init.
+static void init_identity(const char *path, char *out, size_t cap) {
+  st_reader *r = NULL;
+  const char *sum = NULL;
+  out[0] = '\0';
+  if (!path) return;
+  if (!st_open(&r, path)) sum = st_meta(r, "xxh3_weights");
+  snprintf(out, cap, "%s", sum ? sum : path);  // unreadable: its path (the load says why)
+  st_close(&r);
+  err_clear();
+}
+
+// Every rank must train the same model on the same data, the same way: a launch whose ranks
+// were given different configs (or stores, or options that shape the run) stops here,
+// before any collective of the step, naming what differs. With --steps differing, the rank
+// that stopped first would leave the others in a collective until the comm timeout.
+static tsr_status check_ranks_agree(const trainer *tr, const train_options *o) {
   if (comm_size() == 1) return TSR_OK;
-  char *ini = config_to_ini(&tr->mc, &tr->tc);
+  enum { N_WHAT = 5 };
+  static const char *const what[N_WHAT] = {
+      "configs or stores (--config, --set, --data)", "--init checkpoints",
+      "--steps or --resume", "planner options (--plan, --planners, --cost, --gpus-per-node, "
+      "--mem-bytes)", "--skip-bad-clips"};
+  uint64_t h[N_WHAT];
+  char *ini = config_to_ini(&tr->mc, &tr->tc);  // the LoRA and ZeRO settings among its keys
   if (!ini) return err_set(TSR_ENOMEM, "out of memory");
   // FNV-1a of the config text and the store's clip table (its fingerprint)
-  uint64_t h = hash_fnv1a(HASH_FNV1A_INIT, ini, strlen(ini));
+  h[0] = hash_fnv1a(HASH_FNV1A_INIT, ini, strlen(ini));
   free(ini);
   uint64_t fp = data_fingerprint(tr->data);
-  h = hash_fnv1a(h, &fp, sizeof fp);
-  int64_t v[2] = {(int64_t)(h >> 1), -(int64_t)(h >> 1)};  // max and -min in one reduction
-  tsr_status r = comm_allreduce_max_i64(v, 2);
-  if (r) return r;
-  if (v[0] != -v[1])
-    return err_set(TSR_EMISMATCH, "the ranks of this launch were given different configs or "
-                   "stores (rank %d's config hash differs from another rank's): launch every "
-                   "rank with the same --config, --set and --data", comm_rank());
-  return TSR_OK;
+  h[0] = hash_fnv1a(h[0], &fp, sizeof fp);
+  char init[PATH_MAX];
+  init_identity(o->init_ckpt, init, sizeof init);
+  h[1] = hash_fnv1a(HASH_FNV1A_INIT, init, strlen(init));
+  int64_t run[2] = {o->stop_step, o->resume};
+  h[2] = hash_fnv1a(HASH_FNV1A_INIT, run, sizeof run);
+  // the planner's inputs as the planner gets them: the cost file's values, not its path
+  h[3] = hash_fnv1a(HASH_FNV1A_INIT, &tr->sched.cluster, sizeof tr->sched.cluster);
+  for (int k = 0; k < COST_NKEYS; k++) {
+    double c = cost_model_get(&tr->sched.cost, k);
+    h[3] = hash_fnv1a(h[3], &c, sizeof c);
+  }
+  int64_t plan[3] = {o->plan_kind, o->planners, o->mem_bytes};
+  h[3] = hash_fnv1a(h[3], plan, sizeof plan);
+  h[4] = hash_fnv1a(HASH_FNV1A_INIT, &o->skip_bad_clips, sizeof o->skip_bad_clips);
+  int64_t v[2 * N_WHAT];  // max and -min of each in one reduction
+  for (int k = 0; k < N_WHAT; k++) v[2 * k] = (int64_t)(h[k] >> 1), v[2 * k + 1] = -v[2 * k];
+  tsr_status r = comm_allreduce_max_i64(v, 2 * N_WHAT);
+  for (int k = 0; !r && k < N_WHAT; k++)
+    if (v[2 * k] != -v[2 * k + 1])
+      return err_set(TSR_EMISMATCH, "the ranks of this launch were given different %s (rank "
+                     "%d's differ from another rank's): launch every rank with the same "
+                     "--config, --set, --data, --init, --steps, --resume and planner options",
+                     what[k], comm_rank());
+  return r;
 }
 
 // Tokens of each clip of a batch (n), for the planner.
@@ -635,7 +673,8 @@ tsr_status train_run(const train_options *o) {
   tsr_status r = setup_config(&tr, o, &su);
   int ranks = comm_size();
   if (!r) r = check_store(&tr, ranks);
-  if (!r) r = check_ranks_agree(&tr);
+  if (!r) r = setup_sched(&tr, o, ranks);  // before the check: it compares the planner's inputs
+  if (!r) r = check_ranks_agree(&tr, o);
   // a LoRA run's base is the one checkpoint --resume reads besides RUN's (it may have moved)
   if (!r && o->resume && o->init_ckpt && tr.tc.lora_rank == 0)
     r = err_set(TSR_EINVAL, "--resume and --init exclude each other: --resume continues RUN, "
@@ -647,7 +686,6 @@ tsr_status train_run(const train_options *o) {
       r = err_set(TSR_EIO, "--init %s: %s", o->init_ckpt, strerror(errno));
   }
   if (!r) r = setup_run_dir(o, &su);
-  if (!r) r = setup_sched(&tr, o, ranks);
   if (!r) r = setup_trainer(&tr, o, &su);
   int64_t stop = o->stop_step > 0 ? o->stop_step : tr.tc.steps;
   if (!r && comm_rank() == 0) log_run_start(&tr, o, stop);
