@@ -4,7 +4,9 @@
 set -u
 BIN=${TESSERA_BIN:?set by ctest}
 SRC=${TESSERA_SRC:?set by ctest}
-LEN=${TESSERA_SHARED:?set by ctest}/lengths
+. "$SRC/tests/shared.sh"
+need_shared lengths
+LEN=$TESSERA_SHARED/lengths
 COST=$SRC/configs/cost/h100-dit1b.conf
 T=$(mktemp -d /tmp/tsr_plan_cli.XXXXXX)
 trap 'rm -rf "$T"' EXIT

@@ -115,8 +115,7 @@ int main(void) {
   lengths_free(&ls);
 
   // real distributions
-  const char *shared = getenv("TESSERA_SHARED");
-  CHECK(shared != NULL, "TESSERA_SHARED is set by ctest");
+  const char *shared = check_shared("lengths");
   if (shared) {
     char p[1024];
     snprintf(p, sizeof p, "%s/lengths/ucf101_clips.csv", shared);
