@@ -80,6 +80,33 @@ if "$T" convert "$W/other/ckpt-1.safetensors" --merge-lora "$W/run/lora-60.safet
 grep -q "base_weights\|base" "$W/merge3.log" || { cat "$W/merge3.log"; fail "refusal names no base"; }
 echo "ok: the adapter file merges into its base (convert --merge-lora) and is refused on another: $(head -c 200 "$W/merge3.log")"
 
+# the same adapters in ComfyUI's wan and kohya layouts (convert --lora-format): their keys
+# told apart by --merge-lora, which folds each into the base bitwise as the diffusers file
+for f in wan kohya; do
+  "$T" convert "$W/run/lora-60.safetensors" --lora-format $f --out "$W/lora-$f.safetensors" \
+    >/dev/null 2>"$W/conv.log" || { cat "$W/conv.log"; fail "convert --lora-format $f"; }
+  "$T" convert "$W/base/ckpt-100.safetensors" --merge-lora "$W/lora-$f.safetensors" \
+    --out "$W/merged-$f.ckpt" >/dev/null 2>"$W/merge.log" || { cat "$W/merge.log"; fail "--merge-lora of the $f file"; }
+done
+python3 - "$W/merged.ckpt" "$W/merged-wan.ckpt" "$W/merged-kohya.ckpt" "$W/lora-kohya.safetensors" <<'PYEOF'
+import json, struct, sys
+def tensors(path):
+    with open(path, 'rb') as f:
+        n = struct.unpack('<Q', f.read(8))[0]
+        h = json.loads(f.read(n))
+        data = f.read()
+    h.pop('__metadata__', None)
+    return {k: data[v['data_offsets'][0]:v['data_offsets'][1]] for k, v in h.items()}
+ref = tensors(sys.argv[1])
+for p in sys.argv[2:4]:
+    got = tensors(p)
+    assert got.keys() == ref.keys() and all(got[k] == ref[k] for k in ref), f"{p}: merged weights differ"
+keys = list(tensors(sys.argv[4]))
+assert all(k.startswith('lora_unet_blocks_') or k.startswith('lora_unet_time') for k in keys), keys[:4]
+assert any(k.endswith('.alpha') for k in keys) and any(k.endswith('.lora_down.weight') for k in keys)
+print(f"ok: the wan and kohya files merge bitwise as the diffusers file ({len(ref)} tensors); kohya keys e.g. {keys[0]}")
+PYEOF
+
 # 1 and 2 ranks (the adapters' gradient all-reduced): the same losses within 1e-5 relative,
 # as tests/dist/train_ranks.sh asks of full training (the sums' order differs: not bitwise)
 if command -v mpirun >/dev/null; then
