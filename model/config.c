@@ -193,6 +193,11 @@ static tsr_status set_key(both_config *c, const config_key *k, const char *value
   }
   int nn;
   const char *const *names = value_names(k->type, &nn);
+  kernels_dtype kd;
+  if (k->type == KT_PRECISION && kernels_dtype_parse(value, &kd, NULL)) {
+    *(kernels_dtype *)f = kd;  // fp32, float32, f32, bf16, bfloat16: one voice with the CLI
+    return TSR_OK;
+  }
   if (names) {
     for (int i = 0; i < nn; i++)
       if (!strcasecmp(value, names[i])) {

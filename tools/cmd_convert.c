@@ -9,6 +9,7 @@
 #include "model/io/wan_convert.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/parse.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -65,7 +66,7 @@ int cmd_convert(int argc, char **argv) {
     usage(stdout);
     return 0;
   }
-  const char *out = NULL, *to = "tessera", *dtype = "fp32", *merge = NULL, *layout = NULL;
+  const char *out = NULL, *to = "tessera", *merge = NULL, *layout = NULL;
   char *sets[64];
   int nsets = 0, ema = 0;
   enum { O_OUT = 1, O_TO, O_SET, O_DTYPE, O_EMA, O_MERGE, O_LAYOUT };
@@ -75,6 +76,7 @@ int cmd_convert(int argc, char **argv) {
       {"ema", no_argument, 0, O_EMA},       {"merge-lora", required_argument, 0, O_MERGE},
       {"lora-format", required_argument, 0, O_LAYOUT}, {0, 0, 0, 0}};
   tsr_status st = TSR_OK;
+  kernels_dtype kd = KERNELS_F32;
   int c;
   cli_reset();
   while (!st && (c = cli_getopt(argc, argv, opts)) != -1) {
@@ -85,7 +87,7 @@ int cmd_convert(int argc, char **argv) {
       if (nsets == 64) st = err_set(TSR_EINVAL, "--set: at most 64 overrides");
       else sets[nsets++] = optarg;
       break;
-    case O_DTYPE: dtype = optarg; break;
+    case O_DTYPE: st = parse_dtype("--dtype", optarg, &kd); break;
     case O_EMA: ema = 1; break;
     case O_MERGE: merge = optarg; break;
     case O_LAYOUT: layout = optarg; break;
@@ -97,18 +99,17 @@ int cmd_convert(int argc, char **argv) {
   if (!st && !out) st = err_set(TSR_EINVAL, "missing --out DST");
   if (!st && !back && strcmp(to, "tessera"))
     st = err_set(TSR_EINVAL, "--to %s: use tessera or diffusers", to);
-  if (!st && strcmp(dtype, "fp32") && strcmp(dtype, "bf16"))
-    st = err_set(TSR_EINVAL, "--dtype %s: use fp32 or bf16", dtype);
-  if (!st && !back && (ema || strcmp(dtype, "fp32")))
+  int fp32 = kd == KERNELS_F32;  // --dtype's value (any spelling)
+  if (!st && !back && (ema || !fp32))
     st = err_set(TSR_EINVAL, "--dtype and --ema are for --to diffusers (a tessera checkpoint is fp32)");
   if (!st && back && nsets)
     st = err_set(TSR_EINVAL, "--set is for --to tessera (the checkpoint's config is exported)");
-  if (!st && merge && (back || nsets || ema || strcmp(dtype, "fp32")))
+  if (!st && merge && (back || nsets || ema || !fp32))
     st = err_set(TSR_EINVAL, "--merge-lora takes no --to diffusers, --set, --dtype or --ema "
                  "(merge, then convert the merged checkpoint)");
   lora_layout ll = LORA_LAYOUT_DIFFUSERS;
   if (!st && layout) st = lora_layout_parse(layout, &ll);
-  if (!st && layout && (merge || back || nsets || ema || strcmp(dtype, "fp32")))
+  if (!st && layout && (merge || back || nsets || ema || !fp32))
     st = err_set(TSR_EINVAL, "--lora-format converts a LoRA file alone (--merge-lora reads "
                  "every layout as it is)");
   if (st) return cli_usage_error("convert");
@@ -118,7 +119,7 @@ int cmd_convert(int argc, char **argv) {
   wan_convert_stats s;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  st = back ? wan_to_diffusers(src, out, !strcmp(dtype, "bf16"), ema, &s)
+  st = back ? wan_to_diffusers(src, out, !fp32, ema, &s)
             : wan_from_diffusers(src, out, sets, nsets, &s);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   if (st) return cli_error("convert");

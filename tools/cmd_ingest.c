@@ -21,7 +21,7 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: tessera ingest SRC... --out STORE [options]\n"
-          "       tessera ingest --latents SRC... --out STORE [--patch P] [--dtype bf16|f32]\n\n"
+          "       tessera ingest --latents SRC... --out STORE [--patch P] [--dtype bf16|fp32]\n\n"
           "Decodes every video, resamples it to --fps, resizes it (short side --short-side,\n"
           "square pixels, display rotation applied), centre-crops to multiples of the patch,\n"
           "cuts it into tubelet tokens and writes them to STORE (shards + SQLite index).\n"
@@ -59,7 +59,7 @@ static void usage(FILE *f) {
           "the patch tiles latent frames x rows x columns; a file's optional caption\n"
           "embedding (text_emb) is stored with its clips.\n"
           "  --latents            the sources are latent files\n"
-          "  --dtype T            latent store values: bf16 or f32                 [bf16]\n\n"
+          "  --dtype T            latent store values: bf16 or fp32                [bf16]\n\n"
           "manifest (--manifest FILE, no SRC): the sources are the spans of a clip manifest\n"
           "(CSV, TSV or JSONL; docs/manifest.md): each span decoded as `ffmpeg -ss START -to\n"
           "END` cuts it, one clip per span (more past --max-seconds or at a scene cut), with\n"
@@ -185,6 +185,7 @@ int cmd_ingest(int argc, char **argv) {
   int latents = 0, pixel_opt = 0;  // --latents; an option that only pixels take was given
   int patch_given = 0, dtype_given = 0, maxs_given = 0;
   store_dtype latent_dtype = STORE_DTYPE_BF16;
+  kernels_dtype kd;
   static const struct option opts[] = {
       {"out", required_argument, 0, O_OUT},         {"fps", required_argument, 0, O_FPS},
       {"short-side", required_argument, 0, O_SHORT}, {"patch", required_argument, 0, O_PATCH},
@@ -227,9 +228,8 @@ int cmd_ingest(int argc, char **argv) {
     case O_CAPTION_DIR: caption_dir = optarg; break;
     case O_DTYPE:
       dtype_given = 1;
-      if (!strcmp(optarg, "bf16")) latent_dtype = STORE_DTYPE_BF16;
-      else if (!strcmp(optarg, "f32")) latent_dtype = STORE_DTYPE_F32;
-      else st = err_set(TSR_EINVAL, "--dtype '%s': use bf16 or f32", optarg);
+      if (!(st = parse_dtype("--dtype", optarg, &kd)))
+        latent_dtype = kd == KERNELS_BF16 ? STORE_DTYPE_BF16 : STORE_DTYPE_F32;
       break;
     case O_PATCH: patch_given = 1; st = parse_patch("--patch", optarg, &o.settings.pt, &o.settings.ph, &o.settings.pw); break;
     case O_MAXS:
