@@ -334,15 +334,16 @@ static tsr_status loop_report_step(train_loop_state *L, const train_step_stats *
   return r;
 }
 
-// A LoRA run's adapters for diffusers: RUN/lora-STEP.safetensors, the adapters (not their
-// EMA) as diffusers/PEFT's LoRA file (model/io/lora_io.h) with the base's identity. Written
+// A LoRA run's adapters: RUN/lora-STEP.safetensors, the adapters (not their EMA) as a LoRA
+// file in lora.format's layout (model/io/lora_io.h; diffusers/PEFT's by default) with the
+// base's identity. Written
 // before the step's checkpoint, the resumable state: a crash between the two resumes from
 // the checkpoint before, which writes this file again (the same bytes).
 static tsr_status save_adapters(trainer *tr, const train_options *o, const char *base,
                                 const uint64_t *base_weights) {
   char path[4200];
   snprintf(path, sizeof path, "%s/lora-%lld.safetensors", o->run_dir, (long long)tr->step);
-  return lora_save(tr->model, path, base, base_weights);
+  return lora_save_as(tr->model, path, base, base_weights, (lora_layout)tr->tc.lora_format);
 }
 
 // Samples and the checkpoint a step owes. Samples read the EMA weights only, on a model of

@@ -115,15 +115,20 @@ int main(void) {
   free(ini);
 
   // LoRA keys round-trip; a checkpoint from before them ([lora] absent) trains no adapters.
-  char *lov[] = {"lora.rank=4", "lora.alpha=16", "lora.targets=attn1.to_q,ffn.net.2"};
-  CHECK_OK(config_load(NULL, lov, 3, &m, &t, NULL));
+  char *lov[] = {"lora.rank=4", "lora.alpha=16", "lora.targets=attn1.to_q,ffn.net.2",
+                 "lora.format=kohya"};
+  CHECK_OK(config_load(NULL, lov, 4, &m, &t, NULL));
   CHECK((ini = config_to_ini(&m, &t)) != NULL, "config_to_ini");
   CHECK_OK(config_from_ini(ini, &m2, &t2));
   CHECK(t2.lora_rank == 4 && t2.lora_alpha == 16.0f &&
-            !strcmp(t2.lora_targets, "attn1.to_q,ffn.net.2"), "LoRA keys differ:\n%s", ini);
+            !strcmp(t2.lora_targets, "attn1.to_q,ffn.net.2") && t2.lora_format == 2 &&
+            strstr(ini, "format = kohya"), "LoRA keys differ:\n%s", ini);
   *strstr(ini, "[lora]") = '\0';
   CHECK_OK(config_from_ini(ini, &m2, &t2));
-  CHECK(t2.lora_rank == 0, "a config without [lora] has lora.rank %d", t2.lora_rank);
+  CHECK(t2.lora_rank == 0 && t2.lora_format == 0,
+        "a config without [lora] has lora.rank %d, lora.format %d", t2.lora_rank, t2.lora_format);
+  char *lfbad[] = {"lora.format=comfy"};
+  expect_error(NULL, lfbad, 1, "lora.format = 'comfy'");
   free(ini);
   char *lbad[] = {"lora.rank=4", "lora.targets="};
   expect_error(NULL, lbad, 2, "lora.rank = 4 needs lora.targets");

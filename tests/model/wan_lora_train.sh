@@ -88,7 +88,13 @@ for f in wan kohya; do
   "$T" convert "$W/base/ckpt-100.safetensors" --merge-lora "$W/lora-$f.safetensors" \
     --out "$W/merged-$f.ckpt" >/dev/null 2>"$W/merge.log" || { cat "$W/merge.log"; fail "--merge-lora of the $f file"; }
 done
-python3 - "$W/merged.ckpt" "$W/merged-wan.ckpt" "$W/merged-kohya.ckpt" "$W/lora-kohya.safetensors" <<'PYEOF'
+# lora.format = kohya: the same run writes its adapter files in that layout, tensor for
+# tensor the file convert --lora-format made from the diffusers one
+"$T" train "${CFG[@]}" --data "$W/store1" --init "$W/base/ckpt-100.safetensors" --out "$W/runk" \
+  --steps 60 --set train.steps=60 --set train.lr=5e-3 --set train.ckpt_every=30 \
+  --set lora.rank=8 --set lora.alpha=8 --set lora.targets=to_q,to_k,to_v,to_out.0,ffn.net.0.proj,ffn.net.2 \
+  --set lora.format=kohya 2>"$W/traink.log" || { tail -5 "$W/traink.log"; fail "train with lora.format=kohya"; }
+python3 - "$W/merged.ckpt" "$W/merged-wan.ckpt" "$W/merged-kohya.ckpt" "$W/lora-kohya.safetensors" "$W/runk/lora-60.safetensors" <<'PYEOF'
 import json, struct, sys
 def tensors(path):
     with open(path, 'rb') as f:
@@ -105,6 +111,9 @@ keys = list(tensors(sys.argv[4]))
 assert all(k.startswith('lora_unet_blocks_') or k.startswith('lora_unet_time') for k in keys), keys[:4]
 assert any(k.endswith('.alpha') for k in keys) and any(k.endswith('.lora_down.weight') for k in keys)
 print(f"ok: the wan and kohya files merge bitwise as the diffusers file ({len(ref)} tensors); kohya keys e.g. {keys[0]}")
+conv, run = tensors(sys.argv[4]), tensors(sys.argv[5])
+assert conv.keys() == run.keys() and all(conv[k] == run[k] for k in conv), "lora.format=kohya: the run's file differs"
+print(f"ok: lora.format = kohya writes the converted file's {len(run)} tensors")
 PYEOF
 
 # 1 and 2 ranks (the adapters' gradient all-reduced): the same losses within 1e-5 relative,
