@@ -288,14 +288,21 @@ static tsr_status open_store_all(run *r) {
   return TSR_OK;
 }
 
+// The caption file of a video (ingest_opts.caption_path; ingest_internal.h).
+void ingest_caption_path(const ingest_opts *o, const char *video, char *out, size_t cap) {
+  if (o->caption_path) o->caption_path(o->caption_ctx, video, out, cap);
+  else snprintf(out, cap, "%s.caption.safetensors", video);
+}
+
 // --captions: whether the caption file beside a done video (VIDEO.caption.safetensors) was
 // added or changed since the video's record was committed (*news = 1: the video is ingested
 // again, with it) or removed (*news = -1: reported; its clips keep the caption the store
 // has). A change is seen by the file's mtime (a copy that keeps an older mtime is not).
-static tsr_status caption_news(store_index *ix, const char *video, int *news) {
+static tsr_status caption_news(const ingest_opts *o, store_index *ix, const char *video,
+                               int *news) {
   *news = 0;
   char cpath[PATH_MAX + 32];
-  snprintf(cpath, sizeof cpath, "%s.caption.safetensors", video);
+  ingest_caption_path(o, video, cpath, sizeof cpath);
   double at = 0;
   int has = 0;
   tsr_status st = index_source_caption(ix, video, &at, &has);
@@ -345,7 +352,7 @@ static tsr_status plan_files(run *r, store_index *main_ix, source_list *list,
     st = index_source_lookup(main_ix, list->v[i].path, list->v[i].size, list->v[i].mtime, &ss,
                              &same);
     if (!st && same && ss == SOURCE_DONE && o->captions)
-      st = caption_news(main_ix, list->v[i].path, &news);
+      st = caption_news(o, main_ix, list->v[i].path, &news);
     if (st) break;
     if (news > 0 && !cap_added++) cap_first[0] = list->v[i].path;
     if (news < 0 && !cap_removed++) cap_first[1] = list->v[i].path;

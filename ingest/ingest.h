@@ -55,6 +55,11 @@ typedef struct {
   int label_from_dir;      // label = name of the source's parent directory
   int captions;            // videos: take VIDEO.caption.safetensors as the caption
                            // (latent files carry theirs)
+  // With captions: the caption file of the video at `video` into out (cap bytes; "" when
+  // it has none), e.g. the embeddings of `--captions-from` text files; NULL: the file
+  // VIDEO.caption.safetensors beside it. ctx: caption_ctx.
+  void (*caption_path)(void *ctx, const char *video, char *out, size_t cap);
+  void *caption_ctx;
   int retry_failed;        // re-ingest sources recorded as failed
   int64_t max_pixels;      // absurd-size guard for decode
   int progress;            // show a progress line

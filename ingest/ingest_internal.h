@@ -94,6 +94,9 @@ tsr_status ingest_end_source(ingest_worker *wk, const store_source *src, int ope
 
 // The label of a source: its parent folder's name when enabled, else "".
 void ingest_label_of(const char *path, int enabled, char *out, size_t n);
+// The caption file of the video at `video` (o->caption_path, else VIDEO.caption.safetensors)
+// into out (n bytes); "" when it has none.
+void ingest_caption_path(const ingest_opts *o, const char *video, char *out, size_t n);
 // Unix time in seconds (clip_meta.ingested_at).
 double ingest_wall_now(void);
 

@@ -27,7 +27,9 @@
 #include "store/patchify.h"
 
 static int latent_name(const char *name) {
-  size_t n = strlen(name), k = strlen(".safetensors");
+  size_t n = strlen(name), k = strlen(".safetensors"), te = strlen("_wan_te.safetensors");
+  // musubi-tuner's text-encoder caches are read with their latent cache (latent_file.h)
+  if (n > te && !strcmp(name + n - te, "_wan_te.safetensors")) return 0;
   return n > k && !strcasecmp(name + n - k, ".safetensors");
 }
 

@@ -79,8 +79,8 @@ static int video_open_caption(video_read *v) {
   char *errbuf = v->txt->error;
   const size_t errn = sizeof v->txt->error;
   char cpath[PATH_MAX + 32];
-  snprintf(cpath, sizeof cpath, "%s.caption.safetensors", v->sf->path);
-  if (access(cpath, F_OK) == 0 && caption_file_open(&v->cap, cpath)) {
+  ingest_caption_path(v->wk->o, v->sf->path, cpath, sizeof cpath);
+  if (*cpath && access(cpath, F_OK) == 0 && caption_file_open(&v->cap, cpath)) {
     snprintf(errbuf, errn, "%s: %s", v->sf->path, err_msg());
     return 0;
   }

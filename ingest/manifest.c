@@ -15,7 +15,7 @@
 
 #include "core/fs.h"
 #include "core/hash_set.h"
-#include "ingest/manifest_csv.h"
+#include "core/csv.h"
 #include "ingest/manifest_row.h"
 #include "ingest/manifest_value.h"
 

@@ -6,7 +6,9 @@
 
 #include <stdint.h>
 
-enum { MANIFEST_MAX_RECORD = 1 << 20 };  // bytes of one record, all its lines
+#include "core/csv.h"
+
+enum { MANIFEST_MAX_RECORD = CSV_MAX_RECORD };  // bytes of one record, all its lines
 
 typedef struct {
   const char *name;  // score name (spaces turned to underscores)

@@ -35,6 +35,18 @@ static inline const char *kernels_dtype_name(kernels_dtype t) {
   return t == KERNELS_F32 ? "f32" : t == KERNELS_BF16 ? "bf16" : "?";
 }
 
+// The dtype a name spells, the one voice of every option and config key that takes one:
+// "fp32" (its canonical name), "float32" (PyTorch's) or "f32" (ingest --dtype's old
+// spelling: *old = 1, for the caller's deprecation note); "bf16" (canonical) or "bfloat16".
+// Returns 1 and sets *t, or 0 for anything else. old may be NULL.
+static inline int kernels_dtype_parse(const char *s, kernels_dtype *t, int *old) {
+  int o = !strcmp(s, "f32");
+  if (old) *old = o;
+  if (o || !strcmp(s, "fp32") || !strcmp(s, "float32")) return *t = KERNELS_F32, 1;
+  if (!strcmp(s, "bf16") || !strcmp(s, "bfloat16")) return *t = KERNELS_BF16, 1;
+  return 0;
+}
+
 // fp32 -> bf16, round to nearest, ties to even (core/bf16.h: the project's one conversion,
 // shared with ingest and the file formats).
 static inline kernels_bf16 kernels_f32_to_bf16(float f) { return bf16_from_f32(f); }

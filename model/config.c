@@ -21,7 +21,8 @@ typedef struct {
 
 // KT_PRECISION, KT_FAMILY and KT_CPMODE are names stored as an enum's value (kernels_dtype,
 // int, int); KT_STR a string of at most max bytes with its terminator (lora.targets).
-typedef enum { KT_INT, KT_I64, KT_FLOAT, KT_PRECISION, KT_FAMILY, KT_STR, KT_CPMODE } key_type;
+typedef enum { KT_INT, KT_I64, KT_FLOAT, KT_PRECISION, KT_FAMILY, KT_STR, KT_CPMODE,
+               KT_LORAFMT } key_type;
 
 // KT_PRECISION values: the name of each kernels_dtype, in enum order.
 static const char *const PRECISION_NAMES[] = {"fp32", "bf16"};
@@ -29,6 +30,10 @@ static const char *const PRECISION_NAMES[] = {"fp32", "bf16"};
 // KT_FAMILY values: the name of each DIT_FAMILY_*, in enum order.
 static const char *const FAMILY_NAMES[] = {"tessera", "wan"};
 #define NFAMILIES ((int)(sizeof FAMILY_NAMES / sizeof FAMILY_NAMES[0]))
+
+// KT_LORAFMT values: the layouts of a LoRA file, in model/io/lora_layout.h's enum order.
+static const char *const LORAFMT_NAMES[] = {"diffusers", "wan", "kohya"};
+#define NLORAFMTS ((int)(sizeof LORAFMT_NAMES / sizeof LORAFMT_NAMES[0]))
 
 // KT_CPMODE values: the name of each TRAIN_CP_*, in enum order.
 static const char *const CPMODE_NAMES[] = {"auto", "ring", "ulysses", "hybrid"};
@@ -53,6 +58,7 @@ static const char *const *value_names(key_type t, int *n) {
   if (t == KT_PRECISION) return *n = NPRECISIONS, PRECISION_NAMES;
   if (t == KT_FAMILY) return *n = NFAMILIES, FAMILY_NAMES;
   if (t == KT_CPMODE) return *n = NCPMODES, CPMODE_NAMES;
+  if (t == KT_LORAFMT) return *n = NLORAFMTS, LORAFMT_NAMES;
   return *n = 0, NULL;
 }
 
@@ -148,6 +154,8 @@ static const config_key KEYS[] = {
     LK_LATE(rank, KT_INT, 0, CONFIG_LORA_RANK_MAX, "LoRA rank r (0: off, the whole model trains)"),
     LK_LATE(alpha, KT_FLOAT, CONFIG_LORA_ALPHA_MIN, CONFIG_LORA_ALPHA_MAX,
             "LoRA alpha: the adapters' scale is alpha / rank"),
+    LK_LATE(format, KT_LORAFMT, 0, NLORAFMTS - 1,
+            "layout of the run's adapter files: diffusers, wan or kohya (ComfyUI's keys)"),
     LK_LATE(targets, KT_STR, 0, CONFIG_LORA_TARGETS_MAX,
             "LoRA target modules, comma-separated PEFT names (to_q,to_k,to_v,to_out.0)"),
 };
@@ -194,6 +202,11 @@ static tsr_status set_key(both_config *c, const config_key *k, const char *value
   }
   int nn;
   const char *const *names = value_names(k->type, &nn);
+  kernels_dtype kd;
+  if (k->type == KT_PRECISION && kernels_dtype_parse(value, &kd, NULL)) {
+    *(kernels_dtype *)f = kd;  // fp32, float32, f32, bf16, bfloat16: one voice with the CLI
+    return TSR_OK;
+  }
   if (names) {
     for (int i = 0; i < nn; i++)
       if (!strcasecmp(value, names[i])) {
@@ -353,7 +366,8 @@ tsr_status config_validate(const dit_config *m, const train_config *t) {
     const char *f = (const char *)&c + k->offset;
     if (k->type == KT_STR) continue;  // its length is bounded by the field
     double d = k->type == KT_FLOAT       ? *(const float *)f
-             : k->type == KT_INT || k->type == KT_FAMILY || k->type == KT_CPMODE ? *(const int *)f
+             : k->type == KT_INT || k->type == KT_FAMILY || k->type == KT_CPMODE ||
+                       k->type == KT_LORAFMT ? *(const int *)f
              : k->type == KT_PRECISION   ? (double)*(const kernels_dtype *)f
                                          : (double)*(const int64_t *)f;
     // a float key's bounds as floats: the value a file writes as 1e-20 is the float nearest
@@ -442,6 +456,9 @@ char *config_to_ini(const dit_config *m, const train_config *t) {
     else if (k->type == KT_CPMODE)
       n += snprintf(line + n, sizeof line - n, "%s = %s\n", k->name,
                     config_cp_mode_name(*(const int *)f));
+    else if (k->type == KT_LORAFMT)
+      n += snprintf(line + n, sizeof line - n, "%s = %s\n", k->name,
+                    LORAFMT_NAMES[*(const int *)f]);
     else if (k->type == KT_STR)
       n += snprintf(line + n, sizeof line - n, "%s = %s\n", k->name, f);
     else

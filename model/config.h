@@ -123,6 +123,8 @@ typedef struct {
   // model (docs/train.md "LoRA"). Checkpoints from before these keys have them off.
   int lora_rank;          // lora.rank: r (0: off, full training)
   float lora_alpha;       // lora.alpha: the adapters' scale is alpha / r (PEFT's lora_alpha)
+  int lora_format;        // lora.format: the key layout of the run's adapter files, in
+                          // model/io/lora_layout.h's order (0 diffusers, 1 wan, 2 kohya)
   char lora_targets[CONFIG_LORA_TARGETS_MAX];  // lora.targets: PEFT module names, comma-separated
 } train_config;
 

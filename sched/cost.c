@@ -353,6 +353,9 @@ static tsr_status cost_key(void *user, const char *section, const char *name, co
   return TSR_OK;
 }
 
+const cost_model cost_model_cpu = {.a = 2e-5, .b = 2e-9, .kv = 1024, .bw_intra = 1e10,
+                                   .bw_inter = 1e9, .lat = 1e-5, .ovh = 2e-3, .allreduce = 0};
+
 tsr_status cost_model_load(const char *path, cost_model *out) {
   cost_model cm = {0};
   cost_parse p = {.path = path, .cm = &cm};

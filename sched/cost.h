@@ -174,6 +174,11 @@ extern const double cost_key_lo[COST_NKEYS], cost_key_hi[COST_NKEYS];
 // outside its range fails with TSR_EFORMAT naming the file, line and key; TSR_EIO if
 // the file cannot be read.
 tsr_status cost_model_load(const char *path, cost_model *out);
+// The cost model when no file is given (`tessera train` and `tessera plan` alike): the tiny
+// model's CPU costs measured on a 2-core machine (docs/train.md). With one rank the plan is
+// a packing of the batch into microbatches of at most mem_tokens tokens and only a, b and
+// ovh steer it; multi-rank runs should use a file from `tessera calibrate`.
+extern const cost_model cost_model_cpu;
 // Checks values of a model built in code (same ranges as the loader; cm->zero: stage in
 // [0, 3], 0 <= Pb <= P <= 2^50, nb and D >= 1 from stage 1 on).
 tsr_status cost_model_check(const cost_model *cm);

@@ -1,6 +1,7 @@
 // sched/lengths.c — CSV length files, weighted mixes and batch sampling.
 #include "sched/lengths.h"
 
+#include "core/csv.h"
 #include "core/fs.h"
 #include "core/num.h"
 #include "sched/cost.h"
@@ -135,23 +136,6 @@ tsr_status lengths_add(lengths_set *ls, const char *name, const int64_t *ids,
   return lengths_end_source(ls);
 }
 
-// Splits `line` in place at commas (and strips the line end); returns the field count.
-static int csv_split(char *line, char **fields, int max) {
-  line[strcspn(line, "\r\n")] = '\0';
-  int n = 0;
-  for (char *p = line;;) {
-    if (n < max) fields[n] = p;
-    n++;
-    char *c = strchr(p, ',');
-    if (!c) break;
-    *c = '\0';
-    p = c + 1;
-  }
-  return n;
-}
-
-enum { CSV_MAX_FIELDS = 64 };
-
 // Longest duration a row may give: 1e9 s (31 years) is no clip; the bound keeps
 // duration * fps far from overflow before the token range check.
 #define LENGTHS_MAX_SECONDS 1e9
@@ -172,106 +156,119 @@ static double lengths_duration_tokens(const lengths_opts *o, double d) {
   return t * (double)(o->height / o->ph) * (double)(o->width / o->pw);
 }
 
+// Why a record of the CSV reader (core/csv.h) cannot be read: its problem, or NULL.
+static const char *record_problem(const mcsv_record *r) {
+  return r->problem == MCSV_AFTER_QUOTE ? "text after a closing quote"
+       : r->problem == MCSV_OPEN_QUOTE  ? "a quoted field is never closed"
+       : r->problem == MCSV_TOO_LONG    ? "a record of more than 1 MiB"
+                                        : NULL;
+}
+
+// The value of the row's length column (a tokens count or a duration) as tokens into *t;
+// *t = 0 for a clip shorter than one tubelet (skipped).
+static tsr_status row_tokens(lengths_set *ls, const char *path, int64_t line, const char *field,
+                             int is_tokens, const lengths_opts *o, double *t) {
+  const char *what = is_tokens ? "tokens" : "duration_s";
+  double v;
+  num_result r = num_parse_double(field, 0, is_tokens ? (double)SCHED_MAX_TOKENS
+                                                      : LENGTHS_MAX_SECONDS, &v);
+  if (r == NUM_SYNTAX)
+    return err_set(TSR_EFORMAT, "%s:%lld: %s '%s' is not a number", path, (long long)line,
+                   what, field);
+  if (r == NUM_RANGE || v <= 0 || (is_tokens && v != floor(v)))
+    return err_set(TSR_EFORMAT, "%s:%lld: %s = %s; clip lengths must be %s", path,
+                   (long long)line, what, field,
+                   is_tokens ? "whole numbers > 0 and at most 2^38 = 274877906944"
+                             : "> 0 s and at most 1e9 s");
+  *t = v;
+  if (!is_tokens) {
+    if (o->max_seconds > 0 && v > o->max_seconds) {
+      v = o->max_seconds;
+      ls->capped++;
+    }
+    *t = lengths_duration_tokens(o, v);
+    if (*t < 1) {
+      ls->skipped++;
+      *t = 0;
+      return TSR_OK;
+    }
+  }
+  if (o && o->cap_tokens > 0 && *t > (double)o->cap_tokens) {
+    *t = (double)o->cap_tokens;
+    ls->capped++;
+  }
+  if (!(*t <= (double)SCHED_MAX_TOKENS))  // also NaN from a broken geometry
+    return err_set(TSR_EFORMAT,
+                   "%s:%lld: duration_s = '%s' gives %g tokens, more than the limit 2^38; cap "
+                   "clips with --max-seconds or --cap-tokens",
+                   path, (long long)line, field, *t);
+  return TSR_OK;
+}
+
+// The column of the lengths (*col; *is_tokens: a 'tokens' column, else 'duration_s') from
+// the header record h.
+static tsr_status header_column(const mcsv_record *h, const char *path, const lengths_opts *o,
+                                int *col, int *is_tokens) {
+  *col = -1, *is_tokens = 0;
+  for (int i = 0; i < h->n; i++) {
+    const char *f = h->data + h->start[i];
+    while (*f == ' ') f++;
+    if (!strcmp(f, "tokens")) *col = i, *is_tokens = 1;
+    else if (!strcmp(f, "duration_s") && !*is_tokens) *col = i;
+  }
+  if (*col < 0)
+    return err_set(TSR_EFORMAT, "%s:%lld: no 'tokens' or 'duration_s' column in the header",
+                   path, (long long)h->first_line);
+  if (!*is_tokens && !lengths_has_geometry(o))
+    return err_set(TSR_EINVAL, "%s has durations (duration_s) but no token geometry: give "
+                   "--fps, --size and --patch, or --tokens-per-second", path);
+  return TSR_OK;
+}
+
 tsr_status lengths_load_csv(lengths_set *ls, const char *path, double weight,
                             const lengths_opts *o) {
   int fd = -1;  // a regular file or a pipe (core/fs.h): a named FIFO would hang the command
-  tsr_status opened = fs_open_input(path, FS_PIPE_OK, &fd);
-  if (opened) return err_wrap(opened, "lengths file: ");
-  FILE *f = fdopen(fd, "r");
-  if (!f) {
-    close(fd);
-    return err_set(TSR_EIO, "lengths file %s: cannot open (%s)", path, strerror(errno));
-  }
-  char *line = NULL;
-  size_t linecap = 0;
-  char *fields[CSV_MAX_FIELDS];
-  tsr_status st = TSR_OK;
-  int64_t cap = ls->n, lineno = 1;
-  int col = -1, is_tokens = 0, ncols = 0;
-  if (getline(&line, &linecap, f) < 0) {
-    st = err_set(TSR_EFORMAT, "%s: empty file; expected a header line with a 'tokens' or "
-                              "'duration_s' column", path);
-    goto done;
-  }
-  ncols = csv_split(line, fields, CSV_MAX_FIELDS);
-  for (int i = 0; i < ncols && i < CSV_MAX_FIELDS; i++) {
-    const char *h = fields[i];
-    while (*h == ' ') h++;
-    if (!strcmp(h, "tokens")) col = i, is_tokens = 1;
-    else if (!strcmp(h, "duration_s") && !is_tokens) col = i;
-  }
-  if (col < 0) {
-    st = err_set(TSR_EFORMAT, "%s:1: no 'tokens' or 'duration_s' column in the header", path);
-    goto done;
-  }
-  if (!is_tokens && !lengths_has_geometry(o)) {
-    st = err_set(TSR_EINVAL,
-                 "%s has durations (duration_s) but no token geometry: give --fps, --size "
-                 "and --patch, or --tokens-per-second", path);
-    goto done;
-  }
-  if ((st = lengths_begin_source(ls, path, weight))) goto done;
-  while (getline(&line, &linecap, f) >= 0) {
-    lineno++;
-    if (line[strspn(line, " \r\n")] == '\0') continue;  // blank line
-    int nf = csv_split(line, fields, CSV_MAX_FIELDS);
-    if (nf <= col) {
+  tsr_status st = fs_open_input(path, FS_PIPE_OK, &fd);
+  if (st) return err_wrap(st, "lengths file: ");
+  mcsv_lines l;
+  mcsv_record r = {.delim = ','};
+  if ((st = mcsv_lines_init(&l, fd))) return st;  // which closed fd
+  int64_t cap = ls->n;
+  int col = -1, is_tokens = 0, got = 0, header = 1, begun = 0;
+  while (!st && !(st = mcsv_next_record(&l, path, &r, &got)) && got) {
+    const char *bad = record_problem(&r);
+    if (bad) {
+      st = err_set(TSR_EFORMAT, "%s:%lld: %s", path, (long long)r.problem_line, bad);
+      break;
+    }
+    if (header) {
+      header = 0;
+      if (!(st = header_column(&r, path, o, &col, &is_tokens)))
+        begun = !(st = lengths_begin_source(ls, path, weight));
+      continue;
+    }
+    if (r.n == 1 && r.data[r.start[0] + strspn(r.data + r.start[0], " ")] == '\0')
+      continue;  // a line of spaces
+    if (r.n <= col) {
       st = err_set(TSR_EFORMAT, "%s:%lld: %d field(s), the %s column is field %d", path,
-                   (long long)lineno, nf, is_tokens ? "tokens" : "duration_s", col + 1);
+                   (long long)r.first_line, r.n, is_tokens ? "tokens" : "duration_s", col + 1);
       break;
     }
-    const char *what = is_tokens ? "tokens" : "duration_s";
-    double v;
-    num_result r = num_parse_double(fields[col], 0, is_tokens ? (double)SCHED_MAX_TOKENS
-                                                              : LENGTHS_MAX_SECONDS, &v);
-    if (r == NUM_SYNTAX) {
-      st = err_set(TSR_EFORMAT, "%s:%lld: %s '%s' is not a number", path, (long long)lineno,
-                   what, fields[col]);
-      break;
-    }
-    if (r == NUM_RANGE || v <= 0 || (is_tokens && v != floor(v))) {
-      st = err_set(TSR_EFORMAT, "%s:%lld: %s = %s; clip lengths must be %s", path,
-                   (long long)lineno, what, fields[col],
-                   is_tokens ? "whole numbers > 0 and at most 2^38 = 274877906944"
-                             : "> 0 s and at most 1e9 s");
-      break;
-    }
-    double t = v;
-    if (!is_tokens) {
-      if (o->max_seconds > 0 && v > o->max_seconds) {
-        v = o->max_seconds;
-        ls->capped++;
-      }
-      t = lengths_duration_tokens(o, v);
-      if (t < 1) {
-        ls->skipped++;
-        continue;
-      }
-    }
-    if (o && o->cap_tokens > 0 && t > (double)o->cap_tokens) {
-      t = (double)o->cap_tokens;
-      ls->capped++;
-    }
-    if (!(t <= (double)SCHED_MAX_TOKENS)) {  // also NaN from a broken geometry
-      st = err_set(TSR_EFORMAT,
-                   "%s:%lld: duration_s = '%s' gives %g tokens, more than the limit 2^38; cap "
-                   "clips with --max-seconds or --cap-tokens",
-                   path, (long long)lineno, fields[col], t);
-      break;
-    }
+    double t = 0;
+    if ((st = row_tokens(ls, path, r.first_line, r.data + r.start[col], is_tokens, o, &t)) || !t)
+      continue;
     if ((st = lengths_reserve(ls, ls->n + 1, &cap))) break;
     ls->ids[ls->n] = ls->n;
     ls->tokens[ls->n] = (int64_t)t;
     ls->n++;
   }
-  if (!st && ferror(f)) st = err_set(TSR_EIO, "%s: read error", path);
-  if (st)
-    lengths_drop_source(ls);
-  else
-    st = lengths_end_source(ls);
-done:
-  free(line);
-  fclose(f);
+  if (!st && header)
+    st = err_set(TSR_EFORMAT, "%s: empty file; expected a header line with a 'tokens' or "
+                              "'duration_s' column", path);
+  if (st && begun) lengths_drop_source(ls);
+  else if (!st) st = lengths_end_source(ls);
+  mcsv_record_free(&r);
+  mcsv_lines_free(&l);
   return st;
 }
 

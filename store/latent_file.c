@@ -5,9 +5,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/bf16.h"
 #include "core/num.h"
+
+#define TRY_LF(call)                 \
+  do {                               \
+    tsr_status lf_st_ = (call);      \
+    if (lf_st_) return lf_st_;       \
+  } while (0)
 
 float latent_value(const void *p, store_dtype dtype, size_t i) {
   if (dtype == STORE_DTYPE_BF16) {
@@ -50,6 +57,8 @@ static int64_t first_nonfinite(const void *p, store_dtype dtype, int64_t n) {
   return -1;
 }
 
+static tsr_status check_values(const latent_file *lf, const char *path);
+
 static tsr_status check_latents(latent_file *lf, const char *path) {
   const st_tensor *t = st_find(lf->st, "latents");
   if (!t)
@@ -72,11 +81,16 @@ static tsr_status check_latents(latent_file *lf, const char *path) {
   lf->C = (int)t->shape[3];
   lf->dtype = (store_dtype)dt;
   lf->latents = t->data;
-  int64_t n = (int64_t)lf->T * lf->H * lf->W * lf->C, bad = first_nonfinite(t->data, lf->dtype, n);
+  return check_values(lf, path);
+}
+
+// Every value of lf's (T, H, W, C) latents is finite.
+static tsr_status check_values(const latent_file *lf, const char *path) {
+  int64_t n = (int64_t)lf->T * lf->H * lf->W * lf->C, bad = first_nonfinite(lf->latents, lf->dtype, n);
   if (bad >= 0) {
     int64_t c = bad % lf->C, x = bad / lf->C % lf->W, y = bad / lf->C / lf->W % lf->H,
             f = bad / lf->C / lf->W / lf->H;
-    float v = latent_value(t->data, lf->dtype, (size_t)bad);
+    float v = latent_value(lf->latents, lf->dtype, (size_t)bad);
     return err_set(TSR_EFORMAT, "latent file %s: tensor 'latents' has a non-finite value (%s) at "
                    "[t %lld, y %lld, x %lld, c %lld]: the encoder diverged or the file is "
                    "damaged", path, isnan(v) ? "NaN" : "Inf", (long long)f, (long long)y,
@@ -85,9 +99,17 @@ static tsr_status check_latents(latent_file *lf, const char *path) {
   return TSR_OK;
 }
 
+static tsr_status check_text_tensor(latent_file *lf, const char *path, const st_tensor *t,
+                                    const char *caption);
+
 static tsr_status check_text(latent_file *lf, const char *path) {
-  const st_tensor *t = st_find(lf->st, "text_emb");
-  lf->caption = st_meta(lf->st, "caption") ? st_meta(lf->st, "caption") : "";
+  return check_text_tensor(lf, path, st_find(lf->st, "text_emb"), st_meta(lf->st, "caption"));
+}
+
+// The caption embedding t (NULL: none) and its text (NULL: none) into lf, checked.
+static tsr_status check_text_tensor(latent_file *lf, const char *path, const st_tensor *t,
+                                    const char *caption) {
+  lf->caption = caption ? caption : "";
   if (!t) {
     if (lf->caption[0])
       return err_set(TSR_EFORMAT, "latent file %s: metadata 'caption' without a tensor "
@@ -150,15 +172,109 @@ static tsr_status check_meta(latent_file *lf, const char *path) {
   return TSR_OK;
 }
 
+// ---- musubi-tuner's Wan caches -------------------------------------------------------------
+// A latent cache (musubi_tuner/dataset/cache_io.py save_latent_cache_wan): one tensor
+// latents_FxHxW_DTYPE of shape (C, F, H, W), metadata architecture = "wan"; no frame rate or
+// VAE stride (Wan's are 16 fps and the VAE's: 4x8x8 for 16 channels, Wan 2.1's, and 4x16x16
+// for 48, Wan 2.2's); its caption in the text-encoder cache beside it, NAME_wan_te.safetensors
+// (save_text_encoder_output_cache_wan): varlen_t5_DTYPE (N, D) and metadata caption1.
+
+// The cache's latents tensor, or NULL when r has none.
+static const st_tensor *musubi_latents(const st_reader *r) {
+  for (int i = 0; i < st_count(r); i++) {
+    int f, h, w, n = 0;
+    const char *name = st_at(r, i)->name;
+    if (sscanf(name, "latents_%dx%dx%d_%n", &f, &h, &w, &n) == 3 && n > 0) return st_at(r, i);
+  }
+  return NULL;
+}
+
+// The text-encoder cache of the latent cache at path, NAME[_POS-COUNT]_WxH_wan.safetensors:
+// NAME_wan_te.safetensors in the same folder, into out (cap bytes).
+static void musubi_te_path(const char *path, char *out, size_t cap) {
+  size_t n = strlen(path), k = strlen("_wan.safetensors");
+  n = n > k && !strcmp(path + n - k, "_wan.safetensors") ? n - k : n;
+  int cut = 0;
+  for (int part = 0; part < 2; part++) {  // _WxH, then _POS-COUNT (video caches)
+    size_t u = n;
+    while (u > 0 && path[u - 1] != '_' && path[u - 1] != '/') u--;
+    int a, b, m = 0;
+    char s[64];
+    snprintf(s, sizeof s, "%.*s", (int)(n - u), path + u);
+    if (u == 0 || path[u - 1] != '_' ||
+        !(sscanf(s, part ? "%d-%d%n" : "%dx%d%n", &a, &b, &m) == 2 && (size_t)m == strlen(s)))
+      break;
+    n = u - 1, cut++;
+  }
+  snprintf(out, cap, "%.*s_wan_te.safetensors", (int)n, path);
+  (void)cut;
+}
+
+// Element e of n at src in (C, F, H, W) order -> dst in (F, H, W, C) order (es bytes each).
+static void musubi_transpose(const char *src, char *dst, int C, int F, int H, int W, size_t es) {
+  size_t plane = (size_t)F * H * W;
+  for (int c = 0; c < C; c++)
+    for (size_t p = 0; p < plane; p++)
+      memcpy(dst + (p * C + c) * es, src + ((size_t)c * plane + p) * es, es);
+}
+
+static tsr_status open_musubi(latent_file *lf, const char *path, const st_tensor *t) {
+  const char *arch = st_meta(lf->st, "architecture");
+  if (!arch || strcmp(arch, "wan"))
+    return err_set(TSR_EFORMAT, "latent file %s: a musubi-tuner cache of architecture %s%s%s: "
+                   "only Wan's (\"wan\") are read", path, arch ? "'" : "", arch ? arch : "(none)",
+                   arch ? "'" : "");
+  int dt = value_dtype(t->dtype);
+  if (dt < 0 || t->ndim != 4)
+    return err_set(TSR_EFORMAT, "latent file %s: musubi-tuner tensor '%s' must be bf16 or f32 "
+                   "(C, F, H, W); it is %s with %d dimensions", path, t->name,
+                   st_dtype_name(t->dtype), t->ndim);
+  const int64_t lim[4] = {STORE_MAX_CHANNELS, STORE_MAX_GRID, STORE_MAX_GRID, STORE_MAX_GRID};
+  for (int i = 0; i < 4; i++)
+    if (t->shape[i] < 1 || t->shape[i] > lim[i])
+      return err_set(TSR_EFORMAT, "latent file %s: tensor '%s' has dimension %d = %lld, outside "
+                     "1..%lld", path, t->name, i, (long long)t->shape[i], (long long)lim[i]);
+  lf->C = (int)t->shape[0], lf->T = (int)t->shape[1], lf->H = (int)t->shape[2];
+  lf->W = (int)t->shape[3];
+  if (lf->C != 16 && lf->C != 48)
+    return err_set(TSR_EFORMAT, "latent file %s: %d channels: Wan's VAEs give 16 (Wan 2.1) or 48 "
+                   "(Wan 2.2)", path, lf->C);
+  lf->dtype = (store_dtype)dt;
+  lf->fps_num = 16, lf->fps_den = 1, lf->vae_t = 4, lf->vae_s = lf->C == 16 ? 8 : 16;
+  lf->source = "";
+  size_t es = st_dtype_size(t->dtype);
+  if (!(lf->owned = malloc((size_t)lf->C * lf->T * lf->H * lf->W * es)))
+    return err_set(TSR_ENOMEM, "latent file %s: no memory", path);
+  musubi_transpose(t->data, lf->owned, lf->C, lf->T, lf->H, lf->W, es);
+  lf->latents = lf->owned;
+  TRY_LF(check_values(lf, path));
+  char te[4200];
+  musubi_te_path(path, te, sizeof te);
+  if (access(te, F_OK)) return check_text_tensor(lf, path, NULL, NULL);  // no caption
+  tsr_status st = st_open(&lf->te, te);
+  if (st) return err_wrap(st, "the text-encoder cache of %s: ", path);
+  const st_tensor *e = NULL;
+  for (int i = 0; i < st_count(lf->te) && !e; i++)
+    if (!strncmp(st_at(lf->te, i)->name, "varlen_t5_", 10)) e = st_at(lf->te, i);
+  if (!e)
+    return err_set(TSR_EFORMAT, "text-encoder cache %s: no tensor varlen_t5_* (Wan's umT5 "
+                   "output)", te);
+  return check_text_tensor(lf, te, e, st_meta(lf->te, "caption1"));
+}
+
 tsr_status latent_file_open(latent_file **out, const char *path) {
   *out = NULL;
   latent_file *lf = calloc(1, sizeof *lf);
   if (!lf) return err_set(TSR_ENOMEM, "out of memory opening %s", path);
   tsr_status st = st_open(&lf->st, path);
   if (st) err_wrap(st, "latent file: ");
-  if (!st) st = check_meta(lf, path);
-  if (!st) st = check_latents(lf, path);
-  if (!st) st = check_text(lf, path);
+  const st_tensor *mt = st ? NULL : musubi_latents(lf->st);
+  if (!st && mt && !st_meta(lf->st, "format")) st = open_musubi(lf, path, mt);
+  else {
+    if (!st) st = check_meta(lf, path);
+    if (!st) st = check_latents(lf, path);
+    if (!st) st = check_text(lf, path);
+  }
   if (st) {
     latent_file_close(&lf);
     return st;
@@ -171,6 +287,8 @@ void latent_file_close(latent_file **plf) {
   latent_file *lf = *plf;
   if (!lf) return;
   st_close(&lf->st);
+  st_close(&lf->te);
+  free(lf->owned);
   free(lf);
   *plf = NULL;
 }

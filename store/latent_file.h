@@ -21,6 +21,12 @@
 //     start_s     start in the video, s    optional (a clip of a longer video)
 // Other tensors and metadata keys are ignored (an encoder may keep its own there).
 //
+// musubi-tuner's Wan caches are read too (a file without 'format' whose tensor is
+// latents_FxHxW_DTYPE): the latent cache NAME[_POS-COUNT]_WxH_wan.safetensors, a (C, F, H, W)
+// bf16/f32 tensor of 16 channels (Wan 2.1's VAE, stride 4x8x8) or 48 (Wan 2.2's, 4x16x16),
+// metadata architecture = "wan", taken at Wan's 16 fps; its caption from
+// NAME_wan_te.safetensors beside it (varlen_t5_DTYPE (N, D), metadata caption1), if there.
+//
 // Validation (latent_file_open): every rule above, sizes within the store's limits
 // (store/settings.h), and every value of both tensors finite; a failure is TSR_EFORMAT naming the
 // file, the tensor or key, and what is wrong (for a non-finite value, its index).
@@ -51,6 +57,8 @@ typedef struct {
   store_dtype text_dtype;
   const void *text;         // (text_tokens, text_dim) inside the mapping
   const char *caption;      // "" if not given
+  st_reader *te;            // a musubi-tuner cache's text-encoder cache (text, caption), or NULL
+  void *owned;              // a musubi-tuner cache's latents in (T, H, W, C) order, or NULL
 } latent_file;
 
 // Opens and validates `path`. *lf is NULL on error.

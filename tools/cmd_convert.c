@@ -9,6 +9,7 @@
 #include "model/io/wan_convert.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/parse.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -24,8 +25,10 @@ static void usage(FILE *f) {
           "--to diffusers, SRC is a tessera checkpoint and DST a folder that\n"
           "WanTransformer3DModel.from_pretrained loads. docs/model.md, \"The Wan family\".\n"
           "With --merge-lora ADAPTERS, SRC is a tessera checkpoint and DST the same model with\n"
-          "the LoRA adapters of ADAPTERS (a diffusers/PEFT LoRA file, docs/model.md \"LoRA\")\n"
-          "folded into its weights, weights only.\n\n"
+          "the LoRA adapters of ADAPTERS (a LoRA file in the diffusers/PEFT, wan or kohya\n"
+          "layout, told by its keys: docs/model.md \"LoRA adapters\") folded into its weights,\n"
+          "weights only. With --lora-format L alone, SRC is a LoRA file (any layout) and DST\n"
+          "the same adapters in layout L: wan and kohya are the keys ComfyUI loads for Wan.\n\n"
           "options:\n"
           "  --out DST          output checkpoint (or folder, --to diffusers)   [required]\n"
           "  --to T             tessera or diffusers                             [tessera]\n"
@@ -33,7 +36,8 @@ static void usage(FILE *f) {
           "                     model.text_len=226 or model.recompute=2; repeatable\n"
           "  --dtype D          --to diffusers: fp32 or bf16 (nearest even)      [fp32]\n"
           "  --ema              --to diffusers: the checkpoint's EMA weights\n"
-          "  --merge-lora FILE  fold the adapters of FILE into checkpoint SRC\n");
+          "  --merge-lora FILE  fold the adapters of FILE into checkpoint SRC\n"
+          "  --lora-format L    SRC a LoRA file -> DST in layout diffusers, wan or kohya\n");
 }
 
 static int report(const char *what, const char *src, const char *dst, const wan_convert_stats *s,
@@ -51,21 +55,28 @@ static int merge_lora(const char *src, const char *adapters, const char *out) {
   return 0;
 }
 
+static int convert_lora(const char *src, const char *out, lora_layout l) {
+  if (lora_convert_file(src, out, l)) return cli_error("convert");
+  printf("convert: LoRA %s -> %s (%s layout)\n", src, out, lora_layout_name(l));
+  return 0;
+}
+
 int cmd_convert(int argc, char **argv) {
   if (wants_help(argc, argv)) {
     usage(stdout);
     return 0;
   }
-  const char *out = NULL, *to = "tessera", *dtype = "fp32", *merge = NULL;
+  const char *out = NULL, *to = "tessera", *merge = NULL, *layout = NULL;
   char *sets[64];
   int nsets = 0, ema = 0;
-  enum { O_OUT = 1, O_TO, O_SET, O_DTYPE, O_EMA, O_MERGE };
+  enum { O_OUT = 1, O_TO, O_SET, O_DTYPE, O_EMA, O_MERGE, O_LAYOUT };
   static const struct option opts[] = {
       {"out", required_argument, 0, O_OUT}, {"to", required_argument, 0, O_TO},
       {"set", required_argument, 0, O_SET}, {"dtype", required_argument, 0, O_DTYPE},
       {"ema", no_argument, 0, O_EMA},       {"merge-lora", required_argument, 0, O_MERGE},
-      {0, 0, 0, 0}};
+      {"lora-format", required_argument, 0, O_LAYOUT}, {0, 0, 0, 0}};
   tsr_status st = TSR_OK;
+  kernels_dtype kd = KERNELS_F32;
   int c;
   cli_reset();
   while (!st && (c = cli_getopt(argc, argv, opts)) != -1) {
@@ -76,9 +87,10 @@ int cmd_convert(int argc, char **argv) {
       if (nsets == 64) st = err_set(TSR_EINVAL, "--set: at most 64 overrides");
       else sets[nsets++] = optarg;
       break;
-    case O_DTYPE: dtype = optarg; break;
+    case O_DTYPE: st = parse_dtype("--dtype", optarg, &kd); break;
     case O_EMA: ema = 1; break;
     case O_MERGE: merge = optarg; break;
+    case O_LAYOUT: layout = optarg; break;
     default: st = TSR_EINVAL;  // cli_getopt said why
     }
   }
@@ -87,22 +99,27 @@ int cmd_convert(int argc, char **argv) {
   if (!st && !out) st = err_set(TSR_EINVAL, "missing --out DST");
   if (!st && !back && strcmp(to, "tessera"))
     st = err_set(TSR_EINVAL, "--to %s: use tessera or diffusers", to);
-  if (!st && strcmp(dtype, "fp32") && strcmp(dtype, "bf16"))
-    st = err_set(TSR_EINVAL, "--dtype %s: use fp32 or bf16", dtype);
-  if (!st && !back && (ema || strcmp(dtype, "fp32")))
+  int fp32 = kd == KERNELS_F32;  // --dtype's value (any spelling)
+  if (!st && !back && (ema || !fp32))
     st = err_set(TSR_EINVAL, "--dtype and --ema are for --to diffusers (a tessera checkpoint is fp32)");
   if (!st && back && nsets)
     st = err_set(TSR_EINVAL, "--set is for --to tessera (the checkpoint's config is exported)");
-  if (!st && merge && (back || nsets || ema || strcmp(dtype, "fp32")))
+  if (!st && merge && (back || nsets || ema || !fp32))
     st = err_set(TSR_EINVAL, "--merge-lora takes no --to diffusers, --set, --dtype or --ema "
                  "(merge, then convert the merged checkpoint)");
+  lora_layout ll = LORA_LAYOUT_DIFFUSERS;
+  if (!st && layout) st = lora_layout_parse(layout, &ll);
+  if (!st && layout && (merge || back || nsets || ema || !fp32))
+    st = err_set(TSR_EINVAL, "--lora-format converts a LoRA file alone (--merge-lora reads "
+                 "every layout as it is)");
   if (st) return cli_usage_error("convert");
   const char *src = argv[optind];
   if (merge) return merge_lora(src, merge, out);
+  if (layout) return convert_lora(src, out, ll);
   wan_convert_stats s;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  st = back ? wan_to_diffusers(src, out, !strcmp(dtype, "bf16"), ema, &s)
+  st = back ? wan_to_diffusers(src, out, !fp32, ema, &s)
             : wan_from_diffusers(src, out, sets, nsets, &s);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   if (st) return cli_error("convert");

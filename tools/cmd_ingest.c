@@ -15,12 +15,13 @@
 #include "tools/commands.h"
 #include "tools/manifest_cli.h"
 #include "tools/parse.h"
+#include "tools/sidecar.h"
 #include "store/store.h"
 
 static void usage(FILE *f) {
   fprintf(f,
           "usage: tessera ingest SRC... --out STORE [options]\n"
-          "       tessera ingest --latents SRC... --out STORE [--patch P] [--dtype bf16|f32]\n\n"
+          "       tessera ingest --latents SRC... --out STORE [--patch P] [--dtype bf16|fp32]\n\n"
           "Decodes every video, resamples it to --fps, resizes it (short side --short-side,\n"
           "square pixels, display rotation applied), centre-crops to multiples of the patch,\n"
           "cuts it into tubelet tokens and writes them to STORE (shards + SQLite index).\n"
@@ -41,6 +42,13 @@ static void usage(FILE *f) {
           "  --captions           a caption file VIDEO.caption.safetensors beside a video\n"
           "                       (text_emb (N, D) bf16/f32, metadata 'caption') is stored\n"
           "                       as its clips' caption\n"
+          "  --captions-from EXT  a caption as text NAME.EXT beside each video NAME.mp4\n"
+          "                       (e.g. txt), embedded in one pass by tools/embed_captions.py\n"
+          "                       (the venv's python; docs/captions.md) and stored as\n"
+          "                       --captions stores a caption file\n"
+          "  --caption-encoder E  its encoder: minilm or hf:PATH                 [minilm]\n"
+          "  --caption-dir DIR    where the embedded captions are kept for reruns\n"
+          "                                                          [STORE.captions]\n"
           "  --retry-failed       retry sources recorded as failed\n"
           "  --max-pixels N       refuse videos larger than N pixels per frame   [67108864]\n"
           "  --quiet              no progress line\n\n"
@@ -51,7 +59,7 @@ static void usage(FILE *f) {
           "the patch tiles latent frames x rows x columns; a file's optional caption\n"
           "embedding (text_emb) is stored with its clips.\n"
           "  --latents            the sources are latent files\n"
-          "  --dtype T            latent store values: bf16 or f32                 [bf16]\n\n"
+          "  --dtype T            latent store values: bf16 or fp32                [bf16]\n\n"
           "manifest (--manifest FILE, no SRC): the sources are the spans of a clip manifest\n"
           "(CSV, TSV or JSONL; docs/manifest.md): each span decoded as `ffmpeg -ss START -to\n"
           "END` cuts it, one clip per span (more past --max-seconds or at a scene cut), with\n"
@@ -141,6 +149,23 @@ static int summarize(const char *out, int existed, const ingest_result *r) {
   return res.errors ? 2 : 0;
 }
 
+// --captions-from EXT (and its --caption-encoder, --caption-dir): videos only, and not with
+// --captions; sets o's caption source (its map filled by sidecar_embed).
+static tsr_status sidecar_options(const char *ext, const char *encoder, const char *dir,
+                                  ingest_opts *o, int not_videos) {
+  if (!ext && (encoder || dir))
+    return err_set(TSR_EINVAL, "--caption-encoder and --caption-dir are for --captions-from EXT");
+  if (!ext) return TSR_OK;
+  if (!*ext || strchr(ext, '/') || ext[0] == '.')
+    return err_set(TSR_EINVAL, "--captions-from '%s': give the extension alone, e.g. txt", ext);
+  if (o->captions || not_videos)
+    return err_set(TSR_EINVAL, "--captions-from is for videos and takes the place of --captions "
+                   "(not with --captions, --latents or --manifest)");
+  o->captions = 1;
+  o->caption_path = sidecar_caption_path;
+  return TSR_OK;
+}
+
 int cmd_ingest(int argc, char **argv) {
   if (wants_help(argc, argv)) {
     usage(stdout);
@@ -156,10 +181,11 @@ int cmd_ingest(int argc, char **argv) {
   const char *out = NULL;
   enum { O_OUT = 1, O_FPS, O_SHORT, O_PATCH, O_MAXS, O_WORKERS, O_LABEL, O_RETRY, O_MAXPIX, O_QUIET,
          O_LATENTS, O_DTYPE, O_CAPTIONS, O_MANIFEST, O_EMBEDDINGS, O_SCENES, O_SCENE_T,
-         O_MIN_SHOT };
+         O_MIN_SHOT, O_CAPTIONS_FROM, O_CAPTION_ENCODER, O_CAPTION_DIR };
   int latents = 0, pixel_opt = 0;  // --latents; an option that only pixels take was given
   int patch_given = 0, dtype_given = 0, maxs_given = 0;
   store_dtype latent_dtype = STORE_DTYPE_BF16;
+  kernels_dtype kd;
   static const struct option opts[] = {
       {"out", required_argument, 0, O_OUT},         {"fps", required_argument, 0, O_FPS},
       {"short-side", required_argument, 0, O_SHORT}, {"patch", required_argument, 0, O_PATCH},
@@ -172,10 +198,14 @@ int cmd_ingest(int argc, char **argv) {
       {"scene-cuts", no_argument, 0, O_SCENES},
       {"scene-threshold", required_argument, 0, O_SCENE_T},
       {"min-shot-seconds", required_argument, 0, O_MIN_SHOT},
+      {"captions-from", required_argument, 0, O_CAPTIONS_FROM},
+      {"caption-encoder", required_argument, 0, O_CAPTION_ENCODER},
+      {"caption-dir", required_argument, 0, O_CAPTION_DIR},
       MANIFEST_CLI_OPTIONS,
       {0, 0, 0, 0}};
   ingest_manifest mf = {0};
   int manifest_opt = 0;  // a manifest option was given
+  const char *captions_from = NULL, *caption_encoder = NULL, *caption_dir = NULL;
   int c;
   tsr_status st = TSR_OK;
   cli_reset();
@@ -193,11 +223,13 @@ int cmd_ingest(int argc, char **argv) {
       break;
     case O_LATENTS: latents = 1; break;
     case O_CAPTIONS: o.captions = 1; break;
+    case O_CAPTIONS_FROM: captions_from = optarg; break;
+    case O_CAPTION_ENCODER: caption_encoder = optarg; break;
+    case O_CAPTION_DIR: caption_dir = optarg; break;
     case O_DTYPE:
       dtype_given = 1;
-      if (!strcmp(optarg, "bf16")) latent_dtype = STORE_DTYPE_BF16;
-      else if (!strcmp(optarg, "f32")) latent_dtype = STORE_DTYPE_F32;
-      else st = err_set(TSR_EINVAL, "--dtype '%s': use bf16 or f32", optarg);
+      if (!(st = parse_dtype("--dtype", optarg, &kd)))
+        latent_dtype = kd == KERNELS_BF16 ? STORE_DTYPE_BF16 : STORE_DTYPE_F32;
       break;
     case O_PATCH: patch_given = 1; st = parse_patch("--patch", optarg, &o.settings.pt, &o.settings.ph, &o.settings.pw); break;
     case O_MAXS:
@@ -239,6 +271,7 @@ int cmd_ingest(int argc, char **argv) {
     st = err_set(TSR_EINVAL, "--manifest is for videos, with captions from the manifest (and "
                  "--caption-embeddings): not with %s", latents ? "--latents" : "--captions");
   if (!st && !out) st = err_set(TSR_EINVAL, "missing --out STORE");
+  if (!st) st = sidecar_options(captions_from, caption_encoder, caption_dir, &o, latents || mf.path);
   if (!st) st = mf.path ? cli_positionals(argc, argv, 0, 0, "SRC (none with --manifest)")
                         : cli_positionals(argc, argv, 1, argc, "SRC (files, directories or @LIST)");
   if (!st && latents && (pixel_opt || o.captions))
@@ -289,8 +322,18 @@ int cmd_ingest(int argc, char **argv) {
     err_wrap(TSR_EINVAL, "bad settings: ");
     return cli_usage_error("ingest");
   }
+  sidecar_map sm = {0};
+  char cdir[4200];
+  snprintf(cdir, sizeof cdir, "%s", caption_dir ? caption_dir : "");
+  if (captions_from && !caption_dir) snprintf(cdir, sizeof cdir, "%s.captions", out);
+  if (captions_from &&
+      sidecar_embed(argv + optind, argc - optind, captions_from,
+                    caption_encoder ? caption_encoder : "minilm", cdir, !o.progress, &sm))
+    return cli_error("ingest");
+  o.caption_ctx = &sm;
   ingest_result res;
   st = ingest_run(out, argv + optind, argc - optind, &o, &res);
+  sidecar_free(&sm);
   if (st) {
     ingest_result_free(&res);
     err_wrap(st, "into %s: ", out);

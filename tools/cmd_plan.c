@@ -27,7 +27,7 @@
 static void plan_usage(FILE *f) {
   fprintf(f,
     "usage: tessera plan (--lengths FILE[:W],... | --data STORE) --ranks N\n"
-    "                    (--mem-tokens M | --config FILE --mem-bytes B) --cost FILE [options]\n\n"
+    "                    (--mem-tokens M | --config FILE --mem-bytes B) [--cost FILE] [options]\n\n"
     "Plans global batches with the Dynamic-CP scheduler and prints, per step and in total,\n"
     "the predicted step time of the dynamic plan, of static CP with packing only and with\n"
     "balanced packing, a lower bound, speedups, efficiency (bound / plan), CP sizes used,\n"
@@ -67,8 +67,10 @@ static void plan_usage(FILE *f) {
     "  --heads H               attention heads Ulysses splits (default: --config's\n"
     "                          model.heads, else an even split), H in [1, 1024]\n"
     "cost and output:\n"
-    "  --cost FILE             cost model, key = value (required; configs/cost/*.conf);\n"
-    "                          every key within its range (docs/plan.md), a and b > 0\n"
+    "  --cost FILE             cost model, key = value (configs/cost/*.conf, `tessera\n"
+    "                          calibrate`); every key within its range (docs/plan.md), a\n"
+    "                          and b > 0 (default: train's without --cost, the tiny\n"
+    "                          model's CPU numbers)\n"
     "  --json FILE             write plans and numbers as JSON\n"
     "  --waves                 print the groups of every wave of the plans\n"
     "  --timeline FILE.png     draw the first batch's plan: ranks against time, a box per\n"
@@ -227,12 +229,16 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
   }
   tsr_status st = cli_positionals(argc, argv, 0, 0, "");
   if (st) return st;
-  const char *missing = !a->lengths_spec && !a->store ? "--lengths or --data"
-                        : !a->ranks                   ? "--ranks"
-                        : !a->mem && !a->mem_bytes    ? "--mem-tokens (or --config and --mem-bytes)"
-                        : !a->cost_path               ? "--cost"
-                                                      : NULL;
-  if (missing) return err_set(TSR_EINVAL, "missing %s", missing);
+  // every missing option at once
+  char missing[160] = "";
+  const char *what[3] = {!a->lengths_spec && !a->store ? "--lengths or --data" : NULL,
+                         !a->ranks ? "--ranks" : NULL,
+                         !a->mem && !a->mem_bytes ? "--mem-tokens (or --config and --mem-bytes)" : NULL};
+  for (int i = 0; i < 3; i++)
+    if (what[i])
+      snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s",
+               *missing ? ", " : "", what[i]);
+  if (*missing) return err_set(TSR_EINVAL, "missing %s", missing);
   if (a->mem && a->mem_bytes)
     return err_set(TSR_EINVAL, "give --mem-tokens or --mem-bytes, not both");
   if (a->mem_bytes && !a->config_path)
@@ -276,7 +282,8 @@ static tsr_status load_inputs(plan_args *a, lengths_set *ls, sched_config *cfg,
   if (st) return st;
   *cfg = (sched_config){.cluster = {(int)a->ranks, (int)a->gpn, mem},
                         .max_clip_tokens = a->maxclip, .mode_baselines = 1};
-  st = cost_model_load(a->cost_path, &cfg->cost);
+  cfg->cost = cost_model_cpu;  // what train takes without --cost
+  st = a->cost_path ? cost_model_load(a->cost_path, &cfg->cost) : TSR_OK;
   cfg->cost.zero = z;
   cfg->cost.cp_modes = config_cost_modes(a->cp_mode < 0 ? TRAIN_CP_AUTO : a->cp_mode);
   cfg->cost.heads = (int)a->heads;
@@ -443,7 +450,7 @@ int cmd_plan(int argc, char **argv) {
          (long long)ls.n, ls.nsources, cfg.cluster.ranks, cfg.cluster.gpus_per_node,
          (long long)cfg.cluster.mem_tokens, (long long)a.batch,
          cost_min_cp(&cfg.cluster, cfg.max_clip_tokens), (long long)cfg.max_clip_tokens,
-         a.cost_path);
+         a.cost_path ? a.cost_path : "built-in CPU (as train's without --cost)");
   if (a.mem_bytes) {
     char what[768];  // train_memory_format's line
     train_memory_format(&mm, what, sizeof what);

@@ -185,11 +185,11 @@ static tsr_status parse_args(int argc, char **argv, sample_options *o, const cha
     case O_EMA: o->ema = 1; break;
     case O_RAW: o->ema = 0; break;
     case O_BACKEND: *backend = optarg; break;
-    case O_PRECISION:
-      if (!strcmp(optarg, "fp32")) o->precision = KERNELS_F32;
-      else if (!strcmp(optarg, "bf16")) o->precision = KERNELS_BF16;
-      else r = err_set(TSR_EINVAL, "--precision '%s': use fp32 or bf16", optarg);
+    case O_PRECISION: {
+      kernels_dtype kd;
+      if (!(r = parse_dtype("--precision", optarg, &kd))) o->precision = (int)kd;
       break;
+    }
     default: r = TSR_EINVAL;  // cli_getopt said why
     }
   }

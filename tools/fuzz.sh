@@ -10,7 +10,8 @@
 #   tools/fuzz.sh --json FILE          also write the figures as JSON
 #
 # Real files for the seeds: a small store ingested from $TESSERA_SHARED/videos (or
-# ../shared/videos) and a 2-step tiny training run from it, made once in build-fuzz/art/
+# ../shared/videos; without that folder, a plain clone, three clips the ffmpeg CLI makes)
+# and a 2-step tiny training run from it, made once in build-fuzz/art/
 # with the release binary (build/tools/tessera; tools/setup.sh builds it). Each target's
 # seeds_NAME.sh is sourced with OUT (its seed folder), ART (those files), SRC (the
 # repository) and SHARED set. Findings are written to build-fuzz/findings/NAME/.
@@ -30,7 +31,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 SHARED=${TESSERA_SHARED:-$(cd .. && pwd)/shared}
-[ -d "$SHARED/videos" ] || { echo "fuzz.sh: no real clips in $SHARED/videos (set TESSERA_SHARED)" >&2; exit 1; }
 TESSERA=$SRC/build/tools/tessera
 [ -x "$TESSERA" ] || { echo "fuzz.sh: $TESSERA missing: run tools/setup.sh first" >&2; exit 1; }
 command -v clang >/dev/null || { echo "fuzz.sh: clang missing: run tools/setup.sh" >&2; exit 1; }
@@ -47,7 +47,17 @@ ART=$B/art
 # (made again whenever the release binary is newer than them: formats change)
 if [ ! -f "$ART/done" ] || [ "$TESSERA" -nt "$ART/done" ]; then
   rm -rf "$ART"; mkdir -p "$ART"
-  mapfile -t vids < <(find "$SHARED/videos" -maxdepth 1 -type f \( -name '*.mp4' -o -name '*.webm' -o -name '*.mkv' \) | sort | head -3)
+  if [ -d "$SHARED/videos" ]; then
+    mapfile -t vids < <(find "$SHARED/videos" -maxdepth 1 -type f \( -name '*.mp4' -o -name '*.webm' -o -name '*.mkv' \) | sort | head -3)
+  else
+    echo "fuzz.sh: no real clips in $SHARED/videos: seeds from clips of the ffmpeg CLI's test sources"
+    vids=()
+    for src in testsrc2 mandelbrot smptebars; do
+      ffmpeg -nostdin -v error -y -f lavfi -i "$src=size=160x120:rate=12" -t 3 -c:v libx264 \
+        -preset ultrafast -pix_fmt yuv420p "$ART/$src.mp4"
+      vids+=("$ART/$src.mp4")
+    done
+  fi
   "$TESSERA" ingest "${vids[@]}" --out "$ART/store" --fps 4 --short-side 32 --patch 1x4x4 \
     --max-seconds 2 --workers 1 >"$ART/ingest.log" 2>&1 || [ $? -eq 2 ]
   "$TESSERA" train --data "$ART/store" --config "$SRC/configs/model/tiny.conf" --out "$ART/run" \

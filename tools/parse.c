@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "core/num.h"
 
 tsr_status parse_i64(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out) {
@@ -65,4 +66,12 @@ tsr_status parse_patch(const char *opt, const char *s, int *pt, int *ph, int *pw
     return TSR_OK;
   }
   return err_set(TSR_EINVAL, "%s: '%s' is not a tubelet size like 2x16x16 (frames x height x width, pt <= 64)", opt, s);
+}
+
+tsr_status parse_dtype(const char *opt, const char *s, kernels_dtype *out) {
+  int old = 0;
+  if (!kernels_dtype_parse(s, out, &old))
+    return err_set(TSR_EINVAL, "%s %s: use fp32 or bf16 (or float32, bfloat16)", opt, s);
+  if (old) log_warn("%s %s: deprecated spelling, accepted for one release: use fp32", opt, s);
+  return TSR_OK;
 }

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include "core/err.h"
+#include "kernels/dtype.h"
 
 tsr_status parse_int(const char *opt, const char *s, int lo, int hi, int *out);
 tsr_status parse_i64(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out);
@@ -17,5 +18,9 @@ int parse_dims(const char *s, const char *sep, int n, const int *hi, int *v);
 tsr_status parse_rational(const char *opt, const char *s, int *num, int *den);
 // "PTxPHxPW" (positive integers, PT <= 64, PH and PW <= 512).
 tsr_status parse_patch(const char *opt, const char *s, int *pt, int *ph, int *pw);
+
+// A dtype (kernels_dtype_parse): fp32 or bf16, float32 and bfloat16 alike; f32, the old
+// spelling, with a deprecation note on stderr.
+tsr_status parse_dtype(const char *opt, const char *s, kernels_dtype *out);
 
 #endif

@@ -20,7 +20,8 @@ static const char *python_path(void) {
   return access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
 }
 
-tsr_status pyscript_run(const char *name, char *const *args) {
+// Runs `py SCRIPT args...` for tools/NAME and waits (pyscript_run's contract).
+static tsr_status run_with(const char *py, const char *name, char *const *args) {
   char rel[PATH_MAX], script[PATH_MAX];
   if (snprintf(rel, sizeof rel, "tools/%s", name) >= (int)sizeof rel ||
       datadir_path(rel, script, sizeof script))
@@ -33,7 +34,6 @@ tsr_status pyscript_run(const char *name, char *const *args) {
   while (args[n]) n++;
   char **argv = calloc((size_t)n + 3, sizeof *argv);
   if (!argv) return err_set(TSR_ENOMEM, "out of memory");
-  const char *py = python_path();
   argv[0] = (char *)py;
   argv[1] = script;
   memcpy(argv + 2, args, (size_t)n * sizeof *argv);
@@ -49,4 +49,17 @@ tsr_status pyscript_run(const char *name, char *const *args) {
   return err_set(TSR_EIO, "tools/%s failed (%s %d, above)", name,
                  WIFEXITED(status) ? "exit" : "signal",
                  WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+}
+
+tsr_status pyscript_run(const char *name, char *const *args) {
+  return run_with(python_path(), name, args);
+}
+
+tsr_status pyscript_run_venv(const char *name, char *const *args) {
+  const char *py = getenv("TESSERA_PYTHON");
+  if (!py || !*py) py = "/opt/tessera/venv/bin/python";
+  if (access(py, X_OK))
+    return err_set(TSR_EIO, "tools/%s needs the Python venv of tools/setup_venv.sh: no %s (%s; "
+                   "TESSERA_PYTHON names its python)", name, py, strerror(errno));
+  return run_with(py, name, args);
 }

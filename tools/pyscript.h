@@ -14,5 +14,9 @@
 // waits. TSR_OK when it exits 0; else TSR_EIO naming the script and its exit status (the
 // script has printed why), or the interpreter that could not be started.
 tsr_status pyscript_run(const char *name, char *const *args);
+// The same with the python of the reference tools' venv (tools/setup_venv.sh: torch,
+// transformers, the caption encoders): $TESSERA_PYTHON, else /opt/tessera/venv/bin/python;
+// TSR_EIO naming it and setup_venv.sh when it is not there.
+tsr_status pyscript_run_venv(const char *name, char *const *args);
 
 #endif

@@ -16,6 +16,7 @@
 
 #include "core/err.h"
 #include "model/dit.h"
+#include "model/io/lora_layout.h"
 #include "model/lora.h"
 
 // Writes m's adapters to path (atomic; every tensor's checksum recorded). base_model: a
@@ -26,13 +27,26 @@
 tsr_status lora_save(dit_model *m, const char *path, const char *base_model,
                      const uint64_t *base_weights);
 
+// lora_save in another key layout (model/io/lora_layout.h): wan and kohya put a scalar alpha
+// tensor beside each module's matrices and no lora_adapter_metadata (kohya: ss_network_dim
+// and ss_network_alpha); TSR_EINVAL when a module has no name in the layout.
+tsr_status lora_save_as(dit_model *m, const char *path, const char *base_model,
+                        const uint64_t *base_weights, lora_layout layout);
+
+// An adapter file of any layout (told by its keys) -> the same adapters in layout l at dst
+// (atomic): the same tensors (dtype and bytes), renamed; the base's identity kept.
+tsr_status lora_convert_file(const char *src, const char *dst, lora_layout l);
+
 // The LoraConfig of the file at path (from tessera's keys, else diffusers' metadata), and
 // its base identity into base (cap bytes; "" when the file names none).
 tsr_status lora_read_config(const char *path, lora_config *lc, char *base, size_t cap);
 
-// Loads the adapters of path into m: attaches them with the file's config first when m has
+// Loads the adapters of path (any layout, told by its keys; F32 or BF16) into m: attaches them with the file's config first when m has
 // none. Every adapter tensor of m must be in the file with its shape (TSR_EMISMATCH naming
-// the tensor and the file), and the file may hold no other tensor (one is named). A file
+// the tensor and the file), and the file may hold no other tensor (one is named), nor an
+// alpha tensor other than the adapters' alpha. A wan or kohya file without tessera's keys
+// gives its config from its tensors: the rank of its down matrices, its one alpha (else the
+// rank), its modules as targets. A file
 // with tessera.base_weights other than m's weights' is refused (TSR_EMISMATCH, both named).
 tsr_status lora_load(dit_model *m, const char *path);
 

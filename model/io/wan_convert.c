@@ -84,6 +84,41 @@ static int map_prefix(const prefix_map *map, int n, int side, const char *rest, 
   return 0;
 }
 
+// Module (a name without ".weight") `module` of naming `from` (0 diffusers, 1 original; with
+// flat, the original's with every '.' a '_', as kohya's keys spell it) in naming `to` into out.
+static int module_between(const char *module, int from, int flat, int to, char *out, size_t cap) {
+  int blk, used = 0;
+  const prefix_map *map = TOP;
+  int n = (int)(sizeof TOP / sizeof TOP[0]);
+  const char *rest = module;
+  char head[32] = "";
+  if (sscanf(module, flat ? "blocks_%d_%n" : "blocks.%d.%n", &blk, &used) == 1 && used > 0) {
+    map = BLOCK, n = (int)(sizeof BLOCK / sizeof BLOCK[0]), rest = module + used;
+    snprintf(head, sizeof head, "blocks.%d.", blk);
+  }
+  for (int i = 0; i < n; i++) {
+    const char *f = map[i].name[from];
+    size_t l = strlen(f) - 1;  // without the closing '.'
+    if (f[l] != '.' || strlen(rest) != l) continue;
+    int same = 1;
+    for (size_t j = 0; j < l && same; j++) same = rest[j] == (flat && f[j] == '.' ? '_' : f[j]);
+    const char *t = map[i].name[to];
+    if (same) return (size_t)snprintf(out, cap, "%s%.*s", head, (int)strlen(t) - 1, t) < cap;
+  }
+  return 0;
+}
+
+tsr_status wan_module_to_original(const char *module, char *out, size_t cap) {
+  if (module_between(module, 0, 0, 1, out, cap)) return TSR_OK;
+  return err_set(TSR_EINVAL, "module %s has no name in the original Wan checkpoint (only the "
+                 "Wan family's linear layers have one)", module);
+}
+
+tsr_status wan_module_from_original(const char *module, int flat, char *out, size_t cap) {
+  if (module_between(module, 1, flat, 0, out, cap)) return TSR_OK;
+  return err_set(TSR_EINVAL, "'%s' is no module of the original Wan checkpoint", module);
+}
+
 // The name of tessera tensor t on `side` (0 diffusers, 1 original, after `prefix`) into out
 // (cap bytes) and how its values move (the same for both: their shapes are the same).
 static tsr_status side_name(const dit_tensor *t, int side, const char *prefix, char *out,

@@ -64,4 +64,13 @@ tsr_status wan_from_diffusers(const char *src_dir, const char *dst, char *const 
 tsr_status wan_to_diffusers(const char *src, const char *dst_dir, int bf16, int ema,
                             wan_convert_stats *stats);
 
+// A module's name (without ".weight", e.g. "blocks.0.attn1.to_q") in diffusers' naming ->
+// the original Wan checkpoint's ("blocks.0.self_attn.q"), into out (cap bytes); TSR_EINVAL
+// naming a module that has none (the tessera family's adaln). The LoRA file layouts of
+// model/io/lora_layout.h name their keys so.
+tsr_status wan_module_to_original(const char *module, char *out, size_t cap);
+// The way back; flat: `module` has '_' for every '.' of the original's name (kohya's keys,
+// "blocks_0_self_attn_q"). TSR_EINVAL naming what is no module.
+tsr_status wan_module_from_original(const char *module, int flat, char *out, size_t cap);
+
 #endif

@@ -30,14 +30,6 @@
 #include "model/train/train_state.h"
 #include "model/train/val.h"
 
-// Cost model of the plan when no --cost file is given: the tiny model's CPU costs
-// measured on a 2-core machine (docs/train.md). With one rank the plan is a packing of the
-// batch into microbatches of at most mem_tokens tokens and only a, b and ovh steer it;
-// multi-rank runs should use a file from `tessera calibrate`.
-static const cost_model cpu_cost = {.a = 2e-5, .b = 2e-9, .kv = 1024, .bw_intra = 1e10,
-                                    .bw_inter = 1e9, .lat = 1e-5, .ovh = 2e-3,
-                                    .allreduce = 0};
-
 // Peak resident memory of this process (getrusage), GiB.
 static double train_peak_rss_gib(void) {
   struct rusage ru;
@@ -380,15 +372,16 @@ static tsr_status loop_report_step(train_loop_state *L, const train_step_stats *
   return r;
 }
 
-// A LoRA run's adapters for diffusers: RUN/lora-STEP.safetensors, the adapters (not their
-// EMA) as diffusers/PEFT's LoRA file (model/io/lora_io.h) with the base's identity. Written
+// A LoRA run's adapters: RUN/lora-STEP.safetensors, the adapters (not their EMA) as a LoRA
+// file in lora.format's layout (model/io/lora_io.h; diffusers/PEFT's by default) with the
+// base's identity. Written
 // before the step's checkpoint, the resumable state: a crash between the two resumes from
 // the checkpoint before, which writes this file again (the same bytes).
 static tsr_status save_adapters(trainer *tr, const train_options *o, const char *base,
                                 const uint64_t *base_weights) {
   char path[4200];
   snprintf(path, sizeof path, "%s/lora-%lld.safetensors", o->run_dir, (long long)tr->step);
-  return lora_save(tr->model, path, base, base_weights);
+  return lora_save_as(tr->model, path, base, base_weights, (lora_layout)tr->tc.lora_format);
 }
 
 // Samples and the checkpoint a step owes. Samples read the EMA weights only, on a model of
@@ -563,12 +556,13 @@ static tsr_status setup_run_dir(const train_options *o, train_setup *su) {
   return open_run_log(o, su);  // after the refusals: a refused start leaves RUN's log alone
 }
 
-// The scheduler's cluster and cost model: cpu_cost unless --cost names a file.
+// The scheduler's cluster and cost model: cost_model_cpu (sched/cost.h) unless --cost names
+// a file.
 static tsr_status setup_sched(trainer *tr, const train_options *o, int ranks) {
   tr->sched.cluster = (sched_cluster){
       .ranks = ranks, .gpus_per_node = o->gpus_per_node > 0 ? o->gpus_per_node : ranks,
       .mem_tokens = tr->tc.mem_tokens};
-  tr->sched.cost = cpu_cost;
+  tr->sched.cost = cost_model_cpu;
   tsr_status r = o->cost_path ? cost_model_load(o->cost_path, &tr->sched.cost) : TSR_OK;
   // captions: the cross-attention the planner prices (sched/cost.h text_a, text_c)
   if (tr->mc.text_dim > 0) tr->sched.cost.text_tokens = data_caption_mean_tokens(tr->data);

@@ -15,6 +15,7 @@
 #   huge.mp4               640x480 with --max-pixels 100000 (absurd size guard) -> failed
 # Then --retry-failed retries the failed ones (still failed, no duplicate rows).
 source "$(dirname "$0")/lib.sh"
+need_clips
 
 BAD=$WORK/bad
 gen_src "$BAD/good-a.mp4" testsrc2 160x120 25 2

@@ -7,6 +7,7 @@
 # refused with its clip id and store. Ingest options outside their ranges (--fps 1000000
 # used to write 16 GB from a 3 s clip and exit 0) are refused before anything is written.
 source "$(dirname "$0")/lib.sh"
+need_clips
 A=(--fps 4 --short-side 32 --patch 1x4x4 --max-seconds 2 --quiet)
 S=$WORK/store
 tsr_ok "$WORK/ingest.log" "ingest two real clips" ingest "$VIDEOS/counter.mp4" "$VIDEOS/fades.mp4" --out "$S" "${A[@]}"

@@ -7,6 +7,7 @@
 # (issue-236-split-copy.mkv). Also: decoded_frames equals ffprobe's decoded count and
 # start_s equals the first frame's timestamp.
 source "$(dirname "$0")/lib.sh"
+need_clips
 
 FILES=(testvideo.mp4 goldeneye-vfr-drop3.mp4 delayed_start.mp4 decord__flipping_a_pancake.mkv
        issue-236-split-copy.mkv)

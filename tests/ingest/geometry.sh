@@ -10,6 +10,7 @@
 # display), mmaction2__demo.mp4 (SAR 64:51), bear-vp9 (161x121, odd), roadtrip VP9
 # 10-bit, generated yuv422p10le and yuv444p H.264 clips.
 source "$(dirname "$0")/lib.sh"
+need_clips
 
 SRC=$WORK/src
 mkdir -p "$SRC"

@@ -6,6 +6,7 @@
 # offset, bytes, checksum, grid, labels and metadata; the store verifies; a rerun of
 # ingest skips every done source. Real clips, small settings.
 source "$(dirname "$0")/lib.sh"
+need_clips
 A=(--fps 4 --short-side 32 --patch 1x4x4 --max-seconds 2 --quiet)
 S=$WORK/store
 mkdir -p "$WORK/v/cats" "$WORK/v/dogs"

@@ -98,6 +98,14 @@ check "... with the first file's error" grep -q "no valid latent file among the 
 "$ML" "$WORK/f32a.safetensors" --shape 2,4,4,4 --dtype f32 --fps 16 --vae 4x8x8
 tsr_ok "$WORK/o5.log" "--dtype f32 store" ingest --latents "$WORK/f32a.safetensors" --out "$WORK/s5" --dtype f32 --quiet
 expect_eq "$(sql "$WORK/s5" "SELECT value FROM settings WHERE key = 'dtype'")" f32 "an f32 store"
+check "--dtype f32 (the old spelling): a deprecation note" grep -q "f32: deprecated spelling.*use fp32" "$WORK/o5.log"
+for d in fp32 float32; do  # one voice: the canonical name and PyTorch's, without a note
+  tsr_ok "$WORK/o5$d.log" "--dtype $d store" ingest --latents "$WORK/f32a.safetensors" --out "$WORK/s5$d" --dtype $d --quiet
+  expect_eq "$(sql "$WORK/s5$d" "SELECT value FROM settings WHERE key = 'dtype'")" f32 "--dtype $d: an f32 store"
+  check "--dtype $d: no note" bash -c "! grep -q deprecated '$WORK/o5$d.log'"
+done
+tsr "$WORK/o6.log" ingest --latents "$WORK/f32a.safetensors" --out "$WORK/s6" --dtype fp16
+check "--dtype fp16: refused with the names" grep -q "use fp32 or bf16 (or float32, bfloat16)" "$WORK/o6.log"
 
 # An index of schema version 1 (before captions): read as it is where it cannot be written,
 # upgraded (the columns of versions 2 and 3 added, NULL) by a writer, and merged from.

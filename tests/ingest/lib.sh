@@ -14,12 +14,15 @@
 set -euo pipefail
 
 : "${TESSERA_BIN:?TESSERA_BIN must name the tessera binary (ctest sets it)}"
-TESSERA_SHARED=${TESSERA_SHARED:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)/shared}
+export TESSERA_SHARED=${TESSERA_SHARED:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)/shared}
 VIDEOS=$TESSERA_SHARED/videos
 [ -x "$TESSERA_BIN" ] || { echo "FAIL: TESSERA_BIN=$TESSERA_BIN is not executable" >&2; exit 1; }
+# need_clips: the tests that read the real clips ($VIDEOS) call it first: without them
+# they are skipped (exit 77) with the reason.
+. "$(dirname "${BASH_SOURCE[0]}")/../shared.sh"
+need_clips() { need_shared videos; }
 # Tests of latent files set INGEST_NO_MEDIA=1: they need neither clips nor the ffmpeg CLI.
 if [ "${INGEST_NO_MEDIA:-0}" != 1 ]; then
-  [ -d "$VIDEOS" ] || { echo "FAIL: no real clips at $VIDEOS (set TESSERA_SHARED)" >&2; exit 1; }
   for _c in ffmpeg ffprobe; do
     command -v "$_c" >/dev/null || { echo "FAIL: $_c is required (tools/setup.sh installs it)" >&2; exit 1; }
   done

@@ -10,6 +10,7 @@
 #    one-shot run gives;
 #  - --scene-cuts on real shots joined end to end finds the joins and cuts clips there.
 . "$(dirname "$0")/lib.sh"
+need_clips
 V=$VIDEOS
 FPS=8
 SET=(--fps $FPS --short-side 64 --patch 2x16x16 --quiet)

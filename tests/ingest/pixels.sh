@@ -18,6 +18,7 @@
 # The tolerance covers the scaler's filter differences, the export's lossy H.264 encode
 # and a possible one-pixel difference of the resize rounding.
 source "$(dirname "$0")/lib.sh"
+need_clips
 
 FILES=(testvideo.mp4 issue-134-rotate.mp4 issue-195-aspect-ratio.mp4
        androidx-media__roadtrip-vp92-10bit.webm)

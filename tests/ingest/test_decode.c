@@ -175,7 +175,7 @@ static void check_source(const char *path, const case_t *c) {
 }
 
 int main(void) {
-  const char *shared = getenv("TESSERA_SHARED");
+  const char *shared = check_shared("videos");
   snprintf(tmpdir, sizeof tmpdir, "/tmp/tessera-test-decode-XXXXXX");
   if (!mkdtemp(tmpdir)) return 1;
   char p[1024];
@@ -251,8 +251,6 @@ int main(void) {
     CHECK(st != TSR_OK || dd.stats.corrupt_packets > 0 || dd.stats.truncated,
           "corrupt file must be reported as damaged");
     free(dd.rgb);
-  } else {
-    printf("SKIP real clips: TESSERA_SHARED is not set (ctest sets it to ../shared)\n");
   }
 
   // Mid-stream resolution change with restarted timestamps: two MPEG-TS segments of 1 s

@@ -96,11 +96,8 @@ static void check_rate(const char *path, int fps) {
 }
 
 int main(void) {
-  const char *shared = getenv("TESSERA_SHARED");
-  if (!shared) {
-    printf("SKIP: TESSERA_SHARED is not set (ctest sets it to ../shared)\n");
-    return 0;
-  }
+  const char *shared = check_shared("videos");
+  if (!shared) return check_done();
   char tmpdir[] = "/tmp/tessera-test-scenes-XXXXXX", videos[1024], joined[512];
   if (!mkdtemp(tmpdir)) return 1;
   snprintf(videos, sizeof videos, "%s/videos", shared);

@@ -87,6 +87,22 @@ int main(void) {
   CHECK_OK(config_load(NULL, ov, 4, &m, &t, NULL));
   CHECK(m.hidden == 96 && m.heads == 6 && t.lr == 2e-4f && t.seed == 12345678901ll, "overrides");
 
+  // train.precision speaks the CLI's dtype names (kernels_dtype_parse): fp32/float32/f32,
+  // bf16/bfloat16; the text written back is the canonical one
+  const char *spell[][2] = {{"float32", "fp32"}, {"f32", "fp32"}, {"bfloat16", "bf16"}, {"BF16", "bf16"}};
+  for (int i = 0; i < 4; i++) {
+    char kv[64], *pov[] = {kv};
+    snprintf(kv, sizeof kv, "train.precision=%s", spell[i][0]);
+    CHECK_OK(config_load(NULL, pov, 1, &m, &t, NULL));
+    char *txt = config_to_ini(&m, &t), want[64];
+    snprintf(want, sizeof want, "precision = %s", spell[i][1]);
+    CHECK(txt && strstr(txt, want), "train.precision=%s is written back as %s", spell[i][0], spell[i][1]);
+    free(txt);
+  }
+  char *bad_prec[] = {"train.precision=fp16"};
+  expect_error(NULL, bad_prec, 1, "train.precision = 'fp16'");
+  CHECK_OK(config_load(NULL, ov, 4, &m, &t, NULL));
+
   // Round trip through the checkpoint text.
   m.num_classes = 10, m.rope_theta = 123.456f, t.t_logit_std = 0.7f;
   char *ini = config_to_ini(&m, &t);
@@ -99,15 +115,20 @@ int main(void) {
   free(ini);
 
   // LoRA keys round-trip; a checkpoint from before them ([lora] absent) trains no adapters.
-  char *lov[] = {"lora.rank=4", "lora.alpha=16", "lora.targets=attn1.to_q,ffn.net.2"};
-  CHECK_OK(config_load(NULL, lov, 3, &m, &t, NULL));
+  char *lov[] = {"lora.rank=4", "lora.alpha=16", "lora.targets=attn1.to_q,ffn.net.2",
+                 "lora.format=kohya"};
+  CHECK_OK(config_load(NULL, lov, 4, &m, &t, NULL));
   CHECK((ini = config_to_ini(&m, &t)) != NULL, "config_to_ini");
   CHECK_OK(config_from_ini(ini, &m2, &t2));
   CHECK(t2.lora_rank == 4 && t2.lora_alpha == 16.0f &&
-            !strcmp(t2.lora_targets, "attn1.to_q,ffn.net.2"), "LoRA keys differ:\n%s", ini);
+            !strcmp(t2.lora_targets, "attn1.to_q,ffn.net.2") && t2.lora_format == 2 &&
+            strstr(ini, "format = kohya"), "LoRA keys differ:\n%s", ini);
   *strstr(ini, "[lora]") = '\0';
   CHECK_OK(config_from_ini(ini, &m2, &t2));
-  CHECK(t2.lora_rank == 0, "a config without [lora] has lora.rank %d", t2.lora_rank);
+  CHECK(t2.lora_rank == 0 && t2.lora_format == 0,
+        "a config without [lora] has lora.rank %d, lora.format %d", t2.lora_rank, t2.lora_format);
+  char *lfbad[] = {"lora.format=comfy"};
+  expect_error(NULL, lfbad, 1, "lora.format = 'comfy'");
   free(ini);
   char *lbad[] = {"lora.rank=4", "lora.targets="};
   expect_error(NULL, lbad, 2, "lora.rank = 4 needs lora.targets");

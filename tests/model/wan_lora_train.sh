@@ -80,6 +80,42 @@ if "$T" convert "$W/other/ckpt-1.safetensors" --merge-lora "$W/run/lora-60.safet
 grep -q "base_weights\|base" "$W/merge3.log" || { cat "$W/merge3.log"; fail "refusal names no base"; }
 echo "ok: the adapter file merges into its base (convert --merge-lora) and is refused on another: $(head -c 200 "$W/merge3.log")"
 
+# the same adapters in ComfyUI's wan and kohya layouts (convert --lora-format): their keys
+# told apart by --merge-lora, which folds each into the base bitwise as the diffusers file
+for f in wan kohya; do
+  "$T" convert "$W/run/lora-60.safetensors" --lora-format $f --out "$W/lora-$f.safetensors" \
+    >/dev/null 2>"$W/conv.log" || { cat "$W/conv.log"; fail "convert --lora-format $f"; }
+  "$T" convert "$W/base/ckpt-100.safetensors" --merge-lora "$W/lora-$f.safetensors" \
+    --out "$W/merged-$f.ckpt" >/dev/null 2>"$W/merge.log" || { cat "$W/merge.log"; fail "--merge-lora of the $f file"; }
+done
+# lora.format = kohya: the same run writes its adapter files in that layout, tensor for
+# tensor the file convert --lora-format made from the diffusers one
+"$T" train "${CFG[@]}" --data "$W/store1" --init "$W/base/ckpt-100.safetensors" --out "$W/runk" \
+  --steps 60 --set train.steps=60 --set train.lr=5e-3 --set train.ckpt_every=30 \
+  --set lora.rank=8 --set lora.alpha=8 --set lora.targets=to_q,to_k,to_v,to_out.0,ffn.net.0.proj,ffn.net.2 \
+  --set lora.format=kohya 2>"$W/traink.log" || { tail -5 "$W/traink.log"; fail "train with lora.format=kohya"; }
+python3 - "$W/merged.ckpt" "$W/merged-wan.ckpt" "$W/merged-kohya.ckpt" "$W/lora-kohya.safetensors" "$W/runk/lora-60.safetensors" <<'PYEOF'
+import json, struct, sys
+def tensors(path):
+    with open(path, 'rb') as f:
+        n = struct.unpack('<Q', f.read(8))[0]
+        h = json.loads(f.read(n))
+        data = f.read()
+    h.pop('__metadata__', None)
+    return {k: data[v['data_offsets'][0]:v['data_offsets'][1]] for k, v in h.items()}
+ref = tensors(sys.argv[1])
+for p in sys.argv[2:4]:
+    got = tensors(p)
+    assert got.keys() == ref.keys() and all(got[k] == ref[k] for k in ref), f"{p}: merged weights differ"
+keys = list(tensors(sys.argv[4]))
+assert all(k.startswith('lora_unet_blocks_') or k.startswith('lora_unet_time') for k in keys), keys[:4]
+assert any(k.endswith('.alpha') for k in keys) and any(k.endswith('.lora_down.weight') for k in keys)
+print(f"ok: the wan and kohya files merge bitwise as the diffusers file ({len(ref)} tensors); kohya keys e.g. {keys[0]}")
+conv, run = tensors(sys.argv[4]), tensors(sys.argv[5])
+assert conv.keys() == run.keys() and all(conv[k] == run[k] for k in conv), "lora.format=kohya: the run's file differs"
+print(f"ok: lora.format = kohya writes the converted file's {len(run)} tensors")
+PYEOF
+
 # 1 and 2 ranks (the adapters' gradient all-reduced): the same losses within 1e-5 relative,
 # as tests/dist/train_ranks.sh asks of full training (the sums' order differs: not bitwise)
 if command -v mpirun >/dev/null; then

@@ -4,6 +4,8 @@
 # plans it receives against its own, bitwise.
 set -uo pipefail
 TEST=${TEST_SHARE:?set by ctest}
+. "$(dirname "$0")/../shared.sh"
+need_shared lengths
 MPI=(mpirun --oversubscribe --bind-to none)
 fail=0
 for run in "4 1" "4 2" "4 4" "3 2"; do

@@ -4,7 +4,9 @@
 set -u
 BIN=${TESSERA_BIN:?set by ctest}
 SRC=${TESSERA_SRC:?set by ctest}
-LEN=${TESSERA_SHARED:?set by ctest}/lengths
+. "$SRC/tests/shared.sh"
+need_shared lengths
+LEN=$TESSERA_SHARED/lengths
 COST=$SRC/configs/cost/h100-dit1b.conf
 T=$(mktemp -d /tmp/tsr_plan_cli.XXXXXX)
 trap 'rm -rf "$T"' EXIT
@@ -69,7 +71,18 @@ expect_fail "negative length" "neg.csv:3: tokens = -4" --lengths "$T/neg.csv" "$
 expect_fail "N not power of two" "power of two" --lengths "$T/ok.csv" --ranks 6 --mem-tokens 1000 --cost "$COST"
 expect_fail "M too small" "no group can hold" --lengths "$T/ok.csv" --ranks 4 --mem-tokens 100 --cost "$COST"
 expect_fail "missing cost key" "noallreduce.conf: missing key 'allreduce'" --lengths "$T/ok.csv" --ranks 4 --mem-tokens 1000 --cost "$T/noallreduce.conf"
-expect_fail "no cost" "missing --cost" --lengths "$T/ok.csv" --ranks 4 --mem-tokens 1000
+# without --cost: train's default cost model (sched/cost.h cost_model_cpu), named in the header
+if "$BIN" plan --lengths "$T/ok.csv" --ranks 4 --mem-tokens 4000 --steps 1 >"$T/out" 2>"$T/err" &&
+   grep -q "cost built-in CPU (as train's without --cost)" "$T/out"; then ok
+else bad "no --cost: $(cat "$T/out" "$T/err" | head -5)"; fi
+# every missing required option in one message
+expect_fail "all missing" "missing --lengths or --data, --ranks, --mem-tokens (or --config and --mem-bytes)"
+expect_fail "two missing" "missing --ranks, --mem-tokens" --lengths "$T/ok.csv"
+# the lengths CSV through the manifests' CSV reader: a quoted comma (as pandas writes one)
+printf 'id,caption,tokens\na,"a dog, a cat",1000\nb,plain,3000\n' >"$T/quoted.csv"
+if "$BIN" plan --lengths "$T/quoted.csv" "${OK[@]}" --steps 1 >"$T/out" 2>"$T/err" &&
+   grep -q "2 clips from 1 source" "$T/out"; then ok
+else bad "quoted comma: $(cat "$T/out" "$T/err" | head -5)"; fi
 expect_fail "no geometry" "--fps" --lengths "$LEN/ucf101_clips.csv" "${OK[@]}"
 expect_fail "missing file" "nope.csv: cannot open" --lengths "$T/nope.csv" "${OK[@]}"
 expect_fail "bad option" "unknown option" --lengths "$T/ok.csv" "${OK[@]}" --frobnicate

@@ -74,8 +74,7 @@ int main(void) {
     compare(what, &cfg, L, n);
   }
   // Real mixes (seconds-long clips with minutes-long videos) on 64 and 512 ranks.
-  const char *shared = getenv("TESSERA_SHARED");
-  CHECK(shared != NULL, "TESSERA_SHARED is set by ctest");
+  const char *shared = check_shared("lengths");
   const char *mixes[][2] = {{"ucf101_clips.csv:0.97", "youcook2_videos.csv:0.03"},
                             {"webvid10m_val.csv:0.96", "activitynet_captions_videos.csv:0.04"},
                             {"charades_videos.csv:0.98", "activitynet_captions_videos.csv:0.02"}};

@@ -84,8 +84,7 @@ static void check_large(const char *what, const sched_config *cfg, const int64_t
 }
 
 int main(void) {
-  const char *shared = getenv("TESSERA_SHARED");
-  CHECK(shared != NULL, "TESSERA_SHARED is set by ctest");
+  const char *shared = check_shared("lengths");
   enum { NMAX = 65536 };
   int64_t *ids = malloc(NMAX * sizeof *ids), *L = malloc(NMAX * sizeof *L);
   CHECK(ids && L, "memory");

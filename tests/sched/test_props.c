@@ -202,8 +202,7 @@ int main(void) {
 
   // Real distributions from shared/lengths: mixes of seconds-long clips with a few
   // percent of minutes-long videos, tokens = duration * 1800, capped at 300 s.
-  const char *shared = getenv("TESSERA_SHARED");
-  CHECK(shared != NULL, "TESSERA_SHARED is set by ctest");
+  const char *shared = check_shared("lengths");
   const char *mixes[][2] = {
       {"ucf101_clips.csv:0.97", "youcook2_videos.csv:0.03"},
       {"webvid10m_val.csv:0.96", "activitynet_captions_videos.csv:0.04"},

@@ -8,7 +8,9 @@
 set -euo pipefail
 BIN=${TESSERA_BIN:?set by ctest}
 SRC=${TESSERA_SRC:?set by ctest}
-LEN=${TESSERA_SHARED:?set by ctest}/lengths
+. "$SRC/tests/shared.sh"
+need_shared lengths
+LEN=$TESSERA_SHARED/lengths
 PY=/usr/bin/python3
 "$PY" -c 'import matplotlib, PIL' 2>/dev/null ||
   { echo "SKIP: $PY lacks matplotlib (Debian's python3-matplotlib, tools/setup.sh)"; exit 77; }

@@ -4,7 +4,9 @@
 set -euo pipefail
 T=${TESSERA_BIN:?}
 SRC=${TESSERA_SRC:?}
-VIDEOS=${TESSERA_SHARED:?}/videos
+. "$SRC/tests/shared.sh"
+need_shared videos
+VIDEOS=$TESSERA_SHARED/videos
 FIX=$PWD/train-fixture
 STORE=$FIX/store
 CONF=$SRC/configs/model/tiny.conf

@@ -1,19 +1,22 @@
-// ingest/manifest_csv.h — the physical lines of a manifest and the records of a CSV or TSV,
-// read in bounded memory (a 64 KiB read buffer, one record of at most MANIFEST_MAX_RECORD
-// bytes). Private to the manifest reader (manifest.c).
+// core/csv.h — the physical lines of a text file and the records of a CSV or TSV, read in
+// bounded memory (a 64 KiB read buffer, one record of at most CSV_MAX_RECORD bytes): the
+// one CSV reader of the clip manifests (ingest/manifest.c) and the lengths files
+// (sched/lengths.c).
 //
 // Records follow RFC 4180 with the delimiter given (',' or '\t'): a field that starts with
 // '"' is quoted, runs to the next '"' not doubled, and may hold delimiters and line breaks
 // ("" is one '"'); a '"' inside an unquoted field is kept as it is. Lines end with LF or CRLF
 // (the CR is dropped, also before a line break inside quotes). Blank lines between records
 // are skipped.
-#ifndef TESSERA_INGEST_MANIFEST_CSV_H
-#define TESSERA_INGEST_MANIFEST_CSV_H
+#ifndef TESSERA_CORE_CSV_H
+#define TESSERA_CORE_CSV_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/err.h"
+
+enum { CSV_MAX_RECORD = 1 << 20 };  // bytes of one record, all its lines
 
 typedef struct {
   int fd;
@@ -25,7 +28,7 @@ typedef struct {
   int64_t line;       // lines read so far (the number of the current line)
   char *text;         // the current line, NUL-terminated, without LF / CRLF
   size_t tlen, tcap;
-  int too_long;       // the current line was longer than MANIFEST_MAX_RECORD (text is cut)
+  int too_long;       // the current line was longer than CSV_MAX_RECORD (text is cut)
 } mcsv_lines;
 
 // Reads fd from its current offset (the reader owns fd from here: mcsv_lines_free closes it).
@@ -41,7 +44,7 @@ typedef enum {
   MCSV_OK = 0,
   MCSV_AFTER_QUOTE,  // text after a closing quote (before the delimiter or line end)
   MCSV_OPEN_QUOTE,   // a quoted field still open at the end of the file
-  MCSV_TOO_LONG,     // the record passed MANIFEST_MAX_RECORD bytes (cut there)
+  MCSV_TOO_LONG,     // the record passed CSV_MAX_RECORD bytes (cut there)
   MCSV_NUL,          // a NUL byte in a field (the field's C string would end there)
 } mcsv_problem;
 

@@ -1,5 +1,5 @@
-// ingest/manifest_csv.c — lines and CSV/TSV records of a manifest in bounded memory.
-#include "ingest/manifest_csv.h"
+// core/csv.c — lines and CSV/TSV records of a text file in bounded memory (core/csv.h).
+#include "core/csv.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ingest/manifest_record.h"
 
 enum { READ_CHUNK = 64 << 10 };
 
@@ -23,7 +22,7 @@ tsr_status mcsv_lines_init(mcsv_lines *l, int fd) {
   l->text = malloc(l->tcap);
   if (!l->buf || !l->text) {
     mcsv_lines_free(l);
-    return err_set(TSR_ENOMEM, "out of memory reading a manifest");
+    return err_set(TSR_ENOMEM, "out of memory reading a CSV file");
   }
   return TSR_OK;
 }
@@ -42,23 +41,23 @@ static tsr_status fill(mcsv_lines *l, const char *name) {
   ssize_t n;
   do n = read(l->fd, l->buf, READ_CHUNK);
   while (n < 0 && errno == EINTR);
-  if (n < 0) return err_set(TSR_EIO, "cannot read manifest %s: %s", name, strerror(errno));
+  if (n < 0) return err_set(TSR_EIO, "cannot read %s: %s", name, strerror(errno));
   if (n == 0) l->eof = 1;
   l->len = (size_t)n;
   return TSR_OK;
 }
 
-// Appends n bytes to the line, up to MANIFEST_MAX_RECORD (beyond it: too_long, dropped).
+// Appends n bytes to the line, up to CSV_MAX_RECORD (beyond it: too_long, dropped).
 static tsr_status append(mcsv_lines *l, const char *p, size_t n) {
-  if (l->tlen + n > MANIFEST_MAX_RECORD) {
+  if (l->tlen + n > CSV_MAX_RECORD) {
     l->too_long = 1;
-    n = l->tlen < MANIFEST_MAX_RECORD ? MANIFEST_MAX_RECORD - l->tlen : 0;
+    n = l->tlen < CSV_MAX_RECORD ? CSV_MAX_RECORD - l->tlen : 0;
   }
   if (l->tlen + n + 1 > l->tcap) {
     size_t cap = l->tcap;
     while (cap < l->tlen + n + 1) cap *= 2;
     char *t = realloc(l->text, cap);
-    if (!t) return err_set(TSR_ENOMEM, "out of memory reading a manifest line");
+    if (!t) return err_set(TSR_ENOMEM, "out of memory reading a CSV line");
     l->text = t;
     l->tcap = cap;
   }
@@ -99,7 +98,7 @@ tsr_status mcsv_next_line(mcsv_lines *l, const char *name, int *got) {
 
 tsr_status mcsv_seek_line(mcsv_lines *l, const char *name, int64_t off, int64_t after) {
   if (lseek(l->fd, off, SEEK_SET) < 0)
-    return err_set(TSR_EIO, "cannot seek in manifest %s: %s", name, strerror(errno));
+    return err_set(TSR_EIO, "cannot seek in %s: %s", name, strerror(errno));
   l->buf_off = off;
   l->pos = l->len = 0;
   l->eof = 0;
@@ -115,7 +114,7 @@ static tsr_status put_byte(mcsv_record *r, char c) {
   if (r->len + 2 > r->cap) {
     size_t cap = r->cap ? 2 * r->cap : 4096;
     char *d = realloc(r->data, cap);
-    if (!d) return err_set(TSR_ENOMEM, "out of memory reading a manifest record");
+    if (!d) return err_set(TSR_ENOMEM, "out of memory reading a CSV record");
     r->data = d;
     r->cap = cap;
   }
@@ -130,7 +129,7 @@ static tsr_status end_field(mcsv_record *r) {
   if (r->n + 2 > r->fcap) {
     int cap = 2 * r->fcap;
     size_t *s = realloc(r->start, (size_t)cap * sizeof *s);
-    if (!s) return err_set(TSR_ENOMEM, "out of memory reading a manifest record");
+    if (!s) return err_set(TSR_ENOMEM, "out of memory reading a CSV record");
     r->start = s;
     r->fcap = cap;
   }
@@ -186,7 +185,7 @@ static tsr_status begin_record(mcsv_record *r, const mcsv_lines *l) {
   if (!r->start) {
     r->fcap = 32;
     r->start = malloc((size_t)r->fcap * sizeof *r->start);
-    if (!r->start) return err_set(TSR_ENOMEM, "out of memory reading a manifest record");
+    if (!r->start) return err_set(TSR_ENOMEM, "out of memory reading a CSV record");
   }
   r->start[0] = 0;
   return TSR_OK;
@@ -207,7 +206,7 @@ tsr_status mcsv_next_record(mcsv_lines *l, const char *name, mcsv_record *r, int
     bytes += l->tlen + 1;
     r->last_line = l->line;
     if (state != QUOTED) break;
-    if (bytes > MANIFEST_MAX_RECORD) {
+    if (bytes > CSV_MAX_RECORD) {
       note(r, MCSV_TOO_LONG, l->line);
       break;
     }
