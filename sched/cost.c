@@ -301,8 +301,8 @@ tsr_status cost_model_check(const cost_model *cm) {
 }
 
 tsr_status sched_cluster_check(const sched_cluster *cl) {
-  if (cl->ranks < 1 || cl->ranks > SCHED_MAX_RANKS || (cl->ranks & (cl->ranks - 1)))
-    return err_set(TSR_EINVAL, "ranks = %d: the number of ranks must be a power of two in [1, %d]",
+  if (cl->ranks < 1 || cl->ranks > SCHED_MAX_RANKS)
+    return err_set(TSR_EINVAL, "ranks = %d: the number of ranks must be in [1, %d]",
                    cl->ranks, SCHED_MAX_RANKS);
   if (cl->gpus_per_node < 1 || cl->gpus_per_node > SCHED_MAX_RANKS)
     return err_set(TSR_EINVAL, "gpus per node = %d: must be in [1, %d]", cl->gpus_per_node,

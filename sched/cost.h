@@ -145,7 +145,8 @@ enum { SCHED_MAX_RANKS = 1 << 24, SCHED_MAX_BATCH = 1 << 24 };
 
 // The cluster a plan is made for.
 typedef struct {
-  int ranks;          // N, a power of two in [1, SCHED_MAX_RANKS]
+  int ranks;          // N in [1, SCHED_MAX_RANKS], any N: groups are the aligned power-
+                      // of-two blocks that fit in N (sched/plan.h)
   int gpus_per_node;  // G in [1, SCHED_MAX_RANKS]: groups of at most G ranks use bw_intra
   int64_t mem_tokens; // M in [1, SCHED_MAX_TOKENS]: most tokens one rank may hold in one
                       // microbatch
@@ -177,8 +178,7 @@ tsr_status cost_model_load(const char *path, cost_model *out);
 // Checks values of a model built in code (same ranges as the loader; cm->zero: stage in
 // [0, 3], 0 <= Pb <= P <= 2^50, nb and D >= 1 from stage 1 on).
 tsr_status cost_model_check(const cost_model *cm);
-// Checks a cluster: N a power of two and G within SCHED_MAX_RANKS, 1 <= M <=
-// SCHED_MAX_TOKENS.
+// Checks a cluster: N and G within [1, SCHED_MAX_RANKS], 1 <= M <= SCHED_MAX_TOKENS.
 tsr_status sched_cluster_check(const sched_cluster *cl);
 
 // Time (s) of a group of k ranks holding m clips whose lengths sum to s1 and whose

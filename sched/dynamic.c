@@ -77,15 +77,19 @@ typedef struct {
   int32_t *lev_cap;        // (nlev) leaves of level v's bundle tree (a power of two)
   int32_t *item_group;     // (n) group of each item in the current run
   int32_t *force;          // (n) CP level an item must use (-1: free), improvement phase
-  // Timeline of the current run: level l has N >> l aligned blocks, stored from off[l].
+  // Timeline of the current run: level l has N >> l aligned blocks (those that fit in N,
+  // any N >= 1: ranks beyond the last whole block of 2^l are in none), stored from off[l].
   int32_t *off;            // (nlev)
   double *bmax;            // (2N - 1) latest finish of a rank of the block
   double *bsum;            // (2N - 1) sum of the ranks' finish times
   int32_t *buni;           // (2N - 1) group last on every rank of the block; -1 none, -2 mixed
-  // Per level l a tree of nb = N >> l leaves: node 1 the root, leaf i at node nb + i,
-  // node x's children 2x and 2x + 1, stored from toff[l] (2 nb entries, entry 0 unused).
+  // Per level l a tree of tcap[l] leaves (N >> l rounded up to a power of two, so that
+  // every leaf has the same depth and a subtree's blocks are contiguous): node 1 the root,
+  // leaf i at node tcap + i (the leaves past N >> l are empty: INFINITY keys, no room),
+  // node x's children 2x and 2x + 1, stored from toff[l] (2 tcap entries, entry 0 unused).
   int64_t *toff;           // (nlev)
-  dyn_node *tree;          // (4N)
+  int32_t *tcap;           // (nlev)
+  dyn_node *tree;          // (sum of 2 tcap <= 8N)
   double mu;               // the current run's waste weight (the keys depend on it)
   dyn_heap_item *heap;     // (2N) the merge search's frontier
   dyn_group *g;            // (n) groups of the current run
@@ -147,13 +151,14 @@ static void dyn_free(dyn *d) {
   free(d->bsum);
   free(d->buni);
   free(d->toff);
+  free(d->tcap);
   free(d->tree);
   free(d->heap);
   free(d->g);
   free(d->group_of);
 }
 
-// Least CP level of a clip of L tokens (it fits at k = N: sched_batch_check).
+// Least CP level of a clip of L tokens (it fits at the largest power of two <= N: sched_batch_check).
 static int dyn_min_level(const dyn *d, int64_t L) {
   int lev = 0;
   while (cost_chunk_tokens(L, 1 << lev) > d->cl->mem_tokens) lev++;
@@ -195,21 +200,27 @@ static tsr_status dyn_init(dyn *d, const sched_config *cfg, const int64_t *token
   d->bsum = malloc(nb * sizeof *d->bsum);
   d->buni = malloc(nb * sizeof *d->buni);
   d->toff = malloc(lv * sizeof *d->toff);
-  d->tree = malloc(2 * nb * sizeof *d->tree);
-  d->heap = malloc(nb * sizeof *d->heap);
+  d->tcap = malloc(lv * sizeof *d->tcap);
+  d->tree = malloc(4 * nb * sizeof *d->tree);
+  d->heap = malloc(2 * nb * sizeof *d->heap);
   d->g = malloc(nn * sizeof *d->g);
   d->group_of = malloc(nn * sizeof *d->group_of);
   if (!d->item_of || !d->im || !d->is1 || !d->is2 || !d->imem || !d->corder || !d->clev ||
       !d->bin_room || !d->bin_lev || !d->lev_bins || !d->lev_off || !d->lev_cnt || !d->lev_cap ||
       !d->item_group || !d->force || !d->t || !d->rsmin || !d->order || !d->perm || !d->off || !d->bmax ||
-      !d->bsum || !d->buni || !d->toff || !d->tree || !d->heap ||
+      !d->bsum || !d->buni || !d->toff || !d->tcap || !d->tree || !d->heap ||
       !d->g || !d->group_of)
     return err_set(TSR_ENOMEM, "dynamic planner: out of memory for %d clips", n);
   for (int l = 0, o = 0; l < d->nlev; l++) {
     d->off[l] = o;
     o += d->N >> l;
   }
-  for (int l = 0; l < d->nlev; l++) d->toff[l] = l ? d->toff[l - 1] + 2 * (d->N >> (l - 1)) : 0;
+  for (int l = 0; l < d->nlev; l++) {
+    int cap = 1;
+    while (cap < d->N >> l) cap *= 2;
+    d->tcap[l] = cap;
+    d->toff[l] = l ? d->toff[l - 1] + 2 * d->tcap[l - 1] : 0;
+  }
   // Bundling's per-level trees: a bundle of level v is opened by a clip of least level v.
   for (int c = 0; c < n; c++) d->lev_cnt[d->clev[c] = dyn_min_level(d, tokens[c])]++;
   size_t tree = 0;
@@ -375,7 +386,7 @@ static double dyn_exposed(const dyn *d, const dyn_group *g) {
 // Sets leaf i of level l from the block's state.
 static void dyn_leaf(dyn *d, int l, int i) {
   int j = d->off[l] + i;
-  int64_t x = d->toff[l] + (d->N >> l) + i;
+  int64_t x = d->toff[l] + d->tcap[l] + i;
   dyn_node *t = &d->tree[x];
   t->key = dyn_key(d, l, j);
   t->idx = i;
@@ -407,7 +418,7 @@ static int dyn_pull(dyn *d, int64_t base, int64_t x) {
 // Leaves [lo, hi) of level l changed: refresh them and their ancestors (up to the first
 // ancestor left unchanged once the range is a single node).
 static void dyn_level_update(dyn *d, int l, int lo, int hi) {
-  int64_t nb = d->N >> l, base = d->toff[l];
+  int64_t nb = d->tcap[l], base = d->toff[l];
   for (int i = lo; i < hi; i++) dyn_leaf(d, l, i);
   for (int64_t a = (nb + lo) >> 1, b = (nb + hi - 1) >> 1; a >= 1; a >>= 1, b >>= 1) {
     int changed = 0;
@@ -430,6 +441,7 @@ static void dyn_set_block(dyn *d, int lev, int i, double end, int32_t g) {
   }
   for (int l = lev + 1, a = i; l < d->nlev; l++) {
     a >>= 1;
+    if (a >= d->N >> l) break;  // past the last whole block of 2^l (and of every larger size)
     int c = d->off[l - 1] + 2 * a, p = d->off[l] + a;
     d->bmax[p] = fmax(d->bmax[c], d->bmax[c + 1]);
     d->bsum[p] = d->bsum[c] + d->bsum[c + 1];
@@ -438,6 +450,7 @@ static void dyn_set_block(dyn *d, int lev, int i, double end, int32_t g) {
   for (int l = 0; l <= lev; l++) dyn_level_update(d, l, i << (lev - l), (i + 1) << (lev - l));
   for (int l = lev + 1, a = i; l < d->nlev; l++) {
     a >>= 1;
+    if (a >= d->N >> l) break;
     dyn_level_update(d, l, a, a + 1);
   }
 }
@@ -512,7 +525,7 @@ static void dyn_search_merges(dyn *d, const dyn_variant *v, int c, const dyn_can
   cost_group_shrink(d->cm, d->cl->gpus_per_node, q->k, 0, 0, d->is1[c], d->is2[c], &can, &per_item);
   dyn_bound bd = {(d->cm->a * d->is1[c] + d->cm->b * d->is2[c]) / k, per_item, 0};
   bd.mu_term = v->mu * (k * (bd.A - bd.D) - d->rsmin[c]) / (double)d->N;
-  int64_t nb = d->N >> q->l, base = d->toff[q->l];
+  int64_t nb = d->tcap[q->l], base = d->toff[q->l];
   dyn_heap_item *h = d->heap;  // min-heap by bound
   int hn = 0;
   if (d->tree[base + 1].room >= q->chunk) h[hn++] = (dyn_heap_item){dyn_node_bound(d, base + 1, &bd), 1};
@@ -549,10 +562,25 @@ static void dyn_search_merges(dyn *d, const dyn_variant *v, int c, const dyn_can
 // Rebuilds the trees of an empty timeline.
 static void dyn_reset_trees(dyn *d) {
   for (int l = 0; l < d->nlev; l++) {
-    int64_t nb = d->N >> l;
+    int64_t nb = d->N >> l, cap = d->tcap[l];
     for (int i = 0; i < nb; i++) dyn_leaf(d, l, i);
-    for (int64_t x = nb - 1; x >= 1; x--) dyn_pull(d, d->toff[l], x);
+    for (int64_t i = nb; i < cap; i++)  // no block: never the least key, never open
+      d->tree[d->toff[l] + cap + i] = (dyn_node){INFINITY, INFINITY, INFINITY, -1, (int32_t)i};
+    for (int64_t x = cap - 1; x >= 1; x--) dyn_pull(d, d->toff[l], x);
   }
+}
+
+// Latest finish over all ranks: over the maximal whole blocks that tile [0, N) (one per bit
+// of N, largest first; the root alone when N is a power of two).
+static double dyn_makespan(const dyn *d) {
+  double ms = 0;
+  for (int l = d->nlev - 1, r = 0; l >= 0; l--)
+    if (d->N & (1 << l)) {
+      double e = d->bmax[d->off[l] + (r >> l)];
+      if (e > ms) ms = e;
+      r += 1 << l;
+    }
+  return ms;
 }
 
 // One list-scheduling run with variant v; returns the makespan, or NaN when an item has
@@ -598,7 +626,7 @@ static double dyn_run(dyn *d, const dyn_variant *v) {
         dyn_search_merges(d, v, c, &q, &best);
       }
     }
-    // Every item fits at k = N (its clips each fit there, and bundles hold at most M
+    // Every item fits at the largest level (its clips each fit there, and bundles hold at most M
     // tokens), so best.lev < 0 means that every score was infinite or NaN.
     if (best.lev < 0) return NAN;
     int k = 1 << best.lev, j = d->off[best.lev] + best.i;
@@ -619,7 +647,7 @@ static double dyn_run(dyn *d, const dyn_variant *v) {
     dyn_set_block(d, best.lev, best.i, gg->end, g);
   }
   for (int c = 0; c < d->n; c++) d->group_of[c] = d->item_group[d->item_of[c]];
-  return d->bmax[d->off[d->nlev - 1]];
+  return dyn_makespan(d);
 }
 
 // Turns the groups of a run into waves: groups in start order, each in the wave after

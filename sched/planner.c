@@ -14,9 +14,14 @@ const char *sched_used_name(sched_used u) {
   return "?";
 }
 
-// "N ranks x M tokens" capacity text for messages.
+// The largest group's capacity, K x M tokens (K the largest power of two <= N), for messages.
+static int largest_group(const sched_cluster *cl) {
+  int k = 1;
+  while (2 * k <= cl->ranks) k *= 2;
+  return k;
+}
 static int64_t cluster_capacity(const sched_cluster *cl) {
-  return (int64_t)cl->ranks * cl->mem_tokens;
+  return (int64_t)largest_group(cl) * cl->mem_tokens;
 }
 
 tsr_status sched_config_check(const sched_config *cfg) {
@@ -30,7 +35,7 @@ tsr_status sched_config_check(const sched_config *cfg) {
     return err_set(TSR_EINVAL,
                    "max clip tokens = %lld: no group can hold such a clip (%d ranks x %lld "
                    "mem tokens = %lld); raise --mem-tokens or --ranks",
-                   (long long)cfg->max_clip_tokens, cfg->cluster.ranks,
+                   (long long)cfg->max_clip_tokens, largest_group(&cfg->cluster),
                    (long long)cfg->cluster.mem_tokens,
                    (long long)cluster_capacity(&cfg->cluster));
   return TSR_OK;
@@ -50,7 +55,7 @@ tsr_status sched_batch_check(const sched_config *cfg, const int64_t *tokens, int
                      "clip %d has %lld tokens, more than any group can hold (%d ranks x %lld "
                      "mem tokens = %lld); raise --mem-tokens or --ranks, or cap clip length "
                      "(--max-seconds, --cap-tokens)",
-                     i, (long long)tokens[i], cl->ranks, (long long)cl->mem_tokens,
+                     i, (long long)tokens[i], largest_group(cl), (long long)cl->mem_tokens,
                      (long long)cluster_capacity(cl));
     if (cfg->max_clip_tokens > 0 && tokens[i] > cfg->max_clip_tokens)
       return err_set(TSR_EINVAL,
