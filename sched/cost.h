@@ -205,6 +205,17 @@ double cost_group_exposed(const cost_model *cm, int gpus_per_node, int k, double
 // item_s2 can take off.
 void cost_group_shrink(const cost_model *cm, int gpus_per_node, int k, double s1, double s2,
                        double item_s1, double item_s2, double *can, double *per_item);
+// For the planner's merge bound (sched/dynamic.c), mode by mode (t_mode, floor_mode:
+// COST_CP_NMODES each): t_mode[m] the group's time in mode m and floor_mode[m] that minus the
+// part of its exposed communication clips joining could hide (the *can of cost_group_shrink
+// in that mode alone), for the modes cost_group_time chooses from; INFINITY for the others.
+// cost_item_shrink: per_mode[m] the most one item of sums item_s1, item_s2 can take off mode
+// m's exposed time (0 for modes not chosen from). Mode m of a group grown by the item takes at
+// least t_mode[m] - min(t_mode[m] - floor_mode[m], per_mode[m]) + (a*S1 + b*S2)/k.
+void cost_group_floors(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
+                       double s2, double *t_mode, double *floor_mode);
+void cost_item_shrink(const cost_model *cm, int gpus_per_node, int k, double item_s1,
+                      double item_s2, double *per_mode);
 // Time (s) of one clip of L tokens alone in a group of k ranks.
 double cost_clip_time(const cost_model *cm, int gpus_per_node, int k, int64_t L);
 // Tokens a rank holds of a clip of L tokens cut over k ranks: ceil(L/k).

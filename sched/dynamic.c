@@ -34,10 +34,11 @@ typedef struct {
 
 // A node of a level's tree: over the blocks of its subtree, the least key and its block,
 // and over the open groups there (last on every rank of exactly their block, so an item
-// may join them) the earliest end, the least end minus exposed ring time and the most
-// memory room (tokens per rank; -1 and INFINITY where there is none).
+// may join them), per CP mode, the least start + time in that mode (end) and the least
+// start + time minus the communication it could hide (adj), and the most memory room
+// (tokens per rank; -1 and INFINITY where there is none, or the mode is not chosen from).
 typedef struct {
-  double key, end, adj;
+  double key, end[COST_CP_NMODES], adj[COST_CP_NMODES];
   int64_t room;
   int32_t idx;
 } dyn_node;
@@ -55,6 +56,7 @@ typedef struct {
   const int64_t *L;        // (n)
   int n, N, nlev;          // clips, ranks, log2(N) + 1
   int exhaustive;          // 1: scan every block (the reference); 0: the trees
+  int nm;                  // CP modes the trees keep bounds for: 1 (ring alone) or all
   int ni;                  // items of the current run
   int32_t *item_of;        // (n) item of each clip
   int32_t *im;             // (n) clips per item
@@ -174,6 +176,7 @@ static tsr_status dyn_init(dyn *d, const sched_config *cfg, const int64_t *token
   d->n = n;
   d->N = cfg->cluster.ranks;
   d->exhaustive = exhaustive;
+  d->nm = (cfg->cost.cp_modes & ~COST_MODES_RING) ? COST_CP_NMODES : 1;
   while ((1 << d->nlev) <= d->N) d->nlev++;
   size_t nb = 2 * (size_t)d->N, nl = (size_t)n * d->nlev, nn = (size_t)n, lv = (size_t)d->nlev;
   d->item_of = malloc(nn * sizeof *d->item_of);
@@ -373,16 +376,6 @@ static double dyn_key(const dyn *d, int l, int j) {
   return d->bmax[j] + d->mu * ((double)(1 << l) * d->bmax[j] - d->bsum[j]) / (double)d->N;
 }
 
-// The part of a group's exposed communication that clips joining it can hide: the ring's
-// steps, or hybrid's ring over nodes when the cost model allows it (whatever mode the group
-// runs in: its time is the least over its modes, and every mode's compute grows by at least
-// the ring's when an item joins, so the merge bound below holds; docs/plan.md).
-static double dyn_exposed(const dyn *d, const dyn_group *g) {
-  double can, per_item;
-  cost_group_shrink(d->cm, d->cl->gpus_per_node, 1 << g->lev, g->s1, g->s2, 0, 0, &can, &per_item);
-  return can;
-}
-
 // Sets leaf i of level l from the block's state.
 static void dyn_leaf(dyn *d, int l, int i) {
   int j = d->off[l] + i;
@@ -392,11 +385,13 @@ static void dyn_leaf(dyn *d, int l, int i) {
   t->idx = i;
   int32_t g = d->buni[j];
   if (g >= 0 && d->g[g].lev == l) {  // open: last on every rank of exactly this block
-    t->end = d->g[g].end;
-    t->adj = d->g[g].end - dyn_exposed(d, &d->g[g]);
-    t->room = d->cl->mem_tokens - d->g[g].mem;
+    const dyn_group *gg = &d->g[g];
+    double tm[COST_CP_NMODES], fl[COST_CP_NMODES];
+    cost_group_floors(d->cm, d->cl->gpus_per_node, 1 << l, gg->m, gg->s1, gg->s2, tm, fl);
+    for (int md = 0; md < d->nm; md++) t->end[md] = gg->start + tm[md], t->adj[md] = gg->start + fl[md];
+    t->room = d->cl->mem_tokens - gg->mem;
   } else {
-    t->end = t->adj = INFINITY;
+    for (int md = 0; md < d->nm; md++) t->end[md] = t->adj[md] = INFINITY;
     t->room = -1;
   }
 }
@@ -406,13 +401,18 @@ static int dyn_pull(dyn *d, int64_t base, int64_t x) {
   dyn_node *p = &d->tree[base + x];
   const dyn_node *a = &d->tree[base + 2 * x], *b = a + 1;
   const dyn_node *m = b->key < a->key ? b : a;  // left (lower blocks) wins ties
-  dyn_node n = {m->key, b->end < a->end ? b->end : a->end, b->adj < a->adj ? b->adj : a->adj,
-                b->room > a->room ? b->room : a->room, m->idx};
-  if (n.key == p->key && n.idx == p->idx && n.end == p->end && n.adj == p->adj &&
-      n.room == p->room)
-    return 0;
-  *p = n;
-  return 1;
+  int same = m->key == p->key && m->idx == p->idx;
+  p->key = m->key, p->idx = m->idx;
+  int64_t room = b->room > a->room ? b->room : a->room;
+  same &= room == p->room;
+  p->room = room;
+  for (int md = 0; md < d->nm; md++) {
+    double e = b->end[md] < a->end[md] ? b->end[md] : a->end[md];
+    double j = b->adj[md] < a->adj[md] ? b->adj[md] : a->adj[md];
+    same &= e == p->end[md] && j == p->adj[md];
+    p->end[md] = e, p->adj[md] = j;
+  }
+  return !same;
 }
 
 // Leaves [lo, hi) of level l changed: refresh them and their ancestors (up to the first
@@ -496,21 +496,29 @@ static void dyn_try_merge(const dyn *d, const dyn_variant *v, int c, const dyn_c
 }
 
 // Lower bound on the score of joining item c to any open group of tree node x of level
-// q.l. Joining a group of k ranks adds A = (a*S1 + b*S2)/k to its compute (S1, S2: the
-// item's sums) and delta = kv*S1/(k*bw) - b*S2/k^2 to its per-step ring exposure, so its
-// time grows by at least A - min(X, (k-1)*max(0, -delta)), X the group's exposed ring
-// time (which is all the ring time can shrink by). With oend the subtree's earliest end
-// and oadj its least end - X: score >= A + max(oadj, oend - D) + mu*(k*dT - rsmin)/N, where
-// dT >= A - D, D = (k-1)*max(0, -delta).
+// q.l. Joining a group of k ranks adds at least A = (a*S1 + b*S2)/k to its compute in every
+// mode (S1, S2: the item's sums), and mode m's exposed communication shrinks by at most
+// X_m, the part of it the group could hide, and by at most D_m, what the item can take off
+// (for the ring (k-1)*max(0, -delta), delta = kv*S1/(k*bw) - b*S2/k^2 its per-step
+// change), so the group ends at least at min over m of (start + T_m + A - min(X_m, D)),
+// D = max D_m, which is >= A + max(start + min_m (T_m - X_m), end - D). With oend the
+// subtree's earliest end and oadj its least start + min_m (T_m - X_m) (dyn_floor):
+// score >= A + max(oadj, oend - D) + mu*(k*dT - rsmin)/N, where dT >= A - D.
 typedef struct {
   double A, D, mu_term;
+  double Dm[COST_CP_NMODES];  // D of each mode (cost_item_shrink)
 } dyn_bound;
 
+// The least over the modes of A + max(oadj_m, oend_m - D_m) + mu_term.
 static double dyn_node_bound(const dyn *d, int64_t node, const dyn_bound *bd) {
   const dyn_node *t = &d->tree[node];
-  double adj = t->end - bd->D;
-  if (t->adj > adj) adj = t->adj;
-  return adj + bd->A + bd->mu_term;
+  double lo = INFINITY;
+  for (int md = 0; md < d->nm; md++) {
+    double adj = t->end[md] - bd->Dm[md];
+    if (t->adj[md] > adj) adj = t->adj[md];
+    if (adj < lo) lo = adj;
+  }
+  return lo + bd->A + bd->mu_term;
 }
 
 // Best-first branch and bound over level q.l's open groups, least bound first: it stops
@@ -523,7 +531,9 @@ static void dyn_search_merges(dyn *d, const dyn_variant *v, int c, const dyn_can
   const double k = (double)q->k;
   double can, per_item;  // per_item: D of the bound (the ring's, or hybrid's when larger)
   cost_group_shrink(d->cm, d->cl->gpus_per_node, q->k, 0, 0, d->is1[c], d->is2[c], &can, &per_item);
-  dyn_bound bd = {(d->cm->a * d->is1[c] + d->cm->b * d->is2[c]) / k, per_item, 0};
+  dyn_bound bd = {(d->cm->a * d->is1[c] + d->cm->b * d->is2[c]) / k, per_item, 0, {0, 0, 0}};
+  if (d->nm > 1) cost_item_shrink(d->cm, d->cl->gpus_per_node, q->k, d->is1[c], d->is2[c], bd.Dm);
+  else bd.Dm[0] = per_item;  // ring alone: the ring's
   bd.mu_term = v->mu * (k * (bd.A - bd.D) - d->rsmin[c]) / (double)d->N;
   int64_t nb = d->tcap[q->l], base = d->toff[q->l];
   dyn_heap_item *h = d->heap;  // min-heap by bound
@@ -565,7 +575,8 @@ static void dyn_reset_trees(dyn *d) {
     int64_t nb = d->N >> l, cap = d->tcap[l];
     for (int i = 0; i < nb; i++) dyn_leaf(d, l, i);
     for (int64_t i = nb; i < cap; i++)  // no block: never the least key, never open
-      d->tree[d->toff[l] + cap + i] = (dyn_node){INFINITY, INFINITY, INFINITY, -1, (int32_t)i};
+      d->tree[d->toff[l] + cap + i] = (dyn_node){INFINITY, {INFINITY, INFINITY, INFINITY},
+                                                 {INFINITY, INFINITY, INFINITY}, -1, (int32_t)i};
     for (int64_t x = cap - 1; x >= 1; x--) dyn_pull(d, d->toff[l], x);
   }
 }
