@@ -97,12 +97,15 @@ typedef struct {
                             // inside predicted_s; 0 at train.zero = 0
   int static_cp;            // k_s of the baselines
   double plan_ms;           // wall time of sched_plan_batch (all of the above)
-  double plan_cpu_ms;       // CPU time of the thread that ran it (the same work; unlike the
-                            // wall time, not stretched by other processes on a shared core)
+  double plan_cpu_ms;       // CPU time of the threads that ran it (the caller's, and with
+                            // CP modes besides ring the ring-only candidate's: the same work;
+                            // unlike the wall time, not stretched by other processes)
 } sched_result;
 
 // Plans one batch: checks it, runs bound, both baselines and the dynamic planner,
-// simulates all and keeps the fastest, preferring a baseline on ties. *out is
+// simulates all and keeps the fastest, preferring a baseline on ties. With CP modes
+// besides ring, the ring-only dynamic candidate is planned on a second thread meanwhile
+// (the same result as in turn: every candidate is deterministic). *out is
 // overwritten; free it with sched_result_free. On error *out holds an empty plan.
 tsr_status sched_plan_batch(const sched_config *cfg, const int64_t *tokens, int n,
                             sched_result *out);
