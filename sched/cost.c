@@ -179,10 +179,13 @@ double cost_group_time(const cost_model *cm, int gpus_per_node, int k, int m, do
 // clips joining could hide (*can) and the most an item (item_s1, item_s2) takes off (*per).
 // mode ULYSSES: the pipelined all-to-all over k; HYBRID (u = hybrid_u > 0): the ring over the
 // k/u nodes and the all-to-all over u; RING: the ring steps.
+// *grow: what the item adds to the exposed time for certain (the pipelined all-to-all's first
+// chunk carries its bytes: xi of the item without the latency; 0 for the ring).
 static void mode_shrink(const cost_model *cm, int gpus_per_node, int k, double s1, double s2,
                         double item_s1, double item_s2, cost_cp_mode mode, double *can,
-                        double *per) {
+                        double *per, double *grow) {
   double kk = (double)k, x, w, xi, wi;
+  *grow = 0;
   if (mode == COST_CP_RING) {
     double bw = link_bw(cm, gpus_per_node, k);
     double e = cm->kv * s1 / kk / bw + cm->lat - cm->b * s2 / (kk * kk);
@@ -197,6 +200,7 @@ static void mode_shrink(const cost_model *cm, int gpus_per_node, int k, double s
     a2a_pipeline(cm, k, k, k <= gpus_per_node, item_s1, cm->b * item_s2 * sh, &xi, &wi);
     xi -= 2.0 * a2a_lat(cm);  // an item adds bytes, not transfers
     *can = (double)(c - 1) * (x > w ? x - w : 0), *per = (double)(c - 1) * (wi > xi ? wi - xi : 0);
+    *grow = xi > 0 ? xi : 0;
   } else {
     int u = hybrid_u(gpus_per_node, k), r = k / u;
     double sh = head_share(cm, u), rr = (double)r;
@@ -207,24 +211,25 @@ static void mode_shrink(const cost_model *cm, int gpus_per_node, int k, double s
     a2a_pipeline(cm, k, u, 1, item_s1, cm->b * item_s2 * sh / rr, &xi, &wi);
     xi -= 2.0 * a2a_lat(cm);
     ch += (double)(c - 1) * (x > w ? x - w : 0), ph += (double)(c - 1) * (wi > xi ? wi - xi : 0);
-    *can = ch, *per = ph;
+    *can = ch, *per = ph, *grow = xi > 0 ? xi : 0;
   }
 }
 
 void cost_group_shrink(const cost_model *cm, int gpus_per_node, int k, double s1, double s2,
                        double item_s1, double item_s2, double *can, double *per_item) {
   // the ring's (a bound whatever the group's mode), then the larger of the other modes'
-  mode_shrink(cm, gpus_per_node, k, s1, s2, item_s1, item_s2, COST_CP_RING, can, per_item);
+  double g0;
+  mode_shrink(cm, gpus_per_node, k, s1, s2, item_s1, item_s2, COST_CP_RING, can, per_item, &g0);
   const int modes = cm->cp_modes ? cm->cp_modes : COST_MODES_RING;
   int u = hybrid_u(gpus_per_node, k);
-  double c, p;
+  double c, p, g;
   if (modes & (COST_MODES_ULYSSES | (u ? 0 : COST_MODES_HYBRID))) {
-    mode_shrink(cm, gpus_per_node, k, s1, s2, item_s1, item_s2, COST_CP_ULYSSES, &c, &p);
+    mode_shrink(cm, gpus_per_node, k, s1, s2, item_s1, item_s2, COST_CP_ULYSSES, &c, &p, &g);
     if (c > *can) *can = c;
     if (p > *per_item) *per_item = p;
   }
   if (!u || !(modes & COST_MODES_HYBRID)) return;
-  mode_shrink(cm, gpus_per_node, k, s1, s2, item_s1, item_s2, COST_CP_HYBRID, &c, &p);
+  mode_shrink(cm, gpus_per_node, k, s1, s2, item_s1, item_s2, COST_CP_HYBRID, &c, &p, &g);
   if (c > *can) *can = c;
   if (p > *per_item) *per_item = p;
 }
@@ -236,22 +241,23 @@ void cost_group_floors(const cost_model *cm, int gpus_per_node, int k, int m, do
   for (int md = 0; md < COST_CP_NMODES; md++) {
     t_mode[md] = floor_mode[md] = INFINITY;
     if (!(allowed & (1 << md))) continue;
-    double t = cost_group_time_mode(cm, gpus_per_node, k, m, s1, s2, (cost_cp_mode)md), can = 0, per;
-    if (k > 1) mode_shrink(cm, gpus_per_node, k, s1, s2, 0, 0, (cost_cp_mode)md, &can, &per);
+    double t = cost_group_time_mode(cm, gpus_per_node, k, m, s1, s2, (cost_cp_mode)md), can = 0, per, g;
+    if (k > 1) mode_shrink(cm, gpus_per_node, k, s1, s2, 0, 0, (cost_cp_mode)md, &can, &per, &g);
     t_mode[md] = t;
     floor_mode[md] = t - can;
   }
 }
 
 void cost_item_shrink(const cost_model *cm, int gpus_per_node, int k, double item_s1,
-                      double item_s2, double *per_mode) {
+                      double item_s2, double *per_mode, double *grow_mode) {
   int allowed = allowed_modes(cm, gpus_per_node, k);
   if (!allowed) allowed = COST_MODES_RING;  // cost_group_time's fallback
   for (int md = 0; md < COST_CP_NMODES; md++) {
     double can;
-    per_mode[md] = 0;
+    per_mode[md] = grow_mode[md] = 0;
     if (k > 1 && (allowed & (1 << md)))
-      mode_shrink(cm, gpus_per_node, k, 0, 0, item_s1, item_s2, (cost_cp_mode)md, &can, &per_mode[md]);
+      mode_shrink(cm, gpus_per_node, k, 0, 0, item_s1, item_s2, (cost_cp_mode)md, &can,
+                  &per_mode[md], &grow_mode[md]);
   }
 }
 

@@ -210,12 +210,14 @@ void cost_group_shrink(const cost_model *cm, int gpus_per_node, int k, double s1
 // part of its exposed communication clips joining could hide (the *can of cost_group_shrink
 // in that mode alone), for the modes cost_group_time chooses from; INFINITY for the others.
 // cost_item_shrink: per_mode[m] the most one item of sums item_s1, item_s2 can take off mode
-// m's exposed time (0 for modes not chosen from). Mode m of a group grown by the item takes at
-// least t_mode[m] - min(t_mode[m] - floor_mode[m], per_mode[m]) + (a*S1 + b*S2)/k.
+// m's exposed time, grow_mode[m] what it adds to it for certain (the bytes of the pipelined
+// all-to-all's first chunk; 0 for the ring; both 0 for modes not chosen from). Mode m of a
+// group grown by the item takes at least
+// t_mode[m] - min(t_mode[m] - floor_mode[m], per_mode[m]) + grow_mode[m] + (a*S1 + b*S2)/k.
 void cost_group_floors(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
                        double s2, double *t_mode, double *floor_mode);
 void cost_item_shrink(const cost_model *cm, int gpus_per_node, int k, double item_s1,
-                      double item_s2, double *per_mode);
+                      double item_s2, double *per_mode, double *grow_mode);
 // Time (s) of one clip of L tokens alone in a group of k ranks.
 double cost_clip_time(const cost_model *cm, int gpus_per_node, int k, int64_t L);
 // Tokens a rank holds of a clip of L tokens cut over k ranks: ceil(L/k).

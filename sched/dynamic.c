@@ -507,15 +507,17 @@ static void dyn_try_merge(const dyn *d, const dyn_variant *v, int c, const dyn_c
 typedef struct {
   double A, D, mu_term;
   double Dm[COST_CP_NMODES];  // D of each mode (cost_item_shrink)
+  double Gm[COST_CP_NMODES];  // what the item adds to each mode's exposed time for certain
 } dyn_bound;
 
-// The least over the modes of A + max(oadj_m, oend_m - D_m) + mu_term.
+// The least over the modes of A + G_m + max(oadj_m, oend_m - D_m) + mu_term.
 static double dyn_node_bound(const dyn *d, int64_t node, const dyn_bound *bd) {
   const dyn_node *t = &d->tree[node];
   double lo = INFINITY;
   for (int md = 0; md < d->nm; md++) {
     double adj = t->end[md] - bd->Dm[md];
     if (t->adj[md] > adj) adj = t->adj[md];
+    adj += bd->Gm[md];
     if (adj < lo) lo = adj;
   }
   return lo + bd->A + bd->mu_term;
@@ -531,8 +533,9 @@ static void dyn_search_merges(dyn *d, const dyn_variant *v, int c, const dyn_can
   const double k = (double)q->k;
   double can, per_item;  // per_item: D of the bound (the ring's, or hybrid's when larger)
   cost_group_shrink(d->cm, d->cl->gpus_per_node, q->k, 0, 0, d->is1[c], d->is2[c], &can, &per_item);
-  dyn_bound bd = {(d->cm->a * d->is1[c] + d->cm->b * d->is2[c]) / k, per_item, 0, {0, 0, 0}};
-  if (d->nm > 1) cost_item_shrink(d->cm, d->cl->gpus_per_node, q->k, d->is1[c], d->is2[c], bd.Dm);
+  dyn_bound bd = {(d->cm->a * d->is1[c] + d->cm->b * d->is2[c]) / k, per_item, 0, {0, 0, 0}, {0, 0, 0}};
+  if (d->nm > 1)
+    cost_item_shrink(d->cm, d->cl->gpus_per_node, q->k, d->is1[c], d->is2[c], bd.Dm, bd.Gm);
   else bd.Dm[0] = per_item;  // ring alone: the ring's
   bd.mu_term = v->mu * (k * (bd.A - bd.D) - d->rsmin[c]) / (double)d->N;
   int64_t nb = d->tcap[q->l], base = d->toff[q->l];

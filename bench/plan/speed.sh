@@ -6,7 +6,8 @@
 #   auto   this build, --cp-mode auto (the default: ring, Ulysses or hybrid per group)
 #   ring   this build, --cp-mode ring (the ring-only planner)
 #   old    9274c7d (the planner before CP modes; it refuses 12,288 ranks, not a power of two)
-# each pinned to one core (taskset), ROUNDS rounds (default 2) in turn. Prints per build the
+# each pinned to the cores CORES (taskset; default 0,1: auto mode plans its ring-only
+# candidate on a second thread), ROUNDS rounds (default 2) in turn. Prints per build the
 # planner's wall and CPU ms per batch (tessera plan --json: plan_ms, plan_cpu_ms) and the
 # predicted step, and the ratios auto / ring and auto / old.
 #   bench/plan/speed.sh                (builds 9274c7d in a temp worktree with ccache)
@@ -31,7 +32,7 @@ if [ ! -x "$OLD" ]; then
   cmake --build "$OLD_DIR/build" -j2 --target tessera >/dev/null
 fi
 PIN=()
-command -v taskset >/dev/null && PIN=(taskset -c "${CORE:-0}")
+command -v taskset >/dev/null && PIN=(taskset -c "${CORES:-0,1}")
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 LEN=$SHARED/lengths
