@@ -57,6 +57,9 @@ typedef struct {
   int n, N, nlev;          // clips, ranks, log2(N) + 1
   int exhaustive;          // 1: scan every block (the reference); 0: the trees
   int nm;                  // CP modes the trees keep bounds for: 1 (ring alone) or all
+  int lnm[32];             // of those, the ones level l can choose from (modes are slots
+                           // 0, 1, 2: ring, Ulysses, hybrid): 1 at k = 1, 2 where hybrid
+                           // is Ulysses (k <= G), else nm
   int ni;                  // items of the current run
   int32_t *item_of;        // (n) item of each clip
   int32_t *im;             // (n) clips per item
@@ -177,6 +180,11 @@ static tsr_status dyn_init(dyn *d, const sched_config *cfg, const int64_t *token
   d->N = cfg->cluster.ranks;
   d->exhaustive = exhaustive;
   d->nm = (cfg->cost.cp_modes & ~COST_MODES_RING) ? COST_CP_NMODES : 1;
+  for (int l = 0; (1 << l) <= d->N; l++) {
+    int k = 1 << l, G = cfg->cluster.gpus_per_node;
+    int hybrid = (cfg->cost.cp_modes & COST_MODES_HYBRID) && G > 1 && !(G & (G - 1)) && k > G;
+    d->lnm[l] = l == 0 ? 1 : d->nm < COST_CP_NMODES ? d->nm : hybrid ? COST_CP_NMODES : 2;
+  }
   while ((1 << d->nlev) <= d->N) d->nlev++;
   size_t nb = 2 * (size_t)d->N, nl = (size_t)n * d->nlev, nn = (size_t)n, lv = (size_t)d->nlev;
   d->item_of = malloc(nn * sizeof *d->item_of);
@@ -388,16 +396,16 @@ static void dyn_leaf(dyn *d, int l, int i) {
     const dyn_group *gg = &d->g[g];
     double tm[COST_CP_NMODES], fl[COST_CP_NMODES];
     cost_group_floors(d->cm, d->cl->gpus_per_node, 1 << l, gg->m, gg->s1, gg->s2, tm, fl);
-    for (int md = 0; md < d->nm; md++) t->end[md] = gg->start + tm[md], t->adj[md] = gg->start + fl[md];
+    for (int md = 0; md < d->lnm[l]; md++) t->end[md] = gg->start + tm[md], t->adj[md] = gg->start + fl[md];
     t->room = d->cl->mem_tokens - gg->mem;
   } else {
-    for (int md = 0; md < d->nm; md++) t->end[md] = t->adj[md] = INFINITY;
+    for (int md = 0; md < d->lnm[l]; md++) t->end[md] = t->adj[md] = INFINITY;
     t->room = -1;
   }
 }
 
 // Recomputes node x of the tree at `base` from its children; 0 if it did not change.
-static int dyn_pull(dyn *d, int64_t base, int64_t x) {
+static int dyn_pull(dyn *d, int64_t base, int64_t x, int nm) {
   dyn_node *p = &d->tree[base + x];
   const dyn_node *a = &d->tree[base + 2 * x], *b = a + 1;
   const dyn_node *m = b->key < a->key ? b : a;  // left (lower blocks) wins ties
@@ -406,7 +414,7 @@ static int dyn_pull(dyn *d, int64_t base, int64_t x) {
   int64_t room = b->room > a->room ? b->room : a->room;
   same &= room == p->room;
   p->room = room;
-  for (int md = 0; md < d->nm; md++) {
+  for (int md = 0; md < nm; md++) {
     double e = b->end[md] < a->end[md] ? b->end[md] : a->end[md];
     double j = b->adj[md] < a->adj[md] ? b->adj[md] : a->adj[md];
     same &= e == p->end[md] && j == p->adj[md];
@@ -422,7 +430,7 @@ static void dyn_level_update(dyn *d, int l, int lo, int hi) {
   for (int i = lo; i < hi; i++) dyn_leaf(d, l, i);
   for (int64_t a = (nb + lo) >> 1, b = (nb + hi - 1) >> 1; a >= 1; a >>= 1, b >>= 1) {
     int changed = 0;
-    for (int64_t x = a; x <= b; x++) changed |= dyn_pull(d, base, x);
+    for (int64_t x = a; x <= b; x++) changed |= dyn_pull(d, base, x, d->lnm[l]);
     if (!changed) break;
   }
 }
@@ -508,13 +516,14 @@ typedef struct {
   double A, D, mu_term;
   double Dm[COST_CP_NMODES];  // D of each mode (cost_item_shrink)
   double Gm[COST_CP_NMODES];  // what the item adds to each mode's exposed time for certain
+  int nm;                     // modes of the level (dyn.lnm)
 } dyn_bound;
 
 // The least over the modes of A + G_m + max(oadj_m, oend_m - D_m) + mu_term.
 static double dyn_node_bound(const dyn *d, int64_t node, const dyn_bound *bd) {
   const dyn_node *t = &d->tree[node];
   double lo = INFINITY;
-  for (int md = 0; md < d->nm; md++) {
+  for (int md = 0; md < bd->nm; md++) {
     double adj = t->end[md] - bd->Dm[md];
     if (t->adj[md] > adj) adj = t->adj[md];
     adj += bd->Gm[md];
@@ -533,7 +542,8 @@ static void dyn_search_merges(dyn *d, const dyn_variant *v, int c, const dyn_can
   const double k = (double)q->k;
   double can, per_item;  // per_item: D of the bound (the ring's, or hybrid's when larger)
   cost_group_shrink(d->cm, d->cl->gpus_per_node, q->k, 0, 0, d->is1[c], d->is2[c], &can, &per_item);
-  dyn_bound bd = {(d->cm->a * d->is1[c] + d->cm->b * d->is2[c]) / k, per_item, 0, {0, 0, 0}, {0, 0, 0}};
+  dyn_bound bd = {(d->cm->a * d->is1[c] + d->cm->b * d->is2[c]) / k, per_item, 0, {0, 0, 0}, {0, 0, 0},
+                  d->lnm[q->l]};
   if (d->nm > 1)
     cost_item_shrink(d->cm, d->cl->gpus_per_node, q->k, d->is1[c], d->is2[c], bd.Dm, bd.Gm);
   else bd.Dm[0] = per_item;  // ring alone: the ring's
@@ -580,7 +590,7 @@ static void dyn_reset_trees(dyn *d) {
     for (int64_t i = nb; i < cap; i++)  // no block: never the least key, never open
       d->tree[d->toff[l] + cap + i] = (dyn_node){INFINITY, {INFINITY, INFINITY, INFINITY},
                                                  {INFINITY, INFINITY, INFINITY}, -1, (int32_t)i};
-    for (int64_t x = cap - 1; x >= 1; x--) dyn_pull(d, d->toff[l], x);
+    for (int64_t x = cap - 1; x >= 1; x--) dyn_pull(d, d->toff[l], x, d->lnm[l]);
   }
 }
 
