@@ -5,7 +5,7 @@
 // several shapes on clusters of 1 to 256 ranks, cost models with hidden and with exposed
 // ring steps (where the bound is loose), groups choosing between ring and Ulysses (and
 // Ulysses alone), tiny memory (groups full) and real length mixes
-// (150 random batches on 1 to 256 ranks, 60 on 3 to 300 ranks that are not powers of two,
+// (150 random batches on 1 to 256 ranks, 30 on 3 to 200 ranks that are not powers of two,
 // 12 real ones on 64, 256, 24 and 96: 1-2 s in release, 10-20 s under the sanitizers).
 #include <math.h>
 #include <string.h>
@@ -77,8 +77,8 @@ int main(void) {
   // whole block of a size in none of it): every shape again, with their own seed so the
   // cases above stay as they were.
   sched_rng rng2 = sched_rng_seed(778, 0);
-  for (int it = 0; it < 60; it++) {
-    int N = 3 + (int)sched_rng_below(&rng2, 298);
+  for (int it = 0; it < 30; it++) {
+    int N = 3 + (int)sched_rng_below(&rng2, 198);
     if (!(N & (N - 1))) N--;
     int K = 1;
     while (2 * K <= N) K *= 2;

@@ -212,7 +212,7 @@ int main(void) {
   // ranks past their last whole block idle where k_s does not divide N.
   sched_rng rng2 = sched_rng_seed(12346, 0);
   const int Nany[] = {3, 5, 6, 7, 12, 24, 96};
-  for (int it = 0; it < 42; it++) {
+  for (int it = 0; it < 21; it++) {
     sched_config cfg = {{Nany[it % 7], Gs[sched_rng_below(&rng2, 4)], Ms[sched_rng_below(&rng2, 3)]},
                         h100, 0, 0};
     if (it % 3 == 1) cfg.cost.bw_inter = 1e9, cfg.cost.ovh = 0.05, cfg.cost.lat = 0.01;
