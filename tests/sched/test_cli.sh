@@ -139,6 +139,15 @@ if "$BIN" plan --lengths "$T/ok.csv" --ranks 4 --cost "$COST" --config "$CONF" \
 else
   bad "--mem-bytes plan failed: $(cat "$T/err")"
 fi
+# the memory model at 12 ranks (not a power of two): ring buffers of the CP sizes 2, 4, 8 the
+# group set has, ZeRO's shards over the 12 ranks
+if "$BIN" plan --lengths "$T/ok.csv" --ranks 12 --cost "$COST" --config "$CONF" --set train.zero=1 \
+     --mem-bytes 2147483648 >"$T/out" 2>"$T/err" && grep -q "12 ranks (8 per node)" "$T/out" &&
+   grep -q "^memory per GPU.*ring buffers of 3 CP sizes" "$T/out"; then
+  ok
+else
+  bad "--mem-bytes at 12 ranks: $(cat "$T/out" "$T/err")"
+fi
 # --set train.zero=Z: ZeRO's exposed communication (sched/cost.h "ZeRO") printed and in the
 # JSON, against the closed form from the model's sizes and the cost file (4 ranks in a node:
 # bw_intra, lat): the step's all-gather t_ag = 3/4 * 4P / bw_intra + nb * lat; at stage 2 each
