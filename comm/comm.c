@@ -291,33 +291,50 @@ tsr_status comm_mpi_wait(int n, MPI_Request *r, const char *what, const comm_gro
 
 enum { COMM_MAX_LEVELS = 31 };
 
-static comm_group comm_groups[COMM_MAX_LEVELS];
+// Index levels of comm_groups holds the power-of-two groups (size 2^level); a world whose
+// size is not a power of two adds the world itself at index comm_levels (its level), the
+// group of the world collectives (the gradient all-reduce, ZeRO).
+static comm_group comm_groups[COMM_MAX_LEVELS + 1];
+static int comm_member[COMM_MAX_LEVELS + 1];  // this rank lies in a whole block of the size
 static int comm_levels = 0;  // groups of size 1, 2, 4, ... 2^(levels-1)
+static int comm_ngroups = 0; // comm_levels, + 1 with the world group
+
+// One group of the set: this rank's aligned block of k ranks, or (k = world, not a power of
+// two) the world. A rank beyond the last whole block of k ranks is in no group of size k:
+// it takes part in the split (a collective) with MPI_UNDEFINED and gets none.
+static tsr_status group_make(int idx, int k) {
+  comm_group *g = &comm_groups[idx];
+  int member = comm_r < comm_n / k * k;
+  comm_member[idx] = member;
+  g->size = k;
+  g->rank = comm_r % k;
+  g->first = comm_r - g->rank;
+  g->level = idx;
+  g->stride = 1;
+  g->seq = 0;
+  g->comm = MPI_COMM_NULL;
+  if (!comm_joined) return TSR_OK;
+  tsr_status st = comm_mpi_check(
+      MPI_Comm_split(MPI_COMM_WORLD, member ? comm_r / k : MPI_UNDEFINED, comm_r, &g->comm),
+      "creating the group communicators (MPI_Comm_split)");
+  if (!st && g->comm != MPI_COMM_NULL) MPI_Comm_set_errhandler(g->comm, MPI_ERRORS_RETURN);
+  return st;
+}
 
 tsr_status comm_groups_init(void) {
   if (comm_levels) return TSR_OK;
-  if (comm_n & (comm_n - 1))
-    return err_set(TSR_EINVAL,
-                   "the world has %d ranks, not a power of two: Dynamic-CP groups are aligned "
-                   "power-of-two blocks; launch with 1, 2, 4, 8, ... ranks",
-                   comm_n);
   int levels = 0;
   for (int k = 1; k <= comm_n; k *= 2, levels++) {
-    comm_group *g = &comm_groups[levels];
-    g->size = k;
-    g->rank = comm_r % k;
-    g->first = comm_r - g->rank;
-    g->level = levels;
-    g->stride = 1;
-    g->seq = 0;
-    g->comm = MPI_COMM_NULL;
-    if (!comm_joined) continue;
-    tsr_status st = comm_mpi_check(MPI_Comm_split(MPI_COMM_WORLD, comm_r / k, comm_r, &g->comm),
-                              "creating the group communicators (MPI_Comm_split)");
+    tsr_status st = group_make(levels, k);
     if (st) return st;
-    MPI_Comm_set_errhandler(g->comm, MPI_ERRORS_RETURN);
+  }
+  int n = levels;
+  if (comm_n & (comm_n - 1)) {
+    tsr_status st = group_make(n++, comm_n);
+    if (st) return st;
   }
   comm_levels = levels;
+  comm_ngroups = n;
   return TSR_OK;
 }
 
@@ -336,7 +353,7 @@ tsr_status comm_stride_groups_init(int u) {
     int k = 1 << lv;
     comm_group *g = &stride_groups[lv];
     if (k <= u) continue;
-    int block = comm_r - comm_r % k;
+    int block = comm_r - comm_r % k, member = comm_member[lv];
     g->size = k / u;
     g->rank = (comm_r % k) / u;
     g->first = block + comm_r % u;
@@ -345,10 +362,12 @@ tsr_status comm_stride_groups_init(int u) {
     g->seq = 0;
     g->comm = MPI_COMM_NULL;
     if (!comm_joined) continue;
-    tsr_status st = comm_mpi_check(MPI_Comm_split(MPI_COMM_WORLD, block + comm_r % u, comm_r, &g->comm),
-                                   "creating the hybrid CP communicators (MPI_Comm_split)");
+    tsr_status st = comm_mpi_check(
+        MPI_Comm_split(MPI_COMM_WORLD, member ? block + comm_r % u : MPI_UNDEFINED, comm_r,
+                       &g->comm),
+        "creating the hybrid CP communicators (MPI_Comm_split)");
     if (st) return st;
-    MPI_Comm_set_errhandler(g->comm, MPI_ERRORS_RETURN);
+    if (g->comm != MPI_COMM_NULL) MPI_Comm_set_errhandler(g->comm, MPI_ERRORS_RETURN);
   }
   stride_u = u;
   return TSR_OK;
@@ -356,7 +375,7 @@ tsr_status comm_stride_groups_init(int u) {
 
 comm_group *comm_stride_group(int k) {
   for (int lv = 0; stride_u && lv < comm_levels; lv++)
-    if (1 << lv == k && k > stride_u) return &stride_groups[lv];
+    if (1 << lv == k && k > stride_u) return comm_member[lv] ? &stride_groups[lv] : NULL;
   return NULL;
 }
 
@@ -364,8 +383,8 @@ int comm_stride_u(void) { return stride_u; }
 int comm_group_stride(const comm_group *g) { return g->stride; }
 
 comm_group *comm_group_get(int k) {
-  for (int i = 0; i < comm_levels; i++)
-    if (comm_groups[i].size == k) return &comm_groups[i];
+  for (int i = 0; i < comm_ngroups; i++)
+    if (comm_groups[i].size == k) return comm_member[i] ? &comm_groups[i] : NULL;
   return NULL;
 }
 
@@ -381,11 +400,12 @@ int comm_local_cores(void) {
 void comm_finalize(void) {
   watchdog_stop();
   if (diag != MPI_COMM_NULL) MPI_Comm_free(&diag);
-  for (int i = 0; i < comm_levels; i++) {
+  for (int i = 0; i < comm_ngroups; i++) {
     if (comm_groups[i].comm != MPI_COMM_NULL) MPI_Comm_free(&comm_groups[i].comm);
-    if (stride_u && stride_groups[i].comm != MPI_COMM_NULL) MPI_Comm_free(&stride_groups[i].comm);
+    if (i < comm_levels && stride_u && stride_groups[i].comm != MPI_COMM_NULL)
+      MPI_Comm_free(&stride_groups[i].comm);
   }
-  comm_levels = 0;
+  comm_levels = comm_ngroups = 0;
   stride_u = 0;
   if (comm_joined) MPI_Finalize();
   comm_joined = 0;

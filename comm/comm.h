@@ -4,10 +4,12 @@
 // process started on its own runs as a world of one without MPI (no launcher needed).
 // The comm_* collectives below are over the whole world (no-ops for a world of one).
 //
-// The group set (docs/dist.md): for every power of two k <= world,
-// the aligned blocks of ranks [i*k, (i+1)*k); every rank is in exactly one group of each
-// size. comm_groups_init creates their communicators once; the data-plane operations of a
-// communication backend (comm_backend below) run inside one group.
+// The group set (docs/dist.md), for a world of any size N >= 1: for every power of two
+// k <= N, the aligned blocks of ranks [i*k, (i+1)*k) that fit in N (a rank beyond the last
+// whole block of k ranks is in no group of size k), and the world itself (one group of N,
+// the world collectives' group, also when N is not a power of two). comm_groups_init creates
+// their communicators once; the data-plane operations of a communication backend
+// (comm_backend below) run inside one group.
 //
 // Failure (docs/dist.md "Failure"): in a run that bounds its waits (comm_bound_waits:
 // training and calibration, through tools/), a blocking communication of a multi-rank world
@@ -36,10 +38,10 @@ tsr_status comm_bcast(void *buf, int64_t bytes, int root);
 
 typedef struct comm_group comm_group;
 
-// Collective over the world: creates the group set. The world size must be a power of
-// two (TSR_EINVAL saying so otherwise). Idempotent.
+// Collective over the world: creates the group set (any world size). Idempotent.
 tsr_status comm_groups_init(void);
-// This rank's group of size k (a power of two <= world), or NULL (not initialised, bad k).
+// This rank's group of size k (a power of two <= world, or the world's size), or NULL (not
+// initialised, bad k, or this rank beyond the last whole block of k ranks).
 comm_group *comm_group_get(int k);
 int comm_group_size(const comm_group *g);
 int comm_group_rank(const comm_group *g);   // rank inside the group, 0..size-1
@@ -48,7 +50,8 @@ int comm_group_first(const comm_group *g);  // world rank of the group's member 
 // Stride groups, for hybrid CP (Ulysses inside blocks of u ranks, ring across them,
 // model/dist/ulysses_attention.h): for every aligned group of size k > u, the k/u members of
 // this rank's k-group that have its rank modulo u, in block order (member i is world rank
-// first + i*u). Collective over the world, after comm_groups_init; u a power of two; idempotent
+// first + i*u; none for a rank in no group of size k). Collective over the world, after
+// comm_groups_init; u a power of two; idempotent
 // for the same u, another u is TSR_EINVAL; u = 1 or u >= world makes none. Communication
 // backends opened afterwards (comm_open) serve them like the aligned groups.
 tsr_status comm_stride_groups_init(int u);

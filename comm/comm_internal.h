@@ -13,8 +13,9 @@ enum { COMM_CHUNK = 1 << 30 };
 struct comm_group {
   MPI_Comm comm;   // MPI_COMM_NULL for a world of one (no MPI)
   int size, rank, first;
-  int level;       // log2(size): index of the group in the set; of a stride group, log2 of
-                   // its aligned block's size (size * stride)
+  int level;       // index of the group in the set: log2(size), or for the world group of a
+                   // world that is not a power of two, one above the largest power of two's;
+                   // of a stride group, log2 of its aligned block's size (size * stride)
   int stride;      // 1: an aligned block; u: a stride group (comm_stride_groups_init)
   unsigned seq;    // ring exchanges started in this group (every member counts alike)
 };

@@ -396,21 +396,26 @@ tsr_status comm_nccl_open(void *stream, const comm_backend **out) {
     st = nccl_check(ncclCommInitRank(&world, n, id, me), NULL, "ncclCommInitRank (world)");
     comm_watch_end();
   }
+  // the world's is the group of level top (log2 n, or one above the largest power of two
+  // below n: comm_internal.h)
   x->comms[top] = world;
-  // every smaller aligned group, split from the world's (collective over the world)
-  for (int lv = 0; lv < top && !st; lv++) {
+  // every smaller aligned group, split from the world's (collective over the world); a
+  // rank beyond the last whole block of 2^lv ranks is in none (NCCL_SPLIT_NOCOLOR)
+  for (int lv = 0; lv < top && (1 << lv) <= n && !st; lv++) {
+    int member = me < n / (1 << lv) * (1 << lv);
     comm_watch_begin("NCCL communicator creation", NULL, -1);
-    st = nccl_check(ncclCommSplit(world, me >> lv, me, &x->comms[lv], NULL), world,
-                    "ncclCommSplit (groups)");
+    st = nccl_check(ncclCommSplit(world, member ? me >> lv : NCCL_SPLIT_NOCOLOR, me,
+                                  &x->comms[lv], NULL), world, "ncclCommSplit (groups)");
     comm_watch_end();
   }
   // the stride groups of hybrid CP (comm_stride_groups_init), likewise
   const int u = comm_stride_u();
-  for (int lv = 0; u && lv <= top && !st; lv++) {
+  for (int lv = 0; u && lv <= top && (1 << lv) <= n && !st; lv++) {
     if ((1 << lv) <= u) continue;
+    int member = me < n / (1 << lv) * (1 << lv);
     comm_watch_begin("NCCL communicator creation", NULL, -1);
-    st = nccl_check(ncclCommSplit(world, me - me % (1 << lv) + me % u, me,
-                                  &x->comms[NCCL_MAX_LEVELS + lv], NULL), world,
+    st = nccl_check(ncclCommSplit(world, member ? me - me % (1 << lv) + me % u : NCCL_SPLIT_NOCOLOR,
+                                  me, &x->comms[NCCL_MAX_LEVELS + lv], NULL), world,
                     "ncclCommSplit (hybrid CP groups)");
     comm_watch_end();
   }

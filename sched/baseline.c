@@ -9,6 +9,8 @@ int sched_static_cp(const sched_config *cfg, const int64_t *tokens, int n) {
   if (longest <= 0)
     for (int i = 0; i < n; i++)
       if (tokens[i] > longest) longest = tokens[i];
+  // the least power of two that holds the clip: it divides N whenever a power of two that
+  // divides N holds it (the powers of two dividing N are all those up to N's largest)
   return cost_min_cp(&cfg->cluster, longest);
 }
 
@@ -25,7 +27,7 @@ static tsr_status static_begin(const sched_config *cfg, const int64_t *tokens, i
   if (s->ks == 0)
     return err_set(TSR_EINVAL, "static CP: the longest clip fits no group of %d ranks x %lld "
                                "tokens", cfg->cluster.ranks, (long long)cfg->cluster.mem_tokens);
-  s->ngroups = cfg->cluster.ranks / s->ks;
+  s->ngroups = cfg->cluster.ranks / s->ks;  // the ranks past the last whole block idle
   s->slots = malloc((size_t)n * sizeof *s->slots);  // at most one microbatch per clip
   s->slot_of = malloc((size_t)n * sizeof *s->slot_of);
   if (!s->slots || !s->slot_of) return err_set(TSR_ENOMEM, "baseline: out of memory");
@@ -66,16 +68,18 @@ typedef struct {
   int m;
 } mb_state;
 
-// The least-loaded of n groups (n a power of two: N / k_s) in O(log n): tree[1] is the
-// group with the least load, the lowest index on ties (the scan it replaces took O(n) per
-// clip). tree: (2n) node -> group; leaf of group q at n + q. Refreshes q's leaf and path.
+// The least-loaded of n groups (N / k_s, any n >= 1) in O(log n): tree[1] is the group with
+// the least load, the lowest index on ties (the scan it replaces took O(n) per clip).
+// tree: (2n) node -> group; leaf of group q at n + q (when n is not a power of two a
+// subtree's leaves are not in index order, so ties compare indices). Refreshes q's path.
+static int32_t load_less(const double *load, int32_t a, int32_t b) {
+  return load[b] < load[a] || (load[b] == load[a] && b < a) ? b : a;
+}
+
 static void load_tree_update(int32_t *tree, const double *load, int n, int q) {
   int x = n + q;
   tree[x] = q;
-  for (x >>= 1; x >= 1; x >>= 1) {
-    int32_t a = tree[2 * x], b = tree[2 * x + 1];
-    tree[x] = load[b] < load[a] ? b : a;
-  }
+  for (x >>= 1; x >= 1; x >>= 1) tree[x] = load_less(load, tree[2 * x], tree[2 * x + 1]);
 }
 
 tsr_status sched_baseline_balanced(const sched_config *cfg, const int64_t *tokens, int n,
@@ -102,7 +106,8 @@ tsr_status sched_baseline_balanced(const sched_config *cfg, const int64_t *token
     int32_t *tree = malloc(2 * (size_t)s.ngroups * sizeof *tree);
     if (!st && (!last_mb || !tree)) st = err_set(TSR_ENOMEM, "baseline: out of memory");
     for (int q = 0; !st && q < s.ngroups; q++) tree[s.ngroups + q] = q;  // all loads 0:
-    for (int x = s.ngroups - 1; !st && x >= 1; x--) tree[x] = tree[2 * x];  // leftmost wins
+    for (int x = s.ngroups - 1; !st && x >= 1; x--)  // all loads 0: the lowest index wins
+      tree[x] = load_less(load, tree[2 * x], tree[2 * x + 1]);
     for (int j = 0; !st && j < n; j++) {
       int c = order[j];
       int q = tree[1];  // least-loaded group (first on ties)

@@ -129,10 +129,12 @@ double cost_group_time_mode(const cost_model *cm, int gpus_per_node, int k, int 
   return work + exposed + cm->ovh + (double)m * cm->text_c * lt;
 }
 
-cost_cp_mode cost_group_mode(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
-                             double s2) {
+// The modes cost_group_time chooses from for a group of k (bits of COST_MODES_*): cm's, with
+// hybrid as Ulysses where it is not hybrid, Ulysses not for k > H, nor hybrid for u > H; ring
+// alone at k = 1 (0 bits left: ring, cost_group_mode's fallback).
+static int allowed_modes(const cost_model *cm, int gpus_per_node, int k) {
   int allowed = cm->cp_modes ? cm->cp_modes : COST_MODES_RING;
-  if (k <= 1) return COST_CP_RING;
+  if (k <= 1) return COST_MODES_RING;
   if (!hybrid_u(gpus_per_node, k) && (allowed & COST_MODES_HYBRID))
     allowed = (allowed & ~COST_MODES_HYBRID) | COST_MODES_ULYSSES;  // hybrid is Ulysses there
   // Ulysses splits heads: more ranks than heads would leave ranks without attention work
@@ -140,6 +142,13 @@ cost_cp_mode cost_group_mode(const cost_model *cm, int gpus_per_node, int k, int
   if (cm->heads > 0 && k > cm->heads) allowed &= ~COST_MODES_ULYSSES;
   if (cm->heads > 0 && (allowed & COST_MODES_HYBRID) && hybrid_u(gpus_per_node, k) > cm->heads)
     allowed &= ~COST_MODES_HYBRID;
+  return allowed;
+}
+
+// The allowed mode of least time and that time (ring on ties, and when nothing is allowed).
+static cost_cp_mode best_mode(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
+                              double s2, double *t_best) {
+  int allowed = allowed_modes(cm, gpus_per_node, k);
   cost_cp_mode best = COST_CP_RING;
   double bt = INFINITY;
   for (int md = 0; md < COST_CP_NMODES; md++) {
@@ -147,48 +156,109 @@ cost_cp_mode cost_group_mode(const cost_model *cm, int gpus_per_node, int k, int
     double t = cost_group_time_mode(cm, gpus_per_node, k, m, s1, s2, (cost_cp_mode)md);
     if (t < bt) bt = t, best = (cost_cp_mode)md;
   }
+  if (!allowed) bt = cost_group_time_mode(cm, gpus_per_node, k, m, s1, s2, COST_CP_RING);
+  *t_best = bt;
   return best;
 }
 
-double cost_group_time(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
-                       double s2) {
-  return cost_group_time_mode(cm, gpus_per_node, k, m, s1, s2,
-                              cost_group_mode(cm, gpus_per_node, k, m, s1, s2));
+cost_cp_mode cost_group_mode(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
+                             double s2) {
+  double t;
+  return best_mode(cm, gpus_per_node, k, m, s1, s2, &t);
 }
 
-void cost_group_shrink(const cost_model *cm, int gpus_per_node, int k, double s1, double s2,
-                       double item_s1, double item_s2, double *can, double *per_item) {
-  double kk = (double)k, bw = link_bw(cm, gpus_per_node, k);
-  double e = cm->kv * s1 / kk / bw + cm->lat - cm->b * s2 / (kk * kk);
-  double delta = cm->kv * item_s1 / kk / bw - cm->b * item_s2 / (kk * kk);
-  *can = (kk - 1) * (e > 0 ? e : 0);  // the ring's (a bound whatever the group's mode)
-  *per_item = (kk - 1) * (delta < 0 ? -delta : 0);
-  const int modes = cm->cp_modes ? cm->cp_modes : COST_MODES_RING;
-  int u = hybrid_u(gpus_per_node, k);
-  // a pipelined all-to-all's steps other than the first: the attention of a chunk hides more
-  // of them as clips join (the first chunk's transfer only grows)
-  double x, w, xi, wi;
-  if (modes & (COST_MODES_ULYSSES | (u ? 0 : COST_MODES_HYBRID))) {
+// The same number as cost_group_time_mode of cost_group_mode's choice, computed once.
+double cost_group_time(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
+                       double s2) {
+  double t;
+  best_mode(cm, gpus_per_node, k, m, s1, s2, &t);
+  return t;
+}
+
+// One mode's part of cost_group_shrink: the exposed time of the group (sums s1, s2) that
+// clips joining could hide (*can) and the most an item (item_s1, item_s2) takes off (*per).
+// mode ULYSSES: the pipelined all-to-all over k; HYBRID (u = hybrid_u > 0): the ring over the
+// k/u nodes and the all-to-all over u; RING: the ring steps.
+// *grow: what the item adds to the exposed time for certain (the pipelined all-to-all's first
+// chunk carries its bytes: xi of the item without the latency; 0 for the ring).
+static void mode_shrink(const cost_model *cm, int gpus_per_node, int k, double s1, double s2,
+                        double item_s1, double item_s2, cost_cp_mode mode, double *can,
+                        double *per, double *grow) {
+  double kk = (double)k, x, w, xi, wi;
+  *grow = 0;
+  if (mode == COST_CP_RING) {
+    double bw = link_bw(cm, gpus_per_node, k);
+    double e = cm->kv * s1 / kk / bw + cm->lat - cm->b * s2 / (kk * kk);
+    double delta = cm->kv * item_s1 / kk / bw - cm->b * item_s2 / (kk * kk);
+    *can = (kk - 1) * (e > 0 ? e : 0);
+    *per = (kk - 1) * (delta < 0 ? -delta : 0);
+  } else if (mode == COST_CP_ULYSSES) {
+    // a pipelined all-to-all's steps other than the first: the attention of a chunk hides
+    // more of them as clips join (the first chunk's transfer only grows)
     double sh = head_share(cm, k);
     int c = a2a_pipeline(cm, k, k, k <= gpus_per_node, s1, cm->b * s2 * sh, &x, &w);
     a2a_pipeline(cm, k, k, k <= gpus_per_node, item_s1, cm->b * item_s2 * sh, &xi, &wi);
     xi -= 2.0 * a2a_lat(cm);  // an item adds bytes, not transfers
-    double cu = (double)(c - 1) * (x > w ? x - w : 0), pu = (double)(c - 1) * (wi > xi ? wi - xi : 0);
-    if (cu > *can) *can = cu;
-    if (pu > *per_item) *per_item = pu;
+    *can = (double)(c - 1) * (x > w ? x - w : 0), *per = (double)(c - 1) * (wi > xi ? wi - xi : 0);
+    *grow = xi > 0 ? xi : 0;
+  } else {
+    int u = hybrid_u(gpus_per_node, k), r = k / u;
+    double sh = head_share(cm, u), rr = (double)r;
+    double eh = hybrid_ring_step(cm, r, sh, s1, s2);
+    double dh = cm->kv * item_s1 * sh / rr / cm->bw_inter - cm->b * item_s2 * sh / (rr * rr);
+    double ch = (rr - 1) * (eh > 0 ? eh : 0), ph = (rr - 1) * (dh < 0 ? -dh : 0);
+    int c = a2a_pipeline(cm, k, u, 1, s1, cm->b * s2 * sh / rr, &x, &w);  // its Ulysses part
+    a2a_pipeline(cm, k, u, 1, item_s1, cm->b * item_s2 * sh / rr, &xi, &wi);
+    xi -= 2.0 * a2a_lat(cm);
+    ch += (double)(c - 1) * (x > w ? x - w : 0), ph += (double)(c - 1) * (wi > xi ? wi - xi : 0);
+    *can = ch, *per = ph, *grow = xi > 0 ? xi : 0;
+  }
+}
+
+void cost_group_shrink(const cost_model *cm, int gpus_per_node, int k, double s1, double s2,
+                       double item_s1, double item_s2, double *can, double *per_item) {
+  // the ring's (a bound whatever the group's mode), then the larger of the other modes'
+  double g0;
+  mode_shrink(cm, gpus_per_node, k, s1, s2, item_s1, item_s2, COST_CP_RING, can, per_item, &g0);
+  const int modes = cm->cp_modes ? cm->cp_modes : COST_MODES_RING;
+  int u = hybrid_u(gpus_per_node, k);
+  double c, p, g;
+  if (modes & (COST_MODES_ULYSSES | (u ? 0 : COST_MODES_HYBRID))) {
+    mode_shrink(cm, gpus_per_node, k, s1, s2, item_s1, item_s2, COST_CP_ULYSSES, &c, &p, &g);
+    if (c > *can) *can = c;
+    if (p > *per_item) *per_item = p;
   }
   if (!u || !(modes & COST_MODES_HYBRID)) return;
-  int r = k / u;
-  double sh = head_share(cm, u), rr = (double)r;
-  double eh = hybrid_ring_step(cm, r, sh, s1, s2);
-  double dh = cm->kv * item_s1 * sh / rr / cm->bw_inter - cm->b * item_s2 * sh / (rr * rr);
-  double ch = (rr - 1) * (eh > 0 ? eh : 0), ph = (rr - 1) * (dh < 0 ? -dh : 0);
-  int c = a2a_pipeline(cm, k, u, 1, s1, cm->b * s2 * sh / rr, &x, &w);  // its Ulysses part
-  a2a_pipeline(cm, k, u, 1, item_s1, cm->b * item_s2 * sh / rr, &xi, &wi);
-  xi -= 2.0 * a2a_lat(cm);
-  ch += (double)(c - 1) * (x > w ? x - w : 0), ph += (double)(c - 1) * (wi > xi ? wi - xi : 0);
-  if (ch > *can) *can = ch;
-  if (ph > *per_item) *per_item = ph;
+  mode_shrink(cm, gpus_per_node, k, s1, s2, item_s1, item_s2, COST_CP_HYBRID, &c, &p, &g);
+  if (c > *can) *can = c;
+  if (p > *per_item) *per_item = p;
+}
+
+void cost_group_floors(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
+                       double s2, double *t_mode, double *floor_mode) {
+  int allowed = allowed_modes(cm, gpus_per_node, k);
+  if (!allowed) allowed = COST_MODES_RING;  // cost_group_time's fallback
+  for (int md = 0; md < COST_CP_NMODES; md++) {
+    t_mode[md] = floor_mode[md] = INFINITY;
+    if (!(allowed & (1 << md))) continue;
+    double t = cost_group_time_mode(cm, gpus_per_node, k, m, s1, s2, (cost_cp_mode)md), can = 0, per, g;
+    if (k > 1) mode_shrink(cm, gpus_per_node, k, s1, s2, 0, 0, (cost_cp_mode)md, &can, &per, &g);
+    t_mode[md] = t;
+    floor_mode[md] = t - can;
+  }
+}
+
+void cost_item_shrink(const cost_model *cm, int gpus_per_node, int k, double item_s1,
+                      double item_s2, double *per_mode, double *grow_mode) {
+  int allowed = allowed_modes(cm, gpus_per_node, k);
+  if (!allowed) allowed = COST_MODES_RING;  // cost_group_time's fallback
+  for (int md = 0; md < COST_CP_NMODES; md++) {
+    double can;
+    per_mode[md] = grow_mode[md] = 0;
+    if (k > 1 && (allowed & (1 << md)))
+      mode_shrink(cm, gpus_per_node, k, 0, 0, item_s1, item_s2, (cost_cp_mode)md, &can,
+                  &per_mode[md], &grow_mode[md]);
+  }
 }
 
 // ---- ZeRO (sched/cost.h) ------------------------------------------------------------------
@@ -301,8 +371,8 @@ tsr_status cost_model_check(const cost_model *cm) {
 }
 
 tsr_status sched_cluster_check(const sched_cluster *cl) {
-  if (cl->ranks < 1 || cl->ranks > SCHED_MAX_RANKS || (cl->ranks & (cl->ranks - 1)))
-    return err_set(TSR_EINVAL, "ranks = %d: the number of ranks must be a power of two in [1, %d]",
+  if (cl->ranks < 1 || cl->ranks > SCHED_MAX_RANKS)
+    return err_set(TSR_EINVAL, "ranks = %d: the number of ranks must be in [1, %d]",
                    cl->ranks, SCHED_MAX_RANKS);
   if (cl->gpus_per_node < 1 || cl->gpus_per_node > SCHED_MAX_RANKS)
     return err_set(TSR_EINVAL, "gpus per node = %d: must be in [1, %d]", cl->gpus_per_node,

@@ -145,7 +145,8 @@ enum { SCHED_MAX_RANKS = 1 << 24, SCHED_MAX_BATCH = 1 << 24 };
 
 // The cluster a plan is made for.
 typedef struct {
-  int ranks;          // N, a power of two in [1, SCHED_MAX_RANKS]
+  int ranks;          // N in [1, SCHED_MAX_RANKS], any N: groups are the aligned power-
+                      // of-two blocks that fit in N (sched/plan.h)
   int gpus_per_node;  // G in [1, SCHED_MAX_RANKS]: groups of at most G ranks use bw_intra
   int64_t mem_tokens; // M in [1, SCHED_MAX_TOKENS]: most tokens one rank may hold in one
                       // microbatch
@@ -182,8 +183,7 @@ extern const cost_model cost_model_cpu;
 // Checks values of a model built in code (same ranges as the loader; cm->zero: stage in
 // [0, 3], 0 <= Pb <= P <= 2^50, nb and D >= 1 from stage 1 on).
 tsr_status cost_model_check(const cost_model *cm);
-// Checks a cluster: N a power of two and G within SCHED_MAX_RANKS, 1 <= M <=
-// SCHED_MAX_TOKENS.
+// Checks a cluster: N and G within [1, SCHED_MAX_RANKS], 1 <= M <= SCHED_MAX_TOKENS.
 tsr_status sched_cluster_check(const sched_cluster *cl);
 
 // Time (s) of a group of k ranks holding m clips whose lengths sum to s1 and whose
@@ -210,6 +210,19 @@ double cost_group_exposed(const cost_model *cm, int gpus_per_node, int k, double
 // item_s2 can take off.
 void cost_group_shrink(const cost_model *cm, int gpus_per_node, int k, double s1, double s2,
                        double item_s1, double item_s2, double *can, double *per_item);
+// For the planner's merge bound (sched/dynamic.c), mode by mode (t_mode, floor_mode:
+// COST_CP_NMODES each): t_mode[m] the group's time in mode m and floor_mode[m] that minus the
+// part of its exposed communication clips joining could hide (the *can of cost_group_shrink
+// in that mode alone), for the modes cost_group_time chooses from; INFINITY for the others.
+// cost_item_shrink: per_mode[m] the most one item of sums item_s1, item_s2 can take off mode
+// m's exposed time, grow_mode[m] what it adds to it for certain (the bytes of the pipelined
+// all-to-all's first chunk; 0 for the ring; both 0 for modes not chosen from). Mode m of a
+// group grown by the item takes at least
+// t_mode[m] - min(t_mode[m] - floor_mode[m], per_mode[m]) + grow_mode[m] + (a*S1 + b*S2)/k.
+void cost_group_floors(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
+                       double s2, double *t_mode, double *floor_mode);
+void cost_item_shrink(const cost_model *cm, int gpus_per_node, int k, double item_s1,
+                      double item_s2, double *per_mode, double *grow_mode);
 // Time (s) of one clip of L tokens alone in a group of k ranks.
 double cost_clip_time(const cost_model *cm, int gpus_per_node, int k, int64_t L);
 // Tokens a rank holds of a clip of L tokens cut over k ranks: ceil(L/k).

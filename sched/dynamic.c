@@ -34,10 +34,11 @@ typedef struct {
 
 // A node of a level's tree: over the blocks of its subtree, the least key and its block,
 // and over the open groups there (last on every rank of exactly their block, so an item
-// may join them) the earliest end, the least end minus exposed ring time and the most
-// memory room (tokens per rank; -1 and INFINITY where there is none).
+// may join them), per CP mode, the least start + time in that mode (end) and the least
+// start + time minus the communication it could hide (adj), and the most memory room
+// (tokens per rank; -1 and INFINITY where there is none, or the mode is not chosen from).
 typedef struct {
-  double key, end, adj;
+  double key, end[COST_CP_NMODES], adj[COST_CP_NMODES];
   int64_t room;
   int32_t idx;
 } dyn_node;
@@ -55,6 +56,10 @@ typedef struct {
   const int64_t *L;        // (n)
   int n, N, nlev;          // clips, ranks, log2(N) + 1
   int exhaustive;          // 1: scan every block (the reference); 0: the trees
+  int nm;                  // CP modes the trees keep bounds for: 1 (ring alone) or all
+  int lnm[32];             // of those, the ones level l can choose from (modes are slots
+                           // 0, 1, 2: ring, Ulysses, hybrid): 1 at k = 1, 2 where hybrid
+                           // is Ulysses (k <= G), else nm
   int ni;                  // items of the current run
   int32_t *item_of;        // (n) item of each clip
   int32_t *im;             // (n) clips per item
@@ -77,15 +82,19 @@ typedef struct {
   int32_t *lev_cap;        // (nlev) leaves of level v's bundle tree (a power of two)
   int32_t *item_group;     // (n) group of each item in the current run
   int32_t *force;          // (n) CP level an item must use (-1: free), improvement phase
-  // Timeline of the current run: level l has N >> l aligned blocks, stored from off[l].
+  // Timeline of the current run: level l has N >> l aligned blocks (those that fit in N,
+  // any N >= 1: ranks beyond the last whole block of 2^l are in none), stored from off[l].
   int32_t *off;            // (nlev)
   double *bmax;            // (2N - 1) latest finish of a rank of the block
   double *bsum;            // (2N - 1) sum of the ranks' finish times
   int32_t *buni;           // (2N - 1) group last on every rank of the block; -1 none, -2 mixed
-  // Per level l a tree of nb = N >> l leaves: node 1 the root, leaf i at node nb + i,
-  // node x's children 2x and 2x + 1, stored from toff[l] (2 nb entries, entry 0 unused).
+  // Per level l a tree of tcap[l] leaves (N >> l rounded up to a power of two, so that
+  // every leaf has the same depth and a subtree's blocks are contiguous): node 1 the root,
+  // leaf i at node tcap + i (the leaves past N >> l are empty: INFINITY keys, no room),
+  // node x's children 2x and 2x + 1, stored from toff[l] (2 tcap entries, entry 0 unused).
   int64_t *toff;           // (nlev)
-  dyn_node *tree;          // (4N)
+  int32_t *tcap;           // (nlev)
+  dyn_node *tree;          // (sum of 2 tcap <= 8N)
   double mu;               // the current run's waste weight (the keys depend on it)
   dyn_heap_item *heap;     // (2N) the merge search's frontier
   dyn_group *g;            // (n) groups of the current run
@@ -147,13 +156,14 @@ static void dyn_free(dyn *d) {
   free(d->bsum);
   free(d->buni);
   free(d->toff);
+  free(d->tcap);
   free(d->tree);
   free(d->heap);
   free(d->g);
   free(d->group_of);
 }
 
-// Least CP level of a clip of L tokens (it fits at k = N: sched_batch_check).
+// Least CP level of a clip of L tokens (it fits at the largest power of two <= N: sched_batch_check).
 static int dyn_min_level(const dyn *d, int64_t L) {
   int lev = 0;
   while (cost_chunk_tokens(L, 1 << lev) > d->cl->mem_tokens) lev++;
@@ -169,6 +179,12 @@ static tsr_status dyn_init(dyn *d, const sched_config *cfg, const int64_t *token
   d->n = n;
   d->N = cfg->cluster.ranks;
   d->exhaustive = exhaustive;
+  d->nm = (cfg->cost.cp_modes & ~COST_MODES_RING) ? COST_CP_NMODES : 1;
+  for (int l = 0; (1 << l) <= d->N; l++) {
+    int k = 1 << l, G = cfg->cluster.gpus_per_node;
+    int hybrid = (cfg->cost.cp_modes & COST_MODES_HYBRID) && G > 1 && !(G & (G - 1)) && k > G;
+    d->lnm[l] = l == 0 ? 1 : d->nm < COST_CP_NMODES ? d->nm : hybrid ? COST_CP_NMODES : 2;
+  }
   while ((1 << d->nlev) <= d->N) d->nlev++;
   size_t nb = 2 * (size_t)d->N, nl = (size_t)n * d->nlev, nn = (size_t)n, lv = (size_t)d->nlev;
   d->item_of = malloc(nn * sizeof *d->item_of);
@@ -195,21 +211,27 @@ static tsr_status dyn_init(dyn *d, const sched_config *cfg, const int64_t *token
   d->bsum = malloc(nb * sizeof *d->bsum);
   d->buni = malloc(nb * sizeof *d->buni);
   d->toff = malloc(lv * sizeof *d->toff);
-  d->tree = malloc(2 * nb * sizeof *d->tree);
-  d->heap = malloc(nb * sizeof *d->heap);
+  d->tcap = malloc(lv * sizeof *d->tcap);
+  d->tree = malloc(4 * nb * sizeof *d->tree);
+  d->heap = malloc(2 * nb * sizeof *d->heap);
   d->g = malloc(nn * sizeof *d->g);
   d->group_of = malloc(nn * sizeof *d->group_of);
   if (!d->item_of || !d->im || !d->is1 || !d->is2 || !d->imem || !d->corder || !d->clev ||
       !d->bin_room || !d->bin_lev || !d->lev_bins || !d->lev_off || !d->lev_cnt || !d->lev_cap ||
       !d->item_group || !d->force || !d->t || !d->rsmin || !d->order || !d->perm || !d->off || !d->bmax ||
-      !d->bsum || !d->buni || !d->toff || !d->tree || !d->heap ||
+      !d->bsum || !d->buni || !d->toff || !d->tcap || !d->tree || !d->heap ||
       !d->g || !d->group_of)
     return err_set(TSR_ENOMEM, "dynamic planner: out of memory for %d clips", n);
   for (int l = 0, o = 0; l < d->nlev; l++) {
     d->off[l] = o;
     o += d->N >> l;
   }
-  for (int l = 0; l < d->nlev; l++) d->toff[l] = l ? d->toff[l - 1] + 2 * (d->N >> (l - 1)) : 0;
+  for (int l = 0; l < d->nlev; l++) {
+    int cap = 1;
+    while (cap < d->N >> l) cap *= 2;
+    d->tcap[l] = cap;
+    d->toff[l] = l ? d->toff[l - 1] + 2 * d->tcap[l - 1] : 0;
+  }
   // Bundling's per-level trees: a bundle of level v is opened by a clip of least level v.
   for (int c = 0; c < n; c++) d->lev_cnt[d->clev[c] = dyn_min_level(d, tokens[c])]++;
   size_t tree = 0;
@@ -362,56 +384,53 @@ static double dyn_key(const dyn *d, int l, int j) {
   return d->bmax[j] + d->mu * ((double)(1 << l) * d->bmax[j] - d->bsum[j]) / (double)d->N;
 }
 
-// The part of a group's exposed communication that clips joining it can hide: the ring's
-// steps, or hybrid's ring over nodes when the cost model allows it (whatever mode the group
-// runs in: its time is the least over its modes, and every mode's compute grows by at least
-// the ring's when an item joins, so the merge bound below holds; docs/plan.md).
-static double dyn_exposed(const dyn *d, const dyn_group *g) {
-  double can, per_item;
-  cost_group_shrink(d->cm, d->cl->gpus_per_node, 1 << g->lev, g->s1, g->s2, 0, 0, &can, &per_item);
-  return can;
-}
-
 // Sets leaf i of level l from the block's state.
 static void dyn_leaf(dyn *d, int l, int i) {
   int j = d->off[l] + i;
-  int64_t x = d->toff[l] + (d->N >> l) + i;
+  int64_t x = d->toff[l] + d->tcap[l] + i;
   dyn_node *t = &d->tree[x];
   t->key = dyn_key(d, l, j);
   t->idx = i;
   int32_t g = d->buni[j];
   if (g >= 0 && d->g[g].lev == l) {  // open: last on every rank of exactly this block
-    t->end = d->g[g].end;
-    t->adj = d->g[g].end - dyn_exposed(d, &d->g[g]);
-    t->room = d->cl->mem_tokens - d->g[g].mem;
+    const dyn_group *gg = &d->g[g];
+    double tm[COST_CP_NMODES], fl[COST_CP_NMODES];
+    cost_group_floors(d->cm, d->cl->gpus_per_node, 1 << l, gg->m, gg->s1, gg->s2, tm, fl);
+    for (int md = 0; md < d->lnm[l]; md++) t->end[md] = gg->start + tm[md], t->adj[md] = gg->start + fl[md];
+    t->room = d->cl->mem_tokens - gg->mem;
   } else {
-    t->end = t->adj = INFINITY;
+    for (int md = 0; md < d->lnm[l]; md++) t->end[md] = t->adj[md] = INFINITY;
     t->room = -1;
   }
 }
 
 // Recomputes node x of the tree at `base` from its children; 0 if it did not change.
-static int dyn_pull(dyn *d, int64_t base, int64_t x) {
+static int dyn_pull(dyn *d, int64_t base, int64_t x, int nm) {
   dyn_node *p = &d->tree[base + x];
   const dyn_node *a = &d->tree[base + 2 * x], *b = a + 1;
   const dyn_node *m = b->key < a->key ? b : a;  // left (lower blocks) wins ties
-  dyn_node n = {m->key, b->end < a->end ? b->end : a->end, b->adj < a->adj ? b->adj : a->adj,
-                b->room > a->room ? b->room : a->room, m->idx};
-  if (n.key == p->key && n.idx == p->idx && n.end == p->end && n.adj == p->adj &&
-      n.room == p->room)
-    return 0;
-  *p = n;
-  return 1;
+  int same = m->key == p->key && m->idx == p->idx;
+  p->key = m->key, p->idx = m->idx;
+  int64_t room = b->room > a->room ? b->room : a->room;
+  same &= room == p->room;
+  p->room = room;
+  for (int md = 0; md < nm; md++) {
+    double e = b->end[md] < a->end[md] ? b->end[md] : a->end[md];
+    double j = b->adj[md] < a->adj[md] ? b->adj[md] : a->adj[md];
+    same &= e == p->end[md] && j == p->adj[md];
+    p->end[md] = e, p->adj[md] = j;
+  }
+  return !same;
 }
 
 // Leaves [lo, hi) of level l changed: refresh them and their ancestors (up to the first
 // ancestor left unchanged once the range is a single node).
 static void dyn_level_update(dyn *d, int l, int lo, int hi) {
-  int64_t nb = d->N >> l, base = d->toff[l];
+  int64_t nb = d->tcap[l], base = d->toff[l];
   for (int i = lo; i < hi; i++) dyn_leaf(d, l, i);
   for (int64_t a = (nb + lo) >> 1, b = (nb + hi - 1) >> 1; a >= 1; a >>= 1, b >>= 1) {
     int changed = 0;
-    for (int64_t x = a; x <= b; x++) changed |= dyn_pull(d, base, x);
+    for (int64_t x = a; x <= b; x++) changed |= dyn_pull(d, base, x, d->lnm[l]);
     if (!changed) break;
   }
 }
@@ -430,6 +449,7 @@ static void dyn_set_block(dyn *d, int lev, int i, double end, int32_t g) {
   }
   for (int l = lev + 1, a = i; l < d->nlev; l++) {
     a >>= 1;
+    if (a >= d->N >> l) break;  // past the last whole block of 2^l (and of every larger size)
     int c = d->off[l - 1] + 2 * a, p = d->off[l] + a;
     d->bmax[p] = fmax(d->bmax[c], d->bmax[c + 1]);
     d->bsum[p] = d->bsum[c] + d->bsum[c + 1];
@@ -438,6 +458,7 @@ static void dyn_set_block(dyn *d, int lev, int i, double end, int32_t g) {
   for (int l = 0; l <= lev; l++) dyn_level_update(d, l, i << (lev - l), (i + 1) << (lev - l));
   for (int l = lev + 1, a = i; l < d->nlev; l++) {
     a >>= 1;
+    if (a >= d->N >> l) break;
     dyn_level_update(d, l, a, a + 1);
   }
 }
@@ -483,21 +504,32 @@ static void dyn_try_merge(const dyn *d, const dyn_variant *v, int c, const dyn_c
 }
 
 // Lower bound on the score of joining item c to any open group of tree node x of level
-// q.l. Joining a group of k ranks adds A = (a*S1 + b*S2)/k to its compute (S1, S2: the
-// item's sums) and delta = kv*S1/(k*bw) - b*S2/k^2 to its per-step ring exposure, so its
-// time grows by at least A - min(X, (k-1)*max(0, -delta)), X the group's exposed ring
-// time (which is all the ring time can shrink by). With oend the subtree's earliest end
-// and oadj its least end - X: score >= A + max(oadj, oend - D) + mu*(k*dT - rsmin)/N, where
-// dT >= A - D, D = (k-1)*max(0, -delta).
+// q.l. Joining a group of k ranks adds at least A = (a*S1 + b*S2)/k to its compute in every
+// mode (S1, S2: the item's sums), and mode m's exposed communication shrinks by at most
+// X_m, the part of it the group could hide, and by at most D_m, what the item can take off
+// (for the ring (k-1)*max(0, -delta), delta = kv*S1/(k*bw) - b*S2/k^2 its per-step
+// change), so the group ends at least at min over m of (start + T_m + A - min(X_m, D)),
+// D = max D_m, which is >= A + max(start + min_m (T_m - X_m), end - D). With oend the
+// subtree's earliest end and oadj its least start + min_m (T_m - X_m) (dyn_floor):
+// score >= A + max(oadj, oend - D) + mu*(k*dT - rsmin)/N, where dT >= A - D.
 typedef struct {
   double A, D, mu_term;
+  double Dm[COST_CP_NMODES];  // D of each mode (cost_item_shrink)
+  double Gm[COST_CP_NMODES];  // what the item adds to each mode's exposed time for certain
+  int nm;                     // modes of the level (dyn.lnm)
 } dyn_bound;
 
+// The least over the modes of A + G_m + max(oadj_m, oend_m - D_m) + mu_term.
 static double dyn_node_bound(const dyn *d, int64_t node, const dyn_bound *bd) {
   const dyn_node *t = &d->tree[node];
-  double adj = t->end - bd->D;
-  if (t->adj > adj) adj = t->adj;
-  return adj + bd->A + bd->mu_term;
+  double lo = INFINITY;
+  for (int md = 0; md < bd->nm; md++) {
+    double adj = t->end[md] - bd->Dm[md];
+    if (t->adj[md] > adj) adj = t->adj[md];
+    adj += bd->Gm[md];
+    if (adj < lo) lo = adj;
+  }
+  return lo + bd->A + bd->mu_term;
 }
 
 // Best-first branch and bound over level q.l's open groups, least bound first: it stops
@@ -510,9 +542,13 @@ static void dyn_search_merges(dyn *d, const dyn_variant *v, int c, const dyn_can
   const double k = (double)q->k;
   double can, per_item;  // per_item: D of the bound (the ring's, or hybrid's when larger)
   cost_group_shrink(d->cm, d->cl->gpus_per_node, q->k, 0, 0, d->is1[c], d->is2[c], &can, &per_item);
-  dyn_bound bd = {(d->cm->a * d->is1[c] + d->cm->b * d->is2[c]) / k, per_item, 0};
+  dyn_bound bd = {(d->cm->a * d->is1[c] + d->cm->b * d->is2[c]) / k, per_item, 0, {0, 0, 0}, {0, 0, 0},
+                  d->lnm[q->l]};
+  if (d->nm > 1)
+    cost_item_shrink(d->cm, d->cl->gpus_per_node, q->k, d->is1[c], d->is2[c], bd.Dm, bd.Gm);
+  else bd.Dm[0] = per_item;  // ring alone: the ring's
   bd.mu_term = v->mu * (k * (bd.A - bd.D) - d->rsmin[c]) / (double)d->N;
-  int64_t nb = d->N >> q->l, base = d->toff[q->l];
+  int64_t nb = d->tcap[q->l], base = d->toff[q->l];
   dyn_heap_item *h = d->heap;  // min-heap by bound
   int hn = 0;
   if (d->tree[base + 1].room >= q->chunk) h[hn++] = (dyn_heap_item){dyn_node_bound(d, base + 1, &bd), 1};
@@ -549,10 +585,26 @@ static void dyn_search_merges(dyn *d, const dyn_variant *v, int c, const dyn_can
 // Rebuilds the trees of an empty timeline.
 static void dyn_reset_trees(dyn *d) {
   for (int l = 0; l < d->nlev; l++) {
-    int64_t nb = d->N >> l;
+    int64_t nb = d->N >> l, cap = d->tcap[l];
     for (int i = 0; i < nb; i++) dyn_leaf(d, l, i);
-    for (int64_t x = nb - 1; x >= 1; x--) dyn_pull(d, d->toff[l], x);
+    for (int64_t i = nb; i < cap; i++)  // no block: never the least key, never open
+      d->tree[d->toff[l] + cap + i] = (dyn_node){INFINITY, {INFINITY, INFINITY, INFINITY},
+                                                 {INFINITY, INFINITY, INFINITY}, -1, (int32_t)i};
+    for (int64_t x = cap - 1; x >= 1; x--) dyn_pull(d, d->toff[l], x, d->lnm[l]);
   }
+}
+
+// Latest finish over all ranks: over the maximal whole blocks that tile [0, N) (one per bit
+// of N, largest first; the root alone when N is a power of two).
+static double dyn_makespan(const dyn *d) {
+  double ms = 0;
+  for (int l = d->nlev - 1, r = 0; l >= 0; l--)
+    if (d->N & (1 << l)) {
+      double e = d->bmax[d->off[l] + (r >> l)];
+      if (e > ms) ms = e;
+      r += 1 << l;
+    }
+  return ms;
 }
 
 // One list-scheduling run with variant v; returns the makespan, or NaN when an item has
@@ -598,7 +650,7 @@ static double dyn_run(dyn *d, const dyn_variant *v) {
         dyn_search_merges(d, v, c, &q, &best);
       }
     }
-    // Every item fits at k = N (its clips each fit there, and bundles hold at most M
+    // Every item fits at the largest level (its clips each fit there, and bundles hold at most M
     // tokens), so best.lev < 0 means that every score was infinite or NaN.
     if (best.lev < 0) return NAN;
     int k = 1 << best.lev, j = d->off[best.lev] + best.i;
@@ -619,7 +671,7 @@ static double dyn_run(dyn *d, const dyn_variant *v) {
     dyn_set_block(d, best.lev, best.i, gg->end, g);
   }
   for (int c = 0; c < d->n; c++) d->group_of[c] = d->item_group[d->item_of[c]];
-  return d->bmax[d->off[d->nlev - 1]];
+  return dyn_makespan(d);
 }
 
 // Turns the groups of a run into waves: groups in start order, each in the wave after

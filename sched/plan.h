@@ -1,9 +1,9 @@
 // sched/plan.h — the plan of one global batch: waves of aligned power-of-two CP groups,
 // its validation and its simulation.
 //
-// A plan is a list of waves. In each wave every rank 0..N-1 is in exactly one group;
-// a group is an aligned block of ranks [first, first + size) with size a power of two
-// and first % size == 0, holds a list of clips (possibly none) and has a CP mode (ring or
+// A plan is a list of waves. In each wave every rank 0..N-1 (any N >= 1) is in exactly one
+// group; a group is an aligned block of ranks [first, first + size) with size a power of
+// two, first % size == 0 and first + size <= N, holds a list of clips (possibly none) and has a CP mode (ring or
 // Ulysses, sched/cost.h). Clips are named by
 // their index in the batch (0..nclips-1); every clip appears exactly once in a plan.
 // Rank p of a group holds chunk p of each of its clips, ceil(L/size) tokens each, and

@@ -1,4 +1,6 @@
 // sched/planner.c — one global batch: checks, bound, baselines, dynamic plan, fallback.
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -14,9 +16,14 @@ const char *sched_used_name(sched_used u) {
   return "?";
 }
 
-// "N ranks x M tokens" capacity text for messages.
+// The largest group's capacity, K x M tokens (K the largest power of two <= N), for messages.
+static int largest_group(const sched_cluster *cl) {
+  int k = 1;
+  while (2 * k <= cl->ranks) k *= 2;
+  return k;
+}
 static int64_t cluster_capacity(const sched_cluster *cl) {
-  return (int64_t)cl->ranks * cl->mem_tokens;
+  return (int64_t)largest_group(cl) * cl->mem_tokens;
 }
 
 tsr_status sched_config_check(const sched_config *cfg) {
@@ -30,7 +37,7 @@ tsr_status sched_config_check(const sched_config *cfg) {
     return err_set(TSR_EINVAL,
                    "max clip tokens = %lld: no group can hold such a clip (%d ranks x %lld "
                    "mem tokens = %lld); raise --mem-tokens or --ranks",
-                   (long long)cfg->max_clip_tokens, cfg->cluster.ranks,
+                   (long long)cfg->max_clip_tokens, largest_group(&cfg->cluster),
                    (long long)cfg->cluster.mem_tokens,
                    (long long)cluster_capacity(&cfg->cluster));
   return TSR_OK;
@@ -50,7 +57,7 @@ tsr_status sched_batch_check(const sched_config *cfg, const int64_t *tokens, int
                      "clip %d has %lld tokens, more than any group can hold (%d ranks x %lld "
                      "mem tokens = %lld); raise --mem-tokens or --ranks, or cap clip length "
                      "(--max-seconds, --cap-tokens)",
-                     i, (long long)tokens[i], cl->ranks, (long long)cl->mem_tokens,
+                     i, (long long)tokens[i], largest_group(cl), (long long)cl->mem_tokens,
                      (long long)cluster_capacity(cl));
     if (cfg->max_clip_tokens > 0 && tokens[i] > cfg->max_clip_tokens)
       return err_set(TSR_EINVAL,
@@ -68,6 +75,31 @@ static double thread_cpu_s(void) {
   struct timespec ts;
   if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)) return 0;
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// The ring-only dynamic candidate of a planner whose cost model offers other modes, planned
+// on a thread of its own beside the dynamic plan in every mode (the two are independent and
+// deterministic, so the result is the same as planning them one after the other; on a
+// machine with a free core the batch takes about the longer of the two instead of both).
+typedef struct {
+  sched_config cfg;          // cfg with cp_modes = ring
+  const sched_config *full;  // the caller's: its modes are chosen for the plan's groups
+  const int64_t *tokens;
+  int n;
+  plan *out;
+  tsr_status st;
+  double cpu_s;              // the thread's CPU time
+  char msg[1024];            // its error message (err_msg is thread-local)
+} ring_job;
+
+static void *ring_main(void *arg) {
+  ring_job *j = arg;
+  double c0 = thread_cpu_s();
+  j->st = sched_dynamic(&j->cfg, j->tokens, j->n, j->out);
+  if (!j->st) plan_choose_modes(j->out, j->tokens, &j->full->cost, &j->full->cluster);
+  if (j->st) snprintf(j->msg, sizeof j->msg, "%s", err_msg());
+  j->cpu_s = thread_cpu_s() - c0;
+  return NULL;
 }
 
 tsr_status sched_plan_batch(const sched_config *cfg, const int64_t *tokens, int n,
@@ -99,14 +131,17 @@ tsr_status sched_plan_batch(const sched_config *cfg, const int64_t *tokens, int 
   const int ncand = cost_zero_lockstep(&cfg->cost, cfg->cluster.ranks) ? 2 * nplanned - 2
                                                                         : nplanned;
   for (int i = 0; i < NCAND; i++) plan_init(&cand[i], cfg->cluster.ranks);
+  ring_job rj = {.cfg = *cfg, .full = cfg, .tokens = tokens, .n = n, .out = &cand[3]};
+  rj.cfg.cost.cp_modes = COST_MODES_RING;
+  pthread_t ring_thread;
+  int threaded = nplanned > 3 && !pthread_create(&ring_thread, NULL, ring_main, &rj);
   st = sched_baseline_balanced(cfg, tokens, n, &cand[0]);
   if (!st) st = sched_baseline_packing(cfg, tokens, n, &cand[1]);
   if (!st) st = sched_dynamic(cfg, tokens, n, &cand[2]);
-  if (!st && nplanned > 3) {
-    sched_config ring = *cfg;
-    ring.cost.cp_modes = COST_MODES_RING;
-    st = sched_dynamic(&ring, tokens, n, &cand[3]);
-    if (!st) plan_choose_modes(&cand[3], tokens, &cfg->cost, &cfg->cluster);
+  if (nplanned > 3) {
+    if (threaded) pthread_join(ring_thread, NULL);
+    else ring_main(&rj);  // no thread to be had: the same work here
+    if (!st && rj.st) st = err_set(rj.st, "%s", rj.msg);
   }
   for (int i = nplanned; !st && i < ncand; i++)  // the dynamic ones, rewaved
     st = plan_rewave(&cand[i - nplanned + 2], tokens, n, &cfg->cost, &cfg->cluster, &cand[i]);
@@ -139,7 +174,7 @@ tsr_status sched_plan_batch(const sched_config *cfg, const int64_t *tokens, int 
   }
   for (int i = 0; i < NCAND; i++) plan_free(&cand[i]);
   out->plan_ms = 1e3 * (time_now() - t0);
-  out->plan_cpu_ms = 1e3 * (thread_cpu_s() - c0);
+  out->plan_cpu_ms = 1e3 * (thread_cpu_s() - c0 + (threaded ? rj.cpu_s : 0));
   return st;
 }
 

@@ -26,7 +26,7 @@ typedef struct {
 // Checks cluster, cost model and max_clip_tokens (it must fit the cluster: N*M).
 tsr_status sched_config_check(const sched_config *cfg);
 // Checks a batch: n >= 1, every clip > 0 tokens and holdable by some group
-// (ceil(L/N) <= M), and <= max_clip_tokens when that is set. Errors name the clip.
+// (ceil(L/K) <= M, K the largest power of two <= N), and <= max_clip_tokens when that is set. Errors name the clip.
 tsr_status sched_batch_check(const sched_config *cfg, const int64_t *tokens, int n);
 
 // ---- lower bound (sched/bound.c) ------------------------------------------------------
@@ -44,12 +44,15 @@ void sched_lower_bound(const sched_config *cfg, const int64_t *tokens, int n, do
                        double *lb_ref);
 
 // ---- static baselines (sched/baseline.c) ----------------------------------------------
-// Static CP size: smallest power of two k_s with ceil(max_clip_tokens / k_s) <= M, where
-// max_clip_tokens is the config's or, if 0, the batch's longest clip.
+// Static CP size: smallest power of two k_s <= N with ceil(max_clip_tokens / k_s) <= M, where
+// max_clip_tokens is the config's or, if 0, the batch's longest clip. The baselines run
+// floor(N / k_s) groups: k_s divides N whenever some power of two dividing N holds the
+// longest clip; otherwise (N = 24 and k_s = 16, say) the N mod k_s ranks past the last
+// whole block idle in the baselines.
 int sched_static_cp(const sched_config *cfg, const int64_t *tokens, int n);
 // (1) packing only: clips in batch (sampler) order packed greedily into microbatches that
 // fit a rank of a k_s group (sum ceil(L/k_s) <= M, i.e. about k_s*M tokens), dealt
-// round-robin to the N/k_s groups; wave w runs microbatch w of every group.
+// round-robin to the floor(N/k_s) groups; wave w runs microbatch w of every group.
 // out: initialised by the caller (plan_init), overwritten.
 tsr_status sched_baseline_packing(const sched_config *cfg, const int64_t *tokens, int n,
                                   plan *out);
@@ -94,12 +97,15 @@ typedef struct {
                             // inside predicted_s; 0 at train.zero = 0
   int static_cp;            // k_s of the baselines
   double plan_ms;           // wall time of sched_plan_batch (all of the above)
-  double plan_cpu_ms;       // CPU time of the thread that ran it (the same work; unlike the
-                            // wall time, not stretched by other processes on a shared core)
+  double plan_cpu_ms;       // CPU time of the threads that ran it (the caller's, and with
+                            // CP modes besides ring the ring-only candidate's: the same work;
+                            // unlike the wall time, not stretched by other processes)
 } sched_result;
 
 // Plans one batch: checks it, runs bound, both baselines and the dynamic planner,
-// simulates all and keeps the fastest, preferring a baseline on ties. *out is
+// simulates all and keeps the fastest, preferring a baseline on ties. With CP modes
+// besides ring, the ring-only dynamic candidate is planned on a second thread meanwhile
+// (the same result as in turn: every candidate is deterministic). *out is
 // overwritten; free it with sched_result_free. On error *out holds an empty plan.
 tsr_status sched_plan_batch(const sched_config *cfg, const int64_t *tokens, int n,
                             sched_result *out);

@@ -46,7 +46,7 @@ static void plan_usage(FILE *f) {
     "  --cap-tokens T          cap clip lengths at T tokens\n"
     "                          (a clip has at most 2^38 tokens, a duration at most 1e9 s)\n"
     "cluster and batch:\n"
-    "  --ranks N               ranks (GPUs), a power of two <= 2^24 (required)\n"
+    "  --ranks N               ranks (GPUs), any N <= 2^24 (required)\n"
     "  --gpus-per-node G       ranks per node, <= 2^24 (default 8)\n"
     "  --mem-tokens M          most tokens one rank may hold in a microbatch, <= 2^38\n"
     "  --config FILE --mem-bytes B [--set KEY=VALUE ...]\n"
@@ -254,6 +254,22 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
 
 // M from the memory model of --config for --mem-bytes per GPU, that model (*mm), and the
 // cost model's ZeRO sizes of its train.zero (*z).
+// The group set the plans use (docs/dist.md): per power of two k <= N, the aligned blocks of
+// k that fit in N, and the ranks past the last whole block, which no group of k holds.
+static void print_group_set(const sched_cluster *cl, int cp_modes) {
+  const int N = cl->ranks, G = cl->gpus_per_node;
+  printf("group set: aligned blocks [i*k, (i+1)*k) of k =");
+  for (int k = 1; k <= N; k *= 2) {
+    printf("%s %d (%d", k > 1 ? "," : "", k, N / k);
+    if (N % k) printf("; ranks %d-%d in none", N / k * k, N - 1);
+    printf(")");
+  }
+  int hybrid = (cp_modes & COST_MODES_HYBRID) && G > 1 && G < N;
+  if (hybrid && (G & (G - 1)))
+    printf("; hybrid off: %d ranks per node is not a power of two (Ulysses instead)", G);
+  printf("\n");
+}
+
 static tsr_status memory_tokens(plan_args *a, int64_t *mem, train_memory *mm, cost_zero *z) {
   dit_config mc;
   train_config tc;
@@ -262,8 +278,6 @@ static tsr_status memory_tokens(plan_args *a, int64_t *mem, train_memory *mm, co
   if (!st && a->cp_mode < 0) a->cp_mode = tc.cp_mode;
   if (!st && !a->heads) a->heads = mc.heads;
   if (!st) a->ulysses_chunks = tc.ulysses_chunks;
-  if (!st && (a->ranks & (a->ranks - 1)))
-    st = err_set(TSR_EINVAL, "--ranks %lld: a power of two", (long long)a->ranks);
   if (!st)
     // one byte a stored value (pixels): a latent store's 2-4 add L x P x 1-3 bytes
     st = train_memory_tokens(&mc, &tc, 1, (int)a->ranks, 1, (size_t)a->mem_bytes,
@@ -451,6 +465,7 @@ int cmd_plan(int argc, char **argv) {
          (long long)cfg.cluster.mem_tokens, (long long)a.batch,
          cost_min_cp(&cfg.cluster, cfg.max_clip_tokens), (long long)cfg.max_clip_tokens,
          a.cost_path ? a.cost_path : "built-in CPU (as train's without --cost)");
+  print_group_set(&cfg.cluster, cfg.cost.cp_modes);
   if (a.mem_bytes) {
     char what[768];  // train_memory_format's line
     train_memory_format(&mm, what, sizeof what);

@@ -22,7 +22,7 @@ static void train_usage(FILE *f) {
     "usage: tessera train --config FILE --data STORE --out RUN [--steps N] [--resume]\n"
     "                     [--init CKPT] [--set section.key=value ...] [--cost FILE]\n"
     "                     [--skip-bad-clips]\n"
-    "       mpirun -np N tessera train ...   (N a power of two: Dynamic-CP over N ranks)\n\n"
+    "       mpirun -np N tessera train ...   (any N >= 1: Dynamic-CP over N ranks)\n\n"
     "Trains the diffusion transformer of FILE (configs/model/*.conf) on the clips of STORE\n"
     "(made by `tessera ingest`): global batches of train.global_batch clips from a seeded\n"
     "epoch sampler, each planned into microbatches of at most train.mem_tokens tokens by the\n"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tessera calibrate: one rank (compute fit; comm keys from the base file) and two ranks
+# tessera calibrate: one rank (compute fit; comm keys from the base file) and two and three ranks
 # under mpirun (ring latency/bandwidth, the all-to-all, ZeRO's all-gather and reduce-scatter
 # and the all-reduce measured); the cost
 # files load in `tessera plan`, and their kv equals the closed form 24 * hidden * depth; bad --comm values
@@ -37,9 +37,14 @@ awk -v l="$(key coll_lat "$T/two.conf")" -v ag="$(key ag_bw "$T/two.conf")" -v r
   || bad "two ranks: all-gather/reduce-scatter keys implausible: $(cat "$T/two.conf")"
 [ "$(key coll_lat "$T/one.conf")" = 0 ] && [ "$(key ag_bw "$T/one.conf")" = 0 ] && \
   [ "$(key rs_bw "$T/one.conf")" = 0 ] && ok || bad "one rank: ZeRO keys should be 0 (nothing to measure)"
+# three ranks (a world that is not a power of two: the exchanges run over the world's group)
+if mpirun --oversubscribe -np 3 "$BIN" calibrate "${ARGS[@]}" --out "$T/three.conf" >"$T/three.log" 2>&1; then ok; else bad "calibrate 3 ranks: $(cat "$T/three.log")"; fi
+awk -v l="$(key lat "$T/three.conf")" -v bw="$(key bw_intra "$T/three.conf")" -v a="$(key a2a_bw_intra "$T/three.conf")" \
+  -v ag="$(key ag_bw "$T/three.conf")" 'BEGIN { exit !(l > 0 && l < 0.1 && bw > 1e6 && bw < 1e12 && a > 1e6 && ag > 1e6) }' \
+  && ok || bad "three ranks: measured comm keys implausible: $(cat "$T/three.conf")"
 
-for f in one two; do
-  "$BIN" plan --lengths <(printf 'tokens\n100\n300\n900\n') --ranks 2 --mem-tokens 1000 --cost "$T/$f.conf" \
+for f in one two three; do
+  "$BIN" plan --lengths <(printf 'tokens\n100\n300\n900\n') --ranks 3 --mem-tokens 1000 --cost "$T/$f.conf" \
     >"$T/plan.log" 2>&1 && ok || bad "plan with the $f-rank cost file: $(cat "$T/plan.log")"
 done
 "$BIN" calibrate --config "$SRC/configs/model/tiny.conf" >"$T/err.log" 2>&1

@@ -12,8 +12,8 @@
 #     the same next loss;
 #  3. a rank killed mid-run makes the job end within 60 s with a message naming the rank,
 #     and the checkpoints left are whole (a resume from the newest works);
-#  4. bad launches stop with a clear error: 3 ranks (not a power of two), ranks given
-#     different configs.
+#  4. bad launches stop with a clear error: ranks given different configs (world sizes
+#     that are not powers of two run: tests/dist/any_ranks.sh).
 set -euo pipefail
 T=${TESSERA_BIN:?set by ctest}
 SRC=${TESSERA_SRC:?set by ctest}
@@ -115,10 +115,6 @@ else
 fi
 
 # 4. bad launches
-rc=0
-"${MPI[@]}" -np 3 "$T" train "${CONF[@]}" --set train.mem_tokens=700 --out "$W/three" >"$W/three.log" 2>&1 || rc=$?
-[ $rc -ne 0 ] && grep -q "power of two" "$W/three.log" && ok "3 ranks refused: $(grep -m1 'power of two' "$W/three.log")" \
-  || bad "3 ranks: exit $rc: $(tail -3 "$W/three.log")"
 rc=0
 "${MPI[@]}" -np 1 "$T" train "${CONF[@]}" --set train.mem_tokens=700 --out "$W/mixed" --set train.lr=1e-3 : \
   -np 1 "$T" train "${CONF[@]}" --set train.mem_tokens=700 --out "$W/mixed" --set train.lr=2e-3 >"$W/mixed.log" 2>&1 || rc=$?

@@ -68,7 +68,16 @@ expect_fail "header only" "header.csv: no clips" --lengths "$T/header.csv" "${OK
 expect_fail "malformed csv" "malformed.csv:3: tokens 'oops' is not a number" --lengths "$T/malformed.csv" "${OK[@]}"
 expect_fail "zero length" "zero.csv:3: tokens = 0" --lengths "$T/zero.csv" "${OK[@]}"
 expect_fail "negative length" "neg.csv:3: tokens = -4" --lengths "$T/neg.csv" "${OK[@]}"
-expect_fail "N not power of two" "power of two" --lengths "$T/ok.csv" --ranks 6 --mem-tokens 1000 --cost "$COST"
+# any world size: 6 ranks plan on the blocks that fit (no group of 4 holds ranks 4-5), and a
+# clip needing more than the largest power of two (4 x 1000 tokens) is refused naming it
+if "$BIN" plan --lengths "$T/ok.csv" --ranks 6 --gpus-per-node 2 --mem-tokens 1000 --cost "$COST" >"$T/out" 2>"$T/err" &&
+   grep -q "group set: aligned blocks \[i\*k, (i+1)\*k) of k = 1 (6), 2 (3), 4 (1; ranks 4-5 in none)" "$T/out"; then
+  ok
+else
+  bad "6 ranks: $(cat "$T/out" "$T/err")"
+fi
+printf 'id,tokens\na,1000\nb,4001\n' >"$T/big.csv"
+expect_fail "clip above 4 x M on 6 ranks" "no group can hold such a clip (4 ranks x 1000" --lengths "$T/big.csv" --ranks 6 --mem-tokens 1000 --cost "$COST"
 expect_fail "M too small" "no group can hold" --lengths "$T/ok.csv" --ranks 4 --mem-tokens 100 --cost "$COST"
 expect_fail "missing cost key" "noallreduce.conf: missing key 'allreduce'" --lengths "$T/ok.csv" --ranks 4 --mem-tokens 1000 --cost "$T/noallreduce.conf"
 # without --cost: train's default cost model (sched/cost.h cost_model_cpu), named in the header
@@ -142,6 +151,15 @@ if "$BIN" plan --lengths "$T/ok.csv" --ranks 4 --cost "$COST" --config "$CONF" \
   done
 else
   bad "--mem-bytes plan failed: $(cat "$T/err")"
+fi
+# the memory model at 12 ranks (not a power of two): ring buffers of the CP sizes 2, 4, 8 the
+# group set has, ZeRO's shards over the 12 ranks
+if "$BIN" plan --lengths "$T/ok.csv" --ranks 12 --cost "$COST" --config "$CONF" --set train.zero=1 \
+     --mem-bytes 2147483648 >"$T/out" 2>"$T/err" && grep -q "12 ranks (8 per node)" "$T/out" &&
+   grep -q "^memory per GPU.*ring buffers of 3 CP sizes" "$T/out"; then
+  ok
+else
+  bad "--mem-bytes at 12 ranks: $(cat "$T/out" "$T/err")"
 fi
 # --set train.zero=Z: ZeRO's exposed communication (sched/cost.h "ZeRO") printed and in the
 # JSON, against the closed form from the model's sizes and the cost file (4 ranks in a node:

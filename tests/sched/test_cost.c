@@ -304,8 +304,11 @@ int main(void) {
   CHECK(cost_min_cp(&cl, 8000) == 8, "needs all");
   CHECK(cost_min_cp(&cl, 8001) == 0, "fits nowhere");
   CHECK_OK(sched_cluster_check(&cl));
-  cl.ranks = 12;
-  CHECK(sched_cluster_check(&cl) == TSR_EINVAL && strstr(err_msg(), "power of two"), "%s",
+  cl.ranks = 12;  // any world size; its largest group is 8
+  CHECK_OK(sched_cluster_check(&cl));
+  CHECK(cost_min_cp(&cl, 8000) == 8 && cost_min_cp(&cl, 8001) == 0, "12 ranks: groups up to 8");
+  cl.ranks = 0;
+  CHECK(sched_cluster_check(&cl) == TSR_EINVAL && strstr(err_msg(), "ranks = 0"), "%s",
         err_msg());
 
   // The preset shipped in configs/cost loads.

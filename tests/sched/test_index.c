@@ -5,8 +5,8 @@
 // several shapes on clusters of 1 to 256 ranks, cost models with hidden and with exposed
 // ring steps (where the bound is loose), groups choosing between ring and Ulysses (and
 // Ulysses alone), tiny memory (groups full) and real length mixes
-// (150 random batches on 1 to 256 ranks, 6 real ones on 64 and 256: 1 s in release,
-// 10 s under the sanitizers).
+// (150 random batches on 1 to 256 ranks, 30 on 3 to 200 ranks that are not powers of two,
+// 12 real ones on 64, 256, 24 and 96: 1-2 s in release, 10-20 s under the sanitizers).
 #include <math.h>
 #include <string.h>
 
@@ -73,7 +73,43 @@ int main(void) {
              cfg.cluster.gpus_per_node, (long long)cfg.cluster.mem_tokens);
     compare(what, &cfg, L, n);
   }
-  // Real mixes (seconds-long clips with minutes-long videos) on 64 and 512 ranks.
+  // World sizes that are not powers of two (the blocks that fit in N, ranks past the last
+  // whole block of a size in none of it): every shape again, with their own seed so the
+  // cases above stay as they were.
+  sched_rng rng2 = sched_rng_seed(778, 0);
+  for (int it = 0; it < 30; it++) {
+    int N = 3 + (int)sched_rng_below(&rng2, 198);
+    if (!(N & (N - 1))) N--;
+    int K = 1;
+    while (2 * K <= N) K *= 2;
+    sched_config cfg = {{N, 1 << sched_rng_below(&rng2, 4), Ms[sched_rng_below(&rng2, 3)]}, h100, 0, 0};
+    if (it % 3 == 1) cfg.cost.bw_inter = 1e9, cfg.cost.ovh = 0.05, cfg.cost.lat = 0.01;
+    if (it % 4 == 3) {
+      cfg.cost.cp_modes = COST_MODES_AUTO;
+      cfg.cost.heads = 1 + (int)sched_rng_below(&rng2, 24);
+      cfg.cost.a2a_chunks = 1 + (it / 4) % 4;
+    }
+    if (it % 6 == 5) cfg.cluster.gpus_per_node = 6;  // not a power of two: no hybrid
+    int n = 1 + (int)sched_rng_below(&rng2, 250);
+    int64_t cap = cfg.cluster.mem_tokens * K;
+    int shape = it % 5;
+    for (int i = 0; i < n; i++) {
+      double u = sched_rng_uniform(&rng2);
+      int64_t v = shape == 0   ? 1 + (int64_t)(u * 4 * (double)cfg.cluster.mem_tokens)
+                  : shape == 1 ? (int64_t)exp(u * log((double)cap))
+                  : shape == 2 ? 1 + (int64_t)(u * 50)
+                  : shape == 3 ? 777
+                  : u < 0.05   ? cap / 2 + (int64_t)(u * (double)cap)
+                               : 1 + (int64_t)(u * (double)cfg.cluster.mem_tokens / 2);
+      L[i] = v < 1 ? 1 : v > cap ? cap : v;
+    }
+    char what[128];
+    snprintf(what, sizeof what, "any-N #%d shape %d n=%d N=%d G=%d M=%lld", it, shape, n, N,
+             cfg.cluster.gpus_per_node, (long long)cfg.cluster.mem_tokens);
+    compare(what, &cfg, L, n);
+  }
+  // Real mixes (seconds-long clips with minutes-long videos) on 64 and 512 ranks, and on
+  // 24 and 96 (3 and 12 nodes of 8).
   const char *shared = check_shared("lengths");
   const char *mixes[][2] = {{"ucf101_clips.csv:0.97", "youcook2_videos.csv:0.03"},
                             {"webvid10m_val.csv:0.96", "activitynet_captions_videos.csv:0.04"},
@@ -86,8 +122,8 @@ int main(void) {
     lengths_set ls = {0};
     CHECK_OK(lengths_load_mix(&ls, spec, &lo));
     static int64_t ids[1024];
-    for (int step = 0; step < 2; step++) {
-      int N = step ? 256 : 64, B = step ? 512 : 256;
+    for (int step = 0; step < 4; step++) {
+      int N = (int[]){64, 256, 24, 96}[step], B = step == 1 ? 512 : 256;
       sched_config cfg = {{N, 8, 65536}, h100, lengths_max(&ls), 0};
       if (m == 1) cfg.cost.cp_modes = COST_MODES_AUTO, cfg.cost.heads = 12, cfg.cost.a2a_chunks = 2;
       CHECK_OK(lengths_sample(&ls, 3, step, B, ids, L));

@@ -121,12 +121,19 @@ static void hand_baselines(void) {
 }
 
 static void bad_inputs(void) {
-  sched_config cfg = {{6, 8, 65536}, h100, 0, 0};
+  sched_config cfg = {{0, 8, 65536}, h100, 0, 0};
   int64_t L[3] = {1000, 2000, 3000};
   sched_result r;
-  CHECK(sched_plan_batch(&cfg, L, 3, &r) == TSR_EINVAL && strstr(err_msg(), "power of two"),
-        "N=6: %s", err_msg());
+  CHECK(sched_plan_batch(&cfg, L, 3, &r) == TSR_EINVAL && strstr(err_msg(), "ranks = 0"),
+        "N=0: %s", err_msg());
   sched_result_free(&r);
+  cfg.cluster = (sched_cluster){12, 8, 500};  // 12 ranks: groups of at most 8 x 500 tokens
+  L[2] = 4001;
+  CHECK(sched_plan_batch(&cfg, L, 3, &r) == TSR_EINVAL && strstr(err_msg(), "clip 2") &&
+            strstr(err_msg(), "8 ranks"),
+        "N=12, a clip over 8 x M: %s", err_msg());
+  sched_result_free(&r);
+  L[2] = 3000;
   cfg.cluster.ranks = 8;
   cfg.cluster.mem_tokens = 100;  // 8 ranks x 100 = 800 < every clip
   CHECK(sched_plan_batch(&cfg, L, 3, &r) == TSR_EINVAL && strstr(err_msg(), "clip 0") &&
@@ -160,9 +167,9 @@ static void bad_inputs(void) {
         err_msg());
   sched_async *h;  // errors come back from the planner thread with their message
   cfg.cost = h100;
-  cfg.cluster.ranks = 3;
+  cfg.cluster.ranks = 0;
   CHECK_OK(sched_async_start(&h, &cfg, L, 3));
-  CHECK(sched_async_wait(&h, &r) == TSR_EINVAL && strstr(err_msg(), "power of two"), "%s",
+  CHECK(sched_async_wait(&h, &r) == TSR_EINVAL && strstr(err_msg(), "ranks = 0"), "%s",
         err_msg());
   sched_result_free(&r);
 }
@@ -200,6 +207,26 @@ int main(void) {
     check_batch(what, &cfg, L, n);
   }
 
+  // World sizes that are not powers of two: groups are the aligned power-of-two blocks that
+  // fit in N (the largest K <= N holds the longest clip), the static baselines leave the
+  // ranks past their last whole block idle where k_s does not divide N.
+  sched_rng rng2 = sched_rng_seed(12346, 0);
+  const int Nany[] = {3, 5, 6, 7, 12, 24, 96};
+  for (int it = 0; it < 21; it++) {
+    sched_config cfg = {{Nany[it % 7], Gs[sched_rng_below(&rng2, 4)], Ms[sched_rng_below(&rng2, 3)]},
+                        h100, 0, 0};
+    if (it % 3 == 1) cfg.cost.bw_inter = 1e9, cfg.cost.ovh = 0.05, cfg.cost.lat = 0.01;
+    if (it % 4 == 3) cfg.cost.cp_modes = COST_MODES_AUTO, cfg.cost.heads = 12;
+    int K = 1;
+    while (2 * K <= cfg.cluster.ranks) K *= 2;
+    int shape = it % 6, n = 1 + (int)sched_rng_below(&rng2, 300);
+    random_batch(&rng2, shape, cfg.cluster.mem_tokens, K, L, n);
+    char what[96];
+    snprintf(what, sizeof what, "any-N #%d shape %d n=%d N=%d G=%d M=%lld", it, shape, n,
+             cfg.cluster.ranks, cfg.cluster.gpus_per_node, (long long)cfg.cluster.mem_tokens);
+    check_batch(what, &cfg, L, n);
+  }
+
   // Real distributions from shared/lengths: mixes of seconds-long clips with a few
   // percent of minutes-long videos, tokens = duration * 1800, capped at 300 s.
   const char *shared = check_shared("lengths");
@@ -218,8 +245,8 @@ int main(void) {
     CHECK_OK(lengths_load_mix(&ls, spec, &lo));
     if (!ls.n) continue;
     static int64_t ids[4096];
-    for (int step = 0; step < 3; step++) {
-      int N = step == 2 ? 16 : 64, B = step == 2 ? 64 : 256;
+    for (int step = 0; step < 4; step++) {  // and 24 ranks (3 nodes of 8)
+      int N = step == 3 ? 24 : step == 2 ? 16 : 64, B = step == 2 ? 64 : 256;
       sched_config cfg = {{N, 8, 65536}, h100, lengths_max(&ls), 0};
       CHECK_OK(lengths_sample(&ls, 42, step, B, ids, L));
       char what[160];
