@@ -581,7 +581,7 @@ int main(int argc, char **argv) {
     return 77;
   }
   CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess, "stream");
-  st = comm_open(name, COMM_MEM_DEVICE, stream, &cb);
+  tsr_status st = comm_open(name, COMM_MEM_DEVICE, stream, &cb);
   CHECK(st == TSR_OK, "comm_open(%s) on device memory: %s", name, err_msg());
   if (!st && comm_rank() == 0)
     printf("%s on device memory, %d rank(s), GPU %d of local rank %d\n", cb->name, world, dev,
