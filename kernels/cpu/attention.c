@@ -62,7 +62,38 @@ typedef struct {
   const float *q, *k, *v, *dout, *lse_in, *delta;    // inputs (NULL where unused)
   int H, Dh;
   float scale;
+  const kernels_mask *mask;                          // NULL: every key of the clip
+  const int32_t *pos_q, *pos_k;                      // (Lq, 3), (Lk, 3) with a mask
 } attn_args;
+
+// Whether kernels_mask m lets the query at grid position pq attend to the key at pk
+// ((t, y, x) each, >= 0).
+static inline int mask_allows(const kernels_mask *m, const int32_t *pq, const int32_t *pk) {
+  if (m->kind == KERNELS_MASK_BLOCK_CAUSAL) {
+    int cq = pq[0] / m->chunk, ck = pk[0] / m->chunk;
+    return ck <= cq && (m->window == 0 || cq - ck <= m->window);
+  }
+  if (m->kind == KERNELS_MASK_WINDOW)
+    return abs(pq[0] / m->tile_t - pk[0] / m->tile_t) <= m->wt &&
+           abs(pq[1] / m->tile_h - pk[1] / m->tile_h) <= m->wh &&
+           abs(pq[2] / m->tile_w - pk[2] / m->tile_w) <= m->ww;
+  return 1;
+}
+
+// Whether a's mask allows any pair of queries [q0, q0 + bq) and keys [k0, k0 + bk): a tile
+// with none is skipped (it would add exact zeros).
+static int mask_any(const attn_args *a, size_t q0, int bq, size_t k0, int bk) {
+  for (int i = 0; i < bq; i++)
+    for (int j = 0; j < bk; j++)
+      if (mask_allows(a->mask, a->pos_q + 3 * (q0 + i), a->pos_k + 3 * (k0 + j))) return 1;
+  return 0;
+}
+
+// s[j] = fill for the keys j < bk of [k0, k0 + bk) that a's mask denies query q.
+static void mask_row(const attn_args *a, size_t q, size_t k0, int bk, float *s, float fill) {
+  for (int j = 0; j < bk; j++)
+    if (!mask_allows(a->mask, a->pos_q + 3 * q, a->pos_k + 3 * (k0 + j))) s[j] = fill;
+}
 
 // One work item: rows [r0, r0 + n) of head h (a tile of one clip) against the rows
 // [o_begin, o_end) of the same clip on the other side (keys for query tiles, queries for
@@ -416,6 +447,7 @@ static void forward_rows(float *ws, const attn_args *a, size_t q0, int bq, size_
   }
   for (size_t k0 = k_begin; k0 < k_end; k0 += BK) {
     int bk = k_end - k0 < BK ? (int)(k_end - k0) : BK;
+    if (a->mask && !mask_any(a, q0, bq, k0, bk)) continue;
     const float *Kt = Ktw, *V = Vw;
     size_t ld = BK;
     if (Ktc) {
@@ -429,7 +461,13 @@ static void forward_rows(float *ws, const attn_args *a, size_t q0, int bq, size_
       float *s = S + (size_t)i * BK;
       for (int j = 0; j < BK; j++) s[j] *= scale;
       for (int j = bk; j < BK; j++) s[j] = -INFINITY;  // past the clip's last key
+      if (a->mask) mask_row(a, q0 + i, k0, bk, s, -INFINITY);
       float mx = row_max(s, m[i]);
+      if (a->mask && mx == -INFINITY) {  // no key allowed yet: the row stays empty
+        for (int j = 0; j < BK; j++) s[j] = 0.0f;
+        corr[i] = 1.0f;
+        continue;
+      }
       for (int j = 0; j < BK; j++) s[j] = kcpu_expf(s[j] - mx);  // exp(-inf) = 0
       corr[i] = kcpu_expf(m[i] - mx);
       m[i] = mx;
@@ -492,13 +530,40 @@ static void forward_clip_item(float *ws, const attn_args *a, size_t q_begin, int
   }
 }
 
-// out: (Lq, H, Dh), lse: (Lq, H), q: (Lq, H, Dh), k, v: (Lk, H, Dh), cu_q, cu_k: (C + 1)
-tsr_status kcpu_attention_partial_forward(kb_t *kb, float *out, float *lse, const float *q,
-                                          const float *k, const float *v, const int32_t *cu_q,
-                                          const int32_t *cu_k, int n_clips, int max_q, int max_k,
-                                          int Lq, int Lk, int H, int Dh, float scale) {
-  const char *op = cu_q == cu_k ? "attention_forward" : "attention_partial_forward";
+// A mask's sizes (kernels.h kernels_mask) and, unless it is FULL, its positions: given,
+// and >= 0 (pos_q: (Lq, 3), pos_k: (Lk, 3)).
+static tsr_status check_mask(const char *op, const kernels_mask *m, const int32_t *pos_q, int Lq,
+                             const int32_t *pos_k, int Lk) {
+  if (m->kind < KERNELS_MASK_FULL || m->kind > KERNELS_MASK_WINDOW)
+    return err_set(TSR_EINVAL, "%s: unknown mask kind %d", op, m->kind);
+  if (m->kind == KERNELS_MASK_BLOCK_CAUSAL && (m->chunk < 1 || m->window < 0))
+    return err_set(TSR_EINVAL, "%s: block-causal mask with chunk %d (>= 1) and window %d (>= 0)",
+                   op, m->chunk, m->window);
+  if (m->kind == KERNELS_MASK_WINDOW &&
+      (m->tile_t < 1 || m->tile_h < 1 || m->tile_w < 1 || m->wt < 0 || m->wh < 0 || m->ww < 0))
+    return err_set(TSR_EINVAL, "%s: window mask with tiles %dx%dx%d (>= 1) and radii %d, %d, %d "
+                   "(>= 0)", op, m->tile_t, m->tile_h, m->tile_w, m->wt, m->wh, m->ww);
+  if (m->kind == KERNELS_MASK_FULL) return TSR_OK;
+  if ((Lq > 0 && !pos_q) || (Lk > 0 && !pos_k))
+    return err_set(TSR_EINVAL, "%s: a mask needs the positions of the queries and keys", op);
+  for (size_t i = 0; i < 3 * (size_t)Lq; i++)
+    if (pos_q[i] < 0) return err_set(TSR_EINVAL, "%s: query %zu has a negative position", op, i / 3);
+  for (size_t i = 0; i < 3 * (size_t)Lk; i++)
+    if (pos_k[i] < 0) return err_set(TSR_EINVAL, "%s: key %zu has a negative position", op, i / 3);
+  return TSR_OK;
+}
+
+// The forward under mask (NULL or FULL: the unmasked attention, bit for bit): out: (Lq, H,
+// Dh), lse: (Lq, H), q: (Lq, H, Dh), k, v: (Lk, H, Dh), cu_q, cu_k: (C + 1), pos_q: (Lq, 3),
+// pos_k: (Lk, 3)
+static tsr_status forward_masked(const char *op, float *out, float *lse, const float *q,
+                                 const float *k, const float *v, const int32_t *cu_q,
+                                 const int32_t *cu_k, const int32_t *pos_q, const int32_t *pos_k,
+                                 const kernels_mask *mask, int n_clips, int max_q, int max_k,
+                                 int Lq, int Lk, int H, int Dh, float scale) {
   tsr_status st = check_attn(op, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
+  if (!st && mask) st = check_mask(op, mask, pos_q, Lq, pos_k, Lk);
+  if (mask && mask->kind == KERNELS_MASK_FULL) mask = NULL;
   if (st || Lq == 0 || H == 0) return st;
   KCPU_NEED(op, out);
   KCPU_NEED(op, lse);
@@ -507,7 +572,8 @@ tsr_status kcpu_attention_partial_forward(kb_t *kb, float *out, float *lse, cons
     KCPU_NEED(op, k);
     KCPU_NEED(op, v);
   }
-  attn_args a = {.out = out, .lse = lse, .q = q, .k = k, .v = v, .H = H, .Dh = Dh, .scale = scale};
+  attn_args a = {.out = out, .lse = lse, .q = q, .k = k, .v = v, .H = H, .Dh = Dh, .scale = scale,
+                 .mask = mask, .pos_q = pos_q, .pos_k = pos_k};
   // Clips with clip items (clip_items) go through forward_clip_item, the others by tiles.
   uint8_t *one = NULL;
   int n_items = 0, item_q = 0, item_k = 0;  // the clip items' longest
@@ -520,6 +586,27 @@ tsr_status kcpu_attention_partial_forward(kb_t *kb, float *out, float *lse, cons
     st = attn_for_each_tile(op, &a, cu_q, cu_k, n_clips, one, BQ, FWD_TILE_WS(Dh), forward_item);
   free(one);
   return st;
+}
+
+// out: (Lq, H, Dh), lse: (Lq, H), q: (Lq, H, Dh), k, v: (Lk, H, Dh), cu_q, cu_k: (C + 1)
+tsr_status kcpu_attention_partial_forward(kb_t *kb, float *out, float *lse, const float *q,
+                                          const float *k, const float *v, const int32_t *cu_q,
+                                          const int32_t *cu_k, int n_clips, int max_q, int max_k,
+                                          int Lq, int Lk, int H, int Dh, float scale) {
+  const char *op = cu_q == cu_k ? "attention_forward" : "attention_partial_forward";
+  return forward_masked(op, out, lse, q, k, v, cu_q, cu_k, NULL, NULL, NULL, n_clips, max_q,
+                        max_k, Lq, Lk, H, Dh, scale);
+}
+
+// kcpu_attention_partial_forward under mask; pos_q: (Lq, 3), pos_k: (Lk, 3)
+tsr_status kcpu_attention_masked_forward(kb_t *kb, float *out, float *lse, const float *q,
+                                         const float *k, const float *v, const int32_t *cu_q,
+                                         const int32_t *cu_k, const int32_t *pos_q,
+                                         const int32_t *pos_k, kernels_mask mask, int n_clips,
+                                         int max_q, int max_k, int Lq, int Lk, int H, int Dh,
+                                         float scale) {
+  return forward_masked("attention_masked_forward", out, lse, q, k, v, cu_q, cu_k, pos_q, pos_k,
+                        &mask, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
 }
 
 tsr_status kcpu_attention_forward(kb_t *kb, float *out, float *lse, const float *q, const float *k,
@@ -584,9 +671,10 @@ tsr_status kcpu_attention_delta(kb_t *kb, float *delta, const float *dout, const
 // Shared by both backward passes. For queries [q0, q0 + bq) and the key tile held in
 // Kt, Vt (Dh, BK): P (bq, BK) = exp(scale Q.K - lse), dS (bq, BK) = P * (dO.V - delta).
 // Q, dO: (bq, Dhp) loaded; lse, delta: (Lq, H) of the queries.
-static void tile_grad(float *P, float *dS, const float *Q, const float *dO, const float *Kt,
-                      const float *Vt, const float *lse, const float *delta, size_t q0, int bq,
-                      int bk, int h, int H, int Dh, float scale) {
+// a: the call (its mask zeroes P and dS of the denied pairs); k0: the tile's first key.
+static void tile_grad(const attn_args *a, float *P, float *dS, const float *Q, const float *dO,
+                      const float *Kt, const float *Vt, const float *lse, const float *delta,
+                      size_t q0, int bq, size_t k0, int bk, int h, int H, int Dh, float scale) {
   tile_dot(P, Q, Kt, BK, bq, Dh);
   tile_dot(dS, dO, Vt, BK, bq, Dh);
   for (int i = 0; i < bq; i++) {
@@ -599,6 +687,10 @@ static void tile_grad(float *P, float *dS, const float *Q, const float *dO, cons
     for (int j = 0; j < bk; j++) {
       p[j] = kcpu_expf(p[j] * scale - li);
       ds[j] = p[j] * (ds[j] - di);
+    }
+    if (a->mask) {
+      mask_row(a, q0 + i, k0, bk, p, 0.0f);
+      mask_row(a, q0 + i, k0, bk, ds, 0.0f);
     }
   }
 }
@@ -621,9 +713,10 @@ static void backward_kv_item(float *ws, const attn_args *a, size_t k0, int bk, s
   memset(dV, 0, (size_t)bk * Dhp * sizeof(float));
   for (size_t q0 = q_begin; q0 < q_end; q0 += BQ) {
     int bq = q_end - q0 < BQ ? (int)(q_end - q0) : BQ;
+    if (a->mask && !mask_any(a, q0, bq, k0, bk)) continue;
     load_rows(Q, q, q0, bq, h, H, Dh);
     load_rows(dO, dout, q0, bq, h, H, Dh);
-    tile_grad(P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, bk, h, H, Dh, scale);
+    tile_grad(a, P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, k0, bk, h, H, Dh, scale);
     // dV[j] += sum over queries i ascending of P[i][j] dO[i], dK[j] likewise with dS, Q
     rows_axpy(dV, (size_t)Dhp, NULL, P, 1, BK, dO, (size_t)Dhp, bq, bk, Dhp);
     rows_axpy(dK, (size_t)Dhp, NULL, dS, 1, BK, Q, (size_t)Dhp, bq, bk, Dhp);
@@ -651,10 +744,11 @@ static void backward_q_item(float *ws, const attn_args *a, size_t q0, int bq, si
   memset(dQ, 0, (size_t)bq * Dhp * sizeof(float));
   for (size_t k0 = k_begin; k0 < k_end; k0 += BK) {
     int bk = k_end - k0 < BK ? (int)(k_end - k0) : BK;
+    if (a->mask && !mask_any(a, q0, bq, k0, bk)) continue;
     load_cols(Kt, BK, k, k0, bk, h, H, Dh);
     load_cols(Vt, BK, v, k0, bk, h, H, Dh);
     load_rows(K, k, k0, bk, h, H, Dh);
-    tile_grad(P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, bk, h, H, Dh, scale);
+    tile_grad(a, P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, k0, bk, h, H, Dh, scale);
     // dQ[i] += sum over keys j ascending of dS[i][j] K[j]
     rows_axpy(dQ, (size_t)Dhp, NULL, dS, BK, 1, K, (size_t)Dhp, bk, bq, Dhp);
   }
@@ -695,8 +789,9 @@ static void backward_clip_item(float *ws, const attn_args *a, size_t q_begin, in
     memset(dV, 0, (size_t)bk * Dhp * sizeof(float));
     for (size_t q0 = q_begin; q0 < q_end; q0 += BQ) {
       int bq = q_end - q0 < BQ ? (int)(q_end - q0) : BQ;
+      if (a->mask && !mask_any(a, q0, bq, k0, bk)) continue;
       const float *Q = Qc + (q0 - q_begin) * Dhp, *dO = dOc + (q0 - q_begin) * Dhp;
-      tile_grad(P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, bk, h, H, Dh, scale);
+      tile_grad(a, P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, k0, bk, h, H, Dh, scale);
       rows_axpy(dV, (size_t)Dhp, NULL, P, 1, BK, dO, (size_t)Dhp, bq, bk, Dhp);
       rows_axpy(dK, (size_t)Dhp, NULL, dS, 1, BK, Q, (size_t)Dhp, bq, bk, Dhp);
       rows_axpy(dQ + (q0 - q_begin) * Dhp, (size_t)Dhp, NULL, dS, BK, 1, K, (size_t)Dhp, bk,
@@ -712,16 +807,19 @@ static void backward_clip_item(float *ws, const attn_args *a, size_t q_begin, in
     row_axpy(dq + (i * H + h) * (size_t)Dh, scale, dQ + (i - q_begin) * Dhp, Dh);
 }
 
-// dq: (Lq, H, Dh), dk, dv: (Lk, H, Dh) accumulated; dout, q: (Lq, H, Dh); k, v: (Lk, H, Dh);
-// lse, delta: (Lq, H); cu_q, cu_k: (C + 1)
-tsr_status kcpu_attention_partial_backward(kb_t *kb, float *dq, float *dk, float *dv,
-                                           const float *dout, const float *q, const float *k,
-                                           const float *v, const float *lse, const float *delta,
-                                           const int32_t *cu_q, const int32_t *cu_k, int n_clips,
-                                           int max_q, int max_k, int Lq, int Lk, int H, int Dh,
-                                           float scale) {
-  const char *op = cu_q == cu_k ? "attention_backward" : "attention_partial_backward";
+// The accumulating backward under mask (NULL or FULL: unmasked, bit for bit): dq: (Lq, H,
+// Dh), dk, dv: (Lk, H, Dh) accumulated; dout, q: (Lq, H, Dh); k, v: (Lk, H, Dh); lse, delta:
+// (Lq, H); cu_q, cu_k: (C + 1); pos_q: (Lq, 3), pos_k: (Lk, 3)
+static tsr_status backward_masked(const char *op, float *dq, float *dk, float *dv,
+                                  const float *dout, const float *q, const float *k,
+                                  const float *v, const float *lse, const float *delta,
+                                  const int32_t *cu_q, const int32_t *cu_k, const int32_t *pos_q,
+                                  const int32_t *pos_k, const kernels_mask *mask, int n_clips,
+                                  int max_q, int max_k, int Lq, int Lk, int H, int Dh,
+                                  float scale) {
   tsr_status st = check_attn(op, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
+  if (!st && mask) st = check_mask(op, mask, pos_q, Lq, pos_k, Lk);
+  if (mask && mask->kind == KERNELS_MASK_FULL) mask = NULL;
   if (st || Lq == 0 || Lk == 0 || H == 0) return st;
   if (!dq && !dk && !dv) return TSR_OK;
   if ((dk && !dv) || (dv && !dk))
@@ -737,7 +835,8 @@ tsr_status kcpu_attention_partial_backward(kb_t *kb, float *dq, float *dk, float
   size_t per = 2 * (size_t)Dh * BK + 2 * (size_t)BK * Dhp + 3 * (size_t)BQ * Dhp +
                2 * (size_t)BQ * BK;
   attn_args a = {.dq = dq, .dk = dk, .dv = dv, .q = q, .k = k, .v = v, .dout = dout,
-                 .lse_in = lse, .delta = delta, .H = H, .Dh = Dh, .scale = scale};
+                 .lse_in = lse, .delta = delta, .H = H, .Dh = Dh, .scale = scale,
+                 .mask = mask, .pos_q = pos_q, .pos_k = pos_k};
   // Every output row is written by one work item (no atomics, the same bits for any
   // number of threads): clips done in one pass (clip_items) by one item per (clip, head);
   // the others in two passes, per key tile for dk, dv and per query tile for dq.
@@ -756,13 +855,43 @@ tsr_status kcpu_attention_partial_backward(kb_t *kb, float *dq, float *dk, float
   return st;
 }
 
-// dq, dk, dv: (L, H, Dh) overwritten; dout, q, k, v, out: (L, H, Dh); lse: (L, H)
-tsr_status kcpu_attention_backward(kb_t *kb, float *dq, float *dk, float *dv, const float *dout,
-                                   const float *q, const float *k, const float *v,
-                                   const float *out, const float *lse, const int32_t *cu,
-                                   int n_clips, int max_len, int L, int H, int Dh, float scale) {
-  const char *op = "attention_backward";
+// dq: (Lq, H, Dh), dk, dv: (Lk, H, Dh) accumulated; dout, q: (Lq, H, Dh); k, v: (Lk, H, Dh);
+// lse, delta: (Lq, H); cu_q, cu_k: (C + 1)
+tsr_status kcpu_attention_partial_backward(kb_t *kb, float *dq, float *dk, float *dv,
+                                           const float *dout, const float *q, const float *k,
+                                           const float *v, const float *lse, const float *delta,
+                                           const int32_t *cu_q, const int32_t *cu_k, int n_clips,
+                                           int max_q, int max_k, int Lq, int Lk, int H, int Dh,
+                                           float scale) {
+  const char *op = cu_q == cu_k ? "attention_backward" : "attention_partial_backward";
+  return backward_masked(op, dq, dk, dv, dout, q, k, v, lse, delta, cu_q, cu_k, NULL, NULL, NULL,
+                         n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
+}
+
+// kcpu_attention_partial_backward under mask; pos_q: (Lq, 3), pos_k: (Lk, 3)
+tsr_status kcpu_attention_masked_partial_backward(kb_t *kb, float *dq, float *dk, float *dv,
+                                                  const float *dout, const float *q,
+                                                  const float *k, const float *v,
+                                                  const float *lse, const float *delta,
+                                                  const int32_t *cu_q, const int32_t *cu_k,
+                                                  const int32_t *pos_q, const int32_t *pos_k,
+                                                  kernels_mask mask, int n_clips, int max_q,
+                                                  int max_k, int Lq, int Lk, int H, int Dh,
+                                                  float scale) {
+  return backward_masked("attention_masked_partial_backward", dq, dk, dv, dout, q, k, v, lse,
+                         delta, cu_q, cu_k, pos_q, pos_k, &mask, n_clips, max_q, max_k, Lq, Lk, H,
+                         Dh, scale);
+}
+
+// The overwriting backward of whole clips under mask (NULL: unmasked): dq, dk, dv: (L, H,
+// Dh); dout, q, k, v, out: (L, H, Dh); lse: (L, H); pos: (L, 3)
+static tsr_status whole_backward(const char *op, float *dq, float *dk, float *dv,
+                                 const float *dout, const float *q, const float *k,
+                                 const float *v, const float *out, const float *lse,
+                                 const int32_t *cu, const int32_t *pos, const kernels_mask *mask,
+                                 int n_clips, int max_len, int L, int H, int Dh, float scale) {
   tsr_status st = check_attn(op, cu, cu, n_clips, max_len, max_len, L, L, H, Dh, scale);
+  if (!st && mask) st = check_mask(op, mask, pos, L, pos, L);
   if (st || L == 0 || H == 0) return st;
   KCPU_NEED(op, out);
   size_t rows = (size_t)L * H, n = rows * Dh;
@@ -771,10 +900,30 @@ tsr_status kcpu_attention_backward(kb_t *kb, float *dq, float *dk, float *dv, co
   if (dv) memset(dv, 0, n * sizeof(float));
   float *delta = malloc(rows * sizeof(float));
   if (!delta) return err_set(TSR_ENOMEM, "%s: no memory for delta (%zu floats)", op, rows);
-  st = kcpu_attention_delta(kb, delta, dout, out, L, H, Dh);
+  st = kcpu_attention_delta(NULL, delta, dout, out, L, H, Dh);
   if (!st)
-    st = kcpu_attention_partial_backward(kb, dq, dk, dv, dout, q, k, v, lse, delta, cu, cu,
-                                         n_clips, max_len, max_len, L, L, H, Dh, scale);
+    st = backward_masked(op, dq, dk, dv, dout, q, k, v, lse, delta, cu, cu, pos, pos, mask,
+                         n_clips, max_len, max_len, L, L, H, Dh, scale);
   free(delta);
   return st;
+}
+
+// dq, dk, dv: (L, H, Dh) overwritten; dout, q, k, v, out: (L, H, Dh); lse: (L, H)
+tsr_status kcpu_attention_backward(kb_t *kb, float *dq, float *dk, float *dv, const float *dout,
+                                   const float *q, const float *k, const float *v,
+                                   const float *out, const float *lse, const int32_t *cu,
+                                   int n_clips, int max_len, int L, int H, int Dh, float scale) {
+  return whole_backward("attention_backward", dq, dk, dv, dout, q, k, v, out, lse, cu, NULL, NULL,
+                        n_clips, max_len, L, H, Dh, scale);
+}
+
+// kcpu_attention_backward under mask; pos: (L, 3)
+tsr_status kcpu_attention_masked_backward(kb_t *kb, float *dq, float *dk, float *dv,
+                                          const float *dout, const float *q, const float *k,
+                                          const float *v, const float *out, const float *lse,
+                                          const int32_t *cu, const int32_t *pos, kernels_mask mask,
+                                          int n_clips, int max_len, int L, int H, int Dh,
+                                          float scale) {
+  return whole_backward("attention_masked_backward", dq, dk, dv, dout, q, k, v, out, lse, cu, pos,
+                        &mask, n_clips, max_len, L, H, Dh, scale);
 }
