@@ -43,6 +43,16 @@ kernels_mask config_mask(const dit_config *m) {
                         .tile_w = m->mask_tile_w};
 }
 
+cost_mask config_cost_mask(const dit_config *m, int64_t rows, int64_t cols) {
+  _Static_assert((int)COST_MASK_BLOCK_CAUSAL == (int)KERNELS_MASK_BLOCK_CAUSAL &&
+                     (int)COST_MASK_WINDOW == (int)KERNELS_MASK_WINDOW,
+                 "the planner's mask kinds are the kernels'");
+  return (cost_mask){.kind = m->attn_mask, .chunk = m->mask_chunk, .window = m->mask_window,
+                     .wt = m->mask_wt, .wh = m->mask_wh, .ww = m->mask_ww,
+                     .tile_t = m->mask_tile_t, .tile_h = m->mask_tile_h,
+                     .tile_w = m->mask_tile_w, .rows = rows, .cols = cols};
+}
+
 // KT_CPMODE values: the name of each TRAIN_CP_*, in enum order.
 static const char *const CPMODE_NAMES[] = {"auto", "ring", "ulysses", "hybrid"};
 #define NCPMODES ((int)(sizeof CPMODE_NAMES / sizeof CPMODE_NAMES[0]))

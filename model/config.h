@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include "core/err.h"
 #include "kernels/kernels.h"
+#include "sched/cost.h"
 
 typedef struct {
   int hidden;        // D
@@ -150,6 +151,9 @@ enum { TRAIN_CP_AUTO = 0, TRAIN_CP_RING = 1, TRAIN_CP_ULYSSES = 2, TRAIN_CP_HYBR
 const char *config_mask_name(int kind);
 // The kernels' mask of m's attention (model.attn_mask and its sizes).
 kernels_mask config_mask(const dit_config *m);
+// The planner's cost_mask (sched/cost.h) of m's attention, for clips whose latent frames
+// are rows x cols tokens.
+cost_mask config_cost_mask(const dit_config *m, int64_t rows, int64_t cols);
 // "auto", "ring", "ulysses" or "hybrid".
 const char *config_cp_mode_name(int mode);
 // The planner's cost_model.cp_modes (COST_MODES_* of sched/cost.h) for train.cp_mode.
