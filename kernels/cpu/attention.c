@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/mask.h"
 
 enum { BQ = 64, BK = 64 };
 
@@ -66,33 +67,19 @@ typedef struct {
   const int32_t *pos_q, *pos_k;                      // (Lq, 3), (Lk, 3) with a mask
 } attn_args;
 
-// Whether kernels_mask m lets the query at grid position pq attend to the key at pk
-// ((t, y, x) each, >= 0).
-static inline int mask_allows(const kernels_mask *m, const int32_t *pq, const int32_t *pk) {
-  if (m->kind == KERNELS_MASK_BLOCK_CAUSAL) {
-    int cq = pq[0] / m->chunk, ck = pk[0] / m->chunk;
-    return ck <= cq && (m->window == 0 || cq - ck <= m->window);
-  }
-  if (m->kind == KERNELS_MASK_WINDOW)
-    return abs(pq[0] / m->tile_t - pk[0] / m->tile_t) <= m->wt &&
-           abs(pq[1] / m->tile_h - pk[1] / m->tile_h) <= m->wh &&
-           abs(pq[2] / m->tile_w - pk[2] / m->tile_w) <= m->ww;
-  return 1;
-}
-
 // Whether a's mask allows any pair of queries [q0, q0 + bq) and keys [k0, k0 + bk): a tile
 // with none is skipped (it would add exact zeros).
 static int mask_any(const attn_args *a, size_t q0, int bq, size_t k0, int bk) {
   for (int i = 0; i < bq; i++)
     for (int j = 0; j < bk; j++)
-      if (mask_allows(a->mask, a->pos_q + 3 * (q0 + i), a->pos_k + 3 * (k0 + j))) return 1;
+      if (kcpu_mask_allows(a->mask, a->pos_q + 3 * (q0 + i), a->pos_k + 3 * (k0 + j))) return 1;
   return 0;
 }
 
 // s[j] = fill for the keys j < bk of [k0, k0 + bk) that a's mask denies query q.
 static void mask_row(const attn_args *a, size_t q, size_t k0, int bk, float *s, float fill) {
   for (int j = 0; j < bk; j++)
-    if (!mask_allows(a->mask, a->pos_q + 3 * q, a->pos_k + 3 * (k0 + j))) s[j] = fill;
+    if (!kcpu_mask_allows(a->mask, a->pos_q + 3 * q, a->pos_k + 3 * (k0 + j))) s[j] = fill;
 }
 
 // One work item: rows [r0, r0 + n) of head h (a tile of one clip) against the rows
@@ -530,29 +517,6 @@ static void forward_clip_item(float *ws, const attn_args *a, size_t q_begin, int
   }
 }
 
-// A mask's sizes (kernels.h kernels_mask) and, unless it is FULL, its positions: given,
-// and >= 0 (pos_q: (Lq, 3), pos_k: (Lk, 3)).
-static tsr_status check_mask(const char *op, const kernels_mask *m, const int32_t *pos_q, int Lq,
-                             const int32_t *pos_k, int Lk) {
-  if (m->kind < KERNELS_MASK_FULL || m->kind > KERNELS_MASK_WINDOW)
-    return err_set(TSR_EINVAL, "%s: unknown mask kind %d", op, m->kind);
-  if (m->kind == KERNELS_MASK_BLOCK_CAUSAL && (m->chunk < 1 || m->window < 0))
-    return err_set(TSR_EINVAL, "%s: block-causal mask with chunk %d (>= 1) and window %d (>= 0)",
-                   op, m->chunk, m->window);
-  if (m->kind == KERNELS_MASK_WINDOW &&
-      (m->tile_t < 1 || m->tile_h < 1 || m->tile_w < 1 || m->wt < 0 || m->wh < 0 || m->ww < 0))
-    return err_set(TSR_EINVAL, "%s: window mask with tiles %dx%dx%d (>= 1) and radii %d, %d, %d "
-                   "(>= 0)", op, m->tile_t, m->tile_h, m->tile_w, m->wt, m->wh, m->ww);
-  if (m->kind == KERNELS_MASK_FULL) return TSR_OK;
-  if ((Lq > 0 && !pos_q) || (Lk > 0 && !pos_k))
-    return err_set(TSR_EINVAL, "%s: a mask needs the positions of the queries and keys", op);
-  for (size_t i = 0; i < 3 * (size_t)Lq; i++)
-    if (pos_q[i] < 0) return err_set(TSR_EINVAL, "%s: query %zu has a negative position", op, i / 3);
-  for (size_t i = 0; i < 3 * (size_t)Lk; i++)
-    if (pos_k[i] < 0) return err_set(TSR_EINVAL, "%s: key %zu has a negative position", op, i / 3);
-  return TSR_OK;
-}
-
 // The forward under mask (NULL or FULL: the unmasked attention, bit for bit): out: (Lq, H,
 // Dh), lse: (Lq, H), q: (Lq, H, Dh), k, v: (Lk, H, Dh), cu_q, cu_k: (C + 1), pos_q: (Lq, 3),
 // pos_k: (Lk, 3)
@@ -562,7 +526,7 @@ static tsr_status forward_masked(const char *op, float *out, float *lse, const f
                                  const kernels_mask *mask, int n_clips, int max_q, int max_k,
                                  int Lq, int Lk, int H, int Dh, float scale) {
   tsr_status st = check_attn(op, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
-  if (!st && mask) st = check_mask(op, mask, pos_q, Lq, pos_k, Lk);
+  if (!st && mask) st = kcpu_check_mask(op, mask, pos_q, Lq, pos_k, Lk);
   if (mask && mask->kind == KERNELS_MASK_FULL) mask = NULL;
   if (st || Lq == 0 || H == 0) return st;
   KCPU_NEED(op, out);
@@ -818,7 +782,7 @@ static tsr_status backward_masked(const char *op, float *dq, float *dk, float *d
                                   int max_q, int max_k, int Lq, int Lk, int H, int Dh,
                                   float scale) {
   tsr_status st = check_attn(op, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
-  if (!st && mask) st = check_mask(op, mask, pos_q, Lq, pos_k, Lk);
+  if (!st && mask) st = kcpu_check_mask(op, mask, pos_q, Lq, pos_k, Lk);
   if (mask && mask->kind == KERNELS_MASK_FULL) mask = NULL;
   if (st || Lq == 0 || Lk == 0 || H == 0) return st;
   if (!dq && !dk && !dv) return TSR_OK;
@@ -891,7 +855,7 @@ static tsr_status whole_backward(const char *op, float *dq, float *dk, float *dv
                                  const int32_t *cu, const int32_t *pos, const kernels_mask *mask,
                                  int n_clips, int max_len, int L, int H, int Dh, float scale) {
   tsr_status st = check_attn(op, cu, cu, n_clips, max_len, max_len, L, L, H, Dh, scale);
-  if (!st && mask) st = check_mask(op, mask, pos, L, pos, L);
+  if (!st && mask) st = kcpu_check_mask(op, mask, pos, L, pos, L);
   if (st || L == 0 || H == 0) return st;
   KCPU_NEED(op, out);
   size_t rows = (size_t)L * H, n = rows * Dh;
