@@ -65,6 +65,18 @@ static void test_causal(void) {
     mt_batch_free(&mb);
     dit_free(&m);
   }
+  // a backend without the masked entries (as CUDA for now) is refused naming it and the entry
+  kernels_backend none = *kb;
+  none.name = "nomask", none.attention_masked_forward = NULL;
+  dit_config c = config_of(V_WINDOW);
+  dit_model *m = NULL;
+  tsr_status st = dit_create(&m, &c, &none, 64, 4);
+  CHECK(st == TSR_EINVAL && m == NULL && strstr(err_msg(), "nomask") &&
+            strstr(err_msg(), "attention_masked_forward") && strstr(err_msg(), "window"),
+        "a backend without masked attention: %s", err_msg());
+  c.attn_mask = KERNELS_MASK_FULL;  // full attention needs none of them
+  CHECK_OK(dit_create(&m, &c, &none, 64, 4));
+  dit_free(&m);
 }
 
 static double loss_of(dit_model *m, const dit_batch *b) {
