@@ -285,10 +285,12 @@ static tsr_status hook_backward(void *ctx, const kernels_backend *kb, const dit_
 }
 
 // A group of one rank attends locally (ring_attention_forward/backward call the backend's
-// attention): the model may record it (recorded graphs, model/dit.h).
+// attention): the model may record it (recorded graphs, model/dit.h). Not under a mask: its
+// positions are gathered (a collective) before the microbatch's first attention.
 static int hook_recordable(void *ctx) {
   dist_step *ds = ctx;
-  return ds->active && !ds->active_uly && ds->active_k == 1;
+  return ds->active && !ds->active_uly && ds->active_k == 1 &&
+         ds->mc->attn_mask == KERNELS_MASK_FULL;
 }
 
 tsr_status dist_step_create(dist_step **out, dit_model *m, const comm_backend *cb,
