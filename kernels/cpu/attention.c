@@ -64,22 +64,35 @@ typedef struct {
   int H, Dh;
   float scale;
   const kernels_mask *mask;                          // NULL: every key of the clip
-  const int32_t *pos_q, *pos_k;                      // (Lq, 3), (Lk, 3) with a mask
+  const int32_t *cq, *ck;                            // (Lq, 3), (Lk, 3) with a mask: the
+                                                     // tokens' mask coordinates (mask.h)
 } attn_args;
 
-// Whether a's mask allows any pair of queries [q0, q0 + bq) and keys [k0, k0 + bk): a tile
-// with none is skipped (it would add exact zeros).
-static int mask_any(const attn_args *a, size_t q0, int bq, size_t k0, int bk) {
-  for (int i = 0; i < bq; i++)
-    for (int j = 0; j < bk; j++)
-      if (kcpu_mask_allows(a->mask, a->pos_q + 3 * (q0 + i), a->pos_k + 3 * (k0 + j))) return 1;
-  return 0;
+// How a's mask treats queries [q0, q0 + bq) against keys [k0, k0 + bk), from the boxes of
+// their mask coordinates: no pair allowed (the tile is skipped: it would add exact zeros),
+// every pair (no per-score test), or some.
+enum { MT_NONE, MT_SOME, MT_ALL };
+static int mask_tile(const attn_args *a, size_t q0, int bq, size_t k0, int bk) {
+  int32_t box[2][2][3];  // [query, key][lo, hi][axis]
+  const int32_t *src[2] = {a->cq + 3 * q0, a->ck + 3 * k0};
+  const int n[2] = {bq, bk};
+  for (int s = 0; s < 2; s++) {
+    for (int d = 0; d < 3; d++) box[s][0][d] = box[s][1][d] = src[s][d];
+    for (int i = 1; i < n[s]; i++)
+      for (int d = 0; d < 3; d++) {
+        int32_t v = src[s][3 * i + d];
+        if (v < box[s][0][d]) box[s][0][d] = v;
+        if (v > box[s][1][d]) box[s][1][d] = v;
+      }
+  }
+  return kcpu_mask_boxes(a->mask, box[0][0], box[0][1], box[1][0], box[1][1]);
 }
 
 // s[j] = fill for the keys j < bk of [k0, k0 + bk) that a's mask denies query q.
 static void mask_row(const attn_args *a, size_t q, size_t k0, int bk, float *s, float fill) {
+  const int32_t *cq = a->cq + 3 * q;
   for (int j = 0; j < bk; j++)
-    if (!kcpu_mask_allows(a->mask, a->pos_q + 3 * q, a->pos_k + 3 * (k0 + j))) s[j] = fill;
+    if (!kcpu_mask_coords_allow(a->mask, cq, a->ck + 3 * (k0 + j))) s[j] = fill;
 }
 
 // One work item: rows [r0, r0 + n) of head h (a tile of one clip) against the rows
@@ -434,7 +447,8 @@ static void forward_rows(float *ws, const attn_args *a, size_t q0, int bq, size_
   }
   for (size_t k0 = k_begin; k0 < k_end; k0 += BK) {
     int bk = k_end - k0 < BK ? (int)(k_end - k0) : BK;
-    if (a->mask && !mask_any(a, q0, bq, k0, bk)) continue;
+    const int mt = a->mask ? mask_tile(a, q0, bq, k0, bk) : MT_ALL;
+    if (mt == MT_NONE) continue;
     const float *Kt = Ktw, *V = Vw;
     size_t ld = BK;
     if (Ktc) {
@@ -448,7 +462,7 @@ static void forward_rows(float *ws, const attn_args *a, size_t q0, int bq, size_
       float *s = S + (size_t)i * BK;
       for (int j = 0; j < BK; j++) s[j] *= scale;
       for (int j = bk; j < BK; j++) s[j] = -INFINITY;  // past the clip's last key
-      if (a->mask) mask_row(a, q0 + i, k0, bk, s, -INFINITY);
+      if (mt == MT_SOME) mask_row(a, q0 + i, k0, bk, s, -INFINITY);
       float mx = row_max(s, m[i]);
       if (a->mask && mx == -INFINITY) {  // no key allowed yet: the row stays empty
         for (int j = 0; j < BK; j++) s[j] = 0.0f;
@@ -517,6 +531,22 @@ static void forward_clip_item(float *ws, const attn_args *a, size_t q_begin, int
   }
 }
 
+// The mask coordinates (mask.h) of pos_q (Lq, 3) and pos_k (Lk, 3) in one allocation
+// *coords (freed by the caller): *cq (Lq, 3) and *ck (Lk, 3), the same rows when pos_q is
+// pos_k.
+static tsr_status mask_coords(const char *op, const kernels_mask *m, const int32_t *pos_q, int Lq,
+                              const int32_t *pos_k, int Lk, int32_t **coords,
+                              const int32_t **cq, const int32_t **ck) {
+  const int same = pos_q == pos_k && Lq == Lk;
+  size_t n = (size_t)Lq + (same ? 0 : (size_t)Lk);
+  int32_t *c = malloc((3 * n + 1) * sizeof *c);
+  if (!c) return err_set(TSR_ENOMEM, "%s: no memory for the mask's coordinates", op);
+  kcpu_mask_coords(m, pos_q, Lq, c);
+  if (!same) kcpu_mask_coords(m, pos_k, Lk, c + 3 * (size_t)Lq);
+  *coords = c, *cq = c, *ck = same ? c : c + 3 * (size_t)Lq;
+  return TSR_OK;
+}
+
 // The forward under mask (NULL or FULL: the unmasked attention, bit for bit): out: (Lq, H,
 // Dh), lse: (Lq, H), q: (Lq, H, Dh), k, v: (Lk, H, Dh), cu_q, cu_k: (C + 1), pos_q: (Lq, 3),
 // pos_k: (Lk, 3)
@@ -537,7 +567,9 @@ static tsr_status forward_masked(const char *op, float *out, float *lse, const f
     KCPU_NEED(op, v);
   }
   attn_args a = {.out = out, .lse = lse, .q = q, .k = k, .v = v, .H = H, .Dh = Dh, .scale = scale,
-                 .mask = mask, .pos_q = pos_q, .pos_k = pos_k};
+                 .mask = mask};
+  int32_t *coords = NULL;
+  if (mask && (st = mask_coords(op, mask, pos_q, Lq, pos_k, Lk, &coords, &a.cq, &a.ck))) return st;
   // Clips with clip items (clip_items) go through forward_clip_item, the others by tiles.
   uint8_t *one = NULL;
   int n_items = 0, item_q = 0, item_k = 0;  // the clip items' longest
@@ -549,6 +581,7 @@ static tsr_status forward_masked(const char *op, float *out, float *lse, const f
   if (!st)
     st = attn_for_each_tile(op, &a, cu_q, cu_k, n_clips, one, BQ, FWD_TILE_WS(Dh), forward_item);
   free(one);
+  free(coords);
   return st;
 }
 
@@ -635,8 +668,10 @@ tsr_status kcpu_attention_delta(kb_t *kb, float *delta, const float *dout, const
 // Shared by both backward passes. For queries [q0, q0 + bq) and the key tile held in
 // Kt, Vt (Dh, BK): P (bq, BK) = exp(scale Q.K - lse), dS (bq, BK) = P * (dO.V - delta).
 // Q, dO: (bq, Dhp) loaded; lse, delta: (Lq, H) of the queries.
-// a: the call (its mask zeroes P and dS of the denied pairs); k0: the tile's first key.
-static void tile_grad(const attn_args *a, float *P, float *dS, const float *Q, const float *dO,
+// a: the call; some: its mask denies some pairs of the tile (their P and dS are zeroed);
+// k0: the tile's first key.
+static void tile_grad(const attn_args *a, int some, float *P, float *dS, const float *Q,
+                      const float *dO,
                       const float *Kt, const float *Vt, const float *lse, const float *delta,
                       size_t q0, int bq, size_t k0, int bk, int h, int H, int Dh, float scale) {
   tile_dot(P, Q, Kt, BK, bq, Dh);
@@ -652,7 +687,7 @@ static void tile_grad(const attn_args *a, float *P, float *dS, const float *Q, c
       p[j] = kcpu_expf(p[j] * scale - li);
       ds[j] = p[j] * (ds[j] - di);
     }
-    if (a->mask) {
+    if (some) {
       mask_row(a, q0 + i, k0, bk, p, 0.0f);
       mask_row(a, q0 + i, k0, bk, ds, 0.0f);
     }
@@ -677,10 +712,11 @@ static void backward_kv_item(float *ws, const attn_args *a, size_t k0, int bk, s
   memset(dV, 0, (size_t)bk * Dhp * sizeof(float));
   for (size_t q0 = q_begin; q0 < q_end; q0 += BQ) {
     int bq = q_end - q0 < BQ ? (int)(q_end - q0) : BQ;
-    if (a->mask && !mask_any(a, q0, bq, k0, bk)) continue;
+    const int mt = a->mask ? mask_tile(a, q0, bq, k0, bk) : MT_ALL;
+    if (mt == MT_NONE) continue;
     load_rows(Q, q, q0, bq, h, H, Dh);
     load_rows(dO, dout, q0, bq, h, H, Dh);
-    tile_grad(a, P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, k0, bk, h, H, Dh, scale);
+    tile_grad(a, mt == MT_SOME, P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, k0, bk, h, H, Dh, scale);
     // dV[j] += sum over queries i ascending of P[i][j] dO[i], dK[j] likewise with dS, Q
     rows_axpy(dV, (size_t)Dhp, NULL, P, 1, BK, dO, (size_t)Dhp, bq, bk, Dhp);
     rows_axpy(dK, (size_t)Dhp, NULL, dS, 1, BK, Q, (size_t)Dhp, bq, bk, Dhp);
@@ -708,11 +744,12 @@ static void backward_q_item(float *ws, const attn_args *a, size_t q0, int bq, si
   memset(dQ, 0, (size_t)bq * Dhp * sizeof(float));
   for (size_t k0 = k_begin; k0 < k_end; k0 += BK) {
     int bk = k_end - k0 < BK ? (int)(k_end - k0) : BK;
-    if (a->mask && !mask_any(a, q0, bq, k0, bk)) continue;
+    const int mt = a->mask ? mask_tile(a, q0, bq, k0, bk) : MT_ALL;
+    if (mt == MT_NONE) continue;
     load_cols(Kt, BK, k, k0, bk, h, H, Dh);
     load_cols(Vt, BK, v, k0, bk, h, H, Dh);
     load_rows(K, k, k0, bk, h, H, Dh);
-    tile_grad(a, P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, k0, bk, h, H, Dh, scale);
+    tile_grad(a, mt == MT_SOME, P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, k0, bk, h, H, Dh, scale);
     // dQ[i] += sum over keys j ascending of dS[i][j] K[j]
     rows_axpy(dQ, (size_t)Dhp, NULL, dS, BK, 1, K, (size_t)Dhp, bk, bq, Dhp);
   }
@@ -753,9 +790,10 @@ static void backward_clip_item(float *ws, const attn_args *a, size_t q_begin, in
     memset(dV, 0, (size_t)bk * Dhp * sizeof(float));
     for (size_t q0 = q_begin; q0 < q_end; q0 += BQ) {
       int bq = q_end - q0 < BQ ? (int)(q_end - q0) : BQ;
-      if (a->mask && !mask_any(a, q0, bq, k0, bk)) continue;
+      const int mt = a->mask ? mask_tile(a, q0, bq, k0, bk) : MT_ALL;
+      if (mt == MT_NONE) continue;
       const float *Q = Qc + (q0 - q_begin) * Dhp, *dO = dOc + (q0 - q_begin) * Dhp;
-      tile_grad(a, P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, k0, bk, h, H, Dh, scale);
+      tile_grad(a, mt == MT_SOME, P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, k0, bk, h, H, Dh, scale);
       rows_axpy(dV, (size_t)Dhp, NULL, P, 1, BK, dO, (size_t)Dhp, bq, bk, Dhp);
       rows_axpy(dK, (size_t)Dhp, NULL, dS, 1, BK, Q, (size_t)Dhp, bq, bk, Dhp);
       rows_axpy(dQ + (q0 - q_begin) * Dhp, (size_t)Dhp, NULL, dS, BK, 1, K, (size_t)Dhp, bk,
@@ -800,7 +838,9 @@ static tsr_status backward_masked(const char *op, float *dq, float *dk, float *d
                2 * (size_t)BQ * BK;
   attn_args a = {.dq = dq, .dk = dk, .dv = dv, .q = q, .k = k, .v = v, .dout = dout,
                  .lse_in = lse, .delta = delta, .H = H, .Dh = Dh, .scale = scale,
-                 .mask = mask, .pos_q = pos_q, .pos_k = pos_k};
+                 .mask = mask};
+  int32_t *coords = NULL;
+  if (mask && (st = mask_coords(op, mask, pos_q, Lq, pos_k, Lk, &coords, &a.cq, &a.ck))) return st;
   // Every output row is written by one work item (no atomics, the same bits for any
   // number of threads): clips done in one pass (clip_items) by one item per (clip, head);
   // the others in two passes, per key tile for dk, dv and per query tile for dq.
@@ -816,6 +856,7 @@ static tsr_status backward_masked(const char *op, float *dq, float *dk, float *d
   if (!st && dq)
     st = attn_for_each_tile(op, &a, cu_q, cu_k, n_clips, one, BQ, per, backward_q_item);
   free(one);
+  free(coords);
   return st;
 }
 

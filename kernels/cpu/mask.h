@@ -11,18 +11,43 @@
 #include "core/err.h"
 #include "kernels/kernels.h"
 
-// Whether kernels_mask m lets the query at grid position pq attend to the key at pk
-// ((t, y, x) each, >= 0).
-static inline int kcpu_mask_allows(const kernels_mask *m, const int32_t *pq, const int32_t *pk) {
-  if (m->kind == KERNELS_MASK_BLOCK_CAUSAL) {
-    int cq = pq[0] / m->chunk, ck = pk[0] / m->chunk;
-    return ck <= cq && (m->window == 0 || cq - ck <= m->window);
+// The mask coordinates of n positions (n, 3) into c (n, 3): block-causal the chunk
+// (t / chunk, 0, 0), window the tile (t / tile_t, y / tile_h, x / tile_w), so that the
+// kernels compare coordinates only. kcpu_mask_coords_allow: whether the mask lets a query of
+// coordinates a attend to a key of coordinates b (kernels.h kernels_mask).
+static inline void kcpu_mask_coords(const kernels_mask *m, const int32_t *pos, int n, int32_t *c) {
+  for (size_t i = 0; i < (size_t)n; i++) {
+    const int32_t *p = pos + 3 * i;
+    int32_t *o = c + 3 * i;
+    if (m->kind == KERNELS_MASK_BLOCK_CAUSAL) o[0] = p[0] / m->chunk, o[1] = o[2] = 0;
+    else o[0] = p[0] / m->tile_t, o[1] = p[1] / m->tile_h, o[2] = p[2] / m->tile_w;
   }
-  if (m->kind == KERNELS_MASK_WINDOW)
-    return abs(pq[0] / m->tile_t - pk[0] / m->tile_t) <= m->wt &&
-           abs(pq[1] / m->tile_h - pk[1] / m->tile_h) <= m->wh &&
-           abs(pq[2] / m->tile_w - pk[2] / m->tile_w) <= m->ww;
-  return 1;
+}
+static inline int kcpu_mask_coords_allow(const kernels_mask *m, const int32_t *a, const int32_t *b) {
+  if (m->kind == KERNELS_MASK_BLOCK_CAUSAL)
+    return b[0] <= a[0] && (m->window == 0 || a[0] - b[0] <= m->window);
+  return abs(a[0] - b[0]) <= m->wt && abs(a[1] - b[1]) <= m->wh && abs(a[2] - b[2]) <= m->ww;
+}
+
+// What the mask allows between queries whose coordinates lie in the box [qlo, qhi] and keys
+// in [klo, khi] (3 axes each): 0 no pair (certainly), 2 every pair (certainly), 1 it cannot
+// tell from the boxes (some, or none: the pairs are then tested one by one).
+static inline int kcpu_mask_boxes(const kernels_mask *m, const int32_t *qlo, const int32_t *qhi,
+                                  const int32_t *klo, const int32_t *khi) {
+  if (m->kind == KERNELS_MASK_BLOCK_CAUSAL) {
+    const int w = m->window;
+    if (klo[0] > qhi[0] || (w > 0 && qlo[0] - khi[0] > w)) return 0;
+    return khi[0] <= qlo[0] && (w == 0 || qhi[0] - klo[0] <= w) ? 2 : 1;
+  }
+  const int r[3] = {m->wt, m->wh, m->ww};
+  int all = 1;
+  for (int d = 0; d < 3; d++) {
+    int32_t gap = qlo[d] - khi[d] > klo[d] - qhi[d] ? qlo[d] - khi[d] : klo[d] - qhi[d];
+    int32_t span = qhi[d] - klo[d] > khi[d] - qlo[d] ? qhi[d] - klo[d] : khi[d] - qlo[d];
+    if (gap > r[d]) return 0;
+    if (span > r[d]) all = 0;
+  }
+  return all ? 2 : 1;
 }
 
 // A mask's sizes (kernels.h kernels_mask) and, unless it is FULL, its positions: given,
