@@ -22,6 +22,11 @@
 // items the clip's keys and values (forward) or queries, output gradients and dQ sums
 // (backward): at most 3 * CLIP_ITEM_ROWS * Dh floats per thread; plus a tile list of
 // O(L / B + clips) entries: linear in L.
+// Masks (kernels.h kernels_mask, the attention_masked_* entries): each token's chunk or tile
+// is computed once a call (mask.h), and each (query tile, key tile) pair is classed from
+// their coordinates' boxes: denied whole (skipped: it would add exact zeros), allowed whole
+// (the unmasked path) or mixed (denied scores -inf in the forward, P and dS 0 in the
+// backward); with no mask every path is the unmasked kernel's, bit for bit.
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
