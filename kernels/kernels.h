@@ -103,6 +103,24 @@ typedef struct {
   double t_min, t_max;
 } kernels_t_dist;
 
+// Which keys a query may attend to, by the tokens' grid positions (t, y, x) in their clip
+// (model.attn_mask; docs/model.md "Attention masks"):
+//   FULL          every key of the clip (the unmasked attention)
+//   BLOCK_CAUSAL  chunks of `chunk` latent frames (t / chunk): a query of chunk cq attends
+//                 to the keys of chunks ck with ck <= cq and, when window > 0,
+//                 cq - ck <= window (itself and `window` chunks back)
+//   WINDOW        tiles of tile_t x tile_h x tile_w tokens (t / tile_t, y / tile_h,
+//                 x / tile_w): a query attends to the keys whose tile is within wt, wh, ww
+//                 tiles of its own in time, rows and columns
+// Sizes: chunk, tile_* >= 1; window, wt, wh, ww >= 0. Positions are >= 0.
+enum { KERNELS_MASK_FULL = 0, KERNELS_MASK_BLOCK_CAUSAL = 1, KERNELS_MASK_WINDOW = 2 };
+typedef struct {
+  int32_t kind;                  // KERNELS_MASK_*
+  int32_t chunk, window;         // BLOCK_CAUSAL
+  int32_t wt, wh, ww;            // WINDOW: radii in tiles
+  int32_t tile_t, tile_h, tile_w;  // WINDOW: tile extent in tokens
+} kernels_mask;
+
 // One parameter tensor of a flat parameter buffer, for adamw_update_multi: its elements
 // [offset, offset + numel) and whether weight decay applies to it. A table of these lives
 // in backend memory, made once per run (the model's tensor table does not change).
@@ -433,6 +451,34 @@ struct kernels_backend {
                                            const float *delta, const int32_t *cu_q,
                                            const int32_t *cu_k, int n_clips, int max_q, int max_k,
                                            int Lq, int Lk, int H, int Dh, float scale);
+  // Masked attention (model.attn_mask, docs/model.md "Attention masks"): as the entries
+  // above, but query i attends only to the keys j of its clip that kernels_mask allows for
+  // their grid positions pos_q[i], pos_k[j] ((t, y, x), the RoPE positions: a CP chunk's
+  // are its true positions in the clip), the softmax taken over those keys alone; a query
+  // with none gets out = 0, lse = -INFINITY. KERNELS_MASK_FULL is the unmasked entry's
+  // result. cu_q may equal cu_k (whole clips: attention_forward's case).
+  // OPTIONAL: NULL in a backend without them (CUDA for now); the model then refuses a
+  // masked config naming the entry and the backend.
+  // attention_partial_forward's tensors, plus pos_q: (Lq, 3), pos_k: (Lk, 3) int32
+  tsr_status (*attention_masked_forward)(const kernels_backend *kb, void *out, float *lse,
+                                         const void *q, const void *k, const void *v,
+                                         const int32_t *cu_q, const int32_t *cu_k,
+                                         const int32_t *pos_q, const int32_t *pos_k,
+                                         kernels_mask mask, int n_clips, int max_q, int max_k,
+                                         int Lq, int Lk, int H, int Dh, float scale);
+  // attention_backward's contract (dq, dk, dv overwritten) under the mask; pos: (L, 3)
+  tsr_status (*attention_masked_backward)(const kernels_backend *kb, void *dq, void *dk,
+                                          void *dv, const void *dout, const void *q,
+                                          const void *k, const void *v, const void *out,
+                                          const float *lse, const int32_t *cu_seqlens,
+                                          const int32_t *pos, kernels_mask mask, int n_clips,
+                                          int max_len, int L, int H, int Dh, float scale);
+  // attention_partial_backward's contract (dq, dk, dv accumulated) under the mask
+  tsr_status (*attention_masked_partial_backward)(
+      const kernels_backend *kb, void *dq, void *dk, void *dv, const void *dout, const void *q,
+      const void *k, const void *v, const float *lse, const float *delta, const int32_t *cu_q,
+      const int32_t *cu_k, const int32_t *pos_q, const int32_t *pos_k, kernels_mask mask,
+      int n_clips, int max_q, int max_k, int Lq, int Lk, int H, int Dh, float scale);
 
   // ---- objective and sampler (no host work per step) ---------------------------------
   // The rectified-flow inputs of a packed microbatch, from the stored tokens and the keys

@@ -66,6 +66,9 @@ enum {
   E_attention_merge,
   E_attention_delta,
   E_attention_partial_backward,
+  E_attention_masked_forward,
+  E_attention_masked_backward,
+  E_attention_masked_partial_backward,
   E_objective_inputs,
   E_euler_update,
   E_mse_forward,
@@ -132,6 +135,10 @@ static const struct {
     [E_attention_merge] = {"attention_merge", KERNELS_PROFILE_ATTENTION},
     [E_attention_delta] = {"attention_delta", KERNELS_PROFILE_ATTENTION},
     [E_attention_partial_backward] = {"attention_partial_backward", KERNELS_PROFILE_ATTENTION},
+    [E_attention_masked_forward] = {"attention_masked_forward", KERNELS_PROFILE_ATTENTION},
+    [E_attention_masked_backward] = {"attention_masked_backward", KERNELS_PROFILE_ATTENTION},
+    [E_attention_masked_partial_backward] = {"attention_masked_partial_backward",
+                                             KERNELS_PROFILE_ATTENTION},
     [E_objective_inputs] = {"objective_inputs", KERNELS_PROFILE_OBJECTIVE},
     [E_euler_update] = {"euler_update", KERNELS_PROFILE_OBJECTIVE},
     [E_mse_forward] = {"mse_forward", KERNELS_PROFILE_OBJECTIVE},
@@ -389,6 +396,32 @@ static tsr_status p_attention_partial_backward(kb_t *kb, void *dq, void *dk, voi
   TIMED(attention_partial_backward, dq, dk, dv, dout, q, k, v, lse, delta, cu_q, cu_k, n_clips,
         max_q, max_k, Lq, Lk, H, Dh, scale);
 }
+static tsr_status p_attention_masked_forward(kb_t *kb, void *out, float *lse, const void *q,
+                                             const void *k, const void *v, const int32_t *cu_q,
+                                             const int32_t *cu_k, const int32_t *pos_q,
+                                             const int32_t *pos_k, kernels_mask mask, int n_clips,
+                                             int max_q, int max_k, int Lq, int Lk, int H, int Dh,
+                                             float scale) {
+  TIMED(attention_masked_forward, out, lse, q, k, v, cu_q, cu_k, pos_q, pos_k, mask, n_clips,
+        max_q, max_k, Lq, Lk, H, Dh, scale);
+}
+static tsr_status p_attention_masked_backward(kb_t *kb, void *dq, void *dk, void *dv,
+                                              const void *dout, const void *q, const void *k,
+                                              const void *v, const void *out, const float *lse,
+                                              const int32_t *cu, const int32_t *pos,
+                                              kernels_mask mask, int n_clips, int max_len, int L,
+                                              int H, int Dh, float scale) {
+  TIMED(attention_masked_backward, dq, dk, dv, dout, q, k, v, out, lse, cu, pos, mask, n_clips,
+        max_len, L, H, Dh, scale);
+}
+static tsr_status p_attention_masked_partial_backward(
+    kb_t *kb, void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k,
+    const void *v, const float *lse, const float *delta, const int32_t *cu_q, const int32_t *cu_k,
+    const int32_t *pos_q, const int32_t *pos_k, kernels_mask mask, int n_clips, int max_q,
+    int max_k, int Lq, int Lk, int H, int Dh, float scale) {
+  TIMED(attention_masked_partial_backward, dq, dk, dv, dout, q, k, v, lse, delta, cu_q, cu_k,
+        pos_q, pos_k, mask, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
+}
 static tsr_status p_objective_inputs(kb_t *kb, float *t, void *x_t, void *target,
                                      const void *tokens, kernels_tokens tokens_dtype,
                                      const kernels_clip_key *clips, const int32_t *cu_seqlens,
@@ -576,6 +609,13 @@ tsr_status kernels_profiled(const kernels_backend *inner, int sync, kernels_back
   pb->table.graph_launch = NULL;
   pb->table.graph_free = NULL;
   pb->table.path_stats = inner->path_stats ? p_path_stats : NULL;
+  // The optional masked attention stays absent where the inner table has none.
+  pb->table.attention_masked_forward =
+      inner->attention_masked_forward ? p_attention_masked_forward : NULL;
+  pb->table.attention_masked_backward =
+      inner->attention_masked_backward ? p_attention_masked_backward : NULL;
+  pb->table.attention_masked_partial_backward =
+      inner->attention_masked_partial_backward ? p_attention_masked_partial_backward : NULL;
   *out = &pb->table;
   return TSR_OK;
 }

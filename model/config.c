@@ -22,7 +22,7 @@ typedef struct {
 // KT_PRECISION, KT_FAMILY and KT_CPMODE are names stored as an enum's value (kernels_dtype,
 // int, int); KT_STR a string of at most max bytes with its terminator (lora.targets).
 typedef enum { KT_INT, KT_I64, KT_FLOAT, KT_PRECISION, KT_FAMILY, KT_STR, KT_CPMODE,
-               KT_LORAFMT } key_type;
+               KT_LORAFMT, KT_MASK } key_type;
 
 // KT_PRECISION values: the name of each kernels_dtype, in enum order.
 static const char *const PRECISION_NAMES[] = {"fp32", "bf16"};
@@ -34,6 +34,29 @@ static const char *const FAMILY_NAMES[] = {"tessera", "wan"};
 // KT_LORAFMT values: the layouts of a LoRA file, in model/io/lora_layout.h's enum order.
 static const char *const LORAFMT_NAMES[] = {"diffusers", "wan", "kohya"};
 #define NLORAFMTS ((int)(sizeof LORAFMT_NAMES / sizeof LORAFMT_NAMES[0]))
+
+// KT_MASK values: the name of each KERNELS_MASK_*, in enum order.
+static const char *const MASK_NAMES[] = {"full", "block_causal", "window"};
+#define NMASKS ((int)(sizeof MASK_NAMES / sizeof MASK_NAMES[0]))
+
+const char *config_mask_name(int k) { return k >= 0 && k < NMASKS ? MASK_NAMES[k] : "?"; }
+
+kernels_mask config_mask(const dit_config *m) {
+  return (kernels_mask){.kind = m->attn_mask, .chunk = m->mask_chunk, .window = m->mask_window,
+                        .wt = m->mask_wt, .wh = m->mask_wh, .ww = m->mask_ww,
+                        .tile_t = m->mask_tile_t, .tile_h = m->mask_tile_h,
+                        .tile_w = m->mask_tile_w};
+}
+
+cost_mask config_cost_mask(const dit_config *m, int64_t rows, int64_t cols) {
+  _Static_assert((int)COST_MASK_BLOCK_CAUSAL == (int)KERNELS_MASK_BLOCK_CAUSAL &&
+                     (int)COST_MASK_WINDOW == (int)KERNELS_MASK_WINDOW,
+                 "the planner's mask kinds are the kernels'");
+  return (cost_mask){.kind = m->attn_mask, .chunk = m->mask_chunk, .window = m->mask_window,
+                     .wt = m->mask_wt, .wh = m->mask_wh, .ww = m->mask_ww,
+                     .tile_t = m->mask_tile_t, .tile_h = m->mask_tile_h,
+                     .tile_w = m->mask_tile_w, .rows = rows, .cols = cols};
+}
 
 // KT_CPMODE values: the name of each TRAIN_CP_*, in enum order.
 static const char *const CPMODE_NAMES[] = {"auto", "ring", "ulysses", "hybrid"};
@@ -59,6 +82,7 @@ static const char *const *value_names(key_type t, int *n) {
   if (t == KT_FAMILY) return *n = NFAMILIES, FAMILY_NAMES;
   if (t == KT_CPMODE) return *n = NCPMODES, CPMODE_NAMES;
   if (t == KT_LORAFMT) return *n = NLORAFMTS, LORAFMT_NAMES;
+  if (t == KT_MASK) return *n = NMASKS, MASK_NAMES;
   return *n = 0, NULL;
 }
 
@@ -109,6 +133,15 @@ static const config_key KEYS[] = {
     MK_LATE(family, KT_FAMILY, 0, NFAMILIES - 1, "the network: tessera or wan"),
     MK_LATE(ffn_dim, KT_INT, 0, 1 << 20, "MLP hidden width (0: mlp_ratio * hidden)"),
     MK_LATE(text_pad, KT_INT, 0, 1, "1: captions padded with zero rows to text_len (Wan)"),
+    MK_LATE(attn_mask, KT_MASK, 0, NMASKS - 1, "attention mask: full, block_causal or window"),
+    MK_LATE(mask_chunk, KT_INT, 1, 1 << 20, "block_causal: latent frames per chunk"),
+    MK_LATE(mask_window, KT_INT, 0, 1 << 20, "block_causal: chunks back besides its own (0: all)"),
+    MK_LATE(mask_wt, KT_INT, 0, 1 << 20, "window: radius in tiles along time"),
+    MK_LATE(mask_wh, KT_INT, 0, 1 << 20, "window: radius in tiles along rows"),
+    MK_LATE(mask_ww, KT_INT, 0, 1 << 20, "window: radius in tiles along columns"),
+    MK_LATE(mask_tile_t, KT_INT, 1, 1 << 20, "window: a tile's latent frames"),
+    MK_LATE(mask_tile_h, KT_INT, 1, 1 << 20, "window: a tile's token rows"),
+    MK_LATE(mask_tile_w, KT_INT, 1, 1 << 20, "window: a tile's token columns"),
     TK(global_batch, KT_I64, 1, SCHED_MAX_BATCH, "clips per step"),
     TK(steps, KT_I64, 1, 1e15, "total steps of the schedule"),
     TK(warmup, KT_I64, 0, 1e15, "linear warmup steps"),
@@ -166,7 +199,9 @@ void config_defaults(dit_config *m, train_config *t) {
                     .pw = 16, .channels = 3, .freq_dim = 256, .num_classes = 0,
                     .rope_theta = 10000.0f, .ln_eps = 1e-6f, .rms_eps = 1e-6f, .recompute = 0,
                     .text_dim = 0, .text_len = 0, .family = DIT_FAMILY_TESSERA, .ffn_dim = 0,
-                    .text_pad = 0};
+                    .text_pad = 0, .attn_mask = KERNELS_MASK_FULL, .mask_chunk = 1,
+                    .mask_window = 0, .mask_wt = 1, .mask_wh = 1, .mask_ww = 1,
+                    .mask_tile_t = 1, .mask_tile_h = 1, .mask_tile_w = 1};
   *t = (train_config){.global_batch = 8, .steps = 2000, .warmup = 100, .lr = 1e-3f,
                       .min_lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.99f, .adam_eps = 1e-8f,
                       .weight_decay = 0.0f, .grad_clip = 1.0f, .ema_decay = 0.999f,
@@ -367,7 +402,8 @@ tsr_status config_validate(const dit_config *m, const train_config *t) {
     if (k->type == KT_STR) continue;  // its length is bounded by the field
     double d = k->type == KT_FLOAT       ? *(const float *)f
              : k->type == KT_INT || k->type == KT_FAMILY || k->type == KT_CPMODE ||
-                       k->type == KT_LORAFMT ? *(const int *)f
+                       k->type == KT_LORAFMT || k->type == KT_MASK
+                 ? *(const int *)f
              : k->type == KT_PRECISION   ? (double)*(const kernels_dtype *)f
                                          : (double)*(const int64_t *)f;
     // a float key's bounds as floats: the value a file writes as 1e-20 is the float nearest
@@ -459,6 +495,9 @@ char *config_to_ini(const dit_config *m, const train_config *t) {
     else if (k->type == KT_LORAFMT)
       n += snprintf(line + n, sizeof line - n, "%s = %s\n", k->name,
                     LORAFMT_NAMES[*(const int *)f]);
+    else if (k->type == KT_MASK)
+      n += snprintf(line + n, sizeof line - n, "%s = %s\n", k->name,
+                    config_mask_name(*(const int *)f));
     else if (k->type == KT_STR)
       n += snprintf(line + n, sizeof line - n, "%s = %s\n", k->name, f);
     else

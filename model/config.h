@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include "core/err.h"
 #include "kernels/kernels.h"
+#include "sched/cost.h"
 
 typedef struct {
   int hidden;        // D
@@ -43,6 +44,13 @@ typedef struct {
                      // clip without one (or with it dropped) gets text_len zero rows, as
                      // Wan's pipeline pads umT5's output (the pad rows pass through the text
                      // projection and are attended to); 0: a clip attends to its rows alone
+  // attention mask (docs/model.md "Attention masks"; kernels.h kernels_mask):
+  int attn_mask;     // KERNELS_MASK_*: full (every token of a clip attends to every other),
+                     // block_causal or window
+  int mask_chunk;    // block_causal: latent frames (tubelet time steps) per chunk, >= 1
+  int mask_window;   // block_causal: chunks back a chunk attends to besides itself (0: all)
+  int mask_wt, mask_wh, mask_ww;  // window: radii in tiles (time, rows, columns)
+  int mask_tile_t, mask_tile_h, mask_tile_w;  // window: a tile's extent in tokens
   int shard_ranks;   // not a config key (set by the trainer for train.zero >= 1: the world
                      // size): > 1 pads every gradient bucket of the flat buffer to a multiple
                      // of 16 * shard_ranks floats, so ZeRO's collectives take equal slices
@@ -145,6 +153,13 @@ const char *config_precision_name(kernels_dtype precision);
 // train.cp_mode: the planner picks ring, Ulysses or hybrid attention per CP group (auto), or
 // one is forced (sched/cost.h cost_model.cp_modes; hybrid: Ulysses inside a node).
 enum { TRAIN_CP_AUTO = 0, TRAIN_CP_RING = 1, TRAIN_CP_ULYSSES = 2, TRAIN_CP_HYBRID = 3 };
+// "full", "block_causal" or "window": the config's spelling of a KERNELS_MASK_* kind.
+const char *config_mask_name(int kind);
+// The kernels' mask of m's attention (model.attn_mask and its sizes).
+kernels_mask config_mask(const dit_config *m);
+// The planner's cost_mask (sched/cost.h) of m's attention, for clips whose latent frames
+// are rows x cols tokens.
+cost_mask config_cost_mask(const dit_config *m, int64_t rows, int64_t cols);
 // "auto", "ring", "ulysses" or "hybrid".
 const char *config_cp_mode_name(int mode);
 // The planner's cost_model.cp_modes (COST_MODES_* of sched/cost.h) for train.cp_mode.

@@ -8,6 +8,7 @@
 #include "core/hash.h"
 #include "core/rng.h"
 #include "model/dit_internal.h"
+#include "model/mask.h"
 
 #define ALIGN_FLOATS 16  // every tensor starts on 64 bytes (padding floats stay 0)
 
@@ -229,9 +230,13 @@ static void layout(dit_model *m, arena *a) {
   if (m->kb->act_dtype != KERNELS_F32 && !m->bucket_params) m->wact = TAKE_A(a, m->n_params);
 }
 
+// The default attention's ctx is the model: its config's mask (model/mask.h).
 static tsr_status default_attn_fwd(void *ctx, const kernels_backend *kb, const dit_batch *b,
                                    void *out, float *lse, const void *q, const void *k,
                                    const void *v, int H, int Dh, float scale) {
+  const dit_model *m = ctx;
+  if (m->cfg.attn_mask != KERNELS_MASK_FULL)
+    return dit_mask_forward(&m->cfg, kb, b, out, lse, q, k, v, H, Dh, scale);
   return kb->attention_forward(kb, out, lse, q, k, v, b->cu_seqlens, b->n_clips, dit_attn_max_len(b),
                                b->L, H, Dh, scale);
 }
@@ -240,6 +245,9 @@ static tsr_status default_attn_bwd(void *ctx, const kernels_backend *kb, const d
                                    void *dq, void *dk, void *dv, const void *dout,
                                    const void *q, const void *k, const void *v,
                                    const void *out, const float *lse, int H, int Dh, float scale) {
+  const dit_model *m = ctx;
+  if (m->cfg.attn_mask != KERNELS_MASK_FULL)
+    return dit_mask_backward(&m->cfg, kb, b, dq, dk, dv, dout, q, k, v, out, lse, H, Dh, scale);
   return kb->attention_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, b->cu_seqlens, b->n_clips,
                                 dit_attn_max_len(b), b->L, H, Dh, scale);
 }
@@ -357,9 +365,10 @@ static tsr_status create(dit_model **out, const dit_config *c, const kernels_bac
   dit_model *m = calloc(1, sizeof *m);
   if (!m) return err_set(TSR_ENOMEM, "dit_create: no memory");
   m->kb = kb;
-  m->attn = (dit_attention){default_attn_fwd, default_attn_bwd, NULL, NULL};
+  m->attn = (dit_attention){default_attn_fwd, default_attn_bwd, m, NULL};
   m->attn_default = 1;
-  tsr_status st = model_tables(m, c, max_tokens, max_clips);
+  tsr_status st = dit_mask_check_backend(c, kb);
+  if (!st) st = model_tables(m, c, max_tokens, max_clips);
   if (st) goto fail;
   if (kb->graph_begin && (st = dit_graphs_init(m))) goto fail;
   if ((st = dit_buckets_init(m))) goto fail;
@@ -536,7 +545,7 @@ float *dit_grads(dit_model *m) { return m->grads; }
 size_t dit_activation_bytes(const dit_model *m) { return m->act_bytes; }
 void dit_set_attention(dit_model *m, const dit_attention *a) {
   if (a) m->attn = *a;
-  else m->attn = (dit_attention){default_attn_fwd, default_attn_bwd, NULL, NULL};
+  else m->attn = (dit_attention){default_attn_fwd, default_attn_bwd, m, NULL};
   m->attn_default = !a;
 }
 void dit_set_input_grad(dit_model *m, void *dx) { m->dx = dx; }

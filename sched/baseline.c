@@ -126,7 +126,7 @@ tsr_status sched_baseline_balanced(const sched_config *cfg, const int64_t *token
       load[q] -= cost_group_time(cm, G, s.ks, mb[b].m, mb[b].s1, mb[b].s2);
       mb[b].mem += chunk;
       mb[b].s1 += L;
-      mb[b].s2 += L * L;
+      mb[b].s2 += cost_clip_area(cm, tokens[c]);
       mb[b].m++;
       load[q] += cost_group_time(cm, G, s.ks, mb[b].m, mb[b].s1, mb[b].s2);
       load_tree_update(tree, load, s.ngroups, q);

@@ -15,7 +15,7 @@ void sched_lower_bound(const sched_config *cfg, const int64_t *tokens, int n, do
       if (t < best_t) best_t = t;
       if (k * t < best_rs) best_rs = k * t;
     }
-    work += cm->a * L + cm->b * L * L;
+    work += cm->a * L + cm->b * cost_clip_area(cm, tokens[i]);
     ref_work += best_rs;
     total_tokens += L;
     if (best_t > longest) longest = best_t;

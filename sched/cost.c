@@ -306,9 +306,45 @@ double cost_zero_min_wave(const cost_model *cm, int ranks, int gpus_per_node) {
   return t;
 }
 
+// Sum over tile pairs (i, j) of an axis of n tiles with |i - j| <= r of size(i) size(j),
+// where tile i has extent `tile` but the last, which has what is left of `len`; len may be
+// fractional (the time axis of a partial last frame).
+static double axis_area(double len, int tile, int r) {
+  int64_t n = (int64_t)ceil(len / tile);
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double si = fmin(tile, len - (double)i * tile), near = 0;
+    for (int64_t j = i - r < 0 ? 0 : i - r; j <= i + r && j < n; j++)
+      near += fmin(tile, len - (double)j * tile);
+    s += si * near;
+  }
+  return s;
+}
+
+double cost_clip_area(const cost_model *cm, int64_t L) {
+  const cost_mask *m = &cm->mask;
+  double l = (double)L;
+  if (m->kind == COST_MASK_FULL || m->rows < 1 || m->cols < 1) return l * l;
+  double frame = (double)m->rows * (double)m->cols;
+  if (m->kind == COST_MASK_WINDOW)
+    return axis_area(l / frame, m->tile_t, m->wt) * axis_area((double)m->rows, m->tile_h, m->wh) *
+           axis_area((double)m->cols, m->tile_w, m->ww);
+  // block-causal: chunk c holds tokens [c n, min((c + 1) n, L)); with the prefix sums of the
+  // chunks' sizes, chunk c's allowed keys are the chunks [c - window, c] (or [0, c])
+  double n = frame * m->chunk, area = 0;
+  int64_t chunks = (int64_t)ceil(l / n);
+  for (int64_t c = 0; c < chunks; c++) {
+    double size = fmin(n, l - (double)c * n);
+    int64_t first = m->window > 0 && c - m->window > 0 ? c - m->window : 0;
+    double keys = fmin(l, (double)(c + 1) * n) - (double)first * n;  // chunks first..c
+    area += size * keys;
+  }
+  return area;
+}
+
 double cost_clip_time(const cost_model *cm, int gpus_per_node, int k, int64_t L) {
   double l = (double)L;
-  return cost_group_time(cm, gpus_per_node, k, 1, l, l * l);
+  return cost_group_time(cm, gpus_per_node, k, 1, l, cost_clip_area(cm, L));
 }
 
 int cost_min_cp(const sched_cluster *cl, int64_t L) {
@@ -359,6 +395,18 @@ tsr_status cost_model_check(const cost_model *cm) {
   if (!(cm->text_tokens >= 0 && cm->text_tokens <= 65536))
     return err_set(TSR_EINVAL, "cost model: %g caption tokens per clip is outside [0, 65536]",
                    cm->text_tokens);
+  const cost_mask *mk = &cm->mask;
+  if (mk->kind < COST_MASK_FULL || mk->kind > COST_MASK_WINDOW ||
+      (mk->kind != COST_MASK_FULL &&
+       (mk->rows < 1 || mk->cols < 1 || mk->rows > SCHED_MAX_TOKENS || mk->cols > SCHED_MAX_TOKENS ||
+        (mk->kind == COST_MASK_BLOCK_CAUSAL && (mk->chunk < 1 || mk->window < 0)) ||
+        (mk->kind == COST_MASK_WINDOW && (mk->tile_t < 1 || mk->tile_h < 1 || mk->tile_w < 1 ||
+                                          mk->wt < 0 || mk->wh < 0 || mk->ww < 0)))))
+    return err_set(TSR_EINVAL, "cost model: attention mask kind %d with a frame of %lld x %lld "
+                   "tokens, chunk %d, window %d, tiles %dx%dx%d, radii %d, %d, %d: a masked "
+                   "model needs the token grid of a frame (>= 1 x 1) and the mask's sizes",
+                   mk->kind, (long long)mk->rows, (long long)mk->cols, mk->chunk, mk->window,
+                   mk->tile_t, mk->tile_h, mk->tile_w, mk->wt, mk->wh, mk->ww);
   const cost_zero *z = &cm->zero;  // 2^50 floats: 4 PB of weights, every term finite
   if (z->stage < 0 || z->stage > 3 ||
       (z->stage > 0 && !(z->params >= 0 && z->params <= 0x1p50 && z->block >= 0 &&

@@ -115,6 +115,20 @@ typedef struct {
   int blocks;     // D >= 1: blocks, each gathered twice per wave at stage 3
 } cost_zero;
 
+// The attention mask of the model (model.attn_mask; kernels.h kernels_mask, whose kinds
+// these values are), for a clip's attention area; NOT file keys: the caller sets them from
+// the model config, and rows x cols, the token grid of one latent frame the planner takes
+// every clip to have (its L tokens are then ceil(L / (rows cols)) frames, the last one
+// partial). kind 0 (full): the area is L^2 and the rest is unused.
+enum { COST_MASK_FULL = 0, COST_MASK_BLOCK_CAUSAL = 1, COST_MASK_WINDOW = 2 };
+typedef struct {
+  int kind;
+  int chunk, window;                // block_causal: frames per chunk, chunks back (0: all)
+  int wt, wh, ww;                   // window: radii in tiles
+  int tile_t, tile_h, tile_w;       // window: a tile's extent in tokens
+  int64_t rows, cols;               // the token grid of a frame (>= 1 unless kind is full)
+} cost_mask;
+
 typedef struct {
   double a, b, kv, bw_intra, bw_inter, lat, ovh, allreduce;
   double text_a, text_c;  // cross-attention to captions (optional keys, 0 when absent)
@@ -131,6 +145,7 @@ typedef struct {
   cost_zero zero;         // NOT file keys: the caller sets them (train.zero, the model)
   int a2a_chunks;         // C, head chunks Ulysses pipelines its all-to-alls over
                           // (train.ulysses_chunks); NOT a file key; 0 or 1: blocking
+  cost_mask mask;         // NOT file keys: the model's attention mask (zero: full)
 } cost_model;
 
 // Limits of every size the scheduler takes, checked where values enter (files, CLI,
@@ -223,6 +238,13 @@ void cost_group_floors(const cost_model *cm, int gpus_per_node, int k, int m, do
                        double s2, double *t_mode, double *floor_mode);
 void cost_item_shrink(const cost_model *cm, int gpus_per_node, int k, double item_s1,
                       double item_s2, double *per_mode, double *grow_mode);
+// A clip's attention area: the (query, key) token pairs its mask allows, the term every
+// formula above writes L^2 (S2 sums it over a group's clips). Full: L^2. Block-causal: the
+// sum over allowed (query chunk, key chunk) pairs of their token counts' product. Window:
+// the product over time, rows and columns of the sum over allowed (query tile, key tile)
+// pairs of their extents' product (the last frame counted as its fraction of a frame), exact
+// for whole frames. O(chunks) or O(tiles per axis) time.
+double cost_clip_area(const cost_model *cm, int64_t L);
 // Time (s) of one clip of L tokens alone in a group of k ranks.
 double cost_clip_time(const cost_model *cm, int gpus_per_node, int k, int64_t L);
 // Tokens a rank holds of a clip of L tokens cut over k ranks: ceil(L/k).

@@ -342,7 +342,7 @@ static tsr_status dyn_items(dyn *d, double bundle, int up) {
     double L = (double)d->L[c];
     d->im[i]++;
     d->is1[i] += L;
-    d->is2[i] += L * L;
+    d->is2[i] += cost_clip_area(d->cm, d->L[c]);
     for (int l = 0; l < d->nlev; l++)
       d->imem[(size_t)i * d->nlev + l] += cost_chunk_tokens(d->L[c], 1 << l);
   }

@@ -3,14 +3,14 @@
 
 #include "sched/plan.h"
 
-// s1, s2 of group g's clips.
-static void group_sums(const plan *p, const plan_group *g, const int64_t *tokens, double *s1,
-                       double *s2) {
+// s1, s2 of group g's clips (s2: their attention areas under cm's mask).
+static void group_sums(const plan *p, const plan_group *g, const int64_t *tokens,
+                       const cost_model *cm, double *s1, double *s2) {
   *s1 = *s2 = 0;
   for (int j = 0; j < g->nclips; j++) {
-    double L = (double)tokens[p->clip_index[g->clip_off + j]];
-    *s1 += L;
-    *s2 += L * L;
+    int64_t L = tokens[p->clip_index[g->clip_off + j]];
+    *s1 += (double)L;
+    *s2 += cost_clip_area(cm, L);
   }
 }
 
@@ -19,7 +19,7 @@ double plan_group_time(const plan *p, int gi, const int64_t *tokens, const cost_
   const plan_group *g = &p->groups[gi];
   if (g->nclips == 0) return 0;
   double s1, s2;
-  group_sums(p, g, tokens, &s1, &s2);
+  group_sums(p, g, tokens, cm, &s1, &s2);
   return cost_group_time_mode(cm, cl->gpus_per_node, g->size, g->nclips, s1, s2,
                               (cost_cp_mode)g->mode);
 }
@@ -29,7 +29,7 @@ void plan_choose_modes(plan *p, const int64_t *tokens, const cost_model *cm,
   for (int gi = 0; gi < p->ngroups; gi++) {
     plan_group *g = &p->groups[gi];
     double s1, s2;
-    group_sums(p, g, tokens, &s1, &s2);
+    group_sums(p, g, tokens, cm, &s1, &s2);
     g->mode = g->nclips ? cost_group_mode(cm, cl->gpus_per_node, g->size, g->nclips, s1, s2)
                         : COST_CP_RING;
   }

@@ -66,6 +66,9 @@ static void plan_usage(FILE *f) {
     "                          ring across nodes)\n"
     "  --heads H               attention heads Ulysses splits (default: --config's\n"
     "                          model.heads, else an even split), H in [1, 1024]\n"
+    "  --frame-grid RxC        tokens of a latent frame, rows x columns, for --config's\n"
+    "                          model.attn_mask (a clip's attention costs its mask's area;\n"
+    "                          default: --size over --patch)\n"
     "cost and output:\n"
     "  --cost FILE             cost model, key = value (configs/cost/*.conf, `tessera\n"
     "                          calibrate`); every key within its range (docs/plan.md), a\n"
@@ -123,6 +126,7 @@ typedef struct {
   int cp_mode;  // TRAIN_CP_*, or -1: not given
   int ulysses_chunks;  // train.ulysses_chunks of --config (the default without one)
   int show_waves;
+  int frame_grid[2];  // --frame-grid ROWSxCOLS: a latent frame's tokens (0 0: not given)
   char **sets;  // (argc) --set values
   int nsets;
 } plan_args;
@@ -143,7 +147,7 @@ static tsr_status timeline_paths(plan_args *a, const char *png) {
 static tsr_status parse_args(int argc, char **argv, plan_args *a) {
   enum { O_LENGTHS = 256, O_DATA, O_FPS, O_SIZE, O_PATCH, O_TPS, O_MAXSEC, O_CAPTOK, O_RANKS,
          O_GPN, O_MEM, O_BATCH, O_STEPS, O_SEED, O_MAXCLIP, O_COST, O_JSON, O_WAVES, O_CONFIG,
-         O_SET, O_MEMBYTES, O_TIMELINE, O_CPMODE, O_HEADS };
+         O_SET, O_MEMBYTES, O_TIMELINE, O_CPMODE, O_HEADS, O_FRAMEGRID };
   static const struct option opts[] = {
       {"lengths", required_argument, 0, O_LENGTHS}, {"data", required_argument, 0, O_DATA},
       {"fps", required_argument, 0, O_FPS},         {"size", required_argument, 0, O_SIZE},
@@ -162,6 +166,7 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
       {"set", required_argument, 0, O_SET},         {"mem-bytes", required_argument, 0, O_MEMBYTES},
       {"timeline", required_argument, 0, O_TIMELINE},
       {"cp-mode", required_argument, 0, O_CPMODE}, {"heads", required_argument, 0, O_HEADS},
+      {"frame-grid", required_argument, 0, O_FRAMEGRID},
       {0, 0, 0, 0}};
   char **sets = a->sets;  // the caller's (argc) array
   dit_config dm;
@@ -222,6 +227,11 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
         st = err_set(TSR_EINVAL, "--cp-mode: '%s' is not auto, ring, ulysses or hybrid", optarg);
       break;
     case O_HEADS: st = parse_i64("--heads", optarg, 1, 1024, &a->heads); break;
+    case O_FRAMEGRID:
+      if (parse_dims(optarg, "xX", 2, size_hi, a->frame_grid))
+        st = err_set(TSR_EINVAL, "--frame-grid: '%s' is not ROWSxCOLS, e.g. 30x52 (each in [1, "
+                     "%d])", optarg, 1 << 16);
+      break;
     case O_MEMBYTES: st = parse_i64("--mem-bytes", optarg, 1 << 20, INT64_MAX / 2, &a->mem_bytes); break;
     default: return TSR_EINVAL;  // cli_getopt said why
     }
@@ -244,8 +254,7 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
   if (a->mem_bytes && !a->config_path)
     return err_set(TSR_EINVAL, "--mem-bytes needs --config FILE: the memory model counts that "
                    "model's bytes per token");
-  if ((a->config_path || a->nsets) && !a->mem_bytes)
-    return err_set(TSR_EINVAL, "--config and --set are for --mem-bytes (M from the memory model)");
+  if (a->nsets && !a->config_path) return err_set(TSR_EINVAL, "--set needs --config FILE");
   if (a->lengths_spec && a->store) return err_set(TSR_EINVAL, "give --lengths or --data, not both");
   if (geometry_parts && geometry_parts != 3)
     return err_set(TSR_EINVAL, "the token geometry needs all of --fps, --size, --patch");
@@ -287,12 +296,47 @@ static tsr_status memory_tokens(plan_args *a, int64_t *mem, train_memory *mm, co
                        a->config_path) : TSR_OK;
 }
 
+// --config without --mem-bytes: its train.cp_mode, model.heads and train.ulysses_chunks as
+// memory_tokens takes them.
+static tsr_status config_settings(plan_args *a) {
+  dit_config mc;
+  train_config tc;
+  tsr_status st = config_load(a->config_path, a->sets, a->nsets, &mc, &tc, NULL);
+  if (st) return st;
+  if (a->cp_mode < 0) a->cp_mode = tc.cp_mode;
+  if (!a->heads) a->heads = mc.heads;
+  a->ulysses_chunks = tc.ulysses_chunks;
+  return TSR_OK;
+}
+
+// The cost model's mask: --config's model.attn_mask over frames of --frame-grid (or the
+// geometry's) tokens.
+static tsr_status plan_mask(const plan_args *a, cost_mask *mk) {
+  *mk = (cost_mask){0};
+  if (!a->config_path) return TSR_OK;
+  dit_config mc;
+  train_config tc;
+  tsr_status st = config_load(a->config_path, a->sets, a->nsets, &mc, &tc, NULL);
+  if (st || mc.attn_mask == KERNELS_MASK_FULL) return st;
+  int64_t rows = a->frame_grid[0], cols = a->frame_grid[1];
+  if (!rows && a->lo.ph) rows = a->lo.height / a->lo.ph, cols = a->lo.width / a->lo.pw;
+  if (rows < 1 || cols < 1)
+    return err_set(TSR_EINVAL, "--config %s has model.attn_mask = %s: a clip's attention cost "
+                   "is its mask's area, which needs the token grid of a latent frame: give "
+                   "--frame-grid ROWSxCOLS (or the geometry --fps, --size, --patch)",
+                   a->config_path, config_mask_name(mc.attn_mask));
+  *mk = config_cost_mask(&mc, rows, cols);
+  return TSR_OK;
+}
+
 // The clip lengths (a mix of CSVs or a store's clips) and the scheduler's configuration.
 static tsr_status load_inputs(plan_args *a, lengths_set *ls, sched_config *cfg,
                               train_memory *mm) {
   int64_t mem = a->mem;
   cost_zero z = {0};
-  tsr_status st = a->mem_bytes ? memory_tokens(a, &mem, mm, &z) : TSR_OK;
+  tsr_status st = a->mem_bytes            ? memory_tokens(a, &mem, mm, &z)
+                  : a->config_path         ? config_settings(a)
+                                           : TSR_OK;
   if (st) return st;
   *cfg = (sched_config){.cluster = {(int)a->ranks, (int)a->gpn, mem},
                         .max_clip_tokens = a->maxclip, .mode_baselines = 1};
@@ -302,6 +346,7 @@ static tsr_status load_inputs(plan_args *a, lengths_set *ls, sched_config *cfg,
   cfg->cost.cp_modes = config_cost_modes(a->cp_mode < 0 ? TRAIN_CP_AUTO : a->cp_mode);
   cfg->cost.heads = (int)a->heads;
   cfg->cost.a2a_chunks = a->ulysses_chunks;
+  if (!st) st = plan_mask(a, &cfg->cost.mask);
   if (!st && a->lengths_spec) st = lengths_load_mix(ls, a->lengths_spec, &a->lo);
   if (!st && a->store) {
     int64_t *sid = NULL, *stok = NULL, sn = 0;

@@ -22,12 +22,18 @@
 // items the clip's keys and values (forward) or queries, output gradients and dQ sums
 // (backward): at most 3 * CLIP_ITEM_ROWS * Dh floats per thread; plus a tile list of
 // O(L / B + clips) entries: linear in L.
+// Masks (kernels.h kernels_mask, the attention_masked_* entries): each token's chunk or tile
+// is computed once a call (mask.h), and each (query tile, key tile) pair is classed from
+// their coordinates' boxes: denied whole (skipped: it would add exact zeros), allowed whole
+// (the unmasked path) or mixed (denied scores -inf in the forward, P and dS 0 in the
+// backward); with no mask every path is the unmasked kernel's, bit for bit.
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/mask.h"
 
 enum { BQ = 64, BK = 64 };
 
@@ -62,7 +68,37 @@ typedef struct {
   const float *q, *k, *v, *dout, *lse_in, *delta;    // inputs (NULL where unused)
   int H, Dh;
   float scale;
+  const kernels_mask *mask;                          // NULL: every key of the clip
+  const int32_t *cq, *ck;                            // (Lq, 3), (Lk, 3) with a mask: the
+                                                     // tokens' mask coordinates (mask.h)
 } attn_args;
+
+// How a's mask treats queries [q0, q0 + bq) against keys [k0, k0 + bk), from the boxes of
+// their mask coordinates: no pair allowed (the tile is skipped: it would add exact zeros),
+// every pair (no per-score test), or some.
+enum { MT_NONE, MT_SOME, MT_ALL };
+static int mask_tile(const attn_args *a, size_t q0, int bq, size_t k0, int bk) {
+  int32_t box[2][2][3];  // [query, key][lo, hi][axis]
+  const int32_t *src[2] = {a->cq + 3 * q0, a->ck + 3 * k0};
+  const int n[2] = {bq, bk};
+  for (int s = 0; s < 2; s++) {
+    for (int d = 0; d < 3; d++) box[s][0][d] = box[s][1][d] = src[s][d];
+    for (int i = 1; i < n[s]; i++)
+      for (int d = 0; d < 3; d++) {
+        int32_t v = src[s][3 * i + d];
+        if (v < box[s][0][d]) box[s][0][d] = v;
+        if (v > box[s][1][d]) box[s][1][d] = v;
+      }
+  }
+  return kcpu_mask_boxes(a->mask, box[0][0], box[0][1], box[1][0], box[1][1]);
+}
+
+// s[j] = fill for the keys j < bk of [k0, k0 + bk) that a's mask denies query q.
+static void mask_row(const attn_args *a, size_t q, size_t k0, int bk, float *s, float fill) {
+  const int32_t *cq = a->cq + 3 * q;
+  for (int j = 0; j < bk; j++)
+    if (!kcpu_mask_coords_allow(a->mask, cq, a->ck + 3 * (k0 + j))) s[j] = fill;
+}
 
 // One work item: rows [r0, r0 + n) of head h (a tile of one clip) against the rows
 // [o_begin, o_end) of the same clip on the other side (keys for query tiles, queries for
@@ -416,6 +452,8 @@ static void forward_rows(float *ws, const attn_args *a, size_t q0, int bq, size_
   }
   for (size_t k0 = k_begin; k0 < k_end; k0 += BK) {
     int bk = k_end - k0 < BK ? (int)(k_end - k0) : BK;
+    const int mt = a->mask ? mask_tile(a, q0, bq, k0, bk) : MT_ALL;
+    if (mt == MT_NONE) continue;
     const float *Kt = Ktw, *V = Vw;
     size_t ld = BK;
     if (Ktc) {
@@ -429,7 +467,13 @@ static void forward_rows(float *ws, const attn_args *a, size_t q0, int bq, size_
       float *s = S + (size_t)i * BK;
       for (int j = 0; j < BK; j++) s[j] *= scale;
       for (int j = bk; j < BK; j++) s[j] = -INFINITY;  // past the clip's last key
+      if (mt == MT_SOME) mask_row(a, q0 + i, k0, bk, s, -INFINITY);
       float mx = row_max(s, m[i]);
+      if (a->mask && mx == -INFINITY) {  // no key allowed yet: the row stays empty
+        for (int j = 0; j < BK; j++) s[j] = 0.0f;
+        corr[i] = 1.0f;
+        continue;
+      }
       for (int j = 0; j < BK; j++) s[j] = kcpu_expf(s[j] - mx);  // exp(-inf) = 0
       corr[i] = kcpu_expf(m[i] - mx);
       m[i] = mx;
@@ -492,13 +536,33 @@ static void forward_clip_item(float *ws, const attn_args *a, size_t q_begin, int
   }
 }
 
-// out: (Lq, H, Dh), lse: (Lq, H), q: (Lq, H, Dh), k, v: (Lk, H, Dh), cu_q, cu_k: (C + 1)
-tsr_status kcpu_attention_partial_forward(kb_t *kb, float *out, float *lse, const float *q,
-                                          const float *k, const float *v, const int32_t *cu_q,
-                                          const int32_t *cu_k, int n_clips, int max_q, int max_k,
-                                          int Lq, int Lk, int H, int Dh, float scale) {
-  const char *op = cu_q == cu_k ? "attention_forward" : "attention_partial_forward";
+// The mask coordinates (mask.h) of pos_q (Lq, 3) and pos_k (Lk, 3) in one allocation
+// *coords (freed by the caller): *cq (Lq, 3) and *ck (Lk, 3), the same rows when pos_q is
+// pos_k.
+static tsr_status mask_coords(const char *op, const kernels_mask *m, const int32_t *pos_q, int Lq,
+                              const int32_t *pos_k, int Lk, int32_t **coords,
+                              const int32_t **cq, const int32_t **ck) {
+  const int same = pos_q == pos_k && Lq == Lk;
+  size_t n = (size_t)Lq + (same ? 0 : (size_t)Lk);
+  int32_t *c = malloc((3 * n + 1) * sizeof *c);
+  if (!c) return err_set(TSR_ENOMEM, "%s: no memory for the mask's coordinates", op);
+  kcpu_mask_coords(m, pos_q, Lq, c);
+  if (!same) kcpu_mask_coords(m, pos_k, Lk, c + 3 * (size_t)Lq);
+  *coords = c, *cq = c, *ck = same ? c : c + 3 * (size_t)Lq;
+  return TSR_OK;
+}
+
+// The forward under mask (NULL or FULL: the unmasked attention, bit for bit): out: (Lq, H,
+// Dh), lse: (Lq, H), q: (Lq, H, Dh), k, v: (Lk, H, Dh), cu_q, cu_k: (C + 1), pos_q: (Lq, 3),
+// pos_k: (Lk, 3)
+static tsr_status forward_masked(const char *op, float *out, float *lse, const float *q,
+                                 const float *k, const float *v, const int32_t *cu_q,
+                                 const int32_t *cu_k, const int32_t *pos_q, const int32_t *pos_k,
+                                 const kernels_mask *mask, int n_clips, int max_q, int max_k,
+                                 int Lq, int Lk, int H, int Dh, float scale) {
   tsr_status st = check_attn(op, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
+  if (!st && mask) st = kcpu_check_mask(op, mask, pos_q, Lq, pos_k, Lk);
+  if (mask && mask->kind == KERNELS_MASK_FULL) mask = NULL;
   if (st || Lq == 0 || H == 0) return st;
   KCPU_NEED(op, out);
   KCPU_NEED(op, lse);
@@ -507,7 +571,10 @@ tsr_status kcpu_attention_partial_forward(kb_t *kb, float *out, float *lse, cons
     KCPU_NEED(op, k);
     KCPU_NEED(op, v);
   }
-  attn_args a = {.out = out, .lse = lse, .q = q, .k = k, .v = v, .H = H, .Dh = Dh, .scale = scale};
+  attn_args a = {.out = out, .lse = lse, .q = q, .k = k, .v = v, .H = H, .Dh = Dh, .scale = scale,
+                 .mask = mask};
+  int32_t *coords = NULL;
+  if (mask && (st = mask_coords(op, mask, pos_q, Lq, pos_k, Lk, &coords, &a.cq, &a.ck))) return st;
   // Clips with clip items (clip_items) go through forward_clip_item, the others by tiles.
   uint8_t *one = NULL;
   int n_items = 0, item_q = 0, item_k = 0;  // the clip items' longest
@@ -519,7 +586,29 @@ tsr_status kcpu_attention_partial_forward(kb_t *kb, float *out, float *lse, cons
   if (!st)
     st = attn_for_each_tile(op, &a, cu_q, cu_k, n_clips, one, BQ, FWD_TILE_WS(Dh), forward_item);
   free(one);
+  free(coords);
   return st;
+}
+
+// out: (Lq, H, Dh), lse: (Lq, H), q: (Lq, H, Dh), k, v: (Lk, H, Dh), cu_q, cu_k: (C + 1)
+tsr_status kcpu_attention_partial_forward(kb_t *kb, float *out, float *lse, const float *q,
+                                          const float *k, const float *v, const int32_t *cu_q,
+                                          const int32_t *cu_k, int n_clips, int max_q, int max_k,
+                                          int Lq, int Lk, int H, int Dh, float scale) {
+  const char *op = cu_q == cu_k ? "attention_forward" : "attention_partial_forward";
+  return forward_masked(op, out, lse, q, k, v, cu_q, cu_k, NULL, NULL, NULL, n_clips, max_q,
+                        max_k, Lq, Lk, H, Dh, scale);
+}
+
+// kcpu_attention_partial_forward under mask; pos_q: (Lq, 3), pos_k: (Lk, 3)
+tsr_status kcpu_attention_masked_forward(kb_t *kb, float *out, float *lse, const float *q,
+                                         const float *k, const float *v, const int32_t *cu_q,
+                                         const int32_t *cu_k, const int32_t *pos_q,
+                                         const int32_t *pos_k, kernels_mask mask, int n_clips,
+                                         int max_q, int max_k, int Lq, int Lk, int H, int Dh,
+                                         float scale) {
+  return forward_masked("attention_masked_forward", out, lse, q, k, v, cu_q, cu_k, pos_q, pos_k,
+                        &mask, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
 }
 
 tsr_status kcpu_attention_forward(kb_t *kb, float *out, float *lse, const float *q, const float *k,
@@ -584,9 +673,12 @@ tsr_status kcpu_attention_delta(kb_t *kb, float *delta, const float *dout, const
 // Shared by both backward passes. For queries [q0, q0 + bq) and the key tile held in
 // Kt, Vt (Dh, BK): P (bq, BK) = exp(scale Q.K - lse), dS (bq, BK) = P * (dO.V - delta).
 // Q, dO: (bq, Dhp) loaded; lse, delta: (Lq, H) of the queries.
-static void tile_grad(float *P, float *dS, const float *Q, const float *dO, const float *Kt,
-                      const float *Vt, const float *lse, const float *delta, size_t q0, int bq,
-                      int bk, int h, int H, int Dh, float scale) {
+// a: the call; some: its mask denies some pairs of the tile (their P and dS are zeroed);
+// k0: the tile's first key.
+static void tile_grad(const attn_args *a, int some, float *P, float *dS, const float *Q,
+                      const float *dO,
+                      const float *Kt, const float *Vt, const float *lse, const float *delta,
+                      size_t q0, int bq, size_t k0, int bk, int h, int H, int Dh, float scale) {
   tile_dot(P, Q, Kt, BK, bq, Dh);
   tile_dot(dS, dO, Vt, BK, bq, Dh);
   for (int i = 0; i < bq; i++) {
@@ -599,6 +691,10 @@ static void tile_grad(float *P, float *dS, const float *Q, const float *dO, cons
     for (int j = 0; j < bk; j++) {
       p[j] = kcpu_expf(p[j] * scale - li);
       ds[j] = p[j] * (ds[j] - di);
+    }
+    if (some) {
+      mask_row(a, q0 + i, k0, bk, p, 0.0f);
+      mask_row(a, q0 + i, k0, bk, ds, 0.0f);
     }
   }
 }
@@ -621,9 +717,11 @@ static void backward_kv_item(float *ws, const attn_args *a, size_t k0, int bk, s
   memset(dV, 0, (size_t)bk * Dhp * sizeof(float));
   for (size_t q0 = q_begin; q0 < q_end; q0 += BQ) {
     int bq = q_end - q0 < BQ ? (int)(q_end - q0) : BQ;
+    const int mt = a->mask ? mask_tile(a, q0, bq, k0, bk) : MT_ALL;
+    if (mt == MT_NONE) continue;
     load_rows(Q, q, q0, bq, h, H, Dh);
     load_rows(dO, dout, q0, bq, h, H, Dh);
-    tile_grad(P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, bk, h, H, Dh, scale);
+    tile_grad(a, mt == MT_SOME, P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, k0, bk, h, H, Dh, scale);
     // dV[j] += sum over queries i ascending of P[i][j] dO[i], dK[j] likewise with dS, Q
     rows_axpy(dV, (size_t)Dhp, NULL, P, 1, BK, dO, (size_t)Dhp, bq, bk, Dhp);
     rows_axpy(dK, (size_t)Dhp, NULL, dS, 1, BK, Q, (size_t)Dhp, bq, bk, Dhp);
@@ -651,10 +749,12 @@ static void backward_q_item(float *ws, const attn_args *a, size_t q0, int bq, si
   memset(dQ, 0, (size_t)bq * Dhp * sizeof(float));
   for (size_t k0 = k_begin; k0 < k_end; k0 += BK) {
     int bk = k_end - k0 < BK ? (int)(k_end - k0) : BK;
+    const int mt = a->mask ? mask_tile(a, q0, bq, k0, bk) : MT_ALL;
+    if (mt == MT_NONE) continue;
     load_cols(Kt, BK, k, k0, bk, h, H, Dh);
     load_cols(Vt, BK, v, k0, bk, h, H, Dh);
     load_rows(K, k, k0, bk, h, H, Dh);
-    tile_grad(P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, bk, h, H, Dh, scale);
+    tile_grad(a, mt == MT_SOME, P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, k0, bk, h, H, Dh, scale);
     // dQ[i] += sum over keys j ascending of dS[i][j] K[j]
     rows_axpy(dQ, (size_t)Dhp, NULL, dS, BK, 1, K, (size_t)Dhp, bk, bq, Dhp);
   }
@@ -695,8 +795,10 @@ static void backward_clip_item(float *ws, const attn_args *a, size_t q_begin, in
     memset(dV, 0, (size_t)bk * Dhp * sizeof(float));
     for (size_t q0 = q_begin; q0 < q_end; q0 += BQ) {
       int bq = q_end - q0 < BQ ? (int)(q_end - q0) : BQ;
+      const int mt = a->mask ? mask_tile(a, q0, bq, k0, bk) : MT_ALL;
+      if (mt == MT_NONE) continue;
       const float *Q = Qc + (q0 - q_begin) * Dhp, *dO = dOc + (q0 - q_begin) * Dhp;
-      tile_grad(P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, bk, h, H, Dh, scale);
+      tile_grad(a, mt == MT_SOME, P, dS, Q, dO, Kt, Vt, lse, delta, q0, bq, k0, bk, h, H, Dh, scale);
       rows_axpy(dV, (size_t)Dhp, NULL, P, 1, BK, dO, (size_t)Dhp, bq, bk, Dhp);
       rows_axpy(dK, (size_t)Dhp, NULL, dS, 1, BK, Q, (size_t)Dhp, bq, bk, Dhp);
       rows_axpy(dQ + (q0 - q_begin) * Dhp, (size_t)Dhp, NULL, dS, BK, 1, K, (size_t)Dhp, bk,
@@ -712,16 +814,19 @@ static void backward_clip_item(float *ws, const attn_args *a, size_t q_begin, in
     row_axpy(dq + (i * H + h) * (size_t)Dh, scale, dQ + (i - q_begin) * Dhp, Dh);
 }
 
-// dq: (Lq, H, Dh), dk, dv: (Lk, H, Dh) accumulated; dout, q: (Lq, H, Dh); k, v: (Lk, H, Dh);
-// lse, delta: (Lq, H); cu_q, cu_k: (C + 1)
-tsr_status kcpu_attention_partial_backward(kb_t *kb, float *dq, float *dk, float *dv,
-                                           const float *dout, const float *q, const float *k,
-                                           const float *v, const float *lse, const float *delta,
-                                           const int32_t *cu_q, const int32_t *cu_k, int n_clips,
-                                           int max_q, int max_k, int Lq, int Lk, int H, int Dh,
-                                           float scale) {
-  const char *op = cu_q == cu_k ? "attention_backward" : "attention_partial_backward";
+// The accumulating backward under mask (NULL or FULL: unmasked, bit for bit): dq: (Lq, H,
+// Dh), dk, dv: (Lk, H, Dh) accumulated; dout, q: (Lq, H, Dh); k, v: (Lk, H, Dh); lse, delta:
+// (Lq, H); cu_q, cu_k: (C + 1); pos_q: (Lq, 3), pos_k: (Lk, 3)
+static tsr_status backward_masked(const char *op, float *dq, float *dk, float *dv,
+                                  const float *dout, const float *q, const float *k,
+                                  const float *v, const float *lse, const float *delta,
+                                  const int32_t *cu_q, const int32_t *cu_k, const int32_t *pos_q,
+                                  const int32_t *pos_k, const kernels_mask *mask, int n_clips,
+                                  int max_q, int max_k, int Lq, int Lk, int H, int Dh,
+                                  float scale) {
   tsr_status st = check_attn(op, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
+  if (!st && mask) st = kcpu_check_mask(op, mask, pos_q, Lq, pos_k, Lk);
+  if (mask && mask->kind == KERNELS_MASK_FULL) mask = NULL;
   if (st || Lq == 0 || Lk == 0 || H == 0) return st;
   if (!dq && !dk && !dv) return TSR_OK;
   if ((dk && !dv) || (dv && !dk))
@@ -737,7 +842,10 @@ tsr_status kcpu_attention_partial_backward(kb_t *kb, float *dq, float *dk, float
   size_t per = 2 * (size_t)Dh * BK + 2 * (size_t)BK * Dhp + 3 * (size_t)BQ * Dhp +
                2 * (size_t)BQ * BK;
   attn_args a = {.dq = dq, .dk = dk, .dv = dv, .q = q, .k = k, .v = v, .dout = dout,
-                 .lse_in = lse, .delta = delta, .H = H, .Dh = Dh, .scale = scale};
+                 .lse_in = lse, .delta = delta, .H = H, .Dh = Dh, .scale = scale,
+                 .mask = mask};
+  int32_t *coords = NULL;
+  if (mask && (st = mask_coords(op, mask, pos_q, Lq, pos_k, Lk, &coords, &a.cq, &a.ck))) return st;
   // Every output row is written by one work item (no atomics, the same bits for any
   // number of threads): clips done in one pass (clip_items) by one item per (clip, head);
   // the others in two passes, per key tile for dk, dv and per query tile for dq.
@@ -753,16 +861,47 @@ tsr_status kcpu_attention_partial_backward(kb_t *kb, float *dq, float *dk, float
   if (!st && dq)
     st = attn_for_each_tile(op, &a, cu_q, cu_k, n_clips, one, BQ, per, backward_q_item);
   free(one);
+  free(coords);
   return st;
 }
 
-// dq, dk, dv: (L, H, Dh) overwritten; dout, q, k, v, out: (L, H, Dh); lse: (L, H)
-tsr_status kcpu_attention_backward(kb_t *kb, float *dq, float *dk, float *dv, const float *dout,
-                                   const float *q, const float *k, const float *v,
-                                   const float *out, const float *lse, const int32_t *cu,
-                                   int n_clips, int max_len, int L, int H, int Dh, float scale) {
-  const char *op = "attention_backward";
+// dq: (Lq, H, Dh), dk, dv: (Lk, H, Dh) accumulated; dout, q: (Lq, H, Dh); k, v: (Lk, H, Dh);
+// lse, delta: (Lq, H); cu_q, cu_k: (C + 1)
+tsr_status kcpu_attention_partial_backward(kb_t *kb, float *dq, float *dk, float *dv,
+                                           const float *dout, const float *q, const float *k,
+                                           const float *v, const float *lse, const float *delta,
+                                           const int32_t *cu_q, const int32_t *cu_k, int n_clips,
+                                           int max_q, int max_k, int Lq, int Lk, int H, int Dh,
+                                           float scale) {
+  const char *op = cu_q == cu_k ? "attention_backward" : "attention_partial_backward";
+  return backward_masked(op, dq, dk, dv, dout, q, k, v, lse, delta, cu_q, cu_k, NULL, NULL, NULL,
+                         n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
+}
+
+// kcpu_attention_partial_backward under mask; pos_q: (Lq, 3), pos_k: (Lk, 3)
+tsr_status kcpu_attention_masked_partial_backward(kb_t *kb, float *dq, float *dk, float *dv,
+                                                  const float *dout, const float *q,
+                                                  const float *k, const float *v,
+                                                  const float *lse, const float *delta,
+                                                  const int32_t *cu_q, const int32_t *cu_k,
+                                                  const int32_t *pos_q, const int32_t *pos_k,
+                                                  kernels_mask mask, int n_clips, int max_q,
+                                                  int max_k, int Lq, int Lk, int H, int Dh,
+                                                  float scale) {
+  return backward_masked("attention_masked_partial_backward", dq, dk, dv, dout, q, k, v, lse,
+                         delta, cu_q, cu_k, pos_q, pos_k, &mask, n_clips, max_q, max_k, Lq, Lk, H,
+                         Dh, scale);
+}
+
+// The overwriting backward of whole clips under mask (NULL: unmasked): dq, dk, dv: (L, H,
+// Dh); dout, q, k, v, out: (L, H, Dh); lse: (L, H); pos: (L, 3)
+static tsr_status whole_backward(const char *op, float *dq, float *dk, float *dv,
+                                 const float *dout, const float *q, const float *k,
+                                 const float *v, const float *out, const float *lse,
+                                 const int32_t *cu, const int32_t *pos, const kernels_mask *mask,
+                                 int n_clips, int max_len, int L, int H, int Dh, float scale) {
   tsr_status st = check_attn(op, cu, cu, n_clips, max_len, max_len, L, L, H, Dh, scale);
+  if (!st && mask) st = kcpu_check_mask(op, mask, pos, L, pos, L);
   if (st || L == 0 || H == 0) return st;
   KCPU_NEED(op, out);
   size_t rows = (size_t)L * H, n = rows * Dh;
@@ -771,10 +910,30 @@ tsr_status kcpu_attention_backward(kb_t *kb, float *dq, float *dk, float *dv, co
   if (dv) memset(dv, 0, n * sizeof(float));
   float *delta = malloc(rows * sizeof(float));
   if (!delta) return err_set(TSR_ENOMEM, "%s: no memory for delta (%zu floats)", op, rows);
-  st = kcpu_attention_delta(kb, delta, dout, out, L, H, Dh);
+  st = kcpu_attention_delta(NULL, delta, dout, out, L, H, Dh);
   if (!st)
-    st = kcpu_attention_partial_backward(kb, dq, dk, dv, dout, q, k, v, lse, delta, cu, cu,
-                                         n_clips, max_len, max_len, L, L, H, Dh, scale);
+    st = backward_masked(op, dq, dk, dv, dout, q, k, v, lse, delta, cu, cu, pos, pos, mask,
+                         n_clips, max_len, max_len, L, L, H, Dh, scale);
   free(delta);
   return st;
+}
+
+// dq, dk, dv: (L, H, Dh) overwritten; dout, q, k, v, out: (L, H, Dh); lse: (L, H)
+tsr_status kcpu_attention_backward(kb_t *kb, float *dq, float *dk, float *dv, const float *dout,
+                                   const float *q, const float *k, const float *v,
+                                   const float *out, const float *lse, const int32_t *cu,
+                                   int n_clips, int max_len, int L, int H, int Dh, float scale) {
+  return whole_backward("attention_backward", dq, dk, dv, dout, q, k, v, out, lse, cu, NULL, NULL,
+                        n_clips, max_len, L, H, Dh, scale);
+}
+
+// kcpu_attention_backward under mask; pos: (L, 3)
+tsr_status kcpu_attention_masked_backward(kb_t *kb, float *dq, float *dk, float *dv,
+                                          const float *dout, const float *q, const float *k,
+                                          const float *v, const float *out, const float *lse,
+                                          const int32_t *cu, const int32_t *pos, kernels_mask mask,
+                                          int n_clips, int max_len, int L, int H, int Dh,
+                                          float scale) {
+  return whole_backward("attention_masked_backward", dq, dk, dv, dout, q, k, v, out, lse, cu, pos,
+                        &mask, n_clips, max_len, L, H, Dh, scale);
 }

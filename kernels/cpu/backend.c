@@ -261,6 +261,33 @@ static tsr_status f32_attention_partial_backward(kb_t *kb, void *dq, void *dk, v
   return kcpu_attention_partial_backward(kb, dq, dk, dv, dout, q, k, v, lse, delta, cu_q, cu_k,
                                          n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
 }
+static tsr_status f32_attention_masked_forward(kb_t *kb, void *out, float *lse, const void *q,
+                                               const void *k, const void *v, const int32_t *cu_q,
+                                               const int32_t *cu_k, const int32_t *pos_q,
+                                               const int32_t *pos_k, kernels_mask mask,
+                                               int n_clips, int max_q, int max_k, int Lq, int Lk,
+                                               int H, int Dh, float scale) {
+  return kcpu_attention_masked_forward(kb, out, lse, q, k, v, cu_q, cu_k, pos_q, pos_k, mask,
+                                       n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
+}
+static tsr_status f32_attention_masked_backward(kb_t *kb, void *dq, void *dk, void *dv,
+                                                const void *dout, const void *q, const void *k,
+                                                const void *v, const void *out, const float *lse,
+                                                const int32_t *cu, const int32_t *pos,
+                                                kernels_mask mask, int n_clips, int max_len, int L,
+                                                int H, int Dh, float scale) {
+  return kcpu_attention_masked_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, cu, pos, mask,
+                                        n_clips, max_len, L, H, Dh, scale);
+}
+static tsr_status f32_attention_masked_partial_backward(
+    kb_t *kb, void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k,
+    const void *v, const float *lse, const float *delta, const int32_t *cu_q, const int32_t *cu_k,
+    const int32_t *pos_q, const int32_t *pos_k, kernels_mask mask, int n_clips, int max_q,
+    int max_k, int Lq, int Lk, int H, int Dh, float scale) {
+  return kcpu_attention_masked_partial_backward(kb, dq, dk, dv, dout, q, k, v, lse, delta, cu_q,
+                                                cu_k, pos_q, pos_k, mask, n_clips, max_q, max_k,
+                                                Lq, Lk, H, Dh, scale);
+}
 static tsr_status f32_objective_inputs(kb_t *kb, float *t, void *x_t, void *target,
                                        const void *tokens, kernels_tokens tokens_dtype,
                                        const kernels_clip_key *clips,
@@ -388,6 +415,9 @@ static const kernels_backend cpu_backend = {
     .attention_merge = f32_attention_merge,
     .attention_delta = f32_attention_delta,
     .attention_partial_backward = f32_attention_partial_backward,
+    .attention_masked_forward = f32_attention_masked_forward,
+    .attention_masked_backward = f32_attention_masked_backward,
+    .attention_masked_partial_backward = f32_attention_masked_partial_backward,
     .objective_inputs = f32_objective_inputs,
     .euler_update = f32_euler_update,
     .mse_forward = f32_mse_forward,
@@ -434,6 +464,9 @@ static const kernels_backend cpu_bf16_backend = {
     .attention_merge = kbf_attention_merge,
     .attention_delta = kbf_attention_delta,
     .attention_partial_backward = kbf_attention_partial_backward,
+    .attention_masked_forward = kbf_attention_masked_forward,
+    .attention_masked_backward = kbf_attention_masked_backward,
+    .attention_masked_partial_backward = kbf_attention_masked_partial_backward,
     .objective_inputs = kbf_objective_inputs,
     .euler_update = kbf_euler_update,
     .mse_forward = kbf_mse_forward,

@@ -474,6 +474,70 @@ tsr_status kbf_attention_partial_backward(kb_t *kb, void *dq, void *dk, void *dv
   return kbf_done(&s, st);
 }
 
+tsr_status kbf_attention_masked_forward(kb_t *kb, void *out, float *lse, const void *q,
+                                        const void *k, const void *v, const int32_t *cu_q,
+                                        const int32_t *cu_k, const int32_t *pos_q,
+                                        const int32_t *pos_k, kernels_mask mask, int n_clips,
+                                        int max_q, int max_k, int Lq, int Lk, int H, int Dh,
+                                        float scale) {
+  kbf_scratch s = {0};
+  size_t nq = kbf_n3(Lq, H, Dh), nk = kbf_n3(Lk, H, Dh);
+  float *fq = kbf_load(&s, q, nq), *fk = kbf_load(&s, k, nk), *fv = kbf_load(&s, v, nk);
+  float *fo = kbf_alloc(&s, out, nq);
+  KBF_OOM("attention_masked_forward", s);
+  tsr_status st = kcpu_attention_masked_forward(kb, fo, lse, fq, fk, fv, cu_q, cu_k, pos_q, pos_k,
+                                                mask, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
+  if (!st) kbf_store(out, fo, nq);
+  return kbf_done(&s, st);
+}
+
+tsr_status kbf_attention_masked_backward(kb_t *kb, void *dq, void *dk, void *dv, const void *dout,
+                                         const void *q, const void *k, const void *v,
+                                         const void *out, const float *lse, const int32_t *cu,
+                                         const int32_t *pos, kernels_mask mask, int n_clips,
+                                         int max_len, int L, int H, int Dh, float scale) {
+  kbf_scratch s = {0};
+  size_t n = kbf_n3(L, H, Dh);
+  float *fdo = kbf_load(&s, dout, n), *fq = kbf_load(&s, q, n), *fk = kbf_load(&s, k, n);
+  float *fv = kbf_load(&s, v, n), *fo = kbf_load(&s, out, n);
+  float *fdq = kbf_alloc(&s, dq, n), *fdk = kbf_alloc(&s, dk, n), *fdv = kbf_alloc(&s, dv, n);
+  KBF_OOM("attention_masked_backward", s);
+  tsr_status st = kcpu_attention_masked_backward(kb, fdq, fdk, fdv, fdo, fq, fk, fv, fo, lse, cu,
+                                                 pos, mask, n_clips, max_len, L, H, Dh, scale);
+  if (!st) {
+    kbf_store(dq, fdq, n);
+    kbf_store(dk, fdk, n);
+    kbf_store(dv, fdv, n);
+  }
+  return kbf_done(&s, st);
+}
+
+tsr_status kbf_attention_masked_partial_backward(kb_t *kb, void *dq, void *dk, void *dv,
+                                                 const void *dout, const void *q, const void *k,
+                                                 const void *v, const float *lse,
+                                                 const float *delta, const int32_t *cu_q,
+                                                 const int32_t *cu_k, const int32_t *pos_q,
+                                                 const int32_t *pos_k, kernels_mask mask,
+                                                 int n_clips, int max_q, int max_k, int Lq, int Lk,
+                                                 int H, int Dh, float scale) {
+  kbf_scratch s = {0};
+  size_t nq = kbf_n3(Lq, H, Dh), nk = kbf_n3(Lk, H, Dh);
+  float *fdo = kbf_load(&s, dout, nq), *fq = kbf_load(&s, q, nq);
+  float *fk = kbf_load(&s, k, nk), *fv = kbf_load(&s, v, nk);
+  float *fdq = kbf_load(&s, dq, nq), *fdk = kbf_load(&s, dk, nk), *fdv = kbf_load(&s, dv, nk);
+  KBF_OOM("attention_masked_partial_backward", s);
+  tsr_status st = kcpu_attention_masked_partial_backward(kb, fdq, fdk, fdv, fdo, fq, fk, fv, lse,
+                                                         delta, cu_q, cu_k, pos_q, pos_k, mask,
+                                                         n_clips, max_q, max_k, Lq, Lk, H, Dh,
+                                                         scale);
+  if (!st) {
+    kbf_store(dq, fdq, nq);
+    kbf_store(dk, fdk, nk);
+    kbf_store(dv, fdv, nk);
+  }
+  return kbf_done(&s, st);
+}
+
 tsr_status kbf_objective_inputs(kb_t *kb, float *t, void *x_t, void *target,
                                 const void *tokens, kernels_tokens tokens_dtype,
                                 const kernels_clip_key *clips,

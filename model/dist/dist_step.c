@@ -32,6 +32,7 @@ struct dist_step {
   ring_attention *active;                  // the ring of the wave being run, or NULL
   ulysses_attention *active_uly;           // its Ulysses group when it runs in that mode
   int active_k;                            // its group size
+  int mask_set;                            // 1: the active ring has this microbatch's mask
   int n_buckets, issued;                   // gradient buckets; all-reduces started so far
   comm_request **bucket_req;               // (n_buckets)
   tsr_status bucket_err;                   // an error inside the bucket hook
@@ -261,6 +262,13 @@ static tsr_status hook_forward(void *ctx, const kernels_backend *kb, const dit_b
                                void *out, float *lse, const void *q, const void *k,
                                const void *v, int H, int Dh, float scale) {
   dist_step *ds = ctx;
+  // a masked group runs the ring (activate refuses Ulysses and hybrid): every rank's
+  // positions gathered once a microbatch, before its first attention
+  if (ds->mc->attn_mask != KERNELS_MASK_FULL && !ds->mask_set) {
+    tsr_status st = ring_attention_set_mask(ds->active, config_mask(ds->mc), b->pos);
+    if (st) return st;
+    ds->mask_set = 1;
+  }
   if (ds->active_uly) return ulysses_attention_forward(ds->active_uly, out, lse, q, k, v, H, Dh, scale);
   return ring_attention_forward(ds->active, out, lse, q, k, v, H, Dh, scale);
 }
@@ -277,10 +285,12 @@ static tsr_status hook_backward(void *ctx, const kernels_backend *kb, const dit_
 }
 
 // A group of one rank attends locally (ring_attention_forward/backward call the backend's
-// attention): the model may record it (recorded graphs, model/dit.h).
+// attention): the model may record it (recorded graphs, model/dit.h). Not under a mask: its
+// positions are gathered (a collective) before the microbatch's first attention.
 static int hook_recordable(void *ctx) {
   dist_step *ds = ctx;
-  return ds->active && !ds->active_uly && ds->active_k == 1;
+  return ds->active && !ds->active_uly && ds->active_k == 1 &&
+         ds->mc->attn_mask == KERNELS_MASK_FULL;
 }
 
 tsr_status dist_step_create(dist_step **out, dit_model *m, const comm_backend *cb,
@@ -380,6 +390,12 @@ static const plan_group *my_group(const plan *p, int w, int rank) {
 static tsr_status activate(dist_step *ds, const plan_group *pg, comm_group *g, int u) {
   const int k = pg->size, lv = log2i(k);
   tsr_status st = TSR_OK;
+  ds->mask_set = 0;
+  if (k > 1 && ds->mc->attn_mask != KERNELS_MASK_FULL && pg->mode != COST_CP_RING)
+    return err_set(TSR_EINVAL, "model.attn_mask = %s: the plan gives a CP group of %d ranks %s "
+                   "attention, and masked CP attention runs on the ring only for now: set "
+                   "train.cp_mode = ring (or model.attn_mask = full)",
+                   config_mask_name(ds->mc->attn_mask), k, cost_cp_mode_name(pg->mode));
   if (!ds->ring[lv]) {
     if ((st = ring_attention_create(&ds->ring[lv], ds->kb, ds->cb, g))) return st;
     ring_attention_use_workspace(ds->ring[lv], ds->ws, CP_WS_GROUP);

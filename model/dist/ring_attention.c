@@ -24,6 +24,10 @@ struct ring_attention {
   void *gpart;              // (2, maxblk, H, Dh) [act]: this rank's share of a block's dK, dV
   void *pout;               // (maxblk, H, Dh) [act] partial output of one block
   float *plse, *delta;      // (maxblk, H) [f32]
+  kernels_mask mask;        // ring_attention_set_mask's (FULL: none)
+  int32_t *pos;             // (k, maxblk, 3) every owner's token positions, maxblk apart
+  int32_t *pos_send;        // (maxblk, 3) this rank's, padded for the allgather
+  int64_t pos_cap;          // blocks' tokens pos and pos_send hold
 };
 
 void ring_chunk(int64_t L, int k, int o, int64_t *first, int64_t *len) {
@@ -64,6 +68,8 @@ void ring_attention_free(ring_attention **pra) {
   ring_attention *ra = *pra;
   if (!ra) return;
   cp_workspace_free(&ra->own_ws);
+  ra->kb->free(ra->kb, ra->pos);
+  ra->kb->free(ra->kb, ra->pos_send);
   for (int o = 0; ra->cu && o < ra->k; o++) ra->kb->free(ra->kb, ra->cu[o]);
   free(ra->cu);
   free(ra->longest);
@@ -87,6 +93,7 @@ tsr_status ring_attention_set_clips(ring_attention *ra, int n_clips, const int64
   int32_t *host = malloc((size_t)(n_clips + 1) * sizeof *host);
   if (!host) return err_set(TSR_ENOMEM, "ring attention: out of memory");
   ra->n_clips = n_clips;
+  ra->mask = (kernels_mask){.kind = KERNELS_MASK_FULL};
   ra->maxblk = 0;
   for (int o = 0; o < ra->k && !st; o++) {
     int64_t total = 0, longest = 0;
@@ -158,14 +165,74 @@ static int bound_of(const ring_attention *ra, int o) {
   return kernels_attention_max_len(ra->longest[o], ra->blk[o]);
 }
 
+tsr_status ring_attention_set_mask(ring_attention *ra, kernels_mask mask, const int32_t *pos) {
+  const kernels_backend *kb = ra->kb;
+  ra->mask = mask;
+  if (mask.kind == KERNELS_MASK_FULL) return TSR_OK;
+  if (!kb->attention_masked_forward || !kb->attention_masked_partial_backward)
+    return err_set(TSR_EINVAL, "ring attention: backend %s has no masked attention entries "
+                   "(attention_masked_forward, attention_masked_partial_backward)", kb->name);
+  tsr_status st = TSR_OK;
+  int64_t need = ra->maxblk > 0 ? ra->maxblk : 1;
+  if (need > ra->pos_cap) {
+    kb->free(kb, ra->pos), kb->free(kb, ra->pos_send);
+    ra->pos = ra->pos_send = NULL, ra->pos_cap = 0;
+    if ((st = kb->alloc(kb, (void **)&ra->pos, (size_t)(ra->k * need * 3) * sizeof(int32_t))) ||
+        (st = kb->alloc(kb, (void **)&ra->pos_send, (size_t)(need * 3) * sizeof(int32_t))))
+      return st;
+    ra->pos_cap = need;
+  }
+  size_t mine = (size_t)ra->blk[ra->p] * 3 * sizeof(int32_t);
+  if (mine && (st = kb->copy(kb, ra->pos_send, pos, mine))) return st;
+  return ra->cb->allgather(ra->cb, ra->g, ra->pos_send, ra->pos,
+                           (int64_t)((size_t)ra->maxblk * 3 * sizeof(int32_t)));
+}
+
+// Owner o's token positions in the gathered array.
+static const int32_t *pos_of(const ring_attention *ra, int o) {
+  return ra->pos + (size_t)o * (size_t)ra->maxblk * 3;
+}
+
+// Local queries against owner o's K/V block (kk, vv), masked when a mask is set:
+// attention_partial_forward's or attention_masked_forward's out: (Lq, H, Dh), lse: (Lq, H).
+static tsr_status block_forward(const ring_attention *ra, void *out, float *lse, const void *q,
+                                const void *kk, const void *vv, int o, int H, int Dh,
+                                float scale) {
+  const kernels_backend *kb = ra->kb;
+  const int p = ra->p, Lq = (int)ra->blk[p], Lk = (int)ra->blk[o];
+  if (ra->mask.kind == KERNELS_MASK_FULL)
+    return kb->attention_partial_forward(kb, out, lse, q, kk, vv, ra->cu[p], ra->cu[o], ra->n_clips,
+                                         bound_of(ra, p), bound_of(ra, o), Lq, Lk, H, Dh, scale);
+  return kb->attention_masked_forward(kb, out, lse, q, kk, vv, ra->cu[p], ra->cu[o], pos_of(ra, p),
+                                      pos_of(ra, o), ra->mask, ra->n_clips, bound_of(ra, p),
+                                      bound_of(ra, o), Lq, Lk, H, Dh, scale);
+}
+
+// The backward of block_forward (dq, dk, dv accumulated: attention_partial_backward's).
+static tsr_status block_backward(const ring_attention *ra, void *dq, void *dk, void *dv,
+                                 const void *dout, const void *q, const void *kk, const void *vv,
+                                 const float *lse, int o, int H, int Dh, float scale) {
+  const kernels_backend *kb = ra->kb;
+  const int p = ra->p, Lq = (int)ra->blk[p], Lk = (int)ra->blk[o];
+  if (ra->mask.kind == KERNELS_MASK_FULL)
+    return kb->attention_partial_backward(kb, dq, dk, dv, dout, q, kk, vv, lse, ra->delta,
+                                          ra->cu[p], ra->cu[o], ra->n_clips, bound_of(ra, p),
+                                          bound_of(ra, o), Lq, Lk, H, Dh, scale);
+  return kb->attention_masked_partial_backward(kb, dq, dk, dv, dout, q, kk, vv, lse, ra->delta,
+                                               ra->cu[p], ra->cu[o], pos_of(ra, p), pos_of(ra, o),
+                                               ra->mask, ra->n_clips, bound_of(ra, p),
+                                               bound_of(ra, o), Lq, Lk, H, Dh, scale);
+}
+
 tsr_status ring_attention_forward(ring_attention *ra, void *out, float *lse, const void *q,
                                   const void *k, const void *v, int H, int Dh, float scale) {
   const kernels_backend *kb = ra->kb;
   const comm_backend *cb = ra->cb;
   const int Lq = (int)ra->blk[ra->p];
-  if (ra->k == 1)
+  if (ra->k == 1 && ra->mask.kind == KERNELS_MASK_FULL)
     return kb->attention_forward(kb, out, lse, q, k, v, ra->cu[0], ra->n_clips, bound_of(ra, 0), Lq,
                                  H, Dh, scale);
+  if (ra->k == 1) return block_forward(ra, out, lse, q, k, v, 0, H, Dh, scale);
   tsr_status st = ensure_buffers(ra, H, Dh);
   if (st) return st;
   const size_t E = (size_t)H * Dh, half = (size_t)ra->maxblk * E;
@@ -182,13 +249,9 @@ tsr_status ring_attention_forward(ring_attention *ra, void *out, float *lse, con
       break;
     const void *kb_k = ra->kv[cur], *kb_v = kernels_act_at(kb, ra->kv[cur], half);
     if (s == 0) {
-      st = kb->attention_partial_forward(kb, out, lse, q, kb_k, kb_v, ra->cu[ra->p], ra->cu[o],
-                                         ra->n_clips, bound_of(ra, ra->p), bound_of(ra, o), Lq,
-                                         (int)ra->blk[o], H, Dh, scale);
+      st = block_forward(ra, out, lse, q, kb_k, kb_v, o, H, Dh, scale);
     } else {
-      st = kb->attention_partial_forward(kb, ra->pout, ra->plse, q, kb_k, kb_v, ra->cu[ra->p],
-                                         ra->cu[o], ra->n_clips, bound_of(ra, ra->p),
-                                         bound_of(ra, o), Lq, (int)ra->blk[o], H, Dh, scale);
+      st = block_forward(ra, ra->pout, ra->plse, q, kb_k, kb_v, o, H, Dh, scale);
       if (!st) st = kb->attention_merge(kb, out, lse, ra->pout, ra->plse, Lq, H, Dh);
     }
     tsr_status wst = cb->wait(cb, &req);
@@ -216,9 +279,13 @@ tsr_status ring_attention_backward(ring_attention *ra, void *dq, void *dk, void 
   const kernels_backend *kb = ra->kb;
   const comm_backend *cb = ra->cb;
   const int Lq = (int)ra->blk[ra->p];
-  if (ra->k == 1)
+  if (ra->k == 1 && ra->mask.kind == KERNELS_MASK_FULL)
     return kb->attention_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, ra->cu[0], ra->n_clips,
                                   bound_of(ra, 0), Lq, H, Dh, scale);
+  if (ra->k == 1)
+    return kb->attention_masked_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, ra->cu[0],
+                                         pos_of(ra, 0), ra->mask, ra->n_clips, bound_of(ra, 0), Lq,
+                                         H, Dh, scale);
   tsr_status st = ensure_buffers(ra, H, Dh);
   if (st) return st;
   const size_t E = (size_t)H * Dh, half = (size_t)ra->maxblk * E;
@@ -240,12 +307,9 @@ tsr_status ring_attention_backward(ring_attention *ra, void *dq, void *dk, void 
     // step 0 computes straight into the accumulator it then sends
     void *share = s == 0 ? ra->grad[g] : ra->gpart;
     st = kb->memset_zero(kb, share, (size_t)bytes);
-    if (!st) st = kb->attention_partial_backward(kb, dq, share, kernels_act_at(kb, share, half),
-                                                 dout, q, ra->kv[cur],
-                                                 kernels_act_at(kb, ra->kv[cur], half), lse,
-                                                 ra->delta, ra->cu[ra->p], ra->cu[o], ra->n_clips,
-                                                 bound_of(ra, ra->p), bound_of(ra, o), Lq,
-                                                 (int)ra->blk[o], H, Dh, scale);
+    if (!st) st = block_backward(ra, dq, share, kernels_act_at(kb, share, half), dout, q,
+                                 ra->kv[cur], kernels_act_at(kb, ra->kv[cur], half), lse, o, H,
+                                 Dh, scale);
     if (s > 0) {  // the block's accumulator has arrived in grad[g]: add this rank's share
       tsr_status w = cb->wait(cb, &req_g);
       if (!st) st = w;

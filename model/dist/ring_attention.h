@@ -46,6 +46,14 @@ void ring_attention_free(ring_attention **ra);
 // rank of the group. The local chunk lengths follow from ring_chunk.
 tsr_status ring_attention_set_clips(ring_attention *ra, int n_clips, const int64_t *clip_tokens);
 
+// The microbatch's attention mask (kernels.h kernels_mask; model.attn_mask), after
+// set_clips and before forward: pos (Lq, 3) int32 (backend memory) are this rank's tokens'
+// grid positions (the RoPE positions), gathered from every rank of the group (collective,
+// one allgather of k * 3 * the largest block), so that each (query chunk, key block) pair of
+// the ring runs the backend's masked entries with both sides' positions. FULL (the state
+// after set_clips): no mask, pos unused. Needs the backend's masked entries.
+tsr_status ring_attention_set_mask(ring_attention *ra, kernels_mask mask, const int32_t *pos);
+
 // Forward over this rank's chunks: q, k, v, out: (Lq, H, Dh) [act], lse: (Lq, H) [f32],
 // with Lq the sum of this rank's chunk lengths. out, lse overwritten. Collective over the
 // group; the K/V blocks travel in the act dtype (half the bytes with bf16).

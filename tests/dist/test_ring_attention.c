@@ -11,7 +11,9 @@
 // reference bitwise, blocking (1 chunk) and pipelined over 2 and 3 head chunks (every third
 // case has 7 heads, so that a rank holds several: 4 and 3 at 2 ranks, 2, 2, 2 and 1 at 4).
 // Hybrid (at 4 ranks: Ulysses over pairs, ring across the two pairs, its own chunking) is
-// held to the ring's tolerances, and pipelined must equal its blocking run bitwise.
+// held to the ring's tolerances, and pipelined must equal its blocking run bitwise. Masked
+// ring attention (block-causal and window masks) against the masked entries over the whole
+// microbatch, at the ring's tolerances.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,6 +199,79 @@ static void one_case(const kernels_backend *kb, comm_group *g, int ncase) {
   free(lq), free(lk), free(lv), free(ldo), free(lout), free(llse), free(ldq), free(ldk), free(ldv);
 }
 
+// Masked ring attention (ring_attention_set_mask): every (query chunk, key block) pair under
+// a block-causal (one chunk of frames back) or window mask, against the backend's masked
+// entries over the whole microbatch; clips in frames of 2 x 3 tokens, raster order. The
+// ring's tolerances.
+static void masked_case(const kernels_backend *kb, comm_group *g, int ncase) {
+  const int k = comm_group_size(g), p = comm_group_rank(g), Dh = 8, H = 2;
+  const size_t E = (size_t)H * Dh;
+  const kernels_mask masks[2] = {
+      {.kind = KERNELS_MASK_BLOCK_CAUSAL, .chunk = 1, .window = 1},
+      {.kind = KERNELS_MASK_WINDOW, .wt = 1, .wh = 0, .ww = 1, .tile_t = 1, .tile_h = 1, .tile_w = 2}};
+  const kernels_mask m = masks[ncase % 2];
+  const int n = 1 + (int)(urand() * 4);
+  static const int64_t choices[] = {1, 5, 17, 64, 97, 130};
+  int64_t lens[8];
+  int32_t cu[9] = {0};
+  int longest = 0;
+  for (int c = 0; c < n; c++) {
+    lens[c] = choices[(int)(urand() * 6)];
+    cu[c + 1] = cu[c] + (int32_t)lens[c];
+    if (lens[c] > longest) longest = (int)lens[c];
+  }
+  const int L = cu[n];
+  size_t nf = (size_t)L * E;
+  float *q = malloc(nf * 4), *kk = malloc(nf * 4), *v = malloc(nf * 4), *dout = malloc(nf * 4);
+  float *out = malloc(nf * 4), *lse = malloc((size_t)L * H * 4), *dq = malloc(nf * 4),
+        *dk = malloc(nf * 4), *dv = malloc(nf * 4);
+  int32_t *pos = malloc((size_t)L * 3 * 4), *lpos = malloc((size_t)L * 3 * 4 + 4);
+  for (size_t i = 0; i < nf; i++) {
+    q[i] = (float)(2 * urand() - 1), kk[i] = (float)(2 * urand() - 1);
+    v[i] = (float)(2 * urand() - 1), dout[i] = (float)(2 * urand() - 1);
+  }
+  int64_t nl = 0;  // this rank's tokens: its chunk of every clip, in clip order
+  for (int c = 0; c < n; c++) {
+    for (int i = 0; i < lens[c]; i++) {
+      int32_t *ps = pos + 3 * (cu[c] + i);
+      ps[0] = i / 6, ps[1] = i / 3 % 2, ps[2] = i % 3;
+    }
+    int64_t first, len;
+    ring_chunk(lens[c], k, p, &first, &len);
+    memcpy(lpos + 3 * nl, pos + 3 * (cu[c] + first), (size_t)len * 3 * 4);
+    nl += len;
+  }
+  const float scale = 1.0f / sqrtf((float)Dh);
+  CHECK_OK(kb->attention_masked_forward(kb, out, lse, q, kk, v, cu, cu, pos, pos, m, n, longest,
+                                        longest, L, L, H, Dh, scale));
+  CHECK_OK(kb->attention_masked_backward(kb, dq, dk, dv, dout, q, kk, v, out, lse, cu, pos, m, n,
+                                         longest, L, H, Dh, scale));
+  size_t lf = (size_t)gather(NULL, q, lens, n, cu, k, 1, p, E) * E + 1;
+  float *lq = malloc(lf * 4), *lk = malloc(lf * 4), *lv = malloc(lf * 4), *ldo = malloc(lf * 4);
+  float *lout = malloc(lf * 4), *llse = malloc(lf * 4), *ldq = malloc(lf * 4),
+        *ldk = malloc(lf * 4), *ldv = malloc(lf * 4);
+  gather(lq, q, lens, n, cu, k, 1, p, E), gather(lk, kk, lens, n, cu, k, 1, p, E);
+  gather(lv, v, lens, n, cu, k, 1, p, E), gather(ldo, dout, lens, n, cu, k, 1, p, E);
+  ring_attention *ra = NULL;
+  CHECK_OK(ring_attention_create(&ra, kb, comm_mpi(), g));
+  CHECK_OK(ring_attention_set_clips(ra, n, lens));
+  CHECK_OK(ring_attention_set_mask(ra, m, lpos));
+  CHECK_OK(ring_attention_forward(ra, lout, llse, lq, lk, lv, H, Dh, scale));
+  CHECK_OK(ring_attention_backward(ra, ldq, ldk, ldv, ldo, lq, lk, lv, lout, llse, H, Dh, scale));
+  ring_attention_free(&ra);
+  double eo = chunk_err(lout, out, lens, n, cu, k, 1, p, E) / fmax(max_abs(out, nf), 1e-30);
+  double el = chunk_err(llse, lse, lens, n, cu, k, 1, p, H) / fmax(max_abs(lse, (size_t)L * H), 1e-30);
+  double eq = chunk_err(ldq, dq, lens, n, cu, k, 1, p, E) / fmax(max_abs(dq, nf), 1e-30);
+  double ek = chunk_err(ldk, dk, lens, n, cu, k, 1, p, E) / fmax(max_abs(dk, nf), 1e-30);
+  double ev = chunk_err(ldv, dv, lens, n, cu, k, 1, p, E) / fmax(max_abs(dv, nf), 1e-30);
+  CHECK(eo <= 1e-5 && el <= 1e-5 && eq <= 1e-4 && ek <= 1e-4 && ev <= 1e-4,
+        "masked case %d (mask %d) k=%d rank %d (%d clips, L=%d): out %.2e lse %.2e dq %.2e dk "
+        "%.2e dv %.2e", ncase, m.kind, k, p, n, L, eo, el, eq, ek, ev);
+  free(q), free(kk), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv);
+  free(lq), free(lk), free(lv), free(ldo), free(lout), free(llse), free(ldq), free(ldk), free(ldv);
+  free(pos), free(lpos);
+}
+
 int main(int argc, char **argv) {
   if (comm_init(&argc, &argv)) return 1;
   CHECK_OK(comm_groups_init());
@@ -205,6 +280,7 @@ int main(int argc, char **argv) {
   for (int k = 1; k <= comm_size() && k <= 4; k *= 2) {
     rng_state = 12345 + (uint64_t)k;  // every rank draws the same cases
     for (int c = 0; c < 12; c++) one_case(kb, comm_group_get(k), c);
+    for (int c = 0; c < 6; c++) masked_case(kb, comm_group_get(k), c);
   }
   int rc = check_done();
   comm_finalize();

@@ -358,6 +358,69 @@ static void check_bound_reported(tsr_status at_call, const char *entry) {
         err_msg());
 }
 
+// The masked entries (optional, kernels.h) of every mask kind, where KB has them; a backend
+// without them has none of the three (the model refuses a mask there: model/mask.h).
+static void test_attention_masked(void) {
+  if (!KB->attention_masked_forward) {
+    CHECK(!KB->attention_masked_backward && !KB->attention_masked_partial_backward,
+          "%s: the masked entries come together", KB->name);
+    printf("%s: no masked attention entries (declined: the model refuses a mask)\n", KB->name);
+    return;
+  }
+  const kernels_mask masks[] = {
+      {.kind = KERNELS_MASK_FULL},
+      {.kind = KERNELS_MASK_BLOCK_CAUSAL, .chunk = 2, .window = 1},
+      {.kind = KERNELS_MASK_WINDOW, .wt = 1, .wh = 0, .ww = 1, .tile_t = 1, .tile_h = 1, .tile_w = 2},
+  };
+  const int H = 2, Dh = 16;
+  for (int p = 0; p < N_PACK; p++)
+    for (int mi = 0; mi < 3; mi++) {
+      const packing *pk = &packings[p];
+      const kernels_mask m = masks[mi];
+      int C = pk->n_clips, L = pk->L, mx = longest_of(pk->cu, C);
+      float sc = 1.0f / sqrtf((float)Dh);
+      size_t n = (size_t)L * H * Dh, nl = (size_t)L * H;
+      // each clip a grid of frames of 2 x 3 tokens, in raster order
+      int32_t *pos = malloc(sizeof(int32_t) * 3 * (L ? L : 1));
+      for (int c = 0; c < C; c++)
+        for (int i = 0; i < pk->cu[c + 1] - pk->cu[c]; i++) {
+          int32_t *ps = pos + 3 * (pk->cu[c] + i);
+          ps[0] = i / 6, ps[1] = i / 3 % 2, ps[2] = i % 3;
+        }
+      int32_t *cu = d_cu(pk), *dpos = t_raw(pos, sizeof(int32_t) * 3 * (L ? L : 1));
+      tens q = t_act(n, -2, 2), k = t_act(n, -2, 2), v = t_act(n, -1, 1);
+      tens out = t_act(n, 0, 1), lse = t_f32(nl, 0, 1), dout = t_act(n, -1, 1);
+      tens dq = t_act(n, 0, 1), dk = t_act(n, 0, 1), dv = t_act(n, 0, 1), delta = t_f32(nl, 0, 1);
+      REF->attention_masked_forward(REF, out.h, lse.h, q.h, k.h, v.h, pk->cu, pk->cu, pos, pos, m,
+                                    C, mx, mx, L, L, H, Dh, sc);
+      CHECK_OK(KB->attention_masked_forward(KB, out.d, lse.d, q.d, k.d, v.d, cu, cu, dpos, dpos, m,
+                                            C, mx, mx, L, L, H, Dh, sc));
+      check_out("attention_masked_forward", "out", &out);
+      check_out("attention_masked_forward", "lse", &lse);
+      REF->attention_masked_backward(REF, dq.h, dk.h, dv.h, dout.h, q.h, k.h, v.h, out.h, lse.h,
+                                     pk->cu, pos, m, C, mx, L, H, Dh, sc);
+      CHECK_OK(KB->attention_masked_backward(KB, dq.d, dk.d, dv.d, dout.d, q.d, k.d, v.d, out.d,
+                                             lse.d, cu, dpos, m, C, mx, L, H, Dh, sc));
+      check_out("attention_masked_backward", "dq", &dq);
+      check_out("attention_masked_backward", "dk", &dk);
+      check_out("attention_masked_backward", "dv", &dv);
+      REF->attention_delta(REF, delta.h, dout.h, out.h, L, H, Dh);
+      CHECK_OK(KB->attention_delta(KB, delta.d, dout.d, out.d, L, H, Dh));
+      REF->attention_masked_partial_backward(REF, dq.h, dk.h, dv.h, dout.h, q.h, k.h, v.h, lse.h,
+                                             delta.h, pk->cu, pk->cu, pos, pos, m, C, mx, mx, L, L,
+                                             H, Dh, sc);
+      CHECK_OK(KB->attention_masked_partial_backward(KB, dq.d, dk.d, dv.d, dout.d, q.d, k.d, v.d,
+                                                     lse.d, delta.d, cu, cu, dpos, dpos, m, C, mx,
+                                                     mx, L, L, H, Dh, sc));
+      check_out("attention_masked_partial_backward", "dq", &dq);
+      check_out("attention_masked_partial_backward", "dk", &dk);
+      check_out("attention_masked_partial_backward", "dv", &dv);
+      tens all[] = {q, k, v, out, lse, dout, dq, dk, dv, delta};
+      for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) t_free(&all[i]);
+      KB->free(KB, cu), KB->free(KB, dpos), free(pos);
+    }
+}
+
 static void test_attention(void) {
   int Dhs[] = {16, 64, 128};
   for (int p = 0; p < N_PACK; p++)
@@ -842,6 +905,7 @@ int main(int argc, char **argv) {
     test_modulate();
     test_rope_act_cond();
     test_attention();
+    test_attention_masked();
     test_objective_loss_optim();
     test_fused();
     printf("backend %s (act %s) vs %s:%s\n", KB->name, kernels_dtype_name(KB->act_dtype),

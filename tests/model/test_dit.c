@@ -7,7 +7,10 @@
 // - init: tensor table, adaLN-Zero (zero output at init), errors on oversized batches.
 // Each of the first three also with captions (model.text_dim > 0: cross-attention, the
 // text embedding and the null token; clips with 3, 0 and 2 caption tokens), and for the Wan
-// family (model.family = wan: the same captions, no null token, ffn_dim 20).
+// family (model.family = wan: the same captions, no null token, ffn_dim 20), and under the
+// attention masks (model.attn_mask = block_causal with a window, and window). A mask is
+// also causal where it says: under block_causal the prediction of a clip's first frame does
+// not move when its last frame's input does (it does under full attention).
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,16 +23,60 @@ static const int IDS[3] = {10, 11, 12};
 static const int TEXT_TOKENS[3] = {3, 0, 2};
 
 // The models tested: the DiT without and with captions, and the Wan family (captions).
-enum { V_PLAIN, V_TEXT, V_WAN, NVARIANTS };
-static const char *const VARIANT_NAME[NVARIANTS] = {"", " (captions)", " (wan)"};
+enum { V_PLAIN, V_TEXT, V_WAN, V_CAUSAL, V_WINDOW, NVARIANTS };
+static const char *const VARIANT_NAME[NVARIANTS] = {"", " (captions)", " (wan)",
+                                                    " (block_causal)", " (window)"};
 
 // The model's config, and the batch's captions when it has text.
 static dit_config config_of(int v) {
-  if (v == V_PLAIN) return mt_config();
-  return v == V_WAN ? mt_wan_config() : mt_text_config();
+  dit_config c = v == V_WAN ? mt_wan_config() : v == V_TEXT ? mt_text_config() : mt_config();
+  if (v == V_CAUSAL) c.attn_mask = KERNELS_MASK_BLOCK_CAUSAL, c.mask_chunk = 1, c.mask_window = 1;
+  if (v == V_WINDOW) c.attn_mask = KERNELS_MASK_WINDOW, c.mask_wt = 0, c.mask_wh = 1, c.mask_ww = 1;
+  return c;
 }
 static tsr_status add_text(mt_batch *mb, int v, const int *n_tokens, const int *ids) {
-  return v != V_PLAIN ? mt_batch_text(mb, n_tokens, mt_text_config().text_dim, 77, ids) : TSR_OK;
+  return v == V_TEXT || v == V_WAN ? mt_batch_text(mb, n_tokens, mt_text_config().text_dim, 77, ids)
+                                   : TSR_OK;
+}
+
+// Block-causal attention by frames: the first frame's prediction is the same bit for bit
+// when the last frame's input changes; under full attention it moves.
+static void test_causal(void) {
+  const kernels_backend *kb = kernels_cpu();
+  const mt_clip clip[1] = {{3, 2, 2, 1, 0.4f}};
+  const int id[1] = {5}, P = 12, frame = 2 * 2;
+  for (int masked = 0; masked < 2; masked++) {
+    dit_config c = config_of(masked ? V_CAUSAL : V_PLAIN);
+    dit_model *m;
+    CHECK_OK(dit_create(&m, &c, kb, 64, 4));
+    CHECK_OK(dit_init(m, 1));
+    CHECK_OK(mt_perturb(m, 2, 0.1f));
+    mt_batch mb;
+    CHECK_OK(mt_batch_make(&mb, clip, 1, P, 1, 9, id));
+    float *p0 = malloc(sizeof(float) * mb.L * P), *p1 = malloc(sizeof(float) * mb.L * P);
+    CHECK_OK(dit_forward(m, &mb.b, p0, NULL));
+    float *x = (float *)mb.b.x;
+    for (int j = 2 * frame * P; j < 3 * frame * P; j++) x[j] += 0.5f;  // the last frame
+    CHECK_OK(dit_forward(m, &mb.b, p1, NULL));
+    int same = !memcmp(p0, p1, sizeof(float) * frame * P);
+    CHECK(same == masked, "%s: the first frame's prediction %s when the last frame changes",
+          masked ? "block_causal" : "full", same ? "stays" : "moves");
+    free(p0), free(p1);
+    mt_batch_free(&mb);
+    dit_free(&m);
+  }
+  // a backend without the masked entries (as CUDA for now) is refused naming it and the entry
+  kernels_backend none = *kb;
+  none.name = "nomask", none.attention_masked_forward = NULL;
+  dit_config c = config_of(V_WINDOW);
+  dit_model *m = NULL;
+  tsr_status st = dit_create(&m, &c, &none, 64, 4);
+  CHECK(st == TSR_EINVAL && m == NULL && strstr(err_msg(), "nomask") &&
+            strstr(err_msg(), "attention_masked_forward") && strstr(err_msg(), "window"),
+        "a backend without masked attention: %s", err_msg());
+  c.attn_mask = KERNELS_MASK_FULL;  // full attention needs none of them
+  CHECK_OK(dit_create(&m, &c, &none, 64, 4));
+  dit_free(&m);
 }
 
 static double loss_of(dit_model *m, const dit_batch *b) {
@@ -310,6 +357,7 @@ static void test_init_text(void) {
 int main(void) {
   test_init();
   test_init_text();
+  test_causal();
   for (int v = 0; v < NVARIANTS; v++) {
     test_fd(v);
     test_packing(v);

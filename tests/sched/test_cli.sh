@@ -195,6 +195,26 @@ PY
     bad "zero $z plan failed: $(cat "$T/err")"
   fi
 done
+# --config's attention mask (sched/cost.h cost_clip_area): one clip of 10 frames of 30 x 52
+# tokens on one rank, block-causal by chunks of 2 frames: 5 chunks of 3120 tokens, area
+# 3120^2 (1 + 2 + 3 + 4 + 5) against the full 3120^2 * 25: the plan is b * 3120^2 * 10
+# faster. Without the frame's grid a masked config is refused.
+printf 'tokens\n15600\n' > "$T/one.csv"
+ONE=(--lengths "$T/one.csv" --ranks 1 --mem-tokens 65536 --global-batch 1 --cost "$COST" --config "$CONF")
+if "$BIN" plan "${ONE[@]}" --json "$T/full.json" >/dev/null 2>"$T/err" &&
+   "$BIN" plan "${ONE[@]}" --set model.attn_mask=block_causal --set model.mask_chunk=2 \
+     --frame-grid 30x52 --json "$T/causal.json" >/dev/null 2>>"$T/err"; then
+  python3 - "$T/full.json" "$T/causal.json" <<'PY' && ok || bad "block_causal plan: not b * area less"
+import json, sys
+f, c = (json.load(open(p)) for p in sys.argv[1:3])
+want = c["cost"]["b"] * 3120 ** 2 * 10
+got = f["steps"][0]["predicted_s"] - c["steps"][0]["predicted_s"]
+assert abs(got - want) <= 1e-6 * want, (got, want)
+PY
+else
+  bad "masked plan failed: $(cat "$T/err")"
+fi
+expect_fail "mask without a frame grid" "needs the token grid of a latent frame" "${ONE[@]}" --set model.attn_mask=window
 expect_fail "--mem-bytes without --config" "--mem-bytes needs --config" --lengths "$T/ok.csv" --ranks 4 --cost "$COST" --mem-bytes 2147483648
 expect_fail "both limits" "--mem-tokens or --mem-bytes, not both" --lengths "$T/ok.csv" "${OK[@]}" --config "$CONF" --mem-bytes 2147483648
 expect_fail "--mem-bytes too small" "does not fit .* even with 1 token" --lengths "$T/ok.csv" --ranks 4 --cost "$COST" --config "$CONF" --mem-bytes 1048576

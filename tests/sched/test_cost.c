@@ -164,6 +164,49 @@ static void test_zero(void) {
   plan_free(&p);
 }
 
+// Token pairs a block-causal mask allows in a clip of L tokens in raster order, frames of
+// `frame` tokens, chunks of `chunk` frames, `window` chunks back (0: all), counted one pair
+// at a time.
+static double brute_causal(int64_t L, int frame, int chunk, int window) {
+  double n = 0;
+  for (int64_t i = 0; i < L; i++)
+    for (int64_t j = 0; j < L; j++) {
+      int64_t ci = i / frame / chunk, cj = j / frame / chunk;
+      n += cj <= ci && (window == 0 || ci - cj <= window);
+    }
+  return n;
+}
+
+// A clip's attention area under the masks (sched/cost.h cost_clip_area), by hand.
+static void test_mask_area(const cost_model *base) {
+  cost_model cm = *base;
+  CHECK_NEAR(cost_clip_area(&cm, 30), 900, 0);  // full: L^2
+  // block-causal, frames of 2 x 3 = 6 tokens, chunks of 2 frames (12 tokens); 30 tokens are
+  // chunks of 12, 12, 6: 12*12 + 12*24 + 6*30 = 612; one chunk back: chunk 2 sees chunks
+  // 1 and 2 (18 tokens): 144 + 288 + 6*18 = 540
+  cm.mask = (cost_mask){.kind = COST_MASK_BLOCK_CAUSAL, .chunk = 2, .window = 0, .rows = 2, .cols = 3};
+  CHECK_OK(cost_model_check(&cm));
+  CHECK_NEAR(cost_clip_area(&cm, 30), 612, 0);
+  CHECK_NEAR(cost_clip_area(&cm, 33), brute_causal(33, 6, 2, 0), 0);  // a partial frame: 729
+  CHECK_NEAR(cost_clip_area(&cm, 33), 729, 0);
+  // the clip alone on one rank: a L + b area + ovh
+  CHECK_NEAR(cost_clip_time(&cm, 2, 1, 30), 0.001 * 30 + 1e-6 * 612 + 0.1, TOL);
+  cm.mask.window = 1;
+  CHECK_NEAR(cost_clip_area(&cm, 30), 540, 0);
+  CHECK_NEAR(cost_clip_area(&cm, 1000), brute_causal(1000, 6, 2, 1), 0);
+  // window: frames of 4 rows x 3 columns, tiles 1 x 2 x 1, radii 1, 0, 1; 3 frames (36
+  // tokens). Time: 3 tiles of 1, pairs within 1: 7; rows: 2 tiles of 2, each with itself
+  // only: 2*2 + 2*2 = 8; columns: 3 tiles of 1 within 1: 7. Area 7 * 8 * 7 = 392.
+  cm.mask = (cost_mask){.kind = COST_MASK_WINDOW, .wt = 1, .wh = 0, .ww = 1, .tile_t = 1,
+                        .tile_h = 2, .tile_w = 1, .rows = 4, .cols = 3};
+  CHECK_OK(cost_model_check(&cm));
+  CHECK_NEAR(cost_clip_area(&cm, 36), 392, 0);
+  // a masked model without the frame's grid is refused, naming what it needs
+  cm.mask.rows = 0;
+  CHECK(cost_model_check(&cm) == TSR_EINVAL && strstr(err_msg(), "token grid of a frame"),
+        "no grid: %s", err_msg());
+}
+
 int main(void) {
   CHECK(mkdtemp(tmpdir) != NULL, "mkdtemp");
   cost_model cm;
@@ -171,6 +214,7 @@ int main(void) {
   CHECK_NEAR(cm.a, 0.001, 0);
   CHECK_NEAR(cm.bw_inter, 1e5, 0);
   CHECK_NEAR(cm.allreduce, 0.5, 0);
+  test_mask_area(&cm);
 
   // k = 1, L = 100: a*L = 0.1, b*L^2 = 0.01, no ring, ovh 0.1 -> 0.21
   CHECK_NEAR(cost_clip_time(&cm, 2, 1, 100), 0.21, TOL);
