@@ -36,7 +36,7 @@ static void usage(FILE *f) {
           "                           label, manifest row and span, scores (the ids\n"
           "                           `export --clip` takes)\n"
           "  verify STORE             check every shard header and clip checksum\n"
-          "  merge OUT IN...          combine stores with identical settings into OUT\n"
+          "  merge IN... --out OUT    combine stores with identical settings into OUT\n"
           "  recover STORE            finish an interrupted ingest's bookkeeping (merge parts,\n"
           "                           cut uncommitted shard tails, remove unreferenced shards);\n"
           "                           rebuilds a lost or damaged index from the shards\n"
@@ -101,25 +101,39 @@ static int cmd_verify(int argc, char **argv) {
 
 static int cmd_merge(int argc, char **argv) {
   if (wants_help(argc, argv)) {
-    printf("usage: tessera index merge OUT IN...\n\n"
+    printf("usage: tessera index merge IN... --out OUT\n\n"
            "Combines the stores IN... into OUT (created if missing; an existing OUT keeps its\n"
            "clips). All stores must have identical settings; otherwise nothing is written.\n"
            "Shard files are hard-linked into OUT/shards when on the same file system, else\n"
            "copied; sources already done in OUT are skipped. The inputs are not modified.\n"
+           "  --out OUT   the store to merge into (required; the older spelling\n"
+           "              `index merge OUT IN...` is accepted for one release)\n"
            "exit status: 0 merged, 1 refused or failed.\n");
     return 0;
   }
-  static const struct option none[] = {{0, 0, 0, 0}};
+  static const struct option opts[] = {{"out", required_argument, 0, 'o'}, {0, 0, 0, 0}};
+  const char *out = NULL;
   cli_reset();
-  tsr_status st = cli_getopt(argc, argv, none) != -1 ? TSR_EINVAL : TSR_OK;
-  if (!st) st = cli_positionals(argc, argv, 2, argc, argc - optind == 0 ? "OUT and IN..." : "IN...");
+  tsr_status st = TSR_OK;
+  int c;
+  while (!st && (c = cli_getopt(argc, argv, opts)) != -1) st = c == 'o' ? (out = optarg, TSR_OK) : TSR_EINVAL;
+  // the older spelling: OUT first among the arguments
+  int first = out ? 0 : 1;
+  if (!st)
+    st = cli_positionals(argc, argv, first + 1, argc,
+                         argc - optind == 0 ? (out ? "IN..." : "IN... and --out OUT") : "IN...");
   if (st) return cli_usage_error("index merge");
-  argv += optind - 1;  // argv[1] is OUT, then the inputs
-  argc -= optind - 1;
+  if (!out) {
+    out = argv[optind];
+    log_warn("index merge OUT IN...: deprecated order, accepted for one release: use "
+             "`tessera index merge IN... --out %s`", out);
+  }
+  char **in = argv + optind + first;
+  int nin = argc - optind - first;
   store_merge_result res;
-  if (store_merge(argv[1], argv + 2, argc - 2, &res)) return cli_error("index merge");
+  if (store_merge(out, in, nin, &res)) return cli_error("index merge");
   printf("merge %s: %lld stores, %lld clips added, %lld sources already present, %lld shards "
-         "linked, %lld copied\n", argv[1], (long long)res.stores, (long long)res.clips,
+         "linked, %lld copied\n", out, (long long)res.stores, (long long)res.clips,
          (long long)res.skipped, (long long)res.shards_linked, (long long)res.shards_copied);
   return 0;
 }

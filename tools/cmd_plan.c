@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/err.h"
 #include "core/log.h"
@@ -74,7 +75,9 @@ static void plan_usage(FILE *f) {
     "                          calibrate`); every key within its range (docs/plan.md), a\n"
     "                          and b > 0 (default: train's without --cost, the tiny\n"
     "                          model's CPU numbers)\n"
-    "  --json FILE             write plans and numbers as JSON\n"
+    "  --out FILE              write plans and numbers as JSON to FILE\n"
+    "  --json                  print that JSON on stdout instead (the summary then goes to\n"
+    "                          stderr); `--json FILE` is taken as --out FILE for one release\n"
     "  --waves                 print the groups of every wave of the plans\n"
     "  --timeline FILE.png     draw the first batch's plan: ranks against time, a box per\n"
     "                          microbatch coloured by CP size, beside static CP with\n"
@@ -119,6 +122,7 @@ static void print_waves(const sched_result *r, const int64_t *ids, const int64_t
 // Everything the command line says.
 typedef struct {
   const char *lengths_spec, *store, *cost_path, *json_path, *config_path;
+  int json_stdout;       // --json: the JSON document on stdout, the summary on stderr
   const char *timeline;  // --timeline FILE.png
   char timeline_json[4096];  // FILE.json beside it: what the picture is drawn from
   lengths_opts lo;
@@ -147,7 +151,7 @@ static tsr_status timeline_paths(plan_args *a, const char *png) {
 static tsr_status parse_args(int argc, char **argv, plan_args *a) {
   enum { O_LENGTHS = 256, O_DATA, O_FPS, O_SIZE, O_PATCH, O_TPS, O_MAXSEC, O_CAPTOK, O_RANKS,
          O_GPN, O_MEM, O_BATCH, O_STEPS, O_SEED, O_MAXCLIP, O_COST, O_JSON, O_WAVES, O_CONFIG,
-         O_SET, O_MEMBYTES, O_TIMELINE, O_CPMODE, O_HEADS, O_FRAMEGRID };
+         O_SET, O_MEMBYTES, O_TIMELINE, O_CPMODE, O_HEADS, O_FRAMEGRID, O_OUT };
   static const struct option opts[] = {
       {"lengths", required_argument, 0, O_LENGTHS}, {"data", required_argument, 0, O_DATA},
       {"fps", required_argument, 0, O_FPS},         {"size", required_argument, 0, O_SIZE},
@@ -161,12 +165,13 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
       {"global-batch", required_argument, 0, O_BATCH},
       {"steps", required_argument, 0, O_STEPS},     {"seed", required_argument, 0, O_SEED},
       {"max-clip-tokens", required_argument, 0, O_MAXCLIP},
-      {"cost", required_argument, 0, O_COST},       {"json", required_argument, 0, O_JSON},
+      {"cost", required_argument, 0, O_COST},       {"json", optional_argument, 0, O_JSON},
       {"waves", no_argument, 0, O_WAVES},           {"config", required_argument, 0, O_CONFIG},
       {"set", required_argument, 0, O_SET},         {"mem-bytes", required_argument, 0, O_MEMBYTES},
       {"timeline", required_argument, 0, O_TIMELINE},
       {"cp-mode", required_argument, 0, O_CPMODE}, {"heads", required_argument, 0, O_HEADS},
       {"frame-grid", required_argument, 0, O_FRAMEGRID},
+      {"out", required_argument, 0, O_OUT},
       {0, 0, 0, 0}};
   char **sets = a->sets;  // the caller's (argc) array
   dit_config dm;
@@ -213,7 +218,18 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
     case O_SEED: st = parse_i64("--seed", optarg, 0, INT64_MAX, &a->seed); break;
     case O_MAXCLIP: st = parse_i64("--max-clip-tokens", optarg, 1, maxtok, &a->maxclip); break;
     case O_COST: a->cost_path = optarg; break;
-    case O_JSON: a->json_path = optarg; break;
+    case O_JSON:
+      // the older `--json FILE`: a file named after it (getopt leaves it at argv[optind])
+      if (!optarg && optind < argc && argv[optind][0] != '-') optarg = argv[optind++];
+      if (optarg) {
+        log_warn("plan: --json %s: deprecated, accepted for one release: use --out %s (--json "
+                 "alone prints the JSON)", optarg, optarg);
+        a->json_path = optarg;
+      } else {
+        a->json_stdout = 1;
+      }
+      break;
+    case O_OUT: a->json_path = optarg; break;
     case O_WAVES: a->show_waves = 1; break;
     case O_TIMELINE: st = timeline_paths(a, optarg); break;
     case O_CONFIG: a->config_path = datadir_config(optarg); break;
@@ -249,6 +265,8 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
       snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s",
                *missing ? ", " : "", what[i]);
   if (*missing) return err_set(TSR_EINVAL, "missing %s", missing);
+  if (a->json_stdout && a->json_path)
+    return err_set(TSR_EINVAL, "--json prints the JSON, --out %s writes it: give one", a->json_path);
   if (a->mem && a->mem_bytes)
     return err_set(TSR_EINVAL, "give --mem-tokens or --mem-bytes, not both");
   if (a->mem_bytes && !a->config_path)
@@ -497,6 +515,17 @@ int cmd_plan(int argc, char **argv) {
     return cli_usage_error("plan");
   }
   if (!st) st = load_inputs(&a, &ls, &cfg, &mm);
+  // --json: the document goes to the stdout the caller gave, the summary to stderr
+  int json_fd = -1;
+  char json_dev[32];
+  if (!st && a.json_stdout) {
+    fflush(stdout);
+    json_fd = dup(STDOUT_FILENO);
+    if (json_fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
+      st = err_set(TSR_EIO, "--json: cannot keep stdout for the JSON: %s", strerror(errno));
+    snprintf(json_dev, sizeof json_dev, "/dev/fd/%d", json_fd);
+    a.json_path = json_dev;
+  }
   if (!st && a.json_path) st = sched_json_begin(&js, &cfg);
   if (st) goto done;
   int nlev = 0;
@@ -533,6 +562,7 @@ int cmd_plan(int argc, char **argv) {
   }
 done:
   if (st) cli_error("plan");
+  if (json_fd >= 0) close(json_fd);
   sched_json_free(&js);
   lengths_free(&ls);
   free(a.sets);

@@ -58,7 +58,7 @@ $T index verify "$OUT/store"
 # What the Dynamic-CP scheduler would do with this store on 8 GPUs (h100-dit1b cost
 # model, 16k tokens per rank), against static CP: docs/plan.md.
 $T plan --data "$OUT/store" --ranks 8 --gpus-per-node 8 --mem-tokens 16384 \
-  --global-batch 5 --steps 1 --cost configs/cost/h100-dit1b.conf --json "$OUT/plan.json" \
+  --global-batch 5 --steps 1 --cost configs/cost/h100-dit1b.conf --out "$OUT/plan.json" \
   --timeline "$OUT/plan-timeline.png"
 echo "run: store in $OUT/store, plan in $OUT/plan.json, its picture $OUT/plan-timeline.png; look at a clip with:"
 echo "  $T index export $OUT/store --clip 1 --out $OUT/clip1.mp4"

@@ -37,7 +37,7 @@ one() {
   for p in "${parts[@]}"; do spec+="${spec:+,}$LEN/$p"; done
   "${PIN[@]}" "$BIN" plan --lengths "$spec" --tokens-per-second 1800 --max-seconds 300 \
     --gpus-per-node 8 --mem-tokens 65536 --cost "$ROOT/configs/cost/h100-dit1b.conf" --seed 1 \
-    --ranks "$2" --global-batch "$3" --steps "$4" --json "$TMP/p.json" >/dev/null 2>"$TMP/err" ||
+    --ranks "$2" --global-batch "$3" --steps "$4" --out "$TMP/p.json" >/dev/null 2>"$TMP/err" ||
     { cat "$TMP/err" >&2; exit 1; }
   jq -r '.total | "\(.lower_bound_s / .predicted_s) \(.packing_only_s / .predicted_s)"' "$TMP/p.json"
 }

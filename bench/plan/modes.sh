@@ -54,7 +54,7 @@ run() {
   tag=$(echo "$(basename "$cost" .conf)-$name-$ranks-$mode" | tr -c 'a-zA-Z0-9-' _)
   "$BIN" plan --lengths "$(full_spec "$spec")" --tokens-per-second 1800 --max-seconds 300 \
     --gpus-per-node 8 --mem-tokens 65536 --cost "$cost" --heads 16 --seed 1 --ranks "$ranks" \
-    --global-batch $((4 * ranks)) --steps "$STEPS" --cp-mode "$mode" --json "$TMP/$tag.json" \
+    --global-batch $((4 * ranks)) --steps "$STEPS" --cp-mode "$mode" --out "$TMP/$tag.json" \
     >"$TMP/$tag.out" 2>"$TMP/$tag.err" || { cat "$TMP/$tag.err" >&2; exit 1; }
   jq -c --arg name "$name" --arg mode "$mode" --argjson ranks "$ranks" \
     --arg cost "$(basename "$cost" .conf)" '{cost: $cost, mix: $name, ranks: $ranks, mode: $mode, steps: .total.steps,

@@ -65,9 +65,16 @@ check usage "index list" "--limit: '0'" index list "$NOSTORE" --limit 0
 check usage "index list" "--row: '0'" index list "$NOSTORE" --row 0
 check usage "index list" "missing STORE" index list
 check fail "index list" "store $NOSTORE does not exist" index list "$NOSTORE"
-check usage "index merge" "unknown option '--bogus'" index merge --bogus "$W/m" "$NOSTORE"
+check usage "index merge" "unknown option '--bogus'" index merge --bogus "$NOSTORE" --out "$W/m"
+check usage "index merge" "missing IN" index merge --out "$W/m"
 check usage "index merge" "missing IN" index merge "$W/m"
-check fail "index merge" "$NOSTORE" index merge "$W/m" "$NOSTORE"
+check usage "index merge" "option '--out' needs a value" index merge "$NOSTORE" --out
+check fail "index merge" "$NOSTORE" index merge "$NOSTORE" --out "$W/m"
+# the older order (OUT first) is still taken, with a warning naming the new spelling
+rc=0; "$T" index merge "$W/m" "$NOSTORE" >"$W/out" 2>"$W/err" || rc=$?
+if [ $rc = 1 ] && sed -n 1p "$W/err" | grep -qF "deprecated order, accepted for one release: use \`tessera index merge IN... --out $W/m\`" &&
+   sed -n 2p "$W/err" | grep -qF "error: tessera index merge:"; then ok
+else bad "index merge OUT IN...: exit $rc, $(head -c 300 "$W/err")"; fi
 check usage "index export" "unknown option '--bogus'" index export "$NOSTORE" --clip 1 --out "$W/x.mp4" --bogus
 check usage "index export" "option '--clip' needs a value" index export "$NOSTORE" --out "$W/x.mp4" --clip
 check usage "index export" "--clip: 'abc'" index export "$NOSTORE" --clip abc --out "$W/x.mp4"

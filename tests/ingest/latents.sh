@@ -129,7 +129,7 @@ if [ "$(id -u)" != 0 ]; then  # root writes read-only files: the read-only case 
   expect_eq "$(sqlite3 "$WORK/v1ro/index.sqlite" "PRAGMA user_version")" 1 "... left at version 1"
 fi
 chmod u+w "$WORK/v1ro/index.sqlite" "$WORK/v1ro"
-tsr_ok "$WORK/v1m.log" "merge from a version-1 index" index merge "$WORK/v1m" "$WORK/v1ro"
+tsr_ok "$WORK/v1m.log" "merge from a version-1 index" index merge "$WORK/v1ro" --out "$WORK/v1m"
 tsr_ok "$WORK/v1i.log" "ingest into a version-1 store" ingest --latents "$WORK/old2.safetensors" --out "$WORK/v1" --quiet
 expect_eq "$(sqlite3 "$WORK/v1/index.sqlite" "PRAGMA user_version")" 3 "the writer upgraded it to version 3"
 expect_eq "$(sql "$WORK/v1" "SELECT count(*) || ' ' || count(caption) || ' ' || max(coalesce(caption, '-')) FROM clips")" \

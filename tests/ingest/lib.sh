@@ -88,7 +88,7 @@ tsr_ok() {
   if [ "$RC" -eq 0 ]; then pass "$msg"; else fail "$msg: exit $RC"; tail -n 20 "$log" >&2; fi
 }
 # tsr_merge LOG DST SRC...: merges stores SRC... into DST.
-tsr_merge() { local log=$1 dst=$2; shift 2; tsr "$log" index merge "$dst" "$@"; }
+tsr_merge() { local log=$1 dst=$2; shift 2; tsr "$log" index merge "$@" --out "$dst"; }
 
 # sql STORE QUERY: runs QUERY on STORE/index.sqlite, '|'-separated rows, no header.
 sql() { sqlite3 -batch -noheader -separator '|' "$1/index.sqlite" "$2"; }

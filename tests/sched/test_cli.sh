@@ -23,12 +23,12 @@ expect_fail() {
   if grep -q -- "$pat" "$T/err"; then ok; else bad "$name: stderr lacks '$pat': $(cat "$T/err")"; fi
 }
 
-"$BIN" plan --help >"$T/help" && grep -q -- "--lengths" "$T/help" && grep -q -- "--json" "$T/help" \
+"$BIN" plan --help >"$T/help" && grep -q -- "--lengths" "$T/help" && grep -q -- "--json" "$T/help" && grep -q -- "--out FILE" "$T/help" \
   && ok || bad "help"
 
 MIX="$LEN/ucf101_clips.csv:0.97,$LEN/youcook2_videos.csv:0.03"
 BASE=(--tokens-per-second 1800 --max-seconds 300 --ranks 64 --gpus-per-node 8 --mem-tokens 65536 --cost "$COST")
-if "$BIN" plan --lengths "$MIX" "${BASE[@]}" --steps 3 --seed 5 --json "$T/p.json" >"$T/out" 2>"$T/err"; then
+if "$BIN" plan --lengths "$MIX" "${BASE[@]}" --steps 3 --seed 5 --out "$T/p.json" >"$T/out" 2>"$T/err"; then
   ok
   grep -q '^summary: dynamic plan' "$T/out" && ok || bad "summary line: $(cat "$T/out")"
   [ "$(grep -c '^[0-9]' "$T/out")" -eq 3 ] && ok || bad "3 step lines"
@@ -39,10 +39,20 @@ if "$BIN" plan --lengths "$MIX" "${BASE[@]}" --steps 3 --seed 5 --json "$T/p.jso
     grep -q "$key" "$T/p.json" && ok || bad "json lacks $key"
   done
   # same seed, same plans (the planner is deterministic, the sampler is seeded)
-  "$BIN" plan --lengths "$MIX" "${BASE[@]}" --steps 3 --seed 5 --json "$T/q.json" >/dev/null 2>&1
+  "$BIN" plan --lengths "$MIX" "${BASE[@]}" --steps 3 --seed 5 --out "$T/q.json" >/dev/null 2>&1
   sed -E 's/"plan_(cpu_)?ms[a-z_]*":[0-9.e+-]*//g' "$T/p.json" >"$T/p2"
   sed -E 's/"plan_(cpu_)?ms[a-z_]*":[0-9.e+-]*//g' "$T/q.json" >"$T/q2"
   cmp -s "$T/p2" "$T/q2" && ok || bad "same seed gives same JSON"
+  # --json alone: the same document on stdout, the summary on stderr; the older `--json FILE`
+  # still writes the file, with a warning naming --out
+  "$BIN" plan --lengths "$MIX" "${BASE[@]}" --steps 3 --seed 5 --json >"$T/s.json" 2>"$T/s.err"
+  sed -E 's/"plan_(cpu_)?ms[a-z_]*":[0-9.e+-]*//g' "$T/s.json" >"$T/s2"
+  cmp -s "$T/p2" "$T/s2" && ok || bad "--json on stdout is --out's document"
+  grep -q '^summary: dynamic plan' "$T/s.err" && ok || bad "--json: the summary on stderr"
+  "$BIN" plan --lengths "$MIX" "${BASE[@]}" --steps 3 --seed 5 --json "$T/d.json" >/dev/null 2>"$T/d.err"
+  sed -E 's/"plan_(cpu_)?ms[a-z_]*":[0-9.e+-]*//g' "$T/d.json" >"$T/d2"
+  cmp -s "$T/p2" "$T/d2" && grep -q "deprecated, accepted for one release: use --out" "$T/d.err" && ok ||
+    bad "--json FILE: the file and a deprecation note ($(head -c 200 "$T/d.err"))"
 else
   bad "plan on a real mix: $(cat "$T/err")"
 fi
@@ -201,7 +211,7 @@ done
 # faster. Without the frame's grid a masked config is refused.
 printf 'tokens\n15600\n' > "$T/one.csv"
 ONE=(--lengths "$T/one.csv" --ranks 1 --mem-tokens 65536 --global-batch 1 --cost "$COST" --config "$CONF")
-if "$BIN" plan "${ONE[@]}" --json "$T/full.json" >/dev/null 2>"$T/err" &&
+if "$BIN" plan "${ONE[@]}" --out "$T/full.json" >/dev/null 2>"$T/err" &&
    "$BIN" plan "${ONE[@]}" --set model.attn_mask=block_causal --set model.mask_chunk=2 \
      --frame-grid 30x52 --json "$T/causal.json" >/dev/null 2>>"$T/err"; then
   python3 - "$T/full.json" "$T/causal.json" <<'PY' && ok || bad "block_causal plan: not b * area less"

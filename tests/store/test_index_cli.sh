@@ -19,7 +19,7 @@ $MAKE make "$D/a" 0 >/dev/null && $MAKE make "$D/b" 1 >/dev/null && $MAKE make "
   || { echo "FAIL: cannot make stores"; exit 1; }
 
 $T index --help >"$D/o" 2>&1; check "index --help" 0 $?
-has "help lists subcommands" "$D/o" "merge OUT IN"
+has "help lists subcommands" "$D/o" "merge IN... --out OUT"
 for s in stats verify merge recover export; do
   $T index $s --help >"$D/o" 2>&1; check "index $s --help" 0 $?
   has "$s help" "$D/o" "usage: tessera index $s"

@@ -66,7 +66,7 @@ refused "ingest into a store whose lock is a link" "$S/lock $LINKMSG" \
 refused "index recover with the lock a link" "$S/lock $LINKMSG" "$T" index recover "$S"
 mkdir -p "$W/m"
 ln -s "$OUT/file" "$W/m/lock"
-refused "index merge into a folder whose lock is a link" "$W/m/lock $LINKMSG" "$T" index merge "$W/m" "$S"
+refused "index merge into a folder whose lock is a link" "$W/m/lock $LINKMSG" "$T" index merge "$S" --out "$W/m"
 untouched "store lock"
 unplant lock
 for d in shards quarantine; do
