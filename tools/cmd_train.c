@@ -14,11 +14,13 @@
 #include "tools/commands.h"
 #include "tools/parse.h"
 #include "tools/profile.h"
+#include "tools/train_signal.h"
 #include "tools/video.h"
 
 static void train_usage(FILE *f) {
   fprintf(f,
     "usage: tessera train --config FILE --data STORE --out RUN [--steps N] [--resume]\n"
+    "       tessera train --resume RUN [--steps N] [--set KEY=VALUE ...]\n"
     "                     [--init CKPT] [--set section.key=value ...] [--cost FILE]\n"
     "                     [--skip-bad-clips]\n"
     "       mpirun -np N tessera train ...   (N a power of two: Dynamic-CP over N ranks)\n\n"
@@ -35,8 +37,9 @@ static void train_usage(FILE *f) {
     "  --out RUN            run directory (created); checkpoints and metrics go here\n"
     "  --steps N            stop when N steps are done in total (default: train.steps);\n"
     "                       the schedule always spans train.steps\n"
-    "  --resume             continue from RUN's newest checkpoint (same losses as a run\n"
-    "                       that never stopped)\n"
+    "  --resume [RUN]       continue from RUN's newest checkpoint (same losses as a run\n"
+    "                       that never stopped); without --config, the config, store,\n"
+    "                       --steps and --set come from RUN/config.ini\n"
     "  --init CKPT          start from CKPT's weights (fine-tuning: new optimizer, step 0);\n"
     "                       with lora.rank > 0 the frozen base, which --resume reloads from\n"
     "                       where the run found it (or from --init CKPT: the same weights)\n"
@@ -66,6 +69,8 @@ static void train_usage(FILE *f) {
     "of training and scores them every train.val_every steps at fixed noise levels\n"
     "(metrics.jsonl: val_loss, val_t, val_bucket); train.sample_every writes\n"
     "RUN/samples/sample-STEP.mp4 from the EMA weights (one clip per label, side by side).\n\n"
+    "SIGINT, SIGTERM, SIGUSR1: finish the step, write its checkpoint, exit 75 (resume\n"
+    "with --resume RUN); a second SIGINT aborts at once (docs/train.md).\n\n"
     "TESSERA_PROFILE=1: time every kernel entry (kernels/profile.h) and print the time per\n"
     "kernel class and entry of the whole run on stderr at the end (docs/kernels.md).\n\n"
     "example (a store made with ingest's defaults; its clips must fit train.mem_tokens,\n"
@@ -121,8 +126,12 @@ static tsr_status parse_args(int argc, char **argv, train_options *o, char **set
     default: r = TSR_EINVAL;  // cli_getopt said why
     }
   }
-  if (!r) r = cli_positionals(argc, argv, 0, 0, "");
-  const char *missing = !o->config_path ? "--config FILE" : !o->data_dir ? "--data STORE"
+  // `--resume RUN`: the run directory as the argument left (getopt moved it last); the
+  // config, store and overrides then come from RUN/config.ini (model/train/run_config.h)
+  if (!r) r = cli_positionals(argc, argv, 0, o->resume && !o->run_dir ? 1 : 0, "");
+  if (!r && optind < argc) o->run_dir = argv[optind];
+  const char *missing = o->resume ? (!o->run_dir ? "--out RUN (or --resume RUN)" : NULL)
+                        : !o->config_path ? "--config FILE" : !o->data_dir ? "--data STORE"
                         : !o->run_dir ? "--out RUN" : NULL;
   if (!r && missing) r = err_set(TSR_EINVAL, "missing %s", missing);
   return r;  // --resume with --init: only for a LoRA run's base, which the config says (train.c)
@@ -156,7 +165,7 @@ int cmd_train(int argc, char **argv) {
     train_usage(stdout);
     return 0;
   }
-  train_options o = {.planners = 1, .write_video = video_write_default};
+  train_options o = {.planners = 1, .write_video = video_write_default, .plan_kind = -1};
   const char *backend = "auto", *comm = "auto";
   backend_choice bc;
   char **sets = calloc((size_t)argc + 1, sizeof *sets);
@@ -171,7 +180,12 @@ int cmd_train(int argc, char **argv) {
   o.backend = &bc;
   if (!rc && backend_comm_open(comm, &bc, o.gpus_per_node, &o.comm)) rc = cli_usage_error("train");
   double t0 = time_now();
+  int stopped = 0;
+  o.stop_signal = train_signal_install();
+  o.stopped = &stopped;
   if (!rc && train_run(&o)) rc = cli_error("train");
+  train_signal_restore();
+  if (!rc && stopped) rc = TRAIN_EXIT_STOPPED;  // checkpoint written; docs/train.md
   if (!rc) profile_report_run(prof, time_now() - t0);
   comm_close(&o.comm);
   for (int t = 0; t < 2; t++) kernels_profiled_free(&prof[t]);

@@ -24,6 +24,7 @@
 #include "model/lora.h"
 #include "model/train/zero_cost.h"
 #include "model/train/resume.h"
+#include "model/train/run_config.h"
 #include "model/train/samples.h"
 #include "model/train/step.h"
 #include "model/train/train_state.h"
@@ -317,11 +318,14 @@ static tsr_status loop_train(train_loop_state *L, const sched_batch *b, train_st
 }
 
 // After a step: validation (every rank: collective), metrics and the progress line.
-static tsr_status loop_report_step(train_loop_state *L, const train_step_stats *st, int last) {
+// stopping: a signal ends the run after this step: its metrics line is written, its
+// validation only when one is due anyway.
+static tsr_status loop_report_step(train_loop_state *L, const train_step_stats *st, int last,
+                                   int stopping) {
   trainer *tr = L->tr;
   const train_val_stats *val = NULL;
   tsr_status r = TSR_OK;
-  if (L->validate && (tr->step % tr->tc.val_every == 0 || last)) {
+  if (L->validate && (tr->step % tr->tc.val_every == 0 || (last && !stopping))) {
     if ((r = train_validate(tr, L->o->plan_kind, &L->val_last))) return r;
     if (L->val_first.step < 0) L->val_first = L->val_last;
     val = &L->val_last;
@@ -359,18 +363,23 @@ static tsr_status save_adapters(trainer *tr, const train_options *o, const char 
 // records them as due: a crash between the two resumes from the checkpoint before and
 // writes them again; a failed write is a warning and the checkpoint still follows
 // (train_samples_step). saved: the sampler's position after this step's batch.
-static tsr_status loop_save(train_loop_state *L, const data_sampler *saved, int last) {
+// stopping: a signal ends the run after this step: its checkpoint is written, its samples
+// only when they are due anyway (the time left before a preemption goes to the checkpoint).
+static tsr_status loop_save(train_loop_state *L, const data_sampler *saved, int last,
+                            int stopping) {
   trainer *tr = L->tr;
   const train_options *o = L->o;
   // the same on every rank: with train.zero the ranks take part in gathering the EMA and the
   // checkpoint's sharded sets (ckpt_save_follow); rank 0 writes
-  const int due_all = tr->tc.sample_every > 0 && (tr->step % tr->tc.sample_every == 0 || last);
+  const int due_all = tr->tc.sample_every > 0 &&
+                      (tr->step % tr->tc.sample_every == 0 || (last && !stopping));
   const int sample_due = L->lead && due_all;
   tsr_status r = TSR_OK;
   if (due_all && tr->tc.zero > 0 && (r = train_ema_full(tr, &tr->ema_whole))) return r;
   if (sample_due) train_samples_step(tr, o);
   tr->ema_whole = NULL;
-  if (!((tr->tc.ckpt_every > 0 && tr->step % tr->tc.ckpt_every == 0) || last)) return TSR_OK;
+  if (!((tr->tc.ckpt_every > 0 && tr->step % tr->tc.ckpt_every == 0) || last || stopping))
+    return TSR_OK;
   if (!L->lead && tr->tc.zero == 0) return TSR_OK;
   if (L->lead && tr->tc.lora_rank > 0) r = save_adapters(tr, o, L->base, &L->base_weights);
   ckpt_state cs;
@@ -417,6 +426,14 @@ static void loop_summary(const train_loop_state *L, const sched_pipeline_stats *
              (long long)tr->bad_clips, data_dir(tr->data));
 }
 
+// After a step: whether a signal asks the run to stop (*sig: its number, 0 if none). The
+// ranks max-reduce their flags, so one rank's signal stops all after the same step.
+static tsr_status loop_signal(const train_options *o, int64_t *sig) {
+  *sig = o->stop_signal ? (int64_t)*o->stop_signal : 0;
+  if (!o->stop_signal || comm_size() == 1) return TSR_OK;
+  return comm_allreduce_max_i64(sig, 1);
+}
+
 static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop,
                              const char *base) {
   train_loop_state L = {.tr = tr, .o = o, .stop = stop, .base = base};
@@ -432,8 +449,18 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop,
     if (L.loss0 < 0) L.loss0 = st.loss;
     L.loss_last = st.loss;
     const int last = tr->step == stop;
-    if ((r = loop_report_step(&L, &st, last))) break;
-    r = loop_save(&L, &saved, last);
+    int64_t sig = 0;
+    if ((r = loop_signal(o, &sig))) break;
+    const int stopping = sig && !last;
+    if ((r = loop_report_step(&L, &st, last, stopping))) break;
+    if ((r = loop_save(&L, &saved, last, stopping)) || !stopping) continue;
+    if (L.lead)
+      log_warn("train: stopped by signal %lld (%s) after step %lld of %lld: checkpoint "
+               "%s/ckpt-%lld.safetensors written; continue with `tessera train --resume %s`",
+               (long long)sig, strsignal((int)sig), (long long)tr->step, (long long)stop,
+               o->run_dir, (long long)tr->step, o->run_dir);
+    if (o->stopped) *o->stopped = (int)sig;
+    break;
   }
   if (L.lead) progress_end(&L.pg);
   sched_pipeline_stats ps = {0};
@@ -458,17 +485,24 @@ typedef struct {
   char latest[PATH_MAX];         // RUN's newest checkpoint ("" if none)
   char base[PATH_MAX];           // a LoRA run's base checkpoint ("" otherwise)
   FILE *log;                     // rank 0: RUN/train.log, a copy of the log (log_copy_to)
+  train_options eff;             // the caller's options, a resume's filled from RUN/config.ini
+  run_config rc;                 // RUN/config.ini as a resume read it (found = 0: not read)
+  dit_config mc0;                // the config as loaded, before train.mem_tokens is derived:
+  train_config tc0;              //   what RUN/config.ini records
 } train_setup;
 
 // The config, the backend and the store, and train.mem_tokens from the memory model (0:
 // derived), the same on every rank. The backend is wrapped in the allocation counter.
-static tsr_status setup_config(trainer *tr, const train_options *o, train_setup *su) {
+// A resume without --config takes the config, the store and the options the run started
+// with from RUN/config.ini (su->eff: the options from here on).
+static tsr_status setup_config(trainer *tr, const train_options *given, train_setup *su) {
   tsr_status r = comm_groups_init();  // Dynamic-CP groups; refuses a non-power-of-two world
   char *defaults = NULL;
-  if (!r)
-    r = config_load(o->config_path, o->overrides, o->n_overrides, &tr->mc, &tr->tc, &defaults);
+  if (!r) r = run_config_resolve(given, &su->eff, &su->rc, &tr->mc, &tr->tc, &defaults);
+  const train_options *o = &su->eff;
   if (!r && defaults && comm_rank() == 0) log_info("config: defaults used for %s", defaults);
   free(defaults);
+  su->mc0 = tr->mc, su->tc0 = tr->tc;
   if (!r) r = config_validate(&tr->mc, &tr->tc);
   if (!r) r = backend_for_precision(o->backend, tr->tc.precision, &tr->kb);
   // the store first: its value dtype is part of the memory model (host memory only)
@@ -631,10 +665,11 @@ static void log_run_memory(const trainer *tr, const train_setup *su) {
            train_peak_rss_gib(), dev);
 }
 
-tsr_status train_run(const train_options *o) {
+tsr_status train_run(const train_options *given) {
   trainer tr = {0};
-  train_setup su = {.cap_source = ""};
-  tsr_status r = setup_config(&tr, o, &su);
+  train_setup su = {.cap_source = "", .eff = *given};
+  tsr_status r = setup_config(&tr, given, &su);
+  const train_options *o = &su.eff;
   int ranks = comm_size();
   if (!r) r = check_store(&tr, ranks);
   if (!r) r = check_ranks_agree(&tr);
@@ -651,6 +686,8 @@ tsr_status train_run(const train_options *o) {
   if (!r) r = setup_run_dir(o, &su);
   if (!r) r = setup_sched(&tr, o, ranks);
   if (!r) r = setup_trainer(&tr, o, &su);
+  if (!r && comm_rank() == 0)  // what a resume from the run alone reads
+    r = run_config_write(o->run_dir, o, &su.rc, &su.mc0, &su.tc0, tr.tc.mem_tokens);
   int64_t stop = o->stop_step > 0 ? o->stop_step : tr.tc.steps;
   if (!r && comm_rank() == 0) log_run_start(&tr, o, stop);
   if (!r && tr.step < stop) r = train_loop(&tr, o, stop, su.base);
@@ -664,6 +701,7 @@ tsr_status train_run(const train_options *o) {
     log_copy_to(NULL);
     fclose(su.log);
   }
+  run_config_free(&su.rc);
   lockfile_release(&su.run_lock);  // last: RUN is complete
   return r;
 }
