@@ -106,6 +106,8 @@ static const config_key KEYS[] = {
     TK(global_batch, KT_I64, 1, SCHED_MAX_BATCH, "clips per step"),
     TK(steps, KT_I64, 1, 1e15, "total steps of the schedule"),
     TK(warmup, KT_I64, 0, 1e15, "linear warmup steps"),
+    TK_LATE(lr_schedule_steps, KT_I64, 0, 1e15,
+            "steps the LR schedule spans (0: train.steps, or a fresh run's --steps)"),
     TK(lr, KT_FLOAT, 0.0, 10.0, "peak learning rate"),
     TK(min_lr, KT_FLOAT, 0.0, 10.0, "final learning rate"),
     TK(beta1, KT_FLOAT, 0.0, 0.999999, "Adam beta1"),

@@ -253,6 +253,14 @@ tsr_status run_config_resolve(const train_options *o, train_options *eff, run_co
   return apply_resume_sets(o, rc, m, t);
 }
 
+int run_config_schedule(const train_options *o, train_config *t) {
+  if (o->resume || o->stop_step <= 0 || t->lr_schedule_steps > 0) return 0;
+  for (int i = 0; i < o->n_overrides; i++)
+    if (!strncmp(o->overrides[i], "train.steps=", 12)) return 0;
+  t->lr_schedule_steps = o->stop_step;
+  return 1;
+}
+
 // ---- writing ----
 
 // A value the reader gives back as written: one line, no inline comment (core/ini.h).

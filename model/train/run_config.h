@@ -55,6 +55,11 @@ tsr_status run_config_resolve(const train_options *o, train_options *eff, run_co
 tsr_status run_config_write(const char *run_dir, const train_options *o, const run_config *prev,
                             const dit_config *m, const train_config *t, int64_t mem_tokens_now);
 
+// A fresh run's schedule: --steps N (o->stop_step) sets train.lr_schedule_steps = N unless
+// the config or a --set gives lr_schedule_steps, or a --set gives train.steps (the
+// schedule then spans those). 1 if it set it.
+int run_config_schedule(const train_options *o, train_config *t);
+
 // 1 if a resume may change key ("train.log_every") without changing what the run trains:
 // the cadences (checkpoints, logs, validation, samples) and what shapes plans and memory.
 int run_config_key_safe(const char *key);

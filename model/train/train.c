@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "model/io/checkpoint.h"
 #include "model/io/ckpt_run.h"
+#include "model/train/lr.h"
 #include "model/train/memory.h"
 #include "model/train/metrics.h"
 #include "model/train/tensorboard.h"
@@ -489,6 +490,7 @@ typedef struct {
   run_config rc;                 // RUN/config.ini as a resume read it (found = 0: not read)
   dit_config mc0;                // the config as loaded, before train.mem_tokens is derived:
   train_config tc0;              //   what RUN/config.ini records
+  int schedule_from_steps;       // --steps set train.lr_schedule_steps (run_config_schedule)
 } train_setup;
 
 // The config, the backend and the store, and train.mem_tokens from the memory model (0:
@@ -502,6 +504,7 @@ static tsr_status setup_config(trainer *tr, const train_options *given, train_se
   const train_options *o = &su->eff;
   if (!r && defaults && comm_rank() == 0) log_info("config: defaults used for %s", defaults);
   free(defaults);
+  su->schedule_from_steps = !r && run_config_schedule(o, &tr->tc);
   su->mc0 = tr->mc, su->tc0 = tr->tc;
   if (!r) r = config_validate(&tr->mc, &tr->tc);
   if (!r) r = backend_for_precision(o->backend, tr->tc.precision, &tr->kb);
@@ -647,6 +650,27 @@ static void log_run_start(const trainer *tr, const train_options *o, int64_t sto
     log_info("train: %lld steps already done, nothing to do", (long long)tr->step);
 }
 
+// The schedule, in the first lines: its length and where it came from, and a warning when
+// the run stops before its end (the learning rate there) or never leaves the warm-up.
+static void log_run_schedule(const trainer *tr, int64_t stop, int from_steps) {
+  const train_config *t = &tr->tc;
+  int64_t S = lr_schedule_length(t);
+  log_info("train: learning rate: warm-up %lld steps to %g, cosine to %g at step %lld (%s)",
+           (long long)t->warmup, (double)t->lr, (double)t->min_lr, (long long)S,
+           from_steps ? "the length of --steps; train.lr_schedule_steps sets another"
+           : t->lr_schedule_steps > 0 ? "train.lr_schedule_steps" : "train.steps");
+  if (stop < S)
+    log_warn("train: this run stops at step %lld, before the schedule's end at %lld: the "
+             "learning rate is then %.3g, not min_lr = %g%s; give train.lr_schedule_steps = "
+             "%lld (or --steps %lld) for a schedule that ends with the run", (long long)stop,
+             (long long)S, lr_schedule(t, stop - 1), (double)t->min_lr,
+             stop <= t->warmup ? ", still in the warm-up" : "", (long long)stop, (long long)S);
+  else if (S <= t->warmup)
+    log_warn("train: the schedule's %lld steps are all warm-up (train.warmup = %lld): the "
+             "learning rate never reaches %g; lower train.warmup", (long long)S,
+             (long long)t->warmup, (double)t->lr);
+}
+
 // The memory the run used against the memory model's count (rank 0, after the last step).
 static void log_run_memory(const trainer *tr, const train_setup *su) {
   size_t dev_free1 = 0, dev_total = su->dev_total;
@@ -686,10 +710,12 @@ tsr_status train_run(const train_options *given) {
   if (!r) r = setup_run_dir(o, &su);
   if (!r) r = setup_sched(&tr, o, ranks);
   if (!r) r = setup_trainer(&tr, o, &su);
+  su.tc0.lr_schedule_steps = tr.tc.lr_schedule_steps;  // a resume may take the checkpoint's
   if (!r && comm_rank() == 0)  // what a resume from the run alone reads
     r = run_config_write(o->run_dir, o, &su.rc, &su.mc0, &su.tc0, tr.tc.mem_tokens);
   int64_t stop = o->stop_step > 0 ? o->stop_step : tr.tc.steps;
   if (!r && comm_rank() == 0) log_run_start(&tr, o, stop);
+  if (!r && comm_rank() == 0) log_run_schedule(&tr, stop, su.schedule_from_steps);
   if (!r && tr.step < stop) r = train_loop(&tr, o, stop, su.base);
   if (!r) log_run_memory(&tr, &su);
   data_split_free(&tr.split);

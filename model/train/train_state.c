@@ -80,6 +80,10 @@ tsr_status train_start_from(trainer *tr, const train_options *o, const char *pat
                             char *base, size_t cap) {
   ckpt_meta cm = {0};
   tsr_status r = ckpt_read_meta(path, &cm);
+  // a resume given the config file again (0: not given) keeps the schedule the fresh run's
+  // --steps set (run_config_schedule)
+  if (!r && resume && tr->tc.lr_schedule_steps == 0)
+    tr->tc.lr_schedule_steps = cm.tc.lr_schedule_steps;
   if (!r && resume) r = check_resume_config(&cm, tr, path);
   if (!r && resume) r = train_resume_check_store(&cm, tr, path, o->run_dir);
   if (!r && resume) train_resume_check_plan(&cm, tr, o->plan_kind, path);
