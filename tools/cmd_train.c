@@ -64,6 +64,10 @@ static void train_usage(FILE *f) {
     "                       (--set train.precision=bf16: bf16 activations, fp32\n"
     "                       weights and optimizer)\n"
     COMM_OPTION_HELP
+    "  --dry-run            check the config, store, memory and plans as the start does,\n"
+    "                       print the effective config, the memory model, the first\n"
+    "                       batches' plans and the predicted step time; train nothing,\n"
+    "                       write nothing (--out optional)\n"
     "  -h, --help           this help\n\n"
     "Validation and samples (config keys, docs/train.md): train.val_clips holds clips out\n"
     "of training and scores them every train.val_every steps at fixed noise levels\n"
@@ -85,7 +89,7 @@ static void train_usage(FILE *f) {
 static tsr_status parse_args(int argc, char **argv, train_options *o, char **sets,
                              const char **backend, const char **comm) {
   enum { O_CONFIG = 1, O_DATA, O_OUT, O_STEPS, O_RESUME, O_INIT, O_SET, O_COST, O_GPN, O_PLAN,
-         O_SKIP_BAD, O_BACKEND, O_COMM, O_PLANNERS, O_MEM_BYTES };
+         O_SKIP_BAD, O_BACKEND, O_COMM, O_PLANNERS, O_MEM_BYTES, O_DRY_RUN };
   static const struct option opts[] = {
       {"config", required_argument, 0, O_CONFIG}, {"data", required_argument, 0, O_DATA},
       {"out", required_argument, 0, O_OUT},       {"steps", required_argument, 0, O_STEPS},
@@ -96,6 +100,7 @@ static tsr_status parse_args(int argc, char **argv, train_options *o, char **set
       {"comm", required_argument, 0, O_COMM},
       {"planners", required_argument, 0, O_PLANNERS},
       {"mem-bytes", required_argument, 0, O_MEM_BYTES},
+      {"dry-run", no_argument, 0, O_DRY_RUN},
       {0, 0, 0, 0}};
   tsr_status r = TSR_OK;
   int c;
@@ -108,6 +113,7 @@ static tsr_status parse_args(int argc, char **argv, train_options *o, char **set
     case O_STEPS: r = parse_i64("--steps", optarg, 1, INT64_MAX / 2, &o->stop_step); break;
     case O_RESUME: o->resume = 1; break;
     case O_SKIP_BAD: o->skip_bad_clips = 1; break;
+    case O_DRY_RUN: o->dry_run = 1; break;
     case O_INIT: o->init_ckpt = optarg; break;
     case O_COST: o->cost_path = optarg; break;
     case O_PLAN:
@@ -132,7 +138,7 @@ static tsr_status parse_args(int argc, char **argv, train_options *o, char **set
   if (!r && optind < argc) o->run_dir = argv[optind];
   const char *missing = o->resume ? (!o->run_dir ? "--out RUN (or --resume RUN)" : NULL)
                         : !o->config_path ? "--config FILE" : !o->data_dir ? "--data STORE"
-                        : !o->run_dir ? "--out RUN" : NULL;
+                        : !o->run_dir && !o->dry_run ? "--out RUN" : NULL;
   if (!r && missing) r = err_set(TSR_EINVAL, "missing %s", missing);
   return r;  // --resume with --init: only for a LoRA run's base, which the config says (train.c)
 }

@@ -32,6 +32,8 @@ typedef struct {
                                  // free memory; model/train/memory.h)
   const comm_backend *comm;      // communication backend (comm/comm.h), chosen by the caller
   int skip_bad_clips;            // 1: leave out clips whose checksum fails (else stop)
+  int dry_run;                   // 1: the start's checks and a report on stdout, no run
+                                 // (model/train/dry_run.h); run_dir may then be NULL
   const backend_choice *backend; // compute device, chosen by the caller (tools/backend.h);
                                  // train.precision picks its table
   // A signal handler's flag (tools/train_signal.h): 0, or the number of a signal asking the

@@ -283,11 +283,10 @@ static void absolute(const char *given, char *out, size_t n) {
   else snprintf(out, n, "%s", buf);
 }
 
-tsr_status run_config_write(const char *run_dir, const train_options *o, const run_config *prev,
-                            const dit_config *m, const train_config *t, int64_t mem_tokens_now) {
-  char path[PATH_MAX], data[PATH_MAX], conf[PATH_MAX] = "", cost[PATH_MAX] = "", steps[32];
-  tsr_status r = fs_join(path, sizeof path, run_dir, RUN_CONFIG_NAME);
-  if (r) return r;
+// The file's text into f (named `name` in messages), after checking that it reads back.
+static tsr_status emit(FILE *f, const char *name, const train_options *o, const run_config *prev,
+                       const dit_config *m, const train_config *t, int64_t mem_tokens_now) {
+  char data[PATH_MAX], conf[PATH_MAX] = "", cost[PATH_MAX] = "", steps[32];
   absolute(o->data_dir, data, sizeof data);
   if (o->config_path) absolute(o->config_path, conf, sizeof conf);
   else if (prev && prev->found) snprintf(conf, sizeof conf, "%s", prev->config);
@@ -298,15 +297,13 @@ tsr_status run_config_write(const char *run_dir, const train_options *o, const r
                                {"skip_bad_clips", o->skip_bad_clips ? "1" : "0"}};
   // a resume given --config repeats the whole command line: its --set replace the earlier
   const int n_prev = prev && prev->found && !o->config_path ? prev->n_sets : 0;
-  for (int i = 0; !r && i < 6; i++) r = check_value(path, run_keys[i][0], run_keys[i][1]);
-  for (int i = 0; !r && i < n_prev; i++) r = check_value(path, "set", prev->sets[i]);
-  for (int i = 0; !r && i < o->n_overrides; i++) r = check_value(path, "set", o->overrides[i]);
+  tsr_status r = TSR_OK;
+  for (int i = 0; !r && i < 6; i++) r = check_value(name, run_keys[i][0], run_keys[i][1]);
+  for (int i = 0; !r && i < n_prev; i++) r = check_value(name, "set", prev->sets[i]);
+  for (int i = 0; !r && i < o->n_overrides; i++) r = check_value(name, "set", o->overrides[i]);
   char *ini = r ? NULL : config_to_ini(m, t);
   if (!r && !ini) r = err_set(TSR_ENOMEM, "out of memory (config)");
-  fs_atomic a = {0};
-  if (!r) r = fs_atomic_open(&a, path);
-  if (r) return free(ini), r;
-  FILE *f = a.f;
+  if (r) return r;
   fprintf(f, "# The run in this directory as tessera train started it (rewritten at each "
           "resume).\n# `tessera train --resume RUN` reads it: no --config, --data or --set "
           "needed.\n# [run]: the store, the config file, --steps (0: train.steps), --plan, "
@@ -320,7 +317,22 @@ tsr_status run_config_write(const char *run_dir, const train_options *o, const r
             "%lld)", (long long)mem_tokens_now);
   fprintf(f, "\n%s", ini);
   free(ini);
-  r = ferror(f) ? err_set(TSR_EIO, "write %s: disk full?", path) : fs_atomic_commit(&a);
+  return TSR_OK;
+}
+
+tsr_status run_config_print(FILE *f, const train_options *o, const run_config *prev,
+                            const dit_config *m, const train_config *t, int64_t mem_tokens_now) {
+  return emit(f, RUN_CONFIG_NAME, o, prev, m, t, mem_tokens_now);
+}
+
+tsr_status run_config_write(const char *run_dir, const train_options *o, const run_config *prev,
+                            const dit_config *m, const train_config *t, int64_t mem_tokens_now) {
+  char path[PATH_MAX];
+  tsr_status r = fs_join(path, sizeof path, run_dir, RUN_CONFIG_NAME);
+  fs_atomic a = {0};
+  if (!r) r = fs_atomic_open(&a, path);
+  if (!r) r = emit(a.f, path, o, prev, m, t, mem_tokens_now);
+  if (!r) r = ferror((FILE *)a.f) ? err_set(TSR_EIO, "write %s: disk full?", path) : fs_atomic_commit(&a);
   fs_atomic_abort(&a);
   return r;
 }

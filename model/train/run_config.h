@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "core/err.h"
 #include "model/config.h"
@@ -59,6 +60,10 @@ tsr_status run_config_write(const char *run_dir, const train_options *o, const r
 // the config or a --set gives lr_schedule_steps, or a --set gives train.steps (the
 // schedule then spans those). 1 if it set it.
 int run_config_schedule(const train_options *o, train_config *t);
+
+// The text run_config_write writes, into f (a dry run prints it).
+tsr_status run_config_print(FILE *f, const train_options *o, const run_config *prev,
+                            const dit_config *m, const train_config *t, int64_t mem_tokens_now);
 
 // 1 if a resume may change key ("train.log_every") without changing what the run trains:
 // the cadences (checkpoints, logs, validation, samples) and what shapes plans and memory.

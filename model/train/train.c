@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "model/io/checkpoint.h"
 #include "model/io/ckpt_run.h"
+#include "model/train/dry_run.h"
 #include "model/train/lr.h"
 #include "model/train/memory.h"
 #include "model/train/metrics.h"
@@ -550,18 +551,24 @@ static tsr_status open_run_log(const train_options *o, train_setup *su) {
 
 // RUN locked (one run writes it at a time, before anything in it is touched), its
 // checkpoints as the start asks (--resume needs one, a fresh run none), its log opened.
-static tsr_status setup_run_dir(const train_options *o, train_setup *su) {
-  tsr_status r = train_run_dir_open(&su->run_lock, o->run_dir);
-  if (r) return r;
+// RUN's checkpoints as the start asks: --resume needs one (su->latest), a fresh run none.
+static tsr_status check_run_checkpoints(const train_options *o, train_setup *su) {
   int64_t latest_step = -1;
   const int found = ckpt_latest(o->run_dir, su->latest, sizeof su->latest, &latest_step) == TSR_OK;
+  if (!found) err_clear();
   if (o->resume && !found)
     return err_set(TSR_EINVAL, "--resume: no checkpoint (ckpt-STEP.safetensors) in %s; start "
                    "without --resume", o->run_dir);
   if (!o->resume && found)
     return err_set(TSR_EINVAL, "%s already holds checkpoints (newest %s): continue it with "
                    "--resume, or give another --out", o->run_dir, su->latest);
-  return open_run_log(o, su);  // after the refusals: a refused start leaves RUN's log alone
+  return TSR_OK;
+}
+
+static tsr_status setup_run_dir(const train_options *o, train_setup *su) {
+  tsr_status r = train_run_dir_open(&su->run_lock, o->run_dir);
+  if (!r) r = check_run_checkpoints(o, su);
+  return r ? r : open_run_log(o, su);  // after the refusals: a refused start leaves RUN's log alone
 }
 
 // The scheduler's cluster and cost model: cpu_cost unless --cost names a file.
@@ -586,16 +593,23 @@ static tsr_status setup_sched(trainer *tr, const train_options *o, int ranks) {
 
 // The trainer's state: the validation split, the sampler, the model, then its weights from
 // RUN's newest checkpoint (--resume), a checkpoint's weights (--init) or the seed.
-static tsr_status setup_trainer(trainer *tr, const train_options *o, train_setup *su) {
+// The validation split and the sampler, and what the start needs besides the model (also
+// what a dry run checks).
+static tsr_status setup_data(trainer *tr, const train_options *o) {
   tsr_status r = data_split_make(tr->data, tr->tc.val_clips, &tr->split);
   if (!r) r = train_val_check(tr, o->skip_bad_clips);
-  if (!r && tr->split.n_val && comm_rank() == 0) r = train_val_write_list(tr, o->run_dir);
   if (!r) r = data_sampler_init(&tr->sampler, tr->split.n_train, (uint64_t)tr->tc.seed);
   tr->cb = o->comm;
   if (!r && !tr->cb) r = err_set(TSR_EINVAL, "train: no communication backend given");
   if (!r && tr->tc.lora_rank > 0 && !o->resume && !o->init_ckpt)
     r = err_set(TSR_EINVAL, "lora.rank = %d: adapters train on a frozen base: give it with "
                 "--init CKPT", tr->tc.lora_rank);
+  return r;
+}
+
+static tsr_status setup_trainer(trainer *tr, const train_options *o, train_setup *su) {
+  tsr_status r = setup_data(tr, o);
+  if (!r && tr->split.n_val && comm_rank() == 0) r = train_val_write_list(tr, o->run_dir);
   if (!r) r = trainer_setup(tr);
   if (!r) {
     if (o->resume) r = train_start_from(tr, o, su->latest, 1, su->base, sizeof su->base);
@@ -616,6 +630,29 @@ static tsr_status setup_trainer(trainer *tr, const train_options *o, train_setup
     train_samples_step(tr, o);
   }
   tr->ema_whole = NULL;
+  return r;
+}
+
+static void log_run_schedule(const trainer *tr, int64_t stop, int from_steps);
+
+// --dry-run: the start's checks that need no model and no RUN written (the same errors as a
+// run's start: RUN's checkpoints, the cost model, the split, a resume's checkpoint metadata),
+// then the report (model/train/dry_run.h) on stdout.
+static tsr_status train_dry(trainer *tr, const train_options *o, train_setup *su, int ranks) {
+  tsr_status r = o->run_dir ? check_run_checkpoints(o, su) : TSR_OK;
+  if (!r) r = setup_sched(tr, o, ranks);
+  if (!r) r = setup_data(tr, o);
+  if (!r && o->resume) r = train_resume_peek(tr, o, su->latest);
+  su->tc0.lr_schedule_steps = tr->tc.lr_schedule_steps;
+  int64_t stop = o->stop_step > 0 ? o->stop_step : tr->tc.steps;
+  train_dry_run_view v = {.prev = &su->rc, .mc = &su->mc0, .tc = &su->tc0, .mem = &su->mem,
+                          .capacity = su->capacity, .cap_source = su->cap_source,
+                          .stop = stop, .batches = 3};
+  if (!r && comm_rank() == 0) {
+    log_run_schedule(tr, stop, su->schedule_from_steps);
+    r = train_dry_run_print(tr, o, &v, stdout);
+    fflush(stdout);
+  }
   return r;
 }
 
@@ -707,6 +744,10 @@ tsr_status train_run(const train_options *given) {
     if (stat(o->init_ckpt, &sb))
       r = err_set(TSR_EIO, "--init %s: %s", o->init_ckpt, strerror(errno));
   }
+  if (!r && o->dry_run) {
+    r = train_dry(&tr, o, &su, ranks);
+    goto done;
+  }
   if (!r) r = setup_run_dir(o, &su);
   if (!r) r = setup_sched(&tr, o, ranks);
   if (!r) r = setup_trainer(&tr, o, &su);
@@ -718,6 +759,7 @@ tsr_status train_run(const train_options *given) {
   if (!r && comm_rank() == 0) log_run_schedule(&tr, stop, su.schedule_from_steps);
   if (!r && tr.step < stop) r = train_loop(&tr, o, stop, su.base);
   if (!r) log_run_memory(&tr, &su);
+done:
   data_split_free(&tr.split);
   dit_free(&tr.sample_model);
   trainer_free(&tr);

@@ -76,17 +76,35 @@ tsr_status train_ckpt_state(const trainer *tr, const data_sampler *pos, int plan
   return TSR_OK;
 }
 
+// What a resume checks before it loads anything: the config (a resume given the config
+// file again, whose train.lr_schedule_steps is 0, keeps the schedule the fresh run's --steps
+// set: run_config_schedule) and the store against the checkpoint's; whether it is bitwise.
+static tsr_status resume_checks(const ckpt_meta *cm, trainer *tr, const train_options *o,
+                                const char *path) {
+  if (tr->tc.lr_schedule_steps == 0) tr->tc.lr_schedule_steps = cm->tc.lr_schedule_steps;
+  tsr_status r = check_resume_config(cm, tr, path);
+  if (!r) r = train_resume_check_store(cm, tr, path, o->run_dir);
+  if (!r) train_resume_check_plan(cm, tr, o->plan_kind, path);
+  return r;
+}
+
+tsr_status train_resume_peek(trainer *tr, const train_options *o, const char *path) {
+  ckpt_meta cm = {0};
+  tsr_status r = ckpt_read_meta(path, &cm);
+  if (!r) r = resume_checks(&cm, tr, o, path);
+  if (!r) {
+    tr->step = cm.step;
+    r = data_sampler_seek(&tr->sampler, cm.sampler_epoch, cm.sampler_pos);
+  }
+  ckpt_meta_free(&cm);
+  return r;
+}
+
 tsr_status train_start_from(trainer *tr, const train_options *o, const char *path, int resume,
                             char *base, size_t cap) {
   ckpt_meta cm = {0};
   tsr_status r = ckpt_read_meta(path, &cm);
-  // a resume given the config file again (0: not given) keeps the schedule the fresh run's
-  // --steps set (run_config_schedule)
-  if (!r && resume && tr->tc.lr_schedule_steps == 0)
-    tr->tc.lr_schedule_steps = cm.tc.lr_schedule_steps;
-  if (!r && resume) r = check_resume_config(&cm, tr, path);
-  if (!r && resume) r = train_resume_check_store(&cm, tr, path, o->run_dir);
-  if (!r && resume) train_resume_check_plan(&cm, tr, o->plan_kind, path);
+  if (!r && resume) r = resume_checks(&cm, tr, o, path);
   if (!r && resume && cm.adapters) r = train_resume_base(tr, &cm, path, o->init_ckpt, base, cap);
   if (!r && !resume && tr->tc.lora_rank > 0) snprintf(base, cap, "%s", path);
   ckpt_state cs;
