@@ -297,11 +297,13 @@ def build(run, out_html, out_png, max_videos):
     cfg = meta.get("config", "")
     m = re.search(r"^steps = (\d+)", cfg, re.M)
     total = int(m.group(1)) if m else None
+    m = re.search(r"^lr_schedule_steps = (\d+)", cfg, re.M)  # > 0: the schedule's own length
+    total = int(m.group(1)) if m and int(m.group(1)) > 0 else total
     in_progress = lock_held(run)
     samples, strips, videos = samples_html(run, max_videos)
     status = [("run directory", os.path.abspath(run)),
               ("last step in metrics.jsonl", last if last is not None else "none yet"),
-              ("schedule (train.steps)", total if total else "unknown (no checkpoint yet)"),
+              ("schedule (steps)", total if total else "unknown (no checkpoint yet)"),
               ("state", "training (the run's lock is held)" if in_progress else "not running"),
               ("report written", time.strftime("%Y-%m-%d %H:%M:%S %Z"))]
     if bad:

@@ -73,6 +73,11 @@ typedef struct {
   int64_t bad_clips;  // distinct clips skipped so far by this process (--skip-bad-clips)
   const char *backend;    // the compute backend's name (kb->name: "cpu", "cpu-bf16", "cuda")
   const char *precision;  // train.precision: "fp32" or "bf16"
+  // A metrics line's view (metrics_interval_line): loss, grad_norm and tokens_per_s above
+  // are then the means over the steps since the previous line (interval_steps of them),
+  // and these the last step's own values.
+  double loss_step, grad_norm_step, tokens_per_s_step;
+  int64_t interval_steps;
 } train_step_stats;
 
 // Copies the n segments h (host) to backend memory *segs (free it with kb->free); *n_segs = n.

@@ -151,22 +151,26 @@ tsr_status tb_write(tb_writer *w, int64_t step, const train_step_stats *st,
   double v[TB_MAX_TAGS];
   int n = 0;
 #define TB_ADD(tag, x) (tags[n] = (tag), v[n++] = (double)(x))
+  // grouped as TensorBoard's sections: train/ (the curves), perf/ (time), plan/, val/
   if (st) {
-    TB_ADD("loss", st->loss), TB_ADD("lr", st->lr), TB_ADD("grad_norm", st->grad_norm);
-    TB_ADD("clips", st->clips), TB_ADD("tokens", st->tokens), TB_ADD("step_s", st->step_s);
-    TB_ADD("tokens_per_s", st->tokens_per_s), TB_ADD("predicted_s", st->predicted_s);
-    TB_ADD("bad_clips", st->bad_clips), TB_ADD("plan_ms", st->plan_ms);
+    TB_ADD("train/loss", st->loss), TB_ADD("train/loss_step", st->loss_step);
+    TB_ADD("train/grad_norm", st->grad_norm), TB_ADD("train/grad_norm_step", st->grad_norm_step);
+    TB_ADD("train/lr", st->lr), TB_ADD("train/clips", st->clips);
+    TB_ADD("train/tokens", st->tokens), TB_ADD("train/bad_clips", st->bad_clips);
+    TB_ADD("perf/tokens_per_s", st->tokens_per_s);
+    TB_ADD("perf/tokens_per_s_step", st->tokens_per_s_step), TB_ADD("perf/step_s", st->step_s);
+    TB_ADD("plan/predicted_s", st->predicted_s), TB_ADD("plan/plan_ms", st->plan_ms);
   }
-  static const char *const t_tags[TRAIN_VAL_LEVELS] = {"val_t/0.1", "val_t/0.3", "val_t/0.5",
-                                                       "val_t/0.7", "val_t/0.9"};
-  static const char *const b_tags[DATA_BUCKETS] = {"val_bucket/short", "val_bucket/medium",
-                                                   "val_bucket/long"};
+  static const char *const t_tags[TRAIN_VAL_LEVELS] = {"val/t_0.1", "val/t_0.3", "val/t_0.5",
+                                                       "val/t_0.7", "val/t_0.9"};
+  static const char *const b_tags[DATA_BUCKETS] = {"val/bucket_short", "val/bucket_medium",
+                                                   "val/bucket_long"};
   if (val) {
-    TB_ADD("val_loss", val->loss);
+    TB_ADD("val/loss", val->loss);
     for (int k = 0; k < TRAIN_VAL_LEVELS; k++) TB_ADD(t_tags[k], val->level[k]);
     for (int b = 0; b < DATA_BUCKETS; b++)
       if (!isnan(val->bucket[b])) TB_ADD(b_tags[b], val->bucket[b]);
-    TB_ADD("val_clips", val->clips), TB_ADD("val_s", val->seconds);
+    TB_ADD("val/clips", val->clips), TB_ADD("val/s", val->seconds);
   }
 #undef TB_ADD
   tfevents_buf b = {0};

@@ -247,6 +247,7 @@ typedef struct {
   progress pg;
   train_val_stats val_first, val_last;
   double loss0, loss_last;     // first and last step's loss (-1: none yet)
+  metrics_interval iv;         // the steps since the last metrics line
   const char *base;            // a LoRA run's base checkpoint (its checkpoints record it)
   uint64_t *base_sums;         // (dit_num_tensors) its tensors' XXH3, rank 0 of a LoRA run:
   uint64_t base_weights;       //   read once a run for every save (it never changes)
@@ -332,9 +333,13 @@ static tsr_status loop_report_step(train_loop_state *L, const train_step_stats *
     if (L->val_first.step < 0) L->val_first = L->val_last;
     val = &L->val_last;
   }
-  if (L->lead && (val || (tr->tc.log_every > 0 && (tr->step % tr->tc.log_every == 0 || last)))) {
-    r = metrics_write(L->mf, tr->step, st, val);
-    if (!r && L->tb) r = tb_write(L->tb, tr->step, st, val);
+  metrics_interval_add(&L->iv, st);
+  if (L->lead && (val || (tr->tc.log_every > 0 && (tr->step % tr->tc.log_every == 0 || last ||
+                                                   stopping)))) {
+    train_step_stats line;  // the interval's means, the step's own values beside them
+    metrics_interval_line(&L->iv, st, &line);
+    r = metrics_write(L->mf, tr->step, &line, val);
+    if (!r && L->tb) r = tb_write(L->tb, tr->step, &line, val);
   }
   char vtext[48] = "";
   if (L->val_last.step >= 0)

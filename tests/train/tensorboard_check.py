@@ -15,8 +15,13 @@ import sys
 
 from tensorboard.backend.event_processing import event_accumulator
 
-SCALARS = ["loss", "lr", "grad_norm", "clips", "tokens", "step_s", "tokens_per_s",
-           "predicted_s", "bad_clips", "plan_ms", "val_loss", "val_clips", "val_s"]
+# metrics.jsonl's field -> TensorBoard's tag (grouped: model/train/tensorboard.h)
+SCALARS = {"loss": "train/loss", "loss_step": "train/loss_step", "grad_norm": "train/grad_norm",
+           "grad_norm_step": "train/grad_norm_step", "lr": "train/lr", "clips": "train/clips",
+           "tokens": "train/tokens", "bad_clips": "train/bad_clips",
+           "tokens_per_s": "perf/tokens_per_s", "tokens_per_s_step": "perf/tokens_per_s_step",
+           "step_s": "perf/step_s", "predicted_s": "plan/predicted_s", "plan_ms": "plan/plan_ms",
+           "val_loss": "val/loss", "val_clips": "val/clips", "val_s": "val/s"}
 
 
 def f32(x):
@@ -30,12 +35,12 @@ def expected(run, drop_last):
         lines = f.readlines()
         for line in lines[:-1] if drop_last else lines:
             m = json.loads(line)
-            vals = {k: m[k] for k in SCALARS if k in m}
+            vals = {tag: m[k] for k, tag in SCALARS.items() if k in m}
             for k, v in (m.get("val_t") or {}).items():
-                vals["val_t/" + k] = v
+                vals["val/t_" + k] = v
             for k, v in (m.get("val_bucket") or {}).items():
                 if v is not None:
-                    vals["val_bucket/" + k] = v
+                    vals["val/bucket_" + k] = v
             for k, v in vals.items():
                 want.setdefault(k, []).append((m["step"], f32(float(v))))
     return want
