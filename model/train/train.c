@@ -17,6 +17,7 @@
 #include "model/io/checkpoint.h"
 #include "model/io/ckpt_run.h"
 #include "model/train/dry_run.h"
+#include "model/train/eta.h"
 #include "model/train/lr.h"
 #include "model/train/memory.h"
 #include "model/train/metrics.h"
@@ -248,6 +249,7 @@ typedef struct {
   train_val_stats val_first, val_last;
   double loss0, loss_last;     // first and last step's loss (-1: none yet)
   metrics_interval iv;         // the steps since the last metrics line
+  train_eta eta;               // what the steps, validations, samples and saves took
   const char *base;            // a LoRA run's base checkpoint (its checkpoints record it)
   uint64_t *base_sums;         // (dit_num_tensors) its tensors' XXH3, rank 0 of a LoRA run:
   uint64_t base_weights;       //   read once a run for every save (it never changes)
@@ -279,6 +281,7 @@ static tsr_status loop_open(train_loop_state *L) {
   if (!r && L->validate && tr->step == 0 && !o->resume) {
     r = train_validate(tr, o->plan_kind, &L->val_last);
     if (!r) L->val_first = L->val_last;
+    if (!r) L->eta.val_s += L->val_last.seconds, L->eta.vals++;
     if (!r && L->lead) r = metrics_write(L->mf, 0, NULL, &L->val_last);
     if (!r && L->tb) r = tb_write(L->tb, 0, NULL, &L->val_last);
     if (!r && L->lead)
@@ -334,6 +337,8 @@ static tsr_status loop_report_step(train_loop_state *L, const train_step_stats *
     val = &L->val_last;
   }
   metrics_interval_add(&L->iv, st);
+  L->eta.step_s += st->step_s, L->eta.steps++;
+  if (val) L->eta.val_s += val->seconds, L->eta.vals++;
   if (L->lead && (val || (tr->tc.log_every > 0 && (tr->step % tr->tc.log_every == 0 || last ||
                                                    stopping)))) {
     train_step_stats line;  // the interval's means, the step's own values beside them
@@ -345,6 +350,8 @@ static tsr_status loop_report_step(train_loop_state *L, const train_step_stats *
   if (L->val_last.step >= 0)
     snprintf(vtext, sizeof vtext, " val %.4f@%lld", L->val_last.loss,
              (long long)L->val_last.step);
+  if (L->lead) progress_set_eta(&L->pg, train_eta_left(&L->eta, &tr->tc, tr->step, L->stop,
+                                                        L->validate));
   if (L->lead)
     progress_update(&L->pg, (double)(tr->step - L->start), (double)(L->stop - L->start),
                     last || val, "step %lld/%lld loss %.4f%s lr %.2e |g| %.3f %.0f tok/s",
@@ -383,7 +390,11 @@ static tsr_status loop_save(train_loop_state *L, const data_sampler *saved, int 
   const int sample_due = L->lead && due_all;
   tsr_status r = TSR_OK;
   if (due_all && tr->tc.zero > 0 && (r = train_ema_full(tr, &tr->ema_whole))) return r;
-  if (sample_due) train_samples_step(tr, o);
+  if (sample_due) {
+    double t0 = time_now();
+    train_samples_step(tr, o);
+    L->eta.sample_s += time_now() - t0, L->eta.samples++;
+  }
   tr->ema_whole = NULL;
   if (!((tr->tc.ckpt_every > 0 && tr->step % tr->tc.ckpt_every == 0) || last || stopping))
     return TSR_OK;
@@ -396,7 +407,9 @@ static tsr_status loop_save(train_loop_state *L, const data_sampler *saved, int 
   tr->zero_buf_set = NULL;  // train.zero: every bucket gathered afresh for this save
   if (!r) r = train_ckpt_state(tr, saved, o->plan_kind, sample_due, L->base, &cs, &names, plan, &sh);
   cs.base_sums = L->base_sums, cs.base_weights = L->base_weights;
+  double t0 = time_now();
   if (!r) r = L->lead ? ckpt_save_run(o->run_dir, &cs, tr->tc.ckpt_keep) : ckpt_save_follow(&cs);
+  L->eta.ckpt_s += time_now() - t0, L->eta.ckpts++;
   free(names);
   return r;
 }
