@@ -295,6 +295,11 @@ def build(run, out_html, out_png, max_videos):
     stats = plan_stats(rows)
     last = max((r["step"] for r in rows), default=None)
     cfg = meta.get("config", "")
+    try:  # the run as started (model/train/run_config.h), before any checkpoint too
+        with open(os.path.join(run, "config.ini"), encoding="utf-8", errors="replace") as f:
+            run_ini = f.read()
+    except OSError:
+        run_ini = ""
     m = re.search(r"^steps = (\d+)", cfg, re.M)
     total = int(m.group(1)) if m else None
     m = re.search(r"^lr_schedule_steps = (\d+)", cfg, re.M)  # > 0: the schedule's own length
@@ -332,8 +337,16 @@ def build(run, out_html, out_png, max_videos):
                 else "not recorded"),
                ("predicted / measured step time (sum, s)", "%.3f / %.3f" % (
                    stats["predicted_s_sum"], stats["step_s_sum"]))]),
+        "<p class='note'>Predicted: the planner's cost model's time for the plans that ran "
+        "(its built-in CPU numbers of the tiny model unless the run was given --cost: "
+        "`tessera calibrate` fits them to a machine); measured: the steps' wall time, data "
+        "loading and waits included. A ratio far from 1 says the cost model is not this "
+        "machine's; the plans are still valid, only less well chosen.</p>",
         pre(planning) if planning else "",
         "<h2>Config</h2>",
+        ("<p>RUN/config.ini: the run as started (the command line's values as given, then "
+         "every key of the effective config).</p>" + pre(run_ini.splitlines())) if run_ini
+        else "",
         ("<p>From %s.</p>" % html.escape(os.path.basename(ckpt)) + pre(cfg.splitlines()) +
          table(sorted((k, v) for k, v in meta.items() if k != "config"))) if ckpt
         else "<p>No checkpoint yet: the config is recorded in each checkpoint.</p>",

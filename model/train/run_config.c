@@ -39,12 +39,13 @@ static void next_line(const char **p, char *line, size_t n) {
   *p += len + ((*p)[len] == '\n');
 }
 
-// "name = value" into name and value (n bytes each); 0 for a section line or a blank one.
-static int split_key(const char *line, char *name, char *value, size_t n) {
+// "name = value" into name (nn bytes) and value (nv bytes); 0 for a section line or a
+// blank one. (config_to_ini's lines: a value is at most CONFIG_*_MAX characters.)
+static int split_key(const char *line, char *name, size_t nn, char *value, size_t nv) {
   const char *eq = strstr(line, " = ");
   if (line[0] == '[' || !eq) return 0;
-  snprintf(name, n, "%.*s", (int)(eq - line), line);
-  snprintf(value, n, "%s", eq + 3);
+  snprintf(name, nn, "%.*s", (int)(eq - line), line);
+  snprintf(value, nv, "%s", eq + 3);
   return 1;
 }
 
@@ -58,7 +59,8 @@ int run_config_unsafe_diff(const dit_config *m0, const train_config *t0, const d
     next_line(&p, la, sizeof la);
     next_line(&q, lb, sizeof lb);
     if (la[0] == '[') snprintf(section, sizeof section, "%.*s", (int)strcspn(la + 1, "]"), la + 1);
-    if (!strcmp(la, lb) || !split_key(la, na, va, sizeof va) || !split_key(lb, nb, vb, sizeof vb))
+    if (!strcmp(la, lb) || !split_key(la, na, sizeof na, va, sizeof va) ||
+        !split_key(lb, nb, sizeof nb, vb, sizeof vb))
       continue;
     char full[192];
     snprintf(full, sizeof full, "%s.%s", section, na);
@@ -120,7 +122,7 @@ static tsr_status run_key(read_ctx *x, const char *key, const char *value, const
     long long v = strtoll(value, &end, 10);
     if (errno || end == value || *end || v < 0)
       return err_set(TSR_EFORMAT, "%s: %s = '%s' is not a count", where, key, value);
-    if (key[0] == 's' && key[1] == 't') rc->steps = v;
+    if (!strcmp(key, "steps")) rc->steps = v;
     else rc->skip_bad_clips = v != 0;
     return TSR_OK;
   }
@@ -207,7 +209,7 @@ static tsr_status apply_resume_sets(const train_options *o, const run_config *rc
   for (const char *p = ini; !r && *p;) {
     next_line(&p, line, sizeof line);
     if (line[0] == '[') snprintf(section, sizeof section, "%.*s", (int)strcspn(line + 1, "]"), line + 1);
-    if (!split_key(line, name, value, sizeof value)) continue;
+    if (!split_key(line, name, sizeof name, value, sizeof value)) continue;
     list[n++] = store + used;
     used += (size_t)sprintf(store + used, "%s.%s=%s", section, name, value) + 1;
   }

@@ -4,7 +4,8 @@
 # writes, its memory figures the real run's log line, its first batches' clips, tokens,
 # plan and predicted step times those of the real run's metrics (fresh, and of a resume
 # from the run alone); it exits 0 and writes nothing (no RUN made; a resumed RUN's files
-# untouched); it fails with the real start's errors, byte for byte.
+# untouched; at 2 ranks under mpirun too); it fails with the real start's errors, byte
+# for byte.
 source "$(dirname "$0")/lib.sh"
 need_store
 R=(--config "$CONF" --data "$STORE" "${SMALL[@]}")
@@ -42,6 +43,15 @@ cmp "$W/cfg.before" "$W/d/config.ini" || fail "the dry run rewrote config.ini"
 [ ! -f "$W/d/ckpt-7.safetensors" ] || fail "the dry run trained"
 $T train --resume "$W/d" --steps 9 2>>"$W/log"
 diff <(batches "$W/r.out") <(metrics "$W/d" 7 9) || fail "the resumed dry run's batches are not the resume's"
+# 2 ranks (mpirun): the start's collectives run, rank 0 prints the 2-rank plans (CP groups)
+MPI=(mpirun --oversubscribe -np 2)
+R2=("${R[@]}" --set train.mem_tokens=256)
+"${MPI[@]}" $T train "${R2[@]}" --out "$W/m" --steps 3 --dry-run >"$W/m.out" 2>"$W/m.err" ||
+  { tail -5 "$W/m.err"; fail "2-rank dry run"; }
+[ ! -e "$W/m" ] || fail "the 2-rank dry run made RUN"
+grep -q "; 2 ranks, cost model" "$W/m.out" || fail "the 2-rank dry run planned for $(grep -o '[0-9]* ranks\?,' "$W/m.out")"
+"${MPI[@]}" $T train "${R2[@]}" --out "$W/m" --steps 3 2>>"$W/log" || fail "2-rank run"
+diff <(batches "$W/m.out") <(metrics "$W/m" 1 3) || fail "the 2-rank dry run's batches are not the run's"
 # the same errors as a real start (stderr byte for byte)
 same_error() {
   local out=$1; shift

@@ -159,6 +159,11 @@ def main():
     ckpts = [f for f in os.listdir(run) if f.startswith("ckpt-") and f.endswith(".safetensors")]
     if ckpts and "global_batch = " not in text:
         fail("no config on the page although %s exists" % ckpts[0])
+    ini = os.path.join(run, "config.ini")
+    if os.path.exists(ini):
+        first_set = next((l.strip() for l in open(ini) if l.startswith("data = ")), None)
+        if "RUN/config.ini: the run as started" not in text or (first_set and first_set not in text):
+            fail("RUN/config.ini exists but is not on the page")
     print("report_check: %s: HTML parses; %d images decode (curves %s), %d videos; %d series "
           "(%d points) equal to metrics.jsonl's %d lines; %d sample strips"
           % (run, len(page.images), shapes[0][:2], len(page.videos), len(got),
