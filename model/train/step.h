@@ -54,6 +54,8 @@ typedef struct {
   dit_model *sample_model;       // rank 0, train.sample_every: the EMA weights' sampling model
                                  // (LoRA: the frozen base and the adapters' EMA)
   int sample_pending;            // rank 0, --resume: the checkpoint's sample is due and missing
+  struct tb_writer *tb;          // rank 0 with train.tensorboard, while the loop runs: the
+                                 // samples go there as images too (model/train/tensorboard.h)
   int64_t samples_failed;        // rank 0: samples that could not be written (warned)
 } trainer;
 

@@ -278,6 +278,7 @@ static tsr_status loop_open(train_loop_state *L) {
   }
   if (!r && L->lead && tr->tc.tensorboard)
     r = tb_open(&L->tb, o->run_dir, o->resume ? tr->step : -1);
+  tr->tb = L->tb;  // the samples' images
   if (!r && L->validate && tr->step == 0 && !o->resume) {
     r = train_validate(tr, o->plan_kind, &L->val_last);
     if (!r) L->val_first = L->val_last;
@@ -488,6 +489,7 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop,
   sched_pipeline_close(&L.pipe);
   if (!r && L.lead) loop_summary(&L, &ps);
   if (L.mf) fclose(L.mf);
+  tr->tb = NULL;
   tb_close(&L.tb);
   free(L.dx.bad), free(L.base_sums);
   plan_free(&L.alt);
