@@ -252,7 +252,24 @@ def pre(lines):
     return "<pre>%s</pre>" % html.escape("\n".join(lines))
 
 
-def samples_html(run, max_videos):
+def sample_labels(log):
+    """{step: "2 labels: one clip each, seed 0; 2 Euler steps; 8x4x6 tokens a clip"} from
+    train.log's "train: step N: samples of the EMA ... (WHAT, S Euler steps, TxHxW tokens
+    each)" lines (model/train/samples.c)"""
+    out = {}
+    for line in log or []:
+        m = re.search(r"train: step (\d+): samples of the EMA .*?\((\d+ labels|seeds [0-9-]+), "
+                      r"(\d+) Euler steps, (\d+x\d+x\d+) tokens each\)", line)
+        if m:
+            what = ("%s: one clip each, seed 0" % m.group(2) if "labels" in m.group(2)
+                    else "%s, one clip each, no label" % m.group(2))
+            out[int(m.group(1))] = "%s; %s Euler steps; %s tokens (T x H x W) a clip" % (
+                what, m.group(3), m.group(4))
+    return out
+
+
+def samples_html(run, max_videos, log=None):
+    labels = sample_labels(log)
     files = sample_files(run)
     if not files:
         return "<p>No samples (train.sample_every = 0, or none written yet).</p>", 0, 0
@@ -260,6 +277,8 @@ def samples_html(run, max_videos):
     for i, (step, path) in enumerate(files):
         strip, every = still_strip(path)
         parts.append("<div class='sample'><h3>step %d</h3>" % step)
+        if step in labels:
+            parts.append("<p class='note'>%s, left to right</p>" % html.escape(labels[step]))
         if strip:
             parts.append("<img class='strip' alt='sample at step %d' src='%s'>"
                          "<p class='note'>frames 0, %d, %d, ... of %s, left to right</p>"
@@ -305,7 +324,7 @@ def build(run, out_html, out_png, max_videos):
     m = re.search(r"^lr_schedule_steps = (\d+)", cfg, re.M)  # > 0: the schedule's own length
     total = int(m.group(1)) if m and int(m.group(1)) > 0 else total
     in_progress = lock_held(run)
-    samples, strips, videos = samples_html(run, max_videos)
+    samples, strips, videos = samples_html(run, max_videos, log)
     status = [("run directory", os.path.abspath(run)),
               ("last step in metrics.jsonl", last if last is not None else "none yet"),
               ("schedule (steps)", total if total else "unknown (no checkpoint yet)"),

@@ -159,6 +159,13 @@ def main():
     ckpts = [f for f in os.listdir(run) if f.startswith("ckpt-") and f.endswith(".safetensors")]
     if ckpts and "global_batch = " not in text:
         fail("no config on the page although %s exists" % ckpts[0])
+    logp = os.path.join(run, "train.log")
+    said = len([l for l in open(logp, errors="replace") if ": samples of the EMA " in l]) \
+        if os.path.exists(logp) else 0
+    shown = len(data["samples"]) if isinstance(data, dict) and "samples" in data else len(samples)
+    if said and text.count("Euler steps; ") < min(said, shown):
+        fail("sample strips without their labels (%d said in train.log, %d labelled)"
+             % (said, text.count("Euler steps; ")))
     ini = os.path.join(run, "config.ini")
     if os.path.exists(ini):
         first_set = next((l.strip() for l in open(ini) if l.startswith("data = ")), None)
