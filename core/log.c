@@ -68,7 +68,10 @@ void progress_begin(progress *p, const char *what) {
   p->tty = isatty(STDERR_FILENO);
   p->interval = p->tty ? 0.2 : 10.0;
   p->drawn = 0;
+  p->eta_s = -1;
 }
+
+void progress_set_eta(progress *p, double seconds) { p->eta_s = seconds; }
 
 static void fmt_duration(char *buf, size_t n, double s) {
   if (s < 0 || s > 1e7) { snprintf(buf, n, "--:--"); return; }
@@ -91,7 +94,8 @@ void progress_update(progress *p, double done, double total, int force,
   double elapsed = now - p->start;
   fmt_duration(el, sizeof el, elapsed);
   double frac = total > 0 ? done / total : 0;
-  fmt_duration(eta, sizeof eta, frac > 0 ? elapsed * (1 - frac) / frac : -1);
+  fmt_duration(eta, sizeof eta, p->eta_s >= 0 ? p->eta_s
+                                : frac > 0 ? elapsed * (1 - frac) / frac : -1);
   const char *rp = "";
   char rbuf[32] = "";
   if (log_world > 1) { snprintf(rbuf, sizeof rbuf, "[rank %d] ", log_rank); rp = rbuf; }

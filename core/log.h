@@ -30,6 +30,7 @@ typedef struct {
   double interval;    // seconds between lines when not on a terminal
   int tty;            // stderr is a terminal: redraw with '\r'
   int drawn;          // a line is on screen and needs a newline before other output
+  double eta_s;       // >= 0: the caller's ETA (progress_set_eta); < 0: from done/total
 } progress;
 
 void progress_begin(progress *p, const char *what);
@@ -37,6 +38,10 @@ void progress_begin(progress *p, const char *what);
 // unit) and the elapsed time. Rate-limited; `force` prints regardless.
 void progress_update(progress *p, double done, double total, int force,
                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+// The ETA the next lines show, in seconds, for a caller that knows better than the
+// extrapolation of done/total (work of uneven cost: a trainer's validations and samples);
+// < 0: back to the extrapolation.
+void progress_set_eta(progress *p, double seconds);
 // Ends a redrawn line with a newline.
 void progress_end(progress *p);
 

@@ -145,6 +145,8 @@ static const config_key KEYS[] = {
     TK(global_batch, KT_I64, 1, SCHED_MAX_BATCH, "clips per step"),
     TK(steps, KT_I64, 1, 1e15, "total steps of the schedule"),
     TK(warmup, KT_I64, 0, 1e15, "linear warmup steps"),
+    TK_LATE(lr_schedule_steps, KT_I64, 0, 1e15,
+            "steps the LR schedule spans (0: train.steps, or a fresh run's --steps)"),
     TK(lr, KT_FLOAT, 0.0, 10.0, "peak learning rate"),
     TK(min_lr, KT_FLOAT, 0.0, 10.0, "final learning rate"),
     TK(beta1, KT_FLOAT, 0.0, 0.999999, "Adam beta1"),
@@ -479,8 +481,15 @@ char *config_to_ini(const dit_config *m, const train_config *t) {
     if (strcmp(section, k->section))
       n += snprintf(line, sizeof line, "%s[%s]\n", len ? "\n" : "", k->section);
     section = k->section;
-    if (k->type == KT_FLOAT)  // %.9g: float round-trips exactly
-      n += snprintf(line + n, sizeof line - n, "%s = %.9g\n", k->name, *(const float *)f);
+    if (k->type == KT_FLOAT) {  // the shortest %g that reads back as the same float
+      float v = *(const float *)f;   // (%.9g always does; 2e-3, not 0.00200000009)
+      int prec = 6;
+      char num[32];
+      do snprintf(num, sizeof num, "%.*g", prec, v);
+      while (strtof(num, NULL) != v && ++prec < 9);
+      if (strtof(num, NULL) != v) snprintf(num, sizeof num, "%.9g", v);
+      n += snprintf(line + n, sizeof line - n, "%s = %s\n", k->name, num);
+    }
     else if (k->type == KT_INT)
       n += snprintf(line + n, sizeof line - n, "%s = %d\n", k->name, *(const int *)f);
     else if (k->type == KT_PRECISION)

@@ -87,7 +87,9 @@ enum {
 
 typedef struct {
   int64_t global_batch;   // clips per step (B)
-  int64_t steps;          // total steps of the schedule (cosine ends here)
+  int64_t steps;          // default stop of a run, and the schedule's length unless:
+  int64_t lr_schedule_steps;  // > 0: the steps the schedule spans (cosine ends here); 0:
+                          //   train.steps (a fresh run's --steps sets it, run_config.h)
   int64_t warmup;         // linear warmup steps
   float lr, min_lr;       // peak and final learning rate
   float beta1, beta2, adam_eps, weight_decay;

@@ -17,11 +17,12 @@
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/parse.h"
+#include "tools/sample_defaults.h"
 #include "tools/video.h"
 
 static void sample_usage(FILE *f) {
   fprintf(f,
-    "usage: tessera sample --ckpt FILE --frames F --size HxW --out FILE.mp4 [--label L]\n"
+    "usage: tessera sample --ckpt FILE [--frames F] [--size HxW] --out FILE.mp4 [--label L]\n"
     "                      [--caption FILE] [--negative FILE] [--cfg S] [--steps N] [--seed S]\n"
     "                      [--schedule tessera|wan] [--shift S] [--solver euler|unipc]\n"
     "                      [--ckpt2 FILE [--boundary R] [--cfg2 S]] [--noise FILE]\n"
@@ -38,8 +39,10 @@ static void sample_usage(FILE *f) {
     "channels 0, 1, 2 as red, green, blue, each stretched over its range in the clip, each\n"
     "latent pixel a VAE-stride square, one frame a latent frame (not the decoded video).\n\n"
     "  --ckpt FILE      checkpoint (RUN/ckpt-STEP.safetensors)\n"
-    "  --frames F       frames, a multiple of the model's tubelet frames (pt)\n"
-    "  --size HxW       height x width in pixels, multiples of the patch (ph, pw)\n"
+    "  --frames F       frames, a multiple of the model's tubelet frames (pt); default:\n"
+    "                   2 s at the checkpoint's store's frame rate\n"
+    "  --size HxW       height x width in pixels, multiples of the patch (ph, pw);\n"
+    "                   default: the store's short side high, 16:9 (a pixel store's)\n"
     "  --out FILE.mp4   output video (written to FILE.mp4.tmp, then renamed)\n"
     "  --label L        class id or name (class-conditional models)\n"
     "  --caption FILE   caption embedding (safetensors with text_emb (N, text_dim), from\n"
@@ -194,8 +197,8 @@ static tsr_status parse_args(int argc, char **argv, sample_options *o, const cha
     }
   }
   if (!r) r = cli_positionals(argc, argv, 0, 0, "");
-  const char *missing = !o->ckpt ? "--ckpt FILE" : !o->frames ? "--frames F"
-                        : !o->height ? "--size HxW" : !*out ? "--out FILE.mp4" : NULL;
+  // --frames and --size default to the checkpoint's store's (tools/sample_defaults.h)
+  const char *missing = !o->ckpt ? "--ckpt FILE" : !*out ? "--out FILE.mp4" : NULL;
   if (!r && missing) r = err_set(TSR_EINVAL, "missing %s", missing);
   if (!r && !o->ckpt2 && (boundary_given || !isnan(cfg2)))
     r = err_set(TSR_EINVAL, "%s: only with --ckpt2 (the second expert)",
@@ -235,6 +238,7 @@ int cmd_sample(int argc, char **argv) {
   tsr_status r = fs_check_output(out);
   if (!r && latents_out) r = fs_check_output(latents_out);
   if (!r) r = check_rgb(o.ckpt);
+  if (!r) r = sample_fill_defaults(&o);
   if (!r) r = sample_run(&o, &res);
   float *lat = NULL;
   if (!r && store_is_latent(&res.store)) {  // the latents; video_write makes their preview

@@ -15,11 +15,13 @@
 #include "tools/datadir.h"
 #include "tools/parse.h"
 #include "tools/profile.h"
+#include "tools/train_signal.h"
 #include "tools/video.h"
 
 static void train_usage(FILE *f) {
   fprintf(f,
     "usage: tessera train --config FILE --data STORE --out RUN [--steps N] [--resume]\n"
+    "       tessera train --resume RUN [--steps N] [--set KEY=VALUE ...]\n"
     "                     [--init CKPT] [--set section.key=value ...] [--cost FILE]\n"
     "                     [--skip-bad-clips]\n"
     "       mpirun -np N tessera train ...   (any N >= 1: Dynamic-CP over N ranks)\n\n"
@@ -36,9 +38,11 @@ static void train_usage(FILE *f) {
     "  --data STORE         token store; its patch size and channels must match the config\n"
     "  --out RUN            run directory (created); checkpoints and metrics go here\n"
     "  --steps N            stop when N steps are done in total (default: train.steps);\n"
-    "                       the schedule always spans train.steps\n"
-    "  --resume             continue from RUN's newest checkpoint (same losses as a run\n"
-    "                       that never stopped)\n"
+    "                       a fresh run's schedule then spans N steps, unless\n"
+    "                       train.lr_schedule_steps or --set train.steps is given\n"
+    "  --resume [RUN]       continue from RUN's newest checkpoint (same losses as a run\n"
+    "                       that never stopped); without --config, the config, store,\n"
+    "                       --steps and --set come from RUN/config.ini\n"
     "  --init CKPT          start from CKPT's weights (fine-tuning: new optimizer, step 0);\n"
     "                       with lora.rank > 0 the frozen base, which --resume reloads from\n"
     "                       where the run found it (or from --init CKPT: the same weights)\n"
@@ -63,11 +67,17 @@ static void train_usage(FILE *f) {
     "                       (--set train.precision=bf16: bf16 activations, fp32\n"
     "                       weights and optimizer)\n"
     COMM_OPTION_HELP
+    "  --dry-run            check the config, store, memory and plans as the start does,\n"
+    "                       print the effective config, the memory model, the first\n"
+    "                       batches' plans and the predicted step time; train nothing,\n"
+    "                       write nothing (--out optional)\n"
     "  -h, --help           this help\n\n"
     "Validation and samples (config keys, docs/train.md): train.val_clips holds clips out\n"
     "of training and scores them every train.val_every steps at fixed noise levels\n"
     "(metrics.jsonl: val_loss, val_t, val_bucket); train.sample_every writes\n"
     "RUN/samples/sample-STEP.mp4 from the EMA weights (one clip per label, side by side).\n\n"
+    "SIGINT, SIGTERM, SIGUSR1: finish the step, write its checkpoint, exit 75 (resume\n"
+    "with --resume RUN); a second SIGINT aborts at once (docs/train.md).\n\n"
     "TESSERA_PROFILE=1: time every kernel entry (kernels/profile.h) and print the time per\n"
     "kernel class and entry of the whole run on stderr at the end (docs/kernels.md).\n\n"
     "example (a store made with ingest's defaults; its clips must fit train.mem_tokens,\n"
@@ -82,7 +92,7 @@ static void train_usage(FILE *f) {
 static tsr_status parse_args(int argc, char **argv, train_options *o, char **sets,
                              const char **backend, const char **comm) {
   enum { O_CONFIG = 1, O_DATA, O_OUT, O_STEPS, O_RESUME, O_INIT, O_SET, O_COST, O_GPN, O_PLAN,
-         O_SKIP_BAD, O_BACKEND, O_COMM, O_PLANNERS, O_MEM_BYTES };
+         O_SKIP_BAD, O_BACKEND, O_COMM, O_PLANNERS, O_MEM_BYTES, O_DRY_RUN };
   static const struct option opts[] = {
       {"config", required_argument, 0, O_CONFIG}, {"data", required_argument, 0, O_DATA},
       {"out", required_argument, 0, O_OUT},       {"steps", required_argument, 0, O_STEPS},
@@ -93,6 +103,7 @@ static tsr_status parse_args(int argc, char **argv, train_options *o, char **set
       {"comm", required_argument, 0, O_COMM},
       {"planners", required_argument, 0, O_PLANNERS},
       {"mem-bytes", required_argument, 0, O_MEM_BYTES},
+      {"dry-run", no_argument, 0, O_DRY_RUN},
       {0, 0, 0, 0}};
   tsr_status r = TSR_OK;
   int c;
@@ -105,6 +116,7 @@ static tsr_status parse_args(int argc, char **argv, train_options *o, char **set
     case O_STEPS: r = parse_i64("--steps", optarg, 1, INT64_MAX / 2, &o->stop_step); break;
     case O_RESUME: o->resume = 1; break;
     case O_SKIP_BAD: o->skip_bad_clips = 1; break;
+    case O_DRY_RUN: o->dry_run = 1; break;
     case O_INIT: o->init_ckpt = optarg; break;
     case O_COST: o->cost_path = optarg; break;
     case O_PLAN:
@@ -123,9 +135,13 @@ static tsr_status parse_args(int argc, char **argv, train_options *o, char **set
     default: r = TSR_EINVAL;  // cli_getopt said why
     }
   }
-  if (!r) r = cli_positionals(argc, argv, 0, 0, "");
-  const char *missing = !o->config_path ? "--config FILE" : !o->data_dir ? "--data STORE"
-                        : !o->run_dir ? "--out RUN" : NULL;
+  // `--resume RUN`: the run directory as the argument left (getopt moved it last); the
+  // config, store and overrides then come from RUN/config.ini (model/train/run_config.h)
+  if (!r) r = cli_positionals(argc, argv, 0, o->resume && !o->run_dir ? 1 : 0, "");
+  if (!r && optind < argc) o->run_dir = argv[optind];
+  const char *missing = o->resume ? (!o->run_dir ? "--out RUN (or --resume RUN)" : NULL)
+                        : !o->config_path ? "--config FILE" : !o->data_dir ? "--data STORE"
+                        : !o->run_dir && !o->dry_run ? "--out RUN" : NULL;
   if (!r && missing) r = err_set(TSR_EINVAL, "missing %s", missing);
   return r;  // --resume with --init: only for a LoRA run's base, which the config says (train.c)
 }
@@ -158,7 +174,7 @@ int cmd_train(int argc, char **argv) {
     train_usage(stdout);
     return 0;
   }
-  train_options o = {.planners = 1, .write_video = video_write_default};
+  train_options o = {.planners = 1, .write_video = video_write_default, .plan_kind = -1};
   const char *backend = "auto", *comm = "auto";
   backend_choice bc;
   char **sets = calloc((size_t)argc + 1, sizeof *sets);
@@ -173,7 +189,12 @@ int cmd_train(int argc, char **argv) {
   o.backend = &bc;
   if (!rc && backend_comm_open(comm, &bc, o.gpus_per_node, &o.comm)) rc = cli_usage_error("train");
   double t0 = time_now();
+  int stopped = 0;
+  o.stop_signal = train_signal_install();
+  o.stopped = &stopped;
   if (!rc && train_run(&o)) rc = cli_error("train");
+  train_signal_restore();
+  if (!rc && stopped) rc = TRAIN_EXIT_STOPPED;  // checkpoint written; docs/train.md
   if (!rc) profile_report_run(prof, time_now() - t0);
   comm_close(&o.comm);
   for (int t = 0; t < 2; t++) kernels_profiled_free(&prof[t]);

@@ -293,7 +293,24 @@ def pre(lines):
     return "<pre>%s</pre>" % html.escape("\n".join(lines))
 
 
-def samples_html(run, max_videos):
+def sample_labels(log):
+    """{step: "2 labels: one clip each, seed 0; 2 Euler steps; 8x4x6 tokens a clip"} from
+    train.log's "train: step N: samples of the EMA ... (WHAT, S Euler steps, TxHxW tokens
+    each)" lines (model/train/samples.c)"""
+    out = {}
+    for line in log or []:
+        m = re.search(r"train: step (\d+): samples of the EMA .*?\((\d+ labels|seeds [0-9-]+), "
+                      r"(\d+) Euler steps, (\d+x\d+x\d+) tokens each\)", line)
+        if m:
+            what = ("%s: one clip each, seed 0" % m.group(2) if "labels" in m.group(2)
+                    else "%s, one clip each, no label" % m.group(2))
+            out[int(m.group(1))] = "%s; %s Euler steps; %s tokens (T x H x W) a clip" % (
+                what, m.group(3), m.group(4))
+    return out
+
+
+def samples_html(run, max_videos, log=None):
+    labels = sample_labels(log)
     files = sample_files(run)
     if not files:
         return "<p>No samples (train.sample_every = 0, or none written yet).</p>", 0, 0
@@ -301,6 +318,8 @@ def samples_html(run, max_videos):
     for i, (step, path) in enumerate(files):
         strip, every = still_strip(path)
         parts.append("<div class='sample'><h3>step %d</h3>" % step)
+        if step in labels:
+            parts.append("<p class='note'>%s, left to right</p>" % html.escape(labels[step]))
         if strip:
             parts.append("<img class='strip' alt='sample at step %d' src='%s'>"
                          "<p class='note'>frames 0, %d, %d, ... of %s, left to right</p>"
@@ -336,13 +355,20 @@ def build(run, out_html, out_png, max_videos):
     stats = plan_stats(rows)
     last = max((r["step"] for r in rows), default=None)
     cfg = meta.get("config", "")
+    try:  # the run as started (model/train/run_config.h), before any checkpoint too
+        with open(os.path.join(run, "config.ini"), encoding="utf-8", errors="replace") as f:
+            run_ini = f.read()
+    except OSError:
+        run_ini = ""
     m = re.search(r"^steps = (\d+)", cfg, re.M)
     total = int(m.group(1)) if m else None
+    m = re.search(r"^lr_schedule_steps = (\d+)", cfg, re.M)  # > 0: the schedule's own length
+    total = int(m.group(1)) if m and int(m.group(1)) > 0 else total
     in_progress = lock_held(run)
-    samples, strips, videos = samples_html(run, max_videos)
+    samples, strips, videos = samples_html(run, max_videos, log)
     status = [("run directory", os.path.abspath(run)),
               ("last step in metrics.jsonl", last if last is not None else "none yet"),
-              ("schedule (train.steps)", total if total else "unknown (no checkpoint yet)"),
+              ("schedule (steps)", total if total else "unknown (no checkpoint yet)"),
               ("state", "training (the run's lock is held)" if in_progress else "not running"),
               ("report written", time.strftime("%Y-%m-%d %H:%M:%S %Z"))]
     if bad:
@@ -372,8 +398,16 @@ def build(run, out_html, out_png, max_videos):
                 else "not recorded"),
                ("predicted / measured step time (sum, s)", "%.3f / %.3f" % (
                    stats["predicted_s_sum"], stats["step_s_sum"]))]),
+        "<p class='note'>Predicted: the planner's cost model's time for the plans that ran "
+        "(its built-in CPU numbers of the tiny model unless the run was given --cost: "
+        "`tessera calibrate` fits them to a machine); measured: the steps' wall time, data "
+        "loading and waits included. A ratio far from 1 says the cost model is not this "
+        "machine's; the plans are still valid, only less well chosen.</p>",
         pre(planning) if planning else "",
         "<h2>Config</h2>",
+        ("<p>RUN/config.ini: the run as started (the command line's values as given, then "
+         "every key of the effective config).</p>" + pre(run_ini.splitlines())) if run_ini
+        else "",
         ("<p>From %s.</p>" % html.escape(os.path.basename(ckpt)) + pre(cfg.splitlines()) +
          table(sorted((k, v) for k, v in meta.items() if k != "config"))) if ckpt
         else "<p>No checkpoint yet: the config is recorded in each checkpoint.</p>",

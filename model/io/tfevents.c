@@ -103,6 +103,26 @@ void tfevents_add_scalars(tfevents_buf *b, double wall_time, int64_t step, const
   tfevents_buf_free(&ev);
 }
 
+void tfevents_add_image(tfevents_buf *b, double wall_time, int64_t step, const char *tag,
+                        int height, int width, const void *png, size_t n) {
+  tfevents_buf ev = {0}, sum = {0}, val = {0}, img = {0};
+  put_byte(&img, 1 << 3 | 0), put_varint(&img, (uint64_t)height);
+  put_byte(&img, 2 << 3 | 0), put_varint(&img, (uint64_t)width);
+  put_byte(&img, 3 << 3 | 0), put_varint(&img, 3);  // colorspace 3: RGB
+  put_bytes_field(&img, 4, png, n);                   // encoded_image_string
+  put_bytes_field(&val, 1, tag, strlen(tag));
+  if (img.oom) val.oom = 1;
+  else put_bytes_field(&val, 4, img.p, img.len);      // Summary.Value.image
+  if (val.oom) sum.oom = 1;
+  else put_bytes_field(&sum, 1, val.p, val.len);
+  put_event_head(&ev, wall_time, step);
+  if (sum.oom) ev.oom = 1;
+  else put_bytes_field(&ev, 5, sum.p, sum.len);
+  put_record(b, &ev);
+  tfevents_buf_free(&img), tfevents_buf_free(&val), tfevents_buf_free(&sum);
+  tfevents_buf_free(&ev);
+}
+
 tsr_status tfevents_finish(const tfevents_buf *b) {
   return b->oom ? err_set(TSR_ENOMEM, "tensorboard: out of memory encoding an event") : TSR_OK;
 }

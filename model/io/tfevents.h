@@ -31,6 +31,10 @@ void tfevents_add_version(tfevents_buf *b, double wall_time);
 void tfevents_add_scalars(tfevents_buf *b, double wall_time, int64_t step, const char *const *tags,
                           const double *values, int n);
 // TSR_ENOMEM if an append failed, else TSR_OK.
+// Appends the record of an Event {wall_time, step, summary} of one image: Summary.Value
+// {tag, image = Image{height, width, colorspace 3 (RGB), encoded_image_string = png}}.
+void tfevents_add_image(tfevents_buf *b, double wall_time, int64_t step, const char *tag,
+                        int height, int width, const void *png, size_t n);
 tsr_status tfevents_finish(const tfevents_buf *b);
 void tfevents_buf_free(tfevents_buf *b);
 

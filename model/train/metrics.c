@@ -103,6 +103,28 @@ static int put_plan(json_t *j, const train_step_stats *st) {
   return bad;
 }
 
+void metrics_interval_add(metrics_interval *iv, const train_step_stats *st) {
+  iv->loss += st->loss;
+  iv->grad_norm += st->grad_norm;
+  iv->tokens += (double)st->tokens;
+  iv->step_s += st->step_s;
+  iv->n++;
+}
+
+void metrics_interval_line(metrics_interval *iv, const train_step_stats *st,
+                           train_step_stats *line) {
+  *line = *st;
+  line->loss_step = st->loss, line->grad_norm_step = st->grad_norm;
+  line->tokens_per_s_step = st->tokens_per_s;
+  line->interval_steps = iv->n;
+  if (iv->n > 0) {
+    line->loss = iv->loss / (double)iv->n;
+    line->grad_norm = iv->grad_norm / (double)iv->n;
+    line->tokens_per_s = iv->step_s > 0 ? iv->tokens / iv->step_s : st->tokens_per_s;
+  }
+  *iv = (metrics_interval){0};
+}
+
 tsr_status metrics_write(FILE *f, int64_t step, const train_step_stats *st,
                          const train_val_stats *val) {
   json_t *j = st ? json_pack("{sI sf sf sf sI sI sf sf sf ss sI ss ss}", "step", (json_int_t)step,
@@ -114,6 +136,12 @@ tsr_status metrics_write(FILE *f, int64_t step, const train_step_stats *st,
                              "precision", st->precision ? st->precision : "")
                  : json_pack("{sI}", "step", (json_int_t)step);
   if (j && st && put_plan(j, st)) json_decref(j), j = NULL;
+  if (j && st &&
+      (json_object_set_new(j, "steps", json_integer((json_int_t)st->interval_steps)) ||
+       json_object_set_new(j, "loss_step", json_real(st->loss_step)) ||
+       json_object_set_new(j, "grad_norm_step", json_real(st->grad_norm_step)) ||
+       json_object_set_new(j, "tokens_per_s_step", json_real(st->tokens_per_s_step))))
+    json_decref(j), j = NULL;
   if (j && val && put_val(j, val)) json_decref(j), j = NULL;
   if (!j) return err_set(TSR_ENOMEM, "metrics: cannot build JSON for step %lld", (long long)step);
   // Losses are printed with 17 significant digits so runs can be compared bitwise.

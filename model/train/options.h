@@ -3,6 +3,7 @@
 #ifndef TESSERA_MODEL_TRAIN_OPTIONS_H
 #define TESSERA_MODEL_TRAIN_OPTIONS_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -11,7 +12,8 @@
 #include "model/sample/sample.h"
 
 typedef struct {
-  const char *config_path;       // config file; may be NULL with resume (checkpoint's config)
+  const char *config_path;       // config file; NULL with resume: RUN/config.ini's
+                                 // (model/train/run_config.h), as data_dir, stop_step, ...
   char *const *overrides;        // "section.key=value" (n_overrides)
   int n_overrides;
   const char *data_dir;          // token store
@@ -22,15 +24,24 @@ typedef struct {
   const char *cost_path;         // cost model for the planner (tessera calibrate), or NULL:
                                  // the built-in CPU numbers
   int gpus_per_node;             // ranks per node for the cost model (0: all ranks)
-  int plan_kind;                 // TRAIN_PLAN_*: which plan each step runs
+  int plan_kind;                 // TRAIN_PLAN_*: which plan each step runs (-1: a resume's
+                                 // RUN/config.ini's, else auto)
   int planners;                  // ranks that plan, in turn, and broadcast each plan (capped
                                  // at the world size); 0: every rank plans every batch
   int64_t mem_bytes;             // memory per rank for the memory model (0: the backend's
                                  // free memory; model/train/memory.h)
   const comm_backend *comm;      // communication backend (comm/comm.h), chosen by the caller
   int skip_bad_clips;            // 1: leave out clips whose checksum fails (else stop)
+  int dry_run;                   // 1: the start's checks and a report on stdout, no run
+                                 // (model/train/dry_run.h); run_dir may then be NULL
   const backend_choice *backend; // compute device, chosen by the caller (tools/backend.h);
                                  // train.precision picks its table
+  // A signal handler's flag (tools/train_signal.h): 0, or the number of a signal asking the
+  // run to stop. Polled after every step and max-reduced over the ranks, so that all stop
+  // after the same step and write its checkpoint. NULL: no polling (and no collective).
+  const volatile sig_atomic_t *stop_signal;
+  int *stopped;                  // non-NULL: set to the signal's number when one stopped
+                                 // the run before its last step (else left alone)
   // Writes a sample (train.sample_every) as a video at path_noext plus the extension it
   // picks, the full path into written (cap bytes): MP4, or Y4M in a build without media.
   // The caller's (tools/video.h: model/ encodes no video); NULL: samples are refused.

@@ -1,6 +1,7 @@
 // model/train/samples.c — sample videos of the EMA weights (or adapters) during training
 // (model/train/samples.h).
 #include "model/train/samples.h"
+#include "model/train/tensorboard.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -118,6 +119,7 @@ tsr_status train_write_samples(trainer *tr, const train_options *o) {
     r = err_set(TSR_EINVAL, "run directory path too long: %s", o->run_dir);
   if (!r) r = fs_dir_nofollow(dir, 1);  // RUN/samples: never a link out of the run
   if (!r) r = o->write_video(base, &res, written, sizeof written);
+  if (!r && tr->tb) r = tb_write_sample(tr->tb, tr->step, &res);
   sample_result_free(&res);
   if (r) return err_wrap(r, "samples at step %lld: ", (long long)tr->step);
   char what[64];

@@ -54,6 +54,8 @@ typedef struct {
   dit_model *sample_model;       // rank 0, train.sample_every: the EMA weights' sampling model
                                  // (LoRA: the frozen base and the adapters' EMA)
   int sample_pending;            // rank 0, --resume: the checkpoint's sample is due and missing
+  struct tb_writer *tb;          // rank 0 with train.tensorboard, while the loop runs: the
+                                 // samples go there as images too (model/train/tensorboard.h)
   int64_t samples_failed;        // rank 0: samples that could not be written (warned)
 } trainer;
 
@@ -73,6 +75,11 @@ typedef struct {
   int64_t bad_clips;  // distinct clips skipped so far by this process (--skip-bad-clips)
   const char *backend;    // the compute backend's name (kb->name: "cpu", "cpu-bf16", "cuda")
   const char *precision;  // train.precision: "fp32" or "bf16"
+  // A metrics line's view (metrics_interval_line): loss, grad_norm and tokens_per_s above
+  // are then the means over the steps since the previous line (interval_steps of them),
+  // and these the last step's own values.
+  double loss_step, grad_norm_step, tokens_per_s_step;
+  int64_t interval_steps;
 } train_step_stats;
 
 // Copies the n segments h (host) to backend memory *segs (free it with kb->free); *n_segs = n.

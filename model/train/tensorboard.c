@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "core/fs.h"
+#include "core/png.h"
+#include "store/patchify.h"
 #include "model/io/tfevents.h"
 
 #define TB_PREFIX "events.out.tfevents."
@@ -146,28 +148,65 @@ tsr_status tb_write(tb_writer *w, int64_t step, const train_step_stats *st,
   double v[TB_MAX_TAGS];
   int n = 0;
 #define TB_ADD(tag, x) (tags[n] = (tag), v[n++] = (double)(x))
+  // grouped as TensorBoard's sections: train/ (the curves), perf/ (time), plan/, val/
   if (st) {
-    TB_ADD("loss", st->loss), TB_ADD("lr", st->lr), TB_ADD("grad_norm", st->grad_norm);
-    TB_ADD("clips", st->clips), TB_ADD("tokens", st->tokens), TB_ADD("step_s", st->step_s);
-    TB_ADD("tokens_per_s", st->tokens_per_s), TB_ADD("predicted_s", st->predicted_s);
-    TB_ADD("bad_clips", st->bad_clips), TB_ADD("plan_ms", st->plan_ms);
+    TB_ADD("train/loss", st->loss), TB_ADD("train/loss_step", st->loss_step);
+    TB_ADD("train/grad_norm", st->grad_norm), TB_ADD("train/grad_norm_step", st->grad_norm_step);
+    TB_ADD("train/lr", st->lr), TB_ADD("train/clips", st->clips);
+    TB_ADD("train/tokens", st->tokens), TB_ADD("train/bad_clips", st->bad_clips);
+    TB_ADD("perf/tokens_per_s", st->tokens_per_s);
+    TB_ADD("perf/tokens_per_s_step", st->tokens_per_s_step), TB_ADD("perf/step_s", st->step_s);
+    TB_ADD("plan/predicted_s", st->predicted_s), TB_ADD("plan/plan_ms", st->plan_ms);
   }
-  static const char *const t_tags[TRAIN_VAL_LEVELS] = {"val_t/0.1", "val_t/0.3", "val_t/0.5",
-                                                       "val_t/0.7", "val_t/0.9"};
-  static const char *const b_tags[DATA_BUCKETS] = {"val_bucket/short", "val_bucket/medium",
-                                                   "val_bucket/long"};
+  static const char *const t_tags[TRAIN_VAL_LEVELS] = {"val/t_0.1", "val/t_0.3", "val/t_0.5",
+                                                       "val/t_0.7", "val/t_0.9"};
+  static const char *const b_tags[DATA_BUCKETS] = {"val/bucket_short", "val/bucket_medium",
+                                                   "val/bucket_long"};
   if (val) {
-    TB_ADD("val_loss", val->loss);
+    TB_ADD("val/loss", val->loss);
     for (int k = 0; k < TRAIN_VAL_LEVELS; k++) TB_ADD(t_tags[k], val->level[k]);
     for (int b = 0; b < DATA_BUCKETS; b++)
       if (!isnan(val->bucket[b])) TB_ADD(b_tags[b], val->bucket[b]);
-    TB_ADD("val_clips", val->clips), TB_ADD("val_s", val->seconds);
+    TB_ADD("val/clips", val->clips), TB_ADD("val/s", val->seconds);
   }
 #undef TB_ADD
   tfevents_buf b = {0};
   tfevents_add_scalars(&b, wall_now(), step, tags, v, n);
   tsr_status r = append(w, &b);
   tfevents_buf_free(&b);
+  return r;
+}
+
+enum { TB_SAMPLE_FRAMES = 4 };
+
+tsr_status tb_write_sample(tb_writer *w, int64_t step, const sample_result *s) {
+  if (!s->tokens) return TSR_OK;  // a latent model's sample: no pixels to show
+  const dit_config *m = &s->mc;
+  int F = s->T * m->pt, h = s->H * m->ph, wd = s->W * m->pw, C = m->channels;
+  int k = F < TB_SAMPLE_FRAMES ? F : TB_SAMPLE_FRAMES;
+  size_t frame = (size_t)h * wd * C, P = (size_t)m->pt * m->ph * m->pw * C;
+  uint8_t *frames = malloc(frame * (size_t)F), *strip = malloc(frame * (size_t)k);
+  uint8_t **fp = malloc(sizeof *fp * (size_t)m->pt);
+  tsr_status r = frames && strip && fp && C == 3 ? TSR_OK
+               : C != 3 ? err_set(TSR_EINVAL, "tensorboard: a sample of %d channels is no RGB image", C)
+                        : err_set(TSR_ENOMEM, "tensorboard: out of memory (sample frames)");
+  for (int t = 0; !r && t < s->T; t++) {  // token slice t holds frames t*pt .. t*pt + pt - 1
+    for (int f = 0; f < m->pt; f++) fp[f] = frames + frame * (size_t)(t * m->pt + f);
+    unpatchify_u8(s->tokens + (size_t)t * s->H * s->W * P, m->pt, h, wd, C, m->ph, m->pw, fp);
+  }
+  // frames 0, F/k, 2F/k, ... top to bottom (the report's strips take the same ones)
+  for (int i = 0; !r && i < k; i++)
+    memcpy(strip + frame * (size_t)i, frames + frame * (size_t)((int64_t)i * F / k), frame);
+  uint8_t *png = NULL;
+  size_t n = 0;
+  if (!r) r = png_encode_rgb(strip, wd, h * k, &png, &n);
+  tfevents_buf b = {0};
+  if (!r) {
+    tfevents_add_image(&b, wall_now(), step, "samples/frames", h * k, wd, png, n);
+    r = append(w, &b);
+  }
+  tfevents_buf_free(&b);
+  free(png), free(frames), free(strip), free(fp);
   return r;
 }
 

@@ -17,6 +17,9 @@
 #include "core/safetensors.h"
 #include "model/io/checkpoint.h"
 #include "model/io/ckpt_run.h"
+#include "model/train/dry_run.h"
+#include "model/train/eta.h"
+#include "model/train/lr.h"
 #include "model/train/memory.h"
 #include "model/train/metrics.h"
 #include "model/train/tensorboard.h"
@@ -25,6 +28,7 @@
 #include "model/lora.h"
 #include "model/train/zero_cost.h"
 #include "model/train/resume.h"
+#include "model/train/run_config.h"
 #include "model/train/samples.h"
 #include "model/train/step.h"
 #include "model/train/train_state.h"
@@ -274,6 +278,8 @@ typedef struct {
   progress pg;
   train_val_stats val_first, val_last;
   double loss0, loss_last;     // first and last step's loss (-1: none yet)
+  metrics_interval iv;         // the steps since the last metrics line
+  train_eta eta;               // what the steps, validations, samples and saves took
   const char *base;            // a LoRA run's base checkpoint (its checkpoints record it)
   uint64_t *base_sums;         // (dit_num_tensors) its tensors' XXH3, rank 0 of a LoRA run:
   uint64_t base_weights;       //   read once a run for every save (it never changes)
@@ -302,9 +308,11 @@ static tsr_status loop_open(train_loop_state *L) {
   }
   if (!r && L->lead && tr->tc.tensorboard)
     r = tb_open(&L->tb, o->run_dir, o->resume ? tr->step : -1);
+  tr->tb = L->tb;  // the samples' images
   if (!r && L->validate && tr->step == 0 && !o->resume) {
     r = train_validate(tr, o->plan_kind, &L->val_last);
     if (!r) L->val_first = L->val_last;
+    if (!r) L->eta.val_s += L->val_last.seconds, L->eta.vals++;
     if (!r && L->lead) r = metrics_write(L->mf, 0, NULL, &L->val_last);
     if (!r && L->tb) r = tb_write(L->tb, 0, NULL, &L->val_last);
     if (!r && L->lead)
@@ -347,23 +355,34 @@ static tsr_status loop_train(train_loop_state *L, const sched_batch *b, train_st
 }
 
 // After a step: validation (every rank: collective), metrics and the progress line.
-static tsr_status loop_report_step(train_loop_state *L, const train_step_stats *st, int last) {
+// stopping: a signal ends the run after this step: its metrics line is written, its
+// validation only when one is due anyway.
+static tsr_status loop_report_step(train_loop_state *L, const train_step_stats *st, int last,
+                                   int stopping) {
   trainer *tr = L->tr;
   const train_val_stats *val = NULL;
   tsr_status r = TSR_OK;
-  if (L->validate && (tr->step % tr->tc.val_every == 0 || last)) {
+  if (L->validate && (tr->step % tr->tc.val_every == 0 || (last && !stopping))) {
     if ((r = train_validate(tr, L->o->plan_kind, &L->val_last))) return r;
     if (L->val_first.step < 0) L->val_first = L->val_last;
     val = &L->val_last;
   }
-  if (L->lead && (val || (tr->tc.log_every > 0 && (tr->step % tr->tc.log_every == 0 || last)))) {
-    r = metrics_write(L->mf, tr->step, st, val);
-    if (!r && L->tb) r = tb_write(L->tb, tr->step, st, val);
+  metrics_interval_add(&L->iv, st);
+  L->eta.step_s += st->step_s, L->eta.steps++;
+  if (val) L->eta.val_s += val->seconds, L->eta.vals++;
+  if (L->lead && (val || (tr->tc.log_every > 0 && (tr->step % tr->tc.log_every == 0 || last ||
+                                                   stopping)))) {
+    train_step_stats line;  // the interval's means, the step's own values beside them
+    metrics_interval_line(&L->iv, st, &line);
+    r = metrics_write(L->mf, tr->step, &line, val);
+    if (!r && L->tb) r = tb_write(L->tb, tr->step, &line, val);
   }
   char vtext[48] = "";
   if (L->val_last.step >= 0)
     snprintf(vtext, sizeof vtext, " val %.4f@%lld", L->val_last.loss,
              (long long)L->val_last.step);
+  if (L->lead) progress_set_eta(&L->pg, train_eta_left(&L->eta, &tr->tc, tr->step, L->stop,
+                                                        L->validate));
   if (L->lead)
     progress_update(&L->pg, (double)(tr->step - L->start), (double)(L->stop - L->start),
                     last || val, "step %lld/%lld loss %.4f%s lr %.2e |g| %.3f %.0f tok/s",
@@ -390,18 +409,27 @@ static tsr_status save_adapters(trainer *tr, const train_options *o, const char 
 // records them as due: a crash between the two resumes from the checkpoint before and
 // writes them again; a failed write is a warning and the checkpoint still follows
 // (train_samples_step). saved: the sampler's position after this step's batch.
-static tsr_status loop_save(train_loop_state *L, const data_sampler *saved, int last) {
+// stopping: a signal ends the run after this step: its checkpoint is written, its samples
+// only when they are due anyway (the time left before a preemption goes to the checkpoint).
+static tsr_status loop_save(train_loop_state *L, const data_sampler *saved, int last,
+                            int stopping) {
   trainer *tr = L->tr;
   const train_options *o = L->o;
   // the same on every rank: with train.zero the ranks take part in gathering the EMA and the
   // checkpoint's sharded sets (ckpt_save_follow); rank 0 writes
-  const int due_all = tr->tc.sample_every > 0 && (tr->step % tr->tc.sample_every == 0 || last);
+  const int due_all = tr->tc.sample_every > 0 &&
+                      (tr->step % tr->tc.sample_every == 0 || (last && !stopping));
   const int sample_due = L->lead && due_all;
   tsr_status r = TSR_OK;
   if (due_all && tr->tc.zero > 0 && (r = train_ema_full(tr, &tr->ema_whole))) return r;
-  if (sample_due) train_samples_step(tr, o);
+  if (sample_due) {
+    double t0 = time_now();
+    train_samples_step(tr, o);
+    L->eta.sample_s += time_now() - t0, L->eta.samples++;
+  }
   tr->ema_whole = NULL;
-  if (!((tr->tc.ckpt_every > 0 && tr->step % tr->tc.ckpt_every == 0) || last)) return TSR_OK;
+  if (!((tr->tc.ckpt_every > 0 && tr->step % tr->tc.ckpt_every == 0) || last || stopping))
+    return TSR_OK;
   if (!L->lead && tr->tc.zero == 0) return TSR_OK;
   if (L->lead && tr->tc.lora_rank > 0) r = save_adapters(tr, o, L->base, &L->base_weights);
   ckpt_state cs;
@@ -411,7 +439,9 @@ static tsr_status loop_save(train_loop_state *L, const data_sampler *saved, int 
   tr->zero_buf_set = NULL;  // train.zero: every bucket gathered afresh for this save
   if (!r) r = train_ckpt_state(tr, saved, o->plan_kind, sample_due, L->base, &cs, &names, plan, &sh);
   cs.base_sums = L->base_sums, cs.base_weights = L->base_weights;
+  double t0 = time_now();
   if (!r) r = L->lead ? ckpt_save_run(o->run_dir, &cs, tr->tc.ckpt_keep) : ckpt_save_follow(&cs);
+  L->eta.ckpt_s += time_now() - t0, L->eta.ckpts++;
   free(names);
   return r;
 }
@@ -448,6 +478,14 @@ static void loop_summary(const train_loop_state *L, const sched_pipeline_stats *
              (long long)tr->bad_clips, data_dir(tr->data));
 }
 
+// After a step: whether a signal asks the run to stop (*sig: its number, 0 if none). The
+// ranks max-reduce their flags, so one rank's signal stops all after the same step.
+static tsr_status loop_signal(const train_options *o, int64_t *sig) {
+  *sig = o->stop_signal ? (int64_t)*o->stop_signal : 0;
+  if (!o->stop_signal || comm_size() == 1) return TSR_OK;
+  return comm_allreduce_max_i64(sig, 1);
+}
+
 static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop,
                              const char *base) {
   train_loop_state L = {.tr = tr, .o = o, .stop = stop, .base = base};
@@ -463,8 +501,18 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop,
     if (L.loss0 < 0) L.loss0 = st.loss;
     L.loss_last = st.loss;
     const int last = tr->step == stop;
-    if ((r = loop_report_step(&L, &st, last))) break;
-    r = loop_save(&L, &saved, last);
+    int64_t sig = 0;
+    if ((r = loop_signal(o, &sig))) break;
+    const int stopping = sig && !last;
+    if ((r = loop_report_step(&L, &st, last, stopping))) break;
+    if ((r = loop_save(&L, &saved, last, stopping)) || !stopping) continue;
+    if (L.lead)
+      log_warn("train: stopped by signal %lld (%s) after step %lld of %lld: checkpoint "
+               "%s/ckpt-%lld.safetensors written; continue with `tessera train --resume %s`",
+               (long long)sig, strsignal((int)sig), (long long)tr->step, (long long)stop,
+               o->run_dir, (long long)tr->step, o->run_dir);
+    if (o->stopped) *o->stopped = (int)sig;
+    break;
   }
   if (L.lead) progress_end(&L.pg);
   sched_pipeline_stats ps = {0};
@@ -472,6 +520,7 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop,
   sched_pipeline_close(&L.pipe);
   if (!r && L.lead) loop_summary(&L, &ps);
   if (L.mf) fclose(L.mf);
+  tr->tb = NULL;
   tb_close(&L.tb);
   free(L.dx.bad), free(L.base_sums);
   plan_free(&L.alt);
@@ -489,17 +538,26 @@ typedef struct {
   char latest[PATH_MAX];         // RUN's newest checkpoint ("" if none)
   char base[PATH_MAX];           // a LoRA run's base checkpoint ("" otherwise)
   FILE *log;                     // rank 0: RUN/train.log, a copy of the log (log_copy_to)
+  train_options eff;             // the caller's options, a resume's filled from RUN/config.ini
+  run_config rc;                 // RUN/config.ini as a resume read it (found = 0: not read)
+  dit_config mc0;                // the config as loaded, before train.mem_tokens is derived:
+  train_config tc0;              //   what RUN/config.ini records
+  int schedule_from_steps;       // --steps set train.lr_schedule_steps (run_config_schedule)
 } train_setup;
 
 // The config, the backend and the store, and train.mem_tokens from the memory model (0:
 // derived), the same on every rank. The backend is wrapped in the allocation counter.
-static tsr_status setup_config(trainer *tr, const train_options *o, train_setup *su) {
+// A resume without --config takes the config, the store and the options the run started
+// with from RUN/config.ini (su->eff: the options from here on).
+static tsr_status setup_config(trainer *tr, const train_options *given, train_setup *su) {
   tsr_status r = comm_groups_init();  // Dynamic-CP groups; refuses a non-power-of-two world
   char *defaults = NULL;
-  if (!r)
-    r = config_load(o->config_path, o->overrides, o->n_overrides, &tr->mc, &tr->tc, &defaults);
+  if (!r) r = run_config_resolve(given, &su->eff, &su->rc, &tr->mc, &tr->tc, &defaults);
+  const train_options *o = &su->eff;
   if (!r && defaults && comm_rank() == 0) log_info("config: defaults used for %s", defaults);
   free(defaults);
+  su->schedule_from_steps = !r && run_config_schedule(o, &tr->tc);
+  su->mc0 = tr->mc, su->tc0 = tr->tc;
   if (!r) r = config_validate(&tr->mc, &tr->tc);
   if (!r) r = backend_for_precision(o->backend, tr->tc.precision, &tr->kb);
   // the store first: its value dtype is part of the memory model (host memory only)
@@ -542,18 +600,24 @@ static tsr_status open_run_log(const train_options *o, train_setup *su) {
 
 // RUN locked (one run writes it at a time, before anything in it is touched), its
 // checkpoints as the start asks (--resume needs one, a fresh run none), its log opened.
-static tsr_status setup_run_dir(const train_options *o, train_setup *su) {
-  tsr_status r = train_run_dir_open(&su->run_lock, o->run_dir);
-  if (r) return r;
+// RUN's checkpoints as the start asks: --resume needs one (su->latest), a fresh run none.
+static tsr_status check_run_checkpoints(const train_options *o, train_setup *su) {
   int64_t latest_step = -1;
   const int found = ckpt_latest(o->run_dir, su->latest, sizeof su->latest, &latest_step) == TSR_OK;
+  if (!found) err_clear();
   if (o->resume && !found)
     return err_set(TSR_EINVAL, "--resume: no checkpoint (ckpt-STEP.safetensors) in %s; start "
                    "without --resume", o->run_dir);
   if (!o->resume && found)
     return err_set(TSR_EINVAL, "%s already holds checkpoints (newest %s): continue it with "
                    "--resume, or give another --out", o->run_dir, su->latest);
-  return open_run_log(o, su);  // after the refusals: a refused start leaves RUN's log alone
+  return TSR_OK;
+}
+
+static tsr_status setup_run_dir(const train_options *o, train_setup *su) {
+  tsr_status r = train_run_dir_open(&su->run_lock, o->run_dir);
+  if (!r) r = check_run_checkpoints(o, su);
+  return r ? r : open_run_log(o, su);  // after the refusals: a refused start leaves RUN's log alone
 }
 
 // The scheduler's cluster and cost model: cost_model_cpu (sched/cost.h) unless --cost names
@@ -591,16 +655,23 @@ static tsr_status setup_sched(trainer *tr, const train_options *o, int ranks) {
 
 // The trainer's state: the validation split, the sampler, the model, then its weights from
 // RUN's newest checkpoint (--resume), a checkpoint's weights (--init) or the seed.
-static tsr_status setup_trainer(trainer *tr, const train_options *o, train_setup *su) {
+// The validation split and the sampler, and what the start needs besides the model (also
+// what a dry run checks).
+static tsr_status setup_data(trainer *tr, const train_options *o) {
   tsr_status r = data_split_make(tr->data, tr->tc.val_clips, &tr->split);
   if (!r) r = train_val_check(tr, o->skip_bad_clips);
-  if (!r && tr->split.n_val && comm_rank() == 0) r = train_val_write_list(tr, o->run_dir);
   if (!r) r = data_sampler_init(&tr->sampler, tr->split.n_train, (uint64_t)tr->tc.seed);
   tr->cb = o->comm;
   if (!r && !tr->cb) r = err_set(TSR_EINVAL, "train: no communication backend given");
   if (!r && tr->tc.lora_rank > 0 && !o->resume && !o->init_ckpt)
     r = err_set(TSR_EINVAL, "lora.rank = %d: adapters train on a frozen base: give it with "
                 "--init CKPT", tr->tc.lora_rank);
+  return r;
+}
+
+static tsr_status setup_trainer(trainer *tr, const train_options *o, train_setup *su) {
+  tsr_status r = setup_data(tr, o);
+  if (!r && tr->split.n_val && comm_rank() == 0) r = train_val_write_list(tr, o->run_dir);
   if (!r) r = trainer_setup(tr);
   if (!r) {
     if (o->resume) r = train_start_from(tr, o, su->latest, 1, su->base, sizeof su->base);
@@ -621,6 +692,29 @@ static tsr_status setup_trainer(trainer *tr, const train_options *o, train_setup
     train_samples_step(tr, o);
   }
   tr->ema_whole = NULL;
+  return r;
+}
+
+static void log_run_schedule(const trainer *tr, int64_t stop, int from_steps);
+
+// --dry-run: the start's checks that need no model and no RUN written (the same errors as a
+// run's start: RUN's checkpoints, the cost model, the split, a resume's checkpoint metadata),
+// then the report (model/train/dry_run.h) on stdout.
+static tsr_status train_dry(trainer *tr, const train_options *o, train_setup *su, int ranks) {
+  tsr_status r = o->run_dir ? check_run_checkpoints(o, su) : TSR_OK;
+  if (!r) r = setup_sched(tr, o, ranks);
+  if (!r) r = setup_data(tr, o);
+  if (!r && o->resume) r = train_resume_peek(tr, o, su->latest);
+  su->tc0.lr_schedule_steps = tr->tc.lr_schedule_steps;
+  int64_t stop = o->stop_step > 0 ? o->stop_step : tr->tc.steps;
+  train_dry_run_view v = {.prev = &su->rc, .mc = &su->mc0, .tc = &su->tc0, .mem = &su->mem,
+                          .capacity = su->capacity, .cap_source = su->cap_source,
+                          .stop = stop, .batches = 3};
+  if (!r && comm_rank() == 0) {
+    log_run_schedule(tr, stop, su->schedule_from_steps);
+    r = train_dry_run_print(tr, o, &v, stdout);
+    fflush(stdout);
+  }
   return r;
 }
 
@@ -655,6 +749,27 @@ static void log_run_start(const trainer *tr, const train_options *o, int64_t sto
     log_info("train: %lld steps already done, nothing to do", (long long)tr->step);
 }
 
+// The schedule, in the first lines: its length and where it came from, and a warning when
+// the run stops before its end (the learning rate there) or never leaves the warm-up.
+static void log_run_schedule(const trainer *tr, int64_t stop, int from_steps) {
+  const train_config *t = &tr->tc;
+  int64_t S = lr_schedule_length(t);
+  log_info("train: learning rate: warm-up %lld steps to %g, cosine to %g at step %lld (%s)",
+           (long long)t->warmup, (double)t->lr, (double)t->min_lr, (long long)S,
+           from_steps ? "the length of --steps; train.lr_schedule_steps sets another"
+           : t->lr_schedule_steps > 0 ? "train.lr_schedule_steps" : "train.steps");
+  if (stop < S)
+    log_warn("train: this run stops at step %lld, before the schedule's end at %lld: the "
+             "learning rate is then %.3g, not min_lr = %g%s; give train.lr_schedule_steps = "
+             "%lld (or --steps %lld) for a schedule that ends with the run", (long long)stop,
+             (long long)S, lr_schedule(t, stop - 1), (double)t->min_lr,
+             stop <= t->warmup ? ", still in the warm-up" : "", (long long)stop, (long long)S);
+  else if (S <= t->warmup)
+    log_warn("train: the schedule's %lld steps are all warm-up (train.warmup = %lld): the "
+             "learning rate never reaches %g; lower train.warmup", (long long)S,
+             (long long)t->warmup, (double)t->lr);
+}
+
 // The memory the run used against the memory model's count (rank 0, after the last step).
 static void log_run_memory(const trainer *tr, const train_setup *su) {
   size_t dev_free1 = 0, dev_total = su->dev_total;
@@ -673,10 +788,11 @@ static void log_run_memory(const trainer *tr, const train_setup *su) {
            train_peak_rss_gib(), dev);
 }
 
-tsr_status train_run(const train_options *o) {
+tsr_status train_run(const train_options *given) {
   trainer tr = {0};
-  train_setup su = {.cap_source = ""};
-  tsr_status r = setup_config(&tr, o, &su);
+  train_setup su = {.cap_source = "", .eff = *given};
+  tsr_status r = setup_config(&tr, given, &su);
+  const train_options *o = &su.eff;
   int ranks = comm_size();
   if (!r) r = check_store(&tr, ranks);
   if (!r) r = setup_sched(&tr, o, ranks);  // before the check: it compares the planner's inputs
@@ -691,12 +807,21 @@ tsr_status train_run(const train_options *o) {
     if (stat(o->init_ckpt, &sb))
       r = err_set(TSR_EIO, "--init %s: %s", o->init_ckpt, strerror(errno));
   }
+  if (!r && o->dry_run) {
+    r = train_dry(&tr, o, &su, ranks);
+    goto done;
+  }
   if (!r) r = setup_run_dir(o, &su);
   if (!r) r = setup_trainer(&tr, o, &su);
+  su.tc0.lr_schedule_steps = tr.tc.lr_schedule_steps;  // a resume may take the checkpoint's
+  if (!r && comm_rank() == 0)  // what a resume from the run alone reads
+    r = run_config_write(o->run_dir, o, &su.rc, &su.mc0, &su.tc0, tr.tc.mem_tokens);
   int64_t stop = o->stop_step > 0 ? o->stop_step : tr.tc.steps;
   if (!r && comm_rank() == 0) log_run_start(&tr, o, stop);
+  if (!r && comm_rank() == 0) log_run_schedule(&tr, stop, su.schedule_from_steps);
   if (!r && tr.step < stop) r = train_loop(&tr, o, stop, su.base);
   if (!r) log_run_memory(&tr, &su);
+done:
   data_split_free(&tr.split);
   dit_free(&tr.sample_model);
   trainer_free(&tr);
@@ -706,6 +831,7 @@ tsr_status train_run(const train_options *o) {
     log_copy_to(NULL);
     fclose(su.log);
   }
+  run_config_free(&su.rc);
   lockfile_release(&su.run_lock);  // last: RUN is complete
   return r;
 }

@@ -9,47 +9,23 @@
 #include "core/log.h"
 #include "model/lora.h"
 #include "model/train/resume.h"
+#include "model/train/run_config.h"
 #include "model/train/samples.h"
 #include "model/train/zero.h"
 
 // A resumed run must train the same model the same way; only the ckpt/log/validation/
-// sample cadence, train.mem_tokens, cp_mode, ulysses_chunks, precision and zero may change:
-// memory per rank and the CP modes shape the plans, and plans do not change the losses (plan
-// invariance), so a run may resume on another cluster. train.val_clips may not: it decides
-// which clips train.
+// sample cadence, train.mem_tokens, cp_mode, ulysses_chunks, precision and zero may change
+// (run_config_key_safe): memory per rank and the CP modes shape the plans, and plans do not
+// change the losses (plan invariance), so a run may resume on another cluster.
+// train.val_clips may not: it decides which clips train.
 static tsr_status check_resume_config(const ckpt_meta *cm, const trainer *tr, const char *path) {
-  train_config t = cm->tc;
-  t.mem_tokens = tr->tc.mem_tokens;
-  t.cp_mode = tr->tc.cp_mode;
-  t.ulysses_chunks = tr->tc.ulysses_chunks;
-  t.ckpt_every = tr->tc.ckpt_every;
-  t.ckpt_keep = tr->tc.ckpt_keep;
-  t.log_every = tr->tc.log_every;
-  t.tensorboard = tr->tc.tensorboard;
-  t.precision = tr->tc.precision;  // the state is fp32 either way (docs/train.md)
-  t.zero = tr->tc.zero;            // the checkpoint is one file set at every stage
-  t.val_every = tr->tc.val_every;
-  t.sample_every = tr->tc.sample_every;
-  t.sample_steps = tr->tc.sample_steps;
-  t.sample_cfg = tr->tc.sample_cfg;
-  char *a = config_to_ini(&cm->mc, &t), *b = config_to_ini(&tr->mc, &tr->tc);
-  tsr_status r = TSR_OK;
-  if (!a || !b) {
-    r = err_set(TSR_ENOMEM, "out of memory comparing configs");
-  } else if (strcmp(a, b)) {
-    const char *p = a, *q = b;  // first differing line
-    while (*p && *p == *q) p++, q++;
-    while (p > a && p[-1] != '\n') p--, q--;
-    int lp = (int)strcspn(p, "\n"), lq = (int)strcspn(q, "\n");
-    r = err_set(TSR_EMISMATCH, "--resume: the config differs from checkpoint %s's: '%.*s' there, "
-                "'%.*s' now; resume with the same config (only train.ckpt_every, ckpt_keep, "
-                "log_every, tensorboard, mem_tokens, cp_mode, ulysses_chunks, precision, zero, "
-                "val_every "
-                "and sample_* may change) or start a new run", path, lp, p, lq, q);
-  }
-  free(a);
-  free(b);
-  return r;
+  char key[384], was[384], now[384];
+  if (!run_config_unsafe_diff(&cm->mc, &cm->tc, &tr->mc, &tr->tc, key, was, now, sizeof key))
+    return TSR_OK;
+  return err_set(TSR_EMISMATCH, "--resume: the config differs from checkpoint %s's: %s = %s "
+                 "there, %s now; resume with the same config (only train.ckpt_every, ckpt_keep, "
+                 "log_every, tensorboard, mem_tokens, cp_mode, ulysses_chunks, precision, zero, "
+                 "val_every and sample_* may change) or start a new run", path, key, was, now);
 }
 
 // ckpt_state.gather of a sharded state (train.zero >= 1): tensor i of a set, from its bucket
@@ -100,13 +76,35 @@ tsr_status train_ckpt_state(const trainer *tr, const data_sampler *pos, int plan
   return TSR_OK;
 }
 
+// What a resume checks before it loads anything: the config (a resume given the config
+// file again, whose train.lr_schedule_steps is 0, keeps the schedule the fresh run's --steps
+// set: run_config_schedule) and the store against the checkpoint's; whether it is bitwise.
+static tsr_status resume_checks(const ckpt_meta *cm, trainer *tr, const train_options *o,
+                                const char *path) {
+  if (tr->tc.lr_schedule_steps == 0) tr->tc.lr_schedule_steps = cm->tc.lr_schedule_steps;
+  tsr_status r = check_resume_config(cm, tr, path);
+  if (!r) r = train_resume_check_store(cm, tr, path, o->run_dir);
+  if (!r) train_resume_check_plan(cm, tr, o->plan_kind, path);
+  return r;
+}
+
+tsr_status train_resume_peek(trainer *tr, const train_options *o, const char *path) {
+  ckpt_meta cm = {0};
+  tsr_status r = ckpt_read_meta(path, &cm);
+  if (!r) r = resume_checks(&cm, tr, o, path);
+  if (!r) {
+    tr->step = cm.step;
+    r = data_sampler_seek(&tr->sampler, cm.sampler_epoch, cm.sampler_pos);
+  }
+  ckpt_meta_free(&cm);
+  return r;
+}
+
 tsr_status train_start_from(trainer *tr, const train_options *o, const char *path, int resume,
                             char *base, size_t cap) {
   ckpt_meta cm = {0};
   tsr_status r = ckpt_read_meta(path, &cm);
-  if (!r && resume) r = check_resume_config(&cm, tr, path);
-  if (!r && resume) r = train_resume_check_store(&cm, tr, path, o->run_dir);
-  if (!r && resume) train_resume_check_plan(&cm, tr, o->plan_kind, path);
+  if (!r && resume) r = resume_checks(&cm, tr, o, path);
   if (!r && resume && cm.adapters) r = train_resume_base(tr, &cm, path, o->init_ckpt, base, cap);
   if (!r && !resume && tr->tc.lora_rank > 0) snprintf(base, cap, "%s", path);
   ckpt_state cs;

@@ -29,4 +29,9 @@ tsr_status train_ckpt_state(const trainer *tr, const data_sampler *pos, int plan
 tsr_status train_start_from(trainer *tr, const train_options *o, const char *path, int resume,
                             char *base, size_t cap);
 
+// A dry run's --resume: the checks train_start_from makes before loading (config, store,
+// plan settings; the same errors), then the step and the sampler's position of checkpoint
+// `path`, from its metadata alone (no weights are read).
+tsr_status train_resume_peek(trainer *tr, const train_options *o, const char *path);
+
 #endif

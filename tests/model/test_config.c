@@ -180,7 +180,7 @@ int main(void) {
     CHECK_OK(config_load(q, ov1, 2, &mm, &tt, &defaults));
     CHECK(tt.lr == 2e-3f && tt.warmup == 5 && mm.depth == 3 && mm.heads == 4, "min.conf values");
     CHECK(defaults && !strncmp(defaults, "model.mlp_ratio, model.freq_dim, model.num_classes, ", 52) &&
-              !strstr(defaults, "train.lr") && !strstr(defaults, "train.warmup") &&
+              !strstr(defaults, "train.lr,") && !strstr(defaults, "train.warmup") &&
               !strstr(defaults, "model.depth") && strstr(defaults, "train.steps") &&
               strstr(defaults, "train.log_every"),
           "defaults list: %s", defaults ? defaults : "(none)");

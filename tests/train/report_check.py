@@ -159,6 +159,18 @@ def main():
     ckpts = [f for f in os.listdir(run) if f.startswith("ckpt-") and f.endswith(".safetensors")]
     if ckpts and "global_batch = " not in text:
         fail("no config on the page although %s exists" % ckpts[0])
+    logp = os.path.join(run, "train.log")
+    said = len([l for l in open(logp, errors="replace") if ": samples of the EMA " in l]) \
+        if os.path.exists(logp) else 0
+    shown = len(data["samples"]) if isinstance(data, dict) and "samples" in data else len(samples)
+    if said and text.count("Euler steps; ") < min(said, shown):
+        fail("sample strips without their labels (%d said in train.log, %d labelled)"
+             % (said, text.count("Euler steps; ")))
+    ini = os.path.join(run, "config.ini")
+    if os.path.exists(ini):
+        first_set = next((l.strip() for l in open(ini) if l.startswith("data = ")), None)
+        if "RUN/config.ini: the run as started" not in text or (first_set and first_set not in text):
+            fail("RUN/config.ini exists but is not on the page")
     print("report_check: %s: HTML parses; %d images decode (curves %s), %d videos; %d series "
           "(%d points) equal to metrics.jsonl's %d lines; %d sample strips"
           % (run, len(page.images), shapes[0][:2], len(page.videos), len(got),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/train/sample.sh — `tessera sample` writes a playable H.264 MP4 of the requested
-# size and frame count (ffprobe decodes every frame), with EMA or raw weights, with
+# size and frame count (ffprobe decodes every frame; without --frames and --size the
+# store's, said on the log), with EMA or raw weights, with
 # guidance by label name or id; the same seed gives the same video; bad options fail.
 source "$(dirname "$0")/lib.sh"
 need_store
@@ -14,6 +15,16 @@ $T sample --ckpt "$CK" --frames 6 --size 64x80 --steps 3 --label scenes --cfg 3 
 [ "$(probe "$W/b.mp4")" = "h264,80,64,6" ] || fail "b.mp4: $(probe "$W/b.mp4")"
 $T sample --ckpt "$CK" --frames 6 --size 64x80 --steps 3 --label 1 --cfg 3 --raw --seed 5 --out "$W/c.mp4"
 cmp "$W/b.mp4" "$W/c.mp4" || fail "label by name and by id differ"
+# no --frames, no --size: the store's (4 fps: 2 s = 8 frames; short side 64, 16:9 = 64x112),
+# the same video as with them given
+$T sample --ckpt "$CK" --steps 3 --seed 2 --out "$W/d.mp4" 2>"$W/d.err"
+[ "$(probe "$W/d.mp4")" = "h264,112,64,8" ] || fail "d.mp4 (defaults): $(probe "$W/d.mp4")"
+grep -q "sample: --frames 8 --size 64x112 from checkpoint .*'s store (4/1 fps, short side 64" "$W/d.err" ||
+  fail "the defaults are not said: $(head -2 "$W/d.err")"
+$T sample --ckpt "$CK" --frames 8 --size 64x112 --steps 3 --seed 2 --out "$W/e.mp4" 2>/dev/null
+cmp "$W/d.mp4" "$W/e.mp4" || fail "the defaults' video differs from the one with them given"
+$T sample --ckpt "$CK" --frames 4 --steps 3 --out "$W/f.mp4" 2>/dev/null
+[ "$(probe "$W/f.mp4")" = "h264,112,64,4" ] || fail "f.mp4 (--frames only): $(probe "$W/f.mp4")"
 fr=$(ffprobe -v error -select_streams v:0 -show_entries stream=r_frame_rate -of csv=p=0 "$W/a.mp4")
 [ "$fr" = "4/1" ] || fail "frame rate $fr, want the store's 4/1"
 # .y4m (what a build without media writes): YUV4MPEG2 4:4:4 that ffprobe reads as 8 frames.

@@ -8,7 +8,9 @@
 #  3. that run resumed: the torn record and the steps after its checkpoint are cut, the
 #     file reads as one run;
 #  4. a run killed with SIGKILL at an arbitrary step, then resumed: the same;
-#  5. without train.tensorboard no event file is written.
+#  5. without train.tensorboard no event file is written;
+#  6. with train.sample_every, each sample is an image at its step (4 of its frames, checked
+#     against the video's frames decoded by ffmpeg).
 source "$(dirname "$0")/lib.sh"
 need_store
 . "$(dirname "$0")/../venv.sh"
@@ -51,7 +53,11 @@ kill -9 $pid; wait $pid 2>/dev/null || true
 killed_at=$(tail -1 "$W/k/metrics.jsonl" | jq .step)
 $T train "${RUN[@]}" --set train.steps=400 --out "$W/k" --steps $((killed_at + 3)) --resume 2>/dev/null
 echo "killed after step $killed_at, resumed to $((killed_at + 3))"
-"${CHECK[@]}" "$W/a" "$W/t0:torn" "$W/t" "$W/s" "$W/k"
+# 6. samples as images (steps 2 and 4)
+$T train "${RUN[@]}" --set train.sample_every=2 --set train.sample_steps=4 --out "$W/i" --steps 4 2>/dev/null
+[ "$(ls "$W/i/samples" | grep -c '\.mp4$')" -eq 2 ] || fail "samples: $(ls "$W/i/samples")"
+"${CHECK[@]}" "$W/a" "$W/t0:torn" "$W/t" "$W/s" "$W/k" "$W/i" | tee "$W/check.out"
+grep -q "$W/i: .* 2 sample images" "$W/check.out" || fail "the samples' images were not checked"
 
 # 5. off by default
 $T train --config "$CONF" --data "$STORE" "${SMALL[@]}" --out "$W/off" --steps 2 2>/dev/null

@@ -116,6 +116,16 @@ static void test_lr(void) {
           (long long)s);
   t.warmup = 0;
   CHECK_NEAR(lr_schedule(&t, 0), lr, 1e-15);
+  // train.lr_schedule_steps > 0 spans the schedule instead of train.steps (a fresh run's
+  // --steps sets it): half way through 200 steps, the mean of lr and min_lr
+  t.warmup = 100;
+  t.lr_schedule_steps = 300;
+  CHECK(lr_schedule_length(&t) == 300, "lr_schedule_length %lld", (long long)lr_schedule_length(&t));
+  CHECK_NEAR(lr_schedule(&t, 99), lr, 1e-15);
+  CHECK_NEAR(lr_schedule(&t, 200), mn + (lr - mn) * 0.5, 1e-15);
+  CHECK_NEAR(lr_schedule(&t, 300), mn, 1e-15);
+  t.lr_schedule_steps = 0;
+  CHECK(lr_schedule_length(&t) == 1000, "0: train.steps");
 }
 
 int main(void) {
