@@ -81,6 +81,72 @@ tsr_status kcu_colsum(kb_t *kb, const char *op, float *out_f32, act_t *out_act, 
   return TSR_OK;
 }
 
+// ---- row tiles of one clip (kcu.h kcu_tile_rows) ------------------------------------------
+enum { TT_THREADS = 1024 };
+
+// One block: thread t counts the tiles of its run of clips, a fixed scan over the threads
+// gives each run's first tile (integers: exact in any order).
+__global__ void k_tile_table(int *tiles, const int32_t *cu, int n_clips, int L) {
+  __shared__ int sh[TT_THREADS];
+  int per = (n_clips + TT_THREADS - 1) / TT_THREADS, t = threadIdx.x;
+  int c0 = t * per < n_clips ? t * per : n_clips, c1 = c0 + per < n_clips ? c0 + per : n_clips;
+  int n = 0;
+  for (int c = c0; c < c1; c++) {
+    int a = cu[c] < 0 ? 0 : (cu[c] > L ? L : cu[c]);
+    int e = cu[c + 1] < a ? a : (cu[c + 1] > L ? L : cu[c + 1]);
+    n += (e - a + KCU_TILE - 1) / KCU_TILE;
+  }
+  sh[t] = n;
+  __syncthreads();
+  for (int o = 1; o < TT_THREADS; o <<= 1) {  // inclusive scan
+    int v = t >= o ? sh[t - o] : 0;
+    __syncthreads();
+    sh[t] += v;
+    __syncthreads();
+  }
+  int first = sh[t] - n;
+  for (int c = c0; c < c1; c++) {
+    tiles[c] = first;
+    int a = cu[c] < 0 ? 0 : (cu[c] > L ? L : cu[c]);
+    int e = cu[c + 1] < a ? a : (cu[c + 1] > L ? L : cu[c + 1]);
+    first += (e - a + KCU_TILE - 1) / KCU_TILE;
+  }
+  if (t == 0) tiles[n_clips] = sh[TT_THREADS - 1];
+}
+
+tsr_status kcu_tile_table(kb_t *kb, const char *op, int *tiles, const int32_t *cu, int n_clips,
+                          int L) {
+  k_tile_table<<<1, TT_THREADS, 0, kcu(kb)->stream>>>(tiles, cu, n_clips, L);
+  KCU_LAUNCHED(op);
+  return TSR_OK;
+}
+
+// Thread per (clip, column): the clip's tiles in order (a tile past n_tiles, possible only
+// for a cu the check reports, is skipped).
+__global__ void k_tile_colsum(act_t *out, int ostride, const float *part, int pstride,
+                              const int *tiles, int n_tiles, int n_clips, int D) {
+  int n = n_clips * D;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    int c = i / D, j = i - c * D;
+    int t0 = tiles[c], t1 = tiles[c + 1] < n_tiles ? tiles[c + 1] : n_tiles;
+    float s = 0.0f;
+    for (int t = t0; t < t1; t++) s += part[(size_t)t * pstride + j];
+    kcu_st(out, (size_t)c * ostride + j, s);
+  }
+}
+
+tsr_status kcu_tile_colsum(kb_t *kb, const char *op, act_t *out, int ostride, const float *part,
+                           int pstride, const int *tiles, long long n_tiles, int n_clips, int D) {
+  long long n = (long long)n_clips * D;
+  if (n == 0) return TSR_OK;
+  if (n > 0x7fffffffLL || n_tiles > 0x7fffffffLL)
+    return err_set(TSR_EINVAL, "%s: %d clips of %d columns are too many", op, n_clips, D);
+  k_tile_colsum<<<KCU_GRID(kb, (size_t)n)>>>(out, ostride, part, pstride, tiles, (int)n_tiles,
+                                            n_clips, D);
+  KCU_LAUNCHED(op);
+  return TSR_OK;
+}
+
 // ---- loss ------------------------------------------------------------------------------
 enum { RED_THREADS = 256 };
 

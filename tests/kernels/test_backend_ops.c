@@ -219,50 +219,53 @@ static void test_norms(void) {
   }
 }
 
-static void test_modulate(void) {
-  for (int p = 0; p < N_PACK; p++)
-    for (int Di = 0; Di < 2; Di++) {
-      const packing *pk = &packings[p];
-      int C = pk->n_clips, L = pk->L, D = Di ? 33 : 64, ms = 6 * D;
-      size_t n = (size_t)L * D, nv = (size_t)C * ms;
-      int32_t *cu = d_cu(pk);
-      // The adaLN output (C, 6D): shift, scale, gate are its 1st, 2nd, 3rd D-column blocks.
-      tens ada = t_act(nv, -1, 1), dada = t_act(nv, -1, 1);
-      tens inp = t_act(n, -2, 2), res = t_act(n, -2, 2), out = t_act(n, 0, 1);
-      size_t as = act_size();
+// modulate and gate + residual, forward and backward, on packing pk with rows of D and the
+// adaLN vectors at stride ms.
+static void modulate_case(const packing *pk, int D, int ms) {
+  int C = pk->n_clips, L = pk->L;
+  size_t n = (size_t)L * D, nv = (size_t)C * ms;
+  int32_t *cu = d_cu(pk);
+  // The adaLN output (C, 6D): shift, scale, gate are its 1st, 2nd, 3rd D-column blocks.
+  tens ada = t_act(nv, -1, 1), dada = t_act(nv, -1, 1);
+  tens inp = t_act(n, -2, 2), res = t_act(n, -2, 2), out = t_act(n, 0, 1);
+  size_t as = act_size();
 #define AH(t, k) ((t).h + (size_t)(k) * D)
 #define AD(t, k) ((void *)((char *)(t).d + (size_t)(k) * D * as))
-      REF->modulate_forward(REF, out.h, inp.h, AH(ada, 0), AH(ada, 1), ms, pk->cu, C, L, D);
-      CHECK_OK(KB->modulate_forward(KB, out.d, inp.d, AD(ada, 0), AD(ada, 1), ms, cu, C, L, D));
-      check_out("modulate_forward", "out", &out);
-      REF->modulate_forward(REF, inp.h, inp.h, AH(ada, 0), AH(ada, 1), ms, pk->cu, C, L, D);
-      CHECK_OK(KB->modulate_forward(KB, inp.d, inp.d, AD(ada, 0), AD(ada, 1), ms, cu, C, L, D));
-      check_out("modulate_forward", "out==inp", &inp);
-      tens dout = t_act(n, -1, 1), dinp = t_act(n, 0, 1);
-      REF->modulate_backward(REF, dinp.h, AH(dada, 0), AH(dada, 1), dout.h, inp.h, AH(ada, 1), ms,
-                             pk->cu, C, L, D);
-      CHECK_OK(KB->modulate_backward(KB, dinp.d, AD(dada, 0), AD(dada, 1), dout.d, inp.d,
-                                     AD(ada, 1), ms, cu, C, L, D));
-      check_out("modulate_backward", "dinp", &dinp);
-      check_out("modulate_backward", "dshift+dscale+stride", &dada);
-      REF->gate_residual_forward(REF, out.h, res.h, inp.h, AH(ada, 2), ms, pk->cu, C, L, D);
-      CHECK_OK(KB->gate_residual_forward(KB, out.d, res.d, inp.d, AD(ada, 2), ms, cu, C, L, D));
-      check_out("gate_residual_forward", "out", &out);
-      REF->gate_residual_forward(REF, res.h, res.h, inp.h, AH(ada, 2), ms, pk->cu, C, L, D);
-      CHECK_OK(KB->gate_residual_forward(KB, res.d, res.d, inp.d, AD(ada, 2), ms, cu, C, L, D));
-      check_out("gate_residual_forward", "out==res", &res);
-      REF->gate_residual_backward(REF, dinp.h, AH(dada, 2), dout.h, inp.h, AH(ada, 2), ms, pk->cu,
-                                  C, L, D);
-      CHECK_OK(KB->gate_residual_backward(KB, dinp.d, AD(dada, 2), dout.d, inp.d, AD(ada, 2), ms,
-                                          cu, C, L, D));
-      check_out("gate_residual_backward", "dinp", &dinp);
-      check_out("gate_residual_backward", "dgate", &dada);
+  REF->modulate_forward(REF, out.h, inp.h, AH(ada, 0), AH(ada, 1), ms, pk->cu, C, L, D);
+  CHECK_OK(KB->modulate_forward(KB, out.d, inp.d, AD(ada, 0), AD(ada, 1), ms, cu, C, L, D));
+  check_out("modulate_forward", "out", &out);
+  REF->modulate_forward(REF, inp.h, inp.h, AH(ada, 0), AH(ada, 1), ms, pk->cu, C, L, D);
+  CHECK_OK(KB->modulate_forward(KB, inp.d, inp.d, AD(ada, 0), AD(ada, 1), ms, cu, C, L, D));
+  check_out("modulate_forward", "out==inp", &inp);
+  tens dout = t_act(n, -1, 1), dinp = t_act(n, 0, 1);
+  REF->modulate_backward(REF, dinp.h, AH(dada, 0), AH(dada, 1), dout.h, inp.h, AH(ada, 1), ms,
+                         pk->cu, C, L, D);
+  CHECK_OK(KB->modulate_backward(KB, dinp.d, AD(dada, 0), AD(dada, 1), dout.d, inp.d,
+                                 AD(ada, 1), ms, cu, C, L, D));
+  check_out("modulate_backward", "dinp", &dinp);
+  check_out("modulate_backward", "dshift+dscale+stride", &dada);
+  REF->gate_residual_forward(REF, out.h, res.h, inp.h, AH(ada, 2), ms, pk->cu, C, L, D);
+  CHECK_OK(KB->gate_residual_forward(KB, out.d, res.d, inp.d, AD(ada, 2), ms, cu, C, L, D));
+  check_out("gate_residual_forward", "out", &out);
+  REF->gate_residual_forward(REF, res.h, res.h, inp.h, AH(ada, 2), ms, pk->cu, C, L, D);
+  CHECK_OK(KB->gate_residual_forward(KB, res.d, res.d, inp.d, AD(ada, 2), ms, cu, C, L, D));
+  check_out("gate_residual_forward", "out==res", &res);
+  REF->gate_residual_backward(REF, dinp.h, AH(dada, 2), dout.h, inp.h, AH(ada, 2), ms, pk->cu,
+                              C, L, D);
+  CHECK_OK(KB->gate_residual_backward(KB, dinp.d, AD(dada, 2), dout.d, inp.d, AD(ada, 2), ms,
+                                      cu, C, L, D));
+  check_out("gate_residual_backward", "dinp", &dinp);
+  check_out("gate_residual_backward", "dgate", &dada);
 #undef AH
 #undef AD
-      tens all[] = {ada, dada, inp, res, out, dout, dinp};
-      for (int i = 0; i < 7; i++) t_free(&all[i]);
-      KB->free(KB, cu);
-    }
+  tens all[] = {ada, dada, inp, res, out, dout, dinp};
+  for (int i = 0; i < 7; i++) t_free(&all[i]);
+  KB->free(KB, cu);
+}
+
+static void test_modulate(void) {
+  for (int p = 0; p < N_PACK; p++)
+    for (int Di = 0; Di < 2; Di++) modulate_case(&packings[p], Di ? 33 : 64, 6 * (Di ? 33 : 64));
 }
 
 static void test_rope_act_cond(void) {
@@ -519,37 +522,53 @@ static void test_objective_loss_optim(void) {
 }
 
 // ---- the fused entries against the reference's (on every backend) ---------------------
-static void test_fused(void) {
-  for (int p = 0; p < N_PACK; p++)
-    for (int Di = 0; Di < 2; Di++) {
-      const packing *pk = &packings[p];
-      int C = pk->n_clips, L = pk->L, D = Di ? 33 : 64, ms = 6 * D;
-      size_t n = (size_t)L * D, nv = (size_t)C * ms, as = act_size();
-      int32_t *cu = d_cu(pk);
-      tens ada = t_act(nv, -1, 1), dada = t_act(nv, -1, 1), inp = t_act(n, -2, 3);
-      tens out = t_act(n, 0, 1), mean = t_f32(L, 0, 1), rstd = t_f32(L, 0, 1);
+// layernorm_modulate forward and backward on packing pk, rows of D, vectors at stride ms.
+static void ln_mod_case(const packing *pk, int D, int ms) {
+  int C = pk->n_clips, L = pk->L;
+  size_t n = (size_t)L * D, nv = (size_t)C * ms, as = act_size();
+  int32_t *cu = d_cu(pk);
+  tens ada = t_act(nv, -1, 1), dada = t_act(nv, -1, 1), inp = t_act(n, -2, 3);
+  tens out = t_act(n, 0, 1), mean = t_f32(L, 0, 1), rstd = t_f32(L, 0, 1);
 #define AH(t, k) ((t).h + (size_t)(k) * D)
 #define AD(t, k) ((void *)((char *)(t).d + (size_t)(k) * D * as))
-      REF->layernorm_modulate_forward(REF, out.h, mean.h, rstd.h, inp.h, AH(ada, 0), AH(ada, 1),
-                                      ms, pk->cu, C, L, D, 1e-6f);
-      CHECK_OK(KB->layernorm_modulate_forward(KB, out.d, mean.d, rstd.d, inp.d, AD(ada, 0),
-                                              AD(ada, 1), ms, cu, C, L, D, 1e-6f));
-      check_out("layernorm_modulate_forward", "out", &out);
-      check_out("layernorm_modulate_forward", "mean", &mean);
-      check_out("layernorm_modulate_forward", "rstd", &rstd);
-      tens dout = t_act(n, -1, 1), dinp = t_act(n, -1, 1);  // dinp accumulated
-      REF->layernorm_modulate_backward(REF, dinp.h, AH(dada, 0), AH(dada, 1), dout.h, inp.h,
-                                       mean.h, rstd.h, AH(ada, 1), ms, pk->cu, C, L, D);
-      CHECK_OK(KB->layernorm_modulate_backward(KB, dinp.d, AD(dada, 0), AD(dada, 1), dout.d, inp.d,
-                                               mean.d, rstd.d, AD(ada, 1), ms, cu, C, L, D));
-      check_out("layernorm_modulate_backward", "dinp", &dinp);
-      check_out("layernorm_modulate_backward", "dshift+dscale+stride", &dada);
+  REF->layernorm_modulate_forward(REF, out.h, mean.h, rstd.h, inp.h, AH(ada, 0), AH(ada, 1),
+                                  ms, pk->cu, C, L, D, 1e-6f);
+  CHECK_OK(KB->layernorm_modulate_forward(KB, out.d, mean.d, rstd.d, inp.d, AD(ada, 0),
+                                          AD(ada, 1), ms, cu, C, L, D, 1e-6f));
+  check_out("layernorm_modulate_forward", "out", &out);
+  check_out("layernorm_modulate_forward", "mean", &mean);
+  check_out("layernorm_modulate_forward", "rstd", &rstd);
+  tens dout = t_act(n, -1, 1), dinp = t_act(n, -1, 1);  // dinp accumulated
+  REF->layernorm_modulate_backward(REF, dinp.h, AH(dada, 0), AH(dada, 1), dout.h, inp.h,
+                                   mean.h, rstd.h, AH(ada, 1), ms, pk->cu, C, L, D);
+  CHECK_OK(KB->layernorm_modulate_backward(KB, dinp.d, AD(dada, 0), AD(dada, 1), dout.d, inp.d,
+                                           mean.d, rstd.d, AD(ada, 1), ms, cu, C, L, D));
+  check_out("layernorm_modulate_backward", "dinp", &dinp);
+  check_out("layernorm_modulate_backward", "dshift+dscale+stride", &dada);
 #undef AH
 #undef AD
-      tens all[] = {ada, dada, inp, out, mean, rstd, dout, dinp};
-      for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) t_free(&all[i]);
-      KB->free(KB, cu);
-    }
+  tens all[] = {ada, dada, inp, out, mean, rstd, dout, dinp};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) t_free(&all[i]);
+  KB->free(KB, cu);
+}
+
+// The adaLN entries on many clips of odd lengths (empty ones, 1-token ones, clips longer
+// than a device block's rows and spanning several), rows of whole 16-byte vectors or not
+// (D = 40 and 264: vectors, 264 = 33 of them, more than a warp's lanes; D = 36: scalars),
+// and a stride that breaks the vectors' alignment (6D + 4).
+static void test_adaln_tiles(void) {
+  static const packing many = {13, 399, {0, 0, 1, 34, 41, 105, 105, 200, 231, 263, 265, 394,
+                                         399, 399}};
+  int cases[][2] = {{40, 240}, {264, 6 * 264}, {36, 216}, {40, 244}};
+  for (int i = 0; i < 4; i++) {
+    modulate_case(&many, cases[i][0], cases[i][1]);
+    ln_mod_case(&many, cases[i][0], cases[i][1]);
+  }
+}
+
+static void test_fused(void) {
+  for (int p = 0; p < N_PACK; p++)
+    for (int Di = 0; Di < 2; Di++) ln_mod_case(&packings[p], Di ? 33 : 64, 6 * (Di ? 33 : 64));
   int Dhs[] = {16, 64, 128};
   for (int s = 0; s < 3; s++) {
     int L = 70, H = s == 2 ? 1 : 3, Dh = Dhs[s];
@@ -840,6 +859,7 @@ int main(int argc, char **argv) {
     test_gemm_strided();
     test_norms();
     test_modulate();
+    test_adaln_tiles();
     test_rope_act_cond();
     test_attention();
     test_objective_loss_optim();
