@@ -1,8 +1,8 @@
 // kernels/cuda/kcu.h — private to the CUDA backend: the context, error helpers, the device
-// helpers every .cu file shares (bf16 loads and stores, warp sums, grid-stride loops and
-// their launch configuration, LayerNorm's row statistics), and what one file of the
-// backend provides to another: the op families' table fillers, the column sums, the
-// GEMM, attention and graph entries.
+// helpers every .cu file shares (bf16 loads and stores, 16-byte vectors of them, warp sums,
+// grid-stride loops and their launch configuration, a row's clip, row tiles of one clip),
+// and what one file of the backend provides to another: the op families' table fillers,
+// the column sums and tile sums, the GEMM, attention and graph entries.
 //
 // Conventions of every entry (kernels.h): arguments are checked on the host (NULL pointers,
 // negative sizes; first the checks both backends share, kernels/check.h kernels_check_*)
@@ -88,6 +88,9 @@ struct kcu_ctx {
                              // counted in gemm.cu, attention in attention.cu
   int capturing;       // 1 between graph_begin and graph_end (graph.cu): the stream records
   void *cap_scratch;   // the scratch buffer when recording began (it must not move)
+  void *qk_cs;         // the fused QK-norm + RoPE's cos/sin table (rmsnorm.cu), of head
+  int qk_dh;           // dimension qk_dh and theta qk_theta; NULL until first used
+  float qk_theta;
 };
 
 static inline kcu_ctx *kcu(kb_t *kb) { return (kcu_ctx *)kb->ctx; }
@@ -139,7 +142,8 @@ tsr_status kcu_arena_ready(kb_t *kb, const char *op);
 enum {
   KCU_E_UNKNOWN = 0, KCU_E_MODULATE_F, KCU_E_MODULATE_B, KCU_E_GATE_F, KCU_E_GATE_B,
   KCU_E_EMBED_F, KCU_E_EMBED_B, KCU_E_ATTN_F, KCU_E_ATTN_B, KCU_E_OBJECTIVE, KCU_E_MSE_F,
-  KCU_E_MSE_B, KCU_E_ADAMW_MULTI, KCU_E_LN_MOD_F, KCU_E_LN_MOD_B, KCU_E_COUNT
+  KCU_E_MSE_B, KCU_E_ADAMW_MULTI, KCU_E_LN_MOD_F, KCU_E_LN_MOD_B, KCU_E_QK_F, KCU_E_QK_B,
+  KCU_E_COUNT
 };
 // Queues a check of cu (n_clips + 1 offsets, device memory): 0-based, non-decreasing,
 // cu[n_clips] == L. A failure is recorded in the device error word.
@@ -176,6 +180,21 @@ __device__ __forceinline__ int kcu_clip_of(const int32_t *cu, int n_clips, int i
     else hi = mid - 1;
   }
   return lo;
+}
+
+// The clip of row r from clip c, the clip of an earlier row of the block (cu walked forward;
+// stays within [0, n_clips - 1] whatever cu holds).
+__device__ __forceinline__ int kcu_clip_walk(const int32_t *cu, int n_clips, int c, int r) {
+  while (c < n_clips - 1 && cu[c + 1] <= r) c++;
+  return c;
+}
+
+// The clip of the block's first row, found once by thread 0 (n_clips > 0).
+__device__ __forceinline__ int kcu_block_first_clip(const int32_t *cu, int n_clips, int r0) {
+  __shared__ int c_first;
+  if (threadIdx.x == 0) c_first = kcu_clip_of(cu, n_clips, r0);
+  __syncthreads();
+  return c_first;
 }
 
 // Warp sums in a fixed butterfly order (deterministic).

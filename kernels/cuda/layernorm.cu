@@ -19,21 +19,6 @@
 // ---- the row kernels --------------------------------------------------------------------
 enum { ROW_THREADS = 256, ROW_WARPS = ROW_THREADS / 32, FWD_ROWS = 32 };
 
-// The clip of row r from clip c, the clip of an earlier row of the block (cu walked forward;
-// stays within [0, n_clips - 1] whatever cu holds).
-__device__ __forceinline__ int clip_walk(const int32_t *cu, int n_clips, int c, int r) {
-  while (c < n_clips - 1 && cu[c + 1] <= r) c++;
-  return c;
-}
-
-// The clip of the block's first row, found once by thread 0 (n_clips > 0).
-__device__ __forceinline__ int block_first_clip(const int32_t *cu, int n_clips, int r0) {
-  __shared__ int c_first;
-  if (threadIdx.x == 0) c_first = kcu_clip_of(cu, n_clips, r0);
-  __syncthreads();
-  return c_first;
-}
-
 // LayerNorm of FWD_ROWS rows, then (MOD) the modulation of the normalised value in
 // registers (LN's output is never stored): out = xhat (1 + scale[c]) + shift[c]. Mean and
 // variance: fp32 sums over the lane's elements in order, then the butterfly (every lane
@@ -44,7 +29,7 @@ __device__ __forceinline__ void ln_fwd_rows(act_t *out, float *mean, float *rstd
                                             const int32_t *cu, int n_clips, int L, int D,
                                             float eps) {
   int r0 = blockIdx.x * FWD_ROWS, r1 = r0 + FWD_ROWS < L ? r0 + FWD_ROWS : L;
-  int lane = threadIdx.x & 31, c = MOD ? block_first_clip(cu, n_clips, r0) : 0;
+  int lane = threadIdx.x & 31, c = MOD ? kcu_block_first_clip(cu, n_clips, r0) : 0;
   for (int r = r0 + threadIdx.x / 32; r < r1; r += ROW_WARPS) {
     const act_t *x = inp + (size_t)r * D;
     float v[VW], s = 0.0f, ss = 0.0f;
@@ -60,7 +45,7 @@ __device__ __forceinline__ void ln_fwd_rows(act_t *out, float *mean, float *rstd
     float rs = 1.0f / sqrtf(kcu_warp_sumf(ss) / (float)D + eps);
     const act_t *sh = shift, *sc = scale;
     if (MOD) {
-      c = clip_walk(cu, n_clips, c, r);
+      c = kcu_clip_walk(cu, n_clips, c, r);
       sh += (size_t)c * mstride, sc += (size_t)c * mstride;
     }
     for (int j = lane * VW; j < D; j += 32 * VW) {
@@ -156,9 +141,9 @@ __device__ __forceinline__ void adaln_fwd_rows(act_t *out, const act_t *x, const
                                                const act_t *v1, const act_t *v2, int mstride,
                                                const int32_t *cu, int n_clips, int L, int D) {
   int r0 = blockIdx.x * FWD_ROWS, r1 = r0 + FWD_ROWS < L ? r0 + FWD_ROWS : L;
-  int lane = threadIdx.x & 31, c = block_first_clip(cu, n_clips, r0);
+  int lane = threadIdx.x & 31, c = kcu_block_first_clip(cu, n_clips, r0);
   for (int r = r0 + threadIdx.x / 32; r < r1; r += ROW_WARPS) {
-    c = clip_walk(cu, n_clips, c, r);
+    c = kcu_clip_walk(cu, n_clips, c, r);
     const act_t *a1 = v1 + (size_t)c * mstride, *a2 = v2 + (size_t)c * mstride;
     size_t o = (size_t)r * D;
     for (int j = lane * VW; j < D; j += 32 * VW) {

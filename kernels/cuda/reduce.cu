@@ -1,7 +1,8 @@
 // kernels/cuda/reduce.cu — every reduction of the CUDA backend that must not depend on
-// scheduling: the deterministic column sums (kcu_colsum: bias, norm-weight and adaLN
-// gradients), the MSE loss and its backward, and the gradients' sum of squares (sumsq, the
-// one host synchronisation of a step). Mirrors kernels/cpu/reduce.c and loss.c (the CPU
+// scheduling: the deterministic column sums (kcu_colsum: bias and norm-weight gradients),
+// the tile table and tile sums of the adaLN gradients (kcu_tile_table, kcu_tile_colsum;
+// layernorm.cu makes the partials), the MSE loss and its backward, and the gradients' sum
+// of squares (sumsq, the one host synchronisation of a step). Mirrors kernels/cpu/reduce.c and loss.c (the CPU
 // keeps sumsq beside AdamW in adamw.c; here it shares the block sum below).
 //
 // Determinism: no float atomics. Each sum covers fixed slices (a function of the shapes
@@ -139,7 +140,7 @@ tsr_status kcu_tile_colsum(kb_t *kb, const char *op, act_t *out, int ostride, co
                            int pstride, const int *tiles, long long n_tiles, int n_clips, int D) {
   long long n = (long long)n_clips * D;
   if (n == 0) return TSR_OK;
-  if (n > 0x7fffffffLL || n_tiles > 0x7fffffffLL)
+  if (n > 0x3fffffffLL || n_tiles > 0x7fffffffLL)
     return err_set(TSR_EINVAL, "%s: %d clips of %d columns are too many", op, n_clips, D);
   k_tile_colsum<<<KCU_GRID(kb, (size_t)n)>>>(out, ostride, part, pstride, tiles, (int)n_tiles,
                                             n_clips, D);
@@ -226,12 +227,37 @@ static tsr_status cu_mse_forward(kb_t *kb, float *loss, float *sse, const void *
   return TSR_OK;
 }
 
-__global__ void k_mse_bwd(act_t *dpred, const act_t *pred, const act_t *target, const float *weight,
-                          const int32_t *cu, int n_clips, int L, int D) {
-  KCU_GRID_STRIDE(e, (size_t)L * D) {
-    float w2 = 2.0f * weight[kcu_clip_of(cu, n_clips, (int)(e / D))];
-    kcu_st(dpred, e, w2 * (kcu_ld(pred, e) - kcu_ld(target, e)));
+// MSE_ROWS rows a block, a warp per row (16-byte vectors when aligned), the clip found once
+// per block: dpred = 2 weight[c] (pred - target).
+enum { MSE_ROWS = 32, MSE_THREADS = 256 };
+template <int VW>
+__device__ __forceinline__ void mse_bwd_rows(act_t *dpred, const act_t *pred, const act_t *target,
+                                             const float *weight, const int32_t *cu, int n_clips,
+                                             int L, int D) {
+  int r0 = blockIdx.x * MSE_ROWS, r1 = r0 + MSE_ROWS < L ? r0 + MSE_ROWS : L;
+  int lane = threadIdx.x & 31, c = kcu_block_first_clip(cu, n_clips, r0);
+  for (int r = r0 + threadIdx.x / 32; r < r1; r += MSE_THREADS / 32) {
+    c = kcu_clip_walk(cu, n_clips, c, r);
+    float w2 = 2.0f * weight[c];
+    size_t o = (size_t)r * D;
+    for (int j = lane * VW; j < D; j += 32 * VW) {
+      float p[VW], t[VW];
+      kcu_ldv<VW>(pred, o + j, p);
+      kcu_ldv<VW>(target, o + j, t);
+      for (int e = 0; e < VW; e++) p[e] = w2 * (p[e] - t[e]);
+      kcu_stv<VW>(dpred, o + j, p);
+    }
   }
+}
+__global__ void __launch_bounds__(MSE_THREADS)
+    k_mse_bwd_v8(act_t *dpred, const act_t *pred, const act_t *target, const float *weight,
+                 const int32_t *cu, int n_clips, int L, int D) {
+  mse_bwd_rows<KCU_VEC>(dpred, pred, target, weight, cu, n_clips, L, D);
+}
+__global__ void __launch_bounds__(MSE_THREADS)
+    k_mse_bwd_v1(act_t *dpred, const act_t *pred, const act_t *target, const float *weight,
+                 const int32_t *cu, int n_clips, int L, int D) {
+  mse_bwd_rows<1>(dpred, pred, target, weight, cu, n_clips, L, D);
 }
 
 static tsr_status cu_mse_backward(kb_t *kb, void *dpred, const void *pred, const void *target,
@@ -240,9 +266,13 @@ static tsr_status cu_mse_backward(kb_t *kb, void *dpred, const void *pred, const
   tsr_status st = kernels_check_mse_backward(dpred, pred, target, weight, cu, n_clips, L, D);
   if (!st) st = kcu_check_cu(kb, op, KCU_E_MSE_B, cu, n_clips, L);
   if (st || L == 0 || D == 0) return st;
-  size_t n = (size_t)L * D;
-  k_mse_bwd<<<KCU_GRID(kb, n)>>>((act_t *)dpred, (const act_t *)pred, (const act_t *)target, weight,
-                                 cu, n_clips, L, D);
+  if (n_clips == 0) return TSR_OK;  // cu's check reports L > 0
+  const void *ptrs[] = {dpred, pred, target};
+  void (*fn)(act_t *, const act_t *, const act_t *, const float *, const int32_t *, int, int, int) =
+      kcu_vec_ok(D, 0, ptrs, 3) ? k_mse_bwd_v8 : k_mse_bwd_v1;
+  unsigned grid = (unsigned)(((long long)L + MSE_ROWS - 1) / MSE_ROWS);
+  fn<<<grid, MSE_THREADS, 0, kcu(kb)->stream>>>((act_t *)dpred, (const act_t *)pred,
+                                                (const act_t *)target, weight, cu, n_clips, L, D);
   KCU_LAUNCHED(op);
   return TSR_OK;
 }

@@ -443,9 +443,9 @@ static void test_attention(void) {
 }
 
 static void test_objective_loss_optim(void) {
-  for (int p = 0; p < N_PACK; p++) {
-    const packing *pk = &packings[p];
-    int C = pk->n_clips, L = pk->L, P = 9;
+  for (int p = 0; p < 2 * N_PACK; p++) {  // P = 9, then 16 (whole 16-byte vectors of bf16)
+    const packing *pk = &packings[p % N_PACK];
+    int C = pk->n_clips, L = pk->L, P = p < N_PACK ? 9 : 16;
     size_t n = (size_t)L * P;
     int32_t *cu = d_cu(pk);
     kernels_clip_key keys[8];
@@ -545,6 +545,18 @@ static void ln_mod_case(const packing *pk, int D, int ms) {
                                            mean.d, rstd.d, AD(ada, 1), ms, cu, C, L, D));
   check_out("layernorm_modulate_backward", "dinp", &dinp);
   check_out("layernorm_modulate_backward", "dshift+dscale+stride", &dada);
+  {  // run to run: the per-clip sums again on the same inputs, bitwise (fixed orders on a GPU)
+    size_t vb = nv * as;
+    char *h[2] = {malloc(vb ? vb : 1), malloc(vb ? vb : 1)};
+    for (int k = 0; k < 2; k++) {
+      CHECK_OK(KB->layernorm_modulate_backward(KB, NULL, AD(dada, 0), AD(dada, 1), dout.d, inp.d,
+                                               mean.d, rstd.d, AD(ada, 1), ms, cu, C, L, D));
+      CHECK_OK(KB->to_host(KB, h[k], dada.d, vb));
+    }
+    CHECK(memcmp(h[0], h[1], vb) == 0, "%s layernorm_modulate_backward: dshift/dscale differ run "
+          "to run (L %d, D %d)", KB->name, L, D);
+    free(h[0]), free(h[1]);
+  }
 #undef AH
 #undef AD
   tens all[] = {ada, dada, inp, out, mean, rstd, dout, dinp};
@@ -569,12 +581,16 @@ static void test_adaln_tiles(void) {
 static void test_fused(void) {
   for (int p = 0; p < N_PACK; p++)
     for (int Di = 0; Di < 2; Di++) ln_mod_case(&packings[p], Di ? 33 : 64, 6 * (Di ? 33 : 64));
-  int Dhs[] = {16, 64, 128};
-  for (int s = 0; s < 3; s++) {
-    int L = 70, H = s == 2 ? 1 : 3, Dh = Dhs[s];
+  // Dh 16 to 512: 1 to 8 rotation pairs a lane on the CUDA backend; the last case has
+  // positions up to 4095 (the end of the CUDA backend's table of cos and sin).
+  int Dhs[] = {16, 64, 128, 256, 512};
+  for (int s = 0; s < 5; s++) {
+    int L = 70, H = s == 2 || s == 4 ? 1 : 3, Dh = Dhs[s];
     size_t n = (size_t)L * H * Dh, nr = (size_t)L * H;
     int32_t *pos = malloc(sizeof(int32_t) * 3 * L);
     for (int i = 0; i < L; i++) pos[3 * i] = i / 12, pos[3 * i + 1] = (i / 4) % 3, pos[3 * i + 2] = i % 4;
+    if (s == 4)
+      for (int i = 0; i < L; i++) pos[3 * i] = 4095 - i, pos[3 * i + 2] = 4095 - 2 * i;
     void *dpos = t_raw(pos, sizeof(int32_t) * 3 * L);
     tens q = t_act(n, -2, 2), k = t_act(n, -2, 2), wq = t_f32(Dh, 0.5, 1.5), wk = t_f32(Dh, 0.5, 1.5);
     tens qo = t_act(n, 0, 1), ko = t_act(n, 0, 1), qr = t_f32(nr, 0, 1), kr = t_f32(nr, 0, 1);
@@ -599,6 +615,19 @@ static void test_fused(void) {
     tens all[] = {q, k, wq, wk, qo, ko, qr, kr, dq, dk, dqi, dki, dwq, dwk};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) t_free(&all[i]);
     KB->free(KB, dpos), free(pos);
+  }
+  if (!strcmp(KB->name, "cuda")) {  // a position past its table of cos and sin is reported
+    int32_t pos[6] = {0, 1, 2, 4096, 0, 0};
+    void *dpos = t_raw(pos, sizeof pos);
+    tens q = t_act(32, -1, 1), w = t_f32(16, 0.5, 1.5), o = t_act(32, 0, 1), r = t_f32(2, 0, 1);
+    tsr_status st = KB->qk_norm_rope_forward(KB, o.d, o.d, r.d, r.d, q.d, q.d, w.d, w.d, dpos, 2,
+                                             1, 16, 1e-6f, 10000.0f);
+    if (!st) st = KB->sync(KB);
+    CHECK(st == TSR_EINVAL && strstr(err_msg(), "qk_norm_rope_forward"),
+          "cuda qk_norm_rope_forward: position 4096 not reported (%s: %s)", err_name(st), err_msg());
+    tens all[] = {q, w, o, r};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) t_free(&all[i]);
+    KB->free(KB, dpos);
   }
   // M, K, N: a shape cuBLASLt's GELU epilogues take (N, K multiples of 8), odd ones that
   // need the fallback, and one row; with and without bias.
