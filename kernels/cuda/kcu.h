@@ -303,18 +303,12 @@ __device__ __forceinline__ int kcu_tile_rows(const int *tiles, const int32_t *cu
 static inline unsigned kcu_warp_blocks(int rows) { return kcu_blocks((size_t)rows * 32, 256); }
 
 // ---- column sums (reduce.cu) -------------------------------------------------------------
-// Deterministic column sums over row segments: for segment s (rows [seg[s], seg[s+1]) when
-// seg is given — device memory, n_seg + 1 offsets — or rows [0, rows) when seg is NULL and
-// n_seg == 1) and column j < cols:
-//   sum_r a[r*ld + j] * (b ? b[r*ld + j] : 1) * (rs ? rs[r] : 1)   in double,
-// or, with mu (b and rs then given), LayerNorm's output in place of b and rs:
-//   sum_r a[r*ld + j] * ((b[r*ld + j] - mu[r]) * rs[r], in float),
-// stored to out_f32[s*ostride + j] (accumulate: += in double then rounded; else =) or, when
-// out_act is given, rounded to bf16 into out_act[s*ostride + j] (overwritten).
-// Fixed slices of each segment, summed in slice order: bitwise reproducible.
-tsr_status kcu_colsum(kb_t *kb, const char *op, float *out_f32, act_t *out_act, int accumulate,
-                      int ostride, const act_t *a, const act_t *b, const float *rs,
-                      const float *mu, const int32_t *seg, int n_seg, int rows, int cols, int ld);
+// Deterministic column sums of the (rows, cols) [act] matrix a, times b (same shape) and
+// rs[r] where given: out[j] += sum_r a[r][j] (b[r][j]) (rs[r]), in fp32 over fixed row
+// slices added in slice order (bias and norm-weight gradients, accumulated). 16-byte vector
+// loads when cols is a multiple of 8 and a, b are aligned.
+tsr_status kcu_colsum(kb_t *kb, const char *op, float *out, const act_t *a, const act_t *b,
+                      const float *rs, int rows, int cols);
 // The tile table of cu (n_clips + 1 offsets, device) into tiles (n_clips + 1 ints, device
 // scratch of the caller): one block, queued on the stream (kcu_tile_rows reads it).
 tsr_status kcu_tile_table(kb_t *kb, const char *op, int *tiles, const int32_t *cu, int n_clips,

@@ -1,5 +1,6 @@
 // kernels/cuda/reduce.cu — every reduction of the CUDA backend that must not depend on
-// scheduling: the deterministic column sums (kcu_colsum: bias and norm-weight gradients),
+// scheduling: the deterministic column sums (kcu_colsum: bias and norm-weight gradients,
+// fp32 partials of fixed row slices),
 // the tile table and tile sums of the adaLN gradients (kcu_tile_table, kcu_tile_colsum;
 // layernorm.cu makes the partials), the MSE loss and its backward, and the gradients' sum
 // of squares (sumsq, the one host synchronisation of a step). Mirrors kernels/cpu/reduce.c and loss.c (the CPU
@@ -11,73 +12,75 @@
 #include "kernels/check.h"
 #include "kernels/cuda/kcu.h"
 
-// ---- deterministic column sums --------------------------------------------------------
-enum { CS_COLS = 32, CS_LANES = 8 };
+// ---- deterministic column sums ----------------------------------------------------------
+// grid (column chunks of 32 VW, S slices of the rows), block (32, CS_LANES): thread x owns
+// the VW columns from (chunk 32 + x) VW, lane y the rows y, y + CS_LANES, ... of the slice;
+// the lanes are summed in order, each slice's sums go to part[slice] (fp32), and
+// k_colsum_final adds the slices in order to out. 16-byte vectors when aligned.
+enum { CS_LANES = 8, CS_SLICE_ROWS = 256, CS_MAX_SLICES = 1024 };
 
-// grid (col chunks, slices, segments), block (32, 8). part: (n_seg * S, cols) double.
-__global__ void k_colsum_part(double *part, const act_t *a, const act_t *b, const float *rs,
-                              const float *mu, const int32_t *seg, int rows, int cols, int ld,
-                              int S) {
-  int s = blockIdx.z, y = blockIdx.y, j = blockIdx.x * CS_COLS + threadIdx.x;
-  long long r0 = seg ? seg[s] : 0, r1 = seg ? seg[s + 1] : rows;
-  r0 = r0 < 0 ? 0 : (r0 > rows ? rows : r0);
-  r1 = r1 < r0 ? r0 : (r1 > rows ? rows : r1);
-  long long len = r1 - r0, a0 = r0 + len * y / S, a1 = r0 + len * (y + 1) / S;
-  double acc = 0.0;
-  if (j < cols)
-    for (long long r = a0 + threadIdx.y; r < a1; r += CS_LANES) {
-      size_t o = (size_t)r * ld + j;
-      double t = (double)kcu_ld(a, o);
-      if (mu) {
-        t *= (double)((kcu_ld(b, o) - mu[r]) * rs[r]);  // LayerNorm's output, as it stores it
-      } else {
-        if (b) t *= (double)kcu_ld(b, o);
-        if (rs) t *= (double)rs[r];
-      }
-      acc += t;
+template <int VW>
+__device__ __forceinline__ void colsum_slice(float *part, const act_t *a, const act_t *b,
+                                             const float *rs, int rows, int cols, int S) {
+  extern __shared__ float cs_sh[];  // (CS_LANES, 32 VW)
+  int y = blockIdx.y, j0 = (blockIdx.x * 32 + threadIdx.x) * VW;
+  long long r0 = (long long)rows * y / S, r1 = (long long)rows * (y + 1) / S;
+  float acc[VW];
+  for (int e = 0; e < VW; e++) acc[e] = 0.0f;
+  if (j0 < cols)
+    for (long long r = r0 + threadIdx.y; r < r1; r += CS_LANES) {
+      float va[VW], vb[VW];
+      kcu_ldv<VW>(a, (size_t)r * cols + j0, va);
+      if (b) kcu_ldv<VW>(b, (size_t)r * cols + j0, vb);
+      float f = rs ? rs[r] : 1.0f;
+      for (int e = 0; e < VW; e++) acc[e] += b ? va[e] * vb[e] * f : (rs ? va[e] * f : va[e]);
     }
-  __shared__ double sh[CS_LANES][CS_COLS];
-  sh[threadIdx.y][threadIdx.x] = acc;
+  float *mine = cs_sh + (size_t)threadIdx.y * 32 * VW + threadIdx.x * VW;
+  for (int e = 0; e < VW; e++) mine[e] = acc[e];
   __syncthreads();
-  if (threadIdx.y == 0 && j < cols) {
-    double t = 0.0;
-    for (int l = 0; l < CS_LANES; l++) t += sh[l][threadIdx.x];
-    part[((size_t)s * S + y) * cols + j] = t;
+  if (threadIdx.y == 0 && j0 < cols)
+    for (int e = 0; e < VW; e++) {
+      float t = 0.0f;
+      for (int l = 0; l < CS_LANES; l++) t += cs_sh[(size_t)l * 32 * VW + threadIdx.x * VW + e];
+      part[(size_t)y * cols + j0 + e] = t;
+    }
+}
+__global__ void k_colsum_v8(float *part, const act_t *a, const act_t *b, const float *rs, int rows,
+                            int cols, int S) {
+  colsum_slice<KCU_VEC>(part, a, b, rs, rows, cols, S);
+}
+__global__ void k_colsum_v1(float *part, const act_t *a, const act_t *b, const float *rs, int rows,
+                            int cols, int S) {
+  colsum_slice<1>(part, a, b, rs, rows, cols, S);
+}
+
+__global__ void k_colsum_final(float *out, const float *part, int cols, int S) {
+  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < cols; j += gridDim.x * blockDim.x) {
+    float t = 0.0f;
+    for (int y = 0; y < S; y++) t += part[(size_t)y * cols + j];
+    out[j] += t;
   }
 }
 
-__global__ void k_colsum_final(float *out_f32, act_t *out_act, int accumulate, int ostride,
-                               const double *part, int n_seg, int cols, int S) {
-  KCU_GRID_STRIDE(i, (size_t)n_seg * cols) {
-    int s = (int)(i / cols), j = (int)(i % cols);
-    size_t o = (size_t)s * ostride + j;
-    double t = (out_f32 && accumulate) ? (double)out_f32[o] : 0.0;
-    for (int y = 0; y < S; y++) t += part[((size_t)s * S + y) * cols + j];
-    if (out_act) kcu_st(out_act, o, (float)t);
-    else out_f32[o] = (float)t;
-  }
-}
-
-tsr_status kcu_colsum(kb_t *kb, const char *op, float *out_f32, act_t *out_act, int accumulate,
-                      int ostride, const act_t *a, const act_t *b, const float *rs,
-                      const float *mu, const int32_t *seg, int n_seg, int rows, int cols, int ld) {
-  if (cols <= 0 || n_seg <= 0) return TSR_OK;
-  // Slices per segment: about 512 rows each on average, 1..256; a function of the shapes
-  // only, so the summation order is fixed for given shapes.
-  long long avg = (long long)rows / n_seg;
-  int S = (int)(avg / 512);
-  S = S < 1 ? 1 : (S > 256 ? 256 : S);
+tsr_status kcu_colsum(kb_t *kb, const char *op, float *out, const act_t *a, const act_t *b,
+                      const float *rs, int rows, int cols) {
+  if (cols <= 0) return TSR_OK;
+  // Slices of about CS_SLICE_ROWS rows, 1..CS_MAX_SLICES: a function of the shapes only,
+  // so the summation order is fixed for given shapes.
+  int S = rows / CS_SLICE_ROWS;
+  S = S < 1 ? 1 : (S > CS_MAX_SLICES ? CS_MAX_SLICES : S);
   void *ws;
-  tsr_status st = kcu_scratch(kb, op, (size_t)n_seg * S * cols * sizeof(double), &ws);
+  tsr_status st = kcu_scratch(kb, op, (size_t)S * cols * sizeof(float), &ws);
   if (st) return st;
-  if (n_seg > 65535) return err_set(TSR_EINVAL, "%s: %d segments (clips) exceed 65535", op, n_seg);
-  dim3 grid((unsigned)((cols + CS_COLS - 1) / CS_COLS), (unsigned)S, (unsigned)n_seg);
-  k_colsum_part<<<grid, dim3(CS_COLS, CS_LANES), 0, kcu(kb)->stream>>>((double *)ws, a, b, rs, mu,
-                                                                     seg, rows, cols, ld, S);
+  const void *ptrs[] = {a, b};
+  int vec = kcu_vec_ok(cols, 0, ptrs, 2), vw = vec ? KCU_VEC : 1;
+  void (*fn)(float *, const act_t *, const act_t *, const float *, int, int, int) =
+      vec ? k_colsum_v8 : k_colsum_v1;
+  dim3 grid((unsigned)((cols + 32 * vw - 1) / (32 * vw)), (unsigned)S);
+  fn<<<grid, dim3(32, CS_LANES), (size_t)CS_LANES * 32 * vw * sizeof(float), kcu(kb)->stream>>>(
+      (float *)ws, a, b, rs, rows, cols, S);
   KCU_LAUNCHED(op);
-  size_t n = (size_t)n_seg * cols;
-  k_colsum_final<<<KCU_GRID(kb, n)>>>(out_f32, out_act, accumulate, ostride, (const double *)ws,
-                                      n_seg, cols, S);
+  k_colsum_final<<<KCU_GRID(kb, (size_t)cols)>>>(out, (const float *)ws, cols, S);
   KCU_LAUNCHED(op);
   return TSR_OK;
 }

@@ -63,8 +63,7 @@ static tsr_status cu_rmsnorm_backward(kb_t *kb, void *dinp, float *dweight, cons
     KCU_LAUNCHED(op);
   }
   if (dweight)
-    return kcu_colsum(kb, op, dweight, NULL, 1, 0, (const act_t *)dout, (const act_t *)inp, rstd, NULL,
-                      NULL, 1, R, C, C);
+    return kcu_colsum(kb, op, dweight, (const act_t *)dout, (const act_t *)inp, rstd, R, C);
   return TSR_OK;
 }
 

@@ -116,8 +116,9 @@ static void test_gemm(void) {
         check_out("gemm", "c", &c);
         t_free(&a), t_free(&b), t_free(&c);
       }
-  int lin[][3] = {{1, 3, 5}, {131, 64, 192}, {70, 33, 17}};
-  for (int s = 0; s < 3; s++)
+  // the last: dbias over 777 rows, several of the CUDA column sums' row slices
+  int lin[][3] = {{1, 3, 5}, {131, 64, 192}, {70, 33, 17}, {777, 8, 40}};
+  for (int s = 0; s < 4; s++)
     for (int with_bias = 0; with_bias < 2; with_bias++) {
       int M = lin[s][0], K = lin[s][1], N = lin[s][2];
       tens inp = t_act((size_t)M * K, -1, 1), w = t_act((size_t)K * N, -0.3, 0.3);
@@ -567,13 +568,16 @@ static void ln_mod_case(const packing *pk, int D, int ms) {
 // The adaLN entries on many clips of odd lengths (empty ones, 1-token ones, clips longer
 // than a device block's rows and spanning several), rows of whole 16-byte vectors or not
 // (D = 40 and 264: vectors, 264 = 33 of them, more than a warp's lanes; D = 36: scalars),
-// and a stride that breaks the vectors' alignment (6D + 4).
+// and a stride that breaks the vectors' alignment (6D + 4); rows wide enough that the CUDA
+// backward's column sums take more than 48 KiB of shared memory (D = 1032, 8 warps) or
+// fewer warps a block (D = 2056: 5).
 static void test_adaln_tiles(void) {
   static const packing many = {13, 399, {0, 0, 1, 34, 41, 105, 105, 200, 231, 263, 265, 394,
                                          399, 399}};
-  int cases[][2] = {{40, 240}, {264, 6 * 264}, {36, 216}, {40, 244}};
-  for (int i = 0; i < 4; i++) {
-    modulate_case(&many, cases[i][0], cases[i][1]);
+  int cases[][2] = {{40, 240}, {264, 6 * 264}, {36, 216}, {40, 244}, {1032, 3 * 1032},
+                    {2056, 3 * 2056}};
+  for (int i = 0; i < 6; i++) {
+    if (i < 4) modulate_case(&many, cases[i][0], cases[i][1]);  // the wide ones: one is enough
     ln_mod_case(&many, cases[i][0], cases[i][1]);
   }
 }
