@@ -303,7 +303,8 @@ static tsr_status p_linear_forward(kb_t *kb, void *out, const void *inp, const v
 static tsr_status p_linear_backward(kb_t *kb, void *dinp, float *dw, float *dbias,
                                     const void *dout, const void *inp, const void *w, int M, int K,
                                     int N) {
-  MOVES(linear_backward, A((double)M * N + (double)K * N + (double)M * K * (dinp ? 2 : 1)) + (dw ? F(2.0 * K * N) : 0) + (dbias ? F(2.0 * N) : 0));
+  MOVES(linear_backward, A((double)M * N + (double)K * N + (double)M * K * (dinp ? 2 : 1))
+        + (dw ? F(2.0 * K * N) : 0) + (dbias ? F(2.0 * N) : 0));
   TIMED(linear_backward, dinp, dw, dbias, dout, inp, w, M, K, N);
 }
 static tsr_status p_layernorm_forward(kb_t *kb, void *out, float *mean, float *rstd,
@@ -324,7 +325,8 @@ static tsr_status p_rmsnorm_forward(kb_t *kb, void *out, float *rstd, const void
 static tsr_status p_rmsnorm_backward(kb_t *kb, void *dinp, float *dweight, const void *dout,
                                      const void *inp, const float *weight, const float *rstd,
                                      int R, int C) {
-  MOVES(rmsnorm_backward, A((dinp ? 3.0 : 2.0) * R * C) + F((double)R + C + (dweight ? 2.0 * C : 0)));
+  MOVES(rmsnorm_backward, A((dinp ? 3.0 : 2.0) * R * C)
+        + F((double)R + C + (dweight ? 2.0 * C : 0)));
   TIMED(rmsnorm_backward, dinp, dweight, dout, inp, weight, rstd, R, C);
 }
 static tsr_status p_modulate_forward(kb_t *kb, void *out, const void *inp, const void *shift,
@@ -337,7 +339,9 @@ static tsr_status p_modulate_backward(kb_t *kb, void *dinp, void *dshift, void *
                                       const void *dout, const void *inp, const void *scale,
                                       int mstride, const int32_t *cu_seqlens, int n_clips, int L,
                                       int D) {
-  MOVES(modulate_backward, A((double)L * D * (1 + (dinp != NULL) + (dscale != NULL)) + (double)n_clips * D * ((dinp != NULL) + (dshift != NULL) + (dscale != NULL))) + F(n_clips + 1.0));
+  double mb_rows = (double)L * D * (1 + (dinp != NULL) + (dscale != NULL));
+  double mb_vecs = (double)n_clips * D * ((dinp != NULL) + (dshift != NULL) + (dscale != NULL));
+  MOVES(modulate_backward, A(mb_rows + mb_vecs) + F(n_clips + 1.0));
   TIMED(modulate_backward, dinp, dshift, dscale, dout, inp, scale, mstride, cu_seqlens, n_clips, L,
         D);
 }
@@ -350,7 +354,9 @@ static tsr_status p_gate_residual_forward(kb_t *kb, void *out, const void *res, 
 static tsr_status p_gate_residual_backward(kb_t *kb, void *dinp, void *dgate, const void *dout,
                                            const void *inp, const void *gate, int mstride,
                                            const int32_t *cu_seqlens, int n_clips, int L, int D) {
-  MOVES(gate_residual_backward, A((double)L * D * (1 + (dinp != NULL) + (dgate != NULL)) + (double)n_clips * D * ((dinp != NULL) + (dgate != NULL))) + F(n_clips + 1.0));
+  double gb_rows = (double)L * D * (1 + (dinp != NULL) + (dgate != NULL));
+  double gb_vecs = (double)n_clips * D * ((dinp != NULL) + (dgate != NULL));
+  MOVES(gate_residual_backward, A(gb_rows + gb_vecs) + F(n_clips + 1.0));
   TIMED(gate_residual_backward, dinp, dgate, dout, inp, gate, mstride, cu_seqlens, n_clips, L, D);
 }
 static tsr_status p_rope_forward(kb_t *kb, void *out, const void *inp, const int32_t *pos, int L,
@@ -499,7 +505,11 @@ static tsr_status p_layernorm_modulate_backward(kb_t *kb, void *dinp, void *dshi
                                                 const void *scale, int mstride,
                                                 const int32_t *cu_seqlens, int n_clips, int L,
                                                 int D) {
-  MOVES(layernorm_modulate_backward, A((double)L * D * (1 + (dinp || dscale) + 2 * (dinp != NULL)) + (double)n_clips * D * ((dinp != NULL) + (dshift != NULL) + (dscale != NULL))) + F(((dinp || dscale) ? 2.0 * L : 0) + n_clips + 1.0));
+  // dout; inp for dinp or dscale; dinp read and written
+  double lb_rows = (double)L * D * (1 + (dinp || dscale) + 2 * (dinp != NULL));
+  double lb_vecs = (double)n_clips * D * ((dinp != NULL) + (dshift != NULL) + (dscale != NULL));
+  MOVES(layernorm_modulate_backward,
+        A(lb_rows + lb_vecs) + F(((dinp || dscale) ? 2.0 * L : 0) + n_clips + 1.0));
   TIMED(layernorm_modulate_backward, dinp, dshift, dscale, dout, inp, mean, rstd, scale, mstride,
         cu_seqlens, n_clips, L, D);
 }
@@ -518,7 +528,8 @@ static tsr_status p_qk_norm_rope_backward(kb_t *kb, void *dq_in, void *dk_in, fl
                                           const float *q_weight, const float *k_weight,
                                           const float *q_rstd, const float *k_rstd,
                                           const int32_t *pos, int L, int H, int Dh, float theta) {
-  MOVES(qk_norm_rope_backward, A(6.0 * L * H * Dh) + F(2.0 * L * H + 2.0 * Dh + 3.0 * L + (dq_weight ? 2.0 * Dh : 0) + (dk_weight ? 2.0 * Dh : 0)));
+  double qb_dw = (dq_weight ? 2.0 * Dh : 0) + (dk_weight ? 2.0 * Dh : 0);
+  MOVES(qk_norm_rope_backward, A(6.0 * L * H * Dh) + F(2.0 * L * H + 2.0 * Dh + 3.0 * L + qb_dw));
   TIMED(qk_norm_rope_backward, dq_in, dk_in, dq_weight, dk_weight, dq, dk, q_in, k_in, q_weight,
         k_weight, q_rstd, k_rstd, pos, L, H, Dh, theta);
 }
@@ -530,7 +541,8 @@ static tsr_status p_linear_gelu_forward(kb_t *kb, void *out, void *pre, const vo
 static tsr_status p_linear_backward_dgelu(kb_t *kb, void *dpre, float *dw, float *dbias,
                                           const void *dout, const void *inp, const void *w,
                                           const void *pre, int M, int K, int N) {
-  MOVES(linear_backward_dgelu, A(3.0 * M * N + (double)K * N + (double)M * K) + (dw ? F(2.0 * K * N) : 0) + (dbias ? F(2.0 * N) : 0));
+  MOVES(linear_backward_dgelu, A(3.0 * M * N + (double)K * N + (double)M * K)
+        + (dw ? F(2.0 * K * N) : 0) + (dbias ? F(2.0 * N) : 0));
   TIMED(linear_backward_dgelu, dpre, dw, dbias, dout, inp, w, pre, M, K, N);
 }
 

@@ -134,6 +134,11 @@ tsr_status kcu_check_error(kb_t *kb, const char *op);
 // freed at once: the one stream orders every use of either. TSR_ENOMEM naming op when
 // the arena has no room.
 tsr_status kcu_scratch(kb_t *kb, const char *op, size_t bytes, void **out);
+// A range of the arena the backend keeps for itself (outside `alloc`'s books, as the scratch:
+// a wrapper counting the table's allocations does not see it) holding a copy of `bytes` of
+// host memory; waits for the copy. Not while a graph is recorded. Freed by kcu_own_free.
+tsr_status kcu_own_upload(kb_t *kb, const char *op, const void *host, size_t bytes, void **out);
+void kcu_own_free(kb_t *kb, void *p);
 // Makes the arena (and the cuBLASLt workspace in it) with the default size if it does not
 // exist yet; entries that need the workspace call it (their operands came from alloc, so
 // it exists, but a call with no allocation before must not crash).

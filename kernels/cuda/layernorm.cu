@@ -68,8 +68,10 @@ __global__ void __launch_bounds__(ROW_THREADS)
     k_ln_fwd_v8(act_t *out, float *mean, float *rstd, const act_t *inp, const act_t *shift,
                 const act_t *scale, int mstride, const int32_t *cu, int n_clips, int L, int D,
                 float eps) {
-  if (shift) ln_fwd_rows<KCU_VEC, 1>(out, mean, rstd, inp, shift, scale, mstride, cu, n_clips, L, D, eps);
-  else ln_fwd_rows<KCU_VEC, 0>(out, mean, rstd, inp, shift, scale, mstride, cu, n_clips, L, D, eps);
+  if (shift)
+    ln_fwd_rows<KCU_VEC, 1>(out, mean, rstd, inp, shift, scale, mstride, cu, n_clips, L, D, eps);
+  else
+    ln_fwd_rows<KCU_VEC, 0>(out, mean, rstd, inp, shift, scale, mstride, cu, n_clips, L, D, eps);
 }
 __global__ void __launch_bounds__(ROW_THREADS)
     k_ln_fwd_v1(act_t *out, float *mean, float *rstd, const act_t *inp, const act_t *shift,
@@ -269,7 +271,8 @@ __device__ __forceinline__ void adaln_bwd_tile(act_t *dinp, float *part, const a
   float *p = part + (size_t)blockIdx.x * 2 * D;
   for (int j = threadIdx.x; j < D; j += blockDim.x) {
     float sa = 0.0f, sb = 0.0f;
-    for (int w = 0; w < W; w++) sa += bw_acc[(size_t)w * D + j], sb += bw_acc[(size_t)(W + w) * D + j];
+    for (int w = 0; w < W; w++)
+      sa += bw_acc[(size_t)w * D + j], sb += bw_acc[(size_t)(W + w) * D + j];
     p[j] = sa, p[D + j] = sb;
   }
 }
@@ -319,7 +322,8 @@ static tsr_status adaln_bwd_launch(kb_t *kb, const char *op, int kind, act_t *di
     if (W > ROW_WARPS) W = ROW_WARPS;
     smem = W * row;
     if (smem > BW_SMEM_MAX)
-      return err_set(TSR_EINVAL, "%s: D = %d is too wide for the column sums' shared memory", op, D);
+      return err_set(TSR_EINVAL, "%s: D = %d is too wide for the column sums' shared memory",
+                     op, D);
   }
   size_t tiles_bytes = ((size_t)n_clips + 1) * sizeof(int);
   tiles_bytes = (tiles_bytes + 255) / 256 * 256;
@@ -338,14 +342,16 @@ static tsr_status adaln_bwd_launch(kb_t *kb, const char *op, int kind, act_t *di
         : kind == BW_MOD  ? (v8 ? k_modulate_bwd_v8 : k_modulate_bwd_v1)
                           : (v8 ? k_gate_bwd_v8 : k_gate_bwd_v1);
     if (smem > 48 * 1024)
-      KCU_CUDA(op, cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+      KCU_CUDA(op,
+               cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     fn<<<(unsigned)n_tiles, 32 * W, smem, kcu(kb)->stream>>>(dinp, part, dout, inp, mean, rstd, vec,
                                                             mstride, tiles, cu, n_clips, L, D);
     KCU_LAUNCHED(op);
   }  // no rows: no tile, and every clip's sum below is 0
   if (dA && (st = kcu_tile_colsum(kb, op, dA, mstride, part, 2 * D, tiles, n_tiles, n_clips, D)))
     return st;
-  if (dB && (st = kcu_tile_colsum(kb, op, dB, mstride, part + D, 2 * D, tiles, n_tiles, n_clips, D)))
+  if (dB &&
+      (st = kcu_tile_colsum(kb, op, dB, mstride, part + D, 2 * D, tiles, n_tiles, n_clips, D)))
     return st;
   return TSR_OK;
 }

@@ -1,10 +1,10 @@
 // kernels/cuda/reduce.cu — every reduction of the CUDA backend that must not depend on
 // scheduling: the deterministic column sums (kcu_colsum: bias and norm-weight gradients,
-// fp32 partials of fixed row slices),
-// the tile table and tile sums of the adaLN gradients (kcu_tile_table, kcu_tile_colsum;
-// layernorm.cu makes the partials), the MSE loss and its backward, and the gradients' sum
-// of squares (sumsq, the one host synchronisation of a step). Mirrors kernels/cpu/reduce.c and loss.c (the CPU
-// keeps sumsq beside AdamW in adamw.c; here it shares the block sum below).
+// fp32 partials of fixed row slices), the tile table and tile sums of the adaLN gradients
+// (kcu_tile_table, kcu_tile_colsum; layernorm.cu makes the partials), the MSE loss and its
+// backward, and the gradients' sum of squares (sumsq, the one host synchronisation of a
+// step). Mirrors kernels/cpu/reduce.c and loss.c (the CPU keeps sumsq beside AdamW in
+// adamw.c; here it shares the block sum below).
 //
 // Determinism: no float atomics. Each sum covers fixed slices (a function of the shapes
 // only), added in slice order with fixed shuffle or shared-memory trees, so results are

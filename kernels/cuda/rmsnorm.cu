@@ -296,7 +296,8 @@ __device__ __forceinline__ void qk_bwd_tokens(act_t *dq_in, act_t *dk_in, float 
   act_t *q_out, act_t *k_out, float *q_rstd, float *k_rstd, const act_t *q_in,               \
       const act_t *k_in, const float *q_w, const float *k_w, const int32_t *pos,             \
       const float2 *cs, qk_axes ax, kcu_dev_error *err, int L, int H, int Dh, float eps
-#define QK_FWD_PASS q_out, k_out, q_rstd, k_rstd, q_in, k_in, q_w, k_w, pos, cs, ax, err, L, H, Dh, eps
+#define QK_FWD_PASS \
+  q_out, k_out, q_rstd, k_rstd, q_in, k_in, q_w, k_w, pos, cs, ax, err, L, H, Dh, eps
 #define QK_BWD_ARGS                                                                          \
   act_t *dq_in, act_t *dk_in, float *part, const act_t *dq, const act_t *dk,                 \
       const act_t *q_in, const act_t *k_in, const float *q_w, const float *k_w,              \
@@ -309,10 +310,18 @@ __global__ void k_qk_fwd_t1(QK_FWD_ARGS) { qk_fwd_tokens<1>(QK_FWD_PASS); }
 __global__ void k_qk_fwd_t2(QK_FWD_ARGS) { qk_fwd_tokens<2>(QK_FWD_PASS); }
 __global__ void k_qk_fwd_t4(QK_FWD_ARGS) { qk_fwd_tokens<4>(QK_FWD_PASS); }
 __global__ void k_qk_fwd_t8(QK_FWD_ARGS) { qk_fwd_tokens<8>(QK_FWD_PASS); }
-__global__ void __launch_bounds__(32 * QK_WARPS) k_qk_bwd_t1(QK_BWD_ARGS) { qk_bwd_tokens<1>(QK_BWD_PASS); }
-__global__ void __launch_bounds__(32 * QK_WARPS) k_qk_bwd_t2(QK_BWD_ARGS) { qk_bwd_tokens<2>(QK_BWD_PASS); }
-__global__ void __launch_bounds__(32 * QK_WARPS) k_qk_bwd_t4(QK_BWD_ARGS) { qk_bwd_tokens<4>(QK_BWD_PASS); }
-__global__ void __launch_bounds__(32 * QK_WARPS) k_qk_bwd_t8(QK_BWD_ARGS) { qk_bwd_tokens<8>(QK_BWD_PASS); }
+__global__ void __launch_bounds__(32 * QK_WARPS) k_qk_bwd_t1(QK_BWD_ARGS) {
+  qk_bwd_tokens<1>(QK_BWD_PASS);
+}
+__global__ void __launch_bounds__(32 * QK_WARPS) k_qk_bwd_t2(QK_BWD_ARGS) {
+  qk_bwd_tokens<2>(QK_BWD_PASS);
+}
+__global__ void __launch_bounds__(32 * QK_WARPS) k_qk_bwd_t4(QK_BWD_ARGS) {
+  qk_bwd_tokens<4>(QK_BWD_PASS);
+}
+__global__ void __launch_bounds__(32 * QK_WARPS) k_qk_bwd_t8(QK_BWD_ARGS) {
+  qk_bwd_tokens<8>(QK_BWD_PASS);
+}
 
 __global__ void k_qk_dweight(float *dq_w, float *dk_w, const float *part, int blocks, int Dh) {
   for (int j = threadIdx.x; j < 2 * Dh; j += blockDim.x) {
@@ -325,9 +334,9 @@ __global__ void k_qk_dweight(float *dq_w, float *dk_w, const float *part, int bl
   }
 }
 
-// The table of (Dh, theta) on the device (made and uploaded at its first use; through
-// alloc and to_device, so not while a graph is recorded: the recording then fails and
-// the eager run makes it), and the pairs' axes.
+// The table of (Dh, theta) on the device (made and uploaded at its first use, in the
+// backend's own part of the arena like the scratch; not while a graph is recorded: the
+// recording then fails and the eager run makes it), and the pairs' axes.
 static tsr_status qk_table(kb_t *kb, const char *op, int Dh, float theta, const rope_table *tab,
                            const float2 **cs, qk_axes *ax) {
   int P = Dh / 2, dhw = 2 * (Dh / 6), dt = Dh - 2 * dhw;
@@ -342,16 +351,12 @@ static tsr_status qk_table(kb_t *kb, const char *op, int Dh, float theta, const 
         double ang = (double)v * tab->freq[p];
         h[(size_t)v * P + p] = make_float2((float)cos(ang), (float)sin(ang));
       }
-    if (x->qk_cs) kb->free(kb, x->qk_cs);
+    if (x->qk_cs) kcu_own_free(kb, x->qk_cs);
     x->qk_cs = NULL;
     void *d = NULL;
-    tsr_status st = kb->alloc(kb, &d, n * sizeof(float2));
-    if (!st) st = kb->to_device(kb, d, h, n * sizeof(float2));
+    tsr_status st = kcu_own_upload(kb, op, h, n * sizeof(float2), &d);
     free(h);
-    if (st) {
-      if (d) kb->free(kb, d);
-      return st;
-    }
+    if (st) return st;
     x->qk_cs = d, x->qk_dh = Dh, x->qk_theta = theta;
   }
   *cs = (const float2 *)x->qk_cs;
@@ -393,7 +398,8 @@ static tsr_status cu_qk_norm_rope_forward(kb_t *kb, void *q_out, void *k_out, fl
   qk_axes ax;
   if ((st = qk_table(kb, op, Dh, theta, &tab, &cs, &ax))) return st;
   int T = qk_pairs_per_lane(Dh);
-  void (*fn)(QK_FWD_ARGS) = T == 1 ? k_qk_fwd_t1 : T == 2 ? k_qk_fwd_t2 : T == 4 ? k_qk_fwd_t4 : k_qk_fwd_t8;
+  void (*fn)(QK_FWD_ARGS) =
+      T == 1 ? k_qk_fwd_t1 : T == 2 ? k_qk_fwd_t2 : T == 4 ? k_qk_fwd_t4 : k_qk_fwd_t8;
   fn<<<kcu_warp_blocks(L), 256, 0, kcu(kb)->stream>>>(
       (act_t *)q_out, (act_t *)k_out, q_rstd, k_rstd, (const act_t *)q_in, (const act_t *)k_in,
       q_weight, k_weight, pos, cs, ax, kcu(kb)->err, L, H, Dh, eps);
@@ -436,7 +442,8 @@ static tsr_status cu_qk_norm_rope_backward(kb_t *kb, void *dq_in, void *dk_in, f
   }
   cudaStream_t s = kcu(kb)->stream;
   int T = qk_pairs_per_lane(Dh);
-  void (*fn)(QK_BWD_ARGS) = T == 1 ? k_qk_bwd_t1 : T == 2 ? k_qk_bwd_t2 : T == 4 ? k_qk_bwd_t4 : k_qk_bwd_t8;
+  void (*fn)(QK_BWD_ARGS) =
+      T == 1 ? k_qk_bwd_t1 : T == 2 ? k_qk_bwd_t2 : T == 4 ? k_qk_bwd_t4 : k_qk_bwd_t8;
   fn<<<blocks, 32 * QK_WARPS, 2 * (size_t)Dh * sizeof(float), s>>>(
       (act_t *)dq_in, (act_t *)dk_in, part, (const act_t *)dq, (const act_t *)dk,
       (const act_t *)q_in, (const act_t *)k_in, q_weight, k_weight, q_rstd, k_rstd, pos, cs, ax,

@@ -628,7 +628,8 @@ static void test_fused(void) {
                                              1, 16, 1e-6f, 10000.0f);
     if (!st) st = KB->sync(KB);
     CHECK(st == TSR_EINVAL && strstr(err_msg(), "qk_norm_rope_forward"),
-          "cuda qk_norm_rope_forward: position 4096 not reported (%s: %s)", err_name(st), err_msg());
+          "cuda qk_norm_rope_forward: position 4096 not reported (%s: %s)", err_name(st),
+          err_msg());
     tens all[] = {q, w, o, r};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) t_free(&all[i]);
     KB->free(KB, dpos);
