@@ -196,7 +196,9 @@ static tsr_status adaln_fwd_launch(kb_t *kb, const char *op, int gate, act_t *ou
 //   BW_GATE    dinp = gate[c] dout;         B = sum dout inp (dgate)
 // vec is scale (or gate). part (when not NULL): (tiles, 2D) fp32, row b = [A | B] of tile b.
 // Each warp adds into its own rows of the dynamic shared (2, warps, D) fp32 array, every
-// lane into its own columns; then the block sums its warps in warp order.
+// lane into its own columns, column j = s VW + e (vector slot s, element e) kept at
+// e D/VW + s so that the 32 lanes' stores of one e are consecutive words (no bank
+// conflicts); then the block sums its warps in warp order.
 enum { BW_LN_MOD, BW_MOD, BW_GATE };
 template <int VW, int KIND>
 __device__ __forceinline__ void adaln_bwd_tile(act_t *dinp, float *part, const act_t *dout,
@@ -217,9 +219,10 @@ __device__ __forceinline__ void adaln_bwd_tile(act_t *dinp, float *part, const a
   int W = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const act_t *v = vec ? vec + (size_t)c * mstride : NULL;  // NULL when dinp is
   float *accA = bw_acc + (size_t)warp * D, *accB = bw_acc + (size_t)(W + warp) * D;
+  const int ns = D / VW;  // vector slots of a row (D is a multiple of VW)
   if (part)
     for (int j = lane * VW; j < D; j += 32 * VW)
-      for (int e = 0; e < VW; e++) accA[j + e] = 0.0f, accB[j + e] = 0.0f;
+      for (int e = 0; e < VW; e++) accA[e * ns + j / VW] = 0.0f, accB[e * ns + j / VW] = 0.0f;
   for (int r = r0 + warp; r < r1; r += W) {
     size_t o = (size_t)r * D;
     float mu = 0.0f, rs = 0.0f, mg = 0.0f, mgx = 0.0f;
@@ -259,8 +262,8 @@ __device__ __forceinline__ void adaln_bwd_tile(act_t *dinp, float *part, const a
           }
         }
         if (part) {
-          if (KIND != BW_GATE) accA[j + e] += d[e];
-          accB[j + e] += d[e] * xh;
+          if (KIND != BW_GATE) accA[e * ns + j / VW] += d[e];
+          accB[e * ns + j / VW] += d[e] * xh;
         }
       }
       if (dinp) kcu_stv<VW>(dinp, o + j, y);
@@ -270,9 +273,10 @@ __device__ __forceinline__ void adaln_bwd_tile(act_t *dinp, float *part, const a
   __syncthreads();
   float *p = part + (size_t)blockIdx.x * 2 * D;
   for (int j = threadIdx.x; j < D; j += blockDim.x) {
+    int k = (j % VW) * ns + j / VW;  // where column j is kept
     float sa = 0.0f, sb = 0.0f;
     for (int w = 0; w < W; w++)
-      sa += bw_acc[(size_t)w * D + j], sb += bw_acc[(size_t)(W + w) * D + j];
+      sa += bw_acc[(size_t)w * D + k], sb += bw_acc[(size_t)(W + w) * D + k];
     p[j] = sa, p[D + j] = sb;
   }
 }
