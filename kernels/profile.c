@@ -163,6 +163,8 @@ struct prof {
   const kernels_backend *inner;
   uint64_t calls[N_ENTRIES];
   double seconds[N_ENTRIES];
+  double bytes[N_ENTRIES];  // summed bytes the calls must move (MOVES below)
+  double pending;           // the bytes of the call being timed, added when it succeeds
 };
 
 // Start of a timed call: with sync, the device has finished everything queued before it.
@@ -175,10 +177,12 @@ static tsr_status prof_begin(prof *p, double *t0) {
 }
 
 // End of a timed call: with sync, after the entry's own work; its error is returned.
-static tsr_status prof_end(prof *p, int e, double t0) {
+static tsr_status prof_end(prof *p, int e, double t0, tsr_status call) {
   tsr_status st = p->sync ? p->inner->sync(p->inner) : TSR_OK;
   p->seconds[e] += time_now() - t0;
   p->calls[e]++;
+  if (!call) p->bytes[e] += p->pending;
+  p->pending = 0.0;
   return st;
 }
 
@@ -188,7 +192,7 @@ static tsr_status prof_end(prof *p, int e, double t0) {
   tsr_status st = prof_begin(p, &t0);                      \
   if (st) return st;                                       \
   st = call;                                               \
-  tsr_status st_end = prof_end(p, E_##op, t0);             \
+  tsr_status st_end = prof_end(p, E_##op, t0, st);         \
   return st ? st : st_end
 #define TIMED(op, ...) TIMED_CALL(op, p->inner->op(p->inner, __VA_ARGS__))
 #define TIMED0(op) TIMED_CALL(op, p->inner->op(p->inner))
@@ -198,7 +202,18 @@ static tsr_status prof_end(prof *p, int e, double t0) {
   double t0;                                               \
   (void)prof_begin(p, &t0);                                \
   p->inner->op(p->inner, __VA_ARGS__);                     \
-  (void)prof_end(p, E_##op, t0)
+  (void)prof_end(p, E_##op, t0, TSR_OK)
+
+// The bytes a call must move at least, counted from its shapes: every input read once, every
+// output written once, an accumulated output read and written; A(n) of n [act] elements,
+// F(n) of n fp32 (4 bytes), n int32 index entries as F too. Per-clip vectors are counted
+// once per clip. Counted where the entry moves its operands (the token-local entries,
+// the optimizer, the objective, the GEMM operands, the attention tensors); 0 elsewhere.
+// A call that fails adds none.
+#define A(n) ((double)(n) * (double)kernels_dtype_size(kb->act_dtype))
+#define F(n) ((double)(n) * 4.0)
+// Counted into the entry when the call succeeds (prof_end).
+#define MOVES(op, bytes) (((prof *)kb->ctx)->pending = (bytes))
 
 // ---- one forwarder per entry ----
 static tsr_status p_alloc(kb_t *kb, void **ptr, size_t bytes) {
@@ -214,13 +229,16 @@ static tsr_status p_to_host(kb_t *kb, void *dst_host, const void *src, size_t by
   TIMED(to_host, dst_host, src, bytes);
 }
 static tsr_status p_copy(kb_t *kb, void *dst, const void *src, size_t bytes) {
+  MOVES(copy, 2.0 * (double)bytes);
   TIMED(copy, dst, src, bytes);
 }
 static tsr_status p_copy_2d(kb_t *kb, void *dst, size_t dst_pitch, const void *src,
                            size_t src_pitch, size_t row_bytes, size_t rows) {
+  MOVES(copy_2d, 2.0 * (double)row_bytes * (double)rows);
   TIMED(copy_2d, dst, dst_pitch, src, src_pitch, row_bytes, rows);
 }
 static tsr_status p_memset_zero(kb_t *kb, void *ptr, size_t bytes) {
+  MOVES(memset_zero, (double)bytes);
   TIMED(memset_zero, ptr, bytes);
 }
 static tsr_status p_sync(kb_t *kb) {
@@ -243,31 +261,40 @@ static tsr_status p_path_stats(kb_t *kb, kernels_path_stats *out_host) {
 }
 static tsr_status p_cast(kb_t *kb, void *dst, kernels_dtype dst_dtype, const void *src,
                          kernels_dtype src_dtype, size_t n) {
+  MOVES(cast, (double)n * (double)(kernels_dtype_size(dst_dtype) + kernels_dtype_size(src_dtype)));
   TIMED(cast, dst, dst_dtype, src, src_dtype, n);
 }
 static tsr_status p_fill(kb_t *kb, float *x, float value, size_t n) {
+  MOVES(fill, F(n));
   TIMED(fill, x, value, n);
 }
 static tsr_status p_scale(kb_t *kb, float *x, float alpha, size_t n) {
+  MOVES(scale, F(2.0 * n));
   TIMED(scale, x, alpha, n);
 }
 static tsr_status p_add(kb_t *kb, float *out, const float *a, const float *b, size_t n) {
+  MOVES(add, F(3.0 * n));
   TIMED(add, out, a, b, n);
 }
 static tsr_status p_axpy(kb_t *kb, float *y, float alpha, const float *x, size_t n) {
+  MOVES(axpy, F(3.0 * n));
   TIMED(axpy, y, alpha, x, n);
 }
 static tsr_status p_add_act(kb_t *kb, void *out, const void *a, const void *b, size_t n) {
+  MOVES(add_act, A(3.0 * n));
   TIMED(add_act, out, a, b, n);
 }
 static tsr_status p_axpy_act(kb_t *kb, void *y, float alpha, const void *x, size_t n) {
+  MOVES(axpy_act, A(3.0 * n));
   TIMED(axpy_act, y, alpha, x, n);
 }
 static tsr_status p_u8_affine(kb_t *kb, void *out, const uint8_t *in, float a, float b, size_t n) {
+  MOVES(u8_affine, (double)n + A(n));
   TIMED(u8_affine, out, in, a, b, n);
 }
 static tsr_status p_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, float alpha,
                          const void *a, const void *b, float beta, void *c) {
+  MOVES(gemm, A((double)m * k + (double)k * n + (double)m * n * (beta != 0.0f ? 2 : 1)));
   TIMED(gemm, trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
 }
 static tsr_status p_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m, int n, int k,
@@ -277,72 +304,94 @@ static tsr_status p_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m, int 
 }
 static tsr_status p_linear_forward(kb_t *kb, void *out, const void *inp, const void *w,
                                    const float *bias, int M, int K, int N) {
+  MOVES(linear_forward, A((double)M * K + (double)K * N + (double)M * N) + (bias ? F(N) : 0));
   TIMED(linear_forward, out, inp, w, bias, M, K, N);
 }
 static tsr_status p_linear_backward(kb_t *kb, void *dinp, float *dw, float *dbias,
                                     const void *dout, const void *inp, const void *w, int M, int K,
                                     int N) {
+  MOVES(linear_backward, A((double)M * N + (double)K * N + (double)M * K * (dinp ? 2 : 1))
+        + (dw ? F(2.0 * K * N) : 0) + (dbias ? F(2.0 * N) : 0));
   TIMED(linear_backward, dinp, dw, dbias, dout, inp, w, M, K, N);
 }
 static tsr_status p_layernorm_forward(kb_t *kb, void *out, float *mean, float *rstd,
                                       const void *inp, int L, int D, float eps) {
+  MOVES(layernorm_forward, A(2.0 * L * D) + F(2.0 * L));
   TIMED(layernorm_forward, out, mean, rstd, inp, L, D, eps);
 }
 static tsr_status p_layernorm_backward(kb_t *kb, void *dinp, const void *dout, const void *inp,
                                        const float *mean, const float *rstd, int L, int D) {
+  MOVES(layernorm_backward, A(3.0 * L * D) + F(2.0 * L));
   TIMED(layernorm_backward, dinp, dout, inp, mean, rstd, L, D);
 }
 static tsr_status p_rmsnorm_forward(kb_t *kb, void *out, float *rstd, const void *inp,
                                     const float *weight, int R, int C, float eps) {
+  MOVES(rmsnorm_forward, A(2.0 * R * C) + F((double)R + C));
   TIMED(rmsnorm_forward, out, rstd, inp, weight, R, C, eps);
 }
 static tsr_status p_rmsnorm_backward(kb_t *kb, void *dinp, float *dweight, const void *dout,
                                      const void *inp, const float *weight, const float *rstd,
                                      int R, int C) {
+  MOVES(rmsnorm_backward, A((dinp ? 3.0 : 2.0) * R * C)
+        + F((double)R + C + (dweight ? 2.0 * C : 0)));
   TIMED(rmsnorm_backward, dinp, dweight, dout, inp, weight, rstd, R, C);
 }
 static tsr_status p_modulate_forward(kb_t *kb, void *out, const void *inp, const void *shift,
                                      const void *scale, int mstride, const int32_t *cu_seqlens,
                                      int n_clips, int L, int D) {
+  MOVES(modulate_forward, A(2.0 * L * D + 2.0 * n_clips * D) + F(n_clips + 1.0));
   TIMED(modulate_forward, out, inp, shift, scale, mstride, cu_seqlens, n_clips, L, D);
 }
 static tsr_status p_modulate_backward(kb_t *kb, void *dinp, void *dshift, void *dscale,
                                       const void *dout, const void *inp, const void *scale,
                                       int mstride, const int32_t *cu_seqlens, int n_clips, int L,
                                       int D) {
+  double mb_rows = (double)L * D * (1 + (dinp != NULL) + (dscale != NULL));
+  double mb_vecs = (double)n_clips * D * ((dinp != NULL) + (dshift != NULL) + (dscale != NULL));
+  MOVES(modulate_backward, A(mb_rows + mb_vecs) + F(n_clips + 1.0));
   TIMED(modulate_backward, dinp, dshift, dscale, dout, inp, scale, mstride, cu_seqlens, n_clips, L,
         D);
 }
 static tsr_status p_gate_residual_forward(kb_t *kb, void *out, const void *res, const void *inp,
                                           const void *gate, int mstride, const int32_t *cu_seqlens,
                                           int n_clips, int L, int D) {
+  MOVES(gate_residual_forward, A(3.0 * L * D + (double)n_clips * D) + F(n_clips + 1.0));
   TIMED(gate_residual_forward, out, res, inp, gate, mstride, cu_seqlens, n_clips, L, D);
 }
 static tsr_status p_gate_residual_backward(kb_t *kb, void *dinp, void *dgate, const void *dout,
                                            const void *inp, const void *gate, int mstride,
                                            const int32_t *cu_seqlens, int n_clips, int L, int D) {
+  double gb_rows = (double)L * D * (1 + (dinp != NULL) + (dgate != NULL));
+  double gb_vecs = (double)n_clips * D * ((dinp != NULL) + (dgate != NULL));
+  MOVES(gate_residual_backward, A(gb_rows + gb_vecs) + F(n_clips + 1.0));
   TIMED(gate_residual_backward, dinp, dgate, dout, inp, gate, mstride, cu_seqlens, n_clips, L, D);
 }
 static tsr_status p_rope_forward(kb_t *kb, void *out, const void *inp, const int32_t *pos, int L,
                                  int H, int Dh, float theta) {
+  MOVES(rope_forward, A(2.0 * L * H * Dh) + F(3.0 * L));
   TIMED(rope_forward, out, inp, pos, L, H, Dh, theta);
 }
 static tsr_status p_rope_backward(kb_t *kb, void *dinp, const void *dout, const int32_t *pos,
                                   int L, int H, int Dh, float theta) {
+  MOVES(rope_backward, A(2.0 * L * H * Dh) + F(3.0 * L));
   TIMED(rope_backward, dinp, dout, pos, L, H, Dh, theta);
 }
 static tsr_status p_gelu_forward(kb_t *kb, void *out, const void *inp, size_t n) {
+  MOVES(gelu_forward, A(2.0 * n));
   TIMED(gelu_forward, out, inp, n);
 }
 static tsr_status p_gelu_backward(kb_t *kb, void *dinp, const void *dout, const void *inp,
                                   size_t n) {
+  MOVES(gelu_backward, A(3.0 * n));
   TIMED(gelu_backward, dinp, dout, inp, n);
 }
 static tsr_status p_silu_forward(kb_t *kb, void *out, const void *inp, size_t n) {
+  MOVES(silu_forward, A(2.0 * n));
   TIMED(silu_forward, out, inp, n);
 }
 static tsr_status p_silu_backward(kb_t *kb, void *dinp, const void *dout, const void *inp,
                                   size_t n) {
+  MOVES(silu_backward, A(3.0 * n));
   TIMED(silu_backward, dinp, dout, inp, n);
 }
 static tsr_status p_timestep_embedding(kb_t *kb, void *out, const float *t, int n, int dim,
@@ -351,6 +400,7 @@ static tsr_status p_timestep_embedding(kb_t *kb, void *out, const float *t, int 
 }
 static tsr_status p_embedding_forward(kb_t *kb, void *out, const float *table, const int32_t *ids,
                                       int n, int V, int D) {
+  MOVES(embedding_forward, A((double)n * D) + F((double)n * D + n));
   TIMED(embedding_forward, out, table, ids, n, V, D);
 }
 static tsr_status p_embedding_backward(kb_t *kb, float *dtable, const void *dout,
@@ -361,6 +411,7 @@ static tsr_status p_attention_forward(kb_t *kb, void *out, float *lse, const voi
                                       const void *k, const void *v, const int32_t *cu_seqlens,
                                       int n_clips, int max_len, int L, int H, int Dh,
                                       float scale) {
+  MOVES(attention_forward, A(4.0 * L * H * Dh) + F((double)L * H + n_clips + 1.0));
   TIMED(attention_forward, out, lse, q, k, v, cu_seqlens, n_clips, max_len, L, H, Dh, scale);
 }
 static tsr_status p_attention_backward(kb_t *kb, void *dq, void *dk, void *dv, const void *dout,
@@ -368,6 +419,7 @@ static tsr_status p_attention_backward(kb_t *kb, void *dq, void *dk, void *dv, c
                                        const void *out, const float *lse,
                                        const int32_t *cu_seqlens, int n_clips, int max_len, int L,
                                        int H, int Dh, float scale) {
+  MOVES(attention_backward, A(8.0 * L * H * Dh) + F((double)L * H + n_clips + 1.0));
   TIMED(attention_backward, dq, dk, dv, dout, q, k, v, out, lse, cu_seqlens, n_clips, max_len, L,
         H, Dh, scale);
 }
@@ -381,10 +433,12 @@ static tsr_status p_attention_partial_forward(kb_t *kb, void *out, float *lse, c
 }
 static tsr_status p_attention_merge(kb_t *kb, void *out_a, float *lse_a, const void *out_b,
                                     const float *lse_b, int L, int H, int Dh) {
+  MOVES(attention_merge, A(3.0 * L * H * Dh) + F(3.0 * L * H));
   TIMED(attention_merge, out_a, lse_a, out_b, lse_b, L, H, Dh);
 }
 static tsr_status p_attention_delta(kb_t *kb, float *delta, const void *dout, const void *out,
                                     int L, int H, int Dh) {
+  MOVES(attention_delta, A(2.0 * L * H * Dh) + F((double)L * H));
   TIMED(attention_delta, delta, dout, out, L, H, Dh);
 }
 static tsr_status p_attention_partial_backward(kb_t *kb, void *dq, void *dk, void *dv,
@@ -432,33 +486,40 @@ static tsr_status p_objective_inputs(kb_t *kb, float *t, void *x_t, void *target
 }
 static tsr_status p_euler_update(kb_t *kb, float *x, const void *v_cond, const void *v_uncond,
                                  float cfg, float dt, size_t n) {
+  MOVES(euler_update, F(2.0 * n) + A((v_uncond ? 2.0 : 1.0) * n));
   TIMED(euler_update, x, v_cond, v_uncond, cfg, dt, n);
 }
 static tsr_status p_mse_forward(kb_t *kb, float *loss, float *sse, const void *pred,
                                 const void *target, const float *weight, const int32_t *cu_seqlens,
                                 int n_clips, int L, int D) {
+  MOVES(mse_forward, A(2.0 * L * D) + F(3.0 * n_clips + 2.0));
   TIMED(mse_forward, loss, sse, pred, target, weight, cu_seqlens, n_clips, L, D);
 }
 static tsr_status p_mse_backward(kb_t *kb, void *dpred, const void *pred, const void *target,
                                  const float *weight, const int32_t *cu_seqlens, int n_clips,
                                  int L, int D) {
+  MOVES(mse_backward, A(3.0 * L * D) + F(2.0 * n_clips + 1.0));
   TIMED(mse_backward, dpred, pred, target, weight, cu_seqlens, n_clips, L, D);
 }
 static tsr_status p_sumsq(kb_t *kb, double *result_host, const float *x, size_t n) {
+  MOVES(sumsq, F(n));
   TIMED(sumsq, result_host, x, n);
 }
 static tsr_status p_adamw_update(kb_t *kb, float *param, const float *grad, float *m, float *v,
                                  size_t n, float lr, float beta1, float beta2, float eps,
                                  float weight_decay, int64_t step, float grad_scale) {
+  MOVES(adamw_update, F(7.0 * n));
   TIMED(adamw_update, param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, step, grad_scale);
 }
 static tsr_status p_ema_update(kb_t *kb, float *ema, const float *param, size_t n, float decay) {
+  MOVES(ema_update, F(3.0 * n));
   TIMED(ema_update, ema, param, n, decay);
 }
 static tsr_status p_adamw_update_multi(kb_t *kb, float *param, const float *grad, float *m,
                                        float *v, size_t n, const kernels_param_segment *segs,
                                        int n_segs, float lr, float beta1, float beta2, float eps,
                                        float weight_decay, int64_t step, float grad_scale) {
+  MOVES(adamw_update_multi, F(7.0 * n));
   TIMED(adamw_update_multi, param, grad, m, v, n, segs, n_segs, lr, beta1, beta2, eps,
         weight_decay, step, grad_scale);
 }
@@ -467,6 +528,7 @@ static tsr_status p_layernorm_modulate_forward(kb_t *kb, void *out, float *mean,
                                                const void *scale, int mstride,
                                                const int32_t *cu_seqlens, int n_clips, int L,
                                                int D, float eps) {
+  MOVES(layernorm_modulate_forward, A(2.0 * L * D + 2.0 * n_clips * D) + F(2.0 * L + n_clips + 1.0));
   TIMED(layernorm_modulate_forward, out, mean, rstd, inp, shift, scale, mstride, cu_seqlens,
         n_clips, L, D, eps);
 }
@@ -476,6 +538,11 @@ static tsr_status p_layernorm_modulate_backward(kb_t *kb, void *dinp, void *dshi
                                                 const void *scale, int mstride,
                                                 const int32_t *cu_seqlens, int n_clips, int L,
                                                 int D) {
+  // dout; inp for dinp or dscale; dinp read and written
+  double lb_rows = (double)L * D * (1 + (dinp || dscale) + 2 * (dinp != NULL));
+  double lb_vecs = (double)n_clips * D * ((dinp != NULL) + (dshift != NULL) + (dscale != NULL));
+  MOVES(layernorm_modulate_backward,
+        A(lb_rows + lb_vecs) + F(((dinp || dscale) ? 2.0 * L : 0) + n_clips + 1.0));
   TIMED(layernorm_modulate_backward, dinp, dshift, dscale, dout, inp, mean, rstd, scale, mstride,
         cu_seqlens, n_clips, L, D);
 }
@@ -484,6 +551,7 @@ static tsr_status p_qk_norm_rope_forward(kb_t *kb, void *q_out, void *k_out, flo
                                          const float *q_weight, const float *k_weight,
                                          const int32_t *pos, int L, int H, int Dh, float eps,
                                          float theta) {
+  MOVES(qk_norm_rope_forward, A(4.0 * L * H * Dh) + F(2.0 * L * H + 2.0 * Dh + 3.0 * L));
   TIMED(qk_norm_rope_forward, q_out, k_out, q_rstd, k_rstd, q_in, k_in, q_weight, k_weight, pos, L,
         H, Dh, eps, theta);
 }
@@ -493,16 +561,21 @@ static tsr_status p_qk_norm_rope_backward(kb_t *kb, void *dq_in, void *dk_in, fl
                                           const float *q_weight, const float *k_weight,
                                           const float *q_rstd, const float *k_rstd,
                                           const int32_t *pos, int L, int H, int Dh, float theta) {
+  double qb_dw = (dq_weight ? 2.0 * Dh : 0) + (dk_weight ? 2.0 * Dh : 0);
+  MOVES(qk_norm_rope_backward, A(6.0 * L * H * Dh) + F(2.0 * L * H + 2.0 * Dh + 3.0 * L + qb_dw));
   TIMED(qk_norm_rope_backward, dq_in, dk_in, dq_weight, dk_weight, dq, dk, q_in, k_in, q_weight,
         k_weight, q_rstd, k_rstd, pos, L, H, Dh, theta);
 }
 static tsr_status p_linear_gelu_forward(kb_t *kb, void *out, void *pre, const void *inp,
                                         const void *w, const float *bias, int M, int K, int N) {
+  MOVES(linear_gelu_forward, A((double)M * K + (double)K * N + 2.0 * M * N) + (bias ? F(N) : 0));
   TIMED(linear_gelu_forward, out, pre, inp, w, bias, M, K, N);
 }
 static tsr_status p_linear_backward_dgelu(kb_t *kb, void *dpre, float *dw, float *dbias,
                                           const void *dout, const void *inp, const void *w,
                                           const void *pre, int M, int K, int N) {
+  MOVES(linear_backward_dgelu, A(3.0 * M * N + (double)K * N + (double)M * K)
+        + (dw ? F(2.0 * K * N) : 0) + (dbias ? F(2.0 * N) : 0));
   TIMED(linear_backward_dgelu, dpre, dw, dbias, dout, inp, w, pre, M, K, N);
 }
 
@@ -645,13 +718,15 @@ void kernels_profile_reset(const kernels_backend *kb) {
   if (!p) return;
   memset(p->calls, 0, sizeof p->calls);
   memset(p->seconds, 0, sizeof p->seconds);
+  memset(p->bytes, 0, sizeof p->bytes);
 }
 
 int kernels_profile_read(const kernels_backend *kb, kernels_profile_entry *out, int max) {
   prof *p = state_of(kb);
   if (!p) return 0;
   for (int e = 0; e < N_ENTRIES && e < max; e++)
-    out[e] = (kernels_profile_entry){ENTRY[e].name, ENTRY[e].cls, p->calls[e], p->seconds[e]};
+    out[e] = (kernels_profile_entry){ENTRY[e].name, ENTRY[e].cls, p->calls[e], p->seconds[e],
+                                     p->bytes[e]};
   return N_ENTRIES;
 }
 

@@ -55,6 +55,9 @@ typedef struct {
   kernels_profile_class cls;
   uint64_t calls;
   double seconds;             // summed wall time of its calls
+  double bytes;               // summed bytes its calls must move at least, counted from the
+                              // shapes (inputs read once, outputs written once, accumulated
+                              // ones both; profile.c MOVES); 0 for entries not counted
 } kernels_profile_entry;
 
 // *out = a new backend forwarding to inner and timing every entry (see the top); name

@@ -14,7 +14,18 @@ tsr_status profile_collect(const kernels_backend *kb, int steps, double wall_s,
   kernels_profile_by_class(r->entry, r->n_entries, r->class_calls, r->class_s);
   for (int c = 0; c < KERNELS_PROFILE_N_CLASSES; c++) r->kernels_s += r->class_s[c];
   r->overhead_s = wall_s - r->kernels_s;
+  const char *bw = getenv("TESSERA_HBM_GBS");
+  char *end = NULL;
+  r->hbm_gbs = bw && *bw ? strtod(bw, &end) : 4800.0;
+  if (bw && *bw && (*end || !(r->hbm_gbs > 0.0)))
+    return err_set(TSR_EINVAL, "profile: TESSERA_HBM_GBS = '%s' is not a bandwidth in GB/s "
+                   "(a number > 0, e.g. 4800 for an H200, 3350 for an H100 SXM)", bw);
   return TSR_OK;
+}
+
+// Seconds the entry's bytes take at the report's bandwidth (0 when none are counted).
+static double profile_floor_s(const profile_report *r, const kernels_profile_entry *e) {
+  return e->bytes > 0 && r->hbm_gbs > 0 ? e->bytes / (r->hbm_gbs * 1e9) : 0.0;
 }
 
 static int by_seconds_desc(const void *a, const void *b) {
@@ -46,11 +57,19 @@ void profile_print(FILE *f, const profile_report *r) {
   for (int i = 0; i < r->n_entries; i++)
     if (r->entry[i].calls) sorted[n++] = r->entry[i];
   qsort(sorted, (size_t)n, sizeof *sorted, by_seconds_desc);
-  fprintf(f, "  %-28s %-12s %10s %7s %12s\n", "entry", "class", ms, "%", calls);
-  for (int i = 0; i < n; i++)
-    fprintf(f, "  %-28s %-12s %10.2f %6.1f%% %12.1f\n", sorted[i].name,
+  fprintf(f, "  %-28s %-12s %10s %7s %12s %10s %10s %8s   (floor at %.0f GB/s)\n", "entry",
+          "class", ms, "%", calls, r->steps > 1 ? "MB/step" : "MB", "floor ms", "x floor",
+          r->hbm_gbs);
+  for (int i = 0; i < n; i++) {
+    fprintf(f, "  %-28s %-12s %10.2f %6.1f%% %12.1f", sorted[i].name,
             kernels_profile_class_name(sorted[i].cls), sorted[i].seconds * per,
             100.0 * sorted[i].seconds / wall, (double)sorted[i].calls / r->steps);
+    double floor_s = profile_floor_s(r, &sorted[i]);
+    if (floor_s > 0)
+      fprintf(f, " %10.1f %10.3f %8.2f", sorted[i].bytes / r->steps / 1e6, floor_s * per,
+              sorted[i].seconds / floor_s);
+    fputc('\n', f);
+  }
 }
 
 json_t *profile_json(const profile_report *r) {
@@ -63,13 +82,16 @@ json_t *profile_json(const profile_report *r) {
   for (int i = 0; i < r->n_entries; i++) {
     const kernels_profile_entry *e = &r->entry[i];
     if (!e->calls) continue;
-    json_array_append_new(entries, json_pack("{s:s,s:s,s:f,s:f}", "name", e->name, "class",
-                                             kernels_profile_class_name(e->cls), "ms",
-                                             e->seconds * per, "calls",
-                                             (double)e->calls / r->steps));
+    double floor_s = profile_floor_s(r, e);
+    json_array_append_new(
+        entries, json_pack("{s:s,s:s,s:f,s:f,s:f,s:f,s:o}", "name", e->name, "class",
+                           kernels_profile_class_name(e->cls), "ms", e->seconds * per, "calls",
+                           (double)e->calls / r->steps, "mbytes", e->bytes / r->steps / 1e6,
+                           "floor_ms", floor_s * per,
+                           "x_floor", floor_s > 0 ? json_real(e->seconds / floor_s) : json_null()));
   }
-  return json_pack("{s:s,s:i,s:f,s:f,s:f,s:f,s:o,s:o}", "backend", r->backend, "steps", r->steps,
-                   "wall_s", r->wall_s, "step_ms", r->wall_s * per, "kernels_ms",
-                   r->kernels_s * per, "overhead_ms", r->overhead_s * per, "classes", classes,
-                   "entries", entries);
+  return json_pack("{s:s,s:i,s:f,s:f,s:f,s:f,s:f,s:o,s:o}", "backend", r->backend, "steps",
+                   r->steps, "wall_s", r->wall_s, "step_ms", r->wall_s * per, "kernels_ms",
+                   r->kernels_s * per, "overhead_ms", r->overhead_s * per, "hbm_gbs", r->hbm_gbs,
+                   "classes", classes, "entries", entries);
 }

@@ -24,6 +24,8 @@ typedef struct {
   double class_s[KERNELS_PROFILE_N_CLASSES];
   double kernels_s;     // sum over entries
   double overhead_s;    // wall_s - kernels_s: the model, trainer, allocator between entries
+  double hbm_gbs;       // the device's memory bandwidth, GB/s, for each entry's floor (its
+                        // bytes at this rate): TESSERA_HBM_GBS, else 4800 (an H200's HBM3e)
 } profile_report;
 
 // r = the counters of kb (a kernels_profiled backend) over `steps` steps that took wall_s.
@@ -31,10 +33,13 @@ typedef struct {
 tsr_status profile_collect(const kernels_backend *kb, int steps, double wall_s,
                            profile_report *r);
 // The table: one line per class (ms per step, % of the step, calls per step), the
-// framework overhead, the step; then the entries that were called, slowest first.
+// framework overhead, the step; then the entries that were called, slowest first, with
+// the bytes they must move per step (kernels_profile_entry.bytes), the time those take at
+// hbm_gbs (the floor) and the entry's time over it ("x floor"; blank where not counted).
 void profile_print(FILE *f, const profile_report *r);
-// {backend, steps, wall_s, step_ms, kernels_ms, overhead_ms, classes: {gemm: {ms, calls},
-// ...}, entries: [{name, class, ms, calls}, ...]} with per-step ms and calls.
+// {backend, steps, wall_s, step_ms, kernels_ms, overhead_ms, hbm_gbs, classes: {gemm:
+// {ms, calls}, ...}, entries: [{name, class, ms, calls, mbytes, floor_ms, x_floor}, ...]}
+// with per-step ms, calls and MB (10^6 bytes); x_floor null where no bytes are counted.
 json_t *profile_json(const profile_report *r);
 
 #endif

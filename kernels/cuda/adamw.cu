@@ -40,25 +40,45 @@ static tsr_status cu_adamw_update(kb_t *kb, float *param, const float *grad, flo
   return TSR_OK;
 }
 
-// AdamW over the segments of flat buffers: element i finds its segment by binary search
-// (the table is small and cached), skips itself when in none, and updates with that
-// segment's decay factor — the arithmetic of k_adamw, so bitwise one launch per segment.
-__global__ void k_adamw_multi(float *param, const float *grad, float *m, float *v, size_t n,
-                              const kernels_param_segment *segs, int n_segs, float decay_wd,
-                              float decay_0, float w1, float beta2, float w2, float eps,
-                              float step_size, float bc2_sqrt, float grad_scale) {
-  KCU_GRID_STRIDE(i, n) {
-    int lo = 0, hi = n_segs;  // the first segment that ends after i
+// AdamW over the segments of flat buffers: a block updates ADAM_CHUNK consecutive elements,
+// finds the segment of its first one once (binary search of the table), and each thread
+// walks the table forward as its elements pass a segment's end; elements in no segment are
+// skipped. The arithmetic of k_adamw with the segment's decay factor, so bitwise one launch
+// per segment.
+enum { ADAM_THREADS = 256, ADAM_CHUNK = 16 * ADAM_THREADS };
+__global__ void __launch_bounds__(ADAM_THREADS)
+    k_adamw_multi(float *param, const float *grad, float *m, float *v, size_t n,
+                  const kernels_param_segment *segs, int n_segs, float decay_wd, float decay_0,
+                  float w1, float beta2, float w2, float eps, float step_size, float bc2_sqrt,
+                  float grad_scale) {
+  __shared__ int first;
+  long long i0 = (long long)blockIdx.x * ADAM_CHUNK;
+  long long i1 = i0 + ADAM_CHUNK < (long long)n ? i0 + ADAM_CHUNK : (long long)n;
+  if (threadIdx.x == 0) {
+    int lo = 0, hi = n_segs;  // the first segment that ends after i0
     while (lo < hi) {
       int mid = (lo + hi) / 2;
-      if (segs[mid].offset + segs[mid].numel <= (long long)i) lo = mid + 1;
+      if (segs[mid].offset + segs[mid].numel <= i0) lo = mid + 1;
       else hi = mid;
     }
-    if (lo == n_segs || (long long)i < segs[lo].offset) continue;
-    float g = grad[i] * grad_scale;
-    float p = param[i] * (segs[lo].decay ? decay_wd : decay_0);
-    float mi = m[i] + w1 * (g - m[i]);
-    float vi = v[i] * beta2 + w2 * g * g;
+    first = lo;
+  }
+  __syncthreads();
+  int sg = first;
+  long long off = 0, end = -1;
+  float decay = decay_0;
+  for (long long i = i0 + threadIdx.x; i < i1; i += ADAM_THREADS) {
+    while (i >= end && sg < n_segs) {  // the segment of i or the next one
+      kernels_param_segment g = segs[sg];
+      off = g.offset, end = g.offset + g.numel;
+      decay = g.decay ? decay_wd : decay_0;
+      if (i >= end) sg++;
+    }
+    if (i >= end || i < off) continue;  // past the table, or in a gap
+    float gr = grad[i] * grad_scale;
+    float p = param[i] * decay;
+    float mi = m[i] + w1 * (gr - m[i]);
+    float vi = v[i] * beta2 + w2 * gr * gr;
     float denom = sqrtf(vi) / bc2_sqrt + eps;
     param[i] = p + (-step_size) * (mi / denom);
     m[i] = mi;
@@ -97,8 +117,12 @@ static tsr_status cu_adamw_update_multi(kb_t *kb, float *param, const float *gra
   cudaStream_t s = kcu(kb)->stream;
   k_check_segs<<<1, 256, 0, s>>>(kcu(kb)->err, segs, n_segs, (long long)n);
   KCU_LAUNCHED(op);
-  k_adamw_multi<<<KCU_GRID(kb, n)>>>(param, grad, m, v, n, segs, n_segs, cd.decay, c0.decay, cd.w1,
-                                     beta2, cd.w2, eps, cd.step_size, cd.bc2_sqrt, grad_scale);
+  size_t blocks = (n + ADAM_CHUNK - 1) / ADAM_CHUNK;
+  if (blocks > 0x7fffffffu) return err_set(TSR_EINVAL, "%s: %zu elements are too many", op, n);
+  k_adamw_multi<<<(unsigned)blocks, ADAM_THREADS, 0, s>>>(param, grad, m, v, n, segs, n_segs,
+                                                          cd.decay, c0.decay, cd.w1, beta2, cd.w2,
+                                                          eps, cd.step_size, cd.bc2_sqrt,
+                                                          grad_scale);
   KCU_LAUNCHED(op);
   return TSR_OK;
 }

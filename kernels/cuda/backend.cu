@@ -37,7 +37,8 @@ static const char *const kcu_entry_names[KCU_E_COUNT] = {
     "?", "modulate_forward", "modulate_backward", "gate_residual_forward",
     "gate_residual_backward", "embedding_forward", "embedding_backward", "attention_forward",
     "attention_backward", "objective_inputs", "mse_forward", "mse_backward",
-    "adamw_update_multi", "layernorm_modulate_forward", "layernorm_modulate_backward"};
+    "adamw_update_multi", "layernorm_modulate_forward", "layernorm_modulate_backward",
+    "qk_norm_rope_forward", "qk_norm_rope_backward"};
 
 // Reads and clears the device error word, after everything queued before (waits for the
 // stream). Both the read and the reset are queued on the backend's stream, which every

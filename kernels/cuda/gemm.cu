@@ -25,8 +25,8 @@
 // that defines them (kernels.h), which rounds pre to bf16 before GELU (the backward: the
 // product before GELU' is applied), so two roundings (test_backend_ops.c's tol_of allows
 // for it; measured on the emulated device, kernels/cuda/emu). linear_backward: dinp = dout w^T (bf16 out, overwritten), dw += inp^T dout
-// (fp32, beta = 1), dbias by kcu_colsum (deterministic fixed slices in double; cuBLASLt's
-// BGRADB epilogue would overwrite, not accumulate).
+// (fp32, beta = 1), dbias by kcu_colsum (fp32 partials of fixed row slices, 16-byte
+// loads; cuBLASLt's BGRADB epilogue would overwrite, not accumulate).
 //
 // Plans: the descriptors and the heuristic's algorithm of each shape (transposes, sizes,
 // row strides, output dtype, epilogue, operand alignments) are built once and cached (LRU,
@@ -413,8 +413,7 @@ extern "C" tsr_status kcu_linear_backward(kb_t *kb, void *dinp, float *dw, float
       return st;
   }
   if (dbias && N > 0)
-    return kcu_colsum(kb, op, dbias, NULL, 1, 0, (const act_t *)dout, NULL, NULL, NULL, NULL, 1, M,
-                      N, N);
+    return kcu_colsum(kb, op, dbias, (const act_t *)dout, NULL, NULL, M, N);
   return TSR_OK;
 }
 

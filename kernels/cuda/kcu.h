@@ -1,8 +1,8 @@
 // kernels/cuda/kcu.h — private to the CUDA backend: the context, error helpers, the device
-// helpers every .cu file shares (bf16 loads and stores, warp sums, grid-stride loops and
-// their launch configuration, LayerNorm's row statistics), and what one file of the
-// backend provides to another: the op families' table fillers, the column sums, the
-// GEMM, attention and graph entries.
+// helpers every .cu file shares (bf16 loads and stores, 16-byte vectors of them, warp sums,
+// grid-stride loops and their launch configuration, a row's clip, row tiles of one clip),
+// and what one file of the backend provides to another: the op families' table fillers,
+// the column sums and tile sums, the GEMM, attention and graph entries.
 //
 // Conventions of every entry (kernels.h): arguments are checked on the host (NULL pointers,
 // negative sizes; first the checks both backends share, kernels/check.h kernels_check_*)
@@ -88,6 +88,9 @@ struct kcu_ctx {
                              // counted in gemm.cu, attention in attention.cu
   int capturing;       // 1 between graph_begin and graph_end (graph.cu): the stream records
   void *cap_scratch;   // the scratch buffer when recording began (it must not move)
+  void *qk_cs;         // the fused QK-norm + RoPE's cos/sin table (rmsnorm.cu), of head
+  int qk_dh;           // dimension qk_dh and theta qk_theta; NULL until first used
+  float qk_theta;
 };
 
 static inline kcu_ctx *kcu(kb_t *kb) { return (kcu_ctx *)kb->ctx; }
@@ -131,6 +134,11 @@ tsr_status kcu_check_error(kb_t *kb, const char *op);
 // freed at once: the one stream orders every use of either. TSR_ENOMEM naming op when
 // the arena has no room.
 tsr_status kcu_scratch(kb_t *kb, const char *op, size_t bytes, void **out);
+// A range of the arena the backend keeps for itself (outside `alloc`'s books, as the scratch:
+// a wrapper counting the table's allocations does not see it) holding a copy of `bytes` of
+// host memory; waits for the copy. Not while a graph is recorded. Freed by kcu_own_free.
+tsr_status kcu_own_upload(kb_t *kb, const char *op, const void *host, size_t bytes, void **out);
+void kcu_own_free(kb_t *kb, void *p);
 // Makes the arena (and the cuBLASLt workspace in it) with the default size if it does not
 // exist yet; entries that need the workspace call it (their operands came from alloc, so
 // it exists, but a call with no allocation before must not crash).
@@ -139,7 +147,8 @@ tsr_status kcu_arena_ready(kb_t *kb, const char *op);
 enum {
   KCU_E_UNKNOWN = 0, KCU_E_MODULATE_F, KCU_E_MODULATE_B, KCU_E_GATE_F, KCU_E_GATE_B,
   KCU_E_EMBED_F, KCU_E_EMBED_B, KCU_E_ATTN_F, KCU_E_ATTN_B, KCU_E_OBJECTIVE, KCU_E_MSE_F,
-  KCU_E_MSE_B, KCU_E_ADAMW_MULTI, KCU_E_LN_MOD_F, KCU_E_LN_MOD_B, KCU_E_COUNT
+  KCU_E_MSE_B, KCU_E_ADAMW_MULTI, KCU_E_LN_MOD_F, KCU_E_LN_MOD_B, KCU_E_QK_F, KCU_E_QK_B,
+  KCU_E_COUNT
 };
 // Queues a check of cu (n_clips + 1 offsets, device memory): 0-based, non-decreasing,
 // cu[n_clips] == L. A failure is recorded in the device error word.
@@ -178,6 +187,21 @@ __device__ __forceinline__ int kcu_clip_of(const int32_t *cu, int n_clips, int i
   return lo;
 }
 
+// The clip of row r from clip c, the clip of an earlier row of the block (cu walked forward;
+// stays within [0, n_clips - 1] whatever cu holds).
+__device__ __forceinline__ int kcu_clip_walk(const int32_t *cu, int n_clips, int c, int r) {
+  while (c < n_clips - 1 && cu[c + 1] <= r) c++;
+  return c;
+}
+
+// The clip of the block's first row, found once by thread 0 (n_clips > 0).
+__device__ __forceinline__ int kcu_block_first_clip(const int32_t *cu, int n_clips, int r0) {
+  __shared__ int c_first;
+  if (threadIdx.x == 0) c_first = kcu_clip_of(cu, n_clips, r0);
+  __syncthreads();
+  return c_first;
+}
+
 // Warp sums in a fixed butterfly order (deterministic).
 __device__ __forceinline__ double kcu_warp_sum(double v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -192,20 +216,74 @@ __device__ __forceinline__ float kcu_warp_maxf(float v) {
   return v;
 }
 
-// LayerNorm's statistics of one row x (D) for the warp that owns it: mean and 1/sqrt(var +
-// eps), summed in double (two passes), the same in every lane. Shared by LayerNorm and its
-// fusion with the modulation, which must agree bit for bit.
-__device__ __forceinline__ void kcu_ln_row_stats(const act_t *x, int D, int lane, float eps,
-                                                 float *mu_out, float *rstd_out) {
-  double s = 0.0;
-  for (int j = lane; j < D; j += 32) s += (double)kcu_ld(x, j);
-  double mu = kcu_warp_sum(s) / D, ss = 0.0;
-  for (int j = lane; j < D; j += 32) {
-    double d = (double)kcu_ld(x, j) - mu;
-    ss += d * d;
+// ---- 16-byte vectors of bf16 -------------------------------------------------------------
+// The token-local kernels move rows as vectors of VW elements: VW = KCU_VEC (8 bf16, one
+// 16-byte load or store) when every row start is 16-byte aligned (kcu_vec_ok), else VW = 1
+// (scalar, e.g. D = 33). The kernels are templates on VW instantiated for both.
+enum { KCU_VEC = 8 };
+union kcu_v8 {
+  uint4 u;
+  act_t h[KCU_VEC];
+};
+// v[0..VW) = p[i..i+VW) as float (i a multiple of VW).
+template <int VW>
+__device__ __forceinline__ void kcu_ldv(const act_t *p, size_t i, float *v) {
+  if (VW == KCU_VEC) {
+    kcu_v8 t;
+    t.u = *(const uint4 *)(p + i);
+    for (int e = 0; e < KCU_VEC; e++) v[e] = __bfloat162float(t.h[e]);
+  } else {
+    for (int e = 0; e < VW; e++) v[e] = kcu_ld(p, i + e);
   }
-  *mu_out = (float)mu;
-  *rstd_out = (float)(1.0 / sqrt(kcu_warp_sum(ss) / D + (double)eps));
+}
+// p[i..i+VW) = v rounded to bf16 (nearest even).
+template <int VW>
+__device__ __forceinline__ void kcu_stv(act_t *p, size_t i, const float *v) {
+  if (VW == KCU_VEC) {
+    kcu_v8 t;
+    for (int e = 0; e < KCU_VEC; e++) t.h[e] = __float2bfloat16_rn(v[e]);
+    *(uint4 *)(p + i) = t.u;
+  } else {
+    for (int e = 0; e < VW; e++) kcu_st(p, i + e, v[e]);
+  }
+}
+// 1 when rows of D elements (and per-clip vectors of stride mstride) starting at each of
+// ptrs (NULL allowed) are all 16-byte aligned, so kcu_ldv<KCU_VEC> may read them.
+static inline int kcu_vec_ok(int D, int mstride, const void *const *ptrs, int n) {
+  if (D % KCU_VEC || mstride % KCU_VEC) return 0;
+  for (int i = 0; i < n; i++)
+    if ((uintptr_t)ptrs[i] & 15) return 0;
+  return 1;
+}
+
+// ---- row tiles of one clip -------------------------------------------------------------------
+// The backward adaLN kernels give each block KCU_TILE rows of ONE clip, so the block's
+// column sums (the per-clip vector gradients) are partials of that clip alone: clip c's
+// rows [cu[c], cu[c+1]) are tiles tiles[c] .. tiles[c+1]-1 (chunks of KCU_TILE rows in row
+// order), and block b finds its clip by one binary search of tiles (kcu_tile_rows).
+// Their count is at most kcu_tiles_max (each clip adds at most one partial tile).
+enum { KCU_TILE = 64 };
+static inline long long kcu_tiles_max(int L, int n_clips) {
+  return ((long long)L + KCU_TILE - 1) / KCU_TILE + n_clips;
+}
+// Block b's clip *c and rows [*r0, *r1) from the tile table (tiles: n_clips + 1 prefix
+// offsets, cu clamped to [0, L] as the table was made); 0 when b is past the last tile.
+// Called by one thread.
+__device__ __forceinline__ int kcu_tile_rows(const int *tiles, const int32_t *cu, int n_clips,
+                                             int L, int b, int *c, int *r0, int *r1) {
+  if (n_clips <= 0 || b >= tiles[n_clips]) return 0;
+  int lo = 0, hi = n_clips - 1;
+  while (lo < hi) {  // the last clip whose first tile is <= b (empty clips share offsets)
+    int mid = (lo + hi + 1) / 2;
+    if (tiles[mid] <= b) lo = mid;
+    else hi = mid - 1;
+  }
+  int a = cu[lo] < 0 ? 0 : (cu[lo] > L ? L : cu[lo]);
+  int e = cu[lo + 1] < a ? a : (cu[lo + 1] > L ? L : cu[lo + 1]);
+  *c = lo;
+  *r0 = a + (b - tiles[lo]) * KCU_TILE;
+  *r1 = *r0 + KCU_TILE < e ? *r0 + KCU_TILE : e;
+  return *r0 < *r1;
 }
 
 // ---- loops and launches ------------------------------------------------------------------
@@ -230,18 +308,21 @@ __device__ __forceinline__ void kcu_ln_row_stats(const act_t *x, int D, int lane
 static inline unsigned kcu_warp_blocks(int rows) { return kcu_blocks((size_t)rows * 32, 256); }
 
 // ---- column sums (reduce.cu) -------------------------------------------------------------
-// Deterministic column sums over row segments: for segment s (rows [seg[s], seg[s+1]) when
-// seg is given — device memory, n_seg + 1 offsets — or rows [0, rows) when seg is NULL and
-// n_seg == 1) and column j < cols:
-//   sum_r a[r*ld + j] * (b ? b[r*ld + j] : 1) * (rs ? rs[r] : 1)   in double,
-// or, with mu (b and rs then given), LayerNorm's output in place of b and rs:
-//   sum_r a[r*ld + j] * ((b[r*ld + j] - mu[r]) * rs[r], in float),
-// stored to out_f32[s*ostride + j] (accumulate: += in double then rounded; else =) or, when
-// out_act is given, rounded to bf16 into out_act[s*ostride + j] (overwritten).
-// Fixed slices of each segment, summed in slice order: bitwise reproducible.
-tsr_status kcu_colsum(kb_t *kb, const char *op, float *out_f32, act_t *out_act, int accumulate,
-                      int ostride, const act_t *a, const act_t *b, const float *rs,
-                      const float *mu, const int32_t *seg, int n_seg, int rows, int cols, int ld);
+// Deterministic column sums of the (rows, cols) [act] matrix a, times b (same shape) and
+// rs[r] where given: out[j] += sum_r a[r][j] (b[r][j]) (rs[r]), in fp32 over fixed row
+// slices added in slice order (bias and norm-weight gradients, accumulated). 16-byte vector
+// loads when cols is a multiple of 8 and a, b are aligned.
+tsr_status kcu_colsum(kb_t *kb, const char *op, float *out, const act_t *a, const act_t *b,
+                      const float *rs, int rows, int cols);
+// The tile table of cu (n_clips + 1 offsets, device) into tiles (n_clips + 1 ints, device
+// scratch of the caller): one block, queued on the stream (kcu_tile_rows reads it).
+tsr_status kcu_tile_table(kb_t *kb, const char *op, int *tiles, const int32_t *cu, int n_clips,
+                          int L);
+// The per-clip vector gradient from per-tile partials: out[c * ostride + j] = the sum over
+// clip c's tiles t, in tile order, of part[t * pstride + j] (fp32), rounded to bf16; 0 for
+// an empty clip. part: (n_tiles, pstride) fp32 with n_tiles = kcu_tiles_max; j < D.
+tsr_status kcu_tile_colsum(kb_t *kb, const char *op, act_t *out, int ostride, const float *part,
+                           int pstride, const int *tiles, long long n_tiles, int n_clips, int D);
 
 // ---- the families' entries -----------------------------------------------------------------
 // Each op family's file sets its entries into the table that backend.cu makes (and nothing

@@ -226,6 +226,23 @@ tsr_status kcu_scratch(kb_t *kb, const char *op, size_t bytes, void **out) {
   return TSR_OK;
 }
 
+tsr_status kcu_own_upload(kb_t *kb, const char *op, const void *host, size_t bytes, void **out) {
+  KCU_NOT_RECORDING(kb, op);
+  tsr_status st = arena_take(kb, op, bytes, out);
+  if (st) return st;
+  cudaStream_t s = kcu(kb)->stream;
+  cudaError_t e = cudaMemcpyAsync(*out, host, bytes, cudaMemcpyHostToDevice, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);  // host may be freed on return
+  if (e != cudaSuccess) {
+    arena_give(kb, *out);
+    *out = NULL;
+    return kcu_cuda_fail(op, "cudaMemcpyAsync", e);
+  }
+  return TSR_OK;
+}
+
+void kcu_own_free(kb_t *kb, void *p) { arena_give(kb, p); }
+
 static tsr_status cu_alloc(kb_t *kb, void **ptr, size_t bytes) {
   if (!ptr) return err_set(TSR_EINVAL, "alloc: ptr is NULL");
   KCU_NOT_RECORDING(kb, "alloc");

@@ -160,7 +160,7 @@ static inline void check_out(const char *entry, const char *arg, tens *t) {
 // ---- shapes ---------------------------------------------------------------------------
 typedef struct {
   int n_clips, L;
-  int32_t cu[8];
+  int32_t cu[16];
 } packing;
 // Ragged: empty clips at the start, middle and end, 1-token clips, clips crossing the
 // 64-token tile, L = 131 and 70 (multiples of no tile).

@@ -116,8 +116,9 @@ static void test_gemm(void) {
         check_out("gemm", "c", &c);
         t_free(&a), t_free(&b), t_free(&c);
       }
-  int lin[][3] = {{1, 3, 5}, {131, 64, 192}, {70, 33, 17}};
-  for (int s = 0; s < 3; s++)
+  // the last: dbias over 777 rows, several of the CUDA column sums' row slices
+  int lin[][3] = {{1, 3, 5}, {131, 64, 192}, {70, 33, 17}, {777, 8, 40}};
+  for (int s = 0; s < 4; s++)
     for (int with_bias = 0; with_bias < 2; with_bias++) {
       int M = lin[s][0], K = lin[s][1], N = lin[s][2];
       tens inp = t_act((size_t)M * K, -1, 1), w = t_act((size_t)K * N, -0.3, 0.3);
@@ -219,50 +220,53 @@ static void test_norms(void) {
   }
 }
 
-static void test_modulate(void) {
-  for (int p = 0; p < N_PACK; p++)
-    for (int Di = 0; Di < 2; Di++) {
-      const packing *pk = &packings[p];
-      int C = pk->n_clips, L = pk->L, D = Di ? 33 : 64, ms = 6 * D;
-      size_t n = (size_t)L * D, nv = (size_t)C * ms;
-      int32_t *cu = d_cu(pk);
-      // The adaLN output (C, 6D): shift, scale, gate are its 1st, 2nd, 3rd D-column blocks.
-      tens ada = t_act(nv, -1, 1), dada = t_act(nv, -1, 1);
-      tens inp = t_act(n, -2, 2), res = t_act(n, -2, 2), out = t_act(n, 0, 1);
-      size_t as = act_size();
+// modulate and gate + residual, forward and backward, on packing pk with rows of D and the
+// adaLN vectors at stride ms.
+static void modulate_case(const packing *pk, int D, int ms) {
+  int C = pk->n_clips, L = pk->L;
+  size_t n = (size_t)L * D, nv = (size_t)C * ms;
+  int32_t *cu = d_cu(pk);
+  // The adaLN output (C, 6D): shift, scale, gate are its 1st, 2nd, 3rd D-column blocks.
+  tens ada = t_act(nv, -1, 1), dada = t_act(nv, -1, 1);
+  tens inp = t_act(n, -2, 2), res = t_act(n, -2, 2), out = t_act(n, 0, 1);
+  size_t as = act_size();
 #define AH(t, k) ((t).h + (size_t)(k) * D)
 #define AD(t, k) ((void *)((char *)(t).d + (size_t)(k) * D * as))
-      REF->modulate_forward(REF, out.h, inp.h, AH(ada, 0), AH(ada, 1), ms, pk->cu, C, L, D);
-      CHECK_OK(KB->modulate_forward(KB, out.d, inp.d, AD(ada, 0), AD(ada, 1), ms, cu, C, L, D));
-      check_out("modulate_forward", "out", &out);
-      REF->modulate_forward(REF, inp.h, inp.h, AH(ada, 0), AH(ada, 1), ms, pk->cu, C, L, D);
-      CHECK_OK(KB->modulate_forward(KB, inp.d, inp.d, AD(ada, 0), AD(ada, 1), ms, cu, C, L, D));
-      check_out("modulate_forward", "out==inp", &inp);
-      tens dout = t_act(n, -1, 1), dinp = t_act(n, 0, 1);
-      REF->modulate_backward(REF, dinp.h, AH(dada, 0), AH(dada, 1), dout.h, inp.h, AH(ada, 1), ms,
-                             pk->cu, C, L, D);
-      CHECK_OK(KB->modulate_backward(KB, dinp.d, AD(dada, 0), AD(dada, 1), dout.d, inp.d,
-                                     AD(ada, 1), ms, cu, C, L, D));
-      check_out("modulate_backward", "dinp", &dinp);
-      check_out("modulate_backward", "dshift+dscale+stride", &dada);
-      REF->gate_residual_forward(REF, out.h, res.h, inp.h, AH(ada, 2), ms, pk->cu, C, L, D);
-      CHECK_OK(KB->gate_residual_forward(KB, out.d, res.d, inp.d, AD(ada, 2), ms, cu, C, L, D));
-      check_out("gate_residual_forward", "out", &out);
-      REF->gate_residual_forward(REF, res.h, res.h, inp.h, AH(ada, 2), ms, pk->cu, C, L, D);
-      CHECK_OK(KB->gate_residual_forward(KB, res.d, res.d, inp.d, AD(ada, 2), ms, cu, C, L, D));
-      check_out("gate_residual_forward", "out==res", &res);
-      REF->gate_residual_backward(REF, dinp.h, AH(dada, 2), dout.h, inp.h, AH(ada, 2), ms, pk->cu,
-                                  C, L, D);
-      CHECK_OK(KB->gate_residual_backward(KB, dinp.d, AD(dada, 2), dout.d, inp.d, AD(ada, 2), ms,
-                                          cu, C, L, D));
-      check_out("gate_residual_backward", "dinp", &dinp);
-      check_out("gate_residual_backward", "dgate", &dada);
+  REF->modulate_forward(REF, out.h, inp.h, AH(ada, 0), AH(ada, 1), ms, pk->cu, C, L, D);
+  CHECK_OK(KB->modulate_forward(KB, out.d, inp.d, AD(ada, 0), AD(ada, 1), ms, cu, C, L, D));
+  check_out("modulate_forward", "out", &out);
+  REF->modulate_forward(REF, inp.h, inp.h, AH(ada, 0), AH(ada, 1), ms, pk->cu, C, L, D);
+  CHECK_OK(KB->modulate_forward(KB, inp.d, inp.d, AD(ada, 0), AD(ada, 1), ms, cu, C, L, D));
+  check_out("modulate_forward", "out==inp", &inp);
+  tens dout = t_act(n, -1, 1), dinp = t_act(n, 0, 1);
+  REF->modulate_backward(REF, dinp.h, AH(dada, 0), AH(dada, 1), dout.h, inp.h, AH(ada, 1), ms,
+                         pk->cu, C, L, D);
+  CHECK_OK(KB->modulate_backward(KB, dinp.d, AD(dada, 0), AD(dada, 1), dout.d, inp.d,
+                                 AD(ada, 1), ms, cu, C, L, D));
+  check_out("modulate_backward", "dinp", &dinp);
+  check_out("modulate_backward", "dshift+dscale+stride", &dada);
+  REF->gate_residual_forward(REF, out.h, res.h, inp.h, AH(ada, 2), ms, pk->cu, C, L, D);
+  CHECK_OK(KB->gate_residual_forward(KB, out.d, res.d, inp.d, AD(ada, 2), ms, cu, C, L, D));
+  check_out("gate_residual_forward", "out", &out);
+  REF->gate_residual_forward(REF, res.h, res.h, inp.h, AH(ada, 2), ms, pk->cu, C, L, D);
+  CHECK_OK(KB->gate_residual_forward(KB, res.d, res.d, inp.d, AD(ada, 2), ms, cu, C, L, D));
+  check_out("gate_residual_forward", "out==res", &res);
+  REF->gate_residual_backward(REF, dinp.h, AH(dada, 2), dout.h, inp.h, AH(ada, 2), ms, pk->cu,
+                              C, L, D);
+  CHECK_OK(KB->gate_residual_backward(KB, dinp.d, AD(dada, 2), dout.d, inp.d, AD(ada, 2), ms,
+                                      cu, C, L, D));
+  check_out("gate_residual_backward", "dinp", &dinp);
+  check_out("gate_residual_backward", "dgate", &dada);
 #undef AH
 #undef AD
-      tens all[] = {ada, dada, inp, res, out, dout, dinp};
-      for (int i = 0; i < 7; i++) t_free(&all[i]);
-      KB->free(KB, cu);
-    }
+  tens all[] = {ada, dada, inp, res, out, dout, dinp};
+  for (int i = 0; i < 7; i++) t_free(&all[i]);
+  KB->free(KB, cu);
+}
+
+static void test_modulate(void) {
+  for (int p = 0; p < N_PACK; p++)
+    for (int Di = 0; Di < 2; Di++) modulate_case(&packings[p], Di ? 33 : 64, 6 * (Di ? 33 : 64));
 }
 
 static void test_rope_act_cond(void) {
@@ -503,9 +507,9 @@ static void test_attention(void) {
 }
 
 static void test_objective_loss_optim(void) {
-  for (int p = 0; p < N_PACK; p++) {
-    const packing *pk = &packings[p];
-    int C = pk->n_clips, L = pk->L, P = 9;
+  for (int p = 0; p < 2 * N_PACK; p++) {  // P = 9, then 16 (whole 16-byte vectors of bf16)
+    const packing *pk = &packings[p % N_PACK];
+    int C = pk->n_clips, L = pk->L, P = p < N_PACK ? 9 : 16;
     size_t n = (size_t)L * P;
     int32_t *cu = d_cu(pk);
     kernels_clip_key keys[8];
@@ -582,43 +586,78 @@ static void test_objective_loss_optim(void) {
 }
 
 // ---- the fused entries against the reference's (on every backend) ---------------------
-static void test_fused(void) {
-  for (int p = 0; p < N_PACK; p++)
-    for (int Di = 0; Di < 2; Di++) {
-      const packing *pk = &packings[p];
-      int C = pk->n_clips, L = pk->L, D = Di ? 33 : 64, ms = 6 * D;
-      size_t n = (size_t)L * D, nv = (size_t)C * ms, as = act_size();
-      int32_t *cu = d_cu(pk);
-      tens ada = t_act(nv, -1, 1), dada = t_act(nv, -1, 1), inp = t_act(n, -2, 3);
-      tens out = t_act(n, 0, 1), mean = t_f32(L, 0, 1), rstd = t_f32(L, 0, 1);
+// layernorm_modulate forward and backward on packing pk, rows of D, vectors at stride ms.
+static void ln_mod_case(const packing *pk, int D, int ms) {
+  int C = pk->n_clips, L = pk->L;
+  size_t n = (size_t)L * D, nv = (size_t)C * ms, as = act_size();
+  int32_t *cu = d_cu(pk);
+  tens ada = t_act(nv, -1, 1), dada = t_act(nv, -1, 1), inp = t_act(n, -2, 3);
+  tens out = t_act(n, 0, 1), mean = t_f32(L, 0, 1), rstd = t_f32(L, 0, 1);
 #define AH(t, k) ((t).h + (size_t)(k) * D)
 #define AD(t, k) ((void *)((char *)(t).d + (size_t)(k) * D * as))
-      REF->layernorm_modulate_forward(REF, out.h, mean.h, rstd.h, inp.h, AH(ada, 0), AH(ada, 1),
-                                      ms, pk->cu, C, L, D, 1e-6f);
-      CHECK_OK(KB->layernorm_modulate_forward(KB, out.d, mean.d, rstd.d, inp.d, AD(ada, 0),
-                                              AD(ada, 1), ms, cu, C, L, D, 1e-6f));
-      check_out("layernorm_modulate_forward", "out", &out);
-      check_out("layernorm_modulate_forward", "mean", &mean);
-      check_out("layernorm_modulate_forward", "rstd", &rstd);
-      tens dout = t_act(n, -1, 1), dinp = t_act(n, -1, 1);  // dinp accumulated
-      REF->layernorm_modulate_backward(REF, dinp.h, AH(dada, 0), AH(dada, 1), dout.h, inp.h,
-                                       mean.h, rstd.h, AH(ada, 1), ms, pk->cu, C, L, D);
-      CHECK_OK(KB->layernorm_modulate_backward(KB, dinp.d, AD(dada, 0), AD(dada, 1), dout.d, inp.d,
+  REF->layernorm_modulate_forward(REF, out.h, mean.h, rstd.h, inp.h, AH(ada, 0), AH(ada, 1),
+                                  ms, pk->cu, C, L, D, 1e-6f);
+  CHECK_OK(KB->layernorm_modulate_forward(KB, out.d, mean.d, rstd.d, inp.d, AD(ada, 0),
+                                          AD(ada, 1), ms, cu, C, L, D, 1e-6f));
+  check_out("layernorm_modulate_forward", "out", &out);
+  check_out("layernorm_modulate_forward", "mean", &mean);
+  check_out("layernorm_modulate_forward", "rstd", &rstd);
+  tens dout = t_act(n, -1, 1), dinp = t_act(n, -1, 1);  // dinp accumulated
+  REF->layernorm_modulate_backward(REF, dinp.h, AH(dada, 0), AH(dada, 1), dout.h, inp.h,
+                                   mean.h, rstd.h, AH(ada, 1), ms, pk->cu, C, L, D);
+  CHECK_OK(KB->layernorm_modulate_backward(KB, dinp.d, AD(dada, 0), AD(dada, 1), dout.d, inp.d,
+                                           mean.d, rstd.d, AD(ada, 1), ms, cu, C, L, D));
+  check_out("layernorm_modulate_backward", "dinp", &dinp);
+  check_out("layernorm_modulate_backward", "dshift+dscale+stride", &dada);
+  {  // run to run: the per-clip sums again on the same inputs, bitwise (fixed orders on a GPU)
+    size_t vb = nv * as;
+    char *h[2] = {malloc(vb ? vb : 1), malloc(vb ? vb : 1)};
+    for (int k = 0; k < 2; k++) {
+      CHECK_OK(KB->layernorm_modulate_backward(KB, NULL, AD(dada, 0), AD(dada, 1), dout.d, inp.d,
                                                mean.d, rstd.d, AD(ada, 1), ms, cu, C, L, D));
-      check_out("layernorm_modulate_backward", "dinp", &dinp);
-      check_out("layernorm_modulate_backward", "dshift+dscale+stride", &dada);
+      CHECK_OK(KB->to_host(KB, h[k], dada.d, vb));
+    }
+    CHECK(memcmp(h[0], h[1], vb) == 0, "%s layernorm_modulate_backward: dshift/dscale differ run "
+          "to run (L %d, D %d)", KB->name, L, D);
+    free(h[0]), free(h[1]);
+  }
 #undef AH
 #undef AD
-      tens all[] = {ada, dada, inp, out, mean, rstd, dout, dinp};
-      for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) t_free(&all[i]);
-      KB->free(KB, cu);
-    }
-  int Dhs[] = {16, 64, 128};
-  for (int s = 0; s < 3; s++) {
-    int L = 70, H = s == 2 ? 1 : 3, Dh = Dhs[s];
+  tens all[] = {ada, dada, inp, out, mean, rstd, dout, dinp};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) t_free(&all[i]);
+  KB->free(KB, cu);
+}
+
+// The adaLN entries on many clips of odd lengths (empty ones, 1-token ones, clips longer
+// than a device block's rows and spanning several), rows of whole 16-byte vectors or not
+// (D = 40 and 264: vectors, 264 = 33 of them, more than a warp's lanes; D = 36: scalars),
+// and a stride that breaks the vectors' alignment (6D + 4); rows wide enough that the CUDA
+// backward's column sums take more than 48 KiB of shared memory (D = 1032, 8 warps) or
+// fewer warps a block (D = 2056: 5).
+static void test_adaln_tiles(void) {
+  static const packing many = {13, 399, {0, 0, 1, 34, 41, 105, 105, 200, 231, 263, 265, 394,
+                                         399, 399}};
+  int cases[][2] = {{40, 240}, {264, 6 * 264}, {36, 216}, {40, 244}, {1032, 3 * 1032},
+                    {2056, 3 * 2056}};
+  for (int i = 0; i < 6; i++) {
+    if (i < 4) modulate_case(&many, cases[i][0], cases[i][1]);  // the wide ones: one is enough
+    ln_mod_case(&many, cases[i][0], cases[i][1]);
+  }
+}
+
+static void test_fused(void) {
+  for (int p = 0; p < N_PACK; p++)
+    for (int Di = 0; Di < 2; Di++) ln_mod_case(&packings[p], Di ? 33 : 64, 6 * (Di ? 33 : 64));
+  // Dh 16 to 512: 1 to 8 rotation pairs a lane on the CUDA backend; the last case has
+  // positions up to 4095 (the end of the CUDA backend's table of cos and sin).
+  int Dhs[] = {16, 64, 128, 256, 512};
+  for (int s = 0; s < 5; s++) {
+    int L = 70, H = s == 2 || s == 4 ? 1 : 3, Dh = Dhs[s];
     size_t n = (size_t)L * H * Dh, nr = (size_t)L * H;
     int32_t *pos = malloc(sizeof(int32_t) * 3 * L);
     for (int i = 0; i < L; i++) pos[3 * i] = i / 12, pos[3 * i + 1] = (i / 4) % 3, pos[3 * i + 2] = i % 4;
+    if (s == 4)
+      for (int i = 0; i < L; i++) pos[3 * i] = 4095 - i, pos[3 * i + 2] = 4095 - 2 * i;
     void *dpos = t_raw(pos, sizeof(int32_t) * 3 * L);
     tens q = t_act(n, -2, 2), k = t_act(n, -2, 2), wq = t_f32(Dh, 0.5, 1.5), wk = t_f32(Dh, 0.5, 1.5);
     tens qo = t_act(n, 0, 1), ko = t_act(n, 0, 1), qr = t_f32(nr, 0, 1), kr = t_f32(nr, 0, 1);
@@ -643,6 +682,20 @@ static void test_fused(void) {
     tens all[] = {q, k, wq, wk, qo, ko, qr, kr, dq, dk, dqi, dki, dwq, dwk};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) t_free(&all[i]);
     KB->free(KB, dpos), free(pos);
+  }
+  if (!strcmp(KB->name, "cuda")) {  // a position past its table of cos and sin is reported
+    int32_t pos[6] = {0, 1, 2, 4096, 0, 0};
+    void *dpos = t_raw(pos, sizeof pos);
+    tens q = t_act(32, -1, 1), w = t_f32(16, 0.5, 1.5), o = t_act(32, 0, 1), r = t_f32(2, 0, 1);
+    tsr_status st = KB->qk_norm_rope_forward(KB, o.d, o.d, r.d, r.d, q.d, q.d, w.d, w.d, dpos, 2,
+                                             1, 16, 1e-6f, 10000.0f);
+    if (!st) st = KB->sync(KB);
+    CHECK(st == TSR_EINVAL && strstr(err_msg(), "qk_norm_rope_forward"),
+          "cuda qk_norm_rope_forward: position 4096 not reported (%s: %s)", err_name(st),
+          err_msg());
+    tens all[] = {q, w, o, r};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) t_free(&all[i]);
+    KB->free(KB, dpos);
   }
   // M, K, N: a shape cuBLASLt's GELU epilogues take (N, K multiples of 8), odd ones that
   // need the fallback, and one row; with and without bias.
@@ -903,6 +956,7 @@ int main(int argc, char **argv) {
     test_gemm_strided();
     test_norms();
     test_modulate();
+    test_adaln_tiles();
     test_rope_act_cond();
     test_attention();
     test_attention_masked();

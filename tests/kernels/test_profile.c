@@ -95,14 +95,29 @@ static void test_direct_counts(void) {
   CHECK(g && g->calls == 4 && g->cls == KERNELS_PROFILE_GEMM, "gemm calls");
   CHECK(x && x->calls == 2 && x->cls == KERNELS_PROFILE_ELEMENTWISE, "axpy calls");
   CHECK(total == 6, "%llu calls counted, 6 made", (unsigned long long)total);
+  // bytes, from the shapes: a gemm reads a, b and writes c (3 x 64 fp32), an axpy reads x,
+  // y and writes y; the failed gemm adds none
+  CHECK(g->bytes == 3 * 768.0 && x->bytes == 2 * 768.0, "gemm %g, axpy %g bytes", g->bytes,
+        x->bytes);
   uint64_t calls[KERNELS_PROFILE_N_CLASSES];
   double sec[KERNELS_PROFILE_N_CLASSES];
   kernels_profile_by_class(e, n, calls, sec);
   CHECK(calls[KERNELS_PROFILE_GEMM] == 4 && calls[KERNELS_PROFILE_ELEMENTWISE] == 2 &&
             calls[KERNELS_PROFILE_ATTENTION] == 0, "class calls");
   CHECK(sec[KERNELS_PROFILE_GEMM] > 0 && sec[KERNELS_PROFILE_GEMM] == g->seconds, "class time");
+  // layernorm_modulate_forward over 4 rows of 8 in 2 clips: inp, out (2 x 32), shift and
+  // scale once per clip (2 x 2 x 8), mean, rstd (2 x 4) and cu (3), fp32 here
+  int32_t cu[3] = {0, 1, 4};
+  float mean[4], rstd[4];
+  CHECK_OK(p->layernorm_modulate_forward(p, c, mean, rstd, a, b, b + 16, 8, cu, 2, 4, 8, 1e-6f));
+  n = kernels_profile_read(p, e, 128);
+  const kernels_profile_entry *lm = entry_named(e, n, "layernorm_modulate_forward");
+  CHECK(lm && lm->bytes == (64 + 32) * 4.0 + (8 + 3) * 4.0, "layernorm_modulate_forward %g bytes",
+        lm ? lm->bytes : -1.0);
   kernels_profile_reset(p);
   CHECK(kernels_profile_total(p) == 0.0, "reset");
+  n = kernels_profile_read(p, e, 128);
+  CHECK(entry_named(e, n, "gemm")->bytes == 0.0, "bytes reset");
   kernels_profiled_free(&p);
 }
 
