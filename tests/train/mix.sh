@@ -93,7 +93,7 @@ expect_fail "store .*mix.ini is not the store this run started with.*clip $(((1 
   "$T" train "${C[@]}" "${M[@]}" --out "$W/r2" --steps 9 --resume
 sqlite3 "$W/data/sb/index.sqlite" "update clips set label = '' where id = $id"
 sed 's/weight = 3/weight = 4/' "$W/data/mix.ini" > "$W/data/mix4.ini"
-expect_fail "store .*mix4.ini is not the store this run started with" \
+expect_fail "store .*mix4.ini is not the store this run started with.*the mix's stores, weights, repeats" \
   "$T" train "${C[@]}" --set train.val_clips=2 --set train.val_every=2 --data "$W/data/mix4.ini" \
   --out "$W/r2" --steps 9 --resume
 ok "--resume refuses a clip of the second store relabelled, and other weights"
