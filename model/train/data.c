@@ -329,6 +329,9 @@ static tsr_status data_open_mix(data_store **out, const char *path, const data_o
   }
   snprintf(d->dir, sizeof d->dir, "%s", path);
   tsr_status r = mix_read(path, d->mix);
+  if (r)  // a store is a folder: a file given for one is read as a mix, and that may be why
+    r = err_wrap(r, "%s is a file, so it was read as a dataset mix (DATASET.ini, docs/train.md "
+                 "\"Dataset mixes\"): ", path);
   if (!r && !(d->parts = calloc((size_t)d->mix->n, sizeof *d->parts)))
     r = err_set(TSR_ENOMEM, "out of memory opening mix %s", path);
   for (int p = 0; !r && p < d->mix->n; p++) {

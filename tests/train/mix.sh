@@ -101,7 +101,9 @@ ok "--resume refuses a clip of the second store relabelled, and other weights"
 # 4. another patch, named
 expect_fail "mix .*bad.ini: store 'c' \(.*sc\) has patch 2x4x4 but store 'a' \(.*sa\) has 1x4x4" \
   "$T" train "${C[@]}" --data "$W/data/bad.ini" --out "$W/bad" --steps 1
-ok "a store of another patch is refused, naming it"
+expect_fail "index.sqlite is a file, so it was read as a dataset mix" \
+  "$T" train "${C[@]}" --data "$W/data/sa/index.sqlite" --out "$W/bad" --steps 1
+ok "a store of another patch is refused, naming it; a file that is no mix is named as such"
 
 # 5. index stats of the mix: the sums of its stores'
 "$T" index stats --json "$W/data/mix.ini" > "$W/mix.json"
