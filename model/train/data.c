@@ -302,8 +302,7 @@ static tsr_status mix_join(data_store *d) {
       data_clip c = s->clips[i];
       if (c.id < 0 || c.id >= (int64_t)1 << MIX_ID_SHIFT)
         return err_set(TSR_EINVAL, "mix %s: clip %lld of store '%s' (%s) has an id outside "
-                       "0..2^%d-1, which a mix cannot key apart from the other stores' "
-                       "(`tessera index merge` renumbers)", d->dir, (long long)c.id,
+                       "0..2^%d-1, which a mix cannot key apart from the other stores'", d->dir, (long long)c.id,
                        d->mix->store[p].name, s->dir, MIX_ID_SHIFT);
       c.id |= (int64_t)p << MIX_ID_SHIFT;
       int64_t k = d->part_start[p] + i;
