@@ -562,6 +562,30 @@ void data_sampler_free(data_sampler *s) {
   s->perm = s->part_lo = s->quota = s->scratch = NULL;
 }
 
+// One epoch of a mix, a pure function of (seed, epoch): out (sum of quota) entries, store
+// s's clips being entries lo[s]..lo[s+1]-1 (lo: (n + 1)). Store s gives quota / m full
+// passes over its m clips plus the first quota % m of them in the order of its own lane
+// (data_shuffle lane s + 1); the whole list then goes in the order of the plain sampler's
+// permutation of its length, so a one-store mix of quota m is the plain sampler.
+// scratch: (total + the largest store's m).
+static void mix_epoch_order(uint64_t seed, int64_t epoch, int n, const int64_t *lo,
+                            const int64_t *quota, int64_t *out, int64_t *scratch) {
+  int64_t total = 0;
+  for (int s = 0; s < n; s++) total += quota[s];
+  int64_t *list = scratch, *part = scratch + total, k = 0;
+  for (int s = 0; s < n; s++) {
+    int64_t m = lo[s + 1] - lo[s], full = quota[s] / m, rest = quota[s] % m;
+    for (int64_t f = 0; f < full; f++)
+      for (int64_t i = 0; i < m; i++) list[k++] = lo[s] + i;
+    if (rest) {  // a draw of the store's clips without repeats (its own lane of the epoch)
+      data_shuffle(seed, epoch, (uint64_t)s + 1, m, part);
+      for (int64_t i = 0; i < rest; i++) list[k++] = lo[s] + part[i];
+    }
+  }
+  data_epoch_permutation(seed, epoch, total, out);
+  for (int64_t i = 0; i < total; i++) out[i] = list[out[i]];
+}
+
 // The order of epoch `epoch` into s->perm: the plain permutation, or the mix's draws.
 static void sampler_epoch(data_sampler *s, int64_t epoch) {
   if (s->n_parts)

@@ -34,7 +34,7 @@
 // without replaying earlier batches. A global batch is the next min(B, n - pos) clips of
 // the current epoch: batches never straddle an epoch, so every clip appears exactly once
 // per epoch and never twice in a batch (the last batch of an epoch may be shorter).
-// A mix's epoch is its draws (mix_epoch_order): of a store drawn more than once a clip
+// A mix's epoch is its draws (data_sampler_init_mix): of a store drawn more than once a clip
 // (repeat >= 2, a large weight) a clip may come twice in one batch, with the same noise
 // (the objective keys by step and clip id), i.e. weighted twice.
 #ifndef TESSERA_MODEL_DATA_H
@@ -173,25 +173,29 @@ typedef struct {
   int64_t epoch;    // current epoch (0-based)
   int64_t pos;      // clips of the current epoch already handed out (0..n)
   int64_t *perm;    // (n) permutation of the current epoch (a mix: its draws, entries of
-                    // the training list, mix_epoch_order)
+                    // the training list, data_sampler_init_mix)
   int n_parts;      // a mix's stores; 0: the plain sampler
   int64_t *part_lo; // (n_parts + 1) store p's training clips are entries part_lo[p]..[p+1]-1
   int64_t *quota;   // (n_parts) draws of each store an epoch (mix_quotas)
-  int64_t *scratch; // (n + the largest store's training clips) of mix_epoch_order
+  int64_t *scratch; // (n + the largest store's training clips) to build a mix's epoch
 } data_sampler;
 
 // Starts at (epoch 0, pos 0). n >= 1.
 tsr_status data_sampler_init(data_sampler *s, int64_t n, uint64_t seed);
 void data_sampler_free(data_sampler *s);
 // The sampler of d's training clips (sp): data_sampler_init over sp->n_train for a plain
-// store; for a mix, epochs of mix_epoch_order by the mix's quotas of each store's training
+// store; for a mix, data_sampler_init_mix by the mix's quotas of each store's training
 // clips (TSR_EINVAL naming the store from mix_quotas, or a store left without a training
 // clip).
 tsr_status data_sampler_init_split(data_sampler *s, const data_store *d, const data_split *sp,
                                    uint64_t seed);
 // The mix sampler over n_parts stores: store p's clips are entries lo[p]..lo[p+1]-1 (lo:
 // (n_parts + 1)) of what it draws, quota[p] of them an epoch (quota: (n_parts)); every
-// store needs a clip and a draw (TSR_EINVAL naming the store's number).
+// store needs a clip and a draw (TSR_EINVAL naming the store's number). An epoch, a pure
+// function of (seed, epoch): store p gives quota / m full passes over its m clips plus
+// the first quota % m of them in the order of data_shuffle(seed, epoch, lane p + 1); that
+// list is put in the order of data_epoch_permutation(seed, epoch, its length). So a
+// one-store mix of quota m draws exactly the plain sampler's batches.
 tsr_status data_sampler_init_mix(data_sampler *s, int n_parts, const int64_t *lo,
                                  const int64_t *quota, uint64_t seed);
 // Moves to a saved position (epoch >= 0, 0 <= pos <= n).

@@ -1,5 +1,5 @@
-// model/train/mix.c — dataset mixes: the DATASET.ini reader, epoch quotas, held-out counts
-// and the mix's epoch order (model/train/mix.h).
+// model/train/mix.c — dataset mixes: the DATASET.ini reader, epoch quotas and held-out
+// counts (model/train/mix.h).
 #include "model/train/mix.h"
 
 #include <math.h>
@@ -10,7 +10,6 @@
 
 #include "core/ini.h"
 #include "core/num.h"
-#include "model/train/data.h"
 
 int mix_is_spec(const char *path) {
   struct stat st;
@@ -197,22 +196,4 @@ tsr_status mix_val_counts(const mix_spec *m, const int64_t *clips, int64_t n_val
   apportion(n_val - (base ? m->n : 0), m->n, share, val);
   for (int s = 0; s < m->n; s++) val[s] += base;
   return TSR_OK;
-}
-
-void mix_epoch_order(uint64_t seed, int64_t epoch, int n, const int64_t *lo,
-                     const int64_t *quota, int64_t *out, int64_t *scratch) {
-  int64_t total = 0;
-  for (int s = 0; s < n; s++) total += quota[s];
-  int64_t *list = scratch, *part = scratch + total, k = 0;
-  for (int s = 0; s < n; s++) {
-    int64_t m = lo[s + 1] - lo[s], full = quota[s] / m, rest = quota[s] % m;
-    for (int64_t f = 0; f < full; f++)
-      for (int64_t i = 0; i < m; i++) list[k++] = lo[s] + i;
-    if (rest) {  // a draw of the store's clips without repeats (its own lane of the epoch)
-      data_shuffle(seed, epoch, (uint64_t)s + 1, m, part);
-      for (int64_t i = 0; i < rest; i++) list[k++] = lo[s] + part[i];
-    }
-  }
-  data_epoch_permutation(seed, epoch, total, out);
-  for (int64_t i = 0; i < total; i++) out[i] = list[out[i]];
 }

@@ -15,6 +15,8 @@
 // equal weights give every store the same number of draws whatever its size, and a mix of
 // one store (either key, repeat 1) draws exactly what the store alone draws.
 //
+// The sampler's epochs of a mix: data_sampler_init_mix (model/train/data.h).
+//
 // Ids: the clip of id `id` of store s is clip (s << MIX_ID_SHIFT) | id of the mix (store 0
 // keeps its ids), so ids stay unique across the mix and the objective's per-clip keys of a
 // one-store mix are the store's own.
@@ -59,15 +61,5 @@ tsr_status mix_quotas(const mix_spec *m, const int64_t *clips, int64_t *quota);
 // each first, then (or with fewer, all of them) in proportion to the stores' epoch quotas
 // over all their clips (clips: (m->n)), largest remainders. Fails as mix_quotas does.
 tsr_status mix_val_counts(const mix_spec *m, const int64_t *clips, int64_t n_val, int64_t *val);
-
-// One epoch of the mix, a pure function of (seed, epoch): out (sum of quota) entries, each
-// an index into the training list, where store s's training clips are entries
-// lo[s]..lo[s+1]-1 (lo: (n + 1)). Store s gives quota/m full passes over its m clips plus
-// the first quota % m of its clips in the order of data_shuffle(seed, epoch, lane s + 1);
-// the whole list is then put in the order of data_epoch_permutation(seed, epoch, total),
-// so a one-store mix of quota m draws exactly the plain sampler's order.
-// scratch: (total + the largest store's m).
-void mix_epoch_order(uint64_t seed, int64_t epoch, int n, const int64_t *lo,
-                     const int64_t *quota, int64_t *out, int64_t *scratch);
 
 #endif
