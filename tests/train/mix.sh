@@ -12,7 +12,8 @@
 #     weights changed, is refused;
 #  4. a store of another patch is refused, naming it;
 #  5. `index stats DATASET.ini`: its totals are the sums of each store's `index stats`, its
-#     shares the quotas' closed form.
+#     shares the quotas' closed form;
+#  6. two ranks (mpirun) give one rank's losses within 1e-5 relative.
 set -euo pipefail
 T=${TESSERA_BIN:?}
 SRC=${TESSERA_SRC:?}
@@ -122,4 +123,13 @@ jq -e '.draws_per_epoch == 10 and (.mix_stores | map(.draws_per_epoch) == [4, 6]
 grep -q "^== store 2 of 2: 'b'" "$W/mix.txt" && grep -Eq "^  b +3 +504 .* repeat 2 +6 +60.00% +2.000" "$W/mix.txt" ||
   fail "index stats text: $(tail -5 "$W/mix.txt")"
 ok "index stats of the mix: totals = the stores' sums ($(jq .totals.clips "$W/mix.json") clips), shares 0.4 / 0.6"
+# 6. two ranks train the mix as one does (each rank opens every store itself), up to the
+#    reassociation of the gradient sums: 1e-5 relative, tests/dist/plan_invariance.sh's
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 2 \
+  "$T" train "${C[@]}" "${M[@]}" --out "$W/m2" --steps 4 2>"$W/m2.log" || { tail -5 "$W/m2.log"; fail "2 ranks"; }
+paste <(losses "$W/u" | head -4) <(losses "$W/m2") | awk '
+  { d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1); if (r > m) m = r; k++ }
+  END { printf "2 ranks: %d losses, worst relative difference %.3g\n", k, m; exit !(k == 4 && m <= 1e-5) }' ||
+  fail "2 ranks' losses differ from 1 rank's"
+ok "two ranks train the mix as one rank does"
 echo "mix: $passed passed, 0 failed"
