@@ -13,6 +13,7 @@
 #include "core/term.h"
 #include "ingest/manifest_filter.h"
 #include "ingest/manifest_value.h"
+#include "model/train/mix.h"
 #include "store/index.h"
 #include "store/json_cols.h"
 #include "store/settings.h"
@@ -260,7 +261,8 @@ static json_t *scores_json(const stats_ctx *sc) {
   return o;
 }
 
-static tsr_status stats_json(stats_run *x) {
+// The stats of x as one JSON object (NULL when out of memory).
+static json_t *stats_json_obj(stats_run *x) {
   const store_settings *s = &x->s;
   const store_totals *t = &x->t;
   json_t *o = json_pack(
@@ -279,8 +281,11 @@ static tsr_status stats_json(stats_run *x) {
       "span_cut_clips", (json_int_t)x->sc.span_cut, "scores", scores_json(&x->sc), "where",
       x->where, "clips_in_store", (json_int_t)x->store_clips);
   x->failed = NULL;
+  return o;
+}
+
+static tsr_status stats_print_json(json_t *o) {
   int bad = !o || json_dumpf(o, stdout, JSON_INDENT(2)) != 0 || putchar('\n') == EOF;
-  json_decref(o);
   return bad ? err_set(TSR_EIO, "cannot write JSON to stdout") : TSR_OK;
 }
 
@@ -334,9 +339,141 @@ static void stats_text(const stats_run *x) {
   stats_text_manifest(&x->sc);
 }
 
+// One store's stats: printed as text, or with `json` as an object into *obj (the caller's).
+// *t: its totals (of the clips that pass `where`), *clips: every clip of the store.
+static tsr_status stats_store(const char *dir, int json, const manifest_filter *where,
+                              json_t **obj, store_totals *t, int64_t *clips) {
+  stats_run x = {.dir = dir, .sc = {.min_tok = -1, .min_sec = -1},
+                 .failed = json ? json_array() : NULL};
+  if (where && where->nwhere) {
+    x.sc.where = where;
+    where_text(where, x.where, sizeof x.where);
+  }
+  histo_init(&x.sc.sec, -6);  // from 1/64 s
+  histo_init(&x.sc.tok, 0);
+  store_index *ix = NULL;
+  tsr_status st = TSR_OK;
+  if (!(x.sc.scores = malloc(MAX_SCORE_NAMES * sizeof *x.sc.scores)))
+    st = err_set(TSR_ENOMEM, "out of memory");
+  if (!st) st = store_open(&ix, x.dir, 0, NULL);
+  if (!st) st = stats_collect(ix, &x);
+  if (!st && json && !(*obj = stats_json_obj(&x))) st = err_set(TSR_ENOMEM, "out of memory");
+  if (!st && !json) {
+    stats_text(&x);
+    if (x.t.sources_failed) {
+      printf("failed sources:\n");
+      st = index_foreach_failed(ix, print_failed, NULL);
+    }
+  }
+  index_close(&ix);
+  json_decref(x.failed);
+  free(x.sc.scores);
+  *t = x.t;
+  *clips = x.store_clips;
+  return st;
+}
+
+// The mix's totals: the sums of its stores' (sources, clips, tokens, frames, seconds).
+static void totals_add(store_totals *sum, const store_totals *t) {
+  sum->sources_done += t->sources_done;
+  sum->sources_partial += t->sources_partial;
+  sum->sources_failed += t->sources_failed;
+  sum->clips += t->clips;
+  sum->tokens += t->tokens;
+  sum->frames += t->frames;
+  sum->dropped_frames += t->dropped_frames;
+  sum->seconds += t->seconds;
+}
+
+// What an epoch of the mix draws of each store: quotas over every clip of each store (no
+// clip held out; train.val_clips takes its clips before the quotas are counted).
+static void mix_text(const mix_spec *m, const store_totals *sum, const store_totals *t,
+                     const int64_t *clips, const int64_t *quota) {
+  int64_t draws = 0;
+  for (int s = 0; s < m->n; s++) draws += quota[s];
+  printf("\nmix %s: %d stores\n", m->path, m->n);
+  printf("  %-20s %10s %12s %9s %-12s %12s %7s %9s\n", "store", "clips", "tokens", "hours",
+         "drawn by", "per epoch", "share", "per clip");
+  for (int s = 0; s < m->n; s++) {
+    char how[32], name[TERM_ESCAPE_SIZE(MIX_NAME_MAX)];
+    if (m->store[s].repeat) snprintf(how, sizeof how, "repeat %lld", (long long)m->store[s].repeat);
+    else snprintf(how, sizeof how, "weight %g", m->store[s].weight);
+    printf("  %-20s %10lld %12lld %9.3f %-12s %12lld %6.2f%% %9.3f\n",
+           term_escape(name, sizeof name, m->store[s].name), (long long)t[s].clips,
+           (long long)t[s].tokens, t[s].seconds / 3600.0, how, (long long)quota[s],
+           100.0 * (double)quota[s] / (double)draws, (double)quota[s] / (double)clips[s]);
+  }
+  printf("totals: clips: %lld, tokens: %lld, frames: %lld (+%lld dropped), hours: %.3f; an "
+         "epoch draws %lld clips\n", (long long)sum->clips, (long long)sum->tokens,
+         (long long)sum->frames, (long long)sum->dropped_frames, sum->seconds / 3600.0,
+         (long long)draws);
+}
+
+static json_t *totals_json(const store_totals *t) {
+  return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f}", "sources_done",
+                   (json_int_t)t->sources_done, "sources_partial", (json_int_t)t->sources_partial,
+                   "sources_failed", (json_int_t)t->sources_failed, "clips", (json_int_t)t->clips,
+                   "tokens", (json_int_t)t->tokens, "frames", (json_int_t)t->frames,
+                   "dropped_frames", (json_int_t)t->dropped_frames, "seconds", t->seconds,
+                   "hours", t->seconds / 3600.0);
+}
+
+// `index stats DATASET.ini`: every store's stats (text: one after the other; JSON: in
+// "stores"), then the mix's totals and what an epoch draws of each store.
+static tsr_status stats_mix(const char *path, int json, const manifest_filter *where) {
+  mix_spec m;
+  tsr_status st = mix_read(path, &m);
+  if (st) return st;
+  store_totals sum = {0}, *t = calloc((size_t)m.n, sizeof *t);
+  int64_t *clips = calloc((size_t)m.n, sizeof *clips), *quota = calloc((size_t)m.n, sizeof *quota);
+  json_t *stores = json ? json_array() : NULL;
+  if (!t || !clips || !quota || (json && !stores)) st = err_set(TSR_ENOMEM, "out of memory");
+  for (int s = 0; !st && s < m.n; s++) {
+    json_t *obj = NULL;
+    char name[TERM_ESCAPE_SIZE(MIX_NAME_MAX)];
+    if (!json)
+      printf("%s== store %d of %d: '%s'\n", s ? "\n" : "", s + 1, m.n,
+             term_escape(name, sizeof name, m.store[s].name));
+    st = stats_store(m.store[s].path, json, where, &obj, &t[s], &clips[s]);
+    if (st) st = err_wrap(st, "mix %s, store '%s': ", path, term_escape(name, sizeof name,
+                                                                         m.store[s].name));
+    else if (json && json_array_append_new(stores, obj)) st = err_set(TSR_ENOMEM, "out of memory");
+    if (!st) totals_add(&sum, &t[s]);
+  }
+  for (int s = 0; !st && s < m.n; s++)
+    if (clips[s] < 1)
+      st = err_set(TSR_EINVAL, "mix %s: store '%s' (%s) has no clips", path, m.store[s].name,
+                   m.store[s].path);
+  if (!st) st = mix_quotas(&m, clips, quota);
+  if (!st && !json) mix_text(&m, &sum, t, clips, quota);
+  if (!st && json) {
+    int64_t draws = 0;
+    for (int s = 0; s < m.n; s++) draws += quota[s];
+    json_t *shares = json_array();
+    for (int s = 0; s < m.n; s++)
+      json_array_append_new(shares, json_pack(
+          "{s:s, s:s, s:f, s:I, s:I, s:I, s:f, s:f}", "name", m.store[s].name, "path",
+          m.store[s].path, "weight", m.store[s].weight, "repeat", (json_int_t)m.store[s].repeat,
+          "clips", (json_int_t)clips[s], "draws_per_epoch", (json_int_t)quota[s], "share",
+          (double)quota[s] / (double)draws, "draws_per_clip", (double)quota[s] / (double)clips[s]));
+    json_t *o = json_pack("{s:s, s:o, s:o, s:o, s:I}", "mix", path, "stores", stores, "mix_stores",
+                          shares, "totals", totals_json(&sum), "draws_per_epoch",
+                          (json_int_t)draws);
+    stores = NULL;
+    st = o ? stats_print_json(o) : err_set(TSR_ENOMEM, "out of memory");
+    json_decref(o);
+  }
+  json_decref(stores);
+  free(t);
+  free(clips);
+  free(quota);
+  mix_free(&m);
+  return st;
+}
+
 int cmd_index_stats(int argc, char **argv) {
   if (wants_help(argc, argv)) {
-    printf("usage: tessera index stats STORE [--where EXPR]... [--json]\n\n"
+    printf("usage: tessera index stats STORE|DATASET.ini [--where EXPR]... [--json]\n\n"
            "Prints the store's settings, counts of sources (done, partial, failed) and clips,\n"
            "total tokens, frames and hours, histograms of clip length in seconds and in\n"
            "tokens (power-of-two bins), for clips from a manifest their count and how many\n"
@@ -346,7 +483,9 @@ int cmd_index_stats(int argc, char **argv) {
            "                in 'aesthetic_score >= 4.5' (< <= > >= == !=; the syntax of\n"
            "                `tessera manifest --where`); repeat: all must hold. A clip\n"
            "                without the score fails. Source counts stay the store's\n"
-           "  --json        the same as one JSON object on stdout\n");
+           "  --json        the same as one JSON object on stdout\n"
+           "Of a dataset mix (DATASET.ini, docs/train.md \"Dataset mixes\"): each store's\n"
+           "stats, then the mix's totals and each store's draws an epoch and share of them.\n");
     return 0;
   }
   static const struct option opts[] = {{"json", no_argument, 0, 'j'},
@@ -360,30 +499,16 @@ int cmd_index_stats(int argc, char **argv) {
          : c == 'w' ? manifest_filter_add_where(&where, optarg) : TSR_EINVAL;
   if (!st) st = cli_positionals(argc, argv, 1, 1, "STORE");
   if (st) return cli_usage_error("index stats");
-  stats_run x = {.dir = argv[optind], .sc = {.min_tok = -1, .min_sec = -1},
-                 .failed = json ? json_array() : NULL};
-  if (where.nwhere) {
-    x.sc.where = &where;
-    where_text(&where, x.where, sizeof x.where);
+  json_t *obj = NULL;
+  store_totals t;
+  int64_t clips;
+  if (mix_is_spec(argv[optind])) {
+    st = stats_mix(argv[optind], json, &where);
+  } else {
+    st = stats_store(argv[optind], json, &where, &obj, &t, &clips);
+    if (!st && json) st = stats_print_json(obj);
+    json_decref(obj);
   }
-  histo_init(&x.sc.sec, -6);  // from 1/64 s
-  histo_init(&x.sc.tok, 0);
-  store_index *ix = NULL;
-  if (!(x.sc.scores = malloc(MAX_SCORE_NAMES * sizeof *x.sc.scores)))
-    st = err_set(TSR_ENOMEM, "out of memory");
-  if (!st) st = store_open(&ix, x.dir, 0, NULL);
-  if (!st) st = stats_collect(ix, &x);
-  if (!st && json) st = stats_json(&x);
-  if (!st && !json) {
-    stats_text(&x);
-    if (x.t.sources_failed) {
-      printf("failed sources:\n");
-      st = index_foreach_failed(ix, print_failed, NULL);
-    }
-  }
-  index_close(&ix);
-  json_decref(x.failed);
-  free(x.sc.scores);
   return st ? cli_error("index stats") : 0;
 }
 

@@ -36,6 +36,8 @@ static void train_usage(FILE *f) {
     "  --config FILE        model and training config (INI: [model], [train]), or the\n"
     "                       name of a preset of configs/model/ (tiny, dit-b, wan2.1-t2v-1.3b)\n"
     "  --data STORE         token store; its patch size and channels must match the config\n"
+    "                       (or a DATASET.ini of several stores with weights or repeats:\n"
+    "                       docs/train.md \"Dataset mixes\")\n"
     "  --out RUN            run directory (created); checkpoints and metrics go here\n"
     "  --steps N            stop when N steps are done in total (default: train.steps);\n"
     "                       a fresh run's schedule then spans N steps, unless\n"

@@ -10,6 +10,7 @@
 #include "core/hash.h"
 #include "core/log.h"
 #include "core/rng.h"
+#include "model/train/mix.h"
 #include "store/shard.h"
 #include "store/lock.h"
 #include "store/store.h"
@@ -36,6 +37,12 @@ struct data_store {
   char **shard_error;        // (n_shards) skip_bad: why the shard could not be opened
   uint8_t *unusable;         // (n) skip_bad: 1: the clip cannot be read (see clip_unusable)
   int64_t n_unusable;
+  // a mix (model/train/mix.h): its stores, opened alone; the fields above hold the joined
+  // clip table and labels, and no shard of its own
+  mix_spec *mix;
+  data_store **parts;        // (n_parts)
+  int n_parts;
+  int64_t *part_start;       // (n_parts + 1) first table position of each store's clips
 };
 
 static int grow(void **p, int64_t *cap, int64_t need, size_t elem) {
@@ -205,8 +212,11 @@ static tsr_status check_bounds(data_store *d) {
 
 tsr_status data_open(data_store **out, const char *dir) { return data_open_with(out, dir, NULL); }
 
+static tsr_status data_open_mix(data_store **out, const char *path, const data_open_opts *o);
+
 tsr_status data_open_with(data_store **out, const char *dir, const data_open_opts *o) {
   *out = NULL;
+  if (mix_is_spec(dir)) return data_open_mix(out, dir, o);
   data_store *d = calloc(1, sizeof *d);
   if (!d) return err_set(TSR_ENOMEM, "out of memory opening store %s", dir);
   snprintf(d->dir, sizeof d->dir, "%s", dir);
@@ -254,9 +264,121 @@ tsr_status data_open_with(data_store **out, const char *dir, const data_open_opt
   return TSR_OK;
 }
 
+// ---- mixes ------------------------------------------------------------------------------
+
+// Store p of the mix must hold the tokens store 0 holds (the model reads one patch, channel
+// count and value type); frame rate, size and cut are each store's own.
+static tsr_status mix_check_part(const data_store *d, int p) {
+  const store_settings *a = &d->parts[0]->settings, *b = &d->parts[p]->settings;
+  const mix_store *s0 = &d->mix->store[0], *sp = &d->mix->store[p];
+  if (a->pt != b->pt || a->ph != b->ph || a->pw != b->pw)
+    return err_set(TSR_EMISMATCH, "mix %s: store '%s' (%s) has patch %dx%dx%d but store '%s' "
+                   "(%s) has %dx%dx%d: the stores of a mix must share the patch (re-ingest "
+                   "'%s' with --patch %dx%dx%d)", d->dir, sp->name, sp->path, b->pt, b->ph,
+                   b->pw, s0->name, s0->path, a->pt, a->ph, a->pw, sp->name, a->pt, a->ph, a->pw);
+  if (a->channels != b->channels || a->dtype != b->dtype)
+    return err_set(TSR_EMISMATCH, "mix %s: store '%s' (%s) has %d channels of %s but store '%s' "
+                   "(%s) has %d of %s: the stores of a mix must hold the same kind of tokens",
+                   d->dir, sp->name, sp->path, b->channels, store_dtype_name(b->dtype), s0->name,
+                   s0->path, a->channels, store_dtype_name(a->dtype));
+  return TSR_OK;
+}
+
+// The mix's clip table: every store's clips in store order, ids moved to the store's range,
+// labels by name (build_labels numbers the union).
+static tsr_status mix_join(data_store *d) {
+  int64_t n = 0;
+  if (!(d->part_start = malloc((size_t)(d->n_parts + 1) * sizeof *d->part_start)))
+    return err_set(TSR_ENOMEM, "out of memory opening mix %s", d->dir);
+  for (int p = 0; p < d->n_parts; p++) d->part_start[p] = n, n += d->parts[p]->n;
+  d->part_start[d->n_parts] = n;
+  d->clips = malloc((size_t)n * sizeof *d->clips);
+  d->clip_label = calloc((size_t)n, sizeof *d->clip_label);
+  if (!d->clips || !d->clip_label) return err_set(TSR_ENOMEM, "out of memory opening mix %s", d->dir);
+  d->n = d->cap = n;
+  for (int p = 0; p < d->n_parts; p++) {
+    const data_store *s = d->parts[p];
+    for (int64_t i = 0; i < s->n; i++) {
+      data_clip c = s->clips[i];
+      if (c.id < 0 || c.id >= (int64_t)1 << MIX_ID_SHIFT)
+        return err_set(TSR_EINVAL, "mix %s: clip %lld of store '%s' (%s) has an id outside "
+                       "0..2^%d-1, which a mix cannot key apart from the other stores'", d->dir, (long long)c.id,
+                       d->mix->store[p].name, s->dir, MIX_ID_SHIFT);
+      c.id |= (int64_t)p << MIX_ID_SHIFT;
+      int64_t k = d->part_start[p] + i;
+      if (c.label >= 0 && !(d->clip_label[k] = strdup(s->labels[c.label])))
+        return err_set(TSR_ENOMEM, "out of memory opening mix %s", d->dir);
+      c.label = -1;
+      d->clips[k] = c;
+      if (c.tokens > d->max_tokens) d->max_tokens = c.tokens;
+    }
+    d->n_captions += s->n_captions;
+    if (s->caption_dim > d->caption_dim) d->caption_dim = s->caption_dim;
+    if (s->caption_max_tokens > d->caption_max_tokens) d->caption_max_tokens = s->caption_max_tokens;
+    d->n_unusable += s->n_unusable;
+  }
+  return build_labels(d);
+}
+
+static tsr_status data_open_mix(data_store **out, const char *path, const data_open_opts *o) {
+  data_store *d = calloc(1, sizeof *d);
+  if (!d || !(d->mix = calloc(1, sizeof *d->mix))) {
+    free(d);
+    return err_set(TSR_ENOMEM, "out of memory opening mix %s", path);
+  }
+  snprintf(d->dir, sizeof d->dir, "%s", path);
+  tsr_status r = mix_read(path, d->mix);
+  if (r)  // a store is a folder: a file given for one is read as a mix, and that may be why
+    r = err_wrap(r, "%s is a file, so it was read as a dataset mix (DATASET.ini, docs/train.md "
+                 "\"Dataset mixes\"): ", path);
+  if (!r && !(d->parts = calloc((size_t)d->mix->n, sizeof *d->parts)))
+    r = err_set(TSR_ENOMEM, "out of memory opening mix %s", path);
+  for (int p = 0; !r && p < d->mix->n; p++) {
+    const mix_store *s = &d->mix->store[p];
+    if (mix_is_spec(s->path))
+      r = err_set(TSR_EINVAL, "mix %s: store '%s' names the file %s: a mix lists store folders, "
+                  "not other mixes", path, s->name, s->path);
+    else if ((r = data_open_with(&d->parts[p], s->path, o)))
+      r = err_wrap(r, "mix %s, store '%s': ", path, s->name);
+    else d->n_parts = p + 1;
+    if (!r) r = mix_check_part(d, p);
+  }
+  if (!r) {
+    d->settings = d->parts[0]->settings;
+    r = mix_join(d);
+  }
+  if (r) {
+    data_close(&d);
+    return r;
+  }
+  *out = d;
+  return TSR_OK;
+}
+
+int data_num_parts(const data_store *d) { return d->n_parts; }
+const data_store *data_part(const data_store *d, int p) { return d->parts[p]; }
+int64_t data_part_start(const data_store *d, int p) { return d->part_start[p]; }
+const struct mix_spec *data_mix(const data_store *d) { return d->mix; }
+
+// The store of the mix that holds table position i (0 <= i < n).
+static int mix_part_of(const data_store *d, int64_t i) {
+  int lo = 0, hi = d->n_parts - 1;
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (d->part_start[mid] <= i) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
 void data_close(data_store **pd) {
   data_store *d = *pd;
   if (!d) return;
+  for (int p = 0; p < d->n_parts; p++) data_close(&d->parts[p]);
+  free(d->parts);
+  free(d->part_start);
+  if (d->mix) mix_free(d->mix);
+  free(d->mix);
   for (int32_t i = 0; i < d->n_shards; i++) {
     if (d->readers) shard_reader_close(&d->readers[i]);
     if (d->shard_error) free(d->shard_error[i]);
@@ -303,6 +425,10 @@ tsr_status data_clip_tokens(data_store *d, int64_t i, int verify, const uint8_t 
   if (i < 0 || i >= d->n)
     return err_set(TSR_EINVAL, "store %s: clip position %lld out of range (%lld clips)", d->dir,
                    (long long)i, (long long)d->n);
+  if (d->n_parts) {
+    int p = mix_part_of(d, i);
+    return data_clip_tokens(d->parts[p], i - d->part_start[p], verify, tokens);
+  }
   if (d->unusable[i]) return clip_unusable(d, i);
   const data_clip *c = &d->clips[i];
   int hash = verify && !d->verified[i];
@@ -320,6 +446,10 @@ tsr_status data_clip_caption(data_store *d, int64_t i, int verify, const void **
   if (i < 0 || i >= d->n)
     return err_set(TSR_EINVAL, "store %s: clip position %lld out of range (%lld clips)", d->dir,
                    (long long)i, (long long)d->n);
+  if (d->n_parts) {
+    int p = mix_part_of(d, i);
+    return data_clip_caption(d->parts[p], i - d->part_start[p], verify, emb, tokens, dtype);
+  }
   const data_clip *c = &d->clips[i];
   if (!c->caption_offset) return TSR_OK;
   if (d->unusable[i]) return clip_unusable(d, i);
@@ -356,6 +486,16 @@ uint64_t data_fingerprint(const data_store *d) {
     const char *label = c->label >= 0 ? d->labels[c->label] : "";
     h = hash_fnv1a(h, label, strlen(label) + 1);  // the NUL ends it: "a"+"b" != "ab"+""
   }
+  // a mix: also what each store draws and the settings it keeps (frame rate, size)
+  for (int p = 0; p < d->n_parts; p++) {
+    const mix_store *m = &d->mix->store[p];
+    const store_settings *st = &d->parts[p]->settings;
+    int64_t v[7] = {m->repeat, st->fps_num, st->fps_den, st->short_side, st->vae_t, st->vae_s,
+                    d->parts[p]->n};
+    h = hash_fnv1a(h, v, sizeof v);
+    h = hash_fnv1a(h, &m->weight, sizeof m->weight);
+    h = hash_fnv1a(h, m->name, strlen(m->name) + 1);
+  }
   return h;
 }
 
@@ -389,7 +529,11 @@ double data_caption_mean_tokens(const data_store *d) {
 // ---- sampler ---------------------------------------------------------------------------
 
 void data_epoch_permutation(uint64_t seed, int64_t epoch, int64_t n, int64_t *perm) {
-  rng_key key = {.seed = seed, .step = (uint64_t)epoch, .clip = 0, .stream = RNG_STREAM_SAMPLER};
+  data_shuffle(seed, epoch, 0, n, perm);
+}
+
+void data_shuffle(uint64_t seed, int64_t epoch, uint64_t lane, int64_t n, int64_t *perm) {
+  rng_key key = {.seed = seed, .step = (uint64_t)epoch, .clip = lane, .stream = RNG_STREAM_SAMPLER};
   for (int64_t i = 0; i < n; i++) perm[i] = i;
   for (int64_t i = n - 1; i > 0; i--) {  // Fisher-Yates; draw i uses counter i
     uint32_t w[4];
@@ -412,7 +556,87 @@ tsr_status data_sampler_init(data_sampler *s, int64_t n, uint64_t seed) {
 
 void data_sampler_free(data_sampler *s) {
   free(s->perm);
-  s->perm = NULL;
+  free(s->part_lo);
+  free(s->quota);
+  free(s->scratch);
+  s->perm = s->part_lo = s->quota = s->scratch = NULL;
+}
+
+// One epoch of a mix, a pure function of (seed, epoch): out (sum of quota) entries, store
+// s's clips being entries lo[s]..lo[s+1]-1 (lo: (n + 1)). Store s gives quota / m full
+// passes over its m clips plus the first quota % m of them in the order of its own lane
+// (data_shuffle lane s + 1); the whole list then goes in the order of the plain sampler's
+// permutation of its length, so a one-store mix of quota m is the plain sampler.
+// scratch: (total + the largest store's m).
+static void mix_epoch_order(uint64_t seed, int64_t epoch, int n, const int64_t *lo,
+                            const int64_t *quota, int64_t *out, int64_t *scratch) {
+  int64_t total = 0;
+  for (int s = 0; s < n; s++) total += quota[s];
+  int64_t *list = scratch, *part = scratch + total, k = 0;
+  for (int s = 0; s < n; s++) {
+    int64_t m = lo[s + 1] - lo[s], full = quota[s] / m, rest = quota[s] % m;
+    for (int64_t f = 0; f < full; f++)
+      for (int64_t i = 0; i < m; i++) list[k++] = lo[s] + i;
+    if (rest) {  // a draw of the store's clips without repeats (its own lane of the epoch)
+      data_shuffle(seed, epoch, (uint64_t)s + 1, m, part);
+      for (int64_t i = 0; i < rest; i++) list[k++] = lo[s] + part[i];
+    }
+  }
+  data_epoch_permutation(seed, epoch, total, out);
+  for (int64_t i = 0; i < total; i++) out[i] = list[out[i]];
+}
+
+// The order of epoch `epoch` into s->perm: the plain permutation, or the mix's draws.
+static void sampler_epoch(data_sampler *s, int64_t epoch) {
+  if (s->n_parts)
+    mix_epoch_order(s->seed, epoch, s->n_parts, s->part_lo, s->quota, s->perm, s->scratch);
+  else
+    data_epoch_permutation(s->seed, epoch, s->n, s->perm);
+}
+
+tsr_status data_sampler_init_mix(data_sampler *s, int n_parts, const int64_t *lo,
+                                 const int64_t *quota, uint64_t seed) {
+  *s = (data_sampler){.seed = seed, .n_parts = n_parts};
+  int64_t most = 0;
+  if (n_parts < 1) return err_set(TSR_EINVAL, "sampler: a mix of no store");
+  for (int p = 0; p < n_parts; p++) {
+    if (lo[p + 1] - lo[p] < 1 || quota[p] < 1 || quota[p] > INT64_MAX / 4 - s->n)
+      return err_set(TSR_EINVAL, "sampler: store %d of the mix: %lld clips, %lld draws an epoch",
+                     p, (long long)(lo[p + 1] - lo[p]), (long long)quota[p]);
+    if (lo[p + 1] - lo[p] > most) most = lo[p + 1] - lo[p];
+    s->n += quota[p];
+  }
+  s->part_lo = malloc((size_t)(n_parts + 1) * sizeof *s->part_lo);
+  s->quota = malloc((size_t)n_parts * sizeof *s->quota);
+  s->perm = malloc((size_t)s->n * sizeof *s->perm);
+  s->scratch = malloc((size_t)(s->n + most) * sizeof *s->scratch);
+  if (!s->part_lo || !s->quota || !s->perm || !s->scratch) {
+    data_sampler_free(s);
+    return err_set(TSR_ENOMEM, "sampler: out of memory for an epoch of %lld draws", (long long)s->n);
+  }
+  memcpy(s->part_lo, lo, (size_t)(n_parts + 1) * sizeof *lo);
+  memcpy(s->quota, quota, (size_t)n_parts * sizeof *quota);
+  sampler_epoch(s, 0);
+  return TSR_OK;
+}
+
+tsr_status data_sampler_init_split(data_sampler *s, const data_store *d, const data_split *sp,
+                                   uint64_t seed) {
+  if (!d->n_parts) return data_sampler_init(s, sp->n_train, seed);
+  int64_t clips[MIX_MAX_STORES], lo[MIX_MAX_STORES + 1], quota[MIX_MAX_STORES], k = 0;
+  // sp->train is ascending and each store's clips are a run of the table: so are its
+  // training clips of the training list
+  for (int p = 0; p <= d->n_parts; p++) {
+    while (k < sp->n_train && sp->train[k] < d->part_start[p]) k++;
+    lo[p] = k;
+  }
+  for (int p = 0; p < d->n_parts; p++)
+    if ((clips[p] = lo[p + 1] - lo[p]) < 1)
+      return err_set(TSR_EINVAL, "mix %s: store '%s' has no clip left to train on "
+                     "(train.val_clips holds out all of its clips): lower train.val_clips",
+                     d->dir, d->mix->store[p].name);
+  tsr_status r = mix_quotas(d->mix, clips, quota);
+  return r ? r : data_sampler_init_mix(s, d->n_parts, lo, quota, seed);
 }
 
 tsr_status data_sampler_seek(data_sampler *s, int64_t epoch, int64_t pos) {
@@ -420,7 +644,7 @@ tsr_status data_sampler_seek(data_sampler *s, int64_t epoch, int64_t pos) {
   if (epoch < 0 || epoch > INT64_MAX / 2 || pos < 0 || pos > s->n)
     return err_set(TSR_EINVAL, "sampler position (epoch %lld, clip %lld) out of range for %lld "
                    "clips", (long long)epoch, (long long)pos, (long long)s->n);
-  if (epoch != s->epoch) data_epoch_permutation(s->seed, epoch, s->n, s->perm);
+  if (epoch != s->epoch) sampler_epoch(s, epoch);
   s->epoch = epoch;
   s->pos = pos;
   return TSR_OK;
@@ -432,7 +656,7 @@ tsr_status data_sampler_next(data_sampler *s, int64_t B, int64_t *out, int64_t *
   if (s->pos >= s->n) {
     s->epoch++;
     s->pos = 0;
-    data_epoch_permutation(s->seed, s->epoch, s->n, s->perm);
+    sampler_epoch(s, s->epoch);
   }
   int64_t k = s->n - s->pos < B ? s->n - s->pos : B;
   memcpy(out, s->perm + s->pos, (size_t)k * sizeof *out);

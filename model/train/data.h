@@ -21,12 +21,22 @@
 // ids 0..n_labels-1; a clip without a label has class -1 (the trainer maps it to the
 // model's "no label" id).
 //
+// Mixes (model/train/mix.h): data_open of a DATASET.ini opens each of its stores and shows
+// them as one: the clip table is the stores' tables one after the other (store s's clip of
+// id `id` has id (s << MIX_ID_SHIFT) | id), the labels are the union of theirs, the
+// settings those of store 0 (every store must have its patch, channels and value type; its
+// own frame rate and size are its own), data_dir the INI's path. Tokens and captions are
+// read from the store that holds the clip.
+//
 // Sampler: epochs are permutations of 0..n-1 drawn by Fisher-Yates from the counter-based
 // generator keyed by (seed, epoch, stream RNG_STREAM_SAMPLER), so the order is a pure
 // function of (seed, epoch) and a run can resume from a saved position (epoch, pos)
 // without replaying earlier batches. A global batch is the next min(B, n - pos) clips of
 // the current epoch: batches never straddle an epoch, so every clip appears exactly once
 // per epoch and never twice in a batch (the last batch of an epoch may be shorter).
+// A mix's epoch is its draws (data_sampler_init_mix): of a store drawn more than once a clip
+// (repeat >= 2, a large weight) a clip may come twice in one batch, with the same noise
+// (the objective keys by step and clip id), i.e. weighted twice.
 #ifndef TESSERA_MODEL_DATA_H
 #define TESSERA_MODEL_DATA_H
 
@@ -64,6 +74,9 @@ tsr_status data_open(data_store **d, const char *dir);
 typedef struct {
   int skip_bad;
 } data_open_opts;
+// `dir` may name a DATASET.ini (a regular file): its stores are opened with the same
+// options; one that fails is named with its INI, and a store whose patch, channels or value
+// type differs from store 0's is refused naming both.
 tsr_status data_open_with(data_store **d, const char *dir, const data_open_opts *o);
 void data_close(data_store **d);
 // Clips data_open_with(skip_bad) found unreadable.
@@ -76,6 +89,15 @@ uint64_t data_fingerprint(const data_store *d);
 // One clip's line for a run's record of its store (model/train/resume.c): "id T H W bytes
 // checksum caption_checksum label", the label escaped (\\, \t, \n, \xNN), empty for none.
 void data_clip_line(const data_store *d, int64_t i, char *out, size_t n);
+
+// A mix's stores: 0 for a plain store, else n (1..MIX_MAX_STORES); store p's clips are
+// table positions data_part_start(p) .. data_part_start(p + 1) - 1 (p in 0..n; p = n gives
+// the clip count). data_part: store p opened alone (its own ids and labels); data_mix: the
+// INI read (NULL for a plain store).
+int data_num_parts(const data_store *d);
+const data_store *data_part(const data_store *d, int p);
+int64_t data_part_start(const data_store *d, int p);
+const struct mix_spec *data_mix(const data_store *d);
 
 const char *data_dir(const data_store *d);
 const store_settings *data_settings(const data_store *d);
@@ -124,6 +146,8 @@ double data_caption_mean_tokens(const data_store *d);
 // hash of the clip id (core/hash.h). So the split is a pure function of the store's
 // (id, tokens) table and n_val: the same clips on every rank, for every seed, run and
 // precision, and validation numbers are comparable between runs on one store.
+// A mix: each store split alone on its share of n_val (mix_val_counts), a clip's bucket
+// its own store's; the held-out list by bucket, then table position.
 enum { DATA_BUCKETS = 3 };
 extern const char *const data_bucket_names[DATA_BUCKETS];  // "short", "medium", "long"
 
@@ -145,19 +169,42 @@ void data_split_free(data_split *s);
 
 typedef struct {
   uint64_t seed;
-  int64_t n;        // clips
+  int64_t n;        // clips (a mix: draws an epoch)
   int64_t epoch;    // current epoch (0-based)
   int64_t pos;      // clips of the current epoch already handed out (0..n)
-  int64_t *perm;    // (n) permutation of the current epoch
+  int64_t *perm;    // (n) permutation of the current epoch (a mix: its draws, entries of
+                    // the training list, data_sampler_init_mix)
+  int n_parts;      // a mix's stores; 0: the plain sampler
+  int64_t *part_lo; // (n_parts + 1) store p's training clips are entries part_lo[p]..[p+1]-1
+  int64_t *quota;   // (n_parts) draws of each store an epoch (mix_quotas)
+  int64_t *scratch; // (n + the largest store's training clips) to build a mix's epoch
 } data_sampler;
 
 // Starts at (epoch 0, pos 0). n >= 1.
 tsr_status data_sampler_init(data_sampler *s, int64_t n, uint64_t seed);
 void data_sampler_free(data_sampler *s);
+// The sampler of d's training clips (sp): data_sampler_init over sp->n_train for a plain
+// store; for a mix, data_sampler_init_mix by the mix's quotas of each store's training
+// clips (TSR_EINVAL naming the store from mix_quotas, or a store left without a training
+// clip).
+tsr_status data_sampler_init_split(data_sampler *s, const data_store *d, const data_split *sp,
+                                   uint64_t seed);
+// The mix sampler over n_parts stores: store p's clips are entries lo[p]..lo[p+1]-1 (lo:
+// (n_parts + 1)) of what it draws, quota[p] of them an epoch (quota: (n_parts)); every
+// store needs a clip and a draw (TSR_EINVAL naming the store's number). An epoch, a pure
+// function of (seed, epoch): store p gives quota / m full passes over its m clips plus
+// the first quota % m of them in the order of data_shuffle(seed, epoch, lane p + 1); that
+// list is put in the order of data_epoch_permutation(seed, epoch, its length). So a
+// one-store mix of quota m draws exactly the plain sampler's batches.
+tsr_status data_sampler_init_mix(data_sampler *s, int n_parts, const int64_t *lo,
+                                 const int64_t *quota, uint64_t seed);
 // Moves to a saved position (epoch >= 0, 0 <= pos <= n).
 tsr_status data_sampler_seek(data_sampler *s, int64_t epoch, int64_t pos);
 // The permutation of epoch `epoch` (n) for seed `seed`: a pure function.
 void data_epoch_permutation(uint64_t seed, int64_t epoch, int64_t n, int64_t *perm);
+// A permutation of 0..n-1 (perm: (n)) that is a pure function of (seed, epoch, lane): lane 0
+// is data_epoch_permutation's; other lanes are independent shuffles of the same epoch.
+void data_shuffle(uint64_t seed, int64_t epoch, uint64_t lane, int64_t n, int64_t *perm);
 // Next global batch of at most B clips: *count positions into out (B), advancing the
 // position (a finished epoch rolls over to the next first).
 tsr_status data_sampler_next(data_sampler *s, int64_t B, int64_t *out, int64_t *count);

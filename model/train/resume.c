@@ -188,7 +188,9 @@ tsr_status train_resume_check_store(const ckpt_meta *cm, const trainer *tr, cons
                  "was trained on %016llx%s: %s. The batches and the noise of every clip would "
                  "change: resume on the store the run started with, or start a new run from "
                  "these weights with --init %s", dir, (unsigned long long)fp, path,
-                 (unsigned long long)cm->store_fingerprint, counts, what[0] ? what : "no clip "
+                 (unsigned long long)cm->store_fingerprint, counts, what[0] ? what
+                 : data_num_parts(tr->data) ? "no clip differs from RUN/store-clips.txt: the "
+                 "mix's stores, weights, repeats, frame rates or sizes changed" : "no clip "
                  "differs from RUN/store-clips.txt (was it rewritten?)", path);
 }
 

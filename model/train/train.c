@@ -172,7 +172,7 @@ static tsr_status draw_batch(trainer *tr, int skip, int64_t step, int64_t *out, 
                              int64_t *bad) {
   double t0 = time_now();
   const char *dir = data_dir(tr->data);
-  int64_t n = tr->split.n_train, drawn = 0;
+  int64_t n = tr->sampler.n, drawn = 0;  // draws an epoch: the training clips, or a mix's
   tsr_status r = TSR_OK;
   while (!r) {
     if ((r = data_sampler_next(&tr->sampler, tr->tc.global_batch, out, count))) break;
@@ -653,14 +653,12 @@ static tsr_status setup_sched(trainer *tr, const train_options *o, int ranks) {
   return r;
 }
 
-// The trainer's state: the validation split, the sampler, the model, then its weights from
-// RUN's newest checkpoint (--resume), a checkpoint's weights (--init) or the seed.
 // The validation split and the sampler, and what the start needs besides the model (also
 // what a dry run checks).
 static tsr_status setup_data(trainer *tr, const train_options *o) {
   tsr_status r = data_split_make(tr->data, tr->tc.val_clips, &tr->split);
   if (!r) r = train_val_check(tr, o->skip_bad_clips);
-  if (!r) r = data_sampler_init(&tr->sampler, tr->split.n_train, (uint64_t)tr->tc.seed);
+  if (!r) r = data_sampler_init_split(&tr->sampler, tr->data, &tr->split, (uint64_t)tr->tc.seed);
   tr->cb = o->comm;
   if (!r && !tr->cb) r = err_set(TSR_EINVAL, "train: no communication backend given");
   if (!r && tr->tc.lora_rank > 0 && !o->resume && !o->init_ckpt)
@@ -669,6 +667,8 @@ static tsr_status setup_data(trainer *tr, const train_options *o) {
   return r;
 }
 
+// The trainer's state: the validation split, the sampler, the model, then its weights from
+// RUN's newest checkpoint (--resume), a checkpoint's weights (--init) or the seed.
 static tsr_status setup_trainer(trainer *tr, const train_options *o, train_setup *su) {
   tsr_status r = setup_data(tr, o);
   if (!r && tr->split.n_val && comm_rank() == 0) r = train_val_write_list(tr, o->run_dir);
