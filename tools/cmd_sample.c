@@ -299,8 +299,15 @@ static tsr_status sample_prompts(sample_options *o, const prompt_args *pa, const
   if (!r && cm.mc.text_dim == 0)
     r = err_set(TSR_EINVAL, "--prompt: the model of %s has no captions (model.text_dim 0)",
                 o->ckpt);
-  if (!r) r = prompt_embed(texts, n, cm.caption_encoder, pa->encoder, &ps);
   char vo[4200], lo[4200];
+  // every output checked before the encoder runs (seconds) and the first video is sampled
+  for (int k = 0; !r && n > 1 && k < n; k++) {
+    r = indexed_path(out, k + 1, vo, sizeof vo);
+    if (!r) r = fs_check_output(vo);
+    if (!r && latents_out) r = indexed_path(latents_out, k + 1, lo, sizeof lo);
+    if (!r && latents_out) r = fs_check_output(lo);
+  }
+  if (!r) r = prompt_embed(texts, n, cm.caption_encoder, pa->encoder, &ps);
   for (int k = 0; !r && k < n; k++) {
     sample_options ok = *o;
     ok.caption = ps.file[k];

