@@ -17,10 +17,10 @@
 
 #include "core/err.h"
 #include "store/index.h"
+#include "store/settings.h"
 
 #define CAPTION_ENCODER_KEY "caption_encoder"
-// Longest record: an hf:PATH encoder's absolute folder (PATH_MAX) and the other keys.
-#define CAPTION_ENCODER_MAX_BYTES 4608
+#define CAPTION_ENCODER_MAX_BYTES STORE_MAX_CAPTION_ENCODER_BYTES
 
 typedef struct {
   char name[4200];           // "minilm" or "hf:" + the encoder's absolute folder

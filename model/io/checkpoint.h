@@ -90,7 +90,7 @@ typedef struct {
   int has_fingerprint;         // 0: a file from before store_fingerprint was recorded
   uint64_t store_fingerprint;
   char plan_settings[512];     // "" when the file records none
-  char caption_encoder[4608];  // caption_encoder (store/caption_encoder.h); "": unknown
+  char caption_encoder[STORE_MAX_CAPTION_ENCODER_BYTES];  // (store/caption_encoder.h); "": unknown
   int sample_due;              // samples of this step were due (train.sample_every)
   int adapters;                // a LoRA run's checkpoint: its sets are the adapters'
   char base_model[4096];       // adapters: the base checkpoint it names (base_model)
