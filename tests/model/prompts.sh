@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/model/prompts.sh — text prompts (`tessera sample --prompt/--prompts`,
 # tools/prompt_embed.h) and the store's caption encoder record (store/caption_encoder.h):
-# - `ingest --captions-from txt` records the encoder of its embeddings (the script's
+# - `ingest --captions-from txt` (and `--manifest --caption-embeddings DIR`) records the encoder of its embeddings (the script's
 #   encoder.json: minilm, 384 wide, per token, no padding) in the index, and a few training
 #   steps of a tiny caption model copy it into the checkpoint's metadata
 # - ingesting into a store that records another encoder is refused, naming both; `index
@@ -73,6 +73,16 @@ printf '%s\n' '{"row": 1, "span": 0, "caption": "a red square on grey"}' \
   '{"row": 2, "span": 0, "caption": "bars, déjà vu"}' >"$WORK/direct.jsonl"
 "$PY" "$SRC/tools/embed_captions.py" "$WORK/direct.jsonl" --out "$WORK/direct" --quiet \
   >"$WORK/d.log" 2>&1 || { cat "$WORK/d.log"; fail "the script run directly"; }
+# a manifest ingest with the script's folder as --caption-embeddings records it too
+printf 'path,start,end,caption\n%s,0,1,a red square on grey\n%s,0,1,"bars, déjà vu"\n' \
+  "$V/a.mp4" "$V/b.mp4" >"$WORK/clips.csv"
+tsr_ok "$WORK/mi.log" "ingest --manifest --caption-embeddings" ingest --manifest "$WORK/clips.csv" \
+  --caption-embeddings "$WORK/direct" --out "$WORK/mstore" --fps 4 --short-side 32 \
+  --patch 1x8x8 --workers 1 --quiet
+expect_eq "$(sql "$WORK/mstore" "SELECT value FROM settings WHERE key = 'caption_encoder'")" "$rec" \
+  "the manifest's store records the folder's encoder"
+expect_eq "$(sql "$WORK/mstore" "SELECT count(*) FROM clips WHERE caption_dim = 384")" 2 \
+  "  (its two clips have the embeddings)"
 SA=(--ckpt "$C" --frames 2 --size 16x16 --steps 2 --seed 7 --backend cpu)
 tsr_ok "$WORK/s1.log" "sample --caption (the script's file)" sample "${SA[@]}" \
   --caption "$WORK/direct/1-0.caption.safetensors" --out "$WORK/cap1.y4m" --latents-out "$WORK/cap1.safetensors"
