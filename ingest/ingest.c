@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "ingest/ingest_internal.h"
 #include "ingest/manifest_jobs.h"
+#include "store/caption_encoder.h"
 #include "store/layout.h"
 #include "store/lock.h"
 #include "store/rebuild.h"
@@ -275,6 +276,7 @@ static tsr_status open_store_all(run *r) {
     if (!st) st = store_open(&ix, r->dir, 1, &r->o->settings);
     if (!st) st = store_recover(r->dir, ix);
     if (!st && r->o->manifest) st = record_filters(ix, &r->o->manifest->filter);
+    if (!st && r->o->caption_encoder) st = index_set_caption_encoder(ix, r->o->caption_encoder);
     index_close(&ix);
     code = st;
     if (st) snprintf(msg, sizeof msg, "%s", err_msg());

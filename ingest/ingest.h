@@ -60,6 +60,9 @@ typedef struct {
   // VIDEO.caption.safetensors beside it. ctx: caption_ctx.
   void (*caption_path)(void *ctx, const char *video, char *out, size_t cap);
   void *caption_ctx;
+  // The record of the encoder that made the caption embeddings (store/caption_encoder.h),
+  // recorded in the store; NULL or "": unknown (nothing recorded).
+  const char *caption_encoder;
   int retry_failed;        // re-ingest sources recorded as failed
   int64_t max_pixels;      // absurd-size guard for decode
   int progress;            // show a progress line

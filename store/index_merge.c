@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "store/caption_encoder.h"
 #include "store/index_internal.h"
 
 // One merge: the attached index is "src"; its statements, prepared once.
@@ -64,24 +65,29 @@ static void merge_finalize(merge_run *m) {
   m->ls = m->look = m->ins = m->cp = NULL;
 }
 
-// The filters: main takes src's when it records none; two different ones: TSR_EMISMATCH.
-static tsr_status merge_filters(merge_run *m) {
+// A settings key that is not part of store_settings (the filters, the caption encoder):
+// main takes src's when it records none; two different ones: TSR_EMISMATCH, `what` naming
+// the key's meaning and `one` why one store holds one of them.
+static tsr_status merge_setting(merge_run *m, const char *key, const char *what,
+                                const char *one) {
   sqlite3_stmt *st = NULL;
-  tsr_status r = index_prepare(m->ix, "SELECT s.value, m.value FROM src.settings s LEFT JOIN "
-                               "main.settings m ON m.key = s.key WHERE s.key = 'filters'", &st);
+  char sql[256];
+  snprintf(sql, sizeof sql, "SELECT s.value, m.value FROM src.settings s LEFT JOIN "
+           "main.settings m ON m.key = s.key WHERE s.key = '%s'", key);
+  tsr_status r = index_prepare(m->ix, sql, &st);
   if (r) return r;
   int rc = sqlite3_step(st);
+  snprintf(sql, sizeof sql, "INSERT INTO main.settings(key, value) SELECT key, value FROM "
+           "src.settings WHERE key = '%s'", key);
   if (rc == SQLITE_ROW && sqlite3_column_type(st, 1) == SQLITE_NULL)
-    r = index_exec(m->ix, "INSERT INTO main.settings(key, value) SELECT key, value FROM "
-                   "src.settings WHERE key = 'filters'", "take the filters");
+    r = index_exec(m->ix, sql, "take the settings");
   else if (rc == SQLITE_ROW && strcmp((const char *)sqlite3_column_text(st, 0),
                                       (const char *)sqlite3_column_text(st, 1)) != 0)
-    r = err_set(TSR_EMISMATCH, "its filters '%s' differ from the filters '%s' of %s: one store "
-                "holds the clips of one filter set; nothing was written",
-                (const char *)sqlite3_column_text(st, 0),
-                (const char *)sqlite3_column_text(st, 1), m->ix->path);
+    r = err_set(TSR_EMISMATCH, "its %s '%s' differ from the %s '%s' of %s: %s; nothing was "
+                "written", what, (const char *)sqlite3_column_text(st, 0), what,
+                (const char *)sqlite3_column_text(st, 1), m->ix->path, one);
   else if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-    r = index_sqlite_err(m->ix, rc, "read the filters");
+    r = index_sqlite_err(m->ix, rc, "read the settings");
   sqlite3_finalize(st);
   return r;
 }
@@ -150,7 +156,10 @@ static tsr_status merge_all(merge_run *m) {
   int64_t from_ver = 1;
   tsr_status r = index_query_int(m->ix, "PRAGMA src.user_version", 1, &from_ver);
   if (!r) r = merge_prepare(m, from_ver);
-  if (!r) r = merge_filters(m);
+  if (!r) r = merge_setting(m, "filters", "filters", "one store holds the clips of one filter set");
+  if (!r)
+    r = merge_setting(m, CAPTION_ENCODER_KEY, "caption encoder", "one store holds the caption "
+                      "embeddings of one encoder");
   int rc = SQLITE_DONE;
   while (!r && (rc = sqlite3_step(m->ls)) == SQLITE_ROW) r = merge_source(m);
   if (!r && rc != SQLITE_DONE) r = index_sqlite_err(m->ix, rc, "read sources");

@@ -65,6 +65,9 @@ int store_dtype_size(store_dtype d);
 #define STORE_MAX_CAPTION_BYTES 8192
 #define STORE_MAX_CAPTION_TOKENS 65536
 #define STORE_MAX_CAPTION_DIM 65536
+// The record of the encoder that made a store's caption embeddings (store/caption_encoder.h):
+// an hf:PATH encoder's absolute folder (PATH_MAX) and the other keys fit.
+#define STORE_MAX_CAPTION_ENCODER_BYTES 4608
 
 // TSR_EINVAL naming every value outside the limits above (fps a positive fraction, dtype
 // known; pixels: short side in range and vae strides 0; latents: short side 0 and vae

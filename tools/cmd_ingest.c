@@ -15,6 +15,7 @@
 #include "tools/commands.h"
 #include "tools/manifest_cli.h"
 #include "tools/parse.h"
+#include "store/caption_encoder.h"
 #include "tools/sidecar.h"
 #include "store/store.h"
 
@@ -330,6 +331,14 @@ int cmd_ingest(int argc, char **argv) {
       sidecar_embed(argv + optind, argc - optind, captions_from,
                     caption_encoder ? caption_encoder : "minilm", cdir, !o.progress, &sm))
     return cli_error("ingest");
+  // the encoder of the embeddings' folder, recorded with the store (store/caption_encoder.h)
+  char enc[CAPTION_ENCODER_MAX_BYTES] = "";
+  const char *edir = captions_from ? cdir : mf.path ? mf.embeddings : NULL;
+  if (edir && caption_encoder_from_dir(edir, enc, sizeof enc)) {
+    sidecar_free(&sm);
+    return cli_error("ingest");
+  }
+  o.caption_encoder = enc;
   o.caption_ctx = &sm;
   ingest_result res;
   st = ingest_run(out, argv + optind, argc - optind, &o, &res);

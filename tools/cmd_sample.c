@@ -17,13 +17,15 @@
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/parse.h"
+#include "tools/prompt_embed.h"
 #include "tools/sample_defaults.h"
 #include "tools/video.h"
 
 static void sample_usage(FILE *f) {
   fprintf(f,
     "usage: tessera sample --ckpt FILE [--frames F] [--size HxW] --out FILE.mp4 [--label L]\n"
-    "                      [--caption FILE] [--negative FILE] [--cfg S] [--steps N] [--seed S]\n"
+    "                      [--caption FILE | --prompt TEXT... | --prompts FILE]\n"
+    "                      [--encoder minilm|hf:PATH] [--negative FILE] [--cfg S] [--steps N] [--seed S]\n"
     "                      [--schedule tessera|wan] [--shift S] [--solver euler|unipc]\n"
     "                      [--ckpt2 FILE [--boundary R] [--cfg2 S]] [--noise FILE]\n"
     "                      [--latents-out FILE] [--ema | --raw] [--backend B]\n"
@@ -47,6 +49,13 @@ static void sample_usage(FILE *f) {
     "  --label L        class id or name (class-conditional models)\n"
     "  --caption FILE   caption embedding (safetensors with text_emb (N, text_dim), from\n"
     "                   the text encoder the model was trained with; models with captions)\n"
+    "  --prompt TEXT    a text prompt (repeatable: one video each), embedded with the\n"
+    "                   encoder the checkpoint's store recorded by tools/embed_captions.py\n"
+    "                   in the venv (tools/setup_venv.sh), then sampled as --caption;\n"
+    "                   several: OUT gets -K before its extension (K = 1, 2, ...)\n"
+    "  --prompts FILE   prompts one a line (blank lines skipped), as --prompt each\n"
+    "  --encoder E      the prompts' encoder, minilm or hf:PATH (default: the\n"
+    "                   checkpoint's; needed when it records none)\n"
     "  --negative FILE  caption embedding of guidance's unconditional half (as --caption;\n"
     "                   Wan's pipeline: the empty prompt's, padded; default: no caption)\n"
     "  --cfg S          classifier-free guidance scale (default 1: none; needs --label,\n"
@@ -120,12 +129,20 @@ static tsr_status write_latents_out(const char *path, const char *ckpt, const sa
   return r;
 }
 
-// Parses argv into *o, *out and *backend; TSR_EINVAL naming the problem otherwise.
+// --prompt (each optarg, n of them), --prompts and --encoder.
+typedef struct {
+  char **prompt;  // (n) argv's strings (the array malloc'ed)
+  int n;
+  const char *file, *encoder;
+} prompt_args;
+
+// Parses argv into *o, *out, *backend and *pa; TSR_EINVAL naming the problem otherwise.
 static tsr_status parse_args(int argc, char **argv, sample_options *o, const char **out,
-                             const char **backend, const char **latents_out) {
+                             const char **backend, const char **latents_out, prompt_args *pa) {
   enum { O_CKPT = 1, O_FRAMES, O_SIZE, O_OUT, O_LABEL, O_CFG, O_STEPS, O_SEED, O_EMA, O_RAW,
          O_BACKEND, O_PRECISION, O_CAPTION, O_NEGATIVE, O_SCHEDULE, O_SHIFT, O_NOISE,
-         O_LATENTS_OUT, O_SOLVER, O_CKPT2, O_BOUNDARY, O_CFG2 };
+         O_LATENTS_OUT, O_SOLVER, O_CKPT2, O_BOUNDARY, O_CFG2,
+         O_PROMPT, O_PROMPTS, O_ENCODER };
   static const struct option opts[] = {
       {"ckpt", required_argument, 0, O_CKPT},   {"frames", required_argument, 0, O_FRAMES},
       {"size", required_argument, 0, O_SIZE},   {"out", required_argument, 0, O_OUT},
@@ -141,6 +158,8 @@ static tsr_status parse_args(int argc, char **argv, sample_options *o, const cha
       {"latents-out", required_argument, 0, O_LATENTS_OUT},
       {"solver", required_argument, 0, O_SOLVER},   {"ckpt2", required_argument, 0, O_CKPT2},
       {"boundary", required_argument, 0, O_BOUNDARY}, {"cfg2", required_argument, 0, O_CFG2},
+      {"prompt", required_argument, 0, O_PROMPT},   {"prompts", required_argument, 0, O_PROMPTS},
+      {"encoder", required_argument, 0, O_ENCODER},
       {0, 0, 0, 0}};
   static const int size_hi[2] = {16384, 16384};
   int c, hw[2];
@@ -178,6 +197,14 @@ static tsr_status parse_args(int argc, char **argv, sample_options *o, const cha
       else r = err_set(TSR_EINVAL, "--solver '%s': use euler or unipc", optarg);
       break;
     case O_CKPT2: o->ckpt2 = optarg; break;
+    case O_PROMPT: {
+      char **g = realloc(pa->prompt, (size_t)(pa->n + 1) * sizeof *g);
+      if (!g) r = err_set(TSR_ENOMEM, "out of memory");
+      else pa->prompt = g, pa->prompt[pa->n++] = optarg;
+      break;
+    }
+    case O_PROMPTS: pa->file = optarg; break;
+    case O_ENCODER: pa->encoder = optarg; break;
     case O_BOUNDARY:
       r = parse_double("--boundary", optarg, 1e-6, 1, &o->boundary);
       boundary_given = 1;
@@ -203,9 +230,95 @@ static tsr_status parse_args(int argc, char **argv, sample_options *o, const cha
   if (!r && !o->ckpt2 && (boundary_given || !isnan(cfg2)))
     r = err_set(TSR_EINVAL, "%s: only with --ckpt2 (the second expert)",
                 boundary_given ? "--boundary" : "--cfg2");
+  if (!r && pa->n && pa->file) r = err_set(TSR_EINVAL, "--prompt and --prompts: give one");
+  if (!r && o->caption && (pa->n || pa->file))
+    r = err_set(TSR_EINVAL, "--caption with --prompt/--prompts: give the text or its embedding");
+  if (!r && pa->encoder && !pa->n && !pa->file)
+    r = err_set(TSR_EINVAL, "--encoder: only with --prompt or --prompts");
   o->cfg = (float)cfg;
   o->cfg2 = (float)cfg2;
   o->seed = (uint64_t)seed;
+  return r;
+}
+
+
+// One video from o (its caption o->caption, if any) to out and latents_out (may be NULL).
+static tsr_status sample_one(sample_options *o, const char *out, const char *latents_out) {
+  sample_result res = {0};
+  // --out must be a new name or a regular file (core/fs.h), checked before any sampling
+  tsr_status r = fs_check_output(out);
+  if (!r && latents_out) r = fs_check_output(latents_out);
+  if (!r) r = check_rgb(o->ckpt);
+  if (!r) r = sample_fill_defaults(o);
+  if (!r) r = sample_run(o, &res);
+  float *lat = NULL;
+  if (!r && store_is_latent(&res.store)) {  // the latents; video_write makes their preview
+    const store_settings *st = &res.store;
+    char lpath[4200];
+    const char *extra[] = {"sampled_from", o->ckpt, "caption_text", res.caption};
+    int frames = res.T * res.mc.pt, h = res.H * res.mc.ph, w = res.W * res.mc.pw;
+    r = latents_path(out, lpath, sizeof lpath);
+    if (!r) r = sample_latents(&res, &lat);
+    if (!r)
+      r = latent_file_write(lpath, lat, frames, h, w, res.mc.channels, st->fps_num, st->fps_den,
+                            st->vae_t, st->vae_s, NULL, extra, res.caption[0] ? 2 : 1);
+    if (!r)
+      log_info("sample: wrote the latents to %s (%d x %d x %d x %d: decode them with the VAE "
+               "that encoded the store); %s is a PREVIEW of latent channels %s as red, green, "
+               "blue, each stretched over its 0.5..99.5%% range, not the decoded video", lpath,
+               frames, h, w, res.mc.channels, out, res.mc.channels >= 3 ? "0, 1, 2" : "0 (grey)");
+  }
+  if (!r && latents_out) r = write_latents_out(latents_out, o->ckpt, &res);
+  if (!r) r = video_write(out, &res);
+  if (!r) log_info("sample: wrote %s", out);
+  free(lat);
+  sample_result_free(&res);
+  return r;
+}
+
+// path with "-K" before its extension (out.mp4 -> out-3.mp4) into buf (n bytes).
+static tsr_status indexed_path(const char *path, int k, char *buf, size_t n) {
+  const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
+  size_t cut = dot && (!slash || dot > slash + 1) ? (size_t)(dot - path) : strlen(path);
+  if ((size_t)snprintf(buf, n, "%.*s-%d%s", (int)cut, path, k, path + cut) >= n)
+    return err_set(TSR_EINVAL, "--out '%s': path too long", path);
+  return TSR_OK;
+}
+
+// --prompt/--prompts: the texts embedded in one run of the encoder script, then one video
+// each as --caption would make it (several: OUT and --latents-out indexed from 1).
+static tsr_status sample_prompts(sample_options *o, const prompt_args *pa, const char *out,
+                                 const char *latents_out) {
+  char **texts = pa->prompt, **owned = NULL;
+  int n = pa->n;
+  ckpt_meta cm = {0};
+  prompt_set ps = {0};
+  tsr_status r = pa->file ? prompts_read_file(pa->file, &owned, &n) : TSR_OK;
+  if (owned) texts = owned;
+  if (!r) r = ckpt_read_meta(o->ckpt, &cm);
+  if (!r && cm.mc.text_dim == 0)
+    r = err_set(TSR_EINVAL, "--prompt: the model of %s has no captions (model.text_dim 0)",
+                o->ckpt);
+  char vo[4200], lo[4200];
+  // every output checked before the encoder runs (seconds) and the first video is sampled
+  for (int k = 0; !r && n > 1 && k < n; k++) {
+    r = indexed_path(out, k + 1, vo, sizeof vo);
+    if (!r) r = fs_check_output(vo);
+    if (!r && latents_out) r = indexed_path(latents_out, k + 1, lo, sizeof lo);
+    if (!r && latents_out) r = fs_check_output(lo);
+  }
+  if (!r) r = prompt_embed(texts, n, cm.caption_encoder, pa->encoder, &ps);
+  for (int k = 0; !r && k < n; k++) {
+    sample_options ok = *o;
+    ok.caption = ps.file[k];
+    if (n > 1) r = indexed_path(out, k + 1, vo, sizeof vo);
+    if (!r && n > 1 && latents_out) r = indexed_path(latents_out, k + 1, lo, sizeof lo);
+    if (!r) log_info("sample: prompt %d of %d: %s", k + 1, n, texts[k]);
+    if (!r) r = sample_one(&ok, n > 1 ? vo : out, n > 1 && latents_out ? lo : latents_out);
+  }
+  prompt_set_free(&ps);
+  ckpt_meta_free(&cm);
+  prompts_free(owned, owned ? n : 0);
   return r;
 }
 
@@ -219,48 +332,30 @@ int cmd_sample(int argc, char **argv) {
   const char *out = NULL, *latents_out = NULL;
   const char *backend = "auto";
   backend_choice bc;
-  if (parse_args(argc, argv, &o, &out, &backend, &latents_out)) return cli_usage_error("sample");
+  prompt_args pa = {0};
+  if (parse_args(argc, argv, &o, &out, &backend, &latents_out, &pa)) {
+    free(pa.prompt);
+    return cli_usage_error("sample");
+  }
   char y4m_path[4096];
   if (!fs_has_suffix_nocase(out, ".y4m") && strcmp(video_default_ext(), "y4m") == 0) {
     size_t n = strlen(out) - (fs_has_suffix_nocase(out, ".mp4") ? 4 : 0);
     if (snprintf(y4m_path, sizeof y4m_path, "%.*s.y4m", (int)n, out) >= (int)sizeof y4m_path) {
       err_set(TSR_EINVAL, "--out '%s': path too long", out);
+      free(pa.prompt);
       return cli_usage_error("sample");
     }
     log_warn("sample: this tessera was built without media (FFmpeg): writing YUV4MPEG2 "
              "(4:4:4) to %s instead of MP4", y4m_path);
     out = y4m_path;
   }
-  if (backend_choose(backend, &bc)) return cli_usage_error("sample");
-  o.backend = &bc;
-  sample_result res = {0};
-  // --out must be a new name or a regular file (core/fs.h), checked before any sampling
-  tsr_status r = fs_check_output(out);
-  if (!r && latents_out) r = fs_check_output(latents_out);
-  if (!r) r = check_rgb(o.ckpt);
-  if (!r) r = sample_fill_defaults(&o);
-  if (!r) r = sample_run(&o, &res);
-  float *lat = NULL;
-  if (!r && store_is_latent(&res.store)) {  // the latents; video_write makes their preview
-    const store_settings *st = &res.store;
-    char lpath[4200];
-    const char *extra[] = {"sampled_from", o.ckpt, "caption_text", res.caption};
-    int frames = res.T * res.mc.pt, h = res.H * res.mc.ph, w = res.W * res.mc.pw;
-    r = latents_path(out, lpath, sizeof lpath);
-    if (!r) r = sample_latents(&res, &lat);
-    if (!r)
-      r = latent_file_write(lpath, lat, frames, h, w, res.mc.channels, st->fps_num, st->fps_den,
-                            st->vae_t, st->vae_s, NULL, extra, res.caption[0] ? 2 : 1);
-    if (!r)
-      log_info("sample: wrote the latents to %s (%d x %d x %d x %d: decode them with the VAE "
-               "that encoded the store); %s is a PREVIEW of latent channels %s as red, green, "
-               "blue, each stretched over its 0.5..99.5%% range, not the decoded video", lpath,
-               frames, h, w, res.mc.channels, out, res.mc.channels >= 3 ? "0, 1, 2" : "0 (grey)");
+  if (backend_choose(backend, &bc)) {
+    free(pa.prompt);
+    return cli_usage_error("sample");
   }
-  if (!r && latents_out) r = write_latents_out(latents_out, o.ckpt, &res);
-  if (!r) r = video_write(out, &res);
-  if (!r) log_info("sample: wrote %s", out);
-  free(lat);
-  sample_result_free(&res);
+  o.backend = &bc;
+  tsr_status r = pa.n || pa.file ? sample_prompts(&o, &pa, out, latents_out)
+                                 : sample_one(&o, out, latents_out);
+  free(pa.prompt);
   return r ? cli_error("sample") : 0;
 }

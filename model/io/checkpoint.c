@@ -98,6 +98,8 @@ static tsr_status add_meta(st_writer *w, const ckpt_state *cs) {
   snprintf(buf, sizeof buf, "%016llx", (unsigned long long)cs->store_fingerprint);
   if (!r) r = st_writer_meta(w, "store_fingerprint", buf);
   if (!r && cs->plan_settings) r = st_writer_meta(w, "plan_settings", cs->plan_settings);
+  if (!r && cs->caption_encoder && *cs->caption_encoder)
+    r = st_writer_meta(w, "caption_encoder", cs->caption_encoder);
   if (!r && cs->sample_due) r = st_writer_meta(w, "sample_due", "1");
   free(ini);
   free(labels_s);
@@ -447,6 +449,11 @@ static tsr_status read_run_keys(const st_reader *st, ckpt_meta *m) {
     m->store_fingerprint = strtoull(fp, NULL, 16);
   }
   if (ps) snprintf(m->plan_settings, sizeof m->plan_settings, "%s", ps);
+  const char *ce = st_meta(st, "caption_encoder");
+  if (ce && strlen(ce) >= sizeof m->caption_encoder)
+    return err_set(TSR_EFORMAT, "checkpoint %s: metadata 'caption_encoder' over %zu bytes",
+                   st_path(st), sizeof m->caption_encoder - 1);
+  if (ce) snprintf(m->caption_encoder, sizeof m->caption_encoder, "%s", ce);
   const char *sd = st_meta(st, "sample_due");
   m->sample_due = sd && !strcmp(sd, "1");
   return TSR_OK;

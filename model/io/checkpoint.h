@@ -17,6 +17,8 @@
 //   store_fingerprint (16 hex digits: model/train/data.h data_fingerprint of the clip table
 //   trained on; absent in older files), plan_settings (what shapes the plans: mem_tokens,
 //   ranks, ranks per node, --plan, cost model; a resume with others is not bitwise),
+//   caption_encoder (the store's record of the text encoder that made its caption
+//   embeddings, store/caption_encoder.h; absent: unknown),
 //   sample_due ("1": the run's samples of this step were due and tried before this file
 //   was written; a resume writes them if they are missing).
 //
@@ -88,6 +90,7 @@ typedef struct {
   int has_fingerprint;         // 0: a file from before store_fingerprint was recorded
   uint64_t store_fingerprint;
   char plan_settings[512];     // "" when the file records none
+  char caption_encoder[STORE_MAX_CAPTION_ENCODER_BYTES];  // (store/caption_encoder.h); "": unknown
   int sample_due;              // samples of this step were due (train.sample_every)
   int adapters;                // a LoRA run's checkpoint: its sets are the adapters'
   char base_model[4096];       // adapters: the base checkpoint it names (base_model)
@@ -110,6 +113,7 @@ typedef struct {
   int n_labels;
   uint64_t store_fingerprint;      // data_fingerprint of the store trained on
   const char *plan_settings;       // what shaped the plans (NULL: not recorded)
+  const char *caption_encoder;     // the store's caption encoder record (NULL, "": unknown)
   int sample_due;                  // 1: samples of this step were due and tried before
   int adapters;                    // 1: the state is the model's LoRA adapters (a LoRA run):
                                    // ema and the moments are adapter-sized, the sets of the

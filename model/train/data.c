@@ -13,6 +13,7 @@
 #include "model/train/mix.h"
 #include "store/shard.h"
 #include "store/lock.h"
+#include "store/caption_encoder.h"
 #include "store/store.h"
 
 struct data_store {
@@ -33,6 +34,7 @@ struct data_store {
   int caption_dim;           // widest caption (all must be the model's text_dim)
   int caption_max_tokens;    // longest caption
   store_lock *reader;        // the store's reader lock, held until the shards are unmapped
+  char caption_encoder[CAPTION_ENCODER_MAX_BYTES];  // the store's record ("" unknown)
   int skip_bad;              // data_open_with: unreadable clips are marked, not fatal
   char **shard_error;        // (n_shards) skip_bad: why the shard could not be opened
   uint8_t *unusable;         // (n) skip_bad: 1: the clip cannot be read (see clip_unusable)
@@ -226,6 +228,7 @@ tsr_status data_open_with(data_store **out, const char *dir, const data_open_opt
   // the reader lock before the rows are read: no writer cuts a block they point at
   if (!r) r = store_lock_read(&d->reader, dir);
   if (!r) r = index_settings(ix, &d->settings);
+  if (!r) r = index_caption_encoder(ix, d->caption_encoder, sizeof d->caption_encoder);
   if (!r) {
     load_ctx x = {d, TSR_OK};
     r = index_foreach_clip(ix, load_clip, &x);
@@ -406,6 +409,7 @@ const store_settings *data_settings(const data_store *d) { return &d->settings; 
 int64_t data_num_clips(const data_store *d) { return d->n; }
 const data_clip *data_clip_at(const data_store *d, int64_t i) { return &d->clips[i]; }
 int data_num_labels(const data_store *d) { return d->n_labels; }
+const char *data_caption_encoder(const data_store *d) { return d->caption_encoder; }
 const char *data_label_name(const data_store *d, int k) { return d->labels[k]; }
 int64_t data_max_tokens(const data_store *d) { return d->max_tokens; }
 

@@ -101,6 +101,8 @@ const struct mix_spec *data_mix(const data_store *d);
 
 const char *data_dir(const data_store *d);
 const store_settings *data_settings(const data_store *d);
+// The store's caption encoder record (store/caption_encoder.h); "" when it has none.
+const char *data_caption_encoder(const data_store *d);
 int64_t data_num_clips(const data_store *d);
 // Clip at table position i (0 <= i < n).
 const data_clip *data_clip_at(const data_store *d, int64_t i);

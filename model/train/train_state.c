@@ -64,6 +64,7 @@ tsr_status train_ckpt_state(const trainer *tr, const data_sampler *pos, int plan
                      .store = data_settings(tr->data), .store_clips = data_num_clips(tr->data),
                      .labels = *names, .n_labels = n,
                      .store_fingerprint = data_fingerprint(tr->data), .plan_settings = plan,
+                     .caption_encoder = data_caption_encoder(tr->data),
                      .sample_due = sample_due, .adapters = tr->tc.lora_rank > 0,
                      .base_path = base, .weights = tr->tc.zero == 3 ? tr->master : NULL};
   if (tr->tc.zero > 0) {  // the sharded sets: loaded by shard, saved through gathers
