@@ -25,6 +25,7 @@ static void usage(FILE *f) {
           "options:\n"
           "  --config FILE      model config, or a preset name (configs/model/)    [required]\n"
           "  --set KEY=VALUE    override a config key (section.key=value), repeatable\n"
+          "  --precision P      fp32 or bf16 activations: --set train.precision=P\n"
           "  --out FILE         cost file to write                                 [required]\n"
           "  --base FILE        cost file for what cannot be measured here\n"
           "                     [configs/cost/h100-dit1b.conf]\n"
@@ -48,13 +49,15 @@ int cmd_calibrate(int argc, char **argv) {
   char *sets[64];
   int nsets = 0;
   calibrate_opts o = {.min_tokens = 64, .max_tokens = 2048, .points = 6, .reps = 3};
-  enum { O_CONFIG = 1, O_SET, O_OUT, O_BASE, O_MIN, O_MAX, O_POINTS, O_REPS, O_BACKEND, O_COMM };
+  enum { O_CONFIG = 1, O_SET, O_OUT, O_BASE, O_MIN, O_MAX, O_POINTS, O_REPS, O_BACKEND, O_COMM,
+         O_PRECISION };
   static const struct option opts[] = {
       {"config", required_argument, 0, O_CONFIG}, {"set", required_argument, 0, O_SET},
       {"out", required_argument, 0, O_OUT},       {"base", required_argument, 0, O_BASE},
       {"min-tokens", required_argument, 0, O_MIN}, {"max-tokens", required_argument, 0, O_MAX},
       {"points", required_argument, 0, O_POINTS}, {"reps", required_argument, 0, O_REPS},
       {"backend", required_argument, 0, O_BACKEND}, {"comm", required_argument, 0, O_COMM},
+      {"precision", required_argument, 0, O_PRECISION},
       {0, 0, 0, 0}};
   const char *backend = "auto", *comm = "auto";
   backend_choice bc;
@@ -65,9 +68,14 @@ int cmd_calibrate(int argc, char **argv) {
     switch (c) {
     case O_CONFIG: config = datadir_config(optarg); break;
     case O_SET:
+    case O_PRECISION: {  // --precision P: the same as --set train.precision=P
+      kernels_dtype p;
       if (nsets == 64) st = err_set(TSR_EINVAL, "--set: at most 64 overrides");
-      else sets[nsets++] = optarg;
+      else if (c == O_SET) sets[nsets++] = optarg;
+      else if (!(st = parse_dtype("--precision", optarg, &p)))
+        sets[nsets++] = p == KERNELS_BF16 ? "train.precision=bf16" : "train.precision=fp32";
       break;
+    }
     case O_OUT: out = optarg; break;
     case O_BASE: base = optarg; break;
     case O_MIN: st = parse_i64("--min-tokens", optarg, 1, 1 << 24, &o.min_tokens); break;

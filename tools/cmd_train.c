@@ -49,6 +49,7 @@ static void train_usage(FILE *f) {
     "                       with lora.rank > 0 the frozen base, which --resume reloads from\n"
     "                       where the run found it (or from --init CKPT: the same weights)\n"
     "  --set KEY=VALUE      override a config key, e.g. --set train.lr=3e-4 (repeatable)\n"
+    "  --precision P        fp32 or bf16 activations: --set train.precision=P\n"
     "  --cost FILE          cost model for the planner (from `tessera calibrate`;\n"
     "                       default: built-in CPU numbers of the tiny model)\n"
     "  --gpus-per-node G    ranks per node, for the cost model (default: the ranks the\n"
@@ -94,7 +95,8 @@ static void train_usage(FILE *f) {
 static tsr_status parse_args(int argc, char **argv, train_options *o, char **sets,
                              const char **backend, const char **comm) {
   enum { O_CONFIG = 1, O_DATA, O_OUT, O_STEPS, O_RESUME, O_INIT, O_SET, O_COST, O_GPN, O_PLAN,
-         O_SKIP_BAD, O_BACKEND, O_COMM, O_PLANNERS, O_MEM_BYTES, O_DRY_RUN };
+         O_SKIP_BAD, O_BACKEND, O_COMM, O_PLANNERS, O_MEM_BYTES, O_DRY_RUN,
+         O_PRECISION };
   static const struct option opts[] = {
       {"config", required_argument, 0, O_CONFIG}, {"data", required_argument, 0, O_DATA},
       {"out", required_argument, 0, O_OUT},       {"steps", required_argument, 0, O_STEPS},
@@ -106,6 +108,7 @@ static tsr_status parse_args(int argc, char **argv, train_options *o, char **set
       {"planners", required_argument, 0, O_PLANNERS},
       {"mem-bytes", required_argument, 0, O_MEM_BYTES},
       {"dry-run", no_argument, 0, O_DRY_RUN},
+      {"precision", required_argument, 0, O_PRECISION},
       {0, 0, 0, 0}};
   tsr_status r = TSR_OK;
   int c;
@@ -132,6 +135,13 @@ static tsr_status parse_args(int argc, char **argv, train_options *o, char **set
     case O_PLANNERS: r = parse_int("--planners", optarg, 0, 1 << 24, &o->planners); break;
     case O_MEM_BYTES: r = parse_i64("--mem-bytes", optarg, 1 << 20, INT64_MAX / 2, &o->mem_bytes); break;
     case O_SET: sets[o->n_overrides++] = optarg; break;
+    case O_PRECISION: {  // sample's flag: the same as --set train.precision=P
+      kernels_dtype p;
+      if (!(r = parse_dtype("--precision", optarg, &p)))
+        sets[o->n_overrides++] =
+            p == KERNELS_BF16 ? "train.precision=bf16" : "train.precision=fp32";
+      break;
+    }
     case O_BACKEND: *backend = optarg; break;
     case O_COMM: *comm = optarg; break;
     default: r = TSR_EINVAL;  // cli_getopt said why
