@@ -54,11 +54,6 @@ tsr_status dit_lora_write_tensors(const dit_model *m, st_writer *w, const char *
   return write_table(m, dit_lora_num_tensors(m), dit_lora_tensor_info, w, prefix, flat_host);
 }
 
-tsr_status dit_lora_read_tensors(const dit_model *m, const st_reader *r, const char *prefix,
-                                 float *flat_host) {
-  return read_table(m, dit_lora_num_tensors(m), dit_lora_tensor_info, r, prefix, flat_host);
-}
-
 tsr_status objective_write_tensors(const objective_batch *ob, st_writer *w, const char *prefix) {
   int64_t C = ob->n_clips, L = ob->L, P = ob->P;
   struct {

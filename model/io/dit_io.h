@@ -17,12 +17,11 @@ tsr_status dit_write_tensors(const dit_model *m, st_writer *w, const char *prefi
                              const float *flat_host);
 tsr_status dit_read_tensors(const dit_model *m, const st_reader *r, const char *prefix,
                             float *flat_host);
-// The same over m's LoRA adapters (model/lora.h): flat_host is (dit_lora_num_params) host
-// floats in the adapters' layout, the tensors those of dit_lora_tensor_info.
+// dit_write_tensors over m's LoRA adapters (model/lora.h): flat_host is
+// (dit_lora_num_params) host floats in the adapters' layout, the tensors those of
+// dit_lora_tensor_info. (They are read by model/io/lora_io.c in any of its layouts.)
 tsr_status dit_lora_write_tensors(const dit_model *m, st_writer *w, const char *prefix,
                                   const float *flat_host);
-tsr_status dit_lora_read_tensors(const dit_model *m, const st_reader *r, const char *prefix,
-                                 float *flat_host);
 
 // Adds the batch's L tokens and C clips to w as "<prefix>x" (L, P) F32, "<prefix>target"
 // (L, P) F32, "<prefix>t" (C) F32, "<prefix>labels" (C) I32, "<prefix>loss_weight" (C) F32,
