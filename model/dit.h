@@ -7,8 +7,8 @@
 //                              + y_embed[label] (if num_classes > 0);  cs = SiLU(c)
 //   block i (adaLN-Zero): (shift1, scale1, gate1, shift2, scale2, gate2) = cs adaln + b
 //     a = LN(h) (1 + scale1) + shift1;  q = a Wq + bq, k = a Wk + bk, v = a Wv + bv, (L, H, Dh)
-//     (three (D, D) tensors q, k, v rather than one fused qkv: the kernels have no strided
-//     copy, and attention needs each of q, k, v contiguous)
+//     (three (D, D) tensors q, k, v rather than one fused qkv: attention reads each of q,
+//     k, v contiguous, and the checkpoints and diffusers' names keep them apart)
 //     q = RoPE3D(RMSNorm(q) q_norm), k = RoPE3D(RMSNorm(k) k_norm)
 //     h = h + gate1 * proj(attention(q, k, v within each clip))
 //     m = LN(h) (1 + scale2) + shift2;  h = h + gate2 * fc2(GELU_tanh(fc1(m)))
@@ -29,9 +29,16 @@
 //   blocks.{i}.q_norm.weight (Dh), blocks.{i}.k_norm.weight (Dh)
 //   blocks.{i}.proj.weight (D, D), .bias (D)
 //   blocks.{i}.fc1.weight (D, F), .bias (F); blocks.{i}.fc2.weight (F, D), .bias (D)
-//   final.adaln.weight (D, 2D), .bias (2D); final.linear.weight (D, P), .bias (P) All parameters live in one flat fp32 buffer in
-// the backend's memory, gradients in a second buffer of the same layout, so optimizer,
-// all-reduce and checkpoints see one array.
+//   final.adaln.weight (D, 2D), .bias (2D); final.linear.weight (D, P), .bias (P)
+// with captions (model.text_dim > 0), after y_embed: text_embed.fc1.weight (text_dim, D),
+//   .bias (D); text_embed.fc2.weight (D, D), .bias (D); text_null.weight (D) (tessera's
+//   learned null token, not Wan's); and in each block after fc2: blocks.{i}.cross.norm.weight,
+//   .bias (D) (Wan's affine LayerNorm only), blocks.{i}.cross.{q,k,v,proj}.weight (D, D),
+//   .bias (D), blocks.{i}.cross.{q,k}_norm.weight (Dh, or D with Wan's norm over all heads)
+// Wan's layout (model.family = wan) replaces adaln by blocks.{i}.modulation (6D) with a shared
+// time_proj (D, 6D), and final.adaln by final.modulation (2D): model/params.c builds the table.
+// All parameters live in one flat fp32 buffer in the backend's memory, gradients in a second
+// buffer of the same layout, so optimizer, all-reduce and checkpoints see one array.
 //
 // Precision (docs/kernels.md "Dtypes"): activations are in the backend's act dtype
 // (kb->act_dtype, fp32 or bf16) — every activation buffer, the batch's x and target, the

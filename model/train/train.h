@@ -2,9 +2,12 @@
 //
 // One process, or N processes under mpirun/srun: every global batch is planned by the
 // Dynamic-CP scheduler (sched/) for comm_size() ranks, identically on every rank; each
-// rank runs its chunks of the clips of its groups, wave by wave, with ring attention
-// across each group (model/dist/dist_step.h), and the gradients are summed over all ranks
-// before the (replicated) optimizer step. Rank 0 writes metrics and checkpoints.
+// rank runs its chunks of the clips of its groups, wave by wave, attending across each
+// group in the group's CP mode (ring, Ulysses or hybrid: model/dist/dist_step.h), and the
+// gradients are summed over all ranks before the optimizer step (replicated, or with
+// train.zero 1-3 its state, the masters and the working weights sharded over the ranks:
+// model/train/zero.h). Any world size runs (the group set of comm/comm.h). Rank 0 writes
+// metrics and checkpoints; RUN/config.ini is the run as started (model/train/run_config.h).
 //
 // Step numbering: step s (0-based) trains global batch s of the sampler; its objective
 // randomness is keyed by (train.seed, s, clip id) (model/objective.h), its learning rate
