@@ -41,6 +41,8 @@ typedef struct {
   double key, end[COST_CP_NMODES], adj[COST_CP_NMODES];
   int64_t room;
   int32_t idx;
+  double xmax;  // ring alone (dyn.nm = 1): the most ring time an open group there could
+                // hide (end - adj; 0 where none); else INFINITY (not used)
 } dyn_node;
 
 typedef struct {
@@ -398,9 +400,11 @@ static void dyn_leaf(dyn *d, int l, int i) {
     cost_group_floors(d->cm, d->cl->gpus_per_node, 1 << l, gg->m, gg->s1, gg->s2, tm, fl);
     for (int md = 0; md < d->lnm[l]; md++) t->end[md] = gg->start + tm[md], t->adj[md] = gg->start + fl[md];
     t->room = d->cl->mem_tokens - gg->mem;
+    t->xmax = d->nm > 1 ? INFINITY : fmax(0, t->end[0] - t->adj[0]);
   } else {
     for (int md = 0; md < d->lnm[l]; md++) t->end[md] = t->adj[md] = INFINITY;
     t->room = -1;
+    t->xmax = d->nm > 1 ? INFINITY : 0;
   }
 }
 
@@ -414,6 +418,9 @@ static int dyn_pull(dyn *d, int64_t base, int64_t x, int nm) {
   int64_t room = b->room > a->room ? b->room : a->room;
   same &= room == p->room;
   p->room = room;
+  double xmax = b->xmax > a->xmax ? b->xmax : a->xmax;
+  same &= xmax == p->xmax;
+  p->xmax = xmax;
   for (int md = 0; md < nm; md++) {
     double e = b->end[md] < a->end[md] ? b->end[md] : a->end[md];
     double j = b->adj[md] < a->adj[md] ? b->adj[md] : a->adj[md];
@@ -511,15 +518,17 @@ static void dyn_try_merge(const dyn *d, const dyn_variant *v, int c, const dyn_c
 // change), so the group ends at least at min over m of (start + T_m + A - min(X_m, D)),
 // D = max D_m, which is >= A + max(start + min_m (T_m - X_m), end - D). With oend the
 // subtree's earliest end and oadj its least start + min_m (T_m - X_m) (dyn_floor):
-// score >= A + max(oadj, oend - D) + mu*(k*dT - rsmin)/N, where dT >= A - D.
+// score >= A + max(oadj, oend - D) + mu*(k*dT - rsmin)/N, where dT >= A - D, and with the
+// ring alone dT >= A - min(X, D) >= A - min(xmax, D), xmax the subtree's largest X: the
+// waste term is then exact where ring steps stay hidden, which matters when mu > 0.
 typedef struct {
-  double A, D, mu_term;
+  double A, D, mu, k, rsmin, N;
   double Dm[COST_CP_NMODES];  // D of each mode (cost_item_shrink)
   double Gm[COST_CP_NMODES];  // what the item adds to each mode's exposed time for certain
   int nm;                     // modes of the level (dyn.lnm)
 } dyn_bound;
 
-// The least over the modes of A + G_m + max(oadj_m, oend_m - D_m) + mu_term.
+// The least over the modes of A + G_m + max(oadj_m, oend_m - D_m), plus the waste term.
 static double dyn_node_bound(const dyn *d, int64_t node, const dyn_bound *bd) {
   const dyn_node *t = &d->tree[node];
   double lo = INFINITY;
@@ -529,7 +538,8 @@ static double dyn_node_bound(const dyn *d, int64_t node, const dyn_bound *bd) {
     adj += bd->Gm[md];
     if (adj < lo) lo = adj;
   }
-  return lo + bd->A + bd->mu_term;
+  double dd = t->xmax < bd->D ? t->xmax : bd->D;
+  return lo + bd->A + bd->mu * (bd->k * (bd->A - dd) - bd->rsmin) / bd->N;
 }
 
 // Best-first branch and bound over level q.l's open groups, least bound first: it stops
@@ -542,12 +552,11 @@ static void dyn_search_merges(dyn *d, const dyn_variant *v, int c, const dyn_can
   const double k = (double)q->k;
   double can, per_item;  // per_item: D of the bound (the ring's, or hybrid's when larger)
   cost_group_shrink(d->cm, d->cl->gpus_per_node, q->k, 0, 0, d->is1[c], d->is2[c], &can, &per_item);
-  dyn_bound bd = {(d->cm->a * d->is1[c] + d->cm->b * d->is2[c]) / k, per_item, 0, {0, 0, 0}, {0, 0, 0},
-                  d->lnm[q->l]};
+  dyn_bound bd = {(d->cm->a * d->is1[c] + d->cm->b * d->is2[c]) / k, per_item, v->mu, k,
+                  d->rsmin[c], (double)d->N, {0, 0, 0}, {0, 0, 0}, d->lnm[q->l]};
   if (d->nm > 1)
     cost_item_shrink(d->cm, d->cl->gpus_per_node, q->k, d->is1[c], d->is2[c], bd.Dm, bd.Gm);
   else bd.Dm[0] = per_item;  // ring alone: the ring's
-  bd.mu_term = v->mu * (k * (bd.A - bd.D) - d->rsmin[c]) / (double)d->N;
   int64_t nb = d->tcap[q->l], base = d->toff[q->l];
   dyn_heap_item *h = d->heap;  // min-heap by bound
   int hn = 0;
@@ -589,7 +598,8 @@ static void dyn_reset_trees(dyn *d) {
     for (int i = 0; i < nb; i++) dyn_leaf(d, l, i);
     for (int64_t i = nb; i < cap; i++)  // no block: never the least key, never open
       d->tree[d->toff[l] + cap + i] = (dyn_node){INFINITY, {INFINITY, INFINITY, INFINITY},
-                                                 {INFINITY, INFINITY, INFINITY}, -1, (int32_t)i};
+                                                 {INFINITY, INFINITY, INFINITY}, -1, (int32_t)i,
+                                                 d->nm > 1 ? INFINITY : 0};
     for (int64_t x = cap - 1; x >= 1; x--) dyn_pull(d, d->toff[l], x, d->lnm[l]);
   }
 }
@@ -627,6 +637,11 @@ static double dyn_run(dyn *d, const dyn_variant *v) {
     const int64_t *mc = d->imem + (size_t)c * d->nlev;
     double limit = (1 + v->eps) * d->rsmin[c];
     dyn_choice best = {INFINITY, -1, -1, 0};
+    // New groups at every allowed level first, then the merges: dyn_consider's order is
+    // total, so the choice does not depend on the order candidates are met in, and the
+    // merge searches start from the best new group of all levels and prune more.
+    dyn_cand qs[32];
+    int nq = 0;
     for (int l = 0; l < d->nlev; l++) {
       int k = 1 << l;
       if (d->force[c] >= 0 ? l != d->force[c] : !(tc[l] < INFINITY) || k * tc[l] > limit)
@@ -641,13 +656,17 @@ static double dyn_run(dyn *d, const dyn_variant *v) {
       int j = d->off[l] + ib;
       double start = d->bmax[j];
       dyn_consider(&best, start + q.tc + v->mu * (k * start - d->bsum[j] + q.extra) / N, l, ib, 0);
+      qs[nq++] = q;
+    }
+    for (int iq = 0; iq < nq; iq++) {
+      const dyn_cand *q = &qs[iq];
       if (d->exhaustive) {
-        for (int i = 0; i < nb; i++) {
-          int32_t g = d->buni[d->off[l] + i];
-          if (g >= 0 && d->g[g].lev == l) dyn_try_merge(d, v, c, &q, i, &best);
+        for (int i = 0; i < d->N >> q->l; i++) {
+          int32_t g = d->buni[d->off[q->l] + i];
+          if (g >= 0 && d->g[g].lev == q->l) dyn_try_merge(d, v, c, q, i, &best);
         }
       } else {
-        dyn_search_merges(d, v, c, &q, &best);
+        dyn_search_merges(d, v, c, q, &best);
       }
     }
     // Every item fits at the largest level (its clips each fit there, and bundles hold at most M
