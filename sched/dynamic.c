@@ -41,8 +41,8 @@ typedef struct {
   double key, end[COST_CP_NMODES], adj[COST_CP_NMODES];
   int64_t room;
   int32_t idx;
-  double xmax;  // ring alone (dyn.nm = 1): the most ring time an open group there could
-                // hide (end - adj; 0 where none); else INFINITY (not used)
+  double xmax[COST_CP_NMODES];  // per CP mode, the most exposed time an open group there
+                               // could hide (end - adj; 0 where none)
 } dyn_node;
 
 typedef struct {
@@ -400,11 +400,12 @@ static void dyn_leaf(dyn *d, int l, int i) {
     cost_group_floors(d->cm, d->cl->gpus_per_node, 1 << l, gg->m, gg->s1, gg->s2, tm, fl);
     for (int md = 0; md < d->lnm[l]; md++) t->end[md] = gg->start + tm[md], t->adj[md] = gg->start + fl[md];
     t->room = d->cl->mem_tokens - gg->mem;
-    t->xmax = d->nm > 1 ? INFINITY : fmax(0, t->end[0] - t->adj[0]);
+    for (int md = 0; md < d->lnm[l]; md++)
+      t->xmax[md] = tm[md] < INFINITY && t->end[md] > t->adj[md] ? t->end[md] - t->adj[md] : 0;
   } else {
     for (int md = 0; md < d->lnm[l]; md++) t->end[md] = t->adj[md] = INFINITY;
     t->room = -1;
-    t->xmax = d->nm > 1 ? INFINITY : 0;
+    for (int md = 0; md < d->lnm[l]; md++) t->xmax[md] = 0;
   }
 }
 
@@ -418,14 +419,12 @@ static int dyn_pull(dyn *d, int64_t base, int64_t x, int nm) {
   int64_t room = b->room > a->room ? b->room : a->room;
   same &= room == p->room;
   p->room = room;
-  double xmax = b->xmax > a->xmax ? b->xmax : a->xmax;
-  same &= xmax == p->xmax;
-  p->xmax = xmax;
   for (int md = 0; md < nm; md++) {
     double e = b->end[md] < a->end[md] ? b->end[md] : a->end[md];
     double j = b->adj[md] < a->adj[md] ? b->adj[md] : a->adj[md];
-    same &= e == p->end[md] && j == p->adj[md];
-    p->end[md] = e, p->adj[md] = j;
+    double x = b->xmax[md] > a->xmax[md] ? b->xmax[md] : a->xmax[md];
+    same &= e == p->end[md] && j == p->adj[md] && x == p->xmax[md];
+    p->end[md] = e, p->adj[md] = j, p->xmax[md] = x;
   }
   return !same;
 }
@@ -518,9 +517,10 @@ static void dyn_try_merge(const dyn *d, const dyn_variant *v, int c, const dyn_c
 // change), so the group ends at least at min over m of (start + T_m + A - min(X_m, D)),
 // D = max D_m, which is >= A + max(start + min_m (T_m - X_m), end - D). With oend the
 // subtree's earliest end and oadj its least start + min_m (T_m - X_m) (dyn_floor):
-// score >= A + max(oadj, oend - D) + mu*(k*dT - rsmin)/N, where dT >= A - D, and with the
-// ring alone dT >= A - min(X, D) >= A - min(xmax, D), xmax the subtree's largest X: the
-// waste term is then exact where ring steps stay hidden, which matters when mu > 0.
+// score >= A + max(oadj, oend - D) + mu*(k*dT - rsmin)/N, where dT >= A - D; also (the
+// group ends at start + min_m T_m) dT >= A - max_m (min(X_m, D_m) - G_m) >= A - max_m
+// (min(xmax_m, D_m) - G_m), xmax_m the subtree's largest X_m: the waste term is then exact
+// where the fastest mode's communication stays hidden, which matters when mu > 0.
 typedef struct {
   double A, D, mu, k, rsmin, N;
   double Dm[COST_CP_NMODES];  // D of each mode (cost_item_shrink)
@@ -538,7 +538,12 @@ static double dyn_node_bound(const dyn *d, int64_t node, const dyn_bound *bd) {
     adj += bd->Gm[md];
     if (adj < lo) lo = adj;
   }
-  double dd = t->xmax < bd->D ? t->xmax : bd->D;
+  double dd = 0;
+  for (int md = 0; md < bd->nm; md++) {
+    double x = (t->xmax[md] < bd->Dm[md] ? t->xmax[md] : bd->Dm[md]) - bd->Gm[md];
+    if (x > dd) dd = x;
+  }
+  if (dd > bd->D) dd = bd->D;
   return lo + bd->A + bd->mu * (bd->k * (bd->A - dd) - bd->rsmin) / bd->N;
 }
 
@@ -598,8 +603,7 @@ static void dyn_reset_trees(dyn *d) {
     for (int i = 0; i < nb; i++) dyn_leaf(d, l, i);
     for (int64_t i = nb; i < cap; i++)  // no block: never the least key, never open
       d->tree[d->toff[l] + cap + i] = (dyn_node){INFINITY, {INFINITY, INFINITY, INFINITY},
-                                                 {INFINITY, INFINITY, INFINITY}, -1, (int32_t)i,
-                                                 d->nm > 1 ? INFINITY : 0};
+                                                 {INFINITY, INFINITY, INFINITY}, -1, (int32_t)i, {0, 0, 0}};
     for (int64_t x = cap - 1; x >= 1; x--) dyn_pull(d, d->toff[l], x, d->lnm[l]);
   }
 }
