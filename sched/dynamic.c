@@ -63,6 +63,9 @@ typedef struct {
                            // 0, 1, 2: ring, Ulysses, hybrid): 1 at k = 1, 2 where hybrid
                            // is Ulysses (k <= G), else nm
   int ni;                  // items of the current run
+  int items_made;          // 1: the items are those of (items_bundle, items_up)
+  double items_bundle;
+  int items_up;
   int32_t *item_of;        // (n) item of each clip
   int32_t *im;             // (n) clips per item
   double *is1, *is2;       // (n) sum L, sum L^2 per item
@@ -290,6 +293,13 @@ static void dyn_permute(void *scratch, void *a, size_t size, int width, const in
 // those that can take the clip (per level, a tree of the bundles' room finds it in
 // O(log n)). Then prices every item at every CP size and orders them.
 static tsr_status dyn_items(dyn *d, double bundle, int up) {
+  if (d->items_made && d->items_bundle == bundle && d->items_up == up) {
+    // the same items as the last call (variants differing in eps and mu only): nothing
+    // in them depends on a run, which changes only force
+    for (int i = 0; i < d->ni; i++) d->force[i] = -1;
+    return TSR_OK;
+  }
+  d->items_made = 0;
   int64_t cap = (int64_t)(bundle * (double)d->cl->mem_tokens);
   int nbins = 0;  // bundles are items 0..nbins-1
   if (cap > 0)
@@ -375,6 +385,7 @@ static tsr_status dyn_items(dyn *d, double bundle, int up) {
   dyn_permute(d->perm, d->t, sizeof *d->t, d->nlev, d->order, d->ni);
   dyn_permute(d->perm, d->imem, sizeof *d->imem, d->nlev, d->order, d->ni);
   for (int j = 0; j < d->ni; j++) d->order[j] = j;
+  d->items_made = 1, d->items_bundle = bundle, d->items_up = up;
   return TSR_OK;
 }
 
