@@ -41,6 +41,8 @@ typedef struct {
   double key, end[COST_CP_NMODES], adj[COST_CP_NMODES];
   int64_t room;
   int32_t idx;
+  double xmax[COST_CP_NMODES];  // per CP mode, the most exposed time an open group there
+                               // could hide (end - adj; 0 where none)
 } dyn_node;
 
 typedef struct {
@@ -61,6 +63,9 @@ typedef struct {
                            // 0, 1, 2: ring, Ulysses, hybrid): 1 at k = 1, 2 where hybrid
                            // is Ulysses (k <= G), else nm
   int ni;                  // items of the current run
+  int items_made;          // 1: the items are those of (items_bundle, items_up)
+  double items_bundle;
+  int items_up;
   int32_t *item_of;        // (n) item of each clip
   int32_t *im;             // (n) clips per item
   double *is1, *is2;       // (n) sum L, sum L^2 per item
@@ -288,6 +293,13 @@ static void dyn_permute(void *scratch, void *a, size_t size, int width, const in
 // those that can take the clip (per level, a tree of the bundles' room finds it in
 // O(log n)). Then prices every item at every CP size and orders them.
 static tsr_status dyn_items(dyn *d, double bundle, int up) {
+  if (d->items_made && d->items_bundle == bundle && d->items_up == up) {
+    // the same items as the last call (variants differing in eps and mu only): nothing
+    // in them depends on a run, which changes only force
+    for (int i = 0; i < d->ni; i++) d->force[i] = -1;
+    return TSR_OK;
+  }
+  d->items_made = 0;
   int64_t cap = (int64_t)(bundle * (double)d->cl->mem_tokens);
   int nbins = 0;  // bundles are items 0..nbins-1
   if (cap > 0)
@@ -373,6 +385,7 @@ static tsr_status dyn_items(dyn *d, double bundle, int up) {
   dyn_permute(d->perm, d->t, sizeof *d->t, d->nlev, d->order, d->ni);
   dyn_permute(d->perm, d->imem, sizeof *d->imem, d->nlev, d->order, d->ni);
   for (int j = 0; j < d->ni; j++) d->order[j] = j;
+  d->items_made = 1, d->items_bundle = bundle, d->items_up = up;
   return TSR_OK;
 }
 
@@ -398,9 +411,12 @@ static void dyn_leaf(dyn *d, int l, int i) {
     cost_group_floors(d->cm, d->cl->gpus_per_node, 1 << l, gg->m, gg->s1, gg->s2, tm, fl);
     for (int md = 0; md < d->lnm[l]; md++) t->end[md] = gg->start + tm[md], t->adj[md] = gg->start + fl[md];
     t->room = d->cl->mem_tokens - gg->mem;
+    for (int md = 0; md < d->lnm[l]; md++)
+      t->xmax[md] = tm[md] < INFINITY && t->end[md] > t->adj[md] ? t->end[md] - t->adj[md] : 0;
   } else {
     for (int md = 0; md < d->lnm[l]; md++) t->end[md] = t->adj[md] = INFINITY;
     t->room = -1;
+    for (int md = 0; md < d->lnm[l]; md++) t->xmax[md] = 0;
   }
 }
 
@@ -417,8 +433,9 @@ static int dyn_pull(dyn *d, int64_t base, int64_t x, int nm) {
   for (int md = 0; md < nm; md++) {
     double e = b->end[md] < a->end[md] ? b->end[md] : a->end[md];
     double j = b->adj[md] < a->adj[md] ? b->adj[md] : a->adj[md];
-    same &= e == p->end[md] && j == p->adj[md];
-    p->end[md] = e, p->adj[md] = j;
+    double x = b->xmax[md] > a->xmax[md] ? b->xmax[md] : a->xmax[md];
+    same &= e == p->end[md] && j == p->adj[md] && x == p->xmax[md];
+    p->end[md] = e, p->adj[md] = j, p->xmax[md] = x;
   }
   return !same;
 }
@@ -511,15 +528,18 @@ static void dyn_try_merge(const dyn *d, const dyn_variant *v, int c, const dyn_c
 // change), so the group ends at least at min over m of (start + T_m + A - min(X_m, D)),
 // D = max D_m, which is >= A + max(start + min_m (T_m - X_m), end - D). With oend the
 // subtree's earliest end and oadj its least start + min_m (T_m - X_m) (dyn_floor):
-// score >= A + max(oadj, oend - D) + mu*(k*dT - rsmin)/N, where dT >= A - D.
+// score >= A + max(oadj, oend - D) + mu*(k*dT - rsmin)/N, where dT >= A - D; also (the
+// group ends at start + min_m T_m) dT >= A - max_m (min(X_m, D_m) - G_m) >= A - max_m
+// (min(xmax_m, D_m) - G_m), xmax_m the subtree's largest X_m: the waste term is then exact
+// where the fastest mode's communication stays hidden, which matters when mu > 0.
 typedef struct {
-  double A, D, mu_term;
+  double A, D, mu, k, rsmin, N;
   double Dm[COST_CP_NMODES];  // D of each mode (cost_item_shrink)
   double Gm[COST_CP_NMODES];  // what the item adds to each mode's exposed time for certain
   int nm;                     // modes of the level (dyn.lnm)
 } dyn_bound;
 
-// The least over the modes of A + G_m + max(oadj_m, oend_m - D_m) + mu_term.
+// The least over the modes of A + G_m + max(oadj_m, oend_m - D_m), plus the waste term.
 static double dyn_node_bound(const dyn *d, int64_t node, const dyn_bound *bd) {
   const dyn_node *t = &d->tree[node];
   double lo = INFINITY;
@@ -529,7 +549,13 @@ static double dyn_node_bound(const dyn *d, int64_t node, const dyn_bound *bd) {
     adj += bd->Gm[md];
     if (adj < lo) lo = adj;
   }
-  return lo + bd->A + bd->mu_term;
+  double dd = 0;
+  for (int md = 0; md < bd->nm; md++) {
+    double x = (t->xmax[md] < bd->Dm[md] ? t->xmax[md] : bd->Dm[md]) - bd->Gm[md];
+    if (x > dd) dd = x;
+  }
+  if (dd > bd->D) dd = bd->D;
+  return lo + bd->A + bd->mu * (bd->k * (bd->A - dd) - bd->rsmin) / bd->N;
 }
 
 // Best-first branch and bound over level q.l's open groups, least bound first: it stops
@@ -542,12 +568,11 @@ static void dyn_search_merges(dyn *d, const dyn_variant *v, int c, const dyn_can
   const double k = (double)q->k;
   double can, per_item;  // per_item: D of the bound (the ring's, or hybrid's when larger)
   cost_group_shrink(d->cm, d->cl->gpus_per_node, q->k, 0, 0, d->is1[c], d->is2[c], &can, &per_item);
-  dyn_bound bd = {(d->cm->a * d->is1[c] + d->cm->b * d->is2[c]) / k, per_item, 0, {0, 0, 0}, {0, 0, 0},
-                  d->lnm[q->l]};
+  dyn_bound bd = {(d->cm->a * d->is1[c] + d->cm->b * d->is2[c]) / k, per_item, v->mu, k,
+                  d->rsmin[c], (double)d->N, {0, 0, 0}, {0, 0, 0}, d->lnm[q->l]};
   if (d->nm > 1)
     cost_item_shrink(d->cm, d->cl->gpus_per_node, q->k, d->is1[c], d->is2[c], bd.Dm, bd.Gm);
   else bd.Dm[0] = per_item;  // ring alone: the ring's
-  bd.mu_term = v->mu * (k * (bd.A - bd.D) - d->rsmin[c]) / (double)d->N;
   int64_t nb = d->tcap[q->l], base = d->toff[q->l];
   dyn_heap_item *h = d->heap;  // min-heap by bound
   int hn = 0;
@@ -589,7 +614,7 @@ static void dyn_reset_trees(dyn *d) {
     for (int i = 0; i < nb; i++) dyn_leaf(d, l, i);
     for (int64_t i = nb; i < cap; i++)  // no block: never the least key, never open
       d->tree[d->toff[l] + cap + i] = (dyn_node){INFINITY, {INFINITY, INFINITY, INFINITY},
-                                                 {INFINITY, INFINITY, INFINITY}, -1, (int32_t)i};
+                                                 {INFINITY, INFINITY, INFINITY}, -1, (int32_t)i, {0, 0, 0}};
     for (int64_t x = cap - 1; x >= 1; x--) dyn_pull(d, d->toff[l], x, d->lnm[l]);
   }
 }
@@ -627,6 +652,11 @@ static double dyn_run(dyn *d, const dyn_variant *v) {
     const int64_t *mc = d->imem + (size_t)c * d->nlev;
     double limit = (1 + v->eps) * d->rsmin[c];
     dyn_choice best = {INFINITY, -1, -1, 0};
+    // New groups at every allowed level first, then the merges: dyn_consider's order is
+    // total, so the choice does not depend on the order candidates are met in, and the
+    // merge searches start from the best new group of all levels and prune more.
+    dyn_cand qs[32];
+    int nq = 0;
     for (int l = 0; l < d->nlev; l++) {
       int k = 1 << l;
       if (d->force[c] >= 0 ? l != d->force[c] : !(tc[l] < INFINITY) || k * tc[l] > limit)
@@ -641,13 +671,17 @@ static double dyn_run(dyn *d, const dyn_variant *v) {
       int j = d->off[l] + ib;
       double start = d->bmax[j];
       dyn_consider(&best, start + q.tc + v->mu * (k * start - d->bsum[j] + q.extra) / N, l, ib, 0);
+      qs[nq++] = q;
+    }
+    for (int iq = 0; iq < nq; iq++) {
+      const dyn_cand *q = &qs[iq];
       if (d->exhaustive) {
-        for (int i = 0; i < nb; i++) {
-          int32_t g = d->buni[d->off[l] + i];
-          if (g >= 0 && d->g[g].lev == l) dyn_try_merge(d, v, c, &q, i, &best);
+        for (int i = 0; i < d->N >> q->l; i++) {
+          int32_t g = d->buni[d->off[q->l] + i];
+          if (g >= 0 && d->g[g].lev == q->l) dyn_try_merge(d, v, c, q, i, &best);
         }
       } else {
-        dyn_search_merges(d, v, c, &q, &best);
+        dyn_search_merges(d, v, c, q, &best);
       }
     }
     // Every item fits at the largest level (its clips each fit there, and bundles hold at most M
