@@ -6,6 +6,7 @@
 # `ingest --manifest` skips them like every other bad row (exit 2) and ingests the rows
 # before and after them (it stopped fatally at the first, at every rerun).
 . "$(dirname "$0")/lib.sh"
+need_clips
 V=$VIDEOS/testvideo.mp4
 M=$WORK/m.csv
 long=$(head -c 8193 /dev/zero | tr '\0' a)
