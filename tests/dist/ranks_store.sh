@@ -1,12 +1,13 @@
-# tests/dist/ranks_store.sh — sourced by train_ranks.sh, lora_ranks.sh, zero_ranks.sh and
-# lora_zero.sh: ranks_store DIR makes their store in DIR/store: 4 clips of 1..4 s at 4 fps,
+# tests/dist/ranks_store.sh — sourced by the ranks tests of tests/dist/ (train_ranks.sh,
+# lora_ranks.sh, zero_ranks.sh, lora_zero.sh, any_ranks.sh and others): ranks_store DIR makes their store in DIR/store: 4 clips of 1..4 s at 4 fps,
 # 40x32 pixels, patch 1x4x4 (80 tokens a frame: 320, 640, 960 and 1280 tokens), so that a
 # mem_tokens of 700 splits the longer clips across ranks (ring attention), and sets
 # RANKS_MODEL, the arguments of the model they train on it (tiny with the store's patch,
 # hidden 32, 2 heads, all 4 clips a step). Needs T (tessera), SRC (the source tree) and
 # ffmpeg. ranks_begin NAME sets what lora_ranks.sh, zero_ranks.sh and lora_zero.sh start
-# with; the comparisons of zero_ranks.sh and lora_zero.sh are over run directories in W
-# (fail reports): close, sums, field.
+# with; ranks_train runs one training of zero_ranks.sh and any_ranks.sh; the comparisons of
+# zero_ranks.sh and lora_zero.sh are over run directories in W (fail reports): close, sums,
+# field.
 
 # ranks_begin NAME: T and SRC from ctest's environment, W a scratch directory removed at
 # exit, fail (reports and exits), MPI (the launcher), one thread a rank.
@@ -19,6 +20,16 @@ ranks_begin() {
   MPI=(mpirun --oversubscribe)
 }
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# ranks_train NAME RANKS ARGS...: `tessera train` with the caller's CONF and ARGS, on RANKS
+# ranks under mpirun into $W/NAME (one rank alone holds whole clips: a larger mem_tokens),
+# its log in $W/NAME.log (the tail shown when it fails)
+ranks_train() {
+  local name=$1 n=$2; shift 2
+  local mem=700 launch=("${MPI[@]}" -np "$n")
+  [ "$n" = 1 ] && mem=2048 launch=()
+  "${launch[@]}" "$T" train "${CONF[@]}" --set train.mem_tokens=$mem "$@" --out "$W/$name" \
+    >"$W/$name.log" 2>&1 || { tail -5 "$W/$name.log"; fail "$name"; }
+}
 
 ranks_store() {
   local w=$1 s

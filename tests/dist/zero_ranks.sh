@@ -32,14 +32,7 @@ ranks_begin zero
 ranks_store "$W"
 CONF=("${RANKS_MODEL[@]}" --set train.warmup=2 --set train.lr=2e-3
       --set train.log_every=1 --set train.steps=4 --set train.ckpt_every=2 --set train.ckpt_keep=3)
-# train NAME RANKS ARGS...: a run of RANKS ranks into $W/NAME
-train() {
-  local name=$1 n=$2; shift 2
-  local mem=700 launch=("${MPI[@]}" -np "$n")
-  [ "$n" = 1 ] && mem=2048 launch=()
-  "${launch[@]}" "$T" train "${CONF[@]}" --set train.mem_tokens=$mem "$@" --out "$W/$name" \
-    >"$W/$name.log" 2>&1 || { tail -5 "$W/$name.log"; fail "$name"; }
-}
+train() { ranks_train "$@"; }
 # 1. stages x world sizes x plans
 runs=(1z0 1z1 1z2 1z3 2sz0 2sz1 2sz2 2sz3)
 [ "${ZERO_FULL:-0}" = 1 ] &&
