@@ -33,7 +33,10 @@ tsr_status kernels_adamw_prepare(float lr, float beta1, float beta2, float weigh
   return TSR_OK;
 }
 
-// One element of AdamW (kernels.h), the scalars from kernels_adamw_prepare.
+// One element of AdamW: the update stated in kernels.h's contract of adamw_update, with
+// kernels_adamw_prepare's scalars. This is the reference the other backends are tested
+// against (the CUDA kernels of kernels/cuda/adamw.cu, in tests/kernels/test_backend_ops.c):
+// a change of the update is made to the contract and here first.
 static inline void adamw_elem(float *param, const float *grad, float *m, float *v, size_t i,
                               float decay, float w1, float beta2, float w2, float eps,
                               float step_size, float bc2_sqrt, float grad_scale) {

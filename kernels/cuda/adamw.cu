@@ -1,13 +1,15 @@
 // kernels/cuda/adamw.cu — the optimizer entries: AdamW over one tensor and over the
 // segments of the flat parameter buffer (adamw_update_multi, one launch for the whole
-// model), and the weights' EMA (mirrors kernels/cpu/adamw.c; the gradients' sumsq, a
-// reduction, is in reduce.cu). fp32 state, PyTorch's order of operations
-// (kernels_adamw_prepare's scalars, shared with the CPU backend).
+// model), and the weights' EMA (the gradients' sumsq, a reduction, is in reduce.cu).
+// The update is the one stated in kernels.h's contract of adamw_update, with
+// kernels_adamw_prepare's scalars; the CPU backend's adamw_elem (kernels/cpu/adamw.c) is
+// its reference, which these kernels are tested against (tests/kernels/test_backend_ops.c).
 #include <math.h>
 
 #include "kernels/check.h"
 #include "kernels/cuda/kcu.h"
 
+// adamw_elem's arithmetic (kernels/cpu/adamw.c), one element per thread.
 __global__ void k_adamw(float *param, const float *grad, float *m, float *v, size_t n, float decay,
                         float w1, float beta2, float w2, float eps, float step_size, float bc2_sqrt,
                         float grad_scale) {
