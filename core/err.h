@@ -31,6 +31,15 @@ tsr_status err_wrap(tsr_status code, const char *fmt, ...)
 // The calling thread's last message ("" if none). Valid until the next err_* call.
 const char *err_msg(void);
 
+// Returns `call`'s status from the enclosing function (itself returning tsr_status) when
+// it is not TSR_OK: the tree's one early-return macro, `TSR_TRY(st_open(&f, path));`. The
+// callee has set the message; a caller that adds context uses err_wrap instead.
+#define TSR_TRY(call)                       \
+  do {                                      \
+    tsr_status tsr_try_st_ = (call);        \
+    if (tsr_try_st_ != TSR_OK) return tsr_try_st_; \
+  } while (0)
+
 // Short name of a status code ("io error", ...).
 const char *err_name(tsr_status code);
 

@@ -27,7 +27,7 @@ static float attn_scale(const dit_model *m) { return (float)(1.0 / sqrt((double)
 static tsr_status mod_fwd(dit_model *m, const dit_block_params *bp, dit_block_acts *a, int C) {
   const kernels_backend *kb = m->kb;
   if (!m->sw.mod_table) return dit_linear_fwd(m, bp->adaln, a->mod, m->cs, C);
-  DIT_TRY(kb->embedding_forward(kb, a->mod, dit_p(m, bp->mod_row), m->zero_ids, C, 1, 6 * m->D));
+  TSR_TRY(kb->embedding_forward(kb, a->mod, dit_p(m, bp->mod_row), m->zero_ids, C, 1, 6 * m->D));
   return kb->add_act(kb, a->mod, a->mod, m->tp, (size_t)C * 6 * m->D);
 }
 
@@ -36,7 +36,7 @@ static tsr_status mod_fwd(dit_model *m, const dit_block_params *bp, dit_block_ac
 static tsr_status mod_bwd(dit_model *m, const dit_block_params *bp, int C) {
   const kernels_backend *kb = m->kb;
   if (!m->sw.mod_table) return dit_linear_bwd(m, bp->adaln, m->dcs, 1, m->dmod, m->cs, C);
-  DIT_TRY(kb->embedding_backward(kb, dit_g(m, bp->mod_row), m->dmod, m->zero_ids, C, 1, 6 * m->D));
+  TSR_TRY(kb->embedding_backward(kb, dit_g(m, bp->mod_row), m->dmod, m->zero_ids, C, 1, 6 * m->D));
   return kb->add_act(kb, m->dtp, m->dtp, m->dmod, (size_t)C * 6 * m->D);
 }
 
@@ -51,9 +51,9 @@ static tsr_status qk_fwd(dit_model *m, const dit_block_params *bp, const dit_blo
     return kb->qk_norm_rope_forward(kb, a->q, a->k, a->qrstd, a->krstd, a->qlin, a->klin,
                                     dit_p(m, bp->q_norm), dit_p(m, bp->k_norm), b->pos, L, H, Dh,
                                     eps, theta);
-  DIT_TRY(kb->rmsnorm_forward(kb, a->q, a->qrstd, a->qlin, dit_p(m, bp->q_norm), L, D, eps));
-  DIT_TRY(kb->rmsnorm_forward(kb, a->k, a->krstd, a->klin, dit_p(m, bp->k_norm), L, D, eps));
-  DIT_TRY(kb->rope_forward(kb, a->q, a->q, b->pos, L, H, Dh, theta));
+  TSR_TRY(kb->rmsnorm_forward(kb, a->q, a->qrstd, a->qlin, dit_p(m, bp->q_norm), L, D, eps));
+  TSR_TRY(kb->rmsnorm_forward(kb, a->k, a->krstd, a->klin, dit_p(m, bp->k_norm), L, D, eps));
+  TSR_TRY(kb->rope_forward(kb, a->q, a->q, b->pos, L, H, Dh, theta));
   return kb->rope_forward(kb, a->k, a->k, b->pos, L, H, Dh, theta);
 }
 
@@ -69,9 +69,9 @@ static tsr_status qk_bwd(dit_model *m, const dit_block_params *bp, const dit_blo
     return kb->qk_norm_rope_backward(kb, m->dt1, m->dt2, dit_g(m, bp->q_norm),
                                      dit_g(m, bp->k_norm), m->dq, m->dk, a->qlin, a->klin, wq, wk,
                                      a->qrstd, a->krstd, b->pos, L, H, Dh, theta);
-  DIT_TRY(kb->rope_backward(kb, m->dq, m->dq, b->pos, L, H, Dh, theta));
-  DIT_TRY(kb->rope_backward(kb, m->dk, m->dk, b->pos, L, H, Dh, theta));
-  DIT_TRY(kb->rmsnorm_backward(kb, m->dt1, dit_g(m, bp->q_norm), m->dq, a->qlin, wq, a->qrstd, L,
+  TSR_TRY(kb->rope_backward(kb, m->dq, m->dq, b->pos, L, H, Dh, theta));
+  TSR_TRY(kb->rope_backward(kb, m->dk, m->dk, b->pos, L, H, Dh, theta));
+  TSR_TRY(kb->rmsnorm_backward(kb, m->dt1, dit_g(m, bp->q_norm), m->dq, a->qlin, wq, a->qrstd, L,
                                D));
   return kb->rmsnorm_backward(kb, m->dt2, dit_g(m, bp->k_norm), m->dk, a->klin, wk, a->krstd, L,
                               D);
@@ -83,34 +83,34 @@ tsr_status dit_block_fwd(dit_model *m, int i, dit_block_acts *a, const void *hin
   const dit_block_params *bp = &m->bp[i];
   int L = b->L, C = b->n_clips, D = m->D, ms = 6 * D;
   const int32_t *cu = b->cu_seqlens;
-  DIT_TRY(mod_fwd(m, bp, a, C));
+  TSR_TRY(mod_fwd(m, bp, a, C));
   // attention branch
-  DIT_TRY(dit_ln_mod_fwd(m, b, a->a, a->mean1, a->rstd1, hin, MOD(a->mod, MOD_SHIFT1),
+  TSR_TRY(dit_ln_mod_fwd(m, b, a->a, a->mean1, a->rstd1, hin, MOD(a->mod, MOD_SHIFT1),
                          MOD(a->mod, MOD_SCALE1), ms));
-  DIT_TRY(dit_linear_fwd(m, bp->q, a->qlin, a->a, L));
-  DIT_TRY(dit_linear_fwd(m, bp->k, a->klin, a->a, L));
-  DIT_TRY(dit_linear_fwd(m, bp->v, a->v, a->a, L));
-  DIT_TRY(qk_fwd(m, bp, a, b));
-  DIT_TRY(m->attn.forward(m->attn.ctx, kb, b, a->att, a->lse, a->q, a->k, a->v, m->H, m->Dh,
+  TSR_TRY(dit_linear_fwd(m, bp->q, a->qlin, a->a, L));
+  TSR_TRY(dit_linear_fwd(m, bp->k, a->klin, a->a, L));
+  TSR_TRY(dit_linear_fwd(m, bp->v, a->v, a->a, L));
+  TSR_TRY(qk_fwd(m, bp, a, b));
+  TSR_TRY(m->attn.forward(m->attn.ctx, kb, b, a->att, a->lse, a->q, a->k, a->v, m->H, m->Dh,
                           attn_scale(m)));
-  DIT_TRY(dit_linear_fwd(m, bp->proj, a->proj, a->att, L));
-  DIT_TRY(kb->gate_residual_forward(kb, a->hmid, hin, a->proj, MOD(a->mod, MOD_GATE1), ms, cu, C,
+  TSR_TRY(dit_linear_fwd(m, bp->proj, a->proj, a->att, L));
+  TSR_TRY(kb->gate_residual_forward(kb, a->hmid, hin, a->proj, MOD(a->mod, MOD_GATE1), ms, cu, C,
                                     L, D));
   // cross-attention to the captions (model/cross.c), when the model has text
   const void *hx = a->hmid;
   if (m->cfg.text_dim > 0) {
-    DIT_TRY(dit_cross_fwd(m, i, &a->x, a->hmid, b));
+    TSR_TRY(dit_cross_fwd(m, i, &a->x, a->hmid, b));
     hx = a->x.h;
   }
   // MLP branch
-  DIT_TRY(dit_ln_mod_fwd(m, b, a->m, a->mean2, a->rstd2, hx, MOD(a->mod, MOD_SHIFT2),
+  TSR_TRY(dit_ln_mod_fwd(m, b, a->m, a->mean2, a->rstd2, hx, MOD(a->mod, MOD_SHIFT2),
                          MOD(a->mod, MOD_SCALE2), ms));
   if (m->cfg.recompute == DIT_RECOMPUTE_CHEAP) {  // g by the entry that recomputes it: same bits
-    DIT_TRY(dit_linear_fwd(m, bp->fc1, a->f1, a->m, L));  // f1 = m Wfc1 + b
-    DIT_TRY(kb->gelu_forward(kb, a->g, a->f1, (size_t)L * m->F));  // g = GELU(f1)
+    TSR_TRY(dit_linear_fwd(m, bp->fc1, a->f1, a->m, L));  // f1 = m Wfc1 + b
+    TSR_TRY(kb->gelu_forward(kb, a->g, a->f1, (size_t)L * m->F));  // g = GELU(f1)
   } else
-    DIT_TRY(dit_linear_gelu_fwd(m, bp->fc1, a->g, a->f1, a->m, L));  // g = GELU(f1 = m Wfc1 + b)
-  DIT_TRY(dit_linear_fwd(m, bp->fc2, a->f2, a->g, L));
+    TSR_TRY(dit_linear_gelu_fwd(m, bp->fc1, a->g, a->f1, a->m, L));  // g = GELU(f1 = m Wfc1 + b)
+  TSR_TRY(dit_linear_fwd(m, bp->fc2, a->f2, a->g, L));
   return kb->gate_residual_forward(kb, hout, hx, a->f2, MOD(a->mod, MOD_GATE2), ms, cu, C, L, D);
 }
 
@@ -119,13 +119,13 @@ tsr_status dit_block_recompute_cheap(dit_model *m, int i, const dit_block_acts *
   const kernels_backend *kb = m->kb;
   const dit_block_params *bp = &m->bp[i];
   int L = b->L, C = b->n_clips, D = m->D, ms = 6 * D;
-  DIT_TRY(dit_ln_mod_fwd(m, b, a->a, a->mean1, a->rstd1, hin, MOD(a->mod, MOD_SHIFT1),
+  TSR_TRY(dit_ln_mod_fwd(m, b, a->a, a->mean1, a->rstd1, hin, MOD(a->mod, MOD_SHIFT1),
                          MOD(a->mod, MOD_SCALE1), ms));
-  DIT_TRY(qk_fwd(m, bp, a, b));
-  DIT_TRY(kb->gate_residual_forward(kb, a->hmid, hin, a->proj, MOD(a->mod, MOD_GATE1), ms,
+  TSR_TRY(qk_fwd(m, bp, a, b));
+  TSR_TRY(kb->gate_residual_forward(kb, a->hmid, hin, a->proj, MOD(a->mod, MOD_GATE1), ms,
                                     b->cu_seqlens, C, L, D));
   const void *hx = m->cfg.text_dim > 0 ? a->x.h : a->hmid;  // cross-attention's are kept
-  DIT_TRY(dit_ln_mod_fwd(m, b, a->m, a->mean2, a->rstd2, hx, MOD(a->mod, MOD_SHIFT2),
+  TSR_TRY(dit_ln_mod_fwd(m, b, a->m, a->mean2, a->rstd2, hx, MOD(a->mod, MOD_SHIFT2),
                          MOD(a->mod, MOD_SCALE2), ms));
   return kb->gelu_forward(kb, a->g, a->f1, (size_t)L * m->F);
 }
@@ -139,27 +139,27 @@ tsr_status dit_block_bwd(dit_model *m, int i, const dit_block_acts *a, const voi
   void *dmod = m->dmod;
   const void *hx = m->cfg.text_dim > 0 ? a->x.h : a->hmid;  // the MLP's input
   // MLP branch: hout = hx + gate2 * f2; dh is dL/dhout and becomes dL/dhx.
-  DIT_TRY(kb->gate_residual_backward(kb, m->dt1, MOD(dmod, MOD_GATE2), m->dh, a->f2,
+  TSR_TRY(kb->gate_residual_backward(kb, m->dt1, MOD(dmod, MOD_GATE2), m->dh, a->f2,
                                      MOD(a->mod, MOD_GATE2), ms, cu, C, L, D));
-  DIT_TRY(dit_linear_dgelu_bwd(m, bp->fc2, m->dF, m->dt1, a->g, a->f1, L));  // dF = dL/df1
-  DIT_TRY(dit_linear_bwd(m, bp->fc1, m->dt1, 0, m->dF, a->m, L));
-  DIT_TRY(dit_ln_mod_bwd(m, b, m->dh, MOD(dmod, MOD_SHIFT2), MOD(dmod, MOD_SCALE2), m->dt1,
+  TSR_TRY(dit_linear_dgelu_bwd(m, bp->fc2, m->dF, m->dt1, a->g, a->f1, L));  // dF = dL/df1
+  TSR_TRY(dit_linear_bwd(m, bp->fc1, m->dt1, 0, m->dF, a->m, L));
+  TSR_TRY(dit_ln_mod_bwd(m, b, m->dh, MOD(dmod, MOD_SHIFT2), MOD(dmod, MOD_SCALE2), m->dt1,
                          hx, a->mean2, a->rstd2, MOD(a->mod, MOD_SCALE2), ms));
   // cross-attention: hx = hmid + cross(hmid); dh becomes dL/dhmid
-  if (m->cfg.text_dim > 0) DIT_TRY(dit_cross_bwd(m, i, &a->x, a->hmid, b));
+  if (m->cfg.text_dim > 0) TSR_TRY(dit_cross_bwd(m, i, &a->x, a->hmid, b));
   // attention branch: hmid = hin + gate1 * proj; dh becomes dL/dhin.
-  DIT_TRY(kb->gate_residual_backward(kb, m->dt1, MOD(dmod, MOD_GATE1), m->dh, a->proj,
+  TSR_TRY(kb->gate_residual_backward(kb, m->dt1, MOD(dmod, MOD_GATE1), m->dh, a->proj,
                                      MOD(a->mod, MOD_GATE1), ms, cu, C, L, D));
-  DIT_TRY(dit_linear_bwd(m, bp->proj, m->dt2, 0, m->dt1, a->att, L));  // dt2 = dL/datt
-  DIT_TRY(m->attn.backward(m->attn.ctx, kb, b, m->dq, m->dk, m->dv, m->dt2, a->q, a->k, a->v,
+  TSR_TRY(dit_linear_bwd(m, bp->proj, m->dt2, 0, m->dt1, a->att, L));  // dt2 = dL/datt
+  TSR_TRY(m->attn.backward(m->attn.ctx, kb, b, m->dq, m->dk, m->dv, m->dt2, a->q, a->k, a->v,
                            a->att, a->lse, m->H, m->Dh, attn_scale(m)));
   // dt1 = dL/dqlin, dt2 = dL/dklin (dt2, dL/datt, is dead after the attention backward)
-  DIT_TRY(qk_bwd(m, bp, a, b));
+  TSR_TRY(qk_bwd(m, bp, a, b));
   // dt3 = dL/da = dqlin Wq^T + dklin Wk^T + dv Wv^T
-  DIT_TRY(dit_linear_bwd(m, bp->q, m->dt3, 0, m->dt1, a->a, L));
-  DIT_TRY(dit_linear_bwd(m, bp->k, m->dt3, 1, m->dt2, a->a, L));
-  DIT_TRY(dit_linear_bwd(m, bp->v, m->dt3, 1, m->dv, a->a, L));
-  DIT_TRY(dit_ln_mod_bwd(m, b, m->dh, MOD(dmod, MOD_SHIFT1), MOD(dmod, MOD_SCALE1), m->dt3, hin,
+  TSR_TRY(dit_linear_bwd(m, bp->q, m->dt3, 0, m->dt1, a->a, L));
+  TSR_TRY(dit_linear_bwd(m, bp->k, m->dt3, 1, m->dt2, a->a, L));
+  TSR_TRY(dit_linear_bwd(m, bp->v, m->dt3, 1, m->dv, a->a, L));
+  TSR_TRY(dit_ln_mod_bwd(m, b, m->dh, MOD(dmod, MOD_SHIFT1), MOD(dmod, MOD_SCALE1), m->dt3, hin,
                          a->mean1, a->rstd1, MOD(a->mod, MOD_SCALE1), ms));
   // conditioning: dcs += dmod adaln^T (mod_table: the row's gradient, dtp += dmod)
   return mod_bwd(m, bp, C);

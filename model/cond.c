@@ -20,20 +20,20 @@ tsr_status dit_cond_fwd(dit_model *m, const dit_batch *b) {
   const kernels_backend *kb = m->kb;
   int C = b->n_clips, D = m->D;
   size_t CD = (size_t)C * D;
-  DIT_TRY(kb->copy(kb, m->tsc, b->t, sizeof(float) * (size_t)C));
-  DIT_TRY(kb->scale(kb, m->tsc, T_SCALE, (size_t)C));
-  DIT_TRY(kb->timestep_embedding(kb, m->temb, m->tsc, C, m->cfg.freq_dim, MAX_PERIOD));
-  DIT_TRY(dit_linear_fwd(m, m->t_fc1, m->c1, m->temb, C));
-  DIT_TRY(kb->silu_forward(kb, m->s1, m->c1, CD));
-  DIT_TRY(dit_linear_fwd(m, m->t_fc2, m->c, m->s1, C));
+  TSR_TRY(kb->copy(kb, m->tsc, b->t, sizeof(float) * (size_t)C));
+  TSR_TRY(kb->scale(kb, m->tsc, T_SCALE, (size_t)C));
+  TSR_TRY(kb->timestep_embedding(kb, m->temb, m->tsc, C, m->cfg.freq_dim, MAX_PERIOD));
+  TSR_TRY(dit_linear_fwd(m, m->t_fc1, m->c1, m->temb, C));
+  TSR_TRY(kb->silu_forward(kb, m->s1, m->c1, CD));
+  TSR_TRY(dit_linear_fwd(m, m->t_fc2, m->c, m->s1, C));
   const int32_t *labels = dit_labels(m, b);
   if (labels) {
     // y_embed rows land in cs (free until the SiLU below), then c += them.
-    DIT_TRY(kb->embedding_forward(kb, m->cs, dit_p(m, m->y_embed), labels, C,
+    TSR_TRY(kb->embedding_forward(kb, m->cs, dit_p(m, m->y_embed), labels, C,
                                   m->cfg.num_classes + 1, D));
-    DIT_TRY(kb->add_act(kb, m->c, m->c, m->cs, CD));
+    TSR_TRY(kb->add_act(kb, m->c, m->c, m->cs, CD));
   }
-  DIT_TRY(kb->silu_forward(kb, m->cs, m->c, CD));
+  TSR_TRY(kb->silu_forward(kb, m->cs, m->c, CD));
   if (!m->sw.mod_table) return TSR_OK;
   return dit_linear_fwd(m, m->time_proj, m->tp, m->cs, C);
 }
@@ -43,15 +43,15 @@ tsr_status dit_cond_bwd(dit_model *m, const dit_batch *b) {
   int C = b->n_clips, D = m->D;
   size_t CD = (size_t)C * D;
   if (m->sw.mod_table)  // every block's modulation gradient, summed in dtp
-    DIT_TRY(dit_linear_bwd(m, m->time_proj, m->dcs, 0, m->dtp, m->cs, C));
-  DIT_TRY(kb->silu_backward(kb, m->dc, m->dcs, m->c, CD));
-  if (m->sw.head_temb) DIT_TRY(kb->add_act(kb, m->dc, m->dc, m->dchead, CD));  // the head reads c
+    TSR_TRY(dit_linear_bwd(m, m->time_proj, m->dcs, 0, m->dtp, m->cs, C));
+  TSR_TRY(kb->silu_backward(kb, m->dc, m->dcs, m->c, CD));
+  if (m->sw.head_temb) TSR_TRY(kb->add_act(kb, m->dc, m->dc, m->dchead, CD));  // the head reads c
   const int32_t *labels = dit_labels(m, b);
   if (labels)
-    DIT_TRY(kb->embedding_backward(kb, dit_g(m, m->y_embed), m->dc, labels, C,
+    TSR_TRY(kb->embedding_backward(kb, dit_g(m, m->y_embed), m->dc, labels, C,
                                    m->cfg.num_classes + 1, D));
-  DIT_TRY(dit_linear_bwd(m, m->t_fc2, m->dc1, 0, m->dc, m->s1, C));
-  DIT_TRY(kb->silu_backward(kb, m->dc, m->dc1, m->c1, CD));  // dc now holds dL/dc1
+  TSR_TRY(dit_linear_bwd(m, m->t_fc2, m->dc1, 0, m->dc, m->s1, C));
+  TSR_TRY(kb->silu_backward(kb, m->dc, m->dc1, m->c1, CD));  // dc now holds dL/dc1
   return dit_linear_bwd(m, m->t_fc1, NULL, 0, m->dc, m->temb, C);
 }
 
@@ -64,9 +64,9 @@ tsr_status dit_text_fwd(dit_model *m, const dit_batch *b) {
   const kernels_backend *kb = m->kb;
   int Lt = b->cu_text ? b->Lt : 0, D = m->D;
   if (Lt > 0) {
-    DIT_TRY(dit_linear_fwd(m, m->t_text1, m->tx1, b->text, Lt));
-    DIT_TRY(kb->gelu_forward(kb, m->txg, m->tx1, (size_t)Lt * D));
-    DIT_TRY(dit_linear_fwd(m, m->t_text2, m->ctx, m->txg, Lt));
+    TSR_TRY(dit_linear_fwd(m, m->t_text1, m->tx1, b->text, Lt));
+    TSR_TRY(kb->gelu_forward(kb, m->txg, m->tx1, (size_t)Lt * D));
+    TSR_TRY(dit_linear_fwd(m, m->t_text2, m->ctx, m->txg, Lt));
   }
   m->text_Lt = Lt;
   if (!m->sw.null_token) return TSR_OK;
@@ -80,9 +80,9 @@ tsr_status dit_text_bwd(dit_model *m, const dit_batch *b) {
   const kernels_backend *kb = m->kb;
   int Lt = m->text_Lt, D = m->D;
   if (Lt > 0) {
-    DIT_TRY(dit_linear_bwd(m, m->t_text2, m->dtx, 0, m->dctx, m->txg, Lt));  // dtx = dL/dtxg
-    DIT_TRY(kb->gelu_backward(kb, m->dctx, m->dtx, m->tx1, (size_t)Lt * D));  // dL/dtx1
-    DIT_TRY(dit_linear_bwd(m, m->t_text1, NULL, 0, m->dctx, b->text, Lt));
+    TSR_TRY(dit_linear_bwd(m, m->t_text2, m->dtx, 0, m->dctx, m->txg, Lt));  // dtx = dL/dtxg
+    TSR_TRY(kb->gelu_backward(kb, m->dctx, m->dtx, m->tx1, (size_t)Lt * D));  // dL/dtx1
+    TSR_TRY(dit_linear_bwd(m, m->t_text1, NULL, 0, m->dctx, b->text, Lt));
   }
   if (!m->sw.null_token) return TSR_OK;
   return kb->embedding_backward(kb, dit_g(m, m->text_null), m->dnull, m->zero_ids, b->n_clips, 1,

@@ -40,7 +40,7 @@ static int norm_width(const dit_model *m) { return m->sw.qk_norm_full ? m->D : m
 // RMSNorm into out (norm >= 0; rstd (R * H) kept).
 static tsr_status kv_fwd(dit_model *m, dit_linear l, int norm, void *lin, void *out, float *rstd,
                          const void *in, int R) {
-  DIT_TRY(dit_linear_fwd(m, l, lin, in, R));
+  TSR_TRY(dit_linear_fwd(m, l, lin, in, R));
   if (norm < 0 || R == 0) return TSR_OK;
   return m->kb->rmsnorm_forward(m->kb, out, rstd, lin, dit_p(m, norm), norm_rows(m, R),
                                 norm_width(m), m->cfg.rms_eps);
@@ -53,9 +53,9 @@ static tsr_status kv_fwd(dit_model *m, dit_linear l, int norm, void *lin, void *
 static tsr_status affine_rows(dit_model *m, const dit_cross_params *x, int C) {
   const kernels_backend *kb = m->kb;
   int D = m->D;
-  DIT_TRY(kb->fill(kb, m->xw1, -1.0f, (size_t)D));
-  DIT_TRY(kb->add(kb, m->xw1, m->xw1, dit_p(m, x->norm_w), (size_t)D));
-  DIT_TRY(kb->embedding_forward(kb, m->xaff, dit_p(m, x->norm_b), m->zero_ids, C, 1, D));
+  TSR_TRY(kb->fill(kb, m->xw1, -1.0f, (size_t)D));
+  TSR_TRY(kb->add(kb, m->xw1, m->xw1, dit_p(m, x->norm_w), (size_t)D));
+  TSR_TRY(kb->embedding_forward(kb, m->xaff, dit_p(m, x->norm_b), m->zero_ids, C, 1, D));
   return kb->embedding_forward(kb, dit_act(m, m->xaff, (size_t)C * D), m->xw1, m->zero_ids, C,
                                1, D);
 }
@@ -67,7 +67,7 @@ static tsr_status ln_fwd(dit_model *m, const dit_cross_params *x, dit_cross_acts
   int L = b->L, C = b->n_clips, D = m->D;
   if (!m->sw.cross_affine)
     return kb->layernorm_forward(kb, a->ln, a->mean, a->rstd, hin, L, D, m->cfg.ln_eps);
-  DIT_TRY(affine_rows(m, x, C));
+  TSR_TRY(affine_rows(m, x, C));
   return kb->layernorm_modulate_forward(kb, a->ln, a->mean, a->rstd, hin, m->xaff,
                                         dit_act(m, m->xaff, (size_t)C * D), D, b->cu_seqlens, C,
                                         L, D, m->cfg.ln_eps);
@@ -81,14 +81,14 @@ static tsr_status ln_bwd(dit_model *m, const dit_cross_params *x, const dit_cros
   int L = b->L, C = b->n_clips, D = m->D;
   size_t CD = (size_t)C * D;
   if (!m->sw.cross_affine) {
-    DIT_TRY(kb->layernorm_backward(kb, m->dt1, m->dt3, hin, a->mean, a->rstd, L, D));
+    TSR_TRY(kb->layernorm_backward(kb, m->dt1, m->dt3, hin, a->mean, a->rstd, L, D));
     return kb->axpy_act(kb, m->dh, 1.0f, m->dt1, (size_t)L * D);
   }
-  DIT_TRY(affine_rows(m, x, C));
+  TSR_TRY(affine_rows(m, x, C));
   void *dbias = m->dxaff, *dw = dit_act(m, m->dxaff, CD);
-  DIT_TRY(kb->layernorm_modulate_backward(kb, m->dh, dbias, dw, m->dt3, hin, a->mean, a->rstd,
+  TSR_TRY(kb->layernorm_modulate_backward(kb, m->dh, dbias, dw, m->dt3, hin, a->mean, a->rstd,
                                           dit_act(m, m->xaff, CD), D, b->cu_seqlens, C, L, D));
-  DIT_TRY(kb->embedding_backward(kb, dit_g(m, x->norm_b), dbias, m->zero_ids, C, 1, D));
+  TSR_TRY(kb->embedding_backward(kb, dit_g(m, x->norm_b), dbias, m->zero_ids, C, 1, D));
   return kb->embedding_backward(kb, dit_g(m, x->norm_w), dw, m->zero_ids, C, 1, D);
 }
 
@@ -97,23 +97,23 @@ tsr_status dit_cross_fwd(dit_model *m, int i, dit_cross_acts *a, const void *hin
   const kernels_backend *kb = m->kb;
   const dit_cross_params *x = &m->bp[i].x;
   int L = b->L, C = b->n_clips, D = m->D, H = m->H, Dh = m->Dh, Lt = m->text_Lt;
-  DIT_TRY(ln_fwd(m, x, a, hin, b));
-  DIT_TRY(kv_fwd(m, x->q, x->q_norm, a->qlin, a->q, a->qrstd, a->ln, L));
-  DIT_TRY(kv_fwd(m, x->k, x->k_norm, a->klin, a->k, a->krstd, m->ctx, Lt));
-  DIT_TRY(kv_fwd(m, x->v, -1, a->v, NULL, NULL, m->ctx, Lt));
+  TSR_TRY(ln_fwd(m, x, a, hin, b));
+  TSR_TRY(kv_fwd(m, x->q, x->q_norm, a->qlin, a->q, a->qrstd, a->ln, L));
+  TSR_TRY(kv_fwd(m, x->k, x->k_norm, a->klin, a->k, a->krstd, m->ctx, Lt));
+  TSR_TRY(kv_fwd(m, x->v, -1, a->v, NULL, NULL, m->ctx, Lt));
   float s = cross_scale(m);
   int mq, mt, mn;
   cross_bounds(m, b, &mq, &mt, &mn);
-  DIT_TRY(kb->attention_partial_forward(kb, a->att, a->lse, a->q, a->k, a->v, b->cu_seqlens,
+  TSR_TRY(kb->attention_partial_forward(kb, a->att, a->lse, a->q, a->k, a->v, b->cu_seqlens,
                                         dit_cu_text(m, b), C, mq, mt, L, Lt, H, Dh, s));
   if (m->sw.null_token) {
-    DIT_TRY(kv_fwd(m, x->k, x->k_norm, a->nklin, a->nk, a->nkrstd, m->nullctx, C));
-    DIT_TRY(kv_fwd(m, x->v, -1, a->nv, NULL, NULL, m->nullctx, C));
-    DIT_TRY(kb->attention_partial_forward(kb, m->xatt_n, m->xlse_n, a->q, a->nk, a->nv,
+    TSR_TRY(kv_fwd(m, x->k, x->k_norm, a->nklin, a->nk, a->nkrstd, m->nullctx, C));
+    TSR_TRY(kv_fwd(m, x->v, -1, a->nv, NULL, NULL, m->nullctx, C));
+    TSR_TRY(kb->attention_partial_forward(kb, m->xatt_n, m->xlse_n, a->q, a->nk, a->nv,
                                           b->cu_seqlens, m->cu_null, C, mq, mn, L, C, H, Dh, s));
-    DIT_TRY(kb->attention_merge(kb, a->att, a->lse, m->xatt_n, m->xlse_n, L, H, Dh));
+    TSR_TRY(kb->attention_merge(kb, a->att, a->lse, m->xatt_n, m->xlse_n, L, H, Dh));
   }
-  DIT_TRY(dit_linear_fwd(m, x->proj, a->h, a->att, L));
+  TSR_TRY(dit_linear_fwd(m, x->proj, a->h, a->att, L));
   return kb->add_act(kb, a->h, a->h, hin, (size_t)L * D);
 }
 
@@ -131,8 +131,8 @@ static tsr_status null_attn_bwd(dit_model *m, const dit_cross_acts *a, const dit
   const kernels_backend *kb = m->kb;
   int L = b->L, C = b->n_clips;
   size_t CD = (size_t)C * m->D;
-  DIT_TRY(kb->memset_zero(kb, m->dnk, kernels_act_bytes(kb, CD)));
-  DIT_TRY(kb->memset_zero(kb, m->dnv, kernels_act_bytes(kb, CD)));
+  TSR_TRY(kb->memset_zero(kb, m->dnk, kernels_act_bytes(kb, CD)));
+  TSR_TRY(kb->memset_zero(kb, m->dnv, kernels_act_bytes(kb, CD)));
   return kb->attention_partial_backward(kb, m->dq, m->dnk, m->dnv, m->dt1, a->q, a->nk, a->nv,
                                         a->lse, m->xdelta, b->cu_seqlens, m->cu_null, C, mq, mn,
                                         L, C, m->H, m->Dh, cross_scale(m));
@@ -145,31 +145,31 @@ tsr_status dit_cross_bwd(dit_model *m, int i, const dit_cross_acts *a, const voi
   int L = b->L, C = b->n_clips, D = m->D, H = m->H, Dh = m->Dh, Lt = m->text_Lt;
   size_t LD = (size_t)L * D, TD = (size_t)Lt * D;
   // h = hin + proj(att): dL/dhin gets m->dh itself (kept in m->dh) plus the LN path below
-  DIT_TRY(dit_linear_bwd(m, x->proj, m->dt1, 0, m->dh, a->att, L));  // dt1 = dL/datt
-  DIT_TRY(kb->attention_delta(kb, m->xdelta, m->dt1, a->att, L, H, Dh));
-  DIT_TRY(kb->memset_zero(kb, m->dq, kernels_act_bytes(kb, LD)));
-  DIT_TRY(kb->memset_zero(kb, m->dxk, kernels_act_bytes(kb, TD)));
-  DIT_TRY(kb->memset_zero(kb, m->dxv, kernels_act_bytes(kb, TD)));
+  TSR_TRY(dit_linear_bwd(m, x->proj, m->dt1, 0, m->dh, a->att, L));  // dt1 = dL/datt
+  TSR_TRY(kb->attention_delta(kb, m->xdelta, m->dt1, a->att, L, H, Dh));
+  TSR_TRY(kb->memset_zero(kb, m->dq, kernels_act_bytes(kb, LD)));
+  TSR_TRY(kb->memset_zero(kb, m->dxk, kernels_act_bytes(kb, TD)));
+  TSR_TRY(kb->memset_zero(kb, m->dxv, kernels_act_bytes(kb, TD)));
   int mq, mt, mn;
   cross_bounds(m, b, &mq, &mt, &mn);
-  DIT_TRY(kb->attention_partial_backward(kb, m->dq, m->dxk, m->dxv, m->dt1, a->q, a->k, a->v,
+  TSR_TRY(kb->attention_partial_backward(kb, m->dq, m->dxk, m->dxv, m->dt1, a->q, a->k, a->v,
                                          a->lse, m->xdelta, b->cu_seqlens, dit_cu_text(m, b), C,
                                          mq, mt, L, Lt, H, Dh, cross_scale(m)));
-  if (m->sw.null_token) DIT_TRY(null_attn_bwd(m, a, b, mq, mn));
+  if (m->sw.null_token) TSR_TRY(null_attn_bwd(m, a, b, mq, mn));
   // queries: dq -> dqlin -> d(ln) -> dh (accumulated: the residual's second path)
-  DIT_TRY(norm_bwd(m, x->q_norm, m->dt2, m->dq, a->qlin, a->qrstd, L));
-  DIT_TRY(dit_linear_bwd(m, x->q, m->dt3, 0, m->dt2, a->ln, L));
-  DIT_TRY(ln_bwd(m, x, a, hin, b));
+  TSR_TRY(norm_bwd(m, x->q_norm, m->dt2, m->dq, a->qlin, a->qrstd, L));
+  TSR_TRY(dit_linear_bwd(m, x->q, m->dt3, 0, m->dt2, a->ln, L));
+  TSR_TRY(ln_bwd(m, x, a, hin, b));
   // caption keys and values -> the context's gradient (every block adds to it)
   if (Lt > 0) {
-    DIT_TRY(norm_bwd(m, x->k_norm, m->dtx, m->dxk, a->klin, a->krstd, Lt));
-    DIT_TRY(dit_linear_bwd(m, x->k, m->dctx, 1, m->dtx, m->ctx, Lt));
-    DIT_TRY(dit_linear_bwd(m, x->v, m->dctx, 1, m->dxv, m->ctx, Lt));
+    TSR_TRY(norm_bwd(m, x->k_norm, m->dtx, m->dxk, a->klin, a->krstd, Lt));
+    TSR_TRY(dit_linear_bwd(m, x->k, m->dctx, 1, m->dtx, m->ctx, Lt));
+    TSR_TRY(dit_linear_bwd(m, x->v, m->dctx, 1, m->dxv, m->ctx, Lt));
   }
   if (!m->sw.null_token) return TSR_OK;
   // the null token's key and value -> its gradient (after the caption's: the order in which
   // the k/v parameter gradients accumulate)
-  DIT_TRY(norm_bwd(m, x->k_norm, m->dtx, m->dnk, a->nklin, a->nkrstd, C));  // dtx: >= C rows
-  DIT_TRY(dit_linear_bwd(m, x->k, m->dnull, 1, m->dtx, m->nullctx, C));
+  TSR_TRY(norm_bwd(m, x->k_norm, m->dtx, m->dnk, a->nklin, a->nkrstd, C));  // dtx: >= C rows
+  TSR_TRY(dit_linear_bwd(m, x->k, m->dnull, 1, m->dtx, m->nullctx, C));
   return dit_linear_bwd(m, x->v, m->dnull, 1, m->dnv, m->nullctx, C);
 }

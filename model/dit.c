@@ -41,10 +41,10 @@ static void *h_at(dit_model *m, int i) { return dit_act(m, m->h, (size_t)i * m->
 
 tsr_status dit_forward(dit_model *m, const dit_batch *b, void *pred, double *loss) {
   if (loss) *loss = 0;
-  DIT_TRY(dit_forward_dev(m, b, pred, NULL));
+  TSR_TRY(dit_forward_dev(m, b, pred, NULL));
   if (b->target && loss) {
     float l;
-    DIT_TRY(m->kb->to_host(m->kb, &l, m->loss, sizeof l));
+    TSR_TRY(m->kb->to_host(m->kb, &l, m->loss, sizeof l));
     *loss = l;
   }
   return TSR_OK;
@@ -120,7 +120,7 @@ static tsr_status run_phase(dit_model *m, int phase, const phase_args *a) {
   if (action == KGRAPH_EAGER) return body(m, a);
   int stale = 0;
   if (action == KGRAPH_REPLAY) {
-    DIT_TRY(kb->graph_launch(kb, g, &stale));
+    TSR_TRY(kb->graph_launch(kb, g, &stale));
     if (!stale) return TSR_OK;
     kgraph_cache_clear(m->graphs);  // the backend's scratch moved: every graph is stale
     return body(m, a);
@@ -145,15 +145,15 @@ static tsr_status run_phase(dit_model *m, int phase, const phase_args *a) {
 }
 
 tsr_status dit_forward_dev(dit_model *m, const dit_batch *b, void *pred, float *loss_dev) {
-  DIT_TRY(check_batch(m, b, "dit_forward"));
+  TSR_TRY(check_batch(m, b, "dit_forward"));
   m->have_fwd = 0;
   phase_args a = {b};
-  DIT_TRY(run_phase(m, PHASE_FORWARD, &a));
+  TSR_TRY(run_phase(m, PHASE_FORWARD, &a));
   // the outputs' copies stay outside the phase, so that its graph does not depend on where
   // they go (the trainer gives each wave its own loss slot)
   const kernels_backend *kb = m->kb;
-  if (pred) DIT_TRY(kb->copy(kb, pred, m->pred, kernels_act_bytes(kb, (size_t)b->L * m->P)));
-  if (b->target && loss_dev) DIT_TRY(kb->copy(kb, loss_dev, m->loss, sizeof(float)));
+  if (pred) TSR_TRY(kb->copy(kb, pred, m->pred, kernels_act_bytes(kb, (size_t)b->L * m->P)));
+  if (b->target && loss_dev) TSR_TRY(kb->copy(kb, loss_dev, m->loss, sizeof(float)));
   m->text_Lt = m->cfg.text_dim > 0 && b->cu_text ? b->Lt : 0;  // as dit_text_fwd sets it
   m->fwd_L = b->L, m->fwd_C = b->n_clips, m->have_fwd = 1;
   return TSR_OK;
@@ -163,18 +163,18 @@ static tsr_status forward_phase(dit_model *m, const phase_args *pa) {
   const kernels_backend *kb = m->kb;
   const dit_batch *b = pa->b;
   // buckets (dit_get_bucket): the embeddings depth + 1, block i depth - i, the final layer 0
-  DIT_TRY(dit_need_weights(m, m->cfg.depth + 1));
-  DIT_TRY(dit_cond_fwd(m, b));
-  DIT_TRY(dit_text_fwd(m, b));
-  DIT_TRY(dit_linear_fwd(m, m->x_embed, h_at(m, 0), b->x, b->L));
+  TSR_TRY(dit_need_weights(m, m->cfg.depth + 1));
+  TSR_TRY(dit_cond_fwd(m, b));
+  TSR_TRY(dit_text_fwd(m, b));
+  TSR_TRY(dit_linear_fwd(m, m->x_embed, h_at(m, 0), b->x, b->L));
   for (int i = 0; i < m->cfg.depth; i++) {
-    DIT_TRY(dit_need_weights(m, m->cfg.depth - i));
-    DIT_TRY(dit_block_fwd(m, i, acts_of(m, i), h_at(m, i), h_at(m, i + 1), b));
+    TSR_TRY(dit_need_weights(m, m->cfg.depth - i));
+    TSR_TRY(dit_block_fwd(m, i, acts_of(m, i), h_at(m, i), h_at(m, i + 1), b));
   }
-  DIT_TRY(dit_need_weights(m, 0));
-  DIT_TRY(dit_final_fwd(m, h_at(m, m->cfg.depth), b));
+  TSR_TRY(dit_need_weights(m, 0));
+  TSR_TRY(dit_final_fwd(m, h_at(m, m->cfg.depth), b));
   if (b->target)
-    DIT_TRY(kb->mse_forward(kb, m->loss, m->sse, m->pred, b->target, b->loss_weight,
+    TSR_TRY(kb->mse_forward(kb, m->loss, m->sse, m->pred, b->target, b->loss_weight,
                             b->cu_seqlens, b->n_clips, b->L, m->P));
   return TSR_OK;
 }
@@ -184,12 +184,12 @@ static void bucket_ready(dit_model *m, int i) {
 }
 
 tsr_status dit_backward(dit_model *m, const dit_batch *b) {
-  DIT_TRY(check_batch(m, b, "dit_backward"));
+  TSR_TRY(check_batch(m, b, "dit_backward"));
   if (!m->have_fwd || m->fwd_L != b->L || m->fwd_C != b->n_clips)
     return err_set(TSR_EINVAL, "dit_backward: no dit_forward of this batch before it");
   if (!b->target) return err_set(TSR_EINVAL, "dit_backward: the batch has no target");
   phase_args a = {b};
-  DIT_TRY(run_phase(m, PHASE_BACKWARD, &a));
+  TSR_TRY(run_phase(m, PHASE_BACKWARD, &a));
   m->have_fwd = 0;  // the scratch activations of the last block are now stale
   return TSR_OK;
 }
@@ -197,31 +197,31 @@ tsr_status dit_backward(dit_model *m, const dit_batch *b) {
 static tsr_status backward_phase(dit_model *m, const phase_args *pa) {
   const kernels_backend *kb = m->kb;
   const dit_batch *b = pa->b;
-  DIT_TRY(kb->mse_backward(kb, m->dpred, m->pred, b->target, b->loss_weight, b->cu_seqlens,
+  TSR_TRY(kb->mse_backward(kb, m->dpred, m->pred, b->target, b->loss_weight, b->cu_seqlens,
                            b->n_clips, b->L, m->P));
-  DIT_TRY(dit_need_weights(m, 0));
-  DIT_TRY(dit_final_bwd(m, h_at(m, m->cfg.depth), b));
+  TSR_TRY(dit_need_weights(m, 0));
+  TSR_TRY(dit_final_bwd(m, h_at(m, m->cfg.depth), b));
   bucket_ready(m, 0);
   if (m->sw.mod_table)  // the blocks' modulation gradients, summed
-    DIT_TRY(kb->memset_zero(kb, m->dtp, kernels_act_bytes(kb, (size_t)b->n_clips * 6 * m->D)));
+    TSR_TRY(kb->memset_zero(kb, m->dtp, kernels_act_bytes(kb, (size_t)b->n_clips * 6 * m->D)));
   if (m->cfg.text_dim > 0) {  // the caption context's gradients, summed over the blocks
-    DIT_TRY(kb->memset_zero(kb, m->dctx, kernels_act_bytes(kb, (size_t)m->text_Lt * m->D)));
+    TSR_TRY(kb->memset_zero(kb, m->dctx, kernels_act_bytes(kb, (size_t)m->text_Lt * m->D)));
     if (m->sw.null_token)
-      DIT_TRY(kb->memset_zero(kb, m->dnull, kernels_act_bytes(kb, (size_t)b->n_clips * m->D)));
+      TSR_TRY(kb->memset_zero(kb, m->dnull, kernels_act_bytes(kb, (size_t)b->n_clips * m->D)));
   }
   for (int i = m->cfg.depth - 1; i >= 0; i--) {
-    DIT_TRY(dit_need_weights(m, m->cfg.depth - i));
+    TSR_TRY(dit_need_weights(m, m->cfg.depth - i));
     if (m->cfg.recompute == DIT_RECOMPUTE_BLOCK)  // rewrites h[i + 1] with the same bits
-      DIT_TRY(dit_block_fwd(m, i, acts_of(m, i), h_at(m, i), h_at(m, i + 1), b));
+      TSR_TRY(dit_block_fwd(m, i, acts_of(m, i), h_at(m, i), h_at(m, i + 1), b));
     else if (m->cfg.recompute == DIT_RECOMPUTE_CHEAP)  // the token-local layers, same bits
-      DIT_TRY(dit_block_recompute_cheap(m, i, acts_of(m, i), h_at(m, i), b));
-    DIT_TRY(dit_block_bwd(m, i, acts_of(m, i), h_at(m, i), b));
+      TSR_TRY(dit_block_recompute_cheap(m, i, acts_of(m, i), h_at(m, i), b));
+    TSR_TRY(dit_block_bwd(m, i, acts_of(m, i), h_at(m, i), b));
     bucket_ready(m, m->cfg.depth - i);
   }
-  DIT_TRY(dit_need_weights(m, m->cfg.depth + 1));
-  DIT_TRY(dit_linear_bwd(m, m->x_embed, m->dx, 0, m->dh, b->x, b->L));
-  DIT_TRY(dit_cond_bwd(m, b));
-  DIT_TRY(dit_text_bwd(m, b));
+  TSR_TRY(dit_need_weights(m, m->cfg.depth + 1));
+  TSR_TRY(dit_linear_bwd(m, m->x_embed, m->dx, 0, m->dh, b->x, b->L));
+  TSR_TRY(dit_cond_bwd(m, b));
+  TSR_TRY(dit_text_bwd(m, b));
   bucket_ready(m, m->cfg.depth + 1);
   return TSR_OK;
 }

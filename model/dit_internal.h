@@ -335,10 +335,4 @@ tsr_status dit_buckets_init(dit_model *m);
 tsr_status dit_model_shell(dit_model *m, const dit_config *c, int max_tokens, int max_clips);
 void dit_model_shell_free(dit_model *m);
 
-#define DIT_TRY(call)                   \
-  do {                                  \
-    tsr_status dit_st_ = (call);        \
-    if (dit_st_ != TSR_OK) return dit_st_; \
-  } while (0)
-
 #endif

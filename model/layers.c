@@ -9,8 +9,8 @@
 tsr_status dit_linear_fwd(dit_model *m, dit_linear l, void *out, const void *inp, int M) {
   const dit_tensor *w = &m->table[l.w];
   const void *wt;
-  DIT_TRY(dit_lora_weight(m, l, M, &wt));
-  DIT_TRY(m->kb->linear_forward(m->kb, out, inp, wt, dit_p(m, l.w + 1), M, (int)w->shape[0],
+  TSR_TRY(dit_lora_weight(m, l, M, &wt));
+  TSR_TRY(m->kb->linear_forward(m->kb, out, inp, wt, dit_p(m, l.w + 1), M, (int)w->shape[0],
                                 (int)w->shape[1]));
   return dit_lora_fwd(m, l, out, inp, M);
 }
@@ -21,15 +21,15 @@ tsr_status dit_linear_bwd(dit_model *m, dit_linear l, void *dinp, int accumulate
   const dit_tensor *w = &m->table[l.w];
   int K = (int)w->shape[0], N = (int)w->shape[1];
   const void *wt = dit_w(m, l.w);
-  if (dinp) DIT_TRY(dit_lora_weight(m, l, M, &wt));
+  if (dinp) TSR_TRY(dit_lora_weight(m, l, M, &wt));
   if (!accumulate || !dinp) {
-    DIT_TRY(kb->linear_backward(kb, dinp, dit_g(m, l.w), dit_g(m, l.w + 1), dout, inp, wt, M, K,
+    TSR_TRY(kb->linear_backward(kb, dinp, dit_g(m, l.w), dit_g(m, l.w + 1), dout, inp, wt, M, K,
                                 N));
   } else {
-    DIT_TRY(kb->linear_backward(kb, NULL, dit_g(m, l.w), dit_g(m, l.w + 1), dout, inp, NULL, M, K,
+    TSR_TRY(kb->linear_backward(kb, NULL, dit_g(m, l.w), dit_g(m, l.w + 1), dout, inp, NULL, M, K,
                                 N));
     // dinp += dout (M, N) * W^T (N, K)
-    DIT_TRY(kb->gemm(kb, 0, 1, M, K, N, 1.0f, dout, wt, 1.0f, dinp));
+    TSR_TRY(kb->gemm(kb, 0, 1, M, K, N, 1.0f, dout, wt, 1.0f, dinp));
   }
   return dit_lora_bwd(m, l, dinp, dout, inp, M);
 }
@@ -38,12 +38,12 @@ tsr_status dit_linear_gelu_fwd(dit_model *m, dit_linear l, void *out, void *pre,
                                int M) {
   const dit_tensor *w = &m->table[l.w];
   if (dit_lora_has(m, l) && !dit_lora_merged(m, l, M)) {  // the adapter adds to pre before
-    DIT_TRY(dit_linear_fwd(m, l, pre, inp, M));           // the GELU: no fused epilogue
+    TSR_TRY(dit_linear_fwd(m, l, pre, inp, M));           // the GELU: no fused epilogue
     return m->kb->gelu_forward(m->kb, out, pre, (size_t)M * (size_t)w->shape[1]);
   }
   const void *wt;
-  DIT_TRY(dit_lora_weight(m, l, M, &wt));
-  DIT_TRY(m->kb->linear_gelu_forward(m->kb, out, pre, inp, wt, dit_p(m, l.w + 1), M,
+  TSR_TRY(dit_lora_weight(m, l, M, &wt));
+  TSR_TRY(m->kb->linear_gelu_forward(m->kb, out, pre, inp, wt, dit_p(m, l.w + 1), M,
                                      (int)w->shape[0], (int)w->shape[1]));
   return dit_lora_fwd(m, l, pre, inp, M);  // merged: only the u its gradients need
 }
@@ -52,8 +52,8 @@ tsr_status dit_linear_dgelu_bwd(dit_model *m, dit_linear l, void *dpre, const vo
                                 const void *inp, const void *pre, int M) {
   const dit_tensor *w = &m->table[l.w];
   const void *wt;
-  DIT_TRY(dit_lora_weight(m, l, M, &wt));
-  DIT_TRY(m->kb->linear_backward_dgelu(m->kb, dpre, dit_g(m, l.w), dit_g(m, l.w + 1), dout, inp,
+  TSR_TRY(dit_lora_weight(m, l, M, &wt));
+  TSR_TRY(m->kb->linear_backward_dgelu(m->kb, dpre, dit_g(m, l.w), dit_g(m, l.w + 1), dout, inp,
                                        wt, pre, M, (int)w->shape[0], (int)w->shape[1]));
   return dit_lora_bwd_dgelu(m, l, dpre, dout, inp, pre, M);
 }

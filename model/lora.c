@@ -439,8 +439,8 @@ tsr_status dit_lora_weight(dit_model *m, dit_linear l, int M, const void **w) {
   const struct dit_lora *lo = m->lora;
   // weff (in, out) = W + scale A^T (in, r) B^T (r, out), as dit_lora_merge folds it (fp32:
   // the working copies are the masters)
-  DIT_TRY(kb->copy(kb, lo->weff, *w, sizeof(float) * (size_t)a->in * (size_t)a->out));
-  DIT_TRY(kb->gemm(kb, 1, 1, a->in, a->out, lo->cfg.rank, lo->scale, lo->params + a->a_off,
+  TSR_TRY(kb->copy(kb, lo->weff, *w, sizeof(float) * (size_t)a->in * (size_t)a->out));
+  TSR_TRY(kb->gemm(kb, 1, 1, a->in, a->out, lo->cfg.rank, lo->scale, lo->params + a->a_off,
                    lo->params + a->b_off, 1.0f, lo->weff));
   *w = lo->weff;
   return TSR_OK;
@@ -457,7 +457,7 @@ tsr_status dit_lora_fwd(dit_model *m, dit_linear l, void *out, const void *inp, 
   if (lo->frozen && merged(m, a, M)) return TSR_OK;  // out has it, and no backward needs u
   if (!(g->fresh[k] & bit) || g->inp[k] != inp || g->M[k] != M) {
     // u (M, n r) = scale inp (M, in) A_all^T: every member's product in one GEMM
-    DIT_TRY(kb->gemm(kb, 0, 1, M, w, g->in, lo->scale, inp, w_of(m, g->a_off), 0.0f, g->u[k]));
+    TSR_TRY(kb->gemm(kb, 0, 1, M, w, g->in, lo->scale, inp, w_of(m, g->a_off), 0.0f, g->u[k]));
     g->fresh[k] = (1u << g->n) - 1, g->inp[k] = inp, g->M[k] = M;
   }
   g->fresh[k] &= ~bit;
@@ -489,10 +489,10 @@ static tsr_status param_grads(dit_model *m, const lora_adapter *a, void *dinp, c
     return err_set(TSR_EINVAL, "lora: the backward of %s ran on another input than the other "
                    "adapters of its group (%d rows, %d before)", lo->table[2 * (a - lo->ad)].name,
                    M, g->bM);
-  DIT_TRY(kb->gemm_strided(kb, 0, 0, M, r, a->out, lo->scale, dout, a->out, w_of(m, a->b_off), r,
+  TSR_TRY(kb->gemm_strided(kb, 0, 0, M, r, a->out, lo->scale, dout, a->out, w_of(m, a->b_off), r,
                            0.0f, cols_of(m, a, lo->du), w, kb->act_dtype));
   // dB (out, r) += dout^T u (u holds the scale), accumulated in fp32 whatever the act dtype
-  DIT_TRY(kb->gemm_strided(kb, 1, 0, a->out, r, M, 1.0f, dout, a->out, cols_of(m, a, u), w, 1.0f,
+  TSR_TRY(kb->gemm_strided(kb, 1, 0, a->out, r, M, 1.0f, dout, a->out, cols_of(m, a, u), w, 1.0f,
                            lo->grads + a->b_off, r, KERNELS_F32));
   g->pending |= bit, g->dinp = dinp, g->binp = inp, g->bM = M;
   if (g->pending != (1u << g->n) - 1) return TSR_OK;
@@ -516,7 +516,7 @@ tsr_status dit_lora_bwd(dit_model *m, dit_linear l, void *dinp, const void *dout
   const lora_adapter *a = adapter_of(m, l);
   if (!a || M == 0) return TSR_OK;
   int flush;
-  DIT_TRY(param_grads(m, a, dinp, dout, inp, M, &flush));
+  TSR_TRY(param_grads(m, a, dinp, dout, inp, M, &flush));
   if (!flush || !dinp || merged(m, a, M)) return TSR_OK;  // merged: the base's dinp has it
   return group_dinp(m, a, dinp, 1.0f, M);  // dinp += du A_all
 }
@@ -528,12 +528,12 @@ tsr_status dit_lora_bwd_dgelu(dit_model *m, dit_linear l, void *dpre, const void
   const kernels_backend *kb = m->kb;
   const struct dit_lora *lo = m->lora;
   int flush;
-  DIT_TRY(param_grads(m, a, dpre, dout, inp, M, &flush));
+  TSR_TRY(param_grads(m, a, dpre, dout, inp, M, &flush));
   if (!flush || !dpre || merged(m, a, M)) return TSR_OK;  // merged: the base's dpre has it
   size_t n = (size_t)M * (size_t)lo->g[a->group].in;
   // dpre += GELU'(pre) (du A): the fused base entry already applied GELU' to its own part
-  DIT_TRY(group_dinp(m, a, lo->tmp, 0.0f, M));
-  DIT_TRY(kb->gelu_backward(kb, lo->tmp2, lo->tmp, pre, n));
+  TSR_TRY(group_dinp(m, a, lo->tmp, 0.0f, M));
+  TSR_TRY(kb->gelu_backward(kb, lo->tmp2, lo->tmp, pre, n));
   return kb->add_act(kb, dpre, dpre, lo->tmp2, n);
 }
 
@@ -547,7 +547,7 @@ tsr_status dit_lora_merge(dit_model *m) {
   for (int i = 0; i < lo->n; i++) {
     const lora_adapter *a = &lo->ad[i];
     // W (in, out) += scale A^T (in, r) B^T (r, out)
-    DIT_TRY(kb->gemm(kb, 1, 1, a->in, a->out, lo->cfg.rank, lo->scale, lo->params + a->a_off,
+    TSR_TRY(kb->gemm(kb, 1, 1, a->in, a->out, lo->cfg.rank, lo->scale, lo->params + a->a_off,
                      lo->params + a->b_off, 1.0f, dit_p(m, a->base_w)));
   }
   dit_lora_free(m);

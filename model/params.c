@@ -333,7 +333,7 @@ tsr_status dit_table_make(const dit_config *c, dit_table *out) {
   train_config tdef;
   dit_config unused;
   config_defaults(&unused, &tdef);
-  DIT_TRY(config_validate(c, &tdef));
+  TSR_TRY(config_validate(c, &tdef));
   dit_model m = {0};
   tsr_status st = model_tables(&m, c, 1, 1);
   if (!st) *out = (dit_table){m.n_tensors, m.table, m.n_params, m.names};
@@ -361,7 +361,7 @@ static tsr_status create(dit_model **out, const dit_config *c, const kernels_bac
   train_config tdef;
   dit_config unused;
   config_defaults(&unused, &tdef);
-  DIT_TRY(config_validate(c, &tdef));
+  TSR_TRY(config_validate(c, &tdef));
   dit_model *m = calloc(1, sizeof *m);
   if (!m) return err_set(TSR_ENOMEM, "dit_create: no memory");
   m->kb = kb;
@@ -474,12 +474,12 @@ tsr_status dit_put_tensor(dit_model *m, int i, const float *host) {
     return err_set(TSR_EINVAL, "dit_put_tensor: the model holds no weights of its own (sharded)");
   float *p = dit_p(m, i);
   if (p) {  // the masters, then the working copy from them
-    DIT_TRY(kb->to_device(kb, p, host, bytes));
+    TSR_TRY(kb->to_device(kb, p, host, bytes));
     return m->wact == m->params ? TSR_OK
                                 : kb->cast(kb, dit_w(m, i), kb->act_dtype, p, KERNELS_F32, t->numel);
   }
   float *s = NULL;  // no masters: the working copy through a scratch on the backend
-  DIT_TRY(kb->alloc(kb, (void **)&s, bytes ? bytes : sizeof(float)));
+  TSR_TRY(kb->alloc(kb, (void **)&s, bytes ? bytes : sizeof(float)));
   tsr_status st = kb->to_device(kb, s, host, bytes);
   if (!st) st = kb->cast(kb, dit_w(m, i), kb->act_dtype, s, KERNELS_F32, t->numel);
   if (!st) st = kb->sync(kb);  // the cast has read the scratch before it is freed
@@ -493,9 +493,9 @@ tsr_status dit_copy_weights(dit_model *dst, const dit_model *src) {
     return err_set(TSR_EINVAL, "dit_copy_weights: the models differ in config, kind or backend");
   const kernels_backend *kb = dst->kb;
   size_t nf = src->p_off ? src->n_fp32 : src->n_params;
-  DIT_TRY(kb->copy(kb, dst->params, src->params, nf * sizeof(float)));
+  TSR_TRY(kb->copy(kb, dst->params, src->params, nf * sizeof(float)));
   if (src->wact != src->params)
-    DIT_TRY(kb->copy(kb, dst->wact, src->wact, kernels_act_bytes(kb, src->n_params)));
+    TSR_TRY(kb->copy(kb, dst->wact, src->wact, kernels_act_bytes(kb, src->n_params)));
   if (src->wsums) dit_set_weight_sums(dst, src->wsums, src->wsum_all);
   return TSR_OK;
 }

@@ -10,12 +10,6 @@
 #include "core/bf16.h"
 #include "core/num.h"
 
-#define TRY_LF(call)                 \
-  do {                               \
-    tsr_status lf_st_ = (call);      \
-    if (lf_st_) return lf_st_;       \
-  } while (0)
-
 float latent_value(const void *p, store_dtype dtype, size_t i) {
   if (dtype == STORE_DTYPE_BF16) {
     uint16_t h;
@@ -247,7 +241,7 @@ static tsr_status open_musubi(latent_file *lf, const char *path, const st_tensor
     return err_set(TSR_ENOMEM, "latent file %s: no memory", path);
   musubi_transpose(t->data, lf->owned, lf->C, lf->T, lf->H, lf->W, es);
   lf->latents = lf->owned;
-  TRY_LF(check_values(lf, path));
+  TSR_TRY(check_values(lf, path));
   char te[4200];
   musubi_te_path(path, te, sizeof te);
   if (access(te, F_OK)) return check_text_tensor(lf, path, NULL, NULL);  // no caption

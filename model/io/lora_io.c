@@ -14,13 +14,7 @@
 #include "model/io/dit_io.h"
 #include "model/io/lora_layout.h"
 
-#define PREFIX "transformer."
-
-#define TRY(call)                        \
-  do {                                   \
-    tsr_status lio_st_ = (call);         \
-    if (lio_st_ != TSR_OK) return lio_st_; \
-  } while (0)  // diffusers' component prefix of a pipeline's LoRA file
+#define PREFIX "transformer."  // diffusers' component prefix of a pipeline's LoRA file
 
 // diffusers' lora_adapter_metadata: the LoraConfig fields under the component's prefix,
 // targets as a list. Caller frees.
@@ -53,15 +47,15 @@ static tsr_status add_meta(st_writer *w, dit_model *m, const lora_config *lc,
                            lora_layout layout) {
   char num[32], hash[24];
   if (base_weights) snprintf(hash, sizeof hash, "%016llx", (unsigned long long)*base_weights);
-  else TRY(base_weights_hash(m, hash));
-  TRY(st_writer_meta(w, "tessera.base_weights", hash));
+  else TSR_TRY(base_weights_hash(m, hash));
+  TSR_TRY(st_writer_meta(w, "tessera.base_weights", hash));
   snprintf(num, sizeof num, "%d", lc->rank);
-  TRY(st_writer_meta(w, "tessera.lora.rank", num));
+  TSR_TRY(st_writer_meta(w, "tessera.lora.rank", num));
   snprintf(num, sizeof num, "%.9g", lc->alpha);
-  TRY(st_writer_meta(w, "tessera.lora.alpha", num));
-  TRY(st_writer_meta(w, "tessera.lora.targets", lc->targets));
-  TRY(st_writer_meta(w, "tessera.base_model", base_model ? base_model : ""));
-  TRY(st_writer_meta(w, "format", "pt"));  // what diffusers' own files say
+  TSR_TRY(st_writer_meta(w, "tessera.lora.alpha", num));
+  TSR_TRY(st_writer_meta(w, "tessera.lora.targets", lc->targets));
+  TSR_TRY(st_writer_meta(w, "tessera.base_model", base_model ? base_model : ""));
+  TSR_TRY(st_writer_meta(w, "format", "pt"));  // what diffusers' own files say
   dit_config unused;
   train_config tc;  // the base's model section is what identifies it; train keys at defaults
   config_defaults(&unused, &tc);
@@ -88,12 +82,12 @@ static tsr_status write_layout(const dit_model *m, st_writer *w, lora_layout lay
   for (int i = 0; i < dit_lora_num_tensors(m); i++) {
     const dit_tensor *t = dit_lora_tensor_info(m, i);
     lora_part part;
-    TRY(lora_layout_split_tensor(t->name, module, sizeof module, &part));
-    TRY(lora_layout_key(layout, module, part, key, sizeof key));
-    TRY(st_writer_add(w, key, ST_F32, t->ndim, t->shape, host + t->offset));
+    TSR_TRY(lora_layout_split_tensor(t->name, module, sizeof module, &part));
+    TSR_TRY(lora_layout_key(layout, module, part, key, sizeof key));
+    TSR_TRY(st_writer_add(w, key, ST_F32, t->ndim, t->shape, host + t->offset));
     if (part != LORA_PART_DOWN) continue;
-    TRY(lora_layout_key(layout, module, LORA_PART_ALPHA, key, sizeof key));
-    TRY(st_writer_add(w, key, ST_F32, 0, NULL, alpha));
+    TSR_TRY(lora_layout_key(layout, module, LORA_PART_ALPHA, key, sizeof key));
+    TSR_TRY(st_writer_add(w, key, ST_F32, 0, NULL, alpha));
   }
   return TSR_OK;
 }
@@ -186,10 +180,10 @@ static tsr_status derive_config(const st_reader *r, lora_layout l, lora_config *
   for (int i = 0; i < st_count(r); i++) {
     const st_tensor *t = st_at(r, i);
     lora_part part;
-    TRY(lora_layout_parse_key(l, t->name, module, sizeof module, &part));
+    TSR_TRY(lora_layout_parse_key(l, t->name, module, sizeof module, &part));
     if (part == LORA_PART_ALPHA) {
       float a;
-      TRY(scalar_of(r, t, &a));
+      TSR_TRY(scalar_of(r, t, &a));
       if (have_alpha && a != lc->alpha)
         return err_set(TSR_EFORMAT, "%s: alpha %g at '%s' but %g before: tessera's adapters "
                        "share one alpha", st_path(r), a, t->name, lc->alpha);
@@ -231,7 +225,7 @@ static tsr_status config_of(const st_reader *r, lora_layout l, lora_config *lc) 
     return check_config(r, lc, alpha);
   }
   if (l != LORA_LAYOUT_DIFFUSERS) {
-    TRY(derive_config(r, l, lc));
+    TSR_TRY(derive_config(r, l, lc));
     return check_config(r, lc, NULL);
   }
   json_t *o = dm ? json_loads(dm, 0, NULL) : NULL;
@@ -260,7 +254,7 @@ static tsr_status config_of(const st_reader *r, lora_layout l, lora_config *lc) 
 
 tsr_status lora_read_config(const char *path, lora_config *lc, char *base, size_t cap) {
   st_reader *r;
-  TRY(st_open(&r, path));
+  TSR_TRY(st_open(&r, path));
   tsr_status st = config_of(r, lora_layout_of(r), lc);
   const char *b = st_meta(r, "tessera.base_model");
   if (base && cap) snprintf(base, cap, "%s", b ? b : "");
@@ -274,7 +268,7 @@ static tsr_status same_base(dit_model *m, const st_reader *r) {
   const char *want = st_meta(r, "tessera.base_weights");
   char got[24];
   if (!want) return TSR_OK;
-  TRY(base_weights_hash(m, got));
+  TSR_TRY(base_weights_hash(m, got));
   if (strcmp(want, got))
     return err_set(TSR_EMISMATCH, "%s: the adapters were trained on base weights %s (%s), the "
                    "model's are %s", st_path(r), want,
@@ -305,7 +299,7 @@ static tsr_status no_strangers(const dit_model *m, const st_reader *r, lora_layo
       return err_set(TSR_EMISMATCH, "%s: tensor '%s' is no adapter of the model's targets",
                      st_path(r), t->name);
     if (part != LORA_PART_ALPHA) continue;
-    TRY(scalar_of(r, t, &a));
+    TSR_TRY(scalar_of(r, t, &a));
     if (a != dit_lora_get_config(m)->alpha)
       return err_set(TSR_EMISMATCH, "%s: '%s' is %g, the adapters' alpha %g", st_path(r),
                      t->name, a, dit_lora_get_config(m)->alpha);
@@ -338,15 +332,15 @@ static tsr_status read_layout(const dit_model *m, const st_reader *r, lora_layou
   for (int i = 0; i < dit_lora_num_tensors(m); i++) {
     const dit_tensor *t = dit_lora_tensor_info(m, i);
     lora_part part;
-    TRY(lora_layout_split_tensor(t->name, module, sizeof module, &part));
-    TRY(lora_layout_key(l, module, part, key, sizeof key));
-    TRY(read_tensor(r, key, t, host + t->offset));
+    TSR_TRY(lora_layout_split_tensor(t->name, module, sizeof module, &part));
+    TSR_TRY(lora_layout_key(l, module, part, key, sizeof key));
+    TSR_TRY(read_tensor(r, key, t, host + t->offset));
   }
   return TSR_OK;
 }
 
 static tsr_status read_adapters(dit_model *m, const st_reader *r, lora_layout l) {
-  TRY(no_strangers(m, r, l));
+  TSR_TRY(no_strangers(m, r, l));
   size_t n = dit_lora_num_params(m);
   float *host = calloc(n ? n : 1, sizeof(float));
   if (!host) return err_set(TSR_ENOMEM, "%s: no memory", st_path(r));
@@ -361,7 +355,7 @@ static tsr_status read_adapters(dit_model *m, const st_reader *r, lora_layout l)
 
 tsr_status lora_load(dit_model *m, const char *path) {
   st_reader *r;
-  TRY(st_open(&r, path));
+  TSR_TRY(st_open(&r, path));
   tsr_status st = st_verify(r, 0);
   if (!st) st = same_base(m, r);
   lora_config lc;
@@ -380,16 +374,16 @@ static tsr_status convert_meta(st_writer *w, const st_reader *src, const lora_co
   static const char *const KEEP[] = {"tessera.base_weights", "tessera.base_model",
                                      "tessera.base_config"};
   for (int i = 0; i < 3; i++)
-    if (st_meta(src, KEEP[i])) TRY(st_writer_meta(w, KEEP[i], st_meta(src, KEEP[i])));
+    if (st_meta(src, KEEP[i])) TSR_TRY(st_writer_meta(w, KEEP[i], st_meta(src, KEEP[i])));
   char num[32];
   snprintf(num, sizeof num, "%d", lc->rank);
-  TRY(st_writer_meta(w, "tessera.lora.rank", num));
-  if (l == LORA_LAYOUT_KOHYA) TRY(st_writer_meta(w, "ss_network_dim", num));
+  TSR_TRY(st_writer_meta(w, "tessera.lora.rank", num));
+  if (l == LORA_LAYOUT_KOHYA) TSR_TRY(st_writer_meta(w, "ss_network_dim", num));
   snprintf(num, sizeof num, "%.9g", lc->alpha);
-  TRY(st_writer_meta(w, "tessera.lora.alpha", num));
-  if (l == LORA_LAYOUT_KOHYA) TRY(st_writer_meta(w, "ss_network_alpha", num));
-  TRY(st_writer_meta(w, "tessera.lora.targets", lc->targets));
-  TRY(st_writer_meta(w, "format", "pt"));
+  TSR_TRY(st_writer_meta(w, "tessera.lora.alpha", num));
+  if (l == LORA_LAYOUT_KOHYA) TSR_TRY(st_writer_meta(w, "ss_network_alpha", num));
+  TSR_TRY(st_writer_meta(w, "tessera.lora.targets", lc->targets));
+  TSR_TRY(st_writer_meta(w, "format", "pt"));
   if (l != LORA_LAYOUT_DIFFUSERS) return TSR_OK;
   char *dm = diffusers_metadata(lc);
   tsr_status st = dm ? st_writer_meta(w, "lora_adapter_metadata", dm)
@@ -406,20 +400,20 @@ static tsr_status convert_tensors(st_writer *w, const st_reader *src, lora_layou
   for (int i = 0; i < st_count(src); i++) {
     const st_tensor *t = st_at(src, i);
     lora_part part;
-    TRY(lora_layout_parse_key(from, t->name, module, sizeof module, &part));
+    TSR_TRY(lora_layout_parse_key(from, t->name, module, sizeof module, &part));
     if (part == LORA_PART_ALPHA) continue;  // the config's, written below
-    TRY(lora_layout_key(l, module, part, key, sizeof key));
-    TRY(st_writer_add(w, key, t->dtype, t->ndim, t->shape, t->data));
+    TSR_TRY(lora_layout_key(l, module, part, key, sizeof key));
+    TSR_TRY(st_writer_add(w, key, t->dtype, t->ndim, t->shape, t->data));
     if (part != LORA_PART_DOWN || l == LORA_LAYOUT_DIFFUSERS) continue;
-    TRY(lora_layout_key(l, module, LORA_PART_ALPHA, key, sizeof key));
-    TRY(st_writer_add(w, key, ST_F32, 0, NULL, alpha));
+    TSR_TRY(lora_layout_key(l, module, LORA_PART_ALPHA, key, sizeof key));
+    TSR_TRY(st_writer_add(w, key, ST_F32, 0, NULL, alpha));
   }
   return TSR_OK;
 }
 
 tsr_status lora_convert_file(const char *src, const char *dst, lora_layout l) {
   st_reader *r;
-  TRY(st_open(&r, src));
+  TSR_TRY(st_open(&r, src));
   lora_layout from = lora_layout_of(r);
   lora_config lc;
   st_writer *w = NULL;
@@ -439,7 +433,7 @@ tsr_status lora_convert_file(const char *src, const char *dst, lora_layout l) {
 static tsr_status write_merged(dit_model *m, const ckpt_meta *cm, const char *src,
                                const char *adapters, const char *dst) {
   st_reader *r;
-  TRY(st_open(&r, src));
+  TSR_TRY(st_open(&r, src));
   const char *dc = st_meta(r, "diffusers_config");
   char from[2048];
   snprintf(from, sizeof from, "%s with the LoRA adapters %s merged", src, adapters);
@@ -477,7 +471,7 @@ static tsr_status write_merged(dit_model *m, const ckpt_meta *cm, const char *sr
 tsr_status lora_merge_checkpoint(const kernels_backend *kb, const char *src, const char *adapters,
                                  const char *dst) {
   ckpt_meta cm;
-  TRY(ckpt_read_meta(src, &cm));
+  TSR_TRY(ckpt_read_meta(src, &cm));
   dit_model *m = NULL;
   tsr_status st = dit_create(&m, &cm.mc, kb, 1, 1);
   if (!st) st = ckpt_load_model(src, m, 0);

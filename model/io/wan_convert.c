@@ -19,12 +19,6 @@
 #include "model/io/checkpoint.h"
 #include "model/io/wan_source.h"
 
-#define TRY(call)                 \
-  do {                            \
-    tsr_status try_ = (call);     \
-    if (try_) return try_;        \
-  } while (0)
-
 #define WAN_TEXT_LEN 512      // the pipeline pads every caption to 512 umT5 tokens
 #define DIF_WEIGHTS "diffusion_pytorch_model.safetensors"
 
@@ -262,18 +256,18 @@ static tsr_status shape_overrides(const json_t *o, const char *where, char ov[][
   pt = (int)json_integer_value(json_array_get(ps, 0));
   ph = (int)json_integer_value(json_array_get(ps, 1));
   pw = (int)json_integer_value(json_array_get(ps, 2));
-  tsr_status r = json_int(o, "num_attention_heads", 40, &H, where);
-  if (!r) r = json_int(o, "attention_head_dim", 128, &Dh, where);
-  if (!r) r = json_int(o, "in_channels", 16, &cin, where);
-  if (!r) r = json_int(o, "out_channels", cin, &cout, where);
-  if (!r) r = json_int(o, "text_dim", 4096, &tdim, where);
-  if (!r) r = json_int(o, "freq_dim", 256, &fdim, where);
-  if (!r) r = json_int(o, "ffn_dim", 13824, &ffn, where);
-  if (!r) r = json_int(o, "num_layers", 40, &depth, where);
-  if (!r && cout != cin)
-    r = err_set(TSR_EINVAL, "%s: out_channels %d != in_channels %d (an image-to-video model's "
+  tsr_status st = json_int(o, "num_attention_heads", 40, &H, where);
+  if (!st) st = json_int(o, "attention_head_dim", 128, &Dh, where);
+  if (!st) st = json_int(o, "in_channels", 16, &cin, where);
+  if (!st) st = json_int(o, "out_channels", cin, &cout, where);
+  if (!st) st = json_int(o, "text_dim", 4096, &tdim, where);
+  if (!st) st = json_int(o, "freq_dim", 256, &fdim, where);
+  if (!st) st = json_int(o, "ffn_dim", 13824, &ffn, where);
+  if (!st) st = json_int(o, "num_layers", 40, &depth, where);
+  if (!st && cout != cin)
+    st = err_set(TSR_EINVAL, "%s: out_channels %d != in_channels %d (an image-to-video model's "
                 "extra inputs: not run by tessera yet)", where, cout, cin);
-  if (r) return r;
+  if (st) return st;
   json_t *e = json_object_get(o, "eps");
   double eps = json_is_number(e) ? json_number_value(e) : 1e-6;
   int k = 0;
@@ -301,17 +295,17 @@ tsr_status wan_config_from_json(const char *json_text, const char *where,
   }
   char ov[24][64];
   int n = 0;
-  tsr_status r = check_supported(o, where);
-  if (!r) r = shape_overrides(o, where, ov, &n);
+  tsr_status st = check_supported(o, where);
+  if (!st) st = shape_overrides(o, where, ov, &n);
   json_decref(o);
-  if (r) return r;
+  if (st) return st;
   char **all = malloc(sizeof(char *) * (size_t)(n + n_overrides + 1));
   if (!all) return err_set(TSR_ENOMEM, "%s: no memory", where);
   for (int i = 0; i < n; i++) all[i] = ov[i];
   for (int i = 0; i < n_overrides; i++) all[n + i] = overrides[i];  // the user's win
-  r = config_load(NULL, all, n + n_overrides, mc, tc, NULL);
+  st = config_load(NULL, all, n + n_overrides, mc, tc, NULL);
   free(all);
-  return r ? err_wrap(r, "%s: ", where) : TSR_OK;
+  return st ? err_wrap(st, "%s: ", where) : TSR_OK;
 }
 
 // ---- the source ------------------------------------------------------------------------
@@ -327,8 +321,8 @@ static tsr_status check_tensor(const wan_source *s, const st_reader *f, const st
   map_kind k;
   char dn[256], want_s[96], got_s[96];
   int64_t want[5];
-  tsr_status r = src_name(s, t, dn, sizeof dn, &k);
-  if (r) return r;
+  tsr_status st = src_name(s, t, dn, sizeof dn, &k);
+  if (st) return st;
   int nd = dif_shape(t, k, c, want);
   if (got->dtype != ST_F32 && got->dtype != ST_BF16)
     return err_set(TSR_EFORMAT, "%s: tensor %s is %s, not F32 or BF16", st_path(f), dn,
@@ -352,12 +346,12 @@ static tsr_status check_source(const wan_source *s, const dit_table *tab, const 
     char dn[256];
     map_kind k;
     const st_reader *f = NULL;
-    TRY(src_name(s, t, dn, sizeof dn, &k));
+    TSR_TRY(src_name(s, t, dn, sizeof dn, &k));
     const st_tensor *got = wan_source_find(s, dn, &f);
     if (!got)
       return err_set(TSR_EMISMATCH, "tensor %s (tessera %s) is not in the source (another "
                      "model, or a damaged download?)", dn, t->name);
-    TRY(check_tensor(s, f, got, t, c));
+    TSR_TRY(check_tensor(s, f, got, t, c));
     found++;
     if (t->numel > *max_numel) *max_numel = t->numel;
   }
@@ -400,7 +394,7 @@ static tsr_status stream_to_tessera(const wan_source *s, const dit_table *tab,
     char dn[256];
     map_kind k;
     const st_reader *f;
-    TRY(src_name(s, t, dn, sizeof dn, &k));
+    TSR_TRY(src_name(s, t, dn, sizeof dn, &k));
     const st_tensor *src = wan_source_find(s, dn, &f);
     to_tessera(t, k, c, src->data, src->dtype, buf);
     st_release(f, src);  // the resident set stays one tensor, whatever the file's size
@@ -410,7 +404,7 @@ static tsr_status stream_to_tessera(const wan_source *s, const dit_table *tab,
       return err_set(TSR_EFORMAT, "%s: tensor %s has a non-finite value (%g, element %zu of "
                      "tessera's layout): the source model is damaged or diverged; nothing "
                      "was written", st_path(f), dn, buf[bad], bad);
-    TRY(ckpt_weights_tensor(ww, buf));
+    TSR_TRY(ckpt_weights_tensor(ww, buf));
     st->tensors++, st->params += (int64_t)t->numel;
     st->bytes_in += (int64_t)src->nbytes, st->bytes_out += (int64_t)(t->numel * sizeof(float));
   }
@@ -421,7 +415,7 @@ tsr_status wan_from_diffusers(const char *src_dir, const char *dst, char *const 
                               int n_overrides, wan_convert_stats *stats) {
   memset(stats, 0, sizeof *stats);
   wan_source s;
-  TRY(wan_source_open(src_dir, overrides, n_overrides, &s));
+  TSR_TRY(wan_source_open(src_dir, overrides, n_overrides, &s));
   dit_config mc;
   train_config tc;
   dit_table tab = {0};
@@ -431,30 +425,30 @@ tsr_status wan_from_diffusers(const char *src_dir, const char *dst, char *const 
   char where[PATH_MAX + 64];
   if (s.orig) snprintf(where, sizeof where, "%s (the config from its shapes)", src_dir);
   else snprintf(where, sizeof where, "%s/config.json", src_dir);
-  tsr_status r = wan_config_from_json(s.config, where, overrides, n_overrides, &mc, &tc);
-  if (!r) r = dit_table_make(&mc, &tab);
-  if (!r) r = check_source(&s, &tab, &mc, &max_numel);
-  if (!r && !(buf = malloc(max_numel * sizeof(float))))
-    r = err_set(TSR_ENOMEM, "no memory for a tensor of %zu values", max_numel);
+  tsr_status st = wan_config_from_json(s.config, where, overrides, n_overrides, &mc, &tc);
+  if (!st) st = dit_table_make(&mc, &tab);
+  if (!st) st = check_source(&s, &tab, &mc, &max_numel);
+  if (!st && !(buf = malloc(max_numel * sizeof(float))))
+    st = err_set(TSR_ENOMEM, "no memory for a tensor of %zu values", max_numel);
   store_settings store = wan_store(&mc);
   ckpt_state cs = {.mc = &mc, .tc = &tc, .store = &store, .store_clips = 1};
   char from[PATH_MAX + 64];
   snprintf(from, sizeof from, "%s %s", s.orig ? "original Wan checkpoint" : "diffusers "
            "WanTransformer3DModel", src_dir);
-  if (!r && s.orig)
+  if (!st && s.orig)
     log_info("convert: %s: the original Wan naming%s%s; the config from the tensors' shapes, "
              "model.heads = %d from %s", src_dir, s.prefix[0] ? " under " : "", s.prefix,
              mc.heads, s.heads_from);
   const char *const extra[2][2] = {{"converted_from", from}, {"diffusers_config", s.config}};
-  if (!r) r = ckpt_weights_begin(&ww, dst, &tab, &cs, extra, 2);
-  if (!r) r = stream_to_tessera(&s, &tab, &mc, buf, ww, stats);
-  if (!r) r = ckpt_weights_commit(ww);
+  if (!st) st = ckpt_weights_begin(&ww, dst, &tab, &cs, extra, 2);
+  if (!st) st = stream_to_tessera(&s, &tab, &mc, buf, ww, stats);
+  if (!st) st = ckpt_weights_commit(ww);
   stats->files_in = s.n_files;
   ckpt_weights_free(&ww);
   free(buf);
   dit_table_free(&tab);
   wan_source_close(&s);
-  return r;
+  return st;
 }
 
 // ---- tessera -> diffusers ---------------------------------------------------------------
@@ -492,9 +486,9 @@ static tsr_status declare_diffusers(st_writer *w, const dit_table *tab, const di
     char dn[256];
     map_kind k;
     int64_t shape[5];
-    TRY(dif_name(&tab->t[i], dn, sizeof dn, &k));
+    TSR_TRY(dif_name(&tab->t[i], dn, sizeof dn, &k));
     int nd = dif_shape(&tab->t[i], k, c, shape);
-    TRY(st_writer_add(w, dn, bf16 ? ST_BF16 : ST_F32, nd, shape, NULL));
+    TSR_TRY(st_writer_add(w, dn, bf16 ? ST_BF16 : ST_F32, nd, shape, NULL));
   }
   return st_writer_meta(w, "format", "pt");  // what torch's writers record
 }
@@ -510,15 +504,15 @@ static tsr_status stream_to_diffusers(const st_reader *r, const char *prefix,
     const st_tensor *s;
     map_kind k;
     char dn[256];
-    TRY(dif_name(t, dn, sizeof dn, &k));
-    TRY(ckpt_tensor(r, prefix, t, &s));
-    TRY(verify_sum(r, s));
+    TSR_TRY(dif_name(t, dn, sizeof dn, &k));
+    TSR_TRY(ckpt_tensor(r, prefix, t, &s));
+    TSR_TRY(verify_sum(r, s));
     to_diffusers(t, k, c, s->data, tmp);
     st_release(r, s);
     if (bf16)
       for (size_t j = 0; j < t->numel; j++) h[j] = bf16_from_f32(tmp[j]);
     size_t nb = t->numel * (bf16 ? 2 : 4);
-    TRY(st_writer_stream(w, bf16 ? (const void *)h : (const void *)tmp, nb));
+    TSR_TRY(st_writer_stream(w, bf16 ? (const void *)h : (const void *)tmp, nb));
     st->tensors++, st->params += (int64_t)t->numel;
     st->bytes_in += (int64_t)s->nbytes, st->bytes_out += (int64_t)nb;
   }
@@ -557,15 +551,15 @@ static tsr_status write_config(const char *dir, const dit_config *c, const char 
   json_decref(o);
   char path[PATH_MAX];
   fs_atomic a;
-  tsr_status r = text ? fs_join(path, sizeof path, dir, "config.json")
+  tsr_status st = text ? fs_join(path, sizeof path, dir, "config.json")
                       : err_set(TSR_ENOMEM, "config.json: no memory");
-  if (!r) r = fs_atomic_open(&a, path);
-  if (!r && fprintf(a.f, "%s\n", text) < 0)
-    r = err_set(TSR_EIO, "write %s: %s", a.tmp, strerror(errno));
-  if (!r) r = fs_atomic_commit(&a);
+  if (!st) st = fs_atomic_open(&a, path);
+  if (!st && fprintf(a.f, "%s\n", text) < 0)
+    st = err_set(TSR_EIO, "write %s: %s", a.tmp, strerror(errno));
+  if (!st) st = fs_atomic_commit(&a);
   if (text) fs_atomic_abort(&a);
   free(text);
-  return r;
+  return st;
 }
 
 // The config of checkpoint r (family wan, one eps), its table and diffusers_config text.
@@ -573,7 +567,7 @@ static tsr_status ckpt_config(const st_reader *r, dit_config *mc, dit_table *tab
   const char *ini = st_meta(r, "config");
   train_config tc;
   if (!ini) return err_set(TSR_EFORMAT, "checkpoint %s has no config", st_path(r));
-  TRY(config_from_ini(ini, mc, &tc));
+  TSR_TRY(config_from_ini(ini, mc, &tc));
   if (mc->family != DIT_FAMILY_WAN)
     return err_set(TSR_EINVAL, "checkpoint %s: model.family = %s: only the Wan family has a "
                    "diffusers counterpart", st_path(r), config_family_name(mc->family));

@@ -15,12 +15,6 @@
 #define DIF_INDEX "diffusion_pytorch_model.safetensors.index.json"
 #define ORIG_PREFIX "model.diffusion_model."
 
-#define TRY_ST(call)              \
-  do {                            \
-    tsr_status try_ = (call);     \
-    if (try_) return try_;        \
-  } while (0)
-
 void wan_source_close(wan_source *s) {
   for (int i = 0; i < s->n_files; i++) st_close(&s->files[i]);
   free(s->config);
@@ -39,7 +33,7 @@ const st_tensor *wan_source_find(const wan_source *s, const char *name, const st
 // regular file (core/fs.h: a FIFO named config.json hung convert).
 static tsr_status load_json(const char *path, json_t **o, json_error_t *je) {
   int fd = -1;
-  TRY_ST(fs_open_regular(path, &fd));
+  TSR_TRY(fs_open_regular(path, &fd));
   *o = json_loadfd(fd, 0, je);
   close(fd);
   return TSR_OK;
@@ -52,9 +46,9 @@ static int present(const char *path) { return access(path, F_OK) == 0; }
 static tsr_status open_shards(const char *dir, const char *index, wan_source *s) {
   json_error_t je = {0};
   json_t *o = NULL;
-  TRY_ST(load_json(index, &o, &je));
+  TSR_TRY(load_json(index, &o, &je));
   json_t *map = json_object_get(o, "weight_map");
-  tsr_status r = json_is_object(map) ? TSR_OK
+  tsr_status st = json_is_object(map) ? TSR_OK
                : err_set(TSR_EFORMAT, "%s: no 'weight_map' object (line %d: %s)", index, je.line,
                          je.text);
   const char *key;
@@ -64,25 +58,26 @@ static tsr_status open_shards(const char *dir, const char *index, wan_source *s)
     const char *f = json_string_value(v);
     int seen = 0;
     for (int i = 0; f && i < s->n_files; i++) seen |= !strcmp(opened[i], f);
-    if (r || seen) continue;
+    if (st || seen) continue;
     char path[PATH_MAX];
     if (!f || strchr(f, '/') || strlen(f) >= sizeof opened[0])
-      r = err_set(TSR_EFORMAT, "%s: tensor %s: file '%s' is not a file name in the folder",
+      st = err_set(TSR_EFORMAT, "%s: tensor %s: file '%s' is not a file name in the folder",
                   index, key, f ? f : "(not a string)");
     else if (s->n_files == WAN_MAX_SHARDS)
-      r = err_set(TSR_EINVAL, "%s: more than %d shard files", index, WAN_MAX_SHARDS);
-    else if (!(r = fs_join(path, sizeof path, dir, f)) && !(r = st_open(&s->files[s->n_files], path)))
+      st = err_set(TSR_EINVAL, "%s: more than %d shard files", index, WAN_MAX_SHARDS);
+    else if (!(st = fs_join(path, sizeof path, dir, f)) &&
+             !(st = st_open(&s->files[s->n_files], path)))
       snprintf(opened[s->n_files++], sizeof opened[0], "%s", f);
   }
   json_decref(o);
-  return r;
+  return st;
 }
 
 // Reads a JSON object file's text (compact) into *text.
 static tsr_status read_text(const char *path, char **text) {
   json_error_t je = {0};
   json_t *o = NULL;
-  TRY_ST(load_json(path, &o, &je));
+  TSR_TRY(load_json(path, &o, &je));
   if (!json_is_object(o)) {
     json_decref(o);
     return err_set(TSR_EFORMAT, "%s: not a JSON object (line %d: %s)", path, je.line, je.text);
@@ -146,11 +141,11 @@ static tsr_status orig_config(wan_source *s, const char *cfg_text, char *const *
                      "not run yet", st_path(f), full);
   }
   int64_t pe[5], te[2], tm[2], ffn[2], hd[2];
-  TRY_ST(orig_shape(s, "patch_embedding.weight", 5, pe));
-  TRY_ST(orig_shape(s, "text_embedding.0.weight", 2, te));
-  TRY_ST(orig_shape(s, "time_embedding.0.weight", 2, tm));
-  TRY_ST(orig_shape(s, "blocks.0.ffn.0.weight", 2, ffn));
-  TRY_ST(orig_shape(s, "head.head.weight", 2, hd));
+  TSR_TRY(orig_shape(s, "patch_embedding.weight", 5, pe));
+  TSR_TRY(orig_shape(s, "text_embedding.0.weight", 2, te));
+  TSR_TRY(orig_shape(s, "time_embedding.0.weight", 2, tm));
+  TSR_TRY(orig_shape(s, "blocks.0.ffn.0.weight", 2, ffn));
+  TSR_TRY(orig_shape(s, "head.head.weight", 2, hd));
   int64_t D = pe[0], C = pe[1], P = pe[1] * pe[2] * pe[3] * pe[4];
   for (int i = 0; i < 5; i++)  // a zero here divides by zero below (the heads: hidden / 128)
     if (pe[i] < 1)
@@ -173,7 +168,7 @@ static tsr_status orig_config(wan_source *s, const char *cfg_text, char *const *
   if (depth == 0)
     return err_set(TSR_EMISMATCH, "original Wan checkpoint: no %sblocks.0.modulation",
                    s->prefix);
-  TRY_ST(orig_heads(s, cfg_text, ov, n_ov, D, &H));
+  TSR_TRY(orig_heads(s, cfg_text, ov, n_ov, D, &H));
   if (D % H)
     return err_set(TSR_EINVAL, "original Wan checkpoint: hidden size %lld is not divisible by "
                    "%d heads (%s)", (long long)D, H, s->heads_from);
@@ -209,32 +204,32 @@ tsr_status wan_source_open(const char *src, char *const *overrides, int n_overri
                    src, src);
   char cfg[PATH_MAX], idx[PATH_MAX], one[PATH_MAX];
   char *cfg_text = NULL;
-  tsr_status r = TSR_OK;
+  tsr_status st = TSR_OK;
   if (!fs_check_regular(src)) {  // one file: the original naming
-    if (!(r = st_open(&s->files[0], src))) s->n_files = 1;
-    if (!r) detect_naming(s);
-    if (!r && !s->orig)
-      r = err_set(TSR_EINVAL, "%s: not an original Wan checkpoint (no head.modulation tensor); "
+    if (!(st = st_open(&s->files[0], src))) s->n_files = 1;
+    if (!st) detect_naming(s);
+    if (!st && !s->orig)
+      st = err_set(TSR_EINVAL, "%s: not an original Wan checkpoint (no head.modulation tensor); "
                   "a diffusers model is a folder with config.json", src);
   } else {
-    r = fs_join(cfg, sizeof cfg, src, "config.json");
-    if (!r) r = fs_join(idx, sizeof idx, src, DIF_INDEX);
-    if (!r) r = fs_join(one, sizeof one, src, DIF_WEIGHTS);
-    if (!r && !present(cfg) && !present(idx) && !present(one))
-      r = err_set(TSR_EINVAL, "folder %s holds no model: neither %s (a diffusers transformer "
+    st = fs_join(cfg, sizeof cfg, src, "config.json");
+    if (!st) st = fs_join(idx, sizeof idx, src, DIF_INDEX);
+    if (!st) st = fs_join(one, sizeof one, src, DIF_WEIGHTS);
+    if (!st && !present(cfg) && !present(idx) && !present(one))
+      st = err_set(TSR_EINVAL, "folder %s holds no model: neither %s (a diffusers transformer "
                   "folder) nor %s or %s", src, cfg, one, idx);
-    else if (!r && present(idx)) r = open_shards(src, idx, s);
-    else if (!r && !(r = st_open(&s->files[0], one))) s->n_files = 1;
-    if (!r) detect_naming(s);
+    else if (!st && present(idx)) st = open_shards(src, idx, s);
+    else if (!st && !(st = st_open(&s->files[0], one))) s->n_files = 1;
+    if (!st) detect_naming(s);
     // a diffusers folder needs its config.json; an original one's is optional (num_heads)
-    if (!r && (!s->orig || present(cfg))) r = read_text(cfg, &cfg_text);
-    if (r)
-      r = err_wrap(r, "folder %s (config.json and %s, or its shards with %s): ", src,
+    if (!st && (!s->orig || present(cfg))) st = read_text(cfg, &cfg_text);
+    if (st)
+      st = err_wrap(st, "folder %s (config.json and %s, or its shards with %s): ", src,
                    DIF_WEIGHTS, DIF_INDEX);
   }
-  if (!r && s->orig) r = orig_config(s, cfg_text, overrides, n_overrides);
-  else if (!r) s->config = cfg_text, cfg_text = NULL;
+  if (!st && s->orig) st = orig_config(s, cfg_text, overrides, n_overrides);
+  else if (!st) s->config = cfg_text, cfg_text = NULL;
   free(cfg_text);
-  if (r) wan_source_close(s);
-  return r;
+  if (st) wan_source_close(s);
+  return st;
 }
