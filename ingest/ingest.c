@@ -590,3 +590,15 @@ void ingest_result_free(ingest_result *res) {
   manifest_tally_free(&res->filtered_by);
   manifest_tally_free(&res->errors_by);
 }
+
+tsr_status ingest_check_sources(char **srcs, int n) {
+  for (int i = 0; i < n; i++) {
+    const char *p = srcs[i][0] == '@' ? srcs[i] + 1 : srcs[i];
+    struct stat sb;
+    if (stat(p, &sb))
+      return err_set(TSR_EIO, "%s%s: %s; nothing was ingested and no store was created or "
+                     "changed", srcs[i][0] == '@' ? "source list " : "source ", p,
+                     strerror(errno));
+  }
+  return TSR_OK;
+}

@@ -93,6 +93,23 @@ void ingest_result_free(ingest_result *res);
 // when none is valid.
 tsr_status ingest_latent_settings(char **srcs, int n, store_settings *s);
 
+// The settings of a latent ingest (ingest_reader_latents) into the store `out` of `srcs`
+// (n paths), *s holding the caller's patch, dtype and max seconds and `given` saying which
+// of them were given. An existing latent store keeps its settings but for those given
+// (which ingest_run then refuses if they differ from the store's); a new store gets the
+// files' (ingest_latent_settings) with *s's dtype and max seconds and, unless given, the
+// patch 1x2x2 (one latent frame by 2x2 latent pixels, as Wan and HunyuanVideo patch theirs).
+typedef struct {
+  int patch, dtype, max_seconds;  // 1: the caller gave it
+} ingest_latent_given;
+tsr_status ingest_latent_store_settings(const char *out, char **srcs, int n,
+                                        const ingest_latent_given *given, store_settings *s);
+
+// Every source named on the command line (a file, a directory, or @LIST's list file:
+// srcs, n) exists; else TSR_EIO naming the first missing one. Called before anything is
+// created, so that a typo leaves no empty store behind.
+tsr_status ingest_check_sources(char **srcs, int n);
+
 // Ingests `srcs` (n paths, as given on the command line; o->manifest: none, the manifest's
 // units instead) into the store `out`.
 // Collective over the MPI world: every rank calls it with the same arguments.

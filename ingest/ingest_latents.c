@@ -25,6 +25,7 @@
 #include "ingest/ingest_internal.h"
 #include "store/latent_file.h"
 #include "store/patchify.h"
+#include "store/store.h"
 
 static int latent_name(const char *name) {
   size_t n = strlen(name), k = strlen(".safetensors"), te = strlen("_wan_te.safetensors");
@@ -254,6 +255,27 @@ tsr_status ingest_latent_settings(char **srcs, int n, store_settings *s) {
     return err_set(TSR_EINVAL, "no valid latent file among the %lld sources%s%s", (long long)count,
                    first[0] ? "; the first error: " : " (files ending in .safetensors)", first);
   return TSR_OK;
+}
+
+tsr_status ingest_latent_store_settings(const char *out, char **srcs, int n,
+                                        const ingest_latent_given *given, store_settings *s) {
+  if (!given->patch) s->pt = 1, s->ph = s->pw = 2;
+  store_index *ix = NULL;
+  store_settings have;
+  tsr_status st = TSR_OK;
+  if (store_open(&ix, out, 0, NULL) == TSR_OK && index_settings(ix, &have) == TSR_OK &&
+      store_is_latent(&have)) {
+    store_settings want = have;
+    if (given->patch) want.pt = s->pt, want.ph = s->ph, want.pw = s->pw;
+    if (given->dtype) want.dtype = s->dtype;
+    if (given->max_seconds) want.max_seconds = s->max_seconds;
+    *s = want;
+  } else {
+    st = ingest_latent_settings(srcs, n, s);
+  }
+  index_close(&ix);
+  if (!st) err_clear();  // a store that is not there yet failed to open: no error
+  return st;
 }
 
 const ingest_reader ingest_reader_latents = {

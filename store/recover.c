@@ -18,6 +18,7 @@
 #include "store/layout.h"
 #include "store/lock.h"
 #include "store/quarantine.h"
+#include "store/rebuild.h"
 #include "store/settings.h"
 #include "store/shard.h"
 #include "store/store.h"
@@ -80,20 +81,20 @@ static tsr_status unlink_if_exists(const char *path) {
 // nothing is duplicated. Parts are never mapped by readers: this needs no reader lock.
 static tsr_status merge_parts(const char *dir, store_index *ix, store_recovery *rep) {
   char pdir[PATH_MAX], path[PATH_MAX], journal[PATH_MAX + 16];
-  tsr_status r = fs_join(pdir, sizeof pdir, dir, STORE_PARTS_DIR);
+  tsr_status st = fs_join(pdir, sizeof pdir, dir, STORE_PARTS_DIR);
   name_list l;
   int removed = 0;
-  if (r || (r = list_dir(pdir, &l))) return r;
-  for (int i = 0; i < l.n && !r; i++) {
+  if (st || (st = list_dir(pdir, &l))) return st;
+  for (int i = 0; i < l.n && !st; i++) {
     if (!fs_has_suffix(l.v[i], ".sqlite")) continue;
-    if ((r = fs_join(path, sizeof path, pdir, l.v[i]))) break;
+    if ((st = fs_join(path, sizeof path, pdir, l.v[i]))) break;
     snprintf(journal, sizeof journal, "%s-journal", path);
     struct stat sb;
     if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
     if (sb.st_size > 0) {
       int64_t clips = 0, skipped = 0;
-      if ((r = index_merge_from(ix, path, "", &clips, &skipped))) {
-        err_wrap(r, "recover store %s: part %s: ", dir, l.v[i]);
+      if ((st = index_merge_from(ix, path, "", &clips, &skipped))) {
+        err_wrap(st, "recover store %s: part %s: ", dir, l.v[i]);
         break;
       }
       rep->parts_merged++;
@@ -103,12 +104,12 @@ static tsr_status merge_parts(const char *dir, store_index *ix, store_recovery *
                (long long)clips, (long long)skipped);
     }
     // An empty part never committed anything (schema creation is one transaction).
-    if (!(r = unlink_if_exists(path))) r = unlink_if_exists(journal);
+    if (!(st = unlink_if_exists(path))) st = unlink_if_exists(journal);
     removed++;
   }
   names_free(&l);
   // (a store made of shards alone, e.g. of a quarantine folder, has no parts/ to sync)
-  return r || !removed ? r : fs_fsync_dir(pdir);
+  return st || !removed ? st : fs_fsync_dir(pdir);
 }
 
 // A shard no row points at (file `path`, `name` in shards/): deleted when reading it finds
@@ -118,14 +119,14 @@ static tsr_status drop_shard(const char *dir, store_index *ix, const store_setti
                              store_recovery *rep) {
   int keep = 0;
   char why[1024];
-  tsr_status r = store_range_verdict(ix, s, path, SHARD_HEADER_BYTES, o->keep_blocks, &keep, why,
+  tsr_status st = store_range_verdict(ix, s, path, SHARD_HEADER_BYTES, o->keep_blocks, &keep, why,
                                      sizeof why);
-  if (r) return err_wrap(r, "recover store %s: shard %s: ", dir, name);
+  if (st) return err_wrap(st, "recover store %s: shard %s: ", dir, name);
   if (!keep) {
-    if (!(r = unlink_if_exists(path))) rep->shards_removed++;
-    return r;
+    if (!(st = unlink_if_exists(path))) rep->shards_removed++;
+    return st;
   }
-  if ((r = store_quarantine_shard(dir, path, name, &rep->quarantined))) return r;
+  if ((st = store_quarantine_shard(dir, path, name, &rep->quarantined))) return st;
   log_warn("store %s: shard %s has no index rows but %s: moved into the quarantine folder %s, "
            "not deleted (look at it with `tessera index recover` on a store made of it)", dir,
            name, why, rep->quarantined.dir);
@@ -139,13 +140,13 @@ static tsr_status cut_tail(const char *dir, store_index *ix, const store_setting
                            int64_t end, int64_t size, store_recovery *rep) {
   int keep = 0;
   char why[1024];
-  tsr_status r = store_range_verdict(ix, s, path, end, o->keep_blocks, &keep, why, sizeof why);
-  if (!r && keep && !(r = store_quarantine_tail(dir, path, name, end, size, &rep->quarantined)))
+  tsr_status st = store_range_verdict(ix, s, path, end, o->keep_blocks, &keep, why, sizeof why);
+  if (!st && keep && !(st = store_quarantine_tail(dir, path, name, end, size, &rep->quarantined)))
     log_warn("store %s: the %lld bytes of shard %s past its last indexed clip hold %s: copied "
              "into the quarantine folder %s before the shard is cut", dir,
              (long long)(size - end), name, why, rep->quarantined.dir);
-  if (!r) r = shard_truncate(path, end);
-  if (r) return err_wrap(r, "recover store %s: ", dir);
+  if (!st) st = shard_truncate(path, end);
+  if (st) return err_wrap(st, "recover store %s: ", dir);
   rep->shards_truncated++;
   rep->bytes_cut += size - end;
   return TSR_OK;
@@ -158,33 +159,33 @@ static tsr_status tidy_shards(const char *dir, store_index *ix, const store_reco
   char sdir[PATH_MAX], path[PATH_MAX], rel[PATH_MAX];
   store_settings s;
   name_list l;
-  tsr_status r = fs_join(sdir, sizeof sdir, dir, STORE_SHARD_DIR);
-  if (!r) r = index_settings(ix, &s);
-  if (r || (r = list_dir(sdir, &l))) return r;
-  for (int i = 0; i < l.n && !r; i++) {
-    if ((r = fs_join(path, sizeof path, sdir, l.v[i]))) break;
+  tsr_status st = fs_join(sdir, sizeof sdir, dir, STORE_SHARD_DIR);
+  if (!st) st = index_settings(ix, &s);
+  if (st || (st = list_dir(sdir, &l))) return st;
+  for (int i = 0; i < l.n && !st; i++) {
+    if ((st = fs_join(path, sizeof path, sdir, l.v[i]))) break;
     struct stat sb;
     if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
     if (fs_is_atomic_tmp(l.v[i])) {  // a merge's copy in progress: a copy of data elsewhere
-      if (!(r = unlink_if_exists(path))) rep->tmp_removed++;
+      if (!(st = unlink_if_exists(path))) rep->tmp_removed++;
       continue;
     }
     if (!fs_has_suffix(l.v[i], ".tshard")) continue;
-    if ((r = fs_join(rel, sizeof rel, STORE_SHARD_DIR, l.v[i]))) break;
+    if ((st = fs_join(rel, sizeof rel, STORE_SHARD_DIR, l.v[i]))) break;
     int64_t end = 0;
-    if ((r = store_shard_committed_end(ix, path, rel, &end))) break;
+    if ((st = store_shard_committed_end(ix, path, rel, &end))) break;
     if (end == 0)
-      r = drop_shard(dir, ix, &s, o, path, l.v[i], rep);
+      st = drop_shard(dir, ix, &s, o, path, l.v[i], rep);
     else if (sb.st_size > end && sb.st_nlink > 1)
       log_info("store %s: shard %s is shared (hard link), its %lld uncommitted bytes are kept",
                dir, l.v[i], (long long)(sb.st_size - end));
     else if (sb.st_size != end)
-      r = cut_tail(dir, ix, &s, o, path, l.v[i], end, sb.st_size, rep);
+      st = cut_tail(dir, ix, &s, o, path, l.v[i], end, sb.st_size, rep);
   }
   names_free(&l);
-  if (!r && (rep->shards_removed || rep->tmp_removed || rep->quarantined.shards))
-    r = fs_fsync_dir(sdir);
-  return r;
+  if (!st && (rep->shards_removed || rep->tmp_removed || rep->quarantined.shards))
+    st = fs_fsync_dir(sdir);
+  return st;
 }
 
 tsr_status store_recover_with(const char *dir, store_index *ix, const store_recover_opts *o,
@@ -194,14 +195,14 @@ tsr_status store_recover_with(const char *dir, store_index *ix, const store_reco
   if (!rep) rep = &tmp;
   if (!o) o = &defaults;
   *rep = (store_recovery){0};
-  tsr_status r = merge_parts(dir, ix, rep);
-  if (r) return r;
+  tsr_status st = merge_parts(dir, ix, rep);
+  if (st) return st;
   // No byte a reader may have mapped is cut: with readers active the shard pass waits
   // for a recovery without them (their rows stay valid; the garbage is harmless).
   store_lock *guard = NULL;
   if (!o->readers_excluded) {
-    if ((r = store_lock_exclude_readers(&guard, dir, rep->readers, sizeof rep->readers)))
-      return r;
+    if ((st = store_lock_exclude_readers(&guard, dir, rep->readers, sizeof rep->readers)))
+      return st;
     if (!guard) {
       rep->deferred = 1;
       log_info("store %s: is being read by %s: its uncommitted shard tails and unreferenced "
@@ -209,19 +210,19 @@ tsr_status store_recover_with(const char *dir, store_index *ix, const store_reco
       return TSR_OK;
     }
   }
-  r = tidy_shards(dir, ix, o, rep);
+  st = tidy_shards(dir, ix, o, rep);
   store_lock_release(&guard);
-  if (!r && (rep->shards_truncated || rep->shards_removed || rep->tmp_removed))
+  if (!st && (rep->shards_truncated || rep->shards_removed || rep->tmp_removed))
     log_info("store %s: recovered: %lld shard tails cut (%lld bytes), %lld unreferenced shards "
              "and %lld temporary files removed", dir, (long long)rep->shards_truncated,
              (long long)rep->bytes_cut, (long long)rep->shards_removed,
              (long long)rep->tmp_removed);
-  if (!r && rep->quarantined.dir[0])
+  if (!st && rep->quarantined.dir[0])
     log_warn("store %s: %lld shards and %lld shard tails (%lld bytes) moved into the quarantine "
              "folder %s", dir, (long long)rep->quarantined.shards,
              (long long)rep->quarantined.tails, (long long)rep->quarantined.bytes,
              rep->quarantined.dir);
-  return r;
+  return st;
 }
 
 tsr_status store_recover_report(const char *dir, store_index *ix, store_recovery *rep) {
@@ -232,3 +233,43 @@ tsr_status store_recover(const char *dir, store_index *ix) {
   return store_recover_with(dir, ix, NULL, NULL);
 }
 
+
+// Rebuilds an unusable index, saying why first (store_repair).
+static tsr_status rebuild_if_unusable(const char *dir, void (*say)(const char *, void *),
+                                      void *ctx, store_repair_report *rep) {
+  char why[1024] = "", line[sizeof why + 4096 + 128];  // why and the store's path
+  TSR_TRY(store_index_state(dir, why, sizeof why));
+  if (!why[0]) return TSR_OK;
+  snprintf(line, sizeof line, "store %s has clips in its shards but %s: rebuilding the index "
+           "from the shards", dir, why);
+  if (say) say(line, ctx);
+  else log_warn("%s", line);
+  TSR_TRY(store_rebuild(dir, say, ctx, &rep->rebuild));
+  rep->rebuilt = 1;
+  return TSR_OK;
+}
+
+tsr_status store_repair(const char *dir, void (*say)(const char *line, void *ctx), void *ctx,
+                        store_repair_report *rep) {
+  *rep = (store_repair_report){0};
+  store_lock *lock = NULL, *guard = NULL;
+  store_index *ix = NULL;
+  char readers[1024] = "";
+  tsr_status st = store_lock_acquire(&lock, dir, 0);
+  // Readers stay out for the whole repair: it may cut and remove shard bytes, and a process
+  // that maps them would die of SIGBUS. With readers active nothing is done.
+  if (!st) st = store_lock_exclude_readers(&guard, dir, readers, sizeof readers);
+  if (!st && !guard)
+    st = err_set(TSR_EINVAL, "store %s is being read by %s; recovery may cut and remove shard "
+                 "bytes such a process has mapped: wait for it to finish or stop it, then run "
+                 "again. Nothing was changed", dir, readers);
+  if (!st) st = rebuild_if_unusable(dir, say, ctx, rep);
+  // After a rebuild the store was damaged: no complete block is known to be garbage.
+  store_recover_opts ro = {.keep_blocks = rep->rebuilt, .readers_excluded = 1};
+  if (!st) st = store_open(&ix, dir, 0, NULL);
+  if (!st) st = store_recover_with(dir, ix, &ro, &rep->recovery);
+  index_close(&ix);
+  store_lock_release(&guard);
+  store_lock_release(&lock);
+  return st;
+}

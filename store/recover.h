@@ -7,6 +7,7 @@
 #include "core/err.h"
 #include "store/index.h"
 #include "store/quarantine.h"
+#include "store/rebuild.h"
 
 // Brings a store to a consistent state after a crash: merges leftover parts/*.sqlite
 // into the index, then (holding the readers out, store_lock_exclude_readers) truncates
@@ -42,5 +43,22 @@ tsr_status store_recover(const char *dir, store_index *ix);
 tsr_status store_recover_report(const char *dir, store_index *ix, store_recovery *report);
 tsr_status store_recover_with(const char *dir, store_index *ix, const store_recover_opts *o,
                               store_recovery *report);
+
+// The whole repair of `tessera index recover`, by one process with the store to itself:
+// takes the writer lock (refused, naming its holder, while an ingest or merge writes) and
+// keeps readers out for the whole run (refused, naming them, while a process reads the
+// store: recovery may cut bytes a reader has mapped); nothing is changed when refused.
+// When the index is unusable (store_index_state) it says why through `say`, rebuilds the
+// index from the shards (store_rebuild, whose lines also go to `say`; `say` NULL: the log)
+// and then keeps every complete block (store_recover_opts.keep_blocks); then it recovers
+// (store_recover_with). `rep` (not NULL) receives what was done; rep->rebuild only when
+// rep->rebuilt.
+typedef struct {
+  int rebuilt;                   // the index was rebuilt from the shards
+  store_rebuild_report rebuild;  // what the rebuild found (when rebuilt)
+  store_recovery recovery;       // what recovery did
+} store_repair_report;
+tsr_status store_repair(const char *dir, void (*say)(const char *line, void *ctx), void *ctx,
+                        store_repair_report *rep);
 
 #endif

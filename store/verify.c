@@ -16,6 +16,7 @@
 #include "store/clip.h"
 #include "store/index.h"
 #include "store/layout.h"
+#include "store/lock.h"
 #include "store/settings.h"
 #include "store/shard.h"
 #include "store/store.h"
@@ -204,4 +205,20 @@ out:
   free(st.v);
   index_close(&ix);
   return r;
+}
+
+tsr_status store_verify_as_reader(const char *dir,
+                                  void (*report)(const char *, int, void *), void *ctx,
+                                  store_verify_result *res) {
+  char who[1024], note[sizeof who + 4096 + 160];  // the writer and the store's path
+  if (store_lock_holder(dir, who, sizeof who) && report) {
+    snprintf(note, sizeof note, "note: a writer is active on %s (%s): shard tails and parts "
+             "it has not committed yet show as notes", dir, who);
+    report(note, 0, ctx);
+  }
+  store_lock *rlock = NULL;
+  tsr_status st = store_lock_read(&rlock, dir);
+  if (!st) st = store_verify(dir, report, ctx, res);
+  store_lock_release(&rlock);
+  return st;
 }

@@ -28,4 +28,13 @@ tsr_status store_verify(const char *dir,
                         void (*report)(const char *line, int is_problem, void *ctx), void *ctx,
                         store_verify_result *res);
 
+// store_verify as `tessera index verify` runs it: under the store's reader lock
+// (store_lock_read: no recovery cuts the shard bytes it maps meanwhile), and without the
+// writer lock, so it never stops a writer; when a writer is active, a note (through
+// `report`, is_problem 0) says so first, since that writer's uncommitted shard tails and
+// parts then show as notes.
+tsr_status store_verify_as_reader(const char *dir,
+                                  void (*report)(const char *line, int is_problem, void *ctx),
+                                  void *ctx, store_verify_result *res);
+
 #endif

@@ -12,9 +12,7 @@
 #include "ingest/export.h"
 #endif
 #include "store/index.h"
-#include "store/lock.h"
 #include "store/merge.h"
-#include "store/rebuild.h"
 #include "store/recover.h"
 #include "store/settings.h"
 #include "store/store.h"
@@ -75,18 +73,8 @@ static int cmd_verify(int argc, char **argv) {
   argv += optind - 1;  // argv[1] is STORE
   store_verify_result res;
   double t0 = time_now();
-  char who[1024];
-  // Verify takes no lock (it must not stop a writer); it says when one is active, since a
-  // writer's unfinished shard tails and parts then show as notes.
-  if (store_lock_holder(argv[1], who, sizeof who))
-    printf("note: a writer is active on %s (%s): shard tails and parts it has not committed "
-           "yet show as notes\n", argv[1], who);
-  // A reader: shared reader lock while the shards are mapped (recovery cuts nothing then).
-  store_lock *rlock = NULL;
-  tsr_status vst = store_lock_read(&rlock, argv[1]);
-  if (!vst) vst = store_verify(argv[1], verify_line, NULL, &res);
-  store_lock_release(&rlock);
-  if (vst) return cli_error("index verify");
+  tsr_status st = store_verify_as_reader(argv[1], verify_line, NULL, &res);
+  if (st) return cli_error("index verify");
   int64_t bad = res.shards_bad + res.clips_bad;
   printf("verify %s: %lld shards (%lld bad), %lld clips (%lld bad), %.3f GB checked in %.1f s; "
          "%lld unreferenced shards, %lld uncommitted bytes, %lld unmerged parts: %s\n",
@@ -163,59 +151,34 @@ static int cmd_recover(int argc, char **argv) {
   }
   if (store_only(argc, argv, "STORE")) return cli_usage_error("index recover");
   const char *dir = argv[optind];
-  store_lock *lock = NULL;
-  store_index *ix = NULL;
-  store_recovery rep = {0};
-  store_rebuild_report rb = {0};
-  char why[1024] = "", readers[1024] = "";
-  int rebuilt = 0;
-  tsr_status st = store_lock_acquire(&lock, dir, 0);
-  // Readers stay out for the whole command: recovery may cut and remove shard bytes, and
-  // a process that maps them would die of SIGBUS. With readers active nothing is done.
-  store_lock *guard = NULL;
-  if (!st) st = store_lock_exclude_readers(&guard, dir, readers, sizeof readers);
-  if (!st && !guard)
-    st = err_set(TSR_EINVAL, "store %s is being read by %s; recovery may cut and remove shard "
-                 "bytes such a process has mapped: wait for it to finish or stop it, then run "
-                 "again. Nothing was changed", dir, readers);
-  if (!st) st = store_index_state(dir, why, sizeof why);
-  if (!st && why[0]) {
-    fprintf(stderr, "recover: store %s has clips in its shards but %s: rebuilding the index "
-            "from the shards\n", dir, why);
-    st = store_rebuild(dir, rebuild_line, NULL, &rb);
-    rebuilt = !st;
-  }
-  // After a rebuild the store was damaged: no complete block is known to be garbage.
-  store_recover_opts ro = {.keep_blocks = rebuilt, .readers_excluded = 1};
-  if (!st) st = store_open(&ix, dir, 0, NULL);
-  if (!st) st = store_recover_with(dir, ix, &ro, &rep);
-  index_close(&ix);
-  store_lock_release(&guard);
-  store_lock_release(&lock);
-  if (st) return cli_error("index recover");
+  store_repair_report done;
+  if (store_repair(dir, rebuild_line, NULL, &done)) return cli_error("index recover");
+  const store_rebuild_report *rb = &done.rebuild;
+  const store_recovery *rep = &done.recovery;
+  int rebuilt = done.rebuilt;
   if (rebuilt)
     printf("recover %s: index rebuilt from %lld shards (%lld of format 1, %lld unreadable and "
            "kept): %lld sources, %lld clips (%lld without their source); %lld blocks of "
            "interrupted or superseded ingests left out; failed sources are not recorded in "
            "shards and are not recovered (a rerun of ingest retries them)%s%s\n",
-           dir, (long long)rb.shards, (long long)rb.shards_v1, (long long)rb.shards_unreadable,
-           (long long)rb.sources, (long long)rb.clips, (long long)rb.clips_unknown_source,
-           (long long)rb.blocks_left, rb.old_index_kept ? "; the old index is kept as " : "",
-           rb.old_index_kept ? rb.old_index : "");
-  if (rebuilt && rb.damaged_bytes)
+           dir, (long long)rb->shards, (long long)rb->shards_v1, (long long)rb->shards_unreadable,
+           (long long)rb->sources, (long long)rb->clips, (long long)rb->clips_unknown_source,
+           (long long)rb->blocks_left, rb->old_index_kept ? "; the old index is kept as " : "",
+           rb->old_index_kept ? rb->old_index : "");
+  if (rebuilt && rb->damaged_bytes)
     printf("recover %s: %lld damaged bytes inside shards were passed over; the blocks after them "
-           "were recovered\n", dir, (long long)rb.damaged_bytes);
+           "were recovered\n", dir, (long long)rb->damaged_bytes);
   printf("recover %s: %lld parts merged (%lld clips), %lld shard tails cut (%lld bytes), %lld "
-         "shards and %lld temporary files removed\n", dir, (long long)rep.parts_merged,
-         (long long)rep.clips_merged, (long long)rep.shards_truncated, (long long)rep.bytes_cut,
-         (long long)rep.shards_removed, (long long)rep.tmp_removed);
-  if (rep.quarantined.dir[0]) {
-    char q[4 * sizeof rep.quarantined.dir];
+         "shards and %lld temporary files removed\n", dir, (long long)rep->parts_merged,
+         (long long)rep->clips_merged, (long long)rep->shards_truncated, (long long)rep->bytes_cut,
+         (long long)rep->shards_removed, (long long)rep->tmp_removed);
+  if (rep->quarantined.dir[0]) {
+    char q[4 * sizeof rep->quarantined.dir];
     printf("recover %s: %lld shards and %lld shard tails (%lld bytes) it could not use were "
            "moved into the quarantine folder %s (nothing was deleted; a tail is kept as a shard "
-           "file of its blocks)\n", dir, (long long)rep.quarantined.shards,
-           (long long)rep.quarantined.tails, (long long)rep.quarantined.bytes,
-           term_escape(q, sizeof q, rep.quarantined.dir));
+           "file of its blocks)\n", dir, (long long)rep->quarantined.shards,
+           (long long)rep->quarantined.tails, (long long)rep->quarantined.bytes,
+           term_escape(q, sizeof q, rep->quarantined.dir));
   }
   return 0;
 }

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <errno.h>
 
 #include "comm/comm.h"
 #include "core/fs.h"
@@ -92,20 +91,6 @@ static int print_failed(const char *path, const char *error, void *arg) {
   if (c->nfailed++ < 50)
     fprintf(stderr, "  failed: %s\n", term_escape(shown, sizeof shown, error && *error ? error : path));
   return 0;
-}
-
-// Every SRC named on the command line (a file, a directory, or @LIST's list file) must
-// exist before anything is created: a typo must not leave an empty store behind.
-static tsr_status check_sources(char **srcs, int n) {
-  for (int i = 0; i < n; i++) {
-    const char *p = srcs[i][0] == '@' ? srcs[i] + 1 : srcs[i];
-    struct stat sb;
-    if (stat(p, &sb))
-      return err_set(TSR_EIO, "%s%s: %s; nothing was ingested and no store was created or "
-                     "changed", srcs[i][0] == '@' ? "source list " : "source ", p,
-                     strerror(errno));
-  }
-  return TSR_OK;
 }
 
 // What a manifest ingest read, kept, filtered and could not use, with the reasons.
@@ -282,31 +267,18 @@ int cmd_ingest(int argc, char **argv) {
   if (!st && !latents && dtype_given)
     st = err_set(TSR_EINVAL, "--dtype is for latent stores (--latents); pixels are uint8");
   if (st) return cli_usage_error("ingest");
-  if (check_sources(argv + optind, argc - optind) || (mf.path && fs_check_regular(mf.path)))
+  if (ingest_check_sources(argv + optind, argc - optind) ||
+      (mf.path && fs_check_regular(mf.path)))
     return cli_error("ingest");
   struct stat sb;
   int existed = stat(out, &sb) == 0;
   if (latents) {  // the store's frame rate, VAE stride and channels are the files'
     o.reader = &ingest_reader_latents;
     o.settings.dtype = latent_dtype;
-    if (!patch_given) o.settings.pt = 1, o.settings.ph = o.settings.pw = 2;  // as Wan, HunyuanVideo
-    store_index *ix = NULL;
-    store_settings have;
-    if (store_open(&ix, out, 0, NULL) == TSR_OK && index_settings(ix, &have) == TSR_OK &&
-        store_is_latent(&have)) {
-      // an existing latent store: its settings, but for what the command line gives (which
-      // the store then refuses if it differs)
-      store_settings want = have;
-      if (patch_given) want.pt = o.settings.pt, want.ph = o.settings.ph, want.pw = o.settings.pw;
-      if (dtype_given) want.dtype = latent_dtype;
-      if (maxs_given) want.max_seconds = o.settings.max_seconds;
-      o.settings = want;
-    } else if ((st = ingest_latent_settings(argv + optind, argc - optind, &o.settings))) {
-      index_close(&ix);
+    ingest_latent_given given = {.patch = patch_given, .dtype = dtype_given,
+                                 .max_seconds = maxs_given};
+    if (ingest_latent_store_settings(out, argv + optind, argc - optind, &given, &o.settings))
       return cli_error("ingest");
-    }
-    index_close(&ix);
-    err_clear();
   } else {
 #ifdef TESSERA_HAVE_MEDIA
     o.reader = &ingest_reader_video;
