@@ -9,6 +9,7 @@
 
 #include "core/num.h"
 #include "ingest/manifest_value.h"
+#include "store/json_cols.h"
 
 static const char *op_text[] = {"<", "<=", ">", ">=", "==", "!="};
 
@@ -199,6 +200,33 @@ int manifest_filter_scores(const manifest_filter *f, const manifest_score *score
     }
   }
   return 0;
+}
+
+// A stored clip's scores as the name/value pairs manifest_filter_scores judges. The names
+// are copied: store_scores_each's live only during its call.
+typedef struct {
+  manifest_score pair[STORE_MAX_SCORES];
+  char name[STORE_MAX_SCORES][STORE_MAX_SCORE_NAME + 1];
+  int n;
+} stored_scores;
+
+static int collect_score(const char *name, double v, void *p) {
+  stored_scores *s = p;
+  if (s->n == STORE_MAX_SCORES) return 1;  // store_scores_check allows no more
+  mv_score_name(s->name[s->n], sizeof s->name[s->n], name);
+  s->pair[s->n] = (manifest_score){.name = s->name[s->n], .value = v};
+  s->n++;
+  return 0;
+}
+
+int manifest_filter_stored(const manifest_filter *f, const char *scores,
+                           manifest_filter_result *r) {
+  stored_scores s = {.n = 0};
+  if (scores && store_scores_each(scores, collect_score, &s) != TSR_OK) {
+    s.n = 0;
+    err_clear();
+  }
+  return manifest_filter_scores(f, s.pair, s.n, r);
 }
 
 int manifest_filter_span(const manifest_filter *f, const manifest_span *s,

@@ -70,9 +70,18 @@ tsr_status manifest_filter_parse(const char *text, manifest_filter *f);
 
 // 1 if the scores[0..n) (name, value pairs) fail a where clause, else 0: the first failing
 // clause, in the order they were added, in *r ("missing score NAME" when no pair has the
-// name; the first pair of a name counts). The where part of manifest_filter_span, and how
-// `tessera index list --where` judges a stored clip's scores.
+// name; the first pair of a name counts). The where part of manifest_filter_span and of
+// manifest_filter_stored.
 int manifest_filter_scores(const manifest_filter *f, const manifest_score *scores, int n,
+                           manifest_filter_result *r);
+// manifest_filter_scores of a stored clip's scores (a clip row's scores, the JSON object of
+// store/json_cols.h, or NULL), so that a stored clip and a manifest span pass the same
+// clauses by the same code (`tessera index list --where`, `index stats --where`). The names
+// are spelled as the manifest reader spells a column's (mv_score_name: spaces to '_'), as
+// --where's are: a key "motion score" that a store holds is reached by "motion score > 0.3".
+// Scores that do not parse (`index verify` names the row) count as none, so the clip lacks
+// every score and fails any clause, as a manifest span without the score does.
+int manifest_filter_stored(const manifest_filter *f, const char *scores,
                            manifest_filter_result *r);
 // 1 if the span fails the filter (the first failing clause, in the order they were added, in
 // *r), else 0: its scores (manifest_filter_scores), then its length.

@@ -12,7 +12,6 @@
 
 #include "core/term.h"
 #include "ingest/manifest_filter.h"
-#include "ingest/manifest_value.h"
 #include "model/train/mix.h"
 #include "store/index.h"
 #include "store/json_cols.h"
@@ -24,37 +23,10 @@
 
 // ---- --where: the manifest filter syntax on a clip's stored scores ----------------------
 
-// A clip's scores as the name/value pairs manifest_filter_scores judges, so that a stored
-// clip and a manifest span pass the same clauses by the same code. The names are copied
-// (store_scores_each's live only during its call) and spelled as the manifest reader spells
-// a column's (mv_score_name: spaces to '_'), as --where's are: a key "motion score" that a
-// store holds is reached by "motion score > 0.3".
-typedef struct {
-  manifest_score pair[STORE_MAX_SCORES];
-  char name[STORE_MAX_SCORES][STORE_MAX_SCORE_NAME + 1];
-  int n;
-} clip_scores;
-
-static int collect_score(const char *name, double v, void *p) {
-  clip_scores *s = p;
-  if (s->n == STORE_MAX_SCORES) return 1;  // store_scores_check allows no more
-  mv_score_name(s->name[s->n], sizeof s->name[s->n], name);
-  s->pair[s->n] = (manifest_score){.name = s->name[s->n], .value = v};
-  s->n++;
-  return 0;
-}
-
-// Non-zero if the clip's scores pass every --where clause of f. A clip without scores, or
-// whose scores do not parse (`index verify` names it), lacks the score and fails, as a
-// manifest span does.
+// Non-zero if the clip's scores pass every --where clause of f (manifest_filter_stored).
 static int where_passes(const manifest_filter *f, const store_clip_row *r) {
-  clip_scores s = {.n = 0};
-  if (r->c.scores && store_scores_each(r->c.scores, collect_score, &s) != TSR_OK) {
-    s.n = 0;
-    err_clear();
-  }
   manifest_filter_result why;
-  return !manifest_filter_scores(f, s.pair, s.n, &why);
+  return !manifest_filter_stored(f, r->c.scores, &why);
 }
 
 // where_passes as list_ctx's keep predicate (ctx: the manifest_filter).
