@@ -16,6 +16,7 @@
 #include "store/index.h"
 #include "store/json_cols.h"
 #include "store/settings.h"
+#include "store/stats.h"
 #include "store/store.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
@@ -45,33 +46,7 @@ static void where_text(const manifest_filter *f, char *out, size_t n) {
 
 // ---- stats ----------------------------------------------------------------------------
 
-#define NBINS 64
-typedef struct {
-  int lo_exp;            // bin b covers [2^(lo_exp+b), 2^(lo_exp+b+1))
-  int64_t count[NBINS];
-  int used_lo, used_hi;  // first and last non-empty bin
-} histo;
-
-static void histo_init(histo *h, int lo_exp) {
-  memset(h, 0, sizeof *h);
-  h->lo_exp = lo_exp;
-  h->used_lo = NBINS;
-  h->used_hi = -1;
-}
-
-static void histo_add(histo *h, double v) {
-  // Row values are untrusted: an infinite or NaN duration must not reach the int cast.
-  int b = v > 0 && isfinite(v) ? (int)floor(log2(v)) - h->lo_exp : (v > 0 ? NBINS - 1 : 0);
-  if (b < 0) b = 0;
-  if (b >= NBINS) b = NBINS - 1;
-  h->count[b]++;
-  if (b < h->used_lo) h->used_lo = b;
-  if (b > h->used_hi) h->used_hi = b;
-}
-
-static double bin_lo(const histo *h, int b) { return ldexp(1.0, h->lo_exp + b); }
-
-static void histo_print(const histo *h, const char *title, const char *unit) {
+static void histo_print(const store_histo *h, const char *title, const char *unit) {
   printf("%s:\n", title);
   if (h->used_hi < 0) {
     printf("  (no clips)\n");
@@ -85,87 +60,17 @@ static void histo_print(const histo *h, const char *title, const char *unit) {
     int w = mx ? (int)((h->count[b] * 40 + mx - 1) / mx) : 0;
     memset(bar, '#', (size_t)w);
     bar[w] = 0;
-    printf("  [%10g, %10g) %-3s |%-40s| %lld\n", bin_lo(h, b), bin_lo(h, b + 1), unit, bar,
+    printf("  [%10g, %10g) %-3s |%-40s| %lld\n", store_histo_lo(h, b), store_histo_lo(h, b + 1), unit, bar,
            (long long)h->count[b]);
   }
 }
 
-static json_t *histo_json(const histo *h) {
+static json_t *histo_json(const store_histo *h) {
   json_t *a = json_array();
   for (int b = h->used_lo; b <= h->used_hi; b++)
-    json_array_append_new(a, json_pack("{s:f, s:f, s:I}", "lo", bin_lo(h, b), "hi",
-                                       bin_lo(h, b + 1), "count", (json_int_t)h->count[b]));
+    json_array_append_new(a, json_pack("{s:f, s:f, s:I}", "lo", store_histo_lo(h, b), "hi",
+                                       store_histo_lo(h, b + 1), "count", (json_int_t)h->count[b]));
   return a;
-}
-
-// A score's sums over the clips that have it.
-typedef struct {
-  char name[STORE_MAX_SCORE_NAME + 1];
-  int64_t count;
-  double min, max, sum;
-} score_sum;
-
-// Distinct score names summed (a manifest has a handful); the clips' scores of names past
-// this are counted, not shown, so a store of crafted names cannot make stats quadratic.
-#define MAX_SCORE_NAMES 256
-
-typedef struct {
-  histo sec, tok;
-  int64_t min_tok, max_tok;
-  double min_sec, max_sec;
-  int64_t manifest_clips, span_cut;  // clips from a manifest; of them, cut at the video's end
-  int64_t bad_scores, other_names;   // clips whose scores do not parse; scores not summed
-  score_sum *scores;                 // (nscores), in the order the names first appear
-  int nscores;
-  // --where: the clips that fail it are not counted (NULL: every clip is); the sums of those
-  // that pass, in doubles as index_totals sums them (a damaged row must not overflow)
-  const manifest_filter *where;
-  int64_t passed;
-  double tokens, frames, dropped, seconds;
-} stats_ctx;
-
-static int stats_score(const char *name, double v, void *p) {
-  stats_ctx *s = p;
-  score_sum *e = NULL;
-  for (int i = 0; i < s->nscores && !e; i++)
-    if (!strcmp(s->scores[i].name, name)) e = &s->scores[i];
-  if (!e && s->nscores == MAX_SCORE_NAMES) {
-    s->other_names++;
-    return 0;
-  }
-  if (!e) {
-    e = &s->scores[s->nscores++];
-    *e = (score_sum){.min = v, .max = v};
-    snprintf(e->name, sizeof e->name, "%s", name);
-  }
-  e->count++;
-  e->sum += v;
-  if (v < e->min) e->min = v;
-  if (v > e->max) e->max = v;
-  return 0;
-}
-
-static int stats_clip(const store_clip_row *r, void *p) {
-  stats_ctx *s = p;
-  if (s->where && !where_passes(s->where, r)) return 0;
-  s->passed++;
-  s->tokens += (double)r->c.tokens;
-  s->frames += (double)r->c.frames;
-  s->dropped += (double)r->c.dropped_frames;
-  s->seconds += r->c.duration_s;
-  histo_add(&s->sec, r->c.duration_s);
-  histo_add(&s->tok, (double)r->c.tokens);
-  if (s->min_tok < 0 || r->c.tokens < s->min_tok) s->min_tok = r->c.tokens;
-  if (r->c.tokens > s->max_tok) s->max_tok = r->c.tokens;
-  if (s->min_sec < 0 || r->c.duration_s < s->min_sec) s->min_sec = r->c.duration_s;
-  if (r->c.duration_s > s->max_sec) s->max_sec = r->c.duration_s;
-  if (r->c.manifest_row > 0) s->manifest_clips++;
-  if (r->c.manifest_row > 0 && r->c.span_cut) s->span_cut++;
-  if (r->c.scores && store_scores_each(r->c.scores, stats_score, s) != TSR_OK) {
-    s->bad_scores++;  // `index verify` names the row
-    err_clear();
-  }
-  return 0;
 }
 
 // Paths, labels and reasons come from the data: escaped for the terminal (core/term.h).
@@ -187,45 +92,25 @@ static int json_failed(const char *path, const char *err, void *ctx) {
 // What stats prints, gathered.
 typedef struct {
   const char *dir;
-  store_settings s;
-  store_totals t;      // with --where, the clip totals are those of the clips that pass
-  int64_t store_clips; // every clip of the store
+  store_stats ss;      // with --where, the clip totals are those of the clips that pass
   char where[TERM_ESCAPE_SIZE(4096)];  // --where's canonical text, escaped ("" when none)
-  stats_ctx sc;
   json_t *failed;  // --json: the failed sources
 } stats_run;
 
-// The clip totals of x->t replaced by the sums over the clips that passed --where.
-static tsr_status where_totals(stats_run *x) {
-  const stats_ctx *sc = &x->sc;
-  const double sum[3] = {sc->tokens, sc->frames, sc->dropped};
-  int64_t *dst[3] = {&x->t.tokens, &x->t.frames, &x->t.dropped_frames};
-  for (int i = 0; i < 3; i++) {
-    if (!(sum[i] > -9.2e18 && sum[i] < 9.2e18))  // converting it would be undefined
-      return err_set(TSR_EFORMAT, "index of %s: the selected clips' tokens or frames add up to "
-                     "%g: a clip row is damaged; run `tessera index verify`", x->dir, sum[i]);
-    *dst[i] = (int64_t)sum[i];
-  }
-  x->t.clips = sc->passed;
-  x->t.seconds = sc->seconds;
-  return TSR_OK;
-}
-
-static tsr_status stats_collect(store_index *ix, stats_run *x) {
-  tsr_status st = index_settings(ix, &x->s);
-  if (!st) st = index_totals(ix, &x->t);
-  x->store_clips = x->t.clips;
-  if (!st) st = index_foreach_clip(ix, stats_clip, &x->sc);
-  if (!st && x->sc.where) st = where_totals(x);
+// x's stats over the clips that pass `where` (NULL: every clip), and the failed sources
+// for --json.
+static tsr_status stats_collect(store_index *ix, stats_run *x, const manifest_filter *where) {
+  tsr_status st = store_stats_collect(ix, x->dir, where ? where_keep : NULL, (void *)where,
+                                      &x->ss);
   if (!st && x->failed) st = index_foreach_failed(ix, json_failed, x->failed);
   return st;
 }
 
 // {"name": {"count", "min", "mean", "max"}, ...} in the order the names first appear.
-static json_t *scores_json(const stats_ctx *sc) {
+static json_t *scores_json(const store_stats *sc) {
   json_t *o = json_object();
   for (int i = 0; i < sc->nscores; i++) {
-    const score_sum *e = &sc->scores[i];
+    const store_score_sum *e = &sc->scores[i];
     json_object_set_new(o, e->name, json_pack("{s:I, s:f, s:f, s:f}", "count",
                                                (json_int_t)e->count, "min", e->min, "mean",
                                                e->sum / (double)e->count, "max", e->max));
@@ -235,8 +120,8 @@ static json_t *scores_json(const stats_ctx *sc) {
 
 // The stats of x as one JSON object (NULL when out of memory).
 static json_t *stats_json_obj(stats_run *x) {
-  const store_settings *s = &x->s;
-  const store_totals *t = &x->t;
+  const store_settings *s = &x->ss.s;
+  const store_totals *t = &x->ss.t;
   json_t *o = json_pack(
       "{s:s, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:f, s:I, s:i, s:i}, s:{s:I, s:I, s:I},"
       " s:I, s:I, s:I, s:I, s:f, s:f, s:o, s:o, s:o, s:I, s:I, s:o, s:s, s:I}",
@@ -248,10 +133,10 @@ static json_t *stats_json_obj(stats_run *x) {
       "failed", (json_int_t)t->sources_failed, "clips", (json_int_t)t->clips, "tokens",
       (json_int_t)t->tokens, "frames", (json_int_t)t->frames, "dropped_frames",
       (json_int_t)t->dropped_frames, "seconds", t->seconds, "hours", t->seconds / 3600.0,
-      "histogram_seconds", histo_json(&x->sc.sec), "histogram_tokens", histo_json(&x->sc.tok),
-      "failed_sources", x->failed, "manifest_clips", (json_int_t)x->sc.manifest_clips,
-      "span_cut_clips", (json_int_t)x->sc.span_cut, "scores", scores_json(&x->sc), "where",
-      x->where, "clips_in_store", (json_int_t)x->store_clips);
+      "histogram_seconds", histo_json(&x->ss.sec), "histogram_tokens", histo_json(&x->ss.tok),
+      "failed_sources", x->failed, "manifest_clips", (json_int_t)x->ss.manifest_clips,
+      "span_cut_clips", (json_int_t)x->ss.span_cut, "scores", scores_json(&x->ss), "where",
+      x->where, "clips_in_store", (json_int_t)x->ss.store_clips);
   x->failed = NULL;
   return o;
 }
@@ -262,14 +147,14 @@ static tsr_status stats_print_json(json_t *o) {
 }
 
 // The manifest part of the text: clips from manifest rows, cut ones, each score's sums.
-static void stats_text_manifest(const stats_ctx *sc) {
+static void stats_text_manifest(const store_stats *sc) {
   if (sc->manifest_clips)
     printf("manifest: %lld clips from manifest rows, %lld of them cut at the end of their "
            "video\n", (long long)sc->manifest_clips, (long long)sc->span_cut);
   if (sc->nscores) printf("scores:%*s %10s %12s %12s %12s\n", 23, "", "clips", "min", "mean",
                           "max");
   for (int i = 0; i < sc->nscores; i++) {
-    const score_sum *e = &sc->scores[i];
+    const store_score_sum *e = &sc->scores[i];
     char name[TERM_ESCAPE_SIZE(STORE_MAX_SCORE_NAME)];
     printf("  %-28s %10lld %12.6g %12.6g %12.6g\n", term_escape(name, sizeof name, e->name),
            (long long)e->count, e->min, e->sum / (double)e->count, e->max);
@@ -282,8 +167,8 @@ static void stats_text_manifest(const stats_ctx *sc) {
 }
 
 static void stats_text(const stats_run *x) {
-  const store_settings *s = &x->s;
-  const store_totals *t = &x->t;
+  const store_settings *s = &x->ss.s;
+  const store_totals *t = &x->ss.t;
   const char *dt = store_dtype_name(s->dtype);
   printf("store %s\n", x->dir);
   if (store_is_latent(s))
@@ -298,50 +183,42 @@ static void stats_text(const stats_run *x) {
          (long long)t->sources_partial, (long long)t->sources_failed);
   if (x->where[0])
     printf("selected: %lld of %lld clips pass %s (what follows counts them)\n",
-           (long long)t->clips, (long long)x->store_clips, x->where);
+           (long long)t->clips, (long long)x->ss.store_clips, x->where);
   printf("clips: %lld, tokens: %lld (%.3g GB), frames: %lld (+%lld dropped), hours: %.3f\n",
          (long long)t->clips, (long long)t->tokens,
          (double)t->tokens * (double)store_token_bytes(s) / 1e9, (long long)t->frames,
          (long long)t->dropped_frames, t->seconds / 3600.0);
   if (t->clips)
-    printf("clip length: %.3g to %.3g s, %lld to %lld tokens\n", x->sc.min_sec, x->sc.max_sec,
-           (long long)x->sc.min_tok, (long long)x->sc.max_tok);
-  histo_print(&x->sc.sec, "clip length in seconds", "s");
-  histo_print(&x->sc.tok, "clip length in tokens", "tok");
-  stats_text_manifest(&x->sc);
+    printf("clip length: %.3g to %.3g s, %lld to %lld tokens\n", x->ss.min_sec, x->ss.max_sec,
+           (long long)x->ss.min_tok, (long long)x->ss.max_tok);
+  histo_print(&x->ss.sec, "clip length in seconds", "s");
+  histo_print(&x->ss.tok, "clip length in tokens", "tok");
+  stats_text_manifest(&x->ss);
 }
 
 // One store's stats: printed as text, or with `json` as an object into *obj (the caller's).
 // *t: its totals (of the clips that pass `where`), *clips: every clip of the store.
 static tsr_status stats_store(const char *dir, int json, const manifest_filter *where,
                               json_t **obj, store_totals *t, int64_t *clips) {
-  stats_run x = {.dir = dir, .sc = {.min_tok = -1, .min_sec = -1},
-                 .failed = json ? json_array() : NULL};
-  if (where && where->nwhere) {
-    x.sc.where = where;
-    where_text(where, x.where, sizeof x.where);
-  }
-  histo_init(&x.sc.sec, -6);  // from 1/64 s
-  histo_init(&x.sc.tok, 0);
+  stats_run x = {.dir = dir, .failed = json ? json_array() : NULL};
+  if (where && where->nwhere) where_text(where, x.where, sizeof x.where);
+  else where = NULL;
   store_index *ix = NULL;
-  tsr_status st = TSR_OK;
-  if (!(x.sc.scores = malloc(MAX_SCORE_NAMES * sizeof *x.sc.scores)))
-    st = err_set(TSR_ENOMEM, "out of memory");
-  if (!st) st = store_open(&ix, x.dir, 0, NULL);
-  if (!st) st = stats_collect(ix, &x);
+  tsr_status st = store_open(&ix, x.dir, 0, NULL);
+  if (!st) st = stats_collect(ix, &x, where);
   if (!st && json && !(*obj = stats_json_obj(&x))) st = err_set(TSR_ENOMEM, "out of memory");
   if (!st && !json) {
     stats_text(&x);
-    if (x.t.sources_failed) {
+    if (x.ss.t.sources_failed) {
       printf("failed sources:\n");
       st = index_foreach_failed(ix, print_failed, NULL);
     }
   }
   index_close(&ix);
   json_decref(x.failed);
-  free(x.sc.scores);
-  *t = x.t;
-  *clips = x.store_clips;
+  store_stats_free(&x.ss);
+  *t = x.ss.t;
+  *clips = x.ss.store_clips;
   return st;
 }
 
