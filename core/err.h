@@ -34,9 +34,9 @@ const char *err_msg(void);
 // Returns `call`'s status from the enclosing function (itself returning tsr_status) when
 // it is not TSR_OK: the tree's one early-return macro, `TSR_TRY(st_open(&f, path));`. The
 // callee has set the message; a caller that adds context uses err_wrap instead.
-#define TSR_TRY(call)                       \
-  do {                                      \
-    tsr_status tsr_try_st_ = (call);        \
+#define TSR_TRY(call)                              \
+  do {                                             \
+    tsr_status tsr_try_st_ = (call);               \
     if (tsr_try_st_ != TSR_OK) return tsr_try_st_; \
   } while (0)
 
