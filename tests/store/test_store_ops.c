@@ -17,7 +17,9 @@
 #include "store/clip.h"
 #include "store/index.h"
 #include "store/merge.h"
+#include "store/recover.h"
 #include "store/settings.h"
+#include "store/stats.h"
 #include "store/store.h"
 #include "store/verify.h"
 
@@ -83,6 +85,12 @@ static void on_line(const char *line, int problem, void *ctx) {
   size_t u = strlen(l->text);
   snprintf(l->text + u, sizeof l->text - u, "%s\n", line);
 }
+
+// store_repair's lines into a `lines` (ctx).
+static void on_say(const char *line, void *ctx) { on_line(line, 0, ctx); }
+
+// store_stats_collect's predicate: clips of more than *ctx (int64_t) tokens.
+static int over_tokens(const store_clip_row *r, void *ctx) { return r->c.tokens > *(int64_t *)ctx; }
 
 static void flip(const char *path, int64_t off) {
   int fd = open(path, O_RDWR);
@@ -190,6 +198,53 @@ int main(int argc, char **argv) {
   CHECK_OK(store_verify(a, on_line, &l, &vr));
   CHECK(vr.clips_bad == 3 && strstr(l.text, "missing"), "missing shard: %s", l.text);
   CHECK(store_verify(root, on_line, &l, &vr) != TSR_OK, "not a store");
+
+  // ---- stats (b, untouched): against make_store's clips, tokens T*12 for T = 2, 3, 3 and
+  // lengths 5, 15, 7.5 s ----
+  store_stats ss;
+  CHECK_OK(store_open(&ix, b, 0, NULL));
+  CHECK_OK(index_totals(ix, &t));
+  CHECK_OK(store_stats_collect(ix, b, NULL, NULL, &ss));
+  CHECK(!memcmp(&ss.t, &t, sizeof t) && ss.store_clips == 3, "stats: the index's totals");
+  CHECK(ss.min_tok == 24 && ss.max_tok == 36 && ss.min_sec == 5 && ss.max_sec == 15,
+        "stats: %lld..%lld tokens, %g..%g s", (long long)ss.min_tok, (long long)ss.max_tok,
+        ss.min_sec, ss.max_sec);
+  CHECK(ss.sec.count[2 + 6] == 2 && ss.sec.count[3 + 6] == 1 && ss.sec.used_lo == 8 &&
+            ss.sec.used_hi == 9 && store_histo_lo(&ss.sec, 8) == 4,
+        "stats: seconds in [4, 8) twice, [8, 16) once");
+  CHECK(ss.tok.count[4] == 1 && ss.tok.count[5] == 2, "stats: tokens in [16, 32) once, [32, 64) twice");
+  store_stats_free(&ss);
+  int64_t over = 30;
+  CHECK_OK(store_stats_collect(ix, b, over_tokens, &over, &ss));
+  CHECK(ss.t.clips == 2 && ss.t.tokens == 72 && ss.t.frames == 12 && ss.t.seconds == 22.5 &&
+            ss.store_clips == 3 && ss.t.sources_done == t.sources_done && ss.min_tok == 36,
+        "stats of the clips over 30 tokens: %lld clips, %lld tokens, %lld frames, %g s",
+        (long long)ss.t.clips, (long long)ss.t.tokens, (long long)ss.t.frames, ss.t.seconds);
+  store_stats_free(&ss);
+  index_close(&ix);
+
+  // ---- repair (c): a consistent store, a stray temporary file, a lost index ----
+  store_repair_report rr;
+  lines said = {0};
+  CHECK_OK(store_repair(c, on_say, &said, &rr));
+  CHECK(!rr.rebuilt && rr.recovery.tmp_removed == 0 && rr.recovery.shards_removed == 0 &&
+            !said.text[0], "repair of a consistent store does nothing: %s", said.text);
+  snprintf(p, sizeof p, "%s/shards/w9.tshard.tmp", c);
+  FILE *tf = fopen(p, "w");
+  CHECK(tf && fclose(tf) == 0, "stray temporary file");
+  CHECK_OK(store_repair(c, on_say, &said, &rr));
+  CHECK(!rr.rebuilt && rr.recovery.tmp_removed == 1 && access(p, F_OK) != 0,
+        "repair removes the temporary file");
+  snprintf(p, sizeof p, "%s/index.sqlite", c);
+  CHECK(unlink(p) == 0, "index removed");
+  CHECK_OK(store_repair(c, on_say, &said, &rr));
+  CHECK(rr.rebuilt && rr.rebuild.shards == 2 && rr.rebuild.clips == 3 &&
+            strstr(said.text, "rebuilding the index from the shards"),
+        "repair of a store without its index rebuilds it: %lld shards, %lld clips: %s",
+        (long long)rr.rebuild.shards, (long long)rr.rebuild.clips, said.text);
+  CHECK_OK(store_verify_as_reader(c, on_line, &l, &vr));
+  CHECK(vr.shards_bad == 0 && vr.clips_bad == 0 && vr.clips == rr.rebuild.clips,
+        "repaired store verifies: %lld clips", (long long)vr.clips);
 
   snprintf(p, sizeof p, "rm -rf '%s'", root);
   CHECK(system(p) == 0, "cleanup");
