@@ -19,8 +19,7 @@
 #include "tools/video.h"
 
 enum { O_CONFIG = 1, O_DATA, O_OUT, O_STEPS, O_RESUME, O_INIT, O_SET, O_COST, O_GPN, O_PLAN,
-       O_SKIP_BAD, O_BACKEND, O_COMM, O_PLANNERS, O_MEM_BYTES, O_DRY_RUN, O_PRECISION,
-       O_HELP };
+       O_SKIP_BAD, O_BACKEND, O_COMM, O_PLANNERS, O_MEM_BYTES, O_DRY_RUN, O_PRECISION };
 
 // The options of `tessera train`, in the order of its --help (tools/opt.h).
 static const opt_def train_opts[] = {
@@ -80,7 +79,7 @@ static const opt_def train_opts[] = {
      "print the effective config, the memory model, the first\n"
      "batches' plans and the predicted step time; train nothing,\n"
      "write nothing (--out optional)"),
-    OPT_AS("-h, --help", "help", NULL, O_HELP, NULL, "this help"),
+    OPT_HELP_ROW,
     OPT_END};
 
 static void train_usage(FILE *f) {

@@ -18,10 +18,11 @@ int opt_next(opt_parser *p) {
   struct option lo[OPT_MAX + 1];
   int n = 0;
   for (int i = 0; p->defs[i].name || p->defs[i].help; i++) {
-    if (!p->defs[i].name) continue;
+    if (!p->defs[i].name || !p->defs[i].id) continue;
     if (n == OPT_MAX) return err_set(TSR_EINVAL, "too many options in one table"), 0;
-    lo[n++] = (struct option){p->defs[i].name, p->defs[i].arg ? required_argument : no_argument,
-                              NULL, i + 1};
+    const char *arg = p->defs[i].arg;
+    int has = !arg ? no_argument : arg[0] == '[' ? optional_argument : required_argument;
+    lo[n++] = (struct option){p->defs[i].name, has, NULL, i + 1};
   }
   lo[n] = (struct option){0, 0, 0, 0};
   int c = cli_getopt(p->argc, p->argv, lo);
@@ -71,7 +72,8 @@ void opt_help(FILE *f, const opt_def *defs, int width) {
     if (d->synopsis) snprintf(left, sizeof left, "%s", d->synopsis);
     else snprintf(left, sizeof left, "--%s%s%s", d->name, d->arg ? " " : "", d->arg ? d->arg : "");
     if ((int)strlen(left) < width) fprintf(f, "  %-*s", width, left);
-    else fprintf(f, "  %s\n%*s", left, width + 2, "");
+    else if (!d->synopsis) fprintf(f, "  %s  ", left);  // one long flag: its help beside it
+    else fprintf(f, "  %s\n%*s", left, width + 2, "");  // a flag with companions: below
     help_lines(f, d->help, width + 2);
   }
 }

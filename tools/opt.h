@@ -17,8 +17,10 @@
 typedef struct {
   const char *name;      // the flag without "--" ("steps"); NULL: a heading row, whose help
                          // `--help` prints as it is (blank lines, "options:")
-  const char *arg;       // the value's name in `--help` ("N"); NULL: a flag without a value
-  int id;                // what opt_next returns for it (> 0; several rows may share one)
+  const char *arg;       // the value's name in `--help` ("N"); NULL: a flag without a value;
+                         // in brackets ("[FILE]"): an optional value, --name=FILE
+  int id;                // what opt_next returns for it (> 0; several rows may share one);
+                         // 0: listed, not parsed (-h, --help: wants_help takes it first)
   const char *key;       // the config key the flag sets ("train.precision"), or NULL
   const char *help;      // its text, lines separated by '\n' (continuations indented under
                          // the first); NULL: parsed but not listed (an older spelling)
@@ -27,10 +29,11 @@ typedef struct {
 } opt_def;
 
 // Rows: OPT for a flag, OPT_AS for one listed under another left column, OPT_HEADING for
-// text between the flags; OPT_END ends the table. At most OPT_MAX rows with a name.
+// text between the flags, OPT_HELP_ROW for "-h, --help"; OPT_END ends the table. At most OPT_MAX rows with a name.
 #define OPT(name, arg, id, key, help) {(name), (arg), (id), (key), (help), NULL}
 #define OPT_AS(synopsis, name, arg, id, key, help) {(name), (arg), (id), (key), (help), (synopsis)}
 #define OPT_HEADING(text) {NULL, NULL, 0, NULL, (text), NULL}
+#define OPT_HELP_ROW {"help", NULL, 0, NULL, "this help", "-h, --help"}
 #define OPT_END {NULL, NULL, 0, NULL, NULL, NULL}
 enum { OPT_MAX = 64 };
 
@@ -56,9 +59,9 @@ char *opt_key_set(opt_parser *p, const char *value);
 // Frees what opt_key_set made.
 void opt_end(opt_parser *p);
 
-// Writes the table's help: each row "  LEFT" padded to `width` columns, then its help
-// (a LEFT of `width` or more on a line of its own, the help below it); continuation lines
-// start at column width + 2.
+// Writes the table's help: each row "  LEFT" padded to `width` columns, then its help;
+// continuation lines start at column width + 2. A LEFT of `width` or more: "--name ARG"
+// followed by two spaces and the help, a synopsis on a line of its own with the help below.
 void opt_help(FILE *f, const opt_def *defs, int width);
 
 #endif
