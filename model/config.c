@@ -387,6 +387,13 @@ tsr_status config_load(const char *path, char *const *overrides, int n_overrides
   return TSR_OK;
 }
 
+int config_list_count(const char *list) {
+  if (!list || !*list) return 0;
+  int n = 1;
+  for (const char *p = list; (p = strchr(p, ',')); p++) n++;
+  return n;
+}
+
 tsr_status config_validate(const dit_config *m, const train_config *t) {
   both_config c = {*m, *t};
   char buf[64];

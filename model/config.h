@@ -185,6 +185,9 @@ int config_key_doc_at(int i, config_key_doc *out);
 // nor override gave them), or NULL if there is none; the caller prints it and frees it.
 tsr_status config_load(const char *path, char *const *overrides, int n_overrides, dit_config *m,
                        train_config *t, char **defaults_used);
+// The number of keys in a defaults_used list (0 for NULL): a preset gives only what differs
+// from the defaults, so tools print the count, not the list.
+int config_list_count(const char *defaults_used);
 // Checks consistency (divisibility, ranges); message names the key.
 tsr_status config_validate(const dit_config *m, const train_config *t);
 // The config as INI text (stored in checkpoints' metadata). Caller frees.

@@ -106,7 +106,8 @@ int cmd_calibrate(int argc, char **argv) {
   if (!st) st = backend_choose(backend, &bc);
   o.backend = &bc;
   if (!st) st = backend_comm_open(comm, &bc, 0, &o.comm);  // makes the group set
-  if (!st && defaults && comm_rank() == 0) log_info("config: defaults used for %s", defaults);
+  if (!st && defaults && comm_rank() == 0)
+    log_info("config: %d keys at their defaults (docs/config.md)", config_list_count(defaults));
   if (!st && comm_rank() == 0)
     log_info("calibrate: backend %s, precision %s, comm %s",
              bc.table[tc.precision] ? bc.table[tc.precision]->name : bc.device,

@@ -3,7 +3,8 @@
 //   back as the same float, so equal text is equal bits) is what it was when every preset
 //   spelled out every key: tests/model/presets/NAME.ini holds those effective configs
 //   (a key newer than them is not in them and is left out of the comparison);
-// - a preset gives only the required keys and the ones where it differs from the default;
+// - a preset gives only the required keys and the ones where it differs from the default,
+//   and config_list_count counts the rest;
 // - docs/config.md lists every key of the table with its default and help, row for row.
 #include <dirent.h>
 #include <stdio.h>
@@ -64,7 +65,8 @@ static void check_preset(const char *name) {
   snprintf(gpath, sizeof gpath, "%s/tests/model/presets/%s.ini", TESSERA_SOURCE_DIR, name);
   dit_config m;
   train_config t;
-  CHECK_OK(config_load(path, NULL, 0, &m, &t, NULL));
+  char *defaults = NULL;
+  CHECK_OK(config_load(path, NULL, 0, &m, &t, &defaults));
   effective(&m, &t, &eff);
   golden.n = given.n = 0;
   // a preset newer than the thinning has no earlier effective config
@@ -80,6 +82,12 @@ static void check_preset(const char *name) {
           now ? now : "(no such key)", golden.kv[i]);
   }
   CHECK_OK(ini_read(path, NULL, collect, &given));
+  // the count tools print: every key of the table the preset does not give
+  int keys = 0;
+  for (config_key_doc d; config_key_doc_at(keys, &d);) keys++;
+  CHECK(config_list_count(defaults) == keys - given.n, "%s: %d keys at their defaults, the "
+        "table has %d and the preset gives %d", name, config_list_count(defaults), keys, given.n);
+  free(defaults);
   for (int i = 0; i < given.n; i++) {
     char key[128];
     snprintf(key, sizeof key, "%.*s", (int)strcspn(given.kv[i], " "), given.kv[i]);
