@@ -287,7 +287,8 @@ static tsr_status config_key_fn(void *user, const char *section, const char *nam
                    line, name);
   const config_key *k = find_key(section, name);
   if (!k)
-    return err_set(TSR_EINVAL, "%s:%d: unknown key [%s] %s (docs/config.md lists the keys)", p->path, line, section, name);
+    return err_set(TSR_EINVAL, "%s:%d: unknown key [%s] %s (docs/config.md lists the keys)",
+                   p->path, line, section, name);
   int i = (int)(k - KEYS);
   if (p->o->from[i])
     return err_set(TSR_EINVAL, "%s:%d: %s.%s given twice (lines %d and %d); keep one", p->path,

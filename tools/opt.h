@@ -29,7 +29,8 @@ typedef struct {
 } opt_def;
 
 // Rows: OPT for a flag, OPT_AS for one listed under another left column, OPT_HEADING for
-// text between the flags, OPT_HELP_ROW for "-h, --help"; OPT_END ends the table. At most OPT_MAX rows with a name.
+// text between the flags, OPT_HELP_ROW for "-h, --help"; OPT_END ends the table. At most
+// OPT_MAX rows with a name.
 #define OPT(name, arg, id, key, help) {(name), (arg), (id), (key), (help), NULL}
 #define OPT_AS(synopsis, name, arg, id, key, help) {(name), (arg), (id), (key), (help), (synopsis)}
 #define OPT_HEADING(text) {NULL, NULL, 0, NULL, (text), NULL}
