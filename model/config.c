@@ -103,120 +103,104 @@ typedef struct {
   key_type type;
   size_t offset;  // into both_config
   double min, max;
+  const char *def;   // the default, as a file would write it (config_defaults parses it)
   const char *help;
   int late;       // 1: added after checkpoints existed; a checkpoint config without it has
                   // its default (config_from_ini), which is what those checkpoints ran with
 } config_key;
 
-#define MK(n, ty, lo, hi, h) {"model", #n, ty, offsetof(both_config, m.n), lo, hi, h, 0}
-#define TK(n, ty, lo, hi, h) {"train", #n, ty, offsetof(both_config, t.n), lo, hi, h, 0}
-#define MK_LATE(n, ty, lo, hi, h) {"model", #n, ty, offsetof(both_config, m.n), lo, hi, h, 1}
-#define TK_LATE(n, ty, lo, hi, h) {"train", #n, ty, offsetof(both_config, t.n), lo, hi, h, 1}
-#define LK_LATE(n, ty, lo, hi, h) {"lora", #n, ty, offsetof(both_config, t.lora_##n), lo, hi, h, 1}
+#define MK(n, ty, lo, hi, def, h) {"model", #n, ty, offsetof(both_config, m.n), lo, hi, def, h, 0}
+#define TK(n, ty, lo, hi, def, h) {"train", #n, ty, offsetof(both_config, t.n), lo, hi, def, h, 0}
+#define MK_LATE(n, ty, lo, hi, def, h) {"model", #n, ty, offsetof(both_config, m.n), lo, hi, def, h, 1}
+#define TK_LATE(n, ty, lo, hi, def, h) {"train", #n, ty, offsetof(both_config, t.n), lo, hi, def, h, 1}
+#define LK_LATE(n, ty, lo, hi, def, h) {"lora", #n, ty, offsetof(both_config, t.lora_##n), lo, hi, def, h, 1}
 static const config_key KEYS[] = {
-    MK(hidden, KT_INT, 2, 1 << 16, "hidden size D"),
-    MK(depth, KT_INT, 1, 1024, "number of DiT blocks"),
-    MK(heads, KT_INT, 1, 1024, "attention heads (hidden / heads even)"),
-    MK(mlp_ratio, KT_INT, 1, 64, "MLP hidden = mlp_ratio * hidden"),
-    MK(pt, KT_INT, 1, 64, "tubelet frames"),
-    MK(ph, KT_INT, 1, 1024, "tubelet height"),
-    MK(pw, KT_INT, 1, 1024, "tubelet width"),
-    MK(channels, KT_INT, 1, 1024, "values per pixel"),
-    MK(freq_dim, KT_INT, 2, 1 << 16, "sinusoidal timestep embedding size (even)"),
-    MK(num_classes, KT_INT, 0, 1 << 24, "class labels (0: unconditional)"),
-    MK(rope_theta, KT_FLOAT, 1.0, 1e9, "RoPE base"),
-    MK(ln_eps, KT_FLOAT, 1e-12, 1.0, "LayerNorm epsilon"),
-    MK(rms_eps, KT_FLOAT, 1e-12, 1.0, "QK RMSNorm epsilon"),
-    MK(recompute, KT_INT, 0, 2, "backward recomputes: 0 nothing, 1 whole blocks, 2 the cheap token-local layers"),
-    MK_LATE(text_dim, KT_INT, 0, 1 << 16, "caption embedding width (0: no captions)"),
-    MK_LATE(text_len, KT_INT, 0, 1 << 16, "most caption tokens of a clip"),
-    MK_LATE(family, KT_FAMILY, 0, NFAMILIES - 1, "the network: tessera or wan"),
-    MK_LATE(ffn_dim, KT_INT, 0, 1 << 20, "MLP hidden width (0: mlp_ratio * hidden)"),
-    MK_LATE(text_pad, KT_INT, 0, 1, "1: captions padded with zero rows to text_len (Wan)"),
-    MK_LATE(attn_mask, KT_MASK, 0, NMASKS - 1, "attention mask: full, block_causal or window"),
-    MK_LATE(mask_chunk, KT_INT, 1, 1 << 20, "block_causal: latent frames per chunk"),
-    MK_LATE(mask_window, KT_INT, 0, 1 << 20, "block_causal: chunks back besides its own (0: all)"),
-    MK_LATE(mask_wt, KT_INT, 0, 1 << 20, "window: radius in tiles along time"),
-    MK_LATE(mask_wh, KT_INT, 0, 1 << 20, "window: radius in tiles along rows"),
-    MK_LATE(mask_ww, KT_INT, 0, 1 << 20, "window: radius in tiles along columns"),
-    MK_LATE(mask_tile_t, KT_INT, 1, 1 << 20, "window: a tile's latent frames"),
-    MK_LATE(mask_tile_h, KT_INT, 1, 1 << 20, "window: a tile's token rows"),
-    MK_LATE(mask_tile_w, KT_INT, 1, 1 << 20, "window: a tile's token columns"),
-    TK(global_batch, KT_I64, 1, SCHED_MAX_BATCH, "clips per step"),
-    TK(steps, KT_I64, 1, 1e15, "total steps of the schedule"),
-    TK(warmup, KT_I64, 0, 1e15, "linear warmup steps"),
-    TK_LATE(lr_schedule_steps, KT_I64, 0, 1e15,
+    MK(hidden, KT_INT, 2, 1 << 16, "64", "hidden size D"),
+    MK(depth, KT_INT, 1, 1024, "2", "number of DiT blocks"),
+    MK(heads, KT_INT, 1, 1024, "4", "attention heads (hidden / heads even)"),
+    MK(mlp_ratio, KT_INT, 1, 64, "4", "MLP hidden = mlp_ratio * hidden"),
+    MK(pt, KT_INT, 1, 64, "2", "tubelet frames"),
+    MK(ph, KT_INT, 1, 1024, "16", "tubelet height"),
+    MK(pw, KT_INT, 1, 1024, "16", "tubelet width"),
+    MK(channels, KT_INT, 1, 1024, "3", "values per pixel"),
+    MK(freq_dim, KT_INT, 2, 1 << 16, "256", "sinusoidal timestep embedding size (even)"),
+    MK(num_classes, KT_INT, 0, 1 << 24, "0", "class labels (0: unconditional)"),
+    MK(rope_theta, KT_FLOAT, 1.0, 1e9, "10000", "RoPE base"),
+    MK(ln_eps, KT_FLOAT, 1e-12, 1.0, "1e-6", "LayerNorm epsilon"),
+    MK(rms_eps, KT_FLOAT, 1e-12, 1.0, "1e-6", "QK RMSNorm epsilon"),
+    MK(recompute, KT_INT, 0, 2, "0", "backward recomputes: 0 nothing, 1 whole blocks, 2 the cheap token-local layers"),
+    MK_LATE(text_dim, KT_INT, 0, 1 << 16, "0", "caption embedding width (0: no captions)"),
+    MK_LATE(text_len, KT_INT, 0, 1 << 16, "0", "most caption tokens of a clip"),
+    MK_LATE(family, KT_FAMILY, 0, NFAMILIES - 1, "tessera", "the network: tessera or wan"),
+    MK_LATE(ffn_dim, KT_INT, 0, 1 << 20, "0", "MLP hidden width (0: mlp_ratio * hidden)"),
+    MK_LATE(text_pad, KT_INT, 0, 1, "0", "1: captions padded with zero rows to text_len (Wan)"),
+    MK_LATE(attn_mask, KT_MASK, 0, NMASKS - 1, "full", "attention mask: full, block_causal or window"),
+    MK_LATE(mask_chunk, KT_INT, 1, 1 << 20, "1", "block_causal: latent frames per chunk"),
+    MK_LATE(mask_window, KT_INT, 0, 1 << 20, "0", "block_causal: chunks back besides its own (0: all)"),
+    MK_LATE(mask_wt, KT_INT, 0, 1 << 20, "1", "window: radius in tiles along time"),
+    MK_LATE(mask_wh, KT_INT, 0, 1 << 20, "1", "window: radius in tiles along rows"),
+    MK_LATE(mask_ww, KT_INT, 0, 1 << 20, "1", "window: radius in tiles along columns"),
+    MK_LATE(mask_tile_t, KT_INT, 1, 1 << 20, "1", "window: a tile's latent frames"),
+    MK_LATE(mask_tile_h, KT_INT, 1, 1 << 20, "1", "window: a tile's token rows"),
+    MK_LATE(mask_tile_w, KT_INT, 1, 1 << 20, "1", "window: a tile's token columns"),
+    TK(global_batch, KT_I64, 1, SCHED_MAX_BATCH, "8", "clips per step"),
+    TK(steps, KT_I64, 1, 1e15, "2000", "total steps of the schedule"),
+    TK(warmup, KT_I64, 0, 1e15, "100", "linear warmup steps"),
+    TK_LATE(lr_schedule_steps, KT_I64, 0, 1e15, "0",
             "steps the LR schedule spans (0: train.steps, or a fresh run's --steps)"),
-    TK(lr, KT_FLOAT, 0.0, 10.0, "peak learning rate"),
-    TK(min_lr, KT_FLOAT, 0.0, 10.0, "final learning rate"),
-    TK(beta1, KT_FLOAT, 0.0, 0.999999, "Adam beta1"),
-    TK(beta2, KT_FLOAT, 0.0, 0.999999, "Adam beta2"),
+    TK(lr, KT_FLOAT, 0.0, 10.0, "1e-3", "peak learning rate"),
+    TK(min_lr, KT_FLOAT, 0.0, 10.0, "1e-4", "final learning rate"),
+    TK(beta1, KT_FLOAT, 0.0, 0.999999, "0.9", "Adam beta1"),
+    TK(beta2, KT_FLOAT, 0.0, 0.999999, "0.99", "Adam beta2"),
     // > 0: with 0 a gradient of exactly 0 gives 0 / 0 and the first step is NaN; below
     // 1e-20 a gradient whose square underflows divides by almost nothing
-    TK(adam_eps, KT_FLOAT, 1e-20, 1.0, "Adam epsilon (0 makes the first step NaN)"),
-    TK(weight_decay, KT_FLOAT, 0.0, 10.0, "AdamW weight decay"),
-    TK(grad_clip, KT_FLOAT, -1.0, 1e9, "max gradient norm (<= 0: off)"),
-    TK(ema_decay, KT_FLOAT, 0.0, 1.0, "EMA decay"),
-    TK(class_dropout, KT_FLOAT, 0.0, 1.0, "label dropout probability"),
-    TK_LATE(caption_dropout, KT_FLOAT, 0.0, 1.0, "caption dropout probability"),
-    TK_LATE(null_caption, KT_STR, 0, CONFIG_NULL_CAPTION_MAX,
+    TK(adam_eps, KT_FLOAT, 1e-20, 1.0, "1e-8", "Adam epsilon (0 makes the first step NaN)"),
+    TK(weight_decay, KT_FLOAT, 0.0, 10.0, "0", "AdamW weight decay"),
+    TK(grad_clip, KT_FLOAT, -1.0, 1e9, "1", "max gradient norm (<= 0: off)"),
+    TK(ema_decay, KT_FLOAT, 0.0, 1.0, "0.999", "EMA decay"),
+    TK(class_dropout, KT_FLOAT, 0.0, 1.0, "0.1", "label dropout probability"),
+    TK_LATE(caption_dropout, KT_FLOAT, 0.0, 1.0, "0.1", "caption dropout probability"),
+    TK_LATE(null_caption, KT_STR, 0, CONFIG_NULL_CAPTION_MAX, "",
             "caption file of dropped and absent captions, e.g. the empty prompt's (empty: none)"),
-    TK(t_logit_mean, KT_FLOAT, -10.0, 10.0, "logit-normal mean of t"),
-    TK(t_logit_std, KT_FLOAT, 0.0, 10.0, "logit-normal std of t"),
-    TK(t_shift_tokens, KT_I64, 0, 1e15, "length shift reference tokens (0: off)"),
-    TK_LATE(t_min, KT_FLOAT, 0.0, 1.0, "lowest noise level drawn (flow time; 0: all)"),
-    TK_LATE(t_max, KT_FLOAT, 0.0, 1.0, "highest noise level drawn (flow time; 1: all)"),
-    TK(mem_tokens, KT_I64, 0, (double)SCHED_MAX_TOKENS,
+    TK(t_logit_mean, KT_FLOAT, -10.0, 10.0, "0", "logit-normal mean of t"),
+    TK(t_logit_std, KT_FLOAT, 0.0, 10.0, "1", "logit-normal std of t"),
+    TK(t_shift_tokens, KT_I64, 0, 1e15, "1024", "length shift reference tokens (0: off)"),
+    TK_LATE(t_min, KT_FLOAT, 0.0, 1.0, "0", "lowest noise level drawn (flow time; 0: all)"),
+    TK_LATE(t_max, KT_FLOAT, 0.0, 1.0, "1", "highest noise level drawn (flow time; 1: all)"),
+    TK(mem_tokens, KT_I64, 0, (double)SCHED_MAX_TOKENS, "32768",
        "most tokens per rank per microbatch (0: the most that fit the memory)"),
-    TK(seed, KT_I64, 0, 9.2e18, "random seed"),
-    TK_LATE(zero, KT_INT, 0, 3, "ZeRO stage: 0 none, 1 optimizer state, masters and EMA sharded over the ranks, 2 also gradients, 3 also the working weights (gathered block by block)"),
-    TK(ckpt_every, KT_INT, 1, 1e9, "steps between checkpoints"),
-    TK(ckpt_keep, KT_INT, 1, 1e6, "checkpoints kept"),
-    TK(log_every, KT_INT, 1, 1e9, "steps between metric lines"),
-    TK_LATE(tensorboard, KT_INT, 0, 1, "1: the metrics also as TensorBoard event files in RUN/tensorboard/"),
-    TK_LATE(precision, KT_PRECISION, 0, NPRECISIONS - 1, "activation dtype: fp32 or bf16"),
-    TK_LATE(val_clips, KT_I64, 0, SCHED_MAX_BATCH, "clips held out for validation (0: none)"),
-    TK_LATE(val_every, KT_INT, 1, 1e9, "steps between validations"),
-    TK_LATE(sample_every, KT_INT, 0, 1e9, "steps between sample videos (0: none)"),
-    TK_LATE(sample_steps, KT_INT, 1, 100000, "Euler steps of the samples"),
-    TK_LATE(sample_cfg, KT_FLOAT, 0.0, 100.0, "guidance scale of the samples (1: none)"),
-    TK_LATE(act_bytes_token, KT_I64, 0, 1e12,
+    TK(seed, KT_I64, 0, 9.2e18, "0", "random seed"),
+    TK_LATE(zero, KT_INT, 0, 3, "0", "ZeRO stage: 0 none, 1 optimizer state, masters and EMA sharded over the ranks, 2 also gradients, 3 also the working weights (gathered block by block)"),
+    TK(ckpt_every, KT_INT, 1, 1e9, "200", "steps between checkpoints"),
+    TK(ckpt_keep, KT_INT, 1, 1e6, "3", "checkpoints kept"),
+    TK(log_every, KT_INT, 1, 1e9, "10", "steps between metric lines"),
+    TK_LATE(tensorboard, KT_INT, 0, 1, "0", "1: the metrics also as TensorBoard event files in RUN/tensorboard/"),
+    TK_LATE(precision, KT_PRECISION, 0, NPRECISIONS - 1, "fp32", "activation dtype: fp32 or bf16"),
+    TK_LATE(val_clips, KT_I64, 0, SCHED_MAX_BATCH, "0", "clips held out for validation (0: none)"),
+    TK_LATE(val_every, KT_INT, 1, 1e9, "100", "steps between validations"),
+    TK_LATE(sample_every, KT_INT, 0, 1e9, "0", "steps between sample videos (0: none)"),
+    TK_LATE(sample_steps, KT_INT, 1, 100000, "32", "Euler steps of the samples"),
+    TK_LATE(sample_cfg, KT_FLOAT, 0.0, 100.0, "1", "guidance scale of the samples (1: none)"),
+    TK_LATE(act_bytes_token, KT_I64, 0, 1e12, "0",
             "measured device bytes per token of a step (0: the memory model's own count)"),
-    TK_LATE(cp_mode, KT_CPMODE, 0, NCPMODES - 1,
+    TK_LATE(cp_mode, KT_CPMODE, 0, NCPMODES - 1, "auto",
             "how a CP group splits attention: auto (the planner picks per microbatch), ring, ulysses, hybrid"),
-    TK_LATE(ulysses_chunks, KT_INT, 1, 64,
+    TK_LATE(ulysses_chunks, KT_INT, 1, 64, "2",
             "head chunks a Ulysses group pipelines its all-to-alls over, each chunk's transfer hidden behind another's attention (1: blocking)"),
-    LK_LATE(rank, KT_INT, 0, CONFIG_LORA_RANK_MAX, "LoRA rank r (0: off, the whole model trains)"),
-    LK_LATE(alpha, KT_FLOAT, CONFIG_LORA_ALPHA_MIN, CONFIG_LORA_ALPHA_MAX,
+    LK_LATE(rank, KT_INT, 0, CONFIG_LORA_RANK_MAX, "0", "LoRA rank r (0: off, the whole model trains)"),
+    LK_LATE(alpha, KT_FLOAT, CONFIG_LORA_ALPHA_MIN, CONFIG_LORA_ALPHA_MAX, "8",
             "LoRA alpha: the adapters' scale is alpha / rank"),
-    LK_LATE(format, KT_LORAFMT, 0, NLORAFMTS - 1,
+    LK_LATE(format, KT_LORAFMT, 0, NLORAFMTS - 1, "diffusers",
             "layout of the run's adapter files: diffusers, wan or kohya (ComfyUI's keys)"),
-    LK_LATE(targets, KT_STR, 0, CONFIG_LORA_TARGETS_MAX,
+    LK_LATE(targets, KT_STR, 0, CONFIG_LORA_TARGETS_MAX, "to_q,to_k,to_v,to_out.0",
             "LoRA target modules, comma-separated PEFT names (to_q,to_k,to_v,to_out.0)"),
 };
 #define NKEYS ((int)(sizeof KEYS / sizeof KEYS[0]))
 
-void config_defaults(dit_config *m, train_config *t) {
-  *m = (dit_config){.hidden = 64, .depth = 2, .heads = 4, .mlp_ratio = 4, .pt = 2, .ph = 16,
-                    .pw = 16, .channels = 3, .freq_dim = 256, .num_classes = 0,
-                    .rope_theta = 10000.0f, .ln_eps = 1e-6f, .rms_eps = 1e-6f, .recompute = 0,
-                    .text_dim = 0, .text_len = 0, .family = DIT_FAMILY_TESSERA, .ffn_dim = 0,
-                    .text_pad = 0, .attn_mask = KERNELS_MASK_FULL, .mask_chunk = 1,
-                    .mask_window = 0, .mask_wt = 1, .mask_wh = 1, .mask_ww = 1,
-                    .mask_tile_t = 1, .mask_tile_h = 1, .mask_tile_w = 1};
-  *t = (train_config){.global_batch = 8, .steps = 2000, .warmup = 100, .lr = 1e-3f,
-                      .min_lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.99f, .adam_eps = 1e-8f,
-                      .weight_decay = 0.0f, .grad_clip = 1.0f, .ema_decay = 0.999f,
-                      .class_dropout = 0.1f, .caption_dropout = 0.1f, .t_logit_mean = 0.0f,
-                      .t_logit_std = 1.0f,
-                      .t_shift_tokens = 1024, .t_min = 0.0f, .t_max = 1.0f, .mem_tokens = 32768,
-                      .seed = 0, .zero = 0,
-                      .ckpt_every = 200, .ckpt_keep = 3, .log_every = 10,
-                      .precision = KERNELS_F32, .val_clips = 0, .val_every = 100,
-                      .sample_every = 0, .sample_steps = 32, .sample_cfg = 1.0f,
-                      .ulysses_chunks = 2,  // ULYSSES_DEFAULT_CHUNKS
-                      .lora_rank = 0, .lora_alpha = 8.0f,  // PEFT's LoraConfig default
-                      .lora_targets = "to_q,to_k,to_v,to_out.0"};
+int config_key_doc_at(int i, config_key_doc *out) {
+  if (i < 0 || i >= NKEYS) return 0;
+  *out = (config_key_doc){KEYS[i].section, KEYS[i].name, KEYS[i].def, KEYS[i].help};
+  return 1;
 }
 
 static const config_key *find_key(const char *section, const char *name) {
@@ -274,6 +258,15 @@ static tsr_status set_key(both_config *c, const config_key *k, const char *value
   return TSR_OK;
 }
 
+void config_defaults(dit_config *m, train_config *t) {
+  both_config c;
+  memset(&c, 0, sizeof c);  // shard_ranks and padding: not keys
+  for (int i = 0; i < NKEYS; i++)
+    if (set_key(&c, &KEYS[i], KEYS[i].def, "default"))  // tests/model/test_config.c: never
+      abort();
+  *m = c.m, *t = c.t;
+}
+
 // Where each key's value came from: 0 the defaults, > 0 that line of the file, -1 - i
 // override i.
 typedef struct {
@@ -294,8 +287,8 @@ static tsr_status config_key_fn(void *user, const char *section, const char *nam
                    line, name);
   const config_key *k = find_key(section, name);
   if (!k)
-    return err_set(TSR_EINVAL, "%s:%d: unknown key [%s] %s (see configs/model/tiny.conf for the "
-                   "keys)", p->path, line, section, name);
+    return err_set(TSR_EINVAL, "%s:%d: unknown key [%s] %s (docs/config.md lists the keys)",
+                   p->path, line, section, name);
   int i = (int)(k - KEYS);
   if (p->o->from[i])
     return err_set(TSR_EINVAL, "%s:%d: %s.%s given twice (lines %d and %d); keep one", p->path,
@@ -393,6 +386,13 @@ tsr_status config_load(const char *path, char *const *overrides, int n_overrides
   *m = c.m, *t = c.t;
   if (defaults_used) *defaults_used = defaults;
   return TSR_OK;
+}
+
+int config_list_count(const char *list) {
+  if (!list || !*list) return 0;
+  int n = 1;
+  for (const char *p = list; (p = strchr(p, ',')); p++) n++;
+  return n;
 }
 
 tsr_status config_validate(const dit_config *m, const train_config *t) {

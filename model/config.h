@@ -9,7 +9,8 @@
 // its range, inconsistent settings (hidden not divisible by heads, head_dim not even...).
 // Required in a file (or by --set): model.hidden, depth, heads, pt, ph, pw, channels (the
 // model's shape and tubelet: a default would silently train another model). Every other
-// key defaults to the tiny preset's value, and config_load says which ones did.
+// key has its default in the key table (config.c, listed in docs/config.md), and
+// config_load says which ones kept it.
 // Presets: configs/model/tiny.conf (CPU demo, tests), dit-s.conf, dit-b.conf, dit-1b.conf;
 // the Wan family: wan2.1-t2v-1.3b.conf, wan2.1-t2v-14b.conf, wan2.2-ti2v-5b.conf, wan-tiny.conf.
 #ifndef TESSERA_MODEL_CONFIG_H
@@ -167,8 +168,16 @@ const char *config_cp_mode_name(int mode);
 // The planner's cost_model.cp_modes (COST_MODES_* of sched/cost.h) for train.cp_mode.
 int config_cost_modes(int cp_mode);
 
-// Defaults (the tiny preset's values) for both structs.
+// Defaults for both structs: each key's default of the key table in config.c (the tiny
+// preset's values; a preset gives only the keys it changes). docs/config.md lists them.
 void config_defaults(dit_config *m, train_config *t);
+// One row of the key table, for documentation: section ("model", "train", "lora"), name,
+// the default as a file writes it, a line of help (static strings).
+typedef struct {
+  const char *section, *name, *def, *help;
+} config_key_doc;
+// *out = key i in the table's order (config_to_ini's); 0 past the last key.
+int config_key_doc_at(int i, config_key_doc *out);
 // Loads `path` over the defaults, then applies overrides ("model.hidden=64", ...), then
 // checks the required keys and config_validate. path may be NULL (config built in code:
 // defaults + overrides, nothing required). defaults_used (may be NULL): set to a malloc'd
@@ -176,6 +185,9 @@ void config_defaults(dit_config *m, train_config *t);
 // nor override gave them), or NULL if there is none; the caller prints it and frees it.
 tsr_status config_load(const char *path, char *const *overrides, int n_overrides, dit_config *m,
                        train_config *t, char **defaults_used);
+// The number of keys in a defaults_used list (0 for NULL): a preset gives only what differs
+// from the defaults, so tools print the count, not the list.
+int config_list_count(const char *defaults_used);
 // Checks consistency (divisibility, ranges); message names the key.
 tsr_status config_validate(const dit_config *m, const train_config *t);
 // The config as INI text (stored in checkpoints' metadata). Caller frees.

@@ -31,15 +31,15 @@ tsr_status backend_choose(const char *name, backend_choice *out);
 tsr_status backend_comm_open(const char *name, const backend_choice *c, int ranks_per_node,
                              const comm_backend **out);
 
-// The option's help text, shared by the commands that take it.
-#define BACKEND_OPTION_HELP                                                              \
-  "  --backend B          compute device: cpu, cuda or auto (default: auto = cuda when\n" \
-  "                       built and a GPU is visible, else cpu); train.precision picks\n"  \
-  "                       its fp32 or bf16 kernels\n"
-#define COMM_OPTION_HELP                                                                  \
-  "  --comm C             communication between ranks: mpi, nccl or auto (default: auto =\n" \
-  "                       nccl on GPUs when built and every rank has a GPU of its own,\n"   \
-  "                       else mpi; mpi with --backend cuda stages device buffers through\n"\
-  "                       pinned host memory, and lets several ranks share a GPU)\n"
+// The options' help texts (tools/opt.h rows), shared by the commands that take them.
+#define BACKEND_OPTION_TEXT                                          \
+  "compute device: cpu, cuda or auto (default: auto = cuda when\n"   \
+  "built and a GPU is visible, else cpu); train.precision picks\n"   \
+  "its fp32 or bf16 kernels\n"
+#define COMM_OPTION_TEXT                                                  \
+  "communication between ranks: mpi, nccl or auto (default: auto =\n"    \
+  "nccl on GPUs when built and every rank has a GPU of its own,\n"       \
+  "else mpi; mpi with --backend cuda stages device buffers through\n"    \
+  "pinned host memory, and lets several ranks share a GPU)\n"
 
 #endif

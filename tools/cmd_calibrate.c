@@ -1,5 +1,4 @@
 // tools/cmd_calibrate.c — `tessera calibrate`: fit the cost model to this machine.
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +11,34 @@
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/datadir.h"
+#include "tools/opt.h"
 #include "tools/parse.h"
+
+enum { O_CONFIG = 1, O_SET, O_OUT, O_BASE, O_MIN, O_MAX, O_POINTS, O_REPS, O_BACKEND, O_COMM,
+       O_PRECISION };
+
+// The options of `tessera calibrate`, in the order of its --help (tools/opt.h).
+static const opt_def calibrate_flags[] = {
+    OPT("config", "FILE", O_CONFIG, NULL,
+        "model config, or a preset name (configs/model/)    [required]"),
+    OPT("set", "KEY=VALUE", O_SET, NULL, "override a config key (section.key=value), repeatable"),
+    OPT("precision", "P", O_PRECISION, "train.precision",
+        "fp32 or bf16 activations: --set train.precision=P"),
+    OPT("out", "FILE", O_OUT, NULL, "cost file to write                                 [required]"),
+    OPT("base", "FILE", O_BASE, NULL,
+        "cost file for what cannot be measured here\n"
+        "[configs/cost/h100-dit1b.conf]"),
+    OPT("min-tokens", "N", O_MIN, NULL, "shortest clip timed                                [64]"),
+    OPT("max-tokens", "N", O_MAX, NULL, "longest clip timed                                 [2048]"),
+    OPT("points", "N", O_POINTS, NULL, "clip lengths on a geometric grid                   [6]"),
+    OPT("reps", "N", O_REPS, NULL, "timed runs per length (median)                     [3]"),
+    OPT("backend", "B", O_BACKEND, NULL,
+        "compute device: cpu, cuda or auto                  [auto]\n"
+        "(--set train.precision=bf16 times bf16 activations)"),
+    OPT("comm", "C", O_COMM, NULL,
+        "ranks' communication: mpi, nccl or auto            [auto]\n"
+        "(as `tessera train --comm`: time what training will use)"),
+    OPT_END};
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -22,21 +48,8 @@ static void usage(FILE *f) {
           "(t = ovh + a L + b L^2), derives kv from the model, and under mpirun measures\n"
           "the ring exchange (lat, bw_intra) and the gradient all-reduce. The rest comes\n"
           "from --base. The result is a cost file for `tessera plan --cost` and the trainer.\n\n"
-          "options:\n"
-          "  --config FILE      model config, or a preset name (configs/model/)    [required]\n"
-          "  --set KEY=VALUE    override a config key (section.key=value), repeatable\n"
-          "  --precision P      fp32 or bf16 activations: --set train.precision=P\n"
-          "  --out FILE         cost file to write                                 [required]\n"
-          "  --base FILE        cost file for what cannot be measured here\n"
-          "                     [configs/cost/h100-dit1b.conf]\n"
-          "  --min-tokens N     shortest clip timed                                [64]\n"
-          "  --max-tokens N     longest clip timed                                 [2048]\n"
-          "  --points N         clip lengths on a geometric grid                   [6]\n"
-          "  --reps N           timed runs per length (median)                     [3]\n"
-          "  --backend B        compute device: cpu, cuda or auto                  [auto]\n"
-          "                     (--set train.precision=bf16 times bf16 activations)\n"
-          "  --comm C           ranks' communication: mpi, nccl or auto            [auto]\n"
-          "                     (as `tessera train --comm`: time what training will use)\n");
+          "options:\n");
+  opt_help(f, calibrate_flags, 19);
 }
 
 int cmd_calibrate(int argc, char **argv) {
@@ -49,47 +62,40 @@ int cmd_calibrate(int argc, char **argv) {
   char *sets[64];
   int nsets = 0;
   calibrate_opts o = {.min_tokens = 64, .max_tokens = 2048, .points = 6, .reps = 3};
-  enum { O_CONFIG = 1, O_SET, O_OUT, O_BASE, O_MIN, O_MAX, O_POINTS, O_REPS, O_BACKEND, O_COMM,
-         O_PRECISION };
-  static const struct option opts[] = {
-      {"config", required_argument, 0, O_CONFIG}, {"set", required_argument, 0, O_SET},
-      {"out", required_argument, 0, O_OUT},       {"base", required_argument, 0, O_BASE},
-      {"min-tokens", required_argument, 0, O_MIN}, {"max-tokens", required_argument, 0, O_MAX},
-      {"points", required_argument, 0, O_POINTS}, {"reps", required_argument, 0, O_REPS},
-      {"backend", required_argument, 0, O_BACKEND}, {"comm", required_argument, 0, O_COMM},
-      {"precision", required_argument, 0, O_PRECISION},
-      {0, 0, 0, 0}};
   const char *backend = "auto", *comm = "auto";
   backend_choice bc;
   tsr_status st = datadir_path("configs/cost/h100-dit1b.conf", default_base, sizeof default_base);
   int c;
-  cli_reset();
-  while (!st && (c = cli_getopt(argc, argv, opts)) != -1) {
+  opt_parser op;
+  opt_begin(&op, calibrate_flags, argc, argv);
+  while (!st && (c = opt_next(&op)) != -1) {
+    char *v = op.val;
     switch (c) {
-    case O_CONFIG: config = datadir_config(optarg); break;
+    case O_CONFIG: config = datadir_config(v); break;
     case O_SET:
     case O_PRECISION: {  // --precision P: the same as --set train.precision=P
       kernels_dtype p;
       if (nsets == 64) st = err_set(TSR_EINVAL, "--set: at most 64 overrides");
-      else if (c == O_SET) sets[nsets++] = optarg;
-      else if (!(st = parse_dtype("--precision", optarg, &p)))
-        sets[nsets++] = p == KERNELS_BF16 ? "train.precision=bf16" : "train.precision=fp32";
+      else if (c == O_SET) sets[nsets++] = v;
+      else if (!(st = parse_dtype("--precision", v, &p)) &&
+               !(sets[nsets++] = opt_key_set(&op, config_precision_name(p))))
+        st = TSR_EINVAL;  // opt_key_set said why
       break;
     }
-    case O_OUT: out = optarg; break;
-    case O_BASE: base = optarg; break;
-    case O_MIN: st = parse_i64("--min-tokens", optarg, 1, 1 << 24, &o.min_tokens); break;
-    case O_MAX: st = parse_i64("--max-tokens", optarg, 2, 1 << 24, &o.max_tokens); break;
-    case O_POINTS: st = parse_int("--points", optarg, 3, 64, &o.points); break;
-    case O_REPS: st = parse_int("--reps", optarg, 1, 1000, &o.reps); break;
-    case O_BACKEND: backend = optarg; break;
-    case O_COMM: comm = optarg; break;
-    default: st = TSR_EINVAL;  // cli_getopt said why
+    case O_OUT: out = v; break;
+    case O_BASE: base = v; break;
+    case O_MIN: st = parse_i64("--min-tokens", v, 1, 1 << 24, &o.min_tokens); break;
+    case O_MAX: st = parse_i64("--max-tokens", v, 2, 1 << 24, &o.max_tokens); break;
+    case O_POINTS: st = parse_int("--points", v, 3, 64, &o.points); break;
+    case O_REPS: st = parse_int("--reps", v, 1, 1000, &o.reps); break;
+    case O_BACKEND: backend = v; break;
+    case O_COMM: comm = v; break;
+    default: st = TSR_EINVAL;  // opt_next said why
     }
   }
   if (!st) st = cli_positionals(argc, argv, 0, 0, "");
   if (!st && (!config || !out)) st = err_set(TSR_EINVAL, "missing %s", !config ? "--config FILE" : "--out FILE");
-  if (st) return cli_usage_error("calibrate");
+  if (st) return opt_end(&op), cli_usage_error("calibrate");
   dit_config mc;
   train_config tc;
   cost_model bm;
@@ -100,12 +106,14 @@ int cmd_calibrate(int argc, char **argv) {
   if (!st) st = backend_choose(backend, &bc);
   o.backend = &bc;
   if (!st) st = backend_comm_open(comm, &bc, 0, &o.comm);  // makes the group set
-  if (!st && defaults && comm_rank() == 0) log_info("config: defaults used for %s", defaults);
+  if (!st && defaults && comm_rank() == 0)
+    log_info("config: %d keys at their defaults (docs/config.md)", config_list_count(defaults));
   if (!st && comm_rank() == 0)
     log_info("calibrate: backend %s, precision %s, comm %s",
              bc.table[tc.precision] ? bc.table[tc.precision]->name : bc.device,
              config_precision_name(tc.precision), o.comm->name);
   free(defaults);
+  opt_end(&op);
   // One exit path (end:), so an error added later cannot skip a cleanup.
   calibrate_point pts[64];
   calibrate_result res;

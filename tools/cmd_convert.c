@@ -9,7 +9,24 @@
 #include "model/io/wan_convert.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/opt.h"
 #include "tools/parse.h"
+
+enum { O_OUT = 1, O_TO, O_SET, O_DTYPE, O_EMA, O_MERGE, O_LAYOUT };
+
+// The options, in the order of --help (tools/opt.h).
+static const opt_def convert_opts[] = {
+    OPT("out", "DST", O_OUT, NULL, "output checkpoint (or folder, --to diffusers)   [required]"),
+    OPT("to", "T", O_TO, NULL, "tessera or diffusers                             [tessera]"),
+    OPT("set", "KEY=VALUE", O_SET, NULL,
+        "override a key of the converted config, e.g.\n"
+        "model.text_len=226 or model.recompute=2; repeatable"),
+    OPT("dtype", "D", O_DTYPE, NULL, "--to diffusers: fp32 or bf16 (nearest even)      [fp32]"),
+    OPT("ema", NULL, O_EMA, NULL, "--to diffusers: the checkpoint's EMA weights"),
+    OPT("merge-lora", "FILE", O_MERGE, NULL, "fold the adapters of FILE into checkpoint SRC"),
+    OPT("lora-format", "L", O_LAYOUT, NULL,
+        "SRC a LoRA file -> DST in layout diffusers, wan or kohya"),
+    OPT_END};
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -29,15 +46,8 @@ static void usage(FILE *f) {
           "layout, told by its keys: docs/model.md \"LoRA adapters\") folded into its weights,\n"
           "weights only. With --lora-format L alone, SRC is a LoRA file (any layout) and DST\n"
           "the same adapters in layout L: wan and kohya are the keys ComfyUI loads for Wan.\n\n"
-          "options:\n"
-          "  --out DST          output checkpoint (or folder, --to diffusers)   [required]\n"
-          "  --to T             tessera or diffusers                             [tessera]\n"
-          "  --set KEY=VALUE    override a key of the converted config, e.g.\n"
-          "                     model.text_len=226 or model.recompute=2; repeatable\n"
-          "  --dtype D          --to diffusers: fp32 or bf16 (nearest even)      [fp32]\n"
-          "  --ema              --to diffusers: the checkpoint's EMA weights\n"
-          "  --merge-lora FILE  fold the adapters of FILE into checkpoint SRC\n"
-          "  --lora-format L    SRC a LoRA file -> DST in layout diffusers, wan or kohya\n");
+          "options:\n");
+  opt_help(f, convert_opts, 19);
 }
 
 static int report(const char *what, const char *src, const char *dst, const wan_convert_stats *s,
@@ -69,17 +79,12 @@ int cmd_convert(int argc, char **argv) {
   const char *out = NULL, *to = "tessera", *merge = NULL, *layout = NULL;
   char *sets[64];
   int nsets = 0, ema = 0;
-  enum { O_OUT = 1, O_TO, O_SET, O_DTYPE, O_EMA, O_MERGE, O_LAYOUT };
-  static const struct option opts[] = {
-      {"out", required_argument, 0, O_OUT}, {"to", required_argument, 0, O_TO},
-      {"set", required_argument, 0, O_SET}, {"dtype", required_argument, 0, O_DTYPE},
-      {"ema", no_argument, 0, O_EMA},       {"merge-lora", required_argument, 0, O_MERGE},
-      {"lora-format", required_argument, 0, O_LAYOUT}, {0, 0, 0, 0}};
   tsr_status st = TSR_OK;
   kernels_dtype kd = KERNELS_F32;
   int c;
-  cli_reset();
-  while (!st && (c = cli_getopt(argc, argv, opts)) != -1) {
+  opt_parser op;
+  opt_begin(&op, convert_opts, argc, argv);
+  while (!st && (c = opt_next(&op)) != -1) {
     switch (c) {
     case O_OUT: out = optarg; break;
     case O_TO: to = optarg; break;
@@ -91,7 +96,7 @@ int cmd_convert(int argc, char **argv) {
     case O_EMA: ema = 1; break;
     case O_MERGE: merge = optarg; break;
     case O_LAYOUT: layout = optarg; break;
-    default: st = TSR_EINVAL;  // cli_getopt said why
+    default: st = TSR_EINVAL;  // opt_next said why
     }
   }
   int back = !strcmp(to, "diffusers");

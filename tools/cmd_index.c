@@ -20,6 +20,7 @@
 #include "tools/cli.h"
 #include "tools/cmd_index_read.h"
 #include "tools/commands.h"
+#include "tools/opt.h"
 #include "tools/parse.h"
 
 #define EXIT_CORRUPT 3
@@ -53,9 +54,10 @@ static void verify_line(const char *line, int problem, void *ctx) {
 
 // Commands whose only argument is STORE (verify, recover): no options.
 static tsr_status store_only(int argc, char **argv, const char *what) {
-  static const struct option none[] = {{0, 0, 0, 0}};
-  cli_reset();
-  if (cli_getopt(argc, argv, none) != -1) return TSR_EINVAL;
+  static const opt_def none[] = {OPT_END};
+  opt_parser op;
+  opt_begin(&op, none, argc, argv);
+  if (opt_next(&op) != -1) return TSR_EINVAL;
   return cli_positionals(argc, argv, 1, 1, what);
 }
 
@@ -87,24 +89,29 @@ static int cmd_verify(int argc, char **argv) {
 
 // ---- merge / recover ------------------------------------------------------------------
 
+static const opt_def merge_opts[] = {
+    OPT("out", "OUT", 'o', NULL,
+        "the store to merge into (required; the older spelling\n"
+        "`index merge OUT IN...` is accepted for one release)"),
+    OPT_END};
+
 static int cmd_merge(int argc, char **argv) {
   if (wants_help(argc, argv)) {
     printf("usage: tessera index merge IN... --out OUT\n\n"
            "Combines the stores IN... into OUT (created if missing; an existing OUT keeps its\n"
            "clips). All stores must have identical settings; otherwise nothing is written.\n"
            "Shard files are hard-linked into OUT/shards when on the same file system, else\n"
-           "copied; sources already done in OUT are skipped. The inputs are not modified.\n"
-           "  --out OUT   the store to merge into (required; the older spelling\n"
-           "              `index merge OUT IN...` is accepted for one release)\n"
-           "exit status: 0 merged, 1 refused or failed.\n");
+           "copied; sources already done in OUT are skipped. The inputs are not modified.\n");
+    opt_help(stdout, merge_opts, 12);
+    printf("exit status: 0 merged, 1 refused or failed.\n");
     return 0;
   }
-  static const struct option opts[] = {{"out", required_argument, 0, 'o'}, {0, 0, 0, 0}};
   const char *out = NULL;
-  cli_reset();
+  opt_parser op;
+  opt_begin(&op, merge_opts, argc, argv);
   tsr_status st = TSR_OK;
   int c;
-  while (!st && (c = cli_getopt(argc, argv, opts)) != -1) st = c == 'o' ? (out = optarg, TSR_OK) : TSR_EINVAL;
+  while (!st && (c = opt_next(&op)) != -1) st = c == 'o' ? (out = optarg, TSR_OK) : TSR_EINVAL;
   // the older spelling: OUT first among the arguments
   int first = out ? 0 : 1;
   if (!st)
@@ -185,32 +192,36 @@ static int cmd_recover(int argc, char **argv) {
 
 // ---- export ---------------------------------------------------------------------------
 
+// --clip and --out are in the usage line only (what they take is said there).
+static const opt_def export_opts[] = {
+    OPT("clip", "ID", 'c', NULL, NULL),
+    OPT("out", "FILE.mp4", 'o', NULL, NULL),
+    OPT("crf", "N", 'q', NULL, "x264 constant rate factor, 0 = lossless         [18]"),
+    OPT("raw", NULL, 'r', NULL, "write raw rgb24 frames (frames, h, w, 3) instead of MP4"),
+    OPT_END};
+
 static int cmd_export(int argc, char **argv) {
   if (wants_help(argc, argv)) {
     printf("usage: tessera index export STORE --clip ID --out FILE.mp4 [--crf N] [--raw]\n\n"
            "Rebuilds clip ID (`tessera index list STORE` lists the ids) from its\n"
            "tokens, after checking its checksum, and encodes it as H.264 at the store's frame\n"
-           "rate, so you see exactly what the model will see.\n"
-           "  --crf N   x264 constant rate factor, 0 = lossless         [18]\n"
-           "  --raw     write raw rgb24 frames (frames, h, w, 3) instead of MP4\n");
+           "rate, so you see exactly what the model will see.\n");
+    opt_help(stdout, export_opts, 10);
     return 0;
   }
-  static const struct option opts[] = {{"clip", required_argument, 0, 'c'},
-                                       {"out", required_argument, 0, 'o'},
-                                       {"crf", required_argument, 0, 'q'},
-                                       {"raw", no_argument, 0, 'r'}, {0, 0, 0, 0}};
   const char *out = NULL;
   int64_t clip = -1;
   int crf = 18, raw = 0, c;
   tsr_status pst = TSR_OK;
-  cli_reset();
-  while (!pst && (c = cli_getopt(argc, argv, opts)) != -1) {
+  opt_parser op;
+  opt_begin(&op, export_opts, argc, argv);
+  while (!pst && (c = opt_next(&op)) != -1) {
     switch (c) {
     case 'c': pst = parse_i64("--clip", optarg, 1, INT64_MAX, &clip); break;
     case 'o': out = optarg; break;
     case 'q': pst = parse_int("--crf", optarg, 0, 51, &crf); break;
     case 'r': raw = 1; break;
-    default: pst = TSR_EINVAL;  // cli_getopt said why
+    default: pst = TSR_EINVAL;  // opt_next said why
     }
   }
   if (!pst) pst = cli_positionals(argc, argv, 1, 1, "STORE");

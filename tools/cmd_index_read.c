@@ -20,6 +20,7 @@
 #include "store/store.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/opt.h"
 #include "tools/parse.h"
 
 // ---- --where: the manifest filter syntax on a clip's stored scores ----------------------
@@ -320,6 +321,15 @@ static tsr_status stats_mix(const char *path, int json, const manifest_filter *w
   return st;
 }
 
+static const opt_def stats_opts[] = {
+    OPT("where", "EXPR", 'w', NULL,
+        "count only the clips whose scores pass EXPR, NAME OP NUMBER as\n"
+        "in 'aesthetic_score >= 4.5' (< <= > >= == !=; the syntax of\n"
+        "`tessera manifest --where`); repeat: all must hold. A clip\n"
+        "without the score fails. Source counts stay the store's"),
+    OPT("json", NULL, 'j', NULL, "the same as one JSON object on stdout"),
+    OPT_END};
+
 int cmd_index_stats(int argc, char **argv) {
   if (wants_help(argc, argv)) {
     printf("usage: tessera index stats STORE|DATASET.ini [--where EXPR]... [--json]\n\n"
@@ -327,23 +337,18 @@ int cmd_index_stats(int argc, char **argv) {
            "total tokens, frames and hours, histograms of clip length in seconds and in\n"
            "tokens (power-of-two bins), for clips from a manifest their count and how many\n"
            "were cut at the end of their video, for each score the count of clips that have\n"
-           "it, its min, mean and max, and every failed source with its reason.\n"
-           "  --where EXPR  count only the clips whose scores pass EXPR, NAME OP NUMBER as\n"
-           "                in 'aesthetic_score >= 4.5' (< <= > >= == !=; the syntax of\n"
-           "                `tessera manifest --where`); repeat: all must hold. A clip\n"
-           "                without the score fails. Source counts stay the store's\n"
-           "  --json        the same as one JSON object on stdout\n"
-           "Of a dataset mix (DATASET.ini, docs/train.md \"Dataset mixes\"): each store's\n"
+           "it, its min, mean and max, and every failed source with its reason.\n");
+    opt_help(stdout, stats_opts, 14);
+    printf("Of a dataset mix (DATASET.ini, docs/train.md \"Dataset mixes\"): each store's\n"
            "stats, then the mix's totals and each store's draws an epoch and share of them.\n");
     return 0;
   }
-  static const struct option opts[] = {{"json", no_argument, 0, 'j'},
-                                       {"where", required_argument, 0, 'w'}, {0, 0, 0, 0}};
   int json = 0, c;
   manifest_filter where = {0};
   tsr_status st = TSR_OK;
-  cli_reset();
-  while (!st && (c = cli_getopt(argc, argv, opts)) != -1)
+  opt_parser op;
+  opt_begin(&op, stats_opts, argc, argv);
+  while (!st && (c = opt_next(&op)) != -1)
     st = c == 'j' ? (json = 1, TSR_OK)
          : c == 'w' ? manifest_filter_add_where(&where, optarg) : TSR_EINVAL;
   if (!st) st = cli_positionals(argc, argv, 1, 1, "STORE");
@@ -458,18 +463,33 @@ static int list_clip(const store_clip_row *r, void *p) {
   return 0;
 }
 
+static const opt_def list_opts[] = {
+    OPT("label", "L", 'l', NULL, "clips labelled L only (--label '' : clips without a label)"),
+    OPT("source", "TEXT", 's', NULL, "clips whose source path contains TEXT"),
+    OPT("min-tokens", "N", 'n', NULL, "clips of at least N tokens"),
+    OPT("max-tokens", "N", 'x', NULL, "clips of at most N tokens"),
+    OPT("row", "R", 'r', NULL, "clips of manifest row R (1-based data row)"),
+    OPT("where", "EXPR", 'w', NULL,
+        "clips whose scores pass EXPR, NAME OP NUMBER as in\n"
+        "'aesthetic_score >= 4.5' (< <= > >= == !=; the syntax of\n"
+        "`tessera manifest --where`); repeat: all must hold. A clip\n"
+        "without the score fails"),
+    OPT("limit", "N", 'k', NULL, "the first N matching clips (the count of all is printed)"),
+    OPT("json", NULL, 'j', NULL,
+        "a JSON array of {id, source, clip_index, start_s, duration_s,\n"
+        "T, H, W, tokens, label, manifest_row, manifest_span,\n"
+        "span_start, span_end, span_cut, scores, caption} on stdout\n"
+        "instead (null where a clip has none)"),
+    OPT_END};
+
 // The options of list into x, --where's clauses into *where (x->keep judges them when there
-// are some); TSR_EINVAL after cli_getopt or a parser said why.
+// are some); TSR_EINVAL after opt_next or a parser said why.
 static tsr_status list_options(int argc, char **argv, list_ctx *x, manifest_filter *where) {
-  static const struct option opts[] = {
-      {"label", required_argument, 0, 'l'}, {"source", required_argument, 0, 's'},
-      {"min-tokens", required_argument, 0, 'n'}, {"max-tokens", required_argument, 0, 'x'},
-      {"row", required_argument, 0, 'r'}, {"limit", required_argument, 0, 'k'},
-      {"where", required_argument, 0, 'w'}, {"json", no_argument, 0, 'j'}, {0, 0, 0, 0}};
   int c;
   tsr_status st = TSR_OK;
-  cli_reset();
-  while (!st && (c = cli_getopt(argc, argv, opts)) != -1) {
+  opt_parser op;
+  opt_begin(&op, list_opts, argc, argv);
+  while (!st && (c = opt_next(&op)) != -1) {
     switch (c) {
     case 'l': x->label = optarg; break;
     case 's': x->source = optarg; break;
@@ -479,7 +499,7 @@ static tsr_status list_options(int argc, char **argv, list_ctx *x, manifest_filt
     case 'k': st = parse_i64("--limit", optarg, 1, INT64_MAX, &x->limit); break;
     case 'w': st = manifest_filter_add_where(where, optarg); break;
     case 'j': x->json = 1; break;
-    default: st = TSR_EINVAL;  // cli_getopt said why
+    default: st = TSR_EINVAL;  // opt_next said why
     }
   }
   if (!st) st = cli_positionals(argc, argv, 1, 1, "STORE");
@@ -502,21 +522,8 @@ int cmd_index_list(int argc, char **argv) {
            "token grid TxHxW, tokens, label, manifest row and span (ROW:SPAN), the span asked\n"
            "for (START-END seconds, open ends 'start' and 'end', ',cut' when the video ended\n"
            "first), source path and the row's scores; '-' where a clip has none. The id is\n"
-           "what `tessera index export STORE --clip ID` takes.\n"
-           "  --label L        clips labelled L only (--label '' : clips without a label)\n"
-           "  --source TEXT    clips whose source path contains TEXT\n"
-           "  --min-tokens N   clips of at least N tokens\n"
-           "  --max-tokens N   clips of at most N tokens\n"
-           "  --row R          clips of manifest row R (1-based data row)\n"
-           "  --where EXPR     clips whose scores pass EXPR, NAME OP NUMBER as in\n"
-           "                   'aesthetic_score >= 4.5' (< <= > >= == !=; the syntax of\n"
-           "                   `tessera manifest --where`); repeat: all must hold. A clip\n"
-           "                   without the score fails\n"
-           "  --limit N        the first N matching clips (the count of all is printed)\n"
-           "  --json           a JSON array of {id, source, clip_index, start_s, duration_s,\n"
-           "                   T, H, W, tokens, label, manifest_row, manifest_span,\n"
-           "                   span_start, span_end, span_cut, scores, caption} on stdout\n"
-           "                   instead (null where a clip has none)\n");
+           "what `tessera index export STORE --clip ID` takes.\n");
+    opt_help(stdout, list_opts, 17);
     return 0;
   }
   list_ctx x = {0};

@@ -13,10 +13,80 @@
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/manifest_cli.h"
+#include "tools/opt.h"
 #include "tools/parse.h"
 #include "store/caption_encoder.h"
 #include "tools/sidecar.h"
 #include "store/store.h"
+
+enum { O_OUT = 1, O_FPS, O_SHORT, O_PATCH, O_MAXS, O_WORKERS, O_LABEL, O_RETRY, O_MAXPIX, O_QUIET,
+       O_LATENTS, O_DTYPE, O_CAPTIONS, O_MANIFEST, O_EMBEDDINGS, O_SCENES, O_SCENE_T,
+       O_MIN_SHOT, O_CAPTIONS_FROM, O_CAPTION_ENCODER, O_CAPTION_DIR };
+
+// The options, in the order of --help (tools/opt.h).
+static const opt_def ingest_opts_table[] = {
+    OPT("out", "STORE", O_OUT, NULL, "store directory (created if missing)           [required]"),
+    OPT("fps", "N[/D]", O_FPS, NULL, "target frame rate, 1/3600..240                  [8]"),
+    OPT("short-side", "PX", O_SHORT, NULL,
+        "short side after resize, before crop, 8..4096   [128]"),
+    OPT("patch", "PTxPHxPW", O_PATCH, NULL,
+        "tubelet: frames x height x width, each 1..64    [2x16x16;\n"
+        "                                    latents: 1x2x2]"),
+    OPT("max-seconds", "S", O_MAXS, NULL,
+        "cut longer videos into clips of at most S s,\n"
+        "0..86400                                       [0: no cut]"),
+    OPT("workers", "N", O_WORKERS, NULL, "sources decoded in parallel per rank, 1..1024  [cores]"),
+    OPT("label-from-dir", NULL, O_LABEL, NULL, "record the parent folder's name as class label"),
+    OPT("captions", NULL, O_CAPTIONS, NULL,
+        "a caption file VIDEO.caption.safetensors beside a video\n"
+        "(text_emb (N, D) bf16/f32, metadata 'caption') is stored\n"
+        "as its clips' caption"),
+    OPT("captions-from", "EXT", O_CAPTIONS_FROM, NULL,
+        "a caption as text NAME.EXT beside each video NAME.mp4\n"
+        "(e.g. txt), embedded in one pass by tools/embed_captions.py\n"
+        "(the venv's python; docs/captions.md) and stored as\n"
+        "--captions stores a caption file"),
+    OPT("caption-encoder", "E", O_CAPTION_ENCODER, NULL,
+        "its encoder: minilm or hf:PATH                 [minilm]"),
+    OPT("caption-dir", "DIR", O_CAPTION_DIR, NULL,
+        "where the embedded captions are kept for reruns\n"
+        "                                   [STORE.captions]"),
+    OPT("retry-failed", NULL, O_RETRY, NULL, "retry sources recorded as failed"),
+    OPT("max-pixels", "N", O_MAXPIX, NULL,
+        "refuse videos larger than N pixels per frame   [67108864]"),
+    OPT("quiet", NULL, O_QUIET, NULL, "no progress line"),
+    OPT_HEADING(
+        "\n"
+        "latents (--latents): SRC are latent files of a video VAE (safetensors with a\n"
+        "(T, H, W, C) tensor 'latents'; docs/store-format.md, tools/reference/\n"
+        "encode_latents.py), directories searched for *.safetensors; no media needed.\n"
+        "Their frame rate, VAE stride and channels come from the files (all must agree);\n"
+        "the patch tiles latent frames x rows x columns; a file's optional caption\n"
+        "embedding (text_emb) is stored with its clips.\n"),
+    OPT("latents", NULL, O_LATENTS, NULL, "the sources are latent files"),
+    OPT("dtype", "T", O_DTYPE, NULL, "latent store values: bf16 or fp32                [bf16]"),
+    OPT_HEADING(
+        "\n"
+        "manifest (--manifest FILE, no SRC): the sources are the spans of a clip manifest\n"
+        "(CSV, TSV or JSONL; docs/manifest.md): each span decoded as `ffmpeg -ss START -to\n"
+        "END` cuts it, one clip per span (more past --max-seconds or at a scene cut), with\n"
+        "its row, span, caption and scores in the index. Rows of one video must be\n"
+        "consecutive. The filters are recorded in the store. A rerun resumes by row.\n"),
+    OPT("manifest", "FILE", O_MANIFEST, NULL, "the clip manifest"),
+    MANIFEST_CLI_OPTS,
+    OPT("caption-embeddings", "DIR", O_EMBEDDINGS, NULL,
+        "per-span caption files R-K.caption.safetensors\n"
+        "(tools/embed_captions.py) stored as the clips' captions"),
+    OPT_HEADING(
+        "\n"
+        "scene cuts (videos): a clip ends at a shot boundary found in the decoded frames\n"
+        "(docs/ingest.md), the cut times recorded per source.\n"),
+    OPT("scene-cuts", NULL, O_SCENES, NULL, "find shot boundaries"),
+    OPT("scene-threshold", "T", O_SCENE_T, NULL,
+        "score that makes a cut, 0..255                     [27]"),
+    OPT("min-shot-seconds", "S", O_MIN_SHOT, NULL,
+        "shortest shot                             [15 frames]"),
+    OPT_END};
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -29,56 +99,14 @@ static void usage(FILE *f) {
           "text file with one path per line). A rerun skips sources already done (same path,\n"
           "size and mtime) and finishes an interrupted run. Run under `mpirun -np N` to\n"
           "split the sources across ranks; the result is one store.\n\n"
-          "options:\n"
-          "  --out STORE          store directory (created if missing)           [required]\n"
-          "  --fps N[/D]          target frame rate, 1/3600..240                  [8]\n"
-          "  --short-side PX      short side after resize, before crop, 8..4096   [128]\n"
-          "  --patch PTxPHxPW     tubelet: frames x height x width, each 1..64    [2x16x16;\n"
-          "                                                           latents: 1x2x2]\n"
-          "  --max-seconds S      cut longer videos into clips of at most S s,\n"
-          "                       0..86400                                       [0: no cut]\n"
-          "  --workers N          sources decoded in parallel per rank, 1..1024  [cores]\n"
-          "  --label-from-dir     record the parent folder's name as class label\n"
-          "  --captions           a caption file VIDEO.caption.safetensors beside a video\n"
-          "                       (text_emb (N, D) bf16/f32, metadata 'caption') is stored\n"
-          "                       as its clips' caption\n"
-          "  --captions-from EXT  a caption as text NAME.EXT beside each video NAME.mp4\n"
-          "                       (e.g. txt), embedded in one pass by tools/embed_captions.py\n"
-          "                       (the venv's python; docs/captions.md) and stored as\n"
-          "                       --captions stores a caption file\n"
-          "  --caption-encoder E  its encoder: minilm or hf:PATH                 [minilm]\n"
-          "  --caption-dir DIR    where the embedded captions are kept for reruns\n"
-          "                                                          [STORE.captions]\n"
-          "  --retry-failed       retry sources recorded as failed\n"
-          "  --max-pixels N       refuse videos larger than N pixels per frame   [67108864]\n"
-          "  --quiet              no progress line\n\n"
-          "latents (--latents): SRC are latent files of a video VAE (safetensors with a\n"
-          "(T, H, W, C) tensor 'latents'; docs/store-format.md, tools/reference/\n"
-          "encode_latents.py), directories searched for *.safetensors; no media needed.\n"
-          "Their frame rate, VAE stride and channels come from the files (all must agree);\n"
-          "the patch tiles latent frames x rows x columns; a file's optional caption\n"
-          "embedding (text_emb) is stored with its clips.\n"
-          "  --latents            the sources are latent files\n"
-          "  --dtype T            latent store values: bf16 or fp32                [bf16]\n\n"
-          "manifest (--manifest FILE, no SRC): the sources are the spans of a clip manifest\n"
-          "(CSV, TSV or JSONL; docs/manifest.md): each span decoded as `ffmpeg -ss START -to\n"
-          "END` cuts it, one clip per span (more past --max-seconds or at a scene cut), with\n"
-          "its row, span, caption and scores in the index. Rows of one video must be\n"
-          "consecutive. The filters are recorded in the store. A rerun resumes by row.\n"
-          "  --manifest FILE      the clip manifest\n"
-          "%s"
-          "  --caption-embeddings DIR  per-span caption files R-K.caption.safetensors\n"
-          "                       (tools/embed_captions.py) stored as the clips' captions\n\n"
-          "scene cuts (videos): a clip ends at a shot boundary found in the decoded frames\n"
-          "(docs/ingest.md), the cut times recorded per source.\n"
-          "  --scene-cuts         find shot boundaries\n"
-          "  --scene-threshold T  score that makes a cut, 0..255                     [27]\n"
-          "  --min-shot-seconds S shortest shot                             [15 frames]\n\n"
+          "options:\n");
+  opt_help(f, ingest_opts_table, 21);
+  fprintf(f, "\n"
           "The settings (fps, short side, patch, max seconds; for latents also dtype and the\n"
           "VAE stride) are fixed when the store is created; ingesting into it with other\n"
           "settings is refused.\n"
           "exit status: 0 all sources done, 2 some sources failed (listed) or manifest rows\n"
-          "had errors, 1 fatal error\n", manifest_cli_help);
+          "had errors, 1 fatal error\n");
 }
 
 typedef struct {
@@ -165,37 +193,18 @@ int cmd_ingest(int argc, char **argv) {
                    .channels = 3, .dtype = STORE_DTYPE_U8, .max_seconds = 0},
       .workers = 0, .max_pixels = 8192LL * 8192, .progress = 1};
   const char *out = NULL;
-  enum { O_OUT = 1, O_FPS, O_SHORT, O_PATCH, O_MAXS, O_WORKERS, O_LABEL, O_RETRY, O_MAXPIX, O_QUIET,
-         O_LATENTS, O_DTYPE, O_CAPTIONS, O_MANIFEST, O_EMBEDDINGS, O_SCENES, O_SCENE_T,
-         O_MIN_SHOT, O_CAPTIONS_FROM, O_CAPTION_ENCODER, O_CAPTION_DIR };
   int latents = 0, pixel_opt = 0;  // --latents; an option that only pixels take was given
   int patch_given = 0, dtype_given = 0, maxs_given = 0;
   store_dtype latent_dtype = STORE_DTYPE_BF16;
   kernels_dtype kd;
-  static const struct option opts[] = {
-      {"out", required_argument, 0, O_OUT},         {"fps", required_argument, 0, O_FPS},
-      {"short-side", required_argument, 0, O_SHORT}, {"patch", required_argument, 0, O_PATCH},
-      {"max-seconds", required_argument, 0, O_MAXS}, {"workers", required_argument, 0, O_WORKERS},
-      {"label-from-dir", no_argument, 0, O_LABEL},   {"retry-failed", no_argument, 0, O_RETRY},
-      {"max-pixels", required_argument, 0, O_MAXPIX}, {"quiet", no_argument, 0, O_QUIET},
-      {"latents", no_argument, 0, O_LATENTS},        {"dtype", required_argument, 0, O_DTYPE},
-      {"captions", no_argument, 0, O_CAPTIONS},     {"manifest", required_argument, 0, O_MANIFEST},
-      {"caption-embeddings", required_argument, 0, O_EMBEDDINGS},
-      {"scene-cuts", no_argument, 0, O_SCENES},
-      {"scene-threshold", required_argument, 0, O_SCENE_T},
-      {"min-shot-seconds", required_argument, 0, O_MIN_SHOT},
-      {"captions-from", required_argument, 0, O_CAPTIONS_FROM},
-      {"caption-encoder", required_argument, 0, O_CAPTION_ENCODER},
-      {"caption-dir", required_argument, 0, O_CAPTION_DIR},
-      MANIFEST_CLI_OPTIONS,
-      {0, 0, 0, 0}};
   ingest_manifest mf = {0};
   int manifest_opt = 0;  // a manifest option was given
   const char *captions_from = NULL, *caption_encoder = NULL, *caption_dir = NULL;
   int c;
   tsr_status st = TSR_OK;
-  cli_reset();
-  while (!st && (c = cli_getopt(argc, argv, opts)) != -1) {
+  opt_parser op;
+  opt_begin(&op, ingest_opts_table, argc, argv);
+  while (!st && (c = opt_next(&op)) != -1) {
     switch (c) {
     case O_OUT: out = optarg; break;
     case O_FPS:
@@ -242,7 +251,7 @@ int cmd_ingest(int argc, char **argv) {
       int taken = 0;
       st = manifest_cli_option(c, optarg, &mf.opts, &mf.filter, &taken);
       manifest_opt |= taken;
-      if (!taken) st = TSR_EINVAL;  // cli_getopt said why
+      if (!taken) st = TSR_EINVAL;  // opt_next said why
     }
     }
   }

@@ -14,7 +14,19 @@
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/manifest_cli.h"
+#include "tools/opt.h"
 #include "tools/parse.h"
+
+enum { O_JSONL = 1 };
+
+// The options, in the order of --help (tools/opt.h).
+static const opt_def manifest_flags[] = {
+    MANIFEST_CLI_OPTS,
+    OPT("jsonl", NULL, O_JSONL, NULL,
+        "write the kept spans to stdout, one JSON object a line:\n"
+        "{\"row\", \"span\", \"path\", \"start\", \"end\", \"caption\",\n"
+        "\"scores\"} (the summary then goes to stderr)"),
+    OPT_END};
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -24,15 +36,11 @@ static void usage(FILE *f) {
           "rows, spans kept and filtered by reason, bad rows by reason with the first few.\n"
           "Each bad row and each filtered span is also one line on stderr naming the file,\n"
           "row, line and column. Formats, columns and filters: docs/manifest.md.\n\n"
-          "options:\n"
-          "%s"
-          "  --jsonl              write the kept spans to stdout, one JSON object a line:\n"
-          "                       {\"row\", \"span\", \"path\", \"start\", \"end\", \"caption\",\n"
-          "                       \"scores\"}"
-          "                       (the summary then goes to stderr)\n\n"
+          "options:\n");
+  opt_help(f, manifest_flags, 21);
+  fprintf(f, "\n"
           "exit status: 0 every row read; 2 some rows or spans had errors; 1 fatal (bad\n"
-          "arguments, unreadable file, a column the format needs missing from the header)\n",
-          manifest_cli_help);
+          "arguments, unreadable file, a column the format needs missing from the header)\n");
 }
 
 typedef struct {
@@ -154,7 +162,7 @@ static tsr_status parse_option(int c, manifest_opts *o, report *rp, int *jsonl) 
   int taken;
   tsr_status st = manifest_cli_option(c, optarg, o, &rp->filter, &taken);
   if (taken) return st;
-  if (c == 'j') {
+  if (c == O_JSONL) {
     *jsonl = 1;
     return TSR_OK;
   }
@@ -166,16 +174,13 @@ int cmd_manifest(int argc, char **argv) {
     usage(stdout);
     return 0;
   }
-  static const struct option opts[] = {
-      MANIFEST_CLI_OPTIONS,
-      {"jsonl", no_argument, 0, 'j'},
-      {0, 0, 0, 0}};
   manifest_opts o = {0};
   report *rp = calloc(1, sizeof *rp);
   int jsonl = 0, c;
   tsr_status st = rp ? TSR_OK : err_set(TSR_ENOMEM, "out of memory");
-  cli_reset();
-  while (!st && (c = cli_getopt(argc, argv, opts)) != -1) st = parse_option(c, &o, rp, &jsonl);
+  opt_parser op;
+  opt_begin(&op, manifest_flags, argc, argv);
+  while (!st && (c = opt_next(&op)) != -1) st = parse_option(c, &o, rp, &jsonl);
   if (!st) st = cli_positionals(argc, argv, 1, 1, "FILE");
   if (!st) st = manifest_filter_check(&rp->filter);
   if (st) {

@@ -22,8 +22,82 @@
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/datadir.h"
+#include "tools/opt.h"
 #include "tools/parse.h"
 #include "tools/pyscript.h"
+
+enum { O_LENGTHS = 256, O_DATA, O_FPS, O_SIZE, O_PATCH, O_TPS, O_MAXSEC, O_CAPTOK, O_RANKS,
+       O_GPN, O_MEM, O_BATCH, O_STEPS, O_SEED, O_MAXCLIP, O_COST, O_JSON, O_WAVES, O_CONFIG,
+       O_SET, O_MEMBYTES, O_TIMELINE, O_CPMODE, O_HEADS, O_FRAMEGRID, O_OUT };
+
+// The options, in the order of --help (tools/opt.h).
+static const opt_def plan_opts[] = {
+    OPT_HEADING("clip lengths:\n"),
+    OPT("lengths", "SPEC", O_LENGTHS, NULL,
+        "CSV files with a 'tokens' or 'duration_s' column; a mix\n"
+        "'a.csv:0.9,b.csv:0.1' draws clips from each file with those\n"
+        "relative weights (default weight 1)"),
+    OPT("data", "STORE", O_DATA, NULL, "clip lengths of a token store (tessera ingest)"),
+    OPT_AS("--fps F --size HxW --patch PTxPHxPW", "fps", "F", O_FPS, NULL,
+        "token geometry for durations:\n"
+        "tokens = floor(d*F/PT) * (H/PH) * (W/PW)\n"
+        "(F in [0.001, 1000], H, W <= 65536, PT <= 64, PH, PW <= 1024)"),
+    OPT("size", "HxW", O_SIZE, NULL, NULL),         // listed with --fps
+    OPT("patch", "PTxPHxPW", O_PATCH, NULL, NULL),  // listed with --fps
+    OPT("tokens-per-second", "R", O_TPS, NULL, "or tokens = floor(d*R), R in [1e-6, 1e9]"),
+    OPT("max-seconds", "S", O_MAXSEC, NULL,
+        "cap clip durations at S seconds (longer videos are cut)"),
+    OPT("cap-tokens", "T", O_CAPTOK, NULL,
+        "cap clip lengths at T tokens\n"
+        "(a clip has at most 2^38 tokens, a duration at most 1e9 s)"),
+    OPT_HEADING("cluster and batch:\n"),
+    OPT("ranks", "N", O_RANKS, NULL, "ranks (GPUs), any N <= 2^24 (required)"),
+    OPT("gpus-per-node", "G", O_GPN, NULL, "ranks per node, <= 2^24 (default 8)"),
+    OPT("mem-tokens", "M", O_MEM, NULL, "most tokens one rank may hold in a microbatch, <= 2^38"),
+    OPT_AS("--config FILE --mem-bytes B [--set KEY=VALUE ...]", "config", "FILE", O_CONFIG, NULL,
+        "or M from the trainer's memory model: the most tokens per\n"
+        "rank for which the model of FILE (a file or a preset name;\n"
+        "train.precision, model.recompute, train.global_batch), its\n"
+        "optimizer, inputs, ring buffers of every CP size <= N and a\n"
+        "GPU's 1 GiB reserve fit B bytes per GPU"),
+    OPT("mem-bytes", "B", O_MEMBYTES, NULL, NULL),  // listed with --config
+    OPT("set", "KEY=VALUE", O_SET, NULL, NULL),     // listed with --config
+    OPT("global-batch", "B", O_BATCH, NULL, "clips per step, <= 2^24 (default 256)"),
+    OPT("steps", "S", O_STEPS, NULL, "steps to plan (default 1)"),
+    OPT("seed", "X", O_SEED, NULL, "sampler seed (default 0)"),
+    OPT("max-clip-tokens", "T", O_MAXCLIP, NULL,
+        "longest clip the job may see; fixes the static CP size\n"
+        "(default: the longest clip of the lengths after caps)"),
+    OPT("cp-mode", "M", O_CPMODE, NULL,
+        "how a CP group splits attention: auto (the planner picks\n"
+        "ring, Ulysses or hybrid per group; default, or --config's\n"
+        "train.cp_mode), ring, ulysses, hybrid (Ulysses inside a node,\n"
+        "ring across nodes)"),
+    OPT("heads", "H", O_HEADS, NULL,
+        "attention heads Ulysses splits (default: --config's\n"
+        "model.heads, else an even split), H in [1, 1024]"),
+    OPT("frame-grid", "RxC", O_FRAMEGRID, NULL,
+        "tokens of a latent frame, rows x columns, for --config's\n"
+        "model.attn_mask (a clip's attention costs its mask's area;\n"
+        "default: --size over --patch)"),
+    OPT_HEADING("cost and output:\n"),
+    OPT("cost", "FILE", O_COST, NULL,
+        "cost model, key = value (configs/cost/*.conf, `tessera\n"
+        "calibrate`); every key within its range (docs/plan.md), a\n"
+        "and b > 0 (default: train's without --cost, the tiny\n"
+        "model's CPU numbers)"),
+    OPT("out", "FILE", O_OUT, NULL, "write plans and numbers as JSON to FILE"),
+    OPT_AS("--json", "json", "[FILE]", O_JSON, NULL,
+        "print that JSON on stdout instead (the summary then goes to\n"
+        "stderr); `--json FILE` is taken as --out FILE for one release"),
+    OPT("waves", NULL, O_WAVES, NULL, "print the groups of every wave of the plans"),
+    OPT("timeline", "FILE.png", O_TIMELINE, NULL,
+        "draw the first batch's plan: ranks against time, a box per\n"
+        "microbatch coloured by CP size, beside static CP with\n"
+        "packing only; FILE.json holds what it is drawn from\n"
+        "(tools/plan_timeline.py, Debian's python3-matplotlib)"),
+    OPT_HELP_ROW,
+    OPT_END};
 
 static void plan_usage(FILE *f) {
   fprintf(f,
@@ -32,58 +106,9 @@ static void plan_usage(FILE *f) {
     "Plans global batches with the Dynamic-CP scheduler and prints, per step and in total,\n"
     "the predicted step time of the dynamic plan, of static CP with packing only and with\n"
     "balanced packing, a lower bound, speedups, efficiency (bound / plan), CP sizes used,\n"
-    "idle fraction of ranks and planner time. Details: docs/plan.md.\n\n"
-    "clip lengths:\n"
-    "  --lengths SPEC          CSV files with a 'tokens' or 'duration_s' column; a mix\n"
-    "                          'a.csv:0.9,b.csv:0.1' draws clips from each file with those\n"
-    "                          relative weights (default weight 1)\n"
-    "  --data STORE            clip lengths of a token store (tessera ingest)\n"
-    "  --fps F --size HxW --patch PTxPHxPW\n"
-    "                          token geometry for durations:\n"
-    "                          tokens = floor(d*F/PT) * (H/PH) * (W/PW)\n"
-    "                          (F in [0.001, 1000], H, W <= 65536, PT <= 64, PH, PW <= 1024)\n"
-    "  --tokens-per-second R   or tokens = floor(d*R), R in [1e-6, 1e9]\n"
-    "  --max-seconds S         cap clip durations at S seconds (longer videos are cut)\n"
-    "  --cap-tokens T          cap clip lengths at T tokens\n"
-    "                          (a clip has at most 2^38 tokens, a duration at most 1e9 s)\n"
-    "cluster and batch:\n"
-    "  --ranks N               ranks (GPUs), any N <= 2^24 (required)\n"
-    "  --gpus-per-node G       ranks per node, <= 2^24 (default 8)\n"
-    "  --mem-tokens M          most tokens one rank may hold in a microbatch, <= 2^38\n"
-    "  --config FILE --mem-bytes B [--set KEY=VALUE ...]\n"
-    "                          or M from the trainer's memory model: the most tokens per\n"
-    "                          rank for which the model of FILE (a file or a preset name;\n"
-    "                          train.precision, model.recompute, train.global_batch), its\n"
-    "                          optimizer, inputs, ring buffers of every CP size <= N and a\n"
-    "                          GPU's 1 GiB reserve fit B bytes per GPU\n"
-    "  --global-batch B        clips per step, <= 2^24 (default 256)\n"
-    "  --steps S               steps to plan (default 1)\n"
-    "  --seed X                sampler seed (default 0)\n"
-    "  --max-clip-tokens T     longest clip the job may see; fixes the static CP size\n"
-    "                          (default: the longest clip of the lengths after caps)\n"
-    "  --cp-mode M             how a CP group splits attention: auto (the planner picks\n"
-    "                          ring, Ulysses or hybrid per group; default, or --config's\n"
-    "                          train.cp_mode), ring, ulysses, hybrid (Ulysses inside a node,\n"
-    "                          ring across nodes)\n"
-    "  --heads H               attention heads Ulysses splits (default: --config's\n"
-    "                          model.heads, else an even split), H in [1, 1024]\n"
-    "  --frame-grid RxC        tokens of a latent frame, rows x columns, for --config's\n"
-    "                          model.attn_mask (a clip's attention costs its mask's area;\n"
-    "                          default: --size over --patch)\n"
-    "cost and output:\n"
-    "  --cost FILE             cost model, key = value (configs/cost/*.conf, `tessera\n"
-    "                          calibrate`); every key within its range (docs/plan.md), a\n"
-    "                          and b > 0 (default: train's without --cost, the tiny\n"
-    "                          model's CPU numbers)\n"
-    "  --out FILE              write plans and numbers as JSON to FILE\n"
-    "  --json                  print that JSON on stdout instead (the summary then goes to\n"
-    "                          stderr); `--json FILE` is taken as --out FILE for one release\n"
-    "  --waves                 print the groups of every wave of the plans\n"
-    "  --timeline FILE.png     draw the first batch's plan: ranks against time, a box per\n"
-    "                          microbatch coloured by CP size, beside static CP with\n"
-    "                          packing only; FILE.json holds what it is drawn from\n"
-    "                          (tools/plan_timeline.py, Debian's python3-matplotlib)\n"
-    "  -h, --help              this help\n\n"
+    "idle fraction of ranks and planner time. Details: docs/plan.md.\n\n");
+  opt_help(f, plan_opts, 24);
+  fprintf(f, "\n"
     "example:\n"
     "  tessera plan --lengths ucf101_clips.csv:0.97,youcook2_videos.csv:0.03 \\\n"
     "      --tokens-per-second 1800 --max-seconds 300 --ranks 64 --mem-tokens 65536 \\\n"
@@ -149,30 +174,6 @@ static tsr_status timeline_paths(plan_args *a, const char *png) {
 
 // Parses argv into *a; TSR_EINVAL with a message naming the option otherwise.
 static tsr_status parse_args(int argc, char **argv, plan_args *a) {
-  enum { O_LENGTHS = 256, O_DATA, O_FPS, O_SIZE, O_PATCH, O_TPS, O_MAXSEC, O_CAPTOK, O_RANKS,
-         O_GPN, O_MEM, O_BATCH, O_STEPS, O_SEED, O_MAXCLIP, O_COST, O_JSON, O_WAVES, O_CONFIG,
-         O_SET, O_MEMBYTES, O_TIMELINE, O_CPMODE, O_HEADS, O_FRAMEGRID, O_OUT };
-  static const struct option opts[] = {
-      {"lengths", required_argument, 0, O_LENGTHS}, {"data", required_argument, 0, O_DATA},
-      {"fps", required_argument, 0, O_FPS},         {"size", required_argument, 0, O_SIZE},
-      {"patch", required_argument, 0, O_PATCH},
-      {"tokens-per-second", required_argument, 0, O_TPS},
-      {"max-seconds", required_argument, 0, O_MAXSEC},
-      {"cap-tokens", required_argument, 0, O_CAPTOK},
-      {"ranks", required_argument, 0, O_RANKS},
-      {"gpus-per-node", required_argument, 0, O_GPN},
-      {"mem-tokens", required_argument, 0, O_MEM},
-      {"global-batch", required_argument, 0, O_BATCH},
-      {"steps", required_argument, 0, O_STEPS},     {"seed", required_argument, 0, O_SEED},
-      {"max-clip-tokens", required_argument, 0, O_MAXCLIP},
-      {"cost", required_argument, 0, O_COST},       {"json", optional_argument, 0, O_JSON},
-      {"waves", no_argument, 0, O_WAVES},           {"config", required_argument, 0, O_CONFIG},
-      {"set", required_argument, 0, O_SET},         {"mem-bytes", required_argument, 0, O_MEMBYTES},
-      {"timeline", required_argument, 0, O_TIMELINE},
-      {"cp-mode", required_argument, 0, O_CPMODE}, {"heads", required_argument, 0, O_HEADS},
-      {"frame-grid", required_argument, 0, O_FRAMEGRID},
-      {"out", required_argument, 0, O_OUT},
-      {0, 0, 0, 0}};
   char **sets = a->sets;  // the caller's (argc) array
   dit_config dm;
   train_config dt;
@@ -180,13 +181,14 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
   *a = (plan_args){.gpn = 8, .batch = 256, .steps = 1, .sets = sets, .cp_mode = -1,
                    .ulysses_chunks = dt.ulysses_chunks};
   int geometry_parts = 0;
-  cli_reset();
+  opt_parser op;
+  opt_begin(&op, plan_opts, argc, argv);
   int o;
   // Ranges: sched/cost.h (SCHED_MAX_*: 64-bit safe sizes) and sched/lengths.h.
   static const int size_hi[2] = {1 << 16, 1 << 16}, patch_hi[3] = {64, 1024, 1024};
   const int64_t maxtok = SCHED_MAX_TOKENS;
   lengths_opts *lo = &a->lo;
-  while ((o = cli_getopt(argc, argv, opts)) != -1) {
+  while ((o = opt_next(&op)) != -1) {
     tsr_status st = TSR_OK;
     int dims[3];
     switch (o) {
@@ -249,7 +251,7 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
                      "%d])", optarg, 1 << 16);
       break;
     case O_MEMBYTES: st = parse_i64("--mem-bytes", optarg, 1 << 20, INT64_MAX / 2, &a->mem_bytes); break;
-    default: return TSR_EINVAL;  // cli_getopt said why
+    default: return TSR_EINVAL;  // opt_next said why
     }
     if (st) return st;
   }

@@ -7,8 +7,18 @@
 
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/opt.h"
 #include "tools/parse.h"
 #include "tools/pyscript.h"
+
+enum { O_OUT = 1, O_PNG, O_VIDEOS };
+
+// The options, in the order of --help (tools/opt.h).
+static const opt_def report_opts[] = {
+    OPT("out", "FILE", O_OUT, NULL, "the page                          [RUN/report.html]"),
+    OPT("png", "FILE", O_PNG, NULL, "the curves                        [RUN/report.png]"),
+    OPT("max-videos", "N", O_VIDEOS, NULL, "newest sample videos inlined      [8]"),
+    OPT_END};
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -20,10 +30,8 @@ static void usage(FILE *f) {
           "plan statistics and the config; and RUN/report.png, the curves alone. Reads what\n"
           "RUN holds: a run in progress, resumed or multi-rank too. Drawn by tools/report.py\n"
           "with Debian's python3-matplotlib (tools/setup.sh). docs/report.md.\n\n"
-          "options:\n"
-          "  --out FILE         the page                          [RUN/report.html]\n"
-          "  --png FILE         the curves                        [RUN/report.png]\n"
-          "  --max-videos N     newest sample videos inlined      [8]\n");
+          "options:\n");
+  opt_help(f, report_opts, 19);
 }
 
 int cmd_report(int argc, char **argv) {
@@ -32,15 +40,11 @@ int cmd_report(int argc, char **argv) {
     return 0;
   }
   const char *out = NULL, *png = NULL, *videos = NULL;
-  enum { O_OUT = 1, O_PNG, O_VIDEOS };
-  static const struct option opts[] = {{"out", required_argument, 0, O_OUT},
-                                       {"png", required_argument, 0, O_PNG},
-                                       {"max-videos", required_argument, 0, O_VIDEOS},
-                                       {0, 0, 0, 0}};
   tsr_status st = TSR_OK;
   int c, nv;
-  cli_reset();
-  while (!st && (c = cli_getopt(argc, argv, opts)) != -1) {
+  opt_parser op;
+  opt_begin(&op, report_opts, argc, argv);
+  while (!st && (c = opt_next(&op)) != -1) {
     switch (c) {
     case O_OUT: out = optarg; break;
     case O_PNG: png = optarg; break;
@@ -48,7 +52,7 @@ int cmd_report(int argc, char **argv) {
       videos = optarg;
       st = parse_int("--max-videos", optarg, 0, 1 << 20, &nv);
       break;
-    default: st = TSR_EINVAL;  // cli_getopt said why
+    default: st = TSR_EINVAL;  // opt_next said why
     }
   }
   if (!st) st = cli_positionals(argc, argv, 1, 1, "RUN");

@@ -16,10 +16,86 @@
 #include "tools/backend.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/opt.h"
 #include "tools/parse.h"
 #include "tools/prompt_embed.h"
 #include "tools/sample_defaults.h"
 #include "tools/video.h"
+
+enum { O_CKPT = 1, O_FRAMES, O_SIZE, O_OUT, O_LABEL, O_CFG, O_STEPS, O_SEED, O_EMA, O_RAW,
+       O_BACKEND, O_PRECISION, O_CAPTION, O_NEGATIVE, O_SCHEDULE, O_SHIFT, O_NOISE,
+       O_LATENTS_OUT, O_SOLVER, O_CKPT2, O_BOUNDARY, O_CFG2,
+       O_PROMPT, O_PROMPTS, O_ENCODER };
+
+// The options, in the order of --help (tools/opt.h).
+static const opt_def sample_opts[] = {
+    OPT("ckpt", "FILE", O_CKPT, NULL, "checkpoint (RUN/ckpt-STEP.safetensors)"),
+    OPT("frames", "F", O_FRAMES, NULL,
+        "frames, a multiple of the model's tubelet frames (pt); default:\n"
+        "2 s at the checkpoint's store's frame rate"),
+    OPT("size", "HxW", O_SIZE, NULL,
+        "height x width in pixels, multiples of the patch (ph, pw);\n"
+        "default: the store's short side high, 16:9 (a pixel store's)"),
+    OPT("out", "FILE.mp4", O_OUT, NULL, "output video (written to FILE.mp4.tmp, then renamed)"),
+    OPT("label", "L", O_LABEL, NULL, "class id or name (class-conditional models)"),
+    OPT("caption", "FILE", O_CAPTION, NULL,
+        "caption embedding (safetensors with text_emb (N, text_dim), from\n"
+        "the text encoder the model was trained with; models with captions)"),
+    OPT("prompt", "TEXT", O_PROMPT, NULL,
+        "a text prompt (repeatable: one video each), embedded with the\n"
+        "encoder the checkpoint's store recorded by tools/embed_captions.py\n"
+        "in the venv (tools/setup_venv.sh), then sampled as --caption;\n"
+        "several: OUT gets -K before its extension (K = 1, 2, ...)"),
+    OPT("prompts", "FILE", O_PROMPTS, NULL,
+        "prompts one a line (blank lines skipped), as --prompt each"),
+    OPT("encoder", "E", O_ENCODER, NULL,
+        "the prompts' encoder, minilm or hf:PATH (default: the\n"
+        "checkpoint's; needed when it records none)"),
+    OPT("negative", "FILE", O_NEGATIVE, NULL,
+        "caption embedding of guidance's unconditional half (as --caption;\n"
+        "Wan's pipeline: the empty prompt's, padded; default: no caption)"),
+    OPT("cfg", "S", O_CFG, NULL,
+        "classifier-free guidance scale (default 1: none; needs --label,\n"
+        "--caption or --negative: compared with no label and no caption,\n"
+        "or with the --negative caption)"),
+    OPT("steps", "N", O_STEPS, NULL, "Euler steps (default 32)"),
+    OPT("seed", "S", O_SEED, NULL, "noise seed (default 0)"),
+    OPT("schedule", "K", O_SCHEDULE, NULL,
+        "noise levels of the steps: tessera (default: the training shift of\n"
+        "the checkpoint on an even grid) or wan (diffusers'\n"
+        "FlowMatchEulerDiscreteScheduler with --shift, as WanPipeline)"),
+    OPT("shift", "S", O_SHIFT, NULL, "the wan schedule's shift (default 5)"),
+    OPT("solver", "K", O_SOLVER, NULL,
+        "euler (default) or unipc: diffusers' UniPCMultistepScheduler as\n"
+        "Wan's pipeline configures it (flow sigmas with --shift, order 2,\n"
+        "bh2 predictor-corrector; needs --schedule wan)"),
+    OPT("ckpt2", "FILE", O_CKPT2, NULL,
+        "a second expert of the same shape (Wan 2.2 A14B's transformer_2,\n"
+        "the low-noise one): it runs the steps whose timestep is below\n"
+        "--boundary x 1000, --ckpt the others"),
+    OPT("boundary", "R", O_BOUNDARY, NULL,
+        "the experts' boundary_ratio (default 0.875: Wan 2.2 T2V-A14B's)"),
+    OPT("cfg2", "S", O_CFG2, NULL,
+        "guidance scale of the second expert's steps (guidance_scale_2;\n"
+        "default: --cfg)"),
+    OPT("noise", "FILE", O_NOISE, NULL,
+        "starting noise from a latent file (latents (T, H, W, C) f32/bf16:\n"
+        "--frames x --size in latent pixels x model.channels) instead of\n"
+        "--seed's"),
+    OPT("latents-out", "FILE", O_LATENTS_OUT, NULL,
+        "also write the final values as a latent file (latents\n"
+        "(T, H, W, C) f32, the layout of --noise)"),
+    OPT_AS("--ema, --raw", "ema", NULL, O_EMA, NULL,
+        "EMA weights (default) or the raw trained weights"),
+    OPT("raw", NULL, O_RAW, NULL, NULL),  // listed with --ema
+    OPT("backend", "B", O_BACKEND, NULL,
+        "compute device: cpu, cuda or auto (default: cuda when built and a\n"
+        "GPU is visible, else cpu)"),
+    OPT("precision", "P", O_PRECISION, NULL,
+        "activations in fp32 or bf16 (default: the checkpoint's\n"
+        "train.precision; the weights are fp32 either way)"),
+    OPT_HELP_ROW,
+    OPT_END};
 
 static void sample_usage(FILE *f) {
   fprintf(f,
@@ -39,54 +115,8 @@ static void sample_usage(FILE *f) {
     "name with .safetensors (a latent file for your VAE's decoder:\n"
     "tools/reference/encode_latents.py decode) and FILE.mp4 gets a PREVIEW: latent\n"
     "channels 0, 1, 2 as red, green, blue, each stretched over its range in the clip, each\n"
-    "latent pixel a VAE-stride square, one frame a latent frame (not the decoded video).\n\n"
-    "  --ckpt FILE      checkpoint (RUN/ckpt-STEP.safetensors)\n"
-    "  --frames F       frames, a multiple of the model's tubelet frames (pt); default:\n"
-    "                   2 s at the checkpoint's store's frame rate\n"
-    "  --size HxW       height x width in pixels, multiples of the patch (ph, pw);\n"
-    "                   default: the store's short side high, 16:9 (a pixel store's)\n"
-    "  --out FILE.mp4   output video (written to FILE.mp4.tmp, then renamed)\n"
-    "  --label L        class id or name (class-conditional models)\n"
-    "  --caption FILE   caption embedding (safetensors with text_emb (N, text_dim), from\n"
-    "                   the text encoder the model was trained with; models with captions)\n"
-    "  --prompt TEXT    a text prompt (repeatable: one video each), embedded with the\n"
-    "                   encoder the checkpoint's store recorded by tools/embed_captions.py\n"
-    "                   in the venv (tools/setup_venv.sh), then sampled as --caption;\n"
-    "                   several: OUT gets -K before its extension (K = 1, 2, ...)\n"
-    "  --prompts FILE   prompts one a line (blank lines skipped), as --prompt each\n"
-    "  --encoder E      the prompts' encoder, minilm or hf:PATH (default: the\n"
-    "                   checkpoint's; needed when it records none)\n"
-    "  --negative FILE  caption embedding of guidance's unconditional half (as --caption;\n"
-    "                   Wan's pipeline: the empty prompt's, padded; default: no caption)\n"
-    "  --cfg S          classifier-free guidance scale (default 1: none; needs --label,\n"
-    "                   --caption or --negative: compared with no label and no caption,\n"
-    "                   or with the --negative caption)\n"
-    "  --steps N        Euler steps (default 32)\n"
-    "  --seed S         noise seed (default 0)\n"
-    "  --schedule K     noise levels of the steps: tessera (default: the training shift of\n"
-    "                   the checkpoint on an even grid) or wan (diffusers'\n"
-    "                   FlowMatchEulerDiscreteScheduler with --shift, as WanPipeline)\n"
-    "  --shift S        the wan schedule's shift (default 5)\n"
-    "  --solver K       euler (default) or unipc: diffusers' UniPCMultistepScheduler as\n"
-    "                   Wan's pipeline configures it (flow sigmas with --shift, order 2,\n"
-    "                   bh2 predictor-corrector; needs --schedule wan)\n"
-    "  --ckpt2 FILE     a second expert of the same shape (Wan 2.2 A14B's transformer_2,\n"
-    "                   the low-noise one): it runs the steps whose timestep is below\n"
-    "                   --boundary x 1000, --ckpt the others\n"
-    "  --boundary R     the experts' boundary_ratio (default 0.875: Wan 2.2 T2V-A14B's)\n"
-    "  --cfg2 S         guidance scale of the second expert's steps (guidance_scale_2;\n"
-    "                   default: --cfg)\n"
-    "  --noise FILE     starting noise from a latent file (latents (T, H, W, C) f32/bf16:\n"
-    "                   --frames x --size in latent pixels x model.channels) instead of\n"
-    "                   --seed's\n"
-    "  --latents-out FILE  also write the final values as a latent file (latents\n"
-    "                   (T, H, W, C) f32, the layout of --noise)\n"
-    "  --ema, --raw     EMA weights (default) or the raw trained weights\n"
-    "  --backend B      compute device: cpu, cuda or auto (default: cuda when built and a\n"
-    "                   GPU is visible, else cpu)\n"
-    "  --precision P    activations in fp32 or bf16 (default: the checkpoint's\n"
-    "                   train.precision; the weights are fp32 either way)\n"
-    "  -h, --help       this help\n");
+    "latent pixel a VAE-stride square, one frame a latent frame (not the decoded video).\n\n");
+  opt_help(f, sample_opts, 17);
 }
 
 // Only RGB models can be written as video, and latent models as latents and a preview:
@@ -139,36 +169,15 @@ typedef struct {
 // Parses argv into *o, *out, *backend and *pa; TSR_EINVAL naming the problem otherwise.
 static tsr_status parse_args(int argc, char **argv, sample_options *o, const char **out,
                              const char **backend, const char **latents_out, prompt_args *pa) {
-  enum { O_CKPT = 1, O_FRAMES, O_SIZE, O_OUT, O_LABEL, O_CFG, O_STEPS, O_SEED, O_EMA, O_RAW,
-         O_BACKEND, O_PRECISION, O_CAPTION, O_NEGATIVE, O_SCHEDULE, O_SHIFT, O_NOISE,
-         O_LATENTS_OUT, O_SOLVER, O_CKPT2, O_BOUNDARY, O_CFG2,
-         O_PROMPT, O_PROMPTS, O_ENCODER };
-  static const struct option opts[] = {
-      {"ckpt", required_argument, 0, O_CKPT},   {"frames", required_argument, 0, O_FRAMES},
-      {"size", required_argument, 0, O_SIZE},   {"out", required_argument, 0, O_OUT},
-      {"label", required_argument, 0, O_LABEL}, {"cfg", required_argument, 0, O_CFG},
-      {"steps", required_argument, 0, O_STEPS}, {"seed", required_argument, 0, O_SEED},
-      {"ema", no_argument, 0, O_EMA},           {"raw", no_argument, 0, O_RAW},
-      {"backend", required_argument, 0, O_BACKEND},
-      {"precision", required_argument, 0, O_PRECISION},
-      {"caption", required_argument, 0, O_CAPTION},
-      {"negative", required_argument, 0, O_NEGATIVE},
-      {"schedule", required_argument, 0, O_SCHEDULE},
-      {"shift", required_argument, 0, O_SHIFT},     {"noise", required_argument, 0, O_NOISE},
-      {"latents-out", required_argument, 0, O_LATENTS_OUT},
-      {"solver", required_argument, 0, O_SOLVER},   {"ckpt2", required_argument, 0, O_CKPT2},
-      {"boundary", required_argument, 0, O_BOUNDARY}, {"cfg2", required_argument, 0, O_CFG2},
-      {"prompt", required_argument, 0, O_PROMPT},   {"prompts", required_argument, 0, O_PROMPTS},
-      {"encoder", required_argument, 0, O_ENCODER},
-      {0, 0, 0, 0}};
   static const int size_hi[2] = {16384, 16384};
   int c, hw[2];
   double cfg = 1, cfg2 = NAN;
   int64_t seed = 0;
   int boundary_given = 0;
   tsr_status r = TSR_OK;
-  cli_reset();
-  while (!r && (c = cli_getopt(argc, argv, opts)) != -1) {
+  opt_parser op;
+  opt_begin(&op, sample_opts, argc, argv);
+  while (!r && (c = opt_next(&op)) != -1) {
     switch (c) {
     case O_CKPT: o->ckpt = optarg; break;
     case O_FRAMES: r = parse_int("--frames", optarg, 1, 1 << 20, &o->frames); break;
@@ -220,7 +229,7 @@ static tsr_status parse_args(int argc, char **argv, sample_options *o, const cha
       if (!(r = parse_dtype("--precision", optarg, &kd))) o->precision = (int)kd;
       break;
     }
-    default: r = TSR_EINVAL;  // cli_getopt said why
+    default: r = TSR_EINVAL;  // opt_next said why
     }
   }
   if (!r) r = cli_positionals(argc, argv, 0, 0, "");

@@ -1,5 +1,4 @@
 // tools/cmd_train.c — `tessera train`: train the DiT on a token store (docs/train.md).
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,10 +12,75 @@
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/datadir.h"
+#include "tools/opt.h"
 #include "tools/parse.h"
 #include "tools/profile.h"
 #include "tools/train_signal.h"
 #include "tools/video.h"
+
+enum { O_CONFIG = 1, O_DATA, O_OUT, O_STEPS, O_RESUME, O_INIT, O_SET, O_COST, O_GPN, O_PLAN,
+       O_SKIP_BAD, O_BACKEND, O_COMM, O_PLANNERS, O_MEM_BYTES, O_DRY_RUN, O_PRECISION };
+
+// The options of `tessera train`, in the order of its --help (tools/opt.h).
+static const opt_def train_opts[] = {
+    OPT("config", "FILE", O_CONFIG, NULL,
+     "model and training config (INI: [model], [train]), or the\n"
+     "name of a preset of configs/model/ (tiny, dit-b, wan2.1-t2v-1.3b)"),
+    OPT("data", "STORE", O_DATA, NULL,
+     "token store; its patch size and channels must match the config\n"
+     "(or a DATASET.ini of several stores with weights or repeats:\n"
+     "docs/train.md \"Dataset mixes\")"),
+    OPT("out", "RUN", O_OUT, NULL, "run directory (created); checkpoints and metrics go here"),
+    OPT("steps", "N", O_STEPS, NULL,
+     "stop when N steps are done in total (default: train.steps);\n"
+     "a fresh run's schedule then spans N steps, unless\n"
+     "train.lr_schedule_steps or --set train.steps is given"),
+    OPT_AS("--resume [RUN]", "resume", NULL, O_RESUME, NULL,
+     "continue from RUN's newest checkpoint (same losses as a run\n"
+     "that never stopped); without --config, the config, store,\n"
+     "--steps and --set come from RUN/config.ini"),
+    OPT("init", "CKPT", O_INIT, NULL,
+     "start from CKPT's weights (fine-tuning: new optimizer, step 0);\n"
+     "with lora.rank > 0 the frozen base, which --resume reloads from\n"
+     "where the run found it (or from --init CKPT: the same weights)"),
+    OPT("set", "KEY=VALUE", O_SET, NULL,
+     "override a config key, e.g. --set train.lr=3e-4 (repeatable)"),
+    OPT("precision", "P", O_PRECISION, "train.precision",
+     "fp32 or bf16 activations: --set train.precision=P"),
+    OPT("cost", "FILE", O_COST, NULL,
+     "cost model for the planner (from `tessera calibrate`;\n"
+     "default: built-in CPU numbers of the tiny model)"),
+    OPT("gpus-per-node", "G", O_GPN, NULL,
+     "ranks per node, for the cost model (default: the ranks the\n"
+     "launcher put on this node)"),
+    OPT("mem-bytes", "B", O_MEM_BYTES, NULL,
+     "memory per rank for the memory model (default: the GPU's free\n"
+     "memory; on the CPU half the available host memory, shared by\n"
+     "the ranks); train.mem_tokens = 0 takes the most tokens that fit"),
+    OPT("planners", "P", O_PLANNERS, NULL,
+     "under mpirun, P ranks plan the batches in turn and broadcast\n"
+     "each plan (the same plan, bitwise); 0: every rank plans every\n"
+     "batch itself (default 1)"),
+    OPT("skip-bad-clips", NULL, O_SKIP_BAD, NULL,
+     "leave out clips whose checksum fails (reported once each on\n"
+     "stderr, counted as bad_clips in metrics.jsonl); default: stop\n"
+     "naming the clip (`tessera index verify STORE` lists them all)"),
+    OPT("plan", "KIND", O_PLAN, NULL,
+     "plan each step with: auto (Dynamic-CP, or the better static\n"
+     "plan when it is not faster; default), dynamic, static\n"
+     "(static CP, balanced) or packing (static CP, packing only)"),
+    OPT("backend", "B", O_BACKEND, NULL,
+     BACKEND_OPTION_TEXT
+     "(--set train.precision=bf16: bf16 activations, fp32\n"
+     "weights and optimizer)"),
+    OPT("comm", "C", O_COMM, NULL, COMM_OPTION_TEXT),
+    OPT("dry-run", NULL, O_DRY_RUN, NULL,
+     "check the config, store, memory and plans as the start does,\n"
+     "print the effective config, the memory model, the first\n"
+     "batches' plans and the predicted step time; train nothing,\n"
+     "write nothing (--out optional)"),
+    OPT_HELP_ROW,
+    OPT_END};
 
 static void train_usage(FILE *f) {
   fprintf(f,
@@ -32,49 +96,9 @@ static void train_usage(FILE *f) {
     "Under mpirun (or srun) every batch is planned for all ranks: each wave gives every rank\n"
     "a context-parallel group of its own size, clips are split across the group and attend\n"
     "across it (ring attention), gradients are summed over all ranks. Rank 0 writes\n"
-    "RUN/metrics.jsonl and RUN/ckpt-STEP.safetensors. Details: docs/train.md, docs/dist.md.\n\n"
-    "  --config FILE        model and training config (INI: [model], [train]), or the\n"
-    "                       name of a preset of configs/model/ (tiny, dit-b, wan2.1-t2v-1.3b)\n"
-    "  --data STORE         token store; its patch size and channels must match the config\n"
-    "                       (or a DATASET.ini of several stores with weights or repeats:\n"
-    "                       docs/train.md \"Dataset mixes\")\n"
-    "  --out RUN            run directory (created); checkpoints and metrics go here\n"
-    "  --steps N            stop when N steps are done in total (default: train.steps);\n"
-    "                       a fresh run's schedule then spans N steps, unless\n"
-    "                       train.lr_schedule_steps or --set train.steps is given\n"
-    "  --resume [RUN]       continue from RUN's newest checkpoint (same losses as a run\n"
-    "                       that never stopped); without --config, the config, store,\n"
-    "                       --steps and --set come from RUN/config.ini\n"
-    "  --init CKPT          start from CKPT's weights (fine-tuning: new optimizer, step 0);\n"
-    "                       with lora.rank > 0 the frozen base, which --resume reloads from\n"
-    "                       where the run found it (or from --init CKPT: the same weights)\n"
-    "  --set KEY=VALUE      override a config key, e.g. --set train.lr=3e-4 (repeatable)\n"
-    "  --precision P        fp32 or bf16 activations: --set train.precision=P\n"
-    "  --cost FILE          cost model for the planner (from `tessera calibrate`;\n"
-    "                       default: built-in CPU numbers of the tiny model)\n"
-    "  --gpus-per-node G    ranks per node, for the cost model (default: the ranks the\n"
-    "                       launcher put on this node)\n"
-    "  --mem-bytes B        memory per rank for the memory model (default: the GPU's free\n"
-    "                       memory; on the CPU half the available host memory, shared by\n"
-    "                       the ranks); train.mem_tokens = 0 takes the most tokens that fit\n"
-    "  --planners P         under mpirun, P ranks plan the batches in turn and broadcast\n"
-    "                       each plan (the same plan, bitwise); 0: every rank plans every\n"
-    "                       batch itself (default 1)\n"
-    "  --skip-bad-clips     leave out clips whose checksum fails (reported once each on\n"
-    "                       stderr, counted as bad_clips in metrics.jsonl); default: stop\n"
-    "                       naming the clip (`tessera index verify STORE` lists them all)\n"
-    "  --plan KIND          plan each step with: auto (Dynamic-CP, or the better static\n"
-    "                       plan when it is not faster; default), dynamic, static\n"
-    "                       (static CP, balanced) or packing (static CP, packing only)\n"
-    BACKEND_OPTION_HELP
-    "                       (--set train.precision=bf16: bf16 activations, fp32\n"
-    "                       weights and optimizer)\n"
-    COMM_OPTION_HELP
-    "  --dry-run            check the config, store, memory and plans as the start does,\n"
-    "                       print the effective config, the memory model, the first\n"
-    "                       batches' plans and the predicted step time; train nothing,\n"
-    "                       write nothing (--out optional)\n"
-    "  -h, --help           this help\n\n"
+    "RUN/metrics.jsonl and RUN/ckpt-STEP.safetensors. Details: docs/train.md, docs/dist.md.\n\n");
+  opt_help(f, train_opts, 21);
+  fprintf(f, "\n"
     "Validation and samples (config keys, docs/train.md): train.val_clips holds clips out\n"
     "of training and scores them every train.val_every steps at fixed noise levels\n"
     "(metrics.jsonl: val_loss, val_t, val_bucket); train.sample_every writes\n"
@@ -90,61 +114,47 @@ static void train_usage(FILE *f) {
     "      --set train.val_clips=2 --set train.sample_every=100\n");
 }
 
-// Parses argv into *o (sets: the --set values, argc entries); TSR_EINVAL naming the
-// problem otherwise.
-static tsr_status parse_args(int argc, char **argv, train_options *o, char **sets,
+// Parses argv into *o (sets: the --set values, argc entries; p owns the ones made from an
+// option with a key); TSR_EINVAL naming the problem otherwise.
+static tsr_status parse_args(opt_parser *p, int argc, char **argv, train_options *o, char **sets,
                              const char **backend, const char **comm) {
-  enum { O_CONFIG = 1, O_DATA, O_OUT, O_STEPS, O_RESUME, O_INIT, O_SET, O_COST, O_GPN, O_PLAN,
-         O_SKIP_BAD, O_BACKEND, O_COMM, O_PLANNERS, O_MEM_BYTES, O_DRY_RUN,
-         O_PRECISION };
-  static const struct option opts[] = {
-      {"config", required_argument, 0, O_CONFIG}, {"data", required_argument, 0, O_DATA},
-      {"out", required_argument, 0, O_OUT},       {"steps", required_argument, 0, O_STEPS},
-      {"resume", no_argument, 0, O_RESUME},       {"init", required_argument, 0, O_INIT},
-      {"set", required_argument, 0, O_SET},       {"cost", required_argument, 0, O_COST},
-      {"gpus-per-node", required_argument, 0, O_GPN}, {"plan", required_argument, 0, O_PLAN},
-      {"skip-bad-clips", no_argument, 0, O_SKIP_BAD}, {"backend", required_argument, 0, O_BACKEND},
-      {"comm", required_argument, 0, O_COMM},
-      {"planners", required_argument, 0, O_PLANNERS},
-      {"mem-bytes", required_argument, 0, O_MEM_BYTES},
-      {"dry-run", no_argument, 0, O_DRY_RUN},
-      {"precision", required_argument, 0, O_PRECISION},
-      {0, 0, 0, 0}};
   tsr_status r = TSR_OK;
   int c;
-  cli_reset();
-  while (!r && (c = cli_getopt(argc, argv, opts)) != -1) {
+  opt_begin(p, train_opts, argc, argv);
+  while (!r && (c = opt_next(p)) != -1) {
+    char *v = p->val;
     switch (c) {
-    case O_CONFIG: o->config_path = datadir_config(optarg); break;
-    case O_DATA: o->data_dir = optarg; break;
-    case O_OUT: o->run_dir = optarg; break;
-    case O_STEPS: r = parse_i64("--steps", optarg, 1, INT64_MAX / 2, &o->stop_step); break;
+    case O_CONFIG: o->config_path = datadir_config(v); break;
+    case O_DATA: o->data_dir = v; break;
+    case O_OUT: o->run_dir = v; break;
+    case O_STEPS: r = parse_i64("--steps", v, 1, INT64_MAX / 2, &o->stop_step); break;
     case O_RESUME: o->resume = 1; break;
     case O_SKIP_BAD: o->skip_bad_clips = 1; break;
     case O_DRY_RUN: o->dry_run = 1; break;
-    case O_INIT: o->init_ckpt = optarg; break;
-    case O_COST: o->cost_path = optarg; break;
+    case O_INIT: o->init_ckpt = v; break;
+    case O_COST: o->cost_path = v; break;
     case O_PLAN:
-      if (!strcmp(optarg, "auto")) o->plan_kind = TRAIN_PLAN_AUTO;
-      else if (!strcmp(optarg, "dynamic")) o->plan_kind = TRAIN_PLAN_DYNAMIC;
-      else if (!strcmp(optarg, "static")) o->plan_kind = TRAIN_PLAN_STATIC;
-      else if (!strcmp(optarg, "packing")) o->plan_kind = TRAIN_PLAN_PACKING;
-      else r = err_set(TSR_EINVAL, "--plan '%s': use auto, dynamic, static or packing", optarg);
+      if (!strcmp(v, "auto")) o->plan_kind = TRAIN_PLAN_AUTO;
+      else if (!strcmp(v, "dynamic")) o->plan_kind = TRAIN_PLAN_DYNAMIC;
+      else if (!strcmp(v, "static")) o->plan_kind = TRAIN_PLAN_STATIC;
+      else if (!strcmp(v, "packing")) o->plan_kind = TRAIN_PLAN_PACKING;
+      else r = err_set(TSR_EINVAL, "--plan '%s': use auto, dynamic, static or packing", v);
       break;
-    case O_GPN: r = parse_int("--gpus-per-node", optarg, 1, 1 << 20, &o->gpus_per_node); break;
-    case O_PLANNERS: r = parse_int("--planners", optarg, 0, 1 << 24, &o->planners); break;
-    case O_MEM_BYTES: r = parse_i64("--mem-bytes", optarg, 1 << 20, INT64_MAX / 2, &o->mem_bytes); break;
-    case O_SET: sets[o->n_overrides++] = optarg; break;
+    case O_GPN: r = parse_int("--gpus-per-node", v, 1, 1 << 20, &o->gpus_per_node); break;
+    case O_PLANNERS: r = parse_int("--planners", v, 0, 1 << 24, &o->planners); break;
+    case O_MEM_BYTES: r = parse_i64("--mem-bytes", v, 1 << 20, INT64_MAX / 2, &o->mem_bytes); break;
+    case O_SET: sets[o->n_overrides++] = v; break;
     case O_PRECISION: {  // sample's flag: the same as --set train.precision=P
-      kernels_dtype p;
-      if (!(r = parse_dtype("--precision", optarg, &p)))
-        sets[o->n_overrides++] =
-            p == KERNELS_BF16 ? "train.precision=bf16" : "train.precision=fp32";
+      kernels_dtype d;
+      char *kv = NULL;
+      if (!(r = parse_dtype("--precision", v, &d)) && !(kv = opt_key_set(p, config_precision_name(d))))
+        r = TSR_EINVAL;  // opt_key_set said why
+      if (kv) sets[o->n_overrides++] = kv;
       break;
     }
-    case O_BACKEND: *backend = optarg; break;
-    case O_COMM: *comm = optarg; break;
-    default: r = TSR_EINVAL;  // cli_getopt said why
+    case O_BACKEND: *backend = v; break;
+    case O_COMM: *comm = v; break;
+    default: r = TSR_EINVAL;  // opt_next said why
     }
   }
   // `--resume RUN`: the run directory as the argument left (getopt moved it last); the
@@ -191,7 +201,8 @@ int cmd_train(int argc, char **argv) {
   backend_choice bc;
   char **sets = calloc((size_t)argc + 1, sizeof *sets);
   if (!sets) return 1;
-  tsr_status r = parse_args(argc, argv, &o, sets, &backend, &comm);
+  opt_parser op;
+  tsr_status r = parse_args(&op, argc, argv, &o, sets, &backend, &comm);
   int rc = r ? cli_usage_error("train") : 0;
   o.overrides = sets;
   if (!o.gpus_per_node) o.gpus_per_node = comm_local_size();
@@ -210,6 +221,7 @@ int cmd_train(int argc, char **argv) {
   if (!rc) profile_report_run(prof, time_now() - t0);
   comm_close(&o.comm);
   for (int t = 0; t < 2; t++) kernels_profiled_free(&prof[t]);
+  opt_end(&op);
   free(sets);
   return rc;
 }

@@ -3,18 +3,6 @@
 
 #include "tools/parse.h"
 
-const char manifest_cli_help[] =
-    "  --manifest-format F  column names of: tessera, panda70m, openvid, opensora [tessera]\n"
-    "  --manifest-syntax S  csv, tsv or jsonl                       [from the file name]\n"
-    "  --root DIR           folder of relative paths              [the manifest's folder]\n"
-    "  --path-column COL    the column that names the source          [the format's]\n"
-    "  --path-suffix S      appended to every path                [panda70m: .mp4]\n"
-    "  --where EXPR         keep spans whose score passes, e.g. 'aesthetic_score >= 4.5'\n"
-    "                       (< <= > >= == !=); repeat: all must hold\n"
-    "  --min-clip-seconds S drop spans shorter than S seconds\n"
-    "  --max-clip-seconds S drop spans longer than S seconds\n"
-    "  --min-resolution PX  drop sources whose short side is below PX\n";
-
 tsr_status manifest_cli_option(int code, const char *arg, manifest_opts *o, manifest_filter *f,
                                int *taken) {
   *taken = 1;

@@ -435,7 +435,9 @@ static tsr_status setup_config(trainer *tr, const train_options *given, train_se
   char *defaults = NULL;
   if (!r) r = run_config_resolve(given, &su->eff, &su->rc, &tr->mc, &tr->tc, &defaults);
   const train_options *o = &su->eff;
-  if (!r && defaults && comm_rank() == 0) log_info("config: defaults used for %s", defaults);
+  if (!r && defaults && comm_rank() == 0)
+    log_info("config: %d keys at their defaults (docs/config.md; RUN/config.ini holds every "
+             "value)", config_list_count(defaults));
   free(defaults);
   su->schedule_from_steps = !r && run_config_schedule(o, &tr->tc);
   su->mc0 = tr->mc, su->tc0 = tr->tc;
