@@ -1,0 +1,73 @@
+// sched/placement.h — which rank of a CP group holds which tokens of a masked clip.
+//
+// A masked clip (sched/cost.h cost_mask) is a sequence of mask blocks: block-causal chunks
+// of `chunk` frames, or window mask time tiles of `tile_t` frames (rows x cols tokens a
+// frame; the last block partial). Every query of block b attends keys of blocks [lo, hi]
+// only (placement_keys), so a query token of block b does keys(b) units of attention work
+// (block-causal: the key tokens of blocks lo..hi; window: the key frames of lo..hi times
+// the frame's spatial area over a frame, so that a clip's work sums to cost_clip_area).
+//
+// A placement gives each group rank a set of token segments (its queries, and the keys and
+// values of the same tokens): the rank's work is the sum of its tokens' keys(b), and the
+// key/value tokens it must receive are those of the blocks its queries need (the union of
+// their [lo, hi]) that it does not hold itself. Kinds:
+//   contiguous  rank r holds chunk r of k of the token range (model/dist/ring_attention.h
+//               ring_chunk, the executor's layout without a placement);
+//   zigzag      2k such chunks, rank r holds chunks r and 2k-1-r (the causal baseline);
+//   greedy      every mask block cut into ceil(8k / blocks) even pieces (at most one a
+//               token), placed heaviest first on the least loaded rank
+//               (longest-processing-time), but on the rank that last took a piece of the
+//               same block when that rank is within 2% of a mean rank's work of the least
+//               loaded one and taking the piece does not raise the most loaded rank's work:
+//               that rank already receives the block's keys.
+// Full attention (kind FULL) is treated as one block every query needs.
+#ifndef TESSERA_SCHED_PLACEMENT_H
+#define TESSERA_SCHED_PLACEMENT_H
+
+#include <stdint.h>
+#include "core/err.h"
+#include "sched/cost.h"
+
+typedef enum { PLACE_CONTIGUOUS = 0, PLACE_ZIGZAG = 1, PLACE_GREEDY = 2, PLACE_NKINDS } place_kind;
+const char *place_kind_name(place_kind k);  // "contiguous", "zigzag", "greedy"
+
+typedef struct {
+  int64_t first, len;  // tokens [first, first + len) of the clip, len >= 1, in one block
+  int32_t rank;        // the group rank holding them
+  int32_t block;       // the mask block they lie in
+} place_seg;
+
+typedef struct {
+  int k;            // group size
+  int64_t L;        // the clip's tokens
+  int nblocks;      // mask blocks of the clip
+  int nseg;
+  place_seg *seg;   // (nseg) in token order, covering [0, L) once
+  double *work;     // (k) attention work (query-key pairs) of each rank's queries
+  int64_t *held;    // (k) tokens each rank holds
+  int64_t *recv;    // (k) key/value tokens each rank receives (needed, held elsewhere)
+} placement;
+
+// Tokens of one mask block of m (rows x cols x frames of a block); L for FULL.
+int64_t placement_block_tokens(const cost_mask *m, int64_t L);
+// The key blocks [*lo, *hi] the queries of block b (of nb) need under m.
+void placement_keys(const cost_mask *m, int b, int nb, int *lo, int *hi);
+// Chunk o of k of n tokens (the first n % k chunks one token longer): first, length.
+void placement_split(int64_t n, int k, int o, int64_t *first, int64_t *len);
+
+// The placement of kind `kind` of a clip of L >= 0 tokens over k >= 1 ranks under m
+// (checked: cost_model_check's mask). out is overwritten; placement_free releases it.
+// TSR_EINVAL for k < 1 or L < 0, TSR_ENOMEM.
+tsr_status placement_make(const cost_mask *m, int64_t L, int k, place_kind kind, placement *out);
+void placement_free(placement *p);
+// max over ranks of work / the mean (1 when there is no work).
+double placement_imbalance(const placement *p);
+
+// placement_make's result for (m, L, k, kind), made once per process and kept (the planner
+// prices every group of a batch by it; clips of one length and group size share it):
+// *out stays valid until placement_cache_clear. Thread-safe.
+tsr_status placement_cached(const cost_mask *m, int64_t L, int k, place_kind kind,
+                            const placement **out);
+void placement_cache_clear(void);
+
+#endif
