@@ -328,3 +328,46 @@ void placement_cache_clear(void) {
   cache = NULL, cache_cap = cache_used = 0;
   pthread_mutex_unlock(&cache_lock);
 }
+
+// max over ranks of p's work, then of its receipts.
+static void peaks(const placement *p, double *work, int64_t *recv) {
+  *work = 0, *recv = 0;
+  for (int r = 0; r < p->k; r++) {
+    if (p->work[r] > *work) *work = p->work[r];
+    if (p->recv[r] > *recv) *recv = p->recv[r];
+  }
+}
+
+tsr_status placement_for(const cost_mask *m, int64_t L, int k, const placement **out) {
+  if (m->place != COST_PLACE_BLOCKWISE || m->kind == COST_MASK_FULL)
+    return placement_cached(m, L, k, PLACE_CONTIGUOUS, out);
+  const placement *z, *g;
+  tsr_status st = placement_cached(m, L, k, PLACE_ZIGZAG, &z);
+  if (!st) st = placement_cached(m, L, k, PLACE_GREEDY, &g);
+  if (st) return st;
+  double wz, wg;
+  int64_t rz, rg;
+  peaks(z, &wz, &rz), peaks(g, &wg, &rg);
+  *out = wg < wz || (wg == wz && rg < rz) ? g : z;
+  return TSR_OK;
+}
+
+tsr_status placement_group(const cost_mask *m, const int64_t *L, int n, int k, double *work,
+                           int64_t *recv, int64_t *segs) {
+  for (int r = 0; r < k; r++) {
+    if (work) work[r] = 0;
+    if (recv) recv[r] = 0;
+    if (segs) segs[r] = 0;
+  }
+  for (int c = 0; c < n; c++) {
+    const placement *p;
+    tsr_status st = placement_for(m, L[c], k, &p);
+    if (st) return st;
+    for (int r = 0; r < k; r++) {
+      if (work) work[r] += p->work[r];
+      if (recv) recv[r] += p->recv[r];
+    }
+    for (int i = 0; segs && i < p->nseg; i++) segs[p->seg[i].rank]++;
+  }
+  return TSR_OK;
+}

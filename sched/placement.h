@@ -63,6 +63,15 @@ void placement_free(placement *p);
 // max over ranks of work / the mean (1 when there is no work).
 double placement_imbalance(const placement *p);
 
+// The placement m->place asks for (COST_PLACE_*: contiguous, or blockwise: of zigzag and
+// greedy the one whose most loaded rank has less work, then less to receive; EVEN and a
+// full mask: contiguous), cached as placement_cached.
+tsr_status placement_for(const cost_mask *m, int64_t L, int k, const placement **out);
+// Over the n clips of lengths L of a group of k ranks placed by placement_for: each rank's
+// work (k), K/V tokens to receive (k) and segments held (k), summed; any may be NULL.
+tsr_status placement_group(const cost_mask *m, const int64_t *L, int n, int k, double *work,
+                           int64_t *recv, int64_t *segs);
+
 // placement_make's result for (m, L, k, kind), made once per process and kept (the planner
 // prices every group of a batch by it; clips of one length and group size share it):
 // *out stays valid until placement_cache_clear. Thread-safe.

@@ -4,13 +4,16 @@
 // counted token by token. Closed forms: contiguous chunks of a causal clip of k blocks put
 // block r on rank r (work (r + 1) n^2, imbalance 2k / (k + 1)); zigzag over 2k blocks gives
 // every rank (2k + 1) n^2. Greedy balances a long causal clip within 5% and the cache
-// returns what placement_make does.
+// returns what placement_make does. plan_group_time prices a masked ring group by its most
+// loaded rank: the reference formula with S2 = k * that rank's work, contiguous above
+// blockwise above the even split.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "sched/placement.h"
+#include "sched/plan.h"
 
 static const cost_mask masks[4] = {
     {.kind = COST_MASK_BLOCK_CAUSAL, .chunk = 2, .rows = 3, .cols = 4},
@@ -106,6 +109,34 @@ int main(void) {
           !memcmp(cached->recv, g.recv, (size_t)k * sizeof *g.recv),
           "k=%d: the cached placement differs from placement_make's", k);
     placement_free(&g), placement_free(&ct);
+  }
+  // pricing: one group of 4 ranks, two causal clips, ring mode
+  {
+    cost_model cm = cost_model_cpu;
+    cm.mask = *c;
+    sched_cluster cl = {.ranks = 4, .gpus_per_node = 4, .mem_tokens = 1 << 20};
+    int64_t tok[2] = {2400, 1000};
+    int32_t clips[2] = {0, 1};
+    plan pl;
+    plan_init(&pl, 4);
+    CHECK_OK(plan_wave_begin(&pl));
+    CHECK_OK(plan_add_group(&pl, 0, 4, clips, 2));
+    CHECK_OK(plan_wave_end(&pl));
+    double t[3];
+    for (int place = 0; place < 3; place++) {
+      cm.mask.place = place;
+      t[place] = plan_group_time(&pl, 0, tok, &cm, &cl);
+      double work[4], s2 = cost_clip_area(&cm, tok[0]) + cost_clip_area(&cm, tok[1]);
+      if (place) {
+        CHECK_OK(placement_group(&cm.mask, tok, 2, 4, work, NULL, NULL));
+        s2 = 4 * fmax(fmax(work[0], work[1]), fmax(work[2], work[3]));
+      }
+      double want = cost_group_time_mode(&cm, 4, 4, 2, 3400, s2, COST_CP_RING);
+      CHECK(fabs(t[place] - want) <= 1e-12 * want, "place %d: group time %.17g, want %.17g",
+            place, t[place], want);
+    }
+    CHECK(t[1] > t[2] && t[2] >= t[0], "contiguous %g, blockwise %g, even %g", t[1], t[2], t[0]);
+    plan_free(&pl);
   }
   placement_cache_clear();
   placement p;
