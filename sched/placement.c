@@ -343,8 +343,9 @@ tsr_status placement_for(const cost_mask *m, int64_t L, int k, const placement *
     return placement_cached(m, L, k, PLACE_CONTIGUOUS, out);
   const placement *z, *g;
   tsr_status st = placement_cached(m, L, k, PLACE_ZIGZAG, &z);
-  if (!st) st = placement_cached(m, L, k, PLACE_GREEDY, &g);
-  if (st) return st;
+  if (!st && placement_imbalance(z) <= PLACE_GOOD_ENOUGH) *out = z;
+  if (st || placement_imbalance(z) <= PLACE_GOOD_ENOUGH) return st;
+  if ((st = placement_cached(m, L, k, PLACE_GREEDY, &g))) return st;
   double wz, wg;
   int64_t rz, rg;
   peaks(z, &wz, &rz), peaks(g, &wg, &rg);
