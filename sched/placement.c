@@ -341,15 +341,21 @@ static void peaks(const placement *p, double *work, int64_t *recv) {
 tsr_status placement_for(const cost_mask *m, int64_t L, int k, const placement **out) {
   if (m->place != COST_PLACE_BLOCKWISE || m->kind == COST_MASK_FULL)
     return placement_cached(m, L, k, PLACE_CONTIGUOUS, out);
-  const placement *z, *g;
-  tsr_status st = placement_cached(m, L, k, PLACE_ZIGZAG, &z);
-  if (!st && placement_imbalance(z) <= PLACE_GOOD_ENOUGH) *out = z;
-  if (st || placement_imbalance(z) <= PLACE_GOOD_ENOUGH) return st;
-  if ((st = placement_cached(m, L, k, PLACE_GREEDY, &g))) return st;
-  double wz, wg;
-  int64_t rz, rg;
-  peaks(z, &wz, &rz), peaks(g, &wg, &rg);
-  *out = wg < wz || (wg == wz && rg < rz) ? g : z;
+  // contiguous, zigzag, greedy in turn: the first within PLACE_GOOD_ENOUGH, else the best
+  const placement *best = NULL;
+  double bw = 0;
+  int64_t br = 0;
+  for (int kind = 0; kind < PLACE_NKINDS; kind++) {
+    const placement *c;
+    tsr_status st = placement_cached(m, L, k, (place_kind)kind, &c);
+    if (st) return st;
+    double w;
+    int64_t r;
+    peaks(c, &w, &r);
+    if (!best || w < bw || (w == bw && r < br)) best = c, bw = w, br = r;
+    if (placement_imbalance(c) <= PLACE_GOOD_ENOUGH) break;
+  }
+  *out = best;
   return TSR_OK;
 }
 

@@ -63,11 +63,12 @@ void placement_free(placement *p);
 // max over ranks of work / the mean (1 when there is no work).
 double placement_imbalance(const placement *p);
 
-// The placement m->place asks for (COST_PLACE_*: contiguous, or blockwise: zigzag when its
-// imbalance is at most PLACE_GOOD_ENOUGH, else of zigzag and greedy the one whose most
-// loaded rank has less work, then less to receive; EVEN and a full mask: contiguous),
-// cached as placement_cached. The threshold keeps the planner fast (greedy is the costlier
-// to make, and receives more: its pieces scatter a block's keys over more ranks).
+// The placement m->place asks for (COST_PLACE_*): blockwise takes contiguous, zigzag and
+// greedy in turn and stops at the first whose imbalance is at most PLACE_GOOD_ENOUGH,
+// keeping of those tried the one whose most loaded rank has the least work, then the least
+// to receive (contiguous receives least: a rank's keys are mostly its own; greedy is the
+// costliest to make and receives most, its pieces scattering a block's keys over more
+// ranks); EVEN, CONTIGUOUS and a full mask: contiguous. Cached as placement_cached.
 #define PLACE_GOOD_ENOUGH 1.02
 tsr_status placement_for(const cost_mask *m, int64_t L, int k, const placement **out);
 // Over the n clips of lengths L of a group of k ranks placed by placement_for: each rank's
