@@ -156,7 +156,7 @@ int main(int argc, char **argv) {
            "\"x_measured\":%.3f,\"x_model\":%.3f}\n",
            K, (long long)L, (long long)rows, (long long)cols, is_window ? "window" : "block_causal",
            chunk, window, H, Dh, reps, one[reps / 2], b, mc, b * wc, placement_imbalance(pc), mb,
-           b * wb, placement_imbalance(pl), pl == pz ? "zigzag" : "greedy", mc / mb, wc / wb);
+           b * wb, placement_imbalance(pl), pl == pc ? "contiguous" : pl == pz ? "zigzag" : "greedy", mc / mb, wc / wb);
   placement_cache_clear();
   for (int t = 0; t < 4; t++) free(x[t]), free(lx[t]);
   for (int t = 0; t < 3; t++) free(d[t]);
