@@ -8,7 +8,8 @@
 #include <string.h>
 
 const char *place_kind_name(place_kind k) {
-  return k == PLACE_ZIGZAG ? "zigzag" : k == PLACE_GREEDY ? "greedy" : "contiguous";
+  return k == PLACE_ZIGZAG ? "zigzag" : k == PLACE_GREEDY ? "greedy"
+         : k == PLACE_BALANCED ? "balanced" : "contiguous";
 }
 
 int64_t placement_block_tokens(const cost_mask *m, int64_t L) {
@@ -171,6 +172,29 @@ done:
   return st;
 }
 
+// The balanced placement (header) into p: rank r's range ends at the token where the
+// prefix work first reaches (r + 1)/k of the total, rounded to the nearest token.
+static void place_balanced(placement *p, const double *w, int64_t n) {
+  double total = 0;
+  for (int b = 0; b < p->nblocks; b++) total += (double)block_len(p->L, n, b) * w[b];
+  int64_t start = 0, t = 0;
+  double before = 0;  // work of tokens [0, t) with t at the start of block b
+  int b = 0;
+  for (int r = 0; r < p->k; r++) {
+    double target = total * (r + 1) / p->k;
+    int64_t end = p->L;
+    if (r < p->k - 1) {
+      while (b < p->nblocks && before + (double)block_len(p->L, n, b) * w[b] < target)
+        before += (double)block_len(p->L, n, b) * w[b], t += block_len(p->L, n, b), b++;
+      end = b < p->nblocks ? t + (int64_t)llround((target - before) / w[b]) : p->L;
+      if (end > p->L) end = p->L;
+    }
+    if (end < start) end = start;
+    add_range(p, n, start, end - start, r);
+    start = end;
+  }
+}
+
 // work (unless greedy filled it), held and recv of p's segments; w: per-token work.
 static tsr_status account(placement *p, const cost_mask *m, const double *w, int64_t n,
                           int have_work) {
@@ -229,6 +253,8 @@ tsr_status placement_make(const cost_mask *m, int64_t L, int k, place_kind kind,
   token_work(m, L, n, (int)nb, w);
   if (kind == PLACE_GREEDY && nb > 0) {
     st = place_greedy(out, w, n);
+  } else if (kind == PLACE_BALANCED) {
+    place_balanced(out, w, n);
   } else {
     int chunks = kind == PLACE_ZIGZAG ? 2 * k : k;
     for (int o = 0; o < chunks; o++) {
@@ -341,13 +367,14 @@ static void peaks(const placement *p, double *work, int64_t *recv) {
 tsr_status placement_for(const cost_mask *m, int64_t L, int k, const placement **out) {
   if (m->place != COST_PLACE_BLOCKWISE || m->kind == COST_MASK_FULL)
     return placement_cached(m, L, k, PLACE_CONTIGUOUS, out);
-  // contiguous, zigzag, greedy in turn: the first within PLACE_GOOD_ENOUGH, else the best
+  // in turn (header): the first within PLACE_GOOD_ENOUGH, else the best
   const placement *best = NULL;
   double bw = 0;
   int64_t br = 0;
-  for (int kind = 0; kind < PLACE_NKINDS; kind++) {
+  static const place_kind order[] = {PLACE_ZIGZAG, PLACE_BALANCED, PLACE_GREEDY, PLACE_CONTIGUOUS};
+  for (int i = 0; i < PLACE_NKINDS; i++) {
     const placement *c;
-    tsr_status st = placement_cached(m, L, k, (place_kind)kind, &c);
+    tsr_status st = placement_cached(m, L, k, order[i], &c);
     if (st) return st;
     double w;
     int64_t r;

@@ -19,7 +19,10 @@
 //               (longest-processing-time), but on the rank that last took a piece of the
 //               same block when that rank is within 2% of a mean rank's work of the least
 //               loaded one and taking the piece does not raise the most loaded rank's work:
-//               that rank already receives the block's keys.
+//               that rank already receives the block's keys;
+//   balanced    contiguous ranges cut where the work, not the tokens, reaches r/k of the
+//               clip's (to the nearest token): what a graph partitioner finds on the chain
+//               of blocks of a window mask, whose keys are neighbours (few to receive).
 // Full attention (kind FULL) is treated as one block every query needs.
 #ifndef TESSERA_SCHED_PLACEMENT_H
 #define TESSERA_SCHED_PLACEMENT_H
@@ -28,8 +31,10 @@
 #include "core/err.h"
 #include "sched/cost.h"
 
-typedef enum { PLACE_CONTIGUOUS = 0, PLACE_ZIGZAG = 1, PLACE_GREEDY = 2, PLACE_NKINDS } place_kind;
-const char *place_kind_name(place_kind k);  // "contiguous", "zigzag", "greedy"
+typedef enum {
+  PLACE_CONTIGUOUS = 0, PLACE_ZIGZAG = 1, PLACE_GREEDY = 2, PLACE_BALANCED = 3, PLACE_NKINDS
+} place_kind;
+const char *place_kind_name(place_kind k);  // "contiguous", "zigzag", "greedy", "balanced"
 
 typedef struct {
   int64_t first, len;  // tokens [first, first + len) of the clip, len >= 1, in one block
@@ -63,13 +68,16 @@ void placement_free(placement *p);
 // max over ranks of work / the mean (1 when there is no work).
 double placement_imbalance(const placement *p);
 
-// The placement m->place asks for (COST_PLACE_*): blockwise takes contiguous, zigzag and
-// greedy in turn and stops at the first whose imbalance is at most PLACE_GOOD_ENOUGH,
-// keeping of those tried the one whose most loaded rank has the least work, then the least
-// to receive (contiguous receives least: a rank's keys are mostly its own; greedy is the
-// costliest to make and receives most, its pieces scattering a block's keys over more
-// ranks); EVEN, CONTIGUOUS and a full mask: contiguous. Cached as placement_cached.
-#define PLACE_GOOD_ENOUGH 1.02
+// The placement m->place asks for (COST_PLACE_*): blockwise tries zigzag, balanced, greedy
+// and contiguous in turn and stops at the first whose imbalance is at most
+// PLACE_GOOD_ENOUGH, keeping of those tried the one whose most loaded rank has the least
+// work, then the least to receive. Zigzag first: under a causal mask it is balanced and
+// ran fastest measured (bench/dist/placed.sh: balanced, priced the same, ran slower on the
+// CPU); balanced next: cheap to make, balanced to a token and receiving least under
+// windows (a rank's keys are its own and its neighbours'); greedy is the costliest to make
+// and receives most (its pieces scatter a block's keys over more ranks). EVEN, CONTIGUOUS
+// and a full mask: contiguous. Cached as placement_cached.
+#define PLACE_GOOD_ENOUGH 1.01
 tsr_status placement_for(const cost_mask *m, int64_t L, int k, const placement **out);
 // Over the n clips of lengths L of a group of k ranks placed by placement_for: each rank's
 // work (k), K/V tokens to receive (k) and segments held (k), summed; any may be NULL.

@@ -4,6 +4,7 @@
 //
 //   mpirun -np K bench_placed [--tokens L] [--rows R --cols C] [--mask block_causal|window]
 //                             [--chunk F] [--window W] [--heads H] [--dh D] [--reps N]
+//                             [--place contiguous|zigzag|greedy|balanced]
 //
 // One clip of L tokens in frames of R x C tokens (raster order) under the mask, one group
 // of all K ranks, random q, k, v, dout: forward and backward of its attention (the part of
@@ -40,7 +41,7 @@ static double slowest(double t0) {
 int main(int argc, char **argv) {
   if (comm_init(&argc, &argv) || comm_groups_init()) return 1;
   int64_t L = 6144, rows = 8, cols = 16;
-  int chunk = 2, window = 0, H = 2, Dh = 32, reps = 3, is_window = 0;
+  int chunk = 2, window = 0, H = 2, Dh = 32, reps = 3, is_window = 0, force = -1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const char *k = argv[i], *v = argv[i + 1];
     if (!strcmp(k, "--tokens")) L = atoll(v);
@@ -52,6 +53,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(k, "--heads")) H = atoi(v);
     else if (!strcmp(k, "--dh")) Dh = atoi(v);
     else if (!strcmp(k, "--reps")) reps = atoi(v);
+    else if (!strcmp(k, "--place"))  // a kind of sched/placement.h instead of placement_for's
+      for (int j = 0; j < PLACE_NKINDS; j++)
+        if (!strcmp(v, place_kind_name((place_kind)j))) force = j;
   }
   const int K = comm_size(), p = comm_rank();
   comm_group *g = comm_group_get(K);
@@ -115,7 +119,7 @@ int main(int argc, char **argv) {
   // blockwise: placed attention over the clip's placement
   cm.place = COST_PLACE_BLOCKWISE;
   const placement *pl = NULL, *pc = NULL, *pz = NULL;
-  if (!st) st = placement_for(&cm, L, K, &pl);
+  if (!st) st = force < 0 ? placement_for(&cm, L, K, &pl) : placement_cached(&cm, L, K, (place_kind)force, &pl);
   if (!st) st = placement_cached(&cm, L, K, PLACE_CONTIGUOUS, &pc);
   if (!st) st = placement_cached(&cm, L, K, PLACE_ZIGZAG, &pz);
   int64_t row = 0;
@@ -156,7 +160,7 @@ int main(int argc, char **argv) {
            "\"x_measured\":%.3f,\"x_model\":%.3f}\n",
            K, (long long)L, (long long)rows, (long long)cols, is_window ? "window" : "block_causal",
            chunk, window, H, Dh, reps, one[reps / 2], b, mc, b * wc, placement_imbalance(pc), mb,
-           b * wb, placement_imbalance(pl), pl == pc ? "contiguous" : pl == pz ? "zigzag" : "greedy", mc / mb, wc / wb);
+           b * wb, placement_imbalance(pl), place_kind_name(pl == pc ? PLACE_CONTIGUOUS : pl == pz ? PLACE_ZIGZAG : pl->nseg > 2 * K + pl->nblocks ? PLACE_GREEDY : PLACE_BALANCED), mc / mb, wc / wb);
   placement_cache_clear();
   for (int t = 0; t < 4; t++) free(x[t]), free(lx[t]);
   for (int t = 0; t < 3; t++) free(d[t]);

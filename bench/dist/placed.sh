@@ -4,6 +4,7 @@
 # model's prediction (not a test; bench/dist/placed.c says how). One clip of 6,144 tokens
 # in frames of 8 x 16, block-causal by chunks of 2 frames (all chunks back), and a window
 # mask (tiles of 2 frames x 4 x 4 tokens, radius 1 each way). Writes bench/dist/placed.json.
+# The CPU ranks share the machine's cores with whatever else runs: take several runs.
 # Env: RANKS (2), REPS (3), BUILD_DIR (build), OUT_JSON.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)

@@ -13,7 +13,7 @@
 // groups: sum of maxima / sum of means) of each plan, the planner's CPU time per batch in
 // each case (sched_result.plan_cpu_ms, which other processes on a shared core do not
 // stretch; the placement cache is emptied before each pricing, so it pays for its
-// placements), and over the blockwise plans' groups zigzag and greedy side by side
+// placements), and over the blockwise plans' groups zigzag, greedy and balanced side by side
 // (imbalance, K/V tokens received per step, summed over ranks).
 //   bench_plan_placement --mix SPEC --ranks N --clips B --batches S --cost FILE
 //                        [--tokens-per-second T --max-seconds S --rows R --cols C]
@@ -109,7 +109,7 @@ int main(int argc, char **argv) {
   int64_t *ids = malloc((size_t)B * sizeof *ids), *L = malloc((size_t)B * sizeof *L);
   for (int mi = 0; mi < 3 && !st; mi++) {
     run_sum r[3] = {{0}};
-    double zz[3] = {0}, gr[3] = {0};  // sum max, sum mean, recv: zigzag, greedy
+    double zz[3] = {0}, gr[3] = {0}, ba[3] = {0};  // sum max, sum mean, recv of each kind
     for (int place = 0; place < 3 && !st; place++) {
       placement_cache_clear();  // every pricing pays for its placements
       cfg.cost.mask = masks[mi].m;
@@ -128,6 +128,7 @@ int main(int argc, char **argv) {
         if (!st && place == COST_PLACE_BLOCKWISE) {
           st = imbalance(&res.plan, L, &pm, PLACE_ZIGZAG, &zz[0], &zz[1], &zz[2]);
           if (!st) st = imbalance(&res.plan, L, &pm, PLACE_GREEDY, &gr[0], &gr[1], &gr[2]);
+          if (!st) st = imbalance(&res.plan, L, &pm, PLACE_BALANCED, &ba[0], &ba[1], &ba[2]);
         }
         sched_result_free(&res);
       }
@@ -141,13 +142,14 @@ int main(int argc, char **argv) {
            "\"x_blockwise_over_contiguous\":%.4f,\"x_blockwise_static_over_contiguous_static\":%.4f,"
            "\"x_dynamic_over_static_contiguous\":%.4f,\"x_dynamic_over_static_blockwise\":%.4f,"
            "\"zigzag\":{\"imbalance\":%.4f,\"kv_recv_tokens\":%.6g},"
-           "\"greedy\":{\"imbalance\":%.4f,\"kv_recv_tokens\":%.6g}}\n",
+           "\"greedy\":{\"imbalance\":%.4f,\"kv_recv_tokens\":%.6g},"
+           "\"balanced\":{\"imbalance\":%.4f,\"kv_recv_tokens\":%.6g}}\n",
            masks[mi].name, N, B, S, e->step_s, e->static_s, e->plan_ms, c->step_s, c->dyn_s,
            c->static_s, c->imb_mean > 0 ? c->imb_max / c->imb_mean : 1, c->plan_ms, b->step_s,
            b->dyn_s, b->static_s, b->imb_mean > 0 ? b->imb_max / b->imb_mean : 1, b->plan_ms,
            c->step_s / b->step_s, c->static_s / b->static_s, c->static_s / c->step_s,
            b->static_s / b->step_s, zz[1] > 0 ? zz[0] / zz[1] : 1, zz[2] / S,
-           gr[1] > 0 ? gr[0] / gr[1] : 1, gr[2] / S);
+           gr[1] > 0 ? gr[0] / gr[1] : 1, gr[2] / S, ba[1] > 0 ? ba[0] / ba[1] : 1, ba[2] / S);
     fflush(stdout);
   }
   if (st) fprintf(stderr, "placement: %s\n", err_msg());

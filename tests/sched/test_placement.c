@@ -3,7 +3,8 @@
 // key/value receipt is the tokens its queries' mask blocks allow that it does not hold,
 // counted token by token. Closed forms: contiguous chunks of a causal clip of k blocks put
 // block r on rank r (work (r + 1) n^2, imbalance 2k / (k + 1)); zigzag over 2k blocks gives
-// every rank (2k + 1) n^2. Greedy balances a long causal clip within 5% and the cache
+// every rank (2k + 1) n^2. Greedy balances a long causal clip within 5%, balanced within a token's work
+// (and a long window-masked clip within 2%, receiving less than zigzag), and the cache
 // returns what placement_make does. plan_group_time prices a masked ring group by its most
 // loaded rank: the reference formula with S2 = k * that rank's work, contiguous above
 // blockwise above the even split.
@@ -109,6 +110,21 @@ int main(void) {
           !memcmp(cached->recv, g.recv, (size_t)k * sizeof *g.recv),
           "k=%d: the cached placement differs from placement_make's", k);
     placement_free(&g), placement_free(&ct);
+    placement bl, zz;
+    CHECK_OK(placement_make(c, 2400, k, PLACE_BALANCED, &bl));
+    // within one token's work (the last block's, 2400 keys) of the mean
+    cost_model one = {.mask = *c};
+    double tok = 2400.0 * k / cost_clip_area(&one, 2400);
+    CHECK(placement_imbalance(&bl) <= 1 + tok, "k=%d: balanced imbalance %g, bound %g", k,
+          placement_imbalance(&bl), 1 + tok);
+    placement_free(&bl);
+    CHECK_OK(placement_make(&masks[2], 24 * 400, k, PLACE_BALANCED, &bl));
+    CHECK_OK(placement_make(&masks[2], 24 * 400, k, PLACE_ZIGZAG, &zz));
+    int64_t rb = 0, rz = 0;
+    for (int r = 0; r < k; r++) rb += bl.recv[r], rz += zz.recv[r];
+    CHECK(placement_imbalance(&bl) <= 1.02 && rb < rz, "k=%d window: balanced imbalance %g, "
+          "receives %lld (zigzag %lld)", k, placement_imbalance(&bl), (long long)rb, (long long)rz);
+    placement_free(&bl), placement_free(&zz);
   }
   // pricing: one group of 4 ranks, two causal clips, ring mode
   {
