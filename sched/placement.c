@@ -377,8 +377,11 @@ tsr_status placement_for(const cost_mask *m, int64_t L, int k, const placement *
     tsr_status st = placement_cached(m, L, k, order[i], &c);
     if (st) return st;
     double w;
-    int64_t r;
+    int64_t r, most = 0;
     peaks(c, &w, &r);
+    for (int q = 0; q < k; q++) most = c->held[q] > most ? c->held[q] : most;
+    if (order[i] != PLACE_CONTIGUOUS && (double)most > PLACE_HOLD_SLACK * (double)((L + k - 1) / k))
+      continue;  // the memory model counts ceil(L / k) tokens a rank
     if (!best || w < bw || (w == bw && r < br)) best = c, bw = w, br = r;
     if (placement_imbalance(c) <= PLACE_GOOD_ENOUGH) break;
   }

@@ -76,8 +76,12 @@ double placement_imbalance(const placement *p);
 // CPU); balanced next: cheap to make, balanced to a token and receiving least under
 // windows (a rank's keys are its own and its neighbours'); greedy is the costliest to make
 // and receives most (its pieces scatter a block's keys over more ranks). EVEN, CONTIGUOUS
-// and a full mask: contiguous. Cached as placement_cached.
+// and a full mask: contiguous. A kind whose most loaded rank would hold more than
+// PLACE_HOLD_SLACK x ceil(L / k) tokens is passed over (balanced under a causal mask gives
+// the first ranks most of the tokens), since the memory model counts ceil(L / k) a rank
+// (sched/cost.h): up to 5% more is not counted. Cached as placement_cached.
 #define PLACE_GOOD_ENOUGH 1.01
+#define PLACE_HOLD_SLACK 1.05
 tsr_status placement_for(const cost_mask *m, int64_t L, int k, const placement **out);
 // Over the n clips of lengths L of a group of k ranks placed by placement_for: each rank's
 // work (k), K/V tokens to receive (k) and segments held (k), summed; any may be NULL.

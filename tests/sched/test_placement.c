@@ -5,7 +5,8 @@
 // block r on rank r (work (r + 1) n^2, imbalance 2k / (k + 1)); zigzag over 2k blocks gives
 // every rank (2k + 1) n^2. Greedy balances a long causal clip within 5%, balanced within a token's work
 // (and a long window-masked clip within 2%, receiving less than zigzag), and the cache
-// returns what placement_make does. plan_group_time prices a masked ring group by its most
+// returns what placement_make does; placement_for holds at most 5% over ceil(L / k) a
+// rank. plan_group_time prices a masked ring group by its most
 // loaded rank: the reference formula with S2 = k * that rank's work, contiguous above
 // blockwise above the even split.
 #include <math.h>
@@ -154,6 +155,18 @@ int main(void) {
     CHECK(t[1] > t[2] && t[2] >= t[0], "contiguous %g, blockwise %g, even %g", t[1], t[2], t[0]);
     plan_free(&pl);
   }
+  // placement_for holds at most 5% over ceil(L / k) a rank (balanced and greedy alone hold
+  // up to 40% more on these clips)
+  for (int k = 2; k <= 16; k *= 2)
+    for (int mi = 0; mi < 3; mi++) {
+      cost_mask bm = masks[mi];
+      bm.place = COST_PLACE_BLOCKWISE;
+      const placement *b;
+      CHECK_OK(placement_for(&bm, 1003, k, &b));
+      for (int r = 0; r < k; r++)
+        CHECK(b->held[r] <= 1.05 * ((1003 + k - 1) / k), "mask %d k=%d: rank %d holds %lld of "
+              "1003 tokens", mi, k, r, (long long)b->held[r]);
+    }
   placement_cache_clear();
   placement p;
   CHECK(placement_make(c, 10, 0, PLACE_GREEDY, &p) == TSR_EINVAL, "a group of 0 ranks is refused");
