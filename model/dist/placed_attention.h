@@ -17,6 +17,9 @@
 //
 // Compute goes through kb, every exchange through cb's alltoallv (comm/comm.h), in kb's
 // memory space. With k = 1 both directions are the backend's masked entries on the clips.
+// Its work buffers (the packed rows both ways, one partial output) are its own allocations,
+// not a cp_workspace region, and the trainer's memory model does not count them: the
+// distributed step does not run it yet (docs/plan.md "Attention masks").
 #ifndef TESSERA_MODEL_PLACED_ATTENTION_H
 #define TESSERA_MODEL_PLACED_ATTENTION_H
 
