@@ -160,6 +160,11 @@ struct comm_backend {
   tsr_status (*wait)(const comm_backend *cb, comm_request **req);
 };
 
+// Bytes this process has received from other members through the all-to-alls of the MPI
+// and staged backends since it started (their own slices excluded): what a test compares
+// with a plan's count of the bytes a rank must receive (model/dist/placed_attention.h).
+int64_t comm_alltoall_received(void);
+
 // MPI on host memory (OpenMPI; a world of one without a launcher): a static object.
 const comm_backend *comm_mpi(void);
 

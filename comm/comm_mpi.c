@@ -141,6 +141,10 @@ tsr_status comm_alltoallv_check(const comm_group *g, const int64_t *sbytes, cons
   return TSR_OK;
 }
 
+static _Atomic int64_t alltoall_received;
+
+int64_t comm_alltoall_received(void) { return alltoall_received; }
+
 int comm_mpi_alltoallv_pieces(const comm_group *g, const int64_t *bytes) {
   int64_t n = 0;
   for (int j = 0; j < g->size; j++)
@@ -154,6 +158,7 @@ tsr_status comm_mpi_alltoallv_post(comm_group *g, unsigned seq, int send, void *
   tsr_status st = TSR_OK;
   for (int d = 1; d < g->size && !st; d++) {
     int j = send ? (g->rank + g->size - d) % g->size : (g->rank + d) % g->size;
+    if (!send) alltoall_received += bytes[j];
     for (int64_t c = 0; c < pieces(bytes[j]) && !st; c++) {
       int64_t off = c * (int64_t)COMM_CHUNK;
       int len = (int)(bytes[j] - off > COMM_CHUNK ? COMM_CHUNK : bytes[j] - off);

@@ -396,6 +396,9 @@ tsr_status cost_model_check(const cost_model *cm) {
     return err_set(TSR_EINVAL, "cost model: %g caption tokens per clip is outside [0, 65536]",
                    cm->text_tokens);
   const cost_mask *mk = &cm->mask;
+  if (mk->place < COST_PLACE_EVEN || mk->place > COST_PLACE_BLOCKWISE)
+    return err_set(TSR_EINVAL, "cost model: placement %d is none of even (0), contiguous (1), "
+                   "blockwise (2)", mk->place);
   if (mk->kind < COST_MASK_FULL || mk->kind > COST_MASK_WINDOW ||
       (mk->kind != COST_MASK_FULL &&
        (mk->rows < 1 || mk->cols < 1 || mk->rows > SCHED_MAX_TOKENS || mk->cols > SCHED_MAX_TOKENS ||

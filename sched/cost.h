@@ -126,8 +126,16 @@ typedef struct {
   int chunk, window;                // block_causal: frames per chunk, chunks back (0: all)
   int wt, wh, ww;                   // window: radii in tiles
   int tile_t, tile_h, tile_w;       // window: a tile's extent in tokens
+  int place;                        // COST_PLACE_*: how a ring group's ranks hold its clips
   int64_t rows, cols;               // the token grid of a frame (>= 1 unless kind is full)
 } cost_mask;
+// cost_mask.place (sched/placement.h): EVEN prices a group's attention as its area split
+// evenly over the k ranks (the form above); CONTIGUOUS and BLOCKWISE price a masked ring
+// group's attention (the S2/k and S2/k^2 terms) by its most loaded rank's work when every
+// clip is cut into contiguous chunks, or placed blockwise (the better of zigzag and greedy
+// for the clip), i.e. S2 = k * max over ranks of the rank's work (plan_group_time,
+// sched/plan.h; the planner's own search keeps the even form).
+enum { COST_PLACE_EVEN = 0, COST_PLACE_CONTIGUOUS = 1, COST_PLACE_BLOCKWISE = 2 };
 
 typedef struct {
   double a, b, kv, bw_intra, bw_inter, lat, ovh, allreduce;

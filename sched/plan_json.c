@@ -4,10 +4,13 @@
 #include <jansson.h>
 #include <stdlib.h>
 
+#include "sched/placement.h"
+
 struct sched_json {
   json_t *root;
   json_t *steps;  // borrowed from root
   int nlev;       // CP levels of the cluster
+  cost_mask mask; // the model's mask and how groups place it (sched/placement.h)
 };
 
 // json_object_set_new that turns a failed allocation into a flag.
@@ -17,6 +20,41 @@ static void put(json_t *o, const char *k, json_t *v, int *bad) {
 
 static void append(json_t *a, json_t *v, int *bad) {
   if (!v || json_array_append_new(a, v)) *bad = 1;
+}
+
+// A masked ring group placed blockwise or in contiguous chunks (cost_mask.place): the
+// segments of its clips each rank holds ("query_blocks"), the K/V tokens each must receive
+// ("kv_recv_tokens") and its most loaded rank's work over the mean ("work_imbalance").
+// Returns 1 when memory ran out.
+static int put_placement(json_t *grp, const cost_mask *m, const plan *p, const plan_group *g,
+                         const int64_t *tokens) {
+  if (m->place == COST_PLACE_EVEN || m->kind == COST_MASK_FULL || g->size < 2 ||
+      g->mode != COST_CP_RING || !g->nclips)
+    return 0;
+  size_t k = (size_t)g->size;
+  double *work = malloc(k * sizeof *work);
+  int64_t *recv = malloc(k * sizeof *recv), *segs = malloc(k * sizeof *segs);
+  int64_t *L = malloc((size_t)g->nclips * sizeof *L);
+  int bad = !work || !recv || !segs || !L;
+  for (int c = 0; !bad && c < g->nclips; c++) L[c] = tokens[p->clip_index[g->clip_off + c]];
+  if (!bad && placement_group(m, L, g->nclips, g->size, work, recv, segs)) bad = 1;
+  json_t *qb = json_array(), *kv = json_array();
+  double most = 0, sum = 0;
+  for (size_t r = 0; !bad && r < k; r++) {
+    append(qb, json_integer(segs[r]), &bad);
+    append(kv, json_integer(recv[r]), &bad);
+    sum += work[r], most = work[r] > most ? work[r] : most;
+  }
+  if (!bad) {
+    put(grp, "placement", json_string(m->place == COST_PLACE_BLOCKWISE ? "blockwise" : "contiguous"), &bad);
+    put(grp, "query_blocks", qb, &bad);
+    put(grp, "kv_recv_tokens", kv, &bad);
+    put(grp, "work_imbalance", json_real(sum > 0 ? most / (sum / (double)k) : 1.0), &bad);
+  } else {
+    json_decref(qb), json_decref(kv);
+  }
+  free(work), free(recv), free(segs), free(L);
+  return bad;
 }
 
 tsr_status sched_json_begin(sched_json **out, const sched_config *cfg) {
@@ -29,6 +67,7 @@ tsr_status sched_json_begin(sched_json **out, const sched_config *cfg) {
   json_t *cost = json_object();
   if (!j->root || !j->steps || !cost) bad = 1;
   while ((1 << j->nlev) <= cfg->cluster.ranks) j->nlev++;
+  j->mask = cfg->cost.mask;
   if (!bad) {
     put(j->root, "format", json_string("tessera-plan"), &bad);
     put(j->root, "version", json_integer(1), &bad);
@@ -111,6 +150,7 @@ tsr_status sched_json_add_step(sched_json *j, int step, const int64_t *ids,
       put(grp, "mode", json_string(cost_cp_mode_name((cost_cp_mode)g->mode)), &bad);
       put(grp, "clips", gc, &bad);
       put(grp, "clip_index", gx, &bad);
+      if (!bad) bad = put_placement(grp, &j->mask, p, g, tokens);
       append(groups, grp, &bad);
     }
     put(wave, "groups", groups, &bad);

@@ -1,6 +1,7 @@
 // sched/simulate.c — replays a plan on per-rank timelines (see sched/plan.h).
 #include <stdlib.h>
 
+#include "sched/placement.h"
 #include "sched/plan.h"
 
 // s1, s2 of group g's clips (s2: their attention areas under cm's mask).
@@ -14,12 +15,34 @@ static void group_sums(const plan *p, const plan_group *g, const int64_t *tokens
   }
 }
 
+// A masked ring group under a placement (cost_mask.place): S2 = k * its most loaded
+// rank's work (sched/cost.h). Leaves *s2 as it is when that cannot be had (no memory).
+static void placed_area(const plan *p, const plan_group *g, const int64_t *tokens,
+                        const cost_model *cm, double *s2) {
+  const cost_mask *m = &cm->mask;
+  if (m->place == COST_PLACE_EVEN || m->kind == COST_MASK_FULL || g->size < 2 ||
+      g->mode != COST_CP_RING)
+    return;
+  double *work = malloc((size_t)g->size * sizeof *work);
+  int64_t *L = malloc((size_t)g->nclips * sizeof *L);
+  if (work && L) {
+    for (int j = 0; j < g->nclips; j++) L[j] = tokens[p->clip_index[g->clip_off + j]];
+    if (!placement_group(m, L, g->nclips, g->size, work, NULL, NULL)) {
+      double most = 0;
+      for (int r = 0; r < g->size; r++) most = work[r] > most ? work[r] : most;
+      *s2 = most * g->size;
+    }
+  }
+  free(work), free(L);
+}
+
 double plan_group_time(const plan *p, int gi, const int64_t *tokens, const cost_model *cm,
                        const sched_cluster *cl) {
   const plan_group *g = &p->groups[gi];
   if (g->nclips == 0) return 0;
   double s1, s2;
   group_sums(p, g, tokens, cm, &s1, &s2);
+  placed_area(p, g, tokens, cm, &s2);
   return cost_group_time_mode(cm, cl->gpus_per_node, g->size, g->nclips, s1, s2,
                               (cost_cp_mode)g->mode);
 }

@@ -28,7 +28,8 @@
 
 enum { O_LENGTHS = 256, O_DATA, O_FPS, O_SIZE, O_PATCH, O_TPS, O_MAXSEC, O_CAPTOK, O_RANKS,
        O_GPN, O_MEM, O_BATCH, O_STEPS, O_SEED, O_MAXCLIP, O_COST, O_JSON, O_WAVES, O_CONFIG,
-       O_SET, O_MEMBYTES, O_TIMELINE, O_CPMODE, O_HEADS, O_FRAMEGRID, O_OUT };
+       O_SET, O_MEMBYTES, O_TIMELINE, O_CPMODE, O_HEADS, O_FRAMEGRID, O_OUT,
+       O_PLACEMENT };
 
 // The options, in the order of --help (tools/opt.h).
 static const opt_def plan_opts[] = {
@@ -80,6 +81,12 @@ static const opt_def plan_opts[] = {
         "tokens of a latent frame, rows x columns, for --config's\n"
         "model.attn_mask (a clip's attention costs its mask's area;\n"
         "default: --size over --patch)"),
+    OPT("placement", "P", O_PLACEMENT, NULL,
+        "how a masked ring group's ranks hold its clips, for the\n"
+        "prices: even (the area split evenly; default), contiguous\n"
+        "(chunks, priced by the most loaded rank), blockwise\n"
+        "(sched/placement.h; the JSON then gives each group's\n"
+        "query blocks and K/V tokens per rank)"),
     OPT_HEADING("cost and output:\n"),
     OPT("cost", "FILE", O_COST, NULL,
         "cost model, key = value (configs/cost/*.conf, `tessera\n"
@@ -156,6 +163,7 @@ typedef struct {
   int ulysses_chunks;  // train.ulysses_chunks of --config (the default without one)
   int show_waves;
   int frame_grid[2];  // --frame-grid ROWSxCOLS: a latent frame's tokens (0 0: not given)
+  int placement;      // --placement: COST_PLACE_* (sched/cost.h cost_mask.place)
   char **sets;  // (argc) --set values
   int nsets;
 } plan_args;
@@ -249,6 +257,13 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
       if (parse_dims(optarg, "xX", 2, size_hi, a->frame_grid))
         st = err_set(TSR_EINVAL, "--frame-grid: '%s' is not ROWSxCOLS, e.g. 30x52 (each in [1, "
                      "%d])", optarg, 1 << 16);
+      break;
+    case O_PLACEMENT:
+      a->placement = !strcmp(optarg, "even")         ? COST_PLACE_EVEN
+                     : !strcmp(optarg, "contiguous") ? COST_PLACE_CONTIGUOUS
+                     : !strcmp(optarg, "blockwise")  ? COST_PLACE_BLOCKWISE : -1;
+      if (a->placement < 0)
+        st = err_set(TSR_EINVAL, "--placement: '%s' is not even, contiguous or blockwise", optarg);
       break;
     case O_MEMBYTES: st = parse_i64("--mem-bytes", optarg, 1 << 20, INT64_MAX / 2, &a->mem_bytes); break;
     default: return TSR_EINVAL;  // opt_next said why
@@ -367,6 +382,7 @@ static tsr_status load_inputs(plan_args *a, lengths_set *ls, sched_config *cfg,
   cfg->cost.heads = (int)a->heads;
   cfg->cost.a2a_chunks = a->ulysses_chunks;
   if (!st) st = plan_mask(a, &cfg->cost.mask);
+  cfg->cost.mask.place = a->placement;
   if (!st && a->lengths_spec) st = lengths_load_mix(ls, a->lengths_spec, &a->lo);
   if (!st && a->store) {
     int64_t *sid = NULL, *stok = NULL, sn = 0;

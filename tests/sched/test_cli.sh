@@ -224,6 +224,28 @@ PY
 else
   bad "masked plan failed: $(cat "$T/err")"
 fi
+# --placement (sched/placement.h): the same clip on 4 ranks of 4,000 tokens (CP 4, ring).
+# Contiguous chunks of 3,900 tokens over 5 blocks of 3,120: rank r needs the keys up to the
+# end of the block of its last token, so it receives 6240-3900, 9360-3900, 12480-3900 and
+# 15600-3900 tokens, and its work is 3120 per token of block 0 ... 15600 of block 4: the
+# last rank 3120*780*4 + 3120*3120*5 of 3120^2*15/4 on average, 1.6x. Blockwise balances.
+PL=(--lengths "$T/one.csv" --ranks 4 --mem-tokens 4000 --global-batch 1 --cost "$COST" --config "$CONF"
+    --set model.attn_mask=block_causal --set model.mask_chunk=2 --frame-grid 30x52 --cp-mode ring)
+if "$BIN" plan "${PL[@]}" --placement contiguous --out "$T/pc.json" >/dev/null 2>"$T/err" &&
+   "$BIN" plan "${PL[@]}" --placement blockwise --out "$T/pb.json" >/dev/null 2>>"$T/err"; then
+  python3 - "$T/pc.json" "$T/pb.json" <<'PY' && ok || bad "--placement: groups not as counted by hand"
+import json, sys
+c, b = (json.load(open(p))["steps"][0] for p in sys.argv[1:3])
+gc, gb = ([g for w in s["waves"] for g in w["groups"] if g["clips"]][0] for s in (c, b))
+assert gc["placement"] == "contiguous" and gc["kv_recv_tokens"] == [2340, 5460, 8580, 11700], gc
+assert abs(gc["work_imbalance"] - 1.6) < 1e-12, gc
+assert gb["placement"] == "blockwise" and gb["work_imbalance"] <= 1.01, gb
+assert b["predicted_s"] < c["predicted_s"], (b["predicted_s"], c["predicted_s"])
+PY
+else
+  bad "--placement plan failed: $(cat "$T/err")"
+fi
+expect_fail "bad --placement" "--placement: 'zig' is not even, contiguous or blockwise" "${PL[@]}" --placement zig
 expect_fail "mask without a frame grid" "needs the token grid of a latent frame" "${ONE[@]}" --set model.attn_mask=window
 expect_fail "--mem-bytes without --config" "--mem-bytes needs --config" --lengths "$T/ok.csv" --ranks 4 --cost "$COST" --mem-bytes 2147483648
 expect_fail "both limits" "--mem-tokens or --mem-bytes, not both" --lengths "$T/ok.csv" "${OK[@]}" --config "$CONF" --mem-bytes 2147483648

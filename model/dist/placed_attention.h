@@ -1,0 +1,62 @@
+// model/dist/placed_attention.h — masked attention of packed clips over a CP group whose
+// ranks hold the tokens a blockwise placement gives them (sched/placement.h).
+//
+// Rank p holds, of every clip in clip order, the tokens of its placement segments in token
+// order (their queries, keys and values). Under the mask a query of mask block b needs the
+// keys of blocks [lo, hi] only (placement_keys), so p needs of each other rank o exactly
+// the tokens o holds in the union of its own segments' key ranges: the placement's recv[p]
+// tokens in all. Forward: one all-to-all sends every rank only those K/V rows (packed per
+// peer, in clip and token order); p attends its queries to its own keys and to each
+// peer's rows with the backend's masked entries, merging the partial results by their
+// log-sum-exp. Backward: the same all-to-all again, p computes its queries' dq and its
+// shares of the received rows' dK/dV, and a second all-to-all returns those shares to
+// their holders, who add them (own share first, then the peers' in rank order). No K/V
+// row travels to a rank that does not need it, so the K/V bytes a rank receives are
+// recv[p] * 2 * H * Dh * act bytes in the forward, the same again in the backward plus the
+// gradient shares of its own rows the others computed (placed_attention_recv_tokens).
+//
+// Compute goes through kb, every exchange through cb's alltoallv (comm/comm.h), in kb's
+// memory space. With k = 1 both directions are the backend's masked entries on the clips.
+// Its work buffers (the packed rows both ways, one partial output) are its own allocations,
+// not a cp_workspace region, and the trainer's memory model does not count them: the
+// distributed step does not run it yet (docs/plan.md "Attention masks").
+#ifndef TESSERA_MODEL_PLACED_ATTENTION_H
+#define TESSERA_MODEL_PLACED_ATTENTION_H
+
+#include <stdint.h>
+#include "comm/comm.h"
+#include "core/err.h"
+#include "kernels/kernels.h"
+#include "sched/placement.h"
+
+typedef struct placed_attention placed_attention;
+
+tsr_status placed_attention_create(placed_attention **pa, const kernels_backend *kb,
+                                   const comm_backend *cb, comm_group *g);
+void placed_attention_free(placed_attention **pa);
+
+// The next microbatch, identical on every rank of the group but pos: n_clips placements
+// pl[c] (host; each over k = the group's size ranks, of clip c's tokens, under cm), the
+// kernels' form km of the same mask (kind, chunk, window, wt and tile_t must agree with
+// cm's: TSR_EINVAL naming both otherwise), and pos (Lq, 3) int32 (backend memory): this
+// rank's tokens' grid positions in its layout (header). Collective: one all-to-all of the
+// positions each peer needs. Nothing of pl is kept.
+tsr_status placed_attention_set_clips(placed_attention *pa, int n_clips, const placement *const *pl,
+                                      const cost_mask *cm, kernels_mask km, const int32_t *pos);
+// Lq: the tokens this rank holds (its queries).
+int64_t placed_attention_tokens(const placed_attention *pa);
+// K/V tokens this rank receives in a forward (*kv: the placements' recv of this rank,
+// summed over the clips) and gradient rows of its own tokens it receives in a backward
+// (*grad: the rows it sends the others in a forward).
+void placed_attention_recv_tokens(const placed_attention *pa, int64_t *kv, int64_t *grad);
+
+// Forward: q, k, v, out: (Lq, H, Dh) [act], lse: (Lq, H) [f32]; out, lse overwritten.
+tsr_status placed_attention_forward(placed_attention *pa, void *out, float *lse, const void *q,
+                                    const void *k, const void *v, int H, int Dh, float scale);
+// Backward: dq, dk, dv (Lq, H, Dh) [act] overwritten, from dout and the forward's out, lse.
+tsr_status placed_attention_backward(placed_attention *pa, void *dq, void *dk, void *dv,
+                                     const void *dout, const void *q, const void *k,
+                                     const void *v, const void *out, const float *lse, int H,
+                                     int Dh, float scale);
+
+#endif

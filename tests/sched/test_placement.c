@@ -1,0 +1,174 @@
+// Placements of a masked clip (sched/placement.h) against a token-by-token recount: every
+// kind covers the clip once, its ranks' work sums to cost_clip_area, and each rank's
+// key/value receipt is the tokens its queries' mask blocks allow that it does not hold,
+// counted token by token. Closed forms: contiguous chunks of a causal clip of k blocks put
+// block r on rank r (work (r + 1) n^2, imbalance 2k / (k + 1)); zigzag over 2k blocks gives
+// every rank (2k + 1) n^2. Greedy balances a long causal clip within 5%, balanced within a token's work
+// (and a long window-masked clip within 2%, receiving less than zigzag), and the cache
+// returns what placement_make does; placement_for holds at most 5% over ceil(L / k) a
+// rank. plan_group_time prices a masked ring group by its most
+// loaded rank: the reference formula with S2 = k * that rank's work, contiguous above
+// blockwise above the even split.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "sched/placement.h"
+#include "sched/plan.h"
+
+static const cost_mask masks[4] = {
+    {.kind = COST_MASK_BLOCK_CAUSAL, .chunk = 2, .rows = 3, .cols = 4},
+    {.kind = COST_MASK_BLOCK_CAUSAL, .chunk = 1, .window = 2, .rows = 2, .cols = 5},
+    {.kind = COST_MASK_WINDOW, .wt = 1, .wh = 1, .ww = 0, .tile_t = 2, .tile_h = 2, .tile_w = 3,
+     .rows = 4, .cols = 6},
+    {.kind = COST_MASK_FULL},
+};
+
+// p's coverage, work sum and receipts against a recount; `what` names the case.
+static void check_one(const cost_mask *m, int64_t L, int k, place_kind kind) {
+  placement p;
+  CHECK_OK(placement_make(m, L, k, kind, &p));
+  int64_t n = placement_block_tokens(m, L), at = 0;
+  int *owner = malloc((size_t)(L + 1) * sizeof *owner);
+  int ok = 1;
+  for (int i = 0; i < p.nseg; i++) {
+    const place_seg *s = &p.seg[i];
+    ok &= s->first == at && s->len >= 1 && s->rank >= 0 && s->rank < k &&
+          s->first / n == s->block && (s->first + s->len - 1) / n == s->block;
+    for (int64_t t = s->first; t < s->first + s->len && t < L; t++) owner[t] = s->rank;
+    at = s->first + s->len;
+  }
+  CHECK(ok && at == L, "mask %d L=%lld k=%d %s: segments do not cover [0, L) in order", m->kind,
+        (long long)L, k, place_kind_name(kind));
+  cost_model cm = {.mask = *m};
+  double sum = 0;
+  for (int r = 0; r < k; r++) sum += p.work[r];
+  double area = cost_clip_area(&cm, L);
+  CHECK(fabs(sum - area) <= 1e-9 * fmax(area, 1), "mask %d L=%lld k=%d %s: work %.17g, area %.17g",
+        m->kind, (long long)L, k, place_kind_name(kind), sum, area);
+  char *need = malloc((size_t)L + 1);
+  for (int r = 0; r < k && ok; r++) {
+    memset(need, 0, (size_t)L + 1);
+    int64_t held = 0, recv = 0;
+    for (int64_t t = 0; t < L; t++) {
+      if (owner[t] != r) continue;
+      held++;
+      int lo, hi;
+      placement_keys(m, (int)(t / n), p.nblocks, &lo, &hi);
+      for (int64_t j = lo * n; j < (hi + 1) * n && j < L; j++) need[j] = 1;
+    }
+    for (int64_t j = 0; j < L; j++) recv += need[j] && owner[j] != r;
+    CHECK(held == p.held[r] && recv == p.recv[r], "mask %d L=%lld k=%d %s rank %d: held %lld "
+          "(recount %lld), recv %lld (recount %lld)", m->kind, (long long)L, k,
+          place_kind_name(kind), r, (long long)p.held[r], (long long)held, (long long)p.recv[r],
+          (long long)recv);
+  }
+  free(need), free(owner);
+  placement_free(&p);
+}
+
+int main(void) {
+  static const int64_t lens[] = {0, 1, 7, 24, 50, 121, 500, 1003};
+  for (int mi = 0; mi < 4; mi++)
+    for (int li = 0; li < 8; li++)
+      for (int k = 1; k <= 16; k *= 2)
+        for (int kind = 0; kind < PLACE_NKINDS; kind++)
+          check_one(&masks[mi], lens[li], k, (place_kind)kind);
+
+  // closed forms: causal blocks of n = 24 tokens (2 frames of 3 x 4)
+  const cost_mask *c = &masks[0];
+  for (int k = 2; k <= 8; k *= 2) {
+    placement p;
+    CHECK_OK(placement_make(c, 24 * k, k, PLACE_CONTIGUOUS, &p));
+    for (int r = 0; r < k; r++)
+      CHECK(p.work[r] == 576.0 * (r + 1), "contiguous k=%d rank %d: work %g, want %g", k, r,
+            p.work[r], 576.0 * (r + 1));
+    CHECK(fabs(placement_imbalance(&p) - 2.0 * k / (k + 1)) < 1e-12, "contiguous k=%d: imbalance %g",
+          k, placement_imbalance(&p));
+    placement_free(&p);
+    CHECK_OK(placement_make(c, 48 * k, k, PLACE_ZIGZAG, &p));
+    for (int r = 0; r < k; r++)
+      CHECK(p.work[r] == 576.0 * (2 * k + 1), "zigzag k=%d rank %d: work %g, want %g", k, r,
+            p.work[r], 576.0 * (2 * k + 1));
+    placement_free(&p);
+  }
+  // a long causal clip (100 blocks of 24 tokens) over 8 and 64 ranks: greedy within 5% of the mean,
+  // contiguous far from it; the cache gives the same numbers
+  for (int k = 8; k <= 64; k *= 8) {
+    placement g, ct;
+    const placement *cached;
+    CHECK_OK(placement_make(c, 2400, k, PLACE_GREEDY, &g));
+    CHECK_OK(placement_make(c, 2400, k, PLACE_CONTIGUOUS, &ct));
+    CHECK(placement_imbalance(&g) <= 1.05 && placement_imbalance(&ct) > 1.5,
+          "k=%d: greedy imbalance %g, contiguous %g", k, placement_imbalance(&g),
+          placement_imbalance(&ct));
+    CHECK_OK(placement_cached(c, 2400, k, PLACE_GREEDY, &cached));
+    const placement *again;
+    CHECK_OK(placement_cached(c, 2400, k, PLACE_GREEDY, &again));
+    CHECK(again == cached && cached->nseg == g.nseg &&
+          !memcmp(cached->work, g.work, (size_t)k * sizeof *g.work) &&
+          !memcmp(cached->recv, g.recv, (size_t)k * sizeof *g.recv),
+          "k=%d: the cached placement differs from placement_make's", k);
+    placement_free(&g), placement_free(&ct);
+    placement bl, zz;
+    CHECK_OK(placement_make(c, 2400, k, PLACE_BALANCED, &bl));
+    // within one token's work (the last block's, 2400 keys) of the mean
+    cost_model one = {.mask = *c};
+    double tok = 2400.0 * k / cost_clip_area(&one, 2400);
+    CHECK(placement_imbalance(&bl) <= 1 + tok, "k=%d: balanced imbalance %g, bound %g", k,
+          placement_imbalance(&bl), 1 + tok);
+    placement_free(&bl);
+    CHECK_OK(placement_make(&masks[2], 24 * 400, k, PLACE_BALANCED, &bl));
+    CHECK_OK(placement_make(&masks[2], 24 * 400, k, PLACE_ZIGZAG, &zz));
+    int64_t rb = 0, rz = 0;
+    for (int r = 0; r < k; r++) rb += bl.recv[r], rz += zz.recv[r];
+    CHECK(placement_imbalance(&bl) <= 1.02 && rb < rz, "k=%d window: balanced imbalance %g, "
+          "receives %lld (zigzag %lld)", k, placement_imbalance(&bl), (long long)rb, (long long)rz);
+    placement_free(&bl), placement_free(&zz);
+  }
+  // pricing: one group of 4 ranks, two causal clips, ring mode
+  {
+    cost_model cm = cost_model_cpu;
+    cm.mask = *c;
+    sched_cluster cl = {.ranks = 4, .gpus_per_node = 4, .mem_tokens = 1 << 20};
+    int64_t tok[2] = {2400, 1000};
+    int32_t clips[2] = {0, 1};
+    plan pl;
+    plan_init(&pl, 4);
+    CHECK_OK(plan_wave_begin(&pl));
+    CHECK_OK(plan_add_group(&pl, 0, 4, clips, 2));
+    CHECK_OK(plan_wave_end(&pl));
+    double t[3];
+    for (int place = 0; place < 3; place++) {
+      cm.mask.place = place;
+      t[place] = plan_group_time(&pl, 0, tok, &cm, &cl);
+      double work[4], s2 = cost_clip_area(&cm, tok[0]) + cost_clip_area(&cm, tok[1]);
+      if (place) {
+        CHECK_OK(placement_group(&cm.mask, tok, 2, 4, work, NULL, NULL));
+        s2 = 4 * fmax(fmax(work[0], work[1]), fmax(work[2], work[3]));
+      }
+      double want = cost_group_time_mode(&cm, 4, 4, 2, 3400, s2, COST_CP_RING);
+      CHECK(fabs(t[place] - want) <= 1e-12 * want, "place %d: group time %.17g, want %.17g",
+            place, t[place], want);
+    }
+    CHECK(t[1] > t[2] && t[2] >= t[0], "contiguous %g, blockwise %g, even %g", t[1], t[2], t[0]);
+    plan_free(&pl);
+  }
+  // placement_for holds at most 5% over ceil(L / k) a rank (balanced and greedy alone hold
+  // up to 40% more on these clips)
+  for (int k = 2; k <= 16; k *= 2)
+    for (int mi = 0; mi < 3; mi++) {
+      cost_mask bm = masks[mi];
+      bm.place = COST_PLACE_BLOCKWISE;
+      const placement *b;
+      CHECK_OK(placement_for(&bm, 1003, k, &b));
+      for (int r = 0; r < k; r++)
+        CHECK(b->held[r] <= 1.05 * ((1003 + k - 1) / k), "mask %d k=%d: rank %d holds %lld of "
+              "1003 tokens", mi, k, r, (long long)b->held[r]);
+    }
+  placement_cache_clear();
+  placement p;
+  CHECK(placement_make(c, 10, 0, PLACE_GREEDY, &p) == TSR_EINVAL, "a group of 0 ranks is refused");
+  return check_done();
+}
