@@ -122,9 +122,10 @@ def tensor_problems(root):
     said = header_tensors(read(root, 'model/dit.h'))
     if not have:
         return ['model/params.c: no tensor names found']
-    out = ['model/dit.h does not list the tensor %s (model/params.c makes it)' % n.replace('I', '{i}')
+    shown = lambda n: n.replace('I', '{i}')
+    out = ['model/dit.h does not list the tensor %s (model/params.c makes it)' % shown(n)
            for n in sorted(have - said)]
-    out += ['model/dit.h lists the tensor %s, which model/params.c does not make' % n.replace('I', '{i}')
+    out += ['model/dit.h lists the tensor %s, which model/params.c does not make' % shown(n)
             for n in sorted(said - have)]
     return out
 
