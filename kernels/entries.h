@@ -230,7 +230,9 @@ KERNELS_ENTRY(tsr_status, gemm_strided, GEMM,
                float alpha, const void *a, int lda, const void *b, int ldb, float beta, void *c,
                int ldc, kernels_dtype c_dtype),
               (kb, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, c_dtype),
-              0, 2.0 * m * n * k)
+              A((double)m * k + (double)k * n) +
+                  (double)m * n * (beta != 0.0f ? 2 : 1) * (double)kernels_dtype_size(c_dtype),
+              2.0 * m * n * k)
 // Linear layer: out = inp * w + bias (weights stored (in, out), i.e. PyTorch's
 // nn.Linear weight transposed). bias may be NULL.
 // out: (M, N) [act], inp: (M, K) [act], w: (K, N) [act] working copy, bias: (N) [f32]
@@ -391,7 +393,7 @@ KERNELS_ENTRY(tsr_status, timestep_embedding, ELEMENTWISE,
               (const kernels_backend *kb, void *out, const float *t, int n, int dim,
                float max_period),
               (kb, out, t, n, dim, max_period),
-              0, 0)
+              F(n) + A((double)n * dim), 0)
 // Row gather (class labels): out[i] = table[ids[i]].
 // out: (n, D) [act], table: (V, D) [f32] parameter, ids: (n) int32
 KERNELS_ENTRY(tsr_status, embedding_forward, ELEMENTWISE,
@@ -404,7 +406,7 @@ KERNELS_ENTRY(tsr_status, embedding_backward, ELEMENTWISE,
               (const kernels_backend *kb, float *dtable, const void *dout, const int32_t *ids,
                int n, int V, int D),
               (kb, dtable, dout, ids, n, V, D),
-              0, 0)
+              A((double)n * D) + F(n + 2.0 * n * D), 0)
 
 // ---- attention over packed clips -----------------------------------------------
 // q, k, v, out: (L, H, Dh) [act] (= (L, D) activations); lse: (L, H) [f32], the natural
@@ -455,7 +457,8 @@ KERNELS_ENTRY(tsr_status, attention_partial_forward, ATTENTION,
                const void *v, const int32_t *cu_q, const int32_t *cu_k, int n_clips, int max_q,
                int max_k, int Lq, int Lk, int H, int Dh, float scale),
               (kb, out, lse, q, k, v, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale),
-              0, 0)
+              A(2.0 * Lq * H * Dh + 2.0 * Lk * H * Dh) + F((double)Lq * H + 2.0 * (n_clips + 1)),
+              0)
 // Merges partial b into the accumulator a, exactly (up to rounding):
 // lse = log(exp(lse_a) + exp(lse_b)), out_a = exp(lse_a - lse) out_a + exp(lse_b - lse) out_b.
 // -INFINITY lse (empty partial) is handled; merging in any order gives the full result.
@@ -489,7 +492,10 @@ KERNELS_ENTRY(tsr_status, attention_partial_backward, ATTENTION,
                int Lk, int H, int Dh, float scale),
               (kb, dq, dk, dv, dout, q, k, v, lse, delta, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk,
                H, Dh, scale),
-              0, 0)
+              A((double)Lq * H * Dh * (2 + (dq ? 2 : 0)) +
+                (double)Lk * H * Dh * (2 + (dk ? 4 : 0))) +
+                  F(2.0 * Lq * H + 2.0 * (n_clips + 1)),
+              0)
 // Masked attention (model.attn_mask, docs/model.md "Attention masks"): as the entries
 // above, but query i attends only to the keys j of its clip that kernels_mask allows for
 // their grid positions pos_q[i], pos_k[j] ((t, y, x), the RoPE positions: a CP chunk's
@@ -506,7 +512,9 @@ KERNELS_ENTRY(tsr_status, attention_masked_forward, ATTENTION,
                int Lk, int H, int Dh, float scale),
               (kb, out, lse, q, k, v, cu_q, cu_k, pos_q, pos_k, mask, n_clips, max_q, max_k, Lq, Lk,
                H, Dh, scale),
-              0, 0)
+              A(2.0 * Lq * H * Dh + 2.0 * Lk * H * Dh) +
+                  F((double)Lq * H + 2.0 * (n_clips + 1) + 3.0 * ((double)Lq + Lk)),
+              0)
 // attention_backward's contract (dq, dk, dv overwritten) under the mask; pos: (L, 3)
 KERNELS_ENTRY(tsr_status, attention_masked_backward, ATTENTION,
               (const kernels_backend *kb, void *dq, void *dk, void *dv, const void *dout,
@@ -515,7 +523,8 @@ KERNELS_ENTRY(tsr_status, attention_masked_backward, ATTENTION,
                int max_len, int L, int H, int Dh, float scale),
               (kb, dq, dk, dv, dout, q, k, v, out, lse, cu_seqlens, pos, mask, n_clips, max_len, L,
                H, Dh, scale),
-              0, 0)
+              A(8.0 * L * H * Dh) + F((double)L * H + n_clips + 1.0 + 3.0 * L),
+              0)
 // attention_partial_backward's contract (dq, dk, dv accumulated) under the mask
 KERNELS_ENTRY(tsr_status, attention_masked_partial_backward, ATTENTION,
               (const kernels_backend *kb, void *dq, void *dk, void *dv, const void *dout,
@@ -525,7 +534,10 @@ KERNELS_ENTRY(tsr_status, attention_masked_partial_backward, ATTENTION,
                float scale),
               (kb, dq, dk, dv, dout, q, k, v, lse, delta, cu_q, cu_k, pos_q, pos_k, mask, n_clips,
                max_q, max_k, Lq, Lk, H, Dh, scale),
-              0, 0)
+              A((double)Lq * H * Dh * (2 + (dq ? 2 : 0)) +
+                (double)Lk * H * Dh * (2 + (dk ? 4 : 0))) +
+                  F(2.0 * Lq * H + 2.0 * (n_clips + 1) + 3.0 * ((double)Lq + Lk)),
+              0)
 
 // ---- objective and sampler (no host work per step) ---------------------------------
 // The rectified-flow inputs of a packed microbatch, from the stored tokens and the keys
@@ -547,7 +559,9 @@ KERNELS_ENTRY(tsr_status, objective_inputs, OBJECTIVE,
                kernels_t_dist td),
               (kb, t, x_t, target, tokens, tokens_dtype, clips, cu_seqlens, n_clips, L, P, seed,
                step, td),
-              0, 0)
+              (double)L * P * (double)kernels_tokens_size(tokens_dtype) + A(2.0 * L * P) +
+                  F(2.0 * n_clips + 1.0) + (double)n_clips * (double)sizeof(kernels_clip_key),
+              0)
 // One Euler step of the sampler with classifier-free guidance (model/sample/sample.h):
 //   v = v_uncond + cfg (v_cond - v_uncond)   (v = v_cond when v_uncond is NULL)
 //   x += dt v                                (float arithmetic, no FMA)
