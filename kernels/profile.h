@@ -21,6 +21,9 @@
 // entries are NULL, so the model runs every phase eagerly and each entry is timed alone.
 // On CUDA the profile is therefore of the eager step (TESSERA_CUDA_GRAPHS has no effect).
 //
+// An entry that inner leaves out (kernels.h "unsupported entries") stays out: the profiled
+// table has inner's stub there, so kernels_has answers through it as for inner.
+//
 // Framework overhead (what the model, the trainer and the allocator do between entries)
 // is not seen by the wrapper: it is the step's wall time minus kernels_profile_total.
 //
@@ -57,7 +60,9 @@ typedef struct {
   double seconds;             // summed wall time of its calls
   double bytes;               // summed bytes its calls must move at least, counted from the
                               // shapes (inputs read once, outputs written once, accumulated
-                              // ones both; profile.c MOVES); 0 for entries not counted
+                              // ones both; kernels/entries.h BYTES); 0 for entries not counted
+  double flops;               // summed floating-point operations (entries.h FLOPS: the GEMMs'
+                              // 2 m n k); 0 for entries not counted
 } kernels_profile_entry;
 
 // *out = a new backend forwarding to inner and timing every entry (see the top); name

@@ -36,7 +36,8 @@
 //   .bias (D) (Wan's affine LayerNorm only), blocks.{i}.cross.{q,k,v,proj}.weight (D, D),
 //   .bias (D), blocks.{i}.cross.{q,k}_norm.weight (Dh, or D with Wan's norm over all heads)
 // Wan's layout (model.family = wan) replaces adaln by blocks.{i}.modulation (6D) with a shared
-// time_proj (D, 6D), and final.adaln by final.modulation (2D): model/params.c builds the table.
+// time_proj.weight (D, 6D), .bias (6D), and final.adaln by final.modulation (2D):
+// model/params.c builds the table.
 // All parameters live in one flat fp32 buffer in the backend's memory, gradients in a second
 // buffer of the same layout, so optimizer, all-reduce and checkpoints see one array.
 //

@@ -5,9 +5,9 @@
 
 tsr_status dit_mask_check_backend(const dit_config *c, const kernels_backend *kb) {
   if (c->attn_mask == KERNELS_MASK_FULL) return TSR_OK;
-  const char *missing = !kb->attention_masked_forward    ? "attention_masked_forward"
-                        : !kb->attention_masked_backward ? "attention_masked_backward"
-                                                         : NULL;
+  const char *missing = !kernels_has(kb, attention_masked_forward)    ? "attention_masked_forward"
+                        : !kernels_has(kb, attention_masked_backward) ? "attention_masked_backward"
+                                                                      : NULL;
   if (!missing) return TSR_OK;
   return err_set(TSR_EINVAL, "model.attn_mask = %s: backend %s has no %s (masked attention runs "
                  "on the CPU backends for now: choose --backend cpu, or set model.attn_mask = "

@@ -214,7 +214,16 @@ cycles=$(python3 "$SRC/tests/include_cycles.py" "$SRC" core comm kernels store i
            tools bench) || { echo "FAIL: include circles between file groups:" >&2
                              echo "$cycles" >&2; fail=1; }
 
+# 5. The lists that headers keep match the code where a script can tell
+#    (tests/header_lists.py, which checks on made-up files that it finds a mismatch): the
+#    rows of kernels/entries.h against the backends' tables, the profiler's classes and
+#    docs/kernels.md's entry table; model/dit.h's parameter tensors against model/params.c.
+python3 "$SRC/tests/header_lists.py" --probe >/dev/null ||
+  { echo "FAIL: tests/header_lists.py misses a mismatch" >&2; fail=1; }
+lists=$(python3 "$SRC/tests/header_lists.py" "$SRC") ||
+  { echo "FAIL: a header's list does not match the code:" >&2; echo "$lists" >&2; fail=1; }
+
 [ $fail = 0 ] || exit 1
 echo "layout: no compute or communication backend picked below tools/; $nfiles files include" \
      "only what their folder may; the $n_named repo paths that comments name exist; no" \
-     "include circle between file groups"
+     "include circle between file groups; the entry and tensor lists match the code"

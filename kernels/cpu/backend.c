@@ -381,7 +381,7 @@ static tsr_status f32_linear_backward_dgelu(kb_t *kb, void *dpre, float *dw, flo
   .adamw_update_multi = kcpu_adamw_update_multi, \
   .ema_update = kcpu_ema_update
 
-static const kernels_backend cpu_backend = {
+static kernels_backend cpu_backend = {
     .name = "cpu",
     .act_dtype = KERNELS_F32,
     KCPU_SHARED_ENTRIES,
@@ -430,7 +430,7 @@ static const kernels_backend cpu_backend = {
     .linear_backward_dgelu = f32_linear_backward_dgelu,
 };
 
-static const kernels_backend cpu_bf16_backend = {
+static kernels_backend cpu_bf16_backend = {
     .name = "cpu-bf16",
     .act_dtype = KERNELS_BF16,
     KCPU_SHARED_ENTRIES,
@@ -478,6 +478,13 @@ static const kernels_backend cpu_bf16_backend = {
     .linear_gelu_forward = kbf_linear_gelu_forward,
     .linear_backward_dgelu = kbf_linear_backward_dgelu,
 };
+
+// An entry a table leaves out (one that lands on the fp32 table first) gets the
+// unsupported stub before anything can call it (kernels.h "unsupported entries").
+__attribute__((constructor)) static void fill_unsupported(void) {
+  kernels_fill_unsupported(&cpu_backend);
+  kernels_fill_unsupported(&cpu_bf16_backend);
+}
 
 const kernels_backend *kernels_cpu(void) { return &cpu_backend; }
 

@@ -169,7 +169,8 @@ tsr_status ring_attention_set_mask(ring_attention *ra, kernels_mask mask, const 
   const kernels_backend *kb = ra->kb;
   ra->mask = mask;
   if (mask.kind == KERNELS_MASK_FULL) return TSR_OK;
-  if (!kb->attention_masked_forward || !kb->attention_masked_partial_backward)
+  if (!kernels_has(kb, attention_masked_forward) ||
+      !kernels_has(kb, attention_masked_partial_backward))
     return err_set(TSR_EINVAL, "ring attention: backend %s has no masked attention entries "
                    "(attention_masked_forward, attention_masked_partial_backward)", kb->name);
   tsr_status st = TSR_OK;

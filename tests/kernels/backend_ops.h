@@ -117,40 +117,69 @@ static inline void t_free(tens *t) {
   t->h = NULL, t->d = NULL;
 }
 
-// Compares the tested backend's output t->d with the reference's t->h; then sets both to
-// the reference rounded to the act dtype, so that an output used as a later entry's input
-// (or accumulator) is again the same input on both sides: every entry is measured alone.
+// ---- which entries are compared (test_backend_ops -e), which were, and --perf ---------
+// Lists are ",name,name," strings of entry names (kernels/entries.h). SELECT: the entries
+// -e named ("" = all); GROUP: the entries test_backend_ops.c's table gives the case group
+// now running (an output of another entry is a stale table: a failure); SEEN: the entries
+// whose outputs were compared on this backend. PERF_HOOK (--perf) reports an entry's calls
+// since its last report, when its outputs are compared.
+static char SELECT[4096], SEEN[4096];
+static const char *GROUP;
+static void (*PERF_HOOK)(const char *entry);
+
+static inline int in_list(const char *list, const char *name) {
+  char key[80];
+  snprintf(key, sizeof key, ",%s,", name);
+  return strstr(list, key) != NULL;
+}
+static inline void add_to_list(char *list, size_t cap, const char *name) {
+  if (in_list(list, name)) return;
+  size_t used = strlen(list);
+  snprintf(list + used, cap - used, "%s%s,", used ? "" : ",", name);
+}
+
+// Compares the tested backend's output t->d with the reference's t->h (for a selected
+// entry); then sets both to the reference rounded to the act dtype, so that an output used
+// as a later entry's input (or accumulator) is again the same input on both sides: every
+// entry is measured alone.
 static inline void check_out(const char *entry, const char *arg, tens *t) {
   size_t n = t->n;
-  float *got = malloc((n ? n : 1) * sizeof(float));
-  size_t bytes = n * (t->act ? act_size() : sizeof(float));
-  void *tmp = malloc(bytes ? bytes : 1);
-  CHECK_OK(KB->to_host(KB, tmp, t->d, bytes));
-  REF->cast(REF, got, KERNELS_F32, tmp, t->act ? KB->act_dtype : KERNELS_F32, n);
-  free(tmp);
-  double e = 0, m = 1e-30;
-  long mism = 0;
-  for (size_t i = 0; i < n; i++) {
-    double d = got[i] == t->h[i] ? 0.0 : fabs((double)got[i] - t->h[i]);  // -inf lse: equal
-    if (isnan(d) && !isnan(t->h[i])) d = INFINITY;
-    if (d > e) e = d;
-    if (fabs(t->h[i]) > m) m = fabs(t->h[i]);
-    float want = t->act ? q_act(t->h[i]) : t->h[i];
-    if (EXACT && memcmp(&got[i], &want, sizeof want) != 0) mism++;
+  if (GROUP && !in_list(GROUP, entry))
+    CHECK(0, "%s.%s compared in a case group whose entry list (test_backend_ops.c) lacks %s",
+          entry, arg, entry);
+  if (!SELECT[0] || in_list(SELECT, entry)) {
+    add_to_list(SEEN, sizeof SEEN, entry);
+    if (PERF_HOOK) PERF_HOOK(entry);
+    float *got = malloc((n ? n : 1) * sizeof(float));
+    size_t bytes = n * (t->act ? act_size() : sizeof(float));
+    void *tmp = malloc(bytes ? bytes : 1);
+    CHECK_OK(KB->to_host(KB, tmp, t->d, bytes));
+    REF->cast(REF, got, KERNELS_F32, tmp, t->act ? KB->act_dtype : KERNELS_F32, n);
+    free(tmp);
+    double e = 0, m = 1e-30;
+    long mism = 0;
+    for (size_t i = 0; i < n; i++) {
+      double d = got[i] == t->h[i] ? 0.0 : fabs((double)got[i] - t->h[i]);  // -inf lse: equal
+      if (isnan(d) && !isnan(t->h[i])) d = INFINITY;
+      if (d > e) e = d;
+      if (fabs(t->h[i]) > m) m = fabs(t->h[i]);
+      float want = t->act ? q_act(t->h[i]) : t->h[i];
+      if (EXACT && memcmp(&got[i], &want, sizeof want) != 0) mism++;
+    }
+    free(got);
+    e /= m;
+    double tol = tol_of(KB, t->act ? KB->act_dtype : KERNELS_F32, entry);
+    char key[64];
+    snprintf(key, sizeof key, "%s.%s", entry, arg);
+    stat *s = stat_of(key);
+    if (e > s->err) s->err = e;
+    if (tol > s->tol) s->tol = tol;
+    s->mismatches += mism;
+    int ok = e <= tol && mism == 0;
+    if (!ok) s->fails++;
+    CHECK(ok, "%s %s.%s: error %.3g (tol %.3g), %ld elements not the rounded reference",
+          KB->name, entry, arg, e, tol, mism);
   }
-  free(got);
-  e /= m;
-  double tol = tol_of(KB, t->act ? KB->act_dtype : KERNELS_F32, entry);
-  char key[64];
-  snprintf(key, sizeof key, "%s.%s", entry, arg);
-  stat *s = stat_of(key);
-  if (e > s->err) s->err = e;
-  if (tol > s->tol) s->tol = tol;
-  s->mismatches += mism;
-  int ok = e <= tol && mism == 0;
-  if (!ok) s->fails++;
-  CHECK(ok, "%s %s.%s: error %.3g (tol %.3g), %ld elements not the rounded reference", KB->name,
-        entry, arg, e, tol, mism);
   if (t->act)
     for (size_t i = 0; i < n; i++) t->h[i] = q_act(t->h[i]);
   KB->free(KB, t->d);

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""tests/header_lists.py — the lists that headers and docs keep, checked against the code.
+
+Where a header (or its doc) lists what the code has, the two are compared mechanically:
+  - the kernel entries: the rows of kernels/entries.h against the members the backends'
+    tables set (kernels/cpu/backend.c `.NAME = `, kernels/cuda/*.cu `b->NAME = `: every one
+    a row), the CPU fp32 table (it has every row with a class: an entry lands on the CPU
+    first), the profiler's classes (kernels/profile.h KERNELS_PROFILE_*, or NONE) and
+    docs/kernels.md "Entries and layouts" (every row named; `x_forward/backward` names both);
+  - the DiT's parameter tensors: the list in model/dit.h's comment against the names
+    model/params.c gives them (add_tensor, add_linear: NAME.weight and NAME.bias; the
+    blocks' `BLK("s")` under their prefix), both ways ({i} for the block index, {a,b} for
+    alternatives, a leading `.bias` for the previous name's stem).
+
+  header_lists.py ROOT      prints each mismatch, exits 1 if any
+  header_lists.py --probe   checks on made-up files that a mismatch is found
+"""
+import os
+import re
+import sys
+import tempfile
+
+ROW = re.compile(r'^KERNELS_ENTRY\((\w+), (\w+), (\w+),', re.M)
+FIELDS = {'name', 'ctx', 'act_dtype', 'device_memory', 'stream'}  # not entries
+
+
+def read(root, rel):
+    with open(os.path.join(root, rel), encoding='utf-8') as f:
+        return f.read()
+
+
+def entry_problems(root):
+    out = []
+    rows = {name: cls for _, name, cls in ROW.findall(read(root, 'kernels/entries.h'))}
+    if not rows:
+        return ['kernels/entries.h: no KERNELS_ENTRY rows']
+    classes = set(re.findall(r'\bKERNELS_PROFILE_(\w+)\b', read(root, 'kernels/profile.h')))
+    classes.discard('N_CLASSES')
+    for name, cls in rows.items():
+        if cls != 'NONE' and cls not in classes:
+            out.append('kernels/entries.h: %s has class %s, not one of kernels/profile.h '
+                       '(%s) or NONE' % (name, cls, ', '.join(sorted(classes))))
+    cpu = read(root, 'kernels/cpu/backend.c')
+    tables = [('kernels/cpu/backend.c', re.findall(r'^\s*\.(\w+) = ', cpu, re.M))]
+    cuda_dir = os.path.join(root, 'kernels/cuda')
+    for fn in sorted(os.listdir(cuda_dir)) if os.path.isdir(cuda_dir) else []:
+        if fn.endswith('.cu'):
+            rel = 'kernels/cuda/' + fn
+            tables.append((rel, re.findall(r'\bb->(\w+) = ', read(root, rel))))
+    for rel, members in tables:
+        for m in members:
+            if m not in FIELDS and m not in rows:
+                out.append('%s sets %s, which is no row of kernels/entries.h' % (rel, m))
+    # the fp32 table: its initializer and the shared entries' macro it includes
+    t = re.search(r'static (?:const )?kernels_backend cpu_backend = \{(.*?)\n\};', cpu, re.S)
+    s = re.search(r'#define KCPU_SHARED_ENTRIES(.*?)\n\n', cpu, re.S)
+    fp32 = set(re.findall(r'\.(\w+) = ', (t.group(1) if t else '') + (s.group(1) if s else '')))
+    for name, cls in rows.items():
+        if cls != 'NONE' and name not in fp32:
+            out.append('kernels/cpu/backend.c: the cpu table lacks %s (an entry lands on the '
+                       'CPU fp32 backend first)' % name)
+    doc = read(root, 'docs/kernels.md')
+    sec = re.search(r'^## Entries and layouts\n(.*?)^## ', doc, re.S | re.M)
+    named = set()
+    for a, b in re.findall(r'`(\w+?)(?:_(forward)/backward)?[`(]', sec.group(1) if sec else ''):
+        if b:
+            named.update((a + '_forward', a + '_backward'))
+        else:
+            named.add(a)
+    for name in rows:
+        if name not in named:
+            out.append('docs/kernels.md "Entries and layouts" does not name %s' % name)
+    return out
+
+
+def expand(tok):
+    m = re.search(r'\{([^{}]*)\}', tok)
+    if not m:
+        return [tok]
+    res = []
+    for alt in m.group(1).split(','):
+        res += expand(tok[:m.start()] + alt + tok[m.end():])
+    return res
+
+
+def header_tensors(text):
+    m = re.search(r'^// Parameter tensors.*?\n(.*?)^// All parameters live', text, re.S | re.M)
+    body = ' '.join(line[2:] for line in (m.group(1) if m else '').split('\n'))
+    body = body.replace('{i}', 'I')
+    names, stem = set(), None
+    for tok in re.findall(r'[a-zI.{][a-z0-9_.{},I]*', body):
+        tok = tok.rstrip('.,;')
+        if tok.startswith('.'):
+            if stem is None:
+                continue
+            tok = stem + tok
+        elif '.' in tok:
+            stem = tok.rsplit('.', 1)[0]
+        else:
+            continue
+        for t in expand(tok):
+            if re.search(r'\.(weight|bias|modulation)$', t):
+                names.add(t)
+    return names
+
+
+def code_tensors(text):
+    names, prefix = set(), ''
+    for line in text.split('\n'):
+        d = re.search(r'#define BLK\(s\) .*?"([^"]*)%s"', line)
+        if d:
+            prefix = d.group(1).replace('%d', 'I')
+        for kind, blk, lit in re.findall(r'add_(linear|tensor)\(m, (?:BLK\("([^"]*)"\)|"([^"]*)")',
+                                         line):
+            n = prefix + blk if blk else lit
+            names.update((n + '.weight', n + '.bias') if kind == 'linear' else (n,))
+    return names
+
+
+def tensor_problems(root):
+    have = code_tensors(read(root, 'model/params.c'))
+    said = header_tensors(read(root, 'model/dit.h'))
+    if not have:
+        return ['model/params.c: no tensor names found']
+    shown = lambda n: n.replace('I', '{i}')
+    out = ['model/dit.h does not list the tensor %s (model/params.c makes it)' % shown(n)
+           for n in sorted(have - said)]
+    out += ['model/dit.h lists the tensor %s, which model/params.c does not make' % shown(n)
+            for n in sorted(said - have)]
+    return out
+
+
+def problems(root):
+    return entry_problems(root) + tensor_problems(root)
+
+
+def probe():
+    """A row no table has, a table member no row has, an unlisted and a stale tensor."""
+    files = {
+        'kernels/entries.h': 'KERNELS_ENTRY(tsr_status, gemm, GEMM,\nKERNELS_ENTRY(tsr_status, '
+                             'lost, GEMM,\n',
+        'kernels/profile.h': 'KERNELS_PROFILE_GEMM,\n',
+        'kernels/cpu/backend.c': 'static kernels_backend cpu_backend = {\n    .name = "cpu",\n'
+                                 '    .gemm = f,\n    .stray = g,\n};\n',
+        'docs/kernels.md': '## Entries and layouts\n| `gemm(a)` | `lost` |\n## Next\n',
+        'model/params.c': '  m->x = add_linear(m, "x_embed", 1, 2, 0);\n'
+                          '#define BLK(s) (snprintf(n, sizeof n, "blocks.%d.%s", i, (s)), n)\n'
+                          '  add_tensor(m, BLK("q_norm.weight"), 1, 0, 0);\n',
+        'model/dit.h': '// Parameter tensors (names):\n//   x_embed.weight (P, D), .bias (D)\n'
+                       '//   blocks.{i}.{q,k}_norm.weight (Dh)\n// All parameters live here\n',
+    }
+    with tempfile.TemporaryDirectory() as d:
+        for rel, text in files.items():
+            os.makedirs(os.path.dirname(os.path.join(d, rel)), exist_ok=True)
+            with open(os.path.join(d, rel), 'w', encoding='utf-8') as f:
+                f.write(text)
+        got = '\n'.join(problems(d))
+    want = ['sets stray', 'lacks lost', 'blocks.{i}.k_norm.weight, which model/params.c does not']
+    missing = [w for w in want if w not in got]
+    unwanted = [w for w in ('x_embed', 'q_norm', 'does not name') if w in got]
+    if missing or unwanted:
+        print('header_lists.py --probe: missed %s, wrongly found %s in:\n%s'
+              % (missing, unwanted, got))
+        return 1
+    return 0
+
+
+def main(argv):
+    if argv[1:] == ['--probe']:
+        return probe()
+    if len(argv) != 2:
+        print(__doc__)
+        return 2
+    found = problems(argv[1])
+    for p in found:
+        print(p)
+    return 1 if found else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv))
