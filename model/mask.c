@@ -9,9 +9,9 @@ tsr_status dit_mask_check_backend(const dit_config *c, const kernels_backend *kb
                         : !kernels_has(kb, attention_masked_backward) ? "attention_masked_backward"
                                                                       : NULL;
   if (!missing) return TSR_OK;
-  return err_set(TSR_EINVAL, "model.attn_mask = %s: backend %s has no %s (masked attention runs "
-                 "on the CPU backends for now: choose --backend cpu, or set model.attn_mask = "
-                 "full)", config_mask_name(c->attn_mask), kb->name, missing);
+  return err_set(TSR_EINVAL, "model.attn_mask = %s: backend %s has no %s (choose a backend "
+                 "that has it, such as cpu or cuda, or set model.attn_mask = full)",
+                 config_mask_name(c->attn_mask), kb->name, missing);
 }
 
 tsr_status dit_mask_forward(const dit_config *c, const kernels_backend *kb, const dit_batch *b,

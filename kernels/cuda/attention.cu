@@ -19,6 +19,10 @@
 // Numerics: scores and the online softmax in fp32 (expf), lse = m + log(l) in fp32 as the
 // CPU backend; P stays fp32 (not rounded to bf16), so the only bf16 roundings are the
 // stores of out/dq/dk/dv — the test's standard bf16 tolerance applies.
+// Masks (kernels.h kernels_mask; the masked entries): the same kernels with a per-score
+// test of the query's and key's grid positions (pos_q, pos_k, read from global memory), the
+// denied scores at -inf and their P and dS at 0 as on the CPU: exact for every mask kind, but
+// a denied tile still costs its loads (no tile is skipped whole) and cuDNN is not used.
 // Determinism: every output row has one owner (a warp) that sums its tiles in order: no
 // atomics. The backward is two passes like the CPU's: dk/dv per key row, then dq per query
 // row, each recomputing P from q, k and lse.
@@ -52,6 +56,21 @@ __device__ __forceinline__ void at_row_range(const int32_t *cu_rows, const int32
   *p1 = b;
 }
 
+// Whether the mask lets query row i (positions pos_q) attend to key row j (pos_k): kernels.h
+// kernels_mask, compared in the mask's coordinates (chunks, or tiles) as the CPU backend does.
+__device__ __forceinline__ bool at_allow(const kernels_mask &m, const int32_t *pos_q, int i,
+                                         const int32_t *pos_k, int j) {
+  if (m.kind == KERNELS_MASK_FULL) return true;
+  const int32_t *a = pos_q + 3 * (size_t)i, *b = pos_k + 3 * (size_t)j;
+  if (m.kind == KERNELS_MASK_BLOCK_CAUSAL) {
+    int cq = a[0] / m.chunk, ck = b[0] / m.chunk;
+    return ck <= cq && (m.window == 0 || cq - ck <= m.window);
+  }
+  return abs(a[0] / m.tile_t - b[0] / m.tile_t) <= m.wt &&
+         abs(a[1] / m.tile_h - b[1] / m.tile_h) <= m.wh &&
+         abs(a[2] / m.tile_w - b[2] / m.tile_w) <= m.ww;
+}
+
 // Loads rows [t0, t0 + n) of head h of x (rows of H*Dh) into dst (AT_TILE rows of ld floats),
 // zeros beyond n.
 __device__ __forceinline__ void at_load_tile(float *dst, int ld, const act_t *x, int t0, int n, int h,
@@ -66,6 +85,7 @@ __device__ __forceinline__ void at_load_tile(float *dst, int ld, const act_t *x,
 // grid (ceil(Lq / 16), H), block 128. smem: Ks, Vs (32 x (Dh+1)), Qs (16 x Dh).
 __global__ void __launch_bounds__(128) k_attn_fwd(act_t *out, float *lse, const act_t *q, const act_t *k,
                                                   const act_t *v, const int32_t *cu_q, const int32_t *cu_k,
+                                                  const int32_t *pos_q, const int32_t *pos_k, kernels_mask mask,
                                                   int n_clips, int Lq, int Lk, int H, int Dh, float scale) {
   extern __shared__ float sm[];
   const int ld = Dh + 1;
@@ -102,12 +122,13 @@ __global__ void __launch_bounds__(128) k_attn_fwd(act_t *out, float *lse, const 
       const float *qr = Qs + (warp * AT_RPW + t) * Dh;
       int j = t0 + lane;
       float s = -INFINITY;
-      if (lane < n && j >= kb[t] && j < ke[t]) {
+      if (lane < n && j >= kb[t] && j < ke[t] && at_allow(mask, pos_q, r0 + warp * AT_RPW + t, pos_k, j)) {
         float acc = 0.0f;
         for (int d = 0; d < Dh; d++) acc += qr[d] * Ks[lane * ld + d];
         s = acc * scale;
       }
       float mx = fmaxf(m[t], kcu_warp_maxf(s));
+      if (mx == -INFINITY) continue;  // masked: no key of the row allowed yet (warp-uniform)
       float corr = expf(m[t] - mx);  // m = -inf at first: 0
       float p = s == -INFINITY ? 0.0f : expf(s - mx);
       l[t] = l[t] * corr + kcu_warp_sumf(p);
@@ -144,8 +165,10 @@ __global__ void __launch_bounds__(128) k_attn_fwd(act_t *out, float *lse, const 
 __global__ void __launch_bounds__(128) k_attn_bwd_kv(act_t *dk, act_t *dv, int accum, const act_t *dout,
                                                      const act_t *q, const act_t *k, const act_t *v,
                                                      const float *lse, const float *delta,
-                                                     const int32_t *cu_q, const int32_t *cu_k, int n_clips,
-                                                     int Lq, int Lk, int H, int Dh, float scale) {
+                                                     const int32_t *cu_q, const int32_t *cu_k,
+                                                     const int32_t *pos_q, const int32_t *pos_k,
+                                                     kernels_mask mask, int n_clips, int Lq, int Lk, int H,
+                                                     int Dh, float scale) {
   extern __shared__ float sm[];
   const int ld = Dh + 1;
   float *Qt = sm, *dOt = Qt + AT_TILE * ld, *Kr = dOt + AT_TILE * ld, *Vr = Kr + AT_ROWS * Dh;
@@ -188,7 +211,8 @@ __global__ void __launch_bounds__(128) k_attn_bwd_kv(act_t *dk, act_t *dv, int a
       int i = t0 + lane;
       float p = 0.0f, ds = 0.0f;
       float li = lse_t[lane];
-      if (lane < n && i >= qb[t] && i < qe[t] && isfinite(li)) {
+      if (lane < n && i >= qb[t] && i < qe[t] && isfinite(li) &&
+          at_allow(mask, pos_q, i, pos_k, r0 + warp * AT_RPW + t)) {
         float s = 0.0f, dp = 0.0f;
         for (int d = 0; d < Dh; d++) {
           s += Qt[lane * ld + d] * kr[d];
@@ -232,8 +256,9 @@ __global__ void __launch_bounds__(128) k_attn_bwd_kv(act_t *dk, act_t *dv, int a
 __global__ void __launch_bounds__(128) k_attn_bwd_q(act_t *dq, int accum, const act_t *dout, const act_t *q,
                                                     const act_t *k, const act_t *v, const float *lse,
                                                     const float *delta, const int32_t *cu_q,
-                                                    const int32_t *cu_k, int n_clips, int Lq, int Lk, int H,
-                                                    int Dh, float scale) {
+                                                    const int32_t *cu_k, const int32_t *pos_q,
+                                                    const int32_t *pos_k, kernels_mask mask, int n_clips,
+                                                    int Lq, int Lk, int H, int Dh, float scale) {
   extern __shared__ float sm[];
   const int ld = Dh + 1;
   float *Ks = sm, *Vs = Ks + AT_TILE * ld, *Qs = Vs + AT_TILE * ld, *dOs = Qs + AT_ROWS * Dh;
@@ -276,7 +301,7 @@ __global__ void __launch_bounds__(128) k_attn_bwd_q(act_t *dq, int accum, const 
       const float *qr = Qs + (warp * AT_RPW + t) * Dh, *gr = dOs + (warp * AT_RPW + t) * Dh;
       int j = t0 + lane;
       float ds = 0.0f;
-      if (lane < n && j >= kb[t] && j < ke[t]) {
+      if (lane < n && j >= kb[t] && j < ke[t] && at_allow(mask, pos_q, r0 + warp * AT_RPW + t, pos_k, j)) {
         float s = 0.0f, dp = 0.0f;
         for (int d = 0; d < Dh; d++) {
           s += qr[d] * Ks[lane * ld + d];
@@ -395,8 +420,12 @@ static tsr_status set_smem(kb_t *kb, const char *op, const void *fn, size_t byte
   return TSR_OK;
 }
 
+// No mask: the unmasked entries' launches.
+static const kernels_mask at_no_mask = {KERNELS_MASK_FULL, 0, 0, 0, 0, 0, 0, 0, 0};
+
 static tsr_status launch_fwd(kb_t *kb, const char *op, void *out, float *lse, const void *q,
                              const void *k, const void *v, const int32_t *cu_q, const int32_t *cu_k,
+                             const int32_t *pos_q, const int32_t *pos_k, kernels_mask mask,
                              int n_clips, int Lq, int Lk, int H, int Dh, float scale) {
   size_t smem = (2 * (size_t)AT_TILE * (Dh + 1) + (size_t)AT_ROWS * Dh) * sizeof(float);
   tsr_status st = set_smem(kb, op, (const void *)k_attn_fwd, smem);
@@ -404,7 +433,8 @@ static tsr_status launch_fwd(kb_t *kb, const char *op, void *out, float *lse, co
   dim3 grid((unsigned)((Lq + AT_ROWS - 1) / AT_ROWS), (unsigned)H);
   k_attn_fwd<<<grid, 32 * AT_WARPS, smem, kcu(kb)->stream>>>((act_t *)out, lse, (const act_t *)q,
                                                              (const act_t *)k, (const act_t *)v, cu_q,
-                                                             cu_k, n_clips, Lq, Lk, H, Dh, scale);
+                                                             cu_k, pos_q, pos_k, mask, n_clips, Lq, Lk,
+                                                             H, Dh, scale);
   KCU_LAUNCHED(op);
   return TSR_OK;
 }
@@ -437,7 +467,8 @@ extern "C" tsr_status kcu_attention_partial_forward(kb_t *kb, void *out, float *
                         Lk, H, Dh, scale);
   if (!st) count_path(kb, done);
   if (st || done) return st;
-  return launch_fwd(kb, op, out, lse, q, k, v, cu_q, cu_k, n_clips, Lq, Lk, H, Dh, scale);
+  return launch_fwd(kb, op, out, lse, q, k, v, cu_q, cu_k, NULL, NULL, at_no_mask, n_clips, Lq, Lk,
+                    H, Dh, scale);
 }
 
 extern "C" tsr_status kcu_attention_forward(kb_t *kb, void *out, float *lse, const void *q, const void *k,
@@ -457,7 +488,8 @@ extern "C" tsr_status kcu_attention_forward(kb_t *kb, void *out, float *lse, con
                         H, Dh, scale);
   if (!st) count_path(kb, done);
   if (st || done) return st;
-  return launch_fwd(kb, op, out, lse, q, k, v, cu, cu, n_clips, L, L, H, Dh, scale);
+  return launch_fwd(kb, op, out, lse, q, k, v, cu, cu, NULL, NULL, at_no_mask, n_clips, L, L, H, Dh,
+                    scale);
 }
 
 extern "C" tsr_status kcu_attention_merge(kb_t *kb, void *out_a, float *lse_a, const void *out_b,
@@ -503,7 +535,8 @@ extern "C" tsr_status kcu_attention_delta(kb_t *kb, float *delta, const void *do
 static tsr_status launch_bwd(kb_t *kb, const char *op, void *dq, void *dk, void *dv, int accum,
                              const void *dout, const void *q, const void *k, const void *v,
                              const float *lse, const float *delta, const int32_t *cu_q,
-                             const int32_t *cu_k, int n_clips, int Lq, int Lk, int H, int Dh,
+                             const int32_t *cu_k, const int32_t *pos_q, const int32_t *pos_k,
+                             kernels_mask mask, int n_clips, int Lq, int Lk, int H, int Dh,
                              float scale) {
   cudaStream_t s = kcu(kb)->stream;
   tsr_status st;
@@ -513,7 +546,7 @@ static tsr_status launch_bwd(kb_t *kb, const char *op, void *dq, void *dk, void 
     dim3 grid((unsigned)((Lk + AT_ROWS - 1) / AT_ROWS), (unsigned)H);
     k_attn_bwd_kv<<<grid, 32 * AT_WARPS, smem, s>>>(
         (act_t *)dk, (act_t *)dv, accum, (const act_t *)dout, (const act_t *)q, (const act_t *)k,
-        (const act_t *)v, lse, delta, cu_q, cu_k, n_clips, Lq, Lk, H, Dh, scale);
+        (const act_t *)v, lse, delta, cu_q, cu_k, pos_q, pos_k, mask, n_clips, Lq, Lk, H, Dh, scale);
     KCU_LAUNCHED(op);
   }
   if (dq && Lq > 0) {
@@ -522,7 +555,7 @@ static tsr_status launch_bwd(kb_t *kb, const char *op, void *dq, void *dk, void 
     dim3 grid((unsigned)((Lq + AT_ROWS - 1) / AT_ROWS), (unsigned)H);
     k_attn_bwd_q<<<grid, 32 * AT_WARPS, smem, s>>>(
         (act_t *)dq, accum, (const act_t *)dout, (const act_t *)q, (const act_t *)k, (const act_t *)v,
-        lse, delta, cu_q, cu_k, n_clips, Lq, Lk, H, Dh, scale);
+        lse, delta, cu_q, cu_k, pos_q, pos_k, mask, n_clips, Lq, Lk, H, Dh, scale);
     KCU_LAUNCHED(op);
   }
   return TSR_OK;
@@ -549,8 +582,8 @@ extern "C" tsr_status kcu_attention_partial_backward(kb_t *kb, void *dq, void *d
   KCU_NEED(op, v);
   KCU_NEED(op, lse);
   KCU_NEED(op, delta);
-  return launch_bwd(kb, op, dq, dk, dv, 1, dout, q, k, v, lse, delta, cu_q, cu_k, n_clips, Lq, Lk, H,
-                    Dh, scale);
+  return launch_bwd(kb, op, dq, dk, dv, 1, dout, q, k, v, lse, delta, cu_q, cu_k, NULL, NULL,
+                    at_no_mask, n_clips, Lq, Lk, H, Dh, scale);
 }
 
 extern "C" tsr_status kcu_attention_backward(kb_t *kb, void *dq, void *dk, void *dv, const void *dout,
@@ -580,5 +613,114 @@ extern "C" tsr_status kcu_attention_backward(kb_t *kb, void *dq, void *dk, void 
   if ((st = kcu_scratch(kb, op, rows * sizeof(float), &ws))) return st;
   float *delta = (float *)ws;
   if ((st = launch_delta(kb, op, delta, dout, out, rows, Dh))) return st;
-  return launch_bwd(kb, op, dq, dk, dv, 0, dout, q, k, v, lse, delta, cu, cu, n_clips, L, L, H, Dh, scale);
+  return launch_bwd(kb, op, dq, dk, dv, 0, dout, q, k, v, lse, delta, cu, cu, NULL, NULL, at_no_mask,
+                    n_clips, L, L, H, Dh, scale);
+}
+
+// ---- masked entries (kernels.h: the unmasked entries' results under FULL) ------------------
+
+// The mask's kind and sizes, and its positions given unless it is FULL (their values are
+// the model's RoPE positions, not checked on the device: a negative one would only give
+// another mask).
+static tsr_status check_mask(const char *op, const kernels_mask *m, const int32_t *pos_q, int Lq,
+                             const int32_t *pos_k, int Lk) {
+  if (m->kind < KERNELS_MASK_FULL || m->kind > KERNELS_MASK_WINDOW)
+    return err_set(TSR_EINVAL, "%s: unknown mask kind %d", op, m->kind);
+  if (m->kind == KERNELS_MASK_BLOCK_CAUSAL && (m->chunk < 1 || m->window < 0))
+    return err_set(TSR_EINVAL, "%s: block-causal mask with chunk %d (>= 1) and window %d (>= 0)",
+                   op, m->chunk, m->window);
+  if (m->kind == KERNELS_MASK_WINDOW &&
+      (m->tile_t < 1 || m->tile_h < 1 || m->tile_w < 1 || m->wt < 0 || m->wh < 0 || m->ww < 0))
+    return err_set(TSR_EINVAL, "%s: window mask with tiles %dx%dx%d (>= 1) and radii %d, %d, %d "
+                   "(>= 0)", op, m->tile_t, m->tile_h, m->tile_w, m->wt, m->wh, m->ww);
+  if (m->kind != KERNELS_MASK_FULL && ((Lq > 0 && !pos_q) || (Lk > 0 && !pos_k)))
+    return err_set(TSR_EINVAL, "%s: a mask needs the positions of the queries and keys", op);
+  return TSR_OK;
+}
+
+extern "C" tsr_status kcu_attention_masked_forward(kb_t *kb, void *out, float *lse, const void *q,
+                                                   const void *k, const void *v, const int32_t *cu_q,
+                                                   const int32_t *cu_k, const int32_t *pos_q,
+                                                   const int32_t *pos_k, kernels_mask mask,
+                                                   int n_clips, int max_q, int max_k, int Lq, int Lk,
+                                                   int H, int Dh, float scale) {
+  const char *op = "attention_masked_forward";
+  tsr_status st = check_mask(op, &mask, pos_q, Lq, pos_k, Lk);
+  if (st) return st;
+  if (mask.kind == KERNELS_MASK_FULL)
+    return kcu_attention_partial_forward(kb, out, lse, q, k, v, cu_q, cu_k, n_clips, max_q, max_k,
+                                         Lq, Lk, H, Dh, scale);
+  st = check_attn(kb, op, KCU_E_ATTN_F, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
+  if (st || Lq == 0 || H == 0) return st;
+  KCU_NEED(op, out);
+  KCU_NEED(op, lse);
+  KCU_NEED(op, q);
+  if (Lk > 0) {
+    KCU_NEED(op, k);
+    KCU_NEED(op, v);
+  }
+  count_path(kb, 0);
+  return launch_fwd(kb, op, out, lse, q, k, v, cu_q, cu_k, pos_q, pos_k, mask, n_clips, Lq, Lk, H,
+                    Dh, scale);
+}
+
+extern "C" tsr_status kcu_attention_masked_backward(kb_t *kb, void *dq, void *dk, void *dv,
+                                                    const void *dout, const void *q, const void *k,
+                                                    const void *v, const void *out, const float *lse,
+                                                    const int32_t *cu, const int32_t *pos,
+                                                    kernels_mask mask, int n_clips, int max_len,
+                                                    int L, int H, int Dh, float scale) {
+  const char *op = "attention_masked_backward";
+  tsr_status st = check_mask(op, &mask, pos, L, pos, L);
+  if (st) return st;
+  if (mask.kind == KERNELS_MASK_FULL)
+    return kcu_attention_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, cu, n_clips, max_len, L,
+                                  H, Dh, scale);
+  st = check_attn(kb, op, KCU_E_ATTN_B, cu, cu, n_clips, max_len, max_len, L, L, H, Dh, scale);
+  if (st || H == 0 || L == 0) return st;
+  if (!dq && !dk && !dv) return TSR_OK;
+  if ((dk && !dv) || (dv && !dk))
+    return err_set(TSR_EINVAL, "%s: dk and dv must both be given or both be NULL", op);
+  KCU_NEED(op, dout);
+  KCU_NEED(op, q);
+  KCU_NEED(op, k);
+  KCU_NEED(op, v);
+  KCU_NEED(op, out);
+  KCU_NEED(op, lse);
+  count_path(kb, 0);
+  size_t rows = (size_t)L * H;
+  void *ws;
+  if ((st = kcu_scratch(kb, op, rows * sizeof(float), &ws))) return st;
+  float *delta = (float *)ws;
+  if ((st = launch_delta(kb, op, delta, dout, out, rows, Dh))) return st;
+  return launch_bwd(kb, op, dq, dk, dv, 0, dout, q, k, v, lse, delta, cu, cu, pos, pos, mask,
+                    n_clips, L, L, H, Dh, scale);
+}
+
+extern "C" tsr_status kcu_attention_masked_partial_backward(
+    kb_t *kb, void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k,
+    const void *v, const float *lse, const float *delta, const int32_t *cu_q, const int32_t *cu_k,
+    const int32_t *pos_q, const int32_t *pos_k, kernels_mask mask, int n_clips, int max_q,
+    int max_k, int Lq, int Lk, int H, int Dh, float scale) {
+  const char *op = "attention_masked_partial_backward";
+  tsr_status st = check_mask(op, &mask, pos_q, Lq, pos_k, Lk);
+  if (st) return st;
+  if (mask.kind == KERNELS_MASK_FULL)
+    return kcu_attention_partial_backward(kb, dq, dk, dv, dout, q, k, v, lse, delta, cu_q, cu_k,
+                                          n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
+  st = check_attn(kb, op, KCU_E_ATTN_B, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
+  if (st || H == 0) return st;
+  if (!dq && !dk && !dv) return TSR_OK;
+  if ((dk && !dv) || (dv && !dk))
+    return err_set(TSR_EINVAL, "%s: dk and dv must both be given or both be NULL", op);
+  if (Lq == 0 && Lk == 0) return TSR_OK;
+  count_path(kb, 0);
+  KCU_NEED(op, dout);
+  KCU_NEED(op, q);
+  KCU_NEED(op, k);
+  KCU_NEED(op, v);
+  KCU_NEED(op, lse);
+  KCU_NEED(op, delta);
+  return launch_bwd(kb, op, dq, dk, dv, 1, dout, q, k, v, lse, delta, cu_q, cu_k, pos_q, pos_k, mask,
+                    n_clips, Lq, Lk, H, Dh, scale);
 }

@@ -209,6 +209,9 @@ static int init_once(void) {
     b->attention_merge = kcu_attention_merge;
     b->attention_delta = kcu_attention_delta;
     b->attention_partial_backward = kcu_attention_partial_backward;
+    b->attention_masked_forward = kcu_attention_masked_forward;
+    b->attention_masked_backward = kcu_attention_masked_backward;
+    b->attention_masked_partial_backward = kcu_attention_masked_partial_backward;
 
     // What no family sets is unsupported here: a clear error, never a NULL call.
     kernels_fill_unsupported(b);

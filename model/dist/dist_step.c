@@ -262,10 +262,12 @@ static tsr_status hook_forward(void *ctx, const kernels_backend *kb, const dit_b
                                void *out, float *lse, const void *q, const void *k,
                                const void *v, int H, int Dh, float scale) {
   dist_step *ds = ctx;
-  // a masked group runs the ring (activate refuses Ulysses and hybrid): every rank's
-  // positions gathered once a microbatch, before its first attention
+  // under a mask every rank's positions are gathered once a microbatch, before its first
+  // attention, by the group's ring or Ulysses (a hybrid's passes them to its inner ring)
   if (ds->mc->attn_mask != KERNELS_MASK_FULL && !ds->mask_set) {
-    tsr_status st = ring_attention_set_mask(ds->active, config_mask(ds->mc), b->pos);
+    tsr_status st = ds->active_uly
+                        ? ulysses_attention_set_mask(ds->active_uly, config_mask(ds->mc), b->pos)
+                        : ring_attention_set_mask(ds->active, config_mask(ds->mc), b->pos);
     if (st) return st;
     ds->mask_set = 1;
   }
@@ -391,11 +393,6 @@ static tsr_status activate(dist_step *ds, const plan_group *pg, comm_group *g, i
   const int k = pg->size, lv = log2i(k);
   tsr_status st = TSR_OK;
   ds->mask_set = 0;
-  if (k > 1 && ds->mc->attn_mask != KERNELS_MASK_FULL && pg->mode != COST_CP_RING)
-    return err_set(TSR_EINVAL, "model.attn_mask = %s: the plan gives a CP group of %d ranks %s "
-                   "attention, and masked CP attention runs on the ring only for now: set "
-                   "train.cp_mode = ring (or model.attn_mask = full)",
-                   config_mask_name(ds->mc->attn_mask), k, cost_cp_mode_name(pg->mode));
   if (!ds->ring[lv]) {
     if ((st = ring_attention_create(&ds->ring[lv], ds->kb, ds->cb, g))) return st;
     ring_attention_use_workspace(ds->ring[lv], ds->ws, CP_WS_GROUP);

@@ -236,7 +236,8 @@ tsr_status placed_attention_set_clips(placed_attention *pa, int n_clips, const p
     if (pl[c]->k != pa->k)
       st = err_set(TSR_EINVAL, "placed attention: clip %d is placed over %d ranks, the group has "
                    "%d", c, pl[c]->k, pa->k);
-  if (!kb->attention_masked_forward || !kb->attention_masked_partial_backward)
+  if (!kernels_has(kb, attention_masked_forward) ||
+      !kernels_has(kb, attention_masked_partial_backward))
     st = err_set(TSR_EINVAL, "placed attention: backend %s has no masked attention entries "
                  "(attention_masked_forward, attention_masked_partial_backward)", kb->name);
   if (st) return st;

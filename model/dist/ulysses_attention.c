@@ -32,6 +32,11 @@ struct ulysses_attention {
   float *lseh;                // (Lt, h_p) [f32]
   void *send[2], *recv[2];    // staging of the all-to-alls, by slot (S_OUT: pipelined only)
   comm_request *req[2];       // the all-to-all in flight from each slot
+  kernels_mask mask;          // ulysses_attention_set_mask's (FULL: none)
+  int32_t *posh;              // (Lt, 3) backend: every token's position in the head layout
+  int32_t *pos_all;           // (k, most, 3) backend: each member's positions, most apart
+  int32_t *pos_send;          // (most, 3) backend: this rank's, padded for the allgather
+  int64_t posh_cap, pos_cap;  // tokens posh holds; most that pos_all and pos_send hold
 };
 
 // The tensors one all-to-all moves: n of them, a head of tensor t being w[t] bytes, from src
@@ -74,6 +79,8 @@ void ulysses_attention_free(ulysses_attention **pua) {
   if (!ua) return;
   cp_workspace_free(&ua->own_ws);
   ua->kb->free(ua->kb, ua->cu);
+  ua->kb->free(ua->kb, ua->posh), ua->kb->free(ua->kb, ua->pos_all);
+  ua->kb->free(ua->kb, ua->pos_send);
   free(ua->clip_tokens), free(ua->clip_off), free(ua->lq);
   free(ua->sb), free(ua->sd), free(ua->rb), free(ua->rd);
   free(ua);
@@ -132,6 +139,7 @@ tsr_status ulysses_attention_set_clips(ulysses_attention *ua, int n_clips,
   if (!host) return err_set(TSR_ENOMEM, "Ulysses attention: out of memory");
   memset(ua->lq, 0, (size_t)ua->k * sizeof *ua->lq);
   ua->n_clips = n_clips, ua->Lt = 0, ua->longest = 0;
+  ua->mask = (kernels_mask){.kind = KERNELS_MASK_FULL};
   host[0] = 0;
   for (int c = 0; c < n_clips && !st; c++) {
     if (clip_tokens[c] < 0) {
@@ -153,6 +161,62 @@ tsr_status ulysses_attention_set_clips(ulysses_attention *ua, int n_clips,
   }
   if (!st) st = ua->kb->to_device(ua->kb, ua->cu, host, (size_t)(n_clips + 1) * sizeof *host);
   free(host);
+  return st;
+}
+
+// The position buffers for the microbatch: posh (Lt tokens), pos_all and pos_send (most
+// tokens a member holds); at least one token each.
+static tsr_status grow_positions(ulysses_attention *ua, int64_t most) {
+  const kernels_backend *kb = ua->kb;
+  const size_t tok = 3 * sizeof(int32_t);
+  int64_t lt = ua->Lt > 0 ? ua->Lt : 1;
+  most = most > 0 ? most : 1;
+  tsr_status st = TSR_OK;
+  if (lt > ua->posh_cap) {
+    kb->free(kb, ua->posh);
+    ua->posh = NULL, ua->posh_cap = 0;
+    if ((st = kb->alloc(kb, (void **)&ua->posh, (size_t)lt * tok))) return st;
+    ua->posh_cap = lt;
+  }
+  if (most > ua->pos_cap) {
+    kb->free(kb, ua->pos_all), kb->free(kb, ua->pos_send);
+    ua->pos_all = ua->pos_send = NULL, ua->pos_cap = 0;
+    if ((st = kb->alloc(kb, (void **)&ua->pos_all, (size_t)ua->k * (size_t)most * tok)) ||
+        (st = kb->alloc(kb, (void **)&ua->pos_send, (size_t)most * tok)))
+      return st;
+    ua->pos_cap = most;
+  }
+  return st;
+}
+
+tsr_status ulysses_attention_set_mask(ulysses_attention *ua, kernels_mask mask,
+                                      const int32_t *pos) {
+  const kernels_backend *kb = ua->kb;
+  ua->mask = mask;
+  if (mask.kind == KERNELS_MASK_FULL) return TSR_OK;  // the inner ring's set_clips reset it
+  if (!kernels_has(kb, attention_masked_forward) || !kernels_has(kb, attention_masked_backward))
+    return err_set(TSR_EINVAL, "Ulysses attention: backend %s has no masked attention entries "
+                   "(attention_masked_forward, attention_masked_backward)", kb->name);
+  int64_t most = 0;
+  for (int j = 0; j < ua->k; j++) most = ua->lq[j] > most ? ua->lq[j] : most;
+  tsr_status st = grow_positions(ua, most);
+  if (st) return st;
+  const size_t tok = 3 * sizeof(int32_t), mine = (size_t)ua->lq[ua->p] * tok;
+  if (mine && (st = kb->copy(kb, ua->pos_send, pos, mine))) return st;
+  if (ua->k == 1) st = kb->copy(kb, ua->pos_all, ua->pos_send, (size_t)most * tok);
+  else st = ua->cb->allgather(ua->cb, ua->g, ua->pos_send, ua->pos_all, (int64_t)((size_t)most * tok));
+  // member j's chunk of every clip, packed in clip order, to its place in the whole clip
+  for (int j = 0; j < ua->k && !st; j++) {
+    const char *from = (const char *)ua->pos_all + (size_t)j * (size_t)most * tok;
+    for (int cl = 0; cl < ua->n_clips && !st; cl++) {
+      int64_t first, len;
+      ring_chunk(ua->clip_tokens[cl], ua->k, j, &first, &len);
+      if (len) st = kb->copy(kb, (char *)ua->posh + (size_t)(ua->clip_off[cl] + first) * tok, from,
+                             (size_t)len * tok);
+      from += (size_t)len * tok;
+    }
+  }
+  if (!st && ua->inner) st = ring_attention_set_mask(ua->inner, mask, ua->posh);
   return st;
 }
 
@@ -320,6 +384,31 @@ static int bound(const ulysses_attention *ua) {
   return kernels_attention_max_len(ua->longest, ua->Lt);
 }
 
+// The backend's attention over whole clips in the head layout, masked when a mask is set:
+// q, k, v, out (Lt, H, Dh) [act], lse (Lt, H) [f32] (H: the heads in hand).
+static tsr_status local_forward(const ulysses_attention *ua, void *out, float *lse, const void *q,
+                                const void *k, const void *v, int H, int Dh, float scale) {
+  const kernels_backend *kb = ua->kb;
+  const int L = (int)ua->Lt, mx = bound(ua);
+  if (ua->mask.kind == KERNELS_MASK_FULL)
+    return kb->attention_forward(kb, out, lse, q, k, v, ua->cu, ua->n_clips, mx, L, H, Dh, scale);
+  return kb->attention_masked_forward(kb, out, lse, q, k, v, ua->cu, ua->cu, ua->posh, ua->posh,
+                                      ua->mask, ua->n_clips, mx, mx, L, L, H, Dh, scale);
+}
+
+// Its backward: dq, dk, dv (Lt, H, Dh) [act] overwritten.
+static tsr_status local_backward(const ulysses_attention *ua, void *dq, void *dk, void *dv,
+                                 const void *dout, const void *q, const void *k, const void *v,
+                                 const void *out, const float *lse, int H, int Dh, float scale) {
+  const kernels_backend *kb = ua->kb;
+  const int L = (int)ua->Lt, mx = bound(ua);
+  if (ua->mask.kind == KERNELS_MASK_FULL)
+    return kb->attention_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, ua->cu, ua->n_clips,
+                                  mx, L, H, Dh, scale);
+  return kb->attention_masked_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, ua->cu, ua->posh,
+                                       ua->mask, ua->n_clips, mx, L, H, Dh, scale);
+}
+
 // The attention of head chunk c (this rank's heads of it; none: nothing to do) in the head
 // layout, forward (dq NULL) or backward, on the backend or the inner ring.
 static tsr_status attend(ulysses_attention *ua, int c, int H, int Dh, float scale, int backward) {
@@ -335,14 +424,12 @@ static tsr_status attend(ulysses_attention *ua, int c, int H, int Dh, float scal
     return ring_attention_forward(ua->inner, t[U_OUT], lse, t[U_Q], t[U_K], t[U_V], (int)hn, Dh,
                                   scale);
   if (!backward)
-    return kb->attention_forward(kb, t[U_OUT], lse, t[U_Q], t[U_K], t[U_V], ua->cu, ua->n_clips,
-                                 bound(ua), (int)ua->Lt, (int)hn, Dh, scale);
+    return local_forward(ua, t[U_OUT], lse, t[U_Q], t[U_K], t[U_V], (int)hn, Dh, scale);
   if (ua->inner)
     return ring_attention_backward(ua->inner, t[U_DQ], t[U_DK], t[U_DV], t[U_DOUT], t[U_Q],
                                    t[U_K], t[U_V], t[U_OUT], lse, (int)hn, Dh, scale);
-  return kb->attention_backward(kb, t[U_DQ], t[U_DK], t[U_DV], t[U_DOUT], t[U_Q], t[U_K],
-                                t[U_V], t[U_OUT], lse, ua->cu, ua->n_clips, bound(ua),
-                                (int)ua->Lt, (int)hn, Dh, scale);
+  return local_backward(ua, t[U_DQ], t[U_DK], t[U_DV], t[U_DOUT], t[U_Q], t[U_K], t[U_V],
+                        t[U_OUT], lse, (int)hn, Dh, scale);
 }
 
 // One attention call: the tensors of `in` to the head layout, attend, the tensors of `out`
@@ -385,9 +472,7 @@ static tsr_status run(ulysses_attention *ua, const xfer *in, const xfer *out, in
 tsr_status ulysses_attention_forward(ulysses_attention *ua, void *out, float *lse, const void *q,
                                      const void *k, const void *v, int H, int Dh, float scale) {
   const kernels_backend *kb = ua->kb;
-  if (ua->k == 1)
-    return kb->attention_forward(kb, out, lse, q, k, v, ua->cu, ua->n_clips, bound(ua),
-                                 (int)ua->Lt, H, Dh, scale);
+  if (ua->k == 1) return local_forward(ua, out, lse, q, k, v, H, Dh, scale);
   ua->nc = chunks_of(ua->chunks, H, ua->k);
   tsr_status st = ensure_buffers(ua, H, Dh);  // the head-layout pointers the transfers name
   if (st) return st;
@@ -403,8 +488,7 @@ tsr_status ulysses_attention_backward(ulysses_attention *ua, void *dq, void *dk,
                                       int Dh, float scale) {
   const kernels_backend *kb = ua->kb;
   if (ua->k == 1)
-    return kb->attention_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, ua->cu, ua->n_clips,
-                                  bound(ua), (int)ua->Lt, H, Dh, scale);
+    return local_backward(ua, dq, dk, dv, dout, q, k, v, out, lse, H, Dh, scale);
   ua->nc = chunks_of(ua->chunks, H, ua->k);
   tsr_status st = ensure_buffers(ua, H, Dh);  // the head-layout pointers the transfers name
   if (st) return st;

@@ -7,7 +7,8 @@
 // clip (clips whole, in clip order: (Lt, h_p, Dh) with Lt the microbatch's tokens) for its
 // h_p heads, heads ring_chunk(H, k, p) (the first H % k ranks one head more; with k > H
 // some ranks hold none and only pass data on). Attention then runs locally with the
-// backend's full varlen entry, and an all-to-all turns the output and log-sum-exp back.
+// backend's full varlen entry (its masked entries under a mask, with every token's position:
+// ulysses_attention_set_mask), and an all-to-all turns the output and log-sum-exp back.
 // The result is the single-rank attention's, head by head: on the CPU bitwise.
 //
 // Backward: q, k, v, out, dout and lse go to the head layout again (the block keeps the
@@ -72,6 +73,17 @@ void ulysses_attention_free(ulysses_attention **ua);
 // ring's own clips set to the whole lengths by the caller).
 tsr_status ulysses_attention_set_clips(ulysses_attention *ua, int n_clips,
                                        const int64_t *clip_tokens);
+
+// The microbatch's attention mask (kernels.h kernels_mask; model.attn_mask), after
+// set_clips and before forward: pos (Lq, 3) int32 (backend memory) are this rank's tokens'
+// grid positions (the RoPE positions). Collective over the group: one allgather of k * 3 *
+// the most tokens a member holds, put in the head layout, so that each rank's local
+// attention over whole clips runs the backend's masked entries with every token's position
+// (a hybrid group's inner ring is given its super-chunks' positions: ring_attention_set_mask,
+// collective over the stride group). FULL (the state after set_clips): no mask, pos unused.
+// Needs the backend's masked entries (the inner ring's too).
+tsr_status ulysses_attention_set_mask(ulysses_attention *ua, kernels_mask mask,
+                                      const int32_t *pos);
 
 // Forward over this rank's chunks: q, k, v, out: (Lq, H, Dh) [act], lse: (Lq, H) [f32].
 // out, lse overwritten. Collective over the group.

@@ -515,11 +515,9 @@ static tsr_status setup_sched(trainer *tr, const train_options *o, int ranks) {
   if (tr->mc.text_dim > 0) tr->sched.cost.text_tokens = data_caption_mean_tokens(tr->data);
   // ring or Ulysses per CP group (train.cp_mode), Ulysses splitting the model's heads
   tr->sched.cost.cp_modes = config_cost_modes(tr->tc.cp_mode);
-  // masked CP attention is the ring's alone (model/dist/ring_attention.h set_mask); a clip's
-  // attention is priced as its mask's area over frames of the longest clip's grid (the
-  // clips that dominate the attention work)
+  // under a mask a clip's attention is priced as its mask's area over frames of the longest
+  // clip's grid (the clips that dominate the attention work), in every CP mode
   if (tr->mc.attn_mask != KERNELS_MASK_FULL) {
-    if (tr->tc.cp_mode == TRAIN_CP_AUTO) tr->sched.cost.cp_modes = COST_MODES_RING;
     const data_clip *longest = NULL;
     for (int64_t i = 0; i < data_num_clips(tr->data); i++) {
       const data_clip *c = data_clip_at(tr->data, i);

@@ -30,6 +30,9 @@
 //                                           groups alternate within the plan; "hybrid":
 //                                           Ulysses over pairs of ranks, ring across them
 //                                           (the 4-rank group; a pair alone is Ulysses)
+//   ... run KIND OUT causal|window          the model under a block-causal or window mask
+//                                           (model.attn_mask; compared with the same mask's
+//                                           single run) in any CP mode
 //   ... run KIND OUT wan, compare A B TOL wan   the same for model.family = wan (no labels,
 //                                           no null token: a clip without a caption attends
 //                                           to none; ffn_dim 40)
@@ -71,6 +74,8 @@ static int zero;       // ZeRO stage 2 (argument "zero2"): the gradient reduce-s
 static int cp_modes;   // 0: every group in ring mode; "ulysses": every group of more than
                        // one rank in Ulysses mode; "modes": groups alternate ring, Ulysses;
                        // "hybrid": every group hybrid over blocks of 2 ranks
+static int mask;       // model.attn_mask: 0 full; "causal": block_causal by 1 frame, one chunk
+                       // back; "window": tiles of 1 token, radii 1 frame, 0 rows, 1 column
 
 static void setup_config(dit_config *mc, train_config *tc) {
   config_defaults(mc, tc);
@@ -85,6 +90,8 @@ static void setup_config(dit_config *mc, train_config *tc) {
   mc->num_classes = 3;
   tc->class_dropout = 0.3f;
   if (with_wan) mc->family = DIT_FAMILY_WAN, mc->ffn_dim = 40, mc->num_classes = 0;
+  if (mask == 1) mc->attn_mask = KERNELS_MASK_BLOCK_CAUSAL, mc->mask_chunk = 1, mc->mask_window = 1;
+  if (mask == 2) mc->attn_mask = KERNELS_MASK_WINDOW, mc->mask_wt = 1, mc->mask_wh = 0, mc->mask_ww = 1;
   tc->t_shift_tokens = 8;
   tc->seed = 11;
 }
@@ -290,17 +297,20 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "ulysses")) cp_modes = 1;
     else if (!strcmp(argv[i], "modes")) cp_modes = 2;
     else if (!strcmp(argv[i], "hybrid")) cp_modes = 3;
+    else if (!strcmp(argv[i], "causal")) mask = 1;
+    else if (!strcmp(argv[i], "window")) mask = 2;
     else if (!strcmp(argv[i], "zero2")) zero = 2;
     else if (!strcmp(argv[i], "zero3")) zero = 3;
     else if (strcmp(argv[i], "fp32")) tol = atof(argv[i]);
   }
-  if (argc >= 4 && argc <= 8 && !strcmp(argv[1], "run"))
+  if (argc >= 4 && argc <= 9 && !strcmp(argv[1], "run"))
     rc = run(argv[2], argv[3], bf16 ? kernels_cpu_bf16() : kernels_cpu());
   else if (argc >= 4 && argc <= 6 && !strcmp(argv[1], "compare"))
     rc = compare(argv[2], argv[3], tol);
   else
     fprintf(stderr, "usage: %s run single|static2|mixed4|idle4|mixed8 OUT [fp32|bf16] [text|wan] "
-            "[ulysses|modes|hybrid] [zero2|zero3] | compare A B [TOL] [text|wan]\n", argv[0]);
+            "[ulysses|modes|hybrid] [causal|window] [zero2|zero3] | compare A B [TOL] [text|wan]\n",
+            argv[0]);
   comm_finalize();
   return rc;
 }

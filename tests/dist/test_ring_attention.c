@@ -12,8 +12,8 @@
 // case has 7 heads, so that a rank holds several: 4 and 3 at 2 ranks, 2, 2, 2 and 1 at 4).
 // Hybrid (at 4 ranks: Ulysses over pairs, ring across the two pairs, its own chunking) is
 // held to the ring's tolerances, and pipelined must equal its blocking run bitwise. Masked
-// ring attention (block-causal and window masks) against the masked entries over the whole
-// microbatch, at the ring's tolerances.
+// ring, Ulysses and hybrid attention (block-causal and window masks) against the masked
+// entries over the whole microbatch: Ulysses bitwise, the others at the ring's tolerances.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,12 +199,33 @@ static void one_case(const kernels_backend *kb, comm_group *g, int ncase) {
   free(lq), free(lk), free(lv), free(ldo), free(lout), free(llse), free(ldq), free(ldk), free(ldv);
 }
 
-// Masked ring attention (ring_attention_set_mask): every (query chunk, key block) pair under
-// a block-causal (one chunk of frames back) or window mask, against the backend's masked
-// entries over the whole microbatch; clips in frames of 2 x 3 tokens, raster order. The
-// ring's tolerances.
+// This rank's masked results (out, lse, dq, dk, dv of its chunks in blocks of u) against the
+// whole microbatch's (full[5]): the ring's tolerances, or bitwise (exact).
+static void masked_check(const char *what, int ncase, const kernels_mask *m, int k, int u,
+                         int p, float *const local[5], float *const full[5], const int64_t *lens,
+                         int n, const int32_t *cu, int H, size_t E, int exact) {
+  const int L = cu[n];
+  double e[5];
+  for (int i = 0; i < 5; i++) {
+    size_t w = i == 1 ? (size_t)H : E;
+    e[i] = chunk_err(local[i], full[i], lens, n, cu, k, u, p, w) /
+           fmax(max_abs(full[i], (size_t)L * w), 1e-30);
+  }
+  int ok = exact ? e[0] == 0 && e[1] == 0 && e[2] == 0 && e[3] == 0 && e[4] == 0
+                 : e[0] <= 1e-5 && e[1] <= 1e-5 && e[2] <= 1e-4 && e[3] <= 1e-4 && e[4] <= 1e-4;
+  CHECK(ok, "masked %s case %d (mask %d) k=%d H=%d rank %d (%d clips, L=%d): out %.2e lse %.2e "
+        "dq %.2e dk %.2e dv %.2e%s", what, ncase, m->kind, k, H, p, n, L, e[0], e[1], e[2], e[3],
+        e[4], exact ? " (must be bitwise)" : "");
+}
+
+// Masked ring, Ulysses and (at 4 ranks) hybrid attention (their set_mask): every pair of the
+// ring, and the whole clips of Ulysses' head layout, under a block-causal (one chunk of
+// frames back) or window mask, against the backend's masked entries over the whole
+// microbatch; clips in frames of 2 x 3 tokens, raster order; 2 or 3 heads (Ulysses splits 3
+// unevenly, and at 4 ranks some ranks hold none). Ring and hybrid at the ring's tolerances;
+// Ulysses runs the masked entry on whole clips for its heads: bitwise, blocking and pipelined.
 static void masked_case(const kernels_backend *kb, comm_group *g, int ncase) {
-  const int k = comm_group_size(g), p = comm_group_rank(g), Dh = 8, H = 2;
+  const int k = comm_group_size(g), p = comm_group_rank(g), Dh = 8, H = 2 + ncase % 3 / 2;
   const size_t E = (size_t)H * Dh;
   const kernels_mask masks[2] = {
       {.kind = KERNELS_MASK_BLOCK_CAUSAL, .chunk = 1, .window = 1},
@@ -225,48 +246,68 @@ static void masked_case(const kernels_backend *kb, comm_group *g, int ncase) {
   float *q = malloc(nf * 4), *kk = malloc(nf * 4), *v = malloc(nf * 4), *dout = malloc(nf * 4);
   float *out = malloc(nf * 4), *lse = malloc((size_t)L * H * 4), *dq = malloc(nf * 4),
         *dk = malloc(nf * 4), *dv = malloc(nf * 4);
-  int32_t *pos = malloc((size_t)L * 3 * 4), *lpos = malloc((size_t)L * 3 * 4 + 4);
+  float *pos = malloc((size_t)L * 3 * 4);  // int32 positions, gathered as floats' bits
+  int32_t *ipos = (int32_t *)pos;
   for (size_t i = 0; i < nf; i++) {
     q[i] = (float)(2 * urand() - 1), kk[i] = (float)(2 * urand() - 1);
     v[i] = (float)(2 * urand() - 1), dout[i] = (float)(2 * urand() - 1);
   }
-  int64_t nl = 0;  // this rank's tokens: its chunk of every clip, in clip order
-  for (int c = 0; c < n; c++) {
+  for (int c = 0; c < n; c++)
     for (int i = 0; i < lens[c]; i++) {
-      int32_t *ps = pos + 3 * (cu[c] + i);
+      int32_t *ps = ipos + 3 * (cu[c] + i);
       ps[0] = i / 6, ps[1] = i / 3 % 2, ps[2] = i % 3;
     }
-    int64_t first, len;
-    ring_chunk(lens[c], k, p, &first, &len);
-    memcpy(lpos + 3 * nl, pos + 3 * (cu[c] + first), (size_t)len * 3 * 4);
-    nl += len;
-  }
   const float scale = 1.0f / sqrtf((float)Dh);
-  CHECK_OK(kb->attention_masked_forward(kb, out, lse, q, kk, v, cu, cu, pos, pos, m, n, longest,
+  CHECK_OK(kb->attention_masked_forward(kb, out, lse, q, kk, v, cu, cu, ipos, ipos, m, n, longest,
                                         longest, L, L, H, Dh, scale));
-  CHECK_OK(kb->attention_masked_backward(kb, dq, dk, dv, dout, q, kk, v, out, lse, cu, pos, m, n,
+  CHECK_OK(kb->attention_masked_backward(kb, dq, dk, dv, dout, q, kk, v, out, lse, cu, ipos, m, n,
                                          longest, L, H, Dh, scale));
-  size_t lf = (size_t)gather(NULL, q, lens, n, cu, k, 1, p, E) * E + 1;
+  float *const full[5] = {out, lse, dq, dk, dv};
+  int64_t rows = gather(NULL, q, lens, n, cu, k, 1, p, E);  // the most of ring's and hybrid's
+  if (k >= 4) rows = fmax(rows, gather(NULL, q, lens, n, cu, k, 2, p, E));
+  size_t lf = (size_t)rows * E + 1;
   float *lq = malloc(lf * 4), *lk = malloc(lf * 4), *lv = malloc(lf * 4), *ldo = malloc(lf * 4);
-  float *lout = malloc(lf * 4), *llse = malloc(lf * 4), *ldq = malloc(lf * 4),
-        *ldk = malloc(lf * 4), *ldv = malloc(lf * 4);
-  gather(lq, q, lens, n, cu, k, 1, p, E), gather(lk, kk, lens, n, cu, k, 1, p, E);
-  gather(lv, v, lens, n, cu, k, 1, p, E), gather(ldo, dout, lens, n, cu, k, 1, p, E);
-  ring_attention *ra = NULL;
-  CHECK_OK(ring_attention_create(&ra, kb, comm_mpi(), g));
-  CHECK_OK(ring_attention_set_clips(ra, n, lens));
-  CHECK_OK(ring_attention_set_mask(ra, m, lpos));
-  CHECK_OK(ring_attention_forward(ra, lout, llse, lq, lk, lv, H, Dh, scale));
-  CHECK_OK(ring_attention_backward(ra, ldq, ldk, ldv, ldo, lq, lk, lv, lout, llse, H, Dh, scale));
-  ring_attention_free(&ra);
-  double eo = chunk_err(lout, out, lens, n, cu, k, 1, p, E) / fmax(max_abs(out, nf), 1e-30);
-  double el = chunk_err(llse, lse, lens, n, cu, k, 1, p, H) / fmax(max_abs(lse, (size_t)L * H), 1e-30);
-  double eq = chunk_err(ldq, dq, lens, n, cu, k, 1, p, E) / fmax(max_abs(dq, nf), 1e-30);
-  double ek = chunk_err(ldk, dk, lens, n, cu, k, 1, p, E) / fmax(max_abs(dk, nf), 1e-30);
-  double ev = chunk_err(ldv, dv, lens, n, cu, k, 1, p, E) / fmax(max_abs(dv, nf), 1e-30);
-  CHECK(eo <= 1e-5 && el <= 1e-5 && eq <= 1e-4 && ek <= 1e-4 && ev <= 1e-4,
-        "masked case %d (mask %d) k=%d rank %d (%d clips, L=%d): out %.2e lse %.2e dq %.2e dk "
-        "%.2e dv %.2e", ncase, m.kind, k, p, n, L, eo, el, eq, ek, ev);
+  float *lpos = malloc(lf * 4), *lout = malloc(lf * 4), *llse = malloc(lf * 4),
+        *ldq = malloc(lf * 4), *ldk = malloc(lf * 4), *ldv = malloc(lf * 4);
+  float *const local[5] = {lout, llse, ldq, ldk, ldv};
+  for (int u = 1; u <= 2; u++) {  // this rank's chunks: the ring's and Ulysses', hybrid's
+    if (u == 2 && k < 4) break;
+    gather(lq, q, lens, n, cu, k, u, p, E), gather(lk, kk, lens, n, cu, k, u, p, E);
+    gather(lv, v, lens, n, cu, k, u, p, E), gather(ldo, dout, lens, n, cu, k, u, p, E);
+    gather(lpos, pos, lens, n, cu, k, u, p, 3);
+    const int32_t *lp = (const int32_t *)lpos;
+    if (u == 1) {
+      ring_attention *ra = NULL;
+      CHECK_OK(ring_attention_create(&ra, kb, comm_mpi(), g));
+      CHECK_OK(ring_attention_set_clips(ra, n, lens));
+      CHECK_OK(ring_attention_set_mask(ra, m, lp));
+      CHECK_OK(ring_attention_forward(ra, lout, llse, lq, lk, lv, H, Dh, scale));
+      CHECK_OK(ring_attention_backward(ra, ldq, ldk, ldv, ldo, lq, lk, lv, lout, llse, H, Dh, scale));
+      ring_attention_free(&ra);
+      masked_check("ring", ncase, &m, k, 1, p, local, full, lens, n, cu, H, E, 0);
+    }
+    ring_attention *inner = NULL;
+    int64_t sup[8], f;
+    if (u == 2) {  // hybrid: Ulysses over pairs holding super-chunks, the ring across them
+      for (int c = 0; c < n; c++) ring_chunk(lens[c], k / 2, p / 2, &f, &sup[c]);
+      CHECK_OK(ring_attention_create(&inner, kb, comm_mpi(), comm_stride_group(k)));
+      CHECK_OK(ring_attention_set_clips(inner, n, lens));
+    }
+    ulysses_attention *ua = NULL;
+    CHECK_OK(ulysses_attention_create(&ua, kb, comm_mpi(), u == 2 ? comm_group_get(2) : g, inner));
+    CHECK_OK(ulysses_attention_set_clips(ua, n, u == 2 ? sup : lens));
+    CHECK_OK(ulysses_attention_set_mask(ua, m, lp));
+    for (int chunks = 1; chunks <= 2; chunks++) {
+      ulysses_attention_set_chunks(ua, chunks);
+      CHECK_OK(ulysses_attention_forward(ua, lout, llse, lq, lk, lv, H, Dh, scale));
+      CHECK_OK(ulysses_attention_backward(ua, ldq, ldk, ldv, ldo, lq, lk, lv, lout, llse, H, Dh,
+                                          scale));
+      masked_check(u == 2 ? "hybrid" : chunks > 1 ? "Ulysses (pipelined)" : "Ulysses", ncase, &m,
+                   k, u, p, local, full, lens, n, cu, H, E, u == 1);
+    }
+    ulysses_attention_free(&ua);
+    ring_attention_free(&inner);
+  }
   free(q), free(kk), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv);
   free(lq), free(lk), free(lv), free(ldo), free(lout), free(llse), free(ldq), free(ldk), free(ldv);
   free(pos), free(lpos);

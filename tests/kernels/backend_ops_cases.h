@@ -404,6 +404,74 @@ static void test_attention_masked(void) {
     }
 }
 
+// The masked partial entries on (query chunk, key block) pairs as ring attention makes
+// them: per clip, the queries of one half against the keys of the other (or the same) half,
+// each side with its own true positions (pos_q != pos_k, cu_q != cu_k), under both masks;
+// under block-causal the first half's queries against the second half's keys have none
+// (out = 0, lse = -inf).
+static const char test_attention_masked_pairs_entries[] = ",attention_masked_forward,"
+    "attention_masked_partial_backward,";
+static void test_attention_masked_pairs(void) {
+  if (!kernels_has(KB, attention_masked_forward)) return;  // declined by the group above
+  const kernels_mask masks[] = {
+      {.kind = KERNELS_MASK_BLOCK_CAUSAL, .chunk = 2, .window = 1},
+      {.kind = KERNELS_MASK_WINDOW, .wt = 1, .wh = 0, .ww = 1, .tile_t = 1, .tile_h = 1, .tile_w = 2},
+  };
+  const int H = 2, Dh = 16;
+  const float sc = 1.0f / sqrtf((float)Dh);
+  for (int p = 0; p < N_PACK; p++)
+    for (int mi = 0; mi < 2; mi++)
+      for (int pair = 0; pair < 3; pair++) {  // (queries, keys): (2nd, 1st), (1st, 2nd), (2nd, 2nd)
+        const packing *pk = &packings[p];
+        const int C = pk->n_clips, qh = pair != 1, kh = pair != 0;
+        int32_t *cq = malloc(sizeof(int32_t) * (C + 1)), *ck = malloc(sizeof(int32_t) * (C + 1));
+        int32_t *pq = malloc(sizeof(int32_t) * 3 * (pk->L + 1)), *pkk = malloc(sizeof(int32_t) * 3 * (pk->L + 1));
+        cq[0] = ck[0] = 0;
+        for (int c = 0; c < C; c++) {
+          int len = pk->cu[c + 1] - pk->cu[c], half = len / 2;
+          int q0 = qh ? half : 0, q1 = qh ? len : half, k0 = kh ? half : 0, k1 = kh ? len : half;
+          cq[c + 1] = cq[c] + q1 - q0, ck[c + 1] = ck[c] + k1 - k0;
+          for (int i = q0; i < q1; i++) {  // frames of 2 x 3 tokens, raster order
+            int32_t *ps = pq + 3 * (cq[c] + i - q0);
+            ps[0] = i / 6, ps[1] = i / 3 % 2, ps[2] = i % 3;
+          }
+          for (int i = k0; i < k1; i++) {
+            int32_t *ps = pkk + 3 * (ck[c] + i - k0);
+            ps[0] = i / 6, ps[1] = i / 3 % 2, ps[2] = i % 3;
+          }
+        }
+        const int Lq = cq[C], Lk = ck[C], mq = longest_of(cq, C), mk = longest_of(ck, C);
+        const kernels_mask m = masks[mi];
+        size_t nq = (size_t)Lq * H * Dh, nk = (size_t)Lk * H * Dh;
+        int32_t *dcq = t_raw(cq, sizeof(int32_t) * (C + 1)), *dck = t_raw(ck, sizeof(int32_t) * (C + 1));
+        int32_t *dpq = t_raw(pq, sizeof(int32_t) * 3 * (Lq + 1));
+        int32_t *dpk = t_raw(pkk, sizeof(int32_t) * 3 * (Lk + 1));
+        tens q = t_act(nq, -2, 2), k = t_act(nk, -2, 2), v = t_act(nk, -1, 1);
+        tens out = t_act(nq, 0, 1), lse = t_f32((size_t)Lq * H, 0, 1), dout = t_act(nq, -1, 1);
+        tens dq = t_act(nq, 0, 1), dk = t_act(nk, 0, 1), dv = t_act(nk, 0, 1);
+        tens delta = t_f32((size_t)Lq * H, -1, 1);
+        REF->attention_masked_forward(REF, out.h, lse.h, q.h, k.h, v.h, cq, ck, pq, pkk, m, C, mq,
+                                      mk, Lq, Lk, H, Dh, sc);
+        CHECK_OK(KB->attention_masked_forward(KB, out.d, lse.d, q.d, k.d, v.d, dcq, dck, dpq, dpk,
+                                              m, C, mq, mk, Lq, Lk, H, Dh, sc));
+        check_out("attention_masked_forward@pairs", "out", &out);
+        check_out("attention_masked_forward@pairs", "lse", &lse);
+        REF->attention_masked_partial_backward(REF, dq.h, dk.h, dv.h, dout.h, q.h, k.h, v.h, lse.h,
+                                               delta.h, cq, ck, pq, pkk, m, C, mq, mk, Lq, Lk, H,
+                                               Dh, sc);
+        CHECK_OK(KB->attention_masked_partial_backward(KB, dq.d, dk.d, dv.d, dout.d, q.d, k.d, v.d,
+                                                       lse.d, delta.d, dcq, dck, dpq, dpk, m, C,
+                                                       mq, mk, Lq, Lk, H, Dh, sc));
+        check_out("attention_masked_partial_backward@pairs", "dq", &dq);
+        check_out("attention_masked_partial_backward@pairs", "dk", &dk);
+        check_out("attention_masked_partial_backward@pairs", "dv", &dv);
+        tens all[] = {q, k, v, out, lse, dout, dq, dk, dv, delta};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) t_free(&all[i]);
+        KB->free(KB, dcq), KB->free(KB, dck), KB->free(KB, dpq), KB->free(KB, dpk);
+        free(cq), free(ck), free(pq), free(pkk);
+      }
+}
+
 static const char test_attention_entries[] = ",attention_forward,attention_backward,"
     "attention_partial_forward,attention_merge,attention_delta,attention_partial_backward,";
 static void test_attention(void) {

@@ -109,6 +109,8 @@ static const group GROUPS[] = {
     {"rope_act_cond", test_rope_act_cond, test_rope_act_cond_entries, 0, 0},
     {"attention", test_attention, test_attention_entries, 0, 0},
     {"attention_masked", test_attention_masked, test_attention_masked_entries, 0, 1},
+    {"attention_masked_pairs", test_attention_masked_pairs, test_attention_masked_pairs_entries, 0,
+     1},
     {"objective_loss_optim", test_objective_loss_optim, test_objective_loss_optim_entries, 0, 0},
     {"fused", test_fused, test_fused_entries, 0, 0},
 };

@@ -65,7 +65,7 @@ static void test_causal(void) {
     mt_batch_free(&mb);
     dit_free(&m);
   }
-  // a backend without the masked entries (as CUDA for now) is refused naming it and the entry
+  // a backend without the masked entries (they are optional) is refused naming it and the entry
   kernels_backend none = *kb;
   none.name = "nomask", none.attention_masked_forward = NULL;
   dit_config c = config_of(V_WINDOW);
