@@ -454,17 +454,17 @@ static void test_attention_masked_pairs(void) {
                                       mk, Lq, Lk, H, Dh, sc);
         CHECK_OK(KB->attention_masked_forward(KB, out.d, lse.d, q.d, k.d, v.d, dcq, dck, dpq, dpk,
                                               m, C, mq, mk, Lq, Lk, H, Dh, sc));
-        check_out("attention_masked_forward@pairs", "out", &out);
-        check_out("attention_masked_forward@pairs", "lse", &lse);
+        check_out("attention_masked_forward", "out (pairs)", &out);
+        check_out("attention_masked_forward", "lse (pairs)", &lse);
         REF->attention_masked_partial_backward(REF, dq.h, dk.h, dv.h, dout.h, q.h, k.h, v.h, lse.h,
                                                delta.h, cq, ck, pq, pkk, m, C, mq, mk, Lq, Lk, H,
                                                Dh, sc);
         CHECK_OK(KB->attention_masked_partial_backward(KB, dq.d, dk.d, dv.d, dout.d, q.d, k.d, v.d,
                                                        lse.d, delta.d, dcq, dck, dpq, dpk, m, C,
                                                        mq, mk, Lq, Lk, H, Dh, sc));
-        check_out("attention_masked_partial_backward@pairs", "dq", &dq);
-        check_out("attention_masked_partial_backward@pairs", "dk", &dk);
-        check_out("attention_masked_partial_backward@pairs", "dv", &dv);
+        check_out("attention_masked_partial_backward", "dq (pairs)", &dq);
+        check_out("attention_masked_partial_backward", "dk (pairs)", &dk);
+        check_out("attention_masked_partial_backward", "dv (pairs)", &dv);
         tens all[] = {q, k, v, out, lse, dout, dq, dk, dv, delta};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) t_free(&all[i]);
         KB->free(KB, dcq), KB->free(KB, dck), KB->free(KB, dpq), KB->free(KB, dpk);
