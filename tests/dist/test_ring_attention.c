@@ -132,6 +132,21 @@ static int draw_clips(int nmax, const int64_t *choices, int nchoices, int64_t le
   return n;
 }
 
+// Ring attention on group g over l's chunks of the n clips lens (under mask m at the
+// positions lpos when m is given): l's out, lse, dq, dk and dv.
+static void ring_run(const kernels_backend *kb, comm_group *g, int n, const int64_t *lens,
+                     const kernels_mask *m, const int32_t *lpos, att_set *l, int H, int Dh,
+                     float scale) {
+  ring_attention *ra = NULL;
+  CHECK_OK(ring_attention_create(&ra, kb, comm_mpi(), g));
+  CHECK_OK(ring_attention_set_clips(ra, n, lens));
+  if (m) CHECK_OK(ring_attention_set_mask(ra, *m, lpos));
+  CHECK_OK(ring_attention_forward(ra, l->out, l->lse, l->q, l->k, l->v, H, Dh, scale));
+  CHECK_OK(ring_attention_backward(ra, l->dq, l->dk, l->dv, l->dout, l->q, l->k, l->v, l->out,
+                                   l->lse, H, Dh, scale));
+  ring_attention_free(&ra);
+}
+
 // Hybrid CP on group g (k >= 4): Ulysses over blocks of 2 ranks, ring over the k/2 blocks;
 // the reference f as in one_case, the ring's tolerances.
 static void hybrid_case(const kernels_backend *kb, comm_group *g, int ncase, int H,
@@ -196,13 +211,7 @@ static void one_case(const kernels_backend *kb, comm_group *g, int ncase) {
 
   // this rank's chunks, packed in clip order
   size_t lf = att_gather(&l, &f, lens, n, cu, k, 1, p, E);
-  ring_attention *ra = NULL;
-  CHECK_OK(ring_attention_create(&ra, kb, comm_mpi(), g));
-  CHECK_OK(ring_attention_set_clips(ra, n, lens));
-  CHECK_OK(ring_attention_forward(ra, l.out, l.lse, l.q, l.k, l.v, H, Dh, scale));
-  CHECK_OK(ring_attention_backward(ra, l.dq, l.dk, l.dv, l.dout, l.q, l.k, l.v, l.out, l.lse, H, Dh,
-                                   scale));
-  ring_attention_free(&ra);
+  ring_run(kb, g, n, lens, NULL, NULL, &l, H, Dh, scale);
 
   double e[5];
   att_errors(e, &l, &f, lens, n, cu, k, 1, p, E, H);
@@ -274,14 +283,7 @@ static void masked_case(const kernels_backend *kb, comm_group *g, int ncase) {
   CHECK_OK(kb->attention_masked_backward(kb, f.dq, f.dk, f.dv, f.dout, f.q, f.k, f.v, f.out, f.lse,
                                          cu, pos, m, n, longest, L, H, Dh, scale));
   att_gather(&l, &f, lens, n, cu, k, 1, p, E);
-  ring_attention *ra = NULL;
-  CHECK_OK(ring_attention_create(&ra, kb, comm_mpi(), g));
-  CHECK_OK(ring_attention_set_clips(ra, n, lens));
-  CHECK_OK(ring_attention_set_mask(ra, m, lpos));
-  CHECK_OK(ring_attention_forward(ra, l.out, l.lse, l.q, l.k, l.v, H, Dh, scale));
-  CHECK_OK(ring_attention_backward(ra, l.dq, l.dk, l.dv, l.dout, l.q, l.k, l.v, l.out, l.lse, H, Dh,
-                                   scale));
-  ring_attention_free(&ra);
+  ring_run(kb, g, n, lens, &m, lpos, &l, H, Dh, scale);
   double e[5];
   att_errors(e, &l, &f, lens, n, cu, k, 1, p, E, H);
   CHECK(e[0] <= 1e-5 && e[1] <= 1e-5 && e[2] <= 1e-4 && e[3] <= 1e-4 && e[4] <= 1e-4,
