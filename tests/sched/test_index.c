@@ -48,6 +48,17 @@ static void random_lengths(sched_rng *rng, int shape, const sched_config *cfg, i
   }
 }
 
+// Case IT of KIND: n random lengths of shape it % 5 (within CAP) planned both ways on CFG.
+static void random_case(const char *kind, int it, sched_rng *rng, const sched_config *cfg,
+                        int64_t cap, int64_t *L, int n) {
+  int shape = it % 5;
+  random_lengths(rng, shape, cfg, cap, L, n);
+  char what[128];
+  snprintf(what, sizeof what, "%s #%d shape %d n=%d N=%d G=%d M=%lld", kind, it, shape, n,
+           cfg->cluster.ranks, cfg->cluster.gpus_per_node, (long long)cfg->cluster.mem_tokens);
+  compare(what, cfg, L, n);
+}
+
 int main(void) {
   sched_rng rng = sched_rng_seed(777, 0);
   static int64_t L[4096];
@@ -74,12 +85,7 @@ int main(void) {
     }
     int n = 1 + (int)sched_rng_below(&rng, N >= 128 ? 250 : 500);
     int64_t cap = cfg.cluster.mem_tokens * N;
-    int shape = it % 5;
-    random_lengths(&rng, shape, &cfg, cap, L, n);
-    char what[128];
-    snprintf(what, sizeof what, "random #%d shape %d n=%d N=%d G=%d M=%lld", it, shape, n, N,
-             cfg.cluster.gpus_per_node, (long long)cfg.cluster.mem_tokens);
-    compare(what, &cfg, L, n);
+    random_case("random", it, &rng, &cfg, cap, L, n);
   }
   // World sizes that are not powers of two (the blocks that fit in N, ranks past the last
   // whole block of a size in none of it): every shape again, with their own seed so the
@@ -100,12 +106,7 @@ int main(void) {
     if (it % 6 == 5) cfg.cluster.gpus_per_node = 6;  // not a power of two: no hybrid
     int n = 1 + (int)sched_rng_below(&rng2, 250);
     int64_t cap = cfg.cluster.mem_tokens * K;
-    int shape = it % 5;
-    random_lengths(&rng2, shape, &cfg, cap, L, n);
-    char what[128];
-    snprintf(what, sizeof what, "any-N #%d shape %d n=%d N=%d G=%d M=%lld", it, shape, n, N,
-             cfg.cluster.gpus_per_node, (long long)cfg.cluster.mem_tokens);
-    compare(what, &cfg, L, n);
+    random_case("any-N", it, &rng2, &cfg, cap, L, n);
   }
   // Real mixes (seconds-long clips with minutes-long videos) on 64 and 512 ranks, and on
   // 24 and 96 (3 and 12 nodes of 8).
