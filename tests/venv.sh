@@ -14,3 +14,14 @@ sys.exit(any(u.find_spec(m) is None for m in ($mods)))" 2>/dev/null; then
     exit 77
   fi
 }
+# venv_check NAME ARGS...: runs tests/model/NAME.py, the check against the reference in the
+# venv, on a scratch folder (removed at exit) and ARGS, two threads unless OMP_NUM_THREADS
+# says otherwise; its exit status is the test's.
+venv_check() {
+  local name=$1 work
+  shift
+  work=$(mktemp -d "${TMPDIR:-/tmp}/tessera-${name//_/}.XXXXXX")
+  # shellcheck disable=SC2064  # work is expanded now, on purpose
+  trap "rm -rf '$work'" EXIT
+  OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} "$PY" "$TESSERA_SRC/tests/model/$name.py" "$work" "$@"
+}

@@ -22,19 +22,11 @@ PIN=()
 command -v taskset >/dev/null && PIN=(taskset -c "${CORE:-0}")
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-MIXES=(
-  "ucf101+3%youcook2|ucf101_clips.csv:0.97,youcook2_videos.csv:0.03"
-  "ucf101+5%anet-videos|ucf101_clips.csv:0.95,activitynet_captions_videos.csv:0.05"
-  "webvid+4%anet-videos|webvid10m_val.csv:0.96,activitynet_captions_videos.csv:0.04"
-  "webvid+3%youcook2|webvid10m_val.csv:0.97,youcook2_videos.csv:0.03"
-  "anet-events+5%youcook2|activitynet_captions_events.csv:0.95,youcook2_videos.csv:0.05"
-  "charades+2%anet-videos|charades_videos.csv:0.98,activitynet_captions_videos.csv:0.02"
-)
+. "$(dirname "$0")/mixes.sh"  # MIXES, full_spec
 # one MIX RANKS CLIPS STEPS: "efficiency speedup_over_packing"
 one() {
-  local spec="" p
-  IFS=, read -ra parts <<<"${1#*|}"
-  for p in "${parts[@]}"; do spec+="${spec:+,}$LEN/$p"; done
+  local spec
+  spec=$(full_spec "${1#*|}")
   "${PIN[@]}" "$BIN" plan --lengths "$spec" --tokens-per-second 1800 --max-seconds 300 \
     --gpus-per-node 8 --mem-tokens 65536 --cost "$ROOT/configs/cost/h100-dit1b.conf" --seed 1 \
     --ranks "$2" --global-batch "$3" --steps "$4" --out "$TMP/p.json" >/dev/null 2>"$TMP/err" ||

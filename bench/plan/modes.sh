@@ -34,19 +34,13 @@ H100=$ROOT/configs/cost/h100-dit1b.conf
 sed 's/^bw_inter = .*/bw_inter = 1.25e10/' "$H100" >"$TMP/h100-dit1b-ethernet.conf"
 COSTS=("$H100" "$TMP/h100-dit1b-ethernet.conf")
 
+. "$(dirname "$0")/mixes.sh"  # full_spec; three of its MIXES:
 MIXES=(
   "ucf101+3%youcook2|ucf101_clips.csv:0.97,youcook2_videos.csv:0.03"
   "webvid+4%anet-videos|webvid10m_val.csv:0.96,activitynet_captions_videos.csv:0.04"
   "anet-events+5%youcook2|activitynet_captions_events.csv:0.95,youcook2_videos.csv:0.05"
 )
 MODES=(ring ulysses hybrid auto)
-
-full_spec() {  # mix spec with the lengths directory in front of every file
-  local spec=$1 full="" p
-  IFS=, read -ra parts <<<"$spec"
-  for p in "${parts[@]}"; do full+="${full:+,}$LEN/$p"; done
-  echo "$full"
-}
 
 # run COST MIX_NAME SPEC RANKS MODE: one `tessera plan`; prints one JSON entry.
 run() {

@@ -18,23 +18,15 @@ SIZES=${SIZES:-"64:256:20:0 256:1024:5:0 1024:4096:1:0 4096:16384:1:1 8192:32768
 command -v jq >/dev/null || { echo "npot.sh: needs jq" >&2; exit 1; }
 PIN=()
 command -v taskset >/dev/null && PIN=(taskset -c "${CORE:-0}")
-MIXES=(
-  "ucf101+3%youcook2|ucf101_clips.csv:0.97,youcook2_videos.csv:0.03"
-  "ucf101+5%anet-videos|ucf101_clips.csv:0.95,activitynet_captions_videos.csv:0.05"
-  "webvid+4%anet-videos|webvid10m_val.csv:0.96,activitynet_captions_videos.csv:0.04"
-  "webvid+3%youcook2|webvid10m_val.csv:0.97,youcook2_videos.csv:0.03"
-  "anet-events+5%youcook2|activitynet_captions_events.csv:0.95,youcook2_videos.csv:0.05"
-  "charades+2%anet-videos|charades_videos.csv:0.98,activitynet_captions_videos.csv:0.02"
-)
+. "$(dirname "$0")/mixes.sh"  # MIXES, full_spec
 TMP=$(mktemp)
 trap 'rm -f "$TMP"' EXIT
 cd "$ROOT"
 for size in $SIZES; do
   IFS=: read -r ranks clips batches bound_only <<<"$size"
   for m in "${MIXES[@]}"; do
-    name=${m%%|*} spec="" p=""
-    IFS=, read -ra parts <<<"${m#*|}"
-    for p in "${parts[@]}"; do spec+="${spec:+,}$LEN/$p"; done
+    name=${m%%|*}
+    spec=$(full_spec "${m#*|}")
     "${PIN[@]}" "$BIN" --mix "$spec" --ranks "$ranks" --clips "$clips" --batches "$batches" \
       --bound-only "$bound_only" |
       jq -c --arg name "$name" '. + {name: $name} | del(.mix)' | tee -a "$TMP" |

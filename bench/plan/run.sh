@@ -55,26 +55,12 @@ if [ -z "$BASE" ] && [ "${TABLE_ONLY:-0}" != 1 ]; then
 fi
 base_rev=$(git -C "$ROOT" rev-parse --short "$BASE_REV" 2>/dev/null || echo "$BASE_REV")
 
-MIXES=(
-  "ucf101+3%youcook2|ucf101_clips.csv:0.97,youcook2_videos.csv:0.03"
-  "ucf101+5%anet-videos|ucf101_clips.csv:0.95,activitynet_captions_videos.csv:0.05"
-  "webvid+4%anet-videos|webvid10m_val.csv:0.96,activitynet_captions_videos.csv:0.04"
-  "webvid+3%youcook2|webvid10m_val.csv:0.97,youcook2_videos.csv:0.03"
-  "anet-events+5%youcook2|activitynet_captions_events.csv:0.95,youcook2_videos.csv:0.05"
-  "charades+2%anet-videos|charades_videos.csv:0.98,activitynet_captions_videos.csv:0.02"
-)
+. "$(dirname "$0")/mixes.sh"  # MIXES, full_spec
 COMMON=(--tokens-per-second 1800 --max-seconds 300 --gpus-per-node 8 --mem-tokens 65536
         --cost "$COST" --seed 1)
 # the baseline planner knows ring attention only: this build plans in ring mode too (the
 # CP modes' own benchmark is bench/plan/modes.sh)
 NEW_ARGS=(--cp-mode ring)
-
-full_spec() {  # mix spec with the lengths directory in front of every file
-  local spec=$1 full="" p
-  IFS=, read -ra parts <<<"$spec"
-  for p in "${parts[@]}"; do full+="${full:+,}$LEN/$p"; done
-  echo "$full"
-}
 
 # cpu_s BIN SPEC RANKS BATCH STEPS TAG [JSON]: runs `tessera plan` under /usr/bin/time and
 # prints the process's CPU seconds (user + system, every thread).

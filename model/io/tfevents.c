@@ -71,6 +71,18 @@ static void put_record(tfevents_buf *b, const tfevents_buf *ev) {
   put_le(b, crc32c_masked(ev->p, ev->len), 4);
 }
 
+// Appends to b the record of an Event (wall_time, step) whose summary (field 5) is sum;
+// out of memory in sum or in the event marks b out of memory (put_record).
+static void put_summary_event(tfevents_buf *b, double wall_time, int64_t step,
+                              const tfevents_buf *sum) {
+  tfevents_buf ev = {0};
+  put_event_head(&ev, wall_time, step);
+  if (sum->oom) ev.oom = 1;
+  else put_bytes_field(&ev, 5, sum->p, sum->len);
+  put_record(b, &ev);
+  tfevents_buf_free(&ev);
+}
+
 void tfevents_add_version(tfevents_buf *b, double wall_time) {
   tfevents_buf ev = {0};
   static const char version[] = "brain.Event:2";
@@ -82,7 +94,7 @@ void tfevents_add_version(tfevents_buf *b, double wall_time) {
 
 void tfevents_add_scalars(tfevents_buf *b, double wall_time, int64_t step, const char *const *tags,
                           const double *values, int n) {
-  tfevents_buf ev = {0}, sum = {0}, val = {0};
+  tfevents_buf sum = {0}, val = {0};
   for (int i = 0; i < n; i++) {
     float f = (float)values[i];
     uint32_t bits;
@@ -94,18 +106,14 @@ void tfevents_add_scalars(tfevents_buf *b, double wall_time, int64_t step, const
     if (val.oom) sum.oom = 1;
     else put_bytes_field(&sum, 1, val.p, val.len);
   }
-  put_event_head(&ev, wall_time, step);
-  if (sum.oom) ev.oom = 1;
-  else put_bytes_field(&ev, 5, sum.p, sum.len);
-  put_record(b, &ev);
+  put_summary_event(b, wall_time, step, &sum);
   tfevents_buf_free(&val);
   tfevents_buf_free(&sum);
-  tfevents_buf_free(&ev);
 }
 
 void tfevents_add_image(tfevents_buf *b, double wall_time, int64_t step, const char *tag,
                         int height, int width, const void *png, size_t n) {
-  tfevents_buf ev = {0}, sum = {0}, val = {0}, img = {0};
+  tfevents_buf sum = {0}, val = {0}, img = {0};
   put_byte(&img, 1 << 3 | 0), put_varint(&img, (uint64_t)height);
   put_byte(&img, 2 << 3 | 0), put_varint(&img, (uint64_t)width);
   put_byte(&img, 3 << 3 | 0), put_varint(&img, 3);  // colorspace 3: RGB
@@ -115,12 +123,8 @@ void tfevents_add_image(tfevents_buf *b, double wall_time, int64_t step, const c
   else put_bytes_field(&val, 4, img.p, img.len);      // Summary.Value.image
   if (val.oom) sum.oom = 1;
   else put_bytes_field(&sum, 1, val.p, val.len);
-  put_event_head(&ev, wall_time, step);
-  if (sum.oom) ev.oom = 1;
-  else put_bytes_field(&ev, 5, sum.p, sum.len);
-  put_record(b, &ev);
+  put_summary_event(b, wall_time, step, &sum);
   tfevents_buf_free(&img), tfevents_buf_free(&val), tfevents_buf_free(&sum);
-  tfevents_buf_free(&ev);
 }
 
 tsr_status tfevents_finish(const tfevents_buf *b) {

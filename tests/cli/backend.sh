@@ -9,12 +9,8 @@
 # itself with its own reason. `tessera --version` names a backend that is built but not
 # usable. Every refusal happens before the config or the store is read.
 set -uo pipefail
-T=${TESSERA_BIN:?set by ctest}
-W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-backend.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-pass=0 failn=0
-ok() { pass=$((pass + 1)); }
-bad() { failn=$((failn + 1)); echo "FAIL: $*" >&2; }
+. "$(dirname "$0")/../lib.sh"  # T, SRC, scratch, ok/bad/same/tally
+scratch backend
 
 # refused PATTERN... -- ENV... : `env ENV... tessera train ... --backend cuda` exits 1 and its
 # first stderr line matches every PATTERN (grep -E); "built without" only where expected.
@@ -53,5 +49,4 @@ else
     bad "--version with no GPU visible does not name the unusable cuda backend: $(cat "$W/version")"
 fi
 
-echo "backend: $pass passed, $failn failed"
-[ $failn -eq 0 ]
+tally "backend"

@@ -8,12 +8,8 @@
 # repeats a prefix ("sample: sample:", "x: x:"). Also: an unknown command, --version,
 # `help CMD`, and a missing source leaving no store behind.
 set -uo pipefail
-T=${TESSERA_BIN:?set by ctest}
-W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-cli.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-pass=0 failn=0
-ok() { pass=$((pass + 1)); }
-bad() { failn=$((failn + 1)); echo "FAIL: $*" >&2; }
+. "$(dirname "$0")/../lib.sh"  # T, SRC, scratch, ok/bad/same/tally
+scratch cli
 
 # check KIND CMD PATTERN ARGS...: `tessera ARGS` exits 1; the first stderr line is
 # "error: tessera CMD: " + a message matching PATTERN (grep -E) without a doubled prefix;
@@ -137,5 +133,4 @@ check fail ingest "source list $W/list.txt: No such file" ingest "@$W/list.txt" 
 [ ! -e "$W/new-store" ] && ok || bad "a missing @list left $W/new-store behind"
 }
 
-echo "cli: $pass passed, $failn failed"
-[ $failn -eq 0 ]
+tally "cli"

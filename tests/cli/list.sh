@@ -5,13 +5,8 @@
 # unlabelled), --source, --min-tokens, --max-tokens and --limit select exactly the clips
 # the same SQL selects.
 set -uo pipefail
-T=${TESSERA_BIN:?set by ctest}
-W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-list.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-pass=0 failn=0
-same() {  # same NAME GOT WANT
-  if [ "$2" = "$3" ]; then pass=$((pass + 1)); else failn=$((failn + 1)); echo "FAIL: $1: got '$2', want '$3'" >&2; fi
-}
+. "$(dirname "$0")/../lib.sh"  # T, SRC, scratch, ok/bad/same/tally
+scratch list
 mkdir -p "$W/src/cats" "$W/src/dogs"
 ffmpeg -nostdin -v error -y -f lavfi -i "testsrc2=s=64x48:r=8" -t 3 "$W/src/cats/a.mp4"
 ffmpeg -nostdin -v error -y -f lavfi -i "smptebars=s=64x48:r=8" -t 5 "$W/src/dogs/b.mp4"
@@ -36,6 +31,5 @@ same "--max-tokens min" "$(ids --max-tokens "$(sql "SELECT min(tokens) FROM clip
   "$(sql "SELECT group_concat(id, ' ') FROM (SELECT id FROM clips WHERE tokens <= (SELECT min(tokens) FROM clips) ORDER BY id)")"
 same "--limit 2" "$(ids --limit 2)" "$(sql "SELECT group_concat(id, ' ') FROM (SELECT id FROM clips ORDER BY id LIMIT 2)")"
 same "filters combined" "$(ids --label dogs --limit 1)" "$(sql "SELECT min(id) FROM clips WHERE label = 'dogs'")"
-[ "$(sql "SELECT count(*) FROM clips")" -ge 5 ] && pass=$((pass + 1)) || { failn=$((failn + 1)); echo "FAIL: the store has too few clips" >&2; }
-echo "index list: $pass passed, $failn failed"
-[ $failn -eq 0 ]
+[ "$(sql "SELECT count(*) FROM clips")" -ge 5 ] && passed=$((passed + 1)) || { failed=$((failed + 1)); echo "FAIL: the store has too few clips" >&2; }
+tally "index list"

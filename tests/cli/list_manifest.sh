@@ -8,14 +8,9 @@
 # the count, min, mean and max that SQL computes; a damaged manifest value is a CORRUPT
 # line of `index verify`.
 set -uo pipefail
-T=${TESSERA_BIN:?set by ctest}
+. "$(dirname "$0")/../lib.sh"  # T, SRC, scratch, ok/bad/same/tally
 MAKE=${MAKE_MANIFEST_STORE:?set by ctest}
-W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-list-manifest.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-pass=0 failn=0
-same() {  # same NAME GOT WANT
-  if [ "$2" = "$3" ]; then pass=$((pass + 1)); else failn=$((failn + 1)); echo "FAIL: $1: got '$2', want '$3'" >&2; fi
-}
+scratch list-manifest
 "$MAKE" make "$W/s" >/dev/null || { echo "FAIL: could not make the store" >&2; exit 1; }
 sql() { sqlite3 -separator ' ' "$W/s/index.sqlite" "$1"; }
 ids() { "$T" index list "$W/s" "$@" --json 2>/dev/null | jq -r '[.[].id] | map(tostring) | join(" ")'; }
@@ -133,5 +128,4 @@ same "stats without --where" "$("$T" index stats "$W/w" --json | jq -c '[.where,
 sql "UPDATE clips SET manifest_span = 'x' WHERE id = 2"
 "$T" index verify "$W/s" >"$W/verify.txt" 2>&1
 same "verify of a damaged manifest value" "$?:$(grep -c '^CORRUPT: clip 2 .*manifest record' "$W/verify.txt")" "3:1"
-echo "index list (manifest): $pass passed, $failn failed"
-[ $failn -eq 0 ]
+tally "index list (manifest)"

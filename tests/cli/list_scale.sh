@@ -6,12 +6,8 @@
 # array built whole took ~1.6 KB a clip: ~300 MB more; 2M clips took 3.3 GB), and the
 # output is one JSON array of every clip (jq).
 set -uo pipefail
-T=${TESSERA_BIN:?set by ctest}
-W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-list-scale.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "ok: $*"; }
-bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+. "$(dirname "$0")/../lib.sh"  # T, SRC, scratch, ok/bad/same/tally
+scratch list-scale
 ffmpeg -nostdin -v error -y -f lavfi -i "testsrc2=s=64x48:r=8" -t 1 "$W/a.mp4"
 "$T" ingest "$W/a.mp4" --out "$W/s" --fps 4 --short-side 32 --patch 1x16x16 --quiet 2>/dev/null ||
   { echo "FAIL: ingest"; exit 1; }
@@ -42,5 +38,4 @@ rss 200000; large=$RSS
 echo "peak RSS: $small KB for 20,000 clips, $large KB for 200,000"
 if [ $((large - small)) -lt 16384 ]; then ok "the listing's memory does not grow with the clips"
 else bad "peak RSS grew by $((large - small)) KB from 20,000 to 200,000 clips"; fi
-echo "list_scale: $passed passed, $failed failed"
-[ $failed -eq 0 ]
+tally "list_scale"

@@ -7,12 +7,9 @@
 # step the command names, a report, and a sample whose frames and size ffprobe reads back
 # as the command asked.
 set -uo pipefail
-T=${TESSERA_BIN:?set by ctest}
-SRC=${TESSERA_SRC:?set by ctest}
-W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-quickstart.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-pass=0 failn=0
-ok() { if eval "$2"; then pass=$((pass + 1)); else failn=$((failn + 1)); echo "FAIL: $1 ($2)" >&2; fi; }
+. "$(dirname "$0")/../lib.sh"  # T, SRC, scratch, ok/bad/same/tally
+scratch quickstart
+ok() { if eval "$2"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $1 ($2)" >&2; fi; }
 
 block=$(sed -n '/<!-- quickstart/,/<!-- \/quickstart -->/p' "$SRC/README.md" | grep -v '^<!--' | grep -v '^```')
 [ -n "$block" ] || { echo "FAIL: README.md has no quickstart block" >&2; exit 1; }
@@ -27,12 +24,12 @@ while IFS= read -r line; do
   [ -n "$line" ] || continue
   echo "+ $line"
   if ! PATH="$W/bin:$PATH" bash -c "$line" >"$W/out.txt" 2>&1; then
-    failn=$((failn + 1))
+    failed=$((failed + 1))
     echo "FAIL: the README's command failed: $line" >&2
     tail -n 20 "$W/out.txt" >&2
     break
   fi
-  pass=$((pass + 1))
+  passed=$((passed + 1))
 done <<<"$block"
 
 sql() { sqlite3 "$W/store/index.sqlite" "$1" 2>/dev/null; }
@@ -48,5 +45,4 @@ frames=$(grep -o -- '--frames [0-9]*' <<<"$block" | awk '{print $2}')
 size=$(grep -o -- '--size [0-9]*x[0-9]*' <<<"$block" | awk '{print $2}')
 probe=$(ffprobe -v error -count_frames -select_streams v:0 -show_entries stream=codec_name,height,width,nb_read_frames -of csv=p=0 sample.mp4 2>/dev/null)
 ok "sample.mp4: h264, ${size}, ${frames} frames (ffprobe: $probe)" '[ "$probe" = "h264,${size#*x},${size%x*},$frames" ]'
-echo "quickstart: $pass passed, $failn failed"
-[ "$failn" -eq 0 ]
+tally "quickstart"

@@ -11,17 +11,12 @@
 #   ..., how much" instead of spinning or hanging.
 # Not under the sanitizers (ASan reserves terabytes of shadow address space): skipped.
 set -uo pipefail
-T=${TESSERA_BIN:?set by ctest}
-SRC=${TESSERA_SRC:?set by ctest}
+. "$(dirname "$0")/../lib.sh"  # T, SRC, scratch, ok/bad/same/tally
 if ldd "$T" 2>/dev/null | grep -qE 'libasan|libtsan|libubsan'; then
   echo "skip: a sanitizer build (its shadow memory needs more address space than any ulimit -v here)"
   exit 77
 fi
-W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-ulimit.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-pass=0 failn=0
-ok() { pass=$((pass + 1)); echo "ok: $*"; }
-bad() { failn=$((failn + 1)); echo "FAIL: $*" >&2; }
+scratch ulimit
 # lim KB LOG CMD...: CMD under ulimit -v KB and a 60 s timeout; its exit status in RC
 lim() {
   local kb=$1 log=$2
@@ -70,5 +65,4 @@ if [ $RC -eq 1 ] && grep -q "error: .*out of memory: a host buffer of [0-9]* byt
   ok "a model past the limit: exit 1, $(grep -m1 -o 'out of memory.*' "$W/big.log" | head -c 160)"
 else bad "a model past the limit: exit $RC: $(tail -3 "$W/big.log")"; fi
 
-echo "ulimit: $pass passed, $failn failed"
-[ $failn -eq 0 ]
+tally "ulimit"

@@ -15,10 +15,7 @@
 set -euo pipefail
 . "$(dirname "$0")/ranks_store.sh"  # 4 clips of 320, 640, 960 and 1280 tokens
 ranks_begin any
-ranks_store "$W"
-CONF=("${RANKS_MODEL[@]}" --set train.warmup=2 --set train.lr=2e-3
-      --set train.log_every=1 --set train.steps=4 --set train.ckpt_every=2 --set train.ckpt_keep=3)
-train() { ranks_train "$@"; }
+CONF+=(--set train.steps=4 --set train.ckpt_every=2 --set train.ckpt_keep=3)
 both() { close 1 "$1" loss; close 1 "$1" grad_norm; }
 # ran MODE RUN: some clip of RUN ran in a group of CP > 1 in MODE
 ran() {
@@ -27,33 +24,33 @@ ran() {
   echo "ok: $2 ran $1 groups"
 }
 
-train 1 1
+ranks_train 1 1
 # 1. CP modes
-train 3u 3 --set train.cp_mode=ulysses
-train 5r 5 --set train.cp_mode=ring
-train 6h 6 --set train.cp_mode=hybrid --gpus-per-node 2 --set train.mem_tokens=400
+ranks_train 3u 3 --set train.cp_mode=ulysses
+ranks_train 5r 5 --set train.cp_mode=ring
+ranks_train 6h 6 --set train.cp_mode=hybrid --gpus-per-node 2 --set train.mem_tokens=400
 for r in 3u 5r 6h; do both $r; done
 ran ulysses 3u
 ran ring 5r
 ran hybrid 6h
 # 2. ZeRO
-train 3z1 3 --set train.zero=1
-train 5z2 5 --set train.zero=2
-train 6z3 6 --set train.zero=3
+ranks_train 3z1 3 --set train.zero=1
+ranks_train 5z2 5 --set train.zero=2
+ranks_train 6z3 6 --set train.zero=3
 for r in 3z1 5z2 6z3; do both $r; done
 # 3. resume across world sizes from the step-2 checkpoints
 resume() {  # resume NAME FROM RANKS ARGS...: FROM's run directory without its newest checkpoint
   local name=$1 from=$2 n=$3; shift 3
   cp -r "$W/$from" "$W/$name" && rm "$W/$name/ckpt-4.safetensors"
-  train "$name" "$n" --resume "$@"
+  ranks_train "$name" "$n" --resume "$@"
   close 1 "$name" loss
 }
-train 4 4
+ranks_train 4 4
 resume 6to4 6z3 4 --set train.zero=3
 resume 4to3 4 3 --set train.zero=2
 # 4. validation
 for n in 1 3 6; do
-  train "val$n" "$n" --set train.global_batch=3 --set train.val_clips=1 --set train.val_every=2
+  ranks_train "val$n" "$n" --set train.global_batch=3 --set train.val_clips=1 --set train.val_every=2
 done
 for n in 3 6; do
   paste <(jq -r 'select(.val_loss) | "\(.step) \(.val_loss)"' "$W/val1/metrics.jsonl") \

@@ -8,9 +8,6 @@
 set -euo pipefail
 . "$(dirname "$0")/ranks_store.sh"
 ranks_begin launch-check
-ranks_store "$W"
-export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1}
-export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
 BASE=("${RANKS_MODEL[@]}" --set train.steps=4 --set train.warmup=1 --set train.mem_tokens=700
       --set train.ckpt_every=2 --set train.log_every=1)
 # two checkpoints of the same model (same shapes and size), for --init

@@ -17,8 +17,6 @@
 set -euo pipefail
 . "$(dirname "$0")/ranks_store.sh"  # 4 clips of 320, 640, 960 and 1280 tokens
 ranks_begin lora-ranks
-ranks_store "$W"
-CONF=("${RANKS_MODEL[@]}" --set train.warmup=2 --set train.lr=2e-3 --set train.log_every=1)
 "$T" train "${CONF[@]}" --set train.mem_tokens=2048 --set train.steps=4 --out "$W/base" \
   2>"$W/base.log" || { tail -3 "$W/base.log"; fail "the base"; }
 LORA=("${CONF[@]}" --init "$W/base/ckpt-4.safetensors" --set train.steps=8 --set train.lr=1e-2

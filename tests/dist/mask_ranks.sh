@@ -14,7 +14,6 @@
 set -uo pipefail
 . "$(dirname "$0")/ranks_store.sh"
 ranks_begin mask-ranks
-ranks_store "$W"
 CONF=("${RANKS_MODEL[@]}" --set train.steps=6 --set train.warmup=2 --set train.lr=2e-3
       --set train.ckpt_every=100 --set train.log_every=1)
 values() { jq -r ".$2" "$1/metrics.jsonl"; }

@@ -9,9 +9,6 @@
 set -euo pipefail
 . "$(dirname "$0")/ranks_store.sh"
 ranks_begin rank-kill
-ranks_store "$W"
-export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1}
-export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
 RUN=("${RANKS_MODEL[@]}" --set train.steps=100000 --set train.warmup=2 --set train.mem_tokens=700
      --set train.ckpt_every=4 --set train.ckpt_keep=3 --set train.log_every=1)
 lines() { [ -f "$W/run/metrics.jsonl" ] && wc -l <"$W/run/metrics.jsonl" || echo 0; }
@@ -19,10 +16,7 @@ lines() { [ -f "$W/run/metrics.jsonl" ] && wc -l <"$W/run/metrics.jsonl" || echo
 job=$!
 for _ in $(seq 600); do [ "$(lines)" -ge 9 ] && break; sleep 0.1; done
 [ "$(lines)" -ge 9 ] || { kill "$job" 2>/dev/null; tail -5 "$W/run.log"; fail "the run did not reach step 9"; }
-victim=""
-for p in $(pgrep -f "tessera train.*$W/run" || true); do
-  if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then victim=$p; fi
-done
+victim=$(rank1_pid "$W/run")
 [ -n "$victim" ] || { kill "$job" 2>/dev/null; fail "could not find rank 1's process"; }
 # half a step after a metrics line whose step writes no checkpoint next
 step_s=$(tail -1 "$W/run/metrics.jsonl" | jq -r .step_s)
@@ -35,14 +29,9 @@ while :; do
 done
 sleep "$(awk -v s="$step_s" 'BEGIN { printf "%.3f", s / 2 }')"
 in_flight=$(($(tail -1 "$W/run/metrics.jsonl" | jq -r .step) + 1))
-start=$(date +%s)
-kill -9 "$victim"
-rc=0
-timeout 90 tail --pid=$job -f /dev/null || true
-wait $job || rc=$?
-took=$(($(date +%s) - start))
-[ $rc -ne 0 ] && [ $took -le 60 ] && echo "ok: rank 1 killed in step $in_flight (steps of ${step_s} s): the job ended (exit $rc) ${took} s later" ||
-  fail "after the kill: exit $rc after ${took} s"
+ranks_kill "$victim" "$job"
+[ $RC -ne 0 ] && [ $TOOK -le 60 ] && echo "ok: rank 1 killed in step $in_flight (steps of ${step_s} s): the job ended (exit $RC) ${TOOK} s later" ||
+  fail "after the kill: exit $RC after ${TOOK} s"
 grep -Eqi "rank 1" "$W/run.log" && echo "ok: the message names rank 1: $(grep -Ei -m1 'rank 1' "$W/run.log" | head -c 200)" ||
   fail "no message naming rank 1: $(tail -5 "$W/run.log")"
 cp "$W/run/metrics.jsonl" "$W/killed.jsonl"

@@ -5,21 +5,24 @@
 # RANKS_MODEL, the arguments of the model they train on it (tiny with the store's patch,
 # hidden 32, 2 heads, all 4 clips a step). Needs T (tessera), SRC (the source tree) and
 # ffmpeg. ranks_begin NAME sets what lora_ranks.sh, zero_ranks.sh and lora_zero.sh start
-# with; ranks_train runs one training of zero_ranks.sh and any_ranks.sh; the comparisons of
+# with (and their store); ranks_train runs one training of zero_ranks.sh and any_ranks.sh; the comparisons of
 # zero_ranks.sh and lora_zero.sh are over run directories in W (fail reports): close, sums,
 # field.
 
-# ranks_begin NAME: T and SRC from ctest's environment, W a scratch directory removed at
-# exit, fail (reports and exits), MPI (the launcher), one thread a rank.
+# tests/lib.sh: T and SRC from ctest's environment, scratch, fail, ok/bad/tally.
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+# ranks_begin NAME: W a scratch directory removed at exit, MPI (the launcher, allowed to
+# run as root), one thread a rank, the store (ranks_store) in W and CONF, its model with
+# a short schedule (warm-up 2, lr 2e-3, every step logged).
 ranks_begin() {
-  T=${TESSERA_BIN:?set by ctest}
-  SRC=${TESSERA_SRC:?set by ctest}
-  W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-$1.XXXXXX")
-  trap 'rm -rf "$W"' EXIT
+  scratch "$1"
   export OMP_NUM_THREADS=1
+  export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1}
+  export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
   MPI=(mpirun --oversubscribe)
+  ranks_store "$W"
+  CONF=("${RANKS_MODEL[@]}" --set train.warmup=2 --set train.lr=2e-3 --set train.log_every=1)
 }
-fail() { echo "FAIL: $*" >&2; exit 1; }
 # ranks_train NAME RANKS ARGS...: `tessera train` with the caller's CONF and ARGS, on RANKS
 # ranks under mpirun into $W/NAME (one rank alone holds whole clips: a larger mem_tokens),
 # its log in $W/NAME.log (the tail shown when it fails)
@@ -29,6 +32,27 @@ ranks_train() {
   [ "$n" = 1 ] && mem=2048 launch=()
   "${launch[@]}" "$T" train "${CONF[@]}" --set train.mem_tokens=$mem "$@" --out "$W/$name" \
     >"$W/$name.log" 2>&1 || { tail -5 "$W/$name.log"; fail "$name"; }
+}
+
+# rank1_pid RUN: the process id of rank 1 of the `tessera train` whose command line names
+# RUN (nothing if there is none).
+rank1_pid() {
+  local p
+  for p in $(pgrep -f "tessera train.*$1" || true); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then echo "$p"; fi
+  done | tail -1
+}
+# ranks_kill PID JOB: kills PID (a rank of the mpirun job JOB, started in the background by
+# this shell) and waits for JOB to end (90 s at the most): RC is its exit status, TOOK the
+# seconds from the kill to its end.
+ranks_kill() {
+  local start
+  start=$(date +%s)
+  kill -9 "$1"
+  RC=0
+  timeout 90 tail --pid="$2" -f /dev/null || true
+  wait "$2" || RC=$?
+  TOOK=$(($(date +%s) - start))
 }
 
 ranks_store() {

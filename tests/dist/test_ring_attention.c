@@ -66,23 +66,99 @@ static int64_t gather(float *local, const float *full, const int64_t *lens, int 
   return row;
 }
 
+// One case's tensors: on the whole microbatch, the inputs q, k, v, dout (L, E) and the
+// reference's out, lse (L, H), dq, dk, dv; or this rank's chunks of them (each of lf floats).
+typedef struct {
+  float *q, *k, *v, *dout, *out, *lse, *dq, *dk, *dv;
+} att_set;
+
+static void att_alloc(att_set *s, size_t nf, size_t nlse) {
+  s->q = malloc(nf * 4), s->k = malloc(nf * 4), s->v = malloc(nf * 4), s->dout = malloc(nf * 4);
+  s->out = malloc(nf * 4), s->lse = malloc(nlse * 4), s->dq = malloc(nf * 4);
+  s->dk = malloc(nf * 4), s->dv = malloc(nf * 4);
+}
+
+static void att_free(att_set *s) {
+  free(s->q), free(s->k), free(s->v), free(s->dout), free(s->out), free(s->lse);
+  free(s->dq), free(s->dk), free(s->dv);
+}
+
+// The whole microbatch's set for L tokens of H heads of Dh: inputs uniform in [-1, 1).
+static void att_random(att_set *s, int L, int H, int Dh) {
+  size_t nf = (size_t)L * H * Dh;
+  att_alloc(s, nf, (size_t)L * H);
+  for (size_t i = 0; i < nf; i++) {
+    s->q[i] = (float)(2 * urand() - 1), s->k[i] = (float)(2 * urand() - 1);
+    s->v[i] = (float)(2 * urand() - 1), s->dout[i] = (float)(2 * urand() - 1);
+  }
+}
+
+// *l = this rank's chunks (groups of k, blocks of u) of f's inputs, packed in clip order;
+// returns lf, the floats of each of l's tensors.
+static size_t att_gather(att_set *l, const att_set *f, const int64_t *lens, int n,
+                         const int32_t *cu, int k, int u, int p, size_t E) {
+  size_t lf = (size_t)gather(NULL, f->q, lens, n, cu, k, u, p, E) * E + 1;
+  att_alloc(l, lf, lf);
+  gather(l->q, f->q, lens, n, cu, k, u, p, E), gather(l->k, f->k, lens, n, cu, k, u, p, E);
+  gather(l->v, f->v, lens, n, cu, k, u, p, E), gather(l->dout, f->dout, lens, n, cu, k, u, p, E);
+  return lf;
+}
+
+// e = the errors of l's out, lse, dq, dk, dv against f's on this rank's chunks, relative to
+// the reference's largest entry (L tokens, H heads of E / H).
+static void att_errors(double e[5], const att_set *l, const att_set *f, const int64_t *lens,
+                       int n, const int32_t *cu, int k, int u, int p, size_t E, int H) {
+  const int L = cu[n];
+  size_t nf = (size_t)L * E;
+  e[0] = chunk_err(l->out, f->out, lens, n, cu, k, u, p, E) / fmax(max_abs(f->out, nf), 1e-30);
+  e[1] = chunk_err(l->lse, f->lse, lens, n, cu, k, u, p, H) /
+         fmax(max_abs(f->lse, (size_t)L * H), 1e-30);
+  e[2] = chunk_err(l->dq, f->dq, lens, n, cu, k, u, p, E) / fmax(max_abs(f->dq, nf), 1e-30);
+  e[3] = chunk_err(l->dk, f->dk, lens, n, cu, k, u, p, E) / fmax(max_abs(f->dk, nf), 1e-30);
+  e[4] = chunk_err(l->dv, f->dv, lens, n, cu, k, u, p, E) / fmax(max_abs(f->dv, nf), 1e-30);
+}
+
+// Draws 1 to NMAX clips of lengths from CHOICES[0..nchoices): lens, their offsets cu
+// (n + 1) and the longest; returns n.
+static int draw_clips(int nmax, const int64_t *choices, int nchoices, int64_t lens[8],
+                      int32_t cu[9], int *longest) {
+  const int n = 1 + (int)(urand() * nmax);
+  cu[0] = 0, *longest = 0;
+  for (int c = 0; c < n; c++) {
+    lens[c] = choices[(int)(urand() * nchoices)];
+    cu[c + 1] = cu[c] + (int32_t)lens[c];
+    if (lens[c] > *longest) *longest = (int)lens[c];
+  }
+  return n;
+}
+
+// Ring attention on group g over l's chunks of the n clips lens (under mask m at the
+// positions lpos when m is given): l's out, lse, dq, dk and dv.
+static void ring_run(const kernels_backend *kb, comm_group *g, int n, const int64_t *lens,
+                     const kernels_mask *m, const int32_t *lpos, att_set *l, int H, int Dh,
+                     float scale) {
+  ring_attention *ra = NULL;
+  CHECK_OK(ring_attention_create(&ra, kb, comm_mpi(), g));
+  CHECK_OK(ring_attention_set_clips(ra, n, lens));
+  if (m) CHECK_OK(ring_attention_set_mask(ra, *m, lpos));
+  CHECK_OK(ring_attention_forward(ra, l->out, l->lse, l->q, l->k, l->v, H, Dh, scale));
+  CHECK_OK(ring_attention_backward(ra, l->dq, l->dk, l->dv, l->dout, l->q, l->k, l->v, l->out,
+                                   l->lse, H, Dh, scale));
+  ring_attention_free(&ra);
+}
+
 // Hybrid CP on group g (k >= 4): Ulysses over blocks of 2 ranks, ring over the k/2 blocks;
-// the reference as in one_case, the ring's tolerances.
+// the reference f as in one_case, the ring's tolerances.
 static void hybrid_case(const kernels_backend *kb, comm_group *g, int ncase, int H,
-                        const int64_t *lens, int n, const int32_t *cu, int longest, const float *q,
-                        const float *kk, const float *v, const float *dout, const float *out,
-                        const float *lse, const float *dq, const float *dk, const float *dv) {
+                        const int64_t *lens, int n, const int32_t *cu, int longest,
+                        const att_set *f) {
   const int k = comm_group_size(g), p = comm_group_rank(g), Dh = 8;
   const size_t E = (size_t)H * Dh;
   const int L = cu[n];
-  int64_t sup[8], f;
-  for (int c = 0; c < n; c++) ring_chunk(lens[c], k / 2, p / 2, &f, &sup[c]);  // super-chunks
-  size_t lf = (size_t)gather(NULL, q, lens, n, cu, k, 2, p, E) * E + 1;
-  float *lq = malloc(lf * 4), *lk = malloc(lf * 4), *lv = malloc(lf * 4), *ldo = malloc(lf * 4);
-  float *lout = malloc(lf * 4), *llse = malloc(lf * 4), *ldq = malloc(lf * 4),
-        *ldk = malloc(lf * 4), *ldv = malloc(lf * 4);
-  gather(lq, q, lens, n, cu, k, 2, p, E), gather(lk, kk, lens, n, cu, k, 2, p, E);
-  gather(lv, v, lens, n, cu, k, 2, p, E), gather(ldo, dout, lens, n, cu, k, 2, p, E);
+  int64_t sup[8], first;
+  for (int c = 0; c < n; c++) ring_chunk(lens[c], k / 2, p / 2, &first, &sup[c]);  // super-chunks
+  att_set l;
+  size_t lf = att_gather(&l, f, lens, n, cu, k, 2, p, E);
   ring_attention *ring = NULL;
   ulysses_attention *ua = NULL;
   CHECK_OK(ring_attention_create(&ring, kb, comm_mpi(), comm_stride_group(k)));
@@ -92,15 +168,15 @@ static void hybrid_case(const kernels_backend *kb, comm_group *g, int ncase, int
   float *res[2][5];  // blocking, pipelined: out, lse, dq, dk, dv
   for (int pipe = 0; pipe < 2; pipe++) {
     ulysses_attention_set_chunks(ua, pipe ? 2 : 1);
-    CHECK_OK(ulysses_attention_forward(ua, lout, llse, lq, lk, lv, H, Dh, 1.0f / sqrtf((float)Dh)));
-    CHECK_OK(ulysses_attention_backward(ua, ldq, ldk, ldv, ldo, lq, lk, lv, lout, llse, H, Dh,
-                                        1.0f / sqrtf((float)Dh)));
-    float *from[5] = {lout, llse, ldq, ldk, ldv};
+    CHECK_OK(ulysses_attention_forward(ua, l.out, l.lse, l.q, l.k, l.v, H, Dh, 1.0f / sqrtf((float)Dh)));
+    CHECK_OK(ulysses_attention_backward(ua, l.dq, l.dk, l.dv, l.dout, l.q, l.k, l.v, l.out, l.lse, H,
+                                        Dh, 1.0f / sqrtf((float)Dh)));
+    float *from[5] = {l.out, l.lse, l.dq, l.dk, l.dv};
     for (int i = 0; i < 5; i++) res[pipe][i] = malloc(lf * 4), memcpy(res[pipe][i], from[i], lf * 4);
   }
   ulysses_attention_free(&ua);
   ring_attention_free(&ring);
-  size_t lrows = (size_t)gather(NULL, q, lens, n, cu, k, 2, p, E), sizes[5] = {E, H, E, E, E};
+  size_t lrows = (size_t)gather(NULL, f->q, lens, n, cu, k, 2, p, E), sizes[5] = {E, H, E, E, E};
   int same = 1;
   for (int i = 0; i < 5; i++) {
     same &= !memcmp(res[0][i], res[1][i], lrows * sizes[i] * 4);
@@ -108,95 +184,66 @@ static void hybrid_case(const kernels_backend *kb, comm_group *g, int ncase, int
   }
   CHECK(same, "hybrid case %d k=%d H=%d rank %d: pipelined over 2 head chunks differs from "
         "blocking (must be bitwise)", ncase, k, H, p);
-  size_t nf = (size_t)L * E;
-  double eo = chunk_err(lout, out, lens, n, cu, k, 2, p, E) / fmax(max_abs(out, nf), 1e-30);
-  double el = chunk_err(llse, lse, lens, n, cu, k, 2, p, H) / fmax(max_abs(lse, (size_t)L * H), 1e-30);
-  double eq = chunk_err(ldq, dq, lens, n, cu, k, 2, p, E) / fmax(max_abs(dq, nf), 1e-30);
-  double ek = chunk_err(ldk, dk, lens, n, cu, k, 2, p, E) / fmax(max_abs(dk, nf), 1e-30);
-  double ev = chunk_err(ldv, dv, lens, n, cu, k, 2, p, E) / fmax(max_abs(dv, nf), 1e-30);
-  CHECK(eo <= 1e-5 && el <= 1e-5 && eq <= 1e-4 && ek <= 1e-4 && ev <= 1e-4,
+  double e[5];
+  att_errors(e, &l, f, lens, n, cu, k, 2, p, E, H);
+  CHECK(e[0] <= 1e-5 && e[1] <= 1e-5 && e[2] <= 1e-4 && e[3] <= 1e-4 && e[4] <= 1e-4,
         "hybrid case %d k=%d H=%d rank %d (%d clips, L=%d, longest %d): out %.2e lse %.2e dq "
-        "%.2e dk %.2e dv %.2e", ncase, k, H, p, n, L, longest, eo, el, eq, ek, ev);
-  free(lq), free(lk), free(lv), free(ldo), free(lout), free(llse), free(ldq), free(ldk), free(ldv);
+        "%.2e dk %.2e dv %.2e", ncase, k, H, p, n, L, longest, e[0], e[1], e[2], e[3], e[4]);
+  att_free(&l);
 }
 
 static void one_case(const kernels_backend *kb, comm_group *g, int ncase) {
   const int k = comm_group_size(g), p = comm_group_rank(g), Dh = 8;
   const int H = ncase % 3 == 2 ? 7 : 2 + ncase % 2;
   const size_t E = (size_t)H * Dh;
-  const int n = 1 + (int)(urand() * 5);
   static const int64_t choices[] = {1, 2, 3, 5, 17, 64, 97, 130};
   int64_t lens[8];
-  int32_t cu[9] = {0};
-  int longest = 0;  // the attention entries' max_len
-  for (int c = 0; c < n; c++) {
-    lens[c] = choices[(int)(urand() * 8)];
-    cu[c + 1] = cu[c] + (int32_t)lens[c];
-    if (lens[c] > longest) longest = (int)lens[c];
-  }
+  int32_t cu[9];
+  int longest;  // the attention entries' max_len
+  const int n = draw_clips(5, choices, 8, lens, cu, &longest);
   const int L = cu[n];
-  size_t nf = (size_t)L * E;
-  float *q = malloc(nf * 4), *kk = malloc(nf * 4), *v = malloc(nf * 4), *dout = malloc(nf * 4);
-  float *out = malloc(nf * 4), *lse = malloc((size_t)L * H * 4), *dq = malloc(nf * 4),
-        *dk = malloc(nf * 4), *dv = malloc(nf * 4);
-  for (size_t i = 0; i < nf; i++) {
-    q[i] = (float)(2 * urand() - 1);
-    kk[i] = (float)(2 * urand() - 1);
-    v[i] = (float)(2 * urand() - 1);
-    dout[i] = (float)(2 * urand() - 1);
-  }
+  att_set f, l;
+  att_random(&f, L, H, Dh);
   const float scale = 1.0f / sqrtf((float)Dh);
-  CHECK_OK(kb->attention_forward(kb, out, lse, q, kk, v, cu, n, longest, L, H, Dh, scale));
-  CHECK_OK(kb->attention_backward(kb, dq, dk, dv, dout, q, kk, v, out, lse, cu, n, longest, L, H, Dh,
-                                  scale));
+  CHECK_OK(kb->attention_forward(kb, f.out, f.lse, f.q, f.k, f.v, cu, n, longest, L, H, Dh, scale));
+  CHECK_OK(kb->attention_backward(kb, f.dq, f.dk, f.dv, f.dout, f.q, f.k, f.v, f.out, f.lse, cu, n,
+                                  longest, L, H, Dh, scale));
 
   // this rank's chunks, packed in clip order
-  size_t lf = (size_t)gather(NULL, q, lens, n, cu, k, 1, p, E) * E + 1;
-  float *lq = malloc(lf * 4), *lk = malloc(lf * 4), *lv = malloc(lf * 4), *ldo = malloc(lf * 4);
-  float *lout = malloc(lf * 4), *llse = malloc(lf * 4), *ldq = malloc(lf * 4),
-        *ldk = malloc(lf * 4), *ldv = malloc(lf * 4);
-  gather(lq, q, lens, n, cu, k, 1, p, E), gather(lk, kk, lens, n, cu, k, 1, p, E);
-  gather(lv, v, lens, n, cu, k, 1, p, E), gather(ldo, dout, lens, n, cu, k, 1, p, E);
-  ring_attention *ra = NULL;
-  CHECK_OK(ring_attention_create(&ra, kb, comm_mpi(), g));
-  CHECK_OK(ring_attention_set_clips(ra, n, lens));
-  CHECK_OK(ring_attention_forward(ra, lout, llse, lq, lk, lv, H, Dh, scale));
-  CHECK_OK(ring_attention_backward(ra, ldq, ldk, ldv, ldo, lq, lk, lv, lout, llse, H, Dh, scale));
-  ring_attention_free(&ra);
+  size_t lf = att_gather(&l, &f, lens, n, cu, k, 1, p, E);
+  ring_run(kb, g, n, lens, NULL, NULL, &l, H, Dh, scale);
 
-  double eo = chunk_err(lout, out, lens, n, cu, k, 1, p, E) / fmax(max_abs(out, nf), 1e-30);
-  double el = chunk_err(llse, lse, lens, n, cu, k, 1, p, H) / fmax(max_abs(lse, (size_t)L * H), 1e-30);
-  double eq = chunk_err(ldq, dq, lens, n, cu, k, 1, p, E) / fmax(max_abs(dq, nf), 1e-30);
-  double ek = chunk_err(ldk, dk, lens, n, cu, k, 1, p, E) / fmax(max_abs(dk, nf), 1e-30);
-  double ev = chunk_err(ldv, dv, lens, n, cu, k, 1, p, E) / fmax(max_abs(dv, nf), 1e-30);
-  CHECK(eo <= 1e-5 && el <= 1e-5, "case %d k=%d rank %d (%d clips, L=%d): out err %.2e lse err %.2e",
-        ncase, k, p, n, L, eo, el);
-  CHECK(eq <= 1e-4 && ek <= 1e-4 && ev <= 1e-4,
-        "case %d k=%d rank %d (%d clips, L=%d): dq %.2e dk %.2e dv %.2e", ncase, k, p, n, L, eq, ek, ev);
+  double e[5];
+  att_errors(e, &l, &f, lens, n, cu, k, 1, p, E, H);
+  CHECK(e[0] <= 1e-5 && e[1] <= 1e-5, "case %d k=%d rank %d (%d clips, L=%d): out err %.2e lse err %.2e",
+        ncase, k, p, n, L, e[0], e[1]);
+  CHECK(e[2] <= 1e-4 && e[3] <= 1e-4 && e[4] <= 1e-4,
+        "case %d k=%d rank %d (%d clips, L=%d): dq %.2e dk %.2e dv %.2e", ncase, k, p, n, L, e[2],
+        e[3], e[4]);
 
   ulysses_attention *ua = NULL;
   CHECK_OK(ulysses_attention_create(&ua, kb, comm_mpi(), g, NULL));
   CHECK_OK(ulysses_attention_set_clips(ua, n, lens));
   for (int chunks = 1; chunks <= 3; chunks++) {  // blocking, then pipelined over 2 and 3
     ulysses_attention_set_chunks(ua, chunks);
-    memset(lout, 0, lf * 4), memset(llse, 0, lf * 4), memset(ldq, 0, lf * 4);
-    memset(ldk, 0, lf * 4), memset(ldv, 0, lf * 4);
-    CHECK_OK(ulysses_attention_forward(ua, lout, llse, lq, lk, lv, H, Dh, scale));
-    CHECK_OK(ulysses_attention_backward(ua, ldq, ldk, ldv, ldo, lq, lk, lv, lout, llse, H, Dh, scale));
-    eo = chunk_err(lout, out, lens, n, cu, k, 1, p, E);
-    el = chunk_err(llse, lse, lens, n, cu, k, 1, p, H);
-    eq = chunk_err(ldq, dq, lens, n, cu, k, 1, p, E);
-    ek = chunk_err(ldk, dk, lens, n, cu, k, 1, p, E);
-    ev = chunk_err(ldv, dv, lens, n, cu, k, 1, p, E);
+    memset(l.out, 0, lf * 4), memset(l.lse, 0, lf * 4), memset(l.dq, 0, lf * 4);
+    memset(l.dk, 0, lf * 4), memset(l.dv, 0, lf * 4);
+    CHECK_OK(ulysses_attention_forward(ua, l.out, l.lse, l.q, l.k, l.v, H, Dh, scale));
+    CHECK_OK(ulysses_attention_backward(ua, l.dq, l.dk, l.dv, l.dout, l.q, l.k, l.v, l.out, l.lse, H,
+                                        Dh, scale));
+    double eo = chunk_err(l.out, f.out, lens, n, cu, k, 1, p, E);
+    double el = chunk_err(l.lse, f.lse, lens, n, cu, k, 1, p, H);
+    double eq = chunk_err(l.dq, f.dq, lens, n, cu, k, 1, p, E);
+    double ek = chunk_err(l.dk, f.dk, lens, n, cu, k, 1, p, E);
+    double ev = chunk_err(l.dv, f.dv, lens, n, cu, k, 1, p, E);
     CHECK(eo == 0 && el == 0 && eq == 0 && ek == 0 && ev == 0,
           "Ulysses case %d k=%d H=%d chunks %d rank %d (%d clips, L=%d): out %.2e lse %.2e dq "
           "%.2e dk %.2e dv %.2e (must be bitwise)", ncase, k, H, chunks, p, n, L, eo, el, eq, ek,
           ev);
   }
   ulysses_attention_free(&ua);
-  if (k >= 4) hybrid_case(kb, g, ncase, H, lens, n, cu, longest, q, kk, v, dout, out, lse, dq, dk, dv);
-  free(q), free(kk), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv);
-  free(lq), free(lk), free(lv), free(ldo), free(lout), free(llse), free(ldq), free(ldk), free(ldv);
+  if (k >= 4) hybrid_case(kb, g, ncase, H, lens, n, cu, longest, &f);
+  att_free(&f), att_free(&l);
 }
 
 // This rank's masked results (out, lse, dq, dk, dv of its chunks in blocks of u) against the
@@ -231,16 +278,11 @@ static void masked_case(const kernels_backend *kb, comm_group *g, int ncase) {
       {.kind = KERNELS_MASK_BLOCK_CAUSAL, .chunk = 1, .window = 1},
       {.kind = KERNELS_MASK_WINDOW, .wt = 1, .wh = 0, .ww = 1, .tile_t = 1, .tile_h = 1, .tile_w = 2}};
   const kernels_mask m = masks[ncase % 2];
-  const int n = 1 + (int)(urand() * 4);
   static const int64_t choices[] = {1, 5, 17, 64, 97, 130};
   int64_t lens[8];
-  int32_t cu[9] = {0};
-  int longest = 0;
-  for (int c = 0; c < n; c++) {
-    lens[c] = choices[(int)(urand() * 6)];
-    cu[c + 1] = cu[c] + (int32_t)lens[c];
-    if (lens[c] > longest) longest = (int)lens[c];
-  }
+  int32_t cu[9];
+  int longest;
+  const int n = draw_clips(4, choices, 6, lens, cu, &longest);
   const int L = cu[n];
   size_t nf = (size_t)L * E;
   float *q = malloc(nf * 4), *kk = malloc(nf * 4), *v = malloc(nf * 4), *dout = malloc(nf * 4);

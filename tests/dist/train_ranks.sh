@@ -15,16 +15,9 @@
 #  4. bad launches stop with a clear error: ranks given different configs (world sizes
 #     that are not powers of two run: tests/dist/any_ranks.sh).
 set -euo pipefail
-T=${TESSERA_BIN:?set by ctest}
-SRC=${TESSERA_SRC:?set by ctest}
-W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-dist-train.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-pass=0 failn=0
-ok() { pass=$((pass + 1)); echo "ok: $*"; }
-bad() { failn=$((failn + 1)); echo "FAIL: $*" >&2; }
+. "$(dirname "$0")/ranks_store.sh"  # tests/lib.sh (ok, bad, tally); 4 clips of 320 ... 1280 tokens
+scratch dist-train
 MPI=(mpirun --oversubscribe)
-
-. "$(dirname "$0")/ranks_store.sh"  # 4 clips of 320, 640, 960 and 1280 tokens
 ranks_store "$W"
 CONF=("${RANKS_MODEL[@]}" --set train.steps=20 --set train.warmup=5
       --set train.lr=2e-3 --set train.ckpt_every=10 --set train.ckpt_keep=5 --set train.log_every=1)
@@ -89,19 +82,11 @@ awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" &&
   --set train.ckpt_every=2 --out "$W/dead" >"$W/dead.log" 2>&1 &
 job=$!
 for _ in $(seq 100); do [ -s "$W/dead/metrics.jsonl" ] && [ -f "$W/dead/ckpt-2.safetensors" ] && break; sleep 0.2; done
-victim=""
-for p in $(pgrep -f "tessera train.*$W/dead" || true); do
-  if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then victim=$p; fi
-done
+victim=$(rank1_pid "$W/dead")
 if [ -n "$victim" ]; then
-  start=$(date +%s)
-  kill -9 "$victim"
-  rc=0
-  timeout 90 tail --pid=$job -f /dev/null || true
-  wait $job || rc=$?
-  took=$(( $(date +%s) - start ))
-  [ $rc -ne 0 ] && [ $took -le 60 ] && ok "job ended (exit $rc) ${took}s after rank 1 was killed" \
-    || bad "job after kill: exit $rc after ${took}s"
+  ranks_kill "$victim" "$job"
+  [ $RC -ne 0 ] && [ $TOOK -le 60 ] && ok "job ended (exit $RC) ${TOOK}s after rank 1 was killed" \
+    || bad "job after kill: exit $RC after ${TOOK}s"
   grep -Eqi "rank 1|process rank 1" "$W/dead.log" && ok "the message names rank 1: $(grep -Ei 'rank 1' "$W/dead.log" | head -1)" \
     || bad "no message naming rank 1: $(tail -5 "$W/dead.log")"
   newest=$(ls "$W/dead"/ckpt-*.safetensors | sort -t- -k2 -n | tail -1)
@@ -121,5 +106,4 @@ rc=0
 [ $rc -ne 0 ] && grep -q "different configs" "$W/mixed.log" && ok "different configs refused" \
   || bad "different configs: exit $rc: $(tail -3 "$W/mixed.log")"
 
-echo "dist train: $pass passed, $failn failed"
-[ $failn -eq 0 ]
+tally "dist train"

@@ -29,10 +29,7 @@
 set -euo pipefail
 . "$(dirname "$0")/ranks_store.sh"  # 4 clips of 320, 640, 960 and 1280 tokens
 ranks_begin zero
-ranks_store "$W"
-CONF=("${RANKS_MODEL[@]}" --set train.warmup=2 --set train.lr=2e-3
-      --set train.log_every=1 --set train.steps=4 --set train.ckpt_every=2 --set train.ckpt_keep=3)
-train() { ranks_train "$@"; }
+CONF+=(--set train.steps=4 --set train.ckpt_every=2 --set train.ckpt_keep=3)
 # 1. stages x world sizes x plans
 runs=(1z0 1z1 1z2 1z3 2sz0 2sz1 2sz2 2sz3)
 [ "${ZERO_FULL:-0}" = 1 ] &&
@@ -40,7 +37,7 @@ runs=(1z0 1z1 1z2 1z3 2sz0 2sz1 2sz2 2sz3)
 for run in "${runs[@]}"; do
   n=${run%%[sz]*} z=${run##*z} plan=()
   case $run in *s*) plan=(--plan static) ;; esac
-  train "$run" "$n" --set train.zero="$z" "${plan[@]}"
+  ranks_train "$run" "$n" --set train.zero="$z" "${plan[@]}"
   [ "$run" = 1z0 ] || { close 1z0 "$run" loss; close 1z0 "$run" grad_norm; }
 done
 # bitwise RUN BASE JQ: the metrics JQ selects and the step-2 and step-4 checkpoints (the four
@@ -75,7 +72,7 @@ fi
 # validation at zero 3 (every rank through every wave's gathers, forward only) gives zero
 # 0's validation losses bitwise: 3 clips a step, 1 held out, validated at steps 0, 2 and 4
 for z in 0 3; do
-  train "val$z" 2 --set train.zero=$z --set train.global_batch=3 --set train.val_clips=1 \
+  ranks_train "val$z" 2 --set train.zero=$z --set train.global_batch=3 --set train.val_clips=1 \
     --set train.val_every=2
 done
 cmp -s <(jq -c 'select(.val_loss) | [.step, .val_loss]' "$W/val0/metrics.jsonl") \
@@ -87,7 +84,7 @@ echo "ok: validation at zero 3 on 2 ranks: zero 0's losses bitwise"
 # 2. resume across stages and world sizes, from the step-2 checkpoints of runs above
 resume() {  # resume NAME FROM RANKS ZERO: FROM's run directory without its newest checkpoint
   cp -r "$W/$2" "$W/$1" && rm "$W/$1/ckpt-4.safetensors"
-  train "$1" "$3" --set train.zero="$4" --resume
+  ranks_train "$1" "$3" --set train.zero="$4" --resume
   close 1z0 "$1" loss
 }
 resume a "$([ -d "$W/4z3" ] && echo 4z3 || echo 2sz3)" 1 0

@@ -10,18 +10,8 @@
 # column of u or du changes it by far more). Measured on the emulated device
 # (build-emu, `ctest -L emu`): loss 6e-5, gradient norm 1.5e-3. ~5 s.
 set -euo pipefail
-T=${TESSERA_BIN:?set by ctest}
-ML=${MAKE_LATENTS:?set by ctest}
-SRC=${TESSERA_SRC:?set by ctest}
-W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-gpulora.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-. "$SRC/tests/model/colour_store.sh"  # 4 colours x 4 captioned latent clips
-colour_store "$W" 4
-CFG=(--config "$SRC/configs/model/wan-tiny.conf" --data "$W/store" --set model.text_len=16
-     --set model.recompute=0 --set train.log_every=1 --set train.global_batch=8
-     --set train.warmup=2)
+. "$(dirname "$0")/../model/colour_store.sh"  # tests/lib.sh, colour_begin
+colour_begin gpulora 4  # 4 colours x 4 captioned latent clips, CFG of global batch 8
 "$T" train "${CFG[@]}" --backend cpu --out "$W/base" --steps 20 --set train.steps=20 \
   --set train.lr=2e-3 2>"$W/base.log" || { tail -3 "$W/base.log"; fail "the base's training"; }
 # shellcheck disable=SC2054  # lora.targets is a comma-separated list, one element

@@ -14,13 +14,8 @@
 # The store comes as in tests/gpu/train.sh ($TESSERA_GPU_STORE, an ingest when this build
 # has media, or $TESSERA_SRC/.carry/gpu-store); without one the test is skipped (77).
 set -uo pipefail
-T=${TESSERA_BIN:?}
-SRC=${TESSERA_SRC:?}
-W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-gpu-memory.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-pass=0 failn=0
-ok() { echo "ok: $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; failn=$((failn + 1)); }
+. "$(dirname "$0")/../lib.sh"  # T, SRC, scratch, ok/bad/tally
+scratch gpu-memory
 STORE=""
 if [ -n "${TESSERA_GPU_STORE:-}" ] && [ -f "$TESSERA_GPU_STORE/index.sqlite" ]; then
   STORE=$TESSERA_GPU_STORE
@@ -77,5 +72,4 @@ if TESSERA_CUDA_GRAPHS=1 "$T" train "${A[@]}" --set train.mem_tokens=4096 --set 
 else
   bad "(c) training with recompute 2 and graphs failed: $(tail -3 "$W/c.log")"
 fi
-echo "$pass passed, $failn failed"
-[ $failn -eq 0 ]
+tally gpu_memory

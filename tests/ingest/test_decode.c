@@ -16,21 +16,10 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "scratch.h"
 #include "ingest/decode.h"
 
 static char tmpdir[256];
-
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...) {
-  char cmd[8192];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd, fmt, ap);
-  va_end(ap);
-  int rc = system(cmd);
-  if (rc) fprintf(stderr, "command failed (%d): %s\n", rc, cmd);
-  return rc;
-}
 
 // Expected output frames from ffprobe's timestamps.
 static int64_t ffprobe_expected(const char *path, int fps) {

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "scratch.h"
 #include "ingest/decode.h"
 #include "ingest/decode_span.h"
 
@@ -24,18 +25,6 @@
 #define MAX_SPANS 8
 
 static char tmpdir[256];
-
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...) {
-  char cmd[8192];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd, fmt, ap);
-  va_end(ap);
-  int rc = system(cmd);
-  if (rc) fprintf(stderr, "command failed (%d): %s\n", rc, cmd);
-  return rc;
-}
 
 // Frames one span delivered, all kept (spans here are short).
 typedef struct {

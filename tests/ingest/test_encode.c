@@ -20,6 +20,7 @@
 #include <libswscale/swscale.h>
 
 #include "check.h"
+#include "scratch.h"
 #include "tmp_files.h"
 #include "core/err.h"
 #include "ingest/encode.h"
@@ -269,8 +270,6 @@ int main(void) {
   video_encoder_free(&e);
   CHECK(!tmp_exists(path) && !file_exists(path), "abandoned encode leaves no file");
 
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+  scratch_remove(dir);
   return check_done();
 }

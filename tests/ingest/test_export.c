@@ -11,6 +11,7 @@
 #include <libavutil/log.h>
 
 #include "check.h"
+#include "scratch.h"
 #include "tmp_files.h"
 #include "core/err.h"
 #include "ingest/export.h"
@@ -100,8 +101,6 @@ int main(void) {
   st = export_clip_mp4(dir, id, mp4, 18);
   CHECK(st == TSR_EFORMAT && !exists(mp4) && !tmp_exists(mp4), "corrupt payload: mp4 export refused");
 
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+  scratch_remove(dir);
   return check_done();
 }

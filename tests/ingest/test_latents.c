@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "scratch.h"
 #include "core/bf16.h"
 #include "comm/comm.h"
 #include "core/rng.h"
@@ -371,9 +372,7 @@ int main(int argc, char **argv) {
   test_values();
   test_captions_and_cuts();
   test_bad_files();
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);
+  scratch_remove(dir);
   comm_finalize();
   return check_done();
 }

@@ -18,20 +18,14 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "scratch.h"
 #include "ingest/manifest.h"
 #include "ingest/manifest_filter.h"
 
 static char dir[256];
 
 static const char *write_text(const char *name, const char *text) {
-  static char path[4][512];
-  static int turn;
-  char *p = path[turn++ % 4];
-  snprintf(p, 512, "%s/%s", dir, name);
-  FILE *f = fopen(p, "wb");
-  fputs(text, f);
-  fclose(f);
-  return p;
+  return scratch_write(dir, name, text);
 }
 
 static manifest *open_as(const char *path, manifest_preset preset, const char *root) {
@@ -495,8 +489,6 @@ int main(void) {
   test_bad_rows();
   test_long_and_missing();
   test_filters();
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);
+  scratch_remove(dir);
   return check_done();
 }

@@ -12,21 +12,9 @@
 # - a LoRA adapters file given to `train --init` is named as such, with the merge command;
 # - model.depth = 1024 (the documented maximum) plans; 1025 is refused.
 set -euo pipefail
-T=${TESSERA_BIN:?set by ctest}
+. "$(dirname "$0")/../lib.sh"  # T, SRC, scratch, fail, expect_fail
 ML=${MAKE_LATENTS:?set by ctest}
-SRC=${TESSERA_SRC:?set by ctest}
-W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-badvalues.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-# expect_fail PATTERN CMD...: CMD must exit 1 (not a signal) with PATTERN (grep -E) on stderr
-expect_fail() {
-  local pat=$1 rc=0
-  shift
-  "$@" >"$W/out" 2>"$W/err" || rc=$?
-  [ $rc -eq 1 ] || { cat "$W/err" >&2; fail "expected exit 1, got $rc: $*"; }
-  grep -Eq -- "$pat" "$W/err" || { cat "$W/err" >&2; fail "stderr lacks /$pat/: $*"; }
-  echo "ok: refused ($(grep -m1 "^error" "$W/err" | head -c 300))"
-}
+scratch badvalues
 # poke FILE TENSOR VALUE [DROP_SUM]: element 0 of F32 tensor TENSOR of safetensors FILE set
 # to VALUE (nan, inf, 1e20 ...: with "all", every element); DROP_SUM=1 also removes its
 # recorded checksum (as a file PEFT wrote has none), so that the value check is what fails.
@@ -87,33 +75,11 @@ for v in nan inf -inf; do
   [ ! -e "$W/bad-$v.ckpt" ] || fail "a checkpoint was written from a model with $v"
 done
 
-# an original Wan file of hidden size 0, and num_heads 0
-python3 - "$W/orig0.safetensors" <<'PYEOF'
+# orig_file FILE D: an original Wan file of hidden size D (its tensors zero)
+orig_file() {
+  python3 - "$1" "$2" <<'PYEOF'
 import json, struct, sys
-shapes = {"patch_embedding.weight": [0, 16, 1, 2, 2], "text_embedding.0.weight": [0, 32],
-          "time_embedding.0.weight": [0, 256], "blocks.0.ffn.0.weight": [112, 0],
-          "head.head.weight": [64, 0], "head.modulation": [1, 2, 0],
-          "blocks.0.modulation": [1, 6, 0]}
-head, off = {}, 0
-for k, s in shapes.items():
-    n = 4
-    for d in s: n *= d
-    head[k] = {"dtype": "F32", "shape": s, "data_offsets": [off, off + n]}
-    off += n
-text = json.dumps(head).encode()
-text += b' ' * (-len(text) % 8)
-open(sys.argv[1], 'wb').write(struct.pack('<Q', len(text)) + text + bytes(off))
-PYEOF
-expect_fail "patch_embedding\.weight has shape \(0, 16, 1, 2, 2\)" "$T" convert "$W/orig0.safetensors" --out "$W/o.ckpt"
-expect_fail "patch_embedding\.weight has shape \(0, 16, 1, 2, 2\)" \
-  "$T" convert "$W/orig0.safetensors" --out "$W/o.ckpt" --set model.heads=0
-mkdir -p "$W/orig-heads0"
-cp "$W/orig0.safetensors" "$W/orig-heads0/diffusion_pytorch_model.safetensors"
-echo '{"num_heads": 0}' >"$W/orig-heads0/config.json"
-# the shape check comes first for this file: a sound hidden size with num_heads 0
-python3 - "$W/orig-heads0/diffusion_pytorch_model.safetensors" <<'PYEOF'
-import json, struct, sys
-D = 48
+D = int(sys.argv[2])
 shapes = {"patch_embedding.weight": [D, 16, 1, 2, 2], "text_embedding.0.weight": [D, 32],
           "time_embedding.0.weight": [D, 256], "blocks.0.ffn.0.weight": [112, D],
           "head.head.weight": [64, D], "head.modulation": [1, 2, D],
@@ -128,6 +94,17 @@ text = json.dumps(head).encode()
 text += b' ' * (-len(text) % 8)
 open(sys.argv[1], 'wb').write(struct.pack('<Q', len(text)) + text + bytes(off))
 PYEOF
+}
+# an original Wan file of hidden size 0, and num_heads 0
+orig_file "$W/orig0.safetensors" 0
+expect_fail "patch_embedding\.weight has shape \(0, 16, 1, 2, 2\)" "$T" convert "$W/orig0.safetensors" --out "$W/o.ckpt"
+expect_fail "patch_embedding\.weight has shape \(0, 16, 1, 2, 2\)" \
+  "$T" convert "$W/orig0.safetensors" --out "$W/o.ckpt" --set model.heads=0
+mkdir -p "$W/orig-heads0"
+cp "$W/orig0.safetensors" "$W/orig-heads0/diffusion_pytorch_model.safetensors"
+echo '{"num_heads": 0}' >"$W/orig-heads0/config.json"
+# the shape check comes first for this file: a sound hidden size with num_heads 0
+orig_file "$W/orig-heads0/diffusion_pytorch_model.safetensors" 48
 expect_fail "num_heads is out of \[1, 1024\]|num_heads is not a positive integer" \
   "$T" convert "$W/orig-heads0" --out "$W/o.ckpt"
 expect_fail "model\.heads = 0 is out of range" "$T" convert "$W/dif" --out "$W/o.ckpt" --set model.heads=0

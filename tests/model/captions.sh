@@ -25,18 +25,9 @@
 #    longer than model.text_len, training a text model whose text_len is below a stored
 #    caption's length.
 set -euo pipefail
-T=${TESSERA_BIN:?set by ctest}
+. "$(dirname "$0")/../lib.sh"  # T, SRC, scratch, fail, expect_fail (exit 1 with PATTERN on stderr)
 ML=${MAKE_LATENTS:?set by ctest}
-SRC=${TESSERA_SRC:?set by ctest}
-W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-captions.XXXXXX")
-#trap 'rm -rf "$W"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect_fail() {  # PATTERN CMD...: exit 1 with PATTERN on stderr
-  local pat=$1 rc=0; shift
-  "$@" >"$W/out" 2>"$W/err" || rc=$?
-  [ $rc -eq 1 ] && grep -Eq -- "$pat" "$W/err" || { cat "$W/err" >&2; fail "expected exit 1 and /$pat/: $*"; }
-  echo "ok: refused: $(grep -E -- "$pat" "$W/err" | head -1 | cut -c1-160)"
-}
+scratch captions
 
 colours=(red green blue yellow)
 values=("1.5,-1.5,-1.5,0" "-1.5,1.5,-1.5,0" "-1.5,-1.5,1.5,0" "1.5,1.5,-1.5,0")

@@ -2,7 +2,17 @@
 # colour_store DIR N makes DIR/store from 4 x N latent files (make_latents: 2x4x4 tokens of
 # 16 channels): clip i of colour k (seed k * 100 + i) holds its colour's values plus noise
 # 0.2 and the caption "colour k", 3 tokens of 32 (words 0, k + 2, 1). Needs ML (make_latents),
-# T (tessera) and fail.
+# T (tessera) and fail. Sets COLOUR_CFG, the arguments of the tiny Wan model both train on
+# it: text length 16, no recompute, every step logged, warm-up 2, a global batch of 2N.
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"  # T, SRC, scratch, fail, expect_fail
+# colour_begin NAME N: what both start with: ML (make_latents, from ctest), W (scratch NAME),
+# the store of 4 x N clips in W and CFG, its model's arguments (COLOUR_CFG).
+colour_begin() {
+  ML=${MAKE_LATENTS:?set by ctest}
+  scratch "$1"
+  colour_store "$W" "$2"
+  CFG=("${COLOUR_CFG[@]}")
+}
 colour_store() {
   local dir=$1 n=$2 k i zeros values
   zeros=$(printf ',0%.0s' $(seq 13))
@@ -17,4 +27,7 @@ colour_store() {
   done
   "$T" ingest --latents "$dir/lat" --out "$dir/store" --workers 1 --quiet 2>"$dir/ingest.log" ||
     { tail -3 "$dir/ingest.log"; fail "ingest"; }
+  COLOUR_CFG=(--config "$SRC/configs/model/wan-tiny.conf" --data "$dir/store" --set model.text_len=16
+              --set model.recompute=0 --set train.log_every=1 --set train.global_batch=$((2 * n))
+              --set train.warmup=2)
 }

@@ -6,23 +6,9 @@
 # with a plain open: convert waited for a writer forever). Each command under `timeout 60`,
 # so a regression fails (exit 124) instead of hanging the suite.
 set -euo pipefail
-T=${TESSERA_BIN:?set by ctest}
+. "$(dirname "$0")/../lib.sh"  # T, SRC, scratch, ok/bad, refused (exit 1, grep -F, 60 s)
 ML=${MAKE_LATENTS:?set by ctest}
-SRC=${TESSERA_SRC:?set by ctest}
-W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-cfifo.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "ok: $*"; }
-bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
-refused() {
-  local what=$1 pat=$2 rc=0; shift 2
-  timeout 60 "$@" >"$W/out" 2>"$W/err" </dev/null || rc=$?
-  if [ $rc -eq 1 ] && grep -Fq -- "$pat" "$W/err" && ! grep -q Sanitizer "$W/err"; then
-    ok "$what: refused ($(head -c 160 "$W/err" | tr '\n' ' '))"
-  else
-    bad "$what: exit $rc ($([ $rc -eq 124 ] && echo hung || head -c 300 "$W/err" | tr '\n' ' '))"
-  fi
-}
+scratch cfifo
 mkdir -p "$W/lat"
 for i in 0 1; do
   "$ML" "$W/lat/c$i.safetensors" --shape 2,4,4,16 --seed $i --text 3,32 --caption "clip $i"
@@ -64,5 +50,4 @@ mkfifo "$W/lora.safetensors"
 refused "convert --merge-lora of a FIFO" "lora.safetensors is a FIFO" \
   "$T" convert "$CK" --merge-lora "$W/lora.safetensors" --out "$W/x.ckpt"
 [ ! -e "$W/x.ckpt" ] && ok "no checkpoint written by a refused convert" || bad "a refused convert wrote $W/x.ckpt"
-echo "convert_fifo: $passed passed, $failed failed"
-[ $failed -eq 0 ]
+tally convert_fifo

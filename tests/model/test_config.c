@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "scratch.h"
 #include "model/config.h"
 #include "model/dit.h"
 
@@ -21,12 +22,7 @@ static int same_config(const dit_config *a, const train_config *at, const dit_co
 }
 
 static const char *write_conf(const char *name, const char *text) {
-  static char path[256];
-  snprintf(path, sizeof path, "%s/%s", tmpdir, name);
-  FILE *f = fopen(path, "w");
-  fputs(text, f);
-  fclose(f);
-  return path;
+  return scratch_write(tmpdir, name, text);
 }
 
 // config_load must fail and its message must contain `needle`.

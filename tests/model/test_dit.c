@@ -258,6 +258,17 @@ static void test_recompute(int v) {
   mt_batch_free(&mb);
 }
 
+// The largest |prediction| of m on batch mb (12 values a token), the buffer's first value
+// set beforehand so that a prediction left unwritten shows.
+static float init_output_max(dit_model *m, mt_batch *mb) {
+  float *pred = calloc((size_t)mb->L * 12, sizeof(float)), pmax = 0;
+  pred[0] = 1;
+  CHECK_OK(dit_forward(m, &mb->b, pred, NULL));
+  for (int j = 0; j < mb->L * 12; j++) pmax = fmaxf(pmax, fabsf(pred[j]));
+  free(pred);
+  return pmax;
+}
+
 static void test_init(void) {
   const kernels_backend *kb = kernels_cpu();
   dit_config c = mt_config();
@@ -284,11 +295,7 @@ static void test_init(void) {
   // adaLN-Zero: the output is exactly zero at init
   mt_batch mb;
   CHECK_OK(mt_batch_make(&mb, CLIPS, 3, 12, 3, 5, IDS));
-  float *pred = calloc((size_t)mb.L * 12, sizeof(float));
-  pred[0] = 1;
-  CHECK_OK(dit_forward(m, &mb.b, pred, NULL));
-  float pmax = 0;
-  for (int j = 0; j < mb.L * 12; j++) pmax = fmaxf(pmax, fabsf(pred[j]));
+  float pmax = init_output_max(m, &mb);
   CHECK(pmax == 0, "output at init %g", pmax);
   // oversized batch
   dit_model *small;
@@ -300,7 +307,6 @@ static void test_init(void) {
   c.heads = 3;
   CHECK(dit_create(&bad, &c, kb, 8, 4) == TSR_EINVAL && strstr(err_msg(), "model.heads"),
         "bad config: %s", err_msg());
-  free(pred);
   mt_batch_free(&mb);
   dit_free(&small);
   dit_free(&m);
@@ -343,13 +349,8 @@ static void test_init_text(void) {
   CHECK(dit_forward(m, &mb.b, NULL, NULL) == TSR_EINVAL && strstr(err_msg(), "caption tokens"),
         "too many caption tokens: %s", err_msg());
   mb.b.Lt = mb.Lt;
-  float *pred = calloc((size_t)mb.L * 12, sizeof(float));
-  pred[0] = 1;
-  CHECK_OK(dit_forward(m, &mb.b, pred, NULL));
-  float omax = 0;
-  for (int j = 0; j < mb.L * 12; j++) omax = fmaxf(omax, fabsf(pred[j]));
+  float omax = init_output_max(m, &mb);
   CHECK(omax == 0, "text model output at init %g", omax);
-  free(pred);
   mt_batch_free(&mb);
   dit_free(&m0), dit_free(&m);
 }

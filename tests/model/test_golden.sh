@@ -20,29 +20,22 @@ trap 'rm -rf "$tmp"' EXIT
 # the model with captions: cross-attention, text embedding and null token, every gradient
 "$GOLDEN_DUMP" "$tmp/text.safetensors" --text
 "$PY" "$TESSERA_SRC/tools/reference/golden.py" "$tmp/text.safetensors"
-# The check must be able to fail: one gradient off by 0.1% is reported.
-"$PY" - "$tmp/golden.safetensors" "$tmp/off.safetensors" <<'PYEOF'
+# rejects_off DUMP TENSOR: golden.py fails on DUMP with TENSOR 0.1% off, naming it (the
+# check must be able to fail).
+rejects_off() {
+  "$PY" - "$1" "$tmp/off.safetensors" "$2" <<'PYEOF'
 import sys
 sys.path.insert(0, __import__("os").environ["TESSERA_SRC"] + "/tools/reference")
 import safetensors_io
 t, meta = safetensors_io.read(sys.argv[1])
-t["grad.blocks.1.k_norm.weight"] = t["grad.blocks.1.k_norm.weight"] * 1.001
+t[sys.argv[3]] = t[sys.argv[3]] * 1.001
 safetensors_io.write(sys.argv[2], t, meta)
 PYEOF
-if "$PY" "$TESSERA_SRC/tools/reference/golden.py" "$tmp/off.safetensors" > "$tmp/off.txt"; then
-  echo "FAIL: golden.py accepted a gradient that is 0.1% off"; exit 1
-fi
-grep -q "grad.blocks.1.k_norm.weight .*FAIL" "$tmp/off.txt" && echo "golden.py rejects a 0.1% gradient error: ok"
+  if "$PY" "$TESSERA_SRC/tools/reference/golden.py" "$tmp/off.safetensors" > "$tmp/off.txt"; then
+    echo "FAIL: golden.py accepted $2 0.1% off"; exit 1
+  fi
+  grep -q "$2 .*FAIL" "$tmp/off.txt" && echo "golden.py rejects a 0.1% error of $2: ok"
+}
+rejects_off "$tmp/golden.safetensors" grad.blocks.1.k_norm.weight
 # ... and so must the text model's check: the null token's gradient 0.1% off
-"$PY" - "$tmp/text.safetensors" "$tmp/off.safetensors" <<'PYEOF'
-import sys
-sys.path.insert(0, __import__("os").environ["TESSERA_SRC"] + "/tools/reference")
-import safetensors_io
-t, meta = safetensors_io.read(sys.argv[1])
-t["grad.text_null.weight"] = t["grad.text_null.weight"] * 1.001
-safetensors_io.write(sys.argv[2], t, meta)
-PYEOF
-if "$PY" "$TESSERA_SRC/tools/reference/golden.py" "$tmp/off.safetensors" > "$tmp/off.txt"; then
-  echo "FAIL: golden.py accepted a text_null gradient that is 0.1% off"; exit 1
-fi
-grep -q "grad.text_null.weight .*FAIL" "$tmp/off.txt" && echo "golden.py rejects a 0.1% error of the null token's gradient: ok"
+rejects_off "$tmp/text.safetensors" grad.text_null.weight

@@ -216,17 +216,24 @@ static double adapted_run(int v, const kernels_backend *kb, int frozen, float **
   return loss;
 }
 
-static void test_frozen(int v) {
-  float *g0, *g1, *p0, *p1;
+// Checks that adapted_run of bases A and B (on backend K) give the same loss, prediction and
+// adapter gradients, bit for bit (a failure names WHAT); the count of adapter gradients.
+static size_t same_adapted(int v, const kernels_backend *k, int a, int b, const char *what) {
+  float *ga, *gb, *pa, *pb;
   size_t n, np;
-  double l0 = adapted_run(v, kernels_cpu(), 0, &g0, &p0, &n, &np);
-  double l1 = adapted_run(v, kernels_cpu(), 1, &g1, &p1, &n, &np);
-  CHECK(l0 == l1 && !memcmp(g0, g1, sizeof(float) * n) && !memcmp(p0, p1, sizeof(float) * np),
-        "%s: the frozen base changes the loss (%.9g vs %.9g), prediction or adapter gradients",
-        VARIANT_NAME[v], l1, l0);
+  double la = adapted_run(v, k, a, &ga, &pa, &n, &np);
+  double lb = adapted_run(v, k, b, &gb, &pb, &n, &np);
+  CHECK(la == lb && !memcmp(ga, gb, sizeof(float) * n) && !memcmp(pa, pb, sizeof(float) * np),
+        "%s: the %s changes the loss (%.9g vs %.9g), prediction or adapter gradients",
+        VARIANT_NAME[v], what, lb, la);
+  free(ga), free(gb), free(pa), free(pb);
+  return n;
+}
+
+static void test_frozen(int v) {
+  size_t n = same_adapted(v, kernels_cpu(), 0, 1, "frozen base");
   printf("frozen base (%s): loss, prediction and %zu adapter gradients bitwise as with the "
          "base's gradients computed\n", VARIANT_NAME[v], n);
-  free(g0), free(g1), free(p0), free(p1);
 }
 
 // dit_create_frozen_base with bf16 activations (the trainer's LoRA base): fp32 masters of the
@@ -234,13 +241,7 @@ static void test_frozen(int v) {
 // prediction and every adapter gradient of dit_create_frozen's bit for bit; and a copy of it
 // (dit_copy_weights, the trainer's sampling model) predicts the same.
 static void test_frozen_base(int v) {
-  float *g1, *g2, *p1, *p2;
-  size_t n, np;
-  double l1 = adapted_run(v, kernels_cpu_bf16(), 1, &g1, &p1, &n, &np);
-  double l2 = adapted_run(v, kernels_cpu_bf16(), 2, &g2, &p2, &n, &np);
-  CHECK(l1 == l2 && !memcmp(g1, g2, sizeof(float) * n) && !memcmp(p1, p2, sizeof(float) * np),
-        "%s: the bf16 frozen base changes the loss (%.9g vs %.9g), prediction or adapter "
-        "gradients", VARIANT_NAME[v], l2, l1);
+  size_t n = same_adapted(v, kernels_cpu_bf16(), 1, 2, "bf16 frozen base");
   mt_batch mb;
   dit_model *a = make_model_on(v, 0, kernels_cpu_bf16(), 2, &mb), *b = NULL;
   const dit_config *c = dit_get_config(a);
@@ -263,7 +264,7 @@ static void test_frozen_base(int v) {
         VARIANT_NAME[v]);
   printf("bf16 frozen base (%s): loss, prediction and %zu adapter gradients bitwise as with "
          "every fp32 master kept; a copy predicts the same\n", VARIANT_NAME[v], n);
-  free(g1), free(g2), free(p1), free(p2), free(x), free(txt), free(pa), free(pb);
+  free(x), free(txt), free(pa), free(pb);
   mt_batch_free(&mb);
   dit_free(&a), dit_free(&b), dit_free(&f);
 }

@@ -8,7 +8,4 @@
 set -euo pipefail
 . "$(dirname "$0")/../venv.sh"
 need_venv torch diffusers safetensors
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} "$PY" "$TESSERA_SRC/tests/model/wan_golden.py" "$work" \
-  "$TESSERA_BIN" "$WAN_GOLDEN_RUN"
+venv_check wan_golden "$TESSERA_BIN" "$WAN_GOLDEN_RUN"

@@ -7,7 +7,4 @@
 set -euo pipefail
 . "$(dirname "$0")/../venv.sh"
 need_venv torch diffusers safetensors peft
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} "$PY" "$TESSERA_SRC/tests/model/wan_lora_golden.py" "$work" \
-  "$TESSERA_BIN" "$WAN_GOLDEN_RUN"
+venv_check wan_lora_golden "$TESSERA_BIN" "$WAN_GOLDEN_RUN"

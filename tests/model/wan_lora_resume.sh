@@ -14,27 +14,8 @@
 # - bf16 activations: 4 steps == 2 + --resume 2, bitwise;
 # - with mpirun, the same on 2 ranks.
 set -euo pipefail
-T=${TESSERA_BIN:?set by ctest}
-ML=${MAKE_LATENTS:?set by ctest}
-SRC=${TESSERA_SRC:?set by ctest}
-W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-loraresume.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-# expect_fail PATTERN CMD...: CMD must exit 1 with PATTERN (grep -E) on stderr
-expect_fail() {
-  local pat=$1 rc=0
-  shift
-  "$@" >"$W/out" 2>"$W/err" || rc=$?
-  [ $rc -eq 1 ] || { cat "$W/err" >&2; fail "expected exit 1, got $rc: $*"; }
-  grep -Eq -- "$pat" "$W/err" || { cat "$W/err" >&2; fail "stderr lacks /$pat/: $*"; }
-  echo "ok: refused ($(grep -m1 "^error" "$W/err" | head -c 400))"
-}
-
-. "$SRC/tests/model/colour_store.sh"  # 4 colours x 2 captioned latent clips
-colour_store "$W" 2
-CFG=(--config "$SRC/configs/model/wan-tiny.conf" --data "$W/store" --set model.text_len=16
-     --set model.recompute=0 --set train.log_every=1 --set train.global_batch=4
-     --set train.warmup=2)
+. "$(dirname "$0")/colour_store.sh"  # tests/lib.sh, colour_begin
+colour_begin loraresume 2  # 4 colours x 2 captioned latent clips, CFG of global batch 4
 "$T" train "${CFG[@]}" --out "$W/base" --steps 4 --set train.steps=4 --set train.lr=2e-3 \
   --set train.ckpt_every=2 --set train.ckpt_keep=5 2>"$W/base.log" ||
   { tail -5 "$W/base.log"; fail "the base's training"; }

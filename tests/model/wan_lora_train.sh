@@ -11,12 +11,9 @@
 # into its base with convert --merge-lora (lora_load) and is refused on another base.
 # With mpirun: the losses of 1 and 2 ranks agree. python3's stdlib only.
 set -euo pipefail
-T=${TESSERA_BIN:?set by ctest}
+. "$(dirname "$0")/../lib.sh"  # T, SRC, scratch, fail, expect_fail
 ML=${MAKE_LATENTS:?set by ctest}
-SRC=${TESSERA_SRC:?set by ctest}
-W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-loratrain.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+scratch loratrain
 
 zeros=$(printf ',0%.0s' $(seq 13))
 values=("1.5,-1.5,-1.5$zeros" "-1.5,1.5,-1.5$zeros" "-1.5,-1.5,1.5$zeros" "1.5,1.5,-1.5$zeros")

@@ -7,7 +7,4 @@
 set -euo pipefail
 . "$(dirname "$0")/../venv.sh"
 need_venv torch diffusers safetensors
-work=$(mktemp -d "${TMPDIR:-/tmp}/tessera-wanorig.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} "$PY" "$TESSERA_SRC/tests/model/wan_orig.py" "$work" \
-  "$TESSERA_BIN"
+venv_check wan_orig "$TESSERA_BIN"

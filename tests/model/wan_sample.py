@@ -51,6 +51,21 @@ def run(cmd):
     return p
 
 
+def refused(base, cases):
+    """Each (extra, want) of cases: the command base + extra fails with want on stderr."""
+    for extra, want in cases:
+        p = subprocess.run(base + extra, capture_output=True, text=True)
+        line = ([l for l in p.stderr.splitlines() if "error" in l] or p.stderr.splitlines() or [""])[0]
+        check(p.returncode != 0 and want in p.stderr, f"refused: {' '.join(extra)}: {line[:150]}")
+
+
+def finish():
+    """Exits 1, counting them, if any check failed."""
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        sys.exit(1)
+
+
 def padded(e, n):
     """e (k, D) padded with zero rows to (n, D), as WanPipeline pads umT5's output."""
     return torch.cat([e, e.new_zeros(n - e.shape[0], e.shape[1])])
@@ -147,16 +162,10 @@ def main():
     save_file({"latents": torch.zeros(F, H, W + 2, CFG["in_channels"])},
               f"{work}/noise-wide.safetensors", metadata=latent_meta())
     save_file({"text_emb": torch.zeros(1, CFG["text_dim"] + 1)}, f"{work}/neg-wide.safetensors")
-    for extra, want in [(["--noise", f"{work}/noise-wide.safetensors"], "--noise"),
-                        (["--negative", f"{work}/neg-wide.safetensors", "--cfg", "2"],
-                         "text_dim"),
-                        (["--schedule", "karras"], "--schedule")]:
-        p = subprocess.run(base + extra, capture_output=True, text=True)
-        check(p.returncode != 0 and want in p.stderr,
-              f"refused: {' '.join(extra[:2])}: {p.stderr.strip().splitlines()[-1][:140]}")
-    if failures:
-        print(f"{len(failures)} failure(s)")
-        sys.exit(1)
+    refused(base, [(["--noise", f"{work}/noise-wide.safetensors"], "--noise"),
+                   (["--negative", f"{work}/neg-wide.safetensors", "--cfg", "2"], "text_dim"),
+                   (["--schedule", "karras"], "--schedule")])
+    finish()
 
 
 if __name__ == "__main__":

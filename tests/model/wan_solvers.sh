@@ -8,7 +8,4 @@
 set -euo pipefail
 . "$(dirname "$0")/../venv.sh"
 need_venv torch diffusers safetensors
-work=$(mktemp -d "${TMPDIR:-/tmp}/tessera-wansolvers.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} "$PY" "$TESSERA_SRC/tests/model/wan_solvers.py" "$work" \
-  "$TESSERA_BIN"
+venv_check wan_solvers "$TESSERA_BIN"

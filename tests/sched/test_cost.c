@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "scratch.h"
 #include "sched/cost.h"
 #include "sched/plan.h"
 #include "sched/sched.h"
@@ -18,12 +19,7 @@
 static char tmpdir[] = "/tmp/tsr_cost_XXXXXX";
 
 static const char *write_file(const char *name, const char *text) {
-  static char path[512];
-  snprintf(path, sizeof path, "%s/%s", tmpdir, name);
-  FILE *f = fopen(path, "w");
-  fputs(text, f);
-  fclose(f);
-  return path;
+  return scratch_write(tmpdir, name, text);
 }
 
 static const char *full =

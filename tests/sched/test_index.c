@@ -31,6 +31,34 @@ static void compare(const char *what, const sched_config *cfg, const int64_t *L,
   ncases++;
 }
 
+// Fills L[0..n) with random lengths of SHAPE (0 to 4: up to 4 x mem_tokens, log-uniform up
+// to CAP, tiny clips (bundles, packing), all 777 (ties everywhere), mostly small with a few
+// of half CAP and more), each within [1, CAP].
+static void random_lengths(sched_rng *rng, int shape, const sched_config *cfg, int64_t cap,
+                           int64_t *L, int n) {
+  for (int i = 0; i < n; i++) {
+    double u = sched_rng_uniform(rng);
+    int64_t v = shape == 0   ? 1 + (int64_t)(u * 4 * (double)cfg->cluster.mem_tokens)
+                : shape == 1 ? (int64_t)exp(u * log((double)cap))
+                : shape == 2 ? 1 + (int64_t)(u * 50)
+                : shape == 3 ? 777
+                : u < 0.05   ? cap / 2 + (int64_t)(u * (double)cap)
+                             : 1 + (int64_t)(u * (double)cfg->cluster.mem_tokens / 2);
+    L[i] = v < 1 ? 1 : v > cap ? cap : v;
+  }
+}
+
+// Case IT of KIND: n random lengths of shape it % 5 (within CAP) planned both ways on CFG.
+static void random_case(const char *kind, int it, sched_rng *rng, const sched_config *cfg,
+                        int64_t cap, int64_t *L, int n) {
+  int shape = it % 5;
+  random_lengths(rng, shape, cfg, cap, L, n);
+  char what[128];
+  snprintf(what, sizeof what, "%s #%d shape %d n=%d N=%d G=%d M=%lld", kind, it, shape, n,
+           cfg->cluster.ranks, cfg->cluster.gpus_per_node, (long long)cfg->cluster.mem_tokens);
+  compare(what, cfg, L, n);
+}
+
 int main(void) {
   sched_rng rng = sched_rng_seed(777, 0);
   static int64_t L[4096];
@@ -57,21 +85,7 @@ int main(void) {
     }
     int n = 1 + (int)sched_rng_below(&rng, N >= 128 ? 250 : 500);
     int64_t cap = cfg.cluster.mem_tokens * N;
-    int shape = it % 5;
-    for (int i = 0; i < n; i++) {
-      double u = sched_rng_uniform(&rng);
-      int64_t v = shape == 0   ? 1 + (int64_t)(u * 4 * (double)cfg.cluster.mem_tokens)
-                  : shape == 1 ? (int64_t)exp(u * log((double)cap))
-                  : shape == 2 ? 1 + (int64_t)(u * 50)  // tiny clips: bundles, packing
-                  : shape == 3 ? 777                    // all equal: ties everywhere
-                  : u < 0.05   ? cap / 2 + (int64_t)(u * (double)cap)
-                               : 1 + (int64_t)(u * (double)cfg.cluster.mem_tokens / 2);
-      L[i] = v < 1 ? 1 : v > cap ? cap : v;
-    }
-    char what[128];
-    snprintf(what, sizeof what, "random #%d shape %d n=%d N=%d G=%d M=%lld", it, shape, n, N,
-             cfg.cluster.gpus_per_node, (long long)cfg.cluster.mem_tokens);
-    compare(what, &cfg, L, n);
+    random_case("random", it, &rng, &cfg, cap, L, n);
   }
   // World sizes that are not powers of two (the blocks that fit in N, ranks past the last
   // whole block of a size in none of it): every shape again, with their own seed so the
@@ -92,21 +106,7 @@ int main(void) {
     if (it % 6 == 5) cfg.cluster.gpus_per_node = 6;  // not a power of two: no hybrid
     int n = 1 + (int)sched_rng_below(&rng2, 250);
     int64_t cap = cfg.cluster.mem_tokens * K;
-    int shape = it % 5;
-    for (int i = 0; i < n; i++) {
-      double u = sched_rng_uniform(&rng2);
-      int64_t v = shape == 0   ? 1 + (int64_t)(u * 4 * (double)cfg.cluster.mem_tokens)
-                  : shape == 1 ? (int64_t)exp(u * log((double)cap))
-                  : shape == 2 ? 1 + (int64_t)(u * 50)
-                  : shape == 3 ? 777
-                  : u < 0.05   ? cap / 2 + (int64_t)(u * (double)cap)
-                               : 1 + (int64_t)(u * (double)cfg.cluster.mem_tokens / 2);
-      L[i] = v < 1 ? 1 : v > cap ? cap : v;
-    }
-    char what[128];
-    snprintf(what, sizeof what, "any-N #%d shape %d n=%d N=%d G=%d M=%lld", it, shape, n, N,
-             cfg.cluster.gpus_per_node, (long long)cfg.cluster.mem_tokens);
-    compare(what, &cfg, L, n);
+    random_case("any-N", it, &rng2, &cfg, cap, L, n);
   }
   // Real mixes (seconds-long clips with minutes-long videos) on 64 and 512 ranks, and on
   // 24 and 96 (3 and 12 nodes of 8).
@@ -116,11 +116,8 @@ int main(void) {
                             {"charades_videos.csv:0.98", "activitynet_captions_videos.csv:0.02"}};
   lengths_opts lo = {.tokens_per_second = 1800, .max_seconds = 300};
   for (int m = 0; shared && m < 3; m++) {
-    char spec[2048];
-    snprintf(spec, sizeof spec, "%s/lengths/%s,%s/lengths/%s", shared, mixes[m][0], shared,
-             mixes[m][1]);
     lengths_set ls = {0};
-    CHECK_OK(lengths_load_mix(&ls, spec, &lo));
+    CHECK_OK(load_shared_mix(&ls, shared, mixes[m][0], mixes[m][1], &lo));
     static int64_t ids[1024];
     for (int step = 0; step < 4; step++) {
       int N = (int[]){64, 256, 24, 96}[step], B = step == 1 ? 512 : 256;

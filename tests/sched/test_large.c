@@ -68,13 +68,7 @@ static void check_large(const char *what, const sched_config *cfg, const int64_t
   CHECK(r.predicted_s <= r.packing_only_s && r.predicted_s <= r.static_balanced_s,
         "%s: plan %.9g slower than a baseline (%.9g, %.9g)", what, r.predicted_s,
         r.packing_only_s, r.static_balanced_s);
-  CHECK_OK(sched_plan_batch(cfg, L, n, &r2));
-  CHECK(same_plan(&r.plan, &r2.plan) && r.predicted_s == r2.predicted_s, "%s: deterministic",
-        what);
-  sched_result_free(&r2);
-  sched_async *h;
-  CHECK_OK(sched_async_start(&h, cfg, L, n));
-  CHECK_OK(sched_async_wait(&h, &r2));
+  replan(what, cfg, L, n, &r, &r2);
   CHECK(same_plan(&r.plan, &r2.plan), "%s: background thread gives the same plan", what);
   sched_result_free(&r2);
   printf("%s: step %.3f s, bound %.3f s (eff %.3f), %.3fx over packing only, %s, %.0f ms\n",

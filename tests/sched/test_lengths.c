@@ -5,19 +5,13 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "scratch.h"
 #include "sched/lengths.h"
 
 static char tmpdir[] = "/tmp/tsr_lengths_XXXXXX";
 
 static const char *write_file(const char *name, const char *text) {
-  static char path[8][512];
-  static int slot;
-  char *p = path[slot++ % 8];
-  snprintf(p, 512, "%s/%s", tmpdir, name);
-  FILE *f = fopen(p, "w");
-  fputs(text, f);
-  fclose(f);
-  return p;
+  return scratch_write(tmpdir, name, text);
 }
 
 // Loads `text` as a CSV and expects failure whose message contains `what` and the path.

@@ -54,13 +54,7 @@ static void check_batch(const char *what, const sched_config *cfg, const int64_t
   plan_free(&p);
 
   // determinism and background planning
-  CHECK_OK(sched_plan_batch(cfg, L, n, &r2));
-  CHECK(same_plan(&r.plan, &r2.plan) && r.predicted_s == r2.predicted_s, "%s: deterministic",
-        what);
-  sched_result_free(&r2);
-  sched_async *h;
-  CHECK_OK(sched_async_start(&h, cfg, L, n));
-  CHECK_OK(sched_async_wait(&h, &r2));
+  replan(what, cfg, L, n, &r, &r2);
   CHECK(same_plan(&r.plan, &r2.plan) && r.predicted_s == r2.predicted_s &&
             r.used == r2.used && r.lower_bound_s == r2.lower_bound_s,
         "%s: async equals sync", what);
@@ -238,11 +232,8 @@ int main(void) {
   };
   lengths_opts lo = {.tokens_per_second = 1800, .max_seconds = 300};
   for (int m = 0; shared && m < 4; m++) {
-    char spec[2048];
-    snprintf(spec, sizeof spec, "%s/lengths/%s,%s/lengths/%s", shared, mixes[m][0], shared,
-             mixes[m][1]);
     lengths_set ls = {0};
-    CHECK_OK(lengths_load_mix(&ls, spec, &lo));
+    CHECK_OK(load_shared_mix(&ls, shared, mixes[m][0], mixes[m][1], &lo));
     if (!ls.n) continue;
     static int64_t ids[4096];
     for (int step = 0; step < 4; step++) {  // and 24 ranks (3 nodes of 8)

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "lines.h"
 #include "model/train/data.h"
 #include "store/clip.h"
 #include "store/clip_meta.h"
@@ -208,17 +209,6 @@ static char *dump(const char *dir, const char *sql, const char *skip) {
                   "s.id = c.source_id ORDER BY s.path, c.clip_index"
 #define CLIPS_SKIP " id source_id "
 
-typedef struct {
-  char text[16384];
-  int problems, notes;
-} lines;
-
-static void on_line(const char *line, int problem, void *ctx) {
-  lines *l = ctx;
-  problem ? l->problems++ : l->notes++;
-  size_t u = strlen(l->text);
-  snprintf(l->text + u, sizeof l->text - u, "%s\n", line);
-}
 
 static void on_say(const char *line, void *ctx) { on_line(line, 0, ctx); }
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "scratch.h"
 #include "core/lockfile.h"
 #include "store/layout.h"
 #include "store/lock.h"
@@ -104,8 +105,6 @@ int main(void) {
   mkdir(root, 0755);
   test_bytes();
   test_store();
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", root);
-  if (system(cmd)) fprintf(stderr, "could not remove %s\n", root);
+  scratch_remove(root);
   return check_done();
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "lines.h"
 #include "store/shard.h"
 #include "store/clip.h"
 #include "store/index.h"
@@ -74,17 +75,6 @@ static void make_store(const char *dir, int k) {
   index_close(&ix);
 }
 
-typedef struct {
-  char text[8192];
-  int problems, notes;
-} lines;
-
-static void on_line(const char *line, int problem, void *ctx) {
-  lines *l = ctx;
-  problem ? l->problems++ : l->notes++;
-  size_t u = strlen(l->text);
-  snprintf(l->text + u, sizeof l->text - u, "%s\n", line);
-}
 
 // store_repair's lines into a `lines` (ctx).
 static void on_say(const char *line, void *ctx) { on_line(line, 0, ctx); }

@@ -14,9 +14,6 @@
 source "$(dirname "$0")/lib.sh"
 need_store
 EDIT=${CKPT_EDIT:?ctest sets CKPT_EDIT to the ckpt_edit binary}
-passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "ok: $*"; }
-bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
 clean() { ! grep -qE "runtime error|Sanitizer" "$1"; }
 # refused WHAT PATTERN CMD...: CMD exits 1 with PATTERN on stderr and no sanitizer report
 refused() {
@@ -70,5 +67,4 @@ done
 rc=0
 "$T" train "${C[@]}" --out "$W/run" --steps 2 --resume >"$W/resume.log" 2>&1 || rc=$?
 [ $rc -eq 0 ] && clean "$W/resume.log" && ok "the real checkpoint resumes" || bad "resume of the real checkpoint: exit $rc"
-echo "ckpt_meta: $passed passed, $failed failed"
-[ $failed -eq 0 ]
+tally ckpt_meta

@@ -13,24 +13,10 @@
 #          a link rather than follows it; a planted one makes the run directory a run's).
 # Every command runs under `timeout 60`: a hang is a failure, not a stuck test.
 set -euo pipefail
-T=${TESSERA_BIN:?set by ctest}
+. "$(dirname "$0")/../lib.sh"  # T, SRC, scratch, ok/bad, refused (grep -F, 60 s)
 ML=${MAKE_LATENTS:?set by ctest}
-SRC=${TESSERA_SRC:?set by ctest}
-W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-links.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "ok: $*"; }
-bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
-# refused WHAT PATTERN CMD...: CMD exits non-zero within 60 s with PATTERN on stderr
-refused() {
-  local what=$1 pat=$2 rc=0; shift 2
-  timeout 60 "$@" >"$W/out" 2>"$W/err" </dev/null || rc=$?
-  if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -Fq -- "$pat" "$W/err" && ! grep -q Sanitizer "$W/err"; then
-    ok "$what: refused ($(grep -F -- "$pat" "$W/err" | head -1 | cut -c1-160))"
-  else
-    bad "$what: exit $rc ($([ $rc -eq 124 ] && echo hung || head -c 300 "$W/err" | tr '\n' ' '))"
-  fi
-}
+scratch links
+REFUSE_ANY_EXIT=1  # refused: CMD exits non-zero (not 124, a hang) within 60 s
 LINKMSG="is a symbolic link: tessera does not write through a link"
 # the outside: a file and a folder whose contents must survive
 OUT=$W/outside
@@ -117,5 +103,4 @@ rm -rf "$R" && mkdir -p "$R" && ln -s "$OUT/file" "$R/ckpt-1.safetensors"
 refused "train with RUN/ckpt-1.safetensors a link" "already holds checkpoints" \
   "$T" train "${CFG[@]}" --out "$R" --steps 1
 untouched "run checkpoint"
-echo "links: $passed passed, $failed failed"
-[ $failed -eq 0 ]
+tally links

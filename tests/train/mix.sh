@@ -15,13 +15,8 @@
 #     shares the quotas' closed form;
 #  6. two ranks (mpirun) give one rank's losses within 1e-5 relative.
 set -euo pipefail
-T=${TESSERA_BIN:?}
-SRC=${TESSERA_SRC:?}
-W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-mix.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-passed=0
-ok() { passed=$((passed + 1)); echo "ok: $*"; }
+. "$(dirname "$0")/../lib.sh"  # T, SRC, scratch, fail, ok, expect_fail, ckpt_tensors
+scratch mix
 export OMP_NUM_THREADS=1
 # a: 4 clips of 1..4 s at 4 fps, 40x32 (320..1280 tokens); b: 3 clips of 1..3 s at 2 fps,
 # 30x24 (84..252 tokens); c: b's videos with patch 2x4x4
@@ -44,21 +39,6 @@ C=(--config "$SRC/configs/model/tiny.conf" --set model.pt=1 --set model.ph=4 --s
 train() { "$T" train "${C[@]}" "$@" 2>>"$W/log" || { tail -5 "$W/log"; fail "train $*"; }; }
 losses() { jq -r 'select(.loss) | .loss' "$1/metrics.jsonl"; }
 vals() { jq -r 'select(.val_loss) | [.step, .val_loss] | @tsv' "$1/metrics.jsonl"; }
-# ckpt_tensors FILE: the tensor bytes of a safetensors file, without its header (whose
-# metadata names the data)
-ckpt_tensors() {
-  local n
-  n=$(od -An -t u8 -N 8 "$1" | tr -d ' ')
-  tail -c +$((9 + n)) "$1"
-}
-expect_fail() {
-  local pat=$1; shift
-  local rc=0
-  "$@" >"$W/out" 2>"$W/err" || rc=$?
-  [ $rc -eq 1 ] || { cat "$W/err" >&2; fail "expected exit 1, got $rc: $*"; }
-  grep -Eq -- "$pat" "$W/err" || { cat "$W/err" >&2; fail "stderr lacks /$pat/: $*"; }
-  ! grep -q 'Sanitizer' "$W/err" || { cat "$W/err" >&2; fail "sanitizer report: $*"; }
-}
 
 # 1. one store as a mix == the store
 V=(--set train.val_clips=1 --set train.val_every=2)

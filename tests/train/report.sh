@@ -31,12 +31,8 @@ $T report "$W/a" --out "$W/a.html" --png "$W/a.png" --max-videos 0 >/dev/null
   fail "--out/--png/--max-videos 0"
 
 # 2. in progress: a long run, reported while it trains
-$T train "${RUN[@]}" --set train.steps=400 --out "$W/p" --steps 400 2>/dev/null &
-pid=$!
-for _ in $(seq 600); do
-  [ "$(cat "$W/p/metrics.jsonl" 2>/dev/null | wc -l)" -ge 5 ] && break
-  sleep 0.05
-done
+train_bg "$W/p" 5 "${RUN[@]}" --set train.steps=400 --out "$W/p" --steps 400
+pid=$BG
 $T report "$W/p" >/dev/null
 "${CHECK[@]}" "$W/p" --prefix --state training
 kill -9 $pid; wait $pid 2>/dev/null || true

@@ -12,8 +12,6 @@
 #     run's).
 source "$(dirname "$0")/lib.sh"
 need_store
-passed=0
-ok() { passed=$((passed + 1)); echo "ok: $*"; }
 S=$W/store
 cp -r "$STORE" "$S"
 RUN=(--config "$CONF" --data "$S" "${SMALL[@]}" --set model.num_classes=2 --set train.ckpt_every=2)
@@ -21,22 +19,25 @@ $T train "${RUN[@]}" --out "$W/r" --steps 2 2>/dev/null || fail "the first 2 ste
 [ -s "$W/r/store-clips.txt" ] || fail "RUN/store-clips.txt was not written"
 ok "RUN/store-clips.txt records $(grep -vc '^#' "$W/r/store-clips.txt") clips"
 
+# changed_refused CHANGE UNDO PATTERN WHAT: the store changed by the SQL CHANGE makes the
+# resume fail with PATTERN; the SQL UNDO puts it back.
+changed_refused() {
+  sqlite3 "$S/index.sqlite" "$1"
+  expect_fail "$3" $T train "${RUN[@]}" --out "$W/r" --steps 4 --resume
+  ok "$4 is refused"
+  sqlite3 "$S/index.sqlite" "$2"
+}
 # 1. one clip relabelled: the same clip count
 id=$(sqlite3 "$S/index.sqlite" "select id from clips order by id limit 1")
 old=$(sqlite3 "$S/index.sqlite" "select label from clips where id = $id")
 new=$(sqlite3 "$S/index.sqlite" "select label from clips where label != '$old' limit 1")
-sqlite3 "$S/index.sqlite" "update clips set label = '$new' where id = $id"
-expect_fail "store $S is not the store this run started with.*1 clips changed, 0 gone, 0 new.*clip $id label changed: '$old' -> '$new'" \
-  $T train "${RUN[@]}" --out "$W/r" --steps 4 --resume
-ok "a relabelled clip is refused, named with both labels"
-sqlite3 "$S/index.sqlite" "update clips set label = '$old' where id = $id"
+changed_refused "update clips set label = '$new' where id = $id" "update clips set label = '$old' where id = $id" \
+  "store $S is not the store this run started with.*1 clips changed, 0 gone, 0 new.*clip $id label changed: '$old' -> '$new'" \
+  "a relabelled clip (named with both labels)"
 # clip ids renumbered (as a merge into a new store does): the same clips, other keys
 last=$(sqlite3 "$S/index.sqlite" "select max(id) from clips")
-sqlite3 "$S/index.sqlite" "update clips set id = $((last + 100)) where id = $last"
-expect_fail "clip $last is gone; clip $((last + 100)) is new" \
-  $T train "${RUN[@]}" --out "$W/r" --steps 4 --resume
-ok "renumbered clip ids are refused"
-sqlite3 "$S/index.sqlite" "update clips set id = $last where id = $((last + 100))"
+changed_refused "update clips set id = $((last + 100)) where id = $last" "update clips set id = $last where id = $((last + 100))" \
+  "clip $last is gone; clip $((last + 100)) is new" "renumbered clip ids"
 
 # 2. plan settings: the same (bitwise), another mem_tokens (not bitwise, said)
 cp -r "$W/r" "$W/r2"

@@ -8,8 +8,6 @@
 # also exited 0, the two interleaved metrics.jsonl and pruned each other's checkpoints.)
 source "$(dirname "$0")/lib.sh"
 need_store
-passed=0
-ok() { passed=$((passed + 1)); echo "ok: $*"; }
 RUN=(--config "$CONF" --data "$STORE" "${SMALL[@]}" --set train.ckpt_every=3)
 $T train "${RUN[@]}" --out "$W/r" --steps 9 >"$W/first.log" 2>&1 </dev/null &
 first=$!

@@ -11,8 +11,6 @@
 #     run on RUN.
 source "$(dirname "$0")/lib.sh"
 need_store
-passed=0
-ok() { passed=$((passed + 1)); echo "ok: $*"; }
 RUN=(--config "$CONF" --data "$STORE" "${SMALL[@]}" --set model.num_classes=2
      --set train.ckpt_every=2 --set train.ckpt_keep=5 --set train.sample_every=2
      --set train.sample_steps=1)

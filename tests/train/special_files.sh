@@ -12,19 +12,8 @@
 # Every command runs under `timeout 20`: a hang is a failure (exit 124), not a stuck test.
 source "$(dirname "$0")/lib.sh"
 need_store
-passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "ok: $*"; }
-bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
-# refused WHAT PATTERN CMD...: CMD exits 1 within 20 s with PATTERN on stderr
-refused() {
-  local what=$1 pat=$2 rc=0; shift 2
-  timeout 20 "$@" >"$W/out" 2>"$W/err" </dev/null || rc=$?
-  if [ $rc -eq 1 ] && grep -Eq -- "$pat" "$W/err" && ! grep -q Sanitizer "$W/err"; then
-    ok "$what: refused ($(head -c 150 "$W/err" | tr '\n' ' '))"
-  else
-    bad "$what: exit $rc ($([ $rc -eq 124 ] && echo hung || head -c 300 "$W/err" | tr '\n' ' '))"
-  fi
-}
+# refused (tests/lib.sh): CMD exits 1 within 20 s with PATTERN (grep -E) on stderr
+REFUSE_WAIT=20 REFUSE_MATCH=-E
 is_fifo() { if [ -p "$1" ]; then ok "$2: still a FIFO"; else bad "$2: $1 is no FIFO any more"; fi; }
 
 # a checkpoint of a caption model (model.text_dim > 0; the store has no captions: it learns
@@ -92,5 +81,4 @@ else
 fi
 timeout 60 "$T" sample --ckpt "$CK" "${S[@]}" --out "$W/good.mp4" >"$W/good.log" 2>&1 &&
   [ -s "$W/good.mp4" ] && ok "a regular --out is written as before" || bad "sample to a regular file: $(tail -2 "$W/good.log")"
-echo "special_files: $passed passed, $failed failed"
-[ $failed -eq 0 ]
+tally special_files

@@ -43,12 +43,8 @@ same() { jq -c '{step, loss, lr, grad_norm, val_loss, val_t, val_bucket}' "$1/me
 diff <(same "$W/s") <(same "$W/t") || fail "the resumed run's metrics differ from the straight run's"
 
 # 4. SIGKILL at some step (after at least 5 metric lines), resumed from its last checkpoint
-$T train "${RUN[@]}" --set train.steps=400 --out "$W/k" --steps 400 2>/dev/null &
-pid=$!
-for _ in $(seq 600); do
-  [ "$(cat "$W/k/metrics.jsonl" 2>/dev/null | wc -l)" -ge 6 ] && break
-  sleep 0.05
-done
+train_bg "$W/k" 6 "${RUN[@]}" --set train.steps=400 --out "$W/k" --steps 400
+pid=$BG
 kill -9 $pid; wait $pid 2>/dev/null || true
 killed_at=$(tail -1 "$W/k/metrics.jsonl" | jq .step)
 $T train "${RUN[@]}" --set train.steps=400 --out "$W/k" --steps $((killed_at + 3)) --resume 2>/dev/null

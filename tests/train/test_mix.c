@@ -13,20 +13,14 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "scratch.h"
 #include "model/train/data.h"
 #include "model/train/mix.h"
 
 static char dir[] = "/tmp/tessera-mix.XXXXXX";
 
 static const char *write_ini(const char *name, const char *text) {
-  static char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  FILE *f = fopen(path, "w");
-  if (f) {
-    fputs(text, f);
-    fclose(f);
-  }
-  return path;
+  return scratch_write(dir, name, text);
 }
 
 static void test_read(void) {
@@ -219,8 +213,6 @@ int main(void) {
   test_quotas();
   test_draws();
   test_one_store_and_seek();
-  char cmd[256];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd)) fprintf(stderr, "could not remove %s\n", dir);
+  scratch_remove(dir);
   return check_done();
 }
