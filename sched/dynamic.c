@@ -179,9 +179,9 @@ static double dyn_key(const dyn *d, int l, int j) {
 // Marks open-group node x (an index into d->tree) as holding no open group; 0 if it held none.
 static int dyn_close_node(dyn *d, int64_t x) {
   dyn_node *t = &d->tree[x];
-  if (t->room == -1) return 0;  // an open group's room is >= 0 (its memory is <= M)
+  if (t->any == -1) return 0;  // an open group's room is >= 0 (its memory is <= M)
   for (int md = 0; md < COST_CP_NMODES; md++) t->end[md] = t->adj[md] = INFINITY, t->xmax[md] = 0;
-  t->room = -1;
+  t->room = t->any = -1;
   return 1;
 }
 
@@ -191,7 +191,7 @@ static void dyn_open_leaf(dyn *d, int l, int i, const dyn_group *gg, const doubl
                           const double *fl) {
   dyn_node *t = &d->tree[d->toff[l] + d->tcap[l] + i];
   for (int md = 0; md < d->lnm[l]; md++) t->end[md] = gg->start + tm[md], t->adj[md] = gg->start + fl[md];
-  t->room = d->cl->mem_tokens - gg->mem;
+  t->room = t->any = d->cl->mem_tokens - gg->mem;
   for (int md = 0; md < d->lnm[l]; md++)
     t->xmax[md] = tm[md] < INFINITY && t->end[md] > t->adj[md] ? t->end[md] - t->adj[md] : 0;
 }
@@ -206,13 +206,23 @@ static int dyn_kpull(dyn *d, int64_t base, int64_t x) {
   return !same;
 }
 
-// Recomputes open-group node x of the tree at `base` from its children (modes 0..nm-1);
-// 0 if it did not change.
-static int dyn_pull(dyn *d, int64_t base, int64_t x, int nm) {
-  dyn_node *p = &d->tree[base + x];
-  const dyn_node *a = &d->tree[base + 2 * x], *b = a + 1;
+// Recomputes open-group node x of level l's tree from its children, leaving out leaves with
+// less room than rth[l]; 0 if it did not change.
+static int dyn_pull(dyn *d, int l, int64_t x) {
+  static const dyn_node none = {{INFINITY, INFINITY, INFINITY}, {INFINITY, INFINITY, INFINITY},
+                                -1, {0, 0, 0}, -1};
+  const int nm = d->lnm[l];
+  dyn_node *p = &d->tree[d->toff[l] + x];
+  const dyn_node *a = &d->tree[d->toff[l] + 2 * x], *b = a + 1;
+  int64_t any = b->any > a->any ? b->any : a->any;
+  int same = any == p->any;
+  p->any = any;
+  if (2 * x >= d->tcap[l]) {  // leaves
+    if (a->room < d->rth[l]) a = &none;
+    if (b->room < d->rth[l]) b = &none;
+  }
   int64_t room = b->room > a->room ? b->room : a->room;
-  int same = room == p->room;
+  same &= room == p->room;
   p->room = room;
   for (int md = 0; md < nm; md++) {
     double e = b->end[md] < a->end[md] ? b->end[md] : a->end[md];
@@ -229,7 +239,7 @@ static int dyn_pull(dyn *d, int64_t base, int64_t x, int nm) {
 // nodes of the same kind, so above it nothing changes).
 static void dyn_pull_up(dyn *d, int l, int64_t x, int keys) {
   for (int64_t y = x >> 1; y >= 1; y >>= 1)
-    if (!(keys ? dyn_kpull(d, d->toff[l], y) : dyn_pull(d, d->toff[l], y, d->lnm[l]))) break;
+    if (!(keys ? dyn_kpull(d, d->toff[l], y) : dyn_pull(d, l, y))) break;
 }
 
 // Sets key node x of level l, of height h (its subtree holds leaves [(x << h) - tcap,
@@ -257,12 +267,21 @@ static void dyn_kset(dyn *d, int l, int64_t x, int h, double key) {
 // none); 1 if there was one.
 static int dyn_close_subtree(dyn *d, int l, int64_t x) {
   const int64_t base = d->toff[l];
-  if (d->tree[base + x].room == -1) return 0;
+  if (d->tree[base + x].any == -1) return 0;
   if (x >= d->tcap[l]) return dyn_close_node(d, base + x);
   dyn_close_subtree(d, l, 2 * x);
   dyn_close_subtree(d, l, 2 * x + 1);
-  dyn_pull(d, base, x, d->lnm[l]);
+  dyn_pull(d, l, x);
   return 1;
+}
+
+// Lets the open groups of level l with room >= r (r < rth[l]) into its inner nodes.
+static void dyn_lower_room(dyn *d, int l, int64_t r) {
+  const int64_t old = d->rth[l], leaf = d->tcap[l];
+  const dyn_node *t = d->tree + d->toff[l] + leaf;
+  d->rth[l] = r;
+  for (int64_t i = 0; i < d->N >> l; i++)
+    if (t[i].room >= r && t[i].room < old) dyn_pull_up(d, l, leaf + i, 0);
 }
 
 // Sets every rank of block (lev, i) to finish at `end` with last group g (which is open
@@ -409,6 +428,10 @@ static void dyn_search_merges(dyn *d, const dyn_variant *v, int c, const dyn_can
   if (d->nm > 1)
     cost_item_shrink(d->cm, d->cl->gpus_per_node, q->k, d->is1[c], d->is2[c], bd.Dm, bd.Gm);
   else bd.Dm[0] = per_item;  // ring alone: the ring's
+  // Groups with less room than the chunk cannot take the item: leave out those with less
+  // than 7/8 of it from the bounds (lowering the level's threshold in steps, so that
+  // chunks slowly shrinking over the heaviest-first order rarely rescan its leaves).
+  if (q->chunk < d->rth[q->l]) dyn_lower_room(d, q->l, q->chunk - q->chunk / 8);
   int64_t nb = d->tcap[q->l], base = d->toff[q->l];
   dyn_subtree *st = d->stack;  // subtrees left to search, the better of two siblings on top
   int sp = 0;
@@ -437,15 +460,16 @@ static void dyn_reset_trees(dyn *d) {
   for (int l = 0; l < d->nlev; l++) {
     int64_t nb = d->N >> l, cap = d->tcap[l], leaf = d->toff[l] + cap;
     for (int64_t i = 0; i < cap; i++) {
-      d->tree[leaf + i].room = 0;  // so that dyn_close_node writes every field
+      d->tree[leaf + i].any = 0;  // so that dyn_close_node writes every field
       dyn_close_node(d, leaf + i);
       double key = i < nb ? dyn_key(d, l, d->off[l] + (int)i) : INFINITY;  // no block: never the least
       d->ktree[leaf + i] = (dyn_knode){key, (int32_t)i, 0};
     }
+    d->rth[l] = INT64_MAX;
     for (int64_t x = cap - 1; x >= 1; x--) {
       d->ktree[d->toff[l] + x].tag = 0;
       dyn_kpull(d, d->toff[l], x);
-      dyn_pull(d, d->toff[l], x, d->lnm[l]);
+      dyn_pull(d, l, x);
     }
   }
 }

@@ -34,11 +34,14 @@ typedef struct {
                 // (dyn_kset), its idx its subtree's first block
 } dyn_knode;
 
+// An inner node's numbers are over the open groups of its subtree with room >= the level's
+// rth (dyn); `any` is over all of them.
 typedef struct {
   double end[COST_CP_NMODES], adj[COST_CP_NMODES];
   int64_t room;
   double xmax[COST_CP_NMODES];  // per CP mode, the most exposed time an open group there
                                // could hide (end - adj; 0 where none)
+  int64_t any;                 // the most room of any open group there (-1: none)
 } dyn_node;
 
 typedef struct {
@@ -96,6 +99,9 @@ typedef struct {
   int64_t *toff;           // (nlev)
   int32_t *tcap;           // (nlev)
   int tlg[32];             // log2 tcap[l]
+  int64_t rth[32];         // per level: open groups with less room are left out of the
+                           // inner nodes, which only the search reads (no item searched
+                           // that level since with a smaller chunk; lowered when one does)
   dyn_knode *ktree;        // (sum of 2 tcap <= 8N) keys
   dyn_node *tree;          // (sum of 2 tcap <= 8N) open groups
   double mu;               // the current run's waste weight (the keys depend on it)
