@@ -301,12 +301,14 @@ static void dyn_set_block(dyn *d, int lev, int i, double end, int32_t g, const d
       d->buni[j] = g;
     }
   }
+  int was_open[32];  // per level above lev: its block held an open group (its leaf is open)
   for (int l = lev + 1, a = i; l < d->nlev; l++) {
     a >>= 1;
     if (a >= d->N >> l) break;  // past the last whole block of 2^l (and of every larger size)
     int c = d->off[l - 1] + 2 * a, p = d->off[l] + a;
     d->bmax[p] = fmax(d->bmax[c], d->bmax[c + 1]);
     d->bsum[p] = d->bsum[c] + d->bsum[c + 1];
+    was_open[l] = d->buni[p] >= 0 && d->g[d->buni[p]].lev == l;
     d->buni[p] = d->buni[c] == d->buni[c + 1] ? d->buni[c] : -2;
   }
   for (int l = 0; l < lev; l++) {
@@ -324,7 +326,7 @@ static void dyn_set_block(dyn *d, int lev, int i, double end, int32_t g, const d
     if (a >= d->N >> l) break;
     x = d->tcap[l] + a;
     dyn_kset(d, l, x, 0, dyn_key(d, l, d->off[l] + a));
-    if (dyn_close_node(d, d->toff[l] + x)) dyn_pull_up(d, l, x, 0);
+    if (was_open[l] && dyn_close_node(d, d->toff[l] + x)) dyn_pull_up(d, l, x, 0);
   }
 }
 
