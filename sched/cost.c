@@ -234,10 +234,11 @@ void cost_group_shrink(const cost_model *cm, int gpus_per_node, int k, double s1
   if (p > *per_item) *per_item = p;
 }
 
-void cost_group_floors(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
-                       double s2, double *t_mode, double *floor_mode) {
-  int allowed = allowed_modes(cm, gpus_per_node, k);
-  if (!allowed) allowed = COST_MODES_RING;  // cost_group_time's fallback
+double cost_group_floors(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
+                         double s2, double *t_mode, double *floor_mode) {
+  int allowed = allowed_modes(cm, gpus_per_node, k), none = !allowed;
+  if (none) allowed = COST_MODES_RING;  // cost_group_time's fallback
+  double bt = INFINITY;  // best_mode's choice among the same numbers
   for (int md = 0; md < COST_CP_NMODES; md++) {
     t_mode[md] = floor_mode[md] = INFINITY;
     if (!(allowed & (1 << md))) continue;
@@ -245,7 +246,9 @@ void cost_group_floors(const cost_model *cm, int gpus_per_node, int k, int m, do
     if (k > 1) mode_shrink(cm, gpus_per_node, k, s1, s2, 0, 0, (cost_cp_mode)md, &can, &per, &g);
     t_mode[md] = t;
     floor_mode[md] = t - can;
+    if (t < bt) bt = t;
   }
+  return none ? t_mode[COST_CP_RING] : bt;
 }
 
 void cost_item_shrink(const cost_model *cm, int gpus_per_node, int k, double item_s1,

@@ -242,8 +242,9 @@ void cost_group_shrink(const cost_model *cm, int gpus_per_node, int k, double s1
 // all-to-all's first chunk; 0 for the ring; both 0 for modes not chosen from). Mode m of a
 // group grown by the item takes at least
 // t_mode[m] - min(t_mode[m] - floor_mode[m], per_mode[m]) + grow_mode[m] + (a*S1 + b*S2)/k.
-void cost_group_floors(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
-                       double s2, double *t_mode, double *floor_mode);
+// cost_group_floors returns cost_group_time of the group (the same number, computed once).
+double cost_group_floors(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
+                         double s2, double *t_mode, double *floor_mode);
 void cost_item_shrink(const cost_model *cm, int gpus_per_node, int k, double item_s1,
                       double item_s2, double *per_mode, double *grow_mode);
 // A clip's attention area: the (query, key) token pairs its mask allows, the term every

@@ -9,13 +9,14 @@
 //
 // Cost of a placement. Scanning every aligned block of every CP size costs O(N) per item
 // (2N - 1 blocks), so a run was O(items x N): 6.5 s for 32,768 clips on 8,192 ranks.
-// Instead each level keeps a tournament tree over its blocks (dyn_node): the least
-// placement key (the block a new group would use) and, over the groups still open for
-// packing, the earliest end, the least end minus exposed ring time and the most memory
+// Instead each level keeps a tournament tree over its blocks: the least placement key (the
+// block a new group would use; dyn_knode) and, over the groups still open for packing
+// (dyn_node), the earliest end, the least end minus exposed ring time and the most memory
 // room (to find the groups an item could join). A new group's block is the root's, O(1);
-// the open groups are searched best-first by a lower bound on the score of joining them,
-// stopping when it cannot beat the best placement so far and skipping subtrees without
-// room; a placement updates the nodes of the blocks it touches, O(k + log^2 N), stopping
+// the open groups are searched depth-first by a lower bound on the score of joining them,
+// skipping subtrees that cannot beat the best placement so far or have no room; a
+// placement sets one subtree of keys per level (tagged, not rewritten below its root) and
+// the open groups it closes or opens, O(log^2 N + open groups closed x log N), stopping
 // early where a node does not change. The exhaustive scan is kept as a reference
 // (sched_dynamic_reference) and gives the same plans (tests/sched/test_index.c).
 #include <math.h>
@@ -25,7 +26,6 @@
 #include "sched/dynamic_internal.h"
 #include "sched/order.h"
 #include "sched/sched.h"
-
 
 // Most useful first (on the mixes of bench/plan): large batches on many ranks run only
 // a prefix of the list, see DYN_BUDGET.
@@ -74,8 +74,9 @@ static void dyn_free(dyn *d) {
   free(d->buni);
   free(d->toff);
   free(d->tcap);
+  free(d->ktree);
   free(d->tree);
-  free(d->heap);
+  free(d->stack);
   free(d->g);
   free(d->group_of);
 }
@@ -129,14 +130,15 @@ static tsr_status dyn_init(dyn *d, const sched_config *cfg, const int64_t *token
   d->buni = malloc(nb * sizeof *d->buni);
   d->toff = malloc(lv * sizeof *d->toff);
   d->tcap = malloc(lv * sizeof *d->tcap);
+  d->ktree = malloc(4 * nb * sizeof *d->ktree);
   d->tree = malloc(4 * nb * sizeof *d->tree);
-  d->heap = malloc(2 * nb * sizeof *d->heap);
+  d->stack = malloc(2 * nb * sizeof *d->stack);
   d->g = malloc(nn * sizeof *d->g);
   d->group_of = malloc(nn * sizeof *d->group_of);
   if (!d->item_of || !d->im || !d->is1 || !d->is2 || !d->imem || !d->corder || !d->clev ||
       !d->bin_room || !d->bin_lev || !d->lev_bins || !d->lev_off || !d->lev_cnt || !d->lev_cap ||
       !d->item_group || !d->force || !d->t || !d->rsmin || !d->order || !d->perm || !d->off || !d->bmax ||
-      !d->bsum || !d->buni || !d->toff || !d->tcap || !d->tree || !d->heap ||
+      !d->bsum || !d->buni || !d->toff || !d->tcap || !d->ktree || !d->tree || !d->stack ||
       !d->g || !d->group_of)
     return err_set(TSR_ENOMEM, "dynamic planner: out of memory for %d clips", n);
   for (int l = 0, o = 0; l < d->nlev; l++) {
@@ -147,6 +149,7 @@ static tsr_status dyn_init(dyn *d, const sched_config *cfg, const int64_t *token
     int cap = 1;
     while (cap < d->N >> l) cap *= 2;
     d->tcap[l] = cap;
+    while ((1 << d->tlg[l]) < cap) d->tlg[l]++;
     d->toff[l] = l ? d->toff[l - 1] + 2 * d->tcap[l - 1] : 0;
   }
   // Bundling's per-level trees: a bundle of level v is opened by a clip of least level v.
@@ -173,36 +176,51 @@ static double dyn_key(const dyn *d, int l, int j) {
   return d->bmax[j] + d->mu * ((double)(1 << l) * d->bmax[j] - d->bsum[j]) / (double)d->N;
 }
 
-// Sets leaf i of level l from the block's state.
-static void dyn_leaf(dyn *d, int l, int i) {
-  int j = d->off[l] + i;
-  int64_t x = d->toff[l] + d->tcap[l] + i;
+// Marks open-group node x (an index into d->tree) as holding no open group; 0 if it held none.
+static int dyn_close_node(dyn *d, int64_t x) {
   dyn_node *t = &d->tree[x];
-  t->key = dyn_key(d, l, j);
-  t->idx = i;
-  int32_t g = d->buni[j];
-  if (g >= 0 && d->g[g].lev == l) {  // open: last on every rank of exactly this block
-    const dyn_group *gg = &d->g[g];
-    double tm[COST_CP_NMODES], fl[COST_CP_NMODES];
-    cost_group_floors(d->cm, d->cl->gpus_per_node, 1 << l, gg->m, gg->s1, gg->s2, tm, fl);
-    for (int md = 0; md < d->lnm[l]; md++) t->end[md] = gg->start + tm[md], t->adj[md] = gg->start + fl[md];
-    t->room = d->cl->mem_tokens - gg->mem;
-    for (int md = 0; md < d->lnm[l]; md++)
-      t->xmax[md] = tm[md] < INFINITY && t->end[md] > t->adj[md] ? t->end[md] - t->adj[md] : 0;
-  } else {
-    for (int md = 0; md < d->lnm[l]; md++) t->end[md] = t->adj[md] = INFINITY;
-    t->room = -1;
-    for (int md = 0; md < d->lnm[l]; md++) t->xmax[md] = 0;
-  }
+  if (t->any == -1) return 0;  // an open group's room is >= 0 (its memory is <= M)
+  for (int md = 0; md < COST_CP_NMODES; md++) t->end[md] = t->adj[md] = INFINITY, t->xmax[md] = 0;
+  t->room = t->any = -1;
+  return 1;
 }
 
-// Recomputes node x of the tree at `base` from its children; 0 if it did not change.
-static int dyn_pull(dyn *d, int64_t base, int64_t x, int nm) {
-  dyn_node *p = &d->tree[base + x];
-  const dyn_node *a = &d->tree[base + 2 * x], *b = a + 1;
-  const dyn_node *m = b->key < a->key ? b : a;  // left (lower blocks) wins ties
+// Opens leaf i of level l for group gg, whose time and floor in each mode are tm, fl
+// (cost_group_floors).
+static void dyn_open_leaf(dyn *d, int l, int i, const dyn_group *gg, const double *tm,
+                          const double *fl) {
+  dyn_node *t = &d->tree[d->toff[l] + d->tcap[l] + i];
+  for (int md = 0; md < d->lnm[l]; md++) t->end[md] = gg->start + tm[md], t->adj[md] = gg->start + fl[md];
+  t->room = t->any = d->cl->mem_tokens - gg->mem;
+  for (int md = 0; md < d->lnm[l]; md++)
+    t->xmax[md] = tm[md] < INFINITY && t->end[md] > t->adj[md] ? t->end[md] - t->adj[md] : 0;
+}
+
+// Recomputes key node x of the tree at `base` from its children; 0 if it did not change.
+static int dyn_kpull(dyn *d, int64_t base, int64_t x) {
+  dyn_knode *p = &d->ktree[base + x];
+  const dyn_knode *a = &d->ktree[base + 2 * x], *b = a + 1;
+  const dyn_knode *m = b->key < a->key ? b : a;  // left (lower blocks) wins ties
   int same = m->key == p->key && m->idx == p->idx;
   p->key = m->key, p->idx = m->idx;
+  return !same;
+}
+
+// Recomputes open-group node x of level l's tree from its children, leaving out leaves with
+// less room than rth[l]; 0 if it did not change.
+static int dyn_pull(dyn *d, int l, int64_t x) {
+  static const dyn_node none = {{INFINITY, INFINITY, INFINITY}, {INFINITY, INFINITY, INFINITY},
+                                -1, {0, 0, 0}, -1};
+  const int nm = d->lnm[l];
+  dyn_node *p = &d->tree[d->toff[l] + x];
+  const dyn_node *a = &d->tree[d->toff[l] + 2 * x], *b = a + 1;
+  int64_t any = b->any > a->any ? b->any : a->any;
+  int same = any == p->any;
+  p->any = any;
+  if (2 * x >= d->tcap[l]) {  // leaves
+    if (a->room < d->rth[l]) a = &none;
+    if (b->room < d->rth[l]) b = &none;
+  }
   int64_t room = b->room > a->room ? b->room : a->room;
   same &= room == p->room;
   p->room = room;
@@ -216,21 +234,64 @@ static int dyn_pull(dyn *d, int64_t base, int64_t x, int nm) {
   return !same;
 }
 
-// Leaves [lo, hi) of level l changed: refresh them and their ancestors (up to the first
-// ancestor left unchanged once the range is a single node).
-static void dyn_level_update(dyn *d, int l, int lo, int hi) {
-  int64_t nb = d->tcap[l], base = d->toff[l];
-  for (int i = lo; i < hi; i++) dyn_leaf(d, l, i);
-  for (int64_t a = (nb + lo) >> 1, b = (nb + hi - 1) >> 1; a >= 1; a >>= 1, b >>= 1) {
-    int changed = 0;
-    for (int64_t x = a; x <= b; x++) changed |= dyn_pull(d, base, x, d->lnm[l]);
-    if (!changed) break;
-  }
+// Node x of level l's tree changed: refresh its ancestors' keys (keys != 0) or open groups
+// (keys == 0) up to the first one left unchanged (a node is a function of its children's
+// nodes of the same kind, so above it nothing changes).
+static void dyn_pull_up(dyn *d, int l, int64_t x, int keys) {
+  for (int64_t y = x >> 1; y >= 1; y >>= 1)
+    if (!(keys ? dyn_kpull(d, d->toff[l], y) : dyn_pull(d, l, y))) break;
 }
 
-// Sets every rank of block (lev, i) to finish at `end` with last group g, and updates
-// the enclosing blocks and the trees of every block touched.
-static void dyn_set_block(dyn *d, int lev, int i, double end, int32_t g) {
+// Sets key node x of level l, of height h (its subtree holds leaves [(x << h) - tcap,
+// (x + 1) << h) - tcap)), to `key` for every leaf of its subtree, and its ancestors. The
+// subtree below x is not rewritten: x is tagged, and a tagged node's children are taken
+// to be its key over their own subtrees; the tags on the path from the root to x are
+// first handed down one level, so every node that a pull reads holds its true value.
+static void dyn_kset(dyn *d, int l, int64_t x, int h, double key) {
+  dyn_knode *kt = d->ktree + d->toff[l];
+  const int64_t cap = d->tcap[l];
+  const int H = d->tlg[l], dx = H - h;  // depth of x
+  for (int s = dx; s >= 1; s--) {
+    int64_t y = x >> s;
+    if (!kt[y].tag) continue;
+    int hc = H - (dx - s) - 1;  // height of y's children
+    for (int64_t z = 2 * y; z <= 2 * y + 1; z++)
+      kt[z] = (dyn_knode){kt[y].key, (int32_t)((z << hc) - cap), hc > 0};
+    kt[y].tag = 0;
+  }
+  kt[x] = (dyn_knode){key, (int32_t)((x << h) - cap), h > 0};
+  dyn_pull_up(d, l, x, 1);
+}
+
+// Closes every open group in the subtree of open-group node x of level l (room -1 there:
+// none); 1 if there was one.
+static int dyn_close_subtree(dyn *d, int l, int64_t x) {
+  const int64_t base = d->toff[l];
+  if (d->tree[base + x].any == -1) return 0;
+  if (x >= d->tcap[l]) return dyn_close_node(d, base + x);
+  dyn_close_subtree(d, l, 2 * x);
+  dyn_close_subtree(d, l, 2 * x + 1);
+  dyn_pull(d, l, x);
+  return 1;
+}
+
+// Lets the open groups of level l with room >= r (r < rth[l]) into its inner nodes.
+static void dyn_lower_room(dyn *d, int l, int64_t r) {
+  const int64_t old = d->rth[l], leaf = d->tcap[l];
+  const dyn_node *t = d->tree + d->toff[l] + leaf;
+  d->rth[l] = r;
+  for (int64_t i = 0; i < d->N >> l; i++)
+    if (t[i].room >= r && t[i].room < old) dyn_pull_up(d, l, leaf + i, 0);
+}
+
+// Sets every rank of block (lev, i) to finish at `end` with last group g (which is open
+// there: its times and floors per mode tm, fl), and updates the enclosing blocks and the
+// trees of every block touched: below lev the blocks' last group is g, of another level,
+// and above it the blocks are mixed, so only (lev, i) is open. At a level l below lev the
+// blocks inside (lev, i) are the leaves of one subtree, of height lev - l, and all have
+// the same key.
+static void dyn_set_block(dyn *d, int lev, int i, double end, int32_t g, const double *tm,
+                          const double *fl) {
   for (int l = 0; l <= lev; l++) {
     int lo = i << (lev - l), hi = (i + 1) << (lev - l);
     double span = (double)(1 << l);
@@ -240,19 +301,32 @@ static void dyn_set_block(dyn *d, int lev, int i, double end, int32_t g) {
       d->buni[j] = g;
     }
   }
+  int was_open[32];  // per level above lev: its block held an open group (its leaf is open)
   for (int l = lev + 1, a = i; l < d->nlev; l++) {
     a >>= 1;
     if (a >= d->N >> l) break;  // past the last whole block of 2^l (and of every larger size)
     int c = d->off[l - 1] + 2 * a, p = d->off[l] + a;
     d->bmax[p] = fmax(d->bmax[c], d->bmax[c + 1]);
     d->bsum[p] = d->bsum[c] + d->bsum[c + 1];
+    was_open[l] = d->buni[p] >= 0 && d->g[d->buni[p]].lev == l;
     d->buni[p] = d->buni[c] == d->buni[c + 1] ? d->buni[c] : -2;
   }
-  for (int l = 0; l <= lev; l++) dyn_level_update(d, l, i << (lev - l), (i + 1) << (lev - l));
+  for (int l = 0; l < lev; l++) {
+    int h = lev - l;
+    int64_t x = (d->tcap[l] + ((int64_t)i << h)) >> h;
+    dyn_kset(d, l, x, h, dyn_key(d, l, d->off[l] + (i << h)));
+    if (dyn_close_subtree(d, l, x)) dyn_pull_up(d, l, x, 0);
+  }
+  int64_t x = d->tcap[lev] + i;
+  dyn_kset(d, lev, x, 0, dyn_key(d, lev, d->off[lev] + i));
+  dyn_open_leaf(d, lev, i, &d->g[g], tm, fl);
+  dyn_pull_up(d, lev, x, 0);
   for (int l = lev + 1, a = i; l < d->nlev; l++) {
     a >>= 1;
     if (a >= d->N >> l) break;
-    dyn_level_update(d, l, a, a + 1);
+    x = d->tcap[l] + a;
+    dyn_kset(d, l, x, 0, dyn_key(d, l, d->off[l] + a));
+    if (was_open[l] && dyn_close_node(d, d->toff[l] + x)) dyn_pull_up(d, l, x, 0);
   }
 }
 
@@ -334,11 +408,18 @@ static double dyn_node_bound(const dyn *d, int64_t node, const dyn_bound *bd) {
   return lo + bd->A + bd->mu * (bd->k * (bd->A - dd) - bd->rsmin) / bd->N;
 }
 
-// Best-first branch and bound over level q.l's open groups, least bound first: it stops
-// when the least bound left cannot beat the best placement so far (with a margin far above
-// rounding) and skips subtrees whose largest room is too small. Where ring steps stay
-// hidden (X = 0) the bound is the exact score, and the search visits little more than the
-// path to the earliest group with room.
+// Whether a subtree whose score is at least `bound` may hold a placement no worse than the
+// best so far (with a margin far above rounding).
+static int dyn_may_beat(double bound, const dyn_bound *bd, const dyn_choice *best) {
+  return bound - 1e-9 * (fabs(bound) + bd->A + bd->D) <= best->score;
+}
+
+// Depth-first branch and bound over level q.l's open groups, the child of least bound
+// first: it skips subtrees whose bound cannot beat the best placement so far (with a margin
+// far above rounding) or whose largest room is too small. Where ring steps stay hidden
+// (X = 0) the bound is the exact score, and the search visits little more than the path to
+// the earliest group with room. (A heap of the frontier, least bound first, visits about
+// as many nodes at a higher cost per node.)
 static void dyn_search_merges(dyn *d, const dyn_variant *v, int c, const dyn_cand *q,
                               dyn_choice *best) {
   const double k = (double)q->k;
@@ -349,49 +430,49 @@ static void dyn_search_merges(dyn *d, const dyn_variant *v, int c, const dyn_can
   if (d->nm > 1)
     cost_item_shrink(d->cm, d->cl->gpus_per_node, q->k, d->is1[c], d->is2[c], bd.Dm, bd.Gm);
   else bd.Dm[0] = per_item;  // ring alone: the ring's
+  // Groups with less room than the chunk cannot take the item: leave out those with less
+  // than 7/8 of it from the bounds (lowering the level's threshold in steps, so that
+  // chunks slowly shrinking over the heaviest-first order rarely rescan its leaves).
+  if (q->chunk < d->rth[q->l]) dyn_lower_room(d, q->l, q->chunk - q->chunk / 8);
   int64_t nb = d->tcap[q->l], base = d->toff[q->l];
-  dyn_heap_item *h = d->heap;  // min-heap by bound
-  int hn = 0;
-  if (d->tree[base + 1].room >= q->chunk) h[hn++] = (dyn_heap_item){dyn_node_bound(d, base + 1, &bd), 1};
-  while (hn) {
-    dyn_heap_item top = h[0];
-    if (!(top.bound - 1e-9 * (fabs(top.bound) + bd.A + bd.D) <= best->score)) break;
-    h[0] = h[--hn];  // pop
-    for (int p = 0;;) {
-      int a = 2 * p + 1, m = p;
-      if (a < hn && h[a].bound < h[m].bound) m = a;
-      if (a + 1 < hn && h[a + 1].bound < h[m].bound) m = a + 1;
-      if (m == p) break;
-      dyn_heap_item t = h[p];
-      h[p] = h[m], h[m] = t, p = m;
-    }
+  dyn_subtree *st = d->stack;  // subtrees left to search, the better of two siblings on top
+  int sp = 0;
+  if (d->tree[base + 1].room >= q->chunk) st[sp++] = (dyn_subtree){dyn_node_bound(d, base + 1, &bd), 1};
+  while (sp) {
+    dyn_subtree top = st[--sp];
+    if (!dyn_may_beat(top.bound, &bd, best)) continue;
     if (top.node >= nb) {
       dyn_try_merge(d, v, c, q, (int)(top.node - nb), best);
       continue;
     }
+    dyn_subtree ch[2];
+    int nc = 0;
     for (int64_t y = 2 * top.node; y <= 2 * top.node + 1; y++) {
       if (d->tree[base + y].room < q->chunk) continue;  // also: no open group there
       double bound = dyn_node_bound(d, base + y, &bd);
-      if (!(bound - 1e-9 * (fabs(bound) + bd.A + bd.D) <= best->score)) continue;
-      int p = hn++;  // push
-      h[p] = (dyn_heap_item){bound, y};
-      while (p > 0 && h[(p - 1) / 2].bound > h[p].bound) {
-        dyn_heap_item t = h[p];
-        h[p] = h[(p - 1) / 2], h[(p - 1) / 2] = t, p = (p - 1) / 2;
-      }
+      if (dyn_may_beat(bound, &bd, best)) ch[nc++] = (dyn_subtree){bound, y};
     }
+    if (nc == 2 && ch[1].bound < ch[0].bound) st[sp++] = ch[0], st[sp++] = ch[1];
+    else for (int i = nc - 1; i >= 0; i--) st[sp++] = ch[i];
   }
 }
 
-// Rebuilds the trees of an empty timeline.
+// Rebuilds the trees of an empty timeline (no group: every leaf closed).
 static void dyn_reset_trees(dyn *d) {
   for (int l = 0; l < d->nlev; l++) {
-    int64_t nb = d->N >> l, cap = d->tcap[l];
-    for (int i = 0; i < nb; i++) dyn_leaf(d, l, i);
-    for (int64_t i = nb; i < cap; i++)  // no block: never the least key, never open
-      d->tree[d->toff[l] + cap + i] = (dyn_node){INFINITY, {INFINITY, INFINITY, INFINITY},
-                                                 {INFINITY, INFINITY, INFINITY}, -1, (int32_t)i, {0, 0, 0}};
-    for (int64_t x = cap - 1; x >= 1; x--) dyn_pull(d, d->toff[l], x, d->lnm[l]);
+    int64_t nb = d->N >> l, cap = d->tcap[l], leaf = d->toff[l] + cap;
+    for (int64_t i = 0; i < cap; i++) {
+      d->tree[leaf + i].any = 0;  // so that dyn_close_node writes every field
+      dyn_close_node(d, leaf + i);
+      double key = i < nb ? dyn_key(d, l, d->off[l] + (int)i) : INFINITY;  // no block: never the least
+      d->ktree[leaf + i] = (dyn_knode){key, (int32_t)i, 0};
+    }
+    d->rth[l] = INT64_MAX;
+    for (int64_t x = cap - 1; x >= 1; x--) {
+      d->ktree[d->toff[l] + x].tag = 0;
+      dyn_kpull(d, d->toff[l], x);
+      dyn_pull(d, l, x);
+    }
   }
 }
 
@@ -438,7 +519,7 @@ static double dyn_run(dyn *d, const dyn_variant *v) {
       if (d->force[c] >= 0 ? l != d->force[c] : !(tc[l] < INFINITY) || k * tc[l] > limit)
         continue;
       dyn_cand q = {l, k, tc[l], k * tc[l] - d->rsmin[c], mc[l]};
-      int nb = d->N >> l, ib = d->tree[d->toff[l] + 1].idx;
+      int nb = d->N >> l, ib = d->ktree[d->toff[l] + 1].idx;
       if (d->exhaustive) {  // the reference: every block's key, then every open group
         ib = 0;
         for (int i = 1; i < nb; i++)
@@ -476,9 +557,10 @@ static double dyn_run(dyn *d, const dyn_variant *v) {
     gg->s1 += d->is1[c];
     gg->s2 += d->is2[c];
     gg->mem += mc[best.lev];
-    gg->end = gg->start + cost_group_time(d->cm, G, k, gg->m, gg->s1, gg->s2);
+    double tm[COST_CP_NMODES], fl[COST_CP_NMODES];
+    gg->end = gg->start + cost_group_floors(d->cm, G, k, gg->m, gg->s1, gg->s2, tm, fl);
     d->item_group[c] = g;
-    dyn_set_block(d, best.lev, best.i, gg->end, g);
+    dyn_set_block(d, best.lev, best.i, gg->end, g, tm, fl);
   }
   for (int c = 0; c < d->n; c++) d->group_of[c] = d->item_group[d->item_of[c]];
   return dyn_makespan(d);

@@ -19,23 +19,35 @@ typedef struct {
   double start, end;       // on the list schedule's timeline
 } dyn_group;
 
-// A node of a level's tree: over the blocks of its subtree, the least key and its block,
-// and over the open groups there (last on every rank of exactly their block, so an item
-// may join them), per CP mode, the least start + time in that mode (end) and the least
-// start + time minus the communication it could hide (adj), and the most memory room
-// (tokens per rank; -1 and INFINITY where there is none, or the mode is not chosen from).
+// A level's tree is two arrays of nodes with the same numbering. Keys: over the blocks of
+// the node's subtree, the least key and its block (every placement changes keys on every
+// level). Open groups: over the groups of the subtree still open (last on every rank of
+// exactly their block, so an item may join them), per CP mode, the least start + time in
+// that mode (end) and the least start + time minus the communication it could hide (adj),
+// and the most memory room (tokens per rank; -1 and INFINITY where there is none, or the
+// mode is not chosen from); a placement changes them on a level or two, so they are kept
+// apart from the keys and only the nodes that change are rewritten.
 typedef struct {
-  double key, end[COST_CP_NMODES], adj[COST_CP_NMODES];
-  int64_t room;
+  double key;
   int32_t idx;
+  int32_t tag;  // 1: the children are stale; each holds this key over its own subtree
+                // (dyn_kset), its idx its subtree's first block
+} dyn_knode;
+
+// An inner node's numbers are over the open groups of its subtree with room >= the level's
+// rth (dyn); `any` is over all of them.
+typedef struct {
+  double end[COST_CP_NMODES], adj[COST_CP_NMODES];
+  int64_t room;
   double xmax[COST_CP_NMODES];  // per CP mode, the most exposed time an open group there
                                // could hide (end - adj; 0 where none)
+  int64_t any;                 // the most room of any open group there (-1: none)
 } dyn_node;
 
 typedef struct {
   double bound;  // lower bound on the score of the node's groups
   int64_t node;
-} dyn_heap_item;
+} dyn_subtree;
 
 // The planner places items: single clips, or bundles of small clips packed together
 // beforehand (first-fit decreasing) so that they share one microbatch's overhead.
@@ -86,9 +98,14 @@ typedef struct {
   // node x's children 2x and 2x + 1, stored from toff[l] (2 tcap entries, entry 0 unused).
   int64_t *toff;           // (nlev)
   int32_t *tcap;           // (nlev)
-  dyn_node *tree;          // (sum of 2 tcap <= 8N)
+  int tlg[32];             // log2 tcap[l]
+  int64_t rth[32];         // per level: open groups with less room are left out of the
+                           // inner nodes, which only the search reads (no item searched
+                           // that level since with a smaller chunk; lowered when one does)
+  dyn_knode *ktree;        // (sum of 2 tcap <= 8N) keys
+  dyn_node *tree;          // (sum of 2 tcap <= 8N) open groups
   double mu;               // the current run's waste weight (the keys depend on it)
-  dyn_heap_item *heap;     // (2N) the merge search's frontier
+  dyn_subtree *stack;      // (2N) the merge search's subtrees left to visit
   dyn_group *g;            // (n) groups of the current run
   int ng;
   int32_t *group_of;       // (n) group of each clip in the current run
