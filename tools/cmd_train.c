@@ -15,6 +15,7 @@
 #include "tools/datadir.h"
 #include "tools/parse.h"
 #include "tools/profile.h"
+#include "tools/prompt_embed.h"
 #include "tools/train_signal.h"
 #include "tools/video.h"
 
@@ -186,7 +187,8 @@ int cmd_train(int argc, char **argv) {
     train_usage(stdout);
     return 0;
   }
-  train_options o = {.planners = 1, .write_video = video_write_default, .plan_kind = -1};
+  train_options o = {.planners = 1, .write_video = video_write_default,
+                     .embed_prompts = prompt_embed_train, .plan_kind = -1};
   const char *backend = "auto", *comm = "auto";
   backend_choice bc;
   char **sets = calloc((size_t)argc + 1, sizeof *sets);
