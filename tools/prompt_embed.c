@@ -194,10 +194,9 @@ tsr_status prompt_embed_train(const char *file, const char *encoder, const char 
              !(out->emb = calloc((size_t)n, sizeof *out->emb)) ||
              !(out->tokens = calloc((size_t)n, sizeof *out->tokens))))
     r = err_set(TSR_ENOMEM, "out of memory");
-  for (int i = 0; !r && i < n; i++, out->n++) {
+  for (int i = 0; !r && i < n; i++, out->n++) {  // (n counts element i, failed or not)
     r = caption_file_read(ps.file[i], text_dim, &out->emb[i], &out->tokens[i], cap, sizeof cap);
     if (!r && !(out->text[i] = strdup(texts[i]))) r = err_set(TSR_ENOMEM, "out of memory");
-    if (r) out->n++;  // what was read is freed with the rest
   }
   if (r) {
     for (int i = 0; i < out->n; i++) free(out->text[i]), free(out->emb[i]);

@@ -587,6 +587,7 @@ static tsr_status train_dry(trainer *tr, const train_options *o, train_setup *su
   tsr_status r = o->run_dir ? check_run_checkpoints(o, su) : TSR_OK;
   if (!r) r = setup_sched(tr, o, ranks);
   if (!r) r = setup_data(tr, o);
+  if (!r) r = train_samples_prepare(tr, o);  // the prompts' errors are the start's too
   if (!r && o->resume) r = train_resume_peek(tr, o, su->latest);
   su->tc0.lr_schedule_steps = tr->tc.lr_schedule_steps;
   int64_t stop = o->stop_step > 0 ? o->stop_step : tr->tc.steps;

@@ -165,6 +165,11 @@ tsr "$WORK/n1.log" train "${PR[@]}" --data "$WORK/norec" --out "$WORK/n1"
 if [ "$RC" -ne 0 ] && grep -q "store $WORK/norec records no caption encoder.*tools/embed_captions.py" "$WORK/n1.log"; then
   pass "a store without the record refused: $(grep -o 'store .\{0,100\}' "$WORK/n1.log" | head -1)"
 else fail "a store without the record: exit $RC"; cat "$WORK/n1.log" >&2; fi
+tsr "$WORK/n1d.log" train "${PR[@]}" --data "$WORK/norec" --out "$WORK/n1d" --dry-run
+if [ "$RC" -ne 0 ] && grep -q "store $WORK/norec records no caption encoder" "$WORK/n1d.log" &&
+   [ ! -e "$WORK/n1d" ]; then
+  pass "  the same refusal from --dry-run, nothing written"
+else fail "--dry-run with a store without the record: exit $RC"; cat "$WORK/n1d.log" >&2; fi
 tsr "$WORK/n2.log" train "${PR[@]}" --data "$S" --out "$WORK/n2" --set model.text_dim=0
 if [ "$RC" -ne 0 ] && grep -q "train.sample_prompts = .*model.text_dim = 0" "$WORK/n2.log"; then
   pass "train.sample_prompts without captions refused"
