@@ -41,7 +41,8 @@ struct ingest_run_state {
   int rank;
   store_index *ix;           // where this rank commits (main index or its part)
   store_lock *writer;        // rank 0: the store's writer lock, held for the whole job
-  pthread_mutex_t lock;      // guards ix, next, counters
+  pthread_mutex_t lock;      // guards ix, next, counters, caption_encoder
+  char caption_encoder[STORE_MAX_CAPTION_ENCODER_BYTES];  // the record ix holds ("": none seen)
   source_file **todo;        // this rank's sources, largest first
   int64_t ntodo, next;
   manifest_jobs *jobs;       // a manifest ingest: the units instead of todo
@@ -166,11 +167,28 @@ static void worker_stop(worker *wk, tsr_status st) {
   snprintf(wk->fatal_msg, sizeof wk->fatal_msg, "%s", err_msg());
 }
 
+// The encoder record `raw` of caption or latent file `what`'s caption (metadata
+// caption_encoder) recorded in r->ix, canonical (store/caption_encoder.h): a store already
+// holding another is TSR_EMISMATCH, naming the file. Under r->lock.
+static tsr_status record_caption_encoder(run *r, const char *what, const char *raw) {
+  caption_encoder e;
+  char text[STORE_MAX_CAPTION_ENCODER_BYTES];
+  tsr_status st = caption_encoder_parse(raw, what, &e);
+  if (!st) st = caption_encoder_format(&e, text, sizeof text);
+  if (!st && !strcmp(text, r->caption_encoder)) return TSR_OK;  // recorded already
+  if (!st) st = index_set_caption_encoder(r->ix, text);
+  if (st) return err_wrap(st, "the caption of %s: ", what);
+  snprintf(r->caption_encoder, sizeof r->caption_encoder, "%s", text);
+  return TSR_OK;
+}
+
 // Commits a source read by the worker (its shard bytes already durable) and counts it.
 // Under r->lock.
 static tsr_status commit_source(run *r, const source_file *sf, const store_source *src,
-                                const ingest_clips *clips) {
-  tsr_status st = index_commit_source(r->ix, src, clips->v, clips->n);
+                                const ingest_clips *clips, const ingest_text *txt) {
+  tsr_status st = src->status == SOURCE_DONE && txt->caption_encoder[0]
+                  ? record_caption_encoder(r, sf->path, txt->caption_encoder) : TSR_OK;
+  if (!st) st = index_commit_source(r->ix, src, clips->v, clips->n);
   if (st) return st;
   if (src->status == SOURCE_DONE) {
     r->res.sources_done++;
@@ -209,12 +227,13 @@ static void *worker_main(void *arg) {
     wk->cur_size = sf->size;
     free(txt.caption);
     txt.caption = NULL;
+    txt.caption_encoder[0] = 0;
     txt.ncuts = 0;
     st = r->o->reader->source(wk, sf, &src, &clips, &txt);
     if (!st && clips.n) st = shard_writer_sync(wk->w);  // durable before the index row
     if (!st) {
       pthread_mutex_lock(&r->lock);
-      st = commit_source(r, sf, &src, &clips);
+      st = commit_source(r, sf, &src, &clips, &txt);
       wk->frac = 0;
       pthread_mutex_unlock(&r->lock);
     }

@@ -59,6 +59,9 @@ typedef struct {
   char label[256];
   char codec[32], pix_fmt[32];
   char *caption;             // caption text (malloc'ed) or NULL
+  // the record of the encoder that made the source's caption embedding, as its caption or
+  // latent file's metadata caption_encoder gives it (store/latent_file.h); "" none
+  char caption_encoder[STORE_MAX_CAPTION_ENCODER_BYTES];
   double *cuts;              // (ncuts) shot boundaries found, seconds (malloc'ed) or NULL
   int ncuts, capcuts;
 } ingest_text;

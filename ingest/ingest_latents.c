@@ -176,6 +176,12 @@ static tsr_status latent_source(ingest_worker *wk, const source_file *sf, store_
       snprintf(errbuf, errn, "%s: out of memory", sf->path);
       goto done;
     }
+    if (strlen(lf->caption_encoder) >= sizeof txt->caption_encoder) {
+      snprintf(errbuf, errn, "%s: metadata 'caption_encoder' over %zu bytes", sf->path,
+               sizeof txt->caption_encoder - 1);
+      goto done;
+    }
+    snprintf(txt->caption_encoder, sizeof txt->caption_encoder, "%s", lf->caption_encoder);
     if ((io = shard_writer_caption(wk->w, lf->text, lf->text_tokens, lf->text_dim,
                                    lf->text_dtype, lf->caption, strlen(lf->caption),
                                    &src_fields.caption_offset, &src_fields.caption_checksum)))

@@ -89,6 +89,15 @@ static int video_open_caption(video_read *v) {
     snprintf(errbuf, errn, "%s: out of memory", v->sf->path);
     return 0;
   }
+  if (v->cap && strlen(v->cap->caption_encoder) >= sizeof v->txt->caption_encoder) {
+    snprintf(errbuf, errn, "%.1900s: metadata 'caption_encoder' over %zu bytes", cpath,
+             sizeof v->txt->caption_encoder - 1);
+    latent_file_close(&v->cap);
+    return 0;
+  }
+  if (v->cap)
+    snprintf(v->txt->caption_encoder, sizeof v->txt->caption_encoder, "%s",
+             v->cap->caption_encoder);
   return 1;
 }
 

@@ -181,6 +181,8 @@ static const config_key KEYS[] = {
     TK_LATE(sample_every, KT_INT, 0, 1e9, "0", "steps between sample videos (0: none)"),
     TK_LATE(sample_steps, KT_INT, 1, 100000, "32", "Euler steps of the samples"),
     TK_LATE(sample_cfg, KT_FLOAT, 0.0, 100.0, "1", "guidance scale of the samples (1: none)"),
+    TK_LATE(sample_prompts, KT_STR, 0, CONFIG_SAMPLE_PROMPTS_MAX, "",
+            "text file of the samples' prompts, one a line (empty: labels or seeds)"),
     TK_LATE(act_bytes_token, KT_I64, 0, 1e12, "0",
             "measured device bytes per token of a step (0: the memory model's own count)"),
     TK_LATE(cp_mode, KT_CPMODE, 0, NCPMODES - 1, "auto",
@@ -442,6 +444,9 @@ tsr_status config_validate(const dit_config *m, const train_config *t) {
                    "no whole gradient buffer to put the EMA together in for samples; set "
                    "train.sample_every = 0 (`tessera sample` reads the checkpoints) or "
                    "train.zero = 1", t->zero, t->sample_every);
+  if (t->sample_prompts[0] && m->text_dim < 1)
+    return err_set(TSR_EINVAL, "train.sample_prompts = %s: the model has no captions "
+                   "(model.text_dim = 0): prompts need a caption model", t->sample_prompts);
   if (t->zero > 2 && t->lora_rank > 0)
     return err_set(TSR_EINVAL, "train.zero = %d with lora.rank = %d: a LoRA run shards the "
                    "adapters' optimizer state (stages 1 and 2); its frozen base stays whole; set "

@@ -81,6 +81,8 @@ enum {
 #define CONFIG_LORA_TARGETS_MAX 176
 // train.null_caption's field, terminator included (the same 200-byte line bound).
 #define CONFIG_NULL_CAPTION_MAX 176
+// train.sample_prompts' field, terminator included (the same 200-byte line bound).
+#define CONFIG_SAMPLE_PROMPTS_MAX 176
 // lora.rank's and lora.alpha's ranges (an adapters file's metadata is held to them too).
 #define CONFIG_LORA_RANK_MAX 4096
 #define CONFIG_LORA_ALPHA_MIN 1e-6
@@ -127,6 +129,8 @@ typedef struct {
   int sample_every;       // steps between sample videos written during training (0: none)
   int sample_steps;       // Euler steps of those samples
   float sample_cfg;       // their classifier-free guidance scale (1: none)
+  char sample_prompts[CONFIG_SAMPLE_PROMPTS_MAX];  // a text file of validation prompts, one
+                          // a line (model/train/samples.h); "": the labels' or seeds' row
   int cp_mode;            // TRAIN_CP_*: how CP groups split attention (docs/dist.md)
   int ulysses_chunks;     // head chunks a Ulysses group pipelines its all-to-alls over (1:
                           // blocking; model/dist/ulysses_attention.h)

@@ -97,13 +97,18 @@ static tsr_status check_text_tensor(latent_file *lf, const char *path, const st_
                                     const char *caption);
 
 static tsr_status check_text(latent_file *lf, const char *path) {
-  return check_text_tensor(lf, path, st_find(lf->st, "text_emb"), st_meta(lf->st, "caption"));
+  tsr_status st = check_text_tensor(lf, path, st_find(lf->st, "text_emb"),
+                                    st_meta(lf->st, "caption"));
+  const char *ce = st_meta(lf->st, "caption_encoder");
+  if (!st && ce && lf->text_tokens) lf->caption_encoder = ce;
+  return st;
 }
 
 // The caption embedding t (NULL: none) and its text (NULL: none) into lf, checked.
 static tsr_status check_text_tensor(latent_file *lf, const char *path, const st_tensor *t,
                                     const char *caption) {
   lf->caption = caption ? caption : "";
+  lf->caption_encoder = "";
   if (!t) {
     if (lf->caption[0])
       return err_set(TSR_EFORMAT, "latent file %s: metadata 'caption' without a tensor "

@@ -17,6 +17,10 @@
 //                                          per latent row and column (each 1..64)
 //     source      the video's path         optional (recorded in the store)
 //     caption     the caption's text       optional, with text_emb (UTF-8, <= 8 KiB)
+//     caption_encoder  the encoder's record optional, with text_emb: the JSON of the text
+//                                          encoder's settings (store/caption_encoder.h;
+//                                          tools/embed_captions.py writes it), which an
+//                                          ingest records in the store
 //     label       a class label            optional (--label-from-dir takes the folder)
 //     start_s     start in the video, s    optional (a clip of a longer video)
 // Other tensors and metadata keys are ignored (an encoder may keep its own there).
@@ -57,6 +61,8 @@ typedef struct {
   store_dtype text_dtype;
   const void *text;         // (text_tokens, text_dim) inside the mapping
   const char *caption;      // "" if not given
+  const char *caption_encoder;  // metadata caption_encoder as written ("" if not given;
+                            // always "" for a musubi-tuner cache)
   st_reader *te;            // a musubi-tuner cache's text-encoder cache (text, caption), or NULL
   void *owned;              // a musubi-tuner cache's latents in (T, H, W, C) order, or NULL
 } latent_file;

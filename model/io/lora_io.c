@@ -42,6 +42,9 @@ static tsr_status base_weights_hash(dit_model *m, char out[24]) {
   return st;
 }
 
+// The adapters' caption encoder record (lora_save_as).
+#define LORA_CAPTION_ENCODER_KEY "tessera.caption_encoder"
+
 static tsr_status add_meta(st_writer *w, dit_model *m, const lora_config *lc,
                            const char *base_model, const uint64_t *base_weights,
                            lora_layout layout) {
@@ -94,11 +97,12 @@ static tsr_status write_layout(const dit_model *m, st_writer *w, lora_layout lay
 
 tsr_status lora_save(dit_model *m, const char *path, const char *base_model,
                      const uint64_t *base_weights) {
-  return lora_save_as(m, path, base_model, base_weights, LORA_LAYOUT_DIFFUSERS);
+  return lora_save_as(m, path, base_model, base_weights, LORA_LAYOUT_DIFFUSERS, NULL);
 }
 
 tsr_status lora_save_as(dit_model *m, const char *path, const char *base_model,
-                        const uint64_t *base_weights, lora_layout layout) {
+                        const uint64_t *base_weights, lora_layout layout,
+                        const char *caption_encoder) {
   const lora_config *lc = dit_lora_get_config(m);
   if (!lc) return err_set(TSR_EINVAL, "lora_save %s: the model has no adapters", path);
   const kernels_backend *kb = dit_backend(m);
@@ -111,6 +115,8 @@ tsr_status lora_save_as(dit_model *m, const char *path, const char *base_model,
   float alpha = lc->alpha;
   if (!st) st = write_layout(m, w, layout, host, &alpha);
   if (!st) st = add_meta(w, m, lc, base_model, base_weights, layout);
+  if (!st && caption_encoder && *caption_encoder)
+    st = st_writer_meta(w, LORA_CAPTION_ENCODER_KEY, caption_encoder);
   if (!st) st = st_writer_commit(w, path);
   st_writer_free(&w);
   free(host);
@@ -372,8 +378,8 @@ tsr_status lora_load(dit_model *m, const char *path) {
 static tsr_status convert_meta(st_writer *w, const st_reader *src, const lora_config *lc,
                                lora_layout l) {
   static const char *const KEEP[] = {"tessera.base_weights", "tessera.base_model",
-                                     "tessera.base_config"};
-  for (int i = 0; i < 3; i++)
+                                     "tessera.base_config", LORA_CAPTION_ENCODER_KEY};
+  for (int i = 0; i < 4; i++)
     if (st_meta(src, KEEP[i])) TSR_TRY(st_writer_meta(w, KEEP[i], st_meta(src, KEEP[i])));
   char num[32];
   snprintf(num, sizeof num, "%d", lc->rank);
@@ -430,8 +436,26 @@ tsr_status lora_convert_file(const char *src, const char *dst, lora_layout l) {
 }
 
 // The merged weights of m, tensor by tensor, as a weights-only checkpoint with cm's metadata.
+// The merged checkpoint's caption encoder into out (n bytes): the adapters' (the run's
+// store's: what the merged model now answers to), else the base's; "" when neither says.
+static tsr_status merged_caption_encoder(const char *adapters, const ckpt_meta *cm, char *out,
+                                         size_t n) {
+  st_reader *a;
+  TSR_TRY(st_open(&a, adapters));
+  const char *ce = st_meta(a, LORA_CAPTION_ENCODER_KEY);
+  if (!ce || !*ce) ce = cm->caption_encoder;
+  tsr_status st = strlen(ce) < n ? TSR_OK
+                  : err_set(TSR_EFORMAT, "%s: metadata '%s' over %zu bytes", adapters,
+                            LORA_CAPTION_ENCODER_KEY, n - 1);
+  if (!st) snprintf(out, n, "%s", ce);
+  st_close(&a);
+  return st;
+}
+
 static tsr_status write_merged(dit_model *m, const ckpt_meta *cm, const char *src,
                                const char *adapters, const char *dst) {
+  char ce[sizeof cm->caption_encoder];
+  TSR_TRY(merged_caption_encoder(adapters, cm, ce, sizeof ce));
   st_reader *r;
   TSR_TRY(st_open(&r, src));
   const char *dc = st_meta(r, "diffusers_config");
@@ -440,7 +464,8 @@ static tsr_status write_merged(dit_model *m, const ckpt_meta *cm, const char *sr
   const char *const extra[2][2] = {{"converted_from", from}, {"diffusers_config", dc ? dc : ""}};
   ckpt_state cs = {.mc = &cm->mc, .tc = &cm->tc, .store = &cm->store,
                    .store_clips = cm->clips, .labels = (const char *const *)cm->labels,
-                   .n_labels = cm->n_labels, .store_fingerprint = cm->store_fingerprint};
+                   .n_labels = cm->n_labels, .store_fingerprint = cm->store_fingerprint,
+                   .caption_encoder = ce};
   dit_table tab = {0};
   ckpt_weights_writer *ww = NULL;
   const kernels_backend *kb = dit_backend(m);

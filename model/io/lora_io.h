@@ -30,8 +30,12 @@ tsr_status lora_save(dit_model *m, const char *path, const char *base_model,
 // lora_save in another key layout (model/io/lora_layout.h): wan and kohya put a scalar alpha
 // tensor beside each module's matrices and no lora_adapter_metadata (kohya: ss_network_dim
 // and ss_network_alpha); TSR_EINVAL when a module has no name in the layout.
+// caption_encoder: the record of the text encoder whose caption embeddings the adapters
+// trained on (store/caption_encoder.h), kept as metadata tessera.caption_encoder (NULL or
+// "": unknown, not written).
 tsr_status lora_save_as(dit_model *m, const char *path, const char *base_model,
-                        const uint64_t *base_weights, lora_layout layout);
+                        const uint64_t *base_weights, lora_layout layout,
+                        const char *caption_encoder);
 
 // An adapter file of any layout (told by its keys) -> the same adapters in layout l at dst
 // (atomic): the same tensors (dtype and bytes), renamed; the base's identity kept.

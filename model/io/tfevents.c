@@ -112,19 +112,29 @@ void tfevents_add_scalars(tfevents_buf *b, double wall_time, int64_t step, const
 }
 
 void tfevents_add_image(tfevents_buf *b, double wall_time, int64_t step, const char *tag,
-                        int height, int width, const void *png, size_t n) {
-  tfevents_buf sum = {0}, val = {0}, img = {0};
+                        const char *description, int height, int width, const void *png,
+                        size_t n) {
+  tfevents_buf sum = {0}, val = {0}, img = {0}, meta = {0}, plug = {0};
   put_byte(&img, 1 << 3 | 0), put_varint(&img, (uint64_t)height);
   put_byte(&img, 2 << 3 | 0), put_varint(&img, (uint64_t)width);
   put_byte(&img, 3 << 3 | 0), put_varint(&img, 3);  // colorspace 3: RGB
   put_bytes_field(&img, 4, png, n);                   // encoded_image_string
   put_bytes_field(&val, 1, tag, strlen(tag));
+  if (description) {  // SummaryMetadata {plugin_data {plugin_name}, summary_description}
+    put_bytes_field(&plug, 1, "images", 6);
+    if (plug.oom) meta.oom = 1;
+    else put_bytes_field(&meta, 1, plug.p, plug.len);
+    put_bytes_field(&meta, 3, description, strlen(description));
+    if (meta.oom) val.oom = 1;
+    else put_bytes_field(&val, 9, meta.p, meta.len);   // Summary.Value.metadata
+  }
   if (img.oom) val.oom = 1;
   else put_bytes_field(&val, 4, img.p, img.len);      // Summary.Value.image
   if (val.oom) sum.oom = 1;
   else put_bytes_field(&sum, 1, val.p, val.len);
   put_summary_event(b, wall_time, step, &sum);
   tfevents_buf_free(&img), tfevents_buf_free(&val), tfevents_buf_free(&sum);
+  tfevents_buf_free(&meta), tfevents_buf_free(&plug);
 }
 
 tsr_status tfevents_finish(const tfevents_buf *b) {

@@ -32,9 +32,12 @@ void tfevents_add_scalars(tfevents_buf *b, double wall_time, int64_t step, const
                           const double *values, int n);
 // TSR_ENOMEM if an append failed, else TSR_OK.
 // Appends the record of an Event {wall_time, step, summary} of one image: Summary.Value
-// {tag, image = Image{height, width, colorspace 3 (RGB), encoded_image_string = png}}.
+// {tag, image = Image{height, width, colorspace 3 (RGB), encoded_image_string = png}},
+// and with a description (non-NULL) metadata = SummaryMetadata{plugin_data{plugin_name
+// "images"}, summary_description}: the text TensorBoard shows with the tag's images.
 void tfevents_add_image(tfevents_buf *b, double wall_time, int64_t step, const char *tag,
-                        int height, int width, const void *png, size_t n);
+                        const char *description, int height, int width, const void *png,
+                        size_t n);
 tsr_status tfevents_finish(const tfevents_buf *b);
 void tfevents_buf_free(tfevents_buf *b);
 

@@ -11,6 +11,16 @@
 #include "core/err.h"
 #include "model/sample/sample.h"
 
+// train.sample_prompts embedded: prompt i's text and its caption embedding, as `tessera
+// sample --caption` reads one (store/latent_file.h caption_file_read). Freed by
+// train_prompts_free (model/train/samples.h).
+typedef struct {
+  int n;
+  char **text;     // (n) UTF-8
+  float **emb;     // (n) each (tokens[i], model.text_dim)
+  int *tokens;     // (n)
+} train_prompts;
+
 typedef struct {
   const char *config_path;       // config file; NULL with resume: RUN/config.ini's
                                  // (model/train/run_config.h), as data_dir, stop_step, ...
@@ -47,6 +57,13 @@ typedef struct {
   // The caller's (tools/video.h: model/ encodes no video); NULL: samples are refused.
   tsr_status (*write_video)(const char *path_noext, const sample_result *s, char *written,
                             size_t cap);
+  // Embeds the prompts of train.sample_prompts' file `file` with the text encoder whose
+  // record (store/caption_encoder.h) the store holds (`encoder`, "" when it records none;
+  // `store` names it for messages), each text_dim wide, into *out (zeroed first). The
+  // caller's, as it runs the venv's encoder script (tools/prompt_embed.h); called once at
+  // the start, on rank 0. NULL: train.sample_prompts is refused.
+  tsr_status (*embed_prompts)(const char *file, const char *encoder, const char *store,
+                              int text_dim, train_prompts *out);
 } train_options;
 
 #endif

@@ -10,6 +10,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <fcntl.h>
+#include <jansson.h>
+#include <unistd.h>
+
+#include "comm/comm.h"
 #include "core/fs.h"
 #include "core/log.h"
 #include "model/lora.h"
@@ -87,6 +92,72 @@ static tsr_status sample_model_load_ema(trainer *tr) {
   return r;
 }
 
+// Appends the record of one sample file to RUN/samples/samples.jsonl with one write(2)
+// (O_APPEND): a crash leaves whole lines and at most a torn last one, which readers skip.
+// sp: (n) the file's clips, left to right; prompt: its prompt (the k-th of n_prompts), or
+// NULL.
+static tsr_status record_sample_at(const char *dir, int64_t step, const char *written,
+                                   const sample_params *sp, const dit_config *mc, int n,
+                                   const char *prompt, int k, int n_prompts) {
+  const char *slash = strrchr(written, '/');
+  json_t *o = json_pack("{sIsssisisisisf}", "step", (json_int_t)step, "file",
+                        slash ? slash + 1 : written, "frames", sp->T * mc->pt,
+                        "height", sp->H * mc->ph, "width", sp->W * mc->pw, "steps", sp->steps,
+                        "cfg", (double)sp->cfg);
+  json_t *a = json_array();
+  for (int i = 0; o && a && i < n; i++)
+    json_array_append_new(a, json_integer(sp[i].label >= 0 ? sp[i].label : (json_int_t)sp[i].seed));
+  if (o && a) {
+    if (prompt) {
+      json_object_set_new(o, "prompt", json_string(prompt));
+      json_object_set_new(o, "prompt_index", json_integer(k));
+      json_object_set_new(o, "prompts", json_integer(n_prompts));
+      json_object_set_new(o, "seed", json_integer((json_int_t)sp->seed));
+      json_decref(a);
+    } else {
+      json_object_set_new(o, sp->label >= 0 ? "labels" : "seeds", a);
+      if (sp->label >= 0) json_object_set_new(o, "seed", json_integer((json_int_t)sp->seed));
+    }
+    a = NULL;
+  }
+  json_decref(a);
+  char path[PATH_MAX + 16];
+  snprintf(path, sizeof path, "%s/samples.jsonl", dir);
+  char *line = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+  json_decref(o);
+  if (!line) return err_set(TSR_ENOMEM, "samples: out of memory");
+  size_t len = strlen(line);
+  line[len] = '\n';  // the line's end in place of the terminator: len + 1 bytes written
+  int fd = -1;
+  tsr_status r = fs_open_nofollow(path, O_WRONLY | O_CREAT | O_APPEND, &fd);
+  if (!r && write(fd, line, len + 1) != (ssize_t)(len + 1))
+    r = err_set(TSR_EIO, "%s: a sample's record was not written whole", path);
+  if (fd >= 0) close(fd);
+  free(line);
+  return r;
+}
+
+// One sample file: the clips of sp (n of them) side by side, written at base (plus the
+// writer's extension, into written), shown in TensorBoard and recorded; prompt: the file's
+// prompt (the k-th), or NULL for a row of labels or seeds.
+static tsr_status write_one(trainer *tr, const train_options *o, const char *dir,
+                            const char *base, sample_params *sp, int n, const char *prompt,
+                            int k, char *written, size_t cap) {
+  sample_result res;
+  tsr_status r = sample_row(tr->sample_model, sp, n, 1, !store_is_latent(data_settings(tr->data)),
+                            &res);
+  if (r) return r;
+  res.store = *data_settings(tr->data);
+  if (prompt) snprintf(res.caption, sizeof res.caption, "%s", prompt);
+  r = o->write_video(base, &res, written, cap);
+  char tag[32];
+  snprintf(tag, sizeof tag, prompt ? "samples/prompt_%d" : "samples/frames", k);
+  if (!r && tr->tb) r = tb_write_sample(tr->tb, tr->step, &res, tag, prompt);
+  sample_result_free(&res);
+  if (!r) r = record_sample_at(dir, tr->step, written, sp, &tr->mc, n, prompt, k, tr->prompts.n);
+  return r;
+}
+
 tsr_status train_write_samples(trainer *tr, const train_options *o) {
   if (!o->write_video)
     return err_set(TSR_EINVAL, "train.sample_every = %d but this program cannot write video "
@@ -95,52 +166,111 @@ tsr_status train_write_samples(trainer *tr, const train_options *o) {
   int T = 0, H = 0, W = 0;
   tsr_status r = sample_grid(tr, &T, &H, &W);
   if (r) return r;
-  int labels = tr->mc.num_classes > 0 ? data_num_labels(tr->data) : 0;
-  int n = labels ? (labels < SAMPLE_MAX_LABELS ? labels : SAMPLE_MAX_LABELS) : SAMPLE_UNLABELLED;
+  const train_prompts *pr = &tr->prompts;
+  int labels = tr->mc.num_classes > 0 && !pr->n ? data_num_labels(tr->data) : 0;
+  int n = pr->n ? pr->n
+          : labels ? (labels < SAMPLE_MAX_LABELS ? labels : SAMPLE_MAX_LABELS) : SAMPLE_UNLABELLED;
   sample_params sp[SAMPLE_MAX_LABELS];
   int guided = 0;
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < (pr->n ? 1 : n); i++) {
     sp[i] = (sample_params){.T = T, .H = H, .W = W, .label = labels ? i : -1,
-                            .cfg = labels ? tr->tc.sample_cfg : 1.0f, .steps = tr->tc.sample_steps,
-                            .seed = labels ? 0 : (uint64_t)i,
+                            .cfg = labels || pr->n ? tr->tc.sample_cfg : 1.0f,
+                            .steps = tr->tc.sample_steps,
+                            .seed = labels || pr->n ? 0 : (uint64_t)i,
                             .t_shift_tokens = tr->tc.t_shift_tokens};
-    guided |= sp[i].cfg != 1.0f && sp[i].label >= 0;
+    guided |= sp[i].cfg != 1.0f;
   }
   int64_t N = (int64_t)T * H * W;
   if (!tr->sample_model) r = sample_model_make(tr, (int)((guided ? 2 : 1) * N), guided ? 2 : 1);
   if (!r) r = sample_model_load_ema(tr);
-  sample_result res;
-  if (!r) r = sample_row(tr->sample_model, sp, n, 1, !store_is_latent(data_settings(tr->data)), &res);
   if (r) return err_wrap(r, "samples at step %lld: ", (long long)tr->step);
-  res.store = *data_settings(tr->data);
   char dir[PATH_MAX], base[PATH_MAX], written[PATH_MAX];
   if (snprintf(dir, sizeof dir, "%s/samples", o->run_dir) >= (int)sizeof dir ||
-      snprintf(base, sizeof base, "%s/sample-%lld", dir, (long long)tr->step) >= (int)sizeof base)
+      snprintf(base, sizeof base, "%s/sample-%lld", dir, (long long)tr->step) >= (int)sizeof base - 16)
     r = err_set(TSR_EINVAL, "run directory path too long: %s", o->run_dir);
   if (!r) r = fs_dir_nofollow(dir, 1);  // RUN/samples: never a link out of the run
-  if (!r) r = o->write_video(base, &res, written, sizeof written);
-  if (!r && tr->tb) r = tb_write_sample(tr->tb, tr->step, &res);
-  sample_result_free(&res);
+  // with prompts one file each, RUN/samples/sample-STEP-K (K from 1, the file's order)
+  for (int k = 0; !r && pr->n && k < pr->n; k++) {
+    char bk[PATH_MAX + 16];
+    snprintf(bk, sizeof bk, "%s-%d", base, k + 1);
+    sp[0].text = pr->emb[k], sp[0].text_tokens = pr->tokens[k];
+    r = write_one(tr, o, dir, bk, sp, 1, pr->text[k], k + 1, written, sizeof written);
+    if (!r)
+      log_info("train: step %lld: sample of prompt %d of %d (seed 0, %d Euler steps, %dx%dx%d "
+               "tokens) in %s: %s", (long long)tr->step, k + 1, pr->n, tr->tc.sample_steps, T,
+               H, W, written, pr->text[k]);
+  }
+  if (!r && !pr->n) r = write_one(tr, o, dir, base, sp, n, NULL, 0, written, sizeof written);
   if (r) return err_wrap(r, "samples at step %lld: ", (long long)tr->step);
   char what[64];
-  if (labels) snprintf(what, sizeof what, "%d labels", n);
+  if (pr->n) snprintf(what, sizeof what, "%d prompts", pr->n);
+  else if (labels) snprintf(what, sizeof what, "%d labels", n);
   else snprintf(what, sizeof what, "seeds 0-%d", n - 1);
   log_info("train: step %lld: samples of the EMA %s (%s, %d Euler steps, %dx%dx%d tokens "
            "each) in %s (%.1f s)", (long long)tr->step,
            tr->tc.lora_rank > 0 ? "adapters on the base" : "weights", what, tr->tc.sample_steps,
-           T, H, W, written, time_now() - t0);
+           T, H, W, pr->n ? dir : written, time_now() - t0);
   return TSR_OK;
 }
 
-int train_sample_exists(const char *run_dir, int64_t step) {
+int train_sample_exists(const char *run_dir, int64_t step, int n_prompts) {
   static const char *const exts[] = {"mp4", "y4m"};  // video_write's: with media, without
-  for (int k = 0; k < 2; k++) {
-    char path[PATH_MAX];
-    struct stat sb;
-    snprintf(path, sizeof path, "%s/samples/sample-%lld.%s", run_dir, (long long)step, exts[k]);
-    if (stat(path, &sb) == 0) return 1;
+  for (int k = n_prompts ? 1 : 0; k <= n_prompts; k++) {
+    int found = 0;
+    for (int e = 0; e < 2 && !found; e++) {
+      char path[PATH_MAX];
+      struct stat sb;
+      char K[16] = "";
+      if (k) snprintf(K, sizeof K, "-%d", k);
+      snprintf(path, sizeof path, "%s/samples/sample-%lld%s.%s", run_dir, (long long)step, K,
+               exts[e]);
+      found = stat(path, &sb) == 0;
+    }
+    if (!found) return 0;
   }
-  return 0;
+  return 1;
+}
+
+void train_prompts_free(train_prompts *p) {
+  for (int i = 0; i < p->n; i++) {
+    if (p->text) free(p->text[i]);
+    if (p->emb) free(p->emb[i]);
+  }
+  free(p->text), free(p->emb), free(p->tokens);
+  memset(p, 0, sizeof *p);
+}
+
+tsr_status train_samples_prepare(trainer *tr, const train_options *o) {
+  const char *file = tr->tc.sample_prompts;
+  if (tr->tc.sample_every <= 0 || !file[0]) return TSR_OK;
+  tsr_status r = TSR_OK;
+  if (comm_rank() == 0) {
+    if (!o->embed_prompts)
+      r = err_set(TSR_EINVAL, "train.sample_prompts = %s: this program cannot embed text (no "
+                  "encoder given); leave train.sample_prompts empty", file);
+    else
+      r = o->embed_prompts(file, data_caption_encoder(tr->data), data_dir(tr->data),
+                           tr->mc.text_dim, &tr->prompts);
+    for (int i = 0; !r && i < tr->prompts.n; i++)
+      if (tr->prompts.tokens[i] > tr->mc.text_len)
+        r = err_set(TSR_EINVAL, "train.sample_prompts = %s: prompt %d has %d tokens, the model "
+                    "takes at most model.text_len = %d: shorten it", file, i + 1,
+                    tr->prompts.tokens[i], tr->mc.text_len);
+    if (r) r = err_wrap(r, "train.sample_prompts: "), train_prompts_free(&tr->prompts);
+    else
+      log_info("train: %d sample prompts from %s, embedded with the store's encoder",
+               tr->prompts.n, file);
+  }
+  // every rank starts, or none: rank 0's verdict is shared
+  int64_t bad = r != TSR_OK;
+  if (comm_size() > 1) {
+    tsr_status c = comm_allreduce_max_i64(&bad, 1);
+    if (!r) r = c;
+    if (!r && bad)
+      r = err_set(TSR_EINVAL, "train.sample_prompts: rank 0 could not embed the prompts (its "
+                  "error says why)");
+  }
+  return r;
 }
 
 void train_samples_step(trainer *tr, const train_options *o) {

@@ -14,6 +14,7 @@
 #include "model/dit.h"
 #include "model/lora.h"
 #include "model/train/data.h"
+#include "model/train/options.h"
 #include "model/train/zero.h"
 #include "sched/sched.h"
 
@@ -53,6 +54,7 @@ typedef struct {
   double verify_s;               // seconds spent drawing batches and hashing their clips
   dit_model *sample_model;       // rank 0, train.sample_every: the EMA weights' sampling model
                                  // (LoRA: the frozen base and the adapters' EMA)
+  train_prompts prompts;         // rank 0, train.sample_prompts: the samples' prompts
   int sample_pending;            // rank 0, --resume: the checkpoint's sample is due and missing
   struct tb_writer *tb;          // rank 0 with train.tensorboard, while the loop runs: the
                                  // samples go there as images too (model/train/tensorboard.h)

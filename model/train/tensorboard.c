@@ -179,7 +179,8 @@ tsr_status tb_write(tb_writer *w, int64_t step, const train_step_stats *st,
 
 enum { TB_SAMPLE_FRAMES = 4 };
 
-tsr_status tb_write_sample(tb_writer *w, int64_t step, const sample_result *s) {
+tsr_status tb_write_sample(tb_writer *w, int64_t step, const sample_result *s, const char *tag,
+                           const char *description) {
   if (!s->tokens) return TSR_OK;  // a latent model's sample: no pixels to show
   const dit_config *m = &s->mc;
   int F = s->T * m->pt, h = s->H * m->ph, wd = s->W * m->pw, C = m->channels;
@@ -202,7 +203,7 @@ tsr_status tb_write_sample(tb_writer *w, int64_t step, const sample_result *s) {
   if (!r) r = png_encode_rgb(strip, wd, h * k, &png, &n);
   tfevents_buf b = {0};
   if (!r) {
-    tfevents_add_image(&b, wall_now(), step, "samples/frames", h * k, wd, png, n);
+    tfevents_add_image(&b, wall_now(), step, tag, description, h * k, wd, png, n);
     r = append(w, &b);
   }
   tfevents_buf_free(&b);

@@ -281,7 +281,8 @@ static tsr_status save_adapters(trainer *tr, const train_options *o, const char 
                                 const uint64_t *base_weights) {
   char path[4200];
   snprintf(path, sizeof path, "%s/lora-%lld.safetensors", o->run_dir, (long long)tr->step);
-  return lora_save_as(tr->model, path, base, base_weights, (lora_layout)tr->tc.lora_format);
+  return lora_save_as(tr->model, path, base, base_weights, (lora_layout)tr->tc.lora_format,
+                      data_caption_encoder(tr->data));
 }
 
 // Samples and the checkpoint a step owes. Samples read the EMA weights only, on a model of
@@ -552,6 +553,7 @@ static tsr_status setup_data(trainer *tr, const train_options *o) {
 // RUN's newest checkpoint (--resume), a checkpoint's weights (--init) or the seed.
 static tsr_status setup_trainer(trainer *tr, const train_options *o, train_setup *su) {
   tsr_status r = setup_data(tr, o);
+  if (!r) r = train_samples_prepare(tr, o);  // before a resume looks for its samples
   if (!r && tr->split.n_val && comm_rank() == 0) r = train_val_write_list(tr, o->run_dir);
   if (!r) r = trainer_setup(tr);
   if (!r) {
@@ -585,6 +587,7 @@ static tsr_status train_dry(trainer *tr, const train_options *o, train_setup *su
   tsr_status r = o->run_dir ? check_run_checkpoints(o, su) : TSR_OK;
   if (!r) r = setup_sched(tr, o, ranks);
   if (!r) r = setup_data(tr, o);
+  if (!r) r = train_samples_prepare(tr, o);  // the prompts' errors are the start's too
   if (!r && o->resume) r = train_resume_peek(tr, o, su->latest);
   su->tc0.lr_schedule_steps = tr->tc.lr_schedule_steps;
   int64_t stop = o->stop_step > 0 ? o->stop_step : tr->tc.steps;
@@ -705,6 +708,7 @@ tsr_status train_run(const train_options *given) {
 done:
   data_split_free(&tr.split);
   dit_free(&tr.sample_model);
+  train_prompts_free(&tr.prompts);
   trainer_free(&tr);
   train_memory_counter_free(&su.counter);
   if (su.log) {

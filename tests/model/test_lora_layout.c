@@ -213,7 +213,7 @@ int main(void) {
   dit_model *m = base(1), *m0 = base(0);
   const char *files[3] = {"diffusers.safetensors", "wan.safetensors", "kohya.safetensors"};
   for (int l = 0; l < 3; l++) {
-    CHECK_OK(lora_save_as(m, path(files[l]), "test base", NULL, (lora_layout)l));
+    CHECK_OK(lora_save_as(m, path(files[l]), "test base", NULL, (lora_layout)l, NULL));
     check_keys(m0, (lora_layout)l, path(files[l]));
     st_reader *r = NULL;
     CHECK_OK(st_open(&r, path(files[l])));
@@ -276,7 +276,7 @@ int main(void) {
     lora_config tl = {.rank = 2, .alpha = 2.0f, .targets = "to_q,adaln"};
     CHECK_OK(dit_create(&t, &c, kernels_cpu(), 64, 4));
     CHECK_OK(dit_lora_attach(t, &tl, 1));
-    CHECK(lora_save_as(t, path("t.safetensors"), "x", NULL, LORA_LAYOUT_KOHYA) == TSR_EINVAL &&
+    CHECK(lora_save_as(t, path("t.safetensors"), "x", NULL, LORA_LAYOUT_KOHYA, NULL) == TSR_EINVAL &&
               strstr(err_msg(), "adaln"), "adaln in kohya: %s", err_msg());
     CHECK(access(path("t.safetensors"), F_OK) != 0, "nothing written on refusal");
     dit_free(&t);

@@ -18,8 +18,12 @@ $T train "${RUN[@]}" --set train.sample_every=3 --out "$W/s" --steps 7 2>"$W/s.l
   { cat "$W/s.log"; fail "training with samples"; }
 $T train "${RUN[@]}" --set train.sample_every=3 --out "$W/r" --steps 4 2>/dev/null
 $T train "${RUN[@]}" --set train.sample_every=3 --out "$W/r" --steps 7 --resume 2>/dev/null
-[ "$(ls "$W/s/samples" | tr '\n' ' ')" = "sample-3.mp4 sample-6.mp4 sample-7.mp4 " ] ||
+[ "$(ls "$W/s/samples" | grep -v '^samples\.jsonl$' | tr '\n' ' ')" = "sample-3.mp4 sample-6.mp4 sample-7.mp4 " ] ||
   fail "samples written: $(ls "$W/s/samples")"
+# RUN/samples/samples.jsonl: one line per file, what it holds (model/train/samples.h)
+[ "$(jq -c '[.step, .file, .labels, .seed, .frames, .height, .width, .steps]' "$W/s/samples/samples.jsonl" | tr '\n' ' ')" = \
+  '[3,"sample-3.mp4",[0,1],0,16,64,96,2] [6,"sample-6.mp4",[0,1],0,16,64,96,2] [7,"sample-7.mp4",[0,1],0,16,64,96,2] ' ] ||
+  fail "samples.jsonl: $(cat "$W/s/samples/samples.jsonl")"
 grep -q "samples of the EMA weights (2 labels, 2 Euler steps, 8x4x6 tokens each)" "$W/s.log" ||
   fail "log: $(grep samples "$W/s.log")"
 # the store's most common grid is 8x4x6 (pt 2, 16x16 patches): 16 frames of 64x96 each,

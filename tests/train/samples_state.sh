@@ -15,7 +15,7 @@ RUN=(--config "$CONF" --data "$STORE" "${SMALL[@]}" --set model.num_classes=2
      --set train.ckpt_every=2 --set train.ckpt_keep=5 --set train.sample_every=2
      --set train.sample_steps=1)
 $T train "${RUN[@]}" --out "$W/ref" --steps 4 2>/dev/null || fail "the undisturbed run"
-[ "$(ls "$W/ref/samples" | tr '\n' ' ')" = "sample-2.mp4 sample-4.mp4 " ] || fail "ref samples: $(ls "$W/ref/samples")"
+[ "$(ls "$W/ref/samples" | grep -v '^samples\.jsonl$' | tr '\n' ' ')" = "sample-2.mp4 sample-4.mp4 " ] || fail "ref samples: $(ls "$W/ref/samples")"
 
 # 1. sample-2 cannot be written
 mkdir -p "$W/b/samples/sample-2.mp4"
