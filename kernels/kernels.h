@@ -18,7 +18,8 @@
 //   int32/uint8/int64 arrays say so. An [act] output is computed in fp32 and rounded to
 //   the act dtype once, when stored (an accumulated one: loaded, summed in fp32, rounded).
 //   The weights `w` of linear layers and GEMM operands are [act]: the model keeps fp32
-//   master weights and refreshes an act-dtype working copy with `cast`.
+//   master weights and refreshes an act-dtype working copy with `cast` (after AdamW:
+//   adamw_update_multi's `work` output, the same bits).
 //   Every pointer lives in the backend's memory space (host
 //   memory on the CPU, device memory on CUDA), index arrays (cu_seqlens, positions,
 //   ids) included. Get such memory from kb->alloc and move data with kb->to_device /
@@ -547,10 +548,14 @@ struct kernels_backend {
   // in increasing offset order, not overlapping, inside [0, n); elements in no segment
   // are untouched. EMA and the gradient's sum of squares need no such table: ema_update
   // and sumsq over the whole flat buffer are already one call each.
-  // param, m, v: (n) updated; grad: (n); segs: (n_segs) kernels_param_segment (backend
-  // memory; checked on the CPU, on CUDA a bad table is reported by the next sync)
+  // work, unless NULL, is the act-dtype working copy of param: each updated element is also
+  // stored there rounded as `cast` rounds it, so AdamW then cast of the segments gives the
+  // same bits in one pass over the weights (elements in no segment untouched there too).
+  // param, m, v: (n) updated; grad: (n); work: (n) [act] or NULL, not overlapping param;
+  // segs: (n_segs) kernels_param_segment (backend memory; checked on the CPU, on CUDA a bad
+  // table is reported by the next sync)
   tsr_status (*adamw_update_multi)(const kernels_backend *kb, float *param, const float *grad,
-                                   float *m, float *v, size_t n,
+                                   float *m, float *v, void *work, size_t n,
                                    const kernels_param_segment *segs, int n_segs, float lr,
                                    float beta1, float beta2, float eps, float weight_decay,
                                    int64_t step, float grad_scale);

@@ -516,11 +516,13 @@ static tsr_status p_ema_update(kb_t *kb, float *ema, const float *param, size_t 
   TIMED(ema_update, ema, param, n, decay);
 }
 static tsr_status p_adamw_update_multi(kb_t *kb, float *param, const float *grad, float *m,
-                                       float *v, size_t n, const kernels_param_segment *segs,
-                                       int n_segs, float lr, float beta1, float beta2, float eps,
-                                       float weight_decay, int64_t step, float grad_scale) {
-  MOVES(adamw_update_multi, F(7.0 * n));
-  TIMED(adamw_update_multi, param, grad, m, v, n, segs, n_segs, lr, beta1, beta2, eps,
+                                       float *v, void *work, size_t n,
+                                       const kernels_param_segment *segs, int n_segs, float lr,
+                                       float beta1, float beta2, float eps, float weight_decay,
+                                       int64_t step, float grad_scale) {
+  // param, m, v read and written, grad read; the working copy written
+  MOVES(adamw_update_multi, F(7.0 * n) + (work ? A(n) : 0.0));
+  TIMED(adamw_update_multi, param, grad, m, v, work, n, segs, n_segs, lr, beta1, beta2, eps,
         weight_decay, step, grad_scale);
 }
 static tsr_status p_layernorm_modulate_forward(kb_t *kb, void *out, float *mean, float *rstd,
