@@ -627,15 +627,21 @@ KERNELS_ENTRY(tsr_status, ema_update, OPTIMIZER,
 // in increasing offset order, not overlapping, inside [0, n); elements in no segment
 // are untouched. EMA and the gradient's sum of squares need no such table: ema_update
 // and sumsq over the whole flat buffer are already one call each.
-// param, m, v: (n) updated; grad: (n); segs: (n_segs) kernels_param_segment (backend
-// memory; checked on the CPU, on CUDA a bad table is reported by the next sync)
+// work, unless NULL, is the act-dtype working copy of param: each updated element is also
+// stored there rounded as `cast` rounds it, so AdamW then cast of the segments gives the
+// same bits in one pass over the weights (elements in no segment untouched there too).
+// param, m, v: (n) updated; grad: (n); work: (n) [act] or NULL, not overlapping param;
+// segs: (n_segs) kernels_param_segment (backend memory; checked on the CPU, on CUDA a bad
+// table is reported by the next sync). Bytes: param, m, v read and written, grad read; the
+// working copy written.
 KERNELS_ENTRY(tsr_status, adamw_update_multi, OPTIMIZER,
               (const kernels_backend *kb, float *param, const float *grad, float *m, float *v,
-               size_t n, const kernels_param_segment *segs, int n_segs, float lr, float beta1,
-               float beta2, float eps, float weight_decay, int64_t step, float grad_scale),
-              (kb, param, grad, m, v, n, segs, n_segs, lr, beta1, beta2, eps, weight_decay, step,
-               grad_scale),
-              F(7.0 * n), 0)
+               void *work, size_t n, const kernels_param_segment *segs, int n_segs, float lr,
+               float beta1, float beta2, float eps, float weight_decay, int64_t step,
+               float grad_scale),
+              (kb, param, grad, m, v, work, n, segs, n_segs, lr, beta1, beta2, eps, weight_decay,
+               step, grad_scale),
+              F(7.0 * n) + (work ? A(n) : 0.0), 0)
 
 // ---- fused entries (kernels.h "Fused entries" in the shared contract) -----------
 // LayerNorm + adaLN modulation, = layernorm_forward then modulate_forward:

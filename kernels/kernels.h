@@ -20,7 +20,8 @@
 //   int32/uint8/int64 arrays say so. An [act] output is computed in fp32 and rounded to
 //   the act dtype once, when stored (an accumulated one: loaded, summed in fp32, rounded).
 //   The weights `w` of linear layers and GEMM operands are [act]: the model keeps fp32
-//   master weights and refreshes an act-dtype working copy with `cast`.
+//   master weights and refreshes an act-dtype working copy with `cast` (after AdamW:
+//   adamw_update_multi's `work` output, the same bits).
 //   Every pointer lives in the backend's memory space (host
 //   memory on the CPU, device memory on CUDA), index arrays (cu_seqlens, positions,
 //   ids) included. Get such memory from kb->alloc and move data with kb->to_device /

@@ -196,6 +196,10 @@ float *dit_grads(dit_model *m);   // (n_params) [f32] backend memory; NULL when 
 // Rounds the master weights into the act-dtype working copy the kernels read (kb->cast).
 // Call after writing dit_params (an optimizer step, a load); a no-op with fp32 activations.
 tsr_status dit_refresh_weights(dit_model *m);
+// (n_params) [act] backend memory: the working copy dit_refresh_weights writes, for an
+// optimizer that stores it with the update (kernels adamw_update_multi's work); NULL when
+// there is nothing to refresh (fp32 activations, a sharded model).
+void *dit_weights_work(dit_model *m);
 
 // Initialises parameters from `seed` (counter-based, core/rng.h): linear weights Xavier
 // uniform, biases 0, embeddings N(0, 0.02), RMSNorm weights 1, adaLN and final.linear 0;

@@ -387,6 +387,10 @@ tsr_status dit_lora_refresh(dit_model *m) {
   return m->kb->cast(m->kb, lo->wact, m->kb->act_dtype, lo->params, KERNELS_F32, lo->n_params);
 }
 
+void *dit_lora_work(dit_model *m) {
+  return !m->lora || m->lora->wact == m->lora->params ? NULL : m->lora->wact;
+}
+
 tsr_status dit_lora_zero_grad(dit_model *m) {
   if (!m->lora || !m->lora->grads) return TSR_OK;
   return m->kb->memset_zero(m->kb, m->lora->grads, sizeof(float) * m->lora->n_params);

@@ -83,6 +83,10 @@ tsr_status dit_lora_zero_grad(dit_model *m);
 // Rounds the adapters into their act-dtype working copy: call after writing
 // dit_lora_params (an optimizer step, a load); a no-op with fp32 activations.
 tsr_status dit_lora_refresh(dit_model *m);
+// (dit_lora_num_params) [act] backend memory: the adapters' working copy dit_lora_refresh
+// writes (for adamw_update_multi's work); NULL when there is none to refresh (no adapters,
+// fp32 activations).
+void *dit_lora_work(dit_model *m);
 // Folds every adapter into its base weight, W (in, out) += (alpha / r) A^T B^T (the masters,
 // then the working copy), and removes the adapters: the model then computes what it computed
 // with them, up to the rounding of the merged weights. fp32 activations only (TSR_EINVAL).

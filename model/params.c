@@ -598,6 +598,10 @@ tsr_status dit_refresh_weights(dit_model *m) {
   return m->kb->cast(m->kb, m->wact, m->kb->act_dtype, m->params, KERNELS_F32, m->n_params);
 }
 
+void *dit_weights_work(dit_model *m) {
+  return m->wact == m->params || m->p_off ? NULL : m->wact;
+}
+
 tsr_status dit_zero_grad(dit_model *m) {
   if (!m->grads) return TSR_OK;  // frozen
   return m->kb->memset_zero(m->kb, m->grads, m->n_params * sizeof(float));

@@ -1,5 +1,6 @@
 // kernels/cpu/adamw.c — AdamW step, gradient sum of squares and clipping, weight EMA.
 #include <math.h>
+#include <string.h>
 
 #include "kernels/check.h"
 #include "kernels/cpu/cpu.h"
@@ -88,10 +89,22 @@ tsr_status kcpu_check_segments(const char *op, const kernels_param_segment *segs
 
 enum { MULTI_BLOCK = 4096 };  // elements per work item of adamw_update_multi
 
+// work[a..e) = param[a..e) in the act dtype act, rounded as kcpu's cast rounds
+// (kernels_f32_to_bf16); work: (n) [act], param: (n) [f32].
+static void store_work(void *work, kernels_dtype act, const float *param, size_t a, size_t e) {
+  if (act == KERNELS_BF16) {
+    kernels_bf16 *w = work;
+    for (size_t i = a; i < e; i++) w[i] = kernels_f32_to_bf16(param[i]);
+  } else {
+    memcpy((float *)work + a, param + a, (e - a) * sizeof *param);
+  }
+}
+
 // The segments of flat buffers (kernels.h): fixed blocks of the flat range in one OpenMP
-// region, each element updated by adamw_elem with its segment's scalars.
+// region, each element updated by adamw_elem with its segment's scalars, and the block's
+// part of the segment stored to the working copy while it is still in cache.
 tsr_status kcpu_adamw_update_multi(kb_t *kb, float *param, const float *grad, float *m, float *v,
-                                   size_t n, const kernels_param_segment *segs, int n_segs,
+                                   void *work, size_t n, const kernels_param_segment *segs, int n_segs,
                                    float lr, float beta1, float beta2, float eps,
                                    float weight_decay, int64_t step, float grad_scale) {
   const char *op = "adamw_update_multi";
@@ -99,6 +112,9 @@ tsr_status kcpu_adamw_update_multi(kb_t *kb, float *param, const float *grad, fl
   tsr_status st = kernels_adamw_prepare(lr, beta1, beta2, weight_decay, step, &cd);
   if (!st) st = kernels_adamw_prepare(lr, beta1, beta2, 0.0f, step, &c0);
   if (!st) st = kcpu_check_segments(op, segs, n_segs, n);
+  if (!st && work && work == (void *)param)
+    st = err_set(TSR_EINVAL, "%s: work is param itself (pass NULL when the working copy is "
+                 "the fp32 weights)", op);
   if (st || n_segs == 0) return st;
   KCPU_NEED(op, param);
   KCPU_NEED(op, grad);
@@ -121,6 +137,7 @@ tsr_status kcpu_adamw_update_multi(kb_t *kb, float *param, const float *grad, fl
       for (size_t i = a; i < e; i++)
         adamw_elem(param, grad, m, v, i, c->decay, c->w1, beta2, c->w2, eps, c->step_size,
                    c->bc2_sqrt, grad_scale);
+      if (work) store_work(work, kb->act_dtype, param, a, e);
     }
   }
   return TSR_OK;

@@ -206,7 +206,7 @@ tsr_status kcpu_adamw_update(kb_t *kb, float *param, const float *grad, float *m
                              float weight_decay, int64_t step, float grad_scale);
 tsr_status kcpu_ema_update(kb_t *kb, float *ema, const float *param, size_t n, float decay);
 tsr_status kcpu_adamw_update_multi(kb_t *kb, float *param, const float *grad, float *m, float *v,
-                                   size_t n, const kernels_param_segment *segs, int n_segs,
+                                   void *work, size_t n, const kernels_param_segment *segs, int n_segs,
                                    float lr, float beta1, float beta2, float eps,
                                    float weight_decay, int64_t step, float grad_scale);
 // segs (n_segs) in order, not overlapping, inside [0, n), decay 0 or 1.

@@ -46,10 +46,11 @@ static tsr_status cu_adamw_update(kb_t *kb, float *param, const float *grad, flo
 // finds the segment of its first one once (binary search of the table), and each thread
 // walks the table forward as its elements pass a segment's end; elements in no segment are
 // skipped. The arithmetic of k_adamw with the segment's decay factor, so bitwise one launch
-// per segment.
+// per segment. work (the bf16 working copy, or NULL) gets each new weight rounded by kcu_st,
+// the store k_f32_to_bf16 (cast) makes: the same bits without a second pass over the weights.
 enum { ADAM_THREADS = 256, ADAM_CHUNK = 16 * ADAM_THREADS };
 __global__ void __launch_bounds__(ADAM_THREADS)
-    k_adamw_multi(float *param, const float *grad, float *m, float *v, size_t n,
+    k_adamw_multi(float *param, const float *grad, float *m, float *v, act_t *work, size_t n,
                   const kernels_param_segment *segs, int n_segs, float decay_wd, float decay_0,
                   float w1, float beta2, float w2, float eps, float step_size, float bc2_sqrt,
                   float grad_scale) {
@@ -82,9 +83,11 @@ __global__ void __launch_bounds__(ADAM_THREADS)
     float mi = m[i] + w1 * (gr - m[i]);
     float vi = v[i] * beta2 + w2 * gr * gr;
     float denom = sqrtf(vi) / bc2_sqrt + eps;
-    param[i] = p + (-step_size) * (mi / denom);
+    float pn = p + (-step_size) * (mi / denom);
+    param[i] = pn;
     m[i] = mi;
     v[i] = vi;
+    if (work) kcu_st(work, (size_t)i, pn);
   }
 }
 
@@ -101,7 +104,7 @@ __global__ void k_check_segs(kcu_dev_error *err, const kernels_param_segment *se
 }
 
 static tsr_status cu_adamw_update_multi(kb_t *kb, float *param, const float *grad, float *m,
-                                        float *v, size_t n, const kernels_param_segment *segs,
+                                        float *v, void *work, size_t n, const kernels_param_segment *segs,
                                         int n_segs, float lr, float beta1, float beta2, float eps,
                                         float weight_decay, int64_t step, float grad_scale) {
   const char *op = "adamw_update_multi";
@@ -110,6 +113,8 @@ static tsr_status cu_adamw_update_multi(kb_t *kb, float *param, const float *gra
   if (!st) st = kernels_adamw_prepare(lr, beta1, beta2, 0.0f, step, &c0);
   if (st) return st;
   if (n_segs < 0) return err_set(TSR_EINVAL, "%s: n_segs = %d is negative", op, n_segs);
+  if (work && work == (void *)param)
+    return err_set(TSR_EINVAL, "%s: work is param itself (the working copy is bf16)", op);
   if (n_segs == 0 || n == 0) return TSR_OK;
   KCU_NEED(op, segs);
   KCU_NEED(op, param);
@@ -121,7 +126,8 @@ static tsr_status cu_adamw_update_multi(kb_t *kb, float *param, const float *gra
   KCU_LAUNCHED(op);
   size_t blocks = (n + ADAM_CHUNK - 1) / ADAM_CHUNK;
   if (blocks > 0x7fffffffu) return err_set(TSR_EINVAL, "%s: %zu elements are too many", op, n);
-  k_adamw_multi<<<(unsigned)blocks, ADAM_THREADS, 0, s>>>(param, grad, m, v, n, segs, n_segs,
+  k_adamw_multi<<<(unsigned)blocks, ADAM_THREADS, 0, s>>>(param, grad, m, v, (act_t *)work, n,
+                                                          segs, n_segs,
                                                           cd.decay, c0.decay, cd.w1, beta2, cd.w2,
                                                           eps, cd.step_size, cd.bc2_sqrt,
                                                           grad_scale);

@@ -263,11 +263,12 @@ tsr_status train_adamw(dit_model *m, const train_config *c, float *adam_m, float
                        const kernels_param_segment *segs, int n_segs, double lr, int64_t t,
                        float grad_scale) {
   const kernels_backend *kb = dit_backend(m);
+  // the act-dtype working copy follows the masters in the same pass
   tsr_status r = kb->adamw_update_multi(kb, dit_params(m), dit_grads(m), adam_m, adam_v,
-                                        dit_num_params(m), segs, n_segs, (float)lr, c->beta1,
-                                        c->beta2, c->adam_eps, c->weight_decay, t, grad_scale);
-  if (r) return err_wrap(r, "AdamW step %lld: ", (long long)t);
-  return dit_refresh_weights(m);  // the act-dtype working copy follows the masters
+                                        dit_weights_work(m), dit_num_params(m), segs, n_segs,
+                                        (float)lr, c->beta1, c->beta2, c->adam_eps,
+                                        c->weight_decay, t, grad_scale);
+  return r ? err_wrap(r, "AdamW step %lld: ", (long long)t) : TSR_OK;
 }
 
 lora_config train_lora_config(const train_config *c) {
@@ -285,12 +286,12 @@ tsr_status train_lora_adamw(dit_model *m, const train_config *c, float *adam_m, 
                             const kernels_param_segment *segs, int n_segs, double lr, int64_t t,
                             float grad_scale) {
   const kernels_backend *kb = dit_backend(m);
+  // their act-dtype working copy follows in the same pass
   tsr_status r = kb->adamw_update_multi(kb, dit_lora_params(m), dit_lora_grads(m), adam_m,
-                                        adam_v, dit_lora_num_params(m), segs, n_segs, (float)lr,
-                                        c->beta1, c->beta2, c->adam_eps, c->weight_decay, t,
-                                        grad_scale);
-  if (r) return err_wrap(r, "AdamW step %lld (adapters): ", (long long)t);
-  return dit_lora_refresh(m);  // their act-dtype working copy follows
+                                        adam_v, dit_lora_work(m), dit_lora_num_params(m), segs,
+                                        n_segs, (float)lr, c->beta1, c->beta2, c->adam_eps,
+                                        c->weight_decay, t, grad_scale);
+  return r ? err_wrap(r, "AdamW step %lld (adapters): ", (long long)t) : TSR_OK;
 }
 
 // What a step that went non-finite says: the values that steer the update, and what to do.
@@ -309,10 +310,11 @@ static tsr_status optimize_shard(trainer *tr, double lr, float grad_scale) {
   const kernels_backend *kb = tr->kb;
   const train_config *c = &tr->tc;
   size_t S = (size_t)tr->zero.shard;
-  tsr_status r = kb->adamw_update_multi(kb, tr->master, tr->gshard, tr->adam_m, tr->adam_v, S,
-                                        tr->adam_segs, tr->n_adam_segs, (float)lr, c->beta1,
-                                        c->beta2, c->adam_eps, c->weight_decay, tr->step + 1,
-                                        grad_scale);
+  // the masters are a shard: the working copy is refreshed after their all-gather
+  tsr_status r = kb->adamw_update_multi(kb, tr->master, tr->gshard, tr->adam_m, tr->adam_v,
+                                        NULL, S, tr->adam_segs, tr->n_adam_segs, (float)lr,
+                                        c->beta1, c->beta2, c->adam_eps, c->weight_decay,
+                                        tr->step + 1, grad_scale);
   if (!r) r = kb->ema_update(kb, tr->ema, tr->master, S, (float)ema_decay_at(c, tr->step));
   // stages 1-2: the whole weights from the masters; stage 3 gathers them block by block
   if (!r && c->zero < 3) r = zero_gather(&tr->zero, tr->cb, train_params(tr), tr->master);

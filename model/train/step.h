@@ -96,8 +96,9 @@ int train_decays(const dit_tensor *t);
 tsr_status train_adamw_segments(dit_model *m, kernels_param_segment **segs, int *n_segs);
 // AdamW over every tensor of m in one backend call (adamw_update_multi with the segments
 // of train_adamw_segments) with the config's betas, eps and weight decay, learning rate lr,
-// step count t >= 1 and gradient scale (clipping factor, 1 for none), then the refresh of
-// the act-dtype working copy of the weights. adam_m, adam_v: (n_params) backend memory.
+// step count t >= 1 and gradient scale (clipping factor, 1 for none); the act-dtype working
+// copy of the weights (dit_weights_work) is written by the same call, as dit_refresh_weights
+// would write it. adam_m, adam_v: (n_params) backend memory.
 // Bitwise the same as one adamw_update per tensor. The trainer's step, the calibration
 // and the training benchmark all run this.
 tsr_status train_adamw(dit_model *m, const train_config *c, float *adam_m, float *adam_v,
@@ -106,7 +107,8 @@ tsr_status train_adamw(dit_model *m, const train_config *c, float *adam_m, float
 // The adapters lora.rank, lora.alpha and lora.targets of c describe (model/lora.h).
 lora_config train_lora_config(const train_config *c);
 // The same two for the adapters of m (model/lora.h) instead of its tensors: segments of the
-// adapter tensors, AdamW over dit_lora_params/dit_lora_grads, then dit_lora_refresh.
+// adapter tensors, AdamW over dit_lora_params/dit_lora_grads and their working copy
+// (dit_lora_work, the bits dit_lora_refresh writes).
 // adam_m, adam_v: (dit_lora_num_params) backend memory.
 tsr_status train_lora_adamw_segments(dit_model *m, kernels_param_segment **segs, int *n_segs);
 tsr_status train_lora_adamw(dit_model *m, const train_config *c, float *adam_m, float *adam_v,

@@ -155,6 +155,33 @@ static void test_adaln_tiles(void) {
 static const char test_fused_entries[] = ",layernorm_modulate_forward,layernorm_modulate_backward,"
     "qk_norm_rope_forward,qk_norm_rope_backward,linear_gelu_forward,linear_backward_dgelu,"
     "adamw_update_multi,";
+// adamw_update_multi's working copy w->d against KB's own updated weights p->d rounded by
+// KB->cast: bit for bit inside the segments (AdamW then cast, fused), and outside them the
+// values w->h it held before the call.
+static void check_work(const tens *w, const tens *p, const kernels_param_segment *segs,
+                       int n_segs) {
+  size_t n = w->n, as = act_size();
+  void *cast_d = NULL;
+  CHECK_OK(KB->alloc(KB, &cast_d, n * as));
+  CHECK_OK(KB->cast(KB, cast_d, KB->act_dtype, p->d, KERNELS_F32, n));
+  unsigned char *got = malloc(n * as), *want = malloc(n * as), *before = malloc(n * as);
+  CHECK_OK(KB->to_host(KB, got, w->d, n * as));
+  CHECK_OK(KB->to_host(KB, want, cast_d, n * as));
+  REF->cast(REF, before, KB->act_dtype, w->h, KERNELS_F32, n);
+  long bad_in = 0, bad_gap = 0;
+  int s = 0;
+  for (size_t i = 0; i < n; i++) {
+    while (s < n_segs && (size_t)(segs[s].offset + segs[s].numel) <= i) s++;
+    int in = s < n_segs && (size_t)segs[s].offset <= i;
+    if (memcmp(got + i * as, (in ? want : before) + i * as, as)) in ? bad_in++ : bad_gap++;
+  }
+  CHECK(bad_in == 0 && bad_gap == 0, "%s adamw_update_multi.work: %ld updated elements differ "
+        "from cast of the weights, %ld elements outside the segments changed", KB->name, bad_in,
+        bad_gap);
+  free(got), free(want), free(before);
+  KB->free(KB, cast_d);
+}
+
 static void test_fused(void) {
   for (int p = 0; p < N_PACK; p++)
     for (int Di = 0; Di < 2; Di++) ln_mod_case(&packings[p], Di ? 33 : 64, 6 * (Di ? 33 : 64));
@@ -233,21 +260,24 @@ static void test_fused(void) {
       tens all[] = {inp, w, bias, out, pre, w2, dout, dpre, dw, db};
       for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) t_free(&all[i]);
     }
-  {  // AdamW over a segment table: gaps, an empty segment, decaying and not
+  {  // AdamW over a segment table: gaps, an empty segment, decaying and not; with the
+     // working copy written in the same call
     kernels_param_segment segs[] = {{0, 5, 1, 0}, {5, 0, 0, 0}, {8, 40001, 0, 0},
                                     {40009, 9000, 1, 0}, {49100, 3, 1, 0}};
     size_t n = 49110;
     void *dsegs = t_raw(segs, sizeof segs);
     tens p = t_f32(n, -1, 1), g = t_f32(n, -1, 1), m = t_f32(n, -0.1, 0.1), v = t_f32(n, 0, 0.01);
-    REF->adamw_update_multi(REF, p.h, g.h, m.h, v.h, n, segs, 5, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f,
-                            3, 0.7f);
-    CHECK_OK(KB->adamw_update_multi(KB, p.d, g.d, m.d, v.d, n, dsegs, 5, 1e-3f, 0.9f, 0.95f, 1e-8f,
-                                    0.1f, 3, 0.7f));
+    tens w = t_act(n, -1, 1);  // its values before: the gaps must keep them
+    REF->adamw_update_multi(REF, p.h, g.h, m.h, v.h, NULL, n, segs, 5, 1e-3f, 0.9f, 0.95f, 1e-8f,
+                            0.1f, 3, 0.7f);
+    CHECK_OK(KB->adamw_update_multi(KB, p.d, g.d, m.d, v.d, w.d, n, dsegs, 5, 1e-3f, 0.9f, 0.95f,
+                                    1e-8f, 0.1f, 3, 0.7f));
     CHECK_OK(KB->sync(KB));  // a device backend reports a bad table here
+    check_work(&w, &p, segs, 5);
     check_out("adamw_update_multi", "param", &p);
     check_out("adamw_update_multi", "m", &m);
     check_out("adamw_update_multi", "v", &v);
-    tens all[] = {p, g, m, v};
+    tens all[] = {p, g, m, v, w};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) t_free(&all[i]);
     KB->free(KB, dsegs);
   }
@@ -430,15 +460,17 @@ static void fused_vs_composition(void) {
         CHECK_OK(R->adamw_update(R, p1 + o, g + o, m1 + o, v1 + o, (size_t)segs[i].numel, 1e-3f,
                                  0.9f, 0.95f, 1e-8f, segs[i].decay ? 0.1f : 0.0f, st, 0.7f));
       }
-      CHECK_OK(R->adamw_update_multi(R, p2, g, m2, v2, n, segs, ns, 1e-3f, 0.9f, 0.95f, 1e-8f,
-                                     0.1f, st, 0.7f));
+      CHECK_OK(R->adamw_update_multi(R, p2, g, m2, v2, NULL, n, segs, ns, 1e-3f, 0.9f, 0.95f,
+                                     1e-8f, 0.1f, st, 0.7f));
     }
     SAME_BITS("adamw_update_multi.param", p1, p2, n);
     SAME_BITS("adamw_update_multi.m", m1, m2, n);
     SAME_BITS("adamw_update_multi.v", v1, v2, n);
     kernels_param_segment bad[] = {{0, 10, 1, 0}, {5, 10, 0, 0}};  // overlapping: refused
-    CHECK(R->adamw_update_multi(R, p2, g, m2, v2, n, bad, 2, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 4,
-                                1.0f) == TSR_EINVAL, "overlapping segments accepted");
+    CHECK(R->adamw_update_multi(R, p2, g, m2, v2, NULL, n, bad, 2, 1e-3f, 0.9f, 0.95f, 1e-8f,
+                                0.1f, 4, 1.0f) == TSR_EINVAL, "overlapping segments accepted");
+    CHECK(R->adamw_update_multi(R, p2, g, m2, v2, p2, n, segs, ns, 1e-3f, 0.9f, 0.95f, 1e-8f,
+                                0.1f, 4, 1.0f) == TSR_EINVAL, "work = param accepted");
     float *all[] = {p1, g, m1, v1, p2, m2, v2};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
   }

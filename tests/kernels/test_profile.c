@@ -172,8 +172,8 @@ static void step(const kernels_backend *kb, double *loss, float *grads, float *p
   CHECK_OK(dit_forward(m, &mb.b, NULL, loss));
   CHECK_OK(dit_backward(m, &mb.b));
   memcpy(grads, dit_grads(m), n * sizeof(float));  // CPU tables: host memory
-  CHECK_OK(kb->adamw_update_multi(kb, dit_params(m), dit_grads(m), am, av, n, segs, nt, 1e-3f,
-                                  0.9f, 0.99f, 1e-8f, 0.1f, 1, 1.0f));
+  CHECK_OK(kb->adamw_update_multi(kb, dit_params(m), dit_grads(m), am, av, dit_weights_work(m),
+                                  n, segs, nt, 1e-3f, 0.9f, 0.99f, 1e-8f, 0.1f, 1, 1.0f));
   memcpy(params, dit_params(m), n * sizeof(float));
   kb->free(kb, am);
   kb->free(kb, av);

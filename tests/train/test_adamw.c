@@ -2,7 +2,8 @@
 // the segment table of train_adamw_segments) is BITWISE the per-tensor loop it replaced
 // (one adamw_update per tensor, weight decay where train_decays says), on the CPU fp32 and
 // bf16 backends, for a few steps with clipping and weight decay, on a model with labels
-// (y_embed: a matrix that must not decay) — and the table covers every tensor once.
+// (y_embed: a matrix that must not decay) — and the table covers every tensor once; the
+// bf16 working copy written by the same call is bitwise dit_refresh_weights' cast.
 #include <string.h>
 
 #include "check.h"
@@ -57,6 +58,19 @@ static void run(const kernels_backend *kb) {
   CHECK(memcmp(w0, w1, n * sizeof *w1) == 0, "%s: weights differ from the per-tensor loop", kb->name);
   CHECK(memcmp(m0, m1, n * sizeof *m1) == 0, "%s: first moments differ", kb->name);
   CHECK(memcmp(v0, v1, n * sizeof *v1) == 0, "%s: second moments differ", kb->name);
+  // the working copy the same call wrote is the one dit_refresh_weights makes (bf16 only)
+  void *work = dit_weights_work(m);
+  CHECK((work != NULL) == (kb->act_dtype != KERNELS_F32), "%s: a working copy %s", kb->name,
+        work ? "with fp32 activations" : "missing with bf16 activations");
+  if (work) {
+    size_t bytes = n * kernels_dtype_size(kb->act_dtype);
+    void *fused = malloc(bytes);
+    memcpy(fused, work, bytes);  // CPU backends: host memory
+    CHECK_OK(dit_refresh_weights(m));
+    CHECK(memcmp(fused, work, bytes) == 0, "%s: the working copy AdamW wrote is not the cast "
+          "of the weights", kb->name);
+    free(fused);
+  }
   free(w1), free(m0), free(v0), free(m1), free(v1);
   kb->free(kb, segs);
   dit_free(&m);
