@@ -284,54 +284,37 @@ static void masked_case(const kernels_backend *kb, comm_group *g, int ncase) {
   int longest;
   const int n = draw_clips(4, choices, 6, lens, cu, &longest);
   const int L = cu[n];
-  size_t nf = (size_t)L * E;
-  float *q = malloc(nf * 4), *kk = malloc(nf * 4), *v = malloc(nf * 4), *dout = malloc(nf * 4);
-  float *out = malloc(nf * 4), *lse = malloc((size_t)L * H * 4), *dq = malloc(nf * 4),
-        *dk = malloc(nf * 4), *dv = malloc(nf * 4);
-  float *pos = malloc((size_t)L * 3 * 4);  // int32 positions, gathered as floats' bits
-  int32_t *ipos = (int32_t *)pos;
-  for (size_t i = 0; i < nf; i++) {
-    q[i] = (float)(2 * urand() - 1), kk[i] = (float)(2 * urand() - 1);
-    v[i] = (float)(2 * urand() - 1), dout[i] = (float)(2 * urand() - 1);
-  }
+  att_set f;
+  att_random(&f, L, H, Dh);
+  int32_t *ipos = malloc((size_t)L * 3 * 4);
+  float *pos = (float *)ipos;  // int32 positions, gathered as floats' bits
   for (int c = 0; c < n; c++)
     for (int i = 0; i < lens[c]; i++) {
       int32_t *ps = ipos + 3 * (cu[c] + i);
       ps[0] = i / 6, ps[1] = i / 3 % 2, ps[2] = i % 3;
     }
   const float scale = 1.0f / sqrtf((float)Dh);
-  CHECK_OK(kb->attention_masked_forward(kb, out, lse, q, kk, v, cu, cu, ipos, ipos, m, n, longest,
-                                        longest, L, L, H, Dh, scale));
-  CHECK_OK(kb->attention_masked_backward(kb, dq, dk, dv, dout, q, kk, v, out, lse, cu, ipos, m, n,
-                                         longest, L, H, Dh, scale));
-  float *const full[5] = {out, lse, dq, dk, dv};
-  int64_t rows = gather(NULL, q, lens, n, cu, k, 1, p, E);  // the most of ring's and hybrid's
-  if (k >= 4) rows = fmax(rows, gather(NULL, q, lens, n, cu, k, 2, p, E));
-  size_t lf = (size_t)rows * E + 1;
-  float *lq = malloc(lf * 4), *lk = malloc(lf * 4), *lv = malloc(lf * 4), *ldo = malloc(lf * 4);
-  float *lpos = malloc(lf * 4), *lout = malloc(lf * 4), *llse = malloc(lf * 4),
-        *ldq = malloc(lf * 4), *ldk = malloc(lf * 4), *ldv = malloc(lf * 4);
-  float *const local[5] = {lout, llse, ldq, ldk, ldv};
+  CHECK_OK(kb->attention_masked_forward(kb, f.out, f.lse, f.q, f.k, f.v, cu, cu, ipos, ipos, m, n,
+                                        longest, longest, L, L, H, Dh, scale));
+  CHECK_OK(kb->attention_masked_backward(kb, f.dq, f.dk, f.dv, f.dout, f.q, f.k, f.v, f.out, f.lse,
+                                         cu, ipos, m, n, longest, L, H, Dh, scale));
+  float *const full[5] = {f.out, f.lse, f.dq, f.dk, f.dv};
   for (int u = 1; u <= 2; u++) {  // this rank's chunks: the ring's and Ulysses', hybrid's
     if (u == 2 && k < 4) break;
-    gather(lq, q, lens, n, cu, k, u, p, E), gather(lk, kk, lens, n, cu, k, u, p, E);
-    gather(lv, v, lens, n, cu, k, u, p, E), gather(ldo, dout, lens, n, cu, k, u, p, E);
+    att_set l;
+    size_t lf = att_gather(&l, &f, lens, n, cu, k, u, p, E);
+    float *lpos = malloc(lf * 4);
     gather(lpos, pos, lens, n, cu, k, u, p, 3);
     const int32_t *lp = (const int32_t *)lpos;
+    float *const local[5] = {l.out, l.lse, l.dq, l.dk, l.dv};
     if (u == 1) {
-      ring_attention *ra = NULL;
-      CHECK_OK(ring_attention_create(&ra, kb, comm_mpi(), g));
-      CHECK_OK(ring_attention_set_clips(ra, n, lens));
-      CHECK_OK(ring_attention_set_mask(ra, m, lp));
-      CHECK_OK(ring_attention_forward(ra, lout, llse, lq, lk, lv, H, Dh, scale));
-      CHECK_OK(ring_attention_backward(ra, ldq, ldk, ldv, ldo, lq, lk, lv, lout, llse, H, Dh, scale));
-      ring_attention_free(&ra);
+      ring_run(kb, g, n, lens, &m, lp, &l, H, Dh, scale);
       masked_check("ring", ncase, &m, k, 1, p, local, full, lens, n, cu, H, E, 0);
     }
     ring_attention *inner = NULL;
-    int64_t sup[8], f;
+    int64_t sup[8], first;
     if (u == 2) {  // hybrid: Ulysses over pairs holding super-chunks, the ring across them
-      for (int c = 0; c < n; c++) ring_chunk(lens[c], k / 2, p / 2, &f, &sup[c]);
+      for (int c = 0; c < n; c++) ring_chunk(lens[c], k / 2, p / 2, &first, &sup[c]);
       CHECK_OK(ring_attention_create(&inner, kb, comm_mpi(), comm_stride_group(k)));
       CHECK_OK(ring_attention_set_clips(inner, n, lens));
     }
@@ -341,18 +324,17 @@ static void masked_case(const kernels_backend *kb, comm_group *g, int ncase) {
     CHECK_OK(ulysses_attention_set_mask(ua, m, lp));
     for (int chunks = 1; chunks <= 2; chunks++) {
       ulysses_attention_set_chunks(ua, chunks);
-      CHECK_OK(ulysses_attention_forward(ua, lout, llse, lq, lk, lv, H, Dh, scale));
-      CHECK_OK(ulysses_attention_backward(ua, ldq, ldk, ldv, ldo, lq, lk, lv, lout, llse, H, Dh,
-                                          scale));
+      CHECK_OK(ulysses_attention_forward(ua, l.out, l.lse, l.q, l.k, l.v, H, Dh, scale));
+      CHECK_OK(ulysses_attention_backward(ua, l.dq, l.dk, l.dv, l.dout, l.q, l.k, l.v, l.out,
+                                          l.lse, H, Dh, scale));
       masked_check(u == 2 ? "hybrid" : chunks > 1 ? "Ulysses (pipelined)" : "Ulysses", ncase, &m,
                    k, u, p, local, full, lens, n, cu, H, E, u == 1);
     }
     ulysses_attention_free(&ua);
     ring_attention_free(&inner);
+    att_free(&l), free(lpos);
   }
-  free(q), free(kk), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv);
-  free(lq), free(lk), free(lv), free(ldo), free(lout), free(llse), free(ldq), free(ldk), free(ldv);
-  free(pos), free(lpos);
+  att_free(&f), free(ipos);
 }
 
 int main(int argc, char **argv) {
