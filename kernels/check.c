@@ -201,3 +201,19 @@ tsr_status kernels_check_copy_2d(const void *dst, size_t dst_pitch, const void *
                    src_pitch, row_bytes);
   return TSR_OK;
 }
+
+tsr_status kernels_check_mask(const char *op, const kernels_mask *m, const int32_t *pos_q,
+                              int Lq, const int32_t *pos_k, int Lk) {
+  if (m->kind < KERNELS_MASK_FULL || m->kind > KERNELS_MASK_WINDOW)
+    return err_set(TSR_EINVAL, "%s: unknown mask kind %d", op, m->kind);
+  if (m->kind == KERNELS_MASK_BLOCK_CAUSAL && (m->chunk < 1 || m->window < 0))
+    return err_set(TSR_EINVAL, "%s: block-causal mask with chunk %d (>= 1) and window %d (>= 0)",
+                   op, m->chunk, m->window);
+  if (m->kind == KERNELS_MASK_WINDOW &&
+      (m->tile_t < 1 || m->tile_h < 1 || m->tile_w < 1 || m->wt < 0 || m->wh < 0 || m->ww < 0))
+    return err_set(TSR_EINVAL, "%s: window mask with tiles %dx%dx%d (>= 1) and radii %d, %d, %d "
+                   "(>= 0)", op, m->tile_t, m->tile_h, m->tile_w, m->wt, m->wh, m->ww);
+  if (m->kind != KERNELS_MASK_FULL && ((Lq > 0 && !pos_q) || (Lk > 0 && !pos_k)))
+    return err_set(TSR_EINVAL, "%s: a mask needs the positions of the queries and keys", op);
+  return TSR_OK;
+}
