@@ -19,22 +19,13 @@
 #include <string.h>
 
 #include "check.h"
+#include "rand.h"
 #include "comm/comm.h"
 #include "kernels/kernels.h"
 #include "model/dist/ring_attention.h"
 #include "model/dist/ulysses_attention.h"
 
-static uint64_t rng_state;
-static double urand(void) {  // same sequence on every rank
-  rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-  return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-
-static double max_abs(const float *x, size_t n) {
-  double m = 0;
-  for (size_t i = 0; i < n; i++) m = fmax(m, fabs(x[i]));
-  return m;
-}
+static uint64_t rng_state;  // seeded alike on every rank: the same cases everywhere
 
 // Chunks of a group of k in blocks of u (hybrid_chunk; u = 1: the ring's and Ulysses'
 // chunks). Max |a - b| over the rows of this rank's chunks; a: local (Lq, E), b: full (L, E).
@@ -88,8 +79,10 @@ static void att_random(att_set *s, int L, int H, int Dh) {
   size_t nf = (size_t)L * H * Dh;
   att_alloc(s, nf, (size_t)L * H);
   for (size_t i = 0; i < nf; i++) {
-    s->q[i] = (float)(2 * urand() - 1), s->k[i] = (float)(2 * urand() - 1);
-    s->v[i] = (float)(2 * urand() - 1), s->dout[i] = (float)(2 * urand() - 1);
+    s->q[i] = (float)(2 * test_urand(&rng_state) - 1);
+    s->k[i] = (float)(2 * test_urand(&rng_state) - 1);
+    s->v[i] = (float)(2 * test_urand(&rng_state) - 1);
+    s->dout[i] = (float)(2 * test_urand(&rng_state) - 1);
   }
 }
 
@@ -110,22 +103,23 @@ static void att_errors(double e[5], const att_set *l, const att_set *f, const in
                        int n, const int32_t *cu, int k, int u, int p, size_t E, int H) {
   const int L = cu[n];
   size_t nf = (size_t)L * E;
-  e[0] = chunk_err(l->out, f->out, lens, n, cu, k, u, p, E) / fmax(max_abs(f->out, nf), 1e-30);
+  e[0] = chunk_err(l->out, f->out, lens, n, cu, k, u, p, E) /
+         fmax(test_max_abs(f->out, nf), 1e-30);
   e[1] = chunk_err(l->lse, f->lse, lens, n, cu, k, u, p, H) /
-         fmax(max_abs(f->lse, (size_t)L * H), 1e-30);
-  e[2] = chunk_err(l->dq, f->dq, lens, n, cu, k, u, p, E) / fmax(max_abs(f->dq, nf), 1e-30);
-  e[3] = chunk_err(l->dk, f->dk, lens, n, cu, k, u, p, E) / fmax(max_abs(f->dk, nf), 1e-30);
-  e[4] = chunk_err(l->dv, f->dv, lens, n, cu, k, u, p, E) / fmax(max_abs(f->dv, nf), 1e-30);
+         fmax(test_max_abs(f->lse, (size_t)L * H), 1e-30);
+  e[2] = chunk_err(l->dq, f->dq, lens, n, cu, k, u, p, E) / fmax(test_max_abs(f->dq, nf), 1e-30);
+  e[3] = chunk_err(l->dk, f->dk, lens, n, cu, k, u, p, E) / fmax(test_max_abs(f->dk, nf), 1e-30);
+  e[4] = chunk_err(l->dv, f->dv, lens, n, cu, k, u, p, E) / fmax(test_max_abs(f->dv, nf), 1e-30);
 }
 
 // Draws 1 to NMAX clips of lengths from CHOICES[0..nchoices): lens, their offsets cu
 // (n + 1) and the longest; returns n.
 static int draw_clips(int nmax, const int64_t *choices, int nchoices, int64_t lens[8],
                       int32_t cu[9], int *longest) {
-  const int n = 1 + (int)(urand() * nmax);
+  const int n = 1 + (int)(test_urand(&rng_state) * nmax);
   cu[0] = 0, *longest = 0;
   for (int c = 0; c < n; c++) {
-    lens[c] = choices[(int)(urand() * nchoices)];
+    lens[c] = choices[(int)(test_urand(&rng_state) * nchoices)];
     cu[c + 1] = cu[c] + (int32_t)lens[c];
     if (lens[c] > *longest) *longest = (int)lens[c];
   }
@@ -256,7 +250,7 @@ static void masked_check(const char *what, int ncase, const kernels_mask *m, int
   for (int i = 0; i < 5; i++) {
     size_t w = i == 1 ? (size_t)H : E;
     e[i] = chunk_err(local[i], full[i], lens, n, cu, k, u, p, w) /
-           fmax(max_abs(full[i], (size_t)L * w), 1e-30);
+           fmax(test_max_abs(full[i], (size_t)L * w), 1e-30);
   }
   int ok = exact ? e[0] == 0 && e[1] == 0 && e[2] == 0 && e[3] == 0 && e[4] == 0
                  : e[0] <= 1e-5 && e[1] <= 1e-5 && e[2] <= 1e-4 && e[3] <= 1e-4 && e[4] <= 1e-4;
@@ -291,8 +285,10 @@ static void masked_case(const kernels_backend *kb, comm_group *g, int ncase) {
   float *pos = malloc((size_t)L * 3 * 4);  // int32 positions, gathered as floats' bits
   int32_t *ipos = (int32_t *)pos;
   for (size_t i = 0; i < nf; i++) {
-    q[i] = (float)(2 * urand() - 1), kk[i] = (float)(2 * urand() - 1);
-    v[i] = (float)(2 * urand() - 1), dout[i] = (float)(2 * urand() - 1);
+    q[i] = (float)(2 * test_urand(&rng_state) - 1);
+    kk[i] = (float)(2 * test_urand(&rng_state) - 1);
+    v[i] = (float)(2 * test_urand(&rng_state) - 1);
+    dout[i] = (float)(2 * test_urand(&rng_state) - 1);
   }
   for (int c = 0; c < n; c++)
     for (int i = 0; i < lens[c]; i++) {
