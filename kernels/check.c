@@ -202,6 +202,34 @@ tsr_status kernels_check_copy_2d(const void *dst, size_t dst_pitch, const void *
   return TSR_OK;
 }
 
+tsr_status kernels_check_attention_merge(const void *out_a, const float *lse_a,
+                                         const void *out_b, const float *lse_b, int L, int H,
+                                         int Dh) {
+  const char *op = "attention_merge";
+  DIM(op, L);
+  DIM(op, H);
+  DIM(op, Dh);
+  if ((size_t)L * H == 0) return TSR_OK;
+  NEED(op, out_a);
+  NEED(op, lse_a);
+  NEED(op, out_b);
+  NEED(op, lse_b);
+  return TSR_OK;
+}
+
+tsr_status kernels_check_attention_delta(const float *delta, const void *dout, const void *out,
+                                         int L, int H, int Dh) {
+  const char *op = "attention_delta";
+  DIM(op, L);
+  DIM(op, H);
+  DIM(op, Dh);
+  if ((size_t)L * H == 0) return TSR_OK;
+  NEED(op, delta);
+  NEED(op, dout);
+  NEED(op, out);
+  return TSR_OK;
+}
+
 tsr_status kernels_check_mask(const char *op, const kernels_mask *m, const int32_t *pos_q,
                               int Lq, const int32_t *pos_k, int Lk) {
   if (m->kind < KERNELS_MASK_FULL || m->kind > KERNELS_MASK_WINDOW)

@@ -496,15 +496,9 @@ extern "C" tsr_status kcu_attention_forward(kb_t *kb, void *out, float *lse, con
 extern "C" tsr_status kcu_attention_merge(kb_t *kb, void *out_a, float *lse_a, const void *out_b,
                                           const float *lse_b, int L, int H, int Dh) {
   const char *op = "attention_merge";
-  KCU_DIM(op, L);
-  KCU_DIM(op, H);
-  KCU_DIM(op, Dh);
+  tsr_status st = kernels_check_attention_merge(out_a, lse_a, out_b, lse_b, L, H, Dh);
   size_t rows = (size_t)L * H;
-  if (rows == 0) return TSR_OK;
-  KCU_NEED(op, out_a);
-  KCU_NEED(op, lse_a);
-  KCU_NEED(op, out_b);
-  KCU_NEED(op, lse_b);
+  if (st || rows == 0) return st;
   k_attn_merge<<<kcu_blocks(rows * 32, 256), 256, 0, kcu(kb)->stream>>>(
       (act_t *)out_a, lse_a, (const act_t *)out_b, lse_b, rows, Dh);
   KCU_LAUNCHED(op);
@@ -522,14 +516,9 @@ static tsr_status launch_delta(kb_t *kb, const char *op, float *delta, const voi
 extern "C" tsr_status kcu_attention_delta(kb_t *kb, float *delta, const void *dout, const void *out,
                                           int L, int H, int Dh) {
   const char *op = "attention_delta";
-  KCU_DIM(op, L);
-  KCU_DIM(op, H);
-  KCU_DIM(op, Dh);
+  tsr_status st = kernels_check_attention_delta(delta, dout, out, L, H, Dh);
   size_t rows = (size_t)L * H;
-  if (rows == 0) return TSR_OK;
-  KCU_NEED(op, delta);
-  KCU_NEED(op, dout);
-  KCU_NEED(op, out);
+  if (st || rows == 0) return st;
   return launch_delta(kb, op, delta, dout, out, rows, Dh);
 }
 
