@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "masked_full.h"
 #include "rand.h"
 #include "comm/comm.h"
 #include "kernels/kernels.h"
@@ -77,26 +78,12 @@ static void one_case(const kernels_backend *kb, comm_group *g, int ncase) {
   }
   const int L = cu[n];
   size_t nf = (size_t)L * E;
-  float *q = malloc(nf * 4), *kk = malloc(nf * 4), *v = malloc(nf * 4), *dout = malloc(nf * 4);
-  float *out = malloc(nf * 4), *lse = malloc((size_t)L * H * 4), *dq = malloc(nf * 4),
-        *dk = malloc(nf * 4), *dv = malloc(nf * 4);
-  int32_t *pos = malloc((size_t)L * 3 * 4), *lpos = malloc((size_t)L * 3 * 4 + 4);
-  for (size_t i = 0; i < nf; i++) {
-    q[i] = (float)(2 * test_urand(&rng_state) - 1);
-    kk[i] = (float)(2 * test_urand(&rng_state) - 1);
-    v[i] = (float)(2 * test_urand(&rng_state) - 1);
-    dout[i] = (float)(2 * test_urand(&rng_state) - 1);
-  }
-  for (int c = 0; c < n; c++)
-    for (int i = 0; i < lens[c]; i++) {  // frames of 2 x 3 tokens, raster order
-      int32_t *ps = pos + 3 * (cu[c] + i);
-      ps[0] = i / 6, ps[1] = i / 3 % 2, ps[2] = i % 3;
-    }
-  const float scale = 1.0f / sqrtf((float)Dh);
-  CHECK_OK(kb->attention_masked_forward(kb, out, lse, q, kk, v, cu, cu, pos, pos, km, n, longest,
-                                        longest, L, L, H, Dh, scale));
-  CHECK_OK(kb->attention_masked_backward(kb, dq, dk, dv, dout, q, kk, v, out, lse, cu, pos, km, n,
-                                         longest, L, H, Dh, scale));
+  masked_full f;
+  masked_full_make(&f, kb, km, cu, n, longest, H, Dh, &rng_state);
+  float *q = f.q, *kk = f.k, *v = f.v, *dout = f.dout, *out = f.out, *lse = f.lse, *dq = f.dq,
+        *dk = f.dk, *dv = f.dv;
+  int32_t *pos = f.pos, *lpos = malloc((size_t)L * 3 * 4 + 4);
+  const float scale = f.scale;
   int64_t lq = gather(NULL, q, pl, n, cu, p, E * 4);
   size_t lf = (size_t)lq * E + 1;
   float *lq_ = malloc(lf * 4), *lk = malloc(lf * 4), *lv = malloc(lf * 4), *ldo = malloc(lf * 4);
@@ -135,9 +122,9 @@ static void one_case(const kernels_backend *kb, comm_group *g, int ncase) {
         "case %d (mask %d, %s) k=%d rank %d (%d clips, L=%d): out %.2e lse %.2e dq %.2e dk "
         "%.2e dv %.2e", ncase, km.kind, place_kind_name(kind), k, p, n, L, eo, el, eq, ek, ev);
   for (int c = 0; c < n; c++) placement_free(&pls[c]);
-  free(q), free(kk), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv);
+  masked_full_free(&f);
   free(lq_), free(lk), free(lv), free(ldo), free(lout), free(llse), free(ldq), free(ldk), free(ldv);
-  free(pos), free(lpos);
+  free(lpos);
 }
 
 int main(int argc, char **argv) {

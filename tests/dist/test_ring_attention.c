@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "masked_full.h"
 #include "rand.h"
 #include "comm/comm.h"
 #include "kernels/kernels.h"
@@ -277,29 +278,12 @@ static void masked_case(const kernels_backend *kb, comm_group *g, int ncase) {
   int32_t cu[9];
   int longest;
   const int n = draw_clips(4, choices, 6, lens, cu, &longest);
-  const int L = cu[n];
-  size_t nf = (size_t)L * E;
-  float *q = malloc(nf * 4), *kk = malloc(nf * 4), *v = malloc(nf * 4), *dout = malloc(nf * 4);
-  float *out = malloc(nf * 4), *lse = malloc((size_t)L * H * 4), *dq = malloc(nf * 4),
-        *dk = malloc(nf * 4), *dv = malloc(nf * 4);
-  float *pos = malloc((size_t)L * 3 * 4);  // int32 positions, gathered as floats' bits
-  int32_t *ipos = (int32_t *)pos;
-  for (size_t i = 0; i < nf; i++) {
-    q[i] = (float)(2 * test_urand(&rng_state) - 1);
-    kk[i] = (float)(2 * test_urand(&rng_state) - 1);
-    v[i] = (float)(2 * test_urand(&rng_state) - 1);
-    dout[i] = (float)(2 * test_urand(&rng_state) - 1);
-  }
-  for (int c = 0; c < n; c++)
-    for (int i = 0; i < lens[c]; i++) {
-      int32_t *ps = ipos + 3 * (cu[c] + i);
-      ps[0] = i / 6, ps[1] = i / 3 % 2, ps[2] = i % 3;
-    }
-  const float scale = 1.0f / sqrtf((float)Dh);
-  CHECK_OK(kb->attention_masked_forward(kb, out, lse, q, kk, v, cu, cu, ipos, ipos, m, n, longest,
-                                        longest, L, L, H, Dh, scale));
-  CHECK_OK(kb->attention_masked_backward(kb, dq, dk, dv, dout, q, kk, v, out, lse, cu, ipos, m, n,
-                                         longest, L, H, Dh, scale));
+  masked_full mf;
+  masked_full_make(&mf, kb, m, cu, n, longest, H, Dh, &rng_state);
+  float *q = mf.q, *kk = mf.k, *v = mf.v, *dout = mf.dout, *out = mf.out, *lse = mf.lse,
+        *dq = mf.dq, *dk = mf.dk, *dv = mf.dv;
+  const float *pos = (const float *)mf.pos;  // int32 positions, gathered as floats' bits
+  const float scale = mf.scale;
   float *const full[5] = {out, lse, dq, dk, dv};
   int64_t rows = gather(NULL, q, lens, n, cu, k, 1, p, E);  // the most of ring's and hybrid's
   if (k >= 4) rows = fmax(rows, gather(NULL, q, lens, n, cu, k, 2, p, E));
@@ -346,9 +330,9 @@ static void masked_case(const kernels_backend *kb, comm_group *g, int ncase) {
     ulysses_attention_free(&ua);
     ring_attention_free(&inner);
   }
-  free(q), free(kk), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv);
+  masked_full_free(&mf);
   free(lq), free(lk), free(lv), free(ldo), free(lout), free(llse), free(ldq), free(ldk), free(ldv);
-  free(pos), free(lpos);
+  free(lpos);
 }
 
 int main(int argc, char **argv) {
