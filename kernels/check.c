@@ -202,6 +202,23 @@ tsr_status kernels_check_copy_2d(const void *dst, size_t dst_pitch, const void *
   return TSR_OK;
 }
 
+tsr_status kernels_check_activation_forward(const char *op, const void *out, const void *inp,
+                                            size_t n) {
+  if (n == 0) return TSR_OK;
+  NEED(op, out);
+  NEED(op, inp);
+  return TSR_OK;
+}
+
+tsr_status kernels_check_activation_backward(const char *op, const void *dinp, const void *dout,
+                                             const void *inp, size_t n) {
+  if (n == 0) return TSR_OK;
+  NEED(op, dinp);
+  NEED(op, dout);
+  NEED(op, inp);
+  return TSR_OK;
+}
+
 tsr_status kernels_check_attention_merge(const void *out_a, const float *lse_a,
                                          const void *out_b, const float *lse_b, int L, int H,
                                          int Dh) {
