@@ -3,27 +3,15 @@
 // forwarding to the library's own. The build links this file instead of libnccl
 // (comm/CMakeLists.txt: TSR_NCCL_PATH, TSR_NCCL_SONAME).
 #include <nccl.h>
-#include <stdatomic.h>
 #include <stdio.h>
 
 #include "core/lazylib.h"
 
 static lazylib lib = LAZYLIB_INIT(TSR_NCCL_PATH, TSR_NCCL_SONAME);
 
-// The real function `name` (cached), or NULL when NCCL cannot be opened.
-static void *real(_Atomic(void *) *cache, const char *name) {
-  void *f = atomic_load_explicit(cache, memory_order_acquire);
-  if (!f && (f = lazylib_sym(&lib, name))) atomic_store_explicit(cache, f, memory_order_release);
-  return f;
-}
-
 // A forwarding definition of NCCL function NAME (PARAMS, called with ARGS).
-#define FORWARD(NAME, PARAMS, ARGS)                                          \
-  ncclResult_t NAME PARAMS {                                                  \
-    static _Atomic(void *) cache;                                             \
-    ncclResult_t(*f) PARAMS = (ncclResult_t(*) PARAMS)real(&cache, #NAME);    \
-    return f ? f ARGS : ncclSystemError;                                      \
-  }
+#define FORWARD(NAME, PARAMS, ARGS) \
+  LAZYLIB_FORWARD(lib, ncclResult_t, ncclSystemError, NAME, PARAMS, ARGS)
 
 FORWARD(ncclGetUniqueId, (ncclUniqueId *id), (id))
 FORWARD(ncclCommInitRank, (ncclComm_t *comm, int nranks, ncclUniqueId id, int rank),
@@ -67,12 +55,14 @@ static const char *not_opened(void) {
 
 const char *ncclGetErrorString(ncclResult_t result) {
   static _Atomic(void *) cache;
-  const char *(*f)(ncclResult_t) = (const char *(*)(ncclResult_t))real(&cache, "ncclGetErrorString");
+  const char *(*f)(ncclResult_t) =
+      (const char *(*)(ncclResult_t))lazylib_sym_cached(&lib, &cache, "ncclGetErrorString");
   return f ? f(result) : not_opened();
 }
 
 const char *ncclGetLastError(ncclComm_t comm) {
   static _Atomic(void *) cache;
-  const char *(*f)(ncclComm_t) = (const char *(*)(ncclComm_t))real(&cache, "ncclGetLastError");
+  const char *(*f)(ncclComm_t) =
+      (const char *(*)(ncclComm_t))lazylib_sym_cached(&lib, &cache, "ncclGetLastError");
   return f ? f(comm) : not_opened();
 }

@@ -32,4 +32,10 @@ void *lazylib_sym(lazylib *l, const char *name) {
   return f;
 }
 
+void *lazylib_sym_cached(lazylib *l, _Atomic(void *) *cache, const char *name) {
+  void *f = atomic_load_explicit(cache, memory_order_acquire);
+  if (!f && (f = lazylib_sym(l, name))) atomic_store_explicit(cache, f, memory_order_release);
+  return f;
+}
+
 const char *lazylib_why(const lazylib *l) { return l->why; }

@@ -10,6 +10,7 @@
 #define TESSERA_CORE_LAZYLIB_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 typedef struct {
   const char *paths[2];  // tried in order: the path the build found, then the soname
@@ -25,5 +26,17 @@ typedef struct {
 void *lazylib_sym(lazylib *l, const char *name);
 // Why l (or its last symbol asked for) is not there; "" when it is.
 const char *lazylib_why(const lazylib *l);
+// lazylib_sym remembered in *cache (one per function, a shim's static, NULL at first): the
+// calls after the first that found it cost one atomic load.
+void *lazylib_sym_cached(lazylib *l, _Atomic(void *) *cache, const char *name);
+
+// The forwarding definition of function NAME of l: RET NAME PARAMS, calling the real one
+// with ARGS (PARAMS' names), or returning FAIL when l cannot be opened or lacks NAME.
+#define LAZYLIB_FORWARD(l, RET, FAIL, NAME, PARAMS, ARGS)                          \
+  RET NAME PARAMS {                                                                 \
+    static _Atomic(void *) cache;                                                   \
+    RET(*f) PARAMS = (RET(*) PARAMS)lazylib_sym_cached(&(l), &cache, #NAME);        \
+    return f ? f ARGS : (FAIL);                                                     \
+  }
 
 #endif

@@ -75,6 +75,25 @@ tsr_status kernels_check_gemm_strided(int trans_a, int trans_b, int m, int n, in
 // For rows, row_bytes > 0: dst and src given, both pitches at least row_bytes.
 tsr_status kernels_check_copy_2d(const void *dst, size_t dst_pitch, const void *src,
                                  size_t src_pitch, size_t row_bytes, size_t rows);
+// The activations' entries (op: gelu_forward, silu_forward): for n > 0, out and inp given.
+tsr_status kernels_check_activation_forward(const char *op, const void *out, const void *inp,
+                                            size_t n);
+// op: gelu_backward, silu_backward: for n > 0, dinp, dout and inp given.
+tsr_status kernels_check_activation_backward(const char *op, const void *dinp, const void *dout,
+                                             const void *inp, size_t n);
+// L, H, Dh >= 0; for L, H > 0: out_a, lse_a, out_b and lse_b given.
+tsr_status kernels_check_attention_merge(const void *out_a, const float *lse_a,
+                                         const void *out_b, const float *lse_b, int L, int H,
+                                         int Dh);
+// L, H, Dh >= 0; for L, H > 0: delta, dout and out given.
+tsr_status kernels_check_attention_delta(const float *delta, const void *dout, const void *out,
+                                         int L, int H, int Dh);
+// For the masked attention entries (op: the entry's name): the mask's kind known and its
+// sizes in range (kernels.h kernels_mask), and unless it is FULL the positions of the
+// queries and keys given (pos_q: (Lq, 3), pos_k: (Lk, 3)); their values are the backend's
+// to check (the CPU reads them, CUDA takes them as they are).
+tsr_status kernels_check_mask(const char *op, const kernels_mask *m, const int32_t *pos_q,
+                              int Lq, const int32_t *pos_k, int Lk);
 
 #ifdef __cplusplus
 }

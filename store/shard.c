@@ -512,24 +512,39 @@ void shard_reader_geometry(const shard_reader *r, store_settings *g) { *g = r->g
 
 int shard_reader_version(const shard_reader *r) { return r->version; }
 
-tsr_status shard_reader_block(shard_reader *r, int64_t offset, int verify, shard_block *b) {
-  memset(b, 0, sizeof *b);
+// *h = the header of the block at `offset` once its place and header are checked: on the
+// block grid past the shard header, inside the file, `magic` (in shards of min_version or
+// later), its own checksum. `what` names the block in the messages, `kind` the block a bad
+// magic is not ("block", "clip block"; "caption block" twice).
+static tsr_status block_header(const shard_reader *r, int64_t offset, const char *what,
+                               const char *kind, const char *magic, int min_version,
+                               const uint8_t **h) {
   const char *p = r->path;
   long long off = (long long)offset;
   if (offset < SHARD_HEADER_BYTES || offset % SHARD_ALIGN != 0)
     return err_set(TSR_EFORMAT, "shard %s: offset %lld is not a block offset (must be a multiple "
                    "of %d past the header)", p, off, SHARD_ALIGN);
   if (offset > r->size - SHARD_BLOCK_HEADER_BYTES)
-    return err_set(TSR_EFORMAT, "shard %s: block at offset %lld lies past the end of the file "
-                   "(%lld bytes): shard truncated", p, off, (long long)r->size);
-  const uint8_t *h = r->map + offset;
-  if (memcmp(h + B_MAGIC, BLOCK_MAGIC, 8) != 0)
-    return err_set(TSR_EFORMAT, "shard %s: no clip block at offset %lld (bad block magic)", p, off);
-  uint64_t want = get_u64(h + B_CHECKSUM), got = XXH3_64bits(h, B_CHECKSUM);
+    return err_set(TSR_EFORMAT, "shard %s: %s at offset %lld lies past the end of the file "
+                   "(%lld bytes): shard truncated", p, what, off, (long long)r->size);
+  *h = r->map + offset;
+  if (r->version < min_version || memcmp(*h + B_MAGIC, magic, 8) != 0)
+    return err_set(TSR_EFORMAT, "shard %s: no %s at offset %lld (bad block magic)", p, kind, off);
+  uint64_t want = get_u64(*h + B_CHECKSUM), got = XXH3_64bits(*h, B_CHECKSUM);
   if (want != got)
-    return err_set(TSR_EFORMAT, "shard %s: block header checksum mismatch at offset %lld (stored "
-                   "%016llx, computed %016llx): block header corrupt", p, off,
+    return err_set(TSR_EFORMAT, "shard %s: %s header checksum mismatch at offset %lld (stored "
+                   "%016llx, computed %016llx): block header corrupt", p, what, off,
                    (unsigned long long)want, (unsigned long long)got);
+  return TSR_OK;
+}
+
+tsr_status shard_reader_block(shard_reader *r, int64_t offset, int verify, shard_block *b) {
+  memset(b, 0, sizeof *b);
+  const char *p = r->path;
+  long long off = (long long)offset;
+  const uint8_t *h;
+  tsr_status st = block_header(r, offset, "block", "clip block", BLOCK_MAGIC, 0, &h);
+  if (st) return st;
   uint32_t T = get_u32(h + B_T), H = get_u32(h + B_H), W = get_u32(h + B_W);
   uint64_t hb = get_u64(h + B_BYTES);
   uint32_t mb = get_u32(h + B_META_BYTES);
@@ -586,21 +601,9 @@ tsr_status shard_reader_caption(shard_reader *r, int64_t offset, int verify, sha
   memset(c, 0, sizeof *c);
   const char *p = r->path;
   long long off = (long long)offset;
-  if (offset < SHARD_HEADER_BYTES || offset % SHARD_ALIGN != 0)
-    return err_set(TSR_EFORMAT, "shard %s: offset %lld is not a block offset (must be a multiple "
-                   "of %d past the header)", p, off, SHARD_ALIGN);
-  if (offset > r->size - SHARD_BLOCK_HEADER_BYTES)
-    return err_set(TSR_EFORMAT, "shard %s: caption block at offset %lld lies past the end of the "
-                   "file (%lld bytes): shard truncated", p, off, (long long)r->size);
-  const uint8_t *h = r->map + offset;
-  if (r->version < 3 || memcmp(h + B_MAGIC, CAPTION_MAGIC, 8) != 0)
-    return err_set(TSR_EFORMAT, "shard %s: no caption block at offset %lld (bad block magic)", p,
-                   off);
-  uint64_t want = get_u64(h + B_CHECKSUM), got = XXH3_64bits(h, B_CHECKSUM);
-  if (want != got)
-    return err_set(TSR_EFORMAT, "shard %s: caption block header checksum mismatch at offset %lld "
-                   "(stored %016llx, computed %016llx): block header corrupt", p, off,
-                   (unsigned long long)want, (unsigned long long)got);
+  const uint8_t *h;
+  tsr_status st = block_header(r, offset, "caption block", "caption block", CAPTION_MAGIC, 3, &h);
+  if (st) return st;
   uint32_t n = get_u32(h + C_TOKENS), d = get_u32(h + C_DIM), dt = get_u32(h + C_DTYPE);
   uint32_t tb = get_u32(h + C_TEXT_BYTES);
   uint64_t eb = get_u64(h + C_EMB_BYTES);

@@ -3,6 +3,7 @@ writers do (core/fs.h fs_atomic): a temporary file of this writer's alone beside
 (NAME.tmp.PID.RAND, created exclusively, so never a link, a FIFO or another writer's
 file), synced, renamed over the path. A reader, a crash, or a second writer at once see
 the old file or one writer's whole new one, never a part."""
+import json
 import os
 import tempfile
 
@@ -21,3 +22,9 @@ def write_atomic(path, data):
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def write_json(path, obj, indent):
+    """Replaces the file at path with obj as JSON text (json.dump's, indent spaces a level),
+    whole"""
+    write_atomic(path, json.dumps(obj, indent=indent).encode())

@@ -50,6 +50,9 @@ import tempfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fs_atomic import write_json  # noqa: E402  (tools/fs_atomic.py, beside this file)
+
 
 def run(cmd):
     return subprocess.run(cmd, check=True, capture_output=True).stdout
@@ -269,8 +272,7 @@ def main():
             print_reading(row["caption"], shares)
         out.append(row)
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(out, f, indent=1)
+        write_json(a.json, out, 1)
     return 0
 
 

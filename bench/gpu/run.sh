@@ -110,7 +110,7 @@ fi
 [ -n "$PY" ] || { [ "$TORCH" = 0 ] && command -v python3 >/dev/null && PY=python3; } ||
   die 2 "no python3 with torch and numpy"
 for f in tools/reference/bench_gpu.py tools/reference/dit.py tools/reference/safetensors_io.py \
-         bench/gpu/summary.py; do
+         tools/fs_atomic.py bench/gpu/summary.py; do
   [ -f "$f" ] || die 2 "missing $f"
 done
 IFS=, read -r -a case_list <<<"$CASES"

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/check.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/mask.h"
 
@@ -621,15 +622,9 @@ tsr_status kcpu_attention_forward(kb_t *kb, float *out, float *lse, const float 
 // out_a: (L, H, Dh), lse_a: (L, H), out_b: (L, H, Dh), lse_b: (L, H)
 tsr_status kcpu_attention_merge(kb_t *kb, float *out_a, float *lse_a, const float *out_b,
                                 const float *lse_b, int L, int H, int Dh) {
-  KCPU_DIM("attention_merge", L);
-  KCPU_DIM("attention_merge", H);
-  KCPU_DIM("attention_merge", Dh);
+  tsr_status st = kernels_check_attention_merge(out_a, lse_a, out_b, lse_b, L, H, Dh);
   size_t rows = (size_t)L * H;
-  if (rows == 0) return TSR_OK;
-  KCPU_NEED("attention_merge", out_a);
-  KCPU_NEED("attention_merge", lse_a);
-  KCPU_NEED("attention_merge", out_b);
-  KCPU_NEED("attention_merge", lse_b);
+  if (st || rows == 0) return st;
 #pragma omp parallel for schedule(static) if (rows * Dh > KCPU_PAR_MIN)
   for (size_t r = 0; r < rows; r++) {
     float *oa = out_a + r * Dh;
@@ -653,14 +648,9 @@ tsr_status kcpu_attention_merge(kb_t *kb, float *out_a, float *lse_a, const floa
 // delta: (L, H), dout, out: (L, H, Dh)
 tsr_status kcpu_attention_delta(kb_t *kb, float *delta, const float *dout, const float *out, int L,
                                 int H, int Dh) {
-  KCPU_DIM("attention_delta", L);
-  KCPU_DIM("attention_delta", H);
-  KCPU_DIM("attention_delta", Dh);
+  tsr_status st = kernels_check_attention_delta(delta, dout, out, L, H, Dh);
   size_t rows = (size_t)L * H;
-  if (rows == 0) return TSR_OK;
-  KCPU_NEED("attention_delta", delta);
-  KCPU_NEED("attention_delta", dout);
-  KCPU_NEED("attention_delta", out);
+  if (st || rows == 0) return st;
 #pragma omp parallel for schedule(static) if (rows * Dh > KCPU_PAR_MIN)
   for (size_t r = 0; r < rows; r++) {
     double s = 0.0;

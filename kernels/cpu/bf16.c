@@ -294,26 +294,30 @@ tsr_status kbf_gate_residual_backward(kb_t *kb, void *dinp, void *dgate, const v
   return kbf_done(&s, st);
 }
 
-tsr_status kbf_rope_forward(kb_t *kb, void *out, const void *inp, const int32_t *pos, int L,
-                            int H, int Dh, float theta) {
+// RoPE's forward and backward share one shape: out = f(inp) rotated by the positions
+// (backward: dinp = f(dout)).
+typedef tsr_status (*kbf_rope_fn)(kb_t *, float *, const float *, const int32_t *, int, int,
+                                  int, float);
+
+static tsr_status kbf_rope(const char *op, kbf_rope_fn f, kb_t *kb, void *out, const void *inp,
+                           const int32_t *pos, int L, int H, int Dh, float theta) {
   kbf_scratch s = {0};
   size_t n = kbf_n3(L, H, Dh);
   float *fi = kbf_load(&s, inp, n), *fo = kbf_alloc(&s, out, n);
-  KBF_OOM("rope_forward", s);
-  tsr_status st = kcpu_rope_forward(kb, fo, fi, pos, L, H, Dh, theta);
+  KBF_OOM(op, s);
+  tsr_status st = f(kb, fo, fi, pos, L, H, Dh, theta);
   if (!st) kbf_store(out, fo, n);
   return kbf_done(&s, st);
 }
 
+tsr_status kbf_rope_forward(kb_t *kb, void *out, const void *inp, const int32_t *pos, int L,
+                            int H, int Dh, float theta) {
+  return kbf_rope("rope_forward", kcpu_rope_forward, kb, out, inp, pos, L, H, Dh, theta);
+}
+
 tsr_status kbf_rope_backward(kb_t *kb, void *dinp, const void *dout, const int32_t *pos, int L,
                              int H, int Dh, float theta) {
-  kbf_scratch s = {0};
-  size_t n = kbf_n3(L, H, Dh);
-  float *fd = kbf_load(&s, dout, n), *fdi = kbf_alloc(&s, dinp, n);
-  KBF_OOM("rope_backward", s);
-  tsr_status st = kcpu_rope_backward(kb, fdi, fd, pos, L, H, Dh, theta);
-  if (!st) kbf_store(dinp, fdi, n);
-  return kbf_done(&s, st);
+  return kbf_rope("rope_backward", kcpu_rope_backward, kb, dinp, dout, pos, L, H, Dh, theta);
 }
 
 // The four activation entries share one shape: out = f(inp) or dinp = f(dout, inp).

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "core/err.h"
+#include "kernels/check.h"
 #include "kernels/kernels.h"
 
 // The mask coordinates of n positions (n, 3) into c (n, 3): block-causal the chunk
@@ -50,23 +51,13 @@ static inline int kcpu_mask_boxes(const kernels_mask *m, const int32_t *qlo, con
   return all ? 2 : 1;
 }
 
-// A mask's sizes (kernels.h kernels_mask) and, unless it is FULL, its positions: given,
-// and >= 0 (pos_q: (Lq, 3), pos_k: (Lk, 3)).
+// A mask's sizes and positions (kernels/check.h kernels_check_mask) and, unless it is FULL,
+// the positions >= 0 (pos_q: (Lq, 3), pos_k: (Lk, 3)).
 static inline tsr_status kcpu_check_mask(const char *op, const kernels_mask *m,
                                          const int32_t *pos_q, int Lq, const int32_t *pos_k,
                                          int Lk) {
-  if (m->kind < KERNELS_MASK_FULL || m->kind > KERNELS_MASK_WINDOW)
-    return err_set(TSR_EINVAL, "%s: unknown mask kind %d", op, m->kind);
-  if (m->kind == KERNELS_MASK_BLOCK_CAUSAL && (m->chunk < 1 || m->window < 0))
-    return err_set(TSR_EINVAL, "%s: block-causal mask with chunk %d (>= 1) and window %d (>= 0)",
-                   op, m->chunk, m->window);
-  if (m->kind == KERNELS_MASK_WINDOW &&
-      (m->tile_t < 1 || m->tile_h < 1 || m->tile_w < 1 || m->wt < 0 || m->wh < 0 || m->ww < 0))
-    return err_set(TSR_EINVAL, "%s: window mask with tiles %dx%dx%d (>= 1) and radii %d, %d, %d "
-                   "(>= 0)", op, m->tile_t, m->tile_h, m->tile_w, m->wt, m->wh, m->ww);
-  if (m->kind == KERNELS_MASK_FULL) return TSR_OK;
-  if ((Lq > 0 && !pos_q) || (Lk > 0 && !pos_k))
-    return err_set(TSR_EINVAL, "%s: a mask needs the positions of the queries and keys", op);
+  tsr_status st = kernels_check_mask(op, m, pos_q, Lq, pos_k, Lk);
+  if (st || m->kind == KERNELS_MASK_FULL) return st;
   for (size_t i = 0; i < 3 * (size_t)Lq; i++)
     if (pos_q[i] < 0) return err_set(TSR_EINVAL, "%s: query %zu has a negative position", op, i / 3);
   for (size_t i = 0; i < 3 * (size_t)Lk; i++)

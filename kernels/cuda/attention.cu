@@ -28,6 +28,7 @@
 // row, each recomputing P from q, k and lse.
 #include <math.h>
 
+#include "kernels/check.h"
 #include "kernels/cuda/attention_cudnn.h"
 #include "kernels/cuda/kcu.h"
 
@@ -495,15 +496,9 @@ extern "C" tsr_status kcu_attention_forward(kb_t *kb, void *out, float *lse, con
 extern "C" tsr_status kcu_attention_merge(kb_t *kb, void *out_a, float *lse_a, const void *out_b,
                                           const float *lse_b, int L, int H, int Dh) {
   const char *op = "attention_merge";
-  KCU_DIM(op, L);
-  KCU_DIM(op, H);
-  KCU_DIM(op, Dh);
+  tsr_status st = kernels_check_attention_merge(out_a, lse_a, out_b, lse_b, L, H, Dh);
   size_t rows = (size_t)L * H;
-  if (rows == 0) return TSR_OK;
-  KCU_NEED(op, out_a);
-  KCU_NEED(op, lse_a);
-  KCU_NEED(op, out_b);
-  KCU_NEED(op, lse_b);
+  if (st || rows == 0) return st;
   k_attn_merge<<<kcu_blocks(rows * 32, 256), 256, 0, kcu(kb)->stream>>>(
       (act_t *)out_a, lse_a, (const act_t *)out_b, lse_b, rows, Dh);
   KCU_LAUNCHED(op);
@@ -521,14 +516,9 @@ static tsr_status launch_delta(kb_t *kb, const char *op, float *delta, const voi
 extern "C" tsr_status kcu_attention_delta(kb_t *kb, float *delta, const void *dout, const void *out,
                                           int L, int H, int Dh) {
   const char *op = "attention_delta";
-  KCU_DIM(op, L);
-  KCU_DIM(op, H);
-  KCU_DIM(op, Dh);
+  tsr_status st = kernels_check_attention_delta(delta, dout, out, L, H, Dh);
   size_t rows = (size_t)L * H;
-  if (rows == 0) return TSR_OK;
-  KCU_NEED(op, delta);
-  KCU_NEED(op, dout);
-  KCU_NEED(op, out);
+  if (st || rows == 0) return st;
   return launch_delta(kb, op, delta, dout, out, rows, Dh);
 }
 
@@ -618,25 +608,8 @@ extern "C" tsr_status kcu_attention_backward(kb_t *kb, void *dq, void *dk, void 
 }
 
 // ---- masked entries (kernels.h: the unmasked entries' results under FULL) ------------------
-
-// The mask's kind and sizes, and its positions given unless it is FULL (their values are
-// the model's RoPE positions, not checked on the device: a negative one would only give
-// another mask).
-static tsr_status check_mask(const char *op, const kernels_mask *m, const int32_t *pos_q, int Lq,
-                             const int32_t *pos_k, int Lk) {
-  if (m->kind < KERNELS_MASK_FULL || m->kind > KERNELS_MASK_WINDOW)
-    return err_set(TSR_EINVAL, "%s: unknown mask kind %d", op, m->kind);
-  if (m->kind == KERNELS_MASK_BLOCK_CAUSAL && (m->chunk < 1 || m->window < 0))
-    return err_set(TSR_EINVAL, "%s: block-causal mask with chunk %d (>= 1) and window %d (>= 0)",
-                   op, m->chunk, m->window);
-  if (m->kind == KERNELS_MASK_WINDOW &&
-      (m->tile_t < 1 || m->tile_h < 1 || m->tile_w < 1 || m->wt < 0 || m->wh < 0 || m->ww < 0))
-    return err_set(TSR_EINVAL, "%s: window mask with tiles %dx%dx%d (>= 1) and radii %d, %d, %d "
-                   "(>= 0)", op, m->tile_t, m->tile_h, m->tile_w, m->wt, m->wh, m->ww);
-  if (m->kind != KERNELS_MASK_FULL && ((Lq > 0 && !pos_q) || (Lk > 0 && !pos_k)))
-    return err_set(TSR_EINVAL, "%s: a mask needs the positions of the queries and keys", op);
-  return TSR_OK;
-}
+// Their mask's positions are the model's RoPE positions, not checked on the device (a
+// negative one would only give another mask): kernels_check_mask checks the rest.
 
 extern "C" tsr_status kcu_attention_masked_forward(kb_t *kb, void *out, float *lse, const void *q,
                                                    const void *k, const void *v, const int32_t *cu_q,
@@ -645,7 +618,7 @@ extern "C" tsr_status kcu_attention_masked_forward(kb_t *kb, void *out, float *l
                                                    int n_clips, int max_q, int max_k, int Lq, int Lk,
                                                    int H, int Dh, float scale) {
   const char *op = "attention_masked_forward";
-  tsr_status st = check_mask(op, &mask, pos_q, Lq, pos_k, Lk);
+  tsr_status st = kernels_check_mask(op, &mask, pos_q, Lq, pos_k, Lk);
   if (st) return st;
   if (mask.kind == KERNELS_MASK_FULL)
     return kcu_attention_partial_forward(kb, out, lse, q, k, v, cu_q, cu_k, n_clips, max_q, max_k,
@@ -671,7 +644,7 @@ extern "C" tsr_status kcu_attention_masked_backward(kb_t *kb, void *dq, void *dk
                                                     kernels_mask mask, int n_clips, int max_len,
                                                     int L, int H, int Dh, float scale) {
   const char *op = "attention_masked_backward";
-  tsr_status st = check_mask(op, &mask, pos, L, pos, L);
+  tsr_status st = kernels_check_mask(op, &mask, pos, L, pos, L);
   if (st) return st;
   if (mask.kind == KERNELS_MASK_FULL)
     return kcu_attention_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, cu, n_clips, max_len, L,
@@ -703,7 +676,7 @@ extern "C" tsr_status kcu_attention_masked_partial_backward(
     const int32_t *pos_q, const int32_t *pos_k, kernels_mask mask, int n_clips, int max_q,
     int max_k, int Lq, int Lk, int H, int Dh, float scale) {
   const char *op = "attention_masked_partial_backward";
-  tsr_status st = check_mask(op, &mask, pos_q, Lq, pos_k, Lk);
+  tsr_status st = kernels_check_mask(op, &mask, pos_q, Lq, pos_k, Lk);
   if (st) return st;
   if (mask.kind == KERNELS_MASK_FULL)
     return kcu_attention_partial_backward(kb, dq, dk, dv, dout, q, k, v, lse, delta, cu_q, cu_k,

@@ -3,27 +3,15 @@
 // forwarding to the library's own. The build links this file instead of libcublasLt
 // (kernels/cuda/CMakeLists.txt: TSR_CUBLASLT_PATH, TSR_CUBLASLT_SONAME).
 #include <cublasLt.h>
-#include <stdatomic.h>
 #include <stdio.h>
 
 #include "core/lazylib.h"
 
 static lazylib lib = LAZYLIB_INIT(TSR_CUBLASLT_PATH, TSR_CUBLASLT_SONAME);
 
-// The real function `name` (cached), or NULL when cuBLASLt cannot be opened.
-static void *real(_Atomic(void *) *cache, const char *name) {
-  void *f = atomic_load_explicit(cache, memory_order_acquire);
-  if (!f && (f = lazylib_sym(&lib, name))) atomic_store_explicit(cache, f, memory_order_release);
-  return f;
-}
-
 // A forwarding definition of cuBLASLt function NAME (PARAMS, called with ARGS).
-#define FORWARD(NAME, PARAMS, ARGS)                                                 \
-  cublasStatus_t NAME PARAMS {                                                       \
-    static _Atomic(void *) cache;                                                    \
-    cublasStatus_t(*f) PARAMS = (cublasStatus_t(*) PARAMS)real(&cache, #NAME);       \
-    return f ? f ARGS : CUBLAS_STATUS_NOT_INITIALIZED;                               \
-  }
+#define FORWARD(NAME, PARAMS, ARGS) \
+  LAZYLIB_FORWARD(lib, cublasStatus_t, CUBLAS_STATUS_NOT_INITIALIZED, NAME, PARAMS, ARGS)
 
 FORWARD(cublasLtCreate, (cublasLtHandle_t *h), (h))
 FORWARD(cublasLtMatmul,
@@ -61,8 +49,8 @@ FORWARD(cublasLtMatrixLayoutDestroy, (cublasLtMatrixLayout_t l), (l))
 // goes through here).
 const char *cublasLtGetStatusString(cublasStatus_t status) {
   static _Atomic(void *) cache;
-  const char *(*f)(cublasStatus_t) = (const char *(*)(cublasStatus_t))real(&cache,
-                                                                         "cublasLtGetStatusString");
+  const char *(*f)(cublasStatus_t) = (const char *(*)(cublasStatus_t))lazylib_sym_cached(
+      &lib, &cache, "cublasLtGetStatusString");
   if (f) return f(status);
   static __thread char why[600];
   snprintf(why, sizeof why, "cuBLASLt could not be opened (%s)", lazylib_why(&lib));

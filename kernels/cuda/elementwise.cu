@@ -143,18 +143,15 @@ __global__ void k_silu_bwd(act_t *dinp, const act_t *dout, const act_t *inp, siz
 }
 
 static tsr_status cu_gelu_forward(kb_t *kb, void *out, const void *inp, size_t n) {
-  if (!n) return TSR_OK;
-  KCU_NEED("gelu_forward", out);
-  KCU_NEED("gelu_forward", inp);
+  tsr_status st = kernels_check_activation_forward("gelu_forward", out, inp, n);
+  if (st || !n) return st;
   k_gelu_fwd<<<KCU_GRID(kb, n)>>>((act_t *)out, (const act_t *)inp, n);
   KCU_LAUNCHED("gelu_forward");
   return TSR_OK;
 }
 static tsr_status cu_gelu_backward(kb_t *kb, void *dinp, const void *dout, const void *inp, size_t n) {
-  if (!n) return TSR_OK;
-  KCU_NEED("gelu_backward", dinp);
-  KCU_NEED("gelu_backward", dout);
-  KCU_NEED("gelu_backward", inp);
+  tsr_status st = kernels_check_activation_backward("gelu_backward", dinp, dout, inp, n);
+  if (st || !n) return st;
   k_gelu_bwd<<<KCU_GRID(kb, n)>>>((act_t *)dinp, (const act_t *)dout, (const act_t *)inp, n);
   KCU_LAUNCHED("gelu_backward");
   return TSR_OK;
@@ -173,18 +170,15 @@ extern "C" tsr_status kcu_dgelu_act(kb_t *kb, const char *op, void *dinp, const 
   return TSR_OK;
 }
 static tsr_status cu_silu_forward(kb_t *kb, void *out, const void *inp, size_t n) {
-  if (!n) return TSR_OK;
-  KCU_NEED("silu_forward", out);
-  KCU_NEED("silu_forward", inp);
+  tsr_status st = kernels_check_activation_forward("silu_forward", out, inp, n);
+  if (st || !n) return st;
   k_silu_fwd<<<KCU_GRID(kb, n)>>>((act_t *)out, (const act_t *)inp, n);
   KCU_LAUNCHED("silu_forward");
   return TSR_OK;
 }
 static tsr_status cu_silu_backward(kb_t *kb, void *dinp, const void *dout, const void *inp, size_t n) {
-  if (!n) return TSR_OK;
-  KCU_NEED("silu_backward", dinp);
-  KCU_NEED("silu_backward", dout);
-  KCU_NEED("silu_backward", inp);
+  tsr_status st = kernels_check_activation_backward("silu_backward", dinp, dout, inp, n);
+  if (st || !n) return st;
   k_silu_bwd<<<KCU_GRID(kb, n)>>>((act_t *)dinp, (const act_t *)dout, (const act_t *)inp, n);
   KCU_LAUNCHED("silu_backward");
   return TSR_OK;

@@ -14,21 +14,13 @@
 #include <string.h>
 
 #include "check.h"
+#include "masked_full.h"
+#include "rand.h"
 #include "comm/comm.h"
 #include "kernels/kernels.h"
 #include "model/dist/placed_attention.h"
 
-static uint64_t rng_state;
-static double urand(void) {  // same sequence on every rank
-  rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-  return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-
-static double max_abs(const float *x, size_t n) {
-  double m = 0;
-  for (size_t i = 0; i < n; i++) m = fmax(m, fabs(x[i]));
-  return m;
-}
+static uint64_t rng_state;  // seeded alike on every rank: the same cases everywhere
 
 // This rank's rows of full (L, w) in its layout (clip order, its segments in token order)
 // into local; returns the rows. local NULL: count only.
@@ -70,7 +62,7 @@ static void one_case(const kernels_backend *kb, comm_group *g, int ncase) {
   const cost_mask cm = {.kind = km.kind, .chunk = km.chunk, .window = km.window, .wt = km.wt,
                         .wh = km.wh, .ww = km.ww, .tile_t = km.tile_t, .tile_h = km.tile_h,
                         .tile_w = km.tile_w, .rows = 2, .cols = 3};
-  const int n = 1 + (int)(urand() * 4);
+  const int n = 1 + (int)(test_urand(&rng_state) * 4);
   static const int64_t choices[] = {1, 5, 17, 64, 97, 130};
   int64_t lens[8];
   int32_t cu[9] = {0};
@@ -78,7 +70,7 @@ static void one_case(const kernels_backend *kb, comm_group *g, int ncase) {
   placement pls[8];
   const placement *pl[8];
   for (int c = 0; c < n; c++) {
-    lens[c] = choices[(int)(urand() * 6)];
+    lens[c] = choices[(int)(test_urand(&rng_state) * 6)];
     cu[c + 1] = cu[c] + (int32_t)lens[c];
     if (lens[c] > longest) longest = (int)lens[c];
     CHECK_OK(placement_make(&cm, lens[c], k, kind, &pls[c]));
@@ -86,24 +78,12 @@ static void one_case(const kernels_backend *kb, comm_group *g, int ncase) {
   }
   const int L = cu[n];
   size_t nf = (size_t)L * E;
-  float *q = malloc(nf * 4), *kk = malloc(nf * 4), *v = malloc(nf * 4), *dout = malloc(nf * 4);
-  float *out = malloc(nf * 4), *lse = malloc((size_t)L * H * 4), *dq = malloc(nf * 4),
-        *dk = malloc(nf * 4), *dv = malloc(nf * 4);
-  int32_t *pos = malloc((size_t)L * 3 * 4), *lpos = malloc((size_t)L * 3 * 4 + 4);
-  for (size_t i = 0; i < nf; i++) {
-    q[i] = (float)(2 * urand() - 1), kk[i] = (float)(2 * urand() - 1);
-    v[i] = (float)(2 * urand() - 1), dout[i] = (float)(2 * urand() - 1);
-  }
-  for (int c = 0; c < n; c++)
-    for (int i = 0; i < lens[c]; i++) {  // frames of 2 x 3 tokens, raster order
-      int32_t *ps = pos + 3 * (cu[c] + i);
-      ps[0] = i / 6, ps[1] = i / 3 % 2, ps[2] = i % 3;
-    }
-  const float scale = 1.0f / sqrtf((float)Dh);
-  CHECK_OK(kb->attention_masked_forward(kb, out, lse, q, kk, v, cu, cu, pos, pos, km, n, longest,
-                                        longest, L, L, H, Dh, scale));
-  CHECK_OK(kb->attention_masked_backward(kb, dq, dk, dv, dout, q, kk, v, out, lse, cu, pos, km, n,
-                                         longest, L, H, Dh, scale));
+  masked_full f;
+  masked_full_make(&f, kb, km, cu, n, longest, H, Dh, &rng_state);
+  float *q = f.q, *kk = f.k, *v = f.v, *dout = f.dout, *out = f.out, *lse = f.lse, *dq = f.dq,
+        *dk = f.dk, *dv = f.dv;
+  int32_t *pos = f.pos, *lpos = malloc((size_t)L * 3 * 4 + 4);
+  const float scale = f.scale;
   int64_t lq = gather(NULL, q, pl, n, cu, p, E * 4);
   size_t lf = (size_t)lq * E + 1;
   float *lq_ = malloc(lf * 4), *lk = malloc(lf * 4), *lv = malloc(lf * 4), *ldo = malloc(lf * 4);
@@ -132,18 +112,19 @@ static void one_case(const kernels_backend *kb, comm_group *g, int ncase) {
         "placements' count is %lld K/V rows (%lld bytes), the executor's %lld, %lld gradient rows",
         ncase, km.kind, place_kind_name(kind), k, p, (long long)(b1 - b0), (long long)(b2 - b1),
         (long long)plan_kv, (long long)(2 * plan_kv * row), (long long)kv, (long long)grad);
-  double eo = err_of(lout, out, pl, n, cu, p, E, lq) / fmax(max_abs(out, nf), 1e-30);
-  double el = err_of(llse, lse, pl, n, cu, p, H, lq) / fmax(max_abs(lse, (size_t)L * H), 1e-30);
-  double eq = err_of(ldq, dq, pl, n, cu, p, E, lq) / fmax(max_abs(dq, nf), 1e-30);
-  double ek = err_of(ldk, dk, pl, n, cu, p, E, lq) / fmax(max_abs(dk, nf), 1e-30);
-  double ev = err_of(ldv, dv, pl, n, cu, p, E, lq) / fmax(max_abs(dv, nf), 1e-30);
+  double eo = err_of(lout, out, pl, n, cu, p, E, lq) / fmax(test_max_abs(out, nf), 1e-30);
+  double el = err_of(llse, lse, pl, n, cu, p, H, lq) /
+              fmax(test_max_abs(lse, (size_t)L * H), 1e-30);
+  double eq = err_of(ldq, dq, pl, n, cu, p, E, lq) / fmax(test_max_abs(dq, nf), 1e-30);
+  double ek = err_of(ldk, dk, pl, n, cu, p, E, lq) / fmax(test_max_abs(dk, nf), 1e-30);
+  double ev = err_of(ldv, dv, pl, n, cu, p, E, lq) / fmax(test_max_abs(dv, nf), 1e-30);
   CHECK(eo <= 1e-5 && el <= 1e-5 && eq <= 1e-5 && ek <= 1e-5 && ev <= 1e-5,
         "case %d (mask %d, %s) k=%d rank %d (%d clips, L=%d): out %.2e lse %.2e dq %.2e dk "
         "%.2e dv %.2e", ncase, km.kind, place_kind_name(kind), k, p, n, L, eo, el, eq, ek, ev);
   for (int c = 0; c < n; c++) placement_free(&pls[c]);
-  free(q), free(kk), free(v), free(dout), free(out), free(lse), free(dq), free(dk), free(dv);
+  masked_full_free(&f);
   free(lq_), free(lk), free(lv), free(ldo), free(lout), free(llse), free(ldq), free(ldk), free(ldv);
-  free(pos), free(lpos);
+  free(lpos);
 }
 
 int main(int argc, char **argv) {

@@ -19,22 +19,14 @@
 #include <string.h>
 
 #include "check.h"
+#include "masked_full.h"
+#include "rand.h"
 #include "comm/comm.h"
 #include "kernels/kernels.h"
 #include "model/dist/ring_attention.h"
 #include "model/dist/ulysses_attention.h"
 
-static uint64_t rng_state;
-static double urand(void) {  // same sequence on every rank
-  rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-  return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-
-static double max_abs(const float *x, size_t n) {
-  double m = 0;
-  for (size_t i = 0; i < n; i++) m = fmax(m, fabs(x[i]));
-  return m;
-}
+static uint64_t rng_state;  // seeded alike on every rank: the same cases everywhere
 
 // Chunks of a group of k in blocks of u (hybrid_chunk; u = 1: the ring's and Ulysses'
 // chunks). Max |a - b| over the rows of this rank's chunks; a: local (Lq, E), b: full (L, E).
@@ -88,8 +80,10 @@ static void att_random(att_set *s, int L, int H, int Dh) {
   size_t nf = (size_t)L * H * Dh;
   att_alloc(s, nf, (size_t)L * H);
   for (size_t i = 0; i < nf; i++) {
-    s->q[i] = (float)(2 * urand() - 1), s->k[i] = (float)(2 * urand() - 1);
-    s->v[i] = (float)(2 * urand() - 1), s->dout[i] = (float)(2 * urand() - 1);
+    s->q[i] = (float)(2 * test_urand(&rng_state) - 1);
+    s->k[i] = (float)(2 * test_urand(&rng_state) - 1);
+    s->v[i] = (float)(2 * test_urand(&rng_state) - 1);
+    s->dout[i] = (float)(2 * test_urand(&rng_state) - 1);
   }
 }
 
@@ -110,22 +104,23 @@ static void att_errors(double e[5], const att_set *l, const att_set *f, const in
                        int n, const int32_t *cu, int k, int u, int p, size_t E, int H) {
   const int L = cu[n];
   size_t nf = (size_t)L * E;
-  e[0] = chunk_err(l->out, f->out, lens, n, cu, k, u, p, E) / fmax(max_abs(f->out, nf), 1e-30);
+  e[0] = chunk_err(l->out, f->out, lens, n, cu, k, u, p, E) /
+         fmax(test_max_abs(f->out, nf), 1e-30);
   e[1] = chunk_err(l->lse, f->lse, lens, n, cu, k, u, p, H) /
-         fmax(max_abs(f->lse, (size_t)L * H), 1e-30);
-  e[2] = chunk_err(l->dq, f->dq, lens, n, cu, k, u, p, E) / fmax(max_abs(f->dq, nf), 1e-30);
-  e[3] = chunk_err(l->dk, f->dk, lens, n, cu, k, u, p, E) / fmax(max_abs(f->dk, nf), 1e-30);
-  e[4] = chunk_err(l->dv, f->dv, lens, n, cu, k, u, p, E) / fmax(max_abs(f->dv, nf), 1e-30);
+         fmax(test_max_abs(f->lse, (size_t)L * H), 1e-30);
+  e[2] = chunk_err(l->dq, f->dq, lens, n, cu, k, u, p, E) / fmax(test_max_abs(f->dq, nf), 1e-30);
+  e[3] = chunk_err(l->dk, f->dk, lens, n, cu, k, u, p, E) / fmax(test_max_abs(f->dk, nf), 1e-30);
+  e[4] = chunk_err(l->dv, f->dv, lens, n, cu, k, u, p, E) / fmax(test_max_abs(f->dv, nf), 1e-30);
 }
 
 // Draws 1 to NMAX clips of lengths from CHOICES[0..nchoices): lens, their offsets cu
 // (n + 1) and the longest; returns n.
 static int draw_clips(int nmax, const int64_t *choices, int nchoices, int64_t lens[8],
                       int32_t cu[9], int *longest) {
-  const int n = 1 + (int)(urand() * nmax);
+  const int n = 1 + (int)(test_urand(&rng_state) * nmax);
   cu[0] = 0, *longest = 0;
   for (int c = 0; c < n; c++) {
-    lens[c] = choices[(int)(urand() * nchoices)];
+    lens[c] = choices[(int)(test_urand(&rng_state) * nchoices)];
     cu[c + 1] = cu[c] + (int32_t)lens[c];
     if (lens[c] > *longest) *longest = (int)lens[c];
   }
@@ -256,7 +251,7 @@ static void masked_check(const char *what, int ncase, const kernels_mask *m, int
   for (int i = 0; i < 5; i++) {
     size_t w = i == 1 ? (size_t)H : E;
     e[i] = chunk_err(local[i], full[i], lens, n, cu, k, u, p, w) /
-           fmax(max_abs(full[i], (size_t)L * w), 1e-30);
+           fmax(test_max_abs(full[i], (size_t)L * w), 1e-30);
   }
   int ok = exact ? e[0] == 0 && e[1] == 0 && e[2] == 0 && e[3] == 0 && e[4] == 0
                  : e[0] <= 1e-5 && e[1] <= 1e-5 && e[2] <= 1e-4 && e[3] <= 1e-4 && e[4] <= 1e-4;
@@ -283,21 +278,11 @@ static void masked_case(const kernels_backend *kb, comm_group *g, int ncase) {
   int32_t cu[9];
   int longest;
   const int n = draw_clips(4, choices, 6, lens, cu, &longest);
-  const int L = cu[n];
-  att_set f;
-  att_random(&f, L, H, Dh);
-  int32_t *ipos = malloc((size_t)L * 3 * 4);
-  float *pos = (float *)ipos;  // int32 positions, gathered as floats' bits
-  for (int c = 0; c < n; c++)
-    for (int i = 0; i < lens[c]; i++) {
-      int32_t *ps = ipos + 3 * (cu[c] + i);
-      ps[0] = i / 6, ps[1] = i / 3 % 2, ps[2] = i % 3;
-    }
-  const float scale = 1.0f / sqrtf((float)Dh);
-  CHECK_OK(kb->attention_masked_forward(kb, f.out, f.lse, f.q, f.k, f.v, cu, cu, ipos, ipos, m, n,
-                                        longest, longest, L, L, H, Dh, scale));
-  CHECK_OK(kb->attention_masked_backward(kb, f.dq, f.dk, f.dv, f.dout, f.q, f.k, f.v, f.out, f.lse,
-                                         cu, ipos, m, n, longest, L, H, Dh, scale));
+  masked_full mf;
+  masked_full_make(&mf, kb, m, cu, n, longest, H, Dh, &rng_state);
+  const att_set f = {mf.q, mf.k, mf.v, mf.dout, mf.out, mf.lse, mf.dq, mf.dk, mf.dv};
+  const float *pos = (const float *)mf.pos;  // int32 positions, gathered as floats' bits
+  const float scale = mf.scale;
   float *const full[5] = {f.out, f.lse, f.dq, f.dk, f.dv};
   for (int u = 1; u <= 2; u++) {  // this rank's chunks: the ring's and Ulysses', hybrid's
     if (u == 2 && k < 4) break;
@@ -334,7 +319,7 @@ static void masked_case(const kernels_backend *kb, comm_group *g, int ncase) {
     ring_attention_free(&inner);
     att_free(&l), free(lpos);
   }
-  att_free(&f), free(ipos);
+  masked_full_free(&mf);
 }
 
 int main(int argc, char **argv) {

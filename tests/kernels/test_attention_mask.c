@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "rand.h"
 #include "kernels/kernels.h"
 
 enum { H = 2, DH = 16, NCLIP = 2 };
@@ -19,10 +20,6 @@ enum { H = 2, DH = 16, NCLIP = 2 };
 // spans several 64-token tiles and tiles are skipped whole under the masks.
 static const int GRID[NCLIP][3] = {{6, 4, 5}, {4, 3, 3}};
 
-static double urand(uint64_t *s) {
-  *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
-  return (double)(*s >> 11) / 9007199254740992.0 * 2.0 - 1.0;
-}
 
 // The reference's mask, spelled out from kernels.h's definition.
 static int ref_allows(const kernels_mask *m, const int32_t *a, const int32_t *b) {
@@ -152,7 +149,8 @@ static void problem_make(problem *p, uint64_t seed) {
   double **t[4] = {&p->q, &p->k, &p->v, &p->dout};
   for (int a = 0; a < 4; a++) {
     *t[a] = malloc(n * sizeof(double));
-    for (size_t e = 0; e < n; e++) (*t[a])[e] = (float)(1.5 * urand(&seed));  // float-exact
+    for (size_t e = 0; e < n; e++)  // float-exact
+      (*t[a])[e] = (float)(1.5 * (test_urand(&seed) * 2.0 - 1.0));
   }
 }
 

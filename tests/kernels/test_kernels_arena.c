@@ -169,12 +169,18 @@ static void test_cpu_stats(void) {
   CHECK(u2 == u0, "in use after free %zu, before %zu", u2, u0);
 }
 
-static void test_cuda(void) {
+// The "cuda" backend of this build, or NULL after a failed check.
+static const kernels_backend *cuda_backend(void) {
   const kernels_backend *all[8], *kb = NULL;
   int n = kernels_backends(all, 8);
   for (int i = 0; i < n && i < 8; i++)
     if (!strcmp(all[i]->name, "cuda")) kb = all[i];
   CHECK(kb != NULL, "no usable cuda backend");
+  return kb;
+}
+
+static void test_cuda(void) {
+  const kernels_backend *kb = cuda_backend();
   if (!kb) return;
   const size_t cap = (size_t)96 << 20, ws = (size_t)32 << 20;
   CHECK_OK(kb->reserve(kb, cap));
@@ -217,11 +223,7 @@ static void test_cuda_shared(void) {
   setenv("CUEMU_MEMORY", "16G", 1);  // read by the emulated device only
   unsetenv("TESSERA_CUDA_ARENA");
   setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "64", 1);
-  const kernels_backend *all[8], *kb = NULL;
-  int n = kernels_backends(all, 8);
-  for (int i = 0; i < n && i < 8; i++)
-    if (!strcmp(all[i]->name, "cuda")) kb = all[i];
-  CHECK(kb != NULL, "no usable cuda backend");
+  const kernels_backend *kb = cuda_backend();
   if (!kb) return;
   size_t free_b = 0, total_b = 0, cap = 0;
   void *p = NULL;

@@ -21,7 +21,6 @@ Prints one line per step (seconds, loss) and the summary; --json writes {threads
 clips, warmup, steps, step_s, median_s, mean_s, min_s, tokens_per_s, losses, torch}."""
 import argparse
 import configparser
-import json
 import os
 import statistics
 import sys
@@ -29,9 +28,11 @@ import time
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dit  # noqa: E402
 import safetensors_io  # noqa: E402
+from fs_atomic import write_json  # noqa: E402  (tools/fs_atomic.py, the folder above)
 
 
 def train_config(ini_text):
@@ -92,8 +93,7 @@ def main():
           f"mean {res['mean_s']:.4f} s, min {res['min_s']:.4f} s per step over {a.steps} "
           f"steps: {res['tokens_per_s']:.0f} tokens/s")
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(res, f, indent=2)
+        write_json(a.json, res, 2)
     return 0
 
 

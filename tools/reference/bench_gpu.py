@@ -38,7 +38,6 @@ model_tflops, max_memory_allocated, max_memory_reserved, attention_backends, com
 import argparse
 import contextlib
 import inspect
-import json
 import math
 import os
 import statistics
@@ -48,10 +47,12 @@ import time
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dit  # noqa: E402
 import safetensors_io  # noqa: E402
 from bench import train_config  # noqa: E402  (the CPU benchmark's: one reader of [train])
+from fs_atomic import write_json  # noqa: E402  (tools/fs_atomic.py, the folder above)
 
 HAVE_SDPA = hasattr(F, "scaled_dot_product_attention")
 
@@ -177,8 +178,7 @@ def peak(device, a_json):
            "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version()}
     print(f"bench_gpu.py: bf16 GEMM {n}^3: {best:.1f} TFLOP/s ({res['device']})")
     if a_json:
-        with open(a_json, "w") as f:
-            json.dump(res, f, indent=2)
+        write_json(a_json, res, 2)
     return 0
 
 
@@ -325,8 +325,7 @@ def main():
           + (f", peak allocated {res['max_memory_allocated'] / 2**30:.2f} GiB"
              if dev == "cuda" else ""))
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(res, f, indent=2)
+        write_json(a.json, res, 2)
     return 0
 
 
