@@ -5,7 +5,8 @@
 # memory report and the config on the page:
 #  1. a finished run (validation, samples);
 #  2. a run in progress (the trainer still writing: the page shows a prefix of its lines and
-#     says it is training), and its metrics.jsonl with a torn last line (skipped, counted);
+#     says it is training), and its metrics.jsonl with a torn last line (skipped, counted)
+#     and a killed sample writer's temporary (left out);
 #  3. that run killed and resumed: one run's steps, none twice;
 #  4. a 2-rank run (mpirun): rank 0's files, the log's "[rank 0]" lines;
 #  5. refusals: a directory that is not a run; a python without matplotlib says so.
@@ -39,6 +40,8 @@ kill -9 $pid; wait $pid 2>/dev/null || true
 # a torn last line, as a crash mid-write leaves it
 cp -r "$W/p" "$W/torn"
 printf '{"step": 99, "loss": 0.5, "l' >>"$W/torn/metrics.jsonl"
+# and the temporary of a sample writer killed mid-write (core/fs.h fs_atomic): not a sample
+mkdir -p "$W/torn/samples" && printf partial >"$W/torn/samples/sample-99.mp4.tmp.4242.abcdef"
 $T report "$W/torn" >/dev/null
 "${CHECK[@]}" "$W/torn" --torn 1
 

@@ -12,6 +12,7 @@ import base64
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -132,8 +133,10 @@ def main():
     # images: the curves first, then a strip per sample file
     shapes = [check_png(decode(u, "image/png"), "image %d" % i) for i, u in enumerate(page.images)]
     sdir = os.path.join(run, "samples")
-    samples = sorted(f for f in os.listdir(sdir) if f.startswith("sample-") and
-                     not f.endswith(".tmp")) if os.path.isdir(sdir) else []
+    # sample files, not the temporary a writer killed mid-write leaves (core/fs.h fs_atomic:
+    # NAME.tmp.PID.RAND), which the report must leave out too
+    samples = sorted(f for f in os.listdir(sdir) if re.fullmatch(
+        r"sample-\d+(-\d+)?\.(mp4|y4m)", f)) if os.path.isdir(sdir) else []
     if "--prefix" in args:  # the trainer may have written more since: those the page saw
         steps = data["samples"]
         if not set(steps) <= {int(f.split("-")[1].split(".")[0]) for f in samples}:
