@@ -576,11 +576,14 @@ extern "C" tsr_status kcu_attention_partial_backward(kb_t *kb, void *dq, void *d
                     at_no_mask, n_clips, Lq, Lk, H, Dh, scale);
 }
 
-extern "C" tsr_status kcu_attention_backward(kb_t *kb, void *dq, void *dk, void *dv, const void *dout,
-                                             const void *q, const void *k, const void *v, const void *out,
-                                             const float *lse, const int32_t *cu, int n_clips,
-                                             int max_len, int L, int H, int Dh, float scale) {
-  const char *op = "attention_backward";
+// attention_backward's arguments (and the masked entry's, op naming which): the common
+// checks, and *run = 0 where there is nothing to compute (an empty batch, no gradient asked).
+static tsr_status backward_args(kb_t *kb, const char *op, int *run, const void *dq,
+                                const void *dk, const void *dv, const void *dout, const void *q,
+                                const void *k, const void *v, const void *out, const float *lse,
+                                const int32_t *cu, int n_clips, int max_len, int L, int H, int Dh,
+                                float scale) {
+  *run = 0;
   tsr_status st = check_attn(kb, op, KCU_E_ATTN_B, cu, cu, n_clips, max_len, max_len, L, L, H, Dh,
                              scale);
   if (st || H == 0 || L == 0) return st;
@@ -593,18 +596,43 @@ extern "C" tsr_status kcu_attention_backward(kb_t *kb, void *dq, void *dk, void 
   KCU_NEED(op, v);
   KCU_NEED(op, out);
   KCU_NEED(op, lse);
+  *run = 1;
+  return TSR_OK;
+}
+
+// The whole-clip backward on the backend's own kernels: delta = rowsum(dout * out) into
+// scratch, then dq, dk, dv overwritten (positions and mask as launch_bwd takes them).
+static tsr_status own_backward(kb_t *kb, const char *op, void *dq, void *dk, void *dv,
+                               const void *dout, const void *q, const void *k, const void *v,
+                               const void *out, const float *lse, const int32_t *cu,
+                               const int32_t *pos, kernels_mask mask, int n_clips, int L, int H,
+                               int Dh, float scale) {
+  size_t rows = (size_t)L * H;
+  void *ws;
+  tsr_status st;
+  if ((st = kcu_scratch(kb, op, rows * sizeof(float), &ws))) return st;
+  float *delta = (float *)ws;
+  if ((st = launch_delta(kb, op, delta, dout, out, rows, Dh))) return st;
+  return launch_bwd(kb, op, dq, dk, dv, 0, dout, q, k, v, lse, delta, cu, cu, pos, pos, mask,
+                    n_clips, L, L, H, Dh, scale);
+}
+
+extern "C" tsr_status kcu_attention_backward(kb_t *kb, void *dq, void *dk, void *dv, const void *dout,
+                                             const void *q, const void *k, const void *v, const void *out,
+                                             const float *lse, const int32_t *cu, int n_clips,
+                                             int max_len, int L, int H, int Dh, float scale) {
+  const char *op = "attention_backward";
+  int run;
+  tsr_status st = backward_args(kb, op, &run, dq, dk, dv, dout, q, k, v, out, lse, cu, n_clips,
+                                max_len, L, H, Dh, scale);
+  if (st || !run) return st;
   int done;
   st = kcu_sdpa_backward(kb, op, &done, dq, dk, dv, dout, q, k, v, out, lse, cu, n_clips, max_len, L, H,
                          Dh, scale);
   if (!st) count_path(kb, done);
   if (st || done) return st;
-  size_t rows = (size_t)L * H;
-  void *ws;
-  if ((st = kcu_scratch(kb, op, rows * sizeof(float), &ws))) return st;
-  float *delta = (float *)ws;
-  if ((st = launch_delta(kb, op, delta, dout, out, rows, Dh))) return st;
-  return launch_bwd(kb, op, dq, dk, dv, 0, dout, q, k, v, lse, delta, cu, cu, NULL, NULL, at_no_mask,
-                    n_clips, L, L, H, Dh, scale);
+  return own_backward(kb, op, dq, dk, dv, dout, q, k, v, out, lse, cu, NULL, at_no_mask,
+                      n_clips, L, H, Dh, scale);
 }
 
 // ---- masked entries (kernels.h: the unmasked entries' results under FULL) ------------------
@@ -649,25 +677,13 @@ extern "C" tsr_status kcu_attention_masked_backward(kb_t *kb, void *dq, void *dk
   if (mask.kind == KERNELS_MASK_FULL)
     return kcu_attention_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, cu, n_clips, max_len, L,
                                   H, Dh, scale);
-  st = check_attn(kb, op, KCU_E_ATTN_B, cu, cu, n_clips, max_len, max_len, L, L, H, Dh, scale);
-  if (st || H == 0 || L == 0) return st;
-  if (!dq && !dk && !dv) return TSR_OK;
-  if ((dk && !dv) || (dv && !dk))
-    return err_set(TSR_EINVAL, "%s: dk and dv must both be given or both be NULL", op);
-  KCU_NEED(op, dout);
-  KCU_NEED(op, q);
-  KCU_NEED(op, k);
-  KCU_NEED(op, v);
-  KCU_NEED(op, out);
-  KCU_NEED(op, lse);
+  int run;
+  st = backward_args(kb, op, &run, dq, dk, dv, dout, q, k, v, out, lse, cu, n_clips, max_len, L,
+                     H, Dh, scale);
+  if (st || !run) return st;
   count_path(kb, 0);
-  size_t rows = (size_t)L * H;
-  void *ws;
-  if ((st = kcu_scratch(kb, op, rows * sizeof(float), &ws))) return st;
-  float *delta = (float *)ws;
-  if ((st = launch_delta(kb, op, delta, dout, out, rows, Dh))) return st;
-  return launch_bwd(kb, op, dq, dk, dv, 0, dout, q, k, v, lse, delta, cu, cu, pos, pos, mask,
-                    n_clips, L, L, H, Dh, scale);
+  return own_backward(kb, op, dq, dk, dv, dout, q, k, v, out, lse, cu, pos, mask, n_clips, L,
+                      H, Dh, scale);
 }
 
 extern "C" tsr_status kcu_attention_masked_partial_backward(
