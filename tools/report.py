@@ -342,10 +342,11 @@ def sample_labels(log):
     return out
 
 
-def samples_html(run, max_videos, log=None):
+def samples_html(run, files, max_videos, log=None):
+    """files: sample_files(run), listed once by the caller so that the page's strips and its
+    embedded list of samples agree while a trainer writes more"""
     labels = sample_labels(log)
     records = sample_records(run)
-    files = sample_files(run)
     if not files:
         return "<p>No samples (train.sample_every = 0, or none written yet).</p>", 0, 0
     parts, strips, videos = [], 0, 0
@@ -402,7 +403,8 @@ def build(run, out_html, out_png, max_videos):
     m = re.search(r"^lr_schedule_steps = (\d+)", cfg, re.M)  # > 0: the schedule's own length
     total = int(m.group(1)) if m and int(m.group(1)) > 0 else total
     in_progress = lock_held(run)
-    samples, strips, videos = samples_html(run, max_videos, log)
+    files = sample_files(run)
+    samples, strips, videos = samples_html(run, files, max_videos, log)
     status = [("run directory", os.path.abspath(run)),
               ("last step in metrics.jsonl", last if last is not None else "none yet"),
               ("schedule (steps)", total if total else "unknown (no checkpoint yet)"),
@@ -414,7 +416,7 @@ def build(run, out_html, out_png, max_videos):
     mem = [l for l in (log or []) if "memory per" in l]
     planning = [l for l in (log or []) if "planning:" in l or "resuming bitwise" in l]
     embedded = {"run": os.path.abspath(run), "lines": len(rows), "series": data, "plan": stats,
-                "samples": [s for s, _ in sample_files(run)], "strips": strips, "videos": videos}
+                "samples": [s for s, _ in files], "strips": strips, "videos": videos}
     body = [
         "<h1>tessera run report</h1>", table(status),
         "<h2>Curves</h2><img class='curves' alt='curves' src='%s'>" % data_uri("image/png", png),

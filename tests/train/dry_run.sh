@@ -22,8 +22,10 @@ $T train "${R[@]}" --out "$W/d" --steps 6 --dry-run >"$W/d.out" 2>"$W/d.err" ||
   { cat "$W/d.err"; fail "dry run: exit $?"; }
 [ ! -e "$W/d" ] || fail "the dry run made RUN: $(ls "$W/d")"
 # --precision P (sample's flag, also train's) is --set train.precision=P: the same dry run
-$T train "${R[@]}" --out "$W/p" --steps 6 --precision bf16 --dry-run >"$W/p1.out" 2>/dev/null || fail "dry run with --precision bf16"
-$T train "${R[@]}" --out "$W/p" --steps 6 --set train.precision=bf16 --dry-run >"$W/p2.out" 2>/dev/null || fail "dry run with --set train.precision=bf16"
+# (--mem-bytes: the host's free memory moves between the two runs, and the output shows it)
+P=("${R[@]}" --out "$W/p" --steps 6 --mem-bytes $((8 << 30)) --dry-run)
+$T train "${P[@]}" --precision bf16 >"$W/p1.out" 2>/dev/null || fail "dry run with --precision bf16"
+$T train "${P[@]}" --set train.precision=bf16 >"$W/p2.out" 2>/dev/null || fail "dry run with --set train.precision=bf16"
 cmp -s "$W/p1.out" "$W/p2.out" && grep -qx "precision = bf16" "$W/p1.out" ||
   { diff "$W/p1.out" "$W/p2.out" | head; fail "--precision bf16 is not --set train.precision=bf16"; }
 $T train "${R[@]}" --out "$W/d" --steps 6 2>"$W/d.log"
