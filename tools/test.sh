@@ -68,8 +68,7 @@ echo "== GPU tests on the emulated device (build-emu, ctest -L emu)"
 CUDA_INC=${CUDA_HOME:-/usr/local/cuda}/include
 if [ -f "$CUDA_INC/cuda_runtime.h" ] && [ -f "$CUDA_INC/cublasLt.h" ]; then
   { cmake -S . -B build-emu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_CUDA=EMU >/dev/null &&
-    cmake --build build-emu -j"$J" --target gpu_probe gpu_backend_ops gpu_arena gpu_graphs gpu_mask gpu_cuda_semantics \
-      test_comm_gpu tessera make_latents >/dev/null &&
+    cmake --build build-emu -j"$J" --target emu_tests >/dev/null &&
     (cd build-emu && ctest --output-on-failure -j"$J" -L emu --timeout 900) 2>&1 | tee build-emu/ctest.out; } || status=1
   skipped_summary build-emu
 else
