@@ -27,10 +27,17 @@ lim() {
 GB=1000000
 
 # which libraries a command that reads a manifest from a pipe has mapped while it waits
-sleep 2 | "$T" manifest /dev/stdin --manifest-syntax csv >/dev/null 2>&1 &
+# (the pipe's writer holds it open until the maps are read; they are read once the process
+# is tessera and blocks reading the pipe, however long a loaded machine takes to get there)
+(while [ ! -e "$W/maps.read" ]; do sleep 0.05; done) | "$T" manifest /dev/stdin --manifest-syntax csv >/dev/null 2>&1 &
 pid=$!
-sleep 1
+for _ in $(seq 1200); do
+  [ "$(readlink "/proc/$pid/exe")" = "$(readlink -f "$T")" ] &&
+    grep -q pipe_read "/proc/$pid/wchan" 2>/dev/null && break
+  sleep 0.05
+done
 maps=$(cat "/proc/$pid/maps" 2>/dev/null)
+touch "$W/maps.read"
 libs=$(awk '{print $6}' <<<"$maps" | grep -oE 'lib(cublasLt|nccl|openblas)[^/]*' | sort -u | tr '\n' ' ')
 wait $pid
 if grep -q libc.so <<<"$maps" && [ -z "$libs" ]; then ok "a CPU-only command maps no cuBLASLt, NCCL or OpenBLAS"
