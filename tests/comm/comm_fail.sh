@@ -38,7 +38,8 @@ fault() {
   mpirun --oversubscribe --bind-to none -np "$np" "$BIN" 300 >"$log" 2>&1 &
   local job=$!
   jobs_left+=("$job")
-  for _ in $(seq 300); do grep -q '^ready' "$log" && break; sleep 0.1; done
+  # (up to 120 s: mpirun's start of 4 ranks takes tens of seconds on a loaded machine)
+  for _ in $(seq 1200); do grep -q '^ready' "$log" && break; sleep 0.1; done
   local victim
   victim=$(rank_pid "$BIN 300" 1)
   if [ -z "$victim" ] || ! grep -q '^ready' "$log"; then

@@ -81,7 +81,8 @@ awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" &&
 "${MPI[@]}" -np 2 "$T" train "${CONF[@]}" --set train.mem_tokens=700 --set train.steps=100000 \
   --set train.ckpt_every=2 --out "$W/dead" >"$W/dead.log" 2>&1 &
 job=$!
-for _ in $(seq 100); do [ -s "$W/dead/metrics.jsonl" ] && [ -f "$W/dead/ckpt-2.safetensors" ] && break; sleep 0.2; done
+# (up to 120 s: two steps of 2 ranks take far longer than usual on a loaded machine)
+for _ in $(seq 600); do [ -s "$W/dead/metrics.jsonl" ] && [ -f "$W/dead/ckpt-2.safetensors" ] && break; sleep 0.2; done
 victim=$(rank1_pid "$W/dead")
 if [ -n "$victim" ]; then
   ranks_kill "$victim" "$job"

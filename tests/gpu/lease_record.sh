@@ -161,11 +161,17 @@ TESSERA_LEASE_AUTOSAVE=0.5 "${L[@]}" steps 'test gpu_fake,bench long' --out "$W/
   --work "$W/work2" --budget 100 >"$W/call2.log" 2>&1 &
 lp=$!
 KILL_PIDS+=("$lp")
-for _ in $(seq 100); do
+for _ in $(seq 600); do
   [ -f "$W/work2/hang.pid" ] && break
   sleep 0.1
 done
-sleep 1.5  # > 2 autosaves inside the hanging step
+# the kill lands after the step's log is in an autosaved bundle (waited for: a loaded
+# machine delays the autosaves of 0.5 s), during the autosaves that follow
+for _ in $(seq 600); do
+  tar -xzOf "$W/out2/bundle.tar.gz" long/bench.log 2>/dev/null | grep -q "timed step 1" && break
+  sleep 0.1
+done
+sleep 1.5  # > 2 more autosaves inside the hanging step
 kill -9 "$lp" 2>/dev/null
 [ -f "$W/work2/hang.pid" ] && { KILL_PIDS+=("$(cat "$W/work2/hang.pid")"); kill -9 "$(cat "$W/work2/hang.pid")" 2>/dev/null; }
 wait "$lp" 2>/dev/null
