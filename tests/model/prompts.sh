@@ -192,7 +192,8 @@ except ImportError:
 spec = importlib.util.spec_from_file_location("report", sys.argv[1])
 rep = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(rep)
-page, strips, videos = rep.samples_html(sys.argv[2], 8, rep.log_lines(sys.argv[2]))
+page, strips, videos = rep.samples_html(sys.argv[2], rep.sample_files(sys.argv[2]), 8,
+                                         rep.log_lines(sys.argv[2]))
 print(page)
 PYEOF
   { cat "$WORK/rep.log"; fail "the report's samples"; }
