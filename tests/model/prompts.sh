@@ -65,6 +65,11 @@ printf '%s\n' '{"row": 1, "span": 0, "caption": "a red square on grey"}' \
   '{"row": 2, "span": 0, "caption": "bars, déjà vu"}' >"$WORK/direct.jsonl"
 "$PY" "$SRC/tools/embed_captions.py" "$WORK/direct.jsonl" --out "$WORK/direct" --quiet \
   >"$WORK/d.log" 2>&1 || { cat "$WORK/d.log"; fail "the script run directly"; }
+# and on the first text alone: the references of one `--prompt` (a text's embedding is its
+# batch mates' up to rounding: alone and beside the second text, a bf16 value differs)
+head -1 "$WORK/direct.jsonl" >"$WORK/alone.jsonl"
+"$PY" "$SRC/tools/embed_captions.py" "$WORK/alone.jsonl" --out "$WORK/alone" --quiet \
+  >"$WORK/d1.log" 2>&1 || { cat "$WORK/d1.log"; fail "the script run directly on one text"; }
 # the record carried by the caption files themselves (metadata caption_encoder, written by
 # the script): `ingest --captions` of files beside the videos and `ingest --latents` of
 # latent files with text_emb record it (canonical); files of another encoder are refused,
@@ -216,10 +221,12 @@ tsr_ok "$WORK/s1.log" "sample --caption (the script's file)" sample "${SA[@]}" \
   --caption "$WORK/direct/1-0.caption.safetensors" --out "$WORK/cap1.y4m" --latents-out "$WORK/cap1.safetensors"
 tsr_ok "$WORK/s2.log" "sample --caption (the second text)" sample "${SA[@]}" \
   --caption "$WORK/direct/2-0.caption.safetensors" --out "$WORK/cap2.y4m" --latents-out "$WORK/cap2.safetensors"
+tsr_ok "$WORK/s1a.log" "sample --caption (the script's file of the first text alone)" sample "${SA[@]}" \
+  --caption "$WORK/alone/1-0.caption.safetensors" --out "$WORK/capa.y4m" --latents-out "$WORK/capa.safetensors"
 tsr_ok "$WORK/s3.log" "sample --prompt" sample "${SA[@]}" --prompt "a red square on grey" \
   --out "$WORK/p.y4m" --latents-out "$WORK/p.safetensors"
-check "--prompt: latents bitwise those of --caption" cmp -s "$WORK/p.safetensors" "$WORK/cap1.safetensors"
-check "--prompt: video bitwise that of --caption" cmp -s "$WORK/p.y4m" "$WORK/cap1.y4m"
+check "--prompt: latents bitwise those of --caption" cmp -s "$WORK/p.safetensors" "$WORK/capa.safetensors"
+check "--prompt: video bitwise that of --caption" cmp -s "$WORK/p.y4m" "$WORK/capa.y4m"
 check "the two captions give different samples (the model reads them)" \
   bash -c "! cmp -s '$WORK/cap1.safetensors' '$WORK/cap2.safetensors'"
 expect_eq "$(ls -d "$TMPDIR"/tessera-prompts.* 2>/dev/null || true)" "" "the temporary embeddings are removed"
@@ -261,8 +268,8 @@ def lat(p):
 sys.exit(lat(sys.argv[1]) != lat(sys.argv[2]))
 PYEOF
 }
-check "--encoder minilm: latents bitwise the recorded encoder's" same_latents "$WORK/e.safetensors" "$WORK/cap1.safetensors"
-check "--encoder minilm: video bitwise the recorded encoder's" cmp -s "$WORK/e.y4m" "$WORK/cap1.y4m"
+check "--encoder minilm: latents bitwise the recorded encoder's" same_latents "$WORK/e.safetensors" "$WORK/capa.safetensors"
+check "--encoder minilm: video bitwise the recorded encoder's" cmp -s "$WORK/e.y4m" "$WORK/capa.y4m"
 TESSERA_PYTHON=$WORK/none/python expect_refused "setup_venv.sh" "no venv" \
   sample "${SA[@]}" --prompt "x" --out "$WORK/x.y4m"
 expect_refused "embedding the prompts with hf:$WORK/nothing" "an encoder that does not load" \
@@ -312,7 +319,7 @@ tsr_ok "$WORK/mg4.log" "sample --prompt from the merged checkpoint" sample "${SA
   --ckpt "$WORK/merged1.safetensors" --prompt "a red square on grey" --out "$WORK/mg.y4m" \
   --latents-out "$WORK/mg.safetensors"
 tsr_ok "$WORK/mg5.log" "sample --caption from the merged checkpoint" sample "${SA[@]}" --raw \
-  --ckpt "$WORK/merged1.safetensors" --caption "$WORK/direct/1-0.caption.safetensors" \
+  --ckpt "$WORK/merged1.safetensors" --caption "$WORK/alone/1-0.caption.safetensors" \
   --out "$WORK/mgc.y4m" --latents-out "$WORK/mgc.safetensors"
 check "  its --prompt sample bitwise its --caption sample" same_latents "$WORK/mg.safetensors" "$WORK/mgc.safetensors"
 finish
