@@ -60,8 +60,8 @@ static void test_read(void) {
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     p = write_ini("bad.ini", bad[i].text);
-    tsr_status r = mix_read(p, &m);
-    CHECK(r != TSR_OK && strstr(err_msg(), bad[i].want), "case %zu: %s: got '%s'", i,
+    tsr_status st = mix_read(p, &m);
+    CHECK(st != TSR_OK && strstr(err_msg(), bad[i].want), "case %zu: %s: got '%s'", i,
           bad[i].want, err_msg());
     err_clear();
   }
