@@ -236,12 +236,10 @@ static void totals_add(store_totals *sum, const store_totals *t) {
   sum->seconds += t->seconds;
 }
 
-// What an epoch of the mix draws of each store: quotas over every clip of each store (no
-// clip held out; train.val_clips takes its clips before the quotas are counted).
+// What an epoch of the mix draws of each store (mix_epoch_draws: no clip held out;
+// train.val_clips takes its clips before the quotas are counted).
 static void mix_text(const mix_spec *m, const store_totals *sum, const store_totals *t,
-                     const int64_t *clips, const int64_t *quota) {
-  int64_t draws = 0;
-  for (int s = 0; s < m->n; s++) draws += quota[s];
+                     const int64_t *clips, const int64_t *quota, int64_t draws) {
   printf("\nmix %s: %d stores\n", m->path, m->n);
   printf("  %-20s %10s %12s %9s %-12s %12s %7s %9s\n", "store", "clips", "tokens", "hours",
          "drawn by", "per epoch", "share", "per clip");
@@ -291,15 +289,10 @@ static tsr_status stats_mix(const char *path, int json, const manifest_filter *w
     else if (json && json_array_append_new(stores, obj)) st = err_set(TSR_ENOMEM, "out of memory");
     if (!st) totals_add(&sum, &t[s]);
   }
-  for (int s = 0; !st && s < m.n; s++)
-    if (clips[s] < 1)
-      st = err_set(TSR_EINVAL, "mix %s: store '%s' (%s) has no clips", path, m.store[s].name,
-                   m.store[s].path);
-  if (!st) st = mix_quotas(&m, clips, quota);
-  if (!st && !json) mix_text(&m, &sum, t, clips, quota);
+  int64_t draws = 0;
+  if (!st) st = mix_epoch_draws(&m, clips, quota, &draws);
+  if (!st && !json) mix_text(&m, &sum, t, clips, quota, draws);
   if (!st && json) {
-    int64_t draws = 0;
-    for (int s = 0; s < m.n; s++) draws += quota[s];
     json_t *shares = json_array();
     for (int s = 0; s < m.n; s++)
       json_array_append_new(shares, json_pack(

@@ -107,6 +107,21 @@ static void test_quotas(void) {
         (long long)v[1], (long long)v[2]);
 }
 
+// `index stats DATASET.ini`'s epoch: the quotas of mix_quotas and their sum; a store
+// without clips is refused by name before the quotas are counted.
+static void test_epoch_draws(void) {
+  mix_spec m = spec3(3, 1, 2);
+  int64_t clips[3] = {10, 6, 5}, q[3], draws = -1;
+  CHECK_OK(mix_epoch_draws(&m, clips, q, &draws));
+  CHECK(q[0] == 12 && q[1] == 4 && q[2] == 10 && draws == 26, "quotas %lld %lld %lld, %lld",
+        (long long)q[0], (long long)q[1], (long long)q[2], (long long)draws);
+  int64_t none[3] = {10, 0, 5};
+  CHECK(mix_epoch_draws(&m, none, q, &draws) == TSR_EINVAL &&
+            strstr(err_msg(), "mix t.ini: store 'b' () has no clips"),
+        "no clips: %s", err_msg());
+  err_clear();
+}
+
 // Draws counted by store and clip over `batches` batches of B (n_parts stores, lo, quota);
 // also checks every finished epoch's counts exactly.
 static void count_draws(int n_parts, const int64_t *lo, const int64_t *quota, int64_t B,
@@ -211,6 +226,7 @@ int main(void) {
   if (!mkdtemp(dir)) return 1;
   test_read();
   test_quotas();
+  test_epoch_draws();
   test_draws();
   test_one_store_and_seek();
   scratch_remove(dir);
