@@ -111,9 +111,9 @@ static tsr_status op_begin(nccl_ctx *x, const char *what, const comm_group *g, i
   return TSR_OK;
 }
 
-// Ends an operation whose NCCL calls returned `r`: records `done` and lists it.
-static tsr_status op_end(nccl_ctx *x, nccl_op *o, tsr_status r, int waited) {
-  tsr_status st = r ? r : cuda_check(cudaEventRecord(o->done, x->comm), "cudaEventRecord");
+// Ends an operation whose NCCL calls returned `st`: records `done` and lists it.
+static tsr_status op_end(nccl_ctx *x, nccl_op *o, tsr_status st, int waited) {
+  if (!st) st = cuda_check(cudaEventRecord(o->done, x->comm), "cudaEventRecord");
   if (st) {
     op_free(o);
     return st;

@@ -164,9 +164,9 @@ tsr_status fs_open_nofollow(const char *path, int oflags, int *fd) {
     if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode)) return link_refused(path);
     if (e == ENXIO && lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode))  // a FIFO, no reader
       return not_regular(path, sb.st_mode, "writes and replaces");
-    tsr_status r = err_set(TSR_EIO, "open %s: %s%s", path, strerror(e), disk_full_hint(e));
+    tsr_status st = err_set(TSR_EIO, "open %s: %s%s", path, strerror(e), disk_full_hint(e));
     errno = e;  // for a caller that tries another way (lockfile's read-only fallback)
-    return r;
+    return st;
   }
   int fl = fcntl(f, F_GETFL);
   if (fstat(f, &sb) != 0 || !S_ISREG(sb.st_mode) || fl < 0 ||
@@ -185,8 +185,8 @@ tsr_status fs_fopen_nofollow(const char *path, const char *mode, FILE **out) {
   *out = NULL;
   int fd = -1;
   int fl = O_WRONLY | O_CREAT | (mode[0] == 'a' ? O_APPEND : O_TRUNC);
-  tsr_status r = fs_open_nofollow(path, fl, &fd);
-  if (r) return r;
+  tsr_status st = fs_open_nofollow(path, fl, &fd);
+  if (st) return st;
   FILE *f = fdopen(fd, mode[0] == 'a' ? "a" : "w");
   if (!f) {
     close(fd);
@@ -216,8 +216,8 @@ tsr_status fs_refuse_links(const char *dir, const char *const *names, int n) {
   char p[PATH_MAX];
   for (int i = 0; i < n; i++) {
     struct stat sb;
-    tsr_status r = fs_join(p, sizeof p, dir, names[i]);
-    if (r) return r;
+    tsr_status st = fs_join(p, sizeof p, dir, names[i]);
+    if (st) return st;
     if (lstat(p, &sb) == 0 && S_ISLNK(sb.st_mode)) return link_refused(p);
   }
   return TSR_OK;
@@ -338,8 +338,8 @@ tsr_status fs_atomic_dir_open(fs_atomic_dir *d, const char *path) {
   char *slash = strrchr(parent, '/');
   if (slash && slash != parent) {  // the folder's missing parents, as a plain mkdir -p would
     *slash = 0;
-    tsr_status r = fs_mkdir_p(parent);
-    if (r) return r;
+    tsr_status st = fs_mkdir_p(parent);
+    if (st) return st;
   }
   fs_atomic f = {0};
   snprintf(f.path, sizeof f.path, "%s", d->path);
@@ -361,19 +361,19 @@ static tsr_status empty_old(const char *name, int (*replaced)(const char *), con
   DIR *dir = opendir(name);
   if (!dir) return err_set(TSR_EIO, "open %s: %s", name, strerror(errno));
   int fd = dirfd(dir), to = into ? open(into, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-  tsr_status r = into && to < 0 ? err_set(TSR_EIO, "open %s: %s", into, strerror(errno)) : TSR_OK;
-  for (struct dirent *e; !r && (e = readdir(dir));) {
+  tsr_status st = into && to < 0 ? err_set(TSR_EIO, "open %s: %s", into, strerror(errno)) : TSR_OK;
+  for (struct dirent *e; !st && (e = readdir(dir));) {
     if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
     if (to >= 0 && !replaced(e->d_name) &&
         renameat2(fd, e->d_name, to, e->d_name, RENAME_NOREPLACE) == 0)
       continue;  // not part of the output: kept in the new folder
     if (unlinkat(fd, e->d_name, 0) != 0 && errno != ENOENT)
-      r = err_set(TSR_EIO, "remove %s/%s: %s", name, e->d_name, strerror(errno));
+      st = err_set(TSR_EIO, "remove %s/%s: %s", name, e->d_name, strerror(errno));
   }
   closedir(dir);
   if (to >= 0) close(to);
-  if (!r && rmdir(name) != 0) r = err_set(TSR_EIO, "remove %s: %s", name, strerror(errno));
-  return r;
+  if (!st && rmdir(name) != 0) st = err_set(TSR_EIO, "remove %s: %s", name, strerror(errno));
+  return st;
 }
 
 // 1 if renameat2 failed for want of support of its flag (a file system without it).
@@ -416,8 +416,8 @@ static tsr_status swap_in(fs_atomic_dir *d, char *old, size_t n) {
 
 tsr_status fs_atomic_dir_commit(fs_atomic_dir *d, int (*replaced)(const char *name)) {
   if (!d->live) return err_set(TSR_EINVAL, "fs_atomic_dir_commit: nothing open for %s", d->path);
-  tsr_status r = fs_fsync_dir(d->tmp);
-  if (r) return r;
+  tsr_status st = fs_fsync_dir(d->tmp);
+  if (st) return st;
   if (rename_new(d->tmp, d->path) == 0) {
     d->live = 0;
     return fs_fsync_parent(d->path);
@@ -426,13 +426,13 @@ tsr_status fs_atomic_dir_commit(fs_atomic_dir *d, int (*replaced)(const char *na
     return err_set(TSR_EIO, "rename %s to %s: %s", d->tmp, d->path, strerror(errno));
   // The folder exists: the new one swapped in whole, then the old one emptied.
   char old[sizeof d->tmp];
-  if ((r = swap_in(d, old, sizeof old))) return r;
+  if ((st = swap_in(d, old, sizeof old))) return st;
   d->live = 0;
-  if ((r = fs_fsync_parent(d->path))) return r;
+  if ((st = fs_fsync_parent(d->path))) return st;
   struct stat sb;
   if (lstat(old, &sb) != 0) return fs_fsync_dir(d->path);  // nothing was there to empty
-  r = empty_old(old, replaced, d->path);
-  return r ? r : fs_fsync_dir(d->path);
+  st = empty_old(old, replaced, d->path);
+  return st ? st : fs_fsync_dir(d->path);
 }
 
 void fs_atomic_dir_abort(fs_atomic_dir *d) {

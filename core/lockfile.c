@@ -24,19 +24,19 @@ struct lockfile {
 // fs_open_nofollow): a lock planted as a link to a file outside had that file truncated
 // and overwritten with the holder's line.
 static tsr_status open_for(const char *path, lockfile_mode mode, int *fd, int *writable) {
-  tsr_status r = fs_open_nofollow(path, O_RDWR | O_CREAT, fd);
-  *writable = !r;
-  if (r && mode == LOCKFILE_SHARED && (errno == EACCES || errno == EROFS || errno == EPERM))
-    r = fs_open_nofollow(path, O_RDONLY, fd);
-  return r;
+  tsr_status st = fs_open_nofollow(path, O_RDWR | O_CREAT, fd);
+  *writable = !st;
+  if (st && mode == LOCKFILE_SHARED && (errno == EACCES || errno == EROFS || errno == EPERM))
+    st = fs_open_nofollow(path, O_RDONLY, fd);
+  return st;
 }
 
 tsr_status lockfile_take(lockfile **out, const char *path, int byte, lockfile_mode mode,
                          int wait) {
   *out = NULL;
   int writable = 0, fd = -1;
-  tsr_status r = open_for(path, mode, &fd, &writable);
-  if (r) return err_wrap(r, "the lock file: ");
+  tsr_status st = open_for(path, mode, &fd, &writable);
+  if (st) return err_wrap(st, "the lock file: ");
   struct flock fl = {.l_type = mode == LOCKFILE_EXCLUSIVE ? F_WRLCK : F_RDLCK,
                      .l_whence = SEEK_SET, .l_start = byte, .l_len = 1};
   int rc;

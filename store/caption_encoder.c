@@ -58,20 +58,20 @@ tsr_status caption_encoder_format(const caption_encoder *e, char *out, size_t n)
   char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
   json_decref(o);
   if (!s) return err_set(TSR_ENOMEM, "out of memory");
-  tsr_status r = TSR_OK;
-  if (strlen(s) >= n) r = err_set(TSR_EINVAL, "caption encoder record over %zu bytes", n);
+  tsr_status st = TSR_OK;
+  if (strlen(s) >= n) st = err_set(TSR_EINVAL, "caption encoder record over %zu bytes", n);
   else snprintf(out, n, "%s", s);
   free(s);
-  return r;
+  return st;
 }
 
 tsr_status caption_encoder_parse(const char *text, const char *what, caption_encoder *e) {
   json_error_t je;
   json_t *o = json_loads(text, 0, &je);
-  tsr_status r = json_is_object(o) ? from_json(o, what, e)
-                 : err_set(TSR_EFORMAT, "%s: caption encoder record is not a JSON object", what);
+  tsr_status st = json_is_object(o) ? from_json(o, what, e)
+                  : err_set(TSR_EFORMAT, "%s: caption encoder record is not a JSON object", what);
   json_decref(o);
-  return r;
+  return st;
 }
 
 tsr_status caption_encoder_from_dir(const char *dir, char *out, size_t n) {
@@ -84,31 +84,31 @@ tsr_status caption_encoder_from_dir(const char *dir, char *out, size_t n) {
   json_t *o = json_loadf(f, 0, &je);
   fclose(f);
   caption_encoder e;
-  tsr_status r = json_is_object(o) ? from_json(o, p, &e)
-                 : err_set(TSR_EFORMAT, "%s: not JSON (%s): remove the folder and embed "
-                           "the captions again", p, je.text);
+  tsr_status st = json_is_object(o) ? from_json(o, p, &e)
+                  : err_set(TSR_EFORMAT, "%s: not JSON (%s): remove the folder and embed "
+                            "the captions again", p, je.text);
   json_decref(o);
-  return r ? r : caption_encoder_format(&e, out, n);
+  return st ? st : caption_encoder_format(&e, out, n);
 }
 
 tsr_status index_caption_encoder(store_index *ix, char *out, size_t n) {
   out[0] = 0;
-  sqlite3_stmt *st = NULL;
-  tsr_status r = index_prepare(ix, "SELECT value FROM settings WHERE key = '"
-                               CAPTION_ENCODER_KEY "'", &st);
-  if (r) return r;
-  int rc = sqlite3_step(st);
+  sqlite3_stmt *stmt = NULL;
+  tsr_status st = index_prepare(ix, "SELECT value FROM settings WHERE key = '"
+                                CAPTION_ENCODER_KEY "'", &stmt);
+  if (st) return st;
+  int rc = sqlite3_step(stmt);
   if (rc == SQLITE_ROW) {
-    const char *v = (const char *)sqlite3_column_text(st, 0);
+    const char *v = (const char *)sqlite3_column_text(stmt, 0);
     if (v && strlen(v) >= n)
-      r = err_set(TSR_EINVAL, "index %s: its caption encoder record does not fit in %zu "
-                  "bytes", ix->path, n);
+      st = err_set(TSR_EINVAL, "index %s: its caption encoder record does not fit in %zu "
+                   "bytes", ix->path, n);
     else snprintf(out, n, "%s", v ? v : "");
   } else if (rc != SQLITE_DONE) {
-    r = index_sqlite_err(ix, rc, "read the caption encoder");
+    st = index_sqlite_err(ix, rc, "read the caption encoder");
   }
-  sqlite3_finalize(st);
-  return r;
+  sqlite3_finalize(stmt);
+  return st;
 }
 
 tsr_status index_set_caption_encoder(store_index *ix, const char *text) {
@@ -117,23 +117,23 @@ tsr_status index_set_caption_encoder(store_index *ix, const char *text) {
     return err_set(TSR_EIO, "index %s is open read-only: cannot record its caption encoder",
                    ix->path);
   char had[CAPTION_ENCODER_MAX_BYTES];
-  sqlite3_stmt *st = NULL;
-  tsr_status r = index_exec(ix, "BEGIN IMMEDIATE", "begin recording the caption encoder");
-  if (!r) r = index_caption_encoder(ix, had, sizeof had);
-  if (!r && *had && strcmp(had, text) != 0)
-    r = err_set(TSR_EMISMATCH, "store index %s holds caption embeddings of the encoder %s; "
-                "these are of %s. One store holds the embeddings of one encoder: embed the "
-                "captions with the store's, or use another output store; nothing was written",
-                ix->path, had, text);
-  if (!r && !*had &&
-      !(r = index_prepare(ix, "INSERT INTO settings(key, value) VALUES('" CAPTION_ENCODER_KEY
-                          "', ?)", &st))) {
-    index_bind_text(st, 1, text);
-    int rc = sqlite3_step(st);
-    if (rc != SQLITE_DONE) r = index_sqlite_err(ix, rc, "record the caption encoder");
+  sqlite3_stmt *stmt = NULL;
+  tsr_status st = index_exec(ix, "BEGIN IMMEDIATE", "begin recording the caption encoder");
+  if (!st) st = index_caption_encoder(ix, had, sizeof had);
+  if (!st && *had && strcmp(had, text) != 0)
+    st = err_set(TSR_EMISMATCH, "store index %s holds caption embeddings of the encoder %s; "
+                 "these are of %s. One store holds the embeddings of one encoder: embed the "
+                 "captions with the store's, or use another output store; nothing was written",
+                 ix->path, had, text);
+  if (!st && !*had &&
+      !(st = index_prepare(ix, "INSERT INTO settings(key, value) VALUES('" CAPTION_ENCODER_KEY
+                           "', ?)", &stmt))) {
+    index_bind_text(stmt, 1, text);
+    int rc = sqlite3_step(stmt);
+    if (rc != SQLITE_DONE) st = index_sqlite_err(ix, rc, "record the caption encoder");
   }
-  sqlite3_finalize(st);
-  if (!r) r = index_exec(ix, "COMMIT", "commit the caption encoder");
-  if (r) index_rollback(ix);
-  return r;
+  sqlite3_finalize(stmt);
+  if (!st) st = index_exec(ix, "COMMIT", "commit the caption encoder");
+  if (st) index_rollback(ix);
+  return st;
 }

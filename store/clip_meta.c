@@ -71,16 +71,16 @@ static tsr_status add_raw(char **json, size_t *len, const char *key, const char 
 // The canonical texts of the clip's scores and the last clip's scene cuts (NULL: none).
 static tsr_status encode_texts(const clip_meta *m, char **scores, char **cuts) {
   *scores = *cuts = NULL;
-  tsr_status r = TSR_OK;
+  tsr_status st = TSR_OK;
   if (m->c.scores) {
     if (!(*scores = malloc(STORE_MAX_SCORES_BYTES + 1)))
       return err_set(TSR_ENOMEM, "out of memory encoding clip metadata");
-    r = store_scores_canon(m->c.scores, *scores, STORE_MAX_SCORES_BYTES + 1);
+    st = store_scores_canon(m->c.scores, *scores, STORE_MAX_SCORES_BYTES + 1);
   }
-  if (!r && m->last && m->has_scene_cuts)
-    r = store_scene_cuts_format(m->scene_cuts, m->n_scene_cuts, cuts);
-  if (!r && m->last && m->manifest_key[0]) r = store_manifest_key_check(m->manifest_key);
-  return r;
+  if (!st && m->last && m->has_scene_cuts)
+    st = store_scene_cuts_format(m->scene_cuts, m->n_scene_cuts, cuts);
+  if (!st && m->last && m->manifest_key[0]) st = store_manifest_key_check(m->manifest_key);
+  return st;
 }
 
 tsr_status clip_meta_encode(const clip_meta *m, char **json, size_t *n) {
@@ -89,26 +89,26 @@ tsr_status clip_meta_encode(const clip_meta *m, char **json, size_t *n) {
   const store_clip *c = &m->c;
   char *scores = NULL, *cuts = NULL, *s = NULL;
   size_t len = 0;
-  tsr_status r = encode_texts(m, &scores, &cuts);
-  if (r) {
-    r = err_wrap(TSR_EINVAL, "clip %d of %s: ", c->clip_index, m->path);
+  tsr_status st = encode_texts(m, &scores, &cuts);
+  if (st) {
+    st = err_wrap(TSR_EINVAL, "clip %d of %s: ", c->clip_index, m->path);
     goto out;
   }
   json_t *o = encode_object(m);
   s = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
   json_decref(o);
   if (!s) {
-    r = err_set(TSR_EINVAL, "clip %d of %s: cannot encode its metadata (strings must be "
-                "UTF-8)", c->clip_index, m->path);
+    st = err_set(TSR_EINVAL, "clip %d of %s: cannot encode its metadata (strings must be "
+                 "UTF-8)", c->clip_index, m->path);
     goto out;
   }
   len = strlen(s);
-  if (scores) r = add_raw(&s, &len, "scores", scores);
-  if (!r && cuts) r = add_raw(&s, &len, "scene_cuts", cuts);
-  if (!r && len > SHARD_META_MAX)
-    r = err_set(TSR_EINVAL, "clip %d of %s: metadata of %zu bytes exceeds %d", c->clip_index,
-                m->path, len, SHARD_META_MAX);
-  if (!r) {
+  if (scores) st = add_raw(&s, &len, "scores", scores);
+  if (!st && cuts) st = add_raw(&s, &len, "scene_cuts", cuts);
+  if (!st && len > SHARD_META_MAX)
+    st = err_set(TSR_EINVAL, "clip %d of %s: metadata of %zu bytes exceeds %d", c->clip_index,
+                 m->path, len, SHARD_META_MAX);
+  if (!st) {
     *json = s;
     *n = len;
     s = NULL;
@@ -117,7 +117,7 @@ out:
   free(s);
   free(scores);
   free(cuts);
-  return r;
+  return st;
 }
 
 // Field helpers: each returns 0 on success, else records `what` is wrong.

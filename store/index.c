@@ -18,29 +18,30 @@ tsr_status index_source_lookup(store_index *ix, const char *path, int64_t size, 
                                source_status *status, int *same_file) {
   *status = SOURCE_NEW;
   if (same_file) *same_file = 0;
-  sqlite3_stmt *st = NULL;
-  tsr_status r = index_prepare(ix, "SELECT status, size, mtime FROM sources WHERE path = ?", &st);
-  if (r) return r;
-  index_bind_text(st, 1, path);
-  int rc = sqlite3_step(st);
+  sqlite3_stmt *stmt = NULL;
+  tsr_status st =
+      index_prepare(ix, "SELECT status, size, mtime FROM sources WHERE path = ?", &stmt);
+  if (st) return st;
+  index_bind_text(stmt, 1, path);
+  int rc = sqlite3_step(stmt);
   if (rc == SQLITE_ROW) {
-    const char *s = (const char *)sqlite3_column_text(st, 0);
+    const char *s = (const char *)sqlite3_column_text(stmt, 0);
     *status = s && !strcmp(s, "done") ? SOURCE_DONE : SOURCE_FAILED;
     if (same_file)
-      *same_file = sqlite3_column_int64(st, 1) == size && sqlite3_column_int64(st, 2) == mtime;
+      *same_file = sqlite3_column_int64(stmt, 1) == size && sqlite3_column_int64(stmt, 2) == mtime;
   } else if (rc != SQLITE_DONE) {
-    r = index_sqlite_err(ix, rc, "look up source");
-    err_wrap(r, "source %s: ", path);
+    st = index_sqlite_err(ix, rc, "look up source");
+    err_wrap(st, "source %s: ", path);
   }
-  sqlite3_finalize(st);
-  return r;
+  sqlite3_finalize(stmt);
+  return st;
 }
 
 static tsr_status check_clip(store_index *ix, const store_source *src, const store_clip *c, int i) {
   char path[512];
-  tsr_status r = store_clip_check(&ix->settings, c);
-  if (!r) r = store_shard_path(".", c->shard, path, sizeof path);
-  if (r)
+  tsr_status st = store_clip_check(&ix->settings, c);
+  if (!st) st = store_shard_path(".", c->shard, path, sizeof path);
+  if (st)
     return err_wrap(TSR_EINVAL, "index %s: source %s clip %d (index %d) is inconsistent: ",
                     ix->path, src->path, i, c->clip_index);
   return TSR_OK;
@@ -48,21 +49,21 @@ static tsr_status check_clip(store_index *ix, const store_source *src, const sto
 
 tsr_status index_delete_source(store_index *ix, const char *db, const char *path) {
   char sql[256];
-  sqlite3_stmt *st = NULL;
+  sqlite3_stmt *stmt = NULL;
   snprintf(sql, sizeof sql,
            "DELETE FROM %s.clips WHERE source_id IN (SELECT id FROM %s.sources WHERE path = ?1);"
            , db, db);
-  tsr_status r = index_prepare(ix, sql, &st);
-  if (r) return r;
-  index_bind_text(st, 1, path);
-  int rc = sqlite3_step(st);
-  sqlite3_finalize(st);
+  tsr_status st = index_prepare(ix, sql, &stmt);
+  if (st) return st;
+  index_bind_text(stmt, 1, path);
+  int rc = sqlite3_step(stmt);
+  sqlite3_finalize(stmt);
   if (rc != SQLITE_DONE) return index_sqlite_err(ix, rc, "delete earlier clips");
   snprintf(sql, sizeof sql, "DELETE FROM %s.sources WHERE path = ?1", db);
-  if ((r = index_prepare(ix, sql, &st))) return r;
-  index_bind_text(st, 1, path);
-  rc = sqlite3_step(st);
-  sqlite3_finalize(st);
+  if ((st = index_prepare(ix, sql, &stmt))) return st;
+  index_bind_text(stmt, 1, path);
+  rc = sqlite3_step(stmt);
+  sqlite3_finalize(stmt);
   if (rc != SQLITE_DONE) return index_sqlite_err(ix, rc, "delete earlier source record");
   return TSR_OK;
 }
@@ -71,13 +72,13 @@ tsr_status index_delete_source(store_index *ix, const char *db, const char *path
 // malloc'ed; NULL when detection was off) and manifest key.
 static tsr_status check_source(store_index *ix, const store_source *src, char **cuts_text) {
   *cuts_text = NULL;
-  tsr_status r = TSR_OK;
+  tsr_status st = TSR_OK;
   if (!src->path || (src->status != SOURCE_DONE && src->status != SOURCE_FAILED))
-    r = err_set(TSR_EINVAL, "status must be done or failed");
+    st = err_set(TSR_EINVAL, "status must be done or failed");
   else if (src->has_scene_cuts)
-    r = store_scene_cuts_format(src->scene_cuts, src->n_scene_cuts, cuts_text);
-  if (!r && src->manifest_key) r = store_manifest_key_check(src->manifest_key);
-  if (r)
+    st = store_scene_cuts_format(src->scene_cuts, src->n_scene_cuts, cuts_text);
+  if (!st && src->manifest_key) st = store_manifest_key_check(src->manifest_key);
+  if (st)
     return err_wrap(TSR_EINVAL, "index %s: commit of source %s: ", ix->path,
                     src->path ? src->path : "(null)");
   return TSR_OK;
@@ -86,10 +87,10 @@ static tsr_status check_source(store_index *ix, const store_source *src, char **
 static tsr_status insert_source(store_index *ix, const store_source *src, int nclips,
                                 const char *cuts_text, int64_t *sid) {
   sqlite3_stmt *ss = NULL;
-  tsr_status r = index_prepare(ix, "INSERT INTO sources(path, size, mtime, status, error, "
-                               "partial, decoded_frames, label, clips, updated_at, scene_cuts, "
-                               "manifest_key) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", &ss);
-  if (r) return r;
+  tsr_status st = index_prepare(ix, "INSERT INTO sources(path, size, mtime, status, error, "
+                                "partial, decoded_frames, label, clips, updated_at, scene_cuts, "
+                                "manifest_key) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", &ss);
+  if (st) return st;
   index_bind_text(ss, 1, src->path);
   sqlite3_bind_int64(ss, 2, src->size);
   sqlite3_bind_int64(ss, 3, src->mtime);
@@ -141,8 +142,8 @@ static void bind_clip_extras(sqlite3_stmt *cs, const store_clip *c, const char *
 
 static tsr_status insert_clip(store_index *ix, sqlite3_stmt *cs, int64_t sid, const store_clip *c) {
   char sum[17], scores[STORE_MAX_SCORES_BYTES + 1];
-  tsr_status r = c->scores ? store_scores_canon(c->scores, scores, sizeof scores) : TSR_OK;
-  if (r) return r;  // store_clip_check passed: not reached
+  tsr_status st = c->scores ? store_scores_canon(c->scores, scores, sizeof scores) : TSR_OK;
+  if (st) return st;  // store_clip_check passed: not reached
   snprintf(sum, sizeof sum, "%016" PRIx64, c->checksum);
   sqlite3_reset(cs);
   sqlite3_bind_int64(cs, 1, sid);
@@ -182,31 +183,31 @@ tsr_status index_commit_source(store_index *ix, const store_source *src,
   if (ix->readonly)
     return err_set(TSR_EIO, "index %s is open read-only: cannot record source %s", ix->path,
                    src->path ? src->path : "(null)");
-  tsr_status r = nclips < 0 ? err_set(TSR_EINVAL, "index %s: %d clips", ix->path, nclips)
-                            : check_source(ix, src, &cuts);
-  for (int i = 0; !r && i < nclips; i++) r = check_clip(ix, src, &clips[i], i);
-  if (r) {
+  tsr_status st = nclips < 0 ? err_set(TSR_EINVAL, "index %s: %d clips", ix->path, nclips)
+                             : check_source(ix, src, &cuts);
+  for (int i = 0; !st && i < nclips; i++) st = check_clip(ix, src, &clips[i], i);
+  if (st) {
     free(cuts);
-    return r;
+    return st;
   }
   sqlite3_stmt *cs = NULL;
   int64_t sid = 0;
-  if ((r = index_exec(ix, "BEGIN IMMEDIATE", "begin transaction"))) goto fail;
-  if ((r = index_delete_source(ix, "main", src->path))) goto fail;
-  if ((r = insert_source(ix, src, nclips, cuts, &sid))) goto fail;
-  if ((r = index_prepare(ix, "INSERT INTO clips(source_id, clip_index, start_s, duration_s, "
-                         "src_fps, src_w, src_h, rotation, sar_num, sar_den, codec, pix_fmt, "
-                         "decoded_frames, frames, dropped_frames, T, H, W, tokens, shard, offset, "
-                         "bytes, checksum, label, caption, caption_offset, caption_tokens, "
-                         "caption_dim, caption_checksum, manifest_row, manifest_span, "
-                         "span_start, span_end, span_cut, scores) VALUES(?,?,?,?,?,?,?,?,?,?,?,"
-                         "?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", &cs)))
+  if ((st = index_exec(ix, "BEGIN IMMEDIATE", "begin transaction"))) goto fail;
+  if ((st = index_delete_source(ix, "main", src->path))) goto fail;
+  if ((st = insert_source(ix, src, nclips, cuts, &sid))) goto fail;
+  if ((st = index_prepare(ix, "INSERT INTO clips(source_id, clip_index, start_s, duration_s, "
+                          "src_fps, src_w, src_h, rotation, sar_num, sar_den, codec, pix_fmt, "
+                          "decoded_frames, frames, dropped_frames, T, H, W, tokens, shard, offset, "
+                          "bytes, checksum, label, caption, caption_offset, caption_tokens, "
+                          "caption_dim, caption_checksum, manifest_row, manifest_span, "
+                          "span_start, span_end, span_cut, scores) VALUES(?,?,?,?,?,?,?,?,?,?,?,"
+                          "?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", &cs)))
     goto fail;
-  for (int i = 0; !r && i < nclips; i++) r = insert_clip(ix, cs, sid, &clips[i]);
+  for (int i = 0; !st && i < nclips; i++) st = insert_clip(ix, cs, sid, &clips[i]);
   sqlite3_finalize(cs);
   cs = NULL;
-  if (!r) r = index_exec(ix, "COMMIT", "commit");
-  if (!r) {
+  if (!st) st = index_exec(ix, "COMMIT", "commit");
+  if (!st) {
     free(cuts);
     return TSR_OK;
   }
@@ -214,80 +215,80 @@ fail:
   sqlite3_finalize(cs);
   index_rollback(ix);
   free(cuts);
-  return err_wrap(r, "commit source %s: ", src->path);
+  return err_wrap(st, "commit source %s: ", src->path);
 }
 
 tsr_status index_shard_end(store_index *ix, const char *shard, int64_t *end) {
   *end = 0;
-  sqlite3_stmt *st = NULL;
+  sqlite3_stmt *stmt = NULL;
   char sql[256];
   snprintf(sql, sizeof sql,
            "SELECT max(offset + (%d + bytes + %d) / %d * %d) FROM clips WHERE shard = ?",
            SHARD_BLOCK_HEADER_BYTES, SHARD_ALIGN - 1, SHARD_ALIGN, SHARD_ALIGN);
-  tsr_status r = index_prepare(ix, sql, &st);
-  if (r) return r;
-  index_bind_text(st, 1, shard);
-  int rc = sqlite3_step(st);
+  tsr_status st = index_prepare(ix, sql, &stmt);
+  if (st) return st;
+  index_bind_text(stmt, 1, shard);
+  int rc = sqlite3_step(stmt);
   if (rc == SQLITE_ROW) {
-    if (sqlite3_column_type(st, 0) != SQLITE_NULL) *end = sqlite3_column_int64(st, 0);
+    if (sqlite3_column_type(stmt, 0) != SQLITE_NULL) *end = sqlite3_column_int64(stmt, 0);
   } else {
-    r = index_sqlite_err(ix, rc, "committed end of shard");
-    err_wrap(r, "shard %s: ", shard);
+    st = index_sqlite_err(ix, rc, "committed end of shard");
+    err_wrap(st, "shard %s: ", shard);
   }
-  sqlite3_finalize(st);
-  return r;
+  sqlite3_finalize(stmt);
+  return st;
 }
 
 tsr_status index_shard_last_block(store_index *ix, const char *shard, int64_t *offset) {
   *offset = 0;
-  sqlite3_stmt *st = NULL;
-  tsr_status r = index_prepare(ix, "SELECT max(offset) FROM clips WHERE shard = ?", &st);
-  if (r) return r;
-  index_bind_text(st, 1, shard);
-  int rc = sqlite3_step(st);
+  sqlite3_stmt *stmt = NULL;
+  tsr_status st = index_prepare(ix, "SELECT max(offset) FROM clips WHERE shard = ?", &stmt);
+  if (st) return st;
+  index_bind_text(stmt, 1, shard);
+  int rc = sqlite3_step(stmt);
   if (rc == SQLITE_ROW) {
-    if (sqlite3_column_type(st, 0) != SQLITE_NULL) *offset = sqlite3_column_int64(st, 0);
+    if (sqlite3_column_type(stmt, 0) != SQLITE_NULL) *offset = sqlite3_column_int64(stmt, 0);
   } else {
-    r = index_sqlite_err(ix, rc, "last block of shard");
-    err_wrap(r, "shard %s: ", shard);
+    st = index_sqlite_err(ix, rc, "last block of shard");
+    err_wrap(st, "shard %s: ", shard);
   }
-  sqlite3_finalize(st);
-  return r;
+  sqlite3_finalize(stmt);
+  return st;
 }
 
 tsr_status index_totals(store_index *ix, store_totals *t) {
   memset(t, 0, sizeof *t);
-  sqlite3_stmt *st = NULL;
-  tsr_status r = index_prepare(ix,
+  sqlite3_stmt *stmt = NULL;
+  tsr_status st = index_prepare(ix,
       "SELECT (SELECT count(*) FROM sources WHERE status = 'done'),"
       " (SELECT count(*) FROM sources WHERE status = 'failed'),"
       " (SELECT count(*) FROM sources WHERE status = 'done' AND partial != 0),"
       " count(*), total(tokens), total(frames), total(dropped_frames), total(duration_s)"
-      " FROM clips", &st);
-  if (r) return r;
-  int rc = sqlite3_step(st);
+      " FROM clips", &stmt);
+  if (st) return st;
+  int rc = sqlite3_step(stmt);
   if (rc == SQLITE_ROW) {
-    t->sources_done = sqlite3_column_int64(st, 0);
-    t->sources_failed = sqlite3_column_int64(st, 1);
-    t->sources_partial = sqlite3_column_int64(st, 2);
-    t->clips = sqlite3_column_int64(st, 3);
+    t->sources_done = sqlite3_column_int64(stmt, 0);
+    t->sources_failed = sqlite3_column_int64(stmt, 1);
+    t->sources_partial = sqlite3_column_int64(stmt, 2);
+    t->clips = sqlite3_column_int64(stmt, 3);
     // total() is a double; a damaged row can make it exceed int64 (converting such a
     // value is undefined: found by fuzz_index), so it is range-checked first.
-    double tot[3] = {sqlite3_column_double(st, 4), sqlite3_column_double(st, 5),
-                     sqlite3_column_double(st, 6)};
+    double tot[3] = {sqlite3_column_double(stmt, 4), sqlite3_column_double(stmt, 5),
+                     sqlite3_column_double(stmt, 6)};
     int64_t *dst[3] = {&t->tokens, &t->frames, &t->dropped_frames};
     for (int i = 0; i < 3; i++) {
       if (!(tot[i] > -9.2e18 && tot[i] < 9.2e18)) {
-        r = err_set(TSR_EFORMAT, "index %s: totals of tokens/frames out of range (%g): a clip "
-                    "row is damaged; run `tessera index verify`", ix->path, tot[i]);
+        st = err_set(TSR_EFORMAT, "index %s: totals of tokens/frames out of range (%g): a clip "
+                     "row is damaged; run `tessera index verify`", ix->path, tot[i]);
         break;
       }
       *dst[i] = (int64_t)tot[i];
     }
-    t->seconds = sqlite3_column_double(st, 7);
+    t->seconds = sqlite3_column_double(stmt, 7);
   } else {
-    r = index_sqlite_err(ix, rc, "totals");
+    st = index_sqlite_err(ix, rc, "totals");
   }
-  sqlite3_finalize(st);
-  return r;
+  sqlite3_finalize(stmt);
+  return st;
 }

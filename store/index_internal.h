@@ -22,7 +22,7 @@ struct store_index {
 };
 
 // sqlite3_prepare_v2 with an error naming the index.
-tsr_status index_prepare(store_index *ix, const char *sql, sqlite3_stmt **st);
+tsr_status index_prepare(store_index *ix, const char *sql, sqlite3_stmt **stmt);
 // sqlite3_exec of `sql` (no rows), an error saying `what` was being done.
 tsr_status index_exec(store_index *ix, const char *sql, const char *what);
 // The error of SQLite result `rc` while doing `what`, naming the index (TSR_EFORMAT for a
@@ -31,7 +31,7 @@ tsr_status index_sqlite_err(store_index *ix, int rc, const char *what);
 // Rolls back the open transaction (if any) after an error, keeping the error's message.
 void index_rollback(store_index *ix);
 // Binds text s (NULL: SQL NULL) to parameter i.
-int index_bind_text(sqlite3_stmt *st, int i, const char *s);
+int index_bind_text(sqlite3_stmt *stmt, int i, const char *s);
 // First column of the first row of `sql` as an integer (`def` if no row or NULL).
 tsr_status index_query_int(store_index *ix, const char *sql, int64_t def, int64_t *out);
 // Wall-clock time, Unix seconds (sources.updated_at).

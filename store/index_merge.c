@@ -46,14 +46,14 @@ static tsr_status merge_prepare(merge_run *m, int64_t from_ver) {
                            "caption_checksum" : "NULL, NULL, NULL, NULL, NULL",
            from_ver >= 3 ? "manifest_row, manifest_span, span_start, span_end, span_cut, scores"
                          : "NULL, NULL, NULL, NULL, NULL, NULL");
-  tsr_status r;
-  if ((r = index_prepare(m->ix, ls_sql, &m->ls)) ||
-      (r = index_prepare(m->ix, "SELECT status, size, mtime, updated_at FROM main.sources "
-                         "WHERE path = ?", &m->look)) ||
-      (r = index_prepare(m->ix, "INSERT INTO main.sources(path, size, mtime, status, error, "
-                         "partial, decoded_frames, label, clips, updated_at, scene_cuts, "
-                         "manifest_key) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", &m->ins)))
-    return r;
+  tsr_status st;
+  if ((st = index_prepare(m->ix, ls_sql, &m->ls)) ||
+      (st = index_prepare(m->ix, "SELECT status, size, mtime, updated_at FROM main.sources "
+                          "WHERE path = ?", &m->look)) ||
+      (st = index_prepare(m->ix, "INSERT INTO main.sources(path, size, mtime, status, error, "
+                          "partial, decoded_frames, label, clips, updated_at, scene_cuts, "
+                          "manifest_key) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", &m->ins)))
+    return st;
   return index_prepare(m->ix, cp_sql, &m->cp);
 }
 
@@ -70,26 +70,26 @@ static void merge_finalize(merge_run *m) {
 // the key's meaning and `one` why one store holds one of them.
 static tsr_status merge_setting(merge_run *m, const char *key, const char *what,
                                 const char *one) {
-  sqlite3_stmt *st = NULL;
+  sqlite3_stmt *stmt = NULL;
   char sql[256];
   snprintf(sql, sizeof sql, "SELECT s.value, m.value FROM src.settings s LEFT JOIN "
            "main.settings m ON m.key = s.key WHERE s.key = '%s'", key);
-  tsr_status r = index_prepare(m->ix, sql, &st);
-  if (r) return r;
-  int rc = sqlite3_step(st);
+  tsr_status st = index_prepare(m->ix, sql, &stmt);
+  if (st) return st;
+  int rc = sqlite3_step(stmt);
   snprintf(sql, sizeof sql, "INSERT INTO main.settings(key, value) SELECT key, value FROM "
            "src.settings WHERE key = '%s'", key);
-  if (rc == SQLITE_ROW && sqlite3_column_type(st, 1) == SQLITE_NULL)
-    r = index_exec(m->ix, sql, "take the settings");
-  else if (rc == SQLITE_ROW && strcmp((const char *)sqlite3_column_text(st, 0),
-                                      (const char *)sqlite3_column_text(st, 1)) != 0)
-    r = err_set(TSR_EMISMATCH, "its %s '%s' differ from the %s '%s' of %s: %s; nothing was "
-                "written", what, (const char *)sqlite3_column_text(st, 0), what,
-                (const char *)sqlite3_column_text(st, 1), m->ix->path, one);
+  if (rc == SQLITE_ROW && sqlite3_column_type(stmt, 1) == SQLITE_NULL)
+    st = index_exec(m->ix, sql, "take the settings");
+  else if (rc == SQLITE_ROW && strcmp((const char *)sqlite3_column_text(stmt, 0),
+                                      (const char *)sqlite3_column_text(stmt, 1)) != 0)
+    st = err_set(TSR_EMISMATCH, "its %s '%s' differ from the %s '%s' of %s: %s; nothing was "
+                 "written", what, (const char *)sqlite3_column_text(stmt, 0), what,
+                 (const char *)sqlite3_column_text(stmt, 1), m->ix->path, one);
   else if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-    r = index_sqlite_err(m->ix, rc, "read the settings");
-  sqlite3_finalize(st);
-  return r;
+    st = index_sqlite_err(m->ix, rc, "read the settings");
+  sqlite3_finalize(stmt);
+  return st;
 }
 
 // Whether main's record of `path` stays (*keep): a done record does, unless src has a newer
@@ -123,13 +123,13 @@ static tsr_status merge_source(merge_run *m) {
   if (!path || !status)
     return err_set(TSR_EFORMAT, "merge %s: source %" PRId64 " has no path or status",
                    m->from_path, oid);
-  tsr_status r = keeps_record(m, path, size, mtime, status, updated, &keep);
-  if (r) return r;
+  tsr_status st = keeps_record(m, path, size, mtime, status, updated, &keep);
+  if (st) return st;
   if (keep) {
     m->skipped++;
     return TSR_OK;
   }
-  if ((r = index_delete_source(m->ix, "main", path))) return r;
+  if ((st = index_delete_source(m->ix, "main", path))) return st;
   sqlite3_reset(ins);
   index_bind_text(ins, 1, path);
   sqlite3_bind_int64(ins, 2, size);
@@ -154,17 +154,18 @@ static tsr_status merge_source(merge_run *m) {
 // The merge inside its transaction, src attached.
 static tsr_status merge_all(merge_run *m) {
   int64_t from_ver = 1;
-  tsr_status r = index_query_int(m->ix, "PRAGMA src.user_version", 1, &from_ver);
-  if (!r) r = merge_prepare(m, from_ver);
-  if (!r) r = merge_setting(m, "filters", "filters", "one store holds the clips of one filter set");
-  if (!r)
-    r = merge_setting(m, CAPTION_ENCODER_KEY, "caption encoder", "one store holds the caption "
+  tsr_status st = index_query_int(m->ix, "PRAGMA src.user_version", 1, &from_ver);
+  if (!st) st = merge_prepare(m, from_ver);
+  if (!st)
+    st = merge_setting(m, "filters", "filters", "one store holds the clips of one filter set");
+  if (!st)
+    st = merge_setting(m, CAPTION_ENCODER_KEY, "caption encoder", "one store holds the caption "
                       "embeddings of one encoder");
   int rc = SQLITE_DONE;
-  while (!r && (rc = sqlite3_step(m->ls)) == SQLITE_ROW) r = merge_source(m);
-  if (!r && rc != SQLITE_DONE) r = index_sqlite_err(m->ix, rc, "read sources");
+  while (!st && (rc = sqlite3_step(m->ls)) == SQLITE_ROW) st = merge_source(m);
+  if (!st && rc != SQLITE_DONE) st = index_sqlite_err(m->ix, rc, "read sources");
   merge_finalize(m);
-  return r;
+  return st;
 }
 
 tsr_status index_merge_from(store_index *ix, const char *from_path, const char *shard_prefix,
@@ -179,26 +180,26 @@ tsr_status index_merge_from(store_index *ix, const char *from_path, const char *
   // Validates the other index (and rolls back a hot journal it may have) and its settings,
   // without upgrading it: the input of a merge is not changed.
   store_index *from = NULL;
-  tsr_status r = index_open_as_is(&from, from_path, &ix->settings);
+  tsr_status st = index_open_as_is(&from, from_path, &ix->settings);
   index_close(&from);
-  if (r) return err_wrap(r, "merge %s into %s: ", from_path, ix->path);
+  if (st) return err_wrap(st, "merge %s into %s: ", from_path, ix->path);
 
   sqlite3_stmt *att = NULL;
-  if ((r = index_prepare(ix, "ATTACH DATABASE ? AS src", &att))) return r;
+  if ((st = index_prepare(ix, "ATTACH DATABASE ? AS src", &att))) return st;
   index_bind_text(att, 1, from_path);
   int rc = sqlite3_step(att);
   sqlite3_finalize(att);
   if (rc != SQLITE_DONE)
     return err_wrap(index_sqlite_err(ix, rc, "attach"), "merge %s: ", from_path);
   merge_run m = {.ix = ix, .from_path = from_path, .prefix = shard_prefix ? shard_prefix : ""};
-  if (!(r = index_exec(ix, "BEGIN IMMEDIATE", "begin merge")) && !(r = merge_all(&m)) &&
-      !(r = index_exec(ix, "COMMIT", "commit merge"))) {
-    if ((r = index_exec(ix, "DETACH DATABASE src", "detach"))) return r;
+  if (!(st = index_exec(ix, "BEGIN IMMEDIATE", "begin merge")) && !(st = merge_all(&m)) &&
+      !(st = index_exec(ix, "COMMIT", "commit merge"))) {
+    if ((st = index_exec(ix, "DETACH DATABASE src", "detach"))) return st;
     if (merged_clips) *merged_clips = m.merged;
     if (skipped) *skipped = m.skipped;
     return TSR_OK;
   }
   index_rollback(ix);
   sqlite3_exec(ix->db, "DETACH DATABASE src", NULL, NULL, NULL);
-  return err_wrap(r, "merge %s into %s: ", from_path, ix->path);
+  return err_wrap(st, "merge %s into %s: ", from_path, ix->path);
 }

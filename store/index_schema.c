@@ -126,8 +126,8 @@ tsr_status index_exec(store_index *ix, const char *sql, const char *what) {
   return rc == SQLITE_OK ? TSR_OK : index_sqlite_err(ix, rc, what);
 }
 
-tsr_status index_prepare(store_index *ix, const char *sql, sqlite3_stmt **st) {
-  int rc = sqlite3_prepare_v2(ix->db, sql, -1, st, NULL);
+tsr_status index_prepare(store_index *ix, const char *sql, sqlite3_stmt **stmt) {
+  int rc = sqlite3_prepare_v2(ix->db, sql, -1, stmt, NULL);
   return rc == SQLITE_OK ? TSR_OK : index_sqlite_err(ix, rc, "prepare statement");
 }
 
@@ -135,22 +135,22 @@ void index_rollback(store_index *ix) {
   if (!sqlite3_get_autocommit(ix->db)) sqlite3_exec(ix->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
-int index_bind_text(sqlite3_stmt *st, int i, const char *s) {
-  return s ? sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, i);
+int index_bind_text(sqlite3_stmt *stmt, int i, const char *s) {
+  return s ? sqlite3_bind_text(stmt, i, s, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(stmt, i);
 }
 
 tsr_status index_query_int(store_index *ix, const char *sql, int64_t def, int64_t *out) {
-  sqlite3_stmt *st = NULL;
-  tsr_status s = index_prepare(ix, sql, &st);
+  sqlite3_stmt *stmt = NULL;
+  tsr_status s = index_prepare(ix, sql, &stmt);
   if (s) return s;
-  int rc = sqlite3_step(st);
+  int rc = sqlite3_step(stmt);
   if (rc == SQLITE_ROW)
-    *out = sqlite3_column_type(st, 0) == SQLITE_NULL ? def : sqlite3_column_int64(st, 0);
+    *out = sqlite3_column_type(stmt, 0) == SQLITE_NULL ? def : sqlite3_column_int64(stmt, 0);
   else if (rc == SQLITE_DONE)
     *out = def;
   else
     s = index_sqlite_err(ix, rc, sql);
-  sqlite3_finalize(st);
+  sqlite3_finalize(stmt);
   return s;
 }
 
@@ -173,31 +173,31 @@ static tsr_status write_settings(store_index *ix, const store_settings *s) {
   snprintf(v[10], 64, "%.17g", s->max_seconds);
   snprintf(v[11], 64, "%d", s->vae_t);
   snprintf(v[12], 64, "%d", s->vae_s);
-  sqlite3_stmt *st = NULL;
-  tsr_status r = index_prepare(ix, "INSERT INTO settings(key, value) VALUES(?, ?)", &st);
-  if (r) return r;
-  for (int i = 0; i < NSET && !r; i++) {
-    sqlite3_reset(st);
-    index_bind_text(st, 1, k[i]);
-    index_bind_text(st, 2, v[i]);
-    int rc = sqlite3_step(st);
-    if (rc != SQLITE_DONE) r = index_sqlite_err(ix, rc, "write settings");
+  sqlite3_stmt *stmt = NULL;
+  tsr_status st = index_prepare(ix, "INSERT INTO settings(key, value) VALUES(?, ?)", &stmt);
+  if (st) return st;
+  for (int i = 0; i < NSET && !st; i++) {
+    sqlite3_reset(stmt);
+    index_bind_text(stmt, 1, k[i]);
+    index_bind_text(stmt, 2, v[i]);
+    int rc = sqlite3_step(stmt);
+    if (rc != SQLITE_DONE) st = index_sqlite_err(ix, rc, "write settings");
   }
-  sqlite3_finalize(st);
-  return r;
+  sqlite3_finalize(stmt);
+  return st;
 }
 
 static tsr_status read_settings(store_index *ix, store_settings *s) {
-  sqlite3_stmt *st = NULL;
-  tsr_status r = index_prepare(ix, "SELECT key, value FROM settings", &st);
-  if (r) return r;
+  sqlite3_stmt *stmt = NULL;
+  tsr_status st = index_prepare(ix, "SELECT key, value FROM settings", &stmt);
+  if (st) return st;
   memset(s, 0, sizeof *s);
   unsigned seen = 0;
   int rc;
   char format[64] = "";
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    const char *k = (const char *)sqlite3_column_text(st, 0);
-    const char *v = (const char *)sqlite3_column_text(st, 1);
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    const char *k = (const char *)sqlite3_column_text(stmt, 0);
+    const char *v = (const char *)sqlite3_column_text(stmt, 1);
     if (!k || !v) continue;
     int iv = atoi(v);
     if (!strcmp(k, "format")) snprintf(format, sizeof format, "%s", v), seen |= 1;
@@ -219,9 +219,9 @@ static tsr_status read_settings(store_index *ix, store_settings *s) {
     else if (!strcmp(k, "vae_t")) s->vae_t = iv;
     else if (!strcmp(k, "vae_s")) s->vae_s = iv;
   }
-  if (rc != SQLITE_DONE) r = index_sqlite_err(ix, rc, "read settings");
-  sqlite3_finalize(st);
-  if (r) return r;
+  if (rc != SQLITE_DONE) st = index_sqlite_err(ix, rc, "read settings");
+  sqlite3_finalize(stmt);
+  if (st) return st;
   if (strcmp(format, INDEX_FORMAT) != 0)
     return err_set(TSR_EFORMAT, "index %s: settings table has no format '%s': not a tessera index",
                    ix->path, INDEX_FORMAT);
@@ -235,56 +235,56 @@ static tsr_status read_settings(store_index *ix, store_settings *s) {
 // transaction.
 static tsr_status add_columns(store_index *ix, int64_t from) {
   char sql[256];
-  tsr_status r = TSR_OK;
-  for (size_t i = 0; !r && i < sizeof ADDED / sizeof ADDED[0]; i++) {
+  tsr_status st = TSR_OK;
+  for (size_t i = 0; !st && i < sizeof ADDED / sizeof ADDED[0]; i++) {
     if (ADDED[i].version <= from) continue;
     snprintf(sql, sizeof sql, "ALTER TABLE %s ADD COLUMN %s", ADDED[i].table, ADDED[i].column);
-    r = index_exec(ix, sql, "add the columns of the schema's later versions");
+    st = index_exec(ix, sql, "add the columns of the schema's later versions");
   }
   snprintf(sql, sizeof sql, "PRAGMA user_version=%d; UPDATE settings SET value = '%d' WHERE "
            "key = 'schema_version'", INDEX_SCHEMA_VERSION, INDEX_SCHEMA_VERSION);
-  return r ? r : index_exec(ix, sql, "set the schema version");
+  return st ? st : index_exec(ix, sql, "set the schema version");
 }
 
 // Makes the schema in an empty database (in one transaction), unless another process made
 // it between the caller's check and the lock: *created says whether this one did.
 static tsr_status create_schema(store_index *ix, const store_settings *settings, int *created) {
   int64_t ntables;
-  tsr_status r = index_exec(ix, "BEGIN IMMEDIATE", "begin schema creation");
-  if (r) return r;
-  if ((r = index_query_int(ix, "SELECT count(*) FROM sqlite_master", 0, &ntables))) goto fail;
+  tsr_status st = index_exec(ix, "BEGIN IMMEDIATE", "begin schema creation");
+  if (st) return st;
+  if ((st = index_query_int(ix, "SELECT count(*) FROM sqlite_master", 0, &ntables))) goto fail;
   if (ntables == 0) {
     char sql[128];
     snprintf(sql, sizeof sql, "PRAGMA application_id=%d", INDEX_APP_ID);
-    if ((r = index_exec(ix, sql, "set the application id"))) goto fail;
-    if ((r = index_exec(ix, SCHEMA_V1, "create schema"))) goto fail;
-    if ((r = write_settings(ix, settings))) goto fail;
-    if ((r = add_columns(ix, 1))) goto fail;
+    if ((st = index_exec(ix, sql, "set the application id"))) goto fail;
+    if ((st = index_exec(ix, SCHEMA_V1, "create schema"))) goto fail;
+    if ((st = write_settings(ix, settings))) goto fail;
+    if ((st = add_columns(ix, 1))) goto fail;
     snprintf(sql, sizeof sql, "INSERT INTO settings VALUES('created_at', '%.3f')", index_now());
-    if ((r = index_exec(ix, sql, "write settings"))) goto fail;
+    if ((st = index_exec(ix, sql, "write settings"))) goto fail;
     *created = 1;
   }
-  if ((r = index_exec(ix, "COMMIT", "commit schema creation"))) goto fail;
+  if ((st = index_exec(ix, "COMMIT", "commit schema creation"))) goto fail;
   return TSR_OK;
 fail:
   index_rollback(ix);
-  return r;
+  return st;
 }
 
 // Upgrades an index of an earlier schema version in one transaction.
 static tsr_status upgrade_schema(store_index *ix) {
   int64_t ver;
-  tsr_status r = index_exec(ix, "BEGIN IMMEDIATE", "begin schema upgrade");
-  if (r) return r;
-  if ((r = index_query_int(ix, "PRAGMA user_version", 0, &ver))) goto fail;
+  tsr_status st = index_exec(ix, "BEGIN IMMEDIATE", "begin schema upgrade");
+  if (st) return st;
+  if ((st = index_query_int(ix, "PRAGMA user_version", 0, &ver))) goto fail;
   // another process may have upgraded it in between
-  if (ver < INDEX_SCHEMA_VERSION && (r = add_columns(ix, ver))) goto fail;
-  if ((r = index_exec(ix, "COMMIT", "commit schema upgrade"))) goto fail;
+  if (ver < INDEX_SCHEMA_VERSION && (st = add_columns(ix, ver))) goto fail;
+  if ((st = index_exec(ix, "COMMIT", "commit schema upgrade"))) goto fail;
   ix->version = INDEX_SCHEMA_VERSION;
   return TSR_OK;
 fail:
   index_rollback(ix);
-  return err_wrap(r, "index %s: upgrade from schema version %d to %d: ", ix->path, ix->version,
+  return err_wrap(st, "index %s: upgrade from schema version %d to %d: ", ix->path, ix->version,
                   INDEX_SCHEMA_VERSION);
 }
 
@@ -295,23 +295,23 @@ static tsr_status check_or_create(store_index *ix, int create, const store_setti
                                   int *created) {
   *created = 0;
   int64_t app, ver, ntables;
-  tsr_status r = index_query_int(ix, "PRAGMA application_id", 0, &app);
-  if (r) return r;
+  tsr_status st = index_query_int(ix, "PRAGMA application_id", 0, &app);
+  if (st) return st;
   if (app == 0) {
-    r = index_query_int(ix, "SELECT count(*) FROM sqlite_master", 0, &ntables);
-    if (r) return r;
+    st = index_query_int(ix, "SELECT count(*) FROM sqlite_master", 0, &ntables);
+    if (st) return st;
     if (ntables != 0)
       return err_set(TSR_EFORMAT, "%s is an SQLite database but not a tessera index (it has other "
                      "tables); give a store directory made by `tessera ingest`", ix->path);
     if (!create)
       return err_set(TSR_EFORMAT, "%s is an empty database, not a tessera index", ix->path);
-    if ((r = create_schema(ix, settings, created))) return r;
-    if ((r = index_query_int(ix, "PRAGMA application_id", 0, &app))) return r;
+    if ((st = create_schema(ix, settings, created))) return st;
+    if ((st = index_query_int(ix, "PRAGMA application_id", 0, &app))) return st;
   }
   if (app != INDEX_APP_ID)
     return err_set(TSR_EFORMAT, "%s is an SQLite database but not a tessera index "
                    "(application_id %#" PRIx64 ")", ix->path, (uint64_t)app);
-  if ((r = index_query_int(ix, "PRAGMA user_version", 0, &ver))) return r;
+  if ((st = index_query_int(ix, "PRAGMA user_version", 0, &ver))) return st;
   if (ver < 1 || ver > INDEX_SCHEMA_VERSION)
     return err_set(TSR_EFORMAT, "index %s has schema version %" PRId64 ", this build reads versions "
                    "1 to %d%s", ix->path, ver, INDEX_SCHEMA_VERSION,
@@ -336,8 +336,8 @@ static tsr_status open_index(store_index **out, const char *path, int create, in
     return err_set(TSR_EFORMAT, "index %s is not a regular file", path);
   if (create) {
     if (!settings) return err_set(TSR_EINVAL, "index %s: creating an index needs settings", path);
-    tsr_status r = store_settings_check(settings);
-    if (r) return err_wrap(r, "index %s: ", path);
+    tsr_status st = store_settings_check(settings);
+    if (st) return err_wrap(st, "index %s: ", path);
   }
   store_index *ix = calloc(1, sizeof *ix);
   if (!ix || !(ix->path = strdup(path))) {
@@ -358,31 +358,32 @@ static tsr_status open_index(store_index **out, const char *path, int create, in
     return err_set(TSR_EINVAL, "index %s is a symbolic link: tessera does not write through a "
                    "link inside a store (it could point at any file): remove it", path);
   }
-  tsr_status r = TSR_OK;
+  tsr_status st = TSR_OK;
   if (rc != SQLITE_OK) {
-    r = rc == SQLITE_CANTOPEN
-            ? err_set(TSR_EIO, "cannot open index %s: %s (check that the directory exists and is "
-                      "writable)", path, ix->db ? sqlite3_errmsg(ix->db) : sqlite3_errstr(rc))
-            : index_sqlite_err(ix, rc, "open");
+    st = rc == SQLITE_CANTOPEN
+             ? err_set(TSR_EIO, "cannot open index %s: %s (check that the directory exists and is "
+                       "writable)", path, ix->db ? sqlite3_errmsg(ix->db) : sqlite3_errstr(rc))
+             : index_sqlite_err(ix, rc, "open");
     goto fail;
   }
   sqlite3_extended_result_codes(ix->db, 1);
   if ((rc = sqlite3_busy_timeout(ix->db, BUSY_TIMEOUT_MS)) != SQLITE_OK) {
-    r = index_sqlite_err(ix, rc, "set busy timeout");
+    st = index_sqlite_err(ix, rc, "set busy timeout");
     goto fail;
   }
   // Rollback journal (not WAL: WAL needs shared memory, unsafe on network file systems),
   // every commit fsync'ed. These pragmas change the connection, not the file.
-  if ((r = index_exec(ix, "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON", "set pragmas"))) goto fail;
+  if ((st = index_exec(ix, "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON", "set pragmas")))
+    goto fail;
   int created = 0;
-  if ((r = check_or_create(ix, create, settings, &created))) goto fail;
-  if ((r = read_settings(ix, &ix->settings))) goto fail;
+  if ((st = check_or_create(ix, create, settings, &created))) goto fail;
+  if ((st = read_settings(ix, &ix->settings))) goto fail;
   if (settings && !created) {
     char diff[1024];
     if (store_settings_diff(&ix->settings, settings, diff, sizeof diff)) {
-      r = err_set(TSR_EMISMATCH, "store index %s was made with other settings (store vs "
-                  "requested): %s. Use the store's settings, or another output store; nothing "
-                  "was written", path, diff);
+      st = err_set(TSR_EMISMATCH, "store index %s was made with other settings (store vs "
+                   "requested): %s. Use the store's settings, or another output store; nothing "
+                   "was written", path, diff);
       goto fail;
     }
   }
@@ -390,7 +391,7 @@ static tsr_status open_index(store_index **out, const char *path, int create, in
   return TSR_OK;
 fail:
   index_close(&ix);
-  return r;
+  return st;
 }
 
 tsr_status index_open(store_index **out, const char *path, int create,
@@ -422,23 +423,23 @@ const char *index_path(const store_index *ix) { return ix->path; }
 static tsr_status read_filters(store_index *ix, char *out, size_t n, int *recorded) {
   out[0] = 0;
   *recorded = 0;
-  sqlite3_stmt *st = NULL;
-  tsr_status r = index_prepare(ix, "SELECT value FROM settings WHERE key = 'filters'", &st);
-  if (r) return r;
-  int rc = sqlite3_step(st);
+  sqlite3_stmt *stmt = NULL;
+  tsr_status st = index_prepare(ix, "SELECT value FROM settings WHERE key = 'filters'", &stmt);
+  if (st) return st;
+  int rc = sqlite3_step(stmt);
   if (rc == SQLITE_ROW) {
-    const char *v = (const char *)sqlite3_column_text(st, 0);
+    const char *v = (const char *)sqlite3_column_text(stmt, 0);
     *recorded = 1;
     if (v && strlen(v) >= n)
-      r = err_set(TSR_EINVAL, "index %s: its filters (%zu bytes) do not fit in %zu bytes",
-                  ix->path, strlen(v), n);
+      st = err_set(TSR_EINVAL, "index %s: its filters (%zu bytes) do not fit in %zu bytes",
+                   ix->path, strlen(v), n);
     else
       snprintf(out, n, "%s", v ? v : "");
   } else if (rc != SQLITE_DONE) {
-    r = index_sqlite_err(ix, rc, "read the filters");
+    st = index_sqlite_err(ix, rc, "read the filters");
   }
-  sqlite3_finalize(st);
-  return r;
+  sqlite3_finalize(stmt);
+  return st;
 }
 
 tsr_status index_filters(store_index *ix, char *out, size_t n, int *recorded) {
@@ -455,22 +456,22 @@ tsr_status index_set_filters(store_index *ix, const char *text) {
   char *had = malloc(STORE_MAX_FILTERS_BYTES + 1);
   if (!had) return err_set(TSR_ENOMEM, "out of memory reading the filters of %s", ix->path);
   int recorded = 0;
-  sqlite3_stmt *st = NULL;
-  tsr_status r = index_exec(ix, "BEGIN IMMEDIATE", "begin recording the filters");
-  if (!r) r = read_filters(ix, had, STORE_MAX_FILTERS_BYTES + 1, &recorded);
-  if (!r && recorded && strcmp(had, text) != 0)
-    r = err_set(TSR_EMISMATCH, "store index %s was ingested with the filters '%s'; this ingest "
-                "has '%s'. One store holds the clips of one filter set: use the store's filters, "
-                "or another output store; nothing was written", ix->path, had, text);
-  if (!r && !recorded &&
-      !(r = index_prepare(ix, "INSERT INTO settings(key, value) VALUES('filters', ?)", &st))) {
-    index_bind_text(st, 1, text);
-    int rc = sqlite3_step(st);
-    if (rc != SQLITE_DONE) r = index_sqlite_err(ix, rc, "record the filters");
+  sqlite3_stmt *stmt = NULL;
+  tsr_status st = index_exec(ix, "BEGIN IMMEDIATE", "begin recording the filters");
+  if (!st) st = read_filters(ix, had, STORE_MAX_FILTERS_BYTES + 1, &recorded);
+  if (!st && recorded && strcmp(had, text) != 0)
+    st = err_set(TSR_EMISMATCH, "store index %s was ingested with the filters '%s'; this ingest "
+                 "has '%s'. One store holds the clips of one filter set: use the store's filters, "
+                 "or another output store; nothing was written", ix->path, had, text);
+  if (!st && !recorded &&
+      !(st = index_prepare(ix, "INSERT INTO settings(key, value) VALUES('filters', ?)", &stmt))) {
+    index_bind_text(stmt, 1, text);
+    int rc = sqlite3_step(stmt);
+    if (rc != SQLITE_DONE) st = index_sqlite_err(ix, rc, "record the filters");
   }
-  sqlite3_finalize(st);
-  if (!r) r = index_exec(ix, "COMMIT", "commit the filters");
-  if (r) index_rollback(ix);
+  sqlite3_finalize(stmt);
+  if (!st) st = index_exec(ix, "COMMIT", "commit the filters");
+  if (st) index_rollback(ix);
   free(had);
-  return r;
+  return st;
 }

@@ -113,14 +113,14 @@ tsr_status store_scores_canon(const char *text, char *out, size_t n) {
   size_t klen;
   json_t *v;
   int i = 0;
-  tsr_status r = TSR_OK;
+  tsr_status st = TSR_OK;
   json_object_keylen_foreach(o, key, klen, v) {
-    if ((r = score_add(&b, i++, key, klen, json_is_number(v), json_number_value(v)))) break;
+    if ((st = score_add(&b, i++, key, klen, json_is_number(v), json_number_value(v)))) break;
   }
-  if (!r) r = scores_close(&b);
+  if (!st) st = scores_close(&b);
   json_decref(o);
-  if (r) out[0] = 0;
-  return r;
+  if (st) out[0] = 0;
+  return st;
 }
 
 tsr_status store_scores_check(const char *text) {
@@ -136,22 +136,22 @@ tsr_status store_scores_format(const char *const *names, const double *values, i
   out[0] = 0;
   outbuf b = {out, STORE_MAX_SCORES_BYTES + 1, 0, 0};
   put(&b, "{", 1);
-  tsr_status r = TSR_OK;
-  for (int i = 0; i < count && !r; i++) {
-    for (int j = 0; j < i && !r; j++)
+  tsr_status st = TSR_OK;
+  for (int i = 0; i < count && !st; i++) {
+    for (int j = 0; j < i && !st; j++)
       if (!strcmp(names[i], names[j]))
-        r = err_set(TSR_EFORMAT, "scores: key '%.64s' is given twice", names[i]);
-    if (!r) r = score_add(&b, i, names[i], strlen(names[i]), 1, values[i]);
+        st = err_set(TSR_EFORMAT, "scores: key '%.64s' is given twice", names[i]);
+    if (!st) st = score_add(&b, i, names[i], strlen(names[i]), 1, values[i]);
   }
-  if (!r) r = scores_close(&b);
-  if (r) out[0] = 0;
-  return r;
+  if (!st) st = scores_close(&b);
+  if (st) out[0] = 0;
+  return st;
 }
 
 tsr_status store_scores_each(const char *text, int (*fn)(const char *name, double v, void *ctx),
                              void *ctx) {
-  tsr_status r = store_scores_check(text);
-  json_t *o = r ? NULL : scores_parse(text);
+  tsr_status st = store_scores_check(text);
+  json_t *o = st ? NULL : scores_parse(text);
   if (!o) return TSR_EFORMAT;
   const char *key;
   json_t *v;
@@ -180,10 +180,10 @@ tsr_status store_scene_cuts_format(const double *cuts, int n, char **text) {
   outbuf b = {buf, STORE_MAX_SCENE_CUTS_BYTES + 1, 0, 0};
   put(&b, "[", 1);
   for (int i = 0; i < n; i++) {
-    tsr_status r = cut_ok(TSR_EINVAL, i, cuts[i], i ? cuts[i - 1] : 0);
-    if (r) {
+    tsr_status st = cut_ok(TSR_EINVAL, i, cuts[i], i ? cuts[i - 1] : 0);
+    if (st) {
       free(buf);
-      return r;
+      return st;
     }
     char num[40];
     int k = fmt_real(num, sizeof num, cuts[i]);
@@ -217,16 +217,16 @@ tsr_status store_scene_cuts_parse(const char *text, double **cuts, int *n) {
   }
   size_t len = json_array_size(a);
   double *v = len ? malloc(len * sizeof *v) : NULL;
-  tsr_status r = len && !v ? err_set(TSR_ENOMEM, "out of memory for %zu scene cuts", len) : TSR_OK;
-  for (size_t i = 0; i < len && !r; i++) {
+  tsr_status st = len && !v ? err_set(TSR_ENOMEM, "out of memory for %zu scene cuts", len) : TSR_OK;
+  for (size_t i = 0; i < len && !st; i++) {
     json_t *x = json_array_get(a, i);
-    if (!json_is_number(x)) r = err_set(TSR_EFORMAT, "scene cut %zu is not a number", i);
-    else r = cut_ok(TSR_EFORMAT, (int)i, v[i] = json_number_value(x), i ? v[i - 1] : 0);
+    if (!json_is_number(x)) st = err_set(TSR_EFORMAT, "scene cut %zu is not a number", i);
+    else st = cut_ok(TSR_EFORMAT, (int)i, v[i] = json_number_value(x), i ? v[i - 1] : 0);
   }
   json_decref(a);
-  if (r) {
+  if (st) {
     free(v);
-    return r;
+    return st;
   }
   *cuts = v;
   *n = (int)len;

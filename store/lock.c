@@ -55,8 +55,8 @@ static tsr_status check_dir(const char *dir, int create) {
   struct stat sb;
   if (stat(dir, &sb) != 0) {
     if (!create) return err_set(TSR_EIO, "store %s does not exist: %s", dir, strerror(errno));
-    tsr_status r = fs_mkdir_p(dir);
-    return r ? err_wrap(r, "store %s: ", dir) : TSR_OK;
+    tsr_status st = fs_mkdir_p(dir);
+    return st ? err_wrap(st, "store %s: ", dir) : TSR_OK;
   }
   if (!S_ISDIR(sb.st_mode))
     return err_set(TSR_EINVAL, "store %s is not a directory (a store is a directory made by "
@@ -69,19 +69,19 @@ static tsr_status check_dir(const char *dir, int create) {
   static const char *const own[] = {STORE_INDEX_NAME, STORE_INDEX_NAME "-journal",
                                      STORE_INDEX_NAME "-wal", STORE_SHARD_DIR, STORE_PARTS_DIR,
                                      STORE_READERS_DIR, STORE_QUARANTINE_DIR};
-  tsr_status r = fs_refuse_links(dir, own, (int)(sizeof own / sizeof *own));
-  return r ? err_wrap(r, "store %s: ", dir) : TSR_OK;
+  tsr_status st = fs_refuse_links(dir, own, (int)(sizeof own / sizeof *own));
+  return st ? err_wrap(st, "store %s: ", dir) : TSR_OK;
 }
 
 tsr_status store_lock_acquire(store_lock **out, const char *dir, int create) {
   *out = NULL;
   char path[PATH_MAX];
-  tsr_status r = lock_path(path, sizeof path, dir);
-  if (!r) r = check_dir(dir, create);
-  if (r) return r;
+  tsr_status st = lock_path(path, sizeof path, dir);
+  if (!st) st = check_dir(dir, create);
+  if (st) return st;
   lockfile *lf = NULL;
-  if ((r = lockfile_take(&lf, path, BYTE_WRITER, LOCKFILE_EXCLUSIVE, 0)))
-    return err_wrap(r, "store %s (a writer needs write access to the store): ", dir);
+  if ((st = lockfile_take(&lf, path, BYTE_WRITER, LOCKFILE_EXCLUSIVE, 0)))
+    return err_wrap(st, "store %s (a writer needs write access to the store): ", dir);
   if (!lf) {
     char who[1024];
     lockfile_read_text(path, who, sizeof who);
@@ -89,9 +89,9 @@ tsr_status store_lock_acquire(store_lock **out, const char *dir, int create) {
                    "one writer at a time: wait for it to finish or stop it, then run again. "
                    "Nothing was changed", dir, who);
   }
-  if ((r = lockfile_write_self(lf))) {
+  if ((st = lockfile_write_self(lf))) {
     lockfile_release(&lf);
-    return err_wrap(r, "store %s: ", dir);
+    return err_wrap(st, "store %s: ", dir);
   }
   return wrap(out, lf);
 }
@@ -161,29 +161,29 @@ static void add_entry(store_lock *l, const char *dir) {
 tsr_status store_lock_read(store_lock **out, const char *dir) {
   *out = NULL;
   char path[PATH_MAX], idx[PATH_MAX];
-  tsr_status r = lock_path(path, sizeof path, dir);
-  if (r) return r;
+  tsr_status st = lock_path(path, sizeof path, dir);
+  if (st) return st;
   // Not a store (the caller's open says so): no lock file is dropped into it.
   struct stat sb;
   if (snprintf(idx, sizeof idx, "%s/%s", dir, STORE_INDEX_NAME) >= (int)sizeof idx ||
       stat(idx, &sb) != 0)
     return TSR_OK;
   lockfile *lf = NULL;
-  r = lockfile_take(&lf, path, BYTE_READERS, LOCKFILE_SHARED, 0);
-  if (!r && !lf) {  // a writer is cutting shard bytes: wait for it, saying so
+  st = lockfile_take(&lf, path, BYTE_READERS, LOCKFILE_SHARED, 0);
+  if (!st && !lf) {  // a writer is cutting shard bytes: wait for it, saying so
     char who[1024];
     lockfile_read_text(path, who, sizeof who);
     log_info("store %s: waiting for its writer (%s) to finish cutting shard bytes before "
              "reading it", dir, who);
-    r = lockfile_take(&lf, path, BYTE_READERS, LOCKFILE_SHARED, 1);
+    st = lockfile_take(&lf, path, BYTE_READERS, LOCKFILE_SHARED, 1);
   }
-  if (r) {
+  if (st) {
     log_warn("store %s: reading it without the reader lock (%s): a writer of this store will "
              "not know that this process reads it", dir, err_msg());
     err_clear();
     return TSR_OK;
   }
-  if ((r = wrap(out, lf))) return r;
+  if ((st = wrap(out, lf))) return st;
   add_entry(*out, dir);
   return TSR_OK;
 }
@@ -223,10 +223,10 @@ tsr_status store_lock_exclude_readers(store_lock **guard, const char *dir, char 
   *guard = NULL;
   if (n) who[0] = 0;
   char path[PATH_MAX];
-  tsr_status r = lock_path(path, sizeof path, dir);
+  tsr_status st = lock_path(path, sizeof path, dir);
   lockfile *lf = NULL;
-  if (!r) r = lockfile_take(&lf, path, BYTE_READERS, LOCKFILE_EXCLUSIVE, 0);
-  if (r) return err_wrap(r, "store %s: ", dir);
+  if (!st) st = lockfile_take(&lf, path, BYTE_READERS, LOCKFILE_EXCLUSIVE, 0);
+  if (st) return err_wrap(st, "store %s: ", dir);
   if (!lf) {
     if (!store_lock_readers(dir, who, n) && n)  // the last reader just ended
       snprintf(who, n, "a reader that has just ended");

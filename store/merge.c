@@ -30,33 +30,33 @@
 // Copies `from` to `to` atomically (core/fs.h fs_atomic: to.tmp, fsync, rename).
 static tsr_status copy_file(const char *from, const char *to) {
   int in = -1;
-  tsr_status r = fs_open_regular(from, &in);  // a FIFO would block the merge
-  if (r) return r;
+  tsr_status st = fs_open_regular(from, &in);  // a FIFO would block the merge
+  if (st) return st;
   fs_atomic a;
-  r = fs_atomic_open(&a, to);
-  if (r) {
+  st = fs_atomic_open(&a, to);
+  if (st) {
     close(in);
-    return r;
+    return st;
   }
   size_t cap = 1 << 20;
   char *buf = malloc(cap);
-  if (!buf) r = err_set(TSR_ENOMEM, "out of memory copying %s", from);
-  while (!r) {
+  if (!buf) st = err_set(TSR_ENOMEM, "out of memory copying %s", from);
+  while (!st) {
     ssize_t k = read(in, buf, cap);
     if (k < 0) {
       if (errno == EINTR) continue;
-      r = err_set(TSR_EIO, "read %s: %s", from, strerror(errno));
+      st = err_set(TSR_EIO, "read %s: %s", from, strerror(errno));
       break;
     }
     if (k == 0) break;
     if (fwrite(buf, 1, (size_t)k, a.f) != (size_t)k)
-      r = err_set(TSR_EIO, "write %s: %s", a.tmp, strerror(errno));
+      st = err_set(TSR_EIO, "write %s: %s", a.tmp, strerror(errno));
   }
   free(buf);
   close(in);
-  if (!r) r = fs_atomic_commit(&a);
+  if (!st) st = fs_atomic_commit(&a);
   fs_atomic_abort(&a);
-  return r;
+  return st;
 }
 
 typedef struct {
@@ -126,25 +126,25 @@ static int same_file(const char *a, const char *b) {
 static tsr_status place_shards(const char *out, const char *in, const char *prefix,
                                store_merge_result *res) {
   store_index *ix = NULL;
-  tsr_status r = store_open(&ix, in, 0, NULL);
-  if (r) return r;
+  tsr_status st = store_open(&ix, in, 0, NULL);
+  if (st) return st;
   store_settings settings;
   index_settings(ix, &settings);
   shard_names names = {.settings = &settings, .store = in};
-  r = index_foreach_clip(ix, collect_shard, &names);
+  st = index_foreach_clip(ix, collect_shard, &names);
   index_close(&ix);
-  if (!r) r = names.err;
+  if (!st) st = names.err;
   char src[PATH_MAX], dst[PATH_MAX];
   const size_t plen = strlen(STORE_SHARD_DIR);
-  for (int i = 0; i < names.n && !r; i++) {
+  for (int i = 0; i < names.n && !st; i++) {
     const char *name = names.v[i];
-    if ((r = store_shard_path(in, name, src, sizeof src))) {
-      err_wrap(r, "store %s: ", in);
+    if ((st = store_shard_path(in, name, src, sizeof src))) {
+      err_wrap(st, "store %s: ", in);
       break;
     }
     if (snprintf(dst, sizeof dst, "%s/%s/%s%s", out, STORE_SHARD_DIR, prefix, name + plen + 1) >=
         (int)sizeof dst) {
-      r = err_set(TSR_EINVAL, "path too long: %s", dst);
+      st = err_set(TSR_EINVAL, "path too long: %s", dst);
       break;
     }
     if (link(src, dst) == 0) {
@@ -152,18 +152,18 @@ static tsr_status place_shards(const char *out, const char *in, const char *pref
       continue;
     }
     if (errno != EXDEV && errno != EPERM && errno != EMLINK && errno != ENOTSUP) {
-      r = err_set(TSR_EIO, "link shard %s to %s: %s", src, dst, strerror(errno));
+      st = err_set(TSR_EIO, "link shard %s to %s: %s", src, dst, strerror(errno));
       break;
     }
-    if ((r = copy_file(src, dst))) break;
+    if ((st = copy_file(src, dst))) break;
     res->shards_copied++;
   }
   names_free(&names);
-  if (!r) {
+  if (!st) {
     snprintf(dst, sizeof dst, "%s/%s", out, STORE_SHARD_DIR);
-    r = fs_fsync_dir(dst);
+    st = fs_fsync_dir(dst);
   }
-  return r;
+  return st;
 }
 
 // What the checks of store_merge learn of the inputs: the settings of the first, and the
@@ -192,15 +192,15 @@ static tsr_status check_input(const char *out, char *const *ins, int i, merge_in
   store_settings s;
   char line[1024], *f = malloc(STORE_MAX_FILTERS_BYTES + 1);
   int recorded = 0;
-  tsr_status r = f ? store_open(&ix, ins[i], 0, NULL) : err_set(TSR_ENOMEM, "out of memory");
-  if (!r) {
+  tsr_status st = f ? store_open(&ix, ins[i], 0, NULL) : err_set(TSR_ENOMEM, "out of memory");
+  if (!st) {
     index_settings(ix, i == 0 ? &mi->s0 : &s);
-    r = index_filters(ix, f, STORE_MAX_FILTERS_BYTES + 1, &recorded);
+    st = index_filters(ix, f, STORE_MAX_FILTERS_BYTES + 1, &recorded);
   }
   index_close(&ix);
-  if (r) {
+  if (st) {
     free(f);
-    return err_wrap(r, "merge: input %d: ", i + 1);
+    return err_wrap(st, "merge: input %d: ", i + 1);
   }
   if (i > 0 && store_settings_diff(&mi->s0, &s, line, sizeof line))
     problem(problems, "\n  %s differs from %s: %s", ins[i], ins[0], line);
@@ -231,37 +231,37 @@ tsr_status store_merge(const char *out, char *const *ins, int n, store_merge_res
   char problems[4096] = "";
   merge_inputs *mi = calloc(1, sizeof *mi);
   if (!mi) return err_set(TSR_ENOMEM, "merge into %s: out of memory", out);
-  tsr_status r = TSR_OK;
+  tsr_status st = TSR_OK;
   // 1. Check every input (and the output) before writing anything.
-  for (int i = 0; i < n && !r; i++) r = check_input(out, ins, i, mi, problems);
-  if (!r && problems[0]) {
+  for (int i = 0; i < n && !st; i++) st = check_input(out, ins, i, mi, problems);
+  if (!st && problems[0]) {
     int mismatch = strstr(problems, "differs") != NULL;
-    r = err_set(mismatch ? TSR_EMISMATCH : TSR_EINVAL, "merge into %s refused, nothing "
-                "written:%s", out, problems);
+    st = err_set(mismatch ? TSR_EMISMATCH : TSR_EINVAL, "merge into %s refused, nothing "
+                 "written:%s", out, problems);
   }
   // The inputs are read (their shards linked or copied): readers of them, so no recovery
   // of an input removes a shard under the merge.
-  store_lock **in_locks = r ? NULL : calloc((size_t)n, sizeof *in_locks);
-  if (!r && !in_locks) r = err_set(TSR_ENOMEM, "merge into %s: out of memory", out);
-  for (int i = 0; i < n && !r; i++) r = store_lock_read(&in_locks[i], ins[i]);
-  if (!r) r = merge_locked(out, ins, n, mi, res);
+  store_lock **in_locks = st ? NULL : calloc((size_t)n, sizeof *in_locks);
+  if (!st && !in_locks) st = err_set(TSR_ENOMEM, "merge into %s: out of memory", out);
+  for (int i = 0; i < n && !st; i++) st = store_lock_read(&in_locks[i], ins[i]);
+  if (!st) st = merge_locked(out, ins, n, mi, res);
   for (int i = 0; in_locks && i < n; i++) store_lock_release(&in_locks[i]);
   free(in_locks);
   free(mi);
-  return r;
+  return st;
 }
 
 // The output's filters against the inputs' (an existing output may record others).
 static tsr_status check_output_filters(store_index *ox, const char *out, const merge_inputs *mi) {
   char *f = malloc(STORE_MAX_FILTERS_BYTES + 1);
   int recorded = 0;
-  tsr_status r = f ? index_filters(ox, f, STORE_MAX_FILTERS_BYTES + 1, &recorded)
-                   : err_set(TSR_ENOMEM, "out of memory");
-  if (!r && recorded && mi->have_filters && strcmp(f, mi->filters) != 0)
-    r = err_set(TSR_EMISMATCH, "merge into %s refused, nothing written: its filters '%s' differ "
-                "from the filters '%s' of %s", out, f, mi->filters, mi->filters_of);
+  tsr_status st = f ? index_filters(ox, f, STORE_MAX_FILTERS_BYTES + 1, &recorded)
+                    : err_set(TSR_ENOMEM, "out of memory");
+  if (!st && recorded && mi->have_filters && strcmp(f, mi->filters) != 0)
+    st = err_set(TSR_EMISMATCH, "merge into %s refused, nothing written: its filters '%s' differ "
+                 "from the filters '%s' of %s", out, f, mi->filters, mi->filters_of);
   free(f);
-  return r;
+  return st;
 }
 
 // store_merge once its inputs are checked and read-locked: the output's part.
@@ -269,33 +269,33 @@ static tsr_status merge_locked(const char *out, char *const *ins, int n,
                                const merge_inputs *mi, store_merge_result *res) {
   store_settings s0 = mi->s0;
   char why[1024];
-  tsr_status r;
+  tsr_status st;
   // The output is written: one writer at a time, and never "recovered" (shards deleted)
   // when its index is lost.
   store_lock *lock = NULL;
   store_index *ox = NULL;
-  if ((r = store_lock_acquire(&lock, out, 1))) return err_wrap(r, "merge: output: ");
-  if (!(r = store_index_state(out, why, sizeof why)) && why[0])
-    r = err_set(TSR_EFORMAT, "merge: output store %s has clips in its shards but %s; nothing "
-                "was written. Run `tessera index recover %s` first", out, why, out);
-  if (r || (r = store_open(&ox, out, 1, &s0))) {
+  if ((st = store_lock_acquire(&lock, out, 1))) return err_wrap(st, "merge: output: ");
+  if (!(st = store_index_state(out, why, sizeof why)) && why[0])
+    st = err_set(TSR_EFORMAT, "merge: output store %s has clips in its shards but %s; nothing "
+                 "was written. Run `tessera index recover %s` first", out, why, out);
+  if (st || (st = store_open(&ox, out, 1, &s0))) {
     store_lock_release(&lock);
-    return err_wrap(r, "merge: output: ");
+    return err_wrap(st, "merge: output: ");
   }
-  if ((r = check_output_filters(ox, out, mi)) || (r = store_recover(out, ox))) goto done;
+  if ((st = check_output_filters(ox, out, mi)) || (st = store_recover(out, ox))) goto done;
 
   // 2. Per input: shards, then the index rows (one transaction).
   char prefix[64];
   static int seq;  // distinct prefixes for merges in one process within the same second
   unsigned long run = (unsigned long)time(NULL);
   int me = __atomic_fetch_add(&seq, 1, __ATOMIC_RELAXED);
-  for (int i = 0; i < n && !r; i++) {
+  for (int i = 0; i < n && !st; i++) {
     snprintf(prefix, sizeof prefix, "m%lx-%x-%d-%d-", run, (unsigned)getpid(), me, i);
-    if ((r = place_shards(out, ins[i], prefix, res))) break;
+    if ((st = place_shards(out, ins[i], prefix, res))) break;
     char idx[PATH_MAX];
     snprintf(idx, sizeof idx, "%s/%s", ins[i], STORE_INDEX_NAME);
     int64_t clips = 0, skipped = 0;
-    if ((r = index_merge_from(ox, idx, prefix, &clips, &skipped))) break;
+    if ((st = index_merge_from(ox, idx, prefix, &clips, &skipped))) break;
     res->stores++;
     res->clips += clips;
     res->skipped += skipped;
@@ -303,9 +303,9 @@ static tsr_status merge_locked(const char *out, char *const *ins, int n,
              (long long)skipped, out);
   }
   // 3. Shards of skipped sources are referenced by nothing: remove them.
-  if (!r) r = store_recover(out, ox);
+  if (!st) st = store_recover(out, ox);
 done:
   index_close(&ox);
   store_lock_release(&lock);
-  return r;
+  return st;
 }

@@ -71,8 +71,8 @@ static tsr_status verdict_item(const shard_walk_item *it, void *vctx) {
   if (!x->meta.last) return TSR_OK;  // a source's last clip decides for its ingest
   source_status ss;
   int same = 0;
-  tsr_status r = index_source_lookup(x->ix, x->meta.path, x->meta.size, x->meta.mtime, &ss, &same);
-  if (r) return r;
+  tsr_status st = index_source_lookup(x->ix, x->meta.path, x->meta.size, x->meta.mtime, &ss, &same);
+  if (st) return st;
   if (ss == SOURCE_DONE) return TSR_OK;  // superseded: the index records the source
   return keep_because(x, "a complete ingest of source %s (its last clip at offset %lld) that the "
                       "index does not record", x->meta.path, (long long)it->offset);
@@ -116,11 +116,11 @@ tsr_status store_range_verdict(store_index *ix, const store_settings *s, const c
   }
   verdict_ctx x = {.ix = ix, .keep_blocks = keep_blocks, .v1 = shard_reader_version(sr) < 2,
                    .why = why, .n = n};
-  tsr_status r = shard_walk(sr, from, 1, verdict_item, &x);
+  tsr_status st = shard_walk(sr, from, 1, verdict_item, &x);
   shard_reader_close(&sr);
   *keep = x.keep;
   if (x.keep) return err_clear(), TSR_OK;  // the walk was ended on purpose
-  return r;
+  return st;
 }
 
 // ---- moving -------------------------------------------------------------------------------
@@ -137,26 +137,26 @@ static tsr_status quarantine_dir(const char *dir, store_quarantined *q) {
                (int)getpid()) >= (int)sizeof path)
     return err_set(TSR_EINVAL, "path too long: %s", dir);
   char top[sizeof q->dir];  // STORE/quarantine: a real folder, never a link out of the store
-  tsr_status r = fs_join(top, sizeof top, dir, STORE_QUARANTINE_DIR);
-  if (!r) r = fs_dir_nofollow(top, 1);
-  if (!r) r = fs_dir_nofollow(path, 1);
-  if (!r) r = fs_fsync_parent(path);
-  if (r) return err_wrap(r, "store %s: quarantine folder: ", dir);
+  tsr_status st = fs_join(top, sizeof top, dir, STORE_QUARANTINE_DIR);
+  if (!st) st = fs_dir_nofollow(top, 1);
+  if (!st) st = fs_dir_nofollow(path, 1);
+  if (!st) st = fs_fsync_parent(path);
+  if (st) return err_wrap(st, "store %s: quarantine folder: ", dir);
   snprintf(q->dir, sizeof q->dir, "%s", path);
   return TSR_OK;
 }
 
 tsr_status store_quarantine_shard(const char *dir, const char *path, const char *name,
                                   store_quarantined *q) {
-  tsr_status r = quarantine_dir(dir, q);
-  if (r) return r;
+  tsr_status st = quarantine_dir(dir, q);
+  if (st) return st;
   char dst[PATH_MAX + 256];
   snprintf(dst, sizeof dst, "%s/%s", q->dir, name);
   if (rename(path, dst) != 0)
     return err_set(TSR_EIO, "store %s: move shard %s into the quarantine folder %s: %s", dir, path,
                    q->dir, strerror(errno));
-  if (!(r = fs_fsync_dir(q->dir))) r = fs_fsync_parent(path);
-  if (r) return r;
+  if (!(st = fs_fsync_dir(q->dir))) st = fs_fsync_parent(path);
+  if (st) return st;
   q->shards++;
   return TSR_OK;
 }
@@ -184,32 +184,32 @@ static tsr_status copy_range(int src, int fd, int64_t from, int64_t to, const ch
 
 tsr_status store_quarantine_tail(const char *dir, const char *path, const char *name,
                                  int64_t from, int64_t size, store_quarantined *q) {
-  tsr_status r = quarantine_dir(dir, q);
-  if (r) return r;
+  tsr_status st = quarantine_dir(dir, q);
+  if (st) return st;
   char dst[PATH_MAX + 256];
   const char *dot = strrchr(name, '.');
   int stem = dot ? (int)(dot - name) : (int)strlen(name);
   snprintf(dst, sizeof dst, "%s/%.*s-tail-%lld.tshard", q->dir, stem, name,
            (long long)from);
   int src = -1;  // a regular file only (core/fs.h)
-  if ((r = fs_open_regular(path, &src))) return err_wrap(r, "store %s: shard: ", dir);
+  if ((st = fs_open_regular(path, &src))) return err_wrap(st, "store %s: shard: ", dir);
   int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) {
-    r = err_set(TSR_EIO, "store %s: create %s in the quarantine folder: %s", dir, dst,
-                strerror(errno));
+    st = err_set(TSR_EIO, "store %s: create %s in the quarantine folder: %s", dir, dst,
+                 strerror(errno));
     close(src);
-    return r;
+    return st;
   }
   // the header first: the copy is a shard whose blocks are the tail's (from is aligned)
-  r = copy_range(src, fd, 0, SHARD_HEADER_BYTES, path, dst);
-  if (!r) r = copy_range(src, fd, from, size, path, dst);
-  if (!r && fsync(fd) != 0) r = err_set(TSR_EIO, "fsync %s: %s", dst, strerror(errno));
+  st = copy_range(src, fd, 0, SHARD_HEADER_BYTES, path, dst);
+  if (!st) st = copy_range(src, fd, from, size, path, dst);
+  if (!st && fsync(fd) != 0) st = err_set(TSR_EIO, "fsync %s: %s", dst, strerror(errno));
   close(fd);
   close(src);
-  if (!r) r = fs_fsync_dir(q->dir);
-  if (r) {
+  if (!st) st = fs_fsync_dir(q->dir);
+  if (st) {
     unlink(dst);  // the shard is not cut then: its bytes are still where they were
-    return err_wrap(r, "store %s: shard %s: ", dir, name);
+    return err_wrap(st, "store %s: shard %s: ", dir, name);
   }
   q->tails++;
   q->bytes += size - from;

@@ -47,23 +47,26 @@ static tsr_status list_shards(const char *dir, char ***out, int *n) {
   char **v = NULL;
   int cnt = 0, cap = 0;
   struct dirent *e;
-  tsr_status r = TSR_OK;
+  tsr_status st = TSR_OK;
   while ((e = readdir(d))) {
     if (e->d_name[0] == '.' || !has_suffix(e->d_name, ".tshard")) continue;
     if (cnt == cap) {
       cap = cap ? 2 * cap : 16;
       char **w = realloc(v, sizeof *w * (size_t)cap);
-      if (!w) { r = err_set(TSR_ENOMEM, "out of memory listing %s", sdir); break; }
+      if (!w) { st = err_set(TSR_ENOMEM, "out of memory listing %s", sdir); break; }
       v = w;
     }
-    if (!(v[cnt] = strdup(e->d_name))) { r = err_set(TSR_ENOMEM, "out of memory listing %s", sdir); break; }
+    if (!(v[cnt] = strdup(e->d_name))) {
+      st = err_set(TSR_ENOMEM, "out of memory listing %s", sdir);
+      break;
+    }
     cnt++;
   }
   closedir(d);
   if (cnt) qsort(v, (size_t)cnt, sizeof *v, cmp_str);
   *out = v;
   *n = cnt;
-  return r;
+  return st;
 }
 
 static void free_names(char **v, int n) {
@@ -77,8 +80,8 @@ static tsr_status first_shard_with_data(const char *dir, char *name, size_t n) {
   name[0] = 0;
   char **v;
   int cnt;
-  tsr_status r = list_shards(dir, &v, &cnt);
-  if (r) return r;
+  tsr_status st = list_shards(dir, &v, &cnt);
+  if (st) return st;
   for (int i = 0; i < cnt && !name[0]; i++) {
     char path[PATH_MAX];
     shard_reader *sr = NULL;
@@ -112,8 +115,8 @@ static uint32_t change_counter(const char *path) {
 tsr_status store_index_state(const char *dir, char *why, size_t n) {
   why[0] = 0;
   char shard[PATH_MAX], path[PATH_MAX];
-  tsr_status r = first_shard_with_data(dir, shard, sizeof shard);
-  if (r || !shard[0]) return r;
+  tsr_status st = first_shard_with_data(dir, shard, sizeof shard);
+  if (st || !shard[0]) return st;
   snprintf(path, sizeof path, "%s/%s", dir, STORE_INDEX_NAME);
   struct stat sb;
   if (stat(path, &sb) != 0) {
@@ -126,9 +129,9 @@ tsr_status store_index_state(const char *dir, char *why, size_t n) {
   }
   store_index *ix = NULL;
   store_totals t;
-  if ((r = index_open(&ix, path, 0, NULL)) == TSR_OK) r = index_totals(ix, &t);
+  if ((st = index_open(&ix, path, 0, NULL)) == TSR_OK) st = index_totals(ix, &t);
   index_close(&ix);
-  if (r) snprintf(why, n, "its index is unusable (%s)", err_msg());
+  if (st) snprintf(why, n, "its index is unusable (%s)", err_msg());
   else if (t.clips == 0 && change_counter(path) > 1)
     snprintf(why, n, "its index records no clip, though it has committed changes since it was "
              "made, while shard %s holds clip blocks", shard);
@@ -167,64 +170,64 @@ typedef struct {
   store_rebuild_report *rep;
 } rstate;
 
-static void say(rstate *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(rstate *st, const char *fmt, ...) {
+static void say(rstate *rb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(rstate *rb, const char *fmt, ...) {
   char line[4096];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
-  if (st->say) st->say(line, st->ctx);
+  if (rb->say) rb->say(line, rb->ctx);
   else log_info("%s", line);
 }
 
-static tsr_status push(rstate *st, const entry *e) {
-  if (st->n == st->cap) {
-    int64_t cap = st->cap ? 2 * st->cap : 256;
-    entry *v = realloc(st->v, sizeof *v * (size_t)cap);
-    if (!v) return err_set(TSR_ENOMEM, "out of memory rebuilding the index of %s", st->dir);
-    st->v = v;
-    st->cap = cap;
+static tsr_status push(rstate *rb, const entry *e) {
+  if (rb->n == rb->cap) {
+    int64_t cap = rb->cap ? 2 * rb->cap : 256;
+    entry *v = realloc(rb->v, sizeof *v * (size_t)cap);
+    if (!v) return err_set(TSR_ENOMEM, "out of memory rebuilding the index of %s", rb->dir);
+    rb->v = v;
+    rb->cap = cap;
   }
-  st->v[st->n++] = *e;
+  rb->v[rb->n++] = *e;
   return TSR_OK;
 }
 
-static tsr_status push_caption(rstate *st, int shard, int64_t offset, const shard_caption *c) {
-  if (st->ncaps == st->capcaps) {
-    int64_t cap = st->capcaps ? 2 * st->capcaps : 64;
-    caption_entry *v = realloc(st->caps, sizeof *v * (size_t)cap);
-    if (!v) return err_set(TSR_ENOMEM, "out of memory rebuilding the index of %s", st->dir);
-    st->caps = v;
-    st->capcaps = cap;
+static tsr_status push_caption(rstate *rb, int shard, int64_t offset, const shard_caption *c) {
+  if (rb->ncaps == rb->capcaps) {
+    int64_t cap = rb->capcaps ? 2 * rb->capcaps : 64;
+    caption_entry *v = realloc(rb->caps, sizeof *v * (size_t)cap);
+    if (!v) return err_set(TSR_ENOMEM, "out of memory rebuilding the index of %s", rb->dir);
+    rb->caps = v;
+    rb->capcaps = cap;
   }
   char *text = malloc(c->text_bytes + 1);
-  if (!text) return err_set(TSR_ENOMEM, "out of memory rebuilding the index of %s", st->dir);
+  if (!text) return err_set(TSR_ENOMEM, "out of memory rebuilding the index of %s", rb->dir);
   memcpy(text, c->text, c->text_bytes);
   text[c->text_bytes] = 0;
-  st->caps[st->ncaps++] = (caption_entry){shard, offset, c->tokens, c->dim, c->checksum, text};
+  rb->caps[rb->ncaps++] = (caption_entry){shard, offset, c->tokens, c->dim, c->checksum, text};
   return TSR_OK;
 }
 
 // The caption block at (shard, offset), by binary search: the walk meets them in shard
-// order and, within a shard, in offset order, so st->caps is sorted. (A clip of a manifest
+// order and, within a shard, in offset order, so rb->caps is sorted. (A clip of a manifest
 // has its own caption: as many captions as clips, and a linear search per clip would make
 // the rebuild quadratic in the store's size.)
-static const caption_entry *find_caption(const rstate *st, int shard, int64_t offset) {
-  int64_t lo = 0, hi = st->ncaps;
+static const caption_entry *find_caption(const rstate *rb, int shard, int64_t offset) {
+  int64_t lo = 0, hi = rb->ncaps;
   while (lo < hi) {
     int64_t mid = lo + (hi - lo) / 2;
-    const caption_entry *e = &st->caps[mid];
+    const caption_entry *e = &rb->caps[mid];
     if (e->shard < shard || (e->shard == shard && e->offset < offset)) lo = mid + 1;
     else hi = mid;
   }
-  const caption_entry *e = lo < st->ncaps ? &st->caps[lo] : NULL;
+  const caption_entry *e = lo < rb->ncaps ? &rb->caps[lo] : NULL;
   return e && e->shard == shard && e->offset == offset ? e : NULL;
 }
 
 // One block of shard `shard` met by the walk (scan_shard), as the rebuild records it.
 typedef struct {
-  rstate *st;
+  rstate *rb;
   int shard;
   const char *rel;
   int64_t size;
@@ -232,23 +235,23 @@ typedef struct {
 
 static tsr_status scan_item(const shard_walk_item *it, void *vctx) {
   scan_ctx *x = vctx;
-  rstate *st = x->st;
+  rstate *rb = x->rb;
   if (it->kind == SHARD_WALK_DAMAGED) {
     if (it->end >= x->size) {  // nothing valid after it: an unfinished write or a cut file
-      st->rep->tail_bytes += it->end - it->offset;
-      say(st, "shard %s: %lld bytes from offset %lld are no complete block (an interrupted "
+      rb->rep->tail_bytes += it->end - it->offset;
+      say(rb, "shard %s: %lld bytes from offset %lld are no complete block (an interrupted "
           "write or damage; recovery moves what holds a complete block into quarantine and cuts "
           "the rest): %s", x->rel, (long long)(it->end - it->offset), (long long)it->offset,
           it->why);
     } else {
-      st->rep->damaged_bytes += it->end - it->offset;
-      say(st, "shard %s: %lld damaged bytes from offset %lld (%s); the blocks after them are "
+      rb->rep->damaged_bytes += it->end - it->offset;
+      say(rb, "shard %s: %lld damaged bytes from offset %lld (%s); the blocks after them are "
           "read on", x->rel, (long long)(it->end - it->offset), (long long)it->offset, it->why);
     }
     return TSR_OK;
   }
   if (it->kind == SHARD_WALK_CAPTION)  // a source's caption, before its clips
-    return push_caption(st, x->shard, it->offset, &it->caption);
+    return push_caption(rb, x->shard, it->offset, &it->caption);
   const shard_block *b = &it->clip;
   entry e = {.shard = x->shard, .offset = it->offset};
   e.c.T = b->T;
@@ -259,36 +262,36 @@ static tsr_status scan_item(const shard_walk_item *it, void *vctx) {
   e.c.checksum = b->checksum;
   if (b->meta) {
     if (!(e.meta = malloc(sizeof *e.meta)))
-      return err_set(TSR_ENOMEM, "out of memory rebuilding the index of %s", st->dir);
+      return err_set(TSR_ENOMEM, "out of memory rebuilding the index of %s", rb->dir);
     if (clip_meta_decode(b->meta, b->meta_bytes, e.meta) != TSR_OK) {
-      say(st, "shard %s: block at offset %lld: metadata unreadable (%s); recovered without "
+      say(rb, "shard %s: block at offset %lld: metadata unreadable (%s); recovered without "
           "its source", x->rel, (long long)it->offset, err_msg());
       clip_meta_release(e.meta);
       free(e.meta);
       e.meta = NULL;
     }
   }
-  tsr_status r = push(st, &e);
-  if (r && e.meta) clip_meta_release(e.meta);
-  if (r) free(e.meta);
-  return r;
+  tsr_status st = push(rb, &e);
+  if (st && e.meta) clip_meta_release(e.meta);
+  if (st) free(e.meta);
+  return st;
 }
 
 // Walks the blocks of shard i (past damaged stretches: shard_walk.h); settings of
 // version-2 headers must agree (*have, *s).
-static tsr_status scan_shard(rstate *st, int i, store_settings *s, int *have) {
+static tsr_status scan_shard(rstate *rb, int i, store_settings *s, int *have) {
   char path[PATH_MAX], rel[PATH_MAX];
-  snprintf(rel, sizeof rel, "%s/%s", STORE_SHARD_DIR, st->names[i]);
-  tsr_status r = store_shard_path(st->dir, rel, path, sizeof path);
-  if (r) {
-    st->rep->shards_unreadable++;
-    say(st, "shard %s: skipped: %s", rel, err_msg());
+  snprintf(rel, sizeof rel, "%s/%s", STORE_SHARD_DIR, rb->names[i]);
+  tsr_status st = store_shard_path(rb->dir, rel, path, sizeof path);
+  if (st) {
+    rb->rep->shards_unreadable++;
+    say(rb, "shard %s: skipped: %s", rel, err_msg());
     return TSR_OK;
   }
   shard_reader *sr = NULL;
   if (shard_reader_open(&sr, path, NULL) != TSR_OK) {
-    st->rep->shards_unreadable++;
-    say(st, "shard %s: unreadable, kept as it is, no clip recovered from it: %s", rel, err_msg());
+    rb->rep->shards_unreadable++;
+    say(rb, "shard %s: unreadable, kept as it is, no clip recovered from it: %s", rel, err_msg());
     return TSR_OK;
   }
   store_settings g;
@@ -298,15 +301,15 @@ static tsr_status scan_shard(rstate *st, int i, store_settings *s, int *have) {
   if (v2 && *have && store_settings_diff(s, &g, diff, sizeof diff)) {
     shard_reader_close(&sr);
     return err_set(TSR_EMISMATCH, "store %s: shard %s was written with other settings than the "
-                   "shards before it (%s): not one store; nothing changed", st->dir, rel, diff);
+                   "shards before it (%s): not one store; nothing changed", rb->dir, rel, diff);
   }
   if (v2 && !*have) *s = g, *have = 1;
-  if (!v2) st->rep->shards_v1++;
-  st->rep->shards++;
-  scan_ctx x = {.st = st, .shard = i, .rel = rel, .size = shard_reader_size(sr)};
-  r = shard_walk(sr, SHARD_HEADER_BYTES, 1, scan_item, &x);
+  if (!v2) rb->rep->shards_v1++;
+  rb->rep->shards++;
+  scan_ctx x = {.rb = rb, .shard = i, .rel = rel, .size = shard_reader_size(sr)};
+  st = shard_walk(sr, SHARD_HEADER_BYTES, 1, scan_item, &x);
   shard_reader_close(&sr);
-  return r;
+  return st;
 }
 
 // Order: source path, newest ingest first, shard, clip index.
@@ -333,11 +336,11 @@ static int same_group(const entry *a, const entry *b) {
 }
 
 // Commits one source from entries [lo, hi) of one group (clips 0..n-1 of one ingest).
-static tsr_status commit_group(rstate *st, store_index *ix, const store_settings *s,
+static tsr_status commit_group(rstate *rb, store_index *ix, const store_settings *s,
                                entry *g, int64_t n, store_clip *buf) {
   const clip_meta *last = g[n - 1].meta;
   char rel[PATH_MAX];
-  snprintf(rel, sizeof rel, "%s/%s", STORE_SHARD_DIR, st->names[g[0].shard]);
+  snprintf(rel, sizeof rel, "%s/%s", STORE_SHARD_DIR, rb->names[g[0].shard]);
   for (int64_t k = 0; k < n; k++) {
     store_clip c = g[k].meta->c;
     c.T = g[k].c.T;
@@ -356,21 +359,21 @@ static tsr_status commit_group(rstate *st, store_index *ix, const store_settings
     if (c.caption_offset && g[k].meta->caption_back)
       c.caption_offset = g[k].offset - g[k].meta->caption_back;
     if (c.caption_offset) {
-      const caption_entry *ce = find_caption(st, g[k].shard, c.caption_offset);
+      const caption_entry *ce = find_caption(rb, g[k].shard, c.caption_offset);
       if (ce) {
         c.caption_tokens = ce->tokens, c.caption_dim = ce->dim;
         c.caption_checksum = ce->checksum, c.caption = ce->text;
       } else {
-        say(st, "source %s: clip %d in shard %s: its caption block at offset %lld is missing or "
+        say(rb, "source %s: clip %d in shard %s: its caption block at offset %lld is missing or "
             "damaged; recovered without its caption", last->path, c.clip_index, rel,
             (long long)c.caption_offset);
         c.caption_offset = 0;
       }
     }
     if (store_clip_check(s, &c) != TSR_OK) {
-      say(st, "source %s: clip %d in shard %s at offset %lld disagrees with its metadata (%s); "
+      say(rb, "source %s: clip %d in shard %s at offset %lld disagrees with its metadata (%s); "
           "source not recovered", last->path, c.clip_index, rel, (long long)c.offset, err_msg());
-      st->rep->blocks_left += n;
+      rb->rep->blocks_left += n;
       return TSR_OK;
     }
     buf[k] = c;
@@ -382,20 +385,20 @@ static tsr_status commit_group(rstate *st, store_index *ix, const store_settings
                       .has_scene_cuts = last->has_scene_cuts, .scene_cuts = last->scene_cuts,
                       .n_scene_cuts = last->n_scene_cuts,
                       .manifest_key = last->manifest_key[0] ? last->manifest_key : NULL};
-  tsr_status r = index_commit_source(ix, &src, buf, (int)n);
-  if (!r) {
-    st->rep->sources++;
-    st->rep->clips += n;
+  tsr_status st = index_commit_source(ix, &src, buf, (int)n);
+  if (!st) {
+    rb->rep->sources++;
+    rb->rep->clips += n;
   }
-  return r;
+  return st;
 }
 
 // Blocks without metadata (version-1 shards): one stand-in source per shard, so their
 // clips stay in the store (and are not deleted as unreferenced) while saying what is lost.
-static tsr_status commit_unknown(rstate *st, store_index *ix, const store_settings *s,
+static tsr_status commit_unknown(rstate *rb, store_index *ix, const store_settings *s,
                                  entry *g, int64_t n, store_clip *buf) {
   char rel[PATH_MAX], path[PATH_MAX + 64], note[PATH_MAX + 256];
-  snprintf(rel, sizeof rel, "%s/%s", STORE_SHARD_DIR, st->names[g[0].shard]);
+  snprintf(rel, sizeof rel, "%s/%s", STORE_SHARD_DIR, rb->names[g[0].shard]);
   snprintf(path, sizeof path, "unknown-source:%s", rel);
   snprintf(note, sizeof note, "rebuilt by `tessera index recover` from %s, whose blocks carry no "
            "metadata (shard format 1): source path, size, mtime, start, source fps and size, "
@@ -411,15 +414,15 @@ static tsr_status commit_unknown(rstate *st, store_index *ix, const store_settin
     buf[k] = c;
   }
   store_source src = {.path = path, .status = SOURCE_DONE, .error = note};
-  tsr_status r = index_commit_source(ix, &src, buf, (int)n);
-  if (!r) {
-    st->rep->clips_unknown_source += n;
-    st->rep->clips += n;
-    say(st, "shard %s: %lld clips recovered without their source (%s)", rel, (long long)n,
+  tsr_status st = index_commit_source(ix, &src, buf, (int)n);
+  if (!st) {
+    rb->rep->clips_unknown_source += n;
+    rb->rep->clips += n;
+    say(rb, "shard %s: %lld clips recovered without their source (%s)", rel, (long long)n,
         "format-1 blocks: path, times, codec, frame counts and label unknown; a rerun of "
         "ingest will ingest their sources again");
   }
-  return r;
+  return st;
 }
 
 tsr_status store_rebuild(const char *dir, void (*sayfn)(const char *, void *), void *ctx,
@@ -427,71 +430,71 @@ tsr_status store_rebuild(const char *dir, void (*sayfn)(const char *, void *), v
   store_rebuild_report tmp;
   if (!rep) rep = &tmp;
   memset(rep, 0, sizeof *rep);
-  rstate st = {.dir = dir, .say = sayfn, .ctx = ctx, .rep = rep};
+  rstate rb = {.dir = dir, .say = sayfn, .ctx = ctx, .rep = rep};
   store_settings s;
   int have = 0;
   store_index *ix = NULL;
   store_clip *buf = NULL;
   char path[PATH_MAX], aside[PATH_MAX + 64], j1[PATH_MAX + 64], j2[PATH_MAX + 96];
   fs_atomic a = {0};
-  tsr_status r = list_shards(dir, &st.names, &st.nnames);
-  for (int i = 0; !r && i < st.nnames; i++) r = scan_shard(&st, i, &s, &have);
-  if (r) goto out;
+  tsr_status st = list_shards(dir, &rb.names, &rb.nnames);
+  for (int i = 0; !st && i < rb.nnames; i++) st = scan_shard(&rb, i, &s, &have);
+  if (st) goto out;
   if (!have) {
-    r = err_set(TSR_EFORMAT, "store %s: no shard records the store's settings (fps, short side, "
-                "max seconds): %s; the index cannot be rebuilt. Nothing was changed",
-                dir, st.nnames ? "all are format-1 shards or unreadable" : "it has no shards");
+    st = err_set(TSR_EFORMAT, "store %s: no shard records the store's settings (fps, short side, "
+                 "max seconds): %s; the index cannot be rebuilt. Nothing was changed",
+                 dir, rb.nnames ? "all are format-1 shards or unreadable" : "it has no shards");
     goto out;
   }
-  if (st.n) qsort(st.v, (size_t)st.n, sizeof *st.v, cmp_entry);
-  if (!(buf = malloc(sizeof *buf * (size_t)(st.n ? st.n : 1)))) {
-    r = err_set(TSR_ENOMEM, "out of memory rebuilding the index of %s", dir);
+  if (rb.n) qsort(rb.v, (size_t)rb.n, sizeof *rb.v, cmp_entry);
+  if (!(buf = malloc(sizeof *buf * (size_t)(rb.n ? rb.n : 1)))) {
+    st = err_set(TSR_ENOMEM, "out of memory rebuilding the index of %s", dir);
     goto out;
   }
   // The new index is built beside the old one (core/fs.h fs_atomic: SQLite writes
   // index.sqlite.tmp) and renamed over it once complete and synced.
   snprintf(path, sizeof path, "%s/%s", dir, STORE_INDEX_NAME);
-  if ((r = fs_atomic_name(&a, path))) goto out;
+  if ((st = fs_atomic_name(&a, path))) goto out;
   snprintf(j1, sizeof j1, "%s-journal", a.tmp);
   unlink(a.tmp);
   unlink(j1);
-  if ((r = index_open(&ix, a.tmp, 1, &s))) goto out;
+  if ((st = index_open(&ix, a.tmp, 1, &s))) goto out;
   const char *done_path = NULL;  // path of the last source committed (newest ingest wins)
-  for (int64_t i = 0; !r && i < st.n;) {
+  for (int64_t i = 0; !st && i < rb.n;) {
     int64_t j = i + 1;
-    if (!st.v[i].meta) {  // unknown sources: grouped per shard (entries sort first)
-      while (j < st.n && !st.v[j].meta && st.v[j].shard == st.v[i].shard) j++;
-      r = commit_unknown(&st, ix, &s, &st.v[i], j - i, buf);
+    if (!rb.v[i].meta) {  // unknown sources: grouped per shard (entries sort first)
+      while (j < rb.n && !rb.v[j].meta && rb.v[j].shard == rb.v[i].shard) j++;
+      st = commit_unknown(&rb, ix, &s, &rb.v[i], j - i, buf);
       i = j;
       continue;
     }
-    while (j < st.n && same_group(&st.v[i], &st.v[j])) j++;
-    const clip_meta *m = st.v[i].meta;
-    int complete = st.v[j - 1].meta->last;
+    while (j < rb.n && same_group(&rb.v[i], &rb.v[j])) j++;
+    const clip_meta *m = rb.v[i].meta;
+    int complete = rb.v[j - 1].meta->last;
     for (int64_t k = i; k < j && complete; k++)
-      complete = st.v[k].meta->c.clip_index == k - i && (st.v[k].meta->last == (k == j - 1));
+      complete = rb.v[k].meta->c.clip_index == k - i && (rb.v[k].meta->last == (k == j - 1));
     if (done_path && !strcmp(done_path, m->path)) {
       rep->blocks_left += j - i;  // an older ingest of a source already recovered
     } else if (!complete) {
       rep->blocks_left += j - i;
-      say(&st, "source %s: %lld clips in shard %s without its last clip (an interrupted ingest; "
+      say(&rb, "source %s: %lld clips in shard %s without its last clip (an interrupted ingest; "
           "not recovered, a rerun of ingest does it again)", m->path, (long long)(j - i),
-          st.names[st.v[i].shard]);
+          rb.names[rb.v[i].shard]);
     } else {
-      r = commit_group(&st, ix, &s, &st.v[i], j - i, buf);
+      st = commit_group(&rb, ix, &s, &rb.v[i], j - i, buf);
       done_path = m->path;
     }
     i = j;
   }
   index_close(&ix);
-  if (r) goto out;
+  if (st) goto out;
   // Keep the old index (whatever it is) beside the store rather than delete it.
   struct stat sb;
   if (stat(path, &sb) == 0) {
     snprintf(aside, sizeof aside, "%s.unusable-%lld", path, (long long)time(NULL));
     if (rename(path, aside) != 0) {
-      r = err_set(TSR_EIO, "store %s: move the unusable index aside to %s: %s", dir, aside,
-                  strerror(errno));
+      st = err_set(TSR_EIO, "store %s: move the unusable index aside to %s: %s", dir, aside,
+                   strerror(errno));
       goto out;
     }
     rep->old_index_kept = 1;
@@ -501,22 +504,22 @@ tsr_status store_rebuild(const char *dir, void (*sayfn)(const char *, void *), v
   snprintf(j1, sizeof j1, "%s-journal", path);
   snprintf(j2, sizeof j2, "%s-journal", aside);
   if (stat(j1, &sb) == 0 && rename(j1, j2) != 0) {
-    r = err_set(TSR_EIO, "store %s: move %s aside: %s", dir, j1, strerror(errno));
+    st = err_set(TSR_EIO, "store %s: move %s aside: %s", dir, j1, strerror(errno));
     goto out;
   }
-  r = fs_atomic_commit(&a);  // fsync, rename over index.sqlite, fsync of the store
-  if (r) err_wrap(r, "store %s: ", dir);
+  st = fs_atomic_commit(&a);  // fsync, rename over index.sqlite, fsync of the store
+  if (st) err_wrap(st, "store %s: ", dir);
 out:
   index_close(&ix);
   fs_atomic_abort(&a);
-  for (int64_t i = 0; i < st.n; i++) {
-    if (st.v[i].meta) clip_meta_release(st.v[i].meta);
-    free(st.v[i].meta);
+  for (int64_t i = 0; i < rb.n; i++) {
+    if (rb.v[i].meta) clip_meta_release(rb.v[i].meta);
+    free(rb.v[i].meta);
   }
-  free(st.v);
-  for (int64_t i = 0; i < st.ncaps; i++) free(st.caps[i].text);
-  free(st.caps);
+  free(rb.v);
+  for (int64_t i = 0; i < rb.ncaps; i++) free(rb.caps[i].text);
+  free(rb.caps);
   free(buf);
-  free_names(st.names, st.nnames);
-  return r;
+  free_names(rb.names, rb.nnames);
+  return st;
 }

@@ -697,10 +697,9 @@ tsr_status shard_truncate(const char *path, int64_t end) {
     return err_set(TSR_EINVAL, "truncate shard %s to %lld bytes: less than its header", path,
                    (long long)end);
   int fd = -1;  // never a link's target: the cut would shorten a file outside the store
-  tsr_status r = fs_open_nofollow(path, O_RDWR, &fd);
-  if (r) return err_wrap(r, "truncate shard: ");
+  tsr_status st = fs_open_nofollow(path, O_RDWR, &fd);
+  if (st) return err_wrap(st, "truncate shard: ");
   struct stat sb;
-  tsr_status st = TSR_OK;
   if (fstat(fd, &sb) != 0) {
     st = err_set(TSR_EIO, "stat shard %s: %s", path, strerror(errno));
   } else if (sb.st_size < end) {

@@ -10,14 +10,14 @@ static tsr_status read_block(shard_reader *sr, int64_t off, int verify, shard_wa
   it->offset = off;
   if (shard_reader_is_caption(sr, off)) {
     it->kind = SHARD_WALK_CAPTION;
-    tsr_status r = shard_reader_caption(sr, off, verify, &it->caption);
+    tsr_status st = shard_reader_caption(sr, off, verify, &it->caption);
     it->end = it->caption.end;
-    return r;
+    return st;
   }
   it->kind = SHARD_WALK_CLIP;
-  tsr_status r = shard_reader_block(sr, off, verify, &it->clip);
+  tsr_status st = shard_reader_block(sr, off, verify, &it->clip);
   it->end = it->clip.end;
-  return r;
+  return st;
 }
 
 // The next 4096-byte boundary after `off` where a block header is valid (header checksum,
@@ -36,11 +36,11 @@ static int64_t resync(shard_reader *sr, int64_t off) {
 tsr_status shard_walk(shard_reader *sr, int64_t from, int verify,
                       tsr_status (*fn)(const shard_walk_item *item, void *ctx), void *ctx) {
   int64_t size = shard_reader_size(sr), off = from;
-  tsr_status r = TSR_OK;
-  while (!r && off < size) {
+  tsr_status st = TSR_OK;
+  while (!st && off < size) {
     shard_walk_item it = {0};
     if (read_block(sr, off, verify, &it) == TSR_OK) {
-      r = fn(&it, ctx);
+      st = fn(&it, ctx);
       off = it.end;
       continue;
     }
@@ -49,8 +49,8 @@ tsr_status shard_walk(shard_reader *sr, int64_t from, int verify,
     err_clear();
     shard_walk_item bad = {.kind = SHARD_WALK_DAMAGED, .offset = off, .end = resync(sr, off),
                            .why = why};
-    r = fn(&bad, ctx);
+    st = fn(&bad, ctx);
     off = bad.end;
   }
-  return r;
+  return st;
 }

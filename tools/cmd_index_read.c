@@ -13,6 +13,7 @@
 #include "core/term.h"
 #include "ingest/manifest_filter.h"
 #include "model/train/mix.h"
+#include "store/clip_filter.h"
 #include "store/index.h"
 #include "store/json_cols.h"
 #include "store/settings.h"
@@ -235,12 +236,10 @@ static void totals_add(store_totals *sum, const store_totals *t) {
   sum->seconds += t->seconds;
 }
 
-// What an epoch of the mix draws of each store: quotas over every clip of each store (no
-// clip held out; train.val_clips takes its clips before the quotas are counted).
+// What an epoch of the mix draws of each store (mix_epoch_draws: no clip held out;
+// train.val_clips takes its clips before the quotas are counted).
 static void mix_text(const mix_spec *m, const store_totals *sum, const store_totals *t,
-                     const int64_t *clips, const int64_t *quota) {
-  int64_t draws = 0;
-  for (int s = 0; s < m->n; s++) draws += quota[s];
+                     const int64_t *clips, const int64_t *quota, int64_t draws) {
   printf("\nmix %s: %d stores\n", m->path, m->n);
   printf("  %-20s %10s %12s %9s %-12s %12s %7s %9s\n", "store", "clips", "tokens", "hours",
          "drawn by", "per epoch", "share", "per clip");
@@ -290,15 +289,10 @@ static tsr_status stats_mix(const char *path, int json, const manifest_filter *w
     else if (json && json_array_append_new(stores, obj)) st = err_set(TSR_ENOMEM, "out of memory");
     if (!st) totals_add(&sum, &t[s]);
   }
-  for (int s = 0; !st && s < m.n; s++)
-    if (clips[s] < 1)
-      st = err_set(TSR_EINVAL, "mix %s: store '%s' (%s) has no clips", path, m.store[s].name,
-                   m.store[s].path);
-  if (!st) st = mix_quotas(&m, clips, quota);
-  if (!st && !json) mix_text(&m, &sum, t, clips, quota);
+  int64_t draws = 0;
+  if (!st) st = mix_epoch_draws(&m, clips, quota, &draws);
+  if (!st && !json) mix_text(&m, &sum, t, clips, quota, draws);
   if (!st && json) {
-    int64_t draws = 0;
-    for (int s = 0; s < m.n; s++) draws += quota[s];
     json_t *shares = json_array();
     for (int s = 0; s < m.n; s++)
       json_array_append_new(shares, json_pack(
@@ -369,25 +363,11 @@ int cmd_index_stats(int argc, char **argv) {
 // ---- list -----------------------------------------------------------------------------
 
 typedef struct {
-  const char *label, *source;  // filters: exact label ("" = none), substring of the path
-  int64_t min_tokens, max_tokens, row;  // row: clips of this manifest row only (0: any)
-  // A predicate over a clip, after the filters above: non-zero keeps it. --where's score
-  // clauses (where_keep); NULL: none.
-  int (*keep)(const store_clip_row *r, void *ctx);
-  void *keep_ctx;
+  store_clip_filter f;  // the filters; --where's score clauses are its keep (where_keep)
   int64_t limit, shown, matched;
   int json;                    // --json: a JSON array, written one element at a time
   int write_failed;            // a JSON element could not be made or written
 } list_ctx;
-
-static int list_match(const list_ctx *x, const store_clip_row *r) {
-  const char *label = r->c.label ? r->c.label : "";
-  if (x->label && strcmp(label, x->label)) return 0;
-  if (x->source && !strstr(r->source, x->source)) return 0;
-  if (r->c.tokens < x->min_tokens || (x->max_tokens && r->c.tokens > x->max_tokens)) return 0;
-  if (x->row && r->c.manifest_row != x->row) return 0;
-  return !x->keep || x->keep(r, x->keep_ctx);
-}
 
 // A real, or null for NaN (an open span end).
 static json_t *json_real_or_null(double v) { return isnan(v) ? json_null() : json_real(v); }
@@ -447,7 +427,7 @@ static void span_text(const store_clip *c, char *rs, size_t nrs, char *sp, size_
 static int list_clip(const store_clip_row *r, void *p) {
   list_ctx *x = p;
   const char *label = r->c.label ? r->c.label : "";
-  if (!list_match(x, r)) return 0;
+  if (!store_clip_filter_match(&x->f, r)) return 0;
   x->matched++;
   if (x->limit && x->shown >= x->limit) return 0;
   x->shown++;
@@ -482,8 +462,8 @@ static const opt_def list_opts[] = {
         "instead (null where a clip has none)"),
     OPT_END};
 
-// The options of list into x, --where's clauses into *where (x->keep judges them when there
-// are some); TSR_EINVAL after opt_next or a parser said why.
+// The options of list into x, --where's clauses into *where (x->f.keep judges them when
+// there are some); TSR_EINVAL after opt_next or a parser said why.
 static tsr_status list_options(int argc, char **argv, list_ctx *x, manifest_filter *where) {
   int c;
   tsr_status st = TSR_OK;
@@ -491,11 +471,11 @@ static tsr_status list_options(int argc, char **argv, list_ctx *x, manifest_filt
   opt_begin(&op, list_opts, argc, argv);
   while (!st && (c = opt_next(&op)) != -1) {
     switch (c) {
-    case 'l': x->label = optarg; break;
-    case 's': x->source = optarg; break;
-    case 'n': st = parse_i64("--min-tokens", optarg, 0, INT64_MAX, &x->min_tokens); break;
-    case 'x': st = parse_i64("--max-tokens", optarg, 1, INT64_MAX, &x->max_tokens); break;
-    case 'r': st = parse_i64("--row", optarg, 1, INT64_MAX, &x->row); break;
+    case 'l': x->f.label = optarg; break;
+    case 's': x->f.source = optarg; break;
+    case 'n': st = parse_i64("--min-tokens", optarg, 0, INT64_MAX, &x->f.min_tokens); break;
+    case 'x': st = parse_i64("--max-tokens", optarg, 1, INT64_MAX, &x->f.max_tokens); break;
+    case 'r': st = parse_i64("--row", optarg, 1, INT64_MAX, &x->f.row); break;
     case 'k': st = parse_i64("--limit", optarg, 1, INT64_MAX, &x->limit); break;
     case 'w': st = manifest_filter_add_where(where, optarg); break;
     case 'j': x->json = 1; break;
@@ -504,12 +484,10 @@ static tsr_status list_options(int argc, char **argv, list_ctx *x, manifest_filt
   }
   if (!st) st = cli_positionals(argc, argv, 1, 1, "STORE");
   if (where->nwhere) {
-    x->keep = where_keep;
-    x->keep_ctx = where;
+    x->f.keep = where_keep;
+    x->f.keep_ctx = where;
   }
-  if (!st && x->max_tokens && x->max_tokens < x->min_tokens)
-    st = err_set(TSR_EINVAL, "--max-tokens %lld is below --min-tokens %lld",
-                 (long long)x->max_tokens, (long long)x->min_tokens);
+  if (!st) st = store_clip_filter_check(&x->f);
   return st;
 }
 

@@ -123,12 +123,12 @@ static void sample_usage(FILE *f) {
 // checked before any sampling.
 static tsr_status check_rgb(const char *ckpt) {
   ckpt_meta cm = {0};
-  tsr_status r = ckpt_read_meta(ckpt, &cm);
-  if (!r && !store_is_latent(&cm.store) && cm.mc.channels != 3)
-    r = err_set(TSR_EINVAL, "the model of %s has %d channels; only RGB (3) can be "
-                "written as video", ckpt, cm.mc.channels);
+  tsr_status st = ckpt_read_meta(ckpt, &cm);
+  if (!st && !store_is_latent(&cm.store) && cm.mc.channels != 3)
+    st = err_set(TSR_EINVAL, "the model of %s has %d channels; only RGB (3) can be "
+                 "written as video", ckpt, cm.mc.channels);
   ckpt_meta_free(&cm);
-  return r;
+  return st;
 }
 
 // path with its .mp4 / .y4m extension replaced by .safetensors, into out (n bytes).
@@ -145,18 +145,18 @@ static tsr_status latents_path(const char *path, char *out, size_t n) {
 // --latents-out: the sampled values (latents, or pixels in [-1, 1]) as a latent file, the
 // layout --noise reads, with the store's frame rate and VAE strides (1 for pixels).
 static tsr_status write_latents_out(const char *path, const char *ckpt, const sample_result *res) {
-  const store_settings *st = &res->store;
+  const store_settings *ss = &res->store;
   float *lat = NULL;
   const char *extra[] = {"sampled_from", ckpt};
-  tsr_status r = sample_latents(res, &lat);
-  if (!r)
-    r = latent_file_write(path, lat, res->T * res->mc.pt, res->H * res->mc.ph,
-                          res->W * res->mc.pw, res->mc.channels, st->fps_num, st->fps_den,
-                          st->vae_t > 0 ? st->vae_t : 1, st->vae_s > 0 ? st->vae_s : 1, NULL,
-                          extra, 1);
-  if (!r) log_info("sample: wrote the final values to %s", path);
+  tsr_status st = sample_latents(res, &lat);
+  if (!st)
+    st = latent_file_write(path, lat, res->T * res->mc.pt, res->H * res->mc.ph,
+                           res->W * res->mc.pw, res->mc.channels, ss->fps_num, ss->fps_den,
+                           ss->vae_t > 0 ? ss->vae_t : 1, ss->vae_s > 0 ? ss->vae_s : 1, NULL,
+                           extra, 1);
+  if (!st) log_info("sample: wrote the final values to %s", path);
   free(lat);
-  return r;
+  return st;
 }
 
 // --prompt (each optarg, n of them), --prompts and --encoder.
@@ -174,17 +174,17 @@ static tsr_status parse_args(int argc, char **argv, sample_options *o, const cha
   double cfg = 1, cfg2 = NAN;
   int64_t seed = 0;
   int boundary_given = 0;
-  tsr_status r = TSR_OK;
+  tsr_status st = TSR_OK;
   opt_parser op;
   opt_begin(&op, sample_opts, argc, argv);
-  while (!r && (c = opt_next(&op)) != -1) {
+  while (!st && (c = opt_next(&op)) != -1) {
     switch (c) {
     case O_CKPT: o->ckpt = optarg; break;
-    case O_FRAMES: r = parse_int("--frames", optarg, 1, 1 << 20, &o->frames); break;
+    case O_FRAMES: st = parse_int("--frames", optarg, 1, 1 << 20, &o->frames); break;
     case O_SIZE:
       if (parse_dims(optarg, "x", 2, size_hi, hw))
-        r = err_set(TSR_EINVAL, "--size '%s': not HxW in pixels (e.g. 64x80, each 1..16384)",
-                    optarg);
+        st = err_set(TSR_EINVAL, "--size '%s': not HxW in pixels (e.g. 64x80, each 1..16384)",
+                     optarg);
       else o->height = hw[0], o->width = hw[1];
       break;
     case O_OUT: *out = optarg; break;
@@ -193,61 +193,61 @@ static tsr_status parse_args(int argc, char **argv, sample_options *o, const cha
     case O_NEGATIVE: o->negative = optarg; break;
     case O_NOISE: o->noise = optarg; break;
     case O_LATENTS_OUT: *latents_out = optarg; break;
-    case O_SHIFT: r = parse_double("--shift", optarg, 1e-3, 1e3, &o->shift); break;
+    case O_SHIFT: st = parse_double("--shift", optarg, 1e-3, 1e3, &o->shift); break;
     case O_SCHEDULE:
       if (!strcmp(optarg, "tessera")) o->schedule = SAMPLE_SCHEDULE_TESSERA;
       else if (!strcmp(optarg, "wan")) o->schedule = SAMPLE_SCHEDULE_WAN;
-      else r = err_set(TSR_EINVAL, "--schedule '%s': use tessera or wan", optarg);
+      else st = err_set(TSR_EINVAL, "--schedule '%s': use tessera or wan", optarg);
       break;
-    case O_CFG: r = parse_double("--cfg", optarg, 0, 100, &cfg); break;
+    case O_CFG: st = parse_double("--cfg", optarg, 0, 100, &cfg); break;
     case O_SOLVER:
       if (!strcmp(optarg, "euler")) o->solver = SAMPLE_SOLVER_EULER;
       else if (!strcmp(optarg, "unipc")) o->solver = SAMPLE_SOLVER_UNIPC;
-      else r = err_set(TSR_EINVAL, "--solver '%s': use euler or unipc", optarg);
+      else st = err_set(TSR_EINVAL, "--solver '%s': use euler or unipc", optarg);
       break;
     case O_CKPT2: o->ckpt2 = optarg; break;
     case O_PROMPT: {
       char **g = realloc(pa->prompt, (size_t)(pa->n + 1) * sizeof *g);
-      if (!g) r = err_set(TSR_ENOMEM, "out of memory");
+      if (!g) st = err_set(TSR_ENOMEM, "out of memory");
       else pa->prompt = g, pa->prompt[pa->n++] = optarg;
       break;
     }
     case O_PROMPTS: pa->file = optarg; break;
     case O_ENCODER: pa->encoder = optarg; break;
     case O_BOUNDARY:
-      r = parse_double("--boundary", optarg, 1e-6, 1, &o->boundary);
+      st = parse_double("--boundary", optarg, 1e-6, 1, &o->boundary);
       boundary_given = 1;
       break;
-    case O_CFG2: r = parse_double("--cfg2", optarg, 0, 100, &cfg2); break;
-    case O_STEPS: r = parse_int("--steps", optarg, 1, 100000, &o->steps); break;
-    case O_SEED: r = parse_i64("--seed", optarg, 0, INT64_MAX, &seed); break;
+    case O_CFG2: st = parse_double("--cfg2", optarg, 0, 100, &cfg2); break;
+    case O_STEPS: st = parse_int("--steps", optarg, 1, 100000, &o->steps); break;
+    case O_SEED: st = parse_i64("--seed", optarg, 0, INT64_MAX, &seed); break;
     case O_EMA: o->ema = 1; break;
     case O_RAW: o->ema = 0; break;
     case O_BACKEND: *backend = optarg; break;
     case O_PRECISION: {
       kernels_dtype kd;
-      if (!(r = parse_dtype("--precision", optarg, &kd))) o->precision = (int)kd;
+      if (!(st = parse_dtype("--precision", optarg, &kd))) o->precision = (int)kd;
       break;
     }
-    default: r = TSR_EINVAL;  // opt_next said why
+    default: st = TSR_EINVAL;  // opt_next said why
     }
   }
-  if (!r) r = cli_positionals(argc, argv, 0, 0, "");
+  if (!st) st = cli_positionals(argc, argv, 0, 0, "");
   // --frames and --size default to the checkpoint's store's (tools/sample_defaults.h)
   const char *missing = !o->ckpt ? "--ckpt FILE" : !*out ? "--out FILE.mp4" : NULL;
-  if (!r && missing) r = err_set(TSR_EINVAL, "missing %s", missing);
-  if (!r && !o->ckpt2 && (boundary_given || !isnan(cfg2)))
-    r = err_set(TSR_EINVAL, "%s: only with --ckpt2 (the second expert)",
-                boundary_given ? "--boundary" : "--cfg2");
-  if (!r && pa->n && pa->file) r = err_set(TSR_EINVAL, "--prompt and --prompts: give one");
-  if (!r && o->caption && (pa->n || pa->file))
-    r = err_set(TSR_EINVAL, "--caption with --prompt/--prompts: give the text or its embedding");
-  if (!r && pa->encoder && !pa->n && !pa->file)
-    r = err_set(TSR_EINVAL, "--encoder: only with --prompt or --prompts");
+  if (!st && missing) st = err_set(TSR_EINVAL, "missing %s", missing);
+  if (!st && !o->ckpt2 && (boundary_given || !isnan(cfg2)))
+    st = err_set(TSR_EINVAL, "%s: only with --ckpt2 (the second expert)",
+                 boundary_given ? "--boundary" : "--cfg2");
+  if (!st && pa->n && pa->file) st = err_set(TSR_EINVAL, "--prompt and --prompts: give one");
+  if (!st && o->caption && (pa->n || pa->file))
+    st = err_set(TSR_EINVAL, "--caption with --prompt/--prompts: give the text or its embedding");
+  if (!st && pa->encoder && !pa->n && !pa->file)
+    st = err_set(TSR_EINVAL, "--encoder: only with --prompt or --prompts");
   o->cfg = (float)cfg;
   o->cfg2 = (float)cfg2;
   o->seed = (uint64_t)seed;
-  return r;
+  return st;
 }
 
 
@@ -255,34 +255,34 @@ static tsr_status parse_args(int argc, char **argv, sample_options *o, const cha
 static tsr_status sample_one(sample_options *o, const char *out, const char *latents_out) {
   sample_result res = {0};
   // --out must be a new name or a regular file (core/fs.h), checked before any sampling
-  tsr_status r = fs_check_output(out);
-  if (!r && latents_out) r = fs_check_output(latents_out);
-  if (!r) r = check_rgb(o->ckpt);
-  if (!r) r = sample_fill_defaults(o);
-  if (!r) r = sample_run(o, &res);
+  tsr_status st = fs_check_output(out);
+  if (!st && latents_out) st = fs_check_output(latents_out);
+  if (!st) st = check_rgb(o->ckpt);
+  if (!st) st = sample_fill_defaults(o);
+  if (!st) st = sample_run(o, &res);
   float *lat = NULL;
-  if (!r && store_is_latent(&res.store)) {  // the latents; video_write makes their preview
-    const store_settings *st = &res.store;
+  if (!st && store_is_latent(&res.store)) {  // the latents; video_write makes their preview
+    const store_settings *ss = &res.store;
     char lpath[4200];
     const char *extra[] = {"sampled_from", o->ckpt, "caption_text", res.caption};
     int frames = res.T * res.mc.pt, h = res.H * res.mc.ph, w = res.W * res.mc.pw;
-    r = latents_path(out, lpath, sizeof lpath);
-    if (!r) r = sample_latents(&res, &lat);
-    if (!r)
-      r = latent_file_write(lpath, lat, frames, h, w, res.mc.channels, st->fps_num, st->fps_den,
-                            st->vae_t, st->vae_s, NULL, extra, res.caption[0] ? 2 : 1);
-    if (!r)
+    st = latents_path(out, lpath, sizeof lpath);
+    if (!st) st = sample_latents(&res, &lat);
+    if (!st)
+      st = latent_file_write(lpath, lat, frames, h, w, res.mc.channels, ss->fps_num, ss->fps_den,
+                             ss->vae_t, ss->vae_s, NULL, extra, res.caption[0] ? 2 : 1);
+    if (!st)
       log_info("sample: wrote the latents to %s (%d x %d x %d x %d: decode them with the VAE "
                "that encoded the store); %s is a PREVIEW of latent channels %s as red, green, "
                "blue, each stretched over its 0.5..99.5%% range, not the decoded video", lpath,
                frames, h, w, res.mc.channels, out, res.mc.channels >= 3 ? "0, 1, 2" : "0 (grey)");
   }
-  if (!r && latents_out) r = write_latents_out(latents_out, o->ckpt, &res);
-  if (!r) r = video_write(out, &res);
-  if (!r) log_info("sample: wrote %s", out);
+  if (!st && latents_out) st = write_latents_out(latents_out, o->ckpt, &res);
+  if (!st) st = video_write(out, &res);
+  if (!st) log_info("sample: wrote %s", out);
   free(lat);
   sample_result_free(&res);
-  return r;
+  return st;
 }
 
 // path with "-K" before its extension (out.mp4 -> out-3.mp4) into buf (n bytes).
@@ -302,37 +302,37 @@ static tsr_status sample_prompts(sample_options *o, const prompt_args *pa, const
   int n = pa->n;
   ckpt_meta cm = {0};
   prompt_set ps = {0};
-  tsr_status r = pa->file ? prompts_read_file(pa->file, "--prompts", &owned, &n) : TSR_OK;
+  tsr_status st = pa->file ? prompts_read_file(pa->file, "--prompts", &owned, &n) : TSR_OK;
   if (owned) texts = owned;
-  if (!r) r = ckpt_read_meta(o->ckpt, &cm);
-  if (!r && cm.mc.text_dim == 0)
-    r = err_set(TSR_EINVAL, "--prompt: the model of %s has no captions (model.text_dim 0)",
-                o->ckpt);
+  if (!st) st = ckpt_read_meta(o->ckpt, &cm);
+  if (!st && cm.mc.text_dim == 0)
+    st = err_set(TSR_EINVAL, "--prompt: the model of %s has no captions (model.text_dim 0)",
+                 o->ckpt);
   char vo[4200], lo[4200];
   // every output checked before the encoder runs (seconds) and the first video is sampled
-  for (int k = 0; !r && n > 1 && k < n; k++) {
-    r = indexed_path(out, k + 1, vo, sizeof vo);
-    if (!r) r = fs_check_output(vo);
-    if (!r && latents_out) r = indexed_path(latents_out, k + 1, lo, sizeof lo);
-    if (!r && latents_out) r = fs_check_output(lo);
+  for (int k = 0; !st && n > 1 && k < n; k++) {
+    st = indexed_path(out, k + 1, vo, sizeof vo);
+    if (!st) st = fs_check_output(vo);
+    if (!st && latents_out) st = indexed_path(latents_out, k + 1, lo, sizeof lo);
+    if (!st && latents_out) st = fs_check_output(lo);
   }
   char src[4200];
   snprintf(src, sizeof src, "checkpoint %s", o->ckpt);
-  if (!r)
-    r = prompt_embed(texts, n, cm.caption_encoder, pa->encoder, src, "pass --encoder minilm or "
-                     "--encoder hf:PATH, the encoder its captions were embedded with", &ps);
-  for (int k = 0; !r && k < n; k++) {
+  if (!st)
+    st = prompt_embed(texts, n, cm.caption_encoder, pa->encoder, src, "pass --encoder minilm or "
+                      "--encoder hf:PATH, the encoder its captions were embedded with", &ps);
+  for (int k = 0; !st && k < n; k++) {
     sample_options ok = *o;
     ok.caption = ps.file[k];
-    if (n > 1) r = indexed_path(out, k + 1, vo, sizeof vo);
-    if (!r && n > 1 && latents_out) r = indexed_path(latents_out, k + 1, lo, sizeof lo);
-    if (!r) log_info("sample: prompt %d of %d: %s", k + 1, n, texts[k]);
-    if (!r) r = sample_one(&ok, n > 1 ? vo : out, n > 1 && latents_out ? lo : latents_out);
+    if (n > 1) st = indexed_path(out, k + 1, vo, sizeof vo);
+    if (!st && n > 1 && latents_out) st = indexed_path(latents_out, k + 1, lo, sizeof lo);
+    if (!st) log_info("sample: prompt %d of %d: %s", k + 1, n, texts[k]);
+    if (!st) st = sample_one(&ok, n > 1 ? vo : out, n > 1 && latents_out ? lo : latents_out);
   }
   prompt_set_free(&ps);
   ckpt_meta_free(&cm);
   prompts_free(owned, owned ? n : 0);
-  return r;
+  return st;
 }
 
 int cmd_sample(int argc, char **argv) {
@@ -367,8 +367,8 @@ int cmd_sample(int argc, char **argv) {
     return cli_usage_error("sample");
   }
   o.backend = &bc;
-  tsr_status r = pa.n || pa.file ? sample_prompts(&o, &pa, out, latents_out)
-                                 : sample_one(&o, out, latents_out);
+  tsr_status st = pa.n || pa.file ? sample_prompts(&o, &pa, out, latents_out)
+                                  : sample_one(&o, out, latents_out);
   free(pa.prompt);
-  return r ? cli_error("sample") : 0;
+  return st ? cli_error("sample") : 0;
 }

@@ -121,16 +121,16 @@ static void train_usage(FILE *f) {
 // option with a key); TSR_EINVAL naming the problem otherwise.
 static tsr_status parse_args(opt_parser *p, int argc, char **argv, train_options *o, char **sets,
                              const char **backend, const char **comm) {
-  tsr_status r = TSR_OK;
+  tsr_status st = TSR_OK;
   int c;
   opt_begin(p, train_opts, argc, argv);
-  while (!r && (c = opt_next(p)) != -1) {
+  while (!st && (c = opt_next(p)) != -1) {
     char *v = p->val;
     switch (c) {
     case O_CONFIG: o->config_path = datadir_config(v); break;
     case O_DATA: o->data_dir = v; break;
     case O_OUT: o->run_dir = v; break;
-    case O_STEPS: r = parse_i64("--steps", v, 1, INT64_MAX / 2, &o->stop_step); break;
+    case O_STEPS: st = parse_i64("--steps", v, 1, INT64_MAX / 2, &o->stop_step); break;
     case O_RESUME: o->resume = 1; break;
     case O_SKIP_BAD: o->skip_bad_clips = 1; break;
     case O_DRY_RUN: o->dry_run = 1; break;
@@ -141,34 +141,34 @@ static tsr_status parse_args(opt_parser *p, int argc, char **argv, train_options
       else if (!strcmp(v, "dynamic")) o->plan_kind = TRAIN_PLAN_DYNAMIC;
       else if (!strcmp(v, "static")) o->plan_kind = TRAIN_PLAN_STATIC;
       else if (!strcmp(v, "packing")) o->plan_kind = TRAIN_PLAN_PACKING;
-      else r = err_set(TSR_EINVAL, "--plan '%s': use auto, dynamic, static or packing", v);
+      else st = err_set(TSR_EINVAL, "--plan '%s': use auto, dynamic, static or packing", v);
       break;
-    case O_GPN: r = parse_int("--gpus-per-node", v, 1, 1 << 20, &o->gpus_per_node); break;
-    case O_PLANNERS: r = parse_int("--planners", v, 0, 1 << 24, &o->planners); break;
-    case O_MEM_BYTES: r = parse_i64("--mem-bytes", v, 1 << 20, INT64_MAX / 2, &o->mem_bytes); break;
+    case O_GPN: st = parse_int("--gpus-per-node", v, 1, 1 << 20, &o->gpus_per_node); break;
+    case O_PLANNERS: st = parse_int("--planners", v, 0, 1 << 24, &o->planners); break;
+    case O_MEM_BYTES: st = parse_i64("--mem-bytes", v, 1 << 20, INT64_MAX / 2, &o->mem_bytes); break;
     case O_SET: sets[o->n_overrides++] = v; break;
     case O_PRECISION: {  // sample's flag: the same as --set train.precision=P
       kernels_dtype d;
       char *kv = NULL;
-      if (!(r = parse_dtype("--precision", v, &d)) && !(kv = opt_key_set(p, config_precision_name(d))))
-        r = TSR_EINVAL;  // opt_key_set said why
+      if (!(st = parse_dtype("--precision", v, &d)) && !(kv = opt_key_set(p, config_precision_name(d))))
+        st = TSR_EINVAL;  // opt_key_set said why
       if (kv) sets[o->n_overrides++] = kv;
       break;
     }
     case O_BACKEND: *backend = v; break;
     case O_COMM: *comm = v; break;
-    default: r = TSR_EINVAL;  // opt_next said why
+    default: st = TSR_EINVAL;  // opt_next said why
     }
   }
   // `--resume RUN`: the run directory as the argument left (getopt moved it last); the
   // config, store and overrides then come from RUN/config.ini (model/train/run_config.h)
-  if (!r) r = cli_positionals(argc, argv, 0, o->resume && !o->run_dir ? 1 : 0, "");
-  if (!r && optind < argc) o->run_dir = argv[optind];
+  if (!st) st = cli_positionals(argc, argv, 0, o->resume && !o->run_dir ? 1 : 0, "");
+  if (!st && optind < argc) o->run_dir = argv[optind];
   const char *missing = o->resume ? (!o->run_dir ? "--out RUN (or --resume RUN)" : NULL)
                         : !o->config_path ? "--config FILE" : !o->data_dir ? "--data STORE"
                         : !o->run_dir && !o->dry_run ? "--out RUN" : NULL;
-  if (!r && missing) r = err_set(TSR_EINVAL, "missing %s", missing);
-  return r;  // --resume with --init: only for a LoRA run's base, which the config says (train.c)
+  if (!st && missing) st = err_set(TSR_EINVAL, "missing %s", missing);
+  return st;  // --resume with --init: only for a LoRA run's base, which the config says (train.c)
 }
 
 // TESSERA_PROFILE=1: every table of the chosen device is wrapped in the project's timers
@@ -206,8 +206,8 @@ int cmd_train(int argc, char **argv) {
   char **sets = calloc((size_t)argc + 1, sizeof *sets);
   if (!sets) return 1;
   opt_parser op;
-  tsr_status r = parse_args(&op, argc, argv, &o, sets, &backend, &comm);
-  int rc = r ? cli_usage_error("train") : 0;
+  tsr_status st = parse_args(&op, argc, argv, &o, sets, &backend, &comm);
+  int rc = st ? cli_usage_error("train") : 0;
   o.overrides = sets;
   if (!o.gpus_per_node) o.gpus_per_node = comm_local_size();
   if (!rc && backend_choose(backend, &bc)) rc = cli_usage_error("train");

@@ -23,16 +23,16 @@ static tsr_status for_each_frame(const sample_result *s,
   size_t frame_bytes = (size_t)height * width * 3;
   uint8_t *frames = malloc(frame_bytes * (size_t)mc->pt);
   uint8_t **fp = malloc((size_t)mc->pt * sizeof *fp);
-  tsr_status r = frames && fp ? TSR_OK : err_set(TSR_ENOMEM, "out of memory for frames");
-  for (int f = 0; !r && f < mc->pt; f++) fp[f] = frames + (size_t)f * frame_bytes;
-  for (int t = 0; !r && t < s->T; t++) {
+  tsr_status st = frames && fp ? TSR_OK : err_set(TSR_ENOMEM, "out of memory for frames");
+  for (int f = 0; !st && f < mc->pt; f++) fp[f] = frames + (size_t)f * frame_bytes;
+  for (int t = 0; !st && t < s->T; t++) {
     unpatchify_u8(s->tokens + (size_t)t * s->H * s->W * P, mc->pt, height, width, mc->channels,
                   mc->ph, mc->pw, fp);
-    for (int f = 0; !r && f < mc->pt; f++) r = put(ctx, fp[f]);
+    for (int f = 0; !st && f < mc->pt; f++) st = put(ctx, fp[f]);
   }
   free(frames);
   free(fp);
-  return r;
+  return st;
 }
 
 // A latent clip's preview (model/sample/sample.h sample_preview_*): latent channels 0, 1, 2
@@ -45,12 +45,12 @@ typedef struct {
 } preview;
 
 static tsr_status preview_make(const sample_result *s, preview *pv) {
-  const store_settings *st = &s->store;
+  const store_settings *ss = &s->store;
   *pv = (preview){.frames = s->T * s->mc.pt, .h = s->H * s->mc.ph, .w = s->W * s->mc.pw,
-                  .C = s->mc.channels, .up = st->vae_s < 2 ? 2 : (st->vae_s + 1) / 2 * 2};
-  tsr_status r = sample_latents(s, &pv->lat);
-  if (!r) sample_preview_range(pv->lat, (size_t)pv->frames * pv->h * pv->w, pv->C, pv->lo, pv->hi);
-  return r;
+                  .C = s->mc.channels, .up = ss->vae_s < 2 ? 2 : (ss->vae_s + 1) / 2 * 2};
+  tsr_status st = sample_latents(s, &pv->lat);
+  if (!st) sample_preview_range(pv->lat, (size_t)pv->frames * pv->h * pv->w, pv->C, pv->lo, pv->hi);
+  return st;
 }
 
 // Every frame of the clip (or of its preview) as rgb24, in order, to put(ctx, frame).
@@ -58,14 +58,14 @@ static tsr_status for_each_out_frame(const sample_result *s, const preview *pv,
                                      tsr_status (*put)(void *ctx, const uint8_t *rgb), void *ctx) {
   if (!pv) return for_each_frame(s, put, ctx);
   uint8_t *rgb = malloc((size_t)pv->h * pv->up * pv->w * pv->up * 3);
-  tsr_status r = rgb ? TSR_OK : err_set(TSR_ENOMEM, "out of memory for the preview");
-  for (int f = 0; !r && f < pv->frames; f++) {
+  tsr_status st = rgb ? TSR_OK : err_set(TSR_ENOMEM, "out of memory for the preview");
+  for (int f = 0; !st && f < pv->frames; f++) {
     sample_preview_frame(pv->lat + (size_t)f * pv->h * pv->w * pv->C, pv->h, pv->w, pv->C, pv->up,
                          pv->lo, pv->hi, rgb);
-    r = put(ctx, rgb);
+    st = put(ctx, rgb);
   }
   free(rgb);
-  return r;
+  return st;
 }
 
 static int64_t gcd64(int64_t a, int64_t b) {
@@ -101,12 +101,12 @@ static tsr_status put_mp4(void *ctx, const uint8_t *rgb) {
 static tsr_status write_mp4(const char *path, const sample_result *s, const preview *pv) {
   encode_opts eo = {.crf = 18};
   video_encoder *e = NULL;
-  tsr_status r = out_geometry(s, pv, &eo.width, &eo.height, &eo.fps_num, &eo.fps_den);
-  if (!r) r = video_encoder_open(&e, path, &eo);
-  if (!r) r = for_each_out_frame(s, pv, put_mp4, e);
-  if (!r) r = video_encoder_finish(e);
+  tsr_status st = out_geometry(s, pv, &eo.width, &eo.height, &eo.fps_num, &eo.fps_den);
+  if (!st) st = video_encoder_open(&e, path, &eo);
+  if (!st) st = for_each_out_frame(s, pv, put_mp4, e);
+  if (!st) st = video_encoder_finish(e);
   video_encoder_free(&e);
-  return r;
+  return st;
 }
 #else
 static tsr_status write_mp4(const char *path, const sample_result *s, const preview *pv) {
@@ -130,13 +130,13 @@ static tsr_status write_y4m(const char *path, const sample_result *s, const prev
   fs_atomic a = {0};
   y4m_sink y;
   int fps_num, fps_den;
-  tsr_status r = out_geometry(s, pv, &y.width, &y.height, &fps_num, &fps_den);
-  if (!r) r = fs_atomic_open(&a, path);
-  if (!r) r = y4m_write_header(y.f = a.f, y.width, y.height, fps_num, fps_den);
-  if (!r) r = for_each_out_frame(s, pv, put_y4m, &y);
-  if (!r) r = fs_atomic_commit(&a);
+  tsr_status st = out_geometry(s, pv, &y.width, &y.height, &fps_num, &fps_den);
+  if (!st) st = fs_atomic_open(&a, path);
+  if (!st) st = y4m_write_header(y.f = a.f, y.width, y.height, fps_num, fps_den);
+  if (!st) st = for_each_out_frame(s, pv, put_y4m, &y);
+  if (!st) st = fs_atomic_commit(&a);
   fs_atomic_abort(&a);
-  return r;
+  return st;
 }
 
 tsr_status video_write(const char *path, const sample_result *s) {
@@ -145,11 +145,11 @@ tsr_status video_write(const char *path, const sample_result *s) {
     return err_set(TSR_EINVAL, "%s: the model has %d channels; only RGB (3) can be written as "
                    "video", path, s->mc.channels);
   preview pv = {0};
-  tsr_status r = latent ? preview_make(s, &pv) : TSR_OK;
-  if (!r) r = fs_has_suffix_nocase(path, ".y4m") ? write_y4m(path, s, latent ? &pv : NULL)
-                                      : write_mp4(path, s, latent ? &pv : NULL);
+  tsr_status st = latent ? preview_make(s, &pv) : TSR_OK;
+  if (!st) st = fs_has_suffix_nocase(path, ".y4m") ? write_y4m(path, s, latent ? &pv : NULL)
+                                        : write_mp4(path, s, latent ? &pv : NULL);
   free(pv.lat);
-  return r ? err_wrap(r, "writing %s: ", path) : TSR_OK;
+  return st ? err_wrap(st, "writing %s: ", path) : TSR_OK;
 }
 
 const char *video_default_ext(void) {

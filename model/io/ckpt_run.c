@@ -63,42 +63,42 @@ static tsr_status prune(const char *run_dir, const char *kind, int keep, int64_t
                         int *removed) {
   int64_t *steps;
   int n;
-  tsr_status r = list_steps(run_dir, kind, &steps, &n);
-  if (r) return r;
+  tsr_status st = list_steps(run_dir, kind, &steps, &n);
+  if (st) return st;
   for (int i = 0; i + keep < n; i++) {
     if (steps[i] == now) continue;
     char path[PATH_MAX];
     kind_path(path, sizeof path, run_dir, kind, steps[i]);
     if (unlink(path) && errno != ENOENT) {
-      r = err_set(TSR_EIO, "remove old %s %s: %s", strcmp(kind, "ckpt") ? "adapter file" :
+      st = err_set(TSR_EIO, "remove old %s %s: %s", strcmp(kind, "ckpt") ? "adapter file" :
                   "checkpoint", path, strerror(errno));
       break;
     }
     (*removed)++;
   }
   free(steps);
-  return r;
+  return st;
 }
 
 tsr_status ckpt_save_run(const char *run_dir, const ckpt_state *cs, int keep) {
   char path[PATH_MAX];
   ckpt_path(path, sizeof path, run_dir, cs->step);
-  tsr_status r = ckpt_save(path, cs);
-  if (r) return r;
+  tsr_status st = ckpt_save(path, cs);
+  if (st) return st;
   if (keep < 1) keep = 1;
   int removed = 0;
-  r = prune(run_dir, "ckpt", keep, cs->step, &removed);
+  st = prune(run_dir, "ckpt", keep, cs->step, &removed);
   // a LoRA run's adapter files (written beside each checkpoint, model/train/train.c) go with
   // them: the newest `keep` stay
-  if (!r && cs->adapters) r = prune(run_dir, "lora", keep, cs->step, &removed);
-  return !r && removed ? fs_fsync_dir(run_dir) : r;
+  if (!st && cs->adapters) st = prune(run_dir, "lora", keep, cs->step, &removed);
+  return !st && removed ? fs_fsync_dir(run_dir) : st;
 }
 
 tsr_status ckpt_latest(const char *run_dir, char *path, size_t n, int64_t *step) {
   int64_t *steps;
   int k;
-  tsr_status r = list_steps(run_dir, "ckpt", &steps, &k);
-  if (r) return r;
+  tsr_status st = list_steps(run_dir, "ckpt", &steps, &k);
+  if (st) return st;
   if (k == 0) {
     free(steps);
     return err_set(TSR_EINVAL, "no checkpoint in %s", run_dir);
@@ -114,7 +114,7 @@ tsr_status ckpt_clean_tmp(const char *run_dir) {
   if (!d) return err_set(TSR_EIO, "open run directory %s: %s", run_dir, strerror(errno));
   struct dirent *e;
   int removed = 0;
-  tsr_status r = TSR_OK;
+  tsr_status st = TSR_OK;
   while ((e = readdir(d))) {
     // a LoRA run's adapter files (lora-STEP.safetensors) are written beside its checkpoints
     if ((strncmp(e->d_name, "ckpt-", 5) && strncmp(e->d_name, "lora-", 5)) ||
@@ -123,11 +123,11 @@ tsr_status ckpt_clean_tmp(const char *run_dir) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", run_dir, e->d_name);
     if (unlink(path) && errno != ENOENT) {
-      r = err_set(TSR_EIO, "remove stale %s: %s", path, strerror(errno));
+      st = err_set(TSR_EIO, "remove stale %s: %s", path, strerror(errno));
       break;
     }
     removed++;
   }
   closedir(d);
-  return !r && removed ? fs_fsync_dir(run_dir) : r;
+  return !st && removed ? fs_fsync_dir(run_dir) : st;
 }

@@ -197,3 +197,15 @@ tsr_status mix_val_counts(const mix_spec *m, const int64_t *clips, int64_t n_val
   for (int s = 0; s < m->n; s++) val[s] += base;
   return TSR_OK;
 }
+
+tsr_status mix_epoch_draws(const mix_spec *m, const int64_t *clips, int64_t *quota,
+                           int64_t *draws) {
+  for (int s = 0; s < m->n; s++)
+    if (clips[s] < 1)
+      return err_set(TSR_EINVAL, "mix %s: store '%s' (%s) has no clips", m->path,
+                     m->store[s].name, m->store[s].path);
+  TSR_TRY(mix_quotas(m, clips, quota));
+  *draws = 0;
+  for (int s = 0; s < m->n; s++) *draws += quota[s];  // mix_quotas bounds the sum
+  return TSR_OK;
+}

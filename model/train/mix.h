@@ -61,5 +61,11 @@ tsr_status mix_quotas(const mix_spec *m, const int64_t *clips, int64_t *quota);
 // each first, then (or with fewer, all of them) in proportion to the stores' epoch quotas
 // over all their clips (clips: (m->n)), largest remainders. Fails as mix_quotas does.
 tsr_status mix_val_counts(const mix_spec *m, const int64_t *clips, int64_t n_val, int64_t *val);
+// What an epoch of the mix draws when no clip is held out (`tessera index stats
+// DATASET.ini`): quota[s] of each store as mix_quotas gives them for clips[s] clips (both
+// (m->n)), *draws their sum. TSR_EINVAL naming the mix, the store and its folder when a
+// store has no clips, or as mix_quotas fails.
+tsr_status mix_epoch_draws(const mix_spec *m, const int64_t *clips, int64_t *quota,
+                           int64_t *draws);
 
 #endif

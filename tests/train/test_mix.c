@@ -60,8 +60,8 @@ static void test_read(void) {
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     p = write_ini("bad.ini", bad[i].text);
-    tsr_status r = mix_read(p, &m);
-    CHECK(r != TSR_OK && strstr(err_msg(), bad[i].want), "case %zu: %s: got '%s'", i,
+    tsr_status st = mix_read(p, &m);
+    CHECK(st != TSR_OK && strstr(err_msg(), bad[i].want), "case %zu: %s: got '%s'", i,
           bad[i].want, err_msg());
     err_clear();
   }
@@ -105,6 +105,21 @@ static void test_quotas(void) {
   CHECK_OK(mix_val_counts(&m, clips, 2, v));  // fewer than stores: by share alone
   CHECK(v[0] == 1 && v[1] == 0 && v[2] == 1, "val of 2: %lld %lld %lld", (long long)v[0],
         (long long)v[1], (long long)v[2]);
+}
+
+// `index stats DATASET.ini`'s epoch: the quotas of mix_quotas and their sum; a store
+// without clips is refused by name before the quotas are counted.
+static void test_epoch_draws(void) {
+  mix_spec m = spec3(3, 1, 2);
+  int64_t clips[3] = {10, 6, 5}, q[3], draws = -1;
+  CHECK_OK(mix_epoch_draws(&m, clips, q, &draws));
+  CHECK(q[0] == 12 && q[1] == 4 && q[2] == 10 && draws == 26, "quotas %lld %lld %lld, %lld",
+        (long long)q[0], (long long)q[1], (long long)q[2], (long long)draws);
+  int64_t none[3] = {10, 0, 5};
+  CHECK(mix_epoch_draws(&m, none, q, &draws) == TSR_EINVAL &&
+            strstr(err_msg(), "mix t.ini: store 'b' () has no clips"),
+        "no clips: %s", err_msg());
+  err_clear();
 }
 
 // Draws counted by store and clip over `batches` batches of B (n_parts stores, lo, quota);
@@ -211,6 +226,7 @@ int main(void) {
   if (!mkdtemp(dir)) return 1;
   test_read();
   test_quotas();
+  test_epoch_draws();
   test_draws();
   test_one_store_and_seek();
   scratch_remove(dir);
