@@ -318,7 +318,7 @@ static tsr_status place_metis(placement *p, const cost_mask *m, const double *w,
     }
   }
   idx_t nvtxs = (idx_t)nv, ncon = 2, nparts = k, cut = 0, options[METIS_NOPTIONS];
-  real_t ub[2] = {(real_t)PLACE_METIS_UB, (real_t)PLACE_METIS_UB};
+  real_t ub[2] = {(real_t)PLACE_METIS_UB_WORK, (real_t)PLACE_HOLD_SLACK};
   METIS_SetDefaultOptions(options);
   options[METIS_OPTION_NUMBERING] = 0;
   options[METIS_OPTION_SEED] = PLACE_METIS_SEED;

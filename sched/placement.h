@@ -25,12 +25,12 @@
 //               of blocks of a window mask, whose keys are neighbours (few to receive);
 //   metis       a graph partition (libmetis, METIS_PartGraphKway): every mask block cut
 //               into ceil(16k / blocks) even pieces (at most one a token), a piece a vertex
-//               weighing its work and its tokens (two constraints, each within
-//               PLACE_METIS_UB of a k-th), an edge between pieces of blocks one needs of the
-//               other weighing the key/value tokens that would travel were they cut (a
+//               weighing its work and its tokens (two constraints: work within
+//               PLACE_METIS_UB_WORK of a k-th, tokens within PLACE_HOLD_SLACK), an edge
+//               between pieces of blocks one needs of the other weighing the key/value tokens that would travel were they cut (a
 //               piece's tokens spread over its needers, at most k - 1 copies: the hypergraph
 //               of receipts approximated by a graph), then pieces moved off any rank over
-//               PLACE_HOLD_SLACK x ceil(L / k) tokens; seeded by PLACE_METIS_SEED, so every
+//               PLACE_HOLD_SLACK x ceil(L / k) tokens (METIS's balance is a target); seeded by PLACE_METIS_SEED, so every
 //               rank (with the same libmetis) makes the same one. k = 1 or L <= k: contiguous.
 //               Only in builds with libmetis (TESSERA_METIS): PLACE_NKINDS counts it then.
 // Full attention (kind FULL) is treated as one block every query needs.
@@ -55,7 +55,8 @@ typedef enum {
 const char *place_kind_name(place_kind k);
 // The kind named s (place_kind_name's), or -1: kinds this build does not make included.
 int place_kind_parse(const char *s);
-#define PLACE_METIS_UB 1.05
+// 1.05 on work measured 1.03 to 1.06 imbalance, 1.01 1.006 to 1.02 (docs/plan.md)
+#define PLACE_METIS_UB_WORK 1.01
 #define PLACE_METIS_SEED 1
 
 typedef struct {
@@ -103,7 +104,8 @@ double placement_imbalance(const placement *p);
 // PLACE_HOLD_SLACK x ceil(L / k) tokens is passed over (balanced under a causal mask gives
 // the first ranks most of the tokens), since the memory model counts ceil(L / k) a rank
 // (sched/cost.h): up to 5% more is not counted. Cached as placement_cached. Metis is not
-// tried (docs/plan.md "Attention masks": it plans no better, and slower).
+// tried: it balances work less well than zigzag or greedy and takes 1,000 to 5,000 times as
+// long to make (docs/plan.md "Attention masks").
 #define PLACE_GOOD_ENOUGH 1.01
 #define PLACE_HOLD_SLACK 1.05
 tsr_status placement_for(const cost_mask *m, int64_t L, int k, const placement **out);
