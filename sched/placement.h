@@ -104,8 +104,8 @@ double placement_imbalance(const placement *p);
 // PLACE_HOLD_SLACK x ceil(L / k) tokens is passed over (balanced under a causal mask gives
 // the first ranks most of the tokens), since the memory model counts ceil(L / k) a rank
 // (sched/cost.h): up to 5% more is not counted. Cached as placement_cached. Metis is not
-// tried: it balances work less well than zigzag or greedy and takes 1,000 to 5,000 times as
-// long to make (docs/plan.md "Attention masks").
+// tried: it balances work less well than zigzag or greedy and takes 140 to 6,000 times
+// greedy's time to make (docs/plan.md "Attention masks").
 #define PLACE_GOOD_ENOUGH 1.01
 #define PLACE_HOLD_SLACK 1.05
 tsr_status placement_for(const cost_mask *m, int64_t L, int k, const placement **out);
