@@ -1,15 +1,25 @@
-// sched/placement.c — contiguous, zigzag and greedy placements of a masked clip (see the
-// header), their work and key/value receipts, and a process-wide cache of them.
+// sched/placement.c — contiguous, zigzag, greedy, balanced and metis placements of a masked
+// clip (see the header), their work and key/value receipts, and a process-wide cache of them.
 #include "sched/placement.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#if TESSERA_HAVE_METIS
+#include <metis.h>
+#endif
+
+static const char *const kind_names[] = {"contiguous", "zigzag", "greedy", "balanced", "metis"};
 
 const char *place_kind_name(place_kind k) {
-  return k == PLACE_ZIGZAG ? "zigzag" : k == PLACE_GREEDY ? "greedy"
-         : k == PLACE_BALANCED ? "balanced" : "contiguous";
+  return k >= 0 && k <= PLACE_METIS ? kind_names[k] : "contiguous";
+}
+
+int place_kind_parse(const char *s) {
+  for (int k = 0; k <= PLACE_METIS; k++)
+    if (!strcmp(s, kind_names[k])) return k;
+  return -1;
 }
 
 int64_t placement_block_tokens(const cost_mask *m, int64_t L) {
@@ -195,6 +205,169 @@ static void place_balanced(placement *p, const double *w, int64_t n) {
   }
 }
 
+#if TESSERA_HAVE_METIS
+// Pieces a rank the metis kind cuts a clip into: fine enough that the token cap's 5% over a
+// k-th is several pieces, so METIS can meet it and the moves after it are small.
+#define METIS_PIECES 16
+// The most adjacency entries (twice the edges) of a metis graph: a causal clip's graph is
+// dense (every piece needs every earlier one), so its pieces are halved until it fits.
+#define METIS_MAX_ADJ ((int64_t)1 << 24)
+
+// The blocks needing block c (those b with lo(b) <= c <= hi(b)) are a range, since lo and hi
+// grow with b: nlo, nhi (nb) its ends; klo, khi (nb) every block's own key range.
+static void block_ranges(const cost_mask *m, int nb, int *klo, int *khi, int *nlo, int *nhi) {
+  for (int b = 0; b < nb; b++) placement_keys(m, b, nb, &klo[b], &khi[b]);
+  for (int c = 0, b = 0, e = 0; c < nb; c++) {
+    while (khi[b] < c) b++;
+    while (e < nb && klo[e] <= c) e++;
+    nlo[c] = b, nhi[c] = e - 1;
+  }
+}
+
+// Adjacency entries of the graph of `per` pieces a block (pc, ps filled: pieces of each
+// block and their prefix sums, nb + 1): a piece of block b neighbours every other piece of
+// the blocks it needs or that need it.
+static int64_t metis_adjacency(int nb, int64_t per, const int64_t *bl, const int *klo,
+                               const int *khi, const int *nlo, const int *nhi, int64_t *pc,
+                               int64_t *ps) {
+  ps[0] = 0;
+  for (int b = 0; b < nb; b++) pc[b] = per < bl[b] ? per : bl[b], ps[b + 1] = ps[b] + pc[b];
+  int64_t adj = 0;
+  for (int b = 0; b < nb; b++) {
+    int lo = klo[b] < nlo[b] ? klo[b] : nlo[b], hi = khi[b] > nhi[b] ? khi[b] : nhi[b];
+    adj += pc[b] * (ps[hi + 1] - ps[lo] - 1);
+  }
+  return adj;
+}
+
+// The metis placement (header) into p, whose seg has room for 18k + nb pieces; L > k > 1.
+static tsr_status place_metis(placement *p, const cost_mask *m, const double *w, int64_t n) {
+  const int k = p->k, nb = p->nblocks;
+  const int64_t L = p->L;
+  int *kr = malloc((size_t)nb * 4 * sizeof *kr);
+  int64_t *bl = malloc((size_t)nb * 3 * sizeof *bl + sizeof *bl);
+  unit *u = NULL;
+  idx_t *xadj = NULL, *adj = NULL, *aw = NULL, *vw = NULL, *part = NULL;
+  double *load = calloc((size_t)k, sizeof *load);
+  int64_t *held = calloc((size_t)k, sizeof *held);
+  tsr_status st = TSR_OK;
+  if (!kr || !bl || !load || !held) {
+    st = err_set(TSR_ENOMEM, "placement: out of memory (metis, %d blocks)", nb);
+    goto done;
+  }
+  int *klo = kr, *khi = kr + nb, *nlo = kr + 2 * nb, *nhi = kr + 3 * nb;
+  int64_t *pc = bl + nb, *ps = bl + 2 * nb;
+  for (int b = 0; b < nb; b++) bl[b] = block_len(L, n, b);
+  block_ranges(m, nb, klo, khi, nlo, nhi);
+  int64_t per = ((int64_t)METIS_PIECES * k + nb - 1) / nb;
+  int64_t nadj = metis_adjacency(nb, per, bl, klo, khi, nlo, nhi, pc, ps);
+  while (nadj > METIS_MAX_ADJ && per > 1)
+    per = (per + 1) / 2, nadj = metis_adjacency(nb, per, bl, klo, khi, nlo, nhi, pc, ps);
+  if (nadj > METIS_MAX_ADJ) {
+    st = err_set(TSR_EINVAL, "placement: the metis graph of a clip of %lld tokens (%d mask "
+                 "blocks) over %d ranks has %lld adjacency entries, more than %lld: place it "
+                 "blockwise", (long long)L, nb, k, (long long)nadj, (long long)METIS_MAX_ADJ);
+    goto done;
+  }
+  const int64_t nv = ps[nb], room = nv + 2 * (int64_t)k;  // a move may split a piece
+  u = malloc((size_t)room * sizeof *u);
+  xadj = malloc((size_t)(nv + 1) * sizeof *xadj);
+  adj = malloc((size_t)(nadj ? nadj : 1) * sizeof *adj);
+  aw = malloc((size_t)(nadj ? nadj : 1) * sizeof *aw);
+  vw = malloc((size_t)nv * 2 * sizeof *vw);
+  part = malloc((size_t)nv * sizeof *part);
+  if (!u || !xadj || !adj || !aw || !vw || !part) {
+    st = err_set(TSR_ENOMEM, "placement: out of memory (metis graph of %lld entries)",
+                 (long long)nadj);
+    goto done;
+  }
+  double total = 0;
+  int64_t maxlen = 1;
+  for (int b = 0; b < nb; b++)
+    for (int64_t i = 0; i < pc[b]; i++) {
+      int64_t f, len;
+      placement_split(bl[b], (int)pc[b], (int)i, &f, &len);
+      u[ps[b] + i] = (unit){.first = (int64_t)b * n + f, .len = len, .work = (double)len * w[b], .block = b};
+      total += (double)len * w[b];
+      if (len > maxlen) maxlen = len;
+    }
+  // integer weights for idx_t: each constraint's total about 1e9, every vertex and edge >= 1
+  const double sw = total > 0 ? 1e9 / total : 1, stok = L > 1000000000 ? 1e9 / (double)L : 1;
+  const double se = nadj ? 1e9 / ((double)nadj * 2 * (double)maxlen) : 1;
+  int64_t e = 0;
+  xadj[0] = 0;
+  for (int b = 0; b < nb; b++) {
+    int lo = klo[b] < nlo[b] ? klo[b] : nlo[b], hi = khi[b] > nhi[b] ? khi[b] : nhi[b];
+    for (int64_t i = ps[b]; i < ps[b + 1]; i++) {
+      vw[2 * i] = (idx_t)fmax(1, llround(u[i].work * sw));
+      vw[2 * i + 1] = (idx_t)fmax(1, llround((double)u[i].len * stok));
+      for (int c = lo; c <= hi; c++) {
+        // the tokens that travel were the two cut: each piece's to the other when it is
+        // needed there, a piece's share of the at most k - 1 copies its needers take
+        double need_c = (double)(ps[nhi[c] + 1] - ps[nlo[c]] - 1);
+        double need_b = (double)(ps[nhi[b] + 1] - ps[nlo[b]] - 1);
+        double gc = c >= klo[b] && c <= khi[b] ? fmin(1, (k - 1) / need_c) : 0;
+        double gb = b >= klo[c] && b <= khi[c] ? fmin(1, (k - 1) / need_b) : 0;
+        for (int64_t j = ps[c]; j < ps[c + 1]; j++) {
+          if (j == i) continue;
+          adj[e] = (idx_t)j;
+          aw[e++] = (idx_t)fmax(1, llround(((double)u[j].len * gc + (double)u[i].len * gb) * se));
+        }
+      }
+      xadj[i + 1] = (idx_t)e;
+    }
+  }
+  idx_t nvtxs = (idx_t)nv, ncon = 2, nparts = k, cut = 0, options[METIS_NOPTIONS];
+  real_t ub[2] = {(real_t)PLACE_METIS_UB_WORK, (real_t)PLACE_HOLD_SLACK};
+  METIS_SetDefaultOptions(options);
+  options[METIS_OPTION_NUMBERING] = 0;
+  options[METIS_OPTION_SEED] = PLACE_METIS_SEED;
+  int rc = METIS_PartGraphKway(&nvtxs, &ncon, xadj, adj, vw, NULL, aw, &nparts, NULL, ub,
+                               options, &cut, part);
+  if (rc != METIS_OK) {
+    st = err_set(rc == METIS_ERROR_MEMORY ? TSR_ENOMEM : TSR_EINVAL, "placement: "
+                 "METIS_PartGraphKway failed (%d) on a clip of %lld tokens over %d ranks", rc,
+                 (long long)L, k);
+    goto done;
+  }
+  for (int64_t i = 0; i < nv; i++) {
+    u[i].block = (int)part[i];  // the unit's owner, from here on
+    load[part[i]] += u[i].work, held[part[i]] += u[i].len;
+  }
+  // the token cap (placement_for's): the tail of a rank's last pieces, heaviest under a
+  // causal mask, goes to the least loaded rank with room, split where that fills it
+  const int64_t cap = (int64_t)floor(PLACE_HOLD_SLACK * (double)((L + k - 1) / k));
+  int64_t nu = nv;
+  for (int r = 0; r < k; r++)
+    for (int64_t j = nv - 1; j >= 0 && held[r] > cap;) {
+      if (u[j].block != r) {
+        j--;
+        continue;
+      }
+      int q = -1;
+      for (int o = 0; o < k; o++)
+        if (held[o] < cap && (q < 0 || load[o] < load[q])) q = o;
+      int64_t take = u[j].len, over = held[r] - cap, space = cap - held[q];
+      take = take < over ? take : over;
+      take = take < space ? take : space;
+      double tw = u[j].work / (double)u[j].len * (double)take;
+      if (take == u[j].len) {
+        u[j].block = q, j--;
+      } else {
+        u[nu++] = (unit){.first = u[j].first + u[j].len - take, .len = take, .work = tw, .block = q};
+        u[j].len -= take, u[j].work -= tw;
+      }
+      held[r] -= take, held[q] += take, load[r] -= tw, load[q] += tw;
+    }
+  qsort(u, (size_t)nu, sizeof *u, unit_first);
+  for (int64_t j = 0; j < nu; j++) add_range(p, n, u[j].first, u[j].len, u[j].block);
+done:
+  free(kr), free(bl), free(u), free(xadj), free(adj), free(aw), free(vw), free(part);
+  free(load), free(held);
+  return st;
+}
+#endif
+
 // work (unless greedy filled it), held and recv of p's segments; w: per-token work.
 static tsr_status account(placement *p, const cost_mask *m, const double *w, int64_t n,
                           int have_work) {
@@ -234,12 +407,18 @@ tsr_status placement_make(const cost_mask *m, int64_t L, int k, place_kind kind,
     return err_set(TSR_EINVAL, "placement: group of %d ranks, clip of %lld tokens", k, (long long)L);
   int64_t n = placement_block_tokens(m, L);
   int64_t nb = L > 0 ? (L + n - 1) / n : 0;
-  if (nb > INT32_MAX / 16 || (int64_t)k * 8 > INT32_MAX / 16)
+  if (nb > INT32_MAX / 16 || (int64_t)k * 18 > INT32_MAX / 16)
     return err_set(TSR_EINVAL, "placement: a clip of %lld blocks over %d ranks is too large",
                    (long long)nb, k);
   out->k = k, out->L = L, out->nblocks = (int)nb;
-  // segments: contiguous and zigzag at most one a chunk plus one a block; greedy a piece
-  int64_t cap = (kind == PLACE_GREEDY ? 8 * (int64_t)k + nb : 2 * (int64_t)k) + nb + 1;
+  if ((int)kind < 0 || (int)kind >= PLACE_NKINDS)
+    return err_set(TSR_EINVAL, "placement: kind %s is not built here%s", place_kind_name(kind),
+                   kind == PLACE_METIS ? " (no libmetis: install libmetis-dev, tools/setup.sh, "
+                   "and reconfigure)" : "");
+  // segments: contiguous and zigzag at most one a chunk plus one a block; greedy and metis a
+  // piece (metis: its moves split up to 2k more)
+  int64_t cap = (kind == PLACE_GREEDY ? 8 * (int64_t)k + nb
+                 : kind == PLACE_METIS ? 18 * (int64_t)k + nb : 2 * (int64_t)k) + nb + 1;
   out->seg = malloc((size_t)cap * sizeof *out->seg);
   out->work = calloc((size_t)k, sizeof *out->work);
   out->held = calloc((size_t)k, sizeof *out->held);
@@ -253,6 +432,10 @@ tsr_status placement_make(const cost_mask *m, int64_t L, int k, place_kind kind,
   token_work(m, L, n, (int)nb, w);
   if (kind == PLACE_GREEDY && nb > 0) {
     st = place_greedy(out, w, n);
+#if TESSERA_HAVE_METIS
+  } else if (kind == PLACE_METIS && L > k && k > 1) {
+    st = place_metis(out, m, w, n);
+#endif
   } else if (kind == PLACE_BALANCED) {
     place_balanced(out, w, n);
   } else {
@@ -372,7 +555,7 @@ tsr_status placement_for(const cost_mask *m, int64_t L, int k, const placement *
   double bw = 0;
   int64_t br = 0;
   static const place_kind order[] = {PLACE_ZIGZAG, PLACE_BALANCED, PLACE_GREEDY, PLACE_CONTIGUOUS};
-  for (int i = 0; i < PLACE_NKINDS; i++) {
+  for (size_t i = 0; i < sizeof order / sizeof *order; i++) {
     const placement *c;
     tsr_status st = placement_cached(m, L, k, order[i], &c);
     if (st) return st;

@@ -22,7 +22,17 @@
 //               that rank already receives the block's keys;
 //   balanced    contiguous ranges cut where the work, not the tokens, reaches r/k of the
 //               clip's (to the nearest token): what a graph partitioner finds on the chain
-//               of blocks of a window mask, whose keys are neighbours (few to receive).
+//               of blocks of a window mask, whose keys are neighbours (few to receive);
+//   metis       a graph partition (libmetis, METIS_PartGraphKway): every mask block cut
+//               into ceil(16k / blocks) even pieces (at most one a token), a piece a vertex
+//               weighing its work and its tokens (two constraints: work within
+//               PLACE_METIS_UB_WORK of a k-th, tokens within PLACE_HOLD_SLACK), an edge
+//               between pieces of blocks one needs of the other weighing the key/value tokens that would travel were they cut (a
+//               piece's tokens spread over its needers, at most k - 1 copies: the hypergraph
+//               of receipts approximated by a graph), then pieces moved off any rank over
+//               PLACE_HOLD_SLACK x ceil(L / k) tokens (METIS's balance is a target); seeded by PLACE_METIS_SEED, so every
+//               rank (with the same libmetis) makes the same one. k = 1 or L <= k: contiguous.
+//               Only in builds with libmetis (TESSERA_METIS): PLACE_NKINDS counts it then.
 // Full attention (kind FULL) is treated as one block every query needs.
 #ifndef TESSERA_SCHED_PLACEMENT_H
 #define TESSERA_SCHED_PLACEMENT_H
@@ -31,10 +41,23 @@
 #include "core/err.h"
 #include "sched/cost.h"
 
+// sched/CMakeLists.txt defines TESSERA_HAVE_METIS (0 or 1) for every target linking tsr_sched.
+#ifndef TESSERA_HAVE_METIS
+#error "TESSERA_HAVE_METIS undefined: link tsr_sched, whose CMake target defines it"
+#endif
+
+// PLACE_NKINDS: the kinds this build makes (PLACE_METIS is one only with libmetis).
 typedef enum {
-  PLACE_CONTIGUOUS = 0, PLACE_ZIGZAG = 1, PLACE_GREEDY = 2, PLACE_BALANCED = 3, PLACE_NKINDS
+  PLACE_CONTIGUOUS = 0, PLACE_ZIGZAG = 1, PLACE_GREEDY = 2, PLACE_BALANCED = 3, PLACE_METIS = 4,
+  PLACE_NKINDS = PLACE_METIS + TESSERA_HAVE_METIS
 } place_kind;
-const char *place_kind_name(place_kind k);  // "contiguous", "zigzag", "greedy", "balanced"
+// "contiguous", "zigzag", "greedy", "balanced", "metis"
+const char *place_kind_name(place_kind k);
+// The kind named s (place_kind_name's), or -1: kinds this build does not make included.
+int place_kind_parse(const char *s);
+// 1.05 on work measured 1.03 to 1.06 imbalance, 1.01 1.006 to 1.02 (docs/plan.md)
+#define PLACE_METIS_UB_WORK 1.01
+#define PLACE_METIS_SEED 1
 
 typedef struct {
   int64_t first, len;  // tokens [first, first + len) of the clip, len >= 1, in one block
@@ -62,7 +85,8 @@ void placement_split(int64_t n, int k, int o, int64_t *first, int64_t *len);
 
 // The placement of kind `kind` of a clip of L >= 0 tokens over k >= 1 ranks under m
 // (checked: cost_model_check's mask). out is overwritten; placement_free releases it.
-// TSR_EINVAL for k < 1 or L < 0, TSR_ENOMEM.
+// TSR_EINVAL for k < 1 or L < 0, a kind this build does not make (metis without libmetis)
+// or a metis graph too large, TSR_ENOMEM.
 tsr_status placement_make(const cost_mask *m, int64_t L, int k, place_kind kind, placement *out);
 void placement_free(placement *p);
 // max over ranks of work / the mean (1 when there is no work).
@@ -79,7 +103,9 @@ double placement_imbalance(const placement *p);
 // and a full mask: contiguous. A kind whose most loaded rank would hold more than
 // PLACE_HOLD_SLACK x ceil(L / k) tokens is passed over (balanced under a causal mask gives
 // the first ranks most of the tokens), since the memory model counts ceil(L / k) a rank
-// (sched/cost.h): up to 5% more is not counted. Cached as placement_cached.
+// (sched/cost.h): up to 5% more is not counted. Cached as placement_cached. Metis is not
+// tried: it balances work less well than zigzag or greedy and takes 140 to 6,000 times
+// greedy's time to make (docs/plan.md "Attention masks").
 #define PLACE_GOOD_ENOUGH 1.01
 #define PLACE_HOLD_SLACK 1.05
 tsr_status placement_for(const cost_mask *m, int64_t L, int k, const placement **out);

@@ -26,6 +26,7 @@ PACKAGES=(
   libjansson-dev                                               # JSON (plans, metrics, benchmarks)
   libinih-dev                                                  # INI configs (core/ini.c: model presets, cost model)
   libxxhash-dev                                                # shard checksums
+  libmetis-dev                                                 # the metis placement kind (sched/placement.h)
   python3-torch python3-numpy                                  # PyTorch reference model (tools/reference/)
   time                                                         # /usr/bin/time: peak memory in benchmarks
   jq                                                           # JSON in tests and benchmark scripts

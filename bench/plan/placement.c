@@ -15,12 +15,18 @@
 // stretch; the placement cache is emptied before each pricing, so it pays for its
 // placements), and over the blockwise plans' groups zigzag, greedy and balanced side by side
 // (imbalance, K/V tokens received per step, summed over ranks).
-//   bench_plan_placement --mix SPEC --ranks N --clips B --batches S --cost FILE
+// With --kinds, instead: for each mask and group size k of 2, 4, 8, 16, every kind of
+// sched/placement.h made (uncached) for each of B clips of the mix over k ranks: sum over
+// clips of the most loaded rank's work over the sum of the means, K/V tokens received
+// (summed over ranks and clips), the most tokens a rank holds over ceil(L / k), and the CPU
+// time of making them; one JSON line per mask and k, with metis over greedy.
+//   bench_plan_placement --mix SPEC --ranks N --clips B --batches S --cost FILE [--kinds 1]
 //                        [--tokens-per-second T --max-seconds S --rows R --cols C]
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sched/lengths.h"
 #include "sched/placement.h"
@@ -31,7 +37,7 @@ typedef struct {
 } run_sum;
 
 // Over the multi-rank ring groups of p: sum of the most loaded rank's work and of the mean
-// under placement kind `kind` (PLACE_NKINDS: placement_for's choice), and the K/V tokens
+// under placement kind `kind` (-1: placement_for's choice), and the K/V tokens
 // received, summed over ranks.
 static tsr_status imbalance(const plan *p, const int64_t *tokens, const cost_mask *m, int kind,
                             double *sum_max, double *sum_mean, double *recv) {
@@ -43,7 +49,7 @@ static tsr_status imbalance(const plan *p, const int64_t *tokens, const cost_mas
     for (int j = 0; j < g->nclips; j++) {
       const placement *pl;
       int64_t L = tokens[p->clip_index[g->clip_off + j]];
-      tsr_status st = kind == PLACE_NKINDS ? placement_for(m, L, g->size, &pl)
+      tsr_status st = kind < 0 ? placement_for(m, L, g->size, &pl)
                                            : placement_cached(m, L, g->size, (place_kind)kind, &pl);
       if (st) {
         free(w);
@@ -59,9 +65,54 @@ static tsr_status imbalance(const plan *p, const int64_t *tokens, const cost_mas
   return TSR_OK;
 }
 
+static double cpu_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+// The --kinds table (header) of mask m over clips L (B) into stdout.
+static tsr_status kinds_table(const char *name, const cost_mask *m, const int64_t *L, int B) {
+  for (int k = 2; k <= 16; k *= 2) {
+    double imb[PLACE_NKINDS], recv[PLACE_NKINDS], hold[PLACE_NKINDS], ms[PLACE_NKINDS];
+    for (int kind = 0; kind < PLACE_NKINDS; kind++) {
+      double smax = 0, smean = 0, t0 = cpu_ms();
+      recv[kind] = 0, hold[kind] = 0;
+      for (int c = 0; c < B; c++) {
+        placement p;
+        tsr_status st = placement_make(m, L[c], k, (place_kind)kind, &p);
+        if (st) return st;
+        double most = 0, sum = 0;
+        for (int r = 0; r < k; r++) {
+          most = fmax(most, p.work[r]), sum += p.work[r], recv[kind] += (double)p.recv[r];
+          hold[kind] = fmax(hold[kind], (double)p.held[r] / (double)((L[c] + k - 1) / k));
+        }
+        smax += most, smean += sum / k;
+        placement_free(&p);
+      }
+      ms[kind] = cpu_ms() - t0;
+      imb[kind] = smean > 0 ? smax / smean : 1;
+    }
+    printf("{\"mask\":\"%s\",\"k\":%d,\"clips\":%d,\"kinds\":{", name, k, B);
+    for (int kind = 0; kind < PLACE_NKINDS; kind++)
+      printf("%s\"%s\":{\"imbalance\":%.4f,\"kv_recv_tokens\":%.6g,\"hold_over_even\":%.4f,"
+             "\"make_ms\":%.4g}", kind ? "," : "", place_kind_name((place_kind)kind), imb[kind],
+             recv[kind], hold[kind], ms[kind]);
+    printf("}");
+    if (PLACE_NKINDS > PLACE_METIS)
+      printf(",\"metis_over_greedy\":{\"imbalance\":%.4f,\"kv_recv_tokens\":%.4f,\"make_ms\":%.4g}",
+             imb[PLACE_NKINDS - 1] / imb[PLACE_GREEDY],
+             recv[PLACE_NKINDS - 1] / fmax(recv[PLACE_GREEDY], 1),
+             ms[PLACE_NKINDS - 1] / fmax(ms[PLACE_GREEDY], 1e-3));
+    printf("}\n");
+    fflush(stdout);
+  }
+  return TSR_OK;
+}
+
 int main(int argc, char **argv) {
   const char *mix = NULL, *cost = NULL;
-  int N = 64, B = 64, S = 4;
+  int N = 64, B = 64, S = 4, kinds = 0;
   double tps = 6240, maxs = 300;
   int64_t rows = 30, cols = 52, mem = 200000;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -76,6 +127,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(k, "--rows")) rows = atoll(v);
     else if (!strcmp(k, "--cols")) cols = atoll(v);
     else if (!strcmp(k, "--mem-tokens")) mem = atoll(v);
+    else if (!strcmp(k, "--kinds")) kinds = atoi(v);
     else {
       fprintf(stderr, "placement: unknown option %s\n", k);
       return 1;
@@ -107,7 +159,12 @@ int main(int argc, char **argv) {
                   .tile_w = 8, .rows = rows, .cols = cols}},
   };
   int64_t *ids = malloc((size_t)B * sizeof *ids), *L = malloc((size_t)B * sizeof *L);
-  for (int mi = 0; mi < 3 && !st; mi++) {
+  if (kinds) {
+    if (!(st = lengths_sample(&ls, 1, 0, B, ids, L)))
+      for (int mi = 0; mi < 3 && !st; mi++) st = kinds_table(masks[mi].name, &masks[mi].m, L, B);
+    S = 0;  // no plans
+  }
+  for (int mi = 0; mi < 3 && !st && S; mi++) {
     run_sum r[3] = {{0}};
     double zz[3] = {0}, gr[3] = {0}, ba[3] = {0};  // sum max, sum mean, recv of each kind
     for (int place = 0; place < 3 && !st; place++) {
@@ -123,7 +180,7 @@ int main(int argc, char **argv) {
         double rc = 0;
         cost_mask pm = cfg.cost.mask;
         pm.place = place ? place : COST_PLACE_CONTIGUOUS;  // even: what the ranks would run
-        st = imbalance(&res.plan, L, &pm, place == COST_PLACE_BLOCKWISE ? PLACE_NKINDS : PLACE_CONTIGUOUS,
+        st = imbalance(&res.plan, L, &pm, place == COST_PLACE_BLOCKWISE ? -1 : PLACE_CONTIGUOUS,
                        &r[place].imb_max, &r[place].imb_mean, &rc);
         if (!st && place == COST_PLACE_BLOCKWISE) {
           st = imbalance(&res.plan, L, &pm, PLACE_ZIGZAG, &zz[0], &zz[1], &zz[2]);

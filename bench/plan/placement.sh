@@ -5,6 +5,9 @@
 # clips) in Wan's 480p latent geometry (30 x 52 tokens a latent frame, 4 latent frames a
 # second: 6,240 tokens/s), 200,000 tokens a rank, the 1.3B H100 cost file: 4 batches of 64
 # clips on 64 ranks, and one batch of 8,192 clips on 8,192 ranks for the planner's time.
+# First, every placement kind side by side (bench_plan_placement --kinds) on KINDS_CLIPS
+# clips of the mix (default 64) per mask and group size 2, 4, 8, 16: work imbalance, K/V
+# tokens received, CPU ms to make them, and metis over greedy (SIZES= skips the plans).
 # Writes bench/plan/placement.json and prints one line per mask and size.
 #   bench/plan/placement.sh      (after tools/setup.sh and a build)
 set -euo pipefail
@@ -12,13 +15,23 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BIN=${BENCH_BIN:-$ROOT/build/bench/bench_plan_placement}
 LEN=${TESSERA_SHARED:-$ROOT/../shared}/lengths
 OUT=${OUT:-$ROOT/bench/plan/placement.json}
-SIZES=${SIZES:-"64:64:4 8192:8192:1"}
+SIZES=${SIZES-"64:64:4 8192:8192:1"}
+KINDS_CLIPS=${KINDS_CLIPS:-64}
 [ -x "$BIN" ] || { echo "placement.sh: no $BIN; build first" >&2; exit 1; }
 command -v jq >/dev/null || { echo "placement.sh: needs jq" >&2; exit 1; }
 MIX="$LEN/youcook2_videos.csv:0.5,$LEN/ucf101_clips.csv:0.5"
-TMP=$(mktemp)
-trap 'rm -f "$TMP"' EXIT
+TMP=$(mktemp) KTMP=$(mktemp)
+trap 'rm -f "$TMP" "$KTMP"' EXIT
 cd "$ROOT"
+"$BIN" --mix "$MIX" --clips "$KINDS_CLIPS" --cost configs/cost/h100-dit1b.conf --kinds 1 |
+  tee "$KTMP" | jq -r '
+    def f(x; d): (x * d | round) / d | tostring;
+    "\(.mask | . + " " * (16 - length)) k=\(.k | tostring | . + " " * (3 - length))" +
+    ([.kinds | to_entries[] | " \(.key) \(f(.value.imbalance; 1000)) \(.value.kv_recv_tokens / 1e6 |
+      f(.; 10))M \(.value.make_ms | round)ms"] | join(";")) +
+    (if .metis_over_greedy then "; metis/greedy imbalance x\(f(.metis_over_greedy.imbalance; 1000))" +
+      " recv x\(f(.metis_over_greedy.kv_recv_tokens; 1000)) time x\(.metis_over_greedy.make_ms | round)"
+     else "" end)'
 for size in $SIZES; do
   IFS=: read -r ranks clips batches <<<"$size"
   "$BIN" --mix "$MIX" --ranks "$ranks" --clips "$clips" --batches "$batches" \
@@ -39,5 +52,5 @@ jq -s --arg commit "$(git rev-parse HEAD 2>/dev/null || echo unknown)" '{
           cost: "configs/cost/h100-dit1b.conf", seed: 1,
           masks: {block_causal: "chunk 3", block_causal_w4: "chunk 3, window 4",
                   window: "tiles 4x6x8, wt 3, wh 1, ww 1"}},
-  runs: .}' "$TMP" >"$OUT"
+  runs: .[0], kinds: .[1]}' <(jq -s . "$TMP") <(jq -s . "$KTMP") >"$OUT"
 echo "wrote $OUT"

@@ -6,7 +6,10 @@
 // every rank (2k + 1) n^2. Greedy balances a long causal clip within 5%, balanced within a token's work
 // (and a long window-masked clip within 2%, receiving less than zigzag), and the cache
 // returns what placement_make does; placement_for holds at most 5% over ceil(L / k) a
-// rank. plan_group_time prices a masked ring group by its most
+// rank. Metis (with libmetis; `test_sched_placement metis` runs its checks alone and is
+// skipped without it): the same every time, at most 5% over ceil(L / k) tokens a rank, and
+// on blocks that need only themselves (a window mask of time radius 0, 4k equal blocks) the
+// closed form: nothing to receive, every rank 4 blocks' work. plan_group_time prices a masked ring group by its most
 // loaded rank: the reference formula with S2 = k * that rank's work, contiguous above
 // blockwise above the even split.
 #include <math.h>
@@ -68,7 +71,50 @@ static void check_one(const cost_mask *m, int64_t L, int k, place_kind kind) {
   placement_free(&p);
 }
 
-int main(void) {
+// The metis kind's own checks (header).
+static void check_metis(void) {
+  cost_mask alone = masks[2];
+  alone.wt = 0;  // a block's queries need its own keys only
+  for (int k = 2; k <= 16; k *= 2) {
+    placement p, q;
+    int64_t n = placement_block_tokens(&alone, 0), L = 4 * k * n, recv = 0;
+    CHECK_OK(placement_make(&alone, L, k, PLACE_METIS, &p));
+    cost_model one = {.mask = alone};
+    double per = 4 * cost_clip_area(&one, n);
+    for (int r = 0; r < k; r++) {
+      recv += p.recv[r];
+      CHECK(fabs(p.work[r] - per) <= 1e-9 * per && p.held[r] == 4 * n, "metis k=%d rank %d: "
+            "work %g (want %g), holds %lld (want %lld)", k, r, p.work[r], per,
+            (long long)p.held[r], (long long)(4 * n));
+    }
+    CHECK(recv == 0, "metis k=%d: independent blocks receive %lld tokens, want 0", k,
+          (long long)recv);
+    placement_free(&p);
+    for (int mi = 0; mi < 3; mi++)
+      for (int li = 0; li < 3; li++) {
+        static const int64_t ls[] = {50, 1003, 24 * 400};
+        CHECK_OK(placement_make(&masks[mi], ls[li], k, PLACE_METIS, &p));
+        CHECK_OK(placement_make(&masks[mi], ls[li], k, PLACE_METIS, &q));
+        int same = p.nseg == q.nseg && !memcmp(p.seg, q.seg, (size_t)p.nseg * sizeof *p.seg);
+        CHECK(same, "metis mask %d L=%lld k=%d: two makes differ", mi, (long long)ls[li], k);
+        for (int r = 0; r < k; r++)
+          CHECK(p.held[r] <= PLACE_HOLD_SLACK * ((ls[li] + k - 1) / k), "metis mask %d L=%lld "
+                "k=%d: rank %d holds %lld tokens", mi, (long long)ls[li], k, r,
+                (long long)p.held[r]);
+        placement_free(&p), placement_free(&q);
+      }
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "metis")) {
+    if (!TESSERA_HAVE_METIS) {
+      printf("skipped: built without libmetis (install libmetis-dev, tools/setup.sh)\n");
+      return 77;
+    }
+    check_metis();
+    return check_done();
+  }
   static const int64_t lens[] = {0, 1, 7, 24, 50, 121, 500, 1003};
   for (int mi = 0; mi < 4; mi++)
     for (int li = 0; li < 8; li++)
