@@ -5,7 +5,8 @@
 # groups of 2 and 4) give the same losses and gradient norms as one rank holding whole
 # clips (within 1e-5 relative), and in every step the K/V bytes each rank's placed
 # attention received (counted by the communication layer) are the placements' count
-# (metrics "placed_kv": ranks_off 0, bytes = plan_bytes > 0).
+# (metrics "placed_kv": ranks_off 0, bytes = plan_bytes > 0). Rank 0's backend allocations
+# peak at most at the memory model's count, which holds the placed executors' buffers.
 set -uo pipefail
 . "$(dirname "$0")/ranks_store.sh"
 ranks_begin placed-ranks
@@ -39,6 +40,10 @@ for m in causal window; do
     jq -e -s 'all(.placed_kv.ranks_off == 0 and .placed_kv.bytes == .placed_kv.plan_bytes) and
               any(.placed_kv.bytes > 0)' "$W/$m$n/metrics.jsonl" >/dev/null ||
       fail "$m$n: K/V bytes received against the placements': $(jq -c .placed_kv "$W/$m$n/metrics.jsonl" | tr '\n' ' ')"
+    peak=$(field "$W/$m$n.log" peak) model=$(field "$W/$m$n.log" model)
+    [ -n "$peak" ] && [ -n "$model" ] && [ "$peak" -le "$model" ] ||
+      fail "$m$n: measured peak ${peak:-?} bytes above the memory model's ${model:-?}"
+    echo "ok: $m, $n ranks: memory peak $peak bytes <= the model's $model"
     echo "ok: $m, $n ranks: K/V bytes received = the placements' count ($(jq -r .placed_kv.bytes "$W/$m$n/metrics.jsonl" | tr '\n' ' '))"
     for key in loss grad_norm; do
       d=$(worst "$W/${m}1" "$W/$m$n" $key) || fail "$m$n: not 4 values of $key"
