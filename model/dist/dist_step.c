@@ -279,8 +279,7 @@ static tsr_status placed_forward(dist_step *ds, const dit_batch *b, void *out, f
                                        config_mask(ds->mc), b->pos)))
     return st;
   ds->mask_set = 1;
-  int64_t kv, grad, before = comm_alltoall_received();
-  placed_attention_recv_tokens(pa, &kv, &grad);
+  int64_t before = comm_alltoall_received();
   st = placed_attention_forward(pa, out, lse, q, k, v, H, Dh, scale);
   ds->kv_got += comm_alltoall_received() - before;
   int64_t plan_rows = 0;
