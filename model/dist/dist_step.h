@@ -4,7 +4,8 @@
 // The plan (sched/plan.h) lists waves; in each wave this rank is in one aligned group of
 // k ranks at place p. For every clip of that group the rank builds chunk p of the clip
 // (model/dist/ring_attention.h ring_chunk: contiguous, the first L % k chunks one token
-// longer), the rectified-flow inputs of exactly those tokens (model/objective.h: t,
+// longer; a masked clip of a ring group under train.placement = blockwise: its placement's
+// segments, dist_step_placed below), the rectified-flow inputs of exactly those tokens (model/objective.h: t,
 // noise, label dropout and positions depend only on (seed, step, clip id, token index)),
 // and runs forward and backward with ring or Ulysses attention across the group (the plan
 // group's mode, sched/cost.h), accumulating the
