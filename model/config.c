@@ -19,10 +19,10 @@ typedef struct {
   train_config t;
 } both_config;
 
-// KT_PRECISION, KT_FAMILY and KT_CPMODE are names stored as an enum's value (kernels_dtype,
+// KT_PRECISION, KT_FAMILY, KT_CPMODE (and the other KT_ names) are names stored as an enum's value (kernels_dtype,
 // int, int); KT_STR a string of at most max bytes with its terminator (lora.targets).
 typedef enum { KT_INT, KT_I64, KT_FLOAT, KT_PRECISION, KT_FAMILY, KT_STR, KT_CPMODE,
-               KT_LORAFMT, KT_MASK } key_type;
+               KT_LORAFMT, KT_MASK, KT_PLACE } key_type;
 
 // KT_PRECISION values: the name of each kernels_dtype, in enum order.
 static const char *const PRECISION_NAMES[] = {"fp32", "bf16"};
@@ -64,6 +64,17 @@ static const char *const CPMODE_NAMES[] = {"auto", "ring", "ulysses", "hybrid"};
 
 const char *config_cp_mode_name(int m) { return m >= 0 && m < NCPMODES ? CPMODE_NAMES[m] : "?"; }
 
+// KT_PLACE values: the name of each TRAIN_PLACE_*, in enum order.
+static const char *const PLACE_NAMES[] = {"contiguous", "blockwise"};
+#define NPLACES ((int)(sizeof PLACE_NAMES / sizeof PLACE_NAMES[0]))
+
+const char *config_placement_name(int p) { return p >= 0 && p < NPLACES ? PLACE_NAMES[p] : "?"; }
+
+// contiguous keeps the even price the trainer had before the key (its plans unchanged)
+int config_cost_place(int place) {
+  return place == TRAIN_PLACE_BLOCKWISE ? COST_PLACE_BLOCKWISE : COST_PLACE_EVEN;
+}
+
 int config_cost_modes(int cp_mode) {
   return cp_mode == TRAIN_CP_RING      ? COST_MODES_RING
          : cp_mode == TRAIN_CP_ULYSSES ? COST_MODES_ULYSSES
@@ -83,6 +94,7 @@ static const char *const *value_names(key_type t, int *n) {
   if (t == KT_CPMODE) return *n = NCPMODES, CPMODE_NAMES;
   if (t == KT_LORAFMT) return *n = NLORAFMTS, LORAFMT_NAMES;
   if (t == KT_MASK) return *n = NMASKS, MASK_NAMES;
+  if (t == KT_PLACE) return *n = NPLACES, PLACE_NAMES;
   return *n = 0, NULL;
 }
 
@@ -189,6 +201,8 @@ static const config_key KEYS[] = {
             "how a CP group splits attention: auto (the planner picks per microbatch), ring, ulysses, hybrid"),
     TK_LATE(ulysses_chunks, KT_INT, 1, 64, "2",
             "head chunks a Ulysses group pipelines its all-to-alls over, each chunk's transfer hidden behind another's attention (1: blocking)"),
+    TK_LATE(placement, KT_PLACE, 0, NPLACES - 1, "contiguous",
+            "how a ring group holds a masked clip: contiguous (chunks) or blockwise (sched/placement.h)"),
     LK_LATE(rank, KT_INT, 0, CONFIG_LORA_RANK_MAX, "0", "LoRA rank r (0: off, the whole model trains)"),
     LK_LATE(alpha, KT_FLOAT, CONFIG_LORA_ALPHA_MIN, CONFIG_LORA_ALPHA_MAX, "8",
             "LoRA alpha: the adapters' scale is alpha / rank"),
@@ -406,7 +420,7 @@ tsr_status config_validate(const dit_config *m, const train_config *t) {
     if (k->type == KT_STR) continue;  // its length is bounded by the field
     double d = k->type == KT_FLOAT       ? *(const float *)f
              : k->type == KT_INT || k->type == KT_FAMILY || k->type == KT_CPMODE ||
-                       k->type == KT_LORAFMT || k->type == KT_MASK
+                       k->type == KT_LORAFMT || k->type == KT_MASK || k->type == KT_PLACE
                  ? *(const int *)f
              : k->type == KT_PRECISION   ? (double)*(const kernels_dtype *)f
                                          : (double)*(const int64_t *)f;
@@ -512,6 +526,9 @@ char *config_to_ini(const dit_config *m, const train_config *t) {
     else if (k->type == KT_MASK)
       n += snprintf(line + n, sizeof line - n, "%s = %s\n", k->name,
                     config_mask_name(*(const int *)f));
+    else if (k->type == KT_PLACE)
+      n += snprintf(line + n, sizeof line - n, "%s = %s\n", k->name,
+                    config_placement_name(*(const int *)f));
     else if (k->type == KT_STR)
       n += snprintf(line + n, sizeof line - n, "%s = %s\n", k->name, f);
     else

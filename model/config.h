@@ -134,6 +134,7 @@ typedef struct {
   int cp_mode;            // TRAIN_CP_*: how CP groups split attention (docs/dist.md)
   int ulysses_chunks;     // head chunks a Ulysses group pipelines its all-to-alls over (1:
                           // blocking; model/dist/ulysses_attention.h)
+  int placement;          // TRAIN_PLACE_*: how a masked clip's tokens lie over a ring group
   // [lora]: train low-rank adapters (model/lora.h) on a frozen base instead of the whole
   // model (docs/train.md "LoRA"). Checkpoints from before these keys have them off.
   int lora_rank;          // lora.rank: r (0: off, full training)
@@ -160,6 +161,14 @@ const char *config_precision_name(kernels_dtype precision);
 // train.cp_mode: the planner picks ring, Ulysses or hybrid attention per CP group (auto), or
 // one is forced (sched/cost.h cost_model.cp_modes; hybrid: Ulysses inside a node).
 enum { TRAIN_CP_AUTO = 0, TRAIN_CP_RING = 1, TRAIN_CP_ULYSSES = 2, TRAIN_CP_HYBRID = 3 };
+// train.placement: under a mask, a ring group of k > 1 ranks holds each clip in contiguous
+// chunks (the ring, priced as the mask's area split evenly), or as sched/placement.h's
+// blockwise placement (model/dist/placed_attention.h, priced by its most loaded rank).
+enum { TRAIN_PLACE_CONTIGUOUS = 0, TRAIN_PLACE_BLOCKWISE = 1 };
+// "contiguous" or "blockwise".
+const char *config_placement_name(int place);
+// The planner's cost_mask.place (COST_PLACE_* of sched/cost.h) for train.placement.
+int config_cost_place(int place);
 // "full", "block_causal" or "window": the config's spelling of a KERNELS_MASK_* kind.
 const char *config_mask_name(int kind);
 // The kernels' mask of m's attention (model.attn_mask and its sizes).

@@ -160,12 +160,20 @@ static float token_x0(const objective_clip *c, size_t q) {
   }
 }
 
+// 1 when entry c of clips continues the previous entry's clip (clip_of: objective_device_
+// build_runs'; NULL: every entry is a clip of its own).
+static int continues(const int *clip_of, int c) {
+  return clip_of && c > 0 && clip_of[c] == clip_of[c - 1];
+}
+
 // The host part of a microbatch, shared by objective_build and objective_device_build:
 // checks the clips, then fills cu_seqlens (C + 1), pos (L, 3), labels (C), loss_weight (C)
-// and, when keys is not NULL, the clips' random-number keys (C). *L_out: tokens, *max_out:
-// the longest clip's, *Lt_out: caption tokens.
+// and, when keys is not NULL, the clips' random-number keys (C), all per entry of clips; an
+// entry that continues its clip (clip_of) has no caption rows of its own. *L_out: tokens,
+// *max_out: the longest entry's, *Lt_out: caption tokens.
 static tsr_status build_meta(const dit_config *mc, const train_config *tc, int64_t step,
                              int n_batch_clips, const objective_clip *clips, int n_clips,
+                             const int *clip_of,
                              int max_tokens, int max_clips, int P_buf, int32_t *cu, int32_t *pos,
                              int32_t *labels, float *loss_weight, kernels_clip_key *keys,
                              int32_t *cu_text, int max_text, null_caption nul, int *L_out,
@@ -186,7 +194,7 @@ static tsr_status build_meta(const dit_config *mc, const train_config *tc, int64
     tsr_status st = check_clip(&clips[c], mc);
     if (st) return st;
     L += clips[c].len;
-    Lt += caption_rows(mc, tc, step, &clips[c], nul);
+    if (!continues(clip_of, c)) Lt += caption_rows(mc, tc, step, &clips[c], nul);
     if (clips[c].len > longest) longest = clips[c].len;
   }
   if (L > max_tokens)
@@ -201,7 +209,8 @@ static tsr_status build_meta(const dit_config *mc, const train_config *tc, int64
     const objective_clip *k = &clips[c];
     int32_t r0 = cu[c];
     cu[c + 1] = r0 + k->len;
-    if (cu_text) cu_text[c + 1] = cu_text[c] + caption_rows(mc, tc, step, k, nul);
+    if (cu_text)
+      cu_text[c + 1] = cu_text[c] + (continues(clip_of, c) ? 0 : caption_rows(mc, tc, step, k, nul));
     labels[c] = objective_label(mc, tc, step, k->clip_id, k->label);
     loss_weight[c] = kernels_mse_weight(n_batch_clips, k->total_tokens, P);
     if (keys) keys[c] = (kernels_clip_key){k->clip_id, k->total_tokens, k->first_token};
@@ -235,7 +244,7 @@ tsr_status objective_build(objective_batch *ob, const dit_config *mc, const trai
   if (mc->text_dim > 0 && ob->text_dim != mc->text_dim)
     return err_set(TSR_EINVAL, "objective_build: the model takes captions of width %d, the "
                    "buffers %d (objective_alloc_text)", mc->text_dim, ob->text_dim);
-  tsr_status st = build_meta(mc, tc, step, n_batch_clips, clips, n_clips, ob->max_tokens,
+  tsr_status st = build_meta(mc, tc, step, n_batch_clips, clips, n_clips, NULL, ob->max_tokens,
                              ob->max_clips, ob->P, ob->cu_seqlens, ob->pos, ob->labels,
                              ob->loss_weight, NULL, mc->text_dim > 0 ? ob->cu_text : NULL,
                              ob->max_text, nul, &L, &longest, &Lt);
@@ -407,14 +416,44 @@ tsr_status objective_upload(objective_device *d, const objective_batch *ob, int 
   return TSR_OK;
 }
 
-tsr_status objective_device_build(objective_device *d, const dit_config *mc,
-                                  const train_config *tc, int64_t step, int n_batch_clips,
-                                  const objective_clip *clips, int n_clips) {
+// Runs c of clip_of's clips (host staging per run) made into the batch's clips: cu_h,
+// labels_h, lw_h and cu_text_h compacted to one entry a clip (a clip's labels and weights
+// are its first run's), uploaded, and each clip's t' copied from its first run's. Returns
+// the clips; *longest: the longest clip's tokens.
+static tsr_status merge_runs(objective_device *d, const int *clip_of, int n_runs, int with_text,
+                             int *n_out, int *longest) {
+  const kernels_backend *kb = d->kb;
+  float *t = dev_part(d, DEV_T);
+  int n = 0;
+  tsr_status st = TSR_OK;
+  *longest = 0;
+  for (int r = 0; r < n_runs && !st; r++) {
+    if (continues(clip_of, r)) {
+      d->cu_h[n] = d->cu_h[r + 1];
+      if (with_text) d->cu_text_h[n] = d->cu_text_h[r + 1];
+    } else {
+      // t'[n] <- t'[r]: r >= n, and a later clip reads a later run, so none is overwritten
+      if (r != n) st = kb->copy(kb, t + n, t + r, sizeof(float));
+      d->labels_h[n] = d->labels_h[r], d->lw_h[n] = d->lw_h[r];
+      d->cu_h[++n] = d->cu_h[r + 1];
+      if (with_text) d->cu_text_h[n] = d->cu_text_h[r + 1];
+    }
+    if (d->cu_h[n] - d->cu_h[n - 1] > *longest) *longest = d->cu_h[n] - d->cu_h[n - 1];
+  }
+  *n_out = n;
+  return st;
+}
+
+// objective_device_build over entries `clips`, one clip each (clip_of NULL) or consecutive
+// runs of one clip (clip_of: objective_device_build_runs).
+static tsr_status device_build(objective_device *d, const dit_config *mc, const train_config *tc,
+                               int64_t step, int n_batch_clips, const objective_clip *clips,
+                               int n_clips, const int *clip_of) {
   const kernels_backend *kb = d->kb;
   int L, longest, Lt, with_text = mc->text_dim > 0;
   int max_text = with_text ? n_clips * mc->text_len : 0;
   null_caption nul = {d->null_text, d->null_tokens};
-  tsr_status st = build_meta(mc, tc, step, n_batch_clips, clips, n_clips, d->max_tokens,
+  tsr_status st = build_meta(mc, tc, step, n_batch_clips, clips, n_clips, clip_of, d->max_tokens,
                              d->max_clips, d->P, d->cu_h, d->pos_h, d->labels_h, d->lw_h,
                              d->keys_h, with_text ? d->cu_text_h : NULL, max_text, nul, &L,
                              &longest, &Lt);
@@ -432,8 +471,6 @@ tsr_status objective_device_build(objective_device *d, const dit_config *mc,
   } parts[] = {
       {DEV_CU, d->cu_h, sizeof(int32_t) * (C + 1)},
       {DEV_POS, d->pos_h, sizeof(int32_t) * 3 * (size_t)L},
-      {DEV_LABELS, d->labels_h, sizeof(int32_t) * C},
-      {DEV_LW, d->lw_h, sizeof(float) * C},
       {DEV_KEYS, d->keys_h, sizeof(kernels_clip_key) * C},
   };
   for (size_t i = 0; !st && i < sizeof parts / sizeof parts[0]; i++)
@@ -452,11 +489,11 @@ tsr_status objective_device_build(objective_device *d, const dit_config *mc,
                               (uint64_t)step, objective_t_dist(tc));
   // kept (or null) captions: uploaded as stored, then cast to the act dtype clip by clip
   if (!st && with_text) {
-    st = kb->to_device(kb, dev_part(d, DEV_CU_TEXT), d->cu_text_h, sizeof(int32_t) * (C + 1));
     if (!st) st = grow_text(d, Lt, mc->text_dim);
     size_t TD = (size_t)mc->text_dim;
     float *zeros = NULL;  // model.text_pad's rows after a caption, sent as fp32 zeros
     for (int c = 0; !st && c < n_clips; c++) {
+      if (continues(clip_of, c)) continue;  // its clip's caption came with its first run
       size_t r0 = (size_t)d->cu_text_h[c], n = (size_t)(d->cu_text_h[c + 1] - d->cu_text_h[c]);
       int kn;
       kernels_tokens dt;
@@ -478,9 +515,51 @@ tsr_status objective_device_build(objective_device *d, const dit_config *mc,
     }
     free(zeros);
   }
+  // the objective's keys and offsets were per run; the model's arrays are per clip
+  if (!st && clip_of) {
+    if (!(st = merge_runs(d, clip_of, n_clips, with_text, &n_clips, &longest)))
+      st = kb->to_device(kb, dev_part(d, DEV_CU), d->cu_h, sizeof(int32_t) * ((size_t)n_clips + 1));
+    C = (size_t)n_clips;
+  }
+  struct {
+    int part;
+    const void *src;
+    size_t bytes;
+  } clip_parts[] = {
+      {DEV_LABELS, d->labels_h, sizeof(int32_t) * C},
+      {DEV_LW, d->lw_h, sizeof(float) * C},
+      {DEV_CU_TEXT, d->cu_text_h, sizeof(int32_t) * (C + 1)},
+  };
+  for (size_t i = 0; !st && i < sizeof clip_parts / sizeof clip_parts[0]; i++)
+    if (clip_parts[i].part != DEV_CU_TEXT || with_text)
+      st = kb->to_device(kb, dev_part(d, clip_parts[i].part), clip_parts[i].src, clip_parts[i].bytes);
   if (st) return st;
   set_batch(d, n_clips, L, longest, mc->num_classes, with_text, Lt);
   return TSR_OK;
+}
+
+tsr_status objective_device_build(objective_device *d, const dit_config *mc,
+                                  const train_config *tc, int64_t step, int n_batch_clips,
+                                  const objective_clip *clips, int n_clips) {
+  return device_build(d, mc, tc, step, n_batch_clips, clips, n_clips, NULL);
+}
+
+tsr_status objective_device_build_runs(objective_device *d, const dit_config *mc,
+                                       const train_config *tc, int64_t step, int n_batch_clips,
+                                       const objective_clip *runs, const int *clip_of,
+                                       int n_runs) {
+  for (int r = 0; r < n_runs; r++) {
+    int step_of = r ? clip_of[r] - clip_of[r - 1] : clip_of[0] + 1;
+    if (step_of != 0 && step_of != 1)
+      return err_set(TSR_EINVAL, "objective: run %d belongs to clip %d after clip %d: clips are "
+                     "numbered from 0 in order", r, clip_of[r], r ? clip_of[r - 1] : -1);
+    if (step_of == 0 && (runs[r].clip_id != runs[r - 1].clip_id ||
+                         runs[r].first_token < runs[r - 1].first_token + runs[r - 1].len))
+      return err_set(TSR_EINVAL, "objective: run %d continues clip %lld out of token order or "
+                     "from another clip (%lld)", r, (long long)runs[r - 1].clip_id,
+                     (long long)runs[r].clip_id);
+  }
+  return device_build(d, mc, tc, step, n_batch_clips, runs, n_runs, clip_of);
 }
 
 void objective_device_free(objective_device *d) {

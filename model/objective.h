@@ -142,6 +142,17 @@ size_t objective_device_bytes(kernels_dtype act, int max_tokens, int max_clips, 
 tsr_status objective_device_build(objective_device *d, const dit_config *mc,
                                   const train_config *tc, int64_t step, int n_batch_clips,
                                   const objective_clip *clips, int n_clips);
+// As objective_device_build, for a clip held in several runs of its tokens (a CP placement's
+// segments, sched/placement.h): runs (n_runs) each a chunk as above, clip_of[r] (n_runs,
+// host) the batch clip run r belongs to: 0 for the first run, then the same as the run
+// before (the same clip_id, a later first_token) or one more. Every token's inputs are the
+// clip's at that token index, made per run; the batch then has one clip per clip_of value,
+// whose tokens are its runs' in order (cu_seqlens, t', labels, loss weight and caption once
+// a clip, its first run's). d's max_clips bounds the runs.
+tsr_status objective_device_build_runs(objective_device *d, const dit_config *mc,
+                                       const train_config *tc, int64_t step, int n_batch_clips,
+                                       const objective_clip *runs, const int *clip_of,
+                                       int n_runs);
 // Copies a host batch (objective_build) to the backend, for tests and the PyTorch
 // comparisons that need the batch on the host too. Backends with fp32 activations only
 // (TSR_EINVAL otherwise: use objective_device_build). d->batch.labels is NULL when

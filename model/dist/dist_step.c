@@ -5,9 +5,11 @@
 
 #include "comm/comm.h"
 #include "model/objective.h"
+#include "model/dist/placed_attention.h"
 #include "model/dist/ring_attention.h"
 #include "model/dist/cp_workspace.h"
 #include "model/dist/ulysses_attention.h"
+#include "sched/placement.h"
 
 enum { DIST_MAX_LEVELS = 31 };
 
@@ -21,7 +23,9 @@ struct dist_step {
   objective_device dev;                    // the wave's inputs, made on the backend
   float *wave_loss;                        // (loss_cap) [f32] backend: loss of each wave run
   int loss_cap, n_loss;                    // its capacity; waves run in this step
-  objective_clip *chunks;                  // (max_clips)
+  objective_clip *chunks;                  // (max_runs) a wave's chunks, or its placed runs
+  int *run_clip;                           // (max_runs) the group clip of each placed run
+  int max_runs;                            // max_clips, or with a placement what runs need
   int64_t *totals;                         // (max_clips) whole-clip token counts
   ring_attention *ring[DIST_MAX_LEVELS];   // one per group size 2^i, made on first use
   ulysses_attention *uly[DIST_MAX_LEVELS]; // the same for Ulysses groups
@@ -29,9 +33,14 @@ struct dist_step {
   ring_attention *hyb_ring[DIST_MAX_LEVELS];  // with this ring over the stride group inside
   cp_workspace *ws;                        // the work buffers of all of them (one group runs)
   int64_t *super;                          // (max_clips) a hybrid block's super-chunk lengths
+  placed_attention *placed[DIST_MAX_LEVELS];  // train.placement = blockwise: its groups
+  const placement **pls;                   // (max_clips) the active placed group's clips'
+  cost_mask place_mask;                    // and the mask they were made under
+  placed_attention *active_placed;         // the placed group of the wave, or NULL
+  int64_t kv_got, kv_plan;                 // K/V bytes its forwards received; the placements'
   ring_attention *active;                  // the ring of the wave being run, or NULL
   ulysses_attention *active_uly;           // its Ulysses group when it runs in that mode
-  int active_k;                            // its group size
+  int active_k, active_me;                 // its group size, this rank's place in it
   int mask_set;                            // 1: the active ring has this microbatch's mask
   int n_buckets, issued;                   // gradient buckets; all-reduces started so far
   comm_request **bucket_req;               // (n_buckets)
@@ -257,11 +266,34 @@ static void on_bucket(void *ctx, int bucket) {
   while (ds->issued <= bucket && !ds->bucket_err) issue_bucket(ds);
 }
 
+// A placed group's forward: the first of a microbatch gives the executor the clips'
+// placements and this rank's positions (a collective); each counts the K/V bytes the
+// all-to-all delivered (comm_alltoall_received) against the placements' count.
+static tsr_status placed_forward(dist_step *ds, const dit_batch *b, void *out, float *lse,
+                                 const void *q, const void *k, const void *v, int H, int Dh,
+                                 float scale) {
+  placed_attention *pa = ds->active_placed;
+  tsr_status st = TSR_OK;
+  if (!ds->mask_set &&
+      (st = placed_attention_set_clips(pa, b->n_clips, ds->pls, &ds->place_mask,
+                                       config_mask(ds->mc), b->pos)))
+    return st;
+  ds->mask_set = 1;
+  int64_t before = comm_alltoall_received();
+  st = placed_attention_forward(pa, out, lse, q, k, v, H, Dh, scale);
+  ds->kv_got += comm_alltoall_received() - before;
+  int64_t plan_rows = 0;
+  for (int c = 0; c < b->n_clips; c++) plan_rows += ds->pls[c]->recv[ds->active_me];
+  ds->kv_plan += 2 * plan_rows * (int64_t)kernels_act_bytes(ds->kb, (size_t)H * Dh);
+  return st;
+}
+
 // dit_attention hook: the model's attention goes around the current group's ring.
 static tsr_status hook_forward(void *ctx, const kernels_backend *kb, const dit_batch *b,
                                void *out, float *lse, const void *q, const void *k,
                                const void *v, int H, int Dh, float scale) {
   dist_step *ds = ctx;
+  if (ds->active_placed) return placed_forward(ds, b, out, lse, q, k, v, H, Dh, scale);
   // under a mask every rank's positions are gathered once a microbatch, before its first
   // attention, by the group's ring or Ulysses (a hybrid's passes them to its inner ring)
   if (ds->mc->attn_mask != KERNELS_MASK_FULL && !ds->mask_set) {
@@ -280,6 +312,9 @@ static tsr_status hook_backward(void *ctx, const kernels_backend *kb, const dit_
                                 const void *q, const void *k, const void *v, const void *out,
                                 const float *lse, int H, int Dh, float scale) {
   dist_step *ds = ctx;
+  if (ds->active_placed)
+    return placed_attention_backward(ds->active_placed, dq, dk, dv, dout, q, k, v, out, lse, H,
+                                     Dh, scale);
   if (ds->active_uly)
     return ulysses_attention_backward(ds->active_uly, dq, dk, dv, dout, q, k, v, out, lse, H, Dh,
                                       scale);
@@ -316,14 +351,19 @@ tsr_status dist_step_create(dist_step **out, dit_model *m, const comm_backend *c
   ds->max_tokens = max_tokens;
   ds->max_clips = max_clips;
   ds->P = mc->pt * mc->ph * mc->pw * mc->channels;
-  tsr_status st = objective_device_alloc(&ds->dev, ds->kb, max_tokens, max_clips, ds->P);
+  // a placement's runs: each holds a token, but a clip this rank holds none of (one empty run)
+  ds->max_runs = dist_step_placed(mc, tc) ? max_tokens + max_clips : max_clips;
+  tsr_status st = objective_device_alloc(&ds->dev, ds->kb, max_tokens, ds->max_runs, ds->P);
   if (!st) st = cp_workspace_create(&ds->ws, ds->kb);
-  ds->chunks = calloc((size_t)max_clips, sizeof *ds->chunks);
+  ds->chunks = calloc((size_t)ds->max_runs, sizeof *ds->chunks);
+  ds->run_clip = calloc((size_t)ds->max_runs, sizeof *ds->run_clip);
+  ds->pls = calloc((size_t)max_clips, sizeof *ds->pls);
   ds->totals = calloc((size_t)max_clips, sizeof *ds->totals);
   ds->super = calloc((size_t)max_clips, sizeof *ds->super);
   ds->n_buckets = dit_num_buckets(m);
   ds->bucket_req = calloc((size_t)ds->n_buckets + 1, sizeof *ds->bucket_req);  // 0 when frozen
-  if (!st && (!ds->chunks || !ds->totals || !ds->super || !ds->bucket_req))
+  if (!st && (!ds->chunks || !ds->run_clip || !ds->pls || !ds->totals || !ds->super ||
+              !ds->bucket_req))
     st = err_set(TSR_ENOMEM, "out of memory for the distributed step");
   if (st) {
     dist_step_free(&ds);
@@ -348,6 +388,7 @@ void dist_step_free(dist_step **pds) {
     ulysses_attention_free(&ds->uly[i]);
     ulysses_attention_free(&ds->hyb[i]);
     ring_attention_free(&ds->hyb_ring[i]);
+    placed_attention_free(&ds->placed[i]);
   }
   cp_workspace_free(&ds->ws);
   objective_device_free(&ds->dev);
@@ -365,6 +406,8 @@ void dist_step_free(dist_step **pds) {
   for (int i = 0; ds->bucket_req && i < ds->n_buckets; i++) ds->cb->wait(ds->cb, &ds->bucket_req[i]);
   free(ds->bucket_req);
   free(ds->chunks);
+  free(ds->run_clip);
+  free(ds->pls);
   free(ds->totals);
   free(ds->super);
   free(ds->wsched);
@@ -388,18 +431,28 @@ static const plan_group *my_group(const plan *p, int w, int rank) {
 }
 
 // Makes group pg's attention active in its plan mode (sched/cost.h), over aligned group g,
-// with ds->totals (and for a hybrid group over blocks of u ranks, ds->super) its clips.
-static tsr_status activate(dist_step *ds, const plan_group *pg, comm_group *g, int u) {
+// with ds->totals (and for a hybrid group over blocks of u ranks, ds->super) its clips; a
+// placed group's is the executor of its placements.
+static tsr_status activate(dist_step *ds, const plan_group *pg, comm_group *g, int u,
+                           int placed) {
   const int k = pg->size, lv = log2i(k);
   tsr_status st = TSR_OK;
   ds->mask_set = 0;
+  ds->active_uly = NULL;
+  ds->active_placed = NULL;
+  ds->active_k = k;
+  if (placed) {  // the runs of prepare_group, over the group's placements (ds->pls)
+    if (!ds->placed[lv] && (st = placed_attention_create(&ds->placed[lv], ds->kb, ds->cb, g)))
+      return st;
+    ds->active_placed = ds->placed[lv];
+    ds->active = NULL;
+    return TSR_OK;
+  }
   if (!ds->ring[lv]) {
     if ((st = ring_attention_create(&ds->ring[lv], ds->kb, ds->cb, g))) return st;
     ring_attention_use_workspace(ds->ring[lv], ds->ws, CP_WS_GROUP);
   }
   ds->active = ds->ring[lv];
-  ds->active_uly = NULL;
-  ds->active_k = k;
   if (u) {  // Ulysses over this rank's block of u, the ring over its stride group inside
     comm_group *sg = comm_stride_group(k), *block = comm_group_get(u);
     if (!sg || !block)
@@ -431,6 +484,64 @@ static tsr_status activate(dist_step *ds, const plan_group *pg, comm_group *g, i
   return ring_attention_set_clips(ds->active, pg->nclips, ds->totals);
 }
 
+// Tokens [first, first + len) of clip c as the objective's chunk. CP splits the queries; the
+// caption is replicated: every chunk gets all of it.
+static objective_clip chunk_of(const dist_step *ds, const dist_clip *c, int64_t first,
+                               int64_t len) {
+  size_t token_bytes = (size_t)ds->P * kernels_tokens_size(c->tokens_dtype);
+  return (objective_clip){.clip_id = c->id, .total_tokens = (int64_t)c->T * c->H * c->W,
+                          .first_token = first, .len = (int)len, .T = c->T, .H = c->H,
+                          .W = c->W, .label = c->label,
+                          .tokens = (const char *)c->tokens + (size_t)first * token_bytes,
+                          .tokens_dtype = c->tokens_dtype, .text = c->text,
+                          .text_tokens = c->text_tokens, .text_dtype = c->text_dtype};
+}
+
+// Clip c, the group's i-th, placed blockwise over the group (placement_for, under the mask
+// of its frames' grid; every clip of a group must share it, as placed attention prices the
+// mask's blocks once): ds->pls[i], and the runs of consecutive tokens group rank `me` holds
+// of k appended to ds->chunks at *nruns (one empty run when it holds none), their tokens added
+// to *tokens.
+static tsr_status placed_runs(dist_step *ds, const dist_clip *c, int i, int k, int me,
+                              int *nruns, int64_t *tokens) {
+  cost_mask cm = config_cost_mask(ds->mc, c->H, c->W);
+  cm.place = COST_PLACE_BLOCKWISE;
+  if (i && (cm.rows != ds->place_mask.rows || cm.cols != ds->place_mask.cols))
+    return err_set(TSR_EINVAL, "train.placement = blockwise: clip %lld has frames of %d x %d "
+                   "tokens, another clip of its CP group %lld x %lld; a group's clips must share "
+                   "one frame grid (or set train.placement = contiguous)", (long long)c->id, c->H,
+                   c->W, (long long)ds->place_mask.rows, (long long)ds->place_mask.cols);
+  ds->place_mask = cm;
+  const placement *pl = NULL;
+  tsr_status st = placement_for(&cm, (int64_t)c->T * c->H * c->W, k, &pl);
+  if (st) return err_wrap(st, "placing clip %lld: ", (long long)c->id);
+  ds->pls[i] = pl;
+  int first_run = *nruns;
+  for (int s = 0; s < pl->nseg; s++) {
+    const place_seg *g = &pl->seg[s];
+    if (g->rank != me) continue;
+    objective_clip *prev = *nruns > first_run ? &ds->chunks[*nruns - 1] : NULL;
+    if (prev && prev->first_token + prev->len == g->first) {
+      prev->len += (int)g->len;
+    } else {
+      if (*nruns >= ds->max_runs)
+        return err_set(TSR_EINVAL, "placing clip %lld: more than %d runs of tokens on this rank",
+                       (long long)c->id, ds->max_runs);
+      ds->run_clip[*nruns] = i;
+      ds->chunks[(*nruns)++] = chunk_of(ds, c, g->first, g->len);
+    }
+    *tokens += g->len;
+  }
+  if (*nruns == first_run) {  // none of its tokens here: the clip still takes part, empty
+    if (*nruns >= ds->max_runs)
+      return err_set(TSR_EINVAL, "placing clip %lld: more than %d runs of tokens on this rank",
+                     (long long)c->id, ds->max_runs);
+    ds->run_clip[*nruns] = i;
+    ds->chunks[(*nruns)++] = chunk_of(ds, c, 0, 0);
+  }
+  return TSR_OK;
+}
+
 // This rank's chunks of group pg's clips and their objective inputs (config tc, key step)
 // in ds->dev, with the group's attention active: ring, Ulysses or hybrid, its plan mode (a
 // hybrid group's chunks are hybrid_chunk's).
@@ -443,7 +554,9 @@ static tsr_status prepare_group(dist_step *ds, const plan *p, const plan_group *
   if (pg->nclips > ds->max_clips)
     return err_set(TSR_EINVAL, "a group of the plan has %d clips; this rank was set up for %d",
                    pg->nclips, ds->max_clips);
+  const int placed = dist_step_placed(ds->mc, ds->tc) && pg->mode == COST_CP_RING && k > 1;
   int64_t tokens = 0;
+  int nruns = 0;
   for (int i = 0; i < pg->nclips; i++) {
     int ci = p->clip_index[pg->clip_off + i];
     if (ci < 0 || ci >= nclips)
@@ -457,14 +570,12 @@ static tsr_status prepare_group(dist_step *ds, const plan *p, const plan_group *
       ring_chunk(total, k, me, &first, &len);
     }
     ds->totals[i] = total;
-    // CP splits the queries; the caption is replicated: every chunk gets all of it
-    size_t token_bytes = (size_t)ds->P * kernels_tokens_size(c->tokens_dtype);
-    ds->chunks[i] = (objective_clip){.clip_id = c->id, .total_tokens = total,
-                                     .first_token = first, .len = (int)len, .T = c->T,
-                                     .H = c->H, .W = c->W, .label = c->label,
-                                     .tokens = (const char *)c->tokens + (size_t)first * token_bytes,
-                                     .tokens_dtype = c->tokens_dtype, .text = c->text,
-                                     .text_tokens = c->text_tokens, .text_dtype = c->text_dtype};
+    if (placed) {
+      tsr_status st = placed_runs(ds, c, i, k, me, &nruns, &tokens);
+      if (st) return st;
+      continue;
+    }
+    ds->chunks[i] = chunk_of(ds, c, first, len);
     tokens += len;
   }
   if (tokens > ds->max_tokens)
@@ -475,8 +586,12 @@ static tsr_status prepare_group(dist_step *ds, const plan *p, const plan_group *
   if (!g || comm_group_first(g) != pg->first_rank)
     return err_set(TSR_EINVAL, "the plan's group [%d, %d) is not a group of this world of %d ranks",
                    pg->first_rank, pg->first_rank + k, comm_size());
-  tsr_status st = activate(ds, pg, g, hybrid ? u : 0);
+  ds->active_me = me;
+  tsr_status st = activate(ds, pg, g, hybrid ? u : 0, placed);
   if (st) return st;
+  if (placed)
+    return objective_device_build_runs(&ds->dev, ds->mc, tc, step, nclips, ds->chunks,
+                                       ds->run_clip, nruns);
   return objective_device_build(&ds->dev, ds->mc, tc, step, nclips, ds->chunks, pg->nclips);
 }
 
@@ -511,6 +626,7 @@ tsr_status dist_step_run(dist_step *ds, const plan *p, const dist_clip *clips, i
     if (ds->bucket_req[i]) return err_set(TSR_EINVAL, "dist_step_run: the last step was not reduced");
   ds->issued = 0;
   ds->bucket_err = TSR_OK;
+  ds->kv_got = ds->kv_plan = 0;
   if (bucket_mode(ds)) {  // the shard sums this step's waves
     tsr_status st = ds->kb->memset_zero(ds->kb, ds->shard,
                                         dit_num_params(ds->m) / (size_t)ds->shard_world * sizeof(float));
@@ -585,6 +701,18 @@ tsr_status dist_step_eval(dist_step *ds, const plan *p, const dist_clip *clips, 
   }
   free(part);
   return st ? err_wrap(st, "validation: ") : TSR_OK;
+}
+
+int dist_step_placed(const dit_config *mc, const train_config *tc) {
+  return tc->placement == TRAIN_PLACE_BLOCKWISE && mc->attn_mask != KERNELS_MASK_FULL;
+}
+
+int64_t dist_step_placed_tokens(const dit_config *mc, const train_config *tc, int64_t mem_tokens) {
+  return dist_step_placed(mc, tc) ? mem_tokens + mem_tokens / 20 : mem_tokens;
+}
+
+void dist_step_placed_kv(const dist_step *ds, int64_t *got, int64_t *plan) {
+  *got = ds->kv_got, *plan = ds->kv_plan;
 }
 
 tsr_status dist_step_reduce(dist_step *ds, double *loss) {

@@ -4,7 +4,8 @@
 // The plan (sched/plan.h) lists waves; in each wave this rank is in one aligned group of
 // k ranks at place p. For every clip of that group the rank builds chunk p of the clip
 // (model/dist/ring_attention.h ring_chunk: contiguous, the first L % k chunks one token
-// longer), the rectified-flow inputs of exactly those tokens (model/objective.h: t,
+// longer; a masked clip of a ring group under train.placement = blockwise: its placement's
+// segments, dist_step_placed below), the rectified-flow inputs of exactly those tokens (model/objective.h: t,
 // noise, label dropout and positions depend only on (seed, step, clip id, token index)),
 // and runs forward and backward with ring or Ulysses attention across the group (the plan
 // group's mode, sched/cost.h), accumulating the
@@ -96,6 +97,23 @@ tsr_status dist_step_set_shard(dist_step *ds, float *shard, int world);
 // the backward's (the reverse), an idle rank included, so that the world's gathers and
 // reduce-scatters are issued in the same order everywhere (docs/dist.md "ZeRO").
 tsr_status dist_step_set_weights(dist_step *ds, const float *shard);
+
+// train.placement = blockwise under a mask (model/config.h): a masked clip of a ring group of
+// k > 1 ranks is held as sched/placement.h's placement_for places it (each rank its
+// segments' tokens, in runs: objective_device_build_runs) and its attention runs through
+// model/dist/placed_attention.h; everything else of the step is as for the ring's chunks.
+// Every clip of such a group must have the same frame grid (H x W tokens).
+int dist_step_placed(const dit_config *mc, const train_config *tc);
+// The tokens a rank may hold in one wave for a planner's limit of mem_tokens: a placement
+// puts up to PLACE_HOLD_SLACK x ceil(L / k) tokens of a clip on a rank (sched/placement.h),
+// so with one mem_tokens + mem_tokens / 20; without, mem_tokens. dist_step_create's
+// max_tokens.
+int64_t dist_step_placed_tokens(const dit_config *mc, const train_config *tc, int64_t mem_tokens);
+// The K/V bytes this rank's placed forwards received in the last dist_step_run (*got,
+// counted by the communication layer, comm_alltoall_received: the MPI and staged backends)
+// and the placements' count of them (*plan: each forward's recv of this rank, summed over
+// its group's clips, times 2 H Dh act bytes).
+void dist_step_placed_kv(const dist_step *ds, int64_t *got, int64_t *plan);
 
 // Completes the sum of the model's gradients over every rank of the world (in place; with
 // dist_step_set_shard into the shard) and sums *loss. Must follow every dist_step_run.

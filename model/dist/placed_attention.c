@@ -306,6 +306,15 @@ static tsr_status buffers(placed_attention *pa, int H, int Dh) {
   return TSR_OK;
 }
 
+size_t placed_attention_work_bytes(kernels_dtype act, int k, int64_t lq, int H, int Dh) {
+  size_t row = (size_t)H * Dh * kernels_dtype_size(act), f = (size_t)H * sizeof(float);
+  size_t q = (size_t)lq, peers = (size_t)(k > 1 ? k - 1 : 0) * q, prow = 3 * sizeof(int32_t);
+  // sbuf, grecv (2 x sent rows); rbuf, gsend (2 x received); pout; plse, delta; positions
+  // (own and received); each buffer ensure()'s one byte more
+  return 2 * (2 * peers * row + 1) + 2 * (2 * peers * row + 1) + q * row + 1 + 2 * (q * f + 1) +
+         q * prow + peers * prow;
+}
+
 // Peer o's received rows in a buffer of 2 tensors a peer (K then V, or dK then dV).
 static void *peer_rows(const placed_attention *pa, void *buf, int o, int second, size_t E) {
   int64_t at = 2 * pa->roff[o] + (second ? pa->rtok[o] : 0);

@@ -18,8 +18,9 @@
 // Compute goes through kb, every exchange through cb's alltoallv (comm/comm.h), in kb's
 // memory space. With k = 1 both directions are the backend's masked entries on the clips.
 // Its work buffers (the packed rows both ways, one partial output) are its own allocations,
-// not a cp_workspace region, and the trainer's memory model does not count them: the
-// distributed step does not run it yet (docs/plan.md "Attention masks").
+// not a cp_workspace region; the distributed step (train.placement = blockwise) keeps one
+// executor per group size, and the trainer's memory model counts each at
+// placed_attention_work_bytes.
 #ifndef TESSERA_MODEL_PLACED_ATTENTION_H
 #define TESSERA_MODEL_PLACED_ATTENTION_H
 
@@ -49,6 +50,12 @@ int64_t placed_attention_tokens(const placed_attention *pa);
 // summed over the clips) and gradient rows of its own tokens it receives in a backward
 // (*grad: the rows it sends the others in a forward).
 void placed_attention_recv_tokens(const placed_attention *pa, int64_t *kv, int64_t *grad);
+
+// An upper bound of the bytes one executor's buffers (buffers(), the positions, the
+// set_clips staging) grow to for groups of k ranks holding at most lq tokens a rank, H heads
+// of Dh in act: a rank sends every peer at most all its rows and receives from each at most
+// all of the peer's, (k - 1) lq rows each way.
+size_t placed_attention_work_bytes(kernels_dtype act, int k, int64_t lq, int H, int Dh);
 
 // Forward: q, k, v, out: (Lq, H, Dh) [act], lse: (Lq, H) [f32]; out, lse overwritten.
 tsr_status placed_attention_forward(placed_attention *pa, void *out, float *lse, const void *q,

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "sched/placement.h"
 #include "model/train/lr.h"
 #include "model/train/plan_choice.h"
 
@@ -22,6 +23,32 @@ static int64_t largest_microbatch(const plan *p, const int64_t *tokens) {
     if (sum > most) most = sum;
   }
   return most;
+}
+
+// Under train.placement = blockwise: of p's masked ring groups of more than one rank, how
+// many, and the most and the mean of their most loaded rank's work over the mean rank's
+// (what their price is made of: sched/cost.h cost_mask.place), into buf ("" otherwise).
+static void placed_text(const trainer *tr, const plan *p, const int64_t *tokens, char *buf,
+                        size_t n) {
+  const cost_mask *m = &tr->sched.cost.mask;
+  buf[0] = '\0';
+  if (m->place != COST_PLACE_BLOCKWISE || m->kind == COST_MASK_FULL) return;
+  int groups = 0;
+  double worst = 0, sum = 0;
+  for (int g = 0; g < p->ngroups; g++) {
+    const plan_group *gr = &p->groups[g];
+    if (gr->size < 2 || gr->mode != COST_CP_RING || !gr->nclips) continue;
+    double work[gr->size], most = 0, all = 0;
+    int64_t L[gr->nclips];
+    for (int c = 0; c < gr->nclips; c++) L[c] = tokens[p->clip_index[gr->clip_off + c]];
+    if (placement_group(m, L, gr->nclips, gr->size, work, NULL, NULL)) continue;
+    for (int r = 0; r < gr->size; r++) most = work[r] > most ? work[r] : most, all += work[r];
+    double imb = all > 0 ? most / (all / gr->size) : 1;
+    worst = imb > worst ? imb : worst, sum += imb, groups++;
+  }
+  snprintf(buf, n, "; %d masked ring group%s placed blockwise (work of the most loaded rank / "
+           "the mean: at most %.4f, mean %.4f)", groups, groups == 1 ? "" : "s",
+           groups ? worst : 1.0, groups ? sum / groups : 1.0);
 }
 
 // "1: 3, 2: 1" of the clips at each CP size of p (sizes with clips only).
@@ -59,15 +86,16 @@ static tsr_status show_batch(const trainer *tr, const train_options *o, data_sam
   r = sched_plan_batch(&tr->sched, tok, (int)n, &res);
   if (!r) r = train_choose_plan(&tr->sched, o->plan_kind, tok, n, &res, &alt, &run, predicted, &name);
   if (!r) {
-    char cp[160];
+    char cp[160], placed[200];
     cp_text(run, cp, sizeof cp);
+    placed_text(tr, run, tok, placed, sizeof placed);
     fprintf(out, "step %lld: %lld clips, %lld tokens (%lld-%lld a clip); plan %s: waves %d, "
             "groups %d, clips at CP size %s; largest microbatch %lld tokens a rank (of %lld); "
-            "predicted %.4f s (packing only %.4f s, static CP %.4f s, lower bound %.4f s)\n",
+            "predicted %.4f s (packing only %.4f s, static CP %.4f s, lower bound %.4f s)%s\n",
             (long long)step + 1, (long long)n, (long long)sum, (long long)lo, (long long)hi, name,
             run->nwaves, run->ngroups, cp, (long long)largest_microbatch(run, tok),
             (long long)tr->tc.mem_tokens, *predicted, res.packing_only_s, res.static_balanced_s,
-            res.lower_bound_s);
+            res.lower_bound_s, placed);
   }
   sched_result_free(&res);
   plan_free(&alt);

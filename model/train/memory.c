@@ -8,6 +8,8 @@
 
 #include "comm/comm.h"
 #include "core/log.h"
+#include "model/dist/dist_step.h"
+#include "model/dist/placed_attention.h"
 #include "model/dist/ring_attention.h"
 #include "model/dist/ulysses_attention.h"
 #include "sched/cost.h"
@@ -64,11 +66,15 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
     return err_set(TSR_EINVAL, "memory model: %lld tokens on %d ranks", (long long)tokens, ranks);
   kernels_dtype act = tc->precision;
   int64_t C = tc->global_batch < tokens ? tc->global_batch : tokens;
+  // train.placement = blockwise: up to 5% more tokens a rank than the planner's limit, held
+  // as runs of tokens (model/dist/dist_step.h); the buffers below are made for Lh tokens
+  const int placed = dist_step_placed(mc, tc);
+  const int64_t Lh = dist_step_placed_tokens(mc, tc, tokens);
   dit_memory dm;
   dit_config zmc = *mc;  // train.zero: the buckets padded for equal slices (trainer_setup)
   const int base_zero = tc->lora_rank > 0 ? 0 : tc->zero;  // LoRA: the adapters' state only
   zmc.shard_ranks = base_zero > 0 ? ranks : 0;
-  tsr_status st = dit_memory_bytes(&zmc, act, tokens, C, &dm);
+  tsr_status st = dit_memory_bytes(&zmc, act, Lh, C, &dm);
   if (st) return st;
   int P = mc->pt * mc->ph * mc->pw * mc->channels;
   size_t asz = kernels_dtype_size(act);  // bytes of an activation value
@@ -93,11 +99,11 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
       out->weights = S + 2 * B + (act != KERNELS_F32 ? 2 * dm.largest_bucket * asz : 0);
   }
   out->activations = dm.activations;
-  out->inputs = objective_device_bytes(act, (int)tokens, (int)C, P);
+  out->inputs = objective_device_bytes(act, (int)Lh, (int)(placed ? Lh + C : C), P);
   // + the stored tokens as uploaded (objective_device_build grows that buffer on first
   // use): value_bytes a value, 1 for pixels, 2-4 for latents
   size_t vb = value_bytes > 1 ? (size_t)value_bytes : 1;
-  out->inputs += (size_t)tokens * (size_t)P * vb;
+  out->inputs += (size_t)Lh * (size_t)P * vb;
   // + the captions of a text model as uploaded and cast (objective.c grow_text): at most
   // C * text_len tokens, grown with half again and 16 of room, raw fp32 and act dtype
   if (mc->text_dim > 0) {
@@ -132,7 +138,11 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
     out->ring_sizes += k > 1;
   }
   out->ring += region[0] + region[1];
-  out->attention = (size_t)tokens * (size_t)mc->heads * sizeof(float);
+  // placed attention (model/dist/placed_attention.h): one executor a group size, each with
+  // its own buffers, bounded by every peer's rows both ways
+  for (int k = 2; placed && k <= ranks; k *= 2)
+    out->placed += placed_attention_work_bytes(act, k, Lh, H, Dh);
+  out->attention = (size_t)Lh * (size_t)mc->heads * sizeof(float);
   out->reserve = device ? TRAIN_MEMORY_DEVICE_RESERVE : 0;
   if (tc->act_bytes_token > 0) {  // measured on the device: holds inputs and workspaces too
     out->activations = (size_t)tc->act_bytes_token * (size_t)tokens;
@@ -160,7 +170,7 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
     out->activations += ab;
   }
   if (tc->val_clips > 0)  // dist_step_eval: eval_pred (L, P) [act] and eval_out (1 + C) [f32]
-    out->validation = (size_t)tokens * (size_t)P * asz + (1 + (size_t)C) * sizeof(float);
+    out->validation = (size_t)Lh * (size_t)P * asz + (1 + (size_t)C) * sizeof(float);
   if (tc->sample_every > 0) {
     // model/train/samples.c: a second model of the same config holding the EMA weights
     // (with lora.rank > 0 the frozen base's, and adapters holding their EMA),
@@ -183,7 +193,7 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
     }
   }
   out->allocated = out->weights + out->grads + out->optimizer + out->activations +
-                   out->inputs + out->ring + out->validation + out->samples;
+                   out->inputs + out->ring + out->placed + out->validation + out->samples;
   out->total = out->allocated + out->attention + out->reserve;
   st = per_token_block(mc, act, 0, &out->act_token_block);
   if (!st) st = per_token_block(mc, act, DIT_RECOMPUTE_BLOCK, &out->act_token_block_recompute);
@@ -305,7 +315,7 @@ tsr_status train_memory_limit(train_config *tc, const dit_config *mc, const kern
 }
 
 void train_memory_format(const train_memory *m, char *buf, size_t n) {
-  char s[11][32], extra[200] = "";
+  char s[11][32], extra[300] = "";
   size_t len = 0;
   if (m->validation || m->samples)
     len = (size_t)snprintf(extra, sizeof extra, ", validation %s, samples %s",
@@ -313,6 +323,9 @@ void train_memory_format(const train_memory *m, char *buf, size_t n) {
   if (m->zero)
     len += (size_t)snprintf(extra + len, sizeof extra - len, "; train.zero = %d: shards of %s",
                             m->zero, size_str(s[9], 32, m->shard));
+  if (m->placed)
+    len += (size_t)snprintf(extra + len, sizeof extra - len, "; train.placement = blockwise: "
+                            "placed attention %s", size_str(s[9], 32, m->placed));
   if (m->lora_params)
     snprintf(extra + len, sizeof extra - len, "; LoRA: %zu adapter parameters on a frozen base "
              "(grads and optimizer are theirs)", m->lora_params);

@@ -22,6 +22,12 @@
 //                layout tensors and staging (the group's k L tokens for ceil(H/k) heads), a
 //                hybrid group's Ulysses block and ring (the most over the u a node may
 //                have: an upper bound)
+//   placed       train.placement = blockwise under a mask (model/dist/dist_step.h): the
+//                buffers of one placed-attention executor per CP size > 1, each bounded
+//                by every peer's rows both ways (placed_attention_work_bytes); and every
+//                buffer above made for Lh = L + L / 20 tokens (dist_step_placed_tokens: a
+//                placement may put 5% more than L on a rank), the inputs' per-clip arrays
+//                for Lh + C runs
 //   attention    attention workspace outside the backend's allocations: the backward's
 //                delta, L x heads fp32 (host malloc on the CPU, the CUDA scratch buffer)
 //   reserve      on a device, runtime memory no allocation of ours shows: 1 GiB (cuBLASLt
@@ -51,7 +57,7 @@ typedef struct {
   int64_t tokens;        // L
   int64_t clips;         // C
   int ring_sizes;        // CP sizes > 1 counted in `ring` (log2 of the ranks)
-  size_t weights, grads, optimizer, activations, inputs, ring, attention, reserve;
+  size_t weights, grads, optimizer, activations, inputs, ring, placed, attention, reserve;
   // train.val_clips > 0: the forward-only prediction and per-clip errors of validation;
   // train.sample_every > 0: the sampling model and the sampler's buffers (an upper bound:
   // a sample clip has at most mem_tokens / 2 tokens, model/train/samples.c)

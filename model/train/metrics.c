@@ -83,7 +83,9 @@ static int put_val(json_t *j, const train_val_stats *v) {
 }
 
 // Adds "plan_ms", "cp" ({"1": clips at CP size 1, "2": ..., sizes with clips only}) and
-// "cp_modes" ({"ring": clips in ring groups of CP > 1, "ulysses": ..., modes used only}).
+// "cp_modes" ({"ring": clips in ring groups of CP > 1, "ulysses": ..., modes used only}),
+// and under a blockwise placement "placed_kv" ({"bytes", "plan_bytes", "ranks_off"}: the
+// step's train_step_stats kv_*).
 static int put_plan(json_t *j, const train_step_stats *st) {
   json_t *cp = json_object(), *modes = json_object();
   int bad = !cp || !modes;
@@ -100,6 +102,11 @@ static int put_plan(json_t *j, const train_step_stats *st) {
   }
   bad |= json_object_set_new(j, "plan_ms", json_real(st->plan_ms));
   bad |= json_object_set_new(j, "cp", cp);
+  if (!bad && st->placed)
+    bad |= json_object_set_new(j, "placed_kv",
+                               json_pack("{sI sI sI}", "bytes", (json_int_t)st->kv_bytes,
+                                         "plan_bytes", (json_int_t)st->kv_plan_bytes,
+                                         "ranks_off", (json_int_t)st->kv_ranks_off));
   return bad;
 }
 

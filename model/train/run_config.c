@@ -24,7 +24,7 @@ static const char *const SAFE_KEYS[] = {
     "train.ckpt_every",  "train.ckpt_keep",  "train.log_every",     "train.tensorboard",
     "train.mem_tokens",  "train.cp_mode",    "train.ulysses_chunks", "train.precision",
     "train.zero",        "train.val_every",  "train.sample_every",  "train.sample_steps",
-    "train.sample_cfg",  "train.sample_prompts"};
+    "train.sample_cfg",  "train.sample_prompts", "train.placement"};
 
 int run_config_key_safe(const char *key) {
   for (size_t i = 0; i < sizeof SAFE_KEYS / sizeof SAFE_KEYS[0]; i++)

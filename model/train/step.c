@@ -112,8 +112,9 @@ static tsr_status zero_adamw_segments(trainer *tr) {
 tsr_status trainer_setup(trainer *tr) {
   const kernels_backend *kb = tr->kb;
   if (!kb) return err_set(TSR_EINVAL, "trainer: no compute backend (train_run picks it)");
-  int64_t L = tr->tc.mem_tokens;
-  int64_t C = tr->tc.global_batch < L ? tr->tc.global_batch : L;
+  // a blockwise placement may put up to 5% more than the planner's limit on a rank
+  int64_t L = dist_step_placed_tokens(&tr->mc, &tr->tc, tr->tc.mem_tokens);
+  int64_t C = tr->tc.global_batch < tr->tc.mem_tokens ? tr->tc.global_batch : tr->tc.mem_tokens;
   if (L > INT32_MAX / 4)
     return err_set(TSR_EINVAL, "train.mem_tokens = %lld is too large", (long long)L);
   // ZeRO: every gradient bucket splits into equal slices, one per rank (model/train/zero.h)
@@ -374,6 +375,13 @@ tsr_status train_step(trainer *tr, const int64_t *batch, int n, const plan *p,
   if (!r) r = batch_clips(tr, batch, n, &tokens);
   if (!r) r = dist_step_run(tr->dist, p, tr->clips, n, tr->step, &loss, &st->microbatches);
   if (!r) r = dist_step_reduce(tr->dist, &loss);  // every rank now holds the batch's gradient
+  if (!r && dist_step_placed(&tr->mc, &tr->tc) && comm_size() > 1) {
+    int64_t v[3];
+    dist_step_placed_kv(tr->dist, &v[0], &v[1]);
+    v[2] = v[0] != v[1];
+    r = comm_allreduce_sum_i64(v, 3);
+    st->placed = 1, st->kv_bytes = v[0], st->kv_plan_bytes = v[1], st->kv_ranks_off = v[2];
+  }
   if (!r && tr->tc.lora_rank > 0) r = lora_reduce(tr);  // ... and the adapters' (the only ones)
   if (r) return err_wrap(r, "step %lld: ", (long long)tr->step);
   double sumsq = 0;  // of the whole gradient: with train.zero, the shards' summed over the world

@@ -74,6 +74,10 @@ typedef struct {
   double plan_ms;     // wall time the planner took for this batch (sched_result.plan_ms)
   int64_t cp_clips[SCHED_MAX_LEVELS];  // clips of the plan that ran at CP size 2^l
   int64_t mode_clips[COST_CP_NMODES];  // clips of groups of CP > 1 in each mode
+  int placed;         // train.placement = blockwise under a mask, on more than one rank:
+  int64_t kv_bytes, kv_plan_bytes, kv_ranks_off;  // then the placed forwards' K/V bytes
+                      // received, summed over the ranks (dist_step_placed_kv), the
+                      // placements' count of them, and the ranks where the two differ
   int64_t bad_clips;  // distinct clips skipped so far by this process (--skip-bad-clips)
   const char *backend;    // the compute backend's name (kb->name: "cpu", "cpu-bf16", "cuda")
   const char *precision;  // train.precision: "fp32" or "bf16"

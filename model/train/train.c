@@ -504,6 +504,21 @@ static tsr_status setup_run_dir(const train_options *o, train_setup *su) {
   return r ? r : open_run_log(o, su);  // after the refusals: a refused start leaves RUN's log alone
 }
 
+// train.placement = blockwise places clips by the mask's blocks of one frame grid: every
+// clip of the store has the longest one's H x W tokens a frame, or the run is refused.
+static tsr_status same_grid(const data_store *d, const data_clip *longest) {
+  for (int64_t i = 0; i < data_num_clips(d); i++) {
+    const data_clip *c = data_clip_at(d, i);
+    if (c->H != longest->H || c->W != longest->W)
+      return err_set(TSR_EINVAL, "train.placement = blockwise: the store %s has clips of %d x %d "
+                     "and %d x %d tokens a frame (clips %lld and %lld); the placement needs one "
+                     "frame grid: train on one resolution, or set train.placement = contiguous",
+                     data_dir(d), longest->H, longest->W, c->H, c->W, (long long)longest->id,
+                     (long long)c->id);
+  }
+  return TSR_OK;
+}
+
 // The scheduler's cluster and cost model: cost_model_cpu (sched/cost.h) unless --cost names
 // a file.
 static tsr_status setup_sched(trainer *tr, const train_options *o, int ranks) {
@@ -525,6 +540,11 @@ static tsr_status setup_sched(trainer *tr, const train_options *o, int ranks) {
       if (!longest || c->tokens > longest->tokens) longest = c;
     }
     if (longest) tr->sched.cost.mask = config_cost_mask(&tr->mc, longest->H, longest->W);
+    // a blockwise placement prices a ring group by its most loaded rank, as it runs
+    // (model/dist/dist_step.h), which needs one frame grid for every clip
+    tr->sched.cost.mask.place = config_cost_place(tr->tc.placement);
+    if (!r && longest && dist_step_placed(&tr->mc, &tr->tc) && ranks > 1)
+      r = same_grid(tr->data, longest);
   }
   tr->sched.cost.heads = tr->mc.heads;
   tr->sched.cost.a2a_chunks = tr->tc.ulysses_chunks;  // its all-to-alls pipelined so

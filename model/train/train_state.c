@@ -14,9 +14,10 @@
 #include "model/train/zero.h"
 
 // A resumed run must train the same model the same way; only the ckpt/log/validation/
-// sample cadence, train.mem_tokens, cp_mode, ulysses_chunks, precision and zero may change
-// (run_config_key_safe): memory per rank and the CP modes shape the plans, and plans do not
-// change the losses (plan invariance), so a run may resume on another cluster.
+// sample cadence, train.mem_tokens, cp_mode, ulysses_chunks, placement, precision and zero
+// may change (run_config_key_safe): memory per rank, the CP modes and the placement shape
+// the plans, and plans do not change the losses (plan invariance), so a run may resume on
+// another cluster.
 // train.val_clips may not: it decides which clips train.
 static tsr_status check_resume_config(const ckpt_meta *cm, const trainer *tr, const char *path) {
   char key[384], was[384], now[384];
@@ -24,8 +25,8 @@ static tsr_status check_resume_config(const ckpt_meta *cm, const trainer *tr, co
     return TSR_OK;
   return err_set(TSR_EMISMATCH, "--resume: the config differs from checkpoint %s's: %s = %s "
                  "there, %s now; resume with the same config (only train.ckpt_every, ckpt_keep, "
-                 "log_every, tensorboard, mem_tokens, cp_mode, ulysses_chunks, precision, zero, "
-                 "val_every and sample_* may change) or start a new run", path, key, was, now);
+                 "log_every, tensorboard, mem_tokens, cp_mode, ulysses_chunks, placement, precision, "
+                 "zero, val_every and sample_* may change) or start a new run", path, key, was, now);
 }
 
 // ckpt_state.gather of a sharded state (train.zero >= 1): tensor i of a set, from its bucket

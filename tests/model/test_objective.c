@@ -1,7 +1,9 @@
 // tests/model/test_objective.c — rectified-flow inputs: chunked builds equal the whole
 // clip's rows (t, noise, positions independent of chunking and packing), x_t and target
 // are consistent with x0, t's logit-normal moments and the length shift, label dropout
-// rate, errors naming the clip, and model.text_pad's zero rows (host and backend builds).
+// rate, errors naming the clip, model.text_pad's zero rows (host and backend builds), and a
+// clip built from runs of its tokens (objective_device_build_runs) against those runs
+// built as chunks.
 #include <math.h>
 #include <string.h>
 
@@ -129,6 +131,43 @@ int main(void) {
     CHECK(seen[0] && seen[1], "16 steps saw a kept and a dropped caption");
     objective_device_free(&db);
     objective_free(&hb);
+  }
+
+  // a clip held in runs (a CP placement's segments, objective_device_build_runs): every
+  // token's inputs are the rows of the same runs built as chunks on the host (the CPU
+  // backend's build is bitwise the host's), and the batch has one clip per clip_of value
+  // with its first run's t', label and loss weight
+  {
+    objective_clip runs[4] = {c, c, c, ch[0]};
+    int rs[3][2] = {{0, 10}, {25, 40}, {50, 60}}, clip_of[4] = {0, 0, 0, 1};
+    for (int i = 0; i < 3; i++) {
+      runs[i].first_token = rs[i][0], runs[i].len = rs[i][1] - rs[i][0];
+      runs[i].tokens = tok + (size_t)rs[i][0] * P;
+    }
+    objective_batch ref;
+    CHECK_OK(objective_alloc(&ref, 128, 4, P));
+    CHECK_OK(objective_build(&ref, &mc, &tc, 9, 8, runs, 4));
+    objective_device rd;
+    CHECK_OK(objective_device_alloc(&rd, kernels_cpu(), 128, 4, P));
+    CHECK_OK(objective_device_build_runs(&rd, &mc, &tc, 9, 8, runs, clip_of, 4));
+    const dit_batch *b = &rd.batch;
+    CHECK(b->n_clips == 2 && b->L == 42 && b->cu_seqlens[1] == 35 && b->cu_seqlens[2] == 42 &&
+              b->max_len == 35,
+          "runs: %d clips, %d tokens, cu %d %d, max_len %d", b->n_clips, b->L, b->cu_seqlens[1],
+          b->cu_seqlens[2], b->max_len);
+    CHECK(!memcmp(b->x, ref.x, sizeof(float) * 42 * P) &&
+              !memcmp(b->target, ref.target, sizeof(float) * 42 * P) &&
+              !memcmp(b->pos, ref.pos, sizeof(int32_t) * 42 * 3),
+          "runs: x_t, target or positions differ from the runs built as chunks");
+    CHECK(b->t[0] == ref.t[0] && ref.t[1] == ref.t[0] && b->t[1] == ref.t[3] && b->labels[0] == ref.labels[0] &&
+              b->labels[1] == ref.labels[3] && b->loss_weight[0] == ref.loss_weight[0] &&
+              b->loss_weight[1] == ref.loss_weight[3],
+          "runs: a clip's t' (%g %g / %g %g), label (%d %d / %d %d) or loss weight (%g %g / %g %g) is not its first run's", b->t[0], b->t[1], ref.t[0], ref.t[3], b->labels[0], b->labels[1], ref.labels[0], ref.labels[3], b->loss_weight[0], b->loss_weight[1], ref.loss_weight[0], ref.loss_weight[3]);
+    int bad[4] = {0, 0, 2, 2};  // a clip number skipped
+    CHECK(objective_device_build_runs(&rd, &mc, &tc, 9, 8, runs, bad, 4) == TSR_EINVAL,
+          "runs: clip_of skipping a clip is refused");
+    objective_device_free(&rd);
+    objective_free(&ref);
   }
 
   // upload gives a dit_batch over backend copies
