@@ -64,6 +64,7 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
     return err_set(TSR_EINVAL, "memory model: %lld tokens on %d ranks", (long long)tokens, ranks);
   kernels_dtype act = tc->precision;
   int64_t C = tc->global_batch < tokens ? tc->global_batch : tokens;
+  if (tokens <= INT32_MAX / 4) C = objective_max_segments(mc, tc, (int)tokens, (int)C);
   dit_memory dm;
   dit_config zmc = *mc;  // train.zero: the buckets padded for equal slices (trainer_setup)
   const int base_zero = tc->lora_rank > 0 ? 0 : tc->zero;  // LoRA: the adapters' state only
