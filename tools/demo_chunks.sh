@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/demo_chunks.sh — block-causal training with diffusion forcing, and chunk-by-chunk
 # sampling, on the CPU (docs/demo.md "Chunk by chunk"):
-# 1. 24 synthetic clips of 16 frames (4 s at 4 fps, 32x32): a yellow square crossing a dark
+# 1. NCLIPS synthetic clips of 16 frames (4 s at 4 fps, 32x32): a yellow square crossing a dark
 #    blue field left to right at a speed and height of its own (the ffmpeg CLI's lavfi).
 # 2. Ingested at patch 1x4x4 (64 tokens a frame, 1,024 a clip).
 # 3. The tiny model trained with model.attn_mask = block_causal (chunks of 2 frames) and
@@ -9,18 +9,19 @@
 # 4. `tessera sample --chunked` (chunk 0 alone, then each chunk with the ones before it as
 #    clean context) and a whole-clip sample of the same seed, as MP4 and a strip picture
 #    of their frames; the loss curve as loss.png.
-#   tools/demo_chunks.sh                 (OUT=out/chunk-demo, STEPS=300)
+#   tools/demo_chunks.sh                 (OUT=out/chunk-demo, STEPS=300, NCLIPS=24)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 T=${TESSERA_BIN:-build/tools/tessera}
 OUT=${OUT:-out/chunk-demo}
 STEPS=${STEPS:-300}
+NCLIPS=${NCLIPS:-24}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 PY=/usr/bin/python3
 mkdir -p "$OUT/clips"
 t0=$(date +%s)
-for i in $(seq 0 23); do  # speed 4..11 px/s, height 2..22 px: fixed, so reruns match
+for i in $(seq 0 $((NCLIPS - 1))); do  # speed 4..11 px/s, height 2..22 px: fixed, so reruns match
   f="$OUT/clips/square-$i.mp4"
   [ -f "$f" ] && continue
   v=$((4 + i % 8)) y=$((2 + (i * 7) % 21))
