@@ -16,7 +16,7 @@ for f in chunked.y4m chunked.mp4 chunked-strip.png whole.mp4 whole-strip.png run
   [ -s "$W/demo/$f" ] || fail "no $f: $(tail -3 "$W/log")"
 done
 python3 -c 'import matplotlib' 2>/dev/null && { [ -s "$W/demo/loss.png" ] || fail "no loss.png"; }
-frames=$(grep -c '^FRAME' -a "$W/demo/chunked.y4m")
+frames=$(python3 -c 'import sys; print(open(sys.argv[1], "rb").read().count(b"FRAME\n"))' "$W/demo/chunked.y4m")
 [ "$frames" = 16 ] || fail "the chunked sample has $frames frames, not 16"
 l=($(jq -r 'select(.loss != null) | .loss' "$W/demo/run/metrics.jsonl"))
 [ "${#l[@]}" = 2 ] || fail "expected the losses of steps 10 and 20, got ${l[*]}"
