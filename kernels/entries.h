@@ -544,7 +544,7 @@ KERNELS_ENTRY(tsr_status, attention_masked_partial_backward, ATTENTION,
 // of core/rng.h, exactly as model/objective.h defines them (the CPU fp32 entry is
 // bitwise equal to objective_build): for clip c with key (seed, step, clip_id) and
 // token j = first_token + i of its own token index (i-th row of the clip here),
-//   z = rng_normal({seed, step, clip_id, TIMESTEP}, 0)
+//   z = rng_normal({seed, step, clip_id, TIMESTEP}, t_index)   (the key's t_index, 0 for a clip)
 //   t' = the noise level of kernels_t_dist td (its z from the key above), a float
 //   x0 = u8 * (2/255) - 1 for uint8 pixels; x0 = the value itself (exact in fp32) for bf16
 //        or f32 latents

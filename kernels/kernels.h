@@ -90,13 +90,15 @@ typedef struct {
 } kernels_path_stats;
 
 // The random-number key of one clip (or CP chunk of a clip) for objective_inputs: the
-// store's clip id, the clip's total token count N (for the time shift) and the index in
-// the clip of the chunk's first token (0 for a whole clip). Backend memory, like every
-// array an entry reads.
+// store's clip id, the clip's total token count N (for the time shift), the index in
+// the clip of the chunk's first token (0 for a whole clip) and the counter of its noise
+// level's draw (0: the clip's one level; k: the level of the clip's mask chunk k under
+// train.noise_per_chunk). Backend memory, like every array an entry reads.
 typedef struct {
   int64_t clip_id;
   int64_t total_tokens;
   int64_t first_token;
+  int64_t t_index;
 } kernels_clip_key;
 
 // The distribution of a clip's noise level t in the objective (model/objective.h;
@@ -237,10 +239,11 @@ tsr_status kernels_adamw_prepare(float lr, float beta1, float beta2, float weigh
 // shifts its grid of noise levels with it. The one definition of the formula.
 double kernels_time_shift(double t, int64_t total_tokens, int64_t shift_tokens);
 // The noise level t'' of a clip (model/objective.h, entries.h objective_inputs), in double:
-// z = rng_normal({seed, step, clip_id, RNG_STREAM_TIMESTEP}, 0), then kernels_t_dist's formula
-// for a clip of total_tokens.
+// z = rng_normal({seed, step, clip_id, RNG_STREAM_TIMESTEP}, t_index), then kernels_t_dist's
+// formula for a clip of total_tokens (t_index: kernels_clip_key's, 0 for a whole clip's level).
 double kernels_objective_timestep(uint64_t seed, uint64_t step, int64_t clip_id,
-                                  int64_t total_tokens, const kernels_t_dist *td);
+                                  int64_t t_index, int64_t total_tokens,
+                                  const kernels_t_dist *td);
 
 // Loss weight of a clip for the objective "mean over n_batch_clips clips of each clip's
 // mean squared error": 1 / (n_batch_clips * clip_tokens * D), computed in double.

@@ -179,6 +179,7 @@ static const config_key KEYS[] = {
     TK(t_shift_tokens, KT_I64, 0, 1e15, "1024", "length shift reference tokens (0: off)"),
     TK_LATE(t_min, KT_FLOAT, 0.0, 1.0, "0", "lowest noise level drawn (flow time; 0: all)"),
     TK_LATE(t_max, KT_FLOAT, 0.0, 1.0, "1", "highest noise level drawn (flow time; 1: all)"),
+    TK_LATE(noise_per_chunk, KT_INT, 0, 1, "0", "1: each block_causal chunk of a clip draws its own noise level (diffusion forcing)"),
     TK(mem_tokens, KT_I64, 0, (double)SCHED_MAX_TOKENS, "32768",
        "most tokens per rank per microbatch (0: the most that fit the memory)"),
     TK(seed, KT_I64, 0, 9.2e18, "0", "random seed"),
@@ -473,6 +474,15 @@ tsr_status config_validate(const dit_config *m, const train_config *t) {
   if (!(t->t_min < t->t_max))
     return err_set(TSR_EINVAL, "train.t_min = %g is not below train.t_max = %g (the range of "
                    "noise levels drawn)", t->t_min, t->t_max);
+  if (t->noise_per_chunk && m->attn_mask != KERNELS_MASK_BLOCK_CAUSAL)
+    return err_set(TSR_EINVAL, "train.noise_per_chunk = 1 draws a noise level per chunk of "
+                   "model.mask_chunk frames, which needs model.attn_mask = block_causal (it is %s): "
+                   "set the mask or train.noise_per_chunk = 0", config_mask_name(m->attn_mask));
+  // a placed clip's runs merge into one model clip (objective_device_build_runs), a chunked
+  // clip splits into segments of its own noise level: the two layouts are not combined
+  if (t->noise_per_chunk && t->placement != TRAIN_PLACE_CONTIGUOUS)
+    return err_set(TSR_EINVAL, "train.noise_per_chunk = 1 runs with train.placement = contiguous "
+                   "only (it is %s): set one of them back", config_placement_name(t->placement));
   if (t->warmup > t->steps)
     return err_set(TSR_EINVAL, "train.warmup = %lld is above train.steps = %lld",
                    (long long)t->warmup, (long long)t->steps);

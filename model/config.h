@@ -109,6 +109,8 @@ typedef struct {
   float t_min, t_max;     // the noise levels drawn are mapped into [t_min, t_max] (flow time:
                           // x_t = (1 - t) x0 + t e): one expert of Wan 2.2 A14B fine-tuned on
                           // its range (docs/train.md "Two experts"); 0, 1: all of [0, 1]
+  int noise_per_chunk;    // 1: every chunk of model.mask_chunk latent frames of a clip draws
+                          // its own noise level (diffusion forcing; block_causal only)
   int64_t mem_tokens;     // most tokens one rank holds in a microbatch
   int64_t act_bytes_token;  // device bytes a microbatch token costs beyond the parameter
                           // state, measured (bench/gpu/run.sh's memory report); 0: the

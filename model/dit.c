@@ -24,6 +24,9 @@ static tsr_status check_batch(const dit_model *m, const dit_batch *b, const char
     return err_set(TSR_EINVAL, "%s: max_len = %d, but %d tokens in %d clips make a clip of at "
                    "least %lld: set it to the longest clip's length", op, b->max_len, b->L,
                    b->n_clips, (long long)mean_up);
+  if (b->attn_cu && (b->attn_clips < 1 || b->attn_clips > b->n_clips))
+    return err_set(TSR_EINVAL, "%s: %d clips of attention over %d segments (1 to %d)", op,
+                   b->attn_clips, b->n_clips, b->n_clips);
   if (b->target && !b->loss_weight)
     return err_set(TSR_EINVAL, "%s: batch has a target but no loss_weight", op);
   if (m->cfg.text_dim > 0 && b->cu_text &&
@@ -94,7 +97,8 @@ static void phase_key(const dit_model *m, int phase, const phase_args *a, kgraph
   kgraph_key_int(k, b->n_clips);
   kgraph_key_int(k, dit_attn_max_len(b));
   kgraph_key_int(k, b->cu_text ? b->Lt : -1);
-  const void *ptrs[] = {b->cu_seqlens, b->pos, b->t, b->labels, b->x, b->target,
+  kgraph_key_int(k, b->attn_cu ? b->attn_clips : -1);
+  const void *ptrs[] = {b->cu_seqlens, b->attn_cu, b->pos, b->t, b->labels, b->x, b->target,
                         b->loss_weight, b->cu_text, b->text, m->dx,
                         m->attn.ctx};  // a hook passes its own buffers to the backend
   kgraph_key_add(k, &m->attn.forward, sizeof m->attn.forward);

@@ -50,7 +50,8 @@
 // working copy is the masters themselves (no copy, nothing to refresh).
 //
 // Packed microbatch: clips are contiguous token ranges (cu_seqlens); every clip has its
-// own t, label, RoPE positions and adaLN modulation, and attends only to itself. A clip
+// own t, label, RoPE positions and adaLN modulation, and attends only to itself (or, with
+// dit_batch.attn_cu, to the other segments of its clip of attention). A clip
 // may be a CP chunk of a longer clip: positions are then the chunk's true positions in
 // the whole clip, and the attention hook (dit_set_attention) runs ring attention.
 #ifndef TESSERA_MODEL_DIT_H
@@ -71,6 +72,13 @@ typedef struct {
                                // always is): the attention entries size their plans by it
                                // (kernels.h max_len); at least L / C rounded up
   const int32_t *cu_seqlens;   // (C + 1) token offsets of the clips
+  // Self-attention's clips when they are not the conditioning clips above: a clip of
+  // attention then spans consecutive conditioning clips, its SEGMENTS (train.noise_per_chunk:
+  // one a mask chunk, each with its own t; chunk-by-chunk sampling: the clean context at
+  // t = 0 and the chunk being denoised). NULL: cu_seqlens (every clip attends to itself).
+  // Each offset must also be one of cu_seqlens'; max_len bounds these clips' lengths.
+  const int32_t *attn_cu;      // (A + 1) or NULL
+  int attn_clips;              // A
   const int32_t *pos;          // (L, 3) (t, y, x) position of each token in its clip's grid
   const float *t;              // (C) [f32] diffusion time of each clip, in (0, 1)
   const int32_t *labels;       // (C) class ids, num_classes = "no label"; NULL: all "no label"

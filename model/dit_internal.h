@@ -226,6 +226,13 @@ static inline tsr_status dit_need_weights(dit_model *m, int b) {
 static inline int dit_attn_max_len(const dit_batch *b) {
   return kernels_attention_max_len(b->max_len, b->L);
 }
+// Self-attention's clips (dit_batch.attn_cu): the conditioning clips unless segments split them.
+static inline const int32_t *dit_attn_cu(const dit_batch *b) {
+  return b->attn_cu ? b->attn_cu : b->cu_seqlens;
+}
+static inline int dit_attn_clips(const dit_batch *b) {
+  return b->attn_cu ? b->attn_clips : b->n_clips;
+}
 static inline void *dit_act(const dit_model *m, const void *p, size_t i) {
   return kernels_act_at(m->kb, p, i);
 }

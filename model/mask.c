@@ -20,8 +20,9 @@ tsr_status dit_mask_forward(const dit_config *c, const kernels_backend *kb, cons
   tsr_status st = dit_mask_check_backend(c, kb);
   if (st) return st;
   int mx = dit_attn_max_len(b);
-  return kb->attention_masked_forward(kb, out, lse, q, k, v, b->cu_seqlens, b->cu_seqlens, b->pos,
-                                      b->pos, config_mask(c), b->n_clips, mx, mx, b->L, b->L, H,
+  const int32_t *cu = dit_attn_cu(b);
+  return kb->attention_masked_forward(kb, out, lse, q, k, v, cu, cu, b->pos, b->pos,
+                                      config_mask(c), dit_attn_clips(b), mx, mx, b->L, b->L, H,
                                       Dh, scale);
 }
 
@@ -31,7 +32,7 @@ tsr_status dit_mask_backward(const dit_config *c, const kernels_backend *kb, con
                              int H, int Dh, float scale) {
   tsr_status st = dit_mask_check_backend(c, kb);
   if (st) return st;
-  return kb->attention_masked_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, b->cu_seqlens,
-                                       b->pos, config_mask(c), b->n_clips, dit_attn_max_len(b),
-                                       b->L, H, Dh, scale);
+  return kb->attention_masked_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, dit_attn_cu(b),
+                                       b->pos, config_mask(c), dit_attn_clips(b),
+                                       dit_attn_max_len(b), b->L, H, Dh, scale);
 }

@@ -24,8 +24,10 @@ tsr_status objective_alloc(objective_batch *ob, int max_tokens, int max_clips, i
   ob->x = calloc(LP, sizeof(float));
   ob->target = calloc(LP, sizeof(float));
   ob->loss_weight = calloc((size_t)max_clips, sizeof(float));
+  ob->attn_cu = calloc((size_t)max_clips + 1, sizeof(int32_t));
+  ob->seg = calloc((size_t)max_clips, sizeof(objective_clip));
   if (!ob->cu_seqlens || !ob->pos || !ob->t || !ob->labels || !ob->x || !ob->target ||
-      !ob->loss_weight) {
+      !ob->loss_weight || !ob->attn_cu || !ob->seg) {
     objective_free(ob);
     return err_set(TSR_ENOMEM, "objective_alloc: no memory for %d tokens of %d values",
                    max_tokens, P);
@@ -49,6 +51,7 @@ tsr_status objective_alloc_text(objective_batch *ob, int text_dim, int max_text)
 void objective_free(objective_batch *ob) {
   free(ob->cu_seqlens), free(ob->pos), free(ob->t), free(ob->labels), free(ob->x);
   free(ob->target), free(ob->loss_weight), free(ob->text), free(ob->cu_text);
+  free(ob->attn_cu), free(ob->seg);
   memset(ob, 0, sizeof *ob);
 }
 
@@ -66,10 +69,58 @@ int objective_caption_kept(const train_config *tc, int64_t step, int64_t clip_id
 
 double objective_timestep(const train_config *tc, int64_t step, int64_t clip_id,
                           int64_t total_tokens) {
+  return objective_chunk_timestep(tc, step, clip_id, 0, total_tokens);
+}
+
+double objective_chunk_timestep(const train_config *tc, int64_t step, int64_t clip_id,
+                                int64_t chunk, int64_t total_tokens) {
   // one definition, shared with the backends' objective_inputs entry
   kernels_t_dist td = objective_t_dist(tc);
-  return kernels_objective_timestep((uint64_t)tc->seed, (uint64_t)step, clip_id, total_tokens,
-                                    &td);
+  return kernels_objective_timestep((uint64_t)tc->seed, (uint64_t)step, clip_id, chunk,
+                                    total_tokens, &td);
+}
+
+int objective_max_segments(const dit_config *mc, const train_config *tc, int max_tokens,
+                           int max_clips) {
+  if (!tc->noise_per_chunk) return max_clips;
+  // a piece of a clip is cut at each chunk start strictly inside it, and chunk starts are
+  // at least mask_chunk tokens apart (a frame has >= 1 token)
+  int64_t s = (int64_t)max_clips + max_tokens / (mc->mask_chunk > 0 ? mc->mask_chunk : 1);
+  int64_t most = max_tokens > max_clips ? max_tokens : max_clips;
+  return (int)(s < most ? s : most);
+}
+
+// The conditioning clips of a microbatch: the clips themselves, or with train.noise_per_chunk
+// each clip (or CP chunk) cut at the starts of its mask chunks into segments seg (cap of
+// them), segment s of mask chunk seg[s].t_index; attn_cu (n_clips + 1) gets the clips' token
+// offsets in the segments' packing (the clips of self-attention). *n_seg: segments.
+static tsr_status split_segments(const dit_config *mc, const train_config *tc,
+                                 const objective_clip *clips, int n_clips, objective_clip *seg,
+                                 int cap, int32_t *attn_cu, int *n_seg) {
+  int n = 0;
+  attn_cu[0] = 0;
+  for (int c = 0; c < n_clips; c++) {
+    const objective_clip *k = &clips[c];
+    int64_t cs = (int64_t)mc->mask_chunk * k->H * k->W, j = k->first_token,
+            end = k->first_token + k->len;
+    size_t row = (size_t)(mc->pt * mc->ph * mc->pw * mc->channels) *
+                 kernels_tokens_size(k->tokens_dtype);
+    do {
+      if (n == cap)
+        return err_set(TSR_EINVAL, "objective: train.noise_per_chunk cuts the microbatch's %d "
+                       "clips into more than the %d chunks the buffers hold "
+                       "(objective_max_segments)", n_clips, cap);
+      int64_t e = (j / cs + 1) * cs;
+      if (e > end) e = end;
+      seg[n] = *k;
+      seg[n].first_token = j, seg[n].len = (int)(e - j), seg[n].t_index = j / cs;
+      if (k->tokens) seg[n].tokens = (const char *)k->tokens + (size_t)(j - k->first_token) * row;
+      n++, j = e;
+    } while (j < end);
+    attn_cu[c + 1] = attn_cu[c] + k->len;
+  }
+  *n_seg = n;
+  return TSR_OK;
 }
 
 int objective_label(const dit_config *mc, const train_config *tc, int64_t step, int64_t clip_id,
@@ -213,7 +264,7 @@ static tsr_status build_meta(const dit_config *mc, const train_config *tc, int64
       cu_text[c + 1] = cu_text[c] + (continues(clip_of, c) ? 0 : caption_rows(mc, tc, step, k, nul));
     labels[c] = objective_label(mc, tc, step, k->clip_id, k->label);
     loss_weight[c] = kernels_mse_weight(n_batch_clips, k->total_tokens, P);
-    if (keys) keys[c] = (kernels_clip_key){k->clip_id, k->total_tokens, k->first_token};
+    if (keys) keys[c] = (kernels_clip_key){k->clip_id, k->total_tokens, k->first_token, k->t_index};
     int64_t hw = (int64_t)k->H * k->W;
     for (int i = 0; i < k->len; i++) {
       int64_t j = k->first_token + i;
@@ -239,17 +290,31 @@ static void text_to_f32(float *dst, const void *src, kernels_tokens dt, size_t n
 tsr_status objective_build(objective_batch *ob, const dit_config *mc, const train_config *tc,
                            int64_t step, int n_batch_clips, const objective_clip *clips,
                            int n_clips) {
-  int L, longest, Lt, P = ob->P;
+  int L, longest, Lt, P = ob->P, n_in = n_clips;
   null_caption nul = {ob->null_text, ob->null_tokens};
   if (mc->text_dim > 0 && ob->text_dim != mc->text_dim)
     return err_set(TSR_EINVAL, "objective_build: the model takes captions of width %d, the "
                    "buffers %d (objective_alloc_text)", mc->text_dim, ob->text_dim);
+  ob->attn_clips = 0;
+  if (tc->noise_per_chunk) {
+    if (n_clips < 1 || n_clips > ob->max_clips)
+      return err_set(TSR_EINVAL, "objective: %d clips (buffers hold 1 to %d)", n_clips,
+                     ob->max_clips);
+    TSR_TRY(split_segments(mc, tc, clips, n_clips, ob->seg, ob->max_clips, ob->attn_cu, &n_clips));
+    clips = ob->seg;
+  }
   tsr_status st = build_meta(mc, tc, step, n_batch_clips, clips, n_clips, NULL, ob->max_tokens,
                              ob->max_clips, ob->P, ob->cu_seqlens, ob->pos, ob->labels,
                              ob->loss_weight, NULL, mc->text_dim > 0 ? ob->cu_text : NULL,
                              ob->max_text, nul, &L, &longest, &Lt);
   if (st) return st;
   ob->n_clips = n_clips, ob->L = L, ob->max_len = longest, ob->Lt = Lt;
+  if (tc->noise_per_chunk) {
+    ob->attn_clips = n_in, ob->max_len = 0;
+    for (int c = 0; c < n_in; c++)
+      if (ob->attn_cu[c + 1] - ob->attn_cu[c] > ob->max_len)
+        ob->max_len = ob->attn_cu[c + 1] - ob->attn_cu[c];
+  }
   for (int c = 0; c < n_clips && Lt > 0; c++) {
     size_t n = (size_t)(ob->cu_text[c + 1] - ob->cu_text[c]), TD = (size_t)ob->text_dim;
     int kn;
@@ -263,7 +328,7 @@ tsr_status objective_build(objective_batch *ob, const dit_config *mc, const trai
   for (int c = 0; c < n_clips; c++) {
     const objective_clip *k = &clips[c];
     int32_t r0 = ob->cu_seqlens[c];
-    float t = (float)objective_timestep(tc, step, k->clip_id, k->total_tokens);
+    float t = (float)objective_chunk_timestep(tc, step, k->clip_id, k->t_index, k->total_tokens);
     ob->t[c] = t;
     rng_key nk = {(uint64_t)tc->seed, (uint64_t)step, (uint64_t)k->clip_id, RNG_STREAM_NOISE};
     for (int i = 0; i < k->len; i++) {
@@ -283,7 +348,7 @@ tsr_status objective_build(objective_batch *ob, const dit_config *mc, const trai
 
 // The backend buffers of an objective_device, in this order, each 64-byte aligned.
 enum { DEV_CU, DEV_POS, DEV_LABELS, DEV_T, DEV_LW, DEV_X, DEV_TARGET, DEV_KEYS, DEV_CU_TEXT,
-       DEV_N };
+       DEV_ATTN_CU, DEV_N };
 
 static size_t dev_bytes_of(kernels_dtype act, size_t L, size_t C, size_t P, int part) {
   size_t LP = L * P;
@@ -293,7 +358,7 @@ static size_t dev_bytes_of(kernels_dtype act, size_t L, size_t C, size_t P, int 
   case DEV_LABELS: return sizeof(int32_t) * C;
   case DEV_T: case DEV_LW: return sizeof(float) * C;
   case DEV_X: case DEV_TARGET: return LP * kernels_dtype_size(act);
-  case DEV_CU_TEXT: return sizeof(int32_t) * (C + 1);
+  case DEV_CU_TEXT: case DEV_ATTN_CU: return sizeof(int32_t) * (C + 1);
   default: return sizeof(kernels_clip_key) * C;
   }
 }
@@ -328,7 +393,10 @@ tsr_status objective_device_alloc(objective_device *d, const kernels_backend *kb
   d->lw_h = calloc(C, sizeof(float));
   d->keys_h = calloc(C, sizeof(kernels_clip_key));
   d->cu_text_h = calloc(C + 1, sizeof(int32_t));
-  if (!d->cu_h || !d->pos_h || !d->labels_h || !d->lw_h || !d->keys_h || !d->cu_text_h) {
+  d->attn_cu_h = calloc(C + 1, sizeof(int32_t));
+  d->seg = calloc(C, sizeof(objective_clip));
+  if (!d->cu_h || !d->pos_h || !d->labels_h || !d->lw_h || !d->keys_h || !d->cu_text_h ||
+      !d->attn_cu_h || !d->seg) {
     objective_device_free(d);
     return err_set(TSR_ENOMEM, "objective_device_alloc: no memory for %d tokens", max_tokens);
   }
@@ -338,11 +406,13 @@ tsr_status objective_device_alloc(objective_device *d, const kernels_backend *kb
 }
 
 // d->batch pointing at the backend buffers for C clips, L tokens (max_len the longest
-// clip's) and Lt caption tokens (text: with_text = the model's text_dim > 0).
+// clip's), A clips of attention (0: the C clips) and Lt caption tokens (text: with_text =
+// the model's text_dim > 0).
 static void set_batch(objective_device *d, int C, int L, int max_len, int num_classes,
-                      int with_text, int Lt) {
+                      int with_text, int Lt, int A) {
   d->batch = (dit_batch){.n_clips = C, .L = L, .max_len = max_len,
                          .cu_seqlens = dev_part(d, DEV_CU),
+                         .attn_cu = A ? dev_part(d, DEV_ATTN_CU) : NULL, .attn_clips = A,
                          .pos = dev_part(d, DEV_POS),
                          .labels = num_classes > 0 ? dev_part(d, DEV_LABELS) : NULL,
                          .t = dev_part(d, DEV_T), .loss_weight = dev_part(d, DEV_LW),
@@ -412,7 +482,12 @@ tsr_status objective_upload(objective_device *d, const objective_batch *ob, int 
       st = kb->to_device(kb, d->text, ob->text, sizeof(float) * (size_t)ob->Lt * ob->text_dim);
     if (st) return st;
   }
-  set_batch(d, C, L, ob->max_len, num_classes, with_text, ob->Lt);
+  if (ob->attn_clips) {
+    tsr_status st = kb->to_device(kb, dev_part(d, DEV_ATTN_CU), ob->attn_cu,
+                                  sizeof(int32_t) * ((size_t)ob->attn_clips + 1));
+    if (st) return st;
+  }
+  set_batch(d, C, L, ob->max_len, num_classes, with_text, ob->Lt, ob->attn_clips);
   return TSR_OK;
 }
 
@@ -450,9 +525,19 @@ static tsr_status device_build(objective_device *d, const dit_config *mc, const 
                                int64_t step, int n_batch_clips, const objective_clip *clips,
                                int n_clips, const int *clip_of) {
   const kernels_backend *kb = d->kb;
-  int L, longest, Lt, with_text = mc->text_dim > 0;
-  int max_text = with_text ? n_clips * mc->text_len : 0;
+  int L, longest, Lt, with_text = mc->text_dim > 0, n_in = n_clips;
   null_caption nul = {d->null_text, d->null_tokens};
+  if (tc->noise_per_chunk && clip_of)
+    return err_set(TSR_EINVAL, "objective: a level per chunk (train.noise_per_chunk) of placed "
+                   "runs (train.placement) is not supported");
+  if (tc->noise_per_chunk) {
+    if (n_clips < 1 || n_clips > d->max_clips)
+      return err_set(TSR_EINVAL, "objective: %d clips (buffers hold 1 to %d)", n_clips,
+                     d->max_clips);
+    TSR_TRY(split_segments(mc, tc, clips, n_clips, d->seg, d->max_clips, d->attn_cu_h, &n_clips));
+    clips = d->seg;
+  }
+  int max_text = with_text ? n_clips * mc->text_len : 0;
   tsr_status st = build_meta(mc, tc, step, n_batch_clips, clips, n_clips, clip_of, d->max_tokens,
                              d->max_clips, d->P, d->cu_h, d->pos_h, d->labels_h, d->lw_h,
                              d->keys_h, with_text ? d->cu_text_h : NULL, max_text, nul, &L,
@@ -472,9 +557,10 @@ static tsr_status device_build(objective_device *d, const dit_config *mc, const 
       {DEV_CU, d->cu_h, sizeof(int32_t) * (C + 1)},
       {DEV_POS, d->pos_h, sizeof(int32_t) * 3 * (size_t)L},
       {DEV_KEYS, d->keys_h, sizeof(kernels_clip_key) * C},
+      {DEV_ATTN_CU, d->attn_cu_h, tc->noise_per_chunk ? sizeof(int32_t) * ((size_t)n_in + 1) : 0},
   };
   for (size_t i = 0; !st && i < sizeof parts / sizeof parts[0]; i++)
-    st = kb->to_device(kb, dev_part(d, parts[i].part), parts[i].src, parts[i].bytes);
+    if (parts[i].bytes) st = kb->to_device(kb, dev_part(d, parts[i].part), parts[i].src, parts[i].bytes);
   // the tokens as stored: a chunk's tokens are contiguous in its clip
   if (!st) st = grow(kb, &d->tok, &d->tok_cap, (size_t)d->max_tokens * P * tsz);
   char *tok = d->tok;
@@ -534,7 +620,10 @@ static tsr_status device_build(objective_device *d, const dit_config *mc, const 
     if (clip_parts[i].part != DEV_CU_TEXT || with_text)
       st = kb->to_device(kb, dev_part(d, clip_parts[i].part), clip_parts[i].src, clip_parts[i].bytes);
   if (st) return st;
-  set_batch(d, n_clips, L, longest, mc->num_classes, with_text, Lt);
+  int A = tc->noise_per_chunk ? n_in : 0;
+  for (int c = 0; c < A; c++)  // the longest clip of attention bounds the kernels' plans
+    if (d->attn_cu_h[c + 1] - d->attn_cu_h[c] > longest) longest = d->attn_cu_h[c + 1] - d->attn_cu_h[c];
+  set_batch(d, n_clips, L, longest, mc->num_classes, with_text, Lt, A);
   return TSR_OK;
 }
 
@@ -570,6 +659,6 @@ void objective_device_free(objective_device *d) {
     d->kb->free(d->kb, d->text);
   }
   free(d->cu_h), free(d->pos_h), free(d->labels_h), free(d->lw_h), free(d->keys_h);
-  free(d->cu_text_h);
+  free(d->cu_text_h), free(d->attn_cu_h), free(d->seg);
   memset(d, 0, sizeof *d);
 }

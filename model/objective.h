@@ -27,6 +27,13 @@
 //           prompt's embedding, the unconditional input of Wan's pipeline
 //   pos[j] = (j / (H W), (j / W) mod H, j mod W)
 //   loss_weight = kernels_mse_weight(n_batch_clips, N, P)
+// Diffusion forcing (train.noise_per_chunk = 1, block_causal only): token j of a clip is in
+// mask chunk k = j / (model.mask_chunk H W), and every chunk draws its own level: z above
+// becomes rng_normal({seed, step, clip_id, TIMESTEP}, k) (chunk 0's is the clip's usual
+// one), shifted for the whole clip's N; x_t of chunk k's tokens uses its t'. The model gets
+// the chunks as conditioning clips (SEGMENTS: t, label, caption rows, modulation, loss
+// weight each, the label and caption the clip's) and the clips as attention's (dit_batch
+// attn_cu), so that a chunk attends to its clip's earlier chunks as the mask allows.
 // Everything is a function of (seed, step, clip id, token index) only: a CP chunk that
 // starts at token j0 of its clip gets exactly the rows j0.. of the whole clip's arrays,
 // whichever rank builds it and however the clips are packed.
@@ -55,6 +62,8 @@ typedef struct {
                             // NULL: no caption
   int text_tokens;          // 0 .. model.text_len
   kernels_tokens text_dtype;    // bf16 or f32
+  int64_t t_index;          // the counter of its noise level's draw: leave 0 (the objective
+                            // sets a segment's mask chunk under train.noise_per_chunk)
 } objective_clip;
 
 // A microbatch's inputs in HOST memory (capacities fixed at objective_alloc).
@@ -74,9 +83,16 @@ typedef struct {
   float *loss_weight;       // (max_clips)
   const float *null_text;   // (null_tokens, text_dim) host, caller's: the null caption, or NULL
   int null_tokens;
+  // train.noise_per_chunk: n_clips counts segments (max_clips of them: objective_max_segments),
+  // attn_cu (attn_clips + 1) the clips' offsets; attn_clips 0 without it
+  int32_t *attn_cu;         // (max_clips + 1)
+  int attn_clips;
+  objective_clip *seg;      // (max_clips) scratch: the segments
 } objective_batch;
 
-// Captions need text_dim > 0 and max_text >= 1 (both 0: a model without text).
+// max_clips: conditioning clips, the segments under train.noise_per_chunk (a bound:
+// objective_max_segments). Captions need text_dim > 0 and max_text >= 1 (both 0: a model
+// without text).
 tsr_status objective_alloc(objective_batch *ob, int max_tokens, int max_clips, int P);
 tsr_status objective_alloc_text(objective_batch *ob, int text_dim, int max_text);
 void objective_free(objective_batch *ob);
@@ -97,6 +113,15 @@ kernels_t_dist objective_t_dist(const train_config *tc);
 // The shifted t' of a clip (as objective_build draws it).
 double objective_timestep(const train_config *tc, int64_t step, int64_t clip_id,
                           int64_t total_tokens);
+// The t' of mask chunk `chunk` of a clip under train.noise_per_chunk (chunk 0: the clip's).
+double objective_chunk_timestep(const train_config *tc, int64_t step, int64_t clip_id,
+                                int64_t chunk, int64_t total_tokens);
+// The most conditioning clips a microbatch of max_tokens tokens in max_clips clips (or CP
+// chunks) makes: max_clips, or under train.noise_per_chunk its segments' bound
+// min(max(max_tokens, max_clips), max_clips + max_tokens / model.mask_chunk): the max_clips
+// of dit_create and objective_*alloc.
+int objective_max_segments(const dit_config *mc, const train_config *tc, int max_tokens,
+                           int max_clips);
 // The label after dropout (label < 0: none). num_classes == 0 gives 0.
 int objective_label(const dit_config *mc, const train_config *tc, int64_t step, int64_t clip_id,
                     int label);
@@ -114,6 +139,8 @@ typedef struct {
   float *lw_h;                       // (C) loss weights
   kernels_clip_key *keys_h;          // (C) the clips' random-number keys
   int32_t *cu_text_h;                // (C + 1) caption rows of each clip
+  int32_t *attn_cu_h;                // (C + 1) the clips' offsets (train.noise_per_chunk)
+  objective_clip *seg;               // (C) scratch: the segments
   // grown on first use, so a store's dtype and the captions cost memory only when used
   void *tok;                // (max_tokens, P) tokens as stored (uint8, bf16 or f32)
   size_t tok_cap;           // its bytes

@@ -237,8 +237,8 @@ static tsr_status default_attn_fwd(void *ctx, const kernels_backend *kb, const d
   const dit_model *m = ctx;
   if (m->cfg.attn_mask != KERNELS_MASK_FULL)
     return dit_mask_forward(&m->cfg, kb, b, out, lse, q, k, v, H, Dh, scale);
-  return kb->attention_forward(kb, out, lse, q, k, v, b->cu_seqlens, b->n_clips, dit_attn_max_len(b),
-                               b->L, H, Dh, scale);
+  return kb->attention_forward(kb, out, lse, q, k, v, dit_attn_cu(b), dit_attn_clips(b),
+                               dit_attn_max_len(b), b->L, H, Dh, scale);
 }
 
 static tsr_status default_attn_bwd(void *ctx, const kernels_backend *kb, const dit_batch *b,
@@ -248,8 +248,8 @@ static tsr_status default_attn_bwd(void *ctx, const kernels_backend *kb, const d
   const dit_model *m = ctx;
   if (m->cfg.attn_mask != KERNELS_MASK_FULL)
     return dit_mask_backward(&m->cfg, kb, b, dq, dk, dv, dout, q, k, v, out, lse, H, Dh, scale);
-  return kb->attention_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, b->cu_seqlens, b->n_clips,
-                                dit_attn_max_len(b), b->L, H, Dh, scale);
+  return kb->attention_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, dit_attn_cu(b),
+                                dit_attn_clips(b), dit_attn_max_len(b), b->L, H, Dh, scale);
 }
 
 // The shape fields and tensor table of a model of config c (no buffers): what dit_create

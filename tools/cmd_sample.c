@@ -25,7 +25,7 @@
 enum { O_CKPT = 1, O_FRAMES, O_SIZE, O_OUT, O_LABEL, O_CFG, O_STEPS, O_SEED, O_EMA, O_RAW,
        O_BACKEND, O_PRECISION, O_CAPTION, O_NEGATIVE, O_SCHEDULE, O_SHIFT, O_NOISE,
        O_LATENTS_OUT, O_SOLVER, O_CKPT2, O_BOUNDARY, O_CFG2,
-       O_PROMPT, O_PROMPTS, O_ENCODER };
+       O_PROMPT, O_PROMPTS, O_ENCODER, O_CHUNKED };
 
 // The options, in the order of --help (tools/opt.h).
 static const opt_def sample_opts[] = {
@@ -69,6 +69,10 @@ static const opt_def sample_opts[] = {
         "euler (default) or unipc: diffusers' UniPCMultistepScheduler as\n"
         "Wan's pipeline configures it (flow sigmas with --shift, order 2,\n"
         "bh2 predictor-corrector; needs --schedule wan)"),
+    OPT("chunked", NULL, O_CHUNKED, NULL,
+        "a block_causal model chunk by chunk: each chunk of model.mask_chunk\n"
+        "latent frames denoised after the ones before it, those as clean\n"
+        "context (autoregressive generation; Euler only)"),
     OPT("ckpt2", "FILE", O_CKPT2, NULL,
         "a second expert of the same shape (Wan 2.2 A14B's transformer_2,\n"
         "the low-noise one): it runs the steps whose timestep is below\n"
@@ -102,7 +106,7 @@ static void sample_usage(FILE *f) {
     "usage: tessera sample --ckpt FILE [--frames F] [--size HxW] --out FILE.mp4 [--label L]\n"
     "                      [--caption FILE | --prompt TEXT... | --prompts FILE]\n"
     "                      [--encoder minilm|hf:PATH] [--negative FILE] [--cfg S] [--steps N] [--seed S]\n"
-    "                      [--schedule tessera|wan] [--shift S] [--solver euler|unipc]\n"
+    "                      [--schedule tessera|wan] [--shift S] [--solver euler|unipc] [--chunked]\n"
     "                      [--ckpt2 FILE [--boundary R] [--cfg2 S]] [--noise FILE]\n"
     "                      [--latents-out FILE] [--ema | --raw] [--backend B]\n"
     "                      [--precision fp32|bf16]\n\n"
@@ -206,6 +210,7 @@ static tsr_status parse_args(int argc, char **argv, sample_options *o, const cha
       else st = err_set(TSR_EINVAL, "--solver '%s': use euler or unipc", optarg);
       break;
     case O_CKPT2: o->ckpt2 = optarg; break;
+    case O_CHUNKED: o->chunked = 1; break;
     case O_PROMPT: {
       char **g = realloc(pa->prompt, (size_t)(pa->n + 1) * sizeof *g);
       if (!g) st = err_set(TSR_ENOMEM, "out of memory");

@@ -14,9 +14,10 @@
 #include "kernels/cpu/cpu.h"
 
 double kernels_objective_timestep(uint64_t seed, uint64_t step, int64_t clip_id,
-                                  int64_t total_tokens, const kernels_t_dist *td) {
+                                  int64_t t_index, int64_t total_tokens,
+                                  const kernels_t_dist *td) {
   rng_key k = {seed, step, (uint64_t)clip_id, RNG_STREAM_TIMESTEP};
-  double z = rng_normal(&k, 0);
+  double z = rng_normal(&k, (uint64_t)t_index);
   double t = 1.0 / (1.0 + exp(-(td->logit_mean + td->logit_std * z)));
   t = kernels_time_shift(t, total_tokens, td->shift_tokens);
   t = fmin(1.0 - 1e-5, fmax(1e-5, t));
@@ -56,7 +57,8 @@ tsr_status kcpu_objective_inputs(kb_t *kb, float *t, float *x_t, float *target,
                      "%lld tokens", op, c, (long long)k->clip_id, (long long)k->first_token,
                      (long long)(k->first_token + (cu[c + 1] - cu[c])),
                      (long long)k->total_tokens);
-    t[c] = (float)kernels_objective_timestep(seed, step, k->clip_id, k->total_tokens, &td);
+    t[c] = (float)kernels_objective_timestep(seed, step, k->clip_id, k->t_index, k->total_tokens,
+                                              &td);
   }
   if (L == 0 || P == 0) return TSR_OK;
 #pragma omp parallel for schedule(static) if ((size_t)L * P > KCPU_PAR_MIN / 16)

@@ -169,7 +169,7 @@ __global__ void k_objective_t(float *t, const kernels_clip_key *clips, const int
     if (k.first_token < 0 || k.first_token + rows > k.total_tokens)
       kcu_report(err, KCU_BAD_IDS, KCU_E_OBJECTIVE, k.first_token, c);
     kcu_rng_key key = {seed, step, (unsigned long long)k.clip_id, RNG_TIMESTEP};
-    double z = kcu_rng_normal(key, 0);
+    double z = kcu_rng_normal(key, (unsigned long long)k.t_index);
     double tt = 1.0 / __dadd_rn(1.0, exp(-__dadd_rn(mean, __dmul_rn(std, z))));
     if (shift_tokens > 0) {
       double s = fmax(1.0, sqrt((double)k.total_tokens / (double)shift_tokens));

@@ -13,20 +13,24 @@
 #include "model/sample/unipc.h"
 
 
+// Segments: the conditioning clips of one model call (dit_batch); two a clip (the clean
+// context at t = 0, the chunk being denoised) when sampling chunk by chunk, else one.
+enum { MAX_SEG = 4 };
 typedef struct {
   void *x, *pred;                 // backend: (2N, P) [act] model input, its prediction
-  float *state, *t;               // backend: (N, P) [f32] the sampler's x, (2) noise levels
-  int32_t *cu, *pos, *labels;     // backend: (3), (2N, 3), (2)
+  float *state, *t;               // backend: (N, P) [f32] the sampler's x, (MAX_SEG) noise levels
+  int32_t *cu, *pos, *labels;     // backend: (MAX_SEG + 1), (2N, 3), (MAX_SEG)
+  int32_t *attn_cu;               // backend: (3) the clips of attention (chunk by chunk)
   float *xh;                      // host: (N, P) the initial noise, then the final x
   int32_t *posh;                  // host: (2N, 3)
-  void *text_f32, *text;          // backend: (n, text_dim) the caption, fp32 and [act]
-  int32_t *cu_text;               // backend: (3) the conditional clip's caption rows
+  void *text_f32, *text;          // backend: (n, text_dim) the captions, fp32 and [act]
+  int32_t *cu_text;               // backend: (MAX_SEG + 1) each segment's caption rows
   float *x0;                      // backend: (N, P) [f32] UniPC's x0 prediction, or NULL
 } sample_bufs;
 
 static void bufs_free(const kernels_backend *kb, sample_bufs *b) {
-  void *dev[] = {b->x, b->pred, b->state, b->t, b->cu, b->pos, b->labels, b->text_f32,
-                 b->text, b->cu_text, b->x0};
+  void *dev[] = {b->x, b->pred, b->state, b->t, b->cu, b->pos, b->labels, b->attn_cu,
+                 b->text_f32, b->text, b->cu_text, b->x0};
   for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) kb->free(kb, dev[i]);
   free(b->xh);
   free(b->posh);
@@ -37,10 +41,11 @@ static tsr_status bufs_alloc(const kernels_backend *kb, sample_bufs *b, size_t N
   tsr_status r = kb->alloc(kb, &b->x, kernels_act_bytes(kb, 2 * N * P));
   if (!r) r = kb->alloc(kb, &b->pred, kernels_act_bytes(kb, 2 * N * P));
   if (!r) r = kb->alloc(kb, (void **)&b->state, N * P * sizeof(float));
-  if (!r) r = kb->alloc(kb, (void **)&b->t, 2 * sizeof(float));
-  if (!r) r = kb->alloc(kb, (void **)&b->cu, 3 * sizeof(int32_t));
+  if (!r) r = kb->alloc(kb, (void **)&b->t, MAX_SEG * sizeof(float));
+  if (!r) r = kb->alloc(kb, (void **)&b->cu, (MAX_SEG + 1) * sizeof(int32_t));
+  if (!r) r = kb->alloc(kb, (void **)&b->attn_cu, 3 * sizeof(int32_t));
   if (!r) r = kb->alloc(kb, (void **)&b->pos, 2 * N * 3 * sizeof(int32_t));
-  if (!r) r = kb->alloc(kb, (void **)&b->labels, 2 * sizeof(int32_t));
+  if (!r) r = kb->alloc(kb, (void **)&b->labels, MAX_SEG * sizeof(int32_t));
   if (!r && (!(b->xh = malloc(N * P * sizeof(float))) ||
              !(b->posh = malloc(2 * N * 3 * sizeof(int32_t)))))
     r = err_set(TSR_ENOMEM, "sample: no memory for %zu tokens", N);
@@ -59,30 +64,36 @@ void sample_to_pixels(const float *x, size_t n, uint8_t *out) {
   }
 }
 
-// The captions on the backend: text (rows, text_dim) [act] and cu_text for C clips: the
-// first (conditional) clip gets the caption's n rows, the second (unconditional) the
-// negative caption's m rows (none without one: the null token alone, or for Wan no rows).
-// With model.text_pad each clip's rows are padded with zero rows to text_len, as training
-// gives them (objective.c caption_rows). *Lt: the rows of both.
+// The captions on the backend: text (rows, text_dim) [act] and cu_text for C clips of S
+// segments each: the first (conditional) clip's segments get the caption's n rows each, the
+// second's (unconditional) the negative caption's m rows (none without one: the null token
+// alone, or for Wan no rows). With model.text_pad each segment's rows are padded with zero
+// rows to text_len, as training gives them (objective.c caption_rows). The buffers are
+// allocated at the first call, for S_max segments a clip. *Lt: the rows of all.
 static tsr_status upload_text(const kernels_backend *kb, sample_bufs *b, const sample_params *sp,
-                              const dit_config *mc, int C, int *Lt) {
+                              const dit_config *mc, int C, int S, int S_max, int *Lt) {
   size_t d = (size_t)mc->text_dim, pad = mc->text_pad ? (size_t)mc->text_len : 0;
   size_t n = (size_t)sp->text_tokens, m = C == 2 ? (size_t)sp->text_neg_tokens : 0;
-  size_t rc = n > pad ? n : pad, ru = C == 2 ? (m > pad ? m : pad) : 0, rows = rc + ru;
-  int32_t cu[3] = {0, (int32_t)rc, (int32_t)rows};
+  size_t rc = n > pad ? n : pad, ru = C == 2 ? (m > pad ? m : pad) : 0;
+  size_t rows = (size_t)S * (rc + ru), cap = (size_t)S_max * (rc + ru);
+  int32_t cu[MAX_SEG + 1] = {0};
+  for (int g = 0; g < C * S; g++) cu[g + 1] = cu[g] + (int32_t)(g < S ? rc : ru);
   float *h = rows ? calloc(rows * d, sizeof *h) : NULL;
   tsr_status r = rows && !h ? err_set(TSR_ENOMEM, "sample: no memory for %zu caption rows", rows)
                             : TSR_OK;
-  if (!r && n) memcpy(h, sp->text, n * d * sizeof *h);
-  if (!r && m) memcpy(h + rc * d, sp->text_neg, m * d * sizeof *h);
-  if (!r) r = kb->alloc(kb, (void **)&b->cu_text, sizeof cu);
-  if (!r) r = kb->to_device(kb, b->cu_text, cu, sizeof(int32_t) * ((size_t)C + 1));
-  if (!r && rows) {
-    r = kb->alloc(kb, &b->text_f32, rows * d * sizeof(float));
-    if (!r) r = kb->alloc(kb, &b->text, kernels_act_bytes(kb, rows * d));
-    if (!r) r = kb->to_device(kb, b->text_f32, h, rows * d * sizeof(float));
-    if (!r) r = kb->cast(kb, b->text, kb->act_dtype, b->text_f32, KERNELS_F32, rows * d);
+  for (int g = 0; !r && g < C * S; g++) {
+    const float *src = g < S ? sp->text : sp->text_neg;
+    size_t k = g < S ? n : m;
+    if (k) memcpy(h + (size_t)cu[g] * d, src, k * d * sizeof *h);
   }
+  if (!r && !b->cu_text) r = kb->alloc(kb, (void **)&b->cu_text, sizeof cu);
+  if (!r) r = kb->to_device(kb, b->cu_text, cu, sizeof(int32_t) * ((size_t)(C * S) + 1));
+  if (!r && rows && !b->text) {
+    r = kb->alloc(kb, &b->text_f32, cap * d * sizeof(float));
+    if (!r) r = kb->alloc(kb, &b->text, kernels_act_bytes(kb, cap * d));
+  }
+  if (!r && rows) r = kb->to_device(kb, b->text_f32, h, rows * d * sizeof(float));
+  if (!r && rows) r = kb->cast(kb, b->text, kb->act_dtype, b->text_f32, KERNELS_F32, rows * d);
   free(h);
   *Lt = (int)rows;
   return r;
@@ -153,6 +164,13 @@ static tsr_status check_params(const dit_model *m, const sample_params *sp) {
   if (sp->solver == SAMPLE_SOLVER_UNIPC && sp->schedule != SAMPLE_SCHEDULE_WAN)
     return err_set(TSR_EINVAL, "sample: --solver unipc takes UniPC's own flow sigmas with "
                    "--shift, as Wan's pipeline: give --schedule wan");
+  if (sp->chunked && mc->attn_mask != KERNELS_MASK_BLOCK_CAUSAL)
+    return err_set(TSR_EINVAL, "sample: --chunked generates the chunks of a block_causal model "
+                   "one after another; this model's model.attn_mask is %s (sample it whole)",
+                   config_mask_name(mc->attn_mask));
+  if (sp->chunked && sp->solver == SAMPLE_SOLVER_UNIPC)
+    return err_set(TSR_EINVAL, "sample: --chunked integrates each chunk with Euler steps; "
+                   "--solver unipc is not supported with it");
   if (sp->expert2) {
     const dit_config *m2 = dit_get_config(sp->expert2);
     if (memcmp(m2, mc, sizeof *mc))
@@ -178,6 +196,41 @@ static tsr_status unipc_x0(const kernels_backend *kb, const sample_bufs *b, int 
   return r;
 }
 
+// One window of the integration: the model sees tokens [0, Nk) of the clip, the chunk being
+// denoised is [c0, Nk) and [0, c0) the clean chunks before it (chunk by chunk), or the whole
+// clip (c0 = 0, Nk = N). Uploads its positions, segments and captions and points batch at
+// them. C: clips (2 when guided), S: segments a clip.
+static tsr_status window_setup(const kernels_backend *kb, sample_bufs *b, const sample_params *sp,
+                               const dit_config *mc, int C, size_t Nk, size_t c0,
+                               dit_batch *batch) {
+  int S = c0 > 0 ? 2 : 1, G = C * S, Lt = 0;
+  for (int c = 0; c < C; c++)
+    for (size_t j = 0; j < Nk; j++) {
+      int32_t *p = b->posh + (c * Nk + j) * 3;
+      p[0] = (int32_t)(j / ((size_t)sp->H * sp->W));
+      p[1] = (int32_t)((j / sp->W) % sp->H);
+      p[2] = (int32_t)(j % sp->W);
+    }
+  int32_t cu[MAX_SEG + 1], acu[3] = {0, (int32_t)Nk, (int32_t)(2 * Nk)}, labels[MAX_SEG];
+  cu[0] = 0;
+  for (int g = 0; g < G; g++) {
+    int c = g / S, last = g % S == S - 1;
+    cu[g + 1] = (int32_t)(c * Nk + (last ? Nk : c0));
+    labels[g] = c == 0 && sp->label >= 0 ? sp->label : mc->num_classes;
+  }
+  tsr_status r = kb->to_device(kb, b->cu, cu, sizeof(int32_t) * ((size_t)G + 1));
+  if (!r) r = kb->to_device(kb, b->labels, labels, sizeof(int32_t) * (size_t)G);
+  if (!r && S > 1) r = kb->to_device(kb, b->attn_cu, acu, sizeof(int32_t) * ((size_t)C + 1));
+  if (!r) r = kb->to_device(kb, b->pos, b->posh, (size_t)C * Nk * 3 * sizeof(int32_t));
+  if (!r && mc->text_dim > 0) r = upload_text(kb, b, sp, mc, C, S, sp->chunked ? 2 : 1, &Lt);
+  *batch = (dit_batch){.n_clips = G, .L = (int)(C * Nk), .max_len = (int)Nk, .cu_seqlens = b->cu,
+                       .attn_cu = S > 1 ? b->attn_cu : NULL, .attn_clips = S > 1 ? C : 0,
+                       .pos = b->pos, .t = b->t,
+                       .labels = mc->num_classes > 0 ? b->labels : NULL, .x = b->x, .Lt = Lt,
+                       .cu_text = mc->text_dim > 0 ? b->cu_text : NULL, .text = b->text};
+  return r;
+}
+
 tsr_status sample_generate(dit_model *m, const sample_params *sp, float *out) {
   const dit_config *mc = dit_get_config(m);
   const kernels_backend *kb = dit_backend(m);
@@ -194,6 +247,8 @@ tsr_status sample_generate(dit_model *m, const sample_params *sp, float *out) {
     free(sig), free(ts);
     return err_set(TSR_ENOMEM, "sample: no memory for %d steps", sp->steps);
   }
+  // every chunk runs the whole clip's schedule (its shift for N tokens), as training
+  // shifts every chunk's level for its clip's length
   sample_sigmas(sp, (int64_t)N, sig);
   sample_timesteps(sp, (int64_t)N, ts);
   sample_bufs b;
@@ -204,54 +259,45 @@ tsr_status sample_generate(dit_model *m, const sample_params *sp, float *out) {
   if (!r && unipc && !(r = unipc_init(&us, N * P, sp->steps, sig)) &&
       !(m0 = malloc(N * P * sizeof *m0)))
     r = err_set(TSR_ENOMEM, "sample: no memory for %zu tokens", N);
-  int Lt = 0;
-  if (!r && mc->text_dim > 0) r = upload_text(kb, &b, sp, mc, C, &Lt);
   rng_key key = {.seed = sp->seed, .step = 0, .clip = 0, .stream = RNG_STREAM_SAMPLE};
   if (!r) {
     if (sp->noise) memcpy(b.xh, sp->noise, N * P * sizeof(float));
     else rng_normal_fill(&key, 0, b.xh, (int64_t)(N * P));
-    for (int c = 0; c < C; c++)
-      for (size_t j = 0; j < N; j++) {
-        int32_t *p = b.posh + (c * N + j) * 3;
-        p[0] = (int32_t)(j / ((size_t)sp->H * sp->W));
-        p[1] = (int32_t)((j / sp->W) % sp->H);
-        p[2] = (int32_t)(j % sp->W);
-      }
-    int32_t cu[3] = {0, (int32_t)N, (int32_t)(2 * N)};
-    int32_t labels[2] = {sp->label >= 0 ? sp->label : mc->num_classes, mc->num_classes};
-    if (!(r = kb->to_device(kb, b.cu, cu, sizeof cu)) &&
-        !(r = kb->to_device(kb, b.labels, labels, sizeof labels)) &&
-        !(r = kb->to_device(kb, b.state, b.xh, N * P * sizeof(float))))
-      r = kb->to_device(kb, b.pos, b.posh, (size_t)C * N * 3 * sizeof(int32_t));
+    r = kb->to_device(kb, b.state, b.xh, N * P * sizeof(float));
   }
-  dit_batch batch = {.n_clips = C, .L = (int)(C * N), .max_len = (int)N, .cu_seqlens = b.cu,
-                     .pos = b.pos, .t = b.t, .labels = mc->num_classes > 0 ? b.labels : NULL, .x = b.x,
-                     .Lt = Lt,
-                     .cu_text = mc->text_dim > 0 ? b.cu_text : NULL, .text = b.text};
+  // the windows: the whole clip, or chunk k of mask_chunk latent frames after the k before
+  size_t cs = sp->chunked ? (size_t)mc->mask_chunk * sp->H * sp->W : N;
   // WanPipeline compares its timestep with boundary_ratio * num_train_timesteps (in fp32)
   float boundary = (float)(sp->boundary * 1000.0);
-  for (int i = 0; !r && i < sp->steps; i++) {
-    // the schedule's noise levels (clip 0 with the label and the caption, clip 1 without
-    // either or with the negative caption); the model runs at t_i (Euler) or at UniPC's
-    // integer timestep / 1000
-    int second = sp->expert2 && ts[i] < boundary;
-    dit_model *cur = second ? sp->expert2 : m;
-    float cfg = second ? sp->cfg2 : sp->cfg;
-    double t0 = sig[i], t1 = sig[i + 1];
-    float tm = unipc ? (float)(ts[i] / 1000.0) : (float)t0, tt[2] = {tm, tm};
-    for (int c = 0; !r && c < C; c++)  // clip 0 with the label, clip 1 without
-      r = kb->cast(kb, kernels_act_at(kb, b.x, c * N * P), kb->act_dtype, b.state, KERNELS_F32,
-                   N * P);
-    if (!r) r = kb->to_device(kb, b.t, tt, sizeof tt);
-    if (!r) r = dit_forward(cur, &batch, b.pred, NULL);
-    if (!r && !unipc)
-      r = kb->euler_update(kb, b.state, b.pred, guided ? kernels_act_at(kb, b.pred, N * P) : NULL,
-                           cfg, (float)(t1 - t0), N * P);
-    // UniPC: the x0 prediction to the host, the multistep update there, x back
-    if (!r && unipc) r = unipc_x0(kb, &b, guided, cfg, t0, N * P, m0);
-    if (!r && unipc) {
-      unipc_step(&us, i, b.xh, m0);
-      r = kb->to_device(kb, b.state, b.xh, N * P * sizeof(float));
+  for (size_t c0 = 0; !r && c0 < N; c0 += cs) {
+    size_t Nk = c0 + cs < N ? c0 + cs : N, n = (Nk - c0) * P;
+    dit_batch batch;
+    r = window_setup(kb, &b, sp, mc, C, Nk, c0, &batch);
+    for (int i = 0; !r && i < sp->steps; i++) {
+      // the schedule's noise levels (clip 0 with the label and the caption, clip 1 without
+      // either or with the negative caption; the context's segments at 0); the model runs
+      // at t_i (Euler) or at UniPC's integer timestep / 1000
+      int second = sp->expert2 && ts[i] < boundary;
+      dit_model *cur = second ? sp->expert2 : m;
+      float cfg = second ? sp->cfg2 : sp->cfg;
+      double t0 = sig[i], t1 = sig[i + 1];
+      float tm = unipc ? (float)(ts[i] / 1000.0) : (float)t0, tt[MAX_SEG];
+      for (int g = 0; g < batch.n_clips; g++) tt[g] = c0 > 0 && g % 2 == 0 ? 0.0f : tm;
+      for (int c = 0; !r && c < C; c++)  // clip 0 with the label, clip 1 without
+        r = kb->cast(kb, kernels_act_at(kb, b.x, c * Nk * P), kb->act_dtype, b.state, KERNELS_F32,
+                     Nk * P);
+      if (!r) r = kb->to_device(kb, b.t, tt, sizeof(float) * (size_t)batch.n_clips);
+      if (!r) r = dit_forward(cur, &batch, b.pred, NULL);
+      if (!r && !unipc)
+        r = kb->euler_update(kb, b.state + c0 * P, kernels_act_at(kb, b.pred, c0 * P),
+                             guided ? kernels_act_at(kb, b.pred, (Nk + c0) * P) : NULL, cfg,
+                             (float)(t1 - t0), n);
+      // UniPC (whole clips only): the x0 prediction to the host, the multistep update there
+      if (!r && unipc) r = unipc_x0(kb, &b, guided, cfg, t0, N * P, m0);
+      if (!r && unipc) {
+        unipc_step(&us, i, b.xh, m0);
+        r = kb->to_device(kb, b.state, b.xh, N * P * sizeof(float));
+      }
     }
   }
   if (!r) r = kb->to_host(kb, out, b.state, N * P * sizeof(float));
@@ -332,7 +378,7 @@ static tsr_status load_expert2(const sample_options *o, const ckpt_meta *cm,
                 o->ckpt2, o->ckpt);
   free(a), free(b);
   ckpt_meta_free(&c2);
-  if (!r) r = dit_create(m2, &cm->mc, kb, (int)(2 * N), 2);
+  if (!r) r = dit_create(m2, &cm->mc, kb, (int)(2 * N), o->chunked ? MAX_SEG : 2);
   if (!r) r = ckpt_load_model(o->ckpt2, *m2, o->ema);
   return r;
 }
@@ -391,7 +437,7 @@ tsr_status sample_run(const sample_options *o, sample_result *out) {
   const kernels_backend *kb = NULL;
   kernels_dtype precision = o->precision >= 0 ? (kernels_dtype)o->precision : cm.tc.precision;
   if (!r) r = backend_for_precision(o->backend, precision, &kb);
-  if (!r) r = dit_create(&m, mc, kb, (int)(2 * N), 2);
+  if (!r) r = dit_create(&m, mc, kb, (int)(2 * N), o->chunked ? MAX_SEG : 2);
   if (!r) r = ckpt_load_model(o->ckpt, m, o->ema);
   if (!r && o->ckpt2) r = load_expert2(o, &cm, kb, N, &m2);
   size_t NP = (size_t)N * mc->pt * mc->ph * mc->pw * mc->channels;
@@ -404,16 +450,17 @@ tsr_status sample_run(const sample_options *o, sample_result *out) {
                         .text_neg = neg, .text_neg_tokens = neg_tokens, .noise = noise,
                         .schedule = o->schedule, .shift = o->shift, .solver = o->solver,
                         .expert2 = m2, .boundary = o->boundary,
-                        .cfg2 = isnan(o->cfg2) ? o->cfg : o->cfg2};
+                        .cfg2 = isnan(o->cfg2) ? o->cfg : o->cfg2, .chunked = o->chunked};
     double t0 = time_now();
     log_info("sample: %s (%s weights, step %lld), %d %sframes %dx%d = %lld tokens, %d "
-             "steps%s%s%s%s%s%s; backend %s, precision %s", o->ckpt, o->ema ? "EMA" : "raw",
+             "steps%s%s%s%s%s%s%s; backend %s, precision %s", o->ckpt, o->ema ? "EMA" : "raw",
              (long long)cm.step, o->frames, latent ? "latent " : "", o->height, o->width,
              (long long)N, o->steps, text_tokens ? ", caption" : "",
              neg_tokens ? ", negative caption" : "", o->cfg != 1.0f ? ", guided" : "",
              o->schedule == SAMPLE_SCHEDULE_WAN ? ", Wan schedule" : "",
              o->solver == SAMPLE_SOLVER_UNIPC ? ", UniPC" : "",
-             m2 ? ", second expert below the boundary" : "", kb->name,
+             m2 ? ", second expert below the boundary" : "",
+             o->chunked ? ", chunk by chunk" : "", kb->name,
              config_precision_name(precision));
     r = sample_generate(m, &sp, vals);
     if (!r && tok) sample_to_pixels(vals, NP, tok);

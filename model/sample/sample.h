@@ -63,6 +63,13 @@ typedef struct {
   dit_model *expert2;
   double boundary;          // in (0, 1]
   float cfg2;               // guidance of expert2's steps (WanPipeline's guidance_scale_2)
+  // 1: chunk by chunk (a block_causal model; Euler only): chunk k (model.mask_chunk latent
+  // frames) is integrated alone over the whole schedule, with the k chunks before it, as
+  // sampled, in the model's input as clean context (their own segment at t = 0: the keys
+  // and values of a finished chunk), as autoregressive video models generate (CausVid,
+  // diffusion forcing). The starting noise and the levels are the whole clip's, so under
+  // the mask chunk 0 comes out as the whole clip's sampling makes it.
+  int chunked;
 } sample_params;
 
 // The steps + 1 noise levels t_0 = 1 (or Wan's) > ... > t_steps = 0 of sp's schedule for a
@@ -84,7 +91,7 @@ void sample_sigmas(const sample_params *sp, int64_t N, double *t);
 void sample_timesteps(const sample_params *sp, int64_t N, float *ts);
 
 // Integrates the flow with model m (created for >= 2*T*H*W tokens and 2 clips when
-// guided) on the model's backend: out (T*H*W, P) host memory gets the clip's tokens, the
+// guided, twice the clips when chunked) on the model's backend: out (T*H*W, P) host memory gets the clip's tokens, the
 // final x in fp32 (pixels: x0 in [-1, 1]; latents: the latent values).
 tsr_status sample_generate(dit_model *m, const sample_params *sp, float *out);
 // Sampled pixel values as uint8, as training maps them: round((x + 1) * 127.5) clamped to
@@ -112,6 +119,7 @@ typedef struct {
   const backend_choice *backend;  // compute device, chosen by the caller (tools/backend.h)
   int precision;            // kernels_dtype of the activations, or -1: the checkpoint's
                             // train.precision (weights load as fp32 masters either way)
+  int chunked;              // 1: chunk by chunk (sample_params.chunked)
 } sample_options;
 
 // The sampled clip: its tokens, and what turning them into a video needs.

@@ -38,6 +38,7 @@ static tsr_status time_clip(const kernels_backend *kb, const dit_config *mc,
   // price the cross-attention at model.text_len caption tokens
   train_config tcc = *tc;
   tcc.caption_dropout = 0;
+  tcc.noise_per_chunk = 0;  // a level per chunk costs a row of modulation per chunk, no time
   float *text = mc->text_dim > 0 ? calloc((size_t)mc->text_len * mc->text_dim, sizeof(float)) : NULL;
   if (text) c.text = text, c.text_tokens = mc->text_len, c.text_dtype = KERNELS_TOKENS_F32;
   if (mc->text_dim > 0 && !text && !st) st = err_set(TSR_ENOMEM, "calibrate: out of memory");

@@ -66,6 +66,7 @@ tsr_status train_memory_model(const dit_config *mc, const train_config *tc, int 
     return err_set(TSR_EINVAL, "memory model: %lld tokens on %d ranks", (long long)tokens, ranks);
   kernels_dtype act = tc->precision;
   int64_t C = tc->global_batch < tokens ? tc->global_batch : tokens;
+  if (tokens <= INT32_MAX / 4) C = objective_max_segments(mc, tc, (int)tokens, (int)C);
   // train.placement = blockwise: up to 5% more tokens a rank than the planner's limit, held
   // as runs of tokens (model/dist/dist_step.h); the buffers below are made for Lh tokens
   const int placed = dist_step_placed(mc, tc);

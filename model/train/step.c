@@ -10,6 +10,7 @@
 
 #include "core/log.h"
 #include "model/lora.h"
+#include "model/objective.h"
 #include "store/latent_file.h"
 #include "model/train/lr.h"
 
@@ -117,6 +118,8 @@ tsr_status trainer_setup(trainer *tr) {
   int64_t C = tr->tc.global_batch < tr->tc.mem_tokens ? tr->tc.global_batch : tr->tc.mem_tokens;
   if (L > INT32_MAX / 4)
     return err_set(TSR_EINVAL, "train.mem_tokens = %lld is too large", (long long)L);
+  // train.noise_per_chunk: the model conditions every chunk of a clip apart (a segment each)
+  C = objective_max_segments(&tr->mc, &tr->tc, (int)L, (int)C);
   // ZeRO: every gradient bucket splits into equal slices, one per rank (model/train/zero.h)
   // (a LoRA run's base is frozen and whole: its adapters are sharded, lora_setup)
   tr->mc.shard_ranks = tr->tc.zero > 0 && tr->tc.lora_rank == 0 ? comm_size() : 0;

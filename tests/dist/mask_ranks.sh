@@ -10,7 +10,8 @@
 #    heads) and hybrid groups (nodes of 2, mem_tokens 400: Ulysses over each node, the ring
 #    across the two),
 # each run checked to have run its mode (the metrics' cp_modes). The masked run's losses
-# differ from the full one's by far more than the ranks' do (the mask is applied).
+# differ from the full one's by far more than the ranks' do (the mask is applied). Diffusion
+# forcing (block_causal with train.noise_per_chunk = 1) at 1 and 2 ranks (ring, Ulysses).
 set -uo pipefail
 . "$(dirname "$0")/ranks_store.sh"
 ranks_begin mask-ranks
@@ -67,4 +68,23 @@ for m in causal window; do
     fail "$m: the losses of full attention (differing by $e) against the ranks' $worst_d"
   echo "ok: $m: the worst difference over ranks and modes $worst_d (full against $m: $e)"
 done
+# diffusion forcing (train.noise_per_chunk: a noise level per chunk, keyed by clip and
+# chunk): the same losses at 1 rank and at 2 in ring and Ulysses groups, which cut the clips
+# across chunks; far from block_causal's one level a clip
+FORCING=("${CAUSAL[@]}" --set train.noise_per_chunk=1)
+run forcing1 1 2048 "${FORCING[@]}"
+for r in 2r 2u; do
+  case $r in *r) mode=ring ;; *u) mode=ulysses ;; esac
+  run "forcing$r" 2 700 "${FORCING[@]}" --set train.cp_mode=$mode
+  ran $mode "forcing$r"
+  for key in loss grad_norm; do
+    d=$(worst "$W/forcing1" "$W/forcing$r" $key) || fail "forcing$r: not 6 values of $key"
+    awk -v d="$d" 'BEGIN { exit !(d <= 1e-5) }' || fail "forcing: 1 rank vs $r differ in $key by $d"
+    echo "ok: forcing, 1 rank vs $r ($mode): $key within $d"
+  done
+done
+e=$(worst "$W/causal1" "$W/forcing1") || fail "forcing: not 6 losses"
+awk -v e="$e" 'BEGIN { exit !(e > 1e-3) }' ||
+  fail "forcing: its losses differ from one level a clip by only $e"
+echo "ok: forcing: a level per chunk moves the losses by $e against one a clip"
 echo "masked training at 1, 2 and 4 ranks, ring, Ulysses and hybrid: passed"

@@ -18,7 +18,7 @@ static void test_objective_loss_optim(void) {
     int32_t *cu = d_cu(pk);
     kernels_clip_key keys[8];
     for (int c = 0; c < C; c++)
-      keys[c] = (kernels_clip_key){100 + c, 3 * (pk->cu[c + 1] - pk->cu[c]) + 2, c % 2};
+      keys[c] = (kernels_clip_key){100 + c, 3 * (pk->cu[c + 1] - pk->cu[c]) + 2, c % 2, c % 3};
     void *dkeys = t_raw(keys, sizeof(kernels_clip_key) * C);
     tens t = t_f32(C, 0, 1), x = t_act(n, 0, 1), target = t_act(n, 0, 1);
     // tokens of each store dtype: uint8 pixels, bf16 and f32 latents

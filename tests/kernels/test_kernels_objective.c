@@ -55,7 +55,7 @@ static void test_objective(const kernels_backend *kb, int64_t shift_tokens, int6
                                 .first_token = cs[c].first, .len = cs[c].len, .T = cs[c].T,
                                 .H = cs[c].H, .W = cs[c].W, .label = -1,
                                 .tokens = tok + (size_t)r * P * tsz, .tokens_dtype = tdt};
-    keys[c] = (kernels_clip_key){cs[c].id, clips[c].total_tokens, cs[c].first};
+    keys[c] = (kernels_clip_key){cs[c].id, clips[c].total_tokens, cs[c].first, 0};
   }
   objective_batch ob;
   CHECK_OK(objective_alloc(&ob, L, C, P));
@@ -148,8 +148,8 @@ static void test_t_range(void) {
     int bad = 0, exact = 1;
     for (int64_t id = 0; id < 20000; id++) {
       int64_t tokens = 64 + id % 3000;
-      double t = kernels_objective_timestep(11, 3, id, tokens, &all);
-      double u = kernels_objective_timestep(11, 3, id, tokens, &td);
+      double t = kernels_objective_timestep(11, 3, id, 0, tokens, &all);
+      double u = kernels_objective_timestep(11, 3, id, 0, tokens, &td);
       exact &= u == td.t_min + (td.t_max - td.t_min) * t;
       bad += !(u >= td.t_min && u <= td.t_max);
       lo = fmin(lo, u), hi = fmax(hi, u);
