@@ -2,17 +2,21 @@
 //
 // A plain C X-macro list (as LLVM's .def files): no include guard, no declarations of its
 // own. An includer defines
-//   KERNELS_ENTRY(RET, NAME, CLASS, PARAMS, ARGS, BYTES, FLOPS)
+//   KERNELS_ENTRY(RET, NAME, CLASS, ACT, PARAMS, ARGS, BYTES, FLOPS)
 // includes this file and undefines the macro; each row then expands to what it needs:
 // kernels.h the function-pointer members of kernels_backend (`RET (*NAME) PARAMS;`, in this
 // order) and the unsupported-entry stubs, kernels/profile.c the timed forwarders, the
 // names and the classes, tests/kernels/test_backend_ops.c its list of the entries it must
-// cover. A row's fields:
+// cover, the backends their declarations and tables (kernels/cpu/cpu.h, backend.c;
+// kernels/cuda/kcu.h, backend.cu). A row's fields:
 //   RET     tsr_status (every entry but free and graph_free, which return nothing)
 //   NAME    the member's name (what the profiler and the tests print)
 //   CLASS   the profiler's kernel class (kernels/profile.h KERNELS_PROFILE_<CLASS>), or NONE
 //           for the optional entries a backend may leave NULL (graph_*, path_stats): those
 //           are not timed, and a caller tests them for NULL
+//   ACT     ACT: the entry has [act] tensor arguments (void *), so its math is written per
+//           act dtype (the CPU: an fp32 adapter f32_NAME and a bf16 kbf_NAME); ANY: one
+//           function serves every act dtype (memory, [f32] helpers, cast, optimizer)
 //   PARAMS  the signature, once: the backend first, then the entry's arguments
 //   ARGS    the names of PARAMS in order (the forwarders pass them on)
 //   BYTES   the bytes a call must move at least, an expression of the arguments: every
@@ -44,42 +48,42 @@
 // 1 with a device each); each process keeps a headroom because each has its own CUDA
 // context and library workspaces (kernels/arena.h kernels_arena_default_size);
 // TESSERA_CUDA_ARENA=none: a cudaMalloc per allocation (for compute-sanitizer).
-KERNELS_ENTRY(tsr_status, alloc, MEMORY,
+KERNELS_ENTRY(tsr_status, alloc, MEMORY, ANY,
               (const kernels_backend *kb, void **ptr, size_t bytes),
               (kb, ptr, bytes),
               0, 0)
 // Frees memory from alloc; NULL is ignored.
-KERNELS_ENTRY(void, free, MEMORY,
+KERNELS_ENTRY(void, free, MEMORY, ANY,
               (const kernels_backend *kb, void *ptr),
               (kb, ptr),
               0, 0)
-KERNELS_ENTRY(tsr_status, to_device, MEMORY,
+KERNELS_ENTRY(tsr_status, to_device, MEMORY, ANY,
               (const kernels_backend *kb, void *dst, const void *src_host, size_t bytes),
               (kb, dst, src_host, bytes),
               0, 0)
-KERNELS_ENTRY(tsr_status, to_host, MEMORY,
+KERNELS_ENTRY(tsr_status, to_host, MEMORY, ANY,
               (const kernels_backend *kb, void *dst_host, const void *src, size_t bytes),
               (kb, dst_host, src, bytes),
               0, 0)
 // Device-to-device copy; the ranges must not overlap.
-KERNELS_ENTRY(tsr_status, copy, MEMORY,
+KERNELS_ENTRY(tsr_status, copy, MEMORY, ANY,
               (const kernels_backend *kb, void *dst, const void *src, size_t bytes),
               (kb, dst, src, bytes),
               2.0 * (double)bytes, 0)
 // Strided device-to-device copy of `rows` rows of row_bytes bytes: row i from
 // src + i * src_pitch to dst + i * dst_pitch (pitches in bytes, >= row_bytes); the ranges
 // must not overlap. Ulysses attention's head slices (model/dist/ulysses_attention.h).
-KERNELS_ENTRY(tsr_status, copy_2d, MEMORY,
+KERNELS_ENTRY(tsr_status, copy_2d, MEMORY, ANY,
               (const kernels_backend *kb, void *dst, size_t dst_pitch, const void *src,
                size_t src_pitch, size_t row_bytes, size_t rows),
               (kb, dst, dst_pitch, src, src_pitch, row_bytes, rows),
               2.0 * (double)row_bytes * (double)rows, 0)
-KERNELS_ENTRY(tsr_status, memset_zero, MEMORY,
+KERNELS_ENTRY(tsr_status, memset_zero, MEMORY, ANY,
               (const kernels_backend *kb, void *ptr, size_t bytes),
               (kb, ptr, bytes),
               (double)bytes, 0)
 // Waits for every queued entry to finish (no-op on the CPU).
-KERNELS_ENTRY(tsr_status, sync, OTHER,
+KERNELS_ENTRY(tsr_status, sync, OTHER, ANY,
               (const kernels_backend *kb),
               (kb),
               0, 0)
@@ -89,14 +93,14 @@ KERNELS_ENTRY(tsr_status, sync, OTHER,
 // first alloc; once the arena
 // exists, TSR_EINVAL unless bytes is 0 or its size. A no-op on the CPU (host memory is
 // allocated per call).
-KERNELS_ENTRY(tsr_status, reserve, OTHER,
+KERNELS_ENTRY(tsr_status, reserve, OTHER, ANY,
               (const kernels_backend *kb, size_t bytes),
               (kb, bytes),
               0, 0)
 // Memory of the backend, in bytes, host values: in_use (allocated now, by alloc and the
 // backend's own workspaces), peak (the largest in_use so far) and capacity (the arena's
 // size; 0 where the backend allocates per call, the CPU). Any pointer may be NULL.
-KERNELS_ENTRY(tsr_status, memory_stats, OTHER,
+KERNELS_ENTRY(tsr_status, memory_stats, OTHER, ANY,
               (const kernels_backend *kb, size_t *in_use_host, size_t *peak_host,
                size_t *capacity_host),
               (kb, in_use_host, peak_host, capacity_host),
@@ -115,26 +119,26 @@ KERNELS_ENTRY(tsr_status, memory_stats, OTHER,
 // recorded (the scratch grew): free it, run eagerly, record again. CUDA: stream capture into a CUDA graph (kernels/cuda/graph.cu);
 // filled only with TESSERA_CUDA_GRAPHS=1 (docs/gpu.md). kernels/graph_cache.h decides
 // what to record and when.
-KERNELS_ENTRY(tsr_status, graph_begin, NONE,
+KERNELS_ENTRY(tsr_status, graph_begin, NONE, ANY,
               (const kernels_backend *kb),
               (kb),
               0, 0)
-KERNELS_ENTRY(tsr_status, graph_end, NONE,
+KERNELS_ENTRY(tsr_status, graph_end, NONE, ANY,
               (const kernels_backend *kb, void **graph),
               (kb, graph),
               0, 0)
-KERNELS_ENTRY(tsr_status, graph_launch, NONE,
+KERNELS_ENTRY(tsr_status, graph_launch, NONE, ANY,
               (const kernels_backend *kb, void *graph, int *stale),
               (kb, graph, stale),
               0, 0)
-KERNELS_ENTRY(void, graph_free, NONE,
+KERNELS_ENTRY(void, graph_free, NONE, ANY,
               (const kernels_backend *kb, void *graph),
               (kb, graph),
               0, 0)
 // Memory of the backend's space that can still be had and its total, in bytes: host
 // MemAvailable and MemTotal (/proc/meminfo; shared by every process of the node) on the
 // CPU, cudaMemGetInfo of the device on CUDA. For the trainer's memory model.
-KERNELS_ENTRY(tsr_status, mem_info, OTHER,
+KERNELS_ENTRY(tsr_status, mem_info, OTHER, ANY,
               (const kernels_backend *kb, size_t *free_bytes, size_t *total_bytes),
               (kb, free_bytes, total_bytes),
               0, 0)
@@ -143,7 +147,7 @@ KERNELS_ENTRY(tsr_status, mem_info, OTHER,
 // vendor library (cuBLASLt) has no algorithm for runs the backend's plain kernel, many
 // times slower; attention runs the vendor's fused kernel (cuDNN) or the backend's own.
 // Benchmarks report them so that a slow step names its cause.
-KERNELS_ENTRY(tsr_status, path_stats, NONE,
+KERNELS_ENTRY(tsr_status, path_stats, NONE, ANY,
               (const kernels_backend *kb, kernels_path_stats *out_host),
               (kb, out_host),
               0, 0)
@@ -154,7 +158,7 @@ KERNELS_ENTRY(tsr_status, path_stats, NONE,
 // after init, load and every optimizer step) and for reading activations back as fp32.
 // Any pair of kernels_dtype works on every backend, whatever its act_dtype.
 // dst: (n) [dst_dtype], src: (n) [src_dtype]; must not overlap.
-KERNELS_ENTRY(tsr_status, cast, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, cast, ELEMENTWISE, ANY,
               (const kernels_backend *kb, void *dst, kernels_dtype dst_dtype, const void *src,
                kernels_dtype src_dtype, size_t n),
               (kb, dst, dst_dtype, src, src_dtype, n),
@@ -167,38 +171,38 @@ KERNELS_ENTRY(tsr_status, cast, ELEMENTWISE,
 // and activation gradients (model/cond.c adds the label embedding to c,
 // model/layers.c adds the second path of the residual-stream gradient).
 // x: (n) [f32]
-KERNELS_ENTRY(tsr_status, fill, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, fill, ELEMENTWISE, ANY,
               (const kernels_backend *kb, float *x, float value, size_t n),
               (kb, x, value, n),
               F(n), 0)
 // x *= alpha [f32]
-KERNELS_ENTRY(tsr_status, scale, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, scale, ELEMENTWISE, ANY,
               (const kernels_backend *kb, float *x, float alpha, size_t n),
               (kb, x, alpha, n),
               F(2.0 * n), 0)
 // out = a + b. out: (n), a: (n), b: (n) [f32]
-KERNELS_ENTRY(tsr_status, add, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, add, ELEMENTWISE, ANY,
               (const kernels_backend *kb, float *out, const float *a, const float *b, size_t n),
               (kb, out, a, b, n),
               F(3.0 * n), 0)
 // y += alpha * x. y: (n), x: (n) [f32]
-KERNELS_ENTRY(tsr_status, axpy, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, axpy, ELEMENTWISE, ANY,
               (const kernels_backend *kb, float *y, float alpha, const float *x, size_t n),
               (kb, y, alpha, x, n),
               F(3.0 * n), 0)
 // out = a + b. out, a, b: (n) [act] (out may equal a or b)
-KERNELS_ENTRY(tsr_status, add_act, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, add_act, ELEMENTWISE, ACT,
               (const kernels_backend *kb, void *out, const void *a, const void *b, size_t n),
               (kb, out, a, b, n),
               A(3.0 * n), 0)
 // y += alpha * x. y, x: (n) [act]
-KERNELS_ENTRY(tsr_status, axpy_act, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, axpy_act, ELEMENTWISE, ACT,
               (const kernels_backend *kb, void *y, float alpha, const void *x, size_t n),
               (kb, y, alpha, x, n),
               A(3.0 * n), 0)
 // out = a * in + b, e.g. a = 2/255, b = -1 maps uint8 pixels to [-1, 1].
 // out: (n) [act], in: (n) uint8
-KERNELS_ENTRY(tsr_status, u8_affine, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, u8_affine, ELEMENTWISE, ACT,
               (const kernels_backend *kb, void *out, const uint8_t *in, float a, float b, size_t n),
               (kb, out, in, a, b, n),
               (double)n + A(n), 0)
@@ -208,7 +212,7 @@ KERNELS_ENTRY(tsr_status, u8_affine, ELEMENTWISE,
 // c: (m, n) [act]; a: (m, k), or (k, m) if trans_a [act]; b: (k, n), or (n, k) if
 // trans_b [act]. beta == 0 overwrites c (its old contents are ignored, NaN included);
 // otherwise c is read, the sum formed in fp32 and rounded once.
-KERNELS_ENTRY(tsr_status, gemm, GEMM,
+KERNELS_ENTRY(tsr_status, gemm, GEMM, ACT,
               (const kernels_backend *kb, int trans_a, int trans_b, int m, int n, int k,
                float alpha, const void *a, const void *b, float beta, void *c),
               (kb, trans_a, trans_b, m, n, k, alpha, a, b, beta, c),
@@ -225,7 +229,7 @@ KERNELS_ENTRY(tsr_status, gemm, GEMM,
 // and accumulated in fp32 at any act dtype, as linear_backward's dw). a, b: [act]. With
 // dense strides and c_dtype = act it computes what gemm computes (bitwise on the CPU).
 // TSR_EINVAL for a stride below its row's length or another c_dtype.
-KERNELS_ENTRY(tsr_status, gemm_strided, GEMM,
+KERNELS_ENTRY(tsr_status, gemm_strided, GEMM, ACT,
               (const kernels_backend *kb, int trans_a, int trans_b, int m, int n, int k,
                float alpha, const void *a, int lda, const void *b, int ldb, float beta, void *c,
                int ldc, kernels_dtype c_dtype),
@@ -236,7 +240,7 @@ KERNELS_ENTRY(tsr_status, gemm_strided, GEMM,
 // Linear layer: out = inp * w + bias (weights stored (in, out), i.e. PyTorch's
 // nn.Linear weight transposed). bias may be NULL.
 // out: (M, N) [act], inp: (M, K) [act], w: (K, N) [act] working copy, bias: (N) [f32]
-KERNELS_ENTRY(tsr_status, linear_forward, GEMM,
+KERNELS_ENTRY(tsr_status, linear_forward, GEMM, ACT,
               (const kernels_backend *kb, void *out, const void *inp, const void *w,
                const float *bias, int M, int K, int N),
               (kb, out, inp, w, bias, M, K, N),
@@ -244,7 +248,7 @@ KERNELS_ENTRY(tsr_status, linear_forward, GEMM,
 // dinp = dout * w^T (overwritten); dw += inp^T * dout; dbias += column sums of dout.
 // dinp: (M, K) [act], dw: (K, N) [f32], dbias: (N) [f32], dout: (M, N) [act],
 // inp: (M, K) [act], w: (K, N) [act]. inp is needed only for dw, w only for dinp.
-KERNELS_ENTRY(tsr_status, linear_backward, GEMM,
+KERNELS_ENTRY(tsr_status, linear_backward, GEMM, ACT,
               (const kernels_backend *kb, void *dinp, float *dw, float *dbias, const void *dout,
                const void *inp, const void *w, int M, int K, int N),
               (kb, dinp, dw, dbias, dout, inp, w, M, K, N),
@@ -257,7 +261,7 @@ KERNELS_ENTRY(tsr_status, linear_backward, GEMM,
 // rstd = 1 / sqrt(var + eps), var biased (divide by D). Statistics in double.
 // out: (L, D) [act], mean: (L) [f32] or NULL, rstd: (L) [f32] or NULL (saved for
 // backward), inp: (L, D) [act]
-KERNELS_ENTRY(tsr_status, layernorm_forward, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, layernorm_forward, ELEMENTWISE, ACT,
               (const kernels_backend *kb, void *out, float *mean, float *rstd, const void *inp,
                int L, int D, float eps),
               (kb, out, mean, rstd, inp, L, D, eps),
@@ -265,7 +269,7 @@ KERNELS_ENTRY(tsr_status, layernorm_forward, ELEMENTWISE,
 // dinp = rstd * (dout - mean(dout) - xhat * mean(dout * xhat)), xhat = (inp-mean)*rstd.
 // dinp: (L, D) [act] overwritten, dout: (L, D) [act], inp: (L, D) [act], mean: (L) [f32],
 // rstd: (L) [f32]
-KERNELS_ENTRY(tsr_status, layernorm_backward, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, layernorm_backward, ELEMENTWISE, ACT,
               (const kernels_backend *kb, void *dinp, const void *dout, const void *inp,
                const float *mean, const float *rstd, int L, int D),
               (kb, dinp, dout, inp, mean, rstd, L, D),
@@ -274,7 +278,7 @@ KERNELS_ENTRY(tsr_status, layernorm_backward, ELEMENTWISE,
 // rstd = 1 / sqrt(mean(inp^2) + eps). For QK-norm per head pass q as R = L*H rows of
 // C = Dh (the weight (Dh) is shared by all heads).
 // out: (R, C) [act], rstd: (R) [f32] or NULL, inp: (R, C) [act], weight: (C) [f32]
-KERNELS_ENTRY(tsr_status, rmsnorm_forward, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, rmsnorm_forward, ELEMENTWISE, ACT,
               (const kernels_backend *kb, void *out, float *rstd, const void *inp,
                const float *weight, int R, int C, float eps),
               (kb, out, rstd, inp, weight, R, C, eps),
@@ -282,7 +286,7 @@ KERNELS_ENTRY(tsr_status, rmsnorm_forward, ELEMENTWISE,
 // dinp overwritten; dweight += sum over rows of dout * inp * rstd.
 // dinp: (R, C) [act], dweight: (C) [f32], dout: (R, C) [act], inp: (R, C) [act],
 // weight: (C) [f32], rstd: (R) [f32]
-KERNELS_ENTRY(tsr_status, rmsnorm_backward, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, rmsnorm_backward, ELEMENTWISE, ACT,
               (const kernels_backend *kb, void *dinp, float *dweight, const void *dout,
                const void *inp, const float *weight, const float *rstd, int R, int C),
               (kb, dinp, dweight, dout, inp, weight, rstd, R, C),
@@ -298,7 +302,7 @@ KERNELS_ENTRY(tsr_status, rmsnorm_backward, ELEMENTWISE,
 // out = inp * (1 + scale[c]) + shift[c] for every token of clip c.
 // out: (L, D) [act], inp: (L, D) [act], shift/scale: (C, mstride) [act],
 // cu_seqlens: (C + 1) int32
-KERNELS_ENTRY(tsr_status, modulate_forward, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, modulate_forward, ELEMENTWISE, ACT,
               (const kernels_backend *kb, void *out, const void *inp, const void *shift,
                const void *scale, int mstride, const int32_t *cu_seqlens, int n_clips, int L,
                int D),
@@ -309,7 +313,7 @@ KERNELS_ENTRY(tsr_status, modulate_forward, ELEMENTWISE,
 // tokens gets zeros. The sums are formed in fp32/double and rounded once.
 // dinp: (L, D) [act], dshift/dscale: (C, mstride) [act], dout: (L, D) [act],
 // inp: (L, D) [act], scale: (C, mstride) [act]
-KERNELS_ENTRY(tsr_status, modulate_backward, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, modulate_backward, ELEMENTWISE, ACT,
               (const kernels_backend *kb, void *dinp, void *dshift, void *dscale, const void *dout,
                const void *inp, const void *scale, int mstride, const int32_t *cu_seqlens,
                int n_clips, int L, int D),
@@ -320,7 +324,7 @@ KERNELS_ENTRY(tsr_status, modulate_backward, ELEMENTWISE,
               0)
 // Gated residual: out = res + gate[c] * inp (out may equal res).
 // out: (L, D) [act], res: (L, D) [act], inp: (L, D) [act], gate: (C, mstride) [act]
-KERNELS_ENTRY(tsr_status, gate_residual_forward, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, gate_residual_forward, ELEMENTWISE, ACT,
               (const kernels_backend *kb, void *out, const void *res, const void *inp,
                const void *gate, int mstride, const int32_t *cu_seqlens, int n_clips, int L, int D),
               (kb, out, res, inp, gate, mstride, cu_seqlens, n_clips, L, D),
@@ -329,7 +333,7 @@ KERNELS_ENTRY(tsr_status, gate_residual_forward, ELEMENTWISE,
 // overwritten). The gradient to res is dout itself.
 // dinp: (L, D) [act], dgate: (C, mstride) [act], dout: (L, D) [act], inp: (L, D) [act],
 // gate: (C, mstride) [act]
-KERNELS_ENTRY(tsr_status, gate_residual_backward, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, gate_residual_backward, ELEMENTWISE, ACT,
               (const kernels_backend *kb, void *dinp, void *dgate, const void *dout,
                const void *inp, const void *gate, int mstride, const int32_t *cu_seqlens,
                int n_clips, int L, int D),
@@ -348,14 +352,14 @@ KERNELS_ENTRY(tsr_status, gate_residual_backward, ELEMENTWISE,
 // in double). Rotation: (a, b) -> (a cos - b sin, a sin + b cos).
 // out: (L, H, Dh) [act], inp: (L, H, Dh) [act] (out may equal inp), pos: (L, 3) int32
 // (t, y, x)
-KERNELS_ENTRY(tsr_status, rope_forward, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, rope_forward, ELEMENTWISE, ACT,
               (const kernels_backend *kb, void *out, const void *inp, const int32_t *pos, int L,
                int H, int Dh, float theta),
               (kb, out, inp, pos, L, H, Dh, theta),
               A(2.0 * L * H * Dh) + F(3.0 * L), 0)
 // The inverse rotation: dinp = R^T dout. dinp: (L, H, Dh) [act], dout: (L, H, Dh) [act],
 // pos: (L, 3)
-KERNELS_ENTRY(tsr_status, rope_backward, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, rope_backward, ELEMENTWISE, ACT,
               (const kernels_backend *kb, void *dinp, const void *dout, const int32_t *pos, int L,
                int H, int Dh, float theta),
               (kb, dinp, dout, pos, L, H, Dh, theta),
@@ -364,22 +368,22 @@ KERNELS_ENTRY(tsr_status, rope_backward, ELEMENTWISE,
 // ---- activations ---------------------------------------------------------------
 // GELU, tanh approximation (PyTorch approximate='tanh'):
 // y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). out, inp: (n) [act]
-KERNELS_ENTRY(tsr_status, gelu_forward, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, gelu_forward, ELEMENTWISE, ACT,
               (const kernels_backend *kb, void *out, const void *inp, size_t n),
               (kb, out, inp, n),
               A(2.0 * n), 0)
 // dinp = gelu'(inp) * dout. dinp, dout, inp: (n) [act]
-KERNELS_ENTRY(tsr_status, gelu_backward, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, gelu_backward, ELEMENTWISE, ACT,
               (const kernels_backend *kb, void *dinp, const void *dout, const void *inp, size_t n),
               (kb, dinp, dout, inp, n),
               A(3.0 * n), 0)
 // SiLU y = x / (1 + exp(-x)). out, inp: (n) [act]
-KERNELS_ENTRY(tsr_status, silu_forward, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, silu_forward, ELEMENTWISE, ACT,
               (const kernels_backend *kb, void *out, const void *inp, size_t n),
               (kb, out, inp, n),
               A(2.0 * n), 0)
 // dinp, dout, inp: (n) [act]
-KERNELS_ENTRY(tsr_status, silu_backward, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, silu_backward, ELEMENTWISE, ACT,
               (const kernels_backend *kb, void *dinp, const void *dout, const void *inp, size_t n),
               (kb, dinp, dout, inp, n),
               A(3.0 * n), 0)
@@ -389,20 +393,20 @@ KERNELS_ENTRY(tsr_status, silu_backward, ELEMENTWISE,
 // out[i] = [cos(t_i f_0..half-1), sin(t_i f_0..half-1)], a last zero column if dim is odd.
 // t is used as given (scale it, e.g. by 1000, before). Computed in double.
 // out: (n, dim) [act], t: (n) [f32] (a noise level: bf16 would keep 3 digits of it)
-KERNELS_ENTRY(tsr_status, timestep_embedding, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, timestep_embedding, ELEMENTWISE, ACT,
               (const kernels_backend *kb, void *out, const float *t, int n, int dim,
                float max_period),
               (kb, out, t, n, dim, max_period),
               F(n) + A((double)n * dim), 0)
 // Row gather (class labels): out[i] = table[ids[i]].
 // out: (n, D) [act], table: (V, D) [f32] parameter, ids: (n) int32
-KERNELS_ENTRY(tsr_status, embedding_forward, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, embedding_forward, ELEMENTWISE, ACT,
               (const kernels_backend *kb, void *out, const float *table, const int32_t *ids, int n,
                int V, int D),
               (kb, out, table, ids, n, V, D),
               A((double)n * D) + F((double)n * D + n), 0)
 // dtable[ids[i]] += dout[i], in order of i. dtable: (V, D) [f32], dout: (n, D) [act], ids: (n)
-KERNELS_ENTRY(tsr_status, embedding_backward, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, embedding_backward, ELEMENTWISE, ACT,
               (const kernels_backend *kb, float *dtable, const void *dout, const int32_t *ids,
                int n, int V, int D),
               (kb, dtable, dout, ids, n, V, D),
@@ -427,7 +431,7 @@ KERNELS_ENTRY(tsr_status, embedding_backward, ELEMENTWISE,
 // TSR_EINVAL.
 //
 // Full attention (one rank holds whole clips): out, lse overwritten.
-KERNELS_ENTRY(tsr_status, attention_forward, ATTENTION,
+KERNELS_ENTRY(tsr_status, attention_forward, ATTENTION, ACT,
               (const kernels_backend *kb, void *out, float *lse, const void *q, const void *k,
                const void *v, const int32_t *cu_seqlens, int n_clips, int max_len, int L, int H,
                int Dh, float scale),
@@ -436,7 +440,7 @@ KERNELS_ENTRY(tsr_status, attention_forward, ATTENTION,
 // dq, dk, dv overwritten; recomputes the scores tile by tile from q, k, lse and
 // delta = rowsum(dout * out). dq, dk, dv, dout, q, k, v, out: (L, H, Dh) [act],
 // lse: (L, H) [f32]
-KERNELS_ENTRY(tsr_status, attention_backward, ATTENTION,
+KERNELS_ENTRY(tsr_status, attention_backward, ATTENTION, ACT,
               (const kernels_backend *kb, void *dq, void *dk, void *dv, const void *dout,
                const void *q, const void *k, const void *v, const void *out, const float *lse,
                const int32_t *cu_seqlens, int n_clips, int max_len, int L, int H, int Dh,
@@ -452,7 +456,7 @@ KERNELS_ENTRY(tsr_status, attention_backward, ATTENTION,
 // out: (Lq, H, Dh) [act], lse: (Lq, H) [f32], q: (Lq, H, Dh) [act], k, v: (Lk, H, Dh)
 // [act], cu_q, cu_k: (C + 1) int32 (cu_q[C] == Lq, cu_k[C] == Lk); max_q, max_k bound
 // the clips' lengths in cu_q and in cu_k
-KERNELS_ENTRY(tsr_status, attention_partial_forward, ATTENTION,
+KERNELS_ENTRY(tsr_status, attention_partial_forward, ATTENTION, ACT,
               (const kernels_backend *kb, void *out, float *lse, const void *q, const void *k,
                const void *v, const int32_t *cu_q, const int32_t *cu_k, int n_clips, int max_q,
                int max_k, int Lq, int Lk, int H, int Dh, float scale),
@@ -464,14 +468,14 @@ KERNELS_ENTRY(tsr_status, attention_partial_forward, ATTENTION,
 // -INFINITY lse (empty partial) is handled; merging in any order gives the full result.
 // out_a: (L, H, Dh) [act] updated (rounded once per merge), lse_a: (L, H) [f32] updated,
 // out_b: (L, H, Dh) [act], lse_b: (L, H) [f32]
-KERNELS_ENTRY(tsr_status, attention_merge, ATTENTION,
+KERNELS_ENTRY(tsr_status, attention_merge, ATTENTION, ACT,
               (const kernels_backend *kb, void *out_a, float *lse_a, const void *out_b,
                const float *lse_b, int L, int H, int Dh),
               (kb, out_a, lse_a, out_b, lse_b, L, H, Dh),
               A(3.0 * L * H * Dh) + F(3.0 * L * H), 0)
 // delta = rowsum over Dh of dout * out (computed in double), the D_i of the backward.
 // delta: (L, H) [f32], dout, out: (L, H, Dh) [act]
-KERNELS_ENTRY(tsr_status, attention_delta, ATTENTION,
+KERNELS_ENTRY(tsr_status, attention_delta, ATTENTION, ACT,
               (const kernels_backend *kb, float *delta, const void *dout, const void *out, int L,
                int H, int Dh),
               (kb, delta, dout, out, L, H, Dh),
@@ -485,7 +489,7 @@ KERNELS_ENTRY(tsr_status, attention_delta, ATTENTION,
 // dq: (Lq, H, Dh) [act], dk, dv: (Lk, H, Dh) [act], dout, q: (Lq, H, Dh) [act],
 // k, v: (Lk, H, Dh) [act], lse, delta: (Lq, H) [f32], cu_q, cu_k: (C + 1); max_q, max_k
 // as in attention_partial_forward
-KERNELS_ENTRY(tsr_status, attention_partial_backward, ATTENTION,
+KERNELS_ENTRY(tsr_status, attention_partial_backward, ATTENTION, ACT,
               (const kernels_backend *kb, void *dq, void *dk, void *dv, const void *dout,
                const void *q, const void *k, const void *v, const float *lse, const float *delta,
                const int32_t *cu_q, const int32_t *cu_k, int n_clips, int max_q, int max_k, int Lq,
@@ -505,7 +509,7 @@ KERNELS_ENTRY(tsr_status, attention_partial_backward, ATTENTION,
 // OPTIONAL: NULL in a backend without them (CUDA for now); the model then refuses a
 // masked config naming the entry and the backend.
 // attention_partial_forward's tensors, plus pos_q: (Lq, 3), pos_k: (Lk, 3) int32
-KERNELS_ENTRY(tsr_status, attention_masked_forward, ATTENTION,
+KERNELS_ENTRY(tsr_status, attention_masked_forward, ATTENTION, ACT,
               (const kernels_backend *kb, void *out, float *lse, const void *q, const void *k,
                const void *v, const int32_t *cu_q, const int32_t *cu_k, const int32_t *pos_q,
                const int32_t *pos_k, kernels_mask mask, int n_clips, int max_q, int max_k, int Lq,
@@ -516,7 +520,7 @@ KERNELS_ENTRY(tsr_status, attention_masked_forward, ATTENTION,
                   F((double)Lq * H + 2.0 * (n_clips + 1) + 3.0 * ((double)Lq + Lk)),
               0)
 // attention_backward's contract (dq, dk, dv overwritten) under the mask; pos: (L, 3)
-KERNELS_ENTRY(tsr_status, attention_masked_backward, ATTENTION,
+KERNELS_ENTRY(tsr_status, attention_masked_backward, ATTENTION, ACT,
               (const kernels_backend *kb, void *dq, void *dk, void *dv, const void *dout,
                const void *q, const void *k, const void *v, const void *out, const float *lse,
                const int32_t *cu_seqlens, const int32_t *pos, kernels_mask mask, int n_clips,
@@ -526,7 +530,7 @@ KERNELS_ENTRY(tsr_status, attention_masked_backward, ATTENTION,
               A(8.0 * L * H * Dh) + F((double)L * H + n_clips + 1.0 + 3.0 * L),
               0)
 // attention_partial_backward's contract (dq, dk, dv accumulated) under the mask
-KERNELS_ENTRY(tsr_status, attention_masked_partial_backward, ATTENTION,
+KERNELS_ENTRY(tsr_status, attention_masked_partial_backward, ATTENTION, ACT,
               (const kernels_backend *kb, void *dq, void *dk, void *dv, const void *dout,
                const void *q, const void *k, const void *v, const float *lse, const float *delta,
                const int32_t *cu_q, const int32_t *cu_k, const int32_t *pos_q, const int32_t *pos_k,
@@ -552,7 +556,7 @@ KERNELS_ENTRY(tsr_status, attention_masked_partial_backward, ATTENTION,
 //   x_t = (1 - t') x0 + t' e;  target = e - x0           (float arithmetic, no FMA)
 // t: (C) [f32] out, x_t, target: (L, P) [act] out, tokens: (L, P) of tokens_dtype,
 // clips: (C) kernels_clip_key, cu_seqlens: (C + 1) int32
-KERNELS_ENTRY(tsr_status, objective_inputs, OBJECTIVE,
+KERNELS_ENTRY(tsr_status, objective_inputs, OBJECTIVE, ACT,
               (const kernels_backend *kb, float *t, void *x_t, void *target, const void *tokens,
                kernels_tokens tokens_dtype, const kernels_clip_key *clips,
                const int32_t *cu_seqlens, int n_clips, int L, int P, uint64_t seed, uint64_t step,
@@ -569,7 +573,7 @@ KERNELS_ENTRY(tsr_status, objective_inputs, OBJECTIVE,
 // dt v of a 50-step run is below half an ulp of x for |x| > ~1 and would be lost; cast
 // it to the act dtype for the model's input.
 // x: (n) [f32] updated, v_cond, v_uncond: (n) [act] (the model's two predictions)
-KERNELS_ENTRY(tsr_status, euler_update, OBJECTIVE,
+KERNELS_ENTRY(tsr_status, euler_update, OBJECTIVE, ACT,
               (const kernels_backend *kb, float *x, const void *v_cond, const void *v_uncond,
                float cfg, float dt, size_t n),
               (kb, x, v_cond, v_uncond, cfg, dt, n),
@@ -582,14 +586,14 @@ KERNELS_ENTRY(tsr_status, euler_update, OBJECTIVE,
 // weight[c] = 1 / (B * T_c * D) with T_c the clip's total token count, so CP chunks
 // and microbatches of one global batch sum to the global loss (see kernels_mse_weight).
 // loss: (1) [f32], sse: (C) [f32] or NULL, pred, target: (L, D) [act], weight: (C) [f32]
-KERNELS_ENTRY(tsr_status, mse_forward, OBJECTIVE,
+KERNELS_ENTRY(tsr_status, mse_forward, OBJECTIVE, ACT,
               (const kernels_backend *kb, float *loss, float *sse, const void *pred,
                const void *target, const float *weight, const int32_t *cu_seqlens, int n_clips,
                int L, int D),
               (kb, loss, sse, pred, target, weight, cu_seqlens, n_clips, L, D),
               A(2.0 * L * D) + F(3.0 * n_clips + 2.0), 0)
 // dpred = 2 * weight[c] * (pred - target) (overwritten). dpred, pred, target: (L, D) [act]
-KERNELS_ENTRY(tsr_status, mse_backward, OBJECTIVE,
+KERNELS_ENTRY(tsr_status, mse_backward, OBJECTIVE, ACT,
               (const kernels_backend *kb, void *dpred, const void *pred, const void *target,
                const float *weight, const int32_t *cu_seqlens, int n_clips, int L, int D),
               (kb, dpred, pred, target, weight, cu_seqlens, n_clips, L, D),
@@ -598,7 +602,7 @@ KERNELS_ENTRY(tsr_status, mse_backward, OBJECTIVE,
 // ---- optimizer (all [f32]) -----------------------------------------------------------
 // *result_host = sum of x^2 in double (fixed blocks, fixed order). Sum it over tensors
 // (and ranks) for the global gradient norm; see kernels_clip_scale. x: (n)
-KERNELS_ENTRY(tsr_status, sumsq, OPTIMIZER,
+KERNELS_ENTRY(tsr_status, sumsq, OPTIMIZER, ANY,
               (const kernels_backend *kb, double *result_host, const float *x, size_t n),
               (kb, result_host, x, n),
               F(n), 0)
@@ -610,14 +614,14 @@ KERNELS_ENTRY(tsr_status, sumsq, OPTIMIZER,
 //   denom = sqrt(v) / sqrt(1 - beta2^t) + eps
 //   param -= (lr / (1 - beta1^t)) * m / denom
 // param, m, v: (n) updated; grad: (n)
-KERNELS_ENTRY(tsr_status, adamw_update, OPTIMIZER,
+KERNELS_ENTRY(tsr_status, adamw_update, OPTIMIZER, ANY,
               (const kernels_backend *kb, float *param, const float *grad, float *m, float *v,
                size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
                int64_t step, float grad_scale),
               (kb, param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, step, grad_scale),
               F(7.0 * n), 0)
 // EMA of weights: ema = ema * decay + param * (1 - decay). ema, param: (n)
-KERNELS_ENTRY(tsr_status, ema_update, OPTIMIZER,
+KERNELS_ENTRY(tsr_status, ema_update, OPTIMIZER, ANY,
               (const kernels_backend *kb, float *ema, const float *param, size_t n, float decay),
               (kb, ema, param, n, decay),
               F(3.0 * n), 0)
@@ -634,7 +638,7 @@ KERNELS_ENTRY(tsr_status, ema_update, OPTIMIZER,
 // segs: (n_segs) kernels_param_segment (backend memory; checked on the CPU, on CUDA a bad
 // table is reported by the next sync). Bytes: param, m, v read and written, grad read; the
 // working copy written.
-KERNELS_ENTRY(tsr_status, adamw_update_multi, OPTIMIZER,
+KERNELS_ENTRY(tsr_status, adamw_update_multi, OPTIMIZER, ANY,
               (const kernels_backend *kb, float *param, const float *grad, float *m, float *v,
                void *work, size_t n, const kernels_param_segment *segs, int n_segs, float lr,
                float beta1, float beta2, float eps, float weight_decay, int64_t step,
@@ -649,7 +653,7 @@ KERNELS_ENTRY(tsr_status, adamw_update_multi, OPTIMIZER,
 //   the backward recomputes it from inp, mean and rstd, bitwise as the forward made it).
 // out: (L, D) [act], mean, rstd: (L) [f32] (required), inp: (L, D) [act],
 // shift/scale: (C, mstride) [act], cu_seqlens: (C + 1)
-KERNELS_ENTRY(tsr_status, layernorm_modulate_forward, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, layernorm_modulate_forward, ELEMENTWISE, ACT,
               (const kernels_backend *kb, void *out, float *mean, float *rstd, const void *inp,
                const void *shift, const void *scale, int mstride, const int32_t *cu_seqlens,
                int n_clips, int L, int D, float eps),
@@ -660,7 +664,7 @@ KERNELS_ENTRY(tsr_status, layernorm_modulate_forward, ELEMENTWISE,
 // ACCUMULATED (the residual stream's gradient), dshift/dscale overwritten as in
 // modulate_backward. dinp: (L, D) [act], dshift/dscale: (C, mstride) [act],
 // dout, inp: (L, D) [act], mean, rstd: (L) [f32], scale: (C, mstride) [act]
-KERNELS_ENTRY(tsr_status, layernorm_modulate_backward, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, layernorm_modulate_backward, ELEMENTWISE, ACT,
               (const kernels_backend *kb, void *dinp, void *dshift, void *dscale, const void *dout,
                const void *inp, const float *mean, const float *rstd, const void *scale,
                int mstride, const int32_t *cu_seqlens, int n_clips, int L, int D),
@@ -675,7 +679,7 @@ KERNELS_ENTRY(tsr_status, layernorm_modulate_backward, ELEMENTWISE,
 //   rope_forward(x_out, x_out, pos, L, H, Dh, theta)   (the angles computed once for both)
 // q_out, k_out: (L, H, Dh) [act], q_rstd, k_rstd: (L*H) [f32] (required),
 // q_in, k_in: (L, H, Dh) [act], q_weight, k_weight: (Dh) [f32], pos: (L, 3) int32
-KERNELS_ENTRY(tsr_status, qk_norm_rope_forward, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, qk_norm_rope_forward, ELEMENTWISE, ACT,
               (const kernels_backend *kb, void *q_out, void *k_out, float *q_rstd, float *k_rstd,
                const void *q_in, const void *k_in, const float *q_weight, const float *k_weight,
                const int32_t *pos, int L, int H, int Dh, float eps, float theta),
@@ -688,7 +692,7 @@ KERNELS_ENTRY(tsr_status, qk_norm_rope_forward, ELEMENTWISE,
 // may be NULL). dq_in, dk_in: (L, H, Dh) [act], dq_weight, dk_weight: (Dh) [f32],
 // dq, dk: (L, H, Dh) [act] gradients of q_out, k_out, q_in, k_in: (L, H, Dh) [act],
 // q_weight, k_weight: (Dh) [f32], q_rstd, k_rstd: (L*H) [f32], pos: (L, 3) int32
-KERNELS_ENTRY(tsr_status, qk_norm_rope_backward, ELEMENTWISE,
+KERNELS_ENTRY(tsr_status, qk_norm_rope_backward, ELEMENTWISE, ACT,
               (const kernels_backend *kb, void *dq_in, void *dk_in, float *dq_weight,
                float *dk_weight, const void *dq, const void *dk, const void *q_in, const void *k_in,
                const float *q_weight, const float *k_weight, const float *q_rstd,
@@ -704,7 +708,7 @@ KERNELS_ENTRY(tsr_status, qk_norm_rope_backward, ELEMENTWISE,
 // storing). pre is kept for the backward (linear_backward_dgelu). On CUDA: cuBLASLt's
 // GELU_AUX(_BIAS) epilogue where it takes the shape, else the GEMM and a GELU kernel.
 // out, pre: (M, N) [act], inp: (M, K) [act], w: (K, N) [act], bias: (N) [f32] or NULL
-KERNELS_ENTRY(tsr_status, linear_gelu_forward, GEMM,
+KERNELS_ENTRY(tsr_status, linear_gelu_forward, GEMM, ACT,
               (const kernels_backend *kb, void *out, void *pre, const void *inp, const void *w,
                const float *bias, int M, int K, int N),
               (kb, out, pre, inp, w, bias, M, K, N),
@@ -715,7 +719,7 @@ KERNELS_ENTRY(tsr_status, linear_gelu_forward, GEMM,
 // accumulated. On CUDA: cuBLASLt's DGELU epilogue where it takes the shape.
 // dpre: (M, K) [act], dw: (K, N) [f32], dbias: (N) [f32], dout: (M, N) [act],
 // inp = GELU(pre): (M, K) [act] (for dw), w: (K, N) [act], pre: (M, K) [act]
-KERNELS_ENTRY(tsr_status, linear_backward_dgelu, GEMM,
+KERNELS_ENTRY(tsr_status, linear_backward_dgelu, GEMM, ACT,
               (const kernels_backend *kb, void *dpre, float *dw, float *dbias, const void *dout,
                const void *inp, const void *w, const void *pre, int M, int K, int N),
               (kb, dpre, dw, dbias, dout, inp, w, pre, M, K, N),

@@ -152,7 +152,7 @@ struct kernels_backend {
                             // its transfers against it (comm/comm.h comm_open).
 
   // ---- the entries: one row each in kernels/entries.h, with its contract --------------
-#define KERNELS_ENTRY(RET, NAME, CLASS, PARAMS, ARGS, BYTES, FLOPS) RET(*NAME) PARAMS;
+#define KERNELS_ENTRY(RET, NAME, CLASS, ACT, PARAMS, ARGS, BYTES, FLOPS) RET(*NAME) PARAMS;
 #include "kernels/entries.h"
 #undef KERNELS_ENTRY
 };
@@ -168,7 +168,7 @@ struct kernels_backend {
 // it takes a path that needs an entry (masked attention), to refuse the config up front.
 #define KERNELS_STUB_tsr_status(NAME, PARAMS) tsr_status kernels_unsupported_##NAME PARAMS;
 #define KERNELS_STUB_void(NAME, PARAMS)
-#define KERNELS_ENTRY(RET, NAME, CLASS, PARAMS, ARGS, BYTES, FLOPS) \
+#define KERNELS_ENTRY(RET, NAME, CLASS, ACT, PARAMS, ARGS, BYTES, FLOPS) \
   KERNELS_STUB_##RET(NAME, PARAMS)
 #include "kernels/entries.h"
 #undef KERNELS_ENTRY

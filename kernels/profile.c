@@ -30,7 +30,7 @@ typedef struct prof prof;
 #define TIMED_MEMORY(...) __VA_ARGS__
 #define TIMED_OTHER(...) __VA_ARGS__
 enum {
-#define KERNELS_ENTRY(RET, NAME, CLASS, PARAMS, ARGS, BYTES, FLOPS) TIMED_##CLASS(E_##NAME, )
+#define KERNELS_ENTRY(RET, NAME, CLASS, ACT, PARAMS, ARGS, BYTES, FLOPS) TIMED_##CLASS(E_##NAME, )
 #include "kernels/entries.h"
 #undef KERNELS_ENTRY
   N_ENTRIES
@@ -39,7 +39,7 @@ static const struct {
   const char *name;
   kernels_profile_class cls;
 } ENTRY[N_ENTRIES] = {
-#define KERNELS_ENTRY(RET, NAME, CLASS, PARAMS, ARGS, BYTES, FLOPS) \
+#define KERNELS_ENTRY(RET, NAME, CLASS, ACT, PARAMS, ARGS, BYTES, FLOPS) \
   TIMED_##CLASS([E_##NAME] = {#NAME, KERNELS_PROFILE_##CLASS}, )
 #include "kernels/entries.h"
 #undef KERNELS_ENTRY
@@ -117,7 +117,7 @@ static tsr_status prof_end(prof *p, int e, double t0, tsr_status call) {
     }                                              \
     (void)prof_end(p_, E_##NAME, t0, TSR_OK);      \
   }
-#define KERNELS_ENTRY(RET, NAME, CLASS, PARAMS, ARGS, BYTES, FLOPS) \
+#define KERNELS_ENTRY(RET, NAME, CLASS, ACT, PARAMS, ARGS, BYTES, FLOPS) \
   TIMED_##CLASS(FWD_##RET(NAME, PARAMS, ARGS, BYTES, FLOPS))
 #include "kernels/entries.h"
 #undef KERNELS_ENTRY
@@ -135,7 +135,7 @@ static tsr_status p_path_stats(kb_t *kb, kernels_path_stats *out_host) {
   if (!inner->NAME || inner->NAME == kernels_unsupported_##NAME) t->NAME = inner->NAME;
 #define KEEP_void(NAME)
 static void fill_entries(kernels_backend *t, const kernels_backend *inner) {
-#define KERNELS_ENTRY(RET, NAME, CLASS, PARAMS, ARGS, BYTES, FLOPS) \
+#define KERNELS_ENTRY(RET, NAME, CLASS, ACT, PARAMS, ARGS, BYTES, FLOPS) \
   TIMED_##CLASS(t->NAME = p_##NAME; KEEP_##RET(NAME))
 #include "kernels/entries.h"
 #undef KERNELS_ENTRY

@@ -11,7 +11,7 @@ static tsr_status unsupported(const kernels_backend *kb, const char *entry) {
 #define STUB_tsr_status(NAME, PARAMS) \
   tsr_status kernels_unsupported_##NAME PARAMS { return unsupported(kb, #NAME); }
 #define STUB_void(NAME, PARAMS)
-#define KERNELS_ENTRY(RET, NAME, CLASS, PARAMS, ARGS, BYTES, FLOPS) STUB_##RET(NAME, PARAMS)
+#define KERNELS_ENTRY(RET, NAME, CLASS, ACT, PARAMS, ARGS, BYTES, FLOPS) STUB_##RET(NAME, PARAMS)
 #include "kernels/entries.h"
 #undef KERNELS_ENTRY
 
@@ -30,7 +30,7 @@ static tsr_status unsupported(const kernels_backend *kb, const char *entry) {
 #define FILL_OTHER(RET, NAME) FILL_##RET(NAME)
 void kernels_fill_unsupported(kernels_backend *t) {
   if (!t) return;
-#define KERNELS_ENTRY(RET, NAME, CLASS, PARAMS, ARGS, BYTES, FLOPS) FILL_##CLASS(RET, NAME)
+#define KERNELS_ENTRY(RET, NAME, CLASS, ACT, PARAMS, ARGS, BYTES, FLOPS) FILL_##CLASS(RET, NAME)
 #include "kernels/entries.h"
 #undef KERNELS_ENTRY
 }

@@ -21,6 +21,7 @@ import sys
 import tempfile
 
 ROW = re.compile(r'^KERNELS_ENTRY\((\w+), (\w+), (\w+),', re.M)
+ACT = re.compile(r'^KERNELS_ENTRY\(\w+, (\w+), \w+, ACT,', re.M)
 FIELDS = {'name', 'ctx', 'act_dtype', 'device_memory', 'stream'}  # not entries
 
 
@@ -46,7 +47,9 @@ def entry_problems(root):
     for fn in sorted(os.listdir(cuda_dir)) if os.path.isdir(cuda_dir) else []:
         if fn.endswith('.cu'):
             rel = 'kernels/cuda/' + fn
-            tables.append((rel, re.findall(r'\bb->(\w+) = ', read(root, rel))))
+            # not the X-macro rows (#define ... b->NAME = kcu_##NAME: set from entries.h)
+            code = re.sub(r'^#define .*$', '', read(root, rel), flags=re.M)
+            tables.append((rel, re.findall(r'\bb->(\w+) = ', code)))
     for rel, members in tables:
         for m in members:
             if m not in FIELDS and m not in rows:
@@ -55,6 +58,10 @@ def entry_problems(root):
     t = re.search(r'static (?:const )?kernels_backend cpu_backend = \{(.*?)\n\};', cpu, re.S)
     s = re.search(r'#define KCPU_SHARED_ENTRIES(.*?)\n\n', cpu, re.S)
     fp32 = set(re.findall(r'\.(\w+) = ', (t.group(1) if t else '') + (s.group(1) if s else '')))
+    # the ACT rows the table makes from the list (KCPU_ROW_ACT): each needs its f32_NAME
+    if 'cpu_backend.NAME = f32_##NAME;' in cpu:
+        fp32.update(n for n in ACT.findall(read(root, 'kernels/entries.h'))
+                    if re.search(r'\bf32_%s\(' % n, cpu))
     for name, cls in rows.items():
         if cls != 'NONE' and name not in fp32:
             out.append('kernels/cpu/backend.c: the cpu table lacks %s (an entry lands on the '

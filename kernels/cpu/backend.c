@@ -385,103 +385,25 @@ static kernels_backend cpu_backend = {
     .name = "cpu",
     .act_dtype = KERNELS_F32,
     KCPU_SHARED_ENTRIES,
-    .add_act = f32_add_act,
-    .axpy_act = f32_axpy_act,
-    .u8_affine = f32_u8_affine,
-    .gemm = f32_gemm,
-    .gemm_strided = f32_gemm_strided,
-    .linear_forward = f32_linear_forward,
-    .linear_backward = f32_linear_backward,
-    .layernorm_forward = f32_layernorm_forward,
-    .layernorm_backward = f32_layernorm_backward,
-    .rmsnorm_forward = f32_rmsnorm_forward,
-    .rmsnorm_backward = f32_rmsnorm_backward,
-    .modulate_forward = f32_modulate_forward,
-    .modulate_backward = f32_modulate_backward,
-    .gate_residual_forward = f32_gate_residual_forward,
-    .gate_residual_backward = f32_gate_residual_backward,
-    .rope_forward = f32_rope_forward,
-    .rope_backward = f32_rope_backward,
-    .gelu_forward = f32_gelu_forward,
-    .gelu_backward = f32_gelu_backward,
-    .silu_forward = f32_silu_forward,
-    .silu_backward = f32_silu_backward,
-    .timestep_embedding = f32_timestep_embedding,
-    .embedding_forward = f32_embedding_forward,
-    .embedding_backward = f32_embedding_backward,
-    .attention_forward = f32_attention_forward,
-    .attention_backward = f32_attention_backward,
-    .attention_partial_forward = f32_attention_partial_forward,
-    .attention_merge = f32_attention_merge,
-    .attention_delta = f32_attention_delta,
-    .attention_partial_backward = f32_attention_partial_backward,
-    .attention_masked_forward = f32_attention_masked_forward,
-    .attention_masked_backward = f32_attention_masked_backward,
-    .attention_masked_partial_backward = f32_attention_masked_partial_backward,
-    .objective_inputs = f32_objective_inputs,
-    .euler_update = f32_euler_update,
-    .mse_forward = f32_mse_forward,
-    .mse_backward = f32_mse_backward,
-    .layernorm_modulate_forward = f32_layernorm_modulate_forward,
-    .layernorm_modulate_backward = f32_layernorm_modulate_backward,
-    .qk_norm_rope_forward = f32_qk_norm_rope_forward,
-    .qk_norm_rope_backward = f32_qk_norm_rope_backward,
-    .linear_gelu_forward = f32_linear_gelu_forward,
-    .linear_backward_dgelu = f32_linear_backward_dgelu,
 };
 
 static kernels_backend cpu_bf16_backend = {
     .name = "cpu-bf16",
     .act_dtype = KERNELS_BF16,
     KCPU_SHARED_ENTRIES,
-    .add_act = kbf_add_act,
-    .axpy_act = kbf_axpy_act,
-    .u8_affine = kbf_u8_affine,
-    .gemm = kbf_gemm,
-    .gemm_strided = kbf_gemm_strided,
-    .linear_forward = kbf_linear_forward,
-    .linear_backward = kbf_linear_backward,
-    .layernorm_forward = kbf_layernorm_forward,
-    .layernorm_backward = kbf_layernorm_backward,
-    .rmsnorm_forward = kbf_rmsnorm_forward,
-    .rmsnorm_backward = kbf_rmsnorm_backward,
-    .modulate_forward = kbf_modulate_forward,
-    .modulate_backward = kbf_modulate_backward,
-    .gate_residual_forward = kbf_gate_residual_forward,
-    .gate_residual_backward = kbf_gate_residual_backward,
-    .rope_forward = kbf_rope_forward,
-    .rope_backward = kbf_rope_backward,
-    .gelu_forward = kbf_gelu_forward,
-    .gelu_backward = kbf_gelu_backward,
-    .silu_forward = kbf_silu_forward,
-    .silu_backward = kbf_silu_backward,
-    .timestep_embedding = kbf_timestep_embedding,
-    .embedding_forward = kbf_embedding_forward,
-    .embedding_backward = kbf_embedding_backward,
-    .attention_forward = kbf_attention_forward,
-    .attention_backward = kbf_attention_backward,
-    .attention_partial_forward = kbf_attention_partial_forward,
-    .attention_merge = kbf_attention_merge,
-    .attention_delta = kbf_attention_delta,
-    .attention_partial_backward = kbf_attention_partial_backward,
-    .attention_masked_forward = kbf_attention_masked_forward,
-    .attention_masked_backward = kbf_attention_masked_backward,
-    .attention_masked_partial_backward = kbf_attention_masked_partial_backward,
-    .objective_inputs = kbf_objective_inputs,
-    .euler_update = kbf_euler_update,
-    .mse_forward = kbf_mse_forward,
-    .mse_backward = kbf_mse_backward,
-    .layernorm_modulate_forward = kbf_layernorm_modulate_forward,
-    .layernorm_modulate_backward = kbf_layernorm_modulate_backward,
-    .qk_norm_rope_forward = kbf_qk_norm_rope_forward,
-    .qk_norm_rope_backward = kbf_qk_norm_rope_backward,
-    .linear_gelu_forward = kbf_linear_gelu_forward,
-    .linear_backward_dgelu = kbf_linear_backward_dgelu,
 };
 
-// An entry a table leaves out (one that lands on the fp32 table first) gets the
-// unsupported stub before anything can call it (kernels.h "unsupported entries").
-__attribute__((constructor)) static void fill_unsupported(void) {
+// The ACT rows of kernels/entries.h: f32_NAME above in the fp32 table, bf16.c's kbf_NAME in
+// the bf16 one. Then an entry a table leaves out (one that lands on the fp32 table first)
+// gets the unsupported stub before anything can call it (kernels.h "unsupported entries").
+#define KCPU_ROW_ACT(NAME)                \
+  cpu_backend.NAME = f32_##NAME;          \
+  cpu_bf16_backend.NAME = kbf_##NAME;
+#define KCPU_ROW_ANY(NAME)
+__attribute__((constructor)) static void fill_tables(void) {
+#define KERNELS_ENTRY(RET, NAME, CLASS, ACT, PARAMS, ARGS, BYTES, FLOPS) KCPU_ROW_##ACT(NAME)
+#include "kernels/entries.h"
+#undef KERNELS_ENTRY
   kernels_fill_unsupported(&cpu_backend);
   kernels_fill_unsupported(&cpu_bf16_backend);
 }

@@ -244,129 +244,15 @@ tsr_status kcpu_linear_backward_dgelu(kb_t *kb, float *dpre, float *dw, float *d
                                       const float *dout, const float *inp, const float *w,
                                       const float *pre, int M, int K, int N);
 
-// ---- the bf16 entries (bf16.c): same signatures as the table's [act] entries -----------
-tsr_status kbf_add_act(kb_t *kb, void *out, const void *a, const void *b, size_t n);
-tsr_status kbf_axpy_act(kb_t *kb, void *y, float alpha, const void *x, size_t n);
-tsr_status kbf_u8_affine(kb_t *kb, void *out, const uint8_t *in, float a, float b, size_t n);
-tsr_status kbf_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, float alpha,
-                    const void *a, const void *b, float beta, void *c);
-tsr_status kbf_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, float alpha,
-                            const void *a, int lda, const void *b, int ldb, float beta, void *c,
-                            int ldc, kernels_dtype c_dtype);
-tsr_status kbf_linear_forward(kb_t *kb, void *out, const void *inp, const void *w,
-                              const float *bias, int M, int K, int N);
-tsr_status kbf_linear_backward(kb_t *kb, void *dinp, float *dw, float *dbias, const void *dout,
-                               const void *inp, const void *w, int M, int K, int N);
-tsr_status kbf_layernorm_forward(kb_t *kb, void *out, float *mean, float *rstd, const void *inp,
-                                 int L, int D, float eps);
-tsr_status kbf_layernorm_backward(kb_t *kb, void *dinp, const void *dout, const void *inp,
-                                  const float *mean, const float *rstd, int L, int D);
-tsr_status kbf_rmsnorm_forward(kb_t *kb, void *out, float *rstd, const void *inp,
-                               const float *weight, int R, int C, float eps);
-tsr_status kbf_rmsnorm_backward(kb_t *kb, void *dinp, float *dweight, const void *dout,
-                                const void *inp, const float *weight, const float *rstd, int R,
-                                int C);
-tsr_status kbf_modulate_forward(kb_t *kb, void *out, const void *inp, const void *shift,
-                                const void *scale, int mstride, const int32_t *cu, int n_clips,
-                                int L, int D);
-tsr_status kbf_modulate_backward(kb_t *kb, void *dinp, void *dshift, void *dscale,
-                                 const void *dout, const void *inp, const void *scale,
-                                 int mstride, const int32_t *cu, int n_clips, int L, int D);
-tsr_status kbf_gate_residual_forward(kb_t *kb, void *out, const void *res, const void *inp,
-                                     const void *gate, int mstride, const int32_t *cu,
-                                     int n_clips, int L, int D);
-tsr_status kbf_gate_residual_backward(kb_t *kb, void *dinp, void *dgate, const void *dout,
-                                      const void *inp, const void *gate, int mstride,
-                                      const int32_t *cu, int n_clips, int L, int D);
-tsr_status kbf_rope_forward(kb_t *kb, void *out, const void *inp, const int32_t *pos, int L,
-                            int H, int Dh, float theta);
-tsr_status kbf_rope_backward(kb_t *kb, void *dinp, const void *dout, const int32_t *pos, int L,
-                             int H, int Dh, float theta);
-tsr_status kbf_gelu_forward(kb_t *kb, void *out, const void *inp, size_t n);
-tsr_status kbf_gelu_backward(kb_t *kb, void *dinp, const void *dout, const void *inp, size_t n);
-tsr_status kbf_silu_forward(kb_t *kb, void *out, const void *inp, size_t n);
-tsr_status kbf_silu_backward(kb_t *kb, void *dinp, const void *dout, const void *inp, size_t n);
-tsr_status kbf_timestep_embedding(kb_t *kb, void *out, const float *t, int n, int dim,
-                                  float max_period);
-tsr_status kbf_embedding_forward(kb_t *kb, void *out, const float *table, const int32_t *ids,
-                                 int n, int V, int D);
-tsr_status kbf_embedding_backward(kb_t *kb, float *dtable, const void *dout, const int32_t *ids,
-                                  int n, int V, int D);
-tsr_status kbf_attention_forward(kb_t *kb, void *out, float *lse, const void *q, const void *k,
-                                 const void *v, const int32_t *cu, int n_clips, int max_len, int L,
-                                 int H, int Dh, float scale);
-tsr_status kbf_attention_backward(kb_t *kb, void *dq, void *dk, void *dv, const void *dout,
-                                  const void *q, const void *k, const void *v, const void *out,
-                                  const float *lse, const int32_t *cu, int n_clips, int max_len,
-                                  int L, int H, int Dh, float scale);
-tsr_status kbf_attention_partial_forward(kb_t *kb, void *out, float *lse, const void *q,
-                                         const void *k, const void *v, const int32_t *cu_q,
-                                         const int32_t *cu_k, int n_clips, int max_q, int max_k,
-                                         int Lq, int Lk, int H, int Dh, float scale);
-tsr_status kbf_attention_merge(kb_t *kb, void *out_a, float *lse_a, const void *out_b,
-                               const float *lse_b, int L, int H, int Dh);
-tsr_status kbf_attention_delta(kb_t *kb, float *delta, const void *dout, const void *out, int L,
-                               int H, int Dh);
-tsr_status kbf_attention_partial_backward(kb_t *kb, void *dq, void *dk, void *dv,
-                                          const void *dout, const void *q, const void *k,
-                                          const void *v, const float *lse, const float *delta,
-                                          const int32_t *cu_q, const int32_t *cu_k, int n_clips,
-                                          int max_q, int max_k, int Lq, int Lk, int H, int Dh,
-                                          float scale);
-tsr_status kbf_attention_masked_forward(kb_t *kb, void *out, float *lse, const void *q,
-                                        const void *k, const void *v, const int32_t *cu_q,
-                                        const int32_t *cu_k, const int32_t *pos_q,
-                                        const int32_t *pos_k, kernels_mask mask, int n_clips,
-                                        int max_q, int max_k, int Lq, int Lk, int H, int Dh,
-                                        float scale);
-tsr_status kbf_attention_masked_backward(kb_t *kb, void *dq, void *dk, void *dv, const void *dout,
-                                         const void *q, const void *k, const void *v,
-                                         const void *out, const float *lse, const int32_t *cu,
-                                         const int32_t *pos, kernels_mask mask, int n_clips,
-                                         int max_len, int L, int H, int Dh, float scale);
-tsr_status kbf_attention_masked_partial_backward(kb_t *kb, void *dq, void *dk, void *dv,
-                                                 const void *dout, const void *q, const void *k,
-                                                 const void *v, const float *lse,
-                                                 const float *delta, const int32_t *cu_q,
-                                                 const int32_t *cu_k, const int32_t *pos_q,
-                                                 const int32_t *pos_k, kernels_mask mask,
-                                                 int n_clips, int max_q, int max_k, int Lq, int Lk,
-                                                 int H, int Dh, float scale);
-tsr_status kbf_objective_inputs(kb_t *kb, float *t, void *x_t, void *target,
-                                const void *tokens, kernels_tokens tokens_dtype,
-                                const kernels_clip_key *clips,
-                                const int32_t *cu, int n_clips, int L, int P, uint64_t seed,
-                                uint64_t step, kernels_t_dist td);
-tsr_status kbf_euler_update(kb_t *kb, float *x, const void *v_cond, const void *v_uncond,
-                            float cfg, float dt, size_t n);
-tsr_status kbf_mse_forward(kb_t *kb, float *loss, float *sse, const void *pred,
-                           const void *target, const float *weight, const int32_t *cu,
-                           int n_clips, int L, int D);
-tsr_status kbf_mse_backward(kb_t *kb, void *dpred, const void *pred, const void *target,
-                            const float *weight, const int32_t *cu, int n_clips, int L, int D);
-tsr_status kbf_layernorm_modulate_forward(kb_t *kb, void *out, float *mean, float *rstd,
-                                          const void *inp, const void *shift, const void *scale,
-                                          int mstride, const int32_t *cu, int n_clips, int L,
-                                          int D, float eps);
-tsr_status kbf_layernorm_modulate_backward(kb_t *kb, void *dinp, void *dshift, void *dscale,
-                                           const void *dout, const void *inp, const float *mean,
-                                           const float *rstd, const void *scale, int mstride,
-                                           const int32_t *cu, int n_clips, int L, int D);
-tsr_status kbf_qk_norm_rope_forward(kb_t *kb, void *q_out, void *k_out, float *q_rstd,
-                                    float *k_rstd, const void *q_in, const void *k_in,
-                                    const float *q_weight, const float *k_weight,
-                                    const int32_t *pos, int L, int H, int Dh, float eps,
-                                    float theta);
-tsr_status kbf_qk_norm_rope_backward(kb_t *kb, void *dq_in, void *dk_in, float *dq_weight,
-                                     float *dk_weight, const void *dq, const void *dk,
-                                     const void *q_in, const void *k_in, const float *q_weight,
-                                     const float *k_weight, const float *q_rstd,
-                                     const float *k_rstd, const int32_t *pos, int L, int H, int Dh,
-                                     float theta);
-tsr_status kbf_linear_gelu_forward(kb_t *kb, void *out, void *pre, const void *inp, const void *w,
-                                   const float *bias, int M, int K, int N);
-tsr_status kbf_linear_backward_dgelu(kb_t *kb, void *dpre, float *dw, float *dbias,
-                                     const void *dout, const void *inp, const void *w,
-                                     const void *pre, int M, int K, int N);
+// ---- the bf16 entries (bf16.c): kbf_NAME for every ACT row of kernels/entries.h, with
+// the table's signature (backend.c's cpu-bf16 table is made from the same rows) -----------
+#define KBF_DECLARE_ACT(RET, NAME, PARAMS) RET kbf_##NAME PARAMS;
+#define KBF_DECLARE_ANY(RET, NAME, PARAMS)
+#define KERNELS_ENTRY(RET, NAME, CLASS, ACT, PARAMS, ARGS, BYTES, FLOPS) \
+  KBF_DECLARE_##ACT(RET, NAME, PARAMS)
+#include "kernels/entries.h"
+#undef KERNELS_ENTRY
+#undef KBF_DECLARE_ACT
+#undef KBF_DECLARE_ANY
 
 #endif

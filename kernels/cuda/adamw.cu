@@ -25,7 +25,7 @@ __global__ void k_adamw(float *param, const float *grad, float *m, float *v, siz
   }
 }
 
-static tsr_status cu_adamw_update(kb_t *kb, float *param, const float *grad, float *m, float *v,
+tsr_status kcu_adamw_update(kb_t *kb, float *param, const float *grad, float *m, float *v,
                                   size_t n, float lr, float beta1, float beta2, float eps,
                                   float weight_decay, int64_t step, float grad_scale) {
   const char *op = "adamw_update";
@@ -103,7 +103,7 @@ __global__ void k_check_segs(kcu_dev_error *err, const kernels_param_segment *se
   }
 }
 
-static tsr_status cu_adamw_update_multi(kb_t *kb, float *param, const float *grad, float *m,
+tsr_status kcu_adamw_update_multi(kb_t *kb, float *param, const float *grad, float *m,
                                         float *v, void *work, size_t n, const kernels_param_segment *segs,
                                         int n_segs, float lr, float beta1, float beta2, float eps,
                                         float weight_decay, int64_t step, float grad_scale) {
@@ -139,17 +139,10 @@ __global__ void k_ema(float *ema, const float *p, size_t n, float decay, float w
   KCU_GRID_STRIDE(i, n) ema[i] = ema[i] * decay + p[i] * w;
 }
 
-static tsr_status cu_ema_update(kb_t *kb, float *ema, const float *param, size_t n, float decay) {
+tsr_status kcu_ema_update(kb_t *kb, float *ema, const float *param, size_t n, float decay) {
   tsr_status st = kernels_check_ema_update(ema, param, n, decay);
   if (st || n == 0) return st;
   k_ema<<<KCU_GRID(kb, n)>>>(ema, param, n, decay, (float)(1.0 - (double)decay));
   KCU_LAUNCHED("ema_update");
   return TSR_OK;
-}
-
-// ---- this file's entries of the table (backend.cu) --------------------------------
-void kcu_adamw_entries(kernels_backend *b) {
-  b->adamw_update = cu_adamw_update;
-  b->adamw_update_multi = cu_adamw_update_multi;
-  b->ema_update = cu_ema_update;
 }

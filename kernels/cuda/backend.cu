@@ -87,7 +87,7 @@ tsr_status kcu_check_cu(kb_t *kb, const char *op, int entry, const int32_t *cu, 
 }
 
 // ---- calls per implementation (kernels.h path_stats) -------------------------------------
-static tsr_status cu_path_stats(kb_t *kb, kernels_path_stats *out) {
+tsr_status kcu_path_stats(kb_t *kb, kernels_path_stats *out) {
   if (!out) return err_set(TSR_EINVAL, "path_stats: out is NULL");
   *out = kcu(kb)->paths;
   return TSR_OK;
@@ -179,41 +179,21 @@ static int init_once(void) {
     b->act_dtype = KERNELS_BF16;
     b->device_memory = 1;
     b->stream = g_ctx.stream;
-    // Each op family's file sets its own entries (kcu.h "The families' entries").
-    kcu_memory_entries(b);
-    kcu_elementwise_entries(b);
-    kcu_layernorm_entries(b);
-    kcu_rmsnorm_entries(b);
-    kcu_objective_entries(b);
-    kcu_reduce_entries(b);
-    kcu_adamw_entries(b);
+    // Every row of kernels/entries.h: its kcu_NAME, from its family's file (kcu.h).
+#define KERNELS_ENTRY(RET, NAME, CLASS, ACT, PARAMS, ARGS, BYTES, FLOPS) b->NAME = kcu_##NAME;
+#include "kernels/entries.h"
+#undef KERNELS_ENTRY
     // Recorded graphs only when asked for (docs/gpu.md): without them the model never
     // records (kernels.h: NULL entries).
     const char *gr = getenv("TESSERA_CUDA_GRAPHS");
-    if (gr && !strcmp(gr, "1")) {
-      b->graph_begin = kcu_graph_begin;
-      b->graph_end = kcu_graph_end;
-      b->graph_launch = kcu_graph_launch;
-      b->graph_free = kcu_graph_free;
+    if (!gr || strcmp(gr, "1")) {
+      b->graph_begin = NULL;
+      b->graph_end = NULL;
+      b->graph_launch = NULL;
+      b->graph_free = NULL;
     }
-    b->path_stats = cu_path_stats;
-    b->gemm = kcu_gemm;
-    b->gemm_strided = kcu_gemm_strided;
-    b->linear_forward = kcu_linear_forward;
-    b->linear_backward = kcu_linear_backward;
-    b->linear_gelu_forward = kcu_linear_gelu_forward;
-    b->linear_backward_dgelu = kcu_linear_backward_dgelu;
-    b->attention_forward = kcu_attention_forward;
-    b->attention_backward = kcu_attention_backward;
-    b->attention_partial_forward = kcu_attention_partial_forward;
-    b->attention_merge = kcu_attention_merge;
-    b->attention_delta = kcu_attention_delta;
-    b->attention_partial_backward = kcu_attention_partial_backward;
-    b->attention_masked_forward = kcu_attention_masked_forward;
-    b->attention_masked_backward = kcu_attention_masked_backward;
-    b->attention_masked_partial_backward = kcu_attention_masked_partial_backward;
 
-    // What no family sets is unsupported here: a clear error, never a NULL call.
+    // A row left NULL (kcu.h) is unsupported here: a clear error, never a NULL call.
     kernels_fill_unsupported(b);
     return 1;
   }();

@@ -12,7 +12,7 @@
 __global__ void k_f32_to_bf16(act_t *d, const float *s, size_t n) { KCU_GRID_STRIDE(i, n) kcu_st(d, i, s[i]); }
 __global__ void k_bf16_to_f32(float *d, const act_t *s, size_t n) { KCU_GRID_STRIDE(i, n) d[i] = kcu_ld(s, i); }
 
-static tsr_status cu_cast(kb_t *kb, void *dst, kernels_dtype dst_dtype, const void *src,
+tsr_status kcu_cast(kb_t *kb, void *dst, kernels_dtype dst_dtype, const void *src,
                           kernels_dtype src_dtype, size_t n) {
   tsr_status st = kernels_check_cast(dst, dst_dtype, src, src_dtype, n);
   if (st || n == 0) return st;
@@ -44,21 +44,21 @@ __global__ void k_u8_affine(act_t *o, const uint8_t *in, float a, float b, size_
   KCU_GRID_STRIDE(i, n) kcu_st(o, i, a * (float)in[i] + b);
 }
 
-static tsr_status cu_fill(kb_t *kb, float *x, float value, size_t n) {
+tsr_status kcu_fill(kb_t *kb, float *x, float value, size_t n) {
   if (!n) return TSR_OK;
   KCU_NEED("fill", x);
   k_fill<<<KCU_GRID(kb, n)>>>(x, value, n);
   KCU_LAUNCHED("fill");
   return TSR_OK;
 }
-static tsr_status cu_scale(kb_t *kb, float *x, float alpha, size_t n) {
+tsr_status kcu_scale(kb_t *kb, float *x, float alpha, size_t n) {
   if (!n) return TSR_OK;
   KCU_NEED("scale", x);
   k_scale<<<KCU_GRID(kb, n)>>>(x, alpha, n);
   KCU_LAUNCHED("scale");
   return TSR_OK;
 }
-static tsr_status cu_add(kb_t *kb, float *out, const float *a, const float *b, size_t n) {
+tsr_status kcu_add(kb_t *kb, float *out, const float *a, const float *b, size_t n) {
   if (!n) return TSR_OK;
   KCU_NEED("add", out);
   KCU_NEED("add", a);
@@ -67,7 +67,7 @@ static tsr_status cu_add(kb_t *kb, float *out, const float *a, const float *b, s
   KCU_LAUNCHED("add");
   return TSR_OK;
 }
-static tsr_status cu_axpy(kb_t *kb, float *y, float alpha, const float *x, size_t n) {
+tsr_status kcu_axpy(kb_t *kb, float *y, float alpha, const float *x, size_t n) {
   if (!n) return TSR_OK;
   KCU_NEED("axpy", y);
   KCU_NEED("axpy", x);
@@ -75,7 +75,7 @@ static tsr_status cu_axpy(kb_t *kb, float *y, float alpha, const float *x, size_
   KCU_LAUNCHED("axpy");
   return TSR_OK;
 }
-static tsr_status cu_add_act(kb_t *kb, void *out, const void *a, const void *b, size_t n) {
+tsr_status kcu_add_act(kb_t *kb, void *out, const void *a, const void *b, size_t n) {
   if (!n) return TSR_OK;
   KCU_NEED("add_act", out);
   KCU_NEED("add_act", a);
@@ -84,7 +84,7 @@ static tsr_status cu_add_act(kb_t *kb, void *out, const void *a, const void *b, 
   KCU_LAUNCHED("add_act");
   return TSR_OK;
 }
-static tsr_status cu_axpy_act(kb_t *kb, void *y, float alpha, const void *x, size_t n) {
+tsr_status kcu_axpy_act(kb_t *kb, void *y, float alpha, const void *x, size_t n) {
   if (!n) return TSR_OK;
   KCU_NEED("axpy_act", y);
   KCU_NEED("axpy_act", x);
@@ -103,7 +103,7 @@ extern "C" tsr_status kcu_scale_act(kb_t *kb, void *y, float alpha, size_t n) {
   KCU_LAUNCHED("gemm");
   return TSR_OK;
 }
-static tsr_status cu_u8_affine(kb_t *kb, void *out, const uint8_t *in, float a, float b, size_t n) {
+tsr_status kcu_u8_affine(kb_t *kb, void *out, const uint8_t *in, float a, float b, size_t n) {
   if (!n) return TSR_OK;
   KCU_NEED("u8_affine", out);
   KCU_NEED("u8_affine", in);
@@ -142,14 +142,14 @@ __global__ void k_silu_bwd(act_t *dinp, const act_t *dout, const act_t *inp, siz
   }
 }
 
-static tsr_status cu_gelu_forward(kb_t *kb, void *out, const void *inp, size_t n) {
+tsr_status kcu_gelu_forward(kb_t *kb, void *out, const void *inp, size_t n) {
   tsr_status st = kernels_check_activation_forward("gelu_forward", out, inp, n);
   if (st || !n) return st;
   k_gelu_fwd<<<KCU_GRID(kb, n)>>>((act_t *)out, (const act_t *)inp, n);
   KCU_LAUNCHED("gelu_forward");
   return TSR_OK;
 }
-static tsr_status cu_gelu_backward(kb_t *kb, void *dinp, const void *dout, const void *inp, size_t n) {
+tsr_status kcu_gelu_backward(kb_t *kb, void *dinp, const void *dout, const void *inp, size_t n) {
   tsr_status st = kernels_check_activation_backward("gelu_backward", dinp, dout, inp, n);
   if (st || !n) return st;
   k_gelu_bwd<<<KCU_GRID(kb, n)>>>((act_t *)dinp, (const act_t *)dout, (const act_t *)inp, n);
@@ -169,33 +169,17 @@ extern "C" tsr_status kcu_dgelu_act(kb_t *kb, const char *op, void *dinp, const 
   KCU_LAUNCHED(op);
   return TSR_OK;
 }
-static tsr_status cu_silu_forward(kb_t *kb, void *out, const void *inp, size_t n) {
+tsr_status kcu_silu_forward(kb_t *kb, void *out, const void *inp, size_t n) {
   tsr_status st = kernels_check_activation_forward("silu_forward", out, inp, n);
   if (st || !n) return st;
   k_silu_fwd<<<KCU_GRID(kb, n)>>>((act_t *)out, (const act_t *)inp, n);
   KCU_LAUNCHED("silu_forward");
   return TSR_OK;
 }
-static tsr_status cu_silu_backward(kb_t *kb, void *dinp, const void *dout, const void *inp, size_t n) {
+tsr_status kcu_silu_backward(kb_t *kb, void *dinp, const void *dout, const void *inp, size_t n) {
   tsr_status st = kernels_check_activation_backward("silu_backward", dinp, dout, inp, n);
   if (st || !n) return st;
   k_silu_bwd<<<KCU_GRID(kb, n)>>>((act_t *)dinp, (const act_t *)dout, (const act_t *)inp, n);
   KCU_LAUNCHED("silu_backward");
   return TSR_OK;
-}
-
-// ---- this file's entries of the table (backend.cu) --------------------------------
-void kcu_elementwise_entries(kernels_backend *b) {
-  b->cast = cu_cast;
-  b->fill = cu_fill;
-  b->scale = cu_scale;
-  b->add = cu_add;
-  b->axpy = cu_axpy;
-  b->add_act = cu_add_act;
-  b->axpy_act = cu_axpy_act;
-  b->u8_affine = cu_u8_affine;
-  b->gelu_forward = cu_gelu_forward;
-  b->gelu_backward = cu_gelu_backward;
-  b->silu_forward = cu_silu_forward;
-  b->silu_backward = cu_silu_backward;
 }

@@ -1,8 +1,8 @@
 // kernels/cuda/kcu.h — private to the CUDA backend: the context, error helpers, the device
 // helpers every .cu file shares (bf16 loads and stores, 16-byte vectors of them, warp sums,
 // grid-stride loops and their launch configuration, a row's clip, row tiles of one clip),
-// and what one file of the backend provides to another: the op families' table fillers,
-// the column sums and tile sums, the GEMM, attention and graph entries.
+// and what one file of the backend provides to another: every entry's kcu_NAME (declared
+// from kernels/entries.h), the column sums and tile sums.
 //
 // Conventions of every entry (kernels.h): arguments are checked on the host (NULL pointers,
 // negative sizes; first the checks both backends share, kernels/check.h kernels_check_*)
@@ -324,38 +324,20 @@ tsr_status kcu_tile_table(kb_t *kb, const char *op, int *tiles, const int32_t *c
 tsr_status kcu_tile_colsum(kb_t *kb, const char *op, act_t *out, int ostride, const float *part,
                            int pstride, const int *tiles, long long n_tiles, int n_clips, int D);
 
-// ---- the families' entries -----------------------------------------------------------------
-// Each op family's file sets its entries into the table that backend.cu makes (and nothing
-// else): a new entry of that family is added in its file alone.
-void kcu_memory_entries(kernels_backend *b);       // memory.cu: alloc ... mem_info
-void kcu_elementwise_entries(kernels_backend *b);  // elementwise.cu: cast ... silu_backward
-void kcu_layernorm_entries(kernels_backend *b);    // layernorm.cu: LayerNorm, adaLN, fused
-void kcu_rmsnorm_entries(kernels_backend *b);      // rmsnorm.cu: RMSNorm, RoPE, fused QK
-void kcu_objective_entries(kernels_backend *b);    // objective.cu: embeddings, objective, Euler
-void kcu_reduce_entries(kernels_backend *b);       // reduce.cu: mse_*, sumsq
-void kcu_adamw_entries(kernels_backend *b);        // adamw.cu: adamw_update(_multi), ema_update
-
-// ---- entries defined in gemm.cu, attention.cu and graph.cu -----------------------------
+// ---- the entries ----------------------------------------------------------------------------
+// kcu_NAME for every row of kernels/entries.h, with the table's signature: backend.cu's
+// init_once makes the table from the same rows. Each is defined in its family's file
+// (memory.cu: alloc ... mem_info; elementwise.cu: cast ... silu_backward; layernorm.cu:
+// LayerNorm, adaLN, fused; rmsnorm.cu: RMSNorm, RoPE, fused QK; objective.cu: embeddings,
+// objective, Euler; reduce.cu: mse_*, sumsq; adamw.cu: adamw_update(_multi), ema_update;
+// gemm.cu, attention.cu, graph.cu; backend.cu: path_stats). A row this backend does not
+// implement yet: `#define kcu_NAME NULL` below the list (kernels_fill_unsupported then gives
+// it the stub).
 extern "C" {
-// Recorded graphs (graph.cu; kernels.h graph_*): stream capture into a CUDA graph.
-tsr_status kcu_graph_begin(kb_t *kb);
-tsr_status kcu_graph_end(kb_t *kb, void **graph);
-tsr_status kcu_graph_launch(kb_t *kb, void *graph, int *stale);
-void kcu_graph_free(kb_t *kb, void *graph);
-tsr_status kcu_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, float alpha,
-                    const void *a, const void *b, float beta, void *c);
-tsr_status kcu_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m, int n, int k,
-                            float alpha, const void *a, int lda, const void *b, int ldb,
-                            float beta, void *c, int ldc, kernels_dtype c_dtype);
-tsr_status kcu_linear_forward(kb_t *kb, void *out, const void *inp, const void *w,
-                              const float *bias, int M, int K, int N);
-tsr_status kcu_linear_backward(kb_t *kb, void *dinp, float *dw, float *dbias, const void *dout,
-                               const void *inp, const void *w, int M, int K, int N);
-tsr_status kcu_linear_gelu_forward(kb_t *kb, void *out, void *pre, const void *inp, const void *w,
-                                   const float *bias, int M, int K, int N);
-tsr_status kcu_linear_backward_dgelu(kb_t *kb, void *dpre, float *dw, float *dbias,
-                                     const void *dout, const void *inp, const void *w,
-                                     const void *pre, int M, int K, int N);
+#define KERNELS_ENTRY(RET, NAME, CLASS, ACT, PARAMS, ARGS, BYTES, FLOPS) RET kcu_##NAME PARAMS;
+#include "kernels/entries.h"
+#undef KERNELS_ENTRY
+
 // Drops every cached cuBLASLt plan (gemm.cu).
 void kcu_plans_free(kcu_ctx *x);
 // [act] pieces (elementwise.cu) for gemm.cu's paths without an epilogue, n elements:
@@ -365,44 +347,6 @@ tsr_status kcu_scale_act(kb_t *kb, void *y, float alpha, size_t n);
 tsr_status kcu_gelu_act(kb_t *kb, const char *op, void *out, const void *pre, size_t n);
 tsr_status kcu_dgelu_act(kb_t *kb, const char *op, void *dinp, const void *dout, const void *pre,
                          size_t n);
-
-tsr_status kcu_attention_forward(kb_t *kb, void *out, float *lse, const void *q, const void *k,
-                                 const void *v, const int32_t *cu, int n_clips, int max_len, int L,
-                                 int H, int Dh, float scale);
-tsr_status kcu_attention_backward(kb_t *kb, void *dq, void *dk, void *dv, const void *dout,
-                                  const void *q, const void *k, const void *v, const void *out,
-                                  const float *lse, const int32_t *cu, int n_clips, int max_len,
-                                  int L, int H, int Dh, float scale);
-tsr_status kcu_attention_partial_forward(kb_t *kb, void *out, float *lse, const void *q,
-                                         const void *k, const void *v, const int32_t *cu_q,
-                                         const int32_t *cu_k, int n_clips, int max_q, int max_k,
-                                         int Lq, int Lk, int H, int Dh, float scale);
-tsr_status kcu_attention_merge(kb_t *kb, void *out_a, float *lse_a, const void *out_b,
-                               const float *lse_b, int L, int H, int Dh);
-tsr_status kcu_attention_delta(kb_t *kb, float *delta, const void *dout, const void *out, int L,
-                               int H, int Dh);
-tsr_status kcu_attention_partial_backward(kb_t *kb, void *dq, void *dk, void *dv,
-                                          const void *dout, const void *q, const void *k,
-                                          const void *v, const float *lse, const float *delta,
-                                          const int32_t *cu_q, const int32_t *cu_k, int n_clips,
-                                          int max_q, int max_k, int Lq, int Lk, int H, int Dh,
-                                          float scale);
-tsr_status kcu_attention_masked_forward(kb_t *kb, void *out, float *lse, const void *q,
-                                        const void *k, const void *v, const int32_t *cu_q,
-                                        const int32_t *cu_k, const int32_t *pos_q,
-                                        const int32_t *pos_k, kernels_mask mask, int n_clips,
-                                        int max_q, int max_k, int Lq, int Lk, int H, int Dh,
-                                        float scale);
-tsr_status kcu_attention_masked_backward(kb_t *kb, void *dq, void *dk, void *dv, const void *dout,
-                                         const void *q, const void *k, const void *v,
-                                         const void *out, const float *lse, const int32_t *cu,
-                                         const int32_t *pos, kernels_mask mask, int n_clips,
-                                         int max_len, int L, int H, int Dh, float scale);
-tsr_status kcu_attention_masked_partial_backward(
-    kb_t *kb, void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k,
-    const void *v, const float *lse, const float *delta, const int32_t *cu_q, const int32_t *cu_k,
-    const int32_t *pos_q, const int32_t *pos_k, kernels_mask mask, int n_clips, int max_q,
-    int max_k, int Lq, int Lk, int H, int Dh, float scale);
 }
 
 #endif

@@ -114,7 +114,7 @@ __global__ void k_layernorm_bwd(act_t *dinp, const act_t *dout, const act_t *inp
   KCU_WARP_ROW_END
 }
 
-static tsr_status cu_layernorm_forward(kb_t *kb, void *out, float *mean, float *rstd, const void *inp,
+tsr_status kcu_layernorm_forward(kb_t *kb, void *out, float *mean, float *rstd, const void *inp,
                                        int L, int D, float eps) {
   const char *op = "layernorm_forward";
   tsr_status st = kernels_check_layernorm_forward(out, inp, L, D);
@@ -123,7 +123,7 @@ static tsr_status cu_layernorm_forward(kb_t *kb, void *out, float *mean, float *
                        0, L, D, eps);
 }
 
-static tsr_status cu_layernorm_backward(kb_t *kb, void *dinp, const void *dout, const void *inp,
+tsr_status kcu_layernorm_backward(kb_t *kb, void *dinp, const void *dout, const void *inp,
                                         const float *mean, const float *rstd, int L, int D) {
   const char *op = "layernorm_backward";
   tsr_status st = kernels_check_layernorm_backward(dinp, dout, inp, mean, rstd, L, D);
@@ -367,7 +367,7 @@ static tsr_status check_adaln(kb_t *kb, const char *op, int entry, const int32_t
   return kcu_check_cu(kb, op, entry, cu, n_clips, L);
 }
 
-static tsr_status cu_modulate_forward(kb_t *kb, void *out, const void *inp, const void *shift,
+tsr_status kcu_modulate_forward(kb_t *kb, void *out, const void *inp, const void *shift,
                                       const void *scale, int mstride, const int32_t *cu,
                                       int n_clips, int L, int D) {
   const char *op = "modulate_forward";
@@ -381,7 +381,7 @@ static tsr_status cu_modulate_forward(kb_t *kb, void *out, const void *inp, cons
                           (const act_t *)scale, mstride, cu, n_clips, L, D);
 }
 
-static tsr_status cu_modulate_backward(kb_t *kb, void *dinp, void *dshift, void *dscale,
+tsr_status kcu_modulate_backward(kb_t *kb, void *dinp, void *dshift, void *dscale,
                                        const void *dout, const void *inp, const void *scale,
                                        int mstride, const int32_t *cu, int n_clips, int L, int D) {
   const char *op = "modulate_backward";
@@ -397,7 +397,7 @@ static tsr_status cu_modulate_backward(kb_t *kb, void *dinp, void *dshift, void 
                           mstride, cu, n_clips, L, D);
 }
 
-static tsr_status cu_gate_residual_forward(kb_t *kb, void *out, const void *res, const void *inp,
+tsr_status kcu_gate_residual_forward(kb_t *kb, void *out, const void *res, const void *inp,
                                            const void *gate, int mstride, const int32_t *cu,
                                            int n_clips, int L, int D) {
   const char *op = "gate_residual_forward";
@@ -411,7 +411,7 @@ static tsr_status cu_gate_residual_forward(kb_t *kb, void *out, const void *res,
                           (const act_t *)gate, NULL, mstride, cu, n_clips, L, D);
 }
 
-static tsr_status cu_gate_residual_backward(kb_t *kb, void *dinp, void *dgate, const void *dout,
+tsr_status kcu_gate_residual_backward(kb_t *kb, void *dinp, void *dgate, const void *dout,
                                             const void *inp, const void *gate, int mstride,
                                             const int32_t *cu, int n_clips, int L, int D) {
   const char *op = "gate_residual_backward";
@@ -428,7 +428,7 @@ static tsr_status cu_gate_residual_backward(kb_t *kb, void *dinp, void *dgate, c
 }
 
 // ---- fused: LayerNorm + modulate ---------------------------------------------------------
-static tsr_status cu_layernorm_modulate_forward(kb_t *kb, void *out, float *mean, float *rstd,
+tsr_status kcu_layernorm_modulate_forward(kb_t *kb, void *out, float *mean, float *rstd,
                                                 const void *inp, const void *shift,
                                                 const void *scale, int mstride, const int32_t *cu,
                                                 int n_clips, int L, int D, float eps) {
@@ -447,7 +447,7 @@ static tsr_status cu_layernorm_modulate_forward(kb_t *kb, void *out, float *mean
                        (const act_t *)scale, mstride, cu, n_clips, L, D, eps);
 }
 
-static tsr_status cu_layernorm_modulate_backward(kb_t *kb, void *dinp, void *dshift, void *dscale,
+tsr_status kcu_layernorm_modulate_backward(kb_t *kb, void *dinp, void *dshift, void *dscale,
                                                  const void *dout, const void *inp,
                                                  const float *mean, const float *rstd,
                                                  const void *scale, int mstride, const int32_t *cu,
@@ -467,16 +467,4 @@ static tsr_status cu_layernorm_modulate_backward(kb_t *kb, void *dinp, void *dsh
   return adaln_bwd_launch(kb, op, BW_LN_MOD, (act_t *)dinp, (act_t *)dshift, (act_t *)dscale,
                           (const act_t *)dout, (const act_t *)inp, mean, rstd, (const act_t *)scale,
                           mstride, cu, n_clips, L, D);
-}
-
-// ---- this file's entries of the table (backend.cu) --------------------------------
-void kcu_layernorm_entries(kernels_backend *b) {
-  b->layernorm_forward = cu_layernorm_forward;
-  b->layernorm_backward = cu_layernorm_backward;
-  b->modulate_forward = cu_modulate_forward;
-  b->modulate_backward = cu_modulate_backward;
-  b->gate_residual_forward = cu_gate_residual_forward;
-  b->gate_residual_backward = cu_gate_residual_backward;
-  b->layernorm_modulate_forward = cu_layernorm_modulate_forward;
-  b->layernorm_modulate_backward = cu_layernorm_modulate_backward;
 }

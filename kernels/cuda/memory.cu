@@ -243,7 +243,7 @@ tsr_status kcu_own_upload(kb_t *kb, const char *op, const void *host, size_t byt
 
 void kcu_own_free(kb_t *kb, void *p) { arena_give(kb, p); }
 
-static tsr_status cu_alloc(kb_t *kb, void **ptr, size_t bytes) {
+tsr_status kcu_alloc(kb_t *kb, void **ptr, size_t bytes) {
   if (!ptr) return err_set(TSR_EINVAL, "alloc: ptr is NULL");
   KCU_NOT_RECORDING(kb, "alloc");
   void *p = NULL;
@@ -263,9 +263,9 @@ static tsr_status cu_alloc(kb_t *kb, void **ptr, size_t bytes) {
   return TSR_OK;
 }
 
-static void cu_free(kb_t *kb, void *ptr) { arena_give(kb, ptr); }
+void kcu_free(kb_t *kb, void *ptr) { arena_give(kb, ptr); }
 
-static tsr_status cu_reserve(kb_t *kb, size_t bytes) {
+tsr_status kcu_reserve(kb_t *kb, size_t bytes) {
   KCU_NOT_RECORDING(kb, "reserve");
   kcu_ctx *x = kcu(kb);
   if (x->per_alloc) return TSR_OK;  // TESSERA_CUDA_ARENA=none: nothing to size
@@ -277,7 +277,7 @@ static tsr_status cu_reserve(kb_t *kb, size_t bytes) {
                  "(made by an earlier alloc or reserve); reserve before allocating", cap);
 }
 
-static tsr_status cu_memory_stats(kb_t *kb, size_t *in_use, size_t *peak, size_t *capacity) {
+tsr_status kcu_memory_stats(kb_t *kb, size_t *in_use, size_t *peak, size_t *capacity) {
   kcu_ctx *x = kcu(kb);
   kernels_arena_stats s = {};
   if (x->arena) s = kernels_arena_get_stats(x->arena);
@@ -342,7 +342,7 @@ static tsr_status stage_upload(kb_t *kb, void *dst, const void *src, size_t byte
   return TSR_OK;
 }
 
-static tsr_status cu_to_device(kb_t *kb, void *dst, const void *src_host, size_t bytes) {
+tsr_status kcu_to_device(kb_t *kb, void *dst, const void *src_host, size_t bytes) {
   if (bytes == 0) return TSR_OK;
   KCU_NOT_RECORDING(kb, "to_device");
   KCU_NEED("to_device", dst);
@@ -358,7 +358,7 @@ static tsr_status cu_to_device(kb_t *kb, void *dst, const void *src_host, size_t
   return TSR_OK;
 }
 
-static tsr_status cu_to_host(kb_t *kb, void *dst_host, const void *src, size_t bytes) {
+tsr_status kcu_to_host(kb_t *kb, void *dst_host, const void *src, size_t bytes) {
   if (bytes == 0) return TSR_OK;
   KCU_NOT_RECORDING(kb, "to_host");
   KCU_NEED("to_host", dst_host);
@@ -369,7 +369,7 @@ static tsr_status cu_to_host(kb_t *kb, void *dst_host, const void *src, size_t b
   return TSR_OK;
 }
 
-static tsr_status cu_copy(kb_t *kb, void *dst, const void *src, size_t bytes) {
+tsr_status kcu_copy(kb_t *kb, void *dst, const void *src, size_t bytes) {
   if (bytes == 0) return TSR_OK;
   KCU_NEED("copy", dst);
   KCU_NEED("copy", src);
@@ -377,7 +377,7 @@ static tsr_status cu_copy(kb_t *kb, void *dst, const void *src, size_t bytes) {
   return TSR_OK;
 }
 
-static tsr_status cu_copy_2d(kb_t *kb, void *dst, size_t dst_pitch, const void *src,
+tsr_status kcu_copy_2d(kb_t *kb, void *dst, size_t dst_pitch, const void *src,
                              size_t src_pitch, size_t row_bytes, size_t rows) {
   tsr_status st = kernels_check_copy_2d(dst, dst_pitch, src, src_pitch, row_bytes, rows);
   if (st || row_bytes == 0 || rows == 0) return st;
@@ -386,36 +386,21 @@ static tsr_status cu_copy_2d(kb_t *kb, void *dst, size_t dst_pitch, const void *
   return TSR_OK;
 }
 
-static tsr_status cu_memset_zero(kb_t *kb, void *ptr, size_t bytes) {
+tsr_status kcu_memset_zero(kb_t *kb, void *ptr, size_t bytes) {
   if (bytes == 0) return TSR_OK;
   KCU_NEED("memset_zero", ptr);
   KCU_CUDA("memset_zero", cudaMemsetAsync(ptr, 0, bytes, kcu(kb)->stream));
   return TSR_OK;
 }
 
-static tsr_status cu_sync(kb_t *kb) {
+tsr_status kcu_sync(kb_t *kb) {
   KCU_NOT_RECORDING(kb, "sync");
   return kcu_check_error(kb, "sync");
 }
 
-static tsr_status cu_mem_info(kb_t *kb, size_t *free_bytes, size_t *total_bytes) {
+tsr_status kcu_mem_info(kb_t *kb, size_t *free_bytes, size_t *total_bytes) {
   cudaError_t e = cudaMemGetInfo(free_bytes, total_bytes);
   if (e != cudaSuccess)
     return err_set(TSR_EIO, "mem_info: cudaMemGetInfo: %s", cudaGetErrorString(e));
   return TSR_OK;
-}
-
-// ---- this file's entries of the table (backend.cu) --------------------------------
-void kcu_memory_entries(kernels_backend *b) {
-  b->alloc = cu_alloc;
-  b->free = cu_free;
-  b->to_device = cu_to_device;
-  b->to_host = cu_to_host;
-  b->copy = cu_copy;
-  b->copy_2d = cu_copy_2d;
-  b->memset_zero = cu_memset_zero;
-  b->sync = cu_sync;
-  b->reserve = cu_reserve;
-  b->memory_stats = cu_memory_stats;
-  b->mem_info = cu_mem_info;
 }

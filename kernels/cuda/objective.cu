@@ -25,7 +25,7 @@ __global__ void k_timestep(act_t *out, const float *t, int n, int dim, double lo
   }
 }
 
-static tsr_status cu_timestep_embedding(kb_t *kb, void *out, const float *t, int n, int dim,
+tsr_status kcu_timestep_embedding(kb_t *kb, void *out, const float *t, int n, int dim,
                                         float max_period) {
   const char *op = "timestep_embedding";
   tsr_status st = kernels_check_timestep_embedding(out, t, n, dim, max_period);
@@ -70,7 +70,7 @@ __global__ void k_embed_bwd(float *dtable, const act_t *dout, const int32_t *ids
   }
 }
 
-static tsr_status cu_embedding_forward(kb_t *kb, void *out, const float *table, const int32_t *ids,
+tsr_status kcu_embedding_forward(kb_t *kb, void *out, const float *table, const int32_t *ids,
                                        int n, int V, int D) {
   const char *op = "embedding_forward";
   KCU_DIM(op, n);
@@ -86,7 +86,7 @@ static tsr_status cu_embedding_forward(kb_t *kb, void *out, const float *table, 
   return TSR_OK;
 }
 
-static tsr_status cu_embedding_backward(kb_t *kb, float *dtable, const void *dout, const int32_t *ids,
+tsr_status kcu_embedding_backward(kb_t *kb, float *dtable, const void *dout, const int32_t *ids,
                                         int n, int V, int D) {
   const char *op = "embedding_backward";
   KCU_DIM(op, n);
@@ -207,7 +207,7 @@ __global__ void k_objective_x(act_t *x_t, act_t *target, const float *t, const v
   }
 }
 
-static tsr_status cu_objective_inputs(kb_t *kb, float *t, void *x_t, void *target,
+tsr_status kcu_objective_inputs(kb_t *kb, float *t, void *x_t, void *target,
                                       const void *tokens, kernels_tokens tokens_dtype,
                                       const kernels_clip_key *clips,
                                       const int32_t *cu, int n_clips, int L, int P, uint64_t seed,
@@ -237,20 +237,11 @@ __global__ void k_euler(float *x, const act_t *vc, const act_t *vu, float cfg, f
   }
 }
 
-static tsr_status cu_euler_update(kb_t *kb, float *x, const void *v_cond, const void *v_uncond,
+tsr_status kcu_euler_update(kb_t *kb, float *x, const void *v_cond, const void *v_uncond,
                                   float cfg, float dt, size_t n) {
   tsr_status st = kernels_check_euler_update(x, v_cond, n);
   if (st || n == 0) return st;
   k_euler<<<KCU_GRID(kb, n)>>>(x, (const act_t *)v_cond, (const act_t *)v_uncond, cfg, dt, n);
   KCU_LAUNCHED("euler_update");
   return TSR_OK;
-}
-
-// ---- this file's entries of the table (backend.cu) --------------------------------
-void kcu_objective_entries(kernels_backend *b) {
-  b->timestep_embedding = cu_timestep_embedding;
-  b->embedding_forward = cu_embedding_forward;
-  b->embedding_backward = cu_embedding_backward;
-  b->objective_inputs = cu_objective_inputs;
-  b->euler_update = cu_euler_update;
 }

@@ -204,7 +204,7 @@ __global__ void k_mse_final(float *loss, float *sse, double *sse_d, const double
   }
 }
 
-static tsr_status cu_mse_forward(kb_t *kb, float *loss, float *sse, const void *pred,
+tsr_status kcu_mse_forward(kb_t *kb, float *loss, float *sse, const void *pred,
                                  const void *target, const float *weight, const int32_t *cu,
                                  int n_clips, int L, int D) {
   const char *op = "mse_forward";
@@ -263,7 +263,7 @@ __global__ void __launch_bounds__(MSE_THREADS)
   mse_bwd_rows<1>(dpred, pred, target, weight, cu, n_clips, L, D);
 }
 
-static tsr_status cu_mse_backward(kb_t *kb, void *dpred, const void *pred, const void *target,
+tsr_status kcu_mse_backward(kb_t *kb, void *dpred, const void *pred, const void *target,
                                   const float *weight, const int32_t *cu, int n_clips, int L, int D) {
   const char *op = "mse_backward";
   tsr_status st = kernels_check_mse_backward(dpred, pred, target, weight, cu, n_clips, L, D);
@@ -298,7 +298,7 @@ __global__ void k_sum_parts(double *out, const double *part, size_t nb) {
 }
 
 // The one host synchronisation of a step: the trainer needs the value to clip.
-static tsr_status cu_sumsq(kb_t *kb, double *result_host, const float *x, size_t n) {
+tsr_status kcu_sumsq(kb_t *kb, double *result_host, const float *x, size_t n) {
   const char *op = "sumsq";
   tsr_status st = kernels_check_sumsq(result_host, x, n);
   if (st) return st;
@@ -318,11 +318,4 @@ static tsr_status cu_sumsq(kb_t *kb, double *result_host, const float *x, size_t
   KCU_LAUNCHED(op);
   KCU_CUDA(op, cudaMemcpyAsync(result_host, res, sizeof(double), cudaMemcpyDeviceToHost, s));
   return kcu_check_error(kb, op);  // synchronises
-}
-
-// ---- this file's entries of the table (backend.cu) --------------------------------
-void kcu_reduce_entries(kernels_backend *b) {
-  b->mse_forward = cu_mse_forward;
-  b->mse_backward = cu_mse_backward;
-  b->sumsq = cu_sumsq;
 }

@@ -40,7 +40,7 @@ __global__ void k_rmsnorm_bwd(act_t *dinp, const act_t *dout, const act_t *inp, 
   KCU_WARP_ROW_END
 }
 
-static tsr_status cu_rmsnorm_forward(kb_t *kb, void *out, float *rstd, const void *inp,
+tsr_status kcu_rmsnorm_forward(kb_t *kb, void *out, float *rstd, const void *inp,
                                      const float *weight, int R, int C, float eps) {
   const char *op = "rmsnorm_forward";
   tsr_status st = kernels_check_rmsnorm_forward(out, inp, weight, R, C);
@@ -51,7 +51,7 @@ static tsr_status cu_rmsnorm_forward(kb_t *kb, void *out, float *rstd, const voi
   return TSR_OK;
 }
 
-static tsr_status cu_rmsnorm_backward(kb_t *kb, void *dinp, float *dweight, const void *dout,
+tsr_status kcu_rmsnorm_backward(kb_t *kb, void *dinp, float *dweight, const void *dout,
                                       const void *inp, const float *weight, const float *rstd, int R,
                                       int C) {
   const char *op = "rmsnorm_backward";
@@ -124,11 +124,11 @@ static tsr_status rope_apply(kb_t *kb, const char *op, void *out, const void *in
   KCU_LAUNCHED(op);
   return TSR_OK;
 }
-static tsr_status cu_rope_forward(kb_t *kb, void *out, const void *inp, const int32_t *pos, int L,
+tsr_status kcu_rope_forward(kb_t *kb, void *out, const void *inp, const int32_t *pos, int L,
                                   int H, int Dh, float theta) {
   return rope_apply(kb, "rope_forward", out, inp, pos, L, H, Dh, theta, 1.0);
 }
-static tsr_status cu_rope_backward(kb_t *kb, void *dinp, const void *dout, const int32_t *pos, int L,
+tsr_status kcu_rope_backward(kb_t *kb, void *dinp, const void *dout, const int32_t *pos, int L,
                                    int H, int Dh, float theta) {
   return rope_apply(kb, "rope_backward", dinp, dout, pos, L, H, Dh, theta, -1.0);
 }
@@ -374,7 +374,7 @@ static unsigned qk_blocks(int tokens) {
   return (unsigned)(b < 1 ? 1 : (b > cap ? cap : b));
 }
 
-static tsr_status cu_qk_norm_rope_forward(kb_t *kb, void *q_out, void *k_out, float *q_rstd,
+tsr_status kcu_qk_norm_rope_forward(kb_t *kb, void *q_out, void *k_out, float *q_rstd,
                                           float *k_rstd, const void *q_in, const void *k_in,
                                           const float *q_weight, const float *k_weight,
                                           const int32_t *pos, int L, int H, int Dh, float eps,
@@ -407,7 +407,7 @@ static tsr_status cu_qk_norm_rope_forward(kb_t *kb, void *q_out, void *k_out, fl
   return TSR_OK;
 }
 
-static tsr_status cu_qk_norm_rope_backward(kb_t *kb, void *dq_in, void *dk_in, float *dq_weight,
+tsr_status kcu_qk_norm_rope_backward(kb_t *kb, void *dq_in, void *dk_in, float *dq_weight,
                                            float *dk_weight, const void *dq, const void *dk,
                                            const void *q_in, const void *k_in,
                                            const float *q_weight, const float *k_weight,
@@ -454,14 +454,4 @@ static tsr_status cu_qk_norm_rope_backward(kb_t *kb, void *dq_in, void *dk_in, f
     KCU_LAUNCHED(op);
   }
   return TSR_OK;
-}
-
-// ---- this file's entries of the table (backend.cu) --------------------------------
-void kcu_rmsnorm_entries(kernels_backend *b) {
-  b->rmsnorm_forward = cu_rmsnorm_forward;
-  b->rmsnorm_backward = cu_rmsnorm_backward;
-  b->rope_forward = cu_rope_forward;
-  b->rope_backward = cu_rope_backward;
-  b->qk_norm_rope_forward = cu_qk_norm_rope_forward;
-  b->qk_norm_rope_backward = cu_qk_norm_rope_backward;
 }

@@ -65,7 +65,7 @@
 static const struct {
   const char *name, *cls;
 } ENTRIES[] = {
-#define KERNELS_ENTRY(RET, NAME, CLASS, PARAMS, ARGS, BYTES, FLOPS) {#NAME, #CLASS},
+#define KERNELS_ENTRY(RET, NAME, CLASS, ACT, PARAMS, ARGS, BYTES, FLOPS) {#NAME, #CLASS},
 #include "kernels/entries.h"
 #undef KERNELS_ENTRY
 };
@@ -79,7 +79,7 @@ static int computes(const char *cls) {
 #define HAS_tsr_status(kb, NAME) kernels_has(kb, NAME)
 #define HAS_void(kb, NAME) ((kb)->NAME != NULL)
 static int has_entry(const kernels_backend *kb, const char *name) {
-#define KERNELS_ENTRY(RET, NAME, CLASS, PARAMS, ARGS, BYTES, FLOPS) \
+#define KERNELS_ENTRY(RET, NAME, CLASS, ACT, PARAMS, ARGS, BYTES, FLOPS) \
   if (!strcmp(name, #NAME)) return HAS_##RET(kb, NAME);
 #include "kernels/entries.h"
 #undef KERNELS_ENTRY
@@ -203,7 +203,7 @@ static void test_unsupported(void) {
   int nb = kernels_backends(all, 8);
   for (int b = 0; b < nb && b < 8; b++) {
     int unset = 0;
-#define KERNELS_ENTRY(RET, NAME, CLASS, PARAMS, ARGS, BYTES, FLOPS)                           \
+#define KERNELS_ENTRY(RET, NAME, CLASS, ACT, PARAMS, ARGS, BYTES, FLOPS)                        \
   if (strcmp(#CLASS, "NONE") && all[b]->NAME == NULL) {                                     \
     fprintf(stderr, "%s: %s is NULL (kernels_fill_unsupported not called)\n", all[b]->name, \
             #NAME);                                                                         \
