@@ -476,22 +476,26 @@ KERNELS_ENTRY(tsr_status, attention_delta, ATTENTION,
                int H, int Dh),
               (kb, delta, dout, out, L, H, Dh),
               A(2.0 * L * H * Dh) + F((double)L * H), 0)
-// Backward of one K/V block given the FINAL lse and delta of the local queries:
+// Backward of one K/V block given the FINAL out, lse and delta of the local queries (the
+// output and lse of all blocks merged, delta = attention_delta(dout, out)):
 // with P = exp(scale q.k - lse), dS = P * (dout.v - delta):
 // dq += scale dS k, dk += scale dS^T q, dv += P^T dout — all three ACCUMULATED (dq over
 // the blocks of the ring, dk/dv are the block's gradients travelling with it; with bf16
-// activations each call loads them, adds in fp32 and rounds once).
+// activations each call loads them, adds in fp32 and rounds once; CUDA's cuDNN path rounds
+// the block's share to bf16 before that add: docs/gpu.md "Attention").
+// A backend may use delta or derive it from out (cuDNN's backward does), so both are
+// required and must agree.
 // dq may be NULL; dk and dv are given together or both NULL (same for attention_backward).
-// dq: (Lq, H, Dh) [act], dk, dv: (Lk, H, Dh) [act], dout, q: (Lq, H, Dh) [act],
+// dq: (Lq, H, Dh) [act], dk, dv: (Lk, H, Dh) [act], dout, q, out: (Lq, H, Dh) [act],
 // k, v: (Lk, H, Dh) [act], lse, delta: (Lq, H) [f32], cu_q, cu_k: (C + 1); max_q, max_k
 // as in attention_partial_forward
 KERNELS_ENTRY(tsr_status, attention_partial_backward, ATTENTION,
               (const kernels_backend *kb, void *dq, void *dk, void *dv, const void *dout,
-               const void *q, const void *k, const void *v, const float *lse, const float *delta,
-               const int32_t *cu_q, const int32_t *cu_k, int n_clips, int max_q, int max_k, int Lq,
-               int Lk, int H, int Dh, float scale),
-              (kb, dq, dk, dv, dout, q, k, v, lse, delta, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk,
-               H, Dh, scale),
+               const void *q, const void *k, const void *v, const void *out, const float *lse,
+               const float *delta, const int32_t *cu_q, const int32_t *cu_k, int n_clips,
+               int max_q, int max_k, int Lq, int Lk, int H, int Dh, float scale),
+              (kb, dq, dk, dv, dout, q, k, v, out, lse, delta, cu_q, cu_k, n_clips, max_q, max_k,
+               Lq, Lk, H, Dh, scale),
               A((double)Lq * H * Dh * (2 + (dq ? 2 : 0)) +
                 (double)Lk * H * Dh * (2 + (dk ? 4 : 0))) +
                   F(2.0 * Lq * H + 2.0 * (n_clips + 1)),
@@ -525,15 +529,16 @@ KERNELS_ENTRY(tsr_status, attention_masked_backward, ATTENTION,
                H, Dh, scale),
               A(8.0 * L * H * Dh) + F((double)L * H + n_clips + 1.0 + 3.0 * L),
               0)
-// attention_partial_backward's contract (dq, dk, dv accumulated) under the mask
+// attention_partial_backward's contract (dq, dk, dv accumulated; out, lse, delta final)
+// under the mask
 KERNELS_ENTRY(tsr_status, attention_masked_partial_backward, ATTENTION,
               (const kernels_backend *kb, void *dq, void *dk, void *dv, const void *dout,
-               const void *q, const void *k, const void *v, const float *lse, const float *delta,
-               const int32_t *cu_q, const int32_t *cu_k, const int32_t *pos_q, const int32_t *pos_k,
-               kernels_mask mask, int n_clips, int max_q, int max_k, int Lq, int Lk, int H, int Dh,
-               float scale),
-              (kb, dq, dk, dv, dout, q, k, v, lse, delta, cu_q, cu_k, pos_q, pos_k, mask, n_clips,
-               max_q, max_k, Lq, Lk, H, Dh, scale),
+               const void *q, const void *k, const void *v, const void *out, const float *lse,
+               const float *delta, const int32_t *cu_q, const int32_t *cu_k, const int32_t *pos_q,
+               const int32_t *pos_k, kernels_mask mask, int n_clips, int max_q, int max_k, int Lq,
+               int Lk, int H, int Dh, float scale),
+              (kb, dq, dk, dv, dout, q, k, v, out, lse, delta, cu_q, cu_k, pos_q, pos_k, mask,
+               n_clips, max_q, max_k, Lq, Lk, H, Dh, scale),
               A((double)Lq * H * Dh * (2 + (dq ? 2 : 0)) +
                 (double)Lk * H * Dh * (2 + (dk ? 4 : 0))) +
                   F(2.0 * Lq * H + 2.0 * (n_clips + 1) + 3.0 * ((double)Lq + Lk)),

@@ -456,10 +456,10 @@ tsr_status kbf_attention_delta(kb_t *kb, float *delta, const void *dout, const v
 
 tsr_status kbf_attention_partial_backward(kb_t *kb, void *dq, void *dk, void *dv,
                                           const void *dout, const void *q, const void *k,
-                                          const void *v, const float *lse, const float *delta,
-                                          const int32_t *cu_q, const int32_t *cu_k, int n_clips,
-                                          int max_q, int max_k, int Lq, int Lk, int H, int Dh,
-                                          float scale) {
+                                          const void *v, const void *out, const float *lse,
+                                          const float *delta, const int32_t *cu_q,
+                                          const int32_t *cu_k, int n_clips, int max_q, int max_k,
+                                          int Lq, int Lk, int H, int Dh, float scale) {
   kbf_scratch s = {0};
   size_t nq = kbf_n3(Lq, H, Dh), nk = kbf_n3(Lk, H, Dh);
   float *fdo = kbf_load(&s, dout, nq), *fq = kbf_load(&s, q, nq);
@@ -467,9 +467,10 @@ tsr_status kbf_attention_partial_backward(kb_t *kb, void *dq, void *dk, void *dv
   // Accumulated outputs: loaded, summed in fp32 by the fp32 entry, rounded once.
   float *fdq = kbf_load(&s, dq, nq), *fdk = kbf_load(&s, dk, nk), *fdv = kbf_load(&s, dv, nk);
   KBF_OOM("attention_partial_backward", s);
-  tsr_status st = kcpu_attention_partial_backward(kb, fdq, fdk, fdv, fdo, fq, fk, fv, lse, delta,
-                                                  cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H,
-                                                  Dh, scale);
+  // out is passed for its check only: the fp32 entry reads delta, not out
+  tsr_status st = kcpu_attention_partial_backward(kb, fdq, fdk, fdv, fdo, fq, fk, fv, out, lse,
+                                                  delta, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk,
+                                                  H, Dh, scale);
   if (!st) {
     kbf_store(dq, fdq, nq);
     kbf_store(dk, fdk, nk);
@@ -518,7 +519,7 @@ tsr_status kbf_attention_masked_backward(kb_t *kb, void *dq, void *dk, void *dv,
 
 tsr_status kbf_attention_masked_partial_backward(kb_t *kb, void *dq, void *dk, void *dv,
                                                  const void *dout, const void *q, const void *k,
-                                                 const void *v, const float *lse,
+                                                 const void *v, const void *out, const float *lse,
                                                  const float *delta, const int32_t *cu_q,
                                                  const int32_t *cu_k, const int32_t *pos_q,
                                                  const int32_t *pos_k, kernels_mask mask,
@@ -530,10 +531,10 @@ tsr_status kbf_attention_masked_partial_backward(kb_t *kb, void *dq, void *dk, v
   float *fk = kbf_load(&s, k, nk), *fv = kbf_load(&s, v, nk);
   float *fdq = kbf_load(&s, dq, nq), *fdk = kbf_load(&s, dk, nk), *fdv = kbf_load(&s, dv, nk);
   KBF_OOM("attention_masked_partial_backward", s);
-  tsr_status st = kcpu_attention_masked_partial_backward(kb, fdq, fdk, fdv, fdo, fq, fk, fv, lse,
-                                                         delta, cu_q, cu_k, pos_q, pos_k, mask,
-                                                         n_clips, max_q, max_k, Lq, Lk, H, Dh,
-                                                         scale);
+  tsr_status st = kcpu_attention_masked_partial_backward(kb, fdq, fdk, fdv, fdo, fq, fk, fv, out,
+                                                         lse, delta, cu_q, cu_k, pos_q, pos_k,
+                                                         mask, n_clips, max_q, max_k, Lq, Lk, H,
+                                                         Dh, scale);
   if (!st) {
     kbf_store(dq, fdq, nq);
     kbf_store(dk, fdk, nk);

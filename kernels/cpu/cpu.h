@@ -156,10 +156,10 @@ tsr_status kcpu_attention_delta(kb_t *kb, float *delta, const float *dout, const
                                 int H, int Dh);
 tsr_status kcpu_attention_partial_backward(kb_t *kb, float *dq, float *dk, float *dv,
                                            const float *dout, const float *q, const float *k,
-                                           const float *v, const float *lse, const float *delta,
-                                           const int32_t *cu_q, const int32_t *cu_k, int n_clips,
-                                           int max_q, int max_k, int Lq, int Lk, int H, int Dh,
-                                           float scale);
+                                           const float *v, const void *out, const float *lse,
+                                           const float *delta, const int32_t *cu_q,
+                                           const int32_t *cu_k, int n_clips, int max_q, int max_k,
+                                           int Lq, int Lk, int H, int Dh, float scale);
 tsr_status kcpu_attention_masked_forward(kb_t *kb, float *out, float *lse, const float *q,
                                          const float *k, const float *v, const int32_t *cu_q,
                                          const int32_t *cu_k, const int32_t *pos_q,
@@ -175,12 +175,12 @@ tsr_status kcpu_attention_masked_backward(kb_t *kb, float *dq, float *dk, float 
 tsr_status kcpu_attention_masked_partial_backward(kb_t *kb, float *dq, float *dk, float *dv,
                                                   const float *dout, const float *q,
                                                   const float *k, const float *v,
-                                                  const float *lse, const float *delta,
-                                                  const int32_t *cu_q, const int32_t *cu_k,
-                                                  const int32_t *pos_q, const int32_t *pos_k,
-                                                  kernels_mask mask, int n_clips, int max_q,
-                                                  int max_k, int Lq, int Lk, int H, int Dh,
-                                                  float scale);
+                                                  const void *out, const float *lse,
+                                                  const float *delta, const int32_t *cu_q,
+                                                  const int32_t *cu_k, const int32_t *pos_q,
+                                                  const int32_t *pos_k, kernels_mask mask,
+                                                  int n_clips, int max_q, int max_k, int Lq,
+                                                  int Lk, int H, int Dh, float scale);
 
 tsr_status kcpu_mse_forward(kb_t *kb, float *loss, float *sse, const float *pred,
                             const float *target, const float *weight, const int32_t *cu,
@@ -309,10 +309,10 @@ tsr_status kbf_attention_delta(kb_t *kb, float *delta, const void *dout, const v
                                int H, int Dh);
 tsr_status kbf_attention_partial_backward(kb_t *kb, void *dq, void *dk, void *dv,
                                           const void *dout, const void *q, const void *k,
-                                          const void *v, const float *lse, const float *delta,
-                                          const int32_t *cu_q, const int32_t *cu_k, int n_clips,
-                                          int max_q, int max_k, int Lq, int Lk, int H, int Dh,
-                                          float scale);
+                                          const void *v, const void *out, const float *lse,
+                                          const float *delta, const int32_t *cu_q,
+                                          const int32_t *cu_k, int n_clips, int max_q, int max_k,
+                                          int Lq, int Lk, int H, int Dh, float scale);
 tsr_status kbf_attention_masked_forward(kb_t *kb, void *out, float *lse, const void *q,
                                         const void *k, const void *v, const int32_t *cu_q,
                                         const int32_t *cu_k, const int32_t *pos_q,
@@ -326,7 +326,7 @@ tsr_status kbf_attention_masked_backward(kb_t *kb, void *dq, void *dk, void *dv,
                                          int max_len, int L, int H, int Dh, float scale);
 tsr_status kbf_attention_masked_partial_backward(kb_t *kb, void *dq, void *dk, void *dv,
                                                  const void *dout, const void *q, const void *k,
-                                                 const void *v, const float *lse,
+                                                 const void *v, const void *out, const float *lse,
                                                  const float *delta, const int32_t *cu_q,
                                                  const int32_t *cu_k, const int32_t *pos_q,
                                                  const int32_t *pos_k, kernels_mask mask,

@@ -13,12 +13,20 @@
 #include "kt.h"
 
 // ---- tolerances --------------------------------------------------------------------
+// 1 while the masked entries run under KERNELS_MASK_FULL (test_attention_masked): they are
+// then the unmasked entries (kernels.h), which the CUDA backend offers to cuDNN.
+static int MASK_FULL_NOW;
+
 // 1 when entry runs on cuDNN's fused attention (the CUDA backend's auto or cudnn mode).
 static inline int cudnn_attention(const kernels_backend *kb, const char *entry) {
   const char *mode = getenv("TESSERA_CUDA_ATTENTION");
   if (strcmp(kb->name, "cuda") || (mode && !strcmp(mode, "own"))) return 0;
-  return !strcmp(entry, "attention_forward") || !strcmp(entry, "attention_backward") ||
-         !strcmp(entry, "attention_partial_forward");
+  if (!strcmp(entry, "attention_forward") || !strcmp(entry, "attention_backward") ||
+      !strcmp(entry, "attention_partial_forward") || !strcmp(entry, "attention_partial_backward"))
+    return 1;
+  return MASK_FULL_NOW && (!strcmp(entry, "attention_masked_forward") ||
+                           !strcmp(entry, "attention_masked_backward") ||
+                           !strcmp(entry, "attention_masked_partial_backward"));
 }
 
 static inline double tol_of(const kernels_backend *kb, kernels_dtype out_dtype,

@@ -360,6 +360,7 @@ static void test_attention_masked(void) {
     for (int mi = 0; mi < 3; mi++) {
       const packing *pk = &packings[p];
       const kernels_mask m = masks[mi];
+      MASK_FULL_NOW = m.kind == KERNELS_MASK_FULL;
       int C = pk->n_clips, L = pk->L, mx = longest_of(pk->cu, C);
       float sc = 1.0f / sqrtf((float)Dh);
       size_t n = (size_t)L * H * Dh, nl = (size_t)L * H;
@@ -389,12 +390,12 @@ static void test_attention_masked(void) {
       check_out("attention_masked_backward", "dv", &dv);
       REF->attention_delta(REF, delta.h, dout.h, out.h, L, H, Dh);
       CHECK_OK(KB->attention_delta(KB, delta.d, dout.d, out.d, L, H, Dh));
-      REF->attention_masked_partial_backward(REF, dq.h, dk.h, dv.h, dout.h, q.h, k.h, v.h, lse.h,
-                                             delta.h, pk->cu, pk->cu, pos, pos, m, C, mx, mx, L, L,
-                                             H, Dh, sc);
+      REF->attention_masked_partial_backward(REF, dq.h, dk.h, dv.h, dout.h, q.h, k.h, v.h, out.h,
+                                             lse.h, delta.h, pk->cu, pk->cu, pos, pos, m, C, mx,
+                                             mx, L, L, H, Dh, sc);
       CHECK_OK(KB->attention_masked_partial_backward(KB, dq.d, dk.d, dv.d, dout.d, q.d, k.d, v.d,
-                                                     lse.d, delta.d, cu, cu, dpos, dpos, m, C, mx,
-                                                     mx, L, L, H, Dh, sc));
+                                                     out.d, lse.d, delta.d, cu, cu, dpos, dpos, m,
+                                                     C, mx, mx, L, L, H, Dh, sc));
       check_out("attention_masked_partial_backward", "dq", &dq);
       check_out("attention_masked_partial_backward", "dk", &dk);
       check_out("attention_masked_partial_backward", "dv", &dv);
@@ -402,6 +403,7 @@ static void test_attention_masked(void) {
       for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) t_free(&all[i]);
       KB->free(KB, cu), KB->free(KB, dpos), free(pos);
     }
+  MASK_FULL_NOW = 0;
 }
 
 // The masked partial entries on (query chunk, key block) pairs as ring attention makes
@@ -456,12 +458,16 @@ static void test_attention_masked_pairs(void) {
                                               m, C, mq, mk, Lq, Lk, H, Dh, sc));
         check_out("attention_masked_forward", "out (pairs)", &out);
         check_out("attention_masked_forward", "lse (pairs)", &lse);
-        REF->attention_masked_partial_backward(REF, dq.h, dk.h, dv.h, dout.h, q.h, k.h, v.h, lse.h,
-                                               delta.h, cq, ck, pq, pkk, m, C, mq, mk, Lq, Lk, H,
-                                               Dh, sc);
+        // the pair's out and lse stand for the final ones; delta agrees with them (kernels.h)
+        REF->attention_delta(REF, delta.h, dout.h, out.h, Lq, H, Dh);
+        KB->free(KB, delta.d);
+        upload(&delta);
+        REF->attention_masked_partial_backward(REF, dq.h, dk.h, dv.h, dout.h, q.h, k.h, v.h, out.h,
+                                               lse.h, delta.h, cq, ck, pq, pkk, m, C, mq, mk, Lq,
+                                               Lk, H, Dh, sc);
         CHECK_OK(KB->attention_masked_partial_backward(KB, dq.d, dk.d, dv.d, dout.d, q.d, k.d, v.d,
-                                                       lse.d, delta.d, dcq, dck, dpq, dpk, m, C,
-                                                       mq, mk, Lq, Lk, H, Dh, sc));
+                                                       out.d, lse.d, delta.d, dcq, dck, dpq, dpk,
+                                                       m, C, mq, mk, Lq, Lk, H, Dh, sc));
         check_out("attention_masked_partial_backward", "dq (pairs)", &dq);
         check_out("attention_masked_partial_backward", "dk (pairs)", &dk);
         check_out("attention_masked_partial_backward", "dv (pairs)", &dv);
@@ -527,11 +533,13 @@ static void test_attention(void) {
       CHECK_OK(KB->attention_delta(KB, delta.d, dout.d, out.d, L, H, Dh));
       check_out("attention_delta", "delta", &delta);
       tens dkb = t_act(nk, -1, 1), dvb = t_act(nk, -1, 1);  // accumulated, as dq
-      REF->attention_partial_backward(REF, dq.h, dkb.h, dvb.h, dout.h, q.h, kb2.h, vb2.h, lse.h,
-                                      delta.h, pk->cu, cuk, C, mx, mk, L, Lk, H, Dh, sc);
+      // out, lse: the merged (final) ones of the queries, delta from them: a ring step's
+      // inputs (the CUDA backend's cuDNN path reads out, the own kernels delta)
+      REF->attention_partial_backward(REF, dq.h, dkb.h, dvb.h, dout.h, q.h, kb2.h, vb2.h, out.h,
+                                      lse.h, delta.h, pk->cu, cuk, C, mx, mk, L, Lk, H, Dh, sc);
       CHECK_OK(KB->attention_partial_backward(KB, dq.d, dkb.d, dvb.d, dout.d, q.d, kb2.d, vb2.d,
-                                              lse.d, delta.d, cu, dcuk, C, mx, mk, L, Lk, H, Dh,
-                                              sc));
+                                              out.d, lse.d, delta.d, cu, dcuk, C, mx, mk, L, Lk, H,
+                                              Dh, sc));
       check_out("attention_partial_backward", "dq", &dq);
       check_out("attention_partial_backward", "dk", &dkb);
       check_out("attention_partial_backward", "dv", &dvb);
@@ -545,8 +553,9 @@ static void test_attention(void) {
                                                            dcuk, C, mx, mk - 1, L, Lk, H, Dh, sc),
                              "attention_partial_forward");
         check_bound_reported(KB->attention_partial_backward(KB, dq.d, dkb.d, dvb.d, dout.d, q.d,
-                                                            kb2.d, vb2.d, lse.d, delta.d, cu, dcuk,
-                                                            C, mx - 1, mk, L, Lk, H, Dh, sc),
+                                                            kb2.d, vb2.d, out.d, lse.d, delta.d,
+                                                            cu, dcuk, C, mx - 1, mk, L, Lk, H, Dh,
+                                                            sc),
                              "attention_partial_backward");
       }
       tens all[] = {q, k, v, out, lse, dout, dq, dk, dv, kb2, vb2, ob, lb, delta, dkb, dvb};

@@ -25,7 +25,10 @@
 //     (forward) and P, dS (backward) to bf16 before its tensor-core products, which adds up
 //     to about 2^-8 of the max-norm again: its bf16 outputs get 3 * 2^-8 (emulated in double
 //     on these inputs by attention_bf16_error.py, 100 draws: at most 2^-7.45 including the
-//     store, so a 2x margin).
+//     store, so a 2x margin). The partial backward on cuDNN stores its share in bf16 and
+//     then adds it to the accumulated gradient (one more rounding, u = 2^-8: 2^-7.45 + 2^-8
+//     is still below 3 * 2^-8); the masked entries get the same under the FULL mask, where
+//     they are the unmasked ones.
 //   Run to run: attention_backward is repeated on the same inputs and must give bitwise the
 //     same gradients (the backends' determinism), except where cuDNN's backward may run with
 //     its atomic dQ (TESSERA_CUDA_ATTENTION_DETERMINISTIC unset or 0, the default).
