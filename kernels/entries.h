@@ -233,6 +233,31 @@ KERNELS_ENTRY(tsr_status, gemm_strided, GEMM,
               A((double)m * k + (double)k * n) +
                   (double)m * n * (beta != 0.0f ? 2 : 1) * (double)kernels_dtype_size(c_dtype),
               2.0 * m * n * k)
+// Strided-batched GEMM: `batch` problems of one shape, for i < batch
+//   c_i = alpha op(a_i) op(b_i) + beta c_i + bias_i (bias_i added to every row of c_i)
+// where x_i = x + i * stride_x elements (a, b, c, bias): a stride of 0 gives every problem
+// the same a, b or bias (q, k, v of a block: one input, three weights and biases, three
+// outputs; their dW: one input, three output gradients; model/layers.c dit_linears_*).
+// Operands dense and row-major as gemm's (a: (m, k), or (k, m) if trans_a; b: (k, n), or
+// (n, k) if trans_b; c: (m, n)) [act]; c of c_dtype as gemm_strided's (act: rounded once;
+// KERNELS_F32: [f32], formed and accumulated in fp32, as linear_backward's dw); bias: (n)
+// [f32] per problem or NULL. beta == 0 ignores c's old contents. Problem i computes what
+// linear_forward computes (alpha 1, beta 0, no transposes, c act, with bias) or
+// gemm_strided on dense strides (without bias): bitwise so on the CPU, which runs them one
+// after another. TSR_EINVAL for batch < 0, a negative stride, stride_c < m n with batch > 1
+// (the outputs would overlap), another c_dtype.
+KERNELS_ENTRY(tsr_status, gemm_batched, GEMM,
+              (const kernels_backend *kb, int trans_a, int trans_b, int m, int n, int k,
+               float alpha, const void *a, int64_t stride_a, const void *b, int64_t stride_b,
+               float beta, void *c, int64_t stride_c, kernels_dtype c_dtype, const float *bias,
+               int64_t stride_bias, int batch),
+              (kb, trans_a, trans_b, m, n, k, alpha, a, stride_a, b, stride_b, beta, c, stride_c,
+               c_dtype, bias, stride_bias, batch),
+              A((double)m * k * (stride_a ? batch : 1) + (double)k * n * (stride_b ? batch : 1)) +
+                  (double)batch * m * n * (beta != 0.0f ? 2 : 1) *
+                      (double)kernels_dtype_size(c_dtype) +
+                  (bias ? F((double)n * (stride_bias ? batch : 1)) : 0),
+              2.0 * m * n * k * batch)
 // Linear layer: out = inp * w + bias (weights stored (in, out), i.e. PyTorch's
 // nn.Linear weight transposed). bias may be NULL.
 // out: (M, N) [act], inp: (M, K) [act], w: (K, N) [act] working copy, bias: (N) [f32]

@@ -140,6 +140,17 @@ static tsr_status f32_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m, in
                    kernels_dtype_name(c_dtype));
   return kcpu_gemm_strided(kb, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
+static tsr_status f32_gemm_batched(kb_t *kb, int trans_a, int trans_b, int m, int n, int k,
+                                   float alpha, const void *a, int64_t stride_a, const void *b,
+                                   int64_t stride_b, float beta, void *c, int64_t stride_c,
+                                   kernels_dtype c_dtype, const float *bias, int64_t stride_bias,
+                                   int batch) {
+  if (c_dtype != KERNELS_F32)
+    return err_set(TSR_EINVAL, "gemm_batched: c_dtype %s on backend cpu (fp32 only)",
+                   kernels_dtype_name(c_dtype));
+  return kcpu_gemm_batched(kb, trans_a, trans_b, m, n, k, alpha, a, stride_a, b, stride_b, beta, c,
+                           stride_c, bias, stride_bias, batch);
+}
 static tsr_status f32_linear_forward(kb_t *kb, void *out, const void *inp, const void *w,
                                      const float *bias, int M, int K, int N) {
   return kcpu_linear_forward(kb, out, inp, w, bias, M, K, N);
@@ -390,6 +401,7 @@ static kernels_backend cpu_backend = {
     .u8_affine = f32_u8_affine,
     .gemm = f32_gemm,
     .gemm_strided = f32_gemm_strided,
+    .gemm_batched = f32_gemm_batched,
     .linear_forward = f32_linear_forward,
     .linear_backward = f32_linear_backward,
     .layernorm_forward = f32_layernorm_forward,
@@ -439,6 +451,7 @@ static kernels_backend cpu_bf16_backend = {
     .u8_affine = kbf_u8_affine,
     .gemm = kbf_gemm,
     .gemm_strided = kbf_gemm_strided,
+    .gemm_batched = kbf_gemm_batched,
     .linear_forward = kbf_linear_forward,
     .linear_backward = kbf_linear_backward,
     .layernorm_forward = kbf_layernorm_forward,

@@ -94,6 +94,10 @@ tsr_status kcpu_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, fl
 tsr_status kcpu_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m, int n, int k,
                              float alpha, const float *a, int lda, const float *b, int ldb,
                              float beta, float *c, int ldc);
+tsr_status kcpu_gemm_batched(kb_t *kb, int trans_a, int trans_b, int m, int n, int k,
+                             float alpha, const float *a, int64_t stride_a, const float *b,
+                             int64_t stride_b, float beta, float *c, int64_t stride_c,
+                             const float *bias, int64_t stride_bias, int batch);
 tsr_status kcpu_linear_forward(kb_t *kb, float *out, const float *inp, const float *w,
                                const float *bias, int M, int K, int N);
 tsr_status kcpu_linear_backward(kb_t *kb, float *dinp, float *dw, float *dbias, const float *dout,
@@ -253,6 +257,11 @@ tsr_status kbf_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, flo
 tsr_status kbf_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, float alpha,
                             const void *a, int lda, const void *b, int ldb, float beta, void *c,
                             int ldc, kernels_dtype c_dtype);
+tsr_status kbf_gemm_batched(kb_t *kb, int trans_a, int trans_b, int m, int n, int k,
+                            float alpha, const void *a, int64_t stride_a, const void *b,
+                            int64_t stride_b, float beta, void *c, int64_t stride_c,
+                            kernels_dtype c_dtype, const float *bias, int64_t stride_bias,
+                            int batch);
 tsr_status kbf_linear_forward(kb_t *kb, void *out, const void *inp, const void *w,
                               const float *bias, int M, int K, int N);
 tsr_status kbf_linear_backward(kb_t *kb, void *dinp, float *dw, float *dbias, const void *dout,

@@ -199,6 +199,7 @@ static int init_once(void) {
     b->path_stats = cu_path_stats;
     b->gemm = kcu_gemm;
     b->gemm_strided = kcu_gemm_strided;
+    b->gemm_batched = kcu_gemm_batched;
     b->linear_forward = kcu_linear_forward;
     b->linear_backward = kcu_linear_backward;
     b->linear_gelu_forward = kcu_linear_gelu_forward;

@@ -347,6 +347,11 @@ tsr_status kcu_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, flo
 tsr_status kcu_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m, int n, int k,
                             float alpha, const void *a, int lda, const void *b, int ldb,
                             float beta, void *c, int ldc, kernels_dtype c_dtype);
+tsr_status kcu_gemm_batched(kb_t *kb, int trans_a, int trans_b, int m, int n, int k,
+                            float alpha, const void *a, int64_t stride_a, const void *b,
+                            int64_t stride_b, float beta, void *c, int64_t stride_c,
+                            kernels_dtype c_dtype, const float *bias, int64_t stride_bias,
+                            int batch);
 tsr_status kcu_linear_forward(kb_t *kb, void *out, const void *inp, const void *w,
                               const float *bias, int M, int K, int N);
 tsr_status kcu_linear_backward(kb_t *kb, void *dinp, float *dw, float *dbias, const void *dout,

@@ -156,6 +156,69 @@ static void test_gemm_strided(void) {
   t_free(&a), t_free(&c);
 }
 
+// gemm_batched's problems: batch of shape (m, n, k), transposes tr, the batch strides (a
+// stride 0: one operand for all; the others past the problem's size by a gap, as the
+// model's q, k, v weights with their biases between them), beta, bias, c's dtype.
+typedef struct {
+  int m, n, k, ta, tb, batch;
+  int64_t sa, sb, sc, sbias;
+} batched_case;
+static batched_case batched_of(int m, int n, int k, int tr, int batch, int share_a) {
+  batched_case q = {m, n, k, tr & 1, tr >> 1, batch, 0, 0, 0, 0};
+  q.sa = share_a ? 0 : (int64_t)m * k + 3;
+  q.sb = (int64_t)k * n + 16;
+  q.sc = (int64_t)m * n + 8;
+  q.sbias = n + 16;
+  return q;
+}
+// Elements spanned by `batch` matrices of `size` elements, `stride` apart (at least one).
+static size_t batched_span(int batch, int64_t stride, size_t size) {
+  return (batch > 1 ? (size_t)(batch - 1) * (size_t)stride : 0) + (size ? size : 1);
+}
+
+static const char test_gemm_batched_entries[] = ",gemm_batched,";
+static void test_gemm_batched(void) {
+  // (m, n, k, batch, share a): the model's q, k, v forward (L 70 / 131 tokens, D 64) and
+  // their dW (transposed a: the input, shared), odd sizes, one problem, none, k = 0
+  const int shapes[][5] = {{70, 64, 64, 3, 1}, {131, 48, 48, 3, 1}, {37, 53, 19, 2, 0},
+                           {33, 17, 70, 3, 1}, {5, 7, 3, 1, 0}, {4, 4, 4, 0, 0}, {5, 7, 0, 2, 1}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (int tr = 0; tr < 4; tr++)
+      for (int v = 0; v < 8; v++) {  // beta 0 / 1, bias or not, c [act] / [f32]
+        batched_case q = batched_of(shapes[s][0], shapes[s][1], shapes[s][2], tr, shapes[s][3],
+                                    shapes[s][4]);
+        float beta = (v & 1) ? 1.0f : 0.0f;
+        int with_bias = (v >> 1) & 1, c_f32 = v >> 2;
+        tens a = t_act(batched_span(q.batch, q.sa, (size_t)q.m * q.k), -1, 1);
+        tens b = t_act(batched_span(q.batch, q.sb, (size_t)q.k * q.n), -1, 1);
+        tens bias = t_f32(batched_span(q.batch, q.sbias, (size_t)q.n), -1, 1);
+        size_t nc = batched_span(q.batch, q.sc, (size_t)q.m * q.n);
+        tens c = c_f32 ? t_f32(nc, -1, 1) : t_act(nc, -1, 1);
+        CHECK_OK(REF->gemm_batched(REF, q.ta, q.tb, q.m, q.n, q.k, 0.5f, a.h, q.sa, b.h, q.sb,
+                                   beta, c.h, q.sc, KERNELS_F32, with_bias ? bias.h : NULL,
+                                   q.sbias, q.batch));
+        CHECK_OK(KB->gemm_batched(KB, q.ta, q.tb, q.m, q.n, q.k, 0.5f, a.d, q.sa, b.d, q.sb, beta,
+                                  c.d, q.sc, c_f32 ? KERNELS_F32 : KB->act_dtype,
+                                  with_bias ? bias.d : NULL, q.sbias, q.batch));
+        check_out("gemm_batched", c_f32 ? "c_f32" : "c", &c);  // the gaps included
+        t_free(&a), t_free(&b), t_free(&bias), t_free(&c);
+      }
+  // overlapping outputs, a negative stride or batch, an output dtype that is neither
+  tens a = t_act(64, -1, 1), c = t_act(64, -1, 1);
+  CHECK(KB->gemm_batched(KB, 0, 0, 3, 4, 3, 1.0f, a.d, 0, a.d, 12, 0.0f, c.d, 11, KB->act_dtype,
+                         NULL, 0, 2) == TSR_EINVAL, "%s gemm_batched: stride_c 11 < 12 accepted",
+        KB->name);
+  CHECK(KB->gemm_batched(KB, 0, 0, 3, 4, 3, 1.0f, a.d, -1, a.d, 12, 0.0f, c.d, 12, KB->act_dtype,
+                         NULL, 0, 2) == TSR_EINVAL, "%s gemm_batched: stride_a -1 accepted",
+        KB->name);
+  CHECK(KB->gemm_batched(KB, 0, 0, 3, 4, 3, 1.0f, a.d, 0, a.d, 12, 0.0f, c.d, 12, KB->act_dtype,
+                         NULL, 0, -1) == TSR_EINVAL, "%s gemm_batched: batch -1 accepted", KB->name);
+  CHECK(KB->gemm_batched(KB, 0, 0, 3, 4, 3, 1.0f, a.d, 0, a.d, 12, 0.0f, c.d, 12,
+                         (kernels_dtype)7, NULL, 0, 2) == TSR_EINVAL,
+        "%s gemm_batched: c_dtype 7 accepted", KB->name);
+  t_free(&a), t_free(&c);
+}
+
 static const char test_norms_entries[] = ",layernorm_forward,layernorm_backward,rmsnorm_forward,"
     "rmsnorm_backward,";
 static void test_norms(void) {

@@ -103,9 +103,11 @@ typedef struct {
 static const group GROUPS[] = {
     {"fused_vs_composition", fused_vs_composition, fused_vs_composition_entries, 1, 0},
     {"strided_vs_dense", strided_vs_dense, strided_vs_dense_entries, 1, 0},
+    {"batched_vs_loop", batched_vs_loop, batched_vs_loop_entries, 1, 0},
     {"helpers", test_helpers, test_helpers_entries, 0, 0},
     {"gemm", test_gemm, test_gemm_entries, 0, 0},
     {"gemm_strided", test_gemm_strided, test_gemm_strided_entries, 0, 0},
+    {"gemm_batched", test_gemm_batched, test_gemm_batched_entries, 0, 0},
     {"norms", test_norms, test_norms_entries, 0, 0},
     {"modulate", test_modulate, test_modulate_entries, 0, 0},
     {"adaln_tiles", test_adaln_tiles, test_adaln_tiles_entries, 0, 0},
