@@ -191,6 +191,32 @@ tsr_status kernels_check_gemm_strided(int trans_a, int trans_b, int m, int n, in
   return TSR_OK;
 }
 
+tsr_status kernels_check_gemm_batched(int trans_a, int trans_b, int m, int n, int k,
+                                      const void *a, int64_t stride_a, const void *b,
+                                      int64_t stride_b, const void *c, int64_t stride_c,
+                                      int64_t stride_bias, int batch) {
+  const char *op = "gemm_batched";
+  DIM(op, m);
+  DIM(op, n);
+  DIM(op, k);
+  DIM(op, batch);
+  if (stride_a < 0 || stride_b < 0 || stride_c < 0 || stride_bias < 0)
+    return err_set(TSR_EINVAL, "%s: a negative batch stride (a %lld b %lld c %lld bias %lld)", op,
+                   (long long)stride_a, (long long)stride_b, (long long)stride_c,
+                   (long long)stride_bias);
+  if (batch > 1 && stride_c < (int64_t)m * n)
+    return err_set(TSR_EINVAL, "%s: stride_c %lld below m n = %lld: the %d outputs would overlap "
+                   "(trans_a %d trans_b %d)", op, (long long)stride_c, (long long)m * n, batch,
+                   trans_a, trans_b);
+  if (m == 0 || n == 0 || batch == 0) return TSR_OK;
+  NEED(op, c);
+  if (k > 0) {
+    NEED(op, a);
+    NEED(op, b);
+  }
+  return TSR_OK;
+}
+
 tsr_status kernels_check_copy_2d(const void *dst, size_t dst_pitch, const void *src,
                                  size_t src_pitch, size_t row_bytes, size_t rows) {
   if (row_bytes == 0 || rows == 0) return TSR_OK;

@@ -72,6 +72,12 @@ tsr_status kernels_check_ema_update(const float *ema, const float *param, size_t
 tsr_status kernels_check_gemm_strided(int trans_a, int trans_b, int m, int n, int k,
                                       const void *a, int lda, const void *b, int ldb,
                                       const void *c, int ldc);
+// m, n, k, batch >= 0; batch strides >= 0, stride_c >= m n when batch > 1; for m, n,
+// batch > 0: c given, and a and b for k > 0.
+tsr_status kernels_check_gemm_batched(int trans_a, int trans_b, int m, int n, int k,
+                                      const void *a, int64_t stride_a, const void *b,
+                                      int64_t stride_b, const void *c, int64_t stride_c,
+                                      int64_t stride_bias, int batch);
 // For rows, row_bytes > 0: dst and src given, both pitches at least row_bytes.
 tsr_status kernels_check_copy_2d(const void *dst, size_t dst_pitch, const void *src,
                                  size_t src_pitch, size_t row_bytes, size_t rows);

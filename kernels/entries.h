@@ -237,6 +237,31 @@ KERNELS_ENTRY(tsr_status, gemm_strided, GEMM, ACT,
               A((double)m * k + (double)k * n) +
                   (double)m * n * (beta != 0.0f ? 2 : 1) * (double)kernels_dtype_size(c_dtype),
               2.0 * m * n * k)
+// Strided-batched GEMM: `batch` problems of one shape, for i < batch
+//   c_i = alpha op(a_i) op(b_i) + beta c_i + bias_i (bias_i added to every row of c_i)
+// where x_i = x + i * stride_x elements (a, b, c, bias): a stride of 0 gives every problem
+// the same a, b or bias (q, k, v of a block: one input, three weights and biases, three
+// outputs; their dW: one input, three output gradients; model/layers.c dit_linears_*).
+// Operands dense and row-major as gemm's (a: (m, k), or (k, m) if trans_a; b: (k, n), or
+// (n, k) if trans_b; c: (m, n)) [act]; c of c_dtype as gemm_strided's (act: rounded once;
+// KERNELS_F32: [f32], formed and accumulated in fp32, as linear_backward's dw); bias: (n)
+// [f32] per problem or NULL. beta == 0 ignores c's old contents. Problem i computes what
+// linear_forward computes (alpha 1, beta 0, no transposes, c act, with bias) or
+// gemm_strided on dense strides (without bias): bitwise so on the CPU, which runs them one
+// after another. TSR_EINVAL for batch < 0, a negative stride, stride_c < m n with batch > 1
+// (the outputs would overlap), another c_dtype.
+KERNELS_ENTRY(tsr_status, gemm_batched, GEMM, ACT,
+              (const kernels_backend *kb, int trans_a, int trans_b, int m, int n, int k,
+               float alpha, const void *a, int64_t stride_a, const void *b, int64_t stride_b,
+               float beta, void *c, int64_t stride_c, kernels_dtype c_dtype, const float *bias,
+               int64_t stride_bias, int batch),
+              (kb, trans_a, trans_b, m, n, k, alpha, a, stride_a, b, stride_b, beta, c, stride_c,
+               c_dtype, bias, stride_bias, batch),
+              A((double)m * k * (stride_a ? batch : 1) + (double)k * n * (stride_b ? batch : 1)) +
+                  (double)batch * m * n * (beta != 0.0f ? 2 : 1) *
+                      (double)kernels_dtype_size(c_dtype) +
+                  (bias ? F((double)n * (stride_bias ? batch : 1)) : 0),
+              2.0 * m * n * k * batch)
 // Linear layer: out = inp * w + bias (weights stored (in, out), i.e. PyTorch's
 // nn.Linear weight transposed). bias may be NULL.
 // out: (M, N) [act], inp: (M, K) [act], w: (K, N) [act] working copy, bias: (N) [f32]
@@ -480,22 +505,26 @@ KERNELS_ENTRY(tsr_status, attention_delta, ATTENTION, ACT,
                int H, int Dh),
               (kb, delta, dout, out, L, H, Dh),
               A(2.0 * L * H * Dh) + F((double)L * H), 0)
-// Backward of one K/V block given the FINAL lse and delta of the local queries:
+// Backward of one K/V block given the FINAL out, lse and delta of the local queries (the
+// output and lse of all blocks merged, delta = attention_delta(dout, out)):
 // with P = exp(scale q.k - lse), dS = P * (dout.v - delta):
 // dq += scale dS k, dk += scale dS^T q, dv += P^T dout — all three ACCUMULATED (dq over
 // the blocks of the ring, dk/dv are the block's gradients travelling with it; with bf16
-// activations each call loads them, adds in fp32 and rounds once).
+// activations each call loads them, adds in fp32 and rounds once; CUDA's cuDNN path rounds
+// the block's share to bf16 before that add: docs/gpu.md "Attention").
+// A backend may use delta or derive it from out (cuDNN's backward does), so both are
+// required and must agree.
 // dq may be NULL; dk and dv are given together or both NULL (same for attention_backward).
-// dq: (Lq, H, Dh) [act], dk, dv: (Lk, H, Dh) [act], dout, q: (Lq, H, Dh) [act],
+// dq: (Lq, H, Dh) [act], dk, dv: (Lk, H, Dh) [act], dout, q, out: (Lq, H, Dh) [act],
 // k, v: (Lk, H, Dh) [act], lse, delta: (Lq, H) [f32], cu_q, cu_k: (C + 1); max_q, max_k
 // as in attention_partial_forward
 KERNELS_ENTRY(tsr_status, attention_partial_backward, ATTENTION, ACT,
               (const kernels_backend *kb, void *dq, void *dk, void *dv, const void *dout,
-               const void *q, const void *k, const void *v, const float *lse, const float *delta,
-               const int32_t *cu_q, const int32_t *cu_k, int n_clips, int max_q, int max_k, int Lq,
-               int Lk, int H, int Dh, float scale),
-              (kb, dq, dk, dv, dout, q, k, v, lse, delta, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk,
-               H, Dh, scale),
+               const void *q, const void *k, const void *v, const void *out, const float *lse,
+               const float *delta, const int32_t *cu_q, const int32_t *cu_k, int n_clips,
+               int max_q, int max_k, int Lq, int Lk, int H, int Dh, float scale),
+              (kb, dq, dk, dv, dout, q, k, v, out, lse, delta, cu_q, cu_k, n_clips, max_q, max_k,
+               Lq, Lk, H, Dh, scale),
               A((double)Lq * H * Dh * (2 + (dq ? 2 : 0)) +
                 (double)Lk * H * Dh * (2 + (dk ? 4 : 0))) +
                   F(2.0 * Lq * H + 2.0 * (n_clips + 1)),
@@ -529,15 +558,16 @@ KERNELS_ENTRY(tsr_status, attention_masked_backward, ATTENTION, ACT,
                H, Dh, scale),
               A(8.0 * L * H * Dh) + F((double)L * H + n_clips + 1.0 + 3.0 * L),
               0)
-// attention_partial_backward's contract (dq, dk, dv accumulated) under the mask
+// attention_partial_backward's contract (dq, dk, dv accumulated; out, lse, delta final)
+// under the mask
 KERNELS_ENTRY(tsr_status, attention_masked_partial_backward, ATTENTION, ACT,
               (const kernels_backend *kb, void *dq, void *dk, void *dv, const void *dout,
-               const void *q, const void *k, const void *v, const float *lse, const float *delta,
-               const int32_t *cu_q, const int32_t *cu_k, const int32_t *pos_q, const int32_t *pos_k,
-               kernels_mask mask, int n_clips, int max_q, int max_k, int Lq, int Lk, int H, int Dh,
-               float scale),
-              (kb, dq, dk, dv, dout, q, k, v, lse, delta, cu_q, cu_k, pos_q, pos_k, mask, n_clips,
-               max_q, max_k, Lq, Lk, H, Dh, scale),
+               const void *q, const void *k, const void *v, const void *out, const float *lse,
+               const float *delta, const int32_t *cu_q, const int32_t *cu_k, const int32_t *pos_q,
+               const int32_t *pos_k, kernels_mask mask, int n_clips, int max_q, int max_k, int Lq,
+               int Lk, int H, int Dh, float scale),
+              (kb, dq, dk, dv, dout, q, k, v, out, lse, delta, cu_q, cu_k, pos_q, pos_k, mask,
+               n_clips, max_q, max_k, Lq, Lk, H, Dh, scale),
               A((double)Lq * H * Dh * (2 + (dq ? 2 : 0)) +
                 (double)Lk * H * Dh * (2 + (dk ? 4 : 0))) +
                   F(2.0 * Lq * H + 2.0 * (n_clips + 1) + 3.0 * ((double)Lq + Lk)),

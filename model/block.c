@@ -87,9 +87,9 @@ tsr_status dit_block_fwd(dit_model *m, int i, dit_block_acts *a, const void *hin
   // attention branch
   TSR_TRY(dit_ln_mod_fwd(m, b, a->a, a->mean1, a->rstd1, hin, MOD(a->mod, MOD_SHIFT1),
                          MOD(a->mod, MOD_SCALE1), ms));
-  TSR_TRY(dit_linear_fwd(m, bp->q, a->qlin, a->a, L));
-  TSR_TRY(dit_linear_fwd(m, bp->k, a->klin, a->a, L));
-  TSR_TRY(dit_linear_fwd(m, bp->v, a->v, a->a, L));
+  const dit_linear qkv[3] = {bp->q, bp->k, bp->v};
+  void *const qkv_out[3] = {a->qlin, a->klin, a->v};
+  TSR_TRY(dit_linears_fwd(m, qkv, 3, qkv_out, a->a, L));  // one batched GEMM where it can
   TSR_TRY(qk_fwd(m, bp, a, b));
   TSR_TRY(m->attn.forward(m->attn.ctx, kb, b, a->att, a->lse, a->q, a->k, a->v, m->H, m->Dh,
                           attn_scale(m)));
@@ -155,10 +155,11 @@ tsr_status dit_block_bwd(dit_model *m, int i, const dit_block_acts *a, const voi
                            a->att, a->lse, m->H, m->Dh, attn_scale(m)));
   // dt1 = dL/dqlin, dt2 = dL/dklin (dt2, dL/datt, is dead after the attention backward)
   TSR_TRY(qk_bwd(m, bp, a, b));
-  // dt3 = dL/da = dqlin Wq^T + dklin Wk^T + dv Wv^T
-  TSR_TRY(dit_linear_bwd(m, bp->q, m->dt3, 0, m->dt1, a->a, L));
-  TSR_TRY(dit_linear_bwd(m, bp->k, m->dt3, 1, m->dt2, a->a, L));
-  TSR_TRY(dit_linear_bwd(m, bp->v, m->dt3, 1, m->dv, a->a, L));
+  // dt3 = dL/da = dqlin Wq^T + dklin Wk^T + dv Wv^T (dt1, dt2, dv: adjacent buffers, so the
+  // three dW are one batched GEMM where the weights allow)
+  const dit_linear qkv[3] = {bp->q, bp->k, bp->v};
+  const void *const dqkv[3] = {m->dt1, m->dt2, m->dv};
+  TSR_TRY(dit_linears_bwd(m, qkv, 3, m->dt3, dqkv, a->a, L));
   TSR_TRY(dit_ln_mod_bwd(m, b, m->dh, MOD(dmod, MOD_SHIFT1), MOD(dmod, MOD_SCALE1), m->dt3, hin,
                          a->mean1, a->rstd1, MOD(a->mod, MOD_SCALE1), ms));
   // conditioning: dcs += dmod adaln^T (mod_table: the row's gradient, dtp += dmod)

@@ -134,8 +134,8 @@ static tsr_status null_attn_bwd(dit_model *m, const dit_cross_acts *a, const dit
   TSR_TRY(kb->memset_zero(kb, m->dnk, kernels_act_bytes(kb, CD)));
   TSR_TRY(kb->memset_zero(kb, m->dnv, kernels_act_bytes(kb, CD)));
   return kb->attention_partial_backward(kb, m->dq, m->dnk, m->dnv, m->dt1, a->q, a->nk, a->nv,
-                                        a->lse, m->xdelta, b->cu_seqlens, m->cu_null, C, mq, mn,
-                                        L, C, m->H, m->Dh, cross_scale(m));
+                                        a->att, a->lse, m->xdelta, b->cu_seqlens, m->cu_null, C,
+                                        mq, mn, L, C, m->H, m->Dh, cross_scale(m));
 }
 
 tsr_status dit_cross_bwd(dit_model *m, int i, const dit_cross_acts *a, const void *hin,
@@ -153,8 +153,9 @@ tsr_status dit_cross_bwd(dit_model *m, int i, const dit_cross_acts *a, const voi
   int mq, mt, mn;
   cross_bounds(m, b, &mq, &mt, &mn);
   TSR_TRY(kb->attention_partial_backward(kb, m->dq, m->dxk, m->dxv, m->dt1, a->q, a->k, a->v,
-                                         a->lse, m->xdelta, b->cu_seqlens, dit_cu_text(m, b), C,
-                                         mq, mt, L, Lt, H, Dh, cross_scale(m)));
+                                         a->att, a->lse, m->xdelta, b->cu_seqlens,
+                                         dit_cu_text(m, b), C, mq, mt, L, Lt, H, Dh,
+                                         cross_scale(m)));
   if (m->sw.null_token) TSR_TRY(null_attn_bwd(m, a, b, mq, mn));
   // queries: dq -> dqlin -> d(ln) -> dh (accumulated: the residual's second path)
   TSR_TRY(norm_bwd(m, x->q_norm, m->dt2, m->dq, a->qlin, a->qrstd, L));

@@ -245,6 +245,21 @@ tsr_status dit_linear_fwd(dit_model *m, dit_linear l, void *out, const void *inp
 // or skipped when NULL. dinp, dout: (M, N), inp: (M, K), all [act]
 tsr_status dit_linear_bwd(dit_model *m, dit_linear l, void *dinp, int accumulate,
                           const void *dout, const void *inp, int M);
+// n (<= DIT_LINEARS_MAX) linears of one shape on one input (q, k, v of a block): outs[i] =
+// inp W_i + b_i. One gemm_batched when the weights, biases and outputs each lie at one
+// stride (the parameter table puts a block's q, k, v weights one weight-and-bias apart;
+// their outputs are adjacent buffers) and none has an adapter, else dit_linear_fwd each:
+// the same results (bitwise on the CPU). outs[i]: (M, N) [act], inp: (M, K) [act]
+enum { DIT_LINEARS_MAX = 4 };
+tsr_status dit_linears_fwd(dit_model *m, const dit_linear *ls, int n, void *const *outs,
+                           const void *inp, int M);
+// Its backward: parameter grads accumulate, dinp = sum_i douts[i] W_i^T overwritten (or
+// skipped when NULL). Where dit_linears_fwd batches and the douts lie at one stride, the dW
+// are one gemm_batched (then each bias's column sum); dinp stays n GEMMs, the first
+// overwriting, the others adding (beta 1): douts as separate planes are no single matrix,
+// so no single GEMM forms the sum. dinp: (M, K), douts[i]: (M, N), inp: (M, K), all [act]
+tsr_status dit_linears_bwd(dit_model *m, const dit_linear *ls, int n, void *dinp,
+                           const void *const *douts, const void *inp, int M);
 // out = GELU(pre), pre = inp W + b (kept for the backward). out, pre: (M, N) [act],
 // inp: (M, K) [act]
 tsr_status dit_linear_gelu_fwd(dit_model *m, dit_linear l, void *out, void *pre, const void *inp,

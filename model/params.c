@@ -163,6 +163,7 @@ static void layout_cross(arena *a, dit_cross_acts *x, size_t L, size_t C, size_t
 static void layout_block(arena *a, dit_block_acts *k, const dit_block_acts *shared, size_t L,
                          size_t C, size_t D, size_t F, size_t H) {
   k->mod = TAKE_A(a, C * 6 * D);
+  // qlin, klin, v adjacent: the q, k, v projections are one batched GEMM (dit_linears_fwd)
   k->qlin = TAKE_A(a, L * D), k->klin = TAKE_A(a, L * D), k->v = TAKE_A(a, L * D);
   k->att = TAKE_A(a, L * D), k->lse = TAKE_F(a, L * H);
   k->proj = TAKE_A(a, L * D);
@@ -219,9 +220,12 @@ static void layout(dit_model *m, arena *a) {
   m->meanf = TAKE_F(a, L), m->rstdf = TAKE_F(a, L);
   m->of = TAKE_A(a, L * D), m->pred = TAKE_A(a, L * P);
   m->loss = TAKE_F(a, 1), m->sse = TAKE_F(a, C);
-  m->dh = TAKE_A(a, L * D), m->dt1 = TAKE_A(a, L * D), m->dt2 = TAKE_A(a, L * D);
+  m->dh = TAKE_A(a, L * D);
+  // dL/dqlin, dL/dklin and dL/dv of a block (block.c) one stride apart, as qlin, klin, v
+  // are (layout_block): their dW is one batched GEMM (layers.c dit_linears_bwd)
+  m->dt1 = TAKE_A(a, L * D), m->dt2 = TAKE_A(a, L * D), m->dv = TAKE_A(a, L * D);
   m->dt3 = TAKE_A(a, L * D), m->dq = TAKE_A(a, L * D), m->dk = TAKE_A(a, L * D);
-  m->dv = TAKE_A(a, L * D), m->dF = TAKE_A(a, L * F);
+  m->dF = TAKE_A(a, L * F);
   m->dpred = TAKE_A(a, L * P);
   m->dmod = TAKE_A(a, C * 6 * D), m->dcs = TAKE_A(a, C * D), m->dc = TAKE_A(a, C * D);
   m->dc1 = TAKE_A(a, C * D);

@@ -805,11 +805,13 @@ static void backward_clip_item(float *ws, const attn_args *a, size_t q_begin, in
 }
 
 // The accumulating backward under mask (NULL or FULL: unmasked, bit for bit): dq: (Lq, H,
-// Dh), dk, dv: (Lk, H, Dh) accumulated; dout, q: (Lq, H, Dh); k, v: (Lk, H, Dh); lse, delta:
-// (Lq, H); cu_q, cu_k: (C + 1); pos_q: (Lq, 3), pos_k: (Lk, 3)
+// Dh), dk, dv: (Lk, H, Dh) accumulated; dout, q, out: (Lq, H, Dh); k, v: (Lk, H, Dh); lse,
+// delta: (Lq, H); cu_q, cu_k: (C + 1); pos_q: (Lq, 3), pos_k: (Lk, 3). out is required by
+// the contract (kernels/entries.h) but not read: delta carries what is needed of it.
 static tsr_status backward_masked(const char *op, float *dq, float *dk, float *dv,
                                   const float *dout, const float *q, const float *k,
-                                  const float *v, const float *lse, const float *delta,
+                                  const float *v, const void *out, const float *lse,
+                                  const float *delta,
                                   const int32_t *cu_q, const int32_t *cu_k, const int32_t *pos_q,
                                   const int32_t *pos_k, const kernels_mask *mask, int n_clips,
                                   int max_q, int max_k, int Lq, int Lk, int H, int Dh,
@@ -825,6 +827,7 @@ static tsr_status backward_masked(const char *op, float *dq, float *dk, float *d
   KCPU_NEED(op, q);
   KCPU_NEED(op, k);
   KCPU_NEED(op, v);
+  KCPU_NEED(op, out);
   KCPU_NEED(op, lse);
   KCPU_NEED(op, delta);
   size_t Dhp = (size_t)padded_dh(Dh);
@@ -856,31 +859,31 @@ static tsr_status backward_masked(const char *op, float *dq, float *dk, float *d
 }
 
 // dq: (Lq, H, Dh), dk, dv: (Lk, H, Dh) accumulated; dout, q: (Lq, H, Dh); k, v: (Lk, H, Dh);
-// lse, delta: (Lq, H); cu_q, cu_k: (C + 1)
+// out: the final output (checked, not read); lse, delta: (Lq, H); cu_q, cu_k: (C + 1)
 tsr_status kcpu_attention_partial_backward(kb_t *kb, float *dq, float *dk, float *dv,
                                            const float *dout, const float *q, const float *k,
-                                           const float *v, const float *lse, const float *delta,
-                                           const int32_t *cu_q, const int32_t *cu_k, int n_clips,
-                                           int max_q, int max_k, int Lq, int Lk, int H, int Dh,
-                                           float scale) {
+                                           const float *v, const void *out, const float *lse,
+                                           const float *delta, const int32_t *cu_q,
+                                           const int32_t *cu_k, int n_clips, int max_q, int max_k,
+                                           int Lq, int Lk, int H, int Dh, float scale) {
   const char *op = cu_q == cu_k ? "attention_backward" : "attention_partial_backward";
-  return backward_masked(op, dq, dk, dv, dout, q, k, v, lse, delta, cu_q, cu_k, NULL, NULL, NULL,
-                         n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
+  return backward_masked(op, dq, dk, dv, dout, q, k, v, out, lse, delta, cu_q, cu_k, NULL, NULL,
+                         NULL, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
 }
 
 // kcpu_attention_partial_backward under mask; pos_q: (Lq, 3), pos_k: (Lk, 3)
 tsr_status kcpu_attention_masked_partial_backward(kb_t *kb, float *dq, float *dk, float *dv,
                                                   const float *dout, const float *q,
                                                   const float *k, const float *v,
-                                                  const float *lse, const float *delta,
-                                                  const int32_t *cu_q, const int32_t *cu_k,
-                                                  const int32_t *pos_q, const int32_t *pos_k,
-                                                  kernels_mask mask, int n_clips, int max_q,
-                                                  int max_k, int Lq, int Lk, int H, int Dh,
-                                                  float scale) {
-  return backward_masked("attention_masked_partial_backward", dq, dk, dv, dout, q, k, v, lse,
-                         delta, cu_q, cu_k, pos_q, pos_k, &mask, n_clips, max_q, max_k, Lq, Lk, H,
-                         Dh, scale);
+                                                  const void *out, const float *lse,
+                                                  const float *delta, const int32_t *cu_q,
+                                                  const int32_t *cu_k, const int32_t *pos_q,
+                                                  const int32_t *pos_k, kernels_mask mask,
+                                                  int n_clips, int max_q, int max_k, int Lq,
+                                                  int Lk, int H, int Dh, float scale) {
+  return backward_masked("attention_masked_partial_backward", dq, dk, dv, dout, q, k, v, out,
+                         lse, delta, cu_q, cu_k, pos_q, pos_k, &mask, n_clips, max_q, max_k, Lq,
+                         Lk, H, Dh, scale);
 }
 
 // The overwriting backward of whole clips under mask (NULL: unmasked): dq, dk, dv: (L, H,
@@ -902,7 +905,7 @@ static tsr_status whole_backward(const char *op, float *dq, float *dk, float *dv
   if (!delta) return err_set(TSR_ENOMEM, "%s: no memory for delta (%zu floats)", op, rows);
   st = kcpu_attention_delta(NULL, delta, dout, out, L, H, Dh);
   if (!st)
-    st = backward_masked(op, dq, dk, dv, dout, q, k, v, lse, delta, cu, cu, pos, pos, mask,
+    st = backward_masked(op, dq, dk, dv, dout, q, k, v, out, lse, delta, cu, cu, pos, pos, mask,
                          n_clips, max_len, max_len, L, L, H, Dh, scale);
   free(delta);
   return st;

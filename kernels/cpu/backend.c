@@ -140,6 +140,17 @@ static tsr_status f32_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m, in
                    kernels_dtype_name(c_dtype));
   return kcpu_gemm_strided(kb, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
+static tsr_status f32_gemm_batched(kb_t *kb, int trans_a, int trans_b, int m, int n, int k,
+                                   float alpha, const void *a, int64_t stride_a, const void *b,
+                                   int64_t stride_b, float beta, void *c, int64_t stride_c,
+                                   kernels_dtype c_dtype, const float *bias, int64_t stride_bias,
+                                   int batch) {
+  if (c_dtype != KERNELS_F32)
+    return err_set(TSR_EINVAL, "gemm_batched: c_dtype %s on backend cpu (fp32 only)",
+                   kernels_dtype_name(c_dtype));
+  return kcpu_gemm_batched(kb, trans_a, trans_b, m, n, k, alpha, a, stride_a, b, stride_b, beta, c,
+                           stride_c, bias, stride_bias, batch);
+}
 static tsr_status f32_linear_forward(kb_t *kb, void *out, const void *inp, const void *w,
                                      const float *bias, int M, int K, int N) {
   return kcpu_linear_forward(kb, out, inp, w, bias, M, K, N);
@@ -253,13 +264,13 @@ static tsr_status f32_attention_delta(kb_t *kb, float *delta, const void *dout, 
 }
 static tsr_status f32_attention_partial_backward(kb_t *kb, void *dq, void *dk, void *dv,
                                                  const void *dout, const void *q, const void *k,
-                                                 const void *v, const float *lse,
-                                                 const float *delta, const int32_t *cu_q,
-                                                 const int32_t *cu_k, int n_clips, int max_q,
-                                                 int max_k, int Lq, int Lk, int H, int Dh,
-                                                 float scale) {
-  return kcpu_attention_partial_backward(kb, dq, dk, dv, dout, q, k, v, lse, delta, cu_q, cu_k,
-                                         n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
+                                                 const void *v, const void *out,
+                                                 const float *lse, const float *delta,
+                                                 const int32_t *cu_q, const int32_t *cu_k,
+                                                 int n_clips, int max_q, int max_k, int Lq, int Lk,
+                                                 int H, int Dh, float scale) {
+  return kcpu_attention_partial_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, delta, cu_q,
+                                         cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
 }
 static tsr_status f32_attention_masked_forward(kb_t *kb, void *out, float *lse, const void *q,
                                                const void *k, const void *v, const int32_t *cu_q,
@@ -281,12 +292,12 @@ static tsr_status f32_attention_masked_backward(kb_t *kb, void *dq, void *dk, vo
 }
 static tsr_status f32_attention_masked_partial_backward(
     kb_t *kb, void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k,
-    const void *v, const float *lse, const float *delta, const int32_t *cu_q, const int32_t *cu_k,
-    const int32_t *pos_q, const int32_t *pos_k, kernels_mask mask, int n_clips, int max_q,
-    int max_k, int Lq, int Lk, int H, int Dh, float scale) {
-  return kcpu_attention_masked_partial_backward(kb, dq, dk, dv, dout, q, k, v, lse, delta, cu_q,
-                                                cu_k, pos_q, pos_k, mask, n_clips, max_q, max_k,
-                                                Lq, Lk, H, Dh, scale);
+    const void *v, const void *out, const float *lse, const float *delta, const int32_t *cu_q,
+    const int32_t *cu_k, const int32_t *pos_q, const int32_t *pos_k, kernels_mask mask,
+    int n_clips, int max_q, int max_k, int Lq, int Lk, int H, int Dh, float scale) {
+  return kcpu_attention_masked_partial_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, delta,
+                                                cu_q, cu_k, pos_q, pos_k, mask, n_clips, max_q,
+                                                max_k, Lq, Lk, H, Dh, scale);
 }
 static tsr_status f32_objective_inputs(kb_t *kb, float *t, void *x_t, void *target,
                                        const void *tokens, kernels_tokens tokens_dtype,

@@ -15,9 +15,11 @@
 // vectors (C, mstride) are converted over their whole span and stored back row by row,
 // D values each, so the rest of each stride (other adaLN vectors) is never written.
 // Argument errors come from the fp32 entry: a NULL tensor stays NULL, a negative size
-// gives an empty scratch, and the fp32 entry names the entry and the argument.
+// gives an empty scratch, and the fp32 entry names the entry and the argument (gemm_batched,
+// which runs its problems one by one, checks the batch itself first: kernels/check.h).
 #include <stdlib.h>
 
+#include "kernels/check.h"
 #include "kernels/cpu/cpu.h"
 
 enum { KBF_MAX = 8 };
@@ -158,6 +160,36 @@ tsr_status kbf_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m, int n, in
                                     fc, ldc);
   if (!st && c_dtype == KERNELS_BF16) kbf_store_rows(c, fc, m, ldc, n);
   return kbf_done(&s, st);
+}
+
+// One problem after another, each converted to fp32, computed by the fp32 entry and its
+// [act] c rounded once.
+tsr_status kbf_gemm_batched(kb_t *kb, int trans_a, int trans_b, int m, int n, int k,
+                            float alpha, const void *a, int64_t stride_a, const void *b,
+                            int64_t stride_b, float beta, void *c, int64_t stride_c,
+                            kernels_dtype c_dtype, const float *bias, int64_t stride_bias,
+                            int batch) {
+  if (c_dtype != KERNELS_F32 && c_dtype != KERNELS_BF16)
+    return err_set(TSR_EINVAL, "gemm_batched: c_dtype %s on backend cpu-bf16 (bf16 or f32)",
+                   kernels_dtype_name(c_dtype));
+  tsr_status st = kernels_check_gemm_batched(trans_a, trans_b, m, n, k, a, stride_a, b, stride_b,
+                                             c, stride_c, stride_bias, batch);
+  const size_t csz = kernels_dtype_size(c_dtype);
+  for (int i = 0; !st && i < batch && m > 0 && n > 0; i++) {
+    kbf_scratch s = {0};
+    const void *ai = k > 0 ? (const kernels_bf16 *)a + (size_t)i * (size_t)stride_a : NULL;
+    const void *bi = k > 0 ? (const kernels_bf16 *)b + (size_t)i * (size_t)stride_b : NULL;
+    void *ci = (char *)c + (size_t)i * (size_t)stride_c * csz;
+    float *fa = kbf_load(&s, ai, kbf_n(m, k)), *fb = kbf_load(&s, bi, kbf_n(k, n)), *fc = ci;
+    if (c_dtype == KERNELS_BF16)  // beta == 0 ignores c's old contents: no load
+      fc = beta != 0.0f ? kbf_load(&s, ci, kbf_n(m, n)) : kbf_alloc(&s, ci, kbf_n(m, n));
+    KBF_OOM("gemm_batched", s);
+    st = kcpu_gemm_batched(kb, trans_a, trans_b, m, n, k, alpha, fa, 0, fb, 0, beta, fc, 0,
+                           bias ? bias + (size_t)i * (size_t)stride_bias : NULL, 0, 1);
+    if (!st && c_dtype == KERNELS_BF16) kbf_store(ci, fc, kbf_n(m, n));
+    st = kbf_done(&s, st);
+  }
+  return st;
 }
 
 tsr_status kbf_linear_forward(kb_t *kb, void *out, const void *inp, const void *w,
@@ -456,10 +488,10 @@ tsr_status kbf_attention_delta(kb_t *kb, float *delta, const void *dout, const v
 
 tsr_status kbf_attention_partial_backward(kb_t *kb, void *dq, void *dk, void *dv,
                                           const void *dout, const void *q, const void *k,
-                                          const void *v, const float *lse, const float *delta,
-                                          const int32_t *cu_q, const int32_t *cu_k, int n_clips,
-                                          int max_q, int max_k, int Lq, int Lk, int H, int Dh,
-                                          float scale) {
+                                          const void *v, const void *out, const float *lse,
+                                          const float *delta, const int32_t *cu_q,
+                                          const int32_t *cu_k, int n_clips, int max_q, int max_k,
+                                          int Lq, int Lk, int H, int Dh, float scale) {
   kbf_scratch s = {0};
   size_t nq = kbf_n3(Lq, H, Dh), nk = kbf_n3(Lk, H, Dh);
   float *fdo = kbf_load(&s, dout, nq), *fq = kbf_load(&s, q, nq);
@@ -467,9 +499,10 @@ tsr_status kbf_attention_partial_backward(kb_t *kb, void *dq, void *dk, void *dv
   // Accumulated outputs: loaded, summed in fp32 by the fp32 entry, rounded once.
   float *fdq = kbf_load(&s, dq, nq), *fdk = kbf_load(&s, dk, nk), *fdv = kbf_load(&s, dv, nk);
   KBF_OOM("attention_partial_backward", s);
-  tsr_status st = kcpu_attention_partial_backward(kb, fdq, fdk, fdv, fdo, fq, fk, fv, lse, delta,
-                                                  cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H,
-                                                  Dh, scale);
+  // out is passed for its check only: the fp32 entry reads delta, not out
+  tsr_status st = kcpu_attention_partial_backward(kb, fdq, fdk, fdv, fdo, fq, fk, fv, out, lse,
+                                                  delta, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk,
+                                                  H, Dh, scale);
   if (!st) {
     kbf_store(dq, fdq, nq);
     kbf_store(dk, fdk, nk);
@@ -518,7 +551,7 @@ tsr_status kbf_attention_masked_backward(kb_t *kb, void *dq, void *dk, void *dv,
 
 tsr_status kbf_attention_masked_partial_backward(kb_t *kb, void *dq, void *dk, void *dv,
                                                  const void *dout, const void *q, const void *k,
-                                                 const void *v, const float *lse,
+                                                 const void *v, const void *out, const float *lse,
                                                  const float *delta, const int32_t *cu_q,
                                                  const int32_t *cu_k, const int32_t *pos_q,
                                                  const int32_t *pos_k, kernels_mask mask,
@@ -530,10 +563,10 @@ tsr_status kbf_attention_masked_partial_backward(kb_t *kb, void *dq, void *dk, v
   float *fk = kbf_load(&s, k, nk), *fv = kbf_load(&s, v, nk);
   float *fdq = kbf_load(&s, dq, nq), *fdk = kbf_load(&s, dk, nk), *fdv = kbf_load(&s, dv, nk);
   KBF_OOM("attention_masked_partial_backward", s);
-  tsr_status st = kcpu_attention_masked_partial_backward(kb, fdq, fdk, fdv, fdo, fq, fk, fv, lse,
-                                                         delta, cu_q, cu_k, pos_q, pos_k, mask,
-                                                         n_clips, max_q, max_k, Lq, Lk, H, Dh,
-                                                         scale);
+  tsr_status st = kcpu_attention_masked_partial_backward(kb, fdq, fdk, fdv, fdo, fq, fk, fv, out,
+                                                         lse, delta, cu_q, cu_k, pos_q, pos_k,
+                                                         mask, n_clips, max_q, max_k, Lq, Lk, H,
+                                                         Dh, scale);
   if (!st) {
     kbf_store(dq, fdq, nq);
     kbf_store(dk, fdk, nk);

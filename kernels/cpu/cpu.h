@@ -94,6 +94,10 @@ tsr_status kcpu_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, fl
 tsr_status kcpu_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m, int n, int k,
                              float alpha, const float *a, int lda, const float *b, int ldb,
                              float beta, float *c, int ldc);
+tsr_status kcpu_gemm_batched(kb_t *kb, int trans_a, int trans_b, int m, int n, int k,
+                             float alpha, const float *a, int64_t stride_a, const float *b,
+                             int64_t stride_b, float beta, float *c, int64_t stride_c,
+                             const float *bias, int64_t stride_bias, int batch);
 tsr_status kcpu_linear_forward(kb_t *kb, float *out, const float *inp, const float *w,
                                const float *bias, int M, int K, int N);
 tsr_status kcpu_linear_backward(kb_t *kb, float *dinp, float *dw, float *dbias, const float *dout,
@@ -156,10 +160,10 @@ tsr_status kcpu_attention_delta(kb_t *kb, float *delta, const float *dout, const
                                 int H, int Dh);
 tsr_status kcpu_attention_partial_backward(kb_t *kb, float *dq, float *dk, float *dv,
                                            const float *dout, const float *q, const float *k,
-                                           const float *v, const float *lse, const float *delta,
-                                           const int32_t *cu_q, const int32_t *cu_k, int n_clips,
-                                           int max_q, int max_k, int Lq, int Lk, int H, int Dh,
-                                           float scale);
+                                           const float *v, const void *out, const float *lse,
+                                           const float *delta, const int32_t *cu_q,
+                                           const int32_t *cu_k, int n_clips, int max_q, int max_k,
+                                           int Lq, int Lk, int H, int Dh, float scale);
 tsr_status kcpu_attention_masked_forward(kb_t *kb, float *out, float *lse, const float *q,
                                          const float *k, const float *v, const int32_t *cu_q,
                                          const int32_t *cu_k, const int32_t *pos_q,
@@ -175,12 +179,12 @@ tsr_status kcpu_attention_masked_backward(kb_t *kb, float *dq, float *dk, float 
 tsr_status kcpu_attention_masked_partial_backward(kb_t *kb, float *dq, float *dk, float *dv,
                                                   const float *dout, const float *q,
                                                   const float *k, const float *v,
-                                                  const float *lse, const float *delta,
-                                                  const int32_t *cu_q, const int32_t *cu_k,
-                                                  const int32_t *pos_q, const int32_t *pos_k,
-                                                  kernels_mask mask, int n_clips, int max_q,
-                                                  int max_k, int Lq, int Lk, int H, int Dh,
-                                                  float scale);
+                                                  const void *out, const float *lse,
+                                                  const float *delta, const int32_t *cu_q,
+                                                  const int32_t *cu_k, const int32_t *pos_q,
+                                                  const int32_t *pos_k, kernels_mask mask,
+                                                  int n_clips, int max_q, int max_k, int Lq,
+                                                  int Lk, int H, int Dh, float scale);
 
 tsr_status kcpu_mse_forward(kb_t *kb, float *loss, float *sse, const float *pred,
                             const float *target, const float *weight, const int32_t *cu,

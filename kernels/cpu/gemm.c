@@ -38,6 +38,34 @@ tsr_status kcpu_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, fl
                            ldb > 0 ? ldb : 1, beta, c, n);
 }
 
+// c_i (m, n) = alpha op(a_i) op(b_i) + beta c_i + bias_i for i < batch, one problem after
+// another (x_i = x + i stride_x): with a bias, c_i's rows first become beta c_i + bias_i
+// (the bias itself when beta == 0) and the product is added with beta 1, as linear_forward.
+tsr_status kcpu_gemm_batched(kb_t *kb, int trans_a, int trans_b, int m, int n, int k,
+                             float alpha, const float *a, int64_t stride_a, const float *b,
+                             int64_t stride_b, float beta, float *c, int64_t stride_c,
+                             const float *bias, int64_t stride_bias, int batch) {
+  tsr_status st = kernels_check_gemm_batched(trans_a, trans_b, m, n, k, a, stride_a, b, stride_b,
+                                             c, stride_c, stride_bias, batch);
+  for (int i = 0; !st && i < batch && m > 0 && n > 0; i++) {
+    float *ci = c + (size_t)i * (size_t)stride_c, beta_i = beta;
+    if (bias) {
+      const float *bi = bias + (size_t)i * (size_t)stride_bias;
+#pragma omp parallel for schedule(static) if ((size_t)m * n > KCPU_PAR_MIN)
+      for (int r = 0; r < m; r++) {
+        float *row = ci + (size_t)r * n;
+        if (beta == 0.0f) memcpy(row, bi, (size_t)n * sizeof(float));
+        else
+          for (int j = 0; j < n; j++) row[j] = beta * row[j] + bi[j];
+      }
+      beta_i = 1.0f;
+    }
+    st = kcpu_gemm(kb, trans_a, trans_b, m, n, k, alpha, a + (size_t)i * (size_t)stride_a,
+                   b + (size_t)i * (size_t)stride_b, beta_i, ci);
+  }
+  return st;
+}
+
 // out: (M, N) = inp (M, K) * w (K, N) + bias (N)
 tsr_status kcpu_linear_forward(kb_t *kb, float *out, const float *inp, const float *w,
                                const float *bias, int M, int K, int N) {

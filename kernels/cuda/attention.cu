@@ -4,9 +4,10 @@
 //
 // These are the backend's own straightforward kernels (fp32 CUDA cores, no tensor cores):
 // correct for every shape the contract allows with Dh <= 256. The entries first offer the
-// call to cuDNN's fused SDPA (attention_cudnn.cu: forward, backward and partial forward,
-// chosen per call by TESSERA_CUDA_ATTENTION and the shape, sdpa.h); what cuDNN does not take
-// runs here, and attention_merge, attention_delta and attention_partial_backward always do.
+// call to cuDNN's fused SDPA (attention_cudnn.cu: forward, backward, partial forward and
+// partial backward, chosen per call by TESSERA_CUDA_ATTENTION and the shape, sdpa.h); what
+// cuDNN does not take runs here, and attention_merge, attention_delta and the masked entries
+// under a mask other than FULL always do.
 //
 // Work items: a block takes 16 consecutive rows of the packed sequence (queries for the
 // forward and dq, keys for dk/dv) of one head; a warp owns 4 of those rows. Rows of one
@@ -551,13 +552,16 @@ static tsr_status launch_bwd(kb_t *kb, const char *op, void *dq, void *dk, void 
   return TSR_OK;
 }
 
-extern "C" tsr_status kcu_attention_partial_backward(kb_t *kb, void *dq, void *dk, void *dv,
-                                                     const void *dout, const void *q, const void *k,
-                                                     const void *v, const float *lse, const float *delta,
-                                                     const int32_t *cu_q, const int32_t *cu_k, int n_clips,
-                                                     int max_q, int max_k, int Lq, int Lk, int H, int Dh,
-                                                     float scale) {
-  const char *op = "attention_partial_backward";
+// The partial backward's arguments (the masked entry's too, op naming which): the common
+// checks, and *run = 0 where there is nothing to compute.
+static tsr_status partial_backward_args(kb_t *kb, const char *op, int *run, const void *dq,
+                                        const void *dk, const void *dv, const void *dout,
+                                        const void *q, const void *k, const void *v,
+                                        const void *out, const float *lse, const float *delta,
+                                        const int32_t *cu_q, const int32_t *cu_k, int n_clips,
+                                        int max_q, int max_k, int Lq, int Lk, int H, int Dh,
+                                        float scale) {
+  *run = 0;
   tsr_status st = check_attn(kb, op, KCU_E_ATTN_B, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh,
                              scale);
   if (st || H == 0) return st;
@@ -565,13 +569,36 @@ extern "C" tsr_status kcu_attention_partial_backward(kb_t *kb, void *dq, void *d
   if ((dk && !dv) || (dv && !dk))
     return err_set(TSR_EINVAL, "%s: dk and dv must both be given or both be NULL", op);
   if (Lq == 0 && Lk == 0) return TSR_OK;
-  count_path(kb, 0);  // no cuDNN path: its backward needs out, this entry gets delta
   KCU_NEED(op, dout);
   KCU_NEED(op, q);
   KCU_NEED(op, k);
   KCU_NEED(op, v);
+  KCU_NEED(op, out);
   KCU_NEED(op, lse);
   KCU_NEED(op, delta);
+  *run = 1;
+  return TSR_OK;
+}
+
+// cuDNN's backward graph takes the final out (it derives delta itself), the own kernels take
+// delta (entries.h: the two agree).
+extern "C" tsr_status kcu_attention_partial_backward(kb_t *kb, void *dq, void *dk, void *dv,
+                                                     const void *dout, const void *q, const void *k,
+                                                     const void *v, const void *out, const float *lse,
+                                                     const float *delta, const int32_t *cu_q,
+                                                     const int32_t *cu_k, int n_clips, int max_q,
+                                                     int max_k, int Lq, int Lk, int H, int Dh,
+                                                     float scale) {
+  const char *op = "attention_partial_backward";
+  int run;
+  tsr_status st = partial_backward_args(kb, op, &run, dq, dk, dv, dout, q, k, v, out, lse, delta,
+                                        cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
+  if (st || !run) return st;
+  int done;
+  st = kcu_sdpa_partial_backward(kb, op, &done, dq, dk, dv, dout, q, k, v, out, lse, cu_q, cu_k,
+                                 n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
+  if (!st) count_path(kb, done);
+  if (st || done) return st;
   return launch_bwd(kb, op, dq, dk, dv, 1, dout, q, k, v, lse, delta, cu_q, cu_k, NULL, NULL,
                     at_no_mask, n_clips, Lq, Lk, H, Dh, scale);
 }
@@ -686,30 +713,25 @@ extern "C" tsr_status kcu_attention_masked_backward(kb_t *kb, void *dq, void *dk
                       H, Dh, scale);
 }
 
+// A mask other than FULL stays on the own kernels: the cuDNN graph here has the padding mask
+// only, and the block-causal and window masks compare grid positions, which cuDNN's causal
+// and diagonal-band masks do not express.
 extern "C" tsr_status kcu_attention_masked_partial_backward(
     kb_t *kb, void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k,
-    const void *v, const float *lse, const float *delta, const int32_t *cu_q, const int32_t *cu_k,
-    const int32_t *pos_q, const int32_t *pos_k, kernels_mask mask, int n_clips, int max_q,
-    int max_k, int Lq, int Lk, int H, int Dh, float scale) {
+    const void *v, const void *out, const float *lse, const float *delta, const int32_t *cu_q,
+    const int32_t *cu_k, const int32_t *pos_q, const int32_t *pos_k, kernels_mask mask,
+    int n_clips, int max_q, int max_k, int Lq, int Lk, int H, int Dh, float scale) {
   const char *op = "attention_masked_partial_backward";
   tsr_status st = kernels_check_mask(op, &mask, pos_q, Lq, pos_k, Lk);
   if (st) return st;
   if (mask.kind == KERNELS_MASK_FULL)
-    return kcu_attention_partial_backward(kb, dq, dk, dv, dout, q, k, v, lse, delta, cu_q, cu_k,
-                                          n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
-  st = check_attn(kb, op, KCU_E_ATTN_B, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
-  if (st || H == 0) return st;
-  if (!dq && !dk && !dv) return TSR_OK;
-  if ((dk && !dv) || (dv && !dk))
-    return err_set(TSR_EINVAL, "%s: dk and dv must both be given or both be NULL", op);
-  if (Lq == 0 && Lk == 0) return TSR_OK;
+    return kcu_attention_partial_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, delta, cu_q,
+                                          cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
+  int run;
+  st = partial_backward_args(kb, op, &run, dq, dk, dv, dout, q, k, v, out, lse, delta, cu_q, cu_k,
+                             n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
+  if (st || !run) return st;
   count_path(kb, 0);
-  KCU_NEED(op, dout);
-  KCU_NEED(op, q);
-  KCU_NEED(op, k);
-  KCU_NEED(op, v);
-  KCU_NEED(op, lse);
-  KCU_NEED(op, delta);
   return launch_bwd(kb, op, dq, dk, dv, 1, dout, q, k, v, lse, delta, cu_q, cu_k, pos_q, pos_k, mask,
                     n_clips, Lq, Lk, H, Dh, scale);
 }

@@ -1,5 +1,6 @@
-// kernels/cuda/attention_cudnn.cu — attention_forward, attention_backward and
-// attention_partial_forward through cuDNN's fused scaled-dot-product attention, built with
+// kernels/cuda/attention_cudnn.cu — attention_forward, attention_backward,
+// attention_partial_forward and attention_partial_backward through cuDNN's fused
+// scaled-dot-product attention, built with
 // cuDNN's graph/backend API (cudnnBackend* descriptors: the C++ cudnn_frontend is not a
 // dependency). The path of each call is chosen by kcu_sdpa_choose (sdpa.h, with the
 // environment switch TESSERA_CUDA_ATTENTION); attention.cu's own kernels take the rest.
@@ -13,6 +14,10 @@
 //             P = E / Z in bf16; O = P V.
 //   backward: delta = rowsum(dO * O) into a fp32 buffer; P = exp(mask(scale Q K^T) - stats);
 //             dV = P^T dO; dS = scale * P * (dO V^T - delta); dK = dS^T Q; dQ = dS K.
+//             The partial backward is the same graph on one (query chunk, key block) pair
+//             with O and stats the queries' FINAL output and lse: then delta and P are the
+//             whole attention's, and dQ, dK, dV the pair's share of its gradients, which
+//             k_sdpa_accumulate adds to the entry's accumulated dq, dk, dv.
 // Layout (sdpa.h): b >= C sequences of at most the longest clip (the entries' max_len,
 // rounded up) with ragged offsets into the (L, H, Dh) tensors and the (L, H) lse,
 // per-sequence lengths as the padding-mask inputs; filled on the device from cu_seqlens by
@@ -20,7 +25,9 @@
 //
 // Numerics: cuDNN rounds P (forward) and P, dS (backward) to bf16 for the tensor-core
 // products, unlike the own kernels (P in fp32): tests/kernels/test_backend_ops.c gives the
-// cuDNN entries their own tolerance. stats/lse stay fp32.
+// cuDNN entries their own tolerance. stats/lse stay fp32. The partial backward's share is
+// stored in bf16 before it is added (one more rounding of the share than the own kernels'
+// load-add-round).
 // Determinism: the forward has no atomics. The backward, by default, adds dQ into cuDNN's
 // fp32 accumulator with atomics (fast; dQ's last bits vary run to run); with
 // TESSERA_CUDA_ATTENTION_DETERMINISTIC=1 it is built without the accumulator (the
@@ -421,7 +428,7 @@ static int sdpa_build(sdpa_plan *p, const kcu_sdpa_key *key, cudnnHandle_t handl
   p->g = g;
   g->next_uid = U_VIRTUAL;
   const char *kind = kcu_sdpa_kind_name((kcu_sdpa_kind)key->kind);
-  if (key->kind == KCU_SDPA_BWD) sg_backward(g, key);
+  if (kcu_sdpa_backward_kind(key->kind)) sg_backward(g, key);
   else sg_forward(g, key);
   cudnnBackendDescriptor_t graph = sg_new(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "graph");
   SG_SET(g, graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, g->n_ops, g->ops, "graph");
@@ -830,46 +837,105 @@ tsr_status kcu_sdpa_forward(kb_t *kb, const char *op, int partial, int *done, vo
   return TSR_OK;
 }
 
-tsr_status kcu_sdpa_backward(kb_t *kb, const char *op, int *done, void *dq, void *dk, void *dv,
-                             const void *dout, const void *q, const void *k, const void *v,
-                             const void *out, const float *lse, const int32_t *cu, int n_clips,
-                             int max_len, int L, int H, int Dh, float scale) {
+// Partial backward: dst += src (fp32 sum, rounded once) on the token rows of the clips whose
+// partners in the call are not empty (seq_other[c] > 0, the ragged lengths of the other
+// side); the other rows' share is zero by definition, and cuDNN leaves them unwritten. One
+// warp per token row of E = H * Dh elements.
+__global__ void k_sdpa_accumulate(act_t *dst, const act_t *src, const int32_t *cu,
+                                  const int32_t *seq_other, int n_clips, int L, int E) {
+  KCU_WARP_ROW(t, L)
+    if (seq_other[kcu_clip_of(cu, n_clips, t)] == 0) continue;
+    const size_t base = (size_t)t * E;
+    for (int e = lane; e < E; e += 32) kcu_st(dst, base + e, kcu_ld(dst, base + e) + kcu_ld(src, base + e));
+  KCU_WARP_ROW_END
+}
+
+// The backward graph's calls. attention_backward (kind BWD, cu_q == cu_k, Lq == Lk): cuDNN
+// writes dq, dk, dv (a NULL one into scratch, dropped). attention_partial_backward (kind
+// PARTIAL_BWD; out, lse the queries' final ones): cuDNN writes the call's share into scratch
+// and k_sdpa_accumulate adds it to dq, dk, dv (those given). A partial call without queries
+// or keys has no share: done without a plan.
+static tsr_status sdpa_backward(kb_t *kb, const char *op, kcu_sdpa_kind kind, int *done, void *dq,
+                                void *dk, void *dv, const void *dout, const void *q, const void *k,
+                                const void *v, const void *out, const float *lse,
+                                const int32_t *cu_q, const int32_t *cu_k, int n_clips, int max_q,
+                                int max_k, int Lq, int Lk, int H, int Dh, float scale) {
   *done = 0;
-  kcu_sdpa_shape sh = {KCU_SDPA_BWD, n_clips, max_len, max_len, L, L, H, Dh};
+  const int partial = kind == KCU_SDPA_PARTIAL_BWD, work = Lq > 0 && Lk > 0;
+  kcu_sdpa_shape sh = {kind, n_clips, max_q, max_k, Lq, Lk, H, Dh};
   sdpa_state *S = NULL;
   kcu_sdpa_key key;
   sdpa_plan *p;
   int use;
-  const void *args[] = {dq, dk, dv, dout, q, k, v, out, lse};
-  tsr_status st = sdpa_begin(kb, op, &sh, sdpa_aligned(args, 9), 1, &S, &key, &p, &use);
+  // the gradients cuDNN writes itself (not the partial call's: those are scratch)
+  const void *args[] = {dout, q, k, v, out, lse, partial ? NULL : dq, partial ? NULL : dk,
+                        partial ? NULL : dv};
+  tsr_status st = sdpa_begin(kb, op, &sh, sdpa_aligned(args, 9), work, &S, &key, &p, &use);
   if (st || !use) return st;
-  const size_t n = (size_t)L * H * Dh, rows = (size_t)L * H;
-  // delta (fp32, like the lse), the fp32 dQ accumulator without determinism, and a bf16
-  // buffer for each gradient the caller does not want (cuDNN writes all three).
-  size_t extra = sdpa_round(rows * sizeof(float)) + (key.deterministic ? 0 : sdpa_round(n * sizeof(float))) +
-                 (dq ? 0 : sdpa_round(n * sizeof(act_t))) + (dk ? 0 : 2 * sdpa_round(n * sizeof(act_t)));
+  if (!work) {
+    *done = 1;
+    return TSR_OK;
+  }
+  const size_t nq = (size_t)Lq * H * Dh, nk = (size_t)Lk * H * Dh, rows = (size_t)Lq * H;
+  // Scratch gradients: the partial call's share, or a gradient the caller does not want
+  // (cuDNN writes all three).
+  const int own_q = partial || !dq, own_kv = partial || !dk;
+  // delta (fp32, like the lse), the fp32 dQ accumulator without determinism, the scratch
+  // gradients.
+  size_t extra = sdpa_round(rows * sizeof(float)) + (key.deterministic ? 0 : sdpa_round(nq * sizeof(float))) +
+                 (own_q ? sdpa_round(nq * sizeof(act_t)) : 0) + (own_kv ? 2 * sdpa_round(nk * sizeof(act_t)) : 0);
   sdpa_mem m;
-  if ((st = sdpa_prepare(kb, op, &key, extra, p->workspace, cu, cu, n_clips, max_len, max_len, L, L, H,
-                         Dh, &m)))
+  if ((st = sdpa_prepare(kb, op, &key, extra, p->workspace, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk,
+                         H, Dh, &m)))
     return st;
   void *delta = sdpa_take(&m, rows * sizeof(float));
-  void *acc = key.deterministic ? NULL : sdpa_take(&m, n * sizeof(float));
-  if (!dq) dq = sdpa_take(&m, n * sizeof(act_t));
-  if (!dk) {
-    dk = sdpa_take(&m, n * sizeof(act_t));
-    dv = sdpa_take(&m, n * sizeof(act_t));
-  }
-  if (acc) KCU_CUDA(op, cudaMemsetAsync(acc, 0, n * sizeof(float), kcu(kb)->stream));
+  void *acc = key.deterministic ? NULL : sdpa_take(&m, nq * sizeof(float));
+  void *gq = own_q ? sdpa_take(&m, nq * sizeof(act_t)) : dq;
+  void *gk = own_kv ? sdpa_take(&m, nk * sizeof(act_t)) : dk;
+  void *gv = own_kv ? sdpa_take(&m, nk * sizeof(act_t)) : dv;
+  cudaStream_t stream = kcu(kb)->stream;
+  if (acc) KCU_CUDA(op, cudaMemsetAsync(acc, 0, nq * sizeof(float), stream));
   float neg_inf = -INFINITY, one = 1.0f;
   int64_t uids[] = {U_Q, U_K, U_V, U_O, U_STATS, U_DO, U_DQ, U_DK, U_DV, U_SCALE, U_NEG_INF, U_ONE,
                     U_SEQ_Q, U_SEQ_KV, U_OFF_Q, U_OFF_K, U_OFF_V, U_OFF_O, U_OFF_S, U_DELTA, U_DQ_ACC};
-  void *ptrs[] = {(void *)q, (void *)k, (void *)v, (void *)out, (void *)lse, (void *)dout, dq, dk, dv,
+  void *ptrs[] = {(void *)q, (void *)k, (void *)v, (void *)out, (void *)lse, (void *)dout, gq, gk, gv,
                   &scale, &neg_inf, &one, m.seq_q, m.seq_kv, m.off_q, m.off_k, m.off_k, m.off_q,
                   m.off_s, delta, acc};
   int nt = (int)(sizeof uids / sizeof uids[0]) - (acc ? 0 : 1);
   if ((st = sdpa_execute(op, S, p, uids, ptrs, nt, m.next))) return st;
+  if (partial && dq) {
+    k_sdpa_accumulate<<<kcu_warp_blocks(Lq), 256, 0, stream>>>((act_t *)dq, (const act_t *)gq, cu_q,
+                                                               m.seq_kv, n_clips, Lq, H * Dh);
+    KCU_LAUNCHED(op);
+  }
+  if (partial && dk) {
+    k_sdpa_accumulate<<<kcu_warp_blocks(Lk), 256, 0, stream>>>((act_t *)dk, (const act_t *)gk, cu_k,
+                                                               m.seq_q, n_clips, Lk, H * Dh);
+    KCU_LAUNCHED(op);
+    k_sdpa_accumulate<<<kcu_warp_blocks(Lk), 256, 0, stream>>>((act_t *)dv, (const act_t *)gv, cu_k,
+                                                               m.seq_q, n_clips, Lk, H * Dh);
+    KCU_LAUNCHED(op);
+  }
   *done = 1;
   return TSR_OK;
+}
+
+tsr_status kcu_sdpa_backward(kb_t *kb, const char *op, int *done, void *dq, void *dk, void *dv,
+                             const void *dout, const void *q, const void *k, const void *v,
+                             const void *out, const float *lse, const int32_t *cu, int n_clips,
+                             int max_len, int L, int H, int Dh, float scale) {
+  return sdpa_backward(kb, op, KCU_SDPA_BWD, done, dq, dk, dv, dout, q, k, v, out, lse, cu, cu,
+                       n_clips, max_len, max_len, L, L, H, Dh, scale);
+}
+
+tsr_status kcu_sdpa_partial_backward(kb_t *kb, const char *op, int *done, void *dq, void *dk,
+                                     void *dv, const void *dout, const void *q, const void *k,
+                                     const void *v, const void *out, const float *lse,
+                                     const int32_t *cu_q, const int32_t *cu_k, int n_clips,
+                                     int max_q, int max_k, int Lq, int Lk, int H, int Dh,
+                                     float scale) {
+  return sdpa_backward(kb, op, KCU_SDPA_PARTIAL_BWD, done, dq, dk, dv, dout, q, k, v, out, lse,
+                       cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
 }
 
 // ---- planning without a GPU (tests) ----------------------------------------------------------
@@ -920,14 +986,16 @@ extern "C" void kernels_cuda_attention_report(char *buf, size_t n) {
   REPORT("attention: TESSERA_CUDA_ATTENTION=%s, deterministic backward %d, cuDNN %ld, sm_%d, "
          "workspace limit %lld bytes%s%s\n", modes[S->mode], S->deterministic, S->dev.cudnn, S->dev.sm,
          (long long)S->max_workspace, S->setup ? "; cuDNN not usable: " : "", S->setup ? S->err : "");
-  REPORT("  own kernels without a plan lookup: forward %lu, backward %lu, partial forward %lu calls\n",
-         S->own_calls[KCU_SDPA_FWD], S->own_calls[KCU_SDPA_BWD], S->own_calls[KCU_SDPA_PARTIAL_FWD]);
+  REPORT("  own kernels without a plan lookup: forward %lu, backward %lu, partial forward %lu, "
+         "partial backward %lu calls\n", S->own_calls[KCU_SDPA_FWD], S->own_calls[KCU_SDPA_BWD],
+         S->own_calls[KCU_SDPA_PARTIAL_FWD], S->own_calls[KCU_SDPA_PARTIAL_BWD]);
   for (int i = 0; i < SDPA_CACHE; i++) {
     const sdpa_plan *p = &S->cache[i];
     if (p->state == 0) continue;
     REPORT("  %s b %d sq %d skv %d H %d Dh %d%s: ", kcu_sdpa_kind_name((kcu_sdpa_kind)p->key.kind),
            p->key.b, p->key.sq, p->key.skv, p->key.h, p->key.d,
-           p->key.kind == KCU_SDPA_BWD ? (p->key.deterministic ? " deterministic" : " atomic dQ") : "");
+           kcu_sdpa_backward_kind(p->key.kind) ? (p->key.deterministic ? " deterministic" : " atomic dQ")
+                                               : "");
     if (p->state == 1)
       REPORT("cuDNN engine %lld [%s], workspace %lld bytes, %lu calls\n", (long long)p->engine, p->notes,
              (long long)p->workspace, p->calls);

@@ -28,4 +28,16 @@ tsr_status kcu_sdpa_backward(kb_t *kb, const char *op, int *done, void *dq, void
                              const void *out, const float *lse, const int32_t *cu, int n_clips,
                              int max_len, int L, int H, int Dh, float scale);
 
+// attention_partial_backward: the share of Lq queries' gradients from one block of Lk keys,
+// ACCUMULATED into dq (Lq, H, Dh) and dk, dv (Lk, H, Dh) [act] (dq may be NULL; dk, dv both
+// or neither), from dout, q, out (Lq, H, Dh), k, v (Lk, H, Dh) [act] and lse (Lq, H) [f32]:
+// out and lse the queries' FINAL output and log-sum-exp (every block merged). cu_q, cu_k:
+// (C + 1) int32; max_q, max_k >= 0 bound the clips' lengths.
+tsr_status kcu_sdpa_partial_backward(kb_t *kb, const char *op, int *done, void *dq, void *dk,
+                                     void *dv, const void *dout, const void *q, const void *k,
+                                     const void *v, const void *out, const float *lse,
+                                     const int32_t *cu_q, const int32_t *cu_k, int n_clips,
+                                     int max_q, int max_k, int Lq, int Lk, int H, int Dh,
+                                     float scale);
+
 #endif

@@ -44,6 +44,10 @@ FORWARD(cublasLtMatrixLayoutCreate,
         (cublasLtMatrixLayout_t *l, cudaDataType type, uint64_t rows, uint64_t cols, int64_t ld),
         (l, type, rows, cols, ld))
 FORWARD(cublasLtMatrixLayoutDestroy, (cublasLtMatrixLayout_t l), (l))
+FORWARD(cublasLtMatrixLayoutSetAttribute,
+        (cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t attr, const void *buf,
+         size_t bytes),
+        (l, attr, buf, bytes))
 
 // The status's text; when the library could not be opened, why (every caller's message
 // goes through here).

@@ -28,6 +28,11 @@
 // (fp32, beta = 1), dbias by kcu_colsum (fp32 partials of fixed row slices, 16-byte
 // loads; cuBLASLt's BGRADB epilogue would overwrite, not accumulate).
 //
+// gemm_batched: one cuBLASLt matmul over a strided batch (BATCH_COUNT and
+// STRIDED_BATCH_OFFSET on the three layouts, a stride 0 where every problem reads the same
+// operand; the bias's BIAS_BATCH_STRIDE), its plan keyed by the batch and strides too;
+// where cuBLASLt has no algorithm for the batch, the problems run one after another as gemm.
+//
 // Plans: the descriptors and the heuristic's algorithm of each shape (transposes, sizes,
 // row strides, output dtype, epilogue, operand alignments) are built once and cached (LRU,
 // 1024 plans: the shapes of a run are those of the model times the microbatch sizes the
@@ -87,11 +92,13 @@ __global__ void k_gemm_fallback(int ta, int tb, int m, int n, int k, float alpha
 // ---- cuBLASLt plans ----------------------------------------------------------------------
 enum lt_epi { EPI_NONE, EPI_BIAS, EPI_GELU_AUX, EPI_GELU_AUX_BIAS, EPI_DGELU };
 
-// Everything a plan depends on; all 32-bit fields, so the struct has no padding and hashes
-// by its bytes.
+// Everything a plan depends on: 16 32-bit fields, then the 64-bit batch strides, so the
+// struct has no padding and hashes by its bytes. batch 0 (or 1): one problem, strides 0.
 struct lt_key {
   int32_t ta, tb, m, n, k, lda, ldb, ldc, c_f32, epi;
   uint32_t al_a, al_b, al_c, al_bias, al_aux;
+  int32_t batch;
+  int64_t sa, sb, sc, sbias;  // in elements of a, b, c and the bias as cuBLASLt reads it
   bool operator==(const lt_key &o) const { return memcmp(this, &o, sizeof o) == 0; }
 };
 struct lt_key_hash {
@@ -173,6 +180,20 @@ static tsr_status plan_build(kb_t *kb, const char *op, const lt_key &key, const 
   KCU_LT(op, cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, tb ? k : n, tb ? n : k, key.ldb));
   KCU_LT(op, cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, ta ? m : k, ta ? k : m, key.lda));
   KCU_LT(op, cublasLtMatrixLayoutCreate(&p->lc, ct, n, m, key.ldc));
+  if (key.batch > 1) {  // a strided batch (Lt's A is our b, its B our a); C and D share lc
+    const int32_t count = key.batch;
+    cublasLtMatrixLayout_t lay[3] = {p->la, p->lb, p->lc};
+    const int64_t stride[3] = {key.sb, key.sa, key.sc};
+    for (int i = 0; i < 3; i++) {
+      KCU_LT(op, cublasLtMatrixLayoutSetAttribute(lay[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                  sizeof count));
+      KCU_LT(op, cublasLtMatrixLayoutSetAttribute(lay[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                  &stride[i], sizeof stride[i]));
+    }
+    if (bias)
+      KCU_LT(op, cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &key.sbias,
+                                                sizeof key.sbias));
+  }
   cublasLtMatmulPreference_t pref = NULL;
   KCU_LT(op, cublasLtMatmulPreferenceCreate(&pref));
   // cuBLASLt assumes 256-byte aligned buffers unless told: the model passes pointers into
@@ -217,11 +238,15 @@ static tsr_status plan_get(kb_t *kb, const char *op, const lt_key &key, const vo
     if (x->lt_log) {
       static const char *const epi[] = {"none", "bias", "gelu_aux", "gelu_aux_bias", "dgelu"};
       log_info("cuda: cuBLASLt plan %zu for %s: m %d n %d k %d ta %d tb %d lda %d ldb %d ldc %d "
-               "out %s epilogue %s alignments a %u b %u c %u bias %u aux %u: %s",
+               "out %s epilogue %s alignments a %u b %u c %u bias %u aux %u batch %d (strides a "
+               "%lld b %lld c %lld bias %lld): %s",
                c->map.size() + 1, op, key.m, key.n, key.k, key.ta, key.tb, key.lda, key.ldb,
                key.ldc, key.c_f32 ? "fp32" : "bf16", epi[key.epi],
-               key.al_b, key.al_a, key.al_c, key.al_bias, key.al_aux,
-               p->found ? "cuBLASLt algorithm" : "no algorithm: the plain kernel path");
+               key.al_b, key.al_a, key.al_c, key.al_bias, key.al_aux, key.batch > 1 ? key.batch : 1,
+               (long long)key.sa, (long long)key.sb, (long long)key.sc, (long long)key.sbias,
+               p->found ? "cuBLASLt algorithm"
+                        : key.batch > 1 ? "no algorithm: one problem after another"
+                                        : "no algorithm: the plain kernel path");
     }
     it = c->map.emplace(key, std::move(p)).first;
   }
@@ -230,21 +255,38 @@ static tsr_status plan_get(kb_t *kb, const char *op, const lt_key &key, const vo
   return TSR_OK;
 }
 
-__global__ void k_bias_bf16(act_t *d, const float *s, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) kcu_st(d, i, s[i]);
+// d (count, n) dense = the count fp32 vectors of n at s, stride apart, rounded to bf16.
+__global__ void k_bias_bf16(act_t *d, const float *s, int n, int64_t stride, int count) {
+  KCU_GRID_STRIDE(e, (size_t)n * count) kcu_st(d, e, s[(e / n) * stride + e % n]);
 }
 
-// *out = the fp32 bias (n) rounded to bf16, in the scratch (stream-ordered: the matmul
-// queued next reads it before any later use of the scratch).
-static tsr_status bias_bf16(kb_t *kb, const char *op, const float *bias, int n, const void **out) {
+// *out = the `count` fp32 biases (n each, stride elements apart) rounded to bf16, dense (n
+// apart) in the scratch (stream-ordered: the matmul queued next reads it before any later
+// use of the scratch).
+static tsr_status bias_bf16(kb_t *kb, const char *op, const float *bias, int n, int count,
+                            int64_t stride, const void **out) {
   void *p;
-  tsr_status st = kcu_scratch(kb, op, (size_t)n * sizeof(act_t), &p);
+  const size_t total = (size_t)n * count;
+  tsr_status st = kcu_scratch(kb, op, total * sizeof(act_t), &p);
   if (st) return st;
-  k_bias_bf16<<<(n + 255) / 256, 256, 0, kcu(kb)->stream>>>((act_t *)p, bias, n);
+  k_bias_bf16<<<KCU_GRID(kb, total)>>>((act_t *)p, bias, n, stride, count);
   KCU_LAUNCHED(op);
   *out = p;
   return TSR_OK;
+}
+
+// A strided batch of problems (gemm_batched): count, and the strides in elements between
+// consecutive problems' a, b, c and fp32 bias (0: every problem reads the same one).
+struct gemm_batch {
+  int count;
+  int64_t a, b, c, bias;
+};
+
+// The alignment al of a batch's first pointer, lowered to what every problem's has: the
+// largest power of two <= al dividing the stride in bytes too.
+static uint32_t batch_align(uint32_t al, int64_t stride_bytes) {
+  while (al > 1 && stride_bytes % al) al /= 2;
+  return al;
 }
 
 // The row strides of dense operands: a (m, k) or (k, m), b (k, n) or (n, k), c (m, n).
@@ -257,21 +299,33 @@ static gemm_ld dense_ld(int ta, int tb, int m, int n, int k) {
 }
 
 // Row-major c (m, n) = epilogue(alpha op(a) op(b) + beta c) through cuBLASLt with the
-// cached plan, bias fp32 (rounded to bf16 for a bf16 c: bias_bf16), rows ld apart. *ran = 0
-// (nothing queued) when cuBLASLt has no algorithm for it.
+// cached plan, bias fp32 (rounded to bf16 for a bf16 c: bias_bf16), rows ld apart; bt: a
+// strided batch of such problems (NULL: one). *ran = 0 (nothing queued) when cuBLASLt has
+// no algorithm for it.
 static tsr_status lt_matmul_ld(kb_t *kb, const char *op, int ta, int tb, int m, int n, int k,
                                float alpha, const act_t *a, const act_t *b, float beta, void *c,
                                gemm_ld ld, int c_f32, int epi, const float *bias, const void *aux,
-                               int *ran) {
+                               const gemm_batch *bt, int *ran) {
   kcu_ctx *x = kcu(kb);
   *ran = 0;
   tsr_status st = kcu_arena_ready(kb, op);  // the workspace lives in the arena
   if (st) return st;
+  const int count = bt ? bt->count : 1;
   const void *bias_d = bias;
-  if (bias && !c_f32 && (st = bias_bf16(kb, op, bias, n, &bias_d))) return st;
+  if (bias && !c_f32 && (st = bias_bf16(kb, op, bias, n, count, bt ? bt->bias : 0, &bias_d)))
+    return st;
   lt_key key = {ta, tb, m, n, k, ld.a, ld.b, ld.c, c_f32, epi, ptr_align(b), ptr_align(a),
                 ptr_align(c),
-                bias_d ? ptr_align(bias_d) : 0, aux ? ptr_align(aux) : 0};
+                bias_d ? ptr_align(bias_d) : 0, aux ? ptr_align(aux) : 0, 0, 0, 0, 0, 0};
+  if (count > 1) {  // every problem's alignment, and the strides (the bf16 bias copy is dense)
+    const int64_t csz = c_f32 ? 4 : 2;  // c and the bias cuBLASLt reads share the dtype
+    key.batch = count;
+    key.sa = bt->a, key.sb = bt->b, key.sc = bt->c, key.sbias = bias_d ? (c_f32 ? bt->bias : n) : 0;
+    key.al_a = batch_align(key.al_a, key.sb * 2);
+    key.al_b = batch_align(key.al_b, key.sa * 2);
+    key.al_c = batch_align(key.al_c, key.sc * csz);
+    if (bias_d) key.al_bias = batch_align(key.al_bias, key.sbias * csz);
+  }
   lt_plan *p;
   if ((st = plan_get(kb, op, key, bias_d, aux, &p))) return st;
   if (!p->found) return TSR_OK;
@@ -292,7 +346,7 @@ static tsr_status lt_matmul(kb_t *kb, const char *op, int ta, int tb, int m, int
                             float alpha, const act_t *a, const act_t *b, float beta, void *c,
                             int c_f32, int epi, const float *bias, const void *aux, int *ran) {
   return lt_matmul_ld(kb, op, ta, tb, m, n, k, alpha, a, b, beta, c, dense_ld(ta, tb, m, n, k),
-                      c_f32, epi, bias, aux, ran);
+                      c_f32, epi, bias, aux, NULL, ran);
 }
 
 static void fallback(kb_t *kb, int ta, int tb, int m, int n, int k, float alpha, const act_t *a,
@@ -324,7 +378,7 @@ static tsr_status gemm_rm_ld(kb_t *kb, const char *op, int ta, int tb, int m, in
   int ran = 0;
   if (!(bias && c_f32 && ptr_align(bias) < 16)) {
     tsr_status st = lt_matmul_ld(kb, op, ta, tb, m, n, k, alpha, a, b, beta, c, ld, c_f32,
-                                 bias ? EPI_BIAS : EPI_NONE, bias, NULL, &ran);
+                                 bias ? EPI_BIAS : EPI_NONE, bias, NULL, NULL, &ran);
     if (st) return st;
   }
   if (!ran) {  // no cuBLASLt algorithm for this shape/alignment: the plain kernel
@@ -374,6 +428,39 @@ extern "C" tsr_status kcu_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m
   gemm_ld ld = {lda, ldb, ldc};
   return gemm_rm_ld(kb, op, trans_a != 0, trans_b != 0, m, n, k, alpha, (const act_t *)a,
                     (const act_t *)b, beta, c, ld, c_dtype == KERNELS_F32, NULL);
+}
+
+extern "C" tsr_status kcu_gemm_batched(kb_t *kb, int trans_a, int trans_b, int m, int n, int k,
+                                       float alpha, const void *a, int64_t stride_a,
+                                       const void *b, int64_t stride_b, float beta, void *c,
+                                       int64_t stride_c, kernels_dtype c_dtype, const float *bias,
+                                       int64_t stride_bias, int batch) {
+  const char *op = "gemm_batched";
+  if (c_dtype != KERNELS_F32 && c_dtype != KERNELS_BF16)
+    return err_set(TSR_EINVAL, "%s: c_dtype %s on backend cuda (bf16 or f32)", op,
+                   kernels_dtype_name(c_dtype));
+  tsr_status st = kernels_check_gemm_batched(trans_a, trans_b, m, n, k, a, stride_a, b, stride_b,
+                                             c, stride_c, stride_bias, batch);
+  if (st || m == 0 || n == 0 || batch == 0) return st;
+  const int ta = trans_a != 0, tb = trans_b != 0, c_f32 = c_dtype == KERNELS_F32;
+  // One strided-batched cuBLASLt matmul where it has an algorithm (the BIAS epilogue's
+  // vector loads of an fp32 bias need every problem's 16-byte aligned, as in gemm_rm_ld).
+  if (batch > 1 && k > 0 && !(bias && c_f32 && batch_align(ptr_align(bias), stride_bias * 4) < 16)) {
+    const gemm_batch bt = {batch, stride_a, stride_b, stride_c, stride_bias};
+    int ran = 0;
+    st = lt_matmul_ld(kb, op, ta, tb, m, n, k, alpha, (const act_t *)a, (const act_t *)b, beta, c,
+                      dense_ld(ta, tb, m, n, k), c_f32, bias ? EPI_BIAS : EPI_NONE, bias, NULL, &bt,
+                      &ran);
+    if (st || ran) return st;
+  }
+  // Otherwise one problem after another, each as gemm_rm (cuBLASLt or the plain kernel).
+  const size_t csz = c_f32 ? sizeof(float) : sizeof(act_t);
+  for (int i = 0; i < batch && !st; i++)
+    st = gemm_rm(kb, op, ta, tb, m, n, k, alpha, k > 0 ? (const act_t *)a + (size_t)i * stride_a : NULL,
+                 k > 0 ? (const act_t *)b + (size_t)i * stride_b : NULL, beta,
+                 (char *)c + (size_t)i * stride_c * csz, c_f32,
+                 bias ? bias + (size_t)i * stride_bias : NULL);
+  return st;
 }
 
 extern "C" tsr_status kcu_linear_forward(kb_t *kb, void *out, const void *inp, const void *w,

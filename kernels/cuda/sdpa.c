@@ -30,6 +30,7 @@ const char *kcu_sdpa_kind_name(kcu_sdpa_kind kind) {
     case KCU_SDPA_FWD: return "forward";
     case KCU_SDPA_BWD: return "backward";
     case KCU_SDPA_PARTIAL_FWD: return "partial forward";
+    case KCU_SDPA_PARTIAL_BWD: return "partial backward";
     default: return "?";
   }
 }
@@ -112,7 +113,7 @@ kcu_sdpa_key kcu_sdpa_key_of(const kcu_sdpa_shape *s, int deterministic) {
   k.skv = (int)kcu_sdpa_bucket(lk, 64);
   k.h = s->H;
   k.d = s->Dh;
-  k.deterministic = s->kind == KCU_SDPA_BWD ? deterministic : 0;  // forwards have no atomics
+  k.deterministic = kcu_sdpa_backward_kind(s->kind) ? deterministic : 0;  // forwards: no atomics
   return k;
 }
 

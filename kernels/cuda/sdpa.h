@@ -55,11 +55,14 @@ tsr_status kcu_attn_mode_parse(const char *value, kcu_attn_mode *mode);
 // get no plan and run the backend's own (slow) backward kernels (docs/gpu.md, Determinism).
 tsr_status kcu_sdpa_deterministic_parse(const char *value, int *deterministic);
 
-// The entries served by cuDNN (attention_merge, attention_delta and
-// attention_partial_backward always use the own kernels: cuDNN's backward derives
-// delta = rowsum(dout * out) from out inside its graph, and the partial backward's
-// contract hands it delta without out).
-typedef enum { KCU_SDPA_FWD = 0, KCU_SDPA_BWD, KCU_SDPA_PARTIAL_FWD, KCU_SDPA_KINDS } kcu_sdpa_kind;
+// The entries served by cuDNN (attention_merge and attention_delta always use the own
+// kernels). The partial backward (ring attention's block, cross-attention's parts) is the
+// backward graph on Lq queries against Lk keys with the queries' FINAL out and lse: cuDNN
+// derives delta = rowsum(dout * out) from out and P = exp(S - lse), which is the block's
+// share of the whole backward.
+typedef enum {
+  KCU_SDPA_FWD = 0, KCU_SDPA_BWD, KCU_SDPA_PARTIAL_FWD, KCU_SDPA_PARTIAL_BWD, KCU_SDPA_KINDS
+} kcu_sdpa_kind;
 const char *kcu_sdpa_kind_name(kcu_sdpa_kind kind);
 
 // One call: Lq queries against Lk keys (Lk == Lq for the full entries), C clips, none
@@ -69,6 +72,10 @@ typedef struct {
   kcu_sdpa_kind kind;
   int n_clips, max_q, max_k, Lq, Lk, H, Dh;
 } kcu_sdpa_shape;
+// 1 for the two kinds built from the backward graph (BWD, PARTIAL_BWD).
+static inline int kcu_sdpa_backward_kind(int kind) {
+  return kind == KCU_SDPA_BWD || kind == KCU_SDPA_PARTIAL_BWD;
+}
 
 // The device and library: sm = 10 * major + minor (90 for Hopper), cudnn = cudnnGetVersion().
 typedef struct {
@@ -106,8 +113,8 @@ enum { KCU_SDPA_MAX_B = 32768 };
 
 // The plan-cache key: one cuDNN plan per key. b = clips rounded up (kcu_sdpa_bucket, >= 1),
 // sq = the longest query clip's bound min(max_q, Lq) rounded up (>= 64), skv likewise for
-// the keys, plus the head shape and the backward's determinism. The softmax scale is not
-// in it: plans take it as a by-value input.
+// the keys, plus the head shape and the backward's determinism (both backward kinds). The
+// softmax scale is not in it: plans take it as a by-value input.
 typedef struct {
   int kind, b, sq, skv, h, d, deterministic;
 } kcu_sdpa_key;

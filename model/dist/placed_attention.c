@@ -387,7 +387,7 @@ tsr_status placed_attention_backward(placed_attention *pa, void *dq, void *dk, v
       (st = kb->memset_zero(kb, dq, qbytes)) || (st = kb->memset_zero(kb, dk, qbytes)) ||
       (st = kb->memset_zero(kb, dv, qbytes)))
     return st;
-  st = kb->attention_masked_partial_backward(kb, dq, dk, dv, dout, q, k, v, lse, pa->delta,
+  st = kb->attention_masked_partial_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, pa->delta,
                                              pa->cu_loc, pa->cu_loc, pa->pos_loc, pa->pos_loc,
                                              pa->mask, n, pa->bound_loc, pa->bound_loc, Lq, Lq, H,
                                              Dh, scale);
@@ -399,7 +399,7 @@ tsr_status placed_attention_backward(placed_attention *pa, void *dq, void *dk, v
     if (!pa->rtok[o]) continue;
     st = kb->attention_masked_partial_backward(
         kb, dq, peer_rows(pa, pa->gsend, o, 0, E), peer_rows(pa, pa->gsend, o, 1, E), dout, q,
-        peer_rows(pa, pa->rbuf, o, 0, E), peer_rows(pa, pa->rbuf, o, 1, E), lse, pa->delta,
+        peer_rows(pa, pa->rbuf, o, 0, E), peer_rows(pa, pa->rbuf, o, 1, E), out, lse, pa->delta,
         pa->cu_loc, pa->cu_peer[o], pa->pos_loc, peer_pos(pa, o), pa->mask, n, pa->bound_loc,
         pa->bound_peer[o], Lq, (int)pa->rtok[o], H, Dh, scale);
   }

@@ -209,20 +209,23 @@ static tsr_status block_forward(const ring_attention *ra, void *out, float *lse,
                                       bound_of(ra, o), Lq, Lk, H, Dh, scale);
 }
 
-// The backward of block_forward (dq, dk, dv accumulated: attention_partial_backward's).
+// The backward of block_forward (dq, dk, dv accumulated: attention_partial_backward's), from
+// the local queries' final out, lse and delta.
 static tsr_status block_backward(const ring_attention *ra, void *dq, void *dk, void *dv,
                                  const void *dout, const void *q, const void *kk, const void *vv,
-                                 const float *lse, int o, int H, int Dh, float scale) {
+                                 const void *out, const float *lse, int o, int H, int Dh,
+                                 float scale) {
   const kernels_backend *kb = ra->kb;
   const int p = ra->p, Lq = (int)ra->blk[p], Lk = (int)ra->blk[o];
   if (ra->mask.kind == KERNELS_MASK_FULL)
-    return kb->attention_partial_backward(kb, dq, dk, dv, dout, q, kk, vv, lse, ra->delta,
+    return kb->attention_partial_backward(kb, dq, dk, dv, dout, q, kk, vv, out, lse, ra->delta,
                                           ra->cu[p], ra->cu[o], ra->n_clips, bound_of(ra, p),
                                           bound_of(ra, o), Lq, Lk, H, Dh, scale);
-  return kb->attention_masked_partial_backward(kb, dq, dk, dv, dout, q, kk, vv, lse, ra->delta,
-                                               ra->cu[p], ra->cu[o], pos_of(ra, p), pos_of(ra, o),
-                                               ra->mask, ra->n_clips, bound_of(ra, p),
-                                               bound_of(ra, o), Lq, Lk, H, Dh, scale);
+  return kb->attention_masked_partial_backward(kb, dq, dk, dv, dout, q, kk, vv, out, lse,
+                                               ra->delta, ra->cu[p], ra->cu[o], pos_of(ra, p),
+                                               pos_of(ra, o), ra->mask, ra->n_clips,
+                                               bound_of(ra, p), bound_of(ra, o), Lq, Lk, H, Dh,
+                                               scale);
 }
 
 tsr_status ring_attention_forward(ring_attention *ra, void *out, float *lse, const void *q,
@@ -309,8 +312,8 @@ tsr_status ring_attention_backward(ring_attention *ra, void *dq, void *dk, void 
     void *share = s == 0 ? ra->grad[g] : ra->gpart;
     st = kb->memset_zero(kb, share, (size_t)bytes);
     if (!st) st = block_backward(ra, dq, share, kernels_act_at(kb, share, half), dout, q,
-                                 ra->kv[cur], kernels_act_at(kb, ra->kv[cur], half), lse, o, H,
-                                 Dh, scale);
+                                 ra->kv[cur], kernels_act_at(kb, ra->kv[cur], half), out, lse, o,
+                                 H, Dh, scale);
     if (s > 0) {  // the block's accumulator has arrived in grad[g]: add this rank's share
       tsr_status w = cb->wait(cb, &req_g);
       if (!st) st = w;

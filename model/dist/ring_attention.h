@@ -12,8 +12,8 @@
 // started before that computation, so communication overlaps it.
 // Backward: the K/V blocks travel again, and behind each its gradient accumulator: at
 // each step the local queries add their contribution to dq and compute their share of the
-// block's dk/dv into a buffer of their own (attention_partial_backward, with the final lse
-// and delta = rowsum(dout * out)) while the accumulator is on its way from the previous
+// block's dk/dv into a buffer of their own (attention_partial_backward, with the final out,
+// lse and delta = rowsum(dout * out)) while the accumulator is on its way from the previous
 // rank; the share is then added and the accumulator sent on, to travel while the next rank
 // computes. After k sends every block's dk/dv is back with its owner.
 //

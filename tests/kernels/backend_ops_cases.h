@@ -156,6 +156,69 @@ static void test_gemm_strided(void) {
   t_free(&a), t_free(&c);
 }
 
+// gemm_batched's problems: batch of shape (m, n, k), transposes tr, the batch strides (a
+// stride 0: one operand for all; the others past the problem's size by a gap, as the
+// model's q, k, v weights with their biases between them), beta, bias, c's dtype.
+typedef struct {
+  int m, n, k, ta, tb, batch;
+  int64_t sa, sb, sc, sbias;
+} batched_case;
+static batched_case batched_of(int m, int n, int k, int tr, int batch, int share_a) {
+  batched_case q = {m, n, k, tr & 1, tr >> 1, batch, 0, 0, 0, 0};
+  q.sa = share_a ? 0 : (int64_t)m * k + 3;
+  q.sb = (int64_t)k * n + 16;
+  q.sc = (int64_t)m * n + 8;
+  q.sbias = n + 16;
+  return q;
+}
+// Elements spanned by `batch` matrices of `size` elements, `stride` apart (at least one).
+static size_t batched_span(int batch, int64_t stride, size_t size) {
+  return (batch > 1 ? (size_t)(batch - 1) * (size_t)stride : 0) + (size ? size : 1);
+}
+
+static const char test_gemm_batched_entries[] = ",gemm_batched,";
+static void test_gemm_batched(void) {
+  // (m, n, k, batch, share a): the model's q, k, v forward (L 70 / 131 tokens, D 64) and
+  // their dW (transposed a: the input, shared), odd sizes, one problem, none, k = 0
+  const int shapes[][5] = {{70, 64, 64, 3, 1}, {131, 48, 48, 3, 1}, {37, 53, 19, 2, 0},
+                           {33, 17, 70, 3, 1}, {5, 7, 3, 1, 0}, {4, 4, 4, 0, 0}, {5, 7, 0, 2, 1}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (int tr = 0; tr < 4; tr++)
+      for (int v = 0; v < 8; v++) {  // beta 0 / 1, bias or not, c [act] / [f32]
+        batched_case q = batched_of(shapes[s][0], shapes[s][1], shapes[s][2], tr, shapes[s][3],
+                                    shapes[s][4]);
+        float beta = (v & 1) ? 1.0f : 0.0f;
+        int with_bias = (v >> 1) & 1, c_f32 = v >> 2;
+        tens a = t_act(batched_span(q.batch, q.sa, (size_t)q.m * q.k), -1, 1);
+        tens b = t_act(batched_span(q.batch, q.sb, (size_t)q.k * q.n), -1, 1);
+        tens bias = t_f32(batched_span(q.batch, q.sbias, (size_t)q.n), -1, 1);
+        size_t nc = batched_span(q.batch, q.sc, (size_t)q.m * q.n);
+        tens c = c_f32 ? t_f32(nc, -1, 1) : t_act(nc, -1, 1);
+        CHECK_OK(REF->gemm_batched(REF, q.ta, q.tb, q.m, q.n, q.k, 0.5f, a.h, q.sa, b.h, q.sb,
+                                   beta, c.h, q.sc, KERNELS_F32, with_bias ? bias.h : NULL,
+                                   q.sbias, q.batch));
+        CHECK_OK(KB->gemm_batched(KB, q.ta, q.tb, q.m, q.n, q.k, 0.5f, a.d, q.sa, b.d, q.sb, beta,
+                                  c.d, q.sc, c_f32 ? KERNELS_F32 : KB->act_dtype,
+                                  with_bias ? bias.d : NULL, q.sbias, q.batch));
+        check_out("gemm_batched", c_f32 ? "c_f32" : "c", &c);  // the gaps included
+        t_free(&a), t_free(&b), t_free(&bias), t_free(&c);
+      }
+  // overlapping outputs, a negative stride or batch, an output dtype that is neither
+  tens a = t_act(64, -1, 1), c = t_act(64, -1, 1);
+  CHECK(KB->gemm_batched(KB, 0, 0, 3, 4, 3, 1.0f, a.d, 0, a.d, 12, 0.0f, c.d, 11, KB->act_dtype,
+                         NULL, 0, 2) == TSR_EINVAL, "%s gemm_batched: stride_c 11 < 12 accepted",
+        KB->name);
+  CHECK(KB->gemm_batched(KB, 0, 0, 3, 4, 3, 1.0f, a.d, -1, a.d, 12, 0.0f, c.d, 12, KB->act_dtype,
+                         NULL, 0, 2) == TSR_EINVAL, "%s gemm_batched: stride_a -1 accepted",
+        KB->name);
+  CHECK(KB->gemm_batched(KB, 0, 0, 3, 4, 3, 1.0f, a.d, 0, a.d, 12, 0.0f, c.d, 12, KB->act_dtype,
+                         NULL, 0, -1) == TSR_EINVAL, "%s gemm_batched: batch -1 accepted", KB->name);
+  CHECK(KB->gemm_batched(KB, 0, 0, 3, 4, 3, 1.0f, a.d, 0, a.d, 12, 0.0f, c.d, 12,
+                         (kernels_dtype)7, NULL, 0, 2) == TSR_EINVAL,
+        "%s gemm_batched: c_dtype 7 accepted", KB->name);
+  t_free(&a), t_free(&c);
+}
+
 static const char test_norms_entries[] = ",layernorm_forward,layernorm_backward,rmsnorm_forward,"
     "rmsnorm_backward,";
 static void test_norms(void) {
@@ -360,6 +423,7 @@ static void test_attention_masked(void) {
     for (int mi = 0; mi < 3; mi++) {
       const packing *pk = &packings[p];
       const kernels_mask m = masks[mi];
+      MASK_FULL_NOW = m.kind == KERNELS_MASK_FULL;
       int C = pk->n_clips, L = pk->L, mx = longest_of(pk->cu, C);
       float sc = 1.0f / sqrtf((float)Dh);
       size_t n = (size_t)L * H * Dh, nl = (size_t)L * H;
@@ -389,12 +453,12 @@ static void test_attention_masked(void) {
       check_out("attention_masked_backward", "dv", &dv);
       REF->attention_delta(REF, delta.h, dout.h, out.h, L, H, Dh);
       CHECK_OK(KB->attention_delta(KB, delta.d, dout.d, out.d, L, H, Dh));
-      REF->attention_masked_partial_backward(REF, dq.h, dk.h, dv.h, dout.h, q.h, k.h, v.h, lse.h,
-                                             delta.h, pk->cu, pk->cu, pos, pos, m, C, mx, mx, L, L,
-                                             H, Dh, sc);
+      REF->attention_masked_partial_backward(REF, dq.h, dk.h, dv.h, dout.h, q.h, k.h, v.h, out.h,
+                                             lse.h, delta.h, pk->cu, pk->cu, pos, pos, m, C, mx,
+                                             mx, L, L, H, Dh, sc);
       CHECK_OK(KB->attention_masked_partial_backward(KB, dq.d, dk.d, dv.d, dout.d, q.d, k.d, v.d,
-                                                     lse.d, delta.d, cu, cu, dpos, dpos, m, C, mx,
-                                                     mx, L, L, H, Dh, sc));
+                                                     out.d, lse.d, delta.d, cu, cu, dpos, dpos, m,
+                                                     C, mx, mx, L, L, H, Dh, sc));
       check_out("attention_masked_partial_backward", "dq", &dq);
       check_out("attention_masked_partial_backward", "dk", &dk);
       check_out("attention_masked_partial_backward", "dv", &dv);
@@ -402,6 +466,7 @@ static void test_attention_masked(void) {
       for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) t_free(&all[i]);
       KB->free(KB, cu), KB->free(KB, dpos), free(pos);
     }
+  MASK_FULL_NOW = 0;
 }
 
 // The masked partial entries on (query chunk, key block) pairs as ring attention makes
@@ -456,12 +521,16 @@ static void test_attention_masked_pairs(void) {
                                               m, C, mq, mk, Lq, Lk, H, Dh, sc));
         check_out("attention_masked_forward", "out (pairs)", &out);
         check_out("attention_masked_forward", "lse (pairs)", &lse);
-        REF->attention_masked_partial_backward(REF, dq.h, dk.h, dv.h, dout.h, q.h, k.h, v.h, lse.h,
-                                               delta.h, cq, ck, pq, pkk, m, C, mq, mk, Lq, Lk, H,
-                                               Dh, sc);
+        // the pair's out and lse stand for the final ones; delta agrees with them (kernels.h)
+        REF->attention_delta(REF, delta.h, dout.h, out.h, Lq, H, Dh);
+        KB->free(KB, delta.d);
+        upload(&delta);
+        REF->attention_masked_partial_backward(REF, dq.h, dk.h, dv.h, dout.h, q.h, k.h, v.h, out.h,
+                                               lse.h, delta.h, cq, ck, pq, pkk, m, C, mq, mk, Lq,
+                                               Lk, H, Dh, sc);
         CHECK_OK(KB->attention_masked_partial_backward(KB, dq.d, dk.d, dv.d, dout.d, q.d, k.d, v.d,
-                                                       lse.d, delta.d, dcq, dck, dpq, dpk, m, C,
-                                                       mq, mk, Lq, Lk, H, Dh, sc));
+                                                       out.d, lse.d, delta.d, dcq, dck, dpq, dpk,
+                                                       m, C, mq, mk, Lq, Lk, H, Dh, sc));
         check_out("attention_masked_partial_backward", "dq (pairs)", &dq);
         check_out("attention_masked_partial_backward", "dk (pairs)", &dk);
         check_out("attention_masked_partial_backward", "dv (pairs)", &dv);
@@ -527,11 +596,13 @@ static void test_attention(void) {
       CHECK_OK(KB->attention_delta(KB, delta.d, dout.d, out.d, L, H, Dh));
       check_out("attention_delta", "delta", &delta);
       tens dkb = t_act(nk, -1, 1), dvb = t_act(nk, -1, 1);  // accumulated, as dq
-      REF->attention_partial_backward(REF, dq.h, dkb.h, dvb.h, dout.h, q.h, kb2.h, vb2.h, lse.h,
-                                      delta.h, pk->cu, cuk, C, mx, mk, L, Lk, H, Dh, sc);
+      // out, lse: the merged (final) ones of the queries, delta from them: a ring step's
+      // inputs (the CUDA backend's cuDNN path reads out, the own kernels delta)
+      REF->attention_partial_backward(REF, dq.h, dkb.h, dvb.h, dout.h, q.h, kb2.h, vb2.h, out.h,
+                                      lse.h, delta.h, pk->cu, cuk, C, mx, mk, L, Lk, H, Dh, sc);
       CHECK_OK(KB->attention_partial_backward(KB, dq.d, dkb.d, dvb.d, dout.d, q.d, kb2.d, vb2.d,
-                                              lse.d, delta.d, cu, dcuk, C, mx, mk, L, Lk, H, Dh,
-                                              sc));
+                                              out.d, lse.d, delta.d, cu, dcuk, C, mx, mk, L, Lk, H,
+                                              Dh, sc));
       check_out("attention_partial_backward", "dq", &dq);
       check_out("attention_partial_backward", "dk", &dkb);
       check_out("attention_partial_backward", "dv", &dvb);
@@ -545,8 +616,9 @@ static void test_attention(void) {
                                                            dcuk, C, mx, mk - 1, L, Lk, H, Dh, sc),
                              "attention_partial_forward");
         check_bound_reported(KB->attention_partial_backward(KB, dq.d, dkb.d, dvb.d, dout.d, q.d,
-                                                            kb2.d, vb2.d, lse.d, delta.d, cu, dcuk,
-                                                            C, mx - 1, mk, L, Lk, H, Dh, sc),
+                                                            kb2.d, vb2.d, out.d, lse.d, delta.d,
+                                                            cu, dcuk, C, mx - 1, mk, L, Lk, H, Dh,
+                                                            sc),
                              "attention_partial_backward");
       }
       tens all[] = {q, k, v, out, lse, dout, dq, dk, dv, kb2, vb2, ob, lb, delta, dkb, dvb};

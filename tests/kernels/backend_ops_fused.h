@@ -350,6 +350,43 @@ static void strided_vs_dense(void) {
       }
 }
 
+// The reference's gemm_batched against its problems one by one: linear_forward (alpha 1,
+// beta 0, no transposes, a bias) and gemm_strided on dense strides (no bias), bitwise
+// (kernels.h: that is its definition on the CPU), the gaps of c untouched.
+static const char batched_vs_loop_entries[] = ",gemm_batched,";
+static void batched_vs_loop(void) {
+  const kernels_backend *R = REF;
+  const int shapes[][3] = {{70, 64, 64}, {37, 53, 19}, {33, 17, 70}};
+  for (int s = 0; s < 3; s++)
+    for (int tr = 0; tr < 4; tr++)
+      for (int v = 0; v < 3; v++) {  // v 0: the linear (bias), 1: beta 0, 2: beta 1
+        const int batch = 3, m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+        const int ta = v == 0 ? 0 : tr & 1, tb = v == 0 ? 0 : tr >> 1;
+        const float beta = v == 2 ? 1.0f : 0.0f, alpha = v == 0 ? 1.0f : 0.5f;
+        const int64_t sb = (int64_t)k * n + 16, sc = (int64_t)m * n + 8, sbias = n + 16;
+        size_t nb = 2 * (size_t)sb + (size_t)k * n, nc = 2 * (size_t)sc + (size_t)m * n;
+        float *a = kt_rand((size_t)m * k, -1, 1), *b = kt_rand(nb, -1, 1);
+        float *bias = kt_rand(2 * (size_t)sbias + n, -1, 1);
+        float *c = kt_rand(nc, -1, 1), *c1 = copy_of(c, nc);
+        CHECK_OK(R->gemm_batched(R, ta, tb, m, n, k, alpha, a, 0, b, sb, beta, c, sc, KERNELS_F32,
+                                 v == 0 ? bias : NULL, sbias, batch));
+        for (int i = 0; i < batch; i++) {
+          float *ci = c1 + (size_t)i * sc;
+          const float *bi = b + (size_t)i * sb;
+          if (v == 0)
+            CHECK_OK(R->linear_forward(R, ci, a, bi, bias + (size_t)i * sbias, m, k, n));
+          else
+            CHECK_OK(R->gemm_strided(R, ta, tb, m, n, k, alpha, a, ta ? m : k, bi, tb ? k : n,
+                                     beta, ci, n, KERNELS_F32));
+        }
+        double md;
+        long mm = bit_mismatches(c, c1, nc, &md);
+        CHECK(mm == 0, "cpu gemm_batched != its problems one by one (m %d n %d k %d tr %d v %d): "
+              "%ld of %zu elements differ (max %.3g)", m, n, k, tr, v, mm, nc, md);
+        free(a), free(b), free(bias), free(c), free(c1);
+      }
+}
+
 static const char fused_vs_composition_entries[] = ",layernorm_modulate_forward,"
     "layernorm_modulate_backward,qk_norm_rope_forward,qk_norm_rope_backward,linear_gelu_forward,"
     "linear_backward_dgelu,adamw_update_multi,";

@@ -279,7 +279,7 @@ static void test_partial_blocks(const problem *p) {
   CHECK_OK(kb->attention_delta(kb, delta, g, ow, L0, H, DH));
   for (int b = 0; b < 2; b++)
     CHECK_OK(kb->attention_masked_partial_backward(
-        kb, ds, ds + n + b * nh, ds + 2 * n + b * nh, g, q, k + b * nh, v + b * nh, lw, delta, cu,
+        kb, ds, ds + n + b * nh, ds + 2 * n + b * nh, g, q, k + b * nh, v + b * nh, ow, lw, delta, cu,
         cuh, p->pos, p->pos + 3 * (size_t)b * half, m, 1, L0, half, L0, half, H, DH, scale));
   double ed = 0;
   for (size_t e = 0; e < 3 * n; e++) ed = fmax(ed, fabs(ds[e] - dw[e]) / (fabs(dw[e]) + 1));

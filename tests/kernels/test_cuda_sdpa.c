@@ -169,6 +169,20 @@ static void test_key(void) {
   CHECK(!kcu_sdpa_key_eq(&kh, &ka) && !kcu_sdpa_key_eq(&kd, &ka), "heads and head dim are part of the key");
   CHECK(kp.sq == 256 && kp.skv == 64, "partial: own rounding for queries and keys: sq %d skv %d", kp.sq,
         kp.skv);
+  // the partial backward: its own plans (another graph than the partial forward's, another
+  // kind than the whole backward's), with the backward's determinism
+  kcu_sdpa_shape pb = p;
+  pb.kind = KCU_SDPA_PARTIAL_BWD;
+  kcu_sdpa_key kpb1 = kcu_sdpa_key_of(&pb, 1), kpb0 = kcu_sdpa_key_of(&pb, 0);
+  CHECK(kpb1.deterministic == 1 && kpb0.deterministic == 0 && !kcu_sdpa_key_eq(&kpb1, &kpb0),
+        "determinism is part of the partial backward's key");
+  CHECK(!kcu_sdpa_key_eq(&kpb1, &kp) && kpb1.sq == 256 && kpb1.skv == 64,
+        "partial backward: its own key, sq %d skv %d", kpb1.sq, kpb1.skv);
+  CHECK(kcu_sdpa_backward_kind(KCU_SDPA_BWD) && kcu_sdpa_backward_kind(KCU_SDPA_PARTIAL_BWD) &&
+            !kcu_sdpa_backward_kind(KCU_SDPA_FWD) && !kcu_sdpa_backward_kind(KCU_SDPA_PARTIAL_FWD),
+        "the backward graph's kinds");
+  CHECK(!strcmp(kcu_sdpa_kind_name(KCU_SDPA_PARTIAL_BWD), "partial backward"), "kind name %s",
+        kcu_sdpa_kind_name(KCU_SDPA_PARTIAL_BWD));
 }
 
 // The definition: sequence c < n_clips is rows [cu[c], cu[c+1]), later ones are empty at L

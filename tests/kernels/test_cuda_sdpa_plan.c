@@ -72,6 +72,17 @@ int main(void) {
   }
   int64_t w = plan(KCU_SDPA_PARTIAL_FWD, 4, 52, 41, 70, 64, 2, 64, 0, 1);
   CHECK(w >= 0 && w <= small, "partial forward workspace %lld", (long long)w);
+  // The partial backward (the backward graph with sq != skv): test_backend_ops's ring block
+  // (131 queries, clips of at most 65, against 86 keys, clips of at most 38), atomic and
+  // deterministic (dense dS of b 8, H 2, 128 x 64), and a ring step of dit-b at CP 4 (16
+  // clips of 4,096: chunks of 1,024 queries against blocks of 1,024 keys).
+  w = plan(KCU_SDPA_PARTIAL_BWD, 6, 65, 38, 131, 86, 2, 64, 0, 1);
+  CHECK(w >= 0 && w <= small, "partial backward workspace %lld", (long long)w);
+  w = plan(KCU_SDPA_PARTIAL_BWD, 6, 65, 38, 131, 86, 2, 64, 1, 1);
+  CHECK(w >= (int64_t)8 * 2 * 128 * 64 * 2, "deterministic partial backward workspace %lld",
+        (long long)w);
+  w = plan(KCU_SDPA_PARTIAL_BWD, 16, 1024, 1024, 16384, 16384, 12, 64, 0, 1);
+  CHECK(w >= 0 && w <= small, "dit-b CP 4 ring step: partial backward workspace %lld", (long long)w);
   // Deterministic backward: at least the plan's dense bf16 dS (b 8, H 2, 128 x 128).
   w = plan(KCU_SDPA_BWD, 6, 65, 65, 131, 131, 2, 64, 1, 1);
   CHECK(w >= (int64_t)8 * 2 * 128 * 128 * 2, "deterministic backward workspace %lld", (long long)w);

@@ -239,8 +239,9 @@ static void test_partial(void) {
   float *pq = kt_zeros(a.n), *pk = kt_zeros(a.n), *pv = kt_zeros(a.n);
   for (int b = 0; b < NB; b++) {
     float *gk = kt_zeros(Lk[b] * row), *gv = kt_zeros(Lk[b] * row);
-    CHECK_OK(kb->attention_partial_backward(kb, pq, gk, gv, a.dout, a.q, kb_[b], vb_[b], a.lse, delta, a.cu,
-                                            cuk[b], C, a.max_len, mk[b], a.L, Lk[b], H, Dh, scale));
+    CHECK_OK(kb->attention_partial_backward(kb, pq, gk, gv, a.dout, a.q, kb_[b], vb_[b], a.out, a.lse,
+                                            delta, a.cu, cuk[b], C, a.max_len, mk[b], a.L, Lk[b], H,
+                                            Dh, scale));
     for (int c = 0; c < C; c++) {  // scatter the block's dk, dv back to the owner's rows
       size_t dst = (size_t)(a.cu[c] + cut[c][b]) * row, src = (size_t)cuk[b][c] * row;
       size_t m = (size_t)(cut[c][b + 1] - cut[c][b]) * row;
@@ -334,9 +335,13 @@ static void test_bound(void) {
   CHECK(kb->attention_partial_forward(kb, out2, lse2, a.q, a.k, a.v, a.cu, cuk, 3, 8, 9, a.L, a.L, H, Dh,
                                       0.3f) == TSR_EINVAL, "partial forward: max_q 8");
   CHECK(strstr(err_msg(), "max_q = 8") != NULL, "names max_q: %s", err_msg());
-  CHECK(kb->attention_partial_backward(kb, g2[0], g2[1], g2[2], a.dout, a.q, a.k, a.v, a.lse, delta, a.cu,
-                                       cuk, 3, 9, 4, a.L, a.L, H, Dh, 0.3f) == TSR_EINVAL,
+  CHECK(kb->attention_partial_backward(kb, g2[0], g2[1], g2[2], a.dout, a.q, a.k, a.v, a.out, a.lse,
+                                       delta, a.cu, cuk, 3, 9, 4, a.L, a.L, H, Dh, 0.3f) == TSR_EINVAL,
         "partial backward: max_k 4");
+  CHECK(kb->attention_partial_backward(kb, g2[0], g2[1], g2[2], a.dout, a.q, a.k, a.v, NULL, a.lse,
+                                       delta, a.cu, cuk, 3, 9, 9, a.L, a.L, H, Dh, 0.3f) == TSR_EINVAL &&
+            strstr(err_msg(), "out") != NULL,
+        "partial backward: the final out is required (%s)", err_msg());
   CHECK_OK(kb->attention_partial_forward(kb, out2, lse2, a.q, a.k, a.v, a.cu, cuk, 3, 9, 9, a.L, a.L, H,
                                          Dh, 0.3f));
   CHECK(!memcmp(a.out, out2, a.n * sizeof(float)), "partial forward over the same keys == full");

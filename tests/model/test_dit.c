@@ -4,6 +4,7 @@
 // - packing invariance: 3 clips packed give the same per-clip outputs and the same summed
 //   gradients as each clip alone;
 // - recompute = 1 and 2 give bitwise the same loss and gradients as recompute = 0;
+// - q, k, v as one batched GEMM give bitwise the same as three linears;
 // - init: tensor table, adaLN-Zero (zero output at init), errors on oversized batches.
 // Each of the first three also with captions (model.text_dim > 0: cross-attention, the
 // text embedding and the null token; clips with 3, 0 and 2 caption tokens), and for the Wan
@@ -258,6 +259,58 @@ static void test_recompute(int v) {
   mt_batch_free(&mb);
 }
 
+// The CPU table with gemm_batched counted (batched) or left out (loop: the stub, so the
+// model runs its q, k, v as three linears each).
+static int batched_calls;
+static tsr_status counted_gemm_batched(const kernels_backend *kb, int ta, int tb, int m, int n,
+                                       int k, float alpha, const void *a, int64_t sa,
+                                       const void *b, int64_t sb, float beta, void *c, int64_t sc,
+                                       kernels_dtype c_dtype, const float *bias, int64_t sbias,
+                                       int batch) {
+  batched_calls++;
+  return kernels_cpu()->gemm_batched(kb, ta, tb, m, n, k, alpha, a, sa, b, sb, beta, c, sc,
+                                     c_dtype, bias, sbias, batch);
+}
+
+// q, k, v as one batched GEMM (layers.c dit_linears_fwd/bwd, forward and the three dW)
+// against three linears each: the same prediction, loss and gradients bit for bit (the CPU
+// entry runs the same GEMMs), and the batched entry called twice a block.
+static void test_batched_qkv(int v) {
+  static kernels_backend batched, loop;
+  batched = loop = *kernels_cpu();
+  batched.gemm_batched = counted_gemm_batched;
+  loop.gemm_batched = NULL;
+  kernels_fill_unsupported(&loop);
+  const kernels_backend *kbs[2] = {&batched, &loop};
+  dit_config c = config_of(v);
+  dit_model *m[2];
+  double loss[2];
+  float *pred[2];
+  mt_batch mb;
+  CHECK_OK(mt_batch_make(&mb, CLIPS, 3, 12, 3, 11, IDS));
+  CHECK_OK(add_text(&mb, v, TEXT_TOKENS, IDS));
+  size_t np = (size_t)mb.b.L * 12;
+  batched_calls = 0;
+  for (int r = 0; r < 2; r++) {
+    pred[r] = calloc(np, sizeof(float));
+    CHECK_OK(dit_create(&m[r], &c, kbs[r], 64, 4));
+    CHECK_OK(dit_init(m[r], 3));
+    CHECK_OK(mt_perturb(m[r], 4, 0.1f));
+    CHECK_OK(dit_zero_grad(m[r]));
+    CHECK_OK(dit_forward(m[r], &mb.b, pred[r], &loss[r]));
+    CHECK_OK(dit_backward(m[r], &mb.b));
+  }
+  CHECK(batched_calls == 2 * c.depth, "%s: gemm_batched called %d times for %d blocks",
+        VARIANT_NAME[v], batched_calls, c.depth);
+  CHECK(loss[0] == loss[1] && !memcmp(pred[0], pred[1], np * sizeof(float)),
+        "batched q, k, v%s: loss %.9g vs %.9g, or the predictions differ", VARIANT_NAME[v],
+        loss[0], loss[1]);
+  CHECK(!memcmp(dit_grads(m[0]), dit_grads(m[1]), dit_num_params(m[0]) * sizeof(float)),
+        "batched q, k, v%s: the gradients differ", VARIANT_NAME[v]);
+  for (int r = 0; r < 2; r++) dit_free(&m[r]), free(pred[r]);
+  mt_batch_free(&mb);
+}
+
 // The largest |prediction| of m on batch mb (12 values a token), the buffer's first value
 // set beforehand so that a prediction left unwritten shows.
 static float init_output_max(dit_model *m, mt_batch *mb) {
@@ -363,6 +416,7 @@ int main(void) {
     test_fd(v);
     test_packing(v);
     test_recompute(v);
+    test_batched_qkv(v);
   }
   return check_done();
 }
