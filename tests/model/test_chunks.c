@@ -192,6 +192,9 @@ int main(void) {
   dit_config full = mc;
   full.attn_mask = KERNELS_MASK_FULL;
   CHECK(config_validate(&full, &tc) == TSR_EINVAL, "noise_per_chunk without block_causal");
+  train_config placed = tc;
+  placed.placement = TRAIN_PLACE_BLOCKWISE;
+  CHECK(config_validate(&mc, &placed) == TSR_EINVAL, "noise_per_chunk with a blockwise placement");
   printf("test_chunks: ok\n");
   return 0;
 }
