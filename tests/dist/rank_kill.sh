@@ -44,9 +44,12 @@ k=${k#ckpt-}
   fail "the resume from ckpt-$k: $(tail -3 "$W/resume.log")"
 [ -n "$(jq -r "select(.step == $((k + 2))) | .loss" "$W/run/metrics.jsonl")" ] || fail "no step $((k + 2)) after the resume"
 echo "ok: resumed from the newest checkpoint left, ckpt-$k, to step $((k + 2))"
-# the one before it resumes to the last step logged, with the killed run's losses
-j=$((k - 4))
+# the one before it resumes to the last step logged, with the killed run's losses (under
+# load the checkpoint after k may have been in flight, and train.ckpt_keep already have
+# removed k - 4: then k itself)
+j=$(ls "$W"/killed-ckpt-*.safetensors | sed 's/.*killed-ckpt-\([0-9]*\).*/\1/' | sort -n | tail -2 | head -1)
 last=$((in_flight - 1))
+[ "$last" -gt "$j" ] || fail "no step logged after ckpt-$j (the kill came in step $in_flight)"
 mkdir "$W/older"
 cp "$W/killed-ckpt-$j.safetensors" "$W/older/ckpt-$j.safetensors"
 head -n "$j" "$W/killed.jsonl" >"$W/older/metrics.jsonl"
