@@ -36,20 +36,19 @@ grep -Eqi "rank 1" "$W/run.log" && echo "ok: the message names rank 1: $(grep -E
   fail "no message naming rank 1: $(tail -5 "$W/run.log")"
 cp "$W/run/metrics.jsonl" "$W/killed.jsonl"
 for f in "$W/run"/ckpt-*.safetensors; do cp "$f" "$W/killed-$(basename "$f")"; done
-newest=$(ls "$W/run"/ckpt-*.safetensors | sort -t- -k2 -n | tail -1)
-k=$(basename "$newest" .safetensors)
-k=${k#ckpt-}
+# checkpoint steps in numeric order (the scratch folder's name holds dashes too)
+ckpt_steps() { ls "$@" | sed 's/.*ckpt-\([0-9]*\)\.safetensors$/\1/' | sort -n; }
+k=$(ckpt_steps "$W/run"/ckpt-*.safetensors | tail -1)
 # the newest checkpoint resumes at the same world size
 "${MPI[@]}" -np 2 "$T" train "${RUN[@]}" --out "$W/run" --resume --steps $((k + 2)) >"$W/resume.log" 2>&1 ||
   fail "the resume from ckpt-$k: $(tail -3 "$W/resume.log")"
 [ -n "$(jq -r "select(.step == $((k + 2))) | .loss" "$W/run/metrics.jsonl")" ] || fail "no step $((k + 2)) after the resume"
 echo "ok: resumed from the newest checkpoint left, ckpt-$k, to step $((k + 2))"
-# the one before it resumes to the last step logged, with the killed run's losses (under
-# load the checkpoint after k may have been in flight, and train.ckpt_keep already have
-# removed k - 4: then k itself)
-j=$(ls "$W"/killed-ckpt-*.safetensors | sed 's/.*killed-ckpt-\([0-9]*\).*/\1/' | sort -n | tail -2 | head -1)
+# the one before it resumes to the last step logged, with the killed run's losses
+j=$(ckpt_steps "$W"/killed-ckpt-*.safetensors | tail -2 | head -1)
 last=$((in_flight - 1))
-[ "$last" -gt "$j" ] || fail "no step logged after ckpt-$j (the kill came in step $in_flight)"
+[ "$j" -lt "$k" ] && [ "$last" -gt "$j" ] ||
+  fail "checkpoints $(ckpt_steps "$W"/killed-ckpt-*.safetensors | tr '\n' ' ')left by a kill in step $in_flight"
 mkdir "$W/older"
 cp "$W/killed-ckpt-$j.safetensors" "$W/older/ckpt-$j.safetensors"
 head -n "$j" "$W/killed.jsonl" >"$W/older/metrics.jsonl"

@@ -90,8 +90,8 @@ if [ -n "$victim" ]; then
     || bad "job after kill: exit $RC after ${TOOK}s"
   grep -Eqi "rank 1|process rank 1" "$W/dead.log" && ok "the message names rank 1: $(grep -Ei 'rank 1' "$W/dead.log" | head -1)" \
     || bad "no message naming rank 1: $(tail -5 "$W/dead.log")"
-  newest=$(ls "$W/dead"/ckpt-*.safetensors | sort -t- -k2 -n | tail -1)
-  n=$(basename "$newest" .safetensors); n=${n#ckpt-}
+  # the newest step in numeric order (the scratch folder's name holds dashes too)
+  n=$(ls "$W/dead"/ckpt-*.safetensors | sed 's/.*ckpt-\([0-9]*\)\.safetensors$/\1/' | sort -n | tail -1)
   "$T" train "${CONF[@]}" --set train.mem_tokens=2048 --set train.steps=100000 --set train.ckpt_every=2 \
     --out "$W/dead" --resume --steps $((n + 1)) 2>"$W/dead-resume.log" \
     && ok "resumed from the newest checkpoint left (ckpt-$n)" || bad "resume after the kill: $(tail -3 "$W/dead-resume.log")"
