@@ -97,6 +97,8 @@ int objective_max_segments(const dit_config *mc, const train_config *tc, int max
 static tsr_status split_segments(const dit_config *mc, const train_config *tc,
                                  const objective_clip *clips, int n_clips, objective_clip *seg,
                                  int cap, int32_t *attn_cu, int *n_seg) {
+  if (n_clips < 1 || n_clips > cap)
+    return err_set(TSR_EINVAL, "objective: %d clips (buffers hold 1 to %d)", n_clips, cap);
   int n = 0;
   attn_cu[0] = 0;
   for (int c = 0; c < n_clips; c++) {
@@ -297,9 +299,6 @@ tsr_status objective_build(objective_batch *ob, const dit_config *mc, const trai
                    "buffers %d (objective_alloc_text)", mc->text_dim, ob->text_dim);
   ob->attn_clips = 0;
   if (tc->noise_per_chunk) {
-    if (n_clips < 1 || n_clips > ob->max_clips)
-      return err_set(TSR_EINVAL, "objective: %d clips (buffers hold 1 to %d)", n_clips,
-                     ob->max_clips);
     TSR_TRY(split_segments(mc, tc, clips, n_clips, ob->seg, ob->max_clips, ob->attn_cu, &n_clips));
     clips = ob->seg;
   }
@@ -531,9 +530,6 @@ static tsr_status device_build(objective_device *d, const dit_config *mc, const 
     return err_set(TSR_EINVAL, "objective: a level per chunk (train.noise_per_chunk) of placed "
                    "runs (train.placement) is not supported");
   if (tc->noise_per_chunk) {
-    if (n_clips < 1 || n_clips > d->max_clips)
-      return err_set(TSR_EINVAL, "objective: %d clips (buffers hold 1 to %d)", n_clips,
-                     d->max_clips);
     TSR_TRY(split_segments(mc, tc, clips, n_clips, d->seg, d->max_clips, d->attn_cu_h, &n_clips));
     clips = d->seg;
   }
