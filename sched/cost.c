@@ -111,6 +111,23 @@ double cost_group_exposed(const cost_model *cm, int gpus_per_node, int k, double
   return (kk - 1) * (exposed > 0 ? exposed : 0);
 }
 
+double cost_placed_exchange(const cost_model *cm, int gpus_per_node, int k, double recv) {
+  if (k <= 1) return 0.0;
+  return cm->kv * recv / a2a_bw(cm, k <= gpus_per_node) + 2.0 * a2a_lat(cm);
+}
+
+// The ring's work term: token-linear and attention work split over the k ranks.
+static double ring_work(const cost_model *cm, int k, double s1, double s2) {
+  return ((cm->a + cm->text_a * cm->text_tokens) * s1 + cm->b * s2) / (double)k;
+}
+
+double cost_placed_time(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
+                        double s2, double recv) {
+  if (m == 0) return 0.0;
+  return ring_work(cm, k, s1, s2) + cost_placed_exchange(cm, gpus_per_node, k, recv) + cm->ovh +
+         (double)m * cm->text_c * cm->text_tokens;
+}
+
 double cost_group_time_mode(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
                             double s2, cost_cp_mode mode) {
   if (m == 0) return 0.0;
@@ -125,7 +142,7 @@ double cost_group_time_mode(const cost_model *cm, int gpus_per_node, int k, int 
     work = (cm->a + cm->text_a * lt) * s1 / kk +
            cm->b * s2 * head_share(cm, hybrid_u(gpus_per_node, k)) / (double)(k / hybrid_u(gpus_per_node, k));
   else
-    work = ((cm->a + cm->text_a * lt) * s1 + cm->b * s2) / kk;
+    work = ring_work(cm, k, s1, s2);
   return work + exposed + cm->ovh + (double)m * cm->text_c * lt;
 }
 

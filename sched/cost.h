@@ -132,9 +132,10 @@ typedef struct {
 // cost_mask.place (sched/placement.h): EVEN prices a group's attention as its area split
 // evenly over the k ranks (the form above); CONTIGUOUS and BLOCKWISE price a masked ring
 // group's attention (the S2/k and S2/k^2 terms) by its most loaded rank's work when every
-// clip is cut into contiguous chunks, or placed blockwise (the better of zigzag and greedy
-// for the clip), i.e. S2 = k * max over ranks of the rank's work (plan_group_time,
-// sched/plan.h; the planner's own search keeps the even form).
+// clip is cut into contiguous chunks, or placed blockwise (placement_for's choice for the
+// clip), i.e. S2 = k * max over ranks of the rank's work (plan_group_time, sched/plan.h; the
+// planner's own search keeps the even form). CONTIGUOUS keeps the ring's exchange; BLOCKWISE
+// prices the placed executor's (cost_placed_time, below).
 enum { COST_PLACE_EVEN = 0, COST_PLACE_CONTIGUOUS = 1, COST_PLACE_BLOCKWISE = 2 };
 
 typedef struct {
@@ -225,6 +226,23 @@ cost_cp_mode cost_group_mode(const cost_model *cm, int gpus_per_node, int k, int
 // ring's (k-1)*max(0, ...) term, Ulysses' all-to-all term, or hybrid's both.
 double cost_group_exposed(const cost_model *cm, int gpus_per_node, int k, double s1, double s2,
                           cost_cp_mode mode);
+// A masked ring group placed blockwise (cost_mask.place = BLOCKWISE, run by
+// model/dist/placed_attention.h): its ranks attend their placement's queries (S2 = k x the
+// most loaded rank's work, below) and receive only the K/V rows those queries need, by
+// all-to-alls the executor runs between a rank's attention to its own keys and to the
+// received ones, with nothing to hide them behind (k > 1; the ring's form at k = 1):
+//   T_p = ((a + text_a*Lt)*S1 + b*S2)/k + X + ovh + m*text_c*Lt
+//   X = kv*R/bw_a(k) + 2*lat_a
+// R: the most K/V tokens one rank receives over the group's clips (placement_group's recv).
+// Each such token's K and V arrive in the forward and again in the backward, and the rank's
+// dK/dV shares return (the rows it sent: the same count summed over the group, priced at
+// R): kv bytes a token, a ring step's. Two latencies: the K/V exchange and the gradients'
+// return, one a direction of travel as Ulysses counts its transfers. bw_a and lat_a: the
+// all-to-all's (a2a_bw_intra for k <= G, else a2a_bw_inter, and a2a_lat; the ring's keys
+// where those are 0). cost_placed_exchange is X (0 for k <= 1).
+double cost_placed_exchange(const cost_model *cm, int gpus_per_node, int k, double recv);
+double cost_placed_time(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
+                        double s2, double recv);
 // For the planner's bounds (sched/dynamic.c): the most the exposed communication of a group
 // of k ranks with sums s1, s2 can shrink when clips join it, over the modes cm allows (ring
 // steps, hybrid's ring and the pipelined all-to-all's steps after the first hide more behind

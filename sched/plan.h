@@ -94,8 +94,9 @@ tsr_status plan_simulate(const plan *p, const int64_t *tokens, const cost_model 
                    double *group_start);
 
 // The time of group gi of p (its clips on its ranks in its mode, sched/cost.h; a masked
-// ring group priced by its most loaded rank under cm->mask.place), 0 for an empty group:
-// what plan_simulate adds to its ranks' timelines.
+// ring group priced by its most loaded rank under cm->mask.place, and placed blockwise by
+// the placed executor's exchange: cost_placed_time), 0 for an empty group: what
+// plan_simulate adds to its ranks' timelines.
 double plan_group_time(const plan *p, int gi, const int64_t *tokens, const cost_model *cm,
                        const sched_cluster *cl);
 

@@ -14,7 +14,10 @@
 // each case (sched_result.plan_cpu_ms, which other processes on a shared core do not
 // stretch; the placement cache is emptied before each pricing, so it pays for its
 // placements), and over the blockwise plans' groups zigzag, greedy and balanced side by side
-// (imbalance, K/V tokens received per step, summed over ranks).
+// (imbalance, K/V tokens received per step, summed over ranks), and their exchange summed over
+// the groups (per step): the placed executor's all-to-alls as the planner prices them
+// (cost_placed_exchange) beside the ring's form of the same groups (the exposed ring steps,
+// cost_group_exposed), what blockwise groups were priced by before.
 // With --kinds, instead: for each mask and group size k of 2, 4, 8, 16, every kind of
 // sched/placement.h made (uncached) for each of B clips of the mix over k ranks: sum over
 // clips of the most loaded rank's work over the sum of the means, K/V tokens received
@@ -38,29 +41,42 @@ typedef struct {
 
 // Over the multi-rank ring groups of p: sum of the most loaded rank's work and of the mean
 // under placement kind `kind` (-1: placement_for's choice), and the K/V tokens
-// received, summed over ranks.
+// received, summed over ranks. With x (2 doubles): adds each group's exchange under cm (G
+// ranks a node), the placed executor's (cost_placed_exchange, of its most receiving rank)
+// to x[0] and the ring's exposed steps with the same most loaded rank's work to x[1].
 static tsr_status imbalance(const plan *p, const int64_t *tokens, const cost_mask *m, int kind,
-                            double *sum_max, double *sum_mean, double *recv) {
+                            double *sum_max, double *sum_mean, double *recv,
+                            const cost_model *cm, int G, double *x) {
   for (int gi = 0; gi < p->ngroups; gi++) {
     const plan_group *g = &p->groups[gi];
     if (g->size < 2 || !g->nclips || g->mode != COST_CP_RING) continue;
-    double *w = calloc((size_t)g->size, sizeof *w);
-    if (!w) return err_set(TSR_ENOMEM, "out of memory");
+    double *w = calloc((size_t)g->size, sizeof *w), *got = calloc((size_t)g->size, sizeof *got);
+    if (!w || !got) {
+      free(w), free(got);
+      return err_set(TSR_ENOMEM, "out of memory");
+    }
+    double s1 = 0;
     for (int j = 0; j < g->nclips; j++) {
       const placement *pl;
       int64_t L = tokens[p->clip_index[g->clip_off + j]];
       tsr_status st = kind < 0 ? placement_for(m, L, g->size, &pl)
                                            : placement_cached(m, L, g->size, (place_kind)kind, &pl);
       if (st) {
-        free(w);
+        free(w), free(got);
         return st;
       }
-      for (int r = 0; r < g->size; r++) w[r] += pl->work[r], *recv += (double)pl->recv[r];
+      s1 += (double)L;
+      for (int r = 0; r < g->size; r++)
+        w[r] += pl->work[r], got[r] += (double)pl->recv[r], *recv += (double)pl->recv[r];
     }
-    double most = 0, sum = 0;
-    for (int r = 0; r < g->size; r++) most = fmax(most, w[r]), sum += w[r];
+    double most = 0, sum = 0, rmost = 0;
+    for (int r = 0; r < g->size; r++) most = fmax(most, w[r]), sum += w[r], rmost = fmax(rmost, got[r]);
     *sum_max += most, *sum_mean += sum / g->size;
-    free(w);
+    if (x) {
+      x[0] += cost_placed_exchange(cm, G, g->size, rmost);
+      x[1] += cost_group_exposed(cm, G, g->size, s1, most * g->size, COST_CP_RING);
+    }
+    free(w), free(got);
   }
   return TSR_OK;
 }
@@ -167,6 +183,7 @@ int main(int argc, char **argv) {
   for (int mi = 0; mi < 3 && !st && S; mi++) {
     run_sum r[3] = {{0}};
     double zz[3] = {0}, gr[3] = {0}, ba[3] = {0};  // sum max, sum mean, recv of each kind
+    double xch[2] = {0};  // the blockwise plans' group exchanges: placed, the ring's form
     for (int place = 0; place < 3 && !st; place++) {
       placement_cache_clear();  // every pricing pays for its placements
       cfg.cost.mask = masks[mi].m;
@@ -180,12 +197,14 @@ int main(int argc, char **argv) {
         double rc = 0;
         cost_mask pm = cfg.cost.mask;
         pm.place = place ? place : COST_PLACE_CONTIGUOUS;  // even: what the ranks would run
-        st = imbalance(&res.plan, L, &pm, place == COST_PLACE_BLOCKWISE ? -1 : PLACE_CONTIGUOUS,
-                       &r[place].imb_max, &r[place].imb_mean, &rc);
-        if (!st && place == COST_PLACE_BLOCKWISE) {
-          st = imbalance(&res.plan, L, &pm, PLACE_ZIGZAG, &zz[0], &zz[1], &zz[2]);
-          if (!st) st = imbalance(&res.plan, L, &pm, PLACE_GREEDY, &gr[0], &gr[1], &gr[2]);
-          if (!st) st = imbalance(&res.plan, L, &pm, PLACE_BALANCED, &ba[0], &ba[1], &ba[2]);
+        int placed = place == COST_PLACE_BLOCKWISE;
+        st = imbalance(&res.plan, L, &pm, placed ? -1 : PLACE_CONTIGUOUS, &r[place].imb_max,
+                       &r[place].imb_mean, &rc, &cfg.cost, cfg.cluster.gpus_per_node,
+                       placed ? xch : NULL);
+        if (!st && placed) {
+          st = imbalance(&res.plan, L, &pm, PLACE_ZIGZAG, &zz[0], &zz[1], &zz[2], NULL, 0, NULL);
+          if (!st) st = imbalance(&res.plan, L, &pm, PLACE_GREEDY, &gr[0], &gr[1], &gr[2], NULL, 0, NULL);
+          if (!st) st = imbalance(&res.plan, L, &pm, PLACE_BALANCED, &ba[0], &ba[1], &ba[2], NULL, 0, NULL);
         }
         sched_result_free(&res);
       }
@@ -195,7 +214,8 @@ int main(int argc, char **argv) {
     printf("{\"mask\":\"%s\",\"ranks\":%d,\"clips\":%d,\"batches\":%d,"
            "\"even\":{\"step_s\":%.6g,\"static_s\":%.6g,\"plan_ms\":%.4g},"
            "\"contiguous\":{\"step_s\":%.6g,\"dynamic_s\":%.6g,\"static_s\":%.6g,\"imbalance\":%.4f,\"plan_ms\":%.4g},"
-           "\"blockwise\":{\"step_s\":%.6g,\"dynamic_s\":%.6g,\"static_s\":%.6g,\"imbalance\":%.4f,\"plan_ms\":%.4g},"
+           "\"blockwise\":{\"step_s\":%.6g,\"dynamic_s\":%.6g,\"static_s\":%.6g,\"imbalance\":%.4f,\"plan_ms\":%.4g,"
+           "\"exchange_s\":%.6g,\"ring_form_exchange_s\":%.6g},"
            "\"x_blockwise_over_contiguous\":%.4f,\"x_blockwise_static_over_contiguous_static\":%.4f,"
            "\"x_dynamic_over_static_contiguous\":%.4f,\"x_dynamic_over_static_blockwise\":%.4f,"
            "\"zigzag\":{\"imbalance\":%.4f,\"kv_recv_tokens\":%.6g},"
@@ -204,6 +224,7 @@ int main(int argc, char **argv) {
            masks[mi].name, N, B, S, e->step_s, e->static_s, e->plan_ms, c->step_s, c->dyn_s,
            c->static_s, c->imb_mean > 0 ? c->imb_max / c->imb_mean : 1, c->plan_ms, b->step_s,
            b->dyn_s, b->static_s, b->imb_mean > 0 ? b->imb_max / b->imb_mean : 1, b->plan_ms,
+           xch[0] / S, xch[1] / S,
            c->step_s / b->step_s, c->static_s / b->static_s, c->static_s / c->step_s,
            b->static_s / b->step_s, zz[1] > 0 ? zz[0] / zz[1] : 1, zz[2] / S,
            gr[1] > 0 ? gr[0] / gr[1] : 1, gr[2] / S, ba[1] > 0 ? ba[0] / ba[1] : 1, ba[2] / S);

@@ -40,6 +40,8 @@ for size in $SIZES; do
       "blockwise \(.blockwise.step_s | round) s vs contiguous \(.contiguous.step_s | round) s " +
       "(x\(.x_blockwise_over_contiguous * 100 | round / 100)), imbalance " +
       "\(.blockwise.imbalance * 1000 | round / 1000) vs \(.contiguous.imbalance * 1000 | round / 1000); " +
+      "blockwise exchange \(.blockwise.exchange_s * 100 | round / 100) s (ring form " +
+      "\(.blockwise.ring_form_exchange_s * 100 | round / 100) s); " +
       "Dynamic-CP over static x\(.x_dynamic_over_static_blockwise * 100 | round / 100) " +
       "(contiguous x\(.x_dynamic_over_static_contiguous * 100 | round / 100)); plan CPU ms " +
       "even \(.even.plan_ms | round), contiguous \(.contiguous.plan_ms | round), blockwise \(.blockwise.plan_ms | round)"'

@@ -11,7 +11,8 @@
 // on blocks that need only themselves (a window mask of time radius 0, 4k equal blocks) the
 // closed form: nothing to receive, every rank 4 blocks' work. plan_group_time prices a masked ring group by its most
 // loaded rank: the reference formula with S2 = k * that rank's work, contiguous above
-// blockwise above the even split.
+// blockwise above the even split; placed blockwise, with the placed executor's exchange
+// (cost_placed_time), against its closed form on zigzag-placed causal clips.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,17 +191,52 @@ int main(int argc, char **argv) {
       cm.mask.place = place;
       t[place] = plan_group_time(&pl, 0, tok, &cm, &cl);
       double work[4], s2 = cost_clip_area(&cm, tok[0]) + cost_clip_area(&cm, tok[1]);
+      int64_t got[4];
       if (place) {
-        CHECK_OK(placement_group(&cm.mask, tok, 2, 4, work, NULL, NULL));
+        CHECK_OK(placement_group(&cm.mask, tok, 2, 4, work, got, NULL));
         s2 = 4 * fmax(fmax(work[0], work[1]), fmax(work[2], work[3]));
       }
-      double want = cost_group_time_mode(&cm, 4, 4, 2, 3400, s2, COST_CP_RING);
+      double recv = (double)(got[0] > got[1] ? got[0] : got[1]);
+      recv = fmax(recv, (double)(got[2] > got[3] ? got[2] : got[3]));
+      double want = place == COST_PLACE_BLOCKWISE
+                        ? cost_placed_time(&cm, 4, 4, 2, 3400, s2, recv)
+                        : cost_group_time_mode(&cm, 4, 4, 2, 3400, s2, COST_CP_RING);
       CHECK(fabs(t[place] - want) <= 1e-12 * want, "place %d: group time %.17g, want %.17g",
             place, t[place], want);
     }
     CHECK(t[1] > t[2] && t[2] >= t[0], "contiguous %g, blockwise %g, even %g", t[1], t[2], t[0]);
     plan_free(&pl);
   }
+  // the placed exchange, closed form: two causal clips of 2k blocks of n tokens over k ranks
+  // are placed zigzag (balanced exactly); rank r holds blocks r and 2k-1-r, needs blocks 0 to
+  // 2k-1-r and so receives (2k-2-r) n tokens a clip: the most, rank 0's, 2 (2k-2) n over
+  // both; every rank's work 2 (2k+1) n^2. Inside a node (the ring's keys: the cost file has
+  // no all-to-all ones) and across nodes (calibrated all-to-all keys).
+  for (int k = 2; k <= 8; k *= 2)
+    for (int across = 0; across < 2; across++) {
+      cost_model cm = cost_model_cpu;
+      cm.mask = (cost_mask){.kind = COST_MASK_BLOCK_CAUSAL, .chunk = 2, .rows = 3, .cols = 4,
+                            .place = COST_PLACE_BLOCKWISE};
+      if (across) cm.a2a_lat = 3e-6, cm.a2a_bw_inter = 4e8, cm.a2a_bw_intra = 5e9;
+      const int64_t n = 24, L = 2 * k * n;
+      int64_t tok[2] = {L, L};
+      int32_t clips[2] = {0, 1};
+      sched_cluster cl = {.ranks = k, .gpus_per_node = across ? 1 : k, .mem_tokens = 1 << 20};
+      plan pl;
+      plan_init(&pl, k);
+      CHECK_OK(plan_wave_begin(&pl));
+      CHECK_OK(plan_add_group(&pl, 0, k, clips, 2));
+      CHECK_OK(plan_wave_end(&pl));
+      double kk = k, nn = (double)n;
+      double bw = across ? 4e8 : cm.bw_intra, lat = across ? 3e-6 : cm.lat;
+      double want = (cm.a * 2 * L + cm.b * kk * 2 * (2 * kk + 1) * nn * nn) / kk +
+                    cm.kv * 2 * (2 * kk - 2) * nn / bw + 2 * lat + cm.ovh;
+      double t = plan_group_time(&pl, 0, tok, &cm, &cl);
+      CHECK(fabs(t - want) <= 1e-12 * want, "k=%d %s: placed group time %.17g, closed form "
+            "%.17g", k, across ? "across nodes" : "in a node", t, want);
+      plan_free(&pl);
+      placement_cache_clear();
+    }
   // placement_for holds at most 5% over ceil(L / k) a rank (balanced and greedy alone hold
   // up to 40% more on these clips)
   for (int k = 2; k <= 16; k *= 2)
