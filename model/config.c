@@ -478,11 +478,6 @@ tsr_status config_validate(const dit_config *m, const train_config *t) {
     return err_set(TSR_EINVAL, "train.noise_per_chunk = 1 draws a noise level per chunk of "
                    "model.mask_chunk frames, which needs model.attn_mask = block_causal (it is %s): "
                    "set the mask or train.noise_per_chunk = 0", config_mask_name(m->attn_mask));
-  // a placed clip's runs merge into one model clip (objective_device_build_runs), a chunked
-  // clip splits into segments of its own noise level: the two layouts are not combined
-  if (t->noise_per_chunk && t->placement != TRAIN_PLACE_CONTIGUOUS)
-    return err_set(TSR_EINVAL, "train.noise_per_chunk = 1 runs with train.placement = contiguous "
-                   "only (it is %s): set one of them back", config_placement_name(t->placement));
   if (t->warmup > t->steps)
     return err_set(TSR_EINVAL, "train.warmup = %lld is above train.steps = %lld",
                    (long long)t->warmup, (long long)t->steps);

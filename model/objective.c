@@ -518,6 +518,20 @@ static tsr_status merge_runs(objective_device *d, const int *clip_of, int n_runs
   return st;
 }
 
+// Placed runs under train.noise_per_chunk: the runs of one clip (clip_of) are one clip of
+// attention, and each of their segments a conditioning clip of its own, as the segments of a
+// CP chunk are (the same t', label, caption and loss weight as the whole clip's segment of
+// that mask chunk). attn_cu (n_runs + 1: the runs' offsets, split_segments') is compacted
+// in place to the clips' offsets; returns the clips.
+static int attention_clips(int32_t *attn_cu, const int *clip_of, int n_runs) {
+  int n = 0;
+  for (int r = 0; r < n_runs; r++) {
+    if (!continues(clip_of, r)) n++;
+    attn_cu[n] = attn_cu[r + 1];
+  }
+  return n;
+}
+
 // objective_device_build over entries `clips`, one clip each (clip_of NULL) or consecutive
 // runs of one clip (clip_of: objective_device_build_runs).
 static tsr_status device_build(objective_device *d, const dit_config *mc, const train_config *tc,
@@ -526,12 +540,10 @@ static tsr_status device_build(objective_device *d, const dit_config *mc, const 
   const kernels_backend *kb = d->kb;
   int L, longest, Lt, with_text = mc->text_dim > 0, n_in = n_clips;
   null_caption nul = {d->null_text, d->null_tokens};
-  if (tc->noise_per_chunk && clip_of)
-    return err_set(TSR_EINVAL, "objective: a level per chunk (train.noise_per_chunk) of placed "
-                   "runs (train.placement) is not supported");
   if (tc->noise_per_chunk) {
     TSR_TRY(split_segments(mc, tc, clips, n_clips, d->seg, d->max_clips, d->attn_cu_h, &n_clips));
     clips = d->seg;
+    if (clip_of) n_in = attention_clips(d->attn_cu_h, clip_of, n_in), clip_of = NULL;
   }
   int max_text = with_text ? n_clips * mc->text_len : 0;
   tsr_status st = build_meta(mc, tc, step, n_batch_clips, clips, n_clips, clip_of, d->max_tokens,

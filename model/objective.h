@@ -175,7 +175,10 @@ tsr_status objective_device_build(objective_device *d, const dit_config *mc,
 // before (the same clip_id, a later first_token) or one more. Every token's inputs are the
 // clip's at that token index, made per run; the batch then has one clip per clip_of value,
 // whose tokens are its runs' in order (cu_seqlens, t', labels, loss weight and caption once
-// a clip, its first run's). d's max_clips bounds the runs.
+// a clip, its first run's). Under train.noise_per_chunk the batch's conditioning clips are
+// the runs' segments instead (each run cut at its mask chunks' starts, a level each, as for a
+// chunk) and its clips of attention (attn_cu) one per clip_of value. d's max_clips bounds
+// the runs and their segments.
 tsr_status objective_device_build_runs(objective_device *d, const dit_config *mc,
                                        const train_config *tc, int64_t step, int n_batch_clips,
                                        const objective_clip *runs, const int *clip_of,

@@ -273,9 +273,11 @@ static tsr_status placed_forward(dist_step *ds, const dit_batch *b, void *out, f
                                  const void *q, const void *k, const void *v, int H, int Dh,
                                  float scale) {
   placed_attention *pa = ds->active_placed;
+  // the group's clips: under train.noise_per_chunk the batch's clips are their segments
+  const int n = b->attn_cu ? b->attn_clips : b->n_clips;
   tsr_status st = TSR_OK;
   if (!ds->mask_set &&
-      (st = placed_attention_set_clips(pa, b->n_clips, ds->pls, &ds->place_mask,
+      (st = placed_attention_set_clips(pa, n, ds->pls, &ds->place_mask,
                                        config_mask(ds->mc), b->pos)))
     return st;
   ds->mask_set = 1;
@@ -283,7 +285,7 @@ static tsr_status placed_forward(dist_step *ds, const dit_batch *b, void *out, f
   st = placed_attention_forward(pa, out, lse, q, k, v, H, Dh, scale);
   ds->kv_got += comm_alltoall_received() - before;
   int64_t plan_rows = 0;
-  for (int c = 0; c < b->n_clips; c++) plan_rows += ds->pls[c]->recv[ds->active_me];
+  for (int c = 0; c < n; c++) plan_rows += ds->pls[c]->recv[ds->active_me];
   ds->kv_plan += 2 * plan_rows * (int64_t)kernels_act_bytes(ds->kb, (size_t)H * Dh);
   return st;
 }

@@ -7,6 +7,8 @@
 # attention received (counted by the communication layer) are the placements' count
 # (metrics "placed_kv": ranks_off 0, bytes = plan_bytes > 0). Rank 0's backend allocations
 # peak at most at the memory model's count, which holds the placed executors' buffers.
+# The same for diffusion forcing (causal, train.noise_per_chunk = 1: a level per chunk, so
+# a rank's runs are cut into segments of their chunks' levels). PLACED_MASKS picks cases.
 set -uo pipefail
 . "$(dirname "$0")/ranks_store.sh"
 ranks_begin placed-ranks
@@ -29,8 +31,13 @@ run() {  # run NAME RANKS MEM ARGS...
 CAUSAL=(--set model.attn_mask=block_causal --set model.mask_chunk=1 --set model.mask_window=0)
 WINDOW=(--set model.attn_mask=window --set model.mask_wt=1 --set model.mask_wh=2 --set model.mask_ww=2
         --set model.mask_tile_h=2 --set model.mask_tile_w=2)
-for m in causal window; do
-  if [ $m = causal ]; then M=("${CAUSAL[@]}"); else M=("${WINDOW[@]}"); fi
+FORCING=("${CAUSAL[@]}" --set train.noise_per_chunk=1)
+for m in ${PLACED_MASKS:-causal window forcing}; do
+  case $m in
+    causal) M=("${CAUSAL[@]}") ;;
+    window) M=("${WINDOW[@]}") ;;
+    forcing) M=("${FORCING[@]}") ;;
+  esac
   run "${m}1" 1 2048 "${M[@]}"
   for n in ${PLACED_RANKS:-2 4}; do
     mem=700 && [ "$n" = 4 ] && mem=400
@@ -52,4 +59,9 @@ for m in causal window; do
     done
   done
 done
-echo "blockwise placement trained at 1, 2 and 4 ranks: passed"
+if [ -d "$W/causal1" ] && [ -d "$W/forcing1" ]; then  # a level per chunk moves the losses
+  d=$(worst "$W/causal1" "$W/forcing1" loss) || fail "forcing: not 4 losses"
+  awk -v d="$d" 'BEGIN { exit !(d > 1e-3) }' || fail "forcing: losses within $d of one level a clip"
+  echo "ok: forcing moves the losses by $d against one level a clip"
+fi
+echo "blockwise placement trained at 1, 2 and 4 ranks (block-causal, window, diffusion forcing): passed"

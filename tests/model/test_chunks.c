@@ -2,7 +2,8 @@
 // sampling of a block_causal model:
 // - the objective cuts a clip into one segment a mask chunk, chunk k's level is the
 //   counter-k draw (chunk 0's the clip's own), x_t of its rows uses it, and a CP split
-//   gives the whole clip's rows bitwise;
+//   gives the whole clip's rows bitwise, and so do a placement's runs of the clip (each run
+//   cut at its chunks, the whole clip's level of each; train.placement = blockwise);
 // - with every chunk at one level (t_logit_std 0) the segmented batch is the per-clip one:
 //   the same inputs bitwise, loss and gradients within float rounding;
 // - with distinct levels the gradients match finite differences of the loss;
@@ -70,6 +71,53 @@ static void test_objective(const dit_config *mc, const train_config *tc, const u
   CHECK(!memcmp(parts.target, whole.target, sizeof(float) * N * P), "target differs");
   objective_free(&whole);
   objective_free(&parts);
+}
+
+// Placed runs (objective_device_build_runs, a blockwise placement's tokens of one rank):
+// clip 3 held as runs [0, 5) and [14, 24), then clip 4 of which the rank holds nothing (an
+// empty run). Each run is cut at its mask chunks into segments with the whole clip's level
+// of that chunk, its x_t and target rows are the whole clip's at those tokens (bitwise, on
+// the CPU), and the clips of attention are the two clips.
+static void test_runs(const dit_config *mc, const train_config *tc, const uint8_t *tok) {
+  const kernels_backend *kb = kernels_cpu();
+  int C = objective_max_segments(mc, tc, 64, 4);
+  objective_device whole, runs;
+  CHECK_OK(objective_device_alloc(&whole, kb, 64, C, P));
+  CHECK_OK(objective_device_alloc(&runs, kb, 64, C, P));
+  objective_clip c = {.clip_id = 3, .total_tokens = N, .len = N, .T = T, .H = H, .W = W,
+                      .label = -1, .tokens = tok};
+  CHECK_OK(objective_device_build(&whole, mc, tc, 5, 2, &c, 1));
+  objective_clip r[3] = {c, c, c};
+  r[0].len = 5;
+  r[1].first_token = 14, r[1].len = N - 14, r[1].tokens = tok + 14 * P;
+  r[2].clip_id = 4, r[2].len = 0, r[2].tokens = NULL;
+  int clip_of[3] = {0, 0, 1};
+  CHECK_OK(objective_device_build_runs(&runs, mc, tc, 5, 2, r, clip_of, 3));
+  const dit_batch *w = &whole.batch, *b = &runs.batch;
+  // segments: [0, 5) chunk 0, [14, 18) chunk 2, [18, 24) chunk 3, and clip 4's empty one
+  int32_t cu[5], acu[3];
+  float tw[T], tb[4], xw[N * P], xb[N * P], vw[N * P], vb[N * P];
+  CHECK(b->n_clips == 4 && b->attn_clips == 2 && b->L == N - 9, "%d segments, %d clips of "
+        "attention, %d tokens", b->n_clips, b->attn_clips, b->L);
+  CHECK_OK(kb->to_host(kb, cu, b->cu_seqlens, sizeof cu));
+  CHECK_OK(kb->to_host(kb, acu, b->attn_cu, sizeof acu));
+  CHECK(cu[1] == 5 && cu[2] == 9 && cu[3] == 15 && cu[4] == 15 && acu[1] == 15 && acu[2] == 15,
+        "segments end at %d %d %d %d, clips at %d %d", cu[1], cu[2], cu[3], cu[4], acu[1], acu[2]);
+  CHECK_OK(kb->to_host(kb, tw, w->t, sizeof tw));
+  CHECK_OK(kb->to_host(kb, tb, b->t, sizeof tb));
+  CHECK(tb[0] == tw[0] && tb[1] == tw[2] && tb[2] == tw[3], "the runs' segments' levels %g %g "
+        "%g, the whole clip's chunks 0, 2, 3: %g %g %g", tb[0], tb[1], tb[2], tw[0], tw[2], tw[3]);
+  CHECK_OK(kb->to_host(kb, xw, w->x, sizeof xw));
+  CHECK_OK(kb->to_host(kb, vw, w->target, sizeof vw));
+  CHECK_OK(kb->to_host(kb, xb, b->x, sizeof(float) * (size_t)b->L * P));
+  CHECK_OK(kb->to_host(kb, vb, b->target, sizeof(float) * (size_t)b->L * P));
+  size_t head = 5 * P * sizeof(float), tail = (size_t)(N - 14) * P * sizeof(float);
+  CHECK(!memcmp(xb, xw, head) && !memcmp(xb + 5 * P, xw + 14 * P, tail), "x_t of the runs is "
+        "not the whole clip's at their tokens");
+  CHECK(!memcmp(vb, vw, head) && !memcmp(vb + 5 * P, vw + 14 * P, tail), "target of the runs "
+        "is not the whole clip's at their tokens");
+  objective_device_free(&whole);
+  objective_device_free(&runs);
 }
 
 static double loss_of(dit_model *m, const dit_batch *b) {
@@ -194,7 +242,8 @@ int main(void) {
   CHECK(config_validate(&full, &tc) == TSR_EINVAL, "noise_per_chunk without block_causal");
   train_config placed = tc;
   placed.placement = TRAIN_PLACE_BLOCKWISE;
-  CHECK(config_validate(&mc, &placed) == TSR_EINVAL, "noise_per_chunk with a blockwise placement");
+  CHECK_OK(config_validate(&mc, &placed));
+  test_runs(&mc, &tc, tok);
   printf("test_chunks: ok\n");
   return 0;
 }
