@@ -26,6 +26,8 @@ static train_config level_config(const train_config *tc, double t) {
   v.t_shift_tokens = 0;
   v.t_min = 0.0f, v.t_max = 1.0f;
   v.class_dropout = 0.0f;
+  // every chunk at this one level: the per-clip batch (dist_step_eval scores clips, not segments)
+  v.noise_per_chunk = 0;
   return v;
 }
 
