@@ -160,9 +160,10 @@ struct comm_backend {
   tsr_status (*wait)(const comm_backend *cb, comm_request **req);
 };
 
-// Bytes this process has received from other members through the all-to-alls of the MPI
-// and staged backends since it started (their own slices excluded): what a test compares
-// with a plan's count of the bytes a rank must receive (model/dist/placed_attention.h).
+// Bytes this process has received from other members through the all-to-alls of every
+// backend (MPI, staged MPI, NCCL) since it started (their own slices excluded), counted as
+// each all-to-all is posted or queued on the stream: what a test compares with a plan's
+// count of the bytes a rank must receive (model/dist/placed_attention.h).
 int64_t comm_alltoall_received(void);
 
 // MPI on host memory (OpenMPI; a world of one without a launcher): a static object.

@@ -37,6 +37,11 @@ static inline int comm_ring_tag(unsigned seq, int64_t c) {
 tsr_status comm_alltoallv_check(const comm_group *g, const int64_t *sbytes, const int64_t *sdispl,
                                 const int64_t *rbytes, const int64_t *rdispl);
 
+// Adds the bytes an all-to-all brings this member from the others (rbytes: group size; its
+// own slice left out) to comm_alltoall_received: every backend's all-to-all calls it once
+// it is posted or queued.
+void comm_alltoall_count(const comm_group *g, const int64_t *rbytes);
+
 // The all-to-all of comm_backend.alltoallv on host buffers, in point-to-point pieces of at
 // most COMM_CHUNK bytes tagged by the group's exchange number (comm_ring_tag; take one with
 // g->seq++ per all-to-all): the MPI requests of one direction (bytes, group size), then

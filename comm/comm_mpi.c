@@ -145,6 +145,11 @@ static _Atomic int64_t alltoall_received;
 
 int64_t comm_alltoall_received(void) { return alltoall_received; }
 
+void comm_alltoall_count(const comm_group *g, const int64_t *rbytes) {
+  for (int j = 0; j < g->size; j++)
+    if (j != g->rank) alltoall_received += rbytes[j];
+}
+
 int comm_mpi_alltoallv_pieces(const comm_group *g, const int64_t *bytes) {
   int64_t n = 0;
   for (int j = 0; j < g->size; j++)
@@ -156,9 +161,9 @@ tsr_status comm_mpi_alltoallv_post(comm_group *g, unsigned seq, int send, void *
                                    const int64_t *bytes, const int64_t *displ, MPI_Request *req,
                                    int *n) {
   tsr_status st = TSR_OK;
+  if (!send) comm_alltoall_count(g, bytes);
   for (int d = 1; d < g->size && !st; d++) {
     int j = send ? (g->rank + g->size - d) % g->size : (g->rank + d) % g->size;
-    if (!send) alltoall_received += bytes[j];
     for (int64_t c = 0; c < pieces(bytes[j]) && !st; c++) {
       int64_t off = c * (int64_t)COMM_CHUNK;
       int len = (int)(bytes[j] - off > COMM_CHUNK ? COMM_CHUNK : bytes[j] - off);

@@ -273,8 +273,10 @@ static tsr_status nc_ialltoallv(cb_t *cb, comm_group *g, const void *send, const
   if (r == ncclSuccess) r = ncclGroupEnd();
   if (e != ncclSuccess) r = e;
   st = op_end(x, o, nccl_check(r, c, "all-to-all (ncclSend/ncclRecv)"), 0);
-  if (!st) *req = (comm_request *)o;
-  return st;
+  if (st) return st;
+  *req = (comm_request *)o;
+  comm_alltoall_count(g, rbytes);
+  return TSR_OK;
 }
 
 static tsr_status nc_alltoallv(cb_t *cb, comm_group *g, const void *send, const int64_t *sbytes,

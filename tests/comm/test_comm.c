@@ -3,7 +3,8 @@
 // function of its world rank, so every result has a closed form. Integer-valued floats
 // below 2^24 make float sums exact. Also the host logic of where ranks sit on a node and
 // which GPU they take (comm_local_from_env, comm_device_of, comm_find_shared), and
-// comm_open's errors.
+// comm_open's errors. Every all-to-all of every backend adds the bytes the other members
+// sent this one to comm_alltoall_received (the placed attention's metric).
 //
 //   test_comm            host memory, "mpi" (tests/comm/comm.sh: 1, 2, 4 ranks; 3 refused)
 //   test_comm_gpu NAME   the same checks on device memory through comm_open(NAME): "mpi"
@@ -110,7 +111,12 @@ static void check_alltoallv(const comm_backend *cb, comm_group *g) {
     void *ds = mem_alloc((size_t)stot), *dr = mem_alloc((size_t)rtot);
     mem_put(ds, hs, (size_t)stot);
     mem_put(dr, hr, (size_t)rtot);
+    int64_t before = comm_alltoall_received(), others = 0;
     CHECK_OK(cb->alltoallv(cb, g, ds, sb, sd, dr, rb, rd));
+    for (int j = 0; j < k; j++) others += j == comm_group_rank(g) ? 0 : rb[j];
+    CHECK(comm_alltoall_received() - before == others, "%s k=%d round %d: %lld bytes counted "
+          "received, the others sent %lld", cb->name, k, round,
+          (long long)(comm_alltoall_received() - before), (long long)others);
     mem_get(hr, dr, (size_t)rtot);
     int64_t bad = 0;
     for (int j = 0; j < k; j++) {
@@ -155,6 +161,7 @@ static void check_ialltoallv(const comm_backend *cb, comm_group *g) {
     unsigned char *hs[2], *hr[2], *ref[2];
     void *ds[2], *dr[2];
     comm_request *rq[2] = {NULL, NULL};
+    int64_t before = comm_alltoall_received(), others = 0;
     for (int e = 0; e < 2; e++) {
       stot[e] = rtot[e] = 0;
       for (int j = 0; j < k; j++) sb[e][j] = cnt[e][gi][j], sd[e][j] = stot[e], stot[e] += sb[e][j];
@@ -171,7 +178,11 @@ static void check_ialltoallv(const comm_backend *cb, comm_group *g) {
       mem_put(dr[e], hr[e], (size_t)rtot[e]);
       CHECK_OK(cb->ialltoallv(cb, g, ds[e], sb[e], sd[e], dr[e], rb[e], rd[e], &rq[e]));
       CHECK(rq[e] != NULL, "%s k=%d: ialltoallv gives a request", cb->name, k);
+      for (int j = 0; j < k; j++) others += j == gi ? 0 : rb[e][j];
     }
+    CHECK(comm_alltoall_received() - before == others, "%s k=%d trial %d: %lld bytes counted "
+          "received by two all-to-alls, the others sent %lld", cb->name, k, trial,
+          (long long)(comm_alltoall_received() - before), (long long)others);
     int done = 0;
     CHECK_OK(cb->test(cb, rq[0], &done));
     for (int e = 1; e >= 0; e--) CHECK_OK(cb->wait(cb, &rq[e]));
