@@ -5,6 +5,7 @@
 #include "core/ini.h"
 #include "core/num.h"
 #include "sched/cost.h"
+#include "sched/placement.h"
 
 #include <errno.h>
 #include <math.h>
@@ -65,14 +66,21 @@ static const char *const CPMODE_NAMES[] = {"auto", "ring", "ulysses", "hybrid"};
 const char *config_cp_mode_name(int m) { return m >= 0 && m < NCPMODES ? CPMODE_NAMES[m] : "?"; }
 
 // KT_PLACE values: the name of each TRAIN_PLACE_*, in enum order.
-static const char *const PLACE_NAMES[] = {"contiguous", "blockwise"};
+static const char *const PLACE_NAMES[] = {"contiguous", "blockwise", "zigzag", "balanced",
+                                          "greedy", "metis"};
 #define NPLACES ((int)(sizeof PLACE_NAMES / sizeof PLACE_NAMES[0]))
 
 const char *config_placement_name(int p) { return p >= 0 && p < NPLACES ? PLACE_NAMES[p] : "?"; }
 
 // contiguous keeps the even price the trainer had before the key (its plans unchanged)
 int config_cost_place(int place) {
-  return place == TRAIN_PLACE_BLOCKWISE ? COST_PLACE_BLOCKWISE : COST_PLACE_EVEN;
+  return place == TRAIN_PLACE_CONTIGUOUS ? COST_PLACE_EVEN : COST_PLACE_BLOCKWISE;
+}
+
+// a pinned kind's name is its place_kind's (sched/placement.h)
+int config_cost_pin(int place) {
+  return place > TRAIN_PLACE_BLOCKWISE && place < NPLACES ? place_kind_parse(PLACE_NAMES[place]) + 1
+                                                          : 0;
 }
 
 int config_cost_modes(int cp_mode) {
@@ -203,7 +211,7 @@ static const config_key KEYS[] = {
     TK_LATE(ulysses_chunks, KT_INT, 1, 64, "2",
             "head chunks a Ulysses group pipelines its all-to-alls over, each chunk's transfer hidden behind another's attention (1: blocking)"),
     TK_LATE(placement, KT_PLACE, 0, NPLACES - 1, "contiguous",
-            "how a ring group holds a masked clip: contiguous (chunks) or blockwise (sched/placement.h)"),
+            "how a ring group holds a masked clip: contiguous (chunks), blockwise (the planner's choice per clip, sched/placement.h) or one kind: zigzag, balanced, greedy, metis (builds with libmetis)"),
     LK_LATE(rank, KT_INT, 0, CONFIG_LORA_RANK_MAX, "0", "LoRA rank r (0: off, the whole model trains)"),
     LK_LATE(alpha, KT_FLOAT, CONFIG_LORA_ALPHA_MIN, CONFIG_LORA_ALPHA_MAX, "8",
             "LoRA alpha: the adapters' scale is alpha / rank"),
@@ -478,6 +486,10 @@ tsr_status config_validate(const dit_config *m, const train_config *t) {
     return err_set(TSR_EINVAL, "train.noise_per_chunk = 1 draws a noise level per chunk of "
                    "model.mask_chunk frames, which needs model.attn_mask = block_causal (it is %s): "
                    "set the mask or train.noise_per_chunk = 0", config_mask_name(m->attn_mask));
+  if (t->placement == TRAIN_PLACE_METIS && PLACE_NKINDS <= PLACE_METIS)
+    return err_set(TSR_EINVAL, "train.placement = metis: this build has no libmetis (install "
+                   "libmetis-dev, tools/setup.sh, and reconfigure with TESSERA_METIS=AUTO or ON), "
+                   "or pin zigzag, balanced or greedy, or let blockwise choose");
   if (t->warmup > t->steps)
     return err_set(TSR_EINVAL, "train.warmup = %lld is above train.steps = %lld",
                    (long long)t->warmup, (long long)t->steps);

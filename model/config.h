@@ -165,12 +165,18 @@ const char *config_precision_name(kernels_dtype precision);
 enum { TRAIN_CP_AUTO = 0, TRAIN_CP_RING = 1, TRAIN_CP_ULYSSES = 2, TRAIN_CP_HYBRID = 3 };
 // train.placement: under a mask, a ring group of k > 1 ranks holds each clip in contiguous
 // chunks (the ring, priced as the mask's area split evenly), or as sched/placement.h's
-// blockwise placement (model/dist/placed_attention.h, priced by its most loaded rank).
-enum { TRAIN_PLACE_CONTIGUOUS = 0, TRAIN_PLACE_BLOCKWISE = 1 };
-// "contiguous" or "blockwise".
+// blockwise placement (model/dist/placed_attention.h, priced by its most loaded rank):
+// placement_for's choice per clip (blockwise), or one kind pinned for every clip (zigzag,
+// balanced, greedy, metis: metis only in builds with libmetis, refused by config_validate
+// otherwise; a clip the kind would overfill a rank with is placed contiguous).
+enum { TRAIN_PLACE_CONTIGUOUS = 0, TRAIN_PLACE_BLOCKWISE = 1, TRAIN_PLACE_ZIGZAG = 2,
+       TRAIN_PLACE_BALANCED = 3, TRAIN_PLACE_GREEDY = 4, TRAIN_PLACE_METIS = 5 };
+// "contiguous", "blockwise", "zigzag", "balanced", "greedy" or "metis".
 const char *config_placement_name(int place);
-// The planner's cost_mask.place (COST_PLACE_* of sched/cost.h) for train.placement.
+// The planner's cost_mask.place (COST_PLACE_* of sched/cost.h) and cost_mask.pin (0, or 1
+// + the pinned sched/placement.h place_kind) for train.placement.
 int config_cost_place(int place);
+int config_cost_pin(int place);
 // "full", "block_causal" or "window": the config's spelling of a KERNELS_MASK_* kind.
 const char *config_mask_name(int kind);
 // The kernels' mask of m's attention (model.attn_mask and its sizes).

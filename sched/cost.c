@@ -419,6 +419,9 @@ tsr_status cost_model_check(const cost_model *cm) {
   if (mk->place < COST_PLACE_EVEN || mk->place > COST_PLACE_BLOCKWISE)
     return err_set(TSR_EINVAL, "cost model: placement %d is none of even (0), contiguous (1), "
                    "blockwise (2)", mk->place);
+  if (mk->pin < 0 || mk->pin > COST_PINS)
+    return err_set(TSR_EINVAL, "cost model: pinned placement kind %d is outside [0, %d]", mk->pin,
+                   COST_PINS);
   if (mk->kind < COST_MASK_FULL || mk->kind > COST_MASK_WINDOW ||
       (mk->kind != COST_MASK_FULL &&
        (mk->rows < 1 || mk->cols < 1 || mk->rows > SCHED_MAX_TOKENS || mk->cols > SCHED_MAX_TOKENS ||

@@ -127,6 +127,8 @@ typedef struct {
   int wt, wh, ww;                   // window: radii in tiles
   int tile_t, tile_h, tile_w;       // window: a tile's extent in tokens
   int place;                        // COST_PLACE_*: how a ring group's ranks hold its clips
+  int pin;                          // BLOCKWISE: 0, placement_for's choice per clip, or 1 + the
+                                    // sched/placement.h place_kind of every clip (1..COST_PINS)
   int64_t rows, cols;               // the token grid of a frame (>= 1 unless kind is full)
 } cost_mask;
 // cost_mask.place (sched/placement.h): EVEN prices a group's attention as its area split
@@ -137,6 +139,8 @@ typedef struct {
 // planner's own search keeps the even form). CONTIGUOUS keeps the ring's exchange; BLOCKWISE
 // prices the placed executor's (cost_placed_time, below).
 enum { COST_PLACE_EVEN = 0, COST_PLACE_CONTIGUOUS = 1, COST_PLACE_BLOCKWISE = 2 };
+// cost_mask.pin's kinds (sched/placement.h checks it counts place_kind's)
+enum { COST_PINS = 5 };
 
 typedef struct {
   double a, b, kv, bw_intra, bw_inter, lat, ovh, allreduce;

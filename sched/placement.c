@@ -547,9 +547,22 @@ static void peaks(const placement *p, double *work, int64_t *recv) {
   }
 }
 
+// 1 when c (of a clip of L tokens over k ranks) holds more than PLACE_HOLD_SLACK x
+// ceil(L / k) tokens on a rank: the memory model counts ceil(L / k) a rank.
+static int holds_too_much(const placement *c, int64_t L, int k) {
+  int64_t most = 0;
+  for (int q = 0; q < k; q++) most = c->held[q] > most ? c->held[q] : most;
+  return (double)most > PLACE_HOLD_SLACK * (double)((L + k - 1) / k);
+}
+
 tsr_status placement_for(const cost_mask *m, int64_t L, int k, const placement **out) {
   if (m->place != COST_PLACE_BLOCKWISE || m->kind == COST_MASK_FULL)
     return placement_cached(m, L, k, PLACE_CONTIGUOUS, out);
+  if (m->pin > 0) {
+    tsr_status st = placement_cached(m, L, k, (place_kind)(m->pin - 1), out);
+    if (st || !holds_too_much(*out, L, k)) return st;
+    return placement_cached(m, L, k, PLACE_CONTIGUOUS, out);
+  }
   // in turn (header): the first within PLACE_GOOD_ENOUGH, else the best
   const placement *best = NULL;
   double bw = 0;
@@ -560,11 +573,9 @@ tsr_status placement_for(const cost_mask *m, int64_t L, int k, const placement *
     tsr_status st = placement_cached(m, L, k, order[i], &c);
     if (st) return st;
     double w;
-    int64_t r, most = 0;
+    int64_t r;
     peaks(c, &w, &r);
-    for (int q = 0; q < k; q++) most = c->held[q] > most ? c->held[q] : most;
-    if (order[i] != PLACE_CONTIGUOUS && (double)most > PLACE_HOLD_SLACK * (double)((L + k - 1) / k))
-      continue;  // the memory model counts ceil(L / k) tokens a rank
+    if (order[i] != PLACE_CONTIGUOUS && holds_too_much(c, L, k)) continue;
     if (!best || w < bw || (w == bw && r < br)) best = c, bw = w, br = r;
     if (placement_imbalance(c) <= PLACE_GOOD_ENOUGH) break;
   }

@@ -51,6 +51,7 @@ typedef enum {
   PLACE_CONTIGUOUS = 0, PLACE_ZIGZAG = 1, PLACE_GREEDY = 2, PLACE_BALANCED = 3, PLACE_METIS = 4,
   PLACE_NKINDS = PLACE_METIS + TESSERA_HAVE_METIS
 } place_kind;
+_Static_assert(PLACE_METIS + 1 == COST_PINS, "cost_mask.pin counts every place_kind");
 // "contiguous", "zigzag", "greedy", "balanced", "metis"
 const char *place_kind_name(place_kind k);
 // The kind named s (place_kind_name's), or -1: kinds this build does not make included.
@@ -105,7 +106,10 @@ double placement_imbalance(const placement *p);
 // the first ranks most of the tokens), since the memory model counts ceil(L / k) a rank
 // (sched/cost.h): up to 5% more is not counted. Cached as placement_cached. Metis is not
 // tried: it balances work less well than zigzag or greedy and takes 140 to 6,000 times
-// greedy's time to make (docs/plan.md "Attention masks").
+// greedy's time to make (docs/plan.md "Attention masks"). With m->pin > 0 (a kind pinned:
+// train.placement = zigzag, ...) every clip takes kind pin - 1 instead, or contiguous where
+// that kind would hold more than PLACE_HOLD_SLACK x ceil(L / k) tokens on a rank (the same
+// memory bound); TSR_EINVAL for a kind this build does not make (metis without libmetis).
 #define PLACE_GOOD_ENOUGH 1.01
 #define PLACE_HOLD_SLACK 1.05
 tsr_status placement_for(const cost_mask *m, int64_t L, int k, const placement **out);

@@ -507,7 +507,7 @@ static objective_clip chunk_of(const dist_step *ds, const dist_clip *c, int64_t 
 static tsr_status placed_runs(dist_step *ds, const dist_clip *c, int i, int k, int me,
                               int *nruns, int64_t *tokens) {
   cost_mask cm = config_cost_mask(ds->mc, c->H, c->W);
-  cm.place = COST_PLACE_BLOCKWISE;
+  cm.place = COST_PLACE_BLOCKWISE, cm.pin = config_cost_pin(ds->tc->placement);
   if (i && (cm.rows != ds->place_mask.rows || cm.cols != ds->place_mask.cols))
     return err_set(TSR_EINVAL, "train.placement = blockwise: clip %lld has frames of %d x %d "
                    "tokens, another clip of its CP group %lld x %lld; a group's clips must share "
@@ -706,7 +706,7 @@ tsr_status dist_step_eval(dist_step *ds, const plan *p, const dist_clip *clips, 
 }
 
 int dist_step_placed(const dit_config *mc, const train_config *tc) {
-  return tc->placement == TRAIN_PLACE_BLOCKWISE && mc->attn_mask != KERNELS_MASK_FULL;
+  return tc->placement != TRAIN_PLACE_CONTIGUOUS && mc->attn_mask != KERNELS_MASK_FULL;
 }
 
 int64_t dist_step_placed_tokens(const dit_config *mc, const train_config *tc, int64_t mem_tokens) {

@@ -98,8 +98,9 @@ tsr_status dist_step_set_shard(dist_step *ds, float *shard, int world);
 // reduce-scatters are issued in the same order everywhere (docs/dist.md "ZeRO").
 tsr_status dist_step_set_weights(dist_step *ds, const float *shard);
 
-// train.placement = blockwise under a mask (model/config.h): a masked clip of a ring group of
-// k > 1 ranks is held as sched/placement.h's placement_for places it (each rank its
+// train.placement = blockwise or a pinned kind under a mask (model/config.h): a masked clip
+// of a ring group of k > 1 ranks is held as sched/placement.h's placement_for places it
+// (cost_mask.pin: config_cost_pin; each rank its
 // segments' tokens, in runs: objective_device_build_runs) and its attention runs through
 // model/dist/placed_attention.h; everything else of the step is as for the ring's chunks.
 // Every clip of such a group must have the same frame grid (H x W tokens).

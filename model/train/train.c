@@ -543,6 +543,7 @@ static tsr_status setup_sched(trainer *tr, const train_options *o, int ranks) {
     // a blockwise placement prices a ring group by its most loaded rank, as it runs
     // (model/dist/dist_step.h), which needs one frame grid for every clip
     tr->sched.cost.mask.place = config_cost_place(tr->tc.placement);
+    tr->sched.cost.mask.pin = config_cost_pin(tr->tc.placement);
     if (!r && longest && dist_step_placed(&tr->mc, &tr->tc) && ranks > 1)
       r = same_grid(tr->data, longest);
   }

@@ -8,7 +8,9 @@
 # (metrics "placed_kv": ranks_off 0, bytes = plan_bytes > 0). Rank 0's backend allocations
 # peak at most at the memory model's count, which holds the placed executors' buffers.
 # The same for diffusion forcing (causal, train.noise_per_chunk = 1: a level per chunk, so
-# a rank's runs are cut into segments of their chunks' levels). PLACED_MASKS picks cases.
+# a rank's runs are cut into segments of their chunks' levels), and for the causal mask with
+# train.placement = greedy pinned (it receives more K/V than blockwise's zigzag: it ran).
+# PLACED_MASKS picks cases.
 set -uo pipefail
 . "$(dirname "$0")/ranks_store.sh"
 ranks_begin placed-ranks
@@ -32,13 +34,18 @@ CAUSAL=(--set model.attn_mask=block_causal --set model.mask_chunk=1 --set model.
 WINDOW=(--set model.attn_mask=window --set model.mask_wt=1 --set model.mask_wh=2 --set model.mask_ww=2
         --set model.mask_tile_h=2 --set model.mask_tile_w=2)
 FORCING=("${CAUSAL[@]}" --set train.noise_per_chunk=1)
-for m in ${PLACED_MASKS:-causal window forcing}; do
+# greedy: the causal case with one kind pinned for every clip (one rank holds whole clips,
+# so its reference is causal1; greedy receives more than zigzag, blockwise's choice here)
+GREEDY=("${CAUSAL[@]}" --set train.placement=greedy)
+for m in ${PLACED_MASKS:-causal window forcing greedy}; do
+  ref=$m
   case $m in
     causal) M=("${CAUSAL[@]}") ;;
     window) M=("${WINDOW[@]}") ;;
     forcing) M=("${FORCING[@]}") ;;
+    greedy) M=("${GREEDY[@]}") ref=causal ;;
   esac
-  run "${m}1" 1 2048 "${M[@]}"
+  [ -d "$W/${ref}1" ] || run "${ref}1" 1 2048 "${M[@]}"
   for n in ${PLACED_RANKS:-2 4}; do
     mem=700 && [ "$n" = 4 ] && mem=400
     run "$m$n" "$n" "$mem" "${M[@]}"
@@ -53,10 +60,16 @@ for m in ${PLACED_MASKS:-causal window forcing}; do
     echo "ok: $m, $n ranks: memory peak $peak bytes <= the model's $model"
     echo "ok: $m, $n ranks: K/V bytes received = the placements' count ($(jq -r .placed_kv.bytes "$W/$m$n/metrics.jsonl" | tr '\n' ' '))"
     for key in loss grad_norm; do
-      d=$(worst "$W/${m}1" "$W/$m$n" $key) || fail "$m$n: not 4 values of $key"
+      d=$(worst "$W/${ref}1" "$W/$m$n" $key) || fail "$m$n: not 4 values of $key"
       awk -v d="$d" 'BEGIN { exit !(d <= 1e-5) }' || fail "$m: 1 rank vs $n placed differ in $key by $d"
       echo "ok: $m, 1 rank vs $n ranks placed blockwise: $key within $d"
     done
+    if [ $m = greedy ] && [ -d "$W/causal$n" ]; then  # the pinned kind ran, not zigzag
+      g=$(jq -s 'map(.placed_kv.plan_bytes) | add' "$W/greedy$n/metrics.jsonl")
+      z=$(jq -s 'map(.placed_kv.plan_bytes) | add' "$W/causal$n/metrics.jsonl")
+      [ "$g" -gt "$z" ] || fail "greedy$n: $g K/V bytes planned, not more than blockwise's $z"
+      echo "ok: greedy, $n ranks: $g K/V bytes received, blockwise (zigzag) $z"
+    fi
   done
 done
 if [ -d "$W/causal1" ] && [ -d "$W/forcing1" ]; then  # a level per chunk moves the losses

@@ -9,6 +9,7 @@
 #include "scratch.h"
 #include "model/config.h"
 #include "model/dit.h"
+#include "sched/placement.h"
 
 static char tmpdir[] = "/tmp/tsr_config_XXXXXX";
 
@@ -123,6 +124,30 @@ int main(void) {
   free(ini);
   char *lbad[] = {"lora.rank=4", "lora.targets="};
   expect_error(NULL, lbad, 2, "lora.rank = 4 needs lora.targets");
+
+  // train.placement: a pinned kind is the planner's blockwise pricing with that
+  // sched/placement.h kind; metis only where libmetis is built, refused by name otherwise
+  const char *kinds[] = {"zigzag", "balanced", "greedy", "metis"};
+  for (int i = 0; i < 4; i++) {
+    char ov[64];
+    snprintf(ov, sizeof ov, "train.placement=%s", kinds[i]);
+    char *pov[] = {ov};
+    if (i == 3 && PLACE_NKINDS <= PLACE_METIS) {
+      expect_error(NULL, pov, 1, "no libmetis (install libmetis-dev");
+      continue;
+    }
+    CHECK_OK(config_load(NULL, pov, 1, &m, &t, NULL));
+    CHECK(!strcmp(config_placement_name(t.placement), kinds[i]) &&
+              config_cost_place(t.placement) == COST_PLACE_BLOCKWISE &&
+              config_cost_pin(t.placement) == place_kind_parse(kinds[i]) + 1,
+          "train.placement = %s: place %d, pin %d", kinds[i], config_cost_place(t.placement),
+          config_cost_pin(t.placement));
+  }
+  CHECK(config_cost_pin(TRAIN_PLACE_BLOCKWISE) == 0 && config_cost_pin(TRAIN_PLACE_CONTIGUOUS) == 0 &&
+            config_cost_place(TRAIN_PLACE_CONTIGUOUS) == COST_PLACE_EVEN,
+        "blockwise and contiguous pin no kind");
+  char *pbad[] = {"train.placement=spiral"};
+  expect_error(NULL, pbad, 1, "spiral");
 
   dit_config mm;
   train_config tt;

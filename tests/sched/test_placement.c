@@ -12,7 +12,8 @@
 // closed form: nothing to receive, every rank 4 blocks' work. plan_group_time prices a masked ring group by its most
 // loaded rank: the reference formula with S2 = k * that rank's work, contiguous above
 // blockwise above the even split; placed blockwise, with the placed executor's exchange
-// (cost_placed_time), against its closed form on zigzag-placed causal clips.
+// (cost_placed_time), against its closed form on zigzag-placed causal clips. A pinned kind
+// (cost_mask.pin) is placement_for's placement unless it breaks the 5% cap (then contiguous).
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,6 +249,25 @@ int main(int argc, char **argv) {
       for (int r = 0; r < k; r++)
         CHECK(b->held[r] <= 1.05 * ((1003 + k - 1) / k), "mask %d k=%d: rank %d holds %lld of "
               "1003 tokens", mi, k, r, (long long)b->held[r]);
+    }
+  // a pinned kind (cost_mask.pin, train.placement = zigzag, ...): that kind's placement, or
+  // contiguous chunks where it would hold more than 5% over ceil(L / k) on a rank (balanced
+  // under a causal mask gives the first ranks most tokens)
+  for (int k = 2; k <= 8; k *= 2)
+    for (int kind = PLACE_CONTIGUOUS; kind < PLACE_NKINDS; kind++) {
+      cost_mask pm = *c;
+      pm.place = COST_PLACE_BLOCKWISE, pm.pin = kind + 1;
+      const placement *got, *want, *chunks;
+      CHECK_OK(placement_for(&pm, 1003, k, &got));
+      CHECK_OK(placement_cached(&pm, 1003, k, (place_kind)kind, &want));
+      CHECK_OK(placement_cached(&pm, 1003, k, PLACE_CONTIGUOUS, &chunks));
+      int64_t most = 0;
+      for (int r = 0; r < k; r++) most = want->held[r] > most ? want->held[r] : most;
+      int over = (double)most > 1.05 * ((1003 + k - 1) / k);
+      CHECK(got == (over ? chunks : want), "k=%d pinned %s: placement_for gave another (%s the "
+            "cap: %lld tokens on a rank)", k, place_kind_name((place_kind)kind),
+            over ? "over" : "within", (long long)most);
+      if (kind == PLACE_BALANCED && k == 8) CHECK(over, "balanced holds within the cap here");
     }
   placement_cache_clear();
   placement p;
