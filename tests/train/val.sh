@@ -8,7 +8,9 @@
 #     clip counts add up to the 5 training clips per epoch), and the same split on a rerun;
 #  3. validating does not change training: val_every 1 and val_every 1000 give bitwise
 #     the same losses and the same final weights, and a resume across validations too;
-#  4. bad settings: val_clips leaving nothing to train on is refused, naming the store.
+#  4. bad settings: val_clips leaving nothing to train on is refused, naming the store;
+#  5. with a level per chunk (train.noise_per_chunk) validation scores whole clips at each
+#     level: before training the same numbers as without it.
 source "$(dirname "$0")/lib.sh"
 MPI=(mpirun --oversubscribe)
 export OMP_NUM_THREADS=1
@@ -71,6 +73,15 @@ done
 [ "$(vals "$W/e1000" | cut -f1 | tr '\n' ' ')" = "0 4 " ] || fail "val_every 1000: $(vals "$W/e1000" | cut -f1 | tr '\n' ' ')"
 diff <(vals "$W/r1" | grep -v '^0') <(vals "$W/e1" | awk '$1 == 2 || $1 == 4') ||
   fail "validation at steps 2 and 4 differs between runs"
+
+# 5. diffusion forcing (a level per chunk) is scored per clip at each fixed level: before
+# training, a block_causal model validates the same with and without train.noise_per_chunk
+BC=(--set model.attn_mask=block_causal --set model.mask_chunk=1 --set train.mem_tokens=2048 --steps 1)
+$T train "${CONF[@]}" "${BC[@]}" --out "$W/bc0" 2>/dev/null || fail "block_causal run"
+$T train "${CONF[@]}" "${BC[@]}" --set train.noise_per_chunk=1 --out "$W/bc1" 2>/dev/null ||
+  fail "block_causal run with train.noise_per_chunk = 1"
+[ -n "$(vals "$W/bc0" | grep '^0')" ] && diff <(vals "$W/bc0" | grep '^0') <(vals "$W/bc1" | grep '^0') ||
+  fail "step 0's validation differs with train.noise_per_chunk = 1"
 
 # 4. bad settings
 expect_fail "val_clips = 8 holds out all of the 8 clips of store .*store: keep at least one" \
