@@ -88,10 +88,7 @@ int cmd_convert(int argc, char **argv) {
     switch (c) {
     case O_OUT: out = optarg; break;
     case O_TO: to = optarg; break;
-    case O_SET:
-      if (nsets == 64) st = err_set(TSR_EINVAL, "--set: at most 64 overrides");
-      else sets[nsets++] = optarg;
-      break;
+    case O_SET: st = parse_config_set(&op, sets, 64, &nsets); break;
     case O_DTYPE: st = parse_dtype("--dtype", optarg, &kd); break;
     case O_EMA: ema = 1; break;
     case O_MERGE: merge = optarg; break;

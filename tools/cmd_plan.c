@@ -243,7 +243,7 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
     case O_WAVES: a->show_waves = 1; break;
     case O_TIMELINE: st = timeline_paths(a, optarg); break;
     case O_CONFIG: a->config_path = datadir_config(optarg); break;
-    case O_SET: a->sets[a->nsets++] = optarg; break;
+    case O_SET: st = parse_config_set(&op, a->sets, argc, &a->nsets); break;
     case O_CPMODE:
       a->cp_mode = !strcmp(optarg, "auto")      ? TRAIN_CP_AUTO
                    : !strcmp(optarg, "ring")    ? TRAIN_CP_RING
