@@ -39,7 +39,7 @@ static const opt_def calibrate_flags[] = {
         "(as `tessera train --comm`: time what training will use)"),
     OPT_END};
 
-static void usage(FILE *f) {
+void cmd_calibrate_usage(FILE *f) {
   fprintf(f,
           "usage: tessera calibrate --config FILE --out COST.conf [options]\n\n"
           "Times forward + backward of the configured model on this machine's backend for\n"
@@ -52,10 +52,6 @@ static void usage(FILE *f) {
 }
 
 int cmd_calibrate(int argc, char **argv) {
-  if (wants_help(argc, argv)) {
-    usage(stdout);
-    return 0;
-  }
   char default_base[4096];
   const char *config = NULL, *out = NULL, *base = default_base;
   char *sets[64];

@@ -106,7 +106,7 @@ static const opt_def plan_opts[] = {
     OPT_HELP_ROW,
     OPT_END};
 
-static void plan_usage(FILE *f) {
+void cmd_plan_usage(FILE *f) {
   fprintf(f,
     "usage: tessera plan (--lengths FILE[:W],... | --data STORE) --ranks N\n"
     "                    (--mem-tokens M | --config FILE --mem-bytes B) [--cost FILE] [options]\n\n"
@@ -517,10 +517,6 @@ static tsr_status plan_steps(const plan_args *a, const lengths_set *ls, const sc
 }
 
 int cmd_plan(int argc, char **argv) {
-  if (wants_help(argc, argv)) {
-    plan_usage(stdout);
-    return 0;
-  }
   plan_args a = {.sets = calloc((size_t)argc + 1, sizeof(char *))};
   sched_config cfg;
   lengths_set ls = {0};

@@ -20,7 +20,7 @@ static const opt_def report_opts[] = {
     OPT("max-videos", "N", O_VIDEOS, NULL, "newest sample videos inlined      [8]"),
     OPT_END};
 
-static void usage(FILE *f) {
+void cmd_report_usage(FILE *f) {
   fprintf(f,
           "usage: tessera report RUN [options]\n\n"
           "Writes RUN/report.html, one page that opens from disk (images and videos inlined):\n"
@@ -35,10 +35,6 @@ static void usage(FILE *f) {
 }
 
 int cmd_report(int argc, char **argv) {
-  if (wants_help(argc, argv)) {
-    usage(stdout);
-    return 0;
-  }
   const char *out = NULL, *png = NULL, *videos = NULL;
   tsr_status st = TSR_OK;
   int c, nv;

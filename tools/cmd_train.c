@@ -82,7 +82,7 @@ static const opt_def train_opts[] = {
     OPT_HELP_ROW,
     OPT_END};
 
-static void train_usage(FILE *f) {
+void cmd_train_usage(FILE *f) {
   fprintf(f,
     "usage: tessera train --config FILE --data STORE --out RUN [--steps N] [--resume]\n"
     "       tessera train --resume RUN [--steps N] [--set KEY=VALUE ...]\n"
@@ -187,10 +187,6 @@ static void profile_report_run(kernels_backend *prof[2], double wall_s) {
 }
 
 int cmd_train(int argc, char **argv) {
-  if (wants_help(argc, argv)) {
-    train_usage(stdout);
-    return 0;
-  }
   train_options o = {.planners = 1, .write_video = video_write_default,
                      .embed_prompts = prompt_embed_train, .plan_kind = -1};
   const char *backend = "auto", *comm = "auto";
