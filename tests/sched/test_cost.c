@@ -138,7 +138,8 @@ static void test_zero(void) {
   // in wave 1: 1.1 + 0.016 + 0.1675 + 0.016.
   int64_t tk4[4] = {1000, 100, 100, 1000};
   plan q, r;
-  plan_of(&q, (const one_clip_group[]){{0, 0, 2, 0}, {0, 2, 2, 1}, {1, 0, 2, 2}, {1, 2, 2, 3}}, 4);
+  plan_of(&q, (const one_clip_group[]){{0, 0, 2, 0}, {0, 2, 2, 1}, {1, 0, 2, 2}, {1, 2, 2, 3}},
+          4);
   plan_init(&r, 4);
   CHECK_OK(plan_simulate(&q, tk4, &cm, &cl, &sim, NULL, NULL));
   CHECK_NEAR(sim.makespan_s, 2 * (1.1 + 0.016), TOL);
