@@ -116,6 +116,9 @@ tsr_status comm_staged_open(void *stream, const comm_backend **out);
 void comm_staged_close(const comm_backend *cb);
 tsr_status comm_nccl_open(void *stream, const comm_backend **out);
 void comm_nccl_close(const comm_backend *cb);
+// TSR_OK for cudaSuccess; else CUDA's error e (a cudaError_t) of `what` is cleared and set
+// as backend's ("nccl", "mpi-staged"): TSR_ENOMEM for an allocation, TSR_ECOMM otherwise.
+tsr_status comm_cuda_check(int e, const char *backend, const char *what);
 // Node and PCI bus id of this rank's current CUDA device, hashed (comm_find_shared).
 tsr_status comm_device_key(uint64_t *key);
 

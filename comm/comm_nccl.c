@@ -55,10 +55,7 @@ typedef struct {
 static nccl_ctx *ctx_of(cb_t *cb) { return (nccl_ctx *)cb->ctx; }
 
 static tsr_status cuda_check(cudaError_t e, const char *what) {
-  if (e == cudaSuccess) return TSR_OK;
-  cudaGetLastError();
-  return err_set(e == cudaErrorMemoryAllocation ? TSR_ENOMEM : TSR_ECOMM, "nccl: %s: %s", what,
-                 cudaGetErrorString(e));
+  return comm_cuda_check(e, "nccl", what);
 }
 
 static tsr_status nccl_check(ncclResult_t r, ncclComm_t c, const char *what) {

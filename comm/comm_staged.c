@@ -68,10 +68,7 @@ typedef struct {
 static staged *ctx_of(cb_t *cb) { return (staged *)cb->ctx; }
 
 static tsr_status cuda_check(cudaError_t e, const char *what) {
-  if (e == cudaSuccess) return TSR_OK;
-  cudaGetLastError();
-  return err_set(e == cudaErrorMemoryAllocation ? TSR_ENOMEM : TSR_ECOMM,
-                 "mpi-staged: %s: %s", what, cudaGetErrorString(e));
+  return comm_cuda_check(e, "mpi-staged", what);
 }
 
 static int local(const comm_group *g) { return g->comm == MPI_COMM_NULL || g->size == 1; }
