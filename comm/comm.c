@@ -287,6 +287,39 @@ tsr_status comm_mpi_wait(int n, MPI_Request *r, const char *what, const comm_gro
   }
 }
 
+// ---- blocking entries as start + wait ------------------------------------------------------
+
+// Waits for *r, the request of a start that returned st: st if it failed (the request is
+// then NULL, every backend's contract, and the wait a no-op), else the wait's result.
+static tsr_status waited(const comm_backend *cb, tsr_status st, comm_request **r) {
+  tsr_status w = cb->wait(cb, r);
+  return st ? st : w;
+}
+
+tsr_status comm_start_wait_allreduce(const comm_backend *cb, comm_group *g, float *x, int64_t n) {
+  comm_request *r = NULL;
+  return waited(cb, cb->iallreduce_sum_f32(cb, g, x, n, &r), &r);
+}
+
+tsr_status comm_start_wait_allgather(const comm_backend *cb, comm_group *g, const void *send,
+                                     void *recv, int64_t bytes) {
+  comm_request *r = NULL;
+  return waited(cb, cb->iallgather(cb, g, send, recv, bytes, &r), &r);
+}
+
+tsr_status comm_start_wait_reduce_scatter(const comm_backend *cb, comm_group *g, const float *send,
+                                          float *recv, int64_t n) {
+  comm_request *r = NULL;
+  return waited(cb, cb->ireduce_scatter_sum_f32(cb, g, send, recv, n, &r), &r);
+}
+
+tsr_status comm_start_wait_alltoallv(const comm_backend *cb, comm_group *g, const void *send,
+                                     const int64_t *sbytes, const int64_t *sdispl, void *recv,
+                                     const int64_t *rbytes, const int64_t *rdispl) {
+  comm_request *r = NULL;
+  return waited(cb, cb->ialltoallv(cb, g, send, sbytes, sdispl, recv, rbytes, rdispl, &r), &r);
+}
+
 // ---- groups ----------------------------------------------------------------------------
 
 enum { COMM_MAX_LEVELS = 31 };

@@ -23,6 +23,13 @@ const char *comm_backends_built(void) {
 }
 
 #ifdef TESSERA_HAVE_CUDA
+tsr_status comm_cuda_check(int e, const char *backend, const char *what) {
+  if (e == cudaSuccess) return TSR_OK;
+  cudaGetLastError();  // clears it: the next call must not report it again
+  return err_set(e == cudaErrorMemoryAllocation ? TSR_ENOMEM : TSR_ECOMM, "%s: %s: %s", backend,
+                 what, cudaGetErrorString((cudaError_t)e));
+}
+
 tsr_status comm_device_key(uint64_t *key) {
   int d = -1;
   char host[256] = "", bus[64] = "";

@@ -32,6 +32,10 @@ static inline int comm_ring_tag(unsigned seq, int64_t c) {
   return (int)(((seq & 0x3ffu) << 5) | (unsigned)(c & 0x1f));
 }
 
+// Checks the per-member count n of an all-gather or reduce-scatter (what), in `unit`
+// ("bytes", "values"): one MPI call, 0..COMM_CHUNK. TSR_EINVAL saying so.
+tsr_status comm_count_check(const char *what, int64_t n, const char *unit);
+
 // Checks an all-to-all's counts and displacements (group size each): none negative, and
 // this member's slice to itself as long as the one it expects. TSR_EINVAL saying which.
 tsr_status comm_alltoallv_check(const comm_group *g, const int64_t *sbytes, const int64_t *sdispl,
@@ -53,6 +57,24 @@ int comm_mpi_alltoallv_pieces(const comm_group *g, const int64_t *bytes);
 tsr_status comm_mpi_alltoallv_post(comm_group *g, unsigned seq, int send, void *buf,
                                    const int64_t *bytes, const int64_t *displ, MPI_Request *req,
                                    int *n);
+
+// ---- blocking entries (comm.c) ----------------------------------------------------------
+// The blocking collectives of comm_backend as the backend's own non-blocking start and then
+// its wait, for a table whose blocking entry is nothing more (cb's iallreduce_sum_f32,
+// iallgather, ireduce_scatter_sum_f32, ialltoallv and wait must be set).
+tsr_status comm_start_wait_allreduce(const comm_backend *cb, comm_group *g, float *x, int64_t n);
+tsr_status comm_start_wait_allgather(const comm_backend *cb, comm_group *g, const void *send,
+                                     void *recv, int64_t bytes);
+tsr_status comm_start_wait_reduce_scatter(const comm_backend *cb, comm_group *g, const float *send,
+                                          float *recv, int64_t n);
+tsr_status comm_start_wait_alltoallv(const comm_backend *cb, comm_group *g, const void *send,
+                                     const int64_t *sbytes, const int64_t *sdispl, void *recv,
+                                     const int64_t *rbytes, const int64_t *rdispl);
+// The comm_backend rows of a backend whose four blocking collectives are all start + wait.
+#define COMM_START_WAIT_ENTRIES                                                             \
+  .allreduce_sum_f32 = comm_start_wait_allreduce, .allgather = comm_start_wait_allgather, \
+  .reduce_scatter_sum_f32 = comm_start_wait_reduce_scatter,                               \
+  .alltoallv = comm_start_wait_alltoallv
 
 // ---- bounded waits (comm.c) ---------------------------------------------------------------
 // Every MPI wait of the backends and the control plane goes through comm_mpi_wait: it
@@ -99,6 +121,9 @@ tsr_status comm_staged_open(void *stream, const comm_backend **out);
 void comm_staged_close(const comm_backend *cb);
 tsr_status comm_nccl_open(void *stream, const comm_backend **out);
 void comm_nccl_close(const comm_backend *cb);
+// TSR_OK for cudaSuccess; else CUDA's error e (a cudaError_t) of `what` is cleared and set
+// as backend's ("nccl", "mpi-staged"): TSR_ENOMEM for an allocation, TSR_ECOMM otherwise.
+tsr_status comm_cuda_check(int e, const char *backend, const char *what);
 // Node and PCI bus id of this rank's current CUDA device, hashed (comm_find_shared).
 tsr_status comm_device_key(uint64_t *key);
 

@@ -28,6 +28,17 @@ static tsr_status mpi_wait(cb_t *cb, comm_request **req) {
   return st;
 }
 
+// The requests of q were posted with result st: *req = q, or on an error the ones posted
+// waited for (MPI must complete them before their buffers go), q freed and st returned.
+static tsr_status request_posted(cb_t *cb, comm_request *q, tsr_status st, comm_request **req) {
+  if (st) {
+    mpi_wait(cb, &q);
+    return st;
+  }
+  *req = q;
+  return TSR_OK;
+}
+
 static tsr_status mpi_iallreduce_sum_f32(cb_t *cb, comm_group *g, float *x, int64_t n,
                                          comm_request **req) {
   *req = NULL;
@@ -36,26 +47,16 @@ static tsr_status mpi_iallreduce_sum_f32(cb_t *cb, comm_group *g, float *x, int6
   comm_request *q = calloc(1, sizeof *q + (size_t)(chunks + 1) * sizeof(MPI_Request));
   if (!q) return err_set(TSR_ENOMEM, "out of memory for an all-reduce");
   q->what = "all-reduce", q->g = g, q->peer = -1;
-  for (int64_t c = 0; c < chunks; c++) {
+  tsr_status st = TSR_OK;
+  for (int64_t c = 0; c < chunks && !st; c++) {
     int64_t off = c * (int64_t)COMM_CHUNK;
     int len = (int)(n - off > COMM_CHUNK ? COMM_CHUNK : n - off);
-    tsr_status st = comm_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, x + off, len, MPI_FLOAT, MPI_SUM,
-                                                  g->comm, &q->r[q->n]),
-                                   "group all-reduce (non-blocking)");
-    if (st) {
-      mpi_wait(cb, &q);
-      return st;
-    }
-    q->n++;
+    st = comm_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, x + off, len, MPI_FLOAT, MPI_SUM, g->comm,
+                                       &q->r[q->n]),
+                        "group all-reduce (non-blocking)");
+    if (!st) q->n++;
   }
-  *req = q;
-  return TSR_OK;
-}
-
-static tsr_status mpi_allreduce_sum_f32(cb_t *cb, comm_group *g, float *x, int64_t n) {
-  comm_request *q = NULL;
-  tsr_status st = mpi_iallreduce_sum_f32(cb, g, x, n, &q);
-  return st ? st : mpi_wait(cb, &q);
+  return request_posted(cb, q, st, req);
 }
 
 // A request for one MPI collective over g (what: its name in messages), or NULL: no memory.
@@ -80,9 +81,7 @@ static tsr_status request_started(comm_request *q, int rc, const char *msg, comm
 static tsr_status mpi_iallgather(cb_t *cb, comm_group *g, const void *send, void *recv,
                                  int64_t bytes, comm_request **req) {
   *req = NULL;
-  if (bytes < 0 || bytes > COMM_CHUNK)
-    return err_set(TSR_EINVAL, "group all-gather of %lld bytes per rank: at most %d",
-                   (long long)bytes, COMM_CHUNK);
+  TSR_TRY(comm_count_check("all-gather", bytes, "bytes"));
   comm_request *q = request_new(g, "all-gather");
   if (!q) return err_set(TSR_ENOMEM, "out of memory for an all-gather");
   if (local(g)) {  // a group of one: the copy, and a request already done
@@ -95,19 +94,10 @@ static tsr_status mpi_iallgather(cb_t *cb, comm_group *g, const void *send, void
                          "group all-gather", req);
 }
 
-static tsr_status mpi_allgather(cb_t *cb, comm_group *g, const void *send, void *recv,
-                                int64_t bytes) {
-  comm_request *q = NULL;
-  tsr_status st = mpi_iallgather(cb, g, send, recv, bytes, &q);
-  return st ? st : mpi_wait(cb, &q);
-}
-
 static tsr_status mpi_ireduce_scatter(cb_t *cb, comm_group *g, const float *send, float *recv,
                                       int64_t n, comm_request **req) {
   *req = NULL;
-  if (n < 0 || n > COMM_CHUNK)
-    return err_set(TSR_EINVAL, "group reduce-scatter of %lld values per rank: at most %d",
-                   (long long)n, COMM_CHUNK);
+  TSR_TRY(comm_count_check("reduce-scatter", n, "values"));
   comm_request *q = request_new(g, "reduce-scatter");
   if (!q) return err_set(TSR_ENOMEM, "out of memory for a reduce-scatter");
   if (local(g)) {
@@ -120,15 +110,15 @@ static tsr_status mpi_ireduce_scatter(cb_t *cb, comm_group *g, const float *send
                          "group reduce-scatter", req);
 }
 
-static tsr_status mpi_reduce_scatter(cb_t *cb, comm_group *g, const float *send, float *recv,
-                                     int64_t n) {
-  comm_request *q = NULL;
-  tsr_status st = mpi_ireduce_scatter(cb, g, send, recv, n, &q);
-  return st ? st : mpi_wait(cb, &q);
-}
-
 // Pieces of every peer's message, both directions: at most 2 * size * pieces requests.
 static int64_t pieces(int64_t bytes) { return (bytes + COMM_CHUNK - 1) / COMM_CHUNK; }
+
+tsr_status comm_count_check(const char *what, int64_t n, const char *unit) {
+  if (n < 0 || n > COMM_CHUNK)
+    return err_set(TSR_EINVAL, "group %s of %lld %s per rank: at most %d", what, (long long)n,
+                   unit, COMM_CHUNK);
+  return TSR_OK;
+}
 
 tsr_status comm_alltoallv_check(const comm_group *g, const int64_t *sbytes, const int64_t *sdispl,
                                 const int64_t *rbytes, const int64_t *rdispl) {
@@ -199,20 +189,7 @@ static tsr_status mpi_ialltoallv(cb_t *cb, comm_group *g, const void *send, cons
     st = comm_mpi_alltoallv_post(g, seq, 0, recv, rbytes, rdispl, q->r, &q->n);
     if (!st) st = comm_mpi_alltoallv_post(g, seq, 1, (void *)send, sbytes, sdispl, q->r, &q->n);
   }
-  if (st) {
-    mpi_wait(cb, &q);
-    return st;
-  }
-  *req = q;
-  return TSR_OK;
-}
-
-static tsr_status mpi_alltoallv(cb_t *cb, comm_group *g, const void *send, const int64_t *sbytes,
-                                const int64_t *sdispl, void *recv, const int64_t *rbytes,
-                                const int64_t *rdispl) {
-  comm_request *q = NULL;
-  tsr_status st = mpi_ialltoallv(cb, g, send, sbytes, sdispl, recv, rbytes, rdispl, &q);
-  return st ? st : mpi_wait(cb, &q);
+  return request_posted(cb, q, st, req);
 }
 
 static tsr_status mpi_bcast(cb_t *cb, comm_group *g, void *buf, int64_t bytes, int root) {
@@ -254,25 +231,20 @@ static tsr_status mpi_ring_start(cb_t *cb, comm_group *g, const void *send, void
   char *r = recv;
   unsigned seq = g->seq++;
   q->what = "ring exchange", q->g = g, q->peer = g->first + prev * g->stride;
-  for (int64_t c = 0; c < chunks; c++) {
+  tsr_status st = TSR_OK;
+  for (int64_t c = 0; c < chunks && !st; c++) {
     int64_t off = c * (int64_t)COMM_CHUNK;
     int len = (int)(bytes - off > COMM_CHUNK ? COMM_CHUNK : bytes - off);
     int tag = comm_ring_tag(seq, c);
-    tsr_status st = comm_mpi_check(MPI_Irecv(r + off, len, MPI_BYTE, prev, tag, g->comm,
-                                             &q->r[q->n]),
-                                   "ring receive");
+    st = comm_mpi_check(MPI_Irecv(r + off, len, MPI_BYTE, prev, tag, g->comm, &q->r[q->n]),
+                        "ring receive");
     if (!st) q->n++;
     if (!st) st = comm_mpi_check(MPI_Isend(s + off, len, MPI_BYTE, next, tag, g->comm,
                                            &q->r[q->n]),
                                  "ring send");
-    if (st) {
-      mpi_wait(cb, &q);
-      return st;
-    }
-    q->n++;
+    if (!st) q->n++;
   }
-  *req = q;
-  return TSR_OK;
+  return request_posted(cb, q, st, req);
 }
 
 static tsr_status mpi_test(cb_t *cb, comm_request *req, int *done) {
@@ -291,10 +263,7 @@ static const comm_backend mpi_backend = {
     .mem = COMM_MEM_HOST,
     .stream = NULL,
     .ctx = NULL,
-    .allreduce_sum_f32 = mpi_allreduce_sum_f32,
-    .allgather = mpi_allgather,
-    .reduce_scatter_sum_f32 = mpi_reduce_scatter,
-    .alltoallv = mpi_alltoallv,
+    COMM_START_WAIT_ENTRIES,
     .iallgather = mpi_iallgather,
     .ialltoallv = mpi_ialltoallv,
     .ireduce_scatter_sum_f32 = mpi_ireduce_scatter,

@@ -55,10 +55,7 @@ typedef struct {
 static nccl_ctx *ctx_of(cb_t *cb) { return (nccl_ctx *)cb->ctx; }
 
 static tsr_status cuda_check(cudaError_t e, const char *what) {
-  if (e == cudaSuccess) return TSR_OK;
-  cudaGetLastError();
-  return err_set(e == cudaErrorMemoryAllocation ? TSR_ENOMEM : TSR_ECOMM, "nccl: %s: %s", what,
-                 cudaGetErrorString(e));
+  return comm_cuda_check(e, "nccl", what);
 }
 
 static tsr_status nccl_check(ncclResult_t r, ncclComm_t c, const char *what) {
@@ -167,18 +164,33 @@ static tsr_status nc_ring_start(cb_t *cb, comm_group *g, const void *send, void 
   return st;
 }
 
-static tsr_status nc_iallreduce(cb_t *cb, comm_group *g, float *x_, int64_t n, comm_request **req) {
-  nccl_ctx *x = ctx_of(cb);
+// The collectives that are one NCCL call: the count check, the operation (op_begin, the
+// call, op_end) and its `done` event as the request *req. n: values (all-reduce, reduce-scatter: fp32) or
+// bytes (all-gather, broadcast) per member; root: the broadcast's group rank.
+typedef enum { NC_ALLREDUCE, NC_ALLGATHER, NC_REDUCE_SCATTER, NC_BCAST } nc_kind;
+static tsr_status nc_collective(nccl_ctx *x, nc_kind k, comm_group *g, const void *send,
+                                void *recv, int64_t n, int root, comm_request **req) {
+  static const char *const what[] = {"all-reduce", "all-gather", "reduce-scatter", "broadcast"};
   *req = NULL;
-  if (n < 0) return err_set(TSR_EINVAL, "all-reduce of %lld values", (long long)n);
+  if (n < 0)
+    return err_set(TSR_EINVAL, "%s of %lld %s", what[k], (long long)n,
+                   k == NC_ALLREDUCE || k == NC_REDUCE_SCATTER ? "values" : "bytes");
   nccl_op *o;
-  tsr_status st = op_begin(x, "all-reduce", g, -1, &o);
-  if (st) return st;
+  TSR_TRY(op_begin(x, what[k], g, k == NC_BCAST ? g->first + root * g->stride : -1, &o));
   ncclComm_t c = comm_of(x, g);
-  st = op_end(x, o, nccl_check(ncclAllReduce(x_, x_, (size_t)n, ncclFloat32, ncclSum, c, x->comm),
-                               c, "all-reduce"), 0);
+  size_t cnt = (size_t)n;
+  ncclResult_t r =
+      k == NC_ALLREDUCE ? ncclAllReduce(send, recv, cnt, ncclFloat32, ncclSum, c, x->comm)
+      : k == NC_ALLGATHER ? ncclAllGather(send, recv, cnt, ncclUint8, c, x->comm)
+      : k == NC_REDUCE_SCATTER ? ncclReduceScatter(send, recv, cnt, ncclFloat32, ncclSum, c, x->comm)
+                               : ncclBroadcast(send, recv, cnt, ncclUint8, root, c, x->comm);
+  tsr_status st = op_end(x, o, nccl_check(r, c, what[k]), 0);
   if (!st) *req = (comm_request *)o;
   return st;
+}
+
+static tsr_status nc_iallreduce(cb_t *cb, comm_group *g, float *x_, int64_t n, comm_request **req) {
+  return nc_collective(ctx_of(cb), NC_ALLREDUCE, g, x_, x_, n, 0, req);
 }
 
 static tsr_status nc_wait(cb_t *cb, comm_request **req) {
@@ -200,54 +212,14 @@ static tsr_status nc_test(cb_t *cb, comm_request *req, int *done) {
   return cuda_check(e, "cudaEventQuery");
 }
 
-static tsr_status nc_allreduce(cb_t *cb, comm_group *g, float *x_, int64_t n) {
-  comm_request *r = NULL;
-  tsr_status st = nc_iallreduce(cb, g, x_, n, &r);
-  return st ? st : nc_wait(cb, &r);
-}
-
 static tsr_status nc_iallgather(cb_t *cb, comm_group *g, const void *send, void *recv,
                                 int64_t bytes, comm_request **req) {
-  nccl_ctx *x = ctx_of(cb);
-  *req = NULL;
-  if (bytes < 0) return err_set(TSR_EINVAL, "all-gather of %lld bytes", (long long)bytes);
-  nccl_op *o;
-  tsr_status st = op_begin(x, "all-gather", g, -1, &o);
-  if (st) return st;
-  ncclComm_t c = comm_of(x, g);
-  st = op_end(x, o, nccl_check(ncclAllGather(send, recv, (size_t)bytes, ncclUint8, c, x->comm), c,
-                               "all-gather"), 0);
-  if (!st) *req = (comm_request *)o;
-  return st;
-}
-
-static tsr_status nc_allgather(cb_t *cb, comm_group *g, const void *send, void *recv,
-                               int64_t bytes) {
-  comm_request *r = NULL;
-  tsr_status st = nc_iallgather(cb, g, send, recv, bytes, &r);
-  return st ? st : nc_wait(cb, &r);
+  return nc_collective(ctx_of(cb), NC_ALLGATHER, g, send, recv, bytes, 0, req);
 }
 
 static tsr_status nc_ireduce_scatter(cb_t *cb, comm_group *g, const float *send, float *recv,
                                      int64_t n, comm_request **req) {
-  nccl_ctx *x = ctx_of(cb);
-  *req = NULL;
-  if (n < 0) return err_set(TSR_EINVAL, "reduce-scatter of %lld values", (long long)n);
-  nccl_op *o;
-  tsr_status st = op_begin(x, "reduce-scatter", g, -1, &o);
-  if (st) return st;
-  ncclComm_t c = comm_of(x, g);
-  st = op_end(x, o, nccl_check(ncclReduceScatter(send, recv, (size_t)n, ncclFloat32, ncclSum, c,
-                                                 x->comm), c, "reduce-scatter"), 0);
-  if (!st) *req = (comm_request *)o;
-  return st;
-}
-
-static tsr_status nc_reduce_scatter(cb_t *cb, comm_group *g, const float *send, float *recv,
-                                    int64_t n) {
-  comm_request *r = NULL;
-  tsr_status st = nc_ireduce_scatter(cb, g, send, recv, n, &r);
-  return st ? st : nc_wait(cb, &r);
+  return nc_collective(ctx_of(cb), NC_REDUCE_SCATTER, g, send, recv, n, 0, req);
 }
 
 // Grouped ncclSend/ncclRecv with every member (the own slice too: NCCL copies it); the
@@ -279,24 +251,10 @@ static tsr_status nc_ialltoallv(cb_t *cb, comm_group *g, const void *send, const
   return TSR_OK;
 }
 
-static tsr_status nc_alltoallv(cb_t *cb, comm_group *g, const void *send, const int64_t *sbytes,
-                               const int64_t *sdispl, void *recv, const int64_t *rbytes,
-                               const int64_t *rdispl) {
-  comm_request *r = NULL;
-  tsr_status st = nc_ialltoallv(cb, g, send, sbytes, sdispl, recv, rbytes, rdispl, &r);
-  return st ? st : nc_wait(cb, &r);
-}
-
 static tsr_status nc_bcast(cb_t *cb, comm_group *g, void *buf, int64_t bytes, int root) {
-  nccl_ctx *x = ctx_of(cb);
-  if (bytes < 0) return err_set(TSR_EINVAL, "broadcast of %lld bytes", (long long)bytes);
-  nccl_op *o;
-  tsr_status st = op_begin(x, "broadcast", g, g->first + root * g->stride, &o);
-  if (st) return st;
-  ncclComm_t c = comm_of(x, g);
-  st = op_end(x, o, nccl_check(ncclBroadcast(buf, buf, (size_t)bytes, ncclUint8, root, c, x->comm),
-                               c, "broadcast"), 0);
-  return st ? st : op_wait(x, o);
+  comm_request *r;
+  TSR_TRY(nc_collective(ctx_of(cb), NC_BCAST, g, buf, buf, bytes, root, &r));
+  return op_wait(ctx_of(cb), (nccl_op *)r);
 }
 
 // A host barrier: the work queued on both streams is done on every member.
@@ -432,10 +390,7 @@ tsr_status comm_nccl_open(void *stream, const comm_backend **out) {
       .mem = COMM_MEM_DEVICE,
       .stream = stream,
       .ctx = x,
-      .allreduce_sum_f32 = nc_allreduce,
-      .allgather = nc_allgather,
-      .reduce_scatter_sum_f32 = nc_reduce_scatter,
-      .alltoallv = nc_alltoallv,
+      COMM_START_WAIT_ENTRIES,
       .iallgather = nc_iallgather,
       .ialltoallv = nc_ialltoallv,
       .ireduce_scatter_sum_f32 = nc_ireduce_scatter,

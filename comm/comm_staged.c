@@ -68,10 +68,7 @@ typedef struct {
 static staged *ctx_of(cb_t *cb) { return (staged *)cb->ctx; }
 
 static tsr_status cuda_check(cudaError_t e, const char *what) {
-  if (e == cudaSuccess) return TSR_OK;
-  cudaGetLastError();
-  return err_set(e == cudaErrorMemoryAllocation ? TSR_ENOMEM : TSR_ECOMM,
-                 "mpi-staged: %s: %s", what, cudaGetErrorString(e));
+  return comm_cuda_check(e, "mpi-staged", what);
 }
 
 static int local(const comm_group *g) { return g->comm == MPI_COMM_NULL || g->size == 1; }
@@ -377,13 +374,6 @@ static tsr_status st_iallreduce(cb_t *cb, comm_group *g, float *x, int64_t n, co
   return TSR_OK;
 }
 
-static tsr_status st_allreduce(cb_t *cb, comm_group *g, float *x, int64_t n) {
-  comm_request *r = NULL;
-  tsr_status st = st_iallreduce(cb, g, x, n, &r);
-  tsr_status w = cb->wait(cb, &r);
-  return st ? st : w;
-}
-
 // The blocking collectives below run on the host: the compute stream's work so far is
 // finished first, and every all-reduce issued before them has started (MPI order).
 static tsr_status host_collective_begin(staged *s) {
@@ -425,9 +415,7 @@ static tsr_status host_roundtrip(staged *s, comm_group *g, enum host_op op, cons
 static tsr_status st_allgather(cb_t *cb, comm_group *g, const void *send, void *recv,
                                int64_t bytes) {
   staged *s = ctx_of(cb);
-  if (bytes < 0 || bytes > COMM_CHUNK)
-    return err_set(TSR_EINVAL, "group all-gather of %lld bytes per rank: at most %d",
-                   (long long)bytes, COMM_CHUNK);
+  TSR_TRY(comm_count_check("all-gather", bytes, "bytes"));
   if (local(g))
     return bytes ? cuda_check(cudaMemcpyAsync(recv, send, (size_t)bytes, cudaMemcpyDeviceToDevice,
                                               s->compute), "all-gather copy") : TSR_OK;
@@ -438,9 +426,7 @@ static tsr_status st_allgather(cb_t *cb, comm_group *g, const void *send, void *
 static tsr_status st_reduce_scatter(cb_t *cb, comm_group *g, const float *send, float *recv,
                                     int64_t n) {
   staged *s = ctx_of(cb);
-  if (n < 0 || n > COMM_CHUNK)
-    return err_set(TSR_EINVAL, "group reduce-scatter of %lld values per rank: at most %d",
-                   (long long)n, COMM_CHUNK);
+  TSR_TRY(comm_count_check("reduce-scatter", n, "values"));
   size_t slice = (size_t)n * sizeof(float);
   if (local(g))
     return n ? cuda_check(cudaMemcpyAsync(recv, send, slice, cudaMemcpyDeviceToDevice, s->compute),
@@ -505,15 +491,6 @@ static tsr_status st_ialltoallv(cb_t *cb, comm_group *g, const void *send, const
   }
   *req = (comm_request *)q;
   return TSR_OK;
-}
-
-static tsr_status st_alltoallv(cb_t *cb, comm_group *g, const void *send, const int64_t *sbytes,
-                               const int64_t *sdispl, void *recv, const int64_t *rbytes,
-                               const int64_t *rdispl) {
-  comm_request *r = NULL;
-  tsr_status st = st_ialltoallv(cb, g, send, sbytes, sdispl, recv, rbytes, rdispl, &r);
-  tsr_status w = cb->wait(cb, &r);
-  return st ? st : w;
 }
 
 // A request already done: what the blocking entries below return.
@@ -588,10 +565,10 @@ tsr_status comm_staged_open(void *stream, const comm_backend **out) {
       .mem = COMM_MEM_DEVICE,
       .stream = stream,
       .ctx = s,
-      .allreduce_sum_f32 = st_allreduce,
+      .allreduce_sum_f32 = comm_start_wait_allreduce,
       .allgather = st_allgather,
       .reduce_scatter_sum_f32 = st_reduce_scatter,
-      .alltoallv = st_alltoallv,
+      .alltoallv = comm_start_wait_alltoallv,
       .iallgather = st_iallgather,
       .ialltoallv = st_ialltoallv,
       .ireduce_scatter_sum_f32 = st_ireduce_scatter,

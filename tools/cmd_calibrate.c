@@ -22,8 +22,7 @@ static const opt_def calibrate_flags[] = {
     OPT("config", "FILE", O_CONFIG, NULL,
         "model config, or a preset name (configs/model/)    [required]"),
     OPT("set", "KEY=VALUE", O_SET, NULL, "override a config key (section.key=value), repeatable"),
-    OPT("precision", "P", O_PRECISION, "train.precision",
-        "fp32 or bf16 activations: --set train.precision=P"),
+    OPT_PRECISION_ROW(O_PRECISION),
     OPT("out", "FILE", O_OUT, NULL, "cost file to write                                 [required]"),
     OPT("base", "FILE", O_BASE, NULL,
         "cost file for what cannot be measured here\n"
@@ -40,7 +39,7 @@ static const opt_def calibrate_flags[] = {
         "(as `tessera train --comm`: time what training will use)"),
     OPT_END};
 
-static void usage(FILE *f) {
+void cmd_calibrate_usage(FILE *f) {
   fprintf(f,
           "usage: tessera calibrate --config FILE --out COST.conf [options]\n\n"
           "Times forward + backward of the configured model on this machine's backend for\n"
@@ -53,10 +52,6 @@ static void usage(FILE *f) {
 }
 
 int cmd_calibrate(int argc, char **argv) {
-  if (wants_help(argc, argv)) {
-    usage(stdout);
-    return 0;
-  }
   char default_base[4096];
   const char *config = NULL, *out = NULL, *base = default_base;
   char *sets[64];
@@ -73,15 +68,7 @@ int cmd_calibrate(int argc, char **argv) {
     switch (c) {
     case O_CONFIG: config = datadir_config(v); break;
     case O_SET:
-    case O_PRECISION: {  // --precision P: the same as --set train.precision=P
-      kernels_dtype p;
-      if (nsets == 64) st = err_set(TSR_EINVAL, "--set: at most 64 overrides");
-      else if (c == O_SET) sets[nsets++] = v;
-      else if (!(st = parse_dtype("--precision", v, &p)) &&
-               !(sets[nsets++] = opt_key_set(&op, config_precision_name(p))))
-        st = TSR_EINVAL;  // opt_key_set said why
-      break;
-    }
+    case O_PRECISION: st = parse_config_set(&op, sets, 64, &nsets); break;
     case O_OUT: out = v; break;
     case O_BASE: base = v; break;
     case O_MIN: st = parse_i64("--min-tokens", v, 1, 1 << 24, &o.min_tokens); break;

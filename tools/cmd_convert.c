@@ -28,7 +28,7 @@ static const opt_def convert_opts[] = {
         "SRC a LoRA file -> DST in layout diffusers, wan or kohya"),
     OPT_END};
 
-static void usage(FILE *f) {
+void cmd_convert_usage(FILE *f) {
   fprintf(f,
           "usage: tessera convert SRC --out DST [options]\n\n"
           "Converts the transformer of Wan 2.1/2.2 (diffusers' WanTransformer3DModel) one tensor\n"
@@ -72,10 +72,6 @@ static int convert_lora(const char *src, const char *out, lora_layout l) {
 }
 
 int cmd_convert(int argc, char **argv) {
-  if (wants_help(argc, argv)) {
-    usage(stdout);
-    return 0;
-  }
   const char *out = NULL, *to = "tessera", *merge = NULL, *layout = NULL;
   char *sets[64];
   int nsets = 0, ema = 0;
@@ -88,10 +84,7 @@ int cmd_convert(int argc, char **argv) {
     switch (c) {
     case O_OUT: out = optarg; break;
     case O_TO: to = optarg; break;
-    case O_SET:
-      if (nsets == 64) st = err_set(TSR_EINVAL, "--set: at most 64 overrides");
-      else sets[nsets++] = optarg;
-      break;
+    case O_SET: st = parse_config_set(&op, sets, 64, &nsets); break;
     case O_DTYPE: st = parse_dtype("--dtype", optarg, &kd); break;
     case O_EMA: ema = 1; break;
     case O_MERGE: merge = optarg; break;

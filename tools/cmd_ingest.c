@@ -88,7 +88,7 @@ static const opt_def ingest_opts_table[] = {
         "shortest shot                             [15 frames]"),
     OPT_END};
 
-static void usage(FILE *f) {
+void cmd_ingest_usage(FILE *f) {
   fprintf(f,
           "usage: tessera ingest SRC... --out STORE [options]\n"
           "       tessera ingest --latents SRC... --out STORE [--patch P] [--dtype bf16|fp32]\n\n"
@@ -107,6 +107,9 @@ static void usage(FILE *f) {
           "settings is refused.\n"
           "exit status: 0 all sources done, 2 some sources failed (listed) or manifest rows\n"
           "had errors, 1 fatal error\n");
+#ifndef TESSERA_HAVE_MEDIA
+  fprintf(f, "\nThis tessera was built without media (FFmpeg): only --latents is available.\n");
+#endif
 }
 
 typedef struct {
@@ -181,13 +184,6 @@ static tsr_status sidecar_options(const char *ext, const char *encoder, const ch
 }
 
 int cmd_ingest(int argc, char **argv) {
-  if (wants_help(argc, argv)) {
-    usage(stdout);
-#ifndef TESSERA_HAVE_MEDIA
-    printf("\nThis tessera was built without media (FFmpeg): only --latents is available.\n");
-#endif
-    return 0;
-  }
   ingest_opts o = {
       .settings = {.fps_num = 8, .fps_den = 1, .short_side = 128, .pt = 2, .ph = 16, .pw = 16,
                    .channels = 3, .dtype = STORE_DTYPE_U8, .max_seconds = 0},

@@ -28,7 +28,7 @@ static const opt_def manifest_flags[] = {
         "\"scores\"} (the summary then goes to stderr)"),
     OPT_END};
 
-static void usage(FILE *f) {
+void cmd_manifest_usage(FILE *f) {
   fprintf(f,
           "usage: tessera manifest FILE [options]\n\n"
           "Reads a clip manifest (CSV, TSV or JSONL: a source video per row with one or more\n"
@@ -170,10 +170,6 @@ static tsr_status parse_option(int c, manifest_opts *o, report *rp, int *jsonl) 
 }
 
 int cmd_manifest(int argc, char **argv) {
-  if (wants_help(argc, argv)) {
-    usage(stdout);
-    return 0;
-  }
   manifest_opts o = {0};
   report *rp = calloc(1, sizeof *rp);
   int jsonl = 0, c;

@@ -106,7 +106,7 @@ static const opt_def plan_opts[] = {
     OPT_HELP_ROW,
     OPT_END};
 
-static void plan_usage(FILE *f) {
+void cmd_plan_usage(FILE *f) {
   fprintf(f,
     "usage: tessera plan (--lengths FILE[:W],... | --data STORE) --ranks N\n"
     "                    (--mem-tokens M | --config FILE --mem-bytes B) [--cost FILE] [options]\n\n"
@@ -243,7 +243,7 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
     case O_WAVES: a->show_waves = 1; break;
     case O_TIMELINE: st = timeline_paths(a, optarg); break;
     case O_CONFIG: a->config_path = datadir_config(optarg); break;
-    case O_SET: a->sets[a->nsets++] = optarg; break;
+    case O_SET: st = parse_config_set(&op, a->sets, argc, &a->nsets); break;
     case O_CPMODE:
       a->cp_mode = !strcmp(optarg, "auto")      ? TRAIN_CP_AUTO
                    : !strcmp(optarg, "ring")    ? TRAIN_CP_RING
@@ -517,10 +517,6 @@ static tsr_status plan_steps(const plan_args *a, const lengths_set *ls, const sc
 }
 
 int cmd_plan(int argc, char **argv) {
-  if (wants_help(argc, argv)) {
-    plan_usage(stdout);
-    return 0;
-  }
   plan_args a = {.sets = calloc((size_t)argc + 1, sizeof(char *))};
   sched_config cfg;
   lengths_set ls = {0};

@@ -2,6 +2,7 @@
 // tools/report.py with matplotlib (docs/report.md).
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -20,7 +21,7 @@ static const opt_def report_opts[] = {
     OPT("max-videos", "N", O_VIDEOS, NULL, "newest sample videos inlined      [8]"),
     OPT_END};
 
-static void usage(FILE *f) {
+void cmd_report_usage(FILE *f) {
   fprintf(f,
           "usage: tessera report RUN [options]\n\n"
           "Writes RUN/report.html, one page that opens from disk (images and videos inlined):\n"
@@ -35,26 +36,13 @@ static void usage(FILE *f) {
 }
 
 int cmd_report(int argc, char **argv) {
-  if (wants_help(argc, argv)) {
-    usage(stdout);
-    return 0;
-  }
-  const char *out = NULL, *png = NULL, *videos = NULL;
   tsr_status st = TSR_OK;
   int c, nv;
   opt_parser op;
   opt_begin(&op, report_opts, argc, argv);
-  while (!st && (c = opt_next(&op)) != -1) {
-    switch (c) {
-    case O_OUT: out = optarg; break;
-    case O_PNG: png = optarg; break;
-    case O_VIDEOS:
-      videos = optarg;
-      st = parse_int("--max-videos", optarg, 0, 1 << 20, &nv);
-      break;
-    default: st = TSR_EINVAL;  // opt_next said why
-    }
-  }
+  while (!st && (c = opt_next(&op)) != -1)  // checked here, passed on as they are (below)
+    st = !c ? TSR_EINVAL  // opt_next said why
+         : c == O_VIDEOS ? parse_int("--max-videos", op.val, 0, 1 << 20, &nv) : TSR_OK;
   if (!st) st = cli_positionals(argc, argv, 1, 1, "RUN");
   if (st) return cli_usage_error("report");
   const char *run = argv[optind];
@@ -63,12 +51,16 @@ int cmd_report(int argc, char **argv) {
     err_set(TSR_EINVAL, "%s is not a run directory", run);
     return cli_error("report");
   }
-  char *args[9];
-  int n = 0;
-  args[n++] = (char *)run;
-  if (out) args[n++] = "--out", args[n++] = (char *)out;
-  if (png) args[n++] = "--png", args[n++] = (char *)png;
-  if (videos) args[n++] = "--max-videos", args[n++] = (char *)videos;
-  args[n] = NULL;
-  return pyscript_run("report.py", args) ? cli_error("report") : 0;
+  // report.py takes the same options: RUN, then the option words as they were given
+  // (getopt has moved them before RUN: argv[1 .. optind))
+  char **args = calloc((size_t)argc + 1, sizeof *args);
+  if (!args) {
+    err_set(TSR_ENOMEM, "out of memory");
+    return cli_error("report");
+  }
+  args[0] = (char *)run;
+  for (int i = 1; i < optind; i++) args[i] = argv[i];
+  st = pyscript_run("report.py", args);
+  free(args);
+  return st ? cli_error("report") : 0;
 }

@@ -101,7 +101,7 @@ static const opt_def sample_opts[] = {
     OPT_HELP_ROW,
     OPT_END};
 
-static void sample_usage(FILE *f) {
+void cmd_sample_usage(FILE *f) {
   fprintf(f,
     "usage: tessera sample --ckpt FILE [--frames F] [--size HxW] --out FILE.mp4 [--label L]\n"
     "                      [--caption FILE | --prompt TEXT... | --prompts FILE]\n"
@@ -341,10 +341,6 @@ static tsr_status sample_prompts(sample_options *o, const prompt_args *pa, const
 }
 
 int cmd_sample(int argc, char **argv) {
-  if (wants_help(argc, argv)) {
-    sample_usage(stdout);
-    return 0;
-  }
   sample_options o = {.cfg = 1, .steps = 32, .ema = 1, .precision = -1, .shift = 5.0,
                       .boundary = 0.875, .cfg2 = NAN};
   const char *out = NULL, *latents_out = NULL;

@@ -46,8 +46,7 @@ static const opt_def train_opts[] = {
      "where the run found it (or from --init CKPT: the same weights)"),
     OPT("set", "KEY=VALUE", O_SET, NULL,
      "override a config key, e.g. --set train.lr=3e-4 (repeatable)"),
-    OPT("precision", "P", O_PRECISION, "train.precision",
-     "fp32 or bf16 activations: --set train.precision=P"),
+    OPT_PRECISION_ROW(O_PRECISION),
     OPT("cost", "FILE", O_COST, NULL,
      "cost model for the planner (from `tessera calibrate`;\n"
      "default: built-in CPU numbers of the tiny model)"),
@@ -83,7 +82,7 @@ static const opt_def train_opts[] = {
     OPT_HELP_ROW,
     OPT_END};
 
-static void train_usage(FILE *f) {
+void cmd_train_usage(FILE *f) {
   fprintf(f,
     "usage: tessera train --config FILE --data STORE --out RUN [--steps N] [--resume]\n"
     "       tessera train --resume RUN [--steps N] [--set KEY=VALUE ...]\n"
@@ -146,15 +145,8 @@ static tsr_status parse_args(opt_parser *p, int argc, char **argv, train_options
     case O_GPN: st = parse_int("--gpus-per-node", v, 1, 1 << 20, &o->gpus_per_node); break;
     case O_PLANNERS: st = parse_int("--planners", v, 0, 1 << 24, &o->planners); break;
     case O_MEM_BYTES: st = parse_i64("--mem-bytes", v, 1 << 20, INT64_MAX / 2, &o->mem_bytes); break;
-    case O_SET: sets[o->n_overrides++] = v; break;
-    case O_PRECISION: {  // sample's flag: the same as --set train.precision=P
-      kernels_dtype d;
-      char *kv = NULL;
-      if (!(st = parse_dtype("--precision", v, &d)) && !(kv = opt_key_set(p, config_precision_name(d))))
-        st = TSR_EINVAL;  // opt_key_set said why
-      if (kv) sets[o->n_overrides++] = kv;
-      break;
-    }
+    case O_SET:
+    case O_PRECISION: st = parse_config_set(p, sets, argc, &o->n_overrides); break;
     case O_BACKEND: *backend = v; break;
     case O_COMM: *comm = v; break;
     default: st = TSR_EINVAL;  // opt_next said why
@@ -195,10 +187,6 @@ static void profile_report_run(kernels_backend *prof[2], double wall_s) {
 }
 
 int cmd_train(int argc, char **argv) {
-  if (wants_help(argc, argv)) {
-    train_usage(stdout);
-    return 0;
-  }
   train_options o = {.planners = 1, .write_video = video_write_default,
                      .embed_prompts = prompt_embed_train, .plan_kind = -1};
   const char *backend = "auto", *comm = "auto";

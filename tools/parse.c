@@ -2,11 +2,13 @@
 // overflow and ranges), with messages that name the option.
 #include "tools/parse.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
 #include "core/num.h"
+#include "model/config.h"
 
 tsr_status parse_i64(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out) {
   if (num_parse_i64(s, lo, hi, out))
@@ -73,5 +75,26 @@ tsr_status parse_dtype(const char *opt, const char *s, kernels_dtype *out) {
   if (!kernels_dtype_parse(s, out, &old))
     return err_set(TSR_EINVAL, "%s %s: use fp32 or bf16 (or float32, bfloat16)", opt, s);
   if (old) log_warn("%s %s: deprecated spelling, accepted for one release: use fp32", opt, s);
+  return TSR_OK;
+}
+
+tsr_status parse_config_set(opt_parser *p, char **sets, int cap, int *n) {
+  const opt_def *d = p->row;
+  if (*n == cap) return err_set(TSR_EINVAL, "--%s: at most %d overrides", d->name, cap);
+  if (!d->key) {  // --set KEY=VALUE
+    sets[(*n)++] = p->val;
+    return TSR_OK;
+  }
+  const char *v = p->val;
+  if (!strcmp(d->key, "train.precision")) {
+    char flag[64];
+    kernels_dtype dt;
+    snprintf(flag, sizeof flag, "--%s", d->name);
+    TSR_TRY(parse_dtype(flag, v, &dt));
+    v = config_precision_name(dt);
+  }
+  char *kv = opt_key_set(p, v);
+  if (!kv) return TSR_EINVAL;  // opt_key_set said why
+  sets[(*n)++] = kv;
   return TSR_OK;
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include "core/err.h"
 #include "kernels/dtype.h"
+#include "tools/opt.h"
 
 tsr_status parse_int(const char *opt, const char *s, int lo, int hi, int *out);
 tsr_status parse_i64(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *out);
@@ -22,5 +23,19 @@ tsr_status parse_patch(const char *opt, const char *s, int *pt, int *ph, int *pw
 // A dtype (kernels_dtype_parse): fp32 or bf16, float32 and bfloat16 alike; f32, the old
 // spelling, with a deprecation note on stderr.
 tsr_status parse_dtype(const char *opt, const char *s, kernels_dtype *out);
+
+// ---- config overrides from flags (tools/opt.h rows) ----------------------------------
+// The row of --precision P: activations, train.precision, the same as --set
+// train.precision=P (calibrate, train).
+#define OPT_PRECISION_ROW(id)                     \
+  OPT("precision", "P", (id), "train.precision", \
+      "fp32 or bf16 activations: --set train.precision=P")
+
+// Appends the override of p's current option to sets (room for cap, *n of them filled):
+// the value of --set KEY=VALUE (a row without a key) as it is; for a row with a config key,
+// "KEY=value" (owned by p, tools/opt.h opt_key_set), a train.precision value in its canonical
+// spelling (parse_dtype's: fp32 or bf16). TSR_EINVAL naming the flag: a bad value, or cap
+// overrides already.
+tsr_status parse_config_set(opt_parser *p, char **sets, int cap, int *n);
 
 #endif

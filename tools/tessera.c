@@ -16,19 +16,29 @@
 typedef struct {
   const char *name;
   int (*run)(int argc, char **argv);
+  void (*usage)(FILE *f);  // its --help; NULL: run prints it (index: per subcommand)
   const char *summary;
 } command;
 
 static const command commands[] = {
-    {"ingest", cmd_ingest, "decode videos into tubelet tokens: shards + SQLite index"},
-    {"index", cmd_index, "inspect a store: stats, list clips, verify, export a clip to MP4, merge, recover"},
-    {"manifest", cmd_manifest, "read a clip manifest (CSV, TSV, JSONL): rows, spans, filters, errors"},
-    {"plan", cmd_plan, "Dynamic-CP plans for a dataset on a cluster, against static CP"},
-    {"train", cmd_train, "train the diffusion transformer on a store (checkpoints, metrics)"},
-    {"sample", cmd_sample, "generate a video from a checkpoint (Euler sampler, MP4)"},
-    {"calibrate", cmd_calibrate, "fit the scheduler's cost model to this machine's kernel times"},
-    {"convert", cmd_convert, "Wan transformer checkpoints from and to diffusers' folder"},
-    {"report", cmd_report, "a run's report: curves, samples, memory, plans, config (HTML, PNG)"},
+    {"ingest", cmd_ingest, cmd_ingest_usage,
+     "decode videos into tubelet tokens: shards + SQLite index"},
+    {"index", cmd_index, NULL,
+     "inspect a store: stats, list clips, verify, export a clip to MP4, merge, recover"},
+    {"manifest", cmd_manifest, cmd_manifest_usage,
+     "read a clip manifest (CSV, TSV, JSONL): rows, spans, filters, errors"},
+    {"plan", cmd_plan, cmd_plan_usage,
+     "Dynamic-CP plans for a dataset on a cluster, against static CP"},
+    {"train", cmd_train, cmd_train_usage,
+     "train the diffusion transformer on a store (checkpoints, metrics)"},
+    {"sample", cmd_sample, cmd_sample_usage,
+     "generate a video from a checkpoint (Euler sampler, MP4)"},
+    {"calibrate", cmd_calibrate, cmd_calibrate_usage,
+     "fit the scheduler's cost model to this machine's kernel times"},
+    {"convert", cmd_convert, cmd_convert_usage,
+     "Wan transformer checkpoints from and to diffusers' folder"},
+    {"report", cmd_report, cmd_report_usage,
+     "a run's report: curves, samples, memory, plans, config (HTML, PNG)"},
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 
@@ -77,6 +87,10 @@ int main(int argc, char **argv) {
     if (argc >= 3) {  // tessera help <cmd> == tessera <cmd> --help
       for (int i = 0; i < NCOMMANDS; i++)
         if (!strcmp(argv[2], commands[i].name)) {
+          if (commands[i].usage) {
+            commands[i].usage(stdout);
+            return 0;
+          }
           char *hargv[] = {argv[2], "--help", NULL};
           return commands[i].run(2, hargv);
         }
@@ -86,6 +100,10 @@ int main(int argc, char **argv) {
   }
   for (int i = 0; i < NCOMMANDS; i++) {
     if (strcmp(argv[1], commands[i].name)) continue;
+    if (commands[i].usage && wants_help(argc - 1, argv + 1)) {
+      commands[i].usage(stdout);
+      return 0;
+    }
     // Media damage and encoder state are reported by tessera itself (index, summary);
     // libav's own chatter would bury the progress line. TESSERA_AV_LOG=1 shows it.
 #ifdef TESSERA_HAVE_MEDIA

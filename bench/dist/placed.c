@@ -38,6 +38,40 @@ static double slowest(double t0) {
   return (double)us * 1e-6;
 }
 
+// One timed rep of a CP layout: forward and backward of this rank's rows (lx: q, k, v,
+// dout; d: dq, dk, dv) by ring attention (ra) or placed attention (pa, when ra is NULL).
+typedef struct {
+  ring_attention *ra;
+  placed_attention *pa;
+  float *out, *lse, *const *lx, *const *d;
+  int H, Dh;
+  float scale;
+} cp_step;
+
+static tsr_status cp_step_run(const cp_step *c) {
+  float *const *x = c->lx, *const *d = c->d;
+  if (c->ra) {
+    TSR_TRY(ring_attention_forward(c->ra, c->out, c->lse, x[0], x[1], x[2], c->H, c->Dh, c->scale));
+    return ring_attention_backward(c->ra, d[0], d[1], d[2], x[3], x[0], x[1], x[2], c->out, c->lse,
+                                   c->H, c->Dh, c->scale);
+  }
+  TSR_TRY(placed_attention_forward(c->pa, c->out, c->lse, x[0], x[1], x[2], c->H, c->Dh, c->scale));
+  return placed_attention_backward(c->pa, d[0], d[1], d[2], x[3], x[0], x[1], x[2], c->out, c->lse,
+                                   c->H, c->Dh, c->scale);
+}
+
+// reps timed reps of c, times[r] the slowest rank's seconds of rep r.
+static tsr_status cp_step_time(const cp_step *c, int reps, double *times) {
+  tsr_status st = TSR_OK;
+  for (int r = 0; r < reps && !st; r++) {
+    comm_barrier();
+    double t0 = time_now();
+    st = cp_step_run(c);
+    times[r] = slowest(t0);
+  }
+  return st;
+}
+
 int main(int argc, char **argv) {
   if (comm_init(&argc, &argv) || comm_groups_init()) return 1;
   int64_t L = 6144, rows = 8, cols = 16;
@@ -108,13 +142,9 @@ int main(int argc, char **argv) {
   tsr_status st = ring_attention_create(&ra, kb, comm_mpi(), g);
   if (!st) st = ring_attention_set_clips(ra, 1, &L);
   if (!st) st = ring_attention_set_mask(ra, km, lpos);
-  for (int r = 0; r < reps && !st; r++) {
-    comm_barrier();
-    double t0 = time_now();
-    st = ring_attention_forward(ra, out, lse, lx[0], lx[1], lx[2], H, Dh, scale);
-    if (!st) st = ring_attention_backward(ra, d[0], d[1], d[2], lx[3], lx[0], lx[1], lx[2], out, lse, H, Dh, scale);
-    con[r] = slowest(t0);
-  }
+  cp_step step = {.out = out, .lse = lse, .lx = lx, .d = d, .H = H, .Dh = Dh, .scale = scale};
+  step.ra = ra;
+  if (!st) st = cp_step_time(&step, reps, con);
   ring_attention_free(&ra);
   // blockwise: placed attention over the clip's placement
   cm.place = COST_PLACE_BLOCKWISE;
@@ -134,13 +164,8 @@ int main(int argc, char **argv) {
   placed_attention *pa = NULL;
   if (!st) st = placed_attention_create(&pa, kb, comm_mpi(), g);
   if (!st) st = placed_attention_set_clips(pa, 1, &pl, &cm, km, lpos);
-  for (int r = 0; r < reps && !st; r++) {
-    comm_barrier();
-    double t0 = time_now();
-    st = placed_attention_forward(pa, out, lse, lx[0], lx[1], lx[2], H, Dh, scale);
-    if (!st) st = placed_attention_backward(pa, d[0], d[1], d[2], lx[3], lx[0], lx[1], lx[2], out, lse, H, Dh, scale);
-    blk[r] = slowest(t0);
-  }
+  step.ra = NULL, step.pa = pa;
+  if (!st) st = cp_step_time(&step, reps, blk);
   placed_attention_free(&pa);
   if (st) {
     fprintf(stderr, "bench_placed: %s\n", err_msg());

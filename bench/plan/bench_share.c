@@ -18,6 +18,7 @@
 
 #include "comm/comm.h"
 #include "core/log.h"
+#include "bench/plan/plan_input.h"
 #include "sched/lengths.h"
 #include "sched/sched.h"
 
@@ -78,13 +79,7 @@ int main(int argc, char **argv) {
   lengths_opts lo = {.tokens_per_second = 1800, .max_seconds = 300};
   lengths_set ls = {0};
   sched_config cfg = {.cluster = {ranks, 8, 65536}};
-  tsr_status st = lengths_load_mix(&ls, spec, &lo);
-  if (!st) st = cost_model_load(cost, &cfg.cost);
-  if (!st) cfg.max_clip_tokens = lengths_max(&ls);
-  if (st) {
-    fprintf(stderr, "bench_plan_share: %s\n", err_msg());
-    return 1;
-  }
+  if (plan_input_load("bench_plan_share", spec, &lo, cost, &ls, &cfg)) return 1;
   // Calibrate the training stand-in alone (every process at once, before any planning).
   int64_t iters = 1 << 24;
   double t0 = time_now();
@@ -98,7 +93,7 @@ int main(int argc, char **argv) {
   draw_ctx dc = {.ls = &ls, .clips = clips};
   sched_pipeline *pipe = NULL;
   double cpu0 = process_cpu_s(), w0 = time_now(), sink = 0;
-  st = sched_pipeline_open(&pipe, &cfg, clips, 0, steps, draw, &dc, planners > 0 ? &share : NULL);
+  tsr_status st = sched_pipeline_open(&pipe, &cfg, clips, 0, steps, draw, &dc, planners > 0 ? &share : NULL);
   for (int s = 0; !st && s < steps; s++) {
     sched_batch b;
     if ((st = sched_pipeline_next(pipe, &b))) break;

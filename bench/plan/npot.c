@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/plan/plan_input.h"
 #include "sched/lengths.h"
 #include "sched/sched.h"
 
@@ -200,13 +201,8 @@ int main(int argc, char **argv) {
   lengths_opts lo = {.tokens_per_second = 1800, .max_seconds = 300};
   lengths_set ls = {0};
   sched_config cfg = {.cluster = {N, 8, 65536}};
-  tsr_status st = lengths_load_mix(&ls, mix, &lo);
-  if (!st) st = cost_model_load(cost, &cfg.cost);
-  if (st) {
-    fprintf(stderr, "npot: %s\n", err_msg());
-    return 1;
-  }
-  cfg.max_clip_tokens = lengths_max(&ls);
+  if (plan_input_load("npot", mix, &lo, cost, &ls, &cfg)) return 1;
+  tsr_status st = TSR_OK;
   int64_t *ids = malloc((size_t)B * sizeof *ids), *L = malloc((size_t)B * sizeof *L);
   fam pow2 = {&cfg.cost, &cfg.cluster, N, 0}, any = {&cfg.cost, &cfg.cluster, N, 1};
   double sum_p = 0, sum_a = 0, sum_prod = 0, sum_bany = 0, best_gain = -INFINITY, worst_gain = INFINITY;

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/plan/plan_input.h"
 #include "sched/lengths.h"
 #include "sched/placement.h"
 #include "sched/sched.h"
@@ -157,13 +158,8 @@ int main(int argc, char **argv) {
   lengths_opts lo = {.tokens_per_second = tps, .max_seconds = maxs};
   lengths_set ls = {0};
   sched_config cfg = {.cluster = {.ranks = N, .gpus_per_node = 8, .mem_tokens = mem}};
-  tsr_status st = lengths_load_mix(&ls, mix, &lo);
-  if (!st) st = cost_model_load(cost, &cfg.cost);
-  if (st) {
-    fprintf(stderr, "placement: %s\n", err_msg());
-    return 1;
-  }
-  cfg.max_clip_tokens = lengths_max(&ls);
+  if (plan_input_load("placement", mix, &lo, cost, &ls, &cfg)) return 1;
+  tsr_status st = TSR_OK;
   const struct {
     const char *name;
     cost_mask m;

@@ -4,11 +4,8 @@
 # strips) and the loss curve, its chunked sample has the clip's 16 frames, and the
 # training loss at step 20 is below step 10's.
 set -uo pipefail
-T=${TESSERA_BIN:?set by ctest}
-SRC=${TESSERA_SRC:?set by ctest}
-W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-demo-chunks.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/../lib.sh"  # T, SRC, scratch, fail
+scratch demo-chunks
 command -v ffmpeg >/dev/null || { echo "SKIP: no ffmpeg CLI (the demo makes its clips with it)"; exit 77; }
 OUT="$W/demo" STEPS=20 NCLIPS=8 TESSERA_BIN="$T" "$SRC/tools/demo_chunks.sh" >"$W/log" 2>&1 ||
   fail "demo_chunks.sh failed: $(tail -5 "$W/log")"

@@ -10,11 +10,8 @@
 #    a violet one, as the caption "an orange moon over a violet sky" names it: both words
 #    found, rows explaining all of its luma variance.
 set -uo pipefail
-T=${TESSERA_BIN:?set by ctest}
-SRC=${TESSERA_SRC:?set by ctest}
-W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-demo-data.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$(dirname "$0")/../lib.sh"  # T, SRC, scratch, fail
+scratch demo-data
 PY=python3  # Debian's numpy is /usr/bin/python3's (tools/run.sh does the same)
 python3 -c 'import numpy' 2>/dev/null || PY=/usr/bin/python3
 

@@ -17,20 +17,6 @@ set -uo pipefail
 ranks_begin mask-ranks
 CONF=("${RANKS_MODEL[@]}" --set train.steps=6 --set train.warmup=2 --set train.lr=2e-3
       --set train.ckpt_every=100 --set train.log_every=1)
-values() { jq -r ".$2" "$1/metrics.jsonl"; }
-# worst A B [KEY]: the largest relative difference of KEY (loss) of A and B over the 6 steps
-worst() {
-  paste <(values "$1" "${3:-loss}") <(values "$2" "${3:-loss}") |
-    awk '{ d = $1 - $2; if (d < 0) d = -d; r = d / ($2 < 0 ? -$2 : $2); if (r > m) m = r; n++ }
-         END { if (n != 6) exit 1; printf "%.3g\n", m }'
-}
-# run NAME RANKS MEM ARGS...: one training into $W/NAME
-run() {
-  local name=$1 n=$2 mem=$3 launch=("${MPI[@]}" -np "$2"); shift 3
-  [ "$n" = 1 ] && launch=()
-  "${launch[@]}" "$T" train "${CONF[@]}" --set train.mem_tokens="$mem" "$@" --out "$W/$name" \
-    2>"$W/$name.log" >/dev/null || fail "$name: $(tail -3 "$W/$name.log")"
-}
 # ran MODE RUN: some clip of RUN ran in a CP group of more than one rank in MODE
 ran() {
   jq -e -s --arg m "$1" 'any(.cp_modes[$m] > 0)' "$W/$2/metrics.jsonl" >/dev/null ||
@@ -39,31 +25,29 @@ ran() {
 CAUSAL=(--set model.attn_mask=block_causal --set model.mask_chunk=2 --set model.mask_window=1)
 WINDOW=(--set model.attn_mask=window --set model.mask_wt=1 --set model.mask_wh=2 --set model.mask_ww=2
         --set model.mask_tile_h=2 --set model.mask_tile_w=2)
-run full 1 2048
+ranks_run full 1 2048
 for m in causal window; do
   if [ $m = causal ]; then M=("${CAUSAL[@]}"); else M=("${WINDOW[@]}"); fi
-  run "${m}1" 1 2048 "${M[@]}"
-  run "${m}2r" 2 700 "${M[@]}" --set train.cp_mode=ring
-  run "${m}2u" 2 700 "${M[@]}" --set train.cp_mode=ulysses
-  run "${m}4r" 4 400 "${M[@]}" --set train.cp_mode=ring
-  run "${m}1h4" 1 2048 "${M[@]}" --set model.heads=4
-  run "${m}4u" 4 400 "${M[@]}" --set train.cp_mode=ulysses --set model.heads=4
-  run "${m}4h" 4 400 "${M[@]}" --set train.cp_mode=hybrid --gpus-per-node 2
+  ranks_run "${m}1" 1 2048 "${M[@]}"
+  ranks_run "${m}2r" 2 700 "${M[@]}" --set train.cp_mode=ring
+  ranks_run "${m}2u" 2 700 "${M[@]}" --set train.cp_mode=ulysses
+  ranks_run "${m}4r" 4 400 "${M[@]}" --set train.cp_mode=ring
+  ranks_run "${m}1h4" 1 2048 "${M[@]}" --set model.heads=4
+  ranks_run "${m}4u" 4 400 "${M[@]}" --set train.cp_mode=ulysses --set model.heads=4
+  ranks_run "${m}4h" 4 400 "${M[@]}" --set train.cp_mode=hybrid --gpus-per-node 2
   worst_d=0
   for r in 2r 2u 4r 4u 4h; do
     case $r in *r) mode=ring ;; *u) mode=ulysses ;; *h) mode=hybrid ;; esac
     ran $mode "$m$r"
     for key in loss grad_norm; do
       one=${m}1 && [ $r = 4u ] && one=${m}1h4
-      d=$(worst "$W/$one" "$W/$m$r" $key) || fail "$m$r: not 6 values of $key"
-      awk -v d="$d" 'BEGIN { exit !(d <= 1e-5) }' || fail "$m: 1 rank vs $r differ in $key by $d"
-      worst_d=$(awk -v a="$worst_d" -v b="$d" 'BEGIN { print (b > a ? b : a) }')
-      echo "ok: $m, 1 rank vs $r ($mode): $key within $d"
+      within "$one" "$m$r" $key 6 "$m, 1 rank vs $r ($mode)"
+      worst_d=$(awk -v a="$worst_d" -v b="$D" 'BEGIN { print (b > a ? b : a) }')
     done
   done
   # the mask moves the losses from the second update on by far more than the ranks do
   # (measured: 4e-6 against 3e-8 under block_causal)
-  e=$(worst "$W/full" "$W/${m}1") || fail "$m: not 6 losses"
+  e=$(worst "$W/full" "$W/${m}1" loss 6) || fail "$m: not 6 losses"
   awk -v e="$e" -v d="$worst_d" 'BEGIN { exit !(e > 1e-6 && e > 10 * d) }' ||
     fail "$m: the losses of full attention (differing by $e) against the ranks' $worst_d"
   echo "ok: $m: the worst difference over ranks and modes $worst_d (full against $m: $e)"
@@ -72,18 +56,14 @@ done
 # chunk): the same losses at 1 rank and at 2 in ring and Ulysses groups, which cut the clips
 # across chunks; far from block_causal's one level a clip
 FORCING=("${CAUSAL[@]}" --set train.noise_per_chunk=1)
-run forcing1 1 2048 "${FORCING[@]}"
+ranks_run forcing1 1 2048 "${FORCING[@]}"
 for r in 2r 2u; do
   case $r in *r) mode=ring ;; *u) mode=ulysses ;; esac
-  run "forcing$r" 2 700 "${FORCING[@]}" --set train.cp_mode=$mode
+  ranks_run "forcing$r" 2 700 "${FORCING[@]}" --set train.cp_mode=$mode
   ran $mode "forcing$r"
-  for key in loss grad_norm; do
-    d=$(worst "$W/forcing1" "$W/forcing$r" $key) || fail "forcing$r: not 6 values of $key"
-    awk -v d="$d" 'BEGIN { exit !(d <= 1e-5) }' || fail "forcing: 1 rank vs $r differ in $key by $d"
-    echo "ok: forcing, 1 rank vs $r ($mode): $key within $d"
-  done
+  for key in loss grad_norm; do within forcing1 "forcing$r" $key 6 "forcing, 1 rank vs $r ($mode)"; done
 done
-e=$(worst "$W/causal1" "$W/forcing1") || fail "forcing: not 6 losses"
+e=$(worst "$W/causal1" "$W/forcing1" loss 6) || fail "forcing: not 6 losses"
 awk -v e="$e" 'BEGIN { exit !(e > 1e-3) }' ||
   fail "forcing: its losses differ from one level a clip by only $e"
 echo "ok: forcing: a level per chunk moves the losses by $e against one a clip"

@@ -5,9 +5,10 @@
 # RANKS_MODEL, the arguments of the model they train on it (tiny with the store's patch,
 # hidden 32, 2 heads, all 4 clips a step). Needs T (tessera), SRC (the source tree) and
 # ffmpeg. ranks_begin NAME sets what lora_ranks.sh, zero_ranks.sh and lora_zero.sh start
-# with (and their store); ranks_train runs one training of zero_ranks.sh and any_ranks.sh; the comparisons of
-# zero_ranks.sh and lora_zero.sh are over run directories in W (fail reports): close, sums,
-# field.
+# with (and their store); ranks_train runs one training of zero_ranks.sh and any_ranks.sh,
+# ranks_run one of mask_ranks.sh and placed_ranks.sh; the comparisons of zero_ranks.sh,
+# lora_zero.sh, mask_ranks.sh and placed_ranks.sh are over run directories in W (fail
+# reports): close, worst, within, sums, field.
 
 # tests/lib.sh: T and SRC from ctest's environment, scratch, fail, ok/bad/tally.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
@@ -32,6 +33,31 @@ ranks_train() {
   [ "$n" = 1 ] && mem=2048 launch=()
   "${launch[@]}" "$T" train "${CONF[@]}" --set train.mem_tokens=$mem "$@" --out "$W/$name" \
     >"$W/$name.log" 2>&1 || { tail -5 "$W/$name.log"; fail "$name"; }
+}
+
+# ranks_run NAME RANKS MEM ARGS...: `tessera train` with the caller's CONF, train.mem_tokens
+# MEM and ARGS on RANKS ranks (one: no launcher) into $W/NAME, its stderr in $W/NAME.log
+# (the tail in the failure)
+ranks_run() {
+  local name=$1 n=$2 mem=$3 launch=("${MPI[@]}" -np "$2"); shift 3
+  [ "$n" = 1 ] && launch=()
+  "${launch[@]}" "$T" train "${CONF[@]}" --set train.mem_tokens="$mem" "$@" --out "$W/$name" \
+    2>"$W/$name.log" >/dev/null || fail "$name: $(tail -3 "$W/$name.log")"
+}
+# worst A B KEY STEPS: the largest relative difference of KEY between the metrics of the
+# run directories A and B (against B's), over their STEPS lines; false unless both have
+# STEPS values
+worst() {
+  paste <(jq -r ".$3" "$1/metrics.jsonl") <(jq -r ".$3" "$2/metrics.jsonl") |
+    awk -v steps="$4" '{ d = $1 - $2; if (d < 0) d = -d; r = d / ($2 < 0 ? -$2 : $2); if (r > m) m = r; n++ }
+         END { if (n != steps) exit 1; printf "%.3g\n", m }'
+}
+# within A B KEY STEPS WHAT: KEY of the runs $W/A and $W/B (STEPS steps each) within 1e-5
+# relative (fail reports WHAT otherwise); D is the worst difference
+within() {
+  D=$(worst "$W/$1" "$W/$2" "$3" "$4") || fail "$2: not $4 values of $3"
+  awk -v d="$D" 'BEGIN { exit !(d <= 1e-5) }' || fail "$5 differ in $3 by $D"
+  echo "ok: $5: $3 within $D"
 }
 
 # rank1_pid RUN: the process id of rank 1 of the `tessera train` whose command line names

@@ -25,22 +25,18 @@
 #    longer than model.text_len, training a text model whose text_len is below a stored
 #    caption's length.
 set -euo pipefail
-. "$(dirname "$0")/../lib.sh"  # T, SRC, scratch, fail, expect_fail (exit 1 with PATTERN on stderr)
+# tests/lib.sh (T, SRC, scratch, fail, expect_fail: exit 1 with PATTERN on stderr) and
+# colour_latents, the clips
+. "$(dirname "$0")/colour_store.sh"
 ML=${MAKE_LATENTS:?set by ctest}
 scratch captions
 
-colours=(red green blue yellow)
-values=("1.5,-1.5,-1.5,0" "-1.5,1.5,-1.5,0" "-1.5,-1.5,1.5,0" "1.5,1.5,-1.5,0")
-mkdir -p "$W/src" "$W/caps"
+colour_latents "$W/src" 8 4 8
+mkdir -p "$W/caps"
 for k in 0 1 2 3; do
-  for i in 0 1 2 3 4 5 6 7; do
-    "$ML" "$W/src/${colours[$k]}-$i.safetensors" --shape 2,4,4,4 --seed $((k * 100 + i)) \
-      --value "${values[$k]}" --noise 0.2 --text 3,8 --text-words "0,$((k + 2)),1" \
-      --caption "a ${colours[$k]} clip"
-  done
   # the caption alone, as a text encoder would write it for the sampler
-  "$ML" "$W/caps/${colours[$k]}.safetensors" --shape 1,1,1,4 --text 3,8 \
-    --text-words "0,$((k + 2)),1" --caption "a ${colours[$k]} clip"
+  "$ML" "$W/caps/${COLOURS[$k]}.safetensors" --shape 1,1,1,4 --text 3,8 \
+    --text-words "0,$((k + 2)),1" --caption "a ${COLOURS[$k]} clip"
 done
 # one worker: clip ids (the objective's random keys) in path order, so the run is the same every time
 "$T" ingest --latents "$W/src" --out "$W/store" --workers 1 --quiet 2>"$W/ingest.log"
@@ -71,13 +67,7 @@ cmp -s "$W/a/ckpt-50.safetensors" "$W/b/ckpt-50.safetensors" || fail "resume wit
 echo "ok: resume with captions bitwise (loss $(jq -r .loss "$W/a/metrics.jsonl" | head -1) -> $(jq -r .loss "$W/a/metrics.jsonl" | tail -1))"
 
 # train.null_caption: dropped captions are the null caption given as their caption
-mkdir -p "$W/src_red"
-for k in 0 1 2 3; do
-  for i in 0 1 2 3 4 5 6 7; do  # the same files but for the embedding: red's for every clip
-    "$ML" "$W/src_red/${colours[$k]}-$i.safetensors" --shape 2,4,4,4 --seed $((k * 100 + i)) \
-      --value "${values[$k]}" --noise 0.2 --text 3,8 --text-words "0,2,1" --caption "a ${colours[$k]} clip"
-  done
-done
+colour_latents "$W/src_red" 8 4 8 0,2,1  # the same files but for the embedding: red's for every clip
 "$T" ingest --latents "$W/src_red" --out "$W/store_red" --workers 1 --quiet 2>>"$W/ingest.log"
 NULLRUN=(--set train.steps=4 --set train.warmup=2 --set train.ckpt_every=2)
 DATA=$W/store_red train --out "$W/n_given" "${NULLRUN[@]}" --set train.caption_dropout=0
@@ -130,7 +120,7 @@ nearest() {
 }
 right=0
 for k in 0 1 2 3; do
-  c=${colours[$k]}
+  c=${COLOURS[$k]}
   m=$(sample "$c" --caption "$W/caps/$c.safetensors" --cfg 3)
   read -r got dist <<<"$(nearest "$c" "$m")"
   echo "caption 'a $c clip': channel means $m -> nearest $got, distance to $c $dist"

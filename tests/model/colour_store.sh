@@ -4,6 +4,7 @@
 # 0.2 and the caption "colour k", 3 tokens of 32 (words 0, k + 2, 1). Needs ML (make_latents),
 # T (tessera) and fail. Sets COLOUR_CFG, the arguments of the tiny Wan model both train on
 # it: text length 16, no recompute, every step logged, warm-up 2, a global batch of 2N.
+# colour_latents makes the named colours' files of captions.sh and wan_finetune.sh.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"  # T, SRC, scratch, fail, expect_fail
 # colour_begin NAME N: what both start with: ML (make_latents, from ctest), W (scratch NAME),
 # the store of 4 x N clips in W and CFG, its model's arguments (COLOUR_CFG).
@@ -30,4 +31,23 @@ colour_store() {
   COLOUR_CFG=(--config "$SRC/configs/model/wan-tiny.conf" --data "$dir/store" --set model.text_len=16
               --set model.recompute=0 --set train.log_every=1 --set train.global_batch=$((2 * n))
               --set train.warmup=2)
+}
+
+# colour_latents DIR N C WIDTH [WORDS]: 4 x N latent files DIR/COLOUR-i.safetensors, COLOUR
+# the k-th of COLOURS (red green blue yellow), 2x4x4 tokens of C channels (seed k * 100 + i):
+# colour k's values in channels 0-2 (+-1.5, the rest 0) plus noise 0.2, captioned "a COLOUR
+# clip" with 3 tokens of WIDTH (words 0, k + 2, 1; WORDS: those words for every clip). Needs ML.
+COLOURS=(red green blue yellow)
+colour_latents() {
+  local dir=$1 n=$2 c=$3 width=$4 words=${5:-} k i zeros values
+  zeros=$(printf ',0%.0s' $(seq $((c - 3))))
+  values=("1.5,-1.5,-1.5$zeros" "-1.5,1.5,-1.5$zeros" "-1.5,-1.5,1.5$zeros" "1.5,1.5,-1.5$zeros")
+  mkdir -p "$dir"
+  for k in 0 1 2 3; do
+    for ((i = 0; i < n; i++)); do
+      "$ML" "$dir/${COLOURS[$k]}-$i.safetensors" --shape 2,4,4,$c --seed $((k * 100 + i)) \
+        --value "${values[$k]}" --noise 0.2 --text 3,$width \
+        --text-words "${words:-0,$((k + 2)),1}" --caption "a ${COLOURS[$k]} clip"
+    done
+  done
 }

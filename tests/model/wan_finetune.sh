@@ -9,14 +9,11 @@
 # (bf16) load with from_pretrained and give a finite output.
 # Needs the venv of tools/setup_venv.sh (TESSERA_PYTHON): without it, skipped (exit 77).
 set -euo pipefail
-T=${TESSERA_BIN:?set by ctest}
+. "$(dirname "$0")/colour_store.sh"  # tests/lib.sh (T, SRC, scratch, fail), colour_latents
 ML=${MAKE_LATENTS:?set by ctest}
-SRC=${TESSERA_SRC:?set by ctest}
 . "$(dirname "$0")/../venv.sh"
 need_venv torch diffusers
-W=$(mktemp -d "${TMPDIR:-/tmp}/tessera-wanft.XXXXXX")
-trap 'rm -rf "$W"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+scratch wanft
 
 # wan-tiny.conf's shape: dim 48 = 2 x 24, 2 layers, ffn 112, 16 channels, captions of 32
 "$PY" - "$W/src" <<'PYEOF'
@@ -28,17 +25,7 @@ WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=2, attention_hea
                       num_layers=2).save_pretrained(sys.argv[1])
 PYEOF
 "$T" convert "$W/src" --out "$W/init.ckpt" --set model.text_len=16 --set model.recompute=0
-zeros=$(printf ',0%.0s' $(seq 13))
-values=("1.5,-1.5,-1.5$zeros" "-1.5,1.5,-1.5$zeros" "-1.5,-1.5,1.5$zeros" "1.5,1.5,-1.5$zeros")
-colours=(red green blue yellow)
-mkdir -p "$W/lat"
-for k in 0 1 2 3; do
-  for i in 0 1 2 3 4 5 6 7; do
-    "$ML" "$W/lat/${colours[$k]}-$i.safetensors" --shape 2,4,4,16 --seed $((k * 100 + i)) \
-      --value "${values[$k]}" --noise 0.2 --text 3,32 --text-words "0,$((k + 2)),1" \
-      --caption "a ${colours[$k]} clip"
-  done
-done
+colour_latents "$W/lat" 8 16 32
 "$ML" "$W/red.safetensors" --shape 1,1,1,16 --text 3,32 --text-words "0,2,1" --caption "a red clip"
 "$T" ingest --latents "$W/lat" --out "$W/store" --workers 1 --quiet 2>"$W/ingest.log"
 

@@ -22,6 +22,25 @@ static const char *write_file(const char *name, const char *text) {
   return scratch_write(tmpdir, name, text);
 }
 
+// A group of a plan built by plan_of: in wave `wave`, ranks [first, first + size), one clip.
+typedef struct {
+  int wave, first, size;
+  int32_t clip;
+} one_clip_group;
+
+// *p = the plan on 4 ranks of the n groups g (waves in order), each step checked.
+static void plan_of(plan *p, const one_clip_group *g, int n) {
+  plan_init(p, 4);
+  for (int i = 0; i < n; i++) {
+    if (i == 0 || g[i].wave != g[i - 1].wave) {
+      if (i) CHECK_OK(plan_wave_end(p));
+      CHECK_OK(plan_wave_begin(p));
+    }
+    CHECK_OK(plan_add_group(p, g[i].first, g[i].size, &g[i].clip, 1));
+  }
+  CHECK_OK(plan_wave_end(p));
+}
+
 static const char *full =
     "# test model\n"
     "a = 0.001\nb = 1e-6\nkv = 100\nbw_intra = 1e6\nbw_inter = 1e5\n"
@@ -87,16 +106,8 @@ static void test_zero(void) {
   // wave 1: [2,4) another of 100. Stage 0 and 1: waves are per rank, makespan 1.1.
   sched_cluster cl = {4, 2, 100000};
   int64_t tokens[3] = {1000, 100, 100};
-  int32_t c0 = 0, c1 = 1, c2 = 2;
   plan p;
-  plan_init(&p, 4);
-  CHECK_OK(plan_wave_begin(&p));
-  CHECK_OK(plan_add_group(&p, 0, 2, &c0, 1));
-  CHECK_OK(plan_add_group(&p, 2, 2, &c1, 1));
-  CHECK_OK(plan_wave_end(&p));
-  CHECK_OK(plan_wave_begin(&p));
-  CHECK_OK(plan_add_group(&p, 2, 2, &c2, 1));
-  CHECK_OK(plan_wave_end(&p));
+  plan_of(&p, (const one_clip_group[]){{0, 0, 2, 0}, {0, 2, 2, 1}, {1, 2, 2, 2}}, 3);
   plan_sim sim;
   cm.zero.stage = 0;
   CHECK_OK(plan_simulate(&p, tokens, &cm, &cl, &sim, NULL, NULL));
@@ -126,18 +137,10 @@ static void test_zero(void) {
   // Longest first into the first free wave puts both long groups in wave 0, both short ones
   // in wave 1: 1.1 + 0.016 + 0.1675 + 0.016.
   int64_t tk4[4] = {1000, 100, 100, 1000};
-  int32_t c3 = 3;
   plan q, r;
-  plan_init(&q, 4);
+  plan_of(&q, (const one_clip_group[]){{0, 0, 2, 0}, {0, 2, 2, 1}, {1, 0, 2, 2}, {1, 2, 2, 3}},
+          4);
   plan_init(&r, 4);
-  CHECK_OK(plan_wave_begin(&q));
-  CHECK_OK(plan_add_group(&q, 0, 2, &c0, 1));
-  CHECK_OK(plan_add_group(&q, 2, 2, &c1, 1));
-  CHECK_OK(plan_wave_end(&q));
-  CHECK_OK(plan_wave_begin(&q));
-  CHECK_OK(plan_add_group(&q, 0, 2, &c2, 1));
-  CHECK_OK(plan_add_group(&q, 2, 2, &c3, 1));
-  CHECK_OK(plan_wave_end(&q));
   CHECK_OK(plan_simulate(&q, tk4, &cm, &cl, &sim, NULL, NULL));
   CHECK_NEAR(sim.makespan_s, 2 * (1.1 + 0.016), TOL);
   CHECK_OK(plan_rewave(&q, tk4, 4, &cm, &cl, &r));
