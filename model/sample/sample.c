@@ -10,6 +10,7 @@
 #include "store/latent_file.h"
 #include "store/patchify.h"
 #include "model/io/checkpoint.h"
+#include "model/kvcache.h"
 #include "model/sample/unipc.h"
 
 
@@ -168,9 +169,6 @@ static tsr_status check_params(const dit_model *m, const sample_params *sp) {
     return err_set(TSR_EINVAL, "sample: --chunked generates the chunks of a block_causal model "
                    "one after another; this model's model.attn_mask is %s (sample it whole)",
                    config_mask_name(mc->attn_mask));
-  if (sp->chunked && sp->solver == SAMPLE_SOLVER_UNIPC)
-    return err_set(TSR_EINVAL, "sample: --chunked integrates each chunk with Euler steps; "
-                   "--solver unipc is not supported with it");
   if (sp->expert2) {
     const dit_config *m2 = dit_get_config(sp->expert2);
     if (memcmp(m2, mc, sizeof *mc))
@@ -183,52 +181,99 @@ static tsr_status check_params(const dit_model *m, const sample_params *sp) {
   return TSR_OK;
 }
 
-// UniPC's x0 prediction of the step on the backend: x0 = state - sigma v, v the guided
-// prediction (euler_update's guidance, with dt = -sigma, applied to a copy of the state),
-// read to the host m0 (N P).
-static tsr_status unipc_x0(const kernels_backend *kb, const sample_bufs *b, int guided, float cfg,
-                           double sigma, size_t NP, float *m0) {
-  tsr_status st = kb->copy(kb, b->x0, b->state, NP * sizeof(float));
-  if (!st)
-    st = kb->euler_update(kb, b->x0, b->pred, guided ? kernels_act_at(kb, b->pred, NP) : NULL, cfg,
-                         (float)-sigma, NP);
-  if (!st) st = kb->to_host(kb, m0, b->x0, NP * sizeof(float));
+// UniPC's x0 prediction of a step on the backend: x0 = x - sigma v, v the guided prediction
+// (euler_update's guidance, with dt = -sigma, applied to a copy of x), read to the host m0.
+// x: (n) [f32] the sampler's state of the tokens being denoised, pc, pu: (n) [act] their
+// conditional and unconditional predictions (pu NULL: not guided), m0: (n) host.
+static tsr_status unipc_x0(const kernels_backend *kb, const sample_bufs *b, const float *x,
+                           const void *pc, const void *pu, float cfg, double sigma, size_t n,
+                           float *m0) {
+  tsr_status st = kb->copy(kb, b->x0, x, n * sizeof(float));
+  if (!st) st = kb->euler_update(kb, b->x0, pc, pu, cfg, (float)-sigma, n);
+  if (!st) st = kb->to_host(kb, m0, b->x0, n * sizeof(float));
   return st;
 }
 
-// One window of the integration: the model sees tokens [0, Nk) of the clip, the chunk being
-// denoised is [c0, Nk) and [0, c0) the clean chunks before it (chunk by chunk), or the whole
-// clip (c0 = 0, Nk = N). Uploads its positions, segments and captions and points batch at
-// them. C: clips (2 when guided), S: segments a clip.
+// One window of the integration: the model's input is tokens [w0, Nk) of the clip, the
+// chunk being denoised is [c0, Nk) and [w0, c0) the clean chunks before it in the input
+// (chunk by chunk without the K/V cache: w0 = 0; with it w0 = c0, the context being the
+// cache's), or the whole clip (w0 = c0 = 0, Nk = N). Uploads its positions (b->posh: the
+// window's, clip after clip), segments and captions and points batch at them. C: clips
+// (2 when guided), S: segments a clip.
 static tsr_status window_setup(const kernels_backend *kb, sample_bufs *b, const sample_params *sp,
-                               const dit_config *mc, int C, size_t Nk, size_t c0,
+                               const dit_config *mc, int C, size_t w0, size_t Nk, size_t c0,
                                dit_batch *batch) {
-  int S = c0 > 0 ? 2 : 1, G = C * S, Lt = 0;
+  size_t Nw = Nk - w0;
+  int S = c0 > w0 ? 2 : 1, G = C * S, Lt = 0;
   for (int c = 0; c < C; c++)
-    for (size_t j = 0; j < Nk; j++) {
-      int32_t *p = b->posh + (c * Nk + j) * 3;
+    for (size_t j = w0; j < Nk; j++) {
+      int32_t *p = b->posh + (c * Nw + j - w0) * 3;
       p[0] = (int32_t)(j / ((size_t)sp->H * sp->W));
       p[1] = (int32_t)((j / sp->W) % sp->H);
       p[2] = (int32_t)(j % sp->W);
     }
-  int32_t cu[MAX_SEG + 1], acu[3] = {0, (int32_t)Nk, (int32_t)(2 * Nk)}, labels[MAX_SEG];
+  int32_t cu[MAX_SEG + 1], acu[3] = {0, (int32_t)Nw, (int32_t)(2 * Nw)}, labels[MAX_SEG];
   cu[0] = 0;
   for (int g = 0; g < G; g++) {
     int c = g / S, last = g % S == S - 1;
-    cu[g + 1] = (int32_t)(c * Nk + (last ? Nk : c0));
+    cu[g + 1] = (int32_t)(c * Nw + (last ? Nw : c0 - w0));
     labels[g] = c == 0 && sp->label >= 0 ? sp->label : mc->num_classes;
   }
   tsr_status st = kb->to_device(kb, b->cu, cu, sizeof(int32_t) * ((size_t)G + 1));
   if (!st) st = kb->to_device(kb, b->labels, labels, sizeof(int32_t) * (size_t)G);
   if (!st && S > 1) st = kb->to_device(kb, b->attn_cu, acu, sizeof(int32_t) * ((size_t)C + 1));
-  if (!st) st = kb->to_device(kb, b->pos, b->posh, (size_t)C * Nk * 3 * sizeof(int32_t));
+  if (!st) st = kb->to_device(kb, b->pos, b->posh, (size_t)C * Nw * 3 * sizeof(int32_t));
   if (!st && mc->text_dim > 0) st = upload_text(kb, b, sp, mc, C, S, sp->chunked ? 2 : 1, &Lt);
-  *batch = (dit_batch){.n_clips = G, .L = (int)(C * Nk), .max_len = (int)Nk, .cu_seqlens = b->cu,
+  *batch = (dit_batch){.n_clips = G, .L = (int)(C * Nw), .max_len = (int)Nw, .cu_seqlens = b->cu,
                        .attn_cu = S > 1 ? b->attn_cu : NULL, .attn_clips = S > 1 ? C : 0,
                        .pos = b->pos, .t = b->t,
                        .labels = mc->num_classes > 0 ? b->labels : NULL, .x = b->x, .Lt = Lt,
                        .cu_text = mc->text_dim > 0 ? b->cu_text : NULL, .text = b->text};
   return st;
+}
+
+// The model's input of a window (window_setup): every clip gets the state's tokens
+// [w0, w0 + Nw) in the act dtype.
+static tsr_status window_input(const kernels_backend *kb, sample_bufs *b, int C, size_t w0,
+                               size_t Nw, size_t P) {
+  tsr_status st = TSR_OK;
+  for (int c = 0; !st && c < C; c++)  // clip 0 with the label, clip 1 without
+    st = kb->cast(kb, kernels_act_at(kb, b->x, c * Nw * P), kb->act_dtype, b->state + w0 * P,
+                  KERNELS_F32, Nw * P);
+  return st;
+}
+
+// The K/V caches of a chunked sample (model/kvcache.h): kv[0] m's, kv[1] the second
+// expert's (each model's context keys are its own); C branches, chunks of cs tokens of the
+// N, as many kept as the mask's window lets a later chunk see.
+static tsr_status kv_create(dit_model *m, const sample_params *sp, int C, size_t cs, size_t N,
+                            dit_kv_cache **kv) {
+  const dit_config *mc = dit_get_config(m);
+  int ctx = (int)((N + cs - 1) / cs) - 1;
+  if (mc->mask_window > 0 && mc->mask_window < ctx) ctx = mc->mask_window;
+  TSR_TRY(dit_kv_create(&kv[0], m, C, (int)cs, ctx));
+  if (sp->expert2) TSR_TRY(dit_kv_create(&kv[1], sp->expert2, C, (int)cs, ctx));
+  size_t bytes = dit_kv_bytes(kv[0]) * (sp->expert2 ? 2 : 1);
+  log_info("sample: K/V cache of %d context chunks (%d tokens) x %d branch%s x %d layers%s: "
+           "%.2f MiB", ctx, dit_kv_context_tokens(kv[0]), C, C > 1 ? "es" : "", mc->depth,
+           sp->expert2 ? " x 2 experts" : "", (double)bytes / (1 << 20));
+  return TSR_OK;
+}
+
+// The finished chunk of the window (batch: its tokens alone, w0 = c0) run clean (t = 0)
+// through each model with a cache, whose keys and values become context there.
+static tsr_status kv_commit(dit_model *m, const sample_params *sp, sample_bufs *b,
+                            dit_batch *batch, dit_kv_cache **kv, int C, size_t c0, size_t P) {
+  const kernels_backend *kb = dit_backend(m);
+  float tt[MAX_SEG] = {0};
+  TSR_TRY(window_input(kb, b, C, c0, (size_t)batch->L / (size_t)C, P));
+  TSR_TRY(kb->to_device(kb, b->t, tt, sizeof(float) * (size_t)batch->n_clips));
+  for (int e = 0; e < 2 && kv[e]; e++) {
+    batch->kv = kv[e];
+    TSR_TRY(dit_forward(e ? sp->expert2 : m, batch, NULL, NULL));
+    TSR_TRY(dit_kv_commit(kv[e]));
+  }
+  return TSR_OK;
 }
 
 tsr_status sample_generate(dit_model *m, const sample_params *sp, float *out) {
@@ -241,6 +286,7 @@ tsr_status sample_generate(dit_model *m, const sample_params *sp, float *out) {
   tsr_status st = check_params(m, sp);
   if (st) return st;
   int C = guided ? 2 : 1, unipc = sp->solver == SAMPLE_SOLVER_UNIPC;
+  int cached = sp->chunked && !sp->chunk_recompute;
   double *sig = malloc(((size_t)sp->steps + 1) * sizeof *sig);
   float *ts = malloc((size_t)sp->steps * sizeof *ts);
   if (!sig || !ts) {
@@ -251,28 +297,38 @@ tsr_status sample_generate(dit_model *m, const sample_params *sp, float *out) {
   // shifts every chunk's level for its clip's length
   sample_sigmas(sp, (int64_t)N, sig);
   sample_timesteps(sp, (int64_t)N, ts);
+  // the chunks: the whole clip, or chunk k of mask_chunk latent frames after the k before
+  size_t cs = sp->chunked ? (size_t)mc->mask_chunk * sp->H * sp->W : N;
+  if (cs > N) cs = N;
   sample_bufs b;
   unipc_state us = {0};
+  dit_kv_cache *kv[2] = {NULL, NULL};
   float *m0 = NULL;
   st = bufs_alloc(kb, &b, N, P);
-  if (!st && unipc) st = kb->alloc(kb, (void **)&b.x0, N * P * sizeof(float));
-  if (!st && unipc && !(st = unipc_init(&us, N * P, sp->steps, sig)) &&
-      !(m0 = malloc(N * P * sizeof *m0)))
-    st = err_set(TSR_ENOMEM, "sample: no memory for %zu tokens", N);
+  if (!st && unipc) st = kb->alloc(kb, (void **)&b.x0, cs * P * sizeof(float));
+  if (!st && unipc && !(m0 = malloc(cs * P * sizeof *m0)))
+    st = err_set(TSR_ENOMEM, "sample: no memory for %zu tokens", cs);
+  if (!st && cached) st = kv_create(m, sp, C, cs, N, kv);
   rng_key key = {.seed = sp->seed, .step = 0, .clip = 0, .stream = RNG_STREAM_SAMPLE};
   if (!st) {
     if (sp->noise) memcpy(b.xh, sp->noise, N * P * sizeof(float));
     else rng_normal_fill(&key, 0, b.xh, (int64_t)(N * P));
     st = kb->to_device(kb, b.state, b.xh, N * P * sizeof(float));
   }
-  // the windows: the whole clip, or chunk k of mask_chunk latent frames after the k before
-  size_t cs = sp->chunked ? (size_t)mc->mask_chunk * sp->H * sp->W : N;
   // WanPipeline compares its timestep with boundary_ratio * num_train_timesteps (in fp32)
   float boundary = (float)(sp->boundary * 1000.0);
   for (size_t c0 = 0; !st && c0 < N; c0 += cs) {
-    size_t Nk = c0 + cs < N ? c0 + cs : N, n = (Nk - c0) * P;
+    // the model's input [w0, Nk): the chunk [c0, Nk) after the context it takes as tokens
+    size_t Nk = c0 + cs < N ? c0 + cs : N, n = (Nk - c0) * P, w0 = cached ? c0 : 0;
+    size_t Nw = Nk - w0;
     dit_batch batch;
-    st = window_setup(kb, &b, sp, mc, C, Nk, c0, &batch);
+    st = window_setup(kb, &b, sp, mc, C, w0, Nk, c0, &batch);
+    for (int e = 0; !st && e < 2 && kv[e]; e++) st = dit_kv_begin(kv[e], b.posh, (int)Nw);
+    // the chunk's rows of the conditional and (guided) the unconditional prediction
+    const void *pc = kernels_act_at(kb, b.pred, (c0 - w0) * P);
+    const void *pu = guided ? kernels_act_at(kb, b.pred, (Nw + c0 - w0) * P) : NULL;
+    unipc_free(&us);  // each chunk is a solve of its own
+    if (!st && unipc) st = unipc_init(&us, n, sp->steps, sig);
     for (int i = 0; !st && i < sp->steps; i++) {
       // the schedule's noise levels (clip 0 with the label and the caption, clip 1 without
       // either or with the negative caption; the context's segments at 0); the model runs
@@ -282,27 +338,28 @@ tsr_status sample_generate(dit_model *m, const sample_params *sp, float *out) {
       float cfg = second ? sp->cfg2 : sp->cfg;
       double t0 = sig[i], t1 = sig[i + 1];
       float tm = unipc ? (float)(ts[i] / 1000.0) : (float)t0, tt[MAX_SEG];
-      for (int g = 0; g < batch.n_clips; g++) tt[g] = c0 > 0 && g % 2 == 0 ? 0.0f : tm;
-      for (int c = 0; !st && c < C; c++)  // clip 0 with the label, clip 1 without
-        st = kb->cast(kb, kernels_act_at(kb, b.x, c * Nk * P), kb->act_dtype, b.state, KERNELS_F32,
-                     Nk * P);
+      for (int g = 0; g < batch.n_clips; g++) tt[g] = c0 > w0 && g % 2 == 0 ? 0.0f : tm;
+      st = window_input(kb, &b, C, w0, Nw, P);
       if (!st) st = kb->to_device(kb, b.t, tt, sizeof(float) * (size_t)batch.n_clips);
+      batch.kv = kv[second];
       if (!st) st = dit_forward(cur, &batch, b.pred, NULL);
       if (!st && !unipc)
-        st = kb->euler_update(kb, b.state + c0 * P, kernels_act_at(kb, b.pred, c0 * P),
-                             guided ? kernels_act_at(kb, b.pred, (Nk + c0) * P) : NULL, cfg,
-                             (float)(t1 - t0), n);
-      // UniPC (whole clips only): the x0 prediction to the host, the multistep update there
-      if (!st && unipc) st = unipc_x0(kb, &b, guided, cfg, t0, N * P, m0);
+        st = kb->euler_update(kb, b.state + c0 * P, pc, pu, cfg, (float)(t1 - t0), n);
+      // UniPC: the x0 prediction to the host, the multistep update there
+      if (!st && unipc) st = unipc_x0(kb, &b, b.state + c0 * P, pc, pu, cfg, t0, n, m0);
       if (!st && unipc) {
-        unipc_step(&us, i, b.xh, m0);
-        st = kb->to_device(kb, b.state, b.xh, N * P * sizeof(float));
+        unipc_step(&us, i, b.xh + c0 * P, m0);
+        st = kb->to_device(kb, b.state + c0 * P, b.xh + c0 * P, n * sizeof(float));
       }
     }
+    // the finished chunk's keys and values, for the chunks after it (none after the last)
+    if (!st && cached && Nk < N) st = kv_commit(m, sp, &b, &batch, kv, C, c0, P);
   }
   if (!st) st = kb->to_host(kb, out, b.state, N * P * sizeof(float));
   bufs_free(kb, &b);
   unipc_free(&us);
+  dit_kv_free(&kv[0]);
+  dit_kv_free(&kv[1]);
   free(m0);
   free(sig);
   free(ts);
@@ -437,9 +494,12 @@ tsr_status sample_run(const sample_options *o, sample_result *out) {
   const kernels_backend *kb = NULL;
   kernels_dtype precision = o->precision >= 0 ? (kernels_dtype)o->precision : cm.tc.precision;
   if (!st) st = backend_for_precision(o->backend, precision, &kb);
-  if (!st) st = dit_create(&m, mc, kb, (int)(2 * N), o->chunked ? MAX_SEG : 2);
+  // the model's tokens: a clip's, twice (guidance); with the K/V cache a chunk's
+  int64_t Nm = N, cs = (int64_t)mc->mask_chunk * H * W;
+  if (o->chunked && !o->no_kv_cache && cs < N) Nm = cs;
+  if (!st) st = dit_create(&m, mc, kb, (int)(2 * Nm), o->chunked ? MAX_SEG : 2);
   if (!st) st = ckpt_load_model(o->ckpt, m, o->ema);
-  if (!st && o->ckpt2) st = load_expert2(o, &cm, kb, N, &m2);
+  if (!st && o->ckpt2) st = load_expert2(o, &cm, kb, Nm, &m2);
   size_t NP = (size_t)N * mc->pt * mc->ph * mc->pw * mc->channels;
   if (!st && (!(vals = malloc(NP * sizeof(float))) || (!latent && !(tok = malloc(NP)))))
     st = err_set(TSR_ENOMEM, "sample: no memory");
@@ -450,7 +510,8 @@ tsr_status sample_run(const sample_options *o, sample_result *out) {
                         .text_neg = neg, .text_neg_tokens = neg_tokens, .noise = noise,
                         .schedule = o->schedule, .shift = o->shift, .solver = o->solver,
                         .expert2 = m2, .boundary = o->boundary,
-                        .cfg2 = isnan(o->cfg2) ? o->cfg : o->cfg2, .chunked = o->chunked};
+                        .cfg2 = isnan(o->cfg2) ? o->cfg : o->cfg2, .chunked = o->chunked,
+                        .chunk_recompute = o->no_kv_cache};
     double t0 = time_now();
     log_info("sample: %s (%s weights, step %lld), %d %sframes %dx%d = %lld tokens, %d "
              "steps%s%s%s%s%s%s%s; backend %s, precision %s", o->ckpt, o->ema ? "EMA" : "raw",
@@ -460,7 +521,8 @@ tsr_status sample_run(const sample_options *o, sample_result *out) {
              o->schedule == SAMPLE_SCHEDULE_WAN ? ", Wan schedule" : "",
              o->solver == SAMPLE_SOLVER_UNIPC ? ", UniPC" : "",
              m2 ? ", second expert below the boundary" : "",
-             o->chunked ? ", chunk by chunk" : "", kb->name,
+             o->chunked ? (o->no_kv_cache ? ", chunk by chunk (no K/V cache)"
+                                          : ", chunk by chunk") : "", kb->name,
              config_precision_name(precision));
     st = sample_generate(m, &sp, vals);
     if (!st && tok) sample_to_pixels(vals, NP, tok);
