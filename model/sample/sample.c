@@ -48,7 +48,7 @@ static tsr_status bufs_alloc(const kernels_backend *kb, sample_bufs *b, size_t N
   if (!st) st = kb->alloc(kb, (void **)&b->pos, 2 * N * 3 * sizeof(int32_t));
   if (!st) st = kb->alloc(kb, (void **)&b->labels, MAX_SEG * sizeof(int32_t));
   if (!st && (!(b->xh = malloc(N * P * sizeof(float))) ||
-             !(b->posh = malloc(2 * N * 3 * sizeof(int32_t)))))
+              !(b->posh = malloc(2 * N * 3 * sizeof(int32_t)))))
     st = err_set(TSR_ENOMEM, "sample: no memory for %zu tokens", N);
   return st;
 }
@@ -396,8 +396,8 @@ static tsr_status read_noise(const char *path, const dit_config *mc, int T, int 
   int f = T * mc->pt, h = H * mc->ph, w = W * mc->pw, C = mc->channels;
   if (lf->T != f || lf->H != h || lf->W != w || lf->C != C)
     st = err_set(TSR_EMISMATCH, "--noise %s: latents (%d, %d, %d, %d); the clip needs (%d, %d, "
-                "%d, %d) (frames, rows, columns, model.channels)", path, lf->T, lf->H, lf->W,
-                lf->C, f, h, w, C);
+                 "%d, %d) (frames, rows, columns, model.channels)", path, lf->T, lf->H, lf->W,
+                 lf->C, f, h, w, C);
   size_t frame = (size_t)h * w * C, n = frame * (size_t)f;
   float *lat = st ? NULL : malloc(n * sizeof *lat), *tok = st ? NULL : malloc(n * sizeof *tok);
   if (!st && (!lat || !tok)) st = err_set(TSR_ENOMEM, "--noise %s: no memory", path);
@@ -431,8 +431,8 @@ static tsr_status load_expert2(const sample_options *o, const ckpt_meta *cm,
   if (!a || !b) st = err_set(TSR_ENOMEM, "sample: no memory");
   else if (strcmp(a, b))
     st = err_set(TSR_EMISMATCH, "--ckpt2 %s: its model config differs from --ckpt %s's (the two "
-                "experts of Wan 2.2 A14B share one shape; [model] keys must be equal)",
-                o->ckpt2, o->ckpt);
+                 "experts of Wan 2.2 A14B share one shape; [model] keys must be equal)",
+                 o->ckpt2, o->ckpt);
   free(a), free(b);
   ckpt_meta_free(&c2);
   if (!st) st = dit_create(m2, &cm->mc, kb, (int)(2 * N), o->chunked ? MAX_SEG : 2);
@@ -450,38 +450,38 @@ tsr_status sample_run(const sample_options *o, sample_result *out) {
   if (o->frames < 1 || o->frames % mc->pt || o->height < 1 || o->height % mc->ph ||
       o->width < 1 || o->width % mc->pw)
     st = err_set(TSR_EINVAL, "sample: --frames %d --size %dx%d must be positive multiples of the "
-                "model's tubelet %dx%dx%d (frames x height x width)", o->frames, o->height,
-                o->width, mc->pt, mc->ph, mc->pw);
+                 "model's tubelet %dx%dx%d (frames x height x width)", o->frames, o->height,
+                 o->width, mc->pt, mc->ph, mc->pw);
   if (!st) st = parse_label(&cm, o->label, &label);
   float *text = NULL;
   int text_tokens = 0;
   if (!st && o->caption && mc->text_dim == 0)
     st = err_set(TSR_EINVAL, "--caption %s: the checkpoint's model has no captions "
-                "(model.text_dim = 0)", o->caption);
+                 "(model.text_dim = 0)", o->caption);
   if (!st && o->caption) {
     st = caption_file_read(o->caption, mc->text_dim, &text, &text_tokens, out->caption,
-                          sizeof out->caption);
+                           sizeof out->caption);
     if (!st && text_tokens > mc->text_len)
       st = err_set(TSR_EINVAL, "--caption %s: %d tokens, the model takes at most model.text_len = "
-                  "%d", o->caption, text_tokens, mc->text_len);
+                   "%d", o->caption, text_tokens, mc->text_len);
   }
   float *neg = NULL, *noise = NULL;
   int neg_tokens = 0;
   char neg_caption[STORE_MAX_CAPTION_BYTES + 1];
   if (!st && o->negative && mc->text_dim == 0)
     st = err_set(TSR_EINVAL, "--negative %s: the checkpoint's model has no captions "
-                "(model.text_dim = 0)", o->negative);
+                 "(model.text_dim = 0)", o->negative);
   if (!st && o->negative) {
     st = caption_file_read(o->negative, mc->text_dim, &neg, &neg_tokens, neg_caption,
-                          sizeof neg_caption);
+                           sizeof neg_caption);
     if (!st && neg_tokens > mc->text_len)
       st = err_set(TSR_EINVAL, "--negative %s: %d tokens, the model takes at most "
-                  "model.text_len = %d", o->negative, neg_tokens, mc->text_len);
+                   "model.text_len = %d", o->negative, neg_tokens, mc->text_len);
   }
   if (!st && o->cfg != 1.0f && label < 0 && !text_tokens && !neg_tokens)
     st = err_set(TSR_EINVAL, "sample: --cfg %g needs --label or --caption, or --negative "
-                "(classifier-free guidance compares a class or a caption with none, or with "
-                "the negative caption)", o->cfg);
+                 "(classifier-free guidance compares a class or a caption with none, or with "
+                 "the negative caption)", o->cfg);
   int T = o->frames / mc->pt, H = o->height / mc->ph, W = o->width / mc->pw;
   int64_t N = (int64_t)T * H * W;
   if (!st && N > (1 << 24))

@@ -4,7 +4,8 @@
 // labels and captions:
 // - within 1e-5 for 4 and 5 chunks (a shorter last one too), without a window and with
 //   windows of 1 and 2 chunks (the cache's ring replaces the oldest), unguided and guided
-//   (label, caption and negative caption: a cache per branch), Euler and UniPC;
+//   (label, caption and negative caption: a cache per branch), Euler and UniPC, and with
+//   a second expert (a cache per model);
 // - the tokens through the model (dit_forward_tokens): K (steps + 1) - 1 chunks a branch
 //   with the cache, steps K (K + 1) / 2 without, exactly; the cache's bytes as
 //   model/kvcache.h gives them;
@@ -65,40 +66,63 @@ static double max_diff(const float *a, const float *b, size_t n) {
   return d;
 }
 
-// Cached against recomputed; tokens through the model of each.
-static void compare(int T, int chunk, int window, int guided, sample_solver solver) {
+// Cached against recomputed; tokens through the model of each (with a second expert,
+// Wan 2.2's, of other weights: the steps below the boundary, and a cache of its own).
+static void compare(int T, int chunk, int window, int guided, sample_solver solver,
+                    int experts) {
   dit_config mc = config(chunk, window);
-  dit_model *m = model(&mc, 11);
+  dit_model *m = model(&mc, 11), *m2 = experts > 1 ? model(&mc, 13) : NULL;
   sample_params sp = params(T, guided, solver);
+  sp.expert2 = m2, sp.boundary = 0.6, sp.cfg2 = 2.0f;
   int N = T * H * W, cs = chunk * H * W, K = (T + chunk - 1) / chunk, C = guided ? 2 : 1;
   float ref[NMAX * P], got[NMAX * P];
   sp.chunk_recompute = 1;
-  int64_t t0 = dit_forward_tokens(m);
+  int64_t t0 = dit_forward_tokens(m) + (m2 ? dit_forward_tokens(m2) : 0);
   CHECK_OK(sample_generate(m, &sp, ref));
-  int64_t t1 = dit_forward_tokens(m);
+  int64_t t1 = dit_forward_tokens(m) + (m2 ? dit_forward_tokens(m2) : 0);
   sp.chunk_recompute = 0;
   CHECK_OK(sample_generate(m, &sp, got));
-  int64_t t2 = dit_forward_tokens(m);
+  int64_t t2 = dit_forward_tokens(m) + (m2 ? dit_forward_tokens(m2) : 0);
   double d = max_diff(ref, got, (size_t)N * P), scale = 0;
   for (int i = 0; i < N * P; i++) scale = fmax(scale, fabs(ref[i]));
   CHECK(d <= 1e-5 * fmax(1.0, scale) && scale > 0.1,
-        "T %d, chunks of %d, window %d, %s, %s: cached and recomputed differ by %.2e (values "
-        "up to %.2f)", T, chunk, window, guided ? "guided" : "unguided",
-        solver == SAMPLE_SOLVER_UNIPC ? "UniPC" : "Euler", d, scale);
+        "T %d, chunks of %d, window %d, %s, %s, %d expert(s): cached and recomputed differ by "
+        "%.2e (values up to %.2f)", T, chunk, window, guided ? "guided" : "unguided",
+        solver == SAMPLE_SOLVER_UNIPC ? "UniPC" : "Euler", experts, d, scale);
   // recomputed: step s of chunk k runs its k context chunks and itself; cached: the chunk
   // alone, then once more clean unless it is the last
   int64_t want_ref = 0;
-  for (int k = 0; k < K; k++) want_ref += (int64_t)STEPS * (k * cs + (k == K - 1 ? N - k * cs : cs));
-  int64_t want_kv = (int64_t)STEPS * N + (int64_t)(K - 1) * cs;
+  for (int k = 0; k < K; k++)
+    want_ref += (int64_t)STEPS * (k * cs + (k == K - 1 ? N - k * cs : cs));
+  int64_t want_kv = (int64_t)STEPS * N + (int64_t)(K - 1) * cs * (m2 ? 2 : 1);
   CHECK(t1 - t0 == C * want_ref && t2 - t1 == C * want_kv,
         "tokens through the model: %lld recomputed (want %lld), %lld cached (want %lld)",
         (long long)(t1 - t0), (long long)(C * want_ref), (long long)(t2 - t1),
         (long long)(C * want_kv));
-  printf("test_kvcache: T %d, chunks of %d, window %d, %s, %s: |cached - recomputed| %.2e; "
-         "tokens %lld -> %lld (%.2fx)\n", T, chunk, window, guided ? "guided" : "unguided",
-         solver == SAMPLE_SOLVER_UNIPC ? "UniPC" : "Euler", d, (long long)(t1 - t0),
-         (long long)(t2 - t1), (double)(t1 - t0) / (double)(t2 - t1));
+  printf("test_kvcache: T %d, chunks of %d, window %d, %s, %s, %d expert(s): |cached - "
+         "recomputed| %.2e; tokens %lld -> %lld (%.2fx)\n", T, chunk, window,
+         guided ? "guided" : "unguided", solver == SAMPLE_SOLVER_UNIPC ? "UniPC" : "Euler",
+         experts, d, (long long)(t1 - t0), (long long)(t2 - t1),
+         (double)(t1 - t0) / (double)(t2 - t1));
   dit_free(&m);
+  dit_free(&m2);
+}
+
+// The window is the model's: with one chunk back the last chunk differs from the sample that
+// sees every chunk before it (the cases above compare like with like), the first two do not.
+static void test_window(void) {
+  enum { T = 4, N = T * H * W };
+  float out[2][N * P];
+  for (int w = 0; w < 2; w++) {
+    dit_config mc = config(1, w);
+    dit_model *m = model(&mc, 11);
+    sample_params sp = params(T, 1, SAMPLE_SOLVER_EULER);
+    CHECK_OK(sample_generate(m, &sp, out[w]));
+    dit_free(&m);
+  }
+  CHECK(max_diff(out[0], out[1], 2 * H * W * P) == 0, "chunks 0, 1 depend on the window");
+  CHECK(max_diff(out[0] + 3 * H * W * P, out[1] + 3 * H * W * P, H * W * P) > 1e-4,
+        "chunk 3 does not depend on the window");
 }
 
 static void test_bytes(void) {
@@ -164,12 +188,14 @@ int main(void) {
   rng_key k = {5, 0, 0, 0};
   for (int i = 0; i < 3 * TEXT; i++) caption[i] = (float)rng_normal(&k, i);
   for (int i = 0; i < 2 * TEXT; i++) negative[i] = (float)rng_normal(&k, 100 + i);
-  compare(4, 1, 0, 0, SAMPLE_SOLVER_EULER);
-  compare(4, 1, 0, 1, SAMPLE_SOLVER_EULER);
-  compare(4, 1, 1, 1, SAMPLE_SOLVER_EULER);
-  compare(5, 1, 2, 1, SAMPLE_SOLVER_EULER);
-  compare(5, 2, 1, 0, SAMPLE_SOLVER_EULER);
-  compare(5, 2, 0, 1, SAMPLE_SOLVER_UNIPC);
+  compare(4, 1, 0, 0, SAMPLE_SOLVER_EULER, 1);
+  compare(4, 1, 0, 1, SAMPLE_SOLVER_EULER, 1);
+  compare(4, 1, 1, 1, SAMPLE_SOLVER_EULER, 1);
+  compare(5, 1, 2, 1, SAMPLE_SOLVER_EULER, 1);
+  compare(5, 2, 1, 0, SAMPLE_SOLVER_EULER, 1);
+  compare(5, 2, 0, 1, SAMPLE_SOLVER_UNIPC, 1);
+  compare(4, 1, 1, 1, SAMPLE_SOLVER_EULER, 2);
+  test_window();
   test_bytes();
   test_unipc();
   return check_done();
