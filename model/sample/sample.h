@@ -99,7 +99,8 @@ void sample_sigmas(const sample_params *sp, int64_t N, double *t);
 void sample_timesteps(const sample_params *sp, int64_t N, float *ts);
 
 // Integrates the flow with model m (created for >= 2*T*H*W tokens and 2 clips when
-// guided, twice the clips when chunked; chunked with the cache: 2 chunks' tokens, 2 clips)
+// guided, twice the clips when chunked; chunked with the cache: a chunk's tokens and 1
+// clip, twice both when guided)
 // on the model's backend: out (T*H*W, P) host memory gets the clip's tokens, the final x
 // in fp32 (pixels: x0 in [-1, 1]; latents: the latent values).
 tsr_status sample_generate(dit_model *m, const sample_params *sp, float *out);
