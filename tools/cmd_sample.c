@@ -76,7 +76,7 @@ static const opt_def sample_opts[] = {
     OPT("no-kv-cache", NULL, O_NO_KV_CACHE, NULL,
         "with --chunked: recompute the context chunks' keys and values in\n"
         "every step instead of caching them (the cache's reference; K\n"
-        "chunks cost K(K+1)/2 chunk forwards a step instead of 1)"),
+        "chunks cost K(K+1)/2 chunk forwards a step instead of K)"),
     OPT("ckpt2", "FILE", O_CKPT2, NULL,
         "a second expert of the same shape (Wan 2.2 A14B's transformer_2,\n"
         "the low-noise one): it runs the steps whose timestep is below\n"

@@ -453,6 +453,9 @@ tsr_status sample_run(const sample_options *o, sample_result *out) {
                  "model's tubelet %dx%dx%d (frames x height x width)", o->frames, o->height,
                  o->width, mc->pt, mc->ph, mc->pw);
   if (!st) st = parse_label(&cm, o->label, &label);
+  if (!st && o->no_kv_cache && !o->chunked)
+    st = err_set(TSR_EINVAL, "sample: --no-kv-cache is an option of --chunked (a whole clip "
+                 "has no context chunks to cache): give both, or neither");
   float *text = NULL;
   int text_tokens = 0;
   if (!st && o->caption && mc->text_dim == 0)
