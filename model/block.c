@@ -91,8 +91,11 @@ tsr_status dit_block_fwd(dit_model *m, int i, dit_block_acts *a, const void *hin
   void *const qkv_out[3] = {a->qlin, a->klin, a->v};
   TSR_TRY(dit_linears_fwd(m, qkv, 3, qkv_out, a->a, L));  // one batched GEMM where it can
   TSR_TRY(qk_fwd(m, bp, a, b));
-  TSR_TRY(m->attn.forward(m->attn.ctx, kb, b, a->att, a->lse, a->q, a->k, a->v, m->H, m->Dh,
-                          attn_scale(m)));
+  if (b->kv)  // chunk by chunk: the cached context's keys and the chunk's own
+    TSR_TRY(dit_kv_attention(m, i, b, a->att, a->lse, a->q, a->k, a->v, attn_scale(m)));
+  else
+    TSR_TRY(m->attn.forward(m->attn.ctx, kb, b, a->att, a->lse, a->q, a->k, a->v, m->H, m->Dh,
+                            attn_scale(m)));
   TSR_TRY(dit_linear_fwd(m, bp->proj, a->proj, a->att, L));
   TSR_TRY(kb->gate_residual_forward(kb, a->hmid, hin, a->proj, MOD(a->mod, MOD_GATE1), ms, cu, C,
                                     L, D));

@@ -27,6 +27,7 @@ static tsr_status check_batch(const dit_model *m, const dit_batch *b, const char
   if (b->attn_cu && (b->attn_clips < 1 || b->attn_clips > b->n_clips))
     return err_set(TSR_EINVAL, "%s: %d clips of attention over %d segments (1 to %d)", op,
                    b->attn_clips, b->n_clips, b->n_clips);
+  if (b->kv) TSR_TRY(dit_kv_check(m, b));
   if (b->target && !b->loss_weight)
     return err_set(TSR_EINVAL, "%s: batch has a target but no loss_weight", op);
   if (m->cfg.text_dim > 0 && b->cu_text &&
@@ -114,7 +115,8 @@ static tsr_status run_phase(dit_model *m, int phase, const phase_args *a) {
       phase == PHASE_FORWARD ? forward_phase : backward_phase;
   const kernels_backend *kb = m->kb;
   int attn_ok = m->attn_default || (m->attn.recordable && m->attn.recordable(m->attn.ctx));
-  if (!m->graphs || m->graphs_off || !attn_ok || m->weight_hook ||
+  // a K/V cache's key count is host state that changes from chunk to chunk: eager
+  if (!m->graphs || m->graphs_off || !attn_ok || m->weight_hook || a->b->kv ||
       (phase == PHASE_BACKWARD && m->bucket_hook))
     return body(m, a);
   kgraph_key k;
@@ -160,8 +162,11 @@ tsr_status dit_forward_dev(dit_model *m, const dit_batch *b, void *pred, float *
   if (b->target && loss_dev) TSR_TRY(kb->copy(kb, loss_dev, m->loss, sizeof(float)));
   m->text_Lt = m->cfg.text_dim > 0 && b->cu_text ? b->Lt : 0;  // as dit_text_fwd sets it
   m->fwd_L = b->L, m->fwd_C = b->n_clips, m->have_fwd = 1;
+  m->fwd_tokens += b->L;
   return TSR_OK;
 }
+
+int64_t dit_forward_tokens(const dit_model *m) { return m->fwd_tokens; }
 
 static tsr_status forward_phase(dit_model *m, const phase_args *pa) {
   const kernels_backend *kb = m->kb;

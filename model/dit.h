@@ -93,6 +93,10 @@ typedef struct {
   int Lt;                      // caption tokens of all clips
   const int32_t *cu_text;      // (C + 1)
   const void *text;            // (Lt, text_dim) [act]
+  // Chunk-by-chunk sampling (model/kvcache.h): NULL, or the cached keys and values of the
+  // finished chunks that every clip's queries also attend to (clip c: the cache's branch c;
+  // forward only, no segments); the chunk's own keys and values are stored in it.
+  struct dit_kv_cache *kv;
 } dit_batch;
 
 typedef struct {
@@ -226,6 +230,9 @@ void dit_set_attention(dit_model *m, const dit_attention *a);
 // running several microbatches copies all their losses to the host at once.
 tsr_status dit_forward(dit_model *m, const dit_batch *b, void *pred, double *loss);
 tsr_status dit_forward_dev(dit_model *m, const dit_batch *b, void *pred, float *loss_dev);
+// Tokens through the model's forwards so far (the sum of their batches' L): the work count
+// of a sampler (tests/model/test_kvcache.c).
+int64_t dit_forward_tokens(const dit_model *m);
 // Backward of the last dit_forward (same batch, with target): ACCUMULATES into grads.
 // Each dit_forward allows one dit_backward. With model.recompute = 1 each block is re-run
 // from its kept input before its backward, with = 2 its token-local layers are re-run from

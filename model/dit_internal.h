@@ -154,6 +154,7 @@ struct dit_model {
   int text_Lt;                 // caption tokens of the last forward
 
   int fwd_L, fwd_C, have_fwd;  // the last forward's batch sizes
+  int64_t fwd_tokens;          // tokens of every forward so far (dit_forward_tokens)
 
   // recorded graphs of the forward and the backward (dit.c; kernels.h graph_*): NULL where
   // the backend records none; attn_default: m->attn is the backend's own attention (the
@@ -338,6 +339,15 @@ tsr_status dit_block_recompute_cheap(dit_model *m, int i, const dit_block_acts *
 // (mod_table: m->dtp += its modulation gradient).
 tsr_status dit_block_bwd(dit_model *m, int i, const dit_block_acts *a, const void *hin,
                          const dit_batch *b);
+
+// ---- cached keys and values of finished chunks (kvcache.c, model/kvcache.h) -------------
+// TSR_OK when b (b->kv set) is one begun chunk a branch of the cache, without target.
+tsr_status dit_kv_check(const dit_model *m, const dit_batch *b);
+// Block `layer`'s self-attention with b->kv: the chunk's k, v into the cache, then each
+// clip's queries against its branch's kept context and the chunk under the mask. As the
+// attention hook: out, q, k, v (L, H, Dh) [act], lse (L, H) [f32].
+tsr_status dit_kv_attention(dit_model *m, int layer, const dit_batch *b, void *out, float *lse,
+                            const void *q, const void *k, const void *v, float scale);
 
 // ---- final layer (final.c) -------------------------------------------------------------
 // m->pred = (LN(h) (1 + scale) + shift) final.linear. h: (L, D) [act]

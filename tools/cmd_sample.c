@@ -25,7 +25,7 @@
 enum { O_CKPT = 1, O_FRAMES, O_SIZE, O_OUT, O_LABEL, O_CFG, O_STEPS, O_SEED, O_EMA, O_RAW,
        O_BACKEND, O_PRECISION, O_CAPTION, O_NEGATIVE, O_SCHEDULE, O_SHIFT, O_NOISE,
        O_LATENTS_OUT, O_SOLVER, O_CKPT2, O_BOUNDARY, O_CFG2,
-       O_PROMPT, O_PROMPTS, O_ENCODER, O_CHUNKED };
+       O_PROMPT, O_PROMPTS, O_ENCODER, O_CHUNKED, O_NO_KV_CACHE };
 
 // The options, in the order of --help (tools/opt.h).
 static const opt_def sample_opts[] = {
@@ -72,7 +72,11 @@ static const opt_def sample_opts[] = {
     OPT("chunked", NULL, O_CHUNKED, NULL,
         "a block_causal model chunk by chunk: each chunk of model.mask_chunk\n"
         "latent frames denoised after the ones before it, those as clean\n"
-        "context (autoregressive generation; Euler only)"),
+        "context (autoregressive generation)"),
+    OPT("no-kv-cache", NULL, O_NO_KV_CACHE, NULL,
+        "with --chunked: recompute the context chunks' keys and values in\n"
+        "every step instead of caching them (the cache's reference; K\n"
+        "chunks cost K(K+1)/2 chunk forwards a step instead of K)"),
     OPT("ckpt2", "FILE", O_CKPT2, NULL,
         "a second expert of the same shape (Wan 2.2 A14B's transformer_2,\n"
         "the low-noise one): it runs the steps whose timestep is below\n"
@@ -211,6 +215,7 @@ static tsr_status parse_args(int argc, char **argv, sample_options *o, const cha
       break;
     case O_CKPT2: o->ckpt2 = optarg; break;
     case O_CHUNKED: o->chunked = 1; break;
+    case O_NO_KV_CACHE: o->no_kv_cache = 1; break;
     case O_PROMPT: {
       char **g = realloc(pa->prompt, (size_t)(pa->n + 1) * sizeof *g);
       if (!g) st = err_set(TSR_ENOMEM, "out of memory");

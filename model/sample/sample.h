@@ -63,13 +63,21 @@ typedef struct {
   dit_model *expert2;
   double boundary;          // in (0, 1]
   float cfg2;               // guidance of expert2's steps (WanPipeline's guidance_scale_2)
-  // 1: chunk by chunk (a block_causal model; Euler only): chunk k (model.mask_chunk latent
-  // frames) is integrated alone over the whole schedule, with the k chunks before it, as
-  // sampled, in the model's input as clean context (their own segment at t = 0: the keys
-  // and values of a finished chunk), as autoregressive video models generate (CausVid,
-  // diffusion forcing). The starting noise and the levels are the whole clip's, so under
-  // the mask chunk 0 comes out as the whole clip's sampling makes it.
+  // 1: chunk by chunk (a block_causal model): chunk k (model.mask_chunk latent frames) is
+  // integrated alone over the whole schedule (Euler, or a UniPC solve of its own), with the
+  // k chunks before it, as sampled, as clean context (t = 0), as autoregressive video models
+  // generate (CausVid, diffusion forcing). The starting noise and the levels are the whole
+  // clip's, so under the mask chunk 0 comes out as the whole clip's sampling makes it. The
+  // context's keys and values come from a K/V cache (model/kvcache.h): a finished chunk
+  // runs once more, clean, and its keys and values of every layer are kept for the chunks
+  // after it (the last model.mask_window of them with a window), so a step of chunk k runs
+  // the model on chunk k alone: K chunks cost K (steps + 1) - 1 chunk forwards instead of
+  // steps K (K + 1) / 2.
   int chunked;
+  // With chunked, 1: no cache: chunk k's forwards take the k chunks before it in the
+  // model's input as a segment at t = 0 (their keys and values recomputed every step). The
+  // cache's reference (tests/model/test_kvcache.c, `tessera sample --no-kv-cache`).
+  int chunk_recompute;
 } sample_params;
 
 // The steps + 1 noise levels t_0 = 1 (or Wan's) > ... > t_steps = 0 of sp's schedule for a
@@ -91,8 +99,10 @@ void sample_sigmas(const sample_params *sp, int64_t N, double *t);
 void sample_timesteps(const sample_params *sp, int64_t N, float *ts);
 
 // Integrates the flow with model m (created for >= 2*T*H*W tokens and 2 clips when
-// guided, twice the clips when chunked) on the model's backend: out (T*H*W, P) host memory gets the clip's tokens, the
-// final x in fp32 (pixels: x0 in [-1, 1]; latents: the latent values).
+// guided, twice the clips when chunked; chunked with the cache: a chunk's tokens and 1
+// clip, twice both when guided)
+// on the model's backend: out (T*H*W, P) host memory gets the clip's tokens, the final x
+// in fp32 (pixels: x0 in [-1, 1]; latents: the latent values).
 tsr_status sample_generate(dit_model *m, const sample_params *sp, float *out);
 // Sampled pixel values as uint8, as training maps them: round((x + 1) * 127.5) clamped to
 // [0, 255]. x, out: (n)
@@ -120,6 +130,7 @@ typedef struct {
   int precision;            // kernels_dtype of the activations, or -1: the checkpoint's
                             // train.precision (weights load as fp32 masters either way)
   int chunked;              // 1: chunk by chunk (sample_params.chunked)
+  int no_kv_cache;          // with chunked: sample_params.chunk_recompute
 } sample_options;
 
 // The sampled clip: its tokens, and what turning them into a video needs.
