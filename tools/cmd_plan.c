@@ -17,6 +17,7 @@
 #include "model/train/zero_cost.h"
 #include "sched/lengths.h"
 #include "sched/plan_json.h"
+#include "sched/placement.h"
 #include "sched/plan_timeline.h"
 #include "sched/sched.h"
 #include "tools/cli.h"
@@ -86,7 +87,8 @@ static const opt_def plan_opts[] = {
         "prices: even (the area split evenly; default), contiguous\n"
         "(chunks, priced by the most loaded rank), blockwise\n"
         "(sched/placement.h; the JSON then gives each group's\n"
-        "query blocks and K/V tokens per rank)"),
+        "query blocks and K/V tokens per rank), or blockwise with\n"
+        "one kind pinned: zigzag, balanced, greedy, metis"),
     OPT_HEADING("cost and output:\n"),
     OPT("cost", "FILE", O_COST, NULL,
         "cost model, key = value (configs/cost/*.conf, `tessera\n"
@@ -164,6 +166,7 @@ typedef struct {
   int show_waves;
   int frame_grid[2];  // --frame-grid ROWSxCOLS: a latent frame's tokens (0 0: not given)
   int placement;      // --placement: COST_PLACE_* (sched/cost.h cost_mask.place)
+  int pin;            // --placement: cost_mask.pin (0: blockwise chooses per clip)
   char **sets;  // (argc) --set values
   int nsets;
 } plan_args;
@@ -259,11 +262,15 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
                      "%d])", optarg, 1 << 16);
       break;
     case O_PLACEMENT:
+      a->pin = strcmp(optarg, "contiguous") ? place_kind_parse(optarg) + 1 : 0;
       a->placement = !strcmp(optarg, "even")         ? COST_PLACE_EVEN
                      : !strcmp(optarg, "contiguous") ? COST_PLACE_CONTIGUOUS
-                     : !strcmp(optarg, "blockwise")  ? COST_PLACE_BLOCKWISE : -1;
+                     : !strcmp(optarg, "blockwise") || a->pin > 0 ? COST_PLACE_BLOCKWISE : -1;
       if (a->placement < 0)
-        st = err_set(TSR_EINVAL, "--placement: '%s' is not even, contiguous or blockwise", optarg);
+        st = err_set(TSR_EINVAL, "--placement: '%s' is not even, contiguous, blockwise, zigzag, "
+                     "balanced, greedy or metis%s", optarg,
+                     !strcmp(optarg, "metis") ? " (metis: this build has no libmetis: install libmetis-dev, "
+                                                "tools/setup.sh, and reconfigure with TESSERA_METIS=AUTO or ON)" : "");
       break;
     case O_MEMBYTES: st = parse_i64("--mem-bytes", optarg, 1 << 20, INT64_MAX / 2, &a->mem_bytes); break;
     default: return TSR_EINVAL;  // opt_next said why
@@ -383,6 +390,7 @@ static tsr_status load_inputs(plan_args *a, lengths_set *ls, sched_config *cfg,
   cfg->cost.a2a_chunks = a->ulysses_chunks;
   if (!st) st = plan_mask(a, &cfg->cost.mask);
   cfg->cost.mask.place = a->placement;
+  cfg->cost.mask.pin = a->pin;
   if (!st && a->lengths_spec) st = lengths_load_mix(ls, a->lengths_spec, &a->lo);
   if (!st && a->store) {
     int64_t *sid = NULL, *stok = NULL, sn = 0;

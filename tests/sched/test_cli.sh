@@ -245,7 +245,20 @@ PY
 else
   bad "--placement plan failed: $(cat "$T/err")"
 fi
-expect_fail "bad --placement" "--placement: 'zig' is not even, contiguous or blockwise" "${PL[@]}" --placement zig
+# --placement zigzag pinned: 8 pieces of 1,950 tokens, rank r holds pieces r and 7 - r and
+# receives the keys up to the end of the block of its last token less its own 3,900:
+# ranks 0 and 1 15600 - 3900, ranks 2 and 3 12480 - 3900 (balanced to the token).
+if "$BIN" plan "${PL[@]}" --placement zigzag --out "$T/pz.json" >/dev/null 2>"$T/err"; then
+  python3 - "$T/pz.json" <<'PY' && ok || bad "--placement zigzag: groups not as counted by hand"
+import json, sys
+s = json.load(open(sys.argv[1]))["steps"][0]
+g = [g for w in s["waves"] for g in w["groups"] if g["clips"]][0]
+assert g["kv_recv_tokens"] == [11700, 11700, 8580, 8580] and g["work_imbalance"] == 1.0, g
+PY
+else
+  bad "--placement zigzag plan failed: $(cat "$T/err")"
+fi
+expect_fail "bad --placement" "--placement: 'zig' is not even, contiguous, blockwise, zigzag, balanced, greedy or metis" "${PL[@]}" --placement zig
 expect_fail "mask without a frame grid" "needs the token grid of a latent frame" "${ONE[@]}" --set model.attn_mask=window
 expect_fail "--mem-bytes without --config" "--mem-bytes needs --config" --lengths "$T/ok.csv" --ranks 4 --cost "$COST" --mem-bytes 2147483648
 expect_fail "both limits" "--mem-tokens or --mem-bytes, not both" --lengths "$T/ok.csv" "${OK[@]}" --config "$CONF" --mem-bytes 2147483648
