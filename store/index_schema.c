@@ -223,10 +223,7 @@ static tsr_status read_settings(store_index *ix, store_settings *s) {
     else if (!strcmp(k, "channels")) s->channels = iv, seen |= 128;
     else if (!strcmp(k, "dtype")) {
       seen |= 256;
-      if (!strcmp(v, "u8")) s->dtype = STORE_DTYPE_U8;
-      else if (!strcmp(v, "bf16")) s->dtype = STORE_DTYPE_BF16;
-      else if (!strcmp(v, "f32")) s->dtype = STORE_DTYPE_F32;
-      else seen |= 1u << 30;
+      if (!store_dtype_from_name(v, &s->dtype)) seen |= 1u << 30;
     } else if (!strcmp(k, "max_seconds")) s->max_seconds = strtod(v, NULL), seen |= 512;
     // vae_t, vae_s: since latent stores; an index made before has none (a pixel store)
     else if (!strcmp(k, "vae_t")) s->vae_t = iv;
