@@ -13,6 +13,9 @@
 //
 // Entries not listed here still check their arguments in each backend (their checks
 // differ in order or substance between the backends, e.g. where an empty size returns).
+// tests/header_lists.py (run by tests/layout.sh) holds this list to the code: each check is
+// named for a row of kernels/entries.h (or is one of its SHARED_CHECKS) and each backend's
+// definition of that entry calls it.
 #ifndef TESSERA_KERNELS_CHECK_H
 #define TESSERA_KERNELS_CHECK_H
 

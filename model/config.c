@@ -513,7 +513,8 @@ char *config_to_ini(const dit_config *m, const train_config *t) {
     const config_key *k = &KEYS[i];
     const char *f = (const char *)&c + k->offset;
     char line[CONFIG_LORA_TARGETS_MAX + 160];  // a name and its longest value
-    int n = 0;
+    int n = 0, nv;
+    const char *const *names = value_names(k->type, &nv);  // NULL: a number or a string
     if (strcmp(section, k->section))
       n += snprintf(line, sizeof line, "%s[%s]\n", len ? "\n" : "", k->section);
     section = k->section;
@@ -528,25 +529,11 @@ char *config_to_ini(const dit_config *m, const train_config *t) {
     }
     else if (k->type == KT_INT)
       n += snprintf(line + n, sizeof line - n, "%s = %d\n", k->name, *(const int *)f);
-    else if (k->type == KT_PRECISION)
+    else if (names) {  // an enum's value, written as its name
+      int v = k->type == KT_PRECISION ? (int)*(const kernels_dtype *)f : *(const int *)f;
       n += snprintf(line + n, sizeof line - n, "%s = %s\n", k->name,
-                    config_precision_name(*(const kernels_dtype *)f));
-    else if (k->type == KT_FAMILY)
-      n += snprintf(line + n, sizeof line - n, "%s = %s\n", k->name,
-                    config_family_name(*(const int *)f));
-    else if (k->type == KT_CPMODE)
-      n += snprintf(line + n, sizeof line - n, "%s = %s\n", k->name,
-                    config_cp_mode_name(*(const int *)f));
-    else if (k->type == KT_LORAFMT)
-      n += snprintf(line + n, sizeof line - n, "%s = %s\n", k->name,
-                    LORAFMT_NAMES[*(const int *)f]);
-    else if (k->type == KT_MASK)
-      n += snprintf(line + n, sizeof line - n, "%s = %s\n", k->name,
-                    config_mask_name(*(const int *)f));
-    else if (k->type == KT_PLACE)
-      n += snprintf(line + n, sizeof line - n, "%s = %s\n", k->name,
-                    config_placement_name(*(const int *)f));
-    else if (k->type == KT_STR)
+                    v >= 0 && v < nv ? names[v] : "?");
+    } else if (k->type == KT_STR)
       n += snprintf(line + n, sizeof line - n, "%s = %s\n", k->name, f);
     else
       n += snprintf(line + n, sizeof line - n, "%s = %lld\n", k->name, (long long)*(const int64_t *)f);

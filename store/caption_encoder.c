@@ -117,7 +117,6 @@ tsr_status index_set_caption_encoder(store_index *ix, const char *text) {
     return err_set(TSR_EIO, "index %s is open read-only: cannot record its caption encoder",
                    ix->path);
   char had[CAPTION_ENCODER_MAX_BYTES];
-  sqlite3_stmt *stmt = NULL;
   tsr_status st = index_exec(ix, "BEGIN IMMEDIATE", "begin recording the caption encoder");
   if (!st) st = index_caption_encoder(ix, had, sizeof had);
   if (!st && *had && strcmp(had, text) != 0)
@@ -125,14 +124,8 @@ tsr_status index_set_caption_encoder(store_index *ix, const char *text) {
                  "these are of %s. One store holds the embeddings of one encoder: embed the "
                  "captions with the store's, or use another output store; nothing was written",
                  ix->path, had, text);
-  if (!st && !*had &&
-      !(st = index_prepare(ix, "INSERT INTO settings(key, value) VALUES('" CAPTION_ENCODER_KEY
-                           "', ?)", &stmt))) {
-    index_bind_text(stmt, 1, text);
-    int rc = sqlite3_step(stmt);
-    if (rc != SQLITE_DONE) st = index_sqlite_err(ix, rc, "record the caption encoder");
-  }
-  sqlite3_finalize(stmt);
+  if (!st && !*had)
+    st = index_insert_setting(ix, CAPTION_ENCODER_KEY, text, "record the caption encoder");
   if (!st) st = index_exec(ix, "COMMIT", "commit the caption encoder");
   if (st) index_rollback(ix);
   return st;

@@ -218,42 +218,37 @@ fail:
   return err_wrap(st, "commit source %s: ", src->path);
 }
 
-tsr_status index_shard_end(store_index *ix, const char *shard, int64_t *end) {
-  *end = 0;
+// *out = the one integer `sql` selects for the shard (its one parameter), 0 when it selects
+// NULL (no clip in the shard); `what` names it in the error.
+static tsr_status shard_max(store_index *ix, const char *sql, const char *shard, const char *what,
+                            int64_t *out) {
+  *out = 0;
   sqlite3_stmt *stmt = NULL;
-  char sql[256];
-  snprintf(sql, sizeof sql,
-           "SELECT max(offset + (%d + bytes + %d) / %d * %d) FROM clips WHERE shard = ?",
-           SHARD_BLOCK_HEADER_BYTES, SHARD_ALIGN - 1, SHARD_ALIGN, SHARD_ALIGN);
   tsr_status st = index_prepare(ix, sql, &stmt);
   if (st) return st;
   index_bind_text(stmt, 1, shard);
   int rc = sqlite3_step(stmt);
   if (rc == SQLITE_ROW) {
-    if (sqlite3_column_type(stmt, 0) != SQLITE_NULL) *end = sqlite3_column_int64(stmt, 0);
+    if (sqlite3_column_type(stmt, 0) != SQLITE_NULL) *out = sqlite3_column_int64(stmt, 0);
   } else {
-    st = index_sqlite_err(ix, rc, "committed end of shard");
+    st = index_sqlite_err(ix, rc, what);
     err_wrap(st, "shard %s: ", shard);
   }
   sqlite3_finalize(stmt);
   return st;
 }
 
+tsr_status index_shard_end(store_index *ix, const char *shard, int64_t *end) {
+  char sql[256];
+  snprintf(sql, sizeof sql,
+           "SELECT max(offset + (%d + bytes + %d) / %d * %d) FROM clips WHERE shard = ?",
+           SHARD_BLOCK_HEADER_BYTES, SHARD_ALIGN - 1, SHARD_ALIGN, SHARD_ALIGN);
+  return shard_max(ix, sql, shard, "committed end of shard", end);
+}
+
 tsr_status index_shard_last_block(store_index *ix, const char *shard, int64_t *offset) {
-  *offset = 0;
-  sqlite3_stmt *stmt = NULL;
-  tsr_status st = index_prepare(ix, "SELECT max(offset) FROM clips WHERE shard = ?", &stmt);
-  if (st) return st;
-  index_bind_text(stmt, 1, shard);
-  int rc = sqlite3_step(stmt);
-  if (rc == SQLITE_ROW) {
-    if (sqlite3_column_type(stmt, 0) != SQLITE_NULL) *offset = sqlite3_column_int64(stmt, 0);
-  } else {
-    st = index_sqlite_err(ix, rc, "last block of shard");
-    err_wrap(st, "shard %s: ", shard);
-  }
-  sqlite3_finalize(stmt);
-  return st;
+  return shard_max(ix, "SELECT max(offset) FROM clips WHERE shard = ?", shard,
+                   "last block of shard", offset);
 }
 
 tsr_status index_totals(store_index *ix, store_totals *t) {

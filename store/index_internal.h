@@ -32,6 +32,10 @@ tsr_status index_sqlite_err(store_index *ix, int rc, const char *what);
 void index_rollback(store_index *ix);
 // Binds text s (NULL: SQL NULL) to parameter i.
 int index_bind_text(sqlite3_stmt *stmt, int i, const char *s);
+// Inserts the settings row (key, text) in the open transaction, an error saying `what` was
+// being done.
+tsr_status index_insert_setting(store_index *ix, const char *key, const char *text,
+                                const char *what);
 // First column of the first row of `sql` as an integer (`def` if no row or NULL).
 tsr_status index_query_int(store_index *ix, const char *sql, int64_t def, int64_t *out);
 // Wall-clock time, Unix seconds (sources.updated_at).

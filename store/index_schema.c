@@ -139,6 +139,19 @@ int index_bind_text(sqlite3_stmt *stmt, int i, const char *s) {
   return s ? sqlite3_bind_text(stmt, i, s, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(stmt, i);
 }
 
+tsr_status index_insert_setting(store_index *ix, const char *key, const char *text,
+                                const char *what) {
+  sqlite3_stmt *stmt = NULL;
+  tsr_status st = index_prepare(ix, "INSERT INTO settings(key, value) VALUES(?, ?)", &stmt);
+  if (st) return st;
+  index_bind_text(stmt, 1, key);
+  index_bind_text(stmt, 2, text);
+  int rc = sqlite3_step(stmt);
+  if (rc != SQLITE_DONE) st = index_sqlite_err(ix, rc, what);
+  sqlite3_finalize(stmt);
+  return st;
+}
+
 tsr_status index_query_int(store_index *ix, const char *sql, int64_t def, int64_t *out) {
   sqlite3_stmt *stmt = NULL;
   tsr_status s = index_prepare(ix, sql, &stmt);
@@ -210,10 +223,7 @@ static tsr_status read_settings(store_index *ix, store_settings *s) {
     else if (!strcmp(k, "channels")) s->channels = iv, seen |= 128;
     else if (!strcmp(k, "dtype")) {
       seen |= 256;
-      if (!strcmp(v, "u8")) s->dtype = STORE_DTYPE_U8;
-      else if (!strcmp(v, "bf16")) s->dtype = STORE_DTYPE_BF16;
-      else if (!strcmp(v, "f32")) s->dtype = STORE_DTYPE_F32;
-      else seen |= 1u << 30;
+      if (!store_dtype_from_name(v, &s->dtype)) seen |= 1u << 30;
     } else if (!strcmp(k, "max_seconds")) s->max_seconds = strtod(v, NULL), seen |= 512;
     // vae_t, vae_s: since latent stores; an index made before has none (a pixel store)
     else if (!strcmp(k, "vae_t")) s->vae_t = iv;
@@ -456,20 +466,13 @@ tsr_status index_set_filters(store_index *ix, const char *text) {
   char *had = malloc(STORE_MAX_FILTERS_BYTES + 1);
   if (!had) return err_set(TSR_ENOMEM, "out of memory reading the filters of %s", ix->path);
   int recorded = 0;
-  sqlite3_stmt *stmt = NULL;
   tsr_status st = index_exec(ix, "BEGIN IMMEDIATE", "begin recording the filters");
   if (!st) st = read_filters(ix, had, STORE_MAX_FILTERS_BYTES + 1, &recorded);
   if (!st && recorded && strcmp(had, text) != 0)
     st = err_set(TSR_EMISMATCH, "store index %s was ingested with the filters '%s'; this ingest "
                  "has '%s'. One store holds the clips of one filter set: use the store's filters, "
                  "or another output store; nothing was written", ix->path, had, text);
-  if (!st && !recorded &&
-      !(st = index_prepare(ix, "INSERT INTO settings(key, value) VALUES('filters', ?)", &stmt))) {
-    index_bind_text(stmt, 1, text);
-    int rc = sqlite3_step(stmt);
-    if (rc != SQLITE_DONE) st = index_sqlite_err(ix, rc, "record the filters");
-  }
-  sqlite3_finalize(stmt);
+  if (!st && !recorded) st = index_insert_setting(ix, "filters", text, "record the filters");
   if (!st) st = index_exec(ix, "COMMIT", "commit the filters");
   if (st) index_rollback(ix);
   free(had);

@@ -181,28 +181,35 @@ static void say(rstate *rb, const char *fmt, ...) {
   else log_info("%s", line);
 }
 
+static tsr_status oom(const rstate *rb) {
+  return err_set(TSR_ENOMEM, "out of memory rebuilding the index of %s", rb->dir);
+}
+
+// v (n elements of `size` bytes, room for *cap) with room for one more: v itself, or v
+// grown to twice its room (`first` elements at first) and *cap raised; NULL when out of
+// memory (v is still valid then).
+static void *room_for_one(void *v, int64_t n, int64_t *cap, size_t size, int64_t first) {
+  if (n < *cap) return v;
+  int64_t c = *cap ? 2 * *cap : first;
+  void *w = realloc(v, size * (size_t)c);
+  if (w) *cap = c;
+  return w;
+}
+
 static tsr_status push(rstate *rb, const entry *e) {
-  if (rb->n == rb->cap) {
-    int64_t cap = rb->cap ? 2 * rb->cap : 256;
-    entry *v = realloc(rb->v, sizeof *v * (size_t)cap);
-    if (!v) return err_set(TSR_ENOMEM, "out of memory rebuilding the index of %s", rb->dir);
-    rb->v = v;
-    rb->cap = cap;
-  }
+  entry *v = room_for_one(rb->v, rb->n, &rb->cap, sizeof *v, 256);
+  if (!v) return oom(rb);
+  rb->v = v;
   rb->v[rb->n++] = *e;
   return TSR_OK;
 }
 
 static tsr_status push_caption(rstate *rb, int shard, int64_t offset, const shard_caption *c) {
-  if (rb->ncaps == rb->capcaps) {
-    int64_t cap = rb->capcaps ? 2 * rb->capcaps : 64;
-    caption_entry *v = realloc(rb->caps, sizeof *v * (size_t)cap);
-    if (!v) return err_set(TSR_ENOMEM, "out of memory rebuilding the index of %s", rb->dir);
-    rb->caps = v;
-    rb->capcaps = cap;
-  }
+  caption_entry *v = room_for_one(rb->caps, rb->ncaps, &rb->capcaps, sizeof *v, 64);
+  if (!v) return oom(rb);
+  rb->caps = v;
   char *text = malloc(c->text_bytes + 1);
-  if (!text) return err_set(TSR_ENOMEM, "out of memory rebuilding the index of %s", rb->dir);
+  if (!text) return oom(rb);
   memcpy(text, c->text, c->text_bytes);
   text[c->text_bytes] = 0;
   rb->caps[rb->ncaps++] = (caption_entry){shard, offset, c->tokens, c->dim, c->checksum, text};
@@ -261,8 +268,7 @@ static tsr_status scan_item(const shard_walk_item *it, void *vctx) {
   e.c.bytes = b->bytes;
   e.c.checksum = b->checksum;
   if (b->meta) {
-    if (!(e.meta = malloc(sizeof *e.meta)))
-      return err_set(TSR_ENOMEM, "out of memory rebuilding the index of %s", rb->dir);
+    if (!(e.meta = malloc(sizeof *e.meta))) return oom(rb);
     if (clip_meta_decode(b->meta, b->meta_bytes, e.meta) != TSR_OK) {
       say(rb, "shard %s: block at offset %lld: metadata unreadable (%s); recovered without "
           "its source", x->rel, (long long)it->offset, err_msg());

@@ -19,13 +19,18 @@ int64_t store_token_bytes(const store_settings *s) {
   return (int64_t)s->pt * s->ph * s->pw * s->channels * store_dtype_size(s->dtype);
 }
 
+// The name of each store_dtype, in enum order: what the index records and reads back.
+static const char *const DTYPE_NAMES[] = {"u8", "bf16", "f32"};
+enum { NDTYPES = sizeof DTYPE_NAMES / sizeof DTYPE_NAMES[0] };
+
 const char *store_dtype_name(store_dtype d) {
-  switch (d) {
-    case STORE_DTYPE_U8: return "u8";
-    case STORE_DTYPE_BF16: return "bf16";
-    case STORE_DTYPE_F32: return "f32";
-  }
-  return "?";
+  return (int)d >= 0 && (int)d < NDTYPES ? DTYPE_NAMES[d] : "?";
+}
+
+int store_dtype_from_name(const char *name, store_dtype *d) {
+  for (int i = 0; i < NDTYPES; i++)
+    if (!strcmp(name, DTYPE_NAMES[i])) return *d = (store_dtype)i, 1;
+  return 0;
 }
 
 // Appends "; " separated items to buf, always NUL-terminated.

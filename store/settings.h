@@ -33,6 +33,8 @@ typedef struct {
 static inline int store_is_latent(const store_settings *s) { return s->dtype != STORE_DTYPE_U8; }
 // "u8", "bf16", "f32" ("?" for an unknown value).
 const char *store_dtype_name(store_dtype d);
+// *d = the dtype store_dtype_name calls `name` and 1, or 0 (*d untouched) for another name.
+int store_dtype_from_name(const char *name, store_dtype *d);
 // Bytes of one value of dtype d (0 for an unknown value).
 int store_dtype_size(store_dtype d);
 

@@ -7,6 +7,13 @@ Where a header (or its doc) lists what the code has, the two are compared mechan
     a row), the CPU fp32 table (it has every row with a class: an entry lands on the CPU
     first), the profiler's classes (kernels/profile.h KERNELS_PROFILE_*, or NONE) and
     docs/kernels.md "Entries and layouts" (every row named; `x_forward/backward` names both);
+  - the shared argument checks (kernels/check.h): each kernels_check_NAME that check.c
+    defines is declared in check.h and the other way round; NAME is a row of entries.h (or
+    one of SHARED_CHECKS below, the checks several entries share, whose entries are rows),
+    and every backend's definition of that entry (kernels/cpu: kcpu_NAME or cpu_NAME,
+    kernels/cuda: kcu_NAME) calls it (a shared one: some source of each backend). Entries
+    without a shared check are not listed: their checks differ between the backends
+    (check.h says so), so the list cannot yet ask every entry for one;
   - the DiT's parameter tensors: the list in model/dit.h's comment against the names
     model/params.c gives them (add_tensor, add_linear: NAME.weight and NAME.bias; the
     blocks' `BLK("s")` under their prefix), both ways ({i} for the block index, {a,b} for
@@ -80,6 +87,71 @@ def entry_problems(root):
     return out
 
 
+# Checks named for what several entries share, not for one entry, and those entries.
+SHARED_CHECKS = {
+    'activation_forward': ('gelu_forward', 'silu_forward'),
+    'activation_backward': ('gelu_backward', 'silu_backward'),
+    'mask': ('attention_masked_forward', 'attention_masked_backward',
+             'attention_masked_partial_backward'),
+}
+
+
+def backend_sources(root, rel, ext):
+    d = os.path.join(root, rel)
+    return [(rel + '/' + fn, read(root, rel + '/' + fn))
+            for fn in (sorted(os.listdir(d)) if os.path.isdir(d) else []) if fn.endswith(ext)]
+
+
+def definitions(sources, prefixes):
+    """{name: body} of the functions `tsr_status PREFIXname(...) {...}` of the sources."""
+    out = {}
+    for _, text in sources:
+        for m in re.finditer(r'^(?:extern "C" )?(?:static )?tsr_status (%s)(\w+)\(' % prefixes,
+                             text, re.M):
+            end = text.find('\n}', m.end())
+            out[m.group(2)] = out.get(m.group(2), '') + text[m.end():end]
+    return out
+
+
+def check_problems(root):
+    if not os.path.exists(os.path.join(root, 'kernels/check.c')):
+        return []
+    fn = re.compile(r'^tsr_status kernels_check_(\w+)\(', re.M)
+    defined = set(fn.findall(read(root, 'kernels/check.c')))
+    declared = set(fn.findall(read(root, 'kernels/check.h')))
+    out = ['kernels/check.c defines kernels_check_%s, which kernels/check.h does not declare'
+           % n for n in sorted(defined - declared)]
+    out += ['kernels/check.h declares kernels_check_%s, which kernels/check.c does not define'
+            % n for n in sorted(declared - defined)]
+    rows = set(name for _, name, _ in ROW.findall(read(root, 'kernels/entries.h')))
+    backends = [('kernels/cpu', backend_sources(root, 'kernels/cpu', ('.c', '.h')),
+                 'kcpu_|cpu_'),
+                ('kernels/cuda', backend_sources(root, 'kernels/cuda', ('.cu', '.h')), 'kcu_')]
+    for n in sorted(defined & declared):
+        call = 'kernels_check_%s(' % n
+        if n in SHARED_CHECKS:
+            out += ['tests/header_lists.py: kernels_check_%s serves %s, which is no row of '
+                    'kernels/entries.h' % (n, e) for e in SHARED_CHECKS[n] if e not in rows]
+            for rel, sources, _ in backends:
+                if sources and not any(call in text for _, text in sources):
+                    out.append('%s: no source calls kernels_check_%s' % (rel, n))
+            continue
+        if n not in rows:
+            out.append('kernels/check.c: kernels_check_%s is named for no row of '
+                       'kernels/entries.h (name it after its entry, or list it in '
+                       'tests/header_lists.py SHARED_CHECKS)' % n)
+            continue
+        for rel, sources, prefixes in backends:
+            if not sources:
+                continue
+            body = definitions(sources, prefixes).get(n)
+            if body is None:
+                out.append('%s defines no %s entry, which kernels_check_%s is for' % (rel, n, n))
+            elif call not in body:
+                out.append('%s: the %s entry does not call kernels_check_%s' % (rel, n, n))
+    return out
+
+
 def expand(tok):
     m = re.search(r'\{([^{}]*)\}', tok)
     if not m:
@@ -138,11 +210,12 @@ def tensor_problems(root):
 
 
 def problems(root):
-    return entry_problems(root) + tensor_problems(root)
+    return entry_problems(root) + check_problems(root) + tensor_problems(root)
 
 
 def probe():
-    """A row no table has, a table member no row has, an unlisted and a stale tensor."""
+    """A row no table has, a table member no row has, a check no entry calls, a check named
+    for no entry, an unlisted and a stale tensor."""
     files = {
         'kernels/entries.h': 'KERNELS_ENTRY(tsr_status, gemm, GEMM,\nKERNELS_ENTRY(tsr_status, '
                              'lost, GEMM,\n',
@@ -150,6 +223,11 @@ def probe():
         'kernels/cpu/backend.c': 'static kernels_backend cpu_backend = {\n    .name = "cpu",\n'
                                  '    .gemm = f,\n    .stray = g,\n};\n',
         'docs/kernels.md': '## Entries and layouts\n| `gemm(a)` | `lost` |\n## Next\n',
+        'kernels/check.h': 'tsr_status kernels_check_gemm(int m);\n'
+                           'tsr_status kernels_check_stale(int m);\n',
+        'kernels/check.c': 'tsr_status kernels_check_gemm(int m) {\n  return TSR_OK;\n}\n'
+                           'tsr_status kernels_check_stale(int m) {\n  return TSR_OK;\n}\n',
+        'kernels/cpu/gemm.c': 'tsr_status kcpu_gemm(kb_t *kb, int m) {\n  return TSR_OK;\n}\n',
         'model/params.c': '  m->x = add_linear(m, "x_embed", 1, 2, 0);\n'
                           '#define BLK(s) (snprintf(n, sizeof n, "blocks.%d.%s", i, (s)), n)\n'
                           '  add_tensor(m, BLK("q_norm.weight"), 1, 0, 0);\n',
@@ -162,7 +240,9 @@ def probe():
             with open(os.path.join(d, rel), 'w', encoding='utf-8') as f:
                 f.write(text)
         got = '\n'.join(problems(d))
-    want = ['sets stray', 'lacks lost', 'blocks.{i}.k_norm.weight, which model/params.c does not']
+    want = ['sets stray', 'lacks lost', 'gemm entry does not call kernels_check_gemm',
+            'kernels_check_stale is named for no row',
+            'blocks.{i}.k_norm.weight, which model/params.c does not']
     missing = [w for w in want if w not in got]
     unwanted = [w for w in ('x_embed', 'q_norm', 'does not name') if w in got]
     if missing or unwanted:

@@ -217,7 +217,9 @@ cycles=$(python3 "$SRC/tests/include_cycles.py" "$SRC" core comm kernels store i
 # 5. The lists that headers keep match the code where a script can tell
 #    (tests/header_lists.py, which checks on made-up files that it finds a mismatch): the
 #    rows of kernels/entries.h against the backends' tables, the profiler's classes and
-#    docs/kernels.md's entry table; model/dit.h's parameter tensors against model/params.c.
+#    docs/kernels.md's entry table; kernels/check.h's shared argument checks against the
+#    rows they are named for and the backends' entries that must call them; model/dit.h's
+#    parameter tensors against model/params.c.
 python3 "$SRC/tests/header_lists.py" --probe >/dev/null ||
   { echo "FAIL: tests/header_lists.py misses a mismatch" >&2; fail=1; }
 lists=$(python3 "$SRC/tests/header_lists.py" "$SRC") ||

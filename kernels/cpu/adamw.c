@@ -2,6 +2,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/adamw.h"
 #include "kernels/check.h"
 #include "kernels/cpu/cpu.h"
 
@@ -34,24 +35,8 @@ tsr_status kernels_adamw_prepare(float lr, float beta1, float beta2, float weigh
   return TSR_OK;
 }
 
-// One element of AdamW: the update stated in kernels.h's contract of adamw_update, with
-// kernels_adamw_prepare's scalars. This is the reference the other backends are tested
-// against (the CUDA kernels of kernels/cuda/adamw.cu, in tests/kernels/test_backend_ops.c):
-// a change of the update is made to the contract and here first.
-static inline void adamw_elem(float *param, const float *grad, float *m, float *v, size_t i,
-                              float decay, float w1, float beta2, float w2, float eps,
-                              float step_size, float bc2_sqrt, float grad_scale) {
-  float g = grad[i] * grad_scale;
-  float p = param[i] * decay;
-  float mi = m[i] + w1 * (g - m[i]);
-  float vi = v[i] * beta2 + w2 * g * g;
-  float denom = sqrtf(vi) / bc2_sqrt + eps;
-  param[i] = p + (-step_size) * (mi / denom);
-  m[i] = mi;
-  v[i] = vi;
-}
-
-// param, grad, m, v: (n). Scalars: kernels_adamw_prepare.
+// param, grad, m, v: (n). Scalars: kernels_adamw_prepare. The update of each element is
+// kernels/adamw.h's, the reference the other backends are tested against.
 tsr_status kcpu_adamw_update(kb_t *kb, float *param, const float *grad, float *m, float *v,
                              size_t n, float lr, float beta1, float beta2, float eps,
                              float weight_decay, int64_t step, float grad_scale) {
@@ -64,8 +49,8 @@ tsr_status kcpu_adamw_update(kb_t *kb, float *param, const float *grad, float *m
   KCPU_NEED("adamw_update", v);
 #pragma omp parallel for schedule(static) if (n > KCPU_PAR_MIN)
   for (size_t i = 0; i < n; i++)
-    adamw_elem(param, grad, m, v, i, c.decay, c.w1, beta2, c.w2, eps, c.step_size, c.bc2_sqrt,
-               grad_scale);
+    kernels_adamw_elem(param, grad, m, v, i, c.decay, c.w1, beta2, c.w2, eps, c.step_size,
+                       c.bc2_sqrt, grad_scale);
   return TSR_OK;
 }
 
@@ -101,7 +86,7 @@ static void store_work(void *work, kernels_dtype act, const float *param, size_t
 }
 
 // The segments of flat buffers (kernels.h): fixed blocks of the flat range in one OpenMP
-// region, each element updated by adamw_elem with its segment's scalars, and the block's
+// region, each element updated by kernels_adamw_elem with its segment's scalars, and the block's
 // part of the segment stored to the working copy while it is still in cache.
 tsr_status kcpu_adamw_update_multi(kb_t *kb, float *param, const float *grad, float *m, float *v,
                                    void *work, size_t n, const kernels_param_segment *segs, int n_segs,
@@ -135,8 +120,8 @@ tsr_status kcpu_adamw_update_multi(kb_t *kb, float *param, const float *grad, fl
       size_t a = (size_t)segs[s].offset > i0 ? (size_t)segs[s].offset : i0;
       size_t e = (size_t)(segs[s].offset + segs[s].numel) < i1 ? (size_t)(segs[s].offset + segs[s].numel) : i1;
       for (size_t i = a; i < e; i++)
-        adamw_elem(param, grad, m, v, i, c->decay, c->w1, beta2, c->w2, eps, c->step_size,
-                   c->bc2_sqrt, grad_scale);
+        kernels_adamw_elem(param, grad, m, v, i, c->decay, c->w1, beta2, c->w2, eps,
+                           c->step_size, c->bc2_sqrt, grad_scale);
       if (work) store_work(work, kb->act_dtype, param, a, e);
     }
   }

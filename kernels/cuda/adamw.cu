@@ -1,27 +1,21 @@
 // kernels/cuda/adamw.cu — the optimizer entries: AdamW over one tensor and over the
 // segments of the flat parameter buffer (adamw_update_multi, one launch for the whole
 // model), and the weights' EMA (the gradients' sumsq, a reduction, is in reduce.cu).
-// The update is the one stated in kernels.h's contract of adamw_update, with
-// kernels_adamw_prepare's scalars; the CPU backend's adamw_elem (kernels/cpu/adamw.c) is
-// its reference, which these kernels are tested against (tests/kernels/test_backend_ops.c).
-#include <math.h>
+// The update of an element is kernels_adamw_elem (kernels/adamw.h), the one definition the
+// CPU backend runs as the reference these kernels are tested against
+// (tests/kernels/test_backend_ops.c).
 
+#include "kernels/adamw.h"
 #include "kernels/check.h"
 #include "kernels/cuda/kcu.h"
 
-// adamw_elem's arithmetic (kernels/cpu/adamw.c), one element per thread.
+// One element per thread.
 __global__ void k_adamw(float *param, const float *grad, float *m, float *v, size_t n, float decay,
                         float w1, float beta2, float w2, float eps, float step_size, float bc2_sqrt,
                         float grad_scale) {
   KCU_GRID_STRIDE(i, n) {
-    float g = grad[i] * grad_scale;
-    float p = param[i] * decay;
-    float mi = m[i] + w1 * (g - m[i]);
-    float vi = v[i] * beta2 + w2 * g * g;
-    float denom = sqrtf(vi) / bc2_sqrt + eps;
-    param[i] = p + (-step_size) * (mi / denom);
-    m[i] = mi;
-    v[i] = vi;
+    kernels_adamw_elem(param, grad, m, v, i, decay, w1, beta2, w2, eps, step_size, bc2_sqrt,
+                       grad_scale);
   }
 }
 
@@ -45,7 +39,7 @@ tsr_status kcu_adamw_update(kb_t *kb, float *param, const float *grad, float *m,
 // AdamW over the segments of flat buffers: a block updates ADAM_CHUNK consecutive elements,
 // finds the segment of its first one once (binary search of the table), and each thread
 // walks the table forward as its elements pass a segment's end; elements in no segment are
-// skipped. The arithmetic of k_adamw with the segment's decay factor, so bitwise one launch
+// skipped. kernels_adamw_elem with the segment's decay factor, so bitwise one launch
 // per segment. work (the bf16 working copy, or NULL) gets each new weight rounded by kcu_st,
 // the store k_f32_to_bf16 (cast) makes: the same bits without a second pass over the weights.
 enum { ADAM_THREADS = 256, ADAM_CHUNK = 16 * ADAM_THREADS };
@@ -78,15 +72,8 @@ __global__ void __launch_bounds__(ADAM_THREADS)
       if (i >= end) sg++;
     }
     if (i >= end || i < off) continue;  // past the table, or in a gap
-    float gr = grad[i] * grad_scale;
-    float p = param[i] * decay;
-    float mi = m[i] + w1 * (gr - m[i]);
-    float vi = v[i] * beta2 + w2 * gr * gr;
-    float denom = sqrtf(vi) / bc2_sqrt + eps;
-    float pn = p + (-step_size) * (mi / denom);
-    param[i] = pn;
-    m[i] = mi;
-    v[i] = vi;
+    float pn = kernels_adamw_elem(param, grad, m, v, (size_t)i, decay, w1, beta2, w2, eps,
+                                  step_size, bc2_sqrt, grad_scale);
     if (work) kcu_st(work, (size_t)i, pn);
   }
 }

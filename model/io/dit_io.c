@@ -15,25 +15,17 @@ static tsr_status full_name(char *buf, size_t cap, const char *prefix, const cha
 // A tensor table of m: the model's (dit_tensor_info) or its adapters' (dit_lora_tensor_info).
 typedef const dit_tensor *(*tensor_info_fn)(const dit_model *, int);
 
-static tsr_status write_table(const dit_model *m, int n, tensor_info_fn info, st_writer *w,
-                              const char *prefix, const float *flat_host) {
+// Each tensor of the table under prefix + its name: written to w from src (w != NULL), or
+// read from r into dst. src, dst: the table's flat host buffer.
+static tsr_status table_io(const dit_model *m, int n, tensor_info_fn info, const char *prefix,
+                           st_writer *w, const float *src, const st_reader *r, float *dst) {
   char name[256];
   for (int i = 0; i < n; i++) {
     const dit_tensor *t = info(m, i);
     tsr_status st = full_name(name, sizeof name, prefix, t->name);
-    if (!st) st = st_writer_add(w, name, ST_F32, t->ndim, t->shape, flat_host + t->offset);
-    if (st) return st;
-  }
-  return TSR_OK;
-}
-
-static tsr_status read_table(const dit_model *m, int n, tensor_info_fn info, const st_reader *r,
-                             const char *prefix, float *flat_host) {
-  char name[256];
-  for (int i = 0; i < n; i++) {
-    const dit_tensor *t = info(m, i);
-    tsr_status st = full_name(name, sizeof name, prefix, t->name);
-    if (!st) st = st_read(r, name, ST_F32, t->ndim, t->shape, flat_host + t->offset);
+    if (!st)
+      st = w ? st_writer_add(w, name, ST_F32, t->ndim, t->shape, src + t->offset)
+             : st_read(r, name, ST_F32, t->ndim, t->shape, dst + t->offset);
     if (st) return st;
   }
   return TSR_OK;
@@ -41,17 +33,18 @@ static tsr_status read_table(const dit_model *m, int n, tensor_info_fn info, con
 
 tsr_status dit_write_tensors(const dit_model *m, st_writer *w, const char *prefix,
                              const float *flat_host) {
-  return write_table(m, dit_num_tensors(m), dit_tensor_info, w, prefix, flat_host);
+  return table_io(m, dit_num_tensors(m), dit_tensor_info, prefix, w, flat_host, NULL, NULL);
 }
 
 tsr_status dit_read_tensors(const dit_model *m, const st_reader *r, const char *prefix,
                             float *flat_host) {
-  return read_table(m, dit_num_tensors(m), dit_tensor_info, r, prefix, flat_host);
+  return table_io(m, dit_num_tensors(m), dit_tensor_info, prefix, NULL, NULL, r, flat_host);
 }
 
 tsr_status dit_lora_write_tensors(const dit_model *m, st_writer *w, const char *prefix,
                                   const float *flat_host) {
-  return write_table(m, dit_lora_num_tensors(m), dit_lora_tensor_info, w, prefix, flat_host);
+  return table_io(m, dit_lora_num_tensors(m), dit_lora_tensor_info, prefix, w, flat_host, NULL,
+                  NULL);
 }
 
 tsr_status objective_write_tensors(const objective_batch *ob, st_writer *w, const char *prefix) {

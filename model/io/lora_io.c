@@ -76,17 +76,26 @@ static tsr_status add_meta(st_writer *w, dit_model *m, const lora_config *lc,
   return st;
 }
 
+enum { MODULE_CAP = 256, KEY_CAP = 320 };
+
+// The key of adapter tensor t in layout l (key: KEY_CAP bytes), with the name of its module
+// (module: MODULE_CAP bytes) and its part.
+static tsr_status tensor_key(lora_layout l, const dit_tensor *t, char *module, char *key,
+                             lora_part *part) {
+  TSR_TRY(lora_layout_split_tensor(t->name, module, MODULE_CAP, part));
+  return lora_layout_key(l, module, *part, key, KEY_CAP);
+}
+
 // m's adapter tensors (host: their flat host copy) under layout's keys, with a scalar alpha
 // (*alpha, which lives until commit) per module where the layout keeps one.
 static tsr_status write_layout(const dit_model *m, st_writer *w, lora_layout layout,
                                const float *host, const float *alpha) {
   if (layout == LORA_LAYOUT_DIFFUSERS) return dit_lora_write_tensors(m, w, PREFIX, host);
-  char module[256], key[320];
+  char module[MODULE_CAP], key[KEY_CAP];
   for (int i = 0; i < dit_lora_num_tensors(m); i++) {
     const dit_tensor *t = dit_lora_tensor_info(m, i);
     lora_part part;
-    TSR_TRY(lora_layout_split_tensor(t->name, module, sizeof module, &part));
-    TSR_TRY(lora_layout_key(layout, module, part, key, sizeof key));
+    TSR_TRY(tensor_key(layout, t, module, key, &part));
     TSR_TRY(st_writer_add(w, key, ST_F32, t->ndim, t->shape, host + t->offset));
     if (part != LORA_PART_DOWN) continue;
     TSR_TRY(lora_layout_key(layout, module, LORA_PART_ALPHA, key, sizeof key));
@@ -334,12 +343,11 @@ static tsr_status read_tensor(const st_reader *r, const char *key, const dit_ten
 
 // Every adapter tensor of m from its key in layout l.
 static tsr_status read_layout(const dit_model *m, const st_reader *r, lora_layout l, float *host) {
-  char module[256], key[320];
+  char module[MODULE_CAP], key[KEY_CAP];
   for (int i = 0; i < dit_lora_num_tensors(m); i++) {
     const dit_tensor *t = dit_lora_tensor_info(m, i);
     lora_part part;
-    TSR_TRY(lora_layout_split_tensor(t->name, module, sizeof module, &part));
-    TSR_TRY(lora_layout_key(l, module, part, key, sizeof key));
+    TSR_TRY(tensor_key(l, t, module, key, &part));
     TSR_TRY(read_tensor(r, key, t, host + t->offset));
   }
   return TSR_OK;

@@ -158,14 +158,14 @@ static tsr_status open_shard(data_store *d, int32_t i) {
   char path[PATH_MAX];
   if (snprintf(path, sizeof path, "%s/%s", d->dir, d->shards[i]) >= (int)sizeof path)
     return err_set(TSR_EINVAL, "store %s: shard path too long", d->dir);
-  tsr_status r = shard_reader_open(&d->readers[i], path, &d->settings);
-  if (r && d->skip_bad && r != TSR_ENOMEM) {
+  tsr_status st = shard_reader_open(&d->readers[i], path, &d->settings);
+  if (st && d->skip_bad && st != TSR_ENOMEM) {
     if (!(d->shard_error[i] = strdup(err_msg())))
       return err_set(TSR_ENOMEM, "out of memory opening store %s", d->dir);
     err_clear();
     return TSR_OK;
   }
-  return r ? err_wrap(r, "store %s: ", d->dir) : TSR_OK;
+  return st ? err_wrap(st, "store %s: ", d->dir) : TSR_OK;
 }
 
 // Why the clip at position i cannot be read (data_open_with skip_bad), as an error naming
@@ -224,33 +224,33 @@ tsr_status data_open_with(data_store **out, const char *dir, const data_open_opt
   snprintf(d->dir, sizeof d->dir, "%s", dir);
   d->skip_bad = o && o->skip_bad;
   store_index *ix = NULL;
-  tsr_status r = store_open(&ix, dir, 0, NULL);
+  tsr_status st = store_open(&ix, dir, 0, NULL);
   // the reader lock before the rows are read: no writer cuts a block they point at
-  if (!r) r = store_lock_read(&d->reader, dir);
-  if (!r) r = index_settings(ix, &d->settings);
-  if (!r) r = index_caption_encoder(ix, d->caption_encoder, sizeof d->caption_encoder);
-  if (!r) {
+  if (!st) st = store_lock_read(&d->reader, dir);
+  if (!st) st = index_settings(ix, &d->settings);
+  if (!st) st = index_caption_encoder(ix, d->caption_encoder, sizeof d->caption_encoder);
+  if (!st) {
     load_ctx x = {d, TSR_OK};
-    r = index_foreach_clip(ix, load_clip, &x);
-    if (!r) r = x.st;
+    st = index_foreach_clip(ix, load_clip, &x);
+    if (!st) st = x.st;
   }
   index_close(&ix);
-  if (!r && d->n == 0)
-    r = err_set(TSR_EINVAL, "store %s has no clips: ingest videos into it first "
-                "(`tessera ingest SRC --out %s`)", dir, dir);
-  if (!r) r = build_labels(d);
-  if (!r) {
+  if (!st && d->n == 0)
+    st = err_set(TSR_EINVAL, "store %s has no clips: ingest videos into it first "
+                 "(`tessera ingest SRC --out %s`)", dir, dir);
+  if (!st) st = build_labels(d);
+  if (!st) {
     size_t ns = (size_t)(d->n_shards ? d->n_shards : 1);
     d->readers = calloc(ns, sizeof *d->readers);
     d->shard_error = calloc(ns, sizeof *d->shard_error);
     if (!d->readers || !d->shard_error || !(d->verified = calloc((size_t)d->n, 1)) ||
         !(d->caption_verified = calloc((size_t)d->n, 1)) ||
         !(d->unusable = calloc((size_t)d->n, 1)))
-      r = err_set(TSR_ENOMEM, "out of memory opening store %s", dir);
+      st = err_set(TSR_ENOMEM, "out of memory opening store %s", dir);
   }
-  for (int32_t i = 0; !r && i < d->n_shards; i++) r = open_shard(d, i);  // headers checked now
-  if (!r) r = check_bounds(d);
-  if (!r && d->n_unusable && comm_rank() == 0) {
+  for (int32_t i = 0; !st && i < d->n_shards; i++) st = open_shard(d, i);  // headers checked now
+  if (!st) st = check_bounds(d);
+  if (!st && d->n_unusable && comm_rank() == 0) {
     int64_t first = 0;
     while (!d->unusable[first]) first++;
     clip_unusable(d, first);
@@ -259,9 +259,9 @@ tsr_status data_open_with(data_store **out, const char *dir, const data_open_opt
              (long long)d->n, err_msg());
     err_clear();
   }
-  if (r) {
+  if (st) {
     data_close(&d);
-    return r;
+    return st;
   }
   *out = d;
   return TSR_OK;
@@ -330,29 +330,29 @@ static tsr_status data_open_mix(data_store **out, const char *path, const data_o
     return err_set(TSR_ENOMEM, "out of memory opening mix %s", path);
   }
   snprintf(d->dir, sizeof d->dir, "%s", path);
-  tsr_status r = mix_read(path, d->mix);
-  if (r)  // a store is a folder: a file given for one is read as a mix, and that may be why
-    r = err_wrap(r, "%s is a file, so it was read as a dataset mix (DATASET.ini, docs/train.md "
-                 "\"Dataset mixes\"): ", path);
-  if (!r && !(d->parts = calloc((size_t)d->mix->n, sizeof *d->parts)))
-    r = err_set(TSR_ENOMEM, "out of memory opening mix %s", path);
-  for (int p = 0; !r && p < d->mix->n; p++) {
+  tsr_status st = mix_read(path, d->mix);
+  if (st)  // a store is a folder: a file given for one is read as a mix, and that may be why
+    st = err_wrap(st, "%s is a file, so it was read as a dataset mix (DATASET.ini, docs/train.md "
+                  "\"Dataset mixes\"): ", path);
+  if (!st && !(d->parts = calloc((size_t)d->mix->n, sizeof *d->parts)))
+    st = err_set(TSR_ENOMEM, "out of memory opening mix %s", path);
+  for (int p = 0; !st && p < d->mix->n; p++) {
     const mix_store *s = &d->mix->store[p];
     if (mix_is_spec(s->path))
-      r = err_set(TSR_EINVAL, "mix %s: store '%s' names the file %s: a mix lists store folders, "
-                  "not other mixes", path, s->name, s->path);
-    else if ((r = data_open_with(&d->parts[p], s->path, o)))
-      r = err_wrap(r, "mix %s, store '%s': ", path, s->name);
+      st = err_set(TSR_EINVAL, "mix %s: store '%s' names the file %s: a mix lists store folders, "
+                   "not other mixes", path, s->name, s->path);
+    else if ((st = data_open_with(&d->parts[p], s->path, o)))
+      st = err_wrap(st, "mix %s, store '%s': ", path, s->name);
     else d->n_parts = p + 1;
-    if (!r) r = mix_check_part(d, p);
+    if (!st) st = mix_check_part(d, p);
   }
-  if (!r) {
+  if (!st) {
     d->settings = d->parts[0]->settings;
-    r = mix_join(d);
+    st = mix_join(d);
   }
-  if (r) {
+  if (st) {
     data_close(&d);
-    return r;
+    return st;
   }
   *out = d;
   return TSR_OK;
@@ -436,10 +436,10 @@ tsr_status data_clip_tokens(data_store *d, int64_t i, int verify, const uint8_t 
   if (d->unusable[i]) return clip_unusable(d, i);
   const data_clip *c = &d->clips[i];
   int hash = verify && !d->verified[i];
-  tsr_status r = shard_reader_clip(d->readers[c->shard], c->offset, c->bytes, c->checksum, hash,
-                                   tokens);
-  if (r)
-    return err_wrap(r, "clip %lld of store %s: ", (long long)c->id, d->dir);  // names shard, offset
+  tsr_status st = shard_reader_clip(d->readers[c->shard], c->offset, c->bytes, c->checksum, hash,
+                                    tokens);
+  // the shard reader's error names the shard and the offset
+  if (st) return err_wrap(st, "clip %lld of store %s: ", (long long)c->id, d->dir);
   if (hash) d->verified[i] = 1;
   return TSR_OK;
 }
@@ -461,8 +461,8 @@ tsr_status data_clip_caption(data_store *d, int64_t i, int verify, const void **
                     .caption_dim = c->caption_dim, .caption_checksum = c->caption_checksum};
   int hash = verify && !d->caption_verified[i];
   shard_caption cap;
-  tsr_status r = shard_reader_caption_of(d->readers[c->shard], &row, hash, &cap);
-  if (r) return err_wrap(r, "caption of clip %lld of store %s: ", (long long)c->id, d->dir);
+  tsr_status st = shard_reader_caption_of(d->readers[c->shard], &row, hash, &cap);
+  if (st) return err_wrap(st, "caption of clip %lld of store %s: ", (long long)c->id, d->dir);
   if (hash) d->caption_verified[i] = 1;
   *emb = cap.emb, *tokens = cap.tokens, *dtype = cap.dtype;
   return TSR_OK;
@@ -473,8 +473,8 @@ tsr_status data_clip_verify(data_store *d, int64_t i) {
   const void *emb;
   int n;
   store_dtype dt;
-  tsr_status r = data_clip_tokens(d, i, 1, &tok);
-  return r ? r : data_clip_caption(d, i, 1, &emb, &n, &dt);
+  tsr_status st = data_clip_tokens(d, i, 1, &tok);
+  return st ? st : data_clip_caption(d, i, 1, &emb, &n, &dt);
 }
 
 int64_t data_num_unusable(const data_store *d) { return d->n_unusable; }
@@ -639,8 +639,8 @@ tsr_status data_sampler_init_split(data_sampler *s, const data_store *d, const d
       return err_set(TSR_EINVAL, "mix %s: store '%s' has no clip left to train on "
                      "(train.val_clips holds out all of its clips): lower train.val_clips",
                      d->dir, d->mix->store[p].name);
-  tsr_status r = mix_quotas(d->mix, clips, quota);
-  return r ? r : data_sampler_init_mix(s, d->n_parts, lo, quota, seed);
+  tsr_status st = mix_quotas(d->mix, clips, quota);
+  return st ? st : data_sampler_init_mix(s, d->n_parts, lo, quota, seed);
 }
 
 tsr_status data_sampler_seek(data_sampler *s, int64_t epoch, int64_t pos) {

@@ -103,8 +103,8 @@ static tsr_status split_mix(const data_store *d, int64_t n_val, data_split *out)
                    "validation)", (long long)n_val, n_val >= n ? "all" : "a negative number",
                    (long long)n, data_dir(d));
   for (int p = 0; p < m->n; p++) clips[p] = data_num_clips(data_part(d, p));
-  tsr_status r = mix_val_counts(m, clips, n_val, val);
-  if (r) return r;
+  tsr_status st = mix_val_counts(m, clips, n_val, val);
+  if (st) return st;
   out->train = malloc((size_t)n * sizeof *out->train);
   out->val = malloc((size_t)(n_val ? n_val : 1) * sizeof *out->val);
   out->bucket = malloc((size_t)n);
@@ -113,11 +113,11 @@ static tsr_status split_mix(const data_store *d, int64_t n_val, data_split *out)
     return err_set(TSR_ENOMEM, "validation split: out of memory for %lld clips", (long long)n);
   }
   int have[DATA_BUCKETS] = {0};
-  for (int p = 0; p < m->n && !r; p++) {
+  for (int p = 0; p < m->n && !st; p++) {
     data_split one;
     int64_t at = data_part_start(d, p);
-    if ((r = data_split_make(data_part(d, p), val[p], &one))) {
-      r = err_wrap(r, "mix %s, store '%s': ", data_dir(d), m->store[p].name);
+    if ((st = data_split_make(data_part(d, p), val[p], &one))) {
+      st = err_wrap(st, "mix %s, store '%s': ", data_dir(d), m->store[p].name);
       break;
     }
     for (int64_t i = 0; i < one.n_train; i++) out->train[out->n_train++] = at + one.train[i];
@@ -134,9 +134,9 @@ static tsr_status split_mix(const data_store *d, int64_t n_val, data_split *out)
     for (int64_t i = 0; i < one.n_val; i++) out->val[out->n_val++] = at + one.val[i];
     data_split_free(&one);
   }
-  if (r) {
+  if (st) {
     data_split_free(out);
-    return r;
+    return st;
   }
   // by bucket, then table position: a stable pass per bucket over the stores' lists
   int64_t *by = malloc((size_t)(out->n_val ? out->n_val : 1) * sizeof *by), k = 0;

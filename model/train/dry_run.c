@@ -69,23 +69,23 @@ static tsr_status show_batch(const trainer *tr, const train_options *o, data_sam
                              int64_t step, int64_t *ids, int64_t *tok, FILE *out,
                              double *predicted) {
   int64_t n = 0;
-  tsr_status r = data_sampler_next(smp, tr->tc.global_batch, ids, &n);
+  tsr_status st = data_sampler_next(smp, tr->tc.global_batch, ids, &n);
   int64_t sum = 0, lo = INT64_MAX, hi = 0;
-  for (int64_t i = 0; !r && i < n; i++) {
+  for (int64_t i = 0; !st && i < n; i++) {
     tok[i] = data_clip_at(tr->data, tr->split.train[ids[i]])->tokens;
     sum += tok[i];
     lo = tok[i] < lo ? tok[i] : lo;
     hi = tok[i] > hi ? tok[i] : hi;
   }
-  if (r) return r;
+  if (st) return st;
   sched_result res;
   plan alt;
   plan_init(&alt, tr->sched.cluster.ranks);
   const plan *run = NULL;
   const char *name = "";
-  r = sched_plan_batch(&tr->sched, tok, (int)n, &res);
-  if (!r) r = train_choose_plan(&tr->sched, o->plan_kind, tok, n, &res, &alt, &run, predicted, &name);
-  if (!r) {
+  st = sched_plan_batch(&tr->sched, tok, (int)n, &res);
+  if (!st) st = train_choose_plan(&tr->sched, o->plan_kind, tok, n, &res, &alt, &run, predicted, &name);
+  if (!st) {
     char cp[160], placed[200];
     cp_text(run, cp, sizeof cp);
     placed_text(tr, run, tok, placed, sizeof placed);
@@ -99,7 +99,7 @@ static tsr_status show_batch(const trainer *tr, const train_options *o, data_sam
   }
   sched_result_free(&res);
   plan_free(&alt);
-  return r;
+  return st;
 }
 
 tsr_status train_dry_run_print(const trainer *tr, const train_options *o,
@@ -107,8 +107,8 @@ tsr_status train_dry_run_print(const trainer *tr, const train_options *o,
   if (comm_rank() != 0) return TSR_OK;
   fprintf(out, "# tessera train --dry-run: nothing was trained or written. The effective "
           "config,\n# as RUN/config.ini would hold it:\n");
-  tsr_status r = run_config_print(out, o, v->prev, v->mc, v->tc, tr->tc.mem_tokens);
-  if (r) return r;
+  tsr_status st = run_config_print(out, o, v->prev, v->mc, v->tc, tr->tc.mem_tokens);
+  if (st) return st;
   char what[768];
   train_memory_format(v->mem, what, sizeof what);
   fprintf(out, "\n# The run\nmemory per rank (model) for the largest microbatch, %lld tokens "
@@ -125,21 +125,21 @@ tsr_status train_dry_run_print(const trainer *tr, const train_options *o,
           (long long)lr_schedule_length(&tr->tc));
   int64_t B = tr->tc.global_batch;
   int64_t *ids = malloc(sizeof *ids * (size_t)B), *tok = malloc(sizeof *tok * (size_t)B);
-  if (!ids || !tok) r = err_set(TSR_ENOMEM, "dry run: out of memory");
+  if (!ids || !tok) st = err_set(TSR_ENOMEM, "dry run: out of memory");
   data_sampler smp = tr->sampler;
   double sum = 0;
   int shown = 0;
-  for (int64_t s = tr->step; !r && s < v->stop && shown < v->batches; s++, shown++) {
+  for (int64_t s = tr->step; !st && s < v->stop && shown < v->batches; s++, shown++) {
     double p = 0;
-    r = show_batch(tr, o, &smp, s, ids, tok, out, &p);
+    st = show_batch(tr, o, &smp, s, ids, tok, out, &p);
     sum += p;
   }
   free(ids), free(tok);
   double total = shown ? sum / shown * (double)(v->stop - tr->step) : 0;
-  if (!r && shown)
+  if (!st && shown)
     fprintf(out, "predicted step time %.4f s (the mean of these %d batches); the %lld steps "
             "to go: about %.1f s (%.2f h) of steps, besides validation, samples and "
             "checkpoints\n", sum / shown, shown, (long long)(v->stop - tr->step), total,
             total / 3600);
-  return r;
+  return st;
 }

@@ -54,12 +54,12 @@ tsr_status metrics_open(FILE **f, const char *run_dir, int64_t resume_step) {
   if (snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir) >= (int)sizeof path)
     return err_set(TSR_EINVAL, "run directory path too long: %s", run_dir);
   const char *name = "metrics.jsonl";
-  tsr_status r = fs_refuse_links(run_dir, &name, 1);  // before the cut reads it
-  if (!r && resume_step >= 0) r = metrics_cut(path, resume_step);
+  tsr_status st = fs_refuse_links(run_dir, &name, 1);  // before the cut reads it
+  if (!st && resume_step >= 0) st = metrics_cut(path, resume_step);
   // appended to, not replaced: a regular file, not a link (a FIFO would block the run, a
   // link would send the lines elsewhere)
-  if (!r) r = fs_fopen_nofollow(path, resume_step >= 0 ? "a" : "w", f);
-  return r;
+  if (!st) st = fs_fopen_nofollow(path, resume_step >= 0 ? "a" : "w", f);
+  return st;
 }
 
 // Adds the validation fields to j.

@@ -48,20 +48,20 @@ static tsr_status new_store(read_ctx *x, const char *section, int line) {
     return err_set(TSR_EFORMAT, "%s:%d: more than %d stores in one mix", m->path, line,
                    MIX_MAX_STORES);
   x->cur = m->n++;
-  mix_store *st = &m->store[x->cur];
-  memset(st, 0, sizeof *st);
-  snprintf(st->name, sizeof st->name, "%s", name);
+  mix_store *ms = &m->store[x->cur];
+  memset(ms, 0, sizeof *ms);
+  snprintf(ms->name, sizeof ms->name, "%s", name);
   return TSR_OK;
 }
 
-static tsr_status set_path(read_ctx *x, mix_store *st, const char *value, int line) {
+static tsr_status set_path(read_ctx *x, mix_store *ms, const char *value, int line) {
   if (!value[0])
-    return err_set(TSR_EFORMAT, "%s:%d: store '%s': empty path", x->m->path, line, st->name);
+    return err_set(TSR_EFORMAT, "%s:%d: store '%s': empty path", x->m->path, line, ms->name);
   int n = value[0] == '/' || !x->dir[0]
-              ? snprintf(st->path, sizeof st->path, "%s", value)
-              : snprintf(st->path, sizeof st->path, "%s/%s", x->dir, value);
-  if (n < 0 || (size_t)n >= sizeof st->path)
-    return err_set(TSR_EINVAL, "%s:%d: store '%s': path too long", x->m->path, line, st->name);
+              ? snprintf(ms->path, sizeof ms->path, "%s", value)
+              : snprintf(ms->path, sizeof ms->path, "%s/%s", x->dir, value);
+  if (n < 0 || (size_t)n >= sizeof ms->path)
+    return err_set(TSR_EINVAL, "%s:%d: store '%s': path too long", x->m->path, line, ms->name);
   return TSR_OK;
 }
 
@@ -73,33 +73,33 @@ static tsr_status on_key(void *user, const char *section, const char *key, const
     return err_set(TSR_EFORMAT, "%s:%d: key '%s' before any [store.NAME] section", m->path,
                    line, key);
   if (x->cur < 0 || strncmp(section, "store.", 6) || strcmp(section + 6, m->store[x->cur].name)) {
-    tsr_status r = new_store(x, section, line);
-    if (r) return r;
+    tsr_status st = new_store(x, section, line);
+    if (st) return st;
   }
-  mix_store *st = &m->store[x->cur];
+  mix_store *ms = &m->store[x->cur];
   unsigned bit = !strcmp(key, "path") ? SEEN_PATH : !strcmp(key, "weight") ? SEEN_WEIGHT
                  : !strcmp(key, "repeat") ? SEEN_REPEAT : 0;
   if (!bit)
     return err_set(TSR_EFORMAT, "%s:%d: store '%s': unknown key '%s' (path, weight, repeat)",
-                   m->path, line, st->name, key);
+                   m->path, line, ms->name, key);
   if (x->seen[x->cur] & bit)
     return err_set(TSR_EFORMAT, "%s:%d: store '%s': key '%s' given twice", m->path, line,
-                   st->name, key);
+                   ms->name, key);
   x->seen[x->cur] |= bit;
   if ((x->seen[x->cur] & (SEEN_WEIGHT | SEEN_REPEAT)) == (SEEN_WEIGHT | SEEN_REPEAT))
     return err_set(TSR_EFORMAT, "%s:%d: store '%s' has both weight and repeat: give one (a "
                    "weight shares the draws, a repeat counts passes over the store)", m->path,
-                   line, st->name);
-  if (bit == SEEN_PATH) return set_path(x, st, value, line);
+                   line, ms->name);
+  if (bit == SEEN_PATH) return set_path(x, ms, value, line);
   if (bit == SEEN_WEIGHT) {
-    if (num_parse_double(value, 0, 1e12, &st->weight) || !(st->weight > 0))
+    if (num_parse_double(value, 0, 1e12, &ms->weight) || !(ms->weight > 0))
       return err_set(TSR_EFORMAT, "%s:%d: store '%s': weight '%s' is not a number > 0",
-                     m->path, line, st->name, value);
+                     m->path, line, ms->name, value);
     return TSR_OK;
   }
-  if (num_parse_i64(value, 1, MIX_MAX_REPEAT, &st->repeat))
+  if (num_parse_i64(value, 1, MIX_MAX_REPEAT, &ms->repeat))
     return err_set(TSR_EFORMAT, "%s:%d: store '%s': repeat '%s' is not an integer in 1..%d",
-                   m->path, line, st->name, value, MIX_MAX_REPEAT);
+                   m->path, line, ms->name, value, MIX_MAX_REPEAT);
   return TSR_OK;
 }
 
@@ -119,20 +119,20 @@ tsr_status mix_read(const char *path, mix_spec *out) {
   const char *slash = strrchr(path, '/');
   if (slash) snprintf(x->dir, sizeof x->dir, "%.*s", (int)(slash - path), path);
   if (slash == path) snprintf(x->dir, sizeof x->dir, "/");
-  tsr_status r = ini_read(path, NULL, on_key, x);
-  for (int s = 0; !r && s < out->n; s++) {
+  tsr_status st = ini_read(path, NULL, on_key, x);
+  for (int s = 0; !st && s < out->n; s++) {
     if (!(x->seen[s] & SEEN_PATH))
-      r = err_set(TSR_EFORMAT, "%s: store '%s' has no path (path = STORE_DIR)", path,
-                  out->store[s].name);
+      st = err_set(TSR_EFORMAT, "%s: store '%s' has no path (path = STORE_DIR)", path,
+                   out->store[s].name);
     else if (!(x->seen[s] & (SEEN_WEIGHT | SEEN_REPEAT)))
       out->store[s].repeat = 1;
   }
-  if (!r && out->n == 0)
-    r = err_set(TSR_EFORMAT, "%s lists no store: give one [store.NAME] section with a "
-                "`path = STORE_DIR` line for each store of the mix", path);
+  if (!st && out->n == 0)
+    st = err_set(TSR_EFORMAT, "%s lists no store: give one [store.NAME] section with a "
+                 "`path = STORE_DIR` line for each store of the mix", path);
   free(x);
-  if (r) mix_free(out);
-  return r;
+  if (st) mix_free(out);
+  return st;
 }
 
 // Splits `total` into n parts in proportion to share (n, >= 0, some > 0): floors, then one
@@ -170,15 +170,15 @@ tsr_status mix_quotas(const mix_spec *m, const int64_t *clips, int64_t *quota) {
   apportion(weighted, m->n, share, w_quota);
   int64_t total = 0;
   for (int s = 0; s < m->n; s++) {
-    const mix_store *st = &m->store[s];
-    if (st->repeat && clips[s] > INT64_MAX / 4 / st->repeat)
+    const mix_store *ms = &m->store[s];
+    if (ms->repeat && clips[s] > INT64_MAX / 4 / ms->repeat)
       return err_set(TSR_EINVAL, "%s: store '%s': repeat %lld of its %lld clips overflows",
-                     m->path, st->name, (long long)st->repeat, (long long)clips[s]);
-    quota[s] = st->repeat ? st->repeat * clips[s] : w_quota[s];
+                     m->path, ms->name, (long long)ms->repeat, (long long)clips[s]);
+    quota[s] = ms->repeat ? ms->repeat * clips[s] : w_quota[s];
     if (quota[s] < 1)
       return err_set(TSR_EINVAL, "%s: store '%s' (weight %g) gets no draw in an epoch of the "
-                     "mix (%lld draws of weighted stores): raise its weight", m->path, st->name,
-                     st->weight, (long long)weighted);
+                     "mix (%lld draws of weighted stores): raise its weight", m->path, ms->name,
+                     ms->weight, (long long)weighted);
     if (quota[s] > INT64_MAX / 4 - total)
       return err_set(TSR_EINVAL, "%s: an epoch of the mix overflows", m->path);
     total += quota[s];
@@ -188,8 +188,8 @@ tsr_status mix_quotas(const mix_spec *m, const int64_t *clips, int64_t *quota) {
 
 tsr_status mix_val_counts(const mix_spec *m, const int64_t *clips, int64_t n_val, int64_t *val) {
   int64_t quota[MIX_MAX_STORES];
-  tsr_status r = mix_quotas(m, clips, quota);
-  if (r) return r;
+  tsr_status st = mix_quotas(m, clips, quota);
+  if (st) return st;
   double share[MIX_MAX_STORES] = {0};
   for (int s = 0; s < m->n; s++) share[s] = (double)quota[s];
   int base = n_val >= m->n;  // one each first

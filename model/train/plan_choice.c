@@ -8,20 +8,20 @@ tsr_status train_choose_plan(const sched_config *sc, int kind, const int64_t *to
   *predicted = res->predicted_s;
   *name = sched_used_name(res->used);
   if (kind == TRAIN_PLAN_AUTO) return TSR_OK;
-  tsr_status r;
+  tsr_status st;
   if (kind == TRAIN_PLAN_DYNAMIC) {
-    r = sched_dynamic(sc, tok, (int)n, alt);
+    st = sched_dynamic(sc, tok, (int)n, alt);
     *predicted = res->dynamic_s;
     *name = sched_used_name(SCHED_USED_DYNAMIC);
   } else if (kind == TRAIN_PLAN_STATIC) {
-    r = sched_baseline_balanced(sc, tok, (int)n, alt);
+    st = sched_baseline_balanced(sc, tok, (int)n, alt);
     *predicted = res->static_balanced_s;
     *name = sched_used_name(SCHED_USED_STATIC_BALANCED);
   } else {
-    r = sched_baseline_packing(sc, tok, (int)n, alt);
+    st = sched_baseline_packing(sc, tok, (int)n, alt);
     *predicted = res->packing_only_s;
     *name = sched_used_name(SCHED_USED_PACKING_ONLY);
   }
   *run = alt;
-  return r;
+  return st;
 }

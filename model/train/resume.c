@@ -55,15 +55,15 @@ static tsr_status record_path(char *out, size_t n, const char *run_dir) {
 
 tsr_status train_store_record(const trainer *tr, const char *run_dir, int replace) {
   char path[PATH_MAX], line[1024];
-  tsr_status r = record_path(path, sizeof path, run_dir);
-  if (r) return r;
+  tsr_status st = record_path(path, sizeof path, run_dir);
+  if (st) return st;
   struct stat sb;
   if (!replace && stat(path, &sb) == 0) {  // a resume keeps the record of the run's start
     if (!S_ISREG(sb.st_mode)) return fs_check_regular(path);  // names what it is
     return TSR_OK;
   }
   fs_atomic a = {0};
-  if ((r = fs_atomic_open(&a, path))) return r;
+  if ((st = fs_atomic_open(&a, path))) return st;
   FILE *f = a.f;
   fprintf(f, "# the clips of store %s when this run started (id T H W bytes checksum "
           "caption_checksum label); `tessera train --resume` compares the store with them\n",
@@ -72,9 +72,9 @@ tsr_status train_store_record(const trainer *tr, const char *run_dir, int replac
     data_clip_line(tr->data, i, line, sizeof line);
     fprintf(f, "%s\n", line);
   }
-  r = ferror(f) ? err_set(TSR_EIO, "write %s: disk full?", path) : fs_atomic_commit(&a);
+  st = ferror(f) ? err_set(TSR_EIO, "write %s: disk full?", path) : fs_atomic_commit(&a);
   fs_atomic_abort(&a);
-  return r;
+  return st;
 }
 
 // The differences between the record (RUN/store-clips.txt) and the store, counted, the
@@ -123,8 +123,8 @@ static void diff_fields(diff_list *dl, long long id, const char *was, const char
 // Merge-join of the record and the store's clips (both in id order).
 static tsr_status store_diff(const trainer *tr, const char *run_dir, diff_list *dl) {
   char path[PATH_MAX], line[1200], now[1024];
-  tsr_status r = record_path(path, sizeof path, run_dir);
-  if (r) return r;
+  tsr_status st = record_path(path, sizeof path, run_dir);
+  if (st) return st;
   int fd = -1;  // a regular file only (core/fs.h): a FIFO would hang the resume
   if (fs_open_regular(path, &fd)) return err_wrap(TSR_EIO, "the run's record of its store: ");
   FILE *f = fdopen(fd, "r");
@@ -222,12 +222,12 @@ tsr_status train_resume_base(trainer *tr, const ckpt_meta *cm, const char *path,
                    "are checked against the checksums %s records)", from, how, path,
                    from[0] ? strerror(errno) : "no path", path);
   ckpt_state cs = {.model = tr->model};  // the base's weights only (not adapters)
-  tsr_status r = ckpt_load(from, &cs, CKPT_LOAD_WEIGHTS);
-  if (r) return err_wrap(r, "--resume: the LoRA run's base %s (%s): ", from, how);
-  if ((r = ckpt_check_base(path, tr->model))) {
+  tsr_status st = ckpt_load(from, &cs, CKPT_LOAD_WEIGHTS);
+  if (st) return err_wrap(st, "--resume: the LoRA run's base %s (%s): ", from, how);
+  if ((st = ckpt_check_base(path, tr->model))) {
     char why[2048];
     snprintf(why, sizeof why, "%s", err_msg());
-    return err_set(r, "--resume: base %s (%s) is not the one this LoRA run trained on: %s; give "
+    return err_set(st, "--resume: base %s (%s) is not the one this LoRA run trained on: %s; give "
                    "that base with --init BASE", from, how, why);
   }
   if ((size_t)snprintf(base, cap, "%s", from) >= cap)
@@ -261,9 +261,9 @@ tsr_status train_memory_limit_run(trainer *tr, const train_options *o, int value
     return train_memory_limit(&tr->tc, &tr->mc, tr->kb, value_bytes, o->mem_bytes, batch, m,
                               capacity, source);
   tr->tc.mem_tokens = kept;
-  tsr_status r = train_memory_limit(&tr->tc, &tr->mc, tr->kb, value_bytes, o->mem_bytes, batch,
-                                    m, capacity, source);
-  int64_t bad = r != TSR_OK;  // every rank keeps it or none does
+  tsr_status st = train_memory_limit(&tr->tc, &tr->mc, tr->kb, value_bytes, o->mem_bytes, batch,
+                                     m, capacity, source);
+  int64_t bad = st != TSR_OK;  // every rank keeps it or none does
   tsr_status cst = comm_size() > 1 ? comm_allreduce_max_i64(&bad, 1) : TSR_OK;
   if (cst) return cst;
   if (!bad) {
@@ -274,11 +274,11 @@ tsr_status train_memory_limit_run(trainer *tr, const train_options *o, int value
   }
   err_clear();
   tr->tc.mem_tokens = 0;
-  r = train_memory_limit(&tr->tc, &tr->mc, tr->kb, value_bytes, o->mem_bytes, batch, m,
-                         capacity, source);
-  if (!r && comm_rank() == 0)
+  st = train_memory_limit(&tr->tc, &tr->mc, tr->kb, value_bytes, o->mem_bytes, batch, m,
+                          capacity, source);
+  if (!st && comm_rank() == 0)
     log_warn("train: the resumed run's train.mem_tokens = %lld does not fit here (%s): %lld "
              "derived instead, so this resume is not bitwise", (long long)kept, *source,
              (long long)tr->tc.mem_tokens);
-  return r;
+  return st;
 }

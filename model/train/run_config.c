@@ -153,35 +153,35 @@ static tsr_status read_key(void *user, const char *section, const char *key, con
     return err_set(TSR_EFORMAT, "%s: key '%s' outside the [run], [model], [train] and [lora] "
                    "sections", where, key);
   char buf[512];
-  tsr_status r = TSR_OK;
+  tsr_status st = TSR_OK;
   if (strcmp(x->section, section)) {
     snprintf(x->section, sizeof x->section, "%s", section);
     snprintf(buf, sizeof buf, "[%s]\n", section);
-    r = append(x, buf);
+    st = append(x, buf);
   }
   snprintf(buf, sizeof buf, "%s = %s\n", key, value);
-  return r ? r : append(x, buf);
+  return st ? st : append(x, buf);
 }
 
 tsr_status run_config_read(const char *run_dir, run_config *rc) {
   *rc = (run_config){0};
   char path[PATH_MAX];
-  tsr_status r = fs_join(path, sizeof path, run_dir, RUN_CONFIG_NAME);
+  tsr_status st = fs_join(path, sizeof path, run_dir, RUN_CONFIG_NAME);
   struct stat sb;
-  if (r || stat(path, &sb) != 0) return r;  // absent: a run from before the file
-  if ((r = fs_check_regular(path))) return r;
+  if (st || stat(path, &sb) != 0) return st;  // absent: a run from before the file
+  if ((st = fs_check_regular(path))) return st;
   read_ctx x = {.rc = rc, .path = path};
-  r = ini_read(path, NULL, read_key, &x);
-  if (!r && !rc->data[0])
-    r = err_set(TSR_EFORMAT, "%s: [run] has no data = STORE (was the file edited?)", path);
-  if (!r && !x.text)
-    r = err_set(TSR_EFORMAT, "%s: no [model] and [train] sections (was the file edited?)", path);
-  if (!r && (r = config_from_ini(x.text, &rc->mc, &rc->tc)))
-    r = err_wrap(r, "%s (the run's effective config): ", path);
+  st = ini_read(path, NULL, read_key, &x);
+  if (!st && !rc->data[0])
+    st = err_set(TSR_EFORMAT, "%s: [run] has no data = STORE (was the file edited?)", path);
+  if (!st && !x.text)
+    st = err_set(TSR_EFORMAT, "%s: no [model] and [train] sections (was the file edited?)", path);
+  if (!st && (st = config_from_ini(x.text, &rc->mc, &rc->tc)))
+    st = err_wrap(st, "%s (the run's effective config): ", path);
   free(x.text);
-  if (r) run_config_free(rc);
+  if (st) run_config_free(rc);
   else rc->found = 1;
-  return r;
+  return st;
 }
 
 void run_config_free(run_config *rc) {
@@ -202,21 +202,21 @@ static tsr_status apply_resume_sets(const train_options *o, const run_config *rc
   for (const char *s = ini; *s; s++) lines += *s == '\n';
   char **list = calloc(lines + (size_t)o->n_overrides, sizeof *list);
   char *store = malloc(strlen(ini) * 2 + lines * 64);  // "section.key=value" of every line
-  tsr_status r = list && store ? TSR_OK : err_set(TSR_ENOMEM, "out of memory (config)");
+  tsr_status st = list && store ? TSR_OK : err_set(TSR_ENOMEM, "out of memory (config)");
   int n = 0;
   char section[32] = "", line[512], name[128], value[384];
   size_t used = 0;
-  for (const char *p = ini; !r && *p;) {
+  for (const char *p = ini; !st && *p;) {
     next_line(&p, line, sizeof line);
     if (line[0] == '[') snprintf(section, sizeof section, "%.*s", (int)strcspn(line + 1, "]"), line + 1);
     if (!split_key(line, name, sizeof name, value, sizeof value)) continue;
     list[n++] = store + used;
     used += (size_t)sprintf(store + used, "%s.%s=%s", section, name, value) + 1;
   }
-  for (int i = 0; !r && i < o->n_overrides; i++) list[n++] = o->overrides[i];
-  if (!r) r = config_load(NULL, list, n, m, t, NULL);
+  for (int i = 0; !st && i < o->n_overrides; i++) list[n++] = o->overrides[i];
+  if (!st) st = config_load(NULL, list, n, m, t, NULL);
   free(list), free(store), free(ini);
-  if (r) return r;
+  if (st) return st;
   char key[384], was[384], now[384];
   if (run_config_unsafe_diff(&rc->mc, &rc->tc, m, t, key, was, now, sizeof key))
     return err_set(TSR_EMISMATCH, "--resume %s: --set %s would change what the run trains (%s "
@@ -234,8 +234,8 @@ tsr_status run_config_resolve(const train_options *o, train_options *eff, run_co
   *eff = *o;
   *rc = (run_config){0};
   if (defaults) *defaults = NULL;
-  tsr_status r = o->resume ? run_config_read(o->run_dir, rc) : TSR_OK;
-  if (r) return r;
+  tsr_status st = o->resume ? run_config_read(o->run_dir, rc) : TSR_OK;
+  if (st) return st;
   if (rc->found) {  // what this start does not give, the run's start did
     if (!eff->data_dir) eff->data_dir = rc->data;
     if (!eff->stop_step) eff->stop_step = rc->steps;
@@ -299,13 +299,13 @@ static tsr_status emit(FILE *f, const char *name, const train_options *o, const 
                                {"skip_bad_clips", o->skip_bad_clips ? "1" : "0"}};
   // a resume given --config repeats the whole command line: its --set replace the earlier
   const int n_prev = prev && prev->found && !o->config_path ? prev->n_sets : 0;
-  tsr_status r = TSR_OK;
-  for (int i = 0; !r && i < 6; i++) r = check_value(name, run_keys[i][0], run_keys[i][1]);
-  for (int i = 0; !r && i < n_prev; i++) r = check_value(name, "set", prev->sets[i]);
-  for (int i = 0; !r && i < o->n_overrides; i++) r = check_value(name, "set", o->overrides[i]);
-  char *ini = r ? NULL : config_to_ini(m, t);
-  if (!r && !ini) r = err_set(TSR_ENOMEM, "out of memory (config)");
-  if (r) return r;
+  tsr_status st = TSR_OK;
+  for (int i = 0; !st && i < 6; i++) st = check_value(name, run_keys[i][0], run_keys[i][1]);
+  for (int i = 0; !st && i < n_prev; i++) st = check_value(name, "set", prev->sets[i]);
+  for (int i = 0; !st && i < o->n_overrides; i++) st = check_value(name, "set", o->overrides[i]);
+  char *ini = st ? NULL : config_to_ini(m, t);
+  if (!st && !ini) st = err_set(TSR_ENOMEM, "out of memory (config)");
+  if (st) return st;
   fprintf(f, "# The run in this directory as tessera train started it (rewritten at each "
           "resume).\n# `tessera train --resume RUN` reads it: no --config, --data or --set "
           "needed.\n# [run]: the store, the config file, --steps (0: train.steps), --plan, "
@@ -330,11 +330,11 @@ tsr_status run_config_print(FILE *f, const train_options *o, const run_config *p
 tsr_status run_config_write(const char *run_dir, const train_options *o, const run_config *prev,
                             const dit_config *m, const train_config *t, int64_t mem_tokens_now) {
   char path[PATH_MAX];
-  tsr_status r = fs_join(path, sizeof path, run_dir, RUN_CONFIG_NAME);
+  tsr_status st = fs_join(path, sizeof path, run_dir, RUN_CONFIG_NAME);
   fs_atomic a = {0};
-  if (!r) r = fs_atomic_open(&a, path);
-  if (!r) r = emit(a.f, path, o, prev, m, t, mem_tokens_now);
-  if (!r) r = ferror((FILE *)a.f) ? err_set(TSR_EIO, "write %s: disk full?", path) : fs_atomic_commit(&a);
+  if (!st) st = fs_atomic_open(&a, path);
+  if (!st) st = emit(a.f, path, o, prev, m, t, mem_tokens_now);
+  if (!st) st = ferror((FILE *)a.f) ? err_set(TSR_EIO, "write %s: disk full?", path) : fs_atomic_commit(&a);
   fs_atomic_abort(&a);
-  return r;
+  return st;
 }

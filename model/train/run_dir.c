@@ -24,17 +24,17 @@ static tsr_status clean_sample_tmp(const char *run_dir) {
   if (!d) return TSR_OK;  // no samples yet
   struct dirent *e;
   int removed = 0;
-  tsr_status r = TSR_OK;
-  while (!r && (e = readdir(d))) {
+  tsr_status st = TSR_OK;
+  while (!st && (e = readdir(d))) {
     if (!fs_is_atomic_tmp(e->d_name)) continue;
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     if (unlink(path) != 0 && errno != ENOENT)
-      r = err_set(TSR_EIO, "remove the unfinished sample %s: %s", path, strerror(errno));
+      st = err_set(TSR_EIO, "remove the unfinished sample %s: %s", path, strerror(errno));
     else
       removed++;
   }
   closedir(d);
-  return !r && removed ? fs_fsync_dir(dir) : r;
+  return !st && removed ? fs_fsync_dir(dir) : st;
 }
 
 // Rank 0's part: the directory, its lock, the crash leftovers.
@@ -42,9 +42,9 @@ static tsr_status open_here(lockfile **lock, const char *run_dir) {
   char path[PATH_MAX];
   if (snprintf(path, sizeof path, "%s/%s", run_dir, RUN_LOCK_NAME) >= (int)sizeof path)
     return err_set(TSR_EINVAL, "run directory path too long: %s", run_dir);
-  tsr_status r = fs_mkdir_p(run_dir);
-  if (!r) r = lockfile_take(lock, path, 0, LOCKFILE_EXCLUSIVE, 0);
-  if (r) return err_wrap(r, "run directory %s: ", run_dir);
+  tsr_status st = fs_mkdir_p(run_dir);
+  if (!st) st = lockfile_take(lock, path, 0, LOCKFILE_EXCLUSIVE, 0);
+  if (st) return err_wrap(st, "run directory %s: ", run_dir);
   if (!*lock) {
     char who[1024];
     lockfile_read_text(path, who, sizeof who);
@@ -53,10 +53,10 @@ static tsr_status open_here(lockfile **lock, const char *run_dir) {
                    "for it to finish or stop it, or give another --out. Nothing was changed",
                    run_dir, who);
   }
-  if (!(r = lockfile_write_self(*lock)) && !(r = ckpt_clean_tmp(run_dir)))
-    r = clean_sample_tmp(run_dir);
-  if (r) lockfile_release(lock);
-  return r;
+  if (!(st = lockfile_write_self(*lock)) && !(st = ckpt_clean_tmp(run_dir)))
+    st = clean_sample_tmp(run_dir);
+  if (st) lockfile_release(lock);
+  return st;
 }
 
 tsr_status train_run_dir_open(lockfile **lock, const char *run_dir) {
@@ -64,10 +64,10 @@ tsr_status train_run_dir_open(lockfile **lock, const char *run_dir) {
   char msg[2048] = "";
   int64_t failed = 0;
   if (comm_rank() == 0) {
-    tsr_status r = open_here(lock, run_dir);
-    if (r) {
-      if (comm_size() == 1) return r;
-      failed = r;
+    tsr_status st = open_here(lock, run_dir);
+    if (st) {
+      if (comm_size() == 1) return st;
+      failed = st;
       snprintf(msg, sizeof msg, "%s", err_msg());
     }
   }

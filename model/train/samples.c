@@ -69,11 +69,11 @@ static tsr_status sample_model_make(trainer *tr, int tokens, int clips) {
   smc.recompute = DIT_RECOMPUTE_BLOCK;
   if (tr->tc.lora_rank == 0) return dit_create_frozen(&tr->sample_model, &smc, tr->kb, tokens, clips);
   lora_config lc = train_lora_config(&tr->tc);  // the base as the training model holds it
-  tsr_status r = dit_create_frozen_base(&tr->sample_model, &smc, tr->kb, tokens, clips);
-  if (!r) r = dit_copy_weights(tr->sample_model, tr->model);
-  if (!r) r = dit_lora_attach_frozen(tr->sample_model, &lc, (uint64_t)tr->tc.seed);
-  if (r) dit_free(&tr->sample_model);  // made again, whole, at the next samples
-  return r;
+  tsr_status st = dit_create_frozen_base(&tr->sample_model, &smc, tr->kb, tokens, clips);
+  if (!st) st = dit_copy_weights(tr->sample_model, tr->model);
+  if (!st) st = dit_lora_attach_frozen(tr->sample_model, &lc, (uint64_t)tr->tc.seed);
+  if (st) dit_free(&tr->sample_model);  // made again, whole, at the next samples
+  return st;
 }
 
 // The EMA of what trains into the sampling model: the weights (same config: same flat
@@ -85,11 +85,11 @@ static tsr_status sample_model_load_ema(trainer *tr) {
     return err_set(TSR_EINVAL, "samples: train.zero = %d holds a shard of the EMA only and it was "
                    "not put together (train_ema_full)", tr->tc.zero);
   // (the sampling model's adapters are not padded for ZeRO: the same offsets, fewer floats)
-  tsr_status r = tr->kb->copy(tr->kb, lora ? dit_lora_params(sm) : dit_params(sm),
-                              tr->tc.zero > 0 ? tr->ema_whole : tr->ema,
-                              (lora ? dit_lora_num_params(sm) : tr->n_params) * sizeof(float));
-  if (!r) r = lora ? dit_lora_refresh(sm) : dit_refresh_weights(sm);
-  return r;
+  tsr_status st = tr->kb->copy(tr->kb, lora ? dit_lora_params(sm) : dit_params(sm),
+                               tr->tc.zero > 0 ? tr->ema_whole : tr->ema,
+                               (lora ? dit_lora_num_params(sm) : tr->n_params) * sizeof(float));
+  if (!st) st = lora ? dit_lora_refresh(sm) : dit_refresh_weights(sm);
+  return st;
 }
 
 // Appends the record of one sample file to RUN/samples/samples.jsonl with one write(2)
@@ -129,12 +129,12 @@ static tsr_status record_sample_at(const char *dir, int64_t step, const char *wr
   size_t len = strlen(line);
   line[len] = '\n';  // the line's end in place of the terminator: len + 1 bytes written
   int fd = -1;
-  tsr_status r = fs_open_nofollow(path, O_WRONLY | O_CREAT | O_APPEND, &fd);
-  if (!r && write(fd, line, len + 1) != (ssize_t)(len + 1))
-    r = err_set(TSR_EIO, "%s: a sample's record was not written whole", path);
+  tsr_status st = fs_open_nofollow(path, O_WRONLY | O_CREAT | O_APPEND, &fd);
+  if (!st && write(fd, line, len + 1) != (ssize_t)(len + 1))
+    st = err_set(TSR_EIO, "%s: a sample's record was not written whole", path);
   if (fd >= 0) close(fd);
   free(line);
-  return r;
+  return st;
 }
 
 // One sample file: the clips of sp (n of them) side by side, written at base (plus the
@@ -144,18 +144,18 @@ static tsr_status write_one(trainer *tr, const train_options *o, const char *dir
                             const char *base, sample_params *sp, int n, const char *prompt,
                             int k, char *written, size_t cap) {
   sample_result res;
-  tsr_status r = sample_row(tr->sample_model, sp, n, 1, !store_is_latent(data_settings(tr->data)),
-                            &res);
-  if (r) return r;
+  tsr_status st = sample_row(tr->sample_model, sp, n, 1, !store_is_latent(data_settings(tr->data)),
+                             &res);
+  if (st) return st;
   res.store = *data_settings(tr->data);
   if (prompt) snprintf(res.caption, sizeof res.caption, "%s", prompt);
-  r = o->write_video(base, &res, written, cap);
+  st = o->write_video(base, &res, written, cap);
   char tag[32];
   snprintf(tag, sizeof tag, prompt ? "samples/prompt_%d" : "samples/frames", k);
-  if (!r && tr->tb) r = tb_write_sample(tr->tb, tr->step, &res, tag, prompt);
+  if (!st && tr->tb) st = tb_write_sample(tr->tb, tr->step, &res, tag, prompt);
   sample_result_free(&res);
-  if (!r) r = record_sample_at(dir, tr->step, written, sp, &tr->mc, n, prompt, k, tr->prompts.n);
-  return r;
+  if (!st) st = record_sample_at(dir, tr->step, written, sp, &tr->mc, n, prompt, k, tr->prompts.n);
+  return st;
 }
 
 tsr_status train_write_samples(trainer *tr, const train_options *o) {
@@ -164,8 +164,8 @@ tsr_status train_write_samples(trainer *tr, const train_options *o) {
                    "(no writer given); set train.sample_every = 0", tr->tc.sample_every);
   double t0 = time_now();
   int T = 0, H = 0, W = 0;
-  tsr_status r = sample_grid(tr, &T, &H, &W);
-  if (r) return r;
+  tsr_status st = sample_grid(tr, &T, &H, &W);
+  if (st) return st;
   const train_prompts *pr = &tr->prompts;
   int labels = tr->mc.num_classes > 0 && !pr->n ? data_num_labels(tr->data) : 0;
   int n = pr->n ? pr->n
@@ -181,27 +181,27 @@ tsr_status train_write_samples(trainer *tr, const train_options *o) {
     guided |= sp[i].cfg != 1.0f;
   }
   int64_t N = (int64_t)T * H * W;
-  if (!tr->sample_model) r = sample_model_make(tr, (int)((guided ? 2 : 1) * N), guided ? 2 : 1);
-  if (!r) r = sample_model_load_ema(tr);
-  if (r) return err_wrap(r, "samples at step %lld: ", (long long)tr->step);
+  if (!tr->sample_model) st = sample_model_make(tr, (int)((guided ? 2 : 1) * N), guided ? 2 : 1);
+  if (!st) st = sample_model_load_ema(tr);
+  if (st) return err_wrap(st, "samples at step %lld: ", (long long)tr->step);
   char dir[PATH_MAX], base[PATH_MAX], written[PATH_MAX];
   if (snprintf(dir, sizeof dir, "%s/samples", o->run_dir) >= (int)sizeof dir ||
       snprintf(base, sizeof base, "%s/sample-%lld", dir, (long long)tr->step) >= (int)sizeof base - 16)
-    r = err_set(TSR_EINVAL, "run directory path too long: %s", o->run_dir);
-  if (!r) r = fs_dir_nofollow(dir, 1);  // RUN/samples: never a link out of the run
+    st = err_set(TSR_EINVAL, "run directory path too long: %s", o->run_dir);
+  if (!st) st = fs_dir_nofollow(dir, 1);  // RUN/samples: never a link out of the run
   // with prompts one file each, RUN/samples/sample-STEP-K (K from 1, the file's order)
-  for (int k = 0; !r && pr->n && k < pr->n; k++) {
+  for (int k = 0; !st && pr->n && k < pr->n; k++) {
     char bk[PATH_MAX + 16];
     snprintf(bk, sizeof bk, "%s-%d", base, k + 1);
     sp[0].text = pr->emb[k], sp[0].text_tokens = pr->tokens[k];
-    r = write_one(tr, o, dir, bk, sp, 1, pr->text[k], k + 1, written, sizeof written);
-    if (!r)
+    st = write_one(tr, o, dir, bk, sp, 1, pr->text[k], k + 1, written, sizeof written);
+    if (!st)
       log_info("train: step %lld: sample of prompt %d of %d (seed 0, %d Euler steps, %dx%dx%d "
                "tokens) in %s: %s", (long long)tr->step, k + 1, pr->n, tr->tc.sample_steps, T,
                H, W, written, pr->text[k]);
   }
-  if (!r && !pr->n) r = write_one(tr, o, dir, base, sp, n, NULL, 0, written, sizeof written);
-  if (r) return err_wrap(r, "samples at step %lld: ", (long long)tr->step);
+  if (!st && !pr->n) st = write_one(tr, o, dir, base, sp, n, NULL, 0, written, sizeof written);
+  if (st) return err_wrap(st, "samples at step %lld: ", (long long)tr->step);
   char what[64];
   if (pr->n) snprintf(what, sizeof what, "%d prompts", pr->n);
   else if (labels) snprintf(what, sizeof what, "%d labels", n);
@@ -243,34 +243,34 @@ void train_prompts_free(train_prompts *p) {
 tsr_status train_samples_prepare(trainer *tr, const train_options *o) {
   const char *file = tr->tc.sample_prompts;
   if (tr->tc.sample_every <= 0 || !file[0]) return TSR_OK;
-  tsr_status r = TSR_OK;
+  tsr_status st = TSR_OK;
   if (comm_rank() == 0) {
     if (!o->embed_prompts)
-      r = err_set(TSR_EINVAL, "train.sample_prompts = %s: this program cannot embed text (no "
-                  "encoder given); leave train.sample_prompts empty", file);
+      st = err_set(TSR_EINVAL, "train.sample_prompts = %s: this program cannot embed text (no "
+                   "encoder given); leave train.sample_prompts empty", file);
     else
-      r = o->embed_prompts(file, data_caption_encoder(tr->data), data_dir(tr->data),
-                           tr->mc.text_dim, &tr->prompts);
-    for (int i = 0; !r && i < tr->prompts.n; i++)
+      st = o->embed_prompts(file, data_caption_encoder(tr->data), data_dir(tr->data),
+                            tr->mc.text_dim, &tr->prompts);
+    for (int i = 0; !st && i < tr->prompts.n; i++)
       if (tr->prompts.tokens[i] > tr->mc.text_len)
-        r = err_set(TSR_EINVAL, "train.sample_prompts = %s: prompt %d has %d tokens, the model "
-                    "takes at most model.text_len = %d: shorten it", file, i + 1,
-                    tr->prompts.tokens[i], tr->mc.text_len);
-    if (r) r = err_wrap(r, "train.sample_prompts: "), train_prompts_free(&tr->prompts);
+        st = err_set(TSR_EINVAL, "train.sample_prompts = %s: prompt %d has %d tokens, the model "
+                     "takes at most model.text_len = %d: shorten it", file, i + 1,
+                     tr->prompts.tokens[i], tr->mc.text_len);
+    if (st) st = err_wrap(st, "train.sample_prompts: "), train_prompts_free(&tr->prompts);
     else
       log_info("train: %d sample prompts from %s, embedded with the store's encoder",
                tr->prompts.n, file);
   }
   // every rank starts, or none: rank 0's verdict is shared
-  int64_t bad = r != TSR_OK;
+  int64_t bad = st != TSR_OK;
   if (comm_size() > 1) {
     tsr_status c = comm_allreduce_max_i64(&bad, 1);
-    if (!r) r = c;
-    if (!r && bad)
-      r = err_set(TSR_EINVAL, "train.sample_prompts: rank 0 could not embed the prompts (its "
-                  "error says why)");
+    if (!st) st = c;
+    if (!st && bad)
+      st = err_set(TSR_EINVAL, "train.sample_prompts: rank 0 could not embed the prompts (its "
+                   "error says why)");
   }
-  return r;
+  return st;
 }
 
 void train_samples_step(trainer *tr, const train_options *o) {

@@ -31,8 +31,8 @@ float *train_grads(trainer *tr) {
 static tsr_status lora_setup(trainer *tr) {
   lora_config lc = train_lora_config(&tr->tc);
   lc.shard_ranks = tr->tc.zero > 0 ? comm_size() : 0;  // ZeRO: the adapters' state sharded
-  tsr_status r = dit_lora_attach(tr->model, &lc, (uint64_t)tr->tc.seed);
-  if (r) return err_wrap(r, "trainer: lora.rank = %d: ", lc.rank);
+  tsr_status st = dit_lora_attach(tr->model, &lc, (uint64_t)tr->tc.seed);
+  if (st) return err_wrap(st, "trainer: lora.rank = %d: ", lc.rank);
   tr->n_params = dit_lora_num_params(tr->model);
   return TSR_OK;
 }
@@ -40,13 +40,13 @@ static tsr_status lora_setup(trainer *tr) {
 tsr_status train_segments_upload(const kernels_backend *kb, const kernels_param_segment *h, int n,
                                  kernels_param_segment **segs, int *n_segs) {
   size_t bytes = (size_t)(n ? n : 1) * sizeof *h;
-  tsr_status r = kb->alloc(kb, (void **)segs, bytes);
-  if (!r && n && (r = kb->to_device(kb, *segs, h, (size_t)n * sizeof *h))) {
+  tsr_status st = kb->alloc(kb, (void **)segs, bytes);
+  if (!st && n && (st = kb->to_device(kb, *segs, h, (size_t)n * sizeof *h))) {
     kb->free(kb, *segs);
     *segs = NULL;
   }
-  if (!r) *n_segs = n;
-  return r;
+  if (!st) *n_segs = n;
+  return st;
 }
 
 static int segment_cmp(const void *a, const void *b) {
@@ -70,9 +70,9 @@ static tsr_status adamw_segments_of(dit_model *m, int n,
   // adamw_update_multi takes them by increasing offset; the adapters' table is in module
   // order, their buffer is not (a group's A's first, model/lora.c)
   qsort(h, (size_t)n, sizeof *h, segment_cmp);
-  tsr_status r = train_segments_upload(dit_backend(m), h, n, segs, n_segs);
+  tsr_status st = train_segments_upload(dit_backend(m), h, n, segs, n_segs);
   free(h);
-  return r;
+  return st;
 }
 
 // train.null_caption's embedding (docs/train.md), read once and given to the distributed
@@ -86,9 +86,9 @@ static tsr_status trainer_null_caption(trainer *tr) {
   char text[64];
   free(tr->null_text);
   tr->null_text = NULL;
-  tsr_status r = caption_file_read(path, tr->mc.text_dim, &tr->null_text, &tr->null_tokens, text,
-                                   sizeof text);
-  if (r) return err_wrap(r, "train.null_caption: ");
+  tsr_status st = caption_file_read(path, tr->mc.text_dim, &tr->null_text, &tr->null_tokens, text,
+                                    sizeof text);
+  if (st) return err_wrap(st, "train.null_caption: ");
   if (tr->null_tokens > tr->mc.text_len)
     return err_set(TSR_EINVAL, "train.null_caption = %s: %d tokens, the model takes at most "
                    "model.text_len = %d", path, tr->null_tokens, tr->mc.text_len);
@@ -100,14 +100,14 @@ static tsr_status trainer_null_caption(trainer *tr) {
 static tsr_status zero_adamw_segments(trainer *tr) {
   kernels_param_segment *h = NULL;
   int n = 0;
-  tsr_status r = tr->tc.lora_rank > 0
+  tsr_status st = tr->tc.lora_rank > 0
                      ? zero_segments_of(&tr->zero, tr->model, dit_lora_num_tensors(tr->model),
                                         dit_lora_tensor_info, train_decays, &h, &n)
                      : zero_segments(&tr->zero, tr->model, train_decays, &h, &n);
-  if (!r) qsort(h, (size_t)n, sizeof *h, segment_cmp);  // the adapters' table is not in order
-  if (!r) r = train_segments_upload(tr->kb, h, n, &tr->adam_segs, &tr->n_adam_segs);
+  if (!st) qsort(h, (size_t)n, sizeof *h, segment_cmp);  // the adapters' table is not in order
+  if (!st) st = train_segments_upload(tr->kb, h, n, &tr->adam_segs, &tr->n_adam_segs);
   free(h);
-  return r;
+  return st;
 }
 
 tsr_status trainer_setup(trainer *tr) {
@@ -127,46 +127,46 @@ tsr_status trainer_setup(trainer *tr) {
   // ZeRO 2 keeps no whole gradient: each bucket is reduce-scattered from a bucket buffer;
   // ZeRO 3 no whole weights either: each bucket is gathered into a bucket buffer before use
   // (and with bf16 activations holds its linear weights in bf16 only: dit_create_frozen_base)
-  tsr_status r = tr->tc.lora_rank > 0 ? dit_create_frozen_base(&tr->model, &tr->mc, kb, (int)L, (int)C)
+  tsr_status st = tr->tc.lora_rank > 0 ? dit_create_frozen_base(&tr->model, &tr->mc, kb, (int)L, (int)C)
                  : tr->tc.zero == 3 ? dit_create_sharded(&tr->model, &tr->mc, kb, (int)L, (int)C)
                  : tr->tc.zero == 2 ? dit_create_bucket_grads(&tr->model, &tr->mc, kb, (int)L, (int)C)
                                     : dit_create(&tr->model, &tr->mc, kb, (int)L, (int)C);
-  if (r) return err_wrap(r, "trainer: ");
+  if (st) return err_wrap(st, "trainer: ");
   tr->n_params = dit_num_params(tr->model);
-  if (tr->tc.lora_rank > 0 && (r = lora_setup(tr))) return r;
+  if (tr->tc.lora_rank > 0 && (st = lora_setup(tr))) return st;
   size_t state = tr->n_params;  // floats of each optimizer buffer: all, or this rank's shard
   if (tr->tc.zero > 0) {
-    if ((r = tr->tc.lora_rank > 0
+    if ((st = tr->tc.lora_rank > 0
                  ? zero_layout_flat(&tr->zero, (int64_t)tr->n_params, tr->tc.zero, comm_size(),
                                     comm_rank())
                  : zero_layout_make(&tr->zero, tr->model, tr->tc.zero, comm_size(), comm_rank())))
-      return r;
+      return st;
     state = (size_t)tr->zero.shard;
   }
   size_t bytes = state * sizeof(float);
-  if ((r = kb->alloc(kb, (void **)&tr->adam_m, bytes)) ||
-      (r = kb->alloc(kb, (void **)&tr->adam_v, bytes)) ||
-      (r = kb->alloc(kb, (void **)&tr->ema, bytes)) ||
-      (tr->tc.zero > 0 && ((r = kb->alloc(kb, (void **)&tr->master, bytes)) ||
-                           (r = kb->alloc(kb, (void **)&tr->gshard, bytes)) ||
-                           (r = kb->alloc(kb, (void **)&tr->zero_buf,
-                                          zero_largest_bucket(&tr->zero) * sizeof(float))) ||
-                           (r = zero_adamw_segments(tr)))) ||
+  if ((st = kb->alloc(kb, (void **)&tr->adam_m, bytes)) ||
+      (st = kb->alloc(kb, (void **)&tr->adam_v, bytes)) ||
+      (st = kb->alloc(kb, (void **)&tr->ema, bytes)) ||
+      (tr->tc.zero > 0 && ((st = kb->alloc(kb, (void **)&tr->master, bytes)) ||
+                           (st = kb->alloc(kb, (void **)&tr->gshard, bytes)) ||
+                           (st = kb->alloc(kb, (void **)&tr->zero_buf,
+                                           zero_largest_bucket(&tr->zero) * sizeof(float))) ||
+                           (st = zero_adamw_segments(tr)))) ||
       (tr->tc.zero == 0 &&
-       (r = tr->tc.lora_rank > 0
+       (st = tr->tc.lora_rank > 0
                 ? train_lora_adamw_segments(tr->model, &tr->adam_segs, &tr->n_adam_segs)
                 : train_adamw_segments(tr->model, &tr->adam_segs, &tr->n_adam_segs))))
-    return err_wrap(r, "trainer: optimizer state of %zu parameters: ", state);
+    return err_wrap(st, "trainer: optimizer state of %zu parameters: ", state);
   if (!(tr->clips = calloc((size_t)tr->tc.global_batch, sizeof *tr->clips)) ||
       !(tr->clip_bad = calloc((size_t)data_num_clips(tr->data), 1)))
     return err_set(TSR_ENOMEM, "trainer: no memory");
-  r = dist_step_create(&tr->dist, tr->model, tr->cb, &tr->mc, &tr->tc, (int)L, (int)C);
+  st = dist_step_create(&tr->dist, tr->model, tr->cb, &tr->mc, &tr->tc, (int)L, (int)C);
   // stage 2: each bucket's reduce-scatter sums into this rank's gradient shard
-  if (!r && tr->tc.zero >= 2 && tr->tc.lora_rank == 0)
-    r = dist_step_set_shard(tr->dist, tr->gshard, comm_size());
+  if (!st && tr->tc.zero >= 2 && tr->tc.lora_rank == 0)
+    st = dist_step_set_shard(tr->dist, tr->gshard, comm_size());
   // stage 3: each bucket's weights gathered from the ranks' masters before use
-  if (!r && tr->tc.zero == 3) r = dist_step_set_weights(tr->dist, tr->master);
-  if (r) return r;
+  if (!st && tr->tc.zero == 3) st = dist_step_set_weights(tr->dist, tr->master);
+  if (st) return st;
   return trainer_null_caption(tr);
 }
 
@@ -206,20 +206,20 @@ tsr_status train_weights_set(trainer *tr) {
 
 tsr_status train_weights_init(trainer *tr, uint64_t seed) {
   if (tr->tc.zero < 3) {
-    tsr_status r = dit_init(tr->model, seed);
-    return r ? r : train_weights_set(tr);
+    tsr_status st = dit_init(tr->model, seed);
+    return st ? st : train_weights_set(tr);
   }
   // this rank's slices of the initial weights, one bucket at a time (the rest never exists)
   float *host = malloc(zero_largest_bucket(&tr->zero) / (size_t)tr->zero.world * sizeof(float) + 4);
   if (!host) return err_set(TSR_ENOMEM, "train.zero = 3: no memory to initialise a shard");
-  tsr_status r = TSR_OK;
-  for (int b = 0; !r && b < tr->zero.n_buckets; b++) {
+  tsr_status st = TSR_OK;
+  for (int b = 0; !st && b < tr->zero.n_buckets; b++) {
     dit_init_range(tr->model, seed, (size_t)tr->zero.lo[b], (size_t)tr->zero.len[b], host);
-    r = tr->kb->to_device(tr->kb, tr->master + tr->zero.at[b], host,
-                          (size_t)tr->zero.len[b] * sizeof(float));
+    st = tr->kb->to_device(tr->kb, tr->master + tr->zero.at[b], host,
+                           (size_t)tr->zero.len[b] * sizeof(float));
   }
   free(host);
-  return r;
+  return st;
 }
 
 tsr_status train_ema_full(trainer *tr, const float **ema) {
@@ -245,10 +245,10 @@ static tsr_status batch_clips(trainer *tr, const int64_t *batch, int n, int64_t 
     const void *text = NULL;
     int text_tokens = 0;
     store_dtype text_dtype = STORE_DTYPE_F32;
-    tsr_status r = data_clip_tokens(tr->data, batch[i], 1, &tok);
-    if (!r && tr->mc.text_dim > 0)
-      r = data_clip_caption(tr->data, batch[i], 1, &text, &text_tokens, &text_dtype);
-    if (r) return err_wrap(r, "step %lld: ", (long long)tr->step);
+    tsr_status st = data_clip_tokens(tr->data, batch[i], 1, &tok);
+    if (!st && tr->mc.text_dim > 0)
+      st = data_clip_caption(tr->data, batch[i], 1, &text, &text_tokens, &text_dtype);
+    if (st) return err_wrap(st, "step %lld: ", (long long)tr->step);
     tr->clips[i] = (dist_clip){.id = dc->id, .T = dc->T, .H = dc->H, .W = dc->W,
                                .label = dc->label, .tokens = tok,
                                .tokens_dtype = (kernels_tokens)data_settings(tr->data)->dtype,
@@ -268,11 +268,11 @@ tsr_status train_adamw(dit_model *m, const train_config *c, float *adam_m, float
                        float grad_scale) {
   const kernels_backend *kb = dit_backend(m);
   // the act-dtype working copy follows the masters in the same pass
-  tsr_status r = kb->adamw_update_multi(kb, dit_params(m), dit_grads(m), adam_m, adam_v,
-                                        dit_weights_work(m), dit_num_params(m), segs, n_segs,
-                                        (float)lr, c->beta1, c->beta2, c->adam_eps,
-                                        c->weight_decay, t, grad_scale);
-  return r ? err_wrap(r, "AdamW step %lld: ", (long long)t) : TSR_OK;
+  tsr_status st = kb->adamw_update_multi(kb, dit_params(m), dit_grads(m), adam_m, adam_v,
+                                         dit_weights_work(m), dit_num_params(m), segs, n_segs,
+                                         (float)lr, c->beta1, c->beta2, c->adam_eps,
+                                         c->weight_decay, t, grad_scale);
+  return st ? err_wrap(st, "AdamW step %lld: ", (long long)t) : TSR_OK;
 }
 
 lora_config train_lora_config(const train_config *c) {
@@ -291,11 +291,11 @@ tsr_status train_lora_adamw(dit_model *m, const train_config *c, float *adam_m, 
                             float grad_scale) {
   const kernels_backend *kb = dit_backend(m);
   // their act-dtype working copy follows in the same pass
-  tsr_status r = kb->adamw_update_multi(kb, dit_lora_params(m), dit_lora_grads(m), adam_m,
-                                        adam_v, dit_lora_work(m), dit_lora_num_params(m), segs,
-                                        n_segs, (float)lr, c->beta1, c->beta2, c->adam_eps,
-                                        c->weight_decay, t, grad_scale);
-  return r ? err_wrap(r, "AdamW step %lld (adapters): ", (long long)t) : TSR_OK;
+  tsr_status st = kb->adamw_update_multi(kb, dit_lora_params(m), dit_lora_grads(m), adam_m,
+                                         adam_v, dit_lora_work(m), dit_lora_num_params(m), segs,
+                                         n_segs, (float)lr, c->beta1, c->beta2, c->adam_eps,
+                                         c->weight_decay, t, grad_scale);
+  return st ? err_wrap(st, "AdamW step %lld (adapters): ", (long long)t) : TSR_OK;
 }
 
 // What a step that went non-finite says: the values that steer the update, and what to do.
@@ -315,20 +315,20 @@ static tsr_status optimize_shard(trainer *tr, double lr, float grad_scale) {
   const train_config *c = &tr->tc;
   size_t S = (size_t)tr->zero.shard;
   // the masters are a shard: the working copy is refreshed after their all-gather
-  tsr_status r = kb->adamw_update_multi(kb, tr->master, tr->gshard, tr->adam_m, tr->adam_v,
-                                        NULL, S, tr->adam_segs, tr->n_adam_segs, (float)lr,
-                                        c->beta1, c->beta2, c->adam_eps, c->weight_decay,
-                                        tr->step + 1, grad_scale);
-  if (!r) r = kb->ema_update(kb, tr->ema, tr->master, S, (float)ema_decay_at(c, tr->step));
+  tsr_status st = kb->adamw_update_multi(kb, tr->master, tr->gshard, tr->adam_m, tr->adam_v,
+                                         NULL, S, tr->adam_segs, tr->n_adam_segs, (float)lr,
+                                         c->beta1, c->beta2, c->adam_eps, c->weight_decay,
+                                         tr->step + 1, grad_scale);
+  if (!st) st = kb->ema_update(kb, tr->ema, tr->master, S, (float)ema_decay_at(c, tr->step));
   // stages 1-2: the whole weights from the masters; stage 3 gathers them block by block
-  if (!r && c->zero < 3) r = zero_gather(&tr->zero, tr->cb, train_params(tr), tr->master);
-  if (!r) r = tr->tc.lora_rank > 0 ? dit_lora_refresh(tr->model) : dit_refresh_weights(tr->model);
+  if (!st && c->zero < 3) st = zero_gather(&tr->zero, tr->cb, train_params(tr), tr->master);
+  if (!st) st = tr->tc.lora_rank > 0 ? dit_lora_refresh(tr->model) : dit_refresh_weights(tr->model);
   double w = 0, e = 0;
-  if (!r) r = zero_sumsq(&tr->zero, kb, tr->master, &w);
-  if (!r) r = zero_sumsq(&tr->zero, kb, tr->ema, &e);
-  if (!r && !(isfinite(w) && isfinite(e)))
-    r = not_finite(tr, "the AdamW update (|weights|^2, |EMA|^2)", w, e);
-  return r;
+  if (!st) st = zero_sumsq(&tr->zero, kb, tr->master, &w);
+  if (!st) st = zero_sumsq(&tr->zero, kb, tr->ema, &e);
+  if (!st && !(isfinite(w) && isfinite(e)))
+    st = not_finite(tr, "the AdamW update (|weights|^2, |EMA|^2)", w, e);
+  return st;
 }
 
 // AdamW (step count step + 1), then the EMA of all weights. A finite gradient can still
@@ -337,22 +337,22 @@ static tsr_status optimize_shard(trainer *tr, double lr, float grad_scale) {
 static tsr_status optimize(trainer *tr, double lr, float grad_scale) {
   const kernels_backend *kb = tr->kb;
   const train_config *c = &tr->tc;
-  tsr_status r;
+  tsr_status st;
   if (c->zero > 0) return optimize_shard(tr, lr, grad_scale);
   if (c->lora_rank > 0)
-    r = train_lora_adamw(tr->model, c, tr->adam_m, tr->adam_v, tr->adam_segs, tr->n_adam_segs,
-                         lr, tr->step + 1, grad_scale);
+    st = train_lora_adamw(tr->model, c, tr->adam_m, tr->adam_v, tr->adam_segs, tr->n_adam_segs,
+                          lr, tr->step + 1, grad_scale);
   else
-    r = train_adamw(tr->model, c, tr->adam_m, tr->adam_v, tr->adam_segs, tr->n_adam_segs, lr,
-                    tr->step + 1, grad_scale);
-  if (!r) r = kb->ema_update(kb, tr->ema, train_params(tr), tr->n_params,
-                             (float)ema_decay_at(&tr->tc, tr->step));
+    st = train_adamw(tr->model, c, tr->adam_m, tr->adam_v, tr->adam_segs, tr->n_adam_segs, lr,
+                     tr->step + 1, grad_scale);
+  if (!st) st = kb->ema_update(kb, tr->ema, train_params(tr), tr->n_params,
+                               (float)ema_decay_at(&tr->tc, tr->step));
   double w = 0, e = 0;
-  if (!r) r = kb->sumsq(kb, &w, train_params(tr), tr->n_params);
-  if (!r) r = kb->sumsq(kb, &e, tr->ema, tr->n_params);
-  if (!r && !(isfinite(w) && isfinite(e)))
-    r = not_finite(tr, "the AdamW update (|weights|^2, |EMA|^2)", w, e);
-  return r;
+  if (!st) st = kb->sumsq(kb, &w, train_params(tr), tr->n_params);
+  if (!st) st = kb->sumsq(kb, &e, tr->ema, tr->n_params);
+  if (!st && !(isfinite(w) && isfinite(e)))
+    st = not_finite(tr, "the AdamW update (|weights|^2, |EMA|^2)", w, e);
+  return st;
 }
 
 // A LoRA run's adapter gradients summed over the world: all-reduced (train.zero <= 1), or at
@@ -367,41 +367,42 @@ static tsr_status lora_reduce(trainer *tr) {
 }
 
 tsr_status train_step(trainer *tr, const int64_t *batch, int n, const plan *p,
-                      train_step_stats *st) {
+                      train_step_stats *stats) {
   double t0 = time_now();
-  memset(st, 0, sizeof *st);
+  memset(stats, 0, sizeof *stats);
   // with adapters the base is frozen: no gradient of it to zero or reduce (dit_create_frozen)
-  tsr_status r = dit_zero_grad(tr->model);
-  if (!r && tr->tc.lora_rank > 0) r = dit_lora_zero_grad(tr->model);
+  tsr_status st = dit_zero_grad(tr->model);
+  if (!st && tr->tc.lora_rank > 0) st = dit_lora_zero_grad(tr->model);
   double loss = 0;
   int64_t tokens = 0;
-  if (!r) r = batch_clips(tr, batch, n, &tokens);
-  if (!r) r = dist_step_run(tr->dist, p, tr->clips, n, tr->step, &loss, &st->microbatches);
-  if (!r) r = dist_step_reduce(tr->dist, &loss);  // every rank now holds the batch's gradient
-  if (!r && dist_step_placed(&tr->mc, &tr->tc) && comm_size() > 1) {
+  if (!st) st = batch_clips(tr, batch, n, &tokens);
+  if (!st) st = dist_step_run(tr->dist, p, tr->clips, n, tr->step, &loss, &stats->microbatches);
+  if (!st) st = dist_step_reduce(tr->dist, &loss);  // every rank now holds the batch's gradient
+  if (!st && dist_step_placed(&tr->mc, &tr->tc) && comm_size() > 1) {
     int64_t v[3];
     dist_step_placed_kv(tr->dist, &v[0], &v[1]);
     v[2] = v[0] != v[1];
-    r = comm_allreduce_sum_i64(v, 3);
-    st->placed = 1, st->kv_bytes = v[0], st->kv_plan_bytes = v[1], st->kv_ranks_off = v[2];
+    st = comm_allreduce_sum_i64(v, 3);
+    stats->placed = 1, stats->kv_bytes = v[0], stats->kv_plan_bytes = v[1];
+    stats->kv_ranks_off = v[2];
   }
-  if (!r && tr->tc.lora_rank > 0) r = lora_reduce(tr);  // ... and the adapters' (the only ones)
-  if (r) return err_wrap(r, "step %lld: ", (long long)tr->step);
+  if (!st && tr->tc.lora_rank > 0) st = lora_reduce(tr);  // ... and the adapters' (the only ones)
+  if (st) return err_wrap(st, "step %lld: ", (long long)tr->step);
   double sumsq = 0;  // of the whole gradient: with train.zero, the shards' summed over the world
-  if (tr->tc.zero == 1) r = zero_take(&tr->zero, tr->kb, tr->gshard, train_grads(tr));
-  if (!r) r = tr->tc.zero > 0 ? zero_sumsq(&tr->zero, tr->kb, tr->gshard, &sumsq)
+  if (tr->tc.zero == 1) st = zero_take(&tr->zero, tr->kb, tr->gshard, train_grads(tr));
+  if (!st) st = tr->tc.zero > 0 ? zero_sumsq(&tr->zero, tr->kb, tr->gshard, &sumsq)
                               : tr->kb->sumsq(tr->kb, &sumsq, train_grads(tr), tr->n_params);
-  if (r) return r;
+  if (st) return st;
   if (!isfinite(loss) || !isfinite(sumsq))
     return not_finite(tr, "the loss or the gradient (loss, |g|^2)", loss, sumsq);
-  st->lr = lr_schedule(&tr->tc, tr->step);
-  if ((r = optimize(tr, st->lr, kernels_clip_scale(sumsq, tr->tc.grad_clip)))) return r;
+  stats->lr = lr_schedule(&tr->tc, tr->step);
+  if ((st = optimize(tr, stats->lr, kernels_clip_scale(sumsq, tr->tc.grad_clip)))) return st;
   tr->step++;
-  st->loss = loss;
-  st->grad_norm = sqrt(sumsq);
-  st->clips = n;
-  st->tokens = tokens;
-  st->step_s = time_now() - t0;
-  st->tokens_per_s = st->step_s > 0 ? (double)tokens / st->step_s : 0;
+  stats->loss = loss;
+  stats->grad_norm = sqrt(sumsq);
+  stats->clips = n;
+  stats->tokens = tokens;
+  stats->step_s = time_now() - t0;
+  stats->tokens_per_s = stats->step_s > 0 ? (double)tokens / stats->step_s : 0;
   return TSR_OK;
 }

@@ -157,6 +157,6 @@ tsr_status train_ema_full(trainer *tr, const float **ema);
 // tr->step. The host waits for the backend twice: for the step's losses (once, after the
 // last wave) and for the gradient's sum of squares (one double over the flat buffer).
 tsr_status train_step(trainer *tr, const int64_t *batch, int n, const plan *p,
-                      train_step_stats *st);
+                      train_step_stats *stats);
 
 #endif

@@ -28,8 +28,8 @@ typedef struct tb_writer tb_writer;
 
 // resume_step < 0: a fresh run.
 tsr_status tb_open(tb_writer **w, const char *run_dir, int64_t resume_step);
-// The Event of one metrics line (st == NULL: a validation line of its own).
-tsr_status tb_write(tb_writer *w, int64_t step, const train_step_stats *st,
+// The Event of one metrics line (stats == NULL: a validation line of its own).
+tsr_status tb_write(tb_writer *w, int64_t step, const train_step_stats *stats,
                     const train_val_stats *val);
 // A sample of the run (model/train/samples.h) as an image at its step, under `tag`
 // (samples/frames for a row of labels or seeds, samples/prompt_K for train.sample_prompts'

@@ -54,17 +54,17 @@ static tsr_status draw_batch(trainer *tr, int skip, int64_t step, int64_t *out, 
   double t0 = time_now();
   const char *dir = data_dir(tr->data);
   int64_t n = tr->sampler.n, drawn = 0;  // draws an epoch: the training clips, or a mix's
-  tsr_status r = TSR_OK;
-  while (!r) {
-    if ((r = data_sampler_next(&tr->sampler, tr->tc.global_batch, out, count))) break;
+  tsr_status st = TSR_OK;
+  while (!st) {
+    if ((st = data_sampler_next(&tr->sampler, tr->tc.global_batch, out, count))) break;
     drawn += *count;
     for (int64_t i = 0; i < *count; i++) {
       out[i] = tr->split.train[out[i]];  // the sampler draws over the training clips only
       bad[i] = data_clip_verify(tr->data, out[i]) != TSR_OK;
     }
-    if (comm_size() > 1 && (r = comm_allreduce_max_i64(bad, (int)*count))) break;
+    if (comm_size() > 1 && (st = comm_allreduce_max_i64(bad, (int)*count))) break;
     int64_t kept = 0;
-    for (int64_t i = 0; !r && i < *count; i++) {
+    for (int64_t i = 0; !st && i < *count; i++) {
       if (!bad[i]) {
         out[kept++] = out[i];
         continue;
@@ -78,9 +78,9 @@ static tsr_status draw_batch(trainer *tr, int skip, int64_t step, int64_t *out, 
                  "its checksum on another rank: do the ranks read different copies of the "
                  "store?", (long long)c->id, dir, (long long)c->offset);
       if (!skip) {
-        r = err_set(TSR_EFORMAT, "step %lld: %s; run `tessera index verify %s` to list every "
-                    "bad clip, then re-ingest their sources (or train without them: "
-                    "--skip-bad-clips)", (long long)step, why, dir);
+        st = err_set(TSR_EFORMAT, "step %lld: %s; run `tessera index verify %s` to list every "
+                     "bad clip, then re-ingest their sources (or train without them: "
+                     "--skip-bad-clips)", (long long)step, why, dir);
       } else if (!tr->clip_bad[out[i]]) {  // reported once per clip
         tr->clip_bad[out[i]] = 1;
         tr->bad_clips++;
@@ -89,13 +89,13 @@ static tsr_status draw_batch(trainer *tr, int skip, int64_t step, int64_t *out, 
                    "verify %s` lists every bad clip", (long long)c->id, why, dir);
       }
     }
-    if (r || (*count = kept) > 0) break;
+    if (st || (*count = kept) > 0) break;
     if (drawn >= 2 * n)
-      r = err_set(TSR_EFORMAT, "step %lld: every clip of store %s failed its checksum: run "
-                  "`tessera index verify %s`", (long long)step, dir, dir);
+      st = err_set(TSR_EFORMAT, "step %lld: every clip of store %s failed its checksum: run "
+                   "`tessera index verify %s`", (long long)step, dir, dir);
   }
   tr->verify_s += time_now() - t0;
-  return r;
+  return st;
 }
 
 // The draw side of the pipeline (sched_draw_fn): batch s of the sampler, checked, with its
@@ -113,9 +113,9 @@ static tsr_status train_draw_fn(void *ctx, int64_t s, int64_t *ids, int64_t *tok
   train_draw *x = ctx;
   x->before_draw = x->tr->sampler;
   x->drawn_step = s;
-  tsr_status r = draw_batch(x->tr, x->skip, s, ids, n, x->bad);
-  if (!r) batch_tokens(x->tr, ids, *n, tokens);
-  return r;
+  tsr_status st = draw_batch(x->tr, x->skip, s, ids, n, x->bad);
+  if (!st) batch_tokens(x->tr, ids, *n, tokens);
+  return st;
 }
 
 // "0.1 0.52, 0.3 0.41, ..." of a validation, for the log.
@@ -180,23 +180,23 @@ static tsr_status loop_open(train_loop_state *L) {
   L->validate = tr->split.n_val > 0;
   L->val_first = L->val_last = (train_val_stats){.step = -1};
   L->loss0 = L->loss_last = -1;
-  tsr_status r = !L->dx.bad ? err_set(TSR_ENOMEM, "out of memory (batch)") : TSR_OK;
-  if (!r && L->lead) r = metrics_open(&L->mf, o->run_dir, o->resume ? tr->step : -1);
-  if (!r && L->lead && tr->tc.lora_rank > 0) {  // the frozen base's identity, for every save
+  tsr_status st = !L->dx.bad ? err_set(TSR_ENOMEM, "out of memory (batch)") : TSR_OK;
+  if (!st && L->lead) st = metrics_open(&L->mf, o->run_dir, o->resume ? tr->step : -1);
+  if (!st && L->lead && tr->tc.lora_rank > 0) {  // the frozen base's identity, for every save
     L->base_sums = malloc(sizeof *L->base_sums * (size_t)dit_num_tensors(tr->model));
-    r = L->base_sums ? ckpt_base_sums(tr->model, L->base_sums, &L->base_weights)
+    st = L->base_sums ? ckpt_base_sums(tr->model, L->base_sums, &L->base_weights)
                      : err_set(TSR_ENOMEM, "out of memory (base checksums)");
   }
-  if (!r && L->lead && tr->tc.tensorboard)
-    r = tb_open(&L->tb, o->run_dir, o->resume ? tr->step : -1);
+  if (!st && L->lead && tr->tc.tensorboard)
+    st = tb_open(&L->tb, o->run_dir, o->resume ? tr->step : -1);
   tr->tb = L->tb;  // the samples' images
-  if (!r && L->validate && tr->step == 0 && !o->resume) {
-    r = train_validate(tr, o->plan_kind, &L->val_last);
-    if (!r) L->val_first = L->val_last;
-    if (!r) L->eta.val_s += L->val_last.seconds, L->eta.vals++;
-    if (!r && L->lead) r = metrics_write(L->mf, 0, NULL, &L->val_last);
-    if (!r && L->tb) r = tb_write(L->tb, 0, NULL, &L->val_last);
-    if (!r && L->lead)
+  if (!st && L->validate && tr->step == 0 && !o->resume) {
+    st = train_validate(tr, o->plan_kind, &L->val_last);
+    if (!st) L->val_first = L->val_last;
+    if (!st) L->eta.val_s += L->val_last.seconds, L->eta.vals++;
+    if (!st && L->lead) st = metrics_write(L->mf, 0, NULL, &L->val_last);
+    if (!st && L->tb) st = tb_write(L->tb, 0, NULL, &L->val_last);
+    if (!st && L->lead)
       log_info("train: validation before training: loss %.4f (%.1f s)", L->val_last.loss,
                L->val_last.seconds);
   }
@@ -206,57 +206,57 @@ static tsr_status loop_open(train_loop_state *L) {
   L->share = (sched_share){.rank = tr->rank, .size = L->world,
                            .planners = o->planners < L->world ? o->planners : L->world,
                            .bcast = plan_bcast};
-  if (!r)
-    r = sched_pipeline_open(&L->pipe, &tr->sched, B, tr->step, L->stop, train_draw_fn, &L->dx,
-                            L->world > 1 && o->planners > 0 ? &L->share : NULL);
-  return r;
+  if (!st)
+    st = sched_pipeline_open(&L->pipe, &tr->sched, B, tr->step, L->stop, train_draw_fn, &L->dx,
+                             L->world > 1 && o->planners > 0 ? &L->share : NULL);
+  return st;
 }
 
 // Trains batch b on the plan --plan asks for; st: the step's statistics, filled with the
 // plan and run facts even when the step fails.
-static tsr_status loop_train(train_loop_state *L, const sched_batch *b, train_step_stats *st) {
+static tsr_status loop_train(train_loop_state *L, const sched_batch *b, train_step_stats *stats) {
   trainer *tr = L->tr;
   const plan *run;
   double predicted;
   const char *name;
-  tsr_status r = train_choose_plan(&tr->sched, L->o->plan_kind, b->tokens, b->n, &b->res, &L->alt, &run,
-                                   &predicted, &name);
-  if (!r) r = train_step(tr, b->ids, (int)b->n, run, st);
-  st->predicted_s = predicted;
-  st->plan = name;
-  st->plan_ms = b->res.plan_ms;
-  memset(st->cp_clips, 0, sizeof st->cp_clips);
-  plan_cp_histogram(run, st->cp_clips);
-  memset(st->mode_clips, 0, sizeof st->mode_clips);
-  plan_mode_histogram(run, st->mode_clips);
-  st->bad_clips = tr->bad_clips;
-  st->backend = tr->kb->name;
-  st->precision = config_precision_name(tr->tc.precision);
-  return r;
+  tsr_status st = train_choose_plan(&tr->sched, L->o->plan_kind, b->tokens, b->n, &b->res, &L->alt, &run,
+                                    &predicted, &name);
+  if (!st) st = train_step(tr, b->ids, (int)b->n, run, stats);
+  stats->predicted_s = predicted;
+  stats->plan = name;
+  stats->plan_ms = b->res.plan_ms;
+  memset(stats->cp_clips, 0, sizeof stats->cp_clips);
+  plan_cp_histogram(run, stats->cp_clips);
+  memset(stats->mode_clips, 0, sizeof stats->mode_clips);
+  plan_mode_histogram(run, stats->mode_clips);
+  stats->bad_clips = tr->bad_clips;
+  stats->backend = tr->kb->name;
+  stats->precision = config_precision_name(tr->tc.precision);
+  return st;
 }
 
 // After a step: validation (every rank: collective), metrics and the progress line.
 // stopping: a signal ends the run after this step: its metrics line is written, its
 // validation only when one is due anyway.
-static tsr_status loop_report_step(train_loop_state *L, const train_step_stats *st, int last,
+static tsr_status loop_report_step(train_loop_state *L, const train_step_stats *stats, int last,
                                    int stopping) {
   trainer *tr = L->tr;
   const train_val_stats *val = NULL;
-  tsr_status r = TSR_OK;
+  tsr_status st = TSR_OK;
   if (L->validate && (tr->step % tr->tc.val_every == 0 || (last && !stopping))) {
-    if ((r = train_validate(tr, L->o->plan_kind, &L->val_last))) return r;
+    if ((st = train_validate(tr, L->o->plan_kind, &L->val_last))) return st;
     if (L->val_first.step < 0) L->val_first = L->val_last;
     val = &L->val_last;
   }
-  metrics_interval_add(&L->iv, st);
-  L->eta.step_s += st->step_s, L->eta.steps++;
+  metrics_interval_add(&L->iv, stats);
+  L->eta.step_s += stats->step_s, L->eta.steps++;
   if (val) L->eta.val_s += val->seconds, L->eta.vals++;
   if (L->lead && (val || (tr->tc.log_every > 0 && (tr->step % tr->tc.log_every == 0 || last ||
                                                    stopping)))) {
     train_step_stats line;  // the interval's means, the step's own values beside them
-    metrics_interval_line(&L->iv, st, &line);
-    r = metrics_write(L->mf, tr->step, &line, val);
-    if (!r && L->tb) r = tb_write(L->tb, tr->step, &line, val);
+    metrics_interval_line(&L->iv, stats, &line);
+    st = metrics_write(L->mf, tr->step, &line, val);
+    if (!st && L->tb) st = tb_write(L->tb, tr->step, &line, val);
   }
   char vtext[48] = "";
   if (L->val_last.step >= 0)
@@ -267,9 +267,9 @@ static tsr_status loop_report_step(train_loop_state *L, const train_step_stats *
   if (L->lead)
     progress_update(&L->pg, (double)(tr->step - L->start), (double)(L->stop - L->start),
                     last || val, "step %lld/%lld loss %.4f%s lr %.2e |g| %.3f %.0f tok/s",
-                    (long long)tr->step, (long long)L->stop, st->loss, vtext, st->lr,
-                    st->grad_norm, st->tokens_per_s);
-  return r;
+                    (long long)tr->step, (long long)L->stop, stats->loss, vtext, stats->lr,
+                    stats->grad_norm, stats->tokens_per_s);
+  return st;
 }
 
 // A LoRA run's adapters: RUN/lora-STEP.safetensors, the adapters (not their EMA) as a LoRA
@@ -302,8 +302,8 @@ static tsr_status loop_save(train_loop_state *L, const data_sampler *saved, int 
   const int due_all = tr->tc.sample_every > 0 &&
                       (tr->step % tr->tc.sample_every == 0 || (last && !stopping));
   const int sample_due = L->lead && due_all;
-  tsr_status r = TSR_OK;
-  if (due_all && tr->tc.zero > 0 && (r = train_ema_full(tr, &tr->ema_whole))) return r;
+  tsr_status st = TSR_OK;
+  if (due_all && tr->tc.zero > 0 && (st = train_ema_full(tr, &tr->ema_whole))) return st;
   if (sample_due) {
     double t0 = time_now();
     train_samples_step(tr, o);
@@ -313,19 +313,19 @@ static tsr_status loop_save(train_loop_state *L, const data_sampler *saved, int 
   if (!((tr->tc.ckpt_every > 0 && tr->step % tr->tc.ckpt_every == 0) || last || stopping))
     return TSR_OK;
   if (!L->lead && tr->tc.zero == 0) return TSR_OK;
-  if (L->lead && tr->tc.lora_rank > 0) r = save_adapters(tr, o, L->base, &L->base_weights);
+  if (L->lead && tr->tc.lora_rank > 0) st = save_adapters(tr, o, L->base, &L->base_weights);
   ckpt_state cs;
   ckpt_shard sh;
   const char **names = NULL;
   char plan[256];
   tr->zero_buf_set = NULL;  // train.zero: every bucket gathered afresh for this save
-  if (!r) r = train_ckpt_state(tr, saved, o->plan_kind, sample_due, L->base, &cs, &names, plan, &sh);
+  if (!st) st = train_ckpt_state(tr, saved, o->plan_kind, sample_due, L->base, &cs, &names, plan, &sh);
   cs.base_sums = L->base_sums, cs.base_weights = L->base_weights;
   double t0 = time_now();
-  if (!r) r = L->lead ? ckpt_save_run(o->run_dir, &cs, tr->tc.ckpt_keep) : ckpt_save_follow(&cs);
+  if (!st) st = L->lead ? ckpt_save_run(o->run_dir, &cs, tr->tc.ckpt_keep) : ckpt_save_follow(&cs);
   L->eta.ckpt_s += time_now() - t0, L->eta.ckpts++;
   free(names);
-  return r;
+  return st;
 }
 
 // The run's summary on rank 0: planning, losses, validation, samples and bad clips.
@@ -371,23 +371,23 @@ static tsr_status loop_signal(const train_options *o, int64_t *sig) {
 static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop,
                              const char *base) {
   train_loop_state L = {.tr = tr, .o = o, .stop = stop, .base = base};
-  tsr_status r = loop_open(&L);
+  tsr_status st = loop_open(&L);
   progress_begin(&L.pg, "train");
-  while (!r && tr->step < stop) {
+  while (!st && tr->step < stop) {
     sched_batch b;
-    if ((r = sched_pipeline_next(L.pipe, &b))) break;
+    if ((st = sched_pipeline_next(L.pipe, &b))) break;
     // position after batch s: from before the draw of s + 1, or now if s is the last
     data_sampler saved = L.dx.drawn_step == b.step + 1 ? L.dx.before_draw : tr->sampler;
-    train_step_stats st;
-    if ((r = loop_train(&L, &b, &st))) break;
-    if (L.loss0 < 0) L.loss0 = st.loss;
-    L.loss_last = st.loss;
+    train_step_stats stats;
+    if ((st = loop_train(&L, &b, &stats))) break;
+    if (L.loss0 < 0) L.loss0 = stats.loss;
+    L.loss_last = stats.loss;
     const int last = tr->step == stop;
     int64_t sig = 0;
-    if ((r = loop_signal(o, &sig))) break;
+    if ((st = loop_signal(o, &sig))) break;
     const int stopping = sig && !last;
-    if ((r = loop_report_step(&L, &st, last, stopping))) break;
-    if ((r = loop_save(&L, &saved, last, stopping)) || !stopping) continue;
+    if ((st = loop_report_step(&L, &stats, last, stopping))) break;
+    if ((st = loop_save(&L, &saved, last, stopping)) || !stopping) continue;
     if (L.lead)
       log_warn("train: stopped by signal %lld (%s) after step %lld of %lld: checkpoint "
                "%s/ckpt-%lld.safetensors written; continue with `tessera train --resume %s`",
@@ -400,13 +400,13 @@ static tsr_status train_loop(trainer *tr, const train_options *o, int64_t stop,
   sched_pipeline_stats ps = {0};
   if (L.pipe) sched_pipeline_get_stats(L.pipe, &ps);
   sched_pipeline_close(&L.pipe);
-  if (!r && L.lead) loop_summary(&L, &ps);
+  if (!st && L.lead) loop_summary(&L, &ps);
   if (L.mf) fclose(L.mf);
   tr->tb = NULL;
   tb_close(&L.tb);
   free(L.dx.bad), free(L.base_sums);
   plan_free(&L.alt);
-  return r;
+  return st;
 }
 
 // What train_run sets up around the trainer and releases after it.
@@ -432,25 +432,25 @@ typedef struct {
 // A resume without --config takes the config, the store and the options the run started
 // with from RUN/config.ini (su->eff: the options from here on).
 static tsr_status setup_config(trainer *tr, const train_options *given, train_setup *su) {
-  tsr_status r = comm_groups_init();  // Dynamic-CP groups; refuses a non-power-of-two world
+  tsr_status st = comm_groups_init();  // Dynamic-CP groups; refuses a non-power-of-two world
   char *defaults = NULL;
-  if (!r) r = run_config_resolve(given, &su->eff, &su->rc, &tr->mc, &tr->tc, &defaults);
+  if (!st) st = run_config_resolve(given, &su->eff, &su->rc, &tr->mc, &tr->tc, &defaults);
   const train_options *o = &su->eff;
-  if (!r && defaults && comm_rank() == 0)
+  if (!st && defaults && comm_rank() == 0)
     log_info("config: %d keys at their defaults (docs/config.md; RUN/config.ini holds every "
              "value)", config_list_count(defaults));
   free(defaults);
-  su->schedule_from_steps = !r && run_config_schedule(o, &tr->tc);
+  su->schedule_from_steps = !st && run_config_schedule(o, &tr->tc);
   su->mc0 = tr->mc, su->tc0 = tr->tc;
-  if (!r) r = config_validate(&tr->mc, &tr->tc);
-  if (!r) r = backend_for_precision(o->backend, tr->tc.precision, &tr->kb);
+  if (!st) st = config_validate(&tr->mc, &tr->tc);
+  if (!st) st = backend_for_precision(o->backend, tr->tc.precision, &tr->kb);
   // the store first: its value dtype is part of the memory model (host memory only)
   data_open_opts dopt = {.skip_bad = o->skip_bad_clips};
-  if (!r) r = data_open_with(&tr->data, o->data_dir, &dopt);
-  if (!r)
-    r = train_memory_limit_run(tr, o, store_dtype_size(data_settings(tr->data)->dtype), &su->mem,
-                               &su->capacity, &su->cap_source);
-  if (r) return r;
+  if (!st) st = data_open_with(&tr->data, o->data_dir, &dopt);
+  if (!st)
+    st = train_memory_limit_run(tr, o, store_dtype_size(data_settings(tr->data)->dtype), &su->mem,
+                                &su->capacity, &su->cap_source);
+  if (st) return st;
   if (tr->kb->device_memory && tr->kb->mem_info)
     tr->kb->mem_info(tr->kb, &su->dev_free0, &su->dev_total);
   // The device memory this run takes is the model's count, not all that is free: its
@@ -458,8 +458,8 @@ static tsr_status setup_config(trainer *tr, const train_options *given, train_se
   // workspaces (cuBLASLt's) and what the model does not count; the other half stays out
   // for the CUDA libraries. The rest of the device stays free for the processes beside it.
   if (tr->kb->device_memory && tr->kb->reserve &&
-      (r = tr->kb->reserve(tr->kb, su->mem.allocated + su->mem.attention + su->mem.reserve / 2)))
-    return err_wrap(r, "train: the memory model's %.3f GiB on the device: ",
+      (st = tr->kb->reserve(tr->kb, su->mem.allocated + su->mem.attention + su->mem.reserve / 2)))
+    return err_wrap(st, "train: the memory model's %.3f GiB on the device: ",
                     (double)su->mem.total / (1 << 30));
   train_memory_counter_init(&su->counter, tr->kb);
   tr->kb = &su->counter.kb;
@@ -471,9 +471,9 @@ static tsr_status setup_config(trainer *tr, const train_options *given, train_se
 static tsr_status open_run_log(const train_options *o, train_setup *su) {
   if (comm_rank() != 0) return TSR_OK;
   char path[PATH_MAX];
-  tsr_status r = fs_join(path, sizeof path, o->run_dir, "train.log");
-  if (!r) r = fs_fopen_nofollow(path, o->resume ? "a" : "w", &su->log);  // never a link's file
-  if (r) return r;
+  tsr_status st = fs_join(path, sizeof path, o->run_dir, "train.log");
+  if (!st) st = fs_fopen_nofollow(path, o->resume ? "a" : "w", &su->log);  // never a link's file
+  if (st) return st;
   log_copy_to(su->log);
   char what[768];  // train_memory_format's line
   train_memory_format(&su->mem, what, sizeof what);
@@ -499,9 +499,10 @@ static tsr_status check_run_checkpoints(const train_options *o, train_setup *su)
 }
 
 static tsr_status setup_run_dir(const train_options *o, train_setup *su) {
-  tsr_status r = train_run_dir_open(&su->run_lock, o->run_dir);
-  if (!r) r = check_run_checkpoints(o, su);
-  return r ? r : open_run_log(o, su);  // after the refusals: a refused start leaves RUN's log alone
+  tsr_status st = train_run_dir_open(&su->run_lock, o->run_dir);
+  if (!st) st = check_run_checkpoints(o, su);
+  // after the refusals: a refused start leaves RUN's log alone
+  return st ? st : open_run_log(o, su);
 }
 
 // train.placement = blockwise places clips by the mask's blocks of one frame grid: every
@@ -526,7 +527,7 @@ static tsr_status setup_sched(trainer *tr, const train_options *o, int ranks) {
       .ranks = ranks, .gpus_per_node = o->gpus_per_node > 0 ? o->gpus_per_node : ranks,
       .mem_tokens = tr->tc.mem_tokens};
   tr->sched.cost = cost_model_cpu;
-  tsr_status r = o->cost_path ? cost_model_load(o->cost_path, &tr->sched.cost) : TSR_OK;
+  tsr_status st = o->cost_path ? cost_model_load(o->cost_path, &tr->sched.cost) : TSR_OK;
   // captions: the cross-attention the planner prices (sched/cost.h text_a, text_c)
   if (tr->mc.text_dim > 0) tr->sched.cost.text_tokens = data_caption_mean_tokens(tr->data);
   // ring or Ulysses per CP group (train.cp_mode), Ulysses splitting the model's heads
@@ -544,59 +545,59 @@ static tsr_status setup_sched(trainer *tr, const train_options *o, int ranks) {
     // (model/dist/dist_step.h), which needs one frame grid for every clip
     tr->sched.cost.mask.place = config_cost_place(tr->tc.placement);
     tr->sched.cost.mask.pin = config_cost_pin(tr->tc.placement);
-    if (!r && longest && dist_step_placed(&tr->mc, &tr->tc) && ranks > 1)
-      r = same_grid(tr->data, longest);
+    if (!st && longest && dist_step_placed(&tr->mc, &tr->tc) && ranks > 1)
+      st = same_grid(tr->data, longest);
   }
   tr->sched.cost.heads = tr->mc.heads;
   tr->sched.cost.a2a_chunks = tr->tc.ulysses_chunks;  // its all-to-alls pipelined so
   // train.zero: the world collectives of the shards, priced per step and wave
-  if (!r) r = train_zero_cost(&tr->mc, &tr->tc, ranks, &tr->sched.cost.zero);
+  if (!st) st = train_zero_cost(&tr->mc, &tr->tc, ranks, &tr->sched.cost.zero);
   tr->rank = comm_rank();
-  if (!r) r = sched_config_check(&tr->sched);
-  return r;
+  if (!st) st = sched_config_check(&tr->sched);
+  return st;
 }
 
 // The validation split and the sampler, and what the start needs besides the model (also
 // what a dry run checks).
 static tsr_status setup_data(trainer *tr, const train_options *o) {
-  tsr_status r = data_split_make(tr->data, tr->tc.val_clips, &tr->split);
-  if (!r) r = train_val_check(tr, o->skip_bad_clips);
-  if (!r) r = data_sampler_init_split(&tr->sampler, tr->data, &tr->split, (uint64_t)tr->tc.seed);
+  tsr_status st = data_split_make(tr->data, tr->tc.val_clips, &tr->split);
+  if (!st) st = train_val_check(tr, o->skip_bad_clips);
+  if (!st) st = data_sampler_init_split(&tr->sampler, tr->data, &tr->split, (uint64_t)tr->tc.seed);
   tr->cb = o->comm;
-  if (!r && !tr->cb) r = err_set(TSR_EINVAL, "train: no communication backend given");
-  if (!r && tr->tc.lora_rank > 0 && !o->resume && !o->init_ckpt)
-    r = err_set(TSR_EINVAL, "lora.rank = %d: adapters train on a frozen base: give it with "
-                "--init CKPT", tr->tc.lora_rank);
-  return r;
+  if (!st && !tr->cb) st = err_set(TSR_EINVAL, "train: no communication backend given");
+  if (!st && tr->tc.lora_rank > 0 && !o->resume && !o->init_ckpt)
+    st = err_set(TSR_EINVAL, "lora.rank = %d: adapters train on a frozen base: give it with "
+                 "--init CKPT", tr->tc.lora_rank);
+  return st;
 }
 
 // The trainer's state: the validation split, the sampler, the model, then its weights from
 // RUN's newest checkpoint (--resume), a checkpoint's weights (--init) or the seed.
 static tsr_status setup_trainer(trainer *tr, const train_options *o, train_setup *su) {
-  tsr_status r = setup_data(tr, o);
-  if (!r) r = train_samples_prepare(tr, o);  // before a resume looks for its samples
-  if (!r && tr->split.n_val && comm_rank() == 0) r = train_val_write_list(tr, o->run_dir);
-  if (!r) r = trainer_setup(tr);
-  if (!r) {
-    if (o->resume) r = train_start_from(tr, o, su->latest, 1, su->base, sizeof su->base);
-    else if (o->init_ckpt) r = train_start_from(tr, o, o->init_ckpt, 0, su->base, sizeof su->base);
-    else if (!(r = train_weights_init(tr, (uint64_t)tr->tc.seed)))
-      r = train_ema_reset(tr);
+  tsr_status st = setup_data(tr, o);
+  if (!st) st = train_samples_prepare(tr, o);  // before a resume looks for its samples
+  if (!st && tr->split.n_val && comm_rank() == 0) st = train_val_write_list(tr, o->run_dir);
+  if (!st) st = trainer_setup(tr);
+  if (!st) {
+    if (o->resume) st = train_start_from(tr, o, su->latest, 1, su->base, sizeof su->base);
+    else if (o->init_ckpt) st = train_start_from(tr, o, o->init_ckpt, 0, su->base, sizeof su->base);
+    else if (!(st = train_weights_init(tr, (uint64_t)tr->tc.seed)))
+      st = train_ema_reset(tr);
   }
   // the store this run trained on, for a resume to say what changed (kept on a resume)
-  if (!r && comm_rank() == 0) r = train_store_record(tr, o->run_dir, !o->resume);
+  if (!st && comm_rank() == 0) st = train_store_record(tr, o->run_dir, !o->resume);
   // the resumed checkpoint's samples, lost to a failed write; train.zero: every rank puts
   // the EMA together (rank 0's sample_pending is shared)
   int64_t pending = tr->sample_pending;
-  if (!r && tr->tc.zero > 0 && comm_size() > 1) r = comm_allreduce_max_i64(&pending, 1);
-  if (!r && pending && tr->tc.zero > 0) r = train_ema_full(tr, &tr->ema_whole);
-  if (!r && tr->sample_pending) {
+  if (!st && tr->tc.zero > 0 && comm_size() > 1) st = comm_allreduce_max_i64(&pending, 1);
+  if (!st && pending && tr->tc.zero > 0) st = train_ema_full(tr, &tr->ema_whole);
+  if (!st && tr->sample_pending) {
     log_info("train: the samples of step %lld are missing: writing them first",
              (long long)tr->step);
     train_samples_step(tr, o);
   }
   tr->ema_whole = NULL;
-  return r;
+  return st;
 }
 
 static void log_run_schedule(const trainer *tr, int64_t stop, int from_steps);
@@ -605,22 +606,22 @@ static void log_run_schedule(const trainer *tr, int64_t stop, int from_steps);
 // run's start: RUN's checkpoints, the cost model, the split, a resume's checkpoint metadata),
 // then the report (model/train/dry_run.h) on stdout.
 static tsr_status train_dry(trainer *tr, const train_options *o, train_setup *su, int ranks) {
-  tsr_status r = o->run_dir ? check_run_checkpoints(o, su) : TSR_OK;
-  if (!r) r = setup_sched(tr, o, ranks);
-  if (!r) r = setup_data(tr, o);
-  if (!r) r = train_samples_prepare(tr, o);  // the prompts' errors are the start's too
-  if (!r && o->resume) r = train_resume_peek(tr, o, su->latest);
+  tsr_status st = o->run_dir ? check_run_checkpoints(o, su) : TSR_OK;
+  if (!st) st = setup_sched(tr, o, ranks);
+  if (!st) st = setup_data(tr, o);
+  if (!st) st = train_samples_prepare(tr, o);  // the prompts' errors are the start's too
+  if (!st && o->resume) st = train_resume_peek(tr, o, su->latest);
   su->tc0.lr_schedule_steps = tr->tc.lr_schedule_steps;
   int64_t stop = o->stop_step > 0 ? o->stop_step : tr->tc.steps;
   train_dry_run_view v = {.prev = &su->rc, .mc = &su->mc0, .tc = &su->tc0, .mem = &su->mem,
                           .capacity = su->capacity, .cap_source = su->cap_source,
                           .stop = stop, .batches = 3};
-  if (!r && comm_rank() == 0) {
+  if (!st && comm_rank() == 0) {
     log_run_schedule(tr, stop, su->schedule_from_steps);
-    r = train_dry_run_print(tr, o, &v, stdout);
+    st = train_dry_run_print(tr, o, &v, stdout);
     fflush(stdout);
   }
-  return r;
+  return st;
 }
 
 // What rank 0 says before the first step: backend, sizes, validation and samples.
@@ -696,36 +697,36 @@ static void log_run_memory(const trainer *tr, const train_setup *su) {
 tsr_status train_run(const train_options *given) {
   trainer tr = {0};
   train_setup su = {.cap_source = "", .eff = *given};
-  tsr_status r = setup_config(&tr, given, &su);
+  tsr_status st = setup_config(&tr, given, &su);
   const train_options *o = &su.eff;
   int ranks = comm_size();
-  if (!r) r = train_check_store(&tr, ranks);
-  if (!r) r = setup_sched(&tr, o, ranks);  // before the check: it compares the planner's inputs
-  if (!r) r = train_check_ranks_agree(&tr, o);
+  if (!st) st = train_check_store(&tr, ranks);
+  if (!st) st = setup_sched(&tr, o, ranks);  // before the check: it compares the planner's inputs
+  if (!st) st = train_check_ranks_agree(&tr, o);
   // a LoRA run's base is the one checkpoint --resume reads besides RUN's (it may have moved)
-  if (!r && o->resume && o->init_ckpt && tr.tc.lora_rank == 0)
-    r = err_set(TSR_EINVAL, "--resume and --init exclude each other: --resume continues RUN, "
-                "--init starts a new run from a checkpoint's weights (with lora.rank > 0, "
-                "--resume --init BASE gives the frozen base's new place)");
-  if (!r && o->init_ckpt) {
+  if (!st && o->resume && o->init_ckpt && tr.tc.lora_rank == 0)
+    st = err_set(TSR_EINVAL, "--resume and --init exclude each other: --resume continues RUN, "
+                 "--init starts a new run from a checkpoint's weights (with lora.rank > 0, "
+                 "--resume --init BASE gives the frozen base's new place)");
+  if (!st && o->init_ckpt) {
     struct stat sb;
     if (stat(o->init_ckpt, &sb))
-      r = err_set(TSR_EIO, "--init %s: %s", o->init_ckpt, strerror(errno));
+      st = err_set(TSR_EIO, "--init %s: %s", o->init_ckpt, strerror(errno));
   }
-  if (!r && o->dry_run) {
-    r = train_dry(&tr, o, &su, ranks);
+  if (!st && o->dry_run) {
+    st = train_dry(&tr, o, &su, ranks);
     goto done;
   }
-  if (!r) r = setup_run_dir(o, &su);
-  if (!r) r = setup_trainer(&tr, o, &su);
+  if (!st) st = setup_run_dir(o, &su);
+  if (!st) st = setup_trainer(&tr, o, &su);
   su.tc0.lr_schedule_steps = tr.tc.lr_schedule_steps;  // a resume may take the checkpoint's
-  if (!r && comm_rank() == 0)  // what a resume from the run alone reads
-    r = run_config_write(o->run_dir, o, &su.rc, &su.mc0, &su.tc0, tr.tc.mem_tokens);
+  if (!st && comm_rank() == 0)  // what a resume from the run alone reads
+    st = run_config_write(o->run_dir, o, &su.rc, &su.mc0, &su.tc0, tr.tc.mem_tokens);
   int64_t stop = o->stop_step > 0 ? o->stop_step : tr.tc.steps;
-  if (!r && comm_rank() == 0) log_run_start(&tr, o, stop);
-  if (!r && comm_rank() == 0) log_run_schedule(&tr, stop, su.schedule_from_steps);
-  if (!r && tr.step < stop) r = train_loop(&tr, o, stop, su.base);
-  if (!r) log_run_memory(&tr, &su);
+  if (!st && comm_rank() == 0) log_run_start(&tr, o, stop);
+  if (!st && comm_rank() == 0) log_run_schedule(&tr, stop, su.schedule_from_steps);
+  if (!st && tr.step < stop) st = train_loop(&tr, o, stop, su.base);
+  if (!st) log_run_memory(&tr, &su);
 done:
   data_split_free(&tr.split);
   dit_free(&tr.sample_model);
@@ -733,11 +734,11 @@ done:
   trainer_free(&tr);
   train_memory_counter_free(&su.counter);
   if (su.log) {
-    if (r) fprintf(su.log, "error: %s\n", err_msg());  // why the run stopped (the CLI prints it)
+    if (st) fprintf(su.log, "error: %s\n", err_msg());  // why the run stopped (the CLI prints it)
     log_copy_to(NULL);
     fclose(su.log);
   }
   run_config_free(&su.rc);
   lockfile_release(&su.run_lock);  // last: RUN is complete
-  return r;
+  return st;
 }

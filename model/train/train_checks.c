@@ -120,13 +120,13 @@ tsr_status train_check_ranks_agree(const trainer *tr, const train_options *o) {
   h[4] = hash_fnv1a(HASH_FNV1A_INIT, &o->skip_bad_clips, sizeof o->skip_bad_clips);
   int64_t v[2 * N_WHAT];  // max and -min of each in one reduction
   for (int k = 0; k < N_WHAT; k++) v[2 * k] = (int64_t)(h[k] >> 1), v[2 * k + 1] = -v[2 * k];
-  tsr_status r = comm_allreduce_max_i64(v, 2 * N_WHAT);
-  for (int k = 0; !r && k < N_WHAT; k++)
+  tsr_status st = comm_allreduce_max_i64(v, 2 * N_WHAT);
+  for (int k = 0; !st && k < N_WHAT; k++)
     if (v[2 * k] != -v[2 * k + 1])
       return err_set(TSR_EMISMATCH, "the ranks of this launch were given different %s (rank "
                      "%d's differ from another rank's): launch every rank with the same "
                      "--config, --set, --data, --init, --steps, --resume and planner options",
                      what[k], comm_rank());
-  return r;
+  return st;
 }
 

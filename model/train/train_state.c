@@ -42,14 +42,14 @@ static tsr_status gather_tensor(void *ctx, const float *shard, int i, const floa
            t->offset < dit_get_bucket(tr->model, b).offset + dit_get_bucket(tr->model, b).numel))
     b++;
   dit_bucket k = lora ? (dit_bucket){0, (size_t)tr->zero.n} : dit_get_bucket(tr->model, b);
-  tsr_status r = TSR_OK;
+  tsr_status st = TSR_OK;
   if (tr->zero_buf_set != shard || tr->zero_buf_bucket != b) {
-    r = zero_gather_bucket(&tr->zero, tr->cb, b, tr->zero_buf, shard);
-    tr->zero_buf_set = r ? NULL : shard;
+    st = zero_gather_bucket(&tr->zero, tr->cb, b, tr->zero_buf, shard);
+    tr->zero_buf_set = st ? NULL : shard;
     tr->zero_buf_bucket = b;
   }
   *data = tr->zero_buf + (t->offset - k.offset);
-  return r;
+  return st;
 }
 
 tsr_status train_ckpt_state(const trainer *tr, const data_sampler *pos, int plan_kind,
@@ -84,55 +84,55 @@ tsr_status train_ckpt_state(const trainer *tr, const data_sampler *pos, int plan
 static tsr_status resume_checks(const ckpt_meta *cm, trainer *tr, const train_options *o,
                                 const char *path) {
   if (tr->tc.lr_schedule_steps == 0) tr->tc.lr_schedule_steps = cm->tc.lr_schedule_steps;
-  tsr_status r = check_resume_config(cm, tr, path);
-  if (!r) r = train_resume_check_store(cm, tr, path, o->run_dir);
-  if (!r) train_resume_check_plan(cm, tr, o->plan_kind, path);
-  return r;
+  tsr_status st = check_resume_config(cm, tr, path);
+  if (!st) st = train_resume_check_store(cm, tr, path, o->run_dir);
+  if (!st) train_resume_check_plan(cm, tr, o->plan_kind, path);
+  return st;
 }
 
 tsr_status train_resume_peek(trainer *tr, const train_options *o, const char *path) {
   ckpt_meta cm = {0};
-  tsr_status r = ckpt_read_meta(path, &cm);
-  if (!r) r = resume_checks(&cm, tr, o, path);
-  if (!r) {
+  tsr_status st = ckpt_read_meta(path, &cm);
+  if (!st) st = resume_checks(&cm, tr, o, path);
+  if (!st) {
     tr->step = cm.step;
-    r = data_sampler_seek(&tr->sampler, cm.sampler_epoch, cm.sampler_pos);
+    st = data_sampler_seek(&tr->sampler, cm.sampler_epoch, cm.sampler_pos);
   }
   ckpt_meta_free(&cm);
-  return r;
+  return st;
 }
 
 tsr_status train_start_from(trainer *tr, const train_options *o, const char *path, int resume,
                             char *base, size_t cap) {
   ckpt_meta cm = {0};
-  tsr_status r = ckpt_read_meta(path, &cm);
-  if (!r && resume) r = resume_checks(&cm, tr, o, path);
-  if (!r && resume && cm.adapters) r = train_resume_base(tr, &cm, path, o->init_ckpt, base, cap);
-  if (!r && !resume && tr->tc.lora_rank > 0) snprintf(base, cap, "%s", path);
+  tsr_status st = ckpt_read_meta(path, &cm);
+  if (!st && resume) st = resume_checks(&cm, tr, o, path);
+  if (!st && resume && cm.adapters) st = train_resume_base(tr, &cm, path, o->init_ckpt, base, cap);
+  if (!st && !resume && tr->tc.lora_rank > 0) snprintf(base, cap, "%s", path);
   ckpt_state cs;
   ckpt_shard sh;
   const char **names = NULL;
   char plan[256];
-  if (!r) r = train_ckpt_state(tr, &tr->sampler, o->plan_kind, 0, base, &cs, &names, plan, &sh);
-  if (!r) cs.adapters = cs.adapters && resume;  // --init loads a base's weights
-  if (!r) r = ckpt_load(path, &cs, resume ? CKPT_LOAD_WEIGHTS | CKPT_LOAD_EMA | CKPT_LOAD_OPTIM
+  if (!st) st = train_ckpt_state(tr, &tr->sampler, o->plan_kind, 0, base, &cs, &names, plan, &sh);
+  if (!st) cs.adapters = cs.adapters && resume;  // --init loads a base's weights
+  if (!st) st = ckpt_load(path, &cs, resume ? CKPT_LOAD_WEIGHTS | CKPT_LOAD_EMA | CKPT_LOAD_OPTIM
                                           : CKPT_LOAD_WEIGHTS);
   free(names);
-  if (!r && resume && cm.tc.precision != tr->tc.precision && tr->rank == 0)
+  if (!st && resume && cm.tc.precision != tr->tc.precision && tr->rank == 0)
     log_info("train: checkpoint %s was trained with train.precision=%s, continuing in %s (the "
              "fp32 weights and optimizer state carry over)", path,
              config_precision_name(cm.tc.precision), config_precision_name(tr->tc.precision));
-  if (!r && resume) {
+  if (!st && resume) {
     tr->step = cm.step;
-    r = data_sampler_seek(&tr->sampler, cm.sampler_epoch, cm.sampler_pos);
+    st = data_sampler_seek(&tr->sampler, cm.sampler_epoch, cm.sampler_pos);
     // a sample the checkpoint says was due, lost to a failed write: written first
     tr->sample_pending = tr->rank == 0 && cm.sample_due && tr->tc.sample_every > 0 &&
                          !train_sample_exists(o->run_dir, cm.step, tr->prompts.n);
   }
-  if (!r) r = train_weights_set(tr);  // train.zero: this rank's masters from the weights
-  if (!r && !resume) r = train_ema_reset(tr);
+  if (!st) st = train_weights_set(tr);  // train.zero: this rank's masters from the weights
+  if (!st && !resume) st = train_ema_reset(tr);
   ckpt_meta_free(&cm);
-  if (r && !resume) return err_wrap(r, "--init (weights of the configured model, shapes checked): ");
-  return r;
+  if (st && !resume) return err_wrap(st, "--init (weights of the configured model, shapes checked): ");
+  return st;
 }
 

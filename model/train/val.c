@@ -36,8 +36,8 @@ tsr_status train_val_write_list(const trainer *tr, const char *run_dir) {
   if (snprintf(path, sizeof path, "%s/val_clips.txt", run_dir) >= (int)sizeof path)
     return err_set(TSR_EINVAL, "run directory path too long: %s", run_dir);
   fs_atomic a;
-  tsr_status r = fs_atomic_open(&a, path);
-  if (!r) {
+  tsr_status st = fs_atomic_open(&a, path);
+  if (!st) {
     FILE *f = a.f;
     fprintf(f, "# clips held out of training for validation (train.val_clips = %lld): id, "
             "length bucket, tokens\n", (long long)tr->tc.val_clips);
@@ -46,10 +46,10 @@ tsr_status train_val_write_list(const trainer *tr, const char *run_dir) {
       fprintf(f, "%lld %s %lld\n", (long long)c->id,
               data_bucket_names[tr->split.bucket[tr->split.val[i]]], (long long)c->tokens);
     }
-    r = ferror(f) ? err_set(TSR_EIO, "writing %s failed", path) : fs_atomic_commit(&a);
+    st = ferror(f) ? err_set(TSR_EIO, "writing %s failed", path) : fs_atomic_commit(&a);
   }
   fs_atomic_abort(&a);
-  return r;
+  return st;
 }
 
 tsr_status train_val_check(trainer *tr, int skip) {
@@ -62,9 +62,9 @@ tsr_status train_val_check(trainer *tr, int skip) {
     const uint8_t *tok;
     bad[i] = data_clip_tokens(tr->data, sp->val[i], 1, &tok) != TSR_OK;
   }
-  tsr_status r = comm_size() > 1 ? comm_allreduce_max_i64(bad, (int)n) : TSR_OK;
+  tsr_status st = comm_size() > 1 ? comm_allreduce_max_i64(bad, (int)n) : TSR_OK;
   int64_t kept = 0;
-  for (int64_t i = 0; !r && i < n; i++) {
+  for (int64_t i = 0; !st && i < n; i++) {
     if (!bad[i]) {
       sp->val[kept++] = sp->val[i];
       continue;
@@ -76,17 +76,17 @@ tsr_status train_val_check(trainer *tr, int skip) {
     else snprintf(why, sizeof why, "clip %lld is good here but failed its checksum on another "
                   "rank", (long long)c->id);
     if (!skip)
-      r = err_set(TSR_EFORMAT, "validation clip: %s; run `tessera index verify %s` to list "
-                  "every bad clip (or train without them: --skip-bad-clips)", why,
-                  data_dir(tr->data));
+      st = err_set(TSR_EFORMAT, "validation clip: %s; run `tessera index verify %s` to list "
+                   "every bad clip (or train without them: --skip-bad-clips)", why,
+                   data_dir(tr->data));
     else if (tr->rank == 0)
       log_warn("train: leaving bad clip %lld out of validation (--skip-bad-clips): %s",
                (long long)c->id, why);
-    if (!r) sp->bucket_val[sp->bucket[sp->val[i]]]--;
+    if (!st) sp->bucket_val[sp->bucket[sp->val[i]]]--;
   }
-  if (!r) sp->n_val = kept;
+  if (!st) sp->n_val = kept;
   free(bad);
-  return r;
+  return st;
 }
 
 tsr_status train_validate(trainer *tr, int plan_kind, train_val_stats *out) {
@@ -105,33 +105,33 @@ tsr_status train_validate(trainer *tr, int plan_kind, train_val_stats *out) {
   int64_t *tok = malloc((size_t)cap * sizeof *tok);
   plan alt;
   plan_init(&alt, tr->sched.cluster.ranks);
-  tsr_status r = sse && dc && tok ? TSR_OK : err_set(TSR_ENOMEM, "validation: out of memory");
+  tsr_status st = sse && dc && tok ? TSR_OK : err_set(TSR_ENOMEM, "validation: out of memory");
   // batches of at most global_batch clips, planned for every rank like a training batch
-  for (int64_t c0 = 0; !r && c0 < n; c0 += cap) {
+  for (int64_t c0 = 0; !st && c0 < n; c0 += cap) {
     int64_t m = n - c0 < cap ? n - c0 : cap;
-    for (int64_t i = 0; !r && i < m; i++) {
+    for (int64_t i = 0; !st && i < m; i++) {
       const data_clip *c = data_clip_at(tr->data, sp->val[c0 + i]);
       const uint8_t *t;
-      r = data_clip_tokens(tr->data, sp->val[c0 + i], 1, &t);  // hashed once, at start
+      st = data_clip_tokens(tr->data, sp->val[c0 + i], 1, &t);  // hashed once, at start
       dc[i] = (dist_clip){.id = c->id, .T = c->T, .H = c->H, .W = c->W, .label = c->label,
                           .tokens = t};
       tok[i] = c->tokens;
     }
     sched_result res;
-    if (!r) r = sched_plan_batch(&tr->sched, tok, (int)m, &res);
+    if (!st) st = sched_plan_batch(&tr->sched, tok, (int)m, &res);
     else break;
     const plan *run = NULL;
     double predicted;
     const char *name;
-    if (!r) r = train_choose_plan(&tr->sched, plan_kind, tok, m, &res, &alt, &run, &predicted, &name);
-    for (int k = 0; !r && k < TRAIN_VAL_LEVELS; k++) {
+    if (!st) st = train_choose_plan(&tr->sched, plan_kind, tok, m, &res, &alt, &run, &predicted, &name);
+    for (int k = 0; !st && k < TRAIN_VAL_LEVELS; k++) {
       train_config lc = level_config(&tr->tc, train_val_levels[k]);
-      r = dist_step_eval(tr->dist, run, dc, (int)m, &lc, TRAIN_VAL_KEY_STEP, sse + k * n + c0);
+      st = dist_step_eval(tr->dist, run, dc, (int)m, &lc, TRAIN_VAL_KEY_STEP, sse + k * n + c0);
     }
     sched_result_free(&res);
   }
-  if (!r && comm_size() > 1) r = comm_allreduce_sum_f64(sse, (int)(n * TRAIN_VAL_LEVELS));
-  if (!r) {
+  if (!st && comm_size() > 1) st = comm_allreduce_sum_f64(sse, (int)(n * TRAIN_VAL_LEVELS));
+  if (!st) {
     double bsum[DATA_BUCKETS] = {0};
     int64_t bn[DATA_BUCKETS] = {0};
     for (int k = 0; k < TRAIN_VAL_LEVELS; k++) {
@@ -153,5 +153,5 @@ tsr_status train_validate(trainer *tr, int plan_kind, train_val_stats *out) {
   free(dc);
   free(tok);
   plan_free(&alt);
-  return r;
+  return st;
 }

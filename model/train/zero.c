@@ -96,34 +96,34 @@ tsr_status zero_segments_of(const zero_layout *z, const dit_model *m, int nt,
 
 tsr_status zero_take(const zero_layout *z, const kernels_backend *kb, float *shard,
                      const float *full) {
-  tsr_status r = TSR_OK;
-  for (int b = 0; b < z->n_buckets && !r; b++)
-    r = kb->copy(kb, shard + z->at[b], full + z->lo[b], (size_t)z->len[b] * sizeof(float));
-  return r;
+  tsr_status st = TSR_OK;
+  for (int b = 0; b < z->n_buckets && !st; b++)
+    st = kb->copy(kb, shard + z->at[b], full + z->lo[b], (size_t)z->len[b] * sizeof(float));
+  return st;
 }
 
 tsr_status zero_gather(const zero_layout *z, const comm_backend *cb, float *full,
                        const float *shard) {
   comm_group *world = comm_group_get(z->world);
   if (!world) return err_set(TSR_EINVAL, "train.zero: the group set is not initialised");
-  tsr_status r = TSR_OK;
-  for (int b = 0; b < z->n_buckets && !r; b++)
-    r = cb->allgather(cb, world, shard + z->at[b], full + (z->lo[b] - z->rank * z->len[b]),
-                      z->len[b] * (int64_t)sizeof(float));
-  return r ? err_wrap(r, "train.zero: all-gather of the weights: ") : TSR_OK;
+  tsr_status st = TSR_OK;
+  for (int b = 0; b < z->n_buckets && !st; b++)
+    st = cb->allgather(cb, world, shard + z->at[b], full + (z->lo[b] - z->rank * z->len[b]),
+                       z->len[b] * (int64_t)sizeof(float));
+  return st ? err_wrap(st, "train.zero: all-gather of the weights: ") : TSR_OK;
 }
 
 tsr_status zero_gather_bucket(const zero_layout *z, const comm_backend *cb, int b, float *dst,
                               const float *shard) {
   comm_group *world = comm_group_get(z->world);
   if (!world) return err_set(TSR_EINVAL, "train.zero: the group set is not initialised");
-  tsr_status r = cb->allgather(cb, world, shard + z->at[b], dst, z->len[b] * (int64_t)sizeof(float));
-  return r ? err_wrap(r, "train.zero: all-gather of bucket %d: ", b) : TSR_OK;
+  tsr_status st = cb->allgather(cb, world, shard + z->at[b], dst, z->len[b] * (int64_t)sizeof(float));
+  return st ? err_wrap(st, "train.zero: all-gather of bucket %d: ", b) : TSR_OK;
 }
 
 tsr_status zero_sumsq(const zero_layout *z, const kernels_backend *kb, const float *shard,
                       double *out) {
-  tsr_status r = kb->sumsq(kb, out, shard, (size_t)z->shard);
-  if (!r && z->world > 1) r = comm_allreduce_sum_f64(out, 1);
-  return r;
+  tsr_status st = kb->sumsq(kb, out, shard, (size_t)z->shard);
+  if (!st && z->world > 1) st = comm_allreduce_sum_f64(out, 1);
+  return st;
 }

@@ -148,20 +148,15 @@ int device_visible() {
     if (!device_visible()) return ret(cudaErrorNoDevice); \
   } while (0)
 
-int is_device(const void *p) {
-  state &s = S();
-  auto it = s.device.upper_bound(p);
-  if (it == s.device.begin()) return 0;
+// 1 if p lies inside one of the allocations (start -> bytes) of m.
+int in_allocation(const std::map<const void *, size_t> &m, const void *p) {
+  auto it = m.upper_bound(p);
+  if (it == m.begin()) return 0;
   --it;
   return (const char *)p < (const char *)it->first + it->second;
 }
-int is_pinned(const void *p) {
-  state &s = S();
-  auto it = s.pinned.upper_bound(p);
-  if (it == s.pinned.begin()) return 0;
-  --it;
-  return (const char *)p < (const char *)it->first + it->second;
-}
+int is_device(const void *p) { return in_allocation(S().device, p); }
+int is_pinned(const void *p) { return in_allocation(S().pinned, p); }
 
 }  // namespace
 
