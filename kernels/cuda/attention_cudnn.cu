@@ -28,6 +28,14 @@ extern "C" {
 }
 
 // ---- device side: ragged description, rows without keys --------------------------------
+// The ragged description of one cuDNN batch (sdpa.h): b sequence lengths on each side and
+// b + 1 offsets in elements of the (L, H, Dh) tensors (Q and O: off_q; K and V: off_k) and
+// of the (L, H) lse (off_s).
+struct sdpa_desc {
+  int32_t *seq_q, *seq_kv;
+  int64_t *off_q, *off_k, *off_s;
+};
+
 // Sequence c < b of the plan (kcu_sdpa_ragged): lengths, at most max_q / max_k (the plan's
 // sq / skv are no smaller), and offsets in elements of the (L, H, Dh) tensors and of the
 // (L, H) lse; offsets[b] = the end.
@@ -73,9 +81,8 @@ __global__ void k_sdpa_no_keys(act_t *out, float *lse, const int32_t *seq_kv, co
 // The ragged tensors of a call, then its own buffers, then cuDNN's workspace: one
 // kcu_scratch request, 256-byte aligned pieces.
 struct sdpa_mem {
-  int32_t *seq_q, *seq_kv;
-  int64_t *off_q, *off_k, *off_s;
-  char *next;  // the rest, handed out by sdpa_take
+  sdpa_desc d;  // the batch's ragged description
+  char *next;   // the rest, handed out by sdpa_take
 };
 
 static size_t sdpa_round(size_t n) { return (n + 255) / 256 * 256; }
@@ -87,9 +94,19 @@ static void *sdpa_take(sdpa_mem *m, size_t bytes) {
   m->next += sdpa_round(bytes);
   return p;
 }
+static sdpa_desc sdpa_take_desc(sdpa_mem *m, int b) {
+  sdpa_desc d;
+  d.seq_q = (int32_t *)sdpa_take(m, sizeof(int32_t) * b);
+  d.seq_kv = (int32_t *)sdpa_take(m, sizeof(int32_t) * b);
+  d.off_q = (int64_t *)sdpa_take(m, sizeof(int64_t) * (b + 1));
+  d.off_k = (int64_t *)sdpa_take(m, sizeof(int64_t) * (b + 1));
+  d.off_s = (int64_t *)sdpa_take(m, sizeof(int64_t) * (b + 1));
+  return d;
+}
 
 // Claims `extra` bytes after the ragged tensors plus the workspace, fills the ragged
-// tensors from cu_q / cu_k (lengths clamped to max_q / max_k).
+// tensors from cu_q / cu_k (lengths clamped to max_q / max_k; cu_q NULL: the caller fills
+// them).
 static tsr_status sdpa_prepare(kb_t *kb, const char *op, const kcu_sdpa_key *key, size_t extra,
                                int64_t workspace, const int32_t *cu_q, const int32_t *cu_k,
                                int n_clips, int max_q, int max_k, int Lq, int Lk, int H, int Dh,
@@ -99,16 +116,41 @@ static tsr_status sdpa_prepare(kb_t *kb, const char *op, const kcu_sdpa_key *key
   tsr_status st = kcu_scratch(kb, op, sdpa_ragged_bytes(b) + extra + sdpa_round((size_t)workspace), &base);
   if (st) return st;
   m->next = (char *)base;
-  m->seq_q = (int32_t *)sdpa_take(m, sizeof(int32_t) * b);
-  m->seq_kv = (int32_t *)sdpa_take(m, sizeof(int32_t) * b);
-  m->off_q = (int64_t *)sdpa_take(m, sizeof(int64_t) * (b + 1));
-  m->off_k = (int64_t *)sdpa_take(m, sizeof(int64_t) * (b + 1));
-  m->off_s = (int64_t *)sdpa_take(m, sizeof(int64_t) * (b + 1));
+  m->d = sdpa_take_desc(m, b);
+  if (!cu_q) return TSR_OK;
   k_sdpa_ragged<<<kcu_blocks((size_t)b + 1, 256), 256, 0, kcu(kb)->stream>>>(
-      m->seq_q, m->seq_kv, m->off_q, m->off_k, m->off_s, cu_q, cu_k, n_clips, b, max_q, max_k, Lq,
-      Lk, H, Dh);
+      m->d.seq_q, m->d.seq_kv, m->d.off_q, m->d.off_k, m->d.off_s, cu_q, cu_k, n_clips, b, max_q,
+      max_k, Lq, Lk, H, Dh);
   KCU_LAUNCHED(op);
   return TSR_OK;
+}
+
+// The forward graph's variant pack on description d (V and O share K's and Q's offsets).
+static tsr_status sdpa_run_forward(const char *op, sdpa_state *S, sdpa_plan *p, const sdpa_desc *d,
+                                   void *out, float *lse, const void *q, const void *k, const void *v,
+                                   float scale, void *ws) {
+  float neg_inf = -INFINITY;
+  int64_t uids[] = {U_Q, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEG_INF, U_SEQ_Q, U_SEQ_KV,
+                    U_OFF_Q, U_OFF_K, U_OFF_V, U_OFF_O, U_OFF_S};
+  void *ptrs[] = {(void *)q, (void *)k, (void *)v, out, lse, &scale, &neg_inf, d->seq_q, d->seq_kv,
+                  d->off_q, d->off_k, d->off_k, d->off_q, d->off_s};
+  return sdpa_execute(op, S, p, uids, ptrs, (int)(sizeof uids / sizeof uids[0]), ws);
+}
+
+// The backward graph's: gq, gk, gv the gradients it writes, delta its fp32 rowsum(dO * O)
+// (lse's layout), acc the zeroed fp32 dQ accumulator (NULL: the deterministic graph).
+static tsr_status sdpa_run_backward(const char *op, sdpa_state *S, sdpa_plan *p, const sdpa_desc *d,
+                                    void *gq, void *gk, void *gv, const void *dout, const void *q,
+                                    const void *k, const void *v, const void *out, const float *lse,
+                                    void *delta, void *acc, float scale, void *ws) {
+  float neg_inf = -INFINITY, one = 1.0f;
+  int64_t uids[] = {U_Q, U_K, U_V, U_O, U_STATS, U_DO, U_DQ, U_DK, U_DV, U_SCALE, U_NEG_INF, U_ONE,
+                    U_SEQ_Q, U_SEQ_KV, U_OFF_Q, U_OFF_K, U_OFF_V, U_OFF_O, U_OFF_S, U_DELTA, U_DQ_ACC};
+  void *ptrs[] = {(void *)q, (void *)k, (void *)v, (void *)out, (void *)lse, (void *)dout, gq, gk, gv,
+                  &scale, &neg_inf, &one, d->seq_q, d->seq_kv, d->off_q, d->off_k, d->off_k, d->off_q,
+                  d->off_s, delta, acc};
+  int nt = (int)(sizeof uids / sizeof uids[0]) - (acc ? 0 : 1);
+  return sdpa_execute(op, S, p, uids, ptrs, nt, ws);
 }
 
 // 1 when every given pointer (NULL passes) has the 16-byte alignment the graphs declare
@@ -172,18 +214,11 @@ tsr_status kcu_sdpa_forward(kb_t *kb, const char *op, int partial, int *done, vo
   if ((st = sdpa_prepare(kb, op, &key, 0, p ? p->workspace : 0, cu_q, cu_k, n_clips, max_q, max_k, Lq,
                          Lk, H, Dh, &m)))
     return st;
-  if (p) {
-    float neg_inf = -INFINITY;
-    int64_t uids[] = {U_Q, U_K, U_V, U_O, U_STATS, U_SCALE, U_NEG_INF, U_SEQ_Q, U_SEQ_KV,
-                      U_OFF_Q, U_OFF_K, U_OFF_V, U_OFF_O, U_OFF_S};
-    void *ptrs[] = {(void *)q, (void *)k, (void *)v, out, lse, &scale, &neg_inf, m.seq_q, m.seq_kv,
-                    m.off_q, m.off_k, m.off_k, m.off_q, m.off_s};
-    if ((st = sdpa_execute(op, S, p, uids, ptrs, (int)(sizeof uids / sizeof uids[0]), m.next))) return st;
-  }
+  if (p && (st = sdpa_run_forward(op, S, p, &m.d, out, lse, q, k, v, scale, m.next))) return st;
   if (partial) {
     size_t rows = (size_t)Lq * H;
     k_sdpa_no_keys<<<kcu_blocks(rows * 32, 256), 256, 0, kcu(kb)->stream>>>(
-        (act_t *)out, lse, m.seq_kv, cu_q, n_clips, Lq, H, Dh);
+        (act_t *)out, lse, m.d.seq_kv, cu_q, n_clips, Lq, H, Dh);
     KCU_LAUNCHED(op);
   }
   *done = 1;
@@ -248,25 +283,20 @@ static tsr_status sdpa_backward(kb_t *kb, const char *op, kcu_sdpa_kind kind, in
   void *gv = own_kv ? sdpa_take(&m, nk * sizeof(act_t)) : dv;
   cudaStream_t stream = kcu(kb)->stream;
   if (acc) KCU_CUDA(op, cudaMemsetAsync(acc, 0, nq * sizeof(float), stream));
-  float neg_inf = -INFINITY, one = 1.0f;
-  int64_t uids[] = {U_Q, U_K, U_V, U_O, U_STATS, U_DO, U_DQ, U_DK, U_DV, U_SCALE, U_NEG_INF, U_ONE,
-                    U_SEQ_Q, U_SEQ_KV, U_OFF_Q, U_OFF_K, U_OFF_V, U_OFF_O, U_OFF_S, U_DELTA, U_DQ_ACC};
-  void *ptrs[] = {(void *)q, (void *)k, (void *)v, (void *)out, (void *)lse, (void *)dout, gq, gk, gv,
-                  &scale, &neg_inf, &one, m.seq_q, m.seq_kv, m.off_q, m.off_k, m.off_k, m.off_q,
-                  m.off_s, delta, acc};
-  int nt = (int)(sizeof uids / sizeof uids[0]) - (acc ? 0 : 1);
-  if ((st = sdpa_execute(op, S, p, uids, ptrs, nt, m.next))) return st;
+  if ((st = sdpa_run_backward(op, S, p, &m.d, gq, gk, gv, dout, q, k, v, out, lse, delta, acc, scale,
+                              m.next)))
+    return st;
   if (partial && dq) {
     k_sdpa_accumulate<<<kcu_warp_blocks(Lq), 256, 0, stream>>>((act_t *)dq, (const act_t *)gq, cu_q,
-                                                               m.seq_kv, n_clips, Lq, H * Dh);
+                                                               m.d.seq_kv, n_clips, Lq, H * Dh);
     KCU_LAUNCHED(op);
   }
   if (partial && dk) {
     k_sdpa_accumulate<<<kcu_warp_blocks(Lk), 256, 0, stream>>>((act_t *)dk, (const act_t *)gk, cu_k,
-                                                               m.seq_q, n_clips, Lk, H * Dh);
+                                                               m.d.seq_q, n_clips, Lk, H * Dh);
     KCU_LAUNCHED(op);
     k_sdpa_accumulate<<<kcu_warp_blocks(Lk), 256, 0, stream>>>((act_t *)dv, (const act_t *)gv, cu_k,
-                                                               m.seq_q, n_clips, Lk, H * Dh);
+                                                               m.d.seq_q, n_clips, Lk, H * Dh);
     KCU_LAUNCHED(op);
   }
   *done = 1;
@@ -289,4 +319,293 @@ tsr_status kcu_sdpa_partial_backward(kb_t *kb, const char *op, int *done, void *
                                      float scale) {
   return sdpa_backward(kb, op, KCU_SDPA_PARTIAL_BWD, done, dq, dk, dv, dout, q, k, v, out, lse,
                        cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
+}
+
+
+// ---- masked entries under block_causal: the pair list (attention_cudnn.h) ------------------
+// Rows [*a, *e) of clip c in cu (clamped into [0, L]).
+__device__ __forceinline__ void pl_clip_rows(const int32_t *cu, int c, int L, int *a, int *e) {
+  int x = cu[c], y = cu[c + 1];
+  x = x < 0 ? 0 : (x > L ? L : x);
+  y = y < x ? x : (y > L ? L : y);
+  *a = x;
+  *e = y;
+}
+
+__device__ __forceinline__ int pl_chunk(const int32_t *pos, int r, int chunk) {
+  return pos[3 * (size_t)r] / chunk;
+}
+
+// The first row of [a, e) whose chunk is after g (rows in order of t: a binary search).
+__device__ int pl_after(const int32_t *pos, int a, int e, int g, int chunk) {
+  while (a < e) {
+    int m = a + (e - a) / 2;
+    if (pl_chunk(pos, m, chunk) > g) e = m;
+    else a = m + 1;
+  }
+  return a;
+}
+
+// Every sequence of d empty, the end offsets set; the gate (when given) cleared.
+__global__ void k_pl_init(sdpa_desc d, int32_t *gate, int b, int Lq, int Lk, int H, int Dh) {
+  const int64_t row = (int64_t)H * Dh;
+  for (int s = blockIdx.x * blockDim.x + threadIdx.x; s <= b; s += gridDim.x * blockDim.x) {
+    if (s < b) {
+      d.seq_q[s] = d.seq_kv[s] = 0;
+      d.off_q[s] = d.off_k[s] = d.off_s[s] = 0;
+      continue;
+    }
+    d.off_q[b] = Lq * row;
+    d.off_k[b] = Lk * row;
+    d.off_s[b] = (int64_t)Lq * H;
+    if (gate) *gate = 0;
+  }
+}
+
+// The groups of one side into d. keys_side 0: groups of query rows (g = q, p = k), each with
+// its visible key chunks [g - W, g] (W = 0: [0, g]); 1: groups of key rows with their
+// visible query chunks [g, g + W] (W = 0: [g, end]). A group is the rows of one chunk of one
+// clip: sequence c * groups + (its chunk - the clip's first chunk in the call). covered[r]:
+// 1 when row r's group sees a partner row. Sets *gate = 1 where the layout does not fit:
+// rows of a clip (either side) out of order of t, a group past `groups`, a group or partner
+// range longer than the plan's max_g / max_p.
+__global__ void k_pl_fill(sdpa_desc d, int32_t *gate, uint8_t *covered, const int32_t *cu_g,
+                          const int32_t *cu_p, const int32_t *pos_g, const int32_t *pos_p,
+                          int keys_side, int chunk, int window, int groups, int n_clips, int Lg,
+                          int Lp, int max_g, int max_p, int H, int Dh) {
+  const int64_t row = (int64_t)H * Dh;
+  const int tid = blockIdx.x * blockDim.x + threadIdx.x, stride = gridDim.x * blockDim.x;
+  for (int j = tid; j < Lp; j += stride) {
+    int a, e;
+    pl_clip_rows(cu_p, kcu_clip_of(cu_p, n_clips, j), Lp, &a, &e);
+    if (j > a && j < e && pos_p[3 * (size_t)(j - 1)] > pos_p[3 * (size_t)j]) *gate = 1;
+  }
+  for (int r = tid; r < Lg; r += stride) {
+    covered[r] = 0;
+    const int c = kcu_clip_of(cu_g, n_clips, r);
+    int a, e, pa, pe;
+    pl_clip_rows(cu_g, c, Lg, &a, &e);
+    if (r < a || r >= e) continue;  // in no clip (a bad cu: the entry's check reports it)
+    const int t = pos_g[3 * (size_t)r];
+    if (r > a && pos_g[3 * (size_t)(r - 1)] > t) {
+      *gate = 1;
+      continue;
+    }
+    const int g = t / chunk, slot = g - pl_chunk(pos_g, a, chunk);
+    pl_clip_rows(cu_p, c, Lp, &pa, &pe);
+    int p0, p1;
+    if (!keys_side) {
+      const int lo = window > 0 ? g - window : 0;
+      p0 = lo <= 0 ? pa : pl_after(pos_p, pa, pe, lo - 1, chunk);
+      p1 = pl_after(pos_p, pa, pe, g, chunk);
+    } else {
+      p0 = pl_after(pos_p, pa, pe, g - 1, chunk);
+      p1 = window > 0 ? pl_after(pos_p, pa, pe, g + window, chunk) : pe;
+    }
+    covered[r] = p1 > p0;
+    if (slot >= groups) {
+      *gate = 1;
+      continue;
+    }
+    if (r > a && pl_chunk(pos_g, r - 1, chunk) == g) continue;  // not its group's first row
+    const int r1 = pl_after(pos_g, r, e, g, chunk);
+    if (r1 - r > max_g || p1 - p0 > max_p) {
+      *gate = 1;
+      continue;
+    }
+    const int s = c * groups + slot;
+    (keys_side ? d.seq_kv : d.seq_q)[s] = r1 - r;
+    (keys_side ? d.seq_q : d.seq_kv)[s] = p1 - p0;
+    (keys_side ? d.off_k : d.off_q)[s] = r * row;
+    (keys_side ? d.off_q : d.off_k)[s] = p0 * row;
+    d.off_s[s] = (int64_t)(keys_side ? p0 : r) * H;
+  }
+}
+
+// A layout that does not fit: every sequence of d emptied, so cuDNN computes nothing and
+// the gated own kernels take the call.
+__global__ void k_pl_gate(sdpa_desc d, const int32_t *gate, int b) {
+  if (*gate == 0) return;
+  for (int s = blockIdx.x * blockDim.x + threadIdx.x; s < b; s += gridDim.x * blockDim.x)
+    d.seq_q[s] = d.seq_kv[s] = 0;
+}
+
+// Forward, gate clear: a query row that sees no key gets out = 0, lse = -inf (the contract).
+// One warp per (token, head) row.
+__global__ void k_pl_no_keys(act_t *out, float *lse, const uint8_t *covered, const int32_t *gate,
+                             int Lq, int H, int Dh) {
+  if (*gate) return;
+  const int lane = threadIdx.x & 31;
+  const size_t rows = (size_t)Lq * H;
+  for (size_t r = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32; r < rows;
+       r += (size_t)gridDim.x * blockDim.x / 32) {
+    if (covered[r / H]) continue;
+    for (int d = lane; d < Dh; d += 32) kcu_st(out, r * Dh + d, 0.0f);
+    if (lane == 0) lse[r] = -INFINITY;
+  }
+}
+
+// Backward, gate clear: dst += src (fp32 sum, rounded once) on the covered token rows (the
+// others' share is zero and cuDNN's scratch there is not). One warp per row of E elements.
+__global__ void k_pl_accumulate(act_t *dst, const act_t *src, const uint8_t *covered,
+                                const int32_t *gate, int L, int E) {
+  if (*gate) return;
+  KCU_WARP_ROW(t, L)
+    if (!covered[t]) continue;
+    const size_t base = (size_t)t * E;
+    for (int e = lane; e < E; e += 32) kcu_st(dst, base + e, kcu_ld(dst, base + e) + kcu_ld(src, base + e));
+  KCU_WARP_ROW_END
+}
+
+// The pair list's shape: clips x KCU_SDPA_MASK_GROUPS sequences of at most the clips'
+// bounds. *use = 0 (own kernels, no gate) for any mask but block_causal, an empty side, or
+// what sdpa_begin refuses.
+static tsr_status pl_begin(kb_t *kb, const char *op, kcu_sdpa_kind kind, const kernels_mask *mask,
+                           const void *const *args, int n_args, int n_clips, int max_q, int max_k,
+                           int Lq, int Lk, int H, int Dh, sdpa_state **S, kcu_sdpa_key *key,
+                           sdpa_plan **p, int *use) {
+  *use = 0;
+  if (mask->kind != KERNELS_MASK_BLOCK_CAUSAL || Lq == 0 || Lk == 0) return TSR_OK;
+  if ((int64_t)n_clips * KCU_SDPA_MASK_GROUPS > INT32_MAX) return TSR_OK;
+  kcu_sdpa_shape sh = {kind, n_clips * KCU_SDPA_MASK_GROUPS, max_q, max_k, Lq, Lk, H, Dh};
+  tsr_status st = sdpa_begin(kb, op, &sh, sdpa_aligned(args, n_args), 1, S, key, p, use);
+  if (!st && *use) (*S)->mask_calls[kind]++;
+  return st;
+}
+
+// Fills the groups of one side (after k_pl_init) into d.
+static tsr_status pl_fill(kb_t *kb, const char *op, const sdpa_desc *d, int32_t *gate, uint8_t *covered,
+                          int keys_side, const kernels_mask *mask, const kcu_sdpa_key *key,
+                          const int32_t *cu_q, const int32_t *cu_k, const int32_t *pos_q,
+                          const int32_t *pos_k, int n_clips, int Lq, int Lk, int H, int Dh) {
+  cudaStream_t s = kcu(kb)->stream;
+  k_pl_init<<<kcu_blocks((size_t)key->b + 1, 256), 256, 0, s>>>(*d, keys_side ? NULL : gate, key->b, Lq,
+                                                               Lk, H, Dh);
+  KCU_LAUNCHED(op);
+  const int Lg = keys_side ? Lk : Lq, Lp = keys_side ? Lq : Lk;
+  k_pl_fill<<<kcu_blocks((size_t)(Lg > Lp ? Lg : Lp), 256), 256, 0, s>>>(
+      *d, gate, covered, keys_side ? cu_k : cu_q, keys_side ? cu_q : cu_k, keys_side ? pos_k : pos_q,
+      keys_side ? pos_q : pos_k, keys_side, mask->chunk, mask->window, KCU_SDPA_MASK_GROUPS, n_clips,
+      Lg, Lp, keys_side ? key->skv : key->sq, keys_side ? key->sq : key->skv, H, Dh);
+  KCU_LAUNCHED(op);
+  return TSR_OK;
+}
+
+static tsr_status pl_gate(kb_t *kb, const char *op, const sdpa_desc *d, const int32_t *gate, int b) {
+  k_pl_gate<<<kcu_blocks((size_t)b, 256), 256, 0, kcu(kb)->stream>>>(*d, gate, b);
+  KCU_LAUNCHED(op);
+  return TSR_OK;
+}
+
+tsr_status kcu_sdpa_masked_forward(kb_t *kb, const char *op, int *done, const int32_t **gate, void *out,
+                                   float *lse, const void *q, const void *k, const void *v,
+                                   const int32_t *cu_q, const int32_t *cu_k, const int32_t *pos_q,
+                                   const int32_t *pos_k, kernels_mask mask, int n_clips, int max_q,
+                                   int max_k, int Lq, int Lk, int H, int Dh, float scale) {
+  *done = 0;
+  *gate = NULL;
+  sdpa_state *S = NULL;
+  kcu_sdpa_key key;
+  sdpa_plan *p = NULL;
+  int use;
+  const void *args[] = {out, lse, q, k, v};
+  tsr_status st = pl_begin(kb, op, KCU_SDPA_PARTIAL_FWD, &mask, args, 5, n_clips, max_q, max_k, Lq, Lk,
+                           H, Dh, &S, &key, &p, &use);
+  if (st || !use) return st;
+  sdpa_mem m;
+  if ((st = sdpa_prepare(kb, op, &key, sdpa_round(sizeof(int32_t)) + sdpa_round((size_t)Lq), p->workspace,
+                         NULL, NULL, n_clips, max_q, max_k, Lq, Lk, H, Dh, &m)))
+    return st;
+  int32_t *g = (int32_t *)sdpa_take(&m, sizeof(int32_t));
+  uint8_t *covered = (uint8_t *)sdpa_take(&m, (size_t)Lq);
+  if ((st = pl_fill(kb, op, &m.d, g, covered, 0, &mask, &key, cu_q, cu_k, pos_q, pos_k, n_clips, Lq, Lk,
+                    H, Dh)) ||
+      (st = pl_gate(kb, op, &m.d, g, key.b)) ||
+      (st = sdpa_run_forward(op, S, p, &m.d, out, lse, q, k, v, scale, m.next)))
+    return st;
+  k_pl_no_keys<<<kcu_blocks((size_t)Lq * H * 32, 256), 256, 0, kcu(kb)->stream>>>((act_t *)out, lse,
+                                                                                  covered, g, Lq, H, Dh);
+  KCU_LAUNCHED(op);
+  *gate = g;
+  *done = 1;
+  return TSR_OK;
+}
+
+// Two batches on one plan: the query-chunk groups (dq) and the key-chunk groups (dk, dv),
+// each writing all three gradients into scratch (the other two dropped), the kept share
+// added to the zeroed (partial: the accumulated) gradients. The batch's dQ accumulator and
+// delta are shared; the stream orders the two.
+tsr_status kcu_sdpa_masked_backward(kb_t *kb, const char *op, int partial, int *done,
+                                    const int32_t **gate, float **delta_ws, void *dq, void *dk,
+                                    void *dv, const void *dout, const void *q, const void *k,
+                                    const void *v, const void *out, const float *lse,
+                                    const int32_t *cu_q, const int32_t *cu_k, const int32_t *pos_q,
+                                    const int32_t *pos_k, kernels_mask mask, int n_clips, int max_q,
+                                    int max_k, int Lq, int Lk, int H, int Dh, float scale) {
+  *done = 0;
+  *gate = NULL;
+  *delta_ws = NULL;
+  sdpa_state *S = NULL;
+  kcu_sdpa_key key;
+  sdpa_plan *p = NULL;
+  int use;
+  const void *args[] = {dout, q, k, v, out, lse};
+  tsr_status st = pl_begin(kb, op, KCU_SDPA_PARTIAL_BWD, &mask, args, 6, n_clips, max_q, max_k, Lq, Lk,
+                           H, Dh, &S, &key, &p, &use);
+  if (st || !use) return st;
+  const size_t nq = (size_t)Lq * H * Dh, nk = (size_t)Lk * H * Dh, rows = (size_t)Lq * H;
+  // the key side's description, the gate, covered rows of each side, delta, the fp32 dQ
+  // accumulator without determinism, the three scratch gradients
+  size_t extra = sdpa_ragged_bytes(key.b) + sdpa_round(sizeof(int32_t)) + sdpa_round((size_t)Lq) +
+                 sdpa_round((size_t)Lk) + sdpa_round(rows * sizeof(float)) +
+                 (key.deterministic ? 0 : sdpa_round(nq * sizeof(float))) + sdpa_round(nq * sizeof(act_t)) +
+                 2 * sdpa_round(nk * sizeof(act_t));
+  sdpa_mem m;
+  if ((st = sdpa_prepare(kb, op, &key, extra, p->workspace, NULL, NULL, n_clips, max_q, max_k, Lq, Lk, H,
+                         Dh, &m)))
+    return st;
+  sdpa_desc dkv = sdpa_take_desc(&m, key.b);
+  int32_t *g = (int32_t *)sdpa_take(&m, sizeof(int32_t));
+  uint8_t *cov_q = (uint8_t *)sdpa_take(&m, (size_t)Lq), *cov_k = (uint8_t *)sdpa_take(&m, (size_t)Lk);
+  float *delta = (float *)sdpa_take(&m, rows * sizeof(float));
+  void *acc = key.deterministic ? NULL : sdpa_take(&m, nq * sizeof(float));
+  void *gq = sdpa_take(&m, nq * sizeof(act_t)), *gk = sdpa_take(&m, nk * sizeof(act_t));
+  void *gv = sdpa_take(&m, nk * sizeof(act_t));
+  cudaStream_t stream = kcu(kb)->stream;
+  if ((st = pl_fill(kb, op, &m.d, g, cov_q, 0, &mask, &key, cu_q, cu_k, pos_q, pos_k, n_clips, Lq, Lk, H,
+                    Dh)) ||
+      (st = pl_fill(kb, op, &dkv, g, cov_k, 1, &mask, &key, cu_q, cu_k, pos_q, pos_k, n_clips, Lq, Lk, H,
+                    Dh)) ||
+      (st = pl_gate(kb, op, &m.d, g, key.b)) || (st = pl_gate(kb, op, &dkv, g, key.b)))
+    return st;
+  if (!partial) {
+    if (dq) KCU_CUDA(op, cudaMemsetAsync(dq, 0, nq * sizeof(act_t), stream));
+    if (dk) KCU_CUDA(op, cudaMemsetAsync(dk, 0, nk * sizeof(act_t), stream));
+    if (dv) KCU_CUDA(op, cudaMemsetAsync(dv, 0, nk * sizeof(act_t), stream));
+  }
+  if (dq) {
+    if (acc) KCU_CUDA(op, cudaMemsetAsync(acc, 0, nq * sizeof(float), stream));
+    if ((st = sdpa_run_backward(op, S, p, &m.d, gq, gk, gv, dout, q, k, v, out, lse, delta, acc, scale,
+                                m.next)))
+      return st;
+    k_pl_accumulate<<<kcu_warp_blocks(Lq), 256, 0, stream>>>((act_t *)dq, (const act_t *)gq, cov_q, g, Lq,
+                                                             H * Dh);
+    KCU_LAUNCHED(op);
+  }
+  if (dk) {
+    // dq of this batch is dropped: its accumulator needs no zeroing
+    if ((st = sdpa_run_backward(op, S, p, &dkv, gq, gk, gv, dout, q, k, v, out, lse, delta, acc, scale,
+                                m.next)))
+      return st;
+    k_pl_accumulate<<<kcu_warp_blocks(Lk), 256, 0, stream>>>((act_t *)dk, (const act_t *)gk, cov_k, g, Lk,
+                                                             H * Dh);
+    KCU_LAUNCHED(op);
+    k_pl_accumulate<<<kcu_warp_blocks(Lk), 256, 0, stream>>>((act_t *)dv, (const act_t *)gv, cov_k, g, Lk,
+                                                             H * Dh);
+    KCU_LAUNCHED(op);
+  }
+  *gate = g;
+  *delta_ws = delta;
+  *done = 1;
+  return TSR_OK;
 }

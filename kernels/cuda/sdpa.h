@@ -111,6 +111,13 @@ int64_t kcu_sdpa_bucket(int64_t n, int64_t lo);
 enum { KCU_SDPA_MAX_B = 32768 };
 #define KCU_SDPA_MAX_ELEMS ((int64_t)1 << 31)
 
+// The masked entries under block_causal on cuDNN (attention_cudnn.h, the pair list): one
+// sequence per (clip, chunk) group, room for this many chunks of a clip in one call, so
+// their plan's shape is that of n_clips x KCU_SDPA_MASK_GROUPS clips (a call with more
+// chunks in a clip runs the own kernels, found on the device). 32 covers a clip of 32
+// chunks: 128 latent frames in chunks of 4, 32 in chunks of 1.
+enum { KCU_SDPA_MASK_GROUPS = 32 };
+
 // The plan-cache key: one cuDNN plan per key. b = clips rounded up (kcu_sdpa_bucket, >= 1),
 // sq = the longest query clip's bound min(max_q, Lq) rounded up (>= 64), skv likewise for
 // the keys, plus the head shape and the backward's determinism (both backward kinds). The
