@@ -13,8 +13,8 @@
 // [0, seq_len_q[b]) x [0, seq_len_kv[b]) at the tensors' ragged offsets, token-major
 // (rows of H x Dh elements: the layout those graphs declare). Roundings as cuDNN's: P
 // (forward) and P, dS (backward) to bf16 before their products, fp32 sums, bf16 stores;
-// a query row of a sequence without keys gets NaN (cuDNN does not define those rows: the
-// backend must not use them). It checks the backend's use of cuDNN — the ragged
+// in the forward, a query row of a sequence without keys gets NaN (cuDNN does not define
+// those rows: the backend must not use them). It checks the backend's use of cuDNN — the ragged
 // descriptions, the variant packs, what it does with the results (the masked pair list
 // too) — not cuDNN's graph rules (tests/kernels/test_cuda_sdpa_plan.c plans the graphs
 // with the real cuDNN) or its kernels.
