@@ -51,12 +51,13 @@ tsr_status kcu_sdpa_partial_backward(kb_t *kb, const char *op, int *done, void *
 // groups, dk and dv from the (clip, key chunk) groups against their visible query range
 // [chunk j, j + W] (W = 0: to the clip's end); each batch's other gradients are scratch.
 // The groups are found on the device from cu and the positions (no host sync, so a
-// recorded graph serves every packing); a clip may have at most KCU_SDPA_MASK_GROUPS chunks
-// in a call (sdpa.h KCU_SDPA_MASK_GROUPS). Where the device finds a layout
-// that does not fit (rows out of order of t, more chunks), every group is emptied and *gate
-// (a device int in the call's scratch) reads 1: the caller then launches its own kernels with
-// the gate, and they compute the call; otherwise the gate reads 0 and those kernels return at
-// once. *done = 0 (gate NULL): the own kernels take the call without a gate (a mask other
+// recorded graph serves every packing); a clip may have at most KCU_SDPA_MASK_GROUPS
+// (sdpa.h) chunks in a call. Where the device finds a layout that does not fit (rows out of
+// order of t, more chunks, a group longer than the plan), every group is emptied and *gate
+// (a device int in the call's scratch) reads 1: the caller then launches its own kernels
+// with the gate, and they compute the call; otherwise the gate reads 0 and those kernels
+// return at once. Shapes: out, q, dq, dout (Lq, H, Dh), k, v, dk, dv (Lk, H, Dh) [act]; lse
+// (Lq, H) [f32]; cu_q, cu_k (C + 1); pos_q (Lq, 3), pos_k (Lk, 3) int32; device memory. *done = 0 (gate NULL): the own kernels take the call without a gate (a mask other
 // than block_causal, TESSERA_CUDA_ATTENTION=own, no cuDNN or no plan in auto mode).
 // Arguments as the masked entries (kernels/entries.h), checked by the caller.
 tsr_status kcu_sdpa_masked_forward(kb_t *kb, const char *op, int *done, const int32_t **gate, void *out,
