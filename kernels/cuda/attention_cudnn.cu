@@ -138,18 +138,22 @@ static tsr_status sdpa_run_forward(const char *op, sdpa_state *S, sdpa_plan *p, 
 }
 
 // The backward graph's: gq, gk, gv the gradients it writes, delta its fp32 rowsum(dO * O)
-// (lse's layout), acc the zeroed fp32 dQ accumulator (NULL: the deterministic graph).
+// (lse's layout), acc the zeroed fp32 dQ accumulator (NULL: the deterministic graph),
+// off_dkv dK's and dV's own offsets (the masked backward's graph; else NULL).
 static tsr_status sdpa_run_backward(const char *op, sdpa_state *S, sdpa_plan *p, const sdpa_desc *d,
                                     void *gq, void *gk, void *gv, const void *dout, const void *q,
                                     const void *k, const void *v, const void *out, const float *lse,
-                                    void *delta, void *acc, float scale, void *ws) {
+                                    void *delta, void *acc, const int64_t *off_dkv, float scale,
+                                    void *ws) {
   float neg_inf = -INFINITY, one = 1.0f;
-  int64_t uids[] = {U_Q, U_K, U_V, U_O, U_STATS, U_DO, U_DQ, U_DK, U_DV, U_SCALE, U_NEG_INF, U_ONE,
-                    U_SEQ_Q, U_SEQ_KV, U_OFF_Q, U_OFF_K, U_OFF_V, U_OFF_O, U_OFF_S, U_DELTA, U_DQ_ACC};
-  void *ptrs[] = {(void *)q, (void *)k, (void *)v, (void *)out, (void *)lse, (void *)dout, gq, gk, gv,
-                  &scale, &neg_inf, &one, d->seq_q, d->seq_kv, d->off_q, d->off_k, d->off_k, d->off_q,
-                  d->off_s, delta, acc};
-  int nt = (int)(sizeof uids / sizeof uids[0]) - (acc ? 0 : 1);
+  int64_t uids[22] = {U_Q, U_K, U_V, U_O, U_STATS, U_DO, U_DQ, U_DK, U_DV, U_SCALE, U_NEG_INF, U_ONE,
+                      U_SEQ_Q, U_SEQ_KV, U_OFF_Q, U_OFF_K, U_OFF_V, U_OFF_O, U_OFF_S, U_DELTA};
+  void *ptrs[22] = {(void *)q, (void *)k, (void *)v, (void *)out, (void *)lse, (void *)dout, gq, gk, gv,
+                    &scale, &neg_inf, &one, d->seq_q, d->seq_kv, d->off_q, d->off_k, d->off_k, d->off_q,
+                    d->off_s, delta};
+  int nt = 20;
+  if (acc) uids[nt] = U_DQ_ACC, ptrs[nt++] = acc;
+  if (off_dkv) uids[nt] = U_OFF_DKV, ptrs[nt++] = (void *)off_dkv;
   return sdpa_execute(op, S, p, uids, ptrs, nt, ws);
 }
 
@@ -283,8 +287,8 @@ static tsr_status sdpa_backward(kb_t *kb, const char *op, kcu_sdpa_kind kind, in
   void *gv = own_kv ? sdpa_take(&m, nk * sizeof(act_t)) : dv;
   cudaStream_t stream = kcu(kb)->stream;
   if (acc) KCU_CUDA(op, cudaMemsetAsync(acc, 0, nq * sizeof(float), stream));
-  if ((st = sdpa_run_backward(op, S, p, &m.d, gq, gk, gv, dout, q, k, v, out, lse, delta, acc, scale,
-                              m.next)))
+  if ((st = sdpa_run_backward(op, S, p, &m.d, gq, gk, gv, dout, q, k, v, out, lse, delta, acc, NULL,
+                              scale, m.next)))
     return st;
   if (partial && dq) {
     k_sdpa_accumulate<<<kcu_warp_blocks(Lq), 256, 0, stream>>>((act_t *)dq, (const act_t *)gq, cu_q,
@@ -531,10 +535,82 @@ tsr_status kcu_sdpa_masked_forward(kb_t *kb, const char *op, int *done, const in
   return TSR_OK;
 }
 
-// Two batches on one plan: the query-chunk groups (dq) and the key-chunk groups (dk, dv),
-// each writing all three gradients into scratch (the other two dropped), the kept share
-// added to the zeroed (partial: the accumulated) gradients. The batch's dQ accumulator and
-// delta are shared; the stream orders the two.
+// The one-batch backward (windows of 1 to PL_ONE_BATCH_MAX_W chunks): the sequences' dK, dV
+// shares at their own offsets off_dkv[s] (the exclusive sum of the key ranges' rows, in
+// elements; off_dkv[b] the total), for scratch of at most cap rows: more sets the gate.
+// One block.
+__global__ void k_pl_scan(const int32_t *len, int64_t *off_dkv, int32_t *gate, int b, int64_t cap,
+                          int64_t row) {
+  __shared__ int64_t part[1024];
+  const int T = blockDim.x, t = threadIdx.x, per = (b + T - 1) / T;
+  const int s0 = min(b, t * per), s1 = min(b, s0 + per);
+  int64_t sum = 0;
+  for (int s = s0; s < s1; s++) sum += len[s];
+  part[t] = sum;
+  __syncthreads();
+  if (t == 0) {
+    int64_t acc = 0;
+    for (int i = 0; i < T; i++) {
+      int64_t x = part[i];
+      part[i] = acc;
+      acc += x;
+    }
+    if (acc > cap) *gate = 1;
+    off_dkv[b] = acc * row;
+  }
+  __syncthreads();
+  int64_t acc = part[t];
+  for (int s = s0; s < s1; s++) {
+    off_dkv[s] = acc * row;
+    acc += len[s];
+  }
+}
+
+// Gate clear: dk, dv += the shares of every query-chunk sequence whose key range holds the
+// key row (the chunks [gk, gk + W] of its clip that the call has), summed in fp32 in chunk
+// order and rounded once. One warp per key row of E = H * Dh elements.
+__global__ void k_pl_sum_kv(act_t *dk, act_t *dv, const act_t *sk, const act_t *sv, sdpa_desc d,
+                            const int64_t *off_dkv, const int32_t *gate, const int32_t *cu_q,
+                            const int32_t *cu_k, const int32_t *pos_q, const int32_t *pos_k, int chunk,
+                            int window, int groups, int n_clips, int Lq, int Lk, int E) {
+  if (*gate) return;
+  KCU_WARP_ROW(j, Lk)
+    const int c = kcu_clip_of(cu_k, n_clips, j);
+    int a, e, qa, qe;
+    pl_clip_rows(cu_k, c, Lk, &a, &e);
+    pl_clip_rows(cu_q, c, Lq, &qa, &qe);
+    if (j < a || j >= e || qa == qe) continue;
+    const int gk = pl_chunk(pos_k, j, chunk), g0 = pl_chunk(pos_q, qa, chunk);
+    const int lo = gk > g0 ? gk : g0, hi = min(gk + window, g0 + groups - 1);
+    for (int x = lane; x < E; x += 32) {
+      const size_t dst = (size_t)j * E + x;
+      float ak = kcu_ld(dk, dst), av = kcu_ld(dv, dst);
+      for (int g = lo; g <= hi; g++) {
+        const int s = c * groups + (g - g0);
+        const int64_t k0 = d.off_k[s] / E;
+        if (d.seq_q[s] == 0 || j < k0 || j >= k0 + d.seq_kv[s]) continue;
+        const size_t src = (size_t)(off_dkv[s] + (j - k0) * (int64_t)E) + x;
+        ak += kcu_ld(sk, src);
+        av += kcu_ld(sv, src);
+      }
+      kcu_st(dk, dst, ak);
+      kcu_st(dv, dst, av);
+    }
+  KCU_WARP_ROW_END
+}
+
+// Windows of 1 to this many chunks take the one-batch backward: each key row lies in at most
+// W + 1 query chunks' key ranges, so the dK, dV scratch is at most (W + 1) x Lk rows each.
+// Wider windows (and W = 0, every earlier chunk) take two batches instead.
+enum { PL_ONE_BATCH_MAX_W = 3 };
+
+// The backward on one plan. W in [1, PL_ONE_BATCH_MAX_W]: ONE batch, the query-chunk groups
+// with dK, dV at their own offsets (the masked backward's graph), the dq share added per
+// query row, the dk, dv shares summed per key row (k_pl_sum_kv): every visible chunk pair
+// computed once. Otherwise two batches: the query-chunk groups (dq) and the key-chunk groups
+// (dk, dv), each writing all three gradients into scratch (the other two dropped): every
+// visible pair twice. The kept shares are added to the zeroed (partial: the accumulated)
+// gradients. The batches' dQ accumulator and delta are shared; the stream orders them.
 tsr_status kcu_sdpa_masked_backward(kb_t *kb, const char *op, int partial, int *done,
                                     const int32_t **gate, float **delta_ws, void *dq, void *dk,
                                     void *dv, const void *dout, const void *q, const void *k,
@@ -549,52 +625,72 @@ tsr_status kcu_sdpa_masked_backward(kb_t *kb, const char *op, int partial, int *
   kcu_sdpa_key key;
   sdpa_plan *p = NULL;
   int use;
+  const int one_batch = mask.window >= 1 && mask.window <= PL_ONE_BATCH_MAX_W;
   const void *args[] = {dout, q, k, v, out, lse};
-  tsr_status st = pl_begin(kb, op, KCU_SDPA_PARTIAL_BWD, &mask, args, 6, n_clips, max_q, max_k, Lq, Lk,
-                           H, Dh, &S, &key, &p, &use);
+  tsr_status st = pl_begin(kb, op, one_batch ? KCU_SDPA_MASKED_BWD : KCU_SDPA_PARTIAL_BWD, &mask, args, 6,
+                           n_clips, max_q, max_k, Lq, Lk, H, Dh, &S, &key, &p, &use);
   if (st || !use) return st;
   const size_t nq = (size_t)Lq * H * Dh, nk = (size_t)Lk * H * Dh, rows = (size_t)Lq * H;
-  // the key side's description, the gate, covered rows of each side, delta, the fp32 dQ
-  // accumulator without determinism, the three scratch gradients
-  size_t extra = sdpa_ragged_bytes(key.b) + sdpa_round(sizeof(int32_t)) + sdpa_round((size_t)Lq) +
-                 sdpa_round((size_t)Lk) + sdpa_round(rows * sizeof(float)) +
-                 (key.deterministic ? 0 : sdpa_round(nq * sizeof(float))) + sdpa_round(nq * sizeof(act_t)) +
-                 2 * sdpa_round(nk * sizeof(act_t));
+  // one batch: dK's and dV's offsets and their (W + 1) x Lk rows; two: the key side's
+  // description and one Lk each. Then the gate, covered rows of each side, delta, the fp32
+  // dQ accumulator without determinism, the dq share.
+  const int64_t cap = one_batch ? (int64_t)(mask.window + 1) * Lk : Lk;
+  size_t extra = (one_batch ? sdpa_round(sizeof(int64_t) * (key.b + 1)) : sdpa_ragged_bytes(key.b)) +
+                 2 * sdpa_round((size_t)cap * H * Dh * sizeof(act_t)) + sdpa_round(sizeof(int32_t)) +
+                 sdpa_round((size_t)Lq) + sdpa_round((size_t)Lk) + sdpa_round(rows * sizeof(float)) +
+                 (key.deterministic ? 0 : sdpa_round(nq * sizeof(float))) + sdpa_round(nq * sizeof(act_t));
   sdpa_mem m;
   if ((st = sdpa_prepare(kb, op, &key, extra, p->workspace, NULL, NULL, n_clips, max_q, max_k, Lq, Lk, H,
                          Dh, &m)))
     return st;
-  sdpa_desc dkv = sdpa_take_desc(&m, key.b);
+  sdpa_desc dkv = {};
+  int64_t *off_dkv = NULL;
+  if (one_batch) off_dkv = (int64_t *)sdpa_take(&m, sizeof(int64_t) * (key.b + 1));
+  else dkv = sdpa_take_desc(&m, key.b);
+  void *gk = sdpa_take(&m, (size_t)cap * H * Dh * sizeof(act_t));
+  void *gv = sdpa_take(&m, (size_t)cap * H * Dh * sizeof(act_t));
   int32_t *g = (int32_t *)sdpa_take(&m, sizeof(int32_t));
   uint8_t *cov_q = (uint8_t *)sdpa_take(&m, (size_t)Lq), *cov_k = (uint8_t *)sdpa_take(&m, (size_t)Lk);
   float *delta = (float *)sdpa_take(&m, rows * sizeof(float));
   void *acc = key.deterministic ? NULL : sdpa_take(&m, nq * sizeof(float));
-  void *gq = sdpa_take(&m, nq * sizeof(act_t)), *gk = sdpa_take(&m, nk * sizeof(act_t));
-  void *gv = sdpa_take(&m, nk * sizeof(act_t));
+  void *gq = sdpa_take(&m, nq * sizeof(act_t));
   cudaStream_t stream = kcu(kb)->stream;
   if ((st = pl_fill(kb, op, &m.d, g, cov_q, 0, &mask, &key, cu_q, cu_k, pos_q, pos_k, n_clips, Lq, Lk, H,
-                    Dh)) ||
-      (st = pl_fill(kb, op, &dkv, g, cov_k, 1, &mask, &key, cu_q, cu_k, pos_q, pos_k, n_clips, Lq, Lk, H,
-                    Dh)) ||
-      (st = pl_gate(kb, op, &m.d, g, key.b)) || (st = pl_gate(kb, op, &dkv, g, key.b)))
+                    Dh)))
     return st;
+  if (one_batch) {
+    k_pl_scan<<<1, 1024, 0, stream>>>(m.d.seq_kv, off_dkv, g, key.b, cap, (int64_t)H * Dh);
+    KCU_LAUNCHED(op);
+  } else if ((st = pl_fill(kb, op, &dkv, g, cov_k, 1, &mask, &key, cu_q, cu_k, pos_q, pos_k, n_clips, Lq,
+                           Lk, H, Dh)) ||
+             (st = pl_gate(kb, op, &dkv, g, key.b))) {
+    return st;
+  }
+  if ((st = pl_gate(kb, op, &m.d, g, key.b))) return st;
   if (!partial) {
     if (dq) KCU_CUDA(op, cudaMemsetAsync(dq, 0, nq * sizeof(act_t), stream));
     if (dk) KCU_CUDA(op, cudaMemsetAsync(dk, 0, nk * sizeof(act_t), stream));
     if (dv) KCU_CUDA(op, cudaMemsetAsync(dv, 0, nk * sizeof(act_t), stream));
   }
-  if (dq) {
+  if (dq || one_batch) {
     if (acc) KCU_CUDA(op, cudaMemsetAsync(acc, 0, nq * sizeof(float), stream));
-    if ((st = sdpa_run_backward(op, S, p, &m.d, gq, gk, gv, dout, q, k, v, out, lse, delta, acc, scale,
-                                m.next)))
+    if ((st = sdpa_run_backward(op, S, p, &m.d, gq, gk, gv, dout, q, k, v, out, lse, delta, acc, off_dkv,
+                                scale, m.next)))
       return st;
+  }
+  if (dq) {
     k_pl_accumulate<<<kcu_warp_blocks(Lq), 256, 0, stream>>>((act_t *)dq, (const act_t *)gq, cov_q, g, Lq,
                                                              H * Dh);
     KCU_LAUNCHED(op);
   }
-  if (dk) {
+  if (dk && one_batch) {
+    k_pl_sum_kv<<<kcu_warp_blocks(Lk), 256, 0, stream>>>(
+        (act_t *)dk, (act_t *)dv, (const act_t *)gk, (const act_t *)gv, m.d, off_dkv, g, cu_q, cu_k, pos_q,
+        pos_k, mask.chunk, mask.window, KCU_SDPA_MASK_GROUPS, n_clips, Lq, Lk, H * Dh);
+    KCU_LAUNCHED(op);
+  } else if (dk) {
     // dq of this batch is dropped: its accumulator needs no zeroing
-    if ((st = sdpa_run_backward(op, S, p, &dkv, gq, gk, gv, dout, q, k, v, out, lse, delta, acc, scale,
+    if ((st = sdpa_run_backward(op, S, p, &dkv, gq, gk, gv, dout, q, k, v, out, lse, delta, acc, NULL, scale,
                                 m.next)))
       return st;
     k_pl_accumulate<<<kcu_warp_blocks(Lk), 256, 0, stream>>>((act_t *)dk, (const act_t *)gk, cov_k, g, Lk,

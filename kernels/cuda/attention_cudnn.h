@@ -47,9 +47,11 @@ tsr_status kcu_sdpa_partial_backward(kb_t *kb, const char *op, int *done, void *
 // slice of it): so the call is one cuDNN batch whose sequences are the (clip, query chunk)
 // groups, each with its own query rows and its key range (ragged offsets; key ranges of
 // neighbouring chunks overlap, which cuDNN only reads), every masked-out pair skipped
-// whole. The backward is two such batches on the backward graph: dq from the query-chunk
-// groups, dk and dv from the (clip, key chunk) groups against their visible query range
-// [chunk j, j + W] (W = 0: to the clip's end); each batch's other gradients are scratch.
+// whole. The backward (attention_cudnn.cu kcu_sdpa_masked_backward): for W of 1 to 3 one
+// such batch, dk and dv shares at their own offsets summed per key row; else two batches:
+// dq from the query-chunk groups, dk and dv from the (clip, key chunk) groups against their
+// visible query range [chunk j, j + W] (W = 0: to the clip's end), each batch's other
+// gradients scratch.
 // The groups are found on the device from cu and the positions (no host sync, so a
 // recorded graph serves every packing); a clip may have at most KCU_SDPA_MASK_GROUPS
 // (sdpa.h) chunks in a call. Where the device finds a layout that does not fit (rows out of

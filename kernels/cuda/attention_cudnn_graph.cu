@@ -276,8 +276,15 @@ static void sg_backward(sdpa_graph *g, const kcu_sdpa_key *k) {
                                           D4(SKV * H * D, D, 1, H * D), false, false, t.off_v);
   cudnnBackendDescriptor_t dout = sg_tensor(g, "dO", U_DO, CUDNN_DATA_BFLOAT16, qd, qs, false, false, t.off_o);
   cudnnBackendDescriptor_t dq = sg_tensor(g, "dQ", U_DQ, CUDNN_DATA_BFLOAT16, qd, qs, false, false, t.off_q);
-  cudnnBackendDescriptor_t dk = sg_tensor(g, "dK", U_DK, CUDNN_DATA_BFLOAT16, kd, ks, false, false, t.off_k);
-  cudnnBackendDescriptor_t dv = sg_tensor(g, "dV", U_DV, CUDNN_DATA_BFLOAT16, kd, ks, false, false, t.off_v);
+  // the masked backward writes dK, dV into per-sequence scratch: offsets of their own
+  cudnnBackendDescriptor_t off_dkv =
+      k->kind == KCU_SDPA_MASKED_BWD
+          ? sg_tensor(g, "offset_dkv", U_OFF_DKV, CUDNN_DATA_INT64, D4(B + 1, 1, 1, 1), one, false, false, NULL)
+          : NULL;
+  cudnnBackendDescriptor_t dk = sg_tensor(g, "dK", U_DK, CUDNN_DATA_BFLOAT16, kd, ks, false, false,
+                                          off_dkv ? off_dkv : t.off_k);
+  cudnnBackendDescriptor_t dv = sg_tensor(g, "dV", U_DV, CUDNN_DATA_BFLOAT16, kd, ks, false, false,
+                                          off_dkv ? off_dkv : t.off_v);
   cudnnBackendDescriptor_t one_t = sg_tensor(g, "one", U_ONE, CUDNN_DATA_FLOAT, one, one, false, true, NULL);
   // delta = rowsum(dO * O), kept in fp32 like the lse (same layout and offsets).
   cudnnBackendDescriptor_t dodo = sg_virtual(g, "dO*O", CUDNN_DATA_FLOAT, qd, D4(H * SQ * D, SQ * D, H * D, 1));

@@ -31,6 +31,7 @@ struct sdpa_graph {
 enum {
   U_Q = 1, U_K, U_V, U_O, U_STATS, U_DO, U_DQ, U_DK, U_DV, U_SCALE, U_NEG_INF, U_ONE,
   U_SEQ_Q, U_SEQ_KV, U_OFF_Q, U_OFF_K, U_OFF_V, U_OFF_O, U_OFF_S, U_DELTA, U_DQ_ACC,
+  U_OFF_DKV,  // KCU_SDPA_MASKED_BWD: dK's and dV's own ragged offsets
   U_VIRTUAL = 1000
 };
 

@@ -36,7 +36,8 @@ struct sdpa_state {
   unsigned long long clock;
   unsigned long own_calls[KCU_SDPA_KINDS];  // sent to the own kernels without a plan lookup
   // masked (block_causal) calls queued on the pair list (attention_cudnn.h), by the kind of
-  // their plan (PARTIAL_FWD: attention_masked_forward; PARTIAL_BWD: both backward entries)
+  // their plan (PARTIAL_FWD: attention_masked_forward; MASKED_BWD, PARTIAL_BWD: both backward
+  // entries, in one batch or two)
   unsigned long mask_calls[KCU_SDPA_KINDS];
 };
 

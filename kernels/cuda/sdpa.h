@@ -59,9 +59,12 @@ tsr_status kcu_sdpa_deterministic_parse(const char *value, int *deterministic);
 // kernels). The partial backward (ring attention's block, cross-attention's parts) is the
 // backward graph on Lq queries against Lk keys with the queries' FINAL out and lse: cuDNN
 // derives delta = rowsum(dout * out) from out and P = exp(S - lse), which is the block's
-// share of the whole backward.
+// share of the whole backward. The masked backward (the masked entries' pair list,
+// attention_cudnn.h) is the partial backward's graph with dK and dV at ragged offsets of
+// their own (disjoint scratch per sequence, where the sequences' key ranges overlap).
 typedef enum {
-  KCU_SDPA_FWD = 0, KCU_SDPA_BWD, KCU_SDPA_PARTIAL_FWD, KCU_SDPA_PARTIAL_BWD, KCU_SDPA_KINDS
+  KCU_SDPA_FWD = 0, KCU_SDPA_BWD, KCU_SDPA_PARTIAL_FWD, KCU_SDPA_PARTIAL_BWD, KCU_SDPA_MASKED_BWD,
+  KCU_SDPA_KINDS
 } kcu_sdpa_kind;
 const char *kcu_sdpa_kind_name(kcu_sdpa_kind kind);
 
@@ -72,9 +75,9 @@ typedef struct {
   kcu_sdpa_kind kind;
   int n_clips, max_q, max_k, Lq, Lk, H, Dh;
 } kcu_sdpa_shape;
-// 1 for the two kinds built from the backward graph (BWD, PARTIAL_BWD).
+// 1 for the kinds built from the backward graph (BWD, PARTIAL_BWD, MASKED_BWD).
 static inline int kcu_sdpa_backward_kind(int kind) {
-  return kind == KCU_SDPA_BWD || kind == KCU_SDPA_PARTIAL_BWD;
+  return kind == KCU_SDPA_BWD || kind == KCU_SDPA_PARTIAL_BWD || kind == KCU_SDPA_MASKED_BWD;
 }
 
 // The device and library: sm = 10 * major + minor (90 for Hopper), cudnn = cudnnGetVersion().

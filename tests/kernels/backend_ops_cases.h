@@ -417,15 +417,17 @@ static void test_attention_masked(void) {
       {.kind = KERNELS_MASK_FULL},
       {.kind = KERNELS_MASK_BLOCK_CAUSAL, .chunk = 2, .window = 1},
       {.kind = KERNELS_MASK_WINDOW, .wt = 1, .wh = 0, .ww = 1, .tile_t = 1, .tile_h = 1, .tile_w = 2},
+      {.kind = KERNELS_MASK_BLOCK_CAUSAL, .chunk = 1, .window = 0},
   };
   const int H = 2, Dh = 16;
-  // case 3: block_causal on clips whose frames are in reverse order (rows out of order of t:
-  // the CUDA backend's pair list does not take it, its gated own kernels do)
+  // (CUDA: block_causal's window 1 takes the pair list's one-batch backward, window 0 its
+  // two batches.) Case 4: block_causal on clips whose frames are in reverse order (rows out
+  // of order of t: the CUDA backend's pair list does not take it, its gated own kernels do)
   for (int p = 0; p < N_PACK; p++)
-    for (int mi = 0; mi < 4; mi++) {
+    for (int mi = 0; mi < 5; mi++) {
       const packing *pk = &packings[p];
-      const kernels_mask m = masks[mi == 3 ? 1 : mi];
-      mask_now(mi == 3 ? NULL : &m);
+      const kernels_mask m = masks[mi == 4 ? 1 : mi];
+      mask_now(mi == 4 ? NULL : &m);
       int C = pk->n_clips, L = pk->L, mx = longest_of(pk->cu, C);
       float sc = 1.0f / sqrtf((float)Dh);
       size_t n = (size_t)L * H * Dh, nl = (size_t)L * H;
@@ -434,7 +436,7 @@ static void test_attention_masked(void) {
       for (int c = 0; c < C; c++)
         for (int i = 0, len = pk->cu[c + 1] - pk->cu[c]; i < len; i++) {
           int32_t *ps = pos + 3 * (pk->cu[c] + i);
-          ps[0] = mi == 3 ? (len - 1 - i) / 6 : i / 6, ps[1] = i / 3 % 2, ps[2] = i % 3;
+          ps[0] = mi == 4 ? (len - 1 - i) / 6 : i / 6, ps[1] = i / 3 % 2, ps[2] = i % 3;
         }
       int32_t *cu = d_cu(pk), *dpos = t_raw(pos, sizeof(int32_t) * 3 * (L ? L : 1));
       tens q = t_act(n, -2, 2), k = t_act(n, -2, 2), v = t_act(n, -1, 1);
@@ -483,11 +485,12 @@ static void test_attention_masked_pairs(void) {
   const kernels_mask masks[] = {
       {.kind = KERNELS_MASK_BLOCK_CAUSAL, .chunk = 2, .window = 1},
       {.kind = KERNELS_MASK_WINDOW, .wt = 1, .wh = 0, .ww = 1, .tile_t = 1, .tile_h = 1, .tile_w = 2},
+      {.kind = KERNELS_MASK_BLOCK_CAUSAL, .chunk = 1, .window = 0},
   };
   const int H = 2, Dh = 16;
   const float sc = 1.0f / sqrtf((float)Dh);
   for (int p = 0; p < N_PACK; p++)
-    for (int mi = 0; mi < 2; mi++)
+    for (int mi = 0; mi < 3; mi++)
       for (int pair = 0; pair < 3; pair++) {  // (queries, keys): (2nd, 1st), (1st, 2nd), (2nd, 2nd)
         const packing *pk = &packings[p];
         const int C = pk->n_clips, qh = pair != 1, kh = pair != 0;

@@ -120,10 +120,17 @@ int main(void) {
   CHECK(w >= 0 && w <= small, "pair list forward workspace %lld", (long long)w);
   w = plan(KCU_SDPA_PARTIAL_BWD, 6 * G, 65, 65, 131, 131, 2, 16, 0, 1);
   CHECK(w >= 0 && w <= small, "pair list backward workspace %lld", (long long)w);
+  // the one-batch backward's graph: dK, dV at ragged offsets of their own
+  w = plan(KCU_SDPA_MASKED_BWD, 6 * G, 65, 65, 131, 131, 2, 16, 0, 1);
+  CHECK(w >= 0 && w <= small, "pair list one-batch backward workspace %lld", (long long)w);
+  w = plan(KCU_SDPA_MASKED_BWD, 6 * G, 65, 65, 131, 131, 2, 16, 1, 1);
+  CHECK(w >= 0, "pair list one-batch deterministic backward workspace %lld", (long long)w);
   w = plan(KCU_SDPA_PARTIAL_FWD, 16 * G, 4096, 4096, 65536, 65536, 12, 64, 0, 1);
   CHECK(w >= 0 && w <= small, "dit-b pair list forward workspace %lld", (long long)w);
   w = plan(KCU_SDPA_PARTIAL_BWD, 16 * G, 4096, 4096, 65536, 65536, 12, 64, 0, 1);
   CHECK(w >= 0 && w <= small, "dit-b pair list atomic backward workspace %lld", (long long)w);
+  w = plan(KCU_SDPA_MASKED_BWD, 16 * G, 4096, 4096, 65536, 65536, 12, 64, 0, 1);
+  CHECK(w >= 0 && w <= small, "dit-b pair list one-batch backward workspace %lld", (long long)w);
   // cuDNN's own rule (kcu_sdpa_fits keeps such calls away from it): Dh a multiple of 8.
   plan(KCU_SDPA_FWD, 6, 65, 65, 131, 131, 2, 12, 0, 0);
   plan(KCU_SDPA_BWD, 6, 65, 65, 131, 131, 2, 12, 0, 0);

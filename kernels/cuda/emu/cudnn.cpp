@@ -9,7 +9,8 @@
 // descriptor keeps its attributes; the heuristics offer one engine (index 0, no notes, no
 // workspace) for any graph; executing a plan runs the SDPA of that graph's tensors from the
 // variant pack, in stream order: the forward graph (O, stats) or, where the pack binds dO,
-// the backward graph (delta, dQ, dK, dV), per sequence b and head h over rows
+// the backward graph (delta, dQ, dK, dV; dK, dV at their own offsets where the pack binds
+// them), per sequence b and head h over rows
 // [0, seq_len_q[b]) x [0, seq_len_kv[b]) at the tensors' ragged offsets, token-major
 // (rows of H x Dh elements: the layout those graphs declare). Roundings as cuDNN's: P
 // (forward) and P, dS (backward) to bf16 before their products, fp32 sums, bf16 stores;
@@ -109,6 +110,9 @@ void run_sdpa(const sdpa_call &c) {
   const int64_t *off_q = (const int64_t *)P(U_OFF_Q), *off_k = (const int64_t *)P(U_OFF_K);
   const int64_t *off_v = (const int64_t *)P(U_OFF_V), *off_o = (const int64_t *)P(U_OFF_O);
   const int64_t *off_s = (const int64_t *)P(U_OFF_S);
+  // the masked backward's graph: dK, dV at offsets of their own
+  const int64_t *off_dk = P(U_OFF_DKV) ? (const int64_t *)P(U_OFF_DKV) : off_k;
+  const int64_t *off_dv = P(U_OFF_DKV) ? (const int64_t *)P(U_OFF_DKV) : off_v;
   const int64_t H = c.H, D = c.D, row = H * D;
   std::vector<float> s, p;
   for (int64_t b = 0; b < c.B; b++) {
@@ -174,8 +178,8 @@ void run_sdpa(const sdpa_call &c) {
             gk += s[i * nk + j] * Q(i, d);
             gv += p[i * nk + j] * dO(i, d);
           }
-          dk[off_k[b] + j * row + h * D + d] = to_bf(gk);
-          dv[off_v[b] + j * row + h * D + d] = to_bf(gv);
+          dk[off_dk[b] + j * row + h * D + d] = to_bf(gk);
+          dv[off_dv[b] + j * row + h * D + d] = to_bf(gv);
         }
     }
   }
