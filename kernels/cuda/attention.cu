@@ -6,8 +6,9 @@
 // correct for every shape the contract allows with Dh <= 256. The entries first offer the
 // call to cuDNN's fused SDPA (attention_cudnn.cu: forward, backward, partial forward and
 // partial backward, chosen per call by TESSERA_CUDA_ATTENTION and the shape, sdpa.h); what
-// cuDNN does not take runs here, and attention_merge, attention_delta and the masked entries
-// under a mask other than FULL always do.
+// cuDNN does not take runs here, and attention_merge and attention_delta always do. The
+// masked entries under block_causal offer the call to cuDNN's pair list
+// (attention_cudnn.h kcu_sdpa_masked_*) and launch their kernels gated behind it.
 //
 // Work items: a block takes 16 consecutive rows of the packed sequence (queries for the
 // forward and dq, keys for dk/dv) of one head; a warp owns 4 of those rows. Rows of one
@@ -23,7 +24,9 @@
 // Masks (kernels.h kernels_mask; the masked entries): the same kernels with a per-score
 // test of the query's and key's grid positions (pos_q, pos_k, read from global memory), the
 // denied scores at -inf and their P and dS at 0 as on the CPU: exact for every mask kind, but
-// a denied tile still costs its loads (no tile is skipped whole) and cuDNN is not used.
+// a denied tile still costs its loads (no tile is skipped whole). They take the window mask,
+// and block_causal where cuDNN's pair list does not: then with a gate, a device int they
+// read first (0: the pair list took the call, the kernel returns at once).
 // Determinism: every output row has one owner (a warp) that sums its tiles in order: no
 // atomics. The backward is two passes like the CPU's: dk/dv per key row, then dq per query
 // row, each recomputing P from q, k and lse.
@@ -88,7 +91,9 @@ __device__ __forceinline__ void at_load_tile(float *dst, int ld, const act_t *x,
 __global__ void __launch_bounds__(128) k_attn_fwd(act_t *out, float *lse, const act_t *q, const act_t *k,
                                                   const act_t *v, const int32_t *cu_q, const int32_t *cu_k,
                                                   const int32_t *pos_q, const int32_t *pos_k, kernels_mask mask,
-                                                  int n_clips, int Lq, int Lk, int H, int Dh, float scale) {
+                                                  int n_clips, int Lq, int Lk, int H, int Dh, float scale,
+                                                  const int32_t *gate) {
+  if (gate && *gate == 0) return;  // the cuDNN pair list took the call (attention_cudnn.h)
   extern __shared__ float sm[];
   const int ld = Dh + 1;
   float *Ks = sm, *Vs = Ks + AT_TILE * ld, *Qs = Vs + AT_TILE * ld;
@@ -170,7 +175,8 @@ __global__ void __launch_bounds__(128) k_attn_bwd_kv(act_t *dk, act_t *dv, int a
                                                      const int32_t *cu_q, const int32_t *cu_k,
                                                      const int32_t *pos_q, const int32_t *pos_k,
                                                      kernels_mask mask, int n_clips, int Lq, int Lk, int H,
-                                                     int Dh, float scale) {
+                                                     int Dh, float scale, const int32_t *gate) {
+  if (gate && *gate == 0) return;
   extern __shared__ float sm[];
   const int ld = Dh + 1;
   float *Qt = sm, *dOt = Qt + AT_TILE * ld, *Kr = dOt + AT_TILE * ld, *Vr = Kr + AT_ROWS * Dh;
@@ -260,7 +266,9 @@ __global__ void __launch_bounds__(128) k_attn_bwd_q(act_t *dq, int accum, const 
                                                     const float *delta, const int32_t *cu_q,
                                                     const int32_t *cu_k, const int32_t *pos_q,
                                                     const int32_t *pos_k, kernels_mask mask, int n_clips,
-                                                    int Lq, int Lk, int H, int Dh, float scale) {
+                                                    int Lq, int Lk, int H, int Dh, float scale,
+                                                    const int32_t *gate) {
+  if (gate && *gate == 0) return;
   extern __shared__ float sm[];
   const int ld = Dh + 1;
   float *Ks = sm, *Vs = Ks + AT_TILE * ld, *Qs = Vs + AT_TILE * ld, *dOs = Qs + AT_ROWS * Dh;
@@ -428,7 +436,8 @@ static const kernels_mask at_no_mask = {KERNELS_MASK_FULL, 0, 0, 0, 0, 0, 0, 0, 
 static tsr_status launch_fwd(kb_t *kb, const char *op, void *out, float *lse, const void *q,
                              const void *k, const void *v, const int32_t *cu_q, const int32_t *cu_k,
                              const int32_t *pos_q, const int32_t *pos_k, kernels_mask mask,
-                             int n_clips, int Lq, int Lk, int H, int Dh, float scale) {
+                             int n_clips, int Lq, int Lk, int H, int Dh, float scale,
+                             const int32_t *gate) {
   size_t smem = (2 * (size_t)AT_TILE * (Dh + 1) + (size_t)AT_ROWS * Dh) * sizeof(float);
   tsr_status st = set_smem(kb, op, (const void *)k_attn_fwd, smem);
   if (st) return st;
@@ -436,7 +445,7 @@ static tsr_status launch_fwd(kb_t *kb, const char *op, void *out, float *lse, co
   k_attn_fwd<<<grid, 32 * AT_WARPS, smem, kcu(kb)->stream>>>((act_t *)out, lse, (const act_t *)q,
                                                              (const act_t *)k, (const act_t *)v, cu_q,
                                                              cu_k, pos_q, pos_k, mask, n_clips, Lq, Lk,
-                                                             H, Dh, scale);
+                                                             H, Dh, scale, gate);
   KCU_LAUNCHED(op);
   return TSR_OK;
 }
@@ -470,7 +479,7 @@ extern "C" tsr_status kcu_attention_partial_forward(kb_t *kb, void *out, float *
   if (!st) count_path(kb, done);
   if (st || done) return st;
   return launch_fwd(kb, op, out, lse, q, k, v, cu_q, cu_k, NULL, NULL, at_no_mask, n_clips, Lq, Lk,
-                    H, Dh, scale);
+                    H, Dh, scale, NULL);
 }
 
 extern "C" tsr_status kcu_attention_forward(kb_t *kb, void *out, float *lse, const void *q, const void *k,
@@ -491,7 +500,7 @@ extern "C" tsr_status kcu_attention_forward(kb_t *kb, void *out, float *lse, con
   if (!st) count_path(kb, done);
   if (st || done) return st;
   return launch_fwd(kb, op, out, lse, q, k, v, cu, cu, NULL, NULL, at_no_mask, n_clips, L, L, H, Dh,
-                    scale);
+                    scale, NULL);
 }
 
 extern "C" tsr_status kcu_attention_merge(kb_t *kb, void *out_a, float *lse_a, const void *out_b,
@@ -528,7 +537,7 @@ static tsr_status launch_bwd(kb_t *kb, const char *op, void *dq, void *dk, void 
                              const float *lse, const float *delta, const int32_t *cu_q,
                              const int32_t *cu_k, const int32_t *pos_q, const int32_t *pos_k,
                              kernels_mask mask, int n_clips, int Lq, int Lk, int H, int Dh,
-                             float scale) {
+                             float scale, const int32_t *gate) {
   cudaStream_t s = kcu(kb)->stream;
   tsr_status st;
   if (dk && Lk > 0) {
@@ -537,7 +546,7 @@ static tsr_status launch_bwd(kb_t *kb, const char *op, void *dq, void *dk, void 
     dim3 grid((unsigned)((Lk + AT_ROWS - 1) / AT_ROWS), (unsigned)H);
     k_attn_bwd_kv<<<grid, 32 * AT_WARPS, smem, s>>>(
         (act_t *)dk, (act_t *)dv, accum, (const act_t *)dout, (const act_t *)q, (const act_t *)k,
-        (const act_t *)v, lse, delta, cu_q, cu_k, pos_q, pos_k, mask, n_clips, Lq, Lk, H, Dh, scale);
+        (const act_t *)v, lse, delta, cu_q, cu_k, pos_q, pos_k, mask, n_clips, Lq, Lk, H, Dh, scale, gate);
     KCU_LAUNCHED(op);
   }
   if (dq && Lq > 0) {
@@ -546,7 +555,7 @@ static tsr_status launch_bwd(kb_t *kb, const char *op, void *dq, void *dk, void 
     dim3 grid((unsigned)((Lq + AT_ROWS - 1) / AT_ROWS), (unsigned)H);
     k_attn_bwd_q<<<grid, 32 * AT_WARPS, smem, s>>>(
         (act_t *)dq, accum, (const act_t *)dout, (const act_t *)q, (const act_t *)k, (const act_t *)v,
-        lse, delta, cu_q, cu_k, pos_q, pos_k, mask, n_clips, Lq, Lk, H, Dh, scale);
+        lse, delta, cu_q, cu_k, pos_q, pos_k, mask, n_clips, Lq, Lk, H, Dh, scale, gate);
     KCU_LAUNCHED(op);
   }
   return TSR_OK;
@@ -600,7 +609,7 @@ extern "C" tsr_status kcu_attention_partial_backward(kb_t *kb, void *dq, void *d
   if (!st) count_path(kb, done);
   if (st || done) return st;
   return launch_bwd(kb, op, dq, dk, dv, 1, dout, q, k, v, lse, delta, cu_q, cu_k, NULL, NULL,
-                    at_no_mask, n_clips, Lq, Lk, H, Dh, scale);
+                    at_no_mask, n_clips, Lq, Lk, H, Dh, scale, NULL);
 }
 
 // attention_backward's arguments (and the masked entry's, op naming which): the common
@@ -641,7 +650,7 @@ static tsr_status own_backward(kb_t *kb, const char *op, void *dq, void *dk, voi
   float *delta = (float *)ws;
   if ((st = launch_delta(kb, op, delta, dout, out, rows, Dh))) return st;
   return launch_bwd(kb, op, dq, dk, dv, 0, dout, q, k, v, lse, delta, cu, cu, pos, pos, mask,
-                    n_clips, L, L, H, Dh, scale);
+                    n_clips, L, L, H, Dh, scale, NULL);
 }
 
 extern "C" tsr_status kcu_attention_backward(kb_t *kb, void *dq, void *dk, void *dv, const void *dout,
@@ -687,9 +696,16 @@ extern "C" tsr_status kcu_attention_masked_forward(kb_t *kb, void *out, float *l
     KCU_NEED(op, k);
     KCU_NEED(op, v);
   }
-  count_path(kb, 0);
+  // block_causal: cuDNN on the pair list where it can take the call, the own kernels gated
+  // behind it (they run only where the device found the layout does not fit the list).
+  int done;
+  const int32_t *gate = NULL;
+  st = kcu_sdpa_masked_forward(kb, op, &done, &gate, out, lse, q, k, v, cu_q, cu_k, pos_q, pos_k, mask,
+                               n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
+  if (st) return st;
+  count_path(kb, done);
   return launch_fwd(kb, op, out, lse, q, k, v, cu_q, cu_k, pos_q, pos_k, mask, n_clips, Lq, Lk, H,
-                    Dh, scale);
+                    Dh, scale, gate);
 }
 
 extern "C" tsr_status kcu_attention_masked_backward(kb_t *kb, void *dq, void *dk, void *dv,
@@ -708,14 +724,23 @@ extern "C" tsr_status kcu_attention_masked_backward(kb_t *kb, void *dq, void *dk
   st = backward_args(kb, op, &run, dq, dk, dv, dout, q, k, v, out, lse, cu, n_clips, max_len, L,
                      H, Dh, scale);
   if (st || !run) return st;
-  count_path(kb, 0);
-  return own_backward(kb, op, dq, dk, dv, dout, q, k, v, out, lse, cu, pos, mask, n_clips, L,
-                      H, Dh, scale);
+  int done;
+  const int32_t *gate = NULL;
+  float *delta_ws = NULL;
+  st = kcu_sdpa_masked_backward(kb, op, 0, &done, &gate, &delta_ws, dq, dk, dv, dout, q, k, v, out, lse,
+                                cu, cu, pos, pos, mask, n_clips, max_len, max_len, L, L, H, Dh, scale);
+  if (st) return st;
+  count_path(kb, done);
+  if (!done) return own_backward(kb, op, dq, dk, dv, dout, q, k, v, out, lse, cu, pos, mask, n_clips, L,
+                                 H, Dh, scale);
+  // the gated fallback's delta lives in the pair list's scratch (own_backward's would reuse it)
+  if ((st = launch_delta(kb, op, delta_ws, dout, out, (size_t)L * H, Dh))) return st;
+  return launch_bwd(kb, op, dq, dk, dv, 0, dout, q, k, v, lse, delta_ws, cu, cu, pos, pos, mask,
+                    n_clips, L, L, H, Dh, scale, gate);
 }
 
-// A mask other than FULL stays on the own kernels: the cuDNN graph here has the padding mask
-// only, and the block-causal and window masks compare grid positions, which cuDNN's causal
-// and diagonal-band masks do not express.
+// The window mask stays on the own kernels: a tile's visible keys are boxes in (t, y, x),
+// not one range of token rows, so the pair list does not express it (attention_cudnn.h).
 extern "C" tsr_status kcu_attention_masked_partial_backward(
     kb_t *kb, void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k,
     const void *v, const void *out, const float *lse, const float *delta, const int32_t *cu_q,
@@ -731,7 +756,14 @@ extern "C" tsr_status kcu_attention_masked_partial_backward(
   st = partial_backward_args(kb, op, &run, dq, dk, dv, dout, q, k, v, out, lse, delta, cu_q, cu_k,
                              n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
   if (st || !run) return st;
-  count_path(kb, 0);
+  int done;
+  const int32_t *gate = NULL;
+  float *delta_ws = NULL;
+  st = kcu_sdpa_masked_backward(kb, op, 1, &done, &gate, &delta_ws, dq, dk, dv, dout, q, k, v, out, lse,
+                                cu_q, cu_k, pos_q, pos_k, mask, n_clips, max_q, max_k, Lq, Lk, H, Dh,
+                                scale);
+  if (st) return st;
+  count_path(kb, done);
   return launch_bwd(kb, op, dq, dk, dv, 1, dout, q, k, v, lse, delta, cu_q, cu_k, pos_q, pos_k, mask,
-                    n_clips, Lq, Lk, H, Dh, scale);
+                    n_clips, Lq, Lk, H, Dh, scale, gate);
 }

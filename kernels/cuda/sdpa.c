@@ -31,6 +31,7 @@ const char *kcu_sdpa_kind_name(kcu_sdpa_kind kind) {
     case KCU_SDPA_BWD: return "backward";
     case KCU_SDPA_PARTIAL_FWD: return "partial forward";
     case KCU_SDPA_PARTIAL_BWD: return "partial backward";
+    case KCU_SDPA_MASKED_BWD: return "masked backward";
     default: return "?";
   }
 }

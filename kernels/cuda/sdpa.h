@@ -59,9 +59,12 @@ tsr_status kcu_sdpa_deterministic_parse(const char *value, int *deterministic);
 // kernels). The partial backward (ring attention's block, cross-attention's parts) is the
 // backward graph on Lq queries against Lk keys with the queries' FINAL out and lse: cuDNN
 // derives delta = rowsum(dout * out) from out and P = exp(S - lse), which is the block's
-// share of the whole backward.
+// share of the whole backward. The masked backward (the masked entries' pair list,
+// attention_cudnn.h) is the partial backward's graph with dK and dV at ragged offsets of
+// their own (disjoint scratch per sequence, where the sequences' key ranges overlap).
 typedef enum {
-  KCU_SDPA_FWD = 0, KCU_SDPA_BWD, KCU_SDPA_PARTIAL_FWD, KCU_SDPA_PARTIAL_BWD, KCU_SDPA_KINDS
+  KCU_SDPA_FWD = 0, KCU_SDPA_BWD, KCU_SDPA_PARTIAL_FWD, KCU_SDPA_PARTIAL_BWD, KCU_SDPA_MASKED_BWD,
+  KCU_SDPA_KINDS
 } kcu_sdpa_kind;
 const char *kcu_sdpa_kind_name(kcu_sdpa_kind kind);
 
@@ -72,9 +75,9 @@ typedef struct {
   kcu_sdpa_kind kind;
   int n_clips, max_q, max_k, Lq, Lk, H, Dh;
 } kcu_sdpa_shape;
-// 1 for the two kinds built from the backward graph (BWD, PARTIAL_BWD).
+// 1 for the kinds built from the backward graph (BWD, PARTIAL_BWD, MASKED_BWD).
 static inline int kcu_sdpa_backward_kind(int kind) {
-  return kind == KCU_SDPA_BWD || kind == KCU_SDPA_PARTIAL_BWD;
+  return kind == KCU_SDPA_BWD || kind == KCU_SDPA_PARTIAL_BWD || kind == KCU_SDPA_MASKED_BWD;
 }
 
 // The device and library: sm = 10 * major + minor (90 for Hopper), cudnn = cudnnGetVersion().
@@ -110,6 +113,13 @@ int64_t kcu_sdpa_bucket(int64_t n, int64_t lo);
 // kernels (correct, slower) rather than risk it.
 enum { KCU_SDPA_MAX_B = 32768 };
 #define KCU_SDPA_MAX_ELEMS ((int64_t)1 << 31)
+
+// The masked entries under block_causal on cuDNN (attention_cudnn.h, the pair list): one
+// sequence per (clip, chunk) group, room for this many chunks of a clip in one call, so
+// their plan's shape is that of n_clips x KCU_SDPA_MASK_GROUPS clips (a call with more
+// chunks in a clip runs the own kernels, found on the device). 32 covers a clip of 32
+// chunks: 128 latent frames in chunks of 4, 32 in chunks of 1.
+enum { KCU_SDPA_MASK_GROUPS = 32 };
 
 // The plan-cache key: one cuDNN plan per key. b = clips rounded up (kcu_sdpa_bucket, >= 1),
 // sq = the longest query clip's bound min(max_q, Lq) rounded up (>= 64), skv likewise for

@@ -1,6 +1,7 @@
 // tests/gpu/test_mask.c (gpu_mask) — the DiT under attention masks (model.attn_mask) on the
 // CUDA backend, whose masked entries are its own kernels with a test per score
-// (kernels/cuda/attention.cu):
+// (kernels/cuda/attention.cu), or under TESSERA_CUDA_ATTENTION=cudnn (gpu_mask_cudnn) cuDNN
+// on the pair list for block_causal (kernels/cuda/attention_cudnn.h):
 // - against cpu-bf16 (the reference with the same activation dtype): for full, block_causal
 //   (chunks of 1 frame, one chunk back) and window masks, the same packed batch (2 clips,
 //   built on each backend by the trainer's objective_device_build) gives the loss within

@@ -13,9 +13,11 @@
 #include "kt.h"
 
 // ---- tolerances --------------------------------------------------------------------
-// 1 while the masked entries run under KERNELS_MASK_FULL (test_attention_masked): they are
-// then the unmasked entries (kernels.h), which the CUDA backend offers to cuDNN.
-static int MASK_FULL_NOW;
+// 1 while the masked entries run under a mask the CUDA backend offers to cuDNN: FULL (they
+// are then the unmasked entries, kernels.h) and BLOCK_CAUSAL (cuDNN's pair list,
+// kernels/cuda/attention_cudnn.h); the window mask stays on its own kernels.
+static int MASK_ON_CUDNN_NOW;
+static inline void mask_now(const kernels_mask *m) { MASK_ON_CUDNN_NOW = m && m->kind != KERNELS_MASK_WINDOW; }
 
 // 1 when entry runs on cuDNN's fused attention (the CUDA backend's auto or cudnn mode).
 static inline int cudnn_attention(const kernels_backend *kb, const char *entry) {
@@ -24,7 +26,7 @@ static inline int cudnn_attention(const kernels_backend *kb, const char *entry) 
   if (!strcmp(entry, "attention_forward") || !strcmp(entry, "attention_backward") ||
       !strcmp(entry, "attention_partial_forward") || !strcmp(entry, "attention_partial_backward"))
     return 1;
-  return MASK_FULL_NOW && (!strcmp(entry, "attention_masked_forward") ||
+  return MASK_ON_CUDNN_NOW && (!strcmp(entry, "attention_masked_forward") ||
                            !strcmp(entry, "attention_masked_backward") ||
                            !strcmp(entry, "attention_masked_partial_backward"));
 }

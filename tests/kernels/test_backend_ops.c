@@ -28,7 +28,10 @@
 //     store, so a 2x margin). The partial backward on cuDNN stores its share in bf16 and
 //     then adds it to the accumulated gradient (one more rounding, u = 2^-8: 2^-7.45 + 2^-8
 //     is still below 3 * 2^-8); the masked entries get the same under the FULL mask, where
-//     they are the unmasked ones.
+//     they are the unmasked ones, and under block_causal, where cuDNN runs the same graphs on
+//     the pair list (each gradient a share stored in bf16 and added once, as the partial
+//     backward's). The emulated device has cuDNN's roundings with TESSERA_EMU_CUDNN=1
+//     (kernels/cuda/emu/cudnn.cpp: the gpu_backend_ops_cudnn* runs of an EMU build).
 //   Run to run: attention_backward is repeated on the same inputs and must give bitwise the
 //     same gradients (the backends' determinism), except where cuDNN's backward may run with
 //     its atomic dQ (TESSERA_CUDA_ATTENTION_DETERMINISTIC unset or 0, the default).

@@ -179,6 +179,7 @@ static void test_key(void) {
   CHECK(!kcu_sdpa_key_eq(&kpb1, &kp) && kpb1.sq == 256 && kpb1.skv == 64,
         "partial backward: its own key, sq %d skv %d", kpb1.sq, kpb1.skv);
   CHECK(kcu_sdpa_backward_kind(KCU_SDPA_BWD) && kcu_sdpa_backward_kind(KCU_SDPA_PARTIAL_BWD) &&
+            kcu_sdpa_backward_kind(KCU_SDPA_MASKED_BWD) &&
             !kcu_sdpa_backward_kind(KCU_SDPA_FWD) && !kcu_sdpa_backward_kind(KCU_SDPA_PARTIAL_FWD),
         "the backward graph's kinds");
   CHECK(!strcmp(kcu_sdpa_kind_name(KCU_SDPA_PARTIAL_BWD), "partial backward"), "kind name %s",

@@ -15,7 +15,8 @@
 // backward's workspace is the dense b x H x sq x skv bf16 dS of the plan's padded dims
 // (sq = skv = the longest clip rounded up): it fits the limit for dit-b's 16 x 4,096 and
 // 64 x 1,024 microbatches, not for one clip of 65,536 tokens (kernels/cuda/sdpa.h,
-// docs/gpu.md).
+// docs/gpu.md). And the masked entries' pair list (block_causal): the same partial graphs on
+// clips x KCU_SDPA_MASK_GROUPS sequences.
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -110,6 +111,26 @@ int main(void) {
   // the GPU path sends it to the own kernels.
   plan(KCU_SDPA_BWD, 1, 65536, 65536, 65536, 65536, 12, 64, 1, 0);
   CHECK(strstr(err_msg(), "workspace limit") != NULL, "rejected for its workspace: %s", err_msg());
+  // The masked entries' pair list under block_causal (attention_cudnn.h): the partial graphs
+  // on clips x KCU_SDPA_MASK_GROUPS sequences, each a chunk's rows against its visible range
+  // (the same graphs; their dims are the new part): test_backend_ops's masked packing (6
+  // clips of at most 65 tokens, H 2 of 16) and dit-b's 16 x 4,096 microbatch.
+  const int G = KCU_SDPA_MASK_GROUPS;
+  w = plan(KCU_SDPA_PARTIAL_FWD, 6 * G, 65, 65, 131, 131, 2, 16, 0, 1);
+  CHECK(w >= 0 && w <= small, "pair list forward workspace %lld", (long long)w);
+  w = plan(KCU_SDPA_PARTIAL_BWD, 6 * G, 65, 65, 131, 131, 2, 16, 0, 1);
+  CHECK(w >= 0 && w <= small, "pair list backward workspace %lld", (long long)w);
+  // the one-batch backward's graph: dK, dV at ragged offsets of their own
+  w = plan(KCU_SDPA_MASKED_BWD, 6 * G, 65, 65, 131, 131, 2, 16, 0, 1);
+  CHECK(w >= 0 && w <= small, "pair list one-batch backward workspace %lld", (long long)w);
+  w = plan(KCU_SDPA_MASKED_BWD, 6 * G, 65, 65, 131, 131, 2, 16, 1, 1);
+  CHECK(w >= 0, "pair list one-batch deterministic backward workspace %lld", (long long)w);
+  w = plan(KCU_SDPA_PARTIAL_FWD, 16 * G, 4096, 4096, 65536, 65536, 12, 64, 0, 1);
+  CHECK(w >= 0 && w <= small, "dit-b pair list forward workspace %lld", (long long)w);
+  w = plan(KCU_SDPA_PARTIAL_BWD, 16 * G, 4096, 4096, 65536, 65536, 12, 64, 0, 1);
+  CHECK(w >= 0 && w <= small, "dit-b pair list atomic backward workspace %lld", (long long)w);
+  w = plan(KCU_SDPA_MASKED_BWD, 16 * G, 4096, 4096, 65536, 65536, 12, 64, 0, 1);
+  CHECK(w >= 0 && w <= small, "dit-b pair list one-batch backward workspace %lld", (long long)w);
   // cuDNN's own rule (kcu_sdpa_fits keeps such calls away from it): Dh a multiple of 8.
   plan(KCU_SDPA_FWD, 6, 65, 65, 131, 131, 2, 12, 0, 0);
   plan(KCU_SDPA_BWD, 6, 65, 65, 131, 131, 2, 12, 0, 0);

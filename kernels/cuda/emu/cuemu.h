@@ -24,7 +24,8 @@
 //     opened;
 //   - cuBLASLt: the documented matmul (column-major, transposes, the BIAS, GELU_AUX(_BIAS)
 //     and DGELU epilogues) in fp32 (emu/cublaslt.cpp); cuDNN: cudnnCreate fails, so the
-//     backend's own attention kernels run (emu/cudnn.cpp).
+//     backend's own attention kernels run, unless TESSERA_EMU_CUDNN=1: then a stand-in for
+//     the backend's fused-attention graphs (emu/cudnn.cpp).
 // What it is not: a timing model, a race detector between blocks (they never overlap), or
 // a check of registers (nvcc's -Xptxas -v is). Floating point: the host's, without FMA
 // contraction (nvcc contracts a * b + c): results agree with a GPU's to rounding.
