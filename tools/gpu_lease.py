@@ -77,6 +77,7 @@ PLANS = {
               ("test gpu_graphs", 20, 3), ("script diag", 45, 31)],
     "second": [("facts", 15, 3), ("binaries", 150, 1), ("test gpu_memory", 20, 5),
                ("test gpu_comm", 20, 6), ("test gpu_backend_ops_memcheck", 30, 5),
+               ("test gpu_mask", 15, 5), ("test gpu_mask_cudnn", 15, 5),  # estimates: never ran
                ("test gpu_train", 90, 68), ("bench torch-64", 70, 55),  # estimate
                ("bench long", 60, 40),  # estimate: 43.5 s a step before the bias fix
                ("script cp_modes", 0, 40)],  # estimate: never ran

@@ -38,7 +38,7 @@ say "building $B (CUDA on, media off; log $B/prepare.log)"
 { cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_CUDA=ON -DTESSERA_MEDIA=OFF \
     -DTESSERA_STATIC_SMALL_LIBS=ON -DTESSERA_NATIVE=OFF -DCMAKE_SKIP_BUILD_RPATH=ON "${launch[@]}" &&
   cmake --build "$B" -j"$(nproc)" --target tessera bench_train_step make_latents gpu_probe gpu_backend_ops \
-    gpu_arena gpu_graphs gpu_cuda_semantics test_comm_gpu; } >"$B/prepare.log" 2>&1 ||
+    gpu_arena gpu_graphs gpu_mask gpu_cuda_semantics test_comm_gpu; } >"$B/prepare.log" 2>&1 ||
   { tail -20 "$B/prepare.log"; die "build failed (log $B/prepare.log)"; }
 say "built in $((SECONDS - start)) s"
 mkdir -p .carry/gpu
