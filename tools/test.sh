@@ -44,9 +44,14 @@ skipped_summary() {
 }
 
 tools/setup.sh
+status=0
+# The fuzz stage runs beside the ASan build and the release tests (its targets run one at a
+# time: a core of their own); its output is printed whole when it is done.
+tools/fuzz.sh --runs "${TESSERA_FUZZ_RUNS:-2000}" >build/fuzz.out 2>&1 &
+fuzz_pid=$!
+trap '[ -z "$fuzz_pid" ] || kill "$fuzz_pid" 2>/dev/null || true' EXIT  # a stage above failed
 BUILD_DIR=build-asan BUILD_TYPE=Debug CMAKE_ARGS="-DTESSERA_SANITIZE=ON" tools/setup.sh
 
-status=0
 if [ "${TESSERA_NO_VENV:-0}" = 1 ]; then
   echo "== the Python venv is not created (TESSERA_NO_VENV=1)"
 elif py=$(tools/setup_venv.sh); then
@@ -55,11 +60,15 @@ else
   echo "FAIL: tools/setup_venv.sh could not create the venv (TESSERA_NO_VENV=1 runs without it)"
   status=1
 fi
-echo "== fuzz targets, short run (clang, ASan + UBSan)"
-tools/fuzz.sh --runs "${TESSERA_FUZZ_RUNS:-2000}" || status=1
 echo "== tests (release build)"
 (cd build && ctest --output-on-failure -j"$J" --timeout 900 -LE slow) 2>&1 | tee build/ctest.out || status=1
 skipped_summary build
+echo "== fuzz targets, short run (clang, ASan + UBSan)"
+fuzz_rc=0
+wait "$fuzz_pid" || fuzz_rc=$?
+fuzz_pid=""
+cat build/fuzz.out
+[ $fuzz_rc -eq 0 ] || status=1
 echo "== ingest tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 (cd build-asan && ctest --output-on-failure -j"$J" -L sanitize --timeout 900) 2>&1 | tee build-asan/ctest.out || status=1

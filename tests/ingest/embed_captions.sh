@@ -89,7 +89,9 @@ K=$WORK/many.jsonl
 for i in $(seq 0 119); do
   echo "{\"row\": $i, \"span\": 0, \"caption\": \"caption number $i of many\"}"
 done >"$K"
-TESSERA_EMBED_TEST_PAUSE=1 "${E[@]}" "$K" --out "$WORK/kill" --batch 4 --threads 2 \
+# (PYWARM_OFF=1: the killed run is a process of its own, not a fork of tests/pywarm.py's
+# server, which would outlive the kill by a moment)
+PYWARM_OFF=1 TESSERA_EMBED_TEST_PAUSE=1 "${E[@]}" "$K" --out "$WORK/kill" --batch 4 --threads 2 \
   >"$WORK/kill1.log" 2>&1 &
 pid=$!; bg_register "$pid"
 mkdir -p "$WORK/kill"

@@ -149,7 +149,8 @@ echo "notes" >"$W/s/D/README.md"
   fail "tessera reads back another model than the one exported"
 [ -z "$(leftovers "$W/s")" ] || fail "temporary folders left: $(leftovers "$W/s")"
 echo "ok: an export over a sharded folder: no stale index or shard, tessera reads model 2"
-PY=${TESSERA_PYTHON:-${TESSERA_VENV:-/opt/tessera/venv}/bin/python}
+. "$SRC/tests/venv.sh"
+venv_python   # PY: the venv's python (warm where the pywarm fixture is up)
 if [ -x "$PY" ] && "$PY" -c 'import diffusers, torch, safetensors' 2>/dev/null; then
   OMP_NUM_THREADS=1 "$PY" - "$W/s/D" "$W/D2" <<'P' || fail "diffusers reads back another model"
 import sys, torch
