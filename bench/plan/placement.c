@@ -74,9 +74,10 @@ static tsr_status imbalance(const plan *p, const int64_t *tokens, const cost_mas
         own[r] += pl->own[r];
     }
     double most = 0, sum = 0, xmost = 0;
-    for (int r = 0; r < g->size; r++)
-      most = fmax(most, w[r]), sum += w[r],
-      xmost = fmax(xmost, cost_placed_exchange(cm, G, g->size, got[r], own[r]));
+    for (int r = 0; r < g->size; r++) {
+      most = fmax(most, w[r]), sum += w[r];
+      if (x) xmost = fmax(xmost, cost_placed_exchange(cm, G, g->size, got[r], own[r]));
+    }
     *sum_max += most, *sum_mean += sum / g->size;
     if (x) {
       x[0] += xmost;
