@@ -111,9 +111,12 @@ double cost_group_exposed(const cost_model *cm, int gpus_per_node, int k, double
   return (kk - 1) * (exposed > 0 ? exposed : 0);
 }
 
-double cost_placed_exchange(const cost_model *cm, int gpus_per_node, int k, double recv) {
+double cost_placed_exchange(const cost_model *cm, int gpus_per_node, int k, double recv,
+                            double own) {
   if (k <= 1) return 0.0;
-  return cm->kv * recv / a2a_bw(cm, k <= gpus_per_node) + 2.0 * a2a_lat(cm);
+  double t = cm->kv * recv / a2a_bw(cm, k <= gpus_per_node), lat = a2a_lat(cm);
+  double kv = 2.0 / 3.0 * t + lat - cm->b * own;  // the K/V rows, both passes, past own keys
+  return (kv > 0 ? kv : 0) + t / 3.0 + lat;
 }
 
 // The ring's work term: token-linear and attention work split over the k ranks.
@@ -121,11 +124,9 @@ static double ring_work(const cost_model *cm, int k, double s1, double s2) {
   return ((cm->a + cm->text_a * cm->text_tokens) * s1 + cm->b * s2) / (double)k;
 }
 
-double cost_placed_time(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
-                        double s2, double recv) {
+double cost_placed_time(const cost_model *cm, int k, int m, double s1, double s2, double x) {
   if (m == 0) return 0.0;
-  return ring_work(cm, k, s1, s2) + cost_placed_exchange(cm, gpus_per_node, k, recv) + cm->ovh +
-         (double)m * cm->text_c * cm->text_tokens;
+  return ring_work(cm, k, s1, s2) + (k > 1 ? x : 0) + cm->ovh + (double)m * cm->text_c * cm->text_tokens;
 }
 
 double cost_group_time_mode(const cost_model *cm, int gpus_per_node, int k, int m, double s1,

@@ -233,20 +233,25 @@ double cost_group_exposed(const cost_model *cm, int gpus_per_node, int k, double
 // A masked ring group placed blockwise (cost_mask.place = BLOCKWISE, run by
 // model/dist/placed_attention.h): its ranks attend their placement's queries (S2 = k x the
 // most loaded rank's work, below) and receive only the K/V rows those queries need, by
-// all-to-alls the executor runs between a rank's attention to its own keys and to the
-// received ones, with nothing to hide them behind (k > 1; the ring's form at k = 1):
+// all-to-alls the executor posts before a rank attends to its own keys and waits for
+// before it attends to the received ones (k > 1; the ring's form at k = 1):
 //   T_p = ((a + text_a*Lt)*S1 + b*S2)/k + X + ovh + m*text_c*Lt
-//   X = kv*R/bw_a(k) + 2*lat_a
-// R: the most K/V tokens one rank receives over the group's clips (placement_group's recv).
-// Each such token's K and V arrive in the forward and again in the backward, and the rank's
-// dK/dV shares return (the rows it sent: the same count summed over the group, priced at
-// R): kv bytes a token, a ring step's. Two latencies: the K/V exchange and the gradients'
-// return, one a direction of travel as Ulysses counts its transfers. bw_a and lat_a: the
-// all-to-all's (a2a_bw_intra for k <= G, else a2a_bw_inter, and a2a_lat; the ring's keys
-// where those are 0). cost_placed_exchange is X (0 for k <= 1).
-double cost_placed_exchange(const cost_model *cm, int gpus_per_node, int k, double recv);
-double cost_placed_time(const cost_model *cm, int gpus_per_node, int k, int m, double s1,
-                        double s2, double recv);
+//   X = max over the ranks r of X_r,
+//   X_r = max(0, 2/3 t_r + lat_a - b*O_r) + 1/3 t_r + lat_a,   t_r = kv*R_r/bw_a(k)
+// R_r: the K/V tokens rank r receives over the group's clips (placement_group's recv), O_r
+// its work against the keys it holds (placement_group's own). Each received token's K and
+// V arrive in the forward and again in the backward, and the rank's dK/dV shares return
+// (the rows it sent: the same count summed over the group, priced at R_r): kv bytes a
+// token, a ring step's, a third each. The two K/V exchanges travel while the rank attends
+// to its own keys (forward and backward: b*O_r), summed like the ring's steps sum both
+// passes; the gradients' return follows the received rows' backward and is exposed. Two
+// latencies: the K/V exchange and the gradients' return, one a direction of travel as
+// Ulysses counts its transfers. bw_a and lat_a: the all-to-all's (a2a_bw_intra for k <= G,
+// else a2a_bw_inter, and a2a_lat; the ring's keys where those are 0).
+// cost_placed_exchange is X_r (0 for k <= 1); cost_placed_time takes X.
+double cost_placed_exchange(const cost_model *cm, int gpus_per_node, int k, double recv,
+                            double own);
+double cost_placed_time(const cost_model *cm, int k, int m, double s1, double s2, double x);
 // For the planner's bounds (sched/dynamic.c): the most the exposed communication of a group
 // of k ranks with sums s1, s2 can shrink when clips join it, over the modes cm allows (ring
 // steps, hybrid's ring and the pipelined all-to-all's steps after the first hide more behind

@@ -368,28 +368,35 @@ done:
 }
 #endif
 
-// work (unless greedy filled it), held and recv of p's segments; w: per-token work.
+// work (unless greedy filled it), own, held and recv of p's segments; w: per-token work.
 static tsr_status account(placement *p, const cost_mask *m, const double *w, int64_t n,
                           int have_work) {
-  const int k = p->k;
+  const int k = p->k, nb = p->nblocks;
   int *order = malloc((size_t)(p->nseg ? p->nseg : 1) * sizeof *order);
   int *count = calloc((size_t)k + 1, sizeof *count);
-  if (!order || !count) {
-    free(order), free(count);
+  int64_t *mine = malloc((size_t)(nb + 1) * sizeof *mine);  // prefix over blocks: rank's tokens
+  if (!order || !count || !mine) {
+    free(order), free(count), free(mine);
     return err_set(TSR_ENOMEM, "placement: out of memory");
   }
   for (int i = 0; i < p->nseg; i++) count[p->seg[i].rank + 1]++;
   for (int r = 0; r < k; r++) count[r + 1] += count[r];
   for (int i = 0; i < p->nseg; i++) order[count[p->seg[i].rank]++] = i;  // by rank, in order
   for (int i = 0, r = 0; r < k; r++) {
+    int first = i;
+    memset(mine, 0, (size_t)(nb + 1) * sizeof *mine);
+    for (int j = first; j < count[r]; j++) mine[p->seg[order[j]].block + 1] += p->seg[order[j]].len;
+    for (int b = 0; b < nb; b++) mine[b + 1] += mine[b];
     // count[r] is now the end of rank r's segments; their blocks increase, and so do the
     // ends of their key ranges: the union of [lo, hi] is a sweep
     int64_t need = 0, cover_end = 0;  // tokens of the union so far, its end
     for (; i < count[r]; i++) {
       const place_seg *s = &p->seg[order[i]];
       int lo, hi;
-      placement_keys(m, s->block, p->nblocks, &lo, &hi);
+      placement_keys(m, s->block, nb, &lo, &hi);
       int64_t a = (int64_t)lo * n, e = (int64_t)(hi + 1) * n < p->L ? (int64_t)(hi + 1) * n : p->L;
+      // the share of the segment's work whose keys the rank holds (w: a query's over e - a keys)
+      p->own[r] += (double)s->len * w[s->block] * (double)(mine[hi + 1] - mine[lo]) / (double)(e - a);
       if (a < cover_end) a = cover_end;
       if (e > a) need += e - a, cover_end = e;
       p->held[r] += s->len;
@@ -397,7 +404,7 @@ static tsr_status account(placement *p, const cost_mask *m, const double *w, int
     }
     p->recv[r] = need - p->held[r];
   }
-  free(order), free(count);
+  free(order), free(count), free(mine);
   return TSR_OK;
 }
 
@@ -423,9 +430,10 @@ tsr_status placement_make(const cost_mask *m, int64_t L, int k, place_kind kind,
   out->work = calloc((size_t)k, sizeof *out->work);
   out->held = calloc((size_t)k, sizeof *out->held);
   out->recv = calloc((size_t)k, sizeof *out->recv);
+  out->own = calloc((size_t)k, sizeof *out->own);
   double *w = malloc((size_t)(nb ? nb : 1) * sizeof *w);
   tsr_status st = TSR_OK;
-  if (!out->seg || !out->work || !out->held || !out->recv || !w) {
+  if (!out->seg || !out->work || !out->held || !out->recv || !out->own || !w) {
     st = err_set(TSR_ENOMEM, "placement: out of memory");
     goto done;
   }
@@ -454,7 +462,7 @@ done:
 }
 
 void placement_free(placement *p) {
-  free(p->seg), free(p->work), free(p->held), free(p->recv);
+  free(p->seg), free(p->work), free(p->held), free(p->recv), free(p->own);
   memset(p, 0, sizeof *p);
 }
 
@@ -584,11 +592,12 @@ tsr_status placement_for(const cost_mask *m, int64_t L, int k, const placement *
 }
 
 tsr_status placement_group(const cost_mask *m, const int64_t *L, int n, int k, double *work,
-                           int64_t *recv, int64_t *segs) {
+                           int64_t *recv, int64_t *segs, double *own) {
   for (int r = 0; r < k; r++) {
     if (work) work[r] = 0;
     if (recv) recv[r] = 0;
     if (segs) segs[r] = 0;
+    if (own) own[r] = 0;
   }
   for (int c = 0; c < n; c++) {
     const placement *p;
@@ -597,6 +606,7 @@ tsr_status placement_group(const cost_mask *m, const int64_t *L, int n, int k, d
     for (int r = 0; r < k; r++) {
       if (work) work[r] += p->work[r];
       if (recv) recv[r] += p->recv[r];
+      if (own) own[r] += p->own[r];
     }
     for (int i = 0; segs && i < p->nseg; i++) segs[p->seg[i].rank]++;
   }

@@ -73,6 +73,8 @@ typedef struct {
   int nseg;
   place_seg *seg;   // (nseg) in token order, covering [0, L) once
   double *work;     // (k) attention work (query-key pairs) of each rank's queries
+  double *own;      // (k) the part of work[r] against keys rank r holds: what it attends
+                    // while the keys it receives travel (model/dist/placed_attention.h)
   int64_t *held;    // (k) tokens each rank holds
   int64_t *recv;    // (k) key/value tokens each rank receives (needed, held elsewhere)
 } placement;
@@ -114,9 +116,10 @@ double placement_imbalance(const placement *p);
 #define PLACE_HOLD_SLACK 1.05
 tsr_status placement_for(const cost_mask *m, int64_t L, int k, const placement **out);
 // Over the n clips of lengths L of a group of k ranks placed by placement_for: each rank's
-// work (k), K/V tokens to receive (k) and segments held (k), summed; any may be NULL.
+// work (k), K/V tokens to receive (k), segments held (k) and own-key work (k), summed; any
+// may be NULL.
 tsr_status placement_group(const cost_mask *m, const int64_t *L, int n, int k, double *work,
-                           int64_t *recv, int64_t *segs);
+                           int64_t *recv, int64_t *segs, double *own);
 
 // placement_make's result for (m, L, k, kind), made once per process and kept (the planner
 // prices every group of a batch by it; clips of one length and group size share it):

@@ -37,7 +37,7 @@ static int put_placement(json_t *grp, const cost_mask *m, const plan *p, const p
   int64_t *L = malloc((size_t)g->nclips * sizeof *L);
   int bad = !work || !recv || !segs || !L;
   for (int c = 0; !bad && c < g->nclips; c++) L[c] = tokens[p->clip_index[g->clip_off + c]];
-  if (!bad && placement_group(m, L, g->nclips, g->size, work, recv, segs)) bad = 1;
+  if (!bad && placement_group(m, L, g->nclips, g->size, work, recv, segs, NULL)) bad = 1;
   json_t *qb = json_array(), *kv = json_array();
   double most = 0, sum = 0;
   for (size_t r = 0; !bad && r < k; r++) {

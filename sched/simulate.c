@@ -16,32 +16,32 @@ static void group_sums(const plan *p, const plan_group *g, const int64_t *tokens
 }
 
 // A masked ring group under a placement (cost_mask.place): S2 = k * its most loaded
-// rank's work, and *recv the most K/V tokens a rank receives (sched/cost.h). Returns 0,
-// leaving both as they are, for a group priced without one or when that cannot be had (no
-// memory).
+// rank's work, and *x the most exposed exchange of a rank, from its receipts and own-key
+// work (sched/cost.h). Returns 0, leaving both as they are, for a group priced without one
+// or when that cannot be had (no memory).
 static int placed_sums(const plan *p, const plan_group *g, const int64_t *tokens,
-                       const cost_model *cm, double *s2, double *recv) {
+                       const cost_model *cm, int gpus_per_node, double *s2, double *x) {
   const cost_mask *m = &cm->mask;
   if (m->place == COST_PLACE_EVEN || m->kind == COST_MASK_FULL || g->size < 2 ||
       g->mode != COST_CP_RING)
     return 0;
-  double *work = malloc((size_t)g->size * sizeof *work);
+  double *work = malloc((size_t)g->size * sizeof *work), *own = malloc((size_t)g->size * sizeof *own);
   int64_t *got = malloc((size_t)g->size * sizeof *got);
   int64_t *L = malloc((size_t)g->nclips * sizeof *L);
   int placed = 0;
-  if (work && got && L) {
+  if (work && own && got && L) {
     for (int j = 0; j < g->nclips; j++) L[j] = tokens[p->clip_index[g->clip_off + j]];
-    if (!placement_group(m, L, g->nclips, g->size, work, got, NULL)) {
-      double most = 0;
-      int64_t rmost = 0;
+    if (!placement_group(m, L, g->nclips, g->size, work, got, NULL, own)) {
+      double most = 0, xmost = 0;
       for (int r = 0; r < g->size; r++) {
+        double xr = cost_placed_exchange(cm, gpus_per_node, g->size, (double)got[r], own[r]);
         most = work[r] > most ? work[r] : most;
-        rmost = got[r] > rmost ? got[r] : rmost;
+        xmost = xr > xmost ? xr : xmost;
       }
-      *s2 = most * g->size, *recv = (double)rmost, placed = 1;
+      *s2 = most * g->size, *x = xmost, placed = 1;
     }
   }
-  free(work), free(got), free(L);
+  free(work), free(own), free(got), free(L);
   return placed;
 }
 
@@ -49,11 +49,12 @@ double plan_group_time(const plan *p, int gi, const int64_t *tokens, const cost_
                        const sched_cluster *cl) {
   const plan_group *g = &p->groups[gi];
   if (g->nclips == 0) return 0;
-  double s1, s2, recv;
+  double s1, s2, x;
   group_sums(p, g, tokens, cm, &s1, &s2);
   // blockwise: the placed executor's all-to-alls; contiguous chunks run the ring
-  if (placed_sums(p, g, tokens, cm, &s2, &recv) && cm->mask.place == COST_PLACE_BLOCKWISE)
-    return cost_placed_time(cm, cl->gpus_per_node, g->size, g->nclips, s1, s2, recv);
+  if (placed_sums(p, g, tokens, cm, cl->gpus_per_node, &s2, &x) &&
+      cm->mask.place == COST_PLACE_BLOCKWISE)
+    return cost_placed_time(cm, g->size, g->nclips, s1, s2, x);
   return cost_group_time_mode(cm, cl->gpus_per_node, g->size, g->nclips, s1, s2,
                               (cost_cp_mode)g->mode);
 }

@@ -3,7 +3,9 @@
 # (ring attention) against a blockwise placement (placed attention), measured beside the
 # model's prediction (not a test; bench/dist/placed.c says how). One clip of 6,144 tokens
 # in frames of 8 x 16, block-causal by chunks of 2 frames (all chunks back), and a window
-# mask (tiles of 2 frames x 4 x 4 tokens, radius 1 each way). Writes bench/dist/placed.json.
+# mask (tiles of 2 frames x 4 x 4 tokens, radius 1 each way); blockwise also with its K/V
+# exchanges waited for as soon as posted (no overlap with the own keys' attention), the
+# reps interleaved, and the ratio. Writes bench/dist/placed.json.
 # The CPU ranks share the machine's cores with whatever else runs: take several runs.
 # Env: RANKS (2), REPS (3), BUILD_DIR (build), OUT_JSON.
 set -euo pipefail
@@ -21,7 +23,8 @@ for mask in block_causal window; do
   mpirun --oversubscribe -np "${RANKS:-2}" "$BIN" --mask "$mask" --reps "${REPS:-3}" | tee -a "$TMP" |
     jq -r '"\(.mask) at \(.ranks) ranks, \(.tokens) tokens: contiguous \(.contiguous.measured_s) s " +
       "(model \(.contiguous.model_s)), blockwise (\(.blockwise.kind)) \(.blockwise.measured_s) s " +
-      "(model \(.blockwise.model_s)): x\(.x_measured) measured, x\(.x_model) model"'
+      "(model \(.blockwise.model_s)): x\(.x_measured) measured, x\(.x_model) model; " +
+      "blockwise with the exchange waited for at once \(.blockwise.serial_s) s: overlap x\(.x_overlap)"'
 done
 jq -s --arg commit "$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)" \
   --arg cpu "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" '{

@@ -16,8 +16,8 @@
 // placements), and over the blockwise plans' groups zigzag, greedy and balanced side by side
 // (imbalance, K/V tokens received per step, summed over ranks), and their exchange summed over
 // the groups (per step): the placed executor's all-to-alls as the planner prices them
-// (cost_placed_exchange) beside the ring's form of the same groups (the exposed ring steps,
-// cost_group_exposed), what blockwise groups were priced by before.
+// (cost_placed_exchange: what the own keys' attention does not hide) beside the ring's form
+// of the same groups (the exposed ring steps, cost_group_exposed).
 // With --kinds, instead: for each mask and group size k of 2, 4, 8, 16, every kind of
 // sched/placement.h made (uncached) for each of B clips of the mix over k ranks: sum over
 // clips of the most loaded rank's work over the sum of the means, K/V tokens received
@@ -43,8 +43,9 @@ typedef struct {
 // Over the multi-rank ring groups of p: sum of the most loaded rank's work and of the mean
 // under placement kind `kind` (-1: placement_for's choice), and the K/V tokens
 // received, summed over ranks. With x (2 doubles): adds each group's exchange under cm (G
-// ranks a node), the placed executor's (cost_placed_exchange, of its most receiving rank)
-// to x[0] and the ring's exposed steps with the same most loaded rank's work to x[1].
+// ranks a node), the placed executor's (the most cost_placed_exchange of a rank: what its
+// own keys' attention does not hide) to x[0] and the ring's exposed steps with the same
+// most loaded rank's work to x[1].
 static tsr_status imbalance(const plan *p, const int64_t *tokens, const cost_mask *m, int kind,
                             double *sum_max, double *sum_mean, double *recv,
                             const cost_model *cm, int G, double *x) {
@@ -52,8 +53,9 @@ static tsr_status imbalance(const plan *p, const int64_t *tokens, const cost_mas
     const plan_group *g = &p->groups[gi];
     if (g->size < 2 || !g->nclips || g->mode != COST_CP_RING) continue;
     double *w = calloc((size_t)g->size, sizeof *w), *got = calloc((size_t)g->size, sizeof *got);
-    if (!w || !got) {
-      free(w), free(got);
+    double *own = calloc((size_t)g->size, sizeof *own);
+    if (!w || !got || !own) {
+      free(w), free(got), free(own);
       return err_set(TSR_ENOMEM, "out of memory");
     }
     double s1 = 0;
@@ -63,21 +65,25 @@ static tsr_status imbalance(const plan *p, const int64_t *tokens, const cost_mas
       tsr_status st = kind < 0 ? placement_for(m, L, g->size, &pl)
                                            : placement_cached(m, L, g->size, (place_kind)kind, &pl);
       if (st) {
-        free(w), free(got);
+        free(w), free(got), free(own);
         return st;
       }
       s1 += (double)L;
       for (int r = 0; r < g->size; r++)
-        w[r] += pl->work[r], got[r] += (double)pl->recv[r], *recv += (double)pl->recv[r];
+        w[r] += pl->work[r], got[r] += (double)pl->recv[r], *recv += (double)pl->recv[r],
+        own[r] += pl->own[r];
     }
-    double most = 0, sum = 0, rmost = 0;
-    for (int r = 0; r < g->size; r++) most = fmax(most, w[r]), sum += w[r], rmost = fmax(rmost, got[r]);
+    double most = 0, sum = 0, xmost = 0;
+    for (int r = 0; r < g->size; r++) {
+      most = fmax(most, w[r]), sum += w[r];
+      if (x) xmost = fmax(xmost, cost_placed_exchange(cm, G, g->size, got[r], own[r]));
+    }
     *sum_max += most, *sum_mean += sum / g->size;
     if (x) {
-      x[0] += cost_placed_exchange(cm, G, g->size, rmost);
+      x[0] += xmost;
       x[1] += cost_group_exposed(cm, G, g->size, s1, most * g->size, COST_CP_RING);
     }
-    free(w), free(got);
+    free(w), free(got), free(own);
   }
   return TSR_OK;
 }

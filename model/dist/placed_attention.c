@@ -15,6 +15,7 @@ struct placed_attention {
   const comm_backend *cb;
   comm_group *g;
   int k, p, n_clips;
+  int serial;                // 1: every K/V exchange is waited for as soon as it is posted
   kernels_mask mask;
   int64_t lq;                // rows this rank holds
   int64_t *stok, *rtok;      // (k) rows sent to, received from each rank (own: 0)
@@ -286,6 +287,8 @@ tsr_status placed_attention_set_clips(placed_attention *pa, int n_clips, const p
 
 int64_t placed_attention_tokens(const placed_attention *pa) { return pa->lq; }
 
+void placed_attention_set_overlap(placed_attention *pa, int on) { pa->serial = !on; }
+
 void placed_attention_recv_tokens(const placed_attention *pa, int64_t *kv, int64_t *grad) {
   *kv = pa->roff[pa->k], *grad = pa->soff[pa->k];
 }
@@ -321,29 +324,44 @@ static void *peer_rows(const placed_attention *pa, void *buf, int o, int second,
   return kernels_act_at(pa->kb, buf, (size_t)at * E);
 }
 
-// Sends every peer the K/V rows it needs: rbuf holds, per peer, its K rows then its V rows.
-static tsr_status exchange_kv(placed_attention *pa, const void *k, const void *v, size_t E) {
+// Posts the K/V rows every peer needs (rbuf gets, per peer, its K rows then its V rows):
+// sbuf, rbuf belong to the exchange until *req is waited for.
+static tsr_status start_kv(placed_attention *pa, const void *k, const void *v, size_t E,
+                           comm_request **req) {
   size_t row = kernels_act_bytes(pa->kb, E);
   tsr_status st = pack(pa, pa->sbuf, k, v, row);
   if (st) return st;
   counts(pa, row, 1, 0);
-  return pa->cb->alltoallv(pa->cb, pa->g, pa->sbuf, pa->sb, pa->sd, pa->rbuf, pa->rb, pa->rd);
+  st = pa->cb->ialltoallv(pa->cb, pa->g, pa->sbuf, pa->sb, pa->sd, pa->rbuf, pa->rb, pa->rd, req);
+  return st || !pa->serial ? st : pa->cb->wait(pa->cb, req);
+}
+
+// Waits for the exchange *req (also after an error, so its buffers are free again): st, or
+// the wait's error.
+static tsr_status finish_kv(placed_attention *pa, tsr_status st, comm_request **req) {
+  tsr_status w = pa->cb->wait(pa->cb, req);
+  return st ? st : w;
 }
 
 static const int32_t *peer_pos(const placed_attention *pa, int o) {
   return pa->pos_recv + (size_t)pa->roff[o] * 3;
 }
 
+// The own keys' attention runs while the peers' K/V rows travel; the received rows'
+// partials are merged after it in rank order, as without the overlap.
 tsr_status placed_attention_forward(placed_attention *pa, void *out, float *lse, const void *q,
                                     const void *k, const void *v, int H, int Dh, float scale) {
   const kernels_backend *kb = pa->kb;
   const int Lq = (int)pa->lq, n = pa->n_clips;
   const size_t E = (size_t)H * Dh;
-  tsr_status st = kb->attention_masked_forward(kb, out, lse, q, k, v, pa->cu_loc, pa->cu_loc,
-                                               pa->pos_loc, pa->pos_loc, pa->mask, n, pa->bound_loc,
-                                               pa->bound_loc, Lq, Lq, H, Dh, scale);
-  if (st || pa->k == 1) return st;
-  if ((st = buffers(pa, H, Dh)) || (st = exchange_kv(pa, k, v, E))) return st;
+  comm_request *req = NULL;
+  tsr_status st = pa->k > 1 ? buffers(pa, H, Dh) : TSR_OK;
+  if (!st && pa->k > 1) st = start_kv(pa, k, v, E, &req);
+  if (!st)
+    st = kb->attention_masked_forward(kb, out, lse, q, k, v, pa->cu_loc, pa->cu_loc, pa->pos_loc,
+                                      pa->pos_loc, pa->mask, n, pa->bound_loc, pa->bound_loc, Lq,
+                                      Lq, H, Dh, scale);
+  if ((st = finish_kv(pa, st, &req)) || pa->k == 1) return st;
   for (int o = 0; o < pa->k && !st; o++) {
     if (!pa->rtok[o]) continue;
     st = kb->attention_masked_forward(kb, pa->pout, pa->plse, q, peer_rows(pa, pa->rbuf, o, 0, E),
@@ -375,6 +393,9 @@ static tsr_status add_shares(placed_attention *pa, void *dk, void *dv, size_t E)
   return st;
 }
 
+// The K/V rows travel again while the own keys' backward runs (dq gets the own keys' part
+// first, then the peers' in rank order, as without the overlap); the received rows' dK/dV
+// shares then return to their holders, who add them to their own.
 tsr_status placed_attention_backward(placed_attention *pa, void *dq, void *dk, void *dv,
                                      const void *dout, const void *q, const void *k,
                                      const void *v, const void *out, const float *lse, int H,
@@ -382,19 +403,22 @@ tsr_status placed_attention_backward(placed_attention *pa, void *dq, void *dk, v
   const kernels_backend *kb = pa->kb;
   const int Lq = (int)pa->lq, n = pa->n_clips;
   const size_t E = (size_t)H * Dh, qbytes = kernels_act_bytes(kb, (size_t)Lq * E);
+  comm_request *req = NULL;
   tsr_status st;
   if ((st = buffers(pa, H, Dh)) || (st = kb->attention_delta(kb, pa->delta, dout, out, Lq, H, Dh)) ||
       (st = kb->memset_zero(kb, dq, qbytes)) || (st = kb->memset_zero(kb, dk, qbytes)) ||
       (st = kb->memset_zero(kb, dv, qbytes)))
     return st;
+  if (pa->k > 1) {
+    size_t rbytes = kernels_act_bytes(kb, 2 * (size_t)pa->roff[pa->k] * E);
+    if ((st = kb->memset_zero(kb, pa->gsend, rbytes)) || (st = start_kv(pa, k, v, E, &req)))
+      return st;
+  }
   st = kb->attention_masked_partial_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, pa->delta,
                                              pa->cu_loc, pa->cu_loc, pa->pos_loc, pa->pos_loc,
                                              pa->mask, n, pa->bound_loc, pa->bound_loc, Lq, Lq, H,
                                              Dh, scale);
-  if (st || pa->k == 1) return st;
-  if ((st = exchange_kv(pa, k, v, E))) return st;
-  size_t rbytes = kernels_act_bytes(kb, 2 * (size_t)pa->roff[pa->k] * E);
-  if ((st = kb->memset_zero(kb, pa->gsend, rbytes))) return st;
+  if ((st = finish_kv(pa, st, &req)) || pa->k == 1) return st;
   for (int o = 0; o < pa->k && !st; o++) {
     if (!pa->rtok[o]) continue;
     st = kb->attention_masked_partial_backward(

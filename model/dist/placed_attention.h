@@ -6,16 +6,19 @@
 // keys of blocks [lo, hi] only (placement_keys), so p needs of each other rank o exactly
 // the tokens o holds in the union of its own segments' key ranges: the placement's recv[p]
 // tokens in all. Forward: one all-to-all sends every rank only those K/V rows (packed per
-// peer, in clip and token order); p attends its queries to its own keys and to each
-// peer's rows with the backend's masked entries, merging the partial results by their
-// log-sum-exp. Backward: the same all-to-all again, p computes its queries' dq and its
-// shares of the received rows' dK/dV, and a second all-to-all returns those shares to
-// their holders, who add them (own share first, then the peers' in rank order). No K/V
-// row travels to a rank that does not need it, so the K/V bytes a rank receives are
-// recv[p] * 2 * H * Dh * act bytes in the forward, the same again in the backward plus the
-// gradient shares of its own rows the others computed (placed_attention_recv_tokens).
+// peer, in clip and token order), posted before p attends its queries to its own keys so
+// that the rows travel meanwhile (cb's ialltoallv); then p attends to each peer's rows with
+// the backend's masked entries, merging the partial results by their log-sum-exp.
+// Backward: the same all-to-all again, travelling while p computes its own keys' share of
+// dq, dK, dV; then its shares of the received rows' dK/dV and the rest of dq, and a second
+// (blocking) all-to-all returns those shares to their holders, who add them (own share
+// first, then the peers' in rank order). Every sum runs in the order it would without the
+// overlap: the same bits. No K/V row travels to a rank that does not need it, so the K/V
+// bytes a rank receives are recv[p] * 2 * H * Dh * act bytes in the forward, the same again
+// in the backward plus the gradient shares of its own rows the others computed
+// (placed_attention_recv_tokens).
 //
-// Compute goes through kb, every exchange through cb's alltoallv (comm/comm.h), in kb's
+// Compute goes through kb, every exchange through cb's all-to-alls (comm/comm.h), in kb's
 // memory space. With k = 1 both directions are the backend's masked entries on the clips.
 // Its work buffers (the packed rows both ways, one partial output) are its own allocations,
 // not a cp_workspace region; the distributed step (train.placement = blockwise) keeps one
@@ -50,6 +53,10 @@ int64_t placed_attention_tokens(const placed_attention *pa);
 // summed over the clips) and gradient rows of its own tokens it receives in a backward
 // (*grad: the rows it sends the others in a forward).
 void placed_attention_recv_tokens(const placed_attention *pa, int64_t *kv, int64_t *grad);
+
+// on = 1 (the default): each K/V exchange travels while the own keys are attended; 0: it is
+// waited for as soon as it is posted (the same results; bench/dist/placed.c's baseline).
+void placed_attention_set_overlap(placed_attention *pa, int on);
 
 // An upper bound of the bytes one executor's buffers (buffers(), the positions, the
 // set_clips staging) grow to for groups of k ranks holding at most lq tokens a rank, H heads

@@ -41,7 +41,7 @@ static void placed_text(const trainer *tr, const plan *p, const int64_t *tokens,
     double work[gr->size], most = 0, all = 0;
     int64_t L[gr->nclips];
     for (int c = 0; c < gr->nclips; c++) L[c] = tokens[p->clip_index[gr->clip_off + c]];
-    if (placement_group(m, L, gr->nclips, gr->size, work, NULL, NULL)) continue;
+    if (placement_group(m, L, gr->nclips, gr->size, work, NULL, NULL, NULL)) continue;
     for (int r = 0; r < gr->size; r++) most = work[r] > most ? work[r] : most, all += work[r];
     double imb = all > 0 ? most / (all / gr->size) : 1;
     worst = imb > worst ? imb : worst, sum += imb, groups++;

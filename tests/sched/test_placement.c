@@ -12,7 +12,9 @@
 // closed form: nothing to receive, every rank 4 blocks' work. plan_group_time prices a masked ring group by its most
 // loaded rank: the reference formula with S2 = k * that rank's work, contiguous above
 // blockwise above the even split; placed blockwise, with the placed executor's exchange
-// (cost_placed_time), against its closed form on zigzag-placed causal clips. A pinned kind
+// (cost_placed_time), against its closed form on zigzag-placed causal clips, the K/V
+// exchange hidden behind the own keys' attention and not. Each rank's own-key work against
+// a recount of its pairs with keys it holds. A pinned kind
 // (cost_mask.pin) is placement_for's placement unless it breaks the 5% cap (then contiguous).
 #include <math.h>
 #include <stdlib.h>
@@ -56,18 +58,23 @@ static void check_one(const cost_mask *m, int64_t L, int k, place_kind kind) {
   for (int r = 0; r < k && ok; r++) {
     memset(need, 0, (size_t)L + 1);
     int64_t held = 0, recv = 0;
+    double pairs = 0, mine = 0;  // query-key pairs of r's queries, those with r's own keys
     for (int64_t t = 0; t < L; t++) {
       if (owner[t] != r) continue;
       held++;
       int lo, hi;
       placement_keys(m, (int)(t / n), p.nblocks, &lo, &hi);
-      for (int64_t j = lo * n; j < (hi + 1) * n && j < L; j++) need[j] = 1;
+      for (int64_t j = lo * n; j < (hi + 1) * n && j < L; j++) need[j] = 1, pairs++, mine += owner[j] == r;
     }
     for (int64_t j = 0; j < L; j++) recv += need[j] && owner[j] != r;
     CHECK(held == p.held[r] && recv == p.recv[r], "mask %d L=%lld k=%d %s rank %d: held %lld "
           "(recount %lld), recv %lld (recount %lld)", m->kind, (long long)L, k,
           place_kind_name(kind), r, (long long)p.held[r], (long long)held, (long long)p.recv[r],
           (long long)recv);
+    // a pair's work is the same for every pair of the clip (1, or a window's spatial factor)
+    CHECK(fabs(p.own[r] * pairs - p.work[r] * mine) <= 1e-9 * fmax(p.work[r] * pairs, 1),
+          "mask %d L=%lld k=%d %s rank %d: own-key work %.17g of %.17g, recount %g of %g pairs",
+          m->kind, (long long)L, k, place_kind_name(kind), r, p.own[r], p.work[r], mine, pairs);
   }
   free(need), free(owner);
   placement_free(&p);
@@ -191,16 +198,16 @@ int main(int argc, char **argv) {
     for (int place = 0; place < 3; place++) {
       cm.mask.place = place;
       t[place] = plan_group_time(&pl, 0, tok, &cm, &cl);
-      double work[4], s2 = cost_clip_area(&cm, tok[0]) + cost_clip_area(&cm, tok[1]);
+      double work[4], own[4], x = 0, s2 = cost_clip_area(&cm, tok[0]) + cost_clip_area(&cm, tok[1]);
       int64_t got[4];
       if (place) {
-        CHECK_OK(placement_group(&cm.mask, tok, 2, 4, work, got, NULL));
+        CHECK_OK(placement_group(&cm.mask, tok, 2, 4, work, got, NULL, own));
         s2 = 4 * fmax(fmax(work[0], work[1]), fmax(work[2], work[3]));
       }
-      double recv = (double)(got[0] > got[1] ? got[0] : got[1]);
-      recv = fmax(recv, (double)(got[2] > got[3] ? got[2] : got[3]));
+      for (int r = 0; place && r < 4; r++)
+        x = fmax(x, cost_placed_exchange(&cm, 4, 4, (double)got[r], own[r]));
       double want = place == COST_PLACE_BLOCKWISE
-                        ? cost_placed_time(&cm, 4, 4, 2, 3400, s2, recv)
+                        ? cost_placed_time(&cm, 4, 2, 3400, s2, x)
                         : cost_group_time_mode(&cm, 4, 4, 2, 3400, s2, COST_CP_RING);
       CHECK(fabs(t[place] - want) <= 1e-12 * want, "place %d: group time %.17g, want %.17g",
             place, t[place], want);
@@ -210,34 +217,45 @@ int main(int argc, char **argv) {
   }
   // the placed exchange, closed form: two causal clips of 2k blocks of n tokens over k ranks
   // are placed zigzag (balanced exactly); rank r holds blocks r and 2k-1-r, needs blocks 0 to
-  // 2k-1-r and so receives (2k-2-r) n tokens a clip: the most, rank 0's, 2 (2k-2) n over
-  // both; every rank's work 2 (2k+1) n^2. Inside a node (the ring's keys: the cost file has
-  // no all-to-all ones) and across nodes (calibrated all-to-all keys).
+  // 2k-1-r and so receives (2k-2-r) n tokens a clip: the most, rank 0's, R = 2 (2k-2) n over
+  // both; every rank's work 2 (2k+1) n^2, of it O = 2 (n^2 + 2 n^2) against its own keys
+  // (block r's queries see block r of its own, block 2k-1-r's both). Inside a node (the
+  // ring's keys: the cost file has no all-to-all ones) and across nodes (calibrated
+  // all-to-all keys); the K/V exchange past the own keys' attention, and (b 1000 times
+  // the CPU file's) hidden behind it, the gradients' return alone exposed.
   for (int k = 2; k <= 8; k *= 2)
-    for (int across = 0; across < 2; across++) {
-      cost_model cm = cost_model_cpu;
-      cm.mask = (cost_mask){.kind = COST_MASK_BLOCK_CAUSAL, .chunk = 2, .rows = 3, .cols = 4,
-                            .place = COST_PLACE_BLOCKWISE};
-      if (across) cm.a2a_lat = 3e-6, cm.a2a_bw_inter = 4e8, cm.a2a_bw_intra = 5e9;
-      const int64_t n = 24, L = 2 * k * n;
-      int64_t tok[2] = {L, L};
-      int32_t clips[2] = {0, 1};
-      sched_cluster cl = {.ranks = k, .gpus_per_node = across ? 1 : k, .mem_tokens = 1 << 20};
-      plan pl;
-      plan_init(&pl, k);
-      CHECK_OK(plan_wave_begin(&pl));
-      CHECK_OK(plan_add_group(&pl, 0, k, clips, 2));
-      CHECK_OK(plan_wave_end(&pl));
-      double kk = k, nn = (double)n;
-      double bw = across ? 4e8 : cm.bw_intra, lat = across ? 3e-6 : cm.lat;
-      double want = (cm.a * 2 * L + cm.b * kk * 2 * (2 * kk + 1) * nn * nn) / kk +
-                    cm.kv * 2 * (2 * kk - 2) * nn / bw + 2 * lat + cm.ovh;
-      double t = plan_group_time(&pl, 0, tok, &cm, &cl);
-      CHECK(fabs(t - want) <= 1e-12 * want, "k=%d %s: placed group time %.17g, closed form "
-            "%.17g", k, across ? "across nodes" : "in a node", t, want);
-      plan_free(&pl);
-      placement_cache_clear();
-    }
+    for (int across = 0; across < 2; across++)
+      for (int hide = 0; hide < 2; hide++) {
+        cost_model cm = cost_model_cpu;
+        cm.mask = (cost_mask){.kind = COST_MASK_BLOCK_CAUSAL, .chunk = 2, .rows = 3, .cols = 4,
+                              .place = COST_PLACE_BLOCKWISE};
+        if (across) cm.a2a_lat = 3e-6, cm.a2a_bw_inter = 4e8, cm.a2a_bw_intra = 5e9;
+        if (hide) cm.b *= 1000;
+        const int64_t n = 24, L = 2 * k * n;
+        int64_t tok[2] = {L, L};
+        int32_t clips[2] = {0, 1};
+        sched_cluster cl = {.ranks = k, .gpus_per_node = across ? 1 : k, .mem_tokens = 1 << 20};
+        plan pl;
+        plan_init(&pl, k);
+        CHECK_OK(plan_wave_begin(&pl));
+        CHECK_OK(plan_add_group(&pl, 0, k, clips, 2));
+        CHECK_OK(plan_wave_end(&pl));
+        double kk = k, nn = (double)n;
+        double bw = across ? 4e8 : cm.bw_intra, lat = across ? 3e-6 : cm.lat;
+        double t_kv = cm.kv * 2 * (2 * kk - 2) * nn / bw, own = cm.b * 6 * nn * nn;
+        double past = 2 * t_kv / 3 + lat - own;  // the K/V travel the own keys do not hide
+        CHECK(hide ? past < 0 : past > 0, "k=%d %s: the K/V exchange is %s the own keys' "
+              "attention (%g s past it): the case tests nothing", k, across ? "across" : "in",
+              hide ? "not hidden behind" : "hidden behind", past);
+        double want = (cm.a * 2 * L + cm.b * kk * 2 * (2 * kk + 1) * nn * nn) / kk +
+                      (past > 0 ? past : 0) + t_kv / 3 + lat + cm.ovh;
+        double t = plan_group_time(&pl, 0, tok, &cm, &cl);
+        CHECK(fabs(t - want) <= 1e-12 * want, "k=%d %s %s: placed group time %.17g, closed form "
+              "%.17g", k, across ? "across nodes" : "in a node", hide ? "hidden" : "exposed", t,
+              want);
+        plan_free(&pl);
+        placement_cache_clear();
+      }
   // placement_for holds at most 5% over ceil(L / k) a rank (balanced and greedy alone hold
   // up to 40% more on these clips)
   for (int k = 2; k <= 16; k *= 2)
