@@ -13,6 +13,8 @@
 typedef const kernels_backend kb_t;
 
 // ---- argument checks: return TSR_EINVAL with "op: what" messages ------------------
+// For what only the CPU checks (index values) and the entries without a shared check; an
+// entry's shared checks are kernels/check.h's kernels_check_<entry>, called first.
 #define KCPU_NEED(op, p) \
   do { if (!(p)) return err_set(TSR_EINVAL, "%s: %s is NULL", (op), #p); } while (0)
 #define KCPU_DIM(op, x) \
