@@ -11,9 +11,11 @@ Where a header (or its doc) lists what the code has, the two are compared mechan
     defines is declared in check.h and the other way round; NAME is a row of entries.h (or
     one of SHARED_CHECKS below, the checks several entries share, whose entries are rows),
     and every backend's definition of that entry (kernels/cpu: kcpu_NAME or cpu_NAME,
-    kernels/cuda: kcu_NAME) calls it (a shared one: some source of each backend). Entries
-    without a shared check are not listed: their checks differ between the backends
-    (check.h says so), so the list cannot yet ask every entry for one;
+    kernels/cuda: kcu_NAME; the CPU's [act] adapters f32_NAME and kbf_NAME count too) calls
+    it (a shared one: some source of each backend) and checks nothing of its own with the
+    backends' NULL and size macros (KCPU_NEED/KCPU_DIM, KCU_NEED/KCU_DIM); every row has a
+    check there unless EXEMPT below names it with the reason, so a new entry's check lands
+    in kernels/check.c;
   - the DiT's parameter tensors: the list in model/dit.h's comment against the names
     model/params.c gives them (add_tensor, add_linear: NAME.weight and NAME.bias; the
     blocks' `BLK("s")` under their prefix), both ways ({i} for the block index, {a,b} for
@@ -96,6 +98,31 @@ SHARED_CHECKS = {
 }
 
 
+# Rows without a kernels_check_NAME yet, and why; a row listed here that has one is an
+# error (take it off the list).
+EXEMPT = {
+    'free': 'nothing to check: NULL is ignored',
+    'sync': 'no arguments',
+    'reserve': 'its only check is of the backend\'s state (CUDA: an arena made already)',
+    'memory_stats': 'nothing to check: every pointer may be NULL',
+    'graph_begin': 'optional, CUDA only (the CPU leaves it NULL): its checks are of the '
+                   'backend\'s recording state',
+    'graph_end': 'optional, CUDA only: its checks are of the backend\'s recording state',
+    'graph_launch': 'optional, CUDA only: no second backend to agree with',
+    'graph_free': 'optional, CUDA only: nothing to check (NULL is ignored)',
+    'path_stats': 'optional, CUDA only: no second backend to agree with',
+    'attention_forward': 'kernels/cuda/attention*.cu were rewritten recently and keep their '
+                         'checks (max_len, max_q/max_k and the cuDNN path are checked there)',
+    'attention_backward': 'as attention_forward',
+    'attention_partial_forward': 'as attention_forward',
+    'attention_partial_backward': 'as attention_forward',
+}
+
+# The backends' own argument macros: an entry with a shared check uses none of them (what
+# is the backend's own, e.g. a dtype it lacks or a device limit, it reports with err_set).
+LOCAL_CHECK = re.compile(r'\b(KCPU_NEED|KCPU_DIM|KCU_NEED|KCU_DIM)\(')
+
+
 def backend_sources(root, rel, ext):
     d = os.path.join(root, rel)
     return [(rel + '/' + fn, read(root, rel + '/' + fn))
@@ -125,7 +152,7 @@ def check_problems(root):
             % n for n in sorted(declared - defined)]
     rows = set(name for _, name, _ in ROW.findall(read(root, 'kernels/entries.h')))
     backends = [('kernels/cpu', backend_sources(root, 'kernels/cpu', ('.c', '.h')),
-                 'kcpu_|cpu_'),
+                 'kcpu_|cpu_|f32_|kbf_'),
                 ('kernels/cuda', backend_sources(root, 'kernels/cuda', ('.cu', '.h')), 'kcu_')]
     for n in sorted(defined & declared):
         call = 'kernels_check_%s(' % n
@@ -149,6 +176,22 @@ def check_problems(root):
                 out.append('%s defines no %s entry, which kernels_check_%s is for' % (rel, n, n))
             elif call not in body:
                 out.append('%s: the %s entry does not call kernels_check_%s' % (rel, n, n))
+            elif LOCAL_CHECK.search(body):
+                out.append('%s: the %s entry still checks with %s (its check belongs in '
+                           'kernels_check_%s, kernels/check.c)'
+                           % (rel, n, LOCAL_CHECK.search(body).group(1), n))
+    shared = set(e for n in defined & SHARED_CHECKS.keys() for e in SHARED_CHECKS[n])
+    for name in sorted(rows):
+        has = name in defined or name in shared
+        if not has and name not in EXEMPT:
+            out.append('kernels/entries.h: %s has no kernels_check_%s in kernels/check.c (its '
+                       'argument checks go there, docs/kernels.md "Adding an entry"; or list '
+                       'it in tests/header_lists.py EXEMPT with the reason)' % (name, name))
+        elif has and name in EXEMPT:
+            out.append('tests/header_lists.py: EXEMPT lists %s, which has its check in '
+                       'kernels/check.c (take it off)' % name)
+    out += ['tests/header_lists.py: EXEMPT lists %s, which is no row of kernels/entries.h' % n
+            for n in sorted(set(EXEMPT) - rows)]
     return out
 
 
@@ -215,19 +258,24 @@ def problems(root):
 
 def probe():
     """A row no table has, a table member no row has, a check no entry calls, a check named
-    for no entry, an unlisted and a stale tensor."""
+    for no entry, an entry that checks with a backend's own macro, a row without a check
+    and an EXEMPT name that is no row, an unlisted and a stale tensor."""
     files = {
         'kernels/entries.h': 'KERNELS_ENTRY(tsr_status, gemm, GEMM,\nKERNELS_ENTRY(tsr_status, '
-                             'lost, GEMM,\n',
+                             'lost, GEMM,\nKERNELS_ENTRY(tsr_status, fill, GEMM,\n',
         'kernels/profile.h': 'KERNELS_PROFILE_GEMM,\n',
         'kernels/cpu/backend.c': 'static kernels_backend cpu_backend = {\n    .name = "cpu",\n'
-                                 '    .gemm = f,\n    .stray = g,\n};\n',
-        'docs/kernels.md': '## Entries and layouts\n| `gemm(a)` | `lost` |\n## Next\n',
+                                 '    .gemm = f,\n    .fill = h,\n    .stray = g,\n};\n',
+        'docs/kernels.md': '## Entries and layouts\n| `gemm(a)` | `lost` | `fill` |\n## Next\n',
         'kernels/check.h': 'tsr_status kernels_check_gemm(int m);\n'
+                           'tsr_status kernels_check_fill(int n);\n'
                            'tsr_status kernels_check_stale(int m);\n',
         'kernels/check.c': 'tsr_status kernels_check_gemm(int m) {\n  return TSR_OK;\n}\n'
+                           'tsr_status kernels_check_fill(int n) {\n  return TSR_OK;\n}\n'
                            'tsr_status kernels_check_stale(int m) {\n  return TSR_OK;\n}\n',
-        'kernels/cpu/gemm.c': 'tsr_status kcpu_gemm(kb_t *kb, int m) {\n  return TSR_OK;\n}\n',
+        'kernels/cpu/gemm.c': 'tsr_status kcpu_gemm(kb_t *kb, int m) {\n  return TSR_OK;\n}\n'
+                              'tsr_status kcpu_fill(kb_t *kb, float *x, int n) {\n'
+                              '  TSR_TRY(kernels_check_fill(n));\n  KCPU_NEED("fill", x);\n}\n',
         'model/params.c': '  m->x = add_linear(m, "x_embed", 1, 2, 0);\n'
                           '#define BLK(s) (snprintf(n, sizeof n, "blocks.%d.%s", i, (s)), n)\n'
                           '  add_tensor(m, BLK("q_norm.weight"), 1, 0, 0);\n',
@@ -242,9 +290,12 @@ def probe():
         got = '\n'.join(problems(d))
     want = ['sets stray', 'lacks lost', 'gemm entry does not call kernels_check_gemm',
             'kernels_check_stale is named for no row',
+            'fill entry still checks with KCPU_NEED', 'lost has no kernels_check_lost',
+            'EXEMPT lists sync, which is no row',
             'blocks.{i}.k_norm.weight, which model/params.c does not']
     missing = [w for w in want if w not in got]
-    unwanted = [w for w in ('x_embed', 'q_norm', 'does not name') if w in got]
+    unwanted = [w for w in ('x_embed', 'q_norm', 'does not name', 'gemm has no kernels_check',
+                            'fill has no kernels_check') if w in got]
     if missing or unwanted:
         print('header_lists.py --probe: missed %s, wrongly found %s in:\n%s'
               % (missing, unwanted, got))

@@ -42,11 +42,8 @@ tsr_status kcpu_adamw_update(kb_t *kb, float *param, const float *grad, float *m
                              float weight_decay, int64_t step, float grad_scale) {
   kernels_adamw_scalars c = {0};
   tsr_status st = kernels_adamw_prepare(lr, beta1, beta2, weight_decay, step, &c);
+  if (!st) st = kernels_check_adamw_update(param, grad, m, v, n);
   if (st || n == 0) return st;
-  KCPU_NEED("adamw_update", param);
-  KCPU_NEED("adamw_update", grad);
-  KCPU_NEED("adamw_update", m);
-  KCPU_NEED("adamw_update", v);
 #pragma omp parallel for schedule(static) if (n > KCPU_PAR_MIN)
   for (size_t i = 0; i < n; i++)
     kernels_adamw_elem(param, grad, m, v, i, c.decay, c.w1, beta2, c.w2, eps, c.step_size,
@@ -96,15 +93,9 @@ tsr_status kcpu_adamw_update_multi(kb_t *kb, float *param, const float *grad, fl
   kernels_adamw_scalars cd = {0}, c0 = {0};
   tsr_status st = kernels_adamw_prepare(lr, beta1, beta2, weight_decay, step, &cd);
   if (!st) st = kernels_adamw_prepare(lr, beta1, beta2, 0.0f, step, &c0);
+  if (!st) st = kernels_check_adamw_update_multi(param, grad, m, v, work, n, segs, n_segs);
   if (!st) st = kcpu_check_segments(op, segs, n_segs, n);
-  if (!st && work && work == (void *)param)
-    st = err_set(TSR_EINVAL, "%s: work is param itself (pass NULL when the working copy is "
-                 "the fp32 weights)", op);
   if (st || n_segs == 0) return st;
-  KCPU_NEED(op, param);
-  KCPU_NEED(op, grad);
-  KCPU_NEED(op, m);
-  KCPU_NEED(op, v);
   size_t nb = (n + MULTI_BLOCK - 1) / MULTI_BLOCK;
 #pragma omp parallel for schedule(static) if (n > KCPU_PAR_MIN)
   for (size_t b = 0; b < nb; b++) {

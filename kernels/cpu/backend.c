@@ -17,7 +17,8 @@
 static size_t g_in_use, g_peak;
 
 static tsr_status cpu_alloc(kb_t *kb, void **ptr, size_t bytes) {
-  if (!ptr) return err_set(TSR_EINVAL, "alloc: ptr is NULL");
+  tsr_status st = kernels_check_alloc(ptr, bytes);
+  if (st) return st;
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded < bytes) return err_set(TSR_ENOMEM, "alloc: %zu bytes is too large", bytes);
   void *p = aligned_alloc(64, rounded ? rounded : 64);
@@ -52,6 +53,7 @@ static tsr_status cpu_memory_stats(kb_t *kb, size_t *in_use, size_t *peak, size_
 
 // MemAvailable and MemTotal of /proc/meminfo (kB lines).
 static tsr_status cpu_mem_info(kb_t *kb, size_t *free_bytes, size_t *total_bytes) {
+  TSR_TRY(kernels_check_mem_info(free_bytes, total_bytes));
   FILE *f = fopen("/proc/meminfo", "r");
   if (!f) return err_set(TSR_EIO, "mem_info: cannot read /proc/meminfo");
   char line[256];
@@ -67,24 +69,22 @@ static tsr_status cpu_mem_info(kb_t *kb, size_t *free_bytes, size_t *total_bytes
   return TSR_OK;
 }
 
-static tsr_status cpu_memcpy(const char *op, void *dst, const void *src, size_t bytes) {
-  if (bytes == 0) return TSR_OK;
-  KCPU_NEED(op, dst);
-  KCPU_NEED(op, src);
-  memcpy(dst, src, bytes);
-  return TSR_OK;
+// The three copies are one memcpy here (host memory); bytes == 0 may have NULL ends.
+static tsr_status cpu_memcpy(tsr_status st, void *dst, const void *src, size_t bytes) {
+  if (!st && bytes) memcpy(dst, src, bytes);
+  return st;
 }
 
 static tsr_status cpu_to_device(kb_t *kb, void *dst, const void *src_host, size_t bytes) {
-  return cpu_memcpy("to_device", dst, src_host, bytes);
+  return cpu_memcpy(kernels_check_to_device(dst, src_host, bytes), dst, src_host, bytes);
 }
 
 static tsr_status cpu_to_host(kb_t *kb, void *dst_host, const void *src, size_t bytes) {
-  return cpu_memcpy("to_host", dst_host, src, bytes);
+  return cpu_memcpy(kernels_check_to_host(dst_host, src, bytes), dst_host, src, bytes);
 }
 
 static tsr_status cpu_copy(kb_t *kb, void *dst, const void *src, size_t bytes) {
-  return cpu_memcpy("copy", dst, src, bytes);
+  return cpu_memcpy(kernels_check_copy(dst, src, bytes), dst, src, bytes);
 }
 
 static tsr_status cpu_copy_2d(kb_t *kb, void *dst, size_t dst_pitch, const void *src,
@@ -97,8 +97,8 @@ static tsr_status cpu_copy_2d(kb_t *kb, void *dst, size_t dst_pitch, const void 
 }
 
 static tsr_status cpu_memset_zero(kb_t *kb, void *ptr, size_t bytes) {
-  if (bytes == 0) return TSR_OK;
-  KCPU_NEED("memset_zero", ptr);
+  tsr_status st = kernels_check_memset_zero(ptr, bytes);
+  if (st || bytes == 0) return st;
   memset(ptr, 0, bytes);
   return TSR_OK;
 }
@@ -110,19 +110,12 @@ static tsr_status cpu_sync(kb_t *kb) { return TSR_OK; }
 // act_dtype = F32 an [act] tensor is fp32, so the arithmetic is the kcpu_* one, unchanged.
 
 static tsr_status f32_add_act(kb_t *kb, void *out, const void *a, const void *b, size_t n) {
-  if (n) {
-    KCPU_NEED("add_act", out);
-    KCPU_NEED("add_act", a);
-    KCPU_NEED("add_act", b);
-  }
-  return kcpu_add(kb, out, a, b, n);
+  tsr_status st = kernels_check_add_act(out, a, b, n);
+  return st ? st : kcpu_add(kb, out, a, b, n);
 }
 static tsr_status f32_axpy_act(kb_t *kb, void *y, float alpha, const void *x, size_t n) {
-  if (n) {
-    KCPU_NEED("axpy_act", y);
-    KCPU_NEED("axpy_act", x);
-  }
-  return kcpu_axpy(kb, y, alpha, x, n);
+  tsr_status st = kernels_check_axpy_act(y, x, n);
+  return st ? st : kcpu_axpy(kb, y, alpha, x, n);
 }
 static tsr_status f32_u8_affine(kb_t *kb, void *out, const uint8_t *in, float a, float b,
                                 size_t n) {

@@ -91,28 +91,23 @@ static tsr_status kbf_done(kbf_scratch *s, tsr_status st) {
   if ((s).oom) return kbf_done(&(s), err_set(TSR_ENOMEM, "%s: no memory for the bf16 scratch", (op)))
 
 tsr_status kbf_add_act(kb_t *kb, void *out, const void *a, const void *b, size_t n) {
-  if (n) {
-    KCPU_NEED("add_act", out);
-    KCPU_NEED("add_act", a);
-    KCPU_NEED("add_act", b);
-  }
+  tsr_status st = kernels_check_add_act(out, a, b, n);
+  if (st) return st;
   kbf_scratch s = {0};
   float *fa = kbf_load(&s, a, n), *fb = kbf_load(&s, b, n), *fo = kbf_alloc(&s, out, n);
   KBF_OOM("add_act", s);
-  tsr_status st = kcpu_add(kb, fo, fa, fb, n);
+  st = kcpu_add(kb, fo, fa, fb, n);
   if (!st) kbf_store(out, fo, n);
   return kbf_done(&s, st);
 }
 
 tsr_status kbf_axpy_act(kb_t *kb, void *y, float alpha, const void *x, size_t n) {
-  if (n) {
-    KCPU_NEED("axpy_act", y);
-    KCPU_NEED("axpy_act", x);
-  }
+  tsr_status st = kernels_check_axpy_act(y, x, n);
+  if (st) return st;
   kbf_scratch s = {0};
   float *fy = kbf_load(&s, y, n), *fx = kbf_load(&s, x, n);
   KBF_OOM("axpy_act", s);
-  tsr_status st = kcpu_axpy(kb, fy, alpha, fx, n);
+  st = kcpu_axpy(kb, fy, alpha, fx, n);
   if (!st) kbf_store(y, fy, n);
   return kbf_done(&s, st);
 }

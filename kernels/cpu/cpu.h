@@ -13,6 +13,8 @@
 typedef const kernels_backend kb_t;
 
 // ---- argument checks: return TSR_EINVAL with "op: what" messages ------------------
+// For what only the CPU checks (index values) and the entries without a shared check; an
+// entry's shared checks are kernels/check.h's kernels_check_<entry>, called first.
 #define KCPU_NEED(op, p) \
   do { if (!(p)) return err_set(TSR_EINVAL, "%s: %s is NULL", (op), #p); } while (0)
 #define KCPU_DIM(op, x) \
@@ -20,8 +22,6 @@ typedef const kernels_backend kb_t;
 
 // cu: (n_clips + 1) offsets: cu[0] == 0, non-decreasing, cu[n_clips] == L.
 tsr_status kcpu_check_cu(const char *op, const char *name, const int32_t *cu, int n_clips, int L);
-// Checks a per-clip vector layout: mstride >= D.
-tsr_status kcpu_check_mstride(const char *op, int mstride, int D);
 
 // The clip of token i (0 <= i < cu[n_clips]): the c with cu[c] <= i < cu[c+1].
 // exp(x) for the softmax loops, written so the compiler can vectorise it (libm's expf is a
@@ -218,7 +218,8 @@ tsr_status kcpu_check_segments(const char *op, const kernels_param_segment *segs
                                size_t n);
 
 // rope.c: the frequency and position axis (0 = t, 1 = y, 2 = x) of every rotation pair
-// (kernels.h's split), malloc'd; checks Dh and theta (errors name op). freq, axis: (Dh/2)
+// (kernels.h's split), malloc'd, for Dh and theta the entry's check passed (an error names
+// op: no memory). freq, axis: (Dh/2)
 tsr_status kcpu_rope_table(const char *op, int Dh, float theta, double **freq, int **axis);
 
 // ---- fused entries (fused.c): kernels.h's definitions as compositions -------------------

@@ -33,14 +33,9 @@ static tsr_status check_ids(const char *op, const int32_t *ids, int n, int V) {
 // out: (n, D), table: (V, D), ids: (n)
 tsr_status kcpu_embedding_forward(kb_t *kb, float *out, const float *table, const int32_t *ids,
                                   int n, int V, int D) {
-  KCPU_DIM("embedding_forward", n);
-  KCPU_DIM("embedding_forward", V);
-  KCPU_DIM("embedding_forward", D);
-  if (n == 0) return TSR_OK;
-  KCPU_NEED("embedding_forward", out);
-  KCPU_NEED("embedding_forward", table);
-  KCPU_NEED("embedding_forward", ids);
-  tsr_status st = check_ids("embedding_forward", ids, n, V);
+  tsr_status st = kernels_check_embedding_forward(out, table, ids, n, V, D);
+  if (st || n == 0) return st;
+  st = check_ids("embedding_forward", ids, n, V);
   if (st) return st;
   for (int i = 0; i < n; i++)
     memcpy(out + (size_t)i * D, table + (size_t)ids[i] * D, (size_t)D * sizeof(float));
@@ -50,13 +45,9 @@ tsr_status kcpu_embedding_forward(kb_t *kb, float *out, const float *table, cons
 // dtable: (V, D) accumulated, dout: (n, D), ids: (n)
 tsr_status kcpu_embedding_backward(kb_t *kb, float *dtable, const float *dout, const int32_t *ids,
                                    int n, int V, int D) {
-  KCPU_DIM("embedding_backward", n);
-  KCPU_DIM("embedding_backward", V);
-  KCPU_DIM("embedding_backward", D);
-  if (n == 0 || !dtable) return TSR_OK;
-  KCPU_NEED("embedding_backward", dout);
-  KCPU_NEED("embedding_backward", ids);
-  tsr_status st = check_ids("embedding_backward", ids, n, V);
+  tsr_status st = kernels_check_embedding_backward(dtable, dout, ids, n, V, D);
+  if (st || n == 0 || !dtable) return st;
+  st = check_ids("embedding_backward", ids, n, V);
   if (st) return st;
   for (int i = 0; i < n; i++) {
     float *d = dtable + (size_t)ids[i] * D;

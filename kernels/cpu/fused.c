@@ -8,15 +8,9 @@
 
 #include <omp.h>
 
+#include "kernels/check.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/rows.h"
-
-static tsr_status check_adaln(const char *op, const int32_t *cu, int n_clips, int L, int D,
-                              int mstride) {
-  if (L < 0 || D < 0) return err_set(TSR_EINVAL, "%s: L = %d, D = %d must be >= 0", op, L, D);
-  tsr_status st = kcpu_check_cu(op, "cu_seqlens", cu, n_clips, L);
-  return st ? st : kcpu_check_mstride(op, mstride, D);
-}
 
 // out: (L, D), mean, rstd: (L), inp: (L, D), shift/scale: (C, mstride), cu: (C + 1)
 tsr_status kcpu_layernorm_modulate_forward(kb_t *kb, float *out, float *mean, float *rstd,
@@ -24,15 +18,10 @@ tsr_status kcpu_layernorm_modulate_forward(kb_t *kb, float *out, float *mean, fl
                                            const float *scale, int mstride, const int32_t *cu,
                                            int n_clips, int L, int D, float eps) {
   const char *op = "layernorm_modulate_forward";
-  tsr_status st = check_adaln(op, cu, n_clips, L, D, mstride);
+  tsr_status st = kernels_check_layernorm_modulate_forward(out, mean, rstd, inp, shift, scale,
+                                                           mstride, cu, n_clips, L, D);
+  if (!st) st = kcpu_check_cu(op, "cu_seqlens", cu, n_clips, L);
   if (st || L == 0) return st;
-  if (D == 0) return err_set(TSR_EINVAL, "%s: D = 0", op);
-  KCPU_NEED(op, out);
-  KCPU_NEED(op, mean);
-  KCPU_NEED(op, rstd);
-  KCPU_NEED(op, inp);
-  KCPU_NEED(op, shift);
-  KCPU_NEED(op, scale);
   size_t per = (size_t)D;
   float *ln = kcpu_thread_scratch(op, &per);
   if (!ln) return TSR_ENOMEM;
@@ -55,18 +44,12 @@ tsr_status kcpu_layernorm_modulate_backward(kb_t *kb, float *dinp, float *dshift
                                             const float *scale, int mstride, const int32_t *cu,
                                             int n_clips, int L, int D) {
   const char *op = "layernorm_modulate_backward";
-  tsr_status st = check_adaln(op, cu, n_clips, L, D, mstride);
+  tsr_status st = kernels_check_layernorm_modulate_backward(dinp, dscale, dout, inp, mean,
+                                                            rstd, scale, mstride, cu, n_clips, L,
+                                                            D);
+  if (!st) st = kcpu_check_cu(op, "cu_seqlens", cu, n_clips, L);
   if (st || D == 0) return st;
-  if (L > 0) {
-    KCPU_NEED(op, dout);
-    if (dinp || dscale) {
-      KCPU_NEED(op, inp);
-      KCPU_NEED(op, mean);
-      KCPU_NEED(op, rstd);
-    }
-  }
   if (dinp && L > 0) {
-    KCPU_NEED(op, scale);
     size_t per = 2 * (size_t)D;
     float *tmp = kcpu_thread_scratch(op, &per);
     if (!tmp) return TSR_ENOMEM;
@@ -97,20 +80,12 @@ tsr_status kcpu_qk_norm_rope_forward(kb_t *kb, float *q_out, float *k_out, float
                                      const int32_t *pos, int L, int H, int Dh, float eps,
                                      float theta) {
   const char *op = "qk_norm_rope_forward";
-  KCPU_DIM(op, L);
-  KCPU_DIM(op, H);
+  tsr_status st = kernels_check_qk_norm_rope_forward(q_out, k_out, q_rstd, k_rstd, q_in, k_in,
+                                                     q_weight, k_weight, pos, L, H, Dh, theta);
+  if (st || L == 0 || H == 0) return st;
   double *freq;
   int *axis;
-  tsr_status st = kcpu_rope_table(op, Dh, theta, &freq, &axis);
-  if (st || L == 0 || H == 0) goto done;
-  if (!q_out || !k_out || !q_rstd || !k_rstd || !q_in || !k_in || !q_weight || !k_weight || !pos) {
-    st = err_set(TSR_EINVAL, "%s: a tensor is NULL (q_out %p, k_out %p, q_rstd %p, k_rstd %p, "
-                 "q_in %p, k_in %p, q_weight %p, k_weight %p, pos %p)", op, (void *)q_out,
-                 (void *)k_out, (void *)q_rstd, (void *)k_rstd, (const void *)q_in,
-                 (const void *)k_in, (const void *)q_weight, (const void *)k_weight,
-                 (const void *)pos);
-    goto done;
-  }
+  if ((st = kcpu_rope_table(op, Dh, theta, &freq, &axis))) return st;
   int P = Dh / 2;
   size_t row = (size_t)H * Dh, per = 2 * (size_t)P + row;
   float *scr = kcpu_thread_scratch(op, &per);
@@ -145,22 +120,13 @@ tsr_status kcpu_qk_norm_rope_backward(kb_t *kb, float *dq_in, float *dk_in, floa
                                       const float *k_rstd, const int32_t *pos, int L, int H,
                                       int Dh, float theta) {
   const char *op = "qk_norm_rope_backward";
-  KCPU_DIM(op, L);
-  KCPU_DIM(op, H);
+  tsr_status st = kernels_check_qk_norm_rope_backward(dq_in, dk_in, dq, dk, q_in, k_in, q_weight,
+                                                      k_weight, q_rstd, k_rstd, pos, L, H, Dh,
+                                                      theta);
+  if (st || L == 0 || H == 0) return st;
   double *freq;
   int *axis;
-  tsr_status st = kcpu_rope_table(op, Dh, theta, &freq, &axis);
-  if (st || L == 0 || H == 0) goto done;
-  if (!dq_in || !dk_in || !dq || !dk || !q_in || !k_in || !q_weight || !k_weight || !q_rstd ||
-      !k_rstd || !pos) {
-    st = err_set(TSR_EINVAL, "%s: a required tensor is NULL (dq_in %p, dk_in %p, dq %p, dk %p, "
-                 "q_in %p, k_in %p, q_weight %p, k_weight %p, q_rstd %p, k_rstd %p, pos %p)",
-                 op, (void *)dq_in, (void *)dk_in, (const void *)dq, (const void *)dk,
-                 (const void *)q_in, (const void *)k_in, (const void *)q_weight,
-                 (const void *)k_weight, (const void *)q_rstd, (const void *)k_rstd,
-                 (const void *)pos);
-    goto done;
-  }
+  if ((st = kcpu_rope_table(op, Dh, theta, &freq, &axis))) return st;
   int P = Dh / 2, R = L * H;
   size_t row = (size_t)H * Dh;
   size_t per = 2 * (size_t)P;
@@ -199,14 +165,9 @@ done:
 // pre, out: (M, N) = inp (M, K) w (K, N) + bias (N), then GELU
 tsr_status kcpu_linear_gelu_forward(kb_t *kb, float *out, float *pre, const float *inp,
                                     const float *w, const float *bias, int M, int K, int N) {
-  const char *op = "linear_gelu_forward";
-  KCPU_DIM(op, M);
-  KCPU_DIM(op, N);
-  if (M > 0 && N > 0) {
-    KCPU_NEED(op, out);
-    KCPU_NEED(op, pre);
-  }
-  tsr_status st = kcpu_linear_forward(kb, pre, inp, w, bias, M, K, N);
+  tsr_status st = kernels_check_linear_gelu_forward(out, pre, inp, w, M, K, N);
+  if (st) return st;
+  st = kcpu_linear_forward(kb, pre, inp, w, bias, M, K, N);
   return st ? st : kcpu_gelu_forward(kb, out, pre, (size_t)M * N);
 }
 
@@ -214,11 +175,9 @@ tsr_status kcpu_linear_gelu_forward(kb_t *kb, float *out, float *pre, const floa
 tsr_status kcpu_linear_backward_dgelu(kb_t *kb, float *dpre, float *dw, float *dbias,
                                       const float *dout, const float *inp, const float *w,
                                       const float *pre, int M, int K, int N) {
-  const char *op = "linear_backward_dgelu";
-  KCPU_DIM(op, M);
-  KCPU_DIM(op, K);
-  if (dpre && M > 0 && K > 0) KCPU_NEED(op, pre);
-  tsr_status st = kcpu_linear_backward(kb, dpre, dw, dbias, dout, inp, w, M, K, N);
+  tsr_status st = kernels_check_linear_backward_dgelu(dpre, dw, dout, inp, w, pre, M, K, N);
+  if (st) return st;
+  st = kcpu_linear_backward(kb, dpre, dw, dbias, dout, inp, w, M, K, N);
   if (st || !dpre) return st;
   return kcpu_gelu_backward(kb, dpre, dpre, pre, (size_t)M * K);
 }

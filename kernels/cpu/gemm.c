@@ -24,15 +24,8 @@ tsr_status kcpu_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m, int n, i
 // gemm is gemm_strided with the dense strides (its errors name "gemm").
 tsr_status kcpu_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, float alpha,
                      const float *a, const float *b, float beta, float *c) {
-  KCPU_DIM("gemm", m);
-  KCPU_DIM("gemm", n);
-  KCPU_DIM("gemm", k);
-  if (m == 0 || n == 0) return TSR_OK;
-  KCPU_NEED("gemm", c);
-  if (k > 0) {
-    KCPU_NEED("gemm", a);
-    KCPU_NEED("gemm", b);
-  }
+  tsr_status st = kernels_check_gemm(m, n, k, a, b, c);
+  if (st || m == 0 || n == 0) return st;
   int lda = trans_a ? m : k, ldb = trans_b ? k : n;  // a is (k, m) when transposed, b (n, k)
   return kcpu_gemm_strided(kb, trans_a, trans_b, m, n, k, alpha, a, lda > 0 ? lda : 1, b,
                            ldb > 0 ? ldb : 1, beta, c, n);
@@ -69,15 +62,8 @@ tsr_status kcpu_gemm_batched(kb_t *kb, int trans_a, int trans_b, int m, int n, i
 // out: (M, N) = inp (M, K) * w (K, N) + bias (N)
 tsr_status kcpu_linear_forward(kb_t *kb, float *out, const float *inp, const float *w,
                                const float *bias, int M, int K, int N) {
-  KCPU_DIM("linear_forward", M);
-  KCPU_DIM("linear_forward", K);
-  KCPU_DIM("linear_forward", N);
-  if (M == 0 || N == 0) return TSR_OK;
-  KCPU_NEED("linear_forward", out);
-  if (K > 0) {
-    KCPU_NEED("linear_forward", inp);
-    KCPU_NEED("linear_forward", w);
-  }
+  tsr_status st = kernels_check_linear_forward(out, inp, w, M, K, N);
+  if (st || M == 0 || N == 0) return st;
   float beta = 0.0f;
   if (bias) {
 #pragma omp parallel for schedule(static) if ((size_t)M * N > KCPU_PAR_MIN)
@@ -90,19 +76,10 @@ tsr_status kcpu_linear_forward(kb_t *kb, float *out, const float *inp, const flo
 // dinp: (M, K) = dout (M, N) * w^T; dw: (K, N) += inp^T (K, M) * dout; dbias: (N) += colsum(dout)
 tsr_status kcpu_linear_backward(kb_t *kb, float *dinp, float *dw, float *dbias, const float *dout,
                                 const float *inp, const float *w, int M, int K, int N) {
-  KCPU_DIM("linear_backward", M);
-  KCPU_DIM("linear_backward", K);
-  KCPU_DIM("linear_backward", N);
-  if (M > 0 && N > 0) KCPU_NEED("linear_backward", dout);
-  tsr_status st;
-  if (dinp) {
-    if (N > 0 && K > 0) KCPU_NEED("linear_backward", w);
-    if ((st = kcpu_gemm(kb, 0, 1, M, K, N, 1.0f, dout, w, 0.0f, dinp))) return st;
-  }
-  if (dw) {
-    if (M > 0 && K > 0) KCPU_NEED("linear_backward", inp);
-    if ((st = kcpu_gemm(kb, 1, 0, K, N, M, 1.0f, inp, dout, 1.0f, dw))) return st;
-  }
+  tsr_status st = kernels_check_linear_backward(dinp, dw, dout, inp, w, M, K, N);
+  if (st) return st;
+  if (dinp && (st = kcpu_gemm(kb, 0, 1, M, K, N, 1.0f, dout, w, 0.0f, dinp))) return st;
+  if (dw && (st = kcpu_gemm(kb, 1, 0, K, N, M, 1.0f, inp, dout, 1.0f, dw))) return st;
   if (dbias && (st = kcpu_colsum(dbias, 1, dout, NULL, NULL, NULL, (size_t)M, N, (size_t)N))) return st;
   return TSR_OK;
 }

@@ -1,25 +1,23 @@
 // kernels/cpu/modulate.c — adaLN modulation and gated residual with per-clip vectors
 // (row arithmetic of the modulation: kernels/cpu/rows.h).
+#include "kernels/check.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/rows.h"
 
-static tsr_status check_common(const char *op, const int32_t *cu, int n_clips, int L, int D,
-                               int mstride) {
-  if (L < 0 || D < 0) return err_set(TSR_EINVAL, "%s: L = %d, D = %d must be >= 0", op, L, D);
-  tsr_status st = kcpu_check_cu(op, "cu_seqlens", cu, n_clips, L);
-  return st ? st : kcpu_check_mstride(op, mstride, D);
+// After the entry's shared check (kernels/check.h): the values of cu.
+static tsr_status check_cu(const char *op, tsr_status st, const int32_t *cu, int n_clips, int L) {
+  return st ? st : kcpu_check_cu(op, "cu_seqlens", cu, n_clips, L);
 }
 
 // out: (L, D), inp: (L, D), shift/scale: (C, mstride), cu: (C + 1)
 tsr_status kcpu_modulate_forward(kb_t *kb, float *out, const float *inp, const float *shift,
                                  const float *scale, int mstride, const int32_t *cu, int n_clips,
                                  int L, int D) {
-  tsr_status st = check_common("modulate_forward", cu, n_clips, L, D, mstride);
+  tsr_status st = check_cu("modulate_forward",
+                           kernels_check_modulate_forward(out, inp, shift, scale, mstride, cu,
+                                                          n_clips, L, D),
+                           cu, n_clips, L);
   if (st || L == 0 || D == 0) return st;
-  KCPU_NEED("modulate_forward", out);
-  KCPU_NEED("modulate_forward", inp);
-  KCPU_NEED("modulate_forward", shift);
-  KCPU_NEED("modulate_forward", scale);
 #pragma omp parallel for schedule(static) if ((size_t)L * D > KCPU_PAR_MIN)
   for (int i = 0; i < L; i++) {
     int c = kcpu_clip_of(cu, n_clips, i);
@@ -33,11 +31,12 @@ tsr_status kcpu_modulate_forward(kb_t *kb, float *out, const float *inp, const f
 tsr_status kcpu_modulate_backward(kb_t *kb, float *dinp, float *dshift, float *dscale,
                                   const float *dout, const float *inp, const float *scale,
                                   int mstride, const int32_t *cu, int n_clips, int L, int D) {
-  tsr_status st = check_common("modulate_backward", cu, n_clips, L, D, mstride);
+  tsr_status st = check_cu("modulate_backward",
+                           kernels_check_modulate_backward(dinp, dshift, dscale, dout, inp, scale,
+                                                           mstride, cu, n_clips, L, D),
+                           cu, n_clips, L);
   if (st || D == 0) return st;
-  if (L > 0) KCPU_NEED("modulate_backward", dout);
   if (dinp && L > 0) {
-    KCPU_NEED("modulate_backward", scale);
 #pragma omp parallel for schedule(static) if ((size_t)L * D > KCPU_PAR_MIN)
     for (int i = 0; i < L; i++) {
       const float *sc = scale + (size_t)kcpu_clip_of(cu, n_clips, i) * mstride;
@@ -45,10 +44,8 @@ tsr_status kcpu_modulate_backward(kb_t *kb, float *dinp, float *dshift, float *d
     }
   }
   if (dshift && (st = kcpu_clip_colsum(dshift, dout, NULL, NULL, NULL, mstride, cu, n_clips, D))) return st;
-  if (dscale) {
-    if (L > 0) KCPU_NEED("modulate_backward", inp);
-    if ((st = kcpu_clip_colsum(dscale, dout, inp, NULL, NULL, mstride, cu, n_clips, D))) return st;
-  }
+  if (dscale && (st = kcpu_clip_colsum(dscale, dout, inp, NULL, NULL, mstride, cu, n_clips, D)))
+    return st;
   return TSR_OK;
 }
 
@@ -56,12 +53,11 @@ tsr_status kcpu_modulate_backward(kb_t *kb, float *dinp, float *dshift, float *d
 tsr_status kcpu_gate_residual_forward(kb_t *kb, float *out, const float *res, const float *inp,
                                       const float *gate, int mstride, const int32_t *cu,
                                       int n_clips, int L, int D) {
-  tsr_status st = check_common("gate_residual_forward", cu, n_clips, L, D, mstride);
+  tsr_status st = check_cu("gate_residual_forward",
+                           kernels_check_gate_residual_forward(out, res, inp, gate, mstride, cu,
+                                                               n_clips, L, D),
+                           cu, n_clips, L);
   if (st || L == 0 || D == 0) return st;
-  KCPU_NEED("gate_residual_forward", out);
-  KCPU_NEED("gate_residual_forward", res);
-  KCPU_NEED("gate_residual_forward", inp);
-  KCPU_NEED("gate_residual_forward", gate);
 #pragma omp parallel for schedule(static) if ((size_t)L * D > KCPU_PAR_MIN)
   for (int i = 0; i < L; i++) {
     const float *gt = gate + (size_t)kcpu_clip_of(cu, n_clips, i) * mstride;
@@ -76,11 +72,12 @@ tsr_status kcpu_gate_residual_forward(kb_t *kb, float *out, const float *res, co
 tsr_status kcpu_gate_residual_backward(kb_t *kb, float *dinp, float *dgate, const float *dout,
                                        const float *inp, const float *gate, int mstride,
                                        const int32_t *cu, int n_clips, int L, int D) {
-  tsr_status st = check_common("gate_residual_backward", cu, n_clips, L, D, mstride);
+  tsr_status st = check_cu("gate_residual_backward",
+                           kernels_check_gate_residual_backward(dinp, dgate, dout, inp, gate,
+                                                                mstride, cu, n_clips, L, D),
+                           cu, n_clips, L);
   if (st || D == 0) return st;
-  if (L > 0) KCPU_NEED("gate_residual_backward", dout);
   if (dinp && L > 0) {
-    KCPU_NEED("gate_residual_backward", gate);
 #pragma omp parallel for schedule(static) if ((size_t)L * D > KCPU_PAR_MIN)
     for (int i = 0; i < L; i++) {
       const float *gt = gate + (size_t)kcpu_clip_of(cu, n_clips, i) * mstride;
@@ -89,9 +86,7 @@ tsr_status kcpu_gate_residual_backward(kb_t *kb, float *dinp, float *dgate, cons
       for (int j = 0; j < D; j++) dx[j] = gt[j] * g[j];
     }
   }
-  if (dgate) {
-    if (L > 0) KCPU_NEED("gate_residual_backward", inp);
-    if ((st = kcpu_clip_colsum(dgate, dout, inp, NULL, NULL, mstride, cu, n_clips, D))) return st;
-  }
+  if (dgate && (st = kcpu_clip_colsum(dgate, dout, inp, NULL, NULL, mstride, cu, n_clips, D)))
+    return st;
   return TSR_OK;
 }

@@ -25,12 +25,6 @@ tsr_status kcpu_check_cu(const char *op, const char *name, const int32_t *cu, in
   return TSR_OK;
 }
 
-tsr_status kcpu_check_mstride(const char *op, int mstride, int D) {
-  if (mstride < D)
-    return err_set(TSR_EINVAL, "%s: mstride = %d is smaller than D = %d", op, mstride, D);
-  return TSR_OK;
-}
-
 tsr_status kcpu_colsum(float *out, int accumulate, const float *a, const float *b,
                        const float *rs, const float *bmean, size_t rows, int cols, size_t ld) {
   if (cols <= 0) return TSR_OK;

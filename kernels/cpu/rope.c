@@ -5,13 +5,12 @@
 
 #include <omp.h>
 
+#include "kernels/check.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/rows.h"
 
 tsr_status kcpu_rope_table(const char *op, int Dh, float theta, double **freq, int **axis) {
   *freq = NULL, *axis = NULL;
-  if (Dh <= 0 || Dh % 2) return err_set(TSR_EINVAL, "%s: head dimension %d must be even and > 0", op, Dh);
-  if (!(theta > 0.0f)) return err_set(TSR_EINVAL, "%s: theta = %g must be > 0", op, (double)theta);
   int P = Dh / 2;
   double *f = malloc((size_t)P * sizeof(double));
   int *a = malloc((size_t)P * sizeof(int));
@@ -32,20 +31,14 @@ tsr_status kcpu_rope_table(const char *op, int Dh, float theta, double **freq, i
   return TSR_OK;
 }
 
-// Rotates every pair of every head by sign * angle(pos). out, inp: (L, H, Dh), pos: (L, 3)
-static tsr_status rope_apply(const char *op, float *out, const float *inp, const int32_t *pos,
-                             int L, int H, int Dh, float theta, double sign) {
-  KCPU_DIM(op, L);
-  KCPU_DIM(op, H);
+// Rotates every pair of every head by sign * angle(pos), after the entry's check (st).
+// out, inp: (L, H, Dh), pos: (L, 3)
+static tsr_status rope_apply(tsr_status st, const char *op, float *out, const float *inp,
+                             const int32_t *pos, int L, int H, int Dh, float theta, double sign) {
+  if (st || L == 0 || H == 0) return st;
   double *freq;
   int *axis;
-  tsr_status st = kcpu_rope_table(op, Dh, theta, &freq, &axis);
-  if (st) return st;
-  if (L == 0 || H == 0) goto done;
-  if (!out || !inp || !pos) {
-    st = err_set(TSR_EINVAL, "%s: %s is NULL", op, !out ? "out" : !inp ? "inp" : "pos");
-    goto done;
-  }
+  if ((st = kcpu_rope_table(op, Dh, theta, &freq, &axis))) return st;
   int P = Dh / 2;
   size_t per = 2 * (size_t)P;
   float *trig = kcpu_thread_scratch(op, &per);
@@ -70,11 +63,13 @@ done:
 // out: (L, H, Dh), inp: (L, H, Dh), pos: (L, 3) int32 (t, y, x)
 tsr_status kcpu_rope_forward(kb_t *kb, float *out, const float *inp, const int32_t *pos, int L,
                              int H, int Dh, float theta) {
-  return rope_apply("rope_forward", out, inp, pos, L, H, Dh, theta, 1.0);
+  return rope_apply(kernels_check_rope_forward(out, inp, pos, L, H, Dh, theta), "rope_forward",
+                    out, inp, pos, L, H, Dh, theta, 1.0);
 }
 
 // dinp: (L, H, Dh), dout: (L, H, Dh), pos: (L, 3): rotation by -angle (R^T).
 tsr_status kcpu_rope_backward(kb_t *kb, float *dinp, const float *dout, const int32_t *pos, int L,
                               int H, int Dh, float theta) {
-  return rope_apply("rope_backward", dinp, dout, pos, L, H, Dh, theta, -1.0);
+  return rope_apply(kernels_check_rope_backward(dinp, dout, pos, L, H, Dh, theta),
+                    "rope_backward", dinp, dout, pos, L, H, Dh, theta, -1.0);
 }

@@ -25,11 +25,8 @@ tsr_status kcu_adamw_update(kb_t *kb, float *param, const float *grad, float *m,
   const char *op = "adamw_update";
   kernels_adamw_scalars c = {};
   tsr_status st = kernels_adamw_prepare(lr, beta1, beta2, weight_decay, step, &c);
+  if (!st) st = kernels_check_adamw_update(param, grad, m, v, n);
   if (st || n == 0) return st;
-  KCU_NEED(op, param);
-  KCU_NEED(op, grad);
-  KCU_NEED(op, m);
-  KCU_NEED(op, v);
   k_adamw<<<KCU_GRID(kb, n)>>>(param, grad, m, v, n, c.decay, c.w1, beta2, c.w2, eps, c.step_size,
                                c.bc2_sqrt, grad_scale);
   KCU_LAUNCHED(op);
@@ -98,16 +95,8 @@ tsr_status kcu_adamw_update_multi(kb_t *kb, float *param, const float *grad, flo
   kernels_adamw_scalars cd = {}, c0 = {};
   tsr_status st = kernels_adamw_prepare(lr, beta1, beta2, weight_decay, step, &cd);
   if (!st) st = kernels_adamw_prepare(lr, beta1, beta2, 0.0f, step, &c0);
-  if (st) return st;
-  if (n_segs < 0) return err_set(TSR_EINVAL, "%s: n_segs = %d is negative", op, n_segs);
-  if (work && work == (void *)param)
-    return err_set(TSR_EINVAL, "%s: work is param itself (the working copy is bf16)", op);
-  if (n_segs == 0 || n == 0) return TSR_OK;
-  KCU_NEED(op, segs);
-  KCU_NEED(op, param);
-  KCU_NEED(op, grad);
-  KCU_NEED(op, m);
-  KCU_NEED(op, v);
+  if (!st) st = kernels_check_adamw_update_multi(param, grad, m, v, work, n, segs, n_segs);
+  if (st || n_segs == 0 || n == 0) return st;
   cudaStream_t s = kcu(kb)->stream;
   k_check_segs<<<1, 256, 0, s>>>(kcu(kb)->err, segs, n_segs, (long long)n);
   KCU_LAUNCHED(op);

@@ -45,49 +45,43 @@ __global__ void k_u8_affine(act_t *o, const uint8_t *in, float a, float b, size_
 }
 
 tsr_status kcu_fill(kb_t *kb, float *x, float value, size_t n) {
-  if (!n) return TSR_OK;
-  KCU_NEED("fill", x);
+  tsr_status st = kernels_check_fill(x, n);
+  if (st || !n) return st;
   k_fill<<<KCU_GRID(kb, n)>>>(x, value, n);
   KCU_LAUNCHED("fill");
   return TSR_OK;
 }
 tsr_status kcu_scale(kb_t *kb, float *x, float alpha, size_t n) {
-  if (!n) return TSR_OK;
-  KCU_NEED("scale", x);
+  tsr_status st = kernels_check_scale(x, n);
+  if (st || !n) return st;
   k_scale<<<KCU_GRID(kb, n)>>>(x, alpha, n);
   KCU_LAUNCHED("scale");
   return TSR_OK;
 }
 tsr_status kcu_add(kb_t *kb, float *out, const float *a, const float *b, size_t n) {
-  if (!n) return TSR_OK;
-  KCU_NEED("add", out);
-  KCU_NEED("add", a);
-  KCU_NEED("add", b);
+  tsr_status st = kernels_check_add(out, a, b, n);
+  if (st || !n) return st;
   k_add<<<KCU_GRID(kb, n)>>>(out, a, b, n);
   KCU_LAUNCHED("add");
   return TSR_OK;
 }
 tsr_status kcu_axpy(kb_t *kb, float *y, float alpha, const float *x, size_t n) {
-  if (!n) return TSR_OK;
-  KCU_NEED("axpy", y);
-  KCU_NEED("axpy", x);
+  tsr_status st = kernels_check_axpy(y, x, n);
+  if (st || !n) return st;
   k_axpy<<<KCU_GRID(kb, n)>>>(y, alpha, x, n);
   KCU_LAUNCHED("axpy");
   return TSR_OK;
 }
 tsr_status kcu_add_act(kb_t *kb, void *out, const void *a, const void *b, size_t n) {
-  if (!n) return TSR_OK;
-  KCU_NEED("add_act", out);
-  KCU_NEED("add_act", a);
-  KCU_NEED("add_act", b);
+  tsr_status st = kernels_check_add_act(out, a, b, n);
+  if (st || !n) return st;
   k_add_act<<<KCU_GRID(kb, n)>>>((act_t *)out, (const act_t *)a, (const act_t *)b, n);
   KCU_LAUNCHED("add_act");
   return TSR_OK;
 }
 tsr_status kcu_axpy_act(kb_t *kb, void *y, float alpha, const void *x, size_t n) {
-  if (!n) return TSR_OK;
-  KCU_NEED("axpy_act", y);
-  KCU_NEED("axpy_act", x);
+  tsr_status st = kernels_check_axpy_act(y, x, n);
+  if (st || !n) return st;
   k_axpy_act<<<KCU_GRID(kb, n)>>>((act_t *)y, alpha, (const act_t *)x, n);
   KCU_LAUNCHED("axpy_act");
   return TSR_OK;
@@ -104,9 +98,8 @@ extern "C" tsr_status kcu_scale_act(kb_t *kb, void *y, float alpha, size_t n) {
   return TSR_OK;
 }
 tsr_status kcu_u8_affine(kb_t *kb, void *out, const uint8_t *in, float a, float b, size_t n) {
-  if (!n) return TSR_OK;
-  KCU_NEED("u8_affine", out);
-  KCU_NEED("u8_affine", in);
+  tsr_status st = kernels_check_u8_affine(out, in, n);
+  if (st || !n) return st;
   k_u8_affine<<<KCU_GRID(kb, n)>>>((act_t *)out, in, a, b, n);
   KCU_LAUNCHED("u8_affine");
   return TSR_OK;

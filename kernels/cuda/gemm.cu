@@ -399,15 +399,8 @@ static tsr_status gemm_rm(kb_t *kb, const char *op, int ta, int tb, int m, int n
 extern "C" tsr_status kcu_gemm(kb_t *kb, int trans_a, int trans_b, int m, int n, int k, float alpha,
                                const void *a, const void *b, float beta, void *c) {
   const char *op = "gemm";
-  KCU_DIM(op, m);
-  KCU_DIM(op, n);
-  KCU_DIM(op, k);
-  if (m == 0 || n == 0) return TSR_OK;
-  KCU_NEED(op, c);
-  if (k > 0) {
-    KCU_NEED(op, a);
-    KCU_NEED(op, b);
-  }
+  tsr_status st = kernels_check_gemm(m, n, k, a, b, c);
+  if (st || m == 0 || n == 0) return st;
   return gemm_rm(kb, op, trans_a != 0, trans_b != 0, m, n, k, alpha, (const act_t *)a,
                  (const act_t *)b, beta, c, 0, NULL);
 }
@@ -417,9 +410,6 @@ extern "C" tsr_status kcu_gemm_strided(kb_t *kb, int trans_a, int trans_b, int m
                                        int ldb, float beta, void *c, int ldc,
                                        kernels_dtype c_dtype) {
   const char *op = "gemm_strided";
-  KCU_DIM(op, m);
-  KCU_DIM(op, n);
-  KCU_DIM(op, k);
   if (c_dtype != KERNELS_F32 && c_dtype != KERNELS_BF16)
     return err_set(TSR_EINVAL, "%s: c_dtype %s on backend cuda (bf16 or f32)", op,
                    kernels_dtype_name(c_dtype));
@@ -466,15 +456,8 @@ extern "C" tsr_status kcu_gemm_batched(kb_t *kb, int trans_a, int trans_b, int m
 extern "C" tsr_status kcu_linear_forward(kb_t *kb, void *out, const void *inp, const void *w,
                                          const float *bias, int M, int K, int N) {
   const char *op = "linear_forward";
-  KCU_DIM(op, M);
-  KCU_DIM(op, K);
-  KCU_DIM(op, N);
-  if (M == 0 || N == 0) return TSR_OK;
-  KCU_NEED(op, out);
-  if (K > 0) {
-    KCU_NEED(op, inp);
-    KCU_NEED(op, w);
-  }
+  tsr_status st = kernels_check_linear_forward(out, inp, w, M, K, N);
+  if (st || M == 0 || N == 0) return st;
   return gemm_rm(kb, op, 0, 0, M, N, K, 1.0f, (const act_t *)inp, (const act_t *)w, 0.0f, out, 0, bias);
 }
 
@@ -482,23 +465,14 @@ extern "C" tsr_status kcu_linear_backward(kb_t *kb, void *dinp, float *dw, float
                                           const void *dout, const void *inp, const void *w, int M,
                                           int K, int N) {
   const char *op = "linear_backward";
-  KCU_DIM(op, M);
-  KCU_DIM(op, K);
-  KCU_DIM(op, N);
-  if (M > 0 && N > 0) KCU_NEED(op, dout);
-  tsr_status st;
-  if (dinp) {
-    if (N > 0 && K > 0) KCU_NEED(op, w);
-    if ((st = gemm_rm(kb, op, 0, 1, M, K, N, 1.0f, (const act_t *)dout, (const act_t *)w, 0.0f, dinp, 0,
-                      NULL)))
-      return st;
-  }
-  if (dw) {
-    if (M > 0 && K > 0) KCU_NEED(op, inp);
-    if ((st = gemm_rm(kb, op, 1, 0, K, N, M, 1.0f, (const act_t *)inp, (const act_t *)dout, 1.0f, dw, 1,
-                      NULL)))
-      return st;
-  }
+  tsr_status st = kernels_check_linear_backward(dinp, dw, dout, inp, w, M, K, N);
+  if (st) return st;
+  if (dinp && (st = gemm_rm(kb, op, 0, 1, M, K, N, 1.0f, (const act_t *)dout, (const act_t *)w,
+                            0.0f, dinp, 0, NULL)))
+    return st;
+  if (dw && (st = gemm_rm(kb, op, 1, 0, K, N, M, 1.0f, (const act_t *)inp, (const act_t *)dout,
+                          1.0f, dw, 1, NULL)))
+    return st;
   if (dbias && N > 0)
     return kcu_colsum(kb, op, dbias, (const act_t *)dout, NULL, NULL, M, N);
   return TSR_OK;
@@ -508,26 +482,18 @@ extern "C" tsr_status kcu_linear_gelu_forward(kb_t *kb, void *out, void *pre, co
                                               const void *w, const float *bias, int M, int K,
                                               int N) {
   const char *op = "linear_gelu_forward";
-  KCU_DIM(op, M);
-  KCU_DIM(op, K);
-  KCU_DIM(op, N);
-  if (M == 0 || N == 0) return TSR_OK;
-  KCU_NEED(op, out);
-  KCU_NEED(op, pre);
-  if (K > 0) {
-    KCU_NEED(op, inp);
-    KCU_NEED(op, w);
-  }
+  tsr_status st = kernels_check_linear_gelu_forward(out, pre, inp, w, M, K, N);
+  if (st || M == 0 || N == 0) return st;
   int ran = 0;
   if (K > 0 && kcu(kb)->lt_gelu) {
-    tsr_status st = lt_matmul(kb, op, 0, 0, M, N, K, 1.0f, (const act_t *)inp, (const act_t *)w,
+    st = lt_matmul(kb, op, 0, 0, M, N, K, 1.0f, (const act_t *)inp, (const act_t *)w,
                               0.0f, out, 0, bias ? EPI_GELU_AUX_BIAS : EPI_GELU_AUX, bias, pre,
                               &ran);
     if (st) return st;
   }
   if (ran) return TSR_OK;
-  tsr_status st = gemm_rm(kb, op, 0, 0, M, N, K, 1.0f, (const act_t *)inp, (const act_t *)w, 0.0f,
-                          pre, 0, bias);
+  st = gemm_rm(kb, op, 0, 0, M, N, K, 1.0f, (const act_t *)inp, (const act_t *)w, 0.0f, pre, 0,
+               bias);
   return st ? st : kcu_gelu_act(kb, op, out, pre, (size_t)M * N);
 }
 
@@ -535,16 +501,9 @@ extern "C" tsr_status kcu_linear_backward_dgelu(kb_t *kb, void *dpre, float *dw,
                                                 const void *dout, const void *inp, const void *w,
                                                 const void *pre, int M, int K, int N) {
   const char *op = "linear_backward_dgelu";
-  KCU_DIM(op, M);
-  KCU_DIM(op, K);
-  KCU_DIM(op, N);
-  tsr_status st;
+  tsr_status st = kernels_check_linear_backward_dgelu(dpre, dw, dout, inp, w, pre, M, K, N);
+  if (st) return st;
   if (dpre && M > 0 && K > 0) {
-    KCU_NEED(op, pre);
-    if (N > 0) {
-      KCU_NEED(op, dout);
-      KCU_NEED(op, w);
-    }
     int ran = 0;
     if (N > 0 && kcu(kb)->lt_gelu &&
         (st = lt_matmul(kb, op, 0, 1, M, K, N, 1.0f, (const act_t *)dout, (const act_t *)w, 0.0f,

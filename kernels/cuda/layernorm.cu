@@ -360,23 +360,21 @@ static tsr_status adaln_bwd_launch(kb_t *kb, const char *op, int kind, act_t *di
   return TSR_OK;
 }
 
-static tsr_status check_adaln(kb_t *kb, const char *op, int entry, const int32_t *cu, int n_clips,
-                              int L, int D, int mstride) {
-  if (L < 0 || D < 0) return err_set(TSR_EINVAL, "%s: L = %d, D = %d must be >= 0", op, L, D);
-  if (mstride < D) return err_set(TSR_EINVAL, "%s: mstride = %d is smaller than D = %d", op, mstride, D);
-  return kcu_check_cu(kb, op, entry, cu, n_clips, L);
+// After the entry's shared check (kernels/check.h): the values of cu, on the device.
+static tsr_status check_cu(kb_t *kb, const char *op, tsr_status st, int entry, const int32_t *cu,
+                           int n_clips, int L) {
+  return st ? st : kcu_check_cu(kb, op, entry, cu, n_clips, L);
 }
 
 tsr_status kcu_modulate_forward(kb_t *kb, void *out, const void *inp, const void *shift,
                                       const void *scale, int mstride, const int32_t *cu,
                                       int n_clips, int L, int D) {
   const char *op = "modulate_forward";
-  tsr_status st = check_adaln(kb, op, KCU_E_MODULATE_F, cu, n_clips, L, D, mstride);
+  tsr_status st = check_cu(kb, op,
+                           kernels_check_modulate_forward(out, inp, shift, scale, mstride, cu,
+                                                          n_clips, L, D),
+                           KCU_E_MODULATE_F, cu, n_clips, L);
   if (st || L == 0 || D == 0 || n_clips == 0) return st;
-  KCU_NEED(op, out);
-  KCU_NEED(op, inp);
-  KCU_NEED(op, shift);
-  KCU_NEED(op, scale);
   return adaln_fwd_launch(kb, op, 0, (act_t *)out, (const act_t *)inp, NULL, (const act_t *)shift,
                           (const act_t *)scale, mstride, cu, n_clips, L, D);
 }
@@ -385,13 +383,11 @@ tsr_status kcu_modulate_backward(kb_t *kb, void *dinp, void *dshift, void *dscal
                                        const void *dout, const void *inp, const void *scale,
                                        int mstride, const int32_t *cu, int n_clips, int L, int D) {
   const char *op = "modulate_backward";
-  tsr_status st = check_adaln(kb, op, KCU_E_MODULATE_B, cu, n_clips, L, D, mstride);
+  tsr_status st = check_cu(kb, op,
+                           kernels_check_modulate_backward(dinp, dshift, dscale, dout, inp, scale,
+                                                           mstride, cu, n_clips, L, D),
+                           KCU_E_MODULATE_B, cu, n_clips, L);
   if (st || D == 0) return st;
-  if (L > 0) {
-    KCU_NEED(op, dout);
-    if (dinp) KCU_NEED(op, scale);
-    if (dshift || dscale) KCU_NEED(op, inp);
-  }
   return adaln_bwd_launch(kb, op, BW_MOD, (act_t *)dinp, (act_t *)dshift, (act_t *)dscale,
                           (const act_t *)dout, (const act_t *)inp, NULL, NULL, (const act_t *)scale,
                           mstride, cu, n_clips, L, D);
@@ -401,12 +397,11 @@ tsr_status kcu_gate_residual_forward(kb_t *kb, void *out, const void *res, const
                                            const void *gate, int mstride, const int32_t *cu,
                                            int n_clips, int L, int D) {
   const char *op = "gate_residual_forward";
-  tsr_status st = check_adaln(kb, op, KCU_E_GATE_F, cu, n_clips, L, D, mstride);
+  tsr_status st = check_cu(kb, op,
+                           kernels_check_gate_residual_forward(out, res, inp, gate, mstride, cu,
+                                                               n_clips, L, D),
+                           KCU_E_GATE_F, cu, n_clips, L);
   if (st || L == 0 || D == 0 || n_clips == 0) return st;
-  KCU_NEED(op, out);
-  KCU_NEED(op, res);
-  KCU_NEED(op, inp);
-  KCU_NEED(op, gate);
   return adaln_fwd_launch(kb, op, 1, (act_t *)out, (const act_t *)inp, (const act_t *)res,
                           (const act_t *)gate, NULL, mstride, cu, n_clips, L, D);
 }
@@ -415,13 +410,11 @@ tsr_status kcu_gate_residual_backward(kb_t *kb, void *dinp, void *dgate, const v
                                             const void *inp, const void *gate, int mstride,
                                             const int32_t *cu, int n_clips, int L, int D) {
   const char *op = "gate_residual_backward";
-  tsr_status st = check_adaln(kb, op, KCU_E_GATE_B, cu, n_clips, L, D, mstride);
+  tsr_status st = check_cu(kb, op,
+                           kernels_check_gate_residual_backward(dinp, dgate, dout, inp, gate,
+                                                                mstride, cu, n_clips, L, D),
+                           KCU_E_GATE_B, cu, n_clips, L);
   if (st || D == 0) return st;
-  if (L > 0) {
-    KCU_NEED(op, dout);
-    if (dinp) KCU_NEED(op, gate);
-    if (dgate) KCU_NEED(op, inp);
-  }
   return adaln_bwd_launch(kb, op, BW_GATE, (act_t *)dinp, NULL, (act_t *)dgate,
                           (const act_t *)dout, (const act_t *)inp, NULL, NULL, (const act_t *)gate,
                           mstride, cu, n_clips, L, D);
@@ -433,15 +426,12 @@ tsr_status kcu_layernorm_modulate_forward(kb_t *kb, void *out, float *mean, floa
                                                 const void *scale, int mstride, const int32_t *cu,
                                                 int n_clips, int L, int D, float eps) {
   const char *op = "layernorm_modulate_forward";
-  tsr_status st = check_adaln(kb, op, KCU_E_LN_MOD_F, cu, n_clips, L, D, mstride);
+  tsr_status st = check_cu(kb, op,
+                           kernels_check_layernorm_modulate_forward(out, mean, rstd, inp, shift,
+                                                                    scale, mstride, cu, n_clips,
+                                                                    L, D),
+                           KCU_E_LN_MOD_F, cu, n_clips, L);
   if (st || L == 0) return st;
-  if (D == 0) return err_set(TSR_EINVAL, "%s: D = 0", op);
-  KCU_NEED(op, out);
-  KCU_NEED(op, mean);
-  KCU_NEED(op, rstd);
-  KCU_NEED(op, inp);
-  KCU_NEED(op, shift);
-  KCU_NEED(op, scale);
   if (n_clips == 0) return TSR_OK;
   return ln_fwd_launch(kb, op, (act_t *)out, mean, rstd, (const act_t *)inp, (const act_t *)shift,
                        (const act_t *)scale, mstride, cu, n_clips, L, D, eps);
@@ -453,17 +443,12 @@ tsr_status kcu_layernorm_modulate_backward(kb_t *kb, void *dinp, void *dshift, v
                                                  const void *scale, int mstride, const int32_t *cu,
                                                  int n_clips, int L, int D) {
   const char *op = "layernorm_modulate_backward";
-  tsr_status st = check_adaln(kb, op, KCU_E_LN_MOD_B, cu, n_clips, L, D, mstride);
+  tsr_status st = check_cu(kb, op,
+                           kernels_check_layernorm_modulate_backward(dinp, dscale, dout,
+                                                                     inp, mean, rstd, scale,
+                                                                     mstride, cu, n_clips, L, D),
+                           KCU_E_LN_MOD_B, cu, n_clips, L);
   if (st || D == 0) return st;
-  if (L > 0) {
-    KCU_NEED(op, dout);
-    if (dinp || dscale) {
-      KCU_NEED(op, inp);
-      KCU_NEED(op, mean);
-      KCU_NEED(op, rstd);
-    }
-    if (dinp) KCU_NEED(op, scale);
-  }
   return adaln_bwd_launch(kb, op, BW_LN_MOD, (act_t *)dinp, (act_t *)dshift, (act_t *)dscale,
                           (const act_t *)dout, (const act_t *)inp, mean, rstd, (const act_t *)scale,
                           mstride, cu, n_clips, L, D);

@@ -244,10 +244,11 @@ tsr_status kcu_own_upload(kb_t *kb, const char *op, const void *host, size_t byt
 void kcu_own_free(kb_t *kb, void *p) { arena_give(kb, p); }
 
 tsr_status kcu_alloc(kb_t *kb, void **ptr, size_t bytes) {
-  if (!ptr) return err_set(TSR_EINVAL, "alloc: ptr is NULL");
+  tsr_status st = kernels_check_alloc(ptr, bytes);
+  if (st) return st;
   KCU_NOT_RECORDING(kb, "alloc");
   void *p = NULL;
-  tsr_status st = arena_take(kb, "alloc", bytes, &p);
+  st = arena_take(kb, "alloc", bytes, &p);
   if (st) return st;
   const size_t al = ARENA_ALIGN;
   size_t rounded = bytes ? (bytes + al - 1) / al * al : al;
@@ -343,13 +344,12 @@ static tsr_status stage_upload(kb_t *kb, void *dst, const void *src, size_t byte
 }
 
 tsr_status kcu_to_device(kb_t *kb, void *dst, const void *src_host, size_t bytes) {
-  if (bytes == 0) return TSR_OK;
+  tsr_status st = kernels_check_to_device(dst, src_host, bytes);
+  if (st || bytes == 0) return st;
   KCU_NOT_RECORDING(kb, "to_device");
-  KCU_NEED("to_device", dst);
-  KCU_NEED("to_device", src_host);
   int pinned = host_is_pinned(src_host), done = 0;
   if (!pinned) {
-    tsr_status st = stage_upload(kb, dst, src_host, bytes, &done);
+    st = stage_upload(kb, dst, src_host, bytes, &done);
     if (st || done) return st;
   }
   cudaStream_t s = kcu(kb)->stream;
@@ -359,10 +359,9 @@ tsr_status kcu_to_device(kb_t *kb, void *dst, const void *src_host, size_t bytes
 }
 
 tsr_status kcu_to_host(kb_t *kb, void *dst_host, const void *src, size_t bytes) {
-  if (bytes == 0) return TSR_OK;
+  tsr_status st = kernels_check_to_host(dst_host, src, bytes);
+  if (st || bytes == 0) return st;
   KCU_NOT_RECORDING(kb, "to_host");
-  KCU_NEED("to_host", dst_host);
-  KCU_NEED("to_host", src);
   cudaStream_t s = kcu(kb)->stream;
   KCU_CUDA("to_host", cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, s));
   KCU_CUDA("to_host", cudaStreamSynchronize(s));
@@ -370,9 +369,8 @@ tsr_status kcu_to_host(kb_t *kb, void *dst_host, const void *src, size_t bytes) 
 }
 
 tsr_status kcu_copy(kb_t *kb, void *dst, const void *src, size_t bytes) {
-  if (bytes == 0) return TSR_OK;
-  KCU_NEED("copy", dst);
-  KCU_NEED("copy", src);
+  tsr_status st = kernels_check_copy(dst, src, bytes);
+  if (st || bytes == 0) return st;
   KCU_CUDA("copy", cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, kcu(kb)->stream));
   return TSR_OK;
 }
@@ -387,8 +385,8 @@ tsr_status kcu_copy_2d(kb_t *kb, void *dst, size_t dst_pitch, const void *src,
 }
 
 tsr_status kcu_memset_zero(kb_t *kb, void *ptr, size_t bytes) {
-  if (bytes == 0) return TSR_OK;
-  KCU_NEED("memset_zero", ptr);
+  tsr_status st = kernels_check_memset_zero(ptr, bytes);
+  if (st || bytes == 0) return st;
   KCU_CUDA("memset_zero", cudaMemsetAsync(ptr, 0, bytes, kcu(kb)->stream));
   return TSR_OK;
 }
@@ -399,6 +397,7 @@ tsr_status kcu_sync(kb_t *kb) {
 }
 
 tsr_status kcu_mem_info(kb_t *kb, size_t *free_bytes, size_t *total_bytes) {
+  TSR_TRY(kernels_check_mem_info(free_bytes, total_bytes));
   cudaError_t e = cudaMemGetInfo(free_bytes, total_bytes);
   if (e != cudaSuccess)
     return err_set(TSR_EIO, "mem_info: cudaMemGetInfo: %s", cudaGetErrorString(e));

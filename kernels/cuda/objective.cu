@@ -73,13 +73,8 @@ __global__ void k_embed_bwd(float *dtable, const act_t *dout, const int32_t *ids
 tsr_status kcu_embedding_forward(kb_t *kb, void *out, const float *table, const int32_t *ids,
                                        int n, int V, int D) {
   const char *op = "embedding_forward";
-  KCU_DIM(op, n);
-  KCU_DIM(op, V);
-  KCU_DIM(op, D);
-  if (n == 0 || D == 0) return TSR_OK;
-  KCU_NEED(op, out);
-  KCU_NEED(op, table);
-  KCU_NEED(op, ids);
+  tsr_status st = kernels_check_embedding_forward(out, table, ids, n, V, D);
+  if (st || n == 0 || D == 0) return st;
   size_t items = (size_t)n * D;
   k_embed_fwd<<<KCU_GRID(kb, items)>>>((act_t *)out, table, ids, n, V, D, kcu(kb)->err);
   KCU_LAUNCHED(op);
@@ -89,12 +84,8 @@ tsr_status kcu_embedding_forward(kb_t *kb, void *out, const float *table, const 
 tsr_status kcu_embedding_backward(kb_t *kb, float *dtable, const void *dout, const int32_t *ids,
                                         int n, int V, int D) {
   const char *op = "embedding_backward";
-  KCU_DIM(op, n);
-  KCU_DIM(op, V);
-  KCU_DIM(op, D);
-  if (n == 0 || !dtable || V == 0 || D == 0) return TSR_OK;
-  KCU_NEED(op, dout);
-  KCU_NEED(op, ids);
+  tsr_status st = kernels_check_embedding_backward(dtable, dout, ids, n, V, D);
+  if (st || n == 0 || !dtable || V == 0 || D == 0) return st;
   size_t items = (size_t)V * D;
   k_embed_bwd<<<KCU_GRID(kb, items)>>>(dtable, (const act_t *)dout, ids, n, V, D, kcu(kb)->err);
   KCU_LAUNCHED(op);

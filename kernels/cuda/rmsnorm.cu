@@ -92,13 +92,12 @@ __global__ void k_rope(act_t *out, const act_t *inp, const int32_t *pos, int L, 
   }
 }
 
-// The frequency and axis of every pair (kernels.h's split), checking Dh and theta.
+// The frequency and axis of every pair (kernels.h's split), for Dh and theta the entry's
+// check passed; checks this backend's own bound on Dh.
 static tsr_status rope_make_table(const char *op, int Dh, float theta, rope_table *tab) {
-  if (Dh <= 0 || Dh % 2) return err_set(TSR_EINVAL, "%s: head dimension %d must be even and > 0", op, Dh);
   if (Dh / 2 > ROPE_MAX_PAIRS)
     return err_set(TSR_EINVAL, "%s: head dimension %d is above the CUDA backend's %d", op, Dh,
                    2 * ROPE_MAX_PAIRS);
-  if (!(theta > 0.0f)) return err_set(TSR_EINVAL, "%s: theta = %g must be > 0", op, (double)theta);
   int dhw = 2 * (Dh / 6), dt = Dh - 2 * dhw, width[3] = {dt, dhw, dhw}, p = 0;
   for (int a = 0; a < 3; a++)
     for (int j = 0; j < width[a] / 2; j++, p++) {
@@ -108,17 +107,12 @@ static tsr_status rope_make_table(const char *op, int Dh, float theta, rope_tabl
   return TSR_OK;
 }
 
-static tsr_status rope_apply(kb_t *kb, const char *op, void *out, const void *inp, const int32_t *pos,
-                             int L, int H, int Dh, float theta, double sign) {
-  KCU_DIM(op, L);
-  KCU_DIM(op, H);
+// After the entry's check (st).
+static tsr_status rope_apply(tsr_status st, kb_t *kb, const char *op, void *out, const void *inp,
+                             const int32_t *pos, int L, int H, int Dh, float theta, double sign) {
   rope_table tab;
-  tsr_status st = rope_make_table(op, Dh, theta, &tab);
-  if (st) return st;
+  if (st || (st = rope_make_table(op, Dh, theta, &tab))) return st;
   if (L == 0 || H == 0) return TSR_OK;
-  KCU_NEED(op, out);
-  KCU_NEED(op, inp);
-  KCU_NEED(op, pos);
   size_t n = (size_t)L * (Dh / 2);
   k_rope<<<KCU_GRID(kb, n)>>>((act_t *)out, (const act_t *)inp, pos, L, H, Dh, sign, tab);
   KCU_LAUNCHED(op);
@@ -126,11 +120,13 @@ static tsr_status rope_apply(kb_t *kb, const char *op, void *out, const void *in
 }
 tsr_status kcu_rope_forward(kb_t *kb, void *out, const void *inp, const int32_t *pos, int L,
                                   int H, int Dh, float theta) {
-  return rope_apply(kb, "rope_forward", out, inp, pos, L, H, Dh, theta, 1.0);
+  return rope_apply(kernels_check_rope_forward(out, inp, pos, L, H, Dh, theta), kb,
+                    "rope_forward", out, inp, pos, L, H, Dh, theta, 1.0);
 }
 tsr_status kcu_rope_backward(kb_t *kb, void *dinp, const void *dout, const int32_t *pos, int L,
                                    int H, int Dh, float theta) {
-  return rope_apply(kb, "rope_backward", dinp, dout, pos, L, H, Dh, theta, -1.0);
+  return rope_apply(kernels_check_rope_backward(dinp, dout, pos, L, H, Dh, theta), kb,
+                    "rope_backward", dinp, dout, pos, L, H, Dh, theta, -1.0);
 }
 
 // ---- fused: QK-norm + RoPE of q and k ---------------------------------------------------
@@ -380,20 +376,11 @@ tsr_status kcu_qk_norm_rope_forward(kb_t *kb, void *q_out, void *k_out, float *q
                                           const int32_t *pos, int L, int H, int Dh, float eps,
                                           float theta) {
   const char *op = "qk_norm_rope_forward";
-  KCU_DIM(op, L);
-  KCU_DIM(op, H);
   rope_table tab;
-  tsr_status st = rope_make_table(op, Dh, theta, &tab);
+  tsr_status st = kernels_check_qk_norm_rope_forward(q_out, k_out, q_rstd, k_rstd, q_in, k_in,
+                                                     q_weight, k_weight, pos, L, H, Dh, theta);
+  if (!st) st = rope_make_table(op, Dh, theta, &tab);
   if (st || L == 0 || H == 0) return st;
-  KCU_NEED(op, q_out);
-  KCU_NEED(op, k_out);
-  KCU_NEED(op, q_rstd);
-  KCU_NEED(op, k_rstd);
-  KCU_NEED(op, q_in);
-  KCU_NEED(op, k_in);
-  KCU_NEED(op, q_weight);
-  KCU_NEED(op, k_weight);
-  KCU_NEED(op, pos);
   const float2 *cs;
   qk_axes ax;
   if ((st = qk_table(kb, op, Dh, theta, &tab, &cs, &ax))) return st;
@@ -414,22 +401,12 @@ tsr_status kcu_qk_norm_rope_backward(kb_t *kb, void *dq_in, void *dk_in, float *
                                            const float *q_rstd, const float *k_rstd,
                                            const int32_t *pos, int L, int H, int Dh, float theta) {
   const char *op = "qk_norm_rope_backward";
-  KCU_DIM(op, L);
-  KCU_DIM(op, H);
   rope_table tab;
-  tsr_status st = rope_make_table(op, Dh, theta, &tab);
+  tsr_status st = kernels_check_qk_norm_rope_backward(dq_in, dk_in, dq, dk, q_in, k_in, q_weight,
+                                                      k_weight, q_rstd, k_rstd, pos, L, H, Dh,
+                                                      theta);
+  if (!st) st = rope_make_table(op, Dh, theta, &tab);
   if (st || L == 0 || H == 0) return st;
-  KCU_NEED(op, dq_in);
-  KCU_NEED(op, dk_in);
-  KCU_NEED(op, dq);
-  KCU_NEED(op, dk);
-  KCU_NEED(op, q_in);
-  KCU_NEED(op, k_in);
-  KCU_NEED(op, q_weight);
-  KCU_NEED(op, k_weight);
-  KCU_NEED(op, q_rstd);
-  KCU_NEED(op, k_rstd);
-  KCU_NEED(op, pos);
   const float2 *cs;
   qk_axes ax;
   if ((st = qk_table(kb, op, Dh, theta, &tab, &cs, &ax))) return st;

@@ -41,6 +41,8 @@
 // Also, cpu-bf16 is DEFINED as "the fp32 entry on the same inputs, rounded once", so for
 // it every [act] output must equal the reference rounded to bf16 bit for bit, and every
 // [f32] output must equal the reference bit for bit (exact mismatches are counted).
+// And a bad argument that the shared checks refuse (kernels/check.h) gives every backend
+// the CPU fp32 table's TSR_EINVAL and message, word for word (test_same_errors).
 //
 // Usage: test_backend_ops [--require NAME] [-e ENTRY[,ENTRY...]] [--perf]
 //   --require NAME  a backend named NAME must be among the built and usable ones (the
@@ -223,6 +225,66 @@ static void test_unsupported(void) {
   }
 }
 
+// ---- the same error whichever backend -----------------------------------------------------
+// Calls with a bad argument that the shared checks (kernels/check.h) refuse before any
+// memory is touched: each backend gives TSR_EINVAL with the CPU fp32 table's message, word
+// for word, and that message names what is wrong. Pointers are a host buffer that no call
+// reaches.
+static float SPARE[1024];
+static const char *const BAD_WHAT[] = {
+    "fill: x is NULL", "add_act: a is NULL", "to_host: dst_host is NULL",
+    "to_device: src_host is NULL", "alloc: ptr is NULL", "mem_info: free_bytes is NULL",
+    "u8_affine: in is NULL", "gemm: a is NULL", "linear_forward: M = -1 is negative",
+    "linear_backward_dgelu: pre is NULL", "modulate_forward: mstride = 2 is smaller than D = 3",
+    "modulate_backward: inp is NULL", "layernorm_modulate_forward: mean is NULL",
+    "rope_forward: head dimension 5 must be even and > 0", "qk_norm_rope_backward: pos is NULL",
+    "embedding_backward: ids is NULL", "adamw_update_multi: work is param itself",
+};
+enum { N_BAD = sizeof BAD_WHAT / sizeof BAD_WHAT[0] };
+
+static tsr_status bad_call(const kernels_backend *kb, int i) {
+  void *p = SPARE;
+  float *f = SPARE;
+  const int32_t *cu = (const int32_t *)SPARE;
+  size_t total;
+  kernels_param_segment seg = {0, 4, 1, 0};
+  switch (i) {
+    case 0: return kb->fill(kb, NULL, 1.0f, 4);
+    case 1: return kb->add_act(kb, p, NULL, p, 4);
+    case 2: return kb->to_host(kb, NULL, p, 4);
+    case 3: return kb->to_device(kb, p, NULL, 4);
+    case 4: return kb->alloc(kb, NULL, 16);
+    case 5: return kb->mem_info(kb, NULL, &total);
+    case 6: return kb->u8_affine(kb, p, NULL, 1.0f, 0.0f, 4);
+    case 7: return kb->gemm(kb, 0, 0, 2, 2, 2, 1.0f, NULL, p, 0.0f, p);
+    case 8: return kb->linear_forward(kb, p, p, p, NULL, -1, 2, 3);
+    case 9: return kb->linear_backward_dgelu(kb, p, NULL, NULL, p, p, p, NULL, 2, 2, 2);
+    case 10: return kb->modulate_forward(kb, p, p, p, p, 2, cu, 1, 4, 3);
+    case 11: return kb->modulate_backward(kb, NULL, p, NULL, p, NULL, p, 3, cu, 1, 4, 3);
+    case 12: return kb->layernorm_modulate_forward(kb, p, NULL, f, p, p, p, 3, cu, 1, 4, 3, 1e-6f);
+    case 13: return kb->rope_forward(kb, p, p, cu, 1, 1, 5, 10000.0f);
+    case 14: return kb->qk_norm_rope_backward(kb, p, p, NULL, NULL, p, p, p, p, f, f, f, f, NULL,
+                                              1, 1, 4, 10000.0f);
+    case 15: return kb->embedding_backward(kb, f, p, NULL, 2, 4, 3);
+    case 16: return kb->adamw_update_multi(kb, f, f, f, f, f, 4, &seg, 1, 1e-3f, 0.9f, 0.999f,
+                                           1e-8f, 0.0f, 1, 1.0f);
+  }
+  return TSR_OK;
+}
+
+static void test_same_errors(const kernels_backend *kb) {
+  char want[512];
+  for (int i = 0; i < N_BAD; i++) {
+    tsr_status st = bad_call(REF, i);
+    snprintf(want, sizeof want, "%s", err_msg());
+    CHECK(st == TSR_EINVAL && strstr(want, BAD_WHAT[i]), "%s: bad call %d: %s: %s (want %s)",
+          REF->name, i, err_name(st), want, BAD_WHAT[i]);
+    st = bad_call(kb, i);
+    CHECK(st == TSR_EINVAL && !strcmp(err_msg(), want), "%s: bad call %d: %s: %s (the cpu "
+          "table's: %s)", kb->name, i, err_name(st), err_msg(), want);
+  }
+}
+
 // ---- --perf -------------------------------------------------------------------------------
 static kernels_backend *PROFILED;           // the profiled table of the backend under test
 static kernels_profile_entry PREV[256];     // its counters at each entry's last report
@@ -331,6 +393,7 @@ int main(int argc, char **argv) {
       kernels_profile_read(PROFILED, PREV, 256);
       PERF_HOOK = perf_report;
     }
+    test_same_errors(KB);
     n_stats = 0;
     SEEN[0] = 0;
     kt_seed(1000 + (uint64_t)b);
