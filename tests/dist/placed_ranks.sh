@@ -57,7 +57,10 @@ for m in ${PLACED_MASKS:-causal window forcing greedy}; do
 done
 if [ -d "$W/causal1" ] && [ -d "$W/forcing1" ]; then  # a level per chunk moves the losses
   d=$(worst "$W/causal1" "$W/forcing1" loss 4) || fail "forcing: not 4 losses"
-  awk -v d="$d" 'BEGIN { exit !(d > 1e-3) }' || fail "forcing: losses within $d of one level a clip"
+  # a real difference, not rounding: 10x the 1e-5 within which the rank counts must agree
+  # (how far depends on the store's clips, which its two ingest workers order: 4.9e-4 to
+  # 3.1e-3 measured)
+  awk -v d="$d" 'BEGIN { exit !(d > 1e-4) }' || fail "forcing: losses within $d of one level a clip"
   echo "ok: forcing moves the losses by $d against one level a clip"
 fi
 echo "blockwise placement trained at 1, 2 and 4 ranks (block-causal, window, diffusion forcing): passed"
