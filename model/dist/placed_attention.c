@@ -18,12 +18,14 @@ struct placed_attention {
   int serial;                // 1: every K/V exchange is waited for as soon as it is posted
   kernels_mask mask;
   int64_t lq;                // rows this rank holds
+  int64_t split;             // the backward's own keys: rows [0, split), then [split, lq)
   int64_t *stok, *rtok;      // (k) rows sent to, received from each rank (own: 0)
   int64_t *soff, *roff;      // (k + 1) prefix sums of stok, rtok
   row_run *runs;             // the rows sent to rank o: runs[run_off[o] .. run_off[o + 1])
   int *run_off;              // (k + 1)
   int run_cap;
-  int32_t *cu_loc;           // (n_clips + 1) backend: this rank's rows per clip
+  int32_t *cu_loc;           // (3, n_clips + 1) backend: this rank's rows per clip, then
+                             // those of rows [0, split) and of [split, lq) (cu_split)
   int32_t **cu_peer;         // (k) backend (n_clips + 1): rows received from o per clip
   int bound_loc, *bound_peer;  // the attention entries' max_len of those
   int cu_cap;
@@ -126,6 +128,43 @@ static int64_t overlap(const placement *pl, int h, const int64_t *iv, int m, int
     row += s->len;
   }
   return total;
+}
+
+// The own-key work of the keys of rank p's segment s of pl: its tokens times the tokens of
+// p's segments whose blocks need s's block (placement_keys).
+static double key_work(const placement *pl, const cost_mask *cm, int p, const place_seg *s) {
+  double q = 0;
+  for (int i = 0; i < pl->nseg; i++) {
+    if (pl->seg[i].rank != p) continue;
+    int lo, hi;
+    placement_keys(cm, pl->seg[i].block, pl->nblocks, &lo, &hi);
+    if (lo <= s->block && s->block <= hi) q += (double)pl->seg[i].len;
+  }
+  return q * (double)s->len;
+}
+
+// The row where the own keys' backward work reaches half (whole segments' work, a
+// segment's rows counted alike): the split of the backward's own keys, which hides the
+// K/V exchange with the keys before it and the shares' return with those after.
+static int64_t split_row(const placed_attention *pa, int n, const placement *const *pl,
+                         const cost_mask *cm) {
+  double total = 0, at = 0;
+  for (int c = 0; c < n; c++)
+    for (int i = 0; i < pl[c]->nseg; i++)
+      if (pl[c]->seg[i].rank == pa->p) total += key_work(pl[c], cm, pa->p, &pl[c]->seg[i]);
+  int64_t row = 0;
+  for (int c = 0; c < n; c++)
+    for (int i = 0; i < pl[c]->nseg; i++) {
+      const place_seg *s = &pl[c]->seg[i];
+      if (s->rank != pa->p) continue;
+      double w = key_work(pl[c], cm, pa->p, s);
+      if (w > 0 && at + w >= total / 2) {
+        int64_t r = (int64_t)((total / 2 - at) / w * (double)s->len + 0.5);
+        return row + (r < s->len ? r : s->len);
+      }
+      at += w, row += s->len;
+    }
+  return row;
 }
 
 // The masks must describe the same blocks.
@@ -243,21 +282,27 @@ tsr_status placed_attention_set_clips(placed_attention *pa, int n_clips, const p
                  "(attention_masked_forward, attention_masked_partial_backward)", kb->name);
   if (st) return st;
   const int k = pa->k;
-  int32_t *cu = malloc((size_t)(k + 1) * (size_t)(n_clips + 1) * sizeof *cu);
+  int32_t *cu = malloc((size_t)(k + 3) * (size_t)(n_clips + 1) * sizeof *cu);
   if (!cu) return err_set(TSR_ENOMEM, "placed attention: out of memory");
-  int32_t *loc = cu + (size_t)k * (n_clips + 1);
+  int32_t *loc = cu + (size_t)k * (n_clips + 1);  // then the two halves' (cu_split)
   pa->mask = km, pa->n_clips = n_clips;
   st = plan_rows(pa, n_clips, pl, cm, cu, loc);
+  if (!st) pa->split = split_row(pa, n_clips, pl, cm);
   if (!st && n_clips > pa->cu_cap) {
     kb->free(kb, pa->cu_loc), pa->cu_loc = NULL;
     for (int o = 0; o < k; o++) kb->free(kb, pa->cu_peer[o]), pa->cu_peer[o] = NULL;
     size_t bytes = (size_t)(n_clips + 1) * sizeof(int32_t);
-    st = kb->alloc(kb, (void **)&pa->cu_loc, bytes);
+    st = kb->alloc(kb, (void **)&pa->cu_loc, 3 * bytes);
     for (int o = 0; o < k && !st; o++) st = kb->alloc(kb, (void **)&pa->cu_peer[o], bytes);
     if (!st) pa->cu_cap = n_clips;
   }
   size_t cub = (size_t)(n_clips + 1) * sizeof(int32_t);
-  if (!st) st = kb->to_device(kb, pa->cu_loc, loc, cub);
+  for (int c = 0; c <= n_clips && !st; c++) {
+    int32_t a = (int32_t)pa->split;
+    loc[n_clips + 1 + c] = loc[c] < a ? loc[c] : a;
+    loc[2 * (n_clips + 1) + c] = (loc[c] > a ? loc[c] : a) - a;
+  }
+  if (!st) st = kb->to_device(kb, pa->cu_loc, loc, 3 * cub);
   for (int o = 0; o < k && !st; o++) st = kb->to_device(kb, pa->cu_peer[o], cu + (size_t)o * (n_clips + 1), cub);
   // bounds: the longest clip's rows of each side, rounded as the model rounds them
   for (int o = 0; o <= k && !st; o++) {
@@ -393,9 +438,31 @@ static tsr_status add_shares(placed_attention *pa, void *dk, void *dv, size_t E)
   return st;
 }
 
-// The K/V rows travel again while the own keys' backward runs (dq gets the own keys' part
-// first, then the peers' in rank order, as without the overlap); the received rows' dK/dV
-// shares then return to their holders, who add them to their own.
+// The own keys' share of the backward (dq, dk, dv += of every query against them) for the
+// keys of `half`: rows [0, split) (0), [split, lq) (1), or all of them (-1). Each key's
+// dk, dv sum over the queries in one call (the bits of one call); dq gets the halves' sums
+// one after the other.
+static tsr_status own_backward(placed_attention *pa, int half, void *dq, void *dk, void *dv,
+                               const void *dout, const void *q, const void *k, const void *v,
+                               const void *out, const float *lse, int H, int Dh, float scale) {
+  const kernels_backend *kb = pa->kb;
+  const int Lq = (int)pa->lq, n = pa->n_clips;
+  const size_t E = (size_t)H * Dh;
+  int64_t a = half == 1 ? pa->split : 0, e = half == 0 ? pa->split : pa->lq;
+  if (e == a && half >= 0) return TSR_OK;
+  const int32_t *cu_k = half < 0 ? pa->cu_loc : pa->cu_loc + (size_t)(1 + half) * (n + 1);
+  size_t at = (size_t)a * E;
+  return kb->attention_masked_partial_backward(
+      kb, dq, kernels_act_at(kb, dk, at), kernels_act_at(kb, dv, at), dout, q,
+      kernels_act_at(kb, k, at), kernels_act_at(kb, v, at), out, lse, pa->delta, pa->cu_loc, cu_k,
+      pa->pos_loc, pa->pos_loc + (size_t)a * 3, pa->mask, n, pa->bound_loc, pa->bound_loc, Lq,
+      (int)(e - a), H, Dh, scale);
+}
+
+// The K/V rows travel again while the own keys before split run their backward; the
+// received rows' dK/dV shares then return to their holders while the own keys after it
+// run theirs, and each holder adds what returns to its own. dq gets the own keys' first
+// half, the peers' in rank order, then the second half.
 tsr_status placed_attention_backward(placed_attention *pa, void *dq, void *dk, void *dv,
                                      const void *dout, const void *q, const void *k,
                                      const void *v, const void *out, const float *lse, int H,
@@ -409,16 +476,13 @@ tsr_status placed_attention_backward(placed_attention *pa, void *dq, void *dk, v
       (st = kb->memset_zero(kb, dq, qbytes)) || (st = kb->memset_zero(kb, dk, qbytes)) ||
       (st = kb->memset_zero(kb, dv, qbytes)))
     return st;
-  if (pa->k > 1) {
-    size_t rbytes = kernels_act_bytes(kb, 2 * (size_t)pa->roff[pa->k] * E);
-    if ((st = kb->memset_zero(kb, pa->gsend, rbytes)) || (st = start_kv(pa, k, v, E, &req)))
-      return st;
-  }
-  st = kb->attention_masked_partial_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, pa->delta,
-                                             pa->cu_loc, pa->cu_loc, pa->pos_loc, pa->pos_loc,
-                                             pa->mask, n, pa->bound_loc, pa->bound_loc, Lq, Lq, H,
-                                             Dh, scale);
-  if ((st = finish_kv(pa, st, &req)) || pa->k == 1) return st;
+  if (pa->k == 1)
+    return own_backward(pa, -1, dq, dk, dv, dout, q, k, v, out, lse, H, Dh, scale);
+  size_t rbytes = kernels_act_bytes(kb, 2 * (size_t)pa->roff[pa->k] * E);
+  if ((st = kb->memset_zero(kb, pa->gsend, rbytes)) || (st = start_kv(pa, k, v, E, &req)))
+    return st;
+  st = own_backward(pa, 0, dq, dk, dv, dout, q, k, v, out, lse, H, Dh, scale);
+  if ((st = finish_kv(pa, st, &req))) return st;
   for (int o = 0; o < pa->k && !st; o++) {
     if (!pa->rtok[o]) continue;
     st = kb->attention_masked_partial_backward(
@@ -429,6 +493,9 @@ tsr_status placed_attention_backward(placed_attention *pa, void *dq, void *dk, v
   }
   if (st) return st;
   counts(pa, kernels_act_bytes(kb, E), 1, 1);
-  st = pa->cb->alltoallv(pa->cb, pa->g, pa->gsend, pa->sb, pa->sd, pa->grecv, pa->rb, pa->rd);
-  return st ? st : add_shares(pa, dk, dv, E);
+  st = pa->cb->ialltoallv(pa->cb, pa->g, pa->gsend, pa->sb, pa->sd, pa->grecv, pa->rb, pa->rd, &req);
+  if (!st && pa->serial) st = pa->cb->wait(pa->cb, &req);
+  if (!st) st = own_backward(pa, 1, dq, dk, dv, dout, q, k, v, out, lse, H, Dh, scale);
+  if ((st = finish_kv(pa, st, &req))) return st;
+  return add_shares(pa, dk, dv, E);
 }

@@ -9,14 +9,18 @@
 // peer, in clip and token order), posted before p attends its queries to its own keys so
 // that the rows travel meanwhile (cb's ialltoallv); then p attends to each peer's rows with
 // the backend's masked entries, merging the partial results by their log-sum-exp.
-// Backward: the same all-to-all again, travelling while p computes its own keys' share of
-// dq, dK, dV; then its shares of the received rows' dK/dV and the rest of dq, and a second
-// (blocking) all-to-all returns those shares to their holders, who add them (own share
-// first, then the peers' in rank order). Every sum runs in the order it would without the
-// overlap: the same bits. No K/V row travels to a rank that does not need it, so the K/V
-// bytes a rank receives are recv[p] * 2 * H * Dh * act bytes in the forward, the same again
-// in the backward plus the gradient shares of its own rows the others computed
-// (placed_attention_recv_tokens).
+// Backward: the same all-to-all again, travelling while p computes the share of dq, dK, dV
+// of its own keys before the row where their work reaches half; then its shares of the
+// received rows' dK/dV and their part of dq, posted back to their holders by a second
+// all-to-all that travels while p computes the share of its other own keys; then each
+// holder adds what returned (own share first, then the peers' in rank order). Each key's
+// dK, dV sum over the queries in one call, as unsplit; dq gets the own keys' halves apart
+// (first half, the peers' in rank order, second half): a rounding more than one call of
+// all own keys, within the tests' 1e-5. The order of no sum depends on the overlap: with
+// each exchange waited for as soon as posted, the same bits. No K/V row travels to a rank
+// that does not need it, so the K/V bytes a rank receives are recv[p] * 2 * H * Dh * act
+// bytes in the forward, the same again in the backward plus the gradient shares of its own
+// rows the others computed (placed_attention_recv_tokens).
 //
 // Compute goes through kb, every exchange through cb's all-to-alls (comm/comm.h), in kb's
 // memory space. With k = 1 both directions are the backend's masked entries on the clips.
@@ -54,7 +58,7 @@ int64_t placed_attention_tokens(const placed_attention *pa);
 // (*grad: the rows it sends the others in a forward).
 void placed_attention_recv_tokens(const placed_attention *pa, int64_t *kv, int64_t *grad);
 
-// on = 1 (the default): each K/V exchange travels while the own keys are attended; 0: it is
+// on = 1 (the default): each exchange travels while the own keys are attended; 0: it is
 // waited for as soon as it is posted (the same results; bench/dist/placed.c's baseline).
 void placed_attention_set_overlap(placed_attention *pa, int on);
 
