@@ -115,8 +115,10 @@ double cost_placed_exchange(const cost_model *cm, int gpus_per_node, int k, doub
                             double own) {
   if (k <= 1) return 0.0;
   double t = cm->kv * recv / a2a_bw(cm, k <= gpus_per_node), lat = a2a_lat(cm);
-  double kv = 2.0 / 3.0 * t + lat - cm->b * own;  // the K/V rows, both passes, past own keys
-  return (kv > 0 ? kv : 0) + t / 3.0 + lat;
+  // the K/V rows, both passes, past the forward's own keys and the backward's first half;
+  // the dK/dV shares' return past the backward's second half
+  double kv = 2.0 / 3.0 * (t - cm->b * own) + lat, back = (t - cm->b * own) / 3.0 + lat;
+  return (kv > 0 ? kv : 0) + (back > 0 ? back : 0);
 }
 
 // The ring's work term: token-linear and attention work split over the k ranks.

@@ -237,16 +237,19 @@ double cost_group_exposed(const cost_model *cm, int gpus_per_node, int k, double
 // before it attends to the received ones (k > 1; the ring's form at k = 1):
 //   T_p = ((a + text_a*Lt)*S1 + b*S2)/k + X + ovh + m*text_c*Lt
 //   X = max over the ranks r of X_r,
-//   X_r = max(0, 2/3 t_r + lat_a - b*O_r) + 1/3 t_r + lat_a,   t_r = kv*R_r/bw_a(k)
+//   X_r = max(0, 2/3 (t_r - b*O_r) + lat_a) + max(0, 1/3 (t_r - b*O_r) + lat_a),
+//   t_r = kv*R_r/bw_a(k)
 // R_r: the K/V tokens rank r receives over the group's clips (placement_group's recv), O_r
 // its work against the keys it holds (placement_group's own). Each received token's K and
 // V arrive in the forward and again in the backward, and the rank's dK/dV shares return
 // (the rows it sent: the same count summed over the group, priced at R_r): kv bytes a
-// token, a ring step's, a third each. The two K/V exchanges travel while the rank attends
-// to its own keys (forward and backward: b*O_r), summed like the ring's steps sum both
-// passes; the gradients' return follows the received rows' backward and is exposed. Two
-// latencies: the K/V exchange and the gradients' return, one a direction of travel as
-// Ulysses counts its transfers. bw_a and lat_a: the all-to-all's (a2a_bw_intra for k <= G,
+// token, a ring step's, a third each. The rank's own-key work is a third in the forward and
+// two in the backward, which the executor splits at half its own keys' work: the two K/V
+// exchanges travel while it attends to its own keys in the forward and runs the first half
+// of their backward (2/3 b*O_r, summed like the ring's steps sum both passes), the
+// gradients' return while it runs the second half (1/3 b*O_r). Two latencies: the K/V
+// exchange and the gradients' return, one a direction of travel as Ulysses counts its
+// transfers. bw_a and lat_a: the all-to-all's (a2a_bw_intra for k <= G,
 // else a2a_bw_inter, and a2a_lat; the ring's keys where those are 0).
 // cost_placed_exchange is X_r (0 for k <= 1); cost_placed_time takes X.
 double cost_placed_exchange(const cost_model *cm, int gpus_per_node, int k, double recv,

@@ -13,7 +13,7 @@
 // loaded rank: the reference formula with S2 = k * that rank's work, contiguous above
 // blockwise above the even split; placed blockwise, with the placed executor's exchange
 // (cost_placed_time), against its closed form on zigzag-placed causal clips, the K/V
-// exchange hidden behind the own keys' attention and not. Each rank's own-key work against
+// exchange and the gradients' return hidden behind the own keys' attention and not. Each rank's own-key work against
 // a recount of its pairs with keys it holds. A pinned kind
 // (cost_mask.pin) is placement_for's placement unless it breaks the 5% cap (then contiguous).
 #include <math.h>
@@ -221,8 +221,8 @@ int main(int argc, char **argv) {
   // both; every rank's work 2 (2k+1) n^2, of it O = 2 (n^2 + 2 n^2) against its own keys
   // (block r's queries see block r of its own, block 2k-1-r's both). Inside a node (the
   // ring's keys: the cost file has no all-to-all ones) and across nodes (calibrated
-  // all-to-all keys); the K/V exchange past the own keys' attention, and (b 1000 times
-  // the CPU file's) hidden behind it, the gradients' return alone exposed.
+  // all-to-all keys); the K/V exchange and the gradients' return past the own keys'
+  // attention, and (b 1000 times the CPU file's) both hidden behind it.
   for (int k = 2; k <= 8; k *= 2)
     for (int across = 0; across < 2; across++)
       for (int hide = 0; hide < 2; hide++) {
@@ -243,12 +243,14 @@ int main(int argc, char **argv) {
         double kk = k, nn = (double)n;
         double bw = across ? 4e8 : cm.bw_intra, lat = across ? 3e-6 : cm.lat;
         double t_kv = cm.kv * 2 * (2 * kk - 2) * nn / bw, own = cm.b * 6 * nn * nn;
-        double past = 2 * t_kv / 3 + lat - own;  // the K/V travel the own keys do not hide
-        CHECK(hide ? past < 0 : past > 0, "k=%d %s: the K/V exchange is %s the own keys' "
-              "attention (%g s past it): the case tests nothing", k, across ? "across" : "in",
-              hide ? "not hidden behind" : "hidden behind", past);
+        // the K/V travel past the forward's own keys and the backward's first half (2/3 of
+        // the own-key work), the return past the backward's second half (1/3)
+        double past = 2 * t_kv / 3 + lat - 2 * own / 3, back = t_kv / 3 + lat - own / 3;
+        CHECK(hide ? past < 0 && back < 0 : past > 0 && back > 0, "k=%d %s: the exchanges are "
+              "%s the own keys' attention (%g s, %g s past it): the case tests nothing", k,
+              across ? "across" : "in", hide ? "not hidden behind" : "hidden behind", past, back);
         double want = (cm.a * 2 * L + cm.b * kk * 2 * (2 * kk + 1) * nn * nn) / kk +
-                      (past > 0 ? past : 0) + t_kv / 3 + lat + cm.ovh;
+                      (past > 0 ? past : 0) + (back > 0 ? back : 0) + cm.ovh;
         double t = plan_group_time(&pl, 0, tok, &cm, &cl);
         CHECK(fabs(t - want) <= 1e-12 * want, "k=%d %s %s: placed group time %.17g, closed form "
               "%.17g", k, across ? "across nodes" : "in a node", hide ? "hidden" : "exposed", t,
