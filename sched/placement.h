@@ -74,7 +74,8 @@ typedef struct {
   place_seg *seg;   // (nseg) in token order, covering [0, L) once
   double *work;     // (k) attention work (query-key pairs) of each rank's queries
   double *own;      // (k) the part of work[r] against keys rank r holds: what it attends
-                    // while the keys it receives travel (model/dist/placed_attention.h)
+                    // while the keys it receives and its gradient shares travel
+                    // (model/dist/placed_attention.h)
   int64_t *held;    // (k) tokens each rank holds
   int64_t *recv;    // (k) key/value tokens each rank receives (needed, held elsewhere)
 } placement;

@@ -11,9 +11,9 @@
 // a step the placement changes), each rep's time the slowest rank's, the median over reps:
 //   contiguous  ring attention over chunk r of the tokens on rank r (ring_attention_set_mask)
 //   blockwise   placed attention over placement_for's blockwise placement of the clip, its
-//               K/V exchanges travelling while the own keys are attended, and (serial_s,
-//               reps interleaved with those) waited for as soon as posted: x_overlap is
-//               serial over overlapped
+//               exchanges (K/V, the shares' return) travelling while the own keys are
+//               attended, and (serial_s, reps interleaved with those) waited for as soon
+//               as posted: x_overlap is serial over overlapped
 // The model: the same attention on one rank (the whole clip, timed here first) gives b, the
 // seconds per allowed (query, key) pair, and each layout is predicted as b times its most
 // loaded rank's work (sched/placement.h; the exchange is not priced: the ranks share one

@@ -3,9 +3,10 @@
 # (ring attention) against a blockwise placement (placed attention), measured beside the
 # model's prediction (not a test; bench/dist/placed.c says how). One clip of 6,144 tokens
 # in frames of 8 x 16, block-causal by chunks of 2 frames (all chunks back), and a window
-# mask (tiles of 2 frames x 4 x 4 tokens, radius 1 each way); blockwise also with its K/V
-# exchanges waited for as soon as posted (no overlap with the own keys' attention), the
-# reps interleaved, and the ratio. Writes bench/dist/placed.json.
+# mask (tiles of 2 frames x 4 x 4 tokens, radius 1 each way); blockwise also with its
+# exchanges (K/V both ways, the gradient shares' return) waited for as soon as posted (no
+# overlap with the own keys' attention), the reps interleaved, and the ratio. Writes
+# bench/dist/placed.json.
 # The CPU ranks share the machine's cores with whatever else runs: take several runs.
 # Env: RANKS (2), REPS (3), BUILD_DIR (build), OUT_JSON.
 set -euo pipefail
