@@ -243,8 +243,8 @@ double cost_group_exposed(const cost_model *cm, int gpus_per_node, int k, double
 // its work against the keys it holds (placement_group's own). Each received token's K and
 // V arrive in the forward and again in the backward, and the rank's dK/dV shares return
 // (the rows it sent: the same count summed over the group, priced at R_r): kv bytes a
-// token, a ring step's, a third each. The rank's own-key work is a third in the forward and
-// two in the backward, which the executor splits at half its own keys' work: the two K/V
+// token, a ring step's, a third each. A third of the rank's own-key work is the forward's
+// and two its backward's, which the executor splits at half its own keys' work: the two K/V
 // exchanges travel while it attends to its own keys in the forward and runs the first half
 // of their backward (2/3 b*O_r, summed like the ring's steps sum both passes), the
 // gradients' return while it runs the second half (1/3 b*O_r). Two latencies: the K/V

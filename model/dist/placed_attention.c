@@ -1,5 +1,5 @@
 // model/dist/placed_attention.c — masked attention over a blockwise placement (see the
-// header): who sends which rows to whom, two all-to-alls a direction, and the masked
+// header): who sends which rows to whom, the all-to-alls of each direction, and the masked
 // entries on the local and received rows.
 #include "model/dist/placed_attention.h"
 
@@ -15,7 +15,7 @@ struct placed_attention {
   const comm_backend *cb;
   comm_group *g;
   int k, p, n_clips;
-  int serial;                // 1: every K/V exchange is waited for as soon as it is posted
+  int serial;                // 1: every exchange is waited for as soon as it is posted
   kernels_mask mask;
   int64_t lq;                // rows this rank holds
   int64_t split;             // the backward's own keys: rows [0, split), then [split, lq)
