@@ -493,7 +493,8 @@ tsr_status placed_attention_backward(placed_attention *pa, void *dq, void *dk, v
   }
   if (st) return st;
   counts(pa, kernels_act_bytes(kb, E), 1, 1);
-  st = pa->cb->ialltoallv(pa->cb, pa->g, pa->gsend, pa->sb, pa->sd, pa->grecv, pa->rb, pa->rd, &req);
+  st = pa->cb->ialltoallv(pa->cb, pa->g, pa->gsend, pa->sb, pa->sd, pa->grecv, pa->rb, pa->rd,
+                          &req);
   if (!st && pa->serial) st = pa->cb->wait(pa->cb, &req);
   if (!st) st = own_backward(pa, 1, dq, dk, dv, dout, q, k, v, out, lse, H, Dh, scale);
   if ((st = finish_kv(pa, st, &req))) return st;
