@@ -519,9 +519,10 @@ static void test_attention_masked(void) {
 
 // The masked partial entries on (query chunk, key block) pairs as ring attention makes
 // them: per clip, the queries of one half against the keys of the other (or the same) half,
-// each side with its own true positions (pos_q != pos_k, cu_q != cu_k), under both masks;
-// under block-causal the first half's queries against the second half's keys have none
-// (out = 0, lse = -inf).
+// each side with its own true positions (pos_q != pos_k, cu_q != cu_k), under both masks
+// (a window narrower than the 2 x 3 frames and one covering them: CUDA's own kernels and its
+// pair list; the halves start mid-frame); under block-causal the first half's queries
+// against the second half's keys have none (out = 0, lse = -inf).
 static const char test_attention_masked_pairs_entries[] = ",attention_masked_forward,"
     "attention_masked_partial_backward,";
 static void test_attention_masked_pairs(void) {
@@ -530,11 +531,12 @@ static void test_attention_masked_pairs(void) {
       {.kind = KERNELS_MASK_BLOCK_CAUSAL, .chunk = 2, .window = 1},
       {.kind = KERNELS_MASK_WINDOW, .wt = 1, .wh = 0, .ww = 1, .tile_t = 1, .tile_h = 1, .tile_w = 2},
       {.kind = KERNELS_MASK_BLOCK_CAUSAL, .chunk = 1, .window = 0},
+      {.kind = KERNELS_MASK_WINDOW, .wt = 1, .wh = 1, .ww = 2, .tile_t = 1, .tile_h = 1, .tile_w = 1},
   };
   const int H = 2, Dh = 16;
   const float sc = 1.0f / sqrtf((float)Dh);
   for (int p = 0; p < N_PACK; p++)
-    for (int mi = 0; mi < 3; mi++)
+    for (int mi = 0; mi < (int)(sizeof masks / sizeof masks[0]); mi++)
       for (int pair = 0; pair < 3; pair++) {  // (queries, keys): (2nd, 1st), (1st, 2nd), (2nd, 2nd)
         const packing *pk = &packings[p];
         const int C = pk->n_clips, qh = pair != 1, kh = pair != 0;
