@@ -331,7 +331,8 @@ tsr_status kcu_sdpa_partial_backward(kb_t *kb, const char *op, int *done, void *
 // (attention_cudnn.h). Both are bands of chunks in t: a row's chunk is t / chunk, and the
 // rows of query chunk g see the keys of chunks [g - back, g + fwd] of its clip (back < 0:
 // from the clip's start). block_causal: chunk, back W (W = 0: -1), fwd 0; window: chunk
-// tile_t, back = fwd = wt, once the device found the spatial window covers every pair's tiles.
+// tile_t, back = fwd = wt, once the device found the spatial window covers every pair's
+// tiles.
 struct pl_band {
   int chunk, back, fwd;
 };
@@ -398,11 +399,11 @@ __device__ __forceinline__ void pl_span(int32_t *span, const int32_t *pos, int r
 // The groups of one side into d. keys_side 0: groups of query rows (g = q, p = k), each with
 // its visible key chunks [g - back, g + fwd] (back < 0: from 0); 1: groups of key rows with
 // their visible query chunks [g - fwd, g + back] (back < 0: to the end). span (the window
-// mask's query side, else NULL): every row's tiles in y, x into span (pl_span). A group is the rows of one chunk of one
-// clip: sequence c * groups + (its chunk - the clip's first chunk in the call). covered[r]:
-// 1 when row r's group sees a partner row. Sets *gate = 1 where the layout does not fit:
-// rows of a clip (either side) out of order of t, a group past `groups`, a group or partner
-// range longer than the plan's max_g / max_p.
+// mask's query side, else NULL): every row's tiles in y, x into span (pl_span). A group is
+// the rows of one chunk of one clip: sequence c * groups + (its chunk - the clip's first
+// chunk in the call). covered[r]: 1 when row r's group sees a partner row. Sets *gate = 1
+// where the layout does not fit: rows of a clip (either side) out of order of t, a group
+// past `groups`, a group or partner range longer than the plan's max_g / max_p.
 __global__ void k_pl_fill(sdpa_desc d, int32_t *gate, uint8_t *covered, const int32_t *cu_g,
                           const int32_t *cu_p, const int32_t *pos_g, const int32_t *pos_p,
                           int keys_side, pl_band band, int32_t *span, int tile_h, int tile_w,

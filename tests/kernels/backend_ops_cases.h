@@ -531,7 +531,8 @@ static void test_attention_masked_pairs(void) {
       {.kind = KERNELS_MASK_BLOCK_CAUSAL, .chunk = 2, .window = 1},
       {.kind = KERNELS_MASK_WINDOW, .wt = 1, .wh = 0, .ww = 1, .tile_t = 1, .tile_h = 1, .tile_w = 2},
       {.kind = KERNELS_MASK_BLOCK_CAUSAL, .chunk = 1, .window = 0},
-      {.kind = KERNELS_MASK_WINDOW, .wt = 1, .wh = 1, .ww = 2, .tile_t = 1, .tile_h = 1, .tile_w = 1},
+      {.kind = KERNELS_MASK_WINDOW, .wt = 1, .wh = 1, .ww = 2, .tile_t = 1, .tile_h = 1,
+       .tile_w = 1},
   };
   const int H = 2, Dh = 16;
   const float sc = 1.0f / sqrtf((float)Dh);
