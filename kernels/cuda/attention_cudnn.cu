@@ -611,8 +611,8 @@ __global__ void k_pl_scan(const int32_t *len, int64_t *off_dkv, int32_t *gate, i
 }
 
 // Gate clear: dk, dv += the shares of every query-chunk sequence whose key range holds the
-// key row (the chunks [gk - fwd, gk + back] of its clip that the call has), summed in fp32 in chunk
-// order and rounded once. One warp per key row of E = H * Dh elements.
+// key row (the chunks [gk - fwd, gk + back] of its clip that the call has), summed in fp32
+// in chunk order and rounded once. One warp per key row of E = H * Dh elements.
 __global__ void k_pl_sum_kv(act_t *dk, act_t *dv, const act_t *sk, const act_t *sv, sdpa_desc d,
                             const int64_t *off_dkv, const int32_t *gate, const int32_t *cu_q,
                             const int32_t *cu_k, const int32_t *pos_q, const int32_t *pos_k, pl_band band,
@@ -650,10 +650,10 @@ __global__ void k_pl_sum_kv(act_t *dk, act_t *dv, const act_t *sk, const act_t *
 // block_causal W = 0, every earlier chunk) take two batches instead.
 enum { PL_ONE_BATCH_MAX_W = 3 };
 
-// The backward on one plan. A band of at most PL_ONE_BATCH_MAX_W + 1 chunks: ONE batch, the query-chunk groups
-// with dK, dV at their own offsets (the masked backward's graph), the dq share added per
-// query row, the dk, dv shares summed per key row (k_pl_sum_kv): every visible chunk pair
-// computed once. Otherwise two batches: the query-chunk groups (dq) and the key-chunk groups
+// The backward on one plan. A band of at most PL_ONE_BATCH_MAX_W + 1 chunks: ONE batch,
+// the query-chunk groups with dK, dV at their own offsets (the masked backward's graph),
+// the dq share added per query row, the dk, dv shares summed per key row (k_pl_sum_kv):
+// every visible chunk pair computed once. Otherwise two batches: the query-chunk groups (dq) and the key-chunk groups
 // (dk, dv), each writing all three gradients into scratch (the other two dropped): every
 // visible pair twice. The kept shares are added to the zeroed (partial: the accumulated)
 // gradients. The batches' dQ accumulator and delta are shared; the stream orders them.
