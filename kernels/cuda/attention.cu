@@ -7,7 +7,7 @@
 // call to cuDNN's fused SDPA (attention_cudnn.cu: forward, backward, partial forward and
 // partial backward, chosen per call by TESSERA_CUDA_ATTENTION and the shape, sdpa.h); what
 // cuDNN does not take runs here, and attention_merge and attention_delta always do. The
-// masked entries under block_causal offer the call to cuDNN's pair list
+// masked entries (block_causal, window) offer the call to cuDNN's pair list
 // (attention_cudnn.h kcu_sdpa_masked_*) and launch their kernels gated behind it.
 //
 // Work items: a block takes 16 consecutive rows of the packed sequence (queries for the
@@ -24,9 +24,10 @@
 // Masks (kernels.h kernels_mask; the masked entries): the same kernels with a per-score
 // test of the query's and key's grid positions (pos_q, pos_k, read from global memory), the
 // denied scores at -inf and their P and dS at 0 as on the CPU: exact for every mask kind, but
-// a denied tile still costs its loads (no tile is skipped whole). They take the window mask,
-// and block_causal where cuDNN's pair list does not: then with a gate, a device int they
-// read first (0: the pair list took the call, the kernel returns at once).
+// a denied tile still costs its loads (no tile is skipped whole). They take the masked calls
+// cuDNN's pair list does not (a window narrower than the frame, a layout out of order of
+// t): then with a gate, a device int they read first (0: the pair list took the call, the
+// kernel returns at once).
 // Determinism: every output row has one owner (a warp) that sums its tiles in order: no
 // atomics. The backward is two passes like the CPU's: dk/dv per key row, then dq per query
 // row, each recomputing P from q, k and lse.
@@ -696,8 +697,8 @@ extern "C" tsr_status kcu_attention_masked_forward(kb_t *kb, void *out, float *l
     KCU_NEED(op, k);
     KCU_NEED(op, v);
   }
-  // block_causal: cuDNN on the pair list where it can take the call, the own kernels gated
-  // behind it (they run only where the device found the layout does not fit the list).
+  // cuDNN on the pair list where it can take the call, the own kernels gated behind it
+  // (they run only where the device found the layout or the window does not fit the list).
   int done;
   const int32_t *gate = NULL;
   st = kcu_sdpa_masked_forward(kb, op, &done, &gate, out, lse, q, k, v, cu_q, cu_k, pos_q, pos_k, mask,
@@ -739,8 +740,6 @@ extern "C" tsr_status kcu_attention_masked_backward(kb_t *kb, void *dq, void *dk
                     n_clips, L, L, H, Dh, scale, gate);
 }
 
-// The window mask stays on the own kernels: a tile's visible keys are boxes in (t, y, x),
-// not one range of token rows, so the pair list does not express it (attention_cudnn.h).
 extern "C" tsr_status kcu_attention_masked_partial_backward(
     kb_t *kb, void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k,
     const void *v, const void *out, const float *lse, const float *delta, const int32_t *cu_q,

@@ -13,6 +13,7 @@
 // Memory: the ragged tensors, the backward's fp32 delta and cuDNN's workspace come from
 // kcu_scratch (one request per call).
 #include <cudnn.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -326,7 +327,21 @@ tsr_status kcu_sdpa_partial_backward(kb_t *kb, const char *op, int *done, void *
 }
 
 
-// ---- masked entries under block_causal: the pair list (attention_cudnn.h) ------------------
+// ---- masked entries under block_causal and a frame-wide window: the pair list ----------------
+// (attention_cudnn.h). Both are bands of chunks in t: a row's chunk is t / chunk, and the
+// rows of query chunk g see the keys of chunks [g - back, g + fwd] of its clip (back < 0:
+// from the clip's start). block_causal: chunk, back W (W = 0: -1), fwd 0; window: chunk
+// tile_t, back = fwd = wt, once the device found the spatial window covers every pair's
+// tiles.
+struct pl_band {
+  int chunk, back, fwd;
+};
+
+static pl_band pl_band_of(const kernels_mask *m) {
+  if (m->kind == KERNELS_MASK_WINDOW) return pl_band{m->tile_t, m->wt, m->wt};
+  return pl_band{m->chunk, m->window > 0 ? m->window : -1, 0};
+}
+
 // Rows [*a, *e) of clip c in cu (clamped into [0, L]).
 __device__ __forceinline__ void pl_clip_rows(const int32_t *cu, int c, int L, int *a, int *e) {
   int x = cu[c], y = cu[c + 1];
@@ -350,7 +365,8 @@ __device__ int pl_after(const int32_t *pos, int a, int e, int g, int chunk) {
   return a;
 }
 
-// Every sequence of d empty, the end offsets set; the gate (when given) cleared.
+// Every sequence of d empty, the end offsets set; the gate (when given) cleared and the
+// spatial extent after it (gate[1..4], k_pl_fill) reset.
 __global__ void k_pl_init(sdpa_desc d, int32_t *gate, int b, int Lq, int Lk, int H, int Dh) {
   const int64_t row = (int64_t)H * Dh;
   for (int s = blockIdx.x * blockDim.x + threadIdx.x; s <= b; s += gridDim.x * blockDim.x) {
@@ -362,27 +378,45 @@ __global__ void k_pl_init(sdpa_desc d, int32_t *gate, int b, int Lq, int Lk, int
     d.off_q[b] = Lq * row;
     d.off_k[b] = Lk * row;
     d.off_s[b] = (int64_t)Lq * H;
-    if (gate) *gate = 0;
+    if (gate) {
+      gate[0] = 0;
+      for (int i = 1; i < 5; i++) gate[i] = INT_MIN;
+    }
   }
 }
 
+// The window mask: the rows' tile extent in y and x into span (max ty, max -ty, max tx,
+// max -tx), which k_pl_gate compares with the radii.
+__device__ __forceinline__ void pl_span(int32_t *span, const int32_t *pos, int r, int tile_h,
+                                        int tile_w) {
+  const int ty = pos[3 * (size_t)r + 1] / tile_h, tx = pos[3 * (size_t)r + 2] / tile_w;
+  atomicMax(span, ty);
+  atomicMax(span + 1, -ty);
+  atomicMax(span + 2, tx);
+  atomicMax(span + 3, -tx);
+}
+
 // The groups of one side into d. keys_side 0: groups of query rows (g = q, p = k), each with
-// its visible key chunks [g - W, g] (W = 0: [0, g]); 1: groups of key rows with their
-// visible query chunks [g, g + W] (W = 0: [g, end]). A group is the rows of one chunk of one
-// clip: sequence c * groups + (its chunk - the clip's first chunk in the call). covered[r]:
-// 1 when row r's group sees a partner row. Sets *gate = 1 where the layout does not fit:
-// rows of a clip (either side) out of order of t, a group past `groups`, a group or partner
-// range longer than the plan's max_g / max_p.
+// its visible key chunks [g - back, g + fwd] (back < 0: from 0); 1: groups of key rows with
+// their visible query chunks [g - fwd, g + back] (back < 0: to the end). span (the window
+// mask's query side, else NULL): every row's tiles in y, x into span (pl_span). A group is
+// the rows of one chunk of one clip: sequence c * groups + (its chunk - the clip's first
+// chunk in the call). covered[r]: 1 when row r's group sees a partner row. Sets *gate = 1
+// where the layout does not fit: rows of a clip (either side) out of order of t, a group
+// past `groups`, a group or partner range longer than the plan's max_g / max_p.
 __global__ void k_pl_fill(sdpa_desc d, int32_t *gate, uint8_t *covered, const int32_t *cu_g,
                           const int32_t *cu_p, const int32_t *pos_g, const int32_t *pos_p,
-                          int keys_side, int chunk, int window, int groups, int n_clips, int Lg,
-                          int Lp, int max_g, int max_p, int H, int Dh) {
+                          int keys_side, pl_band band, int32_t *span, int tile_h, int tile_w,
+                          int groups, int n_clips, int Lg, int Lp, int max_g, int max_p, int H,
+                          int Dh) {
+  const int chunk = band.chunk;
   const int64_t row = (int64_t)H * Dh;
   const int tid = blockIdx.x * blockDim.x + threadIdx.x, stride = gridDim.x * blockDim.x;
   for (int j = tid; j < Lp; j += stride) {
     int a, e;
     pl_clip_rows(cu_p, kcu_clip_of(cu_p, n_clips, j), Lp, &a, &e);
     if (j > a && j < e && pos_p[3 * (size_t)(j - 1)] > pos_p[3 * (size_t)j]) *gate = 1;
+    if (span) pl_span(span, pos_p, j, tile_h, tile_w);
   }
   for (int r = tid; r < Lg; r += stride) {
     covered[r] = 0;
@@ -390,6 +424,7 @@ __global__ void k_pl_fill(sdpa_desc d, int32_t *gate, uint8_t *covered, const in
     int a, e, pa, pe;
     pl_clip_rows(cu_g, c, Lg, &a, &e);
     if (r < a || r >= e) continue;  // in no clip (a bad cu: the entry's check reports it)
+    if (span) pl_span(span, pos_g, r, tile_h, tile_w);
     const int t = pos_g[3 * (size_t)r];
     if (r > a && pos_g[3 * (size_t)(r - 1)] > t) {
       *gate = 1;
@@ -399,12 +434,11 @@ __global__ void k_pl_fill(sdpa_desc d, int32_t *gate, uint8_t *covered, const in
     pl_clip_rows(cu_p, c, Lp, &pa, &pe);
     int p0, p1;
     if (!keys_side) {
-      const int lo = window > 0 ? g - window : 0;
-      p0 = lo <= 0 ? pa : pl_after(pos_p, pa, pe, lo - 1, chunk);
-      p1 = pl_after(pos_p, pa, pe, g, chunk);
+      p0 = band.back < 0 ? pa : pl_after(pos_p, pa, pe, g - band.back - 1, chunk);
+      p1 = pl_after(pos_p, pa, pe, g + band.fwd, chunk);
     } else {
-      p0 = pl_after(pos_p, pa, pe, g - 1, chunk);
-      p1 = window > 0 ? pl_after(pos_p, pa, pe, g + window, chunk) : pe;
+      p0 = pl_after(pos_p, pa, pe, g - band.fwd - 1, chunk);
+      p1 = band.back < 0 ? pe : pl_after(pos_p, pa, pe, g + band.back, chunk);
     }
     covered[r] = p1 > p0;
     if (slot >= groups) {
@@ -427,11 +461,15 @@ __global__ void k_pl_fill(sdpa_desc d, int32_t *gate, uint8_t *covered, const in
 }
 
 // A layout that does not fit: every sequence of d emptied, so cuDNN computes nothing and
-// the gated own kernels take the call.
-__global__ void k_pl_gate(sdpa_desc d, const int32_t *gate, int b) {
-  if (*gate == 0) return;
-  for (int s = blockIdx.x * blockDim.x + threadIdx.x; s < b; s += gridDim.x * blockDim.x)
-    d.seq_q[s] = d.seq_kv[s] = 0;
+// the gated own kernels take the call. The window mask (wh >= 0): also a spatial extent
+// (gate[1..4], pl_span) past the radii wh, ww, where a key's tile can be out of a query's
+// box in y or x, so its band in t is not the visible set; that sets the gate.
+__global__ void k_pl_gate(sdpa_desc d, int32_t *gate, int b, int wh, int ww) {
+  const int wide = wh >= 0 && ((int64_t)gate[1] + gate[2] > wh || (int64_t)gate[3] + gate[4] > ww);
+  if (gate[0] == 0 && !wide) return;
+  const int first = blockIdx.x * blockDim.x + threadIdx.x;
+  if (wide && first == 0) gate[0] = 1;
+  for (int s = first; s < b; s += gridDim.x * blockDim.x) d.seq_q[s] = d.seq_kv[s] = 0;
 }
 
 // Forward, gate clear: a query row that sees no key gets out = 0, lse = -inf (the contract).
@@ -462,22 +500,23 @@ __global__ void k_pl_accumulate(act_t *dst, const act_t *src, const uint8_t *cov
 }
 
 // The pair list's shape: clips x KCU_SDPA_MASK_GROUPS sequences of at most the clips'
-// bounds. *use = 0 (own kernels, no gate) for any mask but block_causal, an empty side, or
-// what sdpa_begin refuses.
+// bounds. *use = 0 (own kernels, no gate) for a full mask, an empty side, or what
+// sdpa_begin refuses.
 static tsr_status pl_begin(kb_t *kb, const char *op, kcu_sdpa_kind kind, const kernels_mask *mask,
                            const void *const *args, int n_args, int n_clips, int max_q, int max_k,
                            int Lq, int Lk, int H, int Dh, sdpa_state **S, kcu_sdpa_key *key,
                            sdpa_plan **p, int *use) {
   *use = 0;
-  if (mask->kind != KERNELS_MASK_BLOCK_CAUSAL || Lq == 0 || Lk == 0) return TSR_OK;
+  if (mask->kind == KERNELS_MASK_FULL || Lq == 0 || Lk == 0) return TSR_OK;
   if ((int64_t)n_clips * KCU_SDPA_MASK_GROUPS > INT32_MAX) return TSR_OK;
   kcu_sdpa_shape sh = {kind, n_clips * KCU_SDPA_MASK_GROUPS, max_q, max_k, Lq, Lk, H, Dh};
   tsr_status st = sdpa_begin(kb, op, &sh, sdpa_aligned(args, n_args), 1, S, key, p, use);
-  if (!st && *use) (*S)->mask_calls[kind]++;
+  if (!st && *use) (*S)->mask_calls[mask->kind == KERNELS_MASK_WINDOW][kind]++;
   return st;
 }
 
-// Fills the groups of one side (after k_pl_init) into d.
+// Fills the groups of one side (after k_pl_init) into d; the query side of the window mask
+// also the rows' spatial extent after the gate.
 static tsr_status pl_fill(kb_t *kb, const char *op, const sdpa_desc *d, int32_t *gate, uint8_t *covered,
                           int keys_side, const kernels_mask *mask, const kcu_sdpa_key *key,
                           const int32_t *cu_q, const int32_t *cu_k, const int32_t *pos_q,
@@ -489,14 +528,19 @@ static tsr_status pl_fill(kb_t *kb, const char *op, const sdpa_desc *d, int32_t 
   const int Lg = keys_side ? Lk : Lq, Lp = keys_side ? Lq : Lk;
   k_pl_fill<<<kcu_blocks((size_t)(Lg > Lp ? Lg : Lp), 256), 256, 0, s>>>(
       *d, gate, covered, keys_side ? cu_k : cu_q, keys_side ? cu_q : cu_k, keys_side ? pos_k : pos_q,
-      keys_side ? pos_q : pos_k, keys_side, mask->chunk, mask->window, KCU_SDPA_MASK_GROUPS, n_clips,
-      Lg, Lp, keys_side ? key->skv : key->sq, keys_side ? key->sq : key->skv, H, Dh);
+      keys_side ? pos_q : pos_k, keys_side, pl_band_of(mask),
+      !keys_side && mask->kind == KERNELS_MASK_WINDOW ? gate + 1 : NULL, mask->tile_h, mask->tile_w,
+      KCU_SDPA_MASK_GROUPS, n_clips, Lg, Lp, keys_side ? key->skv : key->sq,
+      keys_side ? key->sq : key->skv, H, Dh);
   KCU_LAUNCHED(op);
   return TSR_OK;
 }
 
-static tsr_status pl_gate(kb_t *kb, const char *op, const sdpa_desc *d, const int32_t *gate, int b) {
-  k_pl_gate<<<kcu_blocks((size_t)b, 256), 256, 0, kcu(kb)->stream>>>(*d, gate, b);
+static tsr_status pl_gate(kb_t *kb, const char *op, const sdpa_desc *d, int32_t *gate, int b,
+                          const kernels_mask *mask) {
+  const int window = mask->kind == KERNELS_MASK_WINDOW;
+  k_pl_gate<<<kcu_blocks((size_t)b, 256), 256, 0, kcu(kb)->stream>>>(*d, gate, b, window ? mask->wh : -1,
+                                                                     window ? mask->ww : -1);
   KCU_LAUNCHED(op);
   return TSR_OK;
 }
@@ -517,14 +561,14 @@ tsr_status kcu_sdpa_masked_forward(kb_t *kb, const char *op, int *done, const in
                            H, Dh, &S, &key, &p, &use);
   if (st || !use) return st;
   sdpa_mem m;
-  if ((st = sdpa_prepare(kb, op, &key, sdpa_round(sizeof(int32_t)) + sdpa_round((size_t)Lq), p->workspace,
+  if ((st = sdpa_prepare(kb, op, &key, sdpa_round(5 * sizeof(int32_t)) + sdpa_round((size_t)Lq), p->workspace,
                          NULL, NULL, n_clips, max_q, max_k, Lq, Lk, H, Dh, &m)))
     return st;
-  int32_t *g = (int32_t *)sdpa_take(&m, sizeof(int32_t));
+  int32_t *g = (int32_t *)sdpa_take(&m, 5 * sizeof(int32_t));  // the gate, the spatial extent
   uint8_t *covered = (uint8_t *)sdpa_take(&m, (size_t)Lq);
   if ((st = pl_fill(kb, op, &m.d, g, covered, 0, &mask, &key, cu_q, cu_k, pos_q, pos_k, n_clips, Lq, Lk,
                     H, Dh)) ||
-      (st = pl_gate(kb, op, &m.d, g, key.b)) ||
+      (st = pl_gate(kb, op, &m.d, g, key.b, &mask)) ||
       (st = sdpa_run_forward(op, S, p, &m.d, out, lse, q, k, v, scale, m.next)))
     return st;
   k_pl_no_keys<<<kcu_blocks((size_t)Lq * H * 32, 256), 256, 0, kcu(kb)->stream>>>((act_t *)out, lse,
@@ -567,12 +611,13 @@ __global__ void k_pl_scan(const int32_t *len, int64_t *off_dkv, int32_t *gate, i
 }
 
 // Gate clear: dk, dv += the shares of every query-chunk sequence whose key range holds the
-// key row (the chunks [gk, gk + W] of its clip that the call has), summed in fp32 in chunk
-// order and rounded once. One warp per key row of E = H * Dh elements.
+// key row (the chunks [gk - fwd, gk + back] of its clip that the call has), summed in fp32
+// in chunk order and rounded once. One warp per key row of E = H * Dh elements.
 __global__ void k_pl_sum_kv(act_t *dk, act_t *dv, const act_t *sk, const act_t *sv, sdpa_desc d,
                             const int64_t *off_dkv, const int32_t *gate, const int32_t *cu_q,
-                            const int32_t *cu_k, const int32_t *pos_q, const int32_t *pos_k, int chunk,
-                            int window, int groups, int n_clips, int Lq, int Lk, int E) {
+                            const int32_t *cu_k, const int32_t *pos_q, const int32_t *pos_k, pl_band band,
+                            int groups, int n_clips, int Lq, int Lk, int E) {
+  const int chunk = band.chunk;
   if (*gate) return;
   KCU_WARP_ROW(j, Lk)
     const int c = kcu_clip_of(cu_k, n_clips, j);
@@ -581,7 +626,7 @@ __global__ void k_pl_sum_kv(act_t *dk, act_t *dv, const act_t *sk, const act_t *
     pl_clip_rows(cu_q, c, Lq, &qa, &qe);
     if (j < a || j >= e || qa == qe) continue;
     const int gk = pl_chunk(pos_k, j, chunk), g0 = pl_chunk(pos_q, qa, chunk);
-    const int lo = gk > g0 ? gk : g0, hi = min(gk + window, g0 + groups - 1);
+    const int lo = max(gk - band.fwd, g0), hi = min(gk + band.back, g0 + groups - 1);
     for (int x = lane; x < E; x += 32) {
       const size_t dst = (size_t)j * E + x;
       float ak = kcu_ld(dk, dst), av = kcu_ld(dv, dst);
@@ -599,15 +644,16 @@ __global__ void k_pl_sum_kv(act_t *dk, act_t *dv, const act_t *sk, const act_t *
   KCU_WARP_ROW_END
 }
 
-// Windows of 1 to this many chunks take the one-batch backward: each key row lies in at most
-// W + 1 query chunks' key ranges, so the dK, dV scratch is at most (W + 1) x Lk rows each.
-// Wider windows (and W = 0, every earlier chunk) take two batches instead.
+// Bands of back + fwd + 1 <= this + 1 chunks take the one-batch backward: each key row lies
+// in at most back + fwd + 1 query chunks' key ranges, so the dK, dV scratch is at most that
+// many Lk rows each (block_causal W of 1 to 3, window wt 0 or 1). Wider bands (and
+// block_causal W = 0, every earlier chunk) take two batches instead.
 enum { PL_ONE_BATCH_MAX_W = 3 };
 
-// The backward on one plan. W in [1, PL_ONE_BATCH_MAX_W]: ONE batch, the query-chunk groups
-// with dK, dV at their own offsets (the masked backward's graph), the dq share added per
-// query row, the dk, dv shares summed per key row (k_pl_sum_kv): every visible chunk pair
-// computed once. Otherwise two batches: the query-chunk groups (dq) and the key-chunk groups
+// The backward on one plan. A band of at most PL_ONE_BATCH_MAX_W + 1 chunks: ONE batch,
+// the query-chunk groups with dK, dV at their own offsets (the masked backward's graph),
+// the dq share added per query row, the dk, dv shares summed per key row (k_pl_sum_kv):
+// every visible chunk pair computed once. Otherwise two batches: the query-chunk groups (dq) and the key-chunk groups
 // (dk, dv), each writing all three gradients into scratch (the other two dropped): every
 // visible pair twice. The kept shares are added to the zeroed (partial: the accumulated)
 // gradients. The batches' dQ accumulator and delta are shared; the stream orders them.
@@ -625,18 +671,19 @@ tsr_status kcu_sdpa_masked_backward(kb_t *kb, const char *op, int partial, int *
   kcu_sdpa_key key;
   sdpa_plan *p = NULL;
   int use;
-  const int one_batch = mask.window >= 1 && mask.window <= PL_ONE_BATCH_MAX_W;
+  const pl_band band = pl_band_of(&mask);
+  const int one_batch = band.back >= 0 && band.back + band.fwd <= PL_ONE_BATCH_MAX_W;
   const void *args[] = {dout, q, k, v, out, lse};
   tsr_status st = pl_begin(kb, op, one_batch ? KCU_SDPA_MASKED_BWD : KCU_SDPA_PARTIAL_BWD, &mask, args, 6,
                            n_clips, max_q, max_k, Lq, Lk, H, Dh, &S, &key, &p, &use);
   if (st || !use) return st;
   const size_t nq = (size_t)Lq * H * Dh, nk = (size_t)Lk * H * Dh, rows = (size_t)Lq * H;
-  // one batch: dK's and dV's offsets and their (W + 1) x Lk rows; two: the key side's
+  // one batch: dK's and dV's offsets and their (back + fwd + 1) x Lk rows; two: the key side's
   // description and one Lk each. Then the gate, covered rows of each side, delta, the fp32
   // dQ accumulator without determinism, the dq share.
-  const int64_t cap = one_batch ? (int64_t)(mask.window + 1) * Lk : Lk;
+  const int64_t cap = one_batch ? (int64_t)(band.back + band.fwd + 1) * Lk : Lk;
   size_t extra = (one_batch ? sdpa_round(sizeof(int64_t) * (key.b + 1)) : sdpa_ragged_bytes(key.b)) +
-                 2 * sdpa_round((size_t)cap * H * Dh * sizeof(act_t)) + sdpa_round(sizeof(int32_t)) +
+                 2 * sdpa_round((size_t)cap * H * Dh * sizeof(act_t)) + sdpa_round(5 * sizeof(int32_t)) +
                  sdpa_round((size_t)Lq) + sdpa_round((size_t)Lk) + sdpa_round(rows * sizeof(float)) +
                  (key.deterministic ? 0 : sdpa_round(nq * sizeof(float))) + sdpa_round(nq * sizeof(act_t));
   sdpa_mem m;
@@ -649,7 +696,7 @@ tsr_status kcu_sdpa_masked_backward(kb_t *kb, const char *op, int partial, int *
   else dkv = sdpa_take_desc(&m, key.b);
   void *gk = sdpa_take(&m, (size_t)cap * H * Dh * sizeof(act_t));
   void *gv = sdpa_take(&m, (size_t)cap * H * Dh * sizeof(act_t));
-  int32_t *g = (int32_t *)sdpa_take(&m, sizeof(int32_t));
+  int32_t *g = (int32_t *)sdpa_take(&m, 5 * sizeof(int32_t));  // the gate, the spatial extent
   uint8_t *cov_q = (uint8_t *)sdpa_take(&m, (size_t)Lq), *cov_k = (uint8_t *)sdpa_take(&m, (size_t)Lk);
   float *delta = (float *)sdpa_take(&m, rows * sizeof(float));
   void *acc = key.deterministic ? NULL : sdpa_take(&m, nq * sizeof(float));
@@ -663,10 +710,10 @@ tsr_status kcu_sdpa_masked_backward(kb_t *kb, const char *op, int partial, int *
     KCU_LAUNCHED(op);
   } else if ((st = pl_fill(kb, op, &dkv, g, cov_k, 1, &mask, &key, cu_q, cu_k, pos_q, pos_k, n_clips, Lq,
                            Lk, H, Dh)) ||
-             (st = pl_gate(kb, op, &dkv, g, key.b))) {
+             (st = pl_gate(kb, op, &dkv, g, key.b, &mask))) {
     return st;
   }
-  if ((st = pl_gate(kb, op, &m.d, g, key.b))) return st;
+  if ((st = pl_gate(kb, op, &m.d, g, key.b, &mask))) return st;
   if (!partial) {
     if (dq) KCU_CUDA(op, cudaMemsetAsync(dq, 0, nq * sizeof(act_t), stream));
     if (dk) KCU_CUDA(op, cudaMemsetAsync(dk, 0, nk * sizeof(act_t), stream));
@@ -686,7 +733,7 @@ tsr_status kcu_sdpa_masked_backward(kb_t *kb, const char *op, int partial, int *
   if (dk && one_batch) {
     k_pl_sum_kv<<<kcu_warp_blocks(Lk), 256, 0, stream>>>(
         (act_t *)dk, (act_t *)dv, (const act_t *)gk, (const act_t *)gv, m.d, off_dkv, g, cu_q, cu_k, pos_q,
-        pos_k, mask.chunk, mask.window, KCU_SDPA_MASK_GROUPS, n_clips, Lq, Lk, H * Dh);
+        pos_k, band, KCU_SDPA_MASK_GROUPS, n_clips, Lq, Lk, H * Dh);
     KCU_LAUNCHED(op);
   } else if (dk) {
     // dq of this batch is dropped: its accumulator needs no zeroing

@@ -40,27 +40,33 @@ tsr_status kcu_sdpa_partial_backward(kb_t *kb, const char *op, int *done, void *
                                      int max_q, int max_k, int Lq, int Lk, int H, int Dh,
                                      float scale);
 
-// ---- masked entries (kernels.h attention_masked_*) under block_causal: the pair list --------
+// ---- masked entries (kernels.h attention_masked_*): the pair list ---------------------------
 // A query chunk's visible keys under block_causal (chunks of `chunk` frames, window W) are
-// the keys of chunks [max(0, i - W), i] (W = 0: [0, i]) of its clip, one contiguous range of
-// token rows when each clip's rows are in order of t (the model's raster order, a CP chunk's
-// slice of it): so the call is one cuDNN batch whose sequences are the (clip, query chunk)
-// groups, each with its own query rows and its key range (ragged offsets; key ranges of
-// neighbouring chunks overlap, which cuDNN only reads), every masked-out pair skipped
-// whole. The backward (attention_cudnn.cu kcu_sdpa_masked_backward): for W of 1 to 3 one
-// such batch, dk and dv shares at their own offsets summed per key row; else two batches:
-// dq from the query-chunk groups, dk and dv from the (clip, key chunk) groups against their
-// visible query range [chunk j, j + W] (W = 0: to the clip's end), each batch's other
-// gradients scratch.
+// the keys of chunks [max(0, i - W), i] (W = 0: [0, i]) of its clip; under window, where the
+// spatial radii reach every tile of the frame (wh, ww at least the call's rows' spread in
+// tiles, max - min of y / tile_h and of x / tile_w), a temporal tile i's (of tile_t frames)
+// are the keys of tiles [i - wt, i + wt]. Either is one contiguous range of token rows when
+// each clip's rows are in order of t (the model's raster order, a CP chunk's slice of it):
+// so the call is one cuDNN batch whose sequences are the (clip, query chunk) groups (a
+// window's chunk: one temporal tile), each with its own query rows and its key range
+// (ragged offsets; key ranges of neighbouring chunks overlap, which cuDNN only reads), every
+// masked-out pair skipped whole. The backward (attention_cudnn.cu kcu_sdpa_masked_backward):
+// where a key row lies in at most 4 query chunks' ranges (block_causal W of 1 to 3, window
+// wt 0 or 1) one such batch, dk and dv shares at their own offsets summed per key row; else
+// two batches: dq from the query-chunk groups, dk and dv from the (clip, key chunk) groups
+// against their visible query range ([chunk j, j + W], W = 0: to the clip's end; window
+// [j - wt, j + wt]), each batch's other gradients scratch.
 // The groups are found on the device from cu and the positions (no host sync, so a
 // recorded graph serves every packing); a clip may have at most KCU_SDPA_MASK_GROUPS
-// (sdpa.h) chunks in a call. Where the device finds a layout that does not fit (rows out of
-// order of t, more chunks, a group longer than the plan), every group is emptied and *gate
-// (a device int in the call's scratch) reads 1: the caller then launches its own kernels
-// with the gate, and they compute the call; otherwise the gate reads 0 and those kernels
-// return at once. Shapes: out, q, dq, dout (Lq, H, Dh), k, v, dk, dv (Lk, H, Dh) [act]; lse
-// (Lq, H) [f32]; cu_q, cu_k (C + 1); pos_q (Lq, 3), pos_k (Lk, 3) int32; device memory. *done = 0 (gate NULL): the own kernels take the call without a gate (a mask other
-// than block_causal, TESSERA_CUDA_ATTENTION=own, no cuDNN or no plan in auto mode).
+// (sdpa.h) chunks in a call. Where the device finds a call the list does not fit (rows out
+// of order of t, more chunks, a group longer than the plan, a window whose wh or ww is
+// below that spread: a key can then be out of a query's box in y or x), every group is
+// emptied and *gate (a device int in the call's scratch) reads 1: the caller then launches
+// its own kernels with the gate, and they compute the call; otherwise the gate reads 0 and
+// those kernels return at once. Shapes: out, q, dq, dout (Lq, H, Dh), k, v, dk, dv (Lk, H,
+// Dh) [act]; lse (Lq, H) [f32]; cu_q, cu_k (C + 1); pos_q (Lq, 3), pos_k (Lk, 3) int32;
+// device memory. *done = 0 (gate NULL): the own kernels take the call without a gate (the
+// full mask, TESSERA_CUDA_ATTENTION=own, no cuDNN or no plan in auto mode).
 // Arguments as the masked entries (kernels/entries.h), checked by the caller.
 tsr_status kcu_sdpa_masked_forward(kb_t *kb, const char *op, int *done, const int32_t **gate, void *out,
                                    float *lse, const void *q, const void *k, const void *v,

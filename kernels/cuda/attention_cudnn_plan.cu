@@ -342,9 +342,11 @@ extern "C" void kernels_cuda_attention_report(char *buf, size_t n) {
   REPORT("  own kernels without a plan lookup: forward %lu, backward %lu, partial forward %lu, "
          "partial backward %lu calls\n", S->own_calls[KCU_SDPA_FWD], S->own_calls[KCU_SDPA_BWD],
          S->own_calls[KCU_SDPA_PARTIAL_FWD], S->own_calls[KCU_SDPA_PARTIAL_BWD]);
-  REPORT("  masked (block_causal) on cuDNN's pair list: forward %lu, backward %lu calls (the gated own "
-         "kernels take a call whose layout does not fit)\n", S->mask_calls[KCU_SDPA_PARTIAL_FWD],
-         S->mask_calls[KCU_SDPA_PARTIAL_BWD] + S->mask_calls[KCU_SDPA_MASKED_BWD]);
+  static const char *const masks[] = {"block_causal", "window"};
+  for (int i = 0; i < 2; i++)
+    REPORT("  masked (%s) on cuDNN's pair list: forward %lu, backward %lu calls (the gated own "
+           "kernels take a call whose layout does not fit)\n", masks[i], S->mask_calls[i][KCU_SDPA_PARTIAL_FWD],
+           S->mask_calls[i][KCU_SDPA_PARTIAL_BWD] + S->mask_calls[i][KCU_SDPA_MASKED_BWD]);
   for (int i = 0; i < SDPA_CACHE; i++) {
     const sdpa_plan *p = &S->cache[i];
     if (p->state == 0) continue;

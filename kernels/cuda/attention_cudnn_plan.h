@@ -35,10 +35,10 @@ struct sdpa_state {
   sdpa_plan cache[SDPA_CACHE];
   unsigned long long clock;
   unsigned long own_calls[KCU_SDPA_KINDS];  // sent to the own kernels without a plan lookup
-  // masked (block_causal) calls queued on the pair list (attention_cudnn.h), by the kind of
-  // their plan (PARTIAL_FWD: attention_masked_forward; MASKED_BWD, PARTIAL_BWD: both backward
-  // entries, in one batch or two)
-  unsigned long mask_calls[KCU_SDPA_KINDS];
+  // masked calls queued on the pair list (attention_cudnn.h), by mask ([0] block_causal, [1]
+  // window) and the kind of their plan (PARTIAL_FWD: attention_masked_forward; MASKED_BWD,
+  // PARTIAL_BWD: both backward entries, in one batch or two)
+  unsigned long mask_calls[2][KCU_SDPA_KINDS];
 };
 
 // The state of kb (created on first use: environment switches, cuDNN handle on the

@@ -114,8 +114,9 @@ int64_t kcu_sdpa_bucket(int64_t n, int64_t lo);
 enum { KCU_SDPA_MAX_B = 32768 };
 #define KCU_SDPA_MAX_ELEMS ((int64_t)1 << 31)
 
-// The masked entries under block_causal on cuDNN (attention_cudnn.h, the pair list): one
-// sequence per (clip, chunk) group, room for this many chunks of a clip in one call, so
+// The masked entries on cuDNN (attention_cudnn.h, the pair list): one sequence per (clip,
+// chunk) group (block_causal's chunks, a window's temporal tiles), room for this many in a
+// clip in one call, so
 // their plan's shape is that of n_clips x KCU_SDPA_MASK_GROUPS clips (a call with more
 // chunks in a clip runs the own kernels, found on the device). 32 covers a clip of 32
 // chunks: 128 latent frames in chunks of 4, 32 in chunks of 1.

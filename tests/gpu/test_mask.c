@@ -1,16 +1,20 @@
 // tests/gpu/test_mask.c (gpu_mask) — the DiT under attention masks (model.attn_mask) on the
 // CUDA backend, whose masked entries are its own kernels with a test per score
 // (kernels/cuda/attention.cu), or under TESSERA_CUDA_ATTENTION=cudnn (gpu_mask_cudnn) cuDNN
-// on the pair list for block_causal (kernels/cuda/attention_cudnn.h):
+// on the pair list for block_causal and a frame-wide window (kernels/cuda/attention_cudnn.h):
 // - against cpu-bf16 (the reference with the same activation dtype): for full, block_causal
-//   (chunks of 1 frame, one chunk back) and window masks, the same packed batch (2 clips,
+//   (chunks of 1 frame, one chunk back) and window masks (radii 1 frame and 0 rows, 1
+//   column: narrower than the 2 x 3 frame, on the own kernels; and 1 frame, 1 row, 2
+//   columns: the whole frame, on the pair list), the same packed batch (2 clips,
 //   built on each backend by the trainer's objective_device_build) gives the loss within
 //   5e-3 relative and every gradient tensor within 5e-2 (the bf16 bounds of
 //   tests/dist/test_plan_invariance.c: the two round in different places), and the masked
 //   losses differ from full attention's by more than 10 times the backends' difference;
 // - the mask is applied, not only accepted: under block_causal the first frame's prediction
 //   of a clip stays bit for bit when the tokens of its last frame change (the objective's
-//   noise depends on the token index alone), and under full attention it moves.
+//   noise depends on the token index alone), so it does under the frame-wide window (frame
+//   3 is 3 frames from frame 0, out of reach of 2 layers of radius 1), and under full
+//   attention it moves.
 // Exit 77 (skip) without a GPU (tests/gpu/run.sh checks first).
 #include <math.h>
 #include <stdlib.h>
@@ -25,13 +29,17 @@
 
 enum { NC = 2, T = 4, GH = 2, GW = 3, FRAME = GH * GW, P = 48 };
 
-static void setup(dit_config *mc, train_config *tc, int mask) {
+// Cases: the three kinds, then (WIDE) the window covering the frame.
+enum { WIDE = 3, N_CASES = 4 };
+static void setup(dit_config *mc, train_config *tc, int mi) {
+  const int mask = mi == WIDE ? KERNELS_MASK_WINDOW : mi;
   config_defaults(mc, tc);
   mc->hidden = 32, mc->depth = 2, mc->heads = 2;
   mc->pt = 1, mc->ph = 4, mc->pw = 4, mc->channels = 3, mc->num_classes = 3;
   tc->seed = 5;
   if (mask == KERNELS_MASK_BLOCK_CAUSAL) mc->mask_chunk = 1, mc->mask_window = 1;
   if (mask == KERNELS_MASK_WINDOW) mc->mask_wt = 1, mc->mask_wh = 0, mc->mask_ww = 1;
+  if (mi == WIDE) mc->mask_wh = GH - 1, mc->mask_ww = GW - 1;
   mc->attn_mask = mask;
 }
 
@@ -86,9 +94,9 @@ int main(void) {
   }
   const int L = NC * T * FRAME;
   float *p0 = malloc(sizeof(float) * L * P), *p1 = malloc(sizeof(float) * L * P);
-  static const char *const names[3] = {"full", "block_causal", "window"};
+  static const char *const names[N_CASES] = {"full", "block_causal", "window", "window (frame-wide)"};
   double full_loss = NAN;  // cuda's under full attention
-  for (int mask = 0; mask < 3; mask++) {
+  for (int mask = 0; mask < N_CASES; mask++) {
     size_t n = 0;
     dit_config mc;
     train_config tc;
@@ -126,11 +134,14 @@ int main(void) {
     run(cu, mask, tok, NULL, &n, p1);
     for (int j = (T - 1) * FRAME * P; j < T * FRAME * P; j++) tok[0][j] = (uint8_t)(tok[0][j] - 97);
     int same = !memcmp(p0, p1, sizeof(float) * FRAME * P);
-    CHECK(same == (mask == KERNELS_MASK_BLOCK_CAUSAL),
+    CHECK(same == (mask == KERNELS_MASK_BLOCK_CAUSAL || mask == WIDE),
           "%s on cuda: the first frame's prediction %s when the last frame changes", names[mask],
           same ? "stays" : "moves");
   }
   free(p0), free(p1);
   for (int c = 0; c < NC; c++) free(tok[c]);
+  static char report[16384];  // which path each mask took (docs/gpu.md)
+  kernels_cuda_attention_report(report, sizeof report);
+  printf("%s", report);
   return check_done();
 }

@@ -13,11 +13,17 @@
 #include "kt.h"
 
 // ---- tolerances --------------------------------------------------------------------
-// 1 while the masked entries run under a mask the CUDA backend offers to cuDNN: FULL (they
-// are then the unmasked entries, kernels.h) and BLOCK_CAUSAL (cuDNN's pair list,
-// kernels/cuda/attention_cudnn.h); the window mask stays on its own kernels.
+// 1 while the masked entries run under a mask the CUDA backend takes to cuDNN: FULL (they
+// are then the unmasked entries, kernels.h), BLOCK_CAUSAL and a WINDOW whose radii wh, ww
+// reach every tile of the clips' frames of fh x fw tokens (cuDNN's pair list,
+// kernels/cuda/attention_cudnn.h); a narrower window stays on the own kernels.
 static int MASK_ON_CUDNN_NOW;
-static inline void mask_now(const kernels_mask *m) { MASK_ON_CUDNN_NOW = m && m->kind != KERNELS_MASK_WINDOW; }
+static inline int window_covers_frame(const kernels_mask *m, int fh, int fw) {
+  return m->kind == KERNELS_MASK_WINDOW && (fh - 1) / m->tile_h <= m->wh && (fw - 1) / m->tile_w <= m->ww;
+}
+static inline void mask_now(const kernels_mask *m, int fh, int fw) {
+  MASK_ON_CUDNN_NOW = m && (m->kind != KERNELS_MASK_WINDOW || window_covers_frame(m, fh, fw));
+}
 
 // 1 when entry runs on cuDNN's fused attention (the CUDA backend's auto or cudnn mode).
 static inline int cudnn_attention(const kernels_backend *kb, const char *entry) {

@@ -417,6 +417,25 @@ static void check_bound_reported(tsr_status at_call, const char *entry) {
 // without them has none of the three (the model refuses a mask there: model/mask.h).
 static const char test_attention_masked_entries[] = ",attention_masked_forward,"
     "attention_masked_backward,attention_masked_partial_backward,";
+// The CUDA backend's masked calls of `mask` ("block_causal", "window") queued on cuDNN's pair
+// list, forward plus backward, from its attention report (0 before the first attention
+// call); -1 where the report is not built in.
+static long pair_list_calls(const char *mask) {
+#ifdef TESSERA_TEST_CUDA
+  static char r[16384];
+  char key[96];
+  unsigned long f = 0, b = 0;
+  kernels_cuda_attention_report(r, sizeof r);
+  snprintf(key, sizeof key, "masked (%s) on cuDNN's pair list: forward ", mask);
+  const char *s = strstr(r, key);
+  if (s && sscanf(s + strlen(key), "%lu, backward %lu", &f, &b) != 2) return -1;
+  return (long)(f + b);
+#else
+  (void)mask;
+  return -1;
+#endif
+}
+
 static void test_attention_masked(void) {
   if (!kernels_has(KB, attention_masked_forward)) {
     CHECK(!kernels_has(KB, attention_masked_backward) &&
@@ -430,16 +449,24 @@ static void test_attention_masked(void) {
       {.kind = KERNELS_MASK_BLOCK_CAUSAL, .chunk = 2, .window = 1},
       {.kind = KERNELS_MASK_WINDOW, .wt = 1, .wh = 0, .ww = 1, .tile_t = 1, .tile_h = 1, .tile_w = 2},
       {.kind = KERNELS_MASK_BLOCK_CAUSAL, .chunk = 1, .window = 0},
+      {.kind = KERNELS_MASK_WINDOW, .wt = 1, .wh = 1, .ww = 1, .tile_t = 1, .tile_h = 1, .tile_w = 2},
+      {.kind = KERNELS_MASK_WINDOW, .wt = 2, .wh = 0, .ww = 0, .tile_t = 2, .tile_h = 2, .tile_w = 3},
   };
+  enum { N_MASKS = sizeof masks / sizeof masks[0] };
   const int H = 2, Dh = 16;
   // (CUDA: block_causal's window 1 takes the pair list's one-batch backward, window 0 its
-  // two batches.) Case 4: block_causal on clips whose frames are in reverse order (rows out
-  // of order of t: the CUDA backend's pair list does not take it, its gated own kernels do)
+  // two batches; the windows of masks 4 (wt 1: one batch) and 5 (wt 2: two) cover the 2 x 3
+  // frames and take the pair list too, mask 2's (wh 0) does not and stays on the own
+  // kernels.) Case N_MASKS: block_causal on clips whose frames are in reverse order (rows
+  // out of order of t: the CUDA backend's pair list does not take it, its gated own kernels do)
+  const char *mode = getenv("TESSERA_CUDA_ATTENTION");
+  const int forced = !strcmp(KB->name, "cuda") && mode && !strcmp(mode, "cudnn");
   for (int p = 0; p < N_PACK; p++)
-    for (int mi = 0; mi < 5; mi++) {
+    for (int mi = 0; mi <= N_MASKS; mi++) {
       const packing *pk = &packings[p];
-      const kernels_mask m = masks[mi == 4 ? 1 : mi];
-      mask_now(mi == 4 ? NULL : &m);
+      const kernels_mask m = masks[mi == N_MASKS ? 1 : mi];
+      mask_now(mi == N_MASKS ? NULL : &m, 2, 3);
+      const long queued = pair_list_calls("window");
       int C = pk->n_clips, L = pk->L, mx = longest_of(pk->cu, C);
       float sc = 1.0f / sqrtf((float)Dh);
       size_t n = (size_t)L * H * Dh, nl = (size_t)L * H;
@@ -448,7 +475,7 @@ static void test_attention_masked(void) {
       for (int c = 0; c < C; c++)
         for (int i = 0, len = pk->cu[c + 1] - pk->cu[c]; i < len; i++) {
           int32_t *ps = pos + 3 * (pk->cu[c] + i);
-          ps[0] = mi == 4 ? (len - 1 - i) / 6 : i / 6, ps[1] = i / 3 % 2, ps[2] = i % 3;
+          ps[0] = mi == N_MASKS ? (len - 1 - i) / 6 : i / 6, ps[1] = i / 3 % 2, ps[2] = i % 3;
         }
       int32_t *cu = d_cu(pk), *dpos = t_raw(pos, sizeof(int32_t) * 3 * (L ? L : 1));
       tens q = t_act(n, -2, 2), k = t_act(n, -2, 2), v = t_act(n, -1, 1);
@@ -478,18 +505,24 @@ static void test_attention_masked(void) {
       check_out("attention_masked_partial_backward", "dq", &dq);
       check_out("attention_masked_partial_backward", "dk", &dk);
       check_out("attention_masked_partial_backward", "dv", &dv);
+      // forced onto cuDNN, every window call is queued on the pair list (the device sends
+      // a window narrower than the frame to the gated own kernels)
+      if (forced && queued >= 0 && m.kind == KERNELS_MASK_WINDOW)
+        CHECK(pair_list_calls("window") == queued + 3, "cuda: packing %d, window mask %d: %ld of its 3 "
+              "calls on the pair list", p, mi, pair_list_calls("window") - queued);
       tens all[] = {q, k, v, out, lse, dout, dq, dk, dv, delta};
       for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) t_free(&all[i]);
       KB->free(KB, cu), KB->free(KB, dpos), free(pos);
     }
-  mask_now(NULL);
+  mask_now(NULL, 0, 0);
 }
 
 // The masked partial entries on (query chunk, key block) pairs as ring attention makes
 // them: per clip, the queries of one half against the keys of the other (or the same) half,
-// each side with its own true positions (pos_q != pos_k, cu_q != cu_k), under both masks;
-// under block-causal the first half's queries against the second half's keys have none
-// (out = 0, lse = -inf).
+// each side with its own true positions (pos_q != pos_k, cu_q != cu_k), under both masks
+// (a window narrower than the 2 x 3 frames and one covering them: CUDA's own kernels and its
+// pair list; the halves start mid-frame); under block-causal the first half's queries
+// against the second half's keys have none (out = 0, lse = -inf).
 static const char test_attention_masked_pairs_entries[] = ",attention_masked_forward,"
     "attention_masked_partial_backward,";
 static void test_attention_masked_pairs(void) {
@@ -498,11 +531,13 @@ static void test_attention_masked_pairs(void) {
       {.kind = KERNELS_MASK_BLOCK_CAUSAL, .chunk = 2, .window = 1},
       {.kind = KERNELS_MASK_WINDOW, .wt = 1, .wh = 0, .ww = 1, .tile_t = 1, .tile_h = 1, .tile_w = 2},
       {.kind = KERNELS_MASK_BLOCK_CAUSAL, .chunk = 1, .window = 0},
+      {.kind = KERNELS_MASK_WINDOW, .wt = 1, .wh = 1, .ww = 2, .tile_t = 1, .tile_h = 1,
+       .tile_w = 1},
   };
   const int H = 2, Dh = 16;
   const float sc = 1.0f / sqrtf((float)Dh);
   for (int p = 0; p < N_PACK; p++)
-    for (int mi = 0; mi < 3; mi++)
+    for (int mi = 0; mi < (int)(sizeof masks / sizeof masks[0]); mi++)
       for (int pair = 0; pair < 3; pair++) {  // (queries, keys): (2nd, 1st), (1st, 2nd), (2nd, 2nd)
         const packing *pk = &packings[p];
         const int C = pk->n_clips, qh = pair != 1, kh = pair != 0;
@@ -524,7 +559,7 @@ static void test_attention_masked_pairs(void) {
         }
         const int Lq = cq[C], Lk = ck[C], mq = longest_of(cq, C), mk = longest_of(ck, C);
         const kernels_mask m = masks[mi];
-        mask_now(&m);
+        mask_now(&m, 2, 3);
         size_t nq = (size_t)Lq * H * Dh, nk = (size_t)Lk * H * Dh;
         int32_t *dcq = t_raw(cq, sizeof(int32_t) * (C + 1)), *dck = t_raw(ck, sizeof(int32_t) * (C + 1));
         int32_t *dpq = t_raw(pq, sizeof(int32_t) * 3 * (Lq + 1));
@@ -557,7 +592,7 @@ static void test_attention_masked_pairs(void) {
         KB->free(KB, dcq), KB->free(KB, dck), KB->free(KB, dpq), KB->free(KB, dpk);
         free(cq), free(ck), free(pq), free(pkk);
       }
-  mask_now(NULL);
+  mask_now(NULL, 0, 0);
 }
 
 static const char test_attention_entries[] = ",attention_forward,attention_backward,"

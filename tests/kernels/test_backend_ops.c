@@ -58,14 +58,14 @@
 #include <string.h>
 #include <time.h>
 
+#ifdef TESSERA_TEST_CUDA
+#include "kernels/cuda/cuda.h"  // kernels_cuda_attention_report (gpu_backend_ops)
+#endif
 #include "backend_ops.h"
 #include "backend_ops_cases.h"
 #include "backend_ops_fused.h"
 #include "kernels/profile.h"
 #include "kt.h"
-#ifdef TESSERA_TEST_CUDA
-#include "kernels/cuda/cuda.h"  // kernels_cuda_attention_report (gpu_backend_ops)
-#endif
 
 // ---- the entries and the case groups -----------------------------------------------------
 // Every entry of kernels/entries.h with its class; the ones of the classes below MEMORY and
