@@ -487,9 +487,8 @@ tsr_status config_validate(const dit_config *m, const train_config *t) {
                    "model.mask_chunk frames, which needs model.attn_mask = block_causal (it is %s): "
                    "set the mask or train.noise_per_chunk = 0", config_mask_name(m->attn_mask));
   if (t->placement == TRAIN_PLACE_METIS && PLACE_NKINDS <= PLACE_METIS)
-    return err_set(TSR_EINVAL, "train.placement = metis: this build has no libmetis (install "
-                   "libmetis-dev, tools/setup.sh, and reconfigure with TESSERA_METIS=AUTO or ON), "
-                   "or pin zigzag, balanced or greedy, or let blockwise choose");
+    return err_set(TSR_EINVAL, "train.placement = metis: this build has " PLACE_METIS_MISSING
+                   ", or pin zigzag, balanced or greedy, or let blockwise choose");
   if (t->warmup > t->steps)
     return err_set(TSR_EINVAL, "train.warmup = %lld is above train.steps = %lld",
                    (long long)t->warmup, (long long)t->steps);

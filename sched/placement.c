@@ -420,8 +420,7 @@ tsr_status placement_make(const cost_mask *m, int64_t L, int k, place_kind kind,
   out->k = k, out->L = L, out->nblocks = (int)nb;
   if ((int)kind < 0 || (int)kind >= PLACE_NKINDS)
     return err_set(TSR_EINVAL, "placement: kind %s is not built here%s", place_kind_name(kind),
-                   kind == PLACE_METIS ? " (no libmetis: install libmetis-dev, tools/setup.sh, "
-                   "and reconfigure)" : "");
+                   kind == PLACE_METIS ? ": " PLACE_METIS_MISSING : "");
   // segments: contiguous and zigzag at most one a chunk plus one a block; greedy and metis a
   // piece (metis: its moves split up to 2k more)
   int64_t cap = (kind == PLACE_GREEDY ? 8 * (int64_t)k + nb

@@ -56,6 +56,10 @@ _Static_assert(PLACE_METIS + 1 == COST_PINS, "cost_mask.pin counts every place_k
 const char *place_kind_name(place_kind k);
 // The kind named s (place_kind_name's), or -1: kinds this build does not make included.
 int place_kind_parse(const char *s);
+// What a build without libmetis tells a caller who asks for the metis kind (every place
+// that refuses it says the same).
+#define PLACE_METIS_MISSING \
+  "no libmetis (install libmetis-dev, tools/setup.sh, and reconfigure with TESSERA_METIS=AUTO or ON)"
 // 1.05 on work measured 1.03 to 1.06 imbalance, 1.01 1.006 to 1.02 (docs/plan.md)
 #define PLACE_METIS_UB_WORK 1.01
 #define PLACE_METIS_SEED 1

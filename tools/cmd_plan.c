@@ -269,8 +269,7 @@ static tsr_status parse_args(int argc, char **argv, plan_args *a) {
       if (a->placement < 0)
         st = err_set(TSR_EINVAL, "--placement: '%s' is not even, contiguous, blockwise, zigzag, "
                      "balanced, greedy or metis%s", optarg,
-                     !strcmp(optarg, "metis") ? " (metis: this build has no libmetis: install libmetis-dev, "
-                                                "tools/setup.sh, and reconfigure with TESSERA_METIS=AUTO or ON)" : "");
+                     !strcmp(optarg, "metis") ? "; metis: this build has " PLACE_METIS_MISSING : "");
       break;
     case O_MEMBYTES: st = parse_i64("--mem-bytes", optarg, 1 << 20, INT64_MAX / 2, &a->mem_bytes); break;
     default: return TSR_EINVAL;  // opt_next said why
