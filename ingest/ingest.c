@@ -520,15 +520,18 @@ static tsr_status sum_counts(run *r, ingest_result *res) {
 }
 
 // After the workers: every rank learns whether one failed; rank 0 merges the parts of a
-// multi-rank job into the main index.
+// multi-rank job into the main index and numbers the job's clips in their sources' order
+// (index_order_settle; a job that failed leaves that to the next).
 static tsr_status finish_ranks(run *r, tsr_status st) {
   int64_t failed = st ? 1 : 0;
   tsr_status cst = comm_allreduce_max_i64(&failed, 1);
   if (cst && !st) st = cst;
   if (!st && failed) st = err_set(TSR_EIO, "another rank stopped with an error (see its log)");
-  if (!st && comm_size() > 1 && r->rank == 0) {
+  if (!st && r->rank == 0) {
     store_index *ix = NULL;
-    if (!(st = store_open(&ix, r->dir, 0, &r->o->settings))) st = store_recover(r->dir, ix);
+    st = store_open(&ix, r->dir, 0, &r->o->settings);
+    if (!st && comm_size() > 1) st = store_recover(r->dir, ix);
+    if (!st) st = index_order_settle(ix, NULL);
     index_close(&ix);
   }
   return st;

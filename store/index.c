@@ -194,6 +194,7 @@ tsr_status index_commit_source(store_index *ix, const store_source *src,
   int64_t sid = 0;
   if ((st = index_exec(ix, "BEGIN IMMEDIATE", "begin transaction"))) goto fail;
   if ((st = index_delete_source(ix, "main", src->path))) goto fail;
+  if (nclips && (st = index_order_note(ix))) goto fail;
   if ((st = insert_source(ix, src, nclips, cuts, &sid))) goto fail;
   if ((st = index_prepare(ix, "INSERT INTO clips(source_id, clip_index, start_s, duration_s, "
                           "src_fps, src_w, src_h, rotation, sar_num, sar_den, codec, pix_fmt, "

@@ -149,6 +149,18 @@ tsr_status index_totals(store_index *ix, store_totals *t);
 tsr_status index_merge_from(store_index *ix, const char *from_path, const char *shard_prefix,
                             int64_t *merged_clips, int64_t *skipped);
 
+// Clip ids follow the clips' sources, not the order ingest workers and ranks finished in
+// (ids key the training noise, the validation split and a run's store fingerprint, so two
+// ingests of the same files must number them alike). The first commit of clips after a
+// settling (index_commit_source, index_merge_from) records the largest clip id before it,
+// in its own transaction; settling renumbers the clips above that mark to mark+1.. in the
+// order (manifest row, source path, clip index) and clears it, in one transaction
+// (*renumbered: the clips whose id changed; may be NULL). Without a mark nothing changes.
+// Ingest settles when a job has committed everything, `index merge` and `index recover`'s
+// rebuild when done; a crash before leaves the mark, so the next job's settling orders the
+// crashed job's clips with its own.
+tsr_status index_order_settle(store_index *ix, int64_t *renumbered);
+
 // Clip ids and token counts of every clip in id order (malloc'ed arrays, caller frees).
 tsr_status index_clip_lengths(store_index *ix, int64_t **ids, int64_t **tokens, int64_t *n);
 

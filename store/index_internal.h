@@ -1,6 +1,6 @@
 // store/index_internal.h — what the files of the SQLite index share (index_schema.c: the
 // file, its schema and settings, the SQLite helpers; index.c: writing rows; index_rows.c:
-// reading them; index_merge.c: merging indexes). Not a public header: other modules use
+// reading them; index_merge.c: merging indexes; index_order.c: the clips' order). Not a public header: other modules use
 // store/index.h.
 #ifndef TESSERA_STORE_INDEX_INTERNAL_H
 #define TESSERA_STORE_INDEX_INTERNAL_H
@@ -46,5 +46,8 @@ const char *index_clip_columns(const store_index *ix);
 // Deletes the record (source and clips) of `path` in database `db` ("main") inside the
 // current transaction.
 tsr_status index_delete_source(store_index *ix, const char *db, const char *path);
+// In the open transaction, before clips are inserted: records the largest clip id as the
+// clip order's mark unless a mark is recorded (index.h index_order_settle).
+tsr_status index_order_note(store_index *ix);
 
 #endif

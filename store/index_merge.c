@@ -161,6 +161,7 @@ static tsr_status merge_all(merge_run *m) {
   if (!st)
     st = merge_setting(m, CAPTION_ENCODER_KEY, "caption encoder", "one store holds the caption "
                       "embeddings of one encoder");
+  if (!st) st = index_order_note(m->ix);
   int rc = SQLITE_DONE;
   while (!st && (rc = sqlite3_step(m->ls)) == SQLITE_ROW) st = merge_source(m);
   if (!st && rc != SQLITE_DONE) st = index_sqlite_err(m->ix, rc, "read sources");

@@ -302,7 +302,9 @@ static tsr_status merge_locked(const char *out, char *const *ins, int n,
     log_info("merge: %s: %lld clips added, %lld sources already in %s", ins[i], (long long)clips,
              (long long)skipped, out);
   }
-  // 3. Shards of skipped sources are referenced by nothing: remove them.
+  // 3. The merged clips numbered as one ingest of their sources would (index_order_settle);
+  // shards of skipped sources are referenced by nothing: remove them.
+  if (!st) st = index_order_settle(ox, NULL);
   if (!st) st = store_recover(out, ox);
 done:
   index_close(&ox);

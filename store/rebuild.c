@@ -492,6 +492,7 @@ tsr_status store_rebuild(const char *dir, void (*sayfn)(const char *, void *), v
     }
     i = j;
   }
+  if (!st) st = index_order_settle(ix, NULL);  // the ids an ingest of these sources gives
   index_close(&ix);
   if (st) goto out;
   // Keep the old index (whatever it is) beside the store rather than delete it.
