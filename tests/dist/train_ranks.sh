@@ -84,14 +84,17 @@ job=$!
 # (up to 120 s: two steps of 2 ranks take far longer than usual on a loaded machine)
 for _ in $(seq 600); do [ -s "$W/dead/metrics.jsonl" ] && [ -f "$W/dead/ckpt-2.safetensors" ] && break; sleep 0.2; done
 victim=$(rank1_pid "$W/dead")
-if [ -n "$victim" ]; then
+if [ ! -f "$W/dead/ckpt-2.safetensors" ]; then
+  kill $job 2>/dev/null || true
+  bad "the 2-rank run wrote no ckpt-2 in 120 s: $(tail -3 "$W/dead.log")"
+elif [ -n "$victim" ]; then
   ranks_kill "$victim" "$job"
   [ $RC -ne 0 ] && [ $TOOK -le 60 ] && ok "job ended (exit $RC) ${TOOK}s after rank 1 was killed" \
     || bad "job after kill: exit $RC after ${TOOK}s"
   grep -Eqi "rank 1|process rank 1" "$W/dead.log" && ok "the message names rank 1: $(grep -Ei 'rank 1' "$W/dead.log" | head -1)" \
     || bad "no message naming rank 1: $(tail -5 "$W/dead.log")"
   # the newest step in numeric order (the scratch folder's name holds dashes too)
-  n=$(ls "$W/dead"/ckpt-*.safetensors | sed 's/.*ckpt-\([0-9]*\)\.safetensors$/\1/' | sort -n | tail -1)
+  n=$(ls "$W/dead"/ckpt-*.safetensors 2>/dev/null | sed 's/.*ckpt-\([0-9]*\)\.safetensors$/\1/' | sort -n | tail -1 || true)
   "$T" train "${CONF[@]}" --set train.mem_tokens=2048 --set train.steps=100000 --set train.ckpt_every=2 \
     --out "$W/dead" --resume --steps $((n + 1)) 2>"$W/dead-resume.log" \
     && ok "resumed from the newest checkpoint left (ckpt-$n)" || bad "resume after the kill: $(tail -3 "$W/dead-resume.log")"
