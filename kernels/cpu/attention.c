@@ -16,7 +16,8 @@
 // clip's keys are transposed once for all its query tiles. Backward: ONE pass that owns
 // the clip's dq, dk and dv rows of that head and computes each P and dS tile once (the two
 // passes compute each twice). Both keep the tiles and the order of every sum, so the bits
-// are the same whichever way a clip goes (tests/kernels/test_kernels_attention.c).
+// are the same whichever way a clip goes (tests/kernels/test_kernels_attention.c). The items
+// and their schedule: attention_items.h.
 // Every product runs on register-blocked vector tiles (see "tiles in the thread's
 // scratch" below). Memory: per thread O((BQ + BK) * Dh + BQ * BK) floats, plus for clip
 // items the clip's keys and values (forward) or queries, output gradients and dQ sums
@@ -33,46 +34,11 @@
 #include <string.h>
 
 #include "kernels/check.h"
+#include "kernels/cpu/attention_items.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/mask.h"
 
 enum { BQ = 64, BK = 64 };
-
-typedef struct {
-  int clip;   // clip index
-  int start;  // first row of the tile, relative to the clip's first row
-  int rows;   // rows in the tile (<= BQ or BK)
-} tile;
-
-// Tiles of at most B rows covering every clip of cu (C + 1) but those with skip[c] != 0
-// (skip may be NULL). *out freed by the caller.
-static tsr_status build_tiles(const char *op, const int32_t *cu, int n_clips, int B,
-                              const uint8_t *skip, tile **out, size_t *n_out) {
-  size_t n = 0;
-  for (int c = 0; c < n_clips; c++)
-    if (!skip || !skip[c]) n += (size_t)(cu[c + 1] - cu[c] + B - 1) / B;
-  tile *t = malloc((n ? n : 1) * sizeof(tile));
-  if (!t) return err_set(TSR_ENOMEM, "%s: no memory for %zu tiles", op, n);
-  size_t i = 0;
-  for (int c = 0; c < n_clips; c++) {
-    int len = skip && skip[c] ? 0 : cu[c + 1] - cu[c];
-    for (int s = 0; s < len; s += B) t[i++] = (tile){c, s, len - s < B ? len - s : B};
-  }
-  *out = t;
-  *n_out = n;
-  return TSR_OK;
-}
-
-// The tensors and sizes of one attention call, shared by all its work items.
-typedef struct {
-  float *out, *lse, *dq, *dk, *dv;                   // outputs (NULL where unused)
-  const float *q, *k, *v, *dout, *lse_in, *delta;    // inputs (NULL where unused)
-  int H, Dh;
-  float scale;
-  const kernels_mask *mask;                          // NULL: every key of the clip
-  const int32_t *cq, *ck;                            // (Lq, 3), (Lk, 3) with a mask: the
-                                                     // tokens' mask coordinates (mask.h)
-} attn_args;
 
 // How a's mask treats queries [q0, q0 + bq) against keys [k0, k0 + bk), from the boxes of
 // their mask coordinates: no pair allowed (the tile is skipped: it would add exact zeros),
@@ -99,161 +65,6 @@ static void mask_row(const attn_args *a, size_t q, size_t k0, int bk, float *s, 
   const int32_t *cq = a->cq + 3 * q;
   for (int j = 0; j < bk; j++)
     if (!kcpu_mask_coords_allow(a->mask, cq, a->ck + 3 * (k0 + j))) s[j] = fill;
-}
-
-// One work item: rows [r0, r0 + n) of head h (a tile of one clip) against the rows
-// [o_begin, o_end) of the same clip on the other side (keys for query tiles, queries for
-// key tiles). ws: the calling thread's workspace.
-typedef void (*attn_item_fn)(float *ws, const attn_args *a, size_t r0, int n, size_t o_begin,
-                             size_t o_end, int h);
-
-// Runs fn over every (tile of cu_rows in blocks of B rows, head) in parallel, each against
-// its clip's rows of cu_other; clips with skip[c] != 0 are left out (skip may be NULL).
-// Items write disjoint rows, so the result does not depend on
-// the number of threads.
-static tsr_status attn_for_each_tile(const char *op, const attn_args *a, const int32_t *cu_rows,
-                                     const int32_t *cu_other, int n_clips, const uint8_t *skip,
-                                     int B, size_t per, attn_item_fn fn) {
-  tile *tiles = NULL;
-  size_t nt = 0;
-  float *ws = NULL;
-  tsr_status st = build_tiles(op, cu_rows, n_clips, B, skip, &tiles, &nt);
-  // 64-byte aligned (kcpu_thread_scratch): the tiles inside are read with full-width vector
-  // loads, and a base that malloc leaves 16 bytes past a line would split every one of
-  // them across two lines (the forward's tile loop measured ~25% slower on dit-s then).
-  if (!st && !(ws = kcpu_thread_scratch(op, &per))) st = TSR_ENOMEM;
-  if (!st) {
-    const int H = a->H;
-    ptrdiff_t items = (ptrdiff_t)(nt * (size_t)H);
-#pragma omp parallel
-    {
-      float *w = ws + (size_t)omp_get_thread_num() * per;
-#pragma omp for schedule(dynamic, 1)
-      for (ptrdiff_t it = 0; it < items; it++) {
-        const tile *t = &tiles[it / H];
-        fn(w, a, (size_t)cu_rows[t->clip] + t->start, t->rows, (size_t)cu_other[t->clip],
-           (size_t)cu_other[t->clip + 1], (int)(it % H));
-      }
-    }
-  }
-  free(ws);
-  free(tiles);
-  return st;
-}
-
-// Clips with at most this many queries and keys go through the per-(clip, head) items
-// (forward_clip_item, backward_clip_item: their workspace is linear in them); longer ones
-// through the tile items.
-enum { CLIP_ITEM_ROWS = 4096 };
-
-static int by_double_desc(const void *x, const void *y) {
-  double a = *(const double *)x, b = *(const double *)y;
-  return (a < b) - (a > b);
-}
-
-// Least makespan of items of costs w (n, sorted in place, largest first) on T threads by
-// longest-first assignment (what attn_for_each_clip's dynamic schedule does).
-static double lpt_makespan(double *w, int n, int T) {
-  qsort(w, (size_t)n, sizeof *w, by_double_desc);
-  double load[64] = {0}, m = 0;
-  if (T > 64) T = 64;
-  for (int i = 0; i < n; i++) {
-    int t = 0;
-    for (int j = 1; j < T; j++)
-      if (load[j] < load[t]) t = j;
-    load[t] += w[i];
-    if (load[t] > m) m = load[t];
-  }
-  return m;
-}
-
-// Whether the per-(clip, head) items are used: (backward) dq, dk and dv all wanted, and
-// the threads' share of them done no later than the tile items would finish: the tile items
-// spread over every thread but compute each P and dS tile twice (about 1.5x the work of
-// one pass: 0.223 s against 0.146 s for 4,096 tokens on one thread), so the clip items win
-// when the longest-first makespan of their costs (queries x keys) is at most 1.5x the
-// work's even share; one thread always takes them. The choice changes no result (see the
-// items). *skip: the clips done by clip items (n_clips bytes, freed by the caller), NULL
-// when none is; *max_q, *max_k: their most queries and keys.
-static tsr_status clip_items(const char *op, const int32_t *cu_q, const int32_t *cu_k,
-                             int n_clips, int H, int all_grads, uint8_t **skip, int *n_items,
-                             int *max_q, int *max_k) {
-  *skip = NULL, *n_items = 0, *max_q = 0, *max_k = 0;
-  if (!all_grads) return TSR_OK;
-  int n = 0;
-  for (int c = 0; c < n_clips; c++) {
-    int lq = cu_q[c + 1] - cu_q[c], lk = cu_k[c + 1] - cu_k[c];
-    if (lq > 0 && lk > 0 && lq <= CLIP_ITEM_ROWS && lk <= CLIP_ITEM_ROWS) n += H;
-  }
-  if (n == 0) return TSR_OK;
-  double *w = malloc((size_t)n * sizeof *w), total = 0;
-  if (!w) return err_set(TSR_ENOMEM, "%s: no memory", op);
-  for (int c = 0, i = 0; c < n_clips; c++) {
-    int lq = cu_q[c + 1] - cu_q[c], lk = cu_k[c + 1] - cu_k[c];
-    if (lq > 0 && lk > 0 && lq <= CLIP_ITEM_ROWS && lk <= CLIP_ITEM_ROWS)
-      for (int h = 0; h < H; h++) w[i++] = (double)lq * lk, total += (double)lq * lk;
-  }
-  const int T = omp_get_max_threads();
-  const int worth = lpt_makespan(w, n, T) <= 1.5 * total / T;
-  free(w);
-  if (!worth) return TSR_OK;
-  uint8_t *m = calloc((size_t)n_clips + 1, 1);
-  if (!m) return err_set(TSR_ENOMEM, "%s: no memory", op);
-  for (int c = 0; c < n_clips; c++) {
-    int lq = cu_q[c + 1] - cu_q[c], lk = cu_k[c + 1] - cu_k[c];
-    if (lq > 0 && lk > 0 && lq <= CLIP_ITEM_ROWS && lk <= CLIP_ITEM_ROWS) {
-      m[c] = 1;
-      if (lq > *max_q) *max_q = lq;
-      if (lk > *max_k) *max_k = lk;
-    }
-  }
-  *skip = m, *n_items = n;
-  return TSR_OK;
-}
-
-typedef struct {
-  int clip, head;
-  int64_t cost;  // queries x keys
-} clip_item;
-
-static int by_cost_desc(const void *x, const void *y) {
-  const clip_item *a = x, *b = y;
-  if (a->cost != b->cost) return a->cost < b->cost ? 1 : -1;
-  return a->clip != b->clip ? a->clip - b->clip : a->head - b->head;
-}
-
-// fn over the clips marked in `one` and every head, in parallel (largest first, so that
-// the threads finish together; each item writes its own rows only), with `per` floats of
-// workspace per thread.
-static tsr_status attn_for_each_clip(const char *op, const attn_args *a, const int32_t *cu_q,
-                                     const int32_t *cu_k, int n_clips, const uint8_t *one,
-                                     int n_items, size_t per, attn_item_fn fn) {
-  const int H = a->H;
-  clip_item *items = malloc((size_t)n_items * sizeof *items);
-  if (!items) return err_set(TSR_ENOMEM, "%s: no memory for %d work items", op, n_items);
-  int n = 0;
-  for (int c = 0; c < n_clips; c++)
-    for (int h = 0; one[c] && h < H; h++)
-      items[n++] = (clip_item){c, h, (int64_t)(cu_q[c + 1] - cu_q[c]) * (cu_k[c + 1] - cu_k[c])};
-  qsort(items, (size_t)n, sizeof *items, by_cost_desc);
-  float *ws = kcpu_thread_scratch(op, &per);
-  if (!ws) {
-    free(items);
-    return TSR_ENOMEM;
-  }
-#pragma omp parallel
-  {
-    float *w = ws + (size_t)omp_get_thread_num() * per;
-#pragma omp for schedule(dynamic, 1)
-    for (int it = 0; it < n; it++) {
-      int c = items[it].clip;
-      fn(w, a, (size_t)cu_q[c], (int)(cu_q[c + 1] - cu_q[c]), (size_t)cu_k[c],
-         (size_t)cu_k[c + 1], items[it].head);
-    }
-  }
-  free(ws);
-  free(items);
-  return TSR_OK;
 }
 
 // ---- tiles in the thread's scratch, and the register-blocked products over them ----------
@@ -518,7 +329,7 @@ static void forward_item(float *ws, const attn_args *a, size_t q0, int bq, size_
   forward_rows(ws, a, q0, bq, k_begin, k_end, h, NULL, 0, NULL);
 }
 
-// One forward item per (clip, head) (see clip_items): the clip's keys transposed and its
+// One forward item per (clip, head) (see kcpu_attn_clip_items): the clip's keys transposed and its
 // values padded ONCE, then every query tile against them (the tile items redo both for
 // each query tile). Same arithmetic, same bits. ws: forward_rows's, then Dh*ldk (Ktc) and
 // lenk*Dhp (Vc), ldk = lenk rounded up to BK.
@@ -576,16 +387,19 @@ static tsr_status forward_masked(const char *op, float *out, float *lse, const f
                  .mask = mask};
   int32_t *coords = NULL;
   if (mask && (st = mask_coords(op, mask, pos_q, Lq, pos_k, Lk, &coords, &a.cq, &a.ck))) return st;
-  // Clips with clip items (clip_items) go through forward_clip_item, the others by tiles.
+  // Clips with clip items (kcpu_attn_clip_items) go through forward_clip_item, the others by tiles.
   uint8_t *one = NULL;
   int n_items = 0, item_q = 0, item_k = 0;  // the clip items' longest
-  if (Lk > 0) st = clip_items(op, cu_q, cu_k, n_clips, H, 1, &one, &n_items, &item_q, &item_k);
+  if (Lk > 0)
+    st = kcpu_attn_clip_items(op, cu_q, cu_k, n_clips, H, 1, &one, &n_items, &item_q, &item_k);
   size_t ldk = (size_t)(item_k + BK - 1) / BK * BK;
   size_t per1 = FWD_TILE_WS(Dh) + (size_t)Dh * ldk + (size_t)item_k * padded_dh(Dh);
   if (!st && one)
-    st = attn_for_each_clip(op, &a, cu_q, cu_k, n_clips, one, n_items, per1, forward_clip_item);
+    st = kcpu_attn_for_each_clip(op, &a, cu_q, cu_k, n_clips, one, n_items, per1,
+                                 forward_clip_item);
   if (!st)
-    st = attn_for_each_tile(op, &a, cu_q, cu_k, n_clips, one, BQ, FWD_TILE_WS(Dh), forward_item);
+    st = kcpu_attn_for_each_tile(op, &a, cu_q, cu_k, n_clips, one, BQ, FWD_TILE_WS(Dh),
+                                 forward_item);
   free(one);
   free(coords);
   return st;
@@ -840,19 +654,21 @@ static tsr_status backward_masked(const char *op, float *dq, float *dk, float *d
   int32_t *coords = NULL;
   if (mask && (st = mask_coords(op, mask, pos_q, Lq, pos_k, Lk, &coords, &a.cq, &a.ck))) return st;
   // Every output row is written by one work item (no atomics, the same bits for any
-  // number of threads): clips done in one pass (clip_items) by one item per (clip, head);
+  // number of threads): clips done in one pass (kcpu_attn_clip_items) by one item per (clip, head);
   // the others in two passes, per key tile for dk, dv and per query tile for dq.
   uint8_t *one = NULL;
   int n_items = 0, item_q = 0, item_k = 0;  // the clip items' longest
-  st = clip_items(op, cu_q, cu_k, n_clips, H, dq && dk, &one, &n_items, &item_q, &item_k);
+  st = kcpu_attn_clip_items(op, cu_q, cu_k, n_clips, H, dq && dk, &one, &n_items, &item_q,
+                            &item_k);
   size_t per1 = 2 * (size_t)Dh * BK + 3 * (size_t)BK * Dhp + 2 * (size_t)BQ * BK +
                 3 * (size_t)item_q * Dhp;
   if (!st && one)
-    st = attn_for_each_clip(op, &a, cu_q, cu_k, n_clips, one, n_items, per1, backward_clip_item);
+    st = kcpu_attn_for_each_clip(op, &a, cu_q, cu_k, n_clips, one, n_items, per1,
+                                 backward_clip_item);
   if (!st && dk)
-    st = attn_for_each_tile(op, &a, cu_k, cu_q, n_clips, one, BK, per, backward_kv_item);
+    st = kcpu_attn_for_each_tile(op, &a, cu_k, cu_q, n_clips, one, BK, per, backward_kv_item);
   if (!st && dq)
-    st = attn_for_each_tile(op, &a, cu_q, cu_k, n_clips, one, BQ, per, backward_q_item);
+    st = kcpu_attn_for_each_tile(op, &a, cu_q, cu_k, n_clips, one, BQ, per, backward_q_item);
   free(one);
   free(coords);
   return st;
