@@ -18,6 +18,7 @@ done
 
 PACKAGES=(
   build-essential cmake pkg-config git
+  ccache                                                       # compiler cache (cmake/TesseraCcache.cmake)
   libavformat-dev libavcodec-dev libswscale-dev libavutil-dev  # FFmpeg: demux/decode/scale/encode
   ffmpeg                                                       # CLI: test references, benchmark baseline
   libopenmpi-dev openmpi-bin                                   # multi-rank ingest/training
