@@ -3,11 +3,7 @@
 // sees the same error whichever backend it runs.
 #include "kernels/check.h"
 
-// "op: name is NULL" and "op: name = v is negative", named after the entry's argument.
-#define NEED(op, p) \
-  do { if (!(p)) return err_set(TSR_EINVAL, "%s: %s is NULL", (op), #p); } while (0)
-#define DIM(op, x) \
-  do { if ((x) < 0) return err_set(TSR_EINVAL, "%s: %s = %lld is negative", (op), #x, (long long)(x)); } while (0)
+#include "kernels/check_need.h"
 
 tsr_status kernels_check_alloc(void *const *ptr, size_t bytes) {
   NEED("alloc", ptr);
@@ -628,49 +624,5 @@ tsr_status kernels_check_activation_backward(const char *op, const void *dinp, c
   NEED(op, dinp);
   NEED(op, dout);
   NEED(op, inp);
-  return TSR_OK;
-}
-
-tsr_status kernels_check_attention_merge(const void *out_a, const float *lse_a,
-                                         const void *out_b, const float *lse_b, int L, int H,
-                                         int Dh) {
-  const char *op = "attention_merge";
-  DIM(op, L);
-  DIM(op, H);
-  DIM(op, Dh);
-  if ((size_t)L * H == 0) return TSR_OK;
-  NEED(op, out_a);
-  NEED(op, lse_a);
-  NEED(op, out_b);
-  NEED(op, lse_b);
-  return TSR_OK;
-}
-
-tsr_status kernels_check_attention_delta(const float *delta, const void *dout, const void *out,
-                                         int L, int H, int Dh) {
-  const char *op = "attention_delta";
-  DIM(op, L);
-  DIM(op, H);
-  DIM(op, Dh);
-  if ((size_t)L * H == 0) return TSR_OK;
-  NEED(op, delta);
-  NEED(op, dout);
-  NEED(op, out);
-  return TSR_OK;
-}
-
-tsr_status kernels_check_mask(const char *op, const kernels_mask *m, const int32_t *pos_q,
-                              int Lq, const int32_t *pos_k, int Lk) {
-  if (m->kind < KERNELS_MASK_FULL || m->kind > KERNELS_MASK_WINDOW)
-    return err_set(TSR_EINVAL, "%s: unknown mask kind %d", op, m->kind);
-  if (m->kind == KERNELS_MASK_BLOCK_CAUSAL && (m->chunk < 1 || m->window < 0))
-    return err_set(TSR_EINVAL, "%s: block-causal mask with chunk %d (>= 1) and window %d (>= 0)",
-                   op, m->chunk, m->window);
-  if (m->kind == KERNELS_MASK_WINDOW &&
-      (m->tile_t < 1 || m->tile_h < 1 || m->tile_w < 1 || m->wt < 0 || m->wh < 0 || m->ww < 0))
-    return err_set(TSR_EINVAL, "%s: window mask with tiles %dx%dx%d (>= 1) and radii %d, %d, %d "
-                   "(>= 0)", op, m->tile_t, m->tile_h, m->tile_w, m->wt, m->wh, m->ww);
-  if (m->kind != KERNELS_MASK_FULL && ((Lq > 0 && !pos_q) || (Lk > 0 && !pos_k)))
-    return err_set(TSR_EINVAL, "%s: a mask needs the positions of the queries and keys", op);
   return TSR_OK;
 }

@@ -11,12 +11,12 @@
 // at the next sync) and its own limits. TSR_OK from a check does not mean there is work:
 // the entry still returns early for empty sizes as its contract says.
 //
-// Every entry has its check here but those tests/header_lists.py lists in EXEMPT with the
-// reason (nothing to check, CUDA-only state, the unmasked attention entries). That script
-// (run by tests/layout.sh) holds this list to the code: each check is named for a row of
-// kernels/entries.h (or is one of its SHARED_CHECKS), each backend's definition of that
-// entry calls it and checks nothing else with the backends' own NULL and size macros, and a
-// row without a check fails unless it is EXEMPT.
+// Every entry has its check here (the attention entries' in kernels/check_attention.h) but
+// those tests/header_lists.py lists in EXEMPT with the reason (nothing to check, CUDA-only
+// state). That script (run by tests/layout.sh) holds this list to the code: each check is
+// named for a row of kernels/entries.h (or is one of its SHARED_CHECKS), each backend's
+// definition of that entry calls it and checks nothing else with the backends' own NULL and
+// size macros, and a row without a check fails unless it is EXEMPT.
 #ifndef TESSERA_KERNELS_CHECK_H
 #define TESSERA_KERNELS_CHECK_H
 
@@ -195,20 +195,6 @@ tsr_status kernels_check_activation_forward(const char *op, const void *out, con
 // op: gelu_backward, silu_backward: for n > 0, dinp, dout and inp given.
 tsr_status kernels_check_activation_backward(const char *op, const void *dinp, const void *dout,
                                              const void *inp, size_t n);
-// L, H, Dh >= 0; for L, H > 0: out_a, lse_a, out_b and lse_b given.
-tsr_status kernels_check_attention_merge(const void *out_a, const float *lse_a,
-                                         const void *out_b, const float *lse_b, int L, int H,
-                                         int Dh);
-// L, H, Dh >= 0; for L, H > 0: delta, dout and out given.
-tsr_status kernels_check_attention_delta(const float *delta, const void *dout, const void *out,
-                                         int L, int H, int Dh);
-// For the masked attention entries (op: the entry's name): the mask's kind known and its
-// sizes in range (kernels.h kernels_mask), and unless it is FULL the positions of the
-// queries and keys given (pos_q: (Lq, 3), pos_k: (Lk, 3)); their values are the backend's
-// to check (the CPU reads them, CUDA takes them as they are).
-tsr_status kernels_check_mask(const char *op, const kernels_mask *m, const int32_t *pos_q,
-                              int Lq, const int32_t *pos_k, int Lk);
-
 #ifdef __cplusplus
 }
 #endif

@@ -7,15 +7,16 @@ Where a header (or its doc) lists what the code has, the two are compared mechan
     a row), the CPU fp32 table (it has every row with a class: an entry lands on the CPU
     first), the profiler's classes (kernels/profile.h KERNELS_PROFILE_*, or NONE) and
     docs/kernels.md "Entries and layouts" (every row named; `x_forward/backward` names both);
-  - the shared argument checks (kernels/check.h): each kernels_check_NAME that check.c
-    defines is declared in check.h and the other way round; NAME is a row of entries.h (or
+  - the shared argument checks (kernels/check.h, and kernels/check_attention.h for the
+    attention entries): each kernels_check_NAME that a .c defines is declared in its .h and
+    the other way round; NAME is a row of entries.h (or
     one of SHARED_CHECKS below, the checks several entries share, whose entries are rows),
     and every backend's definition of that entry (kernels/cpu: kcpu_NAME or cpu_NAME,
     kernels/cuda: kcu_NAME; the CPU's [act] adapters f32_NAME and kbf_NAME count too) calls
     it (a shared one: some source of each backend) and checks nothing of its own with the
     backends' NULL and size macros (KCPU_NEED/KCPU_DIM, KCU_NEED/KCU_DIM); every row has a
     check there unless EXEMPT below names it with the reason, so a new entry's check lands
-    in kernels/check.c;
+    in kernels/check.c (or check_attention.c);
   - the DiT's parameter tensors: the list in model/dit.h's comment against the names
     model/params.c gives them (add_tensor, add_linear: NAME.weight and NAME.bias; the
     blocks' `BLK("s")` under their prefix), both ways ({i} for the block index, {a,b} for
@@ -93,8 +94,6 @@ def entry_problems(root):
 SHARED_CHECKS = {
     'activation_forward': ('gelu_forward', 'silu_forward'),
     'activation_backward': ('gelu_backward', 'silu_backward'),
-    'mask': ('attention_masked_forward', 'attention_masked_backward',
-             'attention_masked_partial_backward'),
 }
 
 
@@ -111,11 +110,6 @@ EXEMPT = {
     'graph_launch': 'optional, CUDA only: no second backend to agree with',
     'graph_free': 'optional, CUDA only: nothing to check (NULL is ignored)',
     'path_stats': 'optional, CUDA only: no second backend to agree with',
-    'attention_forward': 'kernels/cuda/attention*.cu were rewritten recently and keep their '
-                         'checks (max_len, max_q/max_k and the cuDNN path are checked there)',
-    'attention_backward': 'as attention_forward',
-    'attention_partial_forward': 'as attention_forward',
-    'attention_partial_backward': 'as attention_forward',
 }
 
 # The backends' own argument macros: an entry with a shared check uses none of them (what
@@ -140,16 +134,26 @@ def definitions(sources, prefixes):
     return out
 
 
+# The shared checks' files, each a .c and the .h that is its contract.
+CHECK_FILES = ('kernels/check', 'kernels/check_attention')
+
+
 def check_problems(root):
     if not os.path.exists(os.path.join(root, 'kernels/check.c')):
         return []
     fn = re.compile(r'^tsr_status kernels_check_(\w+)\(', re.M)
-    defined = set(fn.findall(read(root, 'kernels/check.c')))
-    declared = set(fn.findall(read(root, 'kernels/check.h')))
-    out = ['kernels/check.c defines kernels_check_%s, which kernels/check.h does not declare'
-           % n for n in sorted(defined - declared)]
-    out += ['kernels/check.h declares kernels_check_%s, which kernels/check.c does not define'
-            % n for n in sorted(declared - defined)]
+    defined, declared, out = set(), set(), []
+    for stem in CHECK_FILES:
+        if not os.path.exists(os.path.join(root, stem + '.c')):
+            continue
+        d = set(fn.findall(read(root, stem + '.c')))
+        h = set(fn.findall(read(root, stem + '.h')))
+        out += ['%s.c defines kernels_check_%s, which %s.h does not declare' % (stem, n, stem)
+                for n in sorted(d - h)]
+        out += ['%s.h declares kernels_check_%s, which %s.c does not define' % (stem, n, stem)
+                for n in sorted(h - d)]
+        defined |= d
+        declared |= h
     rows = set(name for _, name, _ in ROW.findall(read(root, 'kernels/entries.h')))
     backends = [('kernels/cpu', backend_sources(root, 'kernels/cpu', ('.c', '.h')),
                  'kcpu_|cpu_|f32_|kbf_'),
@@ -273,6 +277,8 @@ def probe():
         'kernels/check.c': 'tsr_status kernels_check_gemm(int m) {\n  return TSR_OK;\n}\n'
                            'tsr_status kernels_check_fill(int n) {\n  return TSR_OK;\n}\n'
                            'tsr_status kernels_check_stale(int m) {\n  return TSR_OK;\n}\n',
+        'kernels/check_attention.h': '',
+        'kernels/check_attention.c': 'tsr_status kernels_check_extra(int n) {\n  return 0;\n}\n',
         'kernels/cpu/gemm.c': 'tsr_status kcpu_gemm(kb_t *kb, int m) {\n  return TSR_OK;\n}\n'
                               'tsr_status kcpu_fill(kb_t *kb, float *x, int n) {\n'
                               '  TSR_TRY(kernels_check_fill(n));\n  KCPU_NEED("fill", x);\n}\n',
@@ -292,6 +298,7 @@ def probe():
             'kernels_check_stale is named for no row',
             'fill entry still checks with KCPU_NEED', 'lost has no kernels_check_lost',
             'EXEMPT lists sync, which is no row',
+            'check_attention.c defines kernels_check_extra, which kernels/check_attention.h',
             'blocks.{i}.k_norm.weight, which model/params.c does not']
     missing = [w for w in want if w not in got]
     unwanted = [w for w in ('x_embed', 'q_norm', 'does not name', 'gemm has no kernels_check',

@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/check.h"
+#include "kernels/check_attention.h"
 #include "kernels/cpu/attention_items.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/mask.h"
@@ -229,18 +229,18 @@ static tsr_status check_max_len(const char *op, const char *name, const char *ma
   return TSR_OK;
 }
 
-static tsr_status check_attn(const char *op, const int32_t *cu_q, const int32_t *cu_k,
-                             int n_clips, int max_q, int max_k, int Lq, int Lk, int H, int Dh,
-                             float scale) {
-  KCPU_DIM(op, Lq);
-  KCPU_DIM(op, Lk);
-  KCPU_DIM(op, H);
-  if (Dh <= 0) return err_set(TSR_EINVAL, "%s: head dimension %d must be > 0", op, Dh);
-  if (!isfinite(scale)) return err_set(TSR_EINVAL, "%s: softmax scale is not finite", op);
-  tsr_status st = kcpu_check_cu(op, "cu_q", cu_q, n_clips, Lq);
-  if (!st) st = kcpu_check_cu(op, "cu_k", cu_k, n_clips, Lk);
-  if (!st) st = check_max_len(op, "cu_q", cu_q == cu_k ? "max_len" : "max_q", cu_q, n_clips, max_q);
-  if (!st && cu_k != cu_q) st = check_max_len(op, "cu_k", "max_k", cu_k, n_clips, max_k);
+// The offsets' values and the clips' lengths against max_q, max_k, which the CPU reads at
+// the call; the rest of the arguments are kernels/check_attention.h's (each entry checks
+// them first).
+static tsr_status check_clips(const char *op, int whole, const int32_t *cu_q,
+                              const int32_t *cu_k, int n_clips, int max_q, int max_k, int Lq,
+                              int Lk) {
+  tsr_status st = kcpu_check_cu(op, whole ? "cu_seqlens" : "cu_q", cu_q, n_clips, Lq);
+  if (!st && !whole) st = kcpu_check_cu(op, "cu_k", cu_k, n_clips, Lk);
+  if (!st)
+    st = check_max_len(op, whole ? "cu_seqlens" : "cu_q", whole ? "max_len" : "max_q", cu_q,
+                       n_clips, max_q);
+  if (!st && !whole) st = check_max_len(op, "cu_k", "max_k", cu_k, n_clips, max_k);
   return st;
 }
 
@@ -364,25 +364,19 @@ static tsr_status mask_coords(const char *op, const kernels_mask *m, const int32
   return TSR_OK;
 }
 
-// The forward under mask (NULL or FULL: the unmasked attention, bit for bit): out: (Lq, H,
-// Dh), lse: (Lq, H), q: (Lq, H, Dh), k, v: (Lk, H, Dh), cu_q, cu_k: (C + 1), pos_q: (Lq, 3),
-// pos_k: (Lk, 3)
-static tsr_status forward_masked(const char *op, float *out, float *lse, const float *q,
+// The forward under mask (NULL or FULL: the unmasked attention, bit for bit), its arguments
+// checked (kernels/check_attention.h) but for what the CPU reads (whole: cu_q == cu_k are
+// whole clips'): out: (Lq, H, Dh), lse: (Lq, H), q: (Lq, H, Dh), k, v: (Lk, H, Dh), cu_q,
+// cu_k: (C + 1), pos_q: (Lq, 3), pos_k: (Lk, 3)
+static tsr_status forward_masked(const char *op, int whole, float *out, float *lse, const float *q,
                                  const float *k, const float *v, const int32_t *cu_q,
                                  const int32_t *cu_k, const int32_t *pos_q, const int32_t *pos_k,
                                  const kernels_mask *mask, int n_clips, int max_q, int max_k,
                                  int Lq, int Lk, int H, int Dh, float scale) {
-  tsr_status st = check_attn(op, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
-  if (!st && mask) st = kcpu_check_mask(op, mask, pos_q, Lq, pos_k, Lk);
+  tsr_status st = check_clips(op, whole, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk);
+  if (!st && mask) st = kcpu_check_positions(op, mask, pos_q, Lq, pos_k, Lk);
   if (mask && mask->kind == KERNELS_MASK_FULL) mask = NULL;
   if (st || Lq == 0 || H == 0) return st;
-  KCPU_NEED(op, out);
-  KCPU_NEED(op, lse);
-  KCPU_NEED(op, q);
-  if (Lk > 0) {
-    KCPU_NEED(op, k);
-    KCPU_NEED(op, v);
-  }
   attn_args a = {.out = out, .lse = lse, .q = q, .k = k, .v = v, .H = H, .Dh = Dh, .scale = scale,
                  .mask = mask};
   int32_t *coords = NULL;
@@ -410,9 +404,11 @@ tsr_status kcpu_attention_partial_forward(kb_t *kb, float *out, float *lse, cons
                                           const float *k, const float *v, const int32_t *cu_q,
                                           const int32_t *cu_k, int n_clips, int max_q, int max_k,
                                           int Lq, int Lk, int H, int Dh, float scale) {
-  const char *op = cu_q == cu_k ? "attention_forward" : "attention_partial_forward";
-  return forward_masked(op, out, lse, q, k, v, cu_q, cu_k, NULL, NULL, NULL, n_clips, max_q,
-                        max_k, Lq, Lk, H, Dh, scale);
+  tsr_status st = kernels_check_attention_partial_forward(out, lse, q, k, v, cu_q, cu_k, n_clips,
+                                                          max_q, max_k, Lq, Lk, H, Dh, scale);
+  return st ? st
+            : forward_masked("attention_partial_forward", 0, out, lse, q, k, v, cu_q, cu_k, NULL,
+                             NULL, NULL, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
 }
 
 // kcpu_attention_partial_forward under mask; pos_q: (Lq, 3), pos_k: (Lk, 3)
@@ -422,15 +418,22 @@ tsr_status kcpu_attention_masked_forward(kb_t *kb, float *out, float *lse, const
                                          const int32_t *pos_k, kernels_mask mask, int n_clips,
                                          int max_q, int max_k, int Lq, int Lk, int H, int Dh,
                                          float scale) {
-  return forward_masked("attention_masked_forward", out, lse, q, k, v, cu_q, cu_k, pos_q, pos_k,
-                        &mask, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
+  tsr_status st = kernels_check_attention_masked_forward(out, lse, q, k, v, cu_q, cu_k, pos_q,
+                                                         pos_k, &mask, n_clips, max_q, max_k, Lq,
+                                                         Lk, H, Dh, scale);
+  return st ? st
+            : forward_masked("attention_masked_forward", 0, out, lse, q, k, v, cu_q, cu_k, pos_q,
+                             pos_k, &mask, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
 }
 
 tsr_status kcpu_attention_forward(kb_t *kb, float *out, float *lse, const float *q, const float *k,
                                   const float *v, const int32_t *cu, int n_clips, int max_len,
                                   int L, int H, int Dh, float scale) {
-  return kcpu_attention_partial_forward(kb, out, lse, q, k, v, cu, cu, n_clips, max_len, max_len,
-                                        L, L, H, Dh, scale);
+  tsr_status st = kernels_check_attention_forward(out, lse, q, k, v, cu, n_clips, max_len, L, H,
+                                                  Dh, scale);
+  return st ? st
+            : forward_masked("attention_forward", 1, out, lse, q, k, v, cu, cu, NULL, NULL, NULL,
+                             n_clips, max_len, max_len, L, L, H, Dh, scale);
 }
 
 // out_a: (L, H, Dh), lse_a: (L, H), out_b: (L, H, Dh), lse_b: (L, H)
@@ -618,11 +621,12 @@ static void backward_clip_item(float *ws, const attn_args *a, size_t q_begin, in
     row_axpy(dq + (i * H + h) * (size_t)Dh, scale, dQ + (i - q_begin) * Dhp, Dh);
 }
 
-// The accumulating backward under mask (NULL or FULL: unmasked, bit for bit): dq: (Lq, H,
+// The accumulating backward under mask (NULL or FULL: unmasked, bit for bit), its arguments
+// checked as forward_masked's: dq: (Lq, H,
 // Dh), dk, dv: (Lk, H, Dh) accumulated; dout, q, out: (Lq, H, Dh); k, v: (Lk, H, Dh); lse,
 // delta: (Lq, H); cu_q, cu_k: (C + 1); pos_q: (Lq, 3), pos_k: (Lk, 3). out is required by
 // the contract (kernels/entries.h) but not read: delta carries what is needed of it.
-static tsr_status backward_masked(const char *op, float *dq, float *dk, float *dv,
+static tsr_status backward_masked(const char *op, int whole, float *dq, float *dk, float *dv,
                                   const float *dout, const float *q, const float *k,
                                   const float *v, const void *out, const float *lse,
                                   const float *delta,
@@ -630,20 +634,10 @@ static tsr_status backward_masked(const char *op, float *dq, float *dk, float *d
                                   const int32_t *pos_k, const kernels_mask *mask, int n_clips,
                                   int max_q, int max_k, int Lq, int Lk, int H, int Dh,
                                   float scale) {
-  tsr_status st = check_attn(op, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
-  if (!st && mask) st = kcpu_check_mask(op, mask, pos_q, Lq, pos_k, Lk);
+  tsr_status st = check_clips(op, whole, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk);
+  if (!st && mask) st = kcpu_check_positions(op, mask, pos_q, Lq, pos_k, Lk);
   if (mask && mask->kind == KERNELS_MASK_FULL) mask = NULL;
-  if (st || Lq == 0 || Lk == 0 || H == 0) return st;
-  if (!dq && !dk && !dv) return TSR_OK;
-  if ((dk && !dv) || (dv && !dk))
-    return err_set(TSR_EINVAL, "%s: dk and dv must both be given or both be NULL", op);
-  KCPU_NEED(op, dout);
-  KCPU_NEED(op, q);
-  KCPU_NEED(op, k);
-  KCPU_NEED(op, v);
-  KCPU_NEED(op, out);
-  KCPU_NEED(op, lse);
-  KCPU_NEED(op, delta);
+  if (st || Lq == 0 || Lk == 0 || H == 0 || (!dq && !dk)) return st;
   size_t Dhp = (size_t)padded_dh(Dh);
   // the larger of the two passes' workspaces (backward_kv_item, backward_q_item)
   size_t per = 2 * (size_t)Dh * BK + 2 * (size_t)BK * Dhp + 3 * (size_t)BQ * Dhp +
@@ -682,9 +676,13 @@ tsr_status kcpu_attention_partial_backward(kb_t *kb, float *dq, float *dk, float
                                            const float *delta, const int32_t *cu_q,
                                            const int32_t *cu_k, int n_clips, int max_q, int max_k,
                                            int Lq, int Lk, int H, int Dh, float scale) {
-  const char *op = cu_q == cu_k ? "attention_backward" : "attention_partial_backward";
-  return backward_masked(op, dq, dk, dv, dout, q, k, v, out, lse, delta, cu_q, cu_k, NULL, NULL,
-                         NULL, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
+  tsr_status st = kernels_check_attention_partial_backward(dq, dk, dv, dout, q, k, v, out, lse,
+                                                           delta, cu_q, cu_k, n_clips, max_q,
+                                                           max_k, Lq, Lk, H, Dh, scale);
+  return st ? st
+            : backward_masked("attention_partial_backward", 0, dq, dk, dv, dout, q, k, v, out,
+                              lse, delta, cu_q, cu_k, NULL, NULL, NULL, n_clips, max_q, max_k,
+                              Lq, Lk, H, Dh, scale);
 }
 
 // kcpu_attention_partial_backward under mask; pos_q: (Lq, 3), pos_k: (Lk, 3)
@@ -697,22 +695,26 @@ tsr_status kcpu_attention_masked_partial_backward(kb_t *kb, float *dq, float *dk
                                                   const int32_t *pos_k, kernels_mask mask,
                                                   int n_clips, int max_q, int max_k, int Lq,
                                                   int Lk, int H, int Dh, float scale) {
-  return backward_masked("attention_masked_partial_backward", dq, dk, dv, dout, q, k, v, out,
-                         lse, delta, cu_q, cu_k, pos_q, pos_k, &mask, n_clips, max_q, max_k, Lq,
-                         Lk, H, Dh, scale);
+  tsr_status st = kernels_check_attention_masked_partial_backward(
+      dq, dk, dv, dout, q, k, v, out, lse, delta, cu_q, cu_k, pos_q, pos_k, &mask, n_clips, max_q,
+      max_k, Lq, Lk, H, Dh, scale);
+  return st ? st
+            : backward_masked("attention_masked_partial_backward", 0, dq, dk, dv, dout, q, k, v,
+                              out, lse, delta, cu_q, cu_k, pos_q, pos_k, &mask, n_clips, max_q,
+                              max_k, Lq, Lk, H, Dh, scale);
 }
 
-// The overwriting backward of whole clips under mask (NULL: unmasked): dq, dk, dv: (L, H,
+// The overwriting backward of whole clips under mask (NULL: unmasked), its arguments checked
+// as forward_masked's: dq, dk, dv: (L, H,
 // Dh); dout, q, k, v, out: (L, H, Dh); lse: (L, H); pos: (L, 3)
 static tsr_status whole_backward(const char *op, float *dq, float *dk, float *dv,
                                  const float *dout, const float *q, const float *k,
                                  const float *v, const float *out, const float *lse,
                                  const int32_t *cu, const int32_t *pos, const kernels_mask *mask,
                                  int n_clips, int max_len, int L, int H, int Dh, float scale) {
-  tsr_status st = check_attn(op, cu, cu, n_clips, max_len, max_len, L, L, H, Dh, scale);
-  if (!st && mask) st = kcpu_check_mask(op, mask, pos, L, pos, L);
-  if (st || L == 0 || H == 0) return st;
-  KCPU_NEED(op, out);
+  tsr_status st = check_clips(op, 1, cu, cu, n_clips, max_len, max_len, L, L);
+  if (!st && mask) st = kcpu_check_positions(op, mask, pos, L, pos, L);
+  if (st || L == 0 || H == 0 || (!dq && !dk)) return st;
   size_t rows = (size_t)L * H, n = rows * Dh;
   if (dq) memset(dq, 0, n * sizeof(float));
   if (dk) memset(dk, 0, n * sizeof(float));
@@ -721,8 +723,8 @@ static tsr_status whole_backward(const char *op, float *dq, float *dk, float *dv
   if (!delta) return err_set(TSR_ENOMEM, "%s: no memory for delta (%zu floats)", op, rows);
   st = kcpu_attention_delta(NULL, delta, dout, out, L, H, Dh);
   if (!st)
-    st = backward_masked(op, dq, dk, dv, dout, q, k, v, out, lse, delta, cu, cu, pos, pos, mask,
-                         n_clips, max_len, max_len, L, L, H, Dh, scale);
+    st = backward_masked(op, 1, dq, dk, dv, dout, q, k, v, out, lse, delta, cu, cu, pos, pos,
+                         mask, n_clips, max_len, max_len, L, L, H, Dh, scale);
   free(delta);
   return st;
 }
@@ -732,8 +734,11 @@ tsr_status kcpu_attention_backward(kb_t *kb, float *dq, float *dk, float *dv, co
                                    const float *q, const float *k, const float *v,
                                    const float *out, const float *lse, const int32_t *cu,
                                    int n_clips, int max_len, int L, int H, int Dh, float scale) {
-  return whole_backward("attention_backward", dq, dk, dv, dout, q, k, v, out, lse, cu, NULL, NULL,
-                        n_clips, max_len, L, H, Dh, scale);
+  tsr_status st = kernels_check_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, cu,
+                                                   n_clips, max_len, L, H, Dh, scale);
+  return st ? st
+            : whole_backward("attention_backward", dq, dk, dv, dout, q, k, v, out, lse, cu, NULL,
+                             NULL, n_clips, max_len, L, H, Dh, scale);
 }
 
 // kcpu_attention_backward under mask; pos: (L, 3)
@@ -743,6 +748,10 @@ tsr_status kcpu_attention_masked_backward(kb_t *kb, float *dq, float *dk, float 
                                           const int32_t *cu, const int32_t *pos, kernels_mask mask,
                                           int n_clips, int max_len, int L, int H, int Dh,
                                           float scale) {
-  return whole_backward("attention_masked_backward", dq, dk, dv, dout, q, k, v, out, lse, cu, pos,
-                        &mask, n_clips, max_len, L, H, Dh, scale);
+  tsr_status st = kernels_check_attention_masked_backward(dq, dk, dv, dout, q, k, v, out, lse, cu,
+                                                          pos, &mask, n_clips, max_len, L, H, Dh,
+                                                          scale);
+  return st ? st
+            : whole_backward("attention_masked_backward", dq, dk, dv, dout, q, k, v, out, lse, cu,
+                             pos, &mask, n_clips, max_len, L, H, Dh, scale);
 }

@@ -1,6 +1,6 @@
 // kernels/cpu/mask.h — private to the CPU backend: the attention masks of kernels.h
-// (kernels_mask) as the attention kernels evaluate them (attention.c), and their argument
-// checks.
+// (kernels_mask) as the attention kernels evaluate them (attention.c), and the check of the
+// positions they read.
 #ifndef TESSERA_KERNELS_CPU_MASK_H
 #define TESSERA_KERNELS_CPU_MASK_H
 
@@ -9,7 +9,6 @@
 #include <stdlib.h>
 
 #include "core/err.h"
-#include "kernels/check.h"
 #include "kernels/kernels.h"
 
 // The mask coordinates of n positions (n, 3) into c (n, 3): block-causal the chunk
@@ -51,13 +50,12 @@ static inline int kcpu_mask_boxes(const kernels_mask *m, const int32_t *qlo, con
   return all ? 2 : 1;
 }
 
-// A mask's sizes and positions (kernels/check.h kernels_check_mask) and, unless it is FULL,
-// the positions >= 0 (pos_q: (Lq, 3), pos_k: (Lk, 3)).
-static inline tsr_status kcpu_check_mask(const char *op, const kernels_mask *m,
-                                         const int32_t *pos_q, int Lq, const int32_t *pos_k,
-                                         int Lk) {
-  tsr_status st = kernels_check_mask(op, m, pos_q, Lq, pos_k, Lk);
-  if (st || m->kind == KERNELS_MASK_FULL) return st;
+// Unless the mask is FULL, the positions >= 0 (pos_q: (Lq, 3), pos_k: (Lk, 3)); the mask and
+// the rest are the masked entries' checks' (kernels/check.h), made first.
+static inline tsr_status kcpu_check_positions(const char *op, const kernels_mask *m,
+                                              const int32_t *pos_q, int Lq,
+                                              const int32_t *pos_k, int Lk) {
+  if (m->kind == KERNELS_MASK_FULL) return TSR_OK;
   for (size_t i = 0; i < 3 * (size_t)Lq; i++)
     if (pos_q[i] < 0) return err_set(TSR_EINVAL, "%s: query %zu has a negative position", op, i / 3);
   for (size_t i = 0; i < 3 * (size_t)Lk; i++)

@@ -33,7 +33,7 @@
 // row, each recomputing P from q, k and lse.
 #include <math.h>
 
-#include "kernels/check.h"
+#include "kernels/check_attention.h"
 #include "kernels/cuda/attention_cudnn.h"
 #include "kernels/cuda/kcu.h"
 
@@ -396,21 +396,15 @@ __global__ void k_attn_check_len(kcu_dev_error *err, int entry, const int32_t *c
 }
 
 // ---- host side ---------------------------------------------------------------------------
+// What is the backend's own of an attention entry's checks, after those of
+// kernels/check_attention.h: its limits, and the offsets and clip lengths, checked on the
+// device (reported by the next sync).
 static tsr_status check_attn(kb_t *kb, const char *op, int entry, const int32_t *cu_q,
                              const int32_t *cu_k, int n_clips, int max_q, int max_k, int Lq,
-                             int Lk, int H, int Dh, float scale) {
-  if (max_q < 0 || max_k < 0)
-    return err_set(TSR_EINVAL, "%s: %s = %d is negative", op,
-                   cu_q == cu_k ? "max_len" : max_q < 0 ? "max_q" : "max_k",
-                   max_q < 0 ? max_q : max_k);
-  KCU_DIM(op, Lq);
-  KCU_DIM(op, Lk);
-  KCU_DIM(op, H);
-  if (Dh <= 0) return err_set(TSR_EINVAL, "%s: head dimension %d must be > 0", op, Dh);
+                             int Lk, int H, int Dh) {
   if (Dh > AT_MAX_DH)
     return err_set(TSR_EINVAL, "%s: head dimension %d: the CUDA attention kernels take Dh <= %d", op,
                    Dh, AT_MAX_DH);
-  if (!isfinite(scale)) return err_set(TSR_EINVAL, "%s: softmax scale is not finite", op);
   if (H > 65535) return err_set(TSR_EINVAL, "%s: %d heads exceed the grid limit 65535", op, H);
   tsr_status st = kcu_check_cu(kb, op, entry, cu_q, n_clips, Lq);
   if (!st && cu_k != cu_q) st = kcu_check_cu(kb, op, entry, cu_k, n_clips, Lk);
@@ -464,16 +458,10 @@ extern "C" tsr_status kcu_attention_partial_forward(kb_t *kb, void *out, float *
                                                     int max_k, int Lq, int Lk, int H, int Dh,
                                                     float scale) {
   const char *op = "attention_partial_forward";
-  tsr_status st = check_attn(kb, op, KCU_E_ATTN_F, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H,
-                             Dh, scale);
+  tsr_status st = kernels_check_attention_partial_forward(out, lse, q, k, v, cu_q, cu_k, n_clips,
+                                                          max_q, max_k, Lq, Lk, H, Dh, scale);
+  if (!st) st = check_attn(kb, op, KCU_E_ATTN_F, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh);
   if (st || Lq == 0 || H == 0) return st;
-  KCU_NEED(op, out);
-  KCU_NEED(op, lse);
-  KCU_NEED(op, q);
-  if (Lk > 0) {
-    KCU_NEED(op, k);
-    KCU_NEED(op, v);
-  }
   int done;
   st = kcu_sdpa_forward(kb, op, 1, &done, out, lse, q, k, v, cu_q, cu_k, n_clips, max_q, max_k, Lq,
                         Lk, H, Dh, scale);
@@ -487,14 +475,10 @@ extern "C" tsr_status kcu_attention_forward(kb_t *kb, void *out, float *lse, con
                                             const void *v, const int32_t *cu, int n_clips, int max_len,
                                             int L, int H, int Dh, float scale) {
   const char *op = "attention_forward";
-  tsr_status st = check_attn(kb, op, KCU_E_ATTN_F, cu, cu, n_clips, max_len, max_len, L, L, H, Dh,
-                             scale);
+  tsr_status st = kernels_check_attention_forward(out, lse, q, k, v, cu, n_clips, max_len, L, H, Dh,
+                                                  scale);
+  if (!st) st = check_attn(kb, op, KCU_E_ATTN_F, cu, cu, n_clips, max_len, max_len, L, L, H, Dh);
   if (st || L == 0 || H == 0) return st;
-  KCU_NEED(op, out);
-  KCU_NEED(op, lse);
-  KCU_NEED(op, q);
-  KCU_NEED(op, k);
-  KCU_NEED(op, v);
   int done;
   st = kcu_sdpa_forward(kb, op, 0, &done, out, lse, q, k, v, cu, cu, n_clips, max_len, max_len, L, L,
                         H, Dh, scale);
@@ -562,31 +546,16 @@ static tsr_status launch_bwd(kb_t *kb, const char *op, void *dq, void *dk, void 
   return TSR_OK;
 }
 
-// The partial backward's arguments (the masked entry's too, op naming which): the common
-// checks, and *run = 0 where there is nothing to compute.
-static tsr_status partial_backward_args(kb_t *kb, const char *op, int *run, const void *dq,
-                                        const void *dk, const void *dv, const void *dout,
-                                        const void *q, const void *k, const void *v,
-                                        const void *out, const float *lse, const float *delta,
-                                        const int32_t *cu_q, const int32_t *cu_k, int n_clips,
-                                        int max_q, int max_k, int Lq, int Lk, int H, int Dh,
-                                        float scale) {
+// A backward's own checks (check_attn; kernels/check_attention.h's are made first, by the
+// entry) and *run = 0 where there is nothing to compute (the partial backward accumulates:
+// nothing to add without queries or keys; the whole one has L = Lq = Lk).
+static tsr_status backward_args(kb_t *kb, const char *op, int *run, const void *dq,
+                                const void *dk, const int32_t *cu_q, const int32_t *cu_k,
+                                int n_clips, int max_q, int max_k, int Lq, int Lk, int H, int Dh) {
   *run = 0;
-  tsr_status st = check_attn(kb, op, KCU_E_ATTN_B, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh,
-                             scale);
-  if (st || H == 0) return st;
-  if (!dq && !dk && !dv) return TSR_OK;
-  if ((dk && !dv) || (dv && !dk))
-    return err_set(TSR_EINVAL, "%s: dk and dv must both be given or both be NULL", op);
-  if (Lq == 0 && Lk == 0) return TSR_OK;
-  KCU_NEED(op, dout);
-  KCU_NEED(op, q);
-  KCU_NEED(op, k);
-  KCU_NEED(op, v);
-  KCU_NEED(op, out);
-  KCU_NEED(op, lse);
-  KCU_NEED(op, delta);
-  *run = 1;
+  tsr_status st = check_attn(kb, op, KCU_E_ATTN_B, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh);
+  if (st) return st;
+  *run = H > 0 && Lq > 0 && Lk > 0 && (dq || dk);
   return TSR_OK;
 }
 
@@ -601,8 +570,10 @@ extern "C" tsr_status kcu_attention_partial_backward(kb_t *kb, void *dq, void *d
                                                      float scale) {
   const char *op = "attention_partial_backward";
   int run;
-  tsr_status st = partial_backward_args(kb, op, &run, dq, dk, dv, dout, q, k, v, out, lse, delta,
-                                        cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
+  tsr_status st = kernels_check_attention_partial_backward(dq, dk, dv, dout, q, k, v, out, lse,
+                                                           delta, cu_q, cu_k, n_clips, max_q,
+                                                           max_k, Lq, Lk, H, Dh, scale);
+  if (!st) st = backward_args(kb, op, &run, dq, dk, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh);
   if (st || !run) return st;
   int done;
   st = kcu_sdpa_partial_backward(kb, op, &done, dq, dk, dv, dout, q, k, v, out, lse, cu_q, cu_k,
@@ -611,30 +582,6 @@ extern "C" tsr_status kcu_attention_partial_backward(kb_t *kb, void *dq, void *d
   if (st || done) return st;
   return launch_bwd(kb, op, dq, dk, dv, 1, dout, q, k, v, lse, delta, cu_q, cu_k, NULL, NULL,
                     at_no_mask, n_clips, Lq, Lk, H, Dh, scale, NULL);
-}
-
-// attention_backward's arguments (and the masked entry's, op naming which): the common
-// checks, and *run = 0 where there is nothing to compute (an empty batch, no gradient asked).
-static tsr_status backward_args(kb_t *kb, const char *op, int *run, const void *dq,
-                                const void *dk, const void *dv, const void *dout, const void *q,
-                                const void *k, const void *v, const void *out, const float *lse,
-                                const int32_t *cu, int n_clips, int max_len, int L, int H, int Dh,
-                                float scale) {
-  *run = 0;
-  tsr_status st = check_attn(kb, op, KCU_E_ATTN_B, cu, cu, n_clips, max_len, max_len, L, L, H, Dh,
-                             scale);
-  if (st || H == 0 || L == 0) return st;
-  if (!dq && !dk && !dv) return TSR_OK;
-  if ((dk && !dv) || (dv && !dk))
-    return err_set(TSR_EINVAL, "%s: dk and dv must both be given or both be NULL", op);
-  KCU_NEED(op, dout);
-  KCU_NEED(op, q);
-  KCU_NEED(op, k);
-  KCU_NEED(op, v);
-  KCU_NEED(op, out);
-  KCU_NEED(op, lse);
-  *run = 1;
-  return TSR_OK;
 }
 
 // The whole-clip backward on the backend's own kernels: delta = rowsum(dout * out) into
@@ -660,8 +607,9 @@ extern "C" tsr_status kcu_attention_backward(kb_t *kb, void *dq, void *dk, void 
                                              int max_len, int L, int H, int Dh, float scale) {
   const char *op = "attention_backward";
   int run;
-  tsr_status st = backward_args(kb, op, &run, dq, dk, dv, dout, q, k, v, out, lse, cu, n_clips,
-                                max_len, L, H, Dh, scale);
+  tsr_status st = kernels_check_attention_backward(dq, dk, dv, dout, q, k, v, out, lse, cu, n_clips,
+                                                   max_len, L, H, Dh, scale);
+  if (!st) st = backward_args(kb, op, &run, dq, dk, cu, cu, n_clips, max_len, max_len, L, L, H, Dh);
   if (st || !run) return st;
   int done;
   st = kcu_sdpa_backward(kb, op, &done, dq, dk, dv, dout, q, k, v, out, lse, cu, n_clips, max_len, L, H,
@@ -674,7 +622,9 @@ extern "C" tsr_status kcu_attention_backward(kb_t *kb, void *dq, void *dk, void 
 
 // ---- masked entries (kernels.h: the unmasked entries' results under FULL) ------------------
 // Their mask's positions are the model's RoPE positions, not checked on the device (a
-// negative one would only give another mask): kernels_check_mask checks the rest.
+// negative one would only give another mask): kernels/check_attention.h checks the rest.
+// Under FULL they are the unmasked entries, called after their own checks (so errors name
+// them).
 
 extern "C" tsr_status kcu_attention_masked_forward(kb_t *kb, void *out, float *lse, const void *q,
                                                    const void *k, const void *v, const int32_t *cu_q,
@@ -683,20 +633,15 @@ extern "C" tsr_status kcu_attention_masked_forward(kb_t *kb, void *out, float *l
                                                    int n_clips, int max_q, int max_k, int Lq, int Lk,
                                                    int H, int Dh, float scale) {
   const char *op = "attention_masked_forward";
-  tsr_status st = kernels_check_mask(op, &mask, pos_q, Lq, pos_k, Lk);
+  tsr_status st = kernels_check_attention_masked_forward(out, lse, q, k, v, cu_q, cu_k, pos_q, pos_k,
+                                                         &mask, n_clips, max_q, max_k, Lq, Lk, H,
+                                                         Dh, scale);
   if (st) return st;
   if (mask.kind == KERNELS_MASK_FULL)
     return kcu_attention_partial_forward(kb, out, lse, q, k, v, cu_q, cu_k, n_clips, max_q, max_k,
                                          Lq, Lk, H, Dh, scale);
-  st = check_attn(kb, op, KCU_E_ATTN_F, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
+  st = check_attn(kb, op, KCU_E_ATTN_F, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh);
   if (st || Lq == 0 || H == 0) return st;
-  KCU_NEED(op, out);
-  KCU_NEED(op, lse);
-  KCU_NEED(op, q);
-  if (Lk > 0) {
-    KCU_NEED(op, k);
-    KCU_NEED(op, v);
-  }
   // cuDNN on the pair list where it can take the call, the own kernels gated behind it
   // (they run only where the device found the layout or the window does not fit the list).
   int done;
@@ -716,14 +661,15 @@ extern "C" tsr_status kcu_attention_masked_backward(kb_t *kb, void *dq, void *dk
                                                     kernels_mask mask, int n_clips, int max_len,
                                                     int L, int H, int Dh, float scale) {
   const char *op = "attention_masked_backward";
-  tsr_status st = kernels_check_mask(op, &mask, pos, L, pos, L);
+  tsr_status st = kernels_check_attention_masked_backward(dq, dk, dv, dout, q, k, v, out, lse, cu,
+                                                          pos, &mask, n_clips, max_len, L, H, Dh,
+                                                          scale);
   if (st) return st;
   if (mask.kind == KERNELS_MASK_FULL)
     return kcu_attention_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, cu, n_clips, max_len, L,
                                   H, Dh, scale);
   int run;
-  st = backward_args(kb, op, &run, dq, dk, dv, dout, q, k, v, out, lse, cu, n_clips, max_len, L,
-                     H, Dh, scale);
+  st = backward_args(kb, op, &run, dq, dk, cu, cu, n_clips, max_len, max_len, L, L, H, Dh);
   if (st || !run) return st;
   int done;
   const int32_t *gate = NULL;
@@ -746,14 +692,15 @@ extern "C" tsr_status kcu_attention_masked_partial_backward(
     const int32_t *cu_k, const int32_t *pos_q, const int32_t *pos_k, kernels_mask mask,
     int n_clips, int max_q, int max_k, int Lq, int Lk, int H, int Dh, float scale) {
   const char *op = "attention_masked_partial_backward";
-  tsr_status st = kernels_check_mask(op, &mask, pos_q, Lq, pos_k, Lk);
+  tsr_status st = kernels_check_attention_masked_partial_backward(
+      dq, dk, dv, dout, q, k, v, out, lse, delta, cu_q, cu_k, pos_q, pos_k, &mask, n_clips, max_q,
+      max_k, Lq, Lk, H, Dh, scale);
   if (st) return st;
   if (mask.kind == KERNELS_MASK_FULL)
     return kcu_attention_partial_backward(kb, dq, dk, dv, dout, q, k, v, out, lse, delta, cu_q,
                                           cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
   int run;
-  st = partial_backward_args(kb, op, &run, dq, dk, dv, dout, q, k, v, out, lse, delta, cu_q, cu_k,
-                             n_clips, max_q, max_k, Lq, Lk, H, Dh, scale);
+  st = backward_args(kb, op, &run, dq, dk, cu_q, cu_k, n_clips, max_q, max_k, Lq, Lk, H, Dh);
   if (st || !run) return st;
   int done;
   const int32_t *gate = NULL;

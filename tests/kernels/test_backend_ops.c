@@ -239,6 +239,12 @@ static const char *const BAD_WHAT[] = {
     "modulate_backward: inp is NULL", "layernorm_modulate_forward: mean is NULL",
     "rope_forward: head dimension 5 must be even and > 0", "qk_norm_rope_backward: pos is NULL",
     "embedding_backward: ids is NULL", "adamw_update_multi: work is param itself",
+    "attention_forward: lse is NULL", "attention_backward: max_len = -1 is negative",
+    "attention_partial_forward: 4 tokens but no clips (n_clips = 0)",
+    "attention_partial_backward: dk and dv must both be given or both be NULL",
+    "attention_masked_forward: unknown mask kind 7",
+    "attention_masked_backward: a mask needs the positions of the queries and keys",
+    "attention_masked_partial_backward: delta is NULL",
 };
 enum { N_BAD = sizeof BAD_WHAT / sizeof BAD_WHAT[0] };
 
@@ -248,6 +254,8 @@ static tsr_status bad_call(const kernels_backend *kb, int i) {
   const int32_t *cu = (const int32_t *)SPARE;
   size_t total;
   kernels_param_segment seg = {0, 4, 1, 0};
+  kernels_mask odd = {.kind = 7}, causal = {.kind = KERNELS_MASK_BLOCK_CAUSAL, .chunk = 1};
+  kernels_mask full = {.kind = KERNELS_MASK_FULL};
   switch (i) {
     case 0: return kb->fill(kb, NULL, 1.0f, 4);
     case 1: return kb->add_act(kb, p, NULL, p, 4);
@@ -268,6 +276,21 @@ static tsr_status bad_call(const kernels_backend *kb, int i) {
     case 15: return kb->embedding_backward(kb, f, p, NULL, 2, 4, 3);
     case 16: return kb->adamw_update_multi(kb, f, f, f, f, f, 4, &seg, 1, 1e-3f, 0.9f, 0.999f,
                                            1e-8f, 0.0f, 1, 1.0f);
+    case 17: return kb->attention_forward(kb, p, NULL, p, p, p, cu, 1, 4, 4, 1, 4, 0.5f);
+    case 18: return kb->attention_backward(kb, p, p, p, p, p, p, p, p, f, cu, 1, -1, 4, 1, 4, 0.5f);
+    case 19: return kb->attention_partial_forward(kb, p, f, p, p, p, cu, cu, 0, 4, 4, 4, 4, 1, 4,
+                                                  0.5f);
+    // no keys, so nothing to compute: the pair rule holds all the same
+    case 20: return kb->attention_partial_backward(kb, p, p, NULL, p, p, p, p, p, f, f, cu, cu, 1,
+                                                   4, 0, 4, 0, 1, 4, 0.5f);
+    case 21: return kb->attention_masked_forward(kb, p, f, p, p, p, cu, cu, cu, cu, odd, 1, 4, 4,
+                                                 4, 4, 1, 4, 0.5f);
+    case 22: return kb->attention_masked_backward(kb, p, p, p, p, p, p, p, p, f, cu, NULL, causal,
+                                                  1, 4, 4, 1, 4, 0.5f);
+    // under FULL a masked entry is its unmasked one, but errors keep the masked name
+    case 23: return kb->attention_masked_partial_backward(kb, p, p, p, p, p, p, p, p, f, NULL, cu,
+                                                          cu, cu, cu, full, 1, 4, 4, 4, 4, 1, 4,
+                                                          0.5f);
   }
   return TSR_OK;
 }
