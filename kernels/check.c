@@ -243,21 +243,13 @@ tsr_status kernels_check_timestep_embedding(const void *out, const float *t, int
   return TSR_OK;
 }
 
-// The host-side half of every packed-clips check: n_clips and the pointer. The values of
-// cu_seqlens live in backend memory: each backend checks them its own way.
-static tsr_status check_cu_args(const char *op, const int32_t *cu_seqlens, int n_clips) {
-  if (n_clips < 0) return err_set(TSR_EINVAL, "%s: n_clips = %d is negative", op, n_clips);
-  NEED(op, cu_seqlens);
-  return TSR_OK;
-}
-
 // What the four adaLN entries share: sizes, the per-clip vectors' stride, the clips.
 static tsr_status check_adaln(const char *op, int mstride, const int32_t *cu_seqlens,
                               int n_clips, int L, int D) {
   if (L < 0 || D < 0) return err_set(TSR_EINVAL, "%s: L = %d, D = %d must be >= 0", op, L, D);
   if (mstride < D)
     return err_set(TSR_EINVAL, "%s: mstride = %d is smaller than D = %d", op, mstride, D);
-  return check_cu_args(op, cu_seqlens, n_clips);
+  return check_offsets(op, "cu_seqlens", cu_seqlens, n_clips);
 }
 
 tsr_status kernels_check_modulate_forward(const void *out, const void *inp, const void *shift,
@@ -360,7 +352,7 @@ tsr_status kernels_check_objective_inputs(const float *t, const void *x_t, const
   DIM(op, P);
   if (!kernels_tokens_size(tokens_dtype))
     return err_set(TSR_EINVAL, "%s: unknown token dtype %d", op, (int)tokens_dtype);
-  tsr_status st = check_cu_args(op, cu_seqlens, n_clips);
+  tsr_status st = check_offsets(op, "cu_seqlens", cu_seqlens, n_clips);
   if (st) return st;
   if (n_clips > 0) {
     NEED(op, t);
@@ -412,7 +404,7 @@ static tsr_status check_loss(const char *op, const void *pred, const void *targe
                              int D) {
   DIM(op, L);
   DIM(op, D);
-  tsr_status st = check_cu_args(op, cu_seqlens, n_clips);
+  tsr_status st = check_offsets(op, "cu_seqlens", cu_seqlens, n_clips);
   if (st) return st;
   if (n_clips > 0) NEED(op, weight);
   if (L > 0 && D > 0) {

@@ -48,15 +48,16 @@ static tsr_status check_attn_sizes(const char *op, int whole, const int32_t *cu_
   if (max_q < 0 || max_k < 0)
     return err_set(TSR_EINVAL, "%s: %s = %d is negative", op,
                    whole ? "max_len" : max_q < 0 ? "max_q" : "max_k", max_q < 0 ? max_q : max_k);
-  if (n_clips < 0) return err_set(TSR_EINVAL, "%s: n_clips = %d is negative", op, n_clips);
-  if (!cu_q) return err_set(TSR_EINVAL, "%s: %s is NULL", op, whole ? "cu_seqlens" : "cu_q");
-  if (!cu_k) return err_set(TSR_EINVAL, "%s: cu_k is NULL", op);
+  tsr_status st = check_offsets(op, whole ? "cu_seqlens" : "cu_q", cu_q, n_clips);
+  if (!st && !whole) st = check_offsets(op, "cu_k", cu_k, n_clips);
+  if (st) return st;
   if (n_clips == 0 && (Lq > 0 || Lk > 0))
     return err_set(TSR_EINVAL, "%s: %d tokens but no clips (n_clips = 0)", op, Lq > 0 ? Lq : Lk);
   return TSR_OK;
 }
 
-// The mask's kind and sizes, and the positions it needs (check.h, the masked entries).
+// The mask's kind and sizes, and the positions it needs (check_attention.h, the masked
+// entries).
 static tsr_status check_mask(const char *op, const kernels_mask *m, const int32_t *pos_q,
                              int Lq, const int32_t *pos_k, int Lk) {
   if (m->kind < KERNELS_MASK_FULL || m->kind > KERNELS_MASK_WINDOW)

@@ -9,8 +9,8 @@ Where a header (or its doc) lists what the code has, the two are compared mechan
     docs/kernels.md "Entries and layouts" (every row named; `x_forward/backward` names both);
   - the shared argument checks (kernels/check.h, and kernels/check_attention.h for the
     attention entries): each kernels_check_NAME that a .c defines is declared in its .h and
-    the other way round; NAME is a row of entries.h (or
-    one of SHARED_CHECKS below, the checks several entries share, whose entries are rows),
+    the other way round; NAME is a row of entries.h (or one of SHARED_CHECKS below, the
+    checks several entries share, whose entries are rows),
     and every backend's definition of that entry (kernels/cpu: kcpu_NAME or cpu_NAME,
     kernels/cuda: kcu_NAME; the CPU's [act] adapters f32_NAME and kbf_NAME count too) calls
     it (a shared one: some source of each backend) and checks nothing of its own with the

@@ -622,10 +622,10 @@ static void backward_clip_item(float *ws, const attn_args *a, size_t q_begin, in
 }
 
 // The accumulating backward under mask (NULL or FULL: unmasked, bit for bit), its arguments
-// checked as forward_masked's: dq: (Lq, H,
-// Dh), dk, dv: (Lk, H, Dh) accumulated; dout, q, out: (Lq, H, Dh); k, v: (Lk, H, Dh); lse,
-// delta: (Lq, H); cu_q, cu_k: (C + 1); pos_q: (Lq, 3), pos_k: (Lk, 3). out is required by
-// the contract (kernels/entries.h) but not read: delta carries what is needed of it.
+// checked as forward_masked's: dq: (Lq, H, Dh), dk, dv: (Lk, H, Dh) accumulated; dout, q,
+// out: (Lq, H, Dh); k, v: (Lk, H, Dh); lse, delta: (Lq, H); cu_q, cu_k: (C + 1); pos_q:
+// (Lq, 3), pos_k: (Lk, 3). out is required by the contract (kernels/entries.h) but not read:
+// delta carries what is needed of it.
 static tsr_status backward_masked(const char *op, int whole, float *dq, float *dk, float *dv,
                                   const float *dout, const float *q, const float *k,
                                   const float *v, const void *out, const float *lse,
@@ -705,8 +705,8 @@ tsr_status kcpu_attention_masked_partial_backward(kb_t *kb, float *dq, float *dk
 }
 
 // The overwriting backward of whole clips under mask (NULL: unmasked), its arguments checked
-// as forward_masked's: dq, dk, dv: (L, H,
-// Dh); dout, q, k, v, out: (L, H, Dh); lse: (L, H); pos: (L, 3)
+// as forward_masked's: dq, dk, dv: (L, H, Dh); dout, q, k, v, out: (L, H, Dh); lse: (L, H);
+// pos: (L, 3)
 static tsr_status whole_backward(const char *op, float *dq, float *dk, float *dv,
                                  const float *dout, const float *q, const float *k,
                                  const float *v, const float *out, const float *lse,

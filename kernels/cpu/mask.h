@@ -51,7 +51,7 @@ static inline int kcpu_mask_boxes(const kernels_mask *m, const int32_t *qlo, con
 }
 
 // Unless the mask is FULL, the positions >= 0 (pos_q: (Lq, 3), pos_k: (Lk, 3)); the mask and
-// the rest are the masked entries' checks' (kernels/check.h), made first.
+// the rest are the masked entries' checks' (kernels/check_attention.h), made first.
 static inline tsr_status kcpu_check_positions(const char *op, const kernels_mask *m,
                                               const int32_t *pos_q, int Lq,
                                               const int32_t *pos_k, int Lk) {
